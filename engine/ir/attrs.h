@@ -1,0 +1,138 @@
+#pragma once
+// Typed op attributes. Each struct lists its fields once in fields(), which the printer, the parser,
+// equality and hashing all walk, so print -> parse -> print is exact for every op by construction.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/core/shape.h"
+
+namespace tsr::ir {
+
+using Ints = std::vector<int64_t>;
+
+// A dense constant: aval + row-major bytes (shared, immutable).
+struct Literal {
+  Aval aval;
+  std::shared_ptr<const std::vector<uint8_t>> data;
+
+  const void* bytes() const { return data ? data->data() : nullptr; }
+  bool operator==(const Literal& o) const;
+  // Reads element i converted to double (for printing and folding).
+  double elementAsDouble(int64_t i) const;
+  static Literal scalar(DType dtype, double value);
+  static Literal fromBytes(Aval aval, const void* bytes);
+};
+
+struct NoAttrs {
+  template <class V> void fields(V&) {}
+  bool operator==(const NoAttrs&) const = default;
+};
+// convert / bitcast_convert: the result dtype.
+struct ConvertAttrs {
+  DType dtype = DType::F32;
+  template <class V> void fields(V& v) { v("dtype", dtype); }
+  bool operator==(const ConvertAttrs&) const = default;
+};
+// Operand dim i goes to result dim broadcastDims[i]; other result dims are broadcast.
+struct BroadcastInDimAttrs {
+  Ints shape;
+  Ints broadcastDims;
+  template <class V> void fields(V& v) { v("shape", shape); v("broadcast_dims", broadcastDims); }
+  bool operator==(const BroadcastInDimAttrs&) const = default;
+};
+struct ReshapeAttrs {
+  Ints shape;
+  template <class V> void fields(V& v) { v("shape", shape); }
+  bool operator==(const ReshapeAttrs&) const = default;
+};
+// result.shape[i] = operand.shape[perm[i]]
+struct TransposeAttrs {
+  Ints perm;
+  template <class V> void fields(V& v) { v("perm", perm); }
+  bool operator==(const TransposeAttrs&) const = default;
+};
+struct SliceAttrs {
+  Ints starts, limits, strides;
+  template <class V> void fields(V& v) { v("starts", starts); v("limits", limits); v("strides", strides); }
+  bool operator==(const SliceAttrs&) const = default;
+};
+// Operands: x, then one scalar integer start index per dim (clamped into range, as in XLA).
+struct DynamicSliceAttrs {
+  Ints sizes;
+  template <class V> void fields(V& v) { v("sizes", sizes); }
+  bool operator==(const DynamicSliceAttrs&) const = default;
+};
+struct ConcatenateAttrs {
+  int64_t axis = 0;
+  template <class V> void fields(V& v) { v("axis", axis); }
+  bool operator==(const ConcatenateAttrs&) const = default;
+};
+// Operands: x, padding value (scalar). Negative low/high crop.
+struct PadAttrs {
+  Ints low, high, interior;
+  template <class V> void fields(V& v) { v("low", low); v("high", high); v("interior", interior); }
+  bool operator==(const PadAttrs&) const = default;
+};
+struct IotaAttrs {
+  Ints shape;
+  DType dtype = DType::I32;
+  int64_t dimension = 0;
+  template <class V> void fields(V& v) { v("shape", shape); v("dtype", dtype); v("dimension", dimension); }
+  bool operator==(const IotaAttrs&) const = default;
+};
+struct RevAttrs {
+  Ints dims;
+  template <class V> void fields(V& v) { v("dims", dims); }
+  bool operator==(const RevAttrs&) const = default;
+};
+// The reduced axes are removed from the result.
+struct ReduceAttrs {
+  Ints axes;
+  template <class V> void fields(V& v) { v("axes", axes); }
+  bool operator==(const ReduceAttrs&) const = default;
+};
+struct ArgReduceAttrs {
+  int64_t axis = 0;
+  DType indexDtype = DType::I32;
+  template <class V> void fields(V& v) { v("axis", axis); v("index_dtype", indexDtype); }
+  bool operator==(const ArgReduceAttrs&) const = default;
+};
+// Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
+struct DotGeneralAttrs {
+  Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
+  template <class V> void fields(V& v) {
+    v("lhs_contracting", lhsContracting);
+    v("rhs_contracting", rhsContracting);
+    v("lhs_batch", lhsBatch);
+    v("rhs_batch", rhsBatch);
+  }
+  bool operator==(const DotGeneralAttrs&) const = default;
+};
+// gather(x, idx): like tf.gather(x, idx, axis, batch_dims). The first batchDims dims of x and idx match;
+// result = x.shape[:axis] + idx.shape[batchDims:] + x.shape[axis+1:]. Out-of-range indices are clamped.
+// scatter_add(x, idx, updates): the transpose: adds updates into x at the gathered positions
+// (out-of-range updates are dropped).
+struct GatherAttrs {
+  int64_t axis = 0;
+  int64_t batchDims = 0;
+  template <class V> void fields(V& v) { v("axis", axis); v("batch_dims", batchDims); }
+  bool operator==(const GatherAttrs&) const = default;
+};
+struct ConstantAttrs {
+  Literal value;
+  template <class V> void fields(V& v) { v("value", value); }
+  bool operator==(const ConstantAttrs&) const = default;
+};
+
+using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
+                           DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
+                           ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs>;
+
+// Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
+const char* attrsTypeName(const Attrs& attrs);
+const char* attrsTypeNameAt(size_t index);
+
+}  // namespace tsr::ir

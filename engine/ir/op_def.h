@@ -1,0 +1,103 @@
+#pragma once
+// OpDef: everything about one op in one place: its attributes, shape rule, cost, fusion kind, kernels,
+// and (filled in by the transformation and sharding layers) its vjp, batching and sharding rules.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/core/shape.h"
+#include "engine/ir/attrs.h"
+
+namespace tsr::ir {
+
+enum class OpCode : uint32_t {
+#define TSR_OP(e, n, a) e,
+#include "engine/ir/op_list.inc"
+#undef TSR_OP
+  kNumCoreOps
+};
+inline constexpr uint32_t kNumCoreOps = static_cast<uint32_t>(OpCode::kNumCoreOps);
+
+// How the compiler may fuse the op.
+enum class FusionKind : uint8_t { Elementwise, Reduction, Layout, Opaque };
+const char* fusionKindName(FusionKind k);
+
+struct Cost {
+  double flops = 0;
+  int64_t bytesRead = 0;
+  int64_t bytesWritten = 0;
+};
+
+// A contiguous row-major tensor in host memory, as a kernel sees it.
+struct TensorView {
+  const void* data = nullptr;
+  Aval aval;
+  template <class T> const T* as() const { return static_cast<const T*>(data); }
+};
+struct MutableTensorView {
+  void* data = nullptr;
+  Aval aval;
+  template <class T> T* as() const { return static_cast<T*>(data); }
+};
+
+struct CpuKernelArgs {
+  std::span<const TensorView> inputs;
+  std::span<const MutableTensorView> outputs;  // allocated by the caller with the inferred avals
+  const Attrs& attrs;
+};
+
+using InferFn = std::function<Result<std::vector<Aval>>(std::span<const Aval> operands, const Attrs& attrs)>;
+using CostFn = std::function<Cost(std::span<const Aval> operands, std::span<const Aval> results, const Attrs& attrs)>;
+using CpuKernelFn = std::function<void(const CpuKernelArgs& args)>;
+
+// Rule contexts are defined by the layers that use them (transform: vjp and batching; sharding: shard).
+struct VjpContext;
+struct BatchContext;
+struct ShardContext;
+using VjpRule = std::function<Status(VjpContext&)>;
+using BatchRule = std::function<Status(BatchContext&)>;
+using ShardRule = std::function<Status(ShardContext&)>;
+
+struct OpDef {
+  OpCode code{};
+  std::string name;
+  std::string family;           // "elementwise", "layout", "reduction", ...
+  int numOperands = 1;          // -1: variadic (at least minOperands)
+  int minOperands = 0;
+  int numResults = 1;
+  size_t attrsIndex = 0;        // the Attrs alternative this op takes
+  FusionKind fusion = FusionKind::Opaque;
+  bool differentiable = true;   // false: comparisons, integer ops, random bits
+
+  InferFn infer;
+  CostFn cost;
+  CpuKernelFn cpu;
+  VjpRule vjp;
+  BatchRule batch;
+  ShardRule shard;
+  std::string cudaSource;       // device code for NVRTC, where the op has one
+};
+
+class OpRegistry {
+ public:
+  // Adds an op; core ops keep their enum code, others get the next free code. Fails on a duplicate name.
+  Result<OpCode> add(OpDef def);
+  const OpDef* find(OpCode code) const;
+  const OpDef* find(std::string_view name) const;
+  const OpDef& get(OpCode code) const;  // internal invariant: the code is registered
+  const std::vector<OpDef>& all() const { return m_defs; }
+  OpDef* mutableFind(OpCode code);
+
+ private:
+  std::vector<OpDef> m_defs;
+  std::vector<int> m_index;  // code -> position in m_defs, -1 if absent
+};
+
+// The Attrs alternative index of a core op, from op_list.inc.
+size_t coreAttrsIndex(OpCode code);
+const char* coreOpName(OpCode code);
+
+}  // namespace tsr::ir

@@ -1,0 +1,8 @@
+#include "engine/ops/op_helpers.h"
+#include "engine/ops/registry.h"
+
+namespace tsr::ops {
+
+void registerIndexingOps(ir::OpRegistry& reg) {}
+
+}  // namespace tsr::ops

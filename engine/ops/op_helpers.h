@@ -1,0 +1,35 @@
+#pragma once
+// Helpers shared by the op families: error messages that name the op and the operand avals, common cost
+// rules, and registration shorthands so that a new op is a few lines.
+#include <span>
+#include <string>
+
+#include "engine/core/check.h"
+#include "engine/ir/op_def.h"
+
+namespace tsr::ops {
+
+// "add: operands must have equal shapes, got f32[2,3] and f32[3]"
+std::string describeAvals(std::span<const Aval> avals);
+Error opError(std::string_view op, std::span<const Aval> operands, std::string_view what);
+
+// Checks the operand count of an op; returns an error naming the op otherwise.
+Status checkArity(std::string_view op, std::span<const Aval> operands, size_t n);
+
+// Cost of an op that touches each input and output element once, with `flopsPerElement` per output element.
+ir::Cost elementwiseCost(std::span<const Aval> in, std::span<const Aval> out, double flopsPerElement);
+// Cost of pure data movement: reads inputs, writes outputs, no flops.
+ir::Cost movementCost(std::span<const Aval> in, std::span<const Aval> out);
+
+// Adds the op, checking invariants of core registration (an internal error, not a user one).
+void addCoreOp(ir::OpRegistry& reg, ir::OpDef def);
+
+// Starts an OpDef for a core op with its name and attrs kind taken from op_list.inc.
+ir::OpDef coreOp(ir::OpCode code, std::string family, ir::FusionKind fusion, int numOperands, int numResults = 1);
+
+template <class A>
+const A& attrsAs(const ir::Attrs& attrs) {
+  return std::get<A>(attrs);
+}
+
+}  // namespace tsr::ops

@@ -1,0 +1,25 @@
+#include "engine/ops/registry.h"
+
+#include <mutex>
+
+#include "engine/core/check.h"
+
+namespace tsr::ops {
+
+void registerCoreOps(ir::OpRegistry& reg) {
+  registerElementwiseOps(reg);
+  registerLayoutOps(reg);
+  registerReductionOps(reg);
+  registerContractionOps(reg);
+  registerIndexingOps(reg);
+  registerMiscOps(reg);
+}
+
+ir::OpRegistry& registry() {
+  static ir::OpRegistry reg;
+  static std::once_flag once;
+  std::call_once(once, [] { registerCoreOps(reg); });
+  return reg;
+}
+
+}  // namespace tsr::ops

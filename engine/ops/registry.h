@@ -1,0 +1,20 @@
+#pragma once
+// The core op registry: registerCoreOps() adds every op of op_list.inc, family by family.
+#include "engine/ir/op_def.h"
+
+namespace tsr::ops {
+
+void registerCoreOps(ir::OpRegistry& reg);
+
+// The process-wide registry: the core ops, plus what plugins add. Filled on first use.
+ir::OpRegistry& registry();
+
+// Family registration, one per file in engine/ops/.
+void registerElementwiseOps(ir::OpRegistry& reg);  // elementwise.cpp: unary, binary, compare, select, clamp, convert
+void registerLayoutOps(ir::OpRegistry& reg);       // layout.cpp: broadcast, reshape, transpose, slices, pad, iota, rev
+void registerReductionOps(ir::OpRegistry& reg);    // reduction.cpp: reduce_*, argmax, argmin
+void registerContractionOps(ir::OpRegistry& reg);  // contraction.cpp: dot_general
+void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scatter_add
+void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32
+
+}  // namespace tsr::ops

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tessera needs that are missing on this machine.
+# Safe to run again: it installs only what is absent and says what it installs.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build pkg-config ccache
+  # engine
+  libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+  # multi-process runs
+  openmpi-bin libopenmpi-dev
+  # IDE
+  qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev qt6-charts-dev libgl-dev
+  libimgui-dev libgraphviz-dev
+  # headless GUI tests
+  xvfb xauth
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "bootstrap: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "bootstrap: installing ${#missing[@]} missing packages: ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "bootstrap: not root and no sudo; install these by hand: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "bootstrap: done"

@@ -1,0 +1,100 @@
+#include "tests/ops/harness.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tsr::test {
+
+HostTensor HostTensor::zeros(const Aval& aval) {
+  HostTensor t;
+  t.aval = aval;
+  t.bytes.assign(static_cast<size_t>(aval.bytes()), 0);
+  return t;
+}
+
+HostTensor HostTensor::fromValues(const Aval& aval, const std::vector<double>& values) {
+  HostTensor t = zeros(aval);
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i)
+    t.set(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+double HostTensor::get(int64_t i) const {
+  return dispatchDType(aval.dtype, [&]<class T>() -> double {
+    T v;
+    std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return static_cast<float>(v);
+    else return static_cast<double>(v);
+  });
+}
+
+void HostTensor::set(int64_t i, double value) {
+  dispatchDType(aval.dtype, [&]<class T>() {
+    T v;
+    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) v = T(static_cast<float>(value));
+    else if constexpr (std::is_same_v<T, bool>) v = value != 0.0;
+    else if constexpr (std::is_integral_v<T>) v = static_cast<T>(static_cast<int64_t>(value));
+    else v = static_cast<T>(value);
+    std::memcpy(bytes.data() + static_cast<size_t>(i) * sizeof(T), &v, sizeof(T));
+  });
+}
+
+uint64_t HostTensor::getBits(int64_t i) const {
+  uint64_t b = 0;
+  auto sz = static_cast<size_t>(dtypeSize(aval.dtype));
+  std::memcpy(&b, bytes.data() + static_cast<size_t>(i) * sz, sz);
+  return b;
+}
+
+void HostTensor::setBits(int64_t i, uint64_t b) {
+  auto sz = static_cast<size_t>(dtypeSize(aval.dtype));
+  std::memcpy(bytes.data() + static_cast<size_t>(i) * sz, &b, sz);
+}
+
+HostTensor randomTensor(const Aval& aval, std::mt19937& rng, double lo, double hi) {
+  HostTensor t = HostTensor::zeros(aval);
+  std::uniform_real_distribution<double> real(lo, hi);
+  std::uniform_int_distribution<int> small(-5, 5);
+  std::uniform_int_distribution<int> smallU(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (aval.dtype) {
+      case DType::Bool: t.set(i, static_cast<double>(rng() & 1u)); break;
+      case DType::U8:
+      case DType::U32: t.set(i, smallU(rng)); break;
+      case DType::I32:
+      case DType::I64: t.set(i, small(rng)); break;
+      default: t.set(i, real(rng)); break;
+    }
+  }
+  return t;
+}
+
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(static_cast<size_t>(shape.rank()));
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
+  int64_t flat = 0;
+  for (int d = 0; d < shape.rank(); ++d) flat = flat * shape[d] + idx[static_cast<size_t>(d)];
+  return flat;
+}
+
+const std::vector<Shape>& edgeShapes() {
+  static const std::vector<Shape> shapes = {Shape{},     Shape{1},       Shape{7},        Shape{1, 1},
+                                            Shape{3, 1}, Shape{1, 4},    Shape{2, 3},     Shape{2, 3, 5},
+                                            Shape{2, 1, 3, 1}, Shape{33, 17}};
+  return shapes;
+}
+
+const std::vector<DType>& allDTypes() {
+  static const std::vector<DType> types = {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32,
+                                           DType::I64, DType::U8,  DType::U32,  DType::Bool};
+  return types;
+}
+
+}  // namespace tsr::test

@@ -1,0 +1,62 @@
+#pragma once
+// The op conformance harness (one place for every op, like ggml's test-backend-ops): each family file adds
+// cases with a naive reference written here, independently of engine/ops; test_conformance.cpp runs every
+// case through the op's CPU kernel and through a jitted one-node graph and compares with the reference.
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/core/shape.h"
+#include "engine/ir/attrs.h"
+#include "engine/ir/op_def.h"
+
+namespace tsr::test {
+
+// A test-side tensor: an aval and its row-major bytes. Elements are read and written as double.
+struct HostTensor {
+  Aval aval;
+  std::vector<uint8_t> bytes;
+
+  static HostTensor zeros(const Aval& aval);
+  static HostTensor fromValues(const Aval& aval, const std::vector<double>& values);
+  int64_t numel() const { return aval.numel(); }
+  double get(int64_t i) const;
+  void set(int64_t i, double v);  // rounds to the dtype as a cast would (bf16/f16 to nearest even)
+  uint64_t getBits(int64_t i) const;  // raw element bits (integers, random bits)
+  void setBits(int64_t i, uint64_t bits);
+};
+
+// Random values suited to the dtype: floats in [lo, hi], integers in a small range, bools 0/1.
+HostTensor randomTensor(const Aval& aval, std::mt19937& rng, double lo = -2.0, double hi = 2.0);
+
+// Multi-index helpers for naive references.
+std::vector<int64_t> unravel(int64_t flat, const Shape& shape);
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape);
+
+using Reference = std::function<std::vector<HostTensor>(const std::vector<HostTensor>& inputs)>;
+
+struct OpCase {
+  std::string label;  // shown on failure: "add f32 [2,3]"
+  ir::OpCode op{};
+  ir::Attrs attrs;
+  std::vector<HostTensor> inputs;
+  Reference reference;
+  double rtol = -1;  // < 0: the default for the result dtype
+  double atol = -1;
+};
+
+// Shapes every elementwise op is run over: a scalar, size-1 dims, odd sizes, rank 1 to 4.
+const std::vector<Shape>& edgeShapes();
+const std::vector<DType>& allDTypes();
+
+// Each family file appends its cases (tests/ops/cases_<family>.cpp). Ops are run for every dtype their
+// infer rule accepts, so "every dtype the op accepts" is covered by construction.
+void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addLayoutCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addReductionCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addContractionCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);
+
+}  // namespace tsr::test
