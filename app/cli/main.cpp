@@ -1,1 +1,111 @@
-int main() { return 0; }
+// tessera: the command-line face of the engine. Everything the IDE shows is reachable from here.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/examples.h"
+#include "engine/ir/graph.h"
+#include "engine/ops/registry.h"
+#include "engine/version.h"
+
+namespace {
+
+using namespace tsr;
+
+struct RuleFlags {
+  bool infer, vjp, batch, shard, cost, cpu, cuda;
+};
+
+RuleFlags rulesOf(const ir::OpDef& d) {
+  return {bool(d.infer), bool(d.vjp), bool(d.batch), bool(d.shard), bool(d.cost), bool(d.cpu), !d.cudaSource.empty()};
+}
+
+int cmdOps(bool json) {
+  const auto& reg = ops::registry();
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& d : reg.all()) {
+      RuleFlags r = rulesOf(d);
+      arr.push_back({{"name", d.name},
+                     {"code", static_cast<uint32_t>(d.code)},
+                     {"family", d.family},
+                     {"fusion", ir::fusionKindName(d.fusion)},
+                     {"operands", d.numOperands},
+                     {"results", d.numResults},
+                     {"attrs", ir::attrsTypeNameAt(d.attrsIndex)},
+                     {"differentiable", d.differentiable},
+                     {"rules",
+                      {{"infer", r.infer}, {"vjp", r.vjp}, {"batch", r.batch}, {"shard", r.shard},
+                       {"cost", r.cost}, {"cpu", r.cpu}, {"cuda", r.cuda}}}});
+    }
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}\n", "op", "family", "fusion",
+                           "infer", "vjp", "batch", "shard", "cost", "cpu", "cuda");
+  auto mark = [](bool b) { return b ? "x" : "-"; };
+  for (const auto& d : reg.all()) {
+    RuleFlags r = rulesOf(d);
+    std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}\n", d.name, d.family,
+                             ir::fusionKindName(d.fusion), mark(r.infer), mark(r.vjp), mark(r.batch), mark(r.shard),
+                             mark(r.cost), mark(r.cpu), mark(r.cuda));
+  }
+  std::cout << reg.all().size() << " ops\n";
+  return 0;
+}
+
+int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
+  const auto& reg = ops::registry();
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) {
+      std::cerr << "tessera ir: cannot read " << file << "\n";
+      return 1;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto g = ir::parse(ss.str(), reg);
+    if (!g.ok()) {
+      std::cerr << file << ":" << g.error().message << "\n";
+      return 1;
+    }
+    std::cout << ir::print(*g, reg);
+    return 0;
+  }
+  auto cg = cli::traceExample(example, batch);
+  if (!cg.ok()) {
+    std::cerr << "tessera ir: " << cg.error().message << "\n";
+    return 1;
+  }
+  std::cout << ir::print(cg->graph, reg);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: compile, train and inspect neural networks"};
+  app.set_version_flag("--version", std::string("tessera ") + tsr::kVersion);
+  app.require_subcommand(1);
+
+  auto* ops = app.add_subcommand("ops", "List every op with the rules it has (infer, vjp, batch, shard, cost, cpu, cuda)");
+  bool json = false;
+  ops->add_flag("--json", json, "Print JSON");
+
+  auto* ir = app.add_subcommand("ir", "Print the IR of an example's forward pass, or parse and check an IR file");
+  std::string example = "mlp", file;
+  int64_t batch = 8;
+  ir->add_option("--example", example, "Example: mlp")->capture_default_str();
+  ir->add_option("--batch", batch, "Batch size")->capture_default_str();
+  ir->add_option("--parse", file, "Parse, verify and re-print an IR text file");
+
+  CLI11_PARSE(app, argc, argv);
+  if (ops->parsed()) return cmdOps(json);
+  if (ir->parsed()) return cmdIr(example, batch, file);
+  return 0;
+}

@@ -1,1 +1,140 @@
-namespace tsr {}
+#include "engine/transform/array.h"
+
+#include <cstring>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "engine/ir/attrs.h"
+
+namespace tsr {
+
+namespace {
+
+runtime::BufferPtr allocateOrRaise(const Aval& aval) {
+  auto b = runtime::Buffer::allocate(aval.bytes());
+  if (!b.ok()) raise(b.takeError());
+  return std::move(b).value();
+}
+
+// Writes `value` into element i of a buffer of dtype t, converting as a C cast (bf16/f16 round to nearest even).
+void storeElement(void* base, DType t, int64_t i, double value) {
+  dispatchDType(t, [&]<class T>() {
+    T v;
+    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) v = T(static_cast<float>(value));
+    else if constexpr (std::is_same_v<T, bool>) v = value != 0.0;
+    else v = static_cast<T>(value);
+    std::memcpy(static_cast<char*>(base) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+  });
+}
+
+}  // namespace
+
+int64_t Array::dim(int axis) const {
+  int a = normalizeAxis(axis, rank());
+  if (a < 0) raise(makeError("axis {} is out of range for an array of rank {}", axis, rank()));
+  return shape()[a];
+}
+
+Array Array::fromBuffer(runtime::BufferPtr buffer, Aval aval) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = std::move(aval);
+  impl->buffer = std::move(buffer);
+  return Array(std::move(impl));
+}
+
+Array Array::fromBytes(const Aval& aval, const void* bytes) {
+  auto buf = allocateOrRaise(aval);
+  if (aval.bytes()) std::memcpy(buf->data(), bytes, static_cast<size_t>(aval.bytes()));
+  return fromBuffer(std::move(buf), aval);
+}
+
+Array Array::fromVector(const std::vector<double>& values, Shape shape, DType dtype) {
+  Aval aval{std::move(shape), dtype};
+  if (static_cast<int64_t>(values.size()) != aval.numel())
+    raise(makeError("fromVector: {} values do not fill shape {}", values.size(), aval.shape.toString()));
+  auto buf = allocateOrRaise(aval);
+  for (size_t i = 0; i < values.size(); ++i) storeElement(buf->data(), dtype, static_cast<int64_t>(i), values[i]);
+  return fromBuffer(std::move(buf), std::move(aval));
+}
+
+Array Array::fromVector(const std::vector<float>& values, Shape shape) {
+  Aval aval{std::move(shape), DType::F32};
+  if (static_cast<int64_t>(values.size()) != aval.numel())
+    raise(makeError("fromVector: {} values do not fill shape {}", values.size(), aval.shape.toString()));
+  return fromBytes(aval, values.data());
+}
+
+Array Array::fromVector(const std::vector<int32_t>& values, Shape shape) {
+  Aval aval{std::move(shape), DType::I32};
+  if (static_cast<int64_t>(values.size()) != aval.numel())
+    raise(makeError("fromVector: {} values do not fill shape {}", values.size(), aval.shape.toString()));
+  return fromBytes(aval, values.data());
+}
+
+Array Array::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+Array Array::full(Shape shape, double value, DType dtype) {
+  Aval aval{std::move(shape), dtype};
+  for (int64_t d : aval.shape.dims())
+    if (d < 0) raise(makeError("full: negative dimension in shape {}", aval.shape.toString()));
+  auto buf = allocateOrRaise(aval);
+  if (value != 0.0)
+    for (int64_t i = 0; i < aval.numel(); ++i) storeElement(buf->data(), dtype, i, value);
+  return fromBuffer(std::move(buf), std::move(aval));
+}
+
+std::vector<double> Array::toDoubles() const {
+  if (!isConcrete())
+    raise(makeError("the value of a traced array ({}) is not known while tracing; use it as an array instead",
+                    valid() ? aval().toString() : "empty"));
+  std::vector<double> out(static_cast<size_t>(numel()));
+  const auto* base = static_cast<const char*>(buffer()->data());
+  dispatchDType(dtype(), [&]<class T>() {
+    for (size_t i = 0; i < out.size(); ++i) {
+      T v;
+      std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+      if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) out[i] = static_cast<float>(v);
+      else out[i] = static_cast<double>(v);
+    }
+  });
+  return out;
+}
+
+std::vector<float> Array::toFloats() const {
+  auto d = toDoubles();
+  return std::vector<float>(d.begin(), d.end());
+}
+
+double Array::item() const {
+  if (valid() && numel() != 1) raise(makeError("item: array of shape {} has {} elements, not 1", aval().toString(), numel()));
+  return toDoubles()[0];
+}
+
+std::string Array::toString() const {
+  if (!valid()) return "Array(empty)";
+  if (!isConcrete()) return "Traced<" + aval().toString() + ">";
+  auto v = toDoubles();
+  std::string s = aval().toString() + " ";
+  const auto& dims = shape().dims();
+  // Nested brackets; more than 64 elements are elided after the first 64.
+  std::vector<int64_t> strides = shape().strides();
+  int64_t shown = 0;
+  std::function<void(int, int64_t)> rec = [&](int d, int64_t off) {
+    if (d == rank()) {
+      if (shown++ < 64) s += fmt::format("{:g}", v[static_cast<size_t>(off)]);
+      return;
+    }
+    s += "[";
+    for (int64_t i = 0; i < dims[d]; ++i) {
+      if (shown >= 64) { s += "..."; break; }
+      if (i) s += ", ";
+      rec(d + 1, off + i * strides[d]);
+    }
+    s += "]";
+  };
+  rec(0, 0);
+  return s;
+}
+
+}  // namespace tsr

@@ -1,0 +1,164 @@
+#pragma once
+// The numpy-like Array API. Every function works eagerly on concrete arrays and records IR on tracers.
+// Binary functions broadcast numpy-style and promote dtypes (C++ scalars are weakly typed: x * 2.0 keeps
+// x's dtype). Each call records the caller's source location as provenance; errors raise tsr::Exception with
+// the op, the shapes and the call site.
+#include <optional>
+#include <source_location>
+#include <vector>
+
+#include "engine/transform/array.h"
+
+namespace tsr {
+
+#define TSR_LOC std::source_location loc = std::source_location::current()
+using Axes = std::vector<int64_t>;
+
+// An Array operand that remembers where the expression using it was written (for operators, which cannot
+// take a defaulted source_location themselves).
+struct Located {
+  Located(const Array& a, TSR_LOC) : array(a), where(loc) {}
+  const Array& array;
+  std::source_location where;
+};
+
+DType promoteTypes(DType a, DType b);
+Shape broadcastShapes(const Shape& a, const Shape& b, const char* op = "broadcast");
+
+// Elementwise unary
+Array neg(const Array& x, TSR_LOC);
+Array abs(const Array& x, TSR_LOC);
+Array sign(const Array& x, TSR_LOC);
+Array exp(const Array& x, TSR_LOC);
+Array exp2(const Array& x, TSR_LOC);
+Array log(const Array& x, TSR_LOC);
+Array log1p(const Array& x, TSR_LOC);
+Array expm1(const Array& x, TSR_LOC);
+Array sqrt(const Array& x, TSR_LOC);
+Array rsqrt(const Array& x, TSR_LOC);
+Array tanh(const Array& x, TSR_LOC);
+Array sigmoid(const Array& x, TSR_LOC);
+Array sin(const Array& x, TSR_LOC);
+Array cos(const Array& x, TSR_LOC);
+Array tan(const Array& x, TSR_LOC);
+Array erf(const Array& x, TSR_LOC);
+Array erfInv(const Array& x, TSR_LOC);
+Array floor(const Array& x, TSR_LOC);
+Array ceil(const Array& x, TSR_LOC);
+Array round(const Array& x, TSR_LOC);
+Array isFinite(const Array& x, TSR_LOC);
+Array logicalNot(const Array& x, TSR_LOC);
+Array relu(const Array& x, TSR_LOC);
+Array square(const Array& x, TSR_LOC);
+Array gelu(const Array& x, bool approximate = true, TSR_LOC);  // tanh approximation as in GPT-2
+
+// Elementwise binary (broadcasting, promotion)
+Array add(const Array& a, const Array& b, TSR_LOC);
+Array sub(const Array& a, const Array& b, TSR_LOC);
+Array mul(const Array& a, const Array& b, TSR_LOC);
+Array div(const Array& a, const Array& b, TSR_LOC);
+Array rem(const Array& a, const Array& b, TSR_LOC);
+Array pow(const Array& a, const Array& b, TSR_LOC);
+Array maximum(const Array& a, const Array& b, TSR_LOC);
+Array minimum(const Array& a, const Array& b, TSR_LOC);
+Array atan2(const Array& a, const Array& b, TSR_LOC);
+Array bitwiseAnd(const Array& a, const Array& b, TSR_LOC);
+Array bitwiseOr(const Array& a, const Array& b, TSR_LOC);
+Array bitwiseXor(const Array& a, const Array& b, TSR_LOC);
+Array shiftLeft(const Array& a, const Array& b, TSR_LOC);
+Array shiftRightLogical(const Array& a, const Array& b, TSR_LOC);
+Array shiftRightArithmetic(const Array& a, const Array& b, TSR_LOC);
+Array equal(const Array& a, const Array& b, TSR_LOC);
+Array notEqual(const Array& a, const Array& b, TSR_LOC);
+Array less(const Array& a, const Array& b, TSR_LOC);
+Array lessEqual(const Array& a, const Array& b, TSR_LOC);
+Array greater(const Array& a, const Array& b, TSR_LOC);
+Array greaterEqual(const Array& a, const Array& b, TSR_LOC);
+Array where(const Array& cond, const Array& a, const Array& b, TSR_LOC);
+Array clamp(const Array& x, const Array& lo, const Array& hi, TSR_LOC);
+
+// A scalar of x's dtype (a weakly typed constant).
+Array scalarLike(const Array& x, double value, TSR_LOC);
+
+// Conversion
+Array astype(const Array& x, DType dtype, TSR_LOC);
+Array bitcast(const Array& x, DType dtype, TSR_LOC);
+
+// Layout
+Array broadcastTo(const Array& x, const Shape& shape, TSR_LOC);
+Array broadcastInDim(const Array& x, const Shape& shape, const Axes& broadcastDims, TSR_LOC);
+Array reshape(const Array& x, std::vector<int64_t> shape, TSR_LOC);  // one dim may be -1
+Array transpose(const Array& x, Axes perm = {}, TSR_LOC);             // default: reverse the dims
+Array swapAxes(const Array& x, int64_t a, int64_t b, TSR_LOC);
+Array expandDims(const Array& x, int64_t axis, TSR_LOC);
+Array squeeze(const Array& x, Axes axes = {}, TSR_LOC);               // default: all size-1 dims
+Array slice(const Array& x, Axes starts, Axes limits, Axes strides = {}, TSR_LOC);
+Array sliceAxis(const Array& x, int64_t axis, int64_t start, int64_t limit, TSR_LOC);
+Array dynamicSlice(const Array& x, const std::vector<Array>& starts, Axes sizes, TSR_LOC);
+Array dynamicUpdateSlice(const Array& x, const Array& update, const std::vector<Array>& starts, TSR_LOC);
+Array concatenate(const std::vector<Array>& xs, int64_t axis, TSR_LOC);
+Array stack(const std::vector<Array>& xs, int64_t axis = 0, TSR_LOC);
+Array pad(const Array& x, Axes low, Axes high, double value = 0.0, Axes interior = {}, TSR_LOC);
+Array iota(const Shape& shape, int64_t dimension, DType dtype = DType::I32, TSR_LOC);
+Array arange(int64_t n, DType dtype = DType::I32, TSR_LOC);
+Array flip(const Array& x, Axes axes, TSR_LOC);
+
+// Reductions (axes may be negative; empty axes = all)
+Array sum(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array mean(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array max(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array min(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array prod(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array argmax(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
+Array argmin(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
+
+// Contractions
+struct DotDims {
+  Axes lhsContracting, rhsContracting, lhsBatch, rhsBatch;
+};
+Array dotGeneral(const Array& a, const Array& b, const DotDims& dims, TSR_LOC);
+// numpy matmul: 1-D operands are promoted, leading dims broadcast.
+Array matmul(const Array& a, const Array& b, TSR_LOC);
+// einsum over single-letter subscripts, e.g. "bhtd,bhsd->bhts"; no ellipsis, no repeated output letters.
+Array einsum(const std::string& spec, const Array& a, const Array& b, TSR_LOC);
+
+// Indexing
+Array take(const Array& x, const Array& indices, int64_t axis = 0, TSR_LOC);
+Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, TSR_LOC);  // indices.rank == x.rank - 1
+Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
+                 TSR_LOC);
+Array oneHot(const Array& indices, int64_t depth, DType dtype = DType::F32, TSR_LOC);
+
+// Compositions
+Array softmax(const Array& x, int64_t axis = -1, TSR_LOC);
+Array logSoftmax(const Array& x, int64_t axis = -1, TSR_LOC);
+Array logsumexp(const Array& x, Axes axes = {-1}, bool keepDims = false, TSR_LOC);
+
+// Random bits: the Threefry-2x32 block function on u32 arrays (keys broadcast against counters).
+std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1, TSR_LOC);
+
+// Operators (numpy semantics; comparisons give bool arrays)
+Array operator-(Located x);
+Array operator+(Located a, const Array& b);
+Array operator-(Located a, const Array& b);
+Array operator*(Located a, const Array& b);
+Array operator/(Located a, const Array& b);
+Array operator%(Located a, const Array& b);
+Array operator+(Located a, double b);
+Array operator-(Located a, double b);
+Array operator*(Located a, double b);
+Array operator/(Located a, double b);
+Array operator+(double a, Located b);
+Array operator-(double a, Located b);
+Array operator*(double a, Located b);
+Array operator/(double a, Located b);
+Array operator<(Located a, const Array& b);
+Array operator<=(Located a, const Array& b);
+Array operator>(Located a, const Array& b);
+Array operator>=(Located a, const Array& b);
+Array operator==(Located a, const Array& b);
+Array operator!=(Located a, const Array& b);
+Array operator<(Located a, double b);
+Array operator>(Located a, double b);
+
+}  // namespace tsr

@@ -1,0 +1,222 @@
+// Reductions, contractions, indexing and compositions (softmax & co.) of the Array API.
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
+namespace tsr {
+
+using ir::OpCode;
+
+namespace {
+
+// Normalises reduction axes (empty = all), sorted and unique.
+Axes reductionAxes(const Array& x, Axes axes, const char* op, const std::source_location& loc) {
+  if (axes.empty()) {
+    axes.resize(static_cast<size_t>(x.rank()));
+    std::iota(axes.begin(), axes.end(), 0);
+    return axes;
+  }
+  for (auto& a : axes) {
+    int n = normalizeAxis(a, x.rank());
+    if (n < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", op, a, x.aval().toString()));
+    a = n;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    raiseAt(loc, makeError("{}: repeated axis in [{}]", op, joinInts(axes)));
+  return axes;
+}
+
+Array reduce(OpCode op, const Array& x, Axes axes, bool keepDims, const std::source_location& loc) {
+  Axes ax = reductionAxes(x, std::move(axes), ir::coreOpName(op), loc);
+  Array r = bind1(op, {x}, ir::ReduceAttrs{ax}, loc);
+  if (!keepDims) return r;
+  auto dims = x.shape().dims();
+  for (int64_t a : ax) dims[static_cast<size_t>(a)] = 1;
+  return reshape(r, dims, loc);
+}
+
+Array argReduce(OpCode op, const Array& x, int64_t axis, DType indexDtype, const std::source_location& loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", ir::coreOpName(op), axis, x.aval().toString()));
+  return bind1(op, {x}, ir::ArgReduceAttrs{a, indexDtype}, loc);
+}
+
+}  // namespace
+
+Array sum(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceSum, x, std::move(axes), keepDims, loc);
+}
+Array max(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceMax, x, std::move(axes), keepDims, loc);
+}
+Array min(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceMin, x, std::move(axes), keepDims, loc);
+}
+Array prod(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceProd, x, std::move(axes), keepDims, loc);
+}
+
+Array mean(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  Array xf = isFloating(x.dtype()) ? x : astype(x, DType::F32, loc);
+  Axes ax = reductionAxes(xf, std::move(axes), "mean", loc);
+  int64_t count = 1;
+  for (int64_t a : ax) count *= xf.shape()[static_cast<int>(a)];
+  Array s = reduce(OpCode::ReduceSum, xf, ax, keepDims, loc);
+  return div(s, scalarLike(s, static_cast<double>(count), loc), loc);
+}
+
+Array argmax(const Array& x, int64_t axis, DType indexDtype, std::source_location loc) {
+  return argReduce(OpCode::Argmax, x, axis, indexDtype, loc);
+}
+Array argmin(const Array& x, int64_t axis, DType indexDtype, std::source_location loc) {
+  return argReduce(OpCode::Argmin, x, axis, indexDtype, loc);
+}
+
+Array dotGeneral(const Array& a, const Array& b, const DotDims& d, std::source_location loc) {
+  DType t = promoteTypes(a.dtype(), b.dtype());
+  return bind1(OpCode::DotGeneral, {astype(a, t, loc), astype(b, t, loc)},
+               ir::DotGeneralAttrs{d.lhsContracting, d.rhsContracting, d.lhsBatch, d.rhsBatch}, loc);
+}
+
+Array matmul(const Array& a, const Array& b, std::source_location loc) {
+  if (a.rank() == 0 || b.rank() == 0)
+    raiseAt(loc, makeError("matmul: operands must have rank >= 1, got {} and {}", a.aval().toString(), b.aval().toString()));
+  if (a.rank() == 1 && b.rank() == 1) return dotGeneral(a, b, {{0}, {0}, {}, {}}, loc);
+  if (a.rank() == 1) return squeeze(matmul(expandDims(a, 0, loc), b, loc), {-2}, loc);
+  if (b.rank() == 1) return squeeze(matmul(a, expandDims(b, 1, loc), loc), {-1}, loc);
+  int64_t k = a.rank() - 1;
+  if (a.shape()[static_cast<int>(k)] != b.shape()[b.rank() - 2])
+    raiseAt(loc, makeError("matmul: inner dimensions differ: {} @ {} ({} vs {})", a.aval().toString(),
+                           b.aval().toString(), a.shape()[static_cast<int>(k)], b.shape()[b.rank() - 2]));
+  // x[..., M, K] @ W[K, N]: contract directly, no batch dims, so W is never broadcast.
+  if (b.rank() == 2) return dotGeneral(a, b, {{k}, {0}, {}, {}}, loc);
+  std::vector<int64_t> batchA(a.shape().dims().begin(), a.shape().dims().end() - 2);
+  std::vector<int64_t> batchB(b.shape().dims().begin(), b.shape().dims().end() - 2);
+  Shape batch = broadcastShapes(Shape(batchA), Shape(batchB), "matmul");
+  auto withBatch = [&](const Array& x) {
+    auto dims = batch.dims();
+    dims.push_back(x.shape()[x.rank() - 2]);
+    dims.push_back(x.shape()[x.rank() - 1]);
+    return broadcastTo(x, Shape(dims), loc);
+  };
+  Array x = withBatch(a), y = withBatch(b);
+  Axes bd(static_cast<size_t>(batch.rank()));
+  std::iota(bd.begin(), bd.end(), 0);
+  return dotGeneral(x, y, {{batch.rank() + 1}, {batch.rank()}, bd, bd}, loc);
+}
+
+Array einsum(const std::string& spec, const Array& a, const Array& b, std::source_location loc) {
+  auto arrow = spec.find("->");
+  auto comma = spec.find(',');
+  if (arrow == std::string::npos || comma == std::string::npos || comma > arrow)
+    raiseAt(loc, makeError("einsum: spec '{}' must look like 'ij,jk->ik'", spec));
+  std::string sa = spec.substr(0, comma), sb = spec.substr(comma + 1, arrow - comma - 1), so = spec.substr(arrow + 2);
+  if (static_cast<int>(sa.size()) != a.rank() || static_cast<int>(sb.size()) != b.rank())
+    raiseAt(loc, makeError("einsum: '{}' does not match operand ranks {} and {}", spec, a.rank(), b.rank()));
+  auto has = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  if (std::set<char>(sa.begin(), sa.end()).size() != sa.size() || std::set<char>(sb.begin(), sb.end()).size() != sb.size() ||
+      std::set<char>(so.begin(), so.end()).size() != so.size())
+    raiseAt(loc, makeError("einsum: repeated subscripts within one operand are not supported in '{}'", spec));
+  for (char c : so)
+    if (!has(sa, c) && !has(sb, c)) raiseAt(loc, makeError("einsum: output subscript '{}' is in no input", c));
+  // Letters in one operand only and not in the output are summed out first.
+  Array x = a, y = b;
+  auto sumOut = [&](Array& arr, std::string& s, const std::string& other) {
+    Axes axes;
+    std::string kept;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (!has(other, s[i]) && !has(so, s[i])) axes.push_back(static_cast<int64_t>(i));
+      else kept += s[i];
+    }
+    if (!axes.empty()) { arr = sum(arr, axes, false, loc); s = kept; }
+  };
+  sumOut(x, sa, sb);
+  sumOut(y, sb, sa);
+  DotDims d;
+  std::string batch, freeA, freeB;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    char c = sa[i];
+    if (has(sb, c) && has(so, c)) {
+      batch += c;
+      d.lhsBatch.push_back(static_cast<int64_t>(i));
+      d.rhsBatch.push_back(static_cast<int64_t>(sb.find(c)));
+    } else if (has(sb, c)) {
+      d.lhsContracting.push_back(static_cast<int64_t>(i));
+      d.rhsContracting.push_back(static_cast<int64_t>(sb.find(c)));
+    } else {
+      freeA += c;
+    }
+  }
+  for (char c : sb)
+    if (!has(sa, c)) freeB += c;
+  Array r = dotGeneral(x, y, d, loc);
+  std::string got = batch + freeA + freeB;
+  Axes perm;
+  for (char c : so) perm.push_back(static_cast<int64_t>(got.find(c)));
+  return transpose(r, perm, loc);
+}
+
+Array take(const Array& x, const Array& indices, int64_t axis, std::source_location loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("take: axis {} is out of range for {}", axis, x.aval().toString()));
+  return bind1(OpCode::Gather, {x, indices}, ir::GatherAttrs{a, 0}, loc);
+}
+
+Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, std::source_location loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("takeAlongAxis: axis {} is out of range for {}", axis, x.aval().toString()));
+  Array xt = x;
+  if (a != x.rank() - 1) {
+    Axes perm;
+    for (int i = 0; i < x.rank(); ++i)
+      if (i != a) perm.push_back(i);
+    perm.push_back(a);
+    xt = transpose(x, perm, loc);
+  }
+  return bind1(OpCode::Gather, {xt, indices}, ir::GatherAttrs{x.rank() - 1, x.rank() - 1}, loc);
+}
+
+Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
+                 std::source_location loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("scatterAdd: axis {} is out of range for {}", axis, x.aval().toString()));
+  return bind1(OpCode::ScatterAdd, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
+}
+
+Array oneHot(const Array& indices, int64_t depth, DType dtype, std::source_location loc) {
+  auto dims = indices.shape().dims();
+  dims.push_back(depth);
+  Shape s(dims);
+  Array classes = iota(s, s.rank() - 1, indices.dtype(), loc);
+  Array idx = broadcastInDim(indices, s, [&] {
+    Axes d(static_cast<size_t>(indices.rank()));
+    std::iota(d.begin(), d.end(), 0);
+    return d;
+  }(), loc);
+  return astype(equal(idx, classes, loc), dtype, loc);
+}
+
+Array softmax(const Array& x, int64_t axis, std::source_location loc) {
+  Array m = max(x, {axis}, true, loc);
+  Array e = exp(sub(x, m, loc), loc);
+  return div(e, sum(e, {axis}, true, loc), loc);
+}
+
+Array logSoftmax(const Array& x, int64_t axis, std::source_location loc) {
+  Array shifted = sub(x, max(x, {axis}, true, loc), loc);
+  return sub(shifted, log(sum(exp(shifted, loc), {axis}, true, loc), loc), loc);
+}
+
+Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  Array m = max(x, axes, true, loc);
+  Array r = add(log(sum(exp(sub(x, m, loc), loc), axes, true, loc), loc), m, loc);
+  if (keepDims) return r;
+  return squeeze(r, reductionAxes(x, axes, "logsumexp", loc), loc);
+}
+
+}  // namespace tsr

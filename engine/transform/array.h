@@ -1,0 +1,83 @@
+#pragma once
+// Array: a refcounted handle to either a concrete value (a buffer on a device) or a tracer inside an active
+// trace. The numpy-like free functions in api.h work on both: eagerly, or by recording IR.
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/core/shape.h"
+#include "engine/core/tree.h"
+#include "engine/ir/graph.h"
+#include "engine/runtime/buffer.h"
+
+namespace tsr {
+
+class Trace;
+
+// Thrown by the Array API on errors a user can cause (bad shapes, bad axes); the entry points that run user
+// functions (jit, makeGraph, capture) turn it into a Result, so it never escapes the engine's boundaries.
+class Exception : public std::runtime_error {
+ public:
+  explicit Exception(Error e) : std::runtime_error(e.message), m_error(std::move(e)) {}
+  const Error& error() const { return m_error; }
+
+ private:
+  Error m_error;
+};
+
+[[noreturn]] void raise(Error e);
+
+struct ArrayImpl {
+  Aval aval;
+  runtime::BufferPtr buffer;  // concrete values
+  Trace* trace = nullptr;     // tracers: the trace that owns the value
+  uint64_t traceId = 0;       // guards against tracers that outlive their trace
+  ir::ValueId value = ir::kNone;
+};
+
+class Array {
+ public:
+  Array() = default;
+  explicit Array(std::shared_ptr<ArrayImpl> impl) : m_impl(std::move(impl)) {}
+
+  // Concrete arrays from host data.
+  static Array fromBuffer(runtime::BufferPtr buffer, Aval aval);
+  static Array fromBytes(const Aval& aval, const void* bytes);
+  static Array fromVector(const std::vector<float>& values, Shape shape);
+  static Array fromVector(const std::vector<double>& values, Shape shape, DType dtype);
+  static Array fromVector(const std::vector<int32_t>& values, Shape shape);
+  static Array scalar(double value, DType dtype = DType::F32);
+  static Array full(Shape shape, double value, DType dtype = DType::F32);
+  static Array zeros(Shape shape, DType dtype = DType::F32) { return full(std::move(shape), 0.0, dtype); }
+  static Array ones(Shape shape, DType dtype = DType::F32) { return full(std::move(shape), 1.0, dtype); }
+
+  bool valid() const { return m_impl != nullptr; }
+  const Aval& aval() const { return m_impl->aval; }
+  const Shape& shape() const { return m_impl->aval.shape; }
+  DType dtype() const { return m_impl->aval.dtype; }
+  int rank() const { return m_impl->aval.rank(); }
+  int64_t numel() const { return m_impl->aval.numel(); }
+  int64_t dim(int axis) const;  // negative axes count from the end
+
+  bool isConcrete() const { return m_impl && m_impl->buffer != nullptr; }
+  bool isTracer() const { return m_impl && m_impl->trace != nullptr; }
+  const runtime::BufferPtr& buffer() const { return m_impl->buffer; }
+  ArrayImpl* impl() const { return m_impl.get(); }
+
+  // Host access to concrete values (a tracer raises: its value is not known while tracing).
+  std::vector<double> toDoubles() const;
+  std::vector<float> toFloats() const;
+  double item() const;  // a one-element array's value
+  std::string toString() const;  // "f32[2,2] [[1, 2], [3, 4]]" (elided when large)
+
+ private:
+  std::shared_ptr<ArrayImpl> m_impl;
+};
+
+using Tree = TreeOf<Array>;
+
+}  // namespace tsr

@@ -1,0 +1,144 @@
+#include "engine/transform/jit.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "engine/ir/graph.h"
+#include "engine/ops/registry.h"
+
+namespace tsr {
+
+namespace {
+
+bool logCompiles() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_LOG_COMPILES");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+std::string describeArg(const std::vector<std::string>& paths, size_t i) {
+  if (i < paths.size() && !paths[i].empty()) return fmt::format("argument {} ('{}')", i, paths[i]);
+  return fmt::format("argument {}", i);
+}
+
+}  // namespace
+
+std::string staticValueToString(const StaticValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) return "'" + x + "'";
+        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else return fmt::format("{}", x);
+      },
+      v);
+}
+
+Jit::Jit(Fn f, std::string name) : m_fn(std::move(f)), m_name(std::move(name)) {}
+
+Jit jit(Jit::Fn f, std::string name) { return Jit(std::move(f), std::move(name)); }
+
+Jit jit(std::function<std::vector<Array>(const std::vector<Array>&)> f, std::string name) {
+  return Jit(
+      [f = std::move(f)](const Tree& args, const StaticArgs&) {
+        std::vector<Tree> outs;
+        for (auto& y : f(args.leaves())) outs.emplace_back(std::move(y));
+        return Tree::list(std::move(outs));
+      },
+      std::move(name));
+}
+
+std::string Jit::explainMiss(const Key& key, const std::vector<std::string>& paths) const {
+  if (m_cache.empty()) return "first call";
+  // Explain against the most recent entry, which is what a user usually compares with.
+  const Key& prev = m_cache.back().key;
+  if (!(prev.tree == key.tree))
+    return fmt::format("argument structure changed: {} -> {}", prev.tree.toString(), key.tree.toString());
+  for (size_t i = 0; i < key.avals.size(); ++i) {
+    const Aval& a = prev.avals[i];
+    const Aval& b = key.avals[i];
+    if (!(a.shape == b.shape))
+      return fmt::format("{}: shape changed {} -> {}", describeArg(paths, i), a.toString(), b.toString());
+    if (a.dtype != b.dtype)
+      return fmt::format("{}: dtype changed {} -> {}", describeArg(paths, i), a.toString(), b.toString());
+  }
+  for (const auto& [name, value] : key.statics) {
+    auto it = prev.statics.find(name);
+    if (it == prev.statics.end()) return fmt::format("static argument '{}' added", name);
+    if (!(it->second == value))
+      return fmt::format("static argument '{}' changed: {} -> {}", name, staticValueToString(it->second),
+                         staticValueToString(value));
+  }
+  for (const auto& [name, value] : prev.statics)
+    if (!key.statics.count(name)) return fmt::format("static argument '{}' removed", name);
+  return "no cached entry matches";
+}
+
+Result<ClosedGraph> Jit::lower(const TreeOf<Aval>& avals, const StaticArgs& statics) {
+  TSR_ASSIGN(ClosedGraph cg, makeGraph([&](const Tree& args) { return m_fn(args, statics); }, avals, m_name));
+  TSR_TRY(ir::verify(cg.graph, ops::registry()));
+  return cg;
+}
+
+Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
+  std::vector<Array> leaves = args.leaves();
+  // Called while tracing (jit inside another transformation): inline the function into the outer trace.
+  for (const auto& a : leaves)
+    if (a.valid() && a.isTracer()) {
+      try {
+        return m_fn(args, statics);
+      } catch (const Exception& e) {
+        return e.error();
+      }
+    }
+
+  Key key;
+  key.tree = args.def();
+  key.statics = statics;
+  for (const auto& a : leaves) {
+    if (!a.valid()) return makeError("{}: an argument is an empty Array", m_name);
+    key.avals.push_back(a.aval());
+  }
+
+  const Entry* hit = nullptr;
+  for (const auto& e : m_cache)
+    if (e.key == key) { hit = &e; break; }
+
+  if (hit) {
+    ++m_stats.hits;
+  } else {
+    ++m_stats.misses;
+    std::vector<std::string> paths = args.paths();
+    m_lastMissReason = explainMiss(key, paths);
+    auto t0 = std::chrono::steady_clock::now();
+    TreeOf<Aval> avals = args.map([](const Array& a) { return a.aval(); });
+    TSR_ASSIGN(ClosedGraph cg, lower(avals, statics));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m_stats.compileSeconds += secs;
+    if (logCompiles()) {
+      std::string sig;
+      for (size_t i = 0; i < key.avals.size(); ++i) sig += (i ? ", " : "") + key.avals[i].toString();
+      std::fprintf(stderr, "[tessera] cache miss for '%s': %s\n", m_name.c_str(), m_lastMissReason.c_str());
+      std::fprintf(stderr, "[tessera] compiled '%s' for (%s): %zu nodes in %.2f ms\n", m_name.c_str(), sig.c_str(),
+                   cg.graph.nodes().size(), secs * 1e3);
+    }
+    m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg))});
+    hit = &m_cache.back();
+  }
+
+  TSR_ASSIGN(std::vector<Array> outs, evalGraph(*hit->graph, leaves));
+  return Tree::unflatten(hit->graph->outputTree, std::move(outs));
+}
+
+Result<std::vector<Array>> Jit::operator()(const std::vector<Array>& args, const StaticArgs& statics) {
+  std::vector<Tree> items;
+  for (const auto& a : args) items.emplace_back(a);
+  TSR_ASSIGN(Tree out, call(Tree::list(std::move(items)), statics));
+  return out.leaves();
+}
+
+}  // namespace tsr

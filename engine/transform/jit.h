@@ -1,0 +1,72 @@
+#pragma once
+// jit: traces a function once per distinct signature (input tree structure, avals, static arguments), compiles
+// the graph and caches the executable. TESSERA_LOG_COMPILES=1 logs each compile with its time and each cache
+// miss with its reason.
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/transform/array.h"
+#include "engine/transform/trace.h"
+
+namespace tsr {
+
+using StaticValue = std::variant<int64_t, double, bool, std::string>;
+using StaticArgs = std::map<std::string, StaticValue>;
+std::string staticValueToString(const StaticValue& v);
+
+struct JitStats {
+  int hits = 0;
+  int misses = 0;
+  double compileSeconds = 0;  // total time spent tracing and compiling
+};
+
+class Jit {
+ public:
+  using Fn = std::function<Tree(const Tree& args, const StaticArgs& statics)>;
+
+  Jit(Fn f, std::string name);
+
+  // Runs the compiled function; compiles first on a cache miss. Errors in the user function (shapes, axes)
+  // come back as an Error naming the op and call site.
+  Result<Tree> call(const Tree& args, const StaticArgs& statics = {});
+  Result<std::vector<Array>> operator()(const std::vector<Array>& args, const StaticArgs& statics = {});
+
+  // The traced graph for these argument avals (like jax.jit(f).lower(...)), without running it.
+  Result<ClosedGraph> lower(const TreeOf<Aval>& avals, const StaticArgs& statics = {});
+
+  const JitStats& stats() const { return m_stats; }
+  // Why the most recent call missed the cache ("first call", "argument 1: shape f32[8] -> f32[16]", ...).
+  const std::string& lastMissReason() const { return m_lastMissReason; }
+  size_t cacheSize() const { return m_cache.size(); }
+  const std::string& name() const { return m_name; }
+
+ private:
+  struct Key {
+    TreeDef tree;
+    std::vector<Aval> avals;
+    StaticArgs statics;
+    bool operator==(const Key&) const = default;
+  };
+  struct Entry {
+    Key key;
+    std::vector<std::string> paths;
+    std::shared_ptr<const ClosedGraph> graph;
+  };
+  std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
+
+  Fn m_fn;
+  std::string m_name;
+  std::vector<Entry> m_cache;
+  JitStats m_stats;
+  std::string m_lastMissReason;
+};
+
+Jit jit(Jit::Fn f, std::string name = "jit");
+Jit jit(std::function<std::vector<Array>(const std::vector<Array>&)> f, std::string name = "jit");
+
+}  // namespace tsr

@@ -1,0 +1,241 @@
+#include "engine/transform/trace.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/backends/cpu/interpreter.h"
+#include "engine/ops/registry.h"
+
+namespace tsr {
+
+namespace {
+
+thread_local std::vector<Trace*> tActiveTraces;
+thread_local std::vector<std::string> tModulePath;
+std::atomic<uint64_t> gNextTraceId{1};
+
+// Concrete captures at most this large become constant nodes; larger ones become graph inputs.
+constexpr int64_t kMaxInlineConstant = 16;
+
+bool isLive(const ArrayImpl* impl) {
+  return std::any_of(tActiveTraces.begin(), tActiveTraces.end(),
+                     [&](Trace* t) { return t == impl->trace && t->id() == impl->traceId; });
+}
+
+std::string relativeSourcePath(const char* file) {
+  std::string_view f(file);
+#ifdef TSR_SOURCE_DIR
+  std::string_view root(TSR_SOURCE_DIR "/");
+  if (f.substr(0, root.size()) == root) f.remove_prefix(root.size());
+#endif
+  return std::string(f);
+}
+
+}  // namespace
+
+void raise(Error e) { throw Exception(std::move(e)); }
+
+ir::Provenance provenanceAt(const std::source_location& loc) {
+  ir::Provenance p;
+  p.modulePath = ModuleScope::currentPath();
+  if (loc.line() != 0) {
+    p.file = relativeSourcePath(loc.file_name());
+    p.line = static_cast<int>(loc.line());
+  }
+  return p;
+}
+
+void raiseAt(const std::source_location& loc, Error e) {
+  ir::Provenance p = provenanceAt(loc);
+  raise(Error{e.message + (p.empty() ? "" : " (at " + p.toString() + ")")});
+}
+
+ModuleScope::ModuleScope(const std::string& name) { tModulePath.push_back(name); }
+ModuleScope::~ModuleScope() { tModulePath.pop_back(); }
+std::string ModuleScope::currentPath() {
+  std::string s;
+  for (const auto& p : tModulePath) s = joinPath(s, p);
+  return s;
+}
+
+Trace::Trace(std::string name) : m_id(gNextTraceId++) {
+  m_graph.name = std::move(name);
+  m_parent = tActiveTraces.empty() ? nullptr : tActiveTraces.back();
+  tActiveTraces.push_back(this);
+}
+
+Trace::~Trace() {
+  auto it = std::find(tActiveTraces.begin(), tActiveTraces.end(), this);
+  if (it != tActiveTraces.end()) tActiveTraces.erase(it);
+}
+
+Trace* Trace::current() { return tActiveTraces.empty() ? nullptr : tActiveTraces.back(); }
+
+Array Trace::newInput(const Aval& aval) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->aval = aval;
+  impl->trace = this;
+  impl->traceId = m_id;
+  impl->value = m_graph.addInput(aval);
+  ++m_numArgs;
+  return Array(std::move(impl));
+}
+
+Result<ir::ValueId> Trace::valueOf(const Array& a) {
+  if (!a.valid()) return makeError("an empty (default-constructed) Array was used as an operand");
+  ArrayImpl* impl = a.impl();
+  if (impl->trace == this && impl->traceId == m_id) return impl->value;
+  if (impl->trace && !isLive(impl))
+    return makeError("a traced value of shape {} escaped the function that created it (leaked tracer)",
+                     impl->aval.toString());
+  for (size_t i = 0; i < m_consts.size(); ++i)
+    if (m_consts[i].impl() == impl) return m_constInputs[i];
+  if (impl->buffer && impl->aval.numel() <= kMaxInlineConstant) {
+    auto lit = ir::Literal::fromBytes(impl->aval, impl->buffer->data());
+    auto r = m_graph.addNode(ops::registry(), ir::OpCode::Constant, {}, ir::ConstantAttrs{std::move(lit)});
+    if (!r.ok()) return r.takeError();
+    return (*r)[0];
+  }
+  // A large concrete value or a value of an outer trace: closed over as an extra input.
+  ir::ValueId v = m_graph.addInput(impl->aval);
+  m_consts.push_back(a);
+  m_constInputs.push_back(v);
+  return v;
+}
+
+Result<std::vector<Array>> Trace::record(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                                         ir::Provenance prov) {
+  std::vector<ir::ValueId> ids;
+  ids.reserve(operands.size());
+  for (const auto& a : operands) {
+    TSR_ASSIGN(ir::ValueId v, valueOf(a));
+    ids.push_back(v);
+  }
+  TSR_ASSIGN(std::vector<ir::ValueId> results,
+             m_graph.addNode(ops::registry(), op, std::move(ids), std::move(attrs), std::move(prov)));
+  std::vector<Array> out;
+  for (ir::ValueId v : results) {
+    auto impl = std::make_shared<ArrayImpl>();
+    impl->aval = m_graph.aval(v);
+    impl->trace = this;
+    impl->traceId = m_id;
+    impl->value = v;
+    out.emplace_back(std::move(impl));
+  }
+  return out;
+}
+
+Result<ClosedGraph> Trace::finish(const std::vector<Array>& outputs) {
+  std::vector<ir::ValueId> outs;
+  for (const auto& a : outputs) {
+    TSR_ASSIGN(ir::ValueId v, valueOf(a));
+    outs.push_back(v);
+  }
+  m_graph.setOutputs(std::move(outs));
+  // Captured inputs were appended while tracing; the graph's inputs are args then consts, as recorded.
+  ClosedGraph cg;
+  cg.graph = std::move(m_graph);
+  cg.consts = std::move(m_consts);
+  return cg;
+}
+
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const std::source_location& loc) {
+  const auto& reg = ops::registry();
+  // While any trace is active, every op is recorded into the innermost one (as JAX does since omnistaging):
+  // concrete operands and values of outer traces are captured, so nothing is evaluated at trace time.
+  Trace* target = Trace::current();
+  ir::Provenance prov = provenanceAt(loc);
+  auto fail = [&](const Error& e) -> std::vector<Array> {
+    std::string where = prov.empty() ? "" : " (at " + prov.toString() + ")";
+    raise(Error{e.message + where});
+  };
+  if (target) {
+    auto r = target->record(op, operands, std::move(attrs), prov);
+    if (!r.ok()) {
+      // Graph::addNode already appended the provenance.
+      raise(r.takeError());
+    }
+    return std::move(r).value();
+  }
+
+  const ir::OpDef& def = reg.get(op);
+  std::vector<runtime::BufferPtr> bufs;
+  std::vector<Aval> avals;
+  for (const auto& a : operands) {
+    if (!a.valid()) return fail(Error{def.name + ": an empty (default-constructed) Array was used as an operand"});
+    if (a.isTracer()) return fail(Error{def.name + ": a traced value of shape " + a.aval().toString() +
+                                        " escaped the function that created it (leaked tracer)"});
+    bufs.push_back(a.buffer());
+    avals.push_back(a.aval());
+  }
+  if (attrs.index() != def.attrsIndex)
+    return fail(Error{fmt::format("{}: expects {} but was given {}", def.name, ir::attrsTypeNameAt(def.attrsIndex),
+                                  ir::attrsTypeName(attrs))});
+  std::vector<Aval> outAvals;
+  auto outs = runtime::runCpuOp(def, bufs, avals, attrs, &outAvals);
+  if (!outs.ok()) return fail(outs.error());
+  std::vector<Array> result;
+  for (size_t i = 0; i < outs->size(); ++i) result.push_back(Array::fromBuffer((*outs)[i], outAvals[i]));
+  return result;
+}
+
+Array bind1(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs, const std::source_location& loc) {
+  return bind(op, operands, std::move(attrs), loc)[0];
+}
+
+Result<ClosedGraph> makeGraph(const TreeFn& f, const TreeOf<Aval>& inputAvals, const std::string& name) {
+  Trace trace(name);
+  Tree args = inputAvals.map([&](const Aval& a) { return trace.newInput(a); });
+  Tree out;
+  try {
+    out = f(args);
+  } catch (const Exception& e) {
+    return e.error();
+  }
+  TSR_ASSIGN(ClosedGraph cg, trace.finish(out.leaves()));
+  cg.inputTree = inputAvals.def();
+  cg.outputTree = out.def();
+  return cg;
+}
+
+Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::vector<Array>&)>& f,
+                              const std::vector<Aval>& inputAvals, const std::string& name) {
+  std::vector<TreeOf<Aval>> items;
+  for (const auto& a : inputAvals) items.emplace_back(a);
+  return makeGraph(
+      [&](const Tree& args) {
+        std::vector<Array> xs = args.leaves();
+        std::vector<Tree> outs;
+        for (auto& y : f(xs)) outs.emplace_back(std::move(y));
+        return Tree::list(std::move(outs));
+      },
+      TreeOf<Aval>::list(std::move(items)), name);
+}
+
+Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args) {
+  const auto& g = cg.graph;
+  if (static_cast<int>(args.size()) != cg.numArgs())
+    return makeError("{}: expects {} arguments, got {}", g.name, cg.numArgs(), args.size());
+  std::vector<runtime::BufferPtr> bufs;
+  auto addArg = [&](const Array& a, size_t i) -> Status {
+    const Aval& want = g.aval(g.inputs()[i]);
+    if (!a.isConcrete()) return makeError("{}: input {} is not a concrete array", g.name, i);
+    if (!(a.aval() == want))
+      return makeError("{}: input {} must be {}, got {}", g.name, i, want.toString(), a.aval().toString());
+    bufs.push_back(a.buffer());
+    return {};
+  };
+  for (size_t i = 0; i < args.size(); ++i) TSR_TRY(addArg(args[i], i));
+  for (size_t i = 0; i < cg.consts.size(); ++i) TSR_TRY(addArg(cg.consts[i], args.size() + i));
+  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, cpu::interpret(g, ops::registry(), bufs));
+  std::vector<Array> result;
+  for (size_t i = 0; i < outs.size(); ++i) result.push_back(Array::fromBuffer(outs[i], g.aval(g.outputs()[i])));
+  return result;
+}
+
+}  // namespace tsr

@@ -1,0 +1,94 @@
+#pragma once
+// Tracing: while a Trace is active, ops on its tracers are recorded into its graph instead of being run.
+// Traces nest (jit inside grad inside jit); a value of an outer trace used by an inner one is captured as an
+// extra input of the inner graph, the way JAX closes over constants.
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "engine/ir/graph.h"
+#include "engine/transform/array.h"
+
+namespace tsr {
+
+// A graph with the concrete (or outer-trace) values it closed over: the graph's inputs are the explicit
+// arguments followed by these constants.
+struct ClosedGraph {
+  ir::Graph graph;
+  std::vector<Array> consts;
+  TreeDef inputTree;
+  TreeDef outputTree;
+  int numArgs() const { return static_cast<int>(graph.inputs().size() - consts.size()); }
+};
+
+class Trace {
+ public:
+  explicit Trace(std::string name);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  Array newInput(const Aval& aval);
+  // Records op(operands) and returns tracers for its results. Concrete operands are lifted: small ones as
+  // constant nodes, others as captured inputs.
+  Result<std::vector<Array>> record(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                                    ir::Provenance prov);
+  // The value of `a` inside this trace (a tracer of ours, or a lifted capture).
+  Result<ir::ValueId> valueOf(const Array& a);
+  // Ends tracing with these outputs.
+  Result<ClosedGraph> finish(const std::vector<Array>& outputs);
+
+  ir::Graph& graph() { return m_graph; }
+  uint64_t id() const { return m_id; }
+
+  // The innermost active trace, or nullptr while running eagerly.
+  static Trace* current();
+
+ private:
+  ir::Graph m_graph;
+  uint64_t m_id;
+  int m_numArgs = 0;
+  std::vector<Array> m_consts;
+  std::vector<ir::ValueId> m_constInputs;  // the graph's placeholder inputs for m_consts
+  Trace* m_parent = nullptr;
+};
+
+// Names the module whose ops follow, e.g. ModuleScope s("layers.0"); nested scopes join with '.'.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const std::string& name);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+  static std::string currentPath();
+};
+
+ir::Provenance provenanceAt(const std::source_location& loc);
+// Raises e with the call site appended: "... (at blocks.0.mlp @ model.cpp:42)".
+[[noreturn]] void raiseAt(const std::source_location& loc, Error e);
+
+// Applies an op: recorded into the innermost active trace, otherwise run eagerly on the CPU. Errors raise tsr::Exception naming the op, shapes and call site.
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const std::source_location& loc);
+Array bind1(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs, const std::source_location& loc);
+
+// Traces f on abstract inputs (like jax.make_jaxpr).
+using TreeFn = std::function<Tree(const Tree&)>;
+Result<ClosedGraph> makeGraph(const TreeFn& f, const TreeOf<Aval>& inputAvals, const std::string& name = "main");
+Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::vector<Array>&)>& f,
+                              const std::vector<Aval>& inputAvals, const std::string& name = "main");
+
+// Runs f, turning a tsr::Exception into an Error.
+template <class F>
+auto capture(F&& f) -> Result<decltype(f())> {
+  try {
+    return f();
+  } catch (const Exception& e) {
+    return e.error();
+  }
+}
+
+// Evaluates a closed graph on concrete arguments with the CPU interpreter.
+Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args);
+
+}  // namespace tsr
