@@ -46,9 +46,7 @@ Result<std::vector<ValueId>> Graph::addNode(const OpRegistry& reg, OpCode op, st
     if (v < 0 || v >= numValues()) return makeError("{}: operand %{} is not a value of this graph", def->name, v);
     in.push_back(aval(v));
   }
-  if (attrs.index() != def->attrsIndex)
-    return makeError("{}: expects {} but was given {}", def->name, attrsTypeNameAt(def->attrsIndex),
-                     attrsTypeName(attrs));
+  TSR_TRY(checkSignature(*def, in.size(), attrs));
   auto avals = def->infer(in, attrs);
   if (!avals.ok()) {
     std::string where = prov.empty() ? "" : " (at " + prov.toString() + ")";

@@ -96,6 +96,10 @@ class OpRegistry {
   std::vector<int> m_index;  // code -> position in m_defs, -1 if absent
 };
 
+// Checks what every op requires before its infer rule runs: operand count and the attrs kind.
+// The message names the op: "add: expects 2 operands, got 3".
+Status checkSignature(const OpDef& def, size_t numOperands, const Attrs& attrs);
+
 // The Attrs alternative index of a core op, from op_list.inc.
 size_t coreAttrsIndex(OpCode code);
 const char* coreOpName(OpCode code);

@@ -46,6 +46,17 @@ const char* coreOpName(OpCode code) {
   }
 }
 
+Status checkSignature(const OpDef& def, size_t numOperands, const Attrs& attrs) {
+  if (def.numOperands >= 0 && numOperands != static_cast<size_t>(def.numOperands))
+    return makeError("{}: expects {} operand{}, got {}", def.name, def.numOperands, def.numOperands == 1 ? "" : "s",
+                     numOperands);
+  if (def.numOperands < 0 && numOperands < static_cast<size_t>(def.minOperands))
+    return makeError("{}: expects at least {} operands, got {}", def.name, def.minOperands, numOperands);
+  if (attrs.index() != def.attrsIndex)
+    return makeError("{}: expects {} but was given {}", def.name, attrsTypeNameAt(def.attrsIndex), attrsTypeName(attrs));
+  return {};
+}
+
 Result<OpCode> OpRegistry::add(OpDef def) {
   if (def.name.empty()) return makeError("op registration: empty name");
   if (find(def.name)) return makeError("op registration: an op named '{}' is already registered", def.name);

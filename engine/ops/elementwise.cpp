@@ -1,8 +1,370 @@
+// The elementwise family: unary and binary math, comparisons, select, clamp, convert and bitcast_convert.
+// The map ops are one table (registerElementwiseOps): each row names a functor from elementwise_functors.h,
+// its flops per element and whether it is differentiable; infer, cost and the CPU kernel follow from that.
+//
+// Shape rule: binary ops, select and clamp take operands of equal shapes (the Array API broadcasts with
+// broadcast_in_dim first), so every kernel is a flat loop over contiguous arrays.
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "engine/ops/elementwise_functors.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 
 namespace tsr::ops {
 
-void registerElementwiseOps(ir::OpRegistry& reg) {}
+std::string DTypeSet::toString() const {
+  std::string s;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    auto t = static_cast<DType>(i);
+    if (!contains(t)) continue;
+    if (!s.empty()) s += ", ";
+    s += dtypeName(t);
+  }
+  return s;
+}
+
+namespace {
+
+// Evaluates c[0] + w * (c[1] + w * (...)) with the coefficients listed highest degree first.
+template <class T, size_t N>
+T horner(const T (&c)[N], T w) {
+  T p = c[0];
+  for (size_t i = 1; i < N; ++i) p = c[i] + p * w;
+  return p;
+}
+
+template <class T>
+std::optional<T> erfInvEdge(T x) {
+  T a = std::fabs(x);
+  if (a < T(1)) return std::nullopt;
+  // The polynomials would give the wrong sign at +-1 and garbage beyond.
+  if (a == T(1)) return std::copysign(std::numeric_limits<T>::infinity(), x);
+  return std::numeric_limits<T>::quiet_NaN();
+}
+
+}  // namespace
+
+float erfInv(float x) {
+  if (auto edge = erfInvEdge(x)) return *edge;
+  static constexpr float kCentral[] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                                       -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                                       -0.00417768164f,  0.246640727f,    1.50140941f};
+  static constexpr float kTail[] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                                    -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                                    0.00943887047f,   1.00167406f,     2.83297682f};
+  // (1 - x)(1 + x) rather than 1 - x*x: 1 - x is exact near |x| = 1, where the tail needs it.
+  float w = -std::log((1.0f - x) * (1.0f + x));
+  float p = w < 5.0f ? horner(kCentral, w - 2.5f) : horner(kTail, std::sqrt(w) - 3.0f);
+  return p * x;
+}
+
+double erfInv(double x) {
+  if (auto edge = erfInvEdge(x)) return *edge;
+  static constexpr double kCentral[] = {
+      -3.6444120640178196996e-21, -1.685059138182016589e-19,  1.2858480715256400167e-18,
+      1.115787767802518096e-17,   -1.333171662854620906e-16,  2.0972767875968561637e-17,
+      6.6376381343583238325e-15,  -4.0545662729752068639e-14, -8.1519341976054721522e-14,
+      2.6335093153082322977e-12,  -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+      1.051212273321532285e-09,   -4.1126339803469836976e-09, -2.9070369957882005086e-08,
+      4.2347877827932403518e-07,  -1.3654692000834678645e-06, -1.3882523362786468719e-05,
+      0.0001867342080340571352,   -0.00074070253416626697512, -0.0060336708714301490533,
+      0.24015818242558961693,     1.6536545626831027356};
+  static constexpr double kMiddle[] = {
+      2.2137376921775787049e-09,  9.0756561938885390979e-08,  -2.7517406297064545428e-07,
+      1.8239629214389227755e-08,  1.5027403968909827627e-06,  -4.013867526981545969e-06,
+      2.9234449089955446044e-06,  1.2475304481671778723e-05,  -4.7318229009055733981e-05,
+      6.8284851459573175448e-05,  2.4031110387097893999e-05,  -0.0003550375203628474796,
+      0.00095328937973738049703,  -0.0016882755560235047313,  0.0024914420961078508066,
+      -0.0037512085075692412107,  0.005370914553590063617,    1.0052589676941592334,
+      3.0838856104922207635};
+  static constexpr double kTail[] = {
+      -2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572693500548083e-09,
+      -3.7894654401267369937e-09, 7.6157012080783393804e-09,  -1.4960026627149240478e-08,
+      2.9147953450901080826e-08,  -6.7711997758452339498e-08, 2.2900482228026654717e-07,
+      -9.9298272942317002539e-07, 4.5260625972231537039e-06,  -1.9681778105531670567e-05,
+      7.5995277030017761139e-05,  -0.00021503011930044477347, -0.00013871931833623122026,
+      1.0103004648645343977,      4.8499064014085844221};
+  double w = -std::log((1.0 - x) * (1.0 + x));
+  double p;
+  if (w < 6.25) p = horner(kCentral, w - 3.125);
+  else if (w < 16.0) p = horner(kMiddle, std::sqrt(w) - 3.25);
+  else p = horner(kTail, std::sqrt(w) - 5.0);
+  return p * x;
+}
+
+namespace {
+
+namespace ew = elementwise;
+using ir::OpCode;
+
+// ---- Kernels ----------------------------------------------------------------------------------------------
+
+// out[i] = Op::apply(in0[i], ...) over the flat arrays, for the dtype of operand 0. Halves are computed in
+// float and rounded once on store. Only dtypes in Op::kTypes are instantiated; infer rejects the others.
+// The loops are plain indexed loops so the compiler can vectorise them; note GCC 12 does so only with -O3
+// or -fvect-cost-model=dynamic (its -O2 model leaves loops of unknown trip count scalar).
+template <class Op, bool kBoolResult, size_t kArity>
+void mapKernel(const ir::CpuKernelArgs& args) {
+  dispatchDType(args.inputs[0].aval.dtype, [&]<class T>() {
+    if constexpr (Op::kTypes.template contains<T>()) {
+      using C = ComputeType<T>;
+      using R = std::conditional_t<kBoolResult, bool, T>;
+      R* out = args.outputs[0].template as<R>();
+      const int64_t n = args.outputs[0].aval.numel();
+      const T* a = args.inputs[0].template as<T>();
+      if constexpr (kArity == 1) {
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i])));
+      } else if constexpr (kArity == 2) {
+        const T* b = args.inputs[1].template as<T>();
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
+      } else {
+        static_assert(kArity == 3);
+        const T* b = args.inputs[1].template as<T>();
+        const T* c = args.inputs[2].template as<T>();
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i]), static_cast<C>(c[i])));
+      }
+    } else {
+      TSR_CHECK_MSG(false, "elementwise kernel called with a dtype its infer rule rejects");
+    }
+  });
+}
+
+// select(pred, on_true, on_false): out = pred ? on_true : on_false. A pure move of bits, so it runs on the
+// unsigned integer of the element size, as a mask blend: all integer ops of one width, which vectorise.
+void selectKernel(const ir::CpuKernelArgs& args) {
+  auto run = [&]<class U>() {
+    const uint8_t* pred = args.inputs[0].as<uint8_t>();  // bools as their 0/1 bytes
+    const U* t = args.inputs[1].as<U>();
+    const U* f = args.inputs[2].as<U>();
+    U* out = args.outputs[0].as<U>();
+    const int64_t n = args.outputs[0].aval.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      U mask = static_cast<U>(U(0) - static_cast<U>(pred[i]));  // all ones where pred
+      out[i] = static_cast<U>((t[i] & mask) | (f[i] & static_cast<U>(~mask)));
+    }
+  };
+  switch (dtypeSize(args.inputs[1].aval.dtype)) {
+    case 1: return run.operator()<uint8_t>();
+    case 2: return run.operator()<uint16_t>();
+    case 4: return run.operator()<uint32_t>();
+    case 8: return run.operator()<uint64_t>();
+    default: TSR_CHECK_MSG(false, "select: unexpected element size");
+  }
+}
+
+void convertKernel(const ir::CpuKernelArgs& args) {
+  const int64_t n = args.outputs[0].aval.numel();
+  dispatchDType(args.inputs[0].aval.dtype, [&]<class S>() {
+    dispatchDType(args.outputs[0].aval.dtype, [&]<class D>() {
+      const S* in = args.inputs[0].as<S>();
+      D* out = args.outputs[0].as<D>();
+      for (int64_t i = 0; i < n; ++i) out[i] = ew::convertElement<D>(in[i]);
+    });
+  });
+}
+
+void bitcastKernel(const ir::CpuKernelArgs& args) {
+  auto bytes = static_cast<size_t>(args.outputs[0].aval.bytes());
+  if (bytes) std::memcpy(args.outputs[0].data, args.inputs[0].data, bytes);
+}
+
+// ---- Shape rules --------------------------------------------------------------------------------------------
+
+Status checkEqualAvals(std::string_view op, std::span<const Aval> operands) {
+  for (const Aval& a : operands)
+    if (a.shape != operands[0].shape) return opError(op, operands, "operands must have equal shapes");
+  for (const Aval& a : operands)
+    if (a.dtype != operands[0].dtype) return opError(op, operands, "operands must have equal dtypes");
+  return {};
+}
+
+Status checkAccepts(std::string_view op, std::span<const Aval> operands, DType t, DTypeSet accepts) {
+  if (accepts.contains(t)) return {};
+  return opError(op, operands, fmt::format("dtype {} is not supported (accepts {})", dtypeName(t), accepts.toString()));
+}
+
+template <class A>
+Result<const A*> checkAttrs(std::string_view op, const ir::Attrs& attrs) {
+  if (const A* a = std::get_if<A>(&attrs)) return a;
+  return makeError("{}: expects {}, got {}", op, ir::attrsTypeNameAt(ir::Attrs{A{}}.index()), ir::attrsTypeName(attrs));
+}
+
+// Operands of equal avals, with a dtype in `accepts`; the result has their shape, and bool or their dtype.
+ir::InferFn mapInfer(std::string op, size_t arity, DTypeSet accepts, bool boolResult) {
+  return [=](std::span<const Aval> operands, const ir::Attrs&) -> Result<std::vector<Aval>> {
+    TSR_TRY(checkArity(op, operands, arity));
+    TSR_TRY(checkEqualAvals(op, operands));
+    TSR_TRY(checkAccepts(op, operands, operands[0].dtype, accepts));
+    Aval result = operands[0];
+    if (boolResult) result.dtype = DType::Bool;
+    return std::vector<Aval>{result};
+  };
+}
+
+// select(pred: bool[S], on_true: T[S], on_false: T[S]) -> T[S]
+Result<std::vector<Aval>> inferSelect(std::span<const Aval> operands, const ir::Attrs&) {
+  TSR_TRY(checkArity("select", operands, 3));
+  if (operands[0].dtype != DType::Bool) return opError("select", operands, "the predicate must be bool");
+  for (const Aval& a : operands)
+    if (a.shape != operands[0].shape) return opError("select", operands, "operands must have equal shapes");
+  if (operands[1].dtype != operands[2].dtype)
+    return opError("select", operands, "on_true and on_false must have equal dtypes");
+  return std::vector<Aval>{operands[1]};
+}
+
+// convert(x: S[...]) -> dtype[...], any S and dtype.
+Result<std::vector<Aval>> inferConvert(std::span<const Aval> operands, const ir::Attrs& attrs) {
+  TSR_TRY(checkArity("convert", operands, 1));
+  TSR_ASSIGN(const ir::ConvertAttrs* a, checkAttrs<ir::ConvertAttrs>("convert", attrs));
+  return std::vector<Aval>{Aval{operands[0].shape, a->dtype}};
+}
+
+// bitcast_convert(x: S[...]) -> dtype[...], with sizeof(S) == sizeof(dtype). Bool is excluded on both
+// sides: most byte values are not a valid bool.
+Result<std::vector<Aval>> inferBitcast(std::span<const Aval> operands, const ir::Attrs& attrs) {
+  TSR_TRY(checkArity("bitcast_convert", operands, 1));
+  TSR_ASSIGN(const ir::ConvertAttrs* a, checkAttrs<ir::ConvertAttrs>("bitcast_convert", attrs));
+  DType from = operands[0].dtype;
+  if (from == DType::Bool || a->dtype == DType::Bool)
+    return opError("bitcast_convert", operands, "bool cannot be bitcast; use convert");
+  if (dtypeSize(from) != dtypeSize(a->dtype)) {
+    return opError("bitcast_convert", operands,
+                   fmt::format("element sizes differ: {} has {} bytes, {} has {}", dtypeName(from), dtypeSize(from),
+                               dtypeName(a->dtype), dtypeSize(a->dtype)));
+  }
+  return std::vector<Aval>{Aval{operands[0].shape, a->dtype}};
+}
+
+// ---- The table ---------------------------------------------------------------------------------------------
+
+struct MapOp {
+  OpCode code;
+  size_t arity;
+  DTypeSet accepts;
+  bool boolResult;
+  double flops;         // per output element
+  bool differentiable;  // false where the gradient is zero or undefined
+  ir::CpuKernelFn cpu;
+};
+
+constexpr bool kZeroGrad = false;
+
+template <class Op>
+MapOp unary(OpCode code, double flops, bool differentiable = true) {
+  return {code, 1, Op::kTypes, false, flops, differentiable, mapKernel<Op, false, 1>};
+}
+template <class Op>
+MapOp binary(OpCode code, double flops, bool differentiable = true) {
+  return {code, 2, Op::kTypes, false, flops, differentiable, mapKernel<Op, false, 2>};
+}
+template <class Op>
+MapOp predicate(OpCode code) {
+  return {code, 1, Op::kTypes, true, 1, kZeroGrad, mapKernel<Op, true, 1>};
+}
+template <class Op>
+MapOp compare(OpCode code) {
+  return {code, 2, Op::kTypes, true, 1, kZeroGrad, mapKernel<Op, true, 2>};
+}
+
+std::vector<MapOp> mapOps() {
+  return {
+      unary<ew::Neg>(OpCode::Neg, 1),
+      unary<ew::Abs>(OpCode::Abs, 1),
+      unary<ew::Sign>(OpCode::Sign, 1, kZeroGrad),
+      unary<ew::Exp>(OpCode::Exp, 10),
+      unary<ew::Exp2>(OpCode::Exp2, 10),
+      unary<ew::Log>(OpCode::Log, 10),
+      unary<ew::Log1p>(OpCode::Log1p, 12),
+      unary<ew::Expm1>(OpCode::Expm1, 12),
+      unary<ew::Sqrt>(OpCode::Sqrt, 4),
+      unary<ew::Rsqrt>(OpCode::Rsqrt, 5),
+      unary<ew::Tanh>(OpCode::Tanh, 15),
+      unary<ew::Logistic>(OpCode::Logistic, 13),
+      unary<ew::Sin>(OpCode::Sin, 15),
+      unary<ew::Cos>(OpCode::Cos, 15),
+      unary<ew::Tan>(OpCode::Tan, 20),
+      unary<ew::Erf>(OpCode::Erf, 20),
+      unary<ew::ErfInv>(OpCode::ErfInv, 25),
+      unary<ew::Floor>(OpCode::Floor, 1, kZeroGrad),
+      unary<ew::Ceil>(OpCode::Ceil, 1, kZeroGrad),
+      unary<ew::Round>(OpCode::Round, 1, kZeroGrad),
+      predicate<ew::IsFinite>(OpCode::IsFinite),
+      unary<ew::Not>(OpCode::Not, 1, kZeroGrad),
+      unary<ew::Relu>(OpCode::Relu, 1),
+
+      binary<ew::Add>(OpCode::Add, 1),
+      binary<ew::Sub>(OpCode::Sub, 1),
+      binary<ew::Mul>(OpCode::Mul, 1),
+      binary<ew::Div>(OpCode::Div, 4),
+      binary<ew::Rem>(OpCode::Rem, 8),
+      binary<ew::Pow>(OpCode::Pow, 25),
+      binary<ew::Max>(OpCode::Max, 1),
+      binary<ew::Min>(OpCode::Min, 1),
+      binary<ew::Atan2>(OpCode::Atan2, 25),
+      binary<ew::And>(OpCode::And, 1, kZeroGrad),
+      binary<ew::Or>(OpCode::Or, 1, kZeroGrad),
+      binary<ew::Xor>(OpCode::Xor, 1, kZeroGrad),
+      binary<ew::ShiftLeft>(OpCode::ShiftLeft, 1, kZeroGrad),
+      binary<ew::ShiftRightLogical>(OpCode::ShiftRightLogical, 1, kZeroGrad),
+      binary<ew::ShiftRightArithmetic>(OpCode::ShiftRightArithmetic, 1, kZeroGrad),
+
+      compare<ew::Eq>(OpCode::Eq),
+      compare<ew::Ne>(OpCode::Ne),
+      compare<ew::Lt>(OpCode::Lt),
+      compare<ew::Le>(OpCode::Le),
+      compare<ew::Gt>(OpCode::Gt),
+      compare<ew::Ge>(OpCode::Ge),
+
+      {OpCode::Clamp, 3, ew::Clamp::kTypes, false, 2, true, mapKernel<ew::Clamp, false, 3>},
+  };
+}
+
+ir::CostFn costWithFlops(double flops) {
+  return [flops](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
+    return elementwiseCost(in, out, flops);
+  };
+}
+
+ir::OpDef elementwiseOp(OpCode code, int numOperands) {
+  return coreOp(code, "elementwise", ir::FusionKind::Elementwise, numOperands);
+}
+
+}  // namespace
+
+void registerElementwiseOps(ir::OpRegistry& reg) {
+  for (MapOp& m : mapOps()) {
+    ir::OpDef def = elementwiseOp(m.code, static_cast<int>(m.arity));
+    def.infer = mapInfer(def.name, m.arity, m.accepts, m.boolResult);
+    def.cost = costWithFlops(m.flops);
+    def.cpu = std::move(m.cpu);
+    def.differentiable = m.differentiable;
+    addCoreOp(reg, std::move(def));
+  }
+
+  ir::OpDef select = elementwiseOp(OpCode::Select, 3);
+  select.infer = inferSelect;
+  select.cost = costWithFlops(1);
+  select.cpu = selectKernel;
+  addCoreOp(reg, std::move(select));
+
+  // Differentiable as an op; a conversion to an integer type gets a zero gradient from its vjp rule.
+  ir::OpDef convert = elementwiseOp(OpCode::Convert, 1);
+  convert.infer = inferConvert;
+  convert.cost = costWithFlops(1);
+  convert.cpu = convertKernel;
+  addCoreOp(reg, std::move(convert));
+
+  ir::OpDef bitcast = elementwiseOp(OpCode::BitcastConvert, 1);
+  bitcast.infer = inferBitcast;
+  bitcast.cost = costWithFlops(0);
+  bitcast.cpu = bitcastKernel;
+  bitcast.differentiable = false;
+  addCoreOp(reg, std::move(bitcast));
+}
 
 }  // namespace tsr::ops

@@ -22,6 +22,7 @@ Result<std::shared_ptr<Buffer>> Buffer::allocate(int64_t bytes) {
 Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
                                         std::span<const Aval> inputAvals, const ir::Attrs& attrs,
                                         std::vector<Aval>* resultAvals) {
+  TSR_TRY(ir::checkSignature(def, inputAvals.size(), attrs));
   TSR_ASSIGN(std::vector<Aval> outAvals, def.infer(inputAvals, attrs));
   std::vector<ir::TensorView> in;
   for (size_t i = 0; i < inputs.size(); ++i) in.push_back(ir::TensorView{inputs[i]->data(), inputAvals[i]});

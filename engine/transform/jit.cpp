@@ -12,12 +12,22 @@ namespace tsr {
 
 namespace {
 
+std::function<void(const std::string&)>& compileLogSink() {
+  static std::function<void(const std::string&)> sink;
+  return sink;
+}
+
 bool logCompiles() {
   static const bool on = [] {
     const char* v = std::getenv("TESSERA_LOG_COMPILES");
     return v && *v && std::string(v) != "0";
   }();
-  return on;
+  return on || compileLogSink();
+}
+
+void logCompileLine(const std::string& line) {
+  if (compileLogSink()) compileLogSink()(line);
+  else std::fprintf(stderr, "[tessera] %s\n", line.c_str());
 }
 
 std::string describeArg(const std::vector<std::string>& paths, size_t i) {
@@ -26,6 +36,8 @@ std::string describeArg(const std::vector<std::string>& paths, size_t i) {
 }
 
 }  // namespace
+
+void setCompileLogSink(std::function<void(const std::string&)> sink) { compileLogSink() = std::move(sink); }
 
 std::string staticValueToString(const StaticValue& v) {
   return std::visit(
@@ -122,9 +134,9 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     if (logCompiles()) {
       std::string sig;
       for (size_t i = 0; i < key.avals.size(); ++i) sig += (i ? ", " : "") + key.avals[i].toString();
-      std::fprintf(stderr, "[tessera] cache miss for '%s': %s\n", m_name.c_str(), m_lastMissReason.c_str());
-      std::fprintf(stderr, "[tessera] compiled '%s' for (%s): %zu nodes in %.2f ms\n", m_name.c_str(), sig.c_str(),
-                   cg.graph.nodes().size(), secs * 1e3);
+      logCompileLine(fmt::format("cache miss for '{}': {}", m_name, m_lastMissReason));
+      logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes in {:.2f} ms", m_name, sig, cg.graph.nodes().size(),
+                                 secs * 1e3));
     }
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg))});
     hit = &m_cache.back();

@@ -66,6 +66,10 @@ class Jit {
   std::string m_lastMissReason;
 };
 
+// Where compile logs go. By default: stderr when TESSERA_LOG_COMPILES=1, else nowhere. A sink set here
+// receives every line whatever the variable says (the IDE's console and tests use it); nullptr restores it.
+void setCompileLogSink(std::function<void(const std::string& line)> sink);
+
 Jit jit(Jit::Fn f, std::string name = "jit");
 Jit jit(std::function<std::vector<Array>(const std::vector<Array>&)> f, std::string name = "jit");
 

@@ -108,6 +108,17 @@ class TestCore : public QObject {
       std::memcpy(&want, &h, 2);
       QCOMPARE(floatToF16Bits(f), want);
     }
+    for (uint32_t b = 0; b < 65536; ++b) {
+      uint16_t bits = static_cast<uint16_t>(b);
+      _Float16 h;
+      std::memcpy(&h, &bits, 2);
+      float want = static_cast<float>(h);
+      if (std::isnan(want)) {
+        QVERIFY(std::isnan(f16BitsToFloat(bits)));
+        continue;
+      }
+      QCOMPARE(floatBits(f16BitsToFloat(bits)), floatBits(want));
+    }
 #else
     QSKIP("this compiler has no _Float16");
 #endif

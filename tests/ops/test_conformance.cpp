@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "engine/backends/cpu/interpreter.h"
@@ -209,7 +210,11 @@ class TestConformance : public QObject {
       }
     }
     if (failures) {
+      // The first messages, then a count per op so that one broken op cannot hide another.
       for (int i = 0; i < std::min<int>(40, static_cast<int>(messages.size())); ++i) qWarning("%s", qPrintable(messages[i]));
+      std::map<std::string, int> perOp;
+      for (const auto& m : messages) perOp[m.section(' ', 0, 0).toStdString()]++;
+      for (const auto& [op, n] : perOp) qWarning("%s: %d failures", op.c_str(), n);
     }
     qInfo("%zu op cases, %d graph runs (direct, transposed and broadcast operands)", m_cases.size(), m_graphRuns);
     QVERIFY2(failures == 0, qPrintable(QString("%1 of %2 op cases failed").arg(failures).arg(m_cases.size())));

@@ -118,6 +118,21 @@ class TestJit : public QObject {
     QCOMPARE(f.stats().hits, 2);
   }
 
+  void compileLogNamesTimeAndMissReason() {
+    std::vector<std::string> lines;
+    setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
+    Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, "double");
+    QVERIFY(f({Array::ones({2})}).ok());
+    QVERIFY(f({Array::ones({2})}).ok());
+    QVERIFY(f({Array::ones({3})}).ok());
+    setCompileLogSink(nullptr);
+    QCOMPARE(lines.size(), size_t(4));  // two compiles, each a miss line and a compile line
+    QCOMPARE(lines[0], std::string("cache miss for 'double': first call"));
+    QVERIFY2(lines[1].find("compiled 'double' for (f32[2])") == 0 && lines[1].find(" ms") != std::string::npos,
+             lines[1].c_str());
+    QCOMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
+  }
+
   void errorsInsideJitAreValues() {
     Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] + xs[1]}; }, "bad");
     auto r = f({Array::zeros({2, 3}), Array::zeros({5})});
