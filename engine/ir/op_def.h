@@ -53,12 +53,41 @@ using InferFn = std::function<Result<std::vector<Aval>>(std::span<const Aval> op
 using CostFn = std::function<Cost(std::span<const Aval> operands, std::span<const Aval> results, const Attrs& attrs)>;
 using CpuKernelFn = std::function<void(const CpuKernelArgs& args)>;
 
-// Rule contexts are defined by the layers that use them (transform: vjp and batching; sharding: shard).
-struct VjpContext;
-struct BatchContext;
+}  // namespace tsr::ir
+
+namespace tsr {
+class Array;
+}
+
+namespace tsr::ir {
+
+// vjp: given the primal operands and results (Arrays, concrete or traced) and one cotangent per result (an
+// invalid Array means zero), returns one cotangent per operand (an invalid Array: none, e.g. for an index).
+// Rules are written with the Array API, so they run eagerly, under jit, and under grad of grad alike.
+struct VjpArgs {
+  const std::vector<Array>& operands;
+  const std::vector<Array>& results;
+  const std::vector<Array>& cotangents;
+  const Attrs& attrs;
+};
+using VjpRule = std::function<std::vector<Array>(const VjpArgs&)>;
+
+// batch (vmap): operands carry their batch dimension at batchDims[i] (-1: not batched, the same for every
+// example). Returns the results with their own batch dimensions.
+struct BatchArgs {
+  const std::vector<Array>& operands;
+  const std::vector<int>& batchDims;
+  int64_t batchSize;
+  const Attrs& attrs;
+};
+struct BatchResult {
+  std::vector<Array> results;
+  std::vector<int> batchDims;
+};
+using BatchRule = std::function<BatchResult(const BatchArgs&)>;
+
+// shard: filled in by the sharding layer.
 struct ShardContext;
-using VjpRule = std::function<Status(VjpContext&)>;
-using BatchRule = std::function<Status(BatchContext&)>;
 using ShardRule = std::function<Status(ShardContext&)>;
 
 struct OpDef {

@@ -1,0 +1,173 @@
+#include "tests/ir/ir_test_ops.h"
+
+#include <cstring>
+
+#include "engine/core/check.h"
+
+namespace tsr::test {
+
+namespace {
+
+using ir::Attrs;
+using ir::OpCode;
+using Avals = std::vector<Aval>;
+
+ir::OpDef stub(OpCode code, int numOperands, int numResults, ir::InferFn infer) {
+  ir::OpDef d;
+  d.code = code;
+  d.name = ir::coreOpName(code);
+  d.family = "ir-test";
+  d.numOperands = numOperands;
+  d.numResults = numResults;
+  d.attrsIndex = ir::coreAttrsIndex(code);
+  d.infer = std::move(infer);
+  return d;
+}
+
+Result<Avals> inferAdd(std::span<const Aval> in, const Attrs&) {
+  if (!(in[0] == in[1]))
+    return makeError("add: operands must have equal avals, got {} and {}", in[0].toString(), in[1].toString());
+  return Avals{in[0]};
+}
+
+Result<Avals> inferSlice(std::span<const Aval> in, const Attrs& attrs) {
+  const auto& a = std::get<ir::SliceAttrs>(attrs);
+  auto rank = static_cast<size_t>(in[0].rank());
+  if (a.starts.size() != rank || a.limits.size() != rank || a.strides.size() != rank)
+    return makeError("slice: starts, limits and strides need one entry per dim of {}", in[0].toString());
+  Aval out{Shape{}, in[0].dtype};
+  for (size_t i = 0; i < rank; ++i) {
+    if (a.strides[i] < 1 || a.starts[i] < 0 || a.limits[i] < a.starts[i] || a.limits[i] > in[0].shape.dims()[i])
+      return makeError("slice: bad bounds for dim {} of {}", i, in[0].toString());
+    out.shape.dims().push_back((a.limits[i] - a.starts[i] + a.strides[i] - 1) / a.strides[i]);
+  }
+  return Avals{out};
+}
+
+Result<Avals> inferConcatenate(std::span<const Aval> in, const Attrs& attrs) {
+  int axis = normalizeAxis(std::get<ir::ConcatenateAttrs>(attrs).axis, in[0].rank());
+  if (axis < 0) return makeError("concatenate: axis out of range for {}", in[0].toString());
+  Aval out = in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].rank() != out.rank() || in[i].dtype != out.dtype)
+      return makeError("concatenate: {} does not match {}", in[i].toString(), in[0].toString());
+    out.shape[axis] += in[i].shape[axis];
+  }
+  return Avals{out};
+}
+
+Result<Avals> inferIota(std::span<const Aval>, const Attrs& attrs) {
+  const auto& a = std::get<ir::IotaAttrs>(attrs);
+  if (a.dimension < 0 || a.dimension >= static_cast<int64_t>(a.shape.size()))
+    return makeError("iota: dimension {} out of range", a.dimension);
+  return Avals{Aval{Shape(a.shape), a.dtype}};
+}
+
+Result<Avals> inferThreefry(std::span<const Aval> in, const Attrs&) {
+  for (const Aval& a : in)
+    if (!(a == in[0]) || a.dtype != DType::U32)
+      return makeError("threefry2x32: operands must be four equal u32 arrays");
+  return Avals{in[0], in[0]};
+}
+
+Aval f32(Shape s) { return avalOf(DType::F32, std::move(s)); }
+
+ir::OpRegistry makeRegistry() {
+  ir::OpRegistry reg;
+  auto add = [&](ir::OpDef d) { TSR_CHECK(reg.add(std::move(d)).ok()); };
+  add(stub(OpCode::Add, 2, 1, inferAdd));
+  add(stub(OpCode::Relu, 1, 1, [](std::span<const Aval> in, const Attrs&) -> Result<Avals> { return Avals{in[0]}; }));
+  add(stub(OpCode::Convert, 1, 1, [](std::span<const Aval> in, const Attrs& attrs) -> Result<Avals> {
+    return Avals{Aval{in[0].shape, std::get<ir::ConvertAttrs>(attrs).dtype}};
+  }));
+  add(stub(OpCode::Slice, 1, 1, inferSlice));
+  ir::OpDef concat = stub(OpCode::Concatenate, -1, 1, inferConcatenate);
+  concat.minOperands = 1;
+  add(std::move(concat));
+  add(stub(OpCode::Iota, 0, 1, inferIota));
+  add(stub(OpCode::Constant, 0, 1, [](std::span<const Aval>, const Attrs& attrs) -> Result<Avals> {
+    return Avals{std::get<ir::ConstantAttrs>(attrs).value.aval};
+  }));
+  add(stub(OpCode::Threefry2x32, 4, 2, inferThreefry));
+  return reg;
+}
+
+}  // namespace
+
+const ir::OpRegistry& irTestRegistry() {
+  static const ir::OpRegistry reg = makeRegistry();
+  return reg;
+}
+
+ir::Literal literalFromBits(DType dtype, Shape shape, const std::vector<uint64_t>& bits) {
+  auto size = static_cast<size_t>(dtypeSize(dtype));
+  std::vector<uint8_t> bytes(bits.size() * size);
+  for (size_t i = 0; i < bits.size(); ++i) std::memcpy(bytes.data() + i * size, &bits[i], size);  // little-endian host
+  return ir::Literal::fromBytes(Aval{std::move(shape), dtype}, bytes.data());
+}
+
+std::map<std::string, std::vector<OpExample>> coreOpExamples() {
+  std::map<std::string, std::vector<OpExample>> t;
+  const Aval x = f32({2, 3});
+  const Aval b = avalOf(DType::Bool, {2, 3});
+  const Aval i = avalOf(DType::I32, {2, 3});
+  const Aval u = avalOf(DType::U32, {2, 3});
+  const Aval idx = avalOf(DType::I32, {});
+  for (const char* op : {"neg", "abs", "sign", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
+                         "logistic", "sin", "cos", "tan", "erf", "erf_inv", "floor", "ceil", "round", "is_finite",
+                         "relu"})
+    t[op] = {{{x}, ir::NoAttrs{}}};
+  t["not"] = {{{b}, ir::NoAttrs{}}, {{i}, ir::NoAttrs{}}, {{u}, ir::NoAttrs{}}};
+  for (const char* op : {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "eq", "ne", "lt", "le",
+                         "gt", "ge"})
+    t[op] = {{{x, x}, ir::NoAttrs{}}};
+  for (const char* op : {"and", "or", "xor"}) t[op] = {{{b, b}, ir::NoAttrs{}}, {{i, i}, ir::NoAttrs{}}, {{u, u}, ir::NoAttrs{}}};
+  for (const char* op : {"shift_left", "shift_right_logical", "shift_right_arithmetic"})
+    t[op] = {{{i, i}, ir::NoAttrs{}}, {{u, u}, ir::NoAttrs{}}};
+  t["select"] = {{{b, x, x}, ir::NoAttrs{}}};
+  t["clamp"] = {{{x, x, x}, ir::NoAttrs{}}, {{f32({}), x, f32({})}, ir::NoAttrs{}}};
+  t["convert"] = {{{x}, ir::ConvertAttrs{DType::I32}}};
+  t["bitcast_convert"] = {{{x}, ir::ConvertAttrs{DType::U32}}, {{x}, ir::ConvertAttrs{DType::I32}}};
+  t["broadcast_in_dim"] = {{{f32({3})}, ir::BroadcastInDimAttrs{{2, 3}, {1}}}};
+  t["reshape"] = {{{x}, ir::ReshapeAttrs{{3, 2}}}};
+  t["transpose"] = {{{x}, ir::TransposeAttrs{{1, 0}}}};
+  t["slice"] = {{{f32({4, 6})}, ir::SliceAttrs{{1, 0}, {3, 6}, {1, 2}}}};
+  t["dynamic_slice"] = {{{f32({4, 6}), idx, idx}, ir::DynamicSliceAttrs{{2, 3}}}};
+  t["dynamic_update_slice"] = {{{f32({4, 6}), x, idx, idx}, ir::NoAttrs{}}};
+  t["concatenate"] = {{{x, f32({4, 3})}, ir::ConcatenateAttrs{0}}};
+  t["pad"] = {{{x, f32({})}, ir::PadAttrs{{1, 0}, {0, 2}, {1, 0}}}};
+  t["iota"] = {{{}, ir::IotaAttrs{{2, 3}, DType::I32, 1}}};
+  t["rev"] = {{{x}, ir::RevAttrs{{0}}}};
+  for (const char* op : {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"})
+    t[op] = {{{f32({2, 3, 4})}, ir::ReduceAttrs{{1}}}};
+  for (const char* op : {"argmax", "argmin"}) t[op] = {{{x}, ir::ArgReduceAttrs{1, DType::I32}}};
+  t["dot_general"] = {{{f32({2, 3, 4}), f32({2, 4, 5})}, ir::DotGeneralAttrs{{2}, {1}, {0}, {0}}}};
+  t["gather"] = {{{f32({5, 3}), avalOf(DType::I32, {4})}, ir::GatherAttrs{0, 0}}};
+  t["scatter_add"] = {{{f32({5, 3}), avalOf(DType::I32, {4}), f32({4, 3})}, ir::GatherAttrs{0, 0}}};
+  t["constant"] = {{{}, ir::ConstantAttrs{literalFromBits(DType::F32, {2}, {0x3fc00000u, 0xc0000000u})}}};
+  const Aval key = avalOf(DType::U32, {4});
+  t["threefry2x32"] = {{{key, key, key, key}, ir::NoAttrs{}}};
+  return t;
+}
+
+std::string buildOpGraph(const ir::OpRegistry& reg, const ir::OpDef& def, const std::vector<OpExample>& examples,
+                         ir::Provenance prov, ir::Graph& out) {
+  std::string errors;
+  for (const OpExample& ex : examples) {
+    ir::Graph g;
+    g.name = def.name;
+    std::vector<ir::ValueId> ins;
+    for (const Aval& a : ex.operands) ins.push_back(g.addInput(a));
+    auto res = g.addNode(reg, def.code, ins, ex.attrs, prov);
+    if (!res.ok()) {
+      errors += " [" + res.error().message + "]";
+      continue;
+    }
+    g.setOutputs(*res);
+    out = std::move(g);
+    return "";
+  }
+  return "no example is valid:" + errors;
+}
+
+}  // namespace tsr::test
