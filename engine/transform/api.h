@@ -79,6 +79,10 @@ Array clamp(const Array& x, const Array& lo, const Array& hi, TSR_LOC);
 
 // A scalar of x's dtype (a weakly typed constant).
 Array scalarLike(const Array& x, double value, TSR_LOC);
+// x's aval filled with a value, built from a scalar constant and a broadcast so that traces stay small.
+Array fullLike(const Array& x, double value, TSR_LOC);
+Array zerosLike(const Array& x, TSR_LOC);
+Array onesLike(const Array& x, TSR_LOC);
 
 // Conversion
 Array astype(const Array& x, DType dtype, TSR_LOC);

@@ -163,6 +163,13 @@ Array scalarLike(const Array& x, double value, std::source_location loc) {
   return Array::scalar(value, x.dtype());
 }
 
+Array fullLike(const Array& x, double value, std::source_location loc) {
+  Array s = scalarLike(x, value, loc);
+  return x.rank() == 0 ? s : broadcastTo(s, x.shape(), loc);
+}
+Array zerosLike(const Array& x, std::source_location loc) { return fullLike(x, 0.0, loc); }
+Array onesLike(const Array& x, std::source_location loc) { return fullLike(x, 1.0, loc); }
+
 Array astype(const Array& x, DType dtype, std::source_location loc) {
   if (x.valid() && x.dtype() == dtype) return x;
   return bind1(OpCode::Convert, {x}, ir::ConvertAttrs{dtype}, loc);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/ir/graph.h"
+#include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
 
 namespace tsr {

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/backends/cpu/interpreter.h"
 #include "engine/ops/registry.h"
 
 namespace tsr {
@@ -16,6 +15,7 @@ namespace {
 
 thread_local std::vector<Trace*> tActiveTraces;
 thread_local std::vector<std::string> tModulePath;
+thread_local std::vector<ir::Provenance> tProvenanceOverride;
 std::atomic<uint64_t> gNextTraceId{1};
 
 // Concrete captures at most this large become constant nodes; larger ones become graph inputs.
@@ -39,7 +39,11 @@ std::string relativeSourcePath(const char* file) {
 
 void raise(Error e) { throw Exception(std::move(e)); }
 
+ProvenanceScope::ProvenanceScope(ir::Provenance prov) { tProvenanceOverride.push_back(std::move(prov)); }
+ProvenanceScope::~ProvenanceScope() { tProvenanceOverride.pop_back(); }
+
 ir::Provenance provenanceAt(const std::source_location& loc) {
+  if (!tProvenanceOverride.empty()) return tProvenanceOverride.back();
   ir::Provenance p;
   p.modulePath = ModuleScope::currentPath();
   if (loc.line() != 0) {
@@ -145,21 +149,22 @@ Result<ClosedGraph> Trace::finish(const std::vector<Array>& outputs) {
 
 std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
                         const std::source_location& loc) {
+  return bind(op, operands, std::move(attrs), provenanceAt(loc));
+}
+
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const ir::Provenance& prov) {
   const auto& reg = ops::registry();
   // While any trace is active, every op is recorded into the innermost one (as JAX does since omnistaging):
   // concrete operands and values of outer traces are captured, so nothing is evaluated at trace time.
   Trace* target = Trace::current();
-  ir::Provenance prov = provenanceAt(loc);
   auto fail = [&](const Error& e) -> std::vector<Array> {
     std::string where = prov.empty() ? "" : " (at " + prov.toString() + ")";
     raise(Error{e.message + where});
   };
   if (target) {
-    auto r = target->record(op, operands, std::move(attrs), prov);
-    if (!r.ok()) {
-      // Graph::addNode already appended the provenance.
-      raise(r.takeError());
-    }
+    auto r = target->record(op, operands, std::move(attrs), prov);  // errors carry prov already
+    if (!r.ok()) raise(r.takeError());
     return std::move(r).value();
   }
 
@@ -212,27 +217,6 @@ Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::
         return Tree::list(std::move(outs));
       },
       TreeOf<Aval>::list(std::move(items)), name);
-}
-
-Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args) {
-  const auto& g = cg.graph;
-  if (static_cast<int>(args.size()) != cg.numArgs())
-    return makeError("{}: expects {} arguments, got {}", g.name, cg.numArgs(), args.size());
-  std::vector<runtime::BufferPtr> bufs;
-  auto addArg = [&](const Array& a, size_t i) -> Status {
-    const Aval& want = g.aval(g.inputs()[i]);
-    if (!a.isConcrete()) return makeError("{}: input {} is not a concrete array", g.name, i);
-    if (!(a.aval() == want))
-      return makeError("{}: input {} must be {}, got {}", g.name, i, want.toString(), a.aval().toString());
-    bufs.push_back(a.buffer());
-    return {};
-  };
-  for (size_t i = 0; i < args.size(); ++i) TSR_TRY(addArg(args[i], i));
-  for (size_t i = 0; i < cg.consts.size(); ++i) TSR_TRY(addArg(cg.consts[i], args.size() + i));
-  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, cpu::interpret(g, ops::registry(), bufs));
-  std::vector<Array> result;
-  for (size_t i = 0; i < outs.size(); ++i) result.push_back(Array::fromBuffer(outs[i], g.aval(g.outputs()[i])));
-  return result;
 }
 
 }  // namespace tsr

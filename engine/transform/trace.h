@@ -64,12 +64,24 @@ class ModuleScope {
 };
 
 ir::Provenance provenanceAt(const std::source_location& loc);
+
+// While alive, every op recorded on this thread gets this provenance instead of its call site: transformations
+// use it so that the ops a vjp or batching rule emits point at the user's op, not at the rule.
+class ProvenanceScope {
+ public:
+  explicit ProvenanceScope(ir::Provenance prov);
+  ~ProvenanceScope();
+  ProvenanceScope(const ProvenanceScope&) = delete;
+  ProvenanceScope& operator=(const ProvenanceScope&) = delete;
+};
 // Raises e with the call site appended: "... (at blocks.0.mlp @ model.cpp:42)".
 [[noreturn]] void raiseAt(const std::source_location& loc, Error e);
 
 // Applies an op: recorded into the innermost active trace, otherwise run eagerly on the CPU. Errors raise tsr::Exception naming the op, shapes and call site.
 std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
                         const std::source_location& loc);
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const ir::Provenance& prov);
 Array bind1(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs, const std::source_location& loc);
 
 // Traces f on abstract inputs (like jax.make_jaxpr).
@@ -87,8 +99,5 @@ auto capture(F&& f) -> Result<decltype(f())> {
     return e.error();
   }
 }
-
-// Evaluates a closed graph on concrete arguments with the CPU interpreter.
-Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args);
 
 }  // namespace tsr

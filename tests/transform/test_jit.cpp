@@ -8,6 +8,7 @@
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
+#include "engine/transform/eval.h"
 #include "engine/transform/jit.h"
 #include "engine/transform/trace.h"
 

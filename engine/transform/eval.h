@@ -1,0 +1,12 @@
+#pragma once
+// Running a traced graph on concrete arrays.
+#include <vector>
+
+#include "engine/transform/trace.h"
+
+namespace tsr {
+
+// Evaluates a closed graph on concrete arguments with the CPU interpreter.
+Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args);
+
+}  // namespace tsr
