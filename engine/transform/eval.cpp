@@ -1,6 +1,6 @@
 #include "engine/transform/eval.h"
 
-#include "engine/backends/cpu/interpreter.h"
+#include "engine/runtime/interpreter.h"
 #include "engine/ops/registry.h"
 
 namespace tsr {
@@ -20,7 +20,7 @@ Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Ar
   };
   for (size_t i = 0; i < args.size(); ++i) TSR_TRY(addArg(args[i], i));
   for (size_t i = 0; i < cg.consts.size(); ++i) TSR_TRY(addArg(cg.consts[i], args.size() + i));
-  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, cpu::interpret(g, ops::registry(), bufs));
+  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, runtime::interpret(g, ops::registry(), bufs));
   std::vector<Array> result;
   for (size_t i = 0; i < outs.size(); ++i) result.push_back(Array::fromBuffer(outs[i], g.aval(g.outputs()[i])));
   return result;

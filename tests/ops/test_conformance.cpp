@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "engine/backends/cpu/interpreter.h"
+#include "engine/runtime/interpreter.h"
 #include "engine/ops/registry.h"
 #include "tests/ops/harness.h"
 
@@ -197,7 +197,7 @@ class TestConformance : public QObject {
         g.setOutputs(*res);
         auto st = ir::verify(g, reg);
         QVERIFY2(st.ok(), qPrintable(QString::fromStdString(c.label + ": " + (st.ok() ? "" : st.error().message))));
-        auto gouts = cpu::interpret(g, reg, feeds);
+        auto gouts = runtime::interpret(g, reg, feeds);
         QVERIFY2(gouts.ok(), qPrintable(QString::fromStdString(c.label + tag)));
         for (size_t r = 0; r < expect.size(); ++r) {
           std::string diff = compare(fromBuffer((*gouts)[r], g.aval((*res)[r])), expect[r], c);

@@ -1,8 +1,8 @@
-#include "engine/backends/cpu/interpreter.h"
+#include "engine/runtime/interpreter.h"
 
 #include <fmt/format.h>
 
-namespace tsr::cpu {
+namespace tsr::runtime {
 
 Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::OpRegistry& reg,
                                                   std::span<const runtime::BufferPtr> inputs) {
@@ -46,4 +46,4 @@ Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::
   return out;
 }
 
-}  // namespace tsr::cpu
+}  // namespace tsr::runtime

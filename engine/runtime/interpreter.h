@@ -7,9 +7,9 @@
 #include "engine/ir/graph.h"
 #include "engine/runtime/buffer.h"
 
-namespace tsr::cpu {
+namespace tsr::runtime {
 
 Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::OpRegistry& reg,
                                                   std::span<const runtime::BufferPtr> inputs);
 
-}  // namespace tsr::cpu
+}  // namespace tsr::runtime
