@@ -7,7 +7,7 @@ PACKAGES=(
   # toolchain
   g++ cmake ninja-build pkg-config ccache
   # engine
-  libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+  libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev
   # multi-process runs
   openmpi-bin libopenmpi-dev
   # IDE

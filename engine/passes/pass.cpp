@@ -1,0 +1,1 @@
+#include "engine/passes/pass.h"

@@ -1,0 +1,2 @@
+#pragma once
+// The compiler pass contract.
