@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "engine/runtime/debug_nans.h"
+
 namespace tsr::runtime {
 
 Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::OpRegistry& reg,
-                                                  std::span<const runtime::BufferPtr> inputs) {
+                                                  std::span<const runtime::BufferPtr> inputs,
+                                                  const InterpretOptions& options) {
   if (inputs.size() != g.inputs().size())
     return makeError("{}: expects {} inputs, got {}", g.name, g.inputs().size(), inputs.size());
   std::vector<runtime::BufferPtr> vals(static_cast<size_t>(g.numValues()));
@@ -37,7 +40,17 @@ Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::
     }
     auto outs = runtime::runCpuOp(*def, args, avals, node.attrs);
     if (!outs.ok()) return Error{fmt::format("node {} ({}): {}", n, def->name, outs.error().message)};
-    for (size_t r = 0; r < node.results.size(); ++r) vals[static_cast<size_t>(node.results[r])] = (*outs)[r];
+    for (size_t r = 0; r < node.results.size(); ++r) {
+      vals[static_cast<size_t>(node.results[r])] = (*outs)[r];
+      if (!options.checkNonFinite) continue;
+      if (auto bad = findNonFinite(*(*outs)[r], g.aval(node.results[r]))) {
+        std::string operands;
+        for (size_t i = 0; i < avals.size(); ++i) operands += (i ? ", " : "") + avals[i].toString();
+        return makeError("{} ({}) produced {} in result {} ({}) at node {}{}", def->name, operands, *bad, r,
+                         g.aval(node.results[r]).toString(), n,
+                         node.prov.empty() ? "" : " (at " + node.prov.toString() + ")");
+      }
+    }
     for (ir::ValueId v : node.operands)
       if (lastUse[static_cast<size_t>(v)] == static_cast<int>(n)) vals[static_cast<size_t>(v)].reset();
   }

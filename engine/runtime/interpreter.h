@@ -9,7 +9,13 @@
 
 namespace tsr::runtime {
 
+struct InterpretOptions {
+  // Fail at the first node whose results hold a NaN or Inf, naming the node (debug NaNs).
+  bool checkNonFinite = false;
+};
+
 Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::OpRegistry& reg,
-                                                  std::span<const runtime::BufferPtr> inputs);
+                                                  std::span<const runtime::BufferPtr> inputs,
+                                                  const InterpretOptions& options = {});
 
 }  // namespace tsr::runtime

@@ -5,7 +5,8 @@
 
 namespace tsr {
 
-Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args) {
+Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Array>& args,
+                                     const runtime::InterpretOptions& options) {
   const auto& g = cg.graph;
   if (static_cast<int>(args.size()) != cg.numArgs())
     return makeError("{}: expects {} arguments, got {}", g.name, cg.numArgs(), args.size());
@@ -20,7 +21,7 @@ Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Ar
   };
   for (size_t i = 0; i < args.size(); ++i) TSR_TRY(addArg(args[i], i));
   for (size_t i = 0; i < cg.consts.size(); ++i) TSR_TRY(addArg(cg.consts[i], args.size() + i));
-  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, runtime::interpret(g, ops::registry(), bufs));
+  TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, runtime::interpret(g, ops::registry(), bufs, options));
   std::vector<Array> result;
   for (size_t i = 0; i < outs.size(); ++i) result.push_back(Array::fromBuffer(outs[i], g.aval(g.outputs()[i])));
   return result;

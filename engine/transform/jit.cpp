@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/ir/graph.h"
+#include "engine/runtime/debug_nans.h"
 #include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
 
@@ -144,6 +145,16 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
   }
 
   TSR_ASSIGN(std::vector<Array> outs, evalGraph(*hit->graph, leaves));
+  if (runtime::debugNansEnabled()) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      auto bad = runtime::findNonFinite(*outs[i].buffer(), outs[i].aval());
+      if (!bad) continue;
+      // Re-run op by op to name the op that produced it.
+      auto rerun = evalGraph(*hit->graph, leaves, runtime::InterpretOptions{.checkNonFinite = true});
+      if (!rerun.ok()) return Error{fmt::format("{}: {}", m_name, rerun.error().message)};
+      return makeError("{}: output {} holds {} (no op produced it: it comes from an input)", m_name, i, *bad);
+    }
+  }
   return Tree::unflatten(hit->graph->outputTree, std::move(outs));
 }
 

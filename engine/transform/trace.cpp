@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/ops/registry.h"
+#include "engine/runtime/debug_nans.h"
 
 namespace tsr {
 
@@ -182,7 +183,12 @@ std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::A
   auto outs = runtime::runCpuOp(def, bufs, avals, attrs, &outAvals);
   if (!outs.ok()) return fail(outs.error());
   std::vector<Array> result;
-  for (size_t i = 0; i < outs->size(); ++i) result.push_back(Array::fromBuffer((*outs)[i], outAvals[i]));
+  for (size_t i = 0; i < outs->size(); ++i) {
+    if (runtime::debugNansEnabled())
+      if (auto bad = runtime::findNonFinite(*(*outs)[i], outAvals[i]))
+        return fail(Error{fmt::format("{} produced {} in result {} ({})", def.name, *bad, i, outAvals[i].toString())});
+    result.push_back(Array::fromBuffer((*outs)[i], outAvals[i]));
+  }
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine/ir/graph.h"
+#include "engine/runtime/debug_nans.h"
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
 #include "engine/transform/eval.h"
@@ -132,6 +133,30 @@ class TestJit : public QObject {
     QVERIFY2(lines[1].find("compiled 'double' for (f32[2])") == 0 && lines[1].find(" ms") != std::string::npos,
              lines[1].c_str());
     QCOMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
+  }
+
+  void debugNansNamesTheProducingOp() {
+    runtime::setDebugNans(true);
+    int line = __LINE__ + 3;
+    Jit f = jit(
+        [](const std::vector<Array>& xs) {
+          Array y = sqrt(xs[0]) * 2.0;
+          return std::vector<Array>{y + 1.0};
+        },
+        "sqrt2");
+    auto r = f({Array::fromVector({4.0, -1.0}, Shape{2}, DType::F32)});
+    QVERIFY(!r.ok());
+    const std::string& m = r.error().message;
+    QVERIFY2(m.find("sqrt (f32[2]) produced nan at element 1") != std::string::npos, m.c_str());
+    QVERIFY2(m.find("test_jit.cpp:" + std::to_string(line)) != std::string::npos, m.c_str());
+    QVERIFY(f({Array::fromVector({4.0, 1.0}, Shape{2}, DType::F32)}).ok());  // finite: no error
+
+    // Eager ops check their own results.
+    auto e = capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); });
+    QVERIFY(!e.ok());
+    QVERIFY2(e.error().message.find("log produced -inf at element 0") != std::string::npos, e.error().message.c_str());
+    runtime::setDebugNans(false);
+    QVERIFY(capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); }).ok());
   }
 
   void errorsInsideJitAreValues() {

@@ -1,0 +1,333 @@
+#include "engine/store/run_store.h"
+
+#include <chrono>
+#include <utility>
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+namespace tsr::store {
+
+namespace {
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Schema migrations: entry i brings a database from user_version i to i + 1. Never edit a shipped entry;
+// append a new one.
+const char* const kMigrations[] = {
+    R"sql(
+    CREATE TABLE runs(
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      name TEXT NOT NULL,
+      project TEXT NOT NULL,
+      config TEXT NOT NULL DEFAULT '',
+      status TEXT NOT NULL,
+      start_time REAL NOT NULL,
+      end_time REAL NOT NULL DEFAULT 0,
+      message TEXT NOT NULL DEFAULT '');
+    CREATE TABLE params(
+      run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key TEXT NOT NULL,
+      value TEXT NOT NULL,
+      PRIMARY KEY(run, key));
+    CREATE TABLE metrics(
+      run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      key TEXT NOT NULL,
+      step INTEGER NOT NULL,
+      time REAL NOT NULL,
+      value REAL NOT NULL,
+      PRIMARY KEY(run, key, step)) WITHOUT ROWID;
+    CREATE TABLE artifacts(
+      run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY(run, name));
+    )sql",
+};
+constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
+static_assert(kNumMigrations == RunStore::kSchemaVersion);
+
+// A prepared statement that finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : m_db(db) { m_rc = sqlite3_prepare_v2(db, sql, -1, &m_stmt, nullptr); }
+  ~Stmt() { sqlite3_finalize(m_stmt); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool ok() const { return m_rc == SQLITE_OK; }
+  Error error() const { return Error{std::string("run store: ") + sqlite3_errmsg(m_db)}; }
+  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(m_stmt, i, v); return *this; }
+  Stmt& bind(int i, double v) { sqlite3_bind_double(m_stmt, i, v); return *this; }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() { return sqlite3_step(m_stmt); }
+  void reset() {
+    sqlite3_reset(m_stmt);
+    sqlite3_clear_bindings(m_stmt);
+  }
+  int64_t i64(int col) const { return sqlite3_column_int64(m_stmt, col); }
+  double f64(int col) const { return sqlite3_column_double(m_stmt, col); }
+  std::string text(int col) const {
+    const void* p = sqlite3_column_blob(m_stmt, col);
+    int n = sqlite3_column_bytes(m_stmt, col);
+    return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+  }
+
+ private:
+  sqlite3* m_db;
+  sqlite3_stmt* m_stmt = nullptr;
+  int m_rc;
+};
+
+RunStatus parseStatus(const std::string& s) {
+  if (s == "finished") return RunStatus::Finished;
+  if (s == "failed") return RunStatus::Failed;
+  if (s == "killed") return RunStatus::Killed;
+  return RunStatus::Running;
+}
+
+RunInfo readRun(const Stmt& st) {
+  RunInfo r;
+  r.id = st.i64(0);
+  r.name = st.text(1);
+  r.project = st.text(2);
+  r.config = st.text(3);
+  r.status = parseStatus(st.text(4));
+  r.startTime = st.f64(5);
+  r.endTime = st.f64(6);
+  r.message = st.text(7);
+  return r;
+}
+
+}  // namespace
+
+const char* runStatusName(RunStatus s) {
+  switch (s) {
+    case RunStatus::Running: return "running";
+    case RunStatus::Finished: return "finished";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Killed: return "killed";
+  }
+  return "?";
+}
+
+RunStore::~RunStore() {
+  if (m_db) sqlite3_close(m_db);
+}
+RunStore::RunStore(RunStore&& o) noexcept : m_db(std::exchange(o.m_db, nullptr)), m_path(std::move(o.m_path)) {}
+RunStore& RunStore::operator=(RunStore&& o) noexcept {
+  if (this != &o) {
+    if (m_db) sqlite3_close(m_db);
+    m_db = std::exchange(o.m_db, nullptr);
+    m_path = std::move(o.m_path);
+  }
+  return *this;
+}
+
+Status RunStore::exec(const std::string& sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(m_db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    Error e{fmt::format("run store {}: {}", m_path, err ? err : sqlite3_errmsg(m_db))};
+    sqlite3_free(err);
+    return e;
+  }
+  return {};
+}
+
+Result<RunStore> RunStore::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return makeError("cannot open run store {}: {}", path, msg);
+  }
+  RunStore store(db, path);
+  sqlite3_busy_timeout(db, 5000);  // a writer and the IDE share the file
+  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  TSR_TRY(store.migrate());
+  return store;
+}
+
+int RunStore::schemaVersion() const {
+  Stmt st(m_db, "PRAGMA user_version");
+  return st.ok() && st.step() == SQLITE_ROW ? static_cast<int>(st.i64(0)) : -1;
+}
+
+Status RunStore::migrate() {
+  int version = schemaVersion();
+  if (version < 0) return makeError("run store {}: not a SQLite database", m_path);
+  if (version > kSchemaVersion)
+    return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", m_path,
+                     version, kSchemaVersion);
+  for (int v = version; v < kSchemaVersion; ++v) {
+    TSR_TRY(exec("BEGIN IMMEDIATE"));
+    Status st = exec(kMigrations[v]);
+    if (st.ok()) st = exec(fmt::format("PRAGMA user_version = {}", v + 1));
+    if (!st.ok()) {
+      (void)exec("ROLLBACK");
+      return Error{fmt::format("migrating to schema {}: {}", v + 1, st.error().message)};
+    }
+    TSR_TRY(exec("COMMIT"));
+  }
+  return {};
+}
+
+Result<int64_t> RunStore::createRun(const std::string& name, const std::string& project, const std::string& config) {
+  Stmt st(m_db, "INSERT INTO runs(name, project, config, status, start_time) VALUES(?, ?, ?, 'running', ?)");
+  if (!st.ok()) return st.error();
+  st.bind(1, name).bind(2, project).bind(3, config).bind(4, nowSeconds());
+  if (st.step() != SQLITE_DONE) return st.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(m_db));
+}
+
+Status RunStore::finishRun(int64_t run, RunStatus status, const std::string& message) {
+  Stmt st(m_db, "UPDATE runs SET status = ?, end_time = ?, message = ? WHERE id = ?");
+  if (!st.ok()) return st.error();
+  st.bind(1, std::string(runStatusName(status))).bind(2, nowSeconds()).bind(3, message).bind(4, run);
+  if (st.step() != SQLITE_DONE) return st.error();
+  if (sqlite3_changes(m_db) == 0) return makeError("run store: no run {}", run);
+  return {};
+}
+
+Status RunStore::setParams(int64_t run, const std::map<std::string, std::string>& params) {
+  TSR_TRY(exec("BEGIN"));
+  Stmt st(m_db, "INSERT OR REPLACE INTO params(run, key, value) VALUES(?, ?, ?)");
+  if (!st.ok()) {
+    (void)exec("ROLLBACK");
+    return st.error();
+  }
+  for (const auto& [k, v] : params) {
+    st.bind(1, run).bind(2, k).bind(3, v);
+    if (st.step() != SQLITE_DONE) {
+      Error e = st.error();
+      (void)exec("ROLLBACK");
+      return e;
+    }
+    st.reset();
+  }
+  return exec("COMMIT");
+}
+
+Result<std::map<std::string, std::string>> RunStore::params(int64_t run) const {
+  Stmt st(m_db, "SELECT key, value FROM params WHERE run = ? ORDER BY key");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  std::map<std::string, std::string> out;
+  while (st.step() == SQLITE_ROW) out[st.text(0)] = st.text(1);
+  return out;
+}
+
+Status RunStore::logMetrics(int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values,
+                            double time) {
+  if (time == 0) time = nowSeconds();
+  TSR_TRY(exec("BEGIN"));
+  Stmt st(m_db, "INSERT OR REPLACE INTO metrics(run, key, step, time, value) VALUES(?, ?, ?, ?, ?)");
+  if (!st.ok()) {
+    (void)exec("ROLLBACK");
+    return st.error();
+  }
+  for (const auto& [k, v] : values) {
+    st.bind(1, run).bind(2, k).bind(3, step).bind(4, time).bind(5, v);
+    if (st.step() != SQLITE_DONE) {
+      Error e = st.error();
+      (void)exec("ROLLBACK");
+      return e;
+    }
+    st.reset();
+  }
+  return exec("COMMIT");
+}
+
+Result<std::vector<std::string>> RunStore::metricKeys(int64_t run) const {
+  Stmt st(m_db, "SELECT DISTINCT key FROM metrics WHERE run = ? ORDER BY key");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  std::vector<std::string> out;
+  while (st.step() == SQLITE_ROW) out.push_back(st.text(0));
+  return out;
+}
+
+Result<std::vector<MetricPoint>> RunStore::metrics(int64_t run, const std::string& key, int64_t afterStep) const {
+  Stmt st(m_db, "SELECT step, time, value FROM metrics WHERE run = ? AND key = ? AND step > ? ORDER BY step");
+  if (!st.ok()) return st.error();
+  st.bind(1, run).bind(2, key).bind(3, afterStep);
+  std::vector<MetricPoint> out;
+  while (st.step() == SQLITE_ROW) out.push_back(MetricPoint{st.i64(0), st.f64(1), st.f64(2)});
+  return out;
+}
+
+Result<std::map<std::string, MetricPoint>> RunStore::latestMetrics(int64_t run) const {
+  Stmt st(m_db,
+          "SELECT m.key, m.step, m.time, m.value FROM metrics m JOIN "
+          "(SELECT key, MAX(step) AS step FROM metrics WHERE run = ?1 GROUP BY key) last "
+          "ON m.key = last.key AND m.step = last.step WHERE m.run = ?1");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  std::map<std::string, MetricPoint> out;
+  while (st.step() == SQLITE_ROW) out[st.text(0)] = MetricPoint{st.i64(1), st.f64(2), st.f64(3)};
+  return out;
+}
+
+Status RunStore::putArtifact(int64_t run, const Artifact& a) {
+  Stmt st(m_db, "INSERT OR REPLACE INTO artifacts(run, name, kind, data) VALUES(?, ?, ?, ?)");
+  if (!st.ok()) return st.error();
+  st.bind(1, run).bind(2, a.name).bind(3, a.kind).bindBlob(4, a.data);
+  if (st.step() != SQLITE_DONE) return st.error();
+  return {};
+}
+
+Result<std::vector<std::string>> RunStore::artifactNames(int64_t run) const {
+  Stmt st(m_db, "SELECT name FROM artifacts WHERE run = ? ORDER BY name");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  std::vector<std::string> out;
+  while (st.step() == SQLITE_ROW) out.push_back(st.text(0));
+  return out;
+}
+
+Result<Artifact> RunStore::artifact(int64_t run, const std::string& name) const {
+  Stmt st(m_db, "SELECT name, kind, data FROM artifacts WHERE run = ? AND name = ?");
+  if (!st.ok()) return st.error();
+  st.bind(1, run).bind(2, name);
+  if (st.step() != SQLITE_ROW) return makeError("run {} has no artifact '{}'", run, name);
+  return Artifact{st.text(0), st.text(1), st.text(2)};
+}
+
+Result<std::vector<RunInfo>> RunStore::runs() const {
+  Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs ORDER BY id");
+  if (!st.ok()) return st.error();
+  std::vector<RunInfo> out;
+  while (st.step() == SQLITE_ROW) out.push_back(readRun(st));
+  return out;
+}
+
+Result<RunInfo> RunStore::run(int64_t id) const {
+  Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs WHERE id = ?");
+  if (!st.ok()) return st.error();
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW) return makeError("run store {}: no run {}", m_path, id);
+  return readRun(st);
+}
+
+Status RunStore::deleteRun(int64_t id) {
+  Stmt st(m_db, "DELETE FROM runs WHERE id = ?");
+  if (!st.ok()) return st.error();
+  st.bind(1, id);
+  if (st.step() != SQLITE_DONE) return st.error();
+  return {};
+}
+
+}  // namespace tsr::store

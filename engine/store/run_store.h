@@ -1,0 +1,88 @@
+#pragma once
+// The run store: one SQLite database (WAL mode, so the IDE reads while a training process writes) holding
+// runs, their hyperparameters, metric series, artifacts (IR per pass, DOT, reports) and profiles.
+// The schema is versioned (PRAGMA user_version) and migrated forward on open.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+
+struct sqlite3;
+
+namespace tsr::store {
+
+enum class RunStatus { Running, Finished, Failed, Killed };
+const char* runStatusName(RunStatus s);
+
+struct RunInfo {
+  int64_t id = 0;
+  std::string name;
+  std::string project;     // project folder or example name
+  std::string config;      // the resolved project.toml (text), for reproduction
+  RunStatus status = RunStatus::Running;
+  double startTime = 0;    // unix seconds
+  double endTime = 0;      // 0 while running
+  std::string message;     // why it failed, or a closing note
+};
+
+struct MetricPoint {
+  int64_t step = 0;
+  double time = 0;  // unix seconds
+  double value = 0;
+};
+
+struct Artifact {
+  std::string name;  // "ir/03_fusion.tir"
+  std::string kind;  // "ir", "dot", "json", "text"
+  std::string data;
+};
+
+class RunStore {
+ public:
+  ~RunStore();
+  RunStore(RunStore&&) noexcept;
+  RunStore& operator=(RunStore&&) noexcept;
+
+  // Opens (creating if needed) and migrates the database at `path`. Errors name the file.
+  static Result<RunStore> open(const std::string& path);
+  static constexpr int kSchemaVersion = 1;
+  int schemaVersion() const;
+
+  Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
+  Status finishRun(int64_t run, RunStatus status, const std::string& message = "");
+  Status setParams(int64_t run, const std::map<std::string, std::string>& params);
+  Result<std::map<std::string, std::string>> params(int64_t run) const;
+
+  // Metrics are written in one transaction per call; a step logs all its scalars at once.
+  Status logMetrics(int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values,
+                    double time = 0);
+  Result<std::vector<std::string>> metricKeys(int64_t run) const;
+  // Points with step > afterStep, in step order (the IDE tails with the last step it has).
+  Result<std::vector<MetricPoint>> metrics(int64_t run, const std::string& key, int64_t afterStep = -1) const;
+  // The latest value of each metric of a run.
+  Result<std::map<std::string, MetricPoint>> latestMetrics(int64_t run) const;
+
+  Status putArtifact(int64_t run, const Artifact& artifact);
+  Result<std::vector<std::string>> artifactNames(int64_t run) const;
+  Result<Artifact> artifact(int64_t run, const std::string& name) const;
+
+  Result<std::vector<RunInfo>> runs() const;
+  Result<RunInfo> run(int64_t id) const;
+  Status deleteRun(int64_t id);
+
+  const std::string& path() const { return m_path; }
+
+ private:
+  RunStore(sqlite3* db, std::string path) : m_db(db), m_path(std::move(path)) {}
+  Status exec(const std::string& sql) const;
+  Status migrate();
+
+  sqlite3* m_db = nullptr;
+  std::string m_path;
+};
+
+}  // namespace tsr::store

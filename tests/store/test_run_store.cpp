@@ -1,0 +1,109 @@
+// The SQLite run store: runs, params, metrics, artifacts; persistence, WAL readers, migrations, bad files.
+#include <QtTest>
+
+#include <QTemporaryDir>
+#include <fstream>
+
+#include <sqlite3.h>
+
+#include "engine/store/run_store.h"
+
+using namespace tsr;
+using namespace tsr::store;
+
+class TestRunStore : public QObject {
+  Q_OBJECT
+ private slots:
+  void runsParamsMetricsArtifacts() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("runs.db").toStdString();
+    auto s = RunStore::open(path);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QCOMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
+
+    auto run = s->createRun("gpt2-small", "samples/gpt2", "[model]\nfamily = 'gpt2'\n");
+    QVERIFY(run.ok());
+    QVERIFY(s->setParams(*run, {{"lr", "3e-4"}, {"batch", "8"}}).ok());
+    for (int step = 0; step < 100; ++step)
+      QVERIFY(s->logMetrics(*run, step, {{"loss", 10.0 - step * 0.05}, {"lr", 3e-4}}, 1000.0 + step).ok());
+
+    auto keys = s->metricKeys(*run);
+    QVERIFY(keys.ok());
+    QCOMPARE(*keys, (std::vector<std::string>{"loss", "lr"}));
+    auto loss = s->metrics(*run, "loss");
+    QVERIFY(loss.ok());
+    QCOMPARE(loss->size(), size_t(100));
+    QCOMPARE(loss->at(10).step, int64_t(10));
+    QCOMPARE(loss->at(10).value, 9.5);
+    QCOMPARE(loss->at(10).time, 1010.0);
+    auto tail = s->metrics(*run, "loss", 97);  // the IDE tails from the last step it has
+    QCOMPARE(tail->size(), size_t(2));
+    QCOMPARE(tail->front().step, int64_t(98));
+    auto latest = s->latestMetrics(*run);
+    QCOMPARE(latest->at("loss").step, int64_t(99));
+    QCOMPARE(latest->at("loss").value, 10.0 - 99 * 0.05);
+    QCOMPARE(s->params(*run)->at("lr"), std::string("3e-4"));
+
+    QVERIFY(s->putArtifact(*run, {"ir/00_traced.tir", "ir", "func @main() -> () {\n  return\n}\n"}).ok());
+    std::string binary("\0\1\2\xff", 4);
+    QVERIFY(s->putArtifact(*run, {"blob", "bin", binary}).ok());
+    QCOMPARE(s->artifact(*run, "blob")->data, binary);
+    QCOMPARE(*s->artifactNames(*run), (std::vector<std::string>{"blob", "ir/00_traced.tir"}));
+    QVERIFY(!s->artifact(*run, "nope").ok());
+
+    QVERIFY(s->finishRun(*run, RunStatus::Finished, "done").ok());
+    QVERIFY(!s->finishRun(12345, RunStatus::Failed).ok());
+    auto info = s->run(*run);
+    QCOMPARE(info->status, RunStatus::Finished);
+    QCOMPARE(info->name, std::string("gpt2-small"));
+    QVERIFY(info->endTime >= info->startTime);
+
+    // Reopening finds everything; a second connection (the IDE) reads while the first is open.
+    auto again = RunStore::open(path);
+    QVERIFY(again.ok());
+    QCOMPARE(again->runs()->size(), size_t(1));
+    QCOMPARE(again->metrics(*run, "lr")->size(), size_t(100));
+    auto run2 = s->createRun("second", "p", "");
+    QVERIFY(s->logMetrics(*run2, 0, {{"loss", 1.0}}).ok());
+    QCOMPARE(again->metrics(*run2, "loss")->size(), size_t(1));
+
+    QVERIFY(s->deleteRun(*run).ok());
+    QCOMPARE(s->metrics(*run, "loss")->size(), size_t(0));  // cascades
+    QCOMPARE(s->runs()->size(), size_t(1));
+  }
+
+  void migratesAnEmptyDatabaseAndRefusesNewerOnes() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("old.db").toStdString();
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "CREATE TABLE unrelated(x); PRAGMA user_version = 0;", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto s = RunStore::open(path);
+    QVERIFY(s.ok());
+    QCOMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
+
+    std::string newer = dir.filePath("newer.db").toStdString();
+    QCOMPARE(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "PRAGMA user_version = 99;", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto n = RunStore::open(newer);
+    QVERIFY(!n.ok());
+    QVERIFY2(n.error().message.find("newer") != std::string::npos, n.error().message.c_str());
+  }
+
+  void badFilesAreErrorsThatNameThem() {
+    QTemporaryDir dir;
+    std::string junk = dir.filePath("junk.db").toStdString();
+    std::ofstream(junk) << "this is not a database, just text that is long enough to have a header";
+    auto j = RunStore::open(junk);
+    QVERIFY(!j.ok());
+    QVERIFY2(j.error().message.find("junk.db") != std::string::npos, j.error().message.c_str());
+    auto missingDir = RunStore::open(dir.filePath("no/such/dir/runs.db").toStdString());
+    QVERIFY(!missingDir.ok());
+    QVERIFY2(missingDir.error().message.find("runs.db") != std::string::npos, missingDir.error().message.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRunStore)
+#include "test_run_store.moc"
