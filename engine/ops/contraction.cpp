@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <numeric>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -19,6 +20,8 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 namespace {
@@ -371,6 +374,82 @@ void dotGeneralKernel(const ir::CpuKernelArgs& args) {
   });
 }
 
+// ---- vjp: JAX's _dot_general_transpose_lhs / _rhs ----
+
+// The cotangent of operand x (y is the other operand) from the result's cotangent g: [batch, lhs free, rhs free].
+// Contracting g's dims that came from y with y's free dims, and batch with batch, gives
+//   [batch, x free, x contracting]
+// where the contracting dims follow y's (now free) contracting dims in ascending order; a transpose puts x's
+// dims back in place.
+Array dotCotangent(const Array& g, const Array& y, int xRank, const ir::Ints& xBatch, const ir::Ints& xContract,
+                   const ir::Ints& yBatch, const ir::Ints& yContract, bool xIsLhs) {
+  DimGroups xg = groupDims(xRank, xBatch, xContract);
+  DimGroups yg = groupDims(y.rank(), yBatch, yContract);
+  const auto nb = static_cast<int64_t>(xBatch.size());
+  const int64_t yFreeInG = xIsLhs ? nb + static_cast<int64_t>(xg.free.size()) : nb;  // g's first dim from y
+  DotDims dims;
+  for (size_t i = 0; i < yg.free.size(); ++i) {
+    dims.lhsContracting.push_back(yFreeInG + static_cast<int64_t>(i));
+    dims.rhsContracting.push_back(yg.free[i]);
+  }
+  for (int64_t i = 0; i < nb; ++i) dims.lhsBatch.push_back(i);
+  dims.rhsBatch = yBatch;
+  Array r = dotGeneral(g, y, dims);
+  // xOf[j]: the dim of x that r's dim j holds.
+  std::vector<int64_t> xOf(xBatch.begin(), xBatch.end());
+  xOf.insert(xOf.end(), xg.free.begin(), xg.free.end());
+  std::vector<size_t> byY(yContract.size());
+  std::iota(byY.begin(), byY.end(), size_t{0});
+  std::sort(byY.begin(), byY.end(), [&](size_t i, size_t j) { return yContract[i] < yContract[j]; });
+  for (size_t k : byY) xOf.push_back(xContract[k]);
+  Axes perm(xOf.size());
+  for (size_t j = 0; j < xOf.size(); ++j) perm[static_cast<size_t>(xOf[j])] = static_cast<int64_t>(j);
+  return transpose(r, perm);
+}
+
+std::vector<Array> vjpDotGeneral(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<DotGeneralAttrs>(a.attrs);
+  const Array& g = a.cotangents[0];
+  const Array& lhs = a.operands[0];
+  const Array& rhs = a.operands[1];
+  return {dotCotangent(g, rhs, lhs.rank(), at.lhsBatch, at.lhsContracting, at.rhsBatch, at.rhsContracting, true),
+          dotCotangent(g, lhs, rhs.rank(), at.rhsBatch, at.rhsContracting, at.lhsBatch, at.lhsContracting, false)};
+}
+
+// ---- batching ----
+
+// Both operands batched: the two batch dims pair up as a new first batch dimension, result dim 0. One operand
+// batched: its batch dim is one more free dim of that operand, so it lands among that operand's free dims in
+// the result (free dims keep ascending order) and no transpose is needed.
+ir::BatchResult batchDotGeneral(const ir::BatchArgs& a) {
+  DotGeneralAttrs at = attrsAs<DotGeneralAttrs>(a.attrs);
+  const Array& lhs = a.operands[0];
+  const Array& rhs = a.operands[1];
+  const int lb = a.batchDims[0], rb = a.batchDims[1];
+  auto shiftPast = [](ir::Ints& dims, int b) {
+    for (int64_t& d : dims)
+      if (b >= 0 && d >= b) ++d;
+  };
+  shiftPast(at.lhsBatch, lb);
+  shiftPast(at.lhsContracting, lb);
+  shiftPast(at.rhsBatch, rb);
+  shiftPast(at.rhsContracting, rb);
+  int resultDim = 0;
+  if (lb >= 0 && rb >= 0) {
+    at.lhsBatch.insert(at.lhsBatch.begin(), lb);
+    at.rhsBatch.insert(at.rhsBatch.begin(), rb);
+  } else {
+    const bool onLhs = lb >= 0;
+    const int b = onLhs ? lb : rb;
+    DimGroups g = onLhs ? groupDims(lhs.rank(), at.lhsBatch, at.lhsContracting)
+                        : groupDims(rhs.rank(), at.rhsBatch, at.rhsContracting);
+    auto before = static_cast<int>(std::count_if(g.free.begin(), g.free.end(), [&](int d) { return d < b; }));
+    int lhsFree = lhs.rank() - static_cast<int>(at.lhsBatch.size() + at.lhsContracting.size());
+    resultDim = static_cast<int>(at.lhsBatch.size()) + (onLhs ? 0 : lhsFree) + before;
+  }
+  return {{bind1(ir::OpCode::DotGeneral, {lhs, rhs}, at, std::source_location::current())}, {resultDim}};
+}
+
 }  // namespace
 
 void registerContractionOps(ir::OpRegistry& reg) {
@@ -378,6 +457,8 @@ void registerContractionOps(ir::OpRegistry& reg) {
   d.infer = inferDotGeneral;
   d.cost = costDotGeneral;
   d.cpu = dotGeneralKernel;
+  d.vjp = vjpDotGeneral;
+  d.batch = batchDotGeneral;
   addCoreOp(reg, std::move(d));
 }
 

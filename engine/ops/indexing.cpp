@@ -13,6 +13,8 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 namespace {
@@ -184,6 +186,95 @@ void scatterAddKernel(const ir::CpuKernelArgs& args) {
   });
 }
 
+// ==== vjp and batching rules ====
+
+Array gatherOp(const Array& x, const Array& idx, int64_t axis, int64_t batchDims) {
+  return bind1(ir::OpCode::Gather, {x, idx}, GatherAttrs{axis, batchDims}, std::source_location::current());
+}
+
+Array scatterAddOp(const Array& x, const Array& idx, const Array& updates, int64_t axis, int64_t batchDims) {
+  return bind1(ir::OpCode::ScatterAdd, {x, idx, updates}, GatherAttrs{axis, batchDims},
+               std::source_location::current());
+}
+
+// gather: x's cotangent adds ct back at the positions read. gather clamps out-of-range indices and scatter_add
+// drops them, so the indices are clamped first: an element read through a clamped index gets its cotangent.
+// The indices get none.
+std::vector<Array> vjpGather(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<GatherAttrs>(a.attrs);
+  const Array& x = a.operands[0];
+  const Array& idx = a.operands[1];
+  int64_t n = x.shape()[static_cast<int>(at.axis)];
+  if (n == 0) return {zerosLike(x), Array()};  // nothing was read
+  Array clamped = clamp(idx, scalarLike(idx, 0), scalarLike(idx, static_cast<double>(n - 1)));
+  return {scatterAddOp(zerosLike(x), clamped, a.cotangents[0], at.axis, at.batchDims), Array()};
+}
+
+// scatter_add: x's cotangent is ct; the updates' is ct read back at their positions, zero for the updates whose
+// index is out of range (scatter_add dropped them). The indices get none.
+std::vector<Array> vjpScatterAdd(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<GatherAttrs>(a.attrs);
+  const Array& ct = a.cotangents[0];
+  const Array& idx = a.operands[1];
+  const Array& updates = a.operands[2];
+  auto n = static_cast<double>(ct.shape()[static_cast<int>(at.axis)]);
+  Array inRange = bitwiseAnd(greaterEqual(idx, scalarLike(idx, 0)), less(idx, scalarLike(idx, n)));
+  // idx [batch dims, I...] -> updates [batch dims, x dims up to axis, I..., x dims after axis].
+  Axes dims;
+  for (int64_t d = 0; d < at.batchDims; ++d) dims.push_back(d);
+  for (int64_t d = at.batchDims; d < idx.rank(); ++d) dims.push_back(at.axis + d - at.batchDims);
+  Array mask = broadcastInDim(inRange, updates.shape(), dims);
+  Array read = gatherOp(ct, idx, at.axis, at.batchDims);
+  return {ct, Array(), where(mask, read, scalarLike(read, 0))};
+}
+
+// gather's batching, by which operands are batched (x: [..., A, ...] gathered on axis A; k = batch_dims):
+// - both: both batch dims go to 0 and become one more leading batch dim (axis + 1, batch_dims + 1).
+// - x only: x's batch dim goes to position k (just after the shared batch dims; it stays put if already at or
+//   past k), where it is one more dim of x that the gather keeps; no copy of idx per example.
+// - idx only: its batch dim is one more index dim (moved to k if it sits among the shared batch dims); no
+//   copy of x per example.
+ir::BatchResult batchGather(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<GatherAttrs>(a.attrs);
+  const int64_t k = at.batchDims;
+  Array x = a.operands[0], idx = a.operands[1];
+  int xb = a.batchDims[0], ib = a.batchDims[1];
+  if (xb >= 0 && ib >= 0) {
+    x = moveBatchDim(x, xb, 0, a.batchSize);
+    idx = moveBatchDim(idx, ib, 0, a.batchSize);
+    return {{gatherOp(x, idx, at.axis + 1, k + 1)}, {0}};
+  }
+  if (xb >= 0) {
+    if (xb < k) {
+      x = moveBatchDim(x, xb, static_cast<int>(k), a.batchSize);
+      xb = static_cast<int>(k);
+    }
+    // x's batch dim before the axis: it is kept in place; after it: it follows the index dims.
+    if (xb <= at.axis) return {{gatherOp(x, idx, at.axis + 1, k)}, {xb}};
+    return {{gatherOp(x, idx, at.axis, k)}, {xb - 1 + idx.rank() - static_cast<int>(k)}};
+  }
+  if (ib < k) {
+    idx = moveBatchDim(idx, ib, static_cast<int>(k), a.batchSize);
+    ib = static_cast<int>(k);
+  }
+  return {{gatherOp(x, idx, at.axis, k)}, {static_cast<int>(at.axis) + ib - static_cast<int>(k)}};
+}
+
+// scatter_add's batching. The result is batched whatever is, so x and the updates are batched (broadcast if
+// shared). Shared indices: x's and the updates' batch dims go to position k, one more dim of x that the
+// scatter keeps (axis + 1), and the indices are not copied. Batched indices: everything is batched on dim 0
+// and the batch becomes one more leading batch dim (axis + 1, batch_dims + 1).
+ir::BatchResult batchScatterAdd(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<GatherAttrs>(a.attrs);
+  const int64_t k = at.batchDims;
+  const int to = a.batchDims[1] >= 0 ? 0 : static_cast<int>(k);
+  Array x = moveBatchDim(a.operands[0], a.batchDims[0], to, a.batchSize);
+  Array updates = moveBatchDim(a.operands[2], a.batchDims[2], to, a.batchSize);
+  if (a.batchDims[1] < 0) return {{scatterAddOp(x, a.operands[1], updates, at.axis + 1, k)}, {to}};
+  Array idx = moveBatchDim(a.operands[1], a.batchDims[1], 0, a.batchSize);
+  return {{scatterAddOp(x, idx, updates, at.axis + 1, k + 1)}, {0}};
+}
+
 }  // namespace
 
 void registerIndexingOps(ir::OpRegistry& reg) {
@@ -192,6 +283,8 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   gather.infer = inferGather;
   gather.cost = costGather;
   gather.cpu = gatherKernel;
+  gather.vjp = vjpGather;
+  gather.batch = batchGather;
   addCoreOp(reg, std::move(gather));
 
   // Differentiable in x and updates.
@@ -199,6 +292,8 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   scatter.infer = inferScatterAdd;
   scatter.cost = costScatterAdd;
   scatter.cpu = scatterAddKernel;
+  scatter.vjp = vjpScatterAdd;
+  scatter.batch = batchScatterAdd;
   addCoreOp(reg, std::move(scatter));
 }
 

@@ -1,6 +1,7 @@
 // Layout ops: broadcast_in_dim, reshape, transpose, slice, dynamic_slice, dynamic_update_slice,
 // concatenate, pad, iota, rev. Semantics follow XLA/StableHLO. Every kernel except iota is pure data
-// movement: it describes itself as a StridedCopy and dispatches on the element size only.
+// movement: it describes itself as a StridedCopy and dispatches on the element size only. Each op's vjp and
+// batching rules follow its kernels; registerLayoutOps lists every op with all its rules in one table.
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +10,8 @@
 #include "engine/ops/layout_copy.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 
@@ -402,14 +405,326 @@ void revKernel(const ir::CpuKernelArgs& args) {
   runStridedCopy(c, elemSize(in), args.inputs[0].data, args.outputs[0].data);
 }
 
-void addLayoutOp(ir::OpRegistry& reg, ir::OpCode code, int numOperands, int minOperands, ir::InferFn infer,
-                 ir::CpuKernelFn cpu, bool differentiable = true) {
-  ir::OpDef d = coreOp(code, "layout", ir::FusionKind::Layout, numOperands);
-  d.minOperands = minOperands;
-  d.differentiable = differentiable;
-  d.infer = std::move(infer);
+// ==== vjp and batching rules ====
+// The vjp rules are JAX's transpose rules, written with the Array API so that they differentiate again. The
+// batching rules leave the batch dim where it is when the op can carry it along (slice, rev, pad, dynamic_slice
+// with shared starts) and move it to dim 0 where the op needs to know where it is (reshape, broadcast_in_dim).
+
+Ints withInserted(Ints v, int at, int64_t value) {
+  v.insert(v.begin() + at, value);
+  return v;
+}
+
+bool allZero(const Ints& v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+}
+
+// Example dim d of an operand batched on `bdim`, as a dim of the batched operand.
+int64_t batchedDim(int64_t d, int bdim) { return bdim >= 0 && d >= bdim ? d + 1 : d; }
+
+// One example's shape: the batched shape without its batch dim.
+Shape exampleShape(const Array& x, int bdim) {
+  auto dims = x.shape().dims();
+  if (bdim >= 0) dims.erase(dims.begin() + bdim);
+  return Shape(std::move(dims));
+}
+
+Array gatherOp(const Array& x, const Array& idx, int64_t axis, int64_t batchDims) {
+  return bind1(ir::OpCode::Gather, {x, idx}, ir::GatherAttrs{axis, batchDims}, std::source_location::current());
+}
+
+Array padOp(const Array& x, const Array& value, const ir::PadAttrs& attrs) {
+  return bind1(ir::OpCode::Pad, {x, value}, attrs, std::source_location::current());
+}
+
+// The start of one dim for every example, clamped as the kernels clamp it (so that [start, start + size) fits
+// in [0, dim)): i64 [B]. A start shared by all examples is broadcast.
+Array clampedStarts(const Array& start, int bdim, int64_t batchSize, int64_t dim, int64_t size) {
+  Array s = moveBatchDim(start, bdim, 0, batchSize);
+  s = clamp(s, scalarLike(s, 0), scalarLike(s, static_cast<double>(dim - size)));
+  return astype(s, DType::I64);
+}
+
+// ---- broadcast_in_dim: the cotangent sums over the broadcast dims.
+
+std::vector<Array> vjpBroadcastInDim(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<ir::BroadcastInDimAttrs>(a.attrs);
+  return {unbroadcast(a.cotangents[0], a.operands[0].aval(), at.broadcastDims)};
+}
+
+// x: [B, ...] -> [B, shape...]; x's other dims keep their targets, one further on.
+ir::BatchResult batchBroadcastInDim(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<ir::BroadcastInDimAttrs>(a.attrs);
+  Array x = moveBatchDim(a.operands[0], a.batchDims[0], 0, a.batchSize);
+  Ints dims{0};
+  for (int64_t d : at.broadcastDims) dims.push_back(d + 1);
+  return {{broadcastInDim(x, Shape(withInserted(at.shape, 0, a.batchSize)), dims)}, {0}};
+}
+
+// ---- reshape
+
+std::vector<Array> vjpReshape(const ir::VjpArgs& a) {
+  return {reshape(a.cotangents[0], a.operands[0].shape().dims())};
+}
+
+// x: [B, ...] -> [B, shape...] (row-major order keeps each example's elements together).
+ir::BatchResult batchReshape(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<ir::ReshapeAttrs>(a.attrs);
+  Array x = moveBatchDim(a.operands[0], a.batchDims[0], 0, a.batchSize);
+  return {{reshape(x, withInserted(at.shape, 0, a.batchSize))}, {0}};
+}
+
+// ---- transpose: the cotangent goes back through the inverse permutation.
+
+std::vector<Array> vjpTranspose(const ir::VjpArgs& a) {
+  const Ints& perm = attrsAs<ir::TransposeAttrs>(a.attrs).perm;
+  Ints inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return {transpose(a.cotangents[0], inverse)};
+}
+
+// One transpose that also brings the batch dim to the front: [b, perm shifted past b].
+ir::BatchResult batchTranspose(const ir::BatchArgs& a) {
+  const Ints& perm = attrsAs<ir::TransposeAttrs>(a.attrs).perm;
+  int b = a.batchDims[0];
+  Ints batched{b};
+  for (int64_t p : perm) batched.push_back(batchedDim(p, b));
+  return {{transpose(a.operands[0], batched)}, {0}};
+}
+
+// ---- slice: the cotangent is padded with zeros back to x's shape: low = start, interior = stride - 1, and
+// high = what is left after the last element read.
+
+std::vector<Array> vjpSlice(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<ir::SliceAttrs>(a.attrs);
+  const Array& ct = a.cotangents[0];
+  const Shape& x = a.operands[0].shape();
+  Ints high, interior;
+  for (int i = 0; i < x.rank(); ++i) {
+    auto d = static_cast<size_t>(i);
+    int64_t n = ct.shape()[i];
+    int64_t covered = n == 0 ? 0 : (n - 1) * at.strides[d] + 1;  // from the first element read to the last
+    high.push_back(x[i] - at.starts[d] - covered);
+    interior.push_back(at.strides[d] - 1);
+  }
+  return {pad(ct, at.starts, high, 0.0, interior)};
+}
+
+// The batch dim is sliced whole, where it is.
+ir::BatchResult batchSlice(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<ir::SliceAttrs>(a.attrs);
+  int b = a.batchDims[0];
+  return {{slice(a.operands[0], withInserted(at.starts, b, 0), withInserted(at.limits, b, a.batchSize),
+                 withInserted(at.strides, b, 1))},
+          {b}};
+}
+
+// ---- dynamic_slice(x, starts...): the cotangent is written into zeros at the same (clamped) starts; the start
+// indices get none.
+
+std::vector<Array> vjpDynamicSlice(const ir::VjpArgs& a) {
+  std::vector<Array> starts(a.operands.begin() + 1, a.operands.end());
+  std::vector<Array> cts(a.operands.size());
+  cts[0] = dynamicUpdateSlice(zerosLike(a.operands[0]), a.cotangents[0], starts);
+  return cts;
+}
+
+// Dims whose start all examples share: one dynamic_slice, taking the batch dim whole. A dim whose start differs
+// per example cannot be one dynamic_slice (XLA slices every example at its own offset): it becomes a gather of
+// the rows start + [0, size), with the start clamped first as the kernel would clamp it.
+ir::BatchResult batchDynamicSlice(const ir::BatchArgs& a) {
+  const Ints& sizes = attrsAs<ir::DynamicSliceAttrs>(a.attrs).sizes;
+  const int64_t batch = a.batchSize;
+  Array x = a.operands[0];
+  int xb = a.batchDims[0];
+  const Shape example = exampleShape(x, xb);
+  auto perExample = [&](size_t d) { return a.batchDims[1 + d] >= 0 && sizes[d] != example[static_cast<int>(d)]; };
+
+  const Array zero = Array::scalar(0, DType::I32);
+  std::vector<Array> starts;
+  Ints extents;
+  bool sliced = false, gathered = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    bool shared = a.batchDims[1 + d] < 0;
+    starts.push_back(shared ? a.operands[1 + d] : zero);
+    extents.push_back(shared ? sizes[d] : example[static_cast<int>(d)]);
+    sliced |= shared && sizes[d] != example[static_cast<int>(d)];
+    gathered |= perExample(d);
+  }
+  if (xb >= 0) {
+    starts.insert(starts.begin() + xb, zero);
+    extents = withInserted(extents, xb, batch);
+  }
+  if (sliced) x = dynamicSlice(x, starts, extents);
+  if (!gathered) return {{x}, {xb}};
+
+  if (xb >= 0) x = moveBatchDim(x, xb, 0, batch);
+  bool batched = xb >= 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!perExample(d)) continue;
+    Array s = clampedStarts(a.operands[1 + d], a.batchDims[1 + d], batch, example[static_cast<int>(d)], sizes[d]);
+    Shape rows{batch, sizes[d]};
+    Array idx = add(broadcastInDim(s, rows, {0}), iota(rows, 1, DType::I64));  // [B, size]: start + j
+    auto axis = static_cast<int64_t>(d);
+    if (batched) {
+      x = gatherOp(x, idx, axis + 1, 1);
+    } else {
+      // A shared x: [..., B, size, ...] with the batch dim at the gathered axis.
+      x = moveBatchDim(gatherOp(x, idx, axis, 0), static_cast<int>(axis), 0, batch);
+      batched = true;
+    }
+  }
+  return {{x}, {0}};
+}
+
+// ---- dynamic_update_slice(x, update, starts...): x's cotangent is ct with the update's region zeroed, the
+// update's is that region of ct; the start indices get none.
+
+std::vector<Array> vjpDynamicUpdateSlice(const ir::VjpArgs& a) {
+  const Array& ct = a.cotangents[0];
+  const Array& update = a.operands[1];
+  std::vector<Array> starts(a.operands.begin() + 2, a.operands.end());
+  std::vector<Array> cts(a.operands.size());
+  cts[0] = dynamicUpdateSlice(ct, zerosLike(update), starts);
+  cts[1] = dynamicSlice(ct, starts, update.shape().dims());
+  return cts;
+}
+
+// Shared starts: one dynamic_update_slice over the whole batch. Starts that differ per example cannot be one
+// dynamic_update_slice; instead the update is spread over x's extent, dim by dim, with a gather (position p of
+// x reads update row p - start) and a mask keeps it only inside [start, start + size):
+//   result[b] = where(mask[b], spread(update)[b], x[b]), everything [B, x dims...].
+ir::BatchResult batchDynamicUpdateSlice(const ir::BatchArgs& a) {
+  const int64_t batch = a.batchSize;
+  Array x = moveBatchDim(a.operands[0], a.batchDims[0], 0, batch);
+  Array update = moveBatchDim(a.operands[1], a.batchDims[1], 0, batch);
+  bool perExample = std::any_of(a.batchDims.begin() + 2, a.batchDims.end(), [](int b) { return b >= 0; });
+  if (!perExample) {
+    std::vector<Array> starts{Array::scalar(0, DType::I32)};
+    starts.insert(starts.end(), a.operands.begin() + 2, a.operands.end());
+    return {{dynamicUpdateSlice(x, update, starts)}, {0}};
+  }
+  Array mask;  // bool [B, x dims...]: where the update lands
+  for (int d = 0; d + 2 < static_cast<int>(a.operands.size()); ++d) {
+    int64_t dim = x.shape()[d + 1], size = update.shape()[d + 1];
+    if (size == dim) continue;  // the update spans the dim: its start clamps to 0
+    auto k = static_cast<size_t>(2 + d);
+    Array s = clampedStarts(a.operands[k], a.batchDims[k], batch, dim, size);
+    Shape rows{batch, dim};
+    Array rel = sub(iota(rows, 1, DType::I64), broadcastInDim(s, rows, {0}));  // [B, dim]: p - start
+    Array inside = bitwiseAnd(greaterEqual(rel, scalarLike(rel, 0)),
+                              less(rel, scalarLike(rel, static_cast<double>(size))));
+    Array row = clamp(rel, scalarLike(rel, 0), scalarLike(rel, static_cast<double>(size - 1)));
+    update = gatherOp(update, row, d + 1, 1);
+    Array m = broadcastInDim(inside, x.shape(), {0, d + 1});
+    mask = mask.valid() ? bitwiseAnd(mask, m) : m;
+  }
+  if (!mask.valid()) return {{update}, {0}};  // the update covers all of x
+  return {{where(mask, update, x)}, {0}};
+}
+
+// ---- concatenate: each operand's cotangent is its slice of ct along the axis.
+
+std::vector<Array> vjpConcatenate(const ir::VjpArgs& a) {
+  int64_t axis = attrsAs<ir::ConcatenateAttrs>(a.attrs).axis, offset = 0;
+  std::vector<Array> cts;
+  for (const Array& x : a.operands) {
+    int64_t n = x.shape()[static_cast<int>(axis)];
+    cts.push_back(sliceAxis(a.cotangents[0], axis, offset, offset + n));
+    offset += n;
+  }
+  return cts;
+}
+
+// Every operand batched on dim 0 (shared ones broadcast), joined along axis + 1.
+ir::BatchResult batchConcatenate(const ir::BatchArgs& a) {
+  std::vector<Array> xs;
+  for (size_t i = 0; i < a.operands.size(); ++i)
+    xs.push_back(moveBatchDim(a.operands[i], a.batchDims[i], 0, a.batchSize));
+  return {{concatenate(xs, attrsAs<ir::ConcatenateAttrs>(a.attrs).axis + 1)}, {0}};
+}
+
+// ---- pad(x, value): x's cotangent undoes low/high (where they were negative, the cropped elements of x get
+// zeros back) and then keeps every (interior + 1)-th element; the padding value's is the rest of ct:
+// sum(ct) - sum(x's cotangent).
+
+std::vector<Array> vjpPad(const ir::VjpArgs& a) {
+  const auto& at = attrsAs<ir::PadAttrs>(a.attrs);
+  const Array& ct = a.cotangents[0];
+  Ints negLow, negHigh, strides;
+  for (size_t i = 0; i < at.low.size(); ++i) {
+    negLow.push_back(-at.low[i]);
+    negHigh.push_back(-at.high[i]);
+    strides.push_back(at.interior[i] + 1);
+  }
+  Array unpadded = allZero(at.low) && allZero(at.high) ? ct : pad(ct, negLow, negHigh);
+  Array ctX = allZero(at.interior) ? unpadded
+                                   : slice(unpadded, Ints(at.low.size(), 0), unpadded.shape().dims(), strides);
+  return {ctX, sub(sum(ct), sum(ctX))};
+}
+
+// The batch dim is padded by nothing, where it is. A per-example padding value cannot be pad's scalar operand:
+// pad with zeros, then select each example's value outside x's positions, found by padding ones with zeros.
+ir::BatchResult batchPad(const ir::BatchArgs& a) {
+  const auto& at = attrsAs<ir::PadAttrs>(a.attrs);
+  Array x = a.operands[0];
+  int xb = a.batchDims[0];
+  if (xb < 0) {
+    x = moveBatchDim(x, -1, 0, a.batchSize);
+    xb = 0;
+  }
+  ir::PadAttrs batched{withInserted(at.low, xb, 0), withInserted(at.high, xb, 0), withInserted(at.interior, xb, 0)};
+  if (a.batchDims[1] < 0) return {{padOp(x, a.operands[1], batched)}, {xb}};
+
+  Array padded = padOp(x, scalarLike(x, 0), batched);
+  Shape example = exampleShape(x, xb);
+  Array ones = broadcastTo(Array::scalar(1, DType::Bool), example);
+  Array inX = padOp(ones, Array::scalar(0, DType::Bool), at);  // bool [padded example]: x's positions
+  Ints exampleDims;
+  for (int i = 0; i < inX.rank(); ++i) exampleDims.push_back(batchedDim(i, xb));
+  Array mask = broadcastInDim(inX, padded.shape(), exampleDims);
+  Array value = broadcastInDim(moveBatchDim(a.operands[1], a.batchDims[1], 0, a.batchSize), padded.shape(), {xb});
+  return {{where(mask, padded, value)}, {xb}};
+}
+
+// ---- iota has no operands, so vmap never batches it; the rule completes the table: the result is shared.
+
+ir::BatchResult batchIota(const ir::BatchArgs& a) {
+  return {{bind1(ir::OpCode::Iota, {}, a.attrs, std::source_location::current())}, {-1}};
+}
+
+// ---- rev: the cotangent is reversed back.
+
+std::vector<Array> vjpRev(const ir::VjpArgs& a) {
+  return {flip(a.cotangents[0], attrsAs<ir::RevAttrs>(a.attrs).dims)};
+}
+
+ir::BatchResult batchRev(const ir::BatchArgs& a) {
+  int b = a.batchDims[0];
+  Ints dims;
+  for (int64_t d : attrsAs<ir::RevAttrs>(a.attrs).dims) dims.push_back(batchedDim(d, b));
+  return {{flip(a.operands[0], dims)}, {b}};
+}
+
+// One row of the layout table: everything registerLayoutOps needs about one op.
+struct LayoutOp {
+  ir::OpCode code;
+  int numOperands, minOperands;
+  ir::InferFn infer;
+  ir::CpuKernelFn cpu;
+  ir::VjpRule vjp;  // empty: not differentiable
+  ir::BatchRule batch;
+};
+
+void addLayoutOp(ir::OpRegistry& reg, LayoutOp op) {
+  ir::OpDef d = coreOp(op.code, "layout", ir::FusionKind::Layout, op.numOperands);
+  d.minOperands = op.minOperands;
+  d.differentiable = static_cast<bool>(op.vjp);
+  d.infer = std::move(op.infer);
   d.cost = layoutCost;
-  d.cpu = std::move(cpu);
+  d.cpu = std::move(op.cpu);
+  d.vjp = std::move(op.vjp);
+  d.batch = std::move(op.batch);
   addCoreOp(reg, std::move(d));
 }
 
@@ -417,16 +732,20 @@ void addLayoutOp(ir::OpRegistry& reg, ir::OpCode code, int numOperands, int minO
 
 void registerLayoutOps(ir::OpRegistry& reg) {
   using ir::OpCode;
-  addLayoutOp(reg, OpCode::BroadcastInDim, 1, 1, inferBroadcastInDim, broadcastInDimKernel);
-  addLayoutOp(reg, OpCode::Reshape, 1, 1, inferReshape, reshapeKernel);
-  addLayoutOp(reg, OpCode::Transpose, 1, 1, inferTranspose, transposeKernel);
-  addLayoutOp(reg, OpCode::Slice, 1, 1, inferSlice, sliceKernel);
-  addLayoutOp(reg, OpCode::DynamicSlice, -1, 1, inferDynamicSlice, dynamicSliceKernel);
-  addLayoutOp(reg, OpCode::DynamicUpdateSlice, -1, 2, inferDynamicUpdateSlice, dynamicUpdateSliceKernel);
-  addLayoutOp(reg, OpCode::Concatenate, -1, 1, inferConcatenate, concatenateKernel);
-  addLayoutOp(reg, OpCode::Pad, 2, 2, inferPad, padKernel);
-  addLayoutOp(reg, OpCode::Iota, 0, 0, inferIota, iotaKernel, /*differentiable=*/false);
-  addLayoutOp(reg, OpCode::Rev, 1, 1, inferRev, revKernel);
+  const LayoutOp ops[] = {
+      {OpCode::BroadcastInDim, 1, 1, inferBroadcastInDim, broadcastInDimKernel, vjpBroadcastInDim, batchBroadcastInDim},
+      {OpCode::Reshape, 1, 1, inferReshape, reshapeKernel, vjpReshape, batchReshape},
+      {OpCode::Transpose, 1, 1, inferTranspose, transposeKernel, vjpTranspose, batchTranspose},
+      {OpCode::Slice, 1, 1, inferSlice, sliceKernel, vjpSlice, batchSlice},
+      {OpCode::DynamicSlice, -1, 1, inferDynamicSlice, dynamicSliceKernel, vjpDynamicSlice, batchDynamicSlice},
+      {OpCode::DynamicUpdateSlice, -1, 2, inferDynamicUpdateSlice, dynamicUpdateSliceKernel, vjpDynamicUpdateSlice,
+       batchDynamicUpdateSlice},
+      {OpCode::Concatenate, -1, 1, inferConcatenate, concatenateKernel, vjpConcatenate, batchConcatenate},
+      {OpCode::Pad, 2, 2, inferPad, padKernel, vjpPad, batchPad},
+      {OpCode::Iota, 0, 0, inferIota, iotaKernel, nullptr, batchIota},
+      {OpCode::Rev, 1, 1, inferRev, revKernel, vjpRev, batchRev},
+  };
+  for (const LayoutOp& op : ops) addLayoutOp(reg, op);
 }
 
 }  // namespace tsr::ops

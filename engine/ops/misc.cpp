@@ -6,6 +6,8 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 namespace {
@@ -26,6 +28,11 @@ void constantKernel(const ir::CpuKernelArgs& args) {
   const ir::Literal& lit = attrsAs<ir::ConstantAttrs>(args.attrs).value;
   const ir::MutableTensorView& out = args.outputs[0];
   if (out.aval.bytes()) std::memcpy(out.data, lit.bytes(), static_cast<size_t>(out.aval.bytes()));
+}
+
+// A constant has no operands, so vmap never batches it; the rule completes the table: the value is shared.
+ir::BatchResult batchConstant(const ir::BatchArgs& a) {
+  return {{bind1(ir::OpCode::Constant, {}, a.attrs, std::source_location::current())}, {-1}};
 }
 
 // ---- threefry2x32 ----
@@ -90,6 +97,7 @@ void registerMiscOps(ir::OpRegistry& reg) {
     return movementCost(in, out);
   };
   constant.cpu = constantKernel;
+  constant.batch = batchConstant;
   addCoreOp(reg, std::move(constant));
 
   ir::OpDef threefry = coreOp(ir::OpCode::Threefry2x32, "random", ir::FusionKind::Elementwise, 4, 2);
@@ -101,6 +109,8 @@ void registerMiscOps(ir::OpRegistry& reg) {
     return elementwiseCost(in, out, 40);
   };
   threefry.cpu = threefryKernel;
+  // Elementwise in all four operands: batch them all on dim 0 (shared keys or counters broadcast).
+  threefry.batch = [](const ir::BatchArgs& a) { return batchElementwise(ir::OpCode::Threefry2x32, a); };
   addCoreOp(reg, std::move(threefry));
 }
 

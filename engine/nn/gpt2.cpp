@@ -1,0 +1,116 @@
+#include "engine/nn/gpt2.h"
+
+#include <cmath>
+
+#include "engine/nn/attention.h"
+#include "engine/random/random.h"
+
+namespace tsr::nn {
+
+namespace {
+
+struct Parts {
+  Dense cAttn, attnProj, cFc, mlpProj;
+  LayerNorm ln;
+  Dropout drop;
+};
+
+Parts partsOf(const Gpt2Config& c) {
+  // GPT-2 scales the residual projections' init by 1/sqrt(2 * n_layer).
+  double projStd = 0.02 / std::sqrt(2.0 * static_cast<double>(c.nLayer));
+  Parts p;
+  p.cAttn = Dense{c.nEmbd, 3 * c.nEmbd, true, WeightLayout::InOut, 0.02, c.dtype};
+  p.attnProj = Dense{c.nEmbd, c.nEmbd, true, WeightLayout::InOut, projStd, c.dtype};
+  p.cFc = Dense{c.nEmbd, 4 * c.nEmbd, true, WeightLayout::InOut, 0.02, c.dtype};
+  p.mlpProj = Dense{4 * c.nEmbd, c.nEmbd, true, WeightLayout::InOut, projStd, c.dtype};
+  p.ln = LayerNorm{c.nEmbd, c.layerNormEps, c.dtype};
+  p.drop = Dropout{c.dropout};
+  return p;
+}
+
+}  // namespace
+
+Tree Gpt2::init(const Array& key) const {
+  Parts parts = partsOf(m_cfg);
+  Array keys = random::split(key, 2 + m_cfg.nLayer);
+  auto keyAt = [&](int64_t i) { return reshape(sliceAxis(keys, 0, i, i + 1), {2}); };
+  Tree blocks = Tree::list();
+  for (int64_t i = 0; i < m_cfg.nLayer; ++i) {
+    Array k = random::split(keyAt(2 + i), 4);
+    auto sub = [&](int64_t j) { return reshape(sliceAxis(k, 0, j, j + 1), {2}); };
+    blocks.push(Tree::dict({{"ln_1", parts.ln.init()},
+                           {"attn", Tree::dict({{"c_attn", parts.cAttn.init(sub(0))}, {"c_proj", parts.attnProj.init(sub(1))}})},
+                           {"ln_2", parts.ln.init()},
+                           {"mlp", Tree::dict({{"c_fc", parts.cFc.init(sub(2))}, {"c_proj", parts.mlpProj.init(sub(3))}})}}));
+  }
+  return Tree::dict({{"wte", Embed{m_cfg.vocabSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(0))},
+                     {"wpe", Embed{m_cfg.blockSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(1))},
+                     {"h", std::move(blocks)},
+                     {"ln_f", parts.ln.init()}});
+}
+
+Array Gpt2::block(const Tree& p, const Array& x, Context& ctx) const {
+  Parts parts = partsOf(m_cfg);
+  Array h = x;
+  {
+    ModuleScope s("attn");
+    const Tree& a = *p.find("attn");
+    Array normed = parts.ln.apply(*p.find("ln_1"), h);
+    Array qkv = parts.cAttn.apply(*a.find("c_attn"), normed);  // [B, T, 3C]
+    int64_t c = m_cfg.nEmbd;
+    Array q = splitHeads(sliceAxis(qkv, 2, 0, c), m_cfg.nHead);
+    Array k = splitHeads(sliceAxis(qkv, 2, c, 2 * c), m_cfg.nHead);
+    Array v = splitHeads(sliceAxis(qkv, 2, 2 * c, 3 * c), m_cfg.nHead);
+    Array y = mergeHeads(dotProductAttention(q, k, v, true, parts.drop, ctx));
+    h = h + parts.drop.apply(parts.attnProj.apply(*a.find("c_proj"), y), ctx);
+  }
+  {
+    ModuleScope s("mlp");
+    const Tree& m = *p.find("mlp");
+    Array normed = parts.ln.apply(*p.find("ln_2"), h);
+    Array u = gelu(parts.cFc.apply(*m.find("c_fc"), normed), true);
+    h = h + parts.drop.apply(parts.mlpProj.apply(*m.find("c_proj"), u), ctx);
+  }
+  return h;
+}
+
+Array Gpt2::apply(const Tree& params, const Array& tokens, Context& ctx) const {
+  if (tokens.rank() != 2) raise(makeError("gpt2: tokens must be [B, T], got {}", tokens.aval().toString()));
+  int64_t t = tokens.dim(1);
+  if (t > m_cfg.blockSize)
+    raise(makeError("gpt2: sequence length {} exceeds the block size {}", t, m_cfg.blockSize));
+  Embed wte{m_cfg.vocabSize, m_cfg.nEmbd}, wpe{m_cfg.blockSize, m_cfg.nEmbd};
+  Array x;
+  {
+    ModuleScope s("wte");
+    x = wte.apply(*params.find("wte"), tokens);  // [B, T, C]
+  }
+  {
+    ModuleScope s("wpe");
+    x = x + wpe.apply(*params.find("wpe"), arange(t));
+  }
+  x = Dropout{m_cfg.dropout}.apply(x, ctx);
+  const Tree& blocks = *params.find("h");
+  for (int64_t i = 0; i < m_cfg.nLayer; ++i) {
+    ModuleScope s("h." + std::to_string(i));
+    x = block(blocks.child(static_cast<size_t>(i)), x, ctx);
+  }
+  ModuleScope s("ln_f");
+  x = LayerNorm{m_cfg.nEmbd, m_cfg.layerNormEps}.apply(*params.find("ln_f"), x);
+  return wte.attend(*params.find("wte"), x);  // tied head
+}
+
+int64_t Gpt2::numParams() const {
+  Parts p = partsOf(m_cfg);
+  int64_t perBlock = 2 * p.ln.numParams() + p.cAttn.numParams() + p.attnProj.numParams() + p.cFc.numParams() +
+                     p.mlpProj.numParams();
+  return m_cfg.vocabSize * m_cfg.nEmbd + m_cfg.blockSize * m_cfg.nEmbd + m_cfg.nLayer * perBlock + p.ln.numParams();
+}
+
+double Gpt2::trainFlopsPerToken(int64_t seqLen) const {
+  // 6 N (forward and backward matmuls with the parameters) + 12 L C T (attention scores and values).
+  double n = static_cast<double>(numParams() - m_cfg.blockSize * m_cfg.nEmbd);
+  return 6.0 * n + 12.0 * static_cast<double>(m_cfg.nLayer * m_cfg.nEmbd * seqLen);
+}
+
+}  // namespace tsr::nn

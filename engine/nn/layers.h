@@ -1,0 +1,78 @@
+#pragma once
+// Layers as small config structs with init(key) -> Tree and apply(params, x, ctx), Flax-style: parameters live
+// in Trees, never in the modules, so grad, jit and sharding see plain data. Parameter names follow the Hugging
+// Face checkpoints ("weight", "bias") so their safetensors load directly.
+#include <cstdint>
+#include <string>
+
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::nn {
+
+// Per-call state of an apply: whether dropout is on, and the key it draws from.
+class Context {
+ public:
+  Context() = default;
+  Context(bool training, Array rngKey) : m_training(training), m_key(std::move(rngKey)) {}
+  bool training() const { return m_training; }
+  // A fresh key per call: foldIn(key, counter), so the same Context replays the same masks.
+  Array nextKey();
+
+ private:
+  bool m_training = false;
+  Array m_key;
+  uint32_t m_counter = 0;
+};
+
+// Weight layout: GPT-2's Conv1D stores [in, out]; torch.nn.Linear (ViT) stores [out, in]. dot_general reads
+// either without a transpose.
+enum class WeightLayout { InOut, OutIn };
+
+struct Dense {
+  int64_t in = 0, out = 0;
+  bool useBias = true;
+  WeightLayout layout = WeightLayout::InOut;
+  double initStd = 0.02;
+  DType dtype = DType::F32;
+
+  Tree init(const Array& key) const;
+  Array apply(const Tree& p, const Array& x) const;  // x: [..., in] -> [..., out]
+  int64_t numParams() const { return in * out + (useBias ? out : 0); }
+};
+
+struct Embed {
+  int64_t num = 0, dim = 0;
+  double initStd = 0.02;
+  DType dtype = DType::F32;
+
+  Tree init(const Array& key) const;                      // {weight: [num, dim]}
+  Array apply(const Tree& p, const Array& ids) const;     // ids: [...] int -> [..., dim]
+  Array attend(const Tree& p, const Array& x) const;      // x: [..., dim] -> [..., num] (tied output head)
+  int64_t numParams() const { return num * dim; }
+};
+
+struct LayerNorm {
+  int64_t dim = 0;
+  double eps = 1e-5;
+  DType dtype = DType::F32;
+
+  Tree init() const;                                      // {weight: ones, bias: zeros}
+  Array apply(const Tree& p, const Array& x) const;      // normalises the last axis
+  int64_t numParams() const { return 2 * dim; }
+};
+
+struct Dropout {
+  double rate = 0.0;
+  // Identity when rate == 0 or !ctx.training(); otherwise keeps each element with probability 1 - rate,
+  // scaled by 1 / (1 - rate).
+  Array apply(const Array& x, Context& ctx) const;
+};
+
+enum class Activation { Relu, GeluTanh, GeluErf };
+Array activate(Activation a, const Array& x);
+
+// A boolean [T, T] mask, true where key position <= query position.
+Array causalMask(int64_t t);
+
+}  // namespace tsr::nn

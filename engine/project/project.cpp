@@ -1,0 +1,281 @@
+#include "engine/project/project.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+namespace tsr::project {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Edit distance, for "did you mean" on unknown keys.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Reads the keys of one table into typed fields; the first problem is kept with its line.
+class SectionReader {
+ public:
+  SectionReader(const toml::table* table, std::string section, const std::string& file, std::optional<Error>& error)
+      : m_table(table), m_section(std::move(section)), m_file(file), m_error(error) {}
+
+  template <class T>
+  void get(const char* key, T& out) {
+    m_known.insert(key);
+    if (!m_table || m_error) return;
+    const toml::node* node = m_table->get(key);
+    if (!node) return;
+    if (!read(*node, out)) fail(*node, fmt::format("'{}' must be {}", key, typeName(out)));
+  }
+
+  template <class T, class Check>
+  void get(const char* key, T& out, Check check, const char* requirement) {
+    get(key, out);
+    if (m_error || !m_table) return;
+    if (const toml::node* node = m_table->get(key); node && !check(out))
+      fail(*node, fmt::format("'{}' must be {}", key, requirement));
+  }
+
+  // Unknown keys are errors: a typo must not silently fall back to a default.
+  void finish() {
+    if (!m_table || m_error) return;
+    for (const auto& [k, v] : *m_table) {
+      std::string key(k.str());
+      if (m_known.count(key)) continue;
+      std::string best;
+      size_t bestD = 3;
+      for (const auto& known : m_known)
+        if (size_t d = distance(key, known); d < bestD) { bestD = d; best = known; }
+      fail(v, fmt::format("unknown key '{}' in [{}]{}", key, m_section, best.empty() ? "" : " (did you mean '" + best + "'?)"));
+      return;
+    }
+  }
+
+ private:
+  static bool read(const toml::node& n, int64_t& out) {
+    if (auto v = n.value<int64_t>(); v && n.is_integer()) { out = *v; return true; }
+    return false;
+  }
+  static bool read(const toml::node& n, uint64_t& out) {
+    if (auto v = n.value<int64_t>(); v && n.is_integer() && *v >= 0) { out = static_cast<uint64_t>(*v); return true; }
+    return false;
+  }
+  static bool read(const toml::node& n, double& out) {
+    if (auto v = n.value<double>()) { out = *v; return true; }
+    return false;
+  }
+  static bool read(const toml::node& n, bool& out) {
+    if (auto v = n.value<bool>()) { out = *v; return true; }
+    return false;
+  }
+  static bool read(const toml::node& n, std::string& out) {
+    if (auto v = n.value<std::string>()) { out = *v; return true; }
+    return false;
+  }
+  static bool read(const toml::node& n, std::vector<int64_t>& out) {
+    const toml::array* a = n.as_array();
+    if (!a) return false;
+    std::vector<int64_t> v;
+    for (const auto& e : *a) {
+      if (!e.is_integer()) return false;
+      v.push_back(*e.value<int64_t>());
+    }
+    out = std::move(v);
+    return true;
+  }
+  static bool read(const toml::node& n, std::vector<std::string>& out) {
+    const toml::array* a = n.as_array();
+    if (!a) return false;
+    std::vector<std::string> v;
+    for (const auto& e : *a) {
+      if (!e.is_string()) return false;
+      v.push_back(*e.value<std::string>());
+    }
+    out = std::move(v);
+    return true;
+  }
+  static const char* typeName(int64_t) { return "an integer"; }
+  static const char* typeName(uint64_t) { return "a non-negative integer"; }
+  static const char* typeName(double) { return "a number"; }
+  static const char* typeName(bool) { return "true or false"; }
+  static const char* typeName(const std::string&) { return "a string"; }
+  static const char* typeName(const std::vector<int64_t>&) { return "an array of integers"; }
+  static const char* typeName(const std::vector<std::string>&) { return "an array of strings"; }
+
+  void fail(const toml::node& n, const std::string& what) {
+    m_error = Error{fmt::format("{}:{}: {}", m_file, n.source().begin.line, what)};
+  }
+
+  const toml::table* m_table;
+  std::string m_section;
+  const std::string& m_file;
+  std::optional<Error>& m_error;
+  std::set<std::string> m_known;
+};
+
+auto positive = [](const auto& v) { return v > 0; };
+auto nonNegative = [](const auto& v) { return v >= 0; };
+
+}  // namespace
+
+std::string Project::resolve(const std::string& relative) const {
+  fs::path p(relative);
+  return p.is_absolute() ? p.string() : (fs::path(dir) / p).lexically_normal().string();
+}
+
+Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    return makeError("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description());
+  }
+  Project p;
+  p.file = file;
+  p.dir = dir;
+  p.text = text;
+  std::optional<Error> error;
+  auto section = [&](const char* name) -> const toml::table* {
+    const toml::node* n = root.get(name);
+    if (n && !n->is_table() && !error)
+      error = Error{fmt::format("{}:{}: [{}] must be a table", file, n->source().begin.line, name)};
+    return n ? n->as_table() : nullptr;
+  };
+  static const std::set<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
+  for (const auto& [k, v] : root)
+    if (!kSections.count(std::string(k.str())) && !error)
+      error = Error{fmt::format("{}:{}: unknown section [{}]", file, v.source().begin.line, k.str())};
+
+  SectionReader proj(section("project"), "project", file, error);
+  proj.get("name", p.name);
+  proj.finish();
+
+  const toml::table* modelTable = section("model");
+  SectionReader model(modelTable, "model", file, error);
+  model.get("family", p.model.family, [](const std::string& f) { return f == "gpt2" || f == "vit" || f == "mlp"; },
+            "one of gpt2, vit, mlp");
+  auto& g = p.model.gpt2;
+  auto& v = p.model.vit;
+  if (p.model.family == "gpt2") {
+    model.get("vocab_size", g.vocabSize, positive, "positive");
+    model.get("block_size", g.blockSize, positive, "positive");
+    model.get("n_layer", g.nLayer, positive, "positive");
+    model.get("n_head", g.nHead, positive, "positive");
+    model.get("n_embd", g.nEmbd, positive, "positive");
+    model.get("dropout", g.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
+  } else if (p.model.family == "vit") {
+    model.get("image_size", v.imageSize, positive, "positive");
+    model.get("patch_size", v.patchSize, positive, "positive");
+    model.get("hidden", v.hidden, positive, "positive");
+    model.get("layers", v.layers, positive, "positive");
+    model.get("heads", v.heads, positive, "positive");
+    model.get("mlp", v.mlp, positive, "positive");
+    model.get("num_classes", v.numClasses, positive, "positive");
+    model.get("dropout", v.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
+  } else {
+    model.get("sizes", p.model.mlp.sizes, [](const std::vector<int64_t>& s) {
+      return s.size() >= 2 && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
+    }, "at least two positive sizes");
+  }
+  model.finish();
+  if (!error && p.model.family == "gpt2" && g.nEmbd % g.nHead != 0)
+    error = Error{fmt::format("{}: [model] n_embd ({}) must be divisible by n_head ({})", file, g.nEmbd, g.nHead)};
+  if (!error && p.model.family == "vit" && (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0))
+    error = Error{fmt::format("{}: [model] image_size must be divisible by patch_size and hidden by heads", file)};
+
+  SectionReader data(section("data"), "data", file, error);
+  data.get("kind", p.data.kind,
+           [](const std::string& k) { return k == "text" || k == "synthetic-images" || k == "synthetic-digits"; },
+           "one of text, synthetic-images, synthetic-digits");
+  data.get("path", p.data.path);
+  data.get("tokenizer", p.data.tokenizer, [](const std::string& t) { return t == "bpe" || t == "gpt2"; }, "bpe or gpt2");
+  data.get("encoder_json", p.data.encoderJson);
+  data.get("vocab_bpe", p.data.vocabBpe);
+  data.get("vocab_size", p.data.vocabSize, [](int64_t n) { return n >= 257; }, "at least 257");
+  data.get("val_fraction", p.data.valFraction, [](double f) { return f >= 0 && f < 1; }, "in [0, 1)");
+  data.finish();
+
+  auto& t = p.train;
+  SectionReader train(section("train"), "train", file, error);
+  train.get("steps", t.steps, nonNegative, "non-negative");
+  train.get("batch_size", t.batchSize, positive, "positive");
+  train.get("seq_len", t.seqLen, positive, "positive");
+  train.get("optimizer", t.optimizer, [](const std::string& o) { return o == "adamw" || o == "adam" || o == "sgd"; },
+            "one of adamw, adam, sgd");
+  train.get("lr", t.lr, positive, "positive");
+  train.get("min_lr", t.minLr, nonNegative, "non-negative");
+  train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative");
+  train.get("weight_decay", t.weightDecay, nonNegative, "non-negative");
+  train.get("grad_clip", t.gradClip, nonNegative, "non-negative (0 disables clipping)");
+  train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
+  train.get("beta2", t.beta2, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
+  train.get("momentum", t.momentum, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
+  train.get("eval_every", t.evalEvery, nonNegative, "non-negative");
+  train.get("eval_steps", t.evalSteps, positive, "positive");
+  train.get("log_every", t.logEvery, positive, "positive");
+  train.get("checkpoint_every", t.checkpointEvery, nonNegative, "non-negative");
+  train.get("seed", t.seed);
+  train.get("shuffle", t.shuffle);
+  train.finish();
+  if (!error && p.model.family == "gpt2" && t.seqLen > g.blockSize)
+    error = Error{fmt::format("{}: [train] seq_len ({}) exceeds [model] block_size ({})", file, t.seqLen, g.blockSize)};
+
+  SectionReader mesh(section("mesh"), "mesh", file, error);
+  mesh.get("shape", p.mesh.shape, [](const std::vector<int64_t>& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
+  }, "a non-empty array of positive sizes");
+  mesh.get("axes", p.mesh.axes);
+  mesh.finish();
+  if (!error && p.mesh.shape.size() != p.mesh.axes.size())
+    error = Error{fmt::format("{}: [mesh] has {} sizes but {} axis names", file, p.mesh.shape.size(), p.mesh.axes.size())};
+
+  if (const toml::table* sh = section("sharding")) {
+    for (const auto& [k, val] : *sh) {
+      if (error) break;
+      if (!val.is_string()) {
+        error = Error{fmt::format("{}:{}: sharding rule '{}' must be a string PartitionSpec", file, val.source().begin.line, k.str())};
+        break;
+      }
+      p.sharding.push_back(ShardingRule{std::string(k.str()), *val.value<std::string>(), static_cast<int>(val.source().begin.line)});
+    }
+  }
+
+  SectionReader prec(section("precision"), "precision", file, error);
+  prec.get("compute", p.precision, [](const std::string& s) { return s == "f32" || s == "bf16"; }, "f32 or bf16");
+  prec.finish();
+
+  if (error) return *error;
+  if (p.name.empty()) p.name = fs::path(dir).filename().string();
+  return p;
+}
+
+Result<Project> loadProject(const std::string& path) {
+  fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) p /= "project.toml";
+  std::ifstream in(p);
+  if (!in) {
+    if (!fs::exists(p, ec)) return makeError("{}: no such file (a project is a folder with project.toml)", p.string());
+    return makeError("{}: cannot read", p.string());
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  return parseProject(ss.str(), p.string(), dir);
+}
+
+}  // namespace tsr::project

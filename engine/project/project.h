@@ -1,0 +1,80 @@
+#pragma once
+// A project: a folder with project.toml naming the model family and config, the data, the training settings,
+// the mesh and sharding rules, and the precision. Errors name the file, the line and the key.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/nn/gpt2.h"
+#include "engine/nn/vit.h"
+
+namespace tsr::project {
+
+struct ModelSection {
+  std::string family = "gpt2";  // gpt2 | vit | mlp
+  nn::Gpt2Config gpt2;
+  nn::VitConfig vit;
+  nn::MlpConfig mlp;
+};
+
+struct DataSection {
+  std::string kind = "text";  // text | synthetic-images | synthetic-digits
+  std::string path;           // text corpus, relative to the project folder
+  std::string tokenizer = "bpe";  // bpe: trained on the corpus and cached; gpt2: encoder.json + vocab.bpe
+  std::string encoderJson, vocabBpe;  // for tokenizer = gpt2
+  int64_t vocabSize = 512;    // for a trained tokenizer
+  double valFraction = 0.1;
+};
+
+struct TrainSection {
+  int64_t steps = 100;
+  int64_t batchSize = 8;
+  int64_t seqLen = 64;
+  std::string optimizer = "adamw";  // adamw | adam | sgd
+  double lr = 3e-4;
+  double minLr = 0.0;
+  int64_t warmupSteps = 10;
+  double weightDecay = 0.1;
+  double gradClip = 1.0;
+  double beta1 = 0.9, beta2 = 0.95;
+  double momentum = 0.9;
+  int64_t evalEvery = 50;
+  int64_t evalSteps = 4;
+  int64_t logEvery = 1;
+  int64_t checkpointEvery = 0;  // 0: only at the end
+  uint64_t seed = 0;
+  bool shuffle = true;
+};
+
+struct MeshSection {
+  std::vector<int64_t> shape = {1};
+  std::vector<std::string> axes = {"data"};
+};
+
+struct ShardingRule {
+  std::string pattern;  // a regex over parameter paths
+  std::string spec;     // a PartitionSpec, e.g. "None, model"
+  int line = 0;
+};
+
+struct Project {
+  std::string dir;   // the project folder
+  std::string file;  // its project.toml
+  std::string name;
+  std::string text;  // the file as read, stored with each run
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  MeshSection mesh;
+  std::vector<ShardingRule> sharding;
+  std::string precision = "f32";  // f32 | bf16
+
+  std::string resolve(const std::string& relative) const;  // a path relative to the project folder
+};
+
+// Loads `path`: a folder holding project.toml, or the file itself.
+Result<Project> loadProject(const std::string& path);
+Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir);
+
+}  // namespace tsr::project

@@ -1,0 +1,63 @@
+#pragma once
+// The training step and its state: valueAndGrad of the loss, the optimiser update and the parameter update,
+// jitted as one function (compiled once, then a cache hit every step).
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/nn/layers.h"
+#include "engine/optim/optim.h"
+#include "engine/transform/jit.h"
+
+namespace tsr::train {
+
+struct Batch {
+  Array inputs;   // [B, T] tokens, or [B, ...] images
+  Array targets;  // [B, T] next tokens, or [B] labels
+};
+
+struct TrainState {
+  Tree params;
+  Tree optState;
+  int64_t step = 0;
+};
+
+struct StepMetrics {
+  double loss = 0;
+  double gradNorm = 0;
+  double lr = 0;
+  double seconds = 0;  // wall time of the step
+};
+
+// loss(params, batch, ctx) -> scalar; ctx carries the dropout switch and key.
+using TrainLossFn = std::function<Array(const Tree& params, const Batch& batch, nn::Context& ctx)>;
+
+class Trainer {
+ public:
+  Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, optim::Schedule lr, uint64_t seed);
+  // The jitted functions refer to this object: it stays where it was made.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainState init(Tree params) const;
+  // One optimisation step: updates `state` in place (params, optimizer state, step count).
+  Result<StepMetrics> step(TrainState& state, const Batch& batch);
+  // The loss without dropout or updates.
+  Result<double> evalLoss(const TrainState& state, const Batch& batch);
+
+  const Jit& stepFunction() const { return *m_step; }
+  // The traced training step for these avals (for `tessera compile` and the IDE's graph view).
+  Result<ClosedGraph> lowerStep(const TrainState& state, const Batch& batch);
+
+ private:
+  Tree stepArgs(const TrainState& state, const Batch& batch) const;
+
+  TrainLossFn m_loss;
+  optim::GradientTransformation m_opt;
+  optim::Schedule m_lr;
+  uint64_t m_seed;
+  std::unique_ptr<Jit> m_step;
+  std::unique_ptr<Jit> m_eval;
+};
+
+}  // namespace tsr::train
