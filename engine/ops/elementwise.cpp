@@ -1,9 +1,11 @@
 // The elementwise family: unary and binary math, comparisons, select, clamp, convert and bitcast_convert.
-// The map ops are one table (registerElementwiseOps): each row names a functor from elementwise_functors.h,
-// its flops per element and whether it is differentiable; infer, cost and the CPU kernel follow from that.
+// The map ops are one table (registerElementwiseOps): each row names a functor from elementwise_functors.h
+// and its flops per element; infer, cost, the CPU kernel and the vjp rule (the functor's, where it has one)
+// follow from that. Every op of the family shares one batching rule.
 //
 // Shape rule: binary ops, select and clamp take operands of equal shapes (the Array API broadcasts with
 // broadcast_in_dim first), so every kernel is a flat loop over contiguous arrays.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -12,6 +14,8 @@
 #include "engine/ops/elementwise_functors.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 
@@ -240,6 +244,60 @@ Result<std::vector<Aval>> inferBitcast(std::span<const Aval> operands, const ir:
   return std::vector<Aval>{Aval{operands[0].shape, a->dtype}};
 }
 
+// ---- Transformation rules ----------------------------------------------------------------------------------
+
+template <class Op>
+concept HasVjp = requires { &Op::vjp; };
+
+// The functor's vjp(g, y, operands...), or none: a functor without one has a zero gradient. Integer results
+// (add, max, abs, ... on integers) carry no cotangent, so the rules only ever see floating ones.
+template <class Op, size_t kArity>
+ir::VjpRule mapVjp() {
+  if constexpr (!HasVjp<Op>) {
+    return nullptr;
+  } else {
+    return [](const ir::VjpArgs& a) -> std::vector<Array> {
+      const Array& g = a.cotangents[0];
+      if (!g.valid() || !isFloating(g.dtype())) return std::vector<Array>(kArity);
+      const Array& y = a.results[0];
+      const std::vector<Array>& x = a.operands;
+      if constexpr (kArity == 1) return Op::vjp(g, y, x[0]);
+      else if constexpr (kArity == 2) return Op::vjp(g, y, x[0], x[1]);
+      else return Op::vjp(g, y, x[0], x[1], x[2]);
+    };
+  }
+}
+
+// select(pred, on_true, on_false): g goes to the branch that was taken; the predicate has no cotangent.
+std::vector<Array> selectVjp(const ir::VjpArgs& a) {
+  const Array& p = a.operands[0];
+  const Array& g = a.cotangents[0];
+  Array zero = scalarLike(g, 0.0);
+  return {Array(), where(p, g, zero), where(p, zero, g)};
+}
+
+// convert: g converted back to the operand's dtype. Through an integer or bool on either side no gradient
+// flows (the values are piecewise constant), so the operand gets none.
+std::vector<Array> convertVjp(const ir::VjpArgs& a) {
+  const Array& x = a.operands[0];
+  const Array& g = a.cotangents[0];
+  if (!g.valid() || !isFloating(g.dtype()) || !isFloating(x.dtype())) return {Array()};
+  return {astype(g, x.dtype())};
+}
+
+// One batching rule for the whole family. Operands batched on one common dim line up element for element,
+// so the op applies as is and the result keeps that dim (no transpose: the common case of unary ops and of
+// chains of ops on one batched value). Otherwise batchElementwise moves every batch dim to the front and
+// broadcasts the unbatched operands.
+ir::BatchRule mapBatch(OpCode code) {
+  return [code](const ir::BatchArgs& a) {
+    int d = a.batchDims[0];
+    bool aligned = d >= 0 && std::all_of(a.batchDims.begin(), a.batchDims.end(), [d](int b) { return b == d; });
+    if (!aligned) return batchElementwise(code, a);
+    return ir::BatchResult{bind(code, a.operands, a.attrs, std::source_location::current()), {d}};
+  };
+}
+
 // ---- The table ---------------------------------------------------------------------------------------------
 
 struct MapOp {
@@ -247,35 +305,37 @@ struct MapOp {
   size_t arity;
   DTypeSet accepts;
   bool boolResult;
-  double flops;         // per output element
-  bool differentiable;  // false where the gradient is zero or undefined
+  double flops;  // per output element
   ir::CpuKernelFn cpu;
+  ir::VjpRule vjp;  // none: not differentiable (the gradient is zero or undefined)
 };
 
-constexpr bool kZeroGrad = false;
-
 template <class Op>
-MapOp unary(OpCode code, double flops, bool differentiable = true) {
-  return {code, 1, Op::kTypes, false, flops, differentiable, mapKernel<Op, false, 1>};
+MapOp unary(OpCode code, double flops) {
+  return {code, 1, Op::kTypes, false, flops, mapKernel<Op, false, 1>, mapVjp<Op, 1>()};
 }
 template <class Op>
-MapOp binary(OpCode code, double flops, bool differentiable = true) {
-  return {code, 2, Op::kTypes, false, flops, differentiable, mapKernel<Op, false, 2>};
+MapOp binary(OpCode code, double flops) {
+  return {code, 2, Op::kTypes, false, flops, mapKernel<Op, false, 2>, mapVjp<Op, 2>()};
+}
+template <class Op>
+MapOp ternary(OpCode code, double flops) {
+  return {code, 3, Op::kTypes, false, flops, mapKernel<Op, false, 3>, mapVjp<Op, 3>()};
 }
 template <class Op>
 MapOp predicate(OpCode code) {
-  return {code, 1, Op::kTypes, true, 1, kZeroGrad, mapKernel<Op, true, 1>};
+  return {code, 1, Op::kTypes, true, 1, mapKernel<Op, true, 1>, nullptr};
 }
 template <class Op>
 MapOp compare(OpCode code) {
-  return {code, 2, Op::kTypes, true, 1, kZeroGrad, mapKernel<Op, true, 2>};
+  return {code, 2, Op::kTypes, true, 1, mapKernel<Op, true, 2>, nullptr};
 }
 
 std::vector<MapOp> mapOps() {
   return {
       unary<ew::Neg>(OpCode::Neg, 1),
       unary<ew::Abs>(OpCode::Abs, 1),
-      unary<ew::Sign>(OpCode::Sign, 1, kZeroGrad),
+      unary<ew::Sign>(OpCode::Sign, 1),
       unary<ew::Exp>(OpCode::Exp, 10),
       unary<ew::Exp2>(OpCode::Exp2, 10),
       unary<ew::Log>(OpCode::Log, 10),
@@ -290,11 +350,11 @@ std::vector<MapOp> mapOps() {
       unary<ew::Tan>(OpCode::Tan, 20),
       unary<ew::Erf>(OpCode::Erf, 20),
       unary<ew::ErfInv>(OpCode::ErfInv, 25),
-      unary<ew::Floor>(OpCode::Floor, 1, kZeroGrad),
-      unary<ew::Ceil>(OpCode::Ceil, 1, kZeroGrad),
-      unary<ew::Round>(OpCode::Round, 1, kZeroGrad),
+      unary<ew::Floor>(OpCode::Floor, 1),
+      unary<ew::Ceil>(OpCode::Ceil, 1),
+      unary<ew::Round>(OpCode::Round, 1),
       predicate<ew::IsFinite>(OpCode::IsFinite),
-      unary<ew::Not>(OpCode::Not, 1, kZeroGrad),
+      unary<ew::Not>(OpCode::Not, 1),
       unary<ew::Relu>(OpCode::Relu, 1),
 
       binary<ew::Add>(OpCode::Add, 1),
@@ -306,12 +366,12 @@ std::vector<MapOp> mapOps() {
       binary<ew::Max>(OpCode::Max, 1),
       binary<ew::Min>(OpCode::Min, 1),
       binary<ew::Atan2>(OpCode::Atan2, 25),
-      binary<ew::And>(OpCode::And, 1, kZeroGrad),
-      binary<ew::Or>(OpCode::Or, 1, kZeroGrad),
-      binary<ew::Xor>(OpCode::Xor, 1, kZeroGrad),
-      binary<ew::ShiftLeft>(OpCode::ShiftLeft, 1, kZeroGrad),
-      binary<ew::ShiftRightLogical>(OpCode::ShiftRightLogical, 1, kZeroGrad),
-      binary<ew::ShiftRightArithmetic>(OpCode::ShiftRightArithmetic, 1, kZeroGrad),
+      binary<ew::And>(OpCode::And, 1),
+      binary<ew::Or>(OpCode::Or, 1),
+      binary<ew::Xor>(OpCode::Xor, 1),
+      binary<ew::ShiftLeft>(OpCode::ShiftLeft, 1),
+      binary<ew::ShiftRightLogical>(OpCode::ShiftRightLogical, 1),
+      binary<ew::ShiftRightArithmetic>(OpCode::ShiftRightArithmetic, 1),
 
       compare<ew::Eq>(OpCode::Eq),
       compare<ew::Ne>(OpCode::Ne),
@@ -320,7 +380,7 @@ std::vector<MapOp> mapOps() {
       compare<ew::Gt>(OpCode::Gt),
       compare<ew::Ge>(OpCode::Ge),
 
-      {OpCode::Clamp, 3, ew::Clamp::kTypes, false, 2, true, mapKernel<ew::Clamp, false, 3>},
+      ternary<ew::Clamp>(OpCode::Clamp, 2),
   };
 }
 
@@ -331,7 +391,9 @@ ir::CostFn costWithFlops(double flops) {
 }
 
 ir::OpDef elementwiseOp(OpCode code, int numOperands) {
-  return coreOp(code, "elementwise", ir::FusionKind::Elementwise, numOperands);
+  ir::OpDef def = coreOp(code, "elementwise", ir::FusionKind::Elementwise, numOperands);
+  def.batch = mapBatch(code);
+  return def;
 }
 
 }  // namespace
@@ -342,7 +404,8 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
     def.infer = mapInfer(def.name, m.arity, m.accepts, m.boolResult);
     def.cost = costWithFlops(m.flops);
     def.cpu = std::move(m.cpu);
-    def.differentiable = m.differentiable;
+    def.differentiable = m.vjp != nullptr;
+    def.vjp = std::move(m.vjp);
     addCoreOp(reg, std::move(def));
   }
 
@@ -350,13 +413,15 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
   select.infer = inferSelect;
   select.cost = costWithFlops(1);
   select.cpu = selectKernel;
+  select.vjp = selectVjp;
   addCoreOp(reg, std::move(select));
 
-  // Differentiable as an op; a conversion to an integer type gets a zero gradient from its vjp rule.
+  // Differentiable as an op; a conversion to or from an integer type gets no gradient from its vjp rule.
   ir::OpDef convert = elementwiseOp(OpCode::Convert, 1);
   convert.infer = inferConvert;
   convert.cost = costWithFlops(1);
   convert.cpu = convertKernel;
+  convert.vjp = convertVjp;
   addCoreOp(reg, std::move(convert));
 
   ir::OpDef bitcast = elementwiseOp(OpCode::BitcastConvert, 1);

@@ -10,14 +10,23 @@
 //   - shift amounts are read as unsigned; amounts >= the bit width give 0 (left, logical right) or the sign
 //     fill (arithmetic right). Arithmetic right shifts of unsigned types treat the top bit as the sign.
 // Floating max/min (and so clamp) propagate NaN.
+//
+// Derivatives sit beside the math: a functor with a `vjp` is differentiable, one without (sign, floor,
+// bitwise, comparisons) has a zero gradient. vjp(g, y, operands...) gets the cotangent g of the result y and
+// returns one cotangent per operand, each with exactly that operand's aval (operands have equal avals, and
+// scalar constants broadcast). Rules use the Array API only, so they run eagerly, under jit and under grad of
+// grad; elementwise.cpp calls them only for floating results.
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/transform/api.h"
 
 namespace tsr::ops {
 
@@ -81,10 +90,24 @@ T negate(T x) {
   else return -x;
 }
 
+using Cotangents = std::vector<Array>;
+
+inline Array isZero(const Array& x) { return equal(x, scalarLike(x, 0.0)); }
+// x with its zeros replaced by ones: keeps log and pow finite in branches a select then discards, so that
+// their own derivatives (grad of grad) do not turn the discarded inf into NaN.
+inline Array replaceZero(const Array& x) { return where(isZero(x), scalarLike(x, 1.0), x); }
+// The share of max/min's cotangent that operand x gets: 1 where x was chosen, 1/2 where both operands tie
+// (as JAX does, so max(x, x) has slope 1), 0 otherwise. A NaN result matches neither operand.
+inline Array chosenShare(const Array& x, const Array& other, const Array& y) {
+  Array share = where(equal(other, y), scalarLike(x, 0.5), scalarLike(x, 1.0));
+  return where(equal(x, y), share, scalarLike(x, 0.0));
+}
+
 // Unary
 struct Neg {
   static constexpr DTypeSet kTypes = kNumeric;
   template <class T> static T apply(T x) { return negate(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array&) { return {-g}; }
 };
 struct Abs {
   static constexpr DTypeSet kTypes = kFloats | kSignedInts;
@@ -92,6 +115,8 @@ struct Abs {
     if constexpr (kIsInt<T>) return x < 0 ? negate(x) : x;
     else return std::fabs(x);
   }
+  // 0 at x == 0 (sign(0)), as PyTorch does.
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g * sign(x)}; }
 };
 // -1, 0 or 1; floats keep the sign of zero and NaN stays NaN.
 struct Sign {
@@ -101,34 +126,43 @@ struct Sign {
 struct Exp {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::exp(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * y}; }
 };
 struct Exp2 {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::exp2(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * y * std::numbers::ln2}; }
 };
 struct Log {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::log(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g / x}; }
 };
 struct Log1p {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::log1p(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g / (1.0 + x)}; }
 };
 struct Expm1 {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::expm1(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * (y + 1.0)}; }
 };
 struct Sqrt {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::sqrt(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g / (2.0 * y)}; }
 };
 struct Rsqrt {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return T(1) / std::sqrt(x); }
+  // y = x^-1/2: y' = -1/2 x^-3/2 = -1/2 y / x.
+  static Cotangents vjp(const Array& g, const Array& y, const Array& x) { return {g * -0.5 * y / x}; }
 };
 struct Tanh {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::tanh(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * (1.0 - y * y)}; }
 };
 // 1 / (1 + e^-x) with e = e^-|x| <= 1, so neither branch overflows and tiny results keep their precision.
 struct Logistic {
@@ -138,26 +172,38 @@ struct Logistic {
     T s = T(1) / (T(1) + e);
     return x >= T(0) ? s : e * s;
   }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * y * (1.0 - y)}; }
 };
 struct Sin {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::sin(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g * cos(x)}; }
 };
 struct Cos {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::cos(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {-g * sin(x)}; }
 };
 struct Tan {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::tan(x); }
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) { return {g * (1.0 + y * y)}; }
 };
 struct Erf {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return std::erf(x); }
+  // erf'(x) = 2/sqrt(pi) e^(-x^2)
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) {
+    return {g * (2.0 * std::numbers::inv_sqrtpi) * exp(-x * x)};
+  }
 };
 struct ErfInv {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T x) { return erfInv(x); }
+  // The inverse's slope: 1 / erf'(y) = sqrt(pi)/2 e^(y^2).
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) {
+    return {g * (0.5 / std::numbers::inv_sqrtpi) * exp(y * y)};
+  }
 };
 struct Floor {
   static constexpr DTypeSet kTypes = kFloats;
@@ -187,6 +233,10 @@ struct Not {
 struct Relu {
   static constexpr DTypeSet kTypes = kFloats | kSignedInts;
   template <class T> static T apply(T x) { return x < T(0) ? T(0) : x; }
+  // 0 at x == 0, as JAX does.
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) {
+    return {where(x > 0.0, g, scalarLike(g, 0.0))};
+  }
 };
 
 // Binary
@@ -196,6 +246,7 @@ struct Add {
     if constexpr (kIsInt<T>) return wrapping(a, b, [](auto x, auto y) { return x + y; });
     else return a + b;
   }
+  static Cotangents vjp(const Array& g, const Array&, const Array&, const Array&) { return {g, g}; }
 };
 struct Sub {
   static constexpr DTypeSet kTypes = kNumeric;
@@ -203,6 +254,7 @@ struct Sub {
     if constexpr (kIsInt<T>) return wrapping(a, b, [](auto x, auto y) { return x - y; });
     else return a - b;
   }
+  static Cotangents vjp(const Array& g, const Array&, const Array&, const Array&) { return {g, -g}; }
 };
 struct Mul {
   static constexpr DTypeSet kTypes = kNumeric;
@@ -210,6 +262,7 @@ struct Mul {
     if constexpr (kIsInt<T>) return wrapping(a, b, [](auto x, auto y) { return x * y; });
     else return a * b;
   }
+  static Cotangents vjp(const Array& g, const Array&, const Array& a, const Array& b) { return {g * b, g * a}; }
 };
 struct Div {
   static constexpr DTypeSet kTypes = kNumeric;
@@ -223,6 +276,8 @@ struct Div {
       return a / b;
     }
   }
+  // d/db (a / b) = -a / b^2 = -y / b
+  static Cotangents vjp(const Array& g, const Array& y, const Array& a, const Array& b) { return {g / b, -g * y / b}; }
 };
 struct Rem {
   static constexpr DTypeSet kTypes = kNumeric;
@@ -236,16 +291,30 @@ struct Rem {
       return std::fmod(a, b);
     }
   }
+  // rem(a, b) = a - b trunc(a / b), and trunc is piecewise constant: d/da = 1, d/db = -trunc(a / b) (as JAX).
+  static Cotangents vjp(const Array& g, const Array&, const Array& a, const Array& b) {
+    Array q = a / b;
+    return {g, -g * (sign(q) * floor(abs(q)))};
+  }
 };
 struct Pow {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T a, T b) { return std::pow(a, b); }
+  // d/da = b a^(b-1), taken as 0 where b == 0 (x^0 is constant); d/db = log(a) y, taken as 0 where a == 0
+  // (the limit as a -> 0+ for b > 0). Both conventions are JAX's.
+  static Cotangents vjp(const Array& g, const Array& y, const Array& a, const Array& b) {
+    Array da = where(isZero(b), scalarLike(b, 0.0), replaceZero(b) * pow(a, b - 1.0));
+    return {g * da, g * log(replaceZero(a)) * y};
+  }
 };
 struct Max {
   static constexpr DTypeSet kTypes = kNumeric;
   template <class T> static T apply(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) return (a > b || a != a) ? a : b;
     else return a > b ? a : b;
+  }
+  static Cotangents vjp(const Array& g, const Array& y, const Array& a, const Array& b) {
+    return {g * chosenShare(a, b, y), g * chosenShare(b, a, y)};
   }
 };
 struct Min {
@@ -254,10 +323,18 @@ struct Min {
     if constexpr (std::is_floating_point_v<T>) return (a < b || a != a) ? a : b;
     else return a < b ? a : b;
   }
+  static Cotangents vjp(const Array& g, const Array& y, const Array& a, const Array& b) {
+    return {g * chosenShare(a, b, y), g * chosenShare(b, a, y)};
+  }
 };
 struct Atan2 {
   static constexpr DTypeSet kTypes = kFloats;
   template <class T> static T apply(T a, T b) { return std::atan2(a, b); }
+  // atan2(a, b) = angle of (b, a): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+  static Cotangents vjp(const Array& g, const Array&, const Array& a, const Array& b) {
+    Array r2 = a * a + b * b;
+    return {g * b / r2, -g * a / r2};
+  }
 };
 struct And {
   static constexpr DTypeSet kTypes = kIntsAndBool;
@@ -333,6 +410,15 @@ struct Ge {
 struct Clamp {
   static constexpr DTypeSet kTypes = kNumeric;
   template <class T> static T apply(T lo, T x, T hi) { return Min::apply(Max::apply(x, lo), hi); }
+  // g goes to whichever operand the result is: x on the closed range [lo, hi] (as PyTorch: ties at a bound
+  // go to x), lo below it, hi above it or when lo > hi. The three masks are disjoint.
+  static Cotangents vjp(const Array& g, const Array&, const Array& lo, const Array& x, const Array& hi) {
+    Array zero = scalarLike(g, 0.0);
+    Array atX = bitwiseAnd(lo <= x, x <= hi);
+    Array atLo = bitwiseAnd(x < lo, lo <= hi);
+    Array atHi = bitwiseOr(hi < x, hi < lo);
+    return {where(atLo, g, zero), where(atX, g, zero), where(atHi, g, zero)};
+  }
 };
 
 // convert: C casts, except where a C cast would be UB: float -> integer truncates toward zero and then

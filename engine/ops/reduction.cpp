@@ -7,6 +7,11 @@
 //
 // argmax/argmin return the first index of the extreme value (ties -> smallest index). NaN counts as more
 // extreme than any number for both, so the first NaN wins, as in JAX.
+//
+// Gradients: reduce_sum broadcasts the cotangent back; reduce_max/min split it equally among the elements
+// equal to the result; reduce_prod multiplies the others, so it is exact at zeros (see prodVjp); argmax/argmin
+// are not differentiable.
+// Batching keeps the batch dim in place and shifts the reduced axes past it, so no transpose is needed.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,6 +22,8 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::ops {
 
@@ -214,8 +221,113 @@ ir::Cost reductionCost(std::span<const Aval> in, std::span<const Aval> out, cons
   return c;
 }
 
+// ---- vjp rules. x: the operand, y: the result (x without the reduced axes), g: y's cotangent.
+
+// The dims of x that the reduction keeps, in order: where y's dims sit in x, for broadcastInDim.
+Ints keptDims(int rank, const Ints& axes) {
+  Ints kept;
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+  return kept;
+}
+
+// The pieces every reduction's vjp reads. `back` broadcasts a y-shaped array back to x's shape.
+struct ReduceVjp {
+  const Array& x;
+  const Array& y;
+  const Array& g;
+  const Ints& axes;
+  Ints kept;
+  Array back(const Array& v) const { return broadcastInDim(v, x.shape(), kept); }
+};
+
+// Wraps a rule so it sees only floating operands with a cotangent and at least one reduced axis (with none,
+// the op is the identity, and tsr::sum(x, {}) would reduce every axis instead).
+template <class Rule>
+ir::VjpRule reduceVjp(Rule rule) {
+  return [rule](const ir::VjpArgs& a) -> std::vector<Array> {
+    const Array& x = a.operands[0];
+    const Array& g = a.cotangents[0];
+    if (!g.valid() || !isFloating(x.dtype())) return {Array()};
+    const Ints& axes = attrsAs<ir::ReduceAttrs>(a.attrs).axes;
+    if (axes.empty()) return {g};
+    return {rule(ReduceVjp{x, a.results[0], g, axes, keptDims(x.rank(), axes)})};
+  };
+}
+
+// Every summed element gets the cotangent of its sum.
+Array sumVjp(const ReduceVjp& r) { return r.back(r.g); }
+
+// The cotangent goes to the elements equal to the result, split equally among ties as JAX does: max of
+// [3, 1, 3] has gradient [1/2, 0, 1/2]. A NaN result equals no element, so its gradient is NaN (as in JAX).
+Array chooserVjp(const ReduceVjp& r) {
+  Array hit = astype(equal(r.x, r.back(r.y)), r.x.dtype());
+  return r.back(r.g / sum(hit, r.axes)) * hit;
+}
+
+// The product of the other elements along the last axis, x: [k, n] -> [k, n]: an exclusive prefix product
+// times an exclusive suffix product, each a Hillis-Steele scan (log2 n steps of a shifted copy and a mul).
+// Only pads and muls, never a division: exact at zeros, and a polynomial, so grad of grad is exact too.
+Array othersProduct(const Array& x) {
+  const int64_t n = x.shape()[1];
+  if (n == 0) return x;
+  // v moved s places along the last axis (s < 0: leftwards), the vacated places filled with 1.
+  auto shifted = [](const Array& v, int64_t s) { return pad(v, {0, s}, {0, -s}, 1.0); };
+  Array before = shifted(x, 1);  // [1, x0, ..., x_{n-2}]
+  Array after = shifted(x, -1);  // [x1, ..., x_{n-1}, 1]
+  for (int64_t s = 1; s < n; s *= 2) {
+    before = before * shifted(before, s);
+    after = after * shifted(after, -s);
+  }
+  return before * after;
+}
+
+// d prod / d x_i is the product of the others, computed without dividing by x_i (y / x_i fails at zeros):
+// x is viewed as [kept, reduced] rows, each row's others-products are scaled by its g, and the result is
+// laid out as x again.
+Array prodVjp(const ReduceVjp& r) {
+  Ints perm = r.kept;
+  perm.insert(perm.end(), r.axes.begin(), r.axes.end());
+  int64_t k = 1, n = 1;
+  std::vector<int64_t> permuted;
+  for (int64_t d : perm) permuted.push_back(r.x.shape()[static_cast<int>(d)]);
+  for (int64_t d : r.kept) k *= r.x.shape()[static_cast<int>(d)];
+  for (int64_t d : r.axes) n *= r.x.shape()[static_cast<int>(d)];
+  bool identity = std::is_sorted(perm.begin(), perm.end());
+  Array rows = reshape(identity ? r.x : transpose(r.x, perm), {k, n});
+  Array ct = reshape(othersProduct(rows) * reshape(r.g, {k, 1}), permuted);
+  if (identity) return ct;
+  Ints inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return transpose(ct, inverse);
+}
+
+// ---- batching rules: x is batched on dim bd; an example axis a is axis a + (a >= bd) of the batched x, and
+// the result's batch dim is bd less the reduced axes before it (as JAX's reducer batcher does).
+
+ir::BatchResult reduceBatch(ir::OpCode code, const ir::BatchArgs& a) {
+  int bd = a.batchDims[0];
+  Ints axes = attrsAs<ir::ReduceAttrs>(a.attrs).axes;
+  int before = 0;
+  for (int64_t& ax : axes) {
+    if (ax >= bd) ++ax;
+    else ++before;
+  }
+  auto r = bind(code, {a.operands[0]}, ir::ReduceAttrs{axes}, std::source_location::current());
+  return {r, {bd - before}};
+}
+
+ir::BatchResult argBatch(ir::OpCode code, const ir::BatchArgs& a) {
+  int bd = a.batchDims[0];
+  ir::ArgReduceAttrs attrs = attrsAs<ir::ArgReduceAttrs>(a.attrs);
+  bool before = attrs.axis < bd;
+  if (!before) ++attrs.axis;
+  auto r = bind(code, {a.operands[0]}, attrs, std::source_location::current());
+  return {r, {before ? bd - 1 : bd}};
+}
+
 template <class Op>
-void addReduceOp(ir::OpRegistry& reg, ir::OpCode code) {
+void addReduceOp(ir::OpRegistry& reg, ir::OpCode code, ir::VjpRule vjp) {
   ir::OpDef d = coreOp(code, "reduction", ir::FusionKind::Reduction, 1);
   d.minOperands = 1;
   std::string name = d.name;
@@ -232,6 +344,8 @@ void addReduceOp(ir::OpRegistry& reg, ir::OpCode code) {
         reduceKernel<Op>(in.as<T>(), in.aval.shape, axes, out.as<T>(), out.aval.numel());
     });
   };
+  d.vjp = std::move(vjp);
+  d.batch = [code](const ir::BatchArgs& a) { return reduceBatch(code, a); };
   addCoreOp(reg, std::move(d));
 }
 
@@ -319,16 +433,17 @@ void addArgOp(ir::OpRegistry& reg, ir::OpCode code) {
       else argKernel<kMax>(in.as<T>(), outer, s[axis], inner, args.outputs[0].as<int64_t>());
     });
   };
+  d.batch = [code](const ir::BatchArgs& a) { return argBatch(code, a); };
   addCoreOp(reg, std::move(d));
 }
 
 }  // namespace
 
 void registerReductionOps(ir::OpRegistry& reg) {
-  addReduceOp<SumOp>(reg, ir::OpCode::ReduceSum);
-  addReduceOp<MaxOp>(reg, ir::OpCode::ReduceMax);
-  addReduceOp<MinOp>(reg, ir::OpCode::ReduceMin);
-  addReduceOp<ProdOp>(reg, ir::OpCode::ReduceProd);
+  addReduceOp<SumOp>(reg, ir::OpCode::ReduceSum, reduceVjp(sumVjp));
+  addReduceOp<MaxOp>(reg, ir::OpCode::ReduceMax, reduceVjp(chooserVjp));
+  addReduceOp<MinOp>(reg, ir::OpCode::ReduceMin, reduceVjp(chooserVjp));
+  addReduceOp<ProdOp>(reg, ir::OpCode::ReduceProd, reduceVjp(prodVjp));
   addArgOp<true>(reg, ir::OpCode::Argmax);
   addArgOp<false>(reg, ir::OpCode::Argmin);
 }
