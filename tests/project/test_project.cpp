@@ -1,0 +1,90 @@
+// project.toml: values land in the right fields; every mistake names the file, the line and the key.
+#include <QtTest>
+
+#include "engine/project/project.h"
+
+using namespace tsr;
+using namespace tsr::project;
+
+namespace {
+
+std::string parseError(const std::string& text) {
+  auto p = parseProject(text, "p/project.toml", "p");
+  return p.ok() ? std::string("(parsed)") : p.error().message;
+}
+
+}  // namespace
+
+class TestProject : public QObject {
+  Q_OBJECT
+ private slots:
+  void readsEverySection() {
+    auto p = parseProject(R"(
+# comment
+[project]
+name = "demo"
+[model]
+family = "gpt2"
+n_layer = 3
+n_head = 2
+n_embd = 32
+block_size = 16
+[data]
+kind = "text"
+path = "data/corpus.txt"
+vocab_size = 300
+[train]
+steps = 7
+seq_len = 16
+lr = 1e-3
+shuffle = false
+[mesh]
+shape = [4, 2]
+axes = ["data", "model"]
+[sharding]
+"h\\.\\d+\\.mlp\\.c_fc\\.weight" = "None, model"
+[precision]
+compute = "bf16"
+)",
+                          "p/project.toml", "p");
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->name, std::string("demo"));
+    QCOMPARE(p->model.gpt2.nLayer, int64_t(3));
+    QCOMPARE(p->model.gpt2.nEmbd, int64_t(32));
+    QCOMPARE(p->data.vocabSize, int64_t(300));
+    QCOMPARE(p->train.steps, int64_t(7));
+    QCOMPARE(p->train.lr, 1e-3);
+    QCOMPARE(p->train.shuffle, false);
+    QCOMPARE(p->mesh.shape, (std::vector<int64_t>{4, 2}));
+    QCOMPARE(p->sharding.size(), size_t(1));
+    QCOMPARE(p->sharding[0].spec, std::string("None, model"));
+    QCOMPARE(p->sharding[0].line, 24);
+    QCOMPARE(p->precision, std::string("bf16"));
+    QCOMPARE(p->resolve("data/corpus.txt"), std::string("p/data/corpus.txt"));
+  }
+
+  void errorsNameFileLineAndKey() {
+    QCOMPARE(parseError("[train]\nstpes = 3\n"), std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
+    QCOMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
+    QCOMPARE(parseError("[train]\nlr = -1.0\n"), std::string("p/project.toml:2: 'lr' must be positive"));
+    QCOMPARE(parseError("[model]\nfamily = \"rnn\"\n"), std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp"));
+    QCOMPARE(parseError("[modle]\nx = 1\n"), std::string("p/project.toml:1: unknown section [modle]"));
+    QVERIFY(parseError("[train\nsteps = 1\n").find("p/project.toml:1:") == 0);  // a syntax error with its position
+    QVERIFY(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") != std::string::npos);
+    QVERIFY(parseError("[model]\nn_embd = 30\nn_head = 4\n").find("divisible") != std::string::npos);
+    auto missing = loadProject("/nonexistent/folder");
+    QVERIFY(!missing.ok());
+    QVERIFY2(missing.error().message.find("/nonexistent/folder: no such file") == 0, missing.error().message.c_str());
+  }
+
+  void sampleProjectsLoad() {
+    for (const char* name : {"gpt2-tiny", "mlp-digits", "vit-tiny"}) {
+      auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
+      QVERIFY2(p.ok(), p.ok() ? name : p.error().message.c_str());
+      QCOMPARE(p->name, std::string(name));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestProject)
+#include "test_project.moc"
