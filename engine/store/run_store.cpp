@@ -1,6 +1,7 @@
 #include "engine/store/run_store.h"
 
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -202,23 +203,27 @@ Status RunStore::finishRun(int64_t run, RunStatus status, const std::string& mes
   return {};
 }
 
-Status RunStore::setParams(int64_t run, const std::map<std::string, std::string>& params) {
+Status RunStore::transaction(const std::function<Status()>& body) {
   TSR_TRY(exec("BEGIN"));
-  Stmt st(m_db, "INSERT OR REPLACE INTO params(run, key, value) VALUES(?, ?, ?)");
+  Status st = body();
   if (!st.ok()) {
     (void)exec("ROLLBACK");
-    return st.error();
-  }
-  for (const auto& [k, v] : params) {
-    st.bind(1, run).bind(2, k).bind(3, v);
-    if (st.step() != SQLITE_DONE) {
-      Error e = st.error();
-      (void)exec("ROLLBACK");
-      return e;
-    }
-    st.reset();
+    return st;
   }
   return exec("COMMIT");
+}
+
+Status RunStore::setParams(int64_t run, const std::map<std::string, std::string>& params) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT OR REPLACE INTO params(run, key, value) VALUES(?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& [k, v] : params) {
+      st.bind(1, run).bind(2, k).bind(3, v);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
 }
 
 Result<std::map<std::string, std::string>> RunStore::params(int64_t run) const {
@@ -233,22 +238,16 @@ Result<std::map<std::string, std::string>> RunStore::params(int64_t run) const {
 Status RunStore::logMetrics(int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values,
                             double time) {
   if (time == 0) time = nowSeconds();
-  TSR_TRY(exec("BEGIN"));
-  Stmt st(m_db, "INSERT OR REPLACE INTO metrics(run, key, step, time, value) VALUES(?, ?, ?, ?, ?)");
-  if (!st.ok()) {
-    (void)exec("ROLLBACK");
-    return st.error();
-  }
-  for (const auto& [k, v] : values) {
-    st.bind(1, run).bind(2, k).bind(3, step).bind(4, time).bind(5, v);
-    if (st.step() != SQLITE_DONE) {
-      Error e = st.error();
-      (void)exec("ROLLBACK");
-      return e;
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT OR REPLACE INTO metrics(run, key, step, time, value) VALUES(?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& [k, v] : values) {
+      st.bind(1, run).bind(2, k).bind(3, step).bind(4, time).bind(5, v);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
     }
-    st.reset();
-  }
-  return exec("COMMIT");
+    return {};
+  });
 }
 
 Result<std::vector<std::string>> RunStore::metricKeys(int64_t run) const {

@@ -3,6 +3,7 @@
 // runs, their hyperparameters, metric series, artifacts (IR per pass, DOT, reports) and profiles.
 // The schema is versioned (PRAGMA user_version) and migrated forward on open.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,6 +80,8 @@ class RunStore {
  private:
   RunStore(sqlite3* db, std::string path) : m_db(db), m_path(std::move(path)) {}
   Status exec(const std::string& sql) const;
+  // Runs body inside BEGIN/COMMIT; an error rolls everything back.
+  Status transaction(const std::function<Status()>& body);
   Status migrate();
 
   sqlite3* m_db = nullptr;
