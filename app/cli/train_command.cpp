@@ -1,0 +1,79 @@
+#include "app/cli/train_command.h"
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "engine/project/project.h"
+#include "engine/train/run.h"
+
+namespace tsr::cli {
+
+namespace {
+
+std::atomic<bool> gStop{false};
+
+void onInterrupt(int) {
+  // First Ctrl-C: finish the step, checkpoint and exit; a second one kills at once.
+  if (gStop.exchange(true)) std::_Exit(130);
+}
+
+struct TrainArgs {
+  std::string project;
+  int64_t steps = -1;
+  bool resume = false;
+  std::string store;
+  std::string name;
+  int64_t sampleTokens = 64;
+  bool quiet = false;
+};
+
+int runTrain(const TrainArgs& a) {
+  auto project = project::loadProject(a.project);
+  if (!project.ok()) {
+    std::cerr << "tessera train: " << project.error().message << "\n";
+    return 1;
+  }
+  train::RunOptions options;
+  options.steps = a.steps;
+  options.resume = a.resume;
+  options.storePath = a.store;
+  options.runName = a.name;
+  options.sampleTokens = a.sampleTokens;
+  options.stop = &gStop;
+  if (const char* peak = std::getenv("TESSERA_PEAK_FLOPS")) options.peakFlops = std::atof(peak);
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
+  auto summary = train::runTraining(*project, options, [&](const train::RunEvent& e) {
+    if (a.quiet && e.kind == train::RunEvent::Kind::Step) return;
+    if (e.kind == train::RunEvent::Kind::Sample) {
+      std::cout << "---- sample ----\n" << e.text << "\n----------------\n";
+    } else {
+      std::cout << e.text << "\n";
+    }
+    std::cout.flush();
+  });
+  if (!summary.ok()) {
+    std::cerr << "tessera train: " << summary.error().message << "\n";
+    return 1;
+  }
+  return gStop.load() ? 130 : 0;
+}
+
+}  // namespace
+
+std::function<int()> addTrainCommand(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a project (a folder with project.toml), headless");
+  cmd->add_option("project", args->project, "Project folder or project.toml")->required();
+  cmd->add_option("--steps", args->steps, "Override [train] steps");
+  cmd->add_flag("--resume", args->resume, "Continue from the project's latest checkpoint");
+  cmd->add_option("--store", args->store, "Run store (default: PROJECT/runs.db)");
+  cmd->add_option("--name", args->name, "Run name (default: the project name)");
+  cmd->add_option("--sample", args->sampleTokens, "Tokens of text to sample at the end (language models)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", args->quiet, "Print no per-step lines");
+  return [cmd, args]() { return cmd->parsed() ? runTrain(*args) : -1; };
+}
+
+}  // namespace tsr::cli

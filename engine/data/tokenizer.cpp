@@ -1,1 +1,0 @@
-#include "engine/data/tokenizer.h"

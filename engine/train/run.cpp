@@ -1,0 +1,409 @@
+#include "engine/train/run.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/batch_loader.h"
+#include "engine/data/bpe_trainer.h"
+#include "engine/data/synthetic_images.h"
+#include "engine/data/token_file.h"
+#include "engine/nn/gpt2.h"
+#include "engine/nn/vit.h"
+#include "engine/random/random.h"
+#include "engine/store/run_store.h"
+#include "engine/train/safetensors.h"
+#include "engine/train/sample.h"
+#include "engine/train/trainer.h"
+
+namespace tsr::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where a batch comes from: text windows, synthetic images, or synthetic digit-like vectors.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual Result<Batch> next() = 0;
+  virtual std::string state() const = 0;
+  virtual Status restore(const std::string& state) = 0;
+  virtual int64_t itemsPerBatch() const = 0;  // tokens (or samples) a step consumes
+  // Back to the first batch (evaluation reads the same validation batches every time).
+  virtual Status rewind() = 0;
+};
+
+class TextSource : public DataSource {
+ public:
+  explicit TextSource(data::BatchLoader loader) : m_loader(std::move(loader)), m_start(m_loader.state()) {}
+  Result<Batch> next() override {
+    TSR_ASSIGN(data::TokenBatch b, m_loader.next());
+    return Batch{b.inputs, b.targets};
+  }
+  std::string state() const override { return m_loader.state().toJson(); }
+  Status restore(const std::string& s) override {
+    TSR_ASSIGN(data::LoaderState st, data::LoaderState::fromJson(s));
+    return m_loader.restore(st);
+  }
+  int64_t itemsPerBatch() const override { return m_loader.options().batchSize * m_loader.options().seqLen; }
+  Status rewind() override { return m_loader.restore(m_start); }
+
+ private:
+  data::BatchLoader m_loader;
+  data::LoaderState m_start;
+};
+
+class ImageSource : public DataSource {
+ public:
+  explicit ImageSource(data::SyntheticImages images) : m_images(std::move(images)) {}
+  Result<Batch> next() override {
+    TSR_ASSIGN(data::ImageBatch b, m_images.next());
+    return Batch{b.images, b.labels};
+  }
+  std::string state() const override { return std::to_string(m_images.position()); }
+  Status restore(const std::string& s) override {
+    m_images.seek(std::stoll(s));
+    return {};
+  }
+  int64_t itemsPerBatch() const override { return m_images.options().batchSize; }
+  Status rewind() override {
+    m_images.seek(0);
+    return {};
+  }
+
+ private:
+  data::SyntheticImages m_images;
+};
+
+// Learnable synthetic digits for the tutorial MLP: class c is a fixed random prototype plus noise.
+class DigitSource : public DataSource {
+ public:
+  // `start` offsets the draws: a validation source starts far from the training one.
+  DigitSource(int64_t batch, int64_t dim, int64_t classes, uint64_t seed, int64_t start = 0)
+      : m_batch(batch), m_dim(dim), m_classes(classes), m_key(random::key(seed)), m_step(start), m_start(start) {
+    m_prototypes = random::normal(random::foldIn(m_key, 0xC0FFEEu), Shape{classes, dim});
+  }
+  Result<Batch> next() override {
+    return capture([&] {
+      Array k = random::foldIn(m_key, static_cast<uint32_t>(m_step++));
+      Array keys = random::split(k, 2);
+      Array labels = astype(random::bits(reshape(sliceAxis(keys, 0, 0, 1), {2}), Shape{m_batch}) %
+                                Array::scalar(static_cast<double>(m_classes), DType::U32),
+                            DType::I32);
+      Array noise = random::normal(reshape(sliceAxis(keys, 0, 1, 2), {2}), Shape{m_batch, m_dim});
+      return Batch{take(m_prototypes, labels, 0) + noise * 0.5, labels};
+    });
+  }
+  std::string state() const override { return std::to_string(m_step); }
+  Status restore(const std::string& s) override {
+    m_step = std::stoll(s);
+    return {};
+  }
+  int64_t itemsPerBatch() const override { return m_batch; }
+  Status rewind() override {
+    m_step = m_start;
+    return {};
+  }
+
+ private:
+  int64_t m_batch, m_dim, m_classes;
+  Array m_key, m_prototypes;
+  int64_t m_step, m_start;
+};
+
+// Trains (or loads the cached) tokenizer, and tokenizes the corpus into train and validation token files.
+struct TextData {
+  std::optional<data::BpeTokenizer> tokenizer;
+  std::string trainPath, valPath;
+};
+
+Result<TextData> prepareText(const project::Project& p, const std::function<void(const std::string&)>& info) {
+  std::string corpus = p.resolve(p.data.path);
+  std::error_code ec;
+  if (p.data.path.empty()) return makeError("{}: [data] path is required for text data", p.file);
+  if (!fs::exists(corpus, ec)) return makeError("{}: [data] path {} does not exist", p.file, corpus);
+  fs::path cache = fs::path(p.dir) / ".tessera" / "data";
+  fs::create_directories(cache, ec);
+  if (ec) return makeError("cannot create {}: {}", cache.string(), ec.message());
+  // The cache is valid for one corpus (size and mtime) and one tokenizer setting.
+  auto mtime = fs::last_write_time(corpus, ec).time_since_epoch().count();
+  std::string stamp = fmt::format("{} {} {} {} {} {} {}", fs::file_size(corpus, ec), mtime, p.data.tokenizer,
+                                  p.data.vocabSize, p.data.valFraction, p.data.encoderJson, p.data.vocabBpe);
+  std::string stampPath = (cache / "stamp").string();
+  std::string old;
+  if (std::ifstream in(stampPath); in) std::getline(in, old);
+
+  TextData d;
+  d.trainPath = (cache / "train.tok").string();
+  d.valPath = (cache / "val.tok").string();
+  std::string tokDir = (cache / "tokenizer").string();
+  bool fresh = old == stamp && fs::exists(d.trainPath, ec) && fs::exists(d.valPath, ec);
+  if (p.data.tokenizer == "gpt2") {
+    if (p.data.encoderJson.empty() || p.data.vocabBpe.empty())
+      return makeError("{}: [data] tokenizer = 'gpt2' needs encoder_json and vocab_bpe", p.file);
+    TSR_ASSIGN(d.tokenizer, data::BpeTokenizer::load(p.resolve(p.data.encoderJson), p.resolve(p.data.vocabBpe)));
+  } else if (fresh) {
+    TSR_ASSIGN(d.tokenizer, data::BpeTokenizer::loadDirectory(tokDir));
+  } else {
+    info(fmt::format("training a {}-token BPE tokenizer on {}", p.data.vocabSize, corpus));
+    data::BpeTrainer trainer = std::move(data::BpeTrainer::create({p.data.vocabSize, 2, {std::string(data::kEndOfText)}})).value();
+    TSR_TRY(trainer.addFile(corpus));
+    TSR_ASSIGN(d.tokenizer, trainer.train());
+    fs::create_directories(tokDir, ec);
+    TSR_TRY(d.tokenizer->saveDirectory(tokDir));
+  }
+  if (fresh) return d;
+
+  info(fmt::format("tokenizing {}", corpus));
+  std::ifstream in(corpus, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<data::TokenId> ids = d.tokenizer->encode(ss.str(), data::SpecialTokens::Allowed);
+  auto nVal = static_cast<size_t>(static_cast<double>(ids.size()) * p.data.valFraction);
+  auto vocab = static_cast<uint32_t>(d.tokenizer->vocabSize());
+  std::span<const uint32_t> all(ids);
+  TSR_TRY(data::writeTokenFile(d.trainPath, all.subspan(0, ids.size() - nVal), vocab));
+  TSR_TRY(data::writeTokenFile(d.valPath, all.subspan(ids.size() - nVal), vocab));
+  TSR_TRY(writeFileAtomic(stampPath, stamp + "\n"));
+  info(fmt::format("{} tokens: {} for training, {} for validation (vocabulary {})", ids.size(), ids.size() - nVal,
+                   nVal, vocab));
+  return d;
+}
+
+std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params) {
+  const auto& t = p.train;
+  return {{"model.family", p.model.family},
+          {"model.params", std::to_string(params)},
+          {"train.steps", std::to_string(t.steps)},
+          {"train.batch_size", std::to_string(t.batchSize)},
+          {"train.seq_len", std::to_string(t.seqLen)},
+          {"train.optimizer", t.optimizer},
+          {"train.lr", fmt::format("{}", t.lr)},
+          {"train.warmup_steps", std::to_string(t.warmupSteps)},
+          {"train.weight_decay", fmt::format("{}", t.weightDecay)},
+          {"train.grad_clip", fmt::format("{}", t.gradClip)},
+          {"train.seed", std::to_string(t.seed)}};
+}
+
+optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr) {
+  optim::GradientTransformation opt;
+  if (t.optimizer == "sgd") opt = optim::sgd(lr, t.momentum);
+  else if (t.optimizer == "adam") opt = optim::adam(lr, t.beta1, t.beta2);
+  else opt = optim::adamw(lr, t.beta1, t.beta2, 1e-8, t.weightDecay);
+  if (t.gradClip > 0) return optim::chain({optim::clipByGlobalNorm(t.gradClip), opt});
+  return opt;
+}
+
+// Checkpoint: params and optimizer state in one safetensors file, the step and data position as metadata.
+Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data, int64_t runId) {
+  SafetensorsFile f;
+  s.params.visit([&](const std::string& path, const Array& a) { f.tensors["params." + path] = a; });
+  s.optState.visit([&](const std::string& path, const Array& a) { f.tensors["opt." + path] = a; });
+  f.metadata = {{"step", std::to_string(s.step)}, {"data", data.state()}, {"run", std::to_string(runId)}};
+  return writeSafetensors(path, f);
+}
+
+}  // namespace
+
+Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
+                               const std::function<void(const RunEvent&)>& onEvent) {
+  auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };
+  const auto& t = p.train;
+  int64_t steps = options.steps >= 0 ? options.steps : t.steps;
+
+  // Data and model.
+  std::unique_ptr<DataSource> trainData, valData;
+  std::optional<data::BpeTokenizer> tokenizer;
+  TrainLossFn loss;
+  Tree params;
+  int64_t numParams = 0;
+  double flopsPerItem = 0;
+  Array initKey = random::key(t.seed);
+  if (p.model.family == "gpt2") {
+    if (p.data.kind != "text") return makeError("{}: gpt2 needs [data] kind = 'text'", p.file);
+    TSR_ASSIGN(TextData td, prepareText(p, info));
+    nn::Gpt2Config cfg = p.model.gpt2;
+    cfg.vocabSize = td.tokenizer->vocabSize();
+    data::LoaderOptions lo{t.batchSize, t.seqLen, t.shuffle, t.seed, 4, 0, 1};
+    auto train = data::BatchLoader::open(td.trainPath, lo);
+    if (!train.ok()) return Error{"training data: " + train.error().message};
+    lo.shuffle = false;
+    lo.prefetch = 0;
+    auto val = data::BatchLoader::open(td.valPath, lo);
+    if (val.ok()) valData = std::make_unique<TextSource>(std::move(val).value());
+    else info("no validation batches (" + val.error().message + "); evaluation is skipped");
+    trainData = std::make_unique<TextSource>(std::move(train).value());
+    auto model = std::make_shared<nn::Gpt2>(cfg);
+    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
+    numParams = model->numParams();
+    flopsPerItem = model->trainFlopsPerToken(t.seqLen);
+    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
+    };
+    tokenizer = std::move(*td.tokenizer);
+  } else if (p.model.family == "vit") {
+    const nn::VitConfig& cfg = p.model.vit;
+    data::SyntheticImageOptions io;
+    io.batchSize = t.batchSize;
+    io.height = io.width = cfg.imageSize;
+    io.channels = cfg.channels;
+    io.numClasses = cfg.numClasses;
+    io.layout = data::ImageLayout::NCHW;
+    io.seed = t.seed;
+    TSR_ASSIGN(data::SyntheticImages images, data::SyntheticImages::create(io));
+    trainData = std::make_unique<ImageSource>(std::move(images));
+    auto model = std::make_shared<nn::Vit>(cfg);
+    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
+    numParams = model->numParams();
+    flopsPerItem = 6.0 * static_cast<double>(numParams) * static_cast<double>(cfg.numPatches() + 1);
+    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
+    };
+  } else {
+    const nn::MlpConfig& cfg = p.model.mlp;
+    trainData = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed);
+    valData = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, 1'000'000'000);
+    auto model = std::make_shared<nn::Mlp>(cfg);
+    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
+    numParams = model->numParams();
+    flopsPerItem = 6.0 * static_cast<double>(numParams);
+    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
+    };
+  }
+  info(fmt::format("{}: {} with {} parameters", p.name, p.model.family, numParams));
+
+  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(steps, 1), t.minLr);
+  Trainer trainer(loss, makeOptimizer(t, lr), lr, t.seed);
+  TrainState state = trainer.init(std::move(params));
+
+  // The run store and the checkpoint.
+  std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(storePath));
+  fs::path ckptDir = fs::path(p.dir) / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(ckptDir, ec);
+  std::string ckptPath = (ckptDir / "latest.safetensors").string();
+  int64_t runId = 0;
+  if (options.resume) {
+    TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
+    SafetensorsFile paramsPart, optPart;
+    for (auto& [name, a] : ck.tensors) {
+      if (name.rfind("params.", 0) == 0) paramsPart.tensors[name.substr(7)] = a;
+      else if (name.rfind("opt.", 0) == 0) optPart.tensors[name.substr(4)] = a;
+    }
+    TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
+    TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
+    state.step = std::stoll(ck.metadata["step"]);
+    runId = std::stoll(ck.metadata["run"]);
+    TSR_TRY(trainData->restore(ck.metadata["data"]));
+    info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
+  } else {
+    TSR_ASSIGN(runId, db.createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
+    TSR_TRY(db.setParams(runId, hyperparameters(p, numParams)));
+  }
+
+  RunSummary summary;
+  summary.runId = runId;
+  summary.storePath = storePath;
+  summary.checkpointPath = ckptPath;
+  auto evaluate = [&]() -> Result<double> {
+    if (!valData) return 0.0;
+    double total = 0;
+    TSR_TRY(valData->rewind());
+    for (int64_t i = 0; i < t.evalSteps; ++i) {
+      TSR_ASSIGN(Batch b, valData->next());
+      TSR_ASSIGN(double l, trainer.evalLoss(state, b));
+      total += l;
+    }
+    return total / static_cast<double>(t.evalSteps);
+  };
+
+  auto runStart = std::chrono::steady_clock::now();
+  int64_t itemsDone = 0;
+  bool stopped = false;
+  Status failure;
+  while (state.step < steps) {
+    if ((options.stop && options.stop->load()) || (options.stopAtStep >= 0 && state.step >= options.stopAtStep)) {
+      stopped = true;
+      break;
+    }
+    auto batch = trainData->next();
+    if (!batch.ok()) { failure = batch.takeError(); break; }
+    auto m = trainer.step(state, *batch);
+    if (!m.ok()) { failure = m.takeError(); break; }
+    itemsDone += trainData->itemsPerBatch();
+    double perSec = trainData->itemsPerBatch() / m->seconds;
+    double mfu = flopsPerItem * perSec / options.peakFlops;
+    if (state.step == 1) summary.firstLoss = m->loss;
+    summary.lastLoss = m->loss;
+    if (state.step % t.logEvery == 0 || state.step == steps) {
+      std::vector<std::pair<std::string, double>> values = {
+          {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
+          {p.model.family == "gpt2" ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
+      TSR_TRY(db.logMetrics(runId, state.step, values));
+      onEvent(RunEvent{RunEvent::Kind::Step, state.step,
+                       fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}%",
+                                   state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
+                                   p.model.family == "gpt2" ? "tok" : "samples", mfu * 100)});
+    }
+    if (!std::isfinite(m->loss)) {
+      failure = makeError("the loss became {} at step {}; run with TESSERA_DEBUG_NANS=1 to find the op", m->loss, state.step);
+      break;
+    }
+    if (t.evalEvery > 0 && state.step % t.evalEvery == 0 && valData) {
+      TSR_ASSIGN(double vl, evaluate());
+      summary.lastValLoss = vl;
+      TSR_TRY(db.logMetrics(runId, state.step, {{"val_loss", vl}}));
+      onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
+    }
+    if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {
+      TSR_TRY(saveCheckpoint(ckptPath, state, *trainData, runId));
+      onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
+    }
+  }
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+  summary.steps = state.step;
+  summary.tokensPerSecond = elapsed > 0 ? static_cast<double>(itemsDone) / elapsed : 0;
+
+  // Whatever happened, keep the work done so far.
+  Status saved = saveCheckpoint(ckptPath, state, *trainData, runId);
+  if (saved.ok()) onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
+  if (!failure.ok()) {
+    (void)db.finishRun(runId, store::RunStatus::Failed, failure.error().message);
+    return failure.takeError();
+  }
+  TSR_TRY(saved);
+  if (stopped) {
+    TSR_TRY(db.finishRun(runId, store::RunStatus::Killed, fmt::format("stopped at step {}", state.step)));
+    onEvent(RunEvent{RunEvent::Kind::Done, state.step, fmt::format("stopped at step {}; resume with --resume", state.step)});
+    return summary;
+  }
+  if (tokenizer && options.sampleTokens > 0) {
+    auto text = sampleText(p.model.gpt2.blockSize < t.seqLen ? p.model.gpt2.blockSize : t.seqLen,
+                           [&](const Array& tokens) {
+                             nn::Gpt2Config cfg = p.model.gpt2;
+                             cfg.vocabSize = tokenizer->vocabSize();
+                             nn::Context ctx;
+                             return nn::Gpt2(cfg).apply(state.params, tokens, ctx);
+                           },
+                           *tokenizer, "\n", options.sampleTokens, 0.8, 40, t.seed);
+    if (text.ok()) {
+      TSR_TRY(db.putArtifact(runId, {"sample.txt", "text", *text}));
+      onEvent(RunEvent{RunEvent::Kind::Sample, state.step, *text});
+    }
+  }
+  TSR_TRY(db.finishRun(runId, store::RunStatus::Finished));
+  onEvent(RunEvent{RunEvent::Kind::Done, state.step,
+                   fmt::format("run {} finished: {} steps, loss {:.4f} -> {:.4f}, metrics in {}", runId, state.step,
+                               summary.firstLoss, summary.lastLoss, storePath)});
+  return summary;
+}
+
+}  // namespace tsr::train

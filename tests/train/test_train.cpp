@@ -1,0 +1,189 @@
+// Training: safetensors round trips and atomic writes; a run whose loss falls; a resumed run that ends with the
+// same parameters, bit for bit, as an uninterrupted one; metrics in the run store.
+#include <QtTest>
+
+#include <QTemporaryDir>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/project/project.h"
+#include "engine/store/run_store.h"
+#include "engine/train/run.h"
+#include "engine/train/safetensors.h"
+
+using namespace tsr;
+
+namespace {
+
+const char* kMlpProject = R"(
+[model]
+family = "mlp"
+sizes = [16, 32, 4]
+[data]
+kind = "synthetic-digits"
+[train]
+steps = 12
+batch_size = 8
+optimizer = "adamw"
+lr = 1e-2
+warmup_steps = 2
+eval_every = 6
+log_every = 1
+seed = 3
+)";
+
+Result<project::Project> writeProject(const QString& dir, const std::string& toml) {
+  std::ofstream(dir.toStdString() + "/project.toml") << toml;
+  return project::loadProject(dir.toStdString());
+}
+
+std::vector<uint8_t> bytesOf(const Array& a) {
+  const auto* p = static_cast<const uint8_t*>(a.buffer()->data());
+  return std::vector<uint8_t>(p, p + a.aval().bytes());
+}
+
+}  // namespace
+
+class TestTrain : public QObject {
+  Q_OBJECT
+ private slots:
+  void safetensorsRoundTrip() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("t.safetensors").toStdString();
+    train::SafetensorsFile f;
+    f.tensors["a.weight"] = Array::fromVector({1.5, -2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
+    f.tensors["b"] = Array::fromVector({1, 2, 3}, Shape{3}, DType::BF16);
+    f.tensors["c"] = Array::fromVector(std::vector<int32_t>{7}, Shape{});
+    f.metadata["step"] = "42";
+    QVERIFY(train::writeSafetensors(path, f).ok());
+    // The layout by hand: 8-byte little-endian header length, then JSON starting with '{'.
+    std::ifstream in(path, std::ios::binary);
+    unsigned char len[8];
+    in.read(reinterpret_cast<char*>(len), 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    QCOMPARE(n % 8, uint64_t(0));
+    QCOMPARE(static_cast<char>(in.get()), '{');
+    QCOMPARE(std::filesystem::file_size(path), 8 + n + 24 + 6 + 4);
+
+    auto back = train::readSafetensors(path);
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+    QCOMPARE(back->metadata["step"], std::string("42"));
+    QCOMPARE(back->tensors["a.weight"].toDoubles(), (std::vector<double>{1.5, -2, 3, 4, 5, 6}));
+    QCOMPARE(back->tensors["b"].dtype(), DType::BF16);
+    QCOMPARE(back->tensors["c"].shape(), Shape{});
+    // No temporary files are left behind.
+    int files = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir.path().toStdString())) files += e.is_regular_file();
+    QCOMPARE(files, 1);
+  }
+
+  void safetensorsBadFilesAreErrors() {
+    QTemporaryDir dir;
+    auto write = [&](const std::string& name, const std::string& bytes) {
+      std::string p = dir.filePath(QString::fromStdString(name)).toStdString();
+      std::ofstream(p, std::ios::binary) << bytes;
+      return p;
+    };
+    QVERIFY(!train::readSafetensors(write("short", "abc")).ok());
+    std::string hdr = R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})";
+    std::string lenBytes(8, '\0');
+    lenBytes[0] = static_cast<char>(hdr.size());
+    auto truncated = train::readSafetensors(write("trunc", lenBytes + hdr + std::string(8, '\0')));
+    QVERIFY(!truncated.ok());
+    QVERIFY2(truncated.error().message.find("'x'") != std::string::npos, truncated.error().message.c_str());
+    std::string bad = R"({"x": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 1]}})";
+    lenBytes[0] = static_cast<char>(bad.size());
+    QVERIFY(!train::readSafetensors(write("dtype", lenBytes + bad + "z")).ok());
+    QVERIFY(!train::readSafetensors(dir.filePath("absent").toStdString()).ok());
+    QVERIFY(!train::writeSafetensors("/nonexistent/dir/x.safetensors", {}).ok());
+  }
+
+  void lossFallsAndMetricsAreStored() {
+    QTemporaryDir dir;
+    auto p = writeProject(dir.path(), kMlpProject);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    std::vector<std::string> lines;
+    auto s = train::runTraining(*p, {}, [&](const train::RunEvent& e) { lines.push_back(e.text); });
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QCOMPARE(s->steps, int64_t(12));
+    QVERIFY2(s->lastLoss < s->firstLoss * 0.7, qPrintable(QString("%1 -> %2").arg(s->firstLoss).arg(s->lastLoss)));
+    auto db = store::RunStore::open(s->storePath);
+    QVERIFY(db.ok());
+    auto loss = db->metrics(s->runId, "loss");
+    QCOMPARE(loss->size(), size_t(12));
+    QCOMPARE(db->metrics(s->runId, "val_loss")->size(), size_t(2));
+    QCOMPARE(db->run(s->runId)->status, store::RunStatus::Finished);
+    QVERIFY(db->params(s->runId)->count("train.lr"));
+  }
+
+  void resumeMatchesAnUninterruptedRun() {
+    QTemporaryDir a, b;
+    auto pa = writeProject(a.path(), kMlpProject);
+    auto pb = writeProject(b.path(), kMlpProject);
+    QVERIFY(pa.ok() && pb.ok());
+    auto quiet = [](const train::RunEvent&) {};
+    QVERIFY(train::runTraining(*pa, {}, quiet).ok());
+
+    train::RunOptions half;
+    half.stopAtStep = 5;
+    auto first = train::runTraining(*pb, half, quiet);
+    QVERIFY(first.ok());
+    train::RunOptions rest;
+    rest.resume = true;
+    auto second = train::runTraining(*pb, rest, quiet);
+    QVERIFY2(second.ok(), second.ok() ? "" : second.error().message.c_str());
+    QCOMPARE(second->runId, first->runId);  // the same run continues
+
+    auto ca = train::readSafetensors(a.filePath("checkpoints/latest.safetensors").toStdString());
+    auto cb = train::readSafetensors(b.filePath("checkpoints/latest.safetensors").toStdString());
+    QVERIFY(ca.ok() && cb.ok());
+    QCOMPARE(ca->metadata["step"], std::string("12"));
+    QCOMPARE(cb->metadata["step"], std::string("12"));
+    QCOMPARE(ca->tensors.size(), cb->tensors.size());
+    for (const auto& [name, t] : ca->tensors) QVERIFY2(bytesOf(t) == bytesOf(cb->tensors[name]), name.c_str());
+    auto db = store::RunStore::open(second->storePath);
+    QCOMPARE(db->metrics(second->runId, "loss")->size(), size_t(12));
+  }
+
+  void gpt2OnTextTrainsItsTokenizerAndSamples() {
+    QTemporaryDir dir;
+    std::filesystem::create_directories(dir.filePath("data").toStdString());
+    std::ofstream corpus(dir.filePath("data/corpus.txt").toStdString());
+    for (int i = 0; i < 200; ++i) corpus << "the quick brown fox jumps over the lazy dog " << i % 7 << ".\n";
+    corpus.close();
+    auto p = writeProject(dir.path(), R"(
+[model]
+family = "gpt2"
+block_size = 16
+n_layer = 1
+n_head = 2
+n_embd = 16
+[data]
+kind = "text"
+path = "data/corpus.txt"
+vocab_size = 300
+[train]
+steps = 30
+batch_size = 4
+seq_len = 16
+lr = 1e-2
+warmup_steps = 3
+eval_every = 15
+log_every = 5
+)");
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    std::string sample;
+    auto s = train::runTraining(*p, {}, [&](const train::RunEvent& e) {
+      if (e.kind == train::RunEvent::Kind::Sample) sample = e.text;
+    });
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QVERIFY2(s->lastLoss < s->firstLoss * 0.6, qPrintable(QString("%1 -> %2").arg(s->firstLoss).arg(s->lastLoss)));
+    QVERIFY(!sample.empty());
+    QVERIFY(std::filesystem::exists(dir.filePath(".tessera/data/tokenizer/vocab.bpe").toStdString()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTrain)
+#include "test_train.moc"
