@@ -7,7 +7,6 @@ scripts/build.sh
 BUILD_DIR=${TESSERA_BUILD_DIR:-build}
 TESSERA="$BUILD_DIR/app/cli/tessera"
 "$TESSERA" --version
-echo "== the ops and their rules =="
-"$TESSERA" ops | tail -n 5
-echo "== IR of the MLP 784-1024-1024-1024-10 forward pass, batch 8 =="
-"$TESSERA" ir --example mlp --batch 8
+# There is no IDE build yet: on every machine the main job is a headless training run.
+echo "== training sample_projects/gpt2-tiny (metrics in sample_projects/gpt2-tiny/runs.db) =="
+"$TESSERA" train sample_projects/gpt2-tiny "$@"

@@ -1,6 +1,7 @@
 #include "app/cli/examples.h"
 
 #include "engine/transform/api.h"
+#include "engine/transform/control_flow.h"
 
 namespace tsr::cli {
 
@@ -32,14 +33,58 @@ TreeOf<Aval> mlpAvals(int64_t batch) {
                              {"params", TreeOf<Aval>::dict({{"layers", TreeOf<Aval>::list(std::move(layers))}})}});
 }
 
+// Twelve identical 256-wide Dense + ReLU layers, the stack a transformer's blocks are: written out layer by layer
+// (mlp12: 12 copies in the IR) and as a scan over the stacked weights (mlp12-scan: one body, whatever the depth).
+constexpr int64_t kDeepLayers = 12;
+constexpr int64_t kDeepWidth = 256;
+
+// params: layers.i.{kernel [256, 256], bias [256]}; x: [B, 256] -> [B, 256].
+Tree mlp12Forward(const Tree& args) {
+  const Tree& layers = *args.find("params")->find("layers");
+  Array h = args.find("x")->leaf();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ModuleScope scope("layers." + std::to_string(i));
+    h = relu(matmul(h, layers.child(i).find("kernel")->leaf()) + layers.child(i).find("bias")->leaf());
+  }
+  return Tree(h);
+}
+
+// params: layers.{kernel [12, 256, 256], bias [12, 256]}, scanned over their leading dim; x: [B, 256] -> [B, 256].
+Tree mlp12ScanForward(const Tree& args) {
+  ModuleScope scope("layers");
+  auto layer = [](const Tree& h, const Tree& p) {
+    Array y = relu(matmul(h.leaf(), p.find("kernel")->leaf()) + p.find("bias")->leaf());
+    return std::make_pair(Tree(y), Tree());
+  };
+  return scan(layer, *args.find("x"), *args.find("params")->find("layers")).first;
+}
+
+TreeOf<Aval> mlp12Avals(int64_t batch, bool stacked) {
+  const Aval x{Shape{batch, kDeepWidth}, DType::F32};
+  TreeOf<Aval> layers;
+  if (stacked) {
+    layers = TreeOf<Aval>::dict({{"kernel", Aval{Shape{kDeepLayers, kDeepWidth, kDeepWidth}, DType::F32}},
+                                 {"bias", Aval{Shape{kDeepLayers, kDeepWidth}, DType::F32}}});
+  } else {
+    std::vector<TreeOf<Aval>> items;
+    for (int64_t i = 0; i < kDeepLayers; ++i)
+      items.push_back(TreeOf<Aval>::dict({{"kernel", Aval{Shape{kDeepWidth, kDeepWidth}, DType::F32}},
+                                          {"bias", Aval{Shape{kDeepWidth}, DType::F32}}}));
+    layers = TreeOf<Aval>::list(std::move(items));
+  }
+  return TreeOf<Aval>::dict({{"x", x}, {"params", TreeOf<Aval>::dict({{"layers", std::move(layers)}})}});
+}
+
 }  // namespace
 
-std::vector<std::string> exampleNames() { return {"mlp"}; }
+std::vector<std::string> exampleNames() { return {"mlp", "mlp12", "mlp12-scan"}; }
 
 Result<ClosedGraph> traceExample(const std::string& name, int64_t batch) {
   if (batch <= 0) return makeError("batch size must be positive, got {}", batch);
   if (name == "mlp") return makeGraph(mlpForward, mlpAvals(batch), "mlp");
-  return makeError("unknown example '{}' (known: mlp)", name);
+  if (name == "mlp12") return makeGraph(mlp12Forward, mlp12Avals(batch, false), "mlp12");
+  if (name == "mlp12-scan") return makeGraph(mlp12ScanForward, mlp12Avals(batch, true), "mlp12_scan");
+  return makeError("unknown example '{}' (known: mlp, mlp12, mlp12-scan)", name);
 }
 
 }  // namespace tsr::cli

@@ -8,7 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/compile_command.h"
 #include "app/cli/examples.h"
+#include "app/cli/train_command.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
 #include "engine/version.h"
@@ -59,6 +61,34 @@ int cmdOps(bool json) {
   return 0;
 }
 
+// Nodes of a graph and of the graphs nested in it (scan bodies, cond branches), and how many are dot_general.
+struct NodeCounts {
+  int total = 0;
+  int nested = 0;
+  int dots = 0;
+};
+
+void countNodes(const ir::Graph& g, bool nested, NodeCounts& c) {
+  for (const ir::Node& n : g.nodes()) {
+    ++c.total;
+    c.nested += nested;
+    c.dots += n.op == ir::OpCode::DotGeneral;
+    for (const ir::GraphPtr& body : ir::nestedGraphs(n.attrs))
+      if (body) countNodes(*body, true, c);
+  }
+}
+
+// The IR text, then a comment line with the node counts (the parser skips comments, so the output stays
+// parseable, and re-printing a parsed file gives the same line).
+void printIr(const ir::Graph& g, const ir::OpRegistry& reg) {
+  NodeCounts c;
+  countNodes(g, false, c);
+  std::cout << ir::print(g, reg);
+  std::cout << fmt::format("// {} dot_general, {} nodes", c.dots, c.total);
+  if (c.nested) std::cout << fmt::format(" ({} of them in nested graphs)", c.nested);
+  std::cout << "\n";
+}
+
 int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
   const auto& reg = ops::registry();
   if (!file.empty()) {
@@ -74,7 +104,7 @@ int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
       std::cerr << file << ":" << g.error().message << "\n";
       return 1;
     }
-    std::cout << ir::print(*g, reg);
+    printIr(*g, reg);
     return 0;
   }
   auto cg = cli::traceExample(example, batch);
@@ -82,7 +112,7 @@ int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
     std::cerr << "tessera ir: " << cg.error().message << "\n";
     return 1;
   }
-  std::cout << ir::print(cg->graph, reg);
+  printIr(cg->graph, reg);
   return 0;
 }
 
@@ -100,12 +130,18 @@ int main(int argc, char** argv) {
   auto* ir = app.add_subcommand("ir", "Print the IR of an example's forward pass, or parse and check an IR file");
   std::string example = "mlp", file;
   int64_t batch = 8;
-  ir->add_option("--example", example, "Example: mlp")->capture_default_str();
+  ir->add_option("--example", example, "Example: mlp, mlp12 (12 identical layers), mlp12-scan (the same as a scan)")
+      ->capture_default_str();
   ir->add_option("--batch", batch, "Batch size")->capture_default_str();
   ir->add_option("--parse", file, "Parse, verify and re-print an IR text file");
+
+  auto compile = tsr::cli::addCompileCommand(app);
+  auto train = tsr::cli::addTrainCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
+  for (const auto& command : {compile, train})
+    if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

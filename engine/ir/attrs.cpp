@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "engine/ir/graph.h"
+
 namespace tsr::ir {
 
 bool Literal::operator==(const Literal& o) const {
@@ -44,11 +46,21 @@ Literal Literal::fromBytes(Aval aval, const void* src) {
   return l;
 }
 
+bool ScanAttrs::operator==(const ScanAttrs& o) const {
+  return length == o.length && numConsts == o.numConsts && numCarry == o.numCarry && reverse == o.reverse &&
+         sameGraph(body, o.body);
+}
+
+bool CondAttrs::operator==(const CondAttrs& o) const {
+  return sameGraph(trueBranch, o.trueBranch) && sameGraph(falseBranch, o.falseBranch);
+}
+
 namespace {
 const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "BroadcastInDimAttrs", "ReshapeAttrs",
                                    "TransposeAttrs", "SliceAttrs",       "DynamicSliceAttrs",   "ConcatenateAttrs",
                                    "PadAttrs",       "IotaAttrs",        "RevAttrs",            "ReduceAttrs",
-                                   "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs"};
+                                   "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
+                                   "ScanAttrs",      "CondAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

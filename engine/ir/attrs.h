@@ -1,6 +1,7 @@
 #pragma once
-// Typed op attributes. Each struct lists its fields once in fields(), which the printer, the parser,
-// equality and hashing all walk, so print -> parse -> print is exact for every op by construction.
+// Typed op attributes. Each struct lists its fields once in fields(), which the printer, the parser and the
+// verifier all walk, so print -> parse -> print is exact for every op by construction. Field types: int64_t,
+// bool, Ints, DType, Literal and GraphPtr (a nested region, printed as a function of its own).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,8 @@
 #include "engine/core/shape.h"
 
 namespace tsr::ir {
+
+class Graph;  // graph.h; control-flow attrs hold their bodies as nested graphs
 
 using Ints = std::vector<int64_t>;
 
@@ -127,9 +130,41 @@ struct ConstantAttrs {
   bool operator==(const ConstantAttrs&) const = default;
 };
 
+// A nested graph (a region): closed, its values numbered within it; it sees no value of the enclosing graph.
+// Equality compares structure (ops, attrs, avals, wiring, provenance), not value ids or pointers.
+using GraphPtr = std::shared_ptr<const Graph>;
+bool sameGraph(const GraphPtr& a, const GraphPtr& b);
+
+// scan: operands consts..., carries..., xs... (each x: [length, ...]); results: final carries..., ys...
+// (each y: [length, ...]). The body maps (consts..., carries..., x slices...) -> (new carries..., y slices...)
+// and runs `length` times, over steps length-1 .. 0 when reverse; ys[t] always holds step t's output.
+struct ScanAttrs {
+  int64_t length = 0;
+  int64_t numConsts = 0;
+  int64_t numCarry = 0;
+  bool reverse = false;
+  GraphPtr body;
+  template <class V> void fields(V& v) {
+    v("length", length);
+    v("num_consts", numConsts);
+    v("num_carry", numCarry);
+    v("reverse", reverse);
+    v("body", body);
+  }
+  bool operator==(const ScanAttrs& o) const;
+};
+// cond: operands pred (a scalar bool or integer; nonzero is true), then the branch operands. Both branches take
+// the branch operands and return the same avals, which are the results.
+struct CondAttrs {
+  GraphPtr trueBranch;
+  GraphPtr falseBranch;
+  template <class V> void fields(V& v) { v("true_branch", trueBranch); v("false_branch", falseBranch); }
+  bool operator==(const CondAttrs& o) const;
+};
+
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
-                           ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs>;
+                           ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

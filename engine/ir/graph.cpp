@@ -55,6 +55,72 @@ Result<std::vector<ValueId>> Graph::addNode(const OpRegistry& reg, OpCode op, st
   return addNodeWithAvals(op, std::move(operands), std::move(attrs), std::move(avals).value(), std::move(prov));
 }
 
+namespace {
+
+// Collects the GraphPtr fields of an attrs struct.
+struct NestedCollector {
+  std::vector<GraphPtr> graphs;
+  void operator()(std::string_view, const GraphPtr& g) { graphs.push_back(g); }
+  template <class T>
+  void operator()(std::string_view, const T&) {}
+};
+
+// Value id -> its number in definition order (inputs, then node results), as the printer numbers values.
+std::vector<int64_t> canonicalNumbers(const Graph& g) {
+  std::vector<int64_t> num(static_cast<size_t>(g.numValues()), -1);
+  int64_t next = 0;
+  auto assign = [&](ValueId v) {
+    if (v >= 0 && v < g.numValues() && num[static_cast<size_t>(v)] < 0) num[static_cast<size_t>(v)] = next++;
+  };
+  for (ValueId v : g.inputs()) assign(v);
+  for (const Node& n : g.nodes())
+    for (ValueId v : n.results) assign(v);
+  return num;
+}
+
+bool sameGraphs(const Graph& a, const Graph& b) {
+  if (a.name != b.name || a.inputs().size() != b.inputs().size() || a.nodes().size() != b.nodes().size() ||
+      a.outputs().size() != b.outputs().size())
+    return false;
+  auto na = canonicalNumbers(a), nb = canonicalNumbers(b);
+  auto aval = [](const Graph& g, ValueId v) { return v >= 0 && v < g.numValues() ? g.aval(v) : Aval{}; };
+  // Same canonical number, or both undefined with the same raw id (a malformed graph compares as itself).
+  auto same = [&](ValueId x, ValueId y) {
+    int64_t cx = x >= 0 && x < a.numValues() ? na[static_cast<size_t>(x)] : -1;
+    int64_t cy = y >= 0 && y < b.numValues() ? nb[static_cast<size_t>(y)] : -1;
+    return cx == cy && (cx >= 0 || x == y);
+  };
+  auto sameList = [&](const std::vector<ValueId>& x, const std::vector<ValueId>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!same(x[i], y[i]) || !(aval(a, x[i]) == aval(b, y[i]))) return false;
+    return true;
+  };
+  if (!sameList(a.inputs(), b.inputs()) || !sameList(a.outputs(), b.outputs())) return false;
+  for (size_t i = 0; i < a.nodes().size(); ++i) {
+    const Node &x = a.nodes()[i], &y = b.nodes()[i];
+    if (x.op != y.op || !(x.prov == y.prov) || !sameList(x.operands, y.operands) || !sameList(x.results, y.results) ||
+        !(x.attrs == y.attrs))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool sameGraph(const GraphPtr& a, const GraphPtr& b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  return sameGraphs(*a, *b);
+}
+
+std::vector<GraphPtr> nestedGraphs(const Attrs& attrs) {
+  NestedCollector c;
+  Attrs copy = attrs;  // fields() is not const; the copy shares the graphs
+  std::visit([&](auto& a) { a.fields(c); }, copy);
+  return std::move(c.graphs);
+}
+
 int Graph::count(OpCode op) const {
   int n = 0;
   for (const auto& node : m_nodes) n += node.op == op;

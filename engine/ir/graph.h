@@ -72,8 +72,12 @@ class Graph {
   std::vector<ValueId> m_outputs;
 };
 
+// The nested graphs (regions) an op's attrs hold, in field order: a scan's body, a cond's two branches.
+std::vector<GraphPtr> nestedGraphs(const Attrs& attrs);
+
 // Checks structure (ids in range, defined before use, each value defined once), op arity, attribute kind,
-// and that each node's result avals equal what its infer rule gives. The message names the node.
+// and that each node's result avals equal what its infer rule gives; recurses into nested graphs (a scan's
+// body, a cond's branches). The message names the node, and for a nested graph the path to it.
 Status verify(const Graph& g, const OpRegistry& reg);
 
 // Text form (jaxpr-like); print -> parse -> print is identical.

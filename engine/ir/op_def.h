@@ -96,7 +96,7 @@ struct OpDef {
   std::string family;           // "elementwise", "layout", "reduction", ...
   int numOperands = 1;          // -1: variadic (at least minOperands)
   int minOperands = 0;
-  int numResults = 1;
+  int numResults = 1;           // -1: as many as the infer rule gives (scan, cond)
   size_t attrsIndex = 0;        // the Attrs alternative this op takes
   FusionKind fusion = FusionKind::Opaque;
   bool differentiable = true;   // false: comparisons, integer ops, random bits

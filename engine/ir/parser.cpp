@@ -1,10 +1,12 @@
 // Recursive-descent parser for the IR text form (see printer.cpp). Every error names its line:column;
-// the grammar has no nesting, so no input can recurse deeply, and the lexer always makes progress.
+// the only nesting is a region (a nested function) inside an attribute, limited to kMaxRegionDepth levels, so
+// no input can recurse deeply, and the lexer always makes progress.
 //   function  := 'func' '@' name '(' [param {',' param}] ')' '->' '(' [type {',' type}] ')' '{' {stmt} return '}'
 //   param     := %name ':' type
 //   stmt      := [%name {',' %name} '='] op '(' [%name {',' %name}] ')' [attrs] [':' type {',' type}] [loc]
 //   attrs     := '{' key '=' value {',' key '=' value} '}'     (keys exactly the attrs struct's fields, in order)
 //   value     := int | '[' [int {',' int}] ']' | dtype | 'dense' '<' type '>' ('[' elements ']' | 'hex' string)
+//              | '{' function '}'                             (a region: its value names are its own)
 //   loc       := 'loc' '(' string [',' string ':' int] ')'
 //   return    := 'return' [%name {',' %name}]
 #include <algorithm>
@@ -49,6 +51,9 @@ Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in
 
 std::string plural(size_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
+// Regions nest at most this deep (a scan in a scan in ...), so hostile input cannot exhaust the stack.
+constexpr int kMaxRegionDepth = 32;
+
 class AttrParser;
 
 class Parser {
@@ -56,8 +61,8 @@ class Parser {
   Parser(std::string_view text, const OpRegistry& reg) : m_lex(text), m_reg(reg) { bump(); }
 
   Result<Graph> run() {
-    TSR_TRY(parseHeader());
-    TSR_TRY(parseBody());
+    TSR_TRY(parseFunction());
+    if (!is(TokenKind::End)) return errorAt(m_tok, fmt::format("unexpected {} after the function", describe(m_tok)));
     TSR_TRY(verify(m_graph, m_reg));
     return std::move(m_graph);
   }
@@ -281,14 +286,35 @@ class Parser {
     return expect(TokenKind::LBrace);
   }
 
-  Status parseBody() {
+  // One function into m_graph: header, statements, return, closing brace.
+  Status parseFunction() {
+    TSR_TRY(parseHeader());
     while (!isWord("return")) {
       if (is(TokenKind::RBrace) || is(TokenKind::End)) return unexpected("'return'");
       TSR_TRY(parseStatement());
     }
     TSR_TRY(parseReturn());
+    return expect(TokenKind::RBrace);
+  }
+
+  // "{ func @body(...) -> (...) { ... } }": a function of its own, parsed with fresh value names (a region sees
+  // no value of the enclosing function) and then handed back whole.
+  Status parseRegion(GraphPtr& out) {
+    if (m_depth >= kMaxRegionDepth)
+      return errorAt(m_tok, fmt::format("regions nested more than {} deep", kMaxRegionDepth));
+    TSR_TRY(expect(TokenKind::LBrace));
+    Graph outerGraph = std::exchange(m_graph, Graph{});
+    auto outerTypes = std::exchange(m_outputTypes, {});
+    auto outerDefs = std::exchange(m_defs, {});
+    ++m_depth;
+    Status st = parseFunction();
+    --m_depth;
+    Graph region = std::exchange(m_graph, std::move(outerGraph));
+    m_outputTypes = std::move(outerTypes);
+    m_defs = std::move(outerDefs);
+    TSR_TRY(std::move(st));
     TSR_TRY(expect(TokenKind::RBrace));
-    if (!is(TokenKind::End)) return errorAt(m_tok, fmt::format("unexpected {} after the function", describe(m_tok)));
+    out = std::make_shared<const Graph>(std::move(region));
     return {};
   }
 
@@ -318,7 +344,7 @@ class Parser {
     Token opTok = m_tok;
     const OpDef* def = m_reg.find(opTok.text);
     if (!def) return errorAt(opTok, fmt::format("unknown op '{}'", opTok.text));
-    if (names.size() != static_cast<size_t>(def->numResults))
+    if (def->numResults >= 0 && names.size() != static_cast<size_t>(def->numResults))
       return errorAt(opTok, fmt::format("wrong result count: {} has {} but {} named", def->name,
                                         plural(static_cast<size_t>(def->numResults), "result"),
                                         plural(names.size(), "value")));
@@ -425,6 +451,14 @@ class Parser {
     TSR_ASSIGN(v, parseLiteral());
     return {};
   }
+  Status parseValue(bool& v) {
+    Token tok = m_tok;
+    TSR_ASSIGN(int64_t i, parseInt());
+    if (i != 0 && i != 1) return errorAt(tok, fmt::format("expected 0 or 1, found {}", i));
+    v = i == 1;
+    return {};
+  }
+  Status parseValue(GraphPtr& v) { return parseRegion(v); }
 
   // "{key=" before the field at `index`, or ", key=" after the first.
   Status parseFieldKey(std::string_view key, size_t index, const std::vector<std::string>& keys,
@@ -461,6 +495,7 @@ class Parser {
   Graph m_graph;
   std::vector<Aval> m_outputTypes;
   std::unordered_map<std::string, Definition> m_defs;  // value name without '%' -> where it was defined
+  int m_depth = 0;                                      // regions entered
 };
 
 // Walks the attrs struct's fields() and reads "key=value" for each, in order; stops at the first error.

@@ -5,6 +5,14 @@
 //     return %3
 //   }
 // Values are renumbered densely in definition order, so print(parse(print(g))) == print(g).
+// A nested graph (a scan's body, a cond's branches) prints as a function of its own inside the attribute,
+// indented one level deeper, its values numbered from %0 within it:
+//   %3, %4 = scan(%0, %1, %2) {length=12, num_consts=0, num_carry=1, reverse=0, body={
+//     func @body(%0: f32[8,256], %1: f32[256,256]) -> (f32[8,256]) {
+//       %2 = dot_general(%0, %1) {...} : f32[8,256]
+//       return %2
+//     }
+//   }} : f32[8,256]
 // The printer never fails: a malformed graph prints with "%?N" for ids it cannot name, which the parser rejects.
 #include <string>
 #include <vector>
@@ -16,12 +24,22 @@ namespace tsr::ir {
 
 namespace {
 
+void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent);
+
 // Walks an attrs struct's fields() and writes "{key=value, ...}"; nothing for a struct without fields.
+// `indent` is the indentation of the node's line, for nested graphs.
 class AttrPrinter {
  public:
-  explicit AttrPrinter(std::string& out) : m_out(out) {}
+  AttrPrinter(std::string& out, const OpRegistry& reg, const std::string& indent)
+      : m_out(out), m_reg(reg), m_indent(indent) {}
 
   void operator()(std::string_view key, const int64_t& v) { field(key, std::to_string(v)); }
+  void operator()(std::string_view key, const bool& v) { field(key, v ? "1" : "0"); }
+  void operator()(std::string_view key, const GraphPtr& v) {
+    std::string body = "{\n";
+    if (v) printGraph(body, *v, m_reg, m_indent + "  ");
+    field(key, body + m_indent + "}");
+  }
   void operator()(std::string_view key, const Ints& v) { field(key, "[" + joinInts(v, ", ") + "]"); }
   void operator()(std::string_view key, const DType& v) { field(key, std::string(dtypeName(v))); }
   void operator()(std::string_view key, const Literal& v) { field(key, formatLiteral(v)); }
@@ -40,6 +58,8 @@ class AttrPrinter {
   }
 
   std::string& m_out;
+  const OpRegistry& m_reg;
+  const std::string& m_indent;
   bool m_first = true;
 };
 
@@ -95,14 +115,15 @@ std::string joinMapped(const std::vector<ValueId>& ids, F&& f) {
   return s;
 }
 
-void printNode(std::string& out, const Graph& g, const OpRegistry& reg, const ValueNames& names, const Node& n) {
+void printNode(std::string& out, const Graph& g, const OpRegistry& reg, const ValueNames& names, const Node& n,
+               const std::string& indent) {
   auto name = [&](ValueId v) { return names.name(v); };
-  out += "  ";
+  out += indent;
   if (!n.results.empty()) out += joinMapped(n.results, name) + " = ";
   out += opName(reg, n.op) + "(" + joinMapped(n.operands, name) + ")";
   // fields() is not const; printing a copy keeps the walk generic (a Literal copy shares its bytes).
   Attrs attrs = n.attrs;
-  AttrPrinter printer(out);
+  AttrPrinter printer(out, reg, indent);
   std::visit([&](auto& a) { a.fields(printer); }, attrs);
   printer.finish();
   if (!n.results.empty()) out += " : " + joinMapped(n.results, [&](ValueId v) { return typeOf(g, v); });
@@ -110,17 +131,24 @@ void printNode(std::string& out, const Graph& g, const OpRegistry& reg, const Va
   out += '\n';
 }
 
+// The function at `indent`, its nodes one level deeper.
+void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent) {
+  ValueNames names(g);
+  out += indent + "func @" + (isBareName(g.name) ? g.name : quoteString(g.name)) + "(";
+  out += joinMapped(g.inputs(), [&](ValueId v) { return names.name(v) + ": " + typeOf(g, v); });
+  out += ") -> (" + joinMapped(g.outputs(), [&](ValueId v) { return typeOf(g, v); }) + ") {\n";
+  std::string inner = indent + "  ";
+  for (const Node& n : g.nodes()) printNode(out, g, reg, names, n, inner);
+  out += inner + "return";
+  if (!g.outputs().empty()) out += " " + joinMapped(g.outputs(), [&](ValueId v) { return names.name(v); });
+  out += "\n" + indent + "}\n";
+}
+
 }  // namespace
 
 std::string print(const Graph& g, const OpRegistry& reg) {
-  ValueNames names(g);
-  std::string out = "func @" + (isBareName(g.name) ? g.name : quoteString(g.name)) + "(";
-  out += joinMapped(g.inputs(), [&](ValueId v) { return names.name(v) + ": " + typeOf(g, v); });
-  out += ") -> (" + joinMapped(g.outputs(), [&](ValueId v) { return typeOf(g, v); }) + ") {\n";
-  for (const Node& n : g.nodes()) printNode(out, g, reg, names, n);
-  out += "  return";
-  if (!g.outputs().empty()) out += " " + joinMapped(g.outputs(), [&](ValueId v) { return names.name(v); });
-  out += "\n}\n";
+  std::string out;
+  printGraph(out, g, reg, "");
   return out;
 }
 

@@ -38,6 +38,21 @@ struct LiteralChecker {
   void operator()(std::string_view, const T&) {}
 };
 
+Status verifyGraph(const Graph& g, const OpRegistry& reg);
+
+// Nested graphs (a scan's body, a cond's branches) must exist and verify on their own: they are closed.
+struct RegionChecker {
+  const OpRegistry& reg;
+  std::string error;
+  void operator()(std::string_view key, const GraphPtr& g) {
+    if (!error.empty()) return;
+    if (!g) error = fmt::format("attribute '{}': no graph", key);
+    else if (Status st = verifyGraph(*g, reg); !st.ok()) error = fmt::format("in {}: {}", key, st.error().message);
+  }
+  template <class T>
+  void operator()(std::string_view, const T&) {}
+};
+
 class Verifier {
  public:
   Verifier(const Graph& g, const OpRegistry& reg)
@@ -130,16 +145,20 @@ class Verifier {
                                               : std::to_string(def->numOperands);
       return makeError("{}: {} expects {} operands, got {}", at, def->name, want, n.operands.size());
     }
-    if (n.results.size() != static_cast<size_t>(def->numResults))
+    if (def->numResults >= 0 && n.results.size() != static_cast<size_t>(def->numResults))
       return makeError("{}: node has {} results but {} has {}", at, n.results.size(), def->name, def->numResults);
     TSR_TRY(checkResults(i, n, at));
     if (n.attrs.index() != def->attrsIndex)
       return makeError("{}: attributes are {} but {} takes {}", at, attrsTypeName(n.attrs), def->name,
                        attrsTypeNameAt(def->attrsIndex));
     LiteralChecker literals;
-    Attrs attrs = n.attrs;  // fields() is not const; the copy shares literal bytes
+    Attrs attrs = n.attrs;  // fields() is not const; the copy shares literal bytes and nested graphs
     std::visit([&](auto& a) { a.fields(literals); }, attrs);
     if (!literals.error.empty()) return makeError("{}: {}", at, literals.error);
+    // Nested graphs first, so that the infer rule, which reads their signatures, sees well-formed ones.
+    RegionChecker regions{m_reg, {}};
+    std::visit([&](auto& a) { a.fields(regions); }, attrs);
+    if (!regions.error.empty()) return makeError("{}: {}", at, regions.error);
 
     std::vector<Aval> in;
     for (ValueId v : n.operands) in.push_back(m_g.aval(v));
@@ -174,6 +193,10 @@ class Verifier {
 
 }  // namespace
 
-Status verify(const Graph& g, const OpRegistry& reg) { return Verifier(g, reg).run(); }
+namespace {
+Status verifyGraph(const Graph& g, const OpRegistry& reg) { return Verifier(g, reg).run(); }
+}  // namespace
+
+Status verify(const Graph& g, const OpRegistry& reg) { return verifyGraph(g, reg); }
 
 }  // namespace tsr::ir

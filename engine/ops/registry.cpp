@@ -13,6 +13,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerContractionOps(reg);
   registerIndexingOps(reg);
   registerMiscOps(reg);
+  registerControlFlowOps(reg);
 }
 
 ir::OpRegistry& registry() {

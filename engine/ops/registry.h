@@ -16,5 +16,6 @@ void registerReductionOps(ir::OpRegistry& reg);    // reduction.cpp: reduce_*, a
 void registerContractionOps(ir::OpRegistry& reg);  // contraction.cpp: dot_general
 void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scatter_add
 void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32
+void registerControlFlowOps(ir::OpRegistry& reg);  // control_flow.cpp: scan, cond
 
 }  // namespace tsr::ops

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -33,7 +34,12 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
     outViews.push_back(ir::MutableTensorView{b->data(), a});
     outs.push_back(std::move(b));
   }
-  def.cpu(ir::CpuKernelArgs{in, outViews, attrs});
+  // Kernels of ops with bodies (scan, cond) run graphs and may fail; the failure becomes this op's error.
+  try {
+    def.cpu(ir::CpuKernelArgs{in, outViews, attrs});
+  } catch (const std::exception& e) {
+    return makeError("{}: {}", def.name, e.what());
+  }
   if (resultAvals) *resultAvals = std::move(outAvals);
   return outs;
 }

@@ -70,6 +70,29 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains("loc(\"layers.3\""));
   }
 
+  // Twelve identical layers: 12 copies unrolled, one scan body with --example mlp12-scan; the last line counts.
+  void irExamplesMlp12AndScan() {
+    Run unrolled = tessera({"ir", "--example", "mlp12"});
+    QCOMPARE(unrolled.exitCode, 0);
+    QCOMPARE(unrolled.out.count(QRegularExpression("= dot_general\\(")), 12);
+    QVERIFY2(unrolled.out.endsWith("// 12 dot_general, 48 nodes\n"), qPrintable(unrolled.out.right(80)));
+    Run scanned = tessera({"ir", "--example", "mlp12-scan"});
+    QCOMPARE(scanned.exitCode, 0);
+    QCOMPARE(scanned.out.count(QRegularExpression("= dot_general\\(")), 1);
+    QVERIFY(scanned.out.contains("= scan(%0, %1, %2) {length=12,"));
+    QVERIFY2(scanned.out.endsWith("// 1 dot_general, 5 nodes (4 of them in nested graphs)\n"),
+             qPrintable(scanned.out.right(80)));
+    QTemporaryDir dir;
+    QString path = dir.filePath("mlp12_scan.tir");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(scanned.out.toUtf8());
+    f.close();
+    Run again = tessera({"ir", "--parse", path});
+    QCOMPARE(again.exitCode, 0);
+    QCOMPARE(again.out, scanned.out);
+  }
+
   void irRoundTripsThroughAFile() {
     Run r = tessera({"ir", "--example", "mlp", "--batch", "4"});
     QCOMPARE(r.exitCode, 0);

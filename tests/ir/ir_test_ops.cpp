@@ -92,6 +92,28 @@ ir::OpRegistry makeRegistry() {
   return reg;
 }
 
+// scan's body: (c, h, x) -> (tanh(h * c + x), h * c + x), all f32[2,3]; one node with provenance.
+ir::GraphPtr scanBody() {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = "body";
+  const Aval x = f32({2, 3});
+  ir::ValueId c = g->addInput(x), h = g->addInput(x), xs = g->addInput(x);
+  ir::ValueId m = g->addNodeWithAvals(OpCode::Mul, {h, c}, ir::NoAttrs{}, {x})[0];
+  ir::ValueId s = g->addNodeWithAvals(OpCode::Add, {m, xs}, ir::NoAttrs{}, {x}, ir::Provenance{"cell", "rnn.cpp", 9})[0];
+  ir::ValueId t = g->addNodeWithAvals(OpCode::Tanh, {s}, ir::NoAttrs{}, {x})[0];
+  g->setOutputs({t, s});
+  return g;
+}
+
+// A cond branch: (x) -> (op(x)) on f32[2,3].
+ir::GraphPtr unaryBranch(const char* name, OpCode op) {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = name;
+  ir::ValueId x = g->addInput(f32({2, 3}));
+  g->setOutputs(g->addNodeWithAvals(op, {x}, ir::NoAttrs{}, {f32({2, 3})}));
+  return g;
+}
+
 }  // namespace
 
 const ir::OpRegistry& irTestRegistry() {
@@ -147,6 +169,9 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["constant"] = {{{}, ir::ConstantAttrs{literalFromBits(DType::F32, {2}, {0x3fc00000u, 0xc0000000u})}}};
   const Aval key = avalOf(DType::U32, {4});
   t["threefry2x32"] = {{{key, key, key, key}, ir::NoAttrs{}}};
+  t["scan"] = {{{x, x, f32({4, 2, 3})}, ir::ScanAttrs{4, 1, 1, true, scanBody()}}};
+  t["cond"] = {{{avalOf(DType::Bool, {}), x},
+                ir::CondAttrs{unaryBranch("true_branch", OpCode::Tanh), unaryBranch("false_branch", OpCode::Neg)}}};
   return t;
 }
 

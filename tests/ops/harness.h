@@ -58,5 +58,6 @@ void addReductionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addContractionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

@@ -25,6 +25,7 @@ std::vector<OpCase> allCases() {
   addContractionCases(cases, rng);
   addIndexingCases(cases, rng);
   addMiscCases(cases, rng);
+  addControlFlowCases(cases, rng);
   return cases;
 }
 

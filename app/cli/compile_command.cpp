@@ -1,0 +1,84 @@
+#include "app/cli/compile_command.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "app/cli/examples.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/dump.h"
+#include "engine/passes/pipeline.h"
+
+namespace tsr::cli {
+
+namespace {
+
+struct CompileArgs {
+  std::string example = "mlp";
+  int64_t batch = 8;
+  std::string irFile;
+  std::string dumpDir;
+};
+
+Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
+  if (!a.irFile.empty()) {
+    std::ifstream in(a.irFile);
+    if (!in) return makeError("cannot read {}", a.irFile);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto g = ir::parse(ss.str(), reg);
+    if (!g.ok()) return Error{a.irFile + ":" + g.error().message};
+    return g;
+  }
+  TSR_ASSIGN(ClosedGraph cg, traceExample(a.example, a.batch));
+  return std::move(cg.graph);
+}
+
+int runCompile(const CompileArgs& a) {
+  const auto& reg = ops::registry();
+  auto g = inputGraph(a, reg);
+  if (!g.ok()) {
+    std::cerr << "tessera compile: " << g.error().message << "\n";
+    return 1;
+  }
+  passes::PipelineOptions options;
+  options.verify = true;
+  passes::PassManager pm = passes::standardPipeline(options);
+  passes::PassContext ctx(reg);
+  ir::Graph out;
+  passes::PipelineReport report;
+  if (!a.dumpDir.empty()) {
+    auto r = passes::dumpPipeline(*g, a.dumpDir, pm, ctx);
+    if (!r.ok()) {
+      std::cerr << "tessera compile: " << r.error().message << "\n";
+      return 1;
+    }
+    out = std::move(r->graph);
+    report = std::move(r->report);
+  } else {
+    out = *g;
+    auto r = pm.run(out, ctx);
+    if (!r.ok()) {
+      std::cerr << "tessera compile: " << r.error().message << "\n";
+      return 1;
+    }
+    report = std::move(r).value();
+  }
+  std::cout << ir::print(out, reg) << "\n" << report.toText();
+  if (!a.dumpDir.empty()) std::cout << "wrote every pass's graph, timings.json and decisions.txt to " << a.dumpDir << "\n";
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> addCompileCommand(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  CLI::App* cmd = app.add_subcommand("compile", "Run the compiler passes on an example or an IR file");
+  cmd->add_option("--example", args->example, "Example: mlp, mlp12, mlp12-scan")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--ir", args->irFile, "Compile an IR text file instead of an example");
+  cmd->add_option("--dump", args->dumpDir, "Write the graph after every pass (.tir, .dot), timings.json, decisions.txt");
+  return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
+}
+
+}  // namespace tsr::cli

@@ -1,0 +1,25 @@
+#pragma once
+// Runs a pipeline and writes what happened into a folder, for `tessera compile --dump DIR`:
+//   00_input.tir, 00_input.dot      the graph as given (text form, Graphviz)
+//   NN_<pass>.tir, NN_<pass>.dot    the graph after step NN (1-based, in pipeline order)
+//   timings.json                    PipelineReport::toJson(): per-step pass, time, changed, node counts
+//   pipeline.txt                    the same as a table
+//   decisions.txt                   the decision log, one decision per line
+// Step files are written as the steps finish, so a pipeline that fails leaves the steps before the failure.
+#include <string>
+
+#include "engine/passes/pass.h"
+
+namespace tsr::passes {
+
+struct DumpResult {
+  ir::Graph graph;  // the optimised graph
+  PipelineReport report;
+};
+
+// Runs pm on a copy of g with snapshots on; pm's options are restored afterwards.
+Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, PassManager& pm, PassContext& ctx);
+// The standard pipeline (pipeline.h) with verification on.
+Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, const ir::OpRegistry& reg);
+
+}  // namespace tsr::passes

@@ -1,0 +1,21 @@
+#include "engine/passes/pipeline.h"
+
+#include "engine/passes/constant_folding.h"
+#include "engine/passes/cse.h"
+#include "engine/passes/dce.h"
+#include "engine/passes/simplify.h"
+
+namespace tsr::passes {
+
+PassManager standardPipeline(PipelineOptions options) {
+  PassManager pm("standard", std::move(options));
+  std::vector<std::unique_ptr<Pass>> cleanup;
+  cleanup.push_back(std::make_unique<Simplify>());
+  cleanup.push_back(std::make_unique<ConstantFolding>());
+  cleanup.push_back(std::make_unique<CommonSubexpressionElimination>());
+  cleanup.push_back(std::make_unique<DeadCodeElimination>());
+  pm.addFixedPoint("cleanup", std::move(cleanup), 8);
+  return pm;
+}
+
+}  // namespace tsr::passes

@@ -1,0 +1,146 @@
+// scan and cond cases. The bodies are small graphs built here; each reference is the loop or branch written out
+// naively on host values. scan: cumulative sums (every dtype class, forward and reverse, and length 0), a
+// two-carry recurrence with a const, an integer counter carry and two ys; cond: both branches, bool and integer
+// predicates, several operands and results.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/core/check.h"
+#include "engine/ir/graph.h"
+#include "engine/ops/registry.h"
+#include "tests/ops/harness.h"
+
+namespace tsr::test {
+namespace {
+
+using ir::OpCode;
+
+// A nested graph built node by node with the real ops' infer rules.
+class Body {
+ public:
+  explicit Body(std::string name) : m_g(std::make_shared<ir::Graph>()) { m_g->name = std::move(name); }
+  ir::ValueId in(const Aval& a) { return m_g->addInput(a); }
+  ir::ValueId op(OpCode code, std::vector<ir::ValueId> operands, ir::Attrs attrs = ir::NoAttrs{}) {
+    auto r = m_g->addNode(ops::registry(), code, std::move(operands), std::move(attrs));
+    TSR_CHECK_MSG(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    return (*r)[0];
+  }
+  ir::ValueId constant(DType t, double v) {
+    return op(OpCode::Constant, {}, ir::ConstantAttrs{ir::Literal::scalar(t, v)});
+  }
+  ir::GraphPtr done(std::vector<ir::ValueId> outs) {
+    m_g->setOutputs(std::move(outs));
+    return m_g;
+  }
+
+ private:
+  std::shared_ptr<ir::Graph> m_g;
+};
+
+// ---- scan ----
+
+// cumsum over the leading dim: carry h [n], xs [len, n]; body (h, x) -> (h + x, h + x).
+void addCumsumCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t, int64_t len, bool reverse) {
+  const int64_t n = 3;
+  Aval row{Shape{n}, t};
+  Body b("body");
+  ir::ValueId h = b.in(row), x = b.in(row);
+  ir::ValueId s = b.op(OpCode::Add, {h, x});
+  OpCase c;
+  c.label = fmt::format("scan cumsum {} length {}{}", dtypeName(t), len, reverse ? " reverse" : "");
+  c.op = OpCode::Scan;
+  c.attrs = ir::ScanAttrs{len, 0, 1, reverse, b.done({s, s})};
+  c.inputs = {randomTensor(row, rng), randomTensor(Aval{Shape{len, n}, t}, rng)};
+  c.reference = [=](const std::vector<HostTensor>& in) {
+    HostTensor carry = in[0];
+    HostTensor ys = HostTensor::zeros(Aval{Shape{len, n}, t});
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t step = reverse ? len - 1 - s : s;
+      for (int64_t j = 0; j < n; ++j) {
+        carry.set(j, carry.get(j) + in[1].get(step * n + j));
+        ys.set(step * n + j, carry.get(j));
+      }
+    }
+    return std::vector<HostTensor>{carry, ys};
+  };
+  cases.push_back(std::move(c));
+}
+
+// consts w [2,3]; carries a, b [2,3] and k i32[]; xs x [5,2,3].
+// body: a' = b, b' = a + b * w + x, k' = k + 1; ys: a (the carry entering the step), k'.
+void addRecurrenceCase(std::vector<OpCase>& cases, std::mt19937& rng, bool reverse) {
+  const int64_t len = 5;
+  Aval m{Shape{2, 3}, DType::F32}, k{Shape{}, DType::I32};
+  Body b("body");
+  ir::ValueId w = b.in(m), a0 = b.in(m), b0 = b.in(m), k0 = b.in(k), x = b.in(m);
+  ir::ValueId bw = b.op(OpCode::Mul, {b0, w});
+  ir::ValueId b1 = b.op(OpCode::Add, {b.op(OpCode::Add, {a0, bw}), x});
+  ir::ValueId k1 = b.op(OpCode::Add, {k0, b.constant(DType::I32, 1)});
+  OpCase c;
+  c.label = fmt::format("scan recurrence two carries, a counter and a const{}", reverse ? " reverse" : "");
+  c.op = OpCode::Scan;
+  c.attrs = ir::ScanAttrs{len, 1, 3, reverse, b.done({b0, b1, k1, a0, k1})};
+  c.inputs = {randomTensor(m, rng, -0.5, 0.5), randomTensor(m, rng), randomTensor(m, rng),
+              HostTensor::fromValues(k, {7}), randomTensor(Aval{Shape{len, 2, 3}, DType::F32}, rng)};
+  c.reference = [=](const std::vector<HostTensor>& in) {
+    const HostTensor& wt = in[0];
+    HostTensor a = in[1], bb = in[2], kk = in[3];
+    HostTensor ya = HostTensor::zeros(Aval{Shape{len, 2, 3}, DType::F32});
+    HostTensor yk = HostTensor::zeros(Aval{Shape{len}, DType::I32});
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t t = reverse ? len - 1 - s : s;
+      HostTensor na = bb, nb = bb;
+      for (int64_t j = 0; j < 6; ++j) {
+        ya.set(t * 6 + j, a.get(j));
+        nb.set(j, a.get(j) + bb.get(j) * wt.get(j) + in[4].get(t * 6 + j));
+      }
+      kk.set(0, kk.get(0) + 1);
+      yk.set(t, kk.get(0));
+      a = na;
+      bb = nb;
+    }
+    return std::vector<HostTensor>{a, bb, kk, ya, yk};
+  };
+  cases.push_back(std::move(c));
+}
+
+// ---- cond ----
+
+// cond(pred, x, y): true -> (x + y, tanh(x)), false -> (x - y, neg(x)).
+void addCondCase(std::vector<OpCase>& cases, std::mt19937& rng, DType predType, double pred) {
+  Aval m{Shape{2, 3}, DType::F32};
+  Body t("true_branch"), f("false_branch");
+  ir::ValueId tx = t.in(m), ty = t.in(m), fx = f.in(m), fy = f.in(m);
+  OpCase c;
+  c.label = fmt::format("cond {} pred {}", dtypeName(predType), pred);
+  c.op = OpCode::Cond;
+  c.attrs = ir::CondAttrs{t.done({t.op(OpCode::Add, {tx, ty}), t.op(OpCode::Tanh, {tx})}),
+                          f.done({f.op(OpCode::Sub, {fx, fy}), f.op(OpCode::Neg, {fx})})};
+  c.inputs = {HostTensor::fromValues(Aval{Shape{}, predType}, {pred}), randomTensor(m, rng), randomTensor(m, rng)};
+  c.reference = [](const std::vector<HostTensor>& in) {
+    bool taken = in[0].get(0) != 0;
+    HostTensor r0 = HostTensor::zeros(in[1].aval), r1 = HostTensor::zeros(in[1].aval);
+    for (int64_t i = 0; i < r0.numel(); ++i) {
+      double x = in[1].get(i), y = in[2].get(i);
+      r0.set(i, taken ? x + y : x - y);
+      r1.set(i, taken ? std::tanh(x) : -x);
+    }
+    return std::vector<HostTensor>{r0, r1};
+  };
+  cases.push_back(std::move(c));
+}
+
+}  // namespace
+
+void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
+  for (DType t : {DType::F32, DType::F64, DType::I32, DType::BF16})
+    for (bool reverse : {false, true}) addCumsumCase(cases, rng, t, 6, reverse);
+  addCumsumCase(cases, rng, DType::F32, 0, false);
+  addCumsumCase(cases, rng, DType::F32, 1, true);
+  for (bool reverse : {false, true}) addRecurrenceCase(cases, rng, reverse);
+  for (double pred : {0.0, 1.0}) addCondCase(cases, rng, DType::Bool, pred);
+  for (double pred : {0.0, 5.0, -1.0}) addCondCase(cases, rng, DType::I32, pred);
+}
+
+}  // namespace tsr::test

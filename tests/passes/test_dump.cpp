@@ -1,0 +1,130 @@
+// The DOT emitter (labels with op and aval, clusters by module path, edges incl. multi-result indices) and
+// dumpPipeline (a .tir and a .dot per step, timings.json, decisions.txt) on a traced two-layer MLP.
+#include <QtTest>
+
+#include <QTemporaryDir>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/passes/dot.h"
+#include "engine/passes/dump.h"
+#include "engine/passes/pipeline.h"
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+#include "tests/passes/pass_test_util.h"
+
+using namespace tsr;
+using namespace tsr::test;
+using ir::OpCode;
+
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int countOf(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// x: [B, 8] -> layers.0 (8 -> 16, relu) -> layers.1 (16 -> 4), with redundancy for the cleanup passes.
+ir::Graph tracedMlp() {
+  auto cg = makeGraph(
+      [](const std::vector<Array>& in) {
+        Array h = in[0];
+        for (int i = 0; i < 2; ++i) {
+          ModuleScope scope("layers." + std::to_string(i));
+          h = matmul(h, in[static_cast<size_t>(1 + 2 * i)]) + in[static_cast<size_t>(2 + 2 * i)];
+          if (i == 0) h = relu(h) * 1.0;
+        }
+        return std::vector<Array>{h};
+      },
+      {f32({2, 8}), f32({8, 16}), f32({16}), f32({16, 4}), f32({4})}, "mlp");
+  if (!cg.ok()) qFatal("%s", cg.error().message.c_str());
+  return cg->graph;
+}
+
+}  // namespace
+
+class TestDump : public QObject {
+  Q_OBJECT
+ private slots:
+  void dotHasLabelsClustersAndEdges() {
+    Builder b("g");
+    auto x = b.input(f32({2, 3}));
+    Aval u = Aval{Shape{4}, DType::U32};
+    auto k = b.input(u);
+    auto e = b.add(OpCode::Exp, {x}, ir::NoAttrs{}, ir::Provenance{"blocks.0.attn", "m.cpp", 1});
+    auto r = b.add(OpCode::Relu, {e}, ir::NoAttrs{}, ir::Provenance{"blocks.0.mlp", "m.cpp", 2});
+    auto half = b.scalar(0.5);
+    auto bits = b.addMulti(OpCode::Threefry2x32, {k, k, k, k});
+    ir::Graph g = b.done({r, bits[1], half});
+    std::string dot = passes::toDot(g, reg());
+    QVERIFY(dot.starts_with("digraph \"g\" {"));
+    QVERIFY(dot.find("label=\"exp\\n%2: f32[2,3]\"") != std::string::npos);
+    QVERIFY(dot.find("label=\"constant 0.5\\n%4: f32[]\"") != std::string::npos);
+    QVERIFY(dot.find("label=\"%0: f32[2,3]\"") != std::string::npos);
+    // blocks > blocks.0 > {blocks.0.attn, blocks.0.mlp}
+    QCOMPARE(countOf(dot, "subgraph cluster_"), 4);
+    QVERIFY(dot.find("label=\"blocks.0.attn\"") != std::string::npos);
+    QVERIFY(dot.find("label=\"blocks.0\"") != std::string::npos);
+    QVERIFY(dot.find("in0 -> n0;") != std::string::npos);
+    QVERIFY(dot.find("n0 -> n1;") != std::string::npos);
+    QVERIFY(dot.find("n3 -> out1 [label=\"#1\"];") != std::string::npos);
+    QCOMPARE(countOf(dot, " -> "), 1 + 1 + 4 + 3);
+    QCOMPARE(countOf(dot, "{"), countOf(dot, "}"));
+
+    passes::DotOptions flat;
+    flat.clusters = false;
+    QCOMPARE(countOf(passes::toDot(g, reg(), flat), "subgraph"), 0);
+  }
+
+  void dumpWritesEveryStep() {
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    std::string dir = tmp.path().toStdString() + "/dump";
+    ir::Graph g = tracedMlp();
+    auto r = passes::dumpPipeline(g, dir, reg());
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    const auto& steps = r->report.steps;
+    QVERIFY(steps.size() >= 4);
+
+    QCOMPARE(readFile(dir + "/00_input.tir"), printGraph(g));
+    QVERIFY(readFile(dir + "/00_input.dot").starts_with("digraph \"mlp\""));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      std::string stem = dir + "/" + fmt::format("{:02}_{}", i + 1, steps[i].pass);
+      QVERIFY2(QFile::exists(QString::fromStdString(stem + ".tir")), stem.c_str());
+      QVERIFY2(QFile::exists(QString::fromStdString(stem + ".dot")), stem.c_str());
+    }
+    std::string last = dir + "/" + fmt::format("{:02}_{}.tir", steps.size(), steps.back().pass);
+    QCOMPARE(readFile(last), printGraph(r->graph));
+    QVERIFY(readFile(dir + "/01_simplify.dot").find("cluster_") != std::string::npos);
+
+    auto j = nlohmann::json::parse(readFile(dir + "/timings.json"));
+    QCOMPARE(j["steps"].size(), steps.size());
+    QCOMPARE(j["steps"][0]["pass"].get<std::string>(), std::string("simplify"));
+    std::string decisions = readFile(dir + "/decisions.txt");
+    QVERIFY2(decisions.find("mul(x, 1) -> x") != std::string::npos, decisions.c_str());
+    QVERIFY(decisions.find("layers.0") != std::string::npos);
+    QVERIFY(QFile::exists(QString::fromStdString(dir + "/pipeline.txt")));
+    QCOMPARE(compareResults(g, r->graph), std::string());
+  }
+
+  void dumpIntoAFileFails() {
+    QTemporaryDir tmp;
+    std::string file = tmp.path().toStdString() + "/plain";
+    std::ofstream(file) << "x";
+    auto r = passes::dumpPipeline(tracedMlp(), file, reg());
+    QVERIFY(!r.ok());
+    QVERIFY(QString::fromStdString(r.error().message).contains("cannot create the dump folder"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDump)
+#include "test_dump.moc"

@@ -1,0 +1,397 @@
+// Autodiff through the user-facing API: the gradient of a small MLP loss against backpropagation written out
+// with loops in this file; trees of parameters and aux outputs keep their paths; second derivatives; jit of
+// grad; non-differentiable ops in the path give zero cotangents; errors come back as values.
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+#include "engine/transform/jit.h"
+#include "engine/transform/trace.h"
+
+using namespace tsr;
+
+namespace {
+
+// ---- A two-layer MLP and its gradient by hand ------------------------------------------------------------------
+
+constexpr int64_t kN = 5, kIn = 3, kHidden = 4, kOut = 2;
+
+struct Mat {
+  int64_t rows, cols;
+  std::vector<double> v;
+  double& operator()(int64_t r, int64_t c) { return v[static_cast<size_t>(r * cols + c)]; }
+  double operator()(int64_t r, int64_t c) const { return v[static_cast<size_t>(r * cols + c)]; }
+};
+
+Mat randomMat(int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(-1, 1);
+  Mat m{rows, cols, std::vector<double>(static_cast<size_t>(rows * cols))};
+  for (auto& x : m.v) x = d(rng);
+  return m;
+}
+
+Array toArray(const Mat& m, bool vector = false) {
+  return Array::fromVector(m.v, vector ? Shape{m.cols} : Shape{m.rows, m.cols}, DType::F64);
+}
+
+// params = {layers: [{kernel: [3,4], bias: [4]}, {kernel: [4,2], bias: [2]}]}
+Tree mlpParams(const Mat& w1, const Mat& b1, const Mat& w2, const Mat& b2) {
+  auto layer = [](const Mat& w, const Mat& b) {
+    return Tree::dict({{"kernel", Tree(toArray(w))}, {"bias", Tree(toArray(b, true))}});
+  };
+  return Tree::dict({{"layers", Tree::list({layer(w1, b1), layer(w2, b2)})}});
+}
+
+const Array& param(const Tree& t, const std::string& path) {
+  const Tree* node = t.findPath(path);
+  if (!node || !node->isLeaf()) raise(makeError("no leaf at path '{}'", path));
+  return node->leaf();
+}
+
+// x: [N, In], y: [N, Out]. out = tanh(x @ W1 + b1) @ W2 + b2; loss = mean((out - y)^2).
+Array mlpForward(const Tree& p, const Array& x) {
+  Array h = tanh(matmul(x, param(p, "layers.0.kernel")) + param(p, "layers.0.bias"));
+  return matmul(h, param(p, "layers.1.kernel")) + param(p, "layers.1.bias");
+}
+Array mlpLoss(const Tree& p, const Array& x, const Array& y) { return mean(square(mlpForward(p, x) - y)); }
+
+struct MlpGrads {
+  Mat w1, b1, w2, b2;
+  double loss = 0;
+};
+
+// Backpropagation written out (shapes in the comments), independent of the engine.
+MlpGrads handGradients(const Mat& x, const Mat& y, const Mat& w1, const Mat& b1, const Mat& w2, const Mat& b2) {
+  Mat h{kN, kHidden, std::vector<double>(kN * kHidden)};  // h = tanh(x W1 + b1): [N, H]
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t j = 0; j < kHidden; ++j) {
+      double z = b1(0, j);
+      for (int64_t i = 0; i < kIn; ++i) z += x(n, i) * w1(i, j);
+      h(n, j) = std::tanh(z);
+    }
+  MlpGrads g{{kIn, kHidden, std::vector<double>(kIn * kHidden)}, {1, kHidden, std::vector<double>(kHidden)},
+             {kHidden, kOut, std::vector<double>(kHidden * kOut)}, {1, kOut, std::vector<double>(kOut)}};
+  Mat dOut{kN, kOut, std::vector<double>(kN * kOut)};  // dL/dout = 2 (out - y) / (N * Out): [N, Out]
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t k = 0; k < kOut; ++k) {
+      double o = b2(0, k);
+      for (int64_t j = 0; j < kHidden; ++j) o += h(n, j) * w2(j, k);
+      g.loss += (o - y(n, k)) * (o - y(n, k)) / (kN * kOut);
+      dOut(n, k) = 2 * (o - y(n, k)) / (kN * kOut);
+    }
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t k = 0; k < kOut; ++k) {
+      g.b2(0, k) += dOut(n, k);
+      for (int64_t j = 0; j < kHidden; ++j) g.w2(j, k) += h(n, j) * dOut(n, k);
+    }
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t j = 0; j < kHidden; ++j) {
+      double dh = 0;  // dL/dh: [N, H]
+      for (int64_t k = 0; k < kOut; ++k) dh += dOut(n, k) * w2(j, k);
+      double dz = dh * (1 - h(n, j) * h(n, j));  // through tanh
+      g.b1(0, j) += dz;
+      for (int64_t i = 0; i < kIn; ++i) g.w1(i, j) += x(n, i) * dz;
+    }
+  return g;
+}
+
+std::string compareValues(const Array& got, const std::vector<double>& want, double tol = 1e-12) {
+  auto g = got.toDoubles();
+  if (g.size() != want.size()) return fmt::format("{} values, expected {}", g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - want[i]) <= tol * (1 + std::fabs(want[i]))))
+      return fmt::format("element {}: got {:.15g}, expected {:.15g}", i, g[i], want[i]);
+  return "";
+}
+
+struct MlpFixture {
+  Mat x, y, w1, b1, w2, b2;
+  Tree params;
+  Array xa, ya;
+  MlpFixture() {
+    std::mt19937 rng(11);
+    x = randomMat(kN, kIn, rng);
+    y = randomMat(kN, kOut, rng);
+    w1 = randomMat(kIn, kHidden, rng);
+    b1 = randomMat(1, kHidden, rng);
+    w2 = randomMat(kHidden, kOut, rng);
+    b2 = randomMat(1, kOut, rng);
+    params = mlpParams(w1, b1, w2, b2);
+    xa = toArray(x);
+    ya = toArray(y);
+  }
+};
+
+// Checks a gradient tree against the hand-derived gradients, path by path.
+std::string checkMlpGrads(const Tree& grads, const MlpGrads& want) {
+  const std::pair<const char*, const Mat*> expected[] = {{"layers.0.kernel", &want.w1},
+                                                          {"layers.0.bias", &want.b1},
+                                                          {"layers.1.kernel", &want.w2},
+                                                          {"layers.1.bias", &want.b2}};
+  for (const auto& [path, mat] : expected) {
+    const Tree* node = grads.findPath(path);
+    if (!node || !node->isLeaf()) return fmt::format("no gradient at '{}'", path);
+    std::string d = compareValues(node->leaf(), mat->v);
+    if (!d.empty()) return fmt::format("{}: {}", path, d);
+  }
+  return "";
+}
+
+std::string err(const Error& e) { return e.message; }
+
+}  // namespace
+
+class TestAutodiff : public QObject {
+  Q_OBJECT
+ private slots:
+  void mlpGradientMatchesHandBackprop() {
+    MlpFixture f;
+    MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
+    auto vg = capture([&] {
+      return valueAndGrad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params);
+    });
+    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
+    QVERIFY(std::fabs(vg->value.item() - want.loss) <= 1e-12 * (1 + want.loss));
+    std::string d = checkMlpGrads(vg->grads, want);
+    QVERIFY2(d.empty(), d.c_str());
+  }
+
+  // The gradient tree has the parameter tree's structure and paths, leaf avals included.
+  void gradientTreeKeepsPaths() {
+    MlpFixture f;
+    auto g = capture([&] { return grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params); });
+    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+    QCOMPARE(g->def(), f.params.def());
+    std::vector<std::string> want = {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"};
+    QCOMPARE(g->paths(), want);
+    auto gl = g->leaves(), pl = f.params.leaves();
+    for (size_t i = 0; i < gl.size(); ++i) QCOMPARE(gl[i].aval(), pl[i].aval());
+  }
+
+  void valueAndGradWithAuxReturnsTheAuxTree() {
+    MlpFixture f;
+    MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
+    auto vg = capture([&] {
+      return valueAndGradWithAux([&](const Tree& p) {
+        Array out = mlpForward(p, f.xa);
+        Array loss = mean(square(out - f.ya));
+        Tree aux = Tree::dict({{"pred", Tree(out)}, {"stats", Tree::list({Tree(sum(out)), Tree(max(out))})}});
+        return std::make_pair(loss, aux);
+      })(f.params);
+    });
+    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
+    std::vector<std::string> paths = {"pred", "stats.0", "stats.1"};
+    QCOMPARE(vg->aux.paths(), paths);
+    Array pred = mlpForward(f.params, f.xa);
+    QVERIFY(vg->aux.findPath("pred")->leaf().isConcrete());
+    std::string d = compareValues(vg->aux.findPath("pred")->leaf(), pred.toDoubles());
+    QVERIFY2(d.empty(), d.c_str());
+    d = compareValues(vg->aux.findPath("stats.0")->leaf(), {sum(pred).item()});
+    QVERIFY2(d.empty(), d.c_str());
+    d = compareValues(vg->aux.findPath("stats.1")->leaf(), {max(pred).item()});
+    QVERIFY2(d.empty(), d.c_str());
+    QVERIFY(std::fabs(vg->value.item() - want.loss) <= 1e-12);
+    d = checkMlpGrads(vg->grads, want);
+    QVERIFY2(d.empty(), d.c_str());
+  }
+
+  // grad(grad(f)) against second derivatives worked out by hand, and a third derivative.
+  void secondDerivatives_data() {
+    QTest::addColumn<int>("which");
+    QTest::newRow("x^3 + sin x -> 6x - sin x") << 0;
+    QTest::newRow("x exp(x) -> (x + 2) exp(x)") << 1;
+    QTest::newRow("tanh x -> -2 tanh x (1 - tanh^2 x)") << 2;
+    QTest::newRow("log(1 + x^2) -> 2 (1 - x^2) / (1 + x^2)^2") << 3;
+    QTest::newRow("sqrt(x) / x via rsqrt -> 3/4 x^-5/2") << 4;
+  }
+  void secondDerivatives() {
+    QFETCH(int, which);
+    const ScalarFn fs[] = {
+        [](const Array& x) { return x * x * x + sin(x); },
+        [](const Array& x) { return x * exp(x); },
+        [](const Array& x) { return tanh(x); },
+        [](const Array& x) { return log(1.0 + x * x); },
+        [](const Array& x) { return rsqrt(x); },
+    };
+    const std::function<double(double)> second[] = {
+        [](double x) { return 6 * x - std::sin(x); },
+        [](double x) { return (x + 2) * std::exp(x); },
+        [](double x) { double t = std::tanh(x); return -2 * t * (1 - t * t); },
+        [](double x) { return 2 * (1 - x * x) / ((1 + x * x) * (1 + x * x)); },
+        [](double x) { return 0.75 * std::pow(x, -2.5); },
+    };
+    ScalarFn d2 = gradOf(gradOf(fs[which]));
+    for (double x : {0.3, 0.9, 1.7, 2.5}) {
+      auto got = capture([&] { return d2(Array::scalar(x, DType::F64)).item(); });
+      QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+      double want = second[which](x);
+      QVERIFY2(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
+               qPrintable(QString("x = %1: grad(grad(f)) %2, expected %3").arg(x).arg(*got, 0, 'g', 15).arg(want, 0, 'g', 15)));
+    }
+  }
+
+  void thirdDerivative() {
+    ScalarFn d3 = gradOf(gradOf(gradOf([](const Array& x) { return x * x * x * x + cos(x); })));
+    for (double x : {-1.0, 0.5, 2.0}) {
+      auto got = capture([&] { return d3(Array::scalar(x, DType::F64)).item(); });
+      QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+      double want = 24 * x + std::sin(x);
+      QVERIFY2(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
+               qPrintable(QString("x = %1: %2, expected %3").arg(x).arg(*got).arg(want)));
+    }
+  }
+
+  // Gradients of functions of vectors, and a Hessian-vector-like composition: grad of (grad f . v).
+  void gradOfGradOnVectors() {
+    Array x = Array::fromVector(std::vector<double>{0.2, -0.7, 1.1}, Shape{3}, DType::F64);
+    ScalarFn f = [](const Array& a) { return sum(a * a * a) + sum(a) * sum(a); };  // f = sum x^3 + (sum x)^2
+    ScalarFn g = gradOf(f);                                                          // 3 x^2 + 2 sum x
+    ScalarFn h = gradOf([g](const Array& a) { return sum(g(a)); });                  // 6 x + 2 * 3
+    auto got = capture([&] { return h(x).toDoubles(); });
+    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+    const double want[] = {6 * 0.2 + 6, 6 * -0.7 + 6, 6 * 1.1 + 6};
+    for (size_t i = 0; i < 3; ++i) QVERIFY2(std::fabs((*got)[i] - want[i]) < 1e-12, qPrintable(QString::number((*got)[i])));
+  }
+
+  void jitOfGradEqualsGrad() {
+    MlpFixture f;
+    auto lossGrad = grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); });
+    Jit jitted = jit([lossGrad](const Tree& p, const StaticArgs&) { return lossGrad(p); }, "grad_mlp");
+    auto viaJit = jitted.call(f.params);
+    QVERIFY2(viaJit.ok(), viaJit.ok() ? "" : viaJit.error().message.c_str());
+    QCOMPARE(viaJit->paths(), f.params.paths());
+    auto eager = capture([&] { return lossGrad(f.params); });
+    QVERIFY2(eager.ok(), eager.ok() ? "" : eager.error().message.c_str());
+    auto a = viaJit->leaves(), b = eager->leaves();
+    for (size_t i = 0; i < a.size(); ++i) {
+      std::string d = compareValues(a[i], b[i].toDoubles());
+      QVERIFY2(d.empty(), qPrintable(QString::fromStdString(viaJit->paths()[i] + ": " + d)));
+    }
+    // A second call hits the cache.
+    auto again = jitted.call(f.params);
+    QVERIFY(again.ok());
+    QCOMPARE(jitted.stats().hits, 1);
+    // And jit of grad of grad on a scalar.
+    Jit d2 = jit([](const std::vector<Array>& xs) {
+      return std::vector<Array>{gradOf(gradOf([](const Array& x) { return x * x * x + sin(x); }))(xs[0])};
+    }, "d2");
+    auto r = d2({Array::scalar(0.8, DType::F64)});
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    QVERIFY(std::fabs((*r)[0].item() - (6 * 0.8 - std::sin(0.8))) < 1e-12);
+  }
+
+  // Non-differentiable ops on the path (argmax, comparisons, integer ops, conversions to integers, random
+  // bits) contribute nothing: the gradient is that of the differentiable paths alone, and nothing crashes.
+  void nonDifferentiableOpsGiveZeroCotangents() {
+    std::vector<double> xv = {0.1, 0.9, -0.4, 0.7, 1.3, -1.2};
+    Array x = Array::fromVector(xv, Shape{2, 3}, DType::F64);
+    auto vg = capture([&] {
+      return valueAndGrad([](const Tree& p) {
+        const Array& a = p.leaf();
+        Array am = astype(argmax(a, 1), DType::F64);                   // [2]: an index, constant
+        Array cmp = astype(a > 0.5, DType::F64);                        // comparison: constant
+        Array ints = astype(bitwiseAnd(astype(a * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)),
+                            DType::F64);                                // integer ops: constant
+        Array k = Array::full({2, 3}, 7, DType::U32);
+        Array bits = threefry2x32(k, k, astype(abs(a) * 1000.0, DType::U32), k).first;
+        Array rnd = astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);  // [0, 256)
+        return sum(a * expandDims(am, 1)) + sum(a * cmp) + sum(a * ints) + sum(a * rnd) + sum(am) + sum(rnd);
+      })(Tree(x));
+    });
+    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
+    // The expected gradient: the constants themselves, computed eagerly.
+    Array am = astype(argmax(x, 1), DType::F64);
+    Array want = expandDims(am, 1) + astype(x > 0.5, DType::F64) +
+                 astype(bitwiseAnd(astype(x * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)), DType::F64);
+    Array k = Array::full({2, 3}, 7, DType::U32);
+    Array bits = threefry2x32(k, k, astype(abs(x) * 1000.0, DType::U32), k).first;
+    want = want + astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);
+    std::string d = compareValues(vg->grads.leaf(), want.toDoubles());
+    QVERIFY2(d.empty(), d.c_str());
+  }
+
+  // A loss that depends on x only through non-differentiable ops has a zero gradient (not an error).
+  void onlyNonDifferentiablePathGivesZeros() {
+    Array x = Array::fromVector(std::vector<double>{0.3, -2.0, 5.0}, Shape{3}, DType::F64);
+    auto g = capture([&] {
+      return gradOf([](const Array& a) {
+        return astype(argmax(a, 0), DType::F64) + sum(astype(a > 0.0, DType::F64)) + sum(floor(a)) + sum(sign(a));
+      })(x);
+    });
+    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+    QCOMPARE(g->aval(), x.aval());
+    for (double v : g->toDoubles()) QCOMPARE(v, 0.0);
+  }
+
+  // Errors a user can cause come back as Errors, never as crashes.
+  void errorsComeBackAsValues() {
+    Array v = Array::fromVector(std::vector<double>{1, 2, 3}, Shape{3}, DType::F64);
+    auto nonScalar = capture([&] { return gradOf([](const Array& a) { return a * 2.0; })(v); });
+    QVERIFY(!nonScalar.ok());
+    QVERIFY2(nonScalar.error().message.find("scalar") != std::string::npos, err(nonScalar.error()).c_str());
+
+    auto intLoss = capture([&] {
+      return grad([](const Tree& p) { return sum(astype(p.leaf(), DType::I32)); })(Tree(v));
+    });
+    QVERIFY(!intLoss.ok());
+    QVERIFY2(intLoss.error().message.find("floating") != std::string::npos, err(intLoss.error()).c_str());
+
+    Array w = Array::fromVector(std::vector<double>{1, 2, 3, 4}, Shape{4}, DType::F64);
+    auto shapes = capture([&] { return gradOf([w](const Array& a) { return sum(a + w); })(v); });
+    QVERIFY(!shapes.ok());
+    QVERIFY2(shapes.error().message.find("[3]") != std::string::npos &&
+                 shapes.error().message.find("[4]") != std::string::npos,
+             err(shapes.error()).c_str());
+    QVERIFY2(shapes.error().message.find("test_autodiff.cpp") != std::string::npos, err(shapes.error()).c_str());
+
+    auto inner = capture([&] {
+      return gradOf(gradOf([](const Array& a) { return sum(matmul(a, a)); }))(Array::scalar(1.0, DType::F64));
+    });
+    QVERIFY(!inner.ok());
+
+    // Inside jit the same errors are Results of the call.
+    Jit j = jit([w](const std::vector<Array>& xs) {
+      return std::vector<Array>{gradOf([w](const Array& a) { return sum(a * w); })(xs[0])};
+    }, "bad_grad");
+    auto r = j({v});
+    QVERIFY(!r.ok());
+
+    // vjp with a wrongly shaped cotangent.
+    auto ct = capture([&] {
+      VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, {v});
+      return o.pullback({w});
+    });
+    QVERIFY(!ct.ok());
+  }
+
+  // vjp with several outputs and cotangents, one of them absent (zero).
+  void vjpWithSeveralOutputs() {
+    Array a = Array::fromVector(std::vector<double>{0.5, -1.0}, Shape{2}, DType::F64);
+    Array b = Array::fromVector(std::vector<double>{2.0, 3.0}, Shape{2}, DType::F64);
+    auto r = capture([&] {
+      VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * xs[1], sin(xs[0])}; },
+                        {a, b});
+      Array ct0 = Array::fromVector(std::vector<double>{1, 10}, Shape{2}, DType::F64);
+      auto both = o.pullback({ct0, Array::fromVector(std::vector<double>{1, 1}, Shape{2}, DType::F64)});
+      auto first = o.pullback({ct0, Array()});
+      return std::vector<Array>{both[0], both[1], first[0], first[1]};
+    });
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    std::string d = compareValues((*r)[0], {2 + std::cos(0.5), 30 + std::cos(-1.0)});
+    QVERIFY2(d.empty(), d.c_str());
+    d = compareValues((*r)[1], {0.5, -10});
+    QVERIFY2(d.empty(), d.c_str());
+    d = compareValues((*r)[2], {2, 30});
+    QVERIFY2(d.empty(), d.c_str());
+    d = compareValues((*r)[3], {0.5, -10});
+    QVERIFY2(d.empty(), d.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestAutodiff)
+#include "test_autodiff.moc"

@@ -1,0 +1,660 @@
+// Gradients checked op by op against finite differences. Every differentiable op runs over its conformance
+// cases (tests/ops/cases_*.cpp): the f64 cases where the op accepts f64, and its f32 cases (with looser
+// tolerances) where it has none or only a few (control-flow bodies are mostly built in f32).
+// For each case, L(inputs) = sum_r sum(op(inputs)_r * W_r) with a fixed random W_r per float result; the
+// analytic gradient is the pullback of tsr::vjp with cotangents W, the numeric one central differences of the
+// op's CPU kernel (independent of every rule), on up to kElementsPerInput random elements of every float operand.
+// Integer operands (indices, starts) are not perturbed; elements within reach of a kink or a singularity of the
+// op (abs at 0, max ties, log at 0, ...) are skipped. Every case also runs once as jit(vjp) against eager vjp,
+// and every float dtype's cases run through vjp once to check the cotangents' avals.
+// A few API-level checks cover broadcasting, multi-axis reductions and the compositions built on them.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/ops/registry.h"
+#include "engine/runtime/buffer.h"
+#include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+#include "engine/transform/jit.h"
+#include "engine/transform/trace.h"
+#include "tests/ops/harness.h"
+
+using namespace tsr;
+using namespace tsr::test;
+using ir::OpCode;
+
+namespace {
+
+constexpr int kElementsPerInput = 24;
+constexpr size_t kFewCases = 5;
+
+// ---- Host tensors, arrays and the op's own kernel ----------------------------------------------------------
+
+Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }
+
+HostTensor toHost(const Array& a) {
+  HostTensor t = HostTensor::zeros(a.aval());
+  if (a.aval().bytes()) std::memcpy(t.bytes.data(), a.buffer()->data(), t.bytes.size());
+  return t;
+}
+
+// The op on host tensors with its CPU kernel: the numeric side never touches a vjp rule or the Array API.
+Result<std::vector<HostTensor>> runKernel(const ir::OpDef& def, const std::vector<HostTensor>& inputs,
+                                          const ir::Attrs& attrs) {
+  std::vector<runtime::BufferPtr> bufs;
+  std::vector<Aval> avals;
+  for (const auto& in : inputs) {
+    auto b = runtime::Buffer::allocate(in.aval.bytes());
+    if (!b.ok()) return b.takeError();
+    if (in.aval.bytes()) std::memcpy((*b)->data(), in.bytes.data(), in.bytes.size());
+    bufs.push_back(*b);
+    avals.push_back(in.aval);
+  }
+  std::vector<Aval> outAvals;
+  auto outs = runtime::runCpuOp(def, bufs, avals, attrs, &outAvals);
+  if (!outs.ok()) return outs.takeError();
+  std::vector<HostTensor> r;
+  for (size_t i = 0; i < outs->size(); ++i) {
+    HostTensor t = HostTensor::zeros(outAvals[i]);
+    if (outAvals[i].bytes()) std::memcpy(t.bytes.data(), (*outs)[i]->data(), t.bytes.size());
+    r.push_back(std::move(t));
+  }
+  return r;
+}
+
+bool allFinite(const HostTensor& t) {
+  if (!isFloating(t.aval.dtype)) return true;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.get(i))) return false;
+  return true;
+}
+
+std::string indexString(int64_t flat, const Shape& s) {
+  return s.rank() == 0 ? "[]" : "[" + joinInts(unravel(flat, s)) + "]";
+}
+
+// ---- Precision: step and tolerance follow the least precise float the case touches --------------------------
+
+int precisionRank(DType t) {
+  switch (t) {
+    case DType::F64: return 3;
+    case DType::F32: return 2;
+    case DType::F16: return 1;
+    default: return 0;  // bf16
+  }
+}
+
+struct Precision {
+  double step;  // relative to max(1, |x|)
+  double rtol;  // of max(|analytic|, |numeric|)
+  double atol;  // of the largest numeric gradient of the operand
+};
+
+// f64: central differences with h = 1e-6 err by ~eps64 * |f| / h ~ 1e-10 relative plus h^2 f''' / 6 ~ 1e-12.
+// f32: h = 1e-3 errs by ~eps32 * |f| / h ~ 1e-4 relative, and by more where sums of ~100 terms round.
+// f16 / bf16 only appear as the result of a convert from f64, which is linear: a wide step over the rounding
+// grid (one ulp at |x| <= 4 is 2^-9 resp. 2^-6) leaves an error of ulp / 2h.
+Precision precisionFor(DType t) {
+  switch (t) {
+    case DType::F64: return {1e-6, 1e-5, 1e-6};
+    case DType::F32: return {1e-3, 2e-2, 2e-3};
+    case DType::F16: return {5e-2, 5e-2, 5e-2};
+    default: return {2.5e-1, 5e-2, 5e-2};
+  }
+}
+
+// ---- Kinks and singularities ---------------------------------------------------------------------------------
+
+// Central differences are meaningful only where the op is smooth within a few steps of x. Each rule returns a
+// reason when element e (of every operand: elementwise operands share one shape) is too close to a kink, a
+// discontinuity or a singular derivative.
+std::string elementwiseKink(OpCode op, const std::vector<HostTensor>& in, int64_t e) {
+  constexpr double kKink = 1e-4;      // kinks: the slope is constant on each side, 100 steps suffice
+  constexpr double kSingular = 2e-2;  // derivatives that blow up: keep the third derivative small
+  auto x = [&](size_t i) { return in[i].get(e); };
+  switch (op) {
+    case OpCode::Abs:
+    case OpCode::Relu: return std::fabs(x(0)) < kKink ? "x near 0 (kink)" : "";
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Log: return x(0) < kSingular ? "x near 0 (singular derivative)" : "";
+    case OpCode::Log1p: return x(0) < -1 + kSingular ? "x near -1 (singular derivative)" : "";
+    case OpCode::ErfInv: return std::fabs(x(0)) > 1 - kSingular ? "x near +-1 (singular derivative)" : "";
+    case OpCode::Tan: return std::fabs(std::cos(x(0))) < 0.1 ? "x near a pole" : "";
+    case OpCode::Pow: return x(0) < kSingular ? "base near 0" : "";
+    case OpCode::Div: return std::fabs(x(1)) < kSingular ? "divisor near 0" : "";
+    case OpCode::Atan2: return x(0) * x(0) + x(1) * x(1) < kSingular ? "(y, x) near the origin" : "";
+    case OpCode::Max:
+    case OpCode::Min: return std::fabs(x(0) - x(1)) < kKink ? "a tie (kink)" : "";
+    case OpCode::Clamp: {  // operands (lo, x, hi)
+      double lo = x(0), v = x(1), hi = x(2);
+      bool near = std::fabs(v - lo) < kKink || std::fabs(v - hi) < kKink || std::fabs(lo - hi) < kKink;
+      return near ? "a tie between lo, x and hi (kink)" : "";
+    }
+    case OpCode::Rem: {  // a jump wherever a / b crosses an integer
+      double b = std::fabs(x(1)), r = std::fabs(std::fmod(x(0), x(1)));
+      return (b < kSingular || r < kKink * b || b - r < kKink * b) ? "a / b near an integer (jump)" : "";
+    }
+    default: return "";
+  }
+}
+
+bool inAxes(const ir::Ints& axes, int64_t d) { return std::find(axes.begin(), axes.end(), d) != axes.end(); }
+
+// reduce_max / reduce_min: a kink wherever the two extreme elements of a reduced group are (nearly) tied.
+std::string reductionKink(OpCode op, const HostTensor& x, const ir::Ints& axes) {
+  if (op != OpCode::ReduceMax && op != OpCode::ReduceMin) return "";
+  const Shape& s = x.aval.shape;
+  std::vector<int64_t> keptDims;
+  for (int d = 0; d < s.rank(); ++d)
+    if (!inAxes(axes, d)) keptDims.push_back(s[d]);
+  Shape kept(keptDims);
+  std::map<int64_t, std::vector<double>> groups;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    std::vector<int64_t> idx = unravel(i, s), k;
+    for (int d = 0; d < s.rank(); ++d)
+      if (!inAxes(axes, d)) k.push_back(idx[static_cast<size_t>(d)]);
+    groups[ravel(k, kept)].push_back(op == OpCode::ReduceMax ? x.get(i) : -x.get(i));
+  }
+  for (auto& [g, v] : groups) {
+    if (v.size() < 2) continue;
+    std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<>());
+    if (v[0] - v[1] < 1e-4) return "two extreme elements of a group tie (kink)";
+  }
+  return "";
+}
+
+// ---- Case selection --------------------------------------------------------------------------------------------
+
+std::vector<OpCase> allCases() {
+  std::mt19937 rng(1234);
+  std::vector<OpCase> cases;
+  addElementwiseCases(cases, rng);
+  addLayoutCases(cases, rng);
+  addReductionCases(cases, rng);
+  addContractionCases(cases, rng);
+  addIndexingCases(cases, rng);
+  addMiscCases(cases, rng);
+  addControlFlowCases(cases, rng);
+  return cases;
+}
+
+// The float dtype of a case's float operands, or nullopt when it has none or they differ.
+std::optional<DType> caseFloatType(const OpCase& c) {
+  std::optional<DType> t;
+  for (const auto& in : c.inputs) {
+    if (!isFloating(in.aval.dtype)) continue;
+    if (t && *t != in.aval.dtype) return std::nullopt;
+    t = in.aval.dtype;
+  }
+  return t;
+}
+
+// Per differentiable op: its f64 cases, plus its f32 cases where it has fewer than kFewCases f64 ones.
+std::vector<const OpCase*> gradCases(const std::vector<OpCase>& cases, QStringList& noCases) {
+  std::map<OpCode, std::vector<const OpCase*>> f64, f32;
+  for (const auto& c : cases) {
+    const ir::OpDef* def = ops::registry().find(c.op);
+    if (!def || !def->differentiable) continue;
+    auto t = caseFloatType(c);
+    if (t == DType::F64) f64[c.op].push_back(&c);
+    if (t == DType::F32) f32[c.op].push_back(&c);
+  }
+  std::vector<const OpCase*> out;
+  for (const auto& def : ops::registry().all()) {
+    if (static_cast<uint32_t>(def.code) >= ir::kNumCoreOps || !def.differentiable) continue;
+    // Ops with only a few f64 cases (control flow builds most of its bodies in f32) also get their f32 cases.
+    std::vector<const OpCase*> chosen = f64[def.code];
+    if (chosen.size() < kFewCases) chosen.insert(chosen.end(), f32[def.code].begin(), f32[def.code].end());
+    if (chosen.empty()) noCases << QString::fromStdString(def.name);
+    out.insert(out.end(), chosen.begin(), chosen.end());
+  }
+  return out;
+}
+
+// Weights in {-2, ..., 2} \ {0} in steps of 1/8: exact in every float dtype, so W itself adds no rounding.
+HostTensor randomWeights(const Aval& aval, std::mt19937& rng) {
+  HostTensor w = HostTensor::zeros(aval);
+  std::uniform_int_distribution<int> pick(-16, 16);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    int v = pick(rng);
+    w.set(i, (v == 0 ? 3 : v) / 8.0);
+  }
+  return w;
+}
+
+// Up to n distinct random flat indices of [0, numel).
+std::vector<int64_t> sampleElements(int64_t numel, int n, std::mt19937& rng) {
+  std::vector<int64_t> all(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) all[static_cast<size_t>(i)] = i;
+  if (numel > n) {
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(static_cast<size_t>(n));
+    std::sort(all.begin(), all.end());
+  }
+  return all;
+}
+
+// ---- One case ------------------------------------------------------------------------------------------------
+
+// A failure: the op, the case (and layout), and what differed. Printed one per failing op first, so that one
+// broken op cannot hide another; then more up to a limit; then per op its count and its failing cases.
+struct Failure {
+  std::string op, where, what;
+};
+
+// Returns the number of distinct failing ops.
+int printFailures(const std::vector<Failure>& failures) {
+  std::map<std::string, std::vector<const Failure*>> perOp;
+  for (const auto& f : failures) perOp[f.op].push_back(&f);
+  auto line = [](const Failure& f) { return f.op + " | " + f.where + ": " + f.what; };
+  std::vector<const Failure*> rest;
+  for (const auto& [op, fs] : perOp) {
+    qWarning("%s", line(*fs[0]).c_str());
+    rest.insert(rest.end(), fs.begin() + 1, fs.end());
+  }
+  for (size_t i = 0; i < std::min<size_t>(60, rest.size()); ++i) qWarning("%s", line(*rest[i]).c_str());
+  for (const auto& [op, fs] : perOp) {
+    std::set<std::string> where;
+    for (const Failure* f : fs) where.insert(f->where);
+    std::string list;
+    int shown = 0;
+    for (const auto& w : where)
+      if (shown++ < 8) list += (list.empty() ? "" : "; ") + w;
+    if (where.size() > 8) list += fmt::format("; and {} more", where.size() - 8);
+    qWarning("%s: %zu failures in %zu cases: %s", op.c_str(), fs.size(), where.size(), list.c_str());
+  }
+  return static_cast<int>(perOp.size());
+}
+
+struct Report {
+  std::vector<Failure> failures;
+  std::map<std::string, int> checkedCases, skippedCases, checkedElements, skippedElements;
+  std::map<std::string, std::set<std::string>> skipReasons;
+  std::map<std::string, std::set<std::string>> dtypes;  // the operand dtypes of the op's checked cases
+};
+
+struct CaseRun {
+  const OpCase& c;
+  const ir::OpDef& def;
+  std::vector<HostTensor> outputs;  // from the kernel
+  std::vector<Array> weights;       // per result; invalid for integer results
+  std::vector<HostTensor> hostWeights;
+};
+
+std::string joined(const std::set<std::string>& items, const std::string& sep = " ") {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs) {
+  return bind(c.op, xs, c.attrs, std::source_location::current());
+}
+
+// The analytic gradient of L: vjp of the op with cotangents W.
+std::vector<Array> analyticGrads(const CaseRun& run, const std::vector<Array>& inputs) {
+  const OpCase& c = run.c;
+  VjpOutput v = vjp([&c](const std::vector<Array>& xs) { return applyOp(c, xs); }, inputs);
+  return v.pullback(run.weights);
+}
+
+// sum_r sum_j W_rj * (op(x + h)_rj - op(x - h)_rj): the differences first, so unchanged outputs add nothing.
+double weightedDifference(const CaseRun& run, const std::vector<HostTensor>& plus, const std::vector<HostTensor>& minus) {
+  double s = 0;
+  for (size_t r = 0; r < plus.size(); ++r) {
+    if (!run.weights[r].valid()) continue;
+    for (int64_t j = 0; j < plus[r].numel(); ++j) s += run.hostWeights[r].get(j) * (plus[r].get(j) - minus[r].get(j));
+  }
+  return s;
+}
+
+void checkCase(const OpCase& c, Report& report, std::mt19937& rng) {
+  const ir::OpDef& def = *ops::registry().find(c.op);
+  const std::string op = def.name;
+  report.dtypes[op].insert(std::string(dtypeName(*caseFloatType(c))));
+  auto fail = [&](const std::string& what) { report.failures.push_back({op, c.label, what}); };
+  auto skipCase = [&](const std::string& why) {
+    report.skippedCases[op]++;
+    report.skipReasons[op].insert(why);
+  };
+
+  for (const auto& in : c.inputs)
+    if (!allFinite(in)) return skipCase("non-finite inputs");
+  auto outs = runKernel(def, c.inputs, c.attrs);
+  if (!outs.ok()) return fail("kernel: " + outs.error().message);
+  CaseRun run{c, def, *outs, {}, {}};
+  DType precision = *caseFloatType(c);
+  bool anyFloatResult = false;
+  for (const auto& o : run.outputs) {
+    if (!allFinite(o)) return skipCase("non-finite results");
+    if (isFloating(o.aval.dtype)) {
+      anyFloatResult = true;
+      if (precisionRank(o.aval.dtype) < precisionRank(precision)) precision = o.aval.dtype;
+      run.hostWeights.push_back(randomWeights(o.aval, rng));
+      run.weights.push_back(toArray(run.hostWeights.back()));
+    } else {
+      run.hostWeights.push_back(HostTensor{});
+      run.weights.push_back(Array());
+    }
+  }
+  if (!anyFloatResult) return skipCase("no float result (the gradient is zero by definition)");
+  if (def.family == "reduction" && std::holds_alternative<ir::ReduceAttrs>(c.attrs)) {
+    std::string why = reductionKink(c.op, c.inputs[0], std::get<ir::ReduceAttrs>(c.attrs).axes);
+    if (!why.empty()) return skipCase(why);
+  }
+  const Precision prec = precisionFor(precision);
+
+  std::vector<Array> inputs;
+  for (const auto& in : c.inputs) inputs.push_back(toArray(in));
+  auto grads = capture([&] { return analyticGrads(run, inputs); });
+  if (!grads.ok()) return fail("vjp: " + grads.error().message);
+  if (grads->size() != inputs.size())
+    return fail(fmt::format("vjp returned {} cotangents for {} operands", grads->size(), inputs.size()));
+
+  bool elementwise = def.family == "elementwise";
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const HostTensor& x = c.inputs[i];
+    if (!isFloating(x.aval.dtype)) continue;  // indices and starts are not perturbed
+    const Array& g = (*grads)[i];
+    if (!g.valid() || !(g.aval() == x.aval)) {
+      fail(fmt::format("operand {}: cotangent {} for operand {}", i, g.valid() ? g.aval().toString() : "missing",
+                       x.aval.toString()));
+      continue;
+    }
+    HostTensor analytic = toHost(g);
+    struct Check { int64_t e; double a, n, x; };
+    std::vector<Check> checks;
+    for (int64_t e : sampleElements(x.numel(), kElementsPerInput, rng)) {
+      if (elementwise) {
+        std::string why = elementwiseKink(c.op, c.inputs, e);
+        if (!why.empty()) {
+          report.skippedElements[op]++;
+          report.skipReasons[op].insert(why);
+          continue;
+        }
+      }
+      std::vector<HostTensor> plus = c.inputs, minus = c.inputs;
+      double x0 = x.get(e), h = prec.step * std::max(1.0, std::fabs(x0));
+      plus[i].set(e, x0 + h);
+      minus[i].set(e, x0 - h);
+      double width = plus[i].get(e) - minus[i].get(e);  // the step as stored in the dtype
+      auto fp = runKernel(def, plus, c.attrs), fm = runKernel(def, minus, c.attrs);
+      if (!fp.ok() || !fm.ok()) return fail("kernel failed on a perturbed input");
+      checks.push_back({e, analytic.get(e), weightedDifference(run, *fp, *fm) / width, x0});
+    }
+    double scale = 0;
+    for (const auto& k : checks) scale = std::max(scale, std::fabs(k.n));
+    for (const auto& k : checks) {
+      report.checkedElements[op]++;
+      double tol = prec.rtol * std::max(std::fabs(k.a), std::fabs(k.n)) + prec.atol * std::max(scale, 1e-3);
+      if (!(std::fabs(k.a - k.n) <= tol))
+        fail(fmt::format("operand {} element {} {} (x = {:.9g}): analytic {:.9g}, numeric {:.9g}, |diff| {:.3g} > tol {:.3g}",
+                         i, k.e, indexString(k.e, x.aval.shape), k.x, k.a, k.n, std::fabs(k.a - k.n), tol));
+    }
+  }
+  report.checkedCases[op]++;
+
+  // Composition: the same pullback traced and compiled by jit equals the eager one.
+  Jit jitted = jit([&run](const std::vector<Array>& xs) { return analyticGrads(run, xs); }, "grad_" + op);
+  auto viaJit = jitted(inputs);
+  if (!viaJit.ok()) return fail("jit(vjp): " + viaJit.error().message);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!isFloating(c.inputs[i].aval.dtype)) continue;
+    auto want = (*grads)[i].toDoubles(), got = (*viaJit)[i].toDoubles();
+    if ((*viaJit)[i].aval() != (*grads)[i].aval()) {
+      fail(fmt::format("jit(vjp) operand {}: cotangent {} but eager gave {}", i, (*viaJit)[i].aval().toString(),
+                       (*grads)[i].aval().toString()));
+      continue;
+    }
+    double tol = precision == DType::F64 ? 1e-12 : 1e-5;
+    for (size_t e = 0; e < want.size(); ++e)
+      if (!(std::fabs(got[e] - want[e]) <= tol * (1 + std::fabs(want[e])))) {
+        fail(fmt::format("jit(vjp) operand {} element {}: jit {:.9g}, eager {:.9g}", i, e, got[e], want[e]));
+        break;
+      }
+  }
+}
+
+// ---- API-level checks ---------------------------------------------------------------------------------------
+
+Array randomF64(const Shape& s, std::mt19937& rng, double lo = -1.5, double hi = 1.5) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (auto& x : v) x = d(rng);
+  return Array::fromVector(v, s, DType::F64);
+}
+
+using MultiLoss = std::function<Array(const std::vector<Array>&)>;
+
+// grad of a scalar loss of several f64 arrays (through tsr::grad on a list Tree) against central differences
+// on every element. Returns "" or the first mismatch.
+std::string checkApiGrad(const MultiLoss& loss, const std::vector<Array>& args) {
+  std::vector<Tree> items;
+  for (const auto& a : args) items.emplace_back(a);
+  auto g = capture([&] {
+    return grad([&](const Tree& t) { return loss(t.leaves()); })(Tree::list(items));
+  });
+  if (!g.ok()) return "grad: " + g.error().message;
+  std::vector<Array> grads = g->leaves();
+  if (grads.size() != args.size()) return "grad returned a tree with a different number of leaves";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (grads[i].aval() != args[i].aval())
+      return fmt::format("argument {}: gradient {} for {}", i, grads[i].aval().toString(), args[i].aval().toString());
+    std::vector<double> x = args[i].toDoubles(), analytic = grads[i].toDoubles();
+    for (size_t e = 0; e < x.size(); ++e) {
+      const double h = 1e-6;
+      auto at = [&](double v) {
+        std::vector<double> p = x;
+        p[e] = v;
+        std::vector<Array> moved = args;
+        moved[i] = Array::fromVector(p, args[i].shape(), DType::F64);
+        return loss(moved).item();
+      };
+      double numeric = (at(x[e] + h) - at(x[e] - h)) / (2 * h);
+      if (!(std::fabs(analytic[e] - numeric) <= 1e-6 * (1 + std::fabs(numeric))))
+        return fmt::format("argument {} {} element {} {}: analytic {:.10g}, numeric {:.10g}", i,
+                           args[i].aval().toString(), e, indexString(static_cast<int64_t>(e), args[i].shape()),
+                           analytic[e], numeric);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+class TestGradOps : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { m_cases = allCases(); }
+
+  // Every differentiable op, every (f64) case, against finite differences; and jit(vjp) against eager vjp.
+  void everyDifferentiableOpMatchesFiniteDifferences() {
+    QStringList noCases;
+    std::vector<const OpCase*> cases = gradCases(m_cases, noCases);
+    std::mt19937 rng(4321);
+    Report report;
+    for (const OpCase* c : cases) checkCase(*c, report, rng);
+
+    std::set<std::string> ops;
+    for (const auto& [op, n] : report.checkedCases) ops.insert(op);
+    for (const auto& [op, n] : report.skippedCases) ops.insert(op);
+    for (const auto& op : ops) {
+      std::string reasons = joined(report.skipReasons[op], "; ");
+      qInfo("%-22s %-8s %3d cases checked (%4d elements), %2d cases and %3d elements skipped%s%s", op.c_str(),
+            joined(report.dtypes[op]).c_str(), report.checkedCases[op], report.checkedElements[op], report.skippedCases[op],
+            report.skippedElements[op], reasons.empty() ? "" : ": ", reasons.c_str());
+    }
+    int failingOps = printFailures(report.failures);
+    QVERIFY2(noCases.isEmpty(), qPrintable("differentiable ops without f64 or f32 cases: " + noCases.join(", ")));
+    QVERIFY2(report.failures.empty(), qPrintable(QString("%1 gradient mismatches or errors in %2 ops over %3 cases")
+                                                     .arg(report.failures.size())
+                                                     .arg(failingOps)
+                                                     .arg(cases.size())));
+  }
+
+  // Every differentiable op's vjp runs for every float dtype it accepts (f32, bf16, f16 too, not only the f64
+  // cases checked numerically above) and gives each float operand a cotangent of its own aval.
+  void vjpRunsForEveryFloatDtype() {
+    std::mt19937 rng(99);
+    std::vector<Failure> failures;
+    std::map<std::string, std::set<std::string>> dtypesRun;
+    for (const OpCase& c : m_cases) {
+      const ir::OpDef& def = *ops::registry().find(c.op);
+      if (!def.differentiable || !caseFloatType(c)) continue;
+      std::vector<Array> inputs;
+      for (const auto& in : c.inputs) inputs.push_back(toArray(in));
+      auto outs = capture([&] { return applyOp(c, inputs); });
+      if (!outs.ok()) {
+        failures.push_back({def.name, c.label, "the op itself: " + outs.error().message});
+        continue;
+      }
+      std::vector<Array> weights;
+      for (const auto& o : *outs)
+        weights.push_back(isFloating(o.dtype()) ? toArray(randomWeights(o.aval(), rng)) : Array());
+      auto grads = capture([&] {
+        return vjp([&c](const std::vector<Array>& xs) { return applyOp(c, xs); }, inputs).pullback(weights);
+      });
+      if (!grads.ok()) {
+        failures.push_back({def.name, c.label, grads.error().message});
+        continue;
+      }
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!isFloating(inputs[i].dtype())) continue;
+        const Array& g = (*grads)[i];
+        if (!g.valid() || g.aval() != inputs[i].aval())
+          failures.push_back({def.name, c.label,
+                              fmt::format("operand {} is {} but its cotangent is {}", i, inputs[i].aval().toString(),
+                                          g.valid() ? g.aval().toString() : "missing")});
+      }
+      dtypesRun[def.name].insert(std::string(dtypeName(*caseFloatType(c))));
+    }
+    for (const auto& [op, ts] : dtypesRun) {
+      qInfo("%-22s vjp ran for %s", op.c_str(), joined(ts).c_str());
+    }
+    int failingOps = printFailures(failures);
+    QVERIFY2(failures.empty(), qPrintable(QString("%1 cases of %2 ops whose vjp failed").arg(failures.size()).arg(failingOps)));
+  }
+
+  // Broadcasting: the gradient of a broadcast operand sums over the broadcast dims.
+  void broadcastingBinaryOps_data() {
+    QTest::addColumn<int>("which");
+    QTest::newRow("sum(a + b), a [2,3], b [3]") << 0;
+    QTest::newRow("sum(a + b), a [2,3], b [2,1]") << 1;
+    QTest::newRow("sum(sin(a * b) * a), b [2,1]") << 2;
+    QTest::newRow("sum((a - b) / (2 + b * b)), b [] scalar") << 3;
+    QTest::newRow("sum(maximum(a, b) * a), b [1,3]") << 4;
+    QTest::newRow("sum(where(a > 0, a * b, b)), b [3]") << 5;
+  }
+  void broadcastingBinaryOps() {
+    QFETCH(int, which);
+    std::mt19937 rng(7 + which);
+    Array a = randomF64({2, 3}, rng);
+    const Shape bShapes[] = {{3}, {2, 1}, {2, 1}, {}, {1, 3}, {3}};
+    Array b = randomF64(bShapes[which], rng);
+    MultiLoss losses[] = {
+        [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
+        [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
+        [](const std::vector<Array>& x) { return sum(sin(x[0] * x[1]) * x[0]); },
+        [](const std::vector<Array>& x) { return sum((x[0] - x[1]) / (2.0 + x[1] * x[1])); },
+        [](const std::vector<Array>& x) { return sum(maximum(x[0], x[1]) * x[0]); },
+        [](const std::vector<Array>& x) { return sum(where(x[0] > 0.0, x[0] * x[1], x[1])); },
+    };
+    std::string diff = checkApiGrad(losses[which], {a, b});
+    QVERIFY2(diff.empty(), diff.c_str());
+  }
+
+  // Reductions over several axes, with and without kept dims, and the compositions built on them.
+  void reductionsAndCompositions_data() {
+    QTest::addColumn<int>("which");
+    QTest::newRow("sum(x, {0,2}) squared") << 0;
+    QTest::newRow("sum(x, {0,2}, keepDims) * x") << 1;
+    QTest::newRow("mean(x * x, {1})") << 2;
+    QTest::newRow("mean over all axes of exp(x)") << 3;
+    QTest::newRow("max(x, {1}) weighted") << 4;
+    QTest::newRow("prod(x, {2})") << 5;
+    QTest::newRow("softmax(x, -1) weighted") << 6;
+    QTest::newRow("softmax(x, 1) weighted") << 7;
+    QTest::newRow("logSoftmax(x) weighted") << 8;
+    QTest::newRow("logsumexp(x, {-1})") << 9;
+    QTest::newRow("logsumexp(x, {0,2}, keepDims) - x") << 10;
+    QTest::newRow("gelu and sigmoid") << 11;
+  }
+  void reductionsAndCompositions() {
+    QFETCH(int, which);
+    std::mt19937 rng(100 + which);
+    Array x = randomF64({2, 3, 4}, rng, 0.3, 1.5);
+    Array w = randomF64({2, 3, 4}, rng);
+    Array w1 = randomF64({2, 4}, rng);
+    MultiLoss losses[] = {
+        [](const std::vector<Array>& v) { return sum(square(sum(v[0], {0, 2}))); },
+        [](const std::vector<Array>& v) { return sum(sum(v[0], {0, 2}, true) * v[0]); },
+        [](const std::vector<Array>& v) { return sum(mean(v[0] * v[0], {1}) * v[0 + 2]); },
+        [](const std::vector<Array>& v) { return mean(exp(v[0])); },
+        [](const std::vector<Array>& v) { return sum(max(v[0], {1}) * v[2]); },
+        [](const std::vector<Array>& v) { return sum(prod(v[0], {2})); },
+        [](const std::vector<Array>& v) { return sum(softmax(v[0], -1) * v[1]); },
+        [](const std::vector<Array>& v) { return sum(softmax(v[0], 1) * v[1]); },
+        [](const std::vector<Array>& v) { return sum(logSoftmax(v[0]) * v[1]); },
+        [](const std::vector<Array>& v) { return sum(logsumexp(v[0], {-1}) * sum(v[1], {-1})); },
+        [](const std::vector<Array>& v) { return sum(square(logsumexp(v[0], {0, 2}, true) - v[0])); },
+        [](const std::vector<Array>& v) { return sum(gelu(v[0]) * sigmoid(v[0] * v[1])); },
+    };
+    // Only x is differentiated; the weights ride along as constants.
+    Array wc = w, w1c = w1;
+    MultiLoss f = [&losses, which, wc, w1c](const std::vector<Array>& v) {
+      return losses[which]({v[0], wc, w1c});
+    };
+    std::string diff = checkApiGrad(f, {x});
+    QVERIFY2(diff.empty(), diff.c_str());
+  }
+
+  // matmul with batch broadcasting ([2,1,3,4] @ [5,4,2] -> [2,5,3,2]), vector operands and einsum.
+  void contractions_data() {
+    QTest::addColumn<int>("which");
+    QTest::newRow("matmul [2,1,3,4] @ [5,4,2]") << 0;
+    QTest::newRow("matmul [3,4] @ [4]") << 1;
+    QTest::newRow("matmul [4] @ [2,4,3]") << 2;
+    QTest::newRow("einsum bij,bjk->bik") << 3;
+    QTest::newRow("take and tanh") << 4;
+  }
+  void contractions() {
+    QFETCH(int, which);
+    std::mt19937 rng(200 + which);
+    const std::pair<Shape, Shape> shapes[] = {
+        {{2, 1, 3, 4}, {5, 4, 2}}, {{3, 4}, {4}}, {{4}, {2, 4, 3}}, {{2, 3, 4}, {2, 4, 5}}, {{6, 3}, {2, 3}}};
+    Array a = randomF64(shapes[which].first, rng), b = randomF64(shapes[which].second, rng);
+    auto checkFn = [&](const MultiLoss& loss) { return checkApiGrad(loss, {a, b}); };
+    std::string diff;
+    switch (which) {
+      case 3:
+        diff = checkFn([](const std::vector<Array>& v) { return sum(sin(einsum("bij,bjk->bik", v[0], v[1]))); });
+        break;
+      case 4: {
+        Array idx = Array::fromVector(std::vector<int32_t>{5, 0, 2, 2}, Shape{4});
+        diff = checkFn([idx](const std::vector<Array>& v) {
+          return sum(tanh(take(v[0], idx, 0)) * sum(v[1], {0}));
+        });
+        break;
+      }
+      default:
+        diff = checkFn([](const std::vector<Array>& v) {
+          Array y = matmul(v[0], v[1]);
+          return sum(y * y * 0.5 + y);
+        });
+    }
+    QVERIFY2(diff.empty(), diff.c_str());
+  }
+
+ private:
+  std::vector<OpCase> m_cases;
+};
+
+QTEST_GUILESS_MAIN(TestGradOps)
+#include "test_grad_ops.moc"

@@ -1,0 +1,403 @@
+// vmap checked op by op: for every conformance case (every op, every dtype it accepts, the edge shapes), three
+// examples are built from the case's inputs (example k: each operand's flat data rotated by k elements, so values
+// differ but stay in the op's domain; one-element operands are varied in place: integers + k, floats scaled by
+// 1 - k/4). vmap(op) on the stacked examples must equal the stack of the op run eagerly on each example: exactly
+// for integers and bools, within a tight tolerance for floats (batched reductions and contractions may sum in
+// another order). The layouts: batch axis 0 everywhere; the batch axis last on every operand and on the result
+// (out_axes -1); axis 1 in and out; and, for each operand in turn, that operand unbatched (in_axes -1, example
+// 0's value for every example). Then the compositions: nested vmap, vmap of jit, jit of vmap, vmap of grad,
+// out_axes, and errors.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/ops/registry.h"
+#include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+#include "engine/transform/jit.h"
+#include "engine/transform/trace.h"
+#include "engine/transform/vmap.h"
+#include "tests/ops/harness.h"
+
+using namespace tsr;
+using namespace tsr::test;
+
+namespace {
+
+constexpr int64_t kBatch = 3;
+
+Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }
+
+HostTensor toHost(const Array& a) {
+  HostTensor t = HostTensor::zeros(a.aval());
+  if (a.aval().bytes()) std::memcpy(t.bytes.data(), a.buffer()->data(), t.bytes.size());
+  return t;
+}
+
+std::vector<OpCase> allCases() {
+  std::mt19937 rng(1234);
+  std::vector<OpCase> cases;
+  addElementwiseCases(cases, rng);
+  addLayoutCases(cases, rng);
+  addReductionCases(cases, rng);
+  addContractionCases(cases, rng);
+  addIndexingCases(cases, rng);
+  addMiscCases(cases, rng);
+  addControlFlowCases(cases, rng);
+  return cases;
+}
+
+// ---- Examples and stacking -------------------------------------------------------------------------------------
+
+// Example k of one operand: its flat data rotated by k; a one-element operand varied in place instead.
+HostTensor exampleOf(const HostTensor& t, int64_t k) {
+  const int64_t n = t.numel();
+  if (n == 0 || k == 0) return t;
+  HostTensor r = HostTensor::zeros(t.aval);
+  if (n > 1) {
+    for (int64_t i = 0; i < n; ++i) r.setBits(i, t.getBits((i + k) % n));
+    return r;
+  }
+  if (t.aval.dtype == DType::Bool) r.setBits(0, t.getBits(0) ^ static_cast<uint64_t>(k & 1));
+  else if (isFloating(t.aval.dtype)) r.set(0, t.get(0) * (1.0 - 0.25 * static_cast<double>(k)));
+  else r.setBits(0, t.getBits(0) + static_cast<uint64_t>(k));  // wraps within the dtype's width below
+  if (!isFloating(t.aval.dtype) && t.aval.dtype != DType::Bool) {
+    uint64_t bits = r.getBits(0);
+    size_t width = dtypeSize(t.aval.dtype) * 8;
+    if (width < 64) bits &= (uint64_t(1) << width) - 1;
+    r.setBits(0, bits);
+  }
+  return r;
+}
+
+// Stacks equal-aval tensors along a new axis `axis` of the result.
+HostTensor stackAt(const std::vector<HostTensor>& xs, int axis) {
+  std::vector<int64_t> dims = xs[0].aval.shape.dims();
+  dims.insert(dims.begin() + axis, static_cast<int64_t>(xs.size()));
+  Shape s(dims);
+  HostTensor out = HostTensor::zeros(Aval{s, xs[0].aval.dtype});
+  for (int64_t o = 0; o < out.numel(); ++o) {
+    std::vector<int64_t> idx = unravel(o, s);
+    auto k = static_cast<size_t>(idx[static_cast<size_t>(axis)]);
+    idx.erase(idx.begin() + axis);
+    out.setBits(o, xs[k].getBits(ravel(idx, xs[k].aval.shape)));
+  }
+  return out;
+}
+
+// ---- Comparison ----------------------------------------------------------------------------------------------
+
+void tolerance(DType t, double& rtol, double& atol) {
+  switch (t) {
+    case DType::F64: rtol = 1e-12; atol = 1e-12; break;
+    case DType::F32: rtol = 1e-5; atol = 1e-5; break;
+    case DType::F16: rtol = 2e-3; atol = 2e-3; break;
+    case DType::BF16: rtol = 1.6e-2; atol = 1.6e-2; break;
+    default: rtol = 0; atol = 0; break;
+  }
+}
+
+// "" when equal: bitwise for integers and bools; for floats NaN matches NaN, and values agree within rtol
+// plus an atol relative to the largest magnitude of the expected tensor (sums may cancel).
+std::string compare(const HostTensor& got, const HostTensor& want) {
+  if (!(got.aval == want.aval)) return "result " + got.aval.toString() + ", expected " + want.aval.toString();
+  double rtol, atol;
+  tolerance(want.aval.dtype, rtol, atol);
+  double scale = 1;
+  if (isFloating(want.aval.dtype))
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (std::isfinite(want.get(i))) scale = std::max(scale, std::fabs(want.get(i)));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    bool ok;
+    double g = got.get(i), w = want.get(i);
+    if (!isFloating(want.aval.dtype)) ok = got.getBits(i) == want.getBits(i);
+    else if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
+    else if (std::isinf(w) || std::isinf(g)) ok = g == w;
+    else ok = std::fabs(g - w) <= atol * scale + rtol * std::fabs(w);
+    if (!ok)
+      return fmt::format("element {} [{}] of {}: vmap {:.9g}, per-example {:.9g}", i,
+                         joinInts(unravel(i, want.aval.shape)), want.aval.toString(), g, w);
+  }
+  return "";
+}
+
+// A failure: the op, the case (and layout), and what differed. Printed one per failing op first, so that one
+// broken op cannot hide another; then more up to a limit; then per op its count and its failing cases.
+struct Failure {
+  std::string op, where, what;
+};
+
+// Returns the number of distinct failing ops.
+int printFailures(const std::vector<Failure>& failures) {
+  std::map<std::string, std::vector<const Failure*>> perOp;
+  for (const auto& f : failures) perOp[f.op].push_back(&f);
+  auto line = [](const Failure& f) { return f.op + " | " + f.where + ": " + f.what; };
+  std::vector<const Failure*> rest;
+  for (const auto& [op, fs] : perOp) {
+    qWarning("%s", line(*fs[0]).c_str());
+    rest.insert(rest.end(), fs.begin() + 1, fs.end());
+  }
+  for (size_t i = 0; i < std::min<size_t>(60, rest.size()); ++i) qWarning("%s", line(*rest[i]).c_str());
+  for (const auto& [op, fs] : perOp) {
+    std::set<std::string> where;
+    for (const Failure* f : fs) where.insert(f->where);
+    std::string list;
+    int shown = 0;
+    for (const auto& w : where)
+      if (shown++ < 8) list += (list.empty() ? "" : "; ") + w;
+    if (where.size() > 8) list += fmt::format("; and {} more", where.size() - 8);
+    qWarning("%s: %zu failures in %zu cases: %s", op.c_str(), fs.size(), where.size(), list.c_str());
+  }
+  return static_cast<int>(perOp.size());
+}
+
+// ---- One case, one layout ----------------------------------------------------------------------------------------
+
+struct Layout {
+  std::string name;
+  std::vector<int> inAxes;  // per operand: the stacked axis, or -1
+  int outAxis = 0;
+};
+
+std::vector<Layout> layoutsFor(const OpCase& c) {
+  std::vector<Layout> out;
+  const size_t n = c.inputs.size();
+  out.push_back({"in_axes 0", std::vector<int>(n, 0), 0});
+  Layout last{"in_axes last, out_axes -1", {}, -1};
+  for (const auto& in : c.inputs) last.inAxes.push_back(in.aval.rank());
+  out.push_back(last);
+  // A middle axis: axis 1 of every operand that has a dim (0 for scalars), and axis 1 of the results where
+  // every result has a dim.
+  bool anyDims = false;
+  for (const auto& in : c.inputs) anyDims |= in.aval.rank() >= 1;
+  if (anyDims) {
+    std::vector<Aval> avals;
+    for (const auto& in : c.inputs) avals.push_back(in.aval);
+    auto results = ops::registry().find(c.op)->infer(avals, c.attrs);
+    bool resultsHaveDims = results.ok();
+    if (results.ok())
+      for (const auto& r : *results) resultsHaveDims &= r.rank() >= 1;
+    Layout middle{resultsHaveDims ? "in_axes 1, out_axes 1" : "in_axes 1", {}, resultsHaveDims ? 1 : 0};
+    for (const auto& in : c.inputs) middle.inAxes.push_back(std::min(1, in.aval.rank()));
+    out.push_back(middle);
+  }
+  if (n > 1)
+    for (size_t j = 0; j < n; ++j) {
+      Layout l{fmt::format("operand {} unbatched", j), std::vector<int>(n, 0), 0};
+      l.inAxes[j] = -1;
+      out.push_back(l);
+    }
+  return out;
+}
+
+std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs) {
+  return bind(c.op, xs, c.attrs, std::source_location::current());
+}
+
+// Returns "" or what went wrong.
+std::string checkLayout(const OpCase& c, const Layout& layout) {
+  const size_t n = c.inputs.size();
+  // Per-example operands (an unbatched operand is example 0's for every example) and their eager results.
+  std::vector<std::vector<HostTensor>> examples(kBatch);
+  std::vector<std::vector<HostTensor>> wants(kBatch);
+  for (int64_t k = 0; k < kBatch; ++k) {
+    for (size_t i = 0; i < n; ++i) examples[k].push_back(exampleOf(c.inputs[i], layout.inAxes[i] < 0 ? 0 : k));
+    auto r = capture([&] {
+      std::vector<Array> xs;
+      for (const auto& t : examples[k]) xs.push_back(toArray(t));
+      return applyOp(c, xs);
+    });
+    if (!r.ok()) return fmt::format("eager op on example {}: {}", k, r.error().message);
+    for (const auto& a : *r) wants[k].push_back(toHost(a));
+  }
+  std::vector<Array> stacked;
+  for (size_t i = 0; i < n; ++i) {
+    if (layout.inAxes[i] < 0) {
+      stacked.push_back(toArray(examples[0][i]));
+      continue;
+    }
+    std::vector<HostTensor> column;
+    for (int64_t k = 0; k < kBatch; ++k) column.push_back(examples[k][i]);
+    stacked.push_back(toArray(stackAt(column, layout.inAxes[i])));
+  }
+  auto got = capture([&] {
+    ArrayFn f = [&c](const std::vector<Array>& xs) { return applyOp(c, xs); };
+    return vmap(f, layout.inAxes, {layout.outAxis})(stacked);
+  });
+  if (!got.ok()) return "vmap: " + got.error().message;
+  if (got->size() != wants[0].size())
+    return fmt::format("vmap gave {} results, the op {}", got->size(), wants[0].size());
+  for (size_t r = 0; r < got->size(); ++r) {
+    std::vector<HostTensor> column;
+    for (int64_t k = 0; k < kBatch; ++k) column.push_back(wants[k][r]);
+    int axis = layout.outAxis < 0 ? column[0].aval.rank() : layout.outAxis;
+    std::string diff = compare(toHost((*got)[r]), stackAt(column, axis));
+    if (!diff.empty()) return fmt::format("result {}: {}", r, diff);
+  }
+  return "";
+}
+
+// ---- Small functions for the compositions ----------------------------------------------------------------------
+
+Array randomF32(const Shape& s, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(-1.5, 1.5);
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (auto& x : v) x = d(rng);
+  return Array::fromVector(v, s, DType::F32);
+}
+
+// Example b of a stacked array along axis 0.
+Array row(const Array& x, int64_t b) { return squeeze(sliceAxis(x, 0, b, b + 1), {0}); }
+
+std::string compareArrays(const Array& got, const Array& want, double tol = 1e-5) {
+  if (got.aval() != want.aval()) return "aval " + got.aval().toString() + ", expected " + want.aval().toString();
+  auto g = got.toDoubles(), w = want.toDoubles();
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - w[i]) <= tol * (1 + std::fabs(w[i]))))
+      return fmt::format("element {}: got {:.9g}, expected {:.9g}", i, g[i], w[i]);
+  return "";
+}
+
+// f(x: [4,5], y: [5]) -> ([4], [5, 4]): a reduction, a broadcast, a contraction and a transpose.
+std::vector<Array> small(const std::vector<Array>& a) {
+  Array h = tanh(a[0] * a[1]) + exp(a[0] * 0.1);
+  return {sum(h, {1}) + matmul(a[0], a[1]), transpose(h) * 2.0};
+}
+
+}  // namespace
+
+class TestVmapOps : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { m_cases = allCases(); }
+
+  void everyOpEveryCaseEveryLayout() {
+    std::vector<Failure> failures;
+    std::map<std::string, int> layoutsRun, casesRun;
+    std::set<std::string> noOperands;
+    for (const auto& c : m_cases) {
+      const ir::OpDef* def = ops::registry().find(c.op);
+      QVERIFY(def);
+      if (c.inputs.empty()) {  // constant, iota: nothing to batch, so their batching rule never runs
+        noOperands.insert(def->name);
+        continue;
+      }
+      casesRun[def->name]++;
+      for (const Layout& l : layoutsFor(c)) {
+        layoutsRun[def->name]++;
+        std::string diff = checkLayout(c, l);
+        if (!diff.empty()) failures.push_back({def->name, c.label + " (" + l.name + ")", diff});
+      }
+    }
+    for (const auto& [op, n] : casesRun) qInfo("%-22s %4d cases, %4d layouts", op.c_str(), n, layoutsRun[op]);
+    for (const auto& op : noOperands) qInfo("%-22s no operands: its batching rule cannot run", op.c_str());
+    int failingOps = printFailures(failures);
+    QVERIFY2(failures.empty(),
+             qPrintable(QString("%1 vmap mismatches or errors in %2 ops").arg(failures.size()).arg(failingOps)));
+  }
+
+  // vmap(vmap(f)) over a [3, 2, ...] stack equals the double loop; the inner vmap maps x's axis 1 of the
+  // outer example and leaves y unbatched.
+  void nestedVmap() {
+    std::mt19937 rng(1);
+    Array x = randomF32({3, 4, 2, 5}, rng), y = randomF32({3, 5}, rng);
+    ArrayFn inner = vmap(small, {1, -1}, {0, 0});  // x: [4, 2, 5] -> 2 examples of [4, 5]
+    ArrayFn outer = vmap(inner, {0, 0}, {0, 0});
+    auto got = capture([&] { return outer({x, y}); });
+    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        Array xij = squeeze(sliceAxis(row(x, i), 1, j, j + 1), {1});
+        std::vector<Array> want = small({xij, row(y, i)});
+        for (size_t o = 0; o < want.size(); ++o) {
+          std::string d = compareArrays(row(row((*got)[o], i), j), want[o]);
+          QVERIFY2(d.empty(), qPrintable(QString("output %1 example (%2, %3): %4").arg(o).arg(i).arg(j).arg(d.c_str())));
+        }
+      }
+  }
+
+  void vmapOfJitAndJitOfVmap() {
+    std::mt19937 rng(2);
+    Array x = randomF32({6, 4, 5}, rng), y = randomF32({6, 5}, rng);
+    Jit jitted = jit(small, "small");
+    ArrayFn callJit = [&jitted](const std::vector<Array>& a) {
+      auto r = jitted(a);
+      if (!r.ok()) raise(r.takeError());
+      return *r;
+    };
+    auto vmapOfJit = capture([&] { return vmap(callJit)({x, y}); });
+    QVERIFY2(vmapOfJit.ok(), vmapOfJit.ok() ? "" : vmapOfJit.error().message.c_str());
+    Jit jitOfVmap = jit(vmap(small), "vmap_small");
+    auto viaJit = jitOfVmap({x, y});
+    QVERIFY2(viaJit.ok(), viaJit.ok() ? "" : viaJit.error().message.c_str());
+    for (int64_t b = 0; b < 6; ++b) {
+      std::vector<Array> want = small({row(x, b), row(y, b)});
+      for (size_t o = 0; o < want.size(); ++o) {
+        std::string d1 = compareArrays(row((*vmapOfJit)[o], b), want[o]);
+        QVERIFY2(d1.empty(), qPrintable(QString("vmap(jit) output %1 example %2: %3").arg(o).arg(b).arg(d1.c_str())));
+        std::string d2 = compareArrays(row((*viaJit)[o], b), want[o]);
+        QVERIFY2(d2.empty(), qPrintable(QString("jit(vmap) output %1 example %2: %3").arg(o).arg(b).arg(d2.c_str())));
+      }
+    }
+  }
+
+  // Per-example gradients: vmap(grad(f)) equals grad(f) example by example.
+  void vmapOfGrad() {
+    std::mt19937 rng(3);
+    Array xs = randomF32({5, 3, 4}, rng), w = randomF32({4, 2}, rng);
+    ScalarFn loss = [w](const Array& x) { return sum(square(tanh(matmul(x, w)))) + mean(x * x); };
+    ScalarFn g = gradOf(loss);
+    auto batched = capture([&] {
+      return vmap([&g](const std::vector<Array>& a) { return std::vector<Array>{g(a[0])}; })({xs});
+    });
+    QVERIFY2(batched.ok(), batched.ok() ? "" : batched.error().message.c_str());
+    for (int64_t b = 0; b < 5; ++b) {
+      auto want = capture([&] { return g(row(xs, b)); });
+      QVERIFY2(want.ok(), want.ok() ? "" : want.error().message.c_str());
+      std::string d = compareArrays(row((*batched)[0], b), *want);
+      QVERIFY2(d.empty(), qPrintable(QString("example %1: %2").arg(b).arg(d.c_str())));
+    }
+  }
+
+  // out_axes: each output's batch axis goes where asked; negative axes count from the end.
+  void outAxes() {
+    std::mt19937 rng(4);
+    Array x = randomF32({4, 5, 3}, rng), y = randomF32({5, 3}, rng);  // x batched on axis 2, y on axis 1
+    auto got = capture([&] { return vmap(small, {2, 1}, {1, -1})({x, y}); });
+    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+    QCOMPARE((*got)[0].shape(), Shape({4, 3}));     // [4] per example, batch axis 1
+    QCOMPARE((*got)[1].shape(), Shape({5, 4, 3}));  // [5, 4] per example, batch axis last
+    for (int64_t b = 0; b < 3; ++b) {
+      std::vector<Array> want = small({squeeze(sliceAxis(x, 2, b, b + 1), {2}), squeeze(sliceAxis(y, 1, b, b + 1), {1})});
+      std::string d0 = compareArrays(squeeze(sliceAxis((*got)[0], 1, b, b + 1), {1}), want[0]);
+      QVERIFY2(d0.empty(), qPrintable(QString("output 0 example %1: %2").arg(b).arg(d0.c_str())));
+      std::string d1 = compareArrays(squeeze(sliceAxis((*got)[1], 2, b, b + 1), {2}), want[1]);
+      QVERIFY2(d1.empty(), qPrintable(QString("output 1 example %1: %2").arg(b).arg(d1.c_str())));
+    }
+  }
+
+  // Errors come back as values: mismatched batch sizes, an out-of-range axis, nothing batched.
+  void errorsAreValues() {
+    std::mt19937 rng(5);
+    Array x = randomF32({4, 5}, rng), y = randomF32({3, 5}, rng);
+    ArrayFn f = [](const std::vector<Array>& a) { return std::vector<Array>{a[0] + a[1]}; };
+    auto sizes = capture([&] { return vmap(f)({x, y}); });
+    QVERIFY(!sizes.ok());
+    QVERIFY2(sizes.error().message.find("examples") != std::string::npos, sizes.error().message.c_str());
+    auto axis = capture([&] { return vmap(f, {0, 5})({x, x}); });
+    QVERIFY(!axis.ok());
+    auto none = capture([&] { return vmap(f, {-1, -1})({x, x}); });
+    QVERIFY(!none.ok());
+  }
+
+ private:
+  std::vector<OpCase> m_cases;
+};
+
+QTEST_GUILESS_MAIN(TestVmapOps)
+#include "test_vmap_ops.moc"
