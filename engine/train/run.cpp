@@ -81,7 +81,8 @@ class ImageSource : public DataSource {
   data::SyntheticImages m_images;
 };
 
-// Learnable synthetic digits for the tutorial MLP: class c is a fixed random prototype plus noise.
+// Learnable synthetic digits for the tutorial MLP: class c is a faint fixed random prototype under unit noise,
+// so classes overlap a little and the loss levels off above zero, as with real digits.
 class DigitSource : public DataSource {
  public:
   // `start` offsets the draws: a validation source starts far from the training one.
@@ -97,7 +98,8 @@ class DigitSource : public DataSource {
                                 Array::scalar(static_cast<double>(m_classes), DType::U32),
                             DType::I32);
       Array noise = random::normal(reshape(sliceAxis(keys, 0, 1, 2), {2}), Shape{m_batch, m_dim});
-      return Batch{take(m_prototypes, labels, 0) + noise * 0.5, labels};
+      // Prototypes scaled so that two classes lie about 4 noise deviations apart in any dimension.
+      return Batch{take(m_prototypes, labels, 0) * (3.0 / std::sqrt(static_cast<double>(m_dim))) + noise, labels};
     });
   }
   std::string state() const override { return std::to_string(m_step); }
