@@ -47,7 +47,7 @@ Result<std::vector<ValueId>> Graph::addNode(const OpRegistry& reg, OpCode op, st
     in.push_back(aval(v));
   }
   TSR_TRY(checkSignature(*def, in.size(), attrs));
-  auto avals = def->infer(in, attrs);
+  auto avals = inferSafely(*def, in, attrs);
   if (!avals.ok()) {
     std::string where = prov.empty() ? "" : " (at " + prov.toString() + ")";
     return Error{avals.error().message + where};

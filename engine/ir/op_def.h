@@ -129,6 +129,9 @@ class OpRegistry {
 // The message names the op: "add: expects 2 operands, got 3".
 Status checkSignature(const OpDef& def, size_t numOperands, const Attrs& attrs);
 
+// Runs the op's infer rule; a rule that throws anyway is reported as an error, never propagated.
+Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in, const Attrs& attrs);
+
 // The Attrs alternative index of a core op, from op_list.inc.
 size_t coreAttrsIndex(OpCode code);
 const char* coreOpName(OpCode code);

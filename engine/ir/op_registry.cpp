@@ -57,6 +57,15 @@ Status checkSignature(const OpDef& def, size_t numOperands, const Attrs& attrs) 
   return {};
 }
 
+Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in, const Attrs& attrs) {
+  if (!def.infer) return makeError("{}: op has no infer rule", def.name);
+  try {
+    return def.infer(in, attrs);
+  } catch (const std::exception& e) {
+    return makeError("{}: infer rule threw: {}", def.name, e.what());
+  }
+}
+
 Result<OpCode> OpRegistry::add(OpDef def) {
   if (def.name.empty()) return makeError("op registration: empty name");
   if (find(def.name)) return makeError("op registration: an op named '{}' is already registered", def.name);

@@ -39,16 +39,6 @@ struct FieldNames {
   void operator()(std::string_view key, T&) { names.emplace_back(key); }
 };
 
-// Infer rules report errors as Results; a rule that throws anyway must not take the parser down with it.
-Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in, const Attrs& attrs) {
-  if (!def.infer) return makeError("{}: op has no infer rule", def.name);
-  try {
-    return def.infer(in, attrs);
-  } catch (const std::exception& e) {
-    return makeError("{}: infer rule threw: {}", def.name, e.what());
-  }
-}
-
 std::string plural(size_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
 // Regions nest at most this deep (a scan in a scan in ...), so hostile input cannot exhaust the stack.

@@ -12,16 +12,6 @@ namespace tsr::ir {
 
 namespace {
 
-// Infer rules report errors as Results; one that throws anyway is reported, not propagated.
-Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in, const Attrs& attrs) {
-  if (!def.infer) return makeError("{}: op has no infer rule", def.name);
-  try {
-    return def.infer(in, attrs);
-  } catch (const std::exception& e) {
-    return makeError("{}: infer rule threw: {}", def.name, e.what());
-  }
-}
-
 // Literal attributes must hold exactly the bytes their aval needs: kernels read them without checking.
 struct LiteralChecker {
   std::string error;

@@ -84,6 +84,19 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
   return flat;
 }
 
+std::vector<OpCase> allCases() {
+  std::mt19937 rng(1234);
+  std::vector<OpCase> cases;
+  addElementwiseCases(cases, rng);
+  addLayoutCases(cases, rng);
+  addReductionCases(cases, rng);
+  addContractionCases(cases, rng);
+  addIndexingCases(cases, rng);
+  addMiscCases(cases, rng);
+  addControlFlowCases(cases, rng);
+  return cases;
+}
+
 const std::vector<Shape>& edgeShapes() {
   static const std::vector<Shape> shapes = {Shape{},     Shape{1},       Shape{7},        Shape{1, 1},
                                             Shape{3, 1}, Shape{1, 4},    Shape{2, 3},     Shape{2, 3, 5},

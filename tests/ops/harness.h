@@ -50,6 +50,9 @@ struct OpCase {
 const std::vector<Shape>& edgeShapes();
 const std::vector<DType>& allDTypes();
 
+// Every family's cases, in a fixed order with a fixed seed.
+std::vector<OpCase> allCases();
+
 // Each family file appends its cases (tests/ops/cases_<family>.cpp). Ops are run for every dtype their
 // infer rule accepts, so "every dtype the op accepts" is covered by construction.
 void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng);

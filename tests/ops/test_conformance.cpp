@@ -16,19 +16,6 @@ using namespace tsr::test;
 
 namespace {
 
-std::vector<OpCase> allCases() {
-  std::mt19937 rng(1234);
-  std::vector<OpCase> cases;
-  addElementwiseCases(cases, rng);
-  addLayoutCases(cases, rng);
-  addReductionCases(cases, rng);
-  addContractionCases(cases, rng);
-  addIndexingCases(cases, rng);
-  addMiscCases(cases, rng);
-  addControlFlowCases(cases, rng);
-  return cases;
-}
-
 void defaultTolerance(DType t, double& rtol, double& atol) {
   switch (t) {
     case DType::F32: rtol = 2e-5; atol = 1e-6; break;

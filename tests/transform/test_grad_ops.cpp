@@ -172,19 +172,6 @@ std::string reductionKink(OpCode op, const HostTensor& x, const ir::Ints& axes) 
 
 // ---- Case selection --------------------------------------------------------------------------------------------
 
-std::vector<OpCase> allCases() {
-  std::mt19937 rng(1234);
-  std::vector<OpCase> cases;
-  addElementwiseCases(cases, rng);
-  addLayoutCases(cases, rng);
-  addReductionCases(cases, rng);
-  addContractionCases(cases, rng);
-  addIndexingCases(cases, rng);
-  addMiscCases(cases, rng);
-  addControlFlowCases(cases, rng);
-  return cases;
-}
-
 // The float dtype of a case's float operands, or nullopt when it has none or they differ.
 std::optional<DType> caseFloatType(const OpCase& c) {
   std::optional<DType> t;

@@ -39,19 +39,6 @@ HostTensor toHost(const Array& a) {
   return t;
 }
 
-std::vector<OpCase> allCases() {
-  std::mt19937 rng(1234);
-  std::vector<OpCase> cases;
-  addElementwiseCases(cases, rng);
-  addLayoutCases(cases, rng);
-  addReductionCases(cases, rng);
-  addContractionCases(cases, rng);
-  addIndexingCases(cases, rng);
-  addMiscCases(cases, rng);
-  addControlFlowCases(cases, rng);
-  return cases;
-}
-
 // ---- Examples and stacking -------------------------------------------------------------------------------------
 
 // Example k of one operand: its flat data rotated by k; a one-element operand varied in place instead.
