@@ -2,6 +2,9 @@
 #include <QtTest>
 
 #include <QTemporaryDir>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <fstream>
 
 #include <sqlite3.h>
@@ -102,6 +105,58 @@ class TestRunStore : public QObject {
     auto missingDir = RunStore::open(dir.filePath("no/such/dir/runs.db").toStdString());
     QVERIFY(!missingDir.ok());
     QVERIFY2(missingDir.error().message.find("runs.db") != std::string::npos, missingDir.error().message.c_str());
+  }
+
+  void aWriterAndAReaderAtOnceNeverSeeALockedDatabase() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("runs.db").toStdString();
+    auto writer = RunStore::open(path);
+    QVERIFY(writer.ok());
+    auto run = writer->createRun("busy", "p", "");
+    QVERIFY(run.ok());
+    std::atomic<bool> done{false};
+    std::atomic<int64_t> written{0};
+    std::string writerError, readerError;
+    int64_t reads = 0, lastSeen = -1;
+    // The reader has its own connection, as the IDE does; it tails the metrics the writer appends.
+    std::thread reader([&] {
+      auto r = RunStore::open(path);
+      if (!r.ok()) {
+        readerError = r.error().message;
+        return;
+      }
+      while (!done.load() && readerError.empty()) {
+        auto pts = r->metrics(*run, "loss", lastSeen);
+        if (!pts.ok()) {
+          readerError = pts.error().message;
+          break;
+        }
+        for (const auto& pt : *pts) {
+          if (pt.step != lastSeen + 1) readerError = "gap or reorder at step " + std::to_string(pt.step);
+          lastSeen = pt.step;
+        }
+        auto latest = r->latestMetrics(*run);
+        if (!latest.ok()) readerError = latest.error().message;
+        else if (!latest->empty() && latest->at("loss").step < lastSeen) readerError = "latest went backwards";
+        ++reads;
+      }
+    });
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (int64_t step = 0; std::chrono::steady_clock::now() < until; ++step) {
+      auto st = writer->logMetrics(*run, step, {{"loss", 1.0 / (1 + step)}, {"lr", 1e-3}});
+      if (!st.ok()) {
+        writerError = st.error().message;
+        break;
+      }
+      written = step + 1;
+    }
+    done = true;
+    reader.join();
+    QVERIFY2(writerError.empty(), writerError.c_str());
+    QVERIFY2(readerError.empty(), readerError.c_str());
+    QVERIFY(written.load() > 10);
+    QVERIFY(reads > 1);
+    QCOMPARE(writer->metrics(*run, "loss")->size(), size_t(written.load()));
   }
 };
 

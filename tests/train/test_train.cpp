@@ -2,10 +2,14 @@
 // same parameters, bit for bit, as an uninterrupted one; metrics in the run store.
 #include <QtTest>
 
+#include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include <sqlite3.h>
 
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
@@ -182,6 +186,82 @@ log_every = 5
     QVERIFY2(s->lastLoss < s->firstLoss * 0.6, qPrintable(QString("%1 -> %2").arg(s->firstLoss).arg(s->lastLoss)));
     QVERIFY(!sample.empty());
     QVERIFY(std::filesystem::exists(dir.filePath(".tessera/data/tokenizer/vocab.bpe").toStdString()));
+  }
+
+  void sigkillMidRunLeavesALoadableCheckpointAndAnIntactDatabase() {
+    // checkpoint_every = 1: checkpoints and metrics are written all the time, so a kill lands mid-write.
+    const char* project = R"(
+[model]
+family = "mlp"
+sizes = [16, 32, 4]
+[data]
+kind = "synthetic-digits"
+[train]
+steps = 1000000
+batch_size = 8
+optimizer = "adamw"
+lr = 1e-3
+eval_every = 0
+log_every = 1
+checkpoint_every = 1
+)";
+    for (int delayMs : {0, 150, 400, 1000}) {
+      QTemporaryDir dir;
+      QVERIFY(writeProject(dir.path(), project).ok());
+      QProcess child;
+      child.start(TSR_TRAIN_UNTIL_KILLED, {dir.path()});
+      QVERIFY2(child.waitForStarted(10000), qPrintable(child.errorString()));
+      // Wait for the first checkpoint, then let it run a while longer before SIGKILL.
+      QByteArray out;
+      while (!out.contains("started") && child.state() == QProcess::Running)
+        if (child.waitForReadyRead(30000)) out += child.readAllStandardOutput(); else break;
+      QVERIFY2(out.contains("started"), child.readAllStandardError().constData());
+      QThread::msleep(static_cast<unsigned long>(delayMs));
+      QVERIFY2(child.state() == QProcess::Running, child.readAllStandardError().constData());
+      child.kill();  // SIGKILL on Unix
+      QVERIFY(child.waitForFinished(10000));
+      QCOMPARE(child.exitStatus(), QProcess::CrashExit);
+
+      auto ck = train::readSafetensors(dir.filePath("checkpoints/latest.safetensors").toStdString());
+      QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().message.c_str());
+      int64_t step = std::stoll(ck->metadata["step"]);
+      QVERIFY2(step >= 1 && step < 1000000, ck->metadata["step"].c_str());
+      QVERIFY(!ck->tensors.empty());
+
+      std::string dbPath = dir.filePath("runs.db").toStdString();
+      sqlite3* db = nullptr;
+      QCOMPARE(sqlite3_open(dbPath.c_str(), &db), SQLITE_OK);
+      std::string check;
+      char* err = nullptr;
+      int rc = sqlite3_exec(
+          db, "PRAGMA integrity_check;",
+          [](void* s, int, char** v, char**) {
+            *static_cast<std::string*>(s) += v[0] ? v[0] : "";
+            return 0;
+          },
+          &check, &err);
+      QVERIFY2(rc == SQLITE_OK, err ? err : "");
+      sqlite3_close(db);
+      QCOMPARE(check, std::string("ok"));
+      auto store = store::RunStore::open(dbPath);
+      QVERIFY2(store.ok(), store.ok() ? "" : store.error().message.c_str());
+      auto runs = store->runs();
+      QVERIFY(runs.ok());
+      QCOMPARE(runs->size(), size_t(1));
+      auto loss = store->metrics(runs->front().id, "loss");
+      QVERIFY(loss.ok());
+      QVERIFY(!loss->empty());
+
+      // The killed run resumes from its checkpoint.
+      auto p = project::loadProject(dir.path().toStdString());
+      train::RunOptions resume;
+      resume.resume = true;
+      resume.stopAtStep = step + 2;
+      resume.sampleTokens = 0;
+      auto s = train::runTraining(*p, resume, [](const train::RunEvent&) {});
+      QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+      QCOMPARE(s->runId, runs->front().id);
+    }
   }
 };
 
