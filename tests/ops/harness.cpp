@@ -1,7 +1,12 @@
 #include "tests/ops/harness.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
 
 namespace tsr::test {
 
@@ -82,6 +87,29 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& shape) {
   int64_t flat = 0;
   for (int d = 0; d < shape.rank(); ++d) flat = flat * shape[d] + idx[static_cast<size_t>(d)];
   return flat;
+}
+
+int printFailures(const std::vector<Failure>& failures) {
+  std::map<std::string, std::vector<const Failure*>> perOp;
+  for (const auto& f : failures) perOp[f.op].push_back(&f);
+  auto line = [](const Failure& f) { return f.op + " | " + f.where + ": " + f.what; };
+  std::vector<const Failure*> rest;
+  for (const auto& [op, fs] : perOp) {
+    std::fprintf(stderr, "%s\n", line(*fs[0]).c_str());
+    rest.insert(rest.end(), fs.begin() + 1, fs.end());
+  }
+  for (size_t i = 0; i < std::min<size_t>(60, rest.size()); ++i) std::fprintf(stderr, "%s\n", line(*rest[i]).c_str());
+  for (const auto& [op, fs] : perOp) {
+    std::set<std::string> where;
+    for (const Failure* f : fs) where.insert(f->where);
+    std::string list;
+    int shown = 0;
+    for (const auto& w : where)
+      if (shown++ < 8) list += (list.empty() ? "" : "; ") + w;
+    if (where.size() > 8) list += fmt::format("; and {} more", where.size() - 8);
+    std::fprintf(stderr, "%s: %zu failures in %zu cases: %s\n", op.c_str(), fs.size(), where.size(), list.c_str());
+  }
+  return static_cast<int>(perOp.size());
 }
 
 std::vector<OpCase> allCases() {

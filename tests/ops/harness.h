@@ -50,6 +50,14 @@ struct OpCase {
 const std::vector<Shape>& edgeShapes();
 const std::vector<DType>& allDTypes();
 
+// A failure: the op, the case (and layout), and what differed. printFailures writes them to stderr one per
+// failing op first, so that one broken op cannot hide another; then more up to a limit; then per op its count
+// and its failing cases. Returns the number of distinct failing ops.
+struct Failure {
+  std::string op, where, what;
+};
+int printFailures(const std::vector<Failure>& failures);
+
 // Every family's cases, in a fixed order with a fixed seed.
 std::vector<OpCase> allCases();
 

@@ -113,36 +113,6 @@ std::string compare(const HostTensor& got, const HostTensor& want) {
   return "";
 }
 
-// A failure: the op, the case (and layout), and what differed. Printed one per failing op first, so that one
-// broken op cannot hide another; then more up to a limit; then per op its count and its failing cases.
-struct Failure {
-  std::string op, where, what;
-};
-
-// Returns the number of distinct failing ops.
-int printFailures(const std::vector<Failure>& failures) {
-  std::map<std::string, std::vector<const Failure*>> perOp;
-  for (const auto& f : failures) perOp[f.op].push_back(&f);
-  auto line = [](const Failure& f) { return f.op + " | " + f.where + ": " + f.what; };
-  std::vector<const Failure*> rest;
-  for (const auto& [op, fs] : perOp) {
-    qWarning("%s", line(*fs[0]).c_str());
-    rest.insert(rest.end(), fs.begin() + 1, fs.end());
-  }
-  for (size_t i = 0; i < std::min<size_t>(60, rest.size()); ++i) qWarning("%s", line(*rest[i]).c_str());
-  for (const auto& [op, fs] : perOp) {
-    std::set<std::string> where;
-    for (const Failure* f : fs) where.insert(f->where);
-    std::string list;
-    int shown = 0;
-    for (const auto& w : where)
-      if (shown++ < 8) list += (list.empty() ? "" : "; ") + w;
-    if (where.size() > 8) list += fmt::format("; and {} more", where.size() - 8);
-    qWarning("%s: %zu failures in %zu cases: %s", op.c_str(), fs.size(), where.size(), list.c_str());
-  }
-  return static_cast<int>(perOp.size());
-}
-
 // ---- One case, one layout ----------------------------------------------------------------------------------------
 
 struct Layout {
