@@ -10,6 +10,8 @@
 
 #include "app/cli/compile_command.h"
 #include "app/cli/examples.h"
+#include "app/cli/model_command.h"
+#include "app/cli/runs_command.h"
 #include "app/cli/train_command.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
@@ -137,11 +139,15 @@ int main(int argc, char** argv) {
 
   auto compile = tsr::cli::addCompileCommand(app);
   auto train = tsr::cli::addTrainCommand(app);
+  auto runs = tsr::cli::addRunsCommand(app);
+  auto modelInfo = tsr::cli::addModelInfoCommand(app);
+  auto eval = tsr::cli::addEvalCommand(app);
+  auto generate = tsr::cli::addGenerateCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

@@ -68,7 +68,7 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
   cmd->add_option("--steps", args->steps, "Override [train] steps");
   cmd->add_flag("--resume", args->resume, "Continue from the project's latest checkpoint");
-  cmd->add_option("--store", args->store, "Run store (default: PROJECT/runs.db)");
+  cmd->add_option("--db,--store", args->store, "Run store (default: PROJECT/runs.db)");
   cmd->add_option("--name", args->name, "Run name (default: the project name)");
   cmd->add_option("--sample", args->sampleTokens, "Tokens of text to sample at the end (language models)")
       ->capture_default_str();

@@ -216,6 +216,8 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("seq_len", t.seqLen, positive, "positive");
   train.get("optimizer", t.optimizer, [](const std::string& o) { return o == "adamw" || o == "adam" || o == "sgd"; },
             "one of adamw, adam, sgd");
+  train.get("loss", t.loss, [](const std::string& l) { return l == "cross_entropy" || l == "mse"; },
+            "cross_entropy or mse");
   train.get("lr", t.lr, positive, "positive");
   train.get("min_lr", t.minLr, nonNegative, "non-negative");
   train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative");

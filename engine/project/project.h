@@ -32,6 +32,7 @@ struct TrainSection {
   int64_t batchSize = 8;
   int64_t seqLen = 64;
   std::string optimizer = "adamw";  // adamw | adam | sgd
+  std::string loss = "cross_entropy";  // cross_entropy | mse (against one-hot labels)
   double lr = 3e-4;
   double minLr = 0.0;
   int64_t warmupSteps = 10;

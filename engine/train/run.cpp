@@ -1,5 +1,6 @@
 #include "engine/train/run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "engine/train/safetensors.h"
 #include "engine/train/sample.h"
 #include "engine/train/trainer.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::train {
 
@@ -211,44 +213,35 @@ Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSo
   return writeSafetensors(path, f);
 }
 
-}  // namespace
 
-Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
-                               const std::function<void(const RunEvent&)>& onEvent) {
-  auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };
-  const auto& t = p.train;
-  int64_t steps = options.steps >= 0 ? options.steps : t.steps;
+// The loss a project trains with: cross-entropy on labels, or MSE against one-hot labels ([train] loss).
+Array projectLoss(const project::TrainSection& t, const Array& logits, const Array& labels) {
+  if (t.loss == "mse") return optim::meanSquaredError(logits, oneHot(labels, logits.shape().dims().back()));
+  return optim::softmaxCrossEntropy(logits, labels);
+}
 
-  // Data and model.
-  std::unique_ptr<DataSource> trainData, valData;
+// The data of a project: training and validation sources, and the tokenizer for text.
+struct ProjectData {
+  std::unique_ptr<DataSource> train, val;
   std::optional<data::BpeTokenizer> tokenizer;
-  TrainLossFn loss;
-  Tree params;
-  int64_t numParams = 0;
-  double flopsPerItem = 0;
-  Array initKey = random::key(t.seed);
+};
+
+Result<ProjectData> prepareData(const project::Project& p, const std::function<void(const std::string&)>& info) {
+  const auto& t = p.train;
+  ProjectData d;
   if (p.model.family == "gpt2") {
     if (p.data.kind != "text") return makeError("{}: gpt2 needs [data] kind = 'text'", p.file);
     TSR_ASSIGN(TextData td, prepareText(p, info));
-    nn::Gpt2Config cfg = p.model.gpt2;
-    cfg.vocabSize = td.tokenizer->vocabSize();
     data::LoaderOptions lo{t.batchSize, t.seqLen, t.shuffle, t.seed, 4, 0, 1};
     auto train = data::BatchLoader::open(td.trainPath, lo);
     if (!train.ok()) return Error{"training data: " + train.error().message};
     lo.shuffle = false;
     lo.prefetch = 0;
     auto val = data::BatchLoader::open(td.valPath, lo);
-    if (val.ok()) valData = std::make_unique<TextSource>(std::move(val).value());
+    if (val.ok()) d.val = std::make_unique<TextSource>(std::move(val).value());
     else info("no validation batches (" + val.error().message + "); evaluation is skipped");
-    trainData = std::make_unique<TextSource>(std::move(train).value());
-    auto model = std::make_shared<nn::Gpt2>(cfg);
-    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
-    numParams = model->numParams();
-    flopsPerItem = model->trainFlopsPerToken(t.seqLen);
-    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
-    };
-    tokenizer = std::move(*td.tokenizer);
+    d.train = std::make_unique<TextSource>(std::move(train).value());
+    d.tokenizer = std::move(td.tokenizer);
   } else if (p.model.family == "vit") {
     const nn::VitConfig& cfg = p.model.vit;
     data::SyntheticImageOptions io;
@@ -259,26 +252,108 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     io.layout = data::ImageLayout::NCHW;
     io.seed = t.seed;
     TSR_ASSIGN(data::SyntheticImages images, data::SyntheticImages::create(io));
-    trainData = std::make_unique<ImageSource>(std::move(images));
-    auto model = std::make_shared<nn::Vit>(cfg);
-    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
-    numParams = model->numParams();
-    flopsPerItem = 6.0 * static_cast<double>(numParams) * static_cast<double>(cfg.numPatches() + 1);
-    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
-    };
+    d.train = std::make_unique<ImageSource>(std::move(images));
   } else {
     const nn::MlpConfig& cfg = p.model.mlp;
-    trainData = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed);
-    valData = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, 1'000'000'000);
-    auto model = std::make_shared<nn::Mlp>(cfg);
-    TSR_ASSIGN(params, capture([&] { return model->init(initKey); }));
-    numParams = model->numParams();
-    flopsPerItem = 6.0 * static_cast<double>(numParams);
-    loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return optim::softmaxCrossEntropy(model->apply(prm, b.inputs, ctx), b.targets);
-    };
+    d.train = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed);
+    d.val = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, 1'000'000'000);
   }
+  return d;
+}
+
+// The model of a project, without its weights: init, loss, and the LM forward for gpt2. `vocab` is the
+// tokenizer's size (gpt2 only; <= 0: the configured one).
+struct ProjectModel {
+  std::function<Tree(const Array& key)> init;
+  TrainLossFn loss;
+  std::function<Array(const Tree& params, const Array& tokens)> lmForward;  // gpt2 only
+  int64_t numParams = 0;
+  double trainFlopsPerItem = 0, forwardFlopsPerItem = 0;
+  std::string itemName = "samples";
+};
+
+int64_t configuredVocab(const project::Project& p) {
+  return p.data.tokenizer == "gpt2" ? 50257 : p.data.vocabSize;
+}
+
+ProjectModel buildModel(const project::Project& p, int64_t vocab) {
+  const auto& t = p.train;
+  ProjectModel m;
+  auto attach = [&](auto model) {
+    m.init = [model](const Array& key) { return model->init(key); };
+    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
+    };
+    m.numParams = model->numParams();
+  };
+  if (p.model.family == "gpt2") {
+    nn::Gpt2Config cfg = p.model.gpt2;
+    cfg.vocabSize = vocab > 0 ? vocab : configuredVocab(p);
+    auto model = std::make_shared<nn::Gpt2>(cfg);
+    attach(model);
+    m.lmForward = [model](const Tree& prm, const Array& tokens) {
+      nn::Context ctx;
+      return model->apply(prm, tokens, ctx);
+    };
+    m.trainFlopsPerItem = model->trainFlopsPerToken(t.seqLen);
+    m.itemName = "tokens";
+  } else if (p.model.family == "vit") {
+    auto model = std::make_shared<nn::Vit>(p.model.vit);
+    attach(model);
+    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams) * static_cast<double>(p.model.vit.numPatches() + 1);
+  } else {
+    auto model = std::make_shared<nn::Mlp>(p.model.mlp);
+    attach(model);
+    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
+  }
+  // A training step is forward + backward (twice the forward): three forwards.
+  m.forwardFlopsPerItem = m.trainFlopsPerItem / 3.0;
+  return m;
+}
+
+// Parameters (and, when present, optimizer state) from a checkpoint written by runTraining.
+Result<SafetensorsFile> readCheckpointPart(const SafetensorsFile& ck, const std::string& prefix) {
+  SafetensorsFile part;
+  for (const auto& [name, a] : ck.tensors)
+    if (name.rfind(prefix, 0) == 0) part.tensors[name.substr(prefix.size())] = a;
+  return part;
+}
+
+Result<Tree> loadCheckpointParams(const std::string& path, const Tree& like) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return makeError("checkpoint {} does not exist", path);
+  TSR_ASSIGN(SafetensorsFile ck, readSafetensors(path));
+  TSR_ASSIGN(SafetensorsFile params, readCheckpointPart(ck, "params."));
+  auto tree = treeFromSafetensors(params, like);
+  if (!tree.ok()) return makeError("checkpoint {} does not match the project's model: {}", path, tree.error().message);
+  return tree;
+}
+
+std::string humanDuration(double seconds) {
+  auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+}  // namespace
+
+Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
+                               const std::function<void(const RunEvent&)>& onEvent) {
+  auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };
+  const auto& t = p.train;
+  int64_t steps = options.steps >= 0 ? options.steps : t.steps;
+
+  // Data and model.
+  TSR_ASSIGN(ProjectData data, prepareData(p, info));
+  std::unique_ptr<DataSource> trainData = std::move(data.train), valData = std::move(data.val);
+  std::optional<data::BpeTokenizer> tokenizer = std::move(data.tokenizer);
+  ProjectModel model = buildModel(p, tokenizer ? tokenizer->vocabSize() : 0);
+  Tree params;
+  TSR_ASSIGN(params, capture([&] { return model.init(random::key(t.seed)); }));
+  int64_t numParams = model.numParams;
+  double flopsPerItem = model.trainFlopsPerItem;
+  TrainLossFn loss = model.loss;
   info(fmt::format("{}: {} with {} parameters", p.name, p.model.family, numParams));
 
   optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(steps, 1), t.minLr);
@@ -295,11 +370,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   int64_t runId = 0;
   if (options.resume) {
     TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
-    SafetensorsFile paramsPart, optPart;
-    for (auto& [name, a] : ck.tensors) {
-      if (name.rfind("params.", 0) == 0) paramsPart.tensors[name.substr(7)] = a;
-      else if (name.rfind("opt.", 0) == 0) optPart.tensors[name.substr(4)] = a;
-    }
+    TSR_ASSIGN(SafetensorsFile paramsPart, readCheckpointPart(ck, "params."));
+    TSR_ASSIGN(SafetensorsFile optPart, readCheckpointPart(ck, "opt."));
     TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
     TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
     state.step = std::stoll(ck.metadata["step"]);
@@ -328,6 +400,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   };
 
   auto runStart = std::chrono::steady_clock::now();
+  const int64_t firstStep = state.step;
   int64_t itemsDone = 0;
   bool stopped = false;
   Status failure;
@@ -350,10 +423,13 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
           {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
           {p.model.family == "gpt2" ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
       TSR_TRY(db.logMetrics(runId, state.step, values));
+      // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
+      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+      double eta = wall / static_cast<double>(state.step - firstStep) * static_cast<double>(steps - state.step);
       onEvent(RunEvent{RunEvent::Kind::Step, state.step,
-                       fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}%",
+                       fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}% | ETA {}",
                                    state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
-                                   p.model.family == "gpt2" ? "tok" : "samples", mfu * 100)});
+                                   p.model.family == "gpt2" ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
     if (!std::isfinite(m->loss)) {
       failure = makeError("the loss became {} at step {}; run with TESSERA_DEBUG_NANS=1 to find the op", m->loss, state.step);
@@ -388,14 +464,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     return summary;
   }
   if (tokenizer && options.sampleTokens > 0) {
-    auto text = sampleText(p.model.gpt2.blockSize < t.seqLen ? p.model.gpt2.blockSize : t.seqLen,
-                           [&](const Array& tokens) {
-                             nn::Gpt2Config cfg = p.model.gpt2;
-                             cfg.vocabSize = tokenizer->vocabSize();
-                             nn::Context ctx;
-                             return nn::Gpt2(cfg).apply(state.params, tokens, ctx);
-                           },
-                           *tokenizer, "\n", options.sampleTokens, 0.8, 40, t.seed);
+    auto text = sampleText(std::min(p.model.gpt2.blockSize, t.seqLen),
+                           [&](const Array& tokens) { return model.lmForward(state.params, tokens); }, *tokenizer,
+                           "\n", options.sampleTokens, 0.8, 40, t.seed);
     if (text.ok()) {
       TSR_TRY(db.putArtifact(runId, {"sample.txt", "text", *text}));
       onEvent(RunEvent{RunEvent::Kind::Sample, state.step, *text});
@@ -406,6 +477,92 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
                    fmt::format("run {} finished: {} steps, loss {:.4f} -> {:.4f}, metrics in {}", runId, state.step,
                                summary.firstLoss, summary.lastLoss, storePath)});
   return summary;
+}
+
+namespace {
+
+// The module a parameter belongs to in the model-info table: the path through its block index
+// ("h.3.attn.c_attn.weight" -> "h.3"), or its module when it lies outside any block ("ln_f.weight" -> "ln_f").
+std::string moduleOf(const std::string& path) {
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t dot = path.find('.', pos);
+    std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return path.substr(0, dot == std::string::npos ? path.size() : dot);
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  size_t last = path.rfind('.');
+  return last == std::string::npos ? path : path.substr(0, last);
+}
+
+}  // namespace
+
+Result<ModelInfo> describeModel(const project::Project& p) {
+  ProjectModel model = buildModel(p, 0);
+  // The parameter avals from an abstract trace of init: no weights are materialised.
+  std::vector<std::string> paths;
+  TSR_ASSIGN(ClosedGraph g, makeGraph([&](const std::vector<Array>& k) {
+    Tree t = model.init(k[0]);
+    paths = t.paths();
+    return t.leaves();
+  }, {Aval{Shape{2}, DType::U32}}));
+  const auto& outs = g.graph.outputs();
+  if (outs.size() != paths.size()) return makeError("{}: init traced {} outputs for {} parameters", p.file, outs.size(), paths.size());
+  ModelInfo info;
+  info.family = p.model.family;
+  info.trainFlopsPerItem = model.trainFlopsPerItem;
+  info.forwardFlopsPerItem = model.forwardFlopsPerItem;
+  info.itemName = model.itemName == "tokens" ? "token" : "sample";
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Aval& a = g.graph.aval(outs[i]);
+    std::string module = moduleOf(paths[i]);
+    if (info.modules.empty() || info.modules.back().path != module) info.modules.push_back({module, 0, 0});
+    info.modules.back().params += a.numel();
+    info.modules.back().bytes += a.bytes();
+    info.numParams += a.numel();
+    info.bytes += a.bytes();
+  }
+  return info;
+}
+
+Result<double> evaluateCheckpoint(const project::Project& p, const std::string& checkpoint,
+                                  const std::function<void(const std::string&)>& info) {
+  TSR_ASSIGN(ProjectData data, prepareData(p, info));
+  if (!data.val) return makeError("{}: the project has no validation data", p.file);
+  ProjectModel model = buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0);
+  TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
+  TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
+  Trainer trainer(model.loss, optim::sgd(optim::constantSchedule(0.0), 0.0), optim::constantSchedule(0.0), p.train.seed);
+  TrainState state = trainer.init(std::move(params));
+  double total = 0;
+  for (int64_t i = 0; i < p.train.evalSteps; ++i) {
+    TSR_ASSIGN(Batch b, data.val->next());
+    TSR_ASSIGN(double l, trainer.evalLoss(state, b));
+    total += l;
+  }
+  return total / static_cast<double>(p.train.evalSteps);
+}
+
+Result<std::string> generateFromCheckpoint(const project::Project& p, const std::string& checkpoint,
+                                           const GenerateOptions& o) {
+  if (p.model.family != "gpt2") return makeError("{}: generate needs a language model (family gpt2), not {}", p.file, p.model.family);
+  std::optional<data::BpeTokenizer> tokenizer;
+  if (p.data.tokenizer == "gpt2") {
+    TSR_ASSIGN(tokenizer, data::BpeTokenizer::load(p.resolve(p.data.encoderJson), p.resolve(p.data.vocabBpe)));
+  } else {
+    std::string dir = (fs::path(p.dir) / ".tessera" / "data" / "tokenizer").string();
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) return makeError("no tokenizer in {}: train the project first", dir);
+    TSR_ASSIGN(tokenizer, data::BpeTokenizer::loadDirectory(dir));
+  }
+  ProjectModel model = buildModel(p, tokenizer->vocabSize());
+  TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
+  TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
+  return sampleText(std::min(p.model.gpt2.blockSize, p.train.seqLen),
+                    [&](const Array& tokens) { return model.lmForward(params, tokens); }, *tokenizer, o.prompt,
+                    o.tokens, o.temperature, o.topK, o.seed);
 }
 
 }  // namespace tsr::train

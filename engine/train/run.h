@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
@@ -37,7 +38,43 @@ struct RunSummary {
   std::string checkpointPath;
 };
 
+// Trains a project: data prepared (and cached), the model built and initialised, metrics logged.
 Result<RunSummary> runTraining(const project::Project& project, const RunOptions& options,
                                const std::function<void(const RunEvent&)>& onEvent);
+
+// A project's model described from shapes alone (an abstract trace of init): no data, no weights.
+struct ModuleSize {
+  std::string path;  // "h.3", "wte", "vit.encoder.layer.0"
+  int64_t params = 0;
+  int64_t bytes = 0;
+};
+
+struct ModelInfo {
+  std::string family;
+  int64_t numParams = 0;
+  int64_t bytes = 0;
+  std::vector<ModuleSize> modules;  // in parameter order
+  double trainFlopsPerItem = 0;     // a training step (forward + backward)
+  double forwardFlopsPerItem = 0;
+  std::string itemName;             // "token" or "sample"
+};
+
+Result<ModelInfo> describeModel(const project::Project& project);
+
+// Mean validation loss over [train] eval_steps batches with the parameters of a checkpoint.
+Result<double> evaluateCheckpoint(const project::Project& project, const std::string& checkpoint,
+                                  const std::function<void(const std::string&)>& info);
+
+struct GenerateOptions {
+  std::string prompt = "\n";
+  int64_t tokens = 64;
+  double temperature = 0.8;
+  int64_t topK = 40;
+  uint64_t seed = 0;
+};
+
+// Text sampled from a language-model project's checkpoint, with the tokenizer cached by training.
+Result<std::string> generateFromCheckpoint(const project::Project& project, const std::string& checkpoint,
+                                           const GenerateOptions& options);
 
 }  // namespace tsr::train

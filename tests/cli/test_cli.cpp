@@ -27,6 +27,54 @@ Run tessera(const QStringList& args) {
   return r;
 }
 
+void writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(bytes);
+}
+
+// A tiny MLP project on synthetic digits: trains in a second or two.
+const char* kTinyMlp = R"([project]
+name = "tiny_mlp"
+[model]
+family = "mlp"
+sizes = [16, 32, 4]
+[data]
+kind = "synthetic-digits"
+[train]
+steps = 6
+batch_size = 8
+optimizer = "adam"
+lr = 1e-2
+warmup_steps = 0
+eval_every = 3
+eval_steps = 2
+log_every = 1
+)";
+
+// A tiny GPT-2 on a small repeated corpus, with a trained 300-token BPE.
+const char* kTinyGpt2 = R"([project]
+name = "tiny_gpt2"
+[model]
+family = "gpt2"
+block_size = 16
+n_layer = 1
+n_head = 2
+n_embd = 16
+[data]
+kind = "text"
+path = "corpus.txt"
+vocab_size = 300
+val_fraction = 0.2
+[train]
+steps = 4
+batch_size = 4
+seq_len = 16
+eval_every = 0
+eval_steps = 2
+log_every = 1
+)";
+
 }  // namespace
 
 class TestCli : public QObject {
@@ -131,6 +179,93 @@ class TestCli : public QObject {
     Run missing = tessera({"ir", "--parse", dir.filePath("absent.tir")});
     QCOMPARE(missing.exitCode, 1);
     QVERIFY(missing.err.contains("cannot read"));
+  }
+
+  void modelInfoOfThePublishedConfigs() {
+    Run gpt2 = tessera({"model-info", TSR_SAMPLES "/gpt2_124m"});
+    QCOMPARE(gpt2.exitCode, 0);
+    QVERIFY2(gpt2.out.contains("124,439,808"), qPrintable(gpt2.out + gpt2.err));
+    QVERIFY(gpt2.out.contains(QRegularExpression("\\nh\\.11 +7,087,872 ")));  // one block: 12 d^2 + 13 d
+    QVERIFY(gpt2.out.contains(QRegularExpression("\\nwte +38,597,376 ")));   // 50257 x 768
+    QVERIFY(gpt2.out.contains("FLOPs per token"));
+    Run vit = tessera({"model-info", TSR_SAMPLES "/vit_base"});
+    QCOMPARE(vit.exitCode, 0);
+    QVERIFY2(vit.out.contains("86,567,656"), qPrintable(vit.out + vit.err));
+    QVERIFY(vit.out.contains("FLOPs per sample"));
+  }
+
+  void trainThenListShowAndExportRuns() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QString db = dir.filePath("store.db");
+    Run t = tessera({"train", dir.path(), "--db", db});
+    QCOMPARE(t.exitCode, 0);
+    QVERIFY2(t.out.contains(QRegularExpression("step +6/6 \\| loss [0-9.]+ .*\\| ETA \\d+s")), qPrintable(t.out));
+    QVERIFY(QFile::exists(db));
+
+    Run list = tessera({"runs", "--db", db, "list"});
+    QCOMPARE(list.exitCode, 0);
+    QVERIFY2(list.out.contains(QRegularExpression("\\n +1  tiny_mlp .* finished +6 +[0-9]+\\.[0-9]{4}  ")),
+             qPrintable(list.out));
+    QVERIFY(list.out.contains("1 runs in"));
+
+    Run show = tessera({"runs", "--db", db, "show", "1"});
+    QCOMPARE(show.exitCode, 0);
+    QVERIFY2(show.out.contains(QRegularExpression("\\n  loss +6 ")), qPrintable(show.out));
+    QVERIFY(show.out.contains("val_loss"));
+    QVERIFY(show.out.contains(QRegularExpression("train\\.batch_size +8\\n")));
+
+    Run csv = tessera({"runs", "--db", db, "export", "1", "--csv"});
+    QCOMPARE(csv.exitCode, 0);
+    QStringList lines = csv.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.front(), QString("step,key,value,time"));
+    QCOMPARE(lines.filter(QRegularExpression("^\\d+,loss,")).size(), 6);
+    QVERIFY(lines.filter(QRegularExpression("^1,loss,")).size() == 1);
+    QString out = dir.filePath("metrics.csv");
+    QCOMPARE(tessera({"runs", "--db", db, "export", "1", "--csv", "--out", out}).exitCode, 0);
+    QFile f(out);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(f.readAll()), csv.out);
+
+    // --project reads PROJECT/runs.db; the run went to --db, so there is none.
+    Run none = tessera({"runs", "--project", dir.path(), "list"});
+    QCOMPARE(none.exitCode, 1);
+    QVERIFY2(none.err.contains("no run store at"), qPrintable(none.err));
+    Run unknown = tessera({"runs", "--db", db, "show", "42"});
+    QCOMPARE(unknown.exitCode, 1);
+    QVERIFY2(unknown.err.contains("no run 42"), qPrintable(unknown.err));
+    QCOMPARE(tessera({"runs", "--db", db, "export", "42", "--csv"}).exitCode, 1);
+  }
+
+  void evalAndGenerateFromACheckpoint() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyGpt2);
+    QByteArray corpus;
+    for (int i = 0; i < 60; ++i)
+      corpus += "Permission is hereby granted, free of charge, to any person obtaining a copy of this software.\n";
+    writeFile(dir.filePath("corpus.txt"), corpus);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--sample", "0"}).exitCode, 0);
+    QString ckpt = dir.filePath("checkpoints/latest.safetensors");
+    QVERIFY(QFile::exists(ckpt));
+
+    Run e = tessera({"eval", dir.path(), "--checkpoint", ckpt});
+    QCOMPARE(e.exitCode, 0);
+    QVERIFY2(e.out.contains(QRegularExpression("validation loss [0-9]+\\.[0-9]{4} over 2 batches")), qPrintable(e.out + e.err));
+
+    Run g = tessera({"generate", dir.path(), "--checkpoint", ckpt, "--prompt", "Permission", "--tokens", "8",
+                     "--seed", "3"});
+    QCOMPARE(g.exitCode, 0);
+    QVERIFY2(g.out.startsWith("Permission"), qPrintable(g.out + g.err));
+    Run again = tessera({"generate", dir.path(), "--checkpoint", ckpt, "--prompt", "Permission", "--tokens", "8",
+                         "--seed", "3"});
+    QCOMPARE(again.out, g.out);  // a seed reproduces a sample
+
+    Run missing = tessera({"eval", dir.path(), "--checkpoint", dir.filePath("absent.safetensors")});
+    QCOMPARE(missing.exitCode, 1);
+    QVERIFY2(missing.err.contains("does not exist"), qPrintable(missing.err));
+    Run missingGen = tessera({"generate", dir.path(), "--checkpoint", dir.filePath("absent.safetensors")});
+    QCOMPARE(missingGen.exitCode, 1);
+    QVERIFY2(missingGen.err.contains("does not exist"), qPrintable(missingGen.err));
   }
 
   void badArgumentsAreMessages() {

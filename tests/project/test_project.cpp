@@ -78,7 +78,7 @@ compute = "bf16"
   }
 
   void sampleProjectsLoad() {
-    for (const char* name : {"gpt2-tiny", "mlp-digits", "vit-tiny"}) {
+    for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base"}) {
       auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
       QVERIFY2(p.ok(), p.ok() ? name : p.error().message.c_str());
       QCOMPARE(p->name, std::string(name));
