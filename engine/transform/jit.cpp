@@ -9,6 +9,7 @@
 #include "engine/runtime/debug_nans.h"
 #include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
+#include "engine/passes/pipeline.h"
 
 namespace tsr {
 
@@ -131,14 +132,20 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     auto t0 = std::chrono::steady_clock::now();
     TreeOf<Aval> avals = args.map([](const Array& a) { return a.aval(); });
     TSR_ASSIGN(ClosedGraph cg, lower(avals, statics));
+    size_t tracedNodes = cg.graph.nodes().size();
+    // The compiler's cleanup passes (simplify, constant folding, CSE, DCE) run before the graph is executed.
+    passes::PassManager pm = passes::standardPipeline();
+    passes::PassContext ctx(ops::registry());
+    auto report = pm.run(cg.graph, ctx);
+    if (!report.ok()) return Error{fmt::format("{}: {}", m_name, report.error().message)};
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m_stats.compileSeconds += secs;
     if (logCompiles()) {
       std::string sig;
       for (size_t i = 0; i < key.avals.size(); ++i) sig += (i ? ", " : "") + key.avals[i].toString();
       logCompileLine(fmt::format("cache miss for '{}': {}", m_name, m_lastMissReason));
-      logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes in {:.2f} ms", m_name, sig, cg.graph.nodes().size(),
-                                 secs * 1e3));
+      logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes ({} traced) in {:.2f} ms", m_name, sig,
+                                 cg.graph.nodes().size(), tracedNodes, secs * 1e3));
     }
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg))});
     hit = &m_cache.back();

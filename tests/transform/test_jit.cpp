@@ -130,7 +130,7 @@ class TestJit : public QObject {
     setCompileLogSink(nullptr);
     QCOMPARE(lines.size(), size_t(4));  // two compiles, each a miss line and a compile line
     QCOMPARE(lines[0], std::string("cache miss for 'double': first call"));
-    QVERIFY2(lines[1].find("compiled 'double' for (f32[2])") == 0 && lines[1].find(" ms") != std::string::npos,
+    QVERIFY2(lines[1].find("compiled 'double' for (f32[2]): 3 nodes (3 traced)") == 0 && lines[1].find(" ms") != std::string::npos,
              lines[1].c_str());
     QCOMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
   }
@@ -157,6 +157,20 @@ class TestJit : public QObject {
     QVERIFY2(e.error().message.find("log produced -inf at element 0") != std::string::npos, e.error().message.c_str());
     runtime::setDebugNans(false);
     QVERIFY(capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); }).ok());
+  }
+
+  void jitRunsTheCleanupPipeline() {
+    std::vector<std::string> lines;
+    setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
+    // (x + 0) * 1 and a duplicated tanh: simplify removes the identities, CSE merges the tanh pair.
+    Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{tanh((xs[0] + 0.0) * 1.0) + tanh(xs[0])}; },
+                "cleanup");
+    auto r = f({Array::fromVector({0.5, -1.0}, Shape{2}, DType::F32)});
+    setCompileLogSink(nullptr);
+    QVERIFY(r.ok());
+    QCOMPARE((*r)[0].toDoubles()[0], static_cast<double>(2.0f * std::tanh(0.5f)));
+    QCOMPARE(lines.size(), size_t(2));
+    QVERIFY2(lines[1].find("2 nodes (9 traced)") != std::string::npos, lines[1].c_str());
   }
 
   void errorsInsideJitAreValues() {
