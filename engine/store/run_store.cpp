@@ -47,6 +47,27 @@ const char* const kMigrations[] = {
       data BLOB NOT NULL,
       PRIMARY KEY(run, name));
     )sql",
+    // 2: profiles and the kernel launches they recorded (the timeline).
+    R"sql(
+    CREATE TABLE profiles(
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      created REAL NOT NULL,
+      first_step INTEGER NOT NULL DEFAULT 0,
+      last_step INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE kernel_events(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      device TEXT NOT NULL,
+      stream INTEGER NOT NULL,
+      name TEXT NOT NULL,
+      fusion INTEGER NOT NULL,
+      start_ns INTEGER NOT NULL,
+      duration_ns INTEGER NOT NULL,
+      flops REAL NOT NULL,
+      bytes REAL NOT NULL);
+    CREATE INDEX kernel_events_by_time ON kernel_events(profile, start_ns);
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
@@ -303,6 +324,52 @@ Result<Artifact> RunStore::artifact(int64_t run, const std::string& name) const 
   st.bind(1, run).bind(2, name);
   if (st.step() != SQLITE_ROW) return makeError("run {} has no artifact '{}'", run, name);
   return Artifact{st.text(0), st.text(1), st.text(2)};
+}
+
+Result<int64_t> RunStore::createProfile(int64_t run, const std::string& name, int64_t firstStep, int64_t lastStep) {
+  Stmt st(m_db, "INSERT INTO profiles(run, name, created, first_step, last_step) VALUES(?, ?, ?, ?, ?)");
+  if (!st.ok()) return st.error();
+  st.bind(1, run).bind(2, name).bind(3, nowSeconds()).bind(4, firstStep).bind(5, lastStep);
+  if (st.step() != SQLITE_DONE) return st.error();
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(m_db));
+}
+
+Result<std::vector<ProfileInfo>> RunStore::profiles(int64_t run) const {
+  Stmt st(m_db, "SELECT id, run, name, created, first_step, last_step FROM profiles WHERE run = ? ORDER BY id");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  std::vector<ProfileInfo> out;
+  while (st.step() == SQLITE_ROW)
+    out.push_back(ProfileInfo{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.i64(4), st.i64(5)});
+  return out;
+}
+
+Status RunStore::addKernelEvents(int64_t profile, const std::vector<KernelEvent>& events) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db,
+            "INSERT INTO kernel_events(profile, device, stream, name, fusion, start_ns, duration_ns, flops, bytes) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& e : events) {
+      st.bind(1, profile).bind(2, e.device).bind(3, e.stream).bind(4, e.name).bind(5, e.fusion);
+      st.bind(6, e.startNs).bind(7, e.durationNs).bind(8, e.flops).bind(9, e.bytes);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<KernelEvent>> RunStore::kernelEvents(int64_t profile, int64_t fromNs, int64_t toNs) const {
+  Stmt st(m_db,
+          "SELECT device, stream, name, fusion, start_ns, duration_ns, flops, bytes FROM kernel_events "
+          "WHERE profile = ? AND start_ns + duration_ns >= ? AND start_ns <= ? ORDER BY start_ns");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile).bind(2, fromNs).bind(3, toNs);
+  std::vector<KernelEvent> out;
+  while (st.step() == SQLITE_ROW)
+    out.push_back(KernelEvent{st.text(0), st.i64(1), st.text(2), st.i64(3), st.i64(4), st.i64(5), st.f64(6), st.f64(7)});
+  return out;
 }
 
 Result<std::vector<RunInfo>> RunStore::runs() const {

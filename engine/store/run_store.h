@@ -3,6 +3,7 @@
 // runs, their hyperparameters, metric series, artifacts (IR per pass, DOT, reports) and profiles.
 // The schema is versioned (PRAGMA user_version) and migrated forward on open.
 #include <cstdint>
+#include <climits>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,6 +43,26 @@ struct Artifact {
   std::string data;
 };
 
+// One kernel launch of a profile: where it ran, which fusion of the graph it executed, when and what it did.
+struct KernelEvent {
+  std::string device;   // "cpu:0", "cuda:0"
+  int64_t stream = 0;   // stream, or host thread
+  std::string name;     // kernel name
+  int64_t fusion = -1;  // fusion id, linking back to the graph's nodes; -1: none
+  int64_t startNs = 0;
+  int64_t durationNs = 0;
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct ProfileInfo {
+  int64_t id = 0;
+  int64_t run = 0;
+  std::string name;
+  double created = 0;
+  int64_t firstStep = 0, lastStep = 0;
+};
+
 class RunStore {
  public:
   ~RunStore();
@@ -50,7 +71,7 @@ class RunStore {
 
   // Opens (creating if needed) and migrates the database at `path`. Errors name the file.
   static Result<RunStore> open(const std::string& path);
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -70,6 +91,14 @@ class RunStore {
   Status putArtifact(int64_t run, const Artifact& artifact);
   Result<std::vector<std::string>> artifactNames(int64_t run) const;
   Result<Artifact> artifact(int64_t run, const std::string& name) const;
+
+  // Profiles: kernel timelines recorded by the profiler, written in batches, read by time range.
+  Result<int64_t> createProfile(int64_t run, const std::string& name, int64_t firstStep, int64_t lastStep);
+  Result<std::vector<ProfileInfo>> profiles(int64_t run) const;
+  Status addKernelEvents(int64_t profile, const std::vector<KernelEvent>& events);
+  // Events overlapping [fromNs, toNs], by start time.
+  Result<std::vector<KernelEvent>> kernelEvents(int64_t profile, int64_t fromNs = 0,
+                                                int64_t toNs = INT64_MAX) const;
 
   Result<std::vector<RunInfo>> runs() const;
   Result<RunInfo> run(int64_t id) const;

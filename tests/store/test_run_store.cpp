@@ -75,6 +75,58 @@ class TestRunStore : public QObject {
     QCOMPARE(s->runs()->size(), size_t(1));
   }
 
+  void profilesAndKernelEvents() {
+    QTemporaryDir dir;
+    auto s = RunStore::open(dir.filePath("runs.db").toStdString());
+    QVERIFY(s.ok());
+    auto run = s->createRun("r", "p", "");
+    auto prof = s->createProfile(*run, "steps 10-12", 10, 12);
+    QVERIFY(prof.ok());
+    std::vector<KernelEvent> events;
+    for (int i = 0; i < 1000; ++i)
+      events.push_back({"cpu:0", i % 2, i % 3 ? "fusion.add_relu" : "dot_general", i / 3, i * 100, 80, 2.0 * i, 4.0 * i});
+    QVERIFY(s->addKernelEvents(*prof, events).ok());
+    auto all = s->kernelEvents(*prof);
+    QCOMPARE(all->size(), size_t(1000));
+    QCOMPARE(all->at(7).name, std::string("fusion.add_relu"));
+    QCOMPARE(all->at(7).fusion, int64_t(2));
+    QCOMPARE(all->at(7).flops, 14.0);
+    // [1050, 1250] overlaps the events starting at 1000 (ends 1080), 1100 and 1200.
+    auto range = s->kernelEvents(*prof, 1050, 1250);
+    QCOMPARE(range->size(), size_t(3));
+    QCOMPARE(range->front().startNs, int64_t(1000));
+    QCOMPARE(s->profiles(*run)->size(), size_t(1));
+    QCOMPARE(s->profiles(*run)->front().lastStep, int64_t(12));
+    QVERIFY(s->deleteRun(*run).ok());
+    QCOMPARE(s->kernelEvents(*prof)->size(), size_t(0));  // cascades
+  }
+
+  void migratesVersion1Databases() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("v1.db").toStdString();
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    // A database as the first schema left it, with one run.
+    const char* v1 =
+        "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, project TEXT NOT NULL, "
+        "config TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, start_time REAL NOT NULL, end_time REAL NOT NULL "
+        "DEFAULT 0, message TEXT NOT NULL DEFAULT '');"
+        "CREATE TABLE params(run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(run, key));"
+        "CREATE TABLE metrics(run INTEGER NOT NULL, key TEXT NOT NULL, step INTEGER NOT NULL, time REAL NOT NULL, "
+        "value REAL NOT NULL, PRIMARY KEY(run, key, step)) WITHOUT ROWID;"
+        "CREATE TABLE artifacts(run INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, data BLOB NOT NULL, "
+        "PRIMARY KEY(run, name));"
+        "INSERT INTO runs(name, project, status, start_time) VALUES('old', 'p', 'finished', 1);"
+        "PRAGMA user_version = 1;";
+    QCOMPARE(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto s = RunStore::open(path);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QCOMPARE(s->schemaVersion(), 2);
+    QCOMPARE(s->runs()->front().name, std::string("old"));
+    QVERIFY(s->createProfile(1, "p", 0, 0).ok());
+  }
+
   void migratesAnEmptyDatabaseAndRefusesNewerOnes() {
     QTemporaryDir dir;
     std::string path = dir.filePath("old.db").toStdString();
