@@ -1,6 +1,7 @@
 #include "engine/train/run.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,15 @@ namespace tsr::train {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A non-negative integer stored as text (checkpoint metadata, data positions); a damaged file is an error.
+Result<int64_t> parseCount(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+    return makeError("{} is '{}', not a non-negative integer", what, text);
+  return v;
+}
 
 // Where a batch comes from: text windows, synthetic images, or synthetic digit-like vectors.
 class DataSource {
@@ -70,7 +80,8 @@ class ImageSource : public DataSource {
   }
   std::string state() const override { return std::to_string(m_images.position()); }
   Status restore(const std::string& s) override {
-    m_images.seek(std::stoll(s));
+    TSR_ASSIGN(int64_t first, parseCount(s, "image position"));
+    m_images.seek(first);
     return {};
   }
   int64_t itemsPerBatch() const override { return m_images.options().batchSize; }
@@ -106,7 +117,7 @@ class DigitSource : public DataSource {
   }
   std::string state() const override { return std::to_string(m_step); }
   Status restore(const std::string& s) override {
-    m_step = std::stoll(s);
+    TSR_ASSIGN(m_step, parseCount(s, "digit stream position"));
     return {};
   }
   int64_t itemsPerBatch() const override { return m_batch; }
@@ -374,8 +385,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     TSR_ASSIGN(SafetensorsFile optPart, readCheckpointPart(ck, "opt."));
     TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
     TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
-    state.step = std::stoll(ck.metadata["step"]);
-    runId = std::stoll(ck.metadata["run"]);
+    TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], ckptPath + ": metadata 'step'"));
+    TSR_ASSIGN(runId, parseCount(ck.metadata["run"], ckptPath + ": metadata 'run'"));
     TSR_TRY(trainData->restore(ck.metadata["data"]));
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
   } else {
