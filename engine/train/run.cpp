@@ -387,6 +387,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
     TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], ckptPath + ": metadata 'step'"));
     TSR_ASSIGN(runId, parseCount(ck.metadata["run"], ckptPath + ": metadata 'run'"));
+    if (!db.run(runId).ok())
+      return makeError("{} belongs to run {}, which is not in {}; resume with the store it was trained with (--db)",
+                       ckptPath, runId, storePath);
     TSR_TRY(trainData->restore(ck.metadata["data"]));
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
   } else {
