@@ -322,7 +322,8 @@ ProjectModel buildModel(const project::Project& p, int64_t vocab) {
   return m;
 }
 
-// Parameters (and, when present, optimizer state) from a checkpoint written by runTraining.
+// Parameters (and, when present, optimizer state) from a checkpoint written by runTraining, or weights saved by
+// Hugging Face.
 Result<SafetensorsFile> readCheckpointPart(const SafetensorsFile& ck, const std::string& prefix) {
   SafetensorsFile part;
   for (const auto& [name, a] : ck.tensors)
@@ -335,7 +336,8 @@ Result<Tree> loadCheckpointParams(const std::string& path, const Tree& like) {
   if (!fs::exists(path, ec)) return makeError("checkpoint {} does not exist", path);
   TSR_ASSIGN(SafetensorsFile ck, readSafetensors(path));
   TSR_ASSIGN(SafetensorsFile params, readCheckpointPart(ck, "params."));
-  auto tree = treeFromSafetensors(params, like);
+  // A file without "params." tensors is not one of ours: read it as Hugging Face weights.
+  auto tree = params.tensors.empty() ? treeFromHuggingFace(ck, like) : treeFromSafetensors(params, like);
   if (!tree.ok()) return makeError("checkpoint {} does not match the project's model: {}", path, tree.error().message);
   return tree;
 }

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
 namespace tsr::train {
 
 namespace {
@@ -179,6 +182,32 @@ Result<Tree> treeFromSafetensors(const SafetensorsFile& file, const Tree& like, 
   });
   if (!missing.empty()) return Error{missing};
   return out;
+}
+
+Result<Tree> treeFromHuggingFace(const SafetensorsFile& file, const Tree& like) {
+  std::vector<std::string> paths = like.paths();
+  if (paths.empty()) return makeError("the model has no parameters");
+  std::string prefix;
+  for (const char* candidate : {"", "transformer."})
+    if (file.tensors.count(candidate + paths.front())) {
+      prefix = candidate;
+      break;
+    }
+  SafetensorsFile converted;
+  for (const auto& path : paths) {
+    auto it = file.tensors.find(prefix + path);
+    if (it == file.tensors.end()) continue;  // reported by treeFromSafetensors
+    const Array& want = like.findPath(path)->leaf();
+    const Array& got = it->second;
+    bool convert = got.dtype() != want.dtype() && got.shape() == want.shape() && isFloating(got.dtype()) &&
+                   isFloating(want.dtype());
+    if (!convert) {
+      converted.tensors[path] = got;
+      continue;
+    }
+    TSR_ASSIGN(converted.tensors[path], capture([&] { return astype(got, want.dtype()); }));
+  }
+  return treeFromSafetensors(converted, like);
 }
 
 }  // namespace tsr::train

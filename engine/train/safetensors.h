@@ -23,6 +23,11 @@ Result<SafetensorsFile> readSafetensors(const std::string& path);
 SafetensorsFile treeToSafetensors(const Tree& tree, std::map<std::string, std::string> metadata = {});
 Result<Tree> treeFromSafetensors(const SafetensorsFile& file, const Tree& like, const std::string& prefix = "");
 
+// Weights saved by Hugging Face (model.safetensors of GPT2Model, GPT2LMHeadModel or ViTForImageClassification):
+// every path of `like` is looked up as is or under "transformer."; extra tensors (attention-mask buffers, a tied
+// lm_head.weight) are ignored; floating tensors of another float dtype (f16, bf16) are converted to like's.
+Result<Tree> treeFromHuggingFace(const SafetensorsFile& file, const Tree& like);
+
 // Writes bytes to path atomically (temp file in the same folder, fsync, rename, fsync of the folder).
 Status writeFileAtomic(const std::string& path, const std::string& bytes);
 

@@ -11,7 +11,10 @@
 
 #include <sqlite3.h>
 
+#include "engine/nn/gpt2.h"
 #include "engine/project/project.h"
+#include "engine/random/random.h"
+#include "engine/transform/api.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run.h"
 #include "engine/train/safetensors.h"
@@ -102,6 +105,40 @@ class TestTrain : public QObject {
     QVERIFY(!train::readSafetensors(write("dtype", lenBytes + bad + "z")).ok());
     QVERIFY(!train::readSafetensors(dir.filePath("absent").toStdString()).ok());
     QVERIFY(!train::writeSafetensors("/nonexistent/dir/x.safetensors", {}).ok());
+  }
+
+  void huggingFaceWeightsLoad() {
+    QTemporaryDir dir;
+    nn::Gpt2Config cfg{40, 16, 2, 2, 8};
+    nn::Gpt2 model(cfg);
+    Tree original = model.init(random::key(5));
+    Tree like = model.init(random::key(6));
+    for (const char* prefix : {"transformer.", ""}) {
+      // As GPT2LMHeadModel.save_pretrained writes it: a prefix, mask buffers, a tied head, and here wte in f16.
+      train::SafetensorsFile hf;
+      original.visit([&](const std::string& path, const Array& a) {
+        hf.tensors[prefix + path] = path == "wte.weight" ? astype(a, DType::F16) : a;
+      });
+      hf.tensors[std::string(prefix) + "h.0.attn.bias"] = Array::ones({1, 1, 16, 16});
+      hf.tensors["lm_head.weight"] = original.findPath("wte.weight")->leaf();
+      std::string path = dir.filePath("model.safetensors").toStdString();
+      QVERIFY(train::writeSafetensors(path, hf).ok());
+      auto file = train::readSafetensors(path);
+      QVERIFY(file.ok());
+      auto loaded = train::treeFromHuggingFace(*file, like);
+      QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.error().message.c_str());
+      QCOMPARE(loaded->paths(), original.paths());
+      QCOMPARE(loaded->findPath("wte.weight")->leaf().dtype(), DType::F32);
+      QCOMPARE(loaded->findPath("wte.weight")->leaf().toDoubles(),
+               astype(astype(original.findPath("wte.weight")->leaf(), DType::F16), DType::F32).toDoubles());
+      QCOMPARE(loaded->findPath("h.1.mlp.c_proj.weight")->leaf().toDoubles(),
+               original.findPath("h.1.mlp.c_proj.weight")->leaf().toDoubles());
+    }
+    train::SafetensorsFile partial;
+    partial.tensors["wte.weight"] = original.findPath("wte.weight")->leaf();
+    auto bad = train::treeFromHuggingFace(partial, like);
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().message.find("wpe.weight") != std::string::npos, bad.error().message.c_str());
   }
 
   void lossFallsAndMetricsAreStored() {
