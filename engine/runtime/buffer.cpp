@@ -1,6 +1,10 @@
 #include "engine/runtime/buffer.h"
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <exception>
 
@@ -8,16 +12,67 @@
 
 namespace tsr::runtime {
 
-Buffer::~Buffer() { std::free(m_data); }
+namespace {
+
+// A caching allocator: freed blocks wait in power-of-two size classes for the next request of their class, so
+// a training step reuses the previous step's memory instead of mapping fresh pages (which costs as much system
+// time as the kernels take). At most kMaxCachedBytes stay cached.
+class BlockCache {
+ public:
+  static constexpr size_t kMaxCachedBytes = size_t(2) << 30;
+
+  static size_t classSize(size_t bytes) { return std::bit_ceil(std::max<size_t>(bytes, 64)); }
+
+  void* take(size_t size) {
+    {
+      std::lock_guard lock(m_mutex);
+      auto& blocks = m_free[std::countr_zero(size)];
+      if (!blocks.empty()) {
+        void* p = blocks.back();
+        blocks.pop_back();
+        m_cached -= size;
+        return p;
+      }
+    }
+    return std::aligned_alloc(64, size);
+  }
+
+  void give(void* p, size_t size) {
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_cached + size <= kMaxCachedBytes) {
+        m_free[std::countr_zero(size)].push_back(p);
+        m_cached += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::array<std::vector<void*>, 64> m_free;
+  size_t m_cached = 0;
+};
+
+BlockCache& blockCache() {
+  // Never destroyed: buffers held by static objects may be freed after main returns.
+  static auto* cache = new BlockCache;
+  return *cache;
+}
+
+}  // namespace
+
+Buffer::~Buffer() { blockCache().give(m_data, m_capacity); }
 
 Result<std::shared_ptr<Buffer>> Buffer::allocate(int64_t bytes) {
   if (bytes < 0) return makeError("cannot allocate a buffer of {} bytes", bytes);
-  size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  if (static_cast<uint64_t>(bytes) > (uint64_t(1) << 62)) return makeError("cannot allocate {} bytes", bytes);
+  size_t capacity = BlockCache::classSize(static_cast<size_t>(bytes));
+  void* p = blockCache().take(capacity);
   if (!p) return makeError("out of memory allocating {} bytes ({:.1f} MiB)", bytes, bytes / 1048576.0);
-  std::memset(p, 0, rounded);
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes));
+  std::memset(p, 0, static_cast<size_t>(bytes));
+  return std::shared_ptr<Buffer>(new Buffer(p, bytes, capacity));
 }
 
 Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,

@@ -1,5 +1,6 @@
 #pragma once
-// Buffer: a block of device memory. On the CPU, 64-byte aligned host memory.
+// Buffer: a block of device memory. On the CPU, 64-byte aligned host memory from a caching allocator,
+// zero-filled.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -25,9 +26,10 @@ class Buffer {
   int64_t size() const { return m_size; }
 
  private:
-  Buffer(void* data, int64_t size) : m_data(data), m_size(size) {}
+  Buffer(void* data, int64_t size, size_t capacity) : m_data(data), m_size(size), m_capacity(capacity) {}
   void* m_data = nullptr;
   int64_t m_size = 0;
+  size_t m_capacity = 0;  // the allocator's block size (a power of two >= size)
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;
