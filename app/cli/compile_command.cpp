@@ -8,12 +8,15 @@
 #include "engine/ops/registry.h"
 #include "engine/passes/dump.h"
 #include "engine/passes/pipeline.h"
+#include "engine/project/project.h"
+#include "engine/train/run.h"
 
 namespace tsr::cli {
 
 namespace {
 
 struct CompileArgs {
+  std::string project;  // a project's training step; else the example or the IR file
   std::string example = "mlp";
   int64_t batch = 8;
   std::string irFile;
@@ -21,6 +24,11 @@ struct CompileArgs {
 };
 
 Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
+  if (!a.project.empty()) {
+    TSR_ASSIGN(project::Project p, project::loadProject(a.project));
+    TSR_ASSIGN(ClosedGraph cg, train::traceTrainingStep(p));
+    return std::move(cg.graph);
+  }
   if (!a.irFile.empty()) {
     std::ifstream in(a.irFile);
     if (!in) return makeError("cannot read {}", a.irFile);
@@ -73,7 +81,8 @@ int runCompile(const CompileArgs& a) {
 
 std::function<int()> addCompileCommand(CLI::App& app) {
   auto args = std::make_shared<CompileArgs>();
-  CLI::App* cmd = app.add_subcommand("compile", "Run the compiler passes on an example or an IR file");
+  CLI::App* cmd = app.add_subcommand("compile", "Run the compiler passes on a project's training step, an example or an IR file");
+  cmd->add_option("project", args->project, "Project folder or project.toml: compiles its training step");
   cmd->add_option("--example", args->example, "Example: mlp, mlp12, mlp12-scan")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--ir", args->irFile, "Compile an IR text file instead of an example");

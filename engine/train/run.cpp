@@ -515,6 +515,33 @@ std::string moduleOf(const std::string& path) {
 
 }  // namespace
 
+Result<ClosedGraph> traceTrainingStep(const project::Project& p) {
+  const auto& t = p.train;
+  ProjectModel model = buildModel(p, 0);
+  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(t.steps, 1), t.minLr);
+  optim::GradientTransformation opt = makeOptimizer(t, lr);
+  // Avals of the parameters and the optimizer state, from an abstract trace of their init.
+  TSR_ASSIGN(ClosedGraph init, makeGraph([&](const Tree& key) {
+    Tree params = model.init(key.leaf());
+    return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+  }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
+  std::vector<Aval> avals;
+  for (ir::ValueId v : init.graph.outputs()) avals.push_back(init.graph.aval(v));
+  TSR_ASSIGN(TreeOf<Aval> state, TreeOf<Aval>::unflatten(init.outputTree, std::move(avals)));
+  Aval inputs, targets{Shape{t.batchSize}, DType::I32};
+  if (p.model.family == "gpt2") {
+    inputs = Aval{Shape{t.batchSize, t.seqLen}, DType::I32};
+    targets = inputs;
+  } else if (p.model.family == "vit") {
+    const auto& v = p.model.vit;
+    inputs = Aval{Shape{t.batchSize, v.channels, v.imageSize, v.imageSize}, DType::F32};
+  } else {
+    inputs = Aval{Shape{t.batchSize, p.model.mlp.sizes.front()}, DType::F32};
+  }
+  Trainer trainer(model.loss, opt, lr, t.seed);
+  return trainer.lowerStep(*state.find("params"), *state.find("opt"), inputs, targets);
+}
+
 Result<ModelInfo> describeModel(const project::Project& p) {
   ProjectModel model = buildModel(p, 0);
   // The parameter avals from an abstract trace of init: no weights are materialised.

@@ -9,6 +9,7 @@
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::train {
 
@@ -60,6 +61,10 @@ struct ModelInfo {
 };
 
 Result<ModelInfo> describeModel(const project::Project& project);
+
+// The project's training step (forward, backward, optimizer update) traced on avals alone, for
+// `tessera compile PROJECT` and the IDE's graph view: no data is read and no weights are materialised.
+Result<ClosedGraph> traceTrainingStep(const project::Project& project);
 
 // Mean validation loss over [train] eval_steps batches with the parameters of a checkpoint.
 Result<double> evaluateCheckpoint(const project::Project& project, const std::string& checkpoint,

@@ -77,4 +77,13 @@ Result<ClosedGraph> Trainer::lowerStep(const TrainState& state, const Batch& bat
   return m_step->lower(stepArgs(state, batch).map([](const Array& a) { return a.aval(); }));
 }
 
+Result<ClosedGraph> Trainer::lowerStep(const TreeOf<Aval>& params, const TreeOf<Aval>& opt, const Aval& inputs,
+                                       const Aval& targets) {
+  return m_step->lower(TreeOf<Aval>::dict({{"params", params},
+                                           {"opt", opt},
+                                           {"inputs", TreeOf<Aval>(inputs)},
+                                           {"targets", TreeOf<Aval>(targets)},
+                                           {"step", TreeOf<Aval>(Aval{Shape{}, DType::I32})}}));
+}
+
 }  // namespace tsr::train

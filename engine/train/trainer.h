@@ -48,6 +48,9 @@ class Trainer {
   const Jit& stepFunction() const { return *m_step; }
   // The traced training step for these avals (for `tessera compile` and the IDE's graph view).
   Result<ClosedGraph> lowerStep(const TrainState& state, const Batch& batch);
+  // The same from avals only (no weights materialised): params and opt are the avals of init's trees.
+  Result<ClosedGraph> lowerStep(const TreeOf<Aval>& params, const TreeOf<Aval>& opt, const Aval& inputs,
+                                const Aval& targets);
 
  private:
   Tree stepArgs(const TrainState& state, const Batch& batch) const;

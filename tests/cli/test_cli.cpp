@@ -268,6 +268,20 @@ class TestCli : public QObject {
     QVERIFY2(missingGen.err.contains("does not exist"), qPrintable(missingGen.err));
   }
 
+  void compileAProjectsTrainingStep() {
+    QTemporaryDir dir;
+    Run r = tessera({"compile", QString(TSR_SAMPLES) + "/gpt2_mini", "--dump", dir.path()});
+    QCOMPARE(r.exitCode, 0);
+    // Forward, backward and update of 2 blocks: 6 matmuls per block forward, twice that backward, and the head.
+    QCOMPARE(r.out.count(QRegularExpression("= dot_general\\(")), 2 * 6 * 3 + 3);
+    QVERIFY(r.out.contains("cleanup/cse"));
+    QVERIFY(QFile::exists(dir.filePath("00_input.tir")) && QFile::exists(dir.filePath("timings.json")) &&
+            QFile::exists(dir.filePath("decisions.txt")));
+    Run bad = tessera({"compile", dir.filePath("absent")});
+    QCOMPARE(bad.exitCode, 1);
+    QVERIFY(bad.err.contains("no such file"));
+  }
+
   void badArgumentsAreMessages() {
     Run r = tessera({"ir", "--example", "nosuch"});
     QCOMPARE(r.exitCode, 1);
