@@ -56,6 +56,14 @@ void HostTensor::setBits(int64_t i, uint64_t b) {
   std::memcpy(bytes.data() + static_cast<size_t>(i) * sz, &b, sz);
 }
 
+Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }
+
+HostTensor toHost(const Array& a) {
+  HostTensor t = HostTensor::zeros(a.aval());
+  if (a.aval().bytes()) std::memcpy(t.bytes.data(), a.buffer()->data(), t.bytes.size());
+  return t;
+}
+
 HostTensor randomTensor(const Aval& aval, std::mt19937& rng, double lo, double hi) {
   HostTensor t = HostTensor::zeros(aval);
   std::uniform_real_distribution<double> real(lo, hi);

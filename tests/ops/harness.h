@@ -10,6 +10,7 @@
 #include "engine/core/shape.h"
 #include "engine/ir/attrs.h"
 #include "engine/ir/op_def.h"
+#include "engine/transform/array.h"
 
 namespace tsr::test {
 
@@ -26,6 +27,10 @@ struct HostTensor {
   uint64_t getBits(int64_t i) const;  // raw element bits (integers, random bits)
   void setBits(int64_t i, uint64_t bits);
 };
+
+// Conversions between test tensors and concrete engine Arrays (bytes copied as they are).
+Array toArray(const HostTensor& t);
+HostTensor toHost(const Array& a);
 
 // Random values suited to the dtype: floats in [lo, hi], integers in a small range, bools 0/1.
 HostTensor randomTensor(const Aval& aval, std::mt19937& rng, double lo = -2.0, double hi = 2.0);

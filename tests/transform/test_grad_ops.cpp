@@ -36,14 +36,6 @@ constexpr size_t kFewCases = 5;
 
 // ---- Host tensors, arrays and the op's own kernel ----------------------------------------------------------
 
-Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }
-
-HostTensor toHost(const Array& a) {
-  HostTensor t = HostTensor::zeros(a.aval());
-  if (a.aval().bytes()) std::memcpy(t.bytes.data(), a.buffer()->data(), t.bytes.size());
-  return t;
-}
-
 // The op on host tensors with its CPU kernel: the numeric side never touches a vjp rule or the Array API.
 Result<std::vector<HostTensor>> runKernel(const ir::OpDef& def, const std::vector<HostTensor>& inputs,
                                           const ir::Attrs& attrs) {

@@ -31,14 +31,6 @@ namespace {
 
 constexpr int64_t kBatch = 3;
 
-Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }
-
-HostTensor toHost(const Array& a) {
-  HostTensor t = HostTensor::zeros(a.aval());
-  if (a.aval().bytes()) std::memcpy(t.bytes.data(), a.buffer()->data(), t.bytes.size());
-  return t;
-}
-
 // ---- Examples and stacking -------------------------------------------------------------------------------------
 
 // Example k of one operand: its flat data rotated by k; a one-element operand varied in place instead.
