@@ -1,0 +1,93 @@
+#pragma once
+// The kernel profiler. Every kernel launch of an executable (a fused kernel, a GEMM, a reference-interpreter
+// node) records where it ran, what it ran, when, and how much work it did. Events carry a fusion id that links
+// back to the nodes of the compiled graph: the executable registers a table of its kernels (FusionInfo) once
+// per profiler. Exported as Chrome/Perfetto trace JSON and to the run store's profiles/kernel_events.
+//
+// Recording is off unless a Profiler is installed with ProfilerScope; the cost of an idle check is one atomic
+// load per launch.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tsr::runtime {
+
+// One kernel launch.
+struct ProfileEvent {
+  std::string device = "cpu:0";  // "cpu:0", "cuda:0"
+  int64_t stream = 0;            // CPU: the worker thread that ran it (0 = the calling thread); GPU: the stream
+  std::string name;              // "fusion.3 loop[add,mul,gelu]", "dot_general 256x768x2304"
+  int64_t fusion = -1;           // FusionInfo::id of the kernel; -1 when it has none
+  int64_t startNs = 0;           // Profiler::nowNs() clock (steady clock, ns)
+  int64_t durationNs = 0;
+  double flops = 0;
+  double bytes = 0;  // bytes read + written
+};
+
+// One kernel of an executable, registered before its first event: the nodes it runs.
+struct FusionInfo {
+  int64_t id = -1;            // unique in the process (Profiler::reserveIds)
+  std::string executable;     // the compiled graph's name, e.g. "train_step"
+  std::string name;           // the kernel name used by events
+  std::string kind;           // "loop", "reduction", "gemm", "opaque", "copy"
+  std::vector<int> nodes;     // node ids in the executable's graph (after the fusion pass)
+  std::vector<std::string> ops;  // op names of those nodes, in order
+  std::string modulePath;     // the common module path of the nodes ("h.3.attn"), empty when mixed
+};
+
+// A step boundary or other named span on the host (e.g. "step 12"), shown as its own track.
+struct ProfileMark {
+  std::string name;
+  int64_t startNs = 0;
+  int64_t durationNs = 0;
+};
+
+class Profiler {
+ public:
+  Profiler();
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  static int64_t nowNs();
+  // The profiler recording in this process, or nullptr.
+  static Profiler* active() { return s_active.load(std::memory_order_acquire); }
+  // A block of n process-unique fusion ids, for an executable's kernel table.
+  static int64_t reserveIds(int64_t n);
+
+  // Thread-safe.
+  void record(ProfileEvent e);
+  void mark(ProfileMark m);
+  // Registers the kernels of one executable; a second call with ids already registered is ignored.
+  void registerFusions(const std::vector<FusionInfo>& kernels);
+  bool hasFusion(int64_t id) const;
+
+  std::vector<ProfileEvent> events() const;  // in recording order
+  std::vector<ProfileMark> marks() const;
+  std::vector<FusionInfo> fusions() const;
+  void clear();
+
+ private:
+  friend class ProfilerScope;
+  static std::atomic<Profiler*> s_active;
+  mutable std::mutex m_mutex;
+  std::vector<ProfileEvent> m_events;
+  std::vector<ProfileMark> m_marks;
+  std::vector<FusionInfo> m_fusions;
+};
+
+// Installs a profiler as the active one for its lifetime (scopes nest: the previous one comes back).
+class ProfilerScope {
+ public:
+  explicit ProfilerScope(Profiler& p);
+  ~ProfilerScope();
+  ProfilerScope(const ProfilerScope&) = delete;
+  ProfilerScope& operator=(const ProfilerScope&) = delete;
+
+ private:
+  Profiler* m_previous;
+};
+
+}  // namespace tsr::runtime
