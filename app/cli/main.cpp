@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/bench_command.h"
 #include "app/cli/compile_command.h"
 #include "app/cli/examples.h"
+#include "app/cli/logits_command.h"
 #include "app/cli/model_command.h"
 #include "app/cli/runs_command.h"
 #include "app/cli/train_command.h"
@@ -143,11 +145,13 @@ int main(int argc, char** argv) {
   auto modelInfo = tsr::cli::addModelInfoCommand(app);
   auto eval = tsr::cli::addEvalCommand(app);
   auto generate = tsr::cli::addGenerateCommand(app);
+  auto logits = tsr::cli::addLogitsCommand(app);
+  auto bench = tsr::cli::addBenchCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train, runs, modelInfo, eval, generate})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

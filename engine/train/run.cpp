@@ -19,6 +19,7 @@
 #include "engine/nn/vit.h"
 #include "engine/random/random.h"
 #include "engine/store/run_store.h"
+#include "engine/train/project_model.h"
 #include "engine/train/safetensors.h"
 #include "engine/train/sample.h"
 #include "engine/train/trainer.h"
@@ -206,15 +207,6 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
           {"train.seed", std::to_string(t.seed)}};
 }
 
-optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr) {
-  optim::GradientTransformation opt;
-  if (t.optimizer == "sgd") opt = optim::sgd(lr, t.momentum);
-  else if (t.optimizer == "adam") opt = optim::adam(lr, t.beta1, t.beta2);
-  else opt = optim::adamw(lr, t.beta1, t.beta2, 1e-8, t.weightDecay);
-  if (t.gradClip > 0) return optim::chain({optim::clipByGlobalNorm(t.gradClip), opt});
-  return opt;
-}
-
 // Checkpoint: params and optimizer state in one safetensors file, the step and data position as metadata.
 Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data, int64_t runId) {
   SafetensorsFile f;
@@ -224,12 +216,6 @@ Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSo
   return writeSafetensors(path, f);
 }
 
-
-// The loss a project trains with: cross-entropy on labels, or MSE against one-hot labels ([train] loss).
-Array projectLoss(const project::TrainSection& t, const Array& logits, const Array& labels) {
-  if (t.loss == "mse") return optim::meanSquaredError(logits, oneHot(labels, logits.shape().dims().back()));
-  return optim::softmaxCrossEntropy(logits, labels);
-}
 
 // The data of a project: training and validation sources, and the tokenizer for text.
 struct ProjectData {
@@ -270,76 +256,6 @@ Result<ProjectData> prepareData(const project::Project& p, const std::function<v
     d.val = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, 1'000'000'000);
   }
   return d;
-}
-
-// The model of a project, without its weights: init, loss, and the LM forward for gpt2. `vocab` is the
-// tokenizer's size (gpt2 only; <= 0: the configured one).
-struct ProjectModel {
-  std::function<Tree(const Array& key)> init;
-  TrainLossFn loss;
-  std::function<Array(const Tree& params, const Array& tokens)> lmForward;  // gpt2 only
-  int64_t numParams = 0;
-  double trainFlopsPerItem = 0, forwardFlopsPerItem = 0;
-  std::string itemName = "samples";
-};
-
-int64_t configuredVocab(const project::Project& p) {
-  return p.data.tokenizer == "gpt2" ? 50257 : p.data.vocabSize;
-}
-
-ProjectModel buildModel(const project::Project& p, int64_t vocab) {
-  const auto& t = p.train;
-  ProjectModel m;
-  auto attach = [&](auto model) {
-    m.init = [model](const Array& key) { return model->init(key); };
-    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
-    };
-    m.numParams = model->numParams();
-  };
-  if (p.model.family == "gpt2") {
-    nn::Gpt2Config cfg = p.model.gpt2;
-    cfg.vocabSize = vocab > 0 ? vocab : configuredVocab(p);
-    auto model = std::make_shared<nn::Gpt2>(cfg);
-    attach(model);
-    m.lmForward = [model](const Tree& prm, const Array& tokens) {
-      nn::Context ctx;
-      return model->apply(prm, tokens, ctx);
-    };
-    m.trainFlopsPerItem = model->trainFlopsPerToken(t.seqLen);
-    m.itemName = "tokens";
-  } else if (p.model.family == "vit") {
-    auto model = std::make_shared<nn::Vit>(p.model.vit);
-    attach(model);
-    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams) * static_cast<double>(p.model.vit.numPatches() + 1);
-  } else {
-    auto model = std::make_shared<nn::Mlp>(p.model.mlp);
-    attach(model);
-    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
-  }
-  // A training step is forward + backward (twice the forward): three forwards.
-  m.forwardFlopsPerItem = m.trainFlopsPerItem / 3.0;
-  return m;
-}
-
-// Parameters (and, when present, optimizer state) from a checkpoint written by runTraining, or weights saved by
-// Hugging Face.
-Result<SafetensorsFile> readCheckpointPart(const SafetensorsFile& ck, const std::string& prefix) {
-  SafetensorsFile part;
-  for (const auto& [name, a] : ck.tensors)
-    if (name.rfind(prefix, 0) == 0) part.tensors[name.substr(prefix.size())] = a;
-  return part;
-}
-
-Result<Tree> loadCheckpointParams(const std::string& path, const Tree& like) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return makeError("checkpoint {} does not exist", path);
-  TSR_ASSIGN(SafetensorsFile ck, readSafetensors(path));
-  TSR_ASSIGN(SafetensorsFile params, readCheckpointPart(ck, "params."));
-  // A file without "params." tensors is not one of ours: read it as Hugging Face weights.
-  auto tree = params.tensors.empty() ? treeFromHuggingFace(ck, like) : treeFromSafetensors(params, like);
-  if (!tree.ok()) return makeError("checkpoint {} does not match the project's model: {}", path, tree.error().message);
-  return tree;
 }
 
 std::string humanDuration(double seconds) {
@@ -383,8 +299,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   int64_t runId = 0;
   if (options.resume) {
     TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
-    TSR_ASSIGN(SafetensorsFile paramsPart, readCheckpointPart(ck, "params."));
-    TSR_ASSIGN(SafetensorsFile optPart, readCheckpointPart(ck, "opt."));
+    SafetensorsFile paramsPart = readCheckpointPart(ck, "params.");
+    SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
     TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
     TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
     TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], ckptPath + ": metadata 'step'"));

@@ -1,0 +1,164 @@
+#include "app/cli/bench_command.h"
+
+#include <cblas.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/model_command.h"
+#include "engine/project/project.h"
+#include "engine/train/bench.h"
+
+namespace tsr::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string project;
+  train::BenchOptions options;
+  int64_t sgemmSize = 2048;
+  int sgemmRepeats = 3;
+  bool json = false;
+};
+
+// The engine's thread count: TESSERA_NUM_THREADS, or one per core.
+int engineThreads() {
+  if (const char* env = std::getenv("TESSERA_NUM_THREADS"); env && std::atoi(env) > 0) return std::atoi(env);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+struct SgemmPeak {
+  int64_t n = 0;
+  double gflops = 0;  // best of the repeats
+};
+
+// OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes): one untimed call, then the best of
+// `repeats`. This is the practical ceiling the step's GFLOP/s is compared with.
+SgemmPeak measureSgemm(int64_t n, int repeats) {
+  SgemmPeak peak{n, 0};
+  if (n <= 0) return peak;
+  auto count = static_cast<size_t>(n * n);
+  std::vector<float> a(count), b(count), c(count, 0.0f);
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (size_t i = 0; i < count; ++i) a[i] = d(gen), b[i] = d(gen);
+  auto dim = static_cast<int>(n);
+  auto run = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a.data(), dim, b.data(), dim, 0.0f,
+                c.data(), dim);
+  };
+  run();
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    peak.gflops = std::max(peak.gflops, 2.0 * static_cast<double>(n) * static_cast<double>(n * n) / s / 1e9);
+  }
+  return peak;
+}
+
+nlohmann::json toJson(const train::BenchReport& r, const SgemmPeak& peak, int threads, int64_t warmup) {
+  double perSec = static_cast<double>(r.itemsPerStep) / r.medianSeconds;
+  double gflops = r.flopsPerStep / r.medianSeconds / 1e9;
+  nlohmann::json j = {{"project", r.project},
+                      {"family", r.family},
+                      {"params", r.params},
+                      {"optimizer", r.optimizer},
+                      {"batch", r.batch},
+                      {"seq", r.seq},
+                      {"items_per_step", r.itemsPerStep},
+                      {"item", r.itemName},
+                      {"threads", threads},
+                      {"warmup", warmup},
+                      {"steps", r.stepSeconds.size()},
+                      {"compile_s", r.compileSeconds},
+                      {"first_step_s", r.firstStepSeconds},
+                      {"step_times_s", r.stepSeconds},
+                      {"median_step_s", r.medianSeconds},
+                      {"min_step_s", r.minSeconds},
+                      {r.itemName + "_per_s", perSec},
+                      {"flops_per_step", r.flopsPerStep},
+                      {"flops_rule", r.flopsRule},
+                      {"graph_flops_per_step", r.graphFlopsPerStep},
+                      {"gflops", gflops},
+                      {"first_loss", r.firstLoss},
+                      {"last_loss", r.lastLoss}};
+  if (peak.n > 0) {
+    j["sgemm_n"] = peak.n;
+    j["sgemm_peak_gflops"] = peak.gflops;
+    j["peak_fraction"] = gflops / peak.gflops;
+  }
+  return j;
+}
+
+int runBench(BenchArgs& a) {
+  auto project = project::loadProject(a.project);
+  if (!project.ok()) {
+    std::cerr << "tessera bench: " << project.error().message << "\n";
+    return 1;
+  }
+  int threads = engineThreads();
+  openblas_set_num_threads(threads);
+  auto progress = [&](const std::string& line) {
+    // With --json, stdout holds the JSON object alone.
+    (a.json ? std::cerr : std::cout) << line << "\n";
+  };
+  auto report = train::benchTrainingStep(*project, a.options, progress);
+  if (!report.ok()) {
+    std::cerr << "tessera bench: " << report.error().message << "\n";
+    return 1;
+  }
+  SgemmPeak peak = measureSgemm(a.sgemmSize, a.sgemmRepeats);
+  int64_t warmup = std::max<int64_t>(a.options.warmup, 1);
+  nlohmann::json j = toJson(*report, peak, threads, warmup);
+  if (a.json) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  const train::BenchReport& r = *report;
+  double gflops = j["gflops"];
+  std::cout << fmt::format("\n{}: {} with {} parameters, batch {}{}, {}, {} threads\n", r.project, r.family,
+                           withThousands(r.params), r.batch, r.seq ? fmt::format(" x {} tokens", r.seq) : "",
+                           r.optimizer, threads);
+  std::cout << fmt::format("  compile      {:.3f} s (first step {:.3f} s)\n", r.compileSeconds, r.firstStepSeconds);
+  std::cout << fmt::format("  step         median {:.1f} ms, min {:.1f} ms ({} steps after {} warm-up)\n",
+                           r.medianSeconds * 1e3, r.minSeconds * 1e3, r.stepSeconds.size(), warmup);
+  std::cout << fmt::format("  throughput   {:.1f} {}/s\n", static_cast<double>(r.itemsPerStep) / r.medianSeconds,
+                           r.itemName);
+  std::cout << fmt::format("  model FLOPs  {:.2f} GFLOP per step ({}); the ops' cost rules count {:.2f}\n",
+                           r.flopsPerStep / 1e9, r.flopsRule, r.graphFlopsPerStep / 1e9);
+  std::cout << fmt::format("  achieved     {:.1f} GFLOP/s", gflops);
+  if (peak.n > 0)
+    std::cout << fmt::format(" = {:.1f}% of the SGEMM peak ({:.1f} GFLOP/s, OpenBLAS {}^3, best of {})",
+                             100.0 * gflops / peak.gflops, peak.gflops, peak.n, a.sgemmRepeats);
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> addBenchCommand(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time a project's training step on synthetic batches against the SGEMM peak (TESSERA_NUM_THREADS)");
+  cmd->add_option("project", args->project, "Project folder or project.toml")->required();
+  cmd->add_option("--batch", args->options.batch, "Batch size (default: [train] batch_size)");
+  cmd->add_option("--seq", args->options.seq, "Sequence length for language models (default: [train] seq_len)");
+  cmd->add_option("--steps", args->options.steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", args->options.warmup, "Untimed steps first (the first compiles)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sgemm", args->sgemmSize, "Size n of the n^3 SGEMM that measures the peak (0: skip)")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print one JSON object (progress goes to stderr)");
+  return [cmd, args]() { return cmd->parsed() ? runBench(*args) : -1; };
+}
+
+}  // namespace tsr::cli
