@@ -1,0 +1,187 @@
+"""JAX on CPU (jax.jit, plain jax: no flax or optax), the same math as Tessera's models and as torch_peer.py:
+
+gpt2  GPT-2 in the Hugging Face layout ([in, out] weights, pre-LN, causal attention, GELU tanh, LayerNorm eps
+      1e-5, head tied to wte); mean cross-entropy; clip by global norm, then AdamW (Optax's update: bias-corrected
+      moments, decoupled weight decay on rank >= 2 parameters).
+mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
+elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
+
+The step is one jitted function with the parameters and optimizer state donated. Prints one JSON line.
+"""
+import math
+import os
+import statistics
+import time
+
+from common import report, workload_args
+
+args = workload_args(__doc__)
+# XLA's CPU client sizes its thread pools from the CPUs this process may use (the driver runs it under taskset).
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+jax.config.update("jax_platforms", "cpu")
+
+
+def layer_norm(p, x):
+    mu = jnp.mean(x, -1, keepdims=True)
+    xc = x - mu
+    var = jnp.mean(xc * xc, -1, keepdims=True)
+    return xc * jax.lax.rsqrt(var + 1e-5) * p["weight"] + p["bias"]
+
+
+def gpt2_init(key, a):
+    c = a.embd
+    proj_std = 0.02 / math.sqrt(2 * a.layers)
+    keys = iter(jax.random.split(key, 2 + 4 * a.layers))
+
+    def dense(n_in, n_out, std):
+        return {"weight": jax.random.normal(next(keys), (n_in, n_out)) * std, "bias": jnp.zeros(n_out)}
+
+    def ln():
+        return {"weight": jnp.ones(c), "bias": jnp.zeros(c)}
+
+    params = {"wte": {"weight": jax.random.normal(next(keys), (a.vocab, c)) * 0.02},
+              "wpe": {"weight": jax.random.normal(next(keys), (a.block, c)) * 0.02},
+              "h": [], "ln_f": ln()}
+    for _ in range(a.layers):
+        params["h"].append({"ln_1": ln(), "ln_2": ln(),
+                            "attn": {"c_attn": dense(c, 3 * c, 0.02), "c_proj": dense(c, c, proj_std)},
+                            "mlp": {"c_fc": dense(c, 4 * c, 0.02), "c_proj": dense(4 * c, c, proj_std)}})
+    return params
+
+
+def gpt2_loss(params, tokens, targets, heads):
+    b, t = tokens.shape
+    wte = params["wte"]["weight"]
+    x = wte[tokens] + params["wpe"]["weight"][:t]  # [B, T, C]
+    c = x.shape[-1]
+    d = c // heads
+    mask = jnp.tril(jnp.ones((t, t), dtype=bool))
+    for blk in params["h"]:
+        a = blk["attn"]
+        qkv = layer_norm(blk["ln_1"], x) @ a["c_attn"]["weight"] + a["c_attn"]["bias"]
+        q, k, v = (z.reshape(b, t, heads, d).transpose(0, 2, 1, 3) for z in jnp.split(qkv, 3, axis=-1))
+        scores = jnp.einsum("bhtd,bhsd->bhts", q, k) * (1.0 / math.sqrt(d))
+        scores = jnp.where(mask, scores, -jnp.inf)
+        y = jnp.einsum("bhts,bhsd->bhtd", jax.nn.softmax(scores, -1), v).transpose(0, 2, 1, 3).reshape(b, t, c)
+        x = x + y @ a["c_proj"]["weight"] + a["c_proj"]["bias"]
+        m = blk["mlp"]
+        u = jax.nn.gelu(layer_norm(blk["ln_2"], x) @ m["c_fc"]["weight"] + m["c_fc"]["bias"], approximate=True)
+        x = x + u @ m["c_proj"]["weight"] + m["c_proj"]["bias"]
+    logits = layer_norm(params["ln_f"], x) @ wte.T  # [B, T, V]
+    lse = jax.nn.logsumexp(logits, -1)
+    picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return jnp.mean(lse - picked)
+
+
+def adamw_step(loss_fn, a):
+    def step(params, opt, *batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+        leaves = jax.tree_util.tree_leaves(grads)
+        norm = jnp.sqrt(sum(jnp.sum(g * g) for g in leaves))
+        if a.grad_clip > 0:
+            scale = jnp.where(norm > a.grad_clip, a.grad_clip / norm, 1.0)
+            grads = jax.tree_util.tree_map(lambda g: g * scale, grads)
+        count = opt["count"] + 1
+        mu = jax.tree_util.tree_map(lambda m, g: a.beta1 * m + (1 - a.beta1) * g, opt["mu"], grads)
+        nu = jax.tree_util.tree_map(lambda v, g: a.beta2 * v + (1 - a.beta2) * g * g, opt["nu"], grads)
+        c1 = 1 - a.beta1 ** count
+        c2 = 1 - a.beta2 ** count
+
+        def update(p, m, v):
+            u = (m / c1) / (jnp.sqrt(v / c2) + 1e-8)
+            if p.ndim >= 2:
+                u = u + a.weight_decay * p
+            return p - a.lr * u
+
+        params = jax.tree_util.tree_map(update, params, mu, nu)
+        return params, {"count": count, "mu": mu, "nu": nu}, loss
+
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+def gpt2_setup(a):
+    params = gpt2_init(jax.random.PRNGKey(0), a)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    opt = {"count": jnp.zeros((), jnp.int32), "mu": zeros, "nu": jax.tree_util.tree_map(jnp.zeros_like, params)}
+    keys = jax.random.split(jax.random.PRNGKey(1), 6)
+    batches = [(jax.random.randint(keys[2 * i], (a.batch, a.seq), 0, a.vocab),
+                jax.random.randint(keys[2 * i + 1], (a.batch, a.seq), 0, a.vocab)) for i in range(3)]
+    step = adamw_step(lambda p, x, y: gpt2_loss(p, x, y, a.heads), a)
+    return params, opt, batches, step
+
+
+def mlp_setup(a):
+    sizes = [int(s) for s in a.sizes.split(",")]
+    keys = jax.random.split(jax.random.PRNGKey(0), len(sizes))
+    params = [{"weight": jax.random.normal(keys[i], (sizes[i], sizes[i + 1])) * math.sqrt(2.0 / sizes[i]),
+               "bias": jnp.zeros(sizes[i + 1])} for i in range(len(sizes) - 1)]
+
+    def loss_fn(p, x, labels):
+        h = x
+        for i, layer in enumerate(p):
+            h = h @ layer["weight"] + layer["bias"]
+            if i + 1 < len(p):
+                h = jax.nn.relu(h)
+        return jnp.mean((h - jax.nn.one_hot(labels, sizes[-1])) ** 2)
+
+    def step(p, opt, x, labels):
+        loss, grads = jax.value_and_grad(loss_fn)(p, x, labels)
+        return jax.tree_util.tree_map(lambda w, g: w - a.lr * g, p, grads), opt, loss
+
+    bkeys = jax.random.split(jax.random.PRNGKey(1), 6)
+    batches = [(jax.random.normal(bkeys[2 * i], (a.batch, sizes[0])),
+                jax.random.randint(bkeys[2 * i + 1], (a.batch,), 0, sizes[-1])) for i in range(3)]
+    return params, {}, batches, jax.jit(step, donate_argnums=(0,))
+
+
+def elementwise(a):
+    x = jax.random.normal(jax.random.PRNGKey(0), (a.n,))
+    s, t = jnp.float32(1.5), jnp.float32(0.25)
+    chain = jax.jit(lambda x, s, t: jax.nn.gelu(x * s + t, approximate=True))
+    copy = jax.jit(lambda x: x.copy())
+
+    def timed(fn):
+        fn().block_until_ready()
+        times = []
+        for _ in range(a.steps):
+            t0 = time.perf_counter()
+            fn().block_until_ready()
+            times.append(time.perf_counter() - t0)
+        return times
+
+    times = timed(lambda: chain(x, s, t))
+    copy_times = timed(lambda: copy(x))
+    nbytes = 2 * 4 * a.n  # read x, write the result
+    return times, {"bytes_per_step": nbytes, "gbytes_per_s": nbytes / statistics.median(times) / 1e9,
+                   "copy_gbytes_per_s": nbytes / statistics.median(copy_times) / 1e9}
+
+
+def main():
+    if args.workload == "elementwise":
+        times, extra = elementwise(args)
+        report("jax", jax.__version__, args, times, **extra)
+        return
+    params, opt, batches, step = gpt2_setup(args) if args.workload == "gpt2" else mlp_setup(args)
+    nparams = sum(p.size for p in jax.tree_util.tree_leaves(params))
+    t0 = time.perf_counter()
+    params, opt, loss = step(params, opt, *batches[0])
+    first_loss = float(loss)
+    first = time.perf_counter() - t0
+    for i in range(1, args.warmup):
+        params, opt, loss = step(params, opt, *batches[i % 3])
+        loss.block_until_ready()
+    times = []
+    for i in range(args.steps):
+        t0 = time.perf_counter()
+        params, opt, loss = step(params, opt, *batches[(args.warmup + i) % 3])
+        loss.block_until_ready()
+        times.append(time.perf_counter() - t0)
+    report("jax", jax.__version__, args, times, params=int(nparams), first_step_s=first, first_loss=first_loss,
+           last_loss=float(loss))
+
+
+if __name__ == "__main__":
+    main()

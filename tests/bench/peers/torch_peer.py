@@ -1,0 +1,162 @@
+"""PyTorch on CPU, the same math as Tessera's models (engine/nn/gpt2.cpp, vit.cpp's Mlp, engine/optim):
+
+gpt2  GPT-2 in the Hugging Face layout: Conv1D weights stored [in, out], pre-LN blocks, causal attention,
+      GELU with the tanh approximation, LayerNorm eps 1e-5, the head tied to wte; mean cross-entropy over
+      tokens; clip by global norm, then AdamW with decay on matrices only (rank >= 2).
+mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
+elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
+
+Run with Debian's python3-torch: /usr/bin/python3 torch_peer.py gpt2 --batch 4 --seq 64 ...
+Prints one JSON line.
+"""
+import math
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from common import report, workload_args
+
+
+class Gpt2(torch.nn.Module):
+    def __init__(self, vocab, block, layers, heads, embd):
+        super().__init__()
+        self.heads = heads
+        self.wte = torch.nn.Parameter(torch.randn(vocab, embd) * 0.02)
+        self.wpe = torch.nn.Parameter(torch.randn(block, embd) * 0.02)
+        proj_std = 0.02 / math.sqrt(2 * layers)
+
+        def dense(n_in, n_out, std):
+            return (torch.nn.Parameter(torch.randn(n_in, n_out) * std), torch.nn.Parameter(torch.zeros(n_out)))
+
+        self.h = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.ln_1 = torch.nn.LayerNorm(embd, eps=1e-5)
+            b.ln_2 = torch.nn.LayerNorm(embd, eps=1e-5)
+            b.c_attn_w, b.c_attn_b = dense(embd, 3 * embd, 0.02)
+            b.attn_proj_w, b.attn_proj_b = dense(embd, embd, proj_std)
+            b.c_fc_w, b.c_fc_b = dense(embd, 4 * embd, 0.02)
+            b.mlp_proj_w, b.mlp_proj_b = dense(4 * embd, embd, proj_std)
+            self.h.append(b)
+        self.ln_f = torch.nn.LayerNorm(embd, eps=1e-5)
+        self.register_buffer("mask", torch.tril(torch.ones(block, block, dtype=torch.bool)))
+
+    def forward(self, tokens):
+        bsz, t = tokens.shape
+        x = self.wte[tokens] + self.wpe[:t]  # [B, T, C]
+        c = x.shape[-1]
+        d = c // self.heads
+        for b in self.h:
+            qkv = torch.addmm(b.c_attn_b, b.ln_1(x).view(-1, c), b.c_attn_w).view(bsz, t, 3 * c)
+            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in qkv.split(c, dim=2))  # [B, H, T, D]
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+            scores = scores.masked_fill(~self.mask[:t, :t], float("-inf"))
+            y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(bsz * t, c)
+            x = x + torch.addmm(b.attn_proj_b, y, b.attn_proj_w).view(bsz, t, c)
+            u = F.gelu(torch.addmm(b.c_fc_b, b.ln_2(x).view(-1, c), b.c_fc_w), approximate="tanh")
+            x = x + torch.addmm(b.mlp_proj_b, u, b.mlp_proj_w).view(bsz, t, c)
+        return self.ln_f(x) @ self.wte.t()  # tied head: [B, T, V]
+
+
+def gpt2_step(args):
+    model = Gpt2(args.vocab, args.block, args.layers, args.heads, args.embd)
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(args.beta1, args.beta2), eps=1e-8)
+    gen = torch.Generator().manual_seed(0)
+    batches = [(torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen),
+                torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)) for _ in range(3)]
+
+    def step(i):
+        inputs, targets = batches[i % len(batches)]
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.view(-1, args.vocab), targets.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+        opt.step()
+        return loss.item()
+
+    return step, sum(p.numel() for p in params)
+
+
+def mlp_step(args):
+    sizes = [int(s) for s in args.sizes.split(",")]
+    layers = []
+    for i in range(len(sizes) - 1):
+        layer = torch.nn.Linear(sizes[i], sizes[i + 1])
+        with torch.no_grad():  # He initialisation, as Tessera's Mlp
+            layer.weight.normal_(0.0, math.sqrt(2.0 / sizes[i]))
+            layer.bias.zero_()
+        layers.append(layer)
+        if i + 2 < len(sizes):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    gen = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(args.batch, sizes[0], generator=gen),
+                torch.randint(0, sizes[-1], (args.batch,), generator=gen)) for _ in range(3)]
+
+    def step(i):
+        x, labels = batches[i % len(batches)]
+        loss = F.mse_loss(model(x), F.one_hot(labels, sizes[-1]).float())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
+def elementwise(args):
+    x = torch.randn(args.n)
+    a, b = torch.tensor(1.5), torch.tensor(0.25)
+    out = torch.empty_like(x)
+
+    def timed(fn):
+        fn()
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return times
+
+    chain = timed(lambda: F.gelu(x * a + b, approximate="tanh"))
+    copy = timed(lambda: out.copy_(x))
+    nbytes = 2 * 4 * args.n  # read x, write the result
+    return chain, {"bytes_per_step": nbytes, "gbytes_per_s": nbytes / statistics.median(chain) / 1e9,
+                   "copy_gbytes_per_s": nbytes / statistics.median(copy) / 1e9}
+
+
+def main():
+    args = workload_args(__doc__)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    if args.workload == "elementwise":
+        times, extra = elementwise(args)
+        report("torch", torch.__version__, args, times, **extra)
+        return
+    step, nparams = gpt2_step(args) if args.workload == "gpt2" else mlp_step(args)
+    t0 = time.perf_counter()
+    first_loss = step(0)
+    first = time.perf_counter() - t0
+    for i in range(1, args.warmup):
+        step(i)
+    times, loss = [], first_loss
+    for i in range(args.steps):
+        t0 = time.perf_counter()
+        loss = step(args.warmup + i)
+        times.append(time.perf_counter() - t0)
+    report("torch", torch.__version__, args, times, params=nparams, first_step_s=first, first_loss=first_loss,
+           last_loss=loss)
+
+
+if __name__ == "__main__":
+    main()

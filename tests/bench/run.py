@@ -1,0 +1,246 @@
+"""Side-by-side benchmarks: each workload through `tessera bench` (or bench_elementwise) and its peers, PyTorch and
+JAX on CPU, in one run. Prints one JSON document: per workload the step times, tokens or samples per second,
+GFLOP/s, the fraction of the SGEMM peak measured in the same run, and ratios peer_time / tessera_time (> 1: Tessera
+is faster).
+
+    tests/bench/run.sh [--quick] [--only gpt2_124m,mlp] [--steps N] [--out FILE]
+
+The peers' FLOPs are Tessera's model FLOPs for the same workload (the same model, the same formula). A peer whose
+Python or package is missing is reported as {"skipped": why}. --check (the CTest) also fails when a peer's
+parameter count differs from Tessera's, a loss is not finite, or the elementwise results are wrong; it exits 77
+(skipped) when torch is not importable.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SKIP = 77
+
+# name: project (or None), batch, seq, timed steps, warm-up steps; elementwise: n floats.
+FULL = {
+    "gpt2_124m": {"project": "sample_projects/gpt2_124m", "batch": 4, "seq": 64, "steps": 3, "warmup": 1},
+    "gpt2_6l": {"project": "tests/bench/projects/gpt2_6l", "batch": 16, "seq": 256, "steps": 3, "warmup": 1},
+    "mlp": {"project": "sample_projects/mlp_sharding", "batch": 8192, "steps": 5, "warmup": 1},
+    "elementwise": {"n": 64 * 1024 * 1024, "steps": 5},
+}
+QUICK = {
+    "gpt2_tiny": {"project": "tests/bench/projects/gpt2_tiny", "batch": 2, "seq": 16, "steps": 2, "warmup": 1},
+    "mlp": {"project": "sample_projects/mlp_sharding", "batch": 64, "steps": 2, "warmup": 1},
+    "elementwise": {"n": 1024 * 1024, "steps": 3},
+}
+
+
+def log(*parts):
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def run_json(cmd, timeout, env=None):
+    """Runs cmd and returns the last stdout line parsed as JSON, or raises RuntimeError with stderr's tail."""
+    log("  $", " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-600:]}")
+    lines = [line for line in p.stdout.splitlines() if line.strip()]
+    if not lines:
+        raise RuntimeError("no output")
+    return json.loads(lines[-1])
+
+
+def find_python(module, candidates):
+    """The first interpreter that imports `module`, or None."""
+    for py in candidates:
+        exe = shutil.which(py) if not os.path.isabs(py) else (py if os.path.exists(py) else None)
+        if not exe:
+            continue
+        if subprocess.run([exe, "-c", f"import {module}"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+def cpu_description():
+    model, flags = platform.processor() or "", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    simd = [f for f in ("avx2", "fma", "avx512f") if f in flags]
+    # Other work on the machine slows every engine alike, but not evenly: keep the load with the figures.
+    return {"cpu": model, "cores": os.cpu_count(), "simd": simd, "load_average": os.getloadavg()[0]}
+
+
+def peer_args(spec, project):
+    """The peer command-line arguments describing the same model and optimiser as the project."""
+    if project is None:
+        return ["elementwise", "--n", str(spec["n"])]
+    m, d, t = project["model"], project.get("data", {}), project.get("train", {})
+    args = ["--batch", str(spec["batch"]), "--lr", str(t.get("lr", 3e-4))]
+    if m["family"] == "gpt2":
+        vocab = 50257 if d.get("tokenizer") == "gpt2" else d.get("vocab_size", 512)
+        return ["gpt2", *args, "--seq", str(spec["seq"]), "--vocab", str(vocab), "--block", str(m["block_size"]),
+                "--layers", str(m["n_layer"]), "--heads", str(m["n_head"]), "--embd", str(m["n_embd"]),
+                "--beta1", str(t.get("beta1", 0.9)), "--beta2", str(t.get("beta2", 0.95)),
+                "--weight-decay", str(t.get("weight_decay", 0.1)), "--grad-clip", str(t.get("grad_clip", 1.0))]
+    if m["family"] == "mlp":
+        return ["mlp", *args, "--sizes", ",".join(str(s) for s in m["sizes"])]
+    raise ValueError(f"no peer for family {m['family']}")
+
+
+def summarise_step(result, flops, peak, items, item_name):
+    """The common fields of one engine's figures for a training-step workload."""
+    median = result["median_step_s"]
+    gflops = flops / median / 1e9
+    out = {"median_step_s": median, "min_step_s": result["min_step_s"], "step_times_s": result["step_times_s"],
+           f"{item_name}_per_s": items / median, "gflops": gflops}
+    if peak:
+        out["peak_fraction"] = gflops / peak
+    for key in ("params", "first_step_s", "compile_s", "first_loss", "last_loss", "graph_flops_per_step", "version"):
+        if key in result:
+            out[key] = result[key]
+    return out
+
+
+def bench_workload(name, spec, opts, pythons):
+    log(f"{name}:")
+    steps = str(opts.steps or spec["steps"])
+    threads = opts.threads
+    taskset = ["taskset", "-c", f"0-{threads - 1}"] if shutil.which("taskset") and threads <= os.cpu_count() else []
+    timeout = 120 if opts.quick else 1800
+    entry = {}
+    if "project" not in spec:
+        tessera = run_json([opts.elementwise, "--n", str(spec["n"]), "--steps", steps, "--json"], timeout)
+        entry.update({"n": spec["n"], "bytes_per_step": tessera["bytes_per_step"],
+                      "copy_gbytes_per_s": tessera["copy_gbytes_per_s"]})
+        entry["tessera"] = {k: tessera[k] for k in ("median_step_s", "min_step_s", "step_times_s", "gbytes_per_s",
+                                                     "copy_fraction", "first_step_s", "max_abs_err")}
+        project = None
+    else:
+        path = os.path.join(ROOT, spec["project"])
+        with open(os.path.join(path, "project.toml"), "rb") as f:
+            project = tomllib.load(f)
+        cmd = [opts.tessera, "bench", path, "--batch", str(spec["batch"]), "--steps", steps,
+               "--warmup", str(spec["warmup"]), "--json"]
+        if "seq" in spec:
+            cmd += ["--seq", str(spec["seq"])]
+        if opts.quick:
+            cmd += ["--sgemm", "512"]
+        env = dict(os.environ, TESSERA_NUM_THREADS=str(threads))
+        tessera = run_json(cmd, timeout, env)
+        item = tessera["item"]
+        entry.update({"project": spec["project"], "family": tessera["family"], "batch": tessera["batch"],
+                      "seq": tessera["seq"], "params": tessera["params"], "item": item,
+                      "items_per_step": tessera["items_per_step"],
+                      "flops_per_step": tessera["flops_per_step"], "flops_rule": tessera["flops_rule"],
+                      "sgemm_peak_gflops": tessera.get("sgemm_peak_gflops")})
+        entry["tessera"] = summarise_step(tessera, tessera["flops_per_step"], tessera.get("sgemm_peak_gflops"),
+                                          tessera["items_per_step"], item)
+    entry["ratios"] = {}
+    for peer in ("torch", "jax"):
+        if peer not in opts.peers:
+            continue
+        py = pythons.get(peer)
+        if py is None:
+            entry[peer] = {"skipped": f"no Python here imports {peer}"}
+            continue
+        cmd = [*taskset, py, os.path.join(HERE, "peers", f"{peer}_peer.py"), *peer_args(spec, project),
+               "--steps", steps, "--threads", str(threads)]
+        if project is not None:
+            cmd += ["--warmup", str(spec["warmup"])]
+        try:
+            result = run_json(cmd, timeout)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+            entry[peer] = {"failed": str(e)}
+            continue
+        if project is None:
+            entry[peer] = {k: result[k] for k in ("median_step_s", "min_step_s", "step_times_s", "gbytes_per_s",
+                                                  "copy_gbytes_per_s", "version")}
+            entry[peer]["copy_fraction"] = result["gbytes_per_s"] / entry["copy_gbytes_per_s"]
+        else:
+            entry[peer] = summarise_step(result, entry["flops_per_step"], entry["sgemm_peak_gflops"],
+                                         entry["items_per_step"], entry["item"])
+        entry["ratios"][peer] = entry[peer]["median_step_s"] / entry["tessera"]["median_step_s"]
+    return entry
+
+
+def check(doc):
+    """Problems that make the --check run fail: the scripts must measure the same, correct computation."""
+    problems = []
+    for name, w in doc["workloads"].items():
+        if "error" in w:
+            problems.append(f"{name}: {w['error']}")
+            continue
+        for peer in ("tessera", "torch", "jax"):
+            r = w.get(peer, {})
+            if "failed" in r:
+                problems.append(f"{name}: {peer} failed: {r['failed']}")
+            if "params" in r and r["params"] != w["params"]:
+                problems.append(f"{name}: {peer} has {r['params']} parameters, tessera {w['params']}")
+            for key in ("first_loss", "last_loss"):
+                if key in r and not math.isfinite(r[key]):
+                    problems.append(f"{name}: {peer} {key} is {r[key]}")
+        if "max_abs_err" in w.get("tessera", {}) and not w["tessera"]["max_abs_err"] < 1e-4:
+            problems.append(f"{name}: tessera's results differ from the reference by {w['tessera']['max_abs_err']}")
+    return problems
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny shapes: proves the scripts work, measures nothing")
+    p.add_argument("--only", default="", help="comma-separated workload names")
+    p.add_argument("--steps", type=int, default=0, help="timed steps (default: per workload)")
+    p.add_argument("--peers", default="torch,jax")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("TESSERA_NUM_THREADS", os.cpu_count())))
+    p.add_argument("--tessera", default=os.path.join(ROOT, "build", "app", "cli", "tessera"))
+    p.add_argument("--elementwise", default=os.path.join(ROOT, "build", "tests", "bench", "bench_elementwise"))
+    p.add_argument("--out", default="", help="also write the JSON document here")
+    p.add_argument("--check", action="store_true", help="fail on wrong results (see above); 77 without torch")
+    opts = p.parse_args()
+    opts.peers = [x for x in opts.peers.split(",") if x]
+
+    pythons = {
+        "torch": find_python("torch", [os.environ.get("TESSERA_TORCH_PYTHON", ""), "/usr/bin/python3", "python3"]),
+        "jax": find_python("jax", [os.environ.get("TESSERA_JAX_PYTHON", ""), "python3", "/usr/bin/python3"]),
+    }
+    workloads = QUICK if opts.quick else FULL
+    only = [x for x in opts.only.split(",") if x]
+    doc = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "machine": cpu_description(),
+           "threads": opts.threads, "quick": opts.quick, "pythons": pythons, "workloads": {}}
+    for name, spec in workloads.items():
+        if only and name not in only:
+            continue
+        try:
+            doc["workloads"][name] = bench_workload(name, spec, opts, pythons)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
+            doc["workloads"][name] = {"error": str(e)}
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(text + "\n")
+    if opts.check:
+        problems = check(doc)
+        for problem in problems:
+            log("FAIL", problem)
+        if problems:
+            return 1
+        if pythons["torch"] is None:
+            log("SKIP: torch is not importable by /usr/bin/python3 or python3; the PyTorch peer was not checked")
+            return SKIP
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
