@@ -45,6 +45,18 @@ bool Profiler::hasFusion(int64_t id) const {
   return std::any_of(m_fusions.begin(), m_fusions.end(), [&](const FusionInfo& f) { return f.id == id; });
 }
 
+std::shared_ptr<const KernelTable> Profiler::kernelTable(uint64_t key, const std::function<KernelTable()>& build) {
+  {
+    std::lock_guard lock(m_mutex);
+    if (auto it = m_tables.find(key); it != m_tables.end()) return it->second;
+  }
+  // Built outside the lock: building may format many names. A racing builder of the same key loses.
+  auto table = std::make_shared<const KernelTable>(build());
+  registerFusions(table->kernels);
+  std::lock_guard lock(m_mutex);
+  return m_tables.emplace(key, std::move(table)).first->second;
+}
+
 std::vector<ProfileEvent> Profiler::events() const {
   std::lock_guard lock(m_mutex);
   return m_events;
@@ -65,6 +77,7 @@ void Profiler::clear() {
   m_events.clear();
   m_marks.clear();
   m_fusions.clear();
+  m_tables.clear();
 }
 
 ProfilerScope::ProfilerScope(Profiler& p) : m_previous(Profiler::s_active.exchange(&p, std::memory_order_acq_rel)) {}

@@ -8,6 +8,9 @@
 // load per launch.
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,6 +40,15 @@ struct FusionInfo {
   std::string modulePath;     // the common module path of the nodes ("h.3.attn"), empty when mixed
 };
 
+// The kernel table of one executable as a profiler knows it: the kernels (ids base .. base + n - 1) and the
+// work each launch does, for executables whose launches always do the same work (the reference interpreter).
+struct KernelTable {
+  int64_t base = 0;
+  std::vector<FusionInfo> kernels;
+  std::vector<double> flops;  // per kernel
+  std::vector<double> bytes;
+};
+
 // A step boundary or other named span on the host (e.g. "step 12"), shown as its own track.
 struct ProfileMark {
   std::string name;
@@ -63,6 +75,9 @@ class Profiler {
   // Registers the kernels of one executable; a second call with ids already registered is ignored.
   void registerFusions(const std::vector<FusionInfo>& kernels);
   bool hasFusion(int64_t id) const;
+  // The kernel table of the executable identified by `key` (e.g. its address mixed with a fingerprint of its
+  // contents), built by `build` and registered on first use; later calls return the same table.
+  std::shared_ptr<const KernelTable> kernelTable(uint64_t key, const std::function<KernelTable()>& build);
 
   std::vector<ProfileEvent> events() const;  // in recording order
   std::vector<ProfileMark> marks() const;
@@ -76,6 +91,7 @@ class Profiler {
   std::vector<ProfileEvent> m_events;
   std::vector<ProfileMark> m_marks;
   std::vector<FusionInfo> m_fusions;
+  std::map<uint64_t, std::shared_ptr<const KernelTable>> m_tables;
 };
 
 // Installs a profiler as the active one for its lifetime (scopes nest: the previous one comes back).

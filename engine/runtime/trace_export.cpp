@@ -1,0 +1,208 @@
+#include "engine/runtime/trace_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/version.h"
+
+namespace tsr::runtime {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kHostPid = 1;
+constexpr int kStepsTid = 1;
+constexpr const char* kMarkCategory = "mark";
+
+double micros(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+int64_t nanos(double us) { return std::llround(us * 1000.0); }
+
+json metadata(const char* what, int pid, int64_t tid, const std::string& name) {
+  json m = {{"ph", "M"}, {"name", what}, {"pid", pid}, {"args", {{"name", name}}}};
+  if (tid >= 0) m["tid"] = tid;
+  return m;
+}
+
+json kernelArgs(const ProfileEvent& e, const FusionInfo* k) {
+  json args = {{"fusion", e.fusion}, {"flops", e.flops}, {"bytes", e.bytes}};
+  // flops per ns is GFLOP/s; bytes per ns is GB/s.
+  double dur = static_cast<double>(e.durationNs);
+  args["GFLOP/s"] = dur > 0 ? e.flops / dur : 0.0;
+  args["GB/s"] = dur > 0 ? e.bytes / dur : 0.0;
+  if (k) {
+    args["executable"] = k->executable;
+    args["kind"] = k->kind;
+    args["nodes"] = k->nodes;
+    args["ops"] = k->ops;
+    args["module"] = k->modulePath;
+  }
+  return args;
+}
+
+}  // namespace
+
+const FusionInfo* Trace::kernel(int64_t fusion) const {
+  for (const auto& k : kernels)
+    if (k.id == fusion) return &k;
+  return nullptr;
+}
+
+std::string toChromeTrace(const Trace& trace) {
+  int64_t t0 = std::numeric_limits<int64_t>::max();
+  for (const auto& e : trace.events) t0 = std::min(t0, e.startNs);
+  for (const auto& m : trace.marks) t0 = std::min(t0, m.startNs);
+  if (trace.events.empty() && trace.marks.empty()) t0 = 0;
+
+  std::map<int64_t, const FusionInfo*> kernels;
+  for (const auto& k : trace.kernels) kernels.emplace(k.id, &k);
+
+  json events = json::array();
+  if (!trace.marks.empty()) {
+    events.push_back(metadata("process_name", kHostPid, -1, "host"));
+    events.push_back(metadata("thread_name", kHostPid, kStepsTid, "steps"));
+  }
+  // Devices become processes in order of first use, their threads or streams become threads.
+  std::map<std::string, int> pids;
+  std::set<std::pair<int, int64_t>> threads;
+  for (const auto& e : trace.events) {
+    auto [it, added] = pids.emplace(e.device, kHostPid + 1 + static_cast<int>(pids.size()));
+    if (added) events.push_back(metadata("process_name", it->second, -1, e.device));
+    if (threads.emplace(it->second, e.stream).second) {
+      bool gpu = e.device.rfind("cpu", 0) != 0;
+      events.push_back(metadata("thread_name", it->second, e.stream + 1,
+                                fmt::format("{} {}", gpu ? "stream" : "thread", e.stream)));
+    }
+  }
+  for (const auto& m : trace.marks)
+    events.push_back({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", kHostPid}, {"tid", kStepsTid},
+                      {"ts", micros(m.startNs - t0)}, {"dur", micros(m.durationNs)}});
+  for (const auto& e : trace.events) {
+    auto k = kernels.find(e.fusion);
+    const FusionInfo* info = k == kernels.end() ? nullptr : k->second;
+    events.push_back({{"ph", "X"},
+                      {"name", e.name},
+                      {"cat", info && !info->kind.empty() ? info->kind : "kernel"},
+                      {"pid", pids.at(e.device)},
+                      {"tid", e.stream + 1},
+                      {"ts", micros(e.startNs - t0)},
+                      {"dur", micros(e.durationNs)},
+                      {"args", kernelArgs(e, info)}});
+  }
+  json doc = {{"traceEvents", std::move(events)},
+              {"displayTimeUnit", "ns"},
+              {"otherData", {{"generator", fmt::format("tessera {}", kVersion)}}}};
+  return doc.dump();
+}
+
+Status writeChromeTrace(const std::string& path, const Trace& trace) {
+  // Written beside the target and renamed over it: a viewer never opens half a file.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return makeError("cannot write {}", tmp);
+    out << toChromeTrace(trace);
+    if (!out.flush()) return makeError("cannot write {}", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return makeError("cannot rename {} to {}", tmp, path);
+  }
+  return {};
+}
+
+namespace {
+
+template <class T>
+T field(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+void readKernelEvent(const json& ev, const std::map<int64_t, std::string>& processes, Trace& out,
+                     std::set<int64_t>& seen) {
+  ProfileEvent e;
+  int64_t pid = field<int64_t>(ev, "pid", 0);
+  auto proc = processes.find(pid);
+  e.device = proc != processes.end() ? proc->second : fmt::format("pid {}", pid);
+  e.stream = field<int64_t>(ev, "tid", 1) - 1;
+  e.name = field<std::string>(ev, "name", "");
+  e.startNs = nanos(field<double>(ev, "ts", 0.0));
+  e.durationNs = nanos(field<double>(ev, "dur", 0.0));
+  json args = ev.value("args", json::object());
+  e.fusion = field<int64_t>(args, "fusion", -1);
+  e.flops = field<double>(args, "flops", 0.0);
+  e.bytes = field<double>(args, "bytes", 0.0);
+  if (e.fusion >= 0 && args.contains("kind") && seen.insert(e.fusion).second) {
+    FusionInfo k;
+    k.id = e.fusion;
+    k.executable = field<std::string>(args, "executable", "");
+    k.name = e.name;
+    k.kind = field<std::string>(args, "kind", "");
+    k.nodes = field<std::vector<int>>(args, "nodes", {});
+    k.ops = field<std::vector<std::string>>(args, "ops", {});
+    k.modulePath = field<std::string>(args, "module", "");
+    out.kernels.push_back(std::move(k));
+  }
+  out.events.push_back(std::move(e));
+}
+
+}  // namespace
+
+Result<Trace> parseChromeTrace(std::string_view text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return makeError("not JSON");
+  const json* events = &doc;
+  if (doc.is_object()) {
+    auto it = doc.find("traceEvents");
+    if (it == doc.end() || !it->is_array()) return makeError("no \"traceEvents\" array");
+    events = &*it;
+  } else if (!doc.is_array()) {
+    return makeError("a trace is a JSON object with \"traceEvents\" or an array of events");
+  }
+  Trace out;
+  try {
+    std::map<int64_t, std::string> processes;
+    for (const json& ev : *events)
+      if (ev.is_object() && ev.value("ph", "") == "M" && ev.value("name", "") == "process_name")
+        processes[field<int64_t>(ev, "pid", 0)] = ev.value("args", json::object()).value("name", "");
+    std::set<int64_t> seen;
+    for (const json& ev : *events) {
+      if (!ev.is_object() || ev.value("ph", "") != "X") continue;
+      if (ev.value("cat", "") == kMarkCategory) {
+        out.marks.push_back(ProfileMark{field<std::string>(ev, "name", ""), nanos(field<double>(ev, "ts", 0.0)),
+                                        nanos(field<double>(ev, "dur", 0.0))});
+        continue;
+      }
+      readKernelEvent(ev, processes, out, seen);
+    }
+  } catch (const json::exception& e) {
+    return makeError("malformed trace event: {}", e.what());
+  }
+  auto byStart = [](const auto& a, const auto& b) { return a.startNs < b.startNs; };
+  std::stable_sort(out.events.begin(), out.events.end(), byStart);
+  std::stable_sort(out.marks.begin(), out.marks.end(), byStart);
+  return out;
+}
+
+Result<Trace> readChromeTrace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError("cannot read {}", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto trace = parseChromeTrace(ss.str());
+  if (!trace.ok()) return makeError("{}: {}", path, trace.error().message);
+  return trace;
+}
+
+}  // namespace tsr::runtime

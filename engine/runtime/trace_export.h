@@ -1,0 +1,46 @@
+#pragma once
+// Profiles as Chrome Trace Event Format JSON, the format ui.perfetto.dev and chrome://tracing open as is:
+//
+//   {"traceEvents": [
+//      {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "cpu:0"}},
+//      {"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "thread 0"}},
+//      {"ph": "X", "name": "dot_general f32[64,784],f32[784,1024]", "cat": "gemm", "pid": 2, "tid": 1,
+//       "ts": 12.345, "dur": 101.5, "args": {"fusion": 7, "kind": "gemm", "nodes": [3], "ops": ["dot_general"],
+//       "flops": 1.0e8, "bytes": 3.6e6, "GFLOP/s": 98.7, "GB/s": 35.5, ...}}, ...],
+//    "displayTimeUnit": "ns", "otherData": {...}}
+//
+// Each device is a process (pid 2, 3, ... in order of first use) and each of its threads or streams a thread
+// (tid = stream + 1); step marks are complete events on their own track (process "host", pid 1, thread
+// "steps"). Times are microseconds from the first event or mark, as floats keeping nanoseconds. Each kernel
+// event's args carry its fusion's table entry, so a trace file read back (readChromeTrace) gives the events,
+// the marks and the kernels that ran.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/runtime/profiler.h"
+
+namespace tsr::runtime {
+
+// What one profile holds: kernel launches, host marks (steps), and the kernel table linking events to nodes.
+struct Trace {
+  std::vector<ProfileEvent> events;
+  std::vector<ProfileMark> marks;
+  std::vector<FusionInfo> kernels;
+
+  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions()}; }
+  const FusionInfo* kernel(int64_t fusion) const;
+};
+
+// The trace as JSON text.
+std::string toChromeTrace(const Trace& trace);
+Status writeChromeTrace(const std::string& path, const Trace& trace);
+
+// A trace written by toChromeTrace. Times come back in ns relative to the trace's start (the first event at
+// its offset from the first mark or event, as written); kernels are rebuilt from the events' args. Events of
+// other programs are read as far as they follow the format (X events with ts and dur).
+Result<Trace> parseChromeTrace(std::string_view json);
+Result<Trace> readChromeTrace(const std::string& path);
+
+}  // namespace tsr::runtime
