@@ -1,10 +1,12 @@
 #include "engine/store/run_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
 namespace tsr::store {
@@ -67,6 +69,25 @@ const char* const kMigrations[] = {
       flops REAL NOT NULL,
       bytes REAL NOT NULL);
     CREATE INDEX kernel_events_by_time ON kernel_events(profile, start_ns);
+    )sql",
+    // 3: a profile's kernel table (fusion id -> the graph nodes it runs) and its step marks.
+    R"sql(
+    CREATE TABLE profile_kernels(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      fusion INTEGER NOT NULL,
+      executable TEXT NOT NULL,
+      name TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      nodes TEXT NOT NULL,
+      ops TEXT NOT NULL,
+      module_path TEXT NOT NULL DEFAULT '',
+      PRIMARY KEY(profile, fusion)) WITHOUT ROWID;
+    CREATE TABLE profile_marks(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      start_ns INTEGER NOT NULL,
+      duration_ns INTEGER NOT NULL);
+    CREATE INDEX profile_marks_by_time ON profile_marks(profile, start_ns);
     )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
@@ -369,6 +390,69 @@ Result<std::vector<KernelEvent>> RunStore::kernelEvents(int64_t profile, int64_t
   std::vector<KernelEvent> out;
   while (st.step() == SQLITE_ROW)
     out.push_back(KernelEvent{st.text(0), st.i64(1), st.text(2), st.i64(3), st.i64(4), st.i64(5), st.f64(6), st.f64(7)});
+  return out;
+}
+
+Status RunStore::addProfileKernels(int64_t profile, const std::vector<KernelInfo>& kernels) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db,
+            "INSERT OR REPLACE INTO profile_kernels(profile, fusion, executable, name, kind, nodes, ops, module_path) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& k : kernels) {
+      // Node ids and op names as JSON arrays: readable in any SQLite browser.
+      st.bind(1, profile).bind(2, k.fusion).bind(3, k.executable).bind(4, k.name).bind(5, k.kind);
+      st.bind(6, nlohmann::json(k.nodes).dump()).bind(7, nlohmann::json(k.ops).dump()).bind(8, k.modulePath);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<KernelInfo>> RunStore::profileKernels(int64_t profile) const {
+  Stmt st(m_db,
+          "SELECT fusion, executable, name, kind, nodes, ops, module_path FROM profile_kernels WHERE profile = ? "
+          "ORDER BY fusion");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  std::vector<KernelInfo> out;
+  while (st.step() == SQLITE_ROW) {
+    KernelInfo k{st.i64(0), st.text(1), st.text(2), st.text(3), {}, {}, st.text(6)};
+    auto nodes = nlohmann::json::parse(st.text(4), nullptr, false);
+    auto ops = nlohmann::json::parse(st.text(5), nullptr, false);
+    auto isArrayOf = [](const nlohmann::json& j, auto pred) {
+      return j.is_array() && std::all_of(j.begin(), j.end(), pred);
+    };
+    if (!isArrayOf(nodes, [](const auto& v) { return v.is_number_integer(); }) ||
+        !isArrayOf(ops, [](const auto& v) { return v.is_string(); }))
+      return makeError("run store {}: profile {} kernel {} has damaged nodes or ops", m_path, profile, k.fusion);
+    k.nodes = nodes.get<std::vector<int>>();
+    k.ops = ops.get<std::vector<std::string>>();
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+Status RunStore::addProfileMarks(int64_t profile, const std::vector<ProfileMarkInfo>& marks) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT INTO profile_marks(profile, name, start_ns, duration_ns) VALUES(?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& m : marks) {
+      st.bind(1, profile).bind(2, m.name).bind(3, m.startNs).bind(4, m.durationNs);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) const {
+  Stmt st(m_db, "SELECT name, start_ns, duration_ns FROM profile_marks WHERE profile = ? ORDER BY start_ns, rowid");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  std::vector<ProfileMarkInfo> out;
+  while (st.step() == SQLITE_ROW) out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2)});
   return out;
 }
 

@@ -55,6 +55,26 @@ struct KernelEvent {
   double bytes = 0;
 };
 
+// One kernel of a profiled executable: the graph nodes it runs. Events link to it by fusion id.
+struct KernelInfo {
+  int64_t fusion = -1;
+  std::string executable;         // the compiled graph's name, e.g. "train_step"
+  std::string name;
+  std::string kind;               // "loop", "reduction", "gemm", "opaque", "copy"
+  std::vector<int> nodes;         // node ids in the executable's graph
+  std::vector<std::string> ops;   // their op names, in order
+  std::string modulePath;
+  bool operator==(const KernelInfo&) const = default;
+};
+
+// A named host span of a profile, such as "step 3".
+struct ProfileMarkInfo {
+  std::string name;
+  int64_t startNs = 0;
+  int64_t durationNs = 0;
+  bool operator==(const ProfileMarkInfo&) const = default;
+};
+
 struct ProfileInfo {
   int64_t id = 0;
   int64_t run = 0;
@@ -71,7 +91,7 @@ class RunStore {
 
   // Opens (creating if needed) and migrates the database at `path`. Errors name the file.
   static Result<RunStore> open(const std::string& path);
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -99,6 +119,12 @@ class RunStore {
   // Events overlapping [fromNs, toNs], by start time.
   Result<std::vector<KernelEvent>> kernelEvents(int64_t profile, int64_t fromNs = 0,
                                                 int64_t toNs = INT64_MAX) const;
+  // The kernel table of a profile (what its events' fusion ids mean), by fusion id.
+  Status addProfileKernels(int64_t profile, const std::vector<KernelInfo>& kernels);
+  Result<std::vector<KernelInfo>> profileKernels(int64_t profile) const;
+  // Step marks, by start time.
+  Status addProfileMarks(int64_t profile, const std::vector<ProfileMarkInfo>& marks);
+  Result<std::vector<ProfileMarkInfo>> profileMarks(int64_t profile) const;
 
   Result<std::vector<RunInfo>> runs() const;
   Result<RunInfo> run(int64_t id) const;

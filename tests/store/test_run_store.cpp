@@ -122,9 +122,112 @@ class TestRunStore : public QObject {
     sqlite3_close(db);
     auto s = RunStore::open(path);
     QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
-    QCOMPARE(s->schemaVersion(), 2);
+    QCOMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
     QCOMPARE(s->runs()->front().name, std::string("old"));
     QVERIFY(s->createProfile(1, "p", 0, 0).ok());
+  }
+
+  void profileKernelsAndMarksRoundTrip() {
+    QTemporaryDir dir;
+    auto s = RunStore::open(dir.filePath("runs.db").toStdString());
+    QVERIFY(s.ok());
+    auto run = s->createRun("r", "p", "");
+    auto prof = s->createProfile(*run, "steps 1-2", 1, 2);
+    std::vector<KernelInfo> kernels = {
+        {7, "train_step", "fusion.7 loop[add,mul,gelu]", "loop", {3, 4, 5}, {"add", "mul", "gelu"}, "h.0.mlp"},
+        {2, "train_step", "dot_general f32[8,4],f32[4,2]", "gemm", {1}, {"dot_general"}, ""},
+        {9, "eval \"quoted\"", "odd, name", "opaque", {}, {}, "a.b"}};
+    QVERIFY(s->addProfileKernels(*prof, kernels).ok());
+    auto back = s->profileKernels(*prof);
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+    QCOMPARE(back->size(), size_t(3));  // by fusion id
+    QVERIFY(back->at(0) == kernels[1]);
+    QVERIFY(back->at(1) == kernels[0]);
+    QVERIFY(back->at(2) == kernels[2]);
+
+    std::vector<ProfileMarkInfo> marks = {{"step 2", 2000, 900}, {"step 1", 1000, 950}};
+    QVERIFY(s->addProfileMarks(*prof, marks).ok());
+    auto m = s->profileMarks(*prof);
+    QCOMPARE(m->size(), size_t(2));
+    QVERIFY(m->at(0) == marks[1]);
+    QVERIFY(m->at(1) == marks[0]);
+
+    // Another profile sees none of them, and deleting the run takes them along.
+    auto other = s->createProfile(*run, "other", 0, 0);
+    QCOMPARE(s->profileKernels(*other)->size(), size_t(0));
+    QVERIFY(s->deleteRun(*run).ok());
+    QCOMPARE(s->profileKernels(*prof)->size(), size_t(0));
+    QCOMPARE(s->profileMarks(*prof)->size(), size_t(0));
+  }
+
+  void damagedKernelRowsAreErrors() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("runs.db").toStdString();
+    {
+      auto s = RunStore::open(path);
+      auto run = s->createRun("r", "p", "");
+      auto prof = s->createProfile(*run, "p", 0, 0);
+      QVERIFY(s->addProfileKernels(*prof, {{1, "x", "k", "loop", {1}, {"add"}, ""}}).ok());
+    }
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE profile_kernels SET nodes = '[1, \"x\"'", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto s = RunStore::open(path);
+    auto k = s->profileKernels(1);
+    QVERIFY(!k.ok());
+    QVERIFY2(k.error().message.find("damaged") != std::string::npos, k.error().message.c_str());
+  }
+
+  void migratesVersion2DatabasesKeepingTheirProfiles() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("v2.db").toStdString();
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    // A database as schema 2 left it: one run with a profile of two kernel events.
+    const char* v2 =
+        "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, project TEXT NOT NULL, "
+        "config TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, start_time REAL NOT NULL, end_time REAL NOT NULL "
+        "DEFAULT 0, message TEXT NOT NULL DEFAULT '');"
+        "CREATE TABLE params(run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
+        "value TEXT NOT NULL, PRIMARY KEY(run, key));"
+        "CREATE TABLE metrics(run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
+        "step INTEGER NOT NULL, time REAL NOT NULL, value REAL NOT NULL, PRIMARY KEY(run, key, step)) WITHOUT ROWID;"
+        "CREATE TABLE artifacts(run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, name TEXT NOT NULL, "
+        "kind TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY(run, name));"
+        "CREATE TABLE profiles(id INTEGER PRIMARY KEY AUTOINCREMENT, run INTEGER NOT NULL REFERENCES runs(id) ON "
+        "DELETE CASCADE, name TEXT NOT NULL, created REAL NOT NULL, first_step INTEGER NOT NULL DEFAULT 0, "
+        "last_step INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE kernel_events(profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE, device TEXT "
+        "NOT NULL, stream INTEGER NOT NULL, name TEXT NOT NULL, fusion INTEGER NOT NULL, start_ns INTEGER NOT NULL, "
+        "duration_ns INTEGER NOT NULL, flops REAL NOT NULL, bytes REAL NOT NULL);"
+        "CREATE INDEX kernel_events_by_time ON kernel_events(profile, start_ns);"
+        "INSERT INTO runs(name, project, status, start_time) VALUES('old', 'p', 'finished', 1);"
+        "INSERT INTO metrics VALUES(1, 'loss', 5, 1.5, 2.25);"
+        "INSERT INTO profiles(run, name, created, first_step, last_step) VALUES(1, 'steps 5-6', 2, 5, 6);"
+        "INSERT INTO kernel_events VALUES(1, 'cpu:0', 0, 'dot_general', 3, 100, 50, 1e6, 2e3);"
+        "INSERT INTO kernel_events VALUES(1, 'cpu:0', 1, 'add', 4, 160, 10, 64, 768);"
+        "PRAGMA user_version = 2;";
+    QCOMPARE(sqlite3_exec(db, v2, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+
+    auto s = RunStore::open(path);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    QCOMPARE(s->schemaVersion(), 3);
+    QCOMPARE(s->runs()->front().name, std::string("old"));
+    QCOMPARE(s->metrics(1, "loss")->front().value, 2.25);
+    auto profiles = s->profiles(1);
+    QCOMPARE(profiles->size(), size_t(1));
+    QCOMPARE(profiles->front().name, std::string("steps 5-6"));
+    auto events = s->kernelEvents(1);
+    QCOMPARE(events->size(), size_t(2));
+    QCOMPARE(events->at(0).name, std::string("dot_general"));
+    QCOMPARE(events->at(0).flops, 1e6);
+    QCOMPARE(events->at(1).stream, int64_t(1));
+    // The old profile has no kernel table yet; one can be added.
+    QCOMPARE(s->profileKernels(1)->size(), size_t(0));
+    QVERIFY(s->addProfileKernels(1, {{3, "train_step", "dot_general", "gemm", {0}, {"dot_general"}, ""}}).ok());
+    QCOMPARE(s->profileKernels(1)->front().ops.front(), std::string("dot_general"));
   }
 
   void migratesAnEmptyDatabaseAndRefusesNewerOnes() {
