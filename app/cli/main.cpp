@@ -13,6 +13,7 @@
 #include "app/cli/examples.h"
 #include "app/cli/logits_command.h"
 #include "app/cli/model_command.h"
+#include "app/cli/profile_command.h"
 #include "app/cli/runs_command.h"
 #include "app/cli/train_command.h"
 #include "engine/ir/graph.h"
@@ -147,11 +148,12 @@ int main(int argc, char** argv) {
   auto generate = tsr::cli::addGenerateCommand(app);
   auto logits = tsr::cli::addLogitsCommand(app);
   auto bench = tsr::cli::addBenchCommand(app);
+  auto profile = tsr::cli::addProfileCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
+#include "engine/train/profile_run.h"
 
 namespace tsr::cli {
 
@@ -20,6 +22,7 @@ struct RunsArgs {
   int64_t id = 0;
   bool csv = false;
   std::string out;
+  int64_t profile = 0;  // 0: the run's latest
 };
 
 std::string localTime(double unixSeconds) {
@@ -85,6 +88,35 @@ int show(const store::RunStore& db, int64_t id) {
     auto a = db.artifact(id, name);
     std::cout << fmt::format("  {:<32}{:<8}{} bytes\n", name, a.ok() ? a->kind : "?", a.ok() ? a->data.size() : 0);
   }
+  auto profiles = db.profiles(id);
+  if (!profiles.ok()) return fail(profiles.error().message);
+  if (profiles->empty()) return 0;
+  std::cout << fmt::format("\nprofiles\n  {:>4}  {:<20}{:>8}{:>10}{:>12}  {}\n", "id", "name", "steps", "kernels",
+                           "launches", "created");
+  for (const auto& p : *profiles) {
+    auto kernels = db.profileKernels(p.id);
+    auto events = db.kernelEvents(p.id);
+    std::cout << fmt::format("  {:>4}  {:<20}{:>8}{:>10}{:>12}  {}\n", p.id, p.name,
+                             fmt::format("{}-{}", p.firstStep, p.lastStep), kernels.ok() ? kernels->size() : 0,
+                             events.ok() ? events->size() : 0, localTime(p.created));
+  }
+  return 0;
+}
+
+int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const std::string& outPath) {
+  if (!db.run(id).ok()) return fail(fmt::format("no run {} in {}", id, db.path()));
+  if (outPath.empty()) return fail("export-trace needs -o FILE");
+  auto profiles = db.profiles(id);
+  if (!profiles.ok()) return fail(profiles.error().message);
+  if (profiles->empty()) return fail(fmt::format("run {} has no profiles (record one with tessera profile)", id));
+  if (profile == 0) profile = profiles->back().id;
+  if (std::none_of(profiles->begin(), profiles->end(), [&](const auto& p) { return p.id == profile; }))
+    return fail(fmt::format("run {} has no profile {}", id, profile));
+  auto trace = train::loadTrace(db, profile);
+  if (!trace.ok()) return fail(trace.error().message);
+  if (auto st = runtime::writeChromeTrace(outPath, *trace); !st.ok()) return fail(st.error().message);
+  std::cout << fmt::format("profile {} of run {}: {} kernel launches, {} marks -> {}\n", profile, id,
+                           trace->events.size(), trace->marks.size(), outPath);
   return 0;
 }
 
@@ -124,12 +156,16 @@ std::function<int()> addRunsCommand(CLI::App& app) {
   cmd->add_option("--project", a->project, "Use the project's run store");
   cmd->require_subcommand(1);
   CLI::App* listCmd = cmd->add_subcommand("list", "One line per run: id, name, project, status, steps, loss, start");
-  CLI::App* showCmd = cmd->add_subcommand("show", "A run's params, metrics (latest, min, max) and artifacts");
+  CLI::App* showCmd = cmd->add_subcommand("show", "A run's params, metrics (latest, min, max), artifacts and profiles");
   showCmd->add_option("id", a->id, "Run id")->required();
   CLI::App* exportCmd = cmd->add_subcommand("export", "A run's metrics as step,key,value,time rows");
   exportCmd->add_option("id", a->id, "Run id")->required();
   exportCmd->add_flag("--csv", a->csv, "CSV (the only format)");
   exportCmd->add_option("--out", a->out, "Write to FILE instead of stdout");
+  CLI::App* traceCmd = cmd->add_subcommand("export-trace", "A run's profile as Chrome/Perfetto trace JSON");
+  traceCmd->add_option("id", a->id, "Run id")->required();
+  traceCmd->add_option("--profile", a->profile, "Profile id (default: the run's latest)");
+  traceCmd->add_option("-o,--out", a->out, "Trace file to write")->required();
   return [=]() {
     if (!cmd->parsed()) return -1;
     std::string path = a->db;
@@ -141,6 +177,7 @@ std::function<int()> addRunsCommand(CLI::App& app) {
     if (!db.ok()) return fail(db.error().message);
     if (listCmd->parsed()) return list(*db);
     if (showCmd->parsed()) return show(*db, a->id);
+    if (traceCmd->parsed()) return exportTrace(*db, a->id, a->profile, a->out);
     return exportCsv(*db, a->id, a->out);
   };
 }

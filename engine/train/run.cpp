@@ -267,6 +267,23 @@ std::string humanDuration(double seconds) {
 
 }  // namespace
 
+Result<TrainingSetup> setUpTraining(const project::Project& p, int64_t scheduleSteps,
+                                    const std::function<void(const std::string&)>& info) {
+  const auto& t = p.train;
+  TSR_ASSIGN(ProjectData data, prepareData(p, info));
+  ProjectModel model = buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0);
+  TSR_ASSIGN(Tree params, capture([&] { return model.init(random::key(t.seed)); }));
+  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(scheduleSteps, 1), t.minLr);
+  TrainingSetup s;
+  s.trainer = std::make_unique<Trainer>(model.loss, makeOptimizer(t, lr), lr, t.seed);
+  s.state = s.trainer->init(std::move(params));
+  s.numParams = model.numParams;
+  std::shared_ptr<DataSource> source = std::move(data.train);
+  s.itemsPerBatch = source->itemsPerBatch();
+  s.next = [source] { return source->next(); };
+  return s;
+}
+
 Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
                                const std::function<void(const RunEvent&)>& onEvent) {
   auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };

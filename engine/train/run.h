@@ -4,11 +4,13 @@
 // resumed run that continues exactly like an uninterrupted one (same batches, same dropout masks).
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
+#include "engine/train/trainer.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::train {
@@ -42,6 +44,19 @@ struct RunSummary {
 // Trains a project: data prepared (and cached), the model built and initialised, metrics logged.
 Result<RunSummary> runTraining(const project::Project& project, const RunOptions& options,
                                const std::function<void(const RunEvent&)>& onEvent);
+
+// A project's training step set up as runTraining sets it up (data prepared and cached, the model initialised
+// from [train] seed, the optimiser with its schedule over `scheduleSteps`), for tools that run steps outside a
+// training run (`tessera profile`). No run is recorded and no checkpoint is written.
+struct TrainingSetup {
+  std::unique_ptr<Trainer> trainer;
+  TrainState state;
+  std::function<Result<Batch>()> next;  // the training batches, from the first on
+  int64_t numParams = 0;
+  int64_t itemsPerBatch = 0;  // tokens (or samples) a step consumes
+};
+Result<TrainingSetup> setUpTraining(const project::Project& project, int64_t scheduleSteps,
+                                    const std::function<void(const std::string&)>& info);
 
 // A project's model described from shapes alone (an abstract trace of init): no data, no weights.
 struct ModuleSize {

@@ -1,0 +1,165 @@
+#include "engine/train/profile_run.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "engine/runtime/profiler.h"
+#include "engine/store/run_store.h"
+#include "engine/train/run.h"
+#include "engine/train/trainer.h"
+
+namespace tsr::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::map<std::string, std::string> profileParams(const project::Project& p, const ProfileOptions& o,
+                                                 int64_t numParams) {
+  return {{"model.family", p.model.family},
+          {"model.params", std::to_string(numParams)},
+          {"train.batch_size", std::to_string(p.train.batchSize)},
+          {"train.seq_len", std::to_string(p.train.seqLen)},
+          {"train.optimizer", p.train.optimizer},
+          {"train.seed", std::to_string(p.train.seed)},
+          {"profile.steps", std::to_string(o.steps)},
+          {"profile.warmup", std::to_string(o.warmup)}};
+}
+
+// Steps [warmup + 1, warmup + steps] with the profiler on; the batches are read beforehand so that the
+// profile holds the steps alone.
+Result<runtime::Trace> runProfiledSteps(const project::Project& p, const ProfileOptions& o, int64_t& numParams,
+                                        const std::function<void(const std::string&)>& info) {
+  const auto& t = p.train;
+  TSR_ASSIGN(TrainingSetup setup, setUpTraining(p, std::max(t.steps, o.warmup + o.steps), info));
+  Trainer& trainer = *setup.trainer;
+  TrainState& state = setup.state;
+  numParams = setup.numParams;
+  info(fmt::format("{}: {} with {} parameters, batch {}{}", p.name, p.model.family, numParams, t.batchSize,
+                   p.model.family == "gpt2" ? fmt::format(", sequence {}", t.seqLen) : ""));
+
+  for (int64_t i = 0; i < o.warmup; ++i) {
+    TSR_ASSIGN(Batch b, setup.next());
+    TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
+    info(fmt::format("warm-up step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
+  }
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    TSR_ASSIGN(Batch b, setup.next());
+    batches.push_back(std::move(b));
+  }
+  runtime::Profiler profiler;
+  {
+    runtime::ProfilerScope scope(profiler);
+    for (const Batch& b : batches) {
+      int64_t start = runtime::Profiler::nowNs();
+      TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
+      profiler.mark({fmt::format("step {}", state.step), start, runtime::Profiler::nowNs() - start});
+      info(fmt::format("profiled step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
+    }
+  }
+  return runtime::Trace::from(profiler);
+}
+
+}  // namespace
+
+Result<ProfileReport> profileTraining(const project::Project& project, const ProfileOptions& o,
+                                      const std::function<void(const std::string&)>& infoFn) {
+  auto info = [&](const std::string& line) {
+    if (infoFn) infoFn(line);
+  };
+  if (o.steps < 1) return makeError("profile: --steps must be at least 1, got {}", o.steps);
+  if (o.warmup < 0) return makeError("profile: --warmup must be at least 0, got {}", o.warmup);
+  project::Project p = project;
+  if (o.batch > 0) p.train.batchSize = o.batch;
+  if (o.seq > 0) p.train.seqLen = o.seq;
+
+  ProfileReport r;
+  r.storePath = o.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : o.storePath;
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(r.storePath));
+  TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, p.dir, p.text));
+  int64_t numParams = 0;
+  auto trace = runProfiledSteps(p, o, numParams, info);
+  if (!trace.ok()) {
+    (void)db.finishRun(r.runId, store::RunStatus::Failed, trace.error().message);
+    return trace.takeError();
+  }
+  r.trace = std::move(trace).value();
+  r.firstStep = o.warmup + 1;
+  r.lastStep = o.warmup + o.steps;
+
+  TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));
+  std::vector<double> seconds = markSeconds(r.trace);
+  for (size_t i = 0; i < seconds.size(); ++i)
+    TSR_TRY(db.logMetrics(r.runId, r.firstStep + static_cast<int64_t>(i), {{"step_time", seconds[i]}}));
+  TSR_ASSIGN(r.profileId, db.createProfile(r.runId, fmt::format("steps {}-{}", r.firstStep, r.lastStep),
+                                           r.firstStep, r.lastStep));
+  TSR_TRY(saveTrace(db, r.profileId, r.trace));
+  if (!o.tracePath.empty()) {
+    TSR_TRY(runtime::writeChromeTrace(o.tracePath, r.trace));
+    r.tracePath = o.tracePath;
+  }
+  TSR_TRY(db.finishRun(r.runId, store::RunStatus::Finished,
+                       fmt::format("profile {}: {} kernel launches", r.profileId, r.trace.events.size())));
+  return r;
+}
+
+std::vector<KernelSummary> summarizeKernels(const runtime::Trace& trace) {
+  std::map<std::string, KernelSummary> byName;
+  for (const auto& e : trace.events) {
+    KernelSummary& s = byName[e.name];
+    if (s.count == 0) {
+      s.name = e.name;
+      const runtime::FusionInfo* k = trace.kernel(e.fusion);
+      s.kind = k ? k->kind : "";
+    }
+    ++s.count;
+    s.totalNs += e.durationNs;
+    s.flops += e.flops;
+    s.bytes += e.bytes;
+  }
+  std::vector<KernelSummary> out;
+  for (auto& [name, s] : byName) out.push_back(std::move(s));
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.totalNs > b.totalNs; });
+  return out;
+}
+
+std::vector<double> markSeconds(const runtime::Trace& trace) {
+  std::vector<runtime::ProfileMark> marks = trace.marks;
+  std::stable_sort(marks.begin(), marks.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
+  std::vector<double> out;
+  for (const auto& m : marks) out.push_back(static_cast<double>(m.durationNs) * 1e-9);
+  return out;
+}
+
+Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& trace) {
+  std::vector<store::KernelEvent> events;
+  events.reserve(trace.events.size());
+  for (const auto& e : trace.events)
+    events.push_back({e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes});
+  std::vector<store::KernelInfo> kernels;
+  for (const auto& k : trace.kernels)
+    kernels.push_back({k.id, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
+  std::vector<store::ProfileMarkInfo> marks;
+  for (const auto& m : trace.marks) marks.push_back({m.name, m.startNs, m.durationNs});
+  TSR_TRY(db.addKernelEvents(profile, events));
+  TSR_TRY(db.addProfileKernels(profile, kernels));
+  return db.addProfileMarks(profile, marks);
+}
+
+Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
+  runtime::Trace t;
+  TSR_ASSIGN(std::vector<store::KernelEvent> events, db.kernelEvents(profile));
+  TSR_ASSIGN(std::vector<store::KernelInfo> kernels, db.profileKernels(profile));
+  TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
+  for (const auto& e : events)
+    t.events.push_back({e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes});
+  for (const auto& k : kernels) t.kernels.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
+  for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs});
+  return t;
+}
+
+}  // namespace tsr::train

@@ -1,0 +1,195 @@
+// tessera profile and the profile parts of tessera runs, run as a user runs them: the trace is read with Qt's
+// JSON parser (not the one that wrote it) and checked against the Trace Event Format.
+#include <QtTest>
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <map>
+
+namespace {
+
+struct Run {
+  int exitCode = -1;
+  QString out, err;
+};
+
+Run tessera(const QStringList& args) {
+  QProcess p;
+  p.start(TESSERA_BIN, args);
+  p.waitForFinished(300000);
+  Run r;
+  r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+void writeFile(const QString& path, const QByteArray& bytes) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(bytes);
+}
+
+const char* kTinyGpt2 = R"([project]
+name = "tiny_gpt2"
+[model]
+family = "gpt2"
+block_size = 16
+n_layer = 1
+n_head = 2
+n_embd = 16
+[data]
+kind = "text"
+path = "corpus.txt"
+vocab_size = 300
+val_fraction = 0.2
+[train]
+steps = 4
+batch_size = 4
+seq_len = 16
+eval_every = 0
+log_every = 1
+)";
+
+struct TraceCheck {
+  QString error;  // empty: valid
+  int kernels = 0, marks = 0;
+  QStringList markNames;
+};
+
+TraceCheck invalid(const QString& why) {
+  TraceCheck c;
+  c.error = why;
+  return c;
+}
+
+// The Trace Event Format as Perfetto reads it: an object with "traceEvents"; complete events ("X") with
+// name, pid, tid, ts >= 0 and dur >= 0; every process and thread with events named by metadata ("M");
+// kernel events on one thread never overlap; each kernel event's args link it to its fusion and nodes.
+TraceCheck checkTrace(const QString& path) {
+  TraceCheck c;
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return invalid("cannot open " + path);
+  QJsonParseError perr;
+  QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &perr);
+  if (doc.isNull()) return invalid("not JSON: " + perr.errorString());
+  if (!doc.isObject() || !doc.object()["traceEvents"].isArray()) return invalid("no traceEvents array");
+  QSet<int> processes;
+  QSet<QPair<int, int>> threads;
+  std::map<QPair<int, int>, std::vector<std::pair<double, double>>> spans;
+  const QJsonArray events = doc.object()["traceEvents"].toArray();
+  for (const QJsonValue& v : events) {
+    QJsonObject e = v.toObject();
+    if (e["ph"] != "M") continue;
+    if (e["name"] == "process_name") processes.insert(e["pid"].toInt(-1));
+    if (e["name"] == "thread_name") threads.insert({e["pid"].toInt(-1), e["tid"].toInt(-1)});
+  }
+  for (const QJsonValue& v : events) {
+    QJsonObject e = v.toObject();
+    QString ph = e["ph"].toString();
+    int pid = e["pid"].toInt(-1), tid = e["tid"].toInt(-1);
+    if (ph == "M") continue;
+    if (ph != "X") return invalid("unexpected phase " + ph);
+    if (!e["ts"].isDouble() || !e["dur"].isDouble() || e["name"].toString().isEmpty() || pid < 0 || tid < 0)
+      return invalid("incomplete X event");
+    double ts = e["ts"].toDouble(), dur = e["dur"].toDouble();
+    if (ts < 0 || dur < 0) return invalid("negative time");
+    if (!processes.contains(pid) || !threads.contains({pid, tid})) return invalid("event on an unnamed process or thread");
+    if (e["cat"] == "mark") {
+      ++c.marks;
+      c.markNames << e["name"].toString();
+      continue;
+    }
+    ++c.kernels;
+    QJsonObject args = e["args"].toObject();
+    if (args["fusion"].toInt(-1) < 0 || args["nodes"].toArray().isEmpty() ||
+        args["nodes"].toArray().size() != args["ops"].toArray().size() || !args["flops"].isDouble() ||
+        !args["bytes"].isDouble() || !args.contains("GFLOP/s") || !args.contains("GB/s") || args["kind"].toString().isEmpty())
+      return invalid("kernel event without its kernel: " + e["name"].toString());
+    spans[{pid, tid}].push_back({ts, ts + dur});
+  }
+  for (auto& [thread, s] : spans) {
+    std::sort(s.begin(), s.end());
+    // Microsecond floats: allow for the rounding of the last printed digit.
+    for (size_t i = 1; i < s.size(); ++i)
+      if (s[i].first < s[i - 1].second - 1e-6) return invalid("overlapping kernels on one thread");
+  }
+  return c;
+}
+
+}  // namespace
+
+class TestProfileCli : public QObject {
+  Q_OBJECT
+ private slots:
+  void profileWritesATraceAndAProfile() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyGpt2);
+    QByteArray corpus;
+    for (int i = 0; i < 40; ++i) corpus += "the quick brown fox jumps over the lazy dog. a stitch in time saves nine.\n";
+    writeFile(dir.filePath("corpus.txt"), corpus);
+    QString trace = dir.filePath("out.json"), db = dir.filePath("store.db");
+    Run r = tessera({"profile", dir.path(), "--steps", "2", "--warmup", "1", "--trace", trace, "--db", db});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    // The table: top kernels, then one line per profiled step (1 warm-up, so steps 2 and 3).
+    QVERIFY2(r.out.contains(QRegularExpression("kernel +kind +count +total ms +mean us +share +GFLOP/s +GB/s")),
+             qPrintable(r.out));
+    QVERIFY2(r.out.contains(QRegularExpression("\\ndot_general f32\\[")), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QRegularExpression("\\nstep 2 +[0-9.]+ ms")), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QRegularExpression("\\nstep 3 +[0-9.]+ ms")), qPrintable(r.out));
+    QVERIFY(r.out.contains("run 1, profile 1 in"));
+
+    TraceCheck c = checkTrace(trace);
+    QVERIFY2(c.error.isEmpty(), qPrintable(c.error));
+    QCOMPARE(c.marks, 2);
+    QCOMPARE(c.markNames, (QStringList{"step 2", "step 3"}));
+    QVERIFY(c.kernels > 20);
+
+    Run show = tessera({"runs", "--db", db, "show", "1"});
+    QCOMPARE(show.exitCode, 0);
+    QVERIFY2(show.out.contains(QRegularExpression("\\nprofiles\\n.*\\n +1  steps 2-3 +2-3 +\\d+ +\\d+  ")),
+             qPrintable(show.out));
+    QVERIFY(show.out.contains(QRegularExpression("profile\\.steps +2\\n")));
+    QVERIFY(show.out.contains("step_time"));
+
+    // The trace again, from the store: the same events.
+    QString again = dir.filePath("again.json");
+    Run ex = tessera({"runs", "--db", db, "export-trace", "1", "-o", again});
+    QVERIFY2(ex.exitCode == 0, qPrintable(ex.err));
+    TraceCheck d = checkTrace(again);
+    QVERIFY2(d.error.isEmpty(), qPrintable(d.error));
+    QCOMPARE(d.kernels, c.kernels);
+    QCOMPARE(d.markNames, c.markNames);
+    QCOMPARE(tessera({"runs", "--db", db, "export-trace", "1", "--profile", "9", "-o", again}).exitCode, 1);
+    QCOMPARE(tessera({"runs", "--db", db, "export-trace", "7", "-o", again}).exitCode, 1);
+  }
+
+  void profileASampleProjectAtASmallerBatch() {
+    QTemporaryDir dir;
+    QString trace = dir.filePath("mlp.json"), db = dir.filePath("store.db");
+    Run r = tessera({"profile", QString(TSR_SAMPLES) + "/mlp_sharding", "--batch", "64", "--steps", "2", "--trace",
+                     trace, "--db", db, "--quiet"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    TraceCheck c = checkTrace(trace);
+    QVERIFY2(c.error.isEmpty(), qPrintable(c.error));
+    QCOMPARE(c.marks, 2);
+    Run show = tessera({"runs", "--db", db, "show", "1"});
+    QVERIFY(show.out.contains(QRegularExpression("train\\.batch_size +64\\n")));
+  }
+
+  void badArgumentsAreMessages() {
+    QTemporaryDir dir;
+    Run missing = tessera({"profile", dir.filePath("nope")});
+    QCOMPARE(missing.exitCode, 1);
+    QVERIFY(missing.err.startsWith("tessera profile: "));
+    Run zero = tessera({"profile", QString(TSR_SAMPLES) + "/mlp_sharding", "--steps", "0", "--db", dir.filePath("s.db")});
+    QCOMPARE(zero.exitCode, 1);
+    QVERIFY2(zero.err.contains("--steps must be at least 1"), qPrintable(zero.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestProfileCli)
+#include "test_profile_cli.moc"
