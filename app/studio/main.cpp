@@ -1,0 +1,97 @@
+// tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark]
+// Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
+// out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QTimer>
+
+#include <cstdio>
+
+#include "app/studio/main_window.h"
+#include "engine/version.h"
+#include "views/graph_panel.h"
+#include "views/session.h"
+
+using tsr::studio::MainWindow;
+
+namespace {
+
+// Renders panels once the window is idle: project open, stages compiled, graph laid out.
+void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject) {
+  auto* timer = new QTimer(w);
+  auto* waited = new int(0);
+  QObject::connect(timer, &QTimer::timeout, w, [=] {
+    ++*waited;
+    bool ready = !hasProject || (w->session()->project() && !w->session()->busy() && !w->graphPanel()->layoutRunning() &&
+                                 w->graphPanel()->visibleGroups().size() + w->graphPanel()->visibleNodeCount() > 0);
+    bool failed = hasProject && !w->session()->busy() && !w->session()->project();
+    if (!ready && !failed && *waited < 600) return;  // at most a minute
+    timer->stop();
+    w->graphPanel()->fitToView();
+    QApplication::processEvents();
+    int status = 0;
+    auto panels = w->panels();
+    panels.insert("window", w);
+    for (auto it = panels.begin(); it != panels.end(); ++it) {
+      if (!panel.isEmpty() && it.key() != panel) continue;
+      QString file = panel.isEmpty() ? QDir(target).filePath(it.key() + ".png") : target;
+      QWidget* widget = it.value();
+      // A docked panel may sit behind a tab: render it at a useful size on its own.
+      QSize size = widget->size();
+      if (!widget->isVisible() || size.width() < 200 || size.height() < 150) widget->resize(size.expandedTo(QSize(900, 600)));
+      if (!widget->grab().save(file)) {
+        std::fprintf(stderr, "tessera-studio: cannot write %s\n", qPrintable(file));
+        status = 1;
+      } else {
+        std::printf("%s\n", qPrintable(file));
+      }
+    }
+    if (!panel.isEmpty() && !panels.contains(panel)) {
+      std::fprintf(stderr, "tessera-studio: no panel '%s' (%s)\n", qPrintable(panel), qPrintable(panels.keys().join(", ")));
+      status = 2;
+    }
+    if (failed) status = 1;
+    QApplication::exit(status);
+  });
+  timer->start(100);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("Tessera");
+  QApplication::setApplicationName("Tessera Studio");
+  QApplication::setApplicationVersion(tsr::kVersion);
+  QCommandLineParser parser;
+  parser.setApplicationDescription("Tessera Studio: the IDE of the Tessera compile/train engine");
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument("project", "A project folder (holding project.toml) or the file itself");
+  QCommandLineOption shot("screenshot", "Render each panel to PNG in DIR (or one panel to FILE with --panel) and exit", "DIR|FILE");
+  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, window", "NAME");
+  QCommandLineOption theme("theme", "light or dark (default: the last used)", "NAME");
+  QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
+  parser.addOptions({shot, panel, theme, select});
+  parser.process(app);
+
+  MainWindow w;
+  if (parser.isSet(theme)) w.setTheme(parser.value(theme));
+  QString project = parser.positionalArguments().value(0);
+  if (!project.isEmpty()) w.openProject(project);
+  if (parser.isSet(select)) {
+    int node = parser.value(select).toInt();
+    QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, node] { w.session()->selectNode(node); });
+  }
+  if (parser.isSet(shot)) {
+    QString target = parser.value(shot);
+    if (!parser.isSet(panel)) QDir().mkpath(target);
+    w.show();
+    scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty());
+  } else {
+    w.show();
+  }
+  return app.exec();
+}

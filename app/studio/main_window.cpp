@@ -1,0 +1,420 @@
+#include "app/studio/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDockWidget>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStatusBar>
+#include <QStyle>
+#include <QStyleFactory>
+#include <QToolBar>
+
+#include "app/studio/command_palette.h"
+#include "engine/inspect/versions.h"
+#include "views/console_panel.h"
+#include "views/graph_panel.h"
+#include "views/inspector_panel.h"
+#include "views/ir_panel.h"
+#include "views/metrics_panel.h"
+#include "views/project_panel.h"
+#include "views/run_controller.h"
+#include "views/runs_panel.h"
+#include "views/session.h"
+
+// The themes are compiled into this static library; its resources must be registered by hand.
+static void initStudioResources() { Q_INIT_RESOURCE(studio); }
+
+namespace tsr::studio {
+
+namespace {
+
+constexpr int kMaxRecent = 8;
+constexpr int kLayoutVersion = 1;
+
+QString sampleProjectsDir() {
+  QDir here(QCoreApplication::applicationDirPath());
+  for (const QString& rel : {"sample_projects", "../sample_projects", "../../sample_projects", "../../../sample_projects",
+                             "../share/tessera/sample_projects"}) {
+    QDir d(here.filePath(rel));
+    if (d.exists()) return d.canonicalPath();
+  }
+  return QString(TSR_SOURCE_DIR) + "/sample_projects";
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      m_session(new Session(this)),
+      m_runner(new RunController(this)),
+      m_runProgress(new QProgressBar),
+      m_runLabel(new QLabel) {
+  initStudioResources();
+  setObjectName("mainWindow");
+  setWindowTitle("Tessera Studio");
+  setAcceptDrops(true);
+  setDockNestingEnabled(true);
+  resize(1500, 950);
+  createPanels();
+  createActions();
+  m_runProgress->setMaximumWidth(220);
+  m_runProgress->setVisible(false);
+  statusBar()->addPermanentWidget(m_runLabel);
+  statusBar()->addPermanentWidget(m_runProgress);
+  m_defaultState = saveState(kLayoutVersion);
+  restoreLayout();
+
+  connect(m_session, &Session::projectOpened, this, [this] {
+    setWindowTitle(QString("%1 — Tessera Studio").arg(QString::fromStdString(m_session->project()->project.name)));
+    addRecent(m_session->projectDir());
+    m_runAction->setEnabled(true);
+    statusBar()->showMessage(tr("Opened %1").arg(m_session->projectDir()), 5000);
+  });
+  connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
+    statusBar()->showMessage(tr("Could not open the project: %1").arg(msg));
+    m_docks["console"]->raise();
+  });
+  connect(m_console, &ConsolePanel::fileLocationActivated, this, [this](const QString& file, int line) {
+    m_docks["project"]->raise();
+    m_project->showFileLine(file, line);
+  });
+  connect(m_project, &ProjectPanel::saved, this, [this] { openProject(m_session->projectDir()); });
+  connect(m_runs, &RunsPanel::selectedRunsChanged, m_metrics, &MetricsPanel::setRuns);
+  connect(m_runner, &RunController::output, m_session, &Session::log);
+  connect(m_runner, &RunController::started, this, [this](const QString& cmd) {
+    m_session->log("info", "$ " + cmd);
+    m_runProgress->setRange(0, 0);
+    m_runProgress->setVisible(true);
+    m_runLabel->setText(tr("Training…"));
+    m_runAction->setEnabled(false);
+    m_stopAction->setEnabled(true);
+    m_docks["metrics"]->raise();
+  });
+  connect(m_runner, &RunController::progress, this, [this](int step, int total) {
+    m_runProgress->setRange(0, total);
+    m_runProgress->setValue(step);
+    m_runLabel->setText(tr("step %1/%2").arg(step).arg(total));
+  });
+  connect(m_runner, &RunController::finished, this, [this](bool ok, const QString& message) {
+    m_runProgress->setVisible(false);
+    m_runLabel->setText(ok ? tr("Run finished") : tr("Run failed"));
+    m_runAction->setEnabled(m_session->project() != nullptr);
+    m_stopAction->setEnabled(false);
+    statusBar()->showMessage(message, 10000);
+    if (!ok) m_docks["console"]->raise();
+    m_runs->refresh();
+    m_metrics->poll();
+  });
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createPanels() {
+  m_graph = new GraphPanel(m_session);
+  m_ir = new IrPanel(m_session);
+  m_inspector = new InspectorPanel(m_session);
+  m_project = new ProjectPanel(m_session);
+  m_metrics = new MetricsPanel(m_session);
+  m_runs = new RunsPanel(m_session);
+  m_console = new ConsolePanel(m_session);
+  setCentralWidget(m_graph);
+  addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
+  addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
+  addPanel("inspector", tr("Inspector"), m_inspector, Qt::RightDockWidgetArea);
+  addPanel("metrics", tr("Metrics"), m_metrics, Qt::BottomDockWidgetArea);
+  addPanel("runs", tr("Runs"), m_runs, Qt::BottomDockWidgetArea);
+  addPanel("console", tr("Console"), m_console, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(m_docks["metrics"], m_docks["runs"]);
+  tabifyDockWidget(m_docks["runs"], m_docks["console"]);
+  m_docks["metrics"]->raise();
+  resizeDocks({m_docks["project"]}, {330}, Qt::Horizontal);
+  resizeDocks({m_docks["ir"]}, {480}, Qt::Horizontal);
+  resizeDocks({m_docks["metrics"]}, {280}, Qt::Vertical);
+}
+
+QDockWidget* MainWindow::addPanel(const QString& name, const QString& title, QWidget* w, Qt::DockWidgetArea area) {
+  auto* dock = new QDockWidget(title, this);
+  dock->setObjectName(name + "Dock");
+  dock->setWidget(w);
+  addDockWidget(area, dock);
+  m_docks[name] = dock;
+  return dock;
+}
+
+void MainWindow::createActions() {
+  auto make = [this](QMenu* menu, const QString& name, const QString& text, const QKeySequence& key, auto slot) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!key.isEmpty()) a->setShortcut(key);
+    QString path = menu->title();
+    path.remove('&');
+    a->setProperty("menuPath", path);
+    connect(a, &QAction::triggered, this, slot);
+    menu->addAction(a);
+    addAction(a);
+    return a;
+  };
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  make(file, "openProject", tr("&Open Project…"), QKeySequence::Open, [this] { onOpenAction(); });
+  make(file, "newProject", tr("&New Project from Template…"), QKeySequence::New, [this] { onNewAction(); });
+  m_recentMenu = file->addMenu(tr("Open &Recent"));
+  make(file, "reloadProject", tr("Re&load Project"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
+    if (m_session->project()) openProject(m_session->projectDir());
+  });
+  make(file, "saveSettings", tr("&Save Project Settings"), QKeySequence::Save, [this] { m_project->save(); });
+  file->addSeparator();
+  make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  m_viewMenu = view;
+  make(view, "commandPalette", tr("Command &Palette…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), [this] { showCommandPalette(); });
+  make(view, "findInGraph", tr("&Find in Graph"), QKeySequence::Find, [this] { m_graph->focusSearch(); });
+  make(view, "fitGraph", tr("Fit Graph to &Window"), QKeySequence(Qt::CTRL | Qt::Key_0), [this] { m_graph->fitToView(); });
+  make(view, "expandAll", tr("&Expand All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), [this] { m_graph->expandAll(true); });
+  make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
+  view->addSeparator();
+  int n = 1;
+  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console"}) {
+    QDockWidget* d = m_docks[name];
+    QAction* a = make(view, "show_" + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
+                      [d] {
+                        d->show();
+                        d->raise();
+                        if (d->widget()) d->widget()->setFocus();
+                      });
+    Q_UNUSED(a);
+  }
+  view->addSeparator();
+  make(view, "themeLight", tr("&Light Theme"), QKeySequence(), [this] { setTheme("light"); });
+  make(view, "themeDark", tr("&Dark Theme"), QKeySequence(), [this] { setTheme("dark"); });
+  make(view, "resetLayout", tr("&Reset Layout"), QKeySequence(), [this] {
+    restoreState(m_defaultState, kLayoutVersion);
+    for (QDockWidget* d : std::as_const(m_docks)) d->show();
+  });
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  m_runAction = make(run, "run", tr("&Run ▶ Train"), QKeySequence(Qt::Key_F5), [this] { startRun(); });
+  m_stopAction = make(run, "stop", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { stopRun(); });
+  make(run, "compareRuns", tr("&Compare Selected Runs"), QKeySequence(), [this] {
+    m_docks["runs"]->raise();
+    m_runs->compareSelected();
+  });
+  m_runAction->setEnabled(false);
+  m_stopAction->setEnabled(false);
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  make(help, "about", tr("&About Tessera Studio"), QKeySequence(), [this] { showAbout(); });
+
+  auto* tb = addToolBar(tr("Main"));
+  tb->setObjectName("mainToolBar");
+  tb->addAction(action("openProject"));
+  tb->addAction(m_runAction);
+  tb->addAction(m_stopAction);
+  tb->addAction(action("commandPalette"));
+  rebuildRecentMenu();
+}
+
+QList<QAction*> MainWindow::allActions() const {
+  QList<QAction*> out;
+  for (QAction* a : actions())
+    if (!a->objectName().isEmpty()) out << a;
+  return out;
+}
+
+QAction* MainWindow::action(const QString& objectName) const {
+  for (QAction* a : actions())
+    if (a->objectName() == objectName) return a;
+  return nullptr;
+}
+
+QMap<QString, QWidget*> MainWindow::panels() const {
+  return {{"graph", m_graph}, {"ir", m_ir},           {"inspector", m_inspector}, {"project", m_project},
+          {"metrics", m_metrics}, {"runs", m_runs}, {"console", m_console}};
+}
+
+void MainWindow::openProject(const QString& path) {
+  QFileInfo info(path);
+  QString dir = info.isDir() ? info.absoluteFilePath() : info.absolutePath();
+  m_session->openProject(dir);
+}
+
+void MainWindow::onOpenAction() {
+  QString dir = QFileDialog::getExistingDirectory(this, tr("Open a project folder (with project.toml)"),
+                                                  m_session->project() ? m_session->projectDir() : sampleProjectsDir());
+  if (!dir.isEmpty()) openProject(dir);
+}
+
+void MainWindow::onNewAction() {
+  QDir samples(sampleProjectsDir());
+  QStringList names = samples.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [&](const QString& n) { return !QFileInfo::exists(samples.filePath(n + "/project.toml")); }),
+              names.end());
+  bool ok = false;
+  QString name = QInputDialog::getItem(this, tr("New project"), tr("Template"), names, 0, false, &ok);
+  if (!ok || name.isEmpty()) return;
+  QString target = QFileDialog::getExistingDirectory(this, tr("Create the project in (an empty folder)"), QDir::homePath());
+  if (!target.isEmpty()) newProjectFromTemplate(samples.filePath(name), target);
+}
+
+void MainWindow::newProjectFromTemplate(const QString& templateDir, const QString& targetDir) {
+  QDir src(templateDir), dst(targetDir);
+  if (!dst.exists() && !QDir().mkpath(targetDir)) {
+    m_session->log("error", "cannot create " + targetDir);
+    return;
+  }
+  if (QFileInfo::exists(dst.filePath("project.toml"))) {
+    m_session->log("error", targetDir + " already holds a project.toml");
+    return;
+  }
+  // project.toml and the data folder; runs, checkpoints and caches stay behind.
+  std::function<bool(const QString&, const QString&)> copyDir = [&](const QString& from, const QString& to) {
+    QDir f(from);
+    QDir().mkpath(to);
+    for (const QFileInfo& e : f.entryInfoList(QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot)) {
+      QString out = QDir(to).filePath(e.fileName());
+      if (e.isDir() ? !copyDir(e.filePath(), out) : !QFile::copy(e.filePath(), out)) return false;
+    }
+    return true;
+  };
+  bool ok = QFile::copy(src.filePath("project.toml"), dst.filePath("project.toml"));
+  if (ok && src.exists("data")) ok = copyDir(src.filePath("data"), dst.filePath("data"));
+  if (!ok) {
+    m_session->log("error", "could not copy the template " + templateDir + " to " + targetDir);
+    return;
+  }
+  m_session->log("info", "new project " + targetDir + " from " + templateDir);
+  openProject(targetDir);
+}
+
+void MainWindow::setTheme(const QString& name) {
+  m_theme = name == "dark" ? "dark" : "light";
+  qApp->setStyle(QStyleFactory::create("Fusion"));
+  QPalette pal;
+  if (m_theme == "dark") {
+    pal.setColor(QPalette::Window, QColor(37, 40, 46));
+    pal.setColor(QPalette::WindowText, QColor(220, 223, 228));
+    pal.setColor(QPalette::Base, QColor(28, 30, 35));
+    pal.setColor(QPalette::AlternateBase, QColor(44, 48, 55));
+    pal.setColor(QPalette::Text, QColor(220, 223, 228));
+    pal.setColor(QPalette::Button, QColor(48, 52, 60));
+    pal.setColor(QPalette::ButtonText, QColor(220, 223, 228));
+    pal.setColor(QPalette::Highlight, QColor(64, 128, 210));
+    pal.setColor(QPalette::HighlightedText, Qt::white);
+    pal.setColor(QPalette::ToolTipBase, QColor(48, 52, 60));
+    pal.setColor(QPalette::ToolTipText, QColor(220, 223, 228));
+    pal.setColor(QPalette::PlaceholderText, QColor(130, 135, 145));
+    pal.setColor(QPalette::Link, QColor(110, 170, 255));
+  } else {
+    pal = qApp->style()->standardPalette();
+    pal.setColor(QPalette::Highlight, QColor(48, 112, 200));
+  }
+  qApp->setPalette(pal);
+  QFile qss(QString(":/themes/%1.qss").arg(m_theme));
+  qApp->setStyleSheet(qss.open(QIODevice::ReadOnly) ? QString::fromUtf8(qss.readAll()) : QString());
+  QSettings().setValue("theme", m_theme);
+  for (QWidget* w : panels()) w->update();
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings s;
+  QStringList recent = s.value("recentProjects").toStringList();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  s.setValue("recentProjects", recent);
+  rebuildRecentMenu();
+}
+
+QStringList MainWindow::recentProjects() const { return QSettings().value("recentProjects").toStringList(); }
+
+void MainWindow::rebuildRecentMenu() {
+  // Recent projects are actions too, so the palette lists them.
+  for (QAction* a : m_recentMenu->actions()) {
+    removeAction(a);
+    a->deleteLater();
+  }
+  m_recentMenu->clear();
+  for (const QString& p : recentProjects()) {
+    auto* a = new QAction(p, this);
+    a->setObjectName("recent:" + p);
+    a->setProperty("menuPath", "Open Recent");
+    connect(a, &QAction::triggered, this, [this, p] { openProject(p); });
+    m_recentMenu->addAction(a);
+    addAction(a);
+  }
+  m_recentMenu->setEnabled(!m_recentMenu->isEmpty());
+}
+
+void MainWindow::restoreLayout() {
+  QSettings s;
+  restoreGeometry(s.value("window/geometry").toByteArray());
+  restoreState(s.value("window/state").toByteArray(), kLayoutVersion);
+  setTheme(s.value("theme", "light").toString());
+}
+
+void MainWindow::saveLayout() {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState(kLayoutVersion));
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  saveLayout();
+  if (m_runner->running()) m_runner->stop();
+  QMainWindow::closeEvent(e);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const QUrl& url : e->mimeData()->urls()) {
+    QFileInfo info(url.toLocalFile());
+    QString dir = info.isDir() ? info.absoluteFilePath() : info.absolutePath();
+    if (QFileInfo::exists(QDir(dir).filePath("project.toml"))) {
+      openProject(dir);
+      e->acceptProposedAction();
+      return;
+    }
+  }
+  m_session->log("warning", tr("Drop a folder that holds a project.toml."));
+}
+
+void MainWindow::startRun() {
+  if (!m_session->project()) return;
+  m_runner->start(m_session->projectDir());
+}
+
+void MainWindow::stopRun() { m_runner->stop(); }
+
+void MainWindow::showCommandPalette() {
+  auto* palette = new CommandPalette(allActions(), this);
+  palette->setAttribute(Qt::WA_DeleteOnClose);
+  palette->move(mapToGlobal(QPoint((width() - palette->width()) / 2, 60)));
+  palette->show();
+}
+
+QString MainWindow::aboutText() const {
+  QString s = tr("<h3>Tessera Studio</h3><p>The IDE of the Tessera compile/train engine.</p><table>");
+  for (const auto& [name, version] : inspect::libraryVersions())
+    s += QString("<tr><td>%1</td><td>%2</td></tr>").arg(QString::fromStdString(name), QString::fromStdString(version));
+  s += QString("<tr><td>Qt</td><td>%1 (built with %2)</td></tr>").arg(qVersion(), QT_VERSION_STR);
+  return s + "</table>";
+}
+
+void MainWindow::showAbout() { QMessageBox::about(this, tr("About Tessera Studio"), aboutText()); }
+
+}  // namespace tsr::studio

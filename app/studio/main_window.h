@@ -1,0 +1,96 @@
+#pragma once
+// The Tessera Studio window: the graph in the middle, the other panels in docks whose layout is saved and
+// restored, menus and shortcuts for every action, the command palette, recent projects, light and dark
+// themes, projects opened from the menu, the command line or a folder dropped on the window.
+#include <QMainWindow>
+#include <QMap>
+
+class QAction;
+class QDockWidget;
+class QLabel;
+class QMenu;
+class QProgressBar;
+
+namespace tsr::studio {
+
+class Session;
+class GraphPanel;
+class IrPanel;
+class InspectorPanel;
+class ProjectPanel;
+class MetricsPanel;
+class RunsPanel;
+class ConsolePanel;
+class RunController;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  void openProject(const QString& path);
+  void newProjectFromTemplate(const QString& templateDir, const QString& targetDir);
+  void setTheme(const QString& name);  // "light" | "dark"
+  QString theme() const { return m_theme; }
+
+  Session* session() const { return m_session; }
+  GraphPanel* graphPanel() const { return m_graph; }
+  IrPanel* irPanel() const { return m_ir; }
+  InspectorPanel* inspectorPanel() const { return m_inspector; }
+  ProjectPanel* projectPanel() const { return m_project; }
+  MetricsPanel* metricsPanel() const { return m_metrics; }
+  RunsPanel* runsPanel() const { return m_runs; }
+  ConsolePanel* consolePanel() const { return m_console; }
+  RunController* runController() const { return m_runner; }
+
+  // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
+  QList<QAction*> allActions() const;
+  QAction* action(const QString& objectName) const;
+  // Panel name ("graph", "ir", ...) -> the widget; for --screenshot.
+  QMap<QString, QWidget*> panels() const;
+  QStringList recentProjects() const;
+
+  void startRun();
+  void stopRun();
+  void showCommandPalette();
+  void showAbout();
+  QString aboutText() const;
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
+
+ private:
+  void createPanels();
+  void createActions();
+  QDockWidget* addPanel(const QString& name, const QString& title, QWidget* w, Qt::DockWidgetArea area);
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void restoreLayout();
+  void saveLayout();
+  void onOpenAction();
+  void onNewAction();
+
+  Session* m_session;
+  GraphPanel* m_graph;
+  IrPanel* m_ir;
+  InspectorPanel* m_inspector;
+  ProjectPanel* m_project;
+  MetricsPanel* m_metrics;
+  RunsPanel* m_runs;
+  ConsolePanel* m_console;
+  RunController* m_runner;
+  QMap<QString, QDockWidget*> m_docks;
+  QMenu* m_recentMenu = nullptr;
+  QMenu* m_viewMenu = nullptr;
+  QAction* m_runAction = nullptr;
+  QAction* m_stopAction = nullptr;
+  QProgressBar* m_runProgress;
+  QLabel* m_runLabel;
+  QString m_theme = "light";
+  QByteArray m_defaultState;
+};
+
+}  // namespace tsr::studio

@@ -1,0 +1,226 @@
+#include "engine/inspect/graph_layout.h"
+
+#include <graphviz/gvc.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/inspect/node_info.h"
+
+namespace tsr::inspect {
+
+namespace {
+
+constexpr double kCharWidth = 7.0;   // points per label character (the view's font is close to this)
+constexpr double kLineHeight = 14.0;
+constexpr double kPad = 10.0;        // inside a box around its label
+constexpr double kMargin = 14.0;     // inside an expanded group around its contents
+constexpr double kTitle = 22.0;      // an expanded group's title bar
+
+std::mutex& graphvizMutex() {
+  static std::mutex m;
+  return m;
+}
+
+void boxSize(const std::string& label, double& w, double& h) {
+  size_t widest = 0, lines = 1, cur = 0;
+  for (char c : label) {
+    if (c == '\n') {
+      ++lines;
+      cur = 0;
+    } else {
+      widest = std::max(widest, ++cur);
+    }
+  }
+  w = std::max(60.0, static_cast<double>(widest) * kCharWidth + 2 * kPad);
+  h = static_cast<double>(lines) * kLineHeight + 2 * kPad - 4;
+}
+
+std::string attr(double v) { return fmt::format("{:.4f}", v); }
+
+// Lays out boxes of the given sizes with these edges; fills positions (top-left, y down) and edge splines.
+void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
+            const std::vector<std::pair<int, int>>& edgeItems, double& width, double& height) {
+  std::lock_guard<std::mutex> lock(graphvizMutex());
+  GVC_t* gvc = gvContext();
+  Agraph_t* g = agopen(const_cast<char*>("level"), Agdirected, nullptr);
+  agattr(g, AGRAPH, const_cast<char*>("rankdir"), const_cast<char*>("TB"));
+  agattr(g, AGRAPH, const_cast<char*>("nodesep"), const_cast<char*>("0.25"));
+  agattr(g, AGRAPH, const_cast<char*>("ranksep"), const_cast<char*>("0.35"));
+  agattr(g, AGNODE, const_cast<char*>("shape"), const_cast<char*>("box"));
+  agattr(g, AGNODE, const_cast<char*>("fixedsize"), const_cast<char*>("true"));
+  agattr(g, AGNODE, const_cast<char*>("width"), const_cast<char*>("1"));
+  agattr(g, AGNODE, const_cast<char*>("height"), const_cast<char*>("0.5"));
+  agattr(g, AGNODE, const_cast<char*>("label"), const_cast<char*>(""));
+  std::vector<Agnode_t*> nodes;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    std::string name = "n" + std::to_string(i);
+    Agnode_t* n = agnode(g, name.data(), 1);
+    agset(n, const_cast<char*>("width"), attr(boxes[i].w / 72.0).data());
+    agset(n, const_cast<char*>("height"), attr(boxes[i].h / 72.0).data());
+    nodes.push_back(n);
+  }
+  std::vector<Agedge_t*> gvEdges;
+  for (const auto& [a, b] : edgeItems) gvEdges.push_back(agedge(g, nodes[static_cast<size_t>(a)], nodes[static_cast<size_t>(b)], nullptr, 1));
+  gvLayout(gvc, g, "dot");
+  boxf bb = GD_bb(g);
+  width = bb.UR.x - bb.LL.x;
+  height = bb.UR.y - bb.LL.y;
+  auto flip = [&](pointf p) { return Point{p.x - bb.LL.x, bb.UR.y - p.y}; };
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    Point c = flip(ND_coord(nodes[i]));
+    boxes[i].x = c.x - boxes[i].w / 2;
+    boxes[i].y = c.y - boxes[i].h / 2;
+  }
+  for (size_t i = 0; i < gvEdges.size(); ++i) {
+    splines* spl = ED_spl(gvEdges[i]);
+    if (!spl || spl->size == 0) continue;
+    const bezier& bz = spl->list[0];
+    for (size_t k = 0; k < bz.size; ++k) edges[i].points.push_back(flip(bz.list[k]));
+    if (bz.eflag) edges[i].points.push_back(flip(bz.ep));
+  }
+  gvFreeLayout(gvc, g);
+  agclose(g);
+  gvFreeContext(gvc);
+}
+
+class ViewBuilder {
+ public:
+  ViewBuilder(const ModuleTree& tree, const ir::Graph& g, const std::set<std::string>& expanded, LayoutCache& cache,
+              const LayoutOptions& options)
+      : m_tree(tree), m_graph(g), m_expanded(expanded), m_cache(cache), m_options(options) {}
+
+  // The cache key of a group: its path and the expanded groups below it.
+  std::string key(int group) const {
+    const std::string& path = m_tree.group(group).path;
+    std::string k = path + "|";
+    for (const std::string& e : m_expanded)
+      if (e != path && (path.empty() || e.rfind(path + ".", 0) == 0)) k += e + ";";
+    return k;
+  }
+
+  Result<std::shared_ptr<const LayoutCache::LevelLayout>> level(int group, ViewLayout& out) {
+    std::string k = key(group);
+    if (auto hit = m_cache.find(k)) return hit;
+    if (m_options.cancel && m_options.cancel->load()) return makeError("cancelled");
+    Level lv = buildLevel(m_tree, m_graph, group, m_expanded);
+    auto result = std::make_shared<LayoutCache::LevelLayout>();
+    for (const LevelItem& item : lv.items) {
+      ItemBox b;
+      b.item = item;
+      b.label = itemLabel(m_tree, m_graph, item);
+      if (item.kind == LevelItem::Kind::Group && item.expanded) {
+        TSR_ASSIGN(auto inner, level(item.group, out));
+        b.w = std::max(inner->width + 2 * kMargin, static_cast<double>(b.label.size()) * kCharWidth + 2 * kPad);
+        b.h = inner->height + 2 * kMargin + kTitle;
+      } else {
+        boxSize(b.label, b.w, b.h);
+      }
+      result->boxes.push_back(std::move(b));
+    }
+    std::vector<std::pair<int, int>> pairs;
+    for (const LevelEdge& e : lv.edges) {
+      pairs.push_back({e.from, e.to});
+      result->edges.push_back({lv.items[static_cast<size_t>(e.from)].key, lv.items[static_cast<size_t>(e.to)].key, e.count, {}});
+    }
+    if (m_options.cancel && m_options.cancel->load()) return makeError("cancelled");
+    runDot(result->boxes, result->edges, pairs, result->width, result->height);
+    out.laidOut.push_back(m_tree.group(group).path);
+    if (m_options.progress) m_options.progress(static_cast<int>(out.laidOut.size()), m_total);
+    m_cache.put(k, result);
+    return std::shared_ptr<const LayoutCache::LevelLayout>(result);
+  }
+
+  // Places a level's boxes at (ox, oy) and recurses into its expanded groups.
+  Status place(int group, double ox, double oy, int depth, ViewLayout& out) {
+    TSR_ASSIGN(auto lv, level(group, out));
+    for (const ItemBox& b : lv->boxes) {
+      ItemBox abs = b;
+      abs.x += ox;
+      abs.y += oy;
+      abs.depth = depth;
+      out.boxes.push_back(abs);
+      if (b.item.kind == LevelItem::Kind::Group && b.item.expanded)
+        TSR_TRY(place(b.item.group, abs.x + kMargin, abs.y + kTitle + kMargin, depth + 1, out));
+    }
+    for (EdgeCurve e : lv->edges) {
+      for (Point& p : e.points) {
+        p.x += ox;
+        p.y += oy;
+      }
+      out.edges.push_back(std::move(e));
+    }
+    return {};
+  }
+
+  void countLevels(int group) {
+    ++m_total;
+    for (int c : m_tree.group(group).children)
+      if (m_expanded.count(m_tree.group(c).path)) countLevels(c);
+  }
+
+ private:
+  const ModuleTree& m_tree;
+  const ir::Graph& m_graph;
+  const std::set<std::string>& m_expanded;
+  LayoutCache& m_cache;
+  const LayoutOptions& m_options;
+  int m_total = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<const LayoutCache::LevelLayout> LayoutCache::find(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto it = m_levels.find(key);
+  return it == m_levels.end() ? nullptr : it->second;
+}
+
+void LayoutCache::put(const std::string& key, std::shared_ptr<const LevelLayout> layout) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_levels[key] = std::move(layout);
+}
+
+std::string itemLabel(const ModuleTree& tree, const ir::Graph& g, const LevelItem& item) {
+  switch (item.kind) {
+    case LevelItem::Kind::Group: {
+      const ModuleGroup& grp = tree.group(item.group);
+      return fmt::format("{} ({} {})", grp.path, grp.totalNodes, item.group == tree.inputsGroup() ? "inputs" : "ops");
+    }
+    case LevelItem::Kind::Node: {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(item.node)];
+      std::string s = opName(g, item.node);
+      if (!n.results.empty()) s += "\n" + g.aval(n.results[0]).toString();
+      return s;
+    }
+    case LevelItem::Kind::Input:
+      return "input\n" + g.aval(item.input).toString();
+  }
+  return "";
+}
+
+Result<ViewLayout> layoutView(const ModuleTree& tree, const ir::Graph& g, const std::set<std::string>& expanded,
+                              LayoutCache& cache, const LayoutOptions& options) {
+  std::set<std::string> ex = expanded;
+  ex.insert("");
+  ViewBuilder builder(tree, g, ex, cache, options);
+  builder.countLevels(0);
+  ViewLayout out;
+  TSR_ASSIGN(auto root, builder.level(0, out));
+  out.width = root->width;
+  out.height = root->height;
+  TSR_TRY(builder.place(0, 0, 0, 0, out));
+  return out;
+}
+
+std::string graphvizVersion() {
+  std::lock_guard<std::mutex> lock(graphvizMutex());
+  GVC_t* gvc = gvContext();
+  char** info = gvcInfo(gvc);
+  std::string v = info && info[1] ? info[1] : "unknown";
+  gvFreeContext(gvc);
+  return v;
+}
+
+}  // namespace tsr::inspect

@@ -1,0 +1,81 @@
+#include "engine/inspect/graph_stages.h"
+
+#include <fmt/format.h>
+
+#include "engine/ops/registry.h"
+#include "engine/passes/pipeline.h"
+
+namespace tsr::inspect {
+
+std::vector<int> nodeLinesOf(const std::string& text, size_t numNodes) {
+  std::vector<int> lines;
+  lines.reserve(numNodes);
+  int line = 0;
+  size_t pos = 0;
+  while (pos < text.size() && lines.size() < numNodes) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view l(text.data() + pos, end - pos);
+    bool topLevel = l.size() > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ' && l[2] != '}';
+    if (topLevel && l.substr(2, 6) != "return") lines.push_back(line);
+    ++line;
+    pos = end + 1;
+  }
+  lines.resize(numNodes, 0);
+  return lines;
+}
+
+Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph) {
+  Stage s;
+  s.name = std::move(name);
+  s.text = ir::print(*graph, ops::registry());
+  s.nodeLines = nodeLinesOf(s.text, graph->nodes().size());
+  s.graph = std::move(graph);
+  return s;
+}
+
+Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced, const StagesOptions& options) {
+  const auto& reg = ops::registry();
+  passes::PipelineOptions po;
+  po.verify = false;
+  po.snapshots = true;
+  int total = 1;
+  bool cancelled = false;
+  po.onStep = [&](int step, const passes::PassStep&) {
+    if (options.progress) options.progress(step + 1, total);
+    if (options.cancel && options.cancel->load()) cancelled = true;
+  };
+  passes::PassManager pm = passes::standardPipeline(po);
+  total = static_cast<int>(pm.describe().size());
+  passes::PassContext ctx(reg);
+  ir::Graph work = *traced;
+  TSR_ASSIGN(passes::PipelineReport report, pm.run(work, ctx));
+  if (cancelled) return makeError("cancelled");
+
+  std::vector<Stage> stages;
+  stages.push_back(makeStage("traced", traced));
+  // Decisions of step k refer to the graph step k received: the last stage kept before it.
+  std::vector<int> stageOfStep(report.steps.size(), 0);
+  for (size_t k = 0; k < report.steps.size(); ++k) {
+    stageOfStep[k] = static_cast<int>(stages.size()) - 1;
+    const passes::PassStep& st = report.steps[k];
+    if (!st.changed || !st.after.graph) continue;
+    std::string name = st.group.empty()
+                           ? fmt::format("{} {}", k + 1, st.pass)
+                           : fmt::format("{} {} ({}, round {})", k + 1, st.pass, st.group, st.iteration + 1);
+    Stage s;
+    s.name = name;
+    s.graph = st.after.graph;
+    s.text = st.after.text;
+    s.nodeLines = nodeLinesOf(s.text, s.graph->nodes().size());
+    s.seconds = st.seconds;
+    stages.push_back(std::move(s));
+  }
+  for (const passes::Decision& d : ctx.log().all()) {
+    if (d.step < 0 || static_cast<size_t>(d.step) >= stageOfStep.size() || !d.region.empty()) continue;
+    stages[static_cast<size_t>(stageOfStep[static_cast<size_t>(d.step)])].decisions.push_back(d);
+  }
+  return stages;
+}
+
+}  // namespace tsr::inspect

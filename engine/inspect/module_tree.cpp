@@ -1,0 +1,199 @@
+#include "engine/inspect/module_tree.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tsr::inspect {
+
+namespace {
+
+bool isNumber(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+namespace {
+
+constexpr int kUnset = -1;
+constexpr int kShared = -2;
+
+// The parameter an output belongs to: "params.h.0.mlp.c_fc.weight" and the optimizer's
+// "opt.0.mu.h.0.mlp.c_fc.weight" both name "h.0.mlp.c_fc.weight"; other outputs ("loss") name themselves.
+std::vector<std::string> outputKeys(const std::vector<std::string>& names) {
+  const std::string prefix = "params.";
+  std::vector<std::string> params;
+  for (const auto& n : names)
+    if (n.rfind(prefix, 0) == 0) params.push_back(n.substr(prefix.size()));
+  std::vector<std::string> keys;
+  for (const auto& n : names) {
+    std::string best = n;
+    size_t bestLen = 0;
+    for (const auto& p : params) {
+      bool match = n.size() > p.size() && n.compare(n.size() - p.size(), p.size(), p) == 0 && n[n.size() - p.size() - 1] == '.';
+      if (match && p.size() > bestLen) {
+        best = p;
+        bestLen = p.size();
+      }
+    }
+    keys.push_back(best);
+  }
+  return keys;
+}
+
+// For each node, the one output key (index into keys) that depends on it, kShared when several do, kUnset
+// when none does.
+std::vector<int> outputOwners(const ir::Graph& g, const std::vector<std::string>& keys) {
+  std::map<std::string, int> keyIndex;
+  for (const auto& k : keys) keyIndex.emplace(k, static_cast<int>(keyIndex.size()));
+  std::vector<int> ofValue(static_cast<size_t>(g.numValues()), kUnset);
+  auto merge = [](int a, int b) { return a == kUnset ? b : b == kUnset || a == b ? a : kShared; };
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    int& o = ofValue[static_cast<size_t>(g.outputs()[i])];
+    o = merge(o, keyIndex[keys[i]]);
+  }
+  std::vector<int> ofNode(g.nodes().size(), kUnset);
+  for (size_t i = g.nodes().size(); i-- > 0;) {
+    const ir::Node& n = g.nodes()[i];
+    int owner = kUnset;
+    for (ir::ValueId v : n.results) owner = merge(owner, ofValue[static_cast<size_t>(v)]);
+    ofNode[i] = owner;
+    for (ir::ValueId v : n.operands) ofValue[static_cast<size_t>(v)] = merge(ofValue[static_cast<size_t>(v)], owner);
+  }
+  return ofNode;
+}
+
+}  // namespace
+
+ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outputNames) : m_nodeGroup(g.nodes().size(), 0) {
+  m_groups.push_back(ModuleGroup{});
+  m_index[""] = 0;
+  m_inputs = g.inputs();
+  if (!m_inputs.empty()) {
+    m_inputsGroup = static_cast<int>(m_groups.size());
+    ModuleGroup in;
+    in.path = std::string("(") + kInputsGroup + ")";
+    in.name = kInputsGroup;
+    in.parent = 0;
+    in.depth = 1;
+    in.totalNodes = static_cast<int>(m_inputs.size());
+    m_groups.push_back(in);
+    m_groups[0].children.push_back(m_inputsGroup);
+    m_index[in.path] = m_inputsGroup;
+  }
+  std::vector<int> owners;
+  std::vector<std::string> keyNames;
+  if (!outputNames.empty() && outputNames.size() == g.outputs().size()) {
+    std::vector<std::string> keys = outputKeys(outputNames);
+    owners = outputOwners(g, keys);
+    std::map<std::string, int> seen;
+    for (const auto& k : keys)
+      if (seen.emplace(k, static_cast<int>(seen.size())).second) keyNames.push_back(k);
+  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    std::string path = g.nodes()[i].prov.modulePath;
+    if (path.empty() && !owners.empty()) {
+      int o = owners[i];
+      path = o >= 0 ? "update." + keyNames[static_cast<size_t>(o)] : o == kShared ? "(shared)" : "(unused)";
+    }
+    int gi = ensure(path);
+    m_nodeGroup[i] = gi;
+    m_groups[static_cast<size_t>(gi)].nodes.push_back(static_cast<ir::NodeId>(i));
+    for (int a = gi; a >= 0; a = m_groups[static_cast<size_t>(a)].parent) ++m_groups[static_cast<size_t>(a)].totalNodes;
+  }
+}
+
+int ModuleTree::ensure(const std::string& path) {
+  auto it = m_index.find(path);
+  if (it != m_index.end()) return it->second;
+  size_t dot = path.rfind('.');
+  int parent = dot == std::string::npos ? 0 : ensure(path.substr(0, dot));
+  ModuleGroup grp;
+  grp.path = path;
+  grp.name = dot == std::string::npos ? path : path.substr(dot + 1);
+  grp.parent = parent;
+  grp.depth = m_groups[static_cast<size_t>(parent)].depth + 1;
+  int id = static_cast<int>(m_groups.size());
+  m_groups.push_back(std::move(grp));
+  m_groups[static_cast<size_t>(parent)].children.push_back(id);
+  m_index[path] = id;
+  return id;
+}
+
+int ModuleTree::find(const std::string& path) const {
+  auto it = m_index.find(path);
+  return it == m_index.end() ? -1 : it->second;
+}
+
+bool ModuleTree::contains(int a, int g) const {
+  for (int x = g; x >= 0; x = m_groups[static_cast<size_t>(x)].parent)
+    if (x == a) return true;
+  return false;
+}
+
+std::set<std::string> ModuleTree::defaultExpanded() const {
+  std::set<std::string> out{""};
+  for (const ModuleGroup& grp : m_groups) {
+    if (grp.parent != 0 || grp.children.empty()) continue;
+    bool numbered = std::all_of(grp.children.begin(), grp.children.end(),
+                                [&](int c) { return isNumber(m_groups[static_cast<size_t>(c)].name); });
+    if (numbered) out.insert(grp.path);
+  }
+  return out;
+}
+
+Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const std::set<std::string>& expanded) {
+  Level level;
+  level.group = group;
+  const ModuleGroup& grp = tree.group(group);
+  // The item of this level that holds each child group, found by walking up from a node's group.
+  std::unordered_map<int, int> itemOfGroup;
+  for (int c : grp.children) {
+    const ModuleGroup& cg = tree.group(c);
+    itemOfGroup[c] = static_cast<int>(level.items.size());
+    level.items.push_back({LevelItem::Kind::Group, c, ir::kNone, ir::kNone, expanded.count(cg.path) > 0, "g:" + cg.path});
+  }
+  std::unordered_map<ir::NodeId, int> itemOfNode;
+  for (ir::NodeId n : grp.nodes) {
+    itemOfNode[n] = static_cast<int>(level.items.size());
+    level.items.push_back({LevelItem::Kind::Node, -1, n, ir::kNone, false, "n:" + std::to_string(n)});
+  }
+  std::unordered_map<ir::ValueId, int> itemOfInput;
+  if (group == tree.inputsGroup()) {
+    for (ir::ValueId v : tree.inputs()) {
+      itemOfInput[v] = static_cast<int>(level.items.size());
+      level.items.push_back({LevelItem::Kind::Input, -1, ir::kNone, v, false, "i:" + std::to_string(v)});
+    }
+  }
+  // item holding node n at this level, or -1 when n lies outside this group.
+  auto itemOf = [&](ir::NodeId n) -> int {
+    auto direct = itemOfNode.find(n);
+    if (direct != itemOfNode.end()) return direct->second;
+    int x = tree.groupOfNode(n);
+    while (x >= 0 && tree.group(x).parent != group) x = tree.group(x).parent;
+    if (x < 0) return -1;
+    auto it = itemOfGroup.find(x);
+    return it == itemOfGroup.end() ? -1 : it->second;
+  };
+  std::map<std::pair<int, int>, int> edges;
+  std::vector<int> itemOfValue(static_cast<size_t>(g.numValues()), -1);
+  bool inputsHere = tree.contains(group, tree.inputsGroup());
+  if (inputsHere)
+    for (ir::ValueId v : tree.inputs())
+      itemOfValue[static_cast<size_t>(v)] = group == tree.inputsGroup() ? itemOfInput[v] : itemOfGroup[tree.inputsGroup()];
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    int to = itemOf(static_cast<ir::NodeId>(i));
+    for (ir::ValueId v : n.results) itemOfValue[static_cast<size_t>(v)] = to;
+    if (to < 0) continue;
+    for (ir::ValueId v : n.operands) {
+      int from = itemOfValue[static_cast<size_t>(v)];
+      if (from < 0 || from == to) continue;
+      ++edges[{from, to}];
+    }
+  }
+  for (const auto& [k, count] : edges) level.edges.push_back({k.first, k.second, count});
+  return level;
+}
+
+}  // namespace tsr::inspect

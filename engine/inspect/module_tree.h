@@ -1,0 +1,84 @@
+#pragma once
+// Nodes grouped by the module path of their provenance ("h.3.attn" lies in "h" > "h.3" > "h.3.attn"), as
+// Model Explorer groups layers. A view shows a group collapsed (one box) or expanded (its child groups and its
+// own nodes); a level is what one expanded group shows, with the edges between its items, so each expanded
+// group can be laid out on its own.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/ir/graph.h"
+
+namespace tsr::inspect {
+
+struct ModuleGroup {
+  std::string path;   // "" for the root
+  std::string name;   // last component: "attn", "3"
+  int parent = -1;
+  int depth = 0;
+  std::vector<int> children;        // child groups, in first-use order
+  std::vector<ir::NodeId> nodes;    // nodes whose module path is exactly this group
+  int totalNodes = 0;               // nodes in this group and below
+};
+
+class ModuleTree {
+ public:
+  // Graph inputs live in a group named "(inputs)" under the root, so that hundreds of parameters and optimizer
+  // slots collapse into one box.
+  static constexpr const char* kInputsGroup = "inputs";
+
+  // Nodes without a module path (the loss, the optimizer update) are grouped by the parameter whose outputs
+  // they feed, "update.h.0.attn.c_attn.weight" (the new weight and its optimizer slots), when outputNames
+  // names the outputs (a training step's output tree); "(shared)" when they feed several parameters,
+  // "(unused)" when they feed none. Without names, such nodes belong to the root.
+  explicit ModuleTree(const ir::Graph& g, const std::vector<std::string>& outputNames = {});
+
+  const std::vector<ModuleGroup>& groups() const { return m_groups; }
+  const ModuleGroup& group(int i) const { return m_groups[static_cast<size_t>(i)]; }
+  int find(const std::string& path) const;  // -1 when absent
+  int groupOfNode(ir::NodeId n) const { return m_nodeGroup[static_cast<size_t>(n)]; }
+  int inputsGroup() const { return m_inputsGroup; }
+  const std::vector<ir::ValueId>& inputs() const { return m_inputs; }
+  // Whether group a is g or one of its ancestors.
+  bool contains(int a, int g) const;
+
+  // The groups a view first expands: the root, and each group whose children are numbered ("h" -> h.0..h.11),
+  // so a transformer opens collapsed to its blocks.
+  std::set<std::string> defaultExpanded() const;
+
+ private:
+  int ensure(const std::string& path);
+
+  std::vector<ModuleGroup> m_groups;
+  std::map<std::string, int> m_index;
+  std::vector<int> m_nodeGroup;
+  int m_inputsGroup = -1;
+  std::vector<ir::ValueId> m_inputs;
+};
+
+// One item of a level: a child group (collapsed or expanded), a node, or a graph input.
+struct LevelItem {
+  enum class Kind { Group, Node, Input } kind = Kind::Node;
+  int group = -1;                 // Group
+  ir::NodeId node = ir::kNone;    // Node
+  ir::ValueId input = ir::kNone;  // Input
+  bool expanded = false;          // Group
+  std::string key;                // "g:h.3", "n:42", "i:7": stable across stages
+};
+
+struct LevelEdge {
+  int from = 0, to = 0;  // item indices
+  int count = 1;         // values flowing between them
+};
+
+struct Level {
+  int group = 0;
+  std::vector<LevelItem> items;
+  std::vector<LevelEdge> edges;
+};
+
+// What group `group` shows when expanded; child groups in `expanded` are flagged expanded.
+Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const std::set<std::string>& expanded);
+
+}  // namespace tsr::inspect

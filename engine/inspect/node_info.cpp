@@ -1,0 +1,172 @@
+#include "engine/inspect/node_info.h"
+
+#include <algorithm>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "engine/ops/registry.h"
+
+namespace tsr::inspect {
+
+std::vector<std::string> valueNames(const ir::Graph& g) {
+  std::vector<std::string> names(static_cast<size_t>(g.numValues()));
+  int next = 0;
+  auto assign = [&](ir::ValueId v) {
+    if (v >= 0 && v < g.numValues() && names[static_cast<size_t>(v)].empty())
+      names[static_cast<size_t>(v)] = "%" + std::to_string(next++);
+  };
+  for (ir::ValueId v : g.inputs()) assign(v);
+  for (const ir::Node& n : g.nodes())
+    for (ir::ValueId v : n.results) assign(v);
+  return names;
+}
+
+std::string opName(const ir::Graph& g, ir::NodeId node) {
+  const ir::Node& n = g.nodes()[static_cast<size_t>(node)];
+  if (const ir::OpDef* def = ops::registry().find(n.op)) return def->name;
+  return ir::coreOpName(n.op);
+}
+
+namespace {
+
+// The attribute text of a printed node line: from " {" after the operand list to the matching "}"; a
+// nested body is elided.
+std::string attrsOfLine(std::string_view line) {
+  size_t close = line.find(')');
+  if (close == std::string_view::npos) return "";
+  size_t open = line.find(" {", close);
+  if (open == std::string_view::npos || open > close + 1) return "";
+  std::string out;
+  int depth = 0;
+  for (size_t i = open + 1; i < line.size(); ++i) {
+    char c = line[i];
+    if (c == '{') {
+      if (++depth == 1) out += '{';
+      if (depth == 2) out += "{...}";
+    } else if (c == '}') {
+      if (--depth == 0) {
+        out += '}';
+        break;
+      }
+    } else if (depth == 1) {
+      out += c;
+    }
+  }
+  if (depth > 0) out += '}';
+  return out;
+}
+
+std::string lineOf(const std::string& text, int line) {
+  size_t pos = 0;
+  for (int i = 0; i < line && pos != std::string::npos; ++i) {
+    pos = text.find('\n', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos || pos >= text.size()) return "";
+  size_t end = text.find('\n', pos);
+  return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+}
+
+}  // namespace
+
+NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
+  NodeInfo info;
+  const ir::Graph& g = *stage.graph;
+  if (node < 0 || static_cast<size_t>(node) >= g.nodes().size()) return info;
+  const auto& reg = ops::registry();
+  const ir::Node& n = g.nodes()[static_cast<size_t>(node)];
+  std::vector<std::string> names = valueNames(g);
+  info.node = node;
+  info.op = opName(g, node);
+  const ir::OpDef* def = reg.find(n.op);
+  if (def) {
+    info.family = def->family;
+    info.fusionKind = ir::fusionKindName(def->fusion);
+  }
+  info.textLine = static_cast<size_t>(node) < stage.nodeLines.size() ? stage.nodeLines[static_cast<size_t>(node)] : 0;
+  info.attrs = attrsOfLine(lineOf(stage.text, info.textLine));
+  auto ref = [&](ir::ValueId v, ir::NodeId other, std::string otherOp) {
+    return ValueRef{v, names[static_cast<size_t>(v)], g.aval(v).toString(), other, std::move(otherOp)};
+  };
+  std::vector<Aval> in, out;
+  for (ir::ValueId v : n.operands) {
+    ir::NodeId p = g.value(v).producer;
+    info.operands.push_back(ref(v, p, p == ir::kNone ? "input" : opName(g, p)));
+    in.push_back(g.aval(v));
+  }
+  for (ir::ValueId v : n.results) {
+    info.results.push_back(ref(v, ir::kNone, ""));
+    out.push_back(g.aval(v));
+  }
+  for (size_t i = static_cast<size_t>(node) + 1; i < g.nodes().size(); ++i) {
+    const ir::Node& c = g.nodes()[i];
+    for (ir::ValueId v : c.operands)
+      if (std::find(n.results.begin(), n.results.end(), v) != n.results.end())
+        info.consumers.push_back(ref(v, static_cast<ir::NodeId>(i), opName(g, static_cast<ir::NodeId>(i))));
+  }
+  for (ir::ValueId v : g.outputs())
+    if (std::find(n.results.begin(), n.results.end(), v) != n.results.end())
+      info.consumers.push_back(ref(v, ir::kNone, "output"));
+  info.modulePath = n.prov.modulePath;
+  info.file = n.prov.file;
+  info.line = n.prov.line;
+  if (def && def->cost) {
+    ir::Cost c = def->cost(in, out, n.attrs);
+    info.flops = c.flops;
+    info.bytesRead = c.bytesRead;
+    info.bytesWritten = c.bytesWritten;
+  }
+  for (const passes::Decision& d : stage.decisions)
+    if (std::find(d.nodes.begin(), d.nodes.end(), node) != d.nodes.end())
+      info.decisions.push_back(fmt::format("{} ({}): {}", d.pass, passes::decisionKindName(d.kind), d.message));
+  return info;
+}
+
+std::vector<ir::Cost> nodeCosts(const ir::Graph& g) {
+  const auto& reg = ops::registry();
+  std::vector<ir::Cost> costs(g.nodes().size());
+  std::vector<Aval> in, out;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    const ir::OpDef* def = reg.find(n.op);
+    if (!def || !def->cost) continue;
+    in.clear();
+    out.clear();
+    for (ir::ValueId v : n.operands) in.push_back(g.aval(v));
+    for (ir::ValueId v : n.results) out.push_back(g.aval(v));
+    costs[i] = def->cost(in, out, n.attrs);
+  }
+  return costs;
+}
+
+ir::NodeId nodeAtLine(const Stage& stage, int line) {
+  auto it = std::upper_bound(stage.nodeLines.begin(), stage.nodeLines.end(), line);
+  if (it == stage.nodeLines.begin()) return ir::kNone;
+  return static_cast<ir::NodeId>(it - stage.nodeLines.begin() - 1);
+}
+
+Result<std::vector<ir::NodeId>> searchNodes(const Stage& stage, const std::string& pattern) {
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    return makeError("invalid regular expression '{}': {}", pattern, e.what());
+  }
+  const ir::Graph& g = *stage.graph;
+  std::vector<std::string> names = valueNames(g);
+  std::vector<ir::NodeId> hits;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    bool match = std::regex_search(opName(g, static_cast<ir::NodeId>(i)), re) ||
+                 (!n.prov.modulePath.empty() && std::regex_search(n.prov.modulePath, re));
+    for (ir::ValueId v : n.results) {
+      if (match) break;
+      match = std::regex_search(names[static_cast<size_t>(v)], re) || std::regex_search(g.aval(v).toString(), re);
+    }
+    if (match) hits.push_back(static_cast<ir::NodeId>(i));
+  }
+  return hits;
+}
+
+}  // namespace tsr::inspect

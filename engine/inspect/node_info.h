@@ -1,0 +1,55 @@
+#pragma once
+// Everything the inspector shows about one node of a stage: op, attributes, result avals, provenance,
+// producers and consumers, cost from the op's rule, and the decisions passes recorded about it.
+#include <string>
+#include <vector>
+
+#include "engine/inspect/graph_stages.h"
+
+namespace tsr::inspect {
+
+struct ValueRef {
+  ir::ValueId value = ir::kNone;
+  std::string name;       // printed name "%12"
+  std::string aval;       // "f32[8,64]"
+  ir::NodeId node = ir::kNone;  // producer (operands) or consumer (results); kNone for a graph input/output
+  std::string nodeOp;     // its op, "input" or "output"
+};
+
+struct NodeInfo {
+  ir::NodeId node = ir::kNone;
+  std::string op;
+  std::string family;
+  std::string fusionKind;
+  std::string attrs;      // "{lhs_contracting=[1], ...}" as printed; nested bodies shown as "{...}"
+  std::vector<ValueRef> operands;   // with their producers
+  std::vector<ValueRef> results;
+  std::vector<ValueRef> consumers;  // nodes reading any result
+  std::string modulePath;
+  std::string file;
+  int line = 0;
+  double flops = 0;
+  int64_t bytesRead = 0, bytesWritten = 0;
+  std::vector<std::string> decisions;  // "cse: ... " with the reason
+  int textLine = 0;       // line of the node in the stage's text
+};
+
+NodeInfo describeNode(const Stage& stage, ir::NodeId node);
+
+// The cost of every node from its op's rule (zero for ops without one), by node id.
+std::vector<ir::Cost> nodeCosts(const ir::Graph& g);
+
+// Printed names of all values ("%N"), by value id, as the IR text numbers them.
+std::vector<std::string> valueNames(const ir::Graph& g);
+
+// The op name of a node.
+std::string opName(const ir::Graph& g, ir::NodeId node);
+
+// The node whose line in the text is `line` (or the last node above it); kNone when none.
+ir::NodeId nodeAtLine(const Stage& stage, int line);
+
+// Nodes whose op, result names ("%12"), result avals ("f32[8,64]") or module path match the ECMAScript regex;
+// an invalid pattern is an error.
+Result<std::vector<ir::NodeId>> searchNodes(const Stage& stage, const std::string& pattern);
+
+}  // namespace tsr::inspect

@@ -1,0 +1,243 @@
+#include "engine/inspect/project_edit.h"
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "engine/project/project.h"
+
+namespace tsr::inspect {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t\r");
+  return s.substr(a, b - a + 1);
+}
+
+std::vector<std::string> splitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string cur;
+  std::istringstream in(text);
+  while (std::getline(in, cur)) lines.push_back(cur);
+  return lines;
+}
+
+// The section a line opens ("[train]" -> "train"), or "" when it opens none.
+std::string sectionOf(const std::string& line) {
+  std::string t = trim(line);
+  if (t.size() < 3 || t[0] != '[' || t[1] == '[') return "";
+  size_t close = t.find(']');
+  return close == std::string::npos ? "" : trim(t.substr(1, close - 1));
+}
+
+// Where a key line's value starts and ends (before trailing spaces and the comment); false if the line does
+// not set `key`.
+bool valueSpan(const std::string& line, const std::string& key, size_t& begin, size_t& end) {
+  size_t k = line.find_first_not_of(" \t");
+  if (k == std::string::npos || line.compare(k, key.size(), key) != 0) return false;
+  size_t eq = line.find_first_not_of(" \t", k + key.size());
+  if (eq == std::string::npos || line[eq] != '=') return false;
+  begin = line.find_first_not_of(" \t", eq + 1);
+  if (begin == std::string::npos) begin = line.size();
+  // The comment starts at a '#' outside quotes.
+  char quote = 0;
+  size_t comment = line.size();
+  for (size_t i = begin; i < line.size(); ++i) {
+    char c = line[i];
+    if (quote) {
+      if (c == '\\' && quote == '"') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      comment = i;
+      break;
+    }
+  }
+  end = comment;
+  while (end > begin && (line[end - 1] == ' ' || line[end - 1] == '\t')) --end;
+  return true;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+bool parseInt(const std::string& s, long long& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtoll(s.c_str(), &end, 10);
+  return errno == 0 && *end == 0;
+}
+
+bool parseFloat(const std::string& s) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  std::strtod(s.c_str(), &end);
+  return errno == 0 && *end == 0;
+}
+
+std::vector<std::string> splitList(std::string s) {
+  s = trim(s);
+  if (!s.empty() && s.front() == '[') s = s.substr(1);
+  if (!s.empty() && s.back() == ']') s.pop_back();
+  std::vector<std::string> items;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, ',')) {
+    cur = trim(cur);
+    if (!cur.empty()) items.push_back(cur);
+  }
+  return items;
+}
+
+}  // namespace
+
+const std::vector<ProjectField>& projectFields() {
+  static const std::vector<ProjectField> kFields = {
+      {"project", "name", FieldKind::String, "shown in the runs table"},
+      {"model", "family", FieldKind::String, "gpt2 | vit | mlp"},
+      {"model", "n_layer", FieldKind::Int, "gpt2: transformer blocks"},
+      {"model", "n_head", FieldKind::Int, "gpt2: attention heads"},
+      {"model", "n_embd", FieldKind::Int, "gpt2: embedding width"},
+      {"model", "block_size", FieldKind::Int, "gpt2: context length"},
+      {"model", "dropout", FieldKind::Float, "in [0, 1)"},
+      {"data", "kind", FieldKind::String, "text | synthetic-images | synthetic-digits"},
+      {"data", "path", FieldKind::String, "text corpus, relative to the project"},
+      {"data", "vocab_size", FieldKind::Int, "BPE vocabulary (at least 257)"},
+      {"train", "steps", FieldKind::Int, "optimizer steps"},
+      {"train", "batch_size", FieldKind::Int, ""},
+      {"train", "seq_len", FieldKind::Int, ""},
+      {"train", "optimizer", FieldKind::String, "adamw | adam | sgd"},
+      {"train", "lr", FieldKind::Float, "peak learning rate"},
+      {"train", "min_lr", FieldKind::Float, "end of the cosine schedule"},
+      {"train", "warmup_steps", FieldKind::Int, ""},
+      {"train", "weight_decay", FieldKind::Float, ""},
+      {"train", "grad_clip", FieldKind::Float, "0 disables clipping"},
+      {"train", "eval_every", FieldKind::Int, "0: never"},
+      {"train", "log_every", FieldKind::Int, ""},
+      {"train", "seed", FieldKind::Int, ""},
+      {"mesh", "shape", FieldKind::IntList, "devices per mesh axis, e.g. 2, 4"},
+      {"mesh", "axes", FieldKind::StringList, "axis names, e.g. data, model"},
+  };
+  return kFields;
+}
+
+std::string fieldValue(const std::string& text, const std::string& section, const std::string& key) {
+  std::string current;
+  for (const std::string& line : splitLines(text)) {
+    std::string s = sectionOf(line);
+    if (!s.empty()) {
+      current = s;
+      continue;
+    }
+    size_t b = 0, e = 0;
+    if (current == section && valueSpan(line, key, b, e)) {
+      std::string v = line.substr(b, e - b);
+      if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+      return v;
+    }
+  }
+  return "";
+}
+
+Result<std::string> tomlLiteral(FieldKind kind, const std::string& typed) {
+  std::string t = trim(typed);
+  switch (kind) {
+    case FieldKind::String:
+      return quote(t);
+    case FieldKind::Bool:
+      if (t == "true" || t == "false") return t;
+      return makeError("'{}' is not true or false", t);
+    case FieldKind::Int: {
+      long long v = 0;
+      if (!parseInt(t, v)) return makeError("'{}' is not an integer", t);
+      return t;
+    }
+    case FieldKind::Float:
+      if (!parseFloat(t)) return makeError("'{}' is not a number", t);
+      return t;
+    case FieldKind::IntList: {
+      std::string out = "[";
+      for (const std::string& item : splitList(t)) {
+        long long v = 0;
+        if (!parseInt(item, v)) return makeError("'{}' is not an integer", item);
+        out += (out.size() > 1 ? ", " : "") + item;
+      }
+      return out + "]";
+    }
+    case FieldKind::StringList: {
+      std::string out = "[";
+      for (std::string item : splitList(t)) {
+        if (item.size() >= 2 && item.front() == '"' && item.back() == '"') item = item.substr(1, item.size() - 2);
+        out += (out.size() > 1 ? ", " : "") + quote(item);
+      }
+      return out + "]";
+    }
+  }
+  return makeError("unknown field kind");
+}
+
+std::string setFieldValue(const std::string& text, const std::string& section, const std::string& key,
+                          const std::string& literal) {
+  std::vector<std::string> lines = splitLines(text);
+  std::string current;
+  int sectionEnd = -1;  // the line after the last non-blank line of the section
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string s = sectionOf(lines[i]);
+    if (!s.empty()) {
+      current = s;
+      if (current == section) sectionEnd = static_cast<int>(i) + 1;
+      continue;
+    }
+    if (current != section) continue;
+    size_t b = 0, e = 0;
+    if (valueSpan(lines[i], key, b, e)) {
+      std::string& line = lines[i];
+      std::string rest = line.substr(e);  // spaces and the comment
+      // Keep the comment in its column where the new value leaves room.
+      size_t spaces = rest.find_first_not_of(" \t");
+      if (spaces != std::string::npos && spaces > 0) {
+        long pad = static_cast<long>(spaces) - (static_cast<long>(literal.size()) - static_cast<long>(e - b));
+        rest = std::string(static_cast<size_t>(std::max(1L, pad)), ' ') + rest.substr(spaces);
+      }
+      line = line.substr(0, b) + literal + rest;
+      std::string out;
+      for (const std::string& l : lines) out += l + "\n";
+      return out;
+    }
+    if (!trim(lines[i]).empty()) sectionEnd = static_cast<int>(i) + 1;
+  }
+  std::string entry = key + " = " + literal;
+  if (sectionEnd >= 0) {
+    lines.insert(lines.begin() + sectionEnd, entry);
+  } else {
+    if (!lines.empty() && !trim(lines.back()).empty()) lines.push_back("");
+    lines.push_back("[" + section + "]");
+    lines.push_back(entry);
+  }
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+Status validateProjectText(const std::string& text, const std::string& file, const std::string& dir) {
+  auto p = project::parseProject(text, file, dir);
+  if (!p.ok()) return p.takeError();
+  return {};
+}
+
+}  // namespace tsr::inspect

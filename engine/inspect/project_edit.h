@@ -1,0 +1,38 @@
+#pragma once
+// Edits project.toml as text, the way a person would: the line holding the key is rewritten in place, its
+// comment and every other line kept; a missing key is added at the end of its section, a missing section at
+// the end of the file. The result is checked with the engine's project parser.
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+
+namespace tsr::inspect {
+
+enum class FieldKind { String, Int, Float, IntList, StringList, Bool };
+
+// One setting of the project form.
+struct ProjectField {
+  std::string section;  // "train"
+  std::string key;      // "lr"
+  FieldKind kind = FieldKind::String;
+  std::string help;
+};
+
+// The settings the form shows: model, data, training and mesh.
+const std::vector<ProjectField>& projectFields();
+
+// The value of section.key as written in the text (without its comment), or "" when absent; strings unquoted.
+std::string fieldValue(const std::string& text, const std::string& section, const std::string& key);
+
+// The TOML literal for what the user typed: quotes a string, checks a number; an error says what is wrong.
+Result<std::string> tomlLiteral(FieldKind kind, const std::string& typed);
+
+// Sets section.key to a TOML literal in the text.
+std::string setFieldValue(const std::string& text, const std::string& section, const std::string& key,
+                          const std::string& literal);
+
+// Parses the text as the engine does; the error names the file and line.
+Status validateProjectText(const std::string& text, const std::string& file, const std::string& dir);
+
+}  // namespace tsr::inspect

@@ -1,0 +1,62 @@
+#include "engine/inspect/runs_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace tsr::inspect {
+
+Result<RunsReader> RunsReader::open(const std::string& dbPath) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dbPath, ec)) return makeError("{}: no run store yet", dbPath);
+  TSR_ASSIGN(store::RunStore s, store::RunStore::open(dbPath));
+  return RunsReader(std::move(s));
+}
+
+Result<std::vector<RunRow>> RunsReader::runs() const {
+  TSR_ASSIGN(std::vector<store::RunInfo> infos, m_store.runs());
+  std::vector<RunRow> rows;
+  for (store::RunInfo& info : infos) {
+    RunRow row;
+    TSR_ASSIGN(row.params, m_store.params(info.id));
+    TSR_ASSIGN(std::vector<std::string> keys, m_store.metricKeys(info.id));
+    for (const std::string& k : keys) {
+      TSR_ASSIGN(std::vector<store::MetricPoint> pts, m_store.metrics(info.id, k));
+      if (pts.empty()) continue;
+      MetricStats st;
+      st.points = static_cast<int64_t>(pts.size());
+      st.lastStep = pts.back().step;
+      st.latest = pts.back().value;
+      st.min = st.max = pts.front().value;
+      for (const auto& p : pts) {
+        st.min = std::min(st.min, p.value);
+        st.max = std::max(st.max, p.value);
+      }
+      row.metrics[k] = st;
+    }
+    row.info = std::move(info);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Result<std::vector<store::RunInfo>> RunsReader::runInfos() const { return m_store.runs(); }
+
+Result<std::vector<std::string>> RunsReader::keys(int64_t run) const { return m_store.metricKeys(run); }
+
+Result<std::vector<store::MetricPoint>> RunsReader::points(int64_t run, const std::string& key, int64_t afterStep) const {
+  return m_store.metrics(run, key, afterStep);
+}
+
+std::vector<double> smooth(const std::vector<double>& values, double weight) {
+  std::vector<double> out(values.size());
+  double last = 0;
+  double debias = 1;
+  for (size_t i = 0; i < values.size(); ++i) {
+    last = last * weight + (1 - weight) * values[i];
+    debias *= weight;
+    out[i] = weight > 0 ? last / (1 - debias) : values[i];
+  }
+  return out;
+}
+
+}  // namespace tsr::inspect

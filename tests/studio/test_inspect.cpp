@@ -1,0 +1,249 @@
+// engine/inspect: what the IDE's panels read, checked against the engine computed another way.
+#include <set>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "engine/inspect/graph_layout.h"
+#include "engine/inspect/graph_stages.h"
+#include "engine/inspect/module_tree.h"
+#include "engine/inspect/node_info.h"
+#include "engine/inspect/project_edit.h"
+#include "engine/inspect/project_snapshot.h"
+#include "engine/inspect/runs_reader.h"
+#include "engine/ops/registry.h"
+#include "engine/project/project.h"
+#include "engine/train/run.h"
+
+using namespace tsr;
+
+namespace {
+
+const std::string kMini = std::string(TSR_SOURCE_DIR) + "/sample_projects/gpt2_mini";
+
+std::string readFile(const std::string& path) {
+  QFile f(QString::fromStdString(path));
+  if (!f.open(QIODevice::ReadOnly)) return "";
+  return f.readAll().toStdString();
+}
+
+}  // namespace
+
+class TestInspect : public QObject {
+  Q_OBJECT
+
+ private:
+  std::optional<inspect::ProjectSnapshot> m_mini;
+
+ private slots:
+  void initTestCase() {
+    auto s = inspect::openProject(kMini);
+    QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
+    m_mini = std::move(s).value();
+  }
+
+  void parametersMatchModelInfo() {
+    auto p = project::loadProject(kMini);
+    QVERIFY(p.ok());
+    auto info = train::describeModel(*p);
+    QVERIFY(info.ok());
+    QCOMPARE(m_mini->numParams, info->numParams);
+    QCOMPARE(m_mini->paramBytes, info->bytes);
+    std::set<std::string> paths;
+    for (const auto& prm : m_mini->params) paths.insert(prm.path);
+    QVERIFY(paths.count("wte.weight"));
+    QVERIFY(paths.count("h.1.attn.c_attn.weight"));
+    // n_embd 128: c_attn is [128, 384] in the Hugging Face layout.
+    for (const auto& prm : m_mini->params)
+      if (prm.path == "h.1.attn.c_attn.weight") QCOMPARE(prm.shape.dims(), (std::vector<int64_t>{128, 384}));
+  }
+
+  void moduleTreeGroupsEveryNode() {
+    const ir::Graph& g = *m_mini->traced;
+    inspect::ModuleTree tree(g, m_mini->outputPaths);
+    std::set<std::string> paths;
+    for (const auto& n : g.nodes()) paths.insert(n.prov.modulePath);
+    for (const auto& p : paths) QVERIFY2(tree.find(p) >= 0, p.c_str());
+    QCOMPARE(tree.group(0).totalNodes, static_cast<int>(g.nodes().size()));
+    // A transformer opens at its blocks: "h" is expanded by default.
+    QVERIFY(tree.defaultExpanded().count("h"));
+    // The root level: every top-level module is one group item.
+    std::set<std::string> top;
+    for (const auto& p : paths)
+      if (!p.empty()) top.insert(p.substr(0, p.find('.')));
+    // Nodes without a module path are grouped by the output they feed.
+    bool unnamed = paths.count("") > 0;
+    QVERIFY(unnamed);
+    top.insert("update");
+    if (tree.find("(shared)") >= 0) top.insert("(shared)");
+    if (tree.find("(unused)") >= 0) top.insert("(unused)");
+    QVERIFY(tree.group(0).nodes.empty());
+    inspect::Level root = inspect::buildLevel(tree, g, 0, tree.defaultExpanded());
+    std::set<std::string> shown;
+    for (const auto& item : root.items)
+      if (item.kind == inspect::LevelItem::Kind::Group && item.group != tree.inputsGroup()) shown.insert(tree.group(item.group).path);
+    QCOMPARE(shown, top);
+  }
+
+  void searchCountsMatchTheGraph() {
+    inspect::Stage st = inspect::makeStage("traced", m_mini->traced);
+    auto hits = inspect::searchNodes(st, "^dot_general$");
+    QVERIFY(hits.ok());
+    QCOMPARE(static_cast<int>(hits->size()), m_mini->traced->count(ir::OpCode::DotGeneral));
+    QVERIFY(!inspect::searchNodes(st, "(unclosed").ok());
+  }
+
+  void nodeLinesPointAtTheNode() {
+    inspect::Stage st = inspect::makeStage("traced", m_mini->traced);
+    auto names = inspect::valueNames(*st.graph);
+    QStringList lines = QString::fromStdString(st.text).split('\n');
+    for (size_t i = 0; i < st.graph->nodes().size(); i += 37) {
+      const auto& n = st.graph->nodes()[i];
+      QString line = lines[st.nodeLines[i]].trimmed();
+      QString expect = n.results.empty() ? QString::fromStdString(inspect::opName(*st.graph, static_cast<int>(i)))
+                                         : QString::fromStdString(names[static_cast<size_t>(n.results[0])]);
+      QVERIFY2(line.startsWith(expect), qPrintable(line));
+      QCOMPARE(inspect::nodeAtLine(st, st.nodeLines[i]), static_cast<int>(i));
+    }
+  }
+
+  void describeNodeNamesProducersAndConsumers() {
+    inspect::Stage st = inspect::makeStage("traced", m_mini->traced);
+    const ir::Graph& g = *st.graph;
+    int dot = -1;
+    for (size_t i = 0; i < g.nodes().size() && dot < 0; ++i)
+      if (g.nodes()[i].op == ir::OpCode::DotGeneral) dot = static_cast<int>(i);
+    QVERIFY(dot >= 0);
+    inspect::NodeInfo info = inspect::describeNode(st, dot);
+    QCOMPARE(info.op, std::string("dot_general"));
+    QCOMPARE(info.operands.size(), size_t(2));
+    QVERIFY(info.flops > 0);
+    QVERIFY(info.attrs.find("lhs_contracting") != std::string::npos);
+    QCOMPARE(info.modulePath, g.nodes()[static_cast<size_t>(dot)].prov.modulePath);
+    for (const auto& c : info.consumers)
+      if (c.node >= 0) {
+        const auto& ops = g.nodes()[static_cast<size_t>(c.node)].operands;
+        QVERIFY(std::find(ops.begin(), ops.end(), c.value) != ops.end());
+      }
+  }
+
+  void compileStagesKeepsChangedPasses() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    QVERIFY(stages->size() >= 2);
+    QCOMPARE((*stages)[0].name, std::string("traced"));
+    QVERIFY(stages->back().graph->nodes().size() < m_mini->traced->nodes().size());
+    for (const auto& s : *stages) QCOMPARE(s.nodeLines.size(), s.graph->nodes().size());
+  }
+
+  void expandingABlockLaysOutOnlyThatBlock() {
+    const ir::Graph& g = *m_mini->traced;
+    inspect::ModuleTree tree(g, m_mini->outputPaths);
+    inspect::LayoutCache cache;
+    auto expanded = tree.defaultExpanded();
+    auto first = inspect::layoutView(tree, g, expanded, cache);
+    QVERIFY2(first.ok(), first.ok() ? "" : first.error().message.c_str());
+    std::set<std::string> groups;
+    for (const auto& b : first->boxes)
+      if (b.item.kind == inspect::LevelItem::Kind::Group) groups.insert(tree.group(b.item.group).path);
+    QVERIFY(groups.count("h.0") && groups.count("h.1"));
+    expanded.insert("h.0");
+    auto second = inspect::layoutView(tree, g, expanded, cache);
+    QVERIFY(second.ok());
+    QCOMPARE(std::set<std::string>(second->laidOut.begin(), second->laidOut.end()), (std::set<std::string>{"", "h", "h.0"}));
+    // Every box of h.0's level lies inside h.0's box.
+    const inspect::ItemBox* block = nullptr;
+    for (const auto& b : second->boxes)
+      if (b.item.key == "g:h.0") block = &b;
+    QVERIFY(block && block->item.expanded);
+    int inside = 0;
+    for (const auto& b : second->boxes) {
+      if (b.item.kind != inspect::LevelItem::Kind::Node || g.nodes()[static_cast<size_t>(b.item.node)].prov.modulePath != "h.0") continue;
+      QVERIFY(b.x >= block->x && b.y >= block->y && b.x + b.w <= block->x + block->w + 0.5 && b.y + b.h <= block->y + block->h + 0.5);
+      ++inside;
+    }
+    int direct = 0;
+    for (const auto& n : g.nodes()) direct += n.prov.modulePath == "h.0";
+    QCOMPARE(inside, direct);
+  }
+
+  void projectEditKeepsComments() {
+    std::string text = readFile(kMini + "/project.toml");
+    QVERIFY(!text.empty());
+    std::string edited = inspect::setFieldValue(text, "model", "block_size", "128");
+    QVERIFY(edited.find("block_size = 128    # n_positions") != std::string::npos);
+    edited = inspect::setFieldValue(edited, "train", "checkpoint_every", "100");  // absent: added to [train]
+    edited = inspect::setFieldValue(edited, "precision", "compute", "\"bf16\"");
+    auto p = project::parseProject(edited, "project.toml", kMini);
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->model.gpt2.blockSize, int64_t(128));
+    QCOMPARE(p->train.checkpointEvery, int64_t(100));
+    QCOMPARE(p->precision, std::string("bf16"));
+    // Every comment line survives.
+    size_t comments = 0, kept = 0;
+    for (const QString& line : QString::fromStdString(text).split('\n'))
+      if (line.contains('#')) {
+        ++comments;
+        kept += QString::fromStdString(edited).contains(line.mid(line.indexOf('#')));
+      }
+    QCOMPARE(kept, comments);
+    QCOMPARE(inspect::fieldValue(edited, "data", "path"), std::string("data/corpus.txt"));
+  }
+
+  void projectEditRejectsBadValues() {
+    QVERIFY(!inspect::tomlLiteral(inspect::FieldKind::Int, "12x").ok());
+    QVERIFY(!inspect::tomlLiteral(inspect::FieldKind::Float, "fast").ok());
+    QCOMPARE(*inspect::tomlLiteral(inspect::FieldKind::StringList, "data, model"), std::string("[\"data\", \"model\"]"));
+    std::string text = readFile(kMini + "/project.toml");
+    std::string bad = inspect::setFieldValue(text, "train", "lr", "-1");
+    Status st = inspect::validateProjectText(bad, "project.toml", kMini);
+    QVERIFY(!st.ok());
+    int line = 0;
+    QStringList lines = QString::fromStdString(bad).split('\n');
+    for (int i = 0; i < lines.size(); ++i)
+      if (lines[i].startsWith("lr = -1")) line = i + 1;
+    QVERIFY2(QString::fromStdString(st.error().message).contains(QString("project.toml:%1").arg(line)), st.error().message.c_str());
+  }
+
+  void runsReaderReadsAStore() {
+    QTemporaryDir dir;
+    std::string path = dir.filePath("runs.db").toStdString();
+    QVERIFY(!inspect::RunsReader::open(path).ok());  // never creates one
+    {
+      auto s = store::RunStore::open(path);
+      QVERIFY(s.ok());
+      auto run = s->createRun("a", "p", "");
+      QVERIFY(run.ok());
+      QVERIFY(s->setParams(*run, {{"lr", "0.1"}}).ok());
+      for (int i = 0; i < 5; ++i) QVERIFY(s->logMetrics(*run, i, {{"loss", 5.0 - i}, {"lr", 0.1}}).ok());
+      QVERIFY(s->logMetrics(*run, 5, {{"loss", 2.5}}).ok());
+    }
+    auto r = inspect::RunsReader::open(path);
+    QVERIFY(r.ok());
+    auto rows = r->runs();
+    QVERIFY(rows.ok());
+    QCOMPARE(rows->size(), size_t(1));
+    const auto& loss = rows->front().metrics.at("loss");
+    QCOMPARE(loss.points, int64_t(6));
+    QCOMPARE(loss.latest, 2.5);
+    QCOMPARE(loss.min, 1.0);
+    QCOMPARE(loss.max, 5.0);
+    QCOMPARE(rows->front().params.at("lr"), std::string("0.1"));
+    auto tail = r->points(rows->front().info.id, "loss", 3);
+    QVERIFY(tail.ok());
+    QCOMPARE(tail->size(), size_t(2));
+  }
+
+  void smoothingIsADebiasedMovingAverage() {
+    std::vector<double> v = {1, 2, 3, 4};
+    QCOMPARE(inspect::smooth(v, 0), v);
+    // constant in, constant out (the debiasing removes the start-up bias)
+    for (double x : inspect::smooth({3, 3, 3, 3}, 0.9)) QVERIFY(std::abs(x - 3) < 1e-12);
+    // by hand: w = 0.5: 1, (0.25+1)/0.75, ...
+    auto s = inspect::smooth(v, 0.5);
+    QVERIFY(std::abs(s[1] - (0.5 * 0.5 * 1 + 0.5 * 2) / 0.75) < 1e-12);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestInspect)
+#include "test_inspect.moc"

@@ -1,0 +1,334 @@
+// Tessera Studio on the offscreen platform: the window opens projects, the panels show what the engine
+// computes (checked against the graph directly), selections sync, the form writes a valid project.toml,
+// the metrics panel tails a store, and runs launched from the IDE report their errors.
+#include <QAbstractItemModelTester>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+
+#include "app/studio/command_palette.h"
+#include "app/studio/main_window.h"
+#include "engine/inspect/graph_stages.h"
+#include "engine/project/project.h"
+#include "engine/store/run_store.h"
+#include "views/console_panel.h"
+#include "views/graph_panel.h"
+#include "views/inspector_panel.h"
+#include "views/ir_panel.h"
+#include "views/metrics_panel.h"
+#include "views/param_tree_model.h"
+#include "views/project_panel.h"
+#include "views/run_controller.h"
+#include "views/runs_panel.h"
+#include "views/session.h"
+
+using namespace tsr;
+using namespace tsr::studio;
+
+namespace {
+
+const QString kSamples = QStringLiteral(TSR_SOURCE_DIR "/sample_projects");
+
+// Opens a project and waits until it is compiled and the graph laid out.
+bool openAndWait(MainWindow& w, const QString& path) {
+  QSignalSpy opened(w.session(), &Session::projectOpened);
+  QSignalSpy failed(w.session(), &Session::projectFailed);
+  w.openProject(path);
+  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
+  return QTest::qWaitFor([&] {
+    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
+           !w.graphPanel()->visibleGroups().isEmpty();
+  }, 30000);
+}
+
+bool waitLayout(GraphPanel* g) {
+  QTest::qWait(1);
+  return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
+}
+
+void writeFile(const QString& path, const QByteArray& text) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text);
+}
+
+}  // namespace
+
+class TestStudio : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("TesseraTest");
+    QCoreApplication::setApplicationName("StudioTest");
+    QSettings().clear();
+  }
+
+  void opensEverySampleProject_data() {
+    QTest::addColumn<QString>("name");
+    for (const char* n : {"gpt2_mini", "vit_tiny", "mlp_sharding"}) QTest::newRow(n) << QString(n);
+  }
+
+  void opensEverySampleProject() {
+    QFETCH(QString, name);
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/" + name));
+    auto* model = w.projectPanel()->paramModel();
+    QVERIFY(model->rowCount() > 0);
+    QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    // The tree's top rows sum to the parameter count.
+    qlonglong total = 0;
+    for (const auto& p : w.session()->project()->params) total += p.numel;
+    QCOMPARE(total, static_cast<qlonglong>(w.session()->project()->numParams));
+    QVERIFY(w.graphPanel()->visibleGroups().size() + w.graphPanel()->visibleNodeCount() > 0);
+    QVERIFY(!w.irPanel()->editor()->toPlainText().isEmpty());
+  }
+
+  void graphShowsBlocksAndExpandsOne() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    GraphPanel* g = w.graphPanel();
+    const ir::Graph& graph = *w.session()->stage()->graph;
+    QStringList groups = g->visibleGroups();
+    QVERIFY2(groups.contains("h.0") && groups.contains("h.1"), qPrintable(groups.join(",")));
+    QVERIFY(!groups.contains("h.0.attn"));
+    int before = g->visibleNodeCount();
+    // Independently: the nodes whose module path is exactly h.0, and h.0's child modules.
+    int direct = 0;
+    QSet<QString> children;
+    for (const auto& n : graph.nodes()) {
+      QString p = QString::fromStdString(n.prov.modulePath);
+      if (p == "h.0") ++direct;
+      if (p.startsWith("h.0.")) children.insert("h.0." + p.mid(4).section('.', 0, 0));
+    }
+    g->setExpanded("h.0", true);
+    QVERIFY(waitLayout(g));
+    QCOMPARE(g->visibleNodeCount() - before, direct);
+    for (const QString& c : children) QVERIFY2(g->visibleGroups().contains(c), qPrintable(c));
+    const QStringList laidOut = g->lastLaidOut();
+    QCOMPARE(QSet<QString>(laidOut.begin(), laidOut.end()), (QSet<QString>{"", "h", "h.0"}));
+    g->setExpanded("h.0", false);
+    QVERIFY(waitLayout(g));
+    QCOMPARE(g->visibleNodeCount(), before);
+  }
+
+  void regexSearchFindsTheRightNodes() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    const ir::Graph& graph = *w.session()->stage()->graph;
+    w.graphPanel()->search("^dot_general$");
+    QCOMPARE(w.graphPanel()->searchHits().size(), graph.count(ir::OpCode::DotGeneral));
+    // A shape: every node with a result of that aval.
+    int expect = 0;
+    for (const auto& n : graph.nodes()) {
+      bool hit = false;
+      for (ir::ValueId v : n.results) hit |= graph.aval(v).toString() == "f32[8,64,512]";
+      expect += hit;
+    }
+    QVERIFY(expect > 0);
+    w.graphPanel()->search(R"(f32\[8,64,512\])");
+    QCOMPARE(w.graphPanel()->searchHits().size(), expect);
+    w.graphPanel()->search("([");
+    QVERIFY(!w.graphPanel()->searchError().isEmpty());
+    QVERIFY(w.graphPanel()->searchHits().isEmpty());
+  }
+
+  void selectionIsSyncedAcrossPanels() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    const inspect::Stage* st = w.session()->stage();
+    int node = -1;
+    for (size_t i = 0; i < st->graph->nodes().size() && node < 0; ++i)
+      if (st->graph->nodes()[i].op == ir::OpCode::DotGeneral && st->graph->nodes()[i].prov.modulePath.rfind("h.1", 0) == 0)
+        node = static_cast<int>(i);
+    QVERIFY(node >= 0);
+    // From the graph: the node lies in a collapsed block, so the block opens down to it.
+    w.session()->selectNode(node);
+    QVERIFY(waitLayout(w.graphPanel()));
+    QTRY_COMPARE(w.irPanel()->highlightedLine(), st->nodeLines[static_cast<size_t>(node)]);
+    QString text = w.inspectorPanel()->plainText();
+    QVERIFY(text.contains("dot_general"));
+    QVERIFY(text.contains(QString::fromStdString(st->graph->nodes()[static_cast<size_t>(node)].prov.modulePath)));
+    QVERIFY2(w.graphPanel()->visibleNodeCount() > 0, "the block holding the node opened");
+    // From the IR text: a line selects its node everywhere.
+    int other = node + 1;
+    w.irPanel()->activateLine(st->nodeLines[static_cast<size_t>(other)]);
+    QCOMPARE(w.session()->selectedNode(), other);
+    QVERIFY(w.inspectorPanel()->plainText().contains(QString("node %1").arg(other)));
+  }
+
+  void settingsFormValidatesAndWritesBack() {
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(kSamples + "/gpt2_mini/project.toml", dir.filePath("project.toml")));
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    ProjectPanel* p = w.projectPanel();
+    QLineEdit* lr = p->field("train", "lr");
+    QVERIFY(lr);
+    QCOMPARE(lr->text(), QString("3e-3"));
+    QTest::keyClicks(lr, "x");  // "3e-3x"
+    QVERIFY(!p->validationError().isEmpty());
+    QVERIFY(!p->save());
+    lr->clear();
+    QTest::keyClicks(lr, "-1");
+    QVERIFY2(p->validationError().contains("project.toml:"), qPrintable(p->validationError()));
+    lr->clear();
+    QTest::keyClicks(lr, "0.002");
+    QVERIFY2(p->validationError().isEmpty(), qPrintable(p->validationError()));
+    QLineEdit* layers = p->field("model", "n_layer");
+    layers->clear();
+    QTest::keyClicks(layers, "3");
+    QVERIFY(p->save());
+    auto proj = project::loadProject(dir.path().toStdString());
+    QVERIFY2(proj.ok(), proj.ok() ? "" : proj.error().message.c_str());
+    QCOMPARE(proj->train.lr, 0.002);
+    QCOMPARE(proj->model.gpt2.nLayer, int64_t(3));
+    QString text = QString::fromStdString(proj->text);
+    QVERIFY(text.contains("block_size = 64     # n_positions"));
+    QVERIFY(text.contains("# A small GPT-2 trained on free-software license texts"));
+    QVERIFY(text.contains("tokenizer = \"bpe\"   # trained on the corpus"));
+  }
+
+  void malformedProjectShowsFileAndLine() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), "[model]\nfamily = \"gpt2\"\n\n[train]\nstpes = 3\n");
+    MainWindow w;
+    QSignalSpy failed(w.session(), &Session::projectFailed);
+    w.openProject(dir.path());
+    QVERIFY(failed.wait(20000));
+    QString msg = failed.front().front().toString();
+    QVERIFY2(msg.contains("project.toml:5") && msg.contains("stpes"), qPrintable(msg));
+    QVERIFY(w.consolePanel()->plainText().contains("project.toml:5"));
+    QVERIFY(!w.session()->project());
+    // The window still works: a good project opens afterwards.
+    QVERIFY(openAndWait(w, kSamples + "/mlp_sharding"));
+  }
+
+  void metricsPanelTailsAStore() {
+    QTemporaryDir dir;
+    QString path = dir.filePath("runs.db");
+    auto s = store::RunStore::open(path.toStdString());
+    QVERIFY(s.ok());
+    int64_t a = *s->createRun("a", "p", "");
+    int64_t b = *s->createRun("b", "p", "");
+    for (int i = 0; i < 10; ++i) {
+      QVERIFY(s->logMetrics(a, i, {{"loss", 10.0 - i}}, 1000.0 + i).ok());
+      QVERIFY(s->logMetrics(b, i, {{"loss", 20.0 - i}}, 2000.0 + 2 * i).ok());
+    }
+    MainWindow w;
+    MetricsPanel* m = w.metricsPanel();
+    m->setDatabase(path);
+    m->setSmoothing(0);
+    QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 10);
+    QCOMPARE(m->shownRuns(), (QList<qint64>{a, b}));
+    QList<QPointF> curve = m->curve(b);
+    QCOMPARE(curve.size(), 10);
+    QCOMPARE(curve[3], QPointF(3, 17));
+    // Live: new points appear at the next poll.
+    for (int i = 10; i < 15; ++i) QVERIFY(s->logMetrics(a, i, {{"loss", 0.5}}, 1000.0 + i).ok());
+    m->poll();
+    QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 15);
+    QCOMPARE(m->curve(a).size(), 15);
+    // Smoothing works on the full data; the raw points stay.
+    m->setSmoothing(0.9);
+    QVERIFY(m->curve(a).back().y() > 0.5);
+    QCOMPARE(m->points(a, "loss").back().value, 0.5);
+    // Wall-time axis: seconds since each run started.
+    m->setSmoothing(0);
+    m->setWallTime(true);
+    QVERIFY(std::abs(m->curve(b)[3].x() - (2006.0 - s->run(b)->startTime)) < 1e-6);
+    m->setLogY(true);
+    QCOMPARE(m->curve(a).size(), 15);
+    // The runs table.
+    RunsPanel* runs = w.runsPanel();
+    runs->setDatabase(path);
+    QAbstractItemModelTester tester(runs->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(runs->model()->rowCount(), 2);
+    runs->selectRuns({a, b});
+    runs->compareSelected();
+    QVERIFY(runs->comparisonText().contains("run 1"));
+    QVERIFY(runs->comparisonText().contains("run 2"));
+  }
+
+  void runOfABogusProjectShowsItsError() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    MainWindow w;
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.runController()->start("/nonexistent/project");
+    QVERIFY(finished.wait(20000));
+    QCOMPARE(finished.front()[0].toBool(), false);
+    QString msg = finished.front()[1].toString();
+    QVERIFY2(msg.contains("nonexistent"), qPrintable(msg));
+    QVERIFY(w.consolePanel()->plainText().contains("nonexistent"));
+  }
+
+  void runFromTheIdeWritesMetrics() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"),
+              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
+              "0\neval_every = 0\nlog_every = 1\n");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.startRun();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
+    w.metricsPanel()->poll();
+    QTRY_COMPARE(static_cast<int>(w.metricsPanel()->points(1, "loss").size()), 6);
+    w.runsPanel()->refresh();
+    QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
+  }
+
+  void commandPaletteListsEveryAction() {
+    MainWindow w;
+    QList<QAction*> actions = w.allActions();
+    QVERIFY(actions.size() >= 15);
+    CommandPalette palette(actions);
+    QCOMPARE(palette.visibleCommands().size(), static_cast<int>(std::count_if(actions.begin(), actions.end(), [](QAction* a) { return a->isEnabled(); })));
+    palette.setFilter("opn prj");
+    QVERIFY(palette.visibleCommands().front().startsWith(QString::fromUtf8("File \u203a Open Project")));
+    QCOMPARE(fuzzyScore("xyz", "Open Project"), -1);
+    QVERIFY(fuzzyScore("op", "Open Project") > fuzzyScore("op", "Stop"));
+    QCOMPARE(w.action("commandPalette")->shortcut(), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
+  }
+
+  void themesAndRecentProjects() {
+    {
+      MainWindow w;
+      w.setTheme("dark");
+      QVERIFY(qApp->palette().color(QPalette::Window).lightness() < 128);
+      QVERIFY(qApp->styleSheet().contains("dark theme"));
+      QVERIFY(openAndWait(w, kSamples + "/mlp_sharding"));
+      w.close();
+    }
+    MainWindow again;
+    QCOMPARE(again.theme(), QString("dark"));
+    QVERIFY(again.recentProjects().front().endsWith("mlp_sharding"));
+    QVERIFY(again.action("recent:" + again.recentProjects().front()));
+    QVERIFY(again.aboutText().contains("Graphviz"));
+    QVERIFY(again.aboutText().contains("SQLite"));
+    again.setTheme("light");
+  }
+
+  void newProjectFromTemplate() {
+    QTemporaryDir dir;
+    MainWindow w;
+    QSignalSpy opened(w.session(), &Session::projectOpened);
+    w.newProjectFromTemplate(kSamples + "/gpt2_mini", dir.filePath("mine"));
+    QVERIFY(opened.wait(30000));
+    QVERIFY(QFileInfo::exists(dir.filePath("mine/project.toml")));
+    QVERIFY(QFileInfo::exists(dir.filePath("mine/data/corpus.txt")));
+    QVERIFY(!QFileInfo::exists(dir.filePath("mine/runs.db")));
+  }
+};
+
+QTEST_MAIN(TestStudio)
+#include "test_studio.moc"

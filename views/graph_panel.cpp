@@ -1,0 +1,498 @@
+#include "views/graph_panel.h"
+
+#include <cmath>
+
+#include <QComboBox>
+#include <QGraphicsPathItem>
+#include <QGraphicsScene>
+#include <QGraphicsSceneMouseEvent>
+#include <QGraphicsView>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPainter>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStyleOptionGraphicsItem>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QWheelEvent>
+#include <QtConcurrent>
+
+#include "engine/inspect/node_info.h"
+
+namespace tsr::studio {
+
+// One box of the view: an op, a graph input, or a module group (collapsed, or expanded with its title bar).
+class GraphBoxItem : public QGraphicsItem {
+ public:
+  GraphBoxItem(const inspect::ItemBox& box, std::function<void(GraphBoxItem*)> onDoubleClick)
+      : m_box(box), m_onDoubleClick(std::move(onDoubleClick)) {
+    setPos(box.x, box.y);
+    setZValue(box.depth * 2 + (isExpandedGroup() ? 0 : 1));
+    if (!isExpandedGroup()) setFlag(ItemIsSelectable);
+    setToolTip(QString::fromStdString(box.label));
+    setAcceptHoverEvents(false);
+  }
+
+  const inspect::ItemBox& box() const { return m_box; }
+  bool isExpandedGroup() const { return m_box.item.kind == inspect::LevelItem::Kind::Group && m_box.item.expanded; }
+  bool isGroup() const { return m_box.item.kind == inspect::LevelItem::Kind::Group; }
+  void setHit(bool hit) {
+    if (hit != m_hit) {
+      m_hit = hit;
+      update();
+    }
+  }
+  void setFill(QColor c) {
+    m_fill = c;
+    update();
+  }
+
+  QRectF boundingRect() const override { return QRectF(-2, -2, m_box.w + 4, m_box.h + 4); }
+
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) override {
+    const QPalette& pal = option->palette;
+    bool dark = pal.color(QPalette::Window).lightness() < 128;
+    QRectF r(0, 0, m_box.w, m_box.h);
+    p->setRenderHint(QPainter::Antialiasing);
+    QColor border = dark ? QColor(150, 160, 175) : QColor(90, 100, 115);
+    QColor fill;
+    switch (m_box.item.kind) {
+      case inspect::LevelItem::Kind::Group:
+        fill = m_box.item.expanded ? (dark ? QColor(40, 46, 56, 200) : QColor(236, 241, 248, 220))
+                                   : (dark ? QColor(52, 82, 120) : QColor(198, 219, 245));
+        break;
+      case inspect::LevelItem::Kind::Node:
+        fill = dark ? QColor(58, 62, 70) : QColor(252, 252, 250);
+        break;
+      case inspect::LevelItem::Kind::Input:
+        fill = dark ? QColor(70, 92, 62) : QColor(221, 239, 214);
+        break;
+    }
+    if (m_fill.isValid() && !isExpandedGroup()) fill = m_fill;
+    QPen pen(border, 1);
+    if (m_hit) pen = QPen(QColor(240, 150, 20), 3);
+    if (isSelected()) pen = QPen(pal.color(QPalette::Highlight), 3);
+    p->setPen(pen);
+    p->setBrush(fill);
+    p->drawRoundedRect(r, 6, 6);
+    QColor text = fill.lightness() < 128 ? QColor(235, 238, 242) : QColor(25, 28, 32);
+    if (isExpandedGroup()) text = pal.color(QPalette::WindowText);
+    p->setPen(text);
+    QFont f = p->font();
+    f.setPointSizeF(8.5);
+    p->setFont(f);
+    if (isExpandedGroup()) {
+      p->drawText(QRectF(8, 2, m_box.w - 16, 20), Qt::AlignLeft | Qt::AlignVCenter,
+                  QString::fromUtf8("\u25be ") + QString::fromStdString(m_box.label));
+    } else {
+      QString label = QString::fromStdString(m_box.label);
+      if (isGroup()) label = QString::fromUtf8("\u25b8 ") + label;
+      p->drawText(r, Qt::AlignCenter, label);
+    }
+  }
+
+ protected:
+  void mouseDoubleClickEvent(QGraphicsSceneMouseEvent* e) override {
+    if (isGroup() && m_onDoubleClick) {
+      // An expanded group folds from its title bar only, so double-clicks inside reach its contents.
+      if (!isExpandedGroup() || e->pos().y() < 22) m_onDoubleClick(this);
+      return;
+    }
+    QGraphicsItem::mouseDoubleClickEvent(e);
+  }
+
+ private:
+  inspect::ItemBox m_box;
+  std::function<void(GraphBoxItem*)> m_onDoubleClick;
+  bool m_hit = false;
+  QColor m_fill;
+};
+
+namespace {
+
+// Ctrl+wheel zooms; dragging pans.
+class ZoomView : public QGraphicsView {
+ public:
+  using QGraphicsView::QGraphicsView;
+
+ protected:
+  void wheelEvent(QWheelEvent* e) override {
+    if (e->modifiers() & Qt::ControlModifier) {
+      double f = std::pow(1.0015, e->angleDelta().y());
+      scale(f, f);
+      return;
+    }
+    QGraphicsView::wheelEvent(e);
+  }
+};
+
+QColor heat(double t) {
+  t = std::clamp(t, 0.0, 1.0);
+  // light yellow -> orange -> dark red
+  return QColor::fromHsvF(0.16 - 0.16 * t, 0.25 + 0.7 * t, 1.0 - 0.35 * t);
+}
+
+}  // namespace
+
+GraphPanel::GraphPanel(Session* session, QWidget* parent)
+    : QWidget(parent),
+      m_session(session),
+      m_stageBox(new QComboBox),
+      m_search(new QLineEdit),
+      m_searchInfo(new QLabel),
+      m_overlay(new QComboBox),
+      m_progress(new QProgressBar),
+      m_cancel(new QPushButton(tr("Cancel"))),
+      m_status(new QLabel),
+      m_view(new ZoomView),
+      m_scene(new QGraphicsScene(this)),
+      m_searchTimer(new QTimer(this)),
+      m_watcher(new QFutureWatcher<LayoutResult>(this)) {
+  setObjectName("graphPanel");
+  m_search->setPlaceholderText(tr("Search ops, %values, shapes, modules (regex)"));
+  m_search->setClearButtonEnabled(true);
+  m_overlay->addItems({tr("No overlay"), tr("FLOPs"), tr("Bytes")});
+  m_progress->setMaximumWidth(140);
+  m_progress->setVisible(false);
+  m_cancel->setVisible(false);
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("Stage")));
+  bar->addWidget(m_stageBox, 1);
+  bar->addWidget(m_search, 2);
+  bar->addWidget(m_searchInfo);
+  bar->addWidget(m_overlay);
+  bar->addWidget(m_progress);
+  bar->addWidget(m_cancel);
+  m_view->setScene(m_scene);
+  m_view->setDragMode(QGraphicsView::ScrollHandDrag);
+  m_view->setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+  m_view->setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addLayout(bar);
+  layout->addWidget(m_view, 1);
+  layout->addWidget(m_status);
+  m_searchTimer->setSingleShot(true);
+  m_searchTimer->setInterval(250);
+
+  connect(m_session, &Session::stagesReady, this, &GraphPanel::onStagesReady);
+  connect(m_session, &Session::stageChanged, this, &GraphPanel::onStageChanged);
+  connect(m_session, &Session::nodeSelected, this, &GraphPanel::onNodeSelected);
+  connect(m_session, &Session::projectOpening, this, [this] {
+    m_expanded.clear();
+    m_states.clear();
+  });
+  connect(m_stageBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+    if (!m_syncing) m_session->setCurrentStage(i);
+  });
+  connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
+  connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
+  connect(m_overlay, &QComboBox::currentIndexChanged, this, &GraphPanel::applyDecorations);
+  connect(m_cancel, &QPushButton::clicked, this, [this] {
+    if (m_cancelFlag) m_cancelFlag->store(true);
+  });
+  connect(m_watcher, &QFutureWatcherBase::finished, this, &GraphPanel::onLayoutDone);
+  connect(m_scene, &QGraphicsScene::selectionChanged, this, &GraphPanel::onSceneSelection);
+}
+
+GraphPanel::~GraphPanel() {
+  if (m_cancelFlag) m_cancelFlag->store(true);
+  m_watcher->waitForFinished();
+}
+
+void GraphPanel::onStagesReady() {
+  m_stages = m_session->stages();
+  m_syncing = true;
+  m_stageBox->clear();
+  for (const auto& s : *m_stages)
+    m_stageBox->addItem(QString("%1 — %2 nodes").arg(QString::fromStdString(s.name)).arg(s.graph->nodes().size()));
+  m_stageBox->setCurrentIndex(m_session->currentStage());
+  m_syncing = false;
+  onStageChanged();
+}
+
+void GraphPanel::onStageChanged() {
+  m_syncing = true;
+  m_stageBox->setCurrentIndex(m_session->currentStage());
+  m_syncing = false;
+  if (m_session->stage()) startLayout();
+}
+
+GraphPanel::StageState& GraphPanel::stateFor(const inspect::Stage& stage) {
+  StageState& st = m_states[stage.graph.get()];
+  if (!st.tree) {
+    ProjectPtr project = m_session->project();
+    st.tree = std::make_shared<const inspect::ModuleTree>(*stage.graph, project ? project->outputPaths : std::vector<std::string>{});
+    st.cache = std::make_shared<inspect::LayoutCache>();
+    if (m_expanded.empty()) m_expanded = st.tree->defaultExpanded();
+  }
+  return st;
+}
+
+void GraphPanel::startLayout() {
+  const inspect::Stage* stage = m_session->stage();
+  if (!stage) return;
+  if (m_watcher->isRunning()) {
+    m_relayout = true;
+    return;
+  }
+  StageState& st = stateFor(*stage);
+  m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+  m_progress->setRange(0, 0);
+  m_progress->setVisible(true);
+  m_cancel->setVisible(true);
+  m_status->setText(tr("Laying out…"));
+  m_clock.start();
+  m_layoutGraph = stage->graph.get();
+  auto graph = stage->graph;
+  auto tree = st.tree;
+  auto cache = st.cache;
+  auto expanded = m_expanded;
+  auto cancel = m_cancelFlag;
+  QPointer<GraphPanel> self(this);
+  m_watcher->setFuture(QtConcurrent::run([graph, tree, cache, expanded, cancel, self]() -> LayoutResult {
+    inspect::LayoutOptions o;
+    o.cancel = cancel.get();
+    o.progress = [self](int done, int total) {
+      QMetaObject::invokeMethod(qApp, [self, done, total] {
+        if (!self) return;
+        self->m_progress->setRange(0, total);
+        self->m_progress->setValue(done);
+      });
+    };
+    return std::make_shared<Result<inspect::ViewLayout>>(inspect::layoutView(*tree, *graph, expanded, *cache, o));
+  }));
+}
+
+void GraphPanel::onLayoutDone() {
+  m_progress->setVisible(false);
+  m_cancel->setVisible(false);
+  LayoutResult r = m_watcher->result();
+  m_layoutSeconds = static_cast<double>(m_clock.nsecsElapsed()) / 1e9;
+  if (m_relayout) {
+    m_relayout = false;
+    startLayout();
+    return;
+  }
+  if (!r->ok()) {
+    m_status->setText(tr("Layout stopped: %1").arg(QString::fromStdString(r->error().message)));
+    emit layoutFinished();
+    return;
+  }
+  m_layout = std::move(*r).value();
+  buildScene();
+  m_status->setText(tr("%1 boxes, %2 edges; laid out %3 level(s) in %4 s")
+                        .arg(m_layout->boxes.size())
+                        .arg(m_layout->edges.size())
+                        .arg(m_layout->laidOut.size())
+                        .arg(m_layoutSeconds, 0, 'f', 2));
+  emit layoutFinished();
+}
+
+void GraphPanel::buildScene() {
+  m_syncing = true;
+  m_scene->clear();
+  m_items.clear();
+  auto toggle = [this](GraphBoxItem* item) {
+    const auto& st = m_states[m_layoutGraph];
+    setExpanded(QString::fromStdString(st.tree->group(item->box().item.group).path), !item->isExpandedGroup());
+  };
+  for (const inspect::ItemBox& b : m_layout->boxes) {
+    auto* item = new GraphBoxItem(b, toggle);
+    m_scene->addItem(item);
+    m_items.insert(QString::fromStdString(b.item.key), item);
+  }
+  for (const inspect::EdgeCurve& e : m_layout->edges) {
+    if (e.points.size() < 2) continue;
+    QPainterPath path(QPointF(e.points[0].x, e.points[0].y));
+    size_t i = 1;
+    for (; i + 2 < e.points.size(); i += 3)
+      path.cubicTo(e.points[i].x, e.points[i].y, e.points[i + 1].x, e.points[i + 1].y, e.points[i + 2].x, e.points[i + 2].y);
+    for (; i < e.points.size(); ++i) path.lineTo(e.points[i].x, e.points[i].y);
+    auto* item = m_scene->addPath(path, QPen(QColor(128, 128, 128), e.count > 1 ? 1.6 : 1.0));
+    // Arrow head at the last point, pointing along the last segment.
+    QPointF tip(e.points.back().x, e.points.back().y);
+    QPointF prev(e.points[e.points.size() - 2].x, e.points[e.points.size() - 2].y);
+    QLineF dir(tip, prev);
+    if (dir.length() > 0.1) {
+      dir.setLength(7);
+      QLineF l1 = dir, l2 = dir;
+      l1.setAngle(dir.angle() + 25);
+      l2.setAngle(dir.angle() - 25);
+      QPolygonF head({tip, l1.p2(), l2.p2()});
+      auto* h = m_scene->addPolygon(head, QPen(Qt::NoPen), QColor(128, 128, 128));
+      h->setZValue(item->zValue());
+    }
+    item->setZValue(50);
+  }
+  m_scene->setSceneRect(m_scene->itemsBoundingRect().adjusted(-20, -20, 20, 20));
+  m_syncing = false;
+  applyDecorations();
+  onNodeSelected(m_session->selectedNode());
+}
+
+void GraphPanel::applyDecorations() {
+  if (!m_layout) return;
+  const inspect::Stage* stage = m_session->stage();
+  if (!stage || stage->graph.get() != m_layoutGraph) return;
+  StageState& st = stateFor(*stage);
+  QSet<int> hitSet(m_hits.begin(), m_hits.end());
+  // Groups that hold a hit are marked too.
+  QSet<int> hitGroups;
+  for (int n : m_hits)
+    for (int g = st.tree->groupOfNode(n); g >= 0; g = st.tree->group(g).parent) hitGroups.insert(g);
+  int overlay = m_overlay->currentIndex();
+  if (overlay > 0 && !st.costs) st.costs = std::make_shared<const std::vector<ir::Cost>>(inspect::nodeCosts(*stage->graph));
+  auto costOf = [&](const GraphBoxItem* item) -> double {
+    const auto& it = item->box().item;
+    auto one = [&](int n) {
+      const ir::Cost& c = (*st.costs)[static_cast<size_t>(n)];
+      return overlay == 1 ? c.flops : static_cast<double>(c.bytesRead + c.bytesWritten);
+    };
+    if (it.kind == inspect::LevelItem::Kind::Node) return one(it.node);
+    if (it.kind != inspect::LevelItem::Kind::Group) return 0;
+    double sum = 0;
+    for (size_t n = 0; n < stage->graph->nodes().size(); ++n)
+      if (st.tree->contains(it.group, st.tree->groupOfNode(static_cast<int>(n)))) sum += one(static_cast<int>(n));
+    return sum;
+  };
+  QHash<GraphBoxItem*, double> costs;
+  double maxLog = 0;
+  for (GraphBoxItem* item : std::as_const(m_items)) {
+    const auto& it = item->box().item;
+    bool hit = (it.kind == inspect::LevelItem::Kind::Node && hitSet.contains(it.node)) ||
+               (it.kind == inspect::LevelItem::Kind::Group && !it.expanded && hitGroups.contains(it.group));
+    item->setHit(hit);
+    if (overlay > 0 && !item->isExpandedGroup()) {
+      double c = costOf(item);
+      costs[item] = c;
+      maxLog = std::max(maxLog, std::log10(1 + c));
+    }
+  }
+  for (GraphBoxItem* item : std::as_const(m_items))
+    item->setFill(overlay > 0 && costs.contains(item) && maxLog > 0 ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
+}
+
+void GraphPanel::setExpanded(const QString& path, bool expanded) {
+  std::string p = path.toStdString();
+  if (expanded) {
+    // Expanding a group shows it: its ancestors open too.
+    for (size_t dot = p.find('.'); dot != std::string::npos; dot = p.find('.', dot + 1)) m_expanded.insert(p.substr(0, dot));
+    m_expanded.insert(p);
+  } else {
+    m_expanded.erase(p);
+  }
+  startLayout();
+}
+
+void GraphPanel::expandAll(bool expanded) {
+  const inspect::Stage* stage = m_session->stage();
+  if (!stage) return;
+  StageState& st = stateFor(*stage);
+  if (expanded) {
+    for (const auto& g : st.tree->groups()) m_expanded.insert(g.path);
+  } else {
+    m_expanded = {""};
+  }
+  startLayout();
+}
+
+void GraphPanel::search(const QString& pattern) {
+  m_hits.clear();
+  m_searchError.clear();
+  const inspect::Stage* stage = m_session->stage();
+  if (stage && !pattern.isEmpty()) {
+    auto r = inspect::searchNodes(*stage, pattern.toStdString());
+    if (r.ok()) {
+      for (ir::NodeId n : *r) m_hits.push_back(n);
+    } else {
+      m_searchError = QString::fromStdString(r.error().message);
+    }
+  }
+  if (m_search->text() != pattern) {
+    QSignalBlocker block(m_search);
+    m_search->setText(pattern);
+  }
+  m_searchInfo->setText(pattern.isEmpty() ? QString() : m_searchError.isEmpty() ? tr("%n match(es)", "", m_hits.size()) : tr("invalid regex"));
+  m_searchInfo->setToolTip(m_searchError);
+  applyDecorations();
+  emit searchFinished(static_cast<int>(m_hits.size()));
+}
+
+void GraphPanel::focusSearch() {
+  m_search->setFocus();
+  m_search->selectAll();
+}
+
+void GraphPanel::fitToView() { m_view->fitInView(m_scene->sceneRect(), Qt::KeepAspectRatio); }
+
+void GraphPanel::onNodeSelected(int node) {
+  if (m_syncing || !m_layout) return;
+  const inspect::Stage* stage = m_session->stage();
+  if (!stage || stage->graph.get() != m_layoutGraph) return;
+  m_syncing = true;
+  m_scene->clearSelection();
+  if (node >= 0) {
+    auto it = m_items.find(QString("n:%1").arg(node));
+    if (it != m_items.end()) {
+      (*it)->setSelected(true);
+      m_view->centerOn(*it);
+    } else {
+      // The node lies in a collapsed group: open the groups down to it.
+      StageState& st = stateFor(*stage);
+      const std::string& path = st.tree->group(st.tree->groupOfNode(node)).path;
+      m_syncing = false;
+      setExpanded(QString::fromStdString(path), true);
+      return;
+    }
+  }
+  m_syncing = false;
+}
+
+void GraphPanel::onSceneSelection() {
+  if (m_syncing) return;
+  const auto sel = m_scene->selectedItems();
+  if (sel.size() != 1) return;
+  auto* item = static_cast<GraphBoxItem*>(sel.front());
+  if (item->box().item.kind == inspect::LevelItem::Kind::Node) {
+    m_syncing = true;
+    m_session->selectNode(item->box().item.node);
+    m_syncing = false;
+  }
+}
+
+QStringList GraphPanel::visibleGroups() const {
+  QStringList out;
+  if (!m_layout) return out;
+  auto it = m_states.find(m_layoutGraph);
+  for (const auto& b : m_layout->boxes)
+    if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(it->second.tree->group(b.item.group).path);
+  return out;
+}
+
+QStringList GraphPanel::expandedGroups() const {
+  QStringList out;
+  for (const auto& e : m_expanded) out << QString::fromStdString(e);
+  return out;
+}
+
+int GraphPanel::visibleNodeCount() const {
+  int n = 0;
+  if (m_layout)
+    for (const auto& b : m_layout->boxes) n += b.item.kind == inspect::LevelItem::Kind::Node;
+  return n;
+}
+
+bool GraphPanel::layoutRunning() const { return m_watcher->isRunning(); }
+
+QStringList GraphPanel::lastLaidOut() const {
+  QStringList out;
+  if (m_layout)
+    for (const auto& p : m_layout->laidOut) out << QString::fromStdString(p);
+  return out;
+}
+
+}  // namespace tsr::studio

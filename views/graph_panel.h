@@ -1,0 +1,105 @@
+#pragma once
+// The Graph panel: the training step at any pipeline stage, nodes grouped by module path and collapsible,
+// laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
+// op, value name, shape and module path; cost overlays (flops, bytes) as colour scales; the selection follows
+// the session both ways.
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <QElapsedTimer>
+#include <QFutureWatcher>
+#include <QHash>
+#include <QWidget>
+
+#include "engine/inspect/graph_layout.h"
+#include "views/session.h"
+
+class QComboBox;
+class QGraphicsScene;
+class QGraphicsView;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QTimer;
+
+namespace tsr::studio {
+
+class GraphBoxItem;
+
+class GraphPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit GraphPanel(Session* session, QWidget* parent = nullptr);
+  ~GraphPanel() override;
+
+  // What is on screen, for the shell and the tests.
+  QStringList visibleGroups() const;   // module paths of the group boxes shown (collapsed or expanded)
+  QStringList expandedGroups() const;
+  int visibleNodeCount() const;        // op boxes shown
+  bool layoutRunning() const;
+  QStringList lastLaidOut() const;     // group levels the last layout computed (the rest came from the cache)
+  double lastLayoutSeconds() const { return m_layoutSeconds; }
+  QVector<int> searchHits() const { return m_hits; }
+  QString searchError() const { return m_searchError; }
+
+  void setExpanded(const QString& path, bool expanded);
+  void expandAll(bool expanded);
+  void search(const QString& pattern);
+  void focusSearch();
+  void fitToView();
+
+ signals:
+  void layoutFinished();
+  void searchFinished(int hits);
+
+ private:
+  struct StageState {
+    std::shared_ptr<const inspect::ModuleTree> tree;
+    std::shared_ptr<inspect::LayoutCache> cache;
+    std::shared_ptr<const std::vector<ir::Cost>> costs;
+  };
+  using LayoutResult = std::shared_ptr<Result<inspect::ViewLayout>>;
+
+  void onStagesReady();
+  void onStageChanged();
+  StageState& stateFor(const inspect::Stage& stage);
+  void startLayout();
+  void onLayoutDone();
+  void buildScene();
+  void applyDecorations();
+  void onNodeSelected(int node);
+  void onSceneSelection();
+
+  Session* m_session;
+  QComboBox* m_stageBox;
+  QLineEdit* m_search;
+  QLabel* m_searchInfo;
+  QComboBox* m_overlay;
+  QProgressBar* m_progress;
+  QPushButton* m_cancel;
+  QLabel* m_status;
+  QGraphicsView* m_view;
+  QGraphicsScene* m_scene;
+  QTimer* m_searchTimer;
+
+  StagesPtr m_stages;  // keeps the graphs alive while a layout runs
+  std::map<const ir::Graph*, StageState> m_states;
+  std::set<std::string> m_expanded;
+  std::shared_ptr<std::atomic<bool>> m_cancelFlag;
+  QFutureWatcher<LayoutResult>* m_watcher;
+  bool m_relayout = false;
+  QElapsedTimer m_clock;
+  double m_layoutSeconds = 0;
+  std::optional<inspect::ViewLayout> m_layout;
+  const ir::Graph* m_layoutGraph = nullptr;
+  QHash<QString, GraphBoxItem*> m_items;
+  QVector<int> m_hits;
+  QString m_searchError;
+  bool m_syncing = false;
+};
+
+}  // namespace tsr::studio

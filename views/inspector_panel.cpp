@@ -1,0 +1,82 @@
+#include "views/inspector_panel.h"
+
+#include <QTextBrowser>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "engine/inspect/node_info.h"
+#include "engine/inspect/project_snapshot.h"
+
+namespace tsr::studio {
+
+namespace {
+
+QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+
+QString flopsText(double f) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (f >= 1000 && u < 4) {
+    f /= 1000;
+    ++u;
+  }
+  return QString("%1 %2FLOP").arg(f, 0, 'f', u ? 2 : 0).arg(units[u]);
+}
+
+}  // namespace
+
+InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
+    : QWidget(parent), m_session(session), m_browser(new QTextBrowser) {
+  setObjectName("inspectorPanel");
+  m_browser->setOpenLinks(false);
+  m_browser->setPlaceholderText(tr("Select a node in the graph or the IR text."));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(2, 2, 2, 2);
+  layout->addWidget(m_browser);
+  connect(m_session, &Session::nodeSelected, this, &InspectorPanel::show);
+  connect(m_session, &Session::stageChanged, this, [this] { show(m_session->selectedNode()); });
+  connect(m_browser, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.scheme() == "node") m_session->selectNode(url.path().toInt());
+  });
+}
+
+QString InspectorPanel::plainText() const { return m_browser->toPlainText(); }
+
+void InspectorPanel::show(int node) {
+  const inspect::Stage* stage = m_session->stage();
+  if (!stage || node < 0) {
+    m_browser->clear();
+    return;
+  }
+  inspect::NodeInfo info = inspect::describeNode(*stage, node);
+  auto link = [](const inspect::ValueRef& v) {
+    QString who = v.node >= 0 ? QString("<a href=\"node:%1\">%2 (node %1)</a>").arg(v.node).arg(esc(v.nodeOp))
+                              : esc(v.nodeOp);
+    return QString("<tr><td><code>%1</code></td><td><code>%2</code></td><td>%3</td></tr>").arg(esc(v.name), esc(v.aval), who);
+  };
+  QString h;
+  h += QString("<h3>%1 <small>node %2 · %3</small></h3>").arg(esc(info.op)).arg(node).arg(esc(stage->name));
+  h += "<table cellspacing=4>";
+  h += QString("<tr><td><b>family</b></td><td>%1 (fusion: %2)</td></tr>").arg(esc(info.family), esc(info.fusionKind));
+  if (!info.attrs.empty()) h += QString("<tr><td><b>attributes</b></td><td><code>%1</code></td></tr>").arg(esc(info.attrs));
+  h += QString("<tr><td><b>module</b></td><td>%1</td></tr>").arg(info.modulePath.empty() ? tr("(none)") : esc(info.modulePath));
+  if (!info.file.empty())
+    h += QString("<tr><td><b>source</b></td><td><code>%1:%2</code></td></tr>").arg(esc(info.file)).arg(info.line);
+  h += QString("<tr><td><b>cost</b></td><td>%1, %2 read, %3 written</td></tr>")
+           .arg(flopsText(info.flops), esc(inspect::formatBytes(info.bytesRead)), esc(inspect::formatBytes(info.bytesWritten)));
+  h += QString("<tr><td><b>IR line</b></td><td>%1</td></tr>").arg(info.textLine + 1);
+  h += "</table>";
+  h += "<h4>Results</h4><table cellspacing=4>";
+  for (const auto& r : info.results)
+    h += QString("<tr><td><code>%1</code></td><td><code>%2</code></td></tr>").arg(esc(r.name), esc(r.aval));
+  h += "</table><h4>Operands (producers)</h4><table cellspacing=4>";
+  for (const auto& v : info.operands) h += link(v);
+  h += "</table><h4>Consumers</h4><table cellspacing=4>";
+  for (const auto& v : info.consumers) h += link(v);
+  h += "</table><h4>Decisions</h4>";
+  if (info.decisions.empty()) h += tr("<p>No pass recorded a decision about this node at this stage.</p>");
+  for (const auto& d : info.decisions) h += "<p>" + esc(d) + "</p>";
+  m_browser->setHtml(h);
+}
+
+}  // namespace tsr::studio

@@ -1,0 +1,62 @@
+#pragma once
+// The Project panel: the parameter tree (path, shape, dtype, bytes), a settings form for the model, data,
+// training and mesh that validates as the user types (with the engine's own parser) and writes project.toml
+// back with its comments, and the file itself, where error locations open.
+#include <QMap>
+#include <QWidget>
+
+#include "views/session.h"
+
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QTabWidget;
+class QTreeView;
+
+namespace tsr::studio {
+
+class ParamTreeModel;
+
+class ProjectPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ProjectPanel(Session* session, QWidget* parent = nullptr);
+
+  ParamTreeModel* paramModel() const { return m_params; }
+  QTreeView* paramView() const { return m_tree; }
+  // The form's field for section.key, e.g. field("train", "lr").
+  QLineEdit* field(const QString& section, const QString& key) const;
+  QString validationError() const { return m_error; }
+  QString editedText() const { return m_edited; }
+  bool canSave() const;
+  // Writes the edited text to project.toml; false (and the error in the console) when invalid.
+  bool save();
+  // Shows a project.toml (the open project's when file is empty) at a 1-based line.
+  void showFileLine(const QString& file, int line);
+  void showTab(int index);
+
+ signals:
+  void saved(const QString& file);
+
+ private:
+  void onProjectOpened();
+  void loadForm(const QString& text);
+  void revalidate();
+
+  Session* m_session;
+  QTabWidget* m_tabs;
+  QLabel* m_summary;
+  QTreeView* m_tree;
+  ParamTreeModel* m_params;
+  QMap<QString, QLineEdit*> m_fields;  // "train.lr"
+  QLabel* m_errorLabel;
+  QPushButton* m_save;
+  QPlainTextEdit* m_file;
+  QString m_original;  // project.toml as read
+  QString m_edited;    // with the form's values
+  QString m_error;
+  bool m_loading = false;
+};
+
+}  // namespace tsr::studio

@@ -1,0 +1,102 @@
+#include "views/session.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QtConcurrent>
+
+namespace tsr::studio {
+
+Session::Session(QObject* parent)
+    : QObject(parent),
+      m_openWatcher(new QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>(this)),
+      m_compileWatcher(new QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>(this)) {
+  connect(m_openWatcher, &QFutureWatcherBase::finished, this, [this] {
+    auto r = m_openWatcher->result();
+    if (!r->ok()) {
+      log("error", QString::fromStdString(r->error().message));
+      emit projectFailed(QString::fromStdString(r->error().message));
+      return;
+    }
+    m_project = std::make_shared<const inspect::ProjectSnapshot>(std::move(*r).value());
+    m_stages = std::make_shared<const std::vector<inspect::Stage>>(
+        std::vector<inspect::Stage>{inspect::makeStage("traced", m_project->traced)});
+    m_stage = 0;
+    m_node = -1;
+    log("info", QString("opened %1: %2 parameters, training step traced in %3 s (%4 nodes)")
+                    .arg(QString::fromStdString(m_project->project.file))
+                    .arg(m_project->numParams)
+                    .arg(m_project->traceSeconds, 0, 'f', 2)
+                    .arg(m_project->traced->nodes().size()));
+    emit projectOpened();
+    emit stagesReady();
+    emit stageChanged(m_stage);
+    compile();
+  });
+  connect(m_compileWatcher, &QFutureWatcherBase::finished, this, [this] {
+    auto r = m_compileWatcher->result();
+    if (!r->ok()) {
+      log("error", "compile: " + QString::fromStdString(r->error().message));
+      return;
+    }
+    m_stages = std::make_shared<const std::vector<inspect::Stage>>(std::move(*r).value());
+    QStringList names;
+    for (const auto& s : *m_stages) names << QString::fromStdString(s.name);
+    log("info", QString("compiled: %1 stages (%2)").arg(m_stages->size()).arg(names.join(", ")));
+    for (const auto& s : *m_stages)
+      for (const auto& d : s.decisions)
+        if (d.kind != passes::Decision::Kind::Applied)
+          log("info", QString::fromStdString(d.toString()));
+    emit stagesReady();
+  });
+}
+
+Session::~Session() {
+  m_openWatcher->waitForFinished();
+  m_compileWatcher->waitForFinished();
+}
+
+bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatcher->isRunning(); }
+
+void Session::openProject(const QString& path) {
+  if (m_openWatcher->isRunning()) return;
+  log("info", "opening " + path);
+  emit projectOpening(path);
+  std::string p = QDir::cleanPath(path).toStdString();
+  m_openWatcher->setFuture(QtConcurrent::run([p] {
+    return std::make_shared<Result<inspect::ProjectSnapshot>>(inspect::openProject(p));
+  }));
+}
+
+void Session::compile() {
+  auto traced = m_project->traced;
+  m_compileWatcher->setFuture(QtConcurrent::run([traced] {
+    return std::make_shared<Result<std::vector<inspect::Stage>>>(inspect::compileStages(traced));
+  }));
+}
+
+QString Session::projectDir() const { return m_project ? QString::fromStdString(m_project->project.dir) : QString(); }
+QString Session::projectFile() const { return m_project ? QString::fromStdString(m_project->project.file) : QString(); }
+QString Session::runsDbPath() const { return m_project ? QDir(projectDir()).filePath("runs.db") : QString(); }
+
+const inspect::Stage* Session::stage() const {
+  if (!m_stages || m_stage < 0 || m_stage >= static_cast<int>(m_stages->size())) return nullptr;
+  return &(*m_stages)[static_cast<size_t>(m_stage)];
+}
+
+void Session::setCurrentStage(int index) {
+  if (!m_stages || index < 0 || index >= static_cast<int>(m_stages->size()) || index == m_stage) return;
+  m_stage = index;
+  m_node = -1;
+  emit stageChanged(index);
+  emit nodeSelected(-1);
+}
+
+void Session::selectNode(int node) {
+  if (node == m_node) return;
+  m_node = node;
+  emit nodeSelected(node);
+}
+
+void Session::log(const QString& level, const QString& text) { emit message(level, text); }
+
+}  // namespace tsr::studio

@@ -1,0 +1,67 @@
+#pragma once
+// The state the panels share: the open project (an immutable snapshot), the graph at every pipeline stage,
+// the stage on screen and the selected node. Opening and compiling run on worker threads; the session tells
+// the panels through signals, on the UI thread.
+#include <memory>
+#include <vector>
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+
+#include "engine/inspect/graph_stages.h"
+#include "engine/inspect/project_snapshot.h"
+
+namespace tsr::studio {
+
+using ProjectPtr = std::shared_ptr<const inspect::ProjectSnapshot>;
+using StagesPtr = std::shared_ptr<const std::vector<inspect::Stage>>;
+
+class Session : public QObject {
+  Q_OBJECT
+ public:
+  explicit Session(QObject* parent = nullptr);
+  ~Session() override;
+
+  // Loads and traces the project off the UI thread; projectOpened or projectFailed follows.
+  void openProject(const QString& path);
+  bool busy() const;
+
+  ProjectPtr project() const { return m_project; }
+  StagesPtr stages() const { return m_stages; }
+  QString projectDir() const;
+  QString projectFile() const;
+  QString runsDbPath() const;
+
+  int currentStage() const { return m_stage; }
+  const inspect::Stage* stage() const;
+  void setCurrentStage(int index);
+
+  int selectedNode() const { return m_node; }
+  // Selects node `node` of the current stage (-1: none) and tells every panel.
+  void selectNode(int node);
+
+  // A line for the console: level is "info", "warning" or "error".
+  void log(const QString& level, const QString& text);
+
+ signals:
+  void projectOpening(const QString& path);
+  void projectOpened();
+  void projectFailed(const QString& message);
+  void stagesReady();
+  void stageChanged(int index);
+  void nodeSelected(int node);
+  void message(const QString& level, const QString& text);
+
+ private:
+  void compile();
+
+  ProjectPtr m_project;
+  StagesPtr m_stages;
+  int m_stage = 0;
+  int m_node = -1;
+  QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>* m_openWatcher;
+  QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>* m_compileWatcher;
+};
+
+}  // namespace tsr::studio
