@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QDockWidget>
 #include <QFileInfo>
 #include <QTimer>
 
@@ -38,10 +39,18 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
       if (!panel.isEmpty() && it.key() != panel) continue;
       QString file = panel.isEmpty() ? QDir(target).filePath(it.key() + ".png") : target;
       QWidget* widget = it.value();
-      // A docked panel may sit behind a tab: render it at a useful size on its own.
-      QSize size = widget->size();
-      if (!widget->isVisible() || size.width() < 200 || size.height() < 150) widget->resize(size.expandedTo(QSize(900, 600)));
-      if (!widget->grab().save(file)) {
+      // A docked panel may sit behind a tab or be small: float its dock at a readable size to render it.
+      auto* dock = qobject_cast<QDockWidget*>(widget->parentWidget());
+      if (dock) {
+        dock->setFloating(true);
+        dock->resize(1100, 680);
+        dock->show();
+        dock->raise();
+        QApplication::processEvents();
+      }
+      bool saved = widget->grab().save(file);
+      if (dock) dock->setFloating(false);
+      if (!saved) {
         std::fprintf(stderr, "tessera-studio: cannot write %s\n", qPrintable(file));
         status = 1;
       } else {
@@ -87,7 +96,7 @@ int main(int argc, char** argv) {
   }
   if (parser.isSet(shot)) {
     QString target = parser.value(shot);
-    if (!parser.isSet(panel)) QDir().mkpath(target);
+    QDir().mkpath(parser.isSet(panel) ? QFileInfo(target).absolutePath() : target);
     w.show();
     scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty());
   } else {
