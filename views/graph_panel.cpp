@@ -14,6 +14,7 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSplitter>
 #include <QStyleOptionGraphicsItem>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -49,6 +50,10 @@ class GraphBoxItem : public QGraphicsItem {
     m_fill = c;
     update();
   }
+  void setDiffColor(QColor c) {
+    m_diffColor = c;
+    update();
+  }
 
   QRectF boundingRect() const override { return QRectF(-2, -2, m_box.w + 4, m_box.h + 4); }
 
@@ -72,6 +77,7 @@ class GraphBoxItem : public QGraphicsItem {
         break;
     }
     if (m_fill.isValid() && !isExpandedGroup()) fill = m_fill;
+    if (m_diffColor.isValid()) fill = isExpandedGroup() ? QColor(m_diffColor.red(), m_diffColor.green(), m_diffColor.blue(), 60) : m_diffColor;
     QPen pen(border, 1);
     if (m_hit) pen = QPen(QColor(240, 150, 20), 3);
     if (isSelected()) pen = QPen(pal.color(QPalette::Highlight), 3);
@@ -109,6 +115,7 @@ class GraphBoxItem : public QGraphicsItem {
   std::function<void(GraphBoxItem*)> m_onDoubleClick;
   bool m_hit = false;
   QColor m_fill;
+  QColor m_diffColor;
 };
 
 namespace {
@@ -137,9 +144,10 @@ QColor heat(double t) {
 
 }  // namespace
 
-GraphPanel::GraphPanel(Session* session, QWidget* parent)
+GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
     : QWidget(parent),
       m_session(session),
+      m_secondary(secondary),
       m_stageBox(new QComboBox),
       m_search(new QLineEdit),
       m_searchInfo(new QLabel),
@@ -173,20 +181,55 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(bar);
-  layout->addWidget(m_view, 1);
-  layout->addWidget(m_status);
+  if (m_secondary) {
+    layout->addWidget(m_view, 1);
+  } else {
+    m_compareBox = new QComboBox;
+    m_compareBox->setToolTip(tr("Show another stage on the left, nodes coloured added / removed / changed"));
+    m_diffInfo = new QLabel;
+    bar->insertWidget(2, new QLabel(tr("vs")));
+    bar->insertWidget(3, m_compareBox, 1);
+    auto* split = new QSplitter(Qt::Horizontal);
+    m_other = new GraphPanel(session, nullptr, true);
+    m_other->setVisible(false);
+    split->addWidget(m_other);
+    split->addWidget(m_view);
+    layout->addWidget(split, 1);
+    connect(m_compareBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+      if (!m_syncing) setCompareStage(i - 1);
+    });
+    connect(m_other, &GraphPanel::pinnedStageChanged, this, [this](int i) {
+      QSignalBlocker block(m_compareBox);
+      m_compareBox->setCurrentIndex(i + 1);
+      updateDiff();
+    });
+  }
+  auto* foot = new QHBoxLayout;
+  foot->addWidget(m_status, 1);
+  if (m_diffInfo) foot->addWidget(m_diffInfo);
+  layout->addLayout(foot);
   m_searchTimer->setSingleShot(true);
   m_searchTimer->setInterval(250);
 
   connect(m_session, &Session::stagesReady, this, &GraphPanel::onStagesReady);
-  connect(m_session, &Session::stageChanged, this, &GraphPanel::onStageChanged);
-  connect(m_session, &Session::nodeSelected, this, &GraphPanel::onNodeSelected);
+  if (!m_secondary) {
+    connect(m_session, &Session::stageChanged, this, &GraphPanel::onStageChanged);
+    connect(m_session, &Session::nodeSelected, this, &GraphPanel::onNodeSelected);
+  }
   connect(m_session, &Session::projectOpening, this, [this] {
     m_expanded.clear();
     m_states.clear();
+    m_diff.clear();
+    m_diffResult.reset();
+    m_pinned = 0;
   });
   connect(m_stageBox, &QComboBox::currentIndexChanged, this, [this](int i) {
-    if (!m_syncing) m_session->setCurrentStage(i);
+    if (m_syncing) return;
+    if (m_secondary) {
+      setPinnedStage(i);
+    } else {
+      m_session->setCurrentStage(i);
+    }
   });
   connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
   connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
@@ -209,16 +252,92 @@ void GraphPanel::onStagesReady() {
   m_stageBox->clear();
   for (const auto& s : *m_stages)
     m_stageBox->addItem(QString("%1 — %2 nodes").arg(QString::fromStdString(s.name)).arg(s.graph->nodes().size()));
-  m_stageBox->setCurrentIndex(m_session->currentStage());
+  m_stageBox->setCurrentIndex(m_secondary ? m_pinned : m_session->currentStage());
+  if (m_compareBox) {
+    int keep = m_compareBox->currentIndex();
+    m_compareBox->clear();
+    m_compareBox->addItem(tr("(no comparison)"));
+    for (const auto& s : *m_stages) m_compareBox->addItem(QString::fromStdString(s.name));
+    m_compareBox->setCurrentIndex(keep > 0 && keep < m_compareBox->count() ? keep : 0);
+  }
   m_syncing = false;
+  if (m_secondary) {
+    if (m_pinned >= static_cast<int>(m_stages->size())) m_pinned = 0;
+    if (!isHidden() || m_layout) startLayout();
+    return;
+  }
   onStageChanged();
+  updateDiff();
+}
+
+const inspect::Stage* GraphPanel::currentStage() const {
+  if (!m_secondary) return m_session->stage();
+  if (!m_stages || m_pinned < 0 || m_pinned >= static_cast<int>(m_stages->size())) return nullptr;
+  return &(*m_stages)[static_cast<size_t>(m_pinned)];
+}
+
+void GraphPanel::setPinnedStage(int index) {
+  m_pinned = index;
+  {
+    QSignalBlocker block(m_stageBox);
+    m_stageBox->setCurrentIndex(index);
+  }
+  startLayout();
+  emit pinnedStageChanged(index);
+}
+
+void GraphPanel::setCompareStage(int index) {
+  if (!m_other) return;
+  if (index < 0) {
+    m_other->setVisible(false);
+    QSignalBlocker block(m_compareBox);
+    m_compareBox->setCurrentIndex(0);
+    updateDiff();
+    return;
+  }
+  m_other->m_stages = m_session->stages();
+  m_other->m_expanded = m_expanded;
+  bool wasHidden = m_other->isHidden();
+  m_other->setVisible(true);
+  if (auto* split = qobject_cast<QSplitter*>(m_other->parentWidget()); split && wasHidden) {
+    int half = std::max(200, split->width() / 2);
+    split->setSizes({half, half});
+  }
+  m_other->setPinnedStage(index);
+}
+
+int GraphPanel::compareStage() const { return m_other && !m_other->isHidden() ? m_other->m_pinned : -1; }
+
+void GraphPanel::updateDiff() {
+  if (!m_other) return;
+  const inspect::Stage* right = currentStage();
+  const inspect::Stage* left = m_other->currentStage();
+  if (m_other->isHidden() || !left || !right) {
+    m_diffResult.reset();
+    setDiff({});
+    m_other->setDiff({});
+    m_diffInfo->clear();
+    return;
+  }
+  m_diffResult = inspect::diffStages(*left, *right);
+  setDiff(m_diffResult->b);
+  m_other->setDiff(m_diffResult->a);
+  m_diffInfo->setText(tr("<span style=\"color:#2a9d3a\">+%1 added</span> · <span style=\"color:#d04040\">−%2 removed</span> · "
+                         "<span style=\"color:#d08a20\">%3 changed</span> · %4 same")
+                          .arg(m_diffResult->added).arg(m_diffResult->removed).arg(m_diffResult->changed).arg(m_diffResult->same));
+}
+
+void GraphPanel::setDiff(std::vector<inspect::DiffStatus> statuses) {
+  m_diff = std::move(statuses);
+  applyDecorations();
 }
 
 void GraphPanel::onStageChanged() {
   m_syncing = true;
   m_stageBox->setCurrentIndex(m_session->currentStage());
   m_syncing = false;
-  if (m_session->stage()) startLayout();
+  if (currentStage()) startLayout();
+  updateDiff();
 }
 
 GraphPanel::StageState& GraphPanel::stateFor(const inspect::Stage& stage) {
@@ -233,13 +352,14 @@ GraphPanel::StageState& GraphPanel::stateFor(const inspect::Stage& stage) {
 }
 
 void GraphPanel::startLayout() {
-  const inspect::Stage* stage = m_session->stage();
+  const inspect::Stage* stage = currentStage();
   if (!stage) return;
   if (m_watcher->isRunning()) {
     m_relayout = true;
     return;
   }
   StageState& st = stateFor(*stage);
+  m_busy = true;
   m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
   m_progress->setRange(0, 0);
   m_progress->setVisible(true);
@@ -272,6 +392,7 @@ void GraphPanel::onLayoutDone() {
   m_cancel->setVisible(false);
   LayoutResult r = m_watcher->result();
   m_layoutSeconds = static_cast<double>(m_clock.nsecsElapsed()) / 1e9;
+  m_busy = false;
   if (m_relayout) {
     m_relayout = false;
     startLayout();
@@ -336,7 +457,7 @@ void GraphPanel::buildScene() {
 
 void GraphPanel::applyDecorations() {
   if (!m_layout) return;
-  const inspect::Stage* stage = m_session->stage();
+  const inspect::Stage* stage = currentStage();
   if (!stage || stage->graph.get() != m_layoutGraph) return;
   StageState& st = stateFor(*stage);
   QSet<int> hitSet(m_hits.begin(), m_hits.end());
@@ -374,6 +495,29 @@ void GraphPanel::applyDecorations() {
   }
   for (GraphBoxItem* item : std::as_const(m_items))
     item->setFill(overlay > 0 && costs.contains(item) && maxLog > 0 ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
+  // Comparison: the worst status of what a box holds (a group: any of its nodes).
+  bool diffing = m_diff.size() == stage->graph->nodes().size();
+  std::vector<int> groupWorst;
+  if (diffing) {
+    groupWorst.assign(st.tree->groups().size(), 0);
+    for (size_t n = 0; n < m_diff.size(); ++n) {
+      int w = m_diff[n] == inspect::DiffStatus::Only ? 2 : m_diff[n] == inspect::DiffStatus::Changed ? 1 : 0;
+      for (int g = st.tree->groupOfNode(static_cast<int>(n)); g >= 0 && w > 0; g = st.tree->group(g).parent)
+        groupWorst[static_cast<size_t>(g)] = std::max(groupWorst[static_cast<size_t>(g)], w);
+    }
+  }
+  QColor only = m_secondary ? QColor(240, 160, 160) : QColor(160, 220, 160);
+  QColor changed(245, 200, 120);
+  for (GraphBoxItem* item : std::as_const(m_items)) {
+    const auto& it = item->box().item;
+    int w = 0;
+    if (diffing && it.kind == inspect::LevelItem::Kind::Node) {
+      w = m_diff[static_cast<size_t>(it.node)] == inspect::DiffStatus::Only ? 2 : m_diff[static_cast<size_t>(it.node)] == inspect::DiffStatus::Changed ? 1 : 0;
+    } else if (diffing && it.kind == inspect::LevelItem::Kind::Group) {
+      w = groupWorst[static_cast<size_t>(it.group)];
+    }
+    item->setDiffColor(w == 2 ? only : w == 1 ? changed : QColor());
+  }
 }
 
 void GraphPanel::setExpanded(const QString& path, bool expanded) {
@@ -386,10 +530,11 @@ void GraphPanel::setExpanded(const QString& path, bool expanded) {
     m_expanded.erase(p);
   }
   startLayout();
+  if (m_other && !m_other->isHidden()) m_other->setExpanded(path, expanded);
 }
 
 void GraphPanel::expandAll(bool expanded) {
-  const inspect::Stage* stage = m_session->stage();
+  const inspect::Stage* stage = currentStage();
   if (!stage) return;
   StageState& st = stateFor(*stage);
   if (expanded) {
@@ -403,7 +548,7 @@ void GraphPanel::expandAll(bool expanded) {
 void GraphPanel::search(const QString& pattern) {
   m_hits.clear();
   m_searchError.clear();
-  const inspect::Stage* stage = m_session->stage();
+  const inspect::Stage* stage = currentStage();
   if (stage && !pattern.isEmpty()) {
     auto r = inspect::searchNodes(*stage, pattern.toStdString());
     if (r.ok()) {
@@ -431,7 +576,7 @@ void GraphPanel::fitToView() { m_view->fitInView(m_scene->sceneRect(), Qt::KeepA
 
 void GraphPanel::onNodeSelected(int node) {
   if (m_syncing || !m_layout) return;
-  const inspect::Stage* stage = m_session->stage();
+  const inspect::Stage* stage = currentStage();
   if (!stage || stage->graph.get() != m_layoutGraph) return;
   m_syncing = true;
   m_scene->clearSelection();
@@ -453,7 +598,7 @@ void GraphPanel::onNodeSelected(int node) {
 }
 
 void GraphPanel::onSceneSelection() {
-  if (m_syncing) return;
+  if (m_syncing || m_secondary) return;
   const auto sel = m_scene->selectedItems();
   if (sel.size() != 1) return;
   auto* item = static_cast<GraphBoxItem*>(sel.front());
@@ -486,7 +631,7 @@ int GraphPanel::visibleNodeCount() const {
   return n;
 }
 
-bool GraphPanel::layoutRunning() const { return m_watcher->isRunning(); }
+bool GraphPanel::layoutRunning() const { return m_busy || m_watcher->isRunning(); }
 
 QStringList GraphPanel::lastLaidOut() const {
   QStringList out;

@@ -15,6 +15,7 @@
 #include <QWidget>
 
 #include "engine/inspect/graph_layout.h"
+#include "engine/inspect/stage_diff.h"
 #include "views/session.h"
 
 class QComboBox;
@@ -33,7 +34,9 @@ class GraphBoxItem;
 class GraphPanel : public QWidget {
   Q_OBJECT
  public:
-  explicit GraphPanel(Session* session, QWidget* parent = nullptr);
+  // A secondary panel shows a stage of its own choosing (the left side of a comparison) and leaves the
+  // session's stage and selection alone.
+  explicit GraphPanel(Session* session, QWidget* parent = nullptr, bool secondary = false);
   ~GraphPanel() override;
 
   // What is on screen, for the shell and the tests.
@@ -46,6 +49,13 @@ class GraphPanel : public QWidget {
   QVector<int> searchHits() const { return m_hits; }
   QString searchError() const { return m_searchError; }
 
+  // Side by side: the stage shown on the left (-1: no comparison); nodes are coloured added / removed / changed.
+  void setCompareStage(int index);
+  int compareStage() const;
+  GraphPanel* comparePanel() const { return m_other; }
+  const inspect::StageDiff* diff() const { return m_diffResult ? &*m_diffResult : nullptr; }
+  const inspect::Stage* currentStage() const;
+
   void setExpanded(const QString& path, bool expanded);
   void expandAll(bool expanded);
   void search(const QString& pattern);
@@ -54,6 +64,7 @@ class GraphPanel : public QWidget {
 
  signals:
   void layoutFinished();
+  void pinnedStageChanged(int index);
   void searchFinished(int hits);
 
  private:
@@ -73,8 +84,18 @@ class GraphPanel : public QWidget {
   void applyDecorations();
   void onNodeSelected(int node);
   void onSceneSelection();
+  void setPinnedStage(int index);
+  void setDiff(std::vector<inspect::DiffStatus> statuses);
+  void updateDiff();
 
   Session* m_session;
+  bool m_secondary;
+  int m_pinned = 0;
+  GraphPanel* m_other = nullptr;
+  QComboBox* m_compareBox = nullptr;
+  QLabel* m_diffInfo = nullptr;
+  std::vector<inspect::DiffStatus> m_diff;
+  std::optional<inspect::StageDiff> m_diffResult;
   QComboBox* m_stageBox;
   QLineEdit* m_search;
   QLabel* m_searchInfo;
@@ -92,6 +113,7 @@ class GraphPanel : public QWidget {
   std::shared_ptr<std::atomic<bool>> m_cancelFlag;
   QFutureWatcher<LayoutResult>* m_watcher;
   bool m_relayout = false;
+  bool m_busy = false;  // from startLayout until its result is on screen
   QElapsedTimer m_clock;
   double m_layoutSeconds = 0;
   std::optional<inspect::ViewLayout> m_layout;

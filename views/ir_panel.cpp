@@ -1,5 +1,6 @@
 #include "views/ir_panel.h"
 
+#include <QEvent>
 #include <QFontDatabase>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -73,6 +74,11 @@ IrPanel::IrPanel(Session* session, QWidget* parent)
   connect(m_session, &Session::stagesReady, this, &IrPanel::showStage);
   connect(m_session, &Session::nodeSelected, this, &IrPanel::onNodeSelected);
   connect(m_text, &QPlainTextEdit::cursorPositionChanged, this, &IrPanel::onCursorMoved);
+}
+
+void IrPanel::changeEvent(QEvent* e) {
+  QWidget::changeEvent(e);
+  if (e->type() == QEvent::PaletteChange) m_highlighter->setDark(palette().color(QPalette::Window).lightness() < 128);
 }
 
 void IrPanel::showStage() {

@@ -35,6 +35,9 @@ class IrPanel : public QWidget {
   // Selects the node on `line` as a click there would.
   void activateLine(int line);
 
+ protected:
+  void changeEvent(QEvent* e) override;
+
  private:
   void showStage();
   void onNodeSelected(int node);

@@ -5,6 +5,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
+#include <QEvent>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -156,7 +157,14 @@ void MetricsPanel::poll() {
   if (changed || m_curves.size() != static_cast<size_t>(shownRuns().size())) render();
 }
 
+void MetricsPanel::changeEvent(QEvent* e) {
+  QWidget::changeEvent(e);
+  if (e->type() == QEvent::PaletteChange) render();
+}
+
 void MetricsPanel::render() {
+  QChart::ChartTheme theme = palette().color(QPalette::Window).lightness() < 128 ? QChart::ChartThemeDark : QChart::ChartThemeLight;
+  if (m_chart->theme() != theme) m_chart->setTheme(theme);
   m_chart->removeAllSeries();
   for (QAbstractAxis* a : m_chart->axes()) {
     m_chart->removeAxis(a);

@@ -47,6 +47,9 @@ class MetricsPanel : public QWidget {
  signals:
   void updated();
 
+ protected:
+  void changeEvent(QEvent* e) override;
+
  private:
   void render();
 

@@ -1,4 +1,4 @@
-// tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark]
+// tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark] [--stage N] [--compare N]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
 #include <QApplication>
@@ -83,13 +83,27 @@ int main(int argc, char** argv) {
   QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, window", "NAME");
   QCommandLineOption theme("theme", "light or dark (default: the last used)", "NAME");
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
-  parser.addOptions({shot, panel, theme, select});
+  QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");
+  QCommandLineOption compare("compare", "Show this stage side by side with the current one", "N");
+  parser.addOptions({shot, panel, theme, select, stage, compare});
   parser.process(app);
 
   MainWindow w;
   if (parser.isSet(theme)) w.setTheme(parser.value(theme));
   QString project = parser.positionalArguments().value(0);
   if (!project.isEmpty()) w.openProject(project);
+  if (parser.isSet(stage) || parser.isSet(compare)) {
+    // Once the pipeline has run (the second stagesReady: the first carries the traced graph alone).
+    QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, &parser, stage, compare] {
+      int n = static_cast<int>(w.session()->stages()->size());
+      if (n < 2) return;
+      if (parser.isSet(stage)) {
+        int s = parser.value(stage).toInt();
+        w.session()->setCurrentStage(s < 0 ? n + s : s);
+      }
+      if (parser.isSet(compare)) w.graphPanel()->setCompareStage(parser.value(compare).toInt());
+    });
+  }
   if (parser.isSet(select)) {
     int node = parser.value(select).toInt();
     QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, node] { w.session()->selectNode(node); });

@@ -316,6 +316,8 @@ void MainWindow::setTheme(const QString& name) {
     pal.setColor(QPalette::ToolTipText, QColor(220, 223, 228));
     pal.setColor(QPalette::PlaceholderText, QColor(130, 135, 145));
     pal.setColor(QPalette::Link, QColor(110, 170, 255));
+    for (auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+      pal.setColor(QPalette::Disabled, role, QColor(110, 115, 125));
   } else {
     pal = qApp->style()->standardPalette();
     pal.setColor(QPalette::Highlight, QColor(48, 112, 200));

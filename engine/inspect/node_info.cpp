@@ -28,10 +28,6 @@ std::string opName(const ir::Graph& g, ir::NodeId node) {
   return ir::coreOpName(n.op);
 }
 
-namespace {
-
-// The attribute text of a printed node line: from " {" after the operand list to the matching "}"; a
-// nested body is elided.
 std::string attrsOfLine(std::string_view line) {
   size_t close = line.find(')');
   if (close == std::string_view::npos) return "";
@@ -56,6 +52,8 @@ std::string attrsOfLine(std::string_view line) {
   if (depth > 0) out += '}';
   return out;
 }
+
+namespace {
 
 std::string lineOf(const std::string& text, int line) {
   size_t pos = 0;

@@ -36,6 +36,10 @@ struct NodeInfo {
 
 NodeInfo describeNode(const Stage& stage, ir::NodeId node);
 
+// The attribute text of a printed node line: from " {" after the operand list to the matching "}"; a nested
+// body is elided ("body={...}").
+std::string attrsOfLine(std::string_view line);
+
 // The cost of every node from its op's rule (zero for ops without one), by node id.
 std::vector<ir::Cost> nodeCosts(const ir::Graph& g);
 

@@ -11,6 +11,7 @@
 #include "engine/inspect/project_edit.h"
 #include "engine/inspect/project_snapshot.h"
 #include "engine/inspect/runs_reader.h"
+#include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
@@ -134,6 +135,28 @@ class TestInspect : public QObject {
     QCOMPARE((*stages)[0].name, std::string("traced"));
     QVERIFY(stages->back().graph->nodes().size() < m_mini->traced->nodes().size());
     for (const auto& s : *stages) QCOMPARE(s.nodeLines.size(), s.graph->nodes().size());
+  }
+
+  void stageDiffMatchesNodes() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    const inspect::Stage& first = stages->front();
+    const inspect::Stage& last = stages->back();
+    inspect::StageDiff self = inspect::diffStages(first, first);
+    QCOMPARE(self.same, static_cast<int>(first.graph->nodes().size()));
+    QCOMPARE(self.added + self.removed + self.changed, 0);
+    inspect::StageDiff d = inspect::diffStages(first, last);
+    QCOMPARE(d.same + d.changed + d.removed, static_cast<int>(first.graph->nodes().size()));
+    QCOMPARE(d.same + d.changed + d.added, static_cast<int>(last.graph->nodes().size()));
+    QVERIFY(d.removed > 0);
+    // A matched pair has the same op and module path.
+    for (size_t i = 0; i < d.matchOfA.size(); ++i) {
+      if (d.matchOfA[i] < 0) continue;
+      const auto& na = first.graph->nodes()[i];
+      const auto& nb = last.graph->nodes()[static_cast<size_t>(d.matchOfA[i])];
+      QCOMPARE(na.op, nb.op);
+      QCOMPARE(na.prov.modulePath, nb.prov.modulePath);
+    }
   }
 
   void expandingABlockLaysOutOnlyThatBlock() {

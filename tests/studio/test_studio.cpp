@@ -139,6 +139,28 @@ class TestStudio : public QObject {
     QVERIFY(w.graphPanel()->searchHits().isEmpty());
   }
 
+  void stagesSideBySide() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    int last = static_cast<int>(w.session()->stages()->size()) - 1;
+    w.session()->setCurrentStage(last);
+    QVERIFY(waitLayout(w.graphPanel()));
+    w.graphPanel()->setCompareStage(0);
+    GraphPanel* left = w.graphPanel()->comparePanel();
+    QVERIFY(!left->isHidden());
+    QVERIFY(waitLayout(left));
+    QCOMPARE(left->currentStage(), &w.session()->stages()->front());
+    const inspect::StageDiff* d = w.graphPanel()->diff();
+    QVERIFY(d);
+    int before = static_cast<int>(w.session()->stages()->front().graph->nodes().size());
+    int after = static_cast<int>(w.session()->stages()->back().graph->nodes().size());
+    QCOMPARE(d->removed - d->added, before - after);
+    QVERIFY(!left->visibleGroups().isEmpty());
+    w.graphPanel()->setCompareStage(-1);
+    QVERIFY(left->isHidden());
+    QVERIFY(!w.graphPanel()->diff());
+  }
+
   void selectionIsSyncedAcrossPanels() {
     MainWindow w;
     QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
