@@ -1,12 +1,18 @@
 #include "app/cli/compile_command.h"
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
 #include <iostream>
 #include <sstream>
 
 #include "app/cli/examples.h"
 #include "engine/ops/registry.h"
+#include "engine/backends/cpu/executable.h"
 #include "engine/passes/dump.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
@@ -21,6 +27,7 @@ struct CompileArgs {
   int64_t batch = 8;
   std::string irFile;
   std::string dumpDir;
+  bool quiet = false;
 };
 
 Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
@@ -51,7 +58,7 @@ int runCompile(const CompileArgs& a) {
   }
   passes::PipelineOptions options;
   options.verify = true;
-  passes::PassManager pm = passes::standardPipeline(options);
+  passes::PassManager pm = passes::compilerPipeline(options);
   passes::PassContext ctx(reg);
   ir::Graph out;
   passes::PipelineReport report;
@@ -72,8 +79,31 @@ int runCompile(const CompileArgs& a) {
     }
     report = std::move(r).value();
   }
-  std::cout << ir::print(out, reg) << "\n" << report.toText();
-  if (!a.dumpDir.empty()) std::cout << "wrote every pass's graph, timings.json and decisions.txt to " << a.dumpDir << "\n";
+  // The backend: kernels, buffer assignment (liveness-based reuse) and launch order.
+  const passes::FusionPlan* plan = ctx.fusionPlan().get();
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = plan ? cpu::Executable::compile(out, reg, *plan, {}) : Result<std::unique_ptr<cpu::Executable>>(makeError("no fusion plan"));
+  double backendSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!exe.ok()) {
+    std::cerr << "tessera compile: " << exe.error().message << "\n";
+    return 1;
+  }
+  if (a.quiet) std::cout << report.toText();
+  else std::cout << ir::print(out, reg) << "\n" << report.toText();
+  const auto& mem = (*exe)->memory();
+  int fused = 0;
+  for (const auto& gr : plan->groups) fused += gr.nodes.size() > 1;
+  std::cout << fmt::format("backend: {} kernels ({} fused), arena {:.1f} MiB for {} intermediates ({:.1f} MiB "
+                           "without reuse), {:.1f} ms\n",
+                           (*exe)->kernels().size(), fused, mem.arenaBytes / 1048576.0, mem.numIntermediates,
+                           mem.intermediateBytes / 1048576.0, backendSeconds * 1e3);
+  std::cout << fmt::format("compile total: {:.3f} s (passes {:.3f} s, backend {:.3f} s)\n",
+                           report.totalSeconds + backendSeconds, report.totalSeconds, backendSeconds);
+  if (!a.dumpDir.empty()) {
+    std::ofstream k(std::filesystem::path(a.dumpDir) / "kernels.txt");
+    k << (*exe)->describe();
+    std::cout << "wrote every pass's graph (.tir, .dot), timings.json, decisions.txt and kernels.txt to " << a.dumpDir << "\n";
+  }
   return 0;
 }
 
@@ -86,6 +116,7 @@ std::function<int()> addCompileCommand(CLI::App& app) {
   cmd->add_option("--example", args->example, "Example: mlp, mlp12, mlp12-scan")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--ir", args->irFile, "Compile an IR text file instead of an example");
+  cmd->add_flag("--quiet", args->quiet, "Print the pass table and the kernel summary, not the graph");
   cmd->add_option("--dump", args->dumpDir, "Write the graph after every pass (.tir, .dot), timings.json, decisions.txt");
   return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
 }

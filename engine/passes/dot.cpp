@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/passes/fusion.h"
 #include "engine/passes/rewrite.h"
 
 namespace tsr::passes {
@@ -110,14 +111,37 @@ std::string toDot(const ir::Graph& g, const ir::OpRegistry& reg, const DotOption
                        quoted(fmt::format("%{}: {}", number[static_cast<size_t>(v)], g.aval(v).toString())));
   }
   Cluster root;
+  const FusionPlan* plan = options.fusion;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const ir::Node& n = g.nodes()[i];
-    std::string line = fmt::format("n{} [fillcolor=\"{}\", label={}];", i, fillColor(reg, n.op),
-                                   quoted(nodeLabel(g, reg, n, number, options)));
+    bool readThrough = plan && plan->groupOfNode[i] < 0;
+    std::string line = fmt::format("n{} [fillcolor=\"{}\", label={}{}];", i, fillColor(reg, n.op),
+                                   quoted(nodeLabel(g, reg, n, number, options)),
+                                   readThrough ? ", style=\"rounded,filled,dashed\"" : "");
+    if (plan) {
+      int gi = plan->groupOfNode[i];
+      if (gi >= 0 && plan->groups[static_cast<size_t>(gi)].nodes.size() > 1) continue;  // in its kernel's cluster
+      root.lines.push_back(std::move(line));
+      continue;
+    }
     (options.clusters ? root.at(n.prov.modulePath) : root).lines.push_back(std::move(line));
   }
   int counter = 0;
   root.write(out, counter, "  ");
+  if (plan) {
+    for (const auto& gr : plan->groups) {
+      if (gr.nodes.size() < 2) continue;
+      out += fmt::format("  subgraph cluster_{} {{\n    label={}; style=\"rounded,filled\"; fillcolor=\"#f4f4fb\"; "
+                         "color=\"#5b5bd6\";\n",
+                         counter++, quoted(fmt::format("{} ({})", gr.name, groupKindName(gr.kind))));
+      for (ir::NodeId m : gr.nodes) {
+        const ir::Node& n = g.nodes()[static_cast<size_t>(m)];
+        out += fmt::format("    n{} [fillcolor=\"{}\", label={}];\n", m, fillColor(reg, n.op),
+                           quoted(nodeLabel(g, reg, n, number, options)));
+      }
+      out += "  }\n";
+    }
+  }
   for (size_t i = 0; i < g.outputs().size(); ++i)
     out += fmt::format("  out{} [shape=ellipse, fillcolor=\"#ffffff\", label={}];\n", i,
                        quoted(fmt::format("output {}: {}", i, g.aval(g.outputs()[i]).toString())));

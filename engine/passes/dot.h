@@ -9,9 +9,14 @@
 
 namespace tsr::passes {
 
+struct FusionPlan;
+
 struct DotOptions {
   bool clusters = true;      // group by module path
   bool showLiterals = true;  // a scalar constant shows its value
+  // When given, nodes are grouped into one cluster per fused kernel (labelled with its name and kind), and
+  // views that kernels read through are drawn dashed.
+  const FusionPlan* fusion = nullptr;
 };
 
 std::string toDot(const ir::Graph& g, const ir::OpRegistry& reg, const DotOptions& options = {});

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/passes/dot.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 
 namespace tsr::passes {
@@ -32,9 +33,14 @@ std::string fileStem(int step, std::string_view pass) {
 }
 
 Status writeGraph(const fs::path& dir, const std::string& stem, const ir::Graph& g, const std::string& text,
-                  const ir::OpRegistry& reg) {
+                  const ir::OpRegistry& reg, const FusionPlan* plan = nullptr) {
   TSR_TRY(writeFile(dir / (stem + ".tir"), text));
-  return writeFile(dir / (stem + ".dot"), toDot(g, reg));
+  DotOptions o;
+  o.fusion = plan;
+  TSR_TRY(writeFile(dir / (stem + ".dot"), toDot(g, reg, o)));
+  // After fusion: the kernels, one per line, with their members, inputs, outputs and why they formed.
+  if (plan) TSR_TRY(writeFile(dir / (stem + ".kernels.txt"), plan->describe(g, reg)));
+  return {};
 }
 
 }  // namespace
@@ -53,7 +59,8 @@ Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, Pass
   pm.options().onStep = [&](int step, const PassStep& s) {
     if (saved.onStep) saved.onStep(step, s);
     if (writeError) return;
-    auto st = writeGraph(root, fileStem(step + 1, s.pass), *s.after.graph, s.after.text, reg);
+    const FusionPlan* plan = s.pass == "fusion" ? ctx.fusionPlan().get() : nullptr;
+    auto st = writeGraph(root, fileStem(step + 1, s.pass), *s.after.graph, s.after.text, reg, plan);
     if (!st.ok()) writeError = st.takeError();
   };
   DumpResult result{g, {}};
@@ -72,7 +79,7 @@ Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, Pass
 Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, const ir::OpRegistry& reg) {
   PipelineOptions options;
   options.verify = true;
-  PassManager pm = standardPipeline(options);
+  PassManager pm = compilerPipeline(options);
   PassContext ctx(reg);
   return dumpPipeline(g, dir, pm, ctx);
 }

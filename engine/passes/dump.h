@@ -4,7 +4,8 @@
 //   NN_<pass>.tir, NN_<pass>.dot    the graph after step NN (1-based, in pipeline order)
 //   timings.json                    PipelineReport::toJson(): per-step pass, time, changed, node counts
 //   pipeline.txt                    the same as a table
-//   decisions.txt                   the decision log, one decision per line
+//   NN_fusion.kernels.txt           after the fusion pass: one line per kernel (the .dot draws kernels as clusters)
+//   decisions.txt                   the decision log, one decision per line (fusion's reasons included)
 // Step files are written as the steps finish, so a pipeline that fails leaves the steps before the failure.
 #include <string>
 
@@ -19,7 +20,7 @@ struct DumpResult {
 
 // Runs pm on a copy of g with snapshots on; pm's options are restored afterwards.
 Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, PassManager& pm, PassContext& ctx);
-// The standard pipeline (pipeline.h) with verification on.
+// The compiler pipeline (pipeline.h: cleanup, then fusion) with verification on.
 Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, const ir::OpRegistry& reg);
 
 }  // namespace tsr::passes

@@ -15,6 +15,8 @@
 
 namespace tsr::passes {
 
+struct FusionPlan;
+
 // Tunables the passes read. Pipeline-level settings (verify, snapshots) live in PipelineOptions.
 struct PassOptions {
   // Constant folding evaluates a node only when its result (and each constant operand it materialises) is at
@@ -84,6 +86,10 @@ class PassContext {
   void enterRegion(ir::NodeId n) { m_region.push_back(n); }
   void exitRegion() { m_region.pop_back(); }
 
+  // The fusion pass leaves its kernel plan here for the code generator and the tools.
+  void setFusionPlan(std::shared_ptr<const FusionPlan> plan) { m_fusionPlan = std::move(plan); }
+  const std::shared_ptr<const FusionPlan>& fusionPlan() const { return m_fusionPlan; }
+
  private:
   const ir::OpRegistry& m_reg;
   PassOptions m_options;
@@ -91,6 +97,7 @@ class PassContext {
   std::string m_pass;
   int m_step = -1;
   std::vector<ir::NodeId> m_region;
+  std::shared_ptr<const FusionPlan> m_fusionPlan;
 };
 
 class Pass {

@@ -3,6 +3,7 @@
 #include "engine/passes/constant_folding.h"
 #include "engine/passes/cse.h"
 #include "engine/passes/dce.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/simplify.h"
 
 namespace tsr::passes {
@@ -15,6 +16,12 @@ PassManager standardPipeline(PipelineOptions options) {
   cleanup.push_back(std::make_unique<CommonSubexpressionElimination>());
   cleanup.push_back(std::make_unique<DeadCodeElimination>());
   pm.addFixedPoint("cleanup", std::move(cleanup), 8);
+  return pm;
+}
+
+PassManager compilerPipeline(PipelineOptions options) {
+  PassManager pm = standardPipeline(std::move(options));
+  pm.add<Fusion>();
   return pm;
 }
 

@@ -1,11 +1,14 @@
 #pragma once
-// The standard compile pipeline, by name, so the CLI, jit and the IDE run the same passes:
-//   cleanup = fixpoint(simplify, constant_folding, cse, dce)   at most 8 rounds
-// Fusion, buffer assignment and scheduling will follow the cleanup group.
+// The compile pipelines, by name, so the CLI, jit and the IDE run the same passes:
+//   standard = cleanup: fixpoint(simplify, constant_folding, cse, dce), at most 8 rounds
+//   compiler = standard, then fusion (the kernel plan, left in the PassContext)
+// Buffer assignment and scheduling follow in the backend (engine/backends/cpu/executable.h), which compiles
+// the fused plan into kernel launches over planned memory.
 #include "engine/passes/pass.h"
 
 namespace tsr::passes {
 
 PassManager standardPipeline(PipelineOptions options = {});
+PassManager compilerPipeline(PipelineOptions options = {});
 
 }  // namespace tsr::passes

@@ -66,12 +66,17 @@ BlockCache& blockCache() {
 Buffer::~Buffer() { blockCache().give(m_data, m_capacity); }
 
 Result<std::shared_ptr<Buffer>> Buffer::allocate(int64_t bytes) {
+  TSR_ASSIGN(std::shared_ptr<Buffer> b, allocateUninitialized(bytes));
+  std::memset(b->data(), 0, static_cast<size_t>(bytes));
+  return b;
+}
+
+Result<std::shared_ptr<Buffer>> Buffer::allocateUninitialized(int64_t bytes) {
   if (bytes < 0) return makeError("cannot allocate a buffer of {} bytes", bytes);
   if (static_cast<uint64_t>(bytes) > (uint64_t(1) << 62)) return makeError("cannot allocate {} bytes", bytes);
   size_t capacity = BlockCache::classSize(static_cast<size_t>(bytes));
   void* p = blockCache().take(capacity);
   if (!p) return makeError("out of memory allocating {} bytes ({:.1f} MiB)", bytes, bytes / 1048576.0);
-  std::memset(p, 0, static_cast<size_t>(bytes));
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, capacity));
 }
 

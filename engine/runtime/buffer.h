@@ -20,6 +20,8 @@ class Buffer {
 
   // Zero-filled. Fails (with a message naming the size) when memory runs out.
   static Result<std::shared_ptr<Buffer>> allocate(int64_t bytes);
+  // Contents undefined: for results that a kernel writes in full.
+  static Result<std::shared_ptr<Buffer>> allocateUninitialized(int64_t bytes);
 
   void* data() { return m_data; }
   const void* data() const { return m_data; }

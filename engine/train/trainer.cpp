@@ -29,6 +29,8 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
                            {"lr", Tree(m_lr(step))}});
       },
       "train_step");
+  // The parameters and optimizer state are updated in place (step() hands them over).
+  m_step->setDonatedArgs({"params", "opt"});
   m_eval = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         nn::Context ctx;
@@ -55,7 +57,20 @@ Tree Trainer::stepArgs(const TrainState& state, const Batch& batch) const {
 
 Result<StepMetrics> Trainer::step(TrainState& state, const Batch& batch) {
   auto t0 = std::chrono::steady_clock::now();
-  TSR_ASSIGN(Tree out, m_step->call(stepArgs(state, batch)));
+  // The state moves into the arguments so that its buffers can be donated; on failure it moves back.
+  Tree args = Tree::dict({{"params", std::move(state.params)},
+                          {"opt", std::move(state.optState)},
+                          {"inputs", Tree(batch.inputs)},
+                          {"targets", Tree(batch.targets)},
+                          {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
+  auto result = m_step->call(args);
+  if (!result.ok()) {
+    state.params = *args.find("params");
+    state.optState = *args.find("opt");
+    return result.error();
+  }
+  args = Tree();
+  Tree out = std::move(*result);
   StepMetrics m;
   m.loss = out.find("loss")->leaf().item();
   m.gradNorm = out.find("grad_norm")->leaf().item();

@@ -67,6 +67,8 @@ class Array {
   bool isTracer() const { return m_impl && m_impl->trace != nullptr; }
   const runtime::BufferPtr& buffer() const { return m_impl->buffer; }
   ArrayImpl* impl() const { return m_impl.get(); }
+  // How many Array handles share this array (jit's donation checks that the caller gave up its own).
+  long useCount() const { return m_impl.use_count(); }
 
   // Host access to concrete values (a tracer raises: its value is not known while tracing).
   std::vector<double> toDoubles() const;

@@ -9,6 +9,8 @@
 #include "engine/runtime/debug_nans.h"
 #include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
+#include "engine/backends/cpu/executable.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 
 namespace tsr {
@@ -36,6 +38,14 @@ void logCompileLine(const std::string& line) {
 std::string describeArg(const std::vector<std::string>& paths, size_t i) {
   if (i < paths.size() && !paths[i].empty()) return fmt::format("argument {} ('{}')", i, paths[i]);
   return fmt::format("argument {}", i);
+}
+
+bool interpretByDefault() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_EXECUTOR");
+    return v && std::string(v) == "interpreter";
+  }();
+  return on;
 }
 
 }  // namespace
@@ -138,20 +148,58 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     passes::PassContext ctx(ops::registry());
     auto report = pm.run(cg.graph, ctx);
     if (!report.ok()) return Error{fmt::format("{}: {}", m_name, report.error().message)};
+    // Fusion, memory planning and the CPU executable.
+    std::vector<bool> donatable(cg.graph.inputs().size(), false);
+    for (size_t i = 0; i < paths.size() && i < donatable.size(); ++i)
+      for (const auto& d : m_donated)
+        donatable[i] = donatable[i] || paths[i] == d || paths[i].rfind(d + ".", 0) == 0;
+    std::shared_ptr<cpu::Executable> exe;
+    if (!m_interpret && !interpretByDefault()) {
+      auto plan = passes::planFusion(cg.graph, ops::registry());
+      if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
+      cpu::CompileOptions co;
+      co.name = m_name;
+      co.donatable = donatable;
+      auto compiled = cpu::Executable::compile(cg.graph, ops::registry(), *plan, co);
+      if (!compiled.ok()) return Error{fmt::format("{}: {}", m_name, compiled.error().message)};
+      exe = std::move(*compiled);
+    }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m_stats.compileSeconds += secs;
     if (logCompiles()) {
       std::string sig;
       for (size_t i = 0; i < key.avals.size(); ++i) sig += (i ? ", " : "") + key.avals[i].toString();
       logCompileLine(fmt::format("cache miss for '{}': {}", m_name, m_lastMissReason));
-      logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes ({} traced) in {:.2f} ms", m_name, sig,
-                                 cg.graph.nodes().size(), tracedNodes, secs * 1e3));
+      logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes ({} traced){} in {:.2f} ms", m_name, sig,
+                                 cg.graph.nodes().size(), tracedNodes,
+                                 exe ? fmt::format(", {} kernels, {:.1f} MiB arena", exe->kernels().size(),
+                                                   exe->memory().arenaBytes / 1048576.0)
+                                     : std::string(", interpreted"),
+                                 secs * 1e3));
     }
-    m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg))});
+    donatable.resize(leaves.size());
+    m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg)),
+                            std::move(exe), std::move(donatable)});
     hit = &m_cache.back();
   }
 
-  TSR_ASSIGN(std::vector<Array> outs, evalGraph(*hit->graph, leaves));
+  std::vector<Array> outs;
+  if (hit->exe) {
+    const ClosedGraph& cg = *hit->graph;
+    std::vector<runtime::BufferPtr> bufs;
+    std::vector<bool> donated(cg.graph.inputs().size(), false);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
+      // Donated only when the caller's tree and our copy are the only handles, and the handle the only owner.
+      donated[i] = hit->donatable[i] && leaves[i].useCount() <= 2 && leaves[i].buffer().use_count() == 1;
+      bufs.push_back(leaves[i].buffer());
+    }
+    for (const auto& c : cg.consts) bufs.push_back(c.buffer());
+    TSR_ASSIGN(std::vector<runtime::BufferPtr> res, hit->exe->run(bufs, donated));
+    for (size_t i = 0; i < res.size(); ++i) outs.push_back(Array::fromBuffer(res[i], cg.graph.aval(cg.graph.outputs()[i])));
+  } else {
+    TSR_ASSIGN(outs, evalGraph(*hit->graph, leaves));
+  }
   if (runtime::debugNansEnabled()) {
     for (size_t i = 0; i < outs.size(); ++i) {
       auto bad = runtime::findNonFinite(*outs[i].buffer(), outs[i].aval());

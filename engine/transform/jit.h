@@ -14,6 +14,9 @@
 #include "engine/transform/trace.h"
 
 namespace tsr {
+namespace cpu {
+class Executable;
+}
 
 using StaticValue = std::variant<int64_t, double, bool, std::string>;
 using StaticArgs = std::map<std::string, StaticValue>;
@@ -39,6 +42,15 @@ class Jit {
   // The traced graph for these argument avals (like jax.jit(f).lower(...)), without running it.
   Result<ClosedGraph> lower(const TreeOf<Aval>& avals, const StaticArgs& statics = {});
 
+  // Donation (jax.jit's donate_argnames): the leaves under these top-level argument names (dict keys, or list
+  // indices written as numbers) may have their buffers overwritten by outputs of the same size: an optimizer
+  // step updates the parameters in place. A buffer is taken only when the caller's argument tree is its sole
+  // holder (moved in, not copied); the donated arrays must not be read after the call.
+  void setDonatedArgs(std::vector<std::string> names) { m_donated = std::move(names); }
+  // Run graphs with the reference interpreter instead of the compiled CPU executable (also TESSERA_EXECUTOR=
+  // interpreter).
+  void setUseInterpreter(bool on) { m_interpret = on; }
+
   const JitStats& stats() const { return m_stats; }
   // Why the most recent call missed the cache ("first call", "argument 1: shape f32[8] -> f32[16]", ...).
   const std::string& lastMissReason() const { return m_lastMissReason; }
@@ -56,6 +68,8 @@ class Jit {
     Key key;
     std::vector<std::string> paths;
     std::shared_ptr<const ClosedGraph> graph;
+    std::shared_ptr<cpu::Executable> exe;  // null when interpreting
+    std::vector<bool> donatable;           // per argument leaf
   };
   std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
 
@@ -64,6 +78,8 @@ class Jit {
   std::vector<Entry> m_cache;
   JitStats m_stats;
   std::string m_lastMissReason;
+  std::vector<std::string> m_donated;
+  bool m_interpret = false;
 };
 
 // Where compile logs go. By default: stderr when TESSERA_LOG_COMPILES=1, else nowhere. A sink set here

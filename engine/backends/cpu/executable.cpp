@@ -1,0 +1,810 @@
+#include "engine/backends/cpu/executable.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "engine/backends/cpu/thread_pool.h"
+#include "engine/backends/cpu/tile_program.h"
+#include "engine/runtime/profiler.h"
+
+namespace tsr::cpu {
+
+using ir::NodeId;
+using ir::OpCode;
+using ir::ValueId;
+using passes::GroupKind;
+
+namespace {
+
+enum class Loc : uint8_t { None, Input, Const, Arena, Fresh, Alias };
+
+struct ValueSlot {
+  Loc loc = Loc::None;
+  int index = -1;        // input index or constant index
+  int64_t offset = 0;    // arena offset
+  ValueId aliasOf = ir::kNone;
+  int def = -1, lastUse = -1;
+  int donor = -1;        // graph input whose buffer this output takes when donated
+};
+
+struct Reduce {
+  int slot = 0;
+  OpCode op{};
+  int arg = 0;
+};
+
+struct Kernel {
+  KernelInfo info;
+  std::vector<ValueId> args;  // pointers passed to the kernel, by value
+  TileProgram prog;           // loop body, reduction prologue or gemm epilogue
+  bool hasProgram = false;
+  // Reductions: [k1, r, k2] after collapsing, or the generic path.
+  std::vector<Reduce> reduces;
+  bool genericReduce = false;
+  std::vector<bool> reducedDims;  // generic path: per collapsed dim
+  int64_t k1 = 1, r = 1, k2 = 1;
+  // gemm and opaque: the node, its operand and result args.
+  NodeId node = ir::kNone;
+  std::vector<int> operandArgs, resultArgs;
+  std::vector<ValueId> dying;  // arena values whose last use is this kernel
+};
+
+float reduceInit(OpCode op) {
+  if (op == OpCode::ReduceMax) return -std::numeric_limits<float>::infinity();
+  if (op == OpCode::ReduceMin) return std::numeric_limits<float>::infinity();
+  return 0.0f;
+}
+
+inline float combine(OpCode op, float a, float b) {
+  if (op == OpCode::ReduceSum) return a + b;
+  if (op == OpCode::ReduceMax) return (a > b || a != a) ? a : b;
+  return (a < b || a != a) ? a : b;
+}
+
+// Reduces a tile into a scalar (sum in double, as the reference kernel accumulates f32 sums).
+double reduceTile(OpCode op, const float* x, int64_t n, double acc) {
+  if (op == OpCode::ReduceSum) {
+    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += x[i + l];
+    double s = 0;
+    for (float l : lanes) s += l;
+    for (; i < n; ++i) s += x[i];
+    return acc + s;
+  }
+  float a = static_cast<float>(acc);
+  for (int64_t i = 0; i < n; ++i) a = combine(op, a, x[i]);
+  return a;
+}
+
+}  // namespace
+
+std::string MemoryPlan::findOverlap() const {
+  for (size_t i = 0; i < intervals.size(); ++i)
+    for (size_t j = i + 1; j < intervals.size(); ++j) {
+      const auto& a = intervals[i];
+      const auto& b = intervals[j];
+      bool bytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      bool time = a.def <= b.lastUse && b.def <= a.lastUse;
+      if (bytes && time && a.bytes > 0 && b.bytes > 0)
+        return fmt::format("values %{} and %{} share bytes [{}, {}) while both live", a.value, b.value,
+                           std::max(a.offset, b.offset), std::min(a.offset + a.bytes, b.offset + b.bytes));
+    }
+  return "";
+}
+
+struct Executable::Impl {
+  const ir::OpRegistry* reg = nullptr;
+  ir::Graph graph;
+  CompileOptions options;
+  std::vector<Kernel> kernels;
+  std::vector<KernelInfo> infos;
+  std::vector<ValueSlot> slots;
+  std::vector<runtime::BufferPtr> consts;
+  MemoryPlan memory;
+  int64_t fusionBase = 0;
+  std::mutex arenaMutex;
+  runtime::BufferPtr arena;
+
+  const ir::Node& node(NodeId n) const { return graph.nodes()[static_cast<size_t>(n)]; }
+  ValueId root(ValueId v) const {
+    while (slots[static_cast<size_t>(v)].loc == Loc::Alias) v = slots[static_cast<size_t>(v)].aliasOf;
+    return v;
+  }
+
+  Status lower(const passes::FusionPlan& plan);
+  Status buildProgram(Kernel& k, const passes::FusionGroup& gr, const passes::FusionPlan& plan);
+  Status planMemory();
+  void runKernel(const Kernel& k, void* const* args);
+  void runReduction(const Kernel& k, void* const* args);
+  void runNodeKernel(const Kernel& k, void* const* args);
+};
+
+Executable::Executable() : m(std::make_unique<Impl>()) {}
+Executable::~Executable() = default;
+const std::vector<KernelInfo>& Executable::kernels() const { return m->infos; }
+const MemoryPlan& Executable::memory() const { return m->memory; }
+
+// Builds the tile program of a loop, reduction or gemm group: one slot per input (through its view map) and per
+// member result, one instruction per elementwise member, stores for the outputs.
+Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, const passes::FusionPlan& plan) {
+  TileProgram& p = k.prog;
+  p.dims = gr.shape.dims();
+  std::map<ValueId, int> slotOf;
+  std::map<std::pair<ValueId, std::vector<int64_t>>, int> inputSlot;
+  auto argOf = [&](ValueId v) {
+    auto it = std::find(k.args.begin(), k.args.end(), v);
+    if (it != k.args.end()) return static_cast<int>(it - k.args.begin());
+    k.args.push_back(v);
+    return static_cast<int>(k.args.size()) - 1;
+  };
+  // A gemm's result is an input of its epilogue.
+  auto inGroup = [&](ValueId v) {
+    NodeId pr = graph.value(v).producer;
+    return pr != ir::kNone && plan.groupOfNode[static_cast<size_t>(pr)] == gr.id && node(pr).op != OpCode::DotGeneral;
+  };
+  // A read of operand `raw` (as the member sees it) whose kernel-level source is `eff`.
+  auto operandSlot = [&](ValueId raw, ValueId eff) -> Result<int> {
+    if (inGroup(eff)) {
+      auto it = slotOf.find(eff);
+      if (it == slotOf.end()) return makeError("{}: value %{} used before it is computed", gr.name, eff);
+      return it->second;
+    }
+    TileInput in;
+    in.dtype = graph.aval(eff).dtype;
+    if (raw != eff) {
+      auto map = passes::resolveView(graph, raw);
+      if (!map || map->source != eff) return makeError("{}: cannot read %{} through its views", gr.name, raw);
+      in.strides = map->strides;
+      in.offset = map->offset;
+    } else {
+      in.strides = graph.aval(raw).shape.strides();
+      for (int d = 0; d < graph.aval(raw).rank(); ++d)
+        if (graph.aval(raw).shape[d] == 1) in.strides[static_cast<size_t>(d)] = 0;
+    }
+    if (in.strides.size() != p.dims.size())
+      return makeError("{}: operand %{} has rank {} in a {}-d iteration space", gr.name, raw, in.strides.size(),
+                       p.dims.size());
+    auto key = std::make_pair(eff, in.strides);
+    auto it = inputSlot.find(key);
+    if (it != inputSlot.end()) return it->second;
+    in.arg = argOf(eff);
+    p.inputs.push_back(in);
+    int s = static_cast<int>(p.inputs.size()) - 1;
+    inputSlot[key] = s;
+    return s;
+  };
+  // Instructions get slots after all inputs: collect instructions first, then renumber.
+  struct PendingInstr {
+    TileInstr instr;
+    ValueId result;
+    std::vector<int> argRefs;  // >= 0: input slot; < 0: -(instruction index + 1)
+  };
+  std::vector<PendingInstr> pend;
+  std::map<ValueId, int> instrOf;
+  auto ref = [&](ValueId raw, ValueId eff) -> Result<int> {
+    if (inGroup(eff)) {
+      auto it = instrOf.find(eff);
+      if (it != instrOf.end()) return -(it->second + 1);
+    }
+    TSR_ASSIGN(int s, operandSlot(raw, eff));
+    return s;
+  };
+  std::vector<std::pair<NodeId, ValueId>> reduceOperands;  // reductions: node, operand as ref
+  std::vector<int> reduceRefs;
+  for (NodeId m : gr.nodes) {
+    const ir::Node& nd = node(m);
+    const auto& eff = plan.effectiveOperands[static_cast<size_t>(m)];
+    if (nd.op == OpCode::ReduceSum || nd.op == OpCode::ReduceMax || nd.op == OpCode::ReduceMin) {
+      TSR_ASSIGN(int r, ref(nd.operands[0], eff[0]));
+      reduceOperands.push_back({m, nd.operands[0]});
+      reduceRefs.push_back(r);
+      continue;
+    }
+    if (nd.op == OpCode::DotGeneral) continue;  // the gemm itself
+    if (passes::isViewNode(graph, nd)) {  // a materialised view: a strided copy
+      auto map = passes::resolveView(graph, nd.results[0]);
+      if (!map) return makeError("{}: view %{} cannot be resolved", gr.name, nd.results[0]);
+      TSR_ASSIGN(int s, operandSlot(nd.results[0], map->source));
+      instrOf[nd.results[0]] = -1;
+      slotOf[nd.results[0]] = s;
+      // store straight from the input slot
+      p.stores.push_back(TileStore{s, argOf(nd.results[0]), graph.aval(nd.results[0]).dtype});
+      continue;
+    }
+    PendingInstr pi;
+    pi.instr.op = nd.op;
+    pi.result = nd.results[0];
+    pi.instr.resultIsBool = graph.aval(nd.results[0]).dtype == DType::Bool;
+    for (size_t i = 0; i < nd.operands.size(); ++i) {
+      TSR_ASSIGN(int r, ref(nd.operands[i], eff[i]));
+      pi.argRefs.push_back(r);
+    }
+    instrOf[nd.results[0]] = static_cast<int>(pend.size());
+    pend.push_back(std::move(pi));
+  }
+  const int nin = static_cast<int>(p.inputs.size());
+  auto resolve = [&](int r) { return r >= 0 ? r : nin + (-r - 1); };
+  for (auto& pi : pend) {
+    for (size_t i = 0; i < pi.argRefs.size(); ++i) pi.instr.args[i] = resolve(pi.argRefs[i]);
+    p.instrs.push_back(pi.instr);
+  }
+  for (auto& [v, i] : instrOf)
+    if (i >= 0) slotOf[v] = nin + i;
+  for (ValueId o : gr.outputs) {
+    NodeId pr = graph.value(o).producer;
+    OpCode op = node(pr).op;
+    if (op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin || op == OpCode::DotGeneral)
+      continue;
+    if (passes::isViewNode(graph, node(pr))) continue;  // stored above
+    p.stores.push_back(TileStore{slotOf.at(o), argOf(o), graph.aval(o).dtype});
+  }
+  for (size_t i = 0; i < reduceOperands.size(); ++i) {
+    NodeId rn = reduceOperands[i].first;
+    k.reduces.push_back(Reduce{resolve(reduceRefs[i]), node(rn).op, argOf(node(rn).results[0])});
+    p.liveOut.push_back(k.reduces.back().slot);
+  }
+  k.hasProgram = true;
+  return {};
+}
+
+Status Executable::Impl::lower(const passes::FusionPlan& plan) {
+  fusionBase = runtime::Profiler::reserveIds(static_cast<int64_t>(plan.groups.size()));
+  slots.assign(static_cast<size_t>(graph.numValues()), ValueSlot{});
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    auto& s = slots[static_cast<size_t>(graph.inputs()[i])];
+    s.loc = Loc::Input;
+    s.index = static_cast<int>(i);
+  }
+  for (const auto& gr : plan.groups) {
+    const ir::Node& first = node(gr.nodes[0]);
+    if (gr.kind == GroupKind::Constant) {
+      const ir::OpDef& def = reg->get(first.op);
+      TSR_ASSIGN(std::vector<runtime::BufferPtr> out, runtime::runCpuOp(def, {}, {}, first.attrs));
+      auto& s = slots[static_cast<size_t>(first.results[0])];
+      s.loc = Loc::Const;
+      s.index = static_cast<int>(consts.size());
+      consts.push_back(out[0]);
+      continue;
+    }
+    if (gr.kind == GroupKind::Alias) {
+      auto& s = slots[static_cast<size_t>(first.results[0])];
+      s.loc = Loc::Alias;
+      s.aliasOf = plan.effectiveOperands[static_cast<size_t>(gr.nodes[0])][0];
+      continue;
+    }
+    Kernel k;
+    // Names the profile shows: a lone op as "dot_general f32[64,784],f32[784,1024]" (its operands), a fused
+    // kernel as "fusion.12 gemm[dot_general,add,tanh] f32[256,3072]".
+    if (gr.nodes.size() == 1 && gr.kind != GroupKind::Loop && gr.kind != GroupKind::Reduction) {
+      std::string ops;
+      for (ValueId v : first.operands) ops += (ops.empty() ? "" : ",") + graph.aval(v).toString();
+      k.info.name = reg->get(first.op).name + " " + ops;
+    } else {
+      std::string ops;
+      for (size_t i = 0; i < gr.nodes.size() && i < 4; ++i) ops += (i ? "," : "") + reg->get(node(gr.nodes[i]).op).name;
+      if (gr.nodes.size() > 4) ops += fmt::format(",+{}", gr.nodes.size() - 4);
+      k.info.name = fmt::format("{} {}[{}] {}", gr.name, passes::groupKindName(gr.kind), ops,
+                                Aval{gr.shape, DType::F32}.toString());
+    }
+    k.info.kind = gr.kind;
+    k.info.nodes = gr.nodes;
+    k.info.fusionId = fusionBase + gr.id;
+    if (gr.kind == GroupKind::Opaque || gr.kind == GroupKind::Gemm) {
+      NodeId n = gr.nodes[0];
+      if (gr.kind == GroupKind::Gemm)
+        for (NodeId m : gr.nodes)
+          if (node(m).op == OpCode::DotGeneral) n = m;
+      k.node = n;
+      for (ValueId v : node(n).operands) {
+        k.operandArgs.push_back(static_cast<int>(k.args.size()));
+        k.args.push_back(v);
+      }
+      for (ValueId v : node(n).results) {
+        k.resultArgs.push_back(static_cast<int>(k.args.size()));
+        k.args.push_back(v);
+      }
+      if (gr.kind == GroupKind::Gemm && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
+    } else {
+      TSR_TRY(buildProgram(k, gr, plan));
+    }
+    if (k.hasProgram) {
+      std::vector<bool> flags(k.prog.dims.size(), false);
+      if (gr.kind == GroupKind::Reduction)
+        for (int64_t a : gr.reduceAxes) flags[static_cast<size_t>(a)] = true;
+      k.prog.collapse(&flags);
+      if (gr.kind == GroupKind::Reduction) {
+        // [k1, r, k2] with at most one dim each, else the generic path.
+        std::vector<int> pattern;
+        for (size_t d = 0; d < flags.size(); ++d) pattern.push_back(flags[d]);
+        size_t nr = static_cast<size_t>(std::count(pattern.begin(), pattern.end(), 1));
+        auto firstR = std::find(pattern.begin(), pattern.end(), 1);
+        size_t before = static_cast<size_t>(firstR - pattern.begin());
+        size_t after = pattern.size() - before - nr;
+        if (nr == 0) {
+          k.r = 1;
+          k.k1 = 1;
+          k.k2 = 1;
+          for (int64_t d : k.prog.dims) k.k2 *= d;
+          k.genericReduce = true;  // nothing is reduced: each element is its own sum
+        } else if (nr == 1 && before <= 1 && after <= 1) {
+          k.k1 = before ? k.prog.dims[0] : 1;
+          k.r = k.prog.dims[before];
+          k.k2 = after ? k.prog.dims.back() : 1;
+        } else {
+          k.genericReduce = true;
+        }
+        k.reducedDims = flags;
+      }
+    }
+    // Cost: the nodes' flops; bytes read and written at the kernel's boundary.
+    for (NodeId m : gr.nodes) {
+      const ir::Node& nd = node(m);
+      const ir::OpDef& def = reg->get(nd.op);
+      if (!def.cost) continue;
+      std::vector<Aval> in, out;
+      for (ValueId v : nd.operands) in.push_back(graph.aval(v));
+      for (ValueId v : nd.results) out.push_back(graph.aval(v));
+      k.info.flops += def.cost(in, out, nd.attrs).flops;
+    }
+    for (ValueId v : k.args) k.info.bytes += static_cast<double>(graph.aval(v).bytes());
+    kernels.push_back(std::move(k));
+  }
+  return {};
+}
+
+Status Executable::Impl::planMemory() {
+  const int nk = static_cast<int>(kernels.size());
+  std::vector<bool> escapes(static_cast<size_t>(graph.numValues()), false);
+  for (ValueId v : graph.outputs()) escapes[static_cast<size_t>(root(v))] = true;
+  // Definitions and uses by kernel index. An alias's uses are its root's.
+  for (int ki = 0; ki < nk; ++ki) {
+    const Kernel& k = kernels[static_cast<size_t>(ki)];
+    for (ValueId v : k.args) {
+      ValueId rv = root(v);
+      auto& s = slots[static_cast<size_t>(rv)];
+      NodeId pr = graph.value(v).producer;
+      bool defined = pr != ir::kNone && std::find(k.info.nodes.begin(), k.info.nodes.end(), pr) != k.info.nodes.end();
+      if (defined && v == rv) s.def = ki;
+      s.lastUse = std::max(s.lastUse, ki);
+    }
+  }
+  for (ValueId v : graph.outputs()) slots[static_cast<size_t>(root(v))].lastUse = nk;
+  for (size_t v = 0; v < slots.size(); ++v) {
+    auto& s = slots[v];
+    if (s.loc != Loc::None || s.def < 0) continue;
+    s.loc = escapes[v] ? Loc::Fresh : Loc::Arena;
+  }
+  // Donation: an output may take a donatable input's buffer when the input is dead by the time the output is
+  // written. Where both meet in one loop kernel, the input must be read element for element (same index) and
+  // is copied into the tile before the kernel writes over it.
+  std::vector<bool> taken(graph.inputs().size(), false);
+  std::vector<bool> isOutput(static_cast<size_t>(graph.numValues()), false);
+  for (ValueId v : graph.outputs()) isOutput[static_cast<size_t>(root(v))] = true;
+  for (ValueId out : graph.outputs()) {
+    ValueId o = root(out);
+    auto& so = slots[static_cast<size_t>(o)];
+    if (so.loc != Loc::Fresh || so.donor >= 0) continue;
+    Kernel& k = kernels[static_cast<size_t>(so.def)];
+    for (int pass = 0; pass < 2 && so.donor < 0; ++pass) {
+      for (size_t i = 0; i < graph.inputs().size(); ++i) {
+        if (taken[i] || i >= options.donatable.size() || !options.donatable[i]) continue;
+        ValueId in = graph.inputs()[i];
+        if (isOutput[static_cast<size_t>(in)] || graph.aval(in).bytes() != graph.aval(o).bytes()) continue;
+        const auto& si = slots[static_cast<size_t>(in)];
+        bool readHere = std::find(k.args.begin(), k.args.end(), in) != k.args.end();
+        if (pass == 0 && !readHere) continue;  // first choice: the input the kernel updates
+        if (si.lastUse > so.def) continue;
+        if (si.lastUse == so.def) {
+          // Same kernel: only a loop reading the input element for element.
+          if (k.info.kind != GroupKind::Loop || !k.hasProgram) continue;
+          bool identity = true;
+          for (auto& tin : k.prog.inputs) {
+            if (k.args[static_cast<size_t>(tin.arg)] != in) continue;
+            int64_t expect = 1;
+            for (size_t d = tin.strides.size(); d-- > 0;) {
+              identity &= tin.strides[d] == expect || k.prog.dims[d] == 1;
+              expect *= k.prog.dims[d];
+            }
+            identity &= tin.offset == 0;
+          }
+          if (!identity) continue;
+          for (auto& tin : k.prog.inputs)
+            if (k.args[static_cast<size_t>(tin.arg)] == in) tin.copy = true;
+        }
+        so.donor = static_cast<int>(i);
+        taken[i] = true;
+        ++memory.donationPairs;
+        break;
+      }
+    }
+  }
+  // Arena offsets: walk the kernels, place each kernel's new values (best fit among free blocks), then free the
+  // values whose last use it was.
+  std::vector<std::pair<int64_t, int64_t>> freeBlocks;  // offset, size, sorted by offset
+  int64_t end = 0;
+  auto alignUp = [](int64_t b) { return (b + 63) / 64 * 64; };
+  auto allocate = [&](int64_t bytes) {
+    bytes = alignUp(std::max<int64_t>(bytes, 1));
+    int best = -1;
+    for (size_t i = 0; i < freeBlocks.size(); ++i)
+      if (freeBlocks[i].second >= bytes && (best < 0 || freeBlocks[i].second < freeBlocks[static_cast<size_t>(best)].second))
+        best = static_cast<int>(i);
+    if (best < 0) {
+      // Grow: extend a free block that ends at the arena's end, else append.
+      if (!freeBlocks.empty() && freeBlocks.back().first + freeBlocks.back().second == end) {
+        int64_t off = freeBlocks.back().first;
+        end = off + bytes;
+        freeBlocks.pop_back();
+        return off;
+      }
+      int64_t off = end;
+      end += bytes;
+      return off;
+    }
+    auto& b = freeBlocks[static_cast<size_t>(best)];
+    int64_t off = b.first;
+    b.first += bytes;
+    b.second -= bytes;
+    if (b.second == 0) freeBlocks.erase(freeBlocks.begin() + best);
+    return off;
+  };
+  auto release = [&](int64_t off, int64_t bytes) {
+    bytes = alignUp(std::max<int64_t>(bytes, 1));
+    auto it = std::lower_bound(freeBlocks.begin(), freeBlocks.end(), std::make_pair(off, int64_t{0}));
+    it = freeBlocks.insert(it, {off, bytes});
+    // Coalesce with neighbours.
+    size_t i = static_cast<size_t>(it - freeBlocks.begin());
+    if (i + 1 < freeBlocks.size() && freeBlocks[i].first + freeBlocks[i].second == freeBlocks[i + 1].first) {
+      freeBlocks[i].second += freeBlocks[i + 1].second;
+      freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i) + 1);
+    }
+    if (i > 0 && freeBlocks[i - 1].first + freeBlocks[i - 1].second == freeBlocks[i].first) {
+      freeBlocks[i - 1].second += freeBlocks[i].second;
+      freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i));
+    }
+  };
+  std::vector<std::vector<ValueId>> definedAt(static_cast<size_t>(nk)), dyingAt(static_cast<size_t>(nk));
+  for (size_t v = 0; v < slots.size(); ++v) {
+    const auto& s = slots[v];
+    if (s.loc != Loc::Arena) continue;
+    definedAt[static_cast<size_t>(s.def)].push_back(static_cast<ValueId>(v));
+    dyingAt[static_cast<size_t>(std::max(s.def, s.lastUse))].push_back(static_cast<ValueId>(v));
+  }
+  for (int ki = 0; ki < nk; ++ki) {
+    for (ValueId v : definedAt[static_cast<size_t>(ki)]) {
+      auto& s = slots[static_cast<size_t>(v)];
+      s.offset = allocate(graph.aval(v).bytes());
+      memory.intermediateBytes += graph.aval(v).bytes();
+      ++memory.numIntermediates;
+      memory.intervals.push_back({v, s.offset, graph.aval(v).bytes(), s.def, std::max(s.def, s.lastUse)});
+    }
+    for (ValueId v : dyingAt[static_cast<size_t>(ki)]) {
+      release(slots[static_cast<size_t>(v)].offset, graph.aval(v).bytes());
+      kernels[static_cast<size_t>(ki)].dying.push_back(v);
+    }
+  }
+  memory.arenaBytes = end;
+  return {};
+}
+
+Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, const ir::OpRegistry& reg,
+                                                        const passes::FusionPlan& plan, const CompileOptions& options) {
+  std::unique_ptr<Executable> e(new Executable());
+  Impl& m = *e->m;
+  m.reg = &reg;
+  m.graph = g;
+  m.options = options;
+  if (plan.groupOfNode.size() != g.nodes().size()) return makeError("{}: the fusion plan is for another graph", options.name);
+  TSR_TRY(m.lower(plan));
+  TSR_TRY(m.planMemory());
+  for (const auto& k : m.kernels) m.infos.push_back(k.info);
+  coordinateBlasThreads();
+  return e;
+}
+
+void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
+  const ir::Node& nd = node(k.node);
+  const ir::OpDef& def = reg->get(nd.op);
+  std::vector<ir::TensorView> in;
+  std::vector<ir::MutableTensorView> out;
+  for (size_t i = 0; i < nd.operands.size(); ++i)
+    in.push_back(ir::TensorView{args[k.operandArgs[i]], graph.aval(nd.operands[i])});
+  for (size_t i = 0; i < nd.results.size(); ++i) {
+    const Aval& a = graph.aval(nd.results[i]);
+    void* p = args[k.resultArgs[i]];
+    // Reference kernels may rely on zeroed results (scatter_add accumulates); BLAS writes its result in full.
+    if (nd.op != OpCode::DotGeneral) std::memset(p, 0, static_cast<size_t>(a.bytes()));
+    out.push_back(ir::MutableTensorView{p, a});
+  }
+  def.cpu(ir::CpuKernelArgs{in, out, nd.attrs});
+}
+
+void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
+  const TileProgram& p = k.prog;
+  const auto nred = k.reduces.size();
+  if (k.genericReduce) {
+    // Any layout: walk the whole space tile by tile and combine each element into its output index.
+    std::vector<int64_t> outStride(p.dims.size(), 0);
+    int64_t s = 1;
+    for (size_t d = p.dims.size(); d-- > 0;)
+      if (!k.reducedDims[d]) {
+        outStride[d] = s;
+        s *= p.dims[d];
+      }
+    for (const auto& r : k.reduces) std::fill(static_cast<float*>(args[r.arg]), static_cast<float*>(args[r.arg]) + s, reduceInit(r.op));
+    TileEvaluator ev(p);
+    const size_t rank = p.dims.size();
+    std::vector<int64_t> idx(rank, 0);
+    int64_t total = 1;
+    for (int64_t d : p.dims) total *= d;
+    if (total == 0) return;
+    const int64_t inner = p.dims.back();
+    for (;;) {
+      for (int64_t t = 0; t < inner; t += kTile) {
+        idx[rank - 1] = t;
+        int64_t len = std::min(kTile, inner - t);
+        const float* const* sl = ev.eval(args, idx.data(), len);
+        int64_t base = 0;
+        for (size_t d = 0; d + 1 < rank; ++d) base += idx[d] * outStride[d];
+        for (const auto& r : k.reduces) {
+          float* o = static_cast<float*>(args[r.arg]);
+          const float* x = sl[r.slot];
+          for (int64_t i = 0; i < len; ++i) {
+            int64_t oi = base + (t + i) * outStride[rank - 1];
+            o[oi] = combine(r.op, o[oi], x[i]);
+          }
+        }
+      }
+      size_t d = rank - 1;
+      for (;;) {
+        if (d == 0) return;
+        --d;
+        if (++idx[d] < p.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  const int64_t K1 = k.k1, R = k.r, K2 = k.k2;
+  auto& pool = ThreadPool::instance();
+  const int threads = pool.numThreads();
+  const bool rowCase = K2 == 1;
+  // Split the reduced dim into chunks when there are too few independent outputs to keep every thread busy.
+  const int64_t outputsWork = rowCase ? K1 : K1 * ((K2 + kTile - 1) / kTile);
+  int64_t chunks = 1;
+  if (outputsWork < 4 * threads) chunks = std::min<int64_t>(std::max<int64_t>(1, (4 * threads + outputsWork - 1) / outputsWork), std::max<int64_t>(1, R / (rowCase ? kTile : 8)));
+  const int64_t chunkLen = (R + chunks - 1) / chunks;
+  chunks = R == 0 ? 1 : (R + chunkLen - 1) / chunkLen;
+  const int64_t outPerK1 = K2;
+  // partial[reduce][k1][chunk][k2] in double
+  std::vector<double> partial(nred * static_cast<size_t>(K1 * chunks * K2));
+  auto pidx = [&](size_t ri, int64_t a, int64_t c, int64_t b) {
+    return ((ri * static_cast<size_t>(K1) + static_cast<size_t>(a)) * static_cast<size_t>(chunks) + static_cast<size_t>(c)) *
+               static_cast<size_t>(K2) + static_cast<size_t>(b);
+  };
+  const int64_t k2Tiles = (K2 + kTile - 1) / kTile;
+  const int64_t units = K1 * chunks * (rowCase ? 1 : k2Tiles);
+  // Dims of the collapsed program are [K1?, R, K2?]: idx positions.
+  const size_t rank = p.dims.size();
+  const bool hasK1 = rank >= 2 && !k.reducedDims[0];
+  pool.parallelFor(units, 1, [&](int64_t b, int64_t e, int) {
+    TileEvaluator ev(p);
+    std::vector<int64_t> idx(rank, 0);
+    std::vector<float> acc(nred * static_cast<size_t>(kTile));
+    for (int64_t u = b; u < e; ++u) {
+      int64_t a, c, t = 0;
+      if (rowCase) {
+        a = u / chunks;
+        c = u % chunks;
+      } else {
+        a = u / (chunks * k2Tiles);
+        int64_t rem = u % (chunks * k2Tiles);
+        c = rem / k2Tiles;
+        t = rem % k2Tiles;
+      }
+      const int64_t r0 = c * chunkLen, r1 = std::min(R, r0 + chunkLen);
+      if (hasK1) idx[0] = a;
+      const size_t rDim = hasK1 ? 1 : 0;
+      if (rowCase) {
+        for (size_t ri = 0; ri < nred; ++ri) {
+          double v = reduceInit(k.reduces[ri].op);
+          partial[pidx(ri, a, c, 0)] = v;
+        }
+        for (int64_t r = r0; r < r1; r += kTile) {
+          idx[rDim] = r;
+          int64_t len = std::min(kTile, r1 - r);
+          const float* const* sl = ev.eval(args, idx.data(), len);
+          for (size_t ri = 0; ri < nred; ++ri) {
+            double& v = partial[pidx(ri, a, c, 0)];
+            v = reduceTile(k.reduces[ri].op, sl[k.reduces[ri].slot], len, v);
+          }
+        }
+      } else {
+        const int64_t c0 = t * kTile, len = std::min(kTile, K2 - c0);
+        for (size_t ri = 0; ri < nred; ++ri)
+          std::fill(acc.begin() + static_cast<int64_t>(ri) * kTile, acc.begin() + static_cast<int64_t>(ri) * kTile + len,
+                    reduceInit(k.reduces[ri].op));
+        for (int64_t r = r0; r < r1; ++r) {
+          idx[rDim] = r;
+          idx[rank - 1] = c0;
+          const float* const* sl = ev.eval(args, idx.data(), len);
+          for (size_t ri = 0; ri < nred; ++ri) {
+            const OpCode op = k.reduces[ri].op;
+            const float* x = sl[k.reduces[ri].slot];
+            float* ac = acc.data() + ri * kTile;
+            if (op == OpCode::ReduceSum)
+              for (int64_t i = 0; i < len; ++i) ac[i] += x[i];
+            else
+              for (int64_t i = 0; i < len; ++i) ac[i] = combine(op, ac[i], x[i]);
+          }
+        }
+        for (size_t ri = 0; ri < nred; ++ri)
+          for (int64_t i = 0; i < len; ++i) partial[pidx(ri, a, c, c0 + i)] = acc[ri * kTile + static_cast<size_t>(i)];
+      }
+    }
+  });
+  for (size_t ri = 0; ri < nred; ++ri) {
+    float* o = static_cast<float*>(args[k.reduces[ri].arg]);
+    const OpCode op = k.reduces[ri].op;
+    for (int64_t a = 0; a < K1; ++a)
+      for (int64_t b2 = 0; b2 < outPerK1; ++b2) {
+        double v = reduceInit(op);
+        for (int64_t c = 0; c < chunks; ++c) {
+          double x = partial[pidx(ri, a, c, b2)];
+          v = op == OpCode::ReduceSum ? v + x : combine(op, static_cast<float>(v), static_cast<float>(x));
+        }
+        o[a * K2 + b2] = static_cast<float>(v);
+      }
+  }
+}
+
+void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
+  switch (k.info.kind) {
+    case GroupKind::Loop: runLoop(k.prog, args); return;
+    case GroupKind::Reduction: runReduction(k, args); return;
+    case GroupKind::Gemm:
+      runNodeKernel(k, args);
+      if (k.hasProgram) runLoop(k.prog, args);
+      return;
+    default: runNodeKernel(k, args); return;
+  }
+}
+
+Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime::BufferPtr> inputs,
+                                                        const std::vector<bool>& donated) {
+  Impl& im = *m;
+  const ir::Graph& g = im.graph;
+  if (inputs.size() != g.inputs().size())
+    return makeError("{}: expects {} inputs, got {}", im.options.name, g.inputs().size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Aval& a = g.aval(g.inputs()[i]);
+    if (!inputs[i] || inputs[i]->size() < a.bytes())
+      return makeError("{}: input {} must hold {} ({} bytes)", im.options.name, i, a.toString(), a.bytes());
+  }
+  // The arena: kept between runs; a concurrent run of the same executable gets its own.
+  std::unique_lock arenaLock(im.arenaMutex, std::try_to_lock);
+  runtime::BufferPtr arena;
+  if (arenaLock.owns_lock() && im.arena && im.arena->size() >= im.memory.arenaBytes) {
+    arena = im.arena;
+  } else {
+    TSR_ASSIGN(arena, runtime::Buffer::allocateUninitialized(std::max<int64_t>(im.memory.arenaBytes, 64)));
+    if (arenaLock.owns_lock()) im.arena = arena;
+  }
+  std::vector<void*> ptr(static_cast<size_t>(g.numValues()), nullptr);
+  std::vector<runtime::BufferPtr> owned(static_cast<size_t>(g.numValues()));
+  for (size_t v = 0; v < im.slots.size(); ++v) {
+    const ValueSlot& s = im.slots[v];
+    switch (s.loc) {
+      case Loc::Input:
+        ptr[v] = inputs[static_cast<size_t>(s.index)]->data();
+        owned[v] = inputs[static_cast<size_t>(s.index)];
+        break;
+      case Loc::Const:
+        ptr[v] = im.consts[static_cast<size_t>(s.index)]->data();
+        owned[v] = im.consts[static_cast<size_t>(s.index)];
+        break;
+      case Loc::Arena: ptr[v] = static_cast<char*>(arena->data()) + s.offset; break;
+      case Loc::Fresh: {
+        if (s.donor >= 0 && static_cast<size_t>(s.donor) < donated.size() && donated[static_cast<size_t>(s.donor)]) {
+          owned[v] = inputs[static_cast<size_t>(s.donor)];
+        } else {
+          TSR_ASSIGN(owned[v], runtime::Buffer::allocateUninitialized(g.aval(static_cast<ValueId>(v)).bytes()));
+        }
+        ptr[v] = owned[v]->data();
+        break;
+      }
+      default: break;
+    }
+  }
+  for (size_t v = 0; v < im.slots.size(); ++v)
+    if (im.slots[v].loc == Loc::Alias) {
+      ValueId r = im.root(static_cast<ValueId>(v));
+      ptr[v] = ptr[static_cast<size_t>(r)];
+      owned[v] = owned[static_cast<size_t>(r)];
+    }
+
+  runtime::Profiler* prof = runtime::Profiler::active();
+  if (prof && !prof->hasFusion(im.fusionBase)) {
+    std::vector<runtime::FusionInfo> table;
+    for (const auto& k : im.kernels) {
+      runtime::FusionInfo f;
+      f.id = k.info.fusionId;
+      f.executable = im.options.name;
+      f.name = k.info.name;
+      f.kind = passes::groupKindName(k.info.kind);
+      for (NodeId n : k.info.nodes) {
+        f.nodes.push_back(n);
+        f.ops.push_back(im.reg->get(im.node(n).op).name);
+      }
+      f.modulePath = im.node(k.info.nodes[0]).prov.modulePath;
+      for (NodeId n : k.info.nodes)
+        if (im.node(n).prov.modulePath != f.modulePath) f.modulePath.clear();
+      table.push_back(std::move(f));
+    }
+    prof->registerFusions(table);
+  }
+  std::vector<void*> args;
+  for (const Kernel& k : im.kernels) {
+    args.clear();
+    for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
+    int64_t t0 = prof ? runtime::Profiler::nowNs() : 0;
+    try {
+      im.runKernel(k, args.data());
+    } catch (const std::exception& e) {
+      return makeError("{}: {}: {}", im.options.name, k.info.name, e.what());
+    }
+    if (prof) {
+      runtime::ProfileEvent ev;
+      ev.name = k.info.name;
+      ev.fusion = k.info.fusionId;
+      ev.startNs = t0;
+      ev.durationNs = runtime::Profiler::nowNs() - t0;
+      ev.flops = k.info.flops;
+      ev.bytes = k.info.bytes;
+      prof->record(std::move(ev));
+    }
+    if (im.options.poisonFreed)
+      for (ValueId v : k.dying)
+        std::memset(ptr[static_cast<size_t>(v)], 0xff, static_cast<size_t>(g.aval(v).bytes()));
+  }
+  std::vector<runtime::BufferPtr> out;
+  for (ValueId v : g.outputs()) out.push_back(owned[static_cast<size_t>(v)]);
+  return out;
+}
+
+std::string Executable::describe() const {
+  const Impl& im = *m;
+  std::string s = fmt::format("{}: {} kernels, arena {:.1f} MiB for {} intermediates ({:.1f} MiB without reuse), "
+                              "{} outputs written into donated inputs\n",
+                              im.options.name, im.kernels.size(), im.memory.arenaBytes / 1048576.0,
+                              im.memory.numIntermediates, im.memory.intermediateBytes / 1048576.0,
+                              im.memory.donationPairs);
+  auto where = [&](ValueId v) {
+    ValueId r = im.root(v);
+    const ValueSlot& sl = im.slots[static_cast<size_t>(r)];
+    switch (sl.loc) {
+      case Loc::Input: return fmt::format("in{}", sl.index);
+      case Loc::Const: return fmt::format("const{}", sl.index);
+      case Loc::Arena: return fmt::format("arena+{}", sl.offset);
+      case Loc::Fresh: return sl.donor >= 0 ? fmt::format("out(donor in{})", sl.donor) : std::string("out");
+      default: return std::string("?");
+    }
+  };
+  for (size_t i = 0; i < im.kernels.size(); ++i) {
+    const Kernel& k = im.kernels[i];
+    s += fmt::format("{:4} {:<22} {:<9} nodes {:<3} args", i, k.info.name, passes::groupKindName(k.info.kind),
+                     k.info.nodes.size());
+    for (ValueId v : k.args) s += fmt::format(" %{}@{}", v, where(v));
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace tsr::cpu

@@ -1,0 +1,78 @@
+#pragma once
+// The CPU executable: a graph compiled to an ordered list of kernel launches over planned memory.
+//   - kernels come from the fusion plan: fused loops and reductions run tile programs on the thread pool,
+//     GEMMs run on OpenBLAS (with their epilogue applied to the result), other ops run their reference kernel;
+//   - memory: intermediates live in one arena whose offsets come from liveness (two values share bytes only
+//     when their lifetimes do not overlap); graph outputs get their own buffers, or the buffers of donated
+//     inputs (an optimizer step updates the parameters in place);
+//   - every launch is recorded by the profiler when one is active.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/result.h"
+#include "engine/ir/graph.h"
+#include "engine/passes/fusion.h"
+#include "engine/runtime/buffer.h"
+
+namespace tsr::cpu {
+
+struct CompileOptions {
+  std::string name = "main";
+  // Per graph input: the caller may give up its buffer (JAX's donate_argnums). Outputs of the same size are
+  // then planned to be written into it when the caller's buffer is really free at run time.
+  std::vector<bool> donatable;
+  // Fill every arena value with NaN bytes after its last use: a planner that let two live values share bytes
+  // shows up as wrong results (tests).
+  bool poisonFreed = false;
+};
+
+struct KernelInfo {
+  std::string name;
+  passes::GroupKind kind = passes::GroupKind::Opaque;
+  std::vector<ir::NodeId> nodes;
+  int64_t fusionId = -1;  // profiler id
+  double flops = 0;
+  double bytes = 0;       // bytes read and written
+};
+
+struct MemoryPlan {
+  int64_t arenaBytes = 0;         // one block for every intermediate
+  int64_t intermediateBytes = 0;  // sum of the intermediates' sizes (what no reuse would take)
+  int numIntermediates = 0;
+  int donationPairs = 0;          // outputs planned into donated inputs
+  // For each arena value: [offset, offset + bytes) during kernels [def, lastUse].
+  struct Interval {
+    ir::ValueId value;
+    int64_t offset, bytes;
+    int def, lastUse;
+  };
+  std::vector<Interval> intervals;
+  // The first pair of values that overlap in both bytes and lifetime, if any ("" when the plan is sound).
+  std::string findOverlap() const;
+};
+
+class Executable {
+ public:
+  static Result<std::unique_ptr<Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
+                                                     const passes::FusionPlan& plan, const CompileOptions& options);
+  ~Executable();
+
+  // Runs the program. inputs: one buffer per graph input. donated[i]: the caller holds no other reference to
+  // inputs[i], so an output may be written into it (only where the plan paired them).
+  Result<std::vector<runtime::BufferPtr>> run(std::span<const runtime::BufferPtr> inputs,
+                                              const std::vector<bool>& donated = {});
+
+  const std::vector<KernelInfo>& kernels() const;
+  const MemoryPlan& memory() const;
+  // The kernel list: name, kind, nodes, arguments and their memory.
+  std::string describe() const;
+
+ private:
+  Executable();
+  struct Impl;
+  std::unique_ptr<Impl> m;
+};
+
+}  // namespace tsr::cpu

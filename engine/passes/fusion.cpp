@@ -1,0 +1,673 @@
+#include "engine/passes/fusion.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+
+#include <fmt/format.h>
+
+namespace tsr::passes {
+
+using ir::NodeId;
+using ir::OpCode;
+using ir::ValueId;
+
+const char* groupKindName(GroupKind k) {
+  switch (k) {
+    case GroupKind::Loop: return "loop";
+    case GroupKind::Reduction: return "reduction";
+    case GroupKind::Gemm: return "gemm";
+    case GroupKind::Opaque: return "opaque";
+    case GroupKind::Alias: return "alias";
+    case GroupKind::Constant: return "constant";
+  }
+  return "?";
+}
+
+namespace {
+
+bool fusibleDType(DType t) { return t == DType::F32 || t == DType::Bool; }
+
+std::vector<int64_t> rowMajor(const Shape& s) { return s.strides(); }
+
+bool contiguous(const Shape& s, const std::vector<int64_t>& strides) {
+  int64_t expect = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    if (s[d] == 1) continue;
+    if (strides[static_cast<size_t>(d)] != expect) return false;
+    expect *= s[d];
+  }
+  return true;
+}
+
+// The elementwise ops the CPU loop kernels implement for f32 (and bool masks).
+bool loopOp(OpCode op) {
+  switch (op) {
+    case OpCode::Neg: case OpCode::Abs: case OpCode::Sign: case OpCode::Exp: case OpCode::Exp2: case OpCode::Log:
+    case OpCode::Log1p: case OpCode::Expm1: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Tanh:
+    case OpCode::Logistic: case OpCode::Sin: case OpCode::Cos: case OpCode::Tan: case OpCode::Erf:
+    case OpCode::Floor: case OpCode::Ceil: case OpCode::Round: case OpCode::IsFinite: case OpCode::Not:
+    case OpCode::Relu: case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Pow:
+    case OpCode::Max: case OpCode::Min: case OpCode::Atan2: case OpCode::Rem: case OpCode::And: case OpCode::Or:
+    case OpCode::Xor: case OpCode::Eq: case OpCode::Ne: case OpCode::Lt: case OpCode::Le: case OpCode::Gt:
+    case OpCode::Ge: case OpCode::Select: case OpCode::Clamp: case OpCode::Convert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool axesContiguousRange(const std::vector<int64_t>& axes) {
+  if (axes.empty()) return false;
+  std::vector<int64_t> a = axes;
+  std::sort(a.begin(), a.end());
+  for (size_t i = 1; i < a.size(); ++i)
+    if (a[i] != a[i - 1] + 1) return false;
+  return true;
+}
+
+std::string shapeText(const ir::Graph& g, ValueId v) { return g.aval(v).toString(); }
+
+}  // namespace
+
+bool isViewNode(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != OpCode::BroadcastInDim && n.op != OpCode::Transpose && n.op != OpCode::Reshape) return false;
+  return fusibleDType(g.aval(n.results[0]).dtype);
+}
+
+std::optional<ViewMap> resolveView(const ir::Graph& g, ValueId v, bool views) {
+  std::vector<const ir::Node*> chain;
+  ValueId src = v;
+  while (views) {
+    NodeId p = g.value(src).producer;
+    if (p == ir::kNone) break;
+    const ir::Node& n = g.nodes()[static_cast<size_t>(p)];
+    if (!isViewNode(g, n)) break;
+    chain.push_back(&n);
+    src = n.operands[0];
+  }
+  ViewMap m;
+  m.source = src;
+  Shape shape = g.aval(src).shape;
+  m.strides = rowMajor(shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const ir::Node& n = **it;
+    Shape out = g.aval(n.results[0]).shape;
+    std::vector<int64_t> s(static_cast<size_t>(out.rank()), 0);
+    if (n.op == OpCode::Reshape) {
+      if (!contiguous(shape, m.strides)) return std::nullopt;
+      s = rowMajor(out);
+    } else if (n.op == OpCode::Transpose) {
+      const auto& perm = std::get<ir::TransposeAttrs>(n.attrs).perm;
+      for (size_t i = 0; i < perm.size(); ++i) s[i] = m.strides[static_cast<size_t>(perm[i])];
+    } else {
+      const auto& bd = std::get<ir::BroadcastInDimAttrs>(n.attrs).broadcastDims;
+      for (size_t j = 0; j < bd.size(); ++j)
+        if (shape[static_cast<int>(j)] == out[static_cast<int>(bd[j])]) s[static_cast<size_t>(bd[j])] = m.strides[j];
+    }
+    for (int d = 0; d < out.rank(); ++d)
+      if (out[d] == 1) s[static_cast<size_t>(d)] = 0;
+    m.strides = std::move(s);
+    shape = out;
+  }
+  return m;
+}
+
+int FusionPlan::numKernels() const {
+  int n = 0;
+  for (const auto& gr : groups) n += gr.kind != GroupKind::Alias && gr.kind != GroupKind::Constant;
+  return n;
+}
+
+std::string FusionPlan::describe(const ir::Graph& g, const ir::OpRegistry& reg) const {
+  std::string out;
+  for (const auto& gr : groups) {
+    std::string ops;
+    for (size_t i = 0; i < gr.nodes.size() && i < 8; ++i)
+      ops += (i ? ", " : "") + reg.get(g.nodes()[static_cast<size_t>(gr.nodes[i])].op).name;
+    if (gr.nodes.size() > 8) ops += ", ...";
+    out += fmt::format("{} {} {} {} op{} ({}) in {} out {}{}\n", gr.name, groupKindName(gr.kind),
+                       Aval{gr.shape, DType::F32}.toString(), gr.nodes.size(), gr.nodes.size() == 1 ? "" : "s", ops,
+                       gr.inputs.size(), gr.outputs.size(), gr.reason.empty() ? "" : ": " + gr.reason);
+  }
+  return out;
+}
+
+namespace {
+
+// The planner's working state: groups grow as nodes are visited in graph order; merged groups point to the
+// survivor (union-find).
+class Planner {
+ public:
+  Planner(const ir::Graph& g, const ir::OpRegistry& reg, PassContext* ctx, const FusionOptions& o)
+      : m_g(g), m_reg(reg), m_ctx(ctx), m_opt(o) {
+    size_t n = g.nodes().size();
+    m_groupOf.assign(n, -1);
+    m_visit.assign(n, 0);
+    m_eff.resize(n);
+    m_materialize.assign(n, false);
+    m_isView.resize(n);
+    for (size_t i = 0; i < n; ++i) m_isView[i] = isViewNode(g, g.nodes()[i]);
+  }
+
+  Result<FusionPlan> run();
+
+ private:
+  struct Group {
+    GroupKind kind = GroupKind::Opaque;
+    std::vector<NodeId> nodes;
+    Shape shape;
+    std::vector<int64_t> axes;
+    int parent = -1;  // merged into
+    NodeId first = 0;
+    std::string reason;
+  };
+
+  int find(int gid) const {
+    while (m_groups[static_cast<size_t>(gid)].parent >= 0) gid = m_groups[static_cast<size_t>(gid)].parent;
+    return gid;
+  }
+  int groupOfNode(NodeId n) const {
+    int gid = m_groupOf[static_cast<size_t>(n)];
+    return gid < 0 ? -1 : find(gid);
+  }
+  int groupOfValue(ValueId v) const {
+    NodeId p = m_g.value(v).producer;
+    return p == ir::kNone ? -1 : groupOfNode(p);
+  }
+  const ir::Node& node(NodeId n) const { return m_g.nodes()[static_cast<size_t>(n)]; }
+  std::string opName(NodeId n) const { return m_reg.get(node(n).op).name; }
+
+  int newGroup(GroupKind kind, NodeId n, Shape shape, std::string reason) {
+    Group gr;
+    gr.kind = kind;
+    gr.nodes = {n};
+    gr.shape = std::move(shape);
+    gr.first = n;
+    gr.reason = std::move(reason);
+    m_groups.push_back(std::move(gr));
+    m_groupOf[static_cast<size_t>(n)] = static_cast<int>(m_groups.size()) - 1;
+    return static_cast<int>(m_groups.size()) - 1;
+  }
+  void addTo(int gid, NodeId n) {
+    m_groups[static_cast<size_t>(gid)].nodes.push_back(n);
+    m_groupOf[static_cast<size_t>(n)] = gid;
+  }
+  void merge(int into, int from) {
+    Group& a = m_groups[static_cast<size_t>(into)];
+    Group& b = m_groups[static_cast<size_t>(from)];
+    a.nodes.insert(a.nodes.end(), b.nodes.begin(), b.nodes.end());
+    std::sort(a.nodes.begin(), a.nodes.end());
+    a.first = std::min(a.first, b.first);
+    b.parent = into;
+    b.nodes.clear();
+  }
+
+  // The operands node n's kernel would read: view sources where the views resolve.
+  void resolveOperands(NodeId n, bool throughViews) {
+    auto& eff = m_eff[static_cast<size_t>(n)];
+    eff.clear();
+    for (ValueId v : node(n).operands) {
+      NodeId p = m_g.value(v).producer;
+      if (throughViews && p != ir::kNone && m_isView[static_cast<size_t>(p)]) {
+        auto map = resolveView(m_g, v);
+        if (map) {
+          eff.push_back(map->source);
+          continue;
+        }
+        m_materialize[static_cast<size_t>(p)] = true;
+      } else if (p != ir::kNone && m_isView[static_cast<size_t>(p)]) {
+        m_materialize[static_cast<size_t>(p)] = true;
+      }
+      eff.push_back(v);
+    }
+  }
+
+  // Whether value v depends on a node of one of the groups `targets`, when every group runs as one kernel.
+  bool dependsOn(ValueId v, const std::vector<int>& targets) {
+    NodeId minFirst = INT32_MAX;
+    for (int t : targets) minFirst = std::min(minFirst, m_groups[static_cast<size_t>(t)].first);
+    ++m_stamp;
+    std::vector<NodeId>& stack = m_stack;
+    stack.clear();
+    auto push = [&](ValueId x) {
+      NodeId p = m_g.value(x).producer;
+      if (p == ir::kNone || p < minFirst || m_visit[static_cast<size_t>(p)] == m_stamp) return;
+      m_visit[static_cast<size_t>(p)] = m_stamp;
+      stack.push_back(p);
+    };
+    push(v);
+    while (!stack.empty()) {
+      NodeId u = stack.back();
+      stack.pop_back();
+      int gu = groupOfNode(u);
+      if (gu >= 0 && std::find(targets.begin(), targets.end(), gu) != targets.end()) return true;
+      if (gu >= 0) {
+        // The whole group runs at once: it waits for the inputs of all its members.
+        for (NodeId m : m_groups[static_cast<size_t>(gu)].nodes) {
+          if (m != u && m_visit[static_cast<size_t>(m)] != m_stamp && m >= minFirst) {
+            m_visit[static_cast<size_t>(m)] = m_stamp;
+            stack.push_back(m);
+          }
+          for (ValueId x : m_eff[static_cast<size_t>(m)]) push(x);
+        }
+      } else {
+        for (ValueId x : node(u).operands) push(x);
+      }
+    }
+    return false;
+  }
+
+  // Whether the groups `gs` and node n (when n >= 0) can run as one kernel: no input of any of them depends on
+  // any of them through a node outside.
+  bool canCombine(const std::vector<int>& gs, NodeId n) {
+    auto external = [&](NodeId m, auto&& fn) {
+      for (ValueId x : m_eff[static_cast<size_t>(m)]) {
+        int gx = groupOfValue(x);
+        if (gx >= 0 && std::find(gs.begin(), gs.end(), gx) != gs.end()) continue;
+        if (!fn(x)) return false;
+      }
+      return true;
+    };
+    auto ok = [&](ValueId x) { return !dependsOn(x, gs); };
+    for (int gid : gs)
+      for (NodeId m : m_groups[static_cast<size_t>(gid)].nodes)
+        if (!external(m, ok)) return false;
+    if (n >= 0 && !external(n, ok)) return false;
+    return true;
+  }
+
+  void note(NodeId n, std::string msg, Decision::Kind kind = Decision::Kind::Applied) {
+    if (m_ctx) m_ctx->record(m_g, n, std::move(msg), kind);
+  }
+
+  void visitElementwise(NodeId n);
+  void visitReduction(NodeId n);
+  void mergeSiblingReductions(int gid, NodeId n);
+  Result<FusionPlan> finish();
+
+  const ir::Graph& m_g;
+  const ir::OpRegistry& m_reg;
+  PassContext* m_ctx;
+  FusionOptions m_opt;
+  std::vector<Group> m_groups;
+  std::vector<int> m_groupOf;
+  std::vector<uint32_t> m_visit;
+  uint32_t m_stamp = 0;
+  std::vector<NodeId> m_stack;
+  std::vector<std::vector<ValueId>> m_eff;
+  std::vector<bool> m_materialize;
+  std::vector<bool> m_isView;
+};
+
+void Planner::visitElementwise(NodeId n) {
+  const ir::Node& nd = node(n);
+  const Shape& shape = m_g.aval(nd.results[0]).shape;
+  resolveOperands(n, true);
+  if (!m_opt.fuse) {
+    newGroup(GroupKind::Loop, n, shape, "fusion off");
+    return;
+  }
+  // Candidate groups: those that produce an operand directly in the same iteration space.
+  std::vector<int> cands;
+  for (ValueId v : nd.operands) {
+    NodeId p = m_g.value(v).producer;
+    if (p == ir::kNone) continue;
+    if (m_isView[static_cast<size_t>(p)]) continue;
+    int gp = groupOfNode(p);
+    if (gp < 0 || std::find(cands.begin(), cands.end(), gp) != cands.end()) continue;
+    const Group& G = m_groups[static_cast<size_t>(gp)];
+    bool sameSpace = G.shape == shape;
+    if (G.kind == GroupKind::Loop && sameSpace) {
+      cands.push_back(gp);
+    } else if (G.kind == GroupKind::Gemm && sameSpace && m_opt.gemmEpilogues) {
+      cands.push_back(gp);
+    } else if (G.kind == GroupKind::Loop || G.kind == GroupKind::Gemm) {
+      note(n, fmt::format("not fused with {} ({}): iteration spaces differ ({} vs {})", opName(p),
+                          groupKindName(G.kind), Aval{G.shape, DType::F32}.toString(),
+                          Aval{shape, DType::F32}.toString()),
+           Decision::Kind::Rejected);
+    } else if (G.kind == GroupKind::Reduction) {
+      note(n, fmt::format("not fused with {}: a reduction's result is complete only after its kernel", opName(p)),
+           Decision::Kind::Rejected);
+    } else if (G.kind == GroupKind::Opaque) {
+      note(n, fmt::format("not fused with {}: it has no fusible kernel", opName(p)), Decision::Kind::Rejected);
+    }
+  }
+  // A gemm group takes the epilogue; otherwise the first loop group that stays acyclic.
+  std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) {
+    return (m_groups[static_cast<size_t>(a)].kind == GroupKind::Gemm) > (m_groups[static_cast<size_t>(b)].kind == GroupKind::Gemm);
+  });
+  // A member may not read another member through a view (a transpose of a square tile, say): tiles are
+  // evaluated element for element.
+  auto readsThroughView = [&](int c) {
+    const auto& eff = m_eff[static_cast<size_t>(n)];
+    for (size_t i = 0; i < eff.size(); ++i)
+      if (eff[i] != nd.operands[i] && groupOfValue(eff[i]) == c) return true;
+    return false;
+  };
+  int chosen = -1;
+  for (int c : cands) {
+    if (readsThroughView(c)) {
+      note(n, fmt::format("not fused into fusion.{}: it reads a value of that kernel through a view", c),
+           Decision::Kind::Rejected);
+      continue;
+    }
+    if (canCombine({c}, n)) {
+      chosen = c;
+      break;
+    }
+    note(n, fmt::format("not fused into fusion.{}: an input of the fused kernel would depend on its output", c),
+         Decision::Kind::Rejected);
+  }
+  if (chosen < 0) {
+    newGroup(GroupKind::Loop, n, shape, "");
+    return;
+  }
+  addTo(chosen, n);
+  Group& G = m_groups[static_cast<size_t>(chosen)];
+  note(n, fmt::format("fused into fusion.{} ({}) over {}", chosen, groupKindName(G.kind),
+                      Aval{shape, DType::F32}.toString()));
+  // Other producers' loop groups join too where that stays acyclic (multi-output: one pass instead of several).
+  for (int c : cands) {
+    if (c == chosen || find(c) != c) continue;
+    // Only loops merge: a gemm's members must all follow its product (they are its epilogue).
+    if (m_groups[static_cast<size_t>(c)].kind != GroupKind::Loop ||
+        m_groups[static_cast<size_t>(chosen)].kind != GroupKind::Loop)
+      continue;
+    bool viaView = false;
+    for (int x : {chosen, c})
+      for (NodeId m : m_groups[static_cast<size_t>(x == chosen ? c : chosen)].nodes) {
+        const auto& eff = m_eff[static_cast<size_t>(m)];
+        for (size_t i = 0; i < eff.size(); ++i)
+          viaView |= eff[i] != node(m).operands[i] && groupOfValue(eff[i]) == x;
+      }
+    if (!viaView && canCombine({chosen, c}, -1)) {
+      merge(chosen, c);
+      note(n, fmt::format("merged fusion.{} into fusion.{}: both feed {} in the same iteration space", c, chosen,
+                          opName(n)));
+    } else {
+      note(n, fmt::format("fusion.{} not merged into fusion.{}: it would create a cycle", c, chosen),
+           Decision::Kind::Rejected);
+    }
+  }
+}
+
+// Reductions over the same space that read a common input share one pass over it (sum(x) and sum(x * x)).
+void Planner::mergeSiblingReductions(int gid, NodeId n) {
+  const Group& G = m_groups[static_cast<size_t>(gid)];
+  std::vector<ValueId> reads;
+  for (NodeId m : G.nodes)
+    for (ValueId x : m_eff[static_cast<size_t>(m)])
+      if (groupOfValue(x) != gid) reads.push_back(x);
+  for (size_t i = 0; i < m_groups.size(); ++i) {
+    const Group& S = m_groups[i];
+    if (static_cast<int>(i) == gid || S.parent >= 0 || S.nodes.empty() || S.kind != GroupKind::Reduction ||
+        S.shape != G.shape || S.axes != G.axes)
+      continue;
+    bool shares = false;
+    for (NodeId m : S.nodes)
+      for (ValueId x : m_eff[static_cast<size_t>(m)])
+        shares |= std::find(reads.begin(), reads.end(), x) != reads.end();
+    // A prologue may not read a reduction of the same kernel (softmax's max feeds exp(x - max)).
+    auto readsReductionOf = [&](const Group& A, int other) {
+      for (NodeId m : A.nodes)
+        for (ValueId x : m_eff[static_cast<size_t>(m)]) {
+          NodeId p = m_g.value(x).producer;
+          if (p == ir::kNone || groupOfNode(p) != other) continue;
+          OpCode op = node(p).op;
+          if (op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin) return true;
+        }
+      return false;
+    };
+    if (!shares || readsReductionOf(G, static_cast<int>(i)) || readsReductionOf(S, gid) ||
+        !canCombine({gid, static_cast<int>(i)}, -1))
+      continue;
+    merge(gid, static_cast<int>(i));
+    note(n, fmt::format("merged sibling reduction fusion.{} into fusion.{}: they read the same input", i, gid));
+    return;
+  }
+}
+
+void Planner::visitReduction(NodeId n) {
+  const ir::Node& nd = node(n);
+  ValueId v = nd.operands[0];
+  const Shape& shape = m_g.aval(v).shape;
+  std::vector<int64_t> axes = std::get<ir::ReduceAttrs>(nd.attrs).axes;
+  std::sort(axes.begin(), axes.end());
+  resolveOperands(n, true);
+  NodeId p = m_g.value(v).producer;
+  int gp = (p == ir::kNone || m_isView[static_cast<size_t>(p)]) ? -1 : groupOfNode(p);
+  if (m_opt.fuse && m_opt.reductionPrologues && gp >= 0) {
+    Group& G = m_groups[static_cast<size_t>(gp)];
+    if (G.kind == GroupKind::Loop && G.shape == shape) {
+      G.kind = GroupKind::Reduction;
+      G.axes = axes;
+      addTo(gp, n);
+      note(n, fmt::format("fused with its prologue fusion.{} ({} ops): the operand is computed as it is reduced",
+                          gp, G.nodes.size() - 1));
+      mergeSiblingReductions(gp, n);
+      return;
+    }
+    if (G.kind == GroupKind::Reduction && G.shape == shape && G.axes == axes) {
+      addTo(gp, n);
+      note(n, fmt::format("fused into fusion.{}: a sibling reduction of the same values", gp));
+      return;
+    }
+    note(n, fmt::format("prologue not fused: the producer {} is a {} kernel", opName(p),
+                        groupKindName(G.kind)), Decision::Kind::Rejected);
+  }
+  // Siblings that reduce the same input over the same axes share one pass over it.
+  if (m_opt.fuse) {
+    ValueId src = m_eff[static_cast<size_t>(n)][0];
+    for (size_t i = 0; i < m_groups.size(); ++i) {
+      Group& G = m_groups[i];
+      if (G.parent >= 0 || G.kind != GroupKind::Reduction || G.shape != shape || G.axes != axes) continue;
+      bool readsSame = false;
+      for (NodeId m : G.nodes)
+        for (ValueId x : m_eff[static_cast<size_t>(m)]) readsSame |= x == src;
+      if (!readsSame || !canCombine({static_cast<int>(i)}, n)) continue;
+      addTo(static_cast<int>(i), n);
+      note(n, fmt::format("fused into fusion.{}: reads the same input over the same axes", i));
+      return;
+    }
+  }
+  int gid = newGroup(GroupKind::Reduction, n, shape, "");
+  m_groups[static_cast<size_t>(gid)].axes = axes;
+}
+
+Result<FusionPlan> Planner::run() {
+  const auto& nodes = m_g.nodes();
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    const ir::Node& nd = nodes[static_cast<size_t>(n)];
+    if (m_isView[static_cast<size_t>(n)]) continue;  // decided by its consumers
+    const ir::OpDef& def = m_reg.get(nd.op);
+    bool floatsOnly = true;
+    for (ValueId v : nd.operands) floatsOnly &= fusibleDType(m_g.aval(v).dtype);
+    for (ValueId v : nd.results) floatsOnly &= fusibleDType(m_g.aval(v).dtype);
+    if (nd.op == OpCode::Constant) {
+      m_eff[static_cast<size_t>(n)] = {};
+      newGroup(GroupKind::Constant, n, m_g.aval(nd.results[0]).shape, "");
+    } else if (def.fusion == ir::FusionKind::Elementwise && loopOp(nd.op) && floatsOnly) {
+      visitElementwise(n);
+    } else if ((nd.op == OpCode::ReduceSum || nd.op == OpCode::ReduceMax || nd.op == OpCode::ReduceMin) &&
+               m_g.aval(nd.operands[0]).dtype == DType::F32 &&
+               axesContiguousRange(std::get<ir::ReduceAttrs>(nd.attrs).axes)) {
+      visitReduction(n);
+    } else if (nd.op == OpCode::DotGeneral && m_g.aval(nd.results[0]).dtype == DType::F32) {
+      resolveOperands(n, false);
+      newGroup(GroupKind::Gemm, n, m_g.aval(nd.results[0]).shape, "");
+    } else {
+      resolveOperands(n, false);
+      std::string why = !floatsOnly && def.fusion == ir::FusionKind::Elementwise
+                            ? fmt::format("not fused: {} works on {}", def.name,
+                                          m_g.aval(nd.results[0]).dtype == DType::F32
+                                              ? dtypeName(m_g.aval(nd.operands[0]).dtype)
+                                              : dtypeName(m_g.aval(nd.results[0]).dtype))
+                            : fmt::format("not fused: {} runs its own kernel", def.name);
+      note(n, why, Decision::Kind::Rejected);
+      newGroup(GroupKind::Opaque, n, m_g.aval(nd.results.empty() ? ir::kNone : nd.results[0]).shape, "");
+    }
+  }
+  // Graph outputs that are views are materialised.
+  for (ValueId v : m_g.outputs()) {
+    NodeId p = m_g.value(v).producer;
+    if (p != ir::kNone && m_isView[static_cast<size_t>(p)]) m_materialize[static_cast<size_t>(p)] = true;
+  }
+  // Views that some consumer cannot read through become kernels of their own (a reshape is an alias), and
+  // their operands must exist as values: a materialised view whose operand is a view materialises that too.
+  for (NodeId n = static_cast<NodeId>(nodes.size()) - 1; n >= 0; --n) {
+    if (!m_isView[static_cast<size_t>(n)] || !m_materialize[static_cast<size_t>(n)]) continue;
+    const ir::Node& nd = nodes[static_cast<size_t>(n)];
+    if (nd.op == OpCode::Reshape) {
+      NodeId p = m_g.value(nd.operands[0]).producer;
+      if (p != ir::kNone && m_isView[static_cast<size_t>(p)]) m_materialize[static_cast<size_t>(p)] = true;
+    }
+  }
+  for (NodeId n = 0; n < static_cast<NodeId>(nodes.size()); ++n) {
+    if (!m_isView[static_cast<size_t>(n)] || !m_materialize[static_cast<size_t>(n)]) continue;
+    const ir::Node& nd = nodes[static_cast<size_t>(n)];
+    if (nd.op == OpCode::Reshape) {
+      m_eff[static_cast<size_t>(n)] = {nd.operands[0]};
+      newGroup(GroupKind::Alias, n, m_g.aval(nd.results[0]).shape, "");
+    } else {
+      auto map = resolveView(m_g, nd.results[0]);
+      if (map) {
+        m_eff[static_cast<size_t>(n)] = {map->source};
+      } else {
+        m_eff[static_cast<size_t>(n)] = {nd.operands[0]};
+        NodeId p = m_g.value(nd.operands[0]).producer;
+        if (p != ir::kNone && m_isView[static_cast<size_t>(p)] && !m_materialize[static_cast<size_t>(p)])
+          return makeError("fusion: view chain at node {} cannot be materialised", n);
+      }
+      newGroup(GroupKind::Loop, n, m_g.aval(nd.results[0]).shape, "a materialised view");
+      note(n, fmt::format("{} materialised: a consumer cannot read through it", opName(n)), Decision::Kind::Note);
+    }
+  }
+  return finish();
+}
+
+Result<FusionPlan> Planner::finish() {
+  const auto& nodes = m_g.nodes();
+  // Surviving groups, ordered topologically (Kahn's algorithm, earliest last-member first, which keeps the
+  // graph's order wherever fusion did not change it).
+  std::vector<int> live;
+  for (size_t i = 0; i < m_groups.size(); ++i)
+    if (m_groups[i].parent < 0 && !m_groups[i].nodes.empty()) live.push_back(static_cast<int>(i));
+  std::vector<int> index(m_groups.size(), -1);
+  for (size_t i = 0; i < live.size(); ++i) index[static_cast<size_t>(live[i])] = static_cast<int>(i);
+  std::vector<std::vector<int>> succ(live.size());
+  std::vector<int> indeg(live.size(), 0);
+  std::vector<NodeId> lastNode(live.size(), 0);
+  for (size_t i = 0; i < live.size(); ++i) {
+    Group& G = m_groups[static_cast<size_t>(live[i])];
+    std::sort(G.nodes.begin(), G.nodes.end());
+    lastNode[i] = G.nodes.back();
+    for (NodeId m : G.nodes)
+      for (ValueId x : m_eff[static_cast<size_t>(m)]) {
+        int gx = groupOfValue(x);
+        if (gx < 0) continue;
+        int j = index[static_cast<size_t>(gx)];
+        if (j < 0 || j == static_cast<int>(i)) continue;
+        succ[static_cast<size_t>(j)].push_back(static_cast<int>(i));
+      }
+  }
+  for (auto& s : succ) {
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    for (int t : s) ++indeg[static_cast<size_t>(t)];
+  }
+  using Item = std::pair<NodeId, int>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+  for (size_t i = 0; i < live.size(); ++i)
+    if (indeg[i] == 0) ready.push({lastNode[i], static_cast<int>(i)});
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = ready.top().second;
+    ready.pop();
+    order.push_back(i);
+    for (int t : succ[static_cast<size_t>(i)])
+      if (--indeg[static_cast<size_t>(t)] == 0) ready.push({lastNode[static_cast<size_t>(t)], t});
+  }
+  if (order.size() != live.size()) return makeError("fusion: the kernel graph has a cycle (a planner bug)");
+
+  // Which values are read outside their group (or leave the graph).
+  std::vector<int> readBy(static_cast<size_t>(m_g.numValues()), -2);  // -2 none, -1 several/outside
+  std::vector<bool> needed(static_cast<size_t>(m_g.numValues()), false);
+  for (ValueId v : m_g.outputs()) needed[static_cast<size_t>(v)] = true;
+
+  FusionPlan plan;
+  plan.groupOfNode.assign(nodes.size(), -1);
+  plan.effectiveOperands = m_eff;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Group& G = m_groups[static_cast<size_t>(live[static_cast<size_t>(order[k])])];
+    for (NodeId m : G.nodes) plan.groupOfNode[static_cast<size_t>(m)] = static_cast<int>(k);
+  }
+  for (NodeId m = 0; m < static_cast<NodeId>(nodes.size()); ++m) {
+    int gm = plan.groupOfNode[static_cast<size_t>(m)];
+    if (gm < 0) continue;
+    for (ValueId x : m_eff[static_cast<size_t>(m)]) {
+      NodeId p = m_g.value(x).producer;
+      if (p == ir::kNone || plan.groupOfNode[static_cast<size_t>(p)] != gm) needed[static_cast<size_t>(x)] = true;
+    }
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Group& G = m_groups[static_cast<size_t>(live[static_cast<size_t>(order[k])])];
+    FusionGroup fg;
+    fg.id = static_cast<int>(k);
+    fg.kind = G.kind;
+    fg.nodes = G.nodes;
+    fg.shape = G.shape;
+    fg.reduceAxes = G.axes;
+    fg.reason = G.reason;
+    bool fused = G.nodes.size() > 1 || G.kind == GroupKind::Loop || G.kind == GroupKind::Reduction;
+    int pid = live[static_cast<size_t>(order[k])];  // the planner's id, which the decisions name
+    fg.name = fused ? fmt::format("fusion.{}", pid)
+                    : fmt::format("{}.{}", m_reg.get(nodes[static_cast<size_t>(G.nodes[0])].op).name, pid);
+    for (NodeId m : G.nodes) {
+      for (ValueId x : m_eff[static_cast<size_t>(m)]) {
+        NodeId p = m_g.value(x).producer;
+        bool internal = p != ir::kNone && plan.groupOfNode[static_cast<size_t>(p)] == static_cast<int>(k);
+        if (!internal && std::find(fg.inputs.begin(), fg.inputs.end(), x) == fg.inputs.end()) fg.inputs.push_back(x);
+      }
+      for (ValueId r : nodes[static_cast<size_t>(m)].results)
+        if (needed[static_cast<size_t>(r)]) fg.outputs.push_back(r);
+    }
+    if (fg.reason.empty() && G.nodes.size() > 1) {
+      std::string ops;
+      for (size_t i = 0; i < G.nodes.size() && i < 6; ++i)
+        ops += (i ? ", " : "") + opName(G.nodes[i]);
+      if (G.nodes.size() > 6) ops += ", ...";
+      fg.reason = fmt::format("{} ops ({}) in one pass over {}; {} input{}, {} output{}", G.nodes.size(), ops,
+                              Aval{G.shape, DType::F32}.toString(), fg.inputs.size(), fg.inputs.size() == 1 ? "" : "s",
+                              fg.outputs.size(), fg.outputs.size() == 1 ? "" : "s");
+    }
+    if (m_ctx && G.nodes.size() > 1) {
+      Decision d;
+      d.kind = Decision::Kind::Note;
+      d.nodes = G.nodes;
+      d.values = fg.outputs;
+      d.prov = nodes[static_cast<size_t>(G.nodes[0])].prov;
+      d.message = fmt::format("{} ({}): {}", fg.name, groupKindName(fg.kind), fg.reason);
+      m_ctx->record(std::move(d));
+    }
+    plan.groups.push_back(std::move(fg));
+  }
+  return plan;
+}
+
+}  // namespace
+
+Result<FusionPlan> planFusion(const ir::Graph& g, const ir::OpRegistry& reg, PassContext* ctx,
+                              const FusionOptions& options) {
+  Planner p(g, reg, ctx, options);
+  return p.run();
+}
+
+Result<bool> Fusion::run(ir::Graph& g, PassContext& ctx) {
+  TSR_ASSIGN(FusionPlan plan, planFusion(g, ctx.registry(), &ctx, m_options));
+  ctx.setFusionPlan(std::make_shared<const FusionPlan>(std::move(plan)));
+  return false;
+}
+
+}  // namespace tsr::passes

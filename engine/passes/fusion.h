@@ -1,0 +1,84 @@
+#pragma once
+// Fusion: groups the nodes of a graph into kernels (after XLA's instruction fusion and Inductor's scheduler).
+//   loop       elementwise ops over one iteration space, read through broadcasts/transposes/reshapes of their
+//              inputs (views cost no memory traffic), several outputs where several values are needed outside;
+//   reduction  reduce_sum/max/min over a contiguous range of axes, with the elementwise ops that compute its
+//              operand (its prologue) and sibling reductions of the same space (mean and variance in one pass);
+//   gemm       a dot_general with the elementwise ops that consume its result (bias, gelu: the epilogue);
+//   opaque     one node run by its reference kernel (gather, scatter, scan, integer ops);
+//   alias      a materialised reshape: the same bytes under another shape, no kernel;
+//   constant   a constant, materialised once when the graph is compiled.
+// The graph is not rewritten: the plan lists each kernel's nodes, so the IR stays the one the user traced and
+// the IDE draws groups as clusters. Every decision is recorded with its reason.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/passes/pass.h"
+
+namespace tsr::passes {
+
+enum class GroupKind : uint8_t { Loop, Reduction, Gemm, Opaque, Alias, Constant };
+const char* groupKindName(GroupKind k);
+
+// How a fused kernel reads a value through a chain of views: element (i_0, ..., i_{r-1}) of the iteration
+// space reads source[offset + sum_d i_d * strides[d]].
+struct ViewMap {
+  ir::ValueId source = ir::kNone;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// Resolves value v, seen with shape `shape`, to a strided read of the first value up its chain of views
+// (broadcast_in_dim, transpose, reshape) that is not itself a view; nullopt where a reshape meets a
+// non-contiguous map. With views = false, v itself is the source.
+std::optional<ViewMap> resolveView(const ir::Graph& g, ir::ValueId v, bool views = true);
+// Whether a node is a view that kernels can read through.
+bool isViewNode(const ir::Graph& g, const ir::Node& n);
+
+struct FusionGroup {
+  int id = 0;
+  GroupKind kind = GroupKind::Opaque;
+  std::vector<ir::NodeId> nodes;     // members in graph order (views read through are not members)
+  std::vector<ir::ValueId> inputs;   // values the kernel reads (sources of views), in first-use order
+  std::vector<ir::ValueId> outputs;  // member results read after the kernel, or graph outputs
+  Shape shape;                       // iteration space: the loop's shape, the reduced operand's, the dot result's
+  std::vector<int64_t> reduceAxes;   // reduction groups
+  std::string name;                  // "fusion.12"; opaque kernels are named after their op
+  std::string reason;                // why the group has the members it has
+};
+
+struct FusionPlan {
+  std::vector<FusionGroup> groups;  // in execution order
+  std::vector<int> groupOfNode;     // node -> index into groups; -1: a view every consumer reads through
+  // For each node, the values its kernel reads for each operand: the view's source where it reads through.
+  std::vector<std::vector<ir::ValueId>> effectiveOperands;
+
+  int numKernels() const;  // groups that launch a kernel (not alias or constant)
+  // One line per group: "fusion.3 loop f32[4,64,3072] 7 ops (mul, add, tanh, ...) in 2 out 1".
+  std::string describe(const ir::Graph& g, const ir::OpRegistry& reg) const;
+};
+
+struct FusionOptions {
+  bool fuse = true;          // false: one kernel per node (views still read through)
+  bool gemmEpilogues = true;
+  bool reductionPrologues = true;
+};
+
+// Plans the kernels of g. Decisions go to ctx's log when ctx is given.
+Result<FusionPlan> planFusion(const ir::Graph& g, const ir::OpRegistry& reg, PassContext* ctx = nullptr,
+                              const FusionOptions& options = {});
+
+// The pass: plans fusion and leaves the plan in the context (PassContext::fusionPlan) without changing the graph.
+class Fusion : public Pass {
+ public:
+  explicit Fusion(FusionOptions options = {}) : m_options(options) {}
+  std::string_view name() const override { return "fusion"; }
+  Result<bool> run(ir::Graph& g, PassContext& ctx) override;
+
+ private:
+  FusionOptions m_options;
+};
+
+}  // namespace tsr::passes
