@@ -38,6 +38,7 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
   m_error.clear();
   m_lastErrLine.clear();
   m_exitCode = 0;
+  m_stopping = false;
   m_buffer[0].clear();
   m_buffer[1].clear();
   QString bin = findTessera();
@@ -64,7 +65,13 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
     readLines(QProcess::StandardOutput);
     readLines(QProcess::StandardError);
     m_exitCode = code;
-    bool ok = status == QProcess::NormalExit && code == 0;
+    // tessera train exits with 130 when interrupted, after its checkpoint.
+    bool stopped = m_stopping && status == QProcess::NormalExit && code == 130;
+    bool ok = (status == QProcess::NormalExit && code == 0) || stopped;
+    if (stopped) {
+      emit finished(true, tr("run stopped (checkpointed; Run continues it with --resume from the command line)"));
+      return;
+    }
     if (!ok) {
       m_error = status == QProcess::CrashExit ? tr("the run crashed (%1)").arg(m_process->errorString())
                                               : (m_lastErrLine.isEmpty() ? tr("the run exited with status %1").arg(code) : m_lastErrLine);
@@ -72,12 +79,17 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
     }
     emit finished(ok, ok ? tr("run finished") : m_error);
   });
+  // Compile events (with each cache miss and its reason) go to the console.
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("TESSERA_LOG_COMPILES", "1");
+  m_process->setProcessEnvironment(env);
   emit started(bin + " " + args.join(' '));
   m_process->start(bin, args);
 }
 
 void RunController::stop() {
   if (!running()) return;
+  m_stopping = true;
   // SIGINT: tessera train checkpoints and exits; kill it if it has not after a while.
   ::kill(static_cast<pid_t>(m_process->processId()), SIGINT);
   QProcess* p = m_process;
@@ -100,9 +112,10 @@ void RunController::readLines(QProcess::ProcessChannel channel) {
     if (line.isEmpty()) continue;
     auto m = kStep.match(line);
     if (m.hasMatch()) emit progress(m.captured(1).toInt(), m.captured(2).toInt());
-    bool err = c == 1 && (line.contains("error", Qt::CaseInsensitive) || line.startsWith("tessera"));
-    if (c == 1) m_lastErrLine = line;
-    emit output(err ? "error" : "info", line);
+    bool compileEvent = line.startsWith("[tessera]");
+    bool err = c == 1 && !compileEvent && (line.contains("error", Qt::CaseInsensitive) || line.startsWith("tessera"));
+    if (c == 1 && !compileEvent) m_lastErrLine = line;
+    emit output(err ? "error" : compileEvent && line.contains("miss") ? "warning" : "info", line);
   }
 }
 

@@ -27,6 +27,7 @@ class RunController : public QObject {
   void started(const QString& commandLine);
   void output(const QString& level, const QString& line);
   void progress(int step, int total);
+  // ok: the run finished, or stopped when asked to (it checkpointed; `tessera train --resume` continues it).
   void finished(bool ok, const QString& message);
 
  private:
@@ -36,6 +37,7 @@ class RunController : public QObject {
   QString m_error;
   QString m_lastErrLine;
   int m_exitCode = 0;
+  bool m_stopping = false;
   QByteArray m_buffer[2];
 };
 

@@ -307,6 +307,31 @@ class TestStudio : public QObject {
     QTRY_COMPARE(static_cast<int>(w.metricsPanel()->points(1, "loss").size()), 6);
     w.runsPanel()->refresh();
     QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
+    // The run's compile events reach the console.
+    QVERIFY2(w.consolePanel()->plainText().contains("[tessera] compile"), qPrintable(w.consolePanel()->plainText()));
+  }
+
+  void stopInterruptsARun() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"),
+              "[project]\nname = \"long\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+              "\"synthetic-digits\"\n[train]\nsteps = 1000000\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\n"
+              "warmup_steps = 0\neval_every = 0\nlog_every = 1\n");
+    MainWindow w;
+    RunController* run = w.runController();
+    QSignalSpy progress(run, &RunController::progress);
+    QSignalSpy finished(run, &RunController::finished);
+    run->start(dir.path());
+    QVERIFY(QTest::qWaitFor([&] { return progress.size() >= 3; }, 60000));
+    w.stopRun();
+    QVERIFY(finished.wait(30000));
+    QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
+    QVERIFY(finished.front()[1].toString().contains("stopped"));
+    RunsPanel* runs = w.runsPanel();
+    runs->setDatabase(dir.filePath("runs.db"));
+    QCOMPARE(runs->model()->rowCount(), 1);
+    QCOMPARE(runs->model()->runs().front().info.status, store::RunStatus::Killed);
   }
 
   void commandPaletteListsEveryAction() {
