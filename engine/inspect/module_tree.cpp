@@ -101,6 +101,31 @@ ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outpu
     m_groups[static_cast<size_t>(gi)].nodes.push_back(static_cast<ir::NodeId>(i));
     for (int a = gi; a >= 0; a = m_groups[static_cast<size_t>(a)].parent) ++m_groups[static_cast<size_t>(a)].totalNodes;
   }
+  splitLargeGroups();
+}
+
+void ModuleTree::splitLargeGroups() {
+  size_t n = m_groups.size();
+  for (size_t gi = 0; gi < n; ++gi) {
+    if (static_cast<int>(m_groups[gi].nodes.size()) <= kMaxDirectNodes || static_cast<int>(gi) == m_inputsGroup) continue;
+    std::vector<ir::NodeId> nodes = std::move(m_groups[gi].nodes);
+    m_groups[gi].nodes.clear();
+    for (size_t start = 0; start < nodes.size(); start += kMaxDirectNodes) {
+      size_t end = std::min(nodes.size(), start + kMaxDirectNodes);
+      ModuleGroup part;
+      part.name = "ops " + std::to_string(start + 1) + "-" + std::to_string(end);
+      part.path = m_groups[gi].path.empty() ? part.name : m_groups[gi].path + "." + part.name;
+      part.parent = static_cast<int>(gi);
+      part.depth = m_groups[gi].depth + 1;
+      part.nodes.assign(nodes.begin() + static_cast<long>(start), nodes.begin() + static_cast<long>(end));
+      part.totalNodes = static_cast<int>(part.nodes.size());
+      int id = static_cast<int>(m_groups.size());
+      for (ir::NodeId node : part.nodes) m_nodeGroup[static_cast<size_t>(node)] = id;
+      m_index[part.path] = id;
+      m_groups.push_back(std::move(part));
+      m_groups[gi].children.push_back(id);
+    }
+  }
 }
 
 int ModuleTree::ensure(const std::string& path) {

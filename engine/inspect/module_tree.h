@@ -27,6 +27,9 @@ class ModuleTree {
   // Graph inputs live in a group named "(inputs)" under the root, so that hundreds of parameters and optimizer
   // slots collapse into one box.
   static constexpr const char* kInputsGroup = "inputs";
+  // A group holding more nodes of its own than this shows them in parts ("ops 1-150", in program order), so
+  // that expanding any one box lays out a bounded number of boxes.
+  static constexpr int kMaxDirectNodes = 150;
 
   // Nodes without a module path (the loss, the optimizer update) are grouped by the parameter whose outputs
   // they feed, "update.h.0.attn.c_attn.weight" (the new weight and its optimizer slots), when outputNames
@@ -49,6 +52,7 @@ class ModuleTree {
 
  private:
   int ensure(const std::string& path);
+  void splitLargeGroups();
 
   std::vector<ModuleGroup> m_groups;
   std::map<std::string, int> m_index;

@@ -86,6 +86,23 @@ class TestInspect : public QObject {
     QCOMPARE(shown, top);
   }
 
+  void largeGroupsShowInParts() {
+    // The unnamed nodes of the training step all sit in the root when no output names are given.
+    const ir::Graph& g = *m_mini->traced;
+    inspect::ModuleTree tree(g);
+    int unnamed = 0;
+    for (const auto& n : g.nodes()) unnamed += n.prov.modulePath.empty();
+    QVERIFY(unnamed > inspect::ModuleTree::kMaxDirectNodes);
+    QVERIFY(tree.group(0).nodes.empty());
+    int inParts = 0;
+    for (const auto& grp : tree.groups()) {
+      QVERIFY(static_cast<int>(grp.nodes.size()) <= inspect::ModuleTree::kMaxDirectNodes);
+      if (grp.parent == 0 && grp.name.rfind("ops ", 0) == 0) inParts += grp.totalNodes;
+    }
+    QCOMPARE(inParts, unnamed);
+    for (size_t i = 0; i < g.nodes().size(); ++i) QVERIFY(tree.contains(0, tree.groupOfNode(static_cast<int>(i))));
+  }
+
   void searchCountsMatchTheGraph() {
     inspect::Stage st = inspect::makeStage("traced", m_mini->traced);
     auto hits = inspect::searchNodes(st, "^dot_general$");
