@@ -405,7 +405,7 @@ void GraphPanel::onLayoutDone() {
   }
   m_layout = std::move(*r).value();
   buildScene();
-  m_status->setText(tr("%1 boxes, %2 edges; laid out %3 level(s) in %4 s")
+  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out, the rest from the cache; %4 s")
                         .arg(m_layout->boxes.size())
                         .arg(m_layout->edges.size())
                         .arg(m_layout->laidOut.size())

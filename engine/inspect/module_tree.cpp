@@ -158,11 +158,28 @@ bool ModuleTree::contains(int a, int g) const {
 
 std::set<std::string> ModuleTree::defaultExpanded() const {
   std::set<std::string> out{""};
-  for (const ModuleGroup& grp : m_groups) {
-    if (grp.parent != 0 || grp.children.empty()) continue;
-    bool numbered = std::all_of(grp.children.begin(), grp.children.end(),
-                                [&](int c) { return isNumber(m_groups[static_cast<size_t>(c)].name); });
-    if (numbered) out.insert(grp.path);
+  auto numbered = [&](const ModuleGroup& grp) {
+    return !grp.children.empty() && std::all_of(grp.children.begin(), grp.children.end(),
+                                                [&](int c) { return isNumber(m_groups[static_cast<size_t>(c)].name); });
+  };
+  for (int top : m_groups[0].children) {
+    const ModuleGroup& first = m_groups[static_cast<size_t>(top)];
+    if (first.name.empty() || first.name[0] == '(' || first.name == "update") continue;
+    // Down the chain of groups that hold most of their parent ("vit" > "encoder" > "layer"), to the group
+    // whose children are the numbered blocks; the chain opens only when it ends there.
+    std::vector<std::string> chain;
+    for (int g = top; g >= 0;) {
+      const ModuleGroup& grp = m_groups[static_cast<size_t>(g)];
+      chain.push_back(grp.path);
+      if (numbered(grp)) {
+        out.insert(chain.begin(), chain.end());
+        break;
+      }
+      int next = -1;
+      for (int c : grp.children)
+        if (2 * m_groups[static_cast<size_t>(c)].totalNodes >= grp.totalNodes) next = c;
+      g = next;
+    }
   }
   return out;
 }

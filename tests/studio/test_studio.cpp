@@ -72,7 +72,7 @@ class TestStudio : public QObject {
 
   void opensEverySampleProject_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"gpt2_mini", "vit_tiny", "mlp_sharding"}) QTest::newRow(n) << QString(n);
+    for (const char* n : {"gpt2_mini", "gpt2_124m", "vit_tiny", "vit_base", "mlp_sharding"}) QTest::newRow(n) << QString(n);
   }
 
   void opensEverySampleProject() {
@@ -88,6 +88,9 @@ class TestStudio : public QObject {
     QCOMPARE(total, static_cast<qlonglong>(w.session()->project()->numParams));
     QVERIFY(w.graphPanel()->visibleGroups().size() + w.graphPanel()->visibleNodeCount() > 0);
     QVERIFY(!w.irPanel()->editor()->toPlainText().isEmpty());
+    // Transformers open at their numbered blocks.
+    QString block = name.startsWith("gpt2") ? "h.0" : name.startsWith("vit") ? "vit.encoder.layer.0" : QString();
+    if (!block.isEmpty()) QVERIFY2(w.graphPanel()->visibleGroups().contains(block), qPrintable(w.graphPanel()->visibleGroups().join(", ")));
   }
 
   void graphShowsBlocksAndExpandsOne() {
