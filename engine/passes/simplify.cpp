@@ -14,6 +14,14 @@ const ir::Node* RuleContext::producer(size_t i, ir::OpCode op) const {
   return n.op == op ? &n : nullptr;
 }
 
+int RuleContext::numUses(ir::ValueId v) const {
+  int n = 0;
+  for (const auto& node : m_rw.graph().nodes())
+    for (ir::ValueId x : node.operands) n += x == v;
+  for (ir::ValueId x : m_rw.graph().outputs()) n += x == v;
+  return n;
+}
+
 ir::ValueId RuleContext::insert(ir::OpCode op, std::vector<ir::ValueId> operands, ir::Attrs attrs) {
   auto r = m_rw.insertBefore(m_n, m_reg, op, std::move(operands), std::move(attrs), m_node.prov);
   return r.ok() && r->size() == 1 ? (*r)[0] : ir::kNone;

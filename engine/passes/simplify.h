@@ -33,6 +33,9 @@ class RuleContext {
   // The node defining operand i, when it is `op`; nullptr otherwise (or for a graph input). Valid until insert().
   const ir::Node* producer(size_t i, ir::OpCode op) const;
 
+  // How many nodes (and graph outputs) read v in the graph as the pass found it.
+  int numUses(ir::ValueId v) const;
+
   // Inserts op(operands){attrs} before the node, with its provenance; kNone when the op rejects them.
   ir::ValueId insert(ir::OpCode op, std::vector<ir::ValueId> operands, ir::Attrs attrs);
 

@@ -49,6 +49,28 @@ ValueId composeBroadcasts(RuleContext& c) {
   return c.insert(OpCode::BroadcastInDim, {x}, ir::BroadcastInDimAttrs{outer.shape, dims});
 }
 
+// transpose(dot_general(a, b)) that swaps the two free blocks of the product ([batch, a free, b free] ->
+// [batch, b free, a free]) is dot_general(b, a): the product comes out in the wanted layout and no transpose is
+// materialised (autodiff's weight gradients have this form). Only when the transpose is the product's sole use.
+ValueId dotOperandSwap(RuleContext& c) {
+  const ir::Node* d = c.producer(0, OpCode::DotGeneral);
+  if (!d || c.numUses(c.operand(0)) != 1) return kNone;
+  const auto at = std::get<ir::DotGeneralAttrs>(d->attrs);
+  const int64_t nb = static_cast<int64_t>(at.lhsBatch.size());
+  const int64_t lhsRank = c.aval(d->operands[0]).rank(), rhsRank = c.aval(d->operands[1]).rank();
+  const int64_t nfa = lhsRank - nb - static_cast<int64_t>(at.lhsContracting.size());
+  const int64_t nfb = rhsRank - nb - static_cast<int64_t>(at.rhsContracting.size());
+  const ir::Ints& perm = c.attrs<ir::TransposeAttrs>().perm;
+  ir::Ints want;
+  for (int64_t i = 0; i < nb; ++i) want.push_back(i);
+  for (int64_t i = 0; i < nfb; ++i) want.push_back(nb + nfa + i);
+  for (int64_t i = 0; i < nfa; ++i) want.push_back(nb + i);
+  if (perm != want) return kNone;
+  ValueId a = d->operands[0], b = d->operands[1];
+  ir::DotGeneralAttrs swapped{at.rhsContracting, at.lhsContracting, at.rhsBatch, at.lhsBatch};
+  return c.insert(OpCode::DotGeneral, {b, a}, swapped);
+}
+
 bool isFullSlice(RuleContext& c) {
   const auto& a = c.attrs<ir::SliceAttrs>();
   const Shape& s = c.aval(c.operand(0)).shape;
@@ -90,6 +112,7 @@ const std::vector<SimplifyRule>& simplifyRules() {
       {OpCode::Transpose, "transpose(x) by the identity -> x",
        [](RuleContext& c) { return isIdentityPerm(c.attrs<ir::TransposeAttrs>().perm) ? ifSameAval(c) : kNone; }},
       {OpCode::Transpose, "transpose(transpose(x)) -> transpose(x) by the composed perm", composeTransposes},
+      {OpCode::Transpose, "transpose(dot_general(a, b)) swapping the free dims -> dot_general(b, a)", dotOperandSwap},
       {OpCode::BroadcastInDim, "broadcast_in_dim(x) to x's shape -> x", [](RuleContext& c) { return ifSameAval(c); }},
       {OpCode::BroadcastInDim, "broadcast_in_dim(broadcast_in_dim(x)) -> broadcast_in_dim(x)", composeBroadcasts},
       {OpCode::Slice, "slice(x) of the full range -> x",

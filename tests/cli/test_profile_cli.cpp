@@ -132,12 +132,13 @@ class TestProfileCli : public QObject {
     for (int i = 0; i < 40; ++i) corpus += "the quick brown fox jumps over the lazy dog. a stitch in time saves nine.\n";
     writeFile(dir.filePath("corpus.txt"), corpus);
     QString trace = dir.filePath("out.json"), db = dir.filePath("store.db");
-    Run r = tessera({"profile", dir.path(), "--steps", "2", "--warmup", "1", "--trace", trace, "--db", db});
+    Run r = tessera({"profile", dir.path(), "--steps", "2", "--warmup", "1", "--trace", trace, "--db", db, "--top", "1000"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
     // The table: top kernels, then one line per profiled step (1 warm-up, so steps 2 and 3).
     QVERIFY2(r.out.contains(QRegularExpression("kernel +kind +count +total ms +mean us +share +GFLOP/s +GB/s")),
              qPrintable(r.out));
-    QVERIFY2(r.out.contains(QRegularExpression("\\ndot_general f32\\[")), qPrintable(r.out));
+    // Every kernel is listed (--top 1000): the GEMMs are there, alone or with their epilogue.
+    QVERIFY2(r.out.contains(QRegularExpression("\\n(dot_general f32\\[|fusion\\.[0-9]+ gemm\\[dot_general)")), qPrintable(r.out));
     QVERIFY2(r.out.contains(QRegularExpression("\\nstep 2 +[0-9.]+ ms")), qPrintable(r.out));
     QVERIFY2(r.out.contains(QRegularExpression("\\nstep 3 +[0-9.]+ ms")), qPrintable(r.out));
     QVERIFY(r.out.contains("run 1, profile 1 in"));

@@ -65,6 +65,11 @@ std::vector<Case> applyingCases() {
         return b.add(OpCode::Transpose, {b.add(OpCode::Transpose, {x}, ir::TransposeAttrs{{1, 0}})},
                      ir::TransposeAttrs{{1, 0}});
       }),
+      unary("transpose(dot_general(a, b)) swapping the free dims -> dot_general(b, a)", 2, [](Builder& b, auto x) {
+        ir::DotGeneralAttrs mm{{1}, {0}, {}, {}};
+        auto d = b.add(OpCode::DotGeneral, {x, b.ramp(f32({3, 4}), 0, 0.25)}, mm);  // [2,4]
+        return b.add(OpCode::Transpose, {d}, ir::TransposeAttrs{{1, 0}});         // [4,2] = w^T x^T
+      }),
       unary("broadcast_in_dim(x) to x's shape -> x", 0, [](Builder& b, auto x) {
         return b.add(OpCode::BroadcastInDim, {x}, ir::BroadcastInDimAttrs{{2, 3}, {0, 1}});
       }),
@@ -131,6 +136,20 @@ std::vector<NearMiss> nearMisses() {
        [](Builder& b, auto x) {
          auto p = b.add(OpCode::Gt, {x, b.splat(0, kX)});
          return b.add(OpCode::Select, {p, x, b.add(OpCode::Neg, {x})});
+       }},
+      // The product is used twice: swapping would compute it twice.
+      {"transpose of a shared dot_general",
+       [](Builder& b, auto x) {
+         ir::DotGeneralAttrs mm{{1}, {1}, {}, {}};
+         auto d = b.add(OpCode::DotGeneral, {x, x}, mm);  // [2,2]
+         return b.add(OpCode::Add, {d, b.add(OpCode::Transpose, {d}, ir::TransposeAttrs{{1, 0}})});
+       }},
+      // Batched: a transpose that moves the batch dim is not an operand swap.
+      {"transpose moving a dot's batch dim",
+       [](Builder& b, auto x) {
+         ir::DotGeneralAttrs bmm{{}, {}, {0}, {0}};
+         auto d = b.add(OpCode::DotGeneral, {x, x}, bmm);  // [2,3,3]
+         return b.add(OpCode::Transpose, {d}, ir::TransposeAttrs{{1, 0, 2}});
        }},
       {"reduce over an axis", [](Builder& b, auto x) { return b.add(OpCode::ReduceSum, {x}, ir::ReduceAttrs{{1}}); }},
   };

@@ -6,9 +6,11 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
 #include "engine/runtime/profiler.h"
@@ -52,6 +54,7 @@ struct Kernel {
   // gemm and opaque: the node, its operand and result args.
   NodeId node = ir::kNone;
   std::vector<int> operandArgs, resultArgs;
+  std::optional<GemmPlan> gemm;  // f32 dot_general read in place
   std::vector<ValueId> dying;  // arena values whose last use is this kernel
 };
 
@@ -310,6 +313,10 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
       for (ValueId v : node(n).results) {
         k.resultArgs.push_back(static_cast<int>(k.args.size()));
         k.args.push_back(v);
+      }
+      if (gr.kind == GroupKind::Gemm) {
+        const auto& at = std::get<ir::DotGeneralAttrs>(node(n).attrs);
+        k.gemm = planGemm(graph.aval(node(n).operands[0]).shape, graph.aval(node(n).operands[1]).shape, at);
       }
       if (gr.kind == GroupKind::Gemm && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
     } else {
@@ -670,7 +677,11 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
     case GroupKind::Loop: runLoop(k.prog, args); return;
     case GroupKind::Reduction: runReduction(k, args); return;
     case GroupKind::Gemm:
-      runNodeKernel(k, args);
+      if (k.gemm)
+        runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),
+                static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
+      else
+        runNodeKernel(k, args);
       if (k.hasProgram) runLoop(k.prog, args);
       return;
     default: runNodeKernel(k, args); return;
@@ -750,6 +761,7 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
     }
     prof->registerFusions(table);
   }
+  FlushDenormals ftz;
   std::vector<void*> args;
   for (const Kernel& k : im.kernels) {
     args.clear();

@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/thread_pool.h"
 
 #include <sched.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,23 +26,30 @@ int configuredThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+FlushDenormals::FlushDenormals() : m_saved(_mm_getcsr()) { _mm_setcsr(m_saved | 0x8040u); }
+FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
+
 void coordinateBlasThreads() {
+  // GEMMs run single-threaded inside our pool's threads (gemm.cpp): OpenBLAS starts no threads of its own.
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(ThreadPool::instance().numThreads()); });
+  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-// Workers sleep on a condition variable between jobs; a job is one parallelFor. Chunks are handed out with
-// an atomic counter so that uneven chunks balance.
+// A job is one parallelFor; chunks are handed out with an atomic counter so that uneven chunks balance.
+// Between jobs, workers spin on the job counter for a short while before sleeping on a condition variable:
+// kernels follow each other within microseconds, and a sleeping thread can take milliseconds to wake on a busy
+// machine.
 struct ThreadPool::State {
   std::mutex mutex;
-  std::condition_variable wake, done;
+  std::condition_variable wake;
   std::vector<std::thread> workers;
   const std::function<void(int64_t, int64_t, int)>* fn = nullptr;
   int64_t n = 0, chunk = 1, numChunks = 0;
   std::atomic<int64_t> next{0};
-  int pending = 0;        // workers still inside the current job
-  uint64_t generation = 0;
-  bool stop = false;
+  std::atomic<int> pending{0};  // workers still inside the current job
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> sleepers{0};
+  std::atomic<bool> stop{false};
   std::atomic<bool> busy{false};
 
   void work(int thread) {
@@ -54,6 +62,11 @@ struct ThreadPool::State {
   }
 };
 
+namespace {
+inline void pause() { __builtin_ia32_pause(); }
+constexpr int kSpins = 1 << 16;  // about 100 us of polling before a worker sleeps
+}  // namespace
+
 ThreadPool& ThreadPool::instance() {
   static ThreadPool pool(configuredThreads());
   return pool;
@@ -62,18 +75,25 @@ ThreadPool& ThreadPool::instance() {
 ThreadPool::ThreadPool(int threads) : m_state(new State), m_numThreads(threads) {
   for (int t = 1; t < threads; ++t)
     m_state->workers.emplace_back([this, t] {
+      _mm_setcsr(_mm_getcsr() | 0x8040u);  // flush subnormals (see FlushDenormals)
       State& s = *m_state;
       uint64_t seen = 0;
       for (;;) {
-        {
+        int spins = 0;
+        while (s.generation.load(std::memory_order_acquire) == seen && !s.stop.load(std::memory_order_relaxed)) {
+          if (++spins < kSpins) {
+            pause();
+            continue;
+          }
           std::unique_lock lock(s.mutex);
-          s.wake.wait(lock, [&] { return s.stop || s.generation != seen; });
-          if (s.stop) return;
-          seen = s.generation;
+          s.sleepers.fetch_add(1);
+          s.wake.wait(lock, [&] { return s.stop.load() || s.generation.load() != seen; });
+          s.sleepers.fetch_sub(1);
         }
+        if (s.stop.load()) return;
+        seen = s.generation.load(std::memory_order_acquire);
         s.work(t);
-        std::lock_guard lock(s.mutex);
-        if (--s.pending == 0) s.done.notify_one();
+        s.pending.fetch_sub(1, std::memory_order_acq_rel);
       }
     });
 }
@@ -81,7 +101,7 @@ ThreadPool::ThreadPool(int threads) : m_state(new State), m_numThreads(threads) 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(m_state->mutex);
-    m_state->stop = true;
+    m_state->stop.store(true);
   }
   m_state->wake.notify_all();
   for (auto& w : m_state->workers) w.join();
@@ -100,23 +120,23 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
     fn(0, n, 0);
     return;
   }
+  s.fn = &fn;
+  s.n = n;
+  s.chunk = chunk;
+  s.numChunks = numChunks;
+  s.next.store(0, std::memory_order_relaxed);
+  s.pending.store(static_cast<int>(s.workers.size()), std::memory_order_relaxed);
   {
-    std::lock_guard lock(s.mutex);
-    s.fn = &fn;
-    s.n = n;
-    s.chunk = chunk;
-    s.numChunks = numChunks;
-    s.next.store(0, std::memory_order_relaxed);
-    s.pending = static_cast<int>(s.workers.size());
-    ++s.generation;
+    std::lock_guard lock(s.mutex);  // orders the job's fields before a sleeping worker's wake-up check
+    s.generation.fetch_add(1, std::memory_order_release);
   }
-  s.wake.notify_all();
+  if (s.sleepers.load() > 0) s.wake.notify_all();
   s.work(0);
-  {
-    std::unique_lock lock(s.mutex);
-    s.done.wait(lock, [&] { return s.pending == 0; });
-    s.fn = nullptr;
+  for (int spins = 0; s.pending.load(std::memory_order_acquire) > 0; ++spins) {
+    if (spins < kSpins) pause();
+    else std::this_thread::yield();
   }
+  s.fn = nullptr;
   s.busy.store(false);
 }
 

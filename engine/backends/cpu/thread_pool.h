@@ -1,7 +1,7 @@
 #pragma once
 // The CPU backend's worker threads. One pool per process, sized by TESSERA_NUM_THREADS (default: the cores
-// this process may run on). Kernels run one at a time and split their work over the pool; GEMMs run on
-// OpenBLAS's threads instead, whose count is set to the same number, so the two never compete for cores.
+// this process may run on). Kernels run one at a time and split their work over the pool; GEMMs too (each
+// thread calls single-threaded OpenBLAS on its block), so no second set of threads competes for the cores.
 #include <cstdint>
 #include <functional>
 
@@ -31,7 +31,21 @@ class ThreadPool {
 // The thread count: TESSERA_NUM_THREADS, else the cores available to this process.
 int configuredThreads();
 
-// Sets OpenBLAS's thread count to ours (once); called before the first GEMM.
+// Flushes subnormal floats to zero (FTZ and DAZ in MXCSR) on this thread while in scope, as XLA:CPU does:
+// squared gradients and Adam's second moments reach the subnormal range, where each operation costs about a
+// hundred times more. Pool workers run with it always.
+class FlushDenormals {
+ public:
+  FlushDenormals();
+  ~FlushDenormals();
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  unsigned m_saved;
+};
+
+// Makes OpenBLAS single-threaded (once): called before the first GEMM.
 void coordinateBlasThreads();
 
 }  // namespace tsr::cpu

@@ -1,0 +1,114 @@
+#include "engine/backends/cpu/gemm.h"
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include <cblas.h>
+
+#include "engine/backends/cpu/thread_pool.h"
+
+namespace tsr::cpu {
+
+namespace {
+
+bool ascendingRun(const ir::Ints& dims, int64_t start) {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != start + static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+struct Side {
+  int64_t rows = 1, cols = 1;  // free extent, contracting extent
+  bool freeFirst = true;       // [free..., contract...] in memory, else [contract..., free...]
+};
+
+// One operand: batch dims [0, nb), then its free and contracting dims as two contiguous ascending runs.
+std::optional<Side> side(const Shape& s, const ir::Ints& batch, const ir::Ints& contract) {
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  if (!ascendingRun(batch, 0)) return std::nullopt;
+  const int64_t rank = s.rank();
+  const int64_t nc = static_cast<int64_t>(contract.size());
+  const int64_t nf = rank - nb - nc;
+  Side out;
+  if (nc == 0 || ascendingRun(contract, rank - nc)) out.freeFirst = true;
+  else if (ascendingRun(contract, nb)) out.freeFirst = false;
+  else return std::nullopt;
+  (void)nf;
+  for (int64_t d = nb; d < rank; ++d) {
+    bool isC = std::find(contract.begin(), contract.end(), d) != contract.end();
+    (isC ? out.cols : out.rows) *= s[static_cast<int>(d)];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::DotGeneralAttrs& at) {
+  if (at.lhsBatch.size() != at.rhsBatch.size() || at.lhsContracting.size() != at.rhsContracting.size())
+    return std::nullopt;
+  auto l = side(lhs, at.lhsBatch, at.lhsContracting);
+  auto r = side(rhs, at.rhsBatch, at.rhsContracting);
+  if (!l || !r) return std::nullopt;
+  GemmPlan p;
+  for (size_t i = 0; i < at.lhsBatch.size(); ++i) p.batch *= lhs[static_cast<int>(i)];
+  p.m = l->rows;
+  p.k = l->cols;
+  p.n = r->rows;
+  if (r->cols != p.k) return std::nullopt;
+  // A is M x K: in memory [M, K] (no transpose) or [K, M] (transposed).
+  p.transA = !l->freeFirst;
+  p.lda = p.transA ? p.m : p.k;
+  // B is K x N: in memory [K, N] (contracting first, no transpose) or [N, K] (transposed).
+  p.transB = r->freeFirst;
+  p.ldb = p.transB ? p.k : p.n;
+  p.strideA = p.m * p.k;
+  p.strideB = p.k * p.n;
+  for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb})
+    if (v > INT_MAX) return std::nullopt;
+  return p;
+}
+
+void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
+  if (p.batch * p.m * p.n == 0) return;
+  if (p.k == 0) {
+    std::fill(c, c + p.batch * p.m * p.n, 0.0f);
+    return;
+  }
+  auto gemm = [&](int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const float* A = a + bi * p.strideA + (p.transA ? m0 : m0 * p.lda);
+    const float* B = b + bi * p.strideB + (p.transB ? n0 * p.ldb : n0);
+    float* C = c + bi * p.m * p.n + m0 * p.n + n0;
+    cblas_sgemm(CblasRowMajor, p.transA ? CblasTrans : CblasNoTrans, p.transB ? CblasTrans : CblasNoTrans,
+                static_cast<int>(m1 - m0), static_cast<int>(n1 - n0), static_cast<int>(p.k), 1.0f, A,
+                static_cast<int>(p.lda), B, static_cast<int>(p.ldb), 0.0f, C, static_cast<int>(p.n));
+  };
+  ThreadPool& pool = ThreadPool::instance();
+  const int t = pool.numThreads();
+  const double flops = 2.0 * static_cast<double>(p.batch * p.m) * static_cast<double>(p.n * p.k);
+  if (t == 1 || flops < 2e6) {
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm(bi, 0, p.m, 0, p.n);
+    return;
+  }
+  if (p.batch >= t) {
+    pool.parallelFor(p.batch, 1, [&](int64_t b0, int64_t b1, int) {
+      for (int64_t bi = b0; bi < b1; ++bi) gemm(bi, 0, p.m, 0, p.n);
+    });
+    return;
+  }
+  // Few batches: split the larger of M and N into one block per thread (multiples of 16 rows/columns).
+  const bool splitM = p.m >= p.n;
+  const int64_t extent = splitM ? p.m : p.n;
+  const int64_t parts = std::min<int64_t>(t, std::max<int64_t>(1, extent / 16));
+  const int64_t block = ((extent + parts - 1) / parts + 15) / 16 * 16;
+  const int64_t blocks = (extent + block - 1) / block;
+  pool.parallelFor(p.batch * blocks, 1, [&](int64_t u0, int64_t u1, int) {
+    for (int64_t u = u0; u < u1; ++u) {
+      int64_t bi = u / blocks, s0 = (u % blocks) * block, s1 = std::min(extent, s0 + block);
+      if (splitM) gemm(bi, s0, s1, 0, p.n);
+      else gemm(bi, 0, p.m, s0, s1);
+    }
+  });
+}
+
+}  // namespace tsr::cpu

@@ -1,0 +1,28 @@
+#pragma once
+// f32 dot_general as GEMMs on OpenBLAS, run single-threaded inside each of our pool's threads: the pool
+// splits the batch, or the rows (or columns) of the product, so the GEMMs and the fused kernels share one set of
+// threads and never compete for cores (OpenBLAS's own threads would spin between calls).
+#include <cstdint>
+#include <optional>
+
+#include "engine/core/shape.h"
+#include "engine/ir/attrs.h"
+
+namespace tsr::cpu {
+
+// result[b] (M x N) = op(A[b]) (M x K) * op(B[b]) (K x N), row-major, read in place.
+struct GemmPlan {
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool transA = false, transB = false;
+  int64_t lda = 0, ldb = 0;
+  int64_t strideA = 0, strideB = 0;  // elements between batches
+};
+
+// The GEMM view of a dot_general when both operands can be read in place: batch dims leading and in order,
+// free and contracting dims each contiguous, contracting dims in ascending order on both sides. nullopt: the
+// reference kernel (which packs operands) handles it.
+std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::DotGeneralAttrs& attrs);
+
+void runGemm(const GemmPlan& p, const float* a, const float* b, float* c);
+
+}  // namespace tsr::cpu
