@@ -3,16 +3,15 @@
 #include <cblas.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/model_command.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/project/project.h"
 #include "engine/train/bench.h"
 
@@ -28,22 +27,19 @@ struct BenchArgs {
   bool json = false;
 };
 
-// The engine's thread count: TESSERA_NUM_THREADS, or one per core.
-int engineThreads() {
-  if (const char* env = std::getenv("TESSERA_NUM_THREADS"); env && std::atoi(env) > 0) return std::atoi(env);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 struct SgemmPeak {
   int64_t n = 0;
   double gflops = 0;  // best of the repeats
 };
 
-// OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes): one untimed call, then the best of
-// `repeats`. This is the practical ceiling the step's GFLOP/s is compared with.
-SgemmPeak measureSgemm(int64_t n, int repeats) {
+// OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes) on `threads` threads: one untimed call,
+// then the best of `repeats`. This is the practical ceiling the step's GFLOP/s is compared with. The engine runs
+// OpenBLAS single-threaded inside its own pool, so the thread count is set here and restored afterwards.
+SgemmPeak measureSgemm(int64_t n, int repeats, int threads) {
   SgemmPeak peak{n, 0};
   if (n <= 0) return peak;
+  int saved = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
   auto count = static_cast<size_t>(n * n);
   std::vector<float> a(count), b(count), c(count, 0.0f);
   std::mt19937 gen(1);
@@ -61,6 +57,7 @@ SgemmPeak measureSgemm(int64_t n, int repeats) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     peak.gflops = std::max(peak.gflops, 2.0 * static_cast<double>(n) * static_cast<double>(n * n) / s / 1e9);
   }
+  openblas_set_num_threads(saved);
   return peak;
 }
 
@@ -104,8 +101,7 @@ int runBench(BenchArgs& a) {
     std::cerr << "tessera bench: " << project.error().message << "\n";
     return 1;
   }
-  int threads = engineThreads();
-  openblas_set_num_threads(threads);
+  int threads = cpu::configuredThreads();
   auto progress = [&](const std::string& line) {
     // With --json, stdout holds the JSON object alone.
     (a.json ? std::cerr : std::cout) << line << "\n";
@@ -115,7 +111,7 @@ int runBench(BenchArgs& a) {
     std::cerr << "tessera bench: " << report.error().message << "\n";
     return 1;
   }
-  SgemmPeak peak = measureSgemm(a.sgemmSize, a.sgemmRepeats);
+  SgemmPeak peak = measureSgemm(a.sgemmSize, a.sgemmRepeats, threads);
   int64_t warmup = std::max<int64_t>(a.options.warmup, 1);
   nlohmann::json j = toJson(*report, peak, threads, warmup);
   if (a.json) {
