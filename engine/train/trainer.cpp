@@ -43,7 +43,10 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
 TrainState Trainer::init(Tree params) const {
   TrainState s;
   s.optState = m_opt.init(params);
-  s.params = std::move(params);
+  // The state owns its own copy: steps update it in place (donation), which must not reach the caller's tree.
+  s.params = params.map([](const Array& a) {
+    return a.isConcrete() ? Array::fromBytes(a.aval(), a.buffer()->data()) : a;
+  });
   return s;
 }
 

@@ -46,6 +46,11 @@ class Trainer {
   Result<double> evalLoss(const TrainState& state, const Batch& batch);
 
   const Jit& stepFunction() const { return *m_step; }
+  // Run the step and eval graphs with the reference interpreter instead of the compiled CPU executable.
+  void setUseInterpreter(bool on) {
+    m_step->setUseInterpreter(on);
+    m_eval->setUseInterpreter(on);
+  }
   // The traced training step for these avals (for `tessera compile` and the IDE's graph view).
   Result<ClosedGraph> lowerStep(const TrainState& state, const Batch& batch);
   // The same from avals only (no weights materialised): params and opt are the avals of init's trees.

@@ -85,6 +85,8 @@ Array Array::full(Shape shape, double value, DType dtype) {
 }
 
 std::vector<double> Array::toDoubles() const {
+  if (valid() && !isConcrete() && !isTracer())
+    raise(makeError("the array ({}) was donated to a jitted function and deleted", aval().toString()));
   if (!isConcrete())
     raise(makeError("the value of a traced array ({}) is not known while tracing; use it as an array instead",
                     valid() ? aval().toString() : "empty"));

@@ -196,6 +196,10 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     }
     for (const auto& c : cg.consts) bufs.push_back(c.buffer());
     TSR_ASSIGN(std::vector<runtime::BufferPtr> res, hit->exe->run(bufs, donated));
+    // Donated arrays are deleted, as in JAX: another handle to them (a copy of the caller's tree) now fails
+    // loudly instead of reading the updated values.
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (donated[i]) leaves[i].impl()->buffer.reset();
     for (size_t i = 0; i < res.size(); ++i) outs.push_back(Array::fromBuffer(res[i], cg.graph.aval(cg.graph.outputs()[i])));
   } else {
     TSR_ASSIGN(outs, evalGraph(*hit->graph, leaves));

@@ -44,8 +44,9 @@ class Jit {
 
   // Donation (jax.jit's donate_argnames): the leaves under these top-level argument names (dict keys, or list
   // indices written as numbers) may have their buffers overwritten by outputs of the same size: an optimizer
-  // step updates the parameters in place. A buffer is taken only when the caller's argument tree is its sole
-  // holder (moved in, not copied); the donated arrays must not be read after the call.
+  // step updates the parameters in place. A buffer is taken only when no other Array shares it; the donated
+  // arrays are deleted by the call (as in JAX), so a copy of the caller's tree that still refers to them fails
+  // when used instead of seeing the updated values.
   void setDonatedArgs(std::vector<std::string> names) { m_donated = std::move(names); }
   // Run graphs with the reference interpreter instead of the compiled CPU executable (also TESSERA_EXECUTOR=
   // interpreter).

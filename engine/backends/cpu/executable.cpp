@@ -410,8 +410,12 @@ Status Executable::Impl::planMemory() {
         if (pass == 0 && !readHere) continue;  // first choice: the input the kernel updates
         if (si.lastUse > so.def) continue;
         if (si.lastUse == so.def) {
-          // Same kernel: only a loop reading the input element for element.
-          if (k.info.kind != GroupKind::Loop || !k.hasProgram) continue;
+          // Same kernel: only a loop, or a gemm's epilogue (not the product itself), reading the input element
+          // for element.
+          if (!k.hasProgram || (k.info.kind != GroupKind::Loop && k.info.kind != GroupKind::Gemm)) continue;
+          bool readByProduct = false;
+          for (int a : k.operandArgs) readByProduct |= k.args[static_cast<size_t>(a)] == in;
+          if (readByProduct) continue;
           bool identity = true;
           for (auto& tin : k.prog.inputs) {
             if (k.args[static_cast<size_t>(tin.arg)] != in) continue;

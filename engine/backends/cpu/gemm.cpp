@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cblas.h>
@@ -44,6 +46,14 @@ std::optional<Side> side(const Shape& s, const ir::Ints& batch, const ir::Ints& 
 
 }  // namespace
 
+bool blasThreaded() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_GEMM_THREADS");
+    return v && std::string(v) == "blas";
+  }();
+  return on;
+}
+
 std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::DotGeneralAttrs& at) {
   if (at.lhsBatch.size() != at.rhsBatch.size() || at.lhsContracting.size() != at.rhsContracting.size())
     return std::nullopt;
@@ -85,6 +95,10 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
   };
   ThreadPool& pool = ThreadPool::instance();
   const int t = pool.numThreads();
+  if (blasThreaded()) {  // OpenBLAS's own threads (TESSERA_GEMM_THREADS=blas)
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm(bi, 0, p.m, 0, p.n);
+    return;
+  }
   const double flops = 2.0 * static_cast<double>(p.batch * p.m) * static_cast<double>(p.n * p.k);
   if (t == 1 || flops < 2e6) {
     for (int64_t bi = 0; bi < p.batch; ++bi) gemm(bi, 0, p.m, 0, p.n);
@@ -97,7 +111,8 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
     return;
   }
   // Few batches: split the larger of M and N into one block per thread (multiples of 16 rows/columns).
-  const bool splitM = p.m >= p.n;
+  // Rows when there are many (each block then packs the same B), else columns.
+  const bool splitM = p.m >= 1024 || p.m >= p.n;
   const int64_t extent = splitM ? p.m : p.n;
   const int64_t parts = std::min<int64_t>(t, std::max<int64_t>(1, extent / 16));
   const int64_t block = ((extent + parts - 1) / parts + 15) / 16 * 16;

@@ -23,6 +23,9 @@ struct GemmPlan {
 // reference kernel (which packs operands) handles it.
 std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::DotGeneralAttrs& attrs);
 
+// TESSERA_GEMM_THREADS=blas: whole GEMMs on OpenBLAS's own threads instead.
+bool blasThreaded();
+
 void runGemm(const GemmPlan& p, const float* a, const float* b, float* c);
 
 }  // namespace tsr::cpu

@@ -14,6 +14,8 @@
 
 #include <cblas.h>
 
+#include "engine/backends/cpu/gemm.h"
+
 namespace tsr::cpu {
 
 int configuredThreads() {
@@ -32,7 +34,7 @@ FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
 void coordinateBlasThreads() {
   // GEMMs run single-threaded inside our pool's threads (gemm.cpp): OpenBLAS starts no threads of its own.
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  std::call_once(once, [] { openblas_set_num_threads(blasThreaded() ? ThreadPool::instance().numThreads() : 1); });
 }
 
 // A job is one parallelFor; chunks are handed out with an atomic counter so that uneven chunks balance.
