@@ -8,19 +8,28 @@
 
 namespace tsr::passes {
 
-PassManager standardPipeline(PipelineOptions options) {
-  PassManager pm("standard", std::move(options));
+namespace {
+
+std::vector<std::unique_ptr<Pass>> cleanupGroup() {
   std::vector<std::unique_ptr<Pass>> cleanup;
   cleanup.push_back(std::make_unique<Simplify>());
   cleanup.push_back(std::make_unique<ConstantFolding>());
   cleanup.push_back(std::make_unique<CommonSubexpressionElimination>());
   cleanup.push_back(std::make_unique<DeadCodeElimination>());
-  pm.addFixedPoint("cleanup", std::move(cleanup), 8);
+  return cleanup;
+}
+
+}  // namespace
+
+PassManager standardPipeline(PipelineOptions options) {
+  PassManager pm("standard", std::move(options));
+  pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   return pm;
 }
 
 PassManager compilerPipeline(PipelineOptions options) {
-  PassManager pm = standardPipeline(std::move(options));
+  PassManager pm("compiler", std::move(options));
+  pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   pm.add<Fusion>();
   return pm;
 }
