@@ -311,6 +311,29 @@ class TestFusion : public QObject {
     QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
   }
 
+  void schedulingKeepsFewerValuesAlive() {
+    // Traced order: eight products first, then their sums; the memory-aware order interleaves them so one
+    // product is alive at a time.
+    Builder b;
+    auto x = b.input(f32({256, 64}));
+    std::vector<ir::ValueId> products, sums;
+    for (int i = 0; i < 8; ++i) products.push_back(b.add(OpCode::DotGeneral, {x, b.input(f32({64, 256}))}, matmulAttrs()));
+    for (auto p : products) sums.push_back(b.add(OpCode::ReduceSum, {p}, axes({0, 1})));
+    ir::Graph g = b.done(sums);
+    auto p = passes::planFusion(g, reg());
+    QVERIFY(p.ok());
+    cpu::CompileOptions traced;
+    traced.schedule = false;
+    auto a = cpu::Executable::compile(g, reg(), *p, traced);
+    auto s = cpu::Executable::compile(g, reg(), *p, {});
+    QVERIFY(a.ok() && s.ok());
+    const int64_t product = 256 * 256 * 4;
+    QVERIFY((*a)->memory().arenaBytes >= 8 * product);
+    QVERIFY((*s)->memory().scheduled);
+    QVERIFY2((*s)->memory().arenaBytes <= 2 * product, qPrintable(QString::number((*s)->memory().arenaBytes)));
+    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
+  }
+
   void vectorMathIsWithinAFewUlp() {
     std::vector<float> x;
     for (int i = -20000; i <= 20000; ++i) x.push_back(static_cast<float>(i) * 0.0047f);

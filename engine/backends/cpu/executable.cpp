@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cpu/gemm.h"
+#include "engine/backends/cpu/schedule.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
 #include "engine/runtime/profiler.h"
@@ -124,6 +125,7 @@ struct Executable::Impl {
 
   Status lower(const passes::FusionPlan& plan);
   Status buildProgram(Kernel& k, const passes::FusionGroup& gr, const passes::FusionPlan& plan);
+  void schedule();
   Status planMemory();
   void runKernel(const Kernel& k, void* const* args);
   void runReduction(const Kernel& k, void* const* args);
@@ -367,6 +369,32 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
   return {};
 }
 
+// Reorders the kernels to keep fewer intermediates alive at once (schedule.h).
+void Executable::Impl::schedule() {
+  std::vector<ScheduleItem> items(kernels.size());
+  std::vector<int64_t> bytes(static_cast<size_t>(graph.numValues()));
+  std::vector<bool> pinned(static_cast<size_t>(graph.numValues()), false);
+  for (size_t v = 0; v < bytes.size(); ++v) {
+    bytes[v] = graph.aval(static_cast<ValueId>(v)).bytes();
+    Loc l = slots[v].loc;
+    pinned[v] = l == Loc::Input || l == Loc::Const;
+  }
+  for (ValueId v : graph.outputs()) pinned[static_cast<size_t>(root(v))] = true;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const Kernel& k = kernels[i];
+    for (ValueId v : k.args) {
+      NodeId pr = graph.value(v).producer;
+      bool defined = pr != ir::kNone && std::find(k.info.nodes.begin(), k.info.nodes.end(), pr) != k.info.nodes.end();
+      (defined ? items[i].writes : items[i].reads).push_back(root(v));
+    }
+  }
+  std::vector<int> order = scheduleForMemory(items, bytes, pinned);
+  std::vector<Kernel> sorted;
+  sorted.reserve(kernels.size());
+  for (int i : order) sorted.push_back(std::move(kernels[static_cast<size_t>(i)]));
+  kernels = std::move(sorted);
+}
+
 Status Executable::Impl::planMemory() {
   const int nk = static_cast<int>(kernels.size());
   std::vector<bool> escapes(static_cast<size_t>(graph.numValues()), false);
@@ -515,7 +543,31 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   m.options = options;
   if (plan.groupOfNode.size() != g.nodes().size()) return makeError("{}: the fusion plan is for another graph", options.name);
   TSR_TRY(m.lower(plan));
-  TSR_TRY(m.planMemory());
+  if (options.schedule) {
+    // Plan memory both ways and keep the order with the smaller arena (the greedy schedule usually wins on
+    // inference graphs; a training step's peak is set by the activations the backward pass needs, and there the
+    // traced order can pack tighter).
+    std::vector<Kernel> programOrder = m.kernels;
+    std::vector<ValueSlot> slots = m.slots;
+    m.schedule();
+    TSR_TRY(m.planMemory());
+    int64_t scheduledBytes = m.memory.arenaBytes;
+    std::vector<Kernel> scheduled = std::move(m.kernels);
+    std::vector<ValueSlot> scheduledSlots = std::move(m.slots);
+    MemoryPlan scheduledPlan = std::move(m.memory);
+    m.kernels = std::move(programOrder);
+    m.slots = std::move(slots);
+    m.memory = MemoryPlan{};
+    TSR_TRY(m.planMemory());
+    if (scheduledBytes < m.memory.arenaBytes) {
+      m.kernels = std::move(scheduled);
+      m.slots = std::move(scheduledSlots);
+      m.memory = std::move(scheduledPlan);
+      m.memory.scheduled = true;
+    }
+  } else {
+    TSR_TRY(m.planMemory());
+  }
   for (const auto& k : m.kernels) m.infos.push_back(k.info);
   coordinateBlasThreads();
   return e;

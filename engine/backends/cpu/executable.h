@@ -26,6 +26,9 @@ struct CompileOptions {
   // Fill every arena value with NaN bytes after its last use: a planner that let two live values share bytes
   // shows up as wrong results (tests).
   bool poisonFreed = false;
+  // Try the memory-aware kernel order (schedule.h) and keep it where its arena is smaller; off: the fusion
+  // plan's order.
+  bool schedule = true;
 };
 
 struct KernelInfo {
@@ -42,6 +45,7 @@ struct MemoryPlan {
   int64_t intermediateBytes = 0;  // sum of the intermediates' sizes (what no reuse would take)
   int numIntermediates = 0;
   int donationPairs = 0;          // outputs planned into donated inputs
+  bool scheduled = false;         // the kernels run in the memory-aware order (else the traced order)
   // For each arena value: [offset, offset + bytes) during kernels [def, lastUse].
   struct Interval {
     ir::ValueId value;

@@ -204,6 +204,13 @@ TileEvaluator::TileEvaluator(const TileProgram& p)
     }
     return numTiles++;
   };
+  m_uniform.assign(static_cast<size_t>(nin), false);
+  m_uniformFilled.assign(static_cast<size_t>(nin), false);
+  for (int s = 0; s < nin; ++s) {
+    bool allZero = true;
+    for (int64_t st : p.inputs[static_cast<size_t>(s)].strides) allZero &= st == 0;
+    m_uniform[static_cast<size_t>(s)] = allZero;
+  }
   // Inputs are all loaded before the first instruction: each gets its own tile.
   for (int s = 0; s < nin; ++s) m_buffer[static_cast<size_t>(s)] = take();
   for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
@@ -248,6 +255,17 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
     for (size_t d = 0; d < rank; ++d) off += idx[d] * in.strides[d];
     const int64_t st = in.strides[rank - 1];
     float* scratch = m_scratch.data() + static_cast<size_t>(m_buffer[s]) * kTile;
+    if (m_uniform[s]) {
+      // The same element for every tile (a scalar broadcast): filled once per evaluator.
+      if (!m_uniformFilled[s]) {
+        float v = in.dtype == DType::F32 ? static_cast<const float*>(args[in.arg])[in.offset]
+                                         : (static_cast<const uint8_t*>(args[in.arg])[in.offset] ? 1.0f : 0.0f);
+        std::fill(scratch, scratch + kTile, v);
+        m_uniformFilled[s] = true;
+      }
+      m_slots[s] = scratch;
+      continue;
+    }
     if (in.dtype == DType::F32) {
       const float* src = static_cast<const float*>(args[in.arg]) + off;
       if (st == 1 && !in.copy) {

@@ -71,6 +71,7 @@ class TileEvaluator {
   std::vector<int> m_storeOf;             // per slot: the f32 store that takes the instruction's result directly
   std::vector<int> m_buffer;              // per slot: its scratch tile (tiles are reused once a slot is dead)
   std::vector<std::vector<int>> m_storesAfter;  // per slot: stores to run as soon as it is computed
+  std::vector<bool> m_uniform, m_uniformFilled;  // inputs read at one element for every tile
   std::vector<float> m_spare;             // results of direct-store slots when a call does not store
 };
 
