@@ -31,8 +31,9 @@ class GraphBoxItem : public QGraphicsItem {
   GraphBoxItem(const inspect::ItemBox& box, std::function<void(GraphBoxItem*)> onDoubleClick)
       : m_box(box), m_onDoubleClick(std::move(onDoubleClick)) {
     setPos(box.x, box.y);
-    setZValue(box.depth * 2 + (isExpandedGroup() ? 0 : 1));
-    if (!isExpandedGroup()) setFlag(ItemIsSelectable);
+    // An expanded group lies under its level, a kernel's cluster over the group and under its nodes.
+    setZValue(box.depth * 2 + (isExpandedGroup() ? 0 : isCluster() ? 0.5 : 1));
+    if (!isFrame()) setFlag(ItemIsSelectable);
     setToolTip(QString::fromStdString(box.label));
     setAcceptHoverEvents(false);
   }
@@ -40,6 +41,14 @@ class GraphBoxItem : public QGraphicsItem {
   const inspect::ItemBox& box() const { return m_box; }
   bool isExpandedGroup() const { return m_box.item.kind == inspect::LevelItem::Kind::Group && m_box.item.expanded; }
   bool isGroup() const { return m_box.item.kind == inspect::LevelItem::Kind::Group; }
+  bool isCluster() const { return m_box.item.kind == inspect::LevelItem::Kind::Cluster; }
+  // Drawn around other boxes: an expanded group or a kernel's cluster.
+  bool isFrame() const { return isExpandedGroup() || isCluster(); }
+  // A view its consumers read through (no kernel of its own): a dashed border.
+  void setReadThrough(bool on) {
+    m_readThrough = on;
+    update();
+  }
   void setHit(bool hit) {
     if (hit != m_hit) {
       m_hit = hit;
@@ -75,22 +84,31 @@ class GraphBoxItem : public QGraphicsItem {
       case inspect::LevelItem::Kind::Input:
         fill = dark ? QColor(70, 92, 62) : QColor(221, 239, 214);
         break;
+      case inspect::LevelItem::Kind::Cluster:
+        fill = dark ? QColor(70, 70, 120, 110) : QColor(232, 232, 250, 200);
+        border = dark ? QColor(150, 150, 235) : QColor(91, 91, 214);
+        break;
     }
-    if (m_fill.isValid() && !isExpandedGroup()) fill = m_fill;
-    if (m_diffColor.isValid()) fill = isExpandedGroup() ? QColor(m_diffColor.red(), m_diffColor.green(), m_diffColor.blue(), 60) : m_diffColor;
+    if (m_fill.isValid() && !isFrame()) fill = m_fill;
+    if (m_diffColor.isValid() && !isCluster())
+      fill = isExpandedGroup() ? QColor(m_diffColor.red(), m_diffColor.green(), m_diffColor.blue(), 60) : m_diffColor;
     QPen pen(border, 1);
+    if (m_readThrough) pen.setStyle(Qt::DashLine);
     if (m_hit) pen = QPen(QColor(240, 150, 20), 3);
     if (isSelected()) pen = QPen(pal.color(QPalette::Highlight), 3);
     p->setPen(pen);
     p->setBrush(fill);
     p->drawRoundedRect(r, 6, 6);
     QColor text = fill.lightness() < 128 ? QColor(235, 238, 242) : QColor(25, 28, 32);
-    if (isExpandedGroup()) text = pal.color(QPalette::WindowText);
+    if (isFrame()) text = pal.color(QPalette::WindowText);
+    if (isCluster()) text = border;
     p->setPen(text);
     QFont f = p->font();
     f.setPointSizeF(8.5);
     p->setFont(f);
-    if (isExpandedGroup()) {
+    if (isCluster()) {
+      p->drawText(QRectF(6, 1, m_box.w - 12, 16), Qt::AlignLeft | Qt::AlignVCenter, QString::fromStdString(m_box.label));
+    } else if (isExpandedGroup()) {
       p->drawText(QRectF(8, 2, m_box.w - 16, 20), Qt::AlignLeft | Qt::AlignVCenter,
                   QString::fromUtf8("\u25be ") + QString::fromStdString(m_box.label));
     } else {
@@ -114,6 +132,7 @@ class GraphBoxItem : public QGraphicsItem {
   inspect::ItemBox m_box;
   std::function<void(GraphBoxItem*)> m_onDoubleClick;
   bool m_hit = false;
+  bool m_readThrough = false;
   QColor m_fill;
   QColor m_diffColor;
 };
@@ -344,7 +363,8 @@ GraphPanel::StageState& GraphPanel::stateFor(const inspect::Stage& stage) {
   StageState& st = m_states[stage.graph.get()];
   if (!st.tree) {
     ProjectPtr project = m_session->project();
-    st.tree = std::make_shared<const inspect::ModuleTree>(*stage.graph, project ? project->outputPaths : std::vector<std::string>{});
+    st.tree = std::make_shared<const inspect::ModuleTree>(
+        *stage.graph, project ? project->outputPaths : std::vector<std::string>{}, stage.fusion);
     st.cache = std::make_shared<inspect::LayoutCache>();
     if (m_expanded.empty()) m_expanded = st.tree->defaultExpanded();
   }
@@ -421,8 +441,15 @@ void GraphPanel::buildScene() {
     const auto& st = m_states[m_layoutGraph];
     setExpanded(QString::fromStdString(st.tree->group(item->box().item.group).path), !item->isExpandedGroup());
   };
+  const inspect::ModuleTree& tree = *m_states[m_layoutGraph].tree;
   for (const inspect::ItemBox& b : m_layout->boxes) {
     auto* item = new GraphBoxItem(b, toggle);
+    if (b.item.kind == inspect::LevelItem::Kind::Node) item->setReadThrough(tree.isReadThrough(b.item.node));
+    if (b.item.kind == inspect::LevelItem::Kind::Cluster) {
+      const auto& k = tree.plan()->groups[static_cast<size_t>(b.item.cluster)];
+      item->setToolTip(QString("%1 (%2): %3").arg(QString::fromStdString(k.name), passes::groupKindName(k.kind),
+                                                 QString::fromStdString(k.reason)));
+    }
     m_scene->addItem(item);
     m_items.insert(QString::fromStdString(b.item.key), item);
   }
@@ -487,7 +514,7 @@ void GraphPanel::applyDecorations() {
     bool hit = (it.kind == inspect::LevelItem::Kind::Node && hitSet.contains(it.node)) ||
                (it.kind == inspect::LevelItem::Kind::Group && !it.expanded && hitGroups.contains(it.group));
     item->setHit(hit);
-    if (overlay > 0 && !item->isExpandedGroup()) {
+    if (overlay > 0 && !item->isFrame()) {
       double c = costOf(item);
       costs[item] = c;
       maxLog = std::max(maxLog, std::log10(1 + c));
@@ -574,6 +601,13 @@ void GraphPanel::focusSearch() {
 
 void GraphPanel::fitToView() { m_view->fitInView(m_scene->sceneRect(), Qt::KeepAspectRatio); }
 
+void GraphPanel::setZoom(double scale) {
+  m_view->resetTransform();
+  m_view->scale(scale, scale);
+  const auto sel = m_scene->selectedItems();
+  if (!sel.isEmpty()) m_view->centerOn(sel.front());
+}
+
 void GraphPanel::onNodeSelected(int node) {
   if (m_syncing || !m_layout) return;
   const inspect::Stage* stage = currentStage();
@@ -615,6 +649,14 @@ QStringList GraphPanel::visibleGroups() const {
   auto it = m_states.find(m_layoutGraph);
   for (const auto& b : m_layout->boxes)
     if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(it->second.tree->group(b.item.group).path);
+  return out;
+}
+
+QStringList GraphPanel::visibleClusters() const {
+  QStringList out;
+  if (m_layout)
+    for (const auto& b : m_layout->boxes)
+      if (b.item.kind == inspect::LevelItem::Kind::Cluster) out << QString::fromStdString(b.label);
   return out;
 }
 

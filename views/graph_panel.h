@@ -1,5 +1,7 @@
 #pragma once
 // The Graph panel: the training step at any pipeline stage, nodes grouped by module path and collapsible,
+// and at the fusion stage each multi-node kernel drawn as a cluster around its nodes inside its module group
+// (views read through, with no kernel of their own, dashed);
 // laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
 // op, value name, shape and module path; cost overlays (flops, bytes) as colour scales; the selection follows
 // the session both ways.
@@ -43,6 +45,7 @@ class GraphPanel : public QWidget {
   QStringList visibleGroups() const;   // module paths of the group boxes shown (collapsed or expanded)
   QStringList expandedGroups() const;
   int visibleNodeCount() const;        // op boxes shown
+  QStringList visibleClusters() const; // kernel clusters shown, "fusion.12 (loop)" (at the fusion stage)
   bool layoutRunning() const;
   QStringList lastLaidOut() const;     // group levels the last layout computed (the rest came from the cache)
   double lastLayoutSeconds() const { return m_layoutSeconds; }
@@ -61,6 +64,8 @@ class GraphPanel : public QWidget {
   void search(const QString& pattern);
   void focusSearch();
   void fitToView();
+  // Shows the scene at this scale (1: a point per pixel), centred on the selected box if there is one.
+  void setZoom(double scale);
 
  signals:
   void layoutFinished();

@@ -23,6 +23,38 @@ QString flopsText(double f) {
   return QString("%1 %2FLOP").arg(f, 0, 'f', u ? 2 : 0).arg(units[u]);
 }
 
+QString bytesText(double b) { return QString::fromStdString(inspect::formatBytes(static_cast<int64_t>(b))); }
+
+// The kernel a node runs in: name, kind, members, why, and where its arguments live.
+QString kernelHtml(const inspect::NodeKernel& k, int node) {
+  QString h = "<h4>Kernel</h4><table cellspacing=4>";
+  h += QString("<tr><td><b>kernel</b></td><td><code>%1</code> (%2), %3 op%4 over <code>%5</code></td></tr>")
+           .arg(esc(k.name), esc(k.kind))
+           .arg(k.members)
+           .arg(k.members == 1 ? "" : "s")
+           .arg(esc(k.shape));
+  if (!k.reason.empty()) h += QString("<tr><td><b>reason</b></td><td>%1</td></tr>").arg(esc(k.reason));
+  if (k.members > 1) {
+    QString others;
+    for (ir::NodeId m : k.nodes)
+      if (m != node) others += QString(" <a href=\"node:%1\">%1</a>").arg(m);
+    h += QString("<tr><td><b>members</b></td><td>nodes%1</td></tr>").arg(others);
+  }
+  if (k.launch >= 0)
+    h += QString("<tr><td><b>CPU launch</b></td><td>%1 of %2; %3, %4 moved; arena %5 in all</td></tr>")
+             .arg(k.launch + 1)
+             .arg(k.launches)
+             .arg(flopsText(k.flops), bytesText(k.bytes), bytesText(static_cast<double>(k.arenaBytes)));
+  auto args = [&](const char* title, const std::vector<inspect::KernelArg>& list) {
+    QStringList rows;
+    for (const auto& a : list) rows << QString("<code>%1</code> <code>%2</code> %3").arg(esc(a.name), esc(a.aval), esc(a.where));
+    return QString("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(title, rows.join("<br>"));
+  };
+  h += args("reads", k.inputs);
+  h += args("writes", k.outputs);
+  return h + "</table>";
+}
+
 }  // namespace
 
 InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
@@ -73,7 +105,11 @@ void InspectorPanel::show(int node) {
   for (const auto& v : info.operands) h += link(v);
   h += "</table><h4>Consumers</h4><table cellspacing=4>";
   for (const auto& v : info.consumers) h += link(v);
-  h += "</table><h4>Decisions</h4>";
+  h += "</table>";
+  if (info.kernel) h += kernelHtml(*info.kernel, node);
+  if (info.readThrough)
+    h += tr("<h4>Kernel</h4><p>None of its own: a view every consumer reads through (no memory traffic).</p>");
+  h += "<h4>Decisions</h4>";
   if (info.decisions.empty()) h += tr("<p>No pass recorded a decision about this node at this stage.</p>");
   for (const auto& d : info.decisions) h += "<p>" + esc(d) + "</p>";
   m_browser->setHtml(h);

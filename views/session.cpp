@@ -42,10 +42,22 @@ Session::Session(QObject* parent)
     QStringList names;
     for (const auto& s : *m_stages) names << QString::fromStdString(s.name);
     log("info", QString("compiled: %1 stages (%2)").arg(m_stages->size()).arg(names.join(", ")));
-    for (const auto& s : *m_stages)
+    // Kernel notes (one per fused group) are many on a big model; the fusion stage is summed up instead.
+    for (const auto& s : *m_stages) {
       for (const auto& d : s.decisions)
-        if (d.kind != passes::Decision::Kind::Applied)
+        if (d.kind != passes::Decision::Kind::Applied && !(d.pass == "fusion" && d.kind == passes::Decision::Kind::Note))
           log("info", QString::fromStdString(d.toString()));
+      if (s.fusion) {
+        int fused = 0;
+        for (const auto& k : s.fusion->groups) fused += k.nodes.size() > 1;
+        QString kernels = s.kernels && s.kernels->error.empty()
+                              ? QString(", %1 CPU launches, arena %2")
+                                    .arg(s.kernels->kernels.size())
+                                    .arg(QString::fromStdString(inspect::formatBytes(s.kernels->memory.arenaBytes)))
+                              : s.kernels ? ", CPU backend: " + QString::fromStdString(s.kernels->error) : QString();
+        log("info", QString("fusion: %1 kernels, %2 of several ops%3").arg(s.fusion->numKernels()).arg(fused).arg(kernels));
+      }
+    }
     emit stagesReady();
   });
 }

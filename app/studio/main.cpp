@@ -1,4 +1,5 @@
 // tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark] [--stage N] [--compare N]
+//                [--expand GROUP]... [--select NODE] [--zoom SCALE]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
 #include <QApplication>
@@ -20,7 +21,7 @@ using tsr::studio::MainWindow;
 namespace {
 
 // Renders panels once the window is idle: project open, stages compiled, graph laid out.
-void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject) {
+void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject, double zoom) {
   auto* timer = new QTimer(w);
   auto* waited = new int(0);
   QObject::connect(timer, &QTimer::timeout, w, [=] {
@@ -30,7 +31,11 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
     bool failed = hasProject && !w->session()->busy() && !w->session()->project();
     if (!ready && !failed && *waited < 600) return;  // at most a minute
     timer->stop();
-    w->graphPanel()->fitToView();
+    if (zoom > 0) {
+      w->graphPanel()->setZoom(zoom);
+    } else {
+      w->graphPanel()->fitToView();
+    }
     QApplication::processEvents();
     int status = 0;
     auto panels = w->panels();
@@ -85,13 +90,21 @@ int main(int argc, char** argv) {
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
   QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");
   QCommandLineOption compare("compare", "Show this stage side by side with the current one", "N");
-  parser.addOptions({shot, panel, theme, select, stage, compare});
+  QCommandLineOption expand("expand", "Expand this module group of the graph (repeatable), e.g. h.0.mlp", "GROUP");
+  QCommandLineOption zoom("zoom", "Graph scale for --screenshot, centred on the --select node (default: fit the window)", "SCALE");
+  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom});
   parser.process(app);
 
   MainWindow w;
   if (parser.isSet(theme)) w.setTheme(parser.value(theme));
   QString project = parser.positionalArguments().value(0);
   if (!project.isEmpty()) w.openProject(project);
+  if (parser.isSet(expand)) {
+    QStringList groups = parser.values(expand);
+    QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, groups] {
+      for (const QString& g : groups) w.graphPanel()->setExpanded(g, true);
+    });
+  }
   if (parser.isSet(stage) || parser.isSet(compare)) {
     // Once the pipeline has run (the second stagesReady: the first carries the traced graph alone).
     QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, &parser, stage, compare] {
@@ -112,7 +125,7 @@ int main(int argc, char** argv) {
     QString target = parser.value(shot);
     QDir().mkpath(parser.isSet(panel) ? QFileInfo(target).absolutePath() : target);
     w.show();
-    scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty());
+    scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty(), parser.value(zoom).toDouble());
   } else {
     w.show();
   }

@@ -3,6 +3,7 @@
 #include <graphviz/gvc.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -39,9 +40,20 @@ void boxSize(const std::string& label, double& w, double& h) {
 
 std::string attr(double v) { return fmt::format("{:.4f}", v); }
 
-// Lays out boxes of the given sizes with these edges; fills positions (top-left, y down) and edge splines.
+// A kernel drawn around some boxes of a level: Graphviz keeps its members together (a cluster) and leaves
+// room for its title.
+struct ClusterSpec {
+  std::string label;     // "fusion.12 (loop)"
+  std::string key;       // "k:fusion.12"
+  int cluster = -1;      // ModuleTree::clusterOfNode
+  std::vector<int> members;  // box indices
+};
+
+// Lays out boxes of the given sizes with these edges; fills positions (top-left, y down) and edge splines,
+// and appends one box per cluster (after the others, so they stay out of the edges' indices).
 void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
-            const std::vector<std::pair<int, int>>& edgeItems, double& width, double& height) {
+            const std::vector<std::pair<int, int>>& edgeItems, const std::vector<ClusterSpec>& clusters,
+            double& width, double& height) {
   std::lock_guard<std::mutex> lock(graphvizMutex());
   GVC_t* gvc = gvContext();
   Agraph_t* g = agopen(const_cast<char*>("level"), Agdirected, nullptr);
@@ -61,6 +73,21 @@ void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
     agset(n, const_cast<char*>("height"), attr(boxes[i].h / 72.0).data());
     nodes.push_back(n);
   }
+  // Cluster titles: dot sizes a label from its own font metrics; a 9-point label is about our title's size.
+  std::vector<Agraph_t*> subs;
+  if (!clusters.empty()) {
+    agattr(g, AGRAPH, const_cast<char*>("label"), const_cast<char*>(""));
+    agattr(g, AGRAPH, const_cast<char*>("fontsize"), const_cast<char*>("9"));
+    agattr(g, AGRAPH, const_cast<char*>("labeljust"), const_cast<char*>("l"));
+    agattr(g, AGRAPH, const_cast<char*>("margin"), const_cast<char*>("8"));
+  }
+  for (size_t c = 0; c < clusters.size(); ++c) {
+    std::string name = "cluster_" + std::to_string(c);
+    Agraph_t* sub = agsubg(g, name.data(), 1);
+    agset(sub, const_cast<char*>("label"), const_cast<char*>(clusters[c].label.c_str()));
+    for (int m : clusters[c].members) agsubnode(sub, nodes[static_cast<size_t>(m)], 1);
+    subs.push_back(sub);
+  }
   std::vector<Agedge_t*> gvEdges;
   for (const auto& [a, b] : edgeItems) gvEdges.push_back(agedge(g, nodes[static_cast<size_t>(a)], nodes[static_cast<size_t>(b)], nullptr, 1));
   gvLayout(gvc, g, "dot");
@@ -72,6 +99,20 @@ void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
     Point c = flip(ND_coord(nodes[i]));
     boxes[i].x = c.x - boxes[i].w / 2;
     boxes[i].y = c.y - boxes[i].h / 2;
+  }
+  for (size_t c = 0; c < clusters.size(); ++c) {
+    boxf cb = GD_bb(subs[c]);
+    Point tl = flip({cb.LL.x, cb.UR.y});
+    ItemBox b;
+    b.item.kind = LevelItem::Kind::Cluster;
+    b.item.cluster = clusters[c].cluster;
+    b.item.key = clusters[c].key;
+    b.label = clusters[c].label;
+    b.x = tl.x;
+    b.y = tl.y;
+    b.w = cb.UR.x - cb.LL.x;
+    b.h = cb.UR.y - cb.LL.y;
+    boxes.push_back(std::move(b));
   }
   for (size_t i = 0; i < gvEdges.size(); ++i) {
     splines* spl = ED_spl(gvEdges[i]);
@@ -124,8 +165,24 @@ class ViewBuilder {
       pairs.push_back({e.from, e.to});
       result->edges.push_back({lv.items[static_cast<size_t>(e.from)].key, lv.items[static_cast<size_t>(e.to)].key, e.count, {}});
     }
+    // Each multi-node kernel among this level's nodes becomes a cluster (the tree keeps its members in one level).
+    std::vector<ClusterSpec> clusters;
+    std::unordered_map<int, size_t> specOf;
+    for (size_t i = 0; i < lv.items.size(); ++i) {
+      int c = lv.items[i].kind == LevelItem::Kind::Node ? lv.items[i].cluster : -1;
+      if (c < 0) continue;
+      auto [it, fresh] = specOf.emplace(c, clusters.size());
+      if (fresh) {
+        ClusterSpec spec;
+        spec.cluster = c;
+        spec.label = m_tree.clusterLabel(c);
+        spec.key = "k:" + m_tree.plan()->groups[static_cast<size_t>(c)].name;
+        clusters.push_back(std::move(spec));
+      }
+      clusters[it->second].members.push_back(static_cast<int>(i));
+    }
     if (m_options.cancel && m_options.cancel->load()) return makeError("cancelled");
-    runDot(result->boxes, result->edges, pairs, result->width, result->height);
+    runDot(result->boxes, result->edges, pairs, clusters, result->width, result->height);
     out.laidOut.push_back(m_tree.group(group).path);
     if (m_options.progress) m_options.progress(static_cast<int>(out.laidOut.size()), m_total);
     m_cache.put(k, result);
@@ -196,6 +253,8 @@ std::string itemLabel(const ModuleTree& tree, const ir::Graph& g, const LevelIte
     }
     case LevelItem::Kind::Input:
       return "input\n" + g.aval(item.input).toString();
+    case LevelItem::Kind::Cluster:
+      return tree.clusterLabel(item.cluster);
   }
   return "";
 }

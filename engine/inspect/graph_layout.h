@@ -2,6 +2,8 @@
 // Layout of a graph view with Graphviz's dot (libgvc): each expanded group is laid out on its own, its
 // expanded children first (as boxes of their laid-out size), so expanding one block lays out that block and
 // re-places its ancestors' few boxes, nothing else. Levels are cached by group and expansion state.
+// With a fusion plan in the tree, each multi-node kernel of a level is a Graphviz cluster: a box of kind
+// Cluster around its members, in the same level.
 // Graphviz keeps global state, so layouts run one at a time (a mutex), on whichever worker thread calls.
 #include <atomic>
 #include <cstdint>
@@ -37,7 +39,7 @@ struct EdgeCurve {
 };
 
 struct ViewLayout {
-  std::vector<ItemBox> boxes;  // expanded groups come before their contents
+  std::vector<ItemBox> boxes;  // expanded groups come before their contents; a level's clusters after its items
   std::vector<EdgeCurve> edges;
   double width = 0, height = 0;
   std::vector<std::string> laidOut;  // group paths laid out by this call (the rest came from the cache)

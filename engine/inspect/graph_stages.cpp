@@ -34,6 +34,25 @@ Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph) {
   return s;
 }
 
+KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& plan) {
+  KernelTable table;
+  table.kernelOfGroup.assign(plan.groups.size(), -1);
+  auto exe = cpu::Executable::compile(g, ops::registry(), plan, {});
+  if (!exe.ok()) {
+    table.error = exe.error().message;
+    return table;
+  }
+  table.kernels = (*exe)->kernels();
+  table.memory = (*exe)->memory();
+  for (size_t i = 0; i < table.kernels.size(); ++i) {
+    const auto& nodes = table.kernels[i].nodes;
+    if (nodes.empty()) continue;
+    int gi = plan.groupOfNode[static_cast<size_t>(nodes.front())];
+    if (gi >= 0) table.kernelOfGroup[static_cast<size_t>(gi)] = static_cast<int>(i);
+  }
+  return table;
+}
+
 Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced, const StagesOptions& options) {
   const auto& reg = ops::registry();
   passes::PipelineOptions po;
@@ -45,7 +64,7 @@ Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced
     if (options.progress) options.progress(step + 1, total);
     if (options.cancel && options.cancel->load()) cancelled = true;
   };
-  passes::PassManager pm = passes::standardPipeline(po);
+  passes::PassManager pm = passes::compilerPipeline(po);
   total = static_cast<int>(pm.describe().size());
   passes::PassContext ctx(reg);
   ir::Graph work = *traced;
@@ -54,21 +73,28 @@ Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced
 
   std::vector<Stage> stages;
   stages.push_back(makeStage("traced", traced));
-  // Decisions of step k refer to the graph step k received: the last stage kept before it.
+  // Decisions of step k refer to the graph step k received: the last stage kept before it; the fusion pass
+  // leaves that graph unchanged, so its decisions belong to the fusion stage itself.
   std::vector<int> stageOfStep(report.steps.size(), 0);
   for (size_t k = 0; k < report.steps.size(); ++k) {
     stageOfStep[k] = static_cast<int>(stages.size()) - 1;
     const passes::PassStep& st = report.steps[k];
-    if (!st.changed || !st.after.graph) continue;
+    bool fusion = st.pass == "fusion" && ctx.fusionPlan();
+    if (!fusion && (!st.changed || !st.after.graph)) continue;
     std::string name = st.group.empty()
                            ? fmt::format("{} {}", k + 1, st.pass)
                            : fmt::format("{} {} ({}, round {})", k + 1, st.pass, st.group, st.iteration + 1);
     Stage s;
     s.name = name;
-    s.graph = st.after.graph;
-    s.text = st.after.text;
+    s.graph = st.after.graph ? st.after.graph : std::make_shared<const ir::Graph>(work);
+    s.text = st.after.graph ? st.after.text : ir::print(work, reg);
     s.nodeLines = nodeLinesOf(s.text, s.graph->nodes().size());
     s.seconds = st.seconds;
+    if (fusion) {
+      s.fusion = ctx.fusionPlan();
+      s.kernels = std::make_shared<const KernelTable>(compileKernelTable(*s.graph, *s.fusion));
+      stageOfStep[k] = static_cast<int>(stages.size());
+    }
     stages.push_back(std::move(s));
   }
   for (const passes::Decision& d : ctx.log().all()) {

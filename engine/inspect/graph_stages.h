@@ -1,18 +1,30 @@
 #pragma once
-// The training step's graph at every stage of the compile pipeline: as traced, then after each pass that
-// changed it. Each stage is immutable and carries its text form, the line of each node in that text, and
-// the decisions the next pass recorded about its nodes (decision ids refer to the graph a pass received).
+// The training step's graph at every stage of the compile pipeline (passes::compilerPipeline): as traced,
+// then after each pass that changed it, then the fusion stage: the same graph with its kernel plan. Each stage
+// is immutable and carries its text form, the line of each node in that text, and the decisions the next pass
+// recorded about its nodes (decision ids refer to the graph a pass received); the fusion stage carries the
+// fusion pass's own decisions, since that pass leaves the graph as it found it.
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/backends/cpu/executable.h"
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/pass.h"
 
 namespace tsr::inspect {
+
+// The fusion stage's kernels as the CPU backend compiles them (launch order, memory plan), for the inspector.
+struct KernelTable {
+  std::vector<cpu::KernelInfo> kernels;  // in launch order
+  std::vector<int> kernelOfGroup;        // plan group -> index into kernels; -1: alias and constant groups
+  cpu::MemoryPlan memory;
+  std::string error;                     // why the backend did not compile the graph; "" when it did
+};
 
 struct Stage {
   std::string name;  // "traced", "3 cse (cleanup, round 1)"
@@ -21,6 +33,9 @@ struct Stage {
   std::vector<int> nodeLines;       // node id -> 0-based line in text
   std::vector<passes::Decision> decisions;  // decisions about this stage's (top-level) nodes
   double seconds = 0;               // time of the pass that produced it
+  // At the fusion stage: the kernel plan (node ids are this stage's graph) and the compiled kernel table.
+  std::shared_ptr<const passes::FusionPlan> fusion;
+  std::shared_ptr<const KernelTable> kernels;
 };
 
 struct StagesOptions {
@@ -28,8 +43,12 @@ struct StagesOptions {
   std::function<void(int done, int total)> progress;
 };
 
-// Runs the standard pipeline on a copy of `traced` with snapshots; stage 0 is the traced graph.
+// Runs the compiler pipeline on a copy of `traced` with snapshots; stage 0 is the traced graph, the last the
+// fusion stage.
 Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced, const StagesOptions& options = {});
+
+// The CPU backend's kernels and memory for a graph and its plan (errors land in KernelTable::error).
+KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& plan);
 
 // A stage of a graph given directly (tests, IR files).
 Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph);

@@ -63,9 +63,19 @@ std::vector<int> outputOwners(const ir::Graph& g, const std::vector<std::string>
   return ofNode;
 }
 
+// The node a kernel is placed by: the dot of a GEMM, else the last member (a loop's or a reduction's result).
+ir::NodeId anchorOf(const ir::Graph& g, const passes::FusionGroup& k) {
+  if (k.kind == passes::GroupKind::Gemm)
+    for (ir::NodeId m : k.nodes)
+      if (g.nodes()[static_cast<size_t>(m)].op == ir::OpCode::DotGeneral) return m;
+  return k.nodes.back();
+}
+
 }  // namespace
 
-ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outputNames) : m_nodeGroup(g.nodes().size(), 0) {
+ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outputNames,
+                       std::shared_ptr<const passes::FusionPlan> plan)
+    : m_nodeGroup(g.nodes().size(), 0), m_plan(std::move(plan)) {
   m_groups.push_back(ModuleGroup{});
   m_index[""] = 0;
   m_inputs = g.inputs();
@@ -90,18 +100,49 @@ ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outpu
     for (const auto& k : keys)
       if (seen.emplace(k, static_cast<int>(seen.size())).second) keyNames.push_back(k);
   }
+  std::vector<std::string> paths(g.nodes().size());
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     std::string path = g.nodes()[i].prov.modulePath;
     if (path.empty() && !owners.empty()) {
       int o = owners[i];
       path = o >= 0 ? "update." + keyNames[static_cast<size_t>(o)] : o == kShared ? "(shared)" : "(unused)";
     }
-    int gi = ensure(path);
+    paths[i] = std::move(path);
+  }
+  if (m_plan && m_plan->groupOfNode.size() == g.nodes().size()) {
+    m_cluster.assign(g.nodes().size(), -1);
+    for (size_t k = 0; k < m_plan->groups.size(); ++k) {
+      const passes::FusionGroup& kernel = m_plan->groups[k];
+      if (kernel.nodes.size() < 2) continue;
+      ir::NodeId anchor = anchorOf(g, kernel);
+      std::string path = paths[static_cast<size_t>(anchor)];
+      if (g.nodes()[static_cast<size_t>(anchor)].prov.modulePath.empty())
+        for (ir::NodeId m : kernel.nodes)
+          if (!g.nodes()[static_cast<size_t>(m)].prov.modulePath.empty()) {
+            path = paths[static_cast<size_t>(m)];
+            break;
+          }
+      for (ir::NodeId m : kernel.nodes) {
+        paths[static_cast<size_t>(m)] = path;
+        m_cluster[static_cast<size_t>(m)] = static_cast<int>(k);
+      }
+    }
+  } else {
+    m_plan.reset();
+  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    int gi = ensure(paths[i]);
     m_nodeGroup[i] = gi;
     m_groups[static_cast<size_t>(gi)].nodes.push_back(static_cast<ir::NodeId>(i));
     for (int a = gi; a >= 0; a = m_groups[static_cast<size_t>(a)].parent) ++m_groups[static_cast<size_t>(a)].totalNodes;
   }
   splitLargeGroups();
+}
+
+std::string ModuleTree::clusterLabel(int cluster) const {
+  if (!m_plan || cluster < 0 || cluster >= static_cast<int>(m_plan->groups.size())) return "";
+  const passes::FusionGroup& k = m_plan->groups[static_cast<size_t>(cluster)];
+  return k.name + " (" + passes::groupKindName(k.kind) + ")";
 }
 
 void ModuleTree::splitLargeGroups() {
@@ -110,20 +151,42 @@ void ModuleTree::splitLargeGroups() {
     if (static_cast<int>(m_groups[gi].nodes.size()) <= kMaxDirectNodes || static_cast<int>(gi) == m_inputsGroup) continue;
     std::vector<ir::NodeId> nodes = std::move(m_groups[gi].nodes);
     m_groups[gi].nodes.clear();
-    for (size_t start = 0; start < nodes.size(); start += kMaxDirectNodes) {
-      size_t end = std::min(nodes.size(), start + kMaxDirectNodes);
+    // Parts of kMaxDirectNodes in program order; a kernel's members all go to the part of its first member.
+    std::vector<std::vector<ir::NodeId>> parts;
+    std::unordered_map<int, size_t> partOfCluster;
+    size_t filled = 0;  // nodes placed in the last part by program order
+    for (ir::NodeId node : nodes) {
+      int c = clusterOfNode(node);
+      auto it = c >= 0 ? partOfCluster.find(c) : partOfCluster.end();
+      if (it != partOfCluster.end()) {
+        parts[it->second].push_back(node);
+        continue;
+      }
+      if (parts.empty() || filled >= static_cast<size_t>(kMaxDirectNodes)) {
+        parts.emplace_back();
+        filled = 0;
+      }
+      parts.back().push_back(node);
+      ++filled;
+      if (c >= 0) partOfCluster[c] = parts.size() - 1;
+    }
+    size_t start = 0;
+    for (std::vector<ir::NodeId>& members : parts) {
+      std::sort(members.begin(), members.end());
+      size_t end = start + members.size();
       ModuleGroup part;
       part.name = "ops " + std::to_string(start + 1) + "-" + std::to_string(end);
       part.path = m_groups[gi].path.empty() ? part.name : m_groups[gi].path + "." + part.name;
       part.parent = static_cast<int>(gi);
       part.depth = m_groups[gi].depth + 1;
-      part.nodes.assign(nodes.begin() + static_cast<long>(start), nodes.begin() + static_cast<long>(end));
+      part.nodes = std::move(members);
       part.totalNodes = static_cast<int>(part.nodes.size());
       int id = static_cast<int>(m_groups.size());
       for (ir::NodeId node : part.nodes) m_nodeGroup[static_cast<size_t>(node)] = id;
       m_index[part.path] = id;
       m_groups.push_back(std::move(part));
       m_groups[gi].children.push_back(id);
+      start = end;
     }
   }
 }
@@ -198,7 +261,7 @@ Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const st
   std::unordered_map<ir::NodeId, int> itemOfNode;
   for (ir::NodeId n : grp.nodes) {
     itemOfNode[n] = static_cast<int>(level.items.size());
-    level.items.push_back({LevelItem::Kind::Node, -1, n, ir::kNone, false, "n:" + std::to_string(n)});
+    level.items.push_back({LevelItem::Kind::Node, -1, n, ir::kNone, false, "n:" + std::to_string(n), tree.clusterOfNode(n)});
   }
   std::unordered_map<ir::ValueId, int> itemOfInput;
   if (group == tree.inputsGroup()) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/inspect/project_snapshot.h"
 #include "engine/ops/registry.h"
 
 namespace tsr::inspect {
@@ -66,6 +67,51 @@ std::string lineOf(const std::string& text, int line) {
   return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
 }
 
+std::optional<NodeKernel> kernelOf(const Stage& stage, ir::NodeId node, const std::vector<std::string>& names) {
+  const passes::FusionPlan& plan = *stage.fusion;
+  const ir::Graph& g = *stage.graph;
+  int gi = plan.groupOfNode[static_cast<size_t>(node)];
+  if (gi < 0) return std::nullopt;
+  const passes::FusionGroup& grp = plan.groups[static_cast<size_t>(gi)];
+  NodeKernel k;
+  k.name = grp.name;
+  k.kind = passes::groupKindName(grp.kind);
+  k.shape = Aval{grp.shape, DType::F32}.toString();
+  k.reason = grp.reason;
+  k.members = static_cast<int>(grp.nodes.size());
+  k.nodes = grp.nodes;
+  const KernelTable* table = stage.kernels.get();
+  std::vector<int> inputIndex(static_cast<size_t>(g.numValues()), -1);
+  for (size_t i = 0; i < g.inputs().size(); ++i) inputIndex[static_cast<size_t>(g.inputs()[i])] = static_cast<int>(i);
+  auto where = [&](ir::ValueId v) -> std::string {
+    if (inputIndex[static_cast<size_t>(v)] >= 0) return fmt::format("graph input {}", inputIndex[static_cast<size_t>(v)]);
+    if (table)
+      for (const auto& iv : table->memory.intervals)
+        if (iv.value == v) return fmt::format("arena +{} ({})", formatBytes(iv.offset), formatBytes(iv.bytes));
+    if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) return "own buffer (graph output)";
+    ir::NodeId p = g.value(v).producer;
+    if (p != ir::kNone) {
+      int pg = plan.groupOfNode[static_cast<size_t>(p)];
+      if (pg >= 0 && plan.groups[static_cast<size_t>(pg)].kind == passes::GroupKind::Constant) return "constant";
+      if (pg >= 0 && plan.groups[static_cast<size_t>(pg)].kind == passes::GroupKind::Alias) return "alias of its operand";
+    }
+    return "";
+  };
+  auto arg = [&](ir::ValueId v) { return KernelArg{names[static_cast<size_t>(v)], g.aval(v).toString(), where(v)}; };
+  for (ir::ValueId v : grp.inputs) k.inputs.push_back(arg(v));
+  for (ir::ValueId v : grp.outputs) k.outputs.push_back(arg(v));
+  if (table) {
+    k.launches = static_cast<int>(table->kernels.size());
+    k.arenaBytes = table->memory.arenaBytes;
+    k.launch = table->kernelOfGroup[static_cast<size_t>(gi)];
+    if (k.launch >= 0) {
+      k.flops = table->kernels[static_cast<size_t>(k.launch)].flops;
+      k.bytes = table->kernels[static_cast<size_t>(k.launch)].bytes;
+    }
+  }
+  return k;
+}
+
 }  // namespace
 
 NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
@@ -118,6 +164,10 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
   for (const passes::Decision& d : stage.decisions)
     if (std::find(d.nodes.begin(), d.nodes.end(), node) != d.nodes.end())
       info.decisions.push_back(fmt::format("{} ({}): {}", d.pass, passes::decisionKindName(d.kind), d.message));
+  if (stage.fusion && stage.fusion->groupOfNode.size() == g.nodes().size()) {
+    info.readThrough = stage.fusion->groupOfNode[static_cast<size_t>(node)] < 0;
+    info.kernel = kernelOf(stage, node, names);
+  }
   return info;
 }
 

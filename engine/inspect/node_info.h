@@ -1,6 +1,8 @@
 #pragma once
 // Everything the inspector shows about one node of a stage: op, attributes, result avals, provenance,
-// producers and consumers, cost from the op's rule, and the decisions passes recorded about it.
+// producers and consumers, cost from the op's rule, the decisions passes recorded about it, and at the fusion
+// stage the kernel it runs in.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,28 @@ struct ValueRef {
   std::string aval;       // "f32[8,64]"
   ir::NodeId node = ir::kNone;  // producer (operands) or consumer (results); kNone for a graph input/output
   std::string nodeOp;     // its op, "input" or "output"
+};
+
+// A value a kernel reads or writes, and where the CPU backend keeps it.
+struct KernelArg {
+  std::string name;   // "%12"
+  std::string aval;
+  std::string where;  // "graph input 3", "arena +1.5 MB", "own buffer (graph output)", "constant"
+};
+
+// The kernel a node runs in (its fusion group) at the fusion stage.
+struct NodeKernel {
+  std::string name;    // "fusion.12", or "gather.40" for a node run by its own kernel
+  std::string kind;    // "loop", "reduction", "gemm", "opaque", "alias", "constant"
+  std::string shape;   // iteration space "f32[8,64,512]"
+  std::string reason;
+  int members = 0;
+  std::vector<ir::NodeId> nodes;
+  int launch = -1;     // position in the CPU executable's launch order; -1: no launch (alias, constant)
+  int launches = 0;    // kernels the executable launches
+  double flops = 0, bytes = 0;
+  int64_t arenaBytes = 0;  // the executable's whole arena
+  std::vector<KernelArg> inputs, outputs;
 };
 
 struct NodeInfo {
@@ -31,6 +55,8 @@ struct NodeInfo {
   double flops = 0;
   int64_t bytesRead = 0, bytesWritten = 0;
   std::vector<std::string> decisions;  // "cse: ... " with the reason
+  std::optional<NodeKernel> kernel;    // at the fusion stage, for a node with a kernel
+  bool readThrough = false;            // at the fusion stage: a view its consumers read through
   int textLine = 0;       // line of the node in the stage's text
 };
 

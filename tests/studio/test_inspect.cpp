@@ -1,4 +1,6 @@
 // engine/inspect: what the IDE's panels read, checked against the engine computed another way.
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <QTemporaryDir>
@@ -13,6 +15,7 @@
 #include "engine/inspect/runs_reader.h"
 #include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
 
@@ -205,6 +208,109 @@ class TestInspect : public QObject {
     int direct = 0;
     for (const auto& n : g.nodes()) direct += n.prov.modulePath == "h.0";
     QCOMPARE(inside, direct);
+  }
+
+  void fusionStageCarriesThePlan() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    const inspect::Stage& fs = stages->back();
+    QVERIFY2(fs.name.find("fusion") != std::string::npos, fs.name.c_str());
+    QVERIFY(fs.fusion && fs.kernels);
+    QVERIFY2(fs.kernels->error.empty(), fs.kernels->error.c_str());
+    QCOMPARE(fs.fusion->groupOfNode.size(), fs.graph->nodes().size());
+    // The stages before it carry no plan; the fusion stage is the graph the cleanup left.
+    for (size_t i = 0; i + 1 < stages->size(); ++i) QVERIFY(!(*stages)[i].fusion);
+    QCOMPARE(fs.text, (*stages)[stages->size() - 2].text);
+    // Every launch the backend compiled maps back to a plan group.
+    int launches = 0;
+    for (int k : fs.kernels->kernelOfGroup) launches += k >= 0;
+    QCOMPARE(launches, static_cast<int>(fs.kernels->kernels.size()));
+    QVERIFY(fs.kernels->memory.arenaBytes > 0);
+  }
+
+  void kernelsAreDrawnAsClusters() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    const inspect::Stage& fs = stages->back();
+    const ir::Graph& g = *fs.graph;
+    // Independently: plan the same graph again; each kernel of several ops must be drawn once.
+    auto plan = passes::planFusion(g, ops::registry());
+    QVERIFY(plan.ok());
+    std::set<std::string> multi;
+    for (const auto& k : plan->groups)
+      if (k.nodes.size() > 1) multi.insert(k.name);
+    QVERIFY(multi.size() > 10);
+    inspect::ModuleTree tree(g, m_mini->outputPaths, fs.fusion);
+    // A kernel's members sit in one group (one level), even where a group shows its nodes in parts.
+    for (const auto& k : fs.fusion->groups)
+      for (ir::NodeId m : k.nodes) QCOMPARE(tree.groupOfNode(m), tree.groupOfNode(k.nodes.front()));
+    std::set<std::string> all;
+    for (const auto& grp : tree.groups()) all.insert(grp.path);
+    inspect::LayoutCache cache;
+    auto view = inspect::layoutView(tree, g, all, cache);
+    QVERIFY2(view.ok(), view.ok() ? "" : view.error().message.c_str());
+    std::map<int, const inspect::ItemBox*> clusterBox;
+    std::set<std::string> drawn;
+    int clusters = 0;
+    for (const auto& b : view->boxes) {
+      if (b.item.kind != inspect::LevelItem::Kind::Cluster) continue;
+      ++clusters;
+      drawn.insert(b.label.substr(0, b.label.find(' ')));
+      clusterBox[b.item.cluster] = &b;
+    }
+    QCOMPARE(clusters, static_cast<int>(multi.size()));
+    QCOMPARE(drawn, multi);
+    // Each member's box lies inside its kernel's cluster, and every member is shown.
+    std::map<int, int> shownMembers;
+    for (const auto& b : view->boxes) {
+      if (b.item.kind != inspect::LevelItem::Kind::Node || b.item.cluster < 0) continue;
+      const inspect::ItemBox* c = clusterBox.at(b.item.cluster);
+      QVERIFY(b.x >= c->x - 0.5 && b.y >= c->y - 0.5 && b.x + b.w <= c->x + c->w + 0.5 && b.y + b.h <= c->y + c->h + 0.5);
+      ++shownMembers[b.item.cluster];
+    }
+    for (const auto& [k, n] : shownMembers) QCOMPARE(static_cast<size_t>(n), fs.fusion->groups[static_cast<size_t>(k)].nodes.size());
+    // Without a plan the same graph shows no clusters.
+    inspect::ModuleTree plain(g, m_mini->outputPaths);
+    inspect::LayoutCache cache2;
+    auto flat = inspect::layoutView(plain, g, all, cache2);
+    QVERIFY(flat.ok());
+    for (const auto& b : flat->boxes) QVERIFY(b.item.kind != inspect::LevelItem::Kind::Cluster);
+  }
+
+  void inspectorShowsTheKernelAndItsDecisions() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    const inspect::Stage& fs = stages->back();
+    // The decisions, recorded again by planning the stage's graph with a log of our own.
+    passes::PassContext ctx(ops::registry());
+    auto plan = passes::planFusion(*fs.graph, ops::registry(), &ctx);
+    QVERIFY(plan.ok());
+    const passes::Decision* fused = nullptr;
+    for (const auto& d : ctx.log().all())
+      if (!fused && d.nodes.size() == 1 && d.message.rfind("fused into ", 0) == 0) fused = &d;
+    QVERIFY(fused);
+    ir::NodeId node = fused->nodes.front();
+    inspect::NodeInfo info = inspect::describeNode(fs, node);
+    QVERIFY(info.kernel);
+    const passes::FusionGroup& k = plan->groups[static_cast<size_t>(plan->groupOfNode[static_cast<size_t>(node)])];
+    QCOMPARE(info.kernel->name, k.name);
+    QCOMPARE(info.kernel->members, static_cast<int>(k.nodes.size()));
+    QCOMPARE(info.kernel->kind, std::string(passes::groupKindName(k.kind)));
+    QVERIFY(!info.kernel->reason.empty());
+    QVERIFY(info.kernel->launch >= 0);
+    auto has = [&](const std::string& text) {
+      return std::any_of(info.decisions.begin(), info.decisions.end(), [&](const std::string& d) { return d.find(text) != std::string::npos; });
+    };
+    QVERIFY2(has(fused->message), fused->message.c_str());
+    for (const auto& d : ctx.log().all())
+      if (std::find(d.nodes.begin(), d.nodes.end(), node) != d.nodes.end()) QVERIFY2(has(d.message), d.message.c_str());
+    // A view read through has no kernel of its own.
+    for (size_t n = 0; n < plan->groupOfNode.size(); ++n)
+      if (plan->groupOfNode[n] < 0) {
+        inspect::NodeInfo view = inspect::describeNode(fs, static_cast<ir::NodeId>(n));
+        QVERIFY(view.readThrough && !view.kernel);
+        break;
+      }
   }
 
   void projectEditKeepsComments() {

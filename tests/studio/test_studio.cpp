@@ -2,6 +2,8 @@
 // computes (checked against the graph directly), selections sync, the form writes a valid project.toml,
 // the metrics panel tails a store, and runs launched from the IDE report their errors.
 #include <QAbstractItemModelTester>
+#include <QImage>
+#include <QProcess>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QSettings>
@@ -14,6 +16,8 @@
 #include "app/studio/command_palette.h"
 #include "app/studio/main_window.h"
 #include "engine/inspect/graph_stages.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
 #include "views/console_panel.h"
@@ -186,6 +190,65 @@ class TestStudio : public QObject {
     w.irPanel()->activateLine(st->nodeLines[static_cast<size_t>(other)]);
     QCOMPARE(w.session()->selectedNode(), other);
     QVERIFY(w.inspectorPanel()->plainText().contains(QString("node %1").arg(other)));
+  }
+
+  void fusionStageDrawsKernelClusters() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    int last = static_cast<int>(w.session()->stages()->size()) - 1;
+    const inspect::Stage& fs = w.session()->stages()->back();
+    QVERIFY2(fs.name.find("fusion") != std::string::npos && fs.fusion, fs.name.c_str());
+    // Independently: the kernels of several ops that planning the stage's graph gives.
+    passes::PassContext ctx(ops::registry());
+    auto plan = passes::planFusion(*fs.graph, ops::registry(), &ctx);
+    QVERIFY(plan.ok());
+    QSet<QString> multi;
+    for (const auto& k : plan->groups)
+      if (k.nodes.size() > 1) multi.insert(QString("%1 (%2)").arg(QString::fromStdString(k.name), passes::groupKindName(k.kind)));
+    w.session()->setCurrentStage(last);
+    QVERIFY(waitLayout(w.graphPanel()));
+    w.graphPanel()->expandAll(true);
+    QVERIFY(waitLayout(w.graphPanel()));
+    QStringList drawn = w.graphPanel()->visibleClusters();
+    QCOMPARE(drawn.size(), static_cast<int>(multi.size()));
+    QCOMPARE(QSet<QString>(drawn.begin(), drawn.end()), multi);
+    // Earlier stages show no clusters.
+    w.session()->setCurrentStage(0);
+    QVERIFY(waitLayout(w.graphPanel()));
+    QVERIFY(w.graphPanel()->visibleClusters().isEmpty());
+    // The inspector names the node's kernel and the fusion decision about it.
+    w.session()->setCurrentStage(last);
+    QVERIFY(waitLayout(w.graphPanel()));
+    const passes::Decision* fused = nullptr;
+    for (const auto& d : ctx.log().all())
+      if (!fused && d.nodes.size() == 1 && d.message.rfind("fused into ", 0) == 0) fused = &d;
+    QVERIFY(fused);
+    int node = fused->nodes.front();
+    w.session()->selectNode(node);
+    const auto& k = plan->groups[static_cast<size_t>(plan->groupOfNode[static_cast<size_t>(node)])];
+    QString text = w.inspectorPanel()->plainText();
+    QVERIFY2(text.contains(QString::fromStdString(fused->message)), qPrintable(text));
+    QVERIFY2(text.contains(QString::fromStdString(k.name)) && text.contains(QString::fromStdString(k.reason)), qPrintable(text));
+  }
+
+  void screenshotOfTheFusionStage() {
+    QTemporaryDir dir;
+    QString file = dir.filePath("graph.png");
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    p.setProcessEnvironment(env);
+    p.start(TSR_STUDIO_BIN, {kSamples + "/gpt2_mini", "--stage", "-1", "--expand", "h.1.mlp", "--screenshot", file,
+                             "--panel", "graph"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 0);
+    QImage img(file);
+    QVERIFY(!img.isNull() && img.width() > 100 && img.height() > 100);
+    // Not blank: the cluster tint and the boxes give many colours.
+    QSet<QRgb> colours;
+    for (int y = 0; y < img.height(); y += 3)
+      for (int x = 0; x < img.width(); x += 3) colours.insert(img.pixel(x, y));
+    QVERIFY(colours.size() > 20);
   }
 
   void settingsFormValidatesAndWritesBack() {
