@@ -5,6 +5,9 @@ peer_time / tessera_time (> 1: Tessera is faster).
 
     tests/bench/run.sh [--quick] [--only gpt2_124m,mlp] [--steps N] [--rounds R] [--out FILE]
 
+Without --quick, `data` (bench_data: BPE training, encoding against GPT-2's encoder.py, the batch loader) is
+added at the end; encode speed ratio = ours / encoder.py's.
+
 The peers' FLOPs are Tessera's model FLOPs for the same workload (the same model, the same formula). A peer whose
 Python or package is missing is reported as {"skipped": why}. --check (the CTest) also fails when a peer's
 parameter count differs from Tessera's, a loss is not finite, or the elementwise results are wrong; it exits 77
@@ -194,6 +197,24 @@ def bench_workload(name, spec, opts, pythons):
     return entry
 
 
+def bench_data(opts):
+    """The tokenizer and data pipeline (bench_data), whose peer is GPT-2's own encoder.py run by the binary."""
+    log("data:")
+    log("  $", opts.data)
+    p = subprocess.run([opts.data], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-600:]}")
+    result = json.loads(p.stdout)
+    peer = result.pop("peer", None)
+    entry = {"tessera": result}
+    if isinstance(peer, dict) and "encode_mb_per_s" in peer:
+        entry["gpt2_encoder_py"] = peer
+        entry["ratios"] = {"gpt2_encoder_py": result["encode_mb_per_s"]["warm"] / peer["encode_mb_per_s"]}
+    else:
+        entry["gpt2_encoder_py"] = {"skipped": "python3 with regex not found"}
+    return entry
+
+
 def apply_run_peak(doc):
     """The SGEMM peak of the run is the best any workload measured: on a shared machine a single measurement can
     catch the cores busy, and the peak is the machine's, not the workload's. Every fraction uses it."""
@@ -223,6 +244,8 @@ def check(doc):
             for key in ("first_loss", "last_loss"):
                 if key in r and not math.isfinite(r[key]):
                     problems.append(f"{name}: {peer} {key} is {r[key]}")
+        if w.get("gpt2_encoder_py", {}).get("ids_equal") is False:
+            problems.append(f"{name}: our BPE's token ids differ from GPT-2's encoder.py")
         if "max_abs_err" in w.get("tessera", {}) and not w["tessera"]["max_abs_err"] < 1e-4:
             problems.append(f"{name}: tessera's results differ from the reference by {w['tessera']['max_abs_err']}")
     return problems
@@ -238,6 +261,7 @@ def main():
     p.add_argument("--threads", type=int, default=int(os.environ.get("TESSERA_NUM_THREADS", os.cpu_count())))
     p.add_argument("--tessera", default=os.path.join(ROOT, "build", "app", "cli", "tessera"))
     p.add_argument("--elementwise", default=os.path.join(ROOT, "build", "tests", "bench", "bench_elementwise"))
+    p.add_argument("--data", default=os.path.join(ROOT, "build", "tests", "bench", "bench_data"))
     p.add_argument("--out", default="", help="also write the JSON document here")
     p.add_argument("--check", action="store_true", help="fail on wrong results (see above); 77 without torch")
     opts = p.parse_args()
@@ -258,6 +282,11 @@ def main():
             doc["workloads"][name] = bench_workload(name, spec, opts, pythons)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
             doc["workloads"][name] = {"error": str(e)}
+    if not opts.quick and (not only or "data" in only):
+        try:
+            doc["workloads"]["data"] = bench_data(opts)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
+            doc["workloads"]["data"] = {"error": str(e)}
     apply_run_peak(doc)
     text = json.dumps(doc, indent=2)
     print(text)

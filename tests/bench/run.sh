@@ -3,4 +3,5 @@
 # Uses build/ unless TESSERA_BUILD names another build folder.
 here=$(cd "$(dirname "$0")" && pwd)
 build=${TESSERA_BUILD:-$here/../../build}
-exec python3 "$here/run.py" --tessera "$build/app/cli/tessera" --elementwise "$build/tests/bench/bench_elementwise" "$@"
+exec python3 "$here/run.py" --tessera "$build/app/cli/tessera" --elementwise "$build/tests/bench/bench_elementwise" \
+  --data "$build/tests/bench/bench_data" "$@"
