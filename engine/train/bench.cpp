@@ -81,10 +81,10 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   project::TrainSection& t = p.train;
   if (o.batch > 0) t.batchSize = o.batch;
   if (o.seq > 0) t.seqLen = o.seq;
-  if (o.steps < 1) return makeError("bench: --steps must be at least 1, got {}", o.steps);
+  if (o.steps < 1) return makeError("--steps must be at least 1, got {}", o.steps);
   bool lm = p.model.family == "gpt2";
   if (lm && t.seqLen > p.model.gpt2.blockSize)
-    return makeError("bench: sequence length {} exceeds the model's block size {}", t.seqLen, p.model.gpt2.blockSize);
+    return makeError("{}: sequence length {} exceeds the model's block size {}", p.file, t.seqLen, p.model.gpt2.blockSize);
 
   int64_t vocab = lm ? configuredVocab(p) : 0;
   ProjectModel model = buildModel(p, vocab);
