@@ -84,7 +84,8 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   if (o.steps < 1) return makeError("--steps must be at least 1, got {}", o.steps);
   bool lm = p.model.family == "gpt2";
   if (lm && t.seqLen > p.model.gpt2.blockSize)
-    return makeError("{}: sequence length {} exceeds the model's block size {}", p.file, t.seqLen, p.model.gpt2.blockSize);
+    return makeError("{}: sequence length {} exceeds the model's block size {}", p.file, t.seqLen,
+                     p.model.gpt2.blockSize);
 
   int64_t vocab = lm ? configuredVocab(p) : 0;
   ProjectModel model = buildModel(p, vocab);
@@ -114,7 +115,9 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   r.seq = lm ? t.seqLen : 0;
   r.itemsPerStep = lm ? t.batchSize * t.seqLen : t.batchSize;
   r.flopsPerStep = model.trainFlopsPerItem * static_cast<double>(r.itemsPerStep);
-  r.flopsRule = lm ? "6*N*tokens + 12*L*C*T*tokens (N without wpe)" : p.model.family == "vit" ? "6*N*samples*(patches+1)" : "6*N*samples";
+  if (lm) r.flopsRule = "6*N*tokens + 12*L*C*T*tokens (N without wpe)";
+  else if (p.model.family == "vit") r.flopsRule = "6*N*samples*(patches+1)";
+  else r.flopsRule = "6*N*samples";
   TSR_ASSIGN(ClosedGraph g, trainer.lowerStep(state, batches.front()));
   r.graphFlopsPerStep = graphFlops(g.graph);
 
@@ -130,7 +133,8 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
       r.firstStepSeconds = m.seconds;
       r.compileSeconds = trainer.stepFunction().stats().compileSeconds - before;
       r.firstLoss = m.loss;
-      say(fmt::format("warm-up step 1: {:.3f} s ({:.3f} s compiling), loss {:.4f}", m.seconds, r.compileSeconds, m.loss));
+      say(fmt::format("warm-up step 1: {:.3f} s ({:.3f} s compiling), loss {:.4f}", m.seconds, r.compileSeconds,
+                      m.loss));
     }
   }
   for (int64_t i = 0; i < o.steps; ++i) {
