@@ -109,6 +109,28 @@ inline void map3(const float* a, const float* b, const float* c, float* y, int64
 }
 inline float b2f(bool b) { return b ? 1.0f : 0.0f; }
 
+// The common binary ops with a scalar second operand (a broadcast constant): one load per element, not two.
+bool runScalarInstr(const TileInstr& in, const float* a, float b, float* y, int64_t n) {
+  switch (in.op) {
+    case OpCode::Add: map1(a, y, n, [b](float x) { return x + b; }); return true;
+    case OpCode::Sub: map1(a, y, n, [b](float x) { return x - b; }); return true;
+    case OpCode::Mul: map1(a, y, n, [b](float x) { return x * b; }); return true;
+    case OpCode::Div: map1(a, y, n, [b](float x) { return x / b; }); return true;
+    default: return false;
+  }
+}
+
+// The same with a scalar first operand.
+bool runScalarFirstInstr(const TileInstr& in, float a, const float* b, float* y, int64_t n) {
+  switch (in.op) {
+    case OpCode::Add: map1(b, y, n, [a](float x) { return a + x; }); return true;
+    case OpCode::Sub: map1(b, y, n, [a](float x) { return a - x; }); return true;
+    case OpCode::Mul: map1(b, y, n, [a](float x) { return a * x; }); return true;
+    case OpCode::Div: map1(b, y, n, [a](float x) { return a / x; }); return true;
+    default: return false;
+  }
+}
+
 void runInstr(const TileInstr& in, const float* a, const float* b, const float* c, float* y, int64_t n) {
   switch (in.op) {
     case OpCode::Neg: return map1(a, y, n, [](float x) { return -x; });
@@ -300,7 +322,16 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
       y = m_scratch.data() + static_cast<size_t>(m_buffer[slot]) * kTile;
     }
     auto arg = [&](int k) { return ins.args[k] >= 0 ? m_slots[static_cast<size_t>(ins.args[k])] : nullptr; };
-    runInstr(ins, arg(0), arg(1), arg(2), y, len);
+    auto uniform = [&](int k) {
+      int a = ins.args[k];
+      return a >= 0 && a < static_cast<int>(nin) && m_uniform[static_cast<size_t>(a)];
+    };
+    bool done = false;
+    if (ins.args[2] < 0 && ins.args[1] >= 0) {
+      if (uniform(1) && !uniform(0)) done = runScalarInstr(ins, arg(0), arg(1)[0], y, len);
+      else if (uniform(0) && !uniform(1)) done = runScalarFirstInstr(ins, arg(0)[0], arg(1), y, len);
+    }
+    if (!done) runInstr(ins, arg(0), arg(1), arg(2), y, len);
     m_slots[slot] = y;
     runStores(slot);
   }
