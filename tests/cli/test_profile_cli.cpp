@@ -9,50 +9,11 @@
 #include <QTemporaryDir>
 #include <map>
 
+#include "tests/cli/cli_test_util.h"
+
+using namespace tsr::test;
+
 namespace {
-
-struct Run {
-  int exitCode = -1;
-  QString out, err;
-};
-
-Run tessera(const QStringList& args) {
-  QProcess p;
-  p.start(TESSERA_BIN, args);
-  p.waitForFinished(300000);
-  Run r;
-  r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
-}
-
-void writeFile(const QString& path, const QByteArray& bytes) {
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(bytes);
-}
-
-const char* kTinyGpt2 = R"([project]
-name = "tiny_gpt2"
-[model]
-family = "gpt2"
-block_size = 16
-n_layer = 1
-n_head = 2
-n_embd = 16
-[data]
-kind = "text"
-path = "corpus.txt"
-vocab_size = 300
-val_fraction = 0.2
-[train]
-steps = 4
-batch_size = 4
-seq_len = 16
-eval_every = 0
-log_every = 1
-)";
 
 struct TraceCheck {
   QString error;  // empty: valid
