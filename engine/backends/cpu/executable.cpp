@@ -871,6 +871,15 @@ std::string Executable::describe() const {
                      k.info.nodes.size());
     for (ValueId v : k.args) s += fmt::format(" %{}@{}", v, where(v));
     s += "\n";
+    if (k.hasProgram) {
+      // The tile program: arguments are the positions in the list above.
+      std::string prog = k.prog.toString();
+      for (size_t pos = 0; pos != std::string::npos;) {
+        size_t nl = prog.find('\n', pos);
+        s += "       " + prog.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos) + "\n";
+        pos = nl == std::string::npos ? nl : nl + 1;
+      }
+    }
   }
   return s;
 }

@@ -61,19 +61,6 @@ void TileProgram::collapse(std::vector<bool>* flags) {
   if (flags) *flags = apart;
 }
 
-double TileProgram::flopsPerElement() const {
-  double f = 0;
-  for (const auto& i : instrs) {
-    switch (i.op) {
-      case OpCode::Exp: case OpCode::Log: case OpCode::Tanh: case OpCode::Logistic: case OpCode::Erf:
-      case OpCode::Sin: case OpCode::Cos: case OpCode::Pow: f += 10; break;
-      case OpCode::Convert: break;
-      default: f += 1;
-    }
-  }
-  return f;
-}
-
 std::string TileProgram::toString() const {
   std::string s = "dims [";
   for (size_t d = 0; d < dims.size(); ++d) s += fmt::format("{}{}", d ? "," : "", dims[d]);
@@ -85,8 +72,8 @@ std::string TileProgram::toString() const {
   }
   for (size_t i = 0; i < instrs.size(); ++i) {
     s += fmt::format("\n  s{} = {}(", inputs.size() + i, ir::coreOpName(instrs[i].op));
-    for (int a : instrs[i].args)
-      if (a >= 0) s += fmt::format("{}s{}", a == instrs[i].args[0] ? "" : ", ", a);
+    for (int k = 0; k < 3; ++k)
+      if (instrs[i].args[k] >= 0) s += fmt::format("{}s{}", k ? ", " : "", instrs[i].args[k]);
     s += ")";
   }
   for (const auto& st : stores) s += fmt::format("\n  arg{} <- s{} ({})", st.arg, st.slot, dtypeName(st.dtype));

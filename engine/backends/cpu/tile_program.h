@@ -50,8 +50,7 @@ struct TileProgram {
   // Drops size-1 dims and merges adjacent dims that every input walks contiguously. `flags` (one per dim,
   // optional) marks reduced dims: a reduced dim never merges with a kept one, and flags follow the merge.
   void collapse(std::vector<bool>* flags = nullptr);
-  // Per-element flops of the instructions (for the profiler).
-  double flopsPerElement() const;
+  // "dims [256,768]", then one line per slot: inputs with their strides, instructions, stores.
   std::string toString() const;
 };
 
