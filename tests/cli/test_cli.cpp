@@ -210,7 +210,14 @@ class TestCli : public QObject {
     QCOMPARE(r.out.count(QRegularExpression("= dot_general\\(")), 2 * 6 * 3 + 3);
     QVERIFY(r.out.contains("cleanup/cse"));
     QVERIFY(QFile::exists(dir.filePath("00_input.tir")) && QFile::exists(dir.filePath("timings.json")) &&
-            QFile::exists(dir.filePath("decisions.txt")));
+            QFile::exists(dir.filePath("decisions.txt")) && QFile::exists(dir.filePath("kernels.txt")));
+    // The backend's summary, and the launches in kernels.txt: one numbered line per kernel.
+    QRegularExpressionMatch m = QRegularExpression("backend: (\\d+) kernels").match(r.out);
+    QVERIFY2(m.hasMatch(), qPrintable(r.out.right(600)));
+    QFile k(dir.filePath("kernels.txt"));
+    QVERIFY(k.open(QIODevice::ReadOnly));
+    QString text = QString::fromUtf8(k.readAll());
+    QCOMPARE(text.count(QRegularExpression("\n +\\d+ \\S+")), m.captured(1).toInt());
     Run bad = tessera({"compile", dir.filePath("absent")});
     QCOMPARE(bad.exitCode, 1);
     QVERIFY(bad.err.contains("no such file"));

@@ -9,6 +9,7 @@
 
 #include "engine/passes/dot.h"
 #include "engine/passes/dump.h"
+#include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
@@ -114,6 +115,23 @@ class TestDump : public QObject {
     QVERIFY(decisions.find("layers.0") != std::string::npos);
     QVERIFY(QFile::exists(QString::fromStdString(dir + "/pipeline.txt")));
     QCOMPARE(compareResults(g, r->graph), std::string());
+
+    // The last step is fusion: its kernels (one line each, as many as an independent plan has groups), its
+    // .dot with one cluster per fused kernel, and its reasons in the decision log.
+    QCOMPARE(steps.back().pass, std::string("fusion"));
+    std::string stem = dir + "/" + fmt::format("{:02}_fusion", steps.size());
+    auto plan = passes::planFusion(r->graph, reg());
+    QVERIFY(plan.ok());
+    std::string kernels = readFile(stem + ".kernels.txt");
+    QCOMPARE(countOf(kernels, "\n"), static_cast<int>(plan->groups.size()));
+    int fused = 0;
+    for (const auto& gr : plan->groups) fused += gr.nodes.size() > 1;
+    QVERIFY(fused > 0);
+    QCOMPARE(countOf(readFile(stem + ".dot"), "(gemm)") + countOf(readFile(stem + ".dot"), "(loop)") +
+                 countOf(readFile(stem + ".dot"), "(reduction)"),
+             fused);
+    QVERIFY2(decisions.find("[" + std::to_string(steps.size() - 1) + " fusion]") != std::string::npos, decisions.c_str());
+    QVERIFY(decisions.find("fused into fusion.") != std::string::npos);
   }
 
   void dumpIntoAFileFails() {
