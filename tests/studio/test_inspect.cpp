@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include <QDir>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -11,12 +13,14 @@
 #include "engine/inspect/module_tree.h"
 #include "engine/inspect/node_info.h"
 #include "engine/inspect/project_edit.h"
+#include "engine/inspect/profile_times.h"
 #include "engine/inspect/project_snapshot.h"
 #include "engine/inspect/runs_reader.h"
 #include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/project/project.h"
+#include "engine/store/run_store.h"
 #include "engine/train/run.h"
 
 using namespace tsr;
@@ -378,6 +382,78 @@ class TestInspect : public QObject {
     auto tail = r->points(rows->front().info.id, "loss", 3);
     QVERIFY(tail.ok());
     QCOMPARE(tail->size(), size_t(2));
+  }
+
+  // `tessera profile` on a copy of gpt2_mini; the per-node times add up to the store's kernel events (read
+  // here with RunStore alone), and a node's kernel time is its kernel's events.
+  void profileTimesAddUpToTheKernelEvents() {
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(QString::fromStdString(kMini + "/project.toml"), dir.filePath("project.toml")));
+    QVERIFY(QDir().mkpath(dir.filePath("data")));
+    QDir data(QString::fromStdString(kMini + "/data"));
+    for (const QString& f : data.entryList(QDir::Files)) QVERIFY(QFile::copy(data.filePath(f), dir.filePath("data/" + f)));
+    std::string db = dir.filePath("runs.db").toStdString();
+    auto project = inspect::openProject(dir.path().toStdString());
+    QVERIFY(project.ok());
+    auto stages = inspect::compileStages(project->traced);
+    QVERIFY(stages.ok());
+    const inspect::Stage& fs = stages->back();
+    auto none = inspect::loadProfileTimes(db, *fs.graph);
+    QVERIFY(!none.ok());
+    QVERIFY(!QFileInfo::exists(dir.filePath("runs.db")));  // read only: no store created
+
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(TSR_TESSERA_BIN, {"profile", dir.path(), "--steps", "2", "--quiet"});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAll().constData());
+
+    auto t = inspect::loadProfileTimes(db, *fs.graph);
+    QVERIFY2(t.ok(), t.ok() ? "" : t.error().message.c_str());
+    QCOMPARE(t->steps, int64_t(2));
+    // The reference: every kernel event of the profile, straight from the store.
+    auto s = store::RunStore::open(db);
+    QVERIFY(s.ok());
+    auto profiles = s->profiles(1);
+    QVERIFY(profiles.ok() && profiles->size() == 1);
+    int64_t pid = profiles->front().id;
+    auto events = s->kernelEvents(pid);
+    auto kernels = s->profileKernels(pid);
+    QVERIFY(events.ok() && kernels.ok() && !events->empty());
+    int64_t eventNs = 0;
+    std::map<int64_t, int64_t> nsOfFusion;
+    for (const auto& e : *events) {
+      eventNs += e.durationNs;
+      nsOfFusion[e.fusion] += e.durationNs;
+    }
+    QCOMPARE(t->totalNs, eventNs);
+    double nodeSum = 0;
+    for (double ns : t->nodeNs) nodeSum += ns;
+    QVERIFY2(std::abs(nodeSum - static_cast<double>(eventNs)) <= 1e-9 * static_cast<double>(eventNs),
+             qPrintable(QString("%1 vs %2").arg(nodeSum).arg(eventNs)));
+    // A fused kernel with several nodes: each member shows the kernel's events, and an equal part of them.
+    const store::KernelInfo* fused = nullptr;
+    for (const auto& k : *kernels)
+      if (k.nodes.size() > 2 && (!fused || k.nodes.size() > fused->nodes.size())) fused = &k;
+    QVERIFY(fused);
+    for (int n : fused->nodes) {
+      const inspect::KernelTime* kt = t->kernelOf(n);
+      QVERIFY(kt);
+      QCOMPARE(kt->fusion, fused->fusion);
+      QCOMPARE(kt->totalNs, nsOfFusion[fused->fusion]);
+      QCOMPARE(kt->launches, int64_t(2));
+      QVERIFY(std::abs(t->nodeNs[static_cast<size_t>(n)] * static_cast<double>(fused->nodes.size()) -
+                       static_cast<double>(nsOfFusion[fused->fusion])) < 1e-6);
+    }
+    // The profile's kernels are the IDE's kernel table at the fusion stage.
+    std::set<std::vector<int>> ide, prof;
+    for (const auto& k : fs.kernels->kernels) ide.insert(std::vector<int>(k.nodes.begin(), k.nodes.end()));
+    for (const auto& k : *kernels) prof.insert(k.nodes);
+    QVERIFY(ide == prof);
+    // Another graph (the traced one) is refused.
+    auto other = inspect::loadProfileTimes(db, *stages->front().graph);
+    QVERIFY(!other.ok());
+    QVERIFY2(other.error().message.find("is for another graph") != std::string::npos, other.error().message.c_str());
   }
 
   void smoothingIsADebiasedMovingAverage() {
