@@ -181,7 +181,10 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   setObjectName("graphPanel");
   m_search->setPlaceholderText(tr("Search ops, %values, shapes, modules (regex)"));
   m_search->setClearButtonEnabled(true);
-  m_overlay->addItems({tr("No overlay"), tr("FLOPs"), tr("Bytes")});
+  m_overlay->addItems({tr("No overlay"), tr("FLOPs"), tr("Bytes"), tr("Time (profile)")});
+  m_overlay->setToolTip(tr("Colour nodes by cost (log scale); time comes from the project's latest profile"));
+  m_legend = new QLabel;
+  m_legend->setWordWrap(true);
   m_progress->setMaximumWidth(140);
   m_progress->setVisible(false);
   m_cancel->setVisible(false);
@@ -225,6 +228,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   }
   auto* foot = new QHBoxLayout;
   foot->addWidget(m_status, 1);
+  foot->addWidget(m_legend);
   if (m_diffInfo) foot->addWidget(m_diffInfo);
   layout->addLayout(foot);
   m_searchTimer->setSingleShot(true);
@@ -253,6 +257,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
   connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
   connect(m_overlay, &QComboBox::currentIndexChanged, this, &GraphPanel::applyDecorations);
+  connect(m_session, &Session::profileChanged, this, &GraphPanel::applyDecorations);
   connect(m_cancel, &QPushButton::clicked, this, [this] {
     if (m_cancelFlag) m_cancelFlag->store(true);
   });
@@ -323,6 +328,47 @@ void GraphPanel::setCompareStage(int index) {
     split->setSizes({half, half});
   }
   m_other->setPinnedStage(index);
+}
+
+namespace {
+const QStringList kOverlays = {"none", "flops", "bytes", "time"};
+}
+
+void GraphPanel::setOverlay(const QString& name) {
+  if (int i = static_cast<int>(kOverlays.indexOf(name)); i >= 0) m_overlay->setCurrentIndex(i);
+}
+
+QString GraphPanel::overlay() const { return kOverlays.value(m_overlay->currentIndex()); }
+
+QString GraphPanel::overlayLegend() const { return m_legend->text(); }
+
+void GraphPanel::updateLegend(double maxLog) {
+  int overlay = m_overlay->currentIndex();
+  double top = std::pow(10.0, maxLog) - 1;  // the largest box's value
+  QString text;
+  if (overlay == 1) {
+    text = tr("FLOPs, log scale up to %1").arg(top, 0, 'g', 3);
+  } else if (overlay == 2) {
+    text = tr("bytes moved, log scale up to %1").arg(QString::fromStdString(inspect::formatBytes(static_cast<int64_t>(top))));
+  } else if (overlay == 3) {
+    ProfilePtr p = m_session->profile();
+    int fs = m_session->profileStage();
+    const inspect::Stage* stage = currentStage();
+    if (!p) {
+      text = tr("time: %1").arg(m_session->profileError());
+    } else if (!stage || fs < 0 || (*m_stages)[static_cast<size_t>(fs)].graph != stage->graph) {
+      text = tr("time: profile %1 names the fusion stage's nodes; choose that stage").arg(p->profile.id);
+    } else {
+      text = tr("time: profile %1, %2 ms of kernels per step over %3 steps; a kernel's time split evenly among its "
+                "nodes; log scale up to %4 ms a step")
+                 .arg(p->profile.id)
+                 .arg(static_cast<double>(p->totalNs) * 1e-6 / static_cast<double>(p->steps), 0, 'f', 2)
+                 .arg(p->steps)
+                 .arg(top * 1e-6 / static_cast<double>(p->steps), 0, 'f', 3);
+    }
+  }
+  m_legend->setText(text);
+  m_legend->setToolTip(text);
 }
 
 int GraphPanel::compareStage() const { return m_other && !m_other->isHidden() ? m_other->m_pinned : -1; }
@@ -493,10 +539,17 @@ void GraphPanel::applyDecorations() {
   for (int n : m_hits)
     for (int g = st.tree->groupOfNode(n); g >= 0; g = st.tree->group(g).parent) hitGroups.insert(g);
   int overlay = m_overlay->currentIndex();
-  if (overlay > 0 && !st.costs) st.costs = std::make_shared<const std::vector<ir::Cost>>(inspect::nodeCosts(*stage->graph));
+  if ((overlay == 1 || overlay == 2) && !st.costs)
+    st.costs = std::make_shared<const std::vector<ir::Cost>>(inspect::nodeCosts(*stage->graph));
+  // Time: the profile's node ids are the fusion stage's; other stages get no colours and a legend that says so.
+  ProfilePtr profile = overlay == 3 ? m_session->profile() : nullptr;
+  int profileStage = m_session->profileStage();
+  bool timed = profile && profileStage >= 0 && (*m_stages)[static_cast<size_t>(profileStage)].graph == stage->graph;
+  if (overlay == 3 && !timed) overlay = -1;
   auto costOf = [&](const GraphBoxItem* item) -> double {
     const auto& it = item->box().item;
     auto one = [&](int n) {
+      if (overlay == 3) return profile->nodeNs[static_cast<size_t>(n)];
       const ir::Cost& c = (*st.costs)[static_cast<size_t>(n)];
       return overlay == 1 ? c.flops : static_cast<double>(c.bytesRead + c.bytesWritten);
     };
@@ -522,6 +575,7 @@ void GraphPanel::applyDecorations() {
   }
   for (GraphBoxItem* item : std::as_const(m_items))
     item->setFill(overlay > 0 && costs.contains(item) && maxLog > 0 ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
+  updateLegend(maxLog);
   // Comparison: the worst status of what a box holds (a group: any of its nodes).
   bool diffing = m_diff.size() == stage->graph->nodes().size();
   std::vector<int> groupWorst;

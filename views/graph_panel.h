@@ -3,8 +3,9 @@
 // and at the fusion stage each multi-node kernel drawn as a cluster around its nodes inside its module group
 // (views read through, with no kernel of their own, dashed);
 // laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
-// op, value name, shape and module path; cost overlays (flops, bytes) as colour scales; the selection follows
-// the session both ways.
+// op, value name, shape and module path; overlays as colour scales: flops and bytes from the ops' cost rules,
+// and measured time from the project's latest profile (at the fusion stage, whose node ids the profile names);
+// the selection follows the session both ways.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -64,6 +65,10 @@ class GraphPanel : public QWidget {
   void search(const QString& pattern);
   void focusSearch();
   void fitToView();
+  // The overlay: "none", "flops", "bytes" or "time"; its legend names the scale (or why there is none).
+  void setOverlay(const QString& name);
+  QString overlay() const;
+  QString overlayLegend() const;
   // Shows the scene at this scale (1: a point per pixel), centred on the selected box if there is one.
   void setZoom(double scale);
 
@@ -87,6 +92,7 @@ class GraphPanel : public QWidget {
   void onLayoutDone();
   void buildScene();
   void applyDecorations();
+  void updateLegend(double maxLog);
   void onNodeSelected(int node);
   void onSceneSelection();
   void setPinnedStage(int index);
@@ -105,6 +111,7 @@ class GraphPanel : public QWidget {
   QLineEdit* m_search;
   QLabel* m_searchInfo;
   QComboBox* m_overlay;
+  QLabel* m_legend = nullptr;
   QProgressBar* m_progress;
   QPushButton* m_cancel;
   QLabel* m_status;

@@ -55,6 +55,31 @@ QString kernelHtml(const inspect::NodeKernel& k, int node) {
   return h + "</table>";
 }
 
+// The node's kernel as the latest profile measured it: its launches over the profiled steps, per step, its
+// share of all kernel time, and this node's even part of it (what the time overlay colours).
+QString timeHtml(const inspect::ProfileTimes& p, int node) {
+  const inspect::KernelTime* k = p.kernelOf(node);
+  QString h = QObject::tr("<h4>Measured time</h4>");
+  if (!k) return h + QObject::tr("<p>No kernel of its own in profile %1.</p>").arg(p.profile.id);
+  auto ms = [](double ns) { return QString("%1 ms").arg(ns * 1e-6, 0, 'f', 3); };
+  double total = static_cast<double>(k->totalNs);
+  double steps = static_cast<double>(p.steps);
+  h += "<table cellspacing=4>";
+  h += QString("<tr><td><b>kernel time</b></td><td><code>%1</code>: %2 in %3 launches over %4 steps</td></tr>")
+           .arg(esc(k->name), ms(total))
+           .arg(k->launches)
+           .arg(p.steps);
+  h += QString("<tr><td><b>per step</b></td><td>%1</td></tr>").arg(ms(total / steps));
+  h += QString("<tr><td><b>share</b></td><td>%1% of the step's kernel time</td></tr>")
+           .arg(p.totalNs > 0 ? 100.0 * total / static_cast<double>(p.totalNs) : 0.0, 0, 'f', 2);
+  if (k->nodes.size() > 1)
+    h += QString("<tr><td><b>this node</b></td><td>%1 a step (1/%2 of the kernel)</td></tr>")
+             .arg(ms(total / steps / static_cast<double>(k->nodes.size())))
+             .arg(k->nodes.size());
+  h += QString("<tr><td><b>profile</b></td><td>%1 (%2)</td></tr>").arg(p.profile.id).arg(esc(p.profile.name));
+  return h + "</table>";
+}
+
 }  // namespace
 
 InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
@@ -67,6 +92,7 @@ InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
   layout->addWidget(m_browser);
   connect(m_session, &Session::nodeSelected, this, &InspectorPanel::show);
   connect(m_session, &Session::stageChanged, this, [this] { show(m_session->selectedNode()); });
+  connect(m_session, &Session::profileChanged, this, [this] { show(m_session->selectedNode()); });
   connect(m_browser, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     if (url.scheme() == "node") m_session->selectNode(url.path().toInt());
   });
@@ -107,6 +133,8 @@ void InspectorPanel::show(int node) {
   for (const auto& v : info.consumers) h += link(v);
   h += "</table>";
   if (info.kernel) h += kernelHtml(*info.kernel, node);
+  int fs = m_session->profileStage();
+  if (ProfilePtr p = m_session->profile(); p && fs == m_session->currentStage()) h += timeHtml(*p, node);
   if (info.readThrough)
     h += tr("<h4>Kernel</h4><p>None of its own: a view every consumer reads through (no memory traffic).</p>");
   h += "<h4>Decisions</h4>";

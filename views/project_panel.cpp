@@ -197,6 +197,8 @@ void ProjectPanel::showFileLine(const QString& file, int line) {
   m_file->centerCursor();
 }
 
+bool ProjectPanel::fileViewShown() const { return m_tabs->currentWidget() == m_file; }
+
 void ProjectPanel::showTab(int index) { m_tabs->setCurrentIndex(index); }
 
 }  // namespace tsr::studio

@@ -35,6 +35,9 @@ class ProjectPanel : public QWidget {
   // Shows a project.toml (the open project's when file is empty) at a 1-based line.
   void showFileLine(const QString& file, int line);
   void showTab(int index);
+  // The project.toml text view (its cursor is on the line showFileLine went to).
+  QPlainTextEdit* fileView() const { return m_file; }
+  bool fileViewShown() const;
 
  signals:
   void saved(const QString& file);

@@ -33,8 +33,9 @@ QString RunController::findTessera() {
 
 bool RunController::running() const { return m_process && m_process->state() != QProcess::NotRunning; }
 
-void RunController::start(const QString& projectDir, const QStringList& extraArgs) {
+void RunController::start(const QString& projectDir, const QStringList& extraArgs, const QString& command) {
   if (running()) return;
+  m_command = command;
   m_error.clear();
   m_lastErrLine.clear();
   m_exitCode = 0;
@@ -50,7 +51,7 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
   }
   delete m_process;
   m_process = new QProcess(this);
-  QStringList args = {"train", projectDir};
+  QStringList args = {command, projectDir};
   args += extraArgs;
   connect(m_process, &QProcess::readyReadStandardOutput, this, [this] { readLines(QProcess::StandardOutput); });
   connect(m_process, &QProcess::readyReadStandardError, this, [this] { readLines(QProcess::StandardError); });
@@ -77,7 +78,7 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
                                               : (m_lastErrLine.isEmpty() ? tr("the run exited with status %1").arg(code) : m_lastErrLine);
       emit output("error", m_error);
     }
-    emit finished(ok, ok ? tr("run finished") : m_error);
+    emit finished(ok, ok ? tr("%1 finished").arg(m_command == "profile" ? tr("profile") : tr("run")) : m_error);
   });
   // Compile events (with each cache miss and its reason) go to the console.
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();

@@ -1,5 +1,5 @@
 #pragma once
-// Runs `tessera train PROJECT` as a child process: progress from its step lines, its output to the console,
+// Runs `tessera train PROJECT` (or `tessera profile PROJECT`) as a child process: progress from its step lines, its output to the console,
 // Stop (SIGINT, so the run checkpoints as on Ctrl-C; killed if it does not stop), and a crash or an error
 // reported with its message while the IDE keeps running.
 #include <QObject>
@@ -18,7 +18,9 @@ class RunController : public QObject {
   static QString findTessera();
 
   bool running() const;
-  void start(const QString& projectDir, const QStringList& extraArgs = {});
+  // command: "train" or "profile"; extraArgs follow the project ("--steps", "3").
+  void start(const QString& projectDir, const QStringList& extraArgs = {}, const QString& command = "train");
+  QString command() const { return m_command; }
   void stop();
   QString lastError() const { return m_error; }
   int lastExitCode() const { return m_exitCode; }
@@ -34,6 +36,7 @@ class RunController : public QObject {
   void readLines(QProcess::ProcessChannel channel);
 
   QProcess* m_process = nullptr;
+  QString m_command = "train";
   QString m_error;
   QString m_lastErrLine;
   int m_exitCode = 0;

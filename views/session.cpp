@@ -58,6 +58,7 @@ Session::Session(QObject* parent)
         log("info", QString("fusion: %1 kernels, %2 of several ops%3").arg(s.fusion->numKernels()).arg(fused).arg(kernels));
       }
     }
+    reloadProfile();
     emit stagesReady();
   });
 }
@@ -72,6 +73,8 @@ bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatch
 void Session::openProject(const QString& path) {
   if (m_openWatcher->isRunning()) return;
   log("info", "opening " + path);
+  m_profile.reset();
+  m_profileError.clear();
   emit projectOpening(path);
   std::string p = QDir::cleanPath(path).toStdString();
   m_openWatcher->setFuture(QtConcurrent::run([p] {
@@ -107,6 +110,36 @@ void Session::selectNode(int node) {
   if (node == m_node) return;
   m_node = node;
   emit nodeSelected(node);
+}
+
+int Session::profileStage() const {
+  if (!m_stages) return -1;
+  for (size_t i = 0; i < m_stages->size(); ++i)
+    if ((*m_stages)[i].fusion) return static_cast<int>(i);
+  return -1;
+}
+
+void Session::reloadProfile() {
+  m_profile.reset();
+  int fs = profileStage();
+  if (fs < 0) {
+    m_profileError = tr("the project is not compiled yet");
+  } else {
+    // A few thousand rows: read on the UI thread.
+    auto t = inspect::loadProfileTimes(runsDbPath().toStdString(), *(*m_stages)[static_cast<size_t>(fs)].graph);
+    m_profileError = t.ok() ? QString() : QString::fromStdString(t.error().message);
+    if (m_profileError.contains("another graph")) log("warning", "time overlay: " + m_profileError);
+    if (t.ok()) {
+      m_profile = std::make_shared<const inspect::ProfileTimes>(std::move(t).value());
+      log("info", QString("profile %1 (%2): %3 kernels, %4 ms of kernel time over %5 steps")
+                      .arg(m_profile->profile.id)
+                      .arg(QString::fromStdString(m_profile->profile.name))
+                      .arg(m_profile->kernels.size())
+                      .arg(static_cast<double>(m_profile->totalNs) * 1e-6, 0, 'f', 1)
+                      .arg(m_profile->steps));
+    }
+  }
+  emit profileChanged();
 }
 
 void Session::log(const QString& level, const QString& text) { emit message(level, text); }

@@ -10,12 +10,14 @@
 #include <QString>
 
 #include "engine/inspect/graph_stages.h"
+#include "engine/inspect/profile_times.h"
 #include "engine/inspect/project_snapshot.h"
 
 namespace tsr::studio {
 
 using ProjectPtr = std::shared_ptr<const inspect::ProjectSnapshot>;
 using StagesPtr = std::shared_ptr<const std::vector<inspect::Stage>>;
+using ProfilePtr = std::shared_ptr<const inspect::ProfileTimes>;
 
 class Session : public QObject {
   Q_OBJECT
@@ -41,6 +43,15 @@ class Session : public QObject {
   // Selects node `node` of the current stage (-1: none) and tells every panel.
   void selectNode(int node);
 
+  // The project's latest profile mapped onto the fusion stage (whose graph the profiled executable ran), or
+  // why there is none ("no profile yet", "profile 3 is for another graph: ..."). Read again after each
+  // compile and on reloadProfile() (after a profile run).
+  ProfilePtr profile() const { return m_profile; }
+  QString profileError() const { return m_profileError; }
+  // The stage the profile's node ids refer to (the fusion stage); -1 before the compile is done.
+  int profileStage() const;
+  void reloadProfile();
+
   // A line for the console: level is "info", "warning" or "error".
   void log(const QString& level, const QString& text);
 
@@ -52,6 +63,7 @@ class Session : public QObject {
   void stageChanged(int index);
   void nodeSelected(int node);
   void message(const QString& level, const QString& text);
+  void profileChanged();
 
  private:
   void compile();
@@ -60,6 +72,8 @@ class Session : public QObject {
   StagesPtr m_stages;
   int m_stage = 0;
   int m_node = -1;
+  ProfilePtr m_profile;
+  QString m_profileError;
   QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>* m_openWatcher;
   QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>* m_compileWatcher;
 };

@@ -79,6 +79,7 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(QString("%1 — Tessera Studio").arg(QString::fromStdString(m_session->project()->project.name)));
     addRecent(m_session->projectDir());
     m_runAction->setEnabled(true);
+    m_profileAction->setEnabled(true);
     statusBar()->showMessage(tr("Opened %1").arg(m_session->projectDir()), 5000);
   });
   connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
@@ -96,8 +97,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_session->log("info", "$ " + cmd);
     m_runProgress->setRange(0, 0);
     m_runProgress->setVisible(true);
-    m_runLabel->setText(tr("Training…"));
+    m_runLabel->setText(m_runner->command() == "profile" ? tr("Profiling…") : tr("Training…"));
     m_runAction->setEnabled(false);
+    m_profileAction->setEnabled(false);
     m_stopAction->setEnabled(true);
     m_docks["metrics"]->raise();
   });
@@ -108,13 +110,19 @@ MainWindow::MainWindow(QWidget* parent)
   });
   connect(m_runner, &RunController::finished, this, [this](bool ok, const QString& message) {
     m_runProgress->setVisible(false);
-    m_runLabel->setText(ok ? tr("Run finished") : tr("Run failed"));
+    bool profile = m_runner->command() == "profile";
+    m_runLabel->setText(ok ? (profile ? tr("Profile finished") : tr("Run finished")) : (profile ? tr("Profile failed") : tr("Run failed")));
     m_runAction->setEnabled(m_session->project() != nullptr);
+    m_profileAction->setEnabled(m_session->project() != nullptr);
     m_stopAction->setEnabled(false);
     statusBar()->showMessage(message, 10000);
     if (!ok) m_docks["console"]->raise();
     m_runs->refresh();
     m_metrics->poll();
+    if (profile && ok) {
+      m_session->reloadProfile();
+      m_graph->setOverlay("time");
+    }
   });
 }
 
@@ -205,12 +213,14 @@ void MainWindow::createActions() {
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   m_runAction = make(run, "run", tr("&Run ▶ Train"), QKeySequence(Qt::Key_F5), [this] { startRun(); });
+  m_profileAction = make(run, "profile", tr("&Profile ▶ (3 steps)"), QKeySequence(Qt::CTRL | Qt::Key_F5), [this] { startProfile(); });
   m_stopAction = make(run, "stop", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { stopRun(); });
   make(run, "compareRuns", tr("&Compare Selected Runs"), QKeySequence(), [this] {
     m_docks["runs"]->raise();
     m_runs->compareSelected();
   });
   m_runAction->setEnabled(false);
+  m_profileAction->setEnabled(false);
   m_stopAction->setEnabled(false);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -220,6 +230,7 @@ void MainWindow::createActions() {
   tb->setObjectName("mainToolBar");
   tb->addAction(action("openProject"));
   tb->addAction(m_runAction);
+  tb->addAction(m_profileAction);
   tb->addAction(m_stopAction);
   tb->addAction(action("commandPalette"));
   rebuildRecentMenu();
@@ -398,6 +409,11 @@ void MainWindow::dropEvent(QDropEvent* e) {
 void MainWindow::startRun() {
   if (!m_session->project()) return;
   m_runner->start(m_session->projectDir());
+}
+
+void MainWindow::startProfile() {
+  if (!m_session->project()) return;
+  m_runner->start(m_session->projectDir(), {"--steps", "3"}, "profile");
 }
 
 void MainWindow::stopRun() { m_runner->stop(); }

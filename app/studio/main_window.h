@@ -52,6 +52,8 @@ class MainWindow : public QMainWindow {
   QStringList recentProjects() const;
 
   void startRun();
+  // Profile ▶: `tessera profile PROJECT --steps 3`; the time overlay shows the new profile when it is done.
+  void startProfile();
   void stopRun();
   void showCommandPalette();
   void showAbout();
@@ -87,6 +89,7 @@ class MainWindow : public QMainWindow {
   QMenu* m_viewMenu = nullptr;
   QAction* m_runAction = nullptr;
   QAction* m_stopAction = nullptr;
+  QAction* m_profileAction = nullptr;
   QProgressBar* m_runProgress;
   QLabel* m_runLabel;
   QString m_theme = "light";

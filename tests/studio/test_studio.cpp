@@ -11,6 +11,8 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextBrowser>
+#include <QTextBlock>
 #include <QTreeView>
 
 #include "app/studio/command_palette.h"
@@ -296,6 +298,87 @@ class TestStudio : public QObject {
     QVERIFY(!w.session()->project());
     // The window still works: a good project opens afterwards.
     QVERIFY(openAndWait(w, kSamples + "/mlp_sharding"));
+  }
+
+  // A project.toml location in the console is a link; clicking it opens that file at that line.
+  void consoleLinkOpensProjectTomlAtLine() {
+    QTemporaryDir dir;
+    QByteArray text = "[model]\nfamily = \"gpt2\"\n\n[train]\nstpes = 3\n";
+    writeFile(dir.filePath("project.toml"), text);
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy failed(w.session(), &Session::projectFailed);
+    w.openProject(dir.path());
+    QVERIFY(failed.wait(20000));
+    w.action("show_console")->trigger();
+    auto* browser = w.consolePanel()->findChild<QTextBrowser*>();
+    QVERIFY(browser);
+    // Where the link is: the first anchor to a file.
+    QTextCursor at;
+    QString href;
+    for (QTextBlock b = browser->document()->begin(); b.isValid() && href.isEmpty(); b = b.next())
+      for (auto it = b.begin(); !it.atEnd(); ++it) {
+        QTextCharFormat f = it.fragment().charFormat();
+        if (f.isAnchor() && f.anchorHref().startsWith("file:")) {
+          href = f.anchorHref();
+          at = QTextCursor(browser->document());
+          at.setPosition(it.fragment().position() + it.fragment().length() / 2);
+          break;
+        }
+      }
+    QVERIFY2(href.endsWith("project.toml#5"), qPrintable(href));
+    QSignalSpy activated(w.consolePanel(), &ConsolePanel::fileLocationActivated);
+    browser->setTextCursor(at);
+    browser->ensureCursorVisible();
+    QPoint p = browser->cursorRect(at).center();
+    QTest::mouseClick(browser->viewport(), Qt::LeftButton, {}, p);
+    QCOMPARE(activated.size(), 1);
+    QCOMPARE(activated.front()[1].toInt(), 5);
+    ProjectPanel* project = w.projectPanel();
+    QVERIFY(project->fileViewShown());
+    QCOMPARE(project->fileView()->toPlainText(), QString::fromUtf8(text));
+    QCOMPARE(project->fileView()->textCursor().blockNumber(), 4);
+    QCOMPARE(project->fileView()->textCursor().selectedText(), QString("stpes = 3"));
+  }
+
+  // Profile ▶ runs `tessera profile`; the time overlay and the inspector show the kernels' measured time at
+  // the fusion stage, and say which stage to pick at the others.
+  void profileFromTheIdeColoursTheGraphByTime() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"),
+              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
+              "0\neval_every = 0\nlog_every = 1\n");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    Session* s = w.session();
+    QVERIFY(!s->profile());
+    QVERIFY2(s->profileError().contains("no run store yet"), qPrintable(s->profileError()));
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.action("profile")->trigger();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
+    QVERIFY2(s->profile(), qPrintable(s->profileError()));
+    QCOMPARE(s->profile()->steps, int64_t(3));
+    GraphPanel* g = w.graphPanel();
+    QCOMPARE(g->overlay(), QString("time"));
+    s->setCurrentStage(0);
+    QVERIFY(waitLayout(g));
+    QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
+    s->setCurrentStage(s->profileStage());
+    QVERIFY(waitLayout(g));
+    QVERIFY2(g->overlayLegend().contains("split evenly"), qPrintable(g->overlayLegend()));
+    // A node with a kernel: the inspector shows that kernel's time.
+    int node = -1;
+    for (size_t n = 0; n < s->profile()->kernelOfNode.size() && node < 0; ++n)
+      if (s->profile()->kernelOfNode[n] >= 0) node = static_cast<int>(n);
+    QVERIFY(node >= 0);
+    s->selectNode(node);
+    QString text = w.inspectorPanel()->plainText();
+    QVERIFY2(text.contains("Measured time") && text.contains(QString::fromStdString(s->profile()->kernelOf(node)->name)),
+             qPrintable(text));
   }
 
   void metricsPanelTailsAStore() {
