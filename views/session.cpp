@@ -42,11 +42,17 @@ Session::Session(QObject* parent)
     QStringList names;
     for (const auto& s : *m_stages) names << QString::fromStdString(s.name);
     log("info", QString("compiled: %1 stages (%2)").arg(m_stages->size()).arg(names.join(", ")));
-    // Kernel notes (one per fused group) are many on a big model; the fusion stage is summed up instead.
+    // Fusion's notes and rejections (one per kernel, one per node not fused) are many on a big model: the
+    // fusion stage is summed up here, and each node's decisions are in the inspector.
     for (const auto& s : *m_stages) {
-      for (const auto& d : s.decisions)
-        if (d.kind != passes::Decision::Kind::Applied && !(d.pass == "fusion" && d.kind == passes::Decision::Kind::Note))
-          log("info", QString::fromStdString(d.toString()));
+      int fusionRejected = 0;
+      for (const auto& d : s.decisions) {
+        if (d.pass == "fusion") {
+          fusionRejected += d.kind == passes::Decision::Kind::Rejected;
+          continue;
+        }
+        if (d.kind != passes::Decision::Kind::Applied) log("info", QString::fromStdString(d.toString()));
+      }
       if (s.fusion) {
         int fused = 0;
         for (const auto& k : s.fusion->groups) fused += k.nodes.size() > 1;
@@ -55,7 +61,12 @@ Session::Session(QObject* parent)
                                     .arg(s.kernels->kernels.size())
                                     .arg(QString::fromStdString(inspect::formatBytes(s.kernels->memory.arenaBytes)))
                               : s.kernels ? ", CPU backend: " + QString::fromStdString(s.kernels->error) : QString();
-        log("info", QString("fusion: %1 kernels, %2 of several ops%3").arg(s.fusion->numKernels()).arg(fused).arg(kernels));
+        log("info", QString("fusion: %1 kernels, %2 of several ops%3; %4 decisions not to fuse (a node's are in the "
+                            "inspector)")
+                        .arg(s.fusion->numKernels())
+                        .arg(fused)
+                        .arg(kernels)
+                        .arg(fusionRejected));
       }
     }
     reloadProfile();
