@@ -15,6 +15,7 @@
 #include "app/cli/model_command.h"
 #include "app/cli/profile_command.h"
 #include "app/cli/runs_command.h"
+#include "app/cli/shard_command.h"
 #include "app/cli/train_command.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
@@ -149,11 +150,12 @@ int main(int argc, char** argv) {
   auto logits = tsr::cli::addLogitsCommand(app);
   auto bench = tsr::cli::addBenchCommand(app);
   auto profile = tsr::cli::addProfileCommand(app);
+  auto shard = tsr::cli::addShardCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }
