@@ -191,7 +191,9 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
       // Donated only when the caller's tree and our copy are the only handles, and the handle the only owner.
-      donated[i] = hit->donatable[i] && leaves[i].useCount() <= 2 && leaves[i].buffer().use_count() == 1;
+      // With debug NaNs the graph may be re-run op by op on the same arguments, so nothing is donated.
+      donated[i] = hit->donatable[i] && !runtime::debugNansEnabled() && leaves[i].useCount() <= 2 &&
+                   leaves[i].buffer().use_count() == 1;
       bufs.push_back(leaves[i].buffer());
     }
     for (const auto& c : cg.consts) bufs.push_back(c.buffer());

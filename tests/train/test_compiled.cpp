@@ -9,6 +9,7 @@
 #include "engine/nn/vit.h"
 #include "engine/optim/optim.h"
 #include "engine/random/random.h"
+#include "engine/runtime/debug_nans.h"
 #include "engine/train/trainer.h"
 
 using namespace tsr;
@@ -144,6 +145,23 @@ class TestCompiled : public QObject {
       threw = QString::fromStdString(e.error().message).contains("donated");
     }
     QVERIFY(threw);
+  }
+
+  void debugNansNamesTheOpEvenWithDonation() {
+    // With debug NaNs on, nothing is donated: the op-by-op re-run that names the culprit needs the arguments.
+    runtime::setDebugNans(true);
+    Jit f = jit(
+        [](const Tree& args, const StaticArgs&) {
+          return Tree::dict({{"p", Tree(log(args.find("p")->leaf() - 2.0))}});
+        },
+        "log_step");
+    f.setDonatedArgs({"p"});
+    Tree args = Tree::dict({{"p", Tree(Array::fromVector(std::vector<float>{3, 1, 4}, Shape({3})))}});
+    auto out = f.call(args);
+    runtime::setDebugNans(false);
+    QVERIFY(!out.ok());
+    QVERIFY2(QString::fromStdString(out.error().message).contains("log"), out.error().message.c_str());
+    QCOMPARE(args.find("p")->leaf().toFloats(), (std::vector<float>{3, 1, 4}));
   }
 };
 
