@@ -133,16 +133,11 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
   auto ref = [&](ir::ValueId v, ir::NodeId other, std::string otherOp) {
     return ValueRef{v, names[static_cast<size_t>(v)], g.aval(v).toString(), other, std::move(otherOp)};
   };
-  std::vector<Aval> in, out;
   for (ir::ValueId v : n.operands) {
     ir::NodeId p = g.value(v).producer;
     info.operands.push_back(ref(v, p, p == ir::kNone ? "input" : opName(g, p)));
-    in.push_back(g.aval(v));
   }
-  for (ir::ValueId v : n.results) {
-    info.results.push_back(ref(v, ir::kNone, ""));
-    out.push_back(g.aval(v));
-  }
+  for (ir::ValueId v : n.results) info.results.push_back(ref(v, ir::kNone, ""));
   for (size_t i = static_cast<size_t>(node) + 1; i < g.nodes().size(); ++i) {
     const ir::Node& c = g.nodes()[i];
     for (ir::ValueId v : c.operands)
@@ -156,7 +151,7 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
   info.file = n.prov.file;
   info.line = n.prov.line;
   if (def && def->cost) {
-    ir::Cost c = def->cost(in, out, n.attrs);
+    ir::Cost c = ir::nodeCost(g, n, reg);
     info.flops = c.flops;
     info.bytesRead = c.bytesRead;
     info.bytesWritten = c.bytesWritten;
@@ -174,17 +169,7 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
 std::vector<ir::Cost> nodeCosts(const ir::Graph& g) {
   const auto& reg = ops::registry();
   std::vector<ir::Cost> costs(g.nodes().size());
-  std::vector<Aval> in, out;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const ir::Node& n = g.nodes()[i];
-    const ir::OpDef* def = reg.find(n.op);
-    if (!def || !def->cost) continue;
-    in.clear();
-    out.clear();
-    for (ir::ValueId v : n.operands) in.push_back(g.aval(v));
-    for (ir::ValueId v : n.results) out.push_back(g.aval(v));
-    costs[i] = def->cost(in, out, n.attrs);
-  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) costs[i] = ir::nodeCost(g, g.nodes()[i], reg);
   return costs;
 }
 

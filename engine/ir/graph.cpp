@@ -114,6 +114,26 @@ bool sameGraph(const GraphPtr& a, const GraphPtr& b) {
   return sameGraphs(*a, *b);
 }
 
+Cost nodeCost(const Graph& g, const Node& n, const OpRegistry& reg) {
+  const OpDef* def = reg.find(n.op);
+  if (!def || !def->cost) return {};
+  std::vector<Aval> in, out;
+  for (ValueId v : n.operands) in.push_back(g.aval(v));
+  for (ValueId v : n.results) out.push_back(g.aval(v));
+  return def->cost(in, out, n.attrs);
+}
+
+Cost graphCost(const Graph& g, const OpRegistry& reg) {
+  Cost total;
+  for (const Node& n : g.nodes()) {
+    Cost c = nodeCost(g, n, reg);
+    total.flops += c.flops;
+    total.bytesRead += c.bytesRead;
+    total.bytesWritten += c.bytesWritten;
+  }
+  return total;
+}
+
 std::vector<GraphPtr> nestedGraphs(const Attrs& attrs) {
   NestedCollector c;
   Attrs copy = attrs;  // fields() is not const; the copy shares the graphs

@@ -72,6 +72,11 @@ class Graph {
   std::vector<ValueId> m_outputs;
 };
 
+// A node's cost by its op's rule (zero when the op has none or is unknown); a graph's is the sum over its nodes
+// (a scan's or cond's rule counts its own bodies).
+Cost nodeCost(const Graph& g, const Node& n, const OpRegistry& reg);
+Cost graphCost(const Graph& g, const OpRegistry& reg);
+
 // The nested graphs (regions) an op's attrs hold, in field order: a scan's body, a cond's two branches.
 std::vector<GraphPtr> nestedGraphs(const Attrs& attrs);
 

@@ -29,24 +29,6 @@ Result<Aval> ioAval(std::string_view op, const ir::Graph& g, ir::ValueId v) {
   return g.aval(v);
 }
 
-// The sum of the cost rules of a graph's nodes (nested scans and conds count their own bodies).
-ir::Cost graphCost(const ir::Graph& g) {
-  const auto& reg = registry();
-  ir::Cost total;
-  for (const ir::Node& n : g.nodes()) {
-    const ir::OpDef* def = reg.find(n.op);
-    if (!def || !def->cost) continue;
-    std::vector<Aval> in, out;
-    for (ir::ValueId v : n.operands) in.push_back(g.aval(v));
-    for (ir::ValueId v : n.results) out.push_back(g.aval(v));
-    ir::Cost c = def->cost(in, out, n.attrs);
-    total.flops += c.flops;
-    total.bytesRead += c.bytesRead;
-    total.bytesWritten += c.bytesWritten;
-  }
-  return total;
-}
-
 runtime::BufferPtr copyToBuffer(const void* data, int64_t bytes) {
   auto b = runtime::Buffer::allocate(bytes);
   if (!b.ok()) raise(b.takeError());  // kernels cannot return errors; the caller's capture() turns this into one
@@ -129,7 +111,7 @@ Result<std::vector<Aval>> inferScan(std::span<const Aval> ops, const ir::Attrs& 
 ir::Cost costScan(std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs& attrs) {
   const auto& a = attrsAs<ScanAttrs>(attrs);
   if (!a.body) return {};
-  ir::Cost body = graphCost(*a.body);
+  ir::Cost body = ir::graphCost(*a.body, registry());
   auto n = static_cast<double>(a.length);
   ir::Cost c{body.flops * n, static_cast<int64_t>(static_cast<double>(body.bytesRead) * n),
              static_cast<int64_t>(static_cast<double>(body.bytesWritten) * n)};
@@ -303,7 +285,7 @@ Result<std::vector<Aval>> inferCond(std::span<const Aval> ops, const ir::Attrs& 
 ir::Cost costCond(std::span<const Aval>, std::span<const Aval>, const ir::Attrs& attrs) {
   const auto& a = attrsAs<CondAttrs>(attrs);
   if (!a.trueBranch || !a.falseBranch) return {};
-  ir::Cost t = graphCost(*a.trueBranch), f = graphCost(*a.falseBranch);
+  ir::Cost t = ir::graphCost(*a.trueBranch, registry()), f = ir::graphCost(*a.falseBranch, registry());
   return t.flops >= f.flops ? t : f;
 }
 

@@ -49,24 +49,19 @@ KernelTable nodeKernels(const ir::Graph& g, const ir::OpRegistry& reg) {
   KernelTable t;
   const auto& nodes = g.nodes();
   t.base = Profiler::reserveIds(static_cast<int64_t>(nodes.size()));
-  std::vector<Aval> in, out;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const ir::Node& node = nodes[n];
     const ir::OpDef* def = reg.find(node.op);
-    in.clear();
-    out.clear();
-    for (ir::ValueId v : node.operands) in.push_back(g.aval(v));
-    for (ir::ValueId v : node.results) out.push_back(g.aval(v));
     FusionInfo k;
     k.id = t.base + static_cast<int64_t>(n);
     k.executable = g.name;
     k.name = def ? def->name : "?";
-    for (size_t i = 0; i < in.size(); ++i) k.name += (i ? "," : " ") + in[i].toString();
+    for (size_t i = 0; i < node.operands.size(); ++i) k.name += (i ? "," : " ") + g.aval(node.operands[i]).toString();
     k.kind = def ? kernelKind(*def) : "opaque";
     k.nodes = {static_cast<int>(n)};
     k.ops = {def ? def->name : "?"};
     k.modulePath = node.prov.modulePath;
-    ir::Cost c = def && def->cost ? def->cost(in, out, node.attrs) : ir::Cost{};
+    ir::Cost c = ir::nodeCost(g, node, reg);
     t.kernels.push_back(std::move(k));
     t.flops.push_back(c.flops);
     t.bytes.push_back(static_cast<double>(c.bytesRead + c.bytesWritten));

@@ -48,21 +48,6 @@ Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
   return Batch{inputs, Array::fromVector(ints(b, sizes.back()), Shape{b})};
 }
 
-// The sum of the cost rules over a graph's top-level nodes (a scan's or cond's rule counts its own bodies).
-double graphFlops(const ir::Graph& g) {
-  const auto& reg = ops::registry();
-  double total = 0;
-  for (const ir::Node& n : g.nodes()) {
-    const ir::OpDef* def = reg.find(n.op);
-    if (!def || !def->cost) continue;
-    std::vector<Aval> in, out;
-    for (ir::ValueId v : n.operands) in.push_back(g.aval(v));
-    for (ir::ValueId v : n.results) out.push_back(g.aval(v));
-    total += def->cost(in, out, n.attrs).flops;
-  }
-  return total;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -119,7 +104,7 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   else if (p.model.family == "vit") r.flopsRule = "6*N*samples*(patches+1)";
   else r.flopsRule = "6*N*samples";
   TSR_ASSIGN(ClosedGraph g, trainer.lowerStep(state, batches.front()));
-  r.graphFlopsPerStep = graphFlops(g.graph);
+  r.graphFlopsPerStep = ir::graphCost(g.graph, ops::registry()).flops;
 
   size_t next = 0;
   auto step = [&]() -> Result<StepMetrics> {

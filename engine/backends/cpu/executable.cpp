@@ -354,15 +354,7 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
       }
     }
     // Cost: the nodes' flops; bytes read and written at the kernel's boundary.
-    for (NodeId m : gr.nodes) {
-      const ir::Node& nd = node(m);
-      const ir::OpDef& def = reg->get(nd.op);
-      if (!def.cost) continue;
-      std::vector<Aval> in, out;
-      for (ValueId v : nd.operands) in.push_back(graph.aval(v));
-      for (ValueId v : nd.results) out.push_back(graph.aval(v));
-      k.info.flops += def.cost(in, out, nd.attrs).flops;
-    }
+    for (NodeId m : gr.nodes) k.info.flops += ir::nodeCost(graph, node(m), *reg).flops;
     for (ValueId v : k.args) k.info.bytes += static_cast<double>(graph.aval(v).bytes());
     kernels.push_back(std::move(k));
   }
