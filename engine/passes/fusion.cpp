@@ -277,6 +277,15 @@ class Planner {
     return true;
   }
 
+  // Whether node m reads a value of group g through a view (kernels evaluate their members element for
+  // element, so such a read cannot happen inside one kernel).
+  bool readsThroughView(NodeId m, int g) const {
+    const auto& eff = m_eff[static_cast<size_t>(m)];
+    for (size_t i = 0; i < eff.size(); ++i)
+      if (eff[i] != node(m).operands[i] && groupOfValue(eff[i]) == g) return true;
+    return false;
+  }
+
   void note(NodeId n, std::string msg, Decision::Kind kind = Decision::Kind::Applied) {
     if (m_ctx) m_ctx->record(m_g, n, std::move(msg), kind);
   }
@@ -340,15 +349,9 @@ void Planner::visitElementwise(NodeId n) {
   });
   // A member may not read another member through a view (a transpose of a square tile, say): tiles are
   // evaluated element for element.
-  auto readsThroughView = [&](int c) {
-    const auto& eff = m_eff[static_cast<size_t>(n)];
-    for (size_t i = 0; i < eff.size(); ++i)
-      if (eff[i] != nd.operands[i] && groupOfValue(eff[i]) == c) return true;
-    return false;
-  };
   int chosen = -1;
   for (int c : cands) {
-    if (readsThroughView(c)) {
+    if (readsThroughView(n, c)) {
       note(n, fmt::format("not fused into fusion.{}: it reads a value of that kernel through a view", c),
            Decision::Kind::Rejected);
       continue;
@@ -375,13 +378,11 @@ void Planner::visitElementwise(NodeId n) {
     if (m_groups[static_cast<size_t>(c)].kind != GroupKind::Loop ||
         m_groups[static_cast<size_t>(chosen)].kind != GroupKind::Loop)
       continue;
-    bool viaView = false;
-    for (int x : {chosen, c})
-      for (NodeId m : m_groups[static_cast<size_t>(x == chosen ? c : chosen)].nodes) {
-        const auto& eff = m_eff[static_cast<size_t>(m)];
-        for (size_t i = 0; i < eff.size(); ++i)
-          viaView |= eff[i] != node(m).operands[i] && groupOfValue(eff[i]) == x;
-      }
+    auto anyReads = [&](int readers, int group) {
+      const auto& members = m_groups[static_cast<size_t>(readers)].nodes;
+      return std::any_of(members.begin(), members.end(), [&](NodeId m) { return readsThroughView(m, group); });
+    };
+    bool viaView = anyReads(c, chosen) || anyReads(chosen, c);
     if (!viaView && canCombine({chosen, c}, -1)) {
       merge(chosen, c);
       note(n, fmt::format("merged fusion.{} into fusion.{}: both feed {} in the same iteration space", c, chosen,

@@ -170,7 +170,6 @@ Shape NamedSharding::shardShape(const Shape& shape) const {
 Result<std::vector<Shard>> NamedSharding::layout(const Shape& shape) const {
   TSR_TRY(check(shape));
   const int rank = shape.rank();
-  auto n = shardsPerDim(rank);
   Shape block = shardShape(shape);
   std::map<std::vector<int64_t>, std::vector<int>> holders;
   for (int p = 0; p < mesh.size(); ++p) {
@@ -195,7 +194,6 @@ Result<std::vector<Shard>> NamedSharding::layout(const Shape& shape) const {
     s.devices = devs;
     out.push_back(std::move(s));
   }
-  (void)n;
   return out;
 }
 

@@ -330,20 +330,12 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
         for (int64_t a : gr.reduceAxes) flags[static_cast<size_t>(a)] = true;
       k.prog.collapse(&flags);
       if (gr.kind == GroupKind::Reduction) {
-        // [k1, r, k2] with at most one dim each, else the generic path.
-        std::vector<int> pattern;
-        for (size_t d = 0; d < flags.size(); ++d) pattern.push_back(flags[d]);
-        size_t nr = static_cast<size_t>(std::count(pattern.begin(), pattern.end(), 1));
-        auto firstR = std::find(pattern.begin(), pattern.end(), 1);
-        size_t before = static_cast<size_t>(firstR - pattern.begin());
-        size_t after = pattern.size() - before - nr;
-        if (nr == 0) {
-          k.r = 1;
-          k.k1 = 1;
-          k.k2 = 1;
-          for (int64_t d : k.prog.dims) k.k2 *= d;
-          k.genericReduce = true;  // nothing is reduced: each element is its own sum
-        } else if (nr == 1 && before <= 1 && after <= 1) {
+        // [k1, r, k2] with at most one dim each, else the generic path (also when nothing is reduced: each
+        // element is then its own sum).
+        size_t nr = static_cast<size_t>(std::count(flags.begin(), flags.end(), true));
+        size_t before = static_cast<size_t>(std::find(flags.begin(), flags.end(), true) - flags.begin());
+        size_t after = flags.size() - before - nr;
+        if (nr == 1 && before <= 1 && after <= 1) {
           k.k1 = before ? k.prog.dims[0] : 1;
           k.r = k.prog.dims[before];
           k.k2 = after ? k.prog.dims.back() : 1;
@@ -637,7 +629,6 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
   if (outputsWork < 4 * threads) chunks = std::min<int64_t>(std::max<int64_t>(1, (4 * threads + outputsWork - 1) / outputsWork), std::max<int64_t>(1, R / (rowCase ? kTile : 8)));
   const int64_t chunkLen = (R + chunks - 1) / chunks;
   chunks = R == 0 ? 1 : (R + chunkLen - 1) / chunkLen;
-  const int64_t outPerK1 = K2;
   // partial[reduce][k1][chunk][k2] in double
   std::vector<double> partial(nred * static_cast<size_t>(K1 * chunks * K2));
   auto pidx = [&](size_t ri, int64_t a, int64_t c, int64_t b) {
@@ -709,7 +700,7 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
     float* o = static_cast<float*>(args[k.reduces[ri].arg]);
     const OpCode op = k.reduces[ri].op;
     for (int64_t a = 0; a < K1; ++a)
-      for (int64_t b2 = 0; b2 < outPerK1; ++b2) {
+      for (int64_t b2 = 0; b2 < K2; ++b2) {
         double v = reduceInit(op);
         for (int64_t c = 0; c < chunks; ++c) {
           double x = partial[pidx(ri, a, c, b2)];

@@ -31,12 +31,10 @@ std::optional<Side> side(const Shape& s, const ir::Ints& batch, const ir::Ints& 
   if (!ascendingRun(batch, 0)) return std::nullopt;
   const int64_t rank = s.rank();
   const int64_t nc = static_cast<int64_t>(contract.size());
-  const int64_t nf = rank - nb - nc;
   Side out;
   if (nc == 0 || ascendingRun(contract, rank - nc)) out.freeFirst = true;
   else if (ascendingRun(contract, nb)) out.freeFirst = false;
   else return std::nullopt;
-  (void)nf;
   for (int64_t d = nb; d < rank; ++d) {
     bool isC = std::find(contract.begin(), contract.end(), d) != contract.end();
     (isC ? out.cols : out.rows) *= s[static_cast<int>(d)];
