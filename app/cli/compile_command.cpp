@@ -83,9 +83,6 @@ int runCompile(const CompileArgs& a) {
   const passes::FusionPlan* plan = ctx.fusionPlan().get();
   auto t0 = std::chrono::steady_clock::now();
   auto exe = plan ? cpu::Executable::compile(out, reg, *plan, {}) : Result<std::unique_ptr<cpu::Executable>>(makeError("no fusion plan"));
-  cpu::CompileOptions programOrder;
-  programOrder.schedule = false;
-  auto unscheduled = plan ? cpu::Executable::compile(out, reg, *plan, programOrder) : Result<std::unique_ptr<cpu::Executable>>(makeError("no fusion plan"));
   double backendSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!exe.ok()) {
     std::cerr << "tessera compile: " << exe.error().message << "\n";
@@ -100,10 +97,9 @@ int runCompile(const CompileArgs& a) {
                            "without reuse), {:.1f} ms\n",
                            (*exe)->kernels().size(), fused, mem.arenaBytes / 1048576.0, mem.numIntermediates,
                            mem.intermediateBytes / 1048576.0, backendSeconds * 1e3);
-  if (unscheduled.ok())
-    std::cout << fmt::format("scheduling: arena {:.1f} MiB in the traced order; kept the {} order ({:.1f} MiB)\n",
-                             (*unscheduled)->memory().arenaBytes / 1048576.0,
-                             mem.scheduled ? "memory-aware" : "traced", mem.arenaBytes / 1048576.0);
+  std::cout << fmt::format("scheduling: arena {:.1f} MiB in the traced order; kept the {} order ({:.1f} MiB)\n",
+                           mem.tracedOrderArenaBytes / 1048576.0, mem.scheduled ? "memory-aware" : "traced",
+                           mem.arenaBytes / 1048576.0);
   std::cout << fmt::format("compile total: {:.3f} s (passes {:.3f} s, backend {:.3f} s)\n",
                            report.totalSeconds + backendSeconds, report.totalSeconds, backendSeconds);
   if (!a.dumpDir.empty()) {

@@ -330,6 +330,7 @@ class TestFusion : public QObject {
     const int64_t product = 256 * 256 * 4;
     QVERIFY((*a)->memory().arenaBytes >= 8 * product);
     QVERIFY((*s)->memory().scheduled);
+    QCOMPARE((*s)->memory().tracedOrderArenaBytes, (*a)->memory().arenaBytes);
     QVERIFY2((*s)->memory().arenaBytes <= 2 * product, qPrintable(QString::number((*s)->memory().arenaBytes)));
     QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
   }

@@ -543,14 +543,17 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     m.slots = std::move(slots);
     m.memory = MemoryPlan{};
     TSR_TRY(m.planMemory());
-    if (scheduledBytes < m.memory.arenaBytes) {
+    int64_t traced = m.memory.arenaBytes;
+    if (scheduledBytes < traced) {
       m.kernels = std::move(scheduled);
       m.slots = std::move(scheduledSlots);
       m.memory = std::move(scheduledPlan);
       m.memory.scheduled = true;
     }
+    m.memory.tracedOrderArenaBytes = traced;
   } else {
     TSR_TRY(m.planMemory());
+    m.memory.tracedOrderArenaBytes = m.memory.arenaBytes;
   }
   for (const auto& k : m.kernels) m.infos.push_back(k.info);
   coordinateBlasThreads();

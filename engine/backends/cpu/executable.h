@@ -46,6 +46,7 @@ struct MemoryPlan {
   int numIntermediates = 0;
   int donationPairs = 0;          // outputs planned into donated inputs
   bool scheduled = false;         // the kernels run in the memory-aware order (else the traced order)
+  int64_t tracedOrderArenaBytes = 0;  // the arena the traced order needs (what scheduling is compared with)
   // For each arena value: [offset, offset + bytes) during kernels [def, lastUse].
   struct Interval {
     ir::ValueId value;
