@@ -134,6 +134,13 @@ Cost graphCost(const Graph& g, const OpRegistry& reg) {
   return total;
 }
 
+std::string nodeSignature(const Graph& g, const Node& n, const OpRegistry& reg) {
+  const OpDef* def = reg.find(n.op);
+  std::string s = def ? def->name : "?";
+  for (size_t i = 0; i < n.operands.size(); ++i) s += (i ? "," : " ") + g.aval(n.operands[i]).toString();
+  return s;
+}
+
 std::vector<GraphPtr> nestedGraphs(const Attrs& attrs) {
   NestedCollector c;
   Attrs copy = attrs;  // fields() is not const; the copy shares the graphs

@@ -76,6 +76,8 @@ class Graph {
 // (a scan's or cond's rule counts its own bodies).
 Cost nodeCost(const Graph& g, const Node& n, const OpRegistry& reg);
 Cost graphCost(const Graph& g, const OpRegistry& reg);
+// "dot_general f32[64,784],f32[784,1024]": the op and its operands' avals, as profiles name one-node kernels.
+std::string nodeSignature(const Graph& g, const Node& n, const OpRegistry& reg);
 
 // The nested graphs (regions) an op's attrs hold, in field order: a scan's body, a cond's two branches.
 std::vector<GraphPtr> nestedGraphs(const Attrs& attrs);

@@ -55,8 +55,7 @@ KernelTable nodeKernels(const ir::Graph& g, const ir::OpRegistry& reg) {
     FusionInfo k;
     k.id = t.base + static_cast<int64_t>(n);
     k.executable = g.name;
-    k.name = def ? def->name : "?";
-    for (size_t i = 0; i < node.operands.size(); ++i) k.name += (i ? "," : " ") + g.aval(node.operands[i]).toString();
+    k.name = ir::nodeSignature(g, node, reg);
     k.kind = def ? kernelKind(*def) : "opaque";
     k.nodes = {static_cast<int>(n)};
     k.ops = {def ? def->name : "?"};

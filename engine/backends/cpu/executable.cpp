@@ -289,9 +289,7 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
     // Names the profile shows: a lone op as "dot_general f32[64,784],f32[784,1024]" (its operands), a fused
     // kernel as "fusion.12 gemm[dot_general,add,tanh] f32[256,3072]".
     if (gr.nodes.size() == 1 && gr.kind != GroupKind::Loop && gr.kind != GroupKind::Reduction) {
-      std::string ops;
-      for (ValueId v : first.operands) ops += (ops.empty() ? "" : ",") + graph.aval(v).toString();
-      k.info.name = reg->get(first.op).name + " " + ops;
+      k.info.name = ir::nodeSignature(graph, first, *reg);
     } else {
       std::string ops;
       for (size_t i = 0; i < gr.nodes.size() && i < 4; ++i) ops += (i ? "," : "") + reg->get(node(gr.nodes[i]).op).name;
