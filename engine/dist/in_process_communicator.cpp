@@ -1,0 +1,305 @@
+// Virtual devices as threads of one process. The members of a group meet at a rendezvous, publish their in and
+// out pointers, and read each other's buffers directly: no copy through a shared staging buffer.
+//
+// A rendezvous is keyed by the group's member list and a per-group call number: the k-th call a member makes
+// on a group meets the k-th call of every other member on the same group, since all of them run the same
+// program. Two barriers per call:
+//   1. arrival: every member has published (this wait is abortable: a member may never come);
+//   2. departure: every member has finished reading the others' inputs and writing the others' outputs, so
+//      each may reuse its buffers. Not abortable: once everyone has arrived, the work is plain memory traffic
+//      that finishes, and a member leaving early would have its buffers written after it returned.
+// all_reduce is a shared-memory reduce-scatter + all-gather: member i sums its 1/n slice of the elements over
+// every member, in group order, and writes the sums into every member's output. Each element is summed once,
+// by one member, so all members get the same bits; a block of every input is read before it is written, so
+// in == out works without scratch.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/dist/communicator.h"
+#include "engine/dist/group_sum.h"
+
+namespace tsr::dist {
+namespace {
+
+// What a member called, so that members which disagree (another collective, size or dtype) all fail instead
+// of reading past each other's buffers.
+struct Call {
+  const char* op = "";
+  DType dtype = DType::U8;
+  int64_t amount = 0;  // elements or bytes
+  bool operator==(const Call& o) const { return std::strcmp(op, o.op) == 0 && dtype == o.dtype && amount == o.amount; }
+};
+
+struct Rendezvous {
+  std::vector<int> members;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::vector<Call> calls;
+  std::atomic<int> arrived{0};   // written under the communicator's mutex, read by spinning waiters
+  std::atomic<int> departed{0};
+  std::condition_variable cv;
+  int size() const { return static_cast<int>(members.size()); }
+};
+
+using Key = std::pair<std::vector<int>, uint64_t>;  // member list, call number
+
+std::string groupText(std::span<const int> group) { return fmt::format("[{}]", fmt::join(group, ",")); }
+
+char* bytePtr(void* p, int64_t offset) { return static_cast<char*>(p) + offset; }
+const char* bytePtr(const void* p, int64_t offset) { return static_cast<const char*>(p) + offset; }
+
+class InProcessCommunicator final : public Communicator {
+ public:
+  explicit InProcessCommunicator(int numDevices)
+      : m_numDevices(numDevices), m_calls(static_cast<size_t>(numDevices)) {
+    // Spinning before sleeping saves the wake-up latency (tens of microseconds) when every device has a core;
+    // with more devices than cores a spinning waiter only delays the member it waits for.
+    auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    m_spins = numDevices <= cores ? 2000 : 0;
+  }
+
+  std::string kind() const override { return "in-process"; }
+  int numDevices() const override { return m_numDevices; }
+  std::vector<int> localDevices() const override {
+    std::vector<int> all(static_cast<size_t>(m_numDevices));
+    for (int i = 0; i < m_numDevices; ++i) all[static_cast<size_t>(i)] = i;
+    return all;
+  }
+
+  Status allReduce(int self, std::span<const int> group, const void* in, void* out, int64_t count,
+                   DType dtype) override {
+    TSR_TRY(checkSummable(dtype, "all_reduce"));
+    TSR_ASSIGN(int me, memberIndex("all_reduce", self, group));
+    const int64_t es = dtypeSize(dtype);
+    if (group.size() == 1) {
+      if (in != out) std::memcpy(out, in, static_cast<size_t>(count * es));
+      return {};
+    }
+    TSR_ASSIGN(auto r, arrive("all_reduce", self, me, group, in, out, Call{"all_reduce", dtype, count}));
+    const int n = r->size();
+    const int64_t lo = count * me / n, hi = count * (me + 1) / n;
+    std::vector<const void*> ins(static_cast<size_t>(n));
+    std::vector<void*> outs(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      ins[static_cast<size_t>(k)] = bytePtr(r->in[static_cast<size_t>(k)], lo * es);
+      outs[static_cast<size_t>(k)] = bytePtr(r->out[static_cast<size_t>(k)], lo * es);
+    }
+    sumInGroupOrder(dtype, ins, outs, hi - lo);
+    depart(*r);
+    return {};
+  }
+
+  Status allGather(int self, std::span<const int> group, const void* in, void* out, int64_t bytes) override {
+    TSR_ASSIGN(int me, memberIndex("all_gather", self, group));
+    if (group.size() == 1) {
+      std::memcpy(out, in, static_cast<size_t>(bytes));
+      return {};
+    }
+    TSR_ASSIGN(auto r, arrive("all_gather", self, me, group, in, out, Call{"all_gather", DType::U8, bytes}));
+    for (int j = 0; j < r->size(); ++j)
+      std::memcpy(bytePtr(out, j * bytes), r->in[static_cast<size_t>(j)], static_cast<size_t>(bytes));
+    depart(*r);
+    return {};
+  }
+
+  Status reduceScatter(int self, std::span<const int> group, const void* in, void* out, int64_t count,
+                       DType dtype) override {
+    TSR_TRY(checkSummable(dtype, "reduce_scatter"));
+    TSR_ASSIGN(int me, memberIndex("reduce_scatter", self, group));
+    const int64_t es = dtypeSize(dtype);
+    if (group.size() == 1) {
+      std::memcpy(out, in, static_cast<size_t>(count * es));
+      return {};
+    }
+    TSR_ASSIGN(auto r, arrive("reduce_scatter", self, me, group, in, out, Call{"reduce_scatter", dtype, count}));
+    std::vector<const void*> ins;
+    for (const void* p : r->in) ins.push_back(bytePtr(p, me * count * es));
+    void* outs[1] = {out};
+    sumInGroupOrder(dtype, ins, outs, count);
+    depart(*r);
+    return {};
+  }
+
+  Status allToAll(int self, std::span<const int> group, const void* in, void* out, int64_t bytes) override {
+    TSR_ASSIGN(int me, memberIndex("all_to_all", self, group));
+    if (group.size() == 1) {
+      std::memcpy(out, in, static_cast<size_t>(bytes));
+      return {};
+    }
+    TSR_ASSIGN(auto r, arrive("all_to_all", self, me, group, in, out, Call{"all_to_all", DType::U8, bytes}));
+    for (int j = 0; j < r->size(); ++j)
+      std::memcpy(bytePtr(out, j * bytes), bytePtr(r->in[static_cast<size_t>(j)], me * bytes),
+                  static_cast<size_t>(bytes));
+    depart(*r);
+    return {};
+  }
+
+  Status permute(int self, std::span<const std::pair<int, int>> pairs, const void* in, void* out,
+                 int64_t bytes) override {
+    // The participants: every position named in a pair, sorted; they meet like a group.
+    std::vector<int> members;
+    int source = -1;
+    for (auto [s, t] : pairs) {
+      members.push_back(s);
+      members.push_back(t);
+      if (t == self) source = s;
+    }
+    std::sort(members.begin(), members.end());
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    TSR_TRY(checkPairs(pairs));
+    auto mine = std::find(members.begin(), members.end(), self);
+    if (mine == members.end()) {
+      std::memset(out, 0, static_cast<size_t>(bytes));
+      return {};
+    }
+    TSR_ASSIGN(int me, memberIndex("collective_permute", self, members));
+    TSR_ASSIGN(auto r, arrive("collective_permute", self, me, members, in, out,
+                              Call{"collective_permute", DType::U8, bytes}));
+    if (source < 0) {
+      std::memset(out, 0, static_cast<size_t>(bytes));
+    } else {
+      auto s = std::find(members.begin(), members.end(), source) - members.begin();
+      std::memcpy(out, r->in[static_cast<size_t>(s)], static_cast<size_t>(bytes));
+    }
+    depart(*r);
+    return {};
+  }
+
+  void abort(const std::string& why) override {
+    std::lock_guard lock(m_mutex);
+    if (m_aborted.load()) return;
+    m_why = why;
+    m_aborted.store(true);
+    for (auto& [key, r] : m_pending) r->cv.notify_all();
+  }
+
+ private:
+  // self's index in the group, after checking the group (positions in range, no repeats, self a member).
+  Result<int> memberIndex(const char* op, int self, std::span<const int> group) const {
+    if (group.empty()) return makeError("{}: empty group", op);
+    if (self < 0 || self >= m_numDevices)
+      return makeError("{}: device {} is not one of the {} devices", op, self, m_numDevices);
+    int me = -1;
+    for (size_t i = 0; i < group.size(); ++i) {
+      int p = group[i];
+      if (p < 0 || p >= m_numDevices)
+        return makeError("{}: group {} names device {}, not one of the {} devices", op, groupText(group), p,
+                         m_numDevices);
+      for (size_t j = 0; j < i; ++j)
+        if (group[j] == p) return makeError("{}: group {} names device {} twice", op, groupText(group), p);
+      if (p == self) me = static_cast<int>(i);
+    }
+    if (me < 0) return makeError("{}: device {} is not in its group {}", op, self, groupText(group));
+    return me;
+  }
+
+  Status checkPairs(std::span<const std::pair<int, int>> pairs) const {
+    std::vector<int> sources, targets;
+    for (auto [s, t] : pairs) {
+      if (s < 0 || s >= m_numDevices || t < 0 || t >= m_numDevices)
+        return makeError("collective_permute: pair ({}, {}) names a device outside the {} devices", s, t,
+                         m_numDevices);
+      sources.push_back(s);
+      targets.push_back(t);
+    }
+    for (auto* v : {&sources, &targets}) {
+      std::sort(v->begin(), v->end());
+      auto dup = std::adjacent_find(v->begin(), v->end());
+      if (dup != v->end())
+        return makeError("collective_permute: device {} is a {} of more than one pair", *dup,
+                         v == &sources ? "source" : "target");
+    }
+    return {};
+  }
+
+  Error abortedError(const char* op, std::span<const int> group) const {
+    return makeError("{} over {}: the run was aborted: {}", op, groupText(group), m_why);
+  }
+
+  // Waits (spinning briefly, then on the rendezvous' condition variable) until pred() holds or, when
+  // abortable, the communicator is aborted.
+  template <class Pred>
+  void wait(std::unique_lock<std::mutex>& lock, Rendezvous& r, Pred pred, bool abortable) {
+    auto done = [&] { return pred() || (abortable && m_aborted.load()); };
+    if (m_spins > 0 && !done()) {
+      lock.unlock();
+      for (int i = 0; i < m_spins && !done(); ++i) __builtin_ia32_pause();
+      lock.lock();
+    }
+    r.cv.wait(lock, done);
+  }
+
+  // Joins self's next call on `group`, publishes its buffers and waits for every member.
+  Result<std::shared_ptr<Rendezvous>> arrive(const char* op, int self, int me, std::span<const int> group,
+                                             const void* in, void* out, const Call& call) {
+    std::unique_lock lock(m_mutex);
+    if (m_aborted.load()) return abortedError(op, group);
+    std::vector<int> members(group.begin(), group.end());
+    uint64_t number = m_calls[static_cast<size_t>(self)][members]++;
+    Key key{members, number};
+    auto& slot = m_pending[key];
+    if (!slot) {
+      slot = std::make_shared<Rendezvous>();
+      slot->members = members;
+      slot->in.resize(members.size());
+      slot->out.resize(members.size());
+      slot->calls.resize(members.size());
+    }
+    std::shared_ptr<Rendezvous> r = slot;
+    r->in[static_cast<size_t>(me)] = in;
+    r->out[static_cast<size_t>(me)] = out;
+    r->calls[static_cast<size_t>(me)] = call;
+    const int n = r->size();
+    if (r->arrived.fetch_add(1) + 1 == n) {
+      m_pending.erase(key);  // complete: later calls on this group make a new one
+      r->cv.notify_all();
+    } else {
+      wait(lock, *r, [&] { return r->arrived.load(std::memory_order_acquire) == n; }, true);
+      // Once everyone has arrived the call completes, abort or not: the others are already reading our buffers.
+      if (r->arrived.load() != n) return abortedError(op, group);
+    }
+    for (const Call& c : r->calls)
+      if (!(c == call)) {
+        lock.unlock();
+        depart(*r);
+        return makeError("{} over {}: members disagree: device {} calls {} of {} {}, another {} of {} {}", op,
+                         groupText(group), self, call.op, call.amount, dtypeName(call.dtype), c.op, c.amount,
+                         dtypeName(c.dtype));
+      }
+    return r;
+  }
+
+  void depart(Rendezvous& r) {
+    std::unique_lock lock(m_mutex);
+    const int n = r.size();
+    if (r.departed.fetch_add(1) + 1 == n) {
+      r.cv.notify_all();
+      return;
+    }
+    wait(lock, r, [&] { return r.departed.load(std::memory_order_acquire) == n; }, false);
+  }
+
+  const int m_numDevices;
+  int m_spins = 0;
+  std::mutex m_mutex;
+  std::map<Key, std::shared_ptr<Rendezvous>> m_pending;          // rendezvous some member has not reached
+  std::vector<std::map<std::vector<int>, uint64_t>> m_calls;      // per position: calls made per member list
+  std::atomic<bool> m_aborted{false};
+  std::string m_why;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> makeInProcessCommunicator(int numDevices) {
+  return std::make_shared<InProcessCommunicator>(std::max(1, numDevices));
+}
+
+}  // namespace tsr::dist
