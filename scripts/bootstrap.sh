@@ -12,9 +12,9 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   # IDE
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev qt6-charts-dev libgl-dev
-  libimgui-dev libgraphviz-dev
-  # headless GUI tests
-  xvfb xauth
+  libimgui-dev libgraphviz-dev fonts-dejavu-core
+  # headless GUI tests; Mesa's software OpenGL for the ImGui canvases under Xvfb
+  xvfb xauth libgl1-mesa-dri
 )
 
 missing=()

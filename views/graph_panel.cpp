@@ -1,5 +1,6 @@
 #include "views/graph_panel.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <QComboBox>
@@ -669,18 +670,35 @@ void GraphPanel::onNodeSelected(int node) {
   m_syncing = true;
   m_scene->clearSelection();
   if (node >= 0) {
-    auto it = m_items.find(QString("n:%1").arg(node));
-    if (it != m_items.end()) {
-      (*it)->setSelected(true);
-      m_view->centerOn(*it);
-    } else {
-      // The node lies in a collapsed group: open the groups down to it.
-      StageState& st = stateFor(*stage);
-      const std::string& path = st.tree->group(st.tree->groupOfNode(node)).path;
-      m_syncing = false;
-      setExpanded(QString::fromStdString(path), true);
+    // The node, or all the nodes of a kernel picked in the timeline. Groups holding any not shown open first
+    // (each once: a group already open is not laid out again).
+    std::vector<int> nodes = m_session->selectedKernelNodes();
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes = {node};
+    StageState& st = stateFor(*stage);
+    std::string open;
+    for (int n : nodes) {
+      if (m_items.contains(QString("n:%1").arg(n))) continue;
+      const std::string& path = st.tree->group(st.tree->groupOfNode(n)).path;
+      bool closed = !m_expanded.count(path);
+      for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', dot + 1))
+        closed |= m_expanded.insert(path.substr(0, dot)).second;
+      if (closed) {
+        m_expanded.insert(path);
+        open = path;
+      }
+    }
+    m_syncing = false;
+    if (!open.empty()) {
+      setExpanded(QString::fromStdString(open), true);
       return;
     }
+    m_syncing = true;
+    for (int n : nodes) {
+      auto it = m_items.find(QString("n:%1").arg(n));
+      if (it != m_items.end()) (*it)->setSelected(true);
+    }
+    auto it = m_items.find(QString("n:%1").arg(node));
+    if (it != m_items.end()) m_view->centerOn(*it);
   }
   m_syncing = false;
 }
@@ -703,6 +721,16 @@ QStringList GraphPanel::visibleGroups() const {
   auto it = m_states.find(m_layoutGraph);
   for (const auto& b : m_layout->boxes)
     if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(it->second.tree->group(b.item.group).path);
+  return out;
+}
+
+QVector<int> GraphPanel::selectedNodes() const {
+  QVector<int> out;
+  for (QGraphicsItem* i : m_scene->selectedItems()) {
+    auto* item = static_cast<GraphBoxItem*>(i);
+    if (item->box().item.kind == inspect::LevelItem::Kind::Node) out << item->box().item.node;
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -47,6 +47,7 @@ class GraphPanel : public QWidget {
   QStringList expandedGroups() const;
   int visibleNodeCount() const;        // op boxes shown
   QStringList visibleClusters() const; // kernel clusters shown, "fusion.12 (loop)" (at the fusion stage)
+  QVector<int> selectedNodes() const;  // node ids of the op boxes selected, ascending
   bool layoutRunning() const;
   QStringList lastLaidOut() const;     // group levels the last layout computed (the rest came from the cache)
   double lastLayoutSeconds() const { return m_layoutSeconds; }

@@ -110,6 +110,13 @@ void IrPanel::onNodeSelected(int node) {
     sel.format.setProperty(QTextFormat::FullWidthSelection, true);
     sel.cursor = QTextCursor(block);
     extras << sel;
+    // A kernel picked in the timeline: the lines of its other nodes too.
+    for (int k : m_session->selectedKernelNodes()) {
+      if (k == node || k < 0 || static_cast<size_t>(k) >= stage->nodeLines.size()) continue;
+      QTextEdit::ExtraSelection other = sel;
+      other.cursor = QTextCursor(m_text->document()->findBlockByNumber(stage->nodeLines[static_cast<size_t>(k)]));
+      extras << other;
+    }
     if (!m_syncing) {
       m_syncing = true;
       m_text->setTextCursor(QTextCursor(block));

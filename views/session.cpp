@@ -22,6 +22,7 @@ Session::Session(QObject* parent)
         std::vector<inspect::Stage>{inspect::makeStage("traced", m_project->traced)});
     m_stage = 0;
     m_node = -1;
+    m_kernelNodes.clear();
     log("info", QString("opened %1: %2 parameters, training step traced in %3 s (%4 nodes)")
                     .arg(QString::fromStdString(m_project->project.file))
                     .arg(m_project->numParams)
@@ -113,6 +114,7 @@ void Session::setCurrentStage(int index) {
   if (!m_stages || index < 0 || index >= static_cast<int>(m_stages->size()) || index == m_stage) return;
   m_stage = index;
   m_node = -1;
+  m_kernelNodes.clear();
   emit stageChanged(index);
   emit nodeSelected(-1);
 }
@@ -120,7 +122,18 @@ void Session::setCurrentStage(int index) {
 void Session::selectNode(int node) {
   if (node == m_node) return;
   m_node = node;
+  m_kernelNodes.clear();
   emit nodeSelected(node);
+}
+
+void Session::selectKernelNodes(const std::vector<int>& nodes) {
+  int fs = profileStage();
+  if (fs < 0 || nodes.empty()) return;
+  setCurrentStage(fs);
+  // Set before the signal: the panels read the kernel's nodes when they show the first one.
+  m_kernelNodes = nodes;
+  m_node = nodes.front();
+  emit nodeSelected(m_node);
 }
 
 int Session::profileStage() const {

@@ -42,6 +42,10 @@ class Session : public QObject {
   int selectedNode() const { return m_node; }
   // Selects node `node` of the current stage (-1: none) and tells every panel.
   void selectNode(int node);
+  // A kernel picked in the timeline: shows the fusion stage (whose node ids a profile names) and selects the
+  // kernel's first node; the panels mark all of `nodes` (selectedKernelNodes) until another selection.
+  void selectKernelNodes(const std::vector<int>& nodes);
+  const std::vector<int>& selectedKernelNodes() const { return m_kernelNodes; }
 
   // The project's latest profile mapped onto the fusion stage (whose graph the profiled executable ran), or
   // why there is none ("no profile yet", "profile 3 is for another graph: ..."). Read again after each
@@ -72,6 +76,7 @@ class Session : public QObject {
   StagesPtr m_stages;
   int m_stage = 0;
   int m_node = -1;
+  std::vector<int> m_kernelNodes;
   ProfilePtr m_profile;
   QString m_profileError;
   QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>* m_openWatcher;

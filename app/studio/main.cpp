@@ -15,6 +15,7 @@
 #include "engine/version.h"
 #include "views/graph_panel.h"
 #include "views/session.h"
+#include "views/timeline_panel.h"
 
 using tsr::studio::MainWindow;
 
@@ -27,7 +28,8 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
   QObject::connect(timer, &QTimer::timeout, w, [=] {
     ++*waited;
     bool ready = !hasProject || (w->session()->project() && !w->session()->busy() && !w->graphPanel()->layoutRunning() &&
-                                 w->graphPanel()->visibleGroups().size() + w->graphPanel()->visibleNodeCount() > 0);
+                                 w->graphPanel()->visibleGroups().size() + w->graphPanel()->visibleNodeCount() > 0 &&
+                                 !w->timelinePanel()->loading());
     bool failed = hasProject && !w->session()->busy() && !w->session()->project();
     if (!ready && !failed && *waited < 600) return;  // at most a minute
     timer->stop();
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   parser.addPositionalArgument("project", "A project folder (holding project.toml) or the file itself");
   QCommandLineOption shot("screenshot", "Render each panel to PNG in DIR (or one panel to FILE with --panel) and exit", "DIR|FILE");
-  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, window", "NAME");
+  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, timeline, window", "NAME");
   QCommandLineOption theme("theme", "light or dark (default: the last used)", "NAME");
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
   QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");

@@ -31,6 +31,7 @@
 #include "views/run_controller.h"
 #include "views/runs_panel.h"
 #include "views/session.h"
+#include "views/timeline_panel.h"
 
 // The themes are compiled into this static library; its resources must be registered by hand.
 static void initStudioResources() { Q_INIT_RESOURCE(studio); }
@@ -122,6 +123,8 @@ MainWindow::MainWindow(QWidget* parent)
     if (profile && ok) {
       m_session->reloadProfile();
       m_graph->setOverlay("time");
+      m_timeline->openProfile(m_session->runsDbPath());
+      m_docks["timeline"]->raise();
     }
   });
 }
@@ -136,6 +139,7 @@ void MainWindow::createPanels() {
   m_metrics = new MetricsPanel(m_session);
   m_runs = new RunsPanel(m_session);
   m_console = new ConsolePanel(m_session);
+  m_timeline = new TimelinePanel(m_session);
   setCentralWidget(m_graph);
   addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
   addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
@@ -145,6 +149,8 @@ void MainWindow::createPanels() {
   addPanel("console", tr("Console"), m_console, Qt::BottomDockWidgetArea);
   tabifyDockWidget(m_docks["metrics"], m_docks["runs"]);
   tabifyDockWidget(m_docks["runs"], m_docks["console"]);
+  addPanel("timeline", tr("Timeline"), m_timeline, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(m_docks["console"], m_docks["timeline"]);
   m_docks["metrics"]->raise();
   resizeDocks({m_docks["project"]}, {330}, Qt::Horizontal);
   resizeDocks({m_docks["ir"]}, {480}, Qt::Horizontal);
@@ -180,6 +186,7 @@ void MainWindow::createActions() {
   make(file, "reloadProject", tr("Re&load Project"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
     if (m_session->project()) openProject(m_session->projectDir());
   });
+  make(file, "openTrace", tr("Open &Trace…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), [this] { onOpenTraceAction(); });
   make(file, "saveSettings", tr("&Save Project Settings"), QKeySequence::Save, [this] { m_project->save(); });
   file->addSeparator();
   make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
@@ -193,7 +200,7 @@ void MainWindow::createActions() {
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
   view->addSeparator();
   int n = 1;
-  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console"}) {
+  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline"}) {
     QDockWidget* d = m_docks[name];
     QAction* a = make(view, "show_" + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
                       [d] {
@@ -251,7 +258,7 @@ QAction* MainWindow::action(const QString& objectName) const {
 
 QMap<QString, QWidget*> MainWindow::panels() const {
   return {{"graph", m_graph}, {"ir", m_ir},           {"inspector", m_inspector}, {"project", m_project},
-          {"metrics", m_metrics}, {"runs", m_runs}, {"console", m_console}};
+          {"metrics", m_metrics}, {"runs", m_runs}, {"console", m_console}, {"timeline", m_timeline}};
 }
 
 void MainWindow::openProject(const QString& path) {
@@ -277,6 +284,16 @@ void MainWindow::onNewAction() {
   if (!ok || name.isEmpty()) return;
   QString target = QFileDialog::getExistingDirectory(this, tr("Create the project in (an empty folder)"), QDir::homePath());
   if (!target.isEmpty()) newProjectFromTemplate(samples.filePath(name), target);
+}
+
+void MainWindow::onOpenTraceAction() {
+  QString path = QFileDialog::getOpenFileName(this, tr("Open a Chrome/Perfetto trace"),
+                                              m_session->project() ? m_session->projectDir() : QDir::homePath(),
+                                              tr("Trace JSON (*.json);;All files (*)"));
+  if (path.isEmpty()) return;
+  m_timeline->openTrace(path);
+  m_docks["timeline"]->show();
+  m_docks["timeline"]->raise();
 }
 
 void MainWindow::newProjectFromTemplate(const QString& templateDir, const QString& targetDir) {

@@ -22,6 +22,7 @@ class MetricsPanel;
 class RunsPanel;
 class ConsolePanel;
 class RunController;
+class TimelinePanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -42,6 +43,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* metricsPanel() const { return m_metrics; }
   RunsPanel* runsPanel() const { return m_runs; }
   ConsolePanel* consolePanel() const { return m_console; }
+  TimelinePanel* timelinePanel() const { return m_timeline; }
   RunController* runController() const { return m_runner; }
 
   // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
@@ -52,7 +54,8 @@ class MainWindow : public QMainWindow {
   QStringList recentProjects() const;
 
   void startRun();
-  // Profile ▶: `tessera profile PROJECT --steps 3`; the time overlay shows the new profile when it is done.
+  // Profile ▶: `tessera profile PROJECT --steps 3`; the time overlay and the timeline show the new profile when
+  // it is done.
   void startProfile();
   void stopRun();
   void showCommandPalette();
@@ -74,6 +77,7 @@ class MainWindow : public QMainWindow {
   void saveLayout();
   void onOpenAction();
   void onNewAction();
+  void onOpenTraceAction();
 
   Session* m_session;
   GraphPanel* m_graph;
@@ -83,6 +87,7 @@ class MainWindow : public QMainWindow {
   MetricsPanel* m_metrics;
   RunsPanel* m_runs;
   ConsolePanel* m_console;
+  TimelinePanel* m_timeline;
   RunController* m_runner;
   QMap<QString, QDockWidget*> m_docks;
   QMenu* m_recentMenu = nullptr;

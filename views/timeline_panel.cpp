@@ -1,0 +1,304 @@
+#include "views/timeline_panel.h"
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QOpenGLContext>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent>
+
+#include "views/timeline_canvas.h"
+
+namespace tsr::studio {
+
+namespace {
+
+QString fromStd(const std::string& s) { return QString::fromStdString(s); }
+
+// A cell that sorts by a number while it shows text ("1.25 ms").
+class NumberItem : public QTableWidgetItem {
+ public:
+  NumberItem(const QString& text, double value) : QTableWidgetItem(text) {
+    setData(Qt::UserRole, value);
+    setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  }
+  bool operator<(const QTableWidgetItem& other) const override {
+    return data(Qt::UserRole).toDouble() < other.data(Qt::UserRole).toDouble();
+  }
+};
+
+// QOpenGLWidget draws nothing on the offscreen platform, and nothing anywhere without a GL context.
+QString openGlMissing() {
+  QString platform = QGuiApplication::platformName();
+  if (platform == "offscreen" || platform == "minimal")
+    return QObject::tr("The timeline canvas needs OpenGL, which the '%1' Qt platform does not offer (run on xcb, or "
+                       "under xvfb-run).").arg(platform);
+  QOpenGLContext probe;
+  if (!probe.create()) return QObject::tr("The timeline canvas needs OpenGL, and no OpenGL context could be created.");
+  return {};
+}
+
+}  // namespace
+
+TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
+    : QWidget(parent),
+      m_session(session),
+      m_source(new QLabel),
+      m_info(new QLabel),
+      m_colour(new QComboBox),
+      m_rangeInfo(new QLabel),
+      m_table(new QTableWidget(0, 6)),
+      m_watcher(new QFutureWatcher<LoadResult>(this)) {
+  setObjectName("timelinePanel");
+  m_source->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_source->setText(tr("No profile"));
+  m_colour->addItem(tr("Colour by fusion kind"), "kind");
+  m_colour->addItem(tr("Colour by op family"), "family");
+  auto* fit = new QPushButton(tr("Fit"));
+  fit->setToolTip(tr("Show the whole timeline (F)"));
+  auto* bar = new QHBoxLayout;
+  bar->setContentsMargins(4, 2, 4, 2);
+  bar->addWidget(m_source, 1);
+  bar->addWidget(m_info, 2);
+  bar->addWidget(m_colour);
+  bar->addWidget(fit);
+
+  m_canvasError = openGlMissing();
+  QWidget* canvasArea;
+  if (m_canvasError.isEmpty()) {
+    m_canvas = new TimelineCanvas;
+    m_canvas->setToolTip(tr("Wheel: zoom · drag: pan · shift-drag or right-drag: range statistics · click: select a "
+                            "kernel in the graph · W/S/A/D, F: fit, Esc: clear"));
+    canvasArea = m_canvas;
+    connect(m_canvas, &TimelineCanvas::eventClicked, this, &TimelinePanel::onEventClicked);
+    connect(m_canvas, &TimelineCanvas::rangeChanged, this, &TimelinePanel::setRange);
+    connect(fit, &QPushButton::clicked, m_canvas, &TimelineCanvas::fitAll);
+  } else {
+    auto* label = new QLabel(m_canvasError);
+    label->setObjectName("timelineNoCanvas");
+    label->setWordWrap(true);
+    label->setAlignment(Qt::AlignCenter);
+    canvasArea = label;
+    fit->setEnabled(false);
+  }
+  connect(m_colour, &QComboBox::currentIndexChanged, this, [this] { setColourBy(m_colour->currentData().toString()); });
+
+  m_table->setObjectName("timelineStats");
+  m_table->setHorizontalHeaderLabels({tr("Kernel"), tr("Kind"), tr("Count"), tr("Total"), tr("Mean"), tr("Share")});
+  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  m_table->verticalHeader()->setVisible(false);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setAlternatingRowColors(true);
+  // A row picked in the table marks that kernel's launches on the canvas.
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, [this] {
+    if (!m_canvas || !m_timeline) return;
+    auto rows = m_table->selectionModel()->selectedRows();
+    if (rows.isEmpty()) return;
+    std::string name = m_table->item(rows.front().row(), 0)->text().toStdString();
+    std::vector<int> kernels;
+    for (size_t k = 0; k < m_timeline->kernels.size(); ++k)
+      if (m_timeline->kernels[k].name == name) kernels.push_back(static_cast<int>(k));
+    m_canvas->setHighlightedKernels(kernels);
+  });
+  m_rangeInfo->setText(tr("Shift-drag (or right-drag) over the timeline for the statistics of a time range."));
+  m_rangeInfo->setWordWrap(true);
+  auto* statsBox = new QWidget;
+  auto* statsLayout = new QVBoxLayout(statsBox);
+  statsLayout->setContentsMargins(2, 2, 2, 2);
+  statsLayout->addWidget(m_rangeInfo);
+  statsLayout->addWidget(m_table, 1);
+
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(canvasArea);
+  split->addWidget(statsBox);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addLayout(bar);
+  layout->addWidget(split, 1);
+
+  connect(m_watcher, &QFutureWatcherBase::finished, this, [this] {
+    LoadResult r = m_watcher->result();
+    if (!r->ok()) {
+      if (!m_quiet) {
+        m_session->log("error", "timeline: " + fromStd(r->error().message));
+        m_source->setText(tr("Could not open: %1").arg(fromStd(r->error().message)));
+      }
+      emit failed(fromStd(r->error().message));
+      return;
+    }
+    setTimeline(std::make_shared<const inspect::Timeline>(std::move(*r).value()));
+    m_session->log("info", tr("timeline: %1: %2 kernel launches on %n row(s)", "", static_cast<int>(m_timeline->rows.size()))
+                               .arg(fromStd(m_timeline->source))
+                               .arg(m_timeline->events.size()));
+    emit loaded();
+  });
+  // A project's latest profile shows when it opens; the link to its graph is made once it is compiled.
+  connect(m_session, &Session::projectOpened, this, [this] {
+    // Quiet: a project that was never profiled is not an error.
+    if (QFileInfo::exists(m_session->runsDbPath())) openProfile(m_session->runsDbPath(), 0, true);
+    relink();
+  });
+  connect(m_session, &Session::stagesReady, this, &TimelinePanel::relink);
+  connect(m_session, &Session::nodeSelected, this, &TimelinePanel::onNodeSelected);
+}
+
+TimelinePanel::~TimelinePanel() { m_watcher->waitForFinished(); }
+
+bool TimelinePanel::loading() const { return m_watcher->isRunning(); }
+
+void TimelinePanel::startLoad(std::function<Result<inspect::Timeline>()> load, const QString& what, bool quiet) {
+  if (m_watcher->isRunning()) m_watcher->waitForFinished();
+  m_quiet = quiet;
+  m_source->setText(tr("Loading %1…").arg(what));
+  m_watcher->setFuture(QtConcurrent::run([load] { return std::make_shared<Result<inspect::Timeline>>(load()); }));
+}
+
+void TimelinePanel::openProfile(const QString& dbPath, qint64 profileId, bool quiet) {
+  std::string db = dbPath.toStdString();
+  startLoad([db, profileId] { return inspect::loadProfileTimeline(db, profileId); }, dbPath, quiet);
+}
+
+void TimelinePanel::openTrace(const QString& path) {
+  std::string p = path.toStdString();
+  startLoad([p] { return inspect::readTraceTimeline(p); }, path, false);
+}
+
+void TimelinePanel::setTimeline(TimelinePtr timeline) {
+  m_timeline = std::move(timeline);
+  m_selected = -1;
+  m_stats.reset();
+  m_table->setRowCount(0);
+  if (m_canvas) m_canvas->setTimeline(m_timeline);
+  m_source->setText(m_timeline ? fromStd(m_timeline->source) : tr("No profile"));
+  m_source->setToolTip(m_source->text());
+  m_linkedGraph = nullptr;
+  relink();
+  // A profile opens with the statistics of its first step.
+  if (m_timeline && !m_timeline->spans.empty())
+    setRange(m_timeline->spans.front().startNs, m_timeline->spans.front().startNs + m_timeline->spans.front().durationNs);
+  else
+    setRange(0, 0);
+}
+
+void TimelinePanel::relink() {
+  m_linked = false;
+  m_linkError.clear();
+  int fs = m_session->profileStage();
+  if (!m_timeline) {
+    m_linkError = tr("no timeline");
+  } else if (fs < 0) {
+    m_linkError = tr("the project is not compiled yet");
+  } else {
+    const inspect::Stage& stage = (*m_session->stages())[static_cast<size_t>(fs)];
+    Status ok = inspect::checkGraph(*m_timeline, *stage.graph);
+    m_linked = ok.ok();
+    if (!ok.ok()) m_linkError = fromStd(ok.error().message);
+    if (!ok.ok() && m_linkedGraph != stage.graph.get())
+      m_session->log("warning", tr("timeline: clicks select nothing in the graph: %1").arg(m_linkError));
+    m_linkedGraph = stage.graph.get();
+  }
+  updateInfo();
+}
+
+void TimelinePanel::selectEvent(qint64 event) {
+  if (m_canvas) m_canvas->setSelectedEvent(event);
+  onEventClicked(event);
+}
+
+void TimelinePanel::onEventClicked(qint64 event) {
+  m_selected = m_timeline && event >= 0 && static_cast<size_t>(event) < m_timeline->events.size() ? event : -1;
+  if (m_selected >= 0 && m_linked) {
+    const inspect::TimelineKernel* k = m_timeline->kernelOf(static_cast<uint32_t>(m_selected));
+    if (k && !k->nodes.empty() && inspect::kernelOfGraph(*k)) m_session->selectKernelNodes(k->nodes);
+  }
+  updateInfo();
+}
+
+void TimelinePanel::onNodeSelected(int node) {
+  if (!m_canvas) return;
+  bool here = m_linked && node >= 0 && m_session->currentStage() == m_session->profileStage();
+  m_canvas->setHighlightedKernels(here ? m_timeline->kernelsWithNode(node) : std::vector<int>{});
+  updateInfo();
+}
+
+void TimelinePanel::updateInfo() {
+  QString text;
+  if (m_timeline && m_selected >= 0) {
+    const inspect::TimelineEvent& e = m_timeline->events[static_cast<size_t>(m_selected)];
+    text = QString("%1: %2").arg(fromStd(m_timeline->nameOf(static_cast<uint32_t>(m_selected))),
+                                 fromStd(inspect::formatTime(static_cast<double>(e.durationNs))));
+    if (!m_linked && m_timeline->kernelOf(static_cast<uint32_t>(m_selected)))
+      text += " — " + tr("not linked to the graph: %1").arg(m_linkError);
+  } else if (m_canvas && !m_canvas->highlightedKernels().empty() && m_timeline) {
+    size_t launches = 0;
+    for (int k : m_canvas->highlightedKernels()) launches += m_timeline->kernels[static_cast<size_t>(k)].events.size();
+    text = tr("node %1: %2 launches of %3").arg(m_session->selectedNode()).arg(launches)
+               .arg(fromStd(m_timeline->kernels[static_cast<size_t>(m_canvas->highlightedKernels().front())].name));
+  } else if (m_timeline && !m_linked && !m_timeline->kernels.empty()) {
+    text = tr("not linked to the graph: %1").arg(m_linkError);
+  }
+  m_info->setText(text);
+  m_info->setToolTip(text);
+}
+
+void TimelinePanel::setRange(qint64 fromNs, qint64 toNs) {
+  if (!m_timeline || toNs <= fromNs) {
+    m_stats.reset();
+    m_table->setRowCount(0);
+    if (m_canvas && m_canvas->range()) m_canvas->clearRange();
+    m_rangeInfo->setText(tr("Shift-drag (or right-drag) over the timeline for the statistics of a time range."));
+    return;
+  }
+  m_stats = inspect::rangeStats(*m_timeline, fromNs, toNs);
+  if (m_canvas && m_canvas->range() != std::pair<int64_t, int64_t>(fromNs, toNs)) m_canvas->setRange(fromNs, toNs);
+  showStats();
+}
+
+void TimelinePanel::showStats() {
+  const inspect::RangeStats& s = *m_stats;
+  double span = static_cast<double>(s.toNs - s.fromNs);
+  m_rangeInfo->setText(tr("%1 to %2 (%3): %4 kernel launches, %5 of kernel time")
+                           .arg(fromStd(inspect::formatTime(static_cast<double>(s.fromNs), span / 100)),
+                                fromStd(inspect::formatTime(static_cast<double>(s.toNs), span / 100)),
+                                fromStd(inspect::formatTime(span)))
+                           .arg(s.count)
+                           .arg(fromStd(inspect::formatTime(static_cast<double>(s.totalNs)))));
+  m_table->setSortingEnabled(false);
+  m_table->setRowCount(static_cast<int>(s.kernels.size()));
+  for (int i = 0; i < static_cast<int>(s.kernels.size()); ++i) {
+    const inspect::KernelStat& k = s.kernels[static_cast<size_t>(i)];
+    auto* name = new QTableWidgetItem(fromStd(k.name));
+    name->setToolTip(name->text());
+    m_table->setItem(i, 0, name);
+    m_table->setItem(i, 1, new QTableWidgetItem(fromStd(k.kind)));
+    m_table->setItem(i, 2, new NumberItem(QString::number(k.count), static_cast<double>(k.count)));
+    m_table->setItem(i, 3, new NumberItem(fromStd(inspect::formatTime(static_cast<double>(k.totalNs))),
+                                          static_cast<double>(k.totalNs)));
+    m_table->setItem(i, 4, new NumberItem(fromStd(inspect::formatTime(k.meanNs)), k.meanNs));
+    m_table->setItem(i, 5, new NumberItem(QString("%1%").arg(100.0 * k.share, 0, 'f', 1), k.share));
+  }
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(3, Qt::DescendingOrder);
+  m_table->resizeColumnsToContents();
+  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+}
+
+void TimelinePanel::setColourBy(const QString& mode) {
+  int i = m_colour->findData(mode);
+  if (i >= 0 && i != m_colour->currentIndex()) m_colour->setCurrentIndex(i);
+  if (m_canvas)
+    m_canvas->setColourBy(mode == "family" ? TimelineCanvas::ColourBy::Family : TimelineCanvas::ColourBy::Kind);
+}
+
+}  // namespace tsr::studio

@@ -1,0 +1,94 @@
+#pragma once
+// The Timeline panel: a profile's kernels per device and stream on one time axis (the ImGui canvas of
+// timeline_canvas.h), the statistics of a selected time range per kernel (count, total, mean, share), and the
+// link to the graph: clicking a kernel selects its nodes in the graph and IR panels, and a node selected there
+// marks its kernel's launches here. Opens the run store's profiles (the project's latest when it opens, and
+// each new one after Profile ▶) and Chrome/Perfetto trace JSON files, loaded off the UI thread. A profile opens
+// fitted, with the statistics of its first step.
+// Without OpenGL (the offscreen platform) the panel still loads, links and computes; it shows why there is no
+// canvas instead of one.
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include "engine/inspect/timeline.h"
+#include "views/session.h"
+
+class QComboBox;
+class QLabel;
+class QTableWidget;
+
+namespace tsr::studio {
+
+class TimelineCanvas;
+
+using TimelinePtr = std::shared_ptr<const inspect::Timeline>;
+
+class TimelinePanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelinePanel(Session* session, QWidget* parent = nullptr);
+  ~TimelinePanel() override;
+
+  // A profile of the store at dbPath (0: the latest); loaded() or failed() follows (quiet: a failure is not
+  // logged to the console).
+  void openProfile(const QString& dbPath, qint64 profileId = 0, bool quiet = false);
+  // A Chrome/Perfetto trace JSON file; loaded() or failed() follows.
+  void openTrace(const QString& path);
+  // Shows a timeline built elsewhere (tests, the frame-time benchmark).
+  void setTimeline(TimelinePtr timeline);
+  bool loading() const;
+
+  TimelinePtr timeline() const { return m_timeline; }
+  // The canvas, or nullptr without OpenGL; canvasError() says why.
+  TimelineCanvas* canvas() const { return m_canvas; }
+  QString canvasError() const { return m_canvasError; }
+  // Whether the timeline's kernels name the nodes of the session's fusion stage (so clicks select there).
+  bool linked() const { return m_linked; }
+  QString linkError() const { return m_linkError; }
+
+  // As a click on event `e` would: selects it, and its kernel's nodes in the session when linked.
+  void selectEvent(qint64 event);
+  // Statistics of [fromNs, toNs) (from == to: none), as a range selected with the mouse.
+  void setRange(qint64 fromNs, qint64 toNs);
+  const std::optional<inspect::RangeStats>& rangeStats() const { return m_stats; }
+  QTableWidget* statsTable() const { return m_table; }
+  // "kind" or "family".
+  void setColourBy(const QString& mode);
+
+ signals:
+  void loaded();
+  void failed(const QString& message);
+
+ private:
+  using LoadResult = std::shared_ptr<Result<inspect::Timeline>>;
+  void startLoad(std::function<Result<inspect::Timeline>()> load, const QString& what, bool quiet);
+  void onEventClicked(qint64 event);
+  void onNodeSelected(int node);
+  void relink();
+  void showStats();
+  void updateInfo();
+
+  Session* m_session;
+  TimelineCanvas* m_canvas = nullptr;
+  QString m_canvasError;
+  QLabel* m_source;
+  QLabel* m_info;
+  QComboBox* m_colour;
+  QLabel* m_rangeInfo;
+  QTableWidget* m_table;
+  QFutureWatcher<LoadResult>* m_watcher;
+  bool m_quiet = false;
+
+  TimelinePtr m_timeline;
+  const void* m_linkedGraph = nullptr;
+  bool m_linked = false;
+  QString m_linkError;
+  qint64 m_selected = -1;
+  std::optional<inspect::RangeStats> m_stats;
+};
+
+}  // namespace tsr::studio
