@@ -55,7 +55,9 @@ std::string formatCount(double v, const char* unit) {
   const char* prefix[] = {"", "k", "M", "G", "T", "P"};
   int i = 0;
   while (std::abs(v) >= 1000 && i < 5) v /= 1000, ++i;
-  return fmt::format("{:.{}f} {}{}", v, i == 0 ? 0 : 2, prefix[i], unit);
+  // Three significant digits: "125 k", "3.42 M".
+  int digits = i == 0 || std::abs(v) >= 100 ? 0 : std::abs(v) >= 10 ? 1 : 2;
+  return fmt::format("{:.{}f} {}{}", v, digits, prefix[i], unit);
 }
 
 }  // namespace
@@ -82,7 +84,7 @@ void TimelineCanvas::setTimeline(std::shared_ptr<const inspect::Timeline> timeli
     // The gutter fits the longest row label, within limits.
     size_t longest = 0;
     for (const auto& r : m_timeline->rows) longest = std::max(longest, r.device.size() + r.label.size() + 3);
-    m_gutter = std::clamp(static_cast<double>(longest) * 7.2 + 16, 110.0, 260.0);
+    m_gutter = std::clamp(static_cast<double>(longest) * 7.2 + 60, 150.0, 300.0);
   }
   m_fitPending = true;
   fitAll();
@@ -448,10 +450,13 @@ void TimelineCanvas::drawRows(const QRectF& area) {
   for (size_t r = 0; r < t.rows.size(); ++r) {
     float y0 = static_cast<float>(layout.rowY[r] - layout.scrollY);
     if (y0 > bottom || y0 + kLaneHeight < rowsTop) continue;
-    std::string label = t.rows[r].device + "  " + t.rows[r].label;
-    dl->AddText(f, fontSize, ImVec2(6, y0 + 3), labelCol, label.c_str());
+    // "cpu:0  thread 2", and the row's kernel count at the gutter's right edge.
     std::string n = formatCount(t.rows[r].numEvents, "");
-    dl->AddText(f, fontSize * 0.85f, ImVec2(6, y0 + kLaneHeight + 1), dimCol, n.c_str());
+    float nWidth = ImGui::CalcTextSize(n.c_str()).x * 0.85f;
+    std::string label = t.rows[r].device + "  " + t.rows[r].label;
+    ImVec4 clip(0, y0, left - nWidth - 10, y0 + static_cast<float>(kLaneHeight));
+    dl->AddText(f, fontSize, ImVec2(6, y0 + 3), labelCol, label.c_str(), nullptr, 0.0f, &clip);
+    dl->AddText(f, fontSize * 0.85f, ImVec2(left - nWidth - 6, y0 + 4), dimCol, n.c_str());
   }
   dl->PopClipRect();
 
@@ -490,7 +495,9 @@ void TimelineCanvas::drawRows(const QRectF& area) {
           // A fold: as opaque as the share of its span its kernels are busy.
           double span = std::max<double>(1, static_cast<double>(b.endNs - b.startNs));
           int alpha = 90 + static_cast<int>(150 * std::min(1.0, static_cast<double>(b.busyNs) / span));
-          dl->AddRectFilled(ImVec2(x0, y1 + 2), ImVec2(x1, y2 - 2), scaled(foldCol, 1.0f, alpha));
+          // A pixel apart from the next fold, which may start where this one ends.
+          dl->AddRectFilled(ImVec2(x0, y1 + 2), ImVec2(x1 - (x1 - x0 > 4 ? 1.0f : 0.0f), y2 - 2),
+                            scaled(foldCol, 1.0f, alpha));
           if (x1 - x0 > 24) {
             std::string n = formatCount(b.count(), "");
             ImVec2 sz = ImGui::CalcTextSize(n.c_str());

@@ -119,8 +119,9 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(canvasArea);
   split->addWidget(statsBox);
-  split->setStretchFactor(0, 3);
+  split->setStretchFactor(0, 2);
   split->setStretchFactor(1, 1);
+  split->setSizes({400, 200});
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);

@@ -422,11 +422,13 @@ void laneBoxes(const Timeline& t, int row, int lane, const TimeWindow& w, double
       ++i;
       continue;
     }
-    // A run of narrow events: take every event that starts within minNs of the run's end. Of those, only the
-    // last can be wide (the events do not overlap), and a wide one ends the run.
+    // A run of narrow events: take every event that starts within minNs of the run's end (and before the
+    // fold's widest extent). Of those, only the last can be wide (the events do not overlap); a wide one ends
+    // the run.
     size_t j = i;
+    const double limit = static_cast<double>(starts[i]) + kMaxFoldPx * w.nsPerPx;
     while (true) {
-      double reach = static_cast<double>(ends[j]) + minNs;
+      double reach = std::min(static_cast<double>(ends[j]) + minNs, limit);
       size_t k = static_cast<size_t>(std::lower_bound(starts + j + 1, starts + stop, reach,
                                                       [](int64_t s, double v) { return static_cast<double>(s) < v; }) -
                                      starts);

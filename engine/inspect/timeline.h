@@ -175,6 +175,10 @@ struct TimeWindow {
   double ns(double x) const { return startNs + x * nsPerPx; }
 };
 
+// A fold spans at most this many pixels, so that a zoomed-out row still shows where it is busy and how many
+// kernels each part holds.
+constexpr double kMaxFoldPx = 64;
+
 // One box to draw: a single event (count 1) or consecutive events of a lane folded together.
 struct TimelineBox {
   int32_t row = 0;
@@ -186,8 +190,9 @@ struct TimelineBox {
 };
 
 // The boxes of one lane that overlap the window (start < window end, end > window start). An event at least
-// minPx wide is a box of its own; runs of narrower ones are folded until the next gap or wide event of minPx.
-// Every event in the window lies in exactly one box; a lane gives at most 2 * widthPx / minPx + 2 boxes.
+// minPx wide is a box of its own; runs of narrower ones are folded until the next gap or wide event of minPx,
+// or until the fold spans kMaxFoldPx. Every event in the window lies in exactly one box; a lane gives at most
+// 2 * widthPx / minPx + widthPx / kMaxFoldPx + 3 boxes.
 void laneBoxes(const Timeline& t, int row, int lane, const TimeWindow& w, double minPx, std::vector<TimelineBox>& out);
 std::vector<TimelineBox> visibleBoxes(const Timeline& t, const TimeWindow& w, double minPx);
 

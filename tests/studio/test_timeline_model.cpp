@@ -294,9 +294,11 @@ class TestTimelineModel : public QObject {
           QCOMPARE(boxes[i - 1].last, b.first);
           QVERIFY(boxes[i - 1].endNs <= b.startNs);
         }
-        if (b.count() > 1)
+        if (b.count() > 1) {
           for (uint32_t e = b.first; e < b.last; ++e)
             QVERIFY(static_cast<double>(t.events[e].durationNs) < minPx * w.nsPerPx);
+          QVERIFY(static_cast<double>(b.endNs - b.startNs) < (inspect::kMaxFoldPx + minPx) * w.nsPerPx);
+        }
         int64_t busy = 0;
         for (uint32_t e = b.first; e < b.last; ++e) busy += t.events[e].durationNs;
         QCOMPARE(b.busyNs, busy);
@@ -304,7 +306,8 @@ class TestTimelineModel : public QObject {
       // Every event in the window lies in exactly one box.
       QCOMPARE(held, naiveInWindow(t, w.startNs, w.endNs()));
       for (const auto& [lane, n] : perLane)
-        QVERIFY2(static_cast<double>(n) <= 2 * width / minPx + 4, qPrintable(QString("zoom %1: %2 boxes").arg(zoom).arg(n)));
+        QVERIFY2(static_cast<double>(n) <= 2 * width / minPx + width / inspect::kMaxFoldPx + 3,
+                 qPrintable(QString("zoom %1: %2 boxes").arg(zoom).arg(n)));
       if (zoom == 1.0) QVERIFY(boxes.size() < 200'000 / 20);  // zoomed out, most kernels are folded
     }
     // No folding: a box per event.
