@@ -395,11 +395,13 @@ void Planner::visitElementwise(NodeId n) {
 }
 
 // Reductions over the same space that read a common input share one pass over it (sum(x) and sum(x * x)).
+// The input must be read as it is, not through a view: sum(x, 1) and sum(transpose(x), 1) of a square x have
+// the same shapes and axes but reduce different dims of it.
 void Planner::mergeSiblingReductions(int gid, NodeId n) {
   const Group& G = m_groups[static_cast<size_t>(gid)];
   std::vector<ValueId> reads;
   for (NodeId m : G.nodes)
-    for (ValueId x : m_eff[static_cast<size_t>(m)])
+    for (ValueId x : node(m).operands)
       if (groupOfValue(x) != gid) reads.push_back(x);
   for (size_t i = 0; i < m_groups.size(); ++i) {
     const Group& S = m_groups[i];
@@ -408,7 +410,7 @@ void Planner::mergeSiblingReductions(int gid, NodeId n) {
       continue;
     bool shares = false;
     for (NodeId m : S.nodes)
-      for (ValueId x : m_eff[static_cast<size_t>(m)])
+      for (ValueId x : node(m).operands)
         shares |= std::find(reads.begin(), reads.end(), x) != reads.end();
     // A prologue may not read a reduction of the same kernel (softmax's max feeds exp(x - max)).
     auto readsReductionOf = [&](const Group& A, int other) {
@@ -458,15 +460,15 @@ void Planner::visitReduction(NodeId n) {
     note(n, fmt::format("prologue not fused: the producer {} is a {} kernel", opName(p),
                         groupKindName(G.kind)), Decision::Kind::Rejected);
   }
-  // Siblings that reduce the same input over the same axes share one pass over it.
+  // Siblings that reduce the same input over the same axes share one pass over it (the input itself, not a
+  // view of it, which would index it differently).
   if (m_opt.fuse) {
-    ValueId src = m_eff[static_cast<size_t>(n)][0];
     for (size_t i = 0; i < m_groups.size(); ++i) {
       Group& G = m_groups[i];
       if (G.parent >= 0 || G.kind != GroupKind::Reduction || G.shape != shape || G.axes != axes) continue;
       bool readsSame = false;
       for (NodeId m : G.nodes)
-        for (ValueId x : m_eff[static_cast<size_t>(m)]) readsSame |= x == src;
+        for (ValueId x : node(m).operands) readsSame |= x == v;
       if (!readsSame || !canCombine({static_cast<int>(i)}, n)) continue;
       addTo(static_cast<int>(i), n);
       note(n, fmt::format("fused into fusion.{}: reads the same input over the same axes", i));

@@ -167,6 +167,21 @@ class TestFusion : public QObject {
     QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
   }
 
+  void siblingReductionsThroughATransposeStayApart() {
+    // sum(t, 1) and sum(transpose(t), 1) of a square t: the same shapes and axes, but different dims of t.
+    // (Regression: they were merged into one kernel that computed the first sum twice.)
+    Builder b;
+    auto x = b.input(f32({8, 8}));
+    auto t = b.add(OpCode::Tanh, {x});
+    auto s1 = b.add(OpCode::ReduceSum, {t}, axes({1}));
+    ir::TransposeAttrs perm;
+    perm.perm = {1, 0};
+    auto tt = b.add(OpCode::Transpose, {t}, perm);
+    auto s2 = b.add(OpCode::ReduceSum, {tt}, axes({1}));
+    ir::Graph g = b.done({s1, s2});
+    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
+  }
+
   void reductionLayouts() {
     // Rows, columns, the middle axis, everything, and two non-adjacent axes (the generic path), each with a
     // prologue.
