@@ -60,7 +60,9 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "TransposeAttrs", "SliceAttrs",       "DynamicSliceAttrs",   "ConcatenateAttrs",
                                    "PadAttrs",       "IotaAttrs",        "RevAttrs",            "ReduceAttrs",
                                    "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
-                                   "ScanAttrs",      "CondAttrs"};
+                                   "ScanAttrs",      "CondAttrs",        "AllReduceAttrs",      "AllGatherAttrs",
+                                   "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
+                                   "ShardingConstraintAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

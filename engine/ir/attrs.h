@@ -1,7 +1,8 @@
 #pragma once
 // Typed op attributes. Each struct lists its fields once in fields(), which the printer, the parser and the
 // verifier all walk, so print -> parse -> print is exact for every op by construction. Field types: int64_t,
-// bool, Ints, DType, Literal and GraphPtr (a nested region, printed as a function of its own).
+// bool, Ints, DType, Literal, std::string (quoted) and GraphPtr (a nested region, printed as a function of its
+// own).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -162,9 +163,80 @@ struct CondAttrs {
   bool operator==(const CondAttrs& o) const;
 };
 
+// Collectives (engine/ops/collective.cpp): per-device ops of an SPMD program, run by every device of the mesh.
+// Positions are flat mesh indices (dist::DeviceContext::position). `groups` lists the groups one after another,
+// groupSize positions each, every group in chunk order (member i owns chunk i); a position is in at most one
+// group, and a device in none fails at run time. The sum is taken in group order: ((x0 + x1) + x2) + ...
+// (bf16/f16 in f32, rounded once), so every member gets bit-identical values.
+//
+// all_reduce: the sum over my group; same aval.
+struct AllReduceAttrs {
+  Ints groups;
+  int64_t groupSize = 1;
+  template <class V> void fields(V& v) { v("groups", groups); v("group_size", groupSize); }
+  bool operator==(const AllReduceAttrs&) const = default;
+};
+// all_gather: the members' operands concatenated along `dim` in group order (dim grows groupSize times).
+// reduce_scatter: the operand's `dim` splits into groupSize chunks; the result is the sum over members of their
+// chunk at my index in the group (dim shrinks groupSize times).
+struct AllGatherAttrs {
+  Ints groups;
+  int64_t groupSize = 1;
+  int64_t dim = 0;
+  template <class V> void fields(V& v) { v("groups", groups); v("group_size", groupSize); v("dim", dim); }
+  bool operator==(const AllGatherAttrs&) const = default;
+};
+// all_to_all: the operand splits along splitDim into groupSize chunks, chunk j goes to member j; the chunks
+// received are concatenated along concatDim in member order (splitDim shrinks, concatDim grows groupSize times).
+struct AllToAllAttrs {
+  Ints groups;
+  int64_t groupSize = 1;
+  int64_t splitDim = 0;
+  int64_t concatDim = 0;
+  template <class V> void fields(V& v) {
+    v("groups", groups);
+    v("group_size", groupSize);
+    v("split_dim", splitDim);
+    v("concat_dim", concatDim);
+  }
+  bool operator==(const AllToAllAttrs&) const = default;
+};
+// collective_permute: pairs (source, target), flattened; each position is a source at most once and a target at
+// most once. The result is my source's operand, or zeros when no pair targets me; same aval.
+struct CollectivePermuteAttrs {
+  Ints pairs;
+  template <class V> void fields(V& v) { v("pairs", pairs); }
+  bool operator==(const CollectivePermuteAttrs&) const = default;
+};
+// device_table: no operands; a scalar of `dtype` holding table[my position] (a shard's offset, for example).
+struct DeviceTableAttrs {
+  Ints table;
+  DType dtype = DType::I32;
+  template <class V> void fields(V& v) { v("table", table); v("dtype", dtype); }
+  bool operator==(const DeviceTableAttrs&) const = default;
+};
+
+// sharding_constraint: the identity, with the sharding its result must have (withShardingConstraint): the mesh
+// (shape, axis names joined by ',', devices in mesh order) and a PartitionSpec in its text form ("(a,b),None").
+struct ShardingConstraintAttrs {
+  Ints meshShape;
+  std::string meshAxes;
+  Ints devices;
+  std::string spec;
+  template <class V> void fields(V& v) {
+    v("mesh_shape", meshShape);
+    v("mesh_axes", meshAxes);
+    v("devices", devices);
+    v("spec", spec);
+  }
+  bool operator==(const ShardingConstraintAttrs&) const = default;
+};
+
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
-                           ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs>;
+                           ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
+                           AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
+                           ShardingConstraintAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -1,6 +1,6 @@
 #pragma once
 // OpDef: everything about one op in one place: its attributes, shape rule, cost, fusion kind, kernels,
-// and (filled in by the transformation and sharding layers) its vjp, batching and sharding rules.
+// its vjp and batching rules (written with the Array API), and its sharding rule (shard_rule.h).
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -10,6 +10,7 @@
 #include "engine/core/result.h"
 #include "engine/core/shape.h"
 #include "engine/ir/attrs.h"
+#include "engine/ir/shard_rule.h"
 
 namespace tsr::ir {
 
@@ -85,10 +86,6 @@ struct BatchResult {
   std::vector<int> batchDims;
 };
 using BatchRule = std::function<BatchResult(const BatchArgs&)>;
-
-// shard: filled in by the sharding layer.
-struct ShardContext;
-using ShardRule = std::function<Status(ShardContext&)>;
 
 struct OpDef {
   OpCode code{};

@@ -449,6 +449,12 @@ class Parser {
     return {};
   }
   Status parseValue(GraphPtr& v) { return parseRegion(v); }
+  Status parseValue(std::string& v) {
+    if (!is(TokenKind::String)) return unexpected("a string");
+    v = m_tok.str;
+    bump();
+    return {};
+  }
 
   // "{key=" before the field at `index`, or ", key=" after the first.
   Status parseFieldKey(std::string_view key, size_t index, const std::vector<std::string>& keys,

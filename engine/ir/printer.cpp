@@ -43,6 +43,7 @@ class AttrPrinter {
   void operator()(std::string_view key, const Ints& v) { field(key, "[" + joinInts(v, ", ") + "]"); }
   void operator()(std::string_view key, const DType& v) { field(key, std::string(dtypeName(v))); }
   void operator()(std::string_view key, const Literal& v) { field(key, formatLiteral(v)); }
+  void operator()(std::string_view key, const std::string& v) { field(key, quoteString(v)); }
 
   void finish() {
     if (!m_first) m_out += '}';

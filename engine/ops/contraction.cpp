@@ -20,6 +20,7 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -459,6 +460,7 @@ void registerContractionOps(ir::OpRegistry& reg) {
   d.cpu = dotGeneralKernel;
   d.vjp = vjpDotGeneral;
   d.batch = batchDotGeneral;
+  d.shard = dotGeneralShardRule();
   addCoreOp(reg, std::move(d));
 }
 

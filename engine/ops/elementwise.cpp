@@ -14,6 +14,7 @@
 #include "engine/ops/elementwise_functors.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -393,6 +394,7 @@ ir::CostFn costWithFlops(double flops) {
 ir::OpDef elementwiseOp(OpCode code, int numOperands) {
   ir::OpDef def = coreOp(code, "elementwise", ir::FusionKind::Elementwise, numOperands);
   def.batch = mapBatch(code);
+  def.shard = elementwiseShardRule();
   return def;
 }
 

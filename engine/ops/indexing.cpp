@@ -13,6 +13,7 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -285,6 +286,7 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   gather.cpu = gatherKernel;
   gather.vjp = vjpGather;
   gather.batch = batchGather;
+  gather.shard = gatherShardRule();
   addCoreOp(reg, std::move(gather));
 
   // Differentiable in x and updates.
@@ -294,6 +296,7 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   scatter.cpu = scatterAddKernel;
   scatter.vjp = vjpScatterAdd;
   scatter.batch = batchScatterAdd;
+  scatter.shard = scatterAddShardRule();
   addCoreOp(reg, std::move(scatter));
 }
 

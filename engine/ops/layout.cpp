@@ -10,6 +10,7 @@
 #include "engine/ops/layout_copy.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -714,6 +715,7 @@ struct LayoutOp {
   ir::CpuKernelFn cpu;
   ir::VjpRule vjp;  // empty: not differentiable
   ir::BatchRule batch;
+  ir::ShardRule shard;
 };
 
 void addLayoutOp(ir::OpRegistry& reg, LayoutOp op) {
@@ -725,6 +727,7 @@ void addLayoutOp(ir::OpRegistry& reg, LayoutOp op) {
   d.cpu = std::move(op.cpu);
   d.vjp = std::move(op.vjp);
   d.batch = std::move(op.batch);
+  d.shard = std::move(op.shard);
   addCoreOp(reg, std::move(d));
 }
 
@@ -733,17 +736,20 @@ void addLayoutOp(ir::OpRegistry& reg, LayoutOp op) {
 void registerLayoutOps(ir::OpRegistry& reg) {
   using ir::OpCode;
   const LayoutOp ops[] = {
-      {OpCode::BroadcastInDim, 1, 1, inferBroadcastInDim, broadcastInDimKernel, vjpBroadcastInDim, batchBroadcastInDim},
-      {OpCode::Reshape, 1, 1, inferReshape, reshapeKernel, vjpReshape, batchReshape},
-      {OpCode::Transpose, 1, 1, inferTranspose, transposeKernel, vjpTranspose, batchTranspose},
-      {OpCode::Slice, 1, 1, inferSlice, sliceKernel, vjpSlice, batchSlice},
-      {OpCode::DynamicSlice, -1, 1, inferDynamicSlice, dynamicSliceKernel, vjpDynamicSlice, batchDynamicSlice},
+      {OpCode::BroadcastInDim, 1, 1, inferBroadcastInDim, broadcastInDimKernel, vjpBroadcastInDim, batchBroadcastInDim,
+       broadcastInDimShardRule()},
+      {OpCode::Reshape, 1, 1, inferReshape, reshapeKernel, vjpReshape, batchReshape, reshapeShardRule()},
+      {OpCode::Transpose, 1, 1, inferTranspose, transposeKernel, vjpTranspose, batchTranspose, transposeShardRule()},
+      {OpCode::Slice, 1, 1, inferSlice, sliceKernel, vjpSlice, batchSlice, sliceShardRule()},
+      {OpCode::DynamicSlice, -1, 1, inferDynamicSlice, dynamicSliceKernel, vjpDynamicSlice, batchDynamicSlice,
+       dynamicSliceShardRule()},
       {OpCode::DynamicUpdateSlice, -1, 2, inferDynamicUpdateSlice, dynamicUpdateSliceKernel, vjpDynamicUpdateSlice,
-       batchDynamicUpdateSlice},
-      {OpCode::Concatenate, -1, 1, inferConcatenate, concatenateKernel, vjpConcatenate, batchConcatenate},
-      {OpCode::Pad, 2, 2, inferPad, padKernel, vjpPad, batchPad},
-      {OpCode::Iota, 0, 0, inferIota, iotaKernel, nullptr, batchIota},
-      {OpCode::Rev, 1, 1, inferRev, revKernel, vjpRev, batchRev},
+       batchDynamicUpdateSlice, dynamicUpdateSliceShardRule()},
+      {OpCode::Concatenate, -1, 1, inferConcatenate, concatenateKernel, vjpConcatenate, batchConcatenate,
+       concatenateShardRule()},
+      {OpCode::Pad, 2, 2, inferPad, padKernel, vjpPad, batchPad, padShardRule()},
+      {OpCode::Iota, 0, 0, inferIota, iotaKernel, nullptr, batchIota, iotaShardRule()},
+      {OpCode::Rev, 1, 1, inferRev, revKernel, vjpRev, batchRev, revShardRule()},
   };
   for (const LayoutOp& op : ops) addLayoutOp(reg, op);
 }

@@ -6,6 +6,7 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -98,6 +99,7 @@ void registerMiscOps(ir::OpRegistry& reg) {
   };
   constant.cpu = constantKernel;
   constant.batch = batchConstant;
+  constant.shard = replicatedShardRule();
   addCoreOp(reg, std::move(constant));
 
   ir::OpDef threefry = coreOp(ir::OpCode::Threefry2x32, "random", ir::FusionKind::Elementwise, 4, 2);
@@ -111,6 +113,7 @@ void registerMiscOps(ir::OpRegistry& reg) {
   threefry.cpu = threefryKernel;
   // Elementwise in all four operands: batch them all on dim 0 (shared keys or counters broadcast).
   threefry.batch = [](const ir::BatchArgs& a) { return batchElementwise(ir::OpCode::Threefry2x32, a); };
+  threefry.shard = elementwiseShardRule();
   addCoreOp(reg, std::move(threefry));
 }
 

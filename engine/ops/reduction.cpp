@@ -22,6 +22,7 @@
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
+#include "engine/ops/shard_rules.h"
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
 
@@ -335,6 +336,7 @@ void addReduceOp(ir::OpRegistry& reg, ir::OpCode code, ir::VjpRule vjp) {
     return inferReduce(name, Op::kAcceptsBool, x, attrs);
   };
   d.cost = reductionCost;
+  d.shard = reduceShardRule(code == ir::OpCode::ReduceSum);
   d.cpu = [](const ir::CpuKernelArgs& args) {
     const auto& axes = attrsAs<ir::ReduceAttrs>(args.attrs).axes;
     const auto& in = args.inputs[0];
@@ -434,6 +436,7 @@ void addArgOp(ir::OpRegistry& reg, ir::OpCode code) {
     });
   };
   d.batch = [code](const ir::BatchArgs& a) { return argBatch(code, a); };
+  d.shard = argReduceShardRule();
   addCoreOp(reg, std::move(d));
 }
 

@@ -14,6 +14,8 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerIndexingOps(reg);
   registerMiscOps(reg);
   registerControlFlowOps(reg);
+  registerCollectiveOps(reg);
+  registerShardingOps(reg);
 }
 
 ir::OpRegistry& registry() {

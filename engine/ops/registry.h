@@ -17,5 +17,8 @@ void registerContractionOps(ir::OpRegistry& reg);  // contraction.cpp: dot_gener
 void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scatter_add
 void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32
 void registerControlFlowOps(ir::OpRegistry& reg);  // control_flow.cpp: scan, cond
+void registerCollectiveOps(ir::OpRegistry& reg);   // collective.cpp: all_reduce, all_gather, reduce_scatter, all_to_all,
+                                                   // collective_permute, device_table
+void registerShardingOps(ir::OpRegistry& reg);     // sharding_ops.cpp: sharding_constraint
 
 }  // namespace tsr::ops

@@ -28,6 +28,8 @@ struct AttrHasher : Hasher {
       for (int64_t x : v) mix(std::hash<int64_t>{}(x));
     } else if constexpr (std::is_same_v<T, DType>) {
       mix(static_cast<size_t>(v));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      mix(std::hash<std::string>{}(v));
     } else if constexpr (std::is_same_v<T, ir::Literal>) {
       mix(static_cast<size_t>(v.aval.dtype));
       for (int64_t d : v.aval.shape.dims()) mix(std::hash<int64_t>{}(d));

@@ -62,7 +62,14 @@ std::string Mesh::toString() const {
   return s + ")";
 }
 
-Result<PartitionSpec> PartitionSpec::parse(const std::string& text) {
+Result<PartitionSpec> PartitionSpec::parse(const std::string& input) {
+  // toString's form, P('a', None), reads back as well.
+  std::string text = input;
+  {
+    size_t b = text.find_first_not_of(" \t");
+    size_t e = text.find_last_not_of(" \t");
+    if (b != std::string::npos && text.compare(b, 2, "P(") == 0 && text[e] == ')') text = text.substr(b + 2, e - b - 2);
+  }
   PartitionSpec spec;
   size_t i = 0;
   auto skip = [&] {

@@ -30,8 +30,8 @@ struct Mesh {
 struct PartitionSpec {
   std::vector<std::vector<std::string>> dims;
 
-  // "a,b", "(a,b),None", "None,b", "" (fully replicated); spaces and quotes are ignored. Errors name the
-  // position and the text.
+  // "a,b", "(a,b),None", "None,b", "" (fully replicated), and toString's "P('a', None)"; spaces and quotes are
+  // ignored. Errors name the position and the text.
   static Result<PartitionSpec> parse(const std::string& text);
   std::string toString() const;  // "P('a', 'b')", "P(('a', 'b'), None)"
 };

@@ -15,6 +15,9 @@
 #include "engine/runtime/buffer.h"
 
 namespace tsr {
+namespace sharding {
+struct NamedSharding;
+}
 
 class Trace;
 
@@ -31,9 +34,17 @@ class Exception : public std::runtime_error {
 
 [[noreturn]] void raise(Error e);
 
+// The shards of an array split over a mesh (devicePut, or a jitted function's output): one buffer per device
+// id, each holding that device's block; null for devices that belong to another process.
+struct ShardedStorage {
+  std::shared_ptr<const sharding::NamedSharding> sharding;
+  std::vector<runtime::BufferPtr> shards;
+};
+
 struct ArrayImpl {
   Aval aval;
-  runtime::BufferPtr buffer;  // concrete values
+  runtime::BufferPtr buffer;  // concrete values on one device
+  std::shared_ptr<ShardedStorage> sharded;  // concrete values split over a mesh
   Trace* trace = nullptr;     // tracers: the trace that owns the value
   uint64_t traceId = 0;       // guards against tracers that outlive their trace
   ir::ValueId value = ir::kNone;
@@ -52,6 +63,9 @@ class Array {
   static Array fromVector(const std::vector<int32_t>& values, Shape shape);
   static Array scalar(double value, DType dtype = DType::F32);
   static Array full(Shape shape, double value, DType dtype = DType::F32);
+  // A sharded array from its per-device blocks (by device id).
+  static Array fromShards(Aval aval, std::shared_ptr<const sharding::NamedSharding> sharding,
+                          std::vector<runtime::BufferPtr> shards);
   static Array zeros(Shape shape, DType dtype = DType::F32) { return full(std::move(shape), 0.0, dtype); }
   static Array ones(Shape shape, DType dtype = DType::F32) { return full(std::move(shape), 1.0, dtype); }
 
@@ -63,9 +77,16 @@ class Array {
   int64_t numel() const { return m_impl->aval.numel(); }
   int64_t dim(int axis) const;  // negative axes count from the end
 
-  bool isConcrete() const { return m_impl && m_impl->buffer != nullptr; }
+  bool isConcrete() const { return m_impl && (m_impl->buffer != nullptr || m_impl->sharded != nullptr); }
+  // Split over a mesh (JAX's Array.sharding); null for an array on one device.
+  bool isSharded() const { return m_impl && m_impl->sharded != nullptr; }
+  const sharding::NamedSharding* sharding() const;
+  const ShardedStorage* shards() const { return m_impl ? m_impl->sharded.get() : nullptr; }
+  // The whole array on one device, assembled from its shards (the array itself when it is not sharded).
+  // Raises when a block lives only in another process.
+  Array gathered() const;
   bool isTracer() const { return m_impl && m_impl->trace != nullptr; }
-  const runtime::BufferPtr& buffer() const { return m_impl->buffer; }
+  const runtime::BufferPtr& buffer() const { return m_impl->buffer; }  // one device's buffer (null if sharded)
   ArrayImpl* impl() const { return m_impl.get(); }
   // How many Array handles share this array (jit's donation checks that the caller gave up its own).
   long useCount() const { return m_impl.use_count(); }

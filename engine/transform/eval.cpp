@@ -16,7 +16,7 @@ Result<std::vector<Array>> evalGraph(const ClosedGraph& cg, const std::vector<Ar
     if (!a.isConcrete()) return makeError("{}: input {} is not a concrete array", g.name, i);
     if (!(a.aval() == want))
       return makeError("{}: input {} must be {}, got {}", g.name, i, want.toString(), a.aval().toString());
-    bufs.push_back(a.buffer());
+    bufs.push_back(a.isSharded() ? a.gathered().buffer() : a.buffer());
     return {};
   };
   for (size_t i = 0; i < args.size(); ++i) TSR_TRY(addArg(args[i], i));

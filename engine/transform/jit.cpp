@@ -12,6 +12,8 @@
 #include "engine/backends/cpu/executable.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
+#include "engine/sharding/sharding.h"
+#include "engine/spmd/spmd.h"
 
 namespace tsr {
 
@@ -90,6 +92,10 @@ std::string Jit::explainMiss(const Key& key, const std::vector<std::string>& pat
       return fmt::format("{}: shape changed {} -> {}", describeArg(paths, i), a.toString(), b.toString());
     if (a.dtype != b.dtype)
       return fmt::format("{}: dtype changed {} -> {}", describeArg(paths, i), a.toString(), b.toString());
+    if (prev.shardings[i] != key.shardings[i])
+      return fmt::format("{}: sharding changed {} -> {}", describeArg(paths, i),
+                         prev.shardings[i].empty() ? "one device" : prev.shardings[i],
+                         key.shardings[i].empty() ? "one device" : key.shardings[i]);
   }
   for (const auto& [name, value] : key.statics) {
     auto it = prev.statics.find(name);
@@ -127,6 +133,12 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
   for (const auto& a : leaves) {
     if (!a.valid()) return makeError("{}: an argument is an empty Array", m_name);
     key.avals.push_back(a.aval());
+    std::string s;
+    if (a.isSharded()) {
+      s = a.sharding()->toString();
+      for (int d : a.sharding()->mesh.devices) s += fmt::format(",{}", d);
+    }
+    key.shardings.push_back(std::move(s));
   }
 
   const Entry* hit = nullptr;
@@ -154,7 +166,13 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       for (const auto& d : m_donated)
         donatable[i] = donatable[i] || paths[i] == d || paths[i].rfind(d + ".", 0) == 0;
     std::shared_ptr<cpu::Executable> exe;
-    if (!m_interpret && !interpretByDefault()) {
+    std::shared_ptr<spmd::SpmdExecutable> spmdExe;
+    bool sharded = cg.graph.count(ir::OpCode::ShardingConstraint) > 0;
+    for (const auto& a : leaves) sharded = sharded || a.isSharded();
+    for (const auto& c : cg.consts) sharded = sharded || c.isSharded();
+    if (sharded) {
+      TSR_ASSIGN(spmdExe, compileSpmd(cg, leaves, paths));
+    } else if (!m_interpret && !interpretByDefault()) {
       auto plan = passes::planFusion(cg.graph, ops::registry());
       if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
       cpu::CompileOptions co;
@@ -174,17 +192,27 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
                                  cg.graph.nodes().size(), tracedNodes,
                                  exe ? fmt::format(", {} kernels, {:.1f} MiB arena", exe->kernels().size(),
                                                    exe->memory().arenaBytes / 1048576.0)
-                                     : std::string(", interpreted"),
+                                 : spmdExe ? fmt::format(", SPMD on {} with {} collectives",
+                                                         spmdExe->mesh().toString(),
+                                                         spmdExe->partitioned().collectives.size())
+                                           : std::string(", interpreted"),
                                  secs * 1e3));
     }
     donatable.resize(leaves.size());
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg)),
-                            std::move(exe), std::move(donatable)});
+                            std::move(exe), std::move(spmdExe), std::move(donatable)});
     hit = &m_cache.back();
   }
 
   std::vector<Array> outs;
-  if (hit->exe) {
+  m_lastSpmd = hit->spmd.get();
+  if (hit->spmd) {
+    std::vector<Array> inputs = leaves;
+    inputs.insert(inputs.end(), hit->graph->consts.begin(), hit->graph->consts.end());
+    auto r = hit->spmd->run(inputs);
+    if (!r.ok()) return Error{fmt::format("{}: {}", m_name, r.error().message)};
+    outs = std::move(r).value();
+  } else if (hit->exe) {
     const ClosedGraph& cg = *hit->graph;
     std::vector<runtime::BufferPtr> bufs;
     std::vector<bool> donated(cg.graph.inputs().size(), false);
@@ -206,7 +234,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
   } else {
     TSR_ASSIGN(outs, evalGraph(*hit->graph, leaves));
   }
-  if (runtime::debugNansEnabled()) {
+  if (runtime::debugNansEnabled() && !hit->spmd) {
     for (size_t i = 0; i < outs.size(); ++i) {
       auto bad = runtime::findNonFinite(*outs[i].buffer(), outs[i].aval());
       if (!bad) continue;
@@ -217,6 +245,45 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     }
   }
   return Tree::unflatten(hit->graph->outputTree, std::move(outs));
+}
+
+Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
+                                                                const std::vector<std::string>& paths) {
+  // The mesh: the sharded arguments' (all on one mesh), else the first sharding constraint's.
+  std::optional<sharding::Mesh> mesh;
+  std::string meshFrom;
+  std::vector<Array> inputs = leaves;
+  inputs.insert(inputs.end(), cg.consts.begin(), cg.consts.end());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isSharded()) continue;
+    std::string who = i < leaves.size() ? describeArg(paths, i) : "a captured constant";
+    const sharding::Mesh& m = inputs[i].sharding()->mesh;
+    if (!mesh) {
+      mesh = m;
+      meshFrom = who;
+    } else if (!spmd::sameMesh(*mesh, m)) {
+      return makeError("{}: {} is on {}, but {} is on {}", m_name, meshFrom, mesh->toString(), who, m.toString());
+    }
+  }
+  if (!mesh)
+    for (const ir::Node& n : cg.graph.nodes())
+      if (n.op == ir::OpCode::ShardingConstraint) {
+        TSR_ASSIGN(sharding::Mesh m, sharding::constraintMesh(std::get<ir::ShardingConstraintAttrs>(n.attrs)));
+        mesh = std::move(m);
+        break;
+      }
+  sharding::ShardingAnnotations ann;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TSR_ASSIGN(sharding::TensorSharding t, spmd::shardingOn(inputs[i], *mesh));
+    ann.inputs.push_back(std::move(t));
+    ann.inputNames.push_back(i < paths.size() ? paths[i] : "");
+  }
+  spmd::SpmdOptions o;
+  o.name = m_name;
+  o.interpret = m_interpret || interpretByDefault();
+  auto exe = spmd::SpmdExecutable::compile(cg.graph, *mesh, ann, o);
+  if (!exe.ok()) return Error{fmt::format("{}: {}", m_name, exe.error().message)};
+  return std::shared_ptr<spmd::SpmdExecutable>(std::move(exe).value());
 }
 
 Result<std::vector<Array>> Jit::operator()(const std::vector<Array>& args, const StaticArgs& statics) {

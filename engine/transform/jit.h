@@ -1,6 +1,8 @@
 #pragma once
-// jit: traces a function once per distinct signature (input tree structure, avals, static arguments), compiles
-// the graph and caches the executable. TESSERA_LOG_COMPILES=1 logs each compile with its time and each cache
+// jit: traces a function once per distinct signature (input tree structure, avals, shardings, static
+// arguments), compiles the graph and caches the executable. Arguments split over a mesh (devicePut) make the
+// program SPMD: shardings propagate through the graph, which is partitioned into one per-device program with
+// its collectives and run on every device; outputs come back sharded. TESSERA_LOG_COMPILES=1 logs each compile with its time and each cache
 // miss with its reason.
 #include <chrono>
 #include <functional>
@@ -16,6 +18,9 @@
 namespace tsr {
 namespace cpu {
 class Executable;
+}
+namespace spmd {
+class SpmdExecutable;
 }
 
 using StaticValue = std::variant<int64_t, double, bool, std::string>;
@@ -56,12 +61,16 @@ class Jit {
   // Why the most recent call missed the cache ("first call", "argument 1: shape f32[8] -> f32[16]", ...).
   const std::string& lastMissReason() const { return m_lastMissReason; }
   size_t cacheSize() const { return m_cache.size(); }
+  // The partitioned program the most recent call ran, when its arguments were sharded (else null): its
+  // sharding plan, per-device program and collectives.
+  const spmd::SpmdExecutable* lastSpmd() const { return m_lastSpmd; }
   const std::string& name() const { return m_name; }
 
  private:
   struct Key {
     TreeDef tree;
     std::vector<Aval> avals;
+    std::vector<std::string> shardings;  // per argument leaf: its NamedSharding, "" on one device
     StaticArgs statics;
     bool operator==(const Key&) const = default;
   };
@@ -70,9 +79,12 @@ class Jit {
     std::vector<std::string> paths;
     std::shared_ptr<const ClosedGraph> graph;
     std::shared_ptr<cpu::Executable> exe;  // null when interpreting
+    std::shared_ptr<spmd::SpmdExecutable> spmd;  // arguments split over a mesh: the partitioned program
     std::vector<bool> donatable;           // per argument leaf
   };
   std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
+  Result<std::shared_ptr<spmd::SpmdExecutable>> compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
+                                                            const std::vector<std::string>& paths);
 
   Fn m_fn;
   std::string m_name;
@@ -81,6 +93,7 @@ class Jit {
   std::string m_lastMissReason;
   std::vector<std::string> m_donated;
   bool m_interpret = false;
+  const spmd::SpmdExecutable* m_lastSpmd = nullptr;
 };
 
 // Where compile logs go. By default: stderr when TESSERA_LOG_COMPILES=1, else nowhere. A sink set here

@@ -170,6 +170,14 @@ std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::A
   }
 
   const ir::OpDef& def = reg.get(op);
+  // An operand split over a mesh: the op runs on every device as a one-op SPMD program (its result keeps
+  // the sharding the op's rule gives it, as in JAX).
+  if (std::any_of(operands.begin(), operands.end(), [](const Array& a) { return a.valid() && a.isSharded(); })) {
+    if (!shardedOpRunner()) return fail(Error{def.name + ": sharded arrays need the SPMD runtime (engine/spmd)"});
+    auto r = shardedOpRunner()(op, operands, attrs);
+    if (!r.ok()) return fail(r.error());
+    return std::move(r).value();
+  }
   std::vector<runtime::BufferPtr> bufs;
   std::vector<Aval> avals;
   for (const auto& a : operands) {
@@ -190,6 +198,11 @@ std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::A
     result.push_back(Array::fromBuffer((*outs)[i], outAvals[i]));
   }
   return result;
+}
+
+ShardedOpRunner& shardedOpRunner() {
+  static ShardedOpRunner runner;
+  return runner;
 }
 
 Array bind1(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs, const std::source_location& loc) {

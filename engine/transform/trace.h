@@ -2,6 +2,7 @@
 // Tracing: while a Trace is active, ops on its tracers are recorded into its graph instead of being run.
 // Traces nest (jit inside grad inside jit); a value of an outer trace used by an inner one is captured as an
 // extra input of the inner graph, the way JAX closes over constants.
+#include <functional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -83,6 +84,12 @@ std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::A
 std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
                         const ir::Provenance& prov);
 Array bind1(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs, const std::source_location& loc);
+
+// Runs one op eagerly on operands of which some are sharded. Installed by the SPMD runtime (engine/spmd) when
+// the first sharded array is made; bind calls it for any op with a sharded operand.
+using ShardedOpRunner =
+    std::function<Result<std::vector<Array>>(ir::OpCode op, const std::vector<Array>& operands, const ir::Attrs& attrs)>;
+ShardedOpRunner& shardedOpRunner();
 
 // Traces f on abstract inputs (like jax.make_jaxpr).
 using TreeFn = std::function<Tree(const Tree&)>;

@@ -172,6 +172,15 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["scan"] = {{{x, x, f32({4, 2, 3})}, ir::ScanAttrs{4, 1, 1, true, scanBody()}}};
   t["cond"] = {{{avalOf(DType::Bool, {}), x},
                 ir::CondAttrs{unaryBranch("true_branch", OpCode::Tanh), unaryBranch("false_branch", OpCode::Neg)}}};
+  // Collectives on a 2x2 mesh: column groups [0, 2] and [1, 3].
+  const ir::Ints columns = {0, 2, 1, 3};
+  t["all_reduce"] = {{{x}, ir::AllReduceAttrs{columns, 2}}};
+  t["all_gather"] = {{{x}, ir::AllGatherAttrs{columns, 2, 1}}};
+  t["reduce_scatter"] = {{{f32({2, 4})}, ir::AllGatherAttrs{columns, 2, 1}}};
+  t["all_to_all"] = {{{f32({2, 4})}, ir::AllToAllAttrs{columns, 2, 1, 0}}};
+  t["collective_permute"] = {{{x}, ir::CollectivePermuteAttrs{{0, 1, 1, 2, 2, 3, 3, 0}}}};
+  t["device_table"] = {{{}, ir::DeviceTableAttrs{{0, 4, 8, 12}, DType::I32}}};
+  t["sharding_constraint"] = {{{x}, ir::ShardingConstraintAttrs{{2, 2}, "a,b", {0, 1, 2, 3}, "None,b"}}};
   return t;
 }
 

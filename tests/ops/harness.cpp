@@ -130,6 +130,8 @@ std::vector<OpCase> allCases() {
   addIndexingCases(cases, rng);
   addMiscCases(cases, rng);
   addControlFlowCases(cases, rng);
+  addCollectiveCases(cases, rng);
+  addShardingCases(cases, rng);
   return cases;
 }
 

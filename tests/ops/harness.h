@@ -75,5 +75,7 @@ void addContractionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addCollectiveCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addShardingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

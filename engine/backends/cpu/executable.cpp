@@ -14,6 +14,7 @@
 #include "engine/backends/cpu/schedule.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
+#include "engine/dist/communicator.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::cpu {
@@ -114,8 +115,10 @@ struct Executable::Impl {
   std::vector<runtime::BufferPtr> consts;
   MemoryPlan memory;
   int64_t fusionBase = 0;
+  // Arenas kept between runs: one per concurrent run (the devices of an SPMD program run one executable at
+  // once, each on its own thread).
   std::mutex arenaMutex;
-  runtime::BufferPtr arena;
+  std::vector<runtime::BufferPtr> freeArenas;
 
   const ir::Node& node(NodeId n) const { return graph.nodes()[static_cast<size_t>(n)]; }
   ValueId root(ValueId v) const {
@@ -739,15 +742,28 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
     if (!inputs[i] || inputs[i]->size() < a.bytes())
       return makeError("{}: input {} must hold {} ({} bytes)", im.options.name, i, a.toString(), a.bytes());
   }
-  // The arena: kept between runs; a concurrent run of the same executable gets its own.
-  std::unique_lock arenaLock(im.arenaMutex, std::try_to_lock);
+  // The arena: a free one from an earlier run, else a new one; back to the free list when this run ends.
   runtime::BufferPtr arena;
-  if (arenaLock.owns_lock() && im.arena && im.arena->size() >= im.memory.arenaBytes) {
-    arena = im.arena;
-  } else {
-    TSR_ASSIGN(arena, runtime::Buffer::allocateUninitialized(std::max<int64_t>(im.memory.arenaBytes, 64)));
-    if (arenaLock.owns_lock()) im.arena = arena;
+  {
+    std::lock_guard lock(im.arenaMutex);
+    if (!im.freeArenas.empty()) {
+      arena = std::move(im.freeArenas.back());
+      im.freeArenas.pop_back();
+    }
   }
+  if (!arena) {
+    TSR_ASSIGN(arena, runtime::Buffer::allocateUninitialized(std::max<int64_t>(im.memory.arenaBytes, 64)));
+  }
+  struct ArenaReturn {
+    Impl& im;
+    runtime::BufferPtr& arena;
+    ~ArenaReturn() {
+      std::lock_guard lock(im.arenaMutex);
+      im.freeArenas.push_back(std::move(arena));
+    }
+  } arenaReturn{im, arena};
+  dist::DeviceContext* device = dist::currentDevice();
+  const std::string deviceName = device ? fmt::format("cpu:{}", device->position) : "cpu:0";
   std::vector<void*> ptr(static_cast<size_t>(g.numValues()), nullptr);
   std::vector<runtime::BufferPtr> owned(static_cast<size_t>(g.numValues()));
   for (size_t v = 0; v < im.slots.size(); ++v) {
@@ -812,8 +828,11 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
     } catch (const std::exception& e) {
       return makeError("{}: {}: {}", im.options.name, k.info.name, e.what());
     }
+    // A collective that failed (another device gave up, a bad group) stops this device here.
+    if (device && !device->error.empty()) return makeError("{}: {}: {}", im.options.name, k.info.name, device->error);
     if (prof) {
       runtime::ProfileEvent ev;
+      ev.device = deviceName;
       ev.name = k.info.name;
       ev.fusion = k.info.fusionId;
       ev.startNs = t0;

@@ -1,0 +1,384 @@
+#include "engine/spmd/spmd.h"
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "engine/ir/graph.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
+#include "engine/passes/pipeline.h"
+#include "engine/runtime/interpreter.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::spmd {
+
+// ---- devices ----
+
+namespace {
+
+struct DeviceState {
+  std::mutex mutex;
+  std::shared_ptr<dist::Communicator> comm;
+  int requested = 0;  // setCpuDevices
+};
+
+DeviceState& deviceState() {
+  static DeviceState s;
+  return s;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<dist::Communicator>> devices() {
+  DeviceState& s = deviceState();
+  std::lock_guard lock(s.mutex);
+  if (s.comm) return s.comm;
+  if (dist::launchedUnderMpi()) {
+    TSR_ASSIGN(s.comm, dist::makeMpiCommunicator());
+  } else {
+    s.comm = dist::makeInProcessCommunicator(s.requested > 0 ? s.requested : dist::configuredCpuDevices());
+  }
+  return s.comm;
+}
+
+Status setCpuDevices(int n) {
+  if (n < 1 || n > 1024) return makeError("setCpuDevices: {} devices (expected 1..1024)", n);
+  DeviceState& s = deviceState();
+  std::lock_guard lock(s.mutex);
+  if (s.comm && s.comm->numDevices() != n)
+    return makeError("setCpuDevices({}): this process already runs {} devices; set it before the first sharded "
+                     "array (or set TESSERA_CPU_DEVICES)", n, s.comm->numDevices());
+  s.requested = n;
+  return {};
+}
+
+int numDevices() {
+  auto d = devices();
+  return d.ok() ? (*d)->numDevices() : 1;
+}
+
+namespace {
+
+Status checkMeshFits(const sharding::Mesh& mesh, const dist::Communicator& comm) {
+  for (int d : mesh.devices)
+    if (d >= comm.numDevices())
+      return makeError("{} needs {} devices, but this process has {} ({}; set TESSERA_CPU_DEVICES={} for virtual "
+                       "CPU devices)", mesh.toString(), mesh.size(), comm.numDevices(), comm.kind(), mesh.size());
+  return {};
+}
+
+}  // namespace
+
+namespace {
+
+// Copies the block [start, start + blockShape) of a row-major array into a new buffer.
+Result<runtime::BufferPtr> extractBlock(const char* whole, const Shape& wholeShape, const std::vector<int64_t>& start,
+                                        const Shape& blockShape, int64_t elem) {
+  TSR_ASSIGN(runtime::BufferPtr out, runtime::Buffer::allocateUninitialized(blockShape.numel() * elem));
+  const int rank = wholeShape.rank();
+  if (rank == 0 || blockShape.numel() == 0) {
+    if (blockShape.numel()) std::memcpy(out->data(), whole, static_cast<size_t>(elem));
+    return out;
+  }
+  const auto strides = wholeShape.strides();
+  const int64_t rowBytes = blockShape[rank - 1] * elem;
+  const int64_t rows = blockShape.numel() / blockShape[rank - 1];
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  auto* dst = static_cast<char*>(out->data());
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; ++d) off += (start[static_cast<size_t>(d)] + idx[static_cast<size_t>(d)]) * strides[d];
+    std::memcpy(dst + r * rowBytes, whole + off * elem, static_cast<size_t>(rowBytes));
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < blockShape[d]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<const sharding::NamedSharding> namedSharding(const sharding::Mesh& mesh,
+                                                             const sharding::TensorSharding& t) {
+  return std::make_shared<const sharding::NamedSharding>(sharding::NamedSharding{mesh, t.toSpec(mesh)});
+}
+
+Result<sharding::TensorSharding> tensorSharding(const sharding::NamedSharding& s, const Shape& shape) {
+  return sharding::TensorSharding::fromSpec(s.mesh, s.spec, shape);
+}
+
+// Each input's blocks per device: a sharded array's own; a one-device array's buffer, shared read-only by
+// every device (it is replicated).
+std::vector<runtime::BufferPtr> blocksOf(const Array& a, size_t numDevices) {
+  if (a.isSharded()) {
+    std::vector<runtime::BufferPtr> b = a.shards()->shards;
+    b.resize(numDevices);
+    return b;
+  }
+  return std::vector<runtime::BufferPtr>(numDevices, a.buffer());
+}
+
+}  // namespace
+
+// ---- SpmdExecutable ----
+
+struct SpmdExecutable::Impl {
+  ir::Graph global;
+  sharding::ShardingPlan plan;
+  sharding::PartitionResult partitioned;
+  ir::Graph program;
+  std::unique_ptr<cpu::Executable> exe;
+  std::shared_ptr<dist::Communicator> comm;
+  SpmdOptions options;
+};
+
+SpmdExecutable::SpmdExecutable() : m(std::make_unique<Impl>()) {}
+SpmdExecutable::~SpmdExecutable() = default;
+
+Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph& global, const sharding::Mesh& mesh,
+                                                                const sharding::ShardingAnnotations& annotations,
+                                                                const SpmdOptions& options) {
+  const ir::OpRegistry& reg = ops::registry();
+  std::unique_ptr<SpmdExecutable> self(new SpmdExecutable());
+  Impl& im = *self->m;
+  im.options = options;
+  TSR_ASSIGN(im.comm, devices());
+  TSR_TRY(checkMeshFits(mesh, *im.comm));
+  im.global = global;
+  TSR_ASSIGN(im.plan, sharding::propagateShardings(global, reg, mesh, annotations));
+  TSR_ASSIGN(im.partitioned, sharding::partition(global, reg, im.plan));
+  im.program = im.partitioned.local;
+  im.program.name = options.name;
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(reg);
+  auto report = pm.run(im.program, ctx);
+  if (!report.ok()) return makeError("{}: {}", options.name, report.error().message);
+  if (!options.interpret) {
+    TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(im.program, reg));
+    cpu::CompileOptions co;
+    co.name = options.name;
+    TSR_ASSIGN(im.exe, cpu::Executable::compile(im.program, reg, fusion, co));
+  }
+  return self;
+}
+
+Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
+    const std::vector<std::vector<runtime::BufferPtr>>& inputs) {
+  Impl& im = *m;
+  const sharding::Mesh& mesh = im.plan.mesh;
+  const ir::Graph& g = im.program;
+  if (inputs.size() != g.inputs().size())
+    return makeError("{}: expects {} inputs, got {}", im.options.name, g.inputs().size(), inputs.size());
+  const auto numDev = static_cast<size_t>(im.comm->numDevices());
+  std::vector<std::vector<runtime::BufferPtr>> outputs(g.outputs().size(), std::vector<runtime::BufferPtr>(numDev));
+  std::vector<bool> inMesh(numDev, false);
+  for (int d : mesh.devices) inMesh[static_cast<size_t>(d)] = true;
+  Status st = dist::runOnDevices(*im.comm, [&](int device) -> Status {
+    if (!inMesh[static_cast<size_t>(device)]) return {};
+    std::vector<runtime::BufferPtr> bufs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& perDevice = inputs[i];
+      if (static_cast<size_t>(device) >= perDevice.size() || !perDevice[static_cast<size_t>(device)])
+        return makeError("{}: input {} has no block on device {}", im.options.name, i, device);
+      bufs.push_back(perDevice[static_cast<size_t>(device)]);
+    }
+    std::vector<runtime::BufferPtr> outs;
+    if (im.exe) {
+      TSR_ASSIGN(outs, im.exe->run(bufs));
+    } else {
+      TSR_ASSIGN(outs, runtime::interpret(g, ops::registry(), bufs));
+    }
+    for (size_t o = 0; o < outs.size(); ++o) outputs[o][static_cast<size_t>(device)] = std::move(outs[o]);
+    return {};
+  });
+  if (!st.ok()) return makeError("{}: {}", im.options.name, st.error().message);
+  return outputs;
+}
+
+Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs) {
+  const sharding::Mesh& mesh = m->plan.mesh;
+  const auto& want = m->partitioned.inputShardings;
+  if (inputs.size() != want.size()) return makeError("{}: expects {} inputs, got {}", m->options.name, want.size(), inputs.size());
+  const auto numDev = static_cast<size_t>(m->comm->numDevices());
+  std::vector<std::vector<runtime::BufferPtr>> blocks;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isConcrete()) return makeError("{}: input {} is not a concrete array", m->options.name, i);
+    TSR_ASSIGN(sharding::TensorSharding t, shardingOn(inputs[i], mesh));
+    if (!(t == want[i]))
+      return makeError("{}: input {} is split {}, the program was compiled for {}", m->options.name, i,
+                       t.toString(mesh), want[i].toString(mesh));
+    blocks.push_back(blocksOf(inputs[i], numDev));
+  }
+  TSR_ASSIGN(auto results, run(blocks));
+  installEagerRunner();
+  std::vector<Array> arrays;
+  const ir::Graph& g = m->partitioned.local;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& t = m->partitioned.outputShardings[i];
+    Aval local = g.aval(g.outputs()[i]);
+    std::vector<int64_t> dims = local.shape.dims();
+    for (size_t d = 0; d < dims.size(); ++d) dims[d] *= t.shards(mesh, static_cast<int>(d));
+    arrays.push_back(Array::fromShards(Aval{Shape(dims), local.dtype}, namedSharding(mesh, t), std::move(results[i])));
+  }
+  return arrays;
+}
+
+const sharding::Mesh& SpmdExecutable::mesh() const { return m->plan.mesh; }
+const sharding::ShardingPlan& SpmdExecutable::plan() const { return m->plan; }
+const ir::Graph& SpmdExecutable::global() const { return m->global; }
+const sharding::PartitionResult& SpmdExecutable::partitioned() const { return m->partitioned; }
+const ir::Graph& SpmdExecutable::program() const { return m->program; }
+const cpu::Executable* SpmdExecutable::executable() const { return m->exe.get(); }
+
+// ---- Arrays on a mesh ----
+
+bool sameMesh(const sharding::Mesh& a, const sharding::Mesh& b) {
+  return a.shape == b.shape && a.axes == b.axes && a.devices == b.devices;
+}
+
+Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh) {
+  if (!x.isSharded()) return sharding::TensorSharding::replicated(x.rank());
+  if (!sameMesh(x.sharding()->mesh, mesh))
+    return makeError("an array on {} used with arrays on {}", x.sharding()->mesh.toString(), mesh.toString());
+  return sharding::TensorSharding::fromSpec(mesh, x.sharding()->spec, x.shape());
+}
+
+sharding::NamedSharding replicatedOn(const sharding::Mesh& mesh) { return sharding::NamedSharding{mesh, {}}; }
+
+namespace {
+
+// Compiled one-op programs for eager ops on sharded arrays, by graph text and shardings.
+struct EagerCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<SpmdExecutable>> programs;
+};
+
+EagerCache& eagerCache() {
+  static EagerCache c;
+  return c;
+}
+
+Result<std::vector<Array>> runEager(ir::OpCode op, const std::vector<Array>& operands, const ir::Attrs& attrs) {
+  const ir::OpRegistry& reg = ops::registry();
+  const sharding::Mesh* mesh = nullptr;
+  for (const Array& a : operands)
+    if (a.isSharded()) {
+      if (!mesh) mesh = &a.sharding()->mesh;
+      else if (!sameMesh(*mesh, a.sharding()->mesh))
+        return makeError("operands on different meshes: {} and {}", mesh->toString(), a.sharding()->mesh.toString());
+    }
+  ir::Graph g;
+  g.name = reg.get(op).name;
+  std::vector<ir::ValueId> ins;
+  sharding::ShardingAnnotations ann;
+  std::string key;
+  for (const Array& a : operands) {
+    if (!a.isConcrete()) return makeError("an operand is not a concrete array");
+    ins.push_back(g.addInput(a.aval()));
+    sharding::TensorSharding t = sharding::TensorSharding::replicated(a.rank());
+    if (a.isSharded()) {
+      TSR_ASSIGN(t, tensorSharding(*a.sharding(), a.shape()));
+    }
+    key += t.toString(*mesh) + ";";
+    ann.inputs.push_back(t);
+  }
+  TSR_ASSIGN(auto outs, g.addNode(reg, op, ins, attrs));
+  g.setOutputs(outs);
+  key += ir::print(g, reg) + mesh->toString();
+  for (int d : mesh->devices) key += fmt::format(",{}", d);
+
+  std::shared_ptr<SpmdExecutable> exe;
+  {
+    EagerCache& c = eagerCache();
+    std::lock_guard lock(c.mutex);
+    auto it = c.programs.find(key);
+    if (it != c.programs.end()) exe = it->second;
+  }
+  if (!exe) {
+    TSR_ASSIGN(std::unique_ptr<SpmdExecutable> made, SpmdExecutable::compile(g, *mesh, ann, {.name = g.name}));
+    exe = std::move(made);
+    EagerCache& c = eagerCache();
+    std::lock_guard lock(c.mutex);
+    c.programs.emplace(key, exe);
+  }
+  return exe->run(operands);
+}
+
+}  // namespace
+
+void installEagerRunner() {
+  static std::once_flag once;
+  std::call_once(once, [] { shardedOpRunner() = runEager; });
+}
+
+Array withShardingConstraint(const Array& x, const sharding::NamedSharding& s) {
+  if (!x.isTracer()) {
+    auto r = devicePut(x, s);
+    if (!r.ok()) raise(r.takeError());
+    return std::move(r).value();
+  }
+  ir::ShardingConstraintAttrs a;
+  a.meshShape = s.mesh.shape;
+  for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
+  a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
+  a.spec = s.spec.toString();
+  return bind1(ir::OpCode::ShardingConstraint, {x}, a, std::source_location::current());
+}
+
+Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
+  if (!x.valid()) return makeError("devicePut: an empty Array");
+  if (x.isTracer()) return capture([&] { return withShardingConstraint(x, s); });
+  if (!x.isConcrete()) return makeError("devicePut: the array ({}) was donated and deleted", x.aval().toString());
+  TSR_TRY(s.check(x.shape()));
+  TSR_ASSIGN(auto comm, devices());
+  TSR_TRY(checkMeshFits(s.mesh, *comm));
+  installEagerRunner();
+  TSR_ASSIGN(sharding::TensorSharding want, tensorSharding(s, x.shape()));
+  auto named = namedSharding(s.mesh, want);
+
+  if (x.isSharded() && sameMesh(x.sharding()->mesh, s.mesh)) {
+    // A reshard on the same mesh: a program that is only the constraint, partitioned into its collectives.
+    TSR_ASSIGN(sharding::TensorSharding have, tensorSharding(*x.sharding(), x.shape()));
+    if (have == want) return x;
+    ir::Graph g;
+    g.name = "reshard";
+    ir::ValueId in = g.addInput(x.aval());
+    ir::ShardingConstraintAttrs a;
+    a.meshShape = s.mesh.shape;
+    for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
+    a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
+    a.spec = s.spec.toString();
+    TSR_ASSIGN(auto outs, g.addNode(ops::registry(), ir::OpCode::ShardingConstraint, {in}, a));
+    g.setOutputs(outs);
+    sharding::ShardingAnnotations ann;
+    ann.inputs.push_back(have);
+    TSR_ASSIGN(auto exe, SpmdExecutable::compile(g, s.mesh, ann, {.name = "reshard"}));
+    TSR_ASSIGN(auto results, exe->run({blocksOf(x, static_cast<size_t>(comm->numDevices()))}));
+    return Array::fromShards(x.aval(), named, std::move(results[0]));
+  }
+
+  // From one device (or another mesh, through the host): each device copies its block.
+  Array whole = x.gathered();
+  TSR_ASSIGN(std::vector<sharding::Shard> blocks, s.layout(x.shape()));
+  std::vector<runtime::BufferPtr> shards(static_cast<size_t>(comm->numDevices()));
+  std::vector<int> local = comm->localDevices();
+  const Shape blockShape = want.localShape(s.mesh, x.shape());
+  for (const sharding::Shard& b : blocks)
+    for (int d : b.devices) {
+      if (std::find(local.begin(), local.end(), d) == local.end()) continue;
+      TSR_ASSIGN(shards[static_cast<size_t>(d)],
+                 extractBlock(static_cast<const char*>(whole.buffer()->data()), x.shape(), b.start, blockShape,
+                              dtypeSize(x.dtype())));
+    }
+  return Array::fromShards(x.aval(), named, std::move(shards));
+}
+
+Result<std::string> visualizeArraySharding(const Array& x, int width) {
+  if (!x.valid()) return makeError("visualizeArraySharding: an empty Array");
+  if (x.isSharded()) return sharding::visualizeSharding(x.shape(), *x.sharding(), width);
+  TSR_ASSIGN(sharding::Mesh one, sharding::Mesh::create({1}, {"d"}));
+  return sharding::visualizeSharding(x.shape(), replicatedOn(one), width);
+}
+
+}  // namespace tsr::spmd

@@ -1,0 +1,82 @@
+#pragma once
+// The SPMD runtime: the devices of this process, programs compiled for a mesh and run on every device, and the
+// Array functions that place data on a mesh.
+//   - devices: N virtual CPU devices in one process (TESSERA_CPU_DEVICES=8 or setCpuDevices(8), like
+//     jax_num_cpu_devices), each with its own buffers and thread; or, under mpirun, one device per process;
+//   - SpmdExecutable: a global graph, the shardings of its inputs (and outputs, if asked), propagated and
+//     partitioned into one per-device program, compiled by the CPU backend and run on every local device,
+//     collectives included;
+//   - devicePut, withShardingConstraint, visualizeArraySharding: jax.device_put,
+//     jax.lax.with_sharding_constraint and jax.debug.visualize_array_sharding.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backends/cpu/executable.h"
+#include "engine/dist/communicator.h"
+#include "engine/sharding/partitioner.h"
+#include "engine/transform/array.h"
+
+namespace tsr::spmd {
+
+// The communicator of this process's devices: MPI when launched under mpirun, else in-process devices
+// (TESSERA_CPU_DEVICES, default 1). Made on first use.
+Result<std::shared_ptr<dist::Communicator>> devices();
+// Sets the number of virtual CPU devices (before the first use of devices(); later only the same number).
+Status setCpuDevices(int n);
+int numDevices();
+
+struct SpmdOptions {
+  std::string name = "spmd";
+  bool interpret = false;  // run the per-device program with the reference interpreter
+};
+
+class SpmdExecutable {
+ public:
+  static Result<std::unique_ptr<SpmdExecutable>> compile(const ir::Graph& global, const sharding::Mesh& mesh,
+                                                         const sharding::ShardingAnnotations& annotations,
+                                                         const SpmdOptions& options = {});
+  ~SpmdExecutable();
+
+  // inputs[i][device]: input i's block on each device of the mesh (by device id; null for devices of other
+  // processes). Returns outputs the same way.
+  Result<std::vector<std::vector<runtime::BufferPtr>>> run(const std::vector<std::vector<runtime::BufferPtr>>& inputs);
+
+  const sharding::Mesh& mesh() const;
+  const ir::Graph& global() const;  // the graph the plan is for
+  const sharding::ShardingPlan& plan() const;
+  const sharding::PartitionResult& partitioned() const;  // the per-device program before optimisation
+  const ir::Graph& program() const;                       // ... and after the compiler's pipeline
+  const cpu::Executable* executable() const;              // null when interpreting
+
+  // Runs on arrays: a sharded input gives its blocks (it must have the sharding the program was compiled
+  // for), a one-device input is read by every device as is (replicated). The outputs are sharded arrays with
+  // the program's output shardings.
+  Result<std::vector<Array>> run(const std::vector<Array>& inputs);
+
+ private:
+  SpmdExecutable();
+  struct Impl;
+  std::unique_ptr<Impl> m;
+};
+
+// jax.device_put(x, sharding): x split over the mesh. A sharded x is resharded (with the collectives that
+// takes); under a trace it is withShardingConstraint.
+Result<Array> devicePut(const Array& x, const sharding::NamedSharding& sharding);
+// jax.lax.with_sharding_constraint: inside a jitted function, the value must have this sharding there; eagerly,
+// devicePut.
+Array withShardingConstraint(const Array& x, const sharding::NamedSharding& sharding);
+// The device grid of a sharded array (a one-device array is drawn as a single block on CPU 0).
+Result<std::string> visualizeArraySharding(const Array& x, int width = 48);
+
+// The sharding an array has on `mesh`: its own, or replicated for a one-device array.
+Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh);
+bool sameMesh(const sharding::Mesh& a, const sharding::Mesh& b);
+
+// The sharding of a one-device array placed on `mesh` without splitting it.
+sharding::NamedSharding replicatedOn(const sharding::Mesh& mesh);
+
+// Lets eager ops on sharded arrays run (bind calls it); devicePut and sharded jit outputs install it.
+void installEagerRunner();
+
+}  // namespace tsr::spmd
