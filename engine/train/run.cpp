@@ -23,6 +23,7 @@
 #include "engine/train/safetensors.h"
 #include "engine/train/sample.h"
 #include "engine/train/trainer.h"
+#include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::train {
@@ -265,6 +266,27 @@ std::string humanDuration(double seconds) {
   return fmt::format("{}s", s);
 }
 
+// The project's [mesh] and [sharding] rules: a mesh of more than one device makes the step an SPMD program.
+Status configureSharding(const project::Project& p, Trainer& trainer, const std::function<void(const std::string&)>& info) {
+  int64_t n = 1;
+  for (int64_t d : p.mesh.shape) n *= d;
+  if (n <= 1) return {};
+  auto mesh = sharding::Mesh::create(p.mesh.shape, p.mesh.axes);
+  if (!mesh.ok()) return makeError("{}: [mesh]: {}", p.file, mesh.error().message);
+  TSR_ASSIGN(auto devices, spmd::devices());
+  if (devices->numDevices() < mesh->size())
+    return makeError("{}: [mesh] {} needs {} devices, but this process has {} (set TESSERA_CPU_DEVICES={} for "
+                     "virtual CPU devices, or launch {} processes with mpirun)",
+                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size(), mesh->size());
+  TrainSharding s{*mesh, {}};
+  for (const auto& r : p.sharding) s.rules.emplace_back(r.pattern, r.spec);
+  auto st = trainer.setSharding(std::move(s));
+  if (!st.ok()) return makeError("{}: [sharding]: {}", p.file, st.error().message);
+  info(fmt::format("{} over {} {} devices, {} sharding rules", mesh->toString(), mesh->size(), devices->kind(),
+                   p.sharding.size()));
+  return {};
+}
+
 }  // namespace
 
 Result<TrainingSetup> setUpTraining(const project::Project& p, int64_t scheduleSteps,
@@ -276,7 +298,8 @@ Result<TrainingSetup> setUpTraining(const project::Project& p, int64_t scheduleS
   optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(scheduleSteps, 1), t.minLr);
   TrainingSetup s;
   s.trainer = std::make_unique<Trainer>(model.loss, makeOptimizer(t, lr), lr, t.seed);
-  s.state = s.trainer->init(std::move(params));
+  TSR_TRY(configureSharding(p, *s.trainer, info));
+  TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params)); }));
   s.numParams = model.numParams;
   std::shared_ptr<DataSource> source = std::move(data.train);
   s.itemsPerBatch = source->itemsPerBatch();
@@ -304,7 +327,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
 
   optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(steps, 1), t.minLr);
   Trainer trainer(loss, makeOptimizer(t, lr), lr, t.seed);
-  TrainState state = trainer.init(std::move(params));
+  TSR_TRY(configureSharding(p, trainer, info));
+  TSR_ASSIGN(TrainState state, capture([&] { return trainer.init(std::move(params)); }));
 
   // The run store and the checkpoint.
   std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;

@@ -98,8 +98,10 @@ Status writeSafetensors(const std::string& path, const SafetensorsFile& file) {
   for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
   bytes += json;
   bytes.reserve(bytes.size() + offset);
-  for (const auto& [name, a] : file.tensors)
-    bytes.append(static_cast<const char*>(a.buffer()->data()), static_cast<size_t>(a.aval().bytes()));
+  for (const auto& [name, a] : file.tensors) {
+    Array whole = a.gathered();  // a sharded array is written whole
+    bytes.append(static_cast<const char*>(whole.buffer()->data()), static_cast<size_t>(whole.aval().bytes()));
+  }
   return writeFileAtomic(path, bytes);
 }
 

@@ -1,8 +1,10 @@
 #include "engine/train/trainer.h"
 
 #include <chrono>
+#include <regex>
 
 #include "engine/random/random.h"
+#include "engine/spmd/spmd.h"
 #include "engine/transform/autodiff.h"
 
 namespace tsr::train {
@@ -45,9 +47,75 @@ TrainState Trainer::init(Tree params) const {
   s.optState = m_opt.init(params);
   // The state owns its own copy: steps update it in place (donation), which must not reach the caller's tree.
   s.params = params.map([](const Array& a) {
-    return a.isConcrete() ? Array::fromBytes(a.aval(), a.buffer()->data()) : a;
+    if (!a.isConcrete()) return a;
+    Array whole = a.gathered();
+    return Array::fromBytes(whole.aval(), whole.buffer()->data());
   });
+  if (m_sharding) {
+    auto p = place(s.params);
+    auto o = place(s.optState);
+    if (!p.ok()) raise(p.takeError());
+    if (!o.ok()) raise(o.takeError());
+    s.params = std::move(*p);
+    s.optState = std::move(*o);
+  }
   return s;
+}
+
+Status Trainer::setSharding(TrainSharding sharding) {
+  for (const auto& [pattern, spec] : sharding.rules) {
+    try {
+      std::regex re(pattern);
+    } catch (const std::regex_error& e) {
+      return makeError("sharding rule '{}': not a regular expression ({})", pattern, e.what());
+    }
+    auto p = sharding::PartitionSpec::parse(spec);
+    if (!p.ok()) return makeError("sharding rule '{}': {}", pattern, p.error().message);
+    auto n = sharding::NamedSharding::create(sharding.mesh, *p);
+    if (!n.ok()) return makeError("sharding rule '{}': {}", pattern, n.error().message);
+  }
+  m_sharding = std::move(sharding);
+  return {};
+}
+
+// Each leaf by the first rule whose regex occurs in its path (optimizer state "mu.layers.0.weight" follows
+// "layers.0.weight"); leaves no rule names, or whose shape the spec cannot split, are replicated.
+Result<Tree> Trainer::place(const Tree& tree) const {
+  const TrainSharding& s = *m_sharding;
+  std::vector<std::pair<std::regex, sharding::NamedSharding>> rules;
+  for (const auto& [pattern, spec] : s.rules)
+    rules.emplace_back(std::regex(pattern), sharding::NamedSharding{s.mesh, sharding::PartitionSpec::parse(spec).value()});
+  const sharding::NamedSharding replicated = spmd::replicatedOn(s.mesh);
+  std::optional<Error> error;
+  Tree placed = tree.mapWithPath([&](const std::string& path, const Array& a) {
+    const sharding::NamedSharding* chosen = &replicated;
+    for (const auto& [re, ns] : rules)
+      if (std::regex_search(path, re)) {
+        if (ns.check(a.shape()).ok()) chosen = &ns;
+        break;
+      }
+    auto r = spmd::devicePut(a, *chosen);
+    if (!r.ok()) {
+      if (!error) error = Error{path + ": " + r.error().message};
+      return a;
+    }
+    return std::move(r).value();
+  });
+  if (error) return *error;
+  return placed;
+}
+
+Result<Batch> Trainer::placeBatch(const Batch& batch) const {
+  if (!m_sharding) return batch;
+  const sharding::Mesh& mesh = m_sharding->mesh;
+  auto put = [&](const Array& a) -> Result<Array> {
+    sharding::NamedSharding split{mesh, sharding::PartitionSpec{{{mesh.axes[0]}}}};
+    return spmd::devicePut(a, a.rank() > 0 && split.check(a.shape()).ok() ? split : spmd::replicatedOn(mesh));
+  };
+  Batch out;
+  TSR_ASSIGN(out.inputs, put(batch.inputs));
+  TSR_ASSIGN(out.targets, put(batch.targets));
+  return out;
 }
 
 Tree Trainer::stepArgs(const TrainState& state, const Batch& batch) const {
@@ -58,8 +126,9 @@ Tree Trainer::stepArgs(const TrainState& state, const Batch& batch) const {
                      {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
 }
 
-Result<StepMetrics> Trainer::step(TrainState& state, const Batch& batch) {
+Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   auto t0 = std::chrono::steady_clock::now();
+  TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   // The state moves into the arguments so that its buffers can be donated; on failure it moves back.
   Tree args = Tree::dict({{"params", std::move(state.params)},
                           {"opt", std::move(state.optState)},
@@ -85,7 +154,8 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& batch) {
   return m;
 }
 
-Result<double> Trainer::evalLoss(const TrainState& state, const Batch& batch) {
+Result<double> Trainer::evalLoss(const TrainState& state, const Batch& unplaced) {
+  TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   Tree args = Tree::dict({{"params", state.params}, {"inputs", Tree(batch.inputs)}, {"targets", Tree(batch.targets)}});
   TSR_ASSIGN(Tree out, m_eval->call(args));
   return out.leaf().item();

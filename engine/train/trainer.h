@@ -3,10 +3,12 @@
 // jitted as one function (compiled once, then a cache hit every step).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/nn/layers.h"
 #include "engine/optim/optim.h"
+#include "engine/sharding/sharding.h"
 #include "engine/transform/jit.h"
 
 namespace tsr::train {
@@ -29,6 +31,14 @@ struct StepMetrics {
   double seconds = 0;  // wall time of the step
 };
 
+// Where the training state and batches live on a mesh: parameter-path rules (a regex searched in the path, the
+// first that matches wins; optimizer state follows its parameter's rule) and the batch split over the mesh's
+// first axis. The step is then one SPMD program: the collectives come from propagation, not from the trainer.
+struct TrainSharding {
+  sharding::Mesh mesh;
+  std::vector<std::pair<std::string, std::string>> rules;  // (regex, PartitionSpec)
+};
+
 // loss(params, batch, ctx) -> scalar; ctx carries the dropout switch and key.
 using TrainLossFn = std::function<Array(const Tree& params, const Batch& batch, nn::Context& ctx)>;
 
@@ -40,6 +50,11 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   TrainState init(Tree params) const;
+  // Places the state (at init) and every batch on the mesh. Errors name a bad regex or spec.
+  Status setSharding(TrainSharding sharding);
+  const std::optional<TrainSharding>& sharding() const { return m_sharding; }
+  // The step's partitioned program, once a sharded step has run.
+  const spmd::SpmdExecutable* spmdStep() const { return m_step->lastSpmd(); }
   // One optimisation step: updates `state` in place (params, optimizer state, step count).
   Result<StepMetrics> step(TrainState& state, const Batch& batch);
   // The loss without dropout or updates.
@@ -59,6 +74,9 @@ class Trainer {
 
  private:
   Tree stepArgs(const TrainState& state, const Batch& batch) const;
+  Result<Tree> place(const Tree& tree) const;
+  Result<Batch> placeBatch(const Batch& batch) const;
+  std::optional<TrainSharding> m_sharding;
 
   TrainLossFn m_loss;
   optim::GradientTransformation m_opt;
