@@ -4,6 +4,8 @@
 #include <regex>
 
 #include "engine/random/random.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/pipeline.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/autodiff.h"
 
@@ -159,6 +161,27 @@ Result<double> Trainer::evalLoss(const TrainState& state, const Batch& unplaced)
   Tree args = Tree::dict({{"params", state.params}, {"inputs", Tree(batch.inputs)}, {"targets", Tree(batch.targets)}});
   TSR_ASSIGN(Tree out, m_eval->call(args));
   return out.leaf().item();
+}
+
+Result<std::unique_ptr<spmd::SpmdExecutable>> Trainer::compileStepSpmd(const TrainState& state, const Batch& unplaced) {
+  if (!m_sharding) return makeError("the trainer has no mesh: the project's [mesh] is one device");
+  TSR_ASSIGN(Batch batch, placeBatch(unplaced));
+  Tree args = stepArgs(state, batch);
+  TSR_ASSIGN(ClosedGraph cg, m_step->lower(args.map([](const Array& a) { return a.aval(); })));
+  // As jit compiles it: the cleanup passes, then propagation and partitioning.
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  TSR_TRY(pm.run(cg.graph, ctx));
+  std::vector<Array> inputs = args.leaves();
+  inputs.insert(inputs.end(), cg.consts.begin(), cg.consts.end());
+  std::vector<std::string> paths = args.paths();
+  sharding::ShardingAnnotations ann;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TSR_ASSIGN(sharding::TensorSharding t, spmd::shardingOn(inputs[i], m_sharding->mesh));
+    ann.inputs.push_back(std::move(t));
+    ann.inputNames.push_back(i < paths.size() ? paths[i] : "");
+  }
+  return spmd::SpmdExecutable::compile(cg.graph, m_sharding->mesh, ann, {.name = "train_step"});
 }
 
 Result<ClosedGraph> Trainer::lowerStep(const TrainState& state, const Batch& batch) {

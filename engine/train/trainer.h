@@ -53,6 +53,8 @@ class Trainer {
   // Places the state (at init) and every batch on the mesh. Errors name a bad regex or spec.
   Status setSharding(TrainSharding sharding);
   const std::optional<TrainSharding>& sharding() const { return m_sharding; }
+  // The step as an SPMD program for this state and batch, compiled but not run (tessera shard plan).
+  Result<std::unique_ptr<spmd::SpmdExecutable>> compileStepSpmd(const TrainState& state, const Batch& batch);
   // The step's partitioned program, once a sharded step has run.
   const spmd::SpmdExecutable* spmdStep() const { return m_step->lastSpmd(); }
   // One optimisation step: updates `state` in place (params, optimizer state, step count).
