@@ -27,6 +27,7 @@ struct ShardArgs {
   std::string project;
   double bandwidthGBs = 10.0;
   bool values = true;
+  bool program = false;
 };
 
 Result<std::vector<int64_t>> parseInts(const std::string& text, char sep, const char* what) {
@@ -174,6 +175,7 @@ int runPlan(const ShardArgs& a) {
   }
   std::cout << fmt::format("  estimated communication per step: {:.3f} ms\n", total * 1e3);
   if (a.values) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, plan);
+  if (a.program) std::cout << "\nThe per-device program:\n" << ir::print((*exe)->program(), reg);
   return 0;
 }
 
@@ -196,6 +198,7 @@ std::function<int()> addShardCommand(CLI::App& app) {
   plan->add_option("--bandwidth", args->bandwidthGBs, "Interconnect bandwidth per device in GB/s, for the time estimates")
       ->capture_default_str();
   plan->add_flag("!--no-values", args->values, "Leave out the list of every value");
+  plan->add_flag("--program", args->program, "Print the per-device program, collectives included");
   return [show, plan, args]() { return show->parsed() ? runShow(*args) : plan->parsed() ? runPlan(*args) : -1; };
 }
 

@@ -234,6 +234,20 @@ class TestCli : public QObject {
     QVERIFY2(bad.err.contains("into 4 shards, which does not divide 102"), qPrintable(bad.err));
   }
 
+  void shardPlanListsShardingsAndCollectives() {
+    // The tutorial's 4x2 layout: layer 1 column-parallel, layer 2 row-parallel. The math needs one all_reduce
+    // over 'model' (after layer 2), one over 'data' per parameter gradient (8) and the loss's, and the three
+    // model-split gradients' squared norms (the global norm) summed over 'model'.
+    Run r = tessera({"shard", "plan", TSR_SAMPLES "/mlp_sharding", "--no-values"});
+    QCOMPARE(r.exitCode, 0);
+    QVERIFY2(r.out.contains("Mesh('data': 4, 'model': 2) over 8 devices"), qPrintable(r.out));
+    QVERIFY(r.out.contains(QRegularExpression("params.layers.0.weight +f32\\[784,1024\\] +1.5 MiB +P\\(None, 'model'\\)")));
+    QVERIFY(r.out.contains(QRegularExpression("inputs +f32\\[8192,784\\] +6.1 MiB +P\\('data', None\\)")));
+    QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'data'")), 9);
+    QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'model' +8.0 MiB")), 1);
+    QVERIFY2(r.out.contains("Collectives per step: 13"), qPrintable(r.out));
+  }
+
   void badArgumentsAreMessages() {
     Run r = tessera({"ir", "--example", "nosuch"});
     QCOMPARE(r.exitCode, 1);
