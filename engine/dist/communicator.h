@@ -58,7 +58,9 @@ class Communicator {
                          int64_t bytes) = 0;
 
   // A device failed: every waiting and later call returns an error carrying `why`, so that no device waits
-  // forever for a member that will not come. An aborted communicator stays aborted: make a new one.
+  // forever for a member that will not come. An aborted communicator stays aborted: make a new one. Under MPI
+  // only this rank's calls fail; a peer blocked waiting for this rank ends when this process exits (an aborted
+  // rank calls MPI_Abort at exit, which ends the whole job).
   virtual void abort(const std::string& why) = 0;
 };
 
@@ -68,8 +70,9 @@ std::shared_ptr<Communicator> makeInProcessCommunicator(int numDevices);
 // Whether this process was started by mpirun (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set).
 bool launchedUnderMpi();
 // One device per MPI rank: position = rank, numDevices = world size. Initialises MPI on first use (finalised at
-// exit) unless the program initialised it; calling it is the explicit request to start MPI. One communicator per
-// process (later calls return the same one). An error when the build has no MPI or MPI fails to start.
+// exit) unless the program initialised it; calling it is the explicit request to start MPI (outside mpirun, a
+// one-rank singleton). One communicator per process (later calls return the same one). An error when the build
+// has no MPI or MPI fails to start.
 Result<std::shared_ptr<Communicator>> makeMpiCommunicator();
 
 // The most virtual CPU devices a process may have.

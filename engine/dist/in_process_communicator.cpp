@@ -53,6 +53,14 @@ using Key = std::pair<std::vector<int>, uint64_t>;  // member list, call number
 
 std::string groupText(std::span<const int> group) { return fmt::format("[{}]", fmt::join(group, ",")); }
 
+// memcpy and memset with a zero size and a null pointer (an empty buffer) are undefined: skip them.
+void copyBytes(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+void zeroBytes(void* dst, int64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+}
+
 char* bytePtr(void* p, int64_t offset) { return static_cast<char*>(p) + offset; }
 const char* bytePtr(const void* p, int64_t offset) { return static_cast<const char*>(p) + offset; }
 
@@ -80,7 +88,7 @@ class InProcessCommunicator final : public Communicator {
     TSR_ASSIGN(int me, memberIndex("all_reduce", self, group));
     const int64_t es = dtypeSize(dtype);
     if (group.size() == 1) {
-      if (in != out) std::memcpy(out, in, static_cast<size_t>(count * es));
+      copyBytes(out, in, count * es);
       return {};
     }
     TSR_ASSIGN(auto r, arrive("all_reduce", self, me, group, in, out, Call{"all_reduce", dtype, count}));
@@ -100,12 +108,12 @@ class InProcessCommunicator final : public Communicator {
   Status allGather(int self, std::span<const int> group, const void* in, void* out, int64_t bytes) override {
     TSR_ASSIGN(int me, memberIndex("all_gather", self, group));
     if (group.size() == 1) {
-      std::memcpy(out, in, static_cast<size_t>(bytes));
+      copyBytes(out, in, bytes);
       return {};
     }
     TSR_ASSIGN(auto r, arrive("all_gather", self, me, group, in, out, Call{"all_gather", DType::U8, bytes}));
     for (int j = 0; j < r->size(); ++j)
-      std::memcpy(bytePtr(out, j * bytes), r->in[static_cast<size_t>(j)], static_cast<size_t>(bytes));
+      copyBytes(bytePtr(out, j * bytes), r->in[static_cast<size_t>(j)], bytes);
     depart(*r);
     return {};
   }
@@ -116,7 +124,7 @@ class InProcessCommunicator final : public Communicator {
     TSR_ASSIGN(int me, memberIndex("reduce_scatter", self, group));
     const int64_t es = dtypeSize(dtype);
     if (group.size() == 1) {
-      std::memcpy(out, in, static_cast<size_t>(count * es));
+      copyBytes(out, in, count * es);
       return {};
     }
     TSR_ASSIGN(auto r, arrive("reduce_scatter", self, me, group, in, out, Call{"reduce_scatter", dtype, count}));
@@ -131,13 +139,12 @@ class InProcessCommunicator final : public Communicator {
   Status allToAll(int self, std::span<const int> group, const void* in, void* out, int64_t bytes) override {
     TSR_ASSIGN(int me, memberIndex("all_to_all", self, group));
     if (group.size() == 1) {
-      std::memcpy(out, in, static_cast<size_t>(bytes));
+      copyBytes(out, in, bytes);
       return {};
     }
     TSR_ASSIGN(auto r, arrive("all_to_all", self, me, group, in, out, Call{"all_to_all", DType::U8, bytes}));
     for (int j = 0; j < r->size(); ++j)
-      std::memcpy(bytePtr(out, j * bytes), bytePtr(r->in[static_cast<size_t>(j)], me * bytes),
-                  static_cast<size_t>(bytes));
+      copyBytes(bytePtr(out, j * bytes), bytePtr(r->in[static_cast<size_t>(j)], me * bytes), bytes);
     depart(*r);
     return {};
   }
@@ -157,17 +164,17 @@ class InProcessCommunicator final : public Communicator {
     TSR_TRY(checkPairs(pairs));
     auto mine = std::find(members.begin(), members.end(), self);
     if (mine == members.end()) {
-      std::memset(out, 0, static_cast<size_t>(bytes));
+      zeroBytes(out, bytes);
       return {};
     }
     TSR_ASSIGN(int me, memberIndex("collective_permute", self, members));
     TSR_ASSIGN(auto r, arrive("collective_permute", self, me, members, in, out,
                               Call{"collective_permute", DType::U8, bytes}));
     if (source < 0) {
-      std::memset(out, 0, static_cast<size_t>(bytes));
+      zeroBytes(out, bytes);
     } else {
       auto s = std::find(members.begin(), members.end(), source) - members.begin();
-      std::memcpy(out, r->in[static_cast<size_t>(s)], static_cast<size_t>(bytes));
+      copyBytes(out, r->in[static_cast<size_t>(s)], bytes);
     }
     depart(*r);
     return {};

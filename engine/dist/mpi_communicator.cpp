@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -47,17 +48,29 @@ Result<int> messageSize(int64_t bytes, std::string_view op) {
   return static_cast<int>(bytes);
 }
 
+// memcpy and memset with a zero size and a null pointer (an empty buffer) are undefined: skip them.
+void copyBytes(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+void zeroBytes(void* dst, int64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+}
+
 std::string groupText(std::span<const int> group) { return fmt::format("[{}]", fmt::join(group, ",")); }
 
 // Set when a communicator was aborted: at exit the peers may be blocked in a collective this rank will never
-// join, and only MPI_Abort ends them.
+// join, and only MPI_Abort ends them (it ends this process too, with exit code 1).
 bool g_aborted = false;
+int g_worldSize = 1;
 
 void finishMpiAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (g_aborted) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (g_aborted && g_worldSize > 1) {
+    std::fflush(nullptr);  // MPI_Abort kills the process: what it printed must be out first
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   MPI_Finalize();
 }
 
@@ -83,7 +96,7 @@ class MpiCommunicator final : public Communicator {
     const int64_t es = dtypeSize(dtype);
     const int n = static_cast<int>(group.size());
     if (n == 1) {
-      if (in != out) std::memcpy(out, in, static_cast<size_t>(count * es));
+      copyBytes(out, in, count * es);
       return {};
     }
     TSR_ASSIGN(MPI_Comm comm, commFor(group));
@@ -116,7 +129,7 @@ class MpiCommunicator final : public Communicator {
     TSR_ASSIGN(int me, memberIndex("all_gather", self, group));
     (void)me;
     if (group.size() == 1) {
-      std::memcpy(out, in, static_cast<size_t>(bytes));
+      copyBytes(out, in, bytes);
       return {};
     }
     TSR_ASSIGN(MPI_Comm comm, commFor(group));
@@ -133,7 +146,7 @@ class MpiCommunicator final : public Communicator {
     const int64_t es = dtypeSize(dtype);
     const auto n = static_cast<int64_t>(group.size());
     if (n == 1) {
-      std::memcpy(out, in, static_cast<size_t>(count * es));
+      copyBytes(out, in, count * es);
       return {};
     }
     TSR_ASSIGN(MPI_Comm comm, commFor(group));
@@ -142,7 +155,8 @@ class MpiCommunicator final : public Communicator {
     std::vector<char> received(static_cast<size_t>(chunk) * static_cast<size_t>(n));
     TSR_TRY(mpiCheck(MPI_Alltoall(in, chunk, MPI_BYTE, received.data(), chunk, MPI_BYTE, comm), "reduce_scatter"));
     std::vector<const void*> ins;
-    for (int64_t j = 0; j < n; ++j) ins.push_back(received.data() + static_cast<size_t>(j) * static_cast<size_t>(chunk));
+    for (int64_t j = 0; j < n; ++j)
+      ins.push_back(received.data() + static_cast<size_t>(j) * static_cast<size_t>(chunk));
     void* outs[1] = {out};
     sumInGroupOrder(dtype, ins, outs, count);
     return {};
@@ -152,7 +166,7 @@ class MpiCommunicator final : public Communicator {
     TSR_ASSIGN(int me, memberIndex("all_to_all", self, group));
     (void)me;
     if (group.size() == 1) {
-      std::memcpy(out, in, static_cast<size_t>(bytes));
+      copyBytes(out, in, bytes);
       return {};
     }
     TSR_ASSIGN(MPI_Comm comm, commFor(group));
@@ -173,7 +187,7 @@ class MpiCommunicator final : public Communicator {
       if (s == self) target = t;
     }
     if (source == self) {
-      std::memcpy(out, in, static_cast<size_t>(bytes));
+      copyBytes(out, in, bytes);
       return {};
     }
     MPI_Request requests[2];
@@ -182,7 +196,7 @@ class MpiCommunicator final : public Communicator {
       TSR_TRY(mpiCheck(MPI_Irecv(out, b, MPI_BYTE, source, kPermuteTag, m_world, &requests[numRequests++]),
                        "collective_permute"));
     else
-      std::memset(out, 0, static_cast<size_t>(bytes));
+      zeroBytes(out, bytes);
     if (target >= 0)
       TSR_TRY(mpiCheck(MPI_Isend(in, b, MPI_BYTE, target, kPermuteTag, m_world, &requests[numRequests++]),
                        "collective_permute"));
@@ -272,6 +286,7 @@ Result<std::shared_ptr<Communicator>> makeMpiCommunicator() {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
+  g_worldSize = size;
   instance = std::make_shared<MpiCommunicator>(world, rank, size);
   return instance;
 }

@@ -210,7 +210,10 @@ class TestCollectives : public QObject {
             Bytes out(static_cast<size_t>(bytes) * g.size());
             TSR_TRY(currentDevice()->comm->allGather(p, g, in[static_cast<size_t>(p)].data(), out.data(), bytes));
             Bytes want;
-            for (int m : g) want.insert(want.end(), in[static_cast<size_t>(m)].begin(), in[static_cast<size_t>(m)].end());
+            for (int m : g) {
+              const Bytes& chunk = in[static_cast<size_t>(m)];
+              want.insert(want.end(), chunk.begin(), chunk.end());
+            }
             return expectBytes(out, want, label("all_gather", n, g, DType::U8, bytes));
           });
         }
@@ -229,7 +232,8 @@ class TestCollectives : public QObject {
             runOrFail(n, [&](int p) -> Status {
               const Group& g = groupOf(grouping, p);
               Bytes out(static_cast<size_t>(count * dtypeSize(t)));
-              TSR_TRY(currentDevice()->comm->reduceScatter(p, g, in[static_cast<size_t>(p)].data(), out.data(), count, t));
+              const uint8_t* mine = in[static_cast<size_t>(p)].data();
+              TSR_TRY(currentDevice()->comm->reduceScatter(p, g, mine, out.data(), count, t));
               // My chunk of every member, in group order.
               const int64_t chunk = count * dtypeSize(t);
               std::vector<const uint8_t*> ins;
@@ -371,7 +375,8 @@ class TestCollectives : public QObject {
           Status s = currentDevice()->comm->allReduce(p, Group{0, 1, 2, 3, 4, 5, 6, 7}, &x, &y, 1, DType::F32);
           if (!s.ok()) {
             returned.fetch_add(1);
-            if (s.error().message.find("aborted") == std::string::npos) return makeError("unexpected: {}", s.error().message);
+            if (s.error().message.find("aborted") == std::string::npos)
+              return makeError("unexpected: {}", s.error().message);
             return s;
           }
         }
