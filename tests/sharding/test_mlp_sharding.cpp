@@ -13,24 +13,17 @@
 #include "engine/optim/optim.h"
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"
+#include "tests/sharding/sharding_test_util.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/jit.h"
 
 using namespace tsr;
 using namespace tsr::sharding;
+using tsr::test::must;
+using tsr::test::named;
 
 namespace {
-
-template <class T>
-T must(Result<T> r) {
-  if (!r.ok()) qFatal("%s", r.error().message.c_str());
-  return std::move(r).value();
-}
-
-NamedSharding named(const Mesh& m, const std::string& text) {
-  return must(NamedSharding::create(m, must(PartitionSpec::parse(text))));
-}
 
 constexpr int kSteps = 3;
 

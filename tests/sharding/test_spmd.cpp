@@ -9,6 +9,7 @@
 #include "engine/sharding/partitioner.h"
 #include "engine/sharding/propagation.h"
 #include "engine/spmd/spmd.h"
+#include "tests/sharding/sharding_test_util.h"
 #include "engine/transform/api.h"
 #include "engine/transform/eval.h"
 #include "engine/transform/jit.h"
@@ -16,23 +17,15 @@
 
 using namespace tsr;
 using namespace tsr::sharding;
+using tsr::test::must;
+using tsr::test::named;
 
 namespace {
-
-template <class T>
-T must(Result<T> r) {
-  if (!r.ok()) qFatal("%s", r.error().message.c_str());
-  return std::move(r).value();
-}
 
 Mesh makeMesh(std::vector<int64_t> shape, std::vector<std::string> axes) { return must(Mesh::create(shape, axes)); }
 
 TensorSharding spec(const Mesh& m, const std::string& text, const Shape& shape) {
   return must(TensorSharding::fromSpec(m, must(PartitionSpec::parse(text)), shape));
-}
-
-NamedSharding named(const Mesh& m, const std::string& text) {
-  return must(NamedSharding::create(m, must(PartitionSpec::parse(text))));
 }
 
 ClosedGraph traceFn(const std::function<std::vector<Array>(const std::vector<Array>&)>& f,

@@ -1,0 +1,20 @@
+#pragma once
+// Shorthands shared by the sharding tests: unwrap a Result (a test failure otherwise) and build shardings from
+// their text forms.
+#include <QtTest>
+
+#include "engine/sharding/sharding.h"
+
+namespace tsr::test {
+
+template <class T>
+T must(Result<T> r) {
+  if (!r.ok()) qFatal("%s", r.error().message.c_str());
+  return std::move(r).value();
+}
+
+inline sharding::NamedSharding named(const sharding::Mesh& m, const std::string& text) {
+  return must(sharding::NamedSharding::create(m, must(sharding::PartitionSpec::parse(text))));
+}
+
+}  // namespace tsr::test
