@@ -156,6 +156,20 @@ void fillElements(void* dst, int64_t n, const void* value, int64_t elemSize) {
   });
 }
 
+StridedCopy blockCopy(const std::vector<int64_t>& wholeDims, const std::vector<int64_t>& start,
+                      const std::vector<int64_t>& blockDims, bool toBlock) {
+  StridedCopy c;
+  c.dims = blockDims;
+  std::vector<int64_t> wholeStrides = rowMajorStrides(wholeDims);
+  int64_t offset = 0;
+  for (size_t d = 0; d < start.size(); ++d) offset += start[d] * wholeStrides[d];
+  std::vector<int64_t> blockStrides = rowMajorStrides(blockDims);
+  c.srcStrides = toBlock ? wholeStrides : blockStrides;
+  c.dstStrides = toBlock ? blockStrides : wholeStrides;
+  (toBlock ? c.srcOffset : c.dstOffset) = offset;
+  return c;
+}
+
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];

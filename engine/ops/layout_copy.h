@@ -22,6 +22,11 @@ void runStridedCopy(const StridedCopy& plan, int64_t elemSize, const void* src, 
 // Writes the element at `value` (elemSize bytes) to dst[0, n).
 void fillElements(void* dst, int64_t n, const void* value, int64_t elemSize);
 
+// A block [start, start + blockDims) of a row-major array of wholeDims, as a copy out of the whole array into a
+// dense block (toBlock) or from a dense block into the whole array: a shard and the array it belongs to.
+StridedCopy blockCopy(const std::vector<int64_t>& wholeDims, const std::vector<int64_t>& start,
+                      const std::vector<int64_t>& blockDims, bool toBlock);
+
 // Row-major strides of `dims` in elements.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t>& dims);
 

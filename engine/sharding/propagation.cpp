@@ -342,7 +342,7 @@ Result<ShardingPlan> propagateShardings(const ir::Graph& g, const ir::OpRegistry
     std::string where = "sharding_constraint" + (n.prov.empty() ? std::string() : " at " + n.prov.toString());
     auto m = constraintMesh(attrs);
     if (!m.ok()) return makeError("{}: {}", where, m.error().message);
-    if (m->shape != mesh.shape || m->axes != mesh.axes || m->devices != mesh.devices)
+    if (!(*m == mesh))
       return makeError("{}: its mesh {} differs from the arguments' mesh {}", where, m->toString(), mesh.toString());
     auto t = constraintSharding(attrs, g.aval(n.results[0]).shape);
     if (!t.ok()) return makeError("{}: {}", where, t.error().message);

@@ -24,6 +24,7 @@ struct Mesh {
   int64_t axisSize(const std::string& name) const;
   std::vector<int64_t> coordinates(int position) const;  // the mesh coordinates of devices[position]
   std::string toString() const;  // "Mesh('a': 4, 'b': 2)"
+  bool operator==(const Mesh&) const = default;
 };
 
 // Per array dimension: the mesh axes it is split over (major to minor), none for replicated along the mesh.

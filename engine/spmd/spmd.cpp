@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/ir/graph.h"
+#include "engine/ops/layout_copy.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
@@ -74,29 +75,22 @@ Status checkMeshFits(const sharding::Mesh& mesh, const dist::Communicator& comm)
 namespace {
 
 // Copies the block [start, start + blockShape) of a row-major array into a new buffer.
-Result<runtime::BufferPtr> extractBlock(const char* whole, const Shape& wholeShape, const std::vector<int64_t>& start,
+Result<runtime::BufferPtr> extractBlock(const void* whole, const Shape& wholeShape, const std::vector<int64_t>& start,
                                         const Shape& blockShape, int64_t elem) {
   TSR_ASSIGN(runtime::BufferPtr out, runtime::Buffer::allocateUninitialized(blockShape.numel() * elem));
-  const int rank = wholeShape.rank();
-  if (rank == 0 || blockShape.numel() == 0) {
-    if (blockShape.numel()) std::memcpy(out->data(), whole, static_cast<size_t>(elem));
-    return out;
-  }
-  const auto strides = wholeShape.strides();
-  const int64_t rowBytes = blockShape[rank - 1] * elem;
-  const int64_t rows = blockShape.numel() / blockShape[rank - 1];
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  auto* dst = static_cast<char*>(out->data());
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t off = 0;
-    for (int d = 0; d < rank; ++d) off += (start[static_cast<size_t>(d)] + idx[static_cast<size_t>(d)]) * strides[d];
-    std::memcpy(dst + r * rowBytes, whole + off * elem, static_cast<size_t>(rowBytes));
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++idx[static_cast<size_t>(d)] < blockShape[d]) break;
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
+  ops::runStridedCopy(ops::blockCopy(wholeShape.dims(), start, blockShape.dims(), /*toBlock=*/true), elem, whole,
+                      out->data());
   return out;
+}
+
+// The attrs of a sharding_constraint to `s` (the inverse of sharding::constraintMesh / constraintSharding).
+ir::ShardingConstraintAttrs constraintAttrs(const sharding::NamedSharding& s) {
+  ir::ShardingConstraintAttrs a;
+  a.meshShape = s.mesh.shape;
+  for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
+  a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
+  a.spec = s.spec.toString();
+  return a;
 }
 
 std::shared_ptr<const sharding::NamedSharding> namedSharding(const sharding::Mesh& mesh,
@@ -213,14 +207,10 @@ Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs)
   TSR_ASSIGN(auto results, run(blocks));
   installEagerRunner();
   std::vector<Array> arrays;
-  const ir::Graph& g = m->partitioned.local;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& t = m->partitioned.outputShardings[i];
-    Aval local = g.aval(g.outputs()[i]);
-    std::vector<int64_t> dims = local.shape.dims();
-    for (size_t d = 0; d < dims.size(); ++d) dims[d] *= t.shards(mesh, static_cast<int>(d));
-    arrays.push_back(Array::fromShards(Aval{Shape(dims), local.dtype}, namedSharding(mesh, t), std::move(results[i])));
-  }
+  const ir::Graph& g = m->global;
+  for (size_t i = 0; i < results.size(); ++i)
+    arrays.push_back(Array::fromShards(g.aval(g.outputs()[i]), namedSharding(mesh, m->partitioned.outputShardings[i]),
+                                       std::move(results[i])));
   return arrays;
 }
 
@@ -233,13 +223,9 @@ const cpu::Executable* SpmdExecutable::executable() const { return m->exe.get();
 
 // ---- Arrays on a mesh ----
 
-bool sameMesh(const sharding::Mesh& a, const sharding::Mesh& b) {
-  return a.shape == b.shape && a.axes == b.axes && a.devices == b.devices;
-}
-
 Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh) {
   if (!x.isSharded()) return sharding::TensorSharding::replicated(x.rank());
-  if (!sameMesh(x.sharding()->mesh, mesh))
+  if (!(x.sharding()->mesh == mesh))
     return makeError("an array on {} used with arrays on {}", x.sharding()->mesh.toString(), mesh.toString());
   return sharding::TensorSharding::fromSpec(mesh, x.sharding()->spec, x.shape());
 }
@@ -265,7 +251,7 @@ Result<std::vector<Array>> runEager(ir::OpCode op, const std::vector<Array>& ope
   for (const Array& a : operands)
     if (a.isSharded()) {
       if (!mesh) mesh = &a.sharding()->mesh;
-      else if (!sameMesh(*mesh, a.sharding()->mesh))
+      else if (!(*mesh == a.sharding()->mesh))
         return makeError("operands on different meshes: {} and {}", mesh->toString(), a.sharding()->mesh.toString());
     }
   ir::Graph g;
@@ -318,12 +304,7 @@ Array withShardingConstraint(const Array& x, const sharding::NamedSharding& s) {
     if (!r.ok()) raise(r.takeError());
     return std::move(r).value();
   }
-  ir::ShardingConstraintAttrs a;
-  a.meshShape = s.mesh.shape;
-  for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
-  a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
-  a.spec = s.spec.toString();
-  return bind1(ir::OpCode::ShardingConstraint, {x}, a, std::source_location::current());
+  return bind1(ir::OpCode::ShardingConstraint, {x}, constraintAttrs(s), std::source_location::current());
 }
 
 Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
@@ -337,19 +318,14 @@ Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
   TSR_ASSIGN(sharding::TensorSharding want, tensorSharding(s, x.shape()));
   auto named = namedSharding(s.mesh, want);
 
-  if (x.isSharded() && sameMesh(x.sharding()->mesh, s.mesh)) {
+  if (x.isSharded() && x.sharding()->mesh == s.mesh) {
     // A reshard on the same mesh: a program that is only the constraint, partitioned into its collectives.
     TSR_ASSIGN(sharding::TensorSharding have, tensorSharding(*x.sharding(), x.shape()));
     if (have == want) return x;
     ir::Graph g;
     g.name = "reshard";
     ir::ValueId in = g.addInput(x.aval());
-    ir::ShardingConstraintAttrs a;
-    a.meshShape = s.mesh.shape;
-    for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
-    a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
-    a.spec = s.spec.toString();
-    TSR_ASSIGN(auto outs, g.addNode(ops::registry(), ir::OpCode::ShardingConstraint, {in}, a));
+    TSR_ASSIGN(auto outs, g.addNode(ops::registry(), ir::OpCode::ShardingConstraint, {in}, constraintAttrs(s)));
     g.setOutputs(outs);
     sharding::ShardingAnnotations ann;
     ann.inputs.push_back(have);
@@ -368,7 +344,7 @@ Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
     for (int d : b.devices) {
       if (std::find(local.begin(), local.end(), d) == local.end()) continue;
       TSR_ASSIGN(shards[static_cast<size_t>(d)],
-                 extractBlock(static_cast<const char*>(whole.buffer()->data()), x.shape(), b.start, blockShape,
+                 extractBlock(whole.buffer()->data(), x.shape(), b.start, blockShape,
                               dtypeSize(x.dtype())));
     }
   return Array::fromShards(x.aval(), named, std::move(shards));

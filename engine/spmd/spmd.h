@@ -71,7 +71,6 @@ Result<std::string> visualizeArraySharding(const Array& x, int width = 48);
 
 // The sharding an array has on `mesh`: its own, or replicated for a one-device array.
 Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh);
-bool sameMesh(const sharding::Mesh& a, const sharding::Mesh& b);
 
 // The sharding of a one-device array placed on `mesh` without splitting it.
 sharding::NamedSharding replicatedOn(const sharding::Mesh& mesh);

@@ -4,8 +4,6 @@
 #include <regex>
 
 #include "engine/random/random.h"
-#include "engine/ops/registry.h"
-#include "engine/passes/pipeline.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/autodiff.h"
 
@@ -65,9 +63,11 @@ TrainState Trainer::init(Tree params) const {
 }
 
 Status Trainer::setSharding(TrainSharding sharding) {
+  std::vector<std::pair<std::regex, sharding::NamedSharding>> rules;
   for (const auto& [pattern, spec] : sharding.rules) {
+    std::regex re;
     try {
-      std::regex re(pattern);
+      re = std::regex(pattern);
     } catch (const std::regex_error& e) {
       return makeError("sharding rule '{}': not a regular expression ({})", pattern, e.what());
     }
@@ -75,7 +75,9 @@ Status Trainer::setSharding(TrainSharding sharding) {
     if (!p.ok()) return makeError("sharding rule '{}': {}", pattern, p.error().message);
     auto n = sharding::NamedSharding::create(sharding.mesh, *p);
     if (!n.ok()) return makeError("sharding rule '{}': {}", pattern, n.error().message);
+    rules.emplace_back(std::move(re), std::move(*n));
   }
+  m_rules = std::move(rules);
   m_sharding = std::move(sharding);
   return {};
 }
@@ -83,15 +85,11 @@ Status Trainer::setSharding(TrainSharding sharding) {
 // Each leaf by the first rule whose regex occurs in its path (optimizer state "mu.layers.0.weight" follows
 // "layers.0.weight"); leaves no rule names, or whose shape the spec cannot split, are replicated.
 Result<Tree> Trainer::place(const Tree& tree) const {
-  const TrainSharding& s = *m_sharding;
-  std::vector<std::pair<std::regex, sharding::NamedSharding>> rules;
-  for (const auto& [pattern, spec] : s.rules)
-    rules.emplace_back(std::regex(pattern), sharding::NamedSharding{s.mesh, sharding::PartitionSpec::parse(spec).value()});
-  const sharding::NamedSharding replicated = spmd::replicatedOn(s.mesh);
+  const sharding::NamedSharding replicated = spmd::replicatedOn(m_sharding->mesh);
   std::optional<Error> error;
   Tree placed = tree.mapWithPath([&](const std::string& path, const Array& a) {
     const sharding::NamedSharding* chosen = &replicated;
-    for (const auto& [re, ns] : rules)
+    for (const auto& [re, ns] : m_rules)
       if (std::regex_search(path, re)) {
         if (ns.check(a.shape()).ok()) chosen = &ns;
         break;
@@ -163,25 +161,10 @@ Result<double> Trainer::evalLoss(const TrainState& state, const Batch& unplaced)
   return out.leaf().item();
 }
 
-Result<std::unique_ptr<spmd::SpmdExecutable>> Trainer::compileStepSpmd(const TrainState& state, const Batch& unplaced) {
+Result<std::shared_ptr<spmd::SpmdExecutable>> Trainer::compileStepSpmd(const TrainState& state, const Batch& unplaced) {
   if (!m_sharding) return makeError("the trainer has no mesh: the project's [mesh] is one device");
   TSR_ASSIGN(Batch batch, placeBatch(unplaced));
-  Tree args = stepArgs(state, batch);
-  TSR_ASSIGN(ClosedGraph cg, m_step->lower(args.map([](const Array& a) { return a.aval(); })));
-  // As jit compiles it: the cleanup passes, then propagation and partitioning.
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(ops::registry());
-  TSR_TRY(pm.run(cg.graph, ctx));
-  std::vector<Array> inputs = args.leaves();
-  inputs.insert(inputs.end(), cg.consts.begin(), cg.consts.end());
-  std::vector<std::string> paths = args.paths();
-  sharding::ShardingAnnotations ann;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TSR_ASSIGN(sharding::TensorSharding t, spmd::shardingOn(inputs[i], m_sharding->mesh));
-    ann.inputs.push_back(std::move(t));
-    ann.inputNames.push_back(i < paths.size() ? paths[i] : "");
-  }
-  return spmd::SpmdExecutable::compile(cg.graph, m_sharding->mesh, ann, {.name = "train_step"});
+  return m_step->lowerSpmd(stepArgs(state, batch));
 }
 
 Result<ClosedGraph> Trainer::lowerStep(const TrainState& state, const Batch& batch) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 
 #include "engine/nn/layers.h"
@@ -54,7 +55,7 @@ class Trainer {
   Status setSharding(TrainSharding sharding);
   const std::optional<TrainSharding>& sharding() const { return m_sharding; }
   // The step as an SPMD program for this state and batch, compiled but not run (tessera shard plan).
-  Result<std::unique_ptr<spmd::SpmdExecutable>> compileStepSpmd(const TrainState& state, const Batch& batch);
+  Result<std::shared_ptr<spmd::SpmdExecutable>> compileStepSpmd(const TrainState& state, const Batch& batch);
   // The step's partitioned program, once a sharded step has run.
   const spmd::SpmdExecutable* spmdStep() const { return m_step->lastSpmd(); }
   // One optimisation step: updates `state` in place (params, optimizer state, step count).
@@ -79,6 +80,7 @@ class Trainer {
   Result<Tree> place(const Tree& tree) const;
   Result<Batch> placeBatch(const Batch& batch) const;
   std::optional<TrainSharding> m_sharding;
+  std::vector<std::pair<std::regex, sharding::NamedSharding>> m_rules;  // m_sharding's rules, compiled
 
   TrainLossFn m_loss;
   optim::GradientTransformation m_opt;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/ir/attrs.h"
+#include "engine/ops/layout_copy.h"
 #include "engine/sharding/sharding.h"
 
 namespace tsr {
@@ -97,33 +98,6 @@ const sharding::NamedSharding* Array::sharding() const {
   return m_impl && m_impl->sharded ? m_impl->sharded->sharding.get() : nullptr;
 }
 
-namespace {
-
-// Copies a block of `block` (row-major, elem bytes each) into `whole` at `start`, one contiguous row at a time.
-void copyBlockInto(char* whole, const Shape& wholeShape, const char* block, const Shape& blockShape,
-                   const std::vector<int64_t>& start, int64_t elem) {
-  const int rank = wholeShape.rank();
-  if (rank == 0) {
-    std::memcpy(whole, block, static_cast<size_t>(elem));
-    return;
-  }
-  const auto wholeStrides = wholeShape.strides();
-  const int64_t rowBytes = blockShape[rank - 1] * elem;
-  const int64_t rows = blockShape.numel() / std::max<int64_t>(blockShape[rank - 1], 1);
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  for (int64_t r = 0; r < rows && rowBytes > 0; ++r) {
-    int64_t off = 0;
-    for (int d = 0; d < rank; ++d) off += (start[static_cast<size_t>(d)] + idx[static_cast<size_t>(d)]) * wholeStrides[d];
-    std::memcpy(whole + off * elem, block + r * rowBytes, static_cast<size_t>(rowBytes));
-    for (int d = rank - 2; d >= 0; --d) {  // next row: odometer over all dims but the last
-      if (++idx[static_cast<size_t>(d)] < blockShape[d]) break;
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-}
-
-}  // namespace
-
 Array Array::gathered() const {
   if (!isSharded()) return *this;
   const ShardedStorage& s = *m_impl->sharded;
@@ -143,8 +117,8 @@ Array Array::gathered() const {
                       "sharding first", aval().toString(), b.devices.front()));
     std::vector<int64_t> size(b.start.size());
     for (size_t d = 0; d < size.size(); ++d) size[d] = b.limit[d] - b.start[d];
-    copyBlockInto(static_cast<char*>(buf->data()), shape(), static_cast<const char*>((*src)->data()), Shape(size),
-                  b.start, elem);
+    ops::runStridedCopy(ops::blockCopy(shape().dims(), b.start, size, /*toBlock=*/false), elem, (*src)->data(),
+                        buf->data());
   }
   return fromBuffer(std::move(buf), aval());
 }

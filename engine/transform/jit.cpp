@@ -153,13 +153,8 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     m_lastMissReason = explainMiss(key, paths);
     auto t0 = std::chrono::steady_clock::now();
     TreeOf<Aval> avals = args.map([](const Array& a) { return a.aval(); });
-    TSR_ASSIGN(ClosedGraph cg, lower(avals, statics));
-    size_t tracedNodes = cg.graph.nodes().size();
-    // The compiler's cleanup passes (simplify, constant folding, CSE, DCE) run before the graph is executed.
-    passes::PassManager pm = passes::standardPipeline();
-    passes::PassContext ctx(ops::registry());
-    auto report = pm.run(cg.graph, ctx);
-    if (!report.ok()) return Error{fmt::format("{}: {}", m_name, report.error().message)};
+    size_t tracedNodes = 0;
+    TSR_ASSIGN(ClosedGraph cg, lowerOptimized(avals, statics, &tracedNodes));
     // Fusion, memory planning and the CPU executable.
     std::vector<bool> donatable(cg.graph.inputs().size(), false);
     for (size_t i = 0; i < paths.size() && i < donatable.size(); ++i)
@@ -247,6 +242,22 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
   return Tree::unflatten(hit->graph->outputTree, std::move(outs));
 }
 
+Result<ClosedGraph> Jit::lowerOptimized(const TreeOf<Aval>& avals, const StaticArgs& statics, size_t* tracedNodes) {
+  TSR_ASSIGN(ClosedGraph cg, lower(avals, statics));
+  if (tracedNodes) *tracedNodes = cg.graph.nodes().size();
+  // The compiler's cleanup passes (simplify, constant folding, CSE, DCE) run before the graph is executed.
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  auto report = pm.run(cg.graph, ctx);
+  if (!report.ok()) return Error{fmt::format("{}: {}", m_name, report.error().message)};
+  return cg;
+}
+
+Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::lowerSpmd(const Tree& args, const StaticArgs& statics) {
+  TSR_ASSIGN(ClosedGraph cg, lowerOptimized(args.map([](const Array& a) { return a.aval(); }), statics));
+  return compileSpmd(cg, args.leaves(), args.paths());
+}
+
 Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
                                                                 const std::vector<std::string>& paths) {
   // The mesh: the sharded arguments' (all on one mesh), else the first sharding constraint's.
@@ -261,7 +272,7 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph
     if (!mesh) {
       mesh = m;
       meshFrom = who;
-    } else if (!spmd::sameMesh(*mesh, m)) {
+    } else if (!(*mesh == m)) {
       return makeError("{}: {} is on {}, but {} is on {}", m_name, meshFrom, mesh->toString(), who, m.toString());
     }
   }

@@ -47,6 +47,10 @@ class Jit {
   // The traced graph for these argument avals (like jax.jit(f).lower(...)), without running it.
   Result<ClosedGraph> lower(const TreeOf<Aval>& avals, const StaticArgs& statics = {});
 
+  // The SPMD program call() would compile for these arguments (some of them sharded), without running or
+  // caching it: its sharding plan, per-device program and collectives (tessera shard plan).
+  Result<std::shared_ptr<spmd::SpmdExecutable>> lowerSpmd(const Tree& args, const StaticArgs& statics = {});
+
   // Donation (jax.jit's donate_argnames): the leaves under these top-level argument names (dict keys, or list
   // indices written as numbers) may have their buffers overwritten by outputs of the same size: an optimizer
   // step updates the parameters in place. A buffer is taken only when no other Array shares it; the donated
@@ -83,6 +87,8 @@ class Jit {
     std::vector<bool> donatable;           // per argument leaf
   };
   std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
+  // lower() and then the cleanup passes, as every compile does.
+  Result<ClosedGraph> lowerOptimized(const TreeOf<Aval>& avals, const StaticArgs& statics, size_t* tracedNodes = nullptr);
   Result<std::shared_ptr<spmd::SpmdExecutable>> compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
                                                             const std::vector<std::string>& paths);
 
