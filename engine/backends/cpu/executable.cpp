@@ -26,39 +26,8 @@ using passes::GroupKind;
 
 namespace {
 
-enum class Loc : uint8_t { None, Input, Const, Arena, Fresh, Alias };
-
-struct ValueSlot {
-  Loc loc = Loc::None;
-  int index = -1;        // input index or constant index
-  int64_t offset = 0;    // arena offset
-  ValueId aliasOf = ir::kNone;
-  int def = -1, lastUse = -1;
-  int donor = -1;        // graph input whose buffer this output takes when donated
-};
-
-struct Reduce {
-  int slot = 0;
-  OpCode op{};
-  int arg = 0;
-};
-
-struct Kernel {
-  KernelInfo info;
-  std::vector<ValueId> args;  // pointers passed to the kernel, by value
-  TileProgram prog;           // loop body, reduction prologue or gemm epilogue
-  bool hasProgram = false;
-  // Reductions: [k1, r, k2] after collapsing, or the generic path.
-  std::vector<Reduce> reduces;
-  bool genericReduce = false;
-  std::vector<bool> reducedDims;  // generic path: per collapsed dim
-  int64_t k1 = 1, r = 1, k2 = 1;
-  // gemm and opaque: the node, its operand and result args.
-  NodeId node = ir::kNone;
-  std::vector<int> operandArgs, resultArgs;
-  std::optional<GemmPlan> gemm;  // f32 dot_general read in place
-  std::vector<ValueId> dying;  // arena values whose last use is this kernel
-};
+using Kernel = LoweredKernel;
+using Reduce = ReduceSpec;
 
 float reduceInit(OpCode op) {
   if (op == OpCode::ReduceMax) return -std::numeric_limits<float>::infinity();
@@ -139,6 +108,11 @@ Executable::Executable() : m(std::make_unique<Impl>()) {}
 Executable::~Executable() = default;
 const std::vector<KernelInfo>& Executable::kernels() const { return m->infos; }
 const MemoryPlan& Executable::memory() const { return m->memory; }
+const std::vector<LoweredKernel>& Executable::loweredKernels() const { return m->kernels; }
+const std::vector<ValueSlot>& Executable::valueSlots() const { return m->slots; }
+const std::vector<runtime::BufferPtr>& Executable::constants() const { return m->consts; }
+const ir::Graph& Executable::graph() const { return m->graph; }
+int64_t Executable::fusionBase() const { return m->fusionBase; }
 
 // Builds the tile program of a loop, reduction or gemm group: one slot per input (through its view map) and per
 // member result, one instruction per elementwise member, stores for the outputs.

@@ -7,10 +7,13 @@
 //     inputs (an optimizer step updates the parameters in place);
 //   - every launch is recorded by the profiler when one is active.
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/backends/cpu/gemm.h"
+#include "engine/backends/cpu/tile_program.h"
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
 #include "engine/passes/fusion.h"
@@ -58,6 +61,42 @@ struct MemoryPlan {
   std::string findOverlap() const;
 };
 
+// The lowered program, shared with backends that run the same kernels over the same memory plan
+// (engine/backends/cuda): where each value lives and what each kernel does.
+enum class Loc : uint8_t { None, Input, Const, Arena, Fresh, Alias };
+
+struct ValueSlot {
+  Loc loc = Loc::None;
+  int index = -1;        // input index or constant index
+  int64_t offset = 0;    // arena offset
+  ir::ValueId aliasOf = ir::kNone;
+  int def = -1, lastUse = -1;
+  int donor = -1;        // graph input whose buffer this output takes when donated
+};
+
+struct ReduceSpec {
+  int slot = 0;
+  ir::OpCode op{};
+  int arg = 0;
+};
+
+struct LoweredKernel {
+  KernelInfo info;
+  std::vector<ir::ValueId> args;  // pointers passed to the kernel, by value
+  TileProgram prog;               // loop body, reduction prologue or gemm epilogue
+  bool hasProgram = false;
+  // Reductions: [k1, r, k2] after collapsing, or the generic path.
+  std::vector<ReduceSpec> reduces;
+  bool genericReduce = false;
+  std::vector<bool> reducedDims;  // generic path: per collapsed dim
+  int64_t k1 = 1, r = 1, k2 = 1;
+  // gemm and opaque: the node, its operand and result args.
+  ir::NodeId node = ir::kNone;
+  std::vector<int> operandArgs, resultArgs;
+  std::optional<GemmPlan> gemm;  // f32 dot_general read in place
+  std::vector<ir::ValueId> dying;  // arena values whose last use is this kernel
+};
+
 class Executable {
  public:
   static Result<std::unique_ptr<Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
@@ -73,6 +112,14 @@ class Executable {
   const MemoryPlan& memory() const;
   // The kernel list: name, kind, nodes, arguments and their memory.
   std::string describe() const;
+
+  // The lowered program: kernels in run order, per value its place (ValueSlot), constants, the compiled graph,
+  // and the first of the kernels' profiler ids.
+  const std::vector<LoweredKernel>& loweredKernels() const;
+  const std::vector<ValueSlot>& valueSlots() const;
+  const std::vector<runtime::BufferPtr>& constants() const;
+  const ir::Graph& graph() const;
+  int64_t fusionBase() const;
 
  private:
   Executable();
