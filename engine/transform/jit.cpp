@@ -10,6 +10,9 @@
 #include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
 #include "engine/backends/cpu/executable.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/backends/cuda/executable.h"
+#endif
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/sharding/sharding.h"
@@ -40,6 +43,11 @@ void logCompileLine(const std::string& line) {
 std::string describeArg(const std::vector<std::string>& paths, size_t i) {
   if (i < paths.size() && !paths[i].empty()) return fmt::format("argument {} ('{}')", i, paths[i]);
   return fmt::format("argument {}", i);
+}
+
+std::string defaultDevice() {
+  const char* v = std::getenv("TESSERA_DEVICE");
+  return v && *v ? v : "cpu";
 }
 
 bool interpretByDefault() {
@@ -161,12 +169,28 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       for (const auto& d : m_donated)
         donatable[i] = donatable[i] || paths[i] == d || paths[i].rfind(d + ".", 0) == 0;
     std::shared_ptr<cpu::Executable> exe;
+    std::shared_ptr<cuda::Executable> cudaExe;
     std::shared_ptr<spmd::SpmdExecutable> spmdExe;
+    const std::string device = m_device.empty() ? defaultDevice() : m_device;
+    if (device != "cpu" && device != "cuda")
+      return makeError("{}: unknown device '{}' (expected cpu or cuda)", m_name, device);
     bool sharded = cg.graph.count(ir::OpCode::ShardingConstraint) > 0;
     for (const auto& a : leaves) sharded = sharded || a.isSharded();
     for (const auto& c : cg.consts) sharded = sharded || c.isSharded();
     if (sharded) {
       TSR_ASSIGN(spmdExe, compileSpmd(cg, leaves, paths));
+    } else if (device == "cuda" && !m_interpret && !interpretByDefault()) {
+#ifdef TESSERA_HAVE_CUDA
+      auto plan = passes::planFusion(cg.graph, ops::registry());
+      if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
+      cuda::CompileOptions co;
+      co.name = m_name;
+      auto compiled = cuda::Executable::compile(cg.graph, ops::registry(), *plan, co);
+      if (!compiled.ok()) return Error{fmt::format("{}: {}", m_name, compiled.error().message)};
+      cudaExe = std::move(*compiled);
+#else
+      return makeError("{}: device cuda: this build has no CUDA backend (configure where the CUDA toolkit is)", m_name);
+#endif
     } else if (!m_interpret && !interpretByDefault()) {
       auto plan = passes::planFusion(cg.graph, ops::registry());
       if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
@@ -187,6 +211,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
                                  cg.graph.nodes().size(), tracedNodes,
                                  exe ? fmt::format(", {} kernels, {:.1f} MiB arena", exe->kernels().size(),
                                                    exe->memory().arenaBytes / 1048576.0)
+                                 : cudaExe ? std::string(", on cuda")
                                  : spmdExe ? fmt::format(", SPMD on {} with {} collectives",
                                                          spmdExe->mesh().toString(),
                                                          spmdExe->partitioned().collectives.size())
@@ -195,7 +220,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     }
     donatable.resize(leaves.size());
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg)),
-                            std::move(exe), std::move(spmdExe), std::move(donatable)});
+                            std::move(exe), std::move(cudaExe), std::move(spmdExe), std::move(donatable)});
     hit = &m_cache.back();
   }
 
@@ -207,6 +232,18 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     auto r = hit->spmd->run(inputs);
     if (!r.ok()) return Error{fmt::format("{}: {}", m_name, r.error().message)};
     outs = std::move(r).value();
+  } else if (hit->cudaExe) {
+#ifdef TESSERA_HAVE_CUDA
+    const ClosedGraph& cg = *hit->graph;
+    std::vector<runtime::BufferPtr> bufs;
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
+      bufs.push_back(leaves[i].buffer());
+    }
+    for (const auto& c : cg.consts) bufs.push_back(c.buffer());
+    TSR_ASSIGN(std::vector<runtime::BufferPtr> res, hit->cudaExe->runHost(bufs));
+    for (size_t i = 0; i < res.size(); ++i) outs.push_back(Array::fromBuffer(res[i], cg.graph.aval(cg.graph.outputs()[i])));
+#endif
   } else if (hit->exe) {
     const ClosedGraph& cg = *hit->graph;
     std::vector<runtime::BufferPtr> bufs;

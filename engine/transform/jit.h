@@ -19,6 +19,9 @@ namespace tsr {
 namespace cpu {
 class Executable;
 }
+namespace cuda {
+class Executable;
+}
 namespace spmd {
 class SpmdExecutable;
 }
@@ -60,6 +63,10 @@ class Jit {
   // Run graphs with the reference interpreter instead of the compiled CPU executable (also TESSERA_EXECUTOR=
   // interpreter).
   void setUseInterpreter(bool on) { m_interpret = on; }
+  // Where compiled graphs run: "cpu" (default), or "cuda" for GPU 0 through the CUDA backend, with the
+  // arguments copied to the device and the results back at every call (also TESSERA_DEVICE=cuda). Sharded
+  // programs and the interpreter stay on the CPU.
+  void setDevice(std::string device) { m_device = std::move(device); }
 
   const JitStats& stats() const { return m_stats; }
   // Why the most recent call missed the cache ("first call", "argument 1: shape f32[8] -> f32[16]", ...).
@@ -83,6 +90,7 @@ class Jit {
     std::vector<std::string> paths;
     std::shared_ptr<const ClosedGraph> graph;
     std::shared_ptr<cpu::Executable> exe;  // null when interpreting
+    std::shared_ptr<cuda::Executable> cudaExe;  // device "cuda"
     std::shared_ptr<spmd::SpmdExecutable> spmd;  // arguments split over a mesh: the partitioned program
     std::vector<bool> donatable;           // per argument leaf
   };
@@ -99,6 +107,7 @@ class Jit {
   std::string m_lastMissReason;
   std::vector<std::string> m_donated;
   bool m_interpret = false;
+  std::string m_device;  // "" : TESSERA_DEVICE, else cpu
   const spmd::SpmdExecutable* m_lastSpmd = nullptr;
 };
 

@@ -1,0 +1,355 @@
+#include "engine/backends/cuda/codegen.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tsr::cuda {
+
+using ir::OpCode;
+
+namespace {
+
+// Shared by every kernel: NaN-propagating max/min and the reduction combiners, as the CPU kernels define them.
+// bf16 is kept as its 16 bits and converted by hand (round to nearest even, NaN stays NaN): no CUDA header.
+constexpr const char* kPrelude = R"(typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+static __device__ __forceinline__ float tsr_bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }
+static __device__ __forceinline__ u16 tsr_f32_to_bf16(float f) {
+  u32 u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (u16)(u >> 16);
+}
+static __device__ __forceinline__ float tsr_b(bool v) { return v ? 1.0f : 0.0f; }
+static __device__ __forceinline__ float tsr_max(float a, float b) { return (a > b || a != a) ? a : b; }
+static __device__ __forceinline__ float tsr_min(float a, float b) { return (a < b || a != a) ? a : b; }
+static __device__ __forceinline__ float tsr_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }
+static __device__ __forceinline__ float tsr_clamp(float lo, float x, float hi) { return tsr_min(tsr_max(x, lo), hi); }
+static __device__ __forceinline__ float tsr_logistic(float x) { return 1.0f / (1.0f + expf(-x)); }
+)";
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t d : v) n *= d;
+  return n;
+}
+
+// Whether every index of the kernel fits in 32 bits (faster index arithmetic).
+bool fitsInt32(const cpu::TileProgram& p) {
+  int64_t n = product(p.dims);
+  int64_t maxOffset = n;
+  for (const auto& in : p.inputs) {
+    int64_t o = in.offset;
+    for (size_t d = 0; d < p.dims.size(); ++d) o += (p.dims[d] - 1) * std::max<int64_t>(in.strides[d], 0);
+    maxOffset = std::max(maxOffset, o);
+  }
+  // Margin for the grid-stride step (i + gridDim.x * blockDim.x must not overflow either).
+  return maxOffset < (int64_t{1} << 31) - (int64_t{1} << 26);
+}
+
+bool contiguous(const cpu::TileInput& in, const std::vector<int64_t>& dims) {
+  int64_t expect = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] != 1 && in.strides[d] != expect) return false;
+    expect *= dims[d];
+  }
+  return true;
+}
+
+// Declares the kernel's pointer arguments p0..pn-1.
+std::string signature(const std::string& name, int numArgs, const char* bounds) {
+  std::string s = fmt::format("extern \"C\" __global__ void {} {}(", bounds, name);
+  for (int i = 0; i < numArgs; ++i) s += fmt::format("{}char* __restrict__ p{}", i ? ", " : "", i);
+  return s + ")";
+}
+
+// The body that evaluates the program at one element: slot variables s<i>, stores when `store`.
+// idx[d]: the expression of the index along dim d; flat: the element's position in iteration order.
+Result<std::string> body(const cpu::TileProgram& p, const std::vector<std::string>& idx, const std::string& flat,
+                         const std::string& indexType, bool store, const std::string& indent) {
+  std::string s;
+  const int nin = static_cast<int>(p.inputs.size());
+  for (int i = 0; i < nin; ++i) {
+    const auto& in = p.inputs[static_cast<size_t>(i)];
+    std::string off;
+    if (contiguous(in, p.dims)) {
+      off = in.offset ? fmt::format("{} + {}", flat, in.offset) : flat;
+    } else {
+      off = fmt::format("{}", in.offset);
+      for (size_t d = 0; d < p.dims.size(); ++d)
+        if (in.strides[d] != 0 && p.dims[d] != 1) off += fmt::format(" + {} * ({})", idx[d], in.strides[d]);
+    }
+    if (in.dtype == DType::F32)
+      s += fmt::format("{}const float s{} = ((const float*)p{})[{}];\n", indent, i, in.arg, off);
+    else if (in.dtype == DType::Bool)
+      s += fmt::format("{}const float s{} = tsr_b(((const u8*)p{})[{}] != 0);\n", indent, i, in.arg, off);
+    else
+      return makeError("input {} of type {} cannot be read by a fused kernel", i, dtypeName(in.dtype));
+  }
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const auto& ins = p.instrs[i];
+    auto a = [&](int k) { return ins.args[k] >= 0 ? fmt::format("s{}", ins.args[k]) : std::string("0.0f"); };
+    std::string e = opExpression(ins.op, ins.resultIsBool, a(0), a(1), a(2));
+    if (e.empty()) return makeError("op {} has no CUDA expression", ir::coreOpName(ins.op));
+    s += fmt::format("{}const float s{} = {};\n", indent, nin + static_cast<int>(i), e);
+  }
+  if (store)
+    for (const auto& st : p.stores) {
+      if (st.dtype == DType::F32)
+        s += fmt::format("{}((float*)p{})[{}] = s{};\n", indent, st.arg, flat, st.slot);
+      else if (st.dtype == DType::Bool)
+        s += fmt::format("{}((u8*)p{})[{}] = (u8)(s{} != 0.0f);\n", indent, st.arg, flat, st.slot);
+      else
+        return makeError("a fused kernel cannot store {}", dtypeName(st.dtype));
+    }
+  (void)indexType;
+  return s;
+}
+
+// Index expressions for dims [first, last) of the iteration space from the linear position `var`.
+std::string unravel(const std::vector<int64_t>& dims, const std::vector<size_t>& which, const std::string& var,
+                    const std::string& type, const std::string& prefix, const std::string& indent) {
+  std::string s = fmt::format("{}{} {}r = {};\n", indent, type, prefix, var);
+  for (size_t k = which.size(); k-- > 0;) {
+    size_t d = which[k];
+    if (k == 0)
+      s += fmt::format("{}const {} {}{} = {}r;\n", indent, type, prefix, d, prefix);
+    else
+      s += fmt::format("{}const {} {}{} = {}r % {}; {}r /= {};\n", indent, type, prefix, d, prefix, dims[d], prefix,
+                       dims[d]);
+  }
+  return s;
+}
+
+std::string finish(const std::string& label, const std::string& code, GeneratedKernel& k) {
+  std::string name = fmt::format("tsr_{:016x}", fnv1a(code));
+  std::string body = code;
+  for (size_t pos; (pos = body.find("KERNEL_NAME")) != std::string::npos;) body.replace(pos, 11, name);
+  k.name = name;
+  k.body = fmt::format("// {}\n{}", label, body);
+  return kPrelude + k.body;
+}
+
+const char* reduceInit(OpCode op) {
+  if (op == OpCode::ReduceMax) return "-__int_as_float(0x7f800000)";
+  if (op == OpCode::ReduceMin) return "__int_as_float(0x7f800000)";
+  return "0.0f";
+}
+
+std::string combine(OpCode op, const std::string& a, const std::string& b) {
+  if (op == OpCode::ReduceMax) return fmt::format("tsr_max({}, {})", a, b);
+  if (op == OpCode::ReduceMin) return fmt::format("tsr_min({}, {})", a, b);
+  return fmt::format("{} + {}", a, b);
+}
+
+}  // namespace
+
+const char* kernelPrelude() { return kPrelude; }
+
+std::string opExpression(OpCode op, bool resultIsBool, const std::string& a, const std::string& b,
+                         const std::string& c) {
+  switch (op) {
+    case OpCode::Neg: return "-" + a;
+    case OpCode::Abs: return fmt::format("fabsf({})", a);
+    case OpCode::Sign: return fmt::format("tsr_sign({})", a);
+    case OpCode::Exp: return fmt::format("expf({})", a);
+    case OpCode::Exp2: return fmt::format("exp2f({})", a);
+    case OpCode::Log: return fmt::format("logf({})", a);
+    case OpCode::Log1p: return fmt::format("log1pf({})", a);
+    case OpCode::Expm1: return fmt::format("expm1f({})", a);
+    case OpCode::Sqrt: return fmt::format("sqrtf({})", a);
+    case OpCode::Rsqrt: return fmt::format("(1.0f / sqrtf({}))", a);
+    case OpCode::Tanh: return fmt::format("tanhf({})", a);
+    case OpCode::Logistic: return fmt::format("tsr_logistic({})", a);
+    case OpCode::Sin: return fmt::format("sinf({})", a);
+    case OpCode::Cos: return fmt::format("cosf({})", a);
+    case OpCode::Tan: return fmt::format("tanf({})", a);
+    case OpCode::Erf: return fmt::format("erff({})", a);
+    case OpCode::ErfInv: return fmt::format("erfinvf({})", a);
+    case OpCode::Floor: return fmt::format("floorf({})", a);
+    case OpCode::Ceil: return fmt::format("ceilf({})", a);
+    case OpCode::Round: return fmt::format("roundf({})", a);
+    case OpCode::IsFinite: return fmt::format("tsr_b(isfinite({}))", a);
+    case OpCode::Not: return fmt::format("tsr_b({} == 0.0f)", a);
+    case OpCode::Relu: return fmt::format("({0} < 0.0f ? 0.0f : {0})", a);
+    case OpCode::Add: return fmt::format("({} + {})", a, b);
+    case OpCode::Sub: return fmt::format("({} - {})", a, b);
+    case OpCode::Mul: return fmt::format("({} * {})", a, b);
+    case OpCode::Div: return fmt::format("({} / {})", a, b);
+    case OpCode::Rem: return fmt::format("fmodf({}, {})", a, b);
+    case OpCode::Pow: return fmt::format("powf({}, {})", a, b);
+    case OpCode::Max: return fmt::format("tsr_max({}, {})", a, b);
+    case OpCode::Min: return fmt::format("tsr_min({}, {})", a, b);
+    case OpCode::Atan2: return fmt::format("atan2f({}, {})", a, b);
+    case OpCode::And: return fmt::format("tsr_b({} != 0.0f && {} != 0.0f)", a, b);
+    case OpCode::Or: return fmt::format("tsr_b({} != 0.0f || {} != 0.0f)", a, b);
+    case OpCode::Xor: return fmt::format("tsr_b(({} != 0.0f) != ({} != 0.0f))", a, b);
+    case OpCode::Eq: return fmt::format("tsr_b({} == {})", a, b);
+    case OpCode::Ne: return fmt::format("tsr_b({} != {})", a, b);
+    case OpCode::Lt: return fmt::format("tsr_b({} < {})", a, b);
+    case OpCode::Le: return fmt::format("tsr_b({} <= {})", a, b);
+    case OpCode::Gt: return fmt::format("tsr_b({} > {})", a, b);
+    case OpCode::Ge: return fmt::format("tsr_b({} >= {})", a, b);
+    case OpCode::Select: return fmt::format("({} != 0.0f ? {} : {})", a, b, c);
+    case OpCode::Clamp: return fmt::format("tsr_clamp({}, {}, {})", a, b, c);
+    case OpCode::Convert: return resultIsBool ? fmt::format("tsr_b({} != 0.0f)", a) : a;
+    default: return "";
+  }
+}
+
+Result<GeneratedKernel> generateLoop(const cpu::TileProgram& p, int numArgs, const std::string& label) {
+  GeneratedKernel k;
+  k.shape = LaunchShape::Elements;
+  k.elements = product(p.dims);
+  k.numArgs = numArgs;
+  const std::string T = fitsInt32(p) ? "int" : "long long";
+  std::vector<size_t> all(p.dims.size());
+  for (size_t d = 0; d < all.size(); ++d) all[d] = d;
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < p.dims.size(); ++d) idx.push_back(fmt::format("i{}", d));
+  bool needIdx = false;
+  for (const auto& in : p.inputs) needIdx |= !contiguous(in, p.dims);
+  auto b = body(p, idx, "i", T, true, "    ");
+  if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+  std::string code = signature("KERNEL_NAME", numArgs, fmt::format("__launch_bounds__({})", kThreads).c_str());
+  code += fmt::format(" {{\n  const {0} n = {1};\n  for ({0} i = ({0})blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+                      "i += ({0})gridDim.x * blockDim.x) {{\n",
+                      T, k.elements);
+  if (needIdx) code += unravel(p.dims, all, "i", T, "i", "    ");
+  code += *b + "  }\n}\n";
+  k.source = finish(label, code, k);
+  return k;
+}
+
+Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const std::string& label) {
+  const cpu::TileProgram& p = lk.prog;
+  GeneratedKernel k;
+  k.numArgs = static_cast<int>(lk.args.size());
+  const std::string T = fitsInt32(p) ? "int" : "long long";
+  const size_t rank = p.dims.size();
+  const size_t nred = lk.reduces.size();
+  for (const auto& r : lk.reduces)
+    if (r.op != OpCode::ReduceSum && r.op != OpCode::ReduceMax && r.op != OpCode::ReduceMin)
+      return makeError("{}: {} cannot be fused", label, ir::coreOpName(r.op));
+  std::string code;
+  auto accInit = [&](const std::string& indent) {
+    std::string s;
+    for (size_t j = 0; j < nred; ++j) s += fmt::format("{}float acc{} = {};\n", indent, j, reduceInit(lk.reduces[j].op));
+    return s;
+  };
+  auto accumulate = [&](const std::string& indent) {
+    std::string s;
+    for (size_t j = 0; j < nred; ++j)
+      s += fmt::format("{}acc{} = {};\n", indent, j,
+                       combine(lk.reduces[j].op, fmt::format("acc{}", j), fmt::format("s{}", lk.reduces[j].slot)));
+    return s;
+  };
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < rank; ++d) idx.push_back(fmt::format("i{}", d));
+  const bool hasK1 = rank >= 2 && !lk.reducedDims[0];
+  if (!lk.genericReduce && lk.k2 == 1) {
+    // Rows: block `row` reduces R elements; threads stride over them.
+    k.shape = LaunchShape::Rows;
+    k.rows = lk.k1;
+    const size_t rDim = hasK1 ? 1 : 0;
+    std::string flat = hasK1 ? fmt::format("(({0})i0 * {1} + i{2})", T, lk.r, rDim) : fmt::format("i{}", rDim);
+    auto b = body(p, idx, flat, T, true, "    ");
+    if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+    code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kRowThreads).c_str());
+    code += " {\n";
+    if (hasK1) code += fmt::format("  const {} i0 = blockIdx.x;\n", T);
+    code += accInit("  ");
+    code += fmt::format("  for ({0} i{1} = threadIdx.x; i{1} < {2}; i{1} += blockDim.x) {{\n", T, rDim, lk.r);
+    code += *b + accumulate("    ") + "  }\n";
+    // Warp shuffles, then one value per warp through shared memory.
+    code += fmt::format("  __shared__ float part[{}][32];\n", std::max<size_t>(nred, 1));
+    code += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
+    for (size_t j = 0; j < nred; ++j) {
+      OpCode op = lk.reduces[j].op;
+      code += fmt::format("  for (int o = 16; o > 0; o >>= 1) acc{0} = {1};\n", j,
+                          combine(op, fmt::format("acc{}", j), fmt::format("__shfl_xor_sync(0xffffffffu, acc{}, o)", j)));
+      code += fmt::format("  if (lane == 0) part[{0}][warp] = acc{0};\n", j);
+    }
+    code += "  __syncthreads();\n  if (warp == 0) {\n";
+    for (size_t j = 0; j < nred; ++j) {
+      OpCode op = lk.reduces[j].op;
+      code += fmt::format("    float v{0} = lane < (int)(blockDim.x >> 5) ? part[{0}][lane] : {1};\n", j, reduceInit(op));
+      code += fmt::format("    for (int o = 16; o > 0; o >>= 1) v{0} = {1};\n", j,
+                          combine(op, fmt::format("v{}", j), fmt::format("__shfl_xor_sync(0xffffffffu, v{}, o)", j)));
+      code += fmt::format("    if (lane == 0) ((float*)p{})[blockIdx.x] = v{};\n", lk.reduces[j].arg, j);
+    }
+    code += "  }\n}\n";
+  } else if (!lk.genericReduce) {
+    // Columns: thread (a, c) walks R.
+    k.shape = LaunchShape::Elements;
+    k.elements = lk.k1 * lk.k2;
+    const size_t rDim = hasK1 ? 1 : 0, cDim = rank - 1;
+    std::string flat = hasK1 ? fmt::format("((({0})i0 * {1} + i{2}) * {3} + i{4})", T, lk.r, rDim, lk.k2, cDim)
+                             : fmt::format("(({0})i{1} * {2} + i{3})", T, rDim, lk.k2, cDim);
+    auto b = body(p, idx, flat, T, true, "      ");
+    if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+    code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kThreads).c_str());
+    code += fmt::format(" {{\n  const {0} o = ({0})blockIdx.x * blockDim.x + threadIdx.x;\n  if (o >= {1}) return;\n",
+                        T, k.elements);
+    code += fmt::format("  const {} i{} = o % {};\n", T, cDim, lk.k2);
+    if (hasK1) code += fmt::format("  const {} i0 = o / {};\n", T, lk.k2);
+    code += accInit("  ");
+    code += fmt::format("  for ({0} i{1} = 0; i{1} < {2}; ++i{1}) {{\n", T, rDim, lk.r);
+    code += *b + accumulate("      ") + "  }\n";
+    for (size_t j = 0; j < nred; ++j) code += fmt::format("  ((float*)p{})[o] = acc{};\n", lk.reduces[j].arg, j);
+    code += "}\n";
+  } else {
+    // Any layout: thread o owns one output and walks every reduced index.
+    std::vector<size_t> kept, reduced;
+    int64_t outs = 1, inner = 1;
+    for (size_t d = 0; d < rank; ++d) {
+      if (lk.reducedDims[d]) {
+        reduced.push_back(d);
+        inner *= p.dims[d];
+      } else {
+        kept.push_back(d);
+        outs *= p.dims[d];
+      }
+    }
+    k.shape = LaunchShape::Elements;
+    k.elements = outs;
+    std::string flat = "0";
+    {
+      int64_t mul = 1;
+      flat.clear();
+      for (size_t d = rank; d-- > 0;) {
+        flat += fmt::format("{}({})i{} * {}", flat.empty() ? "" : " + ", T, d, mul);
+        mul *= p.dims[d];
+      }
+      flat = "(" + flat + ")";
+    }
+    auto b = body(p, idx, flat, T, true, "    ");
+    if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+    code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kThreads).c_str());
+    code += fmt::format(" {{\n  const {0} o = ({0})blockIdx.x * blockDim.x + threadIdx.x;\n  if (o >= {1}) return;\n",
+                        T, outs);
+    if (!kept.empty()) code += unravel(p.dims, kept, "o", T, "i", "  ");
+    code += accInit("  ");
+    code += fmt::format("  for ({0} q = 0; q < {1}; ++q) {{\n", T, inner);
+    if (!reduced.empty()) code += unravel(p.dims, reduced, "q", T, "i", "    ");
+    code += *b + accumulate("    ") + "  }\n";
+    for (size_t j = 0; j < nred; ++j) code += fmt::format("  ((float*)p{})[o] = acc{};\n", lk.reduces[j].arg, j);
+    code += "}\n";
+  }
+  k.source = finish(label, code, k);
+  return k;
+}
+
+}  // namespace tsr::cuda

@@ -1,0 +1,416 @@
+#include "engine/backends/cuda/executable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "engine/backends/cuda/cuda_status.h"
+#include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/node_kernels.h"
+#include "engine/backends/cuda/nvrtc.h"
+#include "engine/runtime/profiler.h"
+
+namespace tsr::cuda {
+
+using cpu::LoweredKernel;
+using ir::OpCode;
+using ir::ValueId;
+using passes::GroupKind;
+
+const char* kernelPathName(KernelPath p) {
+  switch (p) {
+    case KernelPath::Generated: return "nvrtc";
+    case KernelPath::CuBlasLt: return "cublaslt";
+    case KernelPath::Host: return "host";
+    case KernelPath::None: return "none";
+  }
+  return "?";
+}
+
+const char* opPath(const ir::OpDef& def) {
+  if (def.code == OpCode::DotGeneral) return "cublaslt";
+  if (def.code == OpCode::ReduceSum || def.code == OpCode::ReduceMax || def.code == OpCode::ReduceMin) return "nvrtc";
+  if (def.fusion == ir::FusionKind::Layout) return "nvrtc";  // read through, or a strided copy kernel
+  if (def.fusion == ir::FusionKind::Elementwise && !opExpression(def.code, false, "a", "b", "c").empty())
+    return "nvrtc";
+  if (def.code == OpCode::Gather || def.code == OpCode::ScatterAdd || def.code == OpCode::Iota) return "nvrtc";
+  return "host";
+}
+
+namespace {
+
+bool gemmTypesSupported(const ir::Graph& g, const ir::Node& n) {
+  DType a = g.aval(n.operands[0]).dtype, b = g.aval(n.operands[1]).dtype, c = g.aval(n.results[0]).dtype;
+  return a == b && (a == DType::F32 || a == DType::BF16) && (c == DType::F32 || c == DType::BF16);
+}
+
+KernelPath pathOf(const cpu::Executable& exe, const LoweredKernel& k) {
+  switch (k.info.kind) {
+    case GroupKind::Loop:
+    case GroupKind::Reduction: return KernelPath::Generated;
+    case GroupKind::Gemm:
+      return k.gemm && gemmTypesSupported(exe.graph(), exe.graph().nodes()[static_cast<size_t>(k.node)])
+                 ? KernelPath::CuBlasLt
+                 : KernelPath::Host;
+    case GroupKind::Opaque: return KernelPath::Host;
+    default: return KernelPath::None;
+  }
+}
+
+}  // namespace
+
+Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
+  GeneratedProgram out;
+  std::map<std::string, int> byName;  // equal kernels share one source
+  for (const LoweredKernel& k : exe.loweredKernels()) {
+    KernelPath path = pathOf(exe, k);
+    std::optional<Result<GeneratedKernel>> gen;
+    if (k.info.kind == GroupKind::Opaque) {
+      TSR_ASSIGN(std::optional<GeneratedKernel> node, generateNodeKernel(exe.graph(), k));
+      if (node) {
+        path = KernelPath::Generated;
+        gen = std::move(*node);
+      }
+    }
+    out.paths.push_back(path);
+    if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
+    if (k.info.kind == GroupKind::Reduction) gen = generateReduction(k, k.info.name);
+    if (k.info.kind == GroupKind::Gemm && k.hasProgram)
+      gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name + " epilogue");
+    if (!gen) {
+      out.generatedIndex.push_back(-1);
+      continue;
+    }
+    if (!gen->ok()) return gen->takeError();
+    GeneratedKernel g = std::move(*gen).value();
+    auto it = byName.find(g.name);
+    if (it == byName.end()) {
+      it = byName.emplace(g.name, static_cast<int>(out.kernels.size())).first;
+      out.kernels.push_back(std::move(g));
+    }
+    out.generatedIndex.push_back(it->second);
+  }
+  return out;
+}
+
+struct Executable::Impl {
+  const ir::OpRegistry* reg = nullptr;
+  CompileOptions options;
+  Device* device = nullptr;
+  std::unique_ptr<cpu::Executable> lowered;
+  GeneratedProgram program;
+  std::vector<std::shared_ptr<LoadedModule>> modules;  // per generated kernel
+  std::vector<const void*> functions;                  // per generated kernel
+  std::vector<std::unique_ptr<LtGemm>> gemms;          // per lowered kernel (null unless cuBLASLt)
+  std::vector<DeviceBufferPtr> consts;
+
+  const ir::Graph& graph() const { return lowered->graph(); }
+  ValueId root(ValueId v) const {
+    const auto& slots = lowered->valueSlots();
+    while (slots[static_cast<size_t>(v)].loc == cpu::Loc::Alias) v = slots[static_cast<size_t>(v)].aliasOf;
+    return v;
+  }
+  Status launchGenerated(int gi, const std::vector<void*>& ptrs);
+  Status runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs);
+};
+
+Executable::Executable() : m(std::make_unique<Impl>()) {}
+Executable::~Executable() = default;
+Device& Executable::device() const { return *m->device; }
+const cpu::Executable& Executable::lowered() const { return *m->lowered; }
+
+int Executable::numKernels(KernelPath p) const {
+  return static_cast<int>(std::count(m->program.paths.begin(), m->program.paths.end(), p));
+}
+
+Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, const ir::OpRegistry& reg,
+                                                        const passes::FusionPlan& plan, const CompileOptions& options) {
+  std::unique_ptr<Executable> e(new Executable());
+  Impl& im = *e->m;
+  im.reg = &reg;
+  im.options = options;
+  TSR_ASSIGN(im.device, Device::get(options.device));
+  TSR_CUDA(cudaSetDevice(im.device->ordinal()));
+  cpu::CompileOptions co;
+  co.name = options.name;
+  TSR_ASSIGN(im.lowered, cpu::Executable::compile(g, reg, plan, co));
+  TSR_ASSIGN(im.program, generateProgram(*im.lowered));
+  NvrtcOptions no;
+  no.sm = im.device->smVersion();
+  // NVRTC compiles independent programs concurrently: one worker per core.
+  const size_t nk = im.program.kernels.size();
+  std::vector<std::optional<Result<CompiledModule>>> compiled(nk);
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < nk;)
+        compiled[i] = compileCuda(im.program.kernels[i].source, im.program.kernels[i].name, no);
+    };
+    const size_t threads = std::min<size_t>(nk, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+  }
+  for (size_t i = 0; i < nk; ++i) {
+    const GeneratedKernel& gk = im.program.kernels[i];
+    if (!compiled[i]->ok()) return compiled[i]->takeError();
+    TSR_ASSIGN(std::shared_ptr<LoadedModule> lm, LoadedModule::load(compiled[i]->value()));
+    TSR_ASSIGN(const void* fn, lm->kernel(gk.name));
+    im.modules.push_back(std::move(lm));
+    im.functions.push_back(fn);
+  }
+  const auto& kernels = im.lowered->loweredKernels();
+  im.gemms.resize(kernels.size());
+  const MatmulPrecision precision = matmulPrecision();
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (im.program.paths[i] != KernelPath::CuBlasLt) continue;
+    const ir::Node& n = im.graph().nodes()[static_cast<size_t>(kernels[i].node)];
+    GemmSpec spec;
+    spec.plan = *kernels[i].gemm;
+    spec.inType = im.graph().aval(n.operands[0]).dtype;
+    spec.outType = im.graph().aval(n.results[0]).dtype;
+    spec.precision = precision;
+    TSR_ASSIGN(im.gemms[i], LtGemm::create(*im.device, spec));
+  }
+  for (const auto& c : im.lowered->constants()) {
+    TSR_ASSIGN(DeviceBufferPtr d, toDevice(*im.device, *c, c->size()));
+    im.consts.push_back(std::move(d));
+  }
+  TSR_TRY(im.device->synchronize());
+  return e;
+}
+
+Status Executable::Impl::launchGenerated(int gi, const std::vector<void*>& ptrs) {
+  const GeneratedKernel& gk = program.kernels[static_cast<size_t>(gi)];
+  if (gk.prefillFrom >= 0 && gk.prefillBytes > 0)
+    TSR_CUDA(cudaMemcpyAsync(ptrs[static_cast<size_t>(gk.prefillTo)], ptrs[static_cast<size_t>(gk.prefillFrom)],
+                             static_cast<size_t>(gk.prefillBytes), cudaMemcpyDeviceToDevice,
+                             static_cast<cudaStream_t>(device->computeStream())));
+  std::vector<void*> vals = ptrs;
+  std::vector<void*> argp(vals.size());
+  for (size_t i = 0; i < vals.size(); ++i) argp[i] = &vals[i];
+  if (gk.shape == LaunchShape::Rows)
+    return launchKernel(functions[static_cast<size_t>(gi)], gk.rows, kRowThreads, argp.data(), 0, device->computeStream());
+  int64_t blocks = (gk.elements + kThreads - 1) / kThreads;
+  blocks = std::min<int64_t>(blocks, int64_t{device->numSMs()} * 32);
+  return launchKernel(functions[static_cast<size_t>(gi)], blocks, kThreads, argp.data(), 0, device->computeStream());
+}
+
+// A node without a device kernel: its CPU kernel on host copies (operands down, results up).
+Status Executable::Impl::runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs) {
+  const ir::Node& nd = graph().nodes()[static_cast<size_t>(k.node)];
+  const ir::OpDef& def = reg->get(nd.op);
+  std::vector<runtime::BufferPtr> hostIn, hostOut;
+  std::vector<ir::TensorView> in;
+  std::vector<ir::MutableTensorView> out;
+  for (size_t i = 0; i < nd.operands.size(); ++i) {
+    const Aval& a = graph().aval(nd.operands[i]);
+    TSR_ASSIGN(runtime::BufferPtr b, runtime::Buffer::allocateUninitialized(std::max<int64_t>(a.bytes(), 1)));
+    TSR_TRY(device->download(b->data(), ptrs[static_cast<size_t>(k.operandArgs[i])], a.bytes()));
+    in.push_back(ir::TensorView{b->data(), a});
+    hostIn.push_back(std::move(b));
+  }
+  for (size_t i = 0; i < nd.results.size(); ++i) {
+    const Aval& a = graph().aval(nd.results[i]);
+    TSR_ASSIGN(runtime::BufferPtr b, runtime::Buffer::allocate(std::max<int64_t>(a.bytes(), 1)));  // zeroed
+    out.push_back(ir::MutableTensorView{b->data(), a});
+    hostOut.push_back(std::move(b));
+  }
+  try {
+    def.cpu(ir::CpuKernelArgs{in, out, nd.attrs});
+  } catch (const std::exception& ex) {
+    return makeError("{}: {}", k.info.name, ex.what());
+  }
+  for (size_t i = 0; i < nd.results.size(); ++i)
+    TSR_TRY(device->upload(ptrs[static_cast<size_t>(k.resultArgs[i])], hostOut[i]->data(),
+                           graph().aval(nd.results[i]).bytes()));
+  // The host buffers must outlive the asynchronous uploads.
+  return device->synchronize();
+}
+
+Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBufferPtr> inputs) {
+  Impl& im = *m;
+  const ir::Graph& g = im.graph();
+  const std::string& name = im.options.name;
+  if (inputs.size() != g.inputs().size())
+    return makeError("{}: expects {} inputs, got {}", name, g.inputs().size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Aval& a = g.aval(g.inputs()[i]);
+    if (!inputs[i] || inputs[i]->size() < a.bytes())
+      return makeError("{}: input {} must hold {} ({} bytes)", name, i, a.toString(), a.bytes());
+    if (&inputs[i]->device() != im.device)
+      return makeError("{}: input {} is on cuda:{}, the program on cuda:{}", name, i, inputs[i]->device().ordinal(),
+                       im.device->ordinal());
+  }
+  TSR_CUDA(cudaSetDevice(im.device->ordinal()));
+  const auto& slots = im.lowered->valueSlots();
+  TSR_ASSIGN(DeviceBufferPtr arena, im.device->allocate(im.lowered->memory().arenaBytes));
+  std::vector<void*> ptr(static_cast<size_t>(g.numValues()), nullptr);
+  std::vector<DeviceBufferPtr> owned(static_cast<size_t>(g.numValues()));
+  for (size_t v = 0; v < slots.size(); ++v) {
+    const cpu::ValueSlot& s = slots[v];
+    switch (s.loc) {
+      case cpu::Loc::Input: owned[v] = inputs[static_cast<size_t>(s.index)]; break;
+      case cpu::Loc::Const: owned[v] = im.consts[static_cast<size_t>(s.index)]; break;
+      case cpu::Loc::Arena: ptr[v] = static_cast<char*>(arena->data()) + s.offset; break;
+      case cpu::Loc::Fresh: {
+        TSR_ASSIGN(owned[v], im.device->allocate(g.aval(static_cast<ValueId>(v)).bytes()));
+        break;
+      }
+      default: break;
+    }
+    if (owned[v]) ptr[v] = owned[v]->data();
+  }
+  for (size_t v = 0; v < slots.size(); ++v)
+    if (slots[v].loc == cpu::Loc::Alias) {
+      ValueId r = im.root(static_cast<ValueId>(v));
+      ptr[v] = ptr[static_cast<size_t>(r)];
+      owned[v] = owned[static_cast<size_t>(r)];
+    }
+
+  runtime::Profiler* prof = runtime::Profiler::active();
+  const auto& kernels = im.lowered->loweredKernels();
+  auto stream = static_cast<cudaStream_t>(im.device->computeStream());
+  if (prof && !prof->hasFusion(im.lowered->fusionBase())) {
+    std::vector<runtime::FusionInfo> table;
+    for (const auto& k : kernels) {
+      runtime::FusionInfo f;
+      f.id = k.info.fusionId;
+      f.executable = name;
+      f.name = k.info.name;
+      f.kind = passes::groupKindName(k.info.kind);
+      for (ir::NodeId n : k.info.nodes) {
+        f.nodes.push_back(n);
+        f.ops.push_back(im.reg->get(g.nodes()[static_cast<size_t>(n)].op).name);
+      }
+      table.push_back(std::move(f));
+    }
+    prof->registerFusions(table);
+  }
+  // Timeline: one event pair per kernel; `anchor` is recorded on an idle stream at host time t0.
+  std::vector<cudaEvent_t> events;
+  cudaEvent_t anchor = nullptr;
+  int64_t t0 = 0;
+  auto destroyEvents = [&] {
+    for (cudaEvent_t ev : events) cudaEventDestroy(ev);
+    if (anchor) cudaEventDestroy(anchor);
+  };
+  if (prof) {
+    TSR_CUDA(cudaStreamSynchronize(stream));
+    TSR_CUDA(cudaEventCreate(&anchor));
+    t0 = runtime::Profiler::nowNs();
+    TSR_CUDA(cudaEventRecord(anchor, stream));
+    events.resize(2 * kernels.size(), nullptr);
+    for (auto& ev : events) TSR_CUDA(cudaEventCreate(&ev));
+  }
+  std::vector<void*> args;
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const LoweredKernel& k = kernels[ki];
+    args.clear();
+    for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
+    if (prof) cudaEventRecord(events[2 * ki], stream);
+    Status st;
+    const int gi = im.program.generatedIndex[ki];
+    switch (im.program.paths[ki]) {
+      case KernelPath::Generated: st = im.launchGenerated(gi, args); break;
+      case KernelPath::CuBlasLt:
+        st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
+                               args[static_cast<size_t>(k.resultArgs[0])]);
+        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
+        break;
+      case KernelPath::Host:
+        st = im.runHostKernel(k, args);
+        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
+        break;
+      case KernelPath::None: break;
+    }
+    if (!st.ok()) {
+      destroyEvents();
+      return makeError("{}: {}: {}", name, k.info.name, st.error().message);
+    }
+    if (prof) cudaEventRecord(events[2 * ki + 1], stream);
+  }
+  if (prof) {
+    TSR_CUDA(cudaStreamSynchronize(stream));
+    const std::string deviceName = fmt::format("cuda:{}", im.device->ordinal());
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      float startMs = 0, endMs = 0;
+      cudaEventElapsedTime(&startMs, anchor, events[2 * ki]);
+      cudaEventElapsedTime(&endMs, anchor, events[2 * ki + 1]);
+      runtime::ProfileEvent ev;
+      ev.device = deviceName;
+      ev.stream = 0;
+      ev.name = kernels[ki].info.name;
+      ev.fusion = kernels[ki].info.fusionId;
+      ev.startNs = t0 + static_cast<int64_t>(static_cast<double>(startMs) * 1e6);
+      ev.durationNs = static_cast<int64_t>(static_cast<double>(endMs - startMs) * 1e6);
+      ev.flops = kernels[ki].info.flops;
+      ev.bytes = kernels[ki].info.bytes;
+      prof->record(std::move(ev));
+    }
+    destroyEvents();
+  }
+  // Errors of asynchronous launches surface here at the latest.
+  TSR_CUDA(cudaGetLastError());
+  std::vector<DeviceBufferPtr> out;
+  for (ValueId v : g.outputs()) out.push_back(owned[static_cast<size_t>(v)]);
+  return out;
+}
+
+Result<std::vector<runtime::BufferPtr>> Executable::runHost(std::span<const runtime::BufferPtr> inputs) {
+  Impl& im = *m;
+  const ir::Graph& g = im.graph();
+  if (inputs.size() != g.inputs().size())
+    return makeError("{}: expects {} inputs, got {}", im.options.name, g.inputs().size(), inputs.size());
+  std::vector<DeviceBufferPtr> dev;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Aval& a = g.aval(g.inputs()[i]);
+    if (!inputs[i] || inputs[i]->size() < a.bytes())
+      return makeError("{}: input {} must hold {} ({} bytes)", im.options.name, i, a.toString(), a.bytes());
+    TSR_ASSIGN(DeviceBufferPtr d, toDevice(*im.device, *inputs[i], a.bytes()));
+    dev.push_back(std::move(d));
+  }
+  TSR_ASSIGN(std::vector<DeviceBufferPtr> outs, run(dev));
+  std::vector<runtime::BufferPtr> host;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    TSR_ASSIGN(runtime::BufferPtr h, toHost(*im.device, *outs[i], g.aval(g.outputs()[i]).bytes()));
+    host.push_back(std::move(h));
+  }
+  return host;
+}
+
+std::string Executable::describe() const {
+  const Impl& im = *m;
+  const auto& kernels = im.lowered->loweredKernels();
+  std::string s = fmt::format("{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} host; arena {:.1f} MiB\n",
+                              im.options.name, im.device->ordinal(), im.device->name(), kernels.size(),
+                              numKernels(KernelPath::Generated), numKernels(KernelPath::CuBlasLt),
+                              numKernels(KernelPath::Host), im.lowered->memory().arenaBytes / 1048576.0);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    int gi = im.program.generatedIndex[i];
+    s += fmt::format("{:4} {:<9} {}{}\n", i, kernelPathName(im.program.paths[i]), kernels[i].info.name,
+                     gi >= 0 ? " -> " + im.program.kernels[static_cast<size_t>(gi)].name : std::string());
+  }
+  return s;
+}
+
+Result<DeviceBufferPtr> toDevice(Device& d, const runtime::Buffer& host, int64_t bytes) {
+  TSR_ASSIGN(DeviceBufferPtr b, d.allocate(bytes));
+  TSR_TRY(d.upload(b->data(), host.data(), bytes));
+  TSR_TRY(d.synchronize());  // the host buffer may go once this returns
+  return b;
+}
+
+Result<runtime::BufferPtr> toHost(Device& d, const DeviceBuffer& dev, int64_t bytes) {
+  TSR_ASSIGN(runtime::BufferPtr h, runtime::Buffer::allocateUninitialized(std::max<int64_t>(bytes, 1)));
+  TSR_TRY(d.download(h->data(), dev.data(), bytes));
+  return h;
+}
+
+}  // namespace tsr::cuda

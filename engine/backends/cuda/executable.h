@@ -1,0 +1,72 @@
+#pragma once
+// The CUDA executable: the CPU backend's lowered program (the same fusion plan, kernel order and memory plan,
+// engine/backends/cpu/executable.h) run on one GPU:
+//   - loop and reduction kernels and GEMM epilogues: CUDA C++ generated from their tile programs (codegen.h),
+//     compiled with NVRTC (cached on disk) and launched on the device's compute stream;
+//   - dot_general: cuBLASLt (gemm.h) at the matmul precision in force when the program was compiled;
+//   - every other op (gather, scatter_add, scan, random bits, integer and bf16 ops): its CPU reference kernel
+//     on host copies of its operands ("host" kernels; correct, slow, listed by describe());
+//   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers.
+// With a Profiler active, every launch is timed with CUDA events on the GPU clock, shifted onto the profiler's
+// host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>".
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/backends/cpu/executable.h"
+#include "engine/backends/cuda/codegen.h"
+#include "engine/backends/cuda/device.h"
+#include "engine/runtime/buffer.h"
+
+namespace tsr::cuda {
+
+enum class KernelPath : uint8_t { Generated, CuBlasLt, Host, None };
+const char* kernelPathName(KernelPath p);
+
+// How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt" or "host".
+const char* opPath(const ir::OpDef& def);
+
+struct CompileOptions {
+  std::string name = "main";
+  int device = 0;
+};
+
+// The generated kernels of a lowered program, one per loop, reduction or gemm epilogue, in kernel order; for
+// every kernel of the program its path. Needs no GPU (tests compile every source with NVRTC).
+struct GeneratedProgram {
+  std::vector<KernelPath> paths;               // per lowered kernel
+  std::vector<int> generatedIndex;             // per lowered kernel: index into `kernels`, or -1
+  std::vector<GeneratedKernel> kernels;
+};
+Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered);
+
+class Executable {
+ public:
+  // Lowers g with the CPU backend's planner, generates and compiles its kernels, uploads its constants.
+  static Result<std::unique_ptr<Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
+                                                     const passes::FusionPlan& plan, const CompileOptions& options);
+  ~Executable();
+
+  // inputs: one device buffer per graph input (on this executable's device). Returns the outputs.
+  Result<std::vector<DeviceBufferPtr>> run(std::span<const DeviceBufferPtr> inputs);
+  // The same from and to host buffers (copies both ways).
+  Result<std::vector<runtime::BufferPtr>> runHost(std::span<const runtime::BufferPtr> inputs);
+
+  Device& device() const;
+  const cpu::Executable& lowered() const;
+  // One line per kernel: its name, path (nvrtc / cublaslt / host) and launch shape.
+  std::string describe() const;
+  int numKernels(KernelPath p) const;
+
+ private:
+  Executable();
+  struct Impl;
+  std::unique_ptr<Impl> m;
+};
+
+// Copies between host and device buffers.
+Result<DeviceBufferPtr> toDevice(Device& d, const runtime::Buffer& host, int64_t bytes);
+Result<runtime::BufferPtr> toHost(Device& d, const DeviceBuffer& dev, int64_t bytes);
+
+}  // namespace tsr::cuda

@@ -1,0 +1,43 @@
+#pragma once
+// dot_general on cuBLASLt. The product is the CPU backend's GemmPlan (row-major operands read in place, a
+// batch of equal products); cuBLASLt is column-major, so C^T = op(B)^T op(A)^T is computed instead, which reads
+// the same bytes without copies. Inputs f32 or bf16, accumulation f32; f32 inputs follow the matmul precision
+// (f32, tf32 or bf16 tensor cores). Epilogues fuse a bias over C's columns, bias + GELU (tanh form), or the
+// bias gradient (column sums of the second operand) into the product.
+#include <cstdint>
+#include <memory>
+
+#include "engine/backends/cpu/gemm.h"
+#include "engine/backends/cuda/device.h"
+#include "engine/core/dtype.h"
+
+namespace tsr::cuda {
+
+enum class GemmEpilogue : uint8_t { None, Bias, GeluBias, BiasGrad };
+
+struct GemmSpec {
+  cpu::GemmPlan plan;
+  DType inType = DType::F32;   // both operands
+  DType outType = DType::F32;
+  MatmulPrecision precision = MatmulPrecision::F32;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+};
+
+// A GEMM with its cuBLASLt descriptors and chosen algorithm, made once per kernel on its device.
+class LtGemm {
+ public:
+  static Result<std::unique_ptr<LtGemm>> create(Device& d, const GemmSpec& spec);
+  ~LtGemm();
+  // c = a * b (+ epilogue). bias: n floats (Bias, GeluBias: read; BiasGrad: written).
+  Status run(const void* a, const void* b, void* c, void* bias = nullptr);
+  const GemmSpec& spec() const { return m_spec; }
+
+ private:
+  LtGemm() = default;
+  Device* m_device = nullptr;
+  GemmSpec m_spec;
+  struct Handles;
+  std::unique_ptr<Handles> m_h;
+};
+
+}  // namespace tsr::cuda

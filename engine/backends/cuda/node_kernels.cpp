@@ -1,0 +1,261 @@
+#include "engine/backends/cuda/node_kernels.h"
+
+#include <fmt/format.h>
+
+namespace tsr::cuda {
+
+using ir::OpCode;
+
+namespace {
+
+const char* storageType(DType t) {
+  switch (t) {
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::BF16: return "u16";
+    case DType::I32: return "int";
+    case DType::I64: return "long long";
+    case DType::U8: return "u8";
+    case DType::U32: return "u32";
+    case DType::Bool: return "u8";
+    default: return nullptr;
+  }
+}
+
+// The same bytes as an unsigned type of the element's size (gather copies elements without looking at them).
+const char* bitsType(int64_t size) {
+  switch (size) {
+    case 1: return "u8";
+    case 2: return "u16";
+    case 4: return "u32";
+    case 8: return "u64";
+    default: return nullptr;
+  }
+}
+
+bool isIntType(DType t) { return t == DType::I32 || t == DType::I64 || t == DType::U8 || t == DType::U32; }
+bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+
+// An expression converting the loaded value `x` of type `s` to type `d`'s storage.
+std::string convertExpr(DType s, DType d, const std::string& x) {
+  std::string v = s == DType::BF16 ? fmt::format("tsr_bf16_to_f32({})", x)
+                  : s == DType::Bool ? fmt::format("({} != 0)", x)
+                                     : x;
+  if (d == DType::Bool) return fmt::format("(u8)({} != 0)", v);
+  if (d == DType::BF16) return fmt::format("tsr_f32_to_bf16((float)({}))", v);
+  if (isIntType(d) && isFloatType(s)) {
+    const char* lo = d == DType::I32 ? "-2147483648.0" : d == DType::I64 ? "-9223372036854775808.0" : "0.0";
+    const char* hi = d == DType::I32 ? "2147483647.0" : d == DType::I64 ? "9223372036854775807.0"
+                     : d == DType::U8 ? "255.0" : "4294967295.0";
+    const char* T = storageType(d);
+    const char* minV = d == DType::I32 ? "(-2147483647 - 1)" : d == DType::I64 ? "(-9223372036854775807LL - 1)" : "0";
+    const char* maxV = d == DType::I32 ? "2147483647" : d == DType::I64 ? "9223372036854775807LL"
+                       : d == DType::U8 ? "255" : "4294967295u";
+    return fmt::format("([&]() {{ double t = (double)({0}); if (t != t) return ({1})0; if (t <= {2}) return ({1}){3}; "
+                       "if (t >= {4}) return ({1}){5}; return ({1})t; }}())",
+                       v, T, lo, minV, hi, maxV);
+  }
+  if (isIntType(d) && isIntType(s)) {
+    // Wrap around through the unsigned 64-bit value.
+    return fmt::format("({})(u64)(long long)({})", storageType(d), v);
+  }
+  return fmt::format("({})({})", storageType(d), v);
+}
+
+std::string header(const std::string& label, int numArgs) {
+  std::string s = fmt::format("// {}\nextern \"C\" __global__ void __launch_bounds__({}) KERNEL_NAME(", label, kThreads);
+  for (int i = 0; i < numArgs; ++i) s += fmt::format("{}char* __restrict__ p{}", i ? ", " : "", i);
+  return s + ") {\n";
+}
+
+std::string indexLoop(int64_t n) {
+  return fmt::format("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {0}LL; "
+                     "i += (long long)gridDim.x * blockDim.x) {{\n",
+                     n);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+GeneratedKernel finish(std::string code, int64_t elements, int numArgs) {
+  GeneratedKernel k;
+  k.name = fmt::format("tsr_{:016x}", fnv1a(code));
+  for (size_t pos; (pos = code.find("KERNEL_NAME")) != std::string::npos;) code.replace(pos, 11, k.name);
+  k.body = code;
+  k.source = std::string(kernelPrelude()) + code;
+  k.shape = LaunchShape::Elements;
+  k.elements = elements;
+  k.numArgs = numArgs;
+  return k;
+}
+
+struct GatherGeometry {
+  int64_t batch = 1, outer = 1, axisSize = 1, inner = 1, indices = 1;
+};
+
+GatherGeometry geometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at) {
+  GatherGeometry g;
+  int axis = static_cast<int>(at.axis), bd = static_cast<int>(at.batchDims);
+  for (int d = 0; d < bd; ++d) g.batch *= x[d];
+  for (int d = bd; d < axis; ++d) g.outer *= x[d];
+  g.axisSize = x[axis];
+  for (int d = axis + 1; d < x.rank(); ++d) g.inner *= x[d];
+  for (int d = bd; d < idx.rank(); ++d) g.indices *= idx[d];
+  return g;
+}
+
+// A lone elementwise node of any dtype the fused kernels do not take (bf16, integers, bool): operands are
+// dense and of one shape. bf16 computes in f32 and rounds once; comparisons of any dtype; select of any
+// dtype; integer add, sub, mul, max, min wrap around as the CPU kernels do.
+std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  if (n.results.size() != 1 || n.operands.empty()) return std::nullopt;
+  const Aval& out = g.aval(n.results[0]);
+  const DType in = g.aval(n.operands.back()).dtype;  // select: the value operands
+  for (ir::ValueId v : n.operands)
+    if (g.aval(v).shape != out.shape) return std::nullopt;
+  const char* IT = storageType(in);
+  const char* OT = storageType(out.dtype);
+  if (!IT || !OT) return std::nullopt;
+  auto load = [&](int i) {
+    DType t = g.aval(n.operands[static_cast<size_t>(i)]).dtype;
+    std::string raw = fmt::format("((const {}*)p{})[i]", storageType(t), k.operandArgs[static_cast<size_t>(i)]);
+    return t == DType::BF16 ? fmt::format("tsr_bf16_to_f32({})", raw) : raw;
+  };
+  std::string value;
+  const OpCode op = n.op;
+  const bool compare = op == OpCode::Eq || op == OpCode::Ne || op == OpCode::Lt || op == OpCode::Le ||
+                       op == OpCode::Gt || op == OpCode::Ge;
+  if (compare) {
+    const char* sym = op == OpCode::Eq ? "==" : op == OpCode::Ne ? "!=" : op == OpCode::Lt ? "<"
+                      : op == OpCode::Le ? "<=" : op == OpCode::Gt ? ">" : ">=";
+    value = fmt::format("(u8)({} {} {})", load(0), sym, load(1));
+  } else if (op == OpCode::Select) {
+    value = fmt::format("(((const u8*)p{0})[i] ? ((const {1}*)p{2})[i] : ((const {1}*)p{3})[i])", k.operandArgs[0], OT,
+                        k.operandArgs[1], k.operandArgs[2]);
+  } else if (in == DType::BF16 && out.dtype == DType::BF16) {
+    std::string e = opExpression(op, false, load(0), n.operands.size() > 1 ? load(1) : "0.0f",
+                                 n.operands.size() > 2 ? load(2) : "0.0f");
+    if (e.empty()) return std::nullopt;
+    value = fmt::format("tsr_f32_to_bf16({})", e);
+  } else if ((in == DType::I32 || in == DType::I64) && in == out.dtype) {
+    const char* U = in == DType::I32 ? "u32" : "u64";
+    switch (op) {
+      case OpCode::Add: value = fmt::format("({})(({}){} + ({}){})", OT, U, load(0), U, load(1)); break;
+      case OpCode::Sub: value = fmt::format("({})(({}){} - ({}){})", OT, U, load(0), U, load(1)); break;
+      case OpCode::Mul: value = fmt::format("({})(({}){} * ({}){})", OT, U, load(0), U, load(1)); break;
+      case OpCode::Max: value = fmt::format("max({}, {})", load(0), load(1)); break;
+      case OpCode::Min: value = fmt::format("min({}, {})", load(0), load(1)); break;
+      case OpCode::Neg: value = fmt::format("({})(({})0 - ({}){})", OT, U, U, load(0)); break;
+      default: return std::nullopt;
+    }
+  } else if (in == DType::Bool && out.dtype == DType::Bool) {
+    switch (op) {
+      case OpCode::And: value = fmt::format("(u8)({} && {})", load(0), load(1)); break;
+      case OpCode::Or: value = fmt::format("(u8)({} || {})", load(0), load(1)); break;
+      case OpCode::Xor: value = fmt::format("(u8)(({} != 0) != ({} != 0))", load(0), load(1)); break;
+      case OpCode::Not: value = fmt::format("(u8)({} == 0)", load(0)); break;
+      default: return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  std::string c = header(k.info.name, static_cast<int>(k.args.size())) + indexLoop(out.numel());
+  c += fmt::format("    (({}*)p{})[i] = {};\n  }}\n}}\n", OT, k.resultArgs[0], value);
+  return finish(c, out.numel(), static_cast<int>(k.args.size()));
+}
+
+}  // namespace
+
+Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
+  const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
+  const int numArgs = static_cast<int>(k.args.size());
+  auto arg = [&](int i) { return fmt::format("p{}", i); };
+  const std::string label = k.info.name;
+  switch (n.op) {
+    case OpCode::Gather: {
+      const Aval& x = g.aval(n.operands[0]);
+      const Aval& idx = g.aval(n.operands[1]);
+      const Aval& out = g.aval(n.results[0]);
+      const char* E = bitsType(dtypeSize(x.dtype));
+      const char* I = storageType(idx.dtype);
+      if (!E || !I || !isIntType(idx.dtype)) return std::optional<GeneratedKernel>();
+      GatherGeometry geo = geometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
+      std::string c = header(label, numArgs) + indexLoop(out.numel());
+      // result [batch, outer, indices, inner] <- x [batch, outer, axis, inner]
+      c += fmt::format("    const long long s = i % {0}, r = i / {0}; const long long q = r % {1}, bo = r / {1};\n",
+                       geo.inner, geo.indices);
+      c += fmt::format("    const long long b = bo / {};\n", geo.outer);
+      c += fmt::format("    long long j = (long long)((const {0}*){1})[b * {2} + q];\n", I, arg(k.operandArgs[1]),
+                       geo.indices);
+      c += fmt::format("    j = j < 0 ? 0 : j > {0} ? {0} : j;\n", std::max<int64_t>(geo.axisSize - 1, 0));
+      if (geo.axisSize == 0)
+        c += fmt::format("    (({0}*){1})[i] = 0;\n", E, arg(k.resultArgs[0]));
+      else
+        c += fmt::format("    (({0}*){1})[i] = ((const {0}*){2})[(bo * {3} + j) * {4} + s];\n", E,
+                         arg(k.resultArgs[0]), arg(k.operandArgs[0]), geo.axisSize, geo.inner);
+      c += "  }\n}\n";
+      return std::optional(finish(c, out.numel(), numArgs));
+    }
+    case OpCode::ScatterAdd: {
+      const Aval& x = g.aval(n.operands[0]);
+      const Aval& idx = g.aval(n.operands[1]);
+      const Aval& upd = g.aval(n.operands[2]);
+      if ((x.dtype != DType::F32 && x.dtype != DType::I32) || !isIntType(idx.dtype)) return std::optional<GeneratedKernel>();
+      GatherGeometry geo = geometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
+      const char* T = storageType(x.dtype);
+      const char* I = storageType(idx.dtype);
+      // The result holds x already (GeneratedKernel::prefill); updates [batch, outer, indices, inner].
+      std::string c = header(label, numArgs) + indexLoop(upd.numel());
+      c += fmt::format("    const long long s = i % {0}, r = i / {0}; const long long q = r % {1}, bo = r / {1};\n",
+                       geo.inner, geo.indices);
+      c += fmt::format("    const long long b = bo / {};\n", geo.outer);
+      c += fmt::format("    const long long j = (long long)((const {0}*){1})[b * {2} + q];\n", I,
+                       arg(k.operandArgs[1]), geo.indices);
+      c += fmt::format("    if (j < 0 || j >= {}) continue;\n", geo.axisSize);
+      c += fmt::format("    atomicAdd(({0}*){1} + (bo * {2} + j) * {3} + s, ((const {0}*){4})[i]);\n", T,
+                       arg(k.resultArgs[0]), geo.axisSize, geo.inner, arg(k.operandArgs[2]));
+      c += "  }\n}\n";
+      GeneratedKernel gk = finish(c, upd.numel(), numArgs);
+      gk.prefillFrom = k.operandArgs[0];
+      gk.prefillTo = k.resultArgs[0];
+      gk.prefillBytes = x.bytes();
+      return std::optional(std::move(gk));
+    }
+    case OpCode::Iota: {
+      const auto& at = std::get<ir::IotaAttrs>(n.attrs);
+      const Aval& out = g.aval(n.results[0]);
+      const char* T = storageType(out.dtype);
+      if (!T || out.dtype == DType::Bool) return std::optional<GeneratedKernel>();
+      int64_t inner = 1;
+      for (size_t d = static_cast<size_t>(at.dimension) + 1; d < at.shape.size(); ++d) inner *= at.shape[d];
+      const int64_t size = at.shape[static_cast<size_t>(at.dimension)];
+      std::string c = header(label, numArgs) + indexLoop(out.numel());
+      const std::string v = fmt::format("(i / {}) % {}", inner, std::max<int64_t>(size, 1));
+      c += fmt::format("    (({0}*){1})[i] = {2};\n", T, arg(k.resultArgs[0]),
+                       out.dtype == DType::BF16 ? fmt::format("tsr_f32_to_bf16((float)({}))", v)
+                                                : fmt::format("({})({})", T, v));
+      c += "  }\n}\n";
+      return std::optional(finish(c, out.numel(), numArgs));
+    }
+    case OpCode::Convert: {
+      const Aval& in = g.aval(n.operands[0]);
+      const Aval& out = g.aval(n.results[0]);
+      if (!storageType(in.dtype) || !storageType(out.dtype)) return std::optional<GeneratedKernel>();
+      std::string c = header(label, numArgs) + indexLoop(out.numel());
+      c += fmt::format("    const {0} x = ((const {0}*){1})[i];\n", storageType(in.dtype), arg(k.operandArgs[0]));
+      c += fmt::format("    (({0}*){1})[i] = {2};\n", storageType(out.dtype), arg(k.resultArgs[0]),
+                       convertExpr(in.dtype, out.dtype, "x"));
+      c += "  }\n}\n";
+      return std::optional(finish(c, out.numel(), numArgs));
+    }
+    default: return elementwiseKernel(g, n, k);
+  }
+}
+
+}  // namespace tsr::cuda
