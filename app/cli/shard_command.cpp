@@ -10,7 +10,7 @@
 #include "engine/project/project.h"
 #include "engine/sharding/sharding.h"
 #include "engine/spmd/spmd.h"
-#include "engine/train/run.h"
+#include "engine/train/sharding_plan.h"
 
 namespace tsr::cli {
 
@@ -48,13 +48,6 @@ Result<std::vector<int64_t>> parseInts(const std::string& text, char sep, const 
   return out;
 }
 
-std::string humanBytes(int64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
-  if (b < int64_t(1) << 30) return fmt::format("{:.1f} MiB", b / 1048576.0);
-  return fmt::format("{:.2f} GiB", b / 1073741824.0);
-}
-
 int runShow(const ShardArgs& a) {
   auto fail = [](const std::string& m) {
     std::cerr << "tessera shard show: " << m << "\n";
@@ -89,23 +82,10 @@ int runShow(const ShardArgs& a) {
   int64_t bytes = block.numel() * dtypeSize(*dt);
   std::cout << ns->toString() << " on " << dtypeName(*dt) << s.toString() << "\n" << *text;
   std::cout << fmt::format("{} distinct shard{} of {} ({} each), each held by {} device{}; {} per device\n",
-                           layout->size(), layout->size() == 1 ? "" : "s", block.toString(), humanBytes(bytes),
+                           layout->size(), layout->size() == 1 ? "" : "s", block.toString(), train::humanBytes(bytes),
                            (*layout)[0].devices.size(), (*layout)[0].devices.size() == 1 ? "" : "s",
-                           humanBytes(bytes));
+                           train::humanBytes(bytes));
   return 0;
-}
-
-// Seconds a collective of `bytes` per device takes over a group of n at `bw` bytes/s, by the ring algorithms'
-// traffic: all_reduce sends 2(n-1)/n of its buffer, all_gather and reduce_scatter (n-1)/n of the whole,
-// all_to_all (n-1)/n, a permute the buffer once.
-double collectiveSeconds(const sharding::CollectiveInfo& c, const sharding::Mesh& mesh, double bw) {
-  int64_t n = 1;
-  for (int a : c.axes) n *= mesh.shape[static_cast<size_t>(a)];
-  const double b = static_cast<double>(c.bytes), f = n > 1 ? static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
-  if (c.op == ir::OpCode::AllReduce) return 2 * f * b / bw;
-  if (c.op == ir::OpCode::AllGather) return f * b * static_cast<double>(n) / bw;
-  if (c.op == ir::OpCode::CollectivePermute) return b / bw;
-  return f * b / bw;  // reduce_scatter (its operand is the whole), all_to_all
 }
 
 int runPlan(const ShardArgs& a) {
@@ -115,67 +95,45 @@ int runPlan(const ShardArgs& a) {
   };
   auto p = project::loadProject(a.project);
   if (!p.ok()) return fail(p.error().message);
-  int64_t meshSize = 1;
-  for (int64_t d : p->mesh.shape) meshSize *= d;
-  if (meshSize > dist::configuredCpuDevices() && !dist::launchedUnderMpi()) {
-    // A plan needs no computation on the devices: give this process the devices the mesh names.
-    auto st = spmd::setCpuDevices(static_cast<int>(meshSize));
-    if (!st.ok()) return fail(st.error().message);
-  }
-  auto setup = train::setUpTraining(*p, p->train.steps, [](const std::string&) {});
-  if (!setup.ok()) return fail(setup.error().message);
-  if (!setup->trainer->sharding()) return fail(p->file + ": [mesh] is one device: nothing is split");
-  auto batch = setup->next();
-  if (!batch.ok()) return fail(batch.error().message);
-  auto exe = setup->trainer->compileStepSpmd(setup->state, *batch);
-  if (!exe.ok()) return fail(exe.error().message);
-  const auto& plan = (*exe)->plan();
-  const auto& g = (*exe)->global();
-  const auto& mesh = plan.mesh;
+  auto meshOf = train::projectMesh(*p);
+  if (!meshOf.ok()) return fail(meshOf.error().message);
+  if (meshOf->size() <= 1) return fail(p->file + ": [mesh] is one device: nothing is split");
+  // A plan needs no devices: the step is traced from avals and partitioned on the mesh alone.
+  train::ShardPlanOptions options;
+  options.bandwidthGBs = a.bandwidthGBs;
+  auto planned = train::planStepSharding(*p, options);
+  if (!planned.ok()) return fail(planned.error().message);
+  const train::StepShardingPlan& sp = *planned;
+  const auto& g = *sp.global;
+  const auto& mesh = sp.mesh;
   const auto& reg = ops::registry();
-  std::cout << fmt::format("{}: {} over {} devices, {} sharding rules\n\n", p->name, mesh.toString(), mesh.size(),
-                           p->sharding.size());
+  std::cout << fmt::format("{}: {} over {} devices, {} sharding rules\n\n", sp.name, mesh.toString(), mesh.size(),
+                           sp.numRules);
 
   // Arguments: parameters, optimizer state, batch.
-  int64_t paramBytes = 0, optBytes = 0, batchBytes = 0;
   std::cout << "Arguments (per-device bytes, sharding, why):\n";
-  const auto& ins = (*exe)->partitioned().inputShardings;
-  for (size_t i = 0; i < g.inputs().size(); ++i) {
-    ir::ValueId v = g.inputs()[i];
-    const auto& origin = plan.origins[static_cast<size_t>(v)];
-    std::string name = origin.annotation.rfind("argument ", 0) == 0 ? origin.annotation.substr(9) : fmt::format("input {}", i);
-    Shape local = ins[i].localShape(mesh, g.aval(v).shape);
-    int64_t bytes = local.numel() * dtypeSize(g.aval(v).dtype);
-    if (name.rfind("params", 0) == 0) paramBytes += bytes;
-    else if (name.rfind("opt", 0) == 0) optBytes += bytes;
-    else batchBytes += bytes;
-    std::cout << fmt::format("  {:<40} {:<18} {:>10}  {}\n", name, g.aval(v).toString(), humanBytes(bytes),
-                             ins[i].toString(mesh));
+  for (size_t i = 0; i < sp.arguments.size(); ++i) {
+    const auto& arg = sp.arguments[i];
+    std::string name = arg.path.empty() ? fmt::format("{}", i) : arg.path;
+    std::cout << fmt::format("  {:<40} {:<18} {:>10}  {}\n", name, g.aval(arg.value).toString(),
+                             train::humanBytes(arg.bytes), arg.sharding.toString(mesh));
   }
-  const cpu::Executable* cpuExe = (*exe)->executable();
   std::cout << fmt::format("\nPer device: parameters {}, gradients {} (as their parameters), optimizer state {}, "
                            "batch {}, activations and other intermediates {} (the planned arena)\n",
-                           humanBytes(paramBytes), humanBytes(paramBytes), humanBytes(optBytes), humanBytes(batchBytes),
-                           humanBytes(cpuExe ? cpuExe->memory().arenaBytes : 0));
+                           train::humanBytes(sp.paramBytes), train::humanBytes(sp.paramBytes),
+                           train::humanBytes(sp.optBytes), train::humanBytes(sp.batchBytes),
+                           train::humanBytes(sp.arenaBytes));
 
   // Collectives.
-  const auto& colls = (*exe)->partitioned().collectives;
-  double total = 0;
-  std::cout << fmt::format("\nCollectives per step: {} (time at {:.0f} GB/s per device)\n", colls.size(), a.bandwidthGBs);
-  for (const auto& c : colls) {
-    double s = collectiveSeconds(c, mesh, a.bandwidthGBs * 1e9);
-    total += s;
-    std::string where;
-    if (c.globalNode >= 0) {
-      const ir::Node& n = g.nodes()[static_cast<size_t>(c.globalNode)];
-      if (!n.prov.empty()) where = " at " + n.prov.toString();
-    }
-    std::cout << fmt::format("  {:<18} over {:<10} {:>10} {:>9.3f} ms  {}{}\n", c.opName, c.axisNames, humanBytes(c.bytes),
-                             s * 1e3, c.reason, where);
-  }
-  std::cout << fmt::format("  estimated communication per step: {:.3f} ms\n", total * 1e3);
-  if (a.values) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, plan);
-  if (a.program) std::cout << "\nThe per-device program:\n" << ir::print((*exe)->program(), reg);
+  std::cout << fmt::format("\nCollectives per step: {} (time at {:.0f} GB/s per device)\n", sp.collectives.size(),
+                           a.bandwidthGBs);
+  for (const auto& c : sp.collectives)
+    std::cout << fmt::format("  {:<18} over {:<10} {:>10} {:>9.3f} ms  {}{}\n", c.info.opName, c.info.axisNames,
+                             train::humanBytes(c.info.bytes), c.seconds * 1e3, c.info.reason,
+                             c.where.empty() ? "" : " at " + c.where);
+  std::cout << fmt::format("  estimated communication per step: {:.3f} ms\n", sp.commSeconds * 1e3);
+  if (a.values) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, sp.plan);
+  if (a.program) std::cout << "\nThe per-device program:\n" << ir::print(*sp.program, reg);
   return 0;
 }
 

@@ -1,0 +1,239 @@
+#include "engine/train/sharding_plan.h"
+
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "engine/backends/cpu/executable.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
+#include "engine/passes/pipeline.h"
+#include "engine/train/run.h"
+
+namespace tsr::train {
+
+namespace {
+
+struct CompiledRule {
+  std::regex re;
+  std::string pattern;
+  sharding::PartitionSpec spec;
+};
+
+Result<std::vector<CompiledRule>> compileRules(const std::vector<std::pair<std::string, std::string>>& rules,
+                                               const std::string& file) {
+  std::vector<CompiledRule> out;
+  for (const auto& [pattern, spec] : rules) {
+    CompiledRule r;
+    r.pattern = pattern;
+    try {
+      r.re = std::regex(pattern);
+    } catch (const std::regex_error& e) {
+      return makeError("{}: [sharding] rule '{}': not a regular expression ({})", file, pattern, e.what());
+    }
+    auto p = sharding::PartitionSpec::parse(spec);
+    if (!p.ok()) return makeError("{}: [sharding] rule '{}': {}", file, pattern, p.error().message);
+    r.spec = std::move(*p);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The path an argument's rules are matched against ("params.layers.0.weight" -> "layers.0.weight"), as
+// Trainer::place sees the parameter and optimizer-state trees.
+std::string rulePath(const std::string& path, ArgumentKind kind) {
+  if (kind == ArgumentKind::Parameter) return path.substr(7);
+  if (kind == ArgumentKind::OptimizerState) return path.substr(4);
+  return path;
+}
+
+ArgumentKind kindOf(const std::string& path) {
+  if (path.rfind("params.", 0) == 0) return ArgumentKind::Parameter;
+  if (path.rfind("opt.", 0) == 0) return ArgumentKind::OptimizerState;
+  if (path == "inputs" || path == "targets") return ArgumentKind::Batch;
+  return ArgumentKind::Other;
+}
+
+// The override that names this argument: its parameter path, the end of an optimizer-state path after a dot
+// ("0.mu.layers.0.weight" follows "layers.0.weight"), or the batch's name.
+const std::string* overrideFor(const std::map<std::string, std::string>& overrides, const std::string& rel,
+                               ArgumentKind kind) {
+  for (const auto& [key, spec] : overrides) {
+    if (rel == key) return &spec;
+    if (kind == ArgumentKind::OptimizerState && rel.size() > key.size() &&
+        rel.compare(rel.size() - key.size(), key.size(), key) == 0 && rel[rel.size() - key.size() - 1] == '.')
+      return &spec;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string humanBytes(int64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (b < int64_t(1) << 30) return fmt::format("{:.1f} MiB", b / 1048576.0);
+  return fmt::format("{:.2f} GiB", b / 1073741824.0);
+}
+
+double collectiveSeconds(const sharding::CollectiveInfo& c, const sharding::Mesh& mesh, double bw) {
+  int64_t n = 1;
+  for (int a : c.axes) n *= mesh.shape[static_cast<size_t>(a)];
+  const double b = static_cast<double>(c.bytes), f = n > 1 ? static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
+  if (c.op == ir::OpCode::AllReduce) return 2 * f * b / bw;
+  if (c.op == ir::OpCode::AllGather) return f * b * static_cast<double>(n) / bw;
+  if (c.op == ir::OpCode::CollectivePermute) return b / bw;
+  return f * b / bw;  // reduce_scatter (its operand is the whole), all_to_all
+}
+
+Result<sharding::Mesh> projectMesh(const project::Project& p) {
+  auto mesh = sharding::Mesh::create(p.mesh.shape, p.mesh.axes);
+  if (!mesh.ok()) return makeError("{}: [mesh]: {}", p.file, mesh.error().message);
+  return mesh;
+}
+
+Result<PlannableStep> traceStepForPlan(const project::Project& p) {
+  TSR_ASSIGN(ClosedGraph cg, traceTrainingStep(p));
+  // The cleanup passes, as jit runs them before it partitions a step.
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  auto report = pm.run(cg.graph, ctx);
+  if (!report.ok()) return makeError("{}: {}", p.file, report.error().message);
+  std::vector<Aval> avals;
+  for (ir::ValueId v : cg.graph.inputs()) avals.push_back(cg.graph.aval(v));
+  avals.resize(static_cast<size_t>(cg.inputTree.numLeaves()));
+  TSR_ASSIGN(TreeOf<Aval> tree, TreeOf<Aval>::unflatten(cg.inputTree, std::move(avals)));
+  PlannableStep s;
+  s.paths = tree.paths();
+  s.paths.resize(cg.graph.inputs().size());  // captured constants follow the arguments, unnamed
+  s.graph = std::make_shared<const ir::Graph>(std::move(cg.graph));
+  return s;
+}
+
+Result<StepShardingPlan> planStepSharding(const project::Project& p, const ShardPlanOptions& o) {
+  TSR_ASSIGN(PlannableStep step, traceStepForPlan(p));
+  return planStepSharding(p, step, o);
+}
+
+Result<PlacedArguments> placeArguments(const project::Project& p, const PlannableStep& step, const ShardPlanOptions& o) {
+  PlacedArguments out;
+  if (o.mesh) {
+    out.mesh = *o.mesh;
+  } else {
+    TSR_ASSIGN(out.mesh, projectMesh(p));
+  }
+  const sharding::Mesh& mesh = out.mesh;
+  std::vector<std::pair<std::string, std::string>> ruleText;
+  if (o.rules) {
+    ruleText = *o.rules;
+  } else {
+    for (const auto& r : p.sharding) ruleText.emplace_back(r.pattern, r.spec);
+  }
+  out.numRules = ruleText.size();
+  TSR_ASSIGN(std::vector<CompiledRule> rules, compileRules(ruleText, p.file));
+  const ir::Graph& g = *step.graph;
+
+  // Each argument's sharding: an override, else the first rule whose regex occurs in its path (when the spec
+  // fits its shape), else replicated; the batch is split over the mesh's first axis where it divides.
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    PlannedArgument a;
+    a.path = i < step.paths.size() ? step.paths[i] : "";
+    a.kind = kindOf(a.path);
+    a.value = g.inputs()[i];
+    const Shape& shape = g.aval(a.value).shape;
+    const std::string rel = rulePath(a.path, a.kind);
+    std::optional<sharding::PartitionSpec> spec;
+    if (const std::string* s = overrideFor(o.overrides, rel, a.kind)) {
+      auto parsed = sharding::PartitionSpec::parse(*s);
+      if (!parsed.ok()) return makeError("{}: {}", a.path, parsed.error().message);
+      spec = std::move(*parsed);
+      a.source = "set here";
+    } else if (a.kind == ArgumentKind::Parameter || a.kind == ArgumentKind::OptimizerState) {
+      a.source = "no rule";
+      for (const auto& r : rules)
+        if (std::regex_search(rel, r.re)) {
+          sharding::NamedSharding ns{mesh, r.spec};
+          if (ns.check(shape).ok()) {
+            spec = r.spec;
+            a.source = fmt::format("rule '{}'", r.pattern);
+          } else {
+            a.source = fmt::format("rule '{}' does not fit {}", r.pattern, shape.toString());
+          }
+          break;
+        }
+    } else if (a.kind == ArgumentKind::Batch && !mesh.axes.empty()) {
+      sharding::PartitionSpec split{{{mesh.axes[0]}}};
+      if (shape.rank() > 0 && sharding::NamedSharding{mesh, split}.check(shape).ok()) {
+        spec = split;
+        a.source = fmt::format("the batch, over '{}'", mesh.axes[0]);
+      } else {
+        a.source = "the batch, whole";
+      }
+    }
+    if (spec) {
+      auto named = sharding::NamedSharding::create(mesh, *spec);
+      if (!named.ok()) return makeError("{}: {}", a.path, named.error().message);
+      if (auto st = named->check(shape); !st.ok()) return makeError("{}: {}", a.path, st.error().message);
+      TSR_ASSIGN(a.sharding, sharding::TensorSharding::fromSpec(mesh, *spec, shape));
+    } else {
+      a.sharding = sharding::TensorSharding::replicated(shape.rank());
+    }
+    a.local = a.sharding.localShape(mesh, shape);
+    a.bytes = a.local.numel() * dtypeSize(g.aval(a.value).dtype);
+    out.arguments.push_back(std::move(a));
+  }
+  return out;
+}
+
+Result<StepShardingPlan> planStepSharding(const project::Project& p, const PlannableStep& step, const ShardPlanOptions& o) {
+  const ir::OpRegistry& reg = ops::registry();
+  StepShardingPlan out;
+  out.name = p.name;
+  TSR_ASSIGN(PlacedArguments placed, placeArguments(p, step, o));
+  out.mesh = std::move(placed.mesh);
+  out.numRules = placed.numRules;
+  out.arguments = std::move(placed.arguments);
+  out.global = step.graph;
+  const ir::Graph& g = *step.graph;
+  const sharding::Mesh& mesh = out.mesh;
+  sharding::ShardingAnnotations ann;
+  for (const auto& a : out.arguments) {
+    ann.inputs.push_back(a.sharding);
+    ann.inputNames.push_back(a.path);
+  }
+  TSR_ASSIGN(out.plan, sharding::propagateShardings(g, reg, mesh, ann));
+  TSR_ASSIGN(sharding::PartitionResult part, sharding::partition(g, reg, out.plan));
+  // Names as the plan's origins give them (an argument's annotation), batch and other arguments by kind.
+  for (const auto& a : out.arguments) {
+    if (a.kind == ArgumentKind::Parameter) out.paramBytes += a.bytes;
+    else if (a.kind == ArgumentKind::OptimizerState) out.optBytes += a.bytes;
+    else out.batchBytes += a.bytes;
+  }
+  for (const auto& c : part.collectives) {
+    PlannedCollective pc{c, collectiveSeconds(c, mesh, o.bandwidthGBs * 1e9), ""};
+    if (c.globalNode >= 0) {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(c.globalNode)];
+      if (!n.prov.empty()) pc.where = n.prov.toString();
+    }
+    out.commSeconds += pc.seconds;
+    out.collectives.push_back(std::move(pc));
+  }
+  // The per-device program as SpmdExecutable compiles it: the cleanup passes, fusion, the CPU backend.
+  ir::Graph program = std::move(part.local);
+  program.name = "train_step";
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(reg);
+  auto report = pm.run(program, ctx);
+  if (!report.ok()) return makeError("train_step: {}", report.error().message);
+  if (o.compile) {
+    TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(program, reg));
+    cpu::CompileOptions co;
+    co.name = "train_step";
+    TSR_ASSIGN(auto exe, cpu::Executable::compile(program, reg, fusion, co));
+    out.arenaBytes = exe->memory().arenaBytes;
+  }
+  out.program = std::make_shared<const ir::Graph>(std::move(program));
+  return out;
+}
+
+}  // namespace tsr::train
