@@ -30,6 +30,28 @@ Parts partsOf(const Gpt2Config& c) {
 
 }  // namespace
 
+// c_attn's parameters viewed by head: weight [C, 3C] -> [C, 3, H, D], bias [3C] -> [3, H, D].
+Tree Gpt2::headsView(const Tree& cAttn) const {
+  const int64_t c = m_cfg.nEmbd, h = m_cfg.nHead, d = c / h;
+  return Tree::dict({{"weight", Tree(reshape(cAttn.find("weight")->leaf(), {c, 3, h, d}))},
+                     {"bias", Tree(reshape(cAttn.find("bias")->leaf(), {3, h, d}))}});
+}
+
+// q, k and v: [B, H, T, D] each, from x: [B, T, C].
+std::array<Array, 3> Gpt2::qkv(const Tree& cAttn, const Array& x) const {
+  const int64_t c = m_cfg.nEmbd;
+  if (!m_cfg.qkvHeads) {
+    Array fused = partsOf(m_cfg).cAttn.apply(cAttn, x);  // [B, T, 3C]
+    return {splitHeads(sliceAxis(fused, 2, 0, c), m_cfg.nHead), splitHeads(sliceAxis(fused, 2, c, 2 * c), m_cfg.nHead),
+            splitHeads(sliceAxis(fused, 2, 2 * c, 3 * c), m_cfg.nHead)};
+  }
+  // [B, T, C] . [C, 3, H, D] -> [B, T, 3, H, D]: a split of H stays a split of H down to the scores.
+  Array y = dotGeneral(x, cAttn.find("weight")->leaf(), {{2}, {0}, {}, {}}) + cAttn.find("bias")->leaf();
+  const int64_t b = x.dim(0), t = x.dim(1), h = m_cfg.nHead;
+  auto part = [&](int64_t i) { return transpose(reshape(sliceAxis(y, 2, i, i + 1), {b, t, h, c / h}), {0, 2, 1, 3}); };
+  return {part(0), part(1), part(2)};
+}
+
 Tree Gpt2::init(const Array& key) const {
   Parts parts = partsOf(m_cfg);
   Array keys = random::split(key, 2 + m_cfg.nLayer);
@@ -38,8 +60,10 @@ Tree Gpt2::init(const Array& key) const {
   for (int64_t i = 0; i < m_cfg.nLayer; ++i) {
     Array k = random::split(keyAt(2 + i), 4);
     auto sub = [&](int64_t j) { return reshape(sliceAxis(k, 0, j, j + 1), {2}); };
+    Tree cAttn = parts.cAttn.init(sub(0));
+    if (m_cfg.qkvHeads) cAttn = headsView(cAttn);
     blocks.push(Tree::dict({{"ln_1", parts.ln.init()},
-                           {"attn", Tree::dict({{"c_attn", parts.cAttn.init(sub(0))}, {"c_proj", parts.attnProj.init(sub(1))}})},
+                           {"attn", Tree::dict({{"c_attn", std::move(cAttn)}, {"c_proj", parts.attnProj.init(sub(1))}})},
                            {"ln_2", parts.ln.init()},
                            {"mlp", Tree::dict({{"c_fc", parts.cFc.init(sub(2))}, {"c_proj", parts.mlpProj.init(sub(3))}})}}));
   }
@@ -56,11 +80,7 @@ Array Gpt2::block(const Tree& p, const Array& x, Context& ctx) const {
     ModuleScope s("attn");
     const Tree& a = *p.find("attn");
     Array normed = parts.ln.apply(*p.find("ln_1"), h);
-    Array qkv = parts.cAttn.apply(*a.find("c_attn"), normed);  // [B, T, 3C]
-    int64_t c = m_cfg.nEmbd;
-    Array q = splitHeads(sliceAxis(qkv, 2, 0, c), m_cfg.nHead);
-    Array k = splitHeads(sliceAxis(qkv, 2, c, 2 * c), m_cfg.nHead);
-    Array v = splitHeads(sliceAxis(qkv, 2, 2 * c, 3 * c), m_cfg.nHead);
+    auto [q, k, v] = qkv(*a.find("c_attn"), normed);
     Array y = mergeHeads(dotProductAttention(q, k, v, true, parts.drop, ctx));
     h = h + parts.drop.apply(parts.attnProj.apply(*a.find("c_proj"), y), ctx);
   }

@@ -82,6 +82,7 @@ class Partitioner {
     for (size_t i = 0; i < m_g.nodes().size(); ++i) TSR_TRY(partitionNode(static_cast<ir::NodeId>(i)));
     std::vector<ir::ValueId> outs;
     for (ir::ValueId v : m_g.outputs()) {
+      TSR_TRY(complete(v));
       outs.push_back(m_localOf[static_cast<size_t>(v)]);
       m_out.outputShardings.push_back(sharding(v));
     }
@@ -107,6 +108,8 @@ class Partitioner {
   // Records a collective and emits it.
   Result<ir::ValueId> collective(ir::OpCode op, ir::ValueId x, ir::Attrs attrs, const std::vector<int>& axes,
                                  const std::string& why) {
+    // Over an axis of size 1 every collective is the identity (a (1, N) mesh is model parallelism only).
+    if (axesSize(m_mesh, axes) == 1) return x;
     CollectiveInfo c;
     c.op = op;
     c.opName = opName(op);
@@ -269,7 +272,84 @@ class Partitioner {
     return collective(ir::OpCode::CollectivePermute, x, a, have, "reorder the pieces of " + what);
   }
 
+  // Whether global value v is all zeros: a zero constant, or one broadcast.
+  bool isZeros(ir::ValueId v) const {
+    ir::NodeId p = m_g.value(v).producer;
+    if (p == ir::kNone) return false;
+    const ir::Node* n = &m_g.nodes()[static_cast<size_t>(p)];
+    if (n->op == ir::OpCode::BroadcastInDim) {
+      ir::NodeId q = m_g.value(n->operands[0]).producer;
+      if (q == ir::kNone) return false;
+      n = &m_g.nodes()[static_cast<size_t>(q)];
+    }
+    if (n->op != ir::OpCode::Constant) return false;
+    const ir::Literal& lit = std::get<ir::ConstantAttrs>(n->attrs).value;
+    for (int64_t i = 0; i < lit.aval.numel(); ++i)
+      if (lit.elementAsDouble(i) != 0.0) return false;
+    return true;
+  }
+
+  // Completes v's partial sum if it is still pending: its local value becomes the planned sharding.
+  Status complete(ir::ValueId v) {
+    auto it = m_pending.find(v);
+    if (it == m_pending.end()) return {};
+    Pending p = std::move(it->second);
+    m_pending.erase(it);
+    TSR_ASSIGN(m_localOf[static_cast<size_t>(v)],
+               reshard(m_localOf[static_cast<size_t>(v)], v, p.sharding, sharding(v), p.what));
+    return {};
+  }
+
+  // A sum of partial sums stays partial: add(a, b) and subtract(a, b) of two pending partial sums split alike
+  // add the local pieces, and one collective completes the result, as the analytic count has it (a gradient
+  // accumulated from several uses, such as a tied embedding's, is all-reduced once). A scalar that is complete
+  // joins a scalar partial sum on one member of each group only (the rest add zero), so that a chain of scalar
+  // sums (a global gradient norm over split and replicated gradients) costs one collective, not one per term.
+  Result<bool> addPartials(const ir::Node& n) {
+    if ((n.op != ir::OpCode::Add && n.op != ir::OpCode::Sub) || n.operands.size() != 2) return false;
+    const ir::ValueId res = n.results[0];
+    const TensorSharding* partial = nullptr;
+    for (ir::ValueId v : n.operands) {
+      auto it = m_pending.find(v);
+      if (it == m_pending.end()) continue;
+      if (partial && !(it->second.sharding == *partial)) return false;
+      partial = &it->second.sharding;
+    }
+    if (!partial) return false;
+    TensorSharding planned = *partial;
+    planned.partial.clear();
+    if (!(planned == sharding(res))) return false;
+    const bool scalar = m_g.aval(res).rank() == 0;
+    std::vector<ir::ValueId> operands;
+    for (ir::ValueId v : n.operands) {
+      if (m_pending.count(v)) {
+        operands.push_back(m_localOf[static_cast<size_t>(v)]);
+        continue;
+      }
+      if (!scalar) return false;
+      // Kept on the group's first member only: x * (1 there, else 0).
+      const std::vector<int> axes = partial->partial;
+      ir::DeviceTableAttrs t;
+      int maxId = 0;
+      for (int d : m_mesh.devices) maxId = std::max(maxId, d);
+      t.table.assign(static_cast<size_t>(maxId) + 1, 0);
+      t.dtype = m_g.aval(v).dtype;
+      for (int p = 0; p < m_mesh.size(); ++p)
+        t.table[static_cast<size_t>(m_mesh.devices[static_cast<size_t>(p)])] = indexAlong(m_mesh, p, axes) == 0;
+      TSR_ASSIGN(ir::ValueId x, localOperand(v, sharding(v), "scalar operand"));
+      TSR_ASSIGN(ir::ValueId one, emit(ir::OpCode::DeviceTable, {}, t));
+      TSR_ASSIGN(x, emit(ir::OpCode::Mul, {x, one}, ir::NoAttrs{}));
+      operands.push_back(x);
+    }
+    TensorSharding kept = *partial;
+    TSR_ASSIGN(ir::ValueId local, emit(n.op, std::move(operands), n.attrs));
+    m_localOf[static_cast<size_t>(res)] = local;
+    m_pending[res] = Pending{kept, opName(n.op)};
+    return true;
+  }
+
   Result<ir::ValueId> localOperand(ir::ValueId v, const TensorSharding& want, const std::string& what) {
+    TSR_TRY(complete(v));
     const TensorSharding& have = sharding(v);
     if (!(have == want) && isFreeToMake(m_g, v)) {
       // Made anew in the sharding wanted: a broadcast scalar, or a constant or iota sliced locally.
@@ -294,6 +374,8 @@ class Partitioner {
                  localOperand(n.operands[0], sharding(n.results[0]), "sharding_constraint operand"));
       return {};
     }
+    TSR_ASSIGN(bool deferred, addPartials(n));
+    if (deferred) return {};
     TSR_ASSIGN(ir::ShardingRule rule, shardingRuleOf(m_g, n, m_reg));
 
     // Each factor's split. (1) A pass-through factor that some operand already splits as the result was
@@ -390,13 +472,23 @@ class Partitioner {
                          m_out.local.aval(results[r]).toString(), localOut[r].toString());
       std::string what = n.results.size() > 1 ? fmt::format("{} result {}", op, r) : op;
       ir::ValueId local = results[r];
-      if (scatterIntoZeros) {
+      if (scatterIntoZeros && isZeros(n.operands[0])) {
+        // Into zeros (a gather's gradient): the partial sums are the result, completed at their first use.
+      } else if (scatterIntoZeros) {
         TensorSharding whole = produced[r];
         whole.partial.clear();
         TSR_ASSIGN(local, reshard(local, n.results[r], produced[r], whole, what));
         TSR_ASSIGN(ir::ValueId x, localOperand(n.operands[0], whole, op + " operand 0"));
         TSR_ASSIGN(local, emit(ir::OpCode::Add, {x, local}, ir::NoAttrs{}));
         produced[r] = whole;
+      }
+      // A partial sum that only loses its partial axes waits for its first use (see addPartials).
+      TensorSharding completed = produced[r];
+      completed.partial.clear();
+      if (!produced[r].partial.empty() && completed == sharding(n.results[r])) {
+        m_localOf[static_cast<size_t>(n.results[r])] = local;
+        m_pending[n.results[r]] = Pending{produced[r], what};
+        continue;
       }
       TSR_ASSIGN(m_localOf[static_cast<size_t>(n.results[r])],
                  reshard(local, n.results[r], produced[r], sharding(n.results[r]), what));
@@ -410,6 +502,12 @@ class Partitioner {
   const Mesh& m_mesh;
   PartitionResult m_out;
   std::vector<ir::ValueId> m_localOf;
+  // Results whose local value is still a partial sum (m_localOf holds it), completed at their first use.
+  struct Pending {
+    TensorSharding sharding;  // as produced: the planned dims, with partial axes
+    std::string what;
+  };
+  std::map<ir::ValueId, Pending> m_pending;
   ir::NodeId m_node = ir::kNone;
   ir::Provenance m_prov;
 };

@@ -201,13 +201,17 @@ Result<Tree> treeFromHuggingFace(const SafetensorsFile& file, const Tree& like) 
     if (it == file.tensors.end()) continue;  // reported by treeFromSafetensors
     const Array& want = like.findPath(path)->leaf();
     const Array& got = it->second;
-    bool convert = got.dtype() != want.dtype() && got.shape() == want.shape() && isFloating(got.dtype()) &&
-                   isFloating(want.dtype());
-    if (!convert) {
+    // The same elements in another shape: GPT-2's c_attn viewed by head ([C, 3C] -> [C, 3, H, D]).
+    const bool reshaped = got.shape() != want.shape() && got.shape().numel() == want.shape().numel();
+    bool convert = got.dtype() != want.dtype() && isFloating(got.dtype()) && isFloating(want.dtype());
+    if (!convert && !reshaped) {
       converted.tensors[path] = got;
       continue;
     }
-    TSR_ASSIGN(converted.tensors[path], capture([&] { return astype(got, want.dtype()); }));
+    TSR_ASSIGN(converted.tensors[path], capture([&] {
+      Array a = reshaped ? reshape(got, want.shape().dims()) : got;
+      return convert ? astype(a, want.dtype()) : a;
+    }));
   }
   return treeFromSafetensors(converted, like);
 }

@@ -120,8 +120,38 @@ class TestSpmd : public QObject {
     auto cg = traceFn([](const std::vector<Array>& x) { return std::vector<Array>{sum(x[0], {0}), max(x[0], {0})}; },
                       {f32({16, 4})});
     auto p = must(planFor(cg, m, {"a,None"}));
-    // reduce_sum: partial over 'a' -> all_reduce; reduce_max: its axis whole -> all_gather first.
-    QCOMPARE(collectives(partitionFor(cg, p)), QString("all_reduce('a') all_gather('a')"));
+    // reduce_max: its axis whole -> all_gather first; reduce_sum: partial over 'a' -> all_reduce, where the sum
+    // is used (here: as an output, after the max).
+    QCOMPARE(collectives(partitionFor(cg, p)), QString("all_gather('a') all_reduce('a')"));
+  }
+
+  void partialSumsAreAddedBeforeTheirCollective() {
+    Mesh m = makeMesh({4}, {"a"});
+    // x . w1 + x . w2 with the contraction split: two partial sums, added, then one all_reduce; a scalar chain
+    // sum(p) + sum(q) + sum(r) over split and replicated arrays (a global norm's shape): one all_reduce.
+    auto cg = traceFn([](const std::vector<Array>& x) {
+      return std::vector<Array>{matmul(x[0], x[1]) + matmul(x[0], x[2]),
+                                (sum(square(x[1])) + sum(square(x[3]))) + sum(square(x[2]))};
+    }, {f32({4, 16}), f32({16, 8}), f32({16, 8}), f32({5, 3})});
+    std::vector<std::string> specs = {"None,a", "a,None", "a,None", ""};
+    auto p = must(planFor(cg, m, specs));
+    PartitionResult r = partitionFor(cg, p);
+    QCOMPARE(collectives(r), QString("all_reduce('a') all_reduce('a')"));
+    // The replicated term joins the partial chain on one device of the group only: the sums are right.
+    std::mt19937 rng(5);
+    std::vector<Array> inputs = {randomArray(rng, {4, 16}), randomArray(rng, {16, 8}), randomArray(rng, {16, 8}),
+                                 randomArray(rng, {5, 3})};
+    auto reference = must(evalGraph(cg, inputs));
+    ShardingAnnotations ann;
+    std::vector<Array> placed;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ann.inputs.push_back(spec(m, specs[i], inputs[i].shape()));
+      placed.push_back(must(spmd::devicePut(inputs[i], named(m, specs[i]))));
+    }
+    auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, {.name = "partials"}));
+    auto outs = must(exe->run(placed));
+    for (size_t o = 0; o < outs.size(); ++o)
+      QVERIFY2(maxRelDiff(outs[o].toDoubles(), reference[o].toDoubles()) < 1e-5, qPrintable(QString("output %1").arg(o)));
   }
 
   void reshapeSplitsTheMajorDimOfABlock() {
