@@ -21,6 +21,7 @@ void onInterrupt(int) {
 struct TrainArgs {
   std::string project;
   int64_t steps = -1;
+  int64_t stopAt = -1;
   bool resume = false;
   std::string store;
   std::string name;
@@ -36,6 +37,7 @@ int runTrain(const TrainArgs& a) {
   }
   train::RunOptions options;
   options.steps = a.steps;
+  options.stopAtStep = a.stopAt;
   options.resume = a.resume;
   options.storePath = a.store;
   options.runName = a.name;
@@ -67,6 +69,7 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a project (a folder with project.toml), headless");
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
   cmd->add_option("--steps", args->steps, "Override [train] steps");
+  cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would");
   cmd->add_flag("--resume", args->resume, "Continue from the project's latest checkpoint");
   cmd->add_option("--db,--store", args->store, "Run store (default: PROJECT/runs.db)");
   cmd->add_option("--name", args->name, "Run name (default: the project name)");

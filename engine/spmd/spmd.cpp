@@ -1,7 +1,9 @@
 #include "engine/spmd/spmd.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -348,6 +350,35 @@ Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
                               dtypeSize(x.dtype())));
     }
   return Array::fromShards(x.aval(), named, std::move(shards));
+}
+
+Result<Array> fetchWhole(const Array& x) {
+  if (!x.isSharded()) return x;
+  TSR_ASSIGN(auto comm, devices());
+  const sharding::NamedSharding& s = *x.sharding();
+  const bool replicated = std::all_of(s.spec.dims.begin(), s.spec.dims.end(), [](const auto& d) { return d.empty(); });
+  Array whole = x;
+  // The decision depends only on the sharding, never on which blocks this rank holds: every rank takes it alike.
+  if (!replicated && comm->localDevices().size() < static_cast<size_t>(comm->numDevices())) {
+    TSR_ASSIGN(whole, devicePut(x, replicatedOn(s.mesh)));
+  }
+  return capture([&] { return whole.gathered(); });
+}
+
+Result<bool> isPrimaryProcess() {
+  if (!dist::launchedUnderMpi()) return true;
+  TSR_ASSIGN(auto comm, devices());
+  std::vector<int> local = comm->localDevices();
+  return std::find(local.begin(), local.end(), 0) != local.end();
+}
+
+Status processBarrier() {
+  if (!dist::launchedUnderMpi()) return {};
+  TSR_ASSIGN(auto comm, devices());
+  std::vector<int> group(static_cast<size_t>(comm->numDevices()));
+  std::iota(group.begin(), group.end(), 0);
+  int32_t one = 1, sum = 0;
+  return comm->allReduce(comm->localDevices().front(), group, &one, &sum, 1, DType::I32);
 }
 
 Result<std::string> visualizeArraySharding(const Array& x, int width) {

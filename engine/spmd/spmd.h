@@ -69,6 +69,18 @@ Array withShardingConstraint(const Array& x, const sharding::NamedSharding& shar
 // The device grid of a sharded array (a one-device array is drawn as a single block on CPU 0).
 Result<std::string> visualizeArraySharding(const Array& x, int width = 48);
 
+// The whole array in this process, for the host (checkpoints, printing). A sharded array whose blocks live in
+// other processes (MPI) is all-gathered first: every process must call this for the same arrays in the same
+// order, as with any collective.
+Result<Array> fetchWhole(const Array& x);
+
+// Whether this process is the first of the job: always outside mpirun; rank 0 under it. It alone writes files
+// and prints progress.
+Result<bool> isPrimaryProcess();
+
+// Under mpirun: returns once every process of the job has called it. Otherwise at once.
+Status processBarrier();
+
 // The sharding an array has on `mesh`: its own, or replicated for a one-device array.
 Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh);
 

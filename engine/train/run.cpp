@@ -209,10 +209,20 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
 }
 
 // Checkpoint: params and optimizer state in one safetensors file, the step and data position as metadata.
-Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data, int64_t runId) {
+// Every process gathers the sharded arrays (a collective under MPI); the primary one writes the file.
+Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data, int64_t runId,
+                      bool write = true) {
   SafetensorsFile f;
-  s.params.visit([&](const std::string& path, const Array& a) { f.tensors["params." + path] = a; });
-  s.optState.visit([&](const std::string& path, const Array& a) { f.tensors["opt." + path] = a; });
+  Status failed;
+  auto add = [&](const std::string& name, const Array& a) {
+    auto whole = spmd::fetchWhole(a);
+    if (!whole.ok() && failed.ok()) failed = whole.takeError();
+    if (whole.ok()) f.tensors[name] = std::move(whole).value();
+  };
+  s.params.visit([&](const std::string& path, const Array& a) { add("params." + path, a); });
+  s.optState.visit([&](const std::string& path, const Array& a) { add("opt." + path, a); });
+  TSR_TRY(failed);
+  if (!write) return {};
   f.metadata = {{"step", std::to_string(s.step)}, {"data", data.state()}, {"run", std::to_string(runId)}};
   return writeSafetensors(path, f);
 }
@@ -278,6 +288,9 @@ Status configureSharding(const project::Project& p, Trainer& trainer, const std:
     return makeError("{}: [mesh] {} needs {} devices, but this process has {} (set TESSERA_CPU_DEVICES={} for "
                      "virtual CPU devices, or launch {} processes with mpirun)",
                      p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size(), mesh->size());
+  if (devices->kind() == "mpi" && devices->numDevices() != mesh->size())
+    return makeError("{}: [mesh] {} has {} devices, but mpirun started {} processes (one device each): launch {}",
+                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size());
   TrainSharding s{*mesh, {}};
   for (const auto& r : p.sharding) s.rules.emplace_back(r.pattern, r.spec);
   auto st = trainer.setSharding(std::move(s));
@@ -307,14 +320,33 @@ Result<TrainingSetup> setUpTraining(const project::Project& p, int64_t scheduleS
   return s;
 }
 
+Result<std::shared_ptr<spmd::SpmdExecutable>> compileShardedStep(const project::Project& p) {
+  int64_t meshSize = 1;
+  for (int64_t d : p.mesh.shape) meshSize *= d;
+  if (meshSize <= 1) return makeError("{}: [mesh] is one device: nothing is split", p.file);
+  if (meshSize > dist::configuredCpuDevices() && !dist::launchedUnderMpi()) TSR_TRY(spmd::setCpuDevices(static_cast<int>(meshSize)));
+  TSR_ASSIGN(TrainingSetup setup, setUpTraining(p, p.train.steps, [](const std::string&) {}));
+  TSR_ASSIGN(Batch batch, setup.next());
+  return setup.trainer->compileStepSpmd(setup.state, batch);
+}
+
 Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
-                               const std::function<void(const RunEvent&)>& onEvent) {
+                               const std::function<void(const RunEvent&)>& sink) {
+  // Under mpirun every rank runs this function alike: the same data in the same order (each rank keeps its slice
+  // of every batch), the same steps. Rank 0 alone prints, writes the run store and the checkpoints.
+  TSR_ASSIGN(const bool primary, spmd::isPrimaryProcess());
+  auto onEvent = [&](const RunEvent& e) {
+    if (primary) sink(e);
+  };
   auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };
   const auto& t = p.train;
   int64_t steps = options.steps >= 0 ? options.steps : t.steps;
 
-  // Data and model.
-  TSR_ASSIGN(ProjectData data, prepareData(p, info));
+  // Data and model. Under mpirun rank 0 prepares (and caches) the data first; the others then read its cache.
+  if (!primary) TSR_TRY(spmd::processBarrier());
+  auto prepared = prepareData(p, info);
+  if (primary) TSR_TRY(spmd::processBarrier());
+  TSR_ASSIGN(ProjectData data, std::move(prepared));
   std::unique_ptr<DataSource> trainData = std::move(data.train), valData = std::move(data.val);
   std::optional<data::BpeTokenizer> tokenizer = std::move(data.tokenizer);
   ProjectModel model = buildModel(p, tokenizer ? tokenizer->vocabSize() : 0);
@@ -332,10 +364,13 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
 
   // The run store and the checkpoint.
   std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;
-  TSR_ASSIGN(store::RunStore db, store::RunStore::open(storePath));
+  std::optional<store::RunStore> db;
+  if (primary) {
+    TSR_ASSIGN(db, store::RunStore::open(storePath));
+  }
   fs::path ckptDir = fs::path(p.dir) / "checkpoints";
   std::error_code ec;
-  fs::create_directories(ckptDir, ec);
+  if (primary) fs::create_directories(ckptDir, ec);
   std::string ckptPath = (ckptDir / "latest.safetensors").string();
   int64_t runId = 0;
   if (options.resume) {
@@ -344,16 +379,17 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
     TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
     TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
+    TSR_TRY(trainer.placeState(state));  // back onto the mesh
     TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], ckptPath + ": metadata 'step'"));
     TSR_ASSIGN(runId, parseCount(ck.metadata["run"], ckptPath + ": metadata 'run'"));
-    if (!db.run(runId).ok())
+    if (db && !db->run(runId).ok())
       return makeError("{} belongs to run {}, which is not in {}; resume with the store it was trained with (--db)",
                        ckptPath, runId, storePath);
     TSR_TRY(trainData->restore(ck.metadata["data"]));
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
-  } else {
-    TSR_ASSIGN(runId, db.createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
-    TSR_TRY(db.setParams(runId, hyperparameters(p, numParams)));
+  } else if (db) {
+    TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
+    TSR_TRY(db->setParams(runId, hyperparameters(p, numParams)));
   }
 
   RunSummary summary;
@@ -395,7 +431,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       std::vector<std::pair<std::string, double>> values = {
           {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
           {p.model.family == "gpt2" ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
-      TSR_TRY(db.logMetrics(runId, state.step, values));
+      if (db) TSR_TRY(db->logMetrics(runId, state.step, values));
       // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
       double eta = wall / static_cast<double>(state.step - firstStep) * static_cast<double>(steps - state.step);
@@ -411,11 +447,11 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     if (t.evalEvery > 0 && state.step % t.evalEvery == 0 && valData) {
       TSR_ASSIGN(double vl, evaluate());
       summary.lastValLoss = vl;
-      TSR_TRY(db.logMetrics(runId, state.step, {{"val_loss", vl}}));
+      if (db) TSR_TRY(db->logMetrics(runId, state.step, {{"val_loss", vl}}));
       onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
     }
     if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {
-      TSR_TRY(saveCheckpoint(ckptPath, state, *trainData, runId));
+      TSR_TRY(saveCheckpoint(ckptPath, state, *trainData, runId, primary));
       onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
     }
   }
@@ -424,28 +460,30 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   summary.tokensPerSecond = elapsed > 0 ? static_cast<double>(itemsDone) / elapsed : 0;
 
   // Whatever happened, keep the work done so far.
-  Status saved = saveCheckpoint(ckptPath, state, *trainData, runId);
+  Status saved = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
   if (saved.ok()) onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
   if (!failure.ok()) {
-    (void)db.finishRun(runId, store::RunStatus::Failed, failure.error().message);
+    if (db) (void)db->finishRun(runId, store::RunStatus::Failed, failure.error().message);
     return failure.takeError();
   }
   TSR_TRY(saved);
   if (stopped) {
-    TSR_TRY(db.finishRun(runId, store::RunStatus::Killed, fmt::format("stopped at step {}", state.step)));
+    if (db) TSR_TRY(db->finishRun(runId, store::RunStatus::Killed, fmt::format("stopped at step {}", state.step)));
     onEvent(RunEvent{RunEvent::Kind::Done, state.step, fmt::format("stopped at step {}; resume with --resume", state.step)});
     return summary;
   }
-  if (tokenizer && options.sampleTokens > 0) {
+  // Sampling runs eager ops on the parameters, which under MPI would be collectives on every rank: skipped.
+  const bool oneProcess = !dist::launchedUnderMpi();
+  if (tokenizer && options.sampleTokens > 0 && oneProcess) {
     auto text = sampleText(std::min(p.model.gpt2.blockSize, t.seqLen),
                            [&](const Array& tokens) { return model.lmForward(state.params, tokens); }, *tokenizer,
                            "\n", options.sampleTokens, 0.8, 40, t.seed);
     if (text.ok()) {
-      TSR_TRY(db.putArtifact(runId, {"sample.txt", "text", *text}));
+      if (db) TSR_TRY(db->putArtifact(runId, {"sample.txt", "text", *text}));
       onEvent(RunEvent{RunEvent::Kind::Sample, state.step, *text});
     }
   }
-  TSR_TRY(db.finishRun(runId, store::RunStatus::Finished));
+  if (db) TSR_TRY(db->finishRun(runId, store::RunStatus::Finished));
   onEvent(RunEvent{RunEvent::Kind::Done, state.step,
                    fmt::format("run {} finished: {} steps, loss {:.4f} -> {:.4f}, metrics in {}", runId, state.step,
                                summary.firstLoss, summary.lastLoss, storePath)});

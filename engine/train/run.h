@@ -58,6 +58,11 @@ struct TrainingSetup {
 Result<TrainingSetup> setUpTraining(const project::Project& project, int64_t scheduleSteps,
                                     const std::function<void(const std::string&)>& info);
 
+// The project's training step as the per-device program its [mesh] and [sharding] make, compiled but not run
+// (`tessera compile --dump`). A process with fewer devices than the mesh gets virtual CPU devices (nothing runs
+// on them). An error when the mesh is one device.
+Result<std::shared_ptr<spmd::SpmdExecutable>> compileShardedStep(const project::Project& project);
+
 // A project's model described from shapes alone (an abstract trace of init): no data, no weights.
 struct ModuleSize {
   std::string path;  // "h.3", "wte", "vit.encoder.layer.0"

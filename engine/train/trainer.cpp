@@ -62,6 +62,13 @@ TrainState Trainer::init(Tree params) const {
   return s;
 }
 
+Status Trainer::placeState(TrainState& state) const {
+  if (!m_sharding) return {};
+  TSR_ASSIGN(state.params, place(state.params));
+  TSR_ASSIGN(state.optState, place(state.optState));
+  return {};
+}
+
 Status Trainer::setSharding(TrainSharding sharding) {
   std::vector<std::pair<std::regex, sharding::NamedSharding>> rules;
   for (const auto& [pattern, spec] : sharding.rules) {

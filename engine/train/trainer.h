@@ -54,6 +54,8 @@ class Trainer {
   // Places the state (at init) and every batch on the mesh. Errors name a bad regex or spec.
   Status setSharding(TrainSharding sharding);
   const std::optional<TrainSharding>& sharding() const { return m_sharding; }
+  // Places a state read back from a checkpoint (one-device arrays) on the mesh, as init does. No mesh: as is.
+  Status placeState(TrainState& state) const;
   // The step as an SPMD program for this state and batch, compiled but not run (tessera shard plan).
   Result<std::shared_ptr<spmd::SpmdExecutable>> compileStepSpmd(const TrainState& state, const Batch& batch);
   // The step's partitioned program, once a sharded step has run.

@@ -161,6 +161,30 @@ class TestGpt2Sharding : public QObject {
     QCOMPARE(r.modelBytes[4], 1);
   }
 
+  // A state read back from a checkpoint (one-device arrays) goes back onto the mesh as init placed it.
+  void resumedStateIsPlacedOnTheMesh() {
+    auto model = std::make_shared<nn::Gpt2>(config());
+    optim::Schedule lr = optim::constantSchedule(1e-3);
+    train::Trainer trainer([](const Tree&, const train::Batch&, nn::Context&) { return Array::scalar(0.0); },
+                           optim::adamw(lr), lr, 0);
+    auto mesh = must(sharding::Mesh::create({2, 2}, {"data", "model"}));
+    QVERIFY(trainer.setSharding(train::TrainSharding{mesh, kRules}).ok());
+    train::TrainState placed = trainer.init(model->init(random::key(0)));
+    auto onHost = [](const Tree& t) { return t.map([](const Array& a) { return a.gathered(); }); };
+    train::TrainState read{onHost(placed.params), onHost(placed.optState), 2};
+    QVERIFY(!read.params.findPath("h.0.mlp.c_fc.weight")->leaf().isSharded());
+    QVERIFY(trainer.placeState(read).ok());
+    auto specOf = [](const Tree& t, const std::string& path) {
+      const Array& a = t.findPath(path)->leaf();
+      return a.isSharded() ? a.sharding()->spec.toString() : std::string("one device");
+    };
+    for (const std::string path : {"h.0.mlp.c_fc.weight", "h.1.attn.c_attn.weight", "wte.weight"})
+      QCOMPARE(specOf(read.params, path), specOf(placed.params, path));
+    QCOMPARE(specOf(read.params, "h.0.mlp.c_fc.weight"), std::string("P(None, 'model')"));
+    QVERIFY(read.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats() ==
+            placed.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats());
+  }
+
   void tensorParallelOnly() {
     auto mesh = must(sharding::Mesh::create({1, 2}, {"data", "model"}));
     Run r = trainSteps(train::TrainSharding{mesh, kRules});
