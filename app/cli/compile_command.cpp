@@ -15,6 +15,8 @@
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/project/project.h"
+#include "engine/sharding/propagation.h"
+#include "engine/spmd/spmd.h"
 #include "engine/train/run.h"
 
 namespace tsr::cli {
@@ -47,6 +49,40 @@ Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
   }
   TSR_ASSIGN(ClosedGraph cg, traceExample(a.example, a.batch));
   return std::move(cg.graph);
+}
+
+// The per-device program of a project with a [mesh] and [sharding], dumped into DIR/spmd: the partitioner's
+// output (00_input.tir/.dot, collectives included), the program after every pass of the pipeline, the plan (every
+// value's sharding and why) and the collectives with their reasons.
+Status dumpSpmd(const std::string& projectPath, const std::string& dir, const ir::OpRegistry& reg) {
+  TSR_ASSIGN(project::Project p, project::loadProject(projectPath));
+  int64_t meshSize = 1;
+  for (int64_t d : p.mesh.shape) meshSize *= d;
+  if (meshSize <= 1) return {};
+  TSR_ASSIGN(auto exe, train::compileShardedStep(p));
+  const std::filesystem::path spmdDir = std::filesystem::path(dir) / "spmd";
+  passes::PipelineOptions options;
+  options.verify = true;
+  passes::PassManager pm = passes::compilerPipeline(options);
+  passes::PassContext ctx(reg);
+  TSR_ASSIGN(passes::DumpResult r, passes::dumpPipeline(exe->partitioned().local, spmdDir.string(), pm, ctx));
+  std::ofstream plan(spmdDir / "plan.txt");
+  plan << exe->mesh().toString() << "\n" << sharding::describePlan(exe->global(), reg, exe->plan());
+  std::ofstream colls(spmdDir / "collectives.txt");
+  colls << fmt::format("{} collectives per step on {}\n", exe->partitioned().collectives.size(), exe->mesh().toString());
+  for (const auto& c : exe->partitioned().collectives) {
+    std::string where;
+    if (c.globalNode >= 0) {
+      const ir::Node& n = exe->global().nodes()[static_cast<size_t>(c.globalNode)];
+      if (!n.prov.empty()) where = " at " + n.prov.toString();
+    }
+    colls << c.toString() << where << "\n";
+  }
+  std::cout << fmt::format("per-device program on {}: {} collectives, {} nodes after the partitioner, {} after the "
+                           "pipeline; written to {}\n",
+                           exe->mesh().toString(), exe->partitioned().collectives.size(),
+                           exe->partitioned().local.nodes().size(), r.graph.nodes().size(), spmdDir.string());
+  return {};
 }
 
 int runCompile(const CompileArgs& a) {
@@ -106,6 +142,13 @@ int runCompile(const CompileArgs& a) {
     std::ofstream k(std::filesystem::path(a.dumpDir) / "kernels.txt");
     k << (*exe)->describe();
     std::cout << "wrote every pass's graph (.tir, .dot), timings.json, decisions.txt and kernels.txt to " << a.dumpDir << "\n";
+    if (!a.project.empty()) {
+      Status st = dumpSpmd(a.project, a.dumpDir, reg);
+      if (!st.ok()) {
+        std::cerr << "tessera compile: the per-device program: " << st.error().message << "\n";
+        return 1;
+      }
+    }
   }
   return 0;
 }
@@ -120,7 +163,8 @@ std::function<int()> addCompileCommand(CLI::App& app) {
   cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
   cmd->add_option("--ir", args->irFile, "Compile an IR text file instead of an example");
   cmd->add_flag("--quiet", args->quiet, "Print the pass table and the kernel summary, not the graph");
-  cmd->add_option("--dump", args->dumpDir, "Write the graph after every pass (.tir, .dot), timings.json, decisions.txt");
+  cmd->add_option("--dump", args->dumpDir, "Write the graph after every pass (.tir, .dot), timings.json, decisions.txt; a project "
+                 "with a [mesh] also its per-device program after the partitioner and every pass (DIR/spmd)");
   return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
 }
 

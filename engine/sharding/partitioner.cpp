@@ -295,8 +295,16 @@ class Partitioner {
     if (it == m_pending.end()) return {};
     Pending p = std::move(it->second);
     m_pending.erase(it);
-    TSR_ASSIGN(m_localOf[static_cast<size_t>(v)],
-               reshard(m_localOf[static_cast<size_t>(v)], v, p.sharding, sharding(v), p.what));
+    // The collective belongs to the op that made the partial sum (its reason and source location).
+    const ir::NodeId node = m_node;
+    ir::Provenance prov = m_prov;
+    m_node = p.node;
+    m_prov = m_g.nodes()[static_cast<size_t>(p.node)].prov;
+    auto done = reshard(m_localOf[static_cast<size_t>(v)], v, p.sharding, sharding(v), p.what);
+    m_node = node;
+    m_prov = std::move(prov);
+    if (!done.ok()) return done.takeError();
+    m_localOf[static_cast<size_t>(v)] = *done;
     return {};
   }
 
@@ -344,7 +352,7 @@ class Partitioner {
     TensorSharding kept = *partial;
     TSR_ASSIGN(ir::ValueId local, emit(n.op, std::move(operands), n.attrs));
     m_localOf[static_cast<size_t>(res)] = local;
-    m_pending[res] = Pending{kept, opName(n.op)};
+    m_pending[res] = Pending{kept, opName(n.op), m_node};
     return true;
   }
 
@@ -487,7 +495,7 @@ class Partitioner {
       completed.partial.clear();
       if (!produced[r].partial.empty() && completed == sharding(n.results[r])) {
         m_localOf[static_cast<size_t>(n.results[r])] = local;
-        m_pending[n.results[r]] = Pending{produced[r], what};
+        m_pending[n.results[r]] = Pending{produced[r], what, id};
         continue;
       }
       TSR_ASSIGN(m_localOf[static_cast<size_t>(n.results[r])],
@@ -506,6 +514,7 @@ class Partitioner {
   struct Pending {
     TensorSharding sharding;  // as produced: the planned dims, with partial axes
     std::string what;
+    ir::NodeId node;  // the global op that made it
   };
   std::map<ir::ValueId, Pending> m_pending;
   ir::NodeId m_node = ir::kNone;

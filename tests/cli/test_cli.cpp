@@ -236,8 +236,8 @@ class TestCli : public QObject {
 
   void shardPlanListsShardingsAndCollectives() {
     // The tutorial's 4x2 layout: layer 1 column-parallel, layer 2 row-parallel. The math needs one all_reduce
-    // over 'model' (after layer 2), one over 'data' per parameter gradient (8) and the loss's, and the three
-    // model-split gradients' squared norms (the global norm) summed over 'model'.
+    // over 'model' (after layer 2), one over 'data' per parameter gradient (8) and the loss's, and one over
+    // 'model' for the global gradient norm (the model-split gradients' squares, summed before it).
     Run r = tessera({"shard", "plan", TSR_SAMPLES "/mlp_sharding", "--no-values"});
     QCOMPARE(r.exitCode, 0);
     QVERIFY2(r.out.contains("Mesh('data': 4, 'model': 2) over 8 devices"), qPrintable(r.out));
@@ -245,7 +245,37 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains(QRegularExpression("inputs +f32\\[8192,784\\] +6.1 MiB +P\\('data', None\\)")));
     QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'data'")), 9);
     QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'model' +8.0 MiB")), 1);
-    QVERIFY2(r.out.contains("Collectives per step: 13"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("Collectives per step: 11"), qPrintable(r.out));
+  }
+
+  void compileDumpsThePerDeviceProgram() {
+    // mlp_sharding's 4x2 step: the global graph's passes as usual, and in spmd/ the per-device program after the
+    // partitioner (its collectives as ops) and after every pass, the plan and the collectives with their reasons.
+    QTemporaryDir dir;
+    Run r = tessera({"compile", TSR_SAMPLES "/mlp_sharding", "--quiet", "--dump", dir.path()});
+    QCOMPARE(r.exitCode, 0);
+    QVERIFY2(r.out.contains("per-device program on Mesh('data': 4, 'model': 2): 11 collectives"), qPrintable(r.out));
+    QDir spmd(dir.filePath("spmd"));
+    QVERIFY(spmd.exists("00_input.tir") && spmd.exists("00_input.dot") && spmd.exists("plan.txt"));
+    auto read = [&](const QString& name) {
+      QFile f(spmd.filePath(name));
+      return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+    };
+    // The partitioner's output: per-device shapes (the batch's quarter, layer 1's half columns) and the 11
+    // all_reduces the math needs (9 over 'data', one over 'model' after layer 2, one for the gradient norm).
+    QString partitioned = read("00_input.tir");
+    QCOMPARE(partitioned.count(QRegularExpression("= all_reduce\\(")), 11);
+    QVERIFY(partitioned.contains("f32[2048,784]") && partitioned.contains("f32[784,512]"));
+    QCOMPARE(partitioned.count(QRegularExpression("= (all_gather|all_to_all|reduce_scatter|collective_permute)\\(")), 0);
+    QString collectives = read("collectives.txt");
+    QVERIFY2(collectives.startsWith("11 collectives per step"), qPrintable(collectives));
+    QCOMPARE(collectives.count("all_reduce over 'data'"), 9);
+    QVERIFY(read("plan.txt").contains("P(None, 'model')"));
+    // Every pass after the partitioner, each as text and DOT; the last still holds the collectives.
+    QStringList steps = spmd.entryList({"[0-9][0-9]_*.tir"}, QDir::Files, QDir::Name);
+    QVERIFY2(steps.size() > 2, qPrintable(steps.join(' ')));
+    for (const QString& s : steps) QVERIFY2(spmd.exists(QString(s).replace(".tir", ".dot")), qPrintable(s));
+    QCOMPARE(read(steps.last()).count(QRegularExpression("all_reduce\\(")), 11);
   }
 
   void badArgumentsAreMessages() {
