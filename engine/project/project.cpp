@@ -177,6 +177,10 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
     model.get("n_head", g.nHead, positive, "positive");
     model.get("n_embd", g.nEmbd, positive, "positive");
     model.get("dropout", g.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
+    std::string qkvLayout = g.qkvHeads ? "heads" : "fused";
+    model.get("qkv_layout", qkvLayout, [](const std::string& l) { return l == "fused" || l == "heads"; },
+              "fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)");
+    g.qkvHeads = qkvLayout == "heads";
   } else if (p.model.family == "vit") {
     model.get("image_size", v.imageSize, positive, "positive");
     model.get("patch_size", v.patchSize, positive, "positive");
