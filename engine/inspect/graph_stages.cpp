@@ -101,6 +101,7 @@ Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced
     if (d.step < 0 || static_cast<size_t>(d.step) >= stageOfStep.size() || !d.region.empty()) continue;
     stages[static_cast<size_t>(stageOfStep[static_cast<size_t>(d.step)])].decisions.push_back(d);
   }
+  stages.back().reports = ctx.reports();
   return stages;
 }
 

@@ -36,6 +36,9 @@ struct Stage {
   // At the fusion stage: the kernel plan (node ids are this stage's graph) and the compiled kernel table.
   std::shared_ptr<const passes::FusionPlan> fusion;
   std::shared_ptr<const KernelTable> kernels;
+  // At the last stage: the reports the pipeline's passes wrote (PassContext::addReport), e.g. a plugin's
+  // op_stats.txt.
+  std::vector<passes::PassContext::Report> reports;
 };
 
 struct StagesOptions {

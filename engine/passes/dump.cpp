@@ -68,6 +68,11 @@ Result<DumpResult> dumpPipeline(const ir::Graph& g, const std::string& dir, Pass
   pm.options() = std::move(saved);
 
   TSR_TRY(writeFile(root / "decisions.txt", ctx.log().toText()));
+  // Reports passes wrote for people (a plugin's op statistics): one file each, named by the pass.
+  for (const PassContext::Report& r : ctx.reports()) {
+    std::string name = fs::path(r.name).filename().string();  // never outside the folder
+    if (!name.empty() && name != "." && name != "..") TSR_TRY(writeFile(root / name, r.text));
+  }
   if (!report.ok()) return report.takeError();
   if (writeError) return std::move(*writeError);
   result.report = std::move(report).value();

@@ -6,6 +6,7 @@
 //   pipeline.txt                    the same as a table
 //   NN_fusion.kernels.txt           after the fusion pass: one line per kernel (the .dot draws kernels as clusters)
 //   decisions.txt                   the decision log, one decision per line (fusion's reasons included)
+//   <report>                        each report a pass added (PassContext::addReport), e.g. op_stats.txt
 // Step files are written as the steps finish, so a pipeline that fails leaves the steps before the failure.
 #include <string>
 

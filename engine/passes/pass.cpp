@@ -88,6 +88,15 @@ void PassContext::record(Decision d) {
   m_log.add(std::move(d));
 }
 
+void PassContext::addReport(std::string name, std::string text) {
+  for (Report& r : m_reports)
+    if (r.name == name) {
+      r = Report{std::move(name), m_pass, std::move(text)};
+      return;
+    }
+  m_reports.push_back(Report{std::move(name), m_pass, std::move(text)});
+}
+
 // ---- report
 
 bool PipelineReport::changed() const {

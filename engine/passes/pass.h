@@ -90,6 +90,16 @@ class PassContext {
   void setFusionPlan(std::shared_ptr<const FusionPlan> plan) { m_fusionPlan = std::move(plan); }
   const std::shared_ptr<const FusionPlan>& fusionPlan() const { return m_fusionPlan; }
 
+  // Reports a pass writes for people (a plugin's op statistics, say): a file name and its text. `tessera
+  // compile --dump DIR` writes each as DIR/<name>; the IDE shows them. A second report of one name replaces it.
+  struct Report {
+    std::string name;  // "op_stats.txt"
+    std::string pass;
+    std::string text;
+  };
+  void addReport(std::string name, std::string text);
+  const std::vector<Report>& reports() const { return m_reports; }
+
  private:
   const ir::OpRegistry& m_reg;
   PassOptions m_options;
@@ -98,6 +108,7 @@ class PassContext {
   int m_step = -1;
   std::vector<ir::NodeId> m_region;
   std::shared_ptr<const FusionPlan> m_fusionPlan;
+  std::vector<Report> m_reports;
 };
 
 class Pass {

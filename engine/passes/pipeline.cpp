@@ -4,6 +4,7 @@
 #include "engine/passes/cse.h"
 #include "engine/passes/dce.h"
 #include "engine/passes/fusion.h"
+#include "engine/passes/pass_registry.h"
 #include "engine/passes/simplify.h"
 
 namespace tsr::passes {
@@ -23,14 +24,19 @@ std::vector<std::unique_ptr<Pass>> cleanupGroup() {
 
 PassManager standardPipeline(PipelineOptions options) {
   PassManager pm("standard", std::move(options));
+  addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
+  addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
   return pm;
 }
 
 PassManager compilerPipeline(PipelineOptions options) {
   PassManager pm("compiler", std::move(options));
+  addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
+  addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
   pm.add<Fusion>();
+  addRegisteredPasses(pm, PipelinePoint::End);
   return pm;
 }
 

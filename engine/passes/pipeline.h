@@ -2,6 +2,7 @@
 // The compile pipelines, by name, so the CLI, jit and the IDE run the same passes:
 //   standard = cleanup: fixpoint(simplify, constant_folding, cse, dce), at most 8 rounds
 //   compiler = standard, then fusion (the kernel plan, left in the PassContext)
+// Passes that plugins register (pass_registry.h) join both at their named points.
 // Buffer assignment and scheduling follow in the backend (engine/backends/cpu/executable.h), which compiles
 // the fused plan into kernel launches over planned memory.
 #include "engine/passes/pass.h"

@@ -2,6 +2,7 @@
 // A project: a folder with project.toml naming the model family and config, the data, the training settings,
 // the mesh and sharding rules, and the precision. Errors name the file, the line and the key.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,14 @@
 namespace tsr::project {
 
 struct ModelSection {
-  std::string family = "gpt2";  // gpt2 | vit | mlp
-  nn::Gpt2Config gpt2;
+  std::string family = "gpt2";  // gpt2 | vit | mlp | a family a plugin registered (model_family.h)
+  nn::Gpt2Config gpt2;          // gpt2, and the language-model families of plugins
   nn::VitConfig vit;
   nn::MlpConfig mlp;
+  std::map<std::string, double> extra;  // a plugin family's own keys, with their defaults filled in
+
+  // A model of token sequences ([B, T] -> logits [B, T, V]) trained on [data] text: gpt2 and plugin families.
+  bool languageModel() const { return family != "vit" && family != "mlp"; }
 };
 
 struct DataSection {

@@ -32,7 +32,7 @@ Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
     return v;
   };
   int64_t b = t.batchSize;
-  if (p.model.family == "gpt2") {
+  if (p.model.languageModel()) {
     Shape s{b, t.seqLen};
     Array inputs = Array::fromVector(ints(b * t.seqLen, vocab), s);
     return Batch{inputs, Array::fromVector(ints(b * t.seqLen, vocab), s)};
@@ -67,7 +67,7 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   if (o.batch > 0) t.batchSize = o.batch;
   if (o.seq > 0) t.seqLen = o.seq;
   if (o.steps < 1) return makeError("--steps must be at least 1, got {}", o.steps);
-  bool lm = p.model.family == "gpt2";
+  bool lm = p.model.languageModel();
   if (lm && t.seqLen > p.model.gpt2.blockSize)
     return makeError("{}: sequence length {} exceeds the model's block size {}", p.file, t.seqLen,
                      p.model.gpt2.blockSize);

@@ -39,7 +39,7 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
   TrainState& state = setup.state;
   numParams = setup.numParams;
   info(fmt::format("{}: {} with {} parameters, batch {}{}", p.name, p.model.family, numParams, t.batchSize,
-                   p.model.family == "gpt2" ? fmt::format(", sequence {}", t.seqLen) : ""));
+                   p.model.languageModel() ? fmt::format(", sequence {}", t.seqLen) : ""));
 
   for (int64_t i = 0; i < o.warmup; ++i) {
     TSR_ASSIGN(Batch b, setup.next());

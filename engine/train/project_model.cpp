@@ -5,6 +5,7 @@
 
 #include "engine/nn/gpt2.h"
 #include "engine/nn/vit.h"
+#include "engine/project/model_family.h"
 
 namespace tsr::train {
 
@@ -37,6 +38,22 @@ ProjectModel buildModel(const project::Project& p, int64_t vocab) {
       return model->apply(prm, tokens, ctx);
     };
     m.trainFlopsPerItem = model->trainFlopsPerToken(t.seqLen);
+    m.itemName = "tokens";
+  } else if (const project::ModelFamily* family = project::findModelFamily(p.model.family)) {
+    // A plugin's language model (project/model_family.h), configured as gpt2 is plus its own keys.
+    nn::Gpt2Config cfg = p.model.gpt2;
+    cfg.vocabSize = vocab > 0 ? vocab : configuredVocab(p);
+    auto model = std::make_shared<project::FamilyModel>(family->build(cfg, p.model.extra));
+    m.init = model->init;
+    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
+    };
+    m.lmForward = [model](const Tree& prm, const Array& tokens) {
+      nn::Context ctx;
+      return model->apply(prm, tokens, ctx);
+    };
+    m.numParams = model->numParams;
+    m.trainFlopsPerItem = model->trainFlopsPerToken;
     m.itemName = "tokens";
   } else if (p.model.family == "vit") {
     auto model = std::make_shared<nn::Vit>(p.model.vit);

@@ -1,0 +1,292 @@
+#include "engine/plugin/loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/ops/registry.h"
+#include "engine/ops/rule_table.h"
+#include "engine/version.h"
+
+namespace tsr::plugin {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct State {
+  std::mutex mutex;
+  std::vector<PluginRecord> records;
+  std::vector<PanelRegistration> panels;
+  std::set<std::string> triedPaths;  // canonical paths of every library tried
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(fs::path(path), ec);
+  return ec ? path : c.string();
+}
+
+// Checks the staged registrations against what is registered and against each other; the first problem is the
+// plugin's error. Nothing is registered here.
+std::string validate(Registrations& regs) {
+  const ir::OpRegistry& reg = ops::registry();
+  std::set<std::string> names;
+  for (const auto& op : regs.ops) {
+    auto st = ops::checkOpRules(op.def, op.example, op.exampleAttrs);
+    if (!st.ok()) return "op " + st.error().message;
+    if (reg.find(op.def.name)) return fmt::format("op '{}' is already registered", op.def.name);
+    if (!names.insert(op.def.name).second) return fmt::format("op '{}' is registered twice", op.def.name);
+  }
+  names.clear();
+  auto existingPasses = passes::registeredPasses();
+  for (const auto& p : regs.passes) {
+    if (p.name.empty() || !p.make) return "a pass without a name or factory";
+    for (const auto& e : existingPasses)
+      if (e.name == p.name) return fmt::format("pass '{}' is already registered", p.name);
+    if (!names.insert(p.name).second) return fmt::format("pass '{}' is registered twice", p.name);
+  }
+  names.clear();
+  for (const auto& f : regs.families) {
+    if (f.name.empty() || !f.build) return "a model family without a name or build function";
+    if (project::isCoreFamily(f.name)) return fmt::format("model family '{}' is a core family", f.name);
+    if (project::findModelFamily(f.name)) return fmt::format("model family '{}' is already registered", f.name);
+    if (!names.insert(f.name).second) return fmt::format("model family '{}' is registered twice", f.name);
+  }
+  names.clear();
+  for (const auto& p : regs.panels) {
+    if (p.name.empty() || !p.create) return "a panel without a name or factory";
+    for (const auto& e : state().panels)
+      if (e.name == p.name) return fmt::format("panel '{}' is already registered", p.name);
+    if (!names.insert(p.name).second) return fmt::format("panel '{}' is registered twice", p.name);
+  }
+  return "";
+}
+
+// Registers what validate() accepted. The checks above make these succeed; one that fails anyway (a race with
+// another registration) is reported as the plugin's error, after what went before it.
+std::string commit(Registrations& regs, PluginRecord& r) {
+  for (auto& op : regs.ops) {
+    std::string name = op.def.name;
+    auto code = ops::registry().add(std::move(op.def));
+    if (!code.ok()) return code.error().message;
+    r.ops.push_back(name);
+  }
+  for (auto& p : regs.passes) {
+    p.origin = r.path;
+    std::string line = fmt::format("{} at {}", p.name, passes::pipelinePointName(p.point));
+    auto st = passes::registerPass(std::move(p));
+    if (!st.ok()) return st.error().message;
+    r.passes.push_back(line);
+  }
+  for (auto& f : regs.families) {
+    f.origin = r.path;
+    std::string name = f.name;
+    auto st = project::registerModelFamily(std::move(f));
+    if (!st.ok()) return st.error().message;
+    r.families.push_back(name);
+  }
+  for (auto& p : regs.panels) {
+    r.panels.push_back(fmt::format("{} ({})", p.name, p.title));
+    state().panels.push_back(std::move(p));
+  }
+  return "";
+}
+
+PluginRecord loadLocked(const std::string& path, const std::string& origin) {
+  PluginRecord r;
+  r.path = path;
+  r.origin = origin;
+  if (!isPluginHost()) {
+    r.error = "this program does not export the engine to plugins (it is not linked with tsr_plugin_host)";
+    return r;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    r.error = why ? why : "dlopen failed";
+    return r;
+  }
+  // What init staged holds functions whose code is the plugin's: it goes before the library does.
+  Host host(path);
+  auto skip = [&](std::string why) {
+    r.error = std::move(why);
+    host.registrations() = Registrations{};
+    dlclose(handle);
+    return r;
+  };
+  dlerror();
+  auto entry = reinterpret_cast<TesseraPluginEntry>(dlsym(handle, TESSERA_PLUGIN_ENTRY_SYMBOL));
+  if (!entry)
+    return skip(fmt::format("no entry point {}() (not a Tessera plugin, or one for another plugin API)",
+                            TESSERA_PLUGIN_ENTRY_SYMBOL));
+  const TesseraPluginInfo* info = nullptr;
+  try {
+    info = entry();
+  } catch (const std::exception& e) {
+    return skip(fmt::format("{}() threw: {}", TESSERA_PLUGIN_ENTRY_SYMBOL, e.what()));
+  } catch (...) {
+    return skip(fmt::format("{}() threw", TESSERA_PLUGIN_ENTRY_SYMBOL));
+  }
+  if (!info) return skip(fmt::format("{}() returned no plugin info", TESSERA_PLUGIN_ENTRY_SYMBOL));
+  // The version comes first: nothing else of an info struct of another API version is read.
+  if (info->apiVersion != TESSERA_PLUGIN_API_VERSION)
+    return skip(fmt::format("plugin API version {}, this Tessera loads version {}", info->apiVersion,
+                            TESSERA_PLUGIN_API_VERSION));
+  r.name = info->name ? info->name : "";
+  r.version = info->version ? info->version : "";
+  r.description = info->description ? info->description : "";
+  std::string engine = info->engineVersion ? info->engineVersion : "";
+  if (engine != kVersion)
+    return skip(fmt::format("built against Tessera {}, this is {}: rebuild the plugin", engine.empty() ? "?" : engine,
+                            kVersion));
+  if (r.name.empty()) return skip("the plugin info has no name");
+  if (!info->init) return skip("the plugin info has no init function");
+  for (const auto& other : state().records)
+    if (other.loaded && other.name == r.name)
+      return skip(fmt::format("a plugin named '{}' is already loaded from {}", r.name, other.path));
+
+  int rc = 0;
+  try {
+    rc = info->init(host.handle());
+  } catch (const std::exception& e) {
+    return skip(fmt::format("init threw: {}", e.what()));
+  } catch (...) {
+    return skip("init threw");
+  }
+  Registrations& regs = host.registrations();
+  if (rc != 0)
+    return skip(regs.failure.empty() ? fmt::format("init failed (returned {})", rc) : "init failed: " + regs.failure);
+  if (std::string why = validate(regs); !why.empty()) return skip(why);
+  // From here the library stays loaded: the registries hold its functions.
+  if (std::string why = commit(regs, r); !why.empty()) r.error = why;
+  else r.loaded = true;
+  return r;
+}
+
+bool isLibrary(const fs::path& p) {
+  std::error_code ec;
+  return p.extension() == ".so" && fs::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+bool isPluginHost() {
+  static const bool host = dlsym(RTLD_DEFAULT, "tessera_plugin_host_v1") != nullptr;
+  return host;
+}
+
+std::vector<SearchDir> searchDirs(const std::string& projectDir, const std::string& bundledDir) {
+  std::vector<SearchDir> dirs;
+  if (!projectDir.empty()) {
+    fs::path p(projectDir);
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) p = p.parent_path();  // a project.toml
+    dirs.push_back({(p / "plugins").string(), "project"});
+  }
+  if (const char* env = std::getenv("TESSERA_PLUGIN_PATH")) {
+    std::string s = env;
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t end = s.find(':', start);
+      if (end == std::string::npos) end = s.size();
+      if (end > start) dirs.push_back({s.substr(start, end - start), "TESSERA_PLUGIN_PATH"});
+      start = end + 1;
+    }
+  }
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  if (xdg && *xdg) dirs.push_back({(fs::path(xdg) / "tessera" / "plugins").string(), "user"});
+  else if (home && *home) dirs.push_back({(fs::path(home) / ".config" / "tessera" / "plugins").string(), "user"});
+  if (!bundledDir.empty()) dirs.push_back({bundledDir, "bundled"});
+  return dirs;
+}
+
+std::string bundledPluginDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  fs::path dir = exe.parent_path();
+  // The build tree: build/app/cli/tessera, build/app/studio/tessera-studio, build/tests/<area>/<test>.
+  for (const fs::path& candidate : {dir.parent_path().parent_path() / "plugins", dir.parent_path() / "lib" / "tessera" / "plugins"})
+    if (fs::is_directory(candidate, ec)) return candidate.lexically_normal().string();
+  return "";
+}
+
+PluginRecord loadPlugin(const std::string& path, const std::string& origin) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  std::string c = canonical(path);
+  s.triedPaths.insert(c);
+  PluginRecord r = loadLocked(c, origin);
+  s.records.push_back(r);
+  return r;
+}
+
+std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs) {
+  std::vector<PluginRecord> out;
+  if (!isPluginHost()) return out;
+  for (const SearchDir& d : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(d.dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d.dir, ec))
+      if (isLibrary(e.path())) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+      {
+        std::lock_guard lock(state().mutex);
+        if (state().triedPaths.count(canonical(f.string()))) continue;  // the same file through another folder
+      }
+      out.push_back(loadPlugin(f.string(), d.origin));
+    }
+  }
+  return out;
+}
+
+std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir) {
+  return loadPlugins(searchDirs(projectDir, bundledPluginDir()));
+}
+
+std::vector<PluginRecord> pluginRecords() {
+  std::lock_guard lock(state().mutex);
+  return state().records;
+}
+
+std::vector<PanelRegistration> pluginPanels() {
+  std::lock_guard lock(state().mutex);
+  return state().panels;
+}
+
+std::string describe(const PluginRecord& r) {
+  std::string head = r.name.empty() ? fs::path(r.path).filename().string() : r.name;
+  if (!r.version.empty()) head += " " + r.version;
+  std::string s = fmt::format("{}  {} ({})", head, r.path, r.origin);
+  if (!r.loaded) return s + "\n    skipped: " + r.error;
+  auto list = [&](const char* what, const std::vector<std::string>& items) {
+    if (items.empty()) return;
+    s += fmt::format("\n    {}: ", what);
+    for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  };
+  if (!r.description.empty()) s += "\n    " + r.description;
+  list("ops", r.ops);
+  list("passes", r.passes);
+  list("model families", r.families);
+  list("panels", r.panels);
+  return s;
+}
+
+}  // namespace tsr::plugin
