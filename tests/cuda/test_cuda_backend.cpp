@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "engine/backends/cuda/executable.h"
+#include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/nccl_communicator.h"
 #include "engine/ops/registry.h"
@@ -231,6 +232,64 @@ class TestCudaBackend : public QObject {
       last = e.startNs + e.durationNs;
     }
     QVERIFY(last <= after + 1000);
+  }
+
+  // Flash attention against the textbook formula in double, at a length that is no multiple of the tiles.
+  void flashAttentionMatchesNaive() {
+    SKIP_WITHOUT_GPU();
+    const int64_t B = 2, H = 3, T = 200, D = 64;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd;
+    const int64_t n = B * T * H * D;
+    std::vector<float> q(static_cast<size_t>(n)), k(q.size()), v(q.size());
+    for (auto* x : {&q, &k, &v})
+      for (auto& e : *x) e = nd(rng);
+    auto dev = cuda::Device::get(0);
+    QVERIFY(dev.ok());
+    cuda::Device& d = **dev;
+    auto dq = d.allocate(n * 4), dk = d.allocate(n * 4), dv = d.allocate(n * 4), dout = d.allocate(n * 4);
+    QVERIFY(dq.ok() && dk.ok() && dv.ok() && dout.ok());
+    QVERIFY(d.upload((*dq)->data(), q.data(), n * 4).ok());
+    QVERIFY(d.upload((*dk)->data(), k.data(), n * 4).ok());
+    QVERIFY(d.upload((*dv)->data(), v.data(), n * 4).ok());
+    auto at = [&](const std::vector<float>& x, int64_t b, int64_t t, int64_t h, int64_t e) {
+      return double(x[static_cast<size_t>(((b * T + t) * H + h) * D + e)]);
+    };
+    for (bool causal : {true, false}) {
+      cuda::AttentionShape s;
+      s.batch = B;
+      s.heads = H;
+      s.seq = T;
+      s.headDim = D;
+      s.causal = causal;
+      auto st = cuda::flashAttention(d, static_cast<const float*>((*dq)->data()), static_cast<const float*>((*dk)->data()),
+                                     static_cast<const float*>((*dv)->data()), static_cast<float*>((*dout)->data()), s);
+      QVERIFY2(st.ok(), st.ok() ? "" : st.error().message.c_str());
+      std::vector<float> got(static_cast<size_t>(n));
+      QVERIFY(d.download(got.data(), (*dout)->data(), n * 4).ok());
+      double worst = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t keys = causal ? t + 1 : T;
+            std::vector<double> p(static_cast<size_t>(keys));
+            double mx = -1e300, sum = 0;
+            for (int64_t j = 0; j < keys; ++j) {
+              double dot = 0;
+              for (int64_t e = 0; e < D; ++e) dot += at(q, b, t, h, e) * at(k, b, j, h, e);
+              p[static_cast<size_t>(j)] = dot / std::sqrt(double(D));
+              mx = std::max(mx, p[static_cast<size_t>(j)]);
+            }
+            for (auto& x : p) sum += (x = std::exp(x - mx));
+            for (int64_t e = 0; e < D; ++e) {
+              double o = 0;
+              for (int64_t j = 0; j < keys; ++j) o += p[static_cast<size_t>(j)] / sum * at(v, b, j, h, e);
+              worst = std::max(worst, std::fabs(o - at(got, b, t, h, e)));
+            }
+          }
+      qInfo("flash attention (causal %d): max abs error %.3g", causal, worst);
+      QVERIFY(worst < 1e-4);
+    }
   }
 
   void ncclAllReduceOneGpu() {

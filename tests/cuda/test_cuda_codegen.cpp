@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/backends/cuda/executable.h"
+#include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/nvrtc.h"
 #include "engine/ops/registry.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -21,7 +22,7 @@ namespace {
 
 // Compiles kernels in bundles (one prelude, many bodies: one NVRTC call per bundle); a failing bundle is
 // compiled kernel by kernel to name the culprit. Returns "" or the first failure.
-std::string compileAll(const std::vector<cuda::GeneratedKernel>& kernels, size_t bundle = 128) {
+std::string compileAll(const std::vector<cuda::GeneratedKernel>& kernels, size_t bundle = 256) {
   for (size_t b = 0; b < kernels.size(); b += bundle) {
     std::string src = cuda::kernelPrelude();
     std::set<std::string> names;
@@ -71,8 +72,12 @@ class TestCudaCodegen : public QObject {
     // Every loop and reduction kernel is generated; gemms have cuBLASLt (f32 operands read in place).
     const auto& ks = (*lowered)->loweredKernels();
     std::map<std::string, int> shapes;
+    std::map<std::string, int> hostOps;  // what still runs on host copies
     for (size_t i = 0; i < ks.size(); ++i) {
       const auto kind = ks[i].info.kind;
+      if (prog->paths[i] == cuda::KernelPath::Host)
+        ++hostOps[ops::registry().get(cg->graph.nodes()[static_cast<size_t>(ks[i].node)].op).name + " " +
+                  cg->graph.aval(cg->graph.nodes()[static_cast<size_t>(ks[i].node)].results[0]).toString()];
       if (kind == passes::GroupKind::Loop || kind == passes::GroupKind::Reduction) {
         QVERIFY2(prog->generatedIndex[i] >= 0, ks[i].info.name.c_str());
         const auto& g = prog->kernels[static_cast<size_t>(prog->generatedIndex[i])];
@@ -92,8 +97,11 @@ class TestCudaCodegen : public QObject {
     QVERIFY2(err.empty(), err.c_str());
     QString summary;
     for (const auto& [k, n] : shapes) summary += QString(" %1=%2").arg(QString::fromStdString(k)).arg(n);
+    summary += "; on the host:";
+    for (const auto& [k, n] : hostOps) summary += QString(" %1 x%2").arg(QString::fromStdString(k)).arg(n);
     qInfo("%s: %zu kernels, %zu distinct generated sources compiled;%s", qPrintable(project), ks.size(),
           prog->kernels.size(), qPrintable(summary));
+    QVERIFY2(hostOps.empty(), "a training step has kernels on host copies (listed above)");
   }
 
   // Each conformance case as a one-node graph (its operands fed directly, and operand 0 through a transpose):
@@ -101,7 +109,7 @@ class TestCudaCodegen : public QObject {
   void opKernelsCompile() {
     const auto& reg = ops::registry();
     std::vector<cuda::GeneratedKernel> all;
-    std::set<std::string> generatedOps;
+    std::set<std::string> generatedOps, names;
     int graphs = 0;
     for (const OpCase& c : allCases()) {
       for (bool transposed : {false, true}) {
@@ -128,7 +136,8 @@ class TestCudaCodegen : public QObject {
         QVERIFY2(lowered.ok(), (c.label + ": " + (lowered.ok() ? "" : lowered.error().message)).c_str());
         auto prog = cuda::generateProgram(**lowered);
         QVERIFY2(prog.ok(), (c.label + ": " + (prog.ok() ? "" : prog.error().message)).c_str());
-        for (auto& k : prog->kernels) all.push_back(std::move(k));
+        for (auto& k : prog->kernels)
+          if (names.insert(k.name).second) all.push_back(std::move(k));
         for (size_t i = 0; i < prog->paths.size(); ++i)
           if (prog->generatedIndex[i] >= 0) generatedOps.insert(reg.get(c.op).name);
         ++graphs;
@@ -145,6 +154,13 @@ class TestCudaCodegen : public QObject {
     QVERIFY2(err.empty(), err.c_str());
     qInfo("%d one-node graphs, %zu generated kernels compiled, %zu ops with generated kernels", graphs, all.size(),
           generatedOps.size());
+  }
+
+  void flashAttentionCompiles() {
+    for (int d : {32, 64, 80, 128}) {
+      auto r = cuda::compileCuda(cuda::flashAttentionSource(d), "flash_attention");
+      QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    }
   }
 
   // A source that does not compile comes back as an error with NVRTC's log and the numbered source.

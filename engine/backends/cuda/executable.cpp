@@ -33,12 +33,24 @@ const char* kernelPathName(KernelPath p) {
 }
 
 const char* opPath(const ir::OpDef& def) {
-  if (def.code == OpCode::DotGeneral) return "cublaslt";
-  if (def.code == OpCode::ReduceSum || def.code == OpCode::ReduceMax || def.code == OpCode::ReduceMin) return "nvrtc";
-  if (def.fusion == ir::FusionKind::Layout) return "nvrtc";  // read through, or a strided copy kernel
+  switch (def.code) {
+    case OpCode::DotGeneral: return "cublaslt";
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMax:
+    case OpCode::ReduceMin:  // f32 reductions (fused with their prologue)
+    case OpCode::Slice:
+    case OpCode::BroadcastInDim:
+    case OpCode::Transpose:
+    case OpCode::Reshape:
+    case OpCode::Pad:
+    case OpCode::Concatenate:
+    case OpCode::Gather:
+    case OpCode::ScatterAdd:
+    case OpCode::Iota: return "nvrtc";
+    default: break;
+  }
   if (def.fusion == ir::FusionKind::Elementwise && !opExpression(def.code, false, "a", "b", "c").empty())
     return "nvrtc";
-  if (def.code == OpCode::Gather || def.code == OpCode::ScatterAdd || def.code == OpCode::Iota) return "nvrtc";
   return "host";
 }
 

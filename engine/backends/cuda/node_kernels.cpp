@@ -85,7 +85,8 @@ uint64_t fnv1a(const std::string& s) {
 
 GeneratedKernel finish(std::string code, int64_t elements, int numArgs) {
   GeneratedKernel k;
-  k.name = fmt::format("tsr_{:016x}", fnv1a(code));
+  // The name hashes the code without its first line (the label), so equal kernels share one compile.
+  k.name = fmt::format("tsr_{:016x}", fnv1a(code.substr(code.find('\n') + 1)));
   for (size_t pos; (pos = code.find("KERNEL_NAME")) != std::string::npos;) code.replace(pos, 11, k.name);
   k.body = code;
   k.source = std::string(kernelPrelude()) + code;
@@ -152,6 +153,7 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
       case OpCode::Max: value = fmt::format("max({}, {})", load(0), load(1)); break;
       case OpCode::Min: value = fmt::format("min({}, {})", load(0), load(1)); break;
       case OpCode::Neg: value = fmt::format("({})(({})0 - ({}){})", OT, U, U, load(0)); break;
+      case OpCode::Clamp: value = fmt::format("min(max({}, {}), {})", load(1), load(0), load(2)); break;
       default: return std::nullopt;
     }
   } else if (in == DType::Bool && out.dtype == DType::Bool) {
@@ -167,6 +169,86 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
   }
   std::string c = header(k.info.name, static_cast<int>(k.args.size())) + indexLoop(out.numel());
   c += fmt::format("    (({}*)p{})[i] = {};\n  }}\n}}\n", OT, k.resultArgs[0], value);
+  return finish(c, out.numel(), static_cast<int>(k.args.size()));
+}
+
+// Materialised layout ops of any dtype (slice, pad, broadcast_in_dim, transpose, reshape, concatenate): one
+// thread per result element computes where its bits come from (an operand element, or the pad value) and
+// copies them.
+std::optional<GeneratedKernel> layoutKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  if (n.results.size() != 1 || n.operands.empty()) return std::nullopt;
+  const Aval& out = g.aval(n.results[0]);
+  const Aval& x = g.aval(n.operands[0]);
+  const char* E = bitsType(dtypeSize(out.dtype));
+  if (!E) return std::nullopt;
+  const int rank = out.rank();
+  const auto xs = x.shape.strides();
+  auto src = [&](int operand) { return fmt::format("((const {}*)p{})", E, k.operandArgs[static_cast<size_t>(operand)]); };
+  std::string body;  // sets `v` from the result's multi-index o0..o{rank-1}
+  switch (n.op) {
+    case OpCode::Slice: {
+      const auto& a = std::get<ir::SliceAttrs>(n.attrs);
+      std::string off = "0";
+      for (int d = 0; d < rank; ++d)
+        off += fmt::format(" + ({}LL + o{} * {}LL) * {}LL", a.starts[static_cast<size_t>(d)], d,
+                           a.strides.empty() ? 1 : a.strides[static_cast<size_t>(d)], xs[static_cast<size_t>(d)]);
+      body = fmt::format("    v = {}[{}];\n", src(0), off);
+      break;
+    }
+    case OpCode::BroadcastInDim: {
+      const auto& a = std::get<ir::BroadcastInDimAttrs>(n.attrs);
+      std::string off = "0";
+      for (int d = 0; d < x.rank(); ++d)
+        if (x.shape[d] != 1) off += fmt::format(" + o{} * {}LL", a.broadcastDims[static_cast<size_t>(d)], xs[static_cast<size_t>(d)]);
+      body = fmt::format("    v = {}[{}];\n", src(0), off);
+      break;
+    }
+    case OpCode::Transpose: {
+      const auto& a = std::get<ir::TransposeAttrs>(n.attrs);
+      std::string off = "0";
+      for (int d = 0; d < rank; ++d) off += fmt::format(" + o{} * {}LL", d, xs[static_cast<size_t>(a.perm[static_cast<size_t>(d)])]);
+      body = fmt::format("    v = {}[{}];\n", src(0), off);
+      break;
+    }
+    case OpCode::Reshape: body = fmt::format("    v = {}[i];\n", src(0)); break;
+    case OpCode::Pad: {
+      const auto& a = std::get<ir::PadAttrs>(n.attrs);
+      body = "    long long off = 0; bool inside = true;\n";
+      for (int d = 0; d < rank; ++d) {
+        const int64_t step = (a.interior.empty() ? 0 : a.interior[static_cast<size_t>(d)]) + 1;
+        body += fmt::format("    {{ const long long q = o{} - ({}LL); if (q < 0 || q % {} != 0 || q / {} >= {}) inside = false; "
+                            "else off += (q / {}) * {}LL; }}\n",
+                            d, a.low[static_cast<size_t>(d)], step, step, x.shape[d], step, xs[static_cast<size_t>(d)]);
+      }
+      body += fmt::format("    v = inside ? {}[off] : {}[0];\n", src(0), src(1));
+      break;
+    }
+    case OpCode::Concatenate: {
+      const auto& a = std::get<ir::ConcatenateAttrs>(n.attrs);
+      const int axis = static_cast<int>(a.axis);
+      int64_t start = 0;
+      for (size_t j = 0; j < n.operands.size(); ++j) {
+        const Aval& pj = g.aval(n.operands[j]);
+        if (pj.dtype != out.dtype) return std::nullopt;
+        const auto ps = pj.shape.strides();
+        std::string off = "0";
+        for (int d = 0; d < rank; ++d)
+          off += d == axis ? fmt::format(" + (o{} - {}LL) * {}LL", d, start, ps[static_cast<size_t>(d)])
+                           : fmt::format(" + o{} * {}LL", d, ps[static_cast<size_t>(d)]);
+        const int64_t end = start + pj.shape[axis];
+        body += fmt::format("    {}if (o{} < {}LL) v = {}[{}];\n", j ? "else " : "", axis, end, src(static_cast<int>(j)), off);
+        start = end;
+      }
+      break;
+    }
+    default: return std::nullopt;
+  }
+  std::string c = header(k.info.name, static_cast<int>(k.args.size())) + indexLoop(out.numel());
+  c += "    long long r = i;\n";
+  for (int d = rank - 1; d >= 0; --d)
+    c += fmt::format("    const long long o{} = r % {}LL; r /= {}LL;\n", d, std::max<int64_t>(out.shape[d], 1),
+                     std::max<int64_t>(out.shape[d], 1));
+  c += fmt::format("    {} v = 0;\n{}    (({}*)p{})[i] = v;\n  }}\n}}\n", E, body, E, k.resultArgs[0]);
   return finish(c, out.numel(), static_cast<int>(k.args.size()));
 }
 
@@ -254,6 +336,12 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       c += "  }\n}\n";
       return std::optional(finish(c, out.numel(), numArgs));
     }
+    case OpCode::Slice:
+    case OpCode::BroadcastInDim:
+    case OpCode::Transpose:
+    case OpCode::Reshape:
+    case OpCode::Pad:
+    case OpCode::Concatenate: return layoutKernel(g, n, k);
     default: return elementwiseKernel(g, n, k);
   }
 }

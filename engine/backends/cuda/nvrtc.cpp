@@ -143,4 +143,14 @@ Status launchKernel(const void* kernel, int64_t gridX, int blockX, void** args, 
   return {};
 }
 
+Status launchKernel2d(const void* kernel, int64_t gridX, int64_t gridY, int blockX, void** args, int sharedBytes,
+                      void* stream) {
+  if (gridX <= 0 || gridY <= 0) return {};
+  if (gridX > 0x7fffffff || gridY > 65535) return makeError("CUDA: grid {} x {} is too large", gridX, gridY);
+  TSR_CUDA(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(gridX), static_cast<unsigned>(gridY)),
+                            dim3(static_cast<unsigned>(blockX)), args, static_cast<size_t>(sharedBytes),
+                            static_cast<cudaStream_t>(stream)));
+  return {};
+}
+
 }  // namespace tsr::cuda

@@ -49,5 +49,6 @@ class LoadedModule {
 
 // Launches a kernel (from LoadedModule::kernel) with an argument list of pointers to the argument values.
 Status launchKernel(const void* kernel, int64_t gridX, int blockX, void** args, int sharedBytes, void* stream);
+Status launchKernel2d(const void* kernel, int64_t gridX, int64_t gridY, int blockX, void** args, int sharedBytes, void* stream);
 
 }  // namespace tsr::cuda

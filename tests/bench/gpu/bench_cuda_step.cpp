@@ -1,0 +1,240 @@
+// A project's training step on the CUDA backend, timed: the step is traced as `tessera train` traces it, run
+// on one GPU with the parameters and optimizer state kept on the device (each step's outputs are the next
+// step's inputs), and the next batch copied on the copy stream while the current step runs. Prints one JSON
+// line like the peers (tests/bench/gpu/*_peer.py).
+//
+//   bench_cuda_step --project sample_projects/gpt2_124m --batch 16 --seq 1024 --steps 10 --precision bf16
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/backends/cuda/executable.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
+#include "engine/passes/pipeline.h"
+#include "engine/project/project.h"
+#include "engine/random/random.h"
+#include "engine/train/project_model.h"
+#include "engine/train/trainer.h"
+#include "engine/version.h"
+
+using namespace tsr;
+
+namespace {
+
+void leafPaths(const TreeDef& d, const std::string& prefix, std::vector<std::string>& out) {
+  switch (d.kind) {
+    case TreeKind::Leaf: out.push_back(prefix); break;
+    case TreeKind::List:
+      for (size_t i = 0; i < d.children.size(); ++i) leafPaths(d.children[i], joinPath(prefix, std::to_string(i)), out);
+      break;
+    case TreeKind::Dict:
+      for (size_t i = 0; i < d.children.size(); ++i) leafPaths(d.children[i], joinPath(prefix, d.keys[i]), out);
+      break;
+    default: break;
+  }
+}
+
+// Token ids (gpt2) or images and labels (vit, mlp), uniform random as `tessera bench` makes them.
+train::Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  const int64_t b = p.train.batchSize;
+  auto ints = [&](int64_t n, int64_t bound) {
+    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(bound - 1));
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = d(gen);
+    return v;
+  };
+  auto normals = [&](int64_t n) {
+    std::normal_distribution<float> d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = d(gen);
+    return v;
+  };
+  if (p.model.family == "gpt2") {
+    Shape s{b, p.train.seqLen};
+    return {Array::fromVector(ints(b * p.train.seqLen, vocab), s), Array::fromVector(ints(b * p.train.seqLen, vocab), s)};
+  }
+  if (p.model.family == "vit") {
+    const auto& v = p.model.vit;
+    return {Array::fromVector(normals(b * v.channels * v.imageSize * v.imageSize), Shape{b, v.channels, v.imageSize, v.imageSize}),
+            Array::fromVector(ints(b, v.numClasses), Shape{b})};
+  }
+  const auto& sizes = p.model.mlp.sizes;
+  return {Array::fromVector(normals(b * sizes.front()), Shape{b, sizes.front()}),
+          Array::fromVector(ints(b, sizes.back()), Shape{b})};
+}
+
+int fail(const std::string& why) {
+  nlohmann::json j = {{"peer", "tessera"}, {"error", why}};
+  std::cout << j.dump() << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time a project's training step on the CUDA backend"};
+  std::string projectPath, precision = "f32";
+  int64_t batch = 0, seq = 0, steps = 10, warmup = 2;
+  app.add_option("--project", projectPath, "Project folder")->required();
+  app.add_option("--batch", batch, "Batch size (default: the project's)");
+  app.add_option("--seq", seq, "Sequence length (gpt2; default: the project's)");
+  app.add_option("--steps", steps, "Timed steps")->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
+  app.add_option("--precision", precision, "Matmul precision: f32, tf32 or bf16")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  if (std::string why = cuda::unavailableReason(); !why.empty()) return fail(why);
+  auto prec = cuda::parseMatmulPrecision(precision);
+  if (!prec.ok()) return fail(prec.error().message);
+  cuda::setMatmulPrecision(*prec);
+  auto loaded = project::loadProject(projectPath);
+  if (!loaded.ok()) return fail(loaded.error().message);
+  project::Project p = *loaded;
+  if (batch > 0) p.train.batchSize = batch;
+  if (seq > 0) p.train.seqLen = seq;
+  const bool lm = p.model.family == "gpt2";
+  const int64_t vocab = lm ? train::configuredVocab(p) : 0;
+  train::ProjectModel model = train::buildModel(p, vocab);
+  optim::Schedule lr = optim::warmupCosineSchedule(p.train.lr, p.train.warmupSteps, std::max<int64_t>(p.train.steps, 1),
+                                                   p.train.minLr);
+  train::Trainer trainer(model.loss, train::makeOptimizer(p.train, lr), lr, p.train.seed);
+  auto params = capture([&] { return model.init(random::key(p.train.seed)); });
+  if (!params.ok()) return fail(params.error().message);
+  train::TrainState state = trainer.init(std::move(*params));
+  std::vector<train::Batch> batches;
+  for (int i = 0; i < 2; ++i) batches.push_back(syntheticBatch(p, lm ? vocab : 0, static_cast<uint64_t>(i)));
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto cg = trainer.lowerStep(state, batches[0]);
+  if (!cg.ok()) return fail(cg.error().message);
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  if (auto r = pm.run(cg->graph, ctx); !r.ok()) return fail(r.error().message);
+  auto plan = passes::planFusion(cg->graph, ops::registry());
+  if (!plan.ok()) return fail(plan.error().message);
+  cuda::CompileOptions co;
+  co.name = "train_step";
+  auto exe = cuda::Executable::compile(cg->graph, ops::registry(), *plan, co);
+  if (!exe.ok()) return fail(exe.error().message);
+  const double compileSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  cuda::Device& dev = (*exe)->device();
+  const ir::Graph& g = cg->graph;
+
+  // Inputs: the step's arguments (params, opt, inputs, targets, step) and captured constants.
+  Tree args = Tree::dict({{"params", state.params}, {"opt", state.optState}, {"inputs", Tree(batches[0].inputs)},
+                          {"targets", Tree(batches[0].targets)},
+                          {"step", Tree(Array::scalar(0.0, DType::I32))}});
+  std::vector<Array> leaves = args.leaves();
+  leaves.insert(leaves.end(), cg->consts.begin(), cg->consts.end());
+  std::vector<std::string> inPaths = args.paths(), outPaths;
+  leafPaths(cg->outputTree, "", outPaths);
+  std::vector<cuda::DeviceBufferPtr> inputs;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    auto d = cuda::toDevice(dev, *leaves[i].buffer(), g.aval(g.inputs()[i]).bytes());
+    if (!d.ok()) return fail(d.error().message);
+    inputs.push_back(*d);
+  }
+  // Outputs fed back: params.* and opt.* by path.
+  std::vector<std::pair<size_t, size_t>> carry;  // (output, input)
+  size_t lossOut = SIZE_MAX, inputsIn = SIZE_MAX, targetsIn = SIZE_MAX;
+  for (size_t o = 0; o < outPaths.size(); ++o) {
+    if (outPaths[o] == "loss") lossOut = o;
+    for (size_t i = 0; i < inPaths.size(); ++i)
+      if (inPaths[i] == outPaths[o] && g.aval(g.inputs()[i]) == g.aval(g.outputs()[o])) carry.push_back({o, i});
+  }
+  for (size_t i = 0; i < inPaths.size(); ++i) {
+    if (inPaths[i] == "inputs") inputsIn = i;
+    if (inPaths[i] == "targets") targetsIn = i;
+  }
+  // Double-buffered batches on the device, filled from pinned memory on the copy stream.
+  struct DeviceBatch {
+    cuda::DeviceBufferPtr inputs, targets;
+    std::shared_ptr<void> lastRead;
+  };
+  std::vector<std::unique_ptr<cuda::PinnedBuffer>> pinned;
+  std::vector<DeviceBatch> devBatches(2);
+  for (int s = 0; s < 2; ++s) {
+    for (int which = 0; which < 2; ++which) {
+      const Array& a = which == 0 ? batches[static_cast<size_t>(s)].inputs : batches[static_cast<size_t>(s)].targets;
+      auto pb = cuda::PinnedBuffer::allocate(a.aval().bytes());
+      if (!pb.ok()) return fail(pb.error().message);
+      std::memcpy((*pb)->data(), a.buffer()->data(), static_cast<size_t>(a.aval().bytes()));
+      auto db = dev.allocate(a.aval().bytes());
+      if (!db.ok()) return fail(db.error().message);
+      (which == 0 ? devBatches[static_cast<size_t>(s)].inputs : devBatches[static_cast<size_t>(s)].targets) = *db;
+      pinned.push_back(std::move(*pb));
+    }
+  }
+  auto queueBatch = [&](size_t s) -> Status {
+    DeviceBatch& b = devBatches[s];
+    TSR_TRY(dev.uploadAsync(b.inputs->data(), pinned[2 * s]->data(), pinned[2 * s]->size(), b.lastRead));
+    return dev.uploadAsync(b.targets->data(), pinned[2 * s + 1]->data(), pinned[2 * s + 1]->size(), b.lastRead);
+  };
+  if (auto st = queueBatch(0); !st.ok()) return fail(st.error().message);
+  std::vector<double> times;
+  double firstLoss = 0, lastLoss = 0;
+  auto readLoss = [&](const std::vector<cuda::DeviceBufferPtr>& outs) -> double {
+    if (lossOut == SIZE_MAX) return 0;
+    float v = 0;
+    if (!dev.download(&v, outs[lossOut]->data(), 4).ok()) return 0;
+    return v;
+  };
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const size_t s = static_cast<size_t>(i % 2);
+    if (inputsIn != SIZE_MAX) inputs[inputsIn] = devBatches[s].inputs;
+    if (targetsIn != SIZE_MAX) inputs[targetsIn] = devBatches[s].targets;
+    auto start = std::chrono::steady_clock::now();
+    auto outs = (*exe)->run(inputs);
+    if (!outs.ok()) return fail(outs.error().message);
+    auto fence = dev.computeFence();
+    if (!fence.ok()) return fail(fence.error().message);
+    devBatches[s].lastRead = *fence;
+    if (auto st = queueBatch(1 - s); !st.ok()) return fail(st.error().message);
+    for (auto [o, in] : carry) inputs[in] = (*outs)[o];
+    if (auto st = dev.synchronize(); !st.ok()) return fail(st.error().message);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i == 0) firstLoss = readLoss(*outs);
+    if (i >= warmup) times.push_back(secs);
+    if (i == warmup + steps - 1) lastLoss = readLoss(*outs);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const int64_t items = lm ? p.train.batchSize * p.train.seqLen : p.train.batchSize;
+  nlohmann::json j = {
+      {"peer", "tessera"},
+      {"version", tsr::kVersion},
+      {"workload", p.model.family},
+      {"device", dev.name()},
+      {"precision", precision},
+      {"mode", "matmul inputs " + precision + ", f32 accumulation; activations, master weights and optimizer state f32"},
+      {"batch", p.train.batchSize},
+      {"seq", lm ? p.train.seqLen : 0},
+      {"params", model.numParams},
+      {"steps", times.size()},
+      {"step_ms_median", median * 1e3},
+      {"step_ms_min", sorted.front() * 1e3},
+      {lm ? "tokens_per_s" : "samples_per_s", static_cast<double>(items) / median},
+      {"compile_s", compileSeconds},
+      {"first_loss", firstLoss},
+      {"last_loss", lastLoss},
+      {"state_leaves_carried", carry.size()},
+      {"kernels",
+       {{"nvrtc", (*exe)->numKernels(cuda::KernelPath::Generated)},
+        {"cublaslt", (*exe)->numKernels(cuda::KernelPath::CuBlasLt)},
+        {"host", (*exe)->numKernels(cuda::KernelPath::Host)}}},
+  };
+  std::cout << j.dump() << std::endl;
+  if (std::getenv("TESSERA_BENCH_DESCRIBE")) std::cerr << (*exe)->describe();
+  return 0;
+}

@@ -1,0 +1,55 @@
+"""What the GPU peers share: the workload arguments and the JSON line they print (as tests/bench/peers)."""
+import argparse
+import json
+import statistics
+
+
+def workload_args(description):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("workload", choices=["gpt2", "vit"])
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    # gpt2 (124M)
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--block", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--embd", type=int, default=768)
+    p.add_argument("--lr", type=float, default=6e-4)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    # precision: gpt2 bf16 (autocast / bf16 compute, f32 master weights), vit f32 with TF32 matmuls
+    p.add_argument("--precision", choices=["bf16", "tf32", "f32"], default=None)
+    # vit (ViT-B/16)
+    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--patch", type=int, default=16)
+    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("--mlp", type=int, default=3072)
+    args = p.parse_args()
+    if args.precision is None:
+        args.precision = "bf16" if args.workload == "gpt2" else "tf32"
+    return args
+
+
+def report(peer, version, args, times, device, **extra):
+    med = statistics.median(times)
+    out = {
+        "peer": peer,
+        "version": version,
+        "workload": args.workload,
+        "device": device,
+        "precision": args.precision,
+        "batch": args.batch,
+        "seq": args.seq if args.workload == "gpt2" else 0,
+        "steps": len(times),
+        "step_ms_median": med * 1e3,
+        "step_ms_min": min(times) * 1e3,
+    }
+    if args.workload == "gpt2":
+        out["tokens_per_s"] = args.batch * args.seq / med
+    else:
+        out["samples_per_s"] = args.batch / med
+    out.update(extra)
+    print(json.dumps(out), flush=True)

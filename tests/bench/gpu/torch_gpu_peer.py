@@ -1,0 +1,144 @@
+"""PyTorch on one GPU, the same models as Tessera's (engine/nn/gpt2.cpp, vit.cpp) with PyTorch's fast paths:
+
+gpt2  GPT-2 124M (HF layout, pre-LN, tanh GELU, tied head), torch.compile, bf16 autocast with f32 master
+      weights, scaled_dot_product_attention (flash), clip by global norm 1.0, fused AdamW with decay on
+      matrices only.
+vit   ViT-B/16 (patch conv, class token, exact GELU, LayerNorm eps 1e-12), f32 with TF32 matmuls
+      (torch.set_float32_matmul_precision("high")), SDPA, torch.compile, SGD lr 1e-3.
+
+python3 torch_gpu_peer.py gpt2 --batch 16 --seq 1024   (prints one JSON line)
+"""
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from gpu_common import report, workload_args
+
+
+class Gpt2(torch.nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        c = a.embd
+        self.heads = a.heads
+        self.wte = torch.nn.Parameter(torch.randn(a.vocab, c) * 0.02)
+        self.wpe = torch.nn.Parameter(torch.randn(a.block, c) * 0.02)
+        std = 0.02 / math.sqrt(2 * a.layers)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(a.layers):
+            b = torch.nn.Module()
+            b.ln_1, b.ln_2 = torch.nn.LayerNorm(c), torch.nn.LayerNorm(c)
+            b.c_attn = torch.nn.Linear(c, 3 * c)
+            b.attn_proj = torch.nn.Linear(c, c)
+            b.c_fc = torch.nn.Linear(c, 4 * c)
+            b.mlp_proj = torch.nn.Linear(4 * c, c)
+            for lin, s in ((b.c_attn, 0.02), (b.attn_proj, std), (b.c_fc, 0.02), (b.mlp_proj, std)):
+                torch.nn.init.normal_(lin.weight, std=s)
+                torch.nn.init.zeros_(lin.bias)
+            self.blocks.append(b)
+        self.ln_f = torch.nn.LayerNorm(c)
+
+    def forward(self, tokens, targets):
+        bsz, t = tokens.shape
+        x = self.wte[tokens] + self.wpe[:t]
+        c = x.shape[-1]
+        d = c // self.heads
+        for b in self.blocks:
+            q, k, v = b.c_attn(b.ln_1(x)).split(c, dim=2)
+            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(bsz, t, c)
+            x = x + b.attn_proj(y)
+            x = x + b.mlp_proj(F.gelu(b.c_fc(b.ln_2(x)), approximate="tanh"))
+        logits = self.ln_f(x) @ self.wte.t()
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+class Vit(torch.nn.Module):
+    def __init__(self, a, hidden=768, layers=12, heads=12):
+        super().__init__()
+        self.heads = heads
+        n = (a.image // a.patch) ** 2
+        self.patch = torch.nn.Conv2d(3, hidden, a.patch, stride=a.patch)
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+        self.pos = torch.nn.Parameter(torch.randn(1, n + 1, hidden) * 0.02)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.ln_1, b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-12), torch.nn.LayerNorm(hidden, eps=1e-12)
+            b.qkv = torch.nn.Linear(hidden, 3 * hidden)
+            b.out = torch.nn.Linear(hidden, hidden)
+            b.fc1 = torch.nn.Linear(hidden, a.mlp)
+            b.fc2 = torch.nn.Linear(a.mlp, hidden)
+            self.blocks.append(b)
+        self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.head = torch.nn.Linear(hidden, a.classes)
+
+    def forward(self, images, labels):
+        x = self.patch(images).flatten(2).transpose(1, 2)  # [B, N, C]
+        bsz, _, c = x.shape
+        x = torch.cat([self.cls.expand(bsz, -1, -1), x], dim=1) + self.pos
+        t, d = x.shape[1], c // self.heads
+        for b in self.blocks:
+            q, k, v = b.qkv(b.ln_1(x)).split(c, dim=2)
+            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+            x = x + b.out(y)
+            x = x + b.fc2(F.gelu(b.fc1(b.ln_2(x))))
+        return F.cross_entropy(self.head(self.ln(x)[:, 0]), labels)
+
+
+def main():
+    a = workload_args(__doc__)
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    if a.workload == "gpt2":
+        model = Gpt2(a).to(dev)
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        other = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": other, "weight_decay": 0.0}],
+                                lr=a.lr, betas=(0.9, 0.95), fused=True)
+        batches = [(torch.randint(0, a.vocab, (a.batch, a.seq), device=dev),
+                    torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)) for _ in range(2)]
+    else:
+        if a.precision == "tf32":
+            torch.set_float32_matmul_precision("high")
+            torch.backends.cudnn.allow_tf32 = True
+        model = Vit(a).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        batches = [(torch.randn(a.batch, 3, a.image, a.image, device=dev),
+                    torch.randint(0, a.classes, (a.batch,), device=dev)) for _ in range(2)]
+    compiled = torch.compile(model)
+
+    def step(x, y):
+        if a.precision == "bf16":
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = compiled(x, y)
+        else:
+            loss = compiled(x, y)
+        loss.backward()
+        if a.workload == "gpt2" and a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    t0 = time.perf_counter()
+    first = step(*batches[0]).item()
+    compile_s = time.perf_counter() - t0
+    for i in range(a.warmup):
+        step(*batches[i % 2])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(a.steps):
+        t = time.perf_counter()
+        loss = step(*batches[i % 2])
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    report("pytorch", torch.__version__, a, times, torch.cuda.get_device_name(),
+           params=sum(p.numel() for p in model.parameters()), compile_s=compile_s, first_loss=first,
+           last_loss=loss.item(), mode="torch.compile, " + ("bf16 autocast" if a.precision == "bf16" else a.precision) + ", SDPA")
+
+
+if __name__ == "__main__":
+    main()
