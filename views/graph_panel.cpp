@@ -6,7 +6,9 @@
 #include <QComboBox>
 #include <QGraphicsPathItem>
 #include <QGraphicsScene>
+#include <QGraphicsSceneDragDropEvent>
 #include <QGraphicsSceneMouseEvent>
+#include <QMimeData>
 #include <QGraphicsView>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -64,6 +66,23 @@ class GraphBoxItem : public QGraphicsItem {
     m_diffColor = c;
     update();
   }
+  // Sharding: the box's spec and origin (appended to its tooltip), a conflict (red border), and for a graph
+  // input the handler of a PartitionSpec dropped on it.
+  void setSharding(const QString& text, bool conflict) {
+    if (m_baseTip.isNull()) m_baseTip = toolTip();
+    setToolTip(text.isEmpty() ? m_baseTip : m_baseTip + "\n" + text);
+    if (conflict != m_conflict) {
+      m_conflict = conflict;
+      update();
+    }
+  }
+  void setDropHandler(std::function<void(const QString& spec)> onDrop) {
+    m_onDrop = std::move(onDrop);
+    setAcceptDrops(static_cast<bool>(m_onDrop));
+  }
+  void dropSpec(const QString& spec) {
+    if (m_onDrop) m_onDrop(spec);
+  }
 
   QRectF boundingRect() const override { return QRectF(-2, -2, m_box.w + 4, m_box.h + 4); }
 
@@ -96,6 +115,7 @@ class GraphBoxItem : public QGraphicsItem {
     QPen pen(border, 1);
     if (m_readThrough) pen.setStyle(Qt::DashLine);
     if (m_hit) pen = QPen(QColor(240, 150, 20), 3);
+    if (m_conflict) pen = QPen(QColor(215, 40, 40), 3);
     if (isSelected()) pen = QPen(pal.color(QPalette::Highlight), 3);
     p->setPen(pen);
     p->setBrush(fill);
@@ -120,6 +140,14 @@ class GraphBoxItem : public QGraphicsItem {
   }
 
  protected:
+  void dragEnterEvent(QGraphicsSceneDragDropEvent* e) override {
+    e->setAccepted(m_onDrop && e->mimeData()->hasFormat(kPartitionSpecMime));
+  }
+  void dropEvent(QGraphicsSceneDragDropEvent* e) override {
+    if (!m_onDrop || !e->mimeData()->hasFormat(kPartitionSpecMime)) return e->ignore();
+    m_onDrop(QString::fromUtf8(e->mimeData()->data(kPartitionSpecMime)));
+    e->acceptProposedAction();
+  }
   void mouseDoubleClickEvent(QGraphicsSceneMouseEvent* e) override {
     if (isGroup() && m_onDoubleClick) {
       // An expanded group folds from its title bar only, so double-clicks inside reach its contents.
@@ -136,6 +164,9 @@ class GraphBoxItem : public QGraphicsItem {
   bool m_readThrough = false;
   QColor m_fill;
   QColor m_diffColor;
+  bool m_conflict = false;
+  QString m_baseTip;
+  std::function<void(const QString&)> m_onDrop;
 };
 
 namespace {
@@ -259,6 +290,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
   connect(m_overlay, &QComboBox::currentIndexChanged, this, &GraphPanel::applyDecorations);
   connect(m_session, &Session::profileChanged, this, &GraphPanel::applyDecorations);
+  connect(m_session, &Session::shardingChanged, this, &GraphPanel::applySharding);
   connect(m_cancel, &QPushButton::clicked, this, [this] {
     if (m_cancelFlag) m_cancelFlag->store(true);
   });
@@ -497,6 +529,13 @@ void GraphPanel::buildScene() {
       item->setToolTip(QString("%1 (%2): %3").arg(QString::fromStdString(k.name), passes::groupKindName(k.kind),
                                                  QString::fromStdString(k.reason)));
     }
+    if (b.item.kind == inspect::LevelItem::Kind::Input && !m_secondary) {
+      ir::ValueId v = b.item.input;
+      item->setDropHandler([this, v](const QString& spec) {
+        QString path = inputPath(v);
+        if (!path.isEmpty()) m_session->dropSpec(path, spec);
+      });
+    }
     m_scene->addItem(item);
     m_items.insert(QString::fromStdString(b.item.key), item);
   }
@@ -577,6 +616,7 @@ void GraphPanel::applyDecorations() {
   for (GraphBoxItem* item : std::as_const(m_items))
     item->setFill(overlay > 0 && costs.contains(item) && maxLog > 0 ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
   updateLegend(maxLog);
+  applySharding();
   // Comparison: the worst status of what a box holds (a group: any of its nodes).
   bool diffing = m_diff.size() == stage->graph->nodes().size();
   std::vector<int> groupWorst;
@@ -599,6 +639,61 @@ void GraphPanel::applyDecorations() {
       w = groupWorst[static_cast<size_t>(it.group)];
     }
     item->setDiffColor(w == 2 ? only : w == 1 ? changed : QColor());
+  }
+}
+
+QString GraphPanel::inputPath(ir::ValueId v) const {
+  const inspect::Stage* stage = currentStage();
+  ProjectPtr project = m_session->project();
+  if (!stage || !project) return {};
+  const auto& ins = stage->graph->inputs();
+  auto it = std::find(ins.begin(), ins.end(), v);
+  auto i = static_cast<size_t>(it - ins.begin());
+  return it == ins.end() || i >= project->inputPaths.size() ? QString() : QString::fromStdString(project->inputPaths[i]);
+}
+
+void GraphPanel::dropSpecOnInput(int inputIndex, const QString& spec) {
+  const inspect::Stage* stage = currentStage();
+  if (!stage || inputIndex < 0 || inputIndex >= static_cast<int>(stage->graph->inputs().size())) return;
+  auto it = m_items.find(QString("i:%1").arg(stage->graph->inputs()[static_cast<size_t>(inputIndex)]));
+  if (it != m_items.end()) (*it)->dropSpec(spec);
+}
+
+QVector<int> GraphPanel::conflictNodes() const {
+  QVector<int> out;
+  ShardingPtr s = m_session->sharding();
+  if (s)
+    for (const auto& c : s->conflicts) out << c.node;
+  return out;
+}
+
+void GraphPanel::applySharding() {
+  // Arguments keep their value ids through the compile, so a graph input shows its spec at every stage; an op
+  // only at the stage whose graph the plan was made for (the compile's last).
+  ShardingPtr s = m_session->sharding();
+  const inspect::Stage* stage = currentStage();
+  const auto* plan = s ? s->plan.get() : nullptr;
+  bool sameGraph = plan && stage && plan->global == stage->graph;
+  std::map<int, QString> conflicts;
+  if (s && stage && plan && plan->global == stage->graph)
+    for (const auto& c : s->conflicts)
+      conflicts[c.node] = tr("conflict: %1 and %2").arg(QString::fromStdString(c.first), QString::fromStdString(c.second));
+  for (GraphBoxItem* item : std::as_const(m_items)) {
+    const auto& it = item->box().item;
+    QString text;
+    if (plan && it.kind == inspect::LevelItem::Kind::Input && it.input < static_cast<int>(plan->plan.values.size())) {
+      text = QString("%1 — %2").arg(QString::fromStdString(plan->plan.values[static_cast<size_t>(it.input)].toString(plan->mesh)),
+                                   QString::fromStdString(inspect::originText(*plan, it.input)));
+    } else if (sameGraph && it.kind == inspect::LevelItem::Kind::Node) {
+      const ir::Node& n = stage->graph->nodes()[static_cast<size_t>(it.node)];
+      for (ir::ValueId r : n.results)
+        text += QString("%1%%2 %3 — %4").arg(text.isEmpty() ? "" : "\n").arg(r).arg(
+            QString::fromStdString(plan->plan.values[static_cast<size_t>(r)].toString(plan->mesh)),
+            QString::fromStdString(inspect::originText(*plan, r)));
+    }
+    auto c = it.kind == inspect::LevelItem::Kind::Node ? conflicts.find(it.node) : conflicts.end();
+    if (c != conflicts.end()) text += "\n" + c->second;
+    item->setSharding(text, c != conflicts.end());
   }
 }
 

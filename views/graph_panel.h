@@ -70,6 +70,10 @@ class GraphPanel : public QWidget {
   void setOverlay(const QString& name);
   QString overlay() const;
   QString overlayLegend() const;
+  // Sharding: a PartitionSpec dropped on graph input `inputIndex` (as a drag onto its box does), and the nodes
+  // marked as conflicts of the sharding panel's plan.
+  void dropSpecOnInput(int inputIndex, const QString& spec);
+  QVector<int> conflictNodes() const;
   // Shows the scene at this scale (1: a point per pixel), centred on the selected box if there is one.
   void setZoom(double scale);
 
@@ -94,6 +98,8 @@ class GraphPanel : public QWidget {
   void buildScene();
   void applyDecorations();
   void updateLegend(double maxLog);
+  void applySharding();
+  QString inputPath(ir::ValueId v) const;
   void onNodeSelected(int node);
   void onSceneSelection();
   void setPinnedStage(int index);

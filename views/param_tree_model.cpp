@@ -1,6 +1,9 @@
 #include "views/param_tree_model.h"
 
 #include <QLocale>
+#include <QMimeData>
+
+#include "views/session.h"
 
 namespace tsr::studio {
 
@@ -85,6 +88,10 @@ QVariant ParamTreeModel::data(const QModelIndex& index, int role) const {
     case DTypeCol: return r->leaf ? QString::fromStdString(std::string(dtypeName(r->leaf->dtype))) : QString();
     case Count: return loc.toString(static_cast<qlonglong>(r->numel));
     case Bytes: return QString::fromStdString(inspect::formatBytes(r->bytes));
+    case ShardingCol: {
+      auto it = r->leaf ? m_specs.find(r->path.toStdString()) : m_specs.end();
+      return it == m_specs.end() ? QString() : QString::fromStdString(it->second);
+    }
   }
   return {};
 }
@@ -97,8 +104,36 @@ QVariant ParamTreeModel::headerData(int section, Qt::Orientation orientation, in
     case DTypeCol: return tr("DType");
     case Count: return tr("Elements");
     case Bytes: return tr("Bytes");
+    case ShardingCol: return tr("Sharding");
   }
   return {};
+}
+
+void ParamTreeModel::setShardings(std::map<std::string, std::string> specs) {
+  m_specs = std::move(specs);
+  if (!m_root->children.empty())
+    emit dataChanged(index(0, ShardingCol), index(rowCount() - 1, ShardingCol));
+  // Leaves lie deeper: a reset of the column's views is the simple way to reach them all.
+  emit layoutChanged();
+}
+
+Qt::ItemFlags ParamTreeModel::flags(const QModelIndex& index) const {
+  Qt::ItemFlags f = QAbstractItemModel::flags(index);
+  if (index.isValid() && rowOf(index)->leaf) f |= Qt::ItemIsDropEnabled;
+  return f;
+}
+
+QStringList ParamTreeModel::mimeTypes() const { return {kPartitionSpecMime}; }
+
+bool ParamTreeModel::canDropMimeData(const QMimeData* data, Qt::DropAction, int, int, const QModelIndex& parent) const {
+  return data && data->hasFormat(kPartitionSpecMime) && parent.isValid() && rowOf(parent)->leaf;
+}
+
+bool ParamTreeModel::dropMimeData(const QMimeData* data, Qt::DropAction action, int row, int column,
+                                  const QModelIndex& parent) {
+  if (!canDropMimeData(data, action, row, column, parent)) return false;
+  emit specDropped(rowOf(parent)->path, QString::fromUtf8(data->data(kPartitionSpecMime)));
+  return true;
 }
 
 }  // namespace tsr::studio

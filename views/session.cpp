@@ -87,6 +87,7 @@ void Session::openProject(const QString& path) {
   log("info", "opening " + path);
   m_profile.reset();
   m_profileError.clear();
+  m_sharding.reset();
   emit projectOpening(path);
   std::string p = QDir::cleanPath(path).toStdString();
   m_openWatcher->setFuture(QtConcurrent::run([p] {

@@ -12,12 +12,17 @@
 #include "engine/inspect/graph_stages.h"
 #include "engine/inspect/profile_times.h"
 #include "engine/inspect/project_snapshot.h"
+#include "engine/inspect/sharding_view.h"
 
 namespace tsr::studio {
 
 using ProjectPtr = std::shared_ptr<const inspect::ProjectSnapshot>;
 using StagesPtr = std::shared_ptr<const std::vector<inspect::Stage>>;
 using ProfilePtr = std::shared_ptr<const inspect::ProfileTimes>;
+using ShardingPtr = std::shared_ptr<const inspect::ShardingSnapshot>;
+
+// The drag-and-drop type of a PartitionSpec ("None, model"), from the sharding panel's palette.
+inline constexpr char kPartitionSpecMime[] = "application/x-tessera-partition-spec";
 
 class Session : public QObject {
   Q_OBJECT
@@ -56,6 +61,15 @@ class Session : public QObject {
   int profileStage() const;
   void reloadProfile();
 
+  // Sharding: a PartitionSpec dropped on an argument of the step ("params.layers.0.weight", "inputs") in any
+  // panel; the sharding panel re-plans and publishes the plan it shows (null before the first).
+  void dropSpec(const QString& argumentPath, const QString& spec) { emit specDropped(argumentPath, spec); }
+  ShardingPtr sharding() const { return m_sharding; }
+  void setSharding(ShardingPtr sharding) {
+    m_sharding = std::move(sharding);
+    emit shardingChanged();
+  }
+
   // A line for the console: level is "info", "warning" or "error".
   void log(const QString& level, const QString& text);
 
@@ -68,6 +82,8 @@ class Session : public QObject {
   void nodeSelected(int node);
   void message(const QString& level, const QString& text);
   void profileChanged();
+  void specDropped(const QString& argumentPath, const QString& spec);
+  void shardingChanged();
 
  private:
   void compile();
@@ -79,6 +95,7 @@ class Session : public QObject {
   std::vector<int> m_kernelNodes;
   ProfilePtr m_profile;
   QString m_profileError;
+  ShardingPtr m_sharding;
   QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>* m_openWatcher;
   QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>* m_compileWatcher;
 };

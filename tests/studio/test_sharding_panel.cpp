@@ -1,0 +1,301 @@
+// The sharding panel on the offscreen platform: PartitionSpecs dropped on a parameter (through the parameter
+// tree's drop handler, as a drag ends), on a graph input and on the panel's argument list change the argument's
+// sharding, the collectives and the bytes per device (checked against sizes worked out by hand and against
+// the tutorial's layout); undo and redo; stale plans dropped; conflicts found; Apply writes project.toml and
+// the reopened project plans the same step, as `tessera shard plan`'s engine function does.
+#include <QFile>
+#include <QMimeData>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+#include <QUndoStack>
+
+#include "app/studio/main_window.h"
+#include "engine/project/project.h"
+#include "engine/train/sharding_plan.h"
+#include "views/graph_panel.h"
+#include "views/param_tree_model.h"
+#include "views/project_panel.h"
+#include "views/session.h"
+#include "views/shard_grid_widget.h"
+#include "views/sharding_panel.h"
+
+using namespace tsr;
+using namespace tsr::studio;
+
+namespace {
+
+const QString kSamples = QStringLiteral(TSR_SOURCE_DIR "/sample_projects");
+constexpr int64_t kMiB = 1024 * 1024;
+
+// A copy of mlp_sharding (project.toml is all it needs: its digits are synthetic).
+bool copyMlp(const QTemporaryDir& dir) {
+  return QFile::copy(kSamples + "/mlp_sharding/project.toml", dir.filePath("project.toml"));
+}
+
+// Opens a project and waits for the sharding panel's first plan.
+bool openAndPlan(MainWindow& w, const QString& path) {
+  w.openProject(path);
+  return QTest::qWaitFor([&] {
+    return w.session()->project() && !w.session()->busy() && w.shardingPanel()->plan() && !w.shardingPanel()->planning();
+  }, 120000);
+}
+
+bool waitPlan(ShardingPanel* p) {
+  QTest::qWait(1);
+  return QTest::qWaitFor([&] { return !p->planning(); }, 120000);
+}
+
+const train::PlannedArgument* argument(const ShardingPanel* p, const std::string& path) {
+  for (const auto& a : p->plan()->arguments)
+    if (a.path == path) return &a;
+  return nullptr;
+}
+
+QString specOf(const ShardingPanel* p, const std::string& path) {
+  const auto* a = argument(p, path);
+  return a ? QString::fromStdString(a->sharding.toString(p->plan()->mesh)) : QString("(none)");
+}
+
+int collectivesOver(const ShardingPanel* p, const std::string& axes) {
+  int n = 0;
+  for (const auto& c : p->plan()->collectives) n += c.info.axisNames == axes;
+  return n;
+}
+
+QModelIndex paramIndex(MainWindow& w, const QString& path) {
+  ParamTreeModel* model = w.projectPanel()->paramModel();
+  QModelIndex at;
+  for (const QString& part : path.split('.')) {
+    QModelIndex found;
+    for (int r = 0; r < model->rowCount(at); ++r)
+      if (model->index(r, 0, at).data().toString() == part) found = model->index(r, 0, at);
+    if (!found.isValid()) return {};
+    at = found;
+  }
+  return at;
+}
+
+// Drops a spec on a parameter of the project tree the way a finished drag does: the view hands the model the
+// drag's QMimeData on the parameter's row.
+bool dropOnParameterTree(MainWindow& w, const QString& path, const QString& spec) {
+  ParamTreeModel* model = w.projectPanel()->paramModel();
+  QModelIndex at = paramIndex(w, path);
+  if (!at.isValid()) return false;
+  std::unique_ptr<QMimeData> data(ShardingPanel::specMimeData(spec));
+  if (!(model->flags(at) & Qt::ItemIsDropEnabled)) return false;
+  if (!model->canDropMimeData(data.get(), Qt::CopyAction, -1, -1, at)) return false;
+  return model->dropMimeData(data.get(), Qt::CopyAction, -1, -1, at);
+}
+
+}  // namespace
+
+class TestShardingPanel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("TesseraTest");
+    QCoreApplication::setApplicationName("ShardingPanelTest");
+  }
+
+  // The tutorial's layout (4 x 2: layer 0 column-parallel, layer 1 row-parallel), then a drop that replicates
+  // layer 1's weight: its bytes per device, the parameters' bytes, and the collectives change.
+  void dropOnParameterChangesThePlan() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QCOMPARE(p->plan()->mesh.toString(), std::string("Mesh('data': 4, 'model': 2)"));
+    QVERIFY(p->paletteSpecs().contains("None, model"));
+    // By hand: layer 1's weight f32[1024, 1024] split 2 ways over 'model' is 2 MiB a device.
+    QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P('model', None)"));
+    QCOMPARE(argument(p, "params.layers.1.weight")->bytes, 2 * kMiB);
+    // The parameters per device: layer 0 (784 x 1024 + 1024) halved, layer 1's weight halved, the rest whole.
+    const int64_t perDevice = 4 * ((784 * 1024 + 1024) / 2 + 1024 * 1024 / 2 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10);
+    QCOMPARE(p->plan()->paramBytes, perDevice);
+    // The row-parallel layer completes its partial sums over 'model'.
+    QVERIFY(collectivesOver(p, "'model'") > 0);
+    // The parameter tree shows the spec and the bytes a device holds.
+    QTRY_VERIFY(paramIndex(w, "layers.1.weight").siblingAtColumn(ParamTreeModel::ShardingCol).data().toString().startsWith(
+        "P('model', None)  2.1 MB"));
+
+    QVERIFY(dropOnParameterTree(w, "layers.1.weight", ""));
+    QVERIFY(waitPlan(p));
+    QVERIFY(p->planError().isEmpty());
+    QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P(None, None)"));
+    QCOMPARE(argument(p, "params.layers.1.weight")->bytes, 4 * kMiB);
+    QCOMPARE(p->plan()->paramBytes, perDevice + 2 * kMiB);
+    QVERIFY(p->diff());
+    QCOMPARE(p->diff()->paramBefore, perDevice);
+    QCOMPARE(p->diff()->paramAfter, perDevice + 2 * kMiB);
+    QVERIFY(!p->diff()->added.empty() || !p->diff()->removed.empty());
+    QCOMPARE(p->shownArgument(), QString("params.layers.1.weight"));
+    QVERIFY(p->grid()->tensorLayout());
+    QCOMPARE(p->grid()->tensorLayout()->cells.size(), size_t(1));
+    QCOMPARE(p->grid()->tensorLayout()->cells[0].devices, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+
+    // Replicating layer 0 too leaves nothing split over 'model': pure data parallelism, no collective over it.
+    QVERIFY(dropOnParameterTree(w, "layers.0.weight", "None, None"));
+    QVERIFY(dropOnParameterTree(w, "layers.0.bias", ""));
+    QVERIFY(waitPlan(p));
+    QCOMPARE(collectivesOver(p, "'model'"), 0);
+    QCOMPARE(p->plan()->paramBytes, int64_t(4) * (784 * 1024 + 1024 + 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
+    // The rows list what the last drop removed.
+    bool removedModel = false;
+    for (const QString& row : p->collectiveRows()) removedModel |= row.startsWith(QString::fromUtf8("−")) && row.contains("'model'");
+    QVERIFY2(removedModel, qPrintable(p->collectiveRows().join("\n")));
+
+    // Undo three times: the tutorial's layout again; redo once: layer 1 replicated again.
+    QCOMPARE(p->undoStack()->count(), 3);
+    p->undoStack()->undo();
+    p->undoStack()->undo();
+    p->undoStack()->undo();
+    QVERIFY(waitPlan(p));
+    QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P('model', None)"));
+    QCOMPARE(specOf(p, "params.layers.0.weight"), QString("P(None, 'model')"));
+    QCOMPARE(p->plan()->paramBytes, perDevice);
+    p->undoStack()->redo();
+    QVERIFY(waitPlan(p));
+    QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P(None, None)"));
+  }
+
+  // Edits faster than the planner: only the last one's plan is shown.
+  void newerEditsWinOverRunningPlans() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QSignalSpy ready(p, &ShardingPanel::planReady);
+    QVERIFY(p->dropSpec("layers.2.weight", "model, None"));
+    QVERIFY(p->dropSpec("layers.2.weight", "None, model"));
+    QVERIFY(p->dropSpec("layers.2.weight", "data, model"));
+    QVERIFY(waitPlan(p));
+    QCOMPARE(specOf(p, "params.layers.2.weight"), QString("P('data', 'model')"));
+    // By hand: f32[1024, 1024] over 8 devices.
+    QCOMPARE(argument(p, "params.layers.2.weight")->bytes, 1024 * 1024 * 4 / 8);
+    QVERIFY(ready.size() < 3);
+    // The grid: 4 x 2 blocks, device d at row d / 2, column d % 2 of the row-major mesh.
+    const auto& l = *p->grid()->tensorLayout();
+    QCOMPARE(l.rows, int64_t(4));
+    QCOMPARE(l.cols, int64_t(2));
+    for (const auto& c : l.cells) QCOMPARE(c.devices, (std::vector<int>{static_cast<int>(c.row * 2 + c.col)}));
+  }
+
+  // The mesh editor: another shape re-plans; a wrong one is refused with a message.
+  void meshEditsReplanAndUndo() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QVERIFY(!p->setMesh("3, 2", "data"));
+    QVERIFY(p->setMesh("2, 4", "data, model", "7 6 5 4 3 2 1 0"));
+    QVERIFY(waitPlan(p));
+    QCOMPARE(p->plan()->mesh.toString(), std::string("Mesh('data': 2, 'model': 4)"));
+    // By hand: layer 0's weight f32[784, 1024] split 4 ways over 'model'; the batch 2 ways over 'data'.
+    QCOMPARE(argument(p, "params.layers.0.weight")->bytes, int64_t(784) * 1024 * 4 / 4);
+    QCOMPARE(argument(p, "inputs")->bytes, int64_t(8192) * 784 * 4 / 2);
+    // The device order: mesh position 0 holds device 7, so block 0 of P(None, 'model') lies on 7 and 3.
+    p->showArgument("params.layers.0.weight");
+    QCOMPARE(p->grid()->tensorLayout()->cells[0].devices, (std::vector<int>{3, 7}));
+    p->undoStack()->undo();
+    QVERIFY(waitPlan(p));
+    QCOMPARE(p->plan()->mesh.toString(), std::string("Mesh('data': 4, 'model': 2)"));
+  }
+
+  // A drop on a graph input (the batch) and on an argument row; two explicit shardings that split one
+  // contraction differently are a conflict, named with both specs and marked on the graph.
+  void graphDropsAndConflicts() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    const auto& paths = w.session()->project()->inputPaths;
+    int inputs = static_cast<int>(std::find(paths.begin(), paths.end(), "inputs") - paths.begin());
+    QVERIFY(inputs < static_cast<int>(paths.size()));
+    w.graphPanel()->expandAll(true);
+    QTRY_VERIFY_WITH_TIMEOUT(!w.graphPanel()->layoutRunning(), 60000);
+    w.graphPanel()->dropSpecOnInput(inputs, "");
+    QVERIFY(waitPlan(p));
+    // By hand: the whole batch f32[8192, 784] on every device.
+    QCOMPARE(argument(p, "inputs")->bytes, int64_t(8192) * 784 * 4);
+
+    // x: [B, 784] split over 'data' along 784, layer 0's weight [784, 1024] over 'model' along 784.
+    QVERIFY(p->dropSpec("inputs", "None, data"));
+    QVERIFY(p->dropSpec("layers.0.weight", "model, None"));
+    QVERIFY(waitPlan(p));
+    QVERIFY(!p->planError().isEmpty());
+    QVERIFY2(p->planError().contains("conflicting"), qPrintable(p->planError()));
+    QVERIFY(!p->conflicts().empty());
+    const auto& c = p->conflicts().front();
+    QCOMPARE(c.op, std::string("dot_general"));
+    QString both = QString::fromStdString(c.first + " " + c.second);
+    QVERIFY2(both.contains("P(None, 'data')") && both.contains("P('model', None)"), qPrintable(both));
+    QTRY_VERIFY(w.graphPanel()->conflictNodes().contains(c.node));
+    // Apply refuses a plan with an error; undo clears the conflict.
+    QVERIFY(!p->apply());
+    p->undoStack()->undo();
+    QVERIFY(waitPlan(p));
+    QVERIFY2(p->planError().isEmpty(), qPrintable(p->planError()));
+  }
+
+  // Apply writes the rules and the mesh into project.toml, keeping its comments; the reopened project plans
+  // the same step, and so does the engine function behind `tessera shard plan`.
+  void applyWritesProjectAndReopens() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QVERIFY(p->dropSpec("params.layers.2.weight", "None, model"));
+    QVERIFY(p->dropSpec("layers.3.weight", "model, None"));
+    QVERIFY(waitPlan(p));
+    QVERIFY(p->planError().isEmpty());
+    QStringList before;
+    for (const auto& a : p->plan()->arguments) before << QString::fromStdString(a.path + " " + a.sharding.toString(p->plan()->mesh));
+    const auto collectives = p->plan()->collectives.size();
+    const auto bytes = p->plan()->paramBytes;
+
+    QSignalSpy opened(w.session(), &Session::projectOpened);
+    QString error;
+    QVERIFY2(p->apply(&error), qPrintable(error));
+    QFile f(dir.filePath("project.toml"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(f.readAll());
+    QVERIFY(text.contains("# column-parallel"));  // comments kept
+    QVERIFY2(text.contains(R"('(^|\.)layers\.2\.weight$' = "None, model")"), qPrintable(text));
+    QVERIFY2(text.contains(R"('(^|\.)layers\.3\.weight$' = "model, None")"), qPrintable(text));
+    QVERIFY(text.contains("shape = [4, 2]"));
+
+    QTRY_VERIFY_WITH_TIMEOUT(!opened.isEmpty(), 60000);
+    QVERIFY(QTest::qWaitFor([&] { return p->plan() && !p->planning() && p->edit().overrides.empty(); }, 120000));
+    QCOMPARE(p->undoStack()->count(), 0);
+    QStringList after;
+    for (const auto& a : p->plan()->arguments) after << QString::fromStdString(a.path + " " + a.sharding.toString(p->plan()->mesh));
+    QCOMPARE(after, before);
+    QCOMPARE(p->plan()->collectives.size(), collectives);
+    QCOMPARE(p->plan()->paramBytes, bytes);
+
+    // The CLI's path: the project read from disk, traced anew.
+    auto project = project::loadProject(dir.path().toStdString());
+    QVERIFY(project.ok());
+    train::ShardPlanOptions options;
+    options.compile = false;
+    auto plan = train::planStepSharding(*project, options);
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    QStringList cli;
+    for (const auto& a : plan->arguments) cli << QString::fromStdString(a.path + " " + a.sharding.toString(plan->mesh));
+    QCOMPARE(cli, before);
+    QCOMPARE(plan->collectives.size(), collectives);
+  }
+};
+
+QTEST_MAIN(TestShardingPanel)
+#include "test_sharding_panel.moc"

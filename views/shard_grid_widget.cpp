@@ -1,0 +1,134 @@
+#include "views/shard_grid_widget.h"
+
+#include <QHelpEvent>
+#include <QPainter>
+#include <QToolTip>
+
+namespace tsr::studio {
+
+ShardGridWidget::ShardGridWidget(QWidget* parent) : QWidget(parent) {
+  setObjectName("shardGrid");
+  setMinimumSize(220, 160);
+  setMouseTracking(true);
+}
+
+void ShardGridWidget::setTensorLayout(std::optional<inspect::TensorLayout> layout, int numDevices) {
+  m_layout = std::move(layout);
+  m_numDevices = std::max(1, numDevices);
+  update();
+}
+
+QRectF ShardGridWidget::gridRect() const {
+  QRectF r = QRectF(rect()).adjusted(8, 44, -8, -8);
+  if (!m_layout) return r;
+  // The grid keeps the tensor's aspect within bounds (a [8192, 10] matrix is not a hair).
+  auto extent = [&](int dim) { return dim >= 0 ? static_cast<double>(m_layout->aval.shape[dim]) : 1.0; };
+  double aspect = m_layout->rowDim >= 0 ? extent(m_layout->colDim) / extent(m_layout->rowDim) : 8.0;
+  aspect = std::clamp(aspect, 0.5, 8.0);
+  double w = r.width(), h = w / aspect;
+  if (h > r.height()) {
+    h = r.height();
+    w = h * aspect;
+  }
+  return QRectF(r.left() + (r.width() - w) / 2, r.top(), w, h);
+}
+
+QRectF ShardGridWidget::cellRect(int index) const {
+  QRectF g = gridRect();
+  const auto& c = m_layout->cells[static_cast<size_t>(index)];
+  double cw = g.width() / static_cast<double>(m_layout->cols), ch = g.height() / static_cast<double>(m_layout->rows);
+  return QRectF(g.left() + static_cast<double>(c.col) * cw, g.top() + static_cast<double>(c.row) * ch, cw, ch);
+}
+
+int ShardGridWidget::cellAt(QPointF pos) const {
+  if (!m_layout) return -1;
+  for (size_t i = 0; i < m_layout->cells.size(); ++i)
+    if (cellRect(static_cast<int>(i)).contains(pos)) return static_cast<int>(i);
+  return -1;
+}
+
+void ShardGridWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const QPalette& pal = palette();
+  p.fillRect(rect(), pal.color(QPalette::Base));
+  if (!m_layout) {
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap,
+               tr("Drop a PartitionSpec on a parameter, or pick an argument, to see its blocks per device"));
+    return;
+  }
+  const inspect::TensorLayout& l = *m_layout;
+  QString dims;
+  if (l.rowDim >= 0) dims = tr("rows: dim %1, columns: dim %2").arg(l.rowDim).arg(l.colDim);
+  else if (l.colDim >= 0) dims = tr("columns: dim %1").arg(l.colDim);
+  QStringList others;
+  for (int d : l.otherSplitDims) others << QString::number(d);
+  if (!others.isEmpty()) dims += tr("; dim %1 split too (its blocks listed per cell)").arg(others.join(", "));
+  p.setPen(pal.color(QPalette::WindowText));
+  QFont f = font();
+  f.setBold(true);
+  p.setFont(f);
+  p.drawText(QRectF(8, 2, width() - 16, 20), Qt::AlignLeft | Qt::AlignVCenter,
+             QString("%1  %2  %3").arg(QString::fromStdString(l.name), QString::fromStdString(l.aval.toString()),
+                                       QString::fromStdString(l.spec)));
+  f.setBold(false);
+  p.setFont(f);
+  p.drawText(QRectF(8, 22, width() - 16, 18), Qt::AlignLeft | Qt::AlignVCenter,
+             tr("%1 block(s) of %2, %3 each, on %4 device(s) each%5")
+                 .arg(l.rows * l.cols * std::max<int64_t>(1, static_cast<int64_t>(l.cells.front().ranges.size())))
+                 .arg(QString::fromStdString(l.blockShape.toString()), QString::fromStdString(inspect::formatBytes(l.blockBytes)))
+                 .arg(l.replicas)
+                 .arg(dims.isEmpty() ? QString() : "; " + dims));
+  QFont small = font();
+  small.setPointSizeF(std::max(6.5, font().pointSizeF() - 1));
+  for (size_t i = 0; i < l.cells.size(); ++i) {
+    const auto& c = l.cells[i];
+    QRectF r = cellRect(static_cast<int>(i));
+    // One stripe per device holding the block.
+    const auto n = static_cast<double>(std::max<size_t>(1, c.devices.size()));
+    for (size_t k = 0; k < c.devices.size(); ++k) {
+      QRectF s(r.left(), r.top() + r.height() * static_cast<double>(k) / n, r.width(), r.height() / n);
+      p.fillRect(s, QColor::fromHsv(inspect::deviceHue(c.devices[k], m_numDevices), 95, 235));
+    }
+    p.setPen(QPen(QColor(40, 40, 40), 1.2));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(r);
+    QStringList devs;
+    for (int d : c.devices) devs << QString::number(d);
+    QString label = tr("dev %1").arg(devs.join(","));
+    if (r.height() > 34 && r.width() > 60)
+      label += QString("\n%1\n%2").arg(QString::fromStdString(l.blockShape.toString()),
+                                        QString::fromStdString(inspect::formatBytes(l.blockBytes)));
+    if (c.ranges.size() > 1 && r.height() > 60) label += tr("\n×%1 blocks").arg(c.ranges.size());
+    p.setFont(r.width() < 90 ? small : font());
+    QRectF box = p.boundingRect(r, Qt::AlignCenter, label).adjusted(-3, -1, 3, 1);
+    p.fillRect(box.intersected(r), QColor(255, 255, 255, 170));
+    p.setPen(QColor(20, 20, 20));
+    p.drawText(r, Qt::AlignCenter, label);
+  }
+}
+
+bool ShardGridWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip && m_layout) {
+    auto* h = static_cast<QHelpEvent*>(e);
+    int i = cellAt(h->pos());
+    if (i < 0) {
+      QToolTip::hideText();
+      return true;
+    }
+    const auto& c = m_layout->cells[static_cast<size_t>(i)];
+    QString text = tr("block %1 × %2 of %3, %4 each (%5 replica(s))")
+                       .arg(c.row)
+                       .arg(c.col)
+                       .arg(QString::fromStdString(m_layout->blockShape.toString()))
+                       .arg(QString::fromStdString(inspect::formatBytes(m_layout->blockBytes)))
+                       .arg(m_layout->replicas);
+    for (const auto& r : c.ranges) text += "\n" + QString::fromStdString(r);
+    QToolTip::showText(h->globalPos(), text, this);
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+}  // namespace tsr::studio
