@@ -4,6 +4,7 @@
 // source and NVRTC's log.
 #include <QtTest>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -95,6 +96,9 @@ class TestCudaCodegen : public QObject {
     QCOMPARE(shapes["gemm host"], 0);
     std::string err = compileAll(prog->kernels);
     QVERIFY2(err.empty(), err.c_str());
+    // TESSERA_PRINT_KERNELS=1: every generated source, to read what the generator makes of a real step.
+    if (qEnvironmentVariableIsSet("TESSERA_PRINT_KERNELS"))
+      for (const auto& k : prog->kernels) std::fprintf(stderr, "%s\n", k.body.c_str());
     QString summary;
     for (const auto& [k, n] : shapes) summary += QString(" %1=%2").arg(QString::fromStdString(k)).arg(n);
     summary += "; on the host:";

@@ -78,8 +78,9 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 Result<Device*> Device::get(int ordinal) {
+  // Never destroyed: the CUDA runtime tears itself down at exit before static destructors would run.
   static std::mutex mutex;
-  static std::array<std::unique_ptr<Device>, kMaxDevices> devices;
+  static auto& devices = *new std::array<std::unique_ptr<Device>, kMaxDevices>();
   TSR_ASSIGN(int n, deviceCount());
   if (ordinal < 0 || ordinal >= n || ordinal >= kMaxDevices)
     return makeError("CUDA device {} does not exist ({} present)", ordinal, n);

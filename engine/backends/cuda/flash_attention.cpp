@@ -83,7 +83,7 @@ Status flashAttention(Device& d, const float* q, const float* k, const float* v,
   if (s.seq > 0x7fffffff || s.heads > 0x7fffffff) return makeError("flash attention: sequence or heads too large");
   // One compiled module per (device, head dimension), kept for the process.
   static std::mutex mutex;
-  static std::map<std::pair<int, int64_t>, std::shared_ptr<LoadedModule>> modules;
+  static auto& modules = *new std::map<std::pair<int, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
   std::shared_ptr<LoadedModule> mod;
   {
     std::lock_guard lock(mutex);
