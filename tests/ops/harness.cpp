@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/transform/trace.h"
+
 namespace tsr::test {
 
 HostTensor HostTensor::zeros(const Aval& aval) {
@@ -54,6 +56,10 @@ uint64_t HostTensor::getBits(int64_t i) const {
 void HostTensor::setBits(int64_t i, uint64_t b) {
   auto sz = static_cast<size_t>(dtypeSize(aval.dtype));
   std::memcpy(bytes.data() + static_cast<size_t>(i) * sz, &b, sz);
+}
+
+std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs) {
+  return bind(c.op, xs, c.attrs, std::source_location::current());
 }
 
 Array toArray(const HostTensor& t) { return Array::fromBytes(t.aval, t.bytes.data()); }

@@ -66,6 +66,15 @@ int printFailures(const std::vector<Failure>& failures);
 // Every family's cases, in a fixed order with a fixed seed.
 std::vector<OpCase> allCases();
 
+// The conformance check of one case: the op's CPU kernel, and the op as a one-node graph (interpreted) with its
+// operands fed directly, through a transpose (rank 2) and broadcast from one row (binary elementwise ops), each
+// against the case's reference. One message per mismatch or error; none when the case passes. Counts the
+// graphs it ran in *graphRuns. Core ops and ops that plugins add run through the same check.
+std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns = nullptr);
+
+// The op of a case applied to Arrays (eagerly, or traced under jit, vjp and vmap).
+std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs);
+
 // Each family file appends its cases (tests/ops/cases_<family>.cpp). Ops are run for every dtype their
 // infer rule accepts, so "every dtype the op accepts" is covered by construction.
 void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng);
