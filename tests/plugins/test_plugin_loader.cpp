@@ -1,0 +1,191 @@
+// The plugin loader: deliberately broken plugins (tests/plugins/broken) are each reported with their path and
+// the reason, and change nothing (no op, pass, family or panel registered, the engine keeps working); the search
+// order and its duplicates; and the op_stats example's report in a compile dump, against a count of our own.
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "engine/ops/registry.h"
+#include "engine/passes/dump.h"
+#include "engine/passes/pipeline.h"
+#include "engine/plugin/loader.h"
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
+using namespace tsr;
+namespace fs = std::filesystem;
+
+namespace {
+
+// What the engine has registered, to compare before and after a load.
+struct Registered {
+  size_t ops, passes, families, panels, records;
+  bool operator==(const Registered&) const = default;
+};
+
+Registered registered() {
+  return {ops::registry().all().size(), passes::registeredPasses().size(), project::modelFamilyNames().size(),
+          plugin::pluginPanels().size(), plugin::pluginRecords().size()};
+}
+
+std::string brokenPath(const char* kind) { return std::string(TSR_BROKEN_PLUGIN_DIR) + "/" + kind + ".so"; }
+std::string examplePath(const char* name) { return std::string(TSR_PLUGIN_DIR) + "/" + name + ".so"; }
+
+void copyFile(const std::string& from, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+std::string readFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+class TestPluginLoader : public QObject {
+  Q_OBJECT
+ private slots:
+  void brokenPluginIsReportedAndSkipped_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("wrong API version") << "wrong_version" << "plugin API version 99, this Tessera loads version 1";
+    QTest::newRow("no entry point") << "no_entry" << "no entry point tessera_plugin_v1()";
+    QTest::newRow("missing symbol") << "missing_symbol" << "undefined symbol: tessera_test_function_that_does_not_exist";
+    QTest::newRow("init fails") << "failing_init" << "init failed: no device found";
+    QTest::newRow("op fails the rule-table check")
+        << "bad_rules" << "op broken_bad_op: fails the rule-table check: no batching rule; differentiable but no vjp rule";
+    QTest::newRow("init throws") << "throwing_init" << "init threw: cannot read the config";
+    QTest::newRow("other engine") << "other_engine" << "built against Tessera 0.0.0-other";
+    QTest::newRow("duplicate op") << "duplicate_op" << "op 'add' is already registered";
+  }
+  void brokenPluginIsReportedAndSkipped() {
+    QFETCH(QString, kind);
+    QFETCH(QString, reason);
+    std::string path = brokenPath(qPrintable(kind));
+    QVERIFY2(fs::exists(path), path.c_str());
+    Registered before = registered();
+    plugin::PluginRecord r = plugin::loadPlugin(path);
+    QVERIFY(!r.loaded);
+    QCOMPARE(QString::fromStdString(r.path), QString::fromStdString(fs::canonical(path).string()));
+    QVERIFY2(r.error.find(reason.toStdString()) != std::string::npos, r.error.c_str());
+    QVERIFY(r.ops.empty() && r.passes.empty() && r.families.empty() && r.panels.empty());
+    // The error and nothing else: one record more, nothing registered, the good op of the same plugin neither.
+    Registered after = registered();
+    QCOMPARE(after.records, before.records + 1);
+    after.records = before.records;
+    QVERIFY(after == before);
+    QVERIFY(!ops::registry().find("broken_good_op"));
+    QVERIFY(!ops::registry().find("broken_bad_op"));
+    for (const auto& p : passes::registeredPasses()) QVERIFY(p.name != "broken_nothing");
+    // The engine keeps working: an op runs, a graph compiles.
+    auto y = capture([] { return std::vector<Array>{exp(Array::fromVector(std::vector<double>{0, 1}, Shape{2}, DType::F64))}; });
+    QVERIFY(y.ok());
+    QCOMPARE((*y)[0].toDoubles()[0], 1.0);
+  }
+
+  void missingFileIsReported() {
+    plugin::PluginRecord r = plugin::loadPlugin("/nonexistent/plugin.so");
+    QVERIFY(!r.loaded);
+    QVERIFY2(r.error.find("/nonexistent/plugin.so") != std::string::npos, r.error.c_str());
+  }
+
+  // The folders in order: PROJECT/plugins, TESSERA_PLUGIN_PATH's entries, the user's folder, the bundled one.
+  void searchOrder() {
+    QTemporaryDir home;
+    qputenv("XDG_CONFIG_HOME", home.path().toUtf8());
+    qputenv("TESSERA_PLUGIN_PATH", "/a:/b::/c");
+    auto dirs = plugin::searchDirs("/proj", "/bundled");
+    std::vector<std::string> got;
+    for (const auto& d : dirs) got.push_back(d.dir + " " + d.origin);
+    std::vector<std::string> want = {"/proj/plugins project", "/a TESSERA_PLUGIN_PATH", "/b TESSERA_PLUGIN_PATH",
+                                     "/c TESSERA_PLUGIN_PATH", (home.path() + "/tessera/plugins user").toStdString(),
+                                     "/bundled bundled"};
+    QCOMPARE(got, want);
+    qunsetenv("TESSERA_PLUGIN_PATH");
+  }
+
+  // The first folder wins: the project's copy of swiglu loads, the one on TESSERA_PLUGIN_PATH is skipped as a
+  // duplicate naming the loaded one; a broken plugin beside them is reported and the others still load; a file
+  // reached twice (here the same folder twice) is loaded once.
+  void discoveryLoadsInOrderAndSkipsDuplicates() {
+    QTemporaryDir tmp;
+    fs::path root(tmp.path().toStdString());
+    copyFile(examplePath("swiglu"), root / "proj" / "plugins" / "swiglu.so");
+    copyFile(examplePath("swiglu"), root / "env" / "swiglu.so");
+    copyFile(brokenPath("bad_rules"), root / "env" / "a_bad_rules.so");
+    copyFile(examplePath("op_stats"), root / "env" / "op_stats.so");
+    std::ofstream(root / "env" / "README.md") << "not a library";
+    QTemporaryDir home;
+    qputenv("XDG_CONFIG_HOME", home.path().toUtf8());
+    std::string env = (root / "env").string();
+    qputenv("TESSERA_PLUGIN_PATH", QByteArray::fromStdString(env + ":" + env));
+    auto records = plugin::loadPlugins(plugin::searchDirs((root / "proj").string(), ""));
+    qunsetenv("TESSERA_PLUGIN_PATH");
+    std::vector<std::string> got;
+    for (const auto& r : records)
+      got.push_back(fs::path(r.path).filename().string() + (r.loaded ? " loaded" : " skipped"));
+    std::vector<std::string> want = {"swiglu.so loaded", "a_bad_rules.so skipped", "op_stats.so loaded",
+                                     "swiglu.so skipped"};
+    QCOMPARE(got, want);
+    QCOMPARE(records[0].origin, std::string("project"));
+    QCOMPARE(records[0].ops, std::vector<std::string>{"swiglu"});
+    QCOMPARE(records[0].families, std::vector<std::string>{"gpt2_swiglu"});
+    QCOMPARE(records[2].passes, std::vector<std::string>{"op_stats at end"});
+    QVERIFY2(records[3].error.find("already loaded from " + records[0].path) != std::string::npos, records[3].error.c_str());
+    QVERIFY(ops::registry().find("swiglu"));
+    QVERIFY(project::findModelFamily("gpt2_swiglu"));
+    // Its op gets a code after the core ops.
+    QVERIFY(static_cast<uint32_t>(ops::registry().find("swiglu")->code) >= ir::kNumCoreOps);
+  }
+
+  // op_stats runs at the end of the compiler pipeline, changes nothing, and its report lands in the dump folder
+  // with counts that agree with our own count of the graph's nodes.
+  void opStatsReportInTheDump() {
+    if (!passes::registeredPasses().size()) {
+      plugin::PluginRecord r = plugin::loadPlugin(examplePath("op_stats"));
+      QVERIFY2(r.loaded, r.error.c_str());
+    }
+    auto pm = passes::compilerPipeline();
+    QCOMPARE(QString::fromStdString(pm.describe().back()), QString("op_stats"));
+    // f(x, w) = tanh(x @ w) + x @ w: two dot_generals that CSE merges into one.
+    auto cg = makeGraph([](const std::vector<Array>& a) {
+      Array y = matmul(a[0], a[1]);
+      return std::vector<Array>{tanh(y) + matmul(a[0], a[1])};
+    }, {Aval{Shape{4, 8}, DType::F32}, Aval{Shape{8, 3}, DType::F32}});
+    QVERIFY(cg.ok());
+    QTemporaryDir dir;
+    auto r = passes::dumpPipeline(cg->graph, dir.path().toStdString(), ops::registry());
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    fs::path file = fs::path(dir.path().toStdString()) / "op_stats.txt";
+    QVERIFY(fs::exists(file));
+    std::string text = readFile(file);
+    std::map<std::string, int> count;
+    for (const ir::Node& n : r->graph.nodes()) count[ops::registry().get(n.op).name]++;
+    QCOMPARE(count["dot_general"], 1);
+    QVERIFY2(text.find(std::to_string(r->graph.nodes().size()) + " nodes") != std::string::npos, text.c_str());
+    // The dot_general row: 1 node, 2 * 4 * 8 * 3 = 192 flops = 0.000192 MFLOP... shown as 0.000.
+    std::istringstream lines(text);
+    std::string line;
+    bool found = false;
+    while (std::getline(lines, line))
+      if (line.rfind("dot_general ", 0) == 0) {
+        std::istringstream cols(line);
+        std::string op, family;
+        int nodes = 0;
+        cols >> op >> family >> nodes;
+        QCOMPARE(family, std::string("contraction"));
+        QCOMPARE(nodes, 1);
+        found = true;
+      }
+    QVERIFY2(found, text.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPluginLoader)
+#include "test_plugin_loader.moc"
