@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "engine/project/model_family.h"
+
 namespace tsr::project {
 
 namespace {
@@ -166,11 +168,25 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
 
   const toml::table* modelTable = section("model");
   SectionReader model(modelTable, "model", file, error);
-  model.get("family", p.model.family, [](const std::string& f) { return f == "gpt2" || f == "vit" || f == "mlp"; },
-            "one of gpt2, vit, mlp");
+  std::string families = "one of gpt2, vit, mlp";
+  for (const std::string& f : modelFamilyNames()) families += ", " + f;
+  model.get("family", p.model.family, [](const std::string& f) { return isCoreFamily(f) || findModelFamily(f); },
+            families.c_str());
   auto& g = p.model.gpt2;
   auto& v = p.model.vit;
-  if (p.model.family == "gpt2") {
+  // A plugin's family reads GPT-2's keys and its own (model_family.h).
+  const ModelFamily* plugin = isCoreFamily(p.model.family) ? nullptr : findModelFamily(p.model.family);
+  if (plugin) {
+    for (const FamilyKey& k : plugin->keys) {
+      double value = k.defaultValue;
+      std::string requirement = fmt::format("{}at least {}", k.integer ? "an integer " : "", k.min);
+      model.get(k.name.c_str(), value,
+                [&k](double x) { return x >= k.min && (!k.integer || x == static_cast<double>(static_cast<int64_t>(x))); },
+                requirement.c_str());
+      p.model.extra[k.name] = value;
+    }
+  }
+  if (p.model.family == "gpt2" || plugin) {
     model.get("vocab_size", g.vocabSize, positive, "positive");
     model.get("block_size", g.blockSize, positive, "positive");
     model.get("n_layer", g.nLayer, positive, "positive");
@@ -196,7 +212,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
     }, "at least two positive sizes");
   }
   model.finish();
-  if (!error && p.model.family == "gpt2" && g.nEmbd % g.nHead != 0)
+  if (!error && p.model.languageModel() && g.nEmbd % g.nHead != 0)
     error = Error{fmt::format("{}: [model] n_embd ({}) must be divisible by n_head ({})", file, g.nEmbd, g.nHead)};
   if (!error && p.model.family == "vit" && (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0))
     error = Error{fmt::format("{}: [model] image_size must be divisible by patch_size and hidden by heads", file)};
@@ -237,7 +253,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("seed", t.seed);
   train.get("shuffle", t.shuffle);
   train.finish();
-  if (!error && p.model.family == "gpt2" && t.seqLen > g.blockSize)
+  if (!error && p.model.languageModel() && t.seqLen > g.blockSize)
     error = Error{fmt::format("{}: [train] seq_len ({}) exceeds [model] block_size ({})", file, t.seqLen, g.blockSize)};
 
   SectionReader mesh(section("mesh"), "mesh", file, error);
