@@ -292,24 +292,38 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     }
     code += "  }\n}\n";
   } else if (!lk.genericReduce) {
-    // Columns: thread (a, c) walks R.
-    k.shape = LaunchShape::Elements;
-    k.elements = lk.k1 * lk.k2;
+    // Columns: a block takes 32 adjacent outputs of one K1 row (coalesced reads along K2); its 8 warps walk
+    // interleaved rows of R and combine their partials in shared memory.
+    k.shape = LaunchShape::Rows;
+    const int64_t tiles = (lk.k2 + 31) / 32;
+    k.rows = lk.k1 * tiles;
     const size_t rDim = hasK1 ? 1 : 0, cDim = rank - 1;
     std::string flat = hasK1 ? fmt::format("((({0})i0 * {1} + i{2}) * {3} + i{4})", T, lk.r, rDim, lk.k2, cDim)
                              : fmt::format("(({0})i{1} * {2} + i{3})", T, rDim, lk.k2, cDim);
     auto b = body(p, idx, flat, T, true, "      ");
     if (!b.ok()) return makeError("{}: {}", label, b.error().message);
-    code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kThreads).c_str());
-    code += fmt::format(" {{\n  const {0} o = ({0})blockIdx.x * blockDim.x + threadIdx.x;\n  if (o >= {1}) return;\n",
-                        T, k.elements);
-    code += fmt::format("  const {} i{} = o % {};\n", T, cDim, lk.k2);
-    if (hasK1) code += fmt::format("  const {} i0 = o / {};\n", T, lk.k2);
+    code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kRowThreads).c_str());
+    code += fmt::format(" {{\n  const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;  // {} groups\n",
+                        kRowThreads / 32);
+    if (hasK1) code += fmt::format("  const {} i0 = blockIdx.x / {};\n", T, tiles);
+    code += fmt::format("  const {} i{} = ({})(blockIdx.x % {}) * 32 + lane;\n", T, cDim, T, tiles);
     code += accInit("  ");
-    code += fmt::format("  for ({0} i{1} = 0; i{1} < {2}; ++i{1}) {{\n", T, rDim, lk.r);
-    code += *b + accumulate("      ") + "  }\n";
-    for (size_t j = 0; j < nred; ++j) code += fmt::format("  ((float*)p{})[o] = acc{};\n", lk.reduces[j].arg, j);
-    code += "}\n";
+    code += fmt::format("  if (i{} < {}) {{\n", cDim, lk.k2);
+    code += fmt::format("    for ({0} i{1} = group; i{1} < {2}; i{1} += {3}) {{\n", T, rDim, lk.r, kRowThreads / 32);
+    code += *b + accumulate("      ") + "    }\n  }\n";
+    code += fmt::format("  __shared__ float part[{}][{}][32];\n", std::max<size_t>(nred, 1), kRowThreads / 32);
+    for (size_t j = 0; j < nred; ++j) code += fmt::format("  part[{0}][group][lane] = acc{0};\n", j);
+    code += "  __syncthreads();\n";
+    code += fmt::format("  if (group == 0 && i{} < {}) {{\n", cDim, lk.k2);
+    const std::string out = hasK1 ? fmt::format("i0 * {} + i{}", lk.k2, cDim) : fmt::format("i{}", cDim);
+    for (size_t j = 0; j < nred; ++j) {
+      OpCode op = lk.reduces[j].op;
+      code += fmt::format("    float v{} = part[{}][0][lane];\n", j, j);
+      code += fmt::format("    for (int g = 1; g < {}; ++g) v{} = {};\n", kRowThreads / 32, j,
+                          combine(op, fmt::format("v{}", j), fmt::format("part[{}][g][lane]", j)));
+      code += fmt::format("    ((float*)p{})[{}] = v{};\n", lk.reduces[j].arg, out, j);
+    }
+    code += "  }\n}\n";
   } else {
     // Any layout: thread o owns one output and walks every reduced index.
     std::vector<size_t> kept, reduced;

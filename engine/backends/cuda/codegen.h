@@ -4,8 +4,9 @@
 //              the member ops as scalar expressions, stores in iteration order;
 //   reduction  rows ([K1, R] after collapsing): one block per row, the prologue evaluated per element, each
 //              reduction combined per thread, then across the warp with shuffles and across warps in shared
-//              memory; columns ([K1, R, K2]): one thread per output walking R (reads coalesced along K2);
-//              any other layout: one thread per output walking the reduced dims;
+//              memory; columns ([K1, R, K2]): a block per 32 adjacent outputs (reads coalesced along K2), its
+//              warps walking interleaved rows, partials combined in shared memory; any other layout: one
+//              thread per output walking the reduced dims;
 //   gemm       the epilogue as a loop kernel after the cuBLASLt product.
 // Values are f32 in registers; bool values are 0/1 floats in the kernel and bytes outside, as on the CPU.
 // The source of a kernel depends only on its program (dims and strides are constants in it), so equal kernels
