@@ -1,5 +1,7 @@
 #include "views/param_tree_model.h"
 
+#include <functional>
+
 #include <QLocale>
 #include <QMimeData>
 
@@ -111,10 +113,15 @@ QVariant ParamTreeModel::headerData(int section, Qt::Orientation orientation, in
 
 void ParamTreeModel::setShardings(std::map<std::string, std::string> specs) {
   m_specs = std::move(specs);
-  if (!m_root->children.empty())
-    emit dataChanged(index(0, ShardingCol), index(rowCount() - 1, ShardingCol));
-  // Leaves lie deeper: a reset of the column's views is the simple way to reach them all.
-  emit layoutChanged();
+  // Every level's rows, column Sharding.
+  std::function<void(Row*)> changed = [&](Row* r) {
+    if (r->children.empty()) return;
+    Row* first = r->children.front().get();
+    Row* last = r->children.back().get();
+    emit dataChanged(createIndex(first->indexInParent, ShardingCol, first), createIndex(last->indexInParent, ShardingCol, last));
+    for (auto& c : r->children) changed(c.get());
+  };
+  changed(m_root.get());
 }
 
 Qt::ItemFlags ParamTreeModel::flags(const QModelIndex& index) const {

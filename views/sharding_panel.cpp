@@ -182,6 +182,9 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
   m_values->setHeaderLabels({tr("Value"), tr("Op"), tr("Shape"), tr("Sharding"), tr("Where it came from")});
   m_values->setRootIsDecorated(false);
   m_values->setUniformRowHeights(true);
+  m_arguments->setObjectName("shardingArguments");
+  m_values->setObjectName("shardingValues");
+  m_collectives->setObjectName("shardingCollectives");
   m_tabs->addTab(m_arguments, tr("Arguments"));
   m_tabs->addTab(m_values, tr("Values"));
 

@@ -3,13 +3,18 @@
 // sharding, the collectives and the bytes per device (checked against sizes worked out by hand and against
 // the tutorial's layout); undo and redo; stale plans dropped; conflicts found; Apply writes project.toml and
 // the reopened project plans the same step, as `tessera shard plan`'s engine function does.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QDropEvent>
 #include <QFile>
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QDockWidget>
 #include <QTreeView>
+#include <QTreeWidget>
 #include <QUndoStack>
 
 #include "app/studio/main_window.h"
@@ -90,6 +95,20 @@ bool dropOnParameterTree(MainWindow& w, const QString& path, const QString& spec
   return model->dropMimeData(data.get(), Qt::CopyAction, -1, -1, at);
 }
 
+// The events a drag that ends over `pos` of a view's viewport delivers: enter, move, drop. True when the view
+// accepted the drop.
+bool dragAndDrop(QWidget* viewport, QPoint pos, const QString& spec) {
+  std::unique_ptr<QMimeData> data(ShardingPanel::specMimeData(spec));
+  QDragEnterEvent enter(pos, Qt::CopyAction, data.get(), Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(viewport, &enter);
+  QDragMoveEvent move(pos, Qt::CopyAction, data.get(), Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(viewport, &move);
+  if (!move.isAccepted()) return false;
+  QDropEvent drop(QPointF(pos), Qt::CopyAction, data.get(), Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(viewport, &drop);
+  return drop.isAccepted();
+}
+
 }  // namespace
 
 class TestShardingPanel : public QObject {
@@ -162,6 +181,54 @@ class TestShardingPanel : public QObject {
     p->undoStack()->redo();
     QVERIFY(waitPlan(p));
     QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P(None, None)"));
+  }
+
+  // Drag events on the project panel's tree view and on the panel's argument list, as a drag from the palette
+  // ends: the view finds the row under the cursor and hands the drop on.
+  void dragEventsOnTheViews() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QTreeView* view = w.projectPanel()->paramView();
+    QModelIndex at = paramIndex(w, "layers.2.weight");
+    QVERIFY(at.isValid());
+    view->expandAll();
+    view->scrollTo(at);
+    QRect r = view->visualRect(at);
+    QVERIFY(!r.isEmpty());
+    QVERIFY(dragAndDrop(view->viewport(), r.center(), "model, None"));
+    QVERIFY(waitPlan(p));
+    QCOMPARE(specOf(p, "params.layers.2.weight"), QString("P('model', None)"));
+    // By hand: f32[1024, 1024] in 2 pieces.
+    QCOMPARE(argument(p, "params.layers.2.weight")->bytes, 2 * kMiB);
+    QAbstractItemModelTester tester(w.projectPanel()->paramModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QTRY_VERIFY(at.siblingAtColumn(ParamTreeModel::ShardingCol).data().toString().startsWith("P('model', None)"));
+    // A module row takes no drop.
+    QModelIndex module = paramIndex(w, "layers");
+    QVERIFY(!dragAndDrop(view->viewport(), view->visualRect(module).center(), "model"));
+
+    // The panel's own argument list.
+    auto* args = p->findChild<QTreeWidget*>("shardingArguments");
+    QVERIFY(args);
+    QTreeWidgetItem* row = nullptr;
+    for (int i = 0; i < args->topLevelItemCount(); ++i)
+      if (args->topLevelItem(i)->text(0) == "params.layers.3.weight") row = args->topLevelItem(i);
+    QVERIFY(row);
+    w.findChild<QDockWidget*>("shardingDock")->show();
+    w.findChild<QDockWidget*>("shardingDock")->raise();
+    QTest::qWait(50);
+    args->scrollToItem(row);
+    QVERIFY(dragAndDrop(args->viewport(), args->visualItemRect(row).center(), "data, None"));
+    QVERIFY(waitPlan(p));
+    QCOMPARE(specOf(p, "params.layers.3.weight"), QString("P('data', None)"));
+    // By hand: f32[1024, 10] in 4 pieces.
+    QCOMPARE(argument(p, "params.layers.3.weight")->bytes, 1024 * 10 * 4 / 4);
+    QCOMPARE(p->undoStack()->count(), 2);
   }
 
   // Edits faster than the planner: only the last one's plan is shown.
