@@ -234,6 +234,35 @@ class TestCudaBackend : public QObject {
     QVERIFY(last <= after + 1000);
   }
 
+  // Sums of squares over rows long enough to be split across blocks, against a double-precision loop.
+  void chunkedRowSums() {
+    SKIP_WITHOUT_GPU();
+    const auto& reg = ops::registry();
+    const int64_t rows = 3, cols = 1000003;
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{Shape{rows, cols}, DType::F32});
+    auto sq = g.addNode(reg, ir::OpCode::Mul, {x, x}, ir::NoAttrs{});
+    QVERIFY(sq.ok());
+    auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*sq)[0]}, ir::ReduceAttrs{{1}});
+    QVERIFY(sum.ok());
+    g.setOutputs(*sum);
+    std::mt19937 rng(9);
+    auto in = randomInputs(g, rng, 1.0, 0);
+    std::vector<double> want(static_cast<size_t>(rows), 0.0);
+    const float* p = static_cast<const float*>(in[0]->data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[static_cast<size_t>(r)] += double(p[r * cols + c]) * p[r * cols + c];
+    auto exe = compileCuda(g, "chunked_sum");
+    QVERIFY2(exe.ok(), exe.ok() ? "" : exe.error().message.c_str());
+    auto got = (*exe)->runHost(in);
+    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
+    for (int64_t r = 0; r < rows; ++r) {
+      double v = static_cast<const float*>((*got)[0]->data())[r];
+      QVERIFY2(std::fabs(v - want[static_cast<size_t>(r)]) <= 1e-4 * want[static_cast<size_t>(r)],
+               qPrintable(QString("row %1: %2 vs %3").arg(r).arg(v).arg(want[static_cast<size_t>(r)])));
+    }
+  }
+
   // Flash attention against the textbook formula in double, at a length that is no multiple of the tiles.
   void flashAttentionMatchesNaive() {
     SKIP_WITHOUT_GPU();

@@ -160,6 +160,28 @@ class TestCudaCodegen : public QObject {
           generatedOps.size());
   }
 
+  // Long rows of sums are split into chunks added atomically: that path compiles too.
+  void chunkedSumCompiles() {
+    const auto& reg = ops::registry();
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{Shape{4, 300000}, DType::F32});
+    auto sq = g.addNode(reg, ir::OpCode::Mul, {x, x}, ir::NoAttrs{});
+    QVERIFY(sq.ok());
+    auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*sq)[0]}, ir::ReduceAttrs{{1}});
+    QVERIFY2(sum.ok(), sum.ok() ? "" : sum.error().message.c_str());
+    g.setOutputs(*sum);
+    auto lowered = lowerForCuda(g);
+    QVERIFY(lowered.ok());
+    auto prog = cuda::generateProgram(**lowered);
+    QVERIFY(prog.ok());
+    QCOMPARE(prog->kernels.size(), size_t{1});
+    QVERIFY(prog->kernels[0].rows > 4);
+    QVERIFY(!prog->kernels[0].zeroArgs.empty());
+    QVERIFY(prog->kernels[0].body.find("atomicAdd") != std::string::npos);
+    std::string err = compileAll(prog->kernels);
+    QVERIFY2(err.empty(), err.c_str());
+  }
+
   void flashAttentionCompiles() {
     for (int d : {32, 64, 80, 128}) {
       auto r = cuda::compileCuda(cuda::flashAttentionSource(d), "flash_attention");

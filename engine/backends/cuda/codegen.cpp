@@ -260,18 +260,29 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
   for (size_t d = 0; d < rank; ++d) idx.push_back(fmt::format("i{}", d));
   const bool hasK1 = rank >= 2 && !lk.reducedDims[0];
   if (!lk.genericReduce && lk.k2 == 1) {
-    // Rows: block `row` reduces R elements; threads stride over them.
+    // Rows: block `row` reduces R elements; threads stride over them. Few long rows of sums (a global norm
+    // over a whole parameter) are split into chunks, one block each, added into the zeroed output atomically.
+    bool allSums = true;
+    for (const auto& r : lk.reduces) allSums &= r.op == OpCode::ReduceSum;
+    int64_t chunks = 1;
+    if (allSums && lk.k1 < 128 && lk.r >= (int64_t{1} << 16))
+      chunks = std::max<int64_t>(1, std::min<int64_t>((lk.r + 16383) / 16384, 512 / std::max<int64_t>(lk.k1, 1)));
+    const int64_t chunkLen = (lk.r + chunks - 1) / chunks;
     k.shape = LaunchShape::Rows;
-    k.rows = lk.k1;
+    k.rows = lk.k1 * chunks;
+    if (chunks > 1)
+      for (const auto& r : lk.reduces) k.zeroArgs.push_back({r.arg, lk.k1 * 4});
     const size_t rDim = hasK1 ? 1 : 0;
     std::string flat = hasK1 ? fmt::format("(({0})i0 * {1} + i{2})", T, lk.r, rDim) : fmt::format("i{}", rDim);
     auto b = body(p, idx, flat, T, true, "    ");
     if (!b.ok()) return makeError("{}: {}", label, b.error().message);
     code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kRowThreads).c_str());
     code += " {\n";
-    if (hasK1) code += fmt::format("  const {} i0 = blockIdx.x;\n", T);
+    code += fmt::format("  const {0} row = blockIdx.x / {1}, chunk = blockIdx.x % {1};\n", T, chunks);
+    code += fmt::format("  const {0} lo = chunk * ({0}){1}, hi = min(({0}){2}, lo + ({0}){1});\n", T, chunkLen, lk.r);
+    if (hasK1) code += fmt::format("  const {} i0 = row;\n", T);
     code += accInit("  ");
-    code += fmt::format("  for ({0} i{1} = threadIdx.x; i{1} < {2}; i{1} += blockDim.x) {{\n", T, rDim, lk.r);
+    code += fmt::format("  for ({0} i{1} = lo + threadIdx.x; i{1} < hi; i{1} += blockDim.x) {{\n", T, rDim);
     code += *b + accumulate("    ") + "  }\n";
     // Warp shuffles, then one value per warp through shared memory.
     code += fmt::format("  __shared__ float part[{}][32];\n", std::max<size_t>(nred, 1));
@@ -288,7 +299,10 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
       code += fmt::format("    float v{0} = lane < (int)(blockDim.x >> 5) ? part[{0}][lane] : {1};\n", j, reduceInit(op));
       code += fmt::format("    for (int o = 16; o > 0; o >>= 1) v{0} = {1};\n", j,
                           combine(op, fmt::format("v{}", j), fmt::format("__shfl_xor_sync(0xffffffffu, v{}, o)", j)));
-      code += fmt::format("    if (lane == 0) ((float*)p{})[blockIdx.x] = v{};\n", lk.reduces[j].arg, j);
+      if (chunks > 1)
+        code += fmt::format("    if (lane == 0) atomicAdd((float*)p{} + row, v{});\n", lk.reduces[j].arg, j);
+      else
+        code += fmt::format("    if (lane == 0) ((float*)p{})[row] = v{};\n", lk.reduces[j].arg, j);
     }
     code += "  }\n}\n";
   } else if (!lk.genericReduce) {

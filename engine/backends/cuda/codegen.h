@@ -39,6 +39,7 @@ struct GeneratedKernel {
   // from its operand); -1: none.
   int prefillFrom = -1, prefillTo = -1;
   int64_t prefillBytes = 0;
+  std::vector<std::pair<int, int64_t>> zeroArgs;  // (argument, bytes) zeroed before the launch
 };
 
 // The helper functions every generated kernel uses.

@@ -204,6 +204,9 @@ Status Executable::Impl::launchGenerated(int gi, const std::vector<void*>& ptrs)
     TSR_CUDA(cudaMemcpyAsync(ptrs[static_cast<size_t>(gk.prefillTo)], ptrs[static_cast<size_t>(gk.prefillFrom)],
                              static_cast<size_t>(gk.prefillBytes), cudaMemcpyDeviceToDevice,
                              static_cast<cudaStream_t>(device->computeStream())));
+  for (const auto& [arg, bytes] : gk.zeroArgs)
+    TSR_CUDA(cudaMemsetAsync(ptrs[static_cast<size_t>(arg)], 0, static_cast<size_t>(bytes),
+                             static_cast<cudaStream_t>(device->computeStream())));
   std::vector<void*> vals = ptrs;
   std::vector<void*> argp(vals.size());
   for (size_t i = 0; i < vals.size(); ++i) argp[i] = &vals[i];
