@@ -1,6 +1,7 @@
 #include "app/cli/train_command.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <csignal>
 #include <iostream>
 
@@ -23,6 +24,7 @@ struct TrainArgs {
   int64_t steps = -1;
   int64_t stopAt = -1;
   bool resume = false;
+  std::string device, matmulPrecision;
   std::string store;
   std::string name;
   int64_t sampleTokens = 64;
@@ -35,6 +37,10 @@ int runTrain(const TrainArgs& a) {
     std::cerr << "tessera train: " << project.error().message << "\n";
     return 1;
   }
+  // The device and matmul precision reach every jitted function through the environment (engine/transform/jit.h,
+  // engine/backends/cuda/device.h), as TESSERA_EXECUTOR does.
+  if (!a.device.empty()) setenv("TESSERA_DEVICE", a.device.c_str(), 1);
+  if (!a.matmulPrecision.empty()) setenv("TESSERA_MATMUL_PRECISION", a.matmulPrecision.c_str(), 1);
   train::RunOptions options;
   options.steps = a.steps;
   options.stopAtStep = a.stopAt;
@@ -71,6 +77,10 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("--steps", args->steps, "Override [train] steps");
   cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would");
   cmd->add_flag("--resume", args->resume, "Continue from the project's latest checkpoint");
+  cmd->add_option("--device", args->device, "Where the step runs: cpu (default) or cuda (GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--matmul-precision", args->matmulPrecision, "f32 matmuls on the GPU: f32, tf32 or bf16 inputs")
+      ->check(CLI::IsMember({"f32", "tf32", "bf16"}));
   cmd->add_option("--db,--store", args->store, "Run store (default: PROJECT/runs.db)");
   cmd->add_option("--name", args->name, "Run name (default: the project name)");
   cmd->add_option("--sample", args->sampleTokens, "Tokens of text to sample at the end (language models)")
