@@ -93,6 +93,7 @@ InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
   connect(m_session, &Session::nodeSelected, this, &InspectorPanel::show);
   connect(m_session, &Session::stageChanged, this, [this] { show(m_session->selectedNode()); });
   connect(m_session, &Session::profileChanged, this, [this] { show(m_session->selectedNode()); });
+  connect(m_session, &Session::shardingChanged, this, [this] { show(m_session->selectedNode()); });
   connect(m_browser, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
     if (url.scheme() == "node") m_session->selectNode(url.path().toInt());
   });
@@ -100,17 +101,40 @@ InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
 
 QString InspectorPanel::plainText() const { return m_browser->toPlainText(); }
 
+const sharding::ShardingPlan* InspectorPanel::stagePlan(QString* error) {
+  const inspect::Stage* stage = m_session->stage();
+  ShardingPtr snap = m_session->sharding();
+  const train::StepShardingPlan* plan = snap ? snap->plan.get() : nullptr;
+  if (!stage || !plan) return nullptr;
+  if (m_planCache.stage != stage || m_planCache.plan != plan) {
+    m_planCache = {stage, plan, nullptr, QString()};
+    auto r = inspect::stageSharding(*stage, *plan);
+    if (r.ok()) m_planCache.value = std::make_shared<const sharding::ShardingPlan>(std::move(*r));
+    else m_planCache.error = QString::fromStdString(r.error().message);
+  }
+  *error = m_planCache.error;
+  return m_planCache.value.get();
+}
+
 void InspectorPanel::show(int node) {
   const inspect::Stage* stage = m_session->stage();
   if (!stage || node < 0) {
     m_browser->clear();
     return;
   }
-  inspect::NodeInfo info = inspect::describeNode(*stage, node);
-  auto link = [](const inspect::ValueRef& v) {
+  QString shardingError;
+  const sharding::ShardingPlan* plan = stagePlan(&shardingError);
+  inspect::NodeInfo info = inspect::describeNode(*stage, node, plan);
+  // A value's sharding and why, as a cell (empty without a plan).
+  auto shardCell = [plan](const inspect::ValueRef& v) {
+    if (!plan) return QString();
+    return QString("<td><code>%1</code><br><small>%2</small></td>").arg(esc(v.sharding), esc(v.shardingOrigin));
+  };
+  auto link = [&](const inspect::ValueRef& v) {
     QString who = v.node >= 0 ? QString("<a href=\"node:%1\">%2 (node %1)</a>").arg(v.node).arg(esc(v.nodeOp))
                               : esc(v.nodeOp);
-    return QString("<tr><td><code>%1</code></td><td><code>%2</code></td><td>%3</td></tr>").arg(esc(v.name), esc(v.aval), who);
+    return QString("<tr><td><code>%1</code></td><td><code>%2</code></td><td>%3</td>%4</tr>")
+        .arg(esc(v.name), esc(v.aval), who, shardCell(v));
   };
   QString h;
   h += QString("<h3>%1 <small>node %2 · %3</small></h3>").arg(esc(info.op)).arg(node).arg(esc(stage->name));
@@ -126,8 +150,16 @@ void InspectorPanel::show(int node) {
   h += "</table>";
   h += "<h4>Results</h4><table cellspacing=4>";
   for (const auto& r : info.results)
-    h += QString("<tr><td><code>%1</code></td><td><code>%2</code></td></tr>").arg(esc(r.name), esc(r.aval));
-  h += "</table><h4>Operands (producers)</h4><table cellspacing=4>";
+    h += QString("<tr><td><code>%1</code></td><td><code>%2</code></td>%3</tr>").arg(esc(r.name), esc(r.aval), shardCell(r));
+  h += "</table>";
+  if (plan)
+    h += tr("<p><b>sharding</b> on %1: each value's PartitionSpec and where it came from.</p>")
+             .arg(esc(plan->mesh.toString()));
+  else if (!shardingError.isEmpty())
+    h += tr("<p><b>sharding</b>: the plan does not apply to this stage: %1</p>").arg(esc(shardingError.toStdString()));
+  else
+    h += tr("<p><b>sharding</b>: none planned (one device). Drop a PartitionSpec from the Sharding panel to plan one.</p>");
+  h += "<h4>Operands (producers)</h4><table cellspacing=4>";
   for (const auto& v : info.operands) h += link(v);
   h += "</table><h4>Consumers</h4><table cellspacing=4>";
   for (const auto& v : info.consumers) h += link(v);

@@ -1,7 +1,11 @@
 #pragma once
 // The Inspector: everything about the selected node: op, attributes, result avals, provenance (module path
 // and source line), producers and consumers (links select them), cost, and the decisions passes recorded.
+// With a sharding plan (the sharding panel's), every operand and result shows its sharding and where it came
+// from, at any stage.
 #include <QWidget>
+
+#include <memory>
 
 #include "views/session.h"
 
@@ -17,8 +21,16 @@ class InspectorPanel : public QWidget {
 
  private:
   void show(int node);
+  // The sharding plan carried to the current stage (cached per stage and plan); null without one.
+  const sharding::ShardingPlan* stagePlan(QString* error);
 
   Session* m_session;
+  struct PlanCache {
+    const void* stage = nullptr;
+    const void* plan = nullptr;
+    std::shared_ptr<const sharding::ShardingPlan> value;
+    QString error;
+  } m_planCache;
   QTextBrowser* m_browser;
 };
 

@@ -7,6 +7,7 @@
 
 #include "engine/inspect/project_snapshot.h"
 #include "engine/ops/registry.h"
+#include "engine/train/sharding_plan.h"
 
 namespace tsr::inspect {
 
@@ -114,7 +115,25 @@ std::optional<NodeKernel> kernelOf(const Stage& stage, ir::NodeId node, const st
 
 }  // namespace
 
-NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
+Result<sharding::ShardingPlan> stageSharding(const Stage& stage, const train::StepShardingPlan& plan) {
+  const ir::Graph& g = *stage.graph;
+  if (plan.global && (plan.global.get() == stage.graph.get())) return plan.plan;
+  if (g.inputs().size() != plan.arguments.size())
+    return makeError("the stage has {} inputs, the planned step {}", g.inputs().size(), plan.arguments.size());
+  sharding::ShardingAnnotations ann;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const train::PlannedArgument& a = plan.arguments[i];
+    const Aval& here = g.aval(g.inputs()[i]);
+    if (plan.global && a.value >= 0 && a.value < plan.global->numValues() && !(plan.global->aval(a.value) == here))
+      return makeError("input {} of the stage is {}, the planned step's {} is {}", i, here.toString(), a.path,
+                       plan.global->aval(a.value).toString());
+    ann.inputs.push_back(a.sharding);
+    ann.inputNames.push_back(a.source.empty() ? a.path : fmt::format("{} ({})", a.path, a.source));
+  }
+  return sharding::propagateShardings(g, ops::registry(), plan.mesh, ann);
+}
+
+NodeInfo describeNode(const Stage& stage, ir::NodeId node, const sharding::ShardingPlan* sharding) {
   NodeInfo info;
   const ir::Graph& g = *stage.graph;
   if (node < 0 || static_cast<size_t>(node) >= g.nodes().size()) return info;
@@ -130,8 +149,14 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node) {
   }
   info.textLine = static_cast<size_t>(node) < stage.nodeLines.size() ? stage.nodeLines[static_cast<size_t>(node)] : 0;
   info.attrs = attrsOfLine(lineOf(stage.text, info.textLine));
+  const bool sharded = sharding && sharding->values.size() == static_cast<size_t>(g.numValues());
   auto ref = [&](ir::ValueId v, ir::NodeId other, std::string otherOp) {
-    return ValueRef{v, names[static_cast<size_t>(v)], g.aval(v).toString(), other, std::move(otherOp)};
+    ValueRef r{v, names[static_cast<size_t>(v)], g.aval(v).toString(), other, std::move(otherOp), "", ""};
+    if (sharded) {
+      r.sharding = sharding->values[static_cast<size_t>(v)].toString(sharding->mesh);
+      r.shardingOrigin = sharding->origins[static_cast<size_t>(v)].toString(g, reg);
+    }
+    return r;
   };
   for (ir::ValueId v : n.operands) {
     ir::NodeId p = g.value(v).producer;

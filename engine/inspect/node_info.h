@@ -7,6 +7,11 @@
 #include <vector>
 
 #include "engine/inspect/graph_stages.h"
+#include "engine/sharding/propagation.h"
+
+namespace tsr::train {
+struct StepShardingPlan;
+}
 
 namespace tsr::inspect {
 
@@ -16,6 +21,9 @@ struct ValueRef {
   std::string aval;       // "f32[8,64]"
   ir::NodeId node = ir::kNone;  // producer (operands) or consumer (results); kNone for a graph input/output
   std::string nodeOp;     // its op, "input" or "output"
+  // With a sharding plan: the value's sharding on the mesh ("P('data', None)") and why it has it.
+  std::string sharding;
+  std::string shardingOrigin;
 };
 
 // A value a kernel reads or writes, and where the CPU backend keeps it.
@@ -60,7 +68,14 @@ struct NodeInfo {
   int textLine = 0;       // line of the node in the stage's text
 };
 
-NodeInfo describeNode(const Stage& stage, ir::NodeId node);
+// `sharding`, when given, is a plan of this stage's graph (stageSharding): operands and results then carry their
+// sharding and its origin.
+NodeInfo describeNode(const Stage& stage, ir::NodeId node, const sharding::ShardingPlan* sharding = nullptr);
+
+// The step's sharding plan carried over to a stage: every pipeline stage keeps the step's arguments, so the
+// plan's argument shardings annotate the stage's inputs and propagate through the stage's own ops (the planned
+// graph itself is reused as is). An error when the stage's inputs are not the planned step's.
+Result<sharding::ShardingPlan> stageSharding(const Stage& stage, const train::StepShardingPlan& plan);
 
 // The attribute text of a printed node line: from " {" after the operand list to the matching "}"; a nested
 // body is elided ("body={...}").

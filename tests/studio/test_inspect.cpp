@@ -22,6 +22,7 @@
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run.h"
+#include "engine/train/sharding_plan.h"
 
 using namespace tsr;
 
@@ -315,6 +316,46 @@ class TestInspect : public QObject {
         QVERIFY(view.readThrough && !view.kernel);
         break;
       }
+  }
+
+  void inspectorShowsShardingsAtEveryStage() {
+    // The tutorial's 4x2 layout: layer 0 column-parallel over 'model', the batch over 'data'. Worked by hand:
+    // the first matmul reads the batch P('data', None) and the weight P(None, 'model'), so its result is
+    // P('data', 'model'); the weight is an annotation from its rule; the result comes forward from the matmul.
+    auto project = inspect::openProject(std::string(TSR_SOURCE_DIR) + "/sample_projects/mlp_sharding");
+    QVERIFY2(project.ok(), project.ok() ? "" : project.error().message.c_str());
+    auto plan = train::planStepSharding(project->project, train::ShardPlanOptions{.compile = false});
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    auto stages = inspect::compileStages(project->traced);
+    QVERIFY(stages.ok());
+    const size_t w0 = static_cast<size_t>(
+        std::find(project->inputPaths.begin(), project->inputPaths.end(), "params.layers.0.weight") -
+        project->inputPaths.begin());
+    QVERIFY(w0 < project->inputPaths.size());
+    for (const inspect::Stage* stage : {&stages->front(), &stages->back()}) {
+      auto sp = inspect::stageSharding(*stage, *plan);
+      QVERIFY2(sp.ok(), sp.ok() ? "" : sp.error().message.c_str());
+      const ir::Graph& g = *stage->graph;
+      const ir::ValueId weight = g.inputs()[w0];
+      ir::NodeId matmul = ir::kNone;
+      for (size_t n = 0; n < g.nodes().size() && matmul == ir::kNone; ++n)
+        if (g.nodes()[n].op == ir::OpCode::DotGeneral && g.nodes()[n].operands[1] == weight)
+          matmul = static_cast<ir::NodeId>(n);
+      QVERIFY2(matmul != ir::kNone, stage->name.c_str());
+      inspect::NodeInfo info = inspect::describeNode(*stage, matmul, &*sp);
+      QCOMPARE(info.operands[1].sharding, std::string("P(None, 'model')"));
+      QVERIFY2(info.operands[1].shardingOrigin.find("annotation: argument params.layers.0.weight") == 0,
+               info.operands[1].shardingOrigin.c_str());
+      QCOMPARE(info.operands[0].sharding, std::string("P('data', None)"));
+      QCOMPARE(info.results[0].sharding, std::string("P('data', 'model')"));
+      QVERIFY2(info.results[0].shardingOrigin.find("propagated forward from dot_general") == 0,
+               info.results[0].shardingOrigin.c_str());
+      // Without a plan the fields stay empty.
+      QVERIFY(inspect::describeNode(*stage, matmul).results[0].sharding.empty());
+    }
+    // A plan of another step does not apply: the inputs differ.
+    auto other = inspect::stageSharding(inspect::compileStages(m_mini->traced)->front(), *plan);
+    QVERIFY(!other.ok());
   }
 
   void projectEditKeepsComments() {
