@@ -154,13 +154,15 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
     TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(im.program, reg));
     cpu::CompileOptions co;
     co.name = options.name;
+    co.donatable = options.donatable;
+    co.donatable.resize(im.program.inputs().size(), false);
     TSR_ASSIGN(im.exe, cpu::Executable::compile(im.program, reg, fusion, co));
   }
   return self;
 }
 
 Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
-    const std::vector<std::vector<runtime::BufferPtr>>& inputs) {
+    const std::vector<std::vector<runtime::BufferPtr>>& inputs, const std::vector<bool>& donated) {
   Impl& im = *m;
   const sharding::Mesh& mesh = im.plan.mesh;
   const ir::Graph& g = im.program;
@@ -181,7 +183,7 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
     }
     std::vector<runtime::BufferPtr> outs;
     if (im.exe) {
-      TSR_ASSIGN(outs, im.exe->run(bufs));
+      TSR_ASSIGN(outs, im.exe->run(bufs, donated));
     } else {
       TSR_ASSIGN(outs, runtime::interpret(g, ops::registry(), bufs));
     }
@@ -192,7 +194,7 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
   return outputs;
 }
 
-Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs) {
+Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs, const std::vector<bool>& donated) {
   const sharding::Mesh& mesh = m->plan.mesh;
   const auto& want = m->partitioned.inputShardings;
   if (inputs.size() != want.size()) return makeError("{}: expects {} inputs, got {}", m->options.name, want.size(), inputs.size());
@@ -206,13 +208,24 @@ Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs)
                        t.toString(mesh), want[i].toString(mesh));
     blocks.push_back(blocksOf(inputs[i], numDev));
   }
-  TSR_ASSIGN(auto results, run(blocks));
+  // A sharded input is given up only when its storage and every block belong to it alone (a one-device input
+  // is one buffer read by every device: never).
+  std::vector<bool> give(inputs.size(), false);
+  for (size_t i = 0; i < inputs.size() && i < donated.size(); ++i) {
+    if (!donated[i] || !inputs[i].isSharded() || inputs[i].impl()->sharded.use_count() != 1) continue;
+    give[i] = std::all_of(inputs[i].shards()->shards.begin(), inputs[i].shards()->shards.end(),
+                          [](const runtime::BufferPtr& b) { return !b || b.use_count() == 2; });  // + blocks[i]
+  }
+  auto results = run(blocks, give);
+  if (!results.ok()) return results.takeError();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (give[i]) inputs[i].impl()->sharded.reset();  // deleted, as in JAX
   installEagerRunner();
   std::vector<Array> arrays;
   const ir::Graph& g = m->global;
-  for (size_t i = 0; i < results.size(); ++i)
+  for (size_t i = 0; i < results->size(); ++i)
     arrays.push_back(Array::fromShards(g.aval(g.outputs()[i]), namedSharding(mesh, m->partitioned.outputShardings[i]),
-                                       std::move(results[i])));
+                                       std::move((*results)[i])));
   return arrays;
 }
 

@@ -29,6 +29,9 @@ int numDevices();
 struct SpmdOptions {
   std::string name = "spmd";
   bool interpret = false;  // run the per-device program with the reference interpreter
+  // Per input of the global graph: its shards' buffers may become an output's (donation, as Jit's
+  // setDonatedArgs): a training step then updates the parameters where they are.
+  std::vector<bool> donatable;
 };
 
 class SpmdExecutable {
@@ -40,7 +43,9 @@ class SpmdExecutable {
 
   // inputs[i][device]: input i's block on each device of the mesh (by device id; null for devices of other
   // processes). Returns outputs the same way.
-  Result<std::vector<std::vector<runtime::BufferPtr>>> run(const std::vector<std::vector<runtime::BufferPtr>>& inputs);
+  // donated[i]: the caller gives up input i's blocks (no other reference to them remains).
+  Result<std::vector<std::vector<runtime::BufferPtr>>> run(const std::vector<std::vector<runtime::BufferPtr>>& inputs,
+                                                           const std::vector<bool>& donated = {});
 
   const sharding::Mesh& mesh() const;
   const ir::Graph& global() const;  // the graph the plan is for
@@ -51,8 +56,9 @@ class SpmdExecutable {
 
   // Runs on arrays: a sharded input gives its blocks (it must have the sharding the program was compiled
   // for), a one-device input is read by every device as is (replicated). The outputs are sharded arrays with
-  // the program's output shardings.
-  Result<std::vector<Array>> run(const std::vector<Array>& inputs);
+  // the program's output shardings. donated[i]: the caller gives input i up; a sharded input whose blocks have no
+  // other owner is then deleted (as in JAX), its buffers reused for outputs where the program planned that.
+  Result<std::vector<Array>> run(const std::vector<Array>& inputs, const std::vector<bool>& donated = {});
 
  private:
   SpmdExecutable();

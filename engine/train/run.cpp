@@ -474,6 +474,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   }
   // Sampling runs eager ops on the parameters, which under MPI would be collectives on every rank: skipped.
   const bool oneProcess = !dist::launchedUnderMpi();
+  if (tokenizer && options.sampleTokens > 0 && !oneProcess)
+    info("no text sample under mpirun: sample from the checkpoint with tessera generate");
   if (tokenizer && options.sampleTokens > 0 && oneProcess) {
     auto text = sampleText(std::min(p.model.gpt2.blockSize, t.seqLen),
                            [&](const Array& tokens) { return model.lmForward(state.params, tokens); }, *tokenizer,

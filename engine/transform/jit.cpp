@@ -178,7 +178,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     for (const auto& a : leaves) sharded = sharded || a.isSharded();
     for (const auto& c : cg.consts) sharded = sharded || c.isSharded();
     if (sharded) {
-      TSR_ASSIGN(spmdExe, compileSpmd(cg, leaves, paths));
+      TSR_ASSIGN(spmdExe, compileSpmd(cg, leaves, paths, donatable));
     } else if (device == "cuda" && !m_interpret && !interpretByDefault()) {
 #ifdef TESSERA_HAVE_CUDA
       auto plan = passes::planFusion(cg.graph, ops::registry());
@@ -227,9 +227,14 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
   std::vector<Array> outs;
   m_lastSpmd = hit->spmd.get();
   if (hit->spmd) {
+    // Donated as on one device: the caller's tree and our copy are the only handles (SpmdExecutable checks the
+    // blocks); a donated array is deleted.
+    std::vector<bool> donated(leaves.size() + hit->graph->consts.size(), false);
+    for (size_t i = 0; i < leaves.size(); ++i)
+      donated[i] = hit->donatable[i] && !runtime::debugNansEnabled() && leaves[i].useCount() <= 2;
     std::vector<Array> inputs = leaves;
     inputs.insert(inputs.end(), hit->graph->consts.begin(), hit->graph->consts.end());
-    auto r = hit->spmd->run(inputs);
+    auto r = hit->spmd->run(inputs, donated);
     if (!r.ok()) return Error{fmt::format("{}: {}", m_name, r.error().message)};
     outs = std::move(r).value();
   } else if (hit->cudaExe) {
@@ -296,7 +301,8 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::lowerSpmd(const Tree& args, c
 }
 
 Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
-                                                                const std::vector<std::string>& paths) {
+                                                                const std::vector<std::string>& paths,
+                                                                const std::vector<bool>& donatable) {
   // The mesh: the sharded arguments' (all on one mesh), else the first sharding constraint's.
   std::optional<sharding::Mesh> mesh;
   std::string meshFrom;
@@ -329,6 +335,7 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph
   spmd::SpmdOptions o;
   o.name = m_name;
   o.interpret = m_interpret || interpretByDefault();
+  o.donatable = donatable;
   auto exe = spmd::SpmdExecutable::compile(cg.graph, *mesh, ann, o);
   if (!exe.ok()) return Error{fmt::format("{}: {}", m_name, exe.error().message)};
   return std::shared_ptr<spmd::SpmdExecutable>(std::move(exe).value());

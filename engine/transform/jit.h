@@ -97,8 +97,10 @@ class Jit {
   std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
   // lower() and then the cleanup passes, as every compile does.
   Result<ClosedGraph> lowerOptimized(const TreeOf<Aval>& avals, const StaticArgs& statics, size_t* tracedNodes = nullptr);
+  // donatable: per graph input, as setDonatedArgs names them (empty: none).
   Result<std::shared_ptr<spmd::SpmdExecutable>> compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
-                                                            const std::vector<std::string>& paths);
+                                                            const std::vector<std::string>& paths,
+                                                            const std::vector<bool>& donatable = {});
 
   Fn m_fn;
   std::string m_name;

@@ -154,6 +154,38 @@ class TestSpmd : public QObject {
       QVERIFY2(maxRelDiff(outs[o].toDoubles(), reference[o].toDoubles()) < 1e-5, qPrintable(QString("output %1").arg(o)));
   }
 
+  // Jit's donated arguments in an SPMD program: each device's block becomes its output block (an update in
+  // place), and the array given up is deleted; one the caller still holds is neither.
+  void donatedShardsAreUpdatedInPlace() {
+    Mesh m = makeMesh({4}, {"a"});
+    Jit f = jit([](const Tree& args, const StaticArgs&) {
+      return Tree::dict({{"p", Tree(args.find("p")->leaf() - args.find("g")->leaf() * 0.5)}});
+    }, "sgd");
+    f.setDonatedArgs({"p"});
+    std::mt19937 rng(3);
+    Array p0 = randomArray(rng, {8, 4}), g0 = randomArray(rng, {8, 4});
+    std::vector<double> expect;
+    for (size_t i = 0; i < 32; ++i) expect.push_back(p0.toDoubles()[i] - 0.5 * g0.toDoubles()[i]);
+    Array g = must(spmd::devicePut(g0, named(m, "a")));
+    Tree args = Tree::dict({{"p", Tree(must(spmd::devicePut(p0, named(m, "a"))))}, {"g", Tree(g)}});
+    Tree copy = args;
+    std::vector<const void*> before;
+    for (int d : m.devices) before.push_back(args.find("p")->leaf().shards()->shards[static_cast<size_t>(d)]->data());
+    Tree out = must(f.call(std::move(args)));
+    const Array& p1 = out.find("p")->leaf();
+    QVERIFY(p1.isSharded());
+    for (size_t d = 0; d < before.size(); ++d) QCOMPARE(static_cast<const void*>(p1.shards()->shards[d]->data()), before[d]);  // devices 0..3
+    QVERIFY(maxRelDiff(p1.toDoubles(), expect) < 1e-6);
+    QVERIFY(!copy.find("p")->leaf().isConcrete());  // deleted, as in JAX
+    QVERIFY(g.isConcrete());                        // not donated
+    // A second handle keeps the array: it is read, not overwritten.
+    Array held = p1;
+    Tree out2 = must(f.call(Tree::dict({{"p", Tree(held)}, {"g", Tree(g)}})));
+    QVERIFY(held.isConcrete());
+    QVERIFY(out2.find("p")->leaf().shards()->shards[0]->data() != held.shards()->shards[0]->data());
+    QVERIFY(maxRelDiff(held.toDoubles(), expect) < 1e-6);
+  }
+
   void reshapeSplitsTheMajorDimOfABlock() {
     Mesh m = makeMesh({4, 2}, {"a", "b"});
     // [B, T, C] -> [B, T, H, D]: C split over 'b' becomes H split over 'b' (heads).
