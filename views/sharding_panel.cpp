@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include <QComboBox>
 #include <QDragEnterEvent>
 #include <QFile>
 #include <QFormLayout>
@@ -125,6 +126,8 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
       m_arguments(new ArgumentTree(this)),
       m_values(new QTreeWidget),
       m_grid(new ShardGridWidget),
+      m_rowDim(new QComboBox),
+      m_colDim(new QComboBox),
       m_summary(new QLabel),
       m_collectives(new QTreeWidget),
       m_undo(new QUndoStack(this)),
@@ -195,8 +198,23 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
   m_collectives->setHeaderLabels({"", tr("Collective"), tr("Over"), tr("Per device"), tr("ms"), tr("Why")});
   m_collectives->setRootIsDecorated(false);
   m_collectives->setUniformRowHeights(true);
+  auto* gridBox = new QWidget;
+  auto* gv = new QVBoxLayout(gridBox);
+  gv->setContentsMargins(0, 0, 0, 0);
+  auto* dimsRow = new QHBoxLayout;
+  dimsRow->addWidget(new QLabel(tr("Grid rows")));
+  dimsRow->addWidget(m_rowDim);
+  dimsRow->addWidget(new QLabel(tr("columns")));
+  dimsRow->addWidget(m_colDim);
+  dimsRow->addStretch(1);
+  m_rowDim->setToolTip(tr("The array dims laid out on the grid; blocks along other split dims are listed per cell"));
+  m_colDim->setToolTip(m_rowDim->toolTip());
+  m_rowDim->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  m_colDim->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  gv->addLayout(dimsRow);
+  gv->addWidget(m_grid, 1);
   auto* right = new QSplitter(Qt::Vertical);
-  right->addWidget(m_grid);
+  right->addWidget(gridBox);
   right->addWidget(m_summary);
   right->addWidget(m_collectives);
   right->setStretchFactor(0, 3);
@@ -242,6 +260,12 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
     QString error;
     if (!apply(&error)) m_status->setText(tr("<span style=\"color:#c03030\">Apply: %1</span>").arg(error.toHtmlEscaped()));
   });
+  auto pickDims = [this] {
+    if (m_rowDim->currentIndex() > 0 && m_colDim->currentIndex() > 0)
+      showArgument(m_shown, m_rowDim->currentIndex() - 1, m_colDim->currentIndex() - 1);
+  };
+  connect(m_rowDim, &QComboBox::activated, this, pickDims);
+  connect(m_colDim, &QComboBox::activated, this, pickDims);
   connect(m_arguments, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
     if (item) showArgument(item->text(0));
   });
@@ -597,13 +621,27 @@ void ShardingPanel::fillSummary() {
   for (int c = 0; c < 5; ++c) m_collectives->resizeColumnToContents(c);
 }
 
-void ShardingPanel::showArgument(const QString& path) {
+void ShardingPanel::showArgument(const QString& path, int rowDim, int colDim) {
   if (!m_plan) return;
   for (const auto& a : m_plan->arguments) {
     if (q(a.path) != path) continue;
     m_shown = path;
-    auto l = inspect::tensorLayout(m_plan->mesh, a.sharding, m_plan->global->aval(a.value), a.path);
+    const Aval& aval = m_plan->global->aval(a.value);
+    auto l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, a.path, rowDim, colDim);
+    if (!l.ok()) l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, a.path);
     m_grid->setTensorLayout(l.ok() ? std::optional<inspect::TensorLayout>(std::move(*l)) : std::nullopt, m_plan->mesh.size());
+    // The dim pickers: the dims on the grid now.
+    for (QComboBox* box : {m_rowDim, m_colDim}) {
+      QSignalBlocker block(box);
+      box->clear();
+      box->addItem(tr("auto"));
+      for (int d = 0; d < aval.shape.rank(); ++d) box->addItem(tr("dim %1 (%2)").arg(d).arg(aval.shape[d]));
+      box->setEnabled(aval.shape.rank() >= 2);
+    }
+    if (const auto& t = m_grid->tensorLayout(); t && t->rowDim >= 0) {
+      m_rowDim->setCurrentIndex(t->rowDim + 1);
+      m_colDim->setCurrentIndex(t->colDim + 1);
+    }
     for (int i = 0; i < m_arguments->topLevelItemCount(); ++i)
       if (m_arguments->topLevelItem(i)->text(0) == path) {
         QSignalBlocker block(m_arguments);

@@ -21,6 +21,7 @@
 #include "engine/inspect/sharding_view.h"
 #include "views/session.h"
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -58,8 +59,8 @@ class ShardingPanel : public QWidget {
   bool dropSpec(const QString& argument, const QString& spec);
   // The mesh editor's Set: an undoable command; false (with the reason in the panel) when the mesh is wrong.
   bool setMesh(const QString& shape, const QString& axes, const QString& devices = {});
-  // Shows an argument's blocks on the grid.
-  void showArgument(const QString& path);
+  // Shows an argument's blocks on the grid; rowDim / colDim pick the dims laid out (-1: the first two split).
+  void showArgument(const QString& path, int rowDim = -1, int colDim = -1);
   QString shownArgument() const { return m_shown; }
   // Writes the rules and the mesh into project.toml and reopens the project; false with the reason.
   bool apply(QString* error = nullptr);
@@ -115,6 +116,8 @@ class ShardingPanel : public QWidget {
   ArgumentTree* m_arguments;
   QTreeWidget* m_values;
   ShardGridWidget* m_grid;
+  QComboBox* m_rowDim;
+  QComboBox* m_colDim;
   QLabel* m_summary;
   QTreeWidget* m_collectives;
   QUndoStack* m_undo;

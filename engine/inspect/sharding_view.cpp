@@ -93,7 +93,7 @@ std::vector<std::string> paletteSpecs(const sharding::Mesh& mesh) {
 }
 
 Result<TensorLayout> tensorLayout(const sharding::Mesh& mesh, const sharding::TensorSharding& t, const Aval& aval,
-                                  const std::string& name) {
+                                  const std::string& name, int rowDim, int colDim) {
   TensorLayout out;
   out.name = name;
   out.aval = aval;
@@ -109,6 +109,11 @@ Result<TensorLayout> tensorLayout(const sharding::Mesh& mesh, const sharding::Te
   for (int d = rank - 1; d >= 0 && grid.size() < 2 && static_cast<int>(grid.size()) < rank; --d)
     if (std::find(grid.begin(), grid.end(), d) == grid.end()) grid.push_back(d);
   std::sort(grid.begin(), grid.end());
+  if (rowDim >= 0 || colDim >= 0) {
+    if (rowDim < 0 || colDim < 0 || rowDim == colDim || rowDim >= rank || colDim >= rank)
+      return makeError("{}: dims {} and {} cannot be laid out for a rank-{} array", name, rowDim, colDim, rank);
+    grid = {rowDim, colDim};
+  }
   if (grid.size() == 2) {
     out.rowDim = grid[0];
     out.colDim = grid[1];

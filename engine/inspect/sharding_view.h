@@ -56,8 +56,9 @@ struct TensorLayout {
   int64_t replicas = 1;     // devices holding each block
 };
 
+// rowDim / colDim: the dims to lay out (-1: chosen as above); they must differ and lie within the rank.
 Result<TensorLayout> tensorLayout(const sharding::Mesh& mesh, const sharding::TensorSharding& t, const Aval& aval,
-                                  const std::string& name);
+                                  const std::string& name, int rowDim = -1, int colDim = -1);
 
 // A device's colour on the grid, the same in every panel: hue spread over the mesh (0..359), by device id.
 int deviceHue(int device, int numDevices);

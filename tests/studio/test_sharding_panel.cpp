@@ -231,6 +231,44 @@ class TestShardingPanel : public QObject {
     QCOMPARE(p->undoStack()->count(), 2);
   }
 
+  // The grid of a rank-3 array, worked out by hand: on a 2 x 2 x 2 mesh (a, b, c) over devices 0..7
+  // row-major, P('a', 'b', 'c') on f32[4, 6, 8] lays out dims 0 and 1 (2 x 2 cells) with dim 2's two blocks
+  // listed in each cell: cell (i, j) holds devices 4i + 2j and 4i + 2j + 1. Dims 1 and 2 can be picked instead.
+  void layoutOfRankThree() {
+    auto mesh = sharding::Mesh::create({2, 2, 2}, {"a", "b", "c"});
+    QVERIFY(mesh.ok());
+    auto spec = sharding::PartitionSpec::parse("a, b, c");
+    QVERIFY(spec.ok());
+    const Aval aval{Shape{4, 6, 8}, DType::F32};
+    auto t = sharding::TensorSharding::fromSpec(*mesh, *spec, aval.shape);
+    QVERIFY(t.ok());
+    auto l = inspect::tensorLayout(*mesh, *t, aval, "x");
+    QVERIFY(l.ok());
+    QCOMPARE(l->rowDim, 0);
+    QCOMPARE(l->colDim, 1);
+    QCOMPARE(l->otherSplitDims, std::vector<int>{2});
+    QCOMPARE(l->blockShape, (Shape{2, 3, 4}));
+    QCOMPARE(l->blockBytes, int64_t(2 * 3 * 4 * 4));
+    QCOMPARE(l->replicas, int64_t(1));
+    for (const auto& c : l->cells) {
+      const int d = static_cast<int>(4 * c.row + 2 * c.col);
+      QCOMPARE(c.devices, (std::vector<int>{d, d + 1}));
+      QCOMPARE(c.ranges.size(), size_t(2));
+    }
+    QCOMPARE(l->cells[3].ranges[1], std::string("[2:4, 3:6, 4:8] on 7"));
+    auto picked = inspect::tensorLayout(*mesh, *t, aval, "x", 1, 2);
+    QVERIFY(picked.ok());
+    QCOMPARE(picked->otherSplitDims, std::vector<int>{0});
+    // Cell (1, 0): b = 1, c = 0, either a: devices 2 and 6.
+    QCOMPARE(picked->cells[2].devices, (std::vector<int>{2, 6}));
+    QVERIFY(!inspect::tensorLayout(*mesh, *t, aval, "x", 1, 1).ok());
+    // A replicated vector: one cell on every device.
+    auto r = inspect::tensorLayout(*mesh, sharding::TensorSharding::replicated(1), Aval{Shape{10}, DType::F32}, "v");
+    QVERIFY(r.ok());
+    QCOMPARE(r->cells.size(), size_t(1));
+    QCOMPARE(r->replicas, int64_t(8));
+  }
+
   // Edits faster than the planner: only the last one's plan is shown.
   void newerEditsWinOverRunningPlans() {
     QTemporaryDir dir;
