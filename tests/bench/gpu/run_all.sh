@@ -16,7 +16,9 @@ if [[ ! -f $root/.gpukit/tessera-gpukit.tar.xz ]]; then
   echo "no .gpukit/tessera-gpukit.tar.xz: run scripts/gpu_kit.sh where the toolkit and dev packages are" >&2
   exit 2
 fi
-tar -C "$work" -xJf "$root/.gpukit/tessera-gpukit.tar.xz"
+# Python's tarfile reads xz without the xz tool (which a bare image may lack).
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+  "$root/.gpukit/tessera-gpukit.tar.xz" "$work" 2>/dev/null || tar -C "$work" -xJf "$root/.gpukit/tessera-gpukit.tar.xz"
 
 # The CUDA libraries: the toolkit's, the driver's, and those of the Python wheels (nvidia-*).
 libs=$work/lib

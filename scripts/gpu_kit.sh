@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds here (a machine with the CUDA toolkit and the Debian dev packages) what a GPU machine runs, and packs it
+# into .gpukit/tessera-gpukit.tar.xz: the tessera CLI, the CUDA tests and bench_cuda_step, stripped, with the
+# shared libraries they need that a bare CUDA machine lacks (Qt, fmt, OpenBLAS, SQLite, pcre2, ...). The CUDA
+# libraries themselves (cuBLASLt, NVRTC, NCCL, the driver) are the GPU machine's own; glibc and libstdc++ too.
+# .gpukit/ is ignored by git (.git/info/exclude) and travels to the GPU machine as a carried path; there,
+# tests/bench/gpu/run_all.sh unpacks and runs it.
+#
+#   scripts/gpu_kit.sh            # build (build-cuda/), pack, check the binaries start here
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${TESSERA_GPUKIT_BUILD:-$root/build-cuda}
+kit=$root/.gpukit
+jobs=${JOBS:-2}
+targets=(tessera test_cuda_codegen test_cuda_backend bench_cuda_step)
+
+mkdir -p "$root/.git/info"
+grep -qxF '/.gpukit/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpukit/' >>"$root/.git/info/exclude"
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=ON >/dev/null
+nice -n 15 ninja -C "$build" -j"$jobs" "${targets[@]}"
+
+stage=$kit/stage
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib"
+declare -A path=(
+  [tessera]=app/cli/tessera
+  [test_cuda_codegen]=tests/cuda/test_cuda_codegen
+  [test_cuda_backend]=tests/cuda/test_cuda_backend
+  [bench_cuda_step]=tests/bench/gpu/bench_cuda_step
+)
+for t in "${targets[@]}"; do
+  strip --strip-debug -o "$stage/bin/$t" "$build/${path[$t]}"
+done
+
+# Libraries every Linux machine or every CUDA machine has: not packed.
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcublas|libcublasLt|libnvrtc|libnccl|libnvJitLink)'
+for t in "${targets[@]}"; do
+  ldd "$stage/bin/$t" | awk '/=> \// {print $1, $3}' | while read -r name file; do
+    [[ $name =~ $skip ]] && continue
+    [[ -e $stage/lib/$name ]] || cp -L "$file" "$stage/lib/$name"
+  done
+done
+strip --strip-unneeded "$stage"/lib/*.so* 2>/dev/null || true
+
+# The binaries must start with the packed libraries alone and say plainly that there is no GPU.
+export LD_LIBRARY_PATH=$stage/lib
+"$stage/bin/tessera" ops --json >/dev/null
+echo "== test_cuda_backend here (expects skips: no GPU):"
+QT_QPA_PLATFORM=offscreen "$stage/bin/test_cuda_backend" 2>&1 | grep -E "SKIP|Totals" | head -3
+echo "== bench_cuda_step here (expects an error: no GPU):"
+"$stage/bin/bench_cuda_step" --project "$root/sample_projects/gpt2_mini" || true
+unset LD_LIBRARY_PATH
+
+tar -C "$stage" -cJf "$kit/tessera-gpukit.tar.xz.tmp" .
+mv "$kit/tessera-gpukit.tar.xz.tmp" "$kit/tessera-gpukit.tar.xz"
+rm -rf "$stage"
+size=$(stat -c %s "$kit/tessera-gpukit.tar.xz")
+echo "== $kit/tessera-gpukit.tar.xz: $((size / 1048576)) MiB ($(git -C "$root" rev-parse --short HEAD))"
+if ((size > 48 * 1048576)); then
+  echo "the kit is over 48 MiB: the working tree and the kit must travel together under 64 MiB" >&2
+  exit 1
+fi
