@@ -12,6 +12,7 @@
 #include "engine/ops/rule_table.h"
 #include "engine/plugin/loader.h"
 #include "engine/project/project.h"
+#include "engine/sharding/propagation.h"
 #include "engine/train/run.h"
 #include "engine/transform/api.h"
 #include "engine/transform/jit.h"
@@ -127,6 +128,28 @@ class TestSwigluPlugin : public QObject {
     QVERIFY2(out.ok(), out.ok() ? "" : out.error().message.c_str());
     auto want = (*eager)[0].toDoubles(), got = (*out)[0].toDoubles();
     for (size_t i = 0; i < want.size(); ++i) QVERIFY(std::fabs(got[i] - want[i]) <= 1e-6 * (1 + std::fabs(want[i])));
+  }
+
+  // Its sharding rule: a split of the gate's rows passes through to the result and back to `up`, as for a core
+  // elementwise op, with no collective.
+  void shardingPropagatesThroughIt() {
+    ir::Graph g;
+    ir::ValueId gate = g.addInput(Aval{Shape{8, 4}, DType::F32}), up = g.addInput(Aval{Shape{8, 4}, DType::F32});
+    auto y = g.addNode(ops::registry(), m_code, {gate, up}, ir::NoAttrs{});
+    QVERIFY(y.ok());
+    g.setOutputs(*y);
+    auto mesh = sharding::Mesh::create({2}, {"a"});
+    QVERIFY(mesh.ok());
+    auto spec = sharding::PartitionSpec::parse("a, None");
+    QVERIFY(spec.ok());
+    auto rows = sharding::TensorSharding::fromSpec(*mesh, *spec, Shape{8, 4});
+    QVERIFY(rows.ok());
+    sharding::ShardingAnnotations ann;
+    ann.inputs = {*rows, std::nullopt};
+    auto plan = sharding::propagateShardings(g, ops::registry(), *mesh, ann);
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    QCOMPARE(QString::fromStdString(plan->values[static_cast<size_t>((*y)[0])].toString(*mesh)), QString("P('a', None)"));
+    QCOMPARE(QString::fromStdString(plan->values[static_cast<size_t>(up)].toString(*mesh)), QString("P('a', None)"));
   }
 
   // Wrong operands are errors that name the op and the shapes, never crashes.
