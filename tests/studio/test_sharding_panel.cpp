@@ -4,6 +4,7 @@
 // the tutorial's layout); undo and redo; stale plans dropped; conflicts found; Apply writes project.toml and
 // the reopened project plans the same step, as `tessera shard plan`'s engine function does.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QApplication>
 #include <QDropEvent>
 #include <QFile>
@@ -309,7 +310,9 @@ class TestShardingPanel : public QObject {
     // The device order: mesh position 0 holds device 7, so block 0 of P(None, 'model') lies on 7 and 3.
     p->showArgument("params.layers.0.weight");
     QCOMPARE(p->grid()->tensorLayout()->cells[0].devices, (std::vector<int>{3, 7}));
-    p->undoStack()->undo();
+    // Sharding › Undo Sharding Edit, as the menu runs it.
+    QVERIFY(w.action("shardingUndo"));
+    w.action("shardingUndo")->trigger();
     QVERIFY(waitPlan(p));
     QCOMPARE(p->plan()->mesh.toString(), std::string("Mesh('data': 4, 'model': 2)"));
   }
