@@ -234,6 +234,39 @@ class TestCudaBackend : public QObject {
     QVERIFY(last <= after + 1000);
   }
 
+  // A batch copied on the copy stream from pinned memory is what the next kernels on the compute stream read
+  // (the compute stream waits for the copy; the copy waits for the fence of the buffer's previous reader).
+  void asyncBatchUpload() {
+    SKIP_WITHOUT_GPU();
+    const auto& reg = ops::registry();
+    const int64_t n = 1 << 20;
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{Shape{n}, DType::F32});
+    auto y = g.addNode(reg, ir::OpCode::Add, {x, x}, ir::NoAttrs{});
+    QVERIFY(y.ok());
+    g.setOutputs(*y);
+    auto exe = compileCuda(g, "double");
+    QVERIFY(exe.ok());
+    cuda::Device& d = (*exe)->device();
+    auto pinned = cuda::PinnedBuffer::allocate(n * 4);
+    QVERIFY(pinned.ok());
+    auto buf = d.allocate(n * 4);
+    QVERIFY(buf.ok());
+    for (int round = 0; round < 3; ++round) {
+      float* p = static_cast<float*>((*pinned)->data());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 1000) + round;
+      auto fence = d.computeFence();
+      QVERIFY(fence.ok());
+      QVERIFY(d.uploadAsync((*buf)->data(), p, n * 4, *fence).ok());
+      std::vector<cuda::DeviceBufferPtr> in = {*buf};
+      auto out = (*exe)->run(in);
+      QVERIFY(out.ok());
+      std::vector<float> host(static_cast<size_t>(n));
+      QVERIFY(d.download(host.data(), (*out)[0]->data(), n * 4).ok());
+      for (int64_t i = 0; i < n; i += 4099) QCOMPARE(host[static_cast<size_t>(i)], 2.0f * (static_cast<float>(i % 1000) + round));
+    }
+  }
+
   // Sums of squares over rows long enough to be split across blocks, against a double-precision loop.
   void chunkedRowSums() {
     SKIP_WITHOUT_GPU();

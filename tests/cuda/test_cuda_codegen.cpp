@@ -82,8 +82,10 @@ class TestCudaCodegen : public QObject {
       if (kind == passes::GroupKind::Loop || kind == passes::GroupKind::Reduction) {
         QVERIFY2(prog->generatedIndex[i] >= 0, ks[i].info.name.c_str());
         const auto& g = prog->kernels[static_cast<size_t>(prog->generatedIndex[i])];
-        ++shapes[kind == passes::GroupKind::Loop ? "loop"
-                 : g.shape == cuda::LaunchShape::Rows ? "reduction rows" : "reduction columns/generic"];
+        ++shapes[kind == passes::GroupKind::Loop                        ? "loop"
+                 : g.body.find("group = threadIdx") != std::string::npos ? "reduction columns"
+                 : g.shape == cuda::LaunchShape::Rows                    ? "reduction rows"
+                                                                         : "reduction generic"];
       }
       if (kind == passes::GroupKind::Gemm) {
         ++shapes[prog->paths[i] == cuda::KernelPath::CuBlasLt ? "gemm cublaslt" : "gemm host"];

@@ -21,6 +21,7 @@
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/project/project.h"
+#include "engine/runtime/profiler.h"
 #include "engine/random/random.h"
 #include "engine/train/project_model.h"
 #include "engine/train/trainer.h"
@@ -207,6 +208,32 @@ int main(int argc, char** argv) {
     if (i >= warmup) times.push_back(secs);
     if (i == warmup + steps - 1) lastLoss = readLoss(*outs);
   }
+  // One more step under the profiler: GPU time per kernel kind and the most expensive kernels (where to look next).
+  nlohmann::json profile = nlohmann::json::object();
+  {
+    runtime::Profiler prof;
+    {
+      runtime::ProfilerScope scope(prof);
+      auto outs = (*exe)->run(inputs);
+      if (!outs.ok()) return fail(outs.error().message);
+    }
+    std::map<std::string, double> byKind;
+    std::map<std::string, std::string> kindOf;
+    for (const auto& f : prof.fusions()) kindOf[f.name] = f.kind;
+    std::vector<std::pair<double, std::string>> top;
+    double total = 0;
+    for (const auto& e : prof.events()) {
+      const double ms = static_cast<double>(e.durationNs) * 1e-6;
+      byKind[kindOf[e.name]] += ms;
+      top.push_back({ms, e.name});
+      total += ms;
+    }
+    std::sort(top.rbegin(), top.rend());
+    profile["gpu_ms_total"] = total;
+    for (const auto& [k, ms] : byKind) profile["gpu_ms_by_kind"][k] = ms;
+    for (size_t i = 0; i < std::min<size_t>(10, top.size()); ++i)
+      profile["top_kernels"].push_back({{"name", top[i].second}, {"ms", top[i].first}});
+  }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -229,6 +256,7 @@ int main(int argc, char** argv) {
       {"first_loss", firstLoss},
       {"last_loss", lastLoss},
       {"state_leaves_carried", carry.size()},
+      {"profile", profile},
       {"kernels",
        {{"nvrtc", (*exe)->numKernels(cuda::KernelPath::Generated)},
         {"cublaslt", (*exe)->numKernels(cuda::KernelPath::CuBlasLt)},
