@@ -61,12 +61,21 @@ bool gemmTypesSupported(const ir::Graph& g, const ir::Node& n) {
   return a == b && (a == DType::F32 || a == DType::BF16) && (c == DType::F32 || c == DType::BF16);
 }
 
+// cuBLASLt wants non-empty matrices whose leading dimensions cover their rows (column-major views, gemm.h);
+// other products (empty, or size-1 dims with a degenerate stride) take the CPU kernel.
+bool cublasLtCanRun(const cpu::GemmPlan& p) {
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0) return false;
+  const int64_t rowsFirst = p.transB ? p.k : p.n, rowsSecond = p.transA ? p.m : p.k;
+  return p.ldb >= rowsFirst && p.lda >= rowsSecond && p.batch <= 0x7fffffff;
+}
+
 KernelPath pathOf(const cpu::Executable& exe, const LoweredKernel& k) {
   switch (k.info.kind) {
     case GroupKind::Loop:
     case GroupKind::Reduction: return KernelPath::Generated;
     case GroupKind::Gemm:
-      return k.gemm && gemmTypesSupported(exe.graph(), exe.graph().nodes()[static_cast<size_t>(k.node)])
+      return k.gemm && cublasLtCanRun(*k.gemm) &&
+                     gemmTypesSupported(exe.graph(), exe.graph().nodes()[static_cast<size_t>(k.node)])
                  ? KernelPath::CuBlasLt
                  : KernelPath::Host;
     case GroupKind::Opaque: return KernelPath::Host;
