@@ -142,6 +142,8 @@ int runCompile(const CompileArgs& a) {
     std::ofstream k(std::filesystem::path(a.dumpDir) / "kernels.txt");
     k << (*exe)->describe();
     std::cout << "wrote every pass's graph (.tir, .dot), timings.json, decisions.txt and kernels.txt to " << a.dumpDir << "\n";
+    for (const passes::PassContext::Report& r : ctx.reports())
+      std::cout << "wrote " << r.name << " (the " << r.pass << " pass's report)\n";
     if (!a.project.empty()) {
       Status st = dumpSpmd(a.project, a.dumpDir, reg);
       if (!st.ok()) {
