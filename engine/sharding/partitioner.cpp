@@ -68,8 +68,11 @@ namespace {
 
 class Partitioner {
  public:
-  Partitioner(const ir::Graph& g, const ir::OpRegistry& reg, const ShardingPlan& plan)
-      : m_g(g), m_reg(reg), m_plan(plan), m_mesh(plan.mesh) {}
+  // partialOutputs: per output, whether it may leave as a partial sum (a scan body's ys: the stacked partial
+  // sums are completed once, after the loop); outputShardings then carry the partial axes.
+  Partitioner(const ir::Graph& g, const ir::OpRegistry& reg, const ShardingPlan& plan,
+              std::vector<bool> partialOutputs = {})
+      : m_g(g), m_reg(reg), m_plan(plan), m_mesh(plan.mesh), m_partialOutputs(std::move(partialOutputs)) {}
 
   Result<PartitionResult> run() {
     m_out.local.name = m_g.name;
@@ -81,10 +84,13 @@ class Partitioner {
     }
     for (size_t i = 0; i < m_g.nodes().size(); ++i) TSR_TRY(partitionNode(static_cast<ir::NodeId>(i)));
     std::vector<ir::ValueId> outs;
-    for (ir::ValueId v : m_g.outputs()) {
-      TSR_TRY(complete(v));
+    const auto& gOuts = m_g.outputs();
+    for (size_t i = 0; i < gOuts.size(); ++i)
+      if (i >= m_partialOutputs.size() || !m_partialOutputs[i]) TSR_TRY(complete(gOuts[i]));
+    for (ir::ValueId v : gOuts) {
       outs.push_back(m_localOf[static_cast<size_t>(v)]);
-      m_out.outputShardings.push_back(sharding(v));
+      auto it = m_pending.find(v);
+      m_out.outputShardings.push_back(it == m_pending.end() ? sharding(v) : it->second.sharding);
     }
     m_out.local.setOutputs(std::move(outs));
     return std::move(m_out);
@@ -117,7 +123,7 @@ class Partitioner {
     c.axisNames = axisNames(m_mesh, axes);
     c.bytes = m_out.local.aval(x).bytes();
     c.globalNode = m_node;
-    c.reason = why;
+    c.reason = m_whole.empty() ? why : fmt::format("{} ({} runs whole on every device: {})", why, opName(m_g.nodes()[static_cast<size_t>(m_node)].op), m_whole);
     m_out.collectives.push_back(std::move(c));
     return emit(op, {x}, std::move(attrs));
   }
@@ -298,11 +304,14 @@ class Partitioner {
     // The collective belongs to the op that made the partial sum (its reason and source location).
     const ir::NodeId node = m_node;
     ir::Provenance prov = m_prov;
+    std::string whole = std::move(m_whole);
     m_node = p.node;
     m_prov = m_g.nodes()[static_cast<size_t>(p.node)].prov;
+    m_whole.clear();
     auto done = reshard(m_localOf[static_cast<size_t>(v)], v, p.sharding, sharding(v), p.what);
     m_node = node;
     m_prov = std::move(prov);
+    m_whole = std::move(whole);
     if (!done.ok()) return done.takeError();
     m_localOf[static_cast<size_t>(v)] = *done;
     return {};
@@ -376,7 +385,12 @@ class Partitioner {
     const ir::Node& n = m_g.nodes()[static_cast<size_t>(id)];
     m_node = id;
     m_prov = n.prov;
+    m_whole.clear();
     const std::string op = opName(n.op);
+    if (n.op == ir::OpCode::Scan || n.op == ir::OpCode::Cond) {
+      TSR_ASSIGN(bool done, partitionRegions(id, n));
+      if (done) return {};
+    }
     if (n.op == ir::OpCode::ShardingConstraint) {  // the identity: only the reshard it asks for
       TSR_ASSIGN(m_localOf[static_cast<size_t>(n.results[0])],
                  localOperand(n.operands[0], sharding(n.results[0]), "sharding_constraint operand"));
@@ -490,18 +504,120 @@ class Partitioner {
         TSR_ASSIGN(local, emit(ir::OpCode::Add, {x, local}, ir::NoAttrs{}));
         produced[r] = whole;
       }
-      // A partial sum that only loses its partial axes waits for its first use (see addPartials).
-      TensorSharding completed = produced[r];
-      completed.partial.clear();
-      if (!produced[r].partial.empty() && completed == sharding(n.results[r])) {
-        m_localOf[static_cast<size_t>(n.results[r])] = local;
-        m_pending[n.results[r]] = Pending{produced[r], what, id};
-        continue;
-      }
-      TSR_ASSIGN(m_localOf[static_cast<size_t>(n.results[r])],
-                 reshard(local, n.results[r], produced[r], sharding(n.results[r]), what));
+      TSR_TRY(setResult(id, n.results[r], local, produced[r], what));
     }
     return {};
+  }
+
+  // Global result v is local value `local`, split as `produced`: resharded to its plan, except that a partial
+  // sum which only loses its partial axes waits for its first use (see addPartials).
+  Status setResult(ir::NodeId id, ir::ValueId v, ir::ValueId local, const TensorSharding& produced,
+                   const std::string& what) {
+    TensorSharding completed = produced;
+    completed.partial.clear();
+    if (!produced.partial.empty() && completed == sharding(v)) {
+      m_localOf[static_cast<size_t>(v)] = local;
+      m_pending[v] = Pending{produced, what, id};
+      return {};
+    }
+    TSR_ASSIGN(m_localOf[static_cast<size_t>(v)], reshard(local, v, produced, sharding(v), what));
+    return {};
+  }
+
+  // A scan or cond whose nested graphs were planned (ShardingPlan::regions) runs them per device: each nested
+  // graph is partitioned with its own plan, the operands are resharded to its inputs' shardings (an x with its
+  // scanned dim whole), and the results come out as its outputs are split. A scan body's ys may stay partial
+  // sums: stacked, they are completed once after the loop (a gradient accumulated over layers). Collectives
+  // inside run once per step; they are listed with the op. False (m_whole says why): the op runs whole.
+  Result<bool> partitionRegions(ir::NodeId id, const ir::Node& n) {
+    const auto i = static_cast<size_t>(id);
+    if (i >= m_plan.regions.size() || m_plan.regions[i].plans.empty()) {
+      m_whole = i < m_plan.regions.size() && !m_plan.regions[i].whole.empty() ? m_plan.regions[i].whole
+                                                                              : "its nested graphs were not planned";
+      return false;
+    }
+    const RegionPlans& rp = m_plan.regions[i];
+    const std::string op = opName(n.op);
+    std::vector<const ir::Graph*> graphs;
+    size_t nC = 0, nH = 0;
+    if (n.op == ir::OpCode::Scan) {
+      const auto& a = std::get<ir::ScanAttrs>(n.attrs);
+      graphs = {a.body.get()};
+      nC = static_cast<size_t>(a.numConsts);
+      nH = static_cast<size_t>(a.numCarry);
+    } else {
+      const auto& a = std::get<ir::CondAttrs>(n.attrs);
+      graphs = {a.trueBranch.get(), a.falseBranch.get()};
+    }
+    // 1. The nested graphs, per device (nothing is emitted here until all of them partition).
+    std::vector<PartitionResult> parts;
+    for (size_t k = 0; k < graphs.size(); ++k) {
+      std::vector<bool> partialOk(graphs[k]->outputs().size(), false);
+      if (n.op == ir::OpCode::Scan)
+        for (size_t j = nH; j < partialOk.size(); ++j) partialOk[j] = true;
+      Partitioner sub(*graphs[k], m_reg, rp.plans[k], std::move(partialOk));
+      auto r = sub.run();
+      if (!r.ok()) {
+        m_whole = r.error().message;
+        return false;
+      }
+      parts.push_back(std::move(r).value());
+    }
+    const std::vector<TensorSharding>& ins = parts[0].inputShardings;
+    const std::vector<TensorSharding>& outs = parts[0].outputShardings;
+    for (size_t k = 0; k < nH; ++k)
+      if (!(outs[k] == ins[nC + k])) {
+        m_whole = fmt::format("carry {} enters the body {} and leaves it {}", k, ins[nC + k].toString(m_mesh),
+                              outs[k].toString(m_mesh));
+        return false;
+      }
+    if (parts.size() == 2 && (parts[1].outputShardings != outs || parts[1].inputShardings != ins)) {
+      m_whole = "its branches are split differently";
+      return false;
+    }
+    // 2. The operands, as the nested graphs take them.
+    std::vector<ir::ValueId> operands;
+    const size_t first = n.op == ir::OpCode::Cond ? 1 : 0;
+    if (first) {
+      TSR_ASSIGN(ir::ValueId pred, localOperand(n.operands[0], sharding(n.operands[0]), op + " predicate"));
+      operands.push_back(pred);
+    }
+    for (size_t k = 0; k < ins.size(); ++k) {
+      TensorSharding want = ins[k];
+      if (n.op == ir::OpCode::Scan && k >= nC + nH) want.dims.insert(want.dims.begin(), std::vector<int>{});
+      TSR_ASSIGN(ir::ValueId local, localOperand(n.operands[first + k], want, fmt::format("{} operand {}", op, first + k)));
+      operands.push_back(local);
+    }
+    // 3. The op over the per-device graphs; their collectives are listed with it.
+    ir::Attrs attrs;
+    std::string where;
+    if (n.op == ir::OpCode::Scan) {
+      ir::ScanAttrs a = std::get<ir::ScanAttrs>(n.attrs);
+      a.body = std::make_shared<const ir::Graph>(std::move(parts[0].local));
+      where = fmt::format("in the body of scan, {} times", a.length);
+      attrs = std::move(a);
+    } else {
+      ir::CondAttrs a;
+      a.trueBranch = std::make_shared<const ir::Graph>(std::move(parts[0].local));
+      a.falseBranch = std::make_shared<const ir::Graph>(std::move(parts[1].local));
+      where = "in a branch of cond";
+      attrs = std::move(a);
+    }
+    for (PartitionResult& part : parts)
+      for (CollectiveInfo& c : part.collectives) {
+        c.globalNode = id;
+        c.reason = fmt::format("{} ({})", c.reason, where);
+        m_out.collectives.push_back(std::move(c));
+      }
+    auto added = m_out.local.addNode(m_reg, n.op, operands, std::move(attrs), n.prov);
+    if (!added.ok()) return makeError("partitioner: the per-device {} does not type-check: {}", op, added.error().message);
+    for (size_t r = 0; r < n.results.size(); ++r) {
+      TensorSharding produced = outs[r];
+      if (n.op == ir::OpCode::Scan && r >= nH) produced.dims.insert(produced.dims.begin(), std::vector<int>{});
+      std::string what = n.results.size() > 1 ? fmt::format("{} result {}", op, r) : op;
+      TSR_TRY(setResult(id, n.results[r], (*added)[r], produced, what));
+    }
+    return true;
   }
 
   const ir::Graph& m_g;
@@ -517,6 +633,8 @@ class Partitioner {
     ir::NodeId node;  // the global op that made it
   };
   std::map<ir::ValueId, Pending> m_pending;
+  std::vector<bool> m_partialOutputs;
+  std::string m_whole;  // why the op being partitioned runs whole on every device (a scan not planned), or empty
   ir::NodeId m_node = ir::kNone;
   ir::Provenance m_prov;
 };

@@ -158,6 +158,8 @@ class Propagator {
       m_rules.push_back(std::move(r));
     }
     const auto& nodes = m_g.nodes();
+    m_plan.regions.assign(nodes.size(), {});
+    m_regionKeys.assign(nodes.size(), std::nullopt);
     const int maxSweeps = 64;
     for (int sweep = 0; sweep < maxSweeps; ++sweep) {
       m_changed = false;
@@ -204,6 +206,10 @@ class Propagator {
 
   Status visit(ir::NodeId id, bool forward) {
     const ir::Node& n = m_g.nodes()[static_cast<size_t>(id)];
+    if (n.op == ir::OpCode::Scan || n.op == ir::OpCode::Cond) {
+      if (forward) visitRegions(id);
+      return {};
+    }
     const ir::ShardingRule& r = m_rules[static_cast<size_t>(id)];
     std::vector<Slot> order = slots(n, r, forward);
     for (size_t f = 0; f < r.factors.size(); ++f) {
@@ -251,6 +257,120 @@ class Propagator {
     return {};
   }
 
+  // scan and cond, going forward: their nested graphs are planned with the operands' shardings (again whenever
+  // those change), and the results take the shardings the nested graphs give them. A nested graph that cannot
+  // be planned leaves the op whole on every device, with the reason.
+  void visitRegions(ir::NodeId id) {
+    const ir::Node& n = m_g.nodes()[static_cast<size_t>(id)];
+    const auto i = static_cast<size_t>(id);
+    std::vector<TensorSharding> key;
+    for (ir::ValueId v : n.operands) key.push_back(m_plan.values[static_cast<size_t>(v)]);
+    if (!m_regionKeys[i] || *m_regionKeys[i] != key) {
+      m_regionKeys[i] = key;
+      auto planned = n.op == ir::OpCode::Scan ? planScan(n) : planCond(n);
+      if (planned.ok()) m_plan.regions[i] = std::move(planned).value();
+      else m_plan.regions[i] = RegionPlans{{}, planned.error().message};
+    }
+    const RegionPlans& rp = m_plan.regions[i];
+    if (rp.plans.empty()) return;
+    const ir::Graph& g0 = regionGraph(n, 0);
+    const auto nCarry = n.op == ir::OpCode::Scan ? static_cast<size_t>(std::get<ir::ScanAttrs>(n.attrs).numCarry) : 0;
+    for (size_t r = 0; r < n.results.size(); ++r) {
+      TensorSharding t = rp.plans[0].values[static_cast<size_t>(g0.outputs()[r])];
+      if (n.op == ir::OpCode::Scan && r >= nCarry) t.dims.insert(t.dims.begin(), std::vector<int>{});  // ys: [length, ...]
+      for (size_t d = 0; d < t.dims.size(); ++d)
+        if (!t.dims[d].empty()) assign(n.results[r], static_cast<int>(d), t.dims[d], id, true);
+    }
+    if (std::any_of(n.operands.begin(), n.operands.end(), [&](ir::ValueId v) { return m_decided[static_cast<size_t>(v)]; }))
+      for (ir::ValueId v : n.results) m_decided[static_cast<size_t>(v)] = true;
+  }
+
+  static const ir::Graph& regionGraph(const ir::Node& n, int which) {
+    if (n.op == ir::OpCode::Scan) return *std::get<ir::ScanAttrs>(n.attrs).body;
+    const auto& a = std::get<ir::CondAttrs>(n.attrs);
+    return which == 0 ? *a.trueBranch : *a.falseBranch;
+  }
+
+  // Per dim, the axes both split it over (the common prefix): a sharding both can reach by gathers alone.
+  static TensorSharding meet(const TensorSharding& a, const TensorSharding& b) {
+    TensorSharding t = TensorSharding::replicated(static_cast<int>(a.dims.size()));
+    for (size_t d = 0; d < a.dims.size(); ++d) {
+      size_t k = 0;
+      while (k < a.dims[d].size() && k < b.dims[d].size() && a.dims[d][k] == b.dims[d][k]) ++k;
+      t.dims[d].assign(a.dims[d].begin(), a.dims[d].begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    return t;
+  }
+
+  // The body, planned with the consts and carries as the operands hold them and each x slice as its x without
+  // the scanned dim (a split there is gathered first). The carries are iterated to a fixed point: a carry that
+  // leaves the body split otherwise than it entered enters next time split as both agree (the common prefix);
+  // a carry made from nothing (zeros) enters split as it leaves; failing that, the body's carry outputs are
+  // annotated as the carries enter, and the partitioner reshards them inside the body.
+  Result<RegionPlans> planScan(const ir::Node& n) {
+    const auto& a = std::get<ir::ScanAttrs>(n.attrs);
+    const ir::Graph& body = *a.body;
+    const auto nC = static_cast<size_t>(a.numConsts), nH = static_cast<size_t>(a.numCarry);
+    std::vector<TensorSharding> in;
+    for (size_t i = 0; i < n.operands.size(); ++i) {
+      TensorSharding t = m_plan.values[static_cast<size_t>(n.operands[i])];
+      if (i >= nC + nH) t.dims.erase(t.dims.begin());
+      in.push_back(std::move(t));
+    }
+    const int maxRounds = 4 + 2 * static_cast<int>(nH);
+    bool force = false;
+    for (int round = 0; round < maxRounds; ++round) {
+      force = force || round + 1 == maxRounds;
+      ShardingAnnotations ann;
+      for (const TensorSharding& t : in) ann.inputs.emplace_back(t);
+      if (force) {
+        ann.outputs.resize(body.outputs().size());
+        for (size_t k = 0; k < nH; ++k) ann.outputs[k] = in[nC + k];
+      }
+      TSR_ASSIGN(ShardingPlan p, propagateShardings(body, m_reg, m_plan.mesh, ann));
+      bool fixed = true;
+      for (size_t k = 0; k < nH; ++k) {
+        const TensorSharding& out = p.values[static_cast<size_t>(body.outputs()[k])];
+        TensorSharding& carry = in[nC + k];
+        if (out == carry) continue;
+        fixed = false;
+        TensorSharding common = meet(carry, out);
+        if (!(common == carry)) carry = std::move(common);
+        else if (m_free[static_cast<size_t>(n.operands[nC + k])]) carry = out;
+        else force = true;
+      }
+      if (fixed) return RegionPlans{{std::move(p)}, {}};
+    }
+    return makeError("the carries' shardings reach no fixed point");
+  }
+
+  // Both branches, planned with the operands' shardings; where their results differ, both are annotated with
+  // what they agree on (the partitioner reshards inside the branches).
+  Result<RegionPlans> planCond(const ir::Node& n) {
+    const auto& a = std::get<ir::CondAttrs>(n.attrs);
+    ShardingAnnotations ann;
+    for (size_t i = 1; i < n.operands.size(); ++i) ann.inputs.emplace_back(m_plan.values[static_cast<size_t>(n.operands[i])]);
+    RegionPlans rp;
+    for (const ir::GraphPtr& g : {a.trueBranch, a.falseBranch}) {
+      TSR_ASSIGN(ShardingPlan p, propagateShardings(*g, m_reg, m_plan.mesh, ann));
+      rp.plans.push_back(std::move(p));
+    }
+    bool agree = true;
+    for (size_t r = 0; r < n.results.size(); ++r) {
+      const TensorSharding& t = rp.plans[0].values[static_cast<size_t>(a.trueBranch->outputs()[r])];
+      const TensorSharding& f = rp.plans[1].values[static_cast<size_t>(a.falseBranch->outputs()[r])];
+      ann.outputs.emplace_back(meet(t, f));
+      agree = agree && t == f;
+    }
+    if (agree) return rp;
+    rp.plans.clear();
+    for (const ir::GraphPtr& g : {a.trueBranch, a.falseBranch}) {
+      TSR_ASSIGN(ShardingPlan p, propagateShardings(*g, m_reg, m_plan.mesh, ann));
+      rp.plans.push_back(std::move(p));
+    }
+    return rp;
+  }
+
   // Splits dim d of v over `axes` when v is free there: not annotated, not split yet, the axes unused by v's
   // other dims, and the dim divisible.
   void assign(ir::ValueId v, int d, const std::vector<int>& axes, ir::NodeId node, bool isResult) {
@@ -292,6 +412,8 @@ class Propagator {
   std::vector<ir::ShardingRule> m_rules;
   std::vector<bool> m_decided;  // annotated, or fixed by the forward pass
   std::vector<bool> m_free;     // isFreeToMake
+  // By NodeId: the operands' shardings a scan's or cond's nested graphs were last planned with.
+  std::vector<std::optional<std::vector<TensorSharding>>> m_regionKeys;
   bool m_changed = false;
   bool m_quiet = false;
 };

@@ -47,11 +47,25 @@ struct ShardingAnnotations {
   std::vector<std::string> inputNames;                 // for messages and origins ("params.wte"); optional
 };
 
+struct ShardingPlan;
+
+// The plans of a scan's or cond's nested graphs (JAX and Shardy partition a loop body with the loop's mesh). A
+// scan's body is planned with its consts and carries as the operands hold them and each x without its scanned
+// dim; the carries are a fixed point (a carry leaves the body split as it entered); the results take the body's
+// output shardings (each y with its scanned dim whole in front). A cond's branches are planned alike, their
+// results the shardings both branches agree on. When `plans` is empty the op runs whole on every device, and
+// `whole` says why.
+struct RegionPlans {
+  std::vector<ShardingPlan> plans;  // scan: the body; cond: the true branch, then the false branch
+  std::string whole;
+};
+
 struct ShardingPlan {
   Mesh mesh;
   std::vector<TensorSharding> values;  // by ValueId
   std::vector<ShardingOrigin> origins;
   std::vector<bool> annotated;
+  std::vector<RegionPlans> regions;  // by NodeId: empty for ops without nested graphs
   int sweeps = 0;  // forward + backward passes until the fixpoint
 };
 

@@ -3,14 +3,21 @@
 // meshes of 1, 2, 4 and 8 devices and 2x2 and 4x2.
 #include <QtTest>
 
+#include <cstdio>
+#include <map>
 #include <random>
 
+#include "engine/nn/attention.h"
 #include "engine/ops/registry.h"
+#include "engine/optim/optim.h"
+#include "engine/random/random.h"
 #include "engine/sharding/partitioner.h"
 #include "engine/sharding/propagation.h"
 #include "engine/spmd/spmd.h"
 #include "tests/sharding/sharding_test_util.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+#include "engine/transform/control_flow.h"
 #include "engine/transform/eval.h"
 #include "engine/transform/jit.h"
 #include "engine/transform/trace.h"
@@ -79,6 +86,126 @@ double maxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
   for (double x : b) scale = std::max(scale, std::abs(x));
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
   return worst / scale;
+}
+
+// The program compiled for the mesh and run on the inputs placed as `specs` say, each output gathered.
+std::vector<Array> runSharded(const ClosedGraph& cg, const Mesh& m, const std::vector<std::string>& specs,
+                              const std::vector<Array>& inputs, PartitionResult* partitioned = nullptr) {
+  ShardingAnnotations ann;
+  std::vector<Array> placed;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ann.inputs.push_back(spec(m, specs[i], inputs[i].shape()));
+    placed.push_back(must(spmd::devicePut(inputs[i], named(m, specs[i]))));
+  }
+  auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, {.name = cg.graph.name}));
+  if (partitioned) *partitioned = exe->partitioned();
+  return must(exe->run(placed));
+}
+
+void compareWithOneDevice(const std::vector<Array>& outs, const std::vector<Array>& reference) {
+  QCOMPARE(outs.size(), reference.size());
+  for (size_t o = 0; o < outs.size(); ++o)
+    QVERIFY2(maxRelDiff(outs[o].toDoubles(), reference[o].toDoubles()) < 1e-5, qPrintable(QString("output %1").arg(o)));
+}
+
+// A GPT-2 written with scan over its blocks: the blocks' parameters, stacked [L, ...], are the scan's xs and the
+// activation [B, T, C] its carry. Tied embedding, pre-norm blocks (causal attention, GELU MLP), final norm.
+struct ScannedGpt {
+  static constexpr int64_t kVocab = 16, kT = 4, kC = 8, kHeads = 2, kLayers = 2;
+
+  static Tree init() {
+    uint64_t seed = 10;
+    auto normal = [&](Shape s) { return random::normal(random::key(seed++), s) * 0.2; };
+    auto dense = [&](int64_t in, int64_t out) {
+      return Tree::dict({{"weight", Tree(normal(Shape{kLayers, in, out}))}, {"bias", Tree(normal(Shape{kLayers, out}) * 0.1)}});
+    };
+    auto norm = [&](std::vector<int64_t> lead) {
+      lead.push_back(kC);
+      return Tree::dict({{"weight", Tree(Array::ones(Shape(lead)) + normal(Shape(lead)) * 0.1)},
+                         {"bias", Tree(normal(Shape(lead)) * 0.1)}});
+    };
+    Tree blocks = Tree::dict({{"ln_1", norm({kLayers})},
+                              {"c_attn", dense(kC, 3 * kC)},
+                              {"attn_proj", dense(kC, kC)},
+                              {"ln_2", norm({kLayers})},
+                              {"c_fc", dense(kC, 4 * kC)},
+                              {"mlp_proj", dense(4 * kC, kC)}});
+    return Tree::dict({{"wte", Tree(normal(Shape{kVocab, kC}))},
+                       {"wpe", Tree(normal(Shape{kT, kC}))},
+                       {"h", std::move(blocks)},
+                       {"ln_f", norm({})}});
+  }
+
+  // tokens, labels: [B, T] -> the mean cross-entropy
+  static Array loss(const Tree& p, const Array& tokens, const Array& labels) {
+    nn::LayerNorm ln{kC};
+    nn::Dense cAttn{kC, 3 * kC}, attnProj{kC, kC}, cFc{kC, 4 * kC}, mlpProj{4 * kC, kC};
+    nn::Embed wte{kVocab, kC};
+    Tree wteTree = Tree::dict({{"weight", *p.find("wte")}});
+    Array x = wte.apply(wteTree, tokens) + take(p.find("wpe")->leaf(), arange(kT), 0);  // [B, T, C]
+    auto block = [&](const Tree& carry, const Tree& b) {
+      nn::Context ctx;
+      Array h = carry.leaf();
+      Array qkv = cAttn.apply(*b.find("c_attn"), ln.apply(*b.find("ln_1"), h));  // [B, T, 3C]
+      auto head = [&](int64_t i) { return nn::splitHeads(sliceAxis(qkv, 2, i * kC, (i + 1) * kC), kHeads); };
+      Array y = nn::mergeHeads(nn::dotProductAttention(head(0), head(1), head(2), true, nn::Dropout{}, ctx));
+      h = h + attnProj.apply(*b.find("attn_proj"), y);
+      h = h + mlpProj.apply(*b.find("mlp_proj"), gelu(cFc.apply(*b.find("c_fc"), ln.apply(*b.find("ln_2"), h)), true));
+      return std::make_pair(Tree(h), Tree());
+    };
+    Array h = scan(block, Tree(x), *p.find("h")).first.leaf();
+    Array logits = wte.attend(wteTree, ln.apply(*p.find("ln_f"), h));  // [B, T, V]
+    return optim::softmaxCrossEntropy(logits, labels);
+  }
+};
+
+struct TrainRun {
+  std::vector<double> losses;
+  std::map<std::string, int> collectives;  // "all_reduce('data')" -> count
+  std::string listing;
+  int leaves = 0;
+};
+
+// Three SGD steps of ScannedGpt with the parameters and batch placed by `place` (identity for one device).
+TrainRun trainScannedGpt(const std::function<Array(const std::string& path, const Array& x)>& place) {
+  Tree params = ScannedGpt::init();
+  auto ids = [](uint64_t seed) {  // i32 [8, T] in [0, vocab)
+    return astype(floor(random::uniform(random::key(seed), Shape{8, ScannedGpt::kT}, DType::F32, 0.0, ScannedGpt::kVocab)), DType::I32);
+  };
+  Array tokens = ids(1), labels = ids(2);
+  TrainRun run;
+  params = optim::treeMapWithPath(params, [&](const std::string& path, const Array& a) {
+    ++run.leaves;
+    return place(path, a);
+  });
+  tokens = place("batch.tokens", tokens);
+  labels = place("batch.labels", labels);
+  Jit step = jit(Jit::Fn([](const Tree& args, const StaticArgs&) -> Tree {
+    const Array& tokens = args.child(1).leaf();
+    const Array& labels = args.child(2).leaf();
+    LossFn lossFn = [&](const Tree& p) { return ScannedGpt::loss(p, tokens, labels); };
+    ValueAndGrad vg = valueAndGrad(lossFn)(args.child(0));
+    Tree updated = optim::treeMap2(args.child(0), vg.grads, [](const Array& p, const Array& g) { return p - g * 0.5; });
+    std::vector<Tree> out;
+    out.push_back(updated);
+    out.emplace_back(vg.value);
+    return Tree::list(std::move(out));
+  }), "scanned_gpt_step");
+  for (int s = 0; s < 3; ++s) {
+    std::vector<Tree> args;
+    args.push_back(params);
+    args.emplace_back(tokens);
+    args.emplace_back(labels);
+    Tree out = must(step.call(Tree::list(std::move(args))));
+    params = out.child(0);
+    run.losses.push_back(out.child(1).leaf().item());
+  }
+  if (const auto* spmd = step.lastSpmd())
+    for (const auto& c : spmd->partitioned().collectives) {
+      ++run.collectives[c.opName + "(" + c.axisNames + ")"];
+      run.listing += "  " + c.toString() + "\n";
+    }
+  return run;
 }
 
 }  // namespace
@@ -351,6 +478,94 @@ class TestSpmd : public QObject {
     QCOMPARE(QString::fromStdString(split[0].sharding()->spec.toString()), QString("P('a', None)"));
     QVERIFY(maxRelDiff(split[0].toDoubles(), whole[0].toDoubles()) < 1e-5);
     QCOMPARE(f.cacheSize(), size_t(2));
+  }
+
+  // ---- scan and cond: their nested graphs partitioned with the mesh ----
+
+  // A scan over a batch split on 'data' (carry h [8, 4] split on its rows), whose body is an elementwise op and
+  // a matmul with a replicated weight: each device loops over its rows alone, with no collective at all.
+  void scanOverASplitBatchNeedsNoCollective() {
+    Mesh m = makeMesh({2}, {"data"});
+    auto cg = traceFn([](const std::vector<Array>& x) {  // h0 [8, 4], w [4, 4], b [3, 4] (one bias per step)
+      ArrayFn body = [](const std::vector<Array>& in) {  // (w, h, b_t) -> (h', sum(h'^2) per row)
+        Array h = tanh(matmul(in[1], in[0]) + in[2]) + in[1] * 0.5;
+        return std::vector<Array>{h, sum(h * h, {1})};
+      };
+      return scanFlat(body, {x[1]}, {x[0]}, {x[2]}, 3, false);
+    }, {f32({8, 4}), f32({4, 4}), f32({3, 4})});
+    const std::vector<std::string> specs = {"data,None", "", ""};
+    auto p = must(planFor(cg, m, specs));
+    QCOMPARE(shardingOf(p, cg.graph.outputs()[0]), QString("P('data', None)"));  // the carry, as it entered
+    QCOMPARE(shardingOf(p, cg.graph.outputs()[1]), QString("P(None, 'data')"));  // ys [3, 8]: the steps whole
+    QCOMPARE(collectives(partitionFor(cg, p)), QString(""));
+
+    std::mt19937 rng(11);
+    std::vector<Array> inputs = {randomArray(rng, {8, 4}), randomArray(rng, {4, 4}), randomArray(rng, {3, 4})};
+    PartitionResult r;
+    auto outs = runSharded(cg, m, specs, inputs, &r);
+    QCOMPARE(collectives(r), QString(""));
+    int scans = 0;
+    for (const ir::Node& n : r.local.nodes()) scans += n.op == ir::OpCode::Scan;
+    QCOMPARE(scans, 1);
+    compareWithOneDevice(outs, must(evalGraph(cg, inputs)));
+  }
+
+  // A carry the body leaves split otherwise than it entered (transposed) finds its fixed point replicated: it is
+  // gathered once before the loop, never inside it. An x split along the scanned dim is gathered there too.
+  void scanCarriesReachAFixedPoint() {
+    Mesh m = makeMesh({2}, {"data"});
+    auto cg = traceFn([](const std::vector<Array>& x) {  // h0 [4, 4], xs [4, 4, 4]
+      ArrayFn body = [](const std::vector<Array>& in) { return std::vector<Array>{transpose(in[0]) + in[1]}; };
+      return scanFlat(body, {}, {x[0]}, {x[1]}, 4, false);
+    }, {f32({4, 4}), f32({4, 4, 4})});
+    const std::vector<std::string> specs = {"data,None", "data,None,None"};
+    auto p = must(planFor(cg, m, specs));
+    QCOMPARE(shardingOf(p, cg.graph.outputs()[0]), QString("P(None, None)"));
+    PartitionResult r = partitionFor(cg, p);
+    QCOMPARE(collectives(r), QString("all_gather('data') all_gather('data')"));
+    for (const auto& c : r.collectives) QVERIFY2(c.reason.find("scan operand") != std::string::npos, c.reason.c_str());
+    std::mt19937 rng(12);
+    std::vector<Array> inputs = {randomArray(rng, {4, 4}), randomArray(rng, {4, 4, 4})};
+    compareWithOneDevice(runSharded(cg, m, specs, inputs), must(evalGraph(cg, inputs)));
+  }
+
+  // A cond whose branches are elementwise keeps the batch split: no collective, either branch.
+  void condWithElementwiseBranchesKeepsTheSplit() {
+    Mesh m = makeMesh({2}, {"data"});
+    auto cg = traceFn([](const std::vector<Array>& x) {  // pred i32[], x [8, 4]
+      ArrayFn yes = [](const std::vector<Array>& in) { return std::vector<Array>{sin(in[0]) * 2.0}; };
+      ArrayFn no = [](const std::vector<Array>& in) { return std::vector<Array>{cos(in[0]) + 1.0}; };
+      return condFlat(x[0], yes, no, {x[1]});
+    }, {Aval{Shape{}, DType::I32}, f32({8, 4})});
+    const std::vector<std::string> specs = {"", "data,None"};
+    auto p = must(planFor(cg, m, specs));
+    QCOMPARE(shardingOf(p, cg.graph.outputs()[0]), QString("P('data', None)"));
+    QCOMPARE(collectives(partitionFor(cg, p)), QString(""));
+    std::mt19937 rng(13);
+    for (int pred : {0, 1}) {
+      std::vector<Array> inputs = {Array::scalar(pred, DType::I32), randomArray(rng, {8, 4})};
+      compareWithOneDevice(runSharded(cg, m, specs, inputs), must(evalGraph(cg, inputs)));
+    }
+  }
+
+  // A GPT-2 whose blocks are one scan, trained data-parallel on 2 devices: the losses equal one device's, and the
+  // only collectives are one all_reduce per gradient (a stacked block parameter's after the backward loop) and
+  // one for the loss: the batch is never gathered.
+  void scannedGptTrainsDataParallel() {
+    TrainRun single = trainScannedGpt([](const std::string&, const Array& a) { return a; });
+    QVERIFY(single.losses[2] < single.losses[0]);
+    Mesh m = makeMesh({2}, {"data"});
+    TrainRun r = trainScannedGpt([&](const std::string& path, const Array& a) {
+      return must(spmd::devicePut(a, named(m, path.rfind("batch.", 0) == 0 ? "data" : "")));
+    });
+    std::printf("scanned GPT-2, 2-way data parallel: losses %.8f %.8f %.8f; collectives:\n%s", r.losses[0],
+                r.losses[1], r.losses[2], r.listing.c_str());
+    for (int s = 0; s < 3; ++s) {
+      double a = single.losses[static_cast<size_t>(s)], b = r.losses[static_cast<size_t>(s)];
+      QVERIFY2(std::abs(a - b) <= 1e-5 * std::abs(a), qPrintable(QString("step %1: one device %2, sharded %3").arg(s).arg(a, 0, 'g', 10).arg(b, 0, 'g', 10)));
+    }
+    QCOMPARE(r.collectives.size(), size_t(1));
+    QCOMPARE(r.collectives["all_reduce('data')"], r.leaves + 1);
   }
 
   void tooFewDevicesIsAClearError() {
