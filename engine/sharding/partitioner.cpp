@@ -69,18 +69,25 @@ namespace {
 class Partitioner {
  public:
   // partialOutputs: per output, whether it may leave as a partial sum (a scan body's ys: the stacked partial
-  // sums are completed once, after the loop); outputShardings then carry the partial axes.
+  // sums are completed once, after the loop); outputShardings then carry the partial axes. partialInputs: per
+  // input, the axes it arrives as a partial sum over (a scan body's accumulator carry), or none.
   Partitioner(const ir::Graph& g, const ir::OpRegistry& reg, const ShardingPlan& plan,
-              std::vector<bool> partialOutputs = {})
-      : m_g(g), m_reg(reg), m_plan(plan), m_mesh(plan.mesh), m_partialOutputs(std::move(partialOutputs)) {}
+              std::vector<bool> partialOutputs = {}, std::vector<std::vector<int>> partialInputs = {})
+      : m_g(g), m_reg(reg), m_plan(plan), m_mesh(plan.mesh), m_partialOutputs(std::move(partialOutputs)),
+        m_partialInputs(std::move(partialInputs)) {}
 
   Result<PartitionResult> run() {
     m_out.local.name = m_g.name;
     m_localOf.assign(static_cast<size_t>(m_g.numValues()), ir::kNone);
-    for (ir::ValueId v : m_g.inputs()) {
-      const TensorSharding& s = sharding(v);
+    for (size_t i = 0; i < m_g.inputs().size(); ++i) {
+      const ir::ValueId v = m_g.inputs()[i];
+      TensorSharding s = sharding(v);
       m_localOf[static_cast<size_t>(v)] = m_out.local.addInput(localAval(v, s));
-      m_out.inputShardings.push_back(s);
+      if (i < m_partialInputs.size() && !m_partialInputs[i].empty()) {
+        s.partial = m_partialInputs[i];
+        m_pending[v] = Pending{s, fmt::format("input {}", i), ir::kNone};
+      }
+      m_out.inputShardings.push_back(std::move(s));
     }
     for (size_t i = 0; i < m_g.nodes().size(); ++i) TSR_TRY(partitionNode(static_cast<ir::NodeId>(i)));
     std::vector<ir::ValueId> outs;
@@ -305,8 +312,10 @@ class Partitioner {
     const ir::NodeId node = m_node;
     ir::Provenance prov = m_prov;
     std::string whole = std::move(m_whole);
-    m_node = p.node;
-    m_prov = m_g.nodes()[static_cast<size_t>(p.node)].prov;
+    if (p.node != ir::kNone) {  // else an input that arrived partial: the collective belongs to the current op
+      m_node = p.node;
+      m_prov = m_g.nodes()[static_cast<size_t>(p.node)].prov;
+    }
     m_whole.clear();
     auto done = reshard(m_localOf[static_cast<size_t>(v)], v, p.sharding, sharding(v), p.what);
     m_node = node;
@@ -563,6 +572,7 @@ class Partitioner {
       }
       parts.push_back(std::move(r).value());
     }
+    if (n.op == ir::OpCode::Scan) accumulatePartials(n, rp.plans[0], nC, nH, parts[0]);
     const std::vector<TensorSharding>& ins = parts[0].inputShardings;
     const std::vector<TensorSharding>& outs = parts[0].outputShardings;
     for (size_t k = 0; k < nH; ++k)
@@ -584,6 +594,7 @@ class Partitioner {
     }
     for (size_t k = 0; k < ins.size(); ++k) {
       TensorSharding want = ins[k];
+      want.partial.clear();  // an accumulator's zeros are a partial sum as they are
       if (n.op == ir::OpCode::Scan && k >= nC + nH) want.dims.insert(want.dims.begin(), std::vector<int>{});
       TSR_ASSIGN(ir::ValueId local, localOperand(n.operands[first + k], want, fmt::format("{} operand {}", op, first + k)));
       operands.push_back(local);
@@ -620,6 +631,55 @@ class Partitioner {
     return true;
   }
 
+  // Gradient accumulation: a carry that starts as zeros and only adds partial sums to itself (a gradient summed
+  // over microbatches split on the batch) stays a partial sum through the loop, completed once after it, not
+  // once per step. Tried with such carries entering partial over the mesh axes they are not split over (all of
+  // them, then each alone); a carry that does not leave as it entered is dropped and the body partitioned
+  // again. Kept where some carry stays partial and every carry leaves as it entered.
+  void accumulatePartials(const ir::Node& n, const ShardingPlan& bodyPlan, size_t nC, size_t nH, PartitionResult& part) {
+    const ir::Graph& body = *std::get<ir::ScanAttrs>(n.attrs).body;
+    std::vector<std::vector<int>> unused(nH);
+    bool any = false;
+    for (size_t k = 0; k < nH; ++k) {
+      if (!isZeros(n.operands[nC + k])) continue;
+      const TensorSharding& t = bodyPlan.values[static_cast<size_t>(body.inputs()[nC + k])];
+      for (int a = 0; a < static_cast<int>(m_mesh.shape.size()); ++a)
+        if (!t.usesAxis(a) && m_mesh.shape[static_cast<size_t>(a)] > 1) unused[k].push_back(a);
+      any = any || !unused[k].empty();
+    }
+    if (!any) return;
+    std::vector<std::vector<int>> candidates{{}};  // empty: every unused axis
+    if (m_mesh.shape.size() > 1)
+      for (int a = 0; a < static_cast<int>(m_mesh.shape.size()); ++a) candidates.push_back({a});
+    for (const std::vector<int>& only : candidates) {
+      std::vector<std::vector<int>> partialIn(body.inputs().size());
+      std::vector<bool> partialOk(body.outputs().size(), false);
+      for (size_t j = nH; j < partialOk.size(); ++j) partialOk[j] = true;
+      for (size_t k = 0; k < nH; ++k) {
+        for (int a : unused[k])
+          if (only.empty() || a == only[0]) partialIn[nC + k].push_back(a);
+        partialOk[k] = !partialIn[nC + k].empty();
+      }
+      for (size_t round = 0; round <= nH; ++round) {
+        if (std::none_of(partialOk.begin(), partialOk.begin() + static_cast<std::ptrdiff_t>(nH), [](bool b) { return b; }))
+          break;
+        auto r = Partitioner(body, m_reg, bodyPlan, partialOk, partialIn).run();
+        if (!r.ok()) break;
+        bool same = true;
+        for (size_t k = 0; k < nH; ++k)
+          if (!(r->outputShardings[k] == r->inputShardings[nC + k])) {
+            same = false;
+            partialIn[nC + k].clear();
+            partialOk[k] = false;
+          }
+        if (same) {
+          part = std::move(r).value();
+          return;
+        }
+      }
+    }
+  }
+
   const ir::Graph& m_g;
   const ir::OpRegistry& m_reg;
   const ShardingPlan& m_plan;
@@ -634,6 +694,7 @@ class Partitioner {
   };
   std::map<ir::ValueId, Pending> m_pending;
   std::vector<bool> m_partialOutputs;
+  std::vector<std::vector<int>> m_partialInputs;
   std::string m_whole;  // why the op being partitioned runs whole on every device (a scan not planned), or empty
   ir::NodeId m_node = ir::kNone;
   ir::Provenance m_prov;

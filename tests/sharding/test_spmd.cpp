@@ -529,6 +529,45 @@ class TestSpmd : public QObject {
     compareWithOneDevice(runSharded(cg, m, specs, inputs), must(evalGraph(cg, inputs)));
   }
 
+  // Gradient accumulation over microbatches split on 'data': the accumulator starts as zeros and adds partial
+  // sums (x_t^T . tanh(x_t . w) contracts the split rows), so it stays a partial sum through the loop and one
+  // all_reduce completes it after the loop, not one per step.
+  void scanAccumulatesPartialSumsInItsCarry() {
+    Mesh m = makeMesh({2}, {"data"});
+    auto cg = traceFn([](const std::vector<Array>& x) {  // w [4, 4], xs [3, 8, 4]
+      ArrayFn body = [](const std::vector<Array>& in) {  // (w, acc, x_t) -> (acc')
+        return std::vector<Array>{in[1] + matmul(transpose(in[2]), tanh(matmul(in[2], in[0])))};
+      };
+      return scanFlat(body, {x[0]}, {zerosLike(x[0])}, {x[1]}, 3, false);
+    }, {f32({4, 4}), f32({3, 8, 4})});
+    const std::vector<std::string> specs = {"", "None,data,None"};
+    PartitionResult r = partitionFor(cg, must(planFor(cg, m, specs)));
+    QCOMPARE(collectives(r), QString("all_reduce('data')"));
+    QVERIFY2(r.collectives[0].reason.find("in the body") == std::string::npos, r.collectives[0].reason.c_str());
+    std::mt19937 rng(14);
+    std::vector<Array> inputs = {randomArray(rng, {4, 4}), randomArray(rng, {3, 8, 4})};
+    compareWithOneDevice(runSharded(cg, m, specs, inputs), must(evalGraph(cg, inputs)));
+  }
+
+  // A body that cannot be planned on the mesh (here a constraint on another mesh) leaves the scan whole on every
+  // device: its split operand is gathered, and the collective says why.
+  void scanThatCannotBePlannedRunsWholeAndSaysWhy() {
+    Mesh m = makeMesh({2}, {"data"});
+    Mesh other = makeMesh({2}, {"model"});
+    auto cg = traceFn([&](const std::vector<Array>& x) {  // h0 [8, 4]
+      ArrayFn body = [&](const std::vector<Array>& in) {
+        return std::vector<Array>{spmd::withShardingConstraint(sin(in[0]), named(other, "model,None"))};
+      };
+      return scanFlat(body, {}, {x[0]}, {}, 2, false);
+    }, {f32({8, 4})});
+    auto p = must(planFor(cg, m, {"data,None"}));
+    PartitionResult r = partitionFor(cg, p);
+    QCOMPARE(collectives(r), QString("all_gather('data')"));
+    const std::string& why = r.collectives[0].reason;
+    QVERIFY2(why.find("scan runs whole on every device") != std::string::npos && why.find("differs") != std::string::npos,
+             why.c_str());
+  }
+
   // A cond whose branches are elementwise keeps the batch split: no collective, either branch.
   void condWithElementwiseBranchesKeepsTheSplit() {
     Mesh m = makeMesh({2}, {"data"});
