@@ -85,11 +85,33 @@ std::string describePlan(const ir::Graph& g, const ir::OpRegistry& reg, const Sh
                        plan.origins[vi].toString(g, reg));
   };
   for (size_t i = 0; i < g.inputs().size(); ++i) line(g.inputs()[i], fmt::format("input {}", i));
-  for (const ir::Node& n : g.nodes()) {
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    const ir::Node& n = g.nodes()[k];
     const ir::OpDef* def = reg.find(n.op);
     std::string args;
     for (size_t i = 0; i < n.operands.size(); ++i) args += fmt::format("{}%{}", i ? ", " : "", n.operands[i]);
     for (ir::ValueId r : n.results) line(r, fmt::format("{}({})", def ? def->name : "?", args));
+    if (k >= plan.regions.size() || (n.op != ir::OpCode::Scan && n.op != ir::OpCode::Cond)) continue;
+    // A scan's body or a cond's branches, indented under it, or why the op runs whole.
+    const RegionPlans& rp = plan.regions[k];
+    if (rp.plans.empty()) {
+      out += fmt::format("  runs whole on every device: {}\n", rp.whole);
+      continue;
+    }
+    for (size_t b = 0; b < rp.plans.size(); ++b) {
+      const ir::Graph* nested = n.op == ir::OpCode::Scan ? std::get<ir::ScanAttrs>(n.attrs).body.get()
+                                : b == 0 ? std::get<ir::CondAttrs>(n.attrs).trueBranch.get()
+                                         : std::get<ir::CondAttrs>(n.attrs).falseBranch.get();
+      out += n.op == ir::OpCode::Scan ? "  body:\n" : b == 0 ? "  true branch:\n" : "  false branch:\n";
+      std::string inner = describePlan(*nested, reg, rp.plans[b]);
+      size_t start = 0;
+      while (start < inner.size()) {
+        size_t end = inner.find('\n', start);
+        if (end == std::string::npos) end = inner.size();
+        out += "    " + inner.substr(start, end - start) + "\n";
+        start = end + 1;
+      }
+    }
   }
   return out;
 }

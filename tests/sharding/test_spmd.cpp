@@ -497,6 +497,10 @@ class TestSpmd : public QObject {
     auto p = must(planFor(cg, m, specs));
     QCOMPARE(shardingOf(p, cg.graph.outputs()[0]), QString("P('data', None)"));  // the carry, as it entered
     QCOMPARE(shardingOf(p, cg.graph.outputs()[1]), QString("P(None, 'data')"));  // ys [3, 8]: the steps whole
+    // The body's plan is listed under the scan: its carry enters split as the scan's operand is.
+    const QString described = QString::fromStdString(describePlan(cg.graph, ops::registry(), p));
+    QVERIFY2(described.contains("  body:\n") && described.contains("    %1 = input 1 f32[8,4] P('data', None)  annotation"),
+             qPrintable(described));
     QCOMPARE(collectives(partitionFor(cg, p)), QString(""));
 
     std::mt19937 rng(11);
