@@ -130,7 +130,9 @@ class Partitioner {
     c.axisNames = axisNames(m_mesh, axes);
     c.bytes = m_out.local.aval(x).bytes();
     c.globalNode = m_node;
-    c.reason = m_whole.empty() ? why : fmt::format("{} ({} runs whole on every device: {})", why, opName(m_g.nodes()[static_cast<size_t>(m_node)].op), m_whole);
+    c.reason = why;
+    if (!m_whole.empty())  // a scan or cond left whole: why
+      c.reason += fmt::format(" ({} runs whole on every device: {})", opName(m_g.nodes()[static_cast<size_t>(m_node)].op), m_whole);
     m_out.collectives.push_back(std::move(c));
     return emit(op, {x}, std::move(attrs));
   }

@@ -3,7 +3,9 @@
 // local shards with per-device shapes; where an operand is not split the way the op needs it, a reshard is
 // inserted: a local dynamic_slice where a device already holds what it needs (no communication), else the
 // collective that moves the data: all_reduce or reduce_scatter to complete partial sums, all_to_all to move a
-// split from one dim to another, all_gather to make a dim whole, collective_permute to reorder devices.
+// split from one dim to another, all_gather to make a dim whole, collective_permute to reorder devices. A scan or
+// cond whose nested graphs were planned (ShardingPlan::regions) runs over their per-device programs; collectives
+// inside a scan's body run once per step.
 #include <string>
 #include <vector>
 
