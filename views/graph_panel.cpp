@@ -536,6 +536,16 @@ void GraphPanel::buildScene() {
         if (!path.isEmpty()) m_session->dropSpec(path, spec);
       });
     }
+    // An op's result, at the stage the sharding panel plans (the compile's last): a sharding constraint.
+    const auto stages = m_session->stages();
+    if (b.item.kind == inspect::LevelItem::Kind::Node && !m_secondary && stages && stages->size() > 1 &&
+        stages->back().graph.get() == m_layoutGraph) {
+      const ir::Node& n = m_layoutGraph->nodes()[static_cast<size_t>(b.item.node)];
+      if (!n.results.empty()) {
+        ir::ValueId v = n.results.front();
+        item->setDropHandler([this, v](const QString& spec) { m_session->dropSpecOnValue(v, spec); });
+      }
+    }
     m_scene->addItem(item);
     m_items.insert(QString::fromStdString(b.item.key), item);
   }
@@ -659,6 +669,13 @@ void GraphPanel::dropSpecOnInput(int inputIndex, const QString& spec) {
   if (it != m_items.end()) (*it)->dropSpec(spec);
 }
 
+bool GraphPanel::dropSpecOnNode(int node, const QString& spec) {
+  auto it = m_items.find(QString("n:%1").arg(node));
+  if (it == m_items.end() || !(*it)->acceptDrops()) return false;
+  (*it)->dropSpec(spec);
+  return true;
+}
+
 QVector<int> GraphPanel::conflictNodes() const {
   QVector<int> out;
   ShardingPtr s = m_session->sharding();
@@ -668,28 +685,31 @@ QVector<int> GraphPanel::conflictNodes() const {
 }
 
 void GraphPanel::applySharding() {
-  // Arguments keep their value ids through the compile, so a graph input shows its spec at every stage; an op
-  // only at the stage whose graph the plan was made for (the compile's last).
+  // The plan is made for the compile's last stage (plan->step): its ops show their results' specs there; graph
+  // inputs keep their order through the compile, so they show theirs at every stage.
   ShardingPtr s = m_session->sharding();
   const inspect::Stage* stage = currentStage();
   const auto* plan = s ? s->plan.get() : nullptr;
-  bool sameGraph = plan && stage && plan->global == stage->graph;
+  bool sameGraph = plan && stage && plan->step == stage->graph;
+  auto specText = [&](ir::ValueId stepValue) {
+    ir::ValueId v = plan->fromStep[static_cast<size_t>(stepValue)];
+    return QString("%1 — %2").arg(QString::fromStdString(plan->plan.values[static_cast<size_t>(v)].toString(plan->mesh)),
+                                 QString::fromStdString(inspect::originText(*plan, v)));
+  };
   std::map<int, QString> conflicts;
-  if (s && stage && plan && plan->global == stage->graph)
+  if (s && stage && s->stepGraph == stage->graph)
     for (const auto& c : s->conflicts)
       conflicts[c.node] = tr("conflict: %1 and %2").arg(QString::fromStdString(c.first), QString::fromStdString(c.second));
   for (GraphBoxItem* item : std::as_const(m_items)) {
     const auto& it = item->box().item;
     QString text;
-    if (plan && it.kind == inspect::LevelItem::Kind::Input && it.input < static_cast<int>(plan->plan.values.size())) {
-      text = QString("%1 — %2").arg(QString::fromStdString(plan->plan.values[static_cast<size_t>(it.input)].toString(plan->mesh)),
-                                   QString::fromStdString(inspect::originText(*plan, it.input)));
+    if (plan && stage && it.kind == inspect::LevelItem::Kind::Input) {
+      const auto& ins = stage->graph->inputs();
+      auto at = static_cast<size_t>(std::find(ins.begin(), ins.end(), it.input) - ins.begin());
+      if (at < ins.size() && at < plan->step->inputs().size()) text = specText(plan->step->inputs()[at]);
     } else if (sameGraph && it.kind == inspect::LevelItem::Kind::Node) {
       const ir::Node& n = stage->graph->nodes()[static_cast<size_t>(it.node)];
-      for (ir::ValueId r : n.results)
-        text += QString("%1%%2 %3 — %4").arg(text.isEmpty() ? "" : "\n").arg(r).arg(
-            QString::fromStdString(plan->plan.values[static_cast<size_t>(r)].toString(plan->mesh)),
-            QString::fromStdString(inspect::originText(*plan, r)));
+      for (ir::ValueId r : n.results) text += QString("%1%%2 %3").arg(text.isEmpty() ? "" : "\n").arg(r).arg(specText(r));
     }
     auto c = it.kind == inspect::LevelItem::Kind::Node ? conflicts.find(it.node) : conflicts.end();
     if (c != conflicts.end()) text += "\n" + c->second;

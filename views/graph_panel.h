@@ -73,6 +73,8 @@ class GraphPanel : public QWidget {
   // Sharding: a PartitionSpec dropped on graph input `inputIndex` (as a drag onto its box does), and the nodes
   // marked as conflicts of the sharding panel's plan.
   void dropSpecOnInput(int inputIndex, const QString& spec);
+  // ... and on an op's box (false when it is not on screen or takes no drop at this stage).
+  bool dropSpecOnNode(int node, const QString& spec);
   QVector<int> conflictNodes() const;
   // Shows the scene at this scale (1: a point per pixel), centred on the selected box if there is one.
   void setZoom(double scale);

@@ -64,6 +64,8 @@ class Session : public QObject {
   // Sharding: a PartitionSpec dropped on an argument of the step ("params.layers.0.weight", "inputs") in any
   // panel; the sharding panel re-plans and publishes the plan it shows (null before the first).
   void dropSpec(const QString& argumentPath, const QString& spec) { emit specDropped(argumentPath, spec); }
+  // ... or on a value of the compile's last stage (the graph the sharding panel plans): a sharding constraint.
+  void dropSpecOnValue(int value, const QString& spec) { emit specDroppedOnValue(value, spec); }
   ShardingPtr sharding() const { return m_sharding; }
   void setSharding(ShardingPtr sharding) {
     m_sharding = std::move(sharding);
@@ -83,6 +85,7 @@ class Session : public QObject {
   void message(const QString& level, const QString& text);
   void profileChanged();
   void specDropped(const QString& argumentPath, const QString& spec);
+  void specDroppedOnValue(int value, const QString& spec);
   void shardingChanged();
 
  private:

@@ -272,6 +272,7 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
   connect(m_session, &Session::projectOpened, this, &ShardingPanel::onProjectOpened);
   connect(m_session, &Session::stagesReady, this, &ShardingPanel::onStagesReady);
   connect(m_session, &Session::specDropped, this, [this](const QString& path, const QString& spec) { dropSpec(path, spec); });
+  connect(m_session, &Session::specDroppedOnValue, this, [this](int value, const QString& spec) { dropSpecOnValue(value, spec); });
   connect(m_watcher, &QFutureWatcherBase::finished, this, &ShardingPanel::onPlanDone);
 }
 
@@ -392,6 +393,23 @@ bool ShardingPanel::dropSpec(const QString& argument, const QString& spec) {
   return true;
 }
 
+bool ShardingPanel::dropSpecOnValue(int value, const QString& spec) {
+  auto parsed = sharding::PartitionSpec::parse(spec.toStdString());
+  if (!parsed.ok()) {
+    m_session->log("error", tr("sharding: '%1': %2").arg(spec, q(parsed.error().message)));
+    return false;
+  }
+  if (!m_step || value < 0 || value >= m_step->graph->numValues()) {
+    m_session->log("error", tr("sharding: no value %%1 in the planned step").arg(value));
+    return false;
+  }
+  Edit after = m_edit;
+  after.constraints[value] = spec.toStdString();
+  if (after == m_edit) return true;
+  m_undo->push(new EditCommand(this, m_edit, after, tr("%1 on %%2").arg(specLabel(spec)).arg(value)));
+  return true;
+}
+
 bool ShardingPanel::setMesh(const QString& shape, const QString& axes, const QString& devices) {
   auto mesh = inspect::parseMesh(shape.toStdString(), axes.toStdString(), devices.toStdString());
   if (!mesh.ok()) {
@@ -445,6 +463,7 @@ void ShardingPanel::startPlan() {
   inspect::ShardPlanOptions o;
   o.mesh = m_edit.mesh;
   o.overrides = m_edit.overrides;
+  for (const auto& [v, spec] : m_edit.constraints) o.constraints[v] = spec;
   auto step = m_step;
   int generation = m_generation;
   m_watcher->setFuture(QtConcurrent::run([project, step, o, generation]() -> OutcomePtr {
@@ -471,6 +490,7 @@ void ShardingPanel::onPlanDone() {
   m_busy->setVisible(false);
   m_conflicts = r->conflicts;
   auto snapshot = std::make_shared<inspect::ShardingSnapshot>();
+  snapshot->stepGraph = m_step ? m_step->graph : nullptr;
   if (!r->plan->ok()) {
     m_error = q(r->plan->error().message);
     QString text = tr("<span style=\"color:#c03030\"><b>No plan:</b> %1</span>").arg(m_error.toHtmlEscaped());
@@ -509,7 +529,7 @@ void ShardingPanel::showPlan() {
     if (m_shown.isEmpty() && !m_plan->arguments.empty()) m_shown = q(m_plan->arguments.front().path);
   }
   showArgument(m_shown);
-  int overrides = static_cast<int>(m_edit.overrides.size());
+  int overrides = static_cast<int>(m_edit.overrides.size() + m_edit.constraints.size());
   m_status->setText(tr("%1 over %2 devices; %3 spec(s) set here%4; %5 collectives, %6 ms of communication per step")
                         .arg(q(m_plan->mesh.toString()))
                         .arg(m_plan->mesh.size())
@@ -662,6 +682,10 @@ bool ShardingPanel::apply(QString* error) {
   if (!project || !m_plan) return fail(tr("no plan to apply yet"));
   if (planning()) return fail(tr("the plan is still being computed"));
   if (!m_error.isEmpty()) return fail(tr("the plan has an error: %1").arg(m_error));
+  if (!m_edit.constraints.empty())
+    return fail(tr("a sharding set on a value inside the step (%%1) belongs in the model's code "
+                   "(withShardingConstraint); undo it to apply the parameter rules")
+                    .arg(m_edit.constraints.begin()->first));
   std::vector<std::pair<std::string, std::string>> rules;
   for (const auto& [key, spec] : m_edit.overrides) {
     if (key == "inputs" || key == "targets")

@@ -47,6 +47,7 @@ class ShardingPanel : public QWidget {
   struct Edit {
     std::optional<sharding::Mesh> mesh;  // none: the project's
     std::map<std::string, std::string> overrides;
+    std::map<int, std::string> constraints;  // by value of the planned step: withShardingConstraint there
     bool operator==(const Edit&) const = default;
   };
 
@@ -57,6 +58,9 @@ class ShardingPanel : public QWidget {
   // ("params.layers.0.weight", "layers.0.weight" or "inputs"). An undoable command; false with a message in
   // the console when the spec does not parse or the argument is unknown.
   bool dropSpec(const QString& argument, const QString& spec);
+  // A drop on a value inside the step (an op's result in the graph): a sharding constraint there, as
+  // withShardingConstraint in the model would make it. Not written by Apply (it belongs in the model's code).
+  bool dropSpecOnValue(int value, const QString& spec);
   // The mesh editor's Set: an undoable command; false (with the reason in the panel) when the mesh is wrong.
   bool setMesh(const QString& shape, const QString& axes, const QString& devices = {});
   // Shows an argument's blocks on the grid; rowDim / colDim pick the dims laid out (-1: the first two split).

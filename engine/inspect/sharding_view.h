@@ -102,6 +102,7 @@ std::vector<ShardingConflict> findConflicts(const ir::Graph& g, const sharding::
 // conflicts, and why there is no plan.
 struct ShardingSnapshot {
   std::shared_ptr<const StepShardingPlan> plan;
+  std::shared_ptr<const ir::Graph> stepGraph;  // the graph planned (whose node ids the conflicts name)
   std::vector<ShardingConflict> conflicts;
   std::string error;
 };

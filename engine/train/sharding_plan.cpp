@@ -67,6 +67,46 @@ const std::string* overrideFor(const std::map<std::string, std::string>& overrid
   return nullptr;
 }
 
+// The step with a sharding_constraint after each constrained value (its uses read the constrained one).
+Result<std::pair<ir::Graph, std::vector<ir::ValueId>>> withConstraints(const ir::Graph& g, const sharding::Mesh& mesh,
+                                                                       const std::map<ir::ValueId, std::string>& constraints) {
+  ir::Graph out;
+  out.name = g.name;
+  std::vector<ir::ValueId> map(static_cast<size_t>(g.numValues()), ir::kNone);
+  std::string axes;
+  for (size_t i = 0; i < mesh.axes.size(); ++i) axes += (i ? "," : "") + mesh.axes[i];
+  auto constrain = [&](ir::ValueId v, const ir::Provenance& prov) -> Status {
+    auto it = constraints.find(v);
+    if (it == constraints.end()) return {};
+    TSR_ASSIGN(sharding::PartitionSpec spec, sharding::PartitionSpec::parse(it->second));
+    TSR_ASSIGN(sharding::NamedSharding ns, sharding::NamedSharding::create(mesh, spec));
+    if (auto st = ns.check(g.aval(v).shape); !st.ok()) return makeError("%{}: {}", v, st.error().message);
+    ir::ShardingConstraintAttrs a;
+    a.meshShape = mesh.shape;
+    a.meshAxes = axes;
+    a.devices.assign(mesh.devices.begin(), mesh.devices.end());
+    a.spec = spec.toString();
+    map[static_cast<size_t>(v)] =
+        out.addNodeWithAvals(ir::OpCode::ShardingConstraint, {map[static_cast<size_t>(v)]}, a, {g.aval(v)}, prov)[0];
+    return {};
+  };
+  for (ir::ValueId v : g.inputs()) map[static_cast<size_t>(v)] = out.addInput(g.aval(v));
+  for (ir::ValueId v : g.inputs()) TSR_TRY(constrain(v, {}));
+  for (const ir::Node& n : g.nodes()) {
+    std::vector<ir::ValueId> operands;
+    for (ir::ValueId o : n.operands) operands.push_back(map[static_cast<size_t>(o)]);
+    std::vector<Aval> avals;
+    for (ir::ValueId r : n.results) avals.push_back(g.aval(r));
+    auto results = out.addNodeWithAvals(n.op, std::move(operands), n.attrs, std::move(avals), n.prov);
+    for (size_t i = 0; i < results.size(); ++i) map[static_cast<size_t>(n.results[i])] = results[i];
+    for (ir::ValueId r : n.results) TSR_TRY(constrain(r, n.prov));
+  }
+  std::vector<ir::ValueId> outs;
+  for (ir::ValueId o : g.outputs()) outs.push_back(map[static_cast<size_t>(o)]);
+  out.setOutputs(std::move(outs));
+  return std::make_pair(std::move(out), std::move(map));
+}
+
 }  // namespace
 
 std::string humanBytes(int64_t b) {
@@ -186,6 +226,23 @@ Result<PlacedArguments> placeArguments(const project::Project& p, const Plannabl
 }
 
 Result<StepShardingPlan> planStepSharding(const project::Project& p, const PlannableStep& step, const ShardPlanOptions& o) {
+  if (!o.constraints.empty()) {
+    // Plan the step with its constraints, then remember which value each of the step's became.
+    sharding::Mesh mesh;
+    if (o.mesh) {
+      mesh = *o.mesh;
+    } else {
+      TSR_ASSIGN(mesh, projectMesh(p));
+    }
+    TSR_ASSIGN(auto rebuilt, withConstraints(*step.graph, mesh, o.constraints));
+    PlannableStep constrained{std::make_shared<const ir::Graph>(std::move(rebuilt.first)), step.paths};
+    ShardPlanOptions rest = o;
+    rest.constraints.clear();
+    TSR_ASSIGN(StepShardingPlan out, planStepSharding(p, constrained, rest));
+    out.step = step.graph;
+    out.fromStep = std::move(rebuilt.second);
+    return out;
+  }
   const ir::OpRegistry& reg = ops::registry();
   StepShardingPlan out;
   out.name = p.name;
@@ -194,6 +251,9 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
   out.numRules = placed.numRules;
   out.arguments = std::move(placed.arguments);
   out.global = step.graph;
+  out.step = step.graph;
+  out.fromStep.resize(static_cast<size_t>(step.graph->numValues()));
+  for (size_t v = 0; v < out.fromStep.size(); ++v) out.fromStep[v] = static_cast<ir::ValueId>(v);
   const ir::Graph& g = *step.graph;
   const sharding::Mesh& mesh = out.mesh;
   sharding::ShardingAnnotations ann;

@@ -28,6 +28,9 @@ struct ShardPlanOptions {
   // Specs that win over every rule, by argument: a parameter path ("layers.0.weight", its optimizer state
   // follows), or "inputs" / "targets" for the batch.
   std::map<std::string, std::string> overrides;
+  // Sharding constraints on values of the step's graph (by value id), as withShardingConstraint in the model
+  // would put them: the planned graph gets a sharding_constraint after each.
+  std::map<ir::ValueId, std::string> constraints;
   double bandwidthGBs = 10.0;  // interconnect bandwidth per device, for the time estimates
   bool compile = true;         // compile the per-device program for its arena (activations' bytes)
 };
@@ -56,6 +59,10 @@ struct StepShardingPlan {
   sharding::Mesh mesh;
   size_t numRules = 0;
   std::shared_ptr<const ir::Graph> global;  // the step after the cleanup passes: the plan's value ids
+  // With constraints, `global` is the step with a sharding_constraint after each constrained value: the step's
+  // graph, and for each of its values the value of `global` it became.
+  std::shared_ptr<const ir::Graph> step;
+  std::vector<ir::ValueId> fromStep;
   sharding::ShardingPlan plan;
   std::vector<PlannedArgument> arguments;   // one per input of `global`
   std::vector<PlannedCollective> collectives;

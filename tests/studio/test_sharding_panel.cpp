@@ -354,6 +354,54 @@ class TestShardingPanel : public QObject {
     QVERIFY2(p->planError().isEmpty(), qPrintable(p->planError()));
   }
 
+  // A spec dropped on an op's result in the graph (at the stage the panel plans): a sharding constraint. Layer
+  // 0 is column-parallel, so its product x @ W0 is split over 'model' along its columns; asking for it whole
+  // there needs an all_gather over 'model', which the tutorial's plan does not have.
+  void dropOnAValueConstrainsIt() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    auto gathers = [&] {
+      int n = 0;
+      for (const auto& c : p->plan()->collectives) n += c.info.opName == "all_gather" && c.info.axisNames == "'model'";
+      return n;
+    };
+    QCOMPARE(gathers(), 0);
+    const ir::Graph& step = *w.session()->stages()->back().graph;
+    QCOMPARE(p->plan()->step.get(), &step);
+    ir::ValueId h = ir::kNone;
+    for (const auto& n : step.nodes())
+      if (n.op == ir::OpCode::DotGeneral && step.aval(n.results[0]).toString() == "f32[8192,1024]" && h == ir::kNone)
+        h = n.results[0];
+    QVERIFY(h != ir::kNone);
+    QCOMPARE(QString::fromStdString(p->plan()->plan.values[static_cast<size_t>(h)].toString(p->plan()->mesh)),
+             QString("P('data', 'model')"));
+    // Through the graph panel's handler for that node's box: show the last stage with the node's group open.
+    w.session()->setCurrentStage(static_cast<int>(w.session()->stages()->size()) - 1);
+    w.graphPanel()->expandAll(true);
+    QTRY_VERIFY_WITH_TIMEOUT(!w.graphPanel()->layoutRunning(), 60000);
+    QVERIFY(w.graphPanel()->dropSpecOnNode(step.value(h).producer, "data, None"));
+    QVERIFY(waitPlan(p));
+    QVERIFY2(p->planError().isEmpty(), qPrintable(p->planError()));
+    const ir::ValueId after = p->plan()->fromStep[static_cast<size_t>(h)];
+    QCOMPARE(QString::fromStdString(p->plan()->plan.values[static_cast<size_t>(after)].toString(p->plan()->mesh)),
+             QString("P('data', None)"));
+    QVERIFY(QString::fromStdString(inspect::originText(*p->plan(), after)).contains("sharding_constraint"));
+    QVERIFY(gathers() >= 1);
+    bool added = false;
+    for (const auto& c : p->diff()->added) added |= c.info.opName == "all_gather";
+    QVERIFY(added);
+    // Apply refuses: the constraint belongs in the model.
+    QString error;
+    QVERIFY(!p->apply(&error));
+    QVERIFY2(error.contains("withShardingConstraint"), qPrintable(error));
+    p->undoStack()->undo();
+    QVERIFY(waitPlan(p));
+    QCOMPARE(gathers(), 0);
+  }
+
   // Apply writes the rules and the mesh into project.toml, keeping its comments; the reopened project plans
   // the same step, and so does the engine function behind `tessera shard plan`.
   void applyWritesProjectAndReopens() {
