@@ -11,8 +11,12 @@
 #include "app/cli/bench_command.h"
 #include "app/cli/compile_command.h"
 #include "app/cli/examples.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/backends/cuda/executable.h"
+#endif
 #include "app/cli/logits_command.h"
 #include "app/cli/model_command.h"
+#include "app/cli/plugins_command.h"
 #include "app/cli/profile_command.h"
 #include "app/cli/runs_command.h"
 #include "app/cli/shard_command.h"
@@ -27,10 +31,17 @@ using namespace tsr;
 
 struct RuleFlags {
   bool infer, vjp, batch, shard, cost, cpu, cuda;
+  std::string cudaPath;  // how the CUDA backend runs it: nvrtc, cublaslt or host ("" without the backend)
 };
 
 RuleFlags rulesOf(const ir::OpDef& d) {
-  return {bool(d.infer), bool(d.vjp), bool(d.batch), bool(d.shard), bool(d.cost), bool(d.cpu), !d.cudaSource.empty()};
+#ifdef TESSERA_HAVE_CUDA
+  // Every op runs on the CUDA backend: generated kernels, cuBLASLt, or its CPU kernel on host copies.
+  return {bool(d.infer), bool(d.vjp), bool(d.batch), bool(d.shard), bool(d.cost), bool(d.cpu), bool(d.cpu),
+          cuda::opPath(d)};
+#else
+  return {bool(d.infer), bool(d.vjp), bool(d.batch), bool(d.shard), bool(d.cost), bool(d.cpu), !d.cudaSource.empty(), ""};
+#endif
 }
 
 int cmdOps(bool json) {
@@ -49,7 +60,7 @@ int cmdOps(bool json) {
                      {"differentiable", d.differentiable},
                      {"rules",
                       {{"infer", r.infer}, {"vjp", r.vjp}, {"batch", r.batch}, {"shard", r.shard},
-                       {"cost", r.cost}, {"cpu", r.cpu}, {"cuda", r.cuda}}}});
+                       {"cost", r.cost}, {"cpu", r.cpu}, {"cuda", r.cuda}, {"cuda_path", r.cudaPath}}}});
     }
     std::cout << arr.dump(2) << "\n";
     return 0;
@@ -151,11 +162,14 @@ int main(int argc, char** argv) {
   auto bench = tsr::cli::addBenchCommand(app);
   auto profile = tsr::cli::addProfileCommand(app);
   auto shard = tsr::cli::addShardCommand(app);
+  auto plugins = tsr::cli::addPluginsCommand(app);
 
   CLI11_PARSE(app, argc, argv);
+  // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
+  tsr::cli::loadPluginsFor(app);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }
