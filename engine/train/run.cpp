@@ -237,8 +237,8 @@ struct ProjectData {
 Result<ProjectData> prepareData(const project::Project& p, const std::function<void(const std::string&)>& info) {
   const auto& t = p.train;
   ProjectData d;
-  if (p.model.family == "gpt2") {
-    if (p.data.kind != "text") return makeError("{}: gpt2 needs [data] kind = 'text'", p.file);
+  if (p.model.languageModel()) {
+    if (p.data.kind != "text") return makeError("{}: {} needs [data] kind = 'text'", p.file, p.model.family);
     TSR_ASSIGN(TextData td, prepareText(p, info));
     data::LoaderOptions lo{t.batchSize, t.seqLen, t.shuffle, t.seed, 4, 0, 1};
     auto train = data::BatchLoader::open(td.trainPath, lo);
@@ -430,7 +430,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     if (state.step % t.logEvery == 0 || state.step == steps) {
       std::vector<std::pair<std::string, double>> values = {
           {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
-          {p.model.family == "gpt2" ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
+          {p.model.languageModel() ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
       if (db) TSR_TRY(db->logMetrics(runId, state.step, values));
       // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
@@ -438,7 +438,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       onEvent(RunEvent{RunEvent::Kind::Step, state.step,
                        fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}% | ETA {}",
                                    state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
-                                   p.model.family == "gpt2" ? "tok" : "samples", mfu * 100, humanDuration(eta))});
+                                   p.model.languageModel() ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
     if (!std::isfinite(m->loss)) {
       failure = makeError("the loss became {} at step {}; run with TESSERA_DEBUG_NANS=1 to find the op", m->loss, state.step);
@@ -526,7 +526,7 @@ Result<ClosedGraph> traceTrainingStep(const project::Project& p) {
   for (ir::ValueId v : init.graph.outputs()) avals.push_back(init.graph.aval(v));
   TSR_ASSIGN(TreeOf<Aval> state, TreeOf<Aval>::unflatten(init.outputTree, std::move(avals)));
   Aval inputs, targets{Shape{t.batchSize}, DType::I32};
-  if (p.model.family == "gpt2") {
+  if (p.model.languageModel()) {
     inputs = Aval{Shape{t.batchSize, t.seqLen}, DType::I32};
     targets = inputs;
   } else if (p.model.family == "vit") {
@@ -587,7 +587,7 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
 
 Result<std::string> generateFromCheckpoint(const project::Project& p, const std::string& checkpoint,
                                            const GenerateOptions& o) {
-  if (p.model.family != "gpt2") return makeError("{}: generate needs a language model (family gpt2), not {}", p.file, p.model.family);
+  if (!p.model.languageModel()) return makeError("{}: generate needs a language model (family gpt2), not {}", p.file, p.model.family);
   std::optional<data::BpeTokenizer> tokenizer;
   if (p.data.tokenizer == "gpt2") {
     TSR_ASSIGN(tokenizer, data::BpeTokenizer::load(p.resolve(p.data.encoderJson), p.resolve(p.data.vocabBpe)));
