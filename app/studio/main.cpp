@@ -2,24 +2,35 @@
 //                [--expand GROUP]... [--select NODE] [--zoom SCALE]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
+#include <memory>
+
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QTimer>
+#include <QUndoStack>
 
 #include <cstdio>
 
 #include "app/studio/main_window.h"
 #include "engine/version.h"
 #include "views/graph_panel.h"
+#include "views/sharding_panel.h"
 #include "views/session.h"
 #include "views/timeline_panel.h"
 
 using tsr::studio::MainWindow;
 
 namespace {
+
+// The sharding panel has planned (or failed to) and applied the --mesh and --drop edits, where it is rendered.
+bool shardingReady(MainWindow* w, const QString& panel) {
+  if (!panel.isEmpty() && panel != "sharding" && panel != "window") return true;
+  auto* s = w->shardingPanel();
+  return !s->planning() && !s->property("editsPending").toBool();
+}
 
 // Renders panels once the window is idle: project open, stages compiled, graph laid out.
 void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject, double zoom) {
@@ -29,7 +40,7 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
     ++*waited;
     bool ready = !hasProject || (w->session()->project() && !w->session()->busy() && !w->graphPanel()->layoutRunning() &&
                                  w->graphPanel()->visibleGroups().size() + w->graphPanel()->visibleNodeCount() > 0 &&
-                                 !w->timelinePanel()->loading());
+                                 !w->timelinePanel()->loading() && shardingReady(w, panel));
     bool failed = hasProject && !w->session()->busy() && !w->session()->project();
     if (!ready && !failed && *waited < 600) return;  // at most a minute
     timer->stop();
@@ -87,14 +98,17 @@ int main(int argc, char** argv) {
   parser.addVersionOption();
   parser.addPositionalArgument("project", "A project folder (holding project.toml) or the file itself");
   QCommandLineOption shot("screenshot", "Render each panel to PNG in DIR (or one panel to FILE with --panel) and exit", "DIR|FILE");
-  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, timeline, window", "NAME");
+  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, timeline, sharding, window", "NAME");
   QCommandLineOption theme("theme", "light or dark (default: the last used)", "NAME");
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
   QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");
   QCommandLineOption compare("compare", "Show this stage side by side with the current one", "N");
   QCommandLineOption expand("expand", "Expand this module group of the graph (repeatable), e.g. h.0.mlp", "GROUP");
   QCommandLineOption zoom("zoom", "Graph scale for --screenshot, centred on the --select node (default: fit the window)", "SCALE");
-  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom});
+  QCommandLineOption mesh("mesh", "Plan the sharding panel on this mesh (not applied), e.g. 2x2:data,model", "SHAPE:AXES");
+  QCommandLineOption drop("drop", "Drop this PartitionSpec on an argument in the sharding panel (repeatable), e.g. "
+                                  "'None,model@h.0.mlp.c_fc.weight'", "SPEC@ARG");
+  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop});
   parser.process(app);
 
   MainWindow w;
@@ -117,6 +131,25 @@ int main(int argc, char** argv) {
         w.session()->setCurrentStage(s < 0 ? n + s : s);
       }
       if (parser.isSet(compare)) w.graphPanel()->setCompareStage(parser.value(compare).toInt());
+    });
+  }
+  if (parser.isSet(mesh) || parser.isSet(drop)) {
+    // As a user would make them: the mesh once the project is planned, the drops once that mesh is (so the
+    // panel shows what the drops changed).
+    auto* panel = w.shardingPanel();
+    panel->setProperty("editsPending", true);
+    auto meshText = std::make_shared<QString>(parser.value(mesh));
+    QStringList drops = parser.values(drop);
+    QObject::connect(panel, &tsr::studio::ShardingPanel::planReady, &w, [panel, meshText, drops] {
+      if (!panel->property("editsPending").toBool()) return;
+      if (!meshText->isEmpty()) {
+        QString m = *meshText;
+        meshText->clear();
+        const int edits = panel->undoStack()->count();
+        if (panel->setMesh(m.section(':', 0, 0), m.section(':', 1)) && panel->undoStack()->count() > edits) return;
+      }
+      panel->setProperty("editsPending", false);
+      for (const QString& d : drops) panel->dropSpec(d.section('@', -1), d.section('@', 0, -2));
     });
   }
   if (parser.isSet(select)) {

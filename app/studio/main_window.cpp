@@ -19,18 +19,25 @@
 #include <QStyle>
 #include <QStyleFactory>
 #include <QToolBar>
+#include <QTreeView>
+#include <QUndoStack>
 
 #include "app/studio/command_palette.h"
+#include "engine/inspect/plugins.h"
 #include "engine/inspect/versions.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
 #include "views/inspector_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
+#include "views/plugin_dialog.h"
+#include "views/plugin_panel.h"
 #include "views/project_panel.h"
 #include "views/run_controller.h"
 #include "views/runs_panel.h"
 #include "views/session.h"
+#include "views/param_tree_model.h"
+#include "views/sharding_panel.h"
 #include "views/timeline_panel.h"
 
 // The themes are compiled into this static library; its resources must be registered by hand.
@@ -68,6 +75,7 @@ MainWindow::MainWindow(QWidget* parent)
   setDockNestingEnabled(true);
   resize(1500, 950);
   createPanels();
+  loadPlugins(QString());
   createActions();
   m_runProgress->setMaximumWidth(220);
   m_runProgress->setVisible(false);
@@ -82,6 +90,13 @@ MainWindow::MainWindow(QWidget* parent)
     m_runAction->setEnabled(true);
     m_profileAction->setEnabled(true);
     statusBar()->showMessage(tr("Opened %1").arg(m_session->projectDir()), 5000);
+  });
+  connect(m_session, &Session::stagesReady, this, [this] {
+    if (!m_session->stages()) return;
+    for (PluginPanel* p : std::as_const(m_pluginPanels)) p->setStages(*m_session->stages());
+  });
+  connect(m_session, &Session::stageChanged, this, [this](int index) {
+    for (PluginPanel* p : std::as_const(m_pluginPanels)) p->setCurrentStage(index);
   });
   connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
     statusBar()->showMessage(tr("Could not open the project: %1").arg(msg));
@@ -129,7 +144,7 @@ MainWindow::MainWindow(QWidget* parent)
   });
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() { qDeleteAll(m_pluginPanels); }
 
 void MainWindow::createPanels() {
   m_graph = new GraphPanel(m_session);
@@ -140,6 +155,7 @@ void MainWindow::createPanels() {
   m_runs = new RunsPanel(m_session);
   m_console = new ConsolePanel(m_session);
   m_timeline = new TimelinePanel(m_session);
+  m_sharding = new ShardingPanel(m_session);
   setCentralWidget(m_graph);
   addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
   addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
@@ -151,6 +167,22 @@ void MainWindow::createPanels() {
   tabifyDockWidget(m_docks["runs"], m_docks["console"]);
   addPanel("timeline", tr("Timeline"), m_timeline, Qt::BottomDockWidgetArea);
   tabifyDockWidget(m_docks["console"], m_docks["timeline"]);
+  addPanel("sharding", tr("Sharding"), m_sharding, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(m_docks["timeline"], m_docks["sharding"]);
+  // PartitionSpecs dragged from the sharding panel drop on the parameter tree; its Sharding column follows
+  // the plan.
+  m_project->paramView()->setAcceptDrops(true);
+  m_project->paramView()->setDragDropMode(QAbstractItemView::DropOnly);
+  m_project->paramView()->setDropIndicatorShown(true);
+  connect(m_project->paramModel(), &ParamTreeModel::specDropped, m_session, &Session::dropSpec);
+  connect(m_session, &Session::shardingChanged, this, [this] {
+    std::map<std::string, std::string> specs;
+    if (ShardingPtr s = m_session->sharding(); s && s->plan)
+      for (const auto& a : s->plan->arguments)
+        if (a.path.rfind("params.", 0) == 0)
+          specs[a.path.substr(7)] = a.sharding.toString(s->plan->mesh) + "  " + inspect::formatBytes(a.bytes);
+    m_project->paramModel()->setShardings(std::move(specs));
+  });
   m_docks["metrics"]->raise();
   resizeDocks({m_docks["project"]}, {330}, Qt::Horizontal);
   resizeDocks({m_docks["ir"]}, {480}, Qt::Horizontal);
@@ -200,7 +232,7 @@ void MainWindow::createActions() {
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
   view->addSeparator();
   int n = 1;
-  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline"}) {
+  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline", "sharding"}) {
     QDockWidget* d = m_docks[name];
     QAction* a = make(view, "show_" + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
                       [d] {
@@ -230,7 +262,28 @@ void MainWindow::createActions() {
   m_profileAction->setEnabled(false);
   m_stopAction->setEnabled(false);
 
+  QMenu* shard = menuBar()->addMenu(tr("&Sharding"));
+  auto showSharding = [this] {
+    m_docks["sharding"]->show();
+    m_docks["sharding"]->raise();
+  };
+  make(shard, "shardingUndo", tr("&Undo Sharding Edit"), QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_Z), [this, showSharding] {
+    showSharding();
+    m_sharding->undoStack()->undo();
+  });
+  make(shard, "shardingRedo", tr("&Redo Sharding Edit"), QKeySequence(Qt::CTRL | Qt::ALT | Qt::SHIFT | Qt::Key_Z),
+       [this, showSharding] {
+         showSharding();
+         m_sharding->undoStack()->redo();
+       });
+  make(shard, "shardingApply", tr("&Apply to project.toml"), QKeySequence(), [this, showSharding] {
+    showSharding();
+    QString error;
+    if (!m_sharding->apply(&error)) statusBar()->showMessage(tr("Sharding not applied: %1").arg(error), 8000);
+  });
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  make(help, "plugins", tr("&Plugins…"), QKeySequence(), [this] { showPlugins(); });
   make(help, "about", tr("&About Tessera Studio"), QKeySequence(), [this] { showAbout(); });
 
   auto* tb = addToolBar(tr("Main"));
@@ -257,14 +310,59 @@ QAction* MainWindow::action(const QString& objectName) const {
 }
 
 QMap<QString, QWidget*> MainWindow::panels() const {
-  return {{"graph", m_graph}, {"ir", m_ir},           {"inspector", m_inspector}, {"project", m_project},
-          {"metrics", m_metrics}, {"runs", m_runs}, {"console", m_console}, {"timeline", m_timeline}};
+  QMap<QString, QWidget*> out{{"graph", m_graph},     {"ir", m_ir},     {"inspector", m_inspector},
+                              {"project", m_project}, {"metrics", m_metrics}, {"runs", m_runs},
+                              {"console", m_console}, {"timeline", m_timeline}, {"sharding", m_sharding}};
+  for (auto it = m_pluginPanels.begin(); it != m_pluginPanels.end(); ++it) out.insert(it.key(), it.value()->widget());
+  return out;
 }
 
 void MainWindow::openProject(const QString& path) {
   QFileInfo info(path);
   QString dir = info.isDir() ? info.absoluteFilePath() : info.absolutePath();
+  // The project's own plugins (its model family, its ops) load before it is parsed and traced.
+  if (!m_session->busy()) loadPlugins(dir);
   m_session->openProject(dir);
+}
+
+void MainWindow::loadPlugins(const QString& projectDir) {
+  for (const auto& r : inspect::loadPlugins(projectDir.toStdString())) {
+    if (r.loaded) m_session->log("info", QString("plugin %1 %2 loaded from %3").arg(QString::fromStdString(r.name),
+                                                                                     QString::fromStdString(r.version),
+                                                                                     QString::fromStdString(r.path)));
+    else m_session->log("warning", QString("plugin %1 skipped: %2").arg(QString::fromStdString(r.path),
+                                                                      QString::fromStdString(r.error)));
+  }
+  for (const auto& reg : inspect::pluginPanels()) {
+    QString name = QString::fromStdString(reg.name);
+    if (m_pluginPanels.contains(name) || m_docks.contains(name)) continue;
+    auto* dock = new QDockWidget(QString::fromStdString(reg.title), this);
+    PluginPanel* panel = nullptr;
+    try {
+      panel = static_cast<PluginPanel*>(reg.create(dock));
+    } catch (const std::exception& e) {
+      m_session->log("warning", QString("plugin panel %1 failed: %2").arg(name, e.what()));
+    }
+    if (!panel || !panel->widget()) {
+      delete dock;
+      continue;
+    }
+    dock->setObjectName(name + "Dock");
+    dock->setWidget(panel->widget());
+    addDockWidget(Qt::RightDockWidgetArea, dock);
+    if (m_docks.contains("inspector")) tabifyDockWidget(m_docks["inspector"], dock);
+    m_docks[name] = dock;
+    m_pluginPanels[name] = panel;
+    if (m_session->stages()) panel->setStages(*m_session->stages());
+  }
+}
+
+void MainWindow::showPlugins() {
+  std::vector<passes::PassContext::Report> reports;
+  if (m_session->stages() && !m_session->stages()->empty()) reports = m_session->stages()->back().reports;
+  auto* dialog = new PluginDialog(inspect::pluginRecords(), std::move(reports), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->show();
 }
 
 void MainWindow::onOpenAction() {

@@ -23,6 +23,8 @@ class RunsPanel;
 class ConsolePanel;
 class RunController;
 class TimelinePanel;
+class ShardingPanel;
+class PluginPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -44,6 +46,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return m_runs; }
   ConsolePanel* consolePanel() const { return m_console; }
   TimelinePanel* timelinePanel() const { return m_timeline; }
+  ShardingPanel* shardingPanel() const { return m_sharding; }
   RunController* runController() const { return m_runner; }
 
   // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
@@ -61,6 +64,8 @@ class MainWindow : public QMainWindow {
   void showCommandPalette();
   void showAbout();
   QString aboutText() const;
+  // Help › Plugins: every plugin tried, what it registers or why it was skipped, and the passes' reports.
+  void showPlugins();
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -78,6 +83,9 @@ class MainWindow : public QMainWindow {
   void onOpenAction();
   void onNewAction();
   void onOpenTraceAction();
+  // Loads the plugins of the search order (with PROJECT/plugins when a project is given), logs the skipped
+  // ones, and puts each new plugin panel in a dock.
+  void loadPlugins(const QString& projectDir);
 
   Session* m_session;
   GraphPanel* m_graph;
@@ -88,6 +96,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* m_runs;
   ConsolePanel* m_console;
   TimelinePanel* m_timeline;
+  ShardingPanel* m_sharding;
   RunController* m_runner;
   QMap<QString, QDockWidget*> m_docks;
   QMenu* m_recentMenu = nullptr;
@@ -99,6 +108,7 @@ class MainWindow : public QMainWindow {
   QLabel* m_runLabel;
   QString m_theme = "light";
   QByteArray m_defaultState;
+  QMap<QString, PluginPanel*> m_pluginPanels;  // by panel name; widgets owned by their docks
 };
 
 }  // namespace tsr::studio
