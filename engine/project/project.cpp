@@ -1,5 +1,6 @@
 #include "engine/project/project.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -274,6 +275,9 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
       }
       p.sharding.push_back(ShardingRule{std::string(k.str()), *val.value<std::string>(), static_cast<int>(val.source().begin.line)});
     }
+    // The first rule that matches wins, so the rules keep the file's order (a TOML table's keys come sorted).
+    std::stable_sort(p.sharding.begin(), p.sharding.end(),
+                     [](const ShardingRule& a, const ShardingRule& b) { return a.line < b.line; });
   }
 
   SectionReader prec(section("precision"), "precision", file, error);

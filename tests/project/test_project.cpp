@@ -63,6 +63,18 @@ compute = "bf16"
     QCOMPARE(p->resolve("data/corpus.txt"), std::string("p/data/corpus.txt"));
   }
 
+  void shardingRulesKeepTheFileOrder() {
+    // The first matching rule wins, so "z" (first in the file) must come before "a" whatever order TOML sorts
+    // keys into.
+    auto p = parseProject("[sharding]\n'z' = \"model\"\n'b' = \"None\"\n'a' = \"data\"\n", "p/project.toml", "p");
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->sharding.size(), size_t(3));
+    QCOMPARE(p->sharding[0].pattern, std::string("z"));
+    QCOMPARE(p->sharding[1].pattern, std::string("b"));
+    QCOMPARE(p->sharding[2].pattern, std::string("a"));
+    QCOMPARE(p->sharding[2].line, 4);
+  }
+
   void errorsNameFileLineAndKey() {
     QCOMPARE(parseError("[train]\nstpes = 3\n"), std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
     QCOMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
