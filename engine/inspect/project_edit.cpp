@@ -192,15 +192,16 @@ Result<std::string> tomlLiteral(FieldKind kind, const std::string& typed) {
 }
 
 std::string setFieldValue(const std::string& text, const std::string& section, const std::string& key,
-                          const std::string& literal) {
+                          const std::string& literal, bool first) {
   std::vector<std::string> lines = splitLines(text);
   std::string current;
-  int sectionEnd = -1;  // the line after the last non-blank line of the section
+  int sectionEnd = -1;    // the line after the last non-blank line of the section
+  int sectionStart = -1;  // the line after its header
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string s = sectionOf(lines[i]);
     if (!s.empty()) {
       current = s;
-      if (current == section) sectionEnd = static_cast<int>(i) + 1;
+      if (current == section) sectionEnd = sectionStart = static_cast<int>(i) + 1;
       continue;
     }
     if (current != section) continue;
@@ -223,7 +224,7 @@ std::string setFieldValue(const std::string& text, const std::string& section, c
   }
   std::string entry = key + " = " + literal;
   if (sectionEnd >= 0) {
-    lines.insert(lines.begin() + sectionEnd, entry);
+    lines.insert(lines.begin() + (first ? sectionStart : sectionEnd), entry);
   } else {
     if (!lines.empty() && !trim(lines.back()).empty()) lines.push_back("");
     lines.push_back("[" + section + "]");

@@ -28,9 +28,11 @@ std::string fieldValue(const std::string& text, const std::string& section, cons
 // The TOML literal for what the user typed: quotes a string, checks a number; an error says what is wrong.
 Result<std::string> tomlLiteral(FieldKind kind, const std::string& typed);
 
-// Sets section.key to a TOML literal in the text.
+// Sets section.key to a TOML literal in the text: in place where the key is written, else as a new line at the
+// end of the section (or, with `first`, right under its header: a [sharding] rule that must win over the
+// rules already there).
 std::string setFieldValue(const std::string& text, const std::string& section, const std::string& key,
-                          const std::string& literal);
+                          const std::string& literal, bool first = false);
 
 // Parses the text as the engine does; the error names the file and line.
 Status validateProjectText(const std::string& text, const std::string& file, const std::string& dir);

@@ -287,7 +287,8 @@ Result<std::string> applySharding(const std::string& text, const std::string& fi
     if (pattern.find('\'') != std::string::npos || pattern.find('\n') != std::string::npos)
       return makeError("sharding rule '{}': a rule may not hold a quote or a line break", pattern);
     TSR_ASSIGN(std::string literal, tomlLiteral(FieldKind::String, spec));
-    out = setFieldValue(out, "sharding", "'" + pattern + "'", literal);
+    // First in [sharding]: the first rule that matches wins, and this one names its parameter alone.
+    out = setFieldValue(out, "sharding", "'" + pattern + "'", literal, /*first=*/true);
   }
   TSR_TRY(validateProjectText(out, file, dir));
   return out;

@@ -412,6 +412,8 @@ class TestShardingPanel : public QObject {
     ShardingPanel* p = w.shardingPanel();
     QVERIFY(p->dropSpec("params.layers.2.weight", "None, model"));
     QVERIFY(p->dropSpec("layers.3.weight", "model, None"));
+    // layers.1.weight already has a rule ('layers\.1\.weight' = "model, None"): the applied one must win.
+    QVERIFY(p->dropSpec("params.layers.1.weight", "None, model"));
     QVERIFY(waitPlan(p));
     QVERIFY(p->planError().isEmpty());
     QStringList before;
@@ -428,6 +430,8 @@ class TestShardingPanel : public QObject {
     QVERIFY(text.contains("# column-parallel"));  // comments kept
     QVERIFY2(text.contains(R"('(^|\.)layers\.2\.weight$' = "None, model")"), qPrintable(text));
     QVERIFY2(text.contains(R"('(^|\.)layers\.3\.weight$' = "model, None")"), qPrintable(text));
+    QVERIFY2(text.contains(R"('(^|\.)layers\.1\.weight$' = "None, model")"), qPrintable(text));
+    QVERIFY(before.contains("params.layers.1.weight P(None, 'model')"));
     QVERIFY(text.contains("shape = [4, 2]"));
 
     QTRY_VERIFY_WITH_TIMEOUT(!opened.isEmpty(), 60000);
