@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "engine/backends/cpu/executable.h"
-#include "engine/backends/cpu/tile_program.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/vmath.h"
 #include "engine/passes/fusion.h"
@@ -119,21 +118,6 @@ class TestFusion : public QObject {
         QCOMPARE(int(gr.outputs.size()), 1);
       }
     QVERIFY(anyDecision(p, "fused into fusion."));
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
-  }
-
-  void largeOutputsStoreAroundTheCache() {
-    // Two outputs of 8.5 MB together pass cpu::kStreamStoreBytes, so the loop stores them non-temporally; rows of
-    // 1031 floats start at every alignment, so the aligned body, its head and its tail are all exercised.
-    Builder b;
-    const Aval big = f32({2053, 1031});
-    QVERIFY(2 * big.shape.numel() * 4 >= cpu::kStreamStoreBytes);
-    auto x = b.input(big);
-    auto y = b.add(OpCode::Mul, {x, b.splat(1.5, big)});
-    auto z = b.add(OpCode::Tanh, {b.add(OpCode::Add, {y, x})});
-    ir::Graph g = b.done({z, b.add(OpCode::Mul, {z, y})});
-    Planned p = plan(g);
-    QCOMPARE(countKind(p.plan, GroupKind::Loop), 1);
     QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
   }
 

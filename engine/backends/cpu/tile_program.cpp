@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <immintrin.h>
 
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/vmath.h"
@@ -177,28 +176,14 @@ void runInstr(const TileInstr& in, const float* a, const float* b, const float* 
   }
 }
 
-// dst[0, n) = src[0, n) with non-temporal stores from dst's first 32-byte boundary on.
-void streamCopy(float* dst, const float* src, int64_t n) {
-  int64_t i = 0;
-  while (i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31) != 0) {
-    dst[i] = src[i];
-    ++i;
-  }
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-  for (; i < n; ++i) dst[i] = src[i];
-}
-
 }  // namespace
 
-void streamFence() { _mm_sfence(); }
-
-TileEvaluator::TileEvaluator(const TileProgram& p, bool streamStores)
+TileEvaluator::TileEvaluator(const TileProgram& p)
     : m_p(p),
       m_slots(static_cast<size_t>(p.numSlots())),
       m_storeOf(static_cast<size_t>(p.numSlots()), -1),
       m_buffer(static_cast<size_t>(p.numSlots()), -1),
-      m_storesAfter(static_cast<size_t>(p.numSlots())),
-      m_stream(streamStores) {
+      m_storesAfter(static_cast<size_t>(p.numSlots())) {
   const int nin = static_cast<int>(p.inputs.size());
   const int ns = p.numSlots();
   // A slot stored once as f32 is computed straight into the output (no copy), unless it is an input slot.
@@ -206,8 +191,7 @@ TileEvaluator::TileEvaluator(const TileProgram& p, bool streamStores)
   for (const auto& st : p.stores) ++count[static_cast<size_t>(st.slot)];
   for (size_t s = 0; s < p.stores.size(); ++s) {
     const auto& st = p.stores[s];
-    // A streamed store copies from a scratch tile: the instruction's own loop writes through the cache.
-    if (st.dtype == DType::F32 && count[static_cast<size_t>(st.slot)] == 1 && st.slot >= nin && !m_stream)
+    if (st.dtype == DType::F32 && count[static_cast<size_t>(st.slot)] == 1 && st.slot >= nin)
       m_storeOf[static_cast<size_t>(st.slot)] = static_cast<int>(s);
     else
       m_storesAfter[static_cast<size_t>(st.slot)].push_back(static_cast<int>(s));
@@ -267,8 +251,7 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
       const float* v = m_slots[slot];
       if (st.dtype == DType::F32) {
         float* dst = static_cast<float*>(args[st.arg]) + flat;
-        if (m_stream && dst != v) streamCopy(dst, v, len);
-        else if (dst != v) std::memcpy(dst, v, static_cast<size_t>(len) * sizeof(float));
+        if (dst != v) std::memcpy(dst, v, static_cast<size_t>(len) * sizeof(float));
       } else {
         uint8_t* dst = static_cast<uint8_t*>(args[st.arg]) + flat;
         for (int64_t i = 0; i < len; ++i) dst[i] = v[i] != 0.0f;
@@ -353,11 +336,8 @@ void runLoop(const TileProgram& p, void* const* args) {
   const int64_t units = outer * tilesPerRow;
   const int64_t tileLen = std::min(inner, kTile);
   const int64_t grain = std::max<int64_t>(1, 32768 / tileLen);
-  int64_t storeBytes = 0;
-  for (const TileStore& st : p.stores) storeBytes += outer * inner * static_cast<int64_t>(dtypeSize(st.dtype));
-  const bool stream = storeBytes >= kStreamStoreBytes;
   ThreadPool::instance().parallelFor(units, grain, [&](int64_t b, int64_t e, int) {
-    TileEvaluator ev(p, stream);
+    TileEvaluator ev(p);
     std::vector<int64_t> idx(rank, 0);
     for (int64_t u = b; u < e; ++u) {
       int64_t row = u / tilesPerRow, t = u % tilesPerRow;
@@ -368,7 +348,6 @@ void runLoop(const TileProgram& p, void* const* args) {
       idx[rank - 1] = t * kTile;
       ev.eval(args, idx.data(), std::min(kTile, inner - t * kTile));
     }
-    if (stream) streamFence();
   });
 }
 

@@ -57,9 +57,7 @@ struct TileProgram {
 // Evaluates tiles of a program. One per thread: it owns the scratch tiles.
 class TileEvaluator {
  public:
-  // streamStores: f32 stores bypass the caches (non-temporal), for outputs too large to stay in them; a thread
-  // that evaluated with it must run streamFence() before its results are read elsewhere.
-  explicit TileEvaluator(const TileProgram& p, bool streamStores = false);
+  explicit TileEvaluator(const TileProgram& p);
   // Evaluates the tile starting at multi-index `idx` (of p.dims) with `len` elements along the last dim.
   // args: the kernel's argument pointers. Stores are written when `store` is true. Returns the slot pointers
   // (valid until the next call).
@@ -74,17 +72,7 @@ class TileEvaluator {
   std::vector<std::vector<int>> m_storesAfter;  // per slot: stores to run as soon as it is computed
   std::vector<bool> m_uniform, m_uniformFilled;  // inputs read at one element for every tile
   std::vector<float> m_spare;             // results of direct-store slots when a call does not store
-  bool m_stream = false;
 };
-
-// Orders the calling thread's non-temporal stores before its later stores (and so before it signals that its
-// share of a kernel is done).
-void streamFence();
-
-// Loop kernels whose outputs together exceed this many bytes store them non-temporally: a write-allocate store
-// first reads each output line from memory, a third more traffic for a map that reads one input, and such
-// outputs leave the last-level cache before anything reads them anyway.
-inline constexpr int64_t kStreamStoreBytes = int64_t(16) << 20;
 
 // Runs a loop kernel: the whole iteration space, split over the thread pool.
 void runLoop(const TileProgram& p, void* const* args);
