@@ -14,8 +14,15 @@ namespace tsr::train {
 
 namespace {
 
-// A synthetic batch of the project's input shape: token ids for gpt2 (inputs and targets both uniform over the
-// vocabulary), N(0, 1) images or vectors with uniform labels for vit and mlp.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
 Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
   std::mt19937_64 gen(seed);
   const auto& t = p.train;
@@ -47,15 +54,6 @@ Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
   Array inputs = Array::fromVector(normals(b * sizes.front()), Shape{b, sizes.front()});
   return Batch{inputs, Array::fromVector(ints(b, sizes.back()), Shape{b})};
 }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-}  // namespace
 
 Result<BenchReport> benchTrainingStep(const project::Project& project, const BenchOptions& o,
                                       const std::function<void(const std::string&)>& progress) {

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <random>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -23,6 +22,7 @@
 #include "engine/project/project.h"
 #include "engine/runtime/profiler.h"
 #include "engine/random/random.h"
+#include "engine/train/bench.h"
 #include "engine/train/project_model.h"
 #include "engine/train/trainer.h"
 #include "engine/version.h"
@@ -42,36 +42,6 @@ void leafPaths(const TreeDef& d, const std::string& prefix, std::vector<std::str
       break;
     default: break;
   }
-}
-
-// Token ids (gpt2) or images and labels (vit, mlp), uniform random as `tessera bench` makes them.
-train::Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  const int64_t b = p.train.batchSize;
-  auto ints = [&](int64_t n, int64_t bound) {
-    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(bound - 1));
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (auto& x : v) x = d(gen);
-    return v;
-  };
-  auto normals = [&](int64_t n) {
-    std::normal_distribution<float> d;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = d(gen);
-    return v;
-  };
-  if (p.model.family == "gpt2") {
-    Shape s{b, p.train.seqLen};
-    return {Array::fromVector(ints(b * p.train.seqLen, vocab), s), Array::fromVector(ints(b * p.train.seqLen, vocab), s)};
-  }
-  if (p.model.family == "vit") {
-    const auto& v = p.model.vit;
-    return {Array::fromVector(normals(b * v.channels * v.imageSize * v.imageSize), Shape{b, v.channels, v.imageSize, v.imageSize}),
-            Array::fromVector(ints(b, v.numClasses), Shape{b})};
-  }
-  const auto& sizes = p.model.mlp.sizes;
-  return {Array::fromVector(normals(b * sizes.front()), Shape{b, sizes.front()}),
-          Array::fromVector(ints(b, sizes.back()), Shape{b})};
 }
 
 int fail(const std::string& why) {
@@ -113,7 +83,7 @@ int main(int argc, char** argv) {
   if (!params.ok()) return fail(params.error().message);
   train::TrainState state = trainer.init(std::move(*params));
   std::vector<train::Batch> batches;
-  for (int i = 0; i < 2; ++i) batches.push_back(syntheticBatch(p, lm ? vocab : 0, static_cast<uint64_t>(i)));
+  for (int i = 0; i < 2; ++i) batches.push_back(train::syntheticBatch(p, lm ? vocab : 0, static_cast<uint64_t>(i)));
 
   auto t0 = std::chrono::steady_clock::now();
   auto cg = trainer.lowerStep(state, batches[0]);
