@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "engine/data/file_io.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/dump.h"
 #include "engine/passes/pipeline.h"
@@ -37,13 +38,6 @@ std::string examplePath(const char* name) { return std::string(TSR_PLUGIN_DIR) +
 void copyFile(const std::string& from, const fs::path& to) {
   fs::create_directories(to.parent_path());
   fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
-
-std::string readFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -164,7 +158,9 @@ class TestPluginLoader : public QObject {
     QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
     fs::path file = fs::path(dir.path().toStdString()) / "op_stats.txt";
     QVERIFY(fs::exists(file));
-    std::string text = readFile(file);
+    auto read = data::readFile(file.string());
+    QVERIFY2(read.ok(), read.ok() ? "" : read.error().message.c_str());
+    const std::string& text = *read;
     std::map<std::string, int> count;
     for (const ir::Node& n : r->graph.nodes()) count[ops::registry().get(n.op).name]++;
     QCOMPARE(count["dot_general"], 1);

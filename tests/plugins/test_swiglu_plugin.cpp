@@ -6,8 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "engine/data/file_io.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_table.h"
 #include "engine/plugin/loader.h"
@@ -52,13 +52,6 @@ std::vector<OpCase> swigluCases(ir::OpCode code) {
       cases.push_back(std::move(c));
     }
   return cases;
-}
-
-std::string readFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -168,9 +161,12 @@ class TestSwigluPlugin : public QObject {
     QTemporaryDir dir;
     fs::path root(dir.path().toStdString());
     fs::path sample = fs::path(TSR_SOURCE_DIR) / "sample_projects";
-    std::string text = readFile(sample / "gpt2_swiglu" / "project.toml");
+    auto toml = data::readFile((sample / "gpt2_swiglu" / "project.toml").string());
+    auto corpusFile = data::readFile((sample / "gpt2_mini" / "data" / "corpus.txt").string());
+    QVERIFY(toml.ok() && corpusFile.ok());
+    std::string text = *toml;
     // The corpus's first 30 kB (a quicker tokenizer); the project's own 150 steps.
-    std::string corpus = readFile(sample / "gpt2_mini" / "data" / "corpus.txt").substr(0, 30000);
+    std::string corpus = corpusFile->substr(0, 30000);
     std::ofstream(root / "corpus.txt") << corpus;
     auto replace = [&](const std::string& from, const std::string& to) {
       size_t at = text.find(from);
