@@ -4,7 +4,6 @@
 #include <QtTest>
 
 #include <cmath>
-#include <cstring>
 
 #include "engine/backends/cuda/executable.h"
 #include "engine/backends/cuda/flash_attention.h"
@@ -25,41 +24,6 @@ namespace {
     std::string why = cuda::unavailableReason();                        \
     if (!why.empty()) QSKIP(qPrintable("CUDA backend tests: " + QString::fromStdString(why))); \
   } while (0)
-
-void tolerance(DType t, double& rtol, double& atol) {
-  switch (t) {
-    case DType::F32: rtol = 2e-5; atol = 1e-6; break;
-    case DType::F64: rtol = 1e-12; atol = 1e-14; break;
-    case DType::BF16: rtol = 1.6e-2; atol = 1e-3; break;
-    case DType::F16: rtol = 2e-3; atol = 1e-4; break;
-    default: rtol = 0; atol = 0; break;
-  }
-}
-
-std::string compare(const HostTensor& got, const HostTensor& want, double rtol, double atol) {
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double g = got.get(i), w = want.get(i);
-    if (std::isnan(w) && std::isnan(g)) continue;
-    if (std::isinf(w) && g == w) continue;
-    bool ok = isFloating(want.aval.dtype) ? std::fabs(g - w) <= atol + rtol * std::fabs(w) : got.getBits(i) == want.getBits(i);
-    if (!ok)
-      return "element " + std::to_string(i) + " of " + want.aval.toString() + ": got " + std::to_string(g) +
-             ", reference " + std::to_string(w);
-  }
-  return "";
-}
-
-HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a) {
-  HostTensor t = HostTensor::zeros(a);
-  if (a.bytes()) std::memcpy(t.bytes.data(), b->data(), static_cast<size_t>(a.bytes()));
-  return t;
-}
-
-runtime::BufferPtr toBuffer(const HostTensor& t) {
-  auto b = runtime::Buffer::allocate(std::max<int64_t>(t.aval.bytes(), 1));
-  if (t.aval.bytes()) std::memcpy((*b)->data(), t.bytes.data(), t.bytes.size());
-  return *b;
-}
 
 Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry()));
@@ -117,11 +81,7 @@ class TestCudaBackend : public QObject {
           continue;
         }
         for (size_t r = 0; r < want.size(); ++r) {
-          double rtol, atol;
-          tolerance(want[r].aval.dtype, rtol, atol);
-          if (c.rtol >= 0) rtol = c.rtol;
-          if (c.atol >= 0) atol = c.atol;
-          std::string d = compare(fromBuffer((*outs)[r], g.aval((*res)[r])), want[r], rtol, atol);
+          std::string d = compareWithReference(fromBuffer((*outs)[r], g.aval((*res)[r])), want[r], c);
           if (!d.empty()) failures << QString::fromStdString(tag + " result " + std::to_string(r) + ": " + d);
         }
         ++runs;
@@ -151,7 +111,7 @@ class TestCudaBackend : public QObject {
     QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
     for (size_t i = 0; i < want->size(); ++i) {
       const Aval& a = cg->graph.aval(cg->graph.outputs()[i]);
-      std::string d = compare(fromBuffer((*got)[i], a), fromBuffer((*want)[i], a), 2e-3, 2e-5);
+      std::string d = compareTensors(fromBuffer((*got)[i], a), fromBuffer((*want)[i], a), 2e-3, 2e-5);
       QVERIFY2(d.empty(), ("output " + std::to_string(i) + ": " + d).c_str());
     }
   }

@@ -22,38 +22,6 @@ void defaultTolerance(DType t, double& rtol, double& atol) {
   }
 }
 
-// Returns "" when equal within tolerance, else a description of the first mismatch.
-std::string compare(const HostTensor& got, const HostTensor& want, const OpCase& c) {
-  if (!(got.aval == want.aval)) return "aval " + got.aval.toString() + ", reference " + want.aval.toString();
-  double rtol, atol;
-  defaultTolerance(want.aval.dtype, rtol, atol);
-  if (c.rtol >= 0) rtol = c.rtol;
-  if (c.atol >= 0) atol = c.atol;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    double g = got.get(i), w = want.get(i);
-    if (std::isnan(w) && std::isnan(g)) continue;
-    if (std::isinf(w) && g == w) continue;
-    bool ok = isFloating(want.aval.dtype) ? std::fabs(g - w) <= atol + rtol * std::fabs(w)
-                                          : got.getBits(i) == want.getBits(i);
-    if (!ok) {
-      return "element " + std::to_string(i) + " of " + want.aval.toString() + ": got " + std::to_string(g) +
-             ", reference " + std::to_string(w);
-    }
-  }
-  return "";
-}
-
-HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a) {
-  HostTensor t = HostTensor::zeros(a);
-  if (a.bytes()) std::memcpy(t.bytes.data(), b->data(), static_cast<size_t>(a.bytes()));
-  return t;
-}
-
-runtime::BufferPtr toBuffer(const HostTensor& t) {
-  auto b = runtime::Buffer::allocate(t.aval.bytes());
-  if (t.aval.bytes()) std::memcpy((*b)->data(), t.bytes.data(), t.bytes.size());
-  return *b;
-}
 
 // A rank-2 tensor stored transposed: element (i, j) of `t` is element (j, i) of the result.
 HostTensor transposed(const HostTensor& t) {
@@ -82,6 +50,42 @@ enum class Feed { Direct, Transposed, Broadcast };
 
 }  // namespace
 
+std::string compareTensors(const HostTensor& got, const HostTensor& want, double rtol, double atol) {
+  if (!(got.aval == want.aval)) return "aval " + got.aval.toString() + ", reference " + want.aval.toString();
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.get(i), w = want.get(i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (std::isinf(w) && g == w) continue;
+    bool ok = isFloating(want.aval.dtype) ? std::fabs(g - w) <= atol + rtol * std::fabs(w)
+                                          : got.getBits(i) == want.getBits(i);
+    if (!ok) {
+      return "element " + std::to_string(i) + " of " + want.aval.toString() + ": got " + std::to_string(g) +
+             ", reference " + std::to_string(w);
+    }
+  }
+  return "";
+}
+
+std::string compareWithReference(const HostTensor& got, const HostTensor& want, const OpCase& c) {
+  double rtol, atol;
+  defaultTolerance(want.aval.dtype, rtol, atol);
+  if (c.rtol >= 0) rtol = c.rtol;
+  if (c.atol >= 0) atol = c.atol;
+  return compareTensors(got, want, rtol, atol);
+}
+
+HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a) {
+  HostTensor t = HostTensor::zeros(a);
+  if (a.bytes()) std::memcpy(t.bytes.data(), b->data(), static_cast<size_t>(a.bytes()));
+  return t;
+}
+
+runtime::BufferPtr toBuffer(const HostTensor& t) {
+  auto b = runtime::Buffer::allocate(t.aval.bytes());
+  if (t.aval.bytes()) std::memcpy((*b)->data(), t.bytes.data(), t.bytes.size());
+  return *b;
+}
+
 std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns) {
   const auto& reg = ops::registry();
   std::vector<std::string> messages;
@@ -108,7 +112,7 @@ std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns) {
   if (!outs.ok()) return failed(c.label + ": " + outs.error().message);
   if (outs->size() != want.size()) return failed(c.label + ": wrong number of results");
   for (size_t r = 0; r < want.size(); ++r) {
-    std::string diff = compare(fromBuffer((*outs)[r], outAvals[r]), want[r], c);
+    std::string diff = compareWithReference(fromBuffer((*outs)[r], outAvals[r]), want[r], c);
     if (!diff.empty()) messages.push_back(c.label + " result " + std::to_string(r) + ": " + diff);
   }
 
@@ -159,7 +163,7 @@ std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns) {
     auto gouts = runtime::interpret(g, reg, feeds);
     if (!gouts.ok()) return failed(c.label + tag + ": " + gouts.error().message);
     for (size_t r = 0; r < expect.size(); ++r) {
-      std::string diff = compare(fromBuffer((*gouts)[r], g.aval((*res)[r])), expect[r], c);
+      std::string diff = compareWithReference(fromBuffer((*gouts)[r], g.aval((*res)[r])), expect[r], c);
       if (!diff.empty()) messages.push_back(c.label + tag + " result " + std::to_string(r) + ": " + diff);
     }
     if (graphRuns) ++*graphRuns;

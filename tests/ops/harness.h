@@ -72,6 +72,16 @@ std::vector<OpCase> allCases();
 // graphs it ran in *graphRuns. Core ops and ops that plugins add run through the same check.
 std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns = nullptr);
 
+// A result against a reference: "" when equal (floats within atol + rtol |want|, NaN with NaN, infinities
+// exactly; integers and bools bit for bit), else the first mismatch. compareWithReference takes the case's
+// tolerance, or the dtype's default. Backends' tests use them as the conformance check does.
+std::string compareTensors(const HostTensor& got, const HostTensor& want, double rtol, double atol);
+std::string compareWithReference(const HostTensor& got, const HostTensor& want, const OpCase& c);
+
+// A host tensor from a runtime buffer of aval `a`, and back.
+HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a);
+runtime::BufferPtr toBuffer(const HostTensor& t);
+
 // The op of a case applied to Arrays (eagerly, or traced under jit, vjp and vmap).
 std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs);
 
