@@ -81,20 +81,6 @@ ir::Cost costScatterAdd(std::span<const Aval> in, std::span<const Aval> out, con
 
 // ---- kernels ----
 
-struct Geometry {
-  int64_t batch = 1, outer = 1, axisSize = 1, inner = 1, indices = 1;
-};
-
-Geometry geometry(const Shape& x, const Shape& idx, const GatherAttrs& at) {
-  Geometry g;
-  int axis = static_cast<int>(at.axis), bd = static_cast<int>(at.batchDims);
-  for (int d = 0; d < bd; ++d) g.batch *= x[d];
-  for (int d = bd; d < axis; ++d) g.outer *= x[d];
-  g.axisSize = x[axis];
-  for (int d = axis + 1; d < x.rank(); ++d) g.inner *= x[d];
-  for (int d = bd; d < idx.rank(); ++d) g.indices *= idx[d];
-  return g;
-}
 
 // idx: [Bt, I] as int64 (u32 indices stay non-negative).
 std::vector<int64_t> loadIndices(const ir::TensorView& idx) {
@@ -115,7 +101,7 @@ void gatherKernel(const ir::CpuKernelArgs& args) {
   const auto& at = attrsAs<GatherAttrs>(args.attrs);
   const ir::TensorView& x = args.inputs[0];
   const ir::MutableTensorView& out = args.outputs[0];
-  Geometry g = geometry(x.aval.shape, args.inputs[1].aval.shape, at);
+  GatherGeometry g = gatherGeometry(x.aval.shape, args.inputs[1].aval.shape, at);
   auto* dst = static_cast<uint8_t*>(out.data);
   if (g.axisSize == 0) {  // nothing to clamp into: the result is all zeros
     std::memset(dst, 0, static_cast<size_t>(out.aval.bytes()));
@@ -149,7 +135,7 @@ T wrapAdd(T a, T b) {
 
 // acc: x as [Bt, P, A, S]; upd: [Bt, P, I, S]. Out-of-range indices are dropped; duplicates accumulate.
 template <class Acc, class T>
-void scatterInto(Acc* acc, const T* upd, const std::vector<int64_t>& idx, const Geometry& g) {
+void scatterInto(Acc* acc, const T* upd, const std::vector<int64_t>& idx, const GatherGeometry& g) {
   for (int64_t b = 0; b < g.batch; ++b) {
     for (int64_t p = 0; p < g.outer; ++p) {
       int64_t slab = b * g.outer + p;
@@ -169,7 +155,7 @@ void scatterAddKernel(const ir::CpuKernelArgs& args) {
   const ir::TensorView& x = args.inputs[0];
   const ir::TensorView& updates = args.inputs[2];
   const ir::MutableTensorView& out = args.outputs[0];
-  Geometry g = geometry(x.aval.shape, args.inputs[1].aval.shape, at);
+  GatherGeometry g = gatherGeometry(x.aval.shape, args.inputs[1].aval.shape, at);
   std::vector<int64_t> idx = loadIndices(args.inputs[1]);
   const int64_t n = x.aval.numel();
   dispatchDType(x.aval.dtype, [&]<class T>() {
@@ -298,6 +284,17 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   scatter.batch = batchScatterAdd;
   scatter.shard = scatterAddShardRule();
   addCoreOp(reg, std::move(scatter));
+}
+
+GatherGeometry gatherGeometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at) {
+  GatherGeometry g;
+  int axis = static_cast<int>(at.axis), bd = static_cast<int>(at.batchDims);
+  for (int d = 0; d < bd; ++d) g.batch *= x[d];
+  for (int d = bd; d < axis; ++d) g.outer *= x[d];
+  g.axisSize = x[axis];
+  for (int d = axis + 1; d < x.rank(); ++d) g.inner *= x[d];
+  for (int d = bd; d < idx.rank(); ++d) g.indices *= idx[d];
+  return g;
 }
 
 }  // namespace tsr::ops

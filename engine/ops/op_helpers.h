@@ -21,6 +21,13 @@ ir::Cost elementwiseCost(std::span<const Aval> in, std::span<const Aval> out, do
 // Cost of pure data movement: reads inputs, writes outputs, no flops.
 ir::Cost movementCost(std::span<const Aval> in, std::span<const Aval> out);
 
+// gather and scatter_add as loops (every backend's kernels): x viewed as [batch, outer, axisSize, inner] around
+// the gathered axis, the indices as [batch, indices].
+struct GatherGeometry {
+  int64_t batch = 1, outer = 1, axisSize = 1, inner = 1, indices = 1;
+};
+GatherGeometry gatherGeometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at);
+
 // Adds the op, checking invariants of core registration (an internal error, not a user one).
 void addCoreOp(ir::OpRegistry& reg, ir::OpDef def);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/op_helpers.h"
+
 namespace tsr::cuda {
 
 using ir::OpCode;
@@ -94,21 +96,6 @@ GeneratedKernel finish(std::string code, int64_t elements, int numArgs) {
   k.elements = elements;
   k.numArgs = numArgs;
   return k;
-}
-
-struct GatherGeometry {
-  int64_t batch = 1, outer = 1, axisSize = 1, inner = 1, indices = 1;
-};
-
-GatherGeometry geometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at) {
-  GatherGeometry g;
-  int axis = static_cast<int>(at.axis), bd = static_cast<int>(at.batchDims);
-  for (int d = 0; d < bd; ++d) g.batch *= x[d];
-  for (int d = bd; d < axis; ++d) g.outer *= x[d];
-  g.axisSize = x[axis];
-  for (int d = axis + 1; d < x.rank(); ++d) g.inner *= x[d];
-  for (int d = bd; d < idx.rank(); ++d) g.indices *= idx[d];
-  return g;
 }
 
 // A lone elementwise node of any dtype the fused kernels do not take (bf16, integers, bool): operands are
@@ -267,7 +254,7 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       const char* E = bitsType(dtypeSize(x.dtype));
       const char* I = storageType(idx.dtype);
       if (!E || !I || !isIntType(idx.dtype)) return std::optional<GeneratedKernel>();
-      GatherGeometry geo = geometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
+      ops::GatherGeometry geo = ops::gatherGeometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
       std::string c = header(label, numArgs) + indexLoop(out.numel());
       // result [batch, outer, indices, inner] <- x [batch, outer, axis, inner]
       c += fmt::format("    const long long s = i % {0}, r = i / {0}; const long long q = r % {1}, bo = r / {1};\n",
@@ -289,7 +276,7 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       const Aval& idx = g.aval(n.operands[1]);
       const Aval& upd = g.aval(n.operands[2]);
       if ((x.dtype != DType::F32 && x.dtype != DType::I32) || !isIntType(idx.dtype)) return std::optional<GeneratedKernel>();
-      GatherGeometry geo = geometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
+      ops::GatherGeometry geo = ops::gatherGeometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
       const char* T = storageType(x.dtype);
       const char* I = storageType(idx.dtype);
       // The result holds x already (GeneratedKernel::prefill); updates [batch, outer, indices, inner].
