@@ -182,19 +182,6 @@ PerDevice refPermute(const PerDevice& x, const std::vector<std::pair<int, int>>&
 enum class Mode { Interpreted, Compiled };
 const char* modeName(Mode m) { return m == Mode::Interpreted ? "interpreter" : "compiled"; }
 
-runtime::BufferPtr toBuffer(const HostTensor& t) {
-  auto b = runtime::Buffer::allocate(t.aval.bytes());
-  if (!b.ok()) qFatal("%s", b.error().message.c_str());
-  if (!t.bytes.empty()) std::memcpy((*b)->data(), t.bytes.data(), t.bytes.size());
-  return *b;
-}
-
-HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a) {
-  HostTensor t = HostTensor::zeros(a);
-  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), b->data(), t.bytes.size());
-  return t;
-}
-
 // Runs g on 8 devices, device p on inputs[i][p] for each graph input i; returns outputs[o][p]. Compiled: the
 // standard pipeline, then fusion and the executable (freed memory poisoned), compiled once and run by all
 // devices at the same time.
