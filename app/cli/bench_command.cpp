@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <vector>
@@ -11,9 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/model_command.h"
+#include "app/cli/profile_command.h"
+#include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/project/project.h"
 #include "engine/train/bench.h"
+#include "engine/train/profile_run.h"
 
 namespace tsr::cli {
 
@@ -24,6 +28,7 @@ struct BenchArgs {
   train::BenchOptions options;
   int64_t sgemmSize = 2048;
   int sgemmRepeats = 3;
+  int64_t top = 0;
   bool json = false;
 };
 
@@ -106,6 +111,10 @@ int runBench(BenchArgs& a) {
     // With --json, stdout holds the JSON object alone.
     (a.json ? std::cerr : std::cout) << line << "\n";
   };
+  a.options.profile = a.top > 0;
+  // Steady state from the first timed step: native kernels are compiled with the step (TESSERA_CPU_CODEGEN
+  // chooses otherwise).
+  if (!std::getenv("TESSERA_CPU_CODEGEN")) cpu::setNativeMode(cpu::NativeMode::Sync);
   auto report = train::benchTrainingStep(*project, a.options, progress);
   if (!report.ok()) {
     std::cerr << "tessera bench: " << report.error().message << "\n";
@@ -114,6 +123,23 @@ int runBench(BenchArgs& a) {
   SgemmPeak peak = measureSgemm(a.sgemmSize, a.sgemmRepeats, threads);
   int64_t warmup = std::max<int64_t>(a.options.warmup, 1);
   nlohmann::json j = toJson(*report, peak, threads, warmup);
+  const cpu::NativeStats native = cpu::nativeStats();
+  // The step's compile alone; a sync native compile ran inside it and is reported on its own.
+  const double graphCompile = std::max(0.0, report->compileSeconds - native.compileSeconds);
+  j["compile_s"] = graphCompile;
+  j["cpu_codegen"] = cpu::nativeModeName(cpu::nativeMode());
+  j["native_kernels"] = native.kernels;
+  j["native_compile_s"] = native.compileSeconds;
+  if (!native.error.empty()) j["native_error"] = native.error;
+  if (a.top > 0) {
+    std::vector<train::KernelSummary> kernels = train::summarizeKernels(report->profile);
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < kernels.size() && static_cast<int64_t>(i) < a.top; ++i)
+      list.push_back({{"name", kernels[i].name}, {"kind", kernels[i].kind}, {"count", kernels[i].count},
+                      {"total_s", static_cast<double>(kernels[i].totalNs) * 1e-9}, {"flops", kernels[i].flops},
+                      {"bytes", kernels[i].bytes}});
+    j["top_kernels"] = list;
+  }
   if (a.json) {
     std::cout << j.dump() << "\n";
     return 0;
@@ -123,7 +149,10 @@ int runBench(BenchArgs& a) {
   std::cout << fmt::format("\n{}: {} with {} parameters, batch {}{}, {}, {} threads\n", r.project, r.family,
                            withThousands(r.params), r.batch, r.seq ? fmt::format(" x {} tokens", r.seq) : "",
                            r.optimizer, threads);
-  std::cout << fmt::format("  compile      {:.3f} s (first step {:.3f} s)\n", r.compileSeconds, r.firstStepSeconds);
+  std::cout << fmt::format("  compile      {:.3f} s (first step {:.3f} s)\n", graphCompile, r.firstStepSeconds);
+  std::cout << fmt::format("  native       {} loop kernels ({}; {} libraries compiled in {:.2f} s, {} from the cache)\n",
+                           native.kernels, cpu::nativeModeName(cpu::nativeMode()), native.libraries,
+                           native.compileSeconds, native.cachedLibraries);
   std::cout << fmt::format("  step         median {:.1f} ms, min {:.1f} ms ({} steps after {} warm-up)\n",
                            r.medianSeconds * 1e3, r.minSeconds * 1e3, r.stepSeconds.size(), warmup);
   std::cout << fmt::format("  throughput   {:.1f} {}/s\n", static_cast<double>(r.itemsPerStep) / r.medianSeconds,
@@ -135,6 +164,7 @@ int runBench(BenchArgs& a) {
     std::cout << fmt::format(" = {:.1f}% of the SGEMM peak ({:.1f} GFLOP/s, OpenBLAS {}^3, best of {})",
                              100.0 * gflops / peak.gflops, peak.gflops, peak.n, a.sgemmRepeats);
   std::cout << "\n";
+  if (a.top > 0) printKernelTable(r.profile, a.top);
   return 0;
 }
 
@@ -153,6 +183,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--sgemm", args->sgemmSize, "Size n of the n^3 SGEMM that measures the peak (0: skip)")
       ->capture_default_str();
+  cmd->add_option("--top", args->top, "Profile one more step and list its N longest kernels");
   cmd->add_flag("--json", args->json, "Print one JSON object (progress goes to stderr)");
   return [cmd, args]() { return cmd->parsed() ? runBench(*args) : -1; };
 }

@@ -22,8 +22,9 @@ std::string clip(const std::string& s, size_t width) {
   return s.size() <= width ? s : s.substr(0, width - 3) + "...";
 }
 
-void printSummary(const train::ProfileReport& r, int64_t top) {
-  const runtime::Trace& t = r.trace;
+}  // namespace
+
+void printKernelTable(const runtime::Trace& t, int64_t top) {
   std::vector<train::KernelSummary> kernels = train::summarizeKernels(t);
   int64_t totalNs = 0;
   for (const auto& k : kernels) totalNs += k.totalNs;
@@ -59,6 +60,8 @@ void printSummary(const train::ProfileReport& r, int64_t top) {
   }
 }
 
+namespace {
+
 int runProfile(ProfileArgs& a) {
   auto project = project::loadProject(a.project);
   if (!project.ok()) {
@@ -72,7 +75,7 @@ int runProfile(ProfileArgs& a) {
     std::cerr << "tessera profile: " << report.error().message << "\n";
     return 1;
   }
-  printSummary(*report, a.top);
+  printKernelTable(report->trace, a.top);
   std::cout << fmt::format("\nrun {}, profile {} in {}\n", report->runId, report->profileId, report->storePath);
   if (!report->tracePath.empty())
     std::cout << fmt::format("trace {} (open it in ui.perfetto.dev or chrome://tracing)\n", report->tracePath);

@@ -156,6 +156,7 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
     co.name = options.name;
     co.donatable = options.donatable;
     co.donatable.resize(im.program.inputs().size(), false);
+    co.native = true;
     TSR_ASSIGN(im.exe, cpu::Executable::compile(im.program, reg, fusion, co));
   }
   return self;

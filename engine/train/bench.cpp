@@ -7,6 +7,7 @@
 
 #include "engine/ops/registry.h"
 #include "engine/random/random.h"
+#include "engine/runtime/profiler.h"
 #include "engine/train/project_model.h"
 #include "engine/train/trainer.h"
 
@@ -125,6 +126,17 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
     r.stepSeconds.push_back(m.seconds);
     r.lastLoss = m.loss;
     say(fmt::format("step {}/{}: {:.1f} ms, loss {:.4f}", i + 1, o.steps, m.seconds * 1e3, m.loss));
+  }
+  if (o.profile) {
+    runtime::Profiler profiler;
+    {
+      runtime::ProfilerScope scope(profiler);
+      int64_t start = runtime::Profiler::nowNs();
+      TSR_ASSIGN(StepMetrics m, step());
+      profiler.mark({"profiled step", start, runtime::Profiler::nowNs() - start});
+      say(fmt::format("profiled step: {:.1f} ms", m.seconds * 1e3));
+    }
+    r.profile = runtime::Trace::from(profiler);
   }
   r.medianSeconds = median(r.stepSeconds);
   r.minSeconds = *std::min_element(r.stepSeconds.begin(), r.stepSeconds.end());

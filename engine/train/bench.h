@@ -8,6 +8,7 @@
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
+#include "engine/runtime/trace_export.h"
 #include "engine/train/trainer.h"
 
 namespace tsr::train {
@@ -22,6 +23,7 @@ struct BenchOptions {
   int64_t steps = 5;   // timed steps
   int64_t warmup = 1;  // untimed steps first; the first one compiles (at least 1)
   uint64_t seed = 0;
+  bool profile = false;  // one more step after the timed ones, under the profiler (BenchReport::profile)
 };
 
 struct BenchReport {
@@ -41,6 +43,7 @@ struct BenchReport {
   // The sum of the ops' cost rules over the traced step (every op: GEMMs, elementwise, reductions, optimiser).
   double graphFlopsPerStep = 0;
   double firstLoss = 0, lastLoss = 0;
+  runtime::Trace profile;  // the profiled step when BenchOptions::profile (not counted in stepSeconds)
 };
 
 // Builds the project's model, optimiser and jitted step, runs `warmup` then `steps` steps on synthetic batches.

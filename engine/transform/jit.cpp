@@ -197,6 +197,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       cpu::CompileOptions co;
       co.name = m_name;
       co.donatable = donatable;
+      co.native = true;
       auto compiled = cpu::Executable::compile(cg.graph, ops::registry(), *plan, co);
       if (!compiled.ok()) return Error{fmt::format("{}: {}", m_name, compiled.error().message)};
       exe = std::move(*compiled);

@@ -23,14 +23,6 @@ void defaultTolerance(DType t, double& rtol, double& atol) {
 }
 
 
-// A rank-2 tensor stored transposed: element (i, j) of `t` is element (j, i) of the result.
-HostTensor transposed(const HostTensor& t) {
-  HostTensor r = HostTensor::zeros(Aval{Shape{t.aval.shape[1], t.aval.shape[0]}, t.aval.dtype});
-  for (int64_t i = 0; i < t.aval.shape[0]; ++i)
-    for (int64_t j = 0; j < t.aval.shape[1]; ++j) r.setBits(j * t.aval.shape[0] + i, t.getBits(i * t.aval.shape[1] + j));
-  return r;
-}
-
 // The first slice along dim 0 of `t`, as a tensor with dim 0 of size 1; and that slice tiled back to t's shape.
 HostTensor firstRow(const HostTensor& t) {
   auto dims = t.aval.shape.dims();

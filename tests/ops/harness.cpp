@@ -154,4 +154,11 @@ const std::vector<DType>& allDTypes() {
   return types;
 }
 
+HostTensor transposed(const HostTensor& t) {
+  HostTensor r = HostTensor::zeros(Aval{Shape{t.aval.shape[1], t.aval.shape[0]}, t.aval.dtype});
+  for (int64_t i = 0; i < t.aval.shape[0]; ++i)
+    for (int64_t j = 0; j < t.aval.shape[1]; ++j) r.setBits(j * t.aval.shape[0] + i, t.getBits(i * t.aval.shape[1] + j));
+  return r;
+}
+
 }  // namespace tsr::test

@@ -78,6 +78,10 @@ std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns = null
 std::string compareTensors(const HostTensor& got, const HostTensor& want, double rtol, double atol);
 std::string compareWithReference(const HostTensor& got, const HostTensor& want, const OpCase& c);
 
+// A rank-2 tensor stored transposed: element (i, j) of `t` is element (j, i) of the result (what a graph that
+// transposes its input must be fed to see `t`).
+HostTensor transposed(const HostTensor& t);
+
 // A host tensor from a runtime buffer of aval `a`, and back.
 HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a);
 runtime::BufferPtr toBuffer(const HostTensor& t);

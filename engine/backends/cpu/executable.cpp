@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cpu/gemm.h"
+#include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/schedule.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
@@ -88,6 +90,9 @@ struct Executable::Impl {
   // once, each on its own thread).
   std::mutex arenaMutex;
   std::vector<runtime::BufferPtr> freeArenas;
+  // Native code for the loop programs (null: interpreted only), asked for on the second run.
+  std::shared_ptr<NativeKernelSet> native;
+  std::atomic<int> runs{0};
 
   const ir::Node& node(NodeId n) const { return graph.nodes()[static_cast<size_t>(n)]; }
   ValueId root(ValueId v) const {
@@ -102,6 +107,10 @@ struct Executable::Impl {
   void runKernel(const Kernel& k, void* const* args);
   void runReduction(const Kernel& k, void* const* args);
   void runNodeKernel(const Kernel& k, void* const* args);
+  void prepareNative();
+  NativeLoopFn nativeFn(const Kernel& k) const {
+    return native && k.native >= 0 ? native->get(static_cast<size_t>(k.native)) : nullptr;
+  }
 };
 
 Executable::Executable() : m(std::make_unique<Impl>()) {}
@@ -113,6 +122,30 @@ const std::vector<ValueSlot>& Executable::valueSlots() const { return m->slots; 
 const std::vector<runtime::BufferPtr>& Executable::constants() const { return m->consts; }
 const ir::Graph& Executable::graph() const { return m->graph; }
 int64_t Executable::fusionBase() const { return m->fusionBase; }
+int64_t Executable::nativeKernels() const { return m->native ? static_cast<int64_t>(m->native->size()) : 0; }
+std::shared_ptr<NativeKernelSet> Executable::nativeSet() const { return m->native; }
+int64_t Executable::nativeKernelsReady() const {
+  int64_t n = 0;
+  for (size_t i = 0; m->native && i < m->native->size(); ++i) n += m->native->get(i) != nullptr;
+  return n;
+}
+
+// Generates the native form of every loop program (loops and gemm epilogues); in sync mode compiles them now.
+void Executable::Impl::prepareNative() {
+  NativeMode mode = nativeMode();
+  if (!options.native || mode == NativeMode::Off) return;
+  std::vector<NativeSource> sources;
+  for (Kernel& k : kernels) {
+    if (!k.hasProgram || (k.info.kind != GroupKind::Loop && k.info.kind != GroupKind::Gemm)) continue;
+    auto src = generateNativeLoop(k.prog);
+    if (!src.ok()) continue;  // an op without a native form: this kernel stays on the interpreter
+    k.native = static_cast<int>(sources.size());
+    sources.push_back(std::move(src).value());
+  }
+  if (sources.empty()) return;
+  native = std::make_shared<NativeKernelSet>(std::move(sources));
+  if (mode == NativeMode::Sync) (void)compileNative(*native);  // a failure is reported once; kernels interpret
+}
 
 // Builds the tile program of a loop, reduction or gemm group: one slot per input (through its view map) and per
 // member result, one instruction per elementwise member, stores for the outputs.
@@ -531,6 +564,7 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     m.memory.tracedOrderArenaBytes = m.memory.arenaBytes;
   }
   for (const auto& k : m.kernels) m.infos.push_back(k.info);
+  m.prepareNative();
   coordinateBlasThreads();
   return e;
 }
@@ -691,7 +725,7 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
 
 void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
   switch (k.info.kind) {
-    case GroupKind::Loop: runLoop(k.prog, args); return;
+    case GroupKind::Loop: runLoop(k.prog, args, nativeFn(k)); return;
     case GroupKind::Reduction: runReduction(k, args); return;
     case GroupKind::Gemm:
       if (k.gemm)
@@ -699,7 +733,7 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
       else
         runNodeKernel(k, args);
-      if (k.hasProgram) runLoop(k.prog, args);
+      if (k.hasProgram) runLoop(k.prog, args, nativeFn(k));
       return;
     default: runNodeKernel(k, args); return;
   }
@@ -716,6 +750,8 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
     if (!inputs[i] || inputs[i]->size() < a.bytes())
       return makeError("{}: input {} must hold {} ({} bytes)", im.options.name, i, a.toString(), a.bytes());
   }
+  // Hot (run a second time): its loops go to the background compiler, and switch to native code when it lands.
+  if (im.native && im.runs.fetch_add(1) == 1 && nativeMode() == NativeMode::Async) requestNative(im.native);
   // The arena: a free one from an earlier run, else a new one; back to the free list when this run ends.
   runtime::BufferPtr arena;
   {

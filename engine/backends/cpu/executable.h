@@ -21,6 +21,8 @@
 
 namespace tsr::cpu {
 
+class NativeKernelSet;
+
 struct CompileOptions {
   std::string name = "main";
   // Per graph input: the caller may give up its buffer (JAX's donate_argnums). Outputs of the same size are
@@ -32,6 +34,9 @@ struct CompileOptions {
   // Try the memory-aware kernel order (schedule.h) and keep it where its arena is smaller; off: the fusion
   // plan's order.
   bool schedule = true;
+  // Loop kernels and gemm epilogues may switch to native code once the executable is hot (native_compiler.h,
+  // TESSERA_CPU_CODEGEN). Off for executables compiled only to be inspected or lowered for another backend.
+  bool native = false;
 };
 
 struct KernelInfo {
@@ -95,6 +100,7 @@ struct LoweredKernel {
   std::vector<int> operandArgs, resultArgs;
   std::optional<GemmPlan> gemm;  // f32 dot_general read in place
   std::vector<ir::ValueId> dying;  // arena values whose last use is this kernel
+  int native = -1;  // the program's index among the executable's native kernels (-1: interpreted only)
 };
 
 class Executable {
@@ -120,6 +126,12 @@ class Executable {
   const std::vector<runtime::BufferPtr>& constants() const;
   const ir::Graph& graph() const;
   int64_t fusionBase() const;
+
+  // Native code: kernels that have a native form, and how many of them are loaded now.
+  int64_t nativeKernels() const;
+  int64_t nativeKernelsReady() const;
+  // The native kernels' sources and functions (null when the executable has none).
+  std::shared_ptr<NativeKernelSet> nativeSet() const;
 
  private:
   Executable();

@@ -325,7 +325,7 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
   return m_slots.data();
 }
 
-void runLoop(const TileProgram& p, void* const* args) {
+void runLoop(const TileProgram& p, void* const* args, NativeLoopFn native) {
   for (int64_t d : p.dims)
     if (d == 0) return;  // an empty array
   const size_t rank = p.dims.size();
@@ -336,6 +336,10 @@ void runLoop(const TileProgram& p, void* const* args) {
   const int64_t units = outer * tilesPerRow;
   const int64_t tileLen = std::min(inner, kTile);
   const int64_t grain = std::max<int64_t>(1, 32768 / tileLen);
+  if (native) {
+    ThreadPool::instance().parallelFor(units, grain, [&](int64_t b, int64_t e, int) { native(args, b, e); });
+    return;
+  }
   ThreadPool::instance().parallelFor(units, grain, [&](int64_t b, int64_t e, int) {
     TileEvaluator ev(p);
     std::vector<int64_t> idx(rank, 0);

@@ -74,7 +74,10 @@ class TileEvaluator {
   std::vector<float> m_spare;             // results of direct-store slots when a call does not store
 };
 
-// Runs a loop kernel: the whole iteration space, split over the thread pool.
-void runLoop(const TileProgram& p, void* const* args);
+// A loop kernel compiled to native code (native_codegen.h): evaluates work units [firstUnit, endUnit).
+using NativeLoopFn = void (*)(void* const* args, long long firstUnit, long long endUnit);
+
+// Runs a loop kernel: the whole iteration space, split over the thread pool; through `native` when given.
+void runLoop(const TileProgram& p, void* const* args, NativeLoopFn native = nullptr);
 
 }  // namespace tsr::cpu

@@ -12,6 +12,7 @@
 #include <nvrtc.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/runtime/kernel_cache.h"
 
 namespace tsr::cuda {
 
@@ -65,15 +66,7 @@ std::string nvrtcVersionString() {
   return fmt::format("NVRTC {}.{}", major, minor);
 }
 
-std::string kernelCacheDir() {
-  if (const char* v = std::getenv("TESSERA_KERNEL_CACHE"); v && *v) {
-    if (std::string(v) == "off") return "";
-    return v;
-  }
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "tessera" / "kernels").string();
-  if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".cache" / "tessera" / "kernels").string();
-  return "";
-}
+std::string kernelCacheDir() { return runtime::kernelCacheDir(); }
 
 Result<CompiledModule> compileCuda(const std::string& source, const std::string& name, const NvrtcOptions& options) {
   // --fmad=false: a * b + c rounds twice, as the CPU kernels (built with -ffp-contract=off) do.

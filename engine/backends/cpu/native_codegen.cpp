@@ -1,0 +1,264 @@
+#include "engine/backends/cpu/native_codegen.h"
+
+#include <fmt/format.h>
+
+namespace tsr::cpu {
+
+extern const char* const kVmathAvx2Source;  // vmath_avx2.inc, embedded at build time
+
+using ir::OpCode;
+
+namespace {
+
+// Helpers after the vector math. Each one is written to give the bits the interpreter's loop gives
+// (tile_program.cpp): NaN-propagating max and min, x != 0 true for NaN, the C library per lane where the
+// interpreter calls it.
+constexpr const char* kHelpers = R"(
+typedef long long i64;
+typedef unsigned char u8;
+extern "C" {
+float logf(float); float log1pf(float); float expm1f(float); float exp2f(float); float sinf(float);
+float cosf(float); float tanf(float); float erff(float); float roundf(float); float powf(float, float);
+float atan2f(float, float); float fmodf(float, float);
+}
+static inline __m256 tsr_zero() { return _mm256_setzero_ps(); }
+static inline __m256 tsr_b(__m256 mask) { return _mm256_and_ps(mask, _mm256_set1_ps(1.0f)); }
+static inline __m256 tsr_nz(__m256 x) { return _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_UQ); }
+static inline __m256 tsr_map1(__m256 a, float (*f)(float)) {
+  float x[8];
+  _mm256_storeu_ps(x, a);
+  for (int l = 0; l < 8; ++l) x[l] = f(x[l]);
+  return _mm256_loadu_ps(x);
+}
+static inline __m256 tsr_map2(__m256 a, __m256 b, float (*f)(float, float)) {
+  float x[8], y[8];
+  _mm256_storeu_ps(x, a);
+  _mm256_storeu_ps(y, b);
+  for (int l = 0; l < 8; ++l) x[l] = f(x[l], y[l]);
+  return _mm256_loadu_ps(x);
+}
+static inline __m256 tsr_neg(__m256 a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+static inline __m256 tsr_abs(__m256 a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline __m256 tsr_sign(__m256 x) {
+  __m256 r = _mm256_blendv_ps(x, _mm256_set1_ps(-1.0f), _mm256_cmp_ps(x, tsr_zero(), _CMP_LT_OQ));
+  return _mm256_blendv_ps(r, _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, tsr_zero(), _CMP_GT_OQ));
+}
+static inline __m256 tsr_max(__m256 x, __m256 z) {
+  return _mm256_blendv_ps(z, x, _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+}
+static inline __m256 tsr_min(__m256 x, __m256 z) {
+  return _mm256_blendv_ps(z, x, _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+}
+static inline __m256 tsr_relu(__m256 x) { return _mm256_blendv_ps(x, tsr_zero(), _mm256_cmp_ps(x, tsr_zero(), _CMP_LT_OQ)); }
+static inline __m256 tsr_isfinite(__m256 x) { return tsr_b(_mm256_cmp_ps(_mm256_sub_ps(x, x), tsr_zero(), _CMP_EQ_OQ)); }
+static inline __m256 tsr_select(__m256 p, __m256 t, __m256 f) { return _mm256_blendv_ps(f, t, tsr_nz(p)); }
+static inline __m256 tsr_clamp(__m256 lo, __m256 x, __m256 hi) { return tsr_min(tsr_max(x, lo), hi); }
+// Lanes [0, n) set.
+static inline __m256i tsr_mask(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline __m256 tsr_gather(const float* p, i64 st, int n) {
+  float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int l = 0; l < n; ++l) x[l] = p[l * st];
+  return _mm256_loadu_ps(x);
+}
+static inline __m256 tsr_load_bool(const u8* p, i64 st, int n) {
+  float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int l = 0; l < n; ++l) x[l] = p[l * st] ? 1.0f : 0.0f;
+  return _mm256_loadu_ps(x);
+}
+static inline void tsr_store_bool(u8* p, __m256 v, int n) {
+  int m = _mm256_movemask_ps(tsr_nz(v));
+  for (int l = 0; l < n; ++l) p[l] = (u8)((m >> l) & 1);
+}
+)";
+
+std::string cmp(const std::string& a, const std::string& b, const char* pred) {
+  return fmt::format("tsr_b(_mm256_cmp_ps({}, {}, {}))", a, b, pred);
+}
+
+// The vector expression of one instruction ("" where the native tier has none).
+std::string vectorExpression(const TileInstr& in, const std::string& a, const std::string& b, const std::string& c) {
+  switch (in.op) {
+    case OpCode::Neg: return fmt::format("tsr_neg({})", a);
+    case OpCode::Abs: return fmt::format("tsr_abs({})", a);
+    case OpCode::Sign: return fmt::format("tsr_sign({})", a);
+    case OpCode::Exp: return fmt::format("tsr_exp8({})", a);
+    case OpCode::Exp2: return fmt::format("tsr_map1({}, exp2f)", a);
+    case OpCode::Log: return fmt::format("tsr_map1({}, logf)", a);  // the C library's, as the interpreter's
+    case OpCode::Log1p: return fmt::format("tsr_map1({}, log1pf)", a);
+    case OpCode::Expm1: return fmt::format("tsr_map1({}, expm1f)", a);
+    case OpCode::Sqrt: return fmt::format("_mm256_sqrt_ps({})", a);
+    case OpCode::Rsqrt: return fmt::format("_mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps({}))", a);
+    case OpCode::Tanh: return fmt::format("tsr_tanh8({})", a);
+    case OpCode::Logistic: return fmt::format("tsr_logistic8({})", a);
+    case OpCode::Sin: return fmt::format("tsr_map1({}, sinf)", a);
+    case OpCode::Cos: return fmt::format("tsr_map1({}, cosf)", a);
+    case OpCode::Tan: return fmt::format("tsr_map1({}, tanf)", a);
+    case OpCode::Erf: return fmt::format("tsr_map1({}, erff)", a);
+    case OpCode::Floor: return fmt::format("_mm256_round_ps({}, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)", a);
+    case OpCode::Ceil: return fmt::format("_mm256_round_ps({}, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)", a);
+    case OpCode::Round: return fmt::format("tsr_map1({}, roundf)", a);
+    case OpCode::IsFinite: return fmt::format("tsr_isfinite({})", a);
+    case OpCode::Not: return cmp(a, "tsr_zero()", "_CMP_EQ_OQ");
+    case OpCode::Relu: return fmt::format("tsr_relu({})", a);
+    case OpCode::Add: return fmt::format("_mm256_add_ps({}, {})", a, b);
+    case OpCode::Sub: return fmt::format("_mm256_sub_ps({}, {})", a, b);
+    case OpCode::Mul: return fmt::format("_mm256_mul_ps({}, {})", a, b);
+    case OpCode::Div: return fmt::format("_mm256_div_ps({}, {})", a, b);
+    case OpCode::Rem: return fmt::format("tsr_map2({}, {}, fmodf)", a, b);
+    case OpCode::Pow: return fmt::format("tsr_map2({}, {}, powf)", a, b);
+    case OpCode::Max: return fmt::format("tsr_max({}, {})", a, b);
+    case OpCode::Min: return fmt::format("tsr_min({}, {})", a, b);
+    case OpCode::Atan2: return fmt::format("tsr_map2({}, {}, atan2f)", a, b);
+    case OpCode::And: return fmt::format("tsr_b(_mm256_and_ps(tsr_nz({}), tsr_nz({})))", a, b);
+    case OpCode::Or: return fmt::format("tsr_b(_mm256_or_ps(tsr_nz({}), tsr_nz({})))", a, b);
+    case OpCode::Xor: return fmt::format("tsr_b(_mm256_xor_ps(tsr_nz({}), tsr_nz({})))", a, b);
+    case OpCode::Eq: return cmp(a, b, "_CMP_EQ_OQ");
+    case OpCode::Ne: return cmp(a, b, "_CMP_NEQ_UQ");
+    case OpCode::Lt: return cmp(a, b, "_CMP_LT_OQ");
+    case OpCode::Le: return cmp(a, b, "_CMP_LE_OQ");
+    case OpCode::Gt: return cmp(a, b, "_CMP_GT_OQ");
+    case OpCode::Ge: return cmp(a, b, "_CMP_GE_OQ");
+    case OpCode::Select: return fmt::format("tsr_select({}, {}, {})", a, b, c);
+    case OpCode::Clamp: return fmt::format("tsr_clamp({}, {}, {})", a, b, c);
+    case OpCode::Convert: return in.resultIsBool ? fmt::format("tsr_b(tsr_nz({}))", a) : a;
+    default: return "";
+  }
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool allZero(const std::vector<int64_t>& v) {
+  for (int64_t x : v)
+    if (x != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+int64_t loopUnits(const TileProgram& p) {
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < p.dims.size(); ++d) outer *= p.dims[d];
+  const int64_t inner = p.dims.empty() ? 1 : p.dims.back();
+  return outer * ((inner + kTile - 1) / kTile);
+}
+
+const std::string& nativePrelude() {
+  static const std::string prelude =
+      std::string("#include <immintrin.h>\n") + kVmathAvx2Source + kHelpers;
+  return prelude;
+}
+
+Result<NativeSource> generateNativeLoop(const TileProgram& p) {
+  if (p.dims.empty()) return makeError("a loop kernel has no iteration space");
+  const size_t rank = p.dims.size();
+  const int nin = static_cast<int>(p.inputs.size());
+  const int64_t inner = p.dims.back();
+  const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
+  for (const auto& in : p.inputs)
+    if (in.dtype != DType::F32 && in.dtype != DType::Bool)
+      return makeError("input of type {} cannot be read by a native kernel", dtypeName(in.dtype));
+  for (const auto& st : p.stores)
+    if (st.dtype != DType::F32 && st.dtype != DType::Bool)
+      return makeError("a native kernel cannot store {}", dtypeName(st.dtype));
+
+  std::string s = "extern \"C\" void KERNEL_NAME(void* const* args, i64 u0, i64 u1) {\n";
+  // Inputs the same for every element are read once; inputs constant along the row once per unit.
+  std::string perUnit, uniform;
+  std::vector<int> kind(static_cast<size_t>(nin));  // 0 uniform, 1 constant along the row, 2 contiguous, 3 strided
+  for (int i = 0; i < nin; ++i) {
+    const auto& in = p.inputs[static_cast<size_t>(i)];
+    const bool f32 = in.dtype == DType::F32;
+    const int64_t st = in.strides[rank - 1];
+    kind[static_cast<size_t>(i)] = allZero(in.strides) ? 0 : st == 0 ? 1 : st == 1 && f32 ? 2 : 3;
+    s += fmt::format("  const {0}* const x{1} = (const {0}*)args[{2}] + {3};\n", f32 ? "float" : "u8", i, in.arg,
+                     in.offset);
+    auto scalar = [&](const std::string& at) {
+      return f32 ? fmt::format("_mm256_set1_ps(x{}[{}])", i, at)
+                 : fmt::format("_mm256_set1_ps(x{}[{}] ? 1.0f : 0.0f)", i, at);
+    };
+    if (kind[static_cast<size_t>(i)] == 0) uniform += fmt::format("  const __m256 s{} = {};\n", i, scalar("0"));
+    if (kind[static_cast<size_t>(i)] == 1) perUnit += fmt::format("    const __m256 s{} = {};\n", i, scalar(fmt::format("b{}", i)));
+  }
+  for (const auto& st : p.stores)
+    s += fmt::format("  {0}* const y{1} = ({0}*)args[{1}];\n", st.dtype == DType::F32 ? "float" : "u8", st.arg);
+  s += uniform;
+  s += "  for (i64 u = u0; u < u1; ++u) {\n";
+  s += fmt::format("    const i64 row = u / {0}, j0 = (u - row * {0}) * {1};\n", tilesPerRow, kTile);
+  s += fmt::format("    const i64 j1 = j0 + {0} < {1} ? j0 + {0} : {1};\n", kTile, inner);
+  // The row's multi-index (dims before the last), then each input's offset at the row's start.
+  if (rank > 1) {
+    s += "    i64 q = row;\n";
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (d == 0) s += "    const i64 i0 = q;\n";
+      else s += fmt::format("    const i64 i{0} = q % {1}; q /= {1};\n", d, p.dims[d]);
+    }
+  }
+  for (int i = 0; i < nin; ++i) {
+    if (kind[static_cast<size_t>(i)] == 0) continue;
+    const auto& in = p.inputs[static_cast<size_t>(i)];
+    std::string b = "0";
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (in.strides[d] != 0) b += fmt::format(" + i{} * {}", d, in.strides[d]);
+    s += fmt::format("    const i64 b{} = {};\n", i, b);
+  }
+  s += perUnit;
+  s += fmt::format("    const i64 ob = row * {};\n", inner);
+  // The body at lane group j: n == 8 (the main loop) or a tail of n < 8 lanes.
+  auto body = [&](bool tail, const std::string& indent) -> Result<std::string> {
+    std::string t;
+    const std::string n = tail ? "n" : "8";
+    for (int i = 0; i < nin; ++i) {
+      const auto& in = p.inputs[static_cast<size_t>(i)];
+      const int64_t st = in.strides[rank - 1];
+      switch (kind[static_cast<size_t>(i)]) {
+        case 2:
+          t += tail ? fmt::format("{}const __m256 s{} = _mm256_maskload_ps(x{} + b{} + j, mask);\n", indent, i, i, i)
+                    : fmt::format("{}const __m256 s{} = _mm256_loadu_ps(x{} + b{} + j);\n", indent, i, i, i);
+          break;
+        case 3:
+          t += fmt::format("{}const __m256 s{} = {}(x{} + b{} + j * {}, {}, {});\n", indent, i,
+                           in.dtype == DType::F32 ? "tsr_gather" : "tsr_load_bool", i, i, st, st, n);
+          break;
+        default: break;  // read before the loop
+      }
+    }
+    for (size_t k = 0; k < p.instrs.size(); ++k) {
+      const auto& ins = p.instrs[k];
+      auto a = [&](int m) { return ins.args[m] >= 0 ? fmt::format("s{}", ins.args[m]) : std::string("tsr_zero()"); };
+      std::string e = vectorExpression(ins, a(0), a(1), a(2));
+      if (e.empty()) return makeError("op {} has no native form", ir::coreOpName(ins.op));
+      t += fmt::format("{}const __m256 s{} = {};\n", indent, nin + static_cast<int>(k), e);
+    }
+    // Stores last: an output written into a donated input is read above, element for element, first.
+    for (const auto& st : p.stores) {
+      if (st.dtype == DType::F32)
+        t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
+                  : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
+      else
+        t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
+    }
+    return t;
+  };
+  TSR_ASSIGN(std::string full, body(false, "      "));
+  TSR_ASSIGN(std::string tail, body(true, "      "));
+  s += "    i64 j = j0;\n    for (; j + 8 <= j1; j += 8) {\n" + full + "    }\n";
+  s += "    if (j < j1) {\n      const int n = (int)(j1 - j);\n      const __m256i mask = tsr_mask(n);\n      (void)mask;\n" +
+       tail + "    }\n";
+  s += "  }\n}\n";
+  NativeSource out;
+  out.symbol = fmt::format("tsr_{:016x}", fnv1a(s));
+  for (size_t pos; (pos = s.find("KERNEL_NAME")) != std::string::npos;) s.replace(pos, 11, out.symbol);
+  out.code = fmt::format("// {}\n{}", p.toString().substr(0, p.toString().find('\n')), s);
+  return out;
+}
+
+}  // namespace tsr::cpu

@@ -1,0 +1,35 @@
+#pragma once
+// Native code for fused loops: a tile program (tile_program.h) as one C++ function over AVX2 vectors, its
+// values in registers, compiled at run time by the host C++ compiler (native_compiler.h). This is the second
+// tier of the CPU backend, as TorchInductor's C++ backend is for PyTorch: the tile interpreter runs a kernel at
+// once; hot kernels are swapped for native ones, which move each element through registers instead of through
+// one L1 tile per op.
+//
+// The function evaluates the same work units as runLoop (a unit is up to kTile elements of one row of the
+// collapsed iteration space), so the thread pool splits both tiers alike:
+//   extern "C" void tsr_<hash>(void* const* args, long long firstUnit, long long endUnit);
+// Every op is evaluated as the interpreter evaluates it (the same vector math from vmath_avx2.inc, the C
+// library where the interpreter calls it, no FMA contraction), so both tiers give the same bits.
+#include <string>
+
+#include "engine/backends/cpu/tile_program.h"
+#include "engine/core/result.h"
+
+namespace tsr::cpu {
+
+struct NativeSource {
+  std::string symbol;  // "tsr_<hash of the code>": equal programs get equal symbols
+  std::string code;    // the function alone
+};
+
+// The C++ of a loop kernel. Fails, naming the op, for an op the native tier does not evaluate (the kernel then
+// stays on the interpreter).
+Result<NativeSource> generateNativeLoop(const TileProgram& p);
+
+// What every translation unit of native kernels starts with: <immintrin.h>, the vector math, the helpers.
+const std::string& nativePrelude();
+
+// Units of work of a loop over `p` (rows of the collapsed space times kTile-sized pieces of a row).
+int64_t loopUnits(const TileProgram& p);
+
+}  // namespace tsr::cpu

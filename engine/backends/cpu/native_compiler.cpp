@@ -1,0 +1,325 @@
+#include "engine/backends/cpu/native_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/runtime/kernel_cache.h"
+
+extern char** environ;
+
+namespace tsr::cpu {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Kernels per translation unit: a big program's first libraries land while later ones still compile.
+constexpr size_t kKernelsPerLibrary = 48;
+
+// The flags the engine's own kernels are built with (CMakeLists.txt): AVX2 and FMA, and no FMA contraction, so
+// that native and interpreted kernels round alike.
+const std::vector<std::string>& compileFlags() {
+  static const std::vector<std::string> flags = {"-x", "c++", "-std=c++17", "-O2", "-march=haswell", "-mfma",
+                                                 "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-w"};
+  return flags;
+}
+
+std::string findCompiler() {
+  if (const char* c = std::getenv("TESSERA_CXX"); c && *c) return c;
+#ifdef TSR_HOST_CXX
+  if (::access(TSR_HOST_CXX, X_OK) == 0) return TSR_HOST_CXX;
+#endif
+  return "c++";
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string readText(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Service {
+ public:
+  ~Service() {
+    {
+      std::lock_guard lock(m_mu);
+      m_stop = true;
+      if (m_child > 0) ::kill(m_child, SIGKILL);
+    }
+    m_wake.notify_all();
+    if (m_worker.joinable()) m_worker.join();
+  }
+
+  NativeMode mode() {
+    std::lock_guard lock(m_mu);
+    if (!m_modeSet) {
+      m_modeSet = true;
+      const char* v = std::getenv("TESSERA_CPU_CODEGEN");
+      std::string s = v ? v : "";
+      m_mode = s == "off" || s == "0" ? NativeMode::Off : s == "sync" ? NativeMode::Sync : NativeMode::Async;
+    }
+    return m_mode;
+  }
+  void setMode(NativeMode m) {
+    std::lock_guard lock(m_mu);
+    m_modeSet = true;
+    m_mode = m;
+  }
+
+  Status compile(NativeKernelSet& set) {
+    std::lock_guard compiling(m_compileMu);  // one compile at a time: the cores belong to the program
+    // Kernels already loaded (by this set's twin, or another executable) are filled in at once.
+    std::vector<size_t> missing;
+    {
+      std::lock_guard lock(m_mu);
+      for (size_t i = 0; i < set.size(); ++i) {
+        if (set.get(i)) continue;
+        auto it = m_loaded.find(set.sources()[i].symbol);
+        if (it != m_loaded.end()) set.set(i, it->second);
+        else missing.push_back(i);
+      }
+      if (m_disabled) return makeError("{}", m_error);
+    }
+    // Distinct kernels, sorted by symbol: the same program always makes the same libraries.
+    std::vector<const NativeSource*> todo;
+    for (size_t i : missing) todo.push_back(&set.sources()[i]);
+    std::sort(todo.begin(), todo.end(), [](auto* a, auto* b) { return a->symbol < b->symbol; });
+    todo.erase(std::unique(todo.begin(), todo.end(), [](auto* a, auto* b) { return a->symbol == b->symbol; }),
+               todo.end());
+    for (size_t first = 0; first < todo.size(); first += kKernelsPerLibrary) {
+      std::vector<const NativeSource*> chunk(todo.begin() + static_cast<std::ptrdiff_t>(first),
+                                             todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), first + kKernelsPerLibrary)));
+      Status st = buildAndLoad(chunk);
+      if (!st.ok()) {
+        std::lock_guard lock(m_mu);
+        if (m_stop) return st;
+        if (m_error.empty()) std::cerr << "tessera: native CPU kernels unavailable, using the interpreter: " << st.error().message << "\n";
+        m_error = st.error().message;
+        return st;
+      }
+      std::lock_guard lock(m_mu);
+      for (size_t i : missing) {
+        auto it = m_loaded.find(set.sources()[i].symbol);
+        if (it != m_loaded.end()) set.set(i, it->second);
+      }
+    }
+    return {};
+  }
+
+  void request(std::shared_ptr<NativeKernelSet> set) {
+    {
+      std::lock_guard lock(m_mu);
+      if (m_stop) return;
+      m_queue.push_back(std::move(set));
+      if (!m_worker.joinable()) m_worker = std::thread([this] { work(); });
+    }
+    m_wake.notify_all();
+  }
+
+  void waitIdle() {
+    std::unique_lock lock(m_mu);
+    m_idle.wait(lock, [&] { return (m_queue.empty() && !m_busy) || m_stop; });
+  }
+
+  NativeStats stats() {
+    std::lock_guard lock(m_mu);
+    NativeStats s = m_stats;
+    s.kernels = static_cast<int64_t>(m_loaded.size());
+    s.compiler = findCompiler();
+    s.error = m_error;
+    return s;
+  }
+
+ private:
+  void work() {
+    std::unique_lock lock(m_mu);
+    for (;;) {
+      m_wake.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+      if (m_stop) break;
+      auto set = std::move(m_queue.front());
+      m_queue.pop_front();
+      m_busy = true;
+      lock.unlock();
+      (void)compile(*set);
+      lock.lock();
+      m_busy = false;
+      if (m_queue.empty()) m_idle.notify_all();
+    }
+    m_idle.notify_all();
+  }
+
+  // Runs the compiler on `src` into `out`; its messages go to `log`.
+  Status runCompiler(const fs::path& src, const fs::path& out, const fs::path& log) {
+    const std::string cxx = findCompiler();
+    std::vector<std::string> argv = {cxx};
+    for (const auto& f : compileFlags()) argv.push_back(f);
+    argv.push_back("-o");
+    argv.push_back(out.string());
+    argv.push_back(src.string());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    int rc;
+    {
+      std::lock_guard lock(m_mu);
+      if (m_stop) {
+        posix_spawn_file_actions_destroy(&actions);
+        return makeError("shutting down");
+      }
+      rc = posix_spawnp(&pid, cxx.c_str(), &actions, nullptr, cargv.data(), environ);
+      if (rc == 0) m_child = pid;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      std::lock_guard lock(m_mu);
+      m_disabled = true;  // no compiler: every later request would fail the same way
+      return makeError("cannot run the C++ compiler '{}': {} (set TESSERA_CXX)", cxx, std::strerror(rc));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    {
+      std::lock_guard lock(m_mu);
+      m_child = 0;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::string msg = readText(log);
+      if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
+      return makeError("'{}' failed on {} (exit {}):\n{}", cxx, src.string(),
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1, msg);
+    }
+    return {};
+  }
+
+  Status buildAndLoad(const std::vector<const NativeSource*>& chunk) {
+    std::string tu = nativePrelude();
+    for (const auto* s : chunk) tu += "\n" + s->code;
+    std::string key = findCompiler();
+    for (const auto& f : compileFlags()) key += " " + f;
+    const std::string name = fmt::format("tsr_cpu_{:016x}", fnv1a(tu, fnv1a(key)));
+    std::string cacheRoot = runtime::kernelCacheDir();
+    const bool cached = !cacheRoot.empty();
+    fs::path dir = cached ? fs::path(cacheRoot) / "cpu" : fs::temp_directory_path() / fmt::format("tessera-cpu-{}", ::getpid());
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return makeError("cannot create the kernel folder {}: {}", dir.string(), ec.message());
+    const fs::path lib = dir / (name + ".so");
+    bool fromCache = cached && fs::exists(lib);
+    if (!fromCache) {
+      // Written under unique names and renamed into place: processes compiling the same library at once
+      // never load a half-written file.
+      const std::string tag = fmt::format("{}.{}", ::getpid(), std::hash<std::thread::id>()(std::this_thread::get_id()));
+      const fs::path src = dir / (name + "." + tag + ".cpp"), tmp = dir / (name + "." + tag + ".so"),
+                     log = dir / (name + "." + tag + ".log");
+      {
+        std::ofstream f(src, std::ios::binary);
+        f << tu;
+        if (!f) return makeError("cannot write {}", src.string());
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      Status st = runCompiler(src, tmp, log);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      fs::remove(log, ec);
+      if (!st.ok()) {
+        fs::remove(tmp, ec);
+        return st;  // the source stays for reading
+      }
+      fs::remove(src, ec);
+      fs::rename(tmp, lib, ec);
+      if (ec) return makeError("cannot place {}: {}", lib.string(), ec.message());
+      std::lock_guard lock(m_mu);
+      ++m_stats.libraries;
+      m_stats.compileSeconds += secs;
+    }
+    void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = ::dlerror();
+      if (fromCache) fs::remove(lib, ec);  // a damaged cache entry is rebuilt next time
+      return makeError("cannot load {}: {}", lib.string(), why ? why : "unknown error");
+    }
+    if (!cached) fs::remove_all(dir, ec);  // the mapping outlives the file
+    std::lock_guard lock(m_mu);
+    if (fromCache) ++m_stats.cachedLibraries;
+    for (const auto* s : chunk) {
+      void* f = ::dlsym(handle, s->symbol.c_str());
+      if (!f) return makeError("{} has no kernel {}", lib.string(), s->symbol);
+      m_loaded[s->symbol] = reinterpret_cast<NativeLoopFn>(f);
+    }
+    return {};
+  }
+
+  std::mutex m_mu, m_compileMu;
+  std::condition_variable m_wake, m_idle;
+  std::deque<std::shared_ptr<NativeKernelSet>> m_queue;
+  std::thread m_worker;
+  bool m_busy = false, m_stop = false, m_disabled = false;
+  bool m_modeSet = false;
+  NativeMode m_mode = NativeMode::Async;
+  pid_t m_child = 0;
+  std::unordered_map<std::string, NativeLoopFn> m_loaded;
+  NativeStats m_stats;
+  std::string m_error;
+};
+
+Service& service() {
+  static Service s;
+  return s;
+}
+
+}  // namespace
+
+NativeKernelSet::NativeKernelSet(std::vector<NativeSource> sources)
+    : m_sources(std::move(sources)), m_fns(new std::atomic<NativeLoopFn>[m_sources.size()]) {
+  for (size_t i = 0; i < m_sources.size(); ++i) m_fns[i].store(nullptr);
+}
+
+NativeMode nativeMode() { return service().mode(); }
+void setNativeMode(NativeMode mode) { service().setMode(mode); }
+const char* nativeModeName(NativeMode mode) {
+  switch (mode) {
+    case NativeMode::Off: return "off";
+    case NativeMode::Sync: return "sync";
+    default: return "async";
+  }
+}
+Status compileNative(NativeKernelSet& set) { return service().compile(set); }
+void requestNative(std::shared_ptr<NativeKernelSet> set) { service().request(std::move(set)); }
+void waitForNative() { service().waitIdle(); }
+NativeStats nativeStats() { return service().stats(); }
+
+}  // namespace tsr::cpu
