@@ -108,7 +108,7 @@ struct Executable::Impl {
   void runReduction(const Kernel& k, void* const* args);
   void runNodeKernel(const Kernel& k, void* const* args);
   void prepareNative();
-  NativeLoopFn nativeFn(const Kernel& k) const {
+  void* nativeFn(const Kernel& k) const {
     return native && k.native >= 0 ? native->get(static_cast<size_t>(k.native)) : nullptr;
   }
 };
@@ -130,14 +130,17 @@ int64_t Executable::nativeKernelsReady() const {
   return n;
 }
 
-// Generates the native form of every loop program (loops and gemm epilogues); in sync mode compiles them now.
+// Generates the native form of every loop program (loops, gemm epilogues, [K1, R, K2] reductions); in sync mode
+// compiles them now.
 void Executable::Impl::prepareNative() {
   NativeMode mode = nativeMode();
   if (!options.native || mode == NativeMode::Off) return;
   std::vector<NativeSource> sources;
   for (Kernel& k : kernels) {
-    if (!k.hasProgram || (k.info.kind != GroupKind::Loop && k.info.kind != GroupKind::Gemm)) continue;
-    auto src = generateNativeLoop(k.prog);
+    if (!k.hasProgram) continue;
+    Result<NativeSource> src = makeError("no native form");
+    if (k.info.kind == GroupKind::Loop || k.info.kind == GroupKind::Gemm) src = generateNativeLoop(k.prog);
+    else if (k.info.kind == GroupKind::Reduction) src = generateNativeReduction(k);
     if (!src.ok()) continue;  // an op without a native form: this kernel stays on the interpreter
     k.native = static_cast<int>(sources.size());
     sources.push_back(std::move(src).value());
@@ -632,6 +635,7 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
     }
   }
   const int64_t K1 = k.k1, R = k.r, K2 = k.k2;
+  if (K1 * K2 == 0) return;  // no outputs (an empty kept dim)
   auto& pool = ThreadPool::instance();
   const int threads = pool.numThreads();
   const bool rowCase = K2 == 1;
@@ -652,7 +656,9 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
   // Dims of the collapsed program are [K1?, R, K2?]: idx positions.
   const size_t rank = p.dims.size();
   const bool hasK1 = rank >= 2 && !k.reducedDims[0];
-  pool.parallelFor(units, 1, [&](int64_t b, int64_t e, int) {
+  if (auto fn = reinterpret_cast<NativeReduceFn>(nativeFn(k))) {
+    pool.parallelFor(units, 1, [&](int64_t b, int64_t e, int) { fn(args, b, e, chunks, chunkLen, partial.data()); });
+  } else pool.parallelFor(units, 1, [&](int64_t b, int64_t e, int) {
     TileEvaluator ev(p);
     std::vector<int64_t> idx(rank, 0);
     std::vector<float> acc(nred * static_cast<size_t>(kTile));
@@ -725,7 +731,7 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
 
 void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
   switch (k.info.kind) {
-    case GroupKind::Loop: runLoop(k.prog, args, nativeFn(k)); return;
+    case GroupKind::Loop: runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k))); return;
     case GroupKind::Reduction: runReduction(k, args); return;
     case GroupKind::Gemm:
       if (k.gemm)
@@ -733,7 +739,7 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
       else
         runNodeKernel(k, args);
-      if (k.hasProgram) runLoop(k.prog, args, nativeFn(k));
+      if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
       return;
     default: runNodeKernel(k, args); return;
   }

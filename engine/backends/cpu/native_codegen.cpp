@@ -157,44 +157,146 @@ const std::string& nativePrelude() {
   return prelude;
 }
 
+namespace {
+
+// Emits the pieces of a kernel over a program: pointer declarations, inputs read once, each input's offset at the
+// start of a row of the collapsed space, and the body that evaluates 8 consecutive elements of a row (or a tail
+// of n < 8 under a mask). Element j of the row at `outer` reads x_i[b_i + j * stride_i]; stores go to
+// y[ob + j].
+class Emitter {
+ public:
+  explicit Emitter(const TileProgram& p) : m_p(p), m_rank(p.dims.size()), m_nin(static_cast<int>(p.inputs.size())) {
+    for (const auto& in : p.inputs) {
+      const bool f32 = in.dtype == DType::F32;
+      const int64_t st = in.strides[m_rank - 1];
+      m_kind.push_back(allZero(in.strides) ? Uniform : st == 0 ? PerRow : st == 1 && f32 ? Contiguous : Strided);
+    }
+  }
+
+  Status check() const {
+    for (const auto& in : m_p.inputs)
+      if (in.dtype != DType::F32 && in.dtype != DType::Bool)
+        return makeError("input of type {} cannot be read by a native kernel", dtypeName(in.dtype));
+    for (const auto& st : m_p.stores)
+      if (st.dtype != DType::F32 && st.dtype != DType::Bool)
+        return makeError("a native kernel cannot store {}", dtypeName(st.dtype));
+    return {};
+  }
+
+  // Pointers, and the inputs that are one value for the whole kernel.
+  std::string declarations() const {
+    std::string s;
+    for (int i = 0; i < m_nin; ++i) {
+      const auto& in = m_p.inputs[static_cast<size_t>(i)];
+      s += fmt::format("  const {0}* const x{1} = (const {0}*)args[{2}] + {3};\n",
+                       in.dtype == DType::F32 ? "float" : "u8", i, in.arg, in.offset);
+    }
+    for (const auto& st : m_p.stores)
+      s += fmt::format("  {0}* const y{1} = ({0}*)args[{1}];\n", st.dtype == DType::F32 ? "float" : "u8", st.arg);
+    for (int i = 0; i < m_nin; ++i)
+      if (m_kind[static_cast<size_t>(i)] == Uniform) s += fmt::format("  const __m256 s{} = {};\n", i, scalar(i, "0"));
+    return s;
+  }
+
+  // b_i for every input that varies, from the indices of the dims before the last (`idx[d]`, "" for none),
+  // then the inputs constant along the row.
+  std::string bases(const std::vector<std::string>& idx, const std::string& indent) const {
+    std::string s;
+    for (int i = 0; i < m_nin; ++i) {
+      if (m_kind[static_cast<size_t>(i)] == Uniform) continue;
+      const auto& in = m_p.inputs[static_cast<size_t>(i)];
+      std::string b = "0";
+      for (size_t d = 0; d + 1 < m_rank; ++d)
+        if (in.strides[d] != 0) b += fmt::format(" + {} * {}", idx[d], in.strides[d]);
+      s += fmt::format("{}const i64 b{} = {};\n", indent, i, b);
+    }
+    for (int i = 0; i < m_nin; ++i)
+      if (m_kind[static_cast<size_t>(i)] == PerRow)
+        s += fmt::format("{}const __m256 s{} = {};\n", indent, i, scalar(i, fmt::format("b{}", i)));
+    return s;
+  }
+
+  // Evaluates the program at elements [j, j + 8) of the row (tail: [j, j + n), `mask` set for them); stores
+  // when `store`.
+  Result<std::string> body(bool tail, bool store, const std::string& indent) const {
+    std::string t;
+    const std::string n = tail ? "n" : "8";
+    for (int i = 0; i < m_nin; ++i) {
+      const auto& in = m_p.inputs[static_cast<size_t>(i)];
+      const int64_t st = in.strides[m_rank - 1];
+      if (m_kind[static_cast<size_t>(i)] == Contiguous)
+        t += tail ? fmt::format("{}const __m256 s{} = _mm256_maskload_ps(x{} + b{} + j, mask);\n", indent, i, i, i)
+                  : fmt::format("{}const __m256 s{} = _mm256_loadu_ps(x{} + b{} + j);\n", indent, i, i, i);
+      else if (m_kind[static_cast<size_t>(i)] == Strided)
+        t += fmt::format("{}const __m256 s{} = {}(x{} + b{} + j * {}, {}, {});\n", indent, i,
+                         in.dtype == DType::F32 ? "tsr_gather" : "tsr_load_bool", i, i, st, st, n);
+    }
+    for (size_t k = 0; k < m_p.instrs.size(); ++k) {
+      const auto& ins = m_p.instrs[k];
+      auto a = [&](int m) { return ins.args[m] >= 0 ? fmt::format("s{}", ins.args[m]) : std::string("tsr_zero()"); };
+      std::string e = vectorExpression(ins, a(0), a(1), a(2));
+      if (e.empty()) return makeError("op {} has no native form", ir::coreOpName(ins.op));
+      t += fmt::format("{}const __m256 s{} = {};\n", indent, m_nin + static_cast<int>(k), e);
+    }
+    // Stores last: an output written into a donated input is read above, element for element, first.
+    if (store)
+      for (const auto& st : m_p.stores) {
+        if (st.dtype == DType::F32)
+          t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
+                    : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
+        else
+          t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
+      }
+    return t;
+  }
+
+ private:
+  enum Kind { Uniform, PerRow, Contiguous, Strided };
+  std::string scalar(int i, const std::string& at) const {
+    return m_p.inputs[static_cast<size_t>(i)].dtype == DType::F32
+               ? fmt::format("_mm256_set1_ps(x{}[{}])", i, at)
+               : fmt::format("_mm256_set1_ps(x{}[{}] ? 1.0f : 0.0f)", i, at);
+  }
+  const TileProgram& m_p;
+  size_t m_rank;
+  int m_nin;
+  std::vector<Kind> m_kind;
+};
+
+// "tsr_<hash>" for the code (KERNEL_NAME in it replaced), and the code with the program's first line on top.
+NativeSource finish(std::string code, const TileProgram& p) {
+  NativeSource out;
+  out.symbol = fmt::format("tsr_{:016x}", fnv1a(code));
+  for (size_t pos; (pos = code.find("KERNEL_NAME")) != std::string::npos;) code.replace(pos, 11, out.symbol);
+  const std::string text = p.toString();
+  out.code = fmt::format("// {}\n{}", text.substr(0, text.find('\n')), code);
+  return out;
+}
+
+const char* reduceInit(OpCode op) {
+  if (op == OpCode::ReduceMax) return "-__builtin_inff()";
+  if (op == OpCode::ReduceMin) return "__builtin_inff()";
+  return "0.0";
+}
+
+}  // namespace
+
 Result<NativeSource> generateNativeLoop(const TileProgram& p) {
   if (p.dims.empty()) return makeError("a loop kernel has no iteration space");
+  Emitter em(p);
+  TSR_TRY(em.check());
   const size_t rank = p.dims.size();
-  const int nin = static_cast<int>(p.inputs.size());
   const int64_t inner = p.dims.back();
   const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
-  for (const auto& in : p.inputs)
-    if (in.dtype != DType::F32 && in.dtype != DType::Bool)
-      return makeError("input of type {} cannot be read by a native kernel", dtypeName(in.dtype));
-  for (const auto& st : p.stores)
-    if (st.dtype != DType::F32 && st.dtype != DType::Bool)
-      return makeError("a native kernel cannot store {}", dtypeName(st.dtype));
-
-  std::string s = "extern \"C\" void KERNEL_NAME(void* const* args, i64 u0, i64 u1) {\n";
-  // Inputs the same for every element are read once; inputs constant along the row once per unit.
-  std::string perUnit, uniform;
-  std::vector<int> kind(static_cast<size_t>(nin));  // 0 uniform, 1 constant along the row, 2 contiguous, 3 strided
-  for (int i = 0; i < nin; ++i) {
-    const auto& in = p.inputs[static_cast<size_t>(i)];
-    const bool f32 = in.dtype == DType::F32;
-    const int64_t st = in.strides[rank - 1];
-    kind[static_cast<size_t>(i)] = allZero(in.strides) ? 0 : st == 0 ? 1 : st == 1 && f32 ? 2 : 3;
-    s += fmt::format("  const {0}* const x{1} = (const {0}*)args[{2}] + {3};\n", f32 ? "float" : "u8", i, in.arg,
-                     in.offset);
-    auto scalar = [&](const std::string& at) {
-      return f32 ? fmt::format("_mm256_set1_ps(x{}[{}])", i, at)
-                 : fmt::format("_mm256_set1_ps(x{}[{}] ? 1.0f : 0.0f)", i, at);
-    };
-    if (kind[static_cast<size_t>(i)] == 0) uniform += fmt::format("  const __m256 s{} = {};\n", i, scalar("0"));
-    if (kind[static_cast<size_t>(i)] == 1) perUnit += fmt::format("    const __m256 s{} = {};\n", i, scalar(fmt::format("b{}", i)));
-  }
-  for (const auto& st : p.stores)
-    s += fmt::format("  {0}* const y{1} = ({0}*)args[{1}];\n", st.dtype == DType::F32 ? "float" : "u8", st.arg);
-  s += uniform;
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < rank; ++d) idx.push_back(fmt::format("i{}", d));
+  TSR_ASSIGN(std::string full, em.body(false, true, "      "));
+  TSR_ASSIGN(std::string tail, em.body(true, true, "      "));
+  std::string s = "extern \"C\" void KERNEL_NAME(void* const* args, i64 u0, i64 u1) {\n" + em.declarations();
   s += "  for (i64 u = u0; u < u1; ++u) {\n";
   s += fmt::format("    const i64 row = u / {0}, j0 = (u - row * {0}) * {1};\n", tilesPerRow, kTile);
   s += fmt::format("    const i64 j1 = j0 + {0} < {1} ? j0 + {0} : {1};\n", kTile, inner);
-  // The row's multi-index (dims before the last), then each input's offset at the row's start.
+  // The row's multi-index (dims before the last).
   if (rank > 1) {
     s += "    i64 q = row;\n";
     for (size_t d = rank - 1; d-- > 0;) {
@@ -202,63 +304,117 @@ Result<NativeSource> generateNativeLoop(const TileProgram& p) {
       else s += fmt::format("    const i64 i{0} = q % {1}; q /= {1};\n", d, p.dims[d]);
     }
   }
-  for (int i = 0; i < nin; ++i) {
-    if (kind[static_cast<size_t>(i)] == 0) continue;
-    const auto& in = p.inputs[static_cast<size_t>(i)];
-    std::string b = "0";
-    for (size_t d = 0; d + 1 < rank; ++d)
-      if (in.strides[d] != 0) b += fmt::format(" + i{} * {}", d, in.strides[d]);
-    s += fmt::format("    const i64 b{} = {};\n", i, b);
-  }
-  s += perUnit;
+  s += em.bases(idx, "    ");
   s += fmt::format("    const i64 ob = row * {};\n", inner);
-  // The body at lane group j: n == 8 (the main loop) or a tail of n < 8 lanes.
-  auto body = [&](bool tail, const std::string& indent) -> Result<std::string> {
-    std::string t;
-    const std::string n = tail ? "n" : "8";
-    for (int i = 0; i < nin; ++i) {
-      const auto& in = p.inputs[static_cast<size_t>(i)];
-      const int64_t st = in.strides[rank - 1];
-      switch (kind[static_cast<size_t>(i)]) {
-        case 2:
-          t += tail ? fmt::format("{}const __m256 s{} = _mm256_maskload_ps(x{} + b{} + j, mask);\n", indent, i, i, i)
-                    : fmt::format("{}const __m256 s{} = _mm256_loadu_ps(x{} + b{} + j);\n", indent, i, i, i);
-          break;
-        case 3:
-          t += fmt::format("{}const __m256 s{} = {}(x{} + b{} + j * {}, {}, {});\n", indent, i,
-                           in.dtype == DType::F32 ? "tsr_gather" : "tsr_load_bool", i, i, st, st, n);
-          break;
-        default: break;  // read before the loop
-      }
-    }
-    for (size_t k = 0; k < p.instrs.size(); ++k) {
-      const auto& ins = p.instrs[k];
-      auto a = [&](int m) { return ins.args[m] >= 0 ? fmt::format("s{}", ins.args[m]) : std::string("tsr_zero()"); };
-      std::string e = vectorExpression(ins, a(0), a(1), a(2));
-      if (e.empty()) return makeError("op {} has no native form", ir::coreOpName(ins.op));
-      t += fmt::format("{}const __m256 s{} = {};\n", indent, nin + static_cast<int>(k), e);
-    }
-    // Stores last: an output written into a donated input is read above, element for element, first.
-    for (const auto& st : p.stores) {
-      if (st.dtype == DType::F32)
-        t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
-                  : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
-      else
-        t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
-    }
-    return t;
-  };
-  TSR_ASSIGN(std::string full, body(false, "      "));
-  TSR_ASSIGN(std::string tail, body(true, "      "));
   s += "    i64 j = j0;\n    for (; j + 8 <= j1; j += 8) {\n" + full + "    }\n";
   s += "    if (j < j1) {\n      const int n = (int)(j1 - j);\n      const __m256i mask = tsr_mask(n);\n      (void)mask;\n" +
        tail + "    }\n";
   s += "  }\n}\n";
-  NativeSource out;
-  out.symbol = fmt::format("tsr_{:016x}", fnv1a(s));
-  for (size_t pos; (pos = s.find("KERNEL_NAME")) != std::string::npos;) s.replace(pos, 11, out.symbol);
-  out.code = fmt::format("// {}\n{}", p.toString().substr(0, p.toString().find('\n')), s);
-  return out;
+  return finish(std::move(s), p);
+}
+
+Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
+  const TileProgram& p = k.prog;
+  if (k.genericReduce || p.dims.empty()) return makeError("only [K1, R, K2] reductions have a native form");
+  for (const auto& r : k.reduces)
+    if (r.op != OpCode::ReduceSum && r.op != OpCode::ReduceMax && r.op != OpCode::ReduceMin)
+      return makeError("{} has no native form", ir::coreOpName(r.op));
+  Emitter em(p);
+  TSR_TRY(em.check());
+  const size_t rank = p.dims.size();
+  const bool hasK1 = rank >= 2 && !k.reducedDims[0];
+  const bool rowCase = k.k2 == 1;
+  const size_t nred = k.reduces.size();
+  // Partials in double: partial[((reduce * K1 + a) * chunks + c) * K2 + column], as the interpreter's.
+  std::string s = "extern \"C\" void KERNEL_NAME(void* const* args, i64 u0, i64 u1, i64 chunks, i64 chunkLen, "
+                  "double* partial) {\n" + em.declarations();
+  auto combineLanes = [&](size_t r, const std::string& v, const std::string& count, const std::string& indent) {
+    // Element by element in order, as the interpreter's scalar loop.
+    std::string op = k.reduces[r].op == OpCode::ReduceMax ? ">" : "<";
+    return fmt::format("{0}{{ float e[8]; _mm256_storeu_ps(e, {1}); for (int l = 0; l < {2}; ++l) m{3} = "
+                       "(m{3} {4} e[l] || m{3} != m{3}) ? m{3} : e[l]; }}\n",
+                       indent, v, count, r, op);
+  };
+  if (rowCase) {
+    // A unit is one chunk of one row: tiles of kTile elements; a sum keeps 8 float lanes per tile, added in
+    // double in lane order, then the tile's tail in double (reduceTile's order); max and min go element by element.
+    std::vector<std::string> idx = {hasK1 ? "a" : ""};
+    TSR_ASSIGN(std::string full, em.body(false, true, "        "));
+    TSR_ASSIGN(std::string tail, em.body(true, true, "        "));
+    std::string accFull, accTail;
+    for (size_t r = 0; r < nred; ++r) {
+      const std::string v = fmt::format("s{}", k.reduces[r].slot);
+      if (k.reduces[r].op == OpCode::ReduceSum) {
+        accFull += fmt::format("        lanes{0} = _mm256_add_ps(lanes{0}, {1});\n", r, v);
+        accTail += fmt::format("        {{ float e[8]; _mm256_storeu_ps(e, {0}); for (int l = 0; l < n; ++l) ts{1} += e[l]; }}\n", v, r);
+      } else {
+        accFull += combineLanes(r, v, "8", "        ");
+        accTail += combineLanes(r, v, "n", "        ");
+      }
+    }
+    s += "  for (i64 u = u0; u < u1; ++u) {\n";
+    s += "    const i64 a = u / chunks, c = u - a * chunks;\n";
+    s += fmt::format("    const i64 r0 = c * chunkLen, r1 = r0 + chunkLen < {0} ? r0 + chunkLen : {0};\n", k.r);
+    s += "    (void)a;\n" + em.bases(idx, "    ");
+    s += fmt::format("    const i64 ob = a * {};\n    (void)ob;\n", k.r);
+    for (size_t r = 0; r < nred; ++r) s += fmt::format("    double acc{} = {};\n", r, reduceInit(k.reduces[r].op));
+    s += fmt::format("    for (i64 rt = r0; rt < r1; rt += {0}) {{\n      const i64 t1 = rt + {0} < r1 ? rt + {0} : r1;\n", kTile);
+    for (size_t r = 0; r < nred; ++r) {
+      if (k.reduces[r].op == OpCode::ReduceSum) s += fmt::format("      __m256 lanes{} = tsr_zero();\n", r);
+      else s += fmt::format("      float m{0} = (float)acc{0};\n", r);
+    }
+    s += "      i64 j = rt;\n      for (; j + 8 <= t1; j += 8) {\n" + full + accFull + "      }\n";
+    for (size_t r = 0; r < nred; ++r)
+      if (k.reduces[r].op == OpCode::ReduceSum)
+        s += fmt::format("      double ts{0} = 0;\n      {{ float e[8]; _mm256_storeu_ps(e, lanes{0}); for (int l = 0; l < 8; ++l) "
+                         "ts{0} += e[l]; }}\n", r);
+    s += "      if (j < t1) {\n        const int n = (int)(t1 - j);\n        const __m256i mask = tsr_mask(n);\n"
+         "        (void)mask;\n" + tail + accTail + "      }\n";
+    for (size_t r = 0; r < nred; ++r)
+      s += k.reduces[r].op == OpCode::ReduceSum ? fmt::format("      acc{0} = acc{0} + ts{0};\n", r)
+                                                : fmt::format("      acc{0} = m{0};\n", r);
+    s += "    }\n";
+    for (size_t r = 0; r < nred; ++r)
+      s += fmt::format("    partial[({} * {} + a) * chunks + c] = acc{};\n", r, k.k1, r);
+    s += "  }\n}\n";
+    return finish(std::move(s), p);
+  }
+  // Columns: a unit is up to kTile adjacent outputs of one K1 row over one chunk of R; per output the rows are
+  // combined in order in float, as the interpreter's accumulator tile does.
+  const size_t rDim = hasK1 ? 1 : 0;
+  std::vector<std::string> idx(rank - 1);
+  if (hasK1) idx[0] = "a";
+  idx[rDim] = "r";
+  TSR_ASSIGN(std::string full, em.body(false, true, "        "));
+  TSR_ASSIGN(std::string tail, em.body(true, true, "        "));
+  std::string accFull, accTail;
+  for (size_t r = 0; r < nred; ++r) {
+    const std::string v = fmt::format("s{}", k.reduces[r].slot);
+    const std::string comb = k.reduces[r].op == OpCode::ReduceSum ? fmt::format("_mm256_add_ps(q, {})", v)
+                             : k.reduces[r].op == OpCode::ReduceMax ? fmt::format("tsr_max(q, {})", v)
+                                                                   : fmt::format("tsr_min(q, {})", v);
+    accFull += fmt::format("        {{ const __m256 q = _mm256_loadu_ps(acc{0} + (j - c0)); _mm256_storeu_ps(acc{0} + (j - c0), {1}); }}\n", r, comb);
+    accTail += fmt::format("        {{ const __m256 q = _mm256_maskload_ps(acc{0} + (j - c0), mask); _mm256_maskstore_ps(acc{0} + (j - c0), mask, {1}); }}\n", r, comb);
+  }
+  const int64_t k2Tiles = (k.k2 + kTile - 1) / kTile;
+  for (size_t r = 0; r < nred; ++r) s += fmt::format("  float acc{}[{}];\n", r, kTile);
+  s += "  for (i64 u = u0; u < u1; ++u) {\n";
+  s += fmt::format("    const i64 a = u / (chunks * {0}), rem = u - a * (chunks * {0});\n", k2Tiles);
+  s += fmt::format("    const i64 c = rem / {0}, c0 = (rem - c * {0}) * {1};\n", k2Tiles, kTile);
+  s += fmt::format("    const i64 c1 = c0 + {0} < {1} ? c0 + {0} : {1};\n", kTile, k.k2);
+  s += fmt::format("    const i64 r0 = c * chunkLen, r1 = r0 + chunkLen < {0} ? r0 + chunkLen : {0};\n", k.r);
+  for (size_t r = 0; r < nred; ++r)
+    s += fmt::format("    for (i64 l = 0; l < c1 - c0; ++l) acc{}[l] = (float){};\n", r, reduceInit(k.reduces[r].op));
+  s += "    for (i64 r = r0; r < r1; ++r) {\n" + em.bases(idx, "      ");
+  s += fmt::format("      const i64 ob = (a * {} + r) * {};\n      (void)ob;\n", k.r, k.k2);
+  s += "      i64 j = c0;\n      for (; j + 8 <= c1; j += 8) {\n" + full + accFull + "      }\n";
+  s += "      if (j < c1) {\n        const int n = (int)(c1 - j);\n        const __m256i mask = tsr_mask(n);\n"
+       "        (void)mask;\n" + tail + accTail + "      }\n    }\n";
+  for (size_t r = 0; r < nred; ++r)
+    s += fmt::format("    for (i64 l = 0; l < c1 - c0; ++l) partial[(({} * {} + a) * chunks + c) * {} + c0 + l] = acc{}[l];\n",
+                     r, k.k1, k.k2, r);
+  s += "  }\n}\n";
+  return finish(std::move(s), p);
 }
 
 }  // namespace tsr::cpu

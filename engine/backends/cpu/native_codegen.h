@@ -12,10 +12,14 @@
 // library where the interpreter calls it, no FMA contraction), so both tiers give the same bits.
 #include <string>
 
+#include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/tile_program.h"
 #include "engine/core/result.h"
 
 namespace tsr::cpu {
+
+using NativeReduceFn = void (*)(void* const* args, long long firstUnit, long long endUnit, long long chunks,
+                               long long chunkLen, double* partial);
 
 struct NativeSource {
   std::string symbol;  // "tsr_<hash of the code>": equal programs get equal symbols
@@ -25,6 +29,13 @@ struct NativeSource {
 // The C++ of a loop kernel. Fails, naming the op, for an op the native tier does not evaluate (the kernel then
 // stays on the interpreter).
 Result<NativeSource> generateNativeLoop(const TileProgram& p);
+
+// The C++ of a [K1, R, K2] reduction (LoweredKernel::reduces over its prologue program), with the interpreter's
+// work units, chunking and order of combination (runReduction in executable.cpp), so results are the same bits:
+//   extern "C" void tsr_<hash>(void* const* args, long long firstUnit, long long endUnit, long long chunks,
+//                              long long chunkLen, double* partial);
+// partial[((reduce * K1 + k1) * chunks + chunk) * K2 + k2] receives each unit's partial results.
+Result<NativeSource> generateNativeReduction(const LoweredKernel& k);
 
 // What every translation unit of native kernels starts with: <immintrin.h>, the vector math, the helpers.
 const std::string& nativePrelude();

@@ -278,7 +278,7 @@ class Service {
     for (const auto* s : chunk) {
       void* f = ::dlsym(handle, s->symbol.c_str());
       if (!f) return makeError("{} has no kernel {}", lib.string(), s->symbol);
-      m_loaded[s->symbol] = reinterpret_cast<NativeLoopFn>(f);
+      m_loaded[s->symbol] = f;
     }
     return {};
   }
@@ -291,7 +291,7 @@ class Service {
   bool m_modeSet = false;
   NativeMode m_mode = NativeMode::Async;
   pid_t m_child = 0;
-  std::unordered_map<std::string, NativeLoopFn> m_loaded;
+  std::unordered_map<std::string, void*> m_loaded;
   NativeStats m_stats;
   std::string m_error;
 };
@@ -304,7 +304,7 @@ Service& service() {
 }  // namespace
 
 NativeKernelSet::NativeKernelSet(std::vector<NativeSource> sources)
-    : m_sources(std::move(sources)), m_fns(new std::atomic<NativeLoopFn>[m_sources.size()]) {
+    : m_sources(std::move(sources)), m_fns(new std::atomic<void*>[m_sources.size()]) {
   for (size_t i = 0; i < m_sources.size(); ++i) m_fns[i].store(nullptr);
 }
 

@@ -34,14 +34,15 @@ const char* nativeModeName(NativeMode mode);
 class NativeKernelSet {
  public:
   explicit NativeKernelSet(std::vector<NativeSource> sources);
-  NativeLoopFn get(size_t i) const { return m_fns[i].load(std::memory_order_acquire); }
-  void set(size_t i, NativeLoopFn f) { m_fns[i].store(f, std::memory_order_release); }
+  // The kernel's function (a NativeLoopFn or NativeReduceFn, as its source was generated), or null.
+  void* get(size_t i) const { return m_fns[i].load(std::memory_order_acquire); }
+  void set(size_t i, void* f) { m_fns[i].store(f, std::memory_order_release); }
   const std::vector<NativeSource>& sources() const { return m_sources; }
   size_t size() const { return m_sources.size(); }
 
  private:
   std::vector<NativeSource> m_sources;
-  std::unique_ptr<std::atomic<NativeLoopFn>[]> m_fns;
+  std::unique_ptr<std::atomic<void*>[]> m_fns;
 };
 
 // Compiles what is not loaded yet and fills in the set, on the calling thread.
