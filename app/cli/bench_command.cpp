@@ -150,7 +150,7 @@ int runBench(BenchArgs& a) {
                            withThousands(r.params), r.batch, r.seq ? fmt::format(" x {} tokens", r.seq) : "",
                            r.optimizer, threads);
   std::cout << fmt::format("  compile      {:.3f} s (first step {:.3f} s)\n", graphCompile, r.firstStepSeconds);
-  std::cout << fmt::format("  native       {} loop kernels ({}; {} libraries compiled in {:.2f} s, {} from the cache)\n",
+  std::cout << fmt::format("  native       {} kernels ({}; {} libraries compiled in {:.2f} s, {} from the cache)\n",
                            native.kernels, cpu::nativeModeName(cpu::nativeMode()), native.libraries,
                            native.compileSeconds, native.cachedLibraries);
   std::cout << fmt::format("  step         median {:.1f} ms, min {:.1f} ms ({} steps after {} warm-up)\n",

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "app/cli/examples.h"
 #include "engine/ops/registry.h"
 #include "engine/backends/cpu/executable.h"
+#include "engine/backends/cpu/native_compiler.h"
 #include "engine/passes/dump.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
@@ -141,7 +143,16 @@ int runCompile(const CompileArgs& a) {
   if (!a.dumpDir.empty()) {
     std::ofstream k(std::filesystem::path(a.dumpDir) / "kernels.txt");
     k << (*exe)->describe();
-    std::cout << "wrote every pass's graph (.tir, .dot), timings.json, decisions.txt and kernels.txt to " << a.dumpDir << "\n";
+    // The C++ the native tier would compile for these kernels (each once), as one translation unit.
+    std::ofstream nat(std::filesystem::path(a.dumpDir) / "native_kernels.cpp");
+    nat << "// Native CPU kernels of this program, as Tessera compiles them (" << cpu::nativeCompileCommand()
+        << ")\n" << cpu::nativePrelude();
+    std::set<std::string> seen;
+    for (const auto& lk : (*exe)->loweredKernels()) {
+      auto src = cpu::generateNative(lk);
+      if (src.ok() && seen.insert(src->symbol).second) nat << "\n// " << lk.info.name << "\n" << src->code;
+    }
+    std::cout << "wrote every pass's graph (.tir, .dot), timings.json, decisions.txt, kernels.txt and native_kernels.cpp to " << a.dumpDir << "\n";
     for (const passes::PassContext::Report& r : ctx.reports())
       std::cout << "wrote " << r.name << " (the " << r.pass << " pass's report)\n";
     if (!a.project.empty()) {

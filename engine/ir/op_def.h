@@ -2,6 +2,7 @@
 // OpDef: everything about one op in one place: its attributes, shape rule, cost, fusion kind, kernels,
 // its vjp and batching rules (written with the Array API), and its sharding rule (shard_rule.h).
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <string>
@@ -114,11 +115,11 @@ class OpRegistry {
   const OpDef* find(OpCode code) const;
   const OpDef* find(std::string_view name) const;
   const OpDef& get(OpCode code) const;  // internal invariant: the code is registered
-  const std::vector<OpDef>& all() const { return m_defs; }
+  const std::deque<OpDef>& all() const { return m_defs; }
   OpDef* mutableFind(OpCode code);
 
  private:
-  std::vector<OpDef> m_defs;
+  std::deque<OpDef> m_defs;  // a deque: ops registered later (plugins) never move the ones already handed out
   std::vector<int> m_index;  // code -> position in m_defs, -1 if absent
 };
 

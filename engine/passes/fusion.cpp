@@ -66,7 +66,6 @@ bool axesContiguousRange(const std::vector<int64_t>& axes) {
   return true;
 }
 
-std::string shapeText(const ir::Graph& g, ValueId v) { return g.aval(v).toString(); }
 
 }  // namespace
 

@@ -425,7 +425,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     itemsDone += trainData->itemsPerBatch();
     double perSec = trainData->itemsPerBatch() / m->seconds;
     double mfu = flopsPerItem * perSec / options.peakFlops;
-    if (state.step == 1) summary.firstLoss = m->loss;
+    if (state.step == firstStep + 1) summary.firstLoss = m->loss;  // step 1, or the first after a resume
     summary.lastLoss = m->loss;
     if (state.step % t.logEvery == 0 || state.step == steps) {
       std::vector<std::pair<std::string, double>> values = {

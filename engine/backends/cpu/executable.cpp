@@ -138,9 +138,7 @@ void Executable::Impl::prepareNative() {
   std::vector<NativeSource> sources;
   for (Kernel& k : kernels) {
     if (!k.hasProgram) continue;
-    Result<NativeSource> src = makeError("no native form");
-    if (k.info.kind == GroupKind::Loop || k.info.kind == GroupKind::Gemm) src = generateNativeLoop(k.prog);
-    else if (k.info.kind == GroupKind::Reduction) src = generateNativeReduction(k);
+    Result<NativeSource> src = generateNative(k);
     if (!src.ok()) continue;  // an op without a native form: this kernel stays on the interpreter
     k.native = static_cast<int>(sources.size());
     sources.push_back(std::move(src).value());

@@ -417,4 +417,14 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
   return finish(std::move(s), p);
 }
 
+Result<NativeSource> generateNative(const LoweredKernel& k) {
+  if (!k.hasProgram) return makeError("{} has no fused program", k.info.name);
+  switch (k.info.kind) {
+    case passes::GroupKind::Loop:
+    case passes::GroupKind::Gemm: return generateNativeLoop(k.prog);
+    case passes::GroupKind::Reduction: return generateNativeReduction(k);
+    default: return makeError("{} has no native form", k.info.name);
+  }
+}
+
 }  // namespace tsr::cpu

@@ -37,6 +37,10 @@ Result<NativeSource> generateNativeLoop(const TileProgram& p);
 // partial[((reduce * K1 + k1) * chunks + chunk) * K2 + k2] receives each unit's partial results.
 Result<NativeSource> generateNativeReduction(const LoweredKernel& k);
 
+// The native form of a lowered kernel, whatever its kind: loops and gemm epilogues (generateNativeLoop),
+// [K1, R, K2] reductions (generateNativeReduction); an error for the rest.
+Result<NativeSource> generateNative(const LoweredKernel& k);
+
 // What every translation unit of native kernels starts with: <immintrin.h>, the vector math, the helpers.
 const std::string& nativePrelude();
 

@@ -321,5 +321,10 @@ Status compileNative(NativeKernelSet& set) { return service().compile(set); }
 void requestNative(std::shared_ptr<NativeKernelSet> set) { service().request(std::move(set)); }
 void waitForNative() { service().waitIdle(); }
 NativeStats nativeStats() { return service().stats(); }
+std::string nativeCompileCommand() {
+  std::string s = findCompiler();
+  for (const auto& f : compileFlags()) s += " " + f;
+  return s;
+}
 
 }  // namespace tsr::cpu

@@ -52,6 +52,9 @@ void requestNative(std::shared_ptr<NativeKernelSet> set);
 // Blocks until every queued set is compiled (or failed).
 void waitForNative();
 
+// "c++ -x c++ -std=c++17 -O2 ...": how native kernels are compiled (the compiler and its flags).
+std::string nativeCompileCommand();
+
 struct NativeStats {
   int64_t libraries = 0;       // compiled by the compiler in this process
   int64_t cachedLibraries = 0;  // loaded from the disk cache
