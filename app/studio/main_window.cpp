@@ -52,7 +52,7 @@ constexpr int kLayoutVersion = 1;
 
 QString sampleProjectsDir() {
   QDir here(QCoreApplication::applicationDirPath());
-  for (const QString& rel : {"sample_projects", "../sample_projects", "../../sample_projects", "../../../sample_projects",
+  for (const char* rel : {"sample_projects", "../sample_projects", "../../sample_projects", "../../../sample_projects",
                              "../share/tessera/sample_projects"}) {
     QDir d(here.filePath(rel));
     if (d.exists()) return d.canonicalPath();
@@ -232,9 +232,9 @@ void MainWindow::createActions() {
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
   view->addSeparator();
   int n = 1;
-  for (const QString& name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline", "sharding"}) {
+  for (const char* name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline", "sharding"}) {
     QDockWidget* d = m_docks[name];
-    QAction* a = make(view, "show_" + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
+    QAction* a = make(view, QStringLiteral("show_") + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
                       [d] {
                         d->show();
                         d->raise();

@@ -7,8 +7,8 @@ namespace tsr::passes {
 RuleContext::RuleContext(GraphRewriter& rw, const ir::OpRegistry& reg, ir::NodeId n)
     : m_rw(rw), m_reg(reg), m_n(n), m_node(rw.node(n)) {}
 
-const ir::Node* RuleContext::producer(size_t i, ir::OpCode op) const {
-  ir::NodeId p = m_rw.producerOf(operand(i));
+const ir::Node* RuleContext::producerOf(ir::ValueId v, ir::OpCode op) const {
+  ir::NodeId p = m_rw.producerOf(v);
   if (p == ir::kNone || m_rw.isErased(p)) return nullptr;
   const ir::Node& n = m_rw.node(p);
   return n.op == op ? &n : nullptr;

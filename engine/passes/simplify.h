@@ -30,8 +30,12 @@ class RuleContext {
 
   // Operand i is a splat (constant or broadcast of one) whose elements equal value.
   bool isSplat(size_t i, double value) const { return isSplatOf(m_rw.graph(), operand(i), value); }
+  // Value v is a splat whose elements equal value.
+  bool isSplatValue(ir::ValueId v, double value) const { return isSplatOf(m_rw.graph(), v, value); }
   // The node defining operand i, when it is `op`; nullptr otherwise (or for a graph input). Valid until insert().
-  const ir::Node* producer(size_t i, ir::OpCode op) const;
+  const ir::Node* producer(size_t i, ir::OpCode op) const { return producerOf(operand(i), op); }
+  // The same for any value.
+  const ir::Node* producerOf(ir::ValueId v, ir::OpCode op) const;
 
   // How many nodes (and graph outputs) read v in the graph as the pass found it.
   int numUses(ir::ValueId v) const;

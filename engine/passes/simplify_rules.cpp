@@ -2,6 +2,8 @@
 // A replacement must have the result's aval; ifSameAval() guards the rules that return an operand.
 #include "engine/passes/simplify.h"
 
+#include <utility>
+
 namespace tsr::passes {
 
 namespace {
@@ -71,6 +73,52 @@ ValueId dotOperandSwap(RuleContext& c) {
   return c.insert(OpCode::DotGeneral, {b, a}, swapped);
 }
 
+// add(pad(x, 0), pad(y, 0)) where the pads place x and y side by side along one dim and pad nothing else:
+// pad(concatenate(x, y), 0) over their union, or the concatenate alone where that covers the result. The
+// gradient of slices of one tensor has this form (attention's q, k, v split): one copy instead of a padded
+// tensor per slice plus adds. Operands that are single-use concatenates along the same dim are spliced in, so
+// three slices give one concatenate of three. x + 0 -> x as in "add(x, 0) -> x".
+ValueId padsToConcatenate(RuleContext& c) {
+  const ir::Node* pa = c.producer(0, OpCode::Pad);
+  const ir::Node* pb = c.producer(1, OpCode::Pad);
+  if (!pa || !pb || c.numUses(c.operand(0)) != 1 || c.numUses(c.operand(1)) != 1) return kNone;
+  struct Placed {
+    ValueId x;
+    ir::PadAttrs at;
+  };
+  Placed a{pa->operands[0], std::get<ir::PadAttrs>(pa->attrs)}, b{pb->operands[0], std::get<ir::PadAttrs>(pb->attrs)};
+  const ValueId zero = pa->operands[1];
+  if (!c.isSplatValue(zero, 0) || !c.isSplatValue(pb->operands[1], 0)) return kNone;
+  const size_t rank = static_cast<size_t>(c.result().rank());
+  int64_t dim = -1;
+  for (size_t d = 0; d < rank; ++d) {
+    for (const Placed* p : {&a, &b})
+      if (p->at.interior[d] != 0 || p->at.low[d] < 0 || p->at.high[d] < 0) return kNone;
+    if (a.at.low[d] == 0 && a.at.high[d] == 0 && b.at.low[d] == 0 && b.at.high[d] == 0) continue;
+    if (dim >= 0) return kNone;  // padded along two dims
+    dim = static_cast<int64_t>(d);
+  }
+  if (dim < 0) return kNone;
+  const size_t d = static_cast<size_t>(dim);
+  if (a.at.low[d] + c.aval(a.x).shape[static_cast<int>(d)] != b.at.low[d]) std::swap(a, b);
+  if (a.at.low[d] + c.aval(a.x).shape[static_cast<int>(d)] != b.at.low[d]) return kNone;  // a gap or an overlap
+  std::vector<ValueId> parts;
+  for (ValueId v : {a.x, b.x}) {
+    const ir::Node* cat = c.producerOf(v, OpCode::Concatenate);
+    if (cat && std::get<ir::ConcatenateAttrs>(cat->attrs).axis == dim && c.numUses(v) == 1)
+      parts.insert(parts.end(), cat->operands.begin(), cat->operands.end());
+    else
+      parts.push_back(v);
+  }
+  ValueId joined = c.insert(OpCode::Concatenate, parts, ir::ConcatenateAttrs{dim});
+  if (joined == kNone) return kNone;
+  if (a.at.low[d] == 0 && b.at.high[d] == 0) return c.aval(joined) == c.result() ? joined : kNone;
+  ir::PadAttrs at{ir::Ints(rank, 0), ir::Ints(rank, 0), ir::Ints(rank, 0)};
+  at.low[d] = a.at.low[d];
+  at.high[d] = b.at.high[d];
+  return c.insert(OpCode::Pad, {joined, zero}, at);
+}
+
 bool isFullSlice(RuleContext& c) {
   const auto& a = c.attrs<ir::SliceAttrs>();
   const Shape& s = c.aval(c.operand(0)).shape;
@@ -92,6 +140,7 @@ const std::vector<SimplifyRule>& simplifyRules() {
       // Arithmetic identities; the constant may be a literal or a broadcast of a scalar constant.
       {OpCode::Add, "add(x, 0) -> x", [](RuleContext& c) { return c.isSplat(1, 0) ? ifSameAval(c, 0) : kNone; }},
       {OpCode::Add, "add(0, x) -> x", [](RuleContext& c) { return c.isSplat(0, 0) ? ifSameAval(c, 1) : kNone; }},
+      {OpCode::Add, "add(pad(x, 0), pad(y, 0)) side by side -> pad(concatenate(x, y), 0)", padsToConcatenate},
       {OpCode::Sub, "sub(x, 0) -> x", [](RuleContext& c) { return c.isSplat(1, 0) ? ifSameAval(c, 0) : kNone; }},
       {OpCode::Mul, "mul(x, 1) -> x", [](RuleContext& c) { return c.isSplat(1, 1) ? ifSameAval(c, 0) : kNone; }},
       {OpCode::Mul, "mul(1, x) -> x", [](RuleContext& c) { return c.isSplat(0, 1) ? ifSameAval(c, 1) : kNone; }},
@@ -117,6 +166,13 @@ const std::vector<SimplifyRule>& simplifyRules() {
       {OpCode::BroadcastInDim, "broadcast_in_dim(broadcast_in_dim(x)) -> broadcast_in_dim(x)", composeBroadcasts},
       {OpCode::Slice, "slice(x) of the full range -> x",
        [](RuleContext& c) { return isFullSlice(c) ? ifSameAval(c) : kNone; }},
+      {OpCode::Pad, "pad(x) by nothing -> x",
+       [](RuleContext& c) {
+         const auto& at = c.attrs<ir::PadAttrs>();
+         for (size_t d = 0; d < at.low.size(); ++d)
+           if (at.low[d] || at.high[d] || at.interior[d]) return kNone;
+         return ifSameAval(c);
+       }},
       {OpCode::Concatenate, "concatenate(x) -> x",
        [](RuleContext& c) { return c.numOperands() == 1 ? ifSameAval(c) : kNone; }},
       // Conversion and selection.

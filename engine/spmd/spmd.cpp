@@ -298,7 +298,7 @@ Result<std::vector<Array>> runEager(ir::OpCode op, const std::vector<Array>& ope
     if (it != c.programs.end()) exe = it->second;
   }
   if (!exe) {
-    TSR_ASSIGN(std::unique_ptr<SpmdExecutable> made, SpmdExecutable::compile(g, *mesh, ann, {.name = g.name}));
+    TSR_ASSIGN(std::unique_ptr<SpmdExecutable> made, SpmdExecutable::compile(g, *mesh, ann, SpmdOptions{.name = g.name, .donatable = {}}));
     exe = std::move(made);
     EagerCache& c = eagerCache();
     std::lock_guard lock(c.mutex);
@@ -345,7 +345,7 @@ Result<Array> devicePut(const Array& x, const sharding::NamedSharding& s) {
     g.setOutputs(outs);
     sharding::ShardingAnnotations ann;
     ann.inputs.push_back(have);
-    TSR_ASSIGN(auto exe, SpmdExecutable::compile(g, s.mesh, ann, {.name = "reshard"}));
+    TSR_ASSIGN(auto exe, SpmdExecutable::compile(g, s.mesh, ann, SpmdOptions{.name = "reshard", .donatable = {}}));
     TSR_ASSIGN(auto results, exe->run({blocksOf(x, static_cast<size_t>(comm->numDevices()))}));
     return Array::fromShards(x.aval(), named, std::move(results[0]));
   }

@@ -104,28 +104,12 @@ class TestNativeKernels : public QObject {
     for (const OpCase& c : cases) {
       for (bool transposed : {false, true}) {
         if (transposed && (c.inputs.empty() || c.inputs[0].aval.rank() != 2)) continue;
-        ir::Graph g;
-        std::vector<ir::ValueId> operands;
-        bool ok = true;
-        for (size_t i = 0; i < c.inputs.size(); ++i) {
-          const Aval& a = c.inputs[i].aval;
-          if (transposed && i == 0) {
-            ir::ValueId in = g.addInput(Aval{Shape{a.shape[1], a.shape[0]}, a.dtype});
-            auto tr = g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}});
-            ok = ok && tr.ok();
-            if (tr.ok()) operands.push_back((*tr)[0]);
-          } else {
-            operands.push_back(g.addInput(a));
-          }
-        }
-        if (!ok) continue;
-        auto res = g.addNode(reg, c.op, operands, c.attrs);
-        if (!res.ok()) continue;  // a case of an op that takes no graph node this way (checked by conformance)
-        g.setOutputs(*res);
-        auto native = compile(g, true);
+        auto g = caseGraph(c, transposed);
+        if (!g.ok()) continue;  // an op that takes no graph node this way (the conformance test checks that)
+        auto native = compile(*g, true);
         QVERIFY2(native.ok(), (c.label + ": " + (native.ok() ? "" : native.error().message)).c_str());
         if ((*native)->nativeKernels() == 0) continue;
-        auto interpreted = compile(g, false);
+        auto interpreted = compile(*g, false);
         QVERIFY(interpreted.ok());
         for (const auto& s : (*native)->nativeSet()->sources())
           if (symbols.insert(s.symbol).second) all.push_back(s);

@@ -120,25 +120,9 @@ class TestCudaCodegen : public QObject {
     for (const OpCase& c : allCases()) {
       for (bool transposed : {false, true}) {
         if (transposed && (c.inputs.empty() || c.inputs[0].aval.rank() != 2)) continue;
-        ir::Graph g;
-        std::vector<ir::ValueId> operands;
-        bool ok = true;
-        for (size_t i = 0; i < c.inputs.size(); ++i) {
-          const Aval& a = c.inputs[i].aval;
-          if (transposed && i == 0) {
-            ir::ValueId in = g.addInput(Aval{Shape{a.shape[1], a.shape[0]}, a.dtype});
-            auto tr = g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}});
-            ok = ok && tr.ok();
-            if (tr.ok()) operands.push_back((*tr)[0]);
-          } else {
-            operands.push_back(g.addInput(a));
-          }
-        }
-        if (!ok) continue;
-        auto res = g.addNode(reg, c.op, operands, c.attrs);
-        QVERIFY2(res.ok(), c.label.c_str());
-        g.setOutputs(*res);
-        auto lowered = lowerForCuda(g);
+        auto g = caseGraph(c, transposed);
+        QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
+        auto lowered = lowerForCuda(*g);
         QVERIFY2(lowered.ok(), (c.label + ": " + (lowered.ok() ? "" : lowered.error().message)).c_str());
         auto prog = cuda::generateProgram(**lowered);
         QVERIFY2(prog.ok(), (c.label + ": " + (prog.ok() ? "" : prog.error().message)).c_str());

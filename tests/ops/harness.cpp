@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/registry.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::test {
@@ -159,6 +160,27 @@ HostTensor transposed(const HostTensor& t) {
   for (int64_t i = 0; i < t.aval.shape[0]; ++i)
     for (int64_t j = 0; j < t.aval.shape[1]; ++j) r.setBits(j * t.aval.shape[0] + i, t.getBits(i * t.aval.shape[1] + j));
   return r;
+}
+
+Result<ir::Graph> caseGraph(const OpCase& c, bool transposedOperand0) {
+  const auto& reg = ops::registry();
+  if (transposedOperand0 && (c.inputs.empty() || c.inputs[0].aval.rank() != 2))
+    return makeError("{}: operand 0 is not rank 2", c.label);
+  ir::Graph g;
+  std::vector<ir::ValueId> operands;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Aval& a = c.inputs[i].aval;
+    if (transposedOperand0 && i == 0) {
+      ir::ValueId in = g.addInput(Aval{Shape{a.shape[1], a.shape[0]}, a.dtype});
+      TSR_ASSIGN(auto tr, g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}}));
+      operands.push_back(tr[0]);
+    } else {
+      operands.push_back(g.addInput(a));
+    }
+  }
+  TSR_ASSIGN(auto res, g.addNode(reg, c.op, operands, c.attrs));
+  g.setOutputs(res);
+  return g;
 }
 
 }  // namespace tsr::test

@@ -82,6 +82,11 @@ std::string compareWithReference(const HostTensor& got, const HostTensor& want, 
 // transposes its input must be fed to see `t`).
 HostTensor transposed(const HostTensor& t);
 
+// A case's op as a one-node graph of its inputs; with `transposedOperand0` (rank-2 operand 0 only), operand 0
+// enters transposed and goes through a transpose node first (feed it transposed(input)), so kernels read it
+// strided. An error when the op rejects the operands.
+Result<ir::Graph> caseGraph(const OpCase& c, bool transposedOperand0 = false);
+
 // A host tensor from a runtime buffer of aval `a`, and back.
 HostTensor fromBuffer(const runtime::BufferPtr& b, const Aval& a);
 runtime::BufferPtr toBuffer(const HostTensor& t);

@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "engine/passes/dce.h"
@@ -41,6 +42,13 @@ std::vector<Case> applyingCases() {
   return {
       unary("add(x, 0) -> x", 0, [](Builder& b, auto x) { return bin(b, OpCode::Add, x, b.splat(0, kX)); }),
       unary("add(0, x) -> x", 0, [](Builder& b, auto x) { return bin(b, OpCode::Add, b.ramp(kX, 0, 0), x); }),
+      // x at columns [0, 3) and -x at [3, 6) of [2, 6]: the concatenate covers the result.
+      unary("add(pad(x, 0), pad(y, 0)) side by side -> pad(concatenate(x, y), 0)", 2, [](Builder& b, auto x) {
+        auto z = b.scalar(0);
+        auto pa = b.add(OpCode::Pad, {x, z}, ir::PadAttrs{{0, 0}, {0, 3}, {0, 0}});
+        auto pb = b.add(OpCode::Pad, {b.add(OpCode::Neg, {x}), z}, ir::PadAttrs{{0, 3}, {0, 0}, {0, 0}});
+        return bin(b, OpCode::Add, pa, pb);
+      }),
       unary("sub(x, 0) -> x", 0, [](Builder& b, auto x) { return bin(b, OpCode::Sub, x, b.splat(-0.0, kX)); }),
       unary("mul(x, 1) -> x", 0, [](Builder& b, auto x) { return bin(b, OpCode::Mul, x, b.splat(1, kX)); }),
       unary("mul(1, x) -> x", 0, [](Builder& b, auto x) { return bin(b, OpCode::Mul, b.splat(1, kX), x); }),
@@ -79,6 +87,9 @@ std::vector<Case> applyingCases() {
       }),
       unary("slice(x) of the full range -> x", 0, [](Builder& b, auto x) {
         return b.add(OpCode::Slice, {x}, ir::SliceAttrs{{0, 0}, {2, 3}, {1, 1}});
+      }),
+      unary("pad(x) by nothing -> x", 0, [](Builder& b, auto x) {
+        return b.add(OpCode::Pad, {x, b.scalar(1)}, ir::PadAttrs{{0, 0}, {0, 0}, {0, 0}});
       }),
       unary("concatenate(x) -> x", 0,
             [](Builder& b, auto x) { return b.add(OpCode::Concatenate, {x}, ir::ConcatenateAttrs{1}); }),
@@ -151,6 +162,33 @@ std::vector<NearMiss> nearMisses() {
          auto d = b.add(OpCode::DotGeneral, {x, x}, bmm);  // [2,3,3]
          return b.add(OpCode::Transpose, {d}, ir::TransposeAttrs{{1, 0, 2}});
        }},
+      // Pads of x and -x into [2, 7] that leave column 3 empty, that overlap on column 2, that pad with 1, or
+      // that pad along two dims: none is a concatenate.
+      {"pads with a gap",
+       [](Builder& b, auto x) {
+         auto z = b.scalar(0);
+         return bin(b, OpCode::Add, b.add(OpCode::Pad, {x, z}, ir::PadAttrs{{0, 0}, {0, 4}, {0, 0}}),
+                    b.add(OpCode::Pad, {b.add(OpCode::Neg, {x}), z}, ir::PadAttrs{{0, 4}, {0, 0}, {0, 0}}));
+       }},
+      {"overlapping pads",
+       [](Builder& b, auto x) {
+         auto z = b.scalar(0);
+         return bin(b, OpCode::Add, b.add(OpCode::Pad, {x, z}, ir::PadAttrs{{0, 0}, {0, 2}, {0, 0}}),
+                    b.add(OpCode::Pad, {b.add(OpCode::Neg, {x}), z}, ir::PadAttrs{{0, 2}, {0, 0}, {0, 0}}));
+       }},
+      {"pads with 1",
+       [](Builder& b, auto x) {
+         auto one = b.scalar(1);
+         return bin(b, OpCode::Add, b.add(OpCode::Pad, {x, one}, ir::PadAttrs{{0, 0}, {0, 3}, {0, 0}}),
+                    b.add(OpCode::Pad, {b.add(OpCode::Neg, {x}), one}, ir::PadAttrs{{0, 3}, {0, 0}, {0, 0}}));
+       }},
+      {"pads along two dims",
+       [](Builder& b, auto x) {
+         auto z = b.scalar(0);
+         auto sq = b.add(OpCode::Slice, {x}, ir::SliceAttrs{{0, 0}, {2, 2}, {1, 1}});  // [2,2]
+         return bin(b, OpCode::Add, b.add(OpCode::Pad, {sq, z}, ir::PadAttrs{{1, 0}, {0, 1}, {0, 0}}),
+                    b.add(OpCode::Pad, {sq, z}, ir::PadAttrs{{0, 1}, {1, 0}, {0, 0}}));
+       }},
       {"reduce over an axis", [](Builder& b, auto x) { return b.add(OpCode::ReduceSum, {x}, ir::ReduceAttrs{{1}}); }},
   };
 }
@@ -211,6 +249,33 @@ class TestSimplify : public QObject {
       QVERIFY2(!o.changed, (std::string(m.label) + ": " + (o.rules.empty() ? "" : o.rules[0])).c_str());
       QCOMPARE(printGraph(g), text);
     }
+  }
+
+  // The gradient of three slices of one tensor (attention's q, k, v split): three pads and two adds become one
+  // concatenate of the three and one pad (the slices here leave a column free on each side).
+  void slicesGradientIsOneConcatenate() {
+    Builder b;
+    auto x = b.input(kX);
+    auto z = b.scalar(0);
+    auto pad = [&](ir::ValueId v, int64_t lo, int64_t hi) {
+      return b.add(OpCode::Pad, {v, z}, ir::PadAttrs{{0, lo}, {0, hi}, {0, 0}});
+    };
+    auto sum = bin(b, OpCode::Add, bin(b, OpCode::Add, pad(x, 1, 7), pad(b.add(OpCode::Neg, {x}), 4, 4)),
+                   pad(b.add(OpCode::Abs, {x}), 7, 1));  // [2, 11]
+    ir::Graph g = b.done({sum});
+    Outcome o = simplify(g);
+    QVERIFY2(o.error.empty(), o.error.c_str());
+    QCOMPARE(o.rules.size(), size_t{2});
+    std::map<OpCode, int> count;
+    const ir::Node* cat = nullptr;
+    for (const auto& n : g.nodes()) {
+      ++count[n.op];
+      if (n.op == OpCode::Concatenate) cat = &n;
+    }
+    QCOMPARE(count[OpCode::Add], 0);
+    QCOMPARE(count[OpCode::Pad], 1);
+    QCOMPARE(count[OpCode::Concatenate], 1);
+    QCOMPARE(cat->operands.size(), size_t{3});
   }
 
   void composedTransposeHasTheRightPerm() {

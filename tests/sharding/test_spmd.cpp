@@ -97,7 +97,7 @@ std::vector<Array> runSharded(const ClosedGraph& cg, const Mesh& m, const std::v
     ann.inputs.push_back(spec(m, specs[i], inputs[i].shape()));
     placed.push_back(must(spmd::devicePut(inputs[i], named(m, specs[i]))));
   }
-  auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, {.name = cg.graph.name}));
+  auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, spmd::SpmdOptions{.name = cg.graph.name, .donatable = {}}));
   if (partitioned) *partitioned = exe->partitioned();
   return must(exe->run(placed));
 }
@@ -275,7 +275,7 @@ class TestSpmd : public QObject {
       ann.inputs.push_back(spec(m, specs[i], inputs[i].shape()));
       placed.push_back(must(spmd::devicePut(inputs[i], named(m, specs[i]))));
     }
-    auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, {.name = "partials"}));
+    auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, spmd::SpmdOptions{.name = "partials", .donatable = {}}));
     auto outs = must(exe->run(placed));
     for (size_t o = 0; o < outs.size(); ++o)
       QVERIFY2(maxRelDiff(outs[o].toDoubles(), reference[o].toDoubles()) < 1e-5, qPrintable(QString("output %1").arg(o)));
@@ -435,7 +435,7 @@ class TestSpmd : public QObject {
         ann.inputs.push_back(spec(m, specs[i], inputs[i].shape()));
         placed.push_back(must(spmd::devicePut(inputs[i], named(m, specs[i]))));
       }
-      auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, {.name = "random"}));
+      auto exe = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, spmd::SpmdOptions{.name = "random", .donatable = {}}));
       totalCollectives += static_cast<int>(exe->partitioned().collectives.size());
       auto outs = must(exe->run(placed));
       for (size_t o = 0; o < outs.size(); ++o) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/hash.h"
+
 namespace tsr::cpu {
 
 extern const char* const kVmathAvx2Source;  // vmath_avx2.inc, embedded at build time
@@ -125,15 +127,6 @@ std::string vectorExpression(const TileInstr& in, const std::string& a, const st
     case OpCode::Convert: return in.resultIsBool ? fmt::format("tsr_b(tsr_nz({}))", a) : a;
     default: return "";
   }
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 bool allZero(const std::vector<int64_t>& v) {
@@ -306,9 +299,9 @@ Result<NativeSource> generateNativeLoop(const TileProgram& p) {
   }
   s += em.bases(idx, "    ");
   s += fmt::format("    const i64 ob = row * {};\n", inner);
-  s += "    i64 j = j0;\n    for (; j + 8 <= j1; j += 8) {\n" + full + "    }\n";
-  s += "    if (j < j1) {\n      const int n = (int)(j1 - j);\n      const __m256i mask = tsr_mask(n);\n      (void)mask;\n" +
-       tail + "    }\n";
+  s += fmt::format("    i64 j = j0;\n    for (; j + 8 <= j1; j += 8) {{\n{}    }}\n", full);
+  s += fmt::format("    if (j < j1) {{\n      const int n = (int)(j1 - j);\n      const __m256i mask = tsr_mask(n);\n"
+                   "      (void)mask;\n{}    }}\n", tail);
   s += "  }\n}\n";
   return finish(std::move(s), p);
 }
@@ -363,13 +356,13 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
       if (k.reduces[r].op == OpCode::ReduceSum) s += fmt::format("      __m256 lanes{} = tsr_zero();\n", r);
       else s += fmt::format("      float m{0} = (float)acc{0};\n", r);
     }
-    s += "      i64 j = rt;\n      for (; j + 8 <= t1; j += 8) {\n" + full + accFull + "      }\n";
+    s += fmt::format("      i64 j = rt;\n      for (; j + 8 <= t1; j += 8) {{\n{}{}      }}\n", full, accFull);
     for (size_t r = 0; r < nred; ++r)
       if (k.reduces[r].op == OpCode::ReduceSum)
         s += fmt::format("      double ts{0} = 0;\n      {{ float e[8]; _mm256_storeu_ps(e, lanes{0}); for (int l = 0; l < 8; ++l) "
                          "ts{0} += e[l]; }}\n", r);
-    s += "      if (j < t1) {\n        const int n = (int)(t1 - j);\n        const __m256i mask = tsr_mask(n);\n"
-         "        (void)mask;\n" + tail + accTail + "      }\n";
+    s += fmt::format("      if (j < t1) {{\n        const int n = (int)(t1 - j);\n        const __m256i mask = tsr_mask(n);\n"
+                     "        (void)mask;\n{}{}      }}\n", tail, accTail);
     for (size_t r = 0; r < nred; ++r)
       s += k.reduces[r].op == OpCode::ReduceSum ? fmt::format("      acc{0} = acc{0} + ts{0};\n", r)
                                                 : fmt::format("      acc{0} = m{0};\n", r);
@@ -405,11 +398,11 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
   s += fmt::format("    const i64 r0 = c * chunkLen, r1 = r0 + chunkLen < {0} ? r0 + chunkLen : {0};\n", k.r);
   for (size_t r = 0; r < nred; ++r)
     s += fmt::format("    for (i64 l = 0; l < c1 - c0; ++l) acc{}[l] = (float){};\n", r, reduceInit(k.reduces[r].op));
-  s += "    for (i64 r = r0; r < r1; ++r) {\n" + em.bases(idx, "      ");
+  s += fmt::format("    for (i64 r = r0; r < r1; ++r) {{\n{}", em.bases(idx, "      "));
   s += fmt::format("      const i64 ob = (a * {} + r) * {};\n      (void)ob;\n", k.r, k.k2);
-  s += "      i64 j = c0;\n      for (; j + 8 <= c1; j += 8) {\n" + full + accFull + "      }\n";
-  s += "      if (j < c1) {\n        const int n = (int)(c1 - j);\n        const __m256i mask = tsr_mask(n);\n"
-       "        (void)mask;\n" + tail + accTail + "      }\n    }\n";
+  s += fmt::format("      i64 j = c0;\n      for (; j + 8 <= c1; j += 8) {{\n{}{}      }}\n", full, accFull);
+  s += fmt::format("      if (j < c1) {{\n        const int n = (int)(c1 - j);\n        const __m256i mask = tsr_mask(n);\n"
+                   "        (void)mask;\n{}{}      }}\n    }}\n", tail, accTail);
   for (size_t r = 0; r < nred; ++r)
     s += fmt::format("    for (i64 l = 0; l < c1 - c0; ++l) partial[(({} * {} + a) * chunks + c) * {} + c0 + l] = acc{}[l];\n",
                      r, k.k1, k.k2, r);

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/hash.h"
 #include "engine/runtime/kernel_cache.h"
 
 extern char** environ;
@@ -53,14 +54,6 @@ std::string findCompiler() {
   return "c++";
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string readText(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
@@ -70,6 +63,9 @@ std::string readText(const fs::path& p) {
 
 class Service {
  public:
+  // The flags and the prelude are copied in: at exit this object's destructor joins a worker that may still be
+  // compiling, after function-local statics constructed later are gone.
+  Service() : m_flags(compileFlags()), m_prelude(nativePrelude()) {}
   ~Service() {
     {
       std::lock_guard lock(m_mu);
@@ -182,7 +178,7 @@ class Service {
   Status runCompiler(const fs::path& src, const fs::path& out, const fs::path& log) {
     const std::string cxx = findCompiler();
     std::vector<std::string> argv = {cxx};
-    for (const auto& f : compileFlags()) argv.push_back(f);
+    for (const auto& f : m_flags) argv.push_back(f);
     argv.push_back("-o");
     argv.push_back(out.string());
     argv.push_back(src.string());
@@ -227,10 +223,10 @@ class Service {
   }
 
   Status buildAndLoad(const std::vector<const NativeSource*>& chunk) {
-    std::string tu = nativePrelude();
+    std::string tu = m_prelude;
     for (const auto* s : chunk) tu += "\n" + s->code;
     std::string key = findCompiler();
-    for (const auto& f : compileFlags()) key += " " + f;
+    for (const auto& f : m_flags) key += " " + f;
     const std::string name = fmt::format("tsr_cpu_{:016x}", fnv1a(tu, fnv1a(key)));
     std::string cacheRoot = runtime::kernelCacheDir();
     const bool cached = !cacheRoot.empty();
@@ -283,6 +279,8 @@ class Service {
     return {};
   }
 
+  const std::vector<std::string> m_flags;
+  const std::string m_prelude;
   std::mutex m_mu, m_compileMu;
   std::condition_variable m_wake, m_idle;
   std::deque<std::shared_ptr<NativeKernelSet>> m_queue;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/hash.h"
+
 namespace tsr::cuda {
 
 using ir::OpCode;
@@ -30,15 +32,6 @@ static __device__ __forceinline__ float tsr_sign(float x) { return x > 0.0f ? 1.
 static __device__ __forceinline__ float tsr_clamp(float lo, float x, float hi) { return tsr_min(tsr_max(x, lo), hi); }
 static __device__ __forceinline__ float tsr_logistic(float x) { return 1.0f / (1.0f + expf(-x)); }
 )";
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 int64_t product(const std::vector<int64_t>& v) {
   int64_t n = 1;

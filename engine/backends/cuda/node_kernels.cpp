@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/hash.h"
 #include "engine/ops/op_helpers.h"
 
 namespace tsr::cuda {
@@ -74,15 +75,6 @@ std::string indexLoop(int64_t n) {
   return fmt::format("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {0}LL; "
                      "i += (long long)gridDim.x * blockDim.x) {{\n",
                      n);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 GeneratedKernel finish(std::string code, int64_t elements, int numArgs) {

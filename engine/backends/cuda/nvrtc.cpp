@@ -12,6 +12,7 @@
 #include <nvrtc.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/core/hash.h"
 #include "engine/runtime/kernel_cache.h"
 
 namespace tsr::cuda {
@@ -19,14 +20,6 @@ namespace tsr::cuda {
 namespace fs = std::filesystem;
 
 namespace {
-
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::string numbered(const std::string& source) {
   std::string out;
