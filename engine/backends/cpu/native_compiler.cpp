@@ -253,7 +253,9 @@ class Service {
       fs::remove(log, ec);
       if (!st.ok()) {
         fs::remove(tmp, ec);
-        return st;  // the source stays for reading
+        std::lock_guard lock(m_mu);
+        if (m_stop) fs::remove(src, ec);  // killed at exit; a real failure keeps the source for reading
+        return st;
       }
       fs::remove(src, ec);
       fs::rename(tmp, lib, ec);
