@@ -4,11 +4,16 @@
 // cache is off).
 #include <QtTest>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/native_compiler.h"
@@ -309,6 +314,39 @@ class TestNativeKernels : public QObject {
     QCOMPARE(reports[true].firstLoss, reports[false].firstLoss);
     QCOMPARE(reports[true].lastLoss, reports[false].lastLoss);
     QVERIFY(reports[true].lastLoss < reports[true].firstLoss);
+  }
+
+  // The disk cache keeps the most recently used libraries: 520 old ones in it, one new compile, and the 9 oldest
+  // are gone while the newest old ones and the new one stay. A library loaded from the cache counts as used.
+  void cacheKeepsRecentLibraries() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    qputenv("TESSERA_KERNEL_CACHE", dir.path().toUtf8());
+    const std::filesystem::path cpuDir = std::filesystem::path(dir.path().toStdString()) / "cpu";
+    std::filesystem::create_directories(cpuDir);
+    const auto old = std::filesystem::file_time_type::clock::now() - std::chrono::hours(24 * 400);
+    for (int i = 0; i < 520; ++i) {
+      auto f = cpuDir / fmt::format("tsr_cpu_{:016x}.so", i);
+      std::ofstream(f) << "not a library";
+      std::filesystem::last_write_time(f, old + std::chrono::minutes(i));
+    }
+    const auto& reg = ops::registry();
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{Shape{7, 5, 3}, DType::F32});
+    auto y = g.addNode(reg, ir::OpCode::Sub, {x, x}, ir::NoAttrs{});
+    QVERIFY(y.ok());
+    g.setOutputs(*y);
+    auto exe = compile(g, true);
+    QVERIFY(exe.ok());
+    Status st = cpu::compileNative(*(*exe)->nativeSet());
+    QVERIFY2(st.ok(), st.ok() ? "" : st.error().message.c_str());
+    int libs = 0;
+    for (const auto& e : std::filesystem::directory_iterator(cpuDir)) libs += e.path().extension() == ".so";
+    QCOMPARE(libs, 512);
+    QVERIFY(!std::filesystem::exists(cpuDir / fmt::format("tsr_cpu_{:016x}.so", 8)));
+    QVERIFY(std::filesystem::exists(cpuDir / fmt::format("tsr_cpu_{:016x}.so", 9)));
+    QVERIFY(std::filesystem::exists(cpuDir / fmt::format("tsr_cpu_{:016x}.so", 519)));
+    qputenv("TESSERA_KERNEL_CACHE", "off");
   }
 
   // Without a working compiler the kernels stay on the interpreter, the results are right, and the reason is

@@ -38,6 +38,25 @@ namespace {
 // Kernels per translation unit: a big program's first libraries land while later ones still compile.
 constexpr size_t kKernelsPerLibrary = 48;
 
+// Libraries the disk cache keeps: the most recently used (a load from the cache counts as a use).
+constexpr size_t kCachedLibraries = 512;
+
+// A finished library's name: tsr_cpu_<16 hex digits>.so (files being written have a longer name).
+bool isLibraryName(const std::string& name) {
+  return name.size() == 8 + 16 + 3 && name.rfind("tsr_cpu_", 0) == 0 && name.substr(24) == ".so";
+}
+
+// Removes the least recently used libraries beyond kCachedLibraries. Loaded libraries stay mapped.
+void pruneCache(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> libs;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (isLibraryName(e.path().filename().string())) libs.push_back({e.last_write_time(ec), e.path()});
+  if (libs.size() <= kCachedLibraries) return;
+  std::sort(libs.begin(), libs.end());
+  for (size_t i = 0; i + kCachedLibraries < libs.size(); ++i) fs::remove(libs[i].second, ec);
+}
+
 // The flags the engine's own kernels are built with (CMakeLists.txt): AVX2 and FMA, and no FMA contraction, so
 // that native and interpreted kernels round alike.
 const std::vector<std::string>& compileFlags() {
@@ -236,6 +255,7 @@ class Service {
     if (ec) return makeError("cannot create the kernel folder {}: {}", dir.string(), ec.message());
     const fs::path lib = dir / (name + ".so");
     bool fromCache = cached && fs::exists(lib);
+    if (fromCache) fs::last_write_time(lib, fs::file_time_type::clock::now(), ec);  // used: keep it longest
     if (!fromCache) {
       // Written under unique names and renamed into place: processes compiling the same library at once
       // never load a half-written file.
@@ -260,6 +280,7 @@ class Service {
       fs::remove(src, ec);
       fs::rename(tmp, lib, ec);
       if (ec) return makeError("cannot place {}: {}", lib.string(), ec.message());
+      if (cached) pruneCache(dir);
       std::lock_guard lock(m_mu);
       ++m_stats.libraries;
       m_stats.compileSeconds += secs;

@@ -11,8 +11,9 @@
 //   off              the interpreter only.
 // TESSERA_CXX names the compiler (default: the one that built the engine, else c++ on the PATH). The cache is
 // TESSERA_KERNEL_CACHE/cpu, else $XDG_CACHE_HOME/tessera/kernels/cpu or ~/.cache/tessera/kernels/cpu; with
-// TESSERA_KERNEL_CACHE=off the libraries go to a temporary folder and are removed once loaded. If no compiler
-// works, the kernels stay on the interpreter and nativeStats() says why (once, on stderr, too).
+// TESSERA_KERNEL_CACHE=off the libraries go to a temporary folder and are removed once loaded. The cache keeps
+// the 512 most recently used libraries. If no compiler works, the kernels stay on the interpreter and
+// nativeStats() says why (once, on stderr, too).
 #include <atomic>
 #include <memory>
 #include <string>
