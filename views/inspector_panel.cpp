@@ -52,7 +52,12 @@ QString kernelHtml(const inspect::NodeKernel& k, int node) {
   };
   h += args("reads", k.inputs);
   h += args("writes", k.outputs);
-  return h + "</table>";
+  h += "</table>";
+  if (!k.native.empty())
+    h += QObject::tr("<h4>Native code</h4><p>What the CPU backend compiles for this kernel once the step is hot "
+                     "(AVX2, one vector of 8 elements through every op):</p>") +
+         QString("<pre style=\"font-size: small\">%1</pre>").arg(esc(k.native));
+  return h;
 }
 
 // The node's kernel as the latest profile measured it: its launches over the profiled steps, per step, its

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/backends/cpu/native_codegen.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/pipeline.h"
 
@@ -44,6 +45,10 @@ KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& pla
   }
   table.kernels = (*exe)->kernels();
   table.memory = (*exe)->memory();
+  for (const auto& lk : (*exe)->loweredKernels()) {
+    auto src = cpu::generateNative(lk);
+    table.native.push_back(src.ok() ? src->code : std::string());
+  }
   for (size_t i = 0; i < table.kernels.size(); ++i) {
     const auto& nodes = table.kernels[i].nodes;
     if (nodes.empty()) continue;

@@ -23,6 +23,7 @@ struct KernelTable {
   std::vector<cpu::KernelInfo> kernels;  // in launch order
   std::vector<int> kernelOfGroup;        // plan group -> index into kernels; -1: alias and constant groups
   cpu::MemoryPlan memory;
+  std::vector<std::string> native;       // per kernel: the C++ of its native form ("" where it has none)
   std::string error;                     // why the backend did not compile the graph; "" when it did
 };
 

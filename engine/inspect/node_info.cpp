@@ -108,6 +108,7 @@ std::optional<NodeKernel> kernelOf(const Stage& stage, ir::NodeId node, const st
     if (k.launch >= 0) {
       k.flops = table->kernels[static_cast<size_t>(k.launch)].flops;
       k.bytes = table->kernels[static_cast<size_t>(k.launch)].bytes;
+      if (static_cast<size_t>(k.launch) < table->native.size()) k.native = table->native[static_cast<size_t>(k.launch)];
     }
   }
   return k;

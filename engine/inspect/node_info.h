@@ -46,6 +46,7 @@ struct NodeKernel {
   double flops = 0, bytes = 0;
   int64_t arenaBytes = 0;  // the executable's whole arena
   std::vector<KernelArg> inputs, outputs;
+  std::string native;  // the C++ the CPU backend compiles for it once it is hot ("" where it has none)
 };
 
 struct NodeInfo {

@@ -303,6 +303,18 @@ class TestInspect : public QObject {
     QCOMPARE(info.kernel->kind, std::string(passes::groupKindName(k.kind)));
     QVERIFY(!info.kernel->reason.empty());
     QVERIFY(info.kernel->launch >= 0);
+    // Its native code: one function over AVX2 vectors with an instruction per member op (loops, reductions
+    // and gemm epilogues have one; other kernels show none).
+    if (k.kind == passes::GroupKind::Loop || k.kind == passes::GroupKind::Reduction) {
+      QVERIFY2(info.kernel->native.find("extern \"C\" void tsr_") != std::string::npos, info.kernel->native.c_str());
+      QVERIFY(info.kernel->native.find("__m256") != std::string::npos);
+    }
+    for (size_t n = 0; n < plan->groups.size(); ++n)
+      if (plan->groups[n].kind == passes::GroupKind::Opaque && !plan->groups[n].nodes.empty()) {
+        inspect::NodeInfo opaque = inspect::describeNode(fs, plan->groups[n].nodes.front());
+        QVERIFY(opaque.kernel && opaque.kernel->native.empty());
+        break;
+      }
     auto has = [&](const std::string& text) {
       return std::any_of(info.decisions.begin(), info.decisions.end(), [&](const std::string& d) { return d.find(text) != std::string::npos; });
     };
