@@ -137,13 +137,6 @@ bool allZero(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-int64_t loopUnits(const TileProgram& p) {
-  int64_t outer = 1;
-  for (size_t d = 0; d + 1 < p.dims.size(); ++d) outer *= p.dims[d];
-  const int64_t inner = p.dims.empty() ? 1 : p.dims.back();
-  return outer * ((inner + kTile - 1) / kTile);
-}
-
 const std::string& nativePrelude() {
   static const std::string prelude =
       std::string("#include <immintrin.h>\n") + kVmathAvx2Source + kHelpers;
@@ -209,9 +202,8 @@ class Emitter {
     return s;
   }
 
-  // Evaluates the program at elements [j, j + 8) of the row (tail: [j, j + n), `mask` set for them); stores
-  // when `store`.
-  Result<std::string> body(bool tail, bool store, const std::string& indent) const {
+  // Evaluates the program at elements [j, j + 8) of the row (tail: [j, j + n), `mask` set for them), then stores.
+  Result<std::string> body(bool tail, const std::string& indent) const {
     std::string t;
     const std::string n = tail ? "n" : "8";
     for (int i = 0; i < m_nin; ++i) {
@@ -232,14 +224,13 @@ class Emitter {
       t += fmt::format("{}const __m256 s{} = {};\n", indent, m_nin + static_cast<int>(k), e);
     }
     // Stores last: an output written into a donated input is read above, element for element, first.
-    if (store)
-      for (const auto& st : m_p.stores) {
-        if (st.dtype == DType::F32)
-          t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
-                    : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
-        else
-          t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
-      }
+    for (const auto& st : m_p.stores) {
+      if (st.dtype == DType::F32)
+        t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
+                  : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
+      else
+        t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
+    }
     return t;
   }
 
@@ -283,8 +274,8 @@ Result<NativeSource> generateNativeLoop(const TileProgram& p) {
   const int64_t tilesPerRow = (inner + kTile - 1) / kTile;
   std::vector<std::string> idx;
   for (size_t d = 0; d < rank; ++d) idx.push_back(fmt::format("i{}", d));
-  TSR_ASSIGN(std::string full, em.body(false, true, "      "));
-  TSR_ASSIGN(std::string tail, em.body(true, true, "      "));
+  TSR_ASSIGN(std::string full, em.body(false, "      "));
+  TSR_ASSIGN(std::string tail, em.body(true, "      "));
   std::string s = "extern \"C\" void KERNEL_NAME(void* const* args, i64 u0, i64 u1) {\n" + em.declarations();
   s += "  for (i64 u = u0; u < u1; ++u) {\n";
   s += fmt::format("    const i64 row = u / {0}, j0 = (u - row * {0}) * {1};\n", tilesPerRow, kTile);
@@ -332,8 +323,8 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
     // A unit is one chunk of one row: tiles of kTile elements; a sum keeps 8 float lanes per tile, added in
     // double in lane order, then the tile's tail in double (reduceTile's order); max and min go element by element.
     std::vector<std::string> idx = {hasK1 ? "a" : ""};
-    TSR_ASSIGN(std::string full, em.body(false, true, "        "));
-    TSR_ASSIGN(std::string tail, em.body(true, true, "        "));
+    TSR_ASSIGN(std::string full, em.body(false, "        "));
+    TSR_ASSIGN(std::string tail, em.body(true, "        "));
     std::string accFull, accTail;
     for (size_t r = 0; r < nred; ++r) {
       const std::string v = fmt::format("s{}", k.reduces[r].slot);
@@ -378,8 +369,8 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
   std::vector<std::string> idx(rank - 1);
   if (hasK1) idx[0] = "a";
   idx[rDim] = "r";
-  TSR_ASSIGN(std::string full, em.body(false, true, "        "));
-  TSR_ASSIGN(std::string tail, em.body(true, true, "        "));
+  TSR_ASSIGN(std::string full, em.body(false, "        "));
+  TSR_ASSIGN(std::string tail, em.body(true, "        "));
   std::string accFull, accTail;
   for (size_t r = 0; r < nred; ++r) {
     const std::string v = fmt::format("s{}", k.reduces[r].slot);

@@ -44,7 +44,4 @@ Result<NativeSource> generateNative(const LoweredKernel& k);
 // What every translation unit of native kernels starts with: <immintrin.h>, the vector math, the helpers.
 const std::string& nativePrelude();
 
-// Units of work of a loop over `p` (rows of the collapsed space times kTile-sized pieces of a row).
-int64_t loopUnits(const TileProgram& p);
-
 }  // namespace tsr::cpu

@@ -161,16 +161,10 @@ class Service {
     m_wake.notify_all();
   }
 
-  void waitIdle() {
-    std::unique_lock lock(m_mu);
-    m_idle.wait(lock, [&] { return (m_queue.empty() && !m_busy) || m_stop; });
-  }
-
   NativeStats stats() {
     std::lock_guard lock(m_mu);
     NativeStats s = m_stats;
     s.kernels = static_cast<int64_t>(m_loaded.size());
-    s.compiler = findCompiler();
     s.error = m_error;
     return s;
   }
@@ -183,14 +177,10 @@ class Service {
       if (m_stop) break;
       auto set = std::move(m_queue.front());
       m_queue.pop_front();
-      m_busy = true;
       lock.unlock();
       (void)compile(*set);
       lock.lock();
-      m_busy = false;
-      if (m_queue.empty()) m_idle.notify_all();
     }
-    m_idle.notify_all();
   }
 
   // Runs the compiler on `src` into `out`; its messages go to `log`.
@@ -305,10 +295,10 @@ class Service {
   const std::vector<std::string> m_flags;
   const std::string m_prelude;
   std::mutex m_mu, m_compileMu;
-  std::condition_variable m_wake, m_idle;
+  std::condition_variable m_wake;
   std::deque<std::shared_ptr<NativeKernelSet>> m_queue;
   std::thread m_worker;
-  bool m_busy = false, m_stop = false, m_disabled = false;
+  bool m_stop = false, m_disabled = false;
   bool m_modeSet = false;
   NativeMode m_mode = NativeMode::Async;
   pid_t m_child = 0;
@@ -340,7 +330,6 @@ const char* nativeModeName(NativeMode mode) {
 }
 Status compileNative(NativeKernelSet& set) { return service().compile(set); }
 void requestNative(std::shared_ptr<NativeKernelSet> set) { service().request(std::move(set)); }
-void waitForNative() { service().waitIdle(); }
 NativeStats nativeStats() { return service().stats(); }
 std::string nativeCompileCommand() {
   std::string s = findCompiler();

@@ -50,8 +50,6 @@ class NativeKernelSet {
 Status compileNative(NativeKernelSet& set);
 // Queues the set for the background compiler.
 void requestNative(std::shared_ptr<NativeKernelSet> set);
-// Blocks until every queued set is compiled (or failed).
-void waitForNative();
 
 // "c++ -x c++ -std=c++17 -O2 ...": how native kernels are compiled (the compiler and its flags).
 std::string nativeCompileCommand();
@@ -61,7 +59,6 @@ struct NativeStats {
   int64_t cachedLibraries = 0;  // loaded from the disk cache
   int64_t kernels = 0;         // distinct native kernels loaded
   double compileSeconds = 0;   // wall time spent in the compiler
-  std::string compiler;
   std::string error;           // the last failure, if any
 };
 NativeStats nativeStats();
