@@ -58,6 +58,7 @@ int cmdOps(bool json) {
                      {"results", d.numResults},
                      {"attrs", ir::attrsTypeNameAt(d.attrsIndex)},
                      {"differentiable", d.differentiable},
+                     {"loop", d.loop.expr},
                      {"rules",
                       {{"infer", r.infer}, {"vjp", r.vjp}, {"batch", r.batch}, {"shard", r.shard},
                        {"cost", r.cost}, {"cpu", r.cpu}, {"cuda", r.cuda}, {"cuda_path", r.cudaPath}}}});
@@ -65,14 +66,14 @@ int cmdOps(bool json) {
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}\n", "op", "family", "fusion",
-                           "infer", "vjp", "batch", "shard", "cost", "cpu", "cuda");
+  std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}  {}\n", "op", "family", "fusion",
+                           "infer", "vjp", "batch", "shard", "cost", "cpu", "cuda", "loop lowering");
   auto mark = [](bool b) { return b ? "x" : "-"; };
   for (const auto& d : reg.all()) {
     RuleFlags r = rulesOf(d);
-    std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}\n", d.name, d.family,
+    std::cout << fmt::format("{:<24}{:<13}{:<12}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}{:>5}  {}\n", d.name, d.family,
                              ir::fusionKindName(d.fusion), mark(r.infer), mark(r.vjp), mark(r.batch), mark(r.shard),
-                             mark(r.cost), mark(r.cpu), mark(r.cuda));
+                             mark(r.cost), mark(r.cpu), mark(r.cuda), d.loop.valid() ? d.loop.expr : "-");
   }
   std::cout << reg.all().size() << " ops\n";
   return 0;

@@ -1,6 +1,7 @@
 #pragma once
 // OpDef: everything about one op in one place: its attributes, shape rule, cost, fusion kind, kernels,
 // its vjp and batching rules (written with the Array API), and its sharding rule (shard_rule.h).
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -55,6 +56,21 @@ using InferFn = std::function<Result<std::vector<Aval>>(std::span<const Aval> op
 using CostFn = std::function<Cost(std::span<const Aval> operands, std::span<const Aval> results, const Attrs& attrs)>;
 using CpuKernelFn = std::function<void(const CpuKernelArgs& args)>;
 
+// The interpreter's form of a loop lowering: out[i] = expr(x[0][i], x[1][i], x[2][i]) for i in [0, n), f32
+// lanes (bools as 0/1). Bit k of the table index marks operand k as one value for all i (x[k][0]): a broadcast
+// scalar is loaded once. `out` may be one of the operands.
+using LoopTileFn = void (*)(const float* const* x, float* out, int64_t n);
+
+// How an elementwise op runs inside a fused loop, given once (engine/ops/loop_lowering.h): one scalar C++
+// expression over its operands a, b, c in the loop dialect (engine/ops/loop_dialect_avx2.inc), from which the
+// CPU tile interpreter's functions (compiled where the op is defined), the native CPU kernels' C++ and the CUDA
+// kernels' C++ are all made. An op with a lowering is fusible; the fusion pass asks for nothing else.
+struct LoopLowering {
+  std::string expr;                  // e.g. "tsr_max(a, b)"; empty: the op has no loop form
+  std::array<LoopTileFn, 8> tile{};  // by uniform-operand mask
+  bool valid() const { return !expr.empty(); }
+};
+
 }  // namespace tsr::ir
 
 namespace tsr {
@@ -106,7 +122,15 @@ struct OpDef {
   BatchRule batch;
   ShardRule shard;
   std::string cudaSource;       // device code for NVRTC, where the op has one
+  LoopLowering loop;            // its form inside fused loops (elementwise ops)
+  LoopLowering loopToBool;      // the form when the result is bool, where it differs (convert)
 };
+
+// The loop lowering of `def` for a result of the given kind; nullptr when it has none.
+inline const LoopLowering* loopLoweringOf(const OpDef& def, bool resultIsBool) {
+  if (resultIsBool && def.loopToBool.valid()) return &def.loopToBool;
+  return def.loop.valid() ? &def.loop : nullptr;
+}
 
 class OpRegistry {
  public:

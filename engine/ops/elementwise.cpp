@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/ops/elementwise_functors.h"
+#include "engine/ops/loop_lowering.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/shard_rules.h"
@@ -309,79 +310,80 @@ struct MapOp {
   double flops;  // per output element
   ir::CpuKernelFn cpu;
   ir::VjpRule vjp;  // none: not differentiable (the gradient is zero or undefined)
+  ir::LoopLowering loop;  // its form in fused loops (none: it runs unfused)
 };
 
 template <class Op>
-MapOp unary(OpCode code, double flops) {
-  return {code, 1, Op::kTypes, false, flops, mapKernel<Op, false, 1>, mapVjp<Op, 1>()};
+MapOp unary(OpCode code, double flops, ir::LoopLowering loop) {
+  return {code, 1, Op::kTypes, false, flops, mapKernel<Op, false, 1>, mapVjp<Op, 1>(), std::move(loop)};
 }
 template <class Op>
-MapOp binary(OpCode code, double flops) {
-  return {code, 2, Op::kTypes, false, flops, mapKernel<Op, false, 2>, mapVjp<Op, 2>()};
+MapOp binary(OpCode code, double flops, ir::LoopLowering loop) {
+  return {code, 2, Op::kTypes, false, flops, mapKernel<Op, false, 2>, mapVjp<Op, 2>(), std::move(loop)};
 }
 template <class Op>
-MapOp ternary(OpCode code, double flops) {
-  return {code, 3, Op::kTypes, false, flops, mapKernel<Op, false, 3>, mapVjp<Op, 3>()};
+MapOp ternary(OpCode code, double flops, ir::LoopLowering loop) {
+  return {code, 3, Op::kTypes, false, flops, mapKernel<Op, false, 3>, mapVjp<Op, 3>(), std::move(loop)};
 }
 template <class Op>
-MapOp predicate(OpCode code) {
-  return {code, 1, Op::kTypes, true, 1, mapKernel<Op, true, 1>, nullptr};
+MapOp predicate(OpCode code, ir::LoopLowering loop) {
+  return {code, 1, Op::kTypes, true, 1, mapKernel<Op, true, 1>, nullptr, std::move(loop)};
 }
 template <class Op>
-MapOp compare(OpCode code) {
-  return {code, 2, Op::kTypes, true, 1, mapKernel<Op, true, 2>, nullptr};
+MapOp compare(OpCode code, ir::LoopLowering loop) {
+  return {code, 2, Op::kTypes, true, 1, mapKernel<Op, true, 2>, nullptr, std::move(loop)};
 }
 
 std::vector<MapOp> mapOps() {
   return {
-      unary<ew::Neg>(OpCode::Neg, 1),
-      unary<ew::Abs>(OpCode::Abs, 1),
-      unary<ew::Sign>(OpCode::Sign, 1),
-      unary<ew::Exp>(OpCode::Exp, 10),
-      unary<ew::Exp2>(OpCode::Exp2, 10),
-      unary<ew::Log>(OpCode::Log, 10),
-      unary<ew::Log1p>(OpCode::Log1p, 12),
-      unary<ew::Expm1>(OpCode::Expm1, 12),
-      unary<ew::Sqrt>(OpCode::Sqrt, 4),
-      unary<ew::Rsqrt>(OpCode::Rsqrt, 5),
-      unary<ew::Tanh>(OpCode::Tanh, 15),
-      unary<ew::Logistic>(OpCode::Logistic, 13),
-      unary<ew::Sin>(OpCode::Sin, 15),
-      unary<ew::Cos>(OpCode::Cos, 15),
-      unary<ew::Tan>(OpCode::Tan, 20),
-      unary<ew::Erf>(OpCode::Erf, 20),
-      unary<ew::ErfInv>(OpCode::ErfInv, 25),
-      unary<ew::Floor>(OpCode::Floor, 1),
-      unary<ew::Ceil>(OpCode::Ceil, 1),
-      unary<ew::Round>(OpCode::Round, 1),
-      predicate<ew::IsFinite>(OpCode::IsFinite),
-      unary<ew::Not>(OpCode::Not, 1),
-      unary<ew::Relu>(OpCode::Relu, 1),
+      unary<ew::Neg>(OpCode::Neg, 1, TSR_LOOP_LOWERING(1, -a)),
+      unary<ew::Abs>(OpCode::Abs, 1, TSR_LOOP_LOWERING(1, tsr_abs(a))),
+      unary<ew::Sign>(OpCode::Sign, 1, TSR_LOOP_LOWERING(1, tsr_sign(a))),
+      unary<ew::Exp>(OpCode::Exp, 10, TSR_LOOP_LOWERING(1, tsr_exp(a))),
+      unary<ew::Exp2>(OpCode::Exp2, 10, TSR_LOOP_LOWERING(1, tsr_exp2(a))),
+      unary<ew::Log>(OpCode::Log, 10, TSR_LOOP_LOWERING(1, tsr_log(a))),
+      unary<ew::Log1p>(OpCode::Log1p, 12, TSR_LOOP_LOWERING(1, tsr_log1p(a))),
+      unary<ew::Expm1>(OpCode::Expm1, 12, TSR_LOOP_LOWERING(1, tsr_expm1(a))),
+      unary<ew::Sqrt>(OpCode::Sqrt, 4, TSR_LOOP_LOWERING(1, tsr_sqrt(a))),
+      unary<ew::Rsqrt>(OpCode::Rsqrt, 5, TSR_LOOP_LOWERING(1, 1.0f / tsr_sqrt(a))),
+      unary<ew::Tanh>(OpCode::Tanh, 15, TSR_LOOP_LOWERING(1, tsr_tanh(a))),
+      unary<ew::Logistic>(OpCode::Logistic, 13, TSR_LOOP_LOWERING(1, tsr_logistic(a))),
+      unary<ew::Sin>(OpCode::Sin, 15, TSR_LOOP_LOWERING(1, tsr_sin(a))),
+      unary<ew::Cos>(OpCode::Cos, 15, TSR_LOOP_LOWERING(1, tsr_cos(a))),
+      unary<ew::Tan>(OpCode::Tan, 20, TSR_LOOP_LOWERING(1, tsr_tan(a))),
+      unary<ew::Erf>(OpCode::Erf, 20, TSR_LOOP_LOWERING(1, tsr_erf(a))),
+      unary<ew::ErfInv>(OpCode::ErfInv, 25, ir::LoopLowering{}),
+      unary<ew::Floor>(OpCode::Floor, 1, TSR_LOOP_LOWERING(1, tsr_floor(a))),
+      unary<ew::Ceil>(OpCode::Ceil, 1, TSR_LOOP_LOWERING(1, tsr_ceil(a))),
+      unary<ew::Round>(OpCode::Round, 1, TSR_LOOP_LOWERING(1, tsr_round(a))),
+      predicate<ew::IsFinite>(OpCode::IsFinite, TSR_LOOP_LOWERING(1, tsr_b(tsr_isfinite(a)))),
+      unary<ew::Not>(OpCode::Not, 1, TSR_LOOP_LOWERING(1, tsr_b(a == 0.0f))),
+      unary<ew::Relu>(OpCode::Relu, 1, TSR_LOOP_LOWERING(1, tsr_select(a < 0.0f, 0.0f, a))),
 
-      binary<ew::Add>(OpCode::Add, 1),
-      binary<ew::Sub>(OpCode::Sub, 1),
-      binary<ew::Mul>(OpCode::Mul, 1),
-      binary<ew::Div>(OpCode::Div, 4),
-      binary<ew::Rem>(OpCode::Rem, 8),
-      binary<ew::Pow>(OpCode::Pow, 25),
-      binary<ew::Max>(OpCode::Max, 1),
-      binary<ew::Min>(OpCode::Min, 1),
-      binary<ew::Atan2>(OpCode::Atan2, 25),
-      binary<ew::And>(OpCode::And, 1),
-      binary<ew::Or>(OpCode::Or, 1),
-      binary<ew::Xor>(OpCode::Xor, 1),
-      binary<ew::ShiftLeft>(OpCode::ShiftLeft, 1),
-      binary<ew::ShiftRightLogical>(OpCode::ShiftRightLogical, 1),
-      binary<ew::ShiftRightArithmetic>(OpCode::ShiftRightArithmetic, 1),
+      binary<ew::Add>(OpCode::Add, 1, TSR_LOOP_LOWERING(2, a + b)),
+      binary<ew::Sub>(OpCode::Sub, 1, TSR_LOOP_LOWERING(2, a - b)),
+      binary<ew::Mul>(OpCode::Mul, 1, TSR_LOOP_LOWERING(2, a * b)),
+      binary<ew::Div>(OpCode::Div, 4, TSR_LOOP_LOWERING(2, a / b)),
+      binary<ew::Rem>(OpCode::Rem, 8, TSR_LOOP_LOWERING(2, tsr_fmod(a, b))),
+      binary<ew::Pow>(OpCode::Pow, 25, TSR_LOOP_LOWERING(2, tsr_pow(a, b))),
+      binary<ew::Max>(OpCode::Max, 1, TSR_LOOP_LOWERING(2, tsr_max(a, b))),
+      binary<ew::Min>(OpCode::Min, 1, TSR_LOOP_LOWERING(2, tsr_min(a, b))),
+      binary<ew::Atan2>(OpCode::Atan2, 25, TSR_LOOP_LOWERING(2, tsr_atan2(a, b))),
+      binary<ew::And>(OpCode::And, 1, TSR_LOOP_LOWERING(2, tsr_b(tsr_nz(a) & tsr_nz(b)))),
+      binary<ew::Or>(OpCode::Or, 1, TSR_LOOP_LOWERING(2, tsr_b(tsr_nz(a) | tsr_nz(b)))),
+      binary<ew::Xor>(OpCode::Xor, 1, TSR_LOOP_LOWERING(2, tsr_b(tsr_nz(a) ^ tsr_nz(b)))),
+      binary<ew::ShiftLeft>(OpCode::ShiftLeft, 1, ir::LoopLowering{}),
+      binary<ew::ShiftRightLogical>(OpCode::ShiftRightLogical, 1, ir::LoopLowering{}),
+      binary<ew::ShiftRightArithmetic>(OpCode::ShiftRightArithmetic, 1, ir::LoopLowering{}),
 
-      compare<ew::Eq>(OpCode::Eq),
-      compare<ew::Ne>(OpCode::Ne),
-      compare<ew::Lt>(OpCode::Lt),
-      compare<ew::Le>(OpCode::Le),
-      compare<ew::Gt>(OpCode::Gt),
-      compare<ew::Ge>(OpCode::Ge),
+      compare<ew::Eq>(OpCode::Eq, TSR_LOOP_LOWERING(2, tsr_b(a == b))),
+      compare<ew::Ne>(OpCode::Ne, TSR_LOOP_LOWERING(2, tsr_b(a != b))),
+      compare<ew::Lt>(OpCode::Lt, TSR_LOOP_LOWERING(2, tsr_b(a < b))),
+      compare<ew::Le>(OpCode::Le, TSR_LOOP_LOWERING(2, tsr_b(a <= b))),
+      compare<ew::Gt>(OpCode::Gt, TSR_LOOP_LOWERING(2, tsr_b(a > b))),
+      compare<ew::Ge>(OpCode::Ge, TSR_LOOP_LOWERING(2, tsr_b(a >= b))),
 
-      ternary<ew::Clamp>(OpCode::Clamp, 2),
+      ternary<ew::Clamp>(OpCode::Clamp, 2, TSR_LOOP_LOWERING(3, tsr_min(tsr_max(b, a), c))),
   };
 }
 
@@ -408,6 +410,7 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
     def.cpu = std::move(m.cpu);
     def.differentiable = m.vjp != nullptr;
     def.vjp = std::move(m.vjp);
+    def.loop = std::move(m.loop);
     addCoreOp(reg, std::move(def));
   }
 
@@ -416,6 +419,7 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
   select.cost = costWithFlops(1);
   select.cpu = selectKernel;
   select.vjp = selectVjp;
+  select.loop = TSR_LOOP_LOWERING(3, tsr_select(tsr_nz(a), b, c));
   addCoreOp(reg, std::move(select));
 
   // Differentiable as an op; a conversion to or from an integer type gets no gradient from its vjp rule.
@@ -424,6 +428,8 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
   convert.cost = costWithFlops(1);
   convert.cpu = convertKernel;
   convert.vjp = convertVjp;
+  convert.loop = TSR_LOOP_LOWERING(1, a);  // f32 to f32 inside a loop: bool operands are 0/1 floats already
+  convert.loopToBool = TSR_LOOP_LOWERING(1, tsr_b(tsr_nz(a)));
   addCoreOp(reg, std::move(convert));
 
   ir::OpDef bitcast = elementwiseOp(OpCode::BitcastConvert, 1);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/nn/attention.h"
+#include "engine/ops/loop_lowering.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
@@ -105,6 +106,8 @@ ir::OpDef swigluDef() {
   def.batch = batch;
   def.shard = ops::elementwiseShardRule();  // every dim of gate, up and the result split alike
   def.cudaSource = kCudaSource;
+  // Inside fused loops (interpreter, native CPU kernels and CUDA kernels alike): the kernel's formula.
+  def.loop = TSR_LOOP_LOWERING(2, a / (1.0f + tsr_exp(-a)) * b);
   return def;
 }
 

@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/backends/cpu/executable.h"
+#include "engine/backends/cpu/native_compiler.h"
 #include "engine/data/file_io.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_table.h"
+#include "engine/passes/fusion.h"
 #include "engine/plugin/loader.h"
 #include "engine/project/project.h"
 #include "engine/sharding/propagation.h"
@@ -72,6 +75,57 @@ class TestSwigluPlugin : public QObject {
     const ir::OpDef& def = ops::registry().get(m_code);
     QVERIFY(ops::checkOpRules(def).ok());
     QVERIFY(def.vjp && def.batch && def.shard && def.cost && def.cpu && !def.cudaSource.empty());
+    QVERIFY(def.loop.valid());
+  }
+
+  // Its loop lowering makes it fusible as a core op is: y = swiglu(g, u) * w + g is one loop kernel, and it gives
+  // the same bits interpreted and as a native kernel, within float rounding of the formula in double.
+  void fusesWithItsNeighbours() {
+    const Aval a{Shape{3, 37}, DType::F32};
+    ir::Graph graph;
+    ir::ValueId gate = graph.addInput(a), up = graph.addInput(a), w = graph.addInput(a);
+    auto s = graph.addNode(ops::registry(), m_code, {gate, up}, ir::NoAttrs{});
+    QVERIFY(s.ok());
+    auto m = graph.addNode(ops::registry(), ir::OpCode::Mul, {(*s)[0], w}, ir::NoAttrs{});
+    QVERIFY(m.ok());
+    auto y = graph.addNode(ops::registry(), ir::OpCode::Add, {(*m)[0], gate}, ir::NoAttrs{});
+    QVERIFY(y.ok());
+    graph.setOutputs(*y);
+    auto plan = passes::planFusion(graph, ops::registry());
+    QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+    int loops = 0;
+    for (const auto& gr : plan->groups)
+      if (gr.kind == passes::GroupKind::Loop) {
+        ++loops;
+        QCOMPARE(gr.nodes.size(), size_t{3});
+      }
+    QCOMPARE(loops, 1);
+
+    std::mt19937 rng(11);
+    std::vector<HostTensor> inputs = {randomTensor(a, rng, -6, 6), randomTensor(a, rng), randomTensor(a, rng)};
+    std::vector<std::vector<uint8_t>> results;
+    for (bool native : {false, true}) {
+      cpu::setNativeMode(native ? cpu::NativeMode::Sync : cpu::NativeMode::Off);
+      cpu::CompileOptions o;
+      o.native = native;
+      auto exe = cpu::Executable::compile(graph, ops::registry(), *plan, o);
+      QVERIFY2(exe.ok(), exe.ok() ? "" : exe.error().message.c_str());
+      if (native) QVERIFY2(cpu::nativeStats().kernels > 0 && cpu::nativeStats().error.empty(), cpu::nativeStats().error.c_str());
+      std::vector<runtime::BufferPtr> in;
+      for (const auto& t : inputs) in.push_back(toBuffer(t));
+      auto out = (*exe)->run(in);
+      QVERIFY2(out.ok(), out.ok() ? "" : out.error().message.c_str());
+      HostTensor got = fromBuffer((*out)[0], a);
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        const double g = inputs[0].get(i), u = inputs[1].get(i), ww = inputs[2].get(i);
+        const double want = g / (1.0 + std::exp(-g)) * u * ww + g;
+        QVERIFY2(std::fabs(got.get(i) - want) <= 1e-5 * (1 + std::fabs(want)),
+                 qPrintable(QString("%1: %2 vs %3").arg(i).arg(got.get(i)).arg(want)));
+      }
+      results.push_back(got.bytes);
+    }
+    cpu::setNativeMode(cpu::NativeMode::Off);
+    QVERIFY2(results[0] == results[1], "the native kernel differs from the interpreter");
   }
 
   void conformance() {

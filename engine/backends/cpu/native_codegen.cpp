@@ -3,19 +3,17 @@
 #include <fmt/format.h>
 
 #include "engine/core/hash.h"
+#include "engine/ops/loop_lowering.h"
+#include "engine/ops/registry.h"
 
 namespace tsr::cpu {
-
-extern const char* const kVmathAvx2Source;  // vmath_avx2.inc, embedded at build time
 
 using ir::OpCode;
 
 namespace {
 
-// Helpers after the vector math. Each one is written to give the bits the interpreter's loop gives
-// (tile_program.cpp): NaN-propagating max and min, x != 0 true for NaN, the C library per lane where the
-// interpreter calls it.
-constexpr const char* kHelpers = R"(
+// The C library's float functions, which the loop dialect calls lane by lane (before the dialect).
+constexpr const char* kMathDeclarations = R"(
 typedef long long i64;
 typedef unsigned char u8;
 extern "C" {
@@ -23,38 +21,12 @@ float logf(float); float log1pf(float); float expm1f(float); float exp2f(float);
 float cosf(float); float tanf(float); float erff(float); float roundf(float); float powf(float, float);
 float atan2f(float, float); float fmodf(float, float);
 }
+)";
+
+// Loads and stores after the dialect: masked tails, strided gathers, bool bytes.
+constexpr const char* kMemoryHelpers = R"(
 static inline __m256 tsr_zero() { return _mm256_setzero_ps(); }
-static inline __m256 tsr_b(__m256 mask) { return _mm256_and_ps(mask, _mm256_set1_ps(1.0f)); }
-static inline __m256 tsr_nz(__m256 x) { return _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_UQ); }
-static inline __m256 tsr_map1(__m256 a, float (*f)(float)) {
-  float x[8];
-  _mm256_storeu_ps(x, a);
-  for (int l = 0; l < 8; ++l) x[l] = f(x[l]);
-  return _mm256_loadu_ps(x);
-}
-static inline __m256 tsr_map2(__m256 a, __m256 b, float (*f)(float, float)) {
-  float x[8], y[8];
-  _mm256_storeu_ps(x, a);
-  _mm256_storeu_ps(y, b);
-  for (int l = 0; l < 8; ++l) x[l] = f(x[l], y[l]);
-  return _mm256_loadu_ps(x);
-}
-static inline __m256 tsr_neg(__m256 a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
-static inline __m256 tsr_abs(__m256 a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
-static inline __m256 tsr_sign(__m256 x) {
-  __m256 r = _mm256_blendv_ps(x, _mm256_set1_ps(-1.0f), _mm256_cmp_ps(x, tsr_zero(), _CMP_LT_OQ));
-  return _mm256_blendv_ps(r, _mm256_set1_ps(1.0f), _mm256_cmp_ps(x, tsr_zero(), _CMP_GT_OQ));
-}
-static inline __m256 tsr_max(__m256 x, __m256 z) {
-  return _mm256_blendv_ps(z, x, _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_GT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
-}
-static inline __m256 tsr_min(__m256 x, __m256 z) {
-  return _mm256_blendv_ps(z, x, _mm256_or_ps(_mm256_cmp_ps(x, z, _CMP_LT_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
-}
-static inline __m256 tsr_relu(__m256 x) { return _mm256_blendv_ps(x, tsr_zero(), _mm256_cmp_ps(x, tsr_zero(), _CMP_LT_OQ)); }
-static inline __m256 tsr_isfinite(__m256 x) { return tsr_b(_mm256_cmp_ps(_mm256_sub_ps(x, x), tsr_zero(), _CMP_EQ_OQ)); }
-static inline __m256 tsr_select(__m256 p, __m256 t, __m256 f) { return _mm256_blendv_ps(f, t, tsr_nz(p)); }
-static inline __m256 tsr_clamp(__m256 lo, __m256 x, __m256 hi) { return tsr_min(tsr_max(x, lo), hi); }
+static inline __m256 tsr_nzm(__m256 x) { return _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_UQ); }
 // Lanes [0, n) set.
 static inline __m256i tsr_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -70,63 +42,19 @@ static inline __m256 tsr_load_bool(const u8* p, i64 st, int n) {
   return _mm256_loadu_ps(x);
 }
 static inline void tsr_store_bool(u8* p, __m256 v, int n) {
-  int m = _mm256_movemask_ps(tsr_nz(v));
+  int m = _mm256_movemask_ps(tsr_nzm(v));
   for (int l = 0; l < n; ++l) p[l] = (u8)((m >> l) & 1);
 }
 )";
 
-std::string cmp(const std::string& a, const std::string& b, const char* pred) {
-  return fmt::format("tsr_b(_mm256_cmp_ps({}, {}, {}))", a, b, pred);
-}
-
-// The vector expression of one instruction ("" where the native tier has none).
-std::string vectorExpression(const TileInstr& in, const std::string& a, const std::string& b, const std::string& c) {
-  switch (in.op) {
-    case OpCode::Neg: return fmt::format("tsr_neg({})", a);
-    case OpCode::Abs: return fmt::format("tsr_abs({})", a);
-    case OpCode::Sign: return fmt::format("tsr_sign({})", a);
-    case OpCode::Exp: return fmt::format("tsr_exp8({})", a);
-    case OpCode::Exp2: return fmt::format("tsr_map1({}, exp2f)", a);
-    case OpCode::Log: return fmt::format("tsr_map1({}, logf)", a);  // the C library's, as the interpreter's
-    case OpCode::Log1p: return fmt::format("tsr_map1({}, log1pf)", a);
-    case OpCode::Expm1: return fmt::format("tsr_map1({}, expm1f)", a);
-    case OpCode::Sqrt: return fmt::format("_mm256_sqrt_ps({})", a);
-    case OpCode::Rsqrt: return fmt::format("_mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps({}))", a);
-    case OpCode::Tanh: return fmt::format("tsr_tanh8({})", a);
-    case OpCode::Logistic: return fmt::format("tsr_logistic8({})", a);
-    case OpCode::Sin: return fmt::format("tsr_map1({}, sinf)", a);
-    case OpCode::Cos: return fmt::format("tsr_map1({}, cosf)", a);
-    case OpCode::Tan: return fmt::format("tsr_map1({}, tanf)", a);
-    case OpCode::Erf: return fmt::format("tsr_map1({}, erff)", a);
-    case OpCode::Floor: return fmt::format("_mm256_round_ps({}, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)", a);
-    case OpCode::Ceil: return fmt::format("_mm256_round_ps({}, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)", a);
-    case OpCode::Round: return fmt::format("tsr_map1({}, roundf)", a);
-    case OpCode::IsFinite: return fmt::format("tsr_isfinite({})", a);
-    case OpCode::Not: return cmp(a, "tsr_zero()", "_CMP_EQ_OQ");
-    case OpCode::Relu: return fmt::format("tsr_relu({})", a);
-    case OpCode::Add: return fmt::format("_mm256_add_ps({}, {})", a, b);
-    case OpCode::Sub: return fmt::format("_mm256_sub_ps({}, {})", a, b);
-    case OpCode::Mul: return fmt::format("_mm256_mul_ps({}, {})", a, b);
-    case OpCode::Div: return fmt::format("_mm256_div_ps({}, {})", a, b);
-    case OpCode::Rem: return fmt::format("tsr_map2({}, {}, fmodf)", a, b);
-    case OpCode::Pow: return fmt::format("tsr_map2({}, {}, powf)", a, b);
-    case OpCode::Max: return fmt::format("tsr_max({}, {})", a, b);
-    case OpCode::Min: return fmt::format("tsr_min({}, {})", a, b);
-    case OpCode::Atan2: return fmt::format("tsr_map2({}, {}, atan2f)", a, b);
-    case OpCode::And: return fmt::format("tsr_b(_mm256_and_ps(tsr_nz({}), tsr_nz({})))", a, b);
-    case OpCode::Or: return fmt::format("tsr_b(_mm256_or_ps(tsr_nz({}), tsr_nz({})))", a, b);
-    case OpCode::Xor: return fmt::format("tsr_b(_mm256_xor_ps(tsr_nz({}), tsr_nz({})))", a, b);
-    case OpCode::Eq: return cmp(a, b, "_CMP_EQ_OQ");
-    case OpCode::Ne: return cmp(a, b, "_CMP_NEQ_UQ");
-    case OpCode::Lt: return cmp(a, b, "_CMP_LT_OQ");
-    case OpCode::Le: return cmp(a, b, "_CMP_LE_OQ");
-    case OpCode::Gt: return cmp(a, b, "_CMP_GT_OQ");
-    case OpCode::Ge: return cmp(a, b, "_CMP_GE_OQ");
-    case OpCode::Select: return fmt::format("tsr_select({}, {}, {})", a, b, c);
-    case OpCode::Clamp: return fmt::format("tsr_clamp({}, {}, {})", a, b, c);
-    case OpCode::Convert: return in.resultIsBool ? fmt::format("tsr_b(tsr_nz({}))", a) : a;
-    default: return "";
-  }
+// The instruction's vector expression: its op's loop lowering over tsr_v lanes (the slots are __m256).
+Result<std::string> vectorExpression(const TileInstr& in, const std::string& a, const std::string& b,
+                                     const std::string& c) {
+  const ir::OpDef& def = ops::registry().get(in.op);
+  const ir::LoopLowering* l = ir::loopLoweringOf(def, in.resultIsBool);
+  if (!l) return makeError("op {} has no loop lowering", def.name);
+  const std::string operands[] = {fmt::format("tsr_v({})", a), fmt::format("tsr_v({})", b), fmt::format("tsr_v({})", c)};
+  return fmt::format("tsr_v({}).v", ops::instantiateLoopExpression(l->expr, operands));
 }
 
 bool allZero(const std::vector<int64_t>& v) {
@@ -139,7 +67,7 @@ bool allZero(const std::vector<int64_t>& v) {
 
 const std::string& nativePrelude() {
   static const std::string prelude =
-      std::string("#include <immintrin.h>\n") + kVmathAvx2Source + kHelpers;
+      std::string("#include <immintrin.h>\n") + kMathDeclarations + ops::loopDialectAvx2Text() + kMemoryHelpers;
   return prelude;
 }
 
@@ -219,8 +147,7 @@ class Emitter {
     for (size_t k = 0; k < m_p.instrs.size(); ++k) {
       const auto& ins = m_p.instrs[k];
       auto a = [&](int m) { return ins.args[m] >= 0 ? fmt::format("s{}", ins.args[m]) : std::string("tsr_zero()"); };
-      std::string e = vectorExpression(ins, a(0), a(1), a(2));
-      if (e.empty()) return makeError("op {} has no native form", ir::coreOpName(ins.op));
+      TSR_ASSIGN(std::string e, vectorExpression(ins, a(0), a(1), a(2)));
       t += fmt::format("{}const __m256 s{} = {};\n", indent, m_nin + static_cast<int>(k), e);
     }
     // Stores last: an output written into a donated input is read above, element for element, first.
@@ -375,8 +302,8 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
   for (size_t r = 0; r < nred; ++r) {
     const std::string v = fmt::format("s{}", k.reduces[r].slot);
     const std::string comb = k.reduces[r].op == OpCode::ReduceSum ? fmt::format("_mm256_add_ps(q, {})", v)
-                             : k.reduces[r].op == OpCode::ReduceMax ? fmt::format("tsr_max(q, {})", v)
-                                                                   : fmt::format("tsr_min(q, {})", v);
+                             : k.reduces[r].op == OpCode::ReduceMax ? fmt::format("tsr_max(q, {}).v", v)
+                                                                   : fmt::format("tsr_min(q, {}).v", v);
     accFull += fmt::format("        {{ const __m256 q = _mm256_loadu_ps(acc{0} + (j - c0)); _mm256_storeu_ps(acc{0} + (j - c0), {1}); }}\n", r, comb);
     accTail += fmt::format("        {{ const __m256 q = _mm256_maskload_ps(acc{0} + (j - c0), mask); _mm256_maskstore_ps(acc{0} + (j - c0), mask, {1}); }}\n", r, comb);
   }

@@ -7,13 +7,11 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cpu/thread_pool.h"
-#include "engine/backends/cpu/vmath.h"
-#include "engine/ops/elementwise_functors.h"
+#include "engine/core/check.h"
+#include "engine/ops/registry.h"
 
 namespace tsr::cpu {
 
-using ir::OpCode;
-namespace ew = ops::elementwise;
 
 void TileProgram::collapse(std::vector<bool>* flags) {
   if (dims.empty()) {
@@ -71,7 +69,7 @@ std::string TileProgram::toString() const {
     s += fmt::format("] +{}", inputs[i].offset);
   }
   for (size_t i = 0; i < instrs.size(); ++i) {
-    s += fmt::format("\n  s{} = {}(", inputs.size() + i, ir::coreOpName(instrs[i].op));
+    s += fmt::format("\n  s{} = {}(", inputs.size() + i, ops::registry().get(instrs[i].op).name);
     for (int k = 0; k < 3; ++k)
       if (instrs[i].args[k] >= 0) s += fmt::format("{}s{}", k ? ", " : "", instrs[i].args[k]);
     s += ")";
@@ -79,104 +77,6 @@ std::string TileProgram::toString() const {
   for (const auto& st : stores) s += fmt::format("\n  arg{} <- s{} ({})", st.arg, st.slot, dtypeName(st.dtype));
   return s;
 }
-
-namespace {
-
-template <class F>
-inline void map1(const float* a, float* y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i]);
-}
-template <class F>
-inline void map2(const float* a, const float* b, float* y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
-}
-template <class F>
-inline void map3(const float* a, const float* b, const float* c, float* y, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i], c[i]);
-}
-inline float b2f(bool b) { return b ? 1.0f : 0.0f; }
-
-// The common binary ops with a scalar second operand (a broadcast constant): one load per element, not two.
-bool runScalarInstr(const TileInstr& in, const float* a, float b, float* y, int64_t n) {
-  switch (in.op) {
-    case OpCode::Add: map1(a, y, n, [b](float x) { return x + b; }); return true;
-    case OpCode::Sub: map1(a, y, n, [b](float x) { return x - b; }); return true;
-    case OpCode::Mul: map1(a, y, n, [b](float x) { return x * b; }); return true;
-    case OpCode::Div: map1(a, y, n, [b](float x) { return x / b; }); return true;
-    default: return false;
-  }
-}
-
-// The same with a scalar first operand.
-bool runScalarFirstInstr(const TileInstr& in, float a, const float* b, float* y, int64_t n) {
-  switch (in.op) {
-    case OpCode::Add: map1(b, y, n, [a](float x) { return a + x; }); return true;
-    case OpCode::Sub: map1(b, y, n, [a](float x) { return a - x; }); return true;
-    case OpCode::Mul: map1(b, y, n, [a](float x) { return a * x; }); return true;
-    case OpCode::Div: map1(b, y, n, [a](float x) { return a / x; }); return true;
-    default: return false;
-  }
-}
-
-void runInstr(const TileInstr& in, const float* a, const float* b, const float* c, float* y, int64_t n) {
-  switch (in.op) {
-    case OpCode::Neg: return map1(a, y, n, [](float x) { return -x; });
-    case OpCode::Abs: return map1(a, y, n, [](float x) { return std::fabs(x); });
-    case OpCode::Sign: return map1(a, y, n, [](float x) { return ew::Sign::apply(x); });
-    case OpCode::Exp: return vmath::exp(a, y, n);
-    case OpCode::Exp2: return map1(a, y, n, [](float x) { return std::exp2(x); });
-    // log stays the C library's: jitted random numbers (gumbel, categorical) equal eager ones bit for bit.
-    case OpCode::Log: return map1(a, y, n, [](float x) { return std::log(x); });
-    case OpCode::Log1p: return map1(a, y, n, [](float x) { return std::log1p(x); });
-    case OpCode::Expm1: return map1(a, y, n, [](float x) { return std::expm1(x); });
-    case OpCode::Sqrt: return map1(a, y, n, [](float x) { return std::sqrt(x); });
-    case OpCode::Rsqrt: return map1(a, y, n, [](float x) { return 1.0f / std::sqrt(x); });
-    case OpCode::Tanh: return vmath::tanh(a, y, n);
-    case OpCode::Logistic: return vmath::logistic(a, y, n);
-    case OpCode::Sin: return map1(a, y, n, [](float x) { return std::sin(x); });
-    case OpCode::Cos: return map1(a, y, n, [](float x) { return std::cos(x); });
-    case OpCode::Tan: return map1(a, y, n, [](float x) { return std::tan(x); });
-    case OpCode::Erf: return map1(a, y, n, [](float x) { return std::erf(x); });
-    case OpCode::Floor: return map1(a, y, n, [](float x) { return std::floor(x); });
-    case OpCode::Ceil: return map1(a, y, n, [](float x) { return std::ceil(x); });
-    case OpCode::Round: return map1(a, y, n, [](float x) { return std::round(x); });
-    case OpCode::IsFinite: return map1(a, y, n, [](float x) { return b2f(std::isfinite(x)); });
-    case OpCode::Not: return map1(a, y, n, [](float x) { return b2f(x == 0.0f); });
-    case OpCode::Relu: return map1(a, y, n, [](float x) { return x < 0.0f ? 0.0f : x; });
-    case OpCode::Add: return map2(a, b, y, n, [](float x, float z) { return x + z; });
-    case OpCode::Sub: return map2(a, b, y, n, [](float x, float z) { return x - z; });
-    case OpCode::Mul: return map2(a, b, y, n, [](float x, float z) { return x * z; });
-    case OpCode::Div: return map2(a, b, y, n, [](float x, float z) { return x / z; });
-    case OpCode::Rem: return map2(a, b, y, n, [](float x, float z) { return ew::Rem::apply(x, z); });
-    case OpCode::Pow: return map2(a, b, y, n, [](float x, float z) { return std::pow(x, z); });
-    case OpCode::Max: return map2(a, b, y, n, [](float x, float z) { return (x > z || x != x) ? x : z; });
-    case OpCode::Min: return map2(a, b, y, n, [](float x, float z) { return (x < z || x != x) ? x : z; });
-    case OpCode::Atan2: return map2(a, b, y, n, [](float x, float z) { return std::atan2(x, z); });
-    case OpCode::And: return map2(a, b, y, n, [](float x, float z) { return b2f(x != 0.0f && z != 0.0f); });
-    case OpCode::Or: return map2(a, b, y, n, [](float x, float z) { return b2f(x != 0.0f || z != 0.0f); });
-    case OpCode::Xor: return map2(a, b, y, n, [](float x, float z) { return b2f((x != 0.0f) != (z != 0.0f)); });
-    case OpCode::Eq: return map2(a, b, y, n, [](float x, float z) { return b2f(x == z); });
-    case OpCode::Ne: return map2(a, b, y, n, [](float x, float z) { return b2f(x != z); });
-    case OpCode::Lt: return map2(a, b, y, n, [](float x, float z) { return b2f(x < z); });
-    case OpCode::Le: return map2(a, b, y, n, [](float x, float z) { return b2f(x <= z); });
-    case OpCode::Gt: return map2(a, b, y, n, [](float x, float z) { return b2f(x > z); });
-    case OpCode::Ge: return map2(a, b, y, n, [](float x, float z) { return b2f(x >= z); });
-    case OpCode::Select: return map3(a, b, c, y, n, [](float p, float t, float f) { return p != 0.0f ? t : f; });
-    case OpCode::Clamp:
-      return map3(a, b, c, y, n, [](float lo, float x, float hi) {
-        float m = (x > lo || x != x) ? x : lo;
-        return (m < hi || m != m) ? m : hi;
-      });
-    case OpCode::Convert:
-      if (in.resultIsBool) return map1(a, y, n, [](float x) { return b2f(x != 0.0f); });
-      if (a != y) std::memcpy(y, a, static_cast<size_t>(n) * sizeof(float));
-      return;
-    default:
-      std::fill(y, y + n, std::nanf(""));  // the planner only fuses the ops above
-  }
-}
-
-}  // namespace
 
 TileEvaluator::TileEvaluator(const TileProgram& p)
     : m_p(p),
@@ -219,6 +119,17 @@ TileEvaluator::TileEvaluator(const TileProgram& p)
     bool allZero = true;
     for (int64_t st : p.inputs[static_cast<size_t>(s)].strides) allZero &= st == 0;
     m_uniform[static_cast<size_t>(s)] = allZero;
+  }
+  // Each instruction's tile function, from its op's loop lowering, for the operands that are broadcast scalars.
+  m_fn.resize(p.instrs.size());
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const TileInstr& in = p.instrs[i];
+    const ir::LoopLowering* l = ir::loopLoweringOf(ops::registry().get(in.op), in.resultIsBool);
+    TSR_CHECK_MSG(l, "a fused loop holds an op without a loop lowering");  // the fusion pass fuses no other
+    unsigned mask = 0;
+    for (int k = 0; k < 3; ++k)
+      if (in.args[k] >= 0 && in.args[k] < nin && m_uniform[static_cast<size_t>(in.args[k])]) mask |= 1u << k;
+    m_fn[i] = l->tile[mask];
   }
   // Inputs are all loaded before the first instruction: each gets its own tile.
   for (int s = 0; s < nin; ++s) m_buffer[static_cast<size_t>(s)] = take();
@@ -308,17 +219,9 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
     } else {
       y = m_scratch.data() + static_cast<size_t>(m_buffer[slot]) * kTile;
     }
-    auto arg = [&](int k) { return ins.args[k] >= 0 ? m_slots[static_cast<size_t>(ins.args[k])] : nullptr; };
-    auto uniform = [&](int k) {
-      int a = ins.args[k];
-      return a >= 0 && a < static_cast<int>(nin) && m_uniform[static_cast<size_t>(a)];
-    };
-    bool done = false;
-    if (ins.args[2] < 0 && ins.args[1] >= 0) {
-      if (uniform(1) && !uniform(0)) done = runScalarInstr(ins, arg(0), arg(1)[0], y, len);
-      else if (uniform(0) && !uniform(1)) done = runScalarFirstInstr(ins, arg(0)[0], arg(1), y, len);
-    }
-    if (!done) runInstr(ins, arg(0), arg(1), arg(2), y, len);
+    const float* x[3];
+    for (int k = 0; k < 3; ++k) x[k] = ins.args[k] >= 0 ? m_slots[static_cast<size_t>(ins.args[k])] : nullptr;
+    m_fn[i](x, y, len);
     m_slots[slot] = y;
     runStores(slot);
   }

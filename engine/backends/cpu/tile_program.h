@@ -26,6 +26,8 @@ struct TileInput {
   bool copy = false;  // read into scratch even where contiguous (an output may overwrite the same bytes)
 };
 
+// One op of a fused loop, run by its loop lowering (ir::LoopLowering: the same expression as the native and
+// CUDA kernels').
 struct TileInstr {
   ir::OpCode op{};
   int args[3] = {-1, -1, -1};  // slots
@@ -72,6 +74,7 @@ class TileEvaluator {
   std::vector<std::vector<int>> m_storesAfter;  // per slot: stores to run as soon as it is computed
   std::vector<bool> m_uniform, m_uniformFilled;  // inputs read at one element for every tile
   std::vector<float> m_spare;             // results of direct-store slots when a call does not store
+  std::vector<ir::LoopTileFn> m_fn;       // per instruction: its op's tile function for its broadcast operands
 };
 
 // A loop kernel compiled to native code (native_codegen.h): evaluates work units [firstUnit, endUnit).

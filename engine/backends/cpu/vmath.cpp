@@ -8,7 +8,7 @@
 namespace tsr::cpu::vmath {
 namespace {
 
-#include "engine/backends/cpu/vmath_avx2.inc"
+#include "engine/ops/vmath_avx2.inc"
 
 template <__m256 (*F)(__m256)>
 void apply(const float* x, float* y, int64_t n) {

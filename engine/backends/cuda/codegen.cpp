@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/hash.h"
+#include "engine/ops/loop_lowering.h"
+#include "engine/ops/registry.h"
 
 namespace tsr::cuda {
 
@@ -12,8 +14,8 @@ using ir::OpCode;
 
 namespace {
 
-// Shared by every kernel: NaN-propagating max/min and the reduction combiners, as the CPU kernels define them.
-// bf16 is kept as its 16 bits and converted by hand (round to nearest even, NaN stays NaN): no CUDA header.
+// Shared by every kernel, before the loop dialect (engine/ops/loop_dialect_cuda.inc: the ops' scalar functions,
+// NaN-propagating max and min for the reduction combiners too). bf16 is kept as its 16 bits and converted by hand (round to nearest even, NaN stays NaN): no CUDA header.
 constexpr const char* kPrelude = R"(typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -25,12 +27,6 @@ static __device__ __forceinline__ u16 tsr_f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (u16)(u >> 16);
 }
-static __device__ __forceinline__ float tsr_b(bool v) { return v ? 1.0f : 0.0f; }
-static __device__ __forceinline__ float tsr_max(float a, float b) { return (a > b || a != a) ? a : b; }
-static __device__ __forceinline__ float tsr_min(float a, float b) { return (a < b || a != a) ? a : b; }
-static __device__ __forceinline__ float tsr_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; }
-static __device__ __forceinline__ float tsr_clamp(float lo, float x, float hi) { return tsr_min(tsr_max(x, lo), hi); }
-static __device__ __forceinline__ float tsr_logistic(float x) { return 1.0f / (1.0f + expf(-x)); }
 )";
 
 int64_t product(const std::vector<int64_t>& v) {
@@ -95,7 +91,7 @@ Result<std::string> body(const cpu::TileProgram& p, const std::vector<std::strin
     const auto& ins = p.instrs[i];
     auto a = [&](int k) { return ins.args[k] >= 0 ? fmt::format("s{}", ins.args[k]) : std::string("0.0f"); };
     std::string e = opExpression(ins.op, ins.resultIsBool, a(0), a(1), a(2));
-    if (e.empty()) return makeError("op {} has no CUDA expression", ir::coreOpName(ins.op));
+    if (e.empty()) return makeError("op {} has no loop lowering", ops::registry().get(ins.op).name);
     s += fmt::format("{}const float s{} = {};\n", indent, nin + static_cast<int>(i), e);
   }
   if (store)
@@ -132,7 +128,7 @@ std::string finish(const std::string& label, const std::string& code, GeneratedK
   for (size_t pos; (pos = body.find("KERNEL_NAME")) != std::string::npos;) body.replace(pos, 11, name);
   k.name = name;
   k.body = fmt::format("// {}\n{}", label, body);
-  return kPrelude + k.body;
+  return kernelPrelude() + k.body;
 }
 
 const char* reduceInit(OpCode op) {
@@ -149,57 +145,18 @@ std::string combine(OpCode op, const std::string& a, const std::string& b) {
 
 }  // namespace
 
-const char* kernelPrelude() { return kPrelude; }
+const char* kernelPrelude() {
+  static const std::string prelude = std::string(kPrelude) + ops::loopDialectCudaText();
+  return prelude.c_str();
+}
 
 std::string opExpression(OpCode op, bool resultIsBool, const std::string& a, const std::string& b,
                          const std::string& c) {
-  switch (op) {
-    case OpCode::Neg: return "-" + a;
-    case OpCode::Abs: return fmt::format("fabsf({})", a);
-    case OpCode::Sign: return fmt::format("tsr_sign({})", a);
-    case OpCode::Exp: return fmt::format("expf({})", a);
-    case OpCode::Exp2: return fmt::format("exp2f({})", a);
-    case OpCode::Log: return fmt::format("logf({})", a);
-    case OpCode::Log1p: return fmt::format("log1pf({})", a);
-    case OpCode::Expm1: return fmt::format("expm1f({})", a);
-    case OpCode::Sqrt: return fmt::format("sqrtf({})", a);
-    case OpCode::Rsqrt: return fmt::format("(1.0f / sqrtf({}))", a);
-    case OpCode::Tanh: return fmt::format("tanhf({})", a);
-    case OpCode::Logistic: return fmt::format("tsr_logistic({})", a);
-    case OpCode::Sin: return fmt::format("sinf({})", a);
-    case OpCode::Cos: return fmt::format("cosf({})", a);
-    case OpCode::Tan: return fmt::format("tanf({})", a);
-    case OpCode::Erf: return fmt::format("erff({})", a);
-    case OpCode::ErfInv: return fmt::format("erfinvf({})", a);
-    case OpCode::Floor: return fmt::format("floorf({})", a);
-    case OpCode::Ceil: return fmt::format("ceilf({})", a);
-    case OpCode::Round: return fmt::format("roundf({})", a);
-    case OpCode::IsFinite: return fmt::format("tsr_b(isfinite({}))", a);
-    case OpCode::Not: return fmt::format("tsr_b({} == 0.0f)", a);
-    case OpCode::Relu: return fmt::format("({0} < 0.0f ? 0.0f : {0})", a);
-    case OpCode::Add: return fmt::format("({} + {})", a, b);
-    case OpCode::Sub: return fmt::format("({} - {})", a, b);
-    case OpCode::Mul: return fmt::format("({} * {})", a, b);
-    case OpCode::Div: return fmt::format("({} / {})", a, b);
-    case OpCode::Rem: return fmt::format("fmodf({}, {})", a, b);
-    case OpCode::Pow: return fmt::format("powf({}, {})", a, b);
-    case OpCode::Max: return fmt::format("tsr_max({}, {})", a, b);
-    case OpCode::Min: return fmt::format("tsr_min({}, {})", a, b);
-    case OpCode::Atan2: return fmt::format("atan2f({}, {})", a, b);
-    case OpCode::And: return fmt::format("tsr_b({} != 0.0f && {} != 0.0f)", a, b);
-    case OpCode::Or: return fmt::format("tsr_b({} != 0.0f || {} != 0.0f)", a, b);
-    case OpCode::Xor: return fmt::format("tsr_b(({} != 0.0f) != ({} != 0.0f))", a, b);
-    case OpCode::Eq: return fmt::format("tsr_b({} == {})", a, b);
-    case OpCode::Ne: return fmt::format("tsr_b({} != {})", a, b);
-    case OpCode::Lt: return fmt::format("tsr_b({} < {})", a, b);
-    case OpCode::Le: return fmt::format("tsr_b({} <= {})", a, b);
-    case OpCode::Gt: return fmt::format("tsr_b({} > {})", a, b);
-    case OpCode::Ge: return fmt::format("tsr_b({} >= {})", a, b);
-    case OpCode::Select: return fmt::format("({} != 0.0f ? {} : {})", a, b, c);
-    case OpCode::Clamp: return fmt::format("tsr_clamp({}, {}, {})", a, b, c);
-    case OpCode::Convert: return resultIsBool ? fmt::format("tsr_b({} != 0.0f)", a) : a;
-    default: return "";
-  }
+  const ir::OpDef* def = ops::registry().find(op);
+  const ir::LoopLowering* l = def ? ir::loopLoweringOf(*def, resultIsBool) : nullptr;
+  if (!l) return "";
+  const std::string operands[] = {"(" + a + ")", "(" + b + ")", "(" + c + ")"};
+  return "(" + ops::instantiateLoopExpression(l->expr, operands) + ")";
 }
 
 Result<GeneratedKernel> generateLoop(const cpu::TileProgram& p, int numArgs, const std::string& label) {

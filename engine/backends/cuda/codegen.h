@@ -45,7 +45,8 @@ struct GeneratedKernel {
 // The helper functions every generated kernel uses.
 const char* kernelPrelude();
 
-// The CUDA C++ expression of an elementwise op on f32 operands a, b, c ("" where the op has none here).
+// The CUDA C++ expression of an elementwise op on f32 operands a, b, c: its loop lowering (ir::LoopLowering) over
+// floats; "" where the op has none.
 std::string opExpression(ir::OpCode op, bool resultIsBool, const std::string& a, const std::string& b,
                          const std::string& c);
 

@@ -49,7 +49,7 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Iota: return "nvrtc";
     default: break;
   }
-  if (def.fusion == ir::FusionKind::Elementwise && !opExpression(def.code, false, "a", "b", "c").empty())
+  if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())
     return "nvrtc";
   return "host";
 }

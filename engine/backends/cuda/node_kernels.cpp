@@ -91,8 +91,10 @@ GeneratedKernel finish(std::string code, int64_t elements, int numArgs) {
 }
 
 // A lone elementwise node of any dtype the fused kernels do not take (bf16, integers, bool): operands are
-// dense and of one shape. bf16 computes in f32 and rounds once; comparisons of any dtype; select of any
-// dtype; integer add, sub, mul, max, min wrap around as the CPU kernels do.
+// dense and of one shape. Where float holds every operand exactly (f32, bf16, bool) the op runs its loop lowering
+// (ir::LoopLowering, as in fused kernels): bf16 computes in f32 and rounds once, bool results store their 0/1.
+// Integers keep integer arithmetic, which the float dialect cannot express: add, sub, mul and neg wrap around as
+// the CPU kernels do, max, min, clamp and comparisons are exact. select of any dtype moves bits.
 std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
   if (n.results.size() != 1 || n.operands.empty()) return std::nullopt;
   const Aval& out = g.aval(n.results[0]);
@@ -102,29 +104,40 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
   const char* IT = storageType(in);
   const char* OT = storageType(out.dtype);
   if (!IT || !OT) return std::nullopt;
-  auto load = [&](int i) {
+  auto raw = [&](int i) {
     DType t = g.aval(n.operands[static_cast<size_t>(i)]).dtype;
-    std::string raw = fmt::format("((const {}*)p{})[i]", storageType(t), k.operandArgs[static_cast<size_t>(i)]);
-    return t == DType::BF16 ? fmt::format("tsr_bf16_to_f32({})", raw) : raw;
+    return fmt::format("((const {}*)p{})[i]", storageType(t), k.operandArgs[static_cast<size_t>(i)]);
   };
+  bool floatExact = true;
+  for (ir::ValueId v : n.operands) {
+    DType t = g.aval(v).dtype;
+    floatExact &= t == DType::F32 || t == DType::BF16 || t == DType::Bool;
+  }
   std::string value;
   const OpCode op = n.op;
-  const bool compare = op == OpCode::Eq || op == OpCode::Ne || op == OpCode::Lt || op == OpCode::Le ||
-                       op == OpCode::Gt || op == OpCode::Ge;
-  if (compare) {
-    const char* sym = op == OpCode::Eq ? "==" : op == OpCode::Ne ? "!=" : op == OpCode::Lt ? "<"
-                      : op == OpCode::Le ? "<=" : op == OpCode::Gt ? ">" : ">=";
-    value = fmt::format("(u8)({} {} {})", load(0), sym, load(1));
-  } else if (op == OpCode::Select) {
+  if (op == OpCode::Select) {
     value = fmt::format("(((const u8*)p{0})[i] ? ((const {1}*)p{2})[i] : ((const {1}*)p{3})[i])", k.operandArgs[0], OT,
                         k.operandArgs[1], k.operandArgs[2]);
-  } else if (in == DType::BF16 && out.dtype == DType::BF16) {
-    std::string e = opExpression(op, false, load(0), n.operands.size() > 1 ? load(1) : "0.0f",
-                                 n.operands.size() > 2 ? load(2) : "0.0f");
+  } else if (floatExact) {
+    auto load = [&](int i) -> std::string {
+      if (i >= static_cast<int>(n.operands.size())) return "0.0f";
+      DType t = g.aval(n.operands[static_cast<size_t>(i)]).dtype;
+      if (t == DType::BF16) return fmt::format("tsr_bf16_to_f32({})", raw(i));
+      if (t == DType::Bool) return fmt::format("tsr_b({} != 0)", raw(i));
+      return raw(i);
+    };
+    std::string e = opExpression(op, out.dtype == DType::Bool, load(0), load(1), load(2));
     if (e.empty()) return std::nullopt;
-    value = fmt::format("tsr_f32_to_bf16({})", e);
-  } else if ((in == DType::I32 || in == DType::I64) && in == out.dtype) {
-    const char* U = in == DType::I32 ? "u32" : "u64";
+    if (out.dtype == DType::Bool) value = fmt::format("(u8)({} != 0.0f)", e);
+    else if (out.dtype == DType::BF16) value = fmt::format("tsr_f32_to_bf16({})", e);
+    else if (out.dtype == DType::F32) value = e;
+    else return std::nullopt;
+  } else if (isIntType(in) && (out.dtype == in || out.dtype == DType::Bool)) {
+    const char* U = in == DType::I32 ? "u32" : in == DType::I64 ? "u64" : nullptr;
+    const bool compare = op == OpCode::Eq || op == OpCode::Ne || op == OpCode::Lt || op == OpCode::Le ||
+                         op == OpCode::Gt || op == OpCode::Ge;
+    if (!U && !compare) return std::nullopt;
+    auto load = raw;
     switch (op) {
       case OpCode::Add: value = fmt::format("({})(({}){} + ({}){})", OT, U, load(0), U, load(1)); break;
       case OpCode::Sub: value = fmt::format("({})(({}){} - ({}){})", OT, U, load(0), U, load(1)); break;
@@ -133,16 +146,15 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
       case OpCode::Min: value = fmt::format("min({}, {})", load(0), load(1)); break;
       case OpCode::Neg: value = fmt::format("({})(({})0 - ({}){})", OT, U, U, load(0)); break;
       case OpCode::Clamp: value = fmt::format("min(max({}, {}), {})", load(1), load(0), load(2)); break;
+      case OpCode::Eq: value = fmt::format("(u8)({} == {})", load(0), load(1)); break;
+      case OpCode::Ne: value = fmt::format("(u8)({} != {})", load(0), load(1)); break;
+      case OpCode::Lt: value = fmt::format("(u8)({} < {})", load(0), load(1)); break;
+      case OpCode::Le: value = fmt::format("(u8)({} <= {})", load(0), load(1)); break;
+      case OpCode::Gt: value = fmt::format("(u8)({} > {})", load(0), load(1)); break;
+      case OpCode::Ge: value = fmt::format("(u8)({} >= {})", load(0), load(1)); break;
       default: return std::nullopt;
     }
-  } else if (in == DType::Bool && out.dtype == DType::Bool) {
-    switch (op) {
-      case OpCode::And: value = fmt::format("(u8)({} && {})", load(0), load(1)); break;
-      case OpCode::Or: value = fmt::format("(u8)({} || {})", load(0), load(1)); break;
-      case OpCode::Xor: value = fmt::format("(u8)(({} != 0) != ({} != 0))", load(0), load(1)); break;
-      case OpCode::Not: value = fmt::format("(u8)({} == 0)", load(0)); break;
-      default: return std::nullopt;
-    }
+    if ((out.dtype == DType::Bool) != (value.rfind("(u8)", 0) == 0)) return std::nullopt;
   } else {
     return std::nullopt;
   }
