@@ -32,7 +32,34 @@ struct CompileArgs {
   std::string irFile;
   std::string dumpDir;
   bool quiet = false;
+  std::vector<int64_t> whyNotFused;  // two node ids of the compiled graph (as decisions.txt and kernels.txt name them)
 };
+
+// "node 12 (add @ blocks.0.mlp @ gpt2.cpp:40)"
+std::string describeNode(const ir::Graph& g, ir::NodeId n) {
+  const ir::Node& nd = g.nodes()[static_cast<size_t>(n)];
+  std::string s = fmt::format("node {} ({}", n, ops::registry().get(nd.op).name);
+  if (!nd.prov.empty()) s += " @ " + nd.prov.toString();
+  return s + ")";
+}
+
+// Whether two nodes share a kernel, and if not, the fusion pass's reason and what would make them fusible.
+int printWhyNotFused(const ir::Graph& g, const passes::FusionPlan& plan, const passes::PassContext& ctx,
+                     const std::vector<int64_t>& nodes) {
+  for (int64_t n : nodes)
+    if (n < 0 || n >= static_cast<int64_t>(g.nodes().size())) {
+      std::cerr << fmt::format("tessera compile: --why-not-fused: no node {} (the compiled graph has nodes 0 to {})\n",
+                               n, g.nodes().size() - 1);
+      return 1;
+    }
+  const auto a = static_cast<ir::NodeId>(nodes[0]), b = static_cast<ir::NodeId>(nodes[1]);
+  passes::FusionVerdict v = passes::whyNotFused(g, plan, ctx.log().all(), a, b);
+  std::cout << describeNode(g, a) << "\n" << describeNode(g, b) << "\n";
+  std::cout << (v.fused ? "fused" : "not fused") << " [" << passes::fusionReasonName(v.reason) << "]: " << v.detail
+            << "\n";
+  if (!v.hint.empty()) std::cout << "to fuse them: " << v.hint << "\n";
+  return 0;
+}
 
 Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
   if (!a.project.empty()) {
@@ -126,6 +153,7 @@ int runCompile(const CompileArgs& a) {
     std::cerr << "tessera compile: " << exe.error().message << "\n";
     return 1;
   }
+  if (!a.whyNotFused.empty()) return printWhyNotFused(out, *plan, ctx, a.whyNotFused);
   if (a.quiet) std::cout << report.toText();
   else std::cout << ir::print(out, reg) << "\n" << report.toText();
   const auto& mem = (*exe)->memory();
@@ -178,6 +206,10 @@ std::function<int()> addCompileCommand(CLI::App& app) {
   cmd->add_flag("--quiet", args->quiet, "Print the pass table and the kernel summary, not the graph");
   cmd->add_option("--dump", args->dumpDir, "Write the graph after every pass (.tir, .dot), timings.json, decisions.txt; a project "
                  "with a [mesh] also its per-device program after the partitioner and every pass (DIR/spmd)");
+  cmd->add_option("--why-not-fused", args->whyNotFused,
+                  "Two node ids of the compiled graph (as decisions.txt and kernels.txt name them): whether they share a "
+                  "kernel, and if not the fusion pass's reason and what would make them fusible")
+      ->expected(2);
   return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
 }
 

@@ -184,7 +184,10 @@ NodeInfo describeNode(const Stage& stage, ir::NodeId node, const sharding::Shard
   }
   for (const passes::Decision& d : stage.decisions)
     if (std::find(d.nodes.begin(), d.nodes.end(), node) != d.nodes.end())
-      info.decisions.push_back(fmt::format("{} ({}): {}", d.pass, passes::decisionKindName(d.kind), d.message));
+      info.decisions.push_back(d.reason == passes::FusionReason::None
+                                   ? fmt::format("{} ({}): {}", d.pass, passes::decisionKindName(d.kind), d.message)
+                                   : fmt::format("{} ({}, {}): {}", d.pass, passes::decisionKindName(d.kind),
+                                                 passes::fusionReasonName(d.reason), d.message));
   if (stage.fusion && stage.fusion->groupOfNode.size() == g.nodes().size()) {
     info.readThrough = stage.fusion->groupOfNode[static_cast<size_t>(node)] < 0;
     info.kernel = kernelOf(stage, node, names);

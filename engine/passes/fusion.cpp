@@ -40,23 +40,6 @@ bool contiguous(const Shape& s, const std::vector<int64_t>& strides) {
   return true;
 }
 
-// The elementwise ops the CPU loop kernels implement for f32 (and bool masks).
-bool loopOp(OpCode op) {
-  switch (op) {
-    case OpCode::Neg: case OpCode::Abs: case OpCode::Sign: case OpCode::Exp: case OpCode::Exp2: case OpCode::Log:
-    case OpCode::Log1p: case OpCode::Expm1: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Tanh:
-    case OpCode::Logistic: case OpCode::Sin: case OpCode::Cos: case OpCode::Tan: case OpCode::Erf:
-    case OpCode::Floor: case OpCode::Ceil: case OpCode::Round: case OpCode::IsFinite: case OpCode::Not:
-    case OpCode::Relu: case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Pow:
-    case OpCode::Max: case OpCode::Min: case OpCode::Atan2: case OpCode::Rem: case OpCode::And: case OpCode::Or:
-    case OpCode::Xor: case OpCode::Eq: case OpCode::Ne: case OpCode::Lt: case OpCode::Le: case OpCode::Gt:
-    case OpCode::Ge: case OpCode::Select: case OpCode::Clamp: case OpCode::Convert:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool axesContiguousRange(const std::vector<int64_t>& axes) {
   if (axes.empty()) return false;
   std::vector<int64_t> a = axes;
@@ -285,8 +268,33 @@ class Planner {
     return false;
   }
 
-  void note(NodeId n, std::string msg, Decision::Kind kind = Decision::Kind::Applied) {
-    if (m_ctx) m_ctx->record(m_g, n, std::move(msg), kind);
+  // A fusion decision about node n (and the producers `with` it concerns), as a value with its reason.
+  void decide(NodeId n, std::vector<NodeId> with, FusionReason reason, std::string msg,
+              Decision::Kind kind = Decision::Kind::Applied) {
+    if (!m_ctx) return;
+    Decision d;
+    d.kind = kind;
+    d.reason = reason;
+    d.nodes = {n};
+    for (NodeId m : with)
+      if (std::find(d.nodes.begin(), d.nodes.end(), m) == d.nodes.end()) d.nodes.push_back(m);
+    d.values = node(n).results;
+    d.prov = node(n).prov;
+    d.message = std::move(msg);
+    m_ctx->record(std::move(d));
+  }
+  void reject(NodeId n, std::vector<NodeId> with, FusionReason reason, std::string msg) {
+    decide(n, std::move(with), reason, std::move(msg), Decision::Kind::Rejected);
+  }
+
+  // The producers of n's operands that are members of group g (the pair a decision about g concerns).
+  std::vector<NodeId> producersIn(NodeId n, int g) const {
+    std::vector<NodeId> out;
+    for (ValueId v : m_eff[static_cast<size_t>(n)]) {
+      NodeId p = m_g.value(v).producer;
+      if (p != ir::kNone && groupOfNode(p) == g && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+    return out;
   }
 
   void visitElementwise(NodeId n);
@@ -318,10 +326,26 @@ void Planner::visitElementwise(NodeId n) {
   }
   // Candidate groups: those that produce an operand directly in the same iteration space.
   std::vector<int> cands;
-  for (ValueId v : nd.operands) {
-    NodeId p = m_g.value(v).producer;
+  for (size_t k = 0; k < nd.operands.size(); ++k) {
+    NodeId p = m_g.value(nd.operands[k]).producer;
     if (p == ir::kNone) continue;
-    if (m_isView[static_cast<size_t>(p)]) continue;
+    if (m_isView[static_cast<size_t>(p)]) {
+      // Read through a view: the source's kernel is no candidate. Say why, for "why not fused?".
+      NodeId src = m_g.value(m_eff[static_cast<size_t>(n)][k]).producer;
+      int gs = src == ir::kNone || m_isView[static_cast<size_t>(src)] ? -1 : groupOfNode(src);
+      if (gs < 0) continue;
+      const Group& S = m_groups[static_cast<size_t>(gs)];
+      if (S.kind != GroupKind::Loop && S.kind != GroupKind::Gemm) continue;
+      if (S.shape != shape)
+        reject(n, {src}, FusionReason::DifferentSpaces,
+               fmt::format("not fused with {} ({}), read through {}: iteration spaces differ ({} vs {})", opName(src),
+                           groupKindName(S.kind), opName(p), Aval{S.shape, DType::F32}.toString(),
+                           Aval{shape, DType::F32}.toString()));
+      else
+        reject(n, {src}, FusionReason::ReadsThroughView,
+               fmt::format("not fused with {}: it is read through {}", opName(src), opName(p)));
+      continue;
+    }
     int gp = groupOfNode(p);
     if (gp < 0 || std::find(cands.begin(), cands.end(), gp) != cands.end()) continue;
     const Group& G = m_groups[static_cast<size_t>(gp)];
@@ -331,15 +355,14 @@ void Planner::visitElementwise(NodeId n) {
     } else if (G.kind == GroupKind::Gemm && sameSpace && m_opt.gemmEpilogues) {
       cands.push_back(gp);
     } else if (G.kind == GroupKind::Loop || G.kind == GroupKind::Gemm) {
-      note(n, fmt::format("not fused with {} ({}): iteration spaces differ ({} vs {})", opName(p),
-                          groupKindName(G.kind), Aval{G.shape, DType::F32}.toString(),
-                          Aval{shape, DType::F32}.toString()),
-           Decision::Kind::Rejected);
+      reject(n, {p}, FusionReason::DifferentSpaces,
+             fmt::format("not fused with {} ({}): iteration spaces differ ({} vs {})", opName(p),
+                         groupKindName(G.kind), Aval{G.shape, DType::F32}.toString(), Aval{shape, DType::F32}.toString()));
     } else if (G.kind == GroupKind::Reduction) {
-      note(n, fmt::format("not fused with {}: a reduction's result is complete only after its kernel", opName(p)),
-           Decision::Kind::Rejected);
+      reject(n, {p}, FusionReason::AfterReduction,
+             fmt::format("not fused with {}: a reduction's result is complete only after its kernel", opName(p)));
     } else if (G.kind == GroupKind::Opaque) {
-      note(n, fmt::format("not fused with {}: it has no fusible kernel", opName(p)), Decision::Kind::Rejected);
+      reject(n, {p}, FusionReason::OpaqueProducer, fmt::format("not fused with {}: it has no fusible kernel", opName(p)));
     }
   }
   // A gemm group takes the epilogue; otherwise the first loop group that stays acyclic.
@@ -351,16 +374,16 @@ void Planner::visitElementwise(NodeId n) {
   int chosen = -1;
   for (int c : cands) {
     if (readsThroughView(n, c)) {
-      note(n, fmt::format("not fused into fusion.{}: it reads a value of that kernel through a view", c),
-           Decision::Kind::Rejected);
+      reject(n, producersIn(n, c), FusionReason::ReadsThroughView,
+             fmt::format("not fused into fusion.{}: it reads a value of that kernel through a view", c));
       continue;
     }
     if (canCombine({c}, n)) {
       chosen = c;
       break;
     }
-    note(n, fmt::format("not fused into fusion.{}: an input of the fused kernel would depend on its output", c),
-         Decision::Kind::Rejected);
+    reject(n, producersIn(n, c), FusionReason::WouldCycle,
+           fmt::format("not fused into fusion.{}: an input of the fused kernel would depend on its output", c));
   }
   if (chosen < 0) {
     newGroup(GroupKind::Loop, n, shape, "");
@@ -368,8 +391,8 @@ void Planner::visitElementwise(NodeId n) {
   }
   addTo(chosen, n);
   Group& G = m_groups[static_cast<size_t>(chosen)];
-  note(n, fmt::format("fused into fusion.{} ({}) over {}", chosen, groupKindName(G.kind),
-                      Aval{shape, DType::F32}.toString()));
+  decide(n, producersIn(n, chosen), FusionReason::Fused,
+         fmt::format("fused into fusion.{} ({}) over {}", chosen, groupKindName(G.kind), Aval{shape, DType::F32}.toString()));
   // Other producers' loop groups join too where that stays acyclic (multi-output: one pass instead of several).
   for (int c : cands) {
     if (c == chosen || find(c) != c) continue;
@@ -383,12 +406,14 @@ void Planner::visitElementwise(NodeId n) {
     };
     bool viaView = anyReads(c, chosen) || anyReads(chosen, c);
     if (!viaView && canCombine({chosen, c}, -1)) {
+      std::vector<NodeId> with = producersIn(n, c);
       merge(chosen, c);
-      note(n, fmt::format("merged fusion.{} into fusion.{}: both feed {} in the same iteration space", c, chosen,
-                          opName(n)));
+      decide(n, with, FusionReason::Merged,
+             fmt::format("merged fusion.{} into fusion.{}: both feed {} in the same iteration space", c, chosen, opName(n)));
     } else {
-      note(n, fmt::format("fusion.{} not merged into fusion.{}: it would create a cycle", c, chosen),
-           Decision::Kind::Rejected);
+      reject(n, producersIn(n, c), viaView ? FusionReason::ReadsThroughView : FusionReason::WouldCycle,
+             viaView ? fmt::format("fusion.{} not merged into fusion.{}: a member reads the other through a view", c, chosen)
+                     : fmt::format("fusion.{} not merged into fusion.{}: it would create a cycle", c, chosen));
     }
   }
 }
@@ -425,8 +450,10 @@ void Planner::mergeSiblingReductions(int gid, NodeId n) {
     if (!shares || readsReductionOf(G, static_cast<int>(i)) || readsReductionOf(S, gid) ||
         !canCombine({gid, static_cast<int>(i)}, -1))
       continue;
+    std::vector<NodeId> with = m_groups[i].nodes;
     merge(gid, static_cast<int>(i));
-    note(n, fmt::format("merged sibling reduction fusion.{} into fusion.{}: they read the same input", i, gid));
+    decide(n, with, FusionReason::Merged,
+           fmt::format("merged sibling reduction fusion.{} into fusion.{}: they read the same input", i, gid));
     return;
   }
 }
@@ -446,18 +473,21 @@ void Planner::visitReduction(NodeId n) {
       G.kind = GroupKind::Reduction;
       G.axes = axes;
       addTo(gp, n);
-      note(n, fmt::format("fused with its prologue fusion.{} ({} ops): the operand is computed as it is reduced",
-                          gp, G.nodes.size() - 1));
+      decide(n, {p}, FusionReason::Fused,
+             fmt::format("fused with its prologue fusion.{} ({} ops): the operand is computed as it is reduced", gp,
+                         G.nodes.size() - 1));
       mergeSiblingReductions(gp, n);
       return;
     }
     if (G.kind == GroupKind::Reduction && G.shape == shape && G.axes == axes) {
       addTo(gp, n);
-      note(n, fmt::format("fused into fusion.{}: a sibling reduction of the same values", gp));
+      decide(n, {p}, FusionReason::Fused, fmt::format("fused into fusion.{}: a sibling reduction of the same values", gp));
       return;
     }
-    note(n, fmt::format("prologue not fused: the producer {} is a {} kernel", opName(p),
-                        groupKindName(G.kind)), Decision::Kind::Rejected);
+    reject(n, {p}, G.kind == GroupKind::Reduction ? FusionReason::AfterReduction
+                   : G.kind == GroupKind::Loop     ? FusionReason::DifferentSpaces
+                                                   : FusionReason::OpaqueProducer,
+           fmt::format("prologue not fused: the producer {} is a {} kernel", opName(p), groupKindName(G.kind)));
   }
   // Siblings that reduce the same input over the same axes share one pass over it (the input itself, not a
   // view of it, which would index it differently).
@@ -470,7 +500,8 @@ void Planner::visitReduction(NodeId n) {
         for (ValueId x : node(m).operands) readsSame |= x == v;
       if (!readsSame || !canCombine({static_cast<int>(i)}, n)) continue;
       addTo(static_cast<int>(i), n);
-      note(n, fmt::format("fused into fusion.{}: reads the same input over the same axes", i));
+      decide(n, m_groups[i].nodes, FusionReason::Fused,
+             fmt::format("fused into fusion.{}: reads the same input over the same axes", i));
       return;
     }
   }
@@ -490,7 +521,7 @@ Result<FusionPlan> Planner::run() {
     if (nd.op == OpCode::Constant) {
       m_eff[static_cast<size_t>(n)] = {};
       newGroup(GroupKind::Constant, n, m_g.aval(nd.results[0]).shape, "");
-    } else if (def.fusion == ir::FusionKind::Elementwise && loopOp(nd.op) && floatsOnly) {
+    } else if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid() && floatsOnly) {
       visitElementwise(n);
     } else if ((nd.op == OpCode::ReduceSum || nd.op == OpCode::ReduceMax || nd.op == OpCode::ReduceMin) &&
                m_g.aval(nd.operands[0]).dtype == DType::F32 &&
@@ -501,13 +532,16 @@ Result<FusionPlan> Planner::run() {
       newGroup(GroupKind::Gemm, n, m_g.aval(nd.results[0]).shape, "");
     } else {
       resolveOperands(n, false);
-      std::string why = !floatsOnly && def.fusion == ir::FusionKind::Elementwise
-                            ? fmt::format("not fused: {} works on {}", def.name,
-                                          m_g.aval(nd.results[0]).dtype == DType::F32
-                                              ? dtypeName(m_g.aval(nd.operands[0]).dtype)
-                                              : dtypeName(m_g.aval(nd.results[0]).dtype))
-                            : fmt::format("not fused: {} runs its own kernel", def.name);
-      note(n, why, Decision::Kind::Rejected);
+      const bool elementwise = def.fusion == ir::FusionKind::Elementwise;
+      if (elementwise && !floatsOnly)
+        reject(n, {}, FusionReason::UnsupportedDType,
+               fmt::format("not fused: {} works on {}", def.name,
+                           m_g.aval(nd.results[0]).dtype == DType::F32 ? dtypeName(m_g.aval(nd.operands[0]).dtype)
+                                                                       : dtypeName(m_g.aval(nd.results[0]).dtype)));
+      else if (elementwise)
+        reject(n, {}, FusionReason::NoLoopLowering, fmt::format("not fused: {} has no loop lowering (OpDef::loop)", def.name));
+      else
+        reject(n, {}, FusionReason::OwnKernel, fmt::format("not fused: {} runs its own kernel", def.name));
       newGroup(GroupKind::Opaque, n, m_g.aval(nd.results.empty() ? ir::kNone : nd.results[0]).shape, "");
     }
   }
@@ -543,7 +577,8 @@ Result<FusionPlan> Planner::run() {
           return makeError("fusion: view chain at node {} cannot be materialised", n);
       }
       newGroup(GroupKind::Loop, n, m_g.aval(nd.results[0]).shape, "a materialised view");
-      note(n, fmt::format("{} materialised: a consumer cannot read through it", opName(n)), Decision::Kind::Note);
+      decide(n, {}, FusionReason::Materialised, fmt::format("{} materialised: a consumer cannot read through it", opName(n)),
+             Decision::Kind::Note);
     }
   }
   return finish();
@@ -670,6 +705,89 @@ Result<bool> Fusion::run(ir::Graph& g, PassContext& ctx) {
   TSR_ASSIGN(FusionPlan plan, planFusion(g, ctx.registry(), &ctx, m_options));
   ctx.setFusionPlan(std::make_shared<const FusionPlan>(std::move(plan)));
   return false;
+}
+
+namespace {
+
+const char* hintFor(FusionReason r) {
+  switch (r) {
+    case FusionReason::DifferentSpaces:
+      return "the two run over different shapes (a broadcast or a reduction lies between them); only ops over one "
+             "iteration space share a loop";
+    case FusionReason::AfterReduction:
+      return "a reduction's result is complete only after its kernel, so its consumers start the next kernel";
+    case FusionReason::OpaqueProducer:
+    case FusionReason::OwnKernel:
+      return "only elementwise ops with a loop lowering, reductions (with their prologue) and gemm epilogues fuse";
+    case FusionReason::NoLoopLowering:
+      return "give the op a loop lowering: def.loop = TSR_LOOP_LOWERING(arity, expression) (engine/ops/loop_lowering.h)";
+    case FusionReason::UnsupportedDType: return "fused loops take f32 (and bool masks): compute in f32";
+    case FusionReason::WouldCycle:
+      return "another path between them runs through a kernel outside the fusion; fusing would make the kernel wait "
+             "for itself";
+    case FusionReason::ReadsThroughView:
+      return "the consumer reads the value through a transpose or another view; kernels evaluate element for element";
+    case FusionReason::Unrelated: return "neither reads the other's result: fusion joins producers and consumers";
+    default: return "";
+  }
+}
+
+bool contains(const std::vector<NodeId>& v, NodeId n) { return std::find(v.begin(), v.end(), n) != v.end(); }
+
+}  // namespace
+
+FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<const Decision> decisions, NodeId a,
+                          NodeId b) {
+  FusionVerdict v;
+  auto groupOf = [&](NodeId n) {
+    return n >= 0 && static_cast<size_t>(n) < plan.groupOfNode.size() ? plan.groupOfNode[static_cast<size_t>(n)] : -1;
+  };
+  if (groupOf(a) >= 0 && groupOf(a) == groupOf(b)) {
+    v.fused = true;
+    v.reason = FusionReason::Fused;
+    v.detail = fmt::format("both run in {}", plan.groups[static_cast<size_t>(groupOf(a))].name);
+  }
+  // A decision about the pair itself, the latest first (fusion decisions are those with a reason).
+  for (auto it = decisions.rbegin(); it != decisions.rend(); ++it)
+    if (it->reason != FusionReason::None && it->region.empty() && contains(it->nodes, a) &&
+        contains(it->nodes, b) && (it->kind == Decision::Kind::Rejected) != v.fused) {
+      v.reason = it->reason;
+      v.detail = it->message;
+      v.hint = v.fused ? "" : hintFor(v.reason);
+      return v;
+    }
+  if (v.fused) return v;
+  // Otherwise: whether one reads the other at all, then what kept either one out of every loop.
+  auto reads = [&](NodeId consumer, NodeId producer) {
+    if (consumer < 0 || producer < 0 || consumer >= static_cast<NodeId>(g.nodes().size()) ||
+        producer >= static_cast<NodeId>(g.nodes().size()))
+      return false;
+    const auto& eff = plan.effectiveOperands.size() == g.nodes().size()
+                          ? plan.effectiveOperands[static_cast<size_t>(consumer)]
+                          : g.nodes()[static_cast<size_t>(consumer)].operands;
+    for (ValueId x : eff)
+      if (g.value(x).producer == producer) return true;
+    for (ValueId x : g.nodes()[static_cast<size_t>(consumer)].operands)
+      if (g.value(x).producer == producer) return true;
+    return false;
+  };
+  if (!reads(a, b) && !reads(b, a)) {
+    v.reason = FusionReason::Unrelated;
+    v.detail = fmt::format("node {} and node {} do not read each other's results", a, b);
+    v.hint = hintFor(v.reason);
+    return v;
+  }
+  for (NodeId n : {a, b})
+    for (const Decision& d : decisions)
+      if (d.reason != FusionReason::None && d.region.empty() && d.nodes.size() == 1 && d.nodes[0] == n &&
+          d.kind == Decision::Kind::Rejected) {
+        v.reason = d.reason;
+        v.detail = d.message;
+        v.hint = hintFor(v.reason);
+        return v;
+      }
+  v.detail = "no fusion decision was recorded for these nodes";
+  return v;
 }
 
 }  // namespace tsr::passes

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "engine/passes/pass.h"
@@ -69,6 +70,17 @@ struct FusionOptions {
 // Plans the kernels of g. Decisions go to ctx's log when ctx is given.
 Result<FusionPlan> planFusion(const ir::Graph& g, const ir::OpRegistry& reg, PassContext* ctx = nullptr,
                               const FusionOptions& options = {});
+
+// Whether two nodes share a kernel and, if not, why: from the plan and the fusion decisions recorded while it was
+// made (ctx's log), for the graph the fusion pass received. What "why not fused?" answers.
+struct FusionVerdict {
+  bool fused = false;
+  FusionReason reason = FusionReason::None;
+  std::string detail;  // the decision's message
+  std::string hint;    // what would make them fusible, where the pass knows
+};
+FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<const Decision> decisions,
+                          ir::NodeId a, ir::NodeId b);
 
 // The pass: plans fusion and leaves the plan in the context (PassContext::fusionPlan) without changing the graph.
 class Fusion : public Pass {

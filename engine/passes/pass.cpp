@@ -43,6 +43,26 @@ const char* decisionKindName(Decision::Kind k) {
   return "?";
 }
 
+const char* fusionReasonName(FusionReason r) {
+  switch (r) {
+    case FusionReason::None: return "none";
+    case FusionReason::Fused: return "fused";
+    case FusionReason::Merged: return "merged";
+    case FusionReason::DifferentSpaces: return "different_iteration_spaces";
+    case FusionReason::AfterReduction: return "after_reduction";
+    case FusionReason::OpaqueProducer: return "opaque_producer";
+    case FusionReason::ReadsThroughView: return "reads_through_view";
+    case FusionReason::WouldCycle: return "would_cycle";
+    case FusionReason::NoLoopLowering: return "no_loop_lowering";
+    case FusionReason::UnsupportedDType: return "unsupported_dtype";
+    case FusionReason::OwnKernel: return "own_kernel";
+    case FusionReason::Materialised: return "materialised";
+    case FusionReason::FusionOff: return "fusion_off";
+    case FusionReason::Unrelated: return "unrelated";
+  }
+  return "?";
+}
+
 std::string Decision::toString() const {
   std::string s = fmt::format("[{} {}] ", step, pass);
   if (kind != Kind::Applied) s += std::string(decisionKindName(kind)) + ": ";
@@ -52,6 +72,7 @@ std::string Decision::toString() const {
     s += joinInts(std::vector<int64_t>(nodes.begin(), nodes.end())) + " ";
   }
   if (!prov.empty()) s += "@ " + prov.toString() + " ";
+  if (reason != FusionReason::None) s += fmt::format("[{}] ", fusionReasonName(reason));
   if (s.back() == ' ') s.back() = ':';
   return s + " " + message;
 }

@@ -26,8 +26,29 @@ struct PassOptions {
   bool rewriteRegions = true;
 };
 
+// Why a fusion decision went as it did (Decision::reason), as XLA's FusionDecision carries it: a code tools match
+// on ("why not fused?", the inspector), beside the message for people.
+enum class FusionReason : uint8_t {
+  None,              // not a fusion decision
+  Fused,             // joined a producer's kernel (a loop, a gemm epilogue, a reduction's prologue or sibling)
+  Merged,            // two kernels became one
+  DifferentSpaces,   // the producer's kernel iterates over another shape
+  AfterReduction,    // the producer is a reduction, complete only after its kernel
+  OpaqueProducer,    // the producer runs a kernel of its own (gather, scan, a collective, ...)
+  ReadsThroughView,  // the consumer reads the kernel's value through a view (a transpose, say)
+  WouldCycle,        // an input of the fused kernel would depend on its output
+  NoLoopLowering,    // an elementwise op without a loop lowering (OpDef::loop)
+  UnsupportedDType,  // fused loops take f32 (and bool masks) only
+  OwnKernel,         // not an elementwise op: it runs its own kernel
+  Materialised,      // a view that a consumer cannot read through becomes a copy kernel
+  FusionOff,         // fusion is switched off
+  Unrelated,         // neither node reads the other's result (whyNotFused only)
+};
+const char* fusionReasonName(FusionReason r);  // "different_iteration_spaces"
+
 // One decision a pass made, with its reason: "add(x, 0) -> x", "not fused: consumer is a dot". Node and value
 // ids refer to the graph as the pass received it: the snapshot before `step` in the pipeline report.
+// A fusion decision about a pair names the consumer first, then the producers it concerns.
 struct Decision {
   enum class Kind : uint8_t { Applied, Rejected, Note };
   Kind kind = Kind::Applied;
@@ -40,6 +61,7 @@ struct Decision {
   std::vector<ir::NodeId> region;
   ir::Provenance prov;
   std::string message;
+  FusionReason reason = FusionReason::None;
 
   // "[3 simplify] node 12 @ layers.0 @ mlp.cpp:20: add(x, 0) -> x"; a nested node reads "node 4/12"
   std::string toString() const;

@@ -136,6 +136,62 @@ class TestFusion : public QObject {
     QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
   }
 
+  // Every fusion decision is a value: a reason code and the nodes it concerns (the consumer, then the producers);
+  // whyNotFused answers for any two nodes from those values and the plan.
+  void decisionsCarryReasonsAndWhyNotFusedReadsThem() {
+    Builder b;
+    auto x = b.input(f32({8, 16}));
+    auto e = b.add(OpCode::Exp, {x});
+    auto n = b.add(OpCode::Neg, {e});                    // fuses with exp
+    auto s = b.add(OpCode::ReduceSum, {n}, axes({1}));   // takes exp and neg as its prologue
+    auto l = b.add(OpCode::Log, {s});                    // [8]: after the reduction
+    auto lb = b.add(OpCode::BroadcastInDim, {l}, bcast({8, 16}, {0}));
+    auto m = b.add(OpCode::Mul, {lb, x});                // [8, 16]: another space than log's
+    auto v = b.add(OpCode::ErfInv, {l});                 // no loop lowering
+    auto i = b.input(i32({8}));
+    auto j = b.add(OpCode::Add, {i, i});                 // integers
+    ir::Graph g = b.done({m, v, j});
+    auto node = [&](ir::ValueId val) { return g.value(val).producer; };
+    passes::PassContext ctx(reg());
+    auto p = passes::planFusion(g, reg(), &ctx);
+    QVERIFY(p.ok());
+    const auto& ds = ctx.log().all();
+    using R = passes::FusionReason;
+    auto verdict = [&](ir::ValueId a, ir::ValueId c) { return passes::whyNotFused(g, *p, ds, node(a), node(c)); };
+
+    auto fused = verdict(e, n);
+    QVERIFY(fused.fused);
+    QCOMPARE(fused.reason, R::Fused);
+    QVERIFY(verdict(n, s).fused);  // the prologue
+
+    auto afterSum = verdict(l, s);
+    QVERIFY(!afterSum.fused);
+    QCOMPARE(afterSum.reason, R::AfterReduction);
+    QVERIFY(afterSum.detail.find("reduce_sum") != std::string::npos);
+    QVERIFY(!afterSum.hint.empty());
+
+    auto spaces = verdict(m, l);
+    QCOMPARE(spaces.reason, R::DifferentSpaces);
+    QVERIFY2(spaces.detail.find("f32[8]") != std::string::npos, spaces.detail.c_str());
+
+    auto noLowering = verdict(v, l);
+    QCOMPARE(noLowering.reason, R::NoLoopLowering);
+    QVERIFY(noLowering.hint.find("TSR_LOOP_LOWERING") != std::string::npos);
+
+    QCOMPARE(verdict(j, e).reason, R::Unrelated);
+
+    // The integer add's own decision, and the text form of a decision carries its code.
+    bool sawDType = false, sawCode = false;
+    for (const auto& d : ds) {
+      sawDType |= d.reason == R::UnsupportedDType && d.nodes == std::vector<ir::NodeId>{node(j)};
+      sawCode |= d.toString().find("[after_reduction]") != std::string::npos;
+      if (d.reason == R::Fused || d.reason == R::DifferentSpaces || d.reason == R::AfterReduction)
+        QVERIFY2(d.nodes.size() >= 2, d.toString().c_str());  // a pair decision names both sides
+    }
+    QVERIFY(sawDType);
+    QVERIFY(sawCode);
+  }
+
   void softmaxIsThreeKernels() {
     // softmax over the last axis: max, then exp(x - max) with its sum in one pass, then the division.
     Builder b;
