@@ -8,29 +8,10 @@
 
 namespace tsr::inspect {
 
-std::vector<int> nodeLinesOf(const std::string& text, size_t numNodes) {
-  std::vector<int> lines;
-  lines.reserve(numNodes);
-  int line = 0;
-  size_t pos = 0;
-  while (pos < text.size() && lines.size() < numNodes) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string_view l(text.data() + pos, end - pos);
-    bool topLevel = l.size() > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ' && l[2] != '}';
-    if (topLevel && l.substr(2, 6) != "return") lines.push_back(line);
-    ++line;
-    pos = end + 1;
-  }
-  lines.resize(numNodes, 0);
-  return lines;
-}
-
 Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph) {
   Stage s;
   s.name = std::move(name);
-  s.text = ir::print(*graph, ops::registry());
-  s.nodeLines = nodeLinesOf(s.text, graph->nodes().size());
+  s.text = ir::print(*graph, ops::registry(), &s.nodeLines);
   s.graph = std::move(graph);
   return s;
 }
@@ -92,8 +73,12 @@ Result<std::vector<Stage>> compileStages(std::shared_ptr<const ir::Graph> traced
     Stage s;
     s.name = name;
     s.graph = st.after.graph ? st.after.graph : std::make_shared<const ir::Graph>(work);
-    s.text = st.after.graph ? st.after.text : ir::print(work, reg);
-    s.nodeLines = nodeLinesOf(s.text, s.graph->nodes().size());
+    if (st.after.graph) {
+      s.text = st.after.text;
+      s.nodeLines = st.after.nodeLines;
+    } else {
+      s.text = ir::print(work, reg, &s.nodeLines);
+    }
     s.seconds = st.seconds;
     if (fusion) {
       s.fusion = ctx.fusionPlan();

@@ -57,8 +57,4 @@ KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& pla
 // A stage of a graph given directly (tests, IR files).
 Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph);
 
-// The 0-based line of each top-level node in a printed graph: the lines indented by exactly two spaces that
-// are neither `return` nor the closing of a nested body.
-std::vector<int> nodeLinesOf(const std::string& text, size_t numNodes);
-
 }  // namespace tsr::inspect

@@ -87,8 +87,9 @@ std::vector<GraphPtr> nestedGraphs(const Attrs& attrs);
 // body, a cond's branches). The message names the node, and for a nested graph the path to it.
 Status verify(const Graph& g, const OpRegistry& reg);
 
-// Text form (jaxpr-like); print -> parse -> print is identical.
-std::string print(const Graph& g, const OpRegistry& reg);
+// Text form (jaxpr-like); print -> parse -> print is identical. nodeLines, when given, gets each top-level node's
+// 0-based line in the text (node id -> line), for views that map between the two.
+std::string print(const Graph& g, const OpRegistry& reg, std::vector<int>* nodeLines = nullptr);
 // Parses the text form; errors carry line and column.
 Result<Graph> parse(std::string_view text, const OpRegistry& reg);
 

@@ -14,6 +14,7 @@
 //     }
 //   }} : f32[8,256]
 // The printer never fails: a malformed graph prints with "%?N" for ids it cannot name, which the parser rejects.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ namespace tsr::ir {
 
 namespace {
 
-void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent);
+void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent,
+                std::vector<int>* nodeLines = nullptr);
 
 // Walks an attrs struct's fields() and writes "{key=value, ...}"; nothing for a struct without fields.
 // `indent` is the indentation of the node's line, for nested graphs.
@@ -132,14 +134,25 @@ void printNode(std::string& out, const Graph& g, const OpRegistry& reg, const Va
   out += '\n';
 }
 
-// The function at `indent`, its nodes one level deeper.
-void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent) {
+// The function at `indent`, its nodes one level deeper; each node's first line into *nodeLines when given.
+void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const std::string& indent,
+                std::vector<int>* nodeLines) {
   ValueNames names(g);
   out += indent + "func @" + (isBareName(g.name) ? g.name : quoteString(g.name)) + "(";
   out += joinMapped(g.inputs(), [&](ValueId v) { return names.name(v) + ": " + typeOf(g, v); });
   out += ") -> (" + joinMapped(g.outputs(), [&](ValueId v) { return typeOf(g, v); }) + ") {\n";
   std::string inner = indent + "  ";
-  for (const Node& n : g.nodes()) printNode(out, g, reg, names, n, inner);
+  int line = 0;
+  size_t counted = 0;
+  if (nodeLines) nodeLines->clear();
+  for (const Node& n : g.nodes()) {
+    if (nodeLines) {
+      line += static_cast<int>(std::count(out.begin() + static_cast<std::ptrdiff_t>(counted), out.end(), '\n'));
+      counted = out.size();
+      nodeLines->push_back(line);
+    }
+    printNode(out, g, reg, names, n, inner);
+  }
   out += inner + "return";
   if (!g.outputs().empty()) out += " " + joinMapped(g.outputs(), [&](ValueId v) { return names.name(v); });
   out += "\n" + indent + "}\n";
@@ -147,9 +160,9 @@ void printGraph(std::string& out, const Graph& g, const OpRegistry& reg, const s
 
 }  // namespace
 
-std::string print(const Graph& g, const OpRegistry& reg) {
+std::string print(const Graph& g, const OpRegistry& reg, std::vector<int>* nodeLines) {
   std::string out;
-  printGraph(out, g, reg, "");
+  printGraph(out, g, reg, "", nodeLines);
   return out;
 }
 

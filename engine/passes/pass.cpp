@@ -25,7 +25,10 @@ std::string jsonString(std::string_view s) {
 }
 
 Snapshot takeSnapshot(const ir::Graph& g, const ir::OpRegistry& reg) {
-  return Snapshot{std::make_shared<const ir::Graph>(g), ir::print(g, reg)};
+  Snapshot snap;
+  snap.graph = std::make_shared<const ir::Graph>(g);
+  snap.text = ir::print(g, reg, &snap.nodeLines);
+  return snap;
 }
 
 int numNodes(const ir::Graph& g) { return static_cast<int>(g.nodes().size()); }

@@ -145,7 +145,8 @@ class Pass {
 // A graph as it was after one step of a pipeline.
 struct Snapshot {
   std::shared_ptr<const ir::Graph> graph;
-  std::string text;  // ir::print of graph
+  std::string text;            // ir::print of graph
+  std::vector<int> nodeLines;  // node id -> its 0-based line in text
 };
 
 struct PassStep {

@@ -113,6 +113,40 @@ class TestIrText : public QObject {
     QVERIFY2(failures.isEmpty(), qPrintable(failures.join("\n")));
   }
 
+  // print's node -> line map, for a graph of every core op (scan and cond print nested functions over several
+  // lines): each node's line is the top-level line that applies its op, found here by reading the text.
+  void nodeLinesPointAtTheirNodes() {
+    const OpRegistry& reg = ops::registry();
+    auto table = test::coreOpExamples();
+    Graph g;
+    size_t i = 0;
+    for (const OpDef& def : reg.all()) {
+      if (static_cast<uint32_t>(def.code) >= kNumCoreOps) continue;
+      QCOMPARE(QString::fromStdString(test::buildOpGraph(reg, def, table.at(def.name), provenanceFor(i++, def.name), g)),
+               QString());
+    }
+    std::vector<int> lines;
+    const std::string text = print(g, reg, &lines);
+    QCOMPARE(print(g, reg), text);
+    QCOMPARE(lines.size(), g.nodes().size());
+    std::vector<std::string> textLines;
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = text.find('\n', pos);
+      textLines.push_back(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    int multiLine = 0;
+    for (size_t k = 0; k < lines.size(); ++k) {
+      const std::string& l = textLines.at(static_cast<size_t>(lines[k]));
+      const std::string op = reg.get(g.nodes()[k].op).name + "(";
+      QVERIFY2(l.rfind("  ", 0) == 0 && l[2] != ' ' && l.find(op) != std::string::npos,
+               qPrintable(QString("node %1 (%2) at line %3: %4").arg(k).arg(op.c_str()).arg(lines[k]).arg(l.c_str())));
+      if (k > 0) QVERIFY(lines[k] > lines[k - 1]);
+      multiLine += k > 0 && lines[k] > lines[k - 1] + 1;
+    }
+    QVERIFY(multiLine >= 2);  // scan's and cond's bodies lie between nodes
+  }
+
   // The format itself, pinned: renumbering, attrs, literals, results, outputs and provenance.
   void printsTheDocumentedForm() {
     Graph g;
