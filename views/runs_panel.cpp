@@ -71,7 +71,8 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::UserRole) return static_cast<qlonglong>(r.info.id);
   if (role == Qt::ForegroundRole && c == 2) {
     switch (r.info.status) {
-      case store::RunStatus::Failed: return QColor(208, 64, 64);
+      case store::RunStatus::Failed:
+      case store::RunStatus::Diverged: return QColor(208, 64, 64);
       case store::RunStatus::Running: return QColor(40, 140, 220);
       case store::RunStatus::Killed: return QColor(200, 140, 30);
       default: return {};
@@ -84,7 +85,9 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     case 1: return QString::fromStdString(r.info.name);
     case 2: {
       QString s = store::runStatusName(r.info.status);
-      if (r.info.status == store::RunStatus::Failed && !r.info.message.empty()) s += ": " + QString::fromStdString(r.info.message);
+      if ((r.info.status == store::RunStatus::Failed || r.info.status == store::RunStatus::Diverged) &&
+          !r.info.message.empty())
+        s += ": " + QString::fromStdString(r.info.message);
       return s;
     }
     case 3: return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r.info.startTime)).toString("yyyy-MM-dd HH:mm");

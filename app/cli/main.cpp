@@ -1,5 +1,8 @@
 // tessera: the command-line face of the engine. Everything the IDE shows is reachable from here.
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -26,6 +29,14 @@
 #include "engine/version.h"
 
 namespace {
+
+// Runs before any shared library initialises (.preinit_array comes ahead of their constructors). OpenBLAS starts
+// threads of its own when it loads, and each maps a 128 MiB workspace, retrying forever when it cannot: under
+// `ulimit -v` such a thread spins, and exit waits for it. The engine runs GEMMs on its own threads
+// (engine/backends/cpu/gemm.cpp), so OpenBLAS keeps one unless OPENBLAS_NUM_THREADS says otherwise
+// (TESSERA_GEMM_THREADS=blas raises the count when the first GEMM runs).
+void oneBlasThread(int, char**, char**) { ::setenv("OPENBLAS_NUM_THREADS", "1", 0); }
+[[gnu::section(".preinit_array"), gnu::used]] void (*kOneBlasThread)(int, char**, char**) = oneBlasThread;
 
 using namespace tsr;
 
@@ -134,9 +145,7 @@ int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"tessera: compile, train and inspect neural networks"};
   app.set_version_flag("--version", std::string("tessera ") + tsr::kVersion);
   app.require_subcommand(1);
@@ -173,4 +182,21 @@ int main(int argc, char** argv) {
   for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The last line of defence: what no command caught is printed and the exit status says so. Errors a user
+  // can cause are values long before this; reaching it is a bug, but never a death by signal.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tessera: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "tessera: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "tessera: internal error: an unknown exception\n";
+  }
+  return 1;
 }

@@ -61,7 +61,7 @@ int list(const store::RunStore& db) {
 
 int show(const store::RunStore& db, int64_t id) {
   auto r = db.run(id);
-  if (!r.ok()) return fail(fmt::format("no run {} in {}", id, db.path()));
+  if (!r.ok()) return fail(r.error().message);
   std::cout << fmt::format("run {}: {} ({})\n", r->id, r->name, store::runStatusName(r->status));
   std::cout << fmt::format("project  {}\nstarted  {}\nended    {}\n", r->project, localTime(r->startTime),
                            localTime(r->endTime));
@@ -76,6 +76,7 @@ int show(const store::RunStore& db, int64_t id) {
   for (const auto& [key, last] : *latest) {
     auto points = db.metrics(id, key);
     if (!points.ok()) return fail(points.error().message);
+    if (points->empty()) continue;  // a damaged store may list a key without its points
     auto [lo, hi] = std::minmax_element(points->begin(), points->end(),
                                         [](const auto& a, const auto& b) { return a.value < b.value; });
     std::cout << fmt::format("  {:<20}{:>8}{:>14.6g}{:>14.6g}{:>14.6g}\n", key, last.step, last.value, lo->value,
@@ -104,7 +105,7 @@ int show(const store::RunStore& db, int64_t id) {
 }
 
 int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const std::string& outPath) {
-  if (!db.run(id).ok()) return fail(fmt::format("no run {} in {}", id, db.path()));
+  if (auto r = db.run(id); !r.ok()) return fail(r.error().message);
   if (outPath.empty()) return fail("export-trace needs -o FILE");
   auto profiles = db.profiles(id);
   if (!profiles.ok()) return fail(profiles.error().message);
@@ -121,7 +122,7 @@ int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const st
 }
 
 int exportCsv(const store::RunStore& db, int64_t id, const std::string& outPath) {
-  if (!db.run(id).ok()) return fail(fmt::format("no run {} in {}", id, db.path()));
+  if (auto r = db.run(id); !r.ok()) return fail(r.error().message);
   auto keys = db.metricKeys(id);
   if (!keys.ok()) return fail(keys.error().message);
   struct Row {
@@ -171,9 +172,9 @@ std::function<int()> addRunsCommand(CLI::App& app) {
     std::string path = a->db;
     if (path.empty()) path = a->project.empty() ? "runs.db" : (std::filesystem::path(a->project) / "runs.db").string();
     std::error_code ec;
-    // Reading must not create an empty store where the user mistyped a path.
+    // Reading must not create an empty store where the user mistyped a path, nor write into any file.
     if (!std::filesystem::exists(path, ec)) return fail("no run store at " + path);
-    auto db = store::RunStore::open(path);
+    auto db = store::RunStore::openReadOnly(path);
     if (!db.ok()) return fail(db.error().message);
     if (listCmd->parsed()) return list(*db);
     if (showCmd->parsed()) return show(*db, a->id);

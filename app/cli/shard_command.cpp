@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/dtype.h"
+#include "engine/core/limits.h"
 #include "engine/ops/registry.h"
 #include "engine/project/project.h"
 #include "engine/sharding/sharding.h"
@@ -68,6 +69,9 @@ int runShow(const ShardArgs& a) {
   if (!mesh.ok()) return fail(mesh.error().message);
   auto shape = parseInts(a.shape, ',', "--shape");
   if (!shape.ok()) return fail(shape.error().message);
+  if (auto n = limits::checkedProduct("--shape", *shape, limits::kArrayElements); !n.ok()) return fail(n.error().message);
+  // The drawing is width columns of text per row of boxes: bounded before a line is made that long.
+  if (auto st = limits::checkRange("--width", a.width, 1, limits::kDrawingWidth); !st.ok()) return fail(st.error().message);
   auto spec = sharding::PartitionSpec::parse(a.spec);
   if (!spec.ok()) return fail(spec.error().message);
   auto ns = sharding::NamedSharding::create(*mesh, *spec);

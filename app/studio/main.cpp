@@ -13,6 +13,9 @@
 #include <QUndoStack>
 
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "app/studio/main_window.h"
 #include "engine/version.h"
@@ -24,6 +27,14 @@
 using tsr::studio::MainWindow;
 
 namespace {
+
+// Runs before any shared library initialises (.preinit_array comes ahead of their constructors). OpenBLAS starts
+// threads of its own when it loads, and each maps a 128 MiB workspace, retrying forever when it cannot: under
+// `ulimit -v` such a thread spins, and exit waits for it. The engine runs GEMMs on its own threads
+// (engine/backends/cpu/gemm.cpp), so OpenBLAS keeps one unless OPENBLAS_NUM_THREADS says otherwise
+// (TESSERA_GEMM_THREADS=blas raises the count when the first GEMM runs).
+void oneBlasThread(int, char**, char**) { ::setenv("OPENBLAS_NUM_THREADS", "1", 0); }
+[[gnu::section(".preinit_array"), gnu::used]] void (*kOneBlasThread)(int, char**, char**) = oneBlasThread;
 
 // The sharding panel has planned (or failed to) and applied the --mesh and --drop edits, where it is rendered.
 bool shardingReady(MainWindow* w, const QString& panel) {
@@ -85,10 +96,28 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
   timer->start(100);
 }
 
-}  // namespace
+// Exceptions must not cross Qt's event loop (Qt does not support it): one escaping an event handler is printed
+// and the IDE exits with status 1, instead of aborting.
+class StudioApplication : public QApplication {
+ public:
+  using QApplication::QApplication;
+  bool notify(QObject* receiver, QEvent* event) override {
+    try {
+      return QApplication::notify(receiver, event);
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "tessera-studio: out of memory\n");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tessera-studio: internal error: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tessera-studio: internal error: an unknown exception\n");
+    }
+    QApplication::exit(1);
+    return false;
+  }
+};
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+int run(int argc, char** argv) {
+  StudioApplication app(argc, argv);
   QApplication::setOrganizationName("Tessera");
   QApplication::setApplicationName("Tessera Studio");
   QApplication::setApplicationVersion(tsr::kVersion);
@@ -165,4 +194,20 @@ int main(int argc, char** argv) {
     w.show();
   }
   return app.exec();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes outside the event loop (the command line, building the window): printed, status 1.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessera-studio: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera-studio: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessera-studio: internal error: an unknown exception\n");
+  }
+  return 1;
 }

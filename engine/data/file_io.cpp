@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -157,6 +159,26 @@ Status AtomicFileWriter::commit() {
     ::close(dfd);
   }
   return {};
+}
+
+std::vector<std::string> removeOrphanTempFiles(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string name = it->path().filename().string();
+    const size_t tag = name.rfind(".tmp-");
+    if (tag == std::string::npos) continue;
+    // The writer's pid follows the tag; a writer that still runs keeps its file.
+    const char* digits = name.c_str() + tag + 5;
+    char* after = nullptr;
+    const long pid = std::strtol(digits, &after, 10);
+    if (after != digits && *after == '-' && pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    if (fs::remove(it->path(), ec)) removed.push_back(it->path().string());
+    ec.clear();
+  }
+  return removed;
 }
 
 Status writeFileAtomically(const std::string& path, std::string_view bytes) {

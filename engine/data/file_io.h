@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/result.h"
 
@@ -65,5 +66,9 @@ class AtomicFileWriter {
 };
 
 Status writeFileAtomically(const std::string& path, std::string_view bytes);
+
+// Removes the temporary files that atomic writes left in `dir` when their process died before the rename
+// ("NAME.tmp-PID-N", ".NAME.tmp-PID-XXXXXX"): those whose process is gone. Returns their paths.
+std::vector<std::string> removeOrphanTempFiles(const std::string& dir);
 
 }  // namespace tsr::data

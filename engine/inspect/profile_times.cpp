@@ -64,7 +64,7 @@ Result<ProfileTimes> loadProfileTimes(const std::string& dbPath, const ir::Graph
   std::error_code ec;
   if (!std::filesystem::is_regular_file(dbPath, ec))
     return makeError("{}: no run store yet (run `tessera profile` or Profile ▶)", dbPath);
-  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
   TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
   std::optional<store::ProfileInfo> latest;
   for (const store::RunInfo& r : runs) {

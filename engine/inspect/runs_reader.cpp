@@ -8,7 +8,7 @@ namespace tsr::inspect {
 Result<RunsReader> RunsReader::open(const std::string& dbPath) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(dbPath, ec)) return makeError("{}: no run store yet", dbPath);
-  TSR_ASSIGN(store::RunStore s, store::RunStore::open(dbPath));
+  TSR_ASSIGN(store::RunStore s, store::RunStore::openReadOnly(dbPath));
   return RunsReader(std::move(s));
 }
 

@@ -299,7 +299,7 @@ Result<Timeline> loadProfileTimeline(const std::string& dbPath, int64_t profileI
   std::error_code ec;
   if (!std::filesystem::is_regular_file(dbPath, ec))
     return makeError("{}: no run store yet (run `tessera profile` or Profile ▶)", dbPath);
-  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
   TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
   std::optional<store::ProfileInfo> chosen;
   for (const store::RunInfo& r : runs) {

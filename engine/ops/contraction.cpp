@@ -13,6 +13,7 @@
 #include <climits>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "engine/ops/registry.h"
 #include "engine/ops/shard_rules.h"
 #include "engine/ops/rule_helpers.h"
+#include "engine/runtime/blas_workspace.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::ops {
@@ -327,6 +329,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const dou
 // f32 / f64: one BLAS GEMM per batch. lhs is read as [M, K] (or [K, M] transposed), rhs as [K, N] (or [N, K]).
 template <class T>
 void blasDot(const T* lhs, const Shape& ls, const T* rhs, const Shape& rs, const DotProblem& p, T* out) {
+  // OpenBLAS would spin forever on a workspace it cannot map (blas_workspace.h): fail here instead.
+  if (auto st = runtime::reserveBlasWorkspace(); !st.ok()) throw std::runtime_error(st.error().message);
   std::vector<T> lhsScratch, rhsScratch;
   Operand<T> a = prepareOperand(lhs, ls, p.lhs.batch, p.lhs.free, p.lhs.contract, true, lhsScratch);
   Operand<T> b = prepareOperand(rhs, rs, p.rhs.batch, p.rhs.contract, p.rhs.free, true, rhsScratch);

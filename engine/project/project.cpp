@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "engine/core/limits.h"
 #include "engine/project/model_family.h"
 
 namespace tsr::project {
@@ -51,6 +52,25 @@ class SectionReader {
     if (m_error || !m_table) return;
     if (const toml::node* node = m_table->get(key); node && !check(out))
       fail(*node, fmt::format("'{}' must be {}", key, requirement));
+  }
+
+  // An integer size that must also stay within its limit (limits.h), checked before anything is sized by it.
+  template <class Check>
+  void get(const char* key, int64_t& out, Check check, const char* requirement, int64_t limit) {
+    get(key, out, check, requirement);
+    if (m_error || !m_table) return;
+    if (const toml::node* node = m_table->get(key))
+      if (auto st = limits::checkRange(key, out, INT64_MIN, limit); !st.ok()) fail(*node, st.error().message);
+  }
+
+  // An array of sizes: each within `each`, and their product within `product`.
+  void getSizes(const char* key, std::vector<int64_t>& out, int64_t each, int64_t product) {
+    if (m_error || !m_table) return;
+    const toml::node* node = m_table->get(key);
+    if (!node) return;
+    for (int64_t v : out)
+      if (auto st = limits::checkRange(key, v, 1, each); !st.ok()) return fail(*node, st.error().message);
+    if (auto n = limits::checkedProduct(key, out, product); !n.ok()) fail(*node, n.error().message);
   }
 
   // Unknown keys are errors: a typo must not silently fall back to a default.
@@ -188,29 +208,30 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
     }
   }
   if (p.model.family == "gpt2" || plugin) {
-    model.get("vocab_size", g.vocabSize, positive, "positive");
-    model.get("block_size", g.blockSize, positive, "positive");
-    model.get("n_layer", g.nLayer, positive, "positive");
-    model.get("n_head", g.nHead, positive, "positive");
-    model.get("n_embd", g.nEmbd, positive, "positive");
+    model.get("vocab_size", g.vocabSize, positive, "positive", limits::kVocab);
+    model.get("block_size", g.blockSize, positive, "positive", limits::kSequence);
+    model.get("n_layer", g.nLayer, positive, "positive", limits::kLayers);
+    model.get("n_head", g.nHead, positive, "positive", limits::kWidth);
+    model.get("n_embd", g.nEmbd, positive, "positive", limits::kWidth);
     model.get("dropout", g.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
     std::string qkvLayout = g.qkvHeads ? "heads" : "fused";
     model.get("qkv_layout", qkvLayout, [](const std::string& l) { return l == "fused" || l == "heads"; },
               "fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)");
     g.qkvHeads = qkvLayout == "heads";
   } else if (p.model.family == "vit") {
-    model.get("image_size", v.imageSize, positive, "positive");
-    model.get("patch_size", v.patchSize, positive, "positive");
-    model.get("hidden", v.hidden, positive, "positive");
-    model.get("layers", v.layers, positive, "positive");
-    model.get("heads", v.heads, positive, "positive");
-    model.get("mlp", v.mlp, positive, "positive");
-    model.get("num_classes", v.numClasses, positive, "positive");
+    model.get("image_size", v.imageSize, positive, "positive", limits::kImageSize);
+    model.get("patch_size", v.patchSize, positive, "positive", limits::kImageSize);
+    model.get("hidden", v.hidden, positive, "positive", limits::kWidth);
+    model.get("layers", v.layers, positive, "positive", limits::kLayers);
+    model.get("heads", v.heads, positive, "positive", limits::kWidth);
+    model.get("mlp", v.mlp, positive, "positive", limits::kWidth);
+    model.get("num_classes", v.numClasses, positive, "positive", limits::kVocab);
     model.get("dropout", v.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
   } else {
     model.get("sizes", p.model.mlp.sizes, [](const std::vector<int64_t>& s) {
       return s.size() >= 2 && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
     }, "at least two positive sizes");
+    model.getSizes("sizes", p.model.mlp.sizes, limits::kWidth, INT64_MAX);
   }
   model.finish();
   if (!error && p.model.languageModel() && g.nEmbd % g.nHead != 0)
@@ -226,31 +247,31 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   data.get("tokenizer", p.data.tokenizer, [](const std::string& t) { return t == "bpe" || t == "gpt2"; }, "bpe or gpt2");
   data.get("encoder_json", p.data.encoderJson);
   data.get("vocab_bpe", p.data.vocabBpe);
-  data.get("vocab_size", p.data.vocabSize, [](int64_t n) { return n >= 257; }, "at least 257");
+  data.get("vocab_size", p.data.vocabSize, [](int64_t n) { return n >= 257; }, "at least 257", limits::kVocab);
   data.get("val_fraction", p.data.valFraction, [](double f) { return f >= 0 && f < 1; }, "in [0, 1)");
   data.finish();
 
   auto& t = p.train;
   SectionReader train(section("train"), "train", file, error);
-  train.get("steps", t.steps, nonNegative, "non-negative");
-  train.get("batch_size", t.batchSize, positive, "positive");
-  train.get("seq_len", t.seqLen, positive, "positive");
+  train.get("steps", t.steps, nonNegative, "non-negative", limits::kSteps);
+  train.get("batch_size", t.batchSize, positive, "positive", limits::kBatch);
+  train.get("seq_len", t.seqLen, positive, "positive", limits::kSequence);
   train.get("optimizer", t.optimizer, [](const std::string& o) { return o == "adamw" || o == "adam" || o == "sgd"; },
             "one of adamw, adam, sgd");
   train.get("loss", t.loss, [](const std::string& l) { return l == "cross_entropy" || l == "mse"; },
             "cross_entropy or mse");
   train.get("lr", t.lr, positive, "positive");
   train.get("min_lr", t.minLr, nonNegative, "non-negative");
-  train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative");
+  train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative", limits::kSteps);
   train.get("weight_decay", t.weightDecay, nonNegative, "non-negative");
   train.get("grad_clip", t.gradClip, nonNegative, "non-negative (0 disables clipping)");
   train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("beta2", t.beta2, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("momentum", t.momentum, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
-  train.get("eval_every", t.evalEvery, nonNegative, "non-negative");
-  train.get("eval_steps", t.evalSteps, positive, "positive");
-  train.get("log_every", t.logEvery, positive, "positive");
-  train.get("checkpoint_every", t.checkpointEvery, nonNegative, "non-negative");
+  train.get("eval_every", t.evalEvery, nonNegative, "non-negative", limits::kSteps);
+  train.get("eval_steps", t.evalSteps, positive, "positive", limits::kSteps);
+  train.get("log_every", t.logEvery, positive, "positive", limits::kSteps);
+  train.get("checkpoint_every", t.checkpointEvery, nonNegative, "non-negative", limits::kSteps);
   train.get("seed", t.seed);
   train.get("shuffle", t.shuffle);
   train.finish();
@@ -261,6 +282,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   mesh.get("shape", p.mesh.shape, [](const std::vector<int64_t>& s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
   }, "a non-empty array of positive sizes");
+  mesh.getSizes("shape", p.mesh.shape, limits::kMeshDevices, limits::kMeshDevices);
   mesh.get("axes", p.mesh.axes);
   mesh.finish();
   if (!error && p.mesh.shape.size() != p.mesh.axes.size())
@@ -293,6 +315,13 @@ Result<Project> loadProject(const std::string& path) {
   fs::path p(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) p /= "project.toml";
+  // Read whole: a device or a pipe (/dev/zero) would never end, a huge file never fit.
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) return makeError("{}: not a regular file", p.string());
+  if (fs::exists(p, ec))
+    if (auto st = limits::checkRange("size of " + p.string(), static_cast<int64_t>(fs::file_size(p, ec)), 0,
+                                     limits::kProjectFileBytes);
+        !st.ok())
+      return st.takeError();
   std::ifstream in(p);
   if (!in) {
     if (!fs::exists(p, ec)) return makeError("{}: no such file (a project is a folder with project.toml)", p.string());

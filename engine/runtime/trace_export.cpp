@@ -101,7 +101,8 @@ std::string toChromeTrace(const Trace& trace) {
   json doc = {{"traceEvents", std::move(events)},
               {"displayTimeUnit", "ns"},
               {"otherData", {{"generator", fmt::format("tessera {}", kVersion)}}}};
-  return doc.dump();
+  // Names come from the store, which may hold any bytes: invalid UTF-8 becomes U+FFFD rather than an exception.
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Status writeChromeTrace(const std::string& path, const Trace& trace) {

@@ -7,21 +7,24 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/limits.h"
+
 namespace tsr::sharding {
 
 Result<Mesh> Mesh::create(std::vector<int64_t> shape, std::vector<std::string> axes, std::vector<int> devices) {
   if (shape.size() != axes.size())
     return makeError("mesh: {} sizes but {} axis names", shape.size(), axes.size());
   if (shape.empty()) return makeError("mesh: no axes");
-  int64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] <= 0) return makeError("mesh: axis '{}' has size {}", axes[i], shape[i]);
     if (axes[i].empty()) return makeError("mesh: axis {} has no name", i);
     for (size_t j = 0; j < i; ++j)
       if (axes[j] == axes[i]) return makeError("mesh: axis name '{}' is used twice", axes[i]);
-    n *= shape[i];
   }
-  if (n > 1 << 20) return makeError("mesh: {} devices is too many", n);
+  // Bounded before anything is sized by it: a product that overflowed would make a wrong (or negative) count.
+  auto counted = limits::checkedProduct("mesh shape", shape, limits::kMeshDevices);
+  if (!counted.ok()) return makeError("mesh: {}", counted.error().message);
+  const int64_t n = *counted;
   if (devices.empty()) {
     devices.resize(static_cast<size_t>(n));
     std::iota(devices.begin(), devices.end(), 0);
@@ -156,6 +159,10 @@ std::vector<int64_t> NamedSharding::shardsPerDim(int rank) const {
 }
 
 Status NamedSharding::check(const Shape& shape) const {
+  // A spec made without create() may name an axis the mesh lacks: its size would count as 0 shards.
+  for (const auto& dim : spec.dims)
+    for (const auto& a : dim)
+      if (mesh.axisIndex(a) < 0) return makeError("{}: axis '{}' is not in {}", spec.toString(), a, mesh.toString());
   if (static_cast<int>(spec.dims.size()) > shape.rank())
     return makeError("{} has {} dims but the array {} has rank {}", spec.toString(), spec.dims.size(),
                      shape.toString(), shape.rank());

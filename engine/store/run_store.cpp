@@ -102,7 +102,11 @@ class Stmt {
   Stmt& operator=(const Stmt&) = delete;
 
   bool ok() const { return m_rc == SQLITE_OK; }
-  Error error() const { return Error{std::string("run store: ") + sqlite3_errmsg(m_db)}; }
+  // SQLite's own message, with the file: "run store /p/runs.db: database disk image is malformed".
+  Error error() const {
+    const char* file = sqlite3_db_filename(m_db, "main");
+    return makeError("run store {}: {}", file && *file ? file : "(in memory)", sqlite3_errmsg(m_db));
+  }
   Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(m_stmt, i, v); return *this; }
   Stmt& bind(int i, double v) { sqlite3_bind_double(m_stmt, i, v); return *this; }
   Stmt& bind(int i, const std::string& v) {
@@ -115,6 +119,22 @@ class Stmt {
   }
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int step() { return sqlite3_step(m_stmt); }
+  // Calls row() for each row. An error on the way (a damaged page, a locked file) is the result, never a
+  // shorter list that looks complete.
+  template <class F>
+  Status each(F&& row) {
+    int rc;
+    while ((rc = step()) == SQLITE_ROW) TSR_TRY(row());
+    if (rc != SQLITE_DONE) return error();
+    return {};
+  }
+  // The one row of a lookup: true when found, false when there is none, an error when reading failed.
+  Result<bool> one() {
+    int rc = step();
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return error();
+  }
   void reset() {
     sqlite3_reset(m_stmt);
     sqlite3_clear_bindings(m_stmt);
@@ -137,6 +157,7 @@ RunStatus parseStatus(const std::string& s) {
   if (s == "finished") return RunStatus::Finished;
   if (s == "failed") return RunStatus::Failed;
   if (s == "killed") return RunStatus::Killed;
+  if (s == "diverged") return RunStatus::Diverged;
   return RunStatus::Running;
 }
 
@@ -161,6 +182,7 @@ const char* runStatusName(RunStatus s) {
     case RunStatus::Finished: return "finished";
     case RunStatus::Failed: return "failed";
     case RunStatus::Killed: return "killed";
+    case RunStatus::Diverged: return "diverged";
   }
   return "?";
 }
@@ -204,14 +226,49 @@ Result<RunStore> RunStore::open(const std::string& path) {
   return store;
 }
 
-int RunStore::schemaVersion() const {
+Result<RunStore> RunStore::openReadOnly(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return makeError("cannot open run store {}: {}", path, msg);
+  }
+  RunStore store(db, path);
+  sqlite3_busy_timeout(db, 5000);  // a training process may be writing
+  auto version = store.readSchemaVersion();
+  if (!version.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  if (*version > kSchemaVersion)
+    return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", path,
+                     *version, kSchemaVersion);
+  // An empty file, or another program's database: no schema of ours (and none is written into it here).
+  Stmt runs(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'");
+  if (!runs.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  auto found = runs.one();
+  if (!found.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  if (*version < 1 || !*found)
+    return makeError("{}: not a Tessera run store (it holds no runs table{})", path,
+                     *version < 1 ? " and no schema version" : "");
+  return store;
+}
+
+Result<int> RunStore::readSchemaVersion() const {
   Stmt st(m_db, "PRAGMA user_version");
-  return st.ok() && st.step() == SQLITE_ROW ? static_cast<int>(st.i64(0)) : -1;
+  if (!st.ok()) return st.error();
+  TSR_ASSIGN(bool found, st.one());
+  if (!found) return makeError("run store {}: no schema version", m_path);
+  return static_cast<int>(st.i64(0));
+}
+
+int RunStore::schemaVersion() const {
+  auto v = readSchemaVersion();
+  return v.ok() ? *v : -1;
 }
 
 Status RunStore::migrate() {
-  int version = schemaVersion();
-  if (version < 0) return makeError("run store {}: not a SQLite database", m_path);
+  auto read = readSchemaVersion();
+  if (!read.ok()) return makeError("run store {}: not a SQLite database ({})", m_path, read.error().message);
+  const int version = *read;
   if (version > kSchemaVersion)
     return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", m_path,
                      version, kSchemaVersion);
@@ -273,7 +330,10 @@ Result<std::map<std::string, std::string>> RunStore::params(int64_t run) const {
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::map<std::string, std::string> out;
-  while (st.step() == SQLITE_ROW) out[st.text(0)] = st.text(1);
+  TSR_TRY(st.each([&]() -> Status {
+    out[st.text(0)] = st.text(1);
+    return {};
+  }));
   return out;
 }
 
@@ -297,7 +357,10 @@ Result<std::vector<std::string>> RunStore::metricKeys(int64_t run) const {
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::vector<std::string> out;
-  while (st.step() == SQLITE_ROW) out.push_back(st.text(0));
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(st.text(0));
+    return {};
+  }));
   return out;
 }
 
@@ -306,7 +369,10 @@ Result<std::vector<MetricPoint>> RunStore::metrics(int64_t run, const std::strin
   if (!st.ok()) return st.error();
   st.bind(1, run).bind(2, key).bind(3, afterStep);
   std::vector<MetricPoint> out;
-  while (st.step() == SQLITE_ROW) out.push_back(MetricPoint{st.i64(0), st.f64(1), st.f64(2)});
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(MetricPoint{st.i64(0), st.f64(1), st.f64(2)});
+    return {};
+  }));
   return out;
 }
 
@@ -318,7 +384,10 @@ Result<std::map<std::string, MetricPoint>> RunStore::latestMetrics(int64_t run) 
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::map<std::string, MetricPoint> out;
-  while (st.step() == SQLITE_ROW) out[st.text(0)] = MetricPoint{st.i64(1), st.f64(2), st.f64(3)};
+  TSR_TRY(st.each([&]() -> Status {
+    out[st.text(0)] = MetricPoint{st.i64(1), st.f64(2), st.f64(3)};
+    return {};
+  }));
   return out;
 }
 
@@ -335,7 +404,10 @@ Result<std::vector<std::string>> RunStore::artifactNames(int64_t run) const {
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::vector<std::string> out;
-  while (st.step() == SQLITE_ROW) out.push_back(st.text(0));
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(st.text(0));
+    return {};
+  }));
   return out;
 }
 
@@ -343,7 +415,8 @@ Result<Artifact> RunStore::artifact(int64_t run, const std::string& name) const 
   Stmt st(m_db, "SELECT name, kind, data FROM artifacts WHERE run = ? AND name = ?");
   if (!st.ok()) return st.error();
   st.bind(1, run).bind(2, name);
-  if (st.step() != SQLITE_ROW) return makeError("run {} has no artifact '{}'", run, name);
+  TSR_ASSIGN(bool found, st.one());
+  if (!found) return makeError("run store {}: run {} has no artifact '{}'", m_path, run, name);
   return Artifact{st.text(0), st.text(1), st.text(2)};
 }
 
@@ -360,8 +433,10 @@ Result<std::vector<ProfileInfo>> RunStore::profiles(int64_t run) const {
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::vector<ProfileInfo> out;
-  while (st.step() == SQLITE_ROW)
+  TSR_TRY(st.each([&]() -> Status {
     out.push_back(ProfileInfo{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.i64(4), st.i64(5)});
+    return {};
+  }));
   return out;
 }
 
@@ -388,8 +463,10 @@ Result<std::vector<KernelEvent>> RunStore::kernelEvents(int64_t profile, int64_t
   if (!st.ok()) return st.error();
   st.bind(1, profile).bind(2, fromNs).bind(3, toNs);
   std::vector<KernelEvent> out;
-  while (st.step() == SQLITE_ROW)
+  TSR_TRY(st.each([&]() -> Status {
     out.push_back(KernelEvent{st.text(0), st.i64(1), st.text(2), st.i64(3), st.i64(4), st.i64(5), st.f64(6), st.f64(7)});
+    return {};
+  }));
   return out;
 }
 
@@ -417,7 +494,7 @@ Result<std::vector<KernelInfo>> RunStore::profileKernels(int64_t profile) const 
   if (!st.ok()) return st.error();
   st.bind(1, profile);
   std::vector<KernelInfo> out;
-  while (st.step() == SQLITE_ROW) {
+  TSR_TRY(st.each([&]() -> Status {
     KernelInfo k{st.i64(0), st.text(1), st.text(2), st.text(3), {}, {}, st.text(6)};
     auto nodes = nlohmann::json::parse(st.text(4), nullptr, false);
     auto ops = nlohmann::json::parse(st.text(5), nullptr, false);
@@ -430,7 +507,8 @@ Result<std::vector<KernelInfo>> RunStore::profileKernels(int64_t profile) const 
     k.nodes = nodes.get<std::vector<int>>();
     k.ops = ops.get<std::vector<std::string>>();
     out.push_back(std::move(k));
-  }
+    return {};
+  }));
   return out;
 }
 
@@ -452,7 +530,10 @@ Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) con
   if (!st.ok()) return st.error();
   st.bind(1, profile);
   std::vector<ProfileMarkInfo> out;
-  while (st.step() == SQLITE_ROW) out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2)});
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2)});
+    return {};
+  }));
   return out;
 }
 
@@ -460,7 +541,10 @@ Result<std::vector<RunInfo>> RunStore::runs() const {
   Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs ORDER BY id");
   if (!st.ok()) return st.error();
   std::vector<RunInfo> out;
-  while (st.step() == SQLITE_ROW) out.push_back(readRun(st));
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(readRun(st));
+    return {};
+  }));
   return out;
 }
 
@@ -468,7 +552,8 @@ Result<RunInfo> RunStore::run(int64_t id) const {
   Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs WHERE id = ?");
   if (!st.ok()) return st.error();
   st.bind(1, id);
-  if (st.step() != SQLITE_ROW) return makeError("run store {}: no run {}", m_path, id);
+  TSR_ASSIGN(bool found, st.one());
+  if (!found) return makeError("run store {}: no run {}", m_path, id);
   return readRun(st);
 }
 

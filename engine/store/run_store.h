@@ -17,7 +17,8 @@ struct sqlite3;
 
 namespace tsr::store {
 
-enum class RunStatus { Running, Finished, Failed, Killed };
+// Diverged: stopped on a NaN or Inf loss, gradient or state (the message names the step and the value).
+enum class RunStatus { Running, Finished, Failed, Killed, Diverged };
 const char* runStatusName(RunStatus s);
 
 struct RunInfo {
@@ -91,6 +92,9 @@ class RunStore {
 
   // Opens (creating if needed) and migrates the database at `path`. Errors name the file.
   static Result<RunStore> open(const std::string& path);
+  // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
+  // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
+  static Result<RunStore> openReadOnly(const std::string& path);
   static constexpr int kSchemaVersion = 3;
   int schemaVersion() const;
 
@@ -138,6 +142,7 @@ class RunStore {
   // Runs body inside BEGIN/COMMIT; an error rolls everything back.
   Status transaction(const std::function<Status()>& body);
   Status migrate();
+  Result<int> readSchemaVersion() const;  // PRAGMA user_version, or SQLite's error
 
   sqlite3* m_db = nullptr;
   std::string m_path;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +13,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/limits.h"
 #include "engine/data/batch_loader.h"
 #include "engine/data/bpe_trainer.h"
+#include "engine/data/file_io.h"
 #include "engine/data/synthetic_images.h"
 #include "engine/data/token_file.h"
 #include "engine/nn/gpt2.h"
@@ -134,6 +138,23 @@ class DigitSource : public DataSource {
   int64_t m_step, m_start;
 };
 
+// The data files a text project reads from outside its folder (as "../../../etc/passwd" would): they are read,
+// but the run says so and records them, since a project copied from elsewhere should not read a user's files
+// unnoticed.
+std::vector<std::string> filesOutsideProject(const project::Project& p) {
+  std::vector<std::string> out;
+  if (!p.model.languageModel()) return out;
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(fs::absolute(p.dir, ec), ec);
+  for (const std::string* path : {&p.data.path, &p.data.encoderJson, &p.data.vocabBpe}) {
+    if (path->empty()) continue;
+    const fs::path file = fs::weakly_canonical(fs::absolute(p.resolve(*path), ec), ec);
+    const fs::path inside = file.lexically_relative(root);
+    if (inside.empty() || *inside.begin() == "..") out.push_back(file.string());
+  }
+  return out;
+}
+
 // Trains (or loads the cached) tokenizer, and tokenizes the corpus into train and validation token files.
 struct TextData {
   std::optional<data::BpeTokenizer> tokenizer;
@@ -145,12 +166,22 @@ Result<TextData> prepareText(const project::Project& p, const std::function<void
   std::error_code ec;
   if (p.data.path.empty()) return makeError("{}: [data] path is required for text data", p.file);
   if (!fs::exists(corpus, ec)) return makeError("{}: [data] path {} does not exist", p.file, corpus);
+  // The corpus is read whole: a device (/dev/zero), a pipe or a huge file would never end or never fit.
+  if (!fs::is_regular_file(corpus, ec)) return makeError("{}: [data] path {} is not a regular file", p.file, corpus);
+  const auto corpusBytes = static_cast<int64_t>(fs::file_size(corpus, ec));
+  if (ec) return makeError("{}: [data] path {}: {}", p.file, corpus, ec.message());
+  if (auto st = limits::checkRange("size of [data] path " + corpus, corpusBytes, 0, limits::kCorpusBytes); !st.ok())
+    return makeError("{}: {}", p.file, st.error().message);
+  for (const std::string& outside : filesOutsideProject(p))
+    info(fmt::format("warning: {} reads {}, outside the project folder {}", p.file, outside, p.dir));
   fs::path cache = fs::path(p.dir) / ".tessera" / "data";
   fs::create_directories(cache, ec);
   if (ec) return makeError("cannot create {}: {}", cache.string(), ec.message());
+  for (const fs::path& dir : {cache, cache / "tokenizer"})
+    for (const std::string& f : data::removeOrphanTempFiles(dir.string())) info("removed " + f + ", left by an interrupted save");
   // The cache is valid for one corpus (size and mtime) and one tokenizer setting.
   auto mtime = fs::last_write_time(corpus, ec).time_since_epoch().count();
-  std::string stamp = fmt::format("{} {} {} {} {} {} {}", fs::file_size(corpus, ec), mtime, p.data.tokenizer,
+  std::string stamp = fmt::format("{} {} {} {} {} {} {}", corpusBytes, mtime, p.data.tokenizer,
                                   p.data.vocabSize, p.data.valFraction, p.data.encoderJson, p.data.vocabBpe);
   std::string stampPath = (cache / "stamp").string();
   std::string old;
@@ -178,10 +209,8 @@ Result<TextData> prepareText(const project::Project& p, const std::function<void
   if (fresh) return d;
 
   info(fmt::format("tokenizing {}", corpus));
-  std::ifstream in(corpus, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<data::TokenId> ids = d.tokenizer->encode(ss.str(), data::SpecialTokens::Allowed);
+  TSR_ASSIGN(std::string text, data::readFile(corpus));
+  std::vector<data::TokenId> ids = d.tokenizer->encode(text, data::SpecialTokens::Allowed);
   auto nVal = static_cast<size_t>(static_cast<double>(ids.size()) * p.data.valFraction);
   auto vocab = static_cast<uint32_t>(d.tokenizer->vocabSize());
   std::span<const uint32_t> all(ids);
@@ -195,7 +224,7 @@ Result<TextData> prepareText(const project::Project& p, const std::function<void
 
 std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params) {
   const auto& t = p.train;
-  return {{"model.family", p.model.family},
+  std::map<std::string, std::string> h = {{"model.family", p.model.family},
           {"model.params", std::to_string(params)},
           {"train.steps", std::to_string(t.steps)},
           {"train.batch_size", std::to_string(t.batchSize)},
@@ -206,12 +235,41 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
           {"train.weight_decay", fmt::format("{}", t.weightDecay)},
           {"train.grad_clip", fmt::format("{}", t.gradClip)},
           {"train.seed", std::to_string(t.seed)}};
+  std::string outside;
+  for (const std::string& f : filesOutsideProject(p)) outside += (outside.empty() ? "" : ", ") + f;
+  if (!outside.empty()) h["data.outside_project"] = outside;
+  return h;
+}
+
+// The first element of a checkpoint's tensors that is NaN or infinite, as "params.w[17] = nan"; none when all
+// are finite.
+std::optional<std::string> firstNonFinite(const SafetensorsFile& f) {
+  for (const auto& [name, a] : f.tensors) {
+    if (!isFloating(a.dtype())) continue;
+    const auto* bytes = static_cast<const uint8_t*>(a.buffer()->data());
+    const int64_t n = a.aval().numel();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = 0;
+      const uint8_t* e = bytes + i * dtypeSize(a.dtype());
+      switch (a.dtype()) {
+        case DType::F32: { float x; std::memcpy(&x, e, 4); v = x; break; }
+        case DType::F64: std::memcpy(&v, e, 8); break;
+        case DType::BF16: { uint16_t b; std::memcpy(&b, e, 2); v = bf16BitsToFloat(b); break; }
+        case DType::F16: { uint16_t b; std::memcpy(&b, e, 2); v = f16BitsToFloat(b); break; }
+        default: break;
+      }
+      if (!std::isfinite(v)) return fmt::format("{}[{}] = {}", name, i, v);
+    }
+  }
+  return std::nullopt;
 }
 
 // Checkpoint: params and optimizer state in one safetensors file, the step and data position as metadata.
-// Every process gathers the sharded arrays (a collective under MPI); the primary one writes the file.
-Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data, int64_t runId,
-                      bool write = true) {
+// Every process gathers the sharded arrays (a collective under MPI); the primary one writes the file. A state
+// holding NaN or Inf is never written: it would replace the last good checkpoint with a diverged one.
+// Returns the non-finite value instead of writing (none: written, or left to the primary process).
+Result<std::optional<std::string>> saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data,
+                                                  int64_t runId, bool write = true) {
   SafetensorsFile f;
   Status failed;
   auto add = [&](const std::string& name, const Array& a) {
@@ -222,9 +280,11 @@ Status saveCheckpoint(const std::string& path, const TrainState& s, const DataSo
   s.params.visit([&](const std::string& path, const Array& a) { add("params." + path, a); });
   s.optState.visit([&](const std::string& path, const Array& a) { add("opt." + path, a); });
   TSR_TRY(failed);
-  if (!write) return {};
+  if (!write) return std::optional<std::string>();
+  if (auto bad = firstNonFinite(f)) return bad;
   f.metadata = {{"step", std::to_string(s.step)}, {"data", data.state()}, {"run", std::to_string(runId)}};
-  return writeSafetensors(path, f);
+  TSR_TRY(writeSafetensors(path, f));
+  return std::optional<std::string>();
 }
 
 
@@ -263,8 +323,15 @@ Result<ProjectData> prepareData(const project::Project& p, const std::function<v
     d.train = std::make_unique<ImageSource>(std::move(images));
   } else {
     const nn::MlpConfig& cfg = p.model.mlp;
-    d.train = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed);
-    d.val = std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, 1'000'000'000);
+    // The constructor draws the class prototypes with the Array API, which raises on errors.
+    auto digits = [&](int64_t start) {
+      return capture([&] {
+        return std::unique_ptr<DataSource>(
+            std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, start));
+      });
+    };
+    TSR_ASSIGN(d.train, digits(0));
+    TSR_ASSIGN(d.val, digits(1'000'000'000));
   }
   return d;
 }
@@ -370,22 +437,36 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   }
   fs::path ckptDir = fs::path(p.dir) / "checkpoints";
   std::error_code ec;
-  if (primary) fs::create_directories(ckptDir, ec);
+  if (primary) {
+    fs::create_directories(ckptDir, ec);
+    // Temporary files of a save that was interrupted (kill -9, power loss) are of no use to anyone.
+    for (const std::string& f : data::removeOrphanTempFiles(ckptDir.string())) info("removed " + f + ", left by an interrupted save");
+  }
   std::string ckptPath = (ckptDir / "latest.safetensors").string();
   int64_t runId = 0;
   if (options.resume) {
-    TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
-    SafetensorsFile paramsPart = readCheckpointPart(ck, "params.");
-    SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
-    TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
-    TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
-    TSR_TRY(trainer.placeState(state));  // back onto the mesh
-    TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], ckptPath + ": metadata 'step'"));
-    TSR_ASSIGN(runId, parseCount(ck.metadata["run"], ckptPath + ": metadata 'run'"));
-    if (db && !db->run(runId).ok())
-      return makeError("{} belongs to run {}, which is not in {}; resume with the store it was trained with (--db)",
-                       ckptPath, runId, storePath);
-    TSR_TRY(trainData->restore(ck.metadata["data"]));
+    // Every error names the checkpoint: the user has one file to look at (or to delete).
+    auto resume = [&]() -> Status {
+      TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
+      SafetensorsFile paramsPart = readCheckpointPart(ck, "params.");
+      SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
+      TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
+      TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
+      TSR_TRY(trainer.placeState(state));  // back onto the mesh
+      TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], "metadata 'step'"));
+      TSR_ASSIGN(runId, parseCount(ck.metadata["run"], "metadata 'run'"));
+      if (db) {
+        auto run = db->run(runId);
+        if (!run.ok())
+          return makeError("belongs to run {}: {}; resume with the store it was trained with (--db)", runId,
+                           run.error().message);
+      }
+      return trainData->restore(ck.metadata["data"]);
+    };
+    if (auto st = resume(); !st.ok()) {
+      const std::string& m = st.error().message;
+      return m.rfind(ckptPath, 0) == 0 ? st.takeError() : makeError("cannot resume from {}: {}", ckptPath, m);
+    }
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
   } else if (db) {
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
@@ -411,8 +492,10 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   auto runStart = std::chrono::steady_clock::now();
   const int64_t firstStep = state.step;
   int64_t itemsDone = 0;
-  bool stopped = false;
+  bool stopped = false, diverged = false;
   Status failure;
+  // The step the checkpoint file holds, where this process knows it (a resumed run starts from it).
+  int64_t savedStep = options.resume ? firstStep : -1;
   while (state.step < steps) {
     if ((options.stop && options.stop->load()) || (options.stopAtStep >= 0 && state.step >= options.stopAtStep)) {
       stopped = true;
@@ -431,6 +514,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       std::vector<std::pair<std::string, double>> values = {
           {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
           {p.model.languageModel() ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
+      // SQLite stores NaN as NULL, which the metrics table refuses: a diverged step's NaNs stay out of the store
+      // (the run's message names them).
+      std::erase_if(values, [](const auto& kv) { return std::isnan(kv.second); });
       if (db) TSR_TRY(db->logMetrics(runId, state.step, values));
       // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
@@ -440,18 +526,35 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
                                    state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
                                    p.model.languageModel() ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
-    if (!std::isfinite(m->loss)) {
-      failure = makeError("the loss became {} at step {}; run with TESSERA_DEBUG_NANS=1 to find the op", m->loss, state.step);
+    if (!std::isfinite(m->loss) || !std::isfinite(m->gradNorm)) {
+      diverged = true;
+      failure = makeError("diverged at step {}: the {} is {}; run with TESSERA_DEBUG_NANS=1 to find the op", state.step,
+                          std::isfinite(m->loss) ? "gradient norm" : "loss",
+                          std::isfinite(m->loss) ? m->gradNorm : m->loss);
       break;
     }
     if (t.evalEvery > 0 && state.step % t.evalEvery == 0 && valData) {
-      TSR_ASSIGN(double vl, evaluate());
+      auto evaluated = evaluate();
+      if (!evaluated.ok()) { failure = evaluated.takeError(); break; }
+      const double vl = *evaluated;
+      if (!std::isfinite(vl)) {
+        diverged = true;
+        failure = makeError("diverged at step {}: the validation loss is {}", state.step, vl);
+        break;
+      }
       summary.lastValLoss = vl;
       if (db) TSR_TRY(db->logMetrics(runId, state.step, {{"val_loss", vl}}));
       onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
     }
     if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {
-      TSR_TRY(saveCheckpoint(ckptPath, state, *trainData, runId, primary));
+      auto saved = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
+      if (!saved.ok()) { failure = saved.takeError(); break; }
+      if (*saved) {
+        diverged = true;
+        failure = makeError("diverged at step {}: the state holds {}", state.step, **saved);
+        break;
+      }
+      savedStep = state.step;
       onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
     }
   }
@@ -459,11 +562,29 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   summary.steps = state.step;
   summary.tokensPerSecond = elapsed > 0 ? static_cast<double>(itemsDone) / elapsed : 0;
 
-  // Whatever happened, keep the work done so far.
-  Status saved = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
-  if (saved.ok()) onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
+  // Whatever happened, keep the work done so far, unless the checkpoint holds it already or the state has
+  // diverged: a non-finite state never replaces a finite checkpoint.
+  Status saved;
+  if (savedStep != state.step) {
+    auto written = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
+    if (!written.ok()) {
+      saved = written.takeError();
+    } else if (*written) {
+      std::string kept = savedStep >= 0 ? fmt::format("keeps step {}", savedStep) : "is left as it was";
+      std::string why = fmt::format("the state holds {}, so {} {}", **written, ckptPath, kept);
+      if (failure.ok()) failure = makeError("diverged at step {}: {}", state.step, why);
+      else failure = makeError("{}; {}", failure.error().message, why);
+      diverged = true;
+    } else {
+      onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
+    }
+  }
   if (!failure.ok()) {
-    if (db) (void)db->finishRun(runId, store::RunStatus::Failed, failure.error().message);
+    if (diverged && savedStep >= 0 && failure.error().message.find(ckptPath) == std::string::npos)
+      failure = makeError("{}; {} keeps step {}", failure.error().message, ckptPath, savedStep);
+    if (db)
+      (void)db->finishRun(runId, diverged ? store::RunStatus::Diverged : store::RunStatus::Failed,
+                          failure.error().message);
     return failure.takeError();
   }
   TSR_TRY(saved);
@@ -580,6 +701,9 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
   for (int64_t i = 0; i < p.train.evalSteps; ++i) {
     TSR_ASSIGN(Batch b, data.val->next());
     TSR_ASSIGN(double l, trainer.evalLoss(state, b));
+    // A NaN mean would read as a result; it is the sign of a diverged checkpoint.
+    if (!std::isfinite(l))
+      return makeError("{}: the validation loss is {} on batch {} of {}", checkpoint, l, i + 1, p.train.evalSteps);
     total += l;
   }
   return total / static_cast<double>(p.train.evalSteps);

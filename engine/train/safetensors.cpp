@@ -3,13 +3,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/core/limits.h"
 
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
@@ -59,7 +64,8 @@ Status writeFileAtomic(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  // The writer's pid in the name lets the next run tell an orphan (its writer killed) from a save in progress.
+  std::string tmp = (dir / fmt::format(".{}.tmp-{}-XXXXXX", target.filename().string(), ::getpid())).string();
   int fd = ::mkstemp(tmp.data());
   if (fd < 0) return makeError("cannot create a temporary file next to {}: {}", path, std::strerror(errno));
   Status st = writeAll(fd, bytes.data(), bytes.size(), path);
@@ -106,21 +112,45 @@ Status writeSafetensors(const std::string& path, const SafetensorsFile& file) {
 }
 
 Result<SafetensorsFile> readSafetensors(const std::string& path) {
+  // Every check the safetensors library makes on load: a bounded header, no name twice, each tensor's bytes
+  // exactly its dtype times its shape, and the tensors tiling the data from its first byte to the file's end
+  // (in order of offset, no overlap, no gap). A damaged file then fails here, naming the file and the tensor,
+  // instead of loading wrong weights.
   std::ifstream in(path, std::ios::binary);
   if (!in) return makeError("cannot open {}", path);
   in.seekg(0, std::ios::end);
-  auto size = static_cast<uint64_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end < 0) return makeError("{}: cannot read its size", path);
+  const auto size = static_cast<uint64_t>(end);
   in.seekg(0);
   unsigned char lenBytes[8];
   if (size < 8 || !in.read(reinterpret_cast<char*>(lenBytes), 8)) return makeError("{}: too short for safetensors", path);
   uint64_t len = 0;
   for (int i = 7; i >= 0; --i) len = (len << 8) | lenBytes[i];
-  if (len > size - 8 || len > (100u << 20)) return makeError("{}: header length {} is invalid", path, len);
+  if (len > static_cast<uint64_t>(limits::kSafetensorsHeaderBytes))
+    return makeError("{}: header length {} is above the limit of {} bytes", path, len, limits::kSafetensorsHeaderBytes);
+  if (len > size - 8) return makeError("{}: header length {} runs past the end of the file ({} bytes)", path, len, size);
   std::string json(len, '\0');
-  in.read(json.data(), static_cast<std::streamsize>(len));
-  nlohmann::json header = nlohmann::json::parse(json, nullptr, false);
+  if (!in.read(json.data(), static_cast<std::streamsize>(len))) return makeError("{}: reading the header failed", path);
+  // nlohmann keeps the last of two equal keys: the parser callback sees every top-level key first.
+  std::string duplicate;
+  std::set<std::string> names;
+  nlohmann::json::parser_callback_t seen = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(json, seen, false);
   if (header.is_discarded() || !header.is_object()) return makeError("{}: the header is not a JSON object", path);
-  uint64_t dataStart = 8 + len, dataSize = size - dataStart;
+  if (!duplicate.empty()) return makeError("{}: tensor '{}' appears twice in the header", path, duplicate);
+  const uint64_t dataStart = 8 + len, dataSize = size - dataStart;
+  struct Entry {
+    std::string name;
+    Aval aval;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
   SafetensorsFile file;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -138,24 +168,56 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
     auto dtype = parseSafetensorsDtype(t["dtype"].get<std::string>());
     if (!dtype) return makeError("{}: tensor '{}' has unsupported dtype {}", path, name, t["dtype"].dump());
     std::vector<int64_t> dims;
+    uint64_t bytes = static_cast<uint64_t>(dtypeSize(*dtype));
     for (const auto& d : t["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) return makeError("{}: tensor '{}' has a bad shape", path, name);
-      dims.push_back(d.get<int64_t>());
+      const auto n = static_cast<uint64_t>(d.get<int64_t>());
+      // Bytes beyond the data section cannot be right; stopping there keeps the product from overflowing.
+      if (n != 0 && bytes > dataSize / n)
+        return makeError("{}: tensor '{}' has shape {}, more bytes than the file's {} of data", path, name,
+                         t["shape"].dump(), dataSize);
+      bytes *= n;
+      dims.push_back(static_cast<int64_t>(n));
     }
     Aval aval{Shape(dims), *dtype};
     const auto& off = t["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       return makeError("{}: tensor '{}' has bad data_offsets", path, name);
     uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    if (begin > end || end > dataSize || end - begin != static_cast<uint64_t>(aval.bytes()))
-      return makeError("{}: tensor '{}' ({}) has data_offsets [{}, {}] that do not fit its {} bytes", path, name,
-                       aval.toString(), begin, end, aval.bytes());
-    auto buf = runtime::Buffer::allocate(aval.bytes());
-    if (!buf.ok()) return buf.takeError();
-    in.seekg(static_cast<std::streamoff>(dataStart + begin));
-    if (!in.read(static_cast<char*>((*buf)->data()), static_cast<std::streamsize>(aval.bytes())))
-      return makeError("{}: reading tensor '{}' failed", path, name);
-    file.tensors[name] = Array::fromBuffer(*buf, aval);
+    if (begin > end || end > dataSize)
+      return makeError("{}: tensor '{}' has data_offsets [{}, {}] outside the {} bytes of data", path, name, begin, end,
+                       dataSize);
+    if (end - begin != bytes)
+      return makeError("{}: tensor '{}' ({}) has data_offsets [{}, {}] ({} bytes) for its {} bytes", path, name,
+                       aval.toString(), begin, end, end - begin, bytes);
+    entries.push_back(Entry{name, aval, begin, end});
+  }
+  std::vector<const Entry*> byOffset;
+  for (const auto& e : entries) byOffset.push_back(&e);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const Entry* a, const Entry* b) { return std::tie(a->begin, a->end) < std::tie(b->begin, b->end); });
+  uint64_t expected = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* e : byOffset) {
+    if (e->begin < expected)
+      return makeError("{}: tensor '{}' at data_offsets [{}, {}] overlaps tensor '{}', which ends at {}", path, e->name,
+                       e->begin, e->end, previous->name, expected);
+    if (e->begin > expected)
+      return makeError("{}: tensor '{}' at data_offsets [{}, {}] leaves bytes [{}, {}) of the data unused", path,
+                       e->name, e->begin, e->end, expected, e->begin);
+    expected = e->end;
+    previous = e;
+  }
+  if (expected != dataSize)
+    return makeError("{}: the tensors end at byte {} of the data, but the file holds {} bytes of data", path, expected,
+                     dataSize);
+  for (const Entry& e : entries) {
+    auto buf = runtime::Buffer::allocate(e.aval.bytes());
+    if (!buf.ok()) return makeError("{}: tensor '{}': {}", path, e.name, buf.error().message);
+    in.seekg(static_cast<std::streamoff>(dataStart + e.begin));
+    if (!in.read(static_cast<char*>((*buf)->data()), static_cast<std::streamsize>(e.aval.bytes())))
+      return makeError("{}: reading tensor '{}' failed", path, e.name);
+    file.tensors[e.name] = Array::fromBuffer(*buf, e.aval);
   }
   return file;
 }

@@ -20,8 +20,10 @@ struct CompiledRule {
   sharding::PartitionSpec spec;
 };
 
+// Each rule's regex and spec, its spec checked against the mesh: a rule naming an axis the mesh lacks is an
+// error that names the rule (the mesh may have been edited after the rules were written).
 Result<std::vector<CompiledRule>> compileRules(const std::vector<std::pair<std::string, std::string>>& rules,
-                                               const std::string& file) {
+                                               const sharding::Mesh& mesh, const std::string& file) {
   std::vector<CompiledRule> out;
   for (const auto& [pattern, spec] : rules) {
     CompiledRule r;
@@ -33,6 +35,8 @@ Result<std::vector<CompiledRule>> compileRules(const std::vector<std::pair<std::
     }
     auto p = sharding::PartitionSpec::parse(spec);
     if (!p.ok()) return makeError("{}: [sharding] rule '{}': {}", file, pattern, p.error().message);
+    if (auto ns = sharding::NamedSharding::create(mesh, *p); !ns.ok())
+      return makeError("{}: [sharding] rule '{}': {}", file, pattern, ns.error().message);
     r.spec = std::move(*p);
     out.push_back(std::move(r));
   }
@@ -170,7 +174,7 @@ Result<PlacedArguments> placeArguments(const project::Project& p, const Plannabl
     for (const auto& r : p.sharding) ruleText.emplace_back(r.pattern, r.spec);
   }
   out.numRules = ruleText.size();
-  TSR_ASSIGN(std::vector<CompiledRule> rules, compileRules(ruleText, p.file));
+  TSR_ASSIGN(std::vector<CompiledRule> rules, compileRules(ruleText, mesh, p.file));
   const ir::Graph& g = *step.graph;
 
   // Each argument's sharding: an override, else the first rule whose regex occurs in its path (when the spec
@@ -192,6 +196,11 @@ Result<PlacedArguments> placeArguments(const project::Project& p, const Plannabl
       a.source = "no rule";
       for (const auto& r : rules)
         if (std::regex_search(rel, r.re)) {
+          // A spec of more dims than the array cannot be meant for it (JAX refuses it too); one that does not
+          // divide its dims leaves it replicated, and says so.
+          if (r.spec.dims.size() > static_cast<size_t>(shape.rank()))
+            return makeError("{}: [sharding] rule '{}' matches {} {}, but its spec {} has {} dims", p.file, r.pattern,
+                             a.path, shape.toString(), r.spec.toString(), r.spec.dims.size());
           sharding::NamedSharding ns{mesh, r.spec};
           if (ns.check(shape).ok()) {
             spec = r.spec;

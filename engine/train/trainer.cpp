@@ -90,7 +90,8 @@ Status Trainer::setSharding(TrainSharding sharding) {
 }
 
 // Each leaf by the first rule whose regex occurs in its path (optimizer state "mu.layers.0.weight" follows
-// "layers.0.weight"); leaves no rule names, or whose shape the spec cannot split, are replicated.
+// "layers.0.weight"); leaves no rule names, or whose shape the spec cannot split, are replicated. A spec of more
+// dims than the leaf it names is an error.
 Result<Tree> Trainer::place(const Tree& tree) const {
   const sharding::NamedSharding replicated = spmd::replicatedOn(m_sharding->mesh);
   std::optional<Error> error;
@@ -98,6 +99,12 @@ Result<Tree> Trainer::place(const Tree& tree) const {
     const sharding::NamedSharding* chosen = &replicated;
     for (const auto& [re, ns] : m_rules)
       if (std::regex_search(path, re)) {
+        if (ns.spec.dims.size() > static_cast<size_t>(a.rank())) {  // as the plan (sharding_plan.cpp) refuses it
+          if (!error)
+            error = makeError("sharding rule matching {} {}: its spec {} has {} dims", path, a.shape().toString(),
+                              ns.spec.toString(), ns.spec.dims.size());
+          return a;
+        }
         if (ns.check(a.shape()).ok()) chosen = &ns;
         break;
       }

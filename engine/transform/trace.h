@@ -3,6 +3,7 @@
 // Traces nest (jit inside grad inside jit); a value of an outer trace used by an inner one is captured as an
 // extra input of the inner graph, the way JAX closes over constants.
 #include <functional>
+#include <new>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -97,13 +98,16 @@ Result<ClosedGraph> makeGraph(const TreeFn& f, const TreeOf<Aval>& inputAvals, c
 Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::vector<Array>&)>& f,
                               const std::vector<Aval>& inputAvals, const std::string& name = "main");
 
-// Runs f, turning a tsr::Exception into an Error.
+// Runs f, turning a tsr::Exception into an Error, and an allocation that failed (a model too large for this
+// machine) into one too.
 template <class F>
 auto capture(F&& f) -> Result<decltype(f())> {
   try {
     return f();
   } catch (const Exception& e) {
     return e.error();
+  } catch (const std::bad_alloc&) {
+    return Error{"out of memory: an allocation failed (is the model or the batch too large for this machine?)"};
   }
 }
 

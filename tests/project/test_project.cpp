@@ -89,6 +89,25 @@ compute = "bf16"
     QVERIFY2(missing.error().message.find("/nonexistent/folder: no such file") == 0, missing.error().message.c_str());
   }
 
+  // Sizes are bounded when the file is read, before anything is allocated from them; the message names the
+  // key, the value and the limit (n_layer = 100000 used to end in std::bad_alloc, a huge mesh in length_error).
+  void sizesAreBoundedWithTheKeyValueAndLimit() {
+    QCOMPARE(parseError("[model]\nn_layer = 100000\n"),
+             std::string("p/project.toml:2: 'n_layer' is 100000, above the limit of 4096"));
+    QCOMPARE(parseError("[model]\nvocab_size = 1000000000\n"),
+             std::string("p/project.toml:2: 'vocab_size' is 1000000000, above the limit of 16777216"));
+    QCOMPARE(parseError("[train]\nbatch_size = 9000000\n"),
+             std::string("p/project.toml:2: 'batch_size' is 9000000, above the limit of 1048576"));
+    QCOMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [784, 10000000, 10]\n"),
+             std::string("p/project.toml:3: 'sizes' is 10000000, above the limit of 131072"));
+    QCOMPARE(parseError("[mesh]\nshape = [9223372036854775807, 2]\naxes = [\"a\", \"b\"]\n"),
+             std::string("p/project.toml:2: 'shape' is 9223372036854775807, above the limit of 1048576"));
+    // Each dim within the limit, their product not (and not overflowing on the way).
+    QCOMPARE(parseError("[mesh]\nshape = [1048576, 1048576, 1048576, 1048576]\naxes = [\"a\", \"b\", \"c\", \"d\"]\n"),
+             std::string("p/project.toml:2: 'shape' is 1048576 x 1048576 x 1048576 x 1048576, more than the limit of 1048576"));
+    QCOMPARE(parseError("[mesh]\nshape = [1024, 1024]\naxes = [\"a\", \"b\"]\n"), std::string("(parsed)"));
+  }
+
   void sampleProjectsLoad() {
     for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base"}) {
       auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);

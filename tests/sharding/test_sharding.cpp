@@ -66,6 +66,30 @@ class TestSharding : public QObject {
     QVERIFY(twice.error().message.find("shards both dim 0 and dim 1") != std::string::npos);
   }
 
+  // A mesh whose device count overflows 64 bits: an error (it used to wrap to -2 and abort resizing to it).
+  void hugeMeshesAreErrors() {
+    auto huge = Mesh::create({9223372036854775807, 2}, {"a", "b"});
+    QVERIFY(!huge.ok());
+    QVERIFY2(huge.error().message.find("9223372036854775807 x 2, more than the limit of 1048576") != std::string::npos,
+             huge.error().message.c_str());
+    auto wraps = Mesh::create({4294967296, 4294967296}, {"a", "b"});  // 2^64: exactly 0 once wrapped
+    QVERIFY(!wraps.ok());
+    QVERIFY(Mesh::create({1024, 1024}, {"a", "b"}).ok());
+    QVERIFY(!Mesh::create({1024, 1025}, {"a", "b"}).ok());
+  }
+
+  // A sharding made without create() (as a rule checked against an older mesh) whose spec names an axis the
+  // mesh lacks: check() says so (it used to divide by that axis's size, zero: SIGFPE).
+  void specNamingAMissingAxisIsAnError() {
+    auto m = Mesh::create({8}, {"data"});
+    QVERIFY(m.ok());
+    NamedSharding ns{*m, *PartitionSpec::parse("None, model")};
+    auto st = ns.check(Shape({784, 1024}));
+    QVERIFY(!st.ok());
+    QCOMPARE(st.error().message, std::string("P(None, 'model'): axis 'model' is not in Mesh('data': 8)"));
+    QVERIFY(!ns.layout(Shape({784, 1024})).ok());
+  }
+
   void tutorialLayouts() {
     // P('a', 'b') on 4x2: device d holds rows (d / 2) * 2048 and columns (d % 2) * 4096.
     NamedSharding ab = make({4, 2}, {"a", "b"}, "a,b");

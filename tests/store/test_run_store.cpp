@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <filesystem>
 #include <fstream>
 
 #include <sqlite3.h>
@@ -260,6 +261,94 @@ class TestRunStore : public QObject {
     auto missingDir = RunStore::open(dir.filePath("no/such/dir/runs.db").toStdString());
     QVERIFY(!missingDir.ok());
     QVERIFY2(missingDir.error().message.find("runs.db") != std::string::npos, missingDir.error().message.c_str());
+  }
+
+  // Read-only opening (runs list and show, the IDE) of an empty file and of another program's database: "not a
+  // Tessera run store", and the file keeps every byte (open() used to write the schema into both).
+  void readOnlyOpeningWritesNothing() {
+    QTemporaryDir dir;
+    auto bytesOf = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    std::string empty = dir.filePath("empty.db").toStdString();
+    std::ofstream(empty).close();
+    std::string foreign = dir.filePath("foreign.db").toStdString();
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(foreign.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES('mine');", nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+    std::string junk = dir.filePath("junk.db").toStdString();
+    std::ofstream(junk) << "this is not a database, just text that is long enough to have a header";
+    for (const std::string& path : {empty, foreign, junk}) {
+      const std::string before = bytesOf(path);
+      auto s = RunStore::openReadOnly(path);
+      QVERIFY(!s.ok());
+      QVERIFY2(s.error().message.find(path + ": not a Tessera run store") == 0, s.error().message.c_str());
+      QCOMPARE(bytesOf(path), before);
+      QVERIFY(!std::filesystem::exists(path + "-wal"));
+    }
+    QVERIFY(!RunStore::openReadOnly(dir.filePath("absent.db").toStdString()).ok());
+    QVERIFY(!std::filesystem::exists(dir.filePath("absent.db").toStdString()));
+
+    // A real store reads; writing through the read-only handle fails with SQLite's word for it.
+    std::string path = dir.filePath("runs.db").toStdString();
+    {
+      auto w = RunStore::open(path);
+      QVERIFY(w.ok());
+      auto run = w->createRun("r", "p", "");
+      QVERIFY(w->logMetrics(*run, 1, {{"loss", 2.5}}).ok());
+    }
+    auto r = RunStore::openReadOnly(path);
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+    QCOMPARE(r->runs()->size(), size_t(1));
+    QCOMPARE(r->metrics(1, "loss")->front().value, 2.5);
+    auto write = r->createRun("x", "p", "");
+    QVERIFY(!write.ok());
+    QVERIFY2(write.error().message.find("readonly") != std::string::npos, write.error().message.c_str());
+  }
+
+  // Pages of a store overwritten with noise, one at a time: a read either returns everything that was written
+  // or fails with SQLite's own message and the file's name; it never returns part of a series as if it were
+  // all, and never says "no run 1" about a run that is there.
+  void damagedPagesAreErrorsNotShorterAnswers() {
+    QTemporaryDir dir;
+    std::string good = dir.filePath("good.db").toStdString();
+    {
+      auto s = RunStore::open(good);
+      QVERIFY(s.ok());
+      auto run = s->createRun("r", "p", "");
+      for (int step = 0; step < 2000; ++step) QVERIFY(s->logMetrics(*run, step, {{"loss", 1.0 / (1 + step)}}).ok());
+    }  // the last connection's close folds the WAL into the file
+    std::ifstream in(good, std::ios::binary);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    const size_t pageSize = 4096;
+    QVERIFY(bytes.size() > 8 * pageSize);
+    int errors = 0;
+    for (size_t page = 1; page * pageSize < bytes.size(); ++page) {
+      std::string b = bytes;
+      for (size_t i = 0; i < pageSize && page * pageSize + i < b.size(); ++i)
+        b[page * pageSize + i] = static_cast<char>((i * 131 + page) & 0xff);
+      std::string path = dir.filePath(QString("damaged%1.db").arg(page)).toStdString();
+      std::ofstream(path, std::ios::binary) << b;
+      auto s = RunStore::openReadOnly(path);
+      if (!s.ok()) {
+        ++errors;
+        continue;
+      }
+      auto loss = s->metrics(1, "loss");
+      if (loss.ok()) {
+        QVERIFY2(loss->size() == 2000, qPrintable(QString("page %1: %2 of 2000 points, no error").arg(page).arg(loss->size())));
+      } else {
+        ++errors;
+        QVERIFY2(loss.error().message.find(path) != std::string::npos, loss.error().message.c_str());
+        QVERIFY2(loss.error().message.find("malformed") != std::string::npos, loss.error().message.c_str());
+      }
+      auto run = s->run(1);
+      if (!run.ok()) QVERIFY2(run.error().message.find("no run 1") == std::string::npos, run.error().message.c_str());
+    }
+    QVERIFY(errors > 0);
   }
 
   void aWriterAndAReaderAtOnceNeverSeeALockedDatabase() {

@@ -375,12 +375,14 @@ class TestInspect : public QObject {
     QVERIFY(!text.empty());
     std::string edited = inspect::setFieldValue(text, "model", "block_size", "128");
     QVERIFY(edited.find("block_size = 128    # n_positions") != std::string::npos);
-    edited = inspect::setFieldValue(edited, "train", "checkpoint_every", "100");  // absent: added to [train]
+    edited = inspect::setFieldValue(edited, "train", "checkpoint_every", "100");
+    edited = inspect::setFieldValue(edited, "train", "momentum", "0.5");  // absent: added to [train]
     edited = inspect::setFieldValue(edited, "precision", "compute", "\"bf16\"");
     auto p = project::parseProject(edited, "project.toml", kMini);
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
     QCOMPARE(p->model.gpt2.blockSize, int64_t(128));
     QCOMPARE(p->train.checkpointEvery, int64_t(100));
+    QCOMPARE(p->train.momentum, 0.5);
     QCOMPARE(p->precision, std::string("bf16"));
     // Every comment line survives.
     size_t comments = 0, kept = 0;

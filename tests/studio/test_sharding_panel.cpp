@@ -317,6 +317,25 @@ class TestShardingPanel : public QObject {
     QCOMPARE(p->plan()->mesh.toString(), std::string("Mesh('data': 4, 'model': 2)"));
   }
 
+  // A mesh edited to lose an axis the project's rules name (mlp_sharding's 'model'): the plan is an error that
+  // names the rule, and the panel lives on (it used to divide by the missing axis's size, zero).
+  void meshWithoutARuleAxisIsAnError() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    QVERIFY(p->setMesh("8", "data"));
+    QVERIFY(waitPlan(p));
+    const QString error = p->planError();
+    QVERIFY2(error.contains("rule 'layers\\.0\\.weight'") && error.contains("axis 'model' is not in Mesh('data': 8)"),
+             qPrintable(error));
+    // Back to a mesh with the axis: planned again.
+    QVERIFY(p->setMesh("4, 2", "data, model"));
+    QVERIFY(waitPlan(p));
+    QVERIFY2(p->planError().isEmpty(), qPrintable(p->planError()));
+  }
+
   // A drop on a graph input (the batch) and on an argument row; two explicit shardings that split one
   // contraction differently are a conflict, named with both specs and marked on the graph.
   void graphDropsAndConflicts() {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <cblas.h>
 
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/runtime/blas_workspace.h"
 
 namespace tsr::cpu {
 
@@ -93,6 +95,8 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
   };
   ThreadPool& pool = ThreadPool::instance();
   const int t = pool.numThreads();
+  // OpenBLAS would spin forever on a workspace it cannot map (blas_workspace.h): fail here instead.
+  if (auto st = runtime::reserveBlasWorkspace(t); !st.ok()) throw std::runtime_error(st.error().message);
   if (blasThreaded()) {  // OpenBLAS's own threads (TESSERA_GEMM_THREADS=blas)
     for (int64_t bi = 0; bi < p.batch; ++bi) gemm(bi, 0, p.m, 0, p.n);
     return;
