@@ -15,6 +15,7 @@
 #include <cstdio>
 
 #include "app/studio/main_window.h"
+#include "engine/backends/backends.h"
 #include "engine/version.h"
 #include "views/graph_panel.h"
 #include "views/sharding_panel.h"
@@ -88,6 +89,8 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The backends this build has: the engine's compile sequence finds them in the runtime's registry.
+  tsr::registerBackends();
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Tessera");
   QApplication::setApplicationName("Tessera Studio");
