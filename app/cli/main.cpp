@@ -24,6 +24,7 @@
 #include "app/cli/runs_command.h"
 #include "app/cli/shard_command.h"
 #include "app/cli/train_command.h"
+#include "engine/backends/backends.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
 #include "engine/version.h"
@@ -146,6 +147,8 @@ int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
 }
 
 int run(int argc, char** argv) {
+  // The backends this build has (cpu, cuda where the toolkit was found): jit and the SPMD runner compile with them.
+  tsr::registerBackends();
   CLI::App app{"tessera: compile, train and inspect neural networks"};
   app.set_version_flag("--version", std::string("tessera ") + tsr::kVersion);
   app.require_subcommand(1);

@@ -37,7 +37,7 @@ int runTrain(const TrainArgs& a) {
     std::cerr << "tessera train: " << project.error().message << "\n";
     return 1;
   }
-  // The device and matmul precision reach every jitted function through the environment (engine/transform/jit.h,
+  // The device and matmul precision reach every jitted function through the environment (engine/compile/jit.h,
   // engine/backends/cuda/device.h), as TESSERA_EXECUTOR does.
   if (!a.device.empty()) setenv("TESSERA_DEVICE", a.device.c_str(), 1);
   if (!a.matmulPrecision.empty()) setenv("TESSERA_MATMUL_PRECISION", a.matmulPrecision.c_str(), 1);

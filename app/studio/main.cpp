@@ -18,6 +18,7 @@
 #include <new>
 
 #include "app/studio/main_window.h"
+#include "engine/backends/backends.h"
 #include "engine/version.h"
 #include "views/graph_panel.h"
 #include "views/sharding_panel.h"
@@ -117,6 +118,8 @@ class StudioApplication : public QApplication {
 };
 
 int run(int argc, char** argv) {
+  // The backends this build has: the engine's compile sequence finds them in the runtime's registry.
+  tsr::registerBackends();
   StudioApplication app(argc, argv);
   QApplication::setOrganizationName("Tessera");
   QApplication::setApplicationName("Tessera Studio");

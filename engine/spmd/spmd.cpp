@@ -10,7 +10,6 @@
 #include "engine/ir/graph.h"
 #include "engine/ops/layout_copy.h"
 #include "engine/ops/registry.h"
-#include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
 #include "engine/runtime/interpreter.h"
 #include "engine/transform/trace.h"
@@ -124,7 +123,7 @@ struct SpmdExecutable::Impl {
   sharding::ShardingPlan plan;
   sharding::PartitionResult partitioned;
   ir::Graph program;
-  std::unique_ptr<cpu::Executable> exe;
+  std::unique_ptr<runtime::Executable> exe;
   std::shared_ptr<dist::Communicator> comm;
   SpmdOptions options;
 };
@@ -151,13 +150,12 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
   auto report = pm.run(im.program, ctx);
   if (!report.ok()) return makeError("{}: {}", options.name, report.error().message);
   if (!options.interpret) {
-    TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(im.program, reg));
-    cpu::CompileOptions co;
+    runtime::CompileOptions co;
     co.name = options.name;
     co.donatable = options.donatable;
     co.donatable.resize(im.program.inputs().size(), false);
     co.native = true;
-    TSR_ASSIGN(im.exe, cpu::Executable::compile(im.program, reg, fusion, co));
+    TSR_ASSIGN(im.exe, runtime::compileOn("cpu", im.program, reg, co));
   }
   return self;
 }
@@ -235,7 +233,7 @@ const sharding::ShardingPlan& SpmdExecutable::plan() const { return m->plan; }
 const ir::Graph& SpmdExecutable::global() const { return m->global; }
 const sharding::PartitionResult& SpmdExecutable::partitioned() const { return m->partitioned; }
 const ir::Graph& SpmdExecutable::program() const { return m->program; }
-const cpu::Executable* SpmdExecutable::executable() const { return m->exe.get(); }
+const runtime::Executable* SpmdExecutable::executable() const { return m->exe.get(); }
 
 // ---- Arrays on a mesh ----
 

@@ -4,16 +4,16 @@
 //   - devices: N virtual CPU devices in one process (TESSERA_CPU_DEVICES=8 or setCpuDevices(8), like
 //     jax_num_cpu_devices), each with its own buffers and thread; or, under mpirun, one device per process;
 //   - SpmdExecutable: a global graph, the shardings of its inputs (and outputs, if asked), propagated and
-//     partitioned into one per-device program, compiled by the CPU backend and run on every local device,
-//     collectives included;
+//     partitioned into one per-device program, compiled by the registered "cpu" backend (engine/runtime's
+//     registry) and run on every local device, collectives included;
 //   - devicePut, withShardingConstraint, visualizeArraySharding: jax.device_put,
 //     jax.lax.with_sharding_constraint and jax.debug.visualize_array_sharding.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/backends/cpu/executable.h"
 #include "engine/dist/communicator.h"
+#include "engine/runtime/executable.h"
 #include "engine/sharding/partitioner.h"
 #include "engine/transform/array.h"
 
@@ -52,7 +52,7 @@ class SpmdExecutable {
   const sharding::ShardingPlan& plan() const;
   const sharding::PartitionResult& partitioned() const;  // the per-device program before optimisation
   const ir::Graph& program() const;                       // ... and after the compiler's pipeline
-  const cpu::Executable* executable() const;              // null when interpreting
+  const runtime::Executable* executable() const;          // null when interpreting
 
   // Runs on arrays: a sharded input gives its blocks (it must have the sharding the program was compiled
   // for), a one-device input is read by every device as is (replicated). The outputs are sharded arrays with

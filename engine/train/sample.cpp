@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "engine/random/random.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 namespace tsr::train {
 

@@ -10,7 +10,7 @@
 #include "engine/nn/layers.h"
 #include "engine/optim/optim.h"
 #include "engine/sharding/sharding.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 namespace tsr::train {
 

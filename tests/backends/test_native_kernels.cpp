@@ -28,7 +28,7 @@ using namespace tsr::test;
 
 namespace {
 
-Result<std::unique_ptr<cpu::Executable>> compile(const ir::Graph& g, bool native) {
+Result<std::unique_ptr<cpu::Executable>> compileGraph(const ir::Graph& g, bool native) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry()));
   cpu::CompileOptions o;
   o.native = native;
@@ -111,10 +111,10 @@ class TestNativeKernels : public QObject {
         if (transposed && (c.inputs.empty() || c.inputs[0].aval.rank() != 2)) continue;
         auto g = caseGraph(c, transposed);
         if (!g.ok()) continue;  // an op that takes no graph node this way (the conformance test checks that)
-        auto native = compile(*g, true);
+        auto native = compileGraph(*g, true);
         QVERIFY2(native.ok(), (c.label + ": " + (native.ok() ? "" : native.error().message)).c_str());
         if ((*native)->nativeKernels() == 0) continue;
-        auto interpreted = compile(*g, false);
+        auto interpreted = compileGraph(*g, false);
         QVERIFY(interpreted.ok());
         for (const auto& s : (*native)->nativeSet()->sources())
           if (symbols.insert(s.symbol).second) all.push_back(s);
@@ -185,8 +185,8 @@ class TestNativeKernels : public QObject {
       ir::ValueId sel = node(ir::OpCode::Select, {m, node(ir::OpCode::Exp, {t}), node(ir::OpCode::Logistic, {y})});
       ir::ValueId both = node(ir::OpCode::And, {gt, m});
       g.setOutputs({sel, both, t});
-      auto native = compile(g, true);
-      auto interpreted = compile(g, false);
+      auto native = compileGraph(g, true);
+      auto interpreted = compileGraph(g, false);
       QVERIFY(native.ok() && interpreted.ok());
       QVERIFY((*native)->nativeKernels() > 0);
       QVERIFY(cpu::compileNative(*(*native)->nativeSet()).ok());
@@ -239,8 +239,8 @@ class TestNativeKernels : public QObject {
     ir::ValueId mx = node(ir::OpCode::ReduceMax, {x}, ir::ReduceAttrs{{axis}});
     ir::ValueId mn = node(ir::OpCode::ReduceMin, {node(ir::OpCode::Neg, {x})}, ir::ReduceAttrs{{axis}});
     g.setOutputs({sum, mx, mn});
-    auto native = compile(g, true);
-    auto interpreted = compile(g, false);
+    auto native = compileGraph(g, true);
+    auto interpreted = compileGraph(g, false);
     QVERIFY(native.ok() && interpreted.ok());
     int reductions = 0;
     for (const auto& k : (*native)->loweredKernels())
@@ -336,7 +336,7 @@ class TestNativeKernels : public QObject {
     auto y = g.addNode(reg, ir::OpCode::Sub, {x, x}, ir::NoAttrs{});
     QVERIFY(y.ok());
     g.setOutputs(*y);
-    auto exe = compile(g, true);
+    auto exe = compileGraph(g, true);
     QVERIFY(exe.ok());
     Status st = cpu::compileNative(*(*exe)->nativeSet());
     QVERIFY2(st.ok(), st.ok() ? "" : st.error().message.c_str());
@@ -361,7 +361,7 @@ class TestNativeKernels : public QObject {
     auto y = g.addNode(reg, ir::OpCode::Add, {(*sq)[0], x}, ir::NoAttrs{});
     QVERIFY(y.ok());
     g.setOutputs(*y);
-    auto exe = compile(g, true);
+    auto exe = compileGraph(g, true);
     QVERIFY(exe.ok());
     Status st = cpu::compileNative(*(*exe)->nativeSet());
     QVERIFY(!st.ok());
@@ -384,5 +384,6 @@ class TestNativeKernels : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestNativeKernels)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestNativeKernels)
 #include "test_native_kernels.moc"

@@ -17,9 +17,10 @@
 
 #include <fmt/format.h>
 
+#include "engine/backends/backends.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/transform/api.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 using namespace tsr;
 
@@ -49,6 +50,7 @@ double geluReference(double x) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tsr::registerBackends();
   int64_t n = 64LL * 1024 * 1024;
   int steps = 5;
   bool json = false;

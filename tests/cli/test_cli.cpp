@@ -288,5 +288,6 @@ class TestCli : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCli)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCli)
 #include "test_cli.moc"

@@ -3,6 +3,8 @@
 // and a non-zero exit status. The projects are the files in tests/cli/hostile, copied to a temporary folder.
 #include <QtTest>
 
+#include "tests/test_main.h"
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -265,5 +267,5 @@ class TestHostileInput : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestHostileInput)
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestHostileInput)
 #include "test_hostile_input.moc"

@@ -153,5 +153,6 @@ class TestProfileCli : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestProfileCli)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestProfileCli)
 #include "test_profile_cli.moc"

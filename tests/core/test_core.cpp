@@ -180,5 +180,6 @@ class TestCore : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCore)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCore)
 #include "test_core.moc"

@@ -334,5 +334,6 @@ class TestCudaBackend : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCudaBackend)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCudaBackend)
 #include "test_cuda_backend.moc"

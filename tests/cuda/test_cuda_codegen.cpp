@@ -210,5 +210,6 @@ class TestCudaCodegen : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCudaCodegen)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCudaCodegen)
 #include "test_cuda_codegen.moc"

@@ -552,5 +552,6 @@ class TestBpe : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestBpe)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestBpe)
 #include "test_bpe.moc"

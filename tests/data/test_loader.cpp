@@ -482,5 +482,6 @@ class TestLoader : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestLoader)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestLoader)
 #include "test_loader.moc"

@@ -489,5 +489,6 @@ class TestCollectives : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCollectives)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCollectives)
 #include "test_collectives.moc"

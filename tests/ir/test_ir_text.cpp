@@ -309,5 +309,6 @@ class TestIrText : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestIrText)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestIrText)
 #include "test_ir_text.moc"

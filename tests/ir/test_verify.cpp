@@ -415,5 +415,6 @@ class TestVerify : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestVerify)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestVerify)
 #include "test_verify.moc"

@@ -304,5 +304,6 @@ class TestLayers : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestLayers)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestLayers)
 #include "test_layers.moc"

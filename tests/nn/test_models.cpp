@@ -192,5 +192,6 @@ class TestModels : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestModels)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestModels)
 #include "test_models.moc"

@@ -13,7 +13,7 @@
 #include "engine/runtime/buffer.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::test {

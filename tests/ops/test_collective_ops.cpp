@@ -623,5 +623,6 @@ class TestCollectiveOps : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCollectiveOps)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCollectiveOps)
 #include "test_collective_ops.moc"

@@ -54,5 +54,6 @@ class TestConformance : public QObject {
   int m_graphRuns = 0;
 };
 
-QTEST_GUILESS_MAIN(TestConformance)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestConformance)
 #include "test_conformance.moc"

@@ -5,6 +5,8 @@
 // the ops that fuse are exactly the ops with a lowering.
 #include <QtTest>
 
+#include "tests/test_main.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -206,5 +208,5 @@ class TestLoopLowering : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestLoopLowering)
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestLoopLowering)
 #include "test_loop_lowering.moc"

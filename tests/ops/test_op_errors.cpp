@@ -75,5 +75,6 @@ class TestOpErrors : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestOpErrors)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestOpErrors)
 #include "test_op_errors.moc"

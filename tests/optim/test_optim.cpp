@@ -6,7 +6,7 @@
 #include <numbers>
 
 #include "engine/optim/optim.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 using namespace tsr;
 using namespace tsr::optim;
@@ -232,5 +232,6 @@ class TestOptim : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestOptim)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestOptim)
 #include "test_optim.moc"

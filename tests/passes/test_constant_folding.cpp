@@ -162,5 +162,6 @@ class TestConstantFolding : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestConstantFolding)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestConstantFolding)
 #include "test_constant_folding.moc"

@@ -143,5 +143,6 @@ class TestCse : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCse)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestCse)
 #include "test_cse.moc"

@@ -137,5 +137,6 @@ class TestDce : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestDce)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestDce)
 #include "test_dce.moc"

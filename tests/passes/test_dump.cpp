@@ -144,5 +144,6 @@ class TestDump : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestDump)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestDump)
 #include "test_dump.moc"

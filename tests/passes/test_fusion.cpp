@@ -437,5 +437,6 @@ class TestFusion : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestFusion)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_APPLESS_MAIN, TestFusion)
 #include "test_fusion.moc"

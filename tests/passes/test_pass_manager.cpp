@@ -340,5 +340,6 @@ class TestPassManager : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestPassManager)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestPassManager)
 #include "test_pass_manager.moc"

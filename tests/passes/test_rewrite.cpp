@@ -212,5 +212,6 @@ class TestRewrite : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRewrite)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestRewrite)
 #include "test_rewrite.moc"

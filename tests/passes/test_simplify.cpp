@@ -372,5 +372,6 @@ class TestSimplify : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestSimplify)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestSimplify)
 #include "test_simplify.moc"

@@ -183,5 +183,6 @@ class TestPluginLoader : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestPluginLoader)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestPluginLoader)
 #include "test_plugin_loader.moc"

@@ -84,5 +84,6 @@ class TestPluginStudio : public QObject {
   }
 };
 
-QTEST_MAIN(TestPluginStudio)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_MAIN, TestPluginStudio)
 #include "test_plugin_studio.moc"

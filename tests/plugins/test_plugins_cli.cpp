@@ -121,5 +121,6 @@ class TestPluginsCli : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestPluginsCli)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestPluginsCli)
 #include "test_plugins_cli.moc"

@@ -18,7 +18,7 @@
 #include "engine/sharding/propagation.h"
 #include "engine/train/run.h"
 #include "engine/transform/api.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "tests/ops/grad_check.h"
 #include "tests/ops/harness.h"
 #include "tests/ops/vmap_check.h"
@@ -255,5 +255,6 @@ class TestSwigluPlugin : public QObject {
   std::vector<OpCase> m_cases;
 };
 
-QTEST_GUILESS_MAIN(TestSwigluPlugin)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestSwigluPlugin)
 #include "test_swiglu_plugin.moc"

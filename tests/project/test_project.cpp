@@ -117,5 +117,6 @@ compute = "bf16"
   }
 };
 
-QTEST_GUILESS_MAIN(TestProject)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestProject)
 #include "test_project.moc"

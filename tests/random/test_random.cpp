@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "engine/random/random.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 
 using namespace tsr;
@@ -528,5 +528,6 @@ class TestRandom : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRandom)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestRandom)
 #include "test_random.moc"

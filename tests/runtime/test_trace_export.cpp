@@ -185,5 +185,6 @@ class TestTraceExport : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestTraceExport)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestTraceExport)
 #include "test_trace_export.moc"

@@ -198,5 +198,6 @@ class TestGpt2Sharding : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestGpt2Sharding)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestGpt2Sharding)
 #include "test_gpt2_sharding.moc"

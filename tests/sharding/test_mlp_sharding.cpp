@@ -16,7 +16,7 @@
 #include "tests/sharding/sharding_test_util.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 using namespace tsr;
 using namespace tsr::sharding;
@@ -136,5 +136,6 @@ class TestMlpSharding : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestMlpSharding)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestMlpSharding)
 #include "test_mlp_sharding.moc"

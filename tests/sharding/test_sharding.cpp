@@ -155,5 +155,6 @@ class TestSharding : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestSharding)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_APPLESS_MAIN, TestSharding)
 #include "test_sharding.moc"

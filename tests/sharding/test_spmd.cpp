@@ -18,8 +18,8 @@
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
-#include "engine/transform/eval.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/eval.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 
 using namespace tsr;
@@ -647,5 +647,6 @@ class TestSpmd : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestSpmd)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestSpmd)
 #include "test_spmd.moc"

@@ -404,5 +404,6 @@ class TestRunStore : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRunStore)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestRunStore)
 #include "test_run_store.moc"

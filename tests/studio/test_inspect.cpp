@@ -522,5 +522,6 @@ class TestInspect : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestInspect)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestInspect)
 #include "test_inspect.moc"

@@ -476,5 +476,6 @@ class TestShardingPanel : public QObject {
   }
 };
 
-QTEST_MAIN(TestShardingPanel)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_MAIN, TestShardingPanel)
 #include "test_sharding_panel.moc"

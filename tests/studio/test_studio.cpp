@@ -526,5 +526,6 @@ class TestStudio : public QObject {
   }
 };
 
-QTEST_MAIN(TestStudio)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_MAIN, TestStudio)
 #include "test_studio.moc"

@@ -290,5 +290,6 @@ class TestTimeline : public QObject {
   }
 };
 
-QTEST_MAIN(TestTimeline)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_MAIN, TestTimeline)
 #include "test_timeline.moc"

@@ -412,5 +412,6 @@ class TestTimelineModel : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestTimelineModel)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestTimelineModel)
 #include "test_timeline_model.moc"

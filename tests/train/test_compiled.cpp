@@ -165,5 +165,6 @@ class TestCompiled : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestCompiled)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_APPLESS_MAIN, TestCompiled)
 #include "test_compiled.moc"

@@ -3,6 +3,8 @@
 // the checkpoint.
 #include <QtTest>
 
+#include "tests/test_main.h"
+
 #include <QTemporaryDir>
 #include <cmath>
 #include <filesystem>
@@ -170,5 +172,5 @@ class TestRunFailures : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRunFailures)
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestRunFailures)
 #include "test_run_failures.moc"

@@ -2,6 +2,8 @@
 // named, never loaded as wrong weights. The files are written byte by byte here, not by the writer under test.
 #include <QtTest>
 
+#include "tests/test_main.h"
+
 #include <QTemporaryDir>
 #include <fstream>
 
@@ -109,5 +111,5 @@ class TestSafetensors : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestSafetensors)
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestSafetensors)
 #include "test_safetensors.moc"

@@ -302,5 +302,6 @@ checkpoint_every = 1
   }
 };
 
-QTEST_GUILESS_MAIN(TestTrain)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestTrain)
 #include "test_train.moc"

@@ -2,10 +2,12 @@
 // writes checkpoints and metrics). Prints "started" once the first checkpoint is written.
 #include <cstdio>
 
+#include "engine/backends/backends.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
 
 int main(int argc, char** argv) {
+  tsr::registerBackends();
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s PROJECT_DIR\n", argv[0]);
     return 2;

@@ -198,5 +198,6 @@ class TestArrayApi : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestArrayApi)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestArrayApi)
 #include "test_array_api.moc"

@@ -10,7 +10,7 @@
 
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 
 using namespace tsr;
@@ -393,5 +393,6 @@ class TestAutodiff : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestAutodiff)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestAutodiff)
 #include "test_autodiff.moc"

@@ -12,7 +12,7 @@
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 #include "engine/transform/vmap.h"
 
@@ -622,5 +622,6 @@ class TestControlFlow : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestControlFlow)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestControlFlow)
 #include "test_control_flow.moc"

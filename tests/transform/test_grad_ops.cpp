@@ -21,7 +21,7 @@
 #include "engine/runtime/buffer.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 #include "tests/ops/grad_check.h"
 #include "tests/ops/harness.h"
@@ -268,5 +268,6 @@ class TestGradOps : public QObject {
   std::vector<OpCase> m_cases;
 };
 
-QTEST_GUILESS_MAIN(TestGradOps)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestGradOps)
 #include "test_grad_ops.moc"

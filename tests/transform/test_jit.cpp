@@ -9,8 +9,8 @@
 #include "engine/runtime/debug_nans.h"
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
-#include "engine/transform/eval.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/eval.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 
 using namespace tsr;
@@ -236,5 +236,6 @@ class TestJit : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestJit)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestJit)
 #include "test_jit.moc"

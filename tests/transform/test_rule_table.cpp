@@ -56,5 +56,6 @@ class TestRuleTable : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRuleTable)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestRuleTable)
 #include "test_rule_table.moc"

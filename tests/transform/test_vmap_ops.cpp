@@ -19,7 +19,7 @@
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 #include "engine/transform/vmap.h"
 #include "tests/ops/harness.h"
@@ -187,5 +187,6 @@ class TestVmapOps : public QObject {
   std::vector<OpCase> m_cases;
 };
 
-QTEST_GUILESS_MAIN(TestVmapOps)
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestVmapOps)
 #include "test_vmap_ops.moc"

@@ -865,6 +865,10 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
   return out;
 }
 
+std::string Executable::summary() const {
+  return fmt::format(", {} kernels, {:.1f} MiB arena", kernels().size(), memory().arenaBytes / 1048576.0);
+}
+
 std::string Executable::describe() const {
   const Impl& im = *m;
   std::string s = fmt::format("{}: {} kernels, arena {:.1f} MiB for {} intermediates ({:.1f} MiB without reuse), "

@@ -18,6 +18,7 @@
 #include "engine/ir/graph.h"
 #include "engine/passes/fusion.h"
 #include "engine/runtime/buffer.h"
+#include "engine/runtime/executable.h"
 
 namespace tsr::cpu {
 
@@ -103,16 +104,21 @@ struct LoweredKernel {
   int native = -1;  // the program's index among the executable's native kernels (-1: interpreted only)
 };
 
-class Executable {
+// The runtime's Executable (engine/runtime/executable.h): the CPU backend registers itself with
+// registerCpuBackend (backend.h), and what it compiles is one of these.
+class Executable : public runtime::Executable {
  public:
   static Result<std::unique_ptr<Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
                                                      const passes::FusionPlan& plan, const CompileOptions& options);
-  ~Executable();
+  ~Executable() override;
 
   // Runs the program. inputs: one buffer per graph input. donated[i]: the caller holds no other reference to
   // inputs[i], so an output may be written into it (only where the plan paired them).
   Result<std::vector<runtime::BufferPtr>> run(std::span<const runtime::BufferPtr> inputs,
-                                              const std::vector<bool>& donated = {});
+                                              const std::vector<bool>& donated = {}) override;
+  bool donates() const override { return true; }
+  // ", 12 kernels, 3.4 MiB arena"
+  std::string summary() const override;
 
   const std::vector<KernelInfo>& kernels() const;
   const MemoryPlan& memory() const;

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "engine/backends/backends.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
@@ -53,6 +54,7 @@ int fail(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tsr::registerBackends();
   CLI::App app{"Time a project's training step on the CUDA backend"};
   std::string projectPath, precision = "f32";
   int64_t batch = 0, seq = 0, steps = 10, warmup = 2;

@@ -1,4 +1,4 @@
-#include "engine/transform/eval.h"
+#include "engine/compile/eval.h"
 
 #include "engine/runtime/interpreter.h"
 #include "engine/ops/registry.h"

@@ -1,6 +1,6 @@
 #pragma once
 // jit: traces a function once per distinct signature (input tree structure, avals, shardings, static
-// arguments), compiles the graph and caches the executable. Arguments split over a mesh (devicePut) make the
+// arguments), compiles the graph with the one compile sequence (compile.h) and caches the executable. Arguments split over a mesh (devicePut) make the
 // program SPMD: shardings propagate through the graph, which is partitioned into one per-device program with
 // its collectives and run on every device; outputs come back sharded. TESSERA_LOG_COMPILES=1 logs each compile with its time and each cache
 // miss with its reason.
@@ -12,19 +12,11 @@
 #include <variant>
 #include <vector>
 
+#include "engine/compile/compile.h"
 #include "engine/transform/array.h"
 #include "engine/transform/trace.h"
 
 namespace tsr {
-namespace cpu {
-class Executable;
-}
-namespace cuda {
-class Executable;
-}
-namespace spmd {
-class SpmdExecutable;
-}
 
 using StaticValue = std::variant<int64_t, double, bool, std::string>;
 using StaticArgs = std::map<std::string, StaticValue>;
@@ -64,8 +56,8 @@ class Jit {
   // interpreter).
   void setUseInterpreter(bool on) { m_interpret = on; }
   // Where compiled graphs run: "cpu" (default), or "cuda" for GPU 0 through the CUDA backend, with the
-  // arguments copied to the device and the results back at every call (also TESSERA_DEVICE=cuda). Sharded
-  // programs and the interpreter stay on the CPU.
+  // arguments copied to the device and the results back at every call (also TESSERA_DEVICE=cuda); any other
+  // backend registered with the runtime by that name. Sharded programs and the interpreter stay on the CPU.
   void setDevice(std::string device) { m_device = std::move(device); }
 
   const JitStats& stats() const { return m_stats; }
@@ -89,18 +81,16 @@ class Jit {
     Key key;
     std::vector<std::string> paths;
     std::shared_ptr<const ClosedGraph> graph;
-    std::shared_ptr<cpu::Executable> exe;  // null when interpreting
-    std::shared_ptr<cuda::Executable> cudaExe;  // device "cuda"
+    std::shared_ptr<runtime::Executable> exe;    // a backend's (cpu, cuda); null when interpreting or SPMD
     std::shared_ptr<spmd::SpmdExecutable> spmd;  // arguments split over a mesh: the partitioned program
     std::vector<bool> donatable;           // per argument leaf
   };
   std::string explainMiss(const Key& key, const std::vector<std::string>& paths) const;
   // lower() and then the cleanup passes, as every compile does.
   Result<ClosedGraph> lowerOptimized(const TreeOf<Aval>& avals, const StaticArgs& statics, size_t* tracedNodes = nullptr);
-  // donatable: per graph input, as setDonatedArgs names them (empty: none).
-  Result<std::shared_ptr<spmd::SpmdExecutable>> compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
-                                                            const std::vector<std::string>& paths,
-                                                            const std::vector<bool>& donatable = {});
+  // The compile sequence's options for this function: its name, device and executor; donatable: per graph
+  // input, as setDonatedArgs names them (empty: none).
+  compile::Options compileOptions(std::vector<bool> donatable) const;
 
   Fn m_fn;
   std::string m_name;

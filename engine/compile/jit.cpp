@@ -1,22 +1,15 @@
-#include "engine/transform/jit.h"
+#include "engine/compile/jit.h"
 
 #include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
+#include "engine/compile/compile.h"
+#include "engine/compile/eval.h"
 #include "engine/ir/graph.h"
-#include "engine/runtime/debug_nans.h"
-#include "engine/transform/eval.h"
 #include "engine/ops/registry.h"
-#include "engine/backends/cpu/executable.h"
-#ifdef TESSERA_HAVE_CUDA
-#include "engine/backends/cuda/executable.h"
-#endif
-#include "engine/passes/fusion.h"
-#include "engine/passes/pipeline.h"
-#include "engine/sharding/sharding.h"
-#include "engine/spmd/spmd.h"
+#include "engine/runtime/debug_nans.h"
 
 namespace tsr {
 
@@ -163,45 +156,12 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     TreeOf<Aval> avals = args.map([](const Array& a) { return a.aval(); });
     size_t tracedNodes = 0;
     TSR_ASSIGN(ClosedGraph cg, lowerOptimized(avals, statics, &tracedNodes));
-    // Fusion, memory planning and the CPU executable.
+    // Steps 3 to 5 of the compile sequence (compile.h): SPMD partitioning, or a backend's executable.
     std::vector<bool> donatable(cg.graph.inputs().size(), false);
     for (size_t i = 0; i < paths.size() && i < donatable.size(); ++i)
       for (const auto& d : m_donated)
         donatable[i] = donatable[i] || paths[i] == d || paths[i].rfind(d + ".", 0) == 0;
-    std::shared_ptr<cpu::Executable> exe;
-    std::shared_ptr<cuda::Executable> cudaExe;
-    std::shared_ptr<spmd::SpmdExecutable> spmdExe;
-    const std::string device = m_device.empty() ? defaultDevice() : m_device;
-    if (device != "cpu" && device != "cuda")
-      return makeError("{}: unknown device '{}' (expected cpu or cuda)", m_name, device);
-    bool sharded = cg.graph.count(ir::OpCode::ShardingConstraint) > 0;
-    for (const auto& a : leaves) sharded = sharded || a.isSharded();
-    for (const auto& c : cg.consts) sharded = sharded || c.isSharded();
-    if (sharded) {
-      TSR_ASSIGN(spmdExe, compileSpmd(cg, leaves, paths, donatable));
-    } else if (device == "cuda" && !m_interpret && !interpretByDefault()) {
-#ifdef TESSERA_HAVE_CUDA
-      auto plan = passes::planFusion(cg.graph, ops::registry());
-      if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
-      cuda::CompileOptions co;
-      co.name = m_name;
-      auto compiled = cuda::Executable::compile(cg.graph, ops::registry(), *plan, co);
-      if (!compiled.ok()) return Error{fmt::format("{}: {}", m_name, compiled.error().message)};
-      cudaExe = std::move(*compiled);
-#else
-      return makeError("{}: device cuda: this build has no CUDA backend (configure where the CUDA toolkit is)", m_name);
-#endif
-    } else if (!m_interpret && !interpretByDefault()) {
-      auto plan = passes::planFusion(cg.graph, ops::registry());
-      if (!plan.ok()) return Error{fmt::format("{}: {}", m_name, plan.error().message)};
-      cpu::CompileOptions co;
-      co.name = m_name;
-      co.donatable = donatable;
-      co.native = true;
-      auto compiled = cpu::Executable::compile(cg.graph, ops::registry(), *plan, co);
-      if (!compiled.ok()) return Error{fmt::format("{}: {}", m_name, compiled.error().message)};
-      exe = std::move(*compiled);
-    }
+    TSR_ASSIGN(compile::Compiled compiled, compile::compileProgram(cg, leaves, paths, compileOptions(donatable)));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m_stats.compileSeconds += secs;
     if (logCompiles()) {
@@ -210,18 +170,16 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       logCompileLine(fmt::format("cache miss for '{}': {}", m_name, m_lastMissReason));
       logCompileLine(fmt::format("compiled '{}' for ({}): {} nodes ({} traced){} in {:.2f} ms", m_name, sig,
                                  cg.graph.nodes().size(), tracedNodes,
-                                 exe ? fmt::format(", {} kernels, {:.1f} MiB arena", exe->kernels().size(),
-                                                   exe->memory().arenaBytes / 1048576.0)
-                                 : cudaExe ? std::string(", on cuda")
-                                 : spmdExe ? fmt::format(", SPMD on {} with {} collectives",
-                                                         spmdExe->mesh().toString(),
-                                                         spmdExe->partitioned().collectives.size())
-                                           : std::string(", interpreted"),
+                                 compiled.exe    ? compiled.exe->summary()
+                                 : compiled.spmd ? fmt::format(", SPMD on {} with {} collectives",
+                                                               compiled.spmd->mesh().toString(),
+                                                               compiled.spmd->partitioned().collectives.size())
+                                                 : std::string(", interpreted"),
                                  secs * 1e3));
     }
     donatable.resize(leaves.size());
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg)),
-                            std::move(exe), std::move(cudaExe), std::move(spmdExe), std::move(donatable)});
+                            std::move(compiled.exe), std::move(compiled.spmd), std::move(donatable)});
     hit = &m_cache.back();
   }
 
@@ -238,18 +196,6 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     auto r = hit->spmd->run(inputs, donated);
     if (!r.ok()) return Error{fmt::format("{}: {}", m_name, r.error().message)};
     outs = std::move(r).value();
-  } else if (hit->cudaExe) {
-#ifdef TESSERA_HAVE_CUDA
-    const ClosedGraph& cg = *hit->graph;
-    std::vector<runtime::BufferPtr> bufs;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
-      bufs.push_back(leaves[i].buffer());
-    }
-    for (const auto& c : cg.consts) bufs.push_back(c.buffer());
-    TSR_ASSIGN(std::vector<runtime::BufferPtr> res, hit->cudaExe->runHost(bufs));
-    for (size_t i = 0; i < res.size(); ++i) outs.push_back(Array::fromBuffer(res[i], cg.graph.aval(cg.graph.outputs()[i])));
-#endif
   } else if (hit->exe) {
     const ClosedGraph& cg = *hit->graph;
     std::vector<runtime::BufferPtr> bufs;
@@ -258,8 +204,8 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
       // Donated only when the caller's tree and our copy are the only handles, and the handle the only owner.
       // With debug NaNs the graph may be re-run op by op on the same arguments, so nothing is donated.
-      donated[i] = hit->donatable[i] && !runtime::debugNansEnabled() && leaves[i].useCount() <= 2 &&
-                   leaves[i].buffer().use_count() == 1;
+      donated[i] = hit->exe->donates() && hit->donatable[i] && !runtime::debugNansEnabled() &&
+                   leaves[i].useCount() <= 2 && leaves[i].buffer().use_count() == 1;
       bufs.push_back(leaves[i].buffer());
     }
     for (const auto& c : cg.consts) bufs.push_back(c.buffer());
@@ -289,57 +235,24 @@ Result<ClosedGraph> Jit::lowerOptimized(const TreeOf<Aval>& avals, const StaticA
   TSR_ASSIGN(ClosedGraph cg, lower(avals, statics));
   if (tracedNodes) *tracedNodes = cg.graph.nodes().size();
   // The compiler's cleanup passes (simplify, constant folding, CSE, DCE) run before the graph is executed.
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(ops::registry());
-  auto report = pm.run(cg.graph, ctx);
-  if (!report.ok()) return Error{fmt::format("{}: {}", m_name, report.error().message)};
+  auto optimized = compile::optimize(cg.graph);
+  if (!optimized.ok()) return Error{fmt::format("{}: {}", m_name, optimized.error().message)};
   return cg;
 }
 
 Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::lowerSpmd(const Tree& args, const StaticArgs& statics) {
   TSR_ASSIGN(ClosedGraph cg, lowerOptimized(args.map([](const Array& a) { return a.aval(); }), statics));
-  return compileSpmd(cg, args.leaves(), args.paths());
+  return compile::compileSpmd(cg, args.leaves(), args.paths(), compileOptions({}));
 }
 
-Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::compileSpmd(const ClosedGraph& cg, const std::vector<Array>& leaves,
-                                                                const std::vector<std::string>& paths,
-                                                                const std::vector<bool>& donatable) {
-  // The mesh: the sharded arguments' (all on one mesh), else the first sharding constraint's.
-  std::optional<sharding::Mesh> mesh;
-  std::string meshFrom;
-  std::vector<Array> inputs = leaves;
-  inputs.insert(inputs.end(), cg.consts.begin(), cg.consts.end());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].isSharded()) continue;
-    std::string who = i < leaves.size() ? describeArg(paths, i) : "a captured constant";
-    const sharding::Mesh& m = inputs[i].sharding()->mesh;
-    if (!mesh) {
-      mesh = m;
-      meshFrom = who;
-    } else if (!(*mesh == m)) {
-      return makeError("{}: {} is on {}, but {} is on {}", m_name, meshFrom, mesh->toString(), who, m.toString());
-    }
-  }
-  if (!mesh)
-    for (const ir::Node& n : cg.graph.nodes())
-      if (n.op == ir::OpCode::ShardingConstraint) {
-        TSR_ASSIGN(sharding::Mesh m, sharding::constraintMesh(std::get<ir::ShardingConstraintAttrs>(n.attrs)));
-        mesh = std::move(m);
-        break;
-      }
-  sharding::ShardingAnnotations ann;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TSR_ASSIGN(sharding::TensorSharding t, spmd::shardingOn(inputs[i], *mesh));
-    ann.inputs.push_back(std::move(t));
-    ann.inputNames.push_back(i < paths.size() ? paths[i] : "");
-  }
-  spmd::SpmdOptions o;
+compile::Options Jit::compileOptions(std::vector<bool> donatable) const {
+  compile::Options o;
   o.name = m_name;
+  o.device = m_device.empty() ? defaultDevice() : m_device;
   o.interpret = m_interpret || interpretByDefault();
-  o.donatable = donatable;
-  auto exe = spmd::SpmdExecutable::compile(cg.graph, *mesh, ann, o);
-  if (!exe.ok()) return Error{fmt::format("{}: {}", m_name, exe.error().message)};
-  return std::shared_ptr<spmd::SpmdExecutable>(std::move(exe).value());
+  o.donatable = std::move(donatable);
+  o.native = true;
+  return o;
 }
 
 Result<std::vector<Array>> Jit::operator()(const std::vector<Array>& args, const StaticArgs& statics) {

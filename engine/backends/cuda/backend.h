@@ -1,0 +1,11 @@
+#pragma once
+// The CUDA backend's entry in the runtime's backend registry (engine/runtime/executable.h): "cuda" plans the
+// fusion of a graph and compiles it for GPU 0; its executables take host buffers and return host buffers
+// (copies both ways at every run, Executable::runHost).
+#include "engine/runtime/executable.h"
+
+namespace tsr::cuda {
+
+void registerCudaBackend(runtime::BackendRegistry& registry);
+
+}  // namespace tsr::cuda
