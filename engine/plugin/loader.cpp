@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 
@@ -14,6 +16,7 @@
 
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_table.h"
+#include "engine/plugin/library_check.h"
 #include "engine/version.h"
 
 namespace tsr::plugin {
@@ -114,6 +117,21 @@ PluginRecord loadLocked(const std::string& path, const std::string& origin) {
     r.error = "this program does not export the engine to plugins (it is not linked with tsr_plugin_host)";
     return r;
   }
+  // The file as it is now: its hash for the record, and a check that dlopen can map it whole and will find the
+  // entry point (a damaged library would crash it, or run its initialisers before being turned away).
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes;
+  if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) {
+    r.error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return r;
+  }
+  r.sha256 = sha256Hex(bytes);
+  if (Status st = checkLibraryImage(bytes, TESSERA_PLUGIN_ENTRY_SYMBOL); !st.ok()) {
+    r.error = "damaged library: " + st.error().message;
+    return r;
+  }
+  bytes = {};
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
@@ -226,39 +244,108 @@ std::string bundledPluginDir() {
   return "";
 }
 
+namespace {
+
+// Records a plugin, replacing the record of an earlier try of the same file that was not loaded for want of
+// trust (it is tried again once trusted).
+void addRecord(State& s, const PluginRecord& r) {
+  for (auto& other : s.records)
+    if (other.path == r.path && !other.loaded && other.untrusted) {
+      other = r;
+      return;
+    }
+  s.records.push_back(r);
+}
+
+std::vector<fs::path> librariesIn(const std::string& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (isLibrary(e.path())) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool tried(const fs::path& f) {
+  std::lock_guard lock(state().mutex);
+  return state().triedPaths.count(canonical(f.string())) > 0;
+}
+
+std::string hashOf(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  if (!in) return "";
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return in.bad() ? "" : sha256Hex(bytes);
+}
+
+// Whether the untried libraries of a project's plugins/ folder may load: the trust list covers them, or the
+// prompt says yes. Those that may not are recorded as untrusted and returned empty.
+std::vector<fs::path> trustedLibraries(const SearchDir& d, const TrustPrompt& ask, const std::string& trustList,
+                                       std::vector<PluginRecord>& out) {
+  std::vector<fs::path> files;
+  for (const fs::path& f : librariesIn(d.dir))
+    if (!tried(f)) files.push_back(f);
+  if (files.empty()) return files;
+  TrustRequest request;
+  request.pluginDir = d.dir;
+  request.projectDir = fs::path(d.dir).parent_path().string();
+  for (const fs::path& f : files) request.files.push_back({f.filename().string(), hashOf(f)});
+  auto list = TrustList::load(trustList.empty() ? TrustList::defaultPath() : trustList);
+  request.reason = list.ok() ? list->whyUntrusted(trustFolderName(request.projectDir), request.files)
+                             : "the trust list cannot be read: " + list.error().message;
+  if (request.reason.empty() || (ask && ask(request))) return files;
+  std::lock_guard lock(state().mutex);
+  for (size_t i = 0; i < files.size(); ++i) {
+    PluginRecord r;
+    r.path = canonical(files[i].string());
+    r.origin = d.origin;
+    r.sha256 = request.files[i].sha256;
+    r.untrusted = true;
+    r.error = fmt::format("not trusted ({}): native code in a project's plugins/ folder loads only once the project "
+                          "is trusted (tessera plugins PROJECT --trust, or --trust-plugins for one command)",
+                          request.reason);
+    addRecord(state(), r);
+    out.push_back(r);
+  }
+  return {};
+}
+
+}  // namespace
+
 PluginRecord loadPlugin(const std::string& path, const std::string& origin) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   std::string c = canonical(path);
   s.triedPaths.insert(c);
   PluginRecord r = loadLocked(c, origin);
-  s.records.push_back(r);
+  addRecord(s, r);
   return r;
 }
 
-std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs) {
+std::vector<PluginFile> pluginFiles(const std::string& dir) {
+  std::vector<PluginFile> out;
+  for (const fs::path& f : librariesIn(dir)) out.push_back({f.filename().string(), hashOf(f)});
+  return out;
+}
+
+std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs, const TrustPrompt& ask,
+                                      const std::string& trustList) {
   std::vector<PluginRecord> out;
   if (!isPluginHost()) return out;
   for (const SearchDir& d : dirs) {
-    std::error_code ec;
-    if (!fs::is_directory(d.dir, ec)) continue;
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(d.dir, ec))
-      if (isLibrary(e.path())) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
+    std::vector<fs::path> files =
+        d.origin == "project" ? trustedLibraries(d, ask, trustList, out) : librariesIn(d.dir);
     for (const fs::path& f : files) {
-      {
-        std::lock_guard lock(state().mutex);
-        if (state().triedPaths.count(canonical(f.string()))) continue;  // the same file through another folder
-      }
+      if (tried(f)) continue;  // the same file through another folder
       out.push_back(loadPlugin(f.string(), d.origin));
     }
   }
   return out;
 }
 
-std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir) {
-  return loadPlugins(searchDirs(projectDir, bundledPluginDir()));
+std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir, const TrustPrompt& ask) {
+  return loadPlugins(searchDirs(projectDir, bundledPluginDir()), ask);
 }
 
 std::vector<PluginRecord> pluginRecords() {
@@ -276,6 +363,7 @@ std::string describe(const PluginRecord& r) {
   if (!r.version.empty()) head += " " + r.version;
   std::string s = fmt::format("{}  {} ({})", head, r.path, r.origin);
   if (!r.loaded) return s + "\n    skipped: " + r.error;
+  if (!r.sha256.empty()) s += "\n    sha256 " + r.sha256;
   auto list = [&](const char* what, const std::vector<std::string>& items) {
     if (items.empty()) return;
     s += fmt::format("\n    {}: ", what);
