@@ -101,7 +101,9 @@ std::string toChromeTrace(const Trace& trace) {
   json doc = {{"traceEvents", std::move(events)},
               {"displayTimeUnit", "ns"},
               {"otherData", {{"generator", fmt::format("tessera {}", kVersion)}}}};
-  return doc.dump();
+  // Names come from the run store and from plugins, and need not be UTF-8: JSON must be, so a byte that is not
+  // becomes U+FFFD (dump() would throw).
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Status writeChromeTrace(const std::string& path, const Trace& trace) {

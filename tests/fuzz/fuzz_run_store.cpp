@@ -1,8 +1,10 @@
 // The run store opened on a damaged file: SQLite's errors come back as errors, and every read the CLI's
-// `runs list` and `runs show` make either works or fails cleanly.
+// `runs list`, `runs show` and `runs export-trace` make either works or fails cleanly.
 #include <unistd.h>
 
+#include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
+#include "engine/train/profile_run.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,7 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (latest.ok())
       for (const auto& [key, point] : *latest) (void)db->metrics(r.id, key);
     (void)db->artifactNames(r.id);
-    (void)db->profiles(r.id);
+    auto profiles = db->profiles(r.id);
+    if (!profiles.ok()) continue;
+    for (const auto& p : *profiles) {
+      auto trace = tsr::train::loadTrace(*db, p.id);
+      if (trace.ok()) (void)tsr::runtime::toChromeTrace(*trace);
+    }
   }
   return 0;
 }
