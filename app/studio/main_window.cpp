@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
@@ -334,6 +335,8 @@ void MainWindow::loadPlugins(const QString& projectDir) {
     bool yes = false;
     if (m_trustPrompt) {
       yes = m_trustPrompt(request);
+    } else if (QGuiApplication::platformName() == "offscreen") {
+      yes = false;  // no one to answer (screenshots, tests): untrusted code stays out
     } else {
       QStringList files;
       for (const auto& f : request.files)

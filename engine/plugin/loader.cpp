@@ -109,7 +109,8 @@ std::string commit(Registrations& regs, PluginRecord& r) {
   return "";
 }
 
-PluginRecord loadLocked(const std::string& path, const std::string& origin) {
+// `expectedSha256`: the hash a project's library was trusted with; a file that changed since is not loaded.
+PluginRecord loadLocked(const std::string& path, const std::string& origin, const std::string& expectedSha256) {
   PluginRecord r;
   r.path = path;
   r.origin = origin;
@@ -127,6 +128,10 @@ PluginRecord loadLocked(const std::string& path, const std::string& origin) {
     return r;
   }
   r.sha256 = sha256Hex(bytes);
+  if (!expectedSha256.empty() && r.sha256 != expectedSha256) {
+    r.error = fmt::format("the library changed after it was trusted (SHA-256 {}, trusted {})", r.sha256, expectedSha256);
+    return r;
+  }
   if (Status st = checkLibraryImage(bytes, TESSERA_PLUGIN_ENTRY_SYMBOL); !st.ok()) {
     r.error = "damaged library: " + st.error().message;
     return r;
@@ -281,12 +286,18 @@ std::string hashOf(const fs::path& f) {
 
 // Whether the untried libraries of a project's plugins/ folder may load: the trust list covers them, or the
 // prompt says yes. Those that may not are recorded as untrusted and returned empty.
-std::vector<fs::path> trustedLibraries(const SearchDir& d, const TrustPrompt& ask, const std::string& trustList,
-                                       std::vector<PluginRecord>& out) {
+// A library to load, with the hash it was trusted with (empty: no trust needed).
+struct Candidate {
+  fs::path path;
+  std::string sha256;
+};
+
+std::vector<Candidate> trustedLibraries(const SearchDir& d, const TrustPrompt& ask, const std::string& trustList,
+                                        std::vector<PluginRecord>& out) {
   std::vector<fs::path> files;
   for (const fs::path& f : librariesIn(d.dir))
     if (!tried(f)) files.push_back(f);
-  if (files.empty()) return files;
+  if (files.empty()) return {};
   TrustRequest request;
   request.pluginDir = d.dir;
   request.projectDir = fs::path(d.dir).parent_path().string();
@@ -294,7 +305,12 @@ std::vector<fs::path> trustedLibraries(const SearchDir& d, const TrustPrompt& as
   auto list = TrustList::load(trustList.empty() ? TrustList::defaultPath() : trustList);
   request.reason = list.ok() ? list->whyUntrusted(trustFolderName(request.projectDir), request.files)
                              : "the trust list cannot be read: " + list.error().message;
-  if (request.reason.empty() || (ask && ask(request))) return files;
+  if (request.reason.empty() || (ask && ask(request))) {
+    std::vector<Candidate> trusted;
+    for (size_t i = 0; i < files.size(); ++i)
+      trusted.push_back({files[i], request.files[i].sha256.empty() ? "unreadable" : request.files[i].sha256});
+    return trusted;
+  }
   std::lock_guard lock(state().mutex);
   for (size_t i = 0; i < files.size(); ++i) {
     PluginRecord r;
@@ -311,17 +327,19 @@ std::vector<fs::path> trustedLibraries(const SearchDir& d, const TrustPrompt& as
   return {};
 }
 
-}  // namespace
-
-PluginRecord loadPlugin(const std::string& path, const std::string& origin) {
+PluginRecord loadChecked(const std::string& path, const std::string& origin, const std::string& expectedSha256) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   std::string c = canonical(path);
   s.triedPaths.insert(c);
-  PluginRecord r = loadLocked(c, origin);
+  PluginRecord r = loadLocked(c, origin, expectedSha256);
   addRecord(s, r);
   return r;
 }
+
+}  // namespace
+
+PluginRecord loadPlugin(const std::string& path, const std::string& origin) { return loadChecked(path, origin, ""); }
 
 std::vector<PluginFile> pluginFiles(const std::string& dir) {
   std::vector<PluginFile> out;
@@ -334,11 +352,12 @@ std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs, const 
   std::vector<PluginRecord> out;
   if (!isPluginHost()) return out;
   for (const SearchDir& d : dirs) {
-    std::vector<fs::path> files =
-        d.origin == "project" ? trustedLibraries(d, ask, trustList, out) : librariesIn(d.dir);
-    for (const fs::path& f : files) {
-      if (tried(f)) continue;  // the same file through another folder
-      out.push_back(loadPlugin(f.string(), d.origin));
+    std::vector<Candidate> files;
+    if (d.origin == "project") files = trustedLibraries(d, ask, trustList, out);
+    else for (const fs::path& f : librariesIn(d.dir)) files.push_back({f, ""});
+    for (const Candidate& f : files) {
+      if (tried(f.path)) continue;  // the same file through another folder
+      out.push_back(loadChecked(f.path.string(), d.origin, f.sha256));
     }
   }
   return out;

@@ -201,6 +201,24 @@ class TestPluginLoader : public QObject {
     QCOMPARE(recordsOfIt, 1);
   }
 
+  // A library that changes between the question and the load (here: while the prompt is answered) is not
+  // loaded: what was trusted is the hash the prompt was shown.
+  void libraryChangedAfterTrustIsNotLoaded() {
+    QTemporaryDir home, tmp;
+    qputenv("XDG_CONFIG_HOME", home.path().toUtf8());
+    fs::path lib = fs::path(tmp.path().toStdString()) / "proj" / "plugins" / "trust_probe.so";
+    copyFile(TSR_PROBE_PLUGIN, lib);
+    auto swap = [&](const plugin::TrustRequest&) {
+      writeBytes(lib, readBytes(TSR_PROBE_PLUGIN) + QByteArray(8, '\0'));
+      return true;
+    };
+    auto records = plugin::loadPlugins(plugin::searchDirs((lib.parent_path().parent_path()).string(), ""), swap);
+    QCOMPARE(records.size(), size_t(1));
+    QVERIFY(!records[0].loaded);
+    QVERIFY2(records[0].error.find("the library changed after it was trusted") == 0, records[0].error.c_str());
+    QCOMPARE(records[0].sha256, qtSha256(readBytes(lib.string())));
+  }
+
   // The trust list's file: written and read back; mistakes named with the file and line.
   void trustListFile() {
     plugin::TrustList list;
