@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <set>
 
@@ -109,6 +109,21 @@ std::string commit(Registrations& regs, PluginRecord& r) {
   return "";
 }
 
+// The whole file in one read (libraries are a few MB; one over 1 GiB is refused, errno EFBIG).
+bool readLibrary(const std::string& path, std::vector<uint8_t>& bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  std::streamoff size = in.tellg();
+  if (size < 0) return false;
+  if (size > (std::streamoff(1) << 30)) {
+    errno = EFBIG;
+    return false;
+  }
+  bytes.resize(static_cast<size_t>(size));
+  in.seekg(0);
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(bytes.data()), size)) || size == 0;
+}
+
 // `expectedSha256`: the hash a project's library was trusted with; a file that changed since is not loaded.
 PluginRecord loadLocked(const std::string& path, const std::string& origin, const std::string& expectedSha256) {
   PluginRecord r;
@@ -120,10 +135,8 @@ PluginRecord loadLocked(const std::string& path, const std::string& origin, cons
   }
   // The file as it is now: its hash for the record, and a check that dlopen can map it whole and will find the
   // entry point (a damaged library would crash it, or run its initialisers before being turned away).
-  std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> bytes;
-  if (in) bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) {
+  if (!readLibrary(path, bytes)) {
     r.error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
     return r;
   }
@@ -278,10 +291,8 @@ bool tried(const fs::path& f) {
 }
 
 std::string hashOf(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  if (!in) return "";
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return in.bad() ? "" : sha256Hex(bytes);
+  std::vector<uint8_t> bytes;
+  return readLibrary(f.string(), bytes) ? sha256Hex(bytes) : "";
 }
 
 // Whether the untried libraries of a project's plugins/ folder may load: the trust list covers them, or the
