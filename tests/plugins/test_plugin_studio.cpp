@@ -1,6 +1,7 @@
 // Plugins in Tessera Studio (offscreen): the IDE loads the example plugins of the build tree, Help › Plugins
 // lists them as `tessera plugins` does, the Op Mix panel (a plugin's) sits in a dock, and the gpt2_swiglu
 // sample project opens with the plugin's swiglu op in its graph, counted by the panel as the graph holds it.
+#include <QCryptographicHash>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QStandardPaths>
@@ -95,6 +96,19 @@ class TestPluginStudio : public QObject {
     }
     for (const char* name : {"swiglu", "op_stats", "op_mix_panel"})
       QVERIFY2(loaded.contains(name), qPrintable(loaded.join(", ")));
+    // Each bundled plugin's SHA-256, as Qt computes it from the file.
+    for (int i = 0; i < dialog->tree()->topLevelItemCount(); ++i) {
+      QTreeWidgetItem* item = dialog->tree()->topLevelItem(i);
+      if (item->text(2) != "loaded" || !QStringList{"swiglu", "op_stats", "op_mix_panel"}.contains(item->text(0))) continue;
+      QString path = item->text(3).section(" (", 0, 0);
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      QString want = QString::fromLatin1(QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256).toHex());
+      bool shown = false;
+      for (int c = 0; c < item->childCount(); ++c)
+        shown |= item->child(c)->text(0) == "SHA-256" && item->child(c)->text(3) == want;
+      QVERIFY2(shown, qPrintable(path));
+    }
     dialog->close();
   }
 
