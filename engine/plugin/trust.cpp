@@ -50,6 +50,14 @@ Result<TrustList> TrustList::load(const std::string& path) {
 }
 
 Result<TrustList> TrustList::parse(std::string_view text, const std::string& source) {
+  // TOML allows no control character but tab and line ends; toml++ 3.3 trips an assertion on some of them in a
+  // table header instead of reporting the error, so they are refused here first.
+  int line = 1;
+  for (unsigned char c : text) {
+    if (c == '\n') ++line;
+    else if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+      return makeError("{}:{}: control character U+{:04X} (TOML allows none but tab)", source, line, unsigned(c));
+  }
   toml::table root;
   try {
     root = toml::parse(text, source);
