@@ -225,9 +225,11 @@ class TestPluginLoader : public QObject {
     list.trust("/home/me/a b", {{"x.so", std::string(64, '1')}, {"y.so", std::string(64, '2')}});
     list.trust("/p", {{"z.so", std::string(64, 'f')}});
     list.trust("/home/me/a b", {{"x.so", std::string(64, '3')}});
+    list.trust("/home/j\xc3\xb6rg/# \"q\" 'x'", {{"\xc3\xa9.so", std::string(64, '4')}});  // non-ASCII and quotes in strings
     auto back = plugin::TrustList::parse(list.toToml(), "trusted.toml");
     QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
-    QCOMPARE(back->projects().size(), size_t(2));
+    QCOMPARE(back->projects().size(), size_t(3));
+    QCOMPARE(back->projects()[2].folder, std::string("/home/j\xc3\xb6rg/# \"q\" 'x'"));
     QCOMPARE(back->projects()[0].folder, std::string("/home/me/a b"));
     QCOMPARE(back->projects()[0].plugins.size(), size_t(2));
     QVERIFY(back->whyUntrusted("/home/me/a b", {{"x.so", std::string(64, '3')}}).empty());
@@ -243,7 +245,9 @@ class TestPluginLoader : public QObject {
                          Bad{"[[project]]\nplugins = {}\n", "trusted.toml:1: a [[project]] without 'folder'"},
                          Bad{"[[project]\n", "trusted.toml:1:"},
                          // toml++ asserts on this one (where assertions are on) instead of reporting it.
-                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: control character U+0001"}}) {
+                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: control character U+0001"},
+                         // toml++ reaches __builtin_unreachable on this one.
+                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII character outside a string"}}) {
       auto r = plugin::TrustList::parse(b.text, "trusted.toml");
       QVERIFY2(!r.ok(), b.text);
       QVERIFY2(r.error().message.find(b.error) == 0, r.error().message.c_str());
