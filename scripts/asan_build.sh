@@ -12,7 +12,8 @@ configure_asan_build() {
   if [[ -f "$ASAN_BUILD_DIR/build.ninja" ]]; then return; fi
   local flags="-include $PWD/tests/fuzz/clang_source_location.h -fsanitize=address,undefined,fuzzer-no-link"
   flags+=" -fno-omit-frame-pointer"
-  # -O1 with line tables only: a quicker build, and stacks that still name every line.
+  # -O1 with line tables only: a quicker build, and stacks that still name every line. No NDEBUG: assertions,
+  # the libraries' too (toml++'s), are on.
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$ASAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
     -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=OFF -DTESSERA_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags"
