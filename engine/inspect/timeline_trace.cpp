@@ -5,6 +5,7 @@
 // and the metadata that names and orders processes and threads (process_name, thread_name, *_sort_index).
 // Tessera's own traces (runtime/trace_export.h) carry the kernel table in each kernel event's args (fusion,
 // kind, nodes, ops, executable, module) and their step marks as "X" events of category "mark".
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -58,7 +59,14 @@ std::optional<int64_t> asInteger(const std::string& s) {
   return std::nullopt;
 }
 
-int64_t nanos(double us) { return std::llround(us * 1000.0); }
+// Microseconds as nanoseconds, clamped to +-2^61 ns (73 years) so that sums and differences of times stay in
+// range (llround of a larger value is unspecified); NaN counts as 0.
+int64_t nanos(double us) {
+  constexpr double kLimit = 2305843009213693952.0;  // 2^61
+  double ns = us * 1000.0;
+  if (std::isnan(ns)) return 0;
+  return std::llround(std::clamp(ns, -kLimit, kLimit));
+}
 
 // A JSON number as a signed integer; one that is not finite or lies outside T's range gives nothing (casting it
 // would be undefined).

@@ -1,5 +1,6 @@
 #include "engine/plugin/trust.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -24,8 +25,15 @@ bool isSha256(std::string_view s) {
   return true;
 }
 
+// Whether only spaces and tabs precede position i on its line.
+bool atLineStart(std::string_view text, size_t i) {
+  while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
+  return i == 0 || text[i - 1] == '\n';
+}
+
 // What toml++ 3.3 (Debian 12) mishandles instead of reporting, refused here first: a control character (TOML
-// allows none but tab and line ends; toml++ trips an assertion on some in a table header), and a non-ASCII
+// allows none but tab and line ends; toml++ trips an assertion on some in a table header), a table header that
+// does not begin with a key (the same assertion), and a non-ASCII
 // character outside strings and comments (TOML allows none there; toml++'s whitespace test reaches
 // __builtin_unreachable for many of them, U+00A1 to U+0499 among them).
 Status checkTomlText(std::string_view text, const std::string& source) {
@@ -46,6 +54,14 @@ Status checkTomlText(std::string_view text, const std::string& source) {
       if (c == '\\' && quote == '"') ++i;
       else if (c == static_cast<unsigned char>(quote)) quote = 0;
       continue;
+    }
+    if (c == '[' && atLineStart(text, i)) {
+      // A table header: toml++ asserts instead of reporting one that does not begin with a key.
+      size_t k = i + 1;
+      while (k < text.size() && (text[k] == '[' || text[k] == ' ' || text[k] == '\t')) ++k;
+      char first = k < text.size() ? text[k] : '\n';
+      if (!(std::isalnum(static_cast<unsigned char>(first)) || first == '_' || first == '-' || first == '"' || first == '\''))
+        return makeError("{}:{}: a table header must begin with a key", source, line);
     }
     if (c == '#') comment = true;
     else if (c == '"' || c == '\'') quote = static_cast<char>(c);

@@ -244,10 +244,13 @@ class TestPluginLoader : public QObject {
                          Bad{"project = 1\n", "trusted.toml:1: 'project' must be an array of tables"},
                          Bad{"[[project]]\nplugins = {}\n", "trusted.toml:1: a [[project]] without 'folder'"},
                          Bad{"[[project]\n", "trusted.toml:1:"},
-                         // toml++ asserts on this one (where assertions are on) instead of reporting it.
-                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: control character U+0001"},
+                         // toml++ asserts on these (where assertions are on) instead of reporting them.
+                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: a table header must begin with a key"},
+                         Bad{"[[project]]\nfolder = \"/a\x01\"\n", "trusted.toml:2: control character U+0001"},
                          // toml++ reaches __builtin_unreachable on this one.
-                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII character outside a string"}}) {
+                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII character outside a string"},
+                         // and asserts on this one.
+                         Bad{"# x\n  [*o]\n", "trusted.toml:2: a table header must begin with a key"}}) {
       auto r = plugin::TrustList::parse(b.text, "trusted.toml");
       QVERIFY2(!r.ok(), b.text);
       QVERIFY2(r.error().message.find(b.error) == 0, r.error().message.c_str());
