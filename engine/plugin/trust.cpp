@@ -58,7 +58,8 @@ Status checkTomlText(std::string_view text, const std::string& source) {
     if (c == '[' && atLineStart(text, i)) {
       // A table header: toml++ asserts instead of reporting one that does not begin with a key.
       size_t k = i + 1;
-      while (k < text.size() && (text[k] == '[' || text[k] == ' ' || text[k] == '\t')) ++k;
+      if (k < text.size() && text[k] == '[') ++k;  // [[array of tables]]
+      while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
       char first = k < text.size() ? text[k] : '\n';
       if (!(std::isalnum(static_cast<unsigned char>(first)) || first == '_' || first == '-' || first == '"' || first == '\''))
         return makeError("{}:{}: a table header must begin with a key", source, line);

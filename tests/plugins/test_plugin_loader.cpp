@@ -250,7 +250,8 @@ class TestPluginLoader : public QObject {
                          // toml++ reaches __builtin_unreachable on this one.
                          Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII character outside a string"},
                          // and asserts on this one.
-                         Bad{"# x\n  [*o]\n", "trusted.toml:2: a table header must begin with a key"}}) {
+                         Bad{"# x\n  [*o]\n", "trusted.toml:2: a table header must begin with a key"},
+                         Bad{"[[[project]]\n", "trusted.toml:1: a table header must begin with a key"}}) {
       auto r = plugin::TrustList::parse(b.text, "trusted.toml");
       QVERIFY2(!r.ok(), b.text);
       QVERIFY2(r.error().message.find(b.error) == 0, r.error().message.c_str());
