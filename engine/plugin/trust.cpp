@@ -33,9 +33,9 @@ bool atLineStart(std::string_view text, size_t i) {
 
 // What toml++ 3.3 (Debian 12) mishandles instead of reporting, refused here first: a control character (TOML
 // allows none but tab and line ends; toml++ trips an assertion on some in a table header), a table header that
-// does not begin with a key (the same assertion), and a non-ASCII
-// character outside strings and comments (TOML allows none there; toml++'s whitespace test reaches
-// __builtin_unreachable for many of them, U+00A1 to U+0499 among them).
+// does not begin with a key (the same assertion), and any non-ASCII byte: toml++'s whitespace test reaches
+// __builtin_unreachable for many non-ASCII characters (U+00A1 to U+0499 among them) wherever it looks for the
+// end of a value, so the list is ASCII, its strings' other characters written as \uXXXX (toToml does).
 Status checkTomlText(std::string_view text, const std::string& source) {
   int line = 1;
   char quote = 0;        // inside a '...' or "..." string
@@ -49,6 +49,9 @@ Status checkTomlText(std::string_view text, const std::string& source) {
     }
     if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
       return makeError("{}:{}: control character U+{:04X} (TOML allows none but tab)", source, line, unsigned(c));
+    if (c >= 0x80)
+      return makeError("{}:{}: a non-ASCII byte (the trust list is ASCII: write such characters in strings as \\uXXXX)",
+                       source, line);
     if (comment) continue;
     if (quote) {
       if (c == '\\' && quote == '"') ++i;
@@ -66,7 +69,7 @@ Status checkTomlText(std::string_view text, const std::string& source) {
     }
     if (c == '#') comment = true;
     else if (c == '"' || c == '\'') quote = static_cast<char>(c);
-    else if (c >= 0x80) return makeError("{}:{}: a non-ASCII character outside a string", source, line);
+
   }
   return {};
 }
@@ -183,7 +186,10 @@ std::string TrustList::toToml() const {
   std::ostringstream out;
   out << "# Projects whose plugins/ folder Tessera loads native code from: the folder and the SHA-256 of each\n"
          "# library. A new or changed library needs trust again. Delete an entry to withdraw trust.\n\n";
-  out << toml::table{{"project", std::move(projects)}} << "\n";
+  // Without allow_unicode_strings, non-ASCII characters are written as \uXXXX (see checkTomlText).
+  toml::table root{{"project", std::move(projects)}};
+  out << toml::toml_formatter(root, toml::toml_formatter::default_flags & ~toml::format_flags::allow_unicode_strings)
+      << "\n";
   return out.str();
 }
 

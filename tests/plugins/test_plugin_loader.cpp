@@ -248,7 +248,8 @@ class TestPluginLoader : public QObject {
                          Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: a table header must begin with a key"},
                          Bad{"[[project]]\nfolder = \"/a\x01\"\n", "trusted.toml:2: control character U+0001"},
                          // toml++ reaches __builtin_unreachable on this one.
-                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII character outside a string"},
+                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII byte"},
+                         Bad{"[[project]]\nfolder = 6\"/h\xd2\x86\"\n", "trusted.toml:2: a non-ASCII byte"},
                          // and asserts on this one.
                          Bad{"# x\n  [*o]\n", "trusted.toml:2: a table header must begin with a key"},
                          Bad{"[[[project]]\n", "trusted.toml:1: a table header must begin with a key"}}) {
