@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tessera needs that are missing on this machine.
 # Safe to run again: it installs only what is absent and says what it installs.
+#   scripts/bootstrap.sh           what building and testing need
+#   scripts/bootstrap.sh --fuzz    and clang-14 with libFuzzer, for scripts/fuzz.sh and scripts/sanitize.sh
 set -euo pipefail
 
 PACKAGES=(
@@ -8,6 +10,10 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config ccache
   # engine
   libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev
+  # plugin hashes (SHA-256)
+  libssl-dev
+  # the fault trials read the run store with SQLite's shell
+  sqlite3
   # multi-process runs
   openmpi-bin libopenmpi-dev
   # IDE
@@ -16,6 +22,10 @@ PACKAGES=(
   # headless GUI tests; Mesa's software OpenGL for the ImGui canvases under Xvfb
   xvfb xauth libgl1-mesa-dri
 )
+
+if [[ ${1:-} == --fuzz ]]; then
+  PACKAGES+=(clang-14 libfuzzer-14-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

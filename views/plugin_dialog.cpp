@@ -45,6 +45,7 @@ PluginDialog::PluginDialog(std::vector<plugin::PluginRecord> records,
       why->setForeground(3, QColor(200, 40, 40));
     }
     if (!r.description.empty()) new QTreeWidgetItem(item, {tr("about"), "", "", QString::fromStdString(r.description)});
+    if (!r.sha256.empty()) new QTreeWidgetItem(item, {tr("SHA-256"), "", "", QString::fromStdString(r.sha256)});
     auto add = [&](const QString& what, const std::vector<std::string>& items) {
       if (!items.empty()) new QTreeWidgetItem(item, {what, "", "", joined(items)});
     };

@@ -8,12 +8,14 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QInputDialog>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 #include <QStyle>
@@ -326,7 +328,39 @@ void MainWindow::openProject(const QString& path) {
 }
 
 void MainWindow::loadPlugins(const QString& projectDir) {
-  for (const auto& r : inspect::loadPlugins(projectDir.toStdString())) {
+  // Asked once per project: a Yes is remembered in the trust list, a No for as long as the IDE runs.
+  auto ask = [this](const plugin::TrustRequest& request) {
+    QString project = QString::fromStdString(plugin::trustFolderName(request.projectDir));
+    if (m_untrustedProjects.contains(project)) return false;
+    bool yes = false;
+    if (m_trustPrompt) {
+      yes = m_trustPrompt(request);
+    } else if (QGuiApplication::platformName() == "offscreen") {
+      yes = false;  // no one to answer (screenshots, tests): untrusted code stays out
+    } else {
+      QStringList files;
+      for (const auto& f : request.files)
+        files << QString("%1  (SHA-256 %2)").arg(QString::fromStdString(f.name), QString::fromStdString(f.sha256.substr(0, 16)) + "…");
+      QMessageBox box(QMessageBox::Warning, tr("Trust this project's plugins?"),
+                      tr("The project %1 brings native plugins in its plugins/ folder:\n\n%2\n\nThey would run with your "
+                         "rights. Load them only if you trust where the project comes from. (%3)")
+                          .arg(project, files.join("\n"), QString::fromStdString(request.reason)),
+                      QMessageBox::NoButton, this);
+      QPushButton* trust = box.addButton(tr("Trust and Load"), QMessageBox::AcceptRole);
+      box.addButton(tr("Don't Load"), QMessageBox::RejectRole);
+      box.exec();
+      yes = box.clickedButton() == trust;
+    }
+    if (!yes) {
+      m_untrustedProjects.insert(project);
+      m_session->log("warning", QString("the plugins of %1 are not loaded: the project is not trusted").arg(project));
+      return false;
+    }
+    if (Status st = plugin::rememberTrust(request); !st.ok())
+      m_session->log("warning", QString("cannot remember the trust: %1").arg(QString::fromStdString(st.error().message)));
+    return true;
+  };
+  for (const auto& r : inspect::loadPlugins(projectDir.toStdString(), ask)) {
     if (r.loaded) m_session->log("info", QString("plugin %1 %2 loaded from %3").arg(QString::fromStdString(r.name),
                                                                                      QString::fromStdString(r.version),
                                                                                      QString::fromStdString(r.path)));

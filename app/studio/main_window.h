@@ -2,8 +2,13 @@
 // The Tessera Studio window: the graph in the middle, the other panels in docks whose layout is saved and
 // restored, menus and shortcuts for every action, the command palette, recent projects, light and dark
 // themes, projects opened from the menu, the command line or a folder dropped on the window.
+#include <functional>
+
 #include <QMainWindow>
 #include <QMap>
+#include <QSet>
+
+#include "engine/inspect/plugins.h"
 
 class QAction;
 class QDockWidget;
@@ -66,6 +71,11 @@ class MainWindow : public QMainWindow {
   QString aboutText() const;
   // Help › Plugins: every plugin tried, what it registers or why it was skipped, and the passes' reports.
   void showPlugins();
+  // Asked before the native plugins of a project that is not trusted (or whose plugins changed since) load:
+  // true loads them and remembers the trust (plugin::rememberTrust); false keeps them out, and the project is
+  // not asked about again while the IDE runs. By default a question box; tests answer it themselves.
+  using PluginTrustPrompt = std::function<bool(const plugin::TrustRequest&)>;
+  void setPluginTrustPrompt(PluginTrustPrompt prompt) { m_trustPrompt = std::move(prompt); }
 
  protected:
   void closeEvent(QCloseEvent* e) override;
@@ -109,6 +119,8 @@ class MainWindow : public QMainWindow {
   QString m_theme = "light";
   QByteArray m_defaultState;
   QMap<QString, PluginPanel*> m_pluginPanels;  // by panel name; widgets owned by their docks
+  PluginTrustPrompt m_trustPrompt;
+  QSet<QString> m_untrustedProjects;  // answered No in this session
 };
 
 }  // namespace tsr::studio

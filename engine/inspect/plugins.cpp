@@ -2,8 +2,8 @@
 
 namespace tsr::inspect {
 
-std::vector<plugin::PluginRecord> loadPlugins(const std::string& projectDir) {
-  return plugin::loadStartupPlugins(projectDir);
+std::vector<plugin::PluginRecord> loadPlugins(const std::string& projectDir, const plugin::TrustPrompt& ask) {
+  return plugin::loadStartupPlugins(projectDir, ask);
 }
 
 std::vector<plugin::PluginRecord> pluginRecords() { return plugin::pluginRecords(); }

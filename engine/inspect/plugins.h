@@ -10,8 +10,9 @@ namespace tsr::inspect {
 
 // Loads the plugins of the search order (PROJECT/plugins first when projectDir is given, then
 // TESSERA_PLUGIN_PATH, the user's folder, the bundled ones); plugins already loaded are not loaded again.
+// The project's own plugins load when it is trusted, or when `ask` says yes (plugin::TrustPrompt).
 // Returns the records of this call. Call it on the UI thread while no compile runs.
-std::vector<plugin::PluginRecord> loadPlugins(const std::string& projectDir = "");
+std::vector<plugin::PluginRecord> loadPlugins(const std::string& projectDir = "", const plugin::TrustPrompt& ask = {});
 // Every plugin tried so far, loaded or skipped.
 std::vector<plugin::PluginRecord> pluginRecords();
 std::vector<plugin::PanelRegistration> pluginPanels();

@@ -17,6 +17,12 @@ namespace tsr::inspect {
 
 namespace {
 
+// t - t0 for t >= t0, saturated: the times of a damaged store or trace can be anything.
+int64_t sinceStart(int64_t t, int64_t t0) {
+  int64_t d = 0;
+  return __builtin_sub_overflow(t, t0, &d) ? std::numeric_limits<int64_t>::max() : d;
+}
+
 // "cpu:2" < "cpu:10": digits compare as numbers.
 bool naturalLess(const std::string& a, const std::string& b) {
   size_t i = 0, j = 0;
@@ -196,7 +202,7 @@ Timeline TimelineBuilder::finish(std::string source) {
   t.events.reserve(m_events.size());
   for (const Pending& p : m_events) {
     TimelineEvent e;
-    e.startNs = p.startNs - t0;
+    e.startNs = sinceStart(p.startNs, t0);
     e.durationNs = p.durationNs;
     e.flops = p.flops;
     e.bytes = p.bytes;
@@ -273,7 +279,7 @@ Timeline TimelineBuilder::finish(std::string source) {
     t.endNs = std::max(t.endNs, e.endNs());
   }
   for (TimelineSpan& s : m_spans) {
-    s.startNs -= t0;
+    s.startNs = sinceStart(s.startNs, t0);
     t.endNs = std::max(t.endNs, s.startNs + s.durationNs);
     t.spans.push_back(std::move(s));
   }

@@ -5,8 +5,12 @@
 // and the metadata that names and orders processes and threads (process_name, thread_name, *_sort_index).
 // Tessera's own traces (runtime/trace_export.h) carry the kernel table in each kernel event's args (fusion,
 // kind, nodes, ops, executable, module) and their step marks as "X" events of category "mark".
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -55,7 +59,23 @@ std::optional<int64_t> asInteger(const std::string& s) {
   return std::nullopt;
 }
 
-int64_t nanos(double us) { return std::llround(us * 1000.0); }
+// Microseconds as nanoseconds, clamped to +-2^61 ns (73 years) so that sums and differences of times stay in
+// range (llround of a larger value is unspecified); NaN counts as 0.
+int64_t nanos(double us) {
+  constexpr double kLimit = 2305843009213693952.0;  // 2^61
+  double ns = us * 1000.0;
+  if (std::isnan(ns)) return 0;
+  return std::llround(std::clamp(ns, -kLimit, kLimit));
+}
+
+// A JSON number as a signed integer; one that is not finite or lies outside T's range gives nothing (casting it
+// would be undefined).
+template <typename T>
+std::optional<T> toInteger(double v) {
+  const double lo = static_cast<double>(std::numeric_limits<T>::min());  // -2^(bits-1), exact
+  if (!(v >= lo && v < -lo)) return std::nullopt;
+  return static_cast<T>(v);
+}
 
 class TraceReader : public nlohmann::json_sax<json> {
  public:
@@ -167,14 +187,14 @@ class TraceReader : public nlohmann::json_sax<json> {
       else if (m_key == "tid") m_ev.tid = text;
     } else if (m_depth == m_eventDepth + 1 && m_inArgs) {
       if (m_key == "fusion") {
-        m_ev.fusion = static_cast<int64_t>(v);
+        m_ev.fusion = toInteger<int64_t>(v).value_or(-1);
         m_ev.hasFusionArg = true;
       }
       else if (m_key == "flops") m_ev.flops = v;
       else if (m_key == "bytes") m_ev.bytes = v;
-      else if (m_key == "sort_index") m_ev.sortIndex = static_cast<int64_t>(v);
+      else if (m_key == "sort_index") m_ev.sortIndex = toInteger<int64_t>(v).value_or(0);
     } else if (m_depth == m_eventDepth + 2 && m_inArgs && m_argArray == "nodes") {
-      m_ev.nodes.push_back(static_cast<int>(v));
+      if (auto node = toInteger<int>(v)) m_ev.nodes.push_back(*node);
     }
     return true;
   }

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 
@@ -14,6 +16,7 @@
 
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_table.h"
+#include "engine/plugin/library_check.h"
 #include "engine/version.h"
 
 namespace tsr::plugin {
@@ -106,7 +109,23 @@ std::string commit(Registrations& regs, PluginRecord& r) {
   return "";
 }
 
-PluginRecord loadLocked(const std::string& path, const std::string& origin) {
+// The whole file in one read (libraries are a few MB; one over 1 GiB is refused, errno EFBIG).
+bool readLibrary(const std::string& path, std::vector<uint8_t>& bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  std::streamoff size = in.tellg();
+  if (size < 0) return false;
+  if (size > (std::streamoff(1) << 30)) {
+    errno = EFBIG;
+    return false;
+  }
+  bytes.resize(static_cast<size_t>(size));
+  in.seekg(0);
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(bytes.data()), size)) || size == 0;
+}
+
+// `expectedSha256`: the hash a project's library was trusted with; a file that changed since is not loaded.
+PluginRecord loadLocked(const std::string& path, const std::string& origin, const std::string& expectedSha256) {
   PluginRecord r;
   r.path = path;
   r.origin = origin;
@@ -114,6 +133,23 @@ PluginRecord loadLocked(const std::string& path, const std::string& origin) {
     r.error = "this program does not export the engine to plugins (it is not linked with tsr_plugin_host)";
     return r;
   }
+  // The file as it is now: its hash for the record, and a check that dlopen can map it whole and will find the
+  // entry point (a damaged library would crash it, or run its initialisers before being turned away).
+  std::vector<uint8_t> bytes;
+  if (!readLibrary(path, bytes)) {
+    r.error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return r;
+  }
+  r.sha256 = sha256Hex(bytes);
+  if (!expectedSha256.empty() && r.sha256 != expectedSha256) {
+    r.error = fmt::format("the library changed after it was trusted (SHA-256 {}, trusted {})", r.sha256, expectedSha256);
+    return r;
+  }
+  if (Status st = checkLibraryImage(bytes, TESSERA_PLUGIN_ENTRY_SYMBOL); !st.ok()) {
+    r.error = "damaged library: " + st.error().message;
+    return r;
+  }
+  bytes = {};
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
@@ -226,39 +262,120 @@ std::string bundledPluginDir() {
   return "";
 }
 
-PluginRecord loadPlugin(const std::string& path, const std::string& origin) {
+namespace {
+
+// Records a plugin, replacing the record of an earlier try of the same file that was not loaded for want of
+// trust (it is tried again once trusted).
+void addRecord(State& s, const PluginRecord& r) {
+  for (auto& other : s.records)
+    if (other.path == r.path && !other.loaded && other.untrusted) {
+      other = r;
+      return;
+    }
+  s.records.push_back(r);
+}
+
+std::vector<fs::path> librariesIn(const std::string& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (isLibrary(e.path())) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool tried(const fs::path& f) {
+  std::lock_guard lock(state().mutex);
+  return state().triedPaths.count(canonical(f.string())) > 0;
+}
+
+std::string hashOf(const fs::path& f) {
+  std::vector<uint8_t> bytes;
+  return readLibrary(f.string(), bytes) ? sha256Hex(bytes) : "";
+}
+
+// Whether the untried libraries of a project's plugins/ folder may load: the trust list covers them, or the
+// prompt says yes. Those that may not are recorded as untrusted and returned empty.
+// A library to load, with the hash it was trusted with (empty: no trust needed).
+struct Candidate {
+  fs::path path;
+  std::string sha256;
+};
+
+std::vector<Candidate> trustedLibraries(const SearchDir& d, const TrustPrompt& ask, const std::string& trustList,
+                                        std::vector<PluginRecord>& out) {
+  std::vector<fs::path> files;
+  for (const fs::path& f : librariesIn(d.dir))
+    if (!tried(f)) files.push_back(f);
+  if (files.empty()) return {};
+  TrustRequest request;
+  request.pluginDir = d.dir;
+  request.projectDir = fs::path(d.dir).parent_path().string();
+  for (const fs::path& f : files) request.files.push_back({f.filename().string(), hashOf(f)});
+  auto list = TrustList::load(trustList.empty() ? TrustList::defaultPath() : trustList);
+  request.reason = list.ok() ? list->whyUntrusted(trustFolderName(request.projectDir), request.files)
+                             : "the trust list cannot be read: " + list.error().message;
+  if (request.reason.empty() || (ask && ask(request))) {
+    std::vector<Candidate> trusted;
+    for (size_t i = 0; i < files.size(); ++i)
+      trusted.push_back({files[i], request.files[i].sha256.empty() ? "unreadable" : request.files[i].sha256});
+    return trusted;
+  }
+  std::lock_guard lock(state().mutex);
+  for (size_t i = 0; i < files.size(); ++i) {
+    PluginRecord r;
+    r.path = canonical(files[i].string());
+    r.origin = d.origin;
+    r.sha256 = request.files[i].sha256;
+    r.untrusted = true;
+    r.error = fmt::format("not trusted ({}): native code in a project's plugins/ folder loads only once the project "
+                          "is trusted (tessera plugins PROJECT --trust, or --trust-plugins for one command)",
+                          request.reason);
+    addRecord(state(), r);
+    out.push_back(r);
+  }
+  return {};
+}
+
+PluginRecord loadChecked(const std::string& path, const std::string& origin, const std::string& expectedSha256) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   std::string c = canonical(path);
   s.triedPaths.insert(c);
-  PluginRecord r = loadLocked(c, origin);
-  s.records.push_back(r);
+  PluginRecord r = loadLocked(c, origin, expectedSha256);
+  addRecord(s, r);
   return r;
 }
 
-std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs) {
+}  // namespace
+
+PluginRecord loadPlugin(const std::string& path, const std::string& origin) { return loadChecked(path, origin, ""); }
+
+std::vector<PluginFile> pluginFiles(const std::string& dir) {
+  std::vector<PluginFile> out;
+  for (const fs::path& f : librariesIn(dir)) out.push_back({f.filename().string(), hashOf(f)});
+  return out;
+}
+
+std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs, const TrustPrompt& ask,
+                                      const std::string& trustList) {
   std::vector<PluginRecord> out;
   if (!isPluginHost()) return out;
   for (const SearchDir& d : dirs) {
-    std::error_code ec;
-    if (!fs::is_directory(d.dir, ec)) continue;
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(d.dir, ec))
-      if (isLibrary(e.path())) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) {
-      {
-        std::lock_guard lock(state().mutex);
-        if (state().triedPaths.count(canonical(f.string()))) continue;  // the same file through another folder
-      }
-      out.push_back(loadPlugin(f.string(), d.origin));
+    std::vector<Candidate> files;
+    if (d.origin == "project") files = trustedLibraries(d, ask, trustList, out);
+    else for (const fs::path& f : librariesIn(d.dir)) files.push_back({f, ""});
+    for (const Candidate& f : files) {
+      if (tried(f.path)) continue;  // the same file through another folder
+      out.push_back(loadChecked(f.path.string(), d.origin, f.sha256));
     }
   }
   return out;
 }
 
-std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir) {
-  return loadPlugins(searchDirs(projectDir, bundledPluginDir()));
+std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir, const TrustPrompt& ask) {
+  return loadPlugins(searchDirs(projectDir, bundledPluginDir()), ask);
 }
 
 std::vector<PluginRecord> pluginRecords() {
@@ -276,6 +393,7 @@ std::string describe(const PluginRecord& r) {
   if (!r.version.empty()) head += " " + r.version;
   std::string s = fmt::format("{}  {} ({})", head, r.path, r.origin);
   if (!r.loaded) return s + "\n    skipped: " + r.error;
+  if (!r.sha256.empty()) s += "\n    sha256 " + r.sha256;
   auto list = [&](const char* what, const std::vector<std::string>& items) {
     if (items.empty()) return;
     s += fmt::format("\n    {}: ", what);

@@ -11,14 +11,23 @@
 // loaded again; a second plugin with the name of a loaded one is skipped and reported ("already loaded from
 // PATH"), so the earlier folder wins. A plugin that fails (it cannot be opened, lacks the entry point, has
 // another API or engine version, its init fails or throws, an op fails the rule-table check, or a name clashes
-// with what is registered) is reported with its path and the reason, unloaded, and changes nothing.
+// with what is registered) is reported with its path and the reason, unloaded, and changes nothing. Before the
+// dynamic loader sees a library, the loader hashes it (SHA-256, in the record) and checks it is a whole ELF
+// library exporting the entry point (library_check.h): a damaged one is reported and skipped without running
+// any of its code, and the next plugin of its name in the search order loads instead.
+//
+// A project's own plugins/ folder loads only when trusted (trust.h): its libraries are in the trust list with
+// the same hashes, or the caller's TrustPrompt says yes (the CLI's --trust-plugins, the IDE's question).
+// Untrusted ones are reported ("not trusted: ...") and load later once trusted.
 //
 // Plugins must load before graphs are built (the op registry hands out references to its ops): the CLI loads
 // them before it runs a command, the IDE at start and when it opens a project.
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/plugin/plugin.h"
+#include "engine/plugin/trust.h"
 
 namespace tsr::plugin {
 
@@ -26,7 +35,9 @@ struct PluginRecord {
   std::string path;    // the library
   std::string origin;  // "project", "TESSERA_PLUGIN_PATH", "user", "bundled" or "explicit"
   std::string name, version, description;
+  std::string sha256;  // of the library file (empty when it cannot be read)
   bool loaded = false;
+  bool untrusted = false;  // a project's plugin not loaded for want of trust
   std::string error;  // why it was skipped (empty when loaded)
   // What it registers: op names, "NAME at POINT" for passes, family names, "NAME (Title)" for panels.
   std::vector<std::string> ops, passes, families, panels;
@@ -49,10 +60,19 @@ bool isPluginHost();
 
 // Loads one library. Never throws or aborts on a bad plugin: the record says what happened.
 PluginRecord loadPlugin(const std::string& path, const std::string& origin = "explicit");
+// Asked before the libraries of a project's plugins/ folder that the trust list does not cover are loaded;
+// true loads them (remembering the answer is the prompt's business: rememberTrust). None: they do not load.
+using TrustPrompt = std::function<bool(const TrustRequest&)>;
+
 // Loads every plugin of the folders in order (see above); returns the records of this call, skipped ones too.
-std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs);
+// `trustList`: the trust list's file (default: TrustList::defaultPath()).
+std::vector<PluginRecord> loadPlugins(const std::vector<SearchDir>& dirs, const TrustPrompt& ask = {},
+                                      const std::string& trustList = "");
 // searchDirs(projectDir, bundledPluginDir()), loaded.
-std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir = "");
+std::vector<PluginRecord> loadStartupPlugins(const std::string& projectDir = "", const TrustPrompt& ask = {});
+
+// The libraries of a folder that loadPlugins would try (*.so regular files, in name order), with their hashes.
+std::vector<PluginFile> pluginFiles(const std::string& dir);
 
 // Every plugin this process has tried, loaded or skipped, in order.
 std::vector<PluginRecord> pluginRecords();

@@ -101,7 +101,8 @@ std::string toChromeTrace(const Trace& trace) {
   json doc = {{"traceEvents", std::move(events)},
               {"displayTimeUnit", "ns"},
               {"otherData", {{"generator", fmt::format("tessera {}", kVersion)}}}};
-  // Names come from the store, which may hold any bytes: invalid UTF-8 becomes U+FFFD rather than an exception.
+  // Names come from the run store and from plugins, and need not be UTF-8: JSON must be, so a byte that is not
+  // becomes U+FFFD (dump() would throw).
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -1,7 +1,9 @@
 // Plugins in Tessera Studio (offscreen): the IDE loads the example plugins of the build tree, Help › Plugins
 // lists them as `tessera plugins` does, the Op Mix panel (a plugin's) sits in a dock, and the gpt2_swiglu
 // sample project opens with the plugin's swiglu op in its graph, counted by the panel as the graph holds it.
+#include <QCryptographicHash>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTest>
@@ -9,6 +11,7 @@
 
 #include "app/studio/main_window.h"
 #include "engine/ops/registry.h"
+#include "engine/plugin/trust.h"
 #include "views/graph_panel.h"
 #include "views/plugin_dialog.h"
 #include "views/session.h"
@@ -40,6 +43,46 @@ class TestPluginStudio : public QObject {
     QCoreApplication::setApplicationName("PluginStudioTest");
   }
 
+  // A project with native code in its plugins/ folder: the IDE asks before loading it. No keeps it out and is
+  // not asked again in this session; in a new window Yes loads it and puts the project in the trust list.
+  void projectPluginsAskOnce() {
+    QTemporaryDir home, proj;
+    qputenv("XDG_CONFIG_HOME", home.path().toUtf8());
+    QVERIFY(QDir().mkpath(proj.filePath("plugins")));
+    QVERIFY(QFile::copy(TSR_PROBE_PLUGIN, proj.filePath("plugins/trust_probe.so")));
+    QVERIFY(QFile::copy(TSR_SOURCE_DIR "/sample_projects/mlp_sharding/project.toml", proj.filePath("project.toml")));
+    int asked = 0;
+    {
+      MainWindow w;
+      w.setPluginTrustPrompt([&](const plugin::TrustRequest& r) {
+        ++asked;
+        return r.files.size() == 1 && r.files[0].name == "trust_probe.so" && false;
+      });
+      w.openProject(proj.path());
+      QCOMPARE(asked, 1);
+      QVERIFY(!ops::registry().find("trust_probe_op"));
+      QVERIFY(QTest::qWaitFor([&] { return !w.session()->busy(); }, 60000));
+      w.openProject(proj.path());
+      QCOMPARE(asked, 1);
+      QVERIFY(!ops::registry().find("trust_probe_op"));
+      QVERIFY(QTest::qWaitFor([&] { return !w.session()->busy(); }, 60000));
+    }
+    QVERIFY(!QFile::exists(home.filePath("tessera/trusted.toml")));
+    {
+      MainWindow w;
+      w.setPluginTrustPrompt([&](const plugin::TrustRequest&) { return ++asked > 0; });
+      w.openProject(proj.path());
+      QCOMPARE(asked, 2);
+      QVERIFY(ops::registry().find("trust_probe_op"));
+      QVERIFY(QTest::qWaitFor([&] { return !w.session()->busy(); }, 60000));
+    }
+    auto list = plugin::TrustList::load(home.filePath("tessera/trusted.toml").toStdString());
+    QVERIFY(list.ok());
+    QVERIFY(list->whyUntrusted(plugin::trustFolderName(proj.path().toStdString()),
+                               plugin::pluginFiles(proj.filePath("plugins").toStdString())).empty());
+    qunsetenv("XDG_CONFIG_HOME");
+  }
+
   void dialogListsTheExamplesAndThePanelIsDocked() {
     MainWindow w;
     QVERIFY2(w.panels().contains("op_mix"), qPrintable(w.panels().keys().join(", ")));
@@ -53,6 +96,19 @@ class TestPluginStudio : public QObject {
     }
     for (const char* name : {"swiglu", "op_stats", "op_mix_panel"})
       QVERIFY2(loaded.contains(name), qPrintable(loaded.join(", ")));
+    // Each bundled plugin's SHA-256, as Qt computes it from the file.
+    for (int i = 0; i < dialog->tree()->topLevelItemCount(); ++i) {
+      QTreeWidgetItem* item = dialog->tree()->topLevelItem(i);
+      if (item->text(2) != "loaded" || !QStringList{"swiglu", "op_stats", "op_mix_panel"}.contains(item->text(0))) continue;
+      QString path = item->text(3).section(" (", 0, 0);
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      QString want = QString::fromLatin1(QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256).toHex());
+      bool shown = false;
+      for (int c = 0; c < item->childCount(); ++c)
+        shown |= item->child(c)->text(0) == "SHA-256" && item->child(c)->text(3) == want;
+      QVERIFY2(shown, qPrintable(path));
+    }
     dialog->close();
   }
 

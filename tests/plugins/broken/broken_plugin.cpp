@@ -7,6 +7,7 @@
 //   6 throwing_init    init throws an exception
 //   7 other_engine     built against another engine version
 //   8 duplicate_op     registers an op whose name a core op has
+//   9 trust_probe      nothing wrong: registers the op trust_probe_op (for the tests of project plugin trust)
 #include <stdexcept>
 
 #include "engine/ops/op_helpers.h"
@@ -79,6 +80,9 @@ int init(TesseraPluginHost* h) {
   host.addOp(goodOp("broken_good_op"));
   host.addOp(goodOp("add"));
   return 0;
+#elif BROKEN_KIND == 9
+  host.addOp(goodOp("trust_probe_op"));
+  return 0;
 #else
   (void)host;
   return 0;
@@ -96,7 +100,11 @@ constexpr const char* kEngine = "0.0.0-other";
 constexpr const char* kEngine = tsr::kVersion;
 #endif
 
+#if BROKEN_KIND == 9
+const TesseraPluginInfo kInfo = {kApi, "trust_probe", "0.1", "a plugin that works", kEngine, init};
+#else
 const TesseraPluginInfo kInfo = {kApi, "broken", "0.1", "a deliberately broken plugin", kEngine, init};
+#endif
 
 }  // namespace
 
