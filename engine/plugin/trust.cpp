@@ -1,5 +1,7 @@
 #include "engine/plugin/trust.h"
 
+#include "engine/core/toml_text.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -23,55 +25,6 @@ bool isSha256(std::string_view s) {
   for (char c : s)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
-}
-
-// Whether only spaces and tabs precede position i on its line.
-bool atLineStart(std::string_view text, size_t i) {
-  while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
-  return i == 0 || text[i - 1] == '\n';
-}
-
-// What toml++ 3.3 (Debian 12) mishandles instead of reporting, refused here first: a control character (TOML
-// allows none but tab and line ends; toml++ trips an assertion on some in a table header), a table header that
-// does not begin with a key (the same assertion), and any non-ASCII byte: toml++'s whitespace test reaches
-// __builtin_unreachable for many non-ASCII characters (U+00A1 to U+0499 among them) wherever it looks for the
-// end of a value, so the list is ASCII, its strings' other characters written as \uXXXX (toToml does).
-Status checkTomlText(std::string_view text, const std::string& source) {
-  int line = 1;
-  char quote = 0;        // inside a '...' or "..." string
-  bool comment = false;  // after # up to the line's end
-  for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') {
-      ++line;
-      comment = false;
-      continue;
-    }
-    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
-      return makeError("{}:{}: control character U+{:04X} (TOML allows none but tab)", source, line, unsigned(c));
-    if (c >= 0x80)
-      return makeError("{}:{}: a non-ASCII byte (the trust list is ASCII: write such characters in strings as \\uXXXX)",
-                       source, line);
-    if (comment) continue;
-    if (quote) {
-      if (c == '\\' && quote == '"') ++i;
-      else if (c == static_cast<unsigned char>(quote)) quote = 0;
-      continue;
-    }
-    if (c == '[' && atLineStart(text, i)) {
-      // A table header: toml++ asserts instead of reporting one that does not begin with a key.
-      size_t k = i + 1;
-      if (k < text.size() && text[k] == '[') ++k;  // [[array of tables]]
-      while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
-      char first = k < text.size() ? text[k] : '\n';
-      if (!(std::isalnum(static_cast<unsigned char>(first)) || first == '_' || first == '-' || first == '"' || first == '\''))
-        return makeError("{}:{}: a table header must begin with a key", source, line);
-    }
-    if (c == '#') comment = true;
-    else if (c == '"' || c == '\'') quote = static_cast<char>(c);
-
-  }
-  return {};
 }
 
 }  // namespace
@@ -100,7 +53,9 @@ Result<TrustList> TrustList::load(const std::string& path) {
 }
 
 Result<TrustList> TrustList::parse(std::string_view text, const std::string& source) {
-  TSR_TRY(checkTomlText(text, source));
+  // The list is ASCII (toToml writes other characters as \uXXXX): toml++ 3.3 also misreads a non-ASCII
+  // character right after a value, so none is taken even in strings (engine/core/toml_text.h).
+  TSR_TRY(checkTomlText(text, source, /*asciiOnly=*/true));
   toml::table root;
   try {
     root = toml::parse(text, source);

@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "engine/core/limits.h"
+#include "engine/core/toml_text.h"
 #include "engine/project/model_family.h"
 
 namespace tsr::project {
@@ -161,6 +162,7 @@ std::string Project::resolve(const std::string& relative) const {
 }
 
 Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir) {
+  TSR_TRY(checkTomlText(text, file));
   toml::table root;
   try {
     root = toml::parse(text, file);

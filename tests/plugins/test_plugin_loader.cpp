@@ -245,14 +245,14 @@ class TestPluginLoader : public QObject {
                          Bad{"[[project]]\nplugins = {}\n", "trusted.toml:1: a [[project]] without 'folder'"},
                          Bad{"[[project]\n", "trusted.toml:1:"},
                          // toml++ asserts on these (where assertions are on) instead of reporting them.
-                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2: a table header must begin with a key"},
-                         Bad{"[[project]]\nfolder = \"/a\x01\"\n", "trusted.toml:2: control character U+0001"},
+                         Bad{"\n[[\x01zproject]]\n", "trusted.toml:2:1: a table header must begin with a key"},
+                         Bad{"[[project]]\nfolder = \"/a\x01\"\n", "trusted.toml:2:13: control character U+0001"},
                          // toml++ reaches __builtin_unreachable on this one.
-                         Bad{"\xc6\x8dpty\n", "trusted.toml:1: a non-ASCII byte"},
-                         Bad{"[[project]]\nfolder = 6\"/h\xd2\x86\"\n", "trusted.toml:2: a non-ASCII byte"},
+                         Bad{"\xc6\x8dpty\n", "trusted.toml:1:1: a non-ASCII byte"},
+                         Bad{"[[project]]\nfolder = 6\"/h\xd2\x86\"\n", "trusted.toml:2:14: a non-ASCII byte"},
                          // and asserts on this one.
-                         Bad{"# x\n  [*o]\n", "trusted.toml:2: a table header must begin with a key"},
-                         Bad{"[[[project]]\n", "trusted.toml:1: a table header must begin with a key"}}) {
+                         Bad{"# x\n  [*o]\n", "trusted.toml:2:3: a table header must begin with a key"},
+                         Bad{"[[[project]]\n", "trusted.toml:1:1: a table header must begin with a key"}}) {
       auto r = plugin::TrustList::parse(b.text, "trusted.toml");
       QVERIFY2(!r.ok(), b.text);
       QVERIFY2(r.error().message.find(b.error) == 0, r.error().message.c_str());

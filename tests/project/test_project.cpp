@@ -89,6 +89,25 @@ compute = "bf16"
     QVERIFY2(missing.error().message.find("/nonexistent/folder: no such file") == 0, missing.error().message.c_str());
   }
 
+  // What toml++ 3.3 would mishandle (undefined behaviour on non-ASCII text where it looks for whitespace, failed
+  // assertions on control characters and on a table header that begins with no key) is refused first, with the
+  // line and column; non-ASCII text in strings and comments, where TOML allows it, still parses.
+  void textTomlWouldMishandleIsRefusedWithItsPosition() {
+    const std::string outside = "a non-ASCII character outside a string or comment (TOML allows them only there)";
+    QCOMPARE(parseError("\xc6\x8d[train]\nsteps = 3\n"), "p/project.toml:1:1: " + outside);
+    QCOMPARE(parseError("[train]\nsteps = 3 \xc2\xa0\n"), "p/project.toml:2:11: " + outside);
+    QCOMPARE(parseError("[train]\nsteps = \x01\n"), std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
+    QCOMPARE(parseError("# x\n  [*o]\n"), std::string("p/project.toml:2:3: a table header must begin with a key"));
+    QCOMPARE(parseError("[[\x01z]]\n"), std::string("p/project.toml:1:1: a table header must begin with a key"));
+    // Allowed in comments and strings, where a quote of another kind or a # ends nothing.
+    auto p = parseProject("# \xc3\xa9t\xc3\xa9 \"\n[project]\nname = \"\"\"caf\xc3\xa9 ''' # \"\" \"\"\"\n"
+                          "[train]\nsteps = 3 # \xc2\xa0 '\n",
+                          "p/project.toml", "p");
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->name, std::string("caf\xc3\xa9 ''' # \"\" "));
+    QCOMPARE(p->train.steps, int64_t(3));
+  }
+
   // Sizes are bounded when the file is read, before anything is allocated from them; the message names the
   // key, the value and the limit (n_layer = 100000 used to end in std::bad_alloc, a huge mesh in length_error).
   void sizesAreBoundedWithTheKeyValueAndLimit() {

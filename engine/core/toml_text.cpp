@@ -1,0 +1,90 @@
+#include "engine/core/toml_text.h"
+
+#include <cctype>
+
+namespace tsr {
+
+namespace {
+
+// Whether only spaces and tabs precede position i on its line.
+bool atLineStart(std::string_view text, size_t i) {
+  while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
+  return i == 0 || text[i - 1] == '\n';
+}
+
+enum class Mode { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral };
+
+}  // namespace
+
+Status checkTomlText(std::string_view text, const std::string& source, bool asciiOnly) {
+  int line = 1, column = 0;
+  Mode mode = Mode::Code;
+  auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    ++column;
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      // Single-line strings and comments end with the line (an unterminated string is toml++'s to report).
+      if (mode == Mode::Comment || mode == Mode::Basic || mode == Mode::Literal) mode = Mode::Code;
+      continue;
+    }
+    if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+      return makeError("{}:{}:{}: control character U+{:04X} (TOML allows none but tab)", source, line, column,
+                       unsigned(c));
+    if (c >= 0x80) {
+      if (asciiOnly)
+        return makeError("{}:{}:{}: a non-ASCII byte (this file is ASCII: write such characters in strings as \\uXXXX)",
+                         source, line, column);
+      if (mode == Mode::Code)
+        return makeError("{}:{}:{}: a non-ASCII character outside a string or comment (TOML allows them only there)",
+                         source, line, column);
+      if ((c & 0xc0) != 0x80) continue;  // a lead byte; continuation bytes do not advance the column
+      --column;
+      continue;
+    }
+    switch (mode) {
+      case Mode::Comment: break;
+      case Mode::Basic:
+        if (c == '\\') ++i, ++column;
+        else if (c == '"') mode = Mode::Code;
+        break;
+      case Mode::Literal:
+        if (c == '\'') mode = Mode::Code;
+        break;
+      case Mode::MultiBasic:
+        if (c == '\\') ++i, ++column;
+        else if (at(i, "\"\"\"")) mode = Mode::Code, i += 2, column += 2;
+        break;
+      case Mode::MultiLiteral:
+        if (at(i, "'''")) mode = Mode::Code, i += 2, column += 2;
+        break;
+      case Mode::Code:
+        if (c == '#') {
+          mode = Mode::Comment;
+        } else if (at(i, "\"\"\"")) {
+          mode = Mode::MultiBasic, i += 2, column += 2;
+        } else if (at(i, "'''")) {
+          mode = Mode::MultiLiteral, i += 2, column += 2;
+        } else if (c == '"') {
+          mode = Mode::Basic;
+        } else if (c == '\'') {
+          mode = Mode::Literal;
+        } else if (c == '[' && atLineStart(text, i)) {
+          // A table header must begin with a key (toml++ asserts instead of reporting one that does not).
+          size_t k = i + 1;
+          if (k < text.size() && text[k] == '[') ++k;  // [[array of tables]]
+          while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
+          const char first = k < text.size() ? text[k] : '\n';
+          if (!(std::isalnum(static_cast<unsigned char>(first)) || first == '_' || first == '-' || first == '"' ||
+                first == '\''))
+            return makeError("{}:{}:{}: a table header must begin with a key", source, line, column);
+        }
+        break;
+    }
+  }
+  return {};
+}
+
+}  // namespace tsr
