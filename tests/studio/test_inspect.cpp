@@ -292,7 +292,7 @@ class TestInspect : public QObject {
     QVERIFY(plan.ok());
     const passes::Decision* fused = nullptr;
     for (const auto& d : ctx.log().all())
-      if (!fused && d.nodes.size() == 1 && d.message.rfind("fused into ", 0) == 0) fused = &d;
+      if (!fused && d.reason == passes::FusionReason::Fused && d.message.rfind("fused into ", 0) == 0) fused = &d;
     QVERIFY(fused);
     ir::NodeId node = fused->nodes.front();
     inspect::NodeInfo info = inspect::describeNode(fs, node);

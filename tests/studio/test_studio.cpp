@@ -223,7 +223,7 @@ class TestStudio : public QObject {
     QVERIFY(waitLayout(w.graphPanel()));
     const passes::Decision* fused = nullptr;
     for (const auto& d : ctx.log().all())
-      if (!fused && d.nodes.size() == 1 && d.message.rfind("fused into ", 0) == 0) fused = &d;
+      if (!fused && d.reason == passes::FusionReason::Fused && d.message.rfind("fused into ", 0) == 0) fused = &d;
     QVERIFY(fused);
     int node = fused->nodes.front();
     w.session()->selectNode(node);
