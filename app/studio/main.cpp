@@ -97,6 +97,19 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
   timer->start(100);
 }
 
+// Prints the exception being handled (call it inside a catch block).
+void reportEscapedException() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessera-studio: out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera-studio: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessera-studio: internal error: an unknown exception\n");
+  }
+}
+
 // Exceptions must not cross Qt's event loop (Qt does not support it): one escaping an event handler is printed
 // and the IDE exits with status 1, instead of aborting.
 class StudioApplication : public QApplication {
@@ -105,12 +118,8 @@ class StudioApplication : public QApplication {
   bool notify(QObject* receiver, QEvent* event) override {
     try {
       return QApplication::notify(receiver, event);
-    } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "tessera-studio: out of memory\n");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tessera-studio: internal error: %s\n", e.what());
     } catch (...) {
-      std::fprintf(stderr, "tessera-studio: internal error: an unknown exception\n");
+      reportEscapedException();
     }
     QApplication::exit(1);
     return false;
@@ -205,12 +214,8 @@ int main(int argc, char** argv) {
   // What escapes outside the event loop (the command line, building the window): printed, status 1.
   try {
     return run(argc, argv);
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "tessera-studio: out of memory\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessera-studio: internal error: %s\n", e.what());
   } catch (...) {
-    std::fprintf(stderr, "tessera-studio: internal error: an unknown exception\n");
+    reportEscapedException();
   }
   return 1;
 }
