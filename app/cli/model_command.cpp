@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/bytes.h"
+
 #include "engine/project/project.h"
 #include "engine/train/run.h"
 
@@ -20,14 +22,6 @@ std::string withThousands(int64_t n) {
 }
 
 namespace {
-
-std::string humanBytes(int64_t bytes) {
-  auto b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} B", bytes);
-}
 
 std::string humanFlops(double f) {
   if (f >= 1e12) return fmt::format("{:.2f} TFLOP", f / 1e12);
@@ -54,11 +48,11 @@ int runModelInfo(const std::string& path) {
     return 1;
   }
   std::cout << fmt::format("{}: {} with {} parameters ({})\n\n", p->name, info->family, withThousands(info->numParams),
-                           humanBytes(info->bytes));
+                           formatBytes(info->bytes));
   std::cout << fmt::format("{:<44}{:>16}{:>14}\n", "module", "params", "bytes");
   for (const auto& m : info->modules)
-    std::cout << fmt::format("{:<44}{:>16}{:>14}\n", m.path, withThousands(m.params), humanBytes(m.bytes));
-  std::cout << fmt::format("{:<44}{:>16}{:>14}\n\n", "total", withThousands(info->numParams), humanBytes(info->bytes));
+    std::cout << fmt::format("{:<44}{:>16}{:>14}\n", m.path, withThousands(m.params), formatBytes(m.bytes));
+  std::cout << fmt::format("{:<44}{:>16}{:>14}\n\n", "total", withThousands(info->numParams), formatBytes(info->bytes));
   std::cout << fmt::format("FLOPs per {}: {} forward, {} training step (forward + backward)\n", info->itemName,
                            humanFlops(info->forwardFlopsPerItem), humanFlops(info->trainFlopsPerItem));
   return 0;

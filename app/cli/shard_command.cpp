@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/bytes.h"
+
 #include "engine/core/dtype.h"
 #include "engine/core/limits.h"
 #include "engine/ops/registry.h"
@@ -86,9 +88,9 @@ int runShow(const ShardArgs& a) {
   int64_t bytes = block.numel() * dtypeSize(*dt);
   std::cout << ns->toString() << " on " << dtypeName(*dt) << s.toString() << "\n" << *text;
   std::cout << fmt::format("{} distinct shard{} of {} ({} each), each held by {} device{}; {} per device\n",
-                           layout->size(), layout->size() == 1 ? "" : "s", block.toString(), train::humanBytes(bytes),
+                           layout->size(), layout->size() == 1 ? "" : "s", block.toString(), formatBytes(bytes),
                            (*layout)[0].devices.size(), (*layout)[0].devices.size() == 1 ? "" : "s",
-                           train::humanBytes(bytes));
+                           formatBytes(bytes));
   return 0;
 }
 
@@ -120,20 +122,20 @@ int runPlan(const ShardArgs& a) {
     const auto& arg = sp.arguments[i];
     std::string name = arg.path.empty() ? fmt::format("{}", i) : arg.path;
     std::cout << fmt::format("  {:<40} {:<18} {:>10}  {}\n", name, g.aval(arg.value).toString(),
-                             train::humanBytes(arg.bytes), arg.sharding.toString(mesh));
+                             formatBytes(arg.bytes), arg.sharding.toString(mesh));
   }
   std::cout << fmt::format("\nPer device: parameters {}, gradients {} (as their parameters), optimizer state {}, "
                            "batch {}, activations and other intermediates {} (the planned arena)\n",
-                           train::humanBytes(sp.paramBytes), train::humanBytes(sp.paramBytes),
-                           train::humanBytes(sp.optBytes), train::humanBytes(sp.batchBytes),
-                           train::humanBytes(sp.arenaBytes));
+                           formatBytes(sp.paramBytes), formatBytes(sp.paramBytes),
+                           formatBytes(sp.optBytes), formatBytes(sp.batchBytes),
+                           formatBytes(sp.arenaBytes));
 
   // Collectives.
   std::cout << fmt::format("\nCollectives per step: {} (time at {:.0f} GB/s per device)\n", sp.collectives.size(),
                            a.bandwidthGBs);
   for (const auto& c : sp.collectives)
     std::cout << fmt::format("  {:<18} over {:<10} {:>10} {:>9.3f} ms  {}{}\n", c.info.opName, c.info.axisNames,
-                             train::humanBytes(c.info.bytes), c.seconds * 1e3, c.info.reason,
+                             formatBytes(c.info.bytes), c.seconds * 1e3, c.info.reason,
                              c.where.empty() ? "" : " at " + c.where);
   std::cout << fmt::format("  estimated communication per step: {:.3f} ms\n", sp.commSeconds * 1e3);
   if (a.values) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, sp.plan);

@@ -34,17 +34,6 @@ std::vector<std::string> treePaths(const TreeDef& def) {
   return out;
 }
 
-std::string formatBytes(int64_t bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1000 && u < 4) {
-    v /= 1000;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
-}
-
 Result<ProjectSnapshot> openProject(const std::string& path) {
   ProjectSnapshot s;
   TSR_ASSIGN(s.project, project::loadProject(path));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/bytes.h"
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
 #include "engine/project/project.h"
@@ -39,7 +40,7 @@ Result<ProjectSnapshot> openProject(const std::string& path);
 // The leaf paths of a tree definition, in flatten order ("params.wte.weight").
 std::vector<std::string> treePaths(const TreeDef& def);
 
-// "12.3 MB", "512 B"
-std::string formatBytes(int64_t bytes);
+// Byte counts for the views: the engine's one formatter ("12.0 MiB", "512 B").
+using tsr::formatBytes;
 
 }  // namespace tsr::inspect

@@ -113,13 +113,6 @@ Result<std::pair<ir::Graph, std::vector<ir::ValueId>>> withConstraints(const ir:
 
 }  // namespace
 
-std::string humanBytes(int64_t b) {
-  if (b < 1024) return fmt::format("{} B", b);
-  if (b < 1024 * 1024) return fmt::format("{:.1f} KiB", b / 1024.0);
-  if (b < int64_t(1) << 30) return fmt::format("{:.1f} MiB", b / 1048576.0);
-  return fmt::format("{:.2f} GiB", b / 1073741824.0);
-}
-
 double collectiveSeconds(const sharding::CollectiveInfo& c, const sharding::Mesh& mesh, double bw) {
   int64_t n = 1;
   for (int a : c.axes) n *= mesh.shape[static_cast<size_t>(a)];

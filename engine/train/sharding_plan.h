@@ -102,7 +102,4 @@ Result<sharding::Mesh> projectMesh(const project::Project& project);
 // all_to_all (n-1)/n of their operand, a permute the buffer once.
 double collectiveSeconds(const sharding::CollectiveInfo& c, const sharding::Mesh& mesh, double bytesPerSecond);
 
-// The per-device bytes of a plan as text ("12.0 MiB"), as tessera shard plan prints them.
-std::string humanBytes(int64_t bytes);
-
 }  // namespace tsr::train

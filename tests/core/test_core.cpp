@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "engine/core/bytes.h"
 #include "engine/core/dtype.h"
 #include "engine/core/result.h"
 #include "engine/core/shape.h"
@@ -38,6 +39,16 @@ Result<int> quarter(int x) {
 class TestCore : public QObject {
   Q_OBJECT
  private slots:
+  // The one byte formatter: binary units, worked by hand at each boundary.
+  void formatsBytesInBinaryUnits() {
+    QCOMPARE(formatBytes(0), std::string("0 B"));
+    QCOMPARE(formatBytes(1023), std::string("1023 B"));
+    QCOMPARE(formatBytes(1024), std::string("1.0 KiB"));
+    QCOMPARE(formatBytes(1536), std::string("1.5 KiB"));
+    QCOMPARE(formatBytes(2 * 1024 * 1024), std::string("2.0 MiB"));
+    QCOMPARE(formatBytes(int64_t(1) << 30), std::string("1.00 GiB"));
+    QCOMPARE(formatBytes(int64_t(5) << 39), std::string("2560.00 GiB"));
+  }
   void bf16HandValues() {
     QCOMPARE(floatToBf16Bits(1.0f), uint16_t(0x3F80));
     QCOMPARE(floatToBf16Bits(-2.0f), uint16_t(0xC000));

@@ -142,7 +142,7 @@ class TestShardingPanel : public QObject {
     QVERIFY(collectivesOver(p, "'model'") > 0);
     // The parameter tree shows the spec and the bytes a device holds.
     QTRY_VERIFY(paramIndex(w, "layers.1.weight").siblingAtColumn(ParamTreeModel::ShardingCol).data().toString().startsWith(
-        "P('model', None)  2.1 MB"));
+        "P('model', None)  2.0 MiB"));
 
     QVERIFY(dropOnParameterTree(w, "layers.1.weight", ""));
     QVERIFY(waitPlan(p));
