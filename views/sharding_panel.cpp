@@ -602,7 +602,10 @@ void ShardingPanel::fillSummary() {
   html += row(tr("batch"), d ? d->batchBefore : p.batchBytes, p.batchBytes);
   html += row(tr("activations (arena)"), d ? d->arenaBefore : p.arenaBytes, p.arenaBytes);
   html += "</table>";
-  html += tr("<b>Communication</b>: %1 collectives, %2 ms per step at 10 GB/s").arg(p.collectives.size()).arg(p.commSeconds * 1e3, 0, 'f', 3);
+  html += tr("<b>Communication</b>: %1 collectives, %2 ms per step at %3 GB/s per device")
+              .arg(p.collectives.size())
+              .arg(p.commSeconds * 1e3, 0, 'f', 3)
+              .arg(p.bandwidthGBs, 0, 'g', 4);
   if (d)
     html += tr(" (was %1 ms; last edit: <span style=\"color:#c03030\">+%2</span> / <span style=\"color:#2a9d3a\">−%3</span>)")
                 .arg(d->commBefore * 1e3, 0, 'f', 3)

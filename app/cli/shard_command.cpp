@@ -132,7 +132,7 @@ int runPlan(const ShardArgs& a) {
 
   // Collectives.
   std::cout << fmt::format("\nCollectives per step: {} (time at {:.0f} GB/s per device)\n", sp.collectives.size(),
-                           a.bandwidthGBs);
+                           sp.bandwidthGBs);
   for (const auto& c : sp.collectives)
     std::cout << fmt::format("  {:<18} over {:<10} {:>10} {:>9.3f} ms  {}{}\n", c.info.opName, c.info.axisNames,
                              formatBytes(c.info.bytes), c.seconds * 1e3, c.info.reason,

@@ -271,6 +271,7 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
     else if (a.kind == ArgumentKind::OptimizerState) out.optBytes += a.bytes;
     else out.batchBytes += a.bytes;
   }
+  out.bandwidthGBs = o.bandwidthGBs;
   for (const auto& c : part.collectives) {
     PlannedCollective pc{c, collectiveSeconds(c, mesh, o.bandwidthGBs * 1e9), ""};
     if (c.globalNode >= 0) {

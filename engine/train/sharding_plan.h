@@ -67,6 +67,7 @@ struct StepShardingPlan {
   std::vector<PlannedArgument> arguments;   // one per input of `global`
   std::vector<PlannedCollective> collectives;
   double commSeconds = 0;
+  double bandwidthGBs = 0;  // per device, that the collectives' seconds assume (PlanOptions::bandwidthGBs)
   // Per device.
   int64_t paramBytes = 0, optBytes = 0, batchBytes = 0;
   int64_t arenaBytes = 0;  // activations and other intermediates: the planned arena (0 without compile)

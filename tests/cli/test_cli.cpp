@@ -246,6 +246,10 @@ class TestCli : public QObject {
     QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'data'")), 9);
     QCOMPARE(r.out.count(QRegularExpression("all_reduce +over 'model' +8.0 MiB")), 1);
     QVERIFY2(r.out.contains("Collectives per step: 11"), qPrintable(r.out));
+    // The times are the plan's, at the bandwidth it was made for.
+    Run fast = tessera({"shard", "plan", TSR_SAMPLES "/mlp_sharding", "--no-values", "--bandwidth", "25"});
+    QCOMPARE(fast.exitCode, 0);
+    QVERIFY2(fast.out.contains("Collectives per step: 11 (time at 25 GB/s per device)"), qPrintable(fast.out));
   }
 
   void compileDumpsThePerDeviceProgram() {
