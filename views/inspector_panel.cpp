@@ -72,7 +72,7 @@ QString timeHtml(const inspect::ProfileTimes& p, int node) {
   h += "<table cellspacing=4>";
   h += QString("<tr><td><b>kernel time</b></td><td><code>%1</code>: %2 in %3 launches over %4 steps</td></tr>")
            .arg(esc(k->name), ms(total))
-           .arg(k->launches)
+           .arg(k->count)
            .arg(p.steps);
   h += QString("<tr><td><b>per step</b></td><td>%1</td></tr>").arg(ms(total / steps));
   h += QString("<tr><td><b>share</b></td><td>%1% of the step's kernel time</td></tr>")

@@ -286,7 +286,7 @@ void TimelinePanel::showStats() {
     m_table->setItem(i, 2, new NumberItem(QString::number(k.count), static_cast<double>(k.count)));
     m_table->setItem(i, 3, new NumberItem(fromStd(inspect::formatTime(static_cast<double>(k.totalNs))),
                                           static_cast<double>(k.totalNs)));
-    m_table->setItem(i, 4, new NumberItem(fromStd(inspect::formatTime(k.meanNs)), k.meanNs));
+    m_table->setItem(i, 4, new NumberItem(fromStd(inspect::formatTime(k.meanNs())), k.meanNs()));
     m_table->setItem(i, 5, new NumberItem(QString("%1%").arg(100.0 * k.share, 0, 'f', 1), k.share));
   }
   m_table->setSortingEnabled(true);

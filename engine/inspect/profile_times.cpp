@@ -43,14 +43,19 @@ Result<ProfileTimes> profileTimes(const store::ProfileInfo& profile, const std::
       t.kernelOfNode[static_cast<size_t>(n)] = static_cast<int>(t.kernels.size());
     }
     byFusion[k.fusion] = t.kernels.size();
-    t.kernels.push_back({k.fusion, k.name, k.kind, std::vector<ir::NodeId>(k.nodes.begin(), k.nodes.end()), 0, 0});
+    KernelTime kt;
+    kt.fusion = k.fusion;
+    kt.name = k.name;
+    kt.kind = k.kind;
+    kt.nodes.assign(k.nodes.begin(), k.nodes.end());
+    t.kernels.push_back(std::move(kt));
   }
   if (t.kernels.empty()) return makeError("profile {} has no kernels of '{}'", profile.id, executable);
   for (const store::KernelEvent& e : events) {
     auto it = byFusion.find(e.fusion);
     if (it == byFusion.end()) continue;  // another executable's launch
     KernelTime& k = t.kernels[it->second];
-    ++k.launches;
+    ++k.count;
     k.totalNs += e.durationNs;
     t.totalNs += e.durationNs;
   }

@@ -10,19 +10,13 @@
 
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
+#include "engine/runtime/kernel_summary.h"
 #include "engine/store/run_store.h"
 
 namespace tsr::inspect {
 
-// One kernel of the profiled executable with its launches summed over the profiled steps.
-struct KernelTime {
-  int64_t fusion = -1;
-  std::string name;  // "fusion.64 reduction[reduce_max] f32[8,64,512]"
-  std::string kind;  // "loop", "reduction", "gemm", "opaque", "copy"
-  std::vector<ir::NodeId> nodes;
-  int64_t launches = 0;
-  int64_t totalNs = 0;
-};
+// One kernel of the profiled executable (fusion id, nodes) with its launches summed over the profiled steps.
+using KernelTime = runtime::KernelSummary;
 
 struct ProfileTimes {
   store::ProfileInfo profile;

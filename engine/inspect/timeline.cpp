@@ -536,7 +536,6 @@ RangeStats rangeStats(const Timeline& t, int64_t fromNs, int64_t toNs) {
   for (size_t n = 0; n < byName.size(); ++n) {
     if (!seen[n]) continue;
     KernelStat& st = byName[n];
-    st.meanNs = static_cast<double>(st.totalNs) / static_cast<double>(st.count);
     st.share = s.totalNs > 0 ? static_cast<double>(st.totalNs) / static_cast<double>(s.totalNs) : 0;
     s.kernels.push_back(std::move(st));
   }

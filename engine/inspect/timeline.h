@@ -19,6 +19,7 @@
 
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
+#include "engine/runtime/kernel_summary.h"
 
 namespace tsr::runtime {
 struct Trace;
@@ -225,15 +226,7 @@ std::optional<TimelineHit> hitTest(const Timeline& t, const TimelineLayout& layo
 
 // Per kernel name over a time range. An event counts when it overlaps [fromNs, toNs) (start < toNs and end >
 // fromNs); its time is the part inside the range, so a range inside one long kernel gives it all the time.
-struct KernelStat {
-  std::string name;
-  std::string kind;
-  int64_t count = 0;
-  int64_t totalNs = 0;  // inside the range
-  double meanNs = 0;    // totalNs / count
-  double share = 0;     // totalNs / the range's summed kernel time (the shares add up to 1)
-  double flops = 0, bytes = 0;  // of the events counted, whole
-};
+using KernelStat = runtime::KernelSummary;  // totalNs inside the range, share of the range's kernel time
 struct RangeStats {
   int64_t fromNs = 0, toNs = 0;
   int64_t count = 0;

@@ -9,6 +9,7 @@
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
+#include "engine/runtime/kernel_summary.h"
 #include "engine/runtime/trace_export.h"
 
 namespace tsr::store {
@@ -28,14 +29,7 @@ struct ProfileOptions {
 };
 
 // One row of the top-kernels table: every launch of kernels with the same name.
-struct KernelSummary {
-  std::string name;
-  std::string kind;
-  int64_t count = 0;
-  int64_t totalNs = 0;
-  double flops = 0;  // summed over the launches
-  double bytes = 0;
-};
+using runtime::KernelSummary;
 
 struct ProfileReport {
   int64_t runId = 0;

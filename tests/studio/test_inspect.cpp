@@ -496,7 +496,7 @@ class TestInspect : public QObject {
       QVERIFY(kt);
       QCOMPARE(kt->fusion, fused->fusion);
       QCOMPARE(kt->totalNs, nsOfFusion[fused->fusion]);
-      QCOMPARE(kt->launches, int64_t(2));
+      QCOMPARE(kt->count, int64_t(2));
       QVERIFY(std::abs(t->nodeNs[static_cast<size_t>(n)] * static_cast<double>(fused->nodes.size()) -
                        static_cast<double>(nsOfFusion[fused->fusion])) < 1e-6);
     }

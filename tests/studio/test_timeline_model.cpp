@@ -259,7 +259,7 @@ class TestTimelineModel : public QObject {
           QVERIFY(it != ref.end());
           QCOMPARE(k.count, it->second.first);
           QCOMPARE(k.totalNs, it->second.second);
-          QCOMPARE(k.meanNs, static_cast<double>(it->second.second) / static_cast<double>(it->second.first));
+          QCOMPARE(k.meanNs(), static_cast<double>(it->second.second) / static_cast<double>(it->second.first));
           count += k.count;
           total += k.totalNs;
           shares += k.share;
