@@ -8,8 +8,9 @@
 // The function evaluates the same work units as runLoop (a unit is up to kTile elements of one row of the
 // collapsed iteration space), so the thread pool splits both tiers alike:
 //   extern "C" void tsr_<hash>(void* const* args, long long firstUnit, long long endUnit);
-// Every op is evaluated as the interpreter evaluates it (the same vector math from vmath_avx2.inc, the C
-// library where the interpreter calls it, no FMA contraction), so both tiers give the same bits.
+// Every op is evaluated as the interpreter evaluates it: its loop lowering's expression in the same loop dialect
+// (engine/ops/loop_lowering.h, with the vector math of vmath_avx2.inc), the C library where the dialect calls it,
+// no FMA contraction, so both tiers give the same bits.
 #include <string>
 
 #include "engine/backends/cpu/executable.h"
