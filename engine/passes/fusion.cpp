@@ -272,16 +272,10 @@ class Planner {
   void decide(NodeId n, std::vector<NodeId> with, FusionReason reason, std::string msg,
               Decision::Kind kind = Decision::Kind::Applied) {
     if (!m_ctx) return;
-    Decision d;
-    d.kind = kind;
-    d.reason = reason;
-    d.nodes = {n};
+    std::vector<NodeId> nodes = {n};
     for (NodeId m : with)
-      if (std::find(d.nodes.begin(), d.nodes.end(), m) == d.nodes.end()) d.nodes.push_back(m);
-    d.values = node(n).results;
-    d.prov = node(n).prov;
-    d.message = std::move(msg);
-    m_ctx->record(std::move(d));
+      if (std::find(nodes.begin(), nodes.end(), m) == nodes.end()) nodes.push_back(m);
+    m_ctx->record(m_g, std::move(nodes), std::move(msg), kind, reason);
   }
   void reject(NodeId n, std::vector<NodeId> with, FusionReason reason, std::string msg) {
     decide(n, std::move(with), reason, std::move(msg), Decision::Kind::Rejected);

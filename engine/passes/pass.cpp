@@ -94,13 +94,20 @@ std::string DecisionLog::toText() const {
 }
 
 void PassContext::record(const ir::Graph& g, ir::NodeId node, std::string message, Decision::Kind kind) {
+  record(g, std::vector<ir::NodeId>{node}, std::move(message), kind, FusionReason::None);
+}
+
+void PassContext::record(const ir::Graph& g, std::vector<ir::NodeId> nodes, std::string message, Decision::Kind kind,
+                         FusionReason reason) {
   Decision d;
   d.kind = kind;
-  d.nodes = {node};
+  d.reason = reason;
+  const ir::NodeId node = nodes.empty() ? ir::kNone : nodes.front();
   if (node >= 0 && node < numNodes(g)) {
     d.values = g.nodes()[static_cast<size_t>(node)].results;
     d.prov = g.nodes()[static_cast<size_t>(node)].prov;
   }
+  d.nodes = std::move(nodes);
   d.message = std::move(message);
   record(std::move(d));
 }

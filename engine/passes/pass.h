@@ -96,6 +96,9 @@ class PassContext {
   // Records a decision about one node of graph g, stamped with the current pass and step.
   void record(const ir::Graph& g, ir::NodeId node, std::string message,
               Decision::Kind kind = Decision::Kind::Applied);
+  // The same about nodes[0] and the nodes it concerns (a fusion decision: the consumer, then its producers).
+  void record(const ir::Graph& g, std::vector<ir::NodeId> nodes, std::string message, Decision::Kind kind,
+              FusionReason reason);
   void record(Decision d);
 
   // Set by the PassManager around each pass so that records carry the pass name and step.

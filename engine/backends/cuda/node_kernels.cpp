@@ -137,6 +137,7 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
     const bool compare = op == OpCode::Eq || op == OpCode::Ne || op == OpCode::Lt || op == OpCode::Le ||
                          op == OpCode::Gt || op == OpCode::Ge;
     if (!U && !compare) return std::nullopt;
+    if (compare != (out.dtype == DType::Bool)) return std::nullopt;  // comparisons give bool, arithmetic its type
     auto load = raw;
     switch (op) {
       case OpCode::Add: value = fmt::format("({})(({}){} + ({}){})", OT, U, load(0), U, load(1)); break;
@@ -154,7 +155,6 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
       case OpCode::Ge: value = fmt::format("(u8)({} >= {})", load(0), load(1)); break;
       default: return std::nullopt;
     }
-    if ((out.dtype == DType::Bool) != (value.rfind("(u8)", 0) == 0)) return std::nullopt;
   } else {
     return std::nullopt;
   }
