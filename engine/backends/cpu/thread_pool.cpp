@@ -7,9 +7,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
@@ -53,13 +55,24 @@ struct ThreadPool::State {
   std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> busy{false};
+  // The first exception a chunk threw (std::bad_alloc, say): the job stops handing out chunks, and parallelFor
+  // rethrows it on the calling thread. An exception left on a worker thread would end the process.
+  std::mutex errorMutex;
+  std::exception_ptr error;
 
   void work(int thread) {
     for (;;) {
       int64_t c = next.fetch_add(1, std::memory_order_relaxed);
       if (c >= numChunks) return;
       int64_t b = c * chunk, e = std::min(n, b + chunk);
-      (*fn)(b, e, thread);
+      try {
+        (*fn)(b, e, thread);
+      } catch (...) {
+        std::lock_guard lock(errorMutex);
+        if (!error) error = std::current_exception();
+        next.store(numChunks, std::memory_order_relaxed);
+        return;
+      }
     }
   }
 };
@@ -139,7 +152,9 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
     else std::this_thread::yield();
   }
   s.fn = nullptr;
+  std::exception_ptr error = std::exchange(s.error, nullptr);
   s.busy.store(false);
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace tsr::cpu
