@@ -38,23 +38,8 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   m_tree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
 
   auto* formWidget = new QWidget;
-  auto* form = new QFormLayout(formWidget);
-  QString lastSection;
-  for (const inspect::ProjectField& f : inspect::projectFields()) {
-    QString section = QString::fromStdString(f.section);
-    if (section != lastSection) {
-      auto* title = new QLabel(QString("<b>[%1]</b>").arg(section));
-      form->addRow(title);
-      lastSection = section;
-    }
-    auto* edit = new QLineEdit;
-    edit->setObjectName(section + "." + QString::fromStdString(f.key));
-    edit->setToolTip(QString::fromStdString(f.help));
-    edit->setPlaceholderText(QString::fromStdString(f.help));
-    m_fields.insert(section + "." + QString::fromStdString(f.key), edit);
-    form->addRow(QString::fromStdString(f.key), edit);
-    connect(edit, &QLineEdit::textEdited, this, &ProjectPanel::revalidate);
-  }
+  m_form = new QFormLayout(formWidget);
+  buildForm("gpt2");
   auto* scroll = new QScrollArea;
   scroll->setWidget(formWidget);
   scroll->setWidgetResizable(true);
@@ -84,6 +69,30 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   });
 }
 
+void ProjectPanel::buildForm(const std::string& family) {
+  // The rows of the family's own keys come from its declaration: a vit project shows image_size, not n_layer.
+  while (m_form->rowCount() > 0) m_form->removeRow(0);
+  m_fields.clear();
+  m_formFamily = family;
+  m_formFields = inspect::projectFields(family);
+  QString lastSection;
+  for (const inspect::ProjectField& f : m_formFields) {
+    QString section = QString::fromStdString(f.section);
+    if (section != lastSection) {
+      auto* title = new QLabel(QString("<b>[%1]</b>").arg(section));
+      m_form->addRow(title);
+      lastSection = section;
+    }
+    auto* edit = new QLineEdit;
+    edit->setObjectName(section + "." + QString::fromStdString(f.key));
+    edit->setToolTip(QString::fromStdString(f.help));
+    edit->setPlaceholderText(QString::fromStdString(f.help));
+    m_fields.insert(section + "." + QString::fromStdString(f.key), edit);
+    m_form->addRow(QString::fromStdString(f.key), edit);
+    connect(edit, &QLineEdit::textEdited, this, &ProjectPanel::revalidate);
+  }
+}
+
 QLineEdit* ProjectPanel::field(const QString& section, const QString& key) const {
   return m_fields.value(section + "." + key, nullptr);
 }
@@ -107,7 +116,8 @@ void ProjectPanel::loadForm(const QString& text) {
   m_loading = true;
   m_original = m_edited = text;
   std::string t = text.toStdString();
-  for (const inspect::ProjectField& f : inspect::projectFields()) {
+  if (ProjectPtr p = m_session->project(); p && p->project.model.family != m_formFamily) buildForm(p->project.model.family);
+  for (const inspect::ProjectField& f : m_formFields) {
     QLineEdit* e = field(QString::fromStdString(f.section), QString::fromStdString(f.key));
     std::string v = inspect::fieldValue(t, f.section, f.key);
     if ((f.kind == inspect::FieldKind::IntList || f.kind == inspect::FieldKind::StringList) && v.size() >= 2)
@@ -131,7 +141,7 @@ void ProjectPanel::revalidate() {
   if (m_loading || !m_session->project()) return;
   std::string text = m_original.toStdString();
   m_error.clear();
-  for (const inspect::ProjectField& f : inspect::projectFields()) {
+  for (const inspect::ProjectField& f : m_formFields) {
     QLineEdit* e = field(QString::fromStdString(f.section), QString::fromStdString(f.key));
     std::string current = inspect::fieldValue(text, f.section, f.key);
     std::string typed = e->text().toStdString();

@@ -5,8 +5,10 @@
 #include <QMap>
 #include <QWidget>
 
+#include "engine/inspect/project_edit.h"
 #include "views/session.h"
 
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -45,6 +47,7 @@ class ProjectPanel : public QWidget {
  private:
   void onProjectOpened();
   void loadForm(const QString& text);
+  void buildForm(const std::string& family);
   void revalidate();
 
   Session* m_session;
@@ -52,6 +55,9 @@ class ProjectPanel : public QWidget {
   QLabel* m_summary;
   QTreeView* m_tree;
   ParamTreeModel* m_params;
+  QFormLayout* m_form = nullptr;
+  std::string m_formFamily;                    // whose keys the form shows
+  std::vector<inspect::ProjectField> m_formFields;
   QMap<QString, QLineEdit*> m_fields;  // "train.lr"
   QLabel* m_errorLabel;
   QPushButton* m_save;

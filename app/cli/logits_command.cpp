@@ -28,18 +28,21 @@ int runLogits(const LogitsArgs& a) {
   };
   auto p = project::loadProject(a.project);
   if (!p.ok()) return fail(p.error().message);
-  if (p->model.family != "gpt2") return fail(fmt::format("{}: logits needs a language model (family gpt2)", p->file));
+  if (!p->model.languageModel())
+    return fail(fmt::format("{}: logits needs a language model, and {} is not one", p->file, p->model.family));
   int64_t vocab = train::configuredVocab(*p);
   for (int32_t t : a.tokens)
     if (t < 0 || t >= vocab) return fail(fmt::format("token {} is outside the vocabulary [0, {})", t, vocab));
-  train::ProjectModel model = train::buildModel(*p, vocab);
+  auto built = train::buildModel(*p, vocab);
+  if (!built.ok()) return fail(built.error().message);
+  const train::ProjectModel& model = *built;
   auto like = capture([&] { return model.init(random::key(p->train.seed)); });
   if (!like.ok()) return fail(like.error().message);
   auto params = train::loadCheckpointParams(a.checkpoint, *like);
   if (!params.ok()) return fail(params.error().message);
   auto n = static_cast<int64_t>(a.tokens.size());
   // tokens: [1, T] -> logits [1, T, V]
-  auto logits = capture([&] { return model.lmForward(*params, Array::fromVector(a.tokens, Shape{1, n})); });
+  auto logits = capture([&] { return model.forward(*params, Array::fromVector(a.tokens, Shape{1, n})); });
   if (!logits.ok()) return fail(logits.error().message);
   std::vector<float> values = logits->toFloats();
   if (a.json) {

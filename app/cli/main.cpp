@@ -14,6 +14,7 @@
 #include "app/cli/bench_command.h"
 #include "app/cli/compile_command.h"
 #include "app/cli/examples.h"
+#include "app/cli/families_command.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "engine/backends/cuda/executable.h"
 #endif
@@ -176,13 +177,16 @@ int run(int argc, char** argv) {
   auto profile = tsr::cli::addProfileCommand(app);
   auto shard = tsr::cli::addShardCommand(app);
   auto plugins = tsr::cli::addPluginsCommand(app);
+  auto families = tsr::cli::addFamiliesCommand(app);
+  auto newProject = tsr::cli::addNewCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
   tsr::cli::loadPluginsFor(app);
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
-  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins})
+  for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins,
+                              families, newProject})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

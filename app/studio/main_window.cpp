@@ -32,6 +32,7 @@
 #include "views/inspector_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
+#include "views/new_project_dialog.h"
 #include "views/plugin_dialog.h"
 #include "views/plugin_panel.h"
 #include "views/project_panel.h"
@@ -215,7 +216,8 @@ void MainWindow::createActions() {
   };
   QMenu* file = menuBar()->addMenu(tr("&File"));
   make(file, "openProject", tr("&Open Project…"), QKeySequence::Open, [this] { onOpenAction(); });
-  make(file, "newProject", tr("&New Project from Template…"), QKeySequence::New, [this] { onNewAction(); });
+  make(file, "newProject", tr("&New Project…"), QKeySequence::New, [this] { onNewProjectAction(); });
+  make(file, "newProjectFromTemplate", tr("New Project from &Template…"), QKeySequence(), [this] { onNewAction(); });
   m_recentMenu = file->addMenu(tr("Open &Recent"));
   make(file, "reloadProject", tr("Re&load Project"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
     if (m_session->project()) openProject(m_session->projectDir());
@@ -403,6 +405,16 @@ void MainWindow::onOpenAction() {
   QString dir = QFileDialog::getExistingDirectory(this, tr("Open a project folder (with project.toml)"),
                                                   m_session->project() ? m_session->projectDir() : sampleProjectsDir());
   if (!dir.isEmpty()) openProject(dir);
+}
+
+void MainWindow::onNewProjectAction() {
+  auto* dialog = new NewProjectDialog(QDir::home().filePath("tessera-project"), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, this, [this, dialog] {
+    m_session->log("info", "new project " + dialog->createdFolder());
+    openProject(dialog->createdFolder());
+  });
+  dialog->show();
 }
 
 void MainWindow::onNewAction() {

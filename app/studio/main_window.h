@@ -92,6 +92,7 @@ class MainWindow : public QMainWindow {
   void saveLayout();
   void onOpenAction();
   void onNewAction();
+  void onNewProjectAction();
   void onOpenTraceAction();
   // Loads the plugins of the search order (with PROJECT/plugins when a project is given), logs the skipped
   // ones, and puts each new plugin panel in a dock.

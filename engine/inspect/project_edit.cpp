@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/project/project.h"
+#include "engine/project/model_family.h"
 
 namespace tsr::inspect {
 
@@ -106,15 +107,25 @@ std::vector<std::string> splitList(std::string s) {
 
 }  // namespace
 
-const std::vector<ProjectField>& projectFields() {
-  static const std::vector<ProjectField> kFields = {
-      {"project", "name", FieldKind::String, "shown in the runs table"},
-      {"model", "family", FieldKind::String, "gpt2 | vit | mlp"},
-      {"model", "n_layer", FieldKind::Int, "gpt2: transformer blocks"},
-      {"model", "n_head", FieldKind::Int, "gpt2: attention heads"},
-      {"model", "n_embd", FieldKind::Int, "gpt2: embedding width"},
-      {"model", "block_size", FieldKind::Int, "gpt2: context length"},
-      {"model", "dropout", FieldKind::Float, "in [0, 1)"},
+std::vector<ProjectField> projectFields(std::string_view family) {
+  std::string families;
+  for (const std::string& n : project::modelFamilyNames()) families += (families.empty() ? "" : " | ") + n;
+  std::vector<ProjectField> fields = {{"project", "name", FieldKind::String, "shown in the runs table"},
+                                      {"model", "family", FieldKind::String, families}};
+  // The family's own keys, as it declares them.
+  if (const project::ModelFamily* f = project::findModelFamily(family)) {
+    for (const project::FamilyKey& k : f->keys) {
+      FieldKind kind = FieldKind::String;
+      switch (k.type) {
+        case project::KeyType::Integer: kind = FieldKind::Int; break;
+        case project::KeyType::Number: kind = FieldKind::Float; break;
+        case project::KeyType::Text: kind = FieldKind::String; break;
+        case project::KeyType::Sizes: kind = FieldKind::IntList; break;
+      }
+      fields.push_back({"model", k.name, kind, fmt::format("{} ({})", k.help, k.describeRequirement())});
+    }
+  }
+  static const std::vector<ProjectField> kRest = {
       {"data", "kind", FieldKind::String, "text | synthetic-images | synthetic-digits"},
       {"data", "path", FieldKind::String, "text corpus, relative to the project"},
       {"data", "vocab_size", FieldKind::Int, "BPE vocabulary (at least 257)"},
@@ -133,7 +144,8 @@ const std::vector<ProjectField>& projectFields() {
       {"mesh", "shape", FieldKind::IntList, "devices per mesh axis, e.g. 2, 4"},
       {"mesh", "axes", FieldKind::StringList, "axis names, e.g. data, model"},
   };
-  return kFields;
+  fields.insert(fields.end(), kRest.begin(), kRest.end());
+  return fields;
 }
 
 std::string fieldValue(const std::string& text, const std::string& section, const std::string& key) {

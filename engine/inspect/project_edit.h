@@ -3,6 +3,7 @@
 // comment and every other line kept; a missing key is added at the end of its section, a missing section at
 // the end of the file. The result is checked with the engine's project parser.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/core/result.h"
@@ -19,8 +20,9 @@ struct ProjectField {
   std::string help;
 };
 
-// The settings the form shows: model, data, training and mesh.
-const std::vector<ProjectField>& projectFields();
+// The settings the form shows: the model family and the keys it declares (project/model_family.h), data,
+// training and mesh.
+std::vector<ProjectField> projectFields(std::string_view family);
 
 // The value of section.key as written in the text (without its comment), or "" when absent; strings unquoted.
 std::string fieldValue(const std::string& text, const std::string& section, const std::string& key);

@@ -64,7 +64,7 @@ std::string validate(Registrations& regs) {
   }
   names.clear();
   for (const auto& f : regs.families) {
-    if (f.name.empty() || !f.build) return "a model family without a name or build function";
+    if (auto st = project::validateModelFamily(f); !st.ok()) return st.error().message;
     if (project::isCoreFamily(f.name)) return fmt::format("model family '{}' is a core family", f.name);
     if (project::findModelFamily(f.name)) return fmt::format("model family '{}' is already registered", f.name);
     if (!names.insert(f.name).second) return fmt::format("model family '{}' is registered twice", f.name);

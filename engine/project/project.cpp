@@ -74,6 +74,46 @@ class SectionReader {
     if (auto n = limits::checkedProduct(key, out, product); !n.ok()) fail(*node, n.error().message);
   }
 
+  // A key a model family declares, read and checked as its type and range say.
+  void getKey(const FamilyKey& k, KeyValue& out) {
+    const std::string requirement = k.describeRequirement();
+    const char* name = k.name.c_str();
+    const bool bounded = k.max < 1e18;
+    switch (k.type) {
+      case KeyType::Integer: {
+        int64_t v = std::get<int64_t>(out);
+        auto inRange = [&k](int64_t x) { return static_cast<double>(x) >= k.min; };
+        if (bounded) get(name, v, inRange, requirement.c_str(), static_cast<int64_t>(k.max));
+        else get(name, v, inRange, requirement.c_str());
+        out = v;
+        break;
+      }
+      case KeyType::Number: {
+        double v = std::get<double>(out);
+        get(name, v, [&k](double x) { return x >= k.min && (k.maxOpen ? x < k.max : x <= k.max); }, requirement.c_str());
+        out = v;
+        break;
+      }
+      case KeyType::Text: {
+        std::string v = std::get<std::string>(out);
+        get(name, v, [&k](const std::string& x) {
+          return k.choices.empty() || std::find(k.choices.begin(), k.choices.end(), x) != k.choices.end();
+        }, requirement.c_str());
+        out = std::move(v);
+        break;
+      }
+      case KeyType::Sizes: {
+        std::vector<int64_t> v = std::get<std::vector<int64_t>>(out);
+        get(name, v, [&k](const std::vector<int64_t>& s) {
+          return static_cast<int64_t>(s.size()) >= k.minCount && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
+        }, requirement.c_str());
+        getSizes(name, v, bounded ? static_cast<int64_t>(k.max) : INT64_MAX, k.product);
+        out = std::move(v);
+        break;
+      }
+    }
+  }
+
   // Unknown keys are errors: a typo must not silently fall back to a default.
   void finish() {
     if (!m_table || m_error) return;
@@ -156,6 +196,16 @@ auto nonNegative = [](const auto& v) { return v >= 0; };
 
 }  // namespace
 
+bool ModelSection::languageModel() const {
+  const ModelFamily* f = definition();
+  return f && f->languageModel;
+}
+
+int64_t ModelSection::contextLength() const {
+  const ModelFamily* f = definition();
+  return f && !f->contextKey.empty() && config.has(f->contextKey) ? config.integer(f->contextKey) : 0;
+}
+
 std::string Project::resolve(const std::string& relative) const {
   fs::path p(relative);
   return p.is_absolute() ? p.string() : (fs::path(dir) / p).lexically_normal().string();
@@ -191,60 +241,34 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
 
   const toml::table* modelTable = section("model");
   SectionReader model(modelTable, "model", file, error);
-  std::string families = "one of gpt2, vit, mlp";
-  for (const std::string& f : modelFamilyNames()) families += ", " + f;
-  model.get("family", p.model.family, [](const std::string& f) { return isCoreFamily(f) || findModelFamily(f); },
+  std::vector<std::string> names = modelFamilyNames();
+  std::string families = "one of " + names.front();
+  for (size_t i = 1; i < names.size(); ++i) families += ", " + names[i];
+  model.get("family", p.model.family, [](const std::string& f) { return findModelFamily(f) != nullptr; },
             families.c_str());
-  auto& g = p.model.gpt2;
-  auto& v = p.model.vit;
-  // A plugin's family reads GPT-2's keys and its own (model_family.h).
-  const ModelFamily* plugin = isCoreFamily(p.model.family) ? nullptr : findModelFamily(p.model.family);
-  if (plugin) {
-    for (const FamilyKey& k : plugin->keys) {
-      double value = k.defaultValue;
-      std::string requirement = fmt::format("{}at least {}", k.integer ? "an integer " : "", k.min);
-      model.get(k.name.c_str(), value,
-                [&k](double x) { return x >= k.min && (!k.integer || x == static_cast<double>(static_cast<int64_t>(x))); },
-                requirement.c_str());
-      p.model.extra[k.name] = value;
+  // The family's own keys, as it declares them (model_family.h); any other key is unknown.
+  const ModelFamily* family = findModelFamily(p.model.family);
+  if (family) {
+    p.model.config = defaultConfig(*family);
+    for (const FamilyKey& k : family->keys) {
+      KeyValue value = k.defaultValue;
+      model.getKey(k, value);
+      p.model.config.set(k.name, std::move(value));
     }
   }
-  if (p.model.family == "gpt2" || plugin) {
-    model.get("vocab_size", g.vocabSize, positive, "positive", limits::kVocab);
-    model.get("block_size", g.blockSize, positive, "positive", limits::kSequence);
-    model.get("n_layer", g.nLayer, positive, "positive", limits::kLayers);
-    model.get("n_head", g.nHead, positive, "positive", limits::kWidth);
-    model.get("n_embd", g.nEmbd, positive, "positive", limits::kWidth);
-    model.get("dropout", g.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
-    std::string qkvLayout = g.qkvHeads ? "heads" : "fused";
-    model.get("qkv_layout", qkvLayout, [](const std::string& l) { return l == "fused" || l == "heads"; },
-              "fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)");
-    g.qkvHeads = qkvLayout == "heads";
-  } else if (p.model.family == "vit") {
-    model.get("image_size", v.imageSize, positive, "positive", limits::kImageSize);
-    model.get("patch_size", v.patchSize, positive, "positive", limits::kImageSize);
-    model.get("hidden", v.hidden, positive, "positive", limits::kWidth);
-    model.get("layers", v.layers, positive, "positive", limits::kLayers);
-    model.get("heads", v.heads, positive, "positive", limits::kWidth);
-    model.get("mlp", v.mlp, positive, "positive", limits::kWidth);
-    model.get("num_classes", v.numClasses, positive, "positive", limits::kVocab);
-    model.get("dropout", v.dropout, [](double d) { return d >= 0 && d < 1; }, "in [0, 1)");
-  } else {
-    model.get("sizes", p.model.mlp.sizes, [](const std::vector<int64_t>& s) {
-      return s.size() >= 2 && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
-    }, "at least two positive sizes");
-    model.getSizes("sizes", p.model.mlp.sizes, limits::kWidth, INT64_MAX);
-  }
   model.finish();
-  if (!error && p.model.languageModel() && g.nEmbd % g.nHead != 0)
-    error = Error{fmt::format("{}: [model] n_embd ({}) must be divisible by n_head ({})", file, g.nEmbd, g.nHead)};
-  if (!error && p.model.family == "vit" && (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0))
-    error = Error{fmt::format("{}: [model] image_size must be divisible by patch_size and hidden by heads", file)};
+  if (!error && family && family->check)
+    if (auto st = family->check(p.model.config); !st.ok()) error = Error{fmt::format("{}: {}", file, st.error().message)};
 
   SectionReader data(section("data"), "data", file, error);
-  data.get("kind", p.data.kind,
-           [](const std::string& k) { return k == "text" || k == "synthetic-images" || k == "synthetic-digits"; },
-           "one of text, synthetic-images, synthetic-digits");
+  std::string kinds;
+  if (family)
+    for (const std::string& k : family->dataKinds) kinds += (kinds.empty() ? "" : " or ") + k;
+  const std::string kindRequirement = fmt::format("{} (what the {} family trains on)", kinds, p.model.family);
+  data.get("kind", p.data.kind, [family](const std::string& k) {
+    return !family || std::find(family->dataKinds.begin(), family->dataKinds.end(), k) != family->dataKinds.end();
+  }, kindRequirement.c_str());
+  if (p.data.kind.empty() && family && !family->dataKinds.empty()) p.data.kind = family->dataKinds.front();
   data.get("path", p.data.path);
   data.get("tokenizer", p.data.tokenizer, [](const std::string& t) { return t == "bpe" || t == "gpt2"; }, "bpe or gpt2");
   data.get("encoder_json", p.data.encoderJson);
@@ -277,8 +301,11 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("seed", t.seed);
   train.get("shuffle", t.shuffle);
   train.finish();
-  if (!error && p.model.languageModel() && t.seqLen > g.blockSize)
-    error = Error{fmt::format("{}: [train] seq_len ({}) exceeds [model] block_size ({})", file, t.seqLen, g.blockSize)};
+  if (!error && family && family->languageModel && !family->contextKey.empty()) {
+    const int64_t context = p.model.config.integer(family->contextKey);
+    if (t.seqLen > context)
+      error = Error{fmt::format("{}: [train] seq_len ({}) exceeds [model] {} ({})", file, t.seqLen, family->contextKey, context)};
+  }
 
   SectionReader mesh(section("mesh"), "mesh", file, error);
   mesh.get("shape", p.mesh.shape, [](const std::vector<int64_t>& s) {

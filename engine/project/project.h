@@ -7,24 +7,25 @@
 #include <vector>
 
 #include "engine/core/result.h"
-#include "engine/nn/gpt2.h"
-#include "engine/nn/vit.h"
+#include "engine/project/model_family.h"
 
 namespace tsr::project {
 
 struct ModelSection {
-  std::string family = "gpt2";  // gpt2 | vit | mlp | a family a plugin registered (model_family.h)
-  nn::Gpt2Config gpt2;          // gpt2, and the language-model families of plugins
-  nn::VitConfig vit;
-  nn::MlpConfig mlp;
-  std::map<std::string, double> extra;  // a plugin family's own keys, with their defaults filled in
+  std::string family = "gpt2";  // a registered family's name (model_family.h)
+  ModelConfig config;           // its [model] keys, every declared one (defaults filled in)
 
-  // A model of token sequences ([B, T] -> logits [B, T, V]) trained on [data] text: gpt2 and plugin families.
-  bool languageModel() const { return family != "vit" && family != "mlp"; }
+  // The family's declaration; the project parser accepts only registered families, so it is never null for a
+  // parsed project.
+  const ModelFamily* definition() const { return findModelFamily(family); }
+  // A model of token sequences ([B, T] -> logits [B, T, V]) trained on [data] text.
+  bool languageModel() const;
+  // A language model's longest sequence (its context key, block_size for gpt2); 0 when it declares none.
+  int64_t contextLength() const;
 };
 
 struct DataSection {
-  std::string kind = "text";  // text | synthetic-images | synthetic-digits
+  std::string kind;  // text | synthetic-images | synthetic-digits; when absent, the family's first data kind
   std::string path;           // text corpus, relative to the project folder
   std::string tokenizer = "bpe";  // bpe: trained on the corpus and cached; gpt2: encoder.json + vocab.bpe
   std::string encoderJson, vocabBpe;  // for tokenizer = gpt2

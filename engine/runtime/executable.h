@@ -32,6 +32,8 @@ class Executable {
   virtual bool donates() const { return false; }
   // What a compile log says of it after the node count: ", 12 kernels, 3.4 MiB arena", ", on cuda".
   virtual std::string summary() const = 0;
+  // Bytes of the one block the intermediates live in, where the backend plans one (0 otherwise).
+  virtual int64_t arenaBytes() const { return 0; }
 };
 
 struct CompileOptions {

@@ -128,6 +128,21 @@ struct SpmdExecutable::Impl {
   SpmdOptions options;
 };
 
+Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
+                          const sharding::ShardingAnnotations& annotations, const std::string& name) {
+  const ir::OpRegistry& reg = ops::registry();
+  SpmdPlan out;
+  TSR_ASSIGN(out.plan, sharding::propagateShardings(global, reg, mesh, annotations));
+  TSR_ASSIGN(out.partitioned, sharding::partition(global, reg, out.plan));
+  out.program = out.partitioned.local;
+  out.program.name = name;
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(reg);
+  auto report = pm.run(out.program, ctx);
+  if (!report.ok()) return makeError("{}: {}", name, report.error().message);
+  return out;
+}
+
 SpmdExecutable::SpmdExecutable() : m(std::make_unique<Impl>()) {}
 SpmdExecutable::~SpmdExecutable() = default;
 
@@ -141,14 +156,10 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
   TSR_ASSIGN(im.comm, devices());
   TSR_TRY(checkMeshFits(mesh, *im.comm));
   im.global = global;
-  TSR_ASSIGN(im.plan, sharding::propagateShardings(global, reg, mesh, annotations));
-  TSR_ASSIGN(im.partitioned, sharding::partition(global, reg, im.plan));
-  im.program = im.partitioned.local;
-  im.program.name = options.name;
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(reg);
-  auto report = pm.run(im.program, ctx);
-  if (!report.ok()) return makeError("{}: {}", options.name, report.error().message);
+  TSR_ASSIGN(SpmdPlan planned, planSpmd(global, mesh, annotations, options.name));
+  im.plan = std::move(planned.plan);
+  im.partitioned = std::move(planned.partitioned);
+  im.program = std::move(planned.program);
   if (!options.interpret) {
     runtime::CompileOptions co;
     co.name = options.name;

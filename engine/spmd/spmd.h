@@ -34,6 +34,17 @@ struct SpmdOptions {
   std::vector<bool> donatable;
 };
 
+// The planning half of SpmdExecutable::compile, without devices: shardings propagated from the annotations,
+// the graph partitioned (with its collectives), and the per-device program after the compiler's pipeline.
+// `tessera shard plan` and the IDE's sharding panel show exactly what a run would execute.
+struct SpmdPlan {
+  sharding::ShardingPlan plan;
+  sharding::PartitionResult partitioned;  // the per-device program before optimisation, and the collectives
+  ir::Graph program;                      // ... and after the compiler's pipeline
+};
+Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
+                          const sharding::ShardingAnnotations& annotations, const std::string& name);
+
 class SpmdExecutable {
  public:
   static Result<std::unique_ptr<SpmdExecutable>> compile(const ir::Graph& global, const sharding::Mesh& mesh,

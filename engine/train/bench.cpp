@@ -1,15 +1,13 @@
 #include "engine/train/bench.h"
 
 #include <algorithm>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "engine/ops/registry.h"
 #include "engine/random/random.h"
 #include "engine/runtime/profiler.h"
-#include "engine/train/project_model.h"
-#include "engine/train/trainer.h"
+#include "engine/train/setup.h"
 
 namespace tsr::train {
 
@@ -24,68 +22,33 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  const auto& t = p.train;
-  auto ints = [&](int64_t n, int64_t bound) {
-    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(bound - 1));
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (auto& x : v) x = d(gen);
-    return v;
-  };
-  auto normals = [&](int64_t n) {
-    std::normal_distribution<float> d;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = d(gen);
-    return v;
-  };
-  int64_t b = t.batchSize;
-  if (p.model.languageModel()) {
-    Shape s{b, t.seqLen};
-    Array inputs = Array::fromVector(ints(b * t.seqLen, vocab), s);
-    return Batch{inputs, Array::fromVector(ints(b * t.seqLen, vocab), s)};
-  }
-  if (p.model.family == "vit") {
-    const auto& v = p.model.vit;
-    Array images = Array::fromVector(normals(b * v.channels * v.imageSize * v.imageSize),
-                                     Shape{b, v.channels, v.imageSize, v.imageSize});
-    return Batch{images, Array::fromVector(ints(b, v.numClasses), Shape{b})};
-  }
-  const auto& sizes = p.model.mlp.sizes;
-  Array inputs = Array::fromVector(normals(b * sizes.front()), Shape{b, sizes.front()});
-  return Batch{inputs, Array::fromVector(ints(b, sizes.back()), Shape{b})};
-}
-
 Result<BenchReport> benchTrainingStep(const project::Project& project, const BenchOptions& o,
                                       const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& line) {
     if (progress) progress(line);
   };
-  project::Project p = project;
-  project::TrainSection& t = p.train;
-  if (o.batch > 0) t.batchSize = o.batch;
-  if (o.seq > 0) t.seqLen = o.seq;
   if (o.steps < 1) return makeError("--steps must be at least 1, got {}", o.steps);
-  bool lm = p.model.languageModel();
-  if (lm && t.seqLen > p.model.gpt2.blockSize)
-    return makeError("{}: sequence length {} exceeds the model's block size {}", p.file, t.seqLen,
-                     p.model.gpt2.blockSize);
-
-  int64_t vocab = lm ? configuredVocab(p) : 0;
-  ProjectModel model = buildModel(p, vocab);
-  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(t.steps, 1), t.minLr);
-  Trainer trainer(model.loss, makeOptimizer(t, lr), lr, t.seed);
-  say(fmt::format("{}: {} with {} parameters, batch {}{}, {}", p.name, p.model.family, model.numParams,
-                  t.batchSize, lm ? fmt::format(" x {} tokens", t.seqLen) : "", t.optimizer));
-  TSR_ASSIGN(Tree params, capture([&] { return model.init(random::key(t.seed)); }));
-  TrainState state = trainer.init(std::move(params));
+  // No data (synthetic batches of the project's shapes) and one device: the step alone is measured.
+  SetupOverrides overrides;
+  overrides.batchSize = o.batch;
+  overrides.seqLen = o.seq;
+  overrides.data = false;
+  overrides.mesh = false;
+  overrides.info = say;
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(project, overrides));
+  const project::Project& p = setup.project;
+  const project::TrainSection& t = p.train;
+  const ProjectModel& model = setup.model;
+  Trainer& trainer = *setup.trainer;
+  TrainState& state = setup.state;
+  const bool lm = p.model.languageModel();
 
   // A few distinct batches, made before timing and cycled through.
   int64_t warmup = std::max<int64_t>(o.warmup, 1);
   TSR_ASSIGN(std::vector<Batch> batches, capture([&] {
     std::vector<Batch> made;
     for (int64_t i = 0; i < std::min<int64_t>(3, warmup + o.steps); ++i)
-      made.push_back(syntheticBatch(p, vocab, o.seed * 1000 + static_cast<uint64_t>(i)));
+      made.push_back(syntheticBatch(model.batch, o.seed * 1000 + static_cast<uint64_t>(i)));
     return made;
   }));
 
@@ -97,11 +60,9 @@ Result<BenchReport> benchTrainingStep(const project::Project& project, const Ben
   r.params = model.numParams;
   r.batch = t.batchSize;
   r.seq = lm ? t.seqLen : 0;
-  r.itemsPerStep = lm ? t.batchSize * t.seqLen : t.batchSize;
+  r.itemsPerStep = setup.itemsPerBatch;
   r.flopsPerStep = model.trainFlopsPerItem * static_cast<double>(r.itemsPerStep);
-  if (lm) r.flopsRule = "6*N*tokens + 12*L*C*T*tokens (N without wpe)";
-  else if (p.model.family == "vit") r.flopsRule = "6*N*samples*(patches+1)";
-  else r.flopsRule = "6*N*samples";
+  r.flopsRule = model.flopsRule;
   TSR_ASSIGN(ClosedGraph g, trainer.lowerStep(state, batches.front()));
   r.graphFlopsPerStep = ir::graphCost(g.graph, ops::registry()).flops;
 

@@ -9,13 +9,10 @@
 #include "engine/core/result.h"
 #include "engine/project/project.h"
 #include "engine/runtime/trace_export.h"
+#include "engine/train/data_source.h"  // syntheticBatch
 #include "engine/train/trainer.h"
 
 namespace tsr::train {
-
-// A synthetic batch of the project's input shape: token ids for language models (inputs and targets both
-// uniform over the vocabulary), N(0, 1) images or vectors with uniform labels for vit and mlp.
-Batch syntheticBatch(const project::Project& p, int64_t vocab, uint64_t seed);
 
 struct BenchOptions {
   int64_t batch = 0;   // <= 0: [train] batch_size

@@ -9,6 +9,7 @@
 #include "engine/runtime/profiler.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run.h"
+#include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 
 namespace tsr::train {
@@ -34,12 +35,13 @@ std::map<std::string, std::string> profileParams(const project::Project& p, cons
 Result<runtime::Trace> runProfiledSteps(const project::Project& p, const ProfileOptions& o, int64_t& numParams,
                                         const std::function<void(const std::string&)>& info) {
   const auto& t = p.train;
-  TSR_ASSIGN(TrainingSetup setup, setUpTraining(p, std::max(t.steps, o.warmup + o.steps), info));
+  SetupOverrides overrides;
+  overrides.scheduleSteps = std::max(t.steps, o.warmup + o.steps);
+  overrides.info = info;
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p, overrides));
   Trainer& trainer = *setup.trainer;
   TrainState& state = setup.state;
-  numParams = setup.numParams;
-  info(fmt::format("{}: {} with {} parameters, batch {}{}", p.name, p.model.family, numParams, t.batchSize,
-                   p.model.languageModel() ? fmt::format(", sequence {}", t.seqLen) : ""));
+  numParams = setup.model.numParams;
 
   for (int64_t i = 0; i < o.warmup; ++i) {
     TSR_ASSIGN(Batch b, setup.next());

@@ -3,8 +3,6 @@
 #include <filesystem>
 #include <memory>
 
-#include "engine/nn/gpt2.h"
-#include "engine/nn/vit.h"
 #include "engine/project/model_family.h"
 
 namespace tsr::train {
@@ -18,52 +16,36 @@ Array projectLoss(const project::TrainSection& t, const Array& logits, const Arr
   return optim::softmaxCrossEntropy(logits, labels);
 }
 
-ProjectModel buildModel(const project::Project& p, int64_t vocab) {
+Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   const auto& t = p.train;
+  const project::ModelFamily* family = p.model.definition();
+  if (!family) return makeError("{}: [model] family '{}' is not registered", p.file, p.model.family);
   ProjectModel m;
-  auto attach = [&](auto model) {
-    m.init = [model](const Array& key) { return model->init(key); };
-    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
-    };
-    m.numParams = model->numParams();
-  };
-  if (p.model.family == "gpt2") {
-    nn::Gpt2Config cfg = p.model.gpt2;
-    cfg.vocabSize = vocab > 0 ? vocab : configuredVocab(p);
-    auto model = std::make_shared<nn::Gpt2>(cfg);
-    attach(model);
-    m.lmForward = [model](const Tree& prm, const Array& tokens) {
-      nn::Context ctx;
-      return model->apply(prm, tokens, ctx);
-    };
-    m.trainFlopsPerItem = model->trainFlopsPerToken(t.seqLen);
-    m.itemName = "tokens";
-  } else if (const project::ModelFamily* family = project::findModelFamily(p.model.family)) {
-    // A plugin's language model (project/model_family.h), configured as gpt2 is plus its own keys.
-    nn::Gpt2Config cfg = p.model.gpt2;
-    cfg.vocabSize = vocab > 0 ? vocab : configuredVocab(p);
-    auto model = std::make_shared<project::FamilyModel>(family->build(cfg, p.model.extra));
-    m.init = model->init;
-    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
-      return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
-    };
-    m.lmForward = [model](const Tree& prm, const Array& tokens) {
-      nn::Context ctx;
-      return model->apply(prm, tokens, ctx);
-    };
-    m.numParams = model->numParams;
-    m.trainFlopsPerItem = model->trainFlopsPerToken;
-    m.itemName = "tokens";
-  } else if (p.model.family == "vit") {
-    auto model = std::make_shared<nn::Vit>(p.model.vit);
-    attach(model);
-    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams) * static_cast<double>(p.model.vit.numPatches() + 1);
-  } else {
-    auto model = std::make_shared<nn::Mlp>(p.model.mlp);
-    attach(model);
-    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
+  m.family = family;
+  const project::BuildContext context{family->languageModel ? (vocab > 0 ? vocab : configuredVocab(p)) : 0, t.seqLen};
+  std::shared_ptr<project::FamilyModel> model;
+  try {
+    TSR_ASSIGN(project::FamilyModel built, capture([&] { return family->build(p.model.config, context); }));
+    model = std::make_shared<project::FamilyModel>(std::move(built));
+    m.batch = family->languageModel ? project::tokenBatch(t.batchSize, t.seqLen, context.vocab)
+                                    : family->batch(p.model.config, t.batchSize);
+  } catch (const std::exception& e) {
+    return makeError("{}: the {} family ({}) cannot build its model: {}", p.file, family->name, family->origin, e.what());
   }
+  if (!model->init || !model->apply)
+    return makeError("{}: the {} family ({}) built a model without init or apply", p.file, family->name, family->origin);
+  m.init = model->init;
+  m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
+    return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
+  };
+  m.forward = [model](const Tree& prm, const Array& inputs) {
+    nn::Context ctx;
+    return model->apply(prm, inputs, ctx);
+  };
+  m.numParams = model->numParams;
+  m.trainFlopsPerItem = model->trainFlopsPerItem;
+  m.flopsRule = model->flopsRule;
+  if (family->languageModel) m.itemName = "tokens";
   // A training step is forward + backward (twice the forward): three forwards.
   m.forwardFlopsPerItem = m.trainFlopsPerItem / 3.0;
   return m;

@@ -12,22 +12,28 @@
 
 namespace tsr::train {
 
-// The model of a project, without its weights: init, loss, and the LM forward for gpt2.
+// The model of a project, without its weights, as its family builds it (project/model_family.h): init, the
+// loss of [train] on its logits, and the forward (a language model's [B, T] -> [B, T, V]).
 struct ProjectModel {
+  const project::ModelFamily* family = nullptr;
   std::function<Tree(const Array& key)> init;
   TrainLossFn loss;
-  std::function<Array(const Tree& params, const Array& tokens)> lmForward;  // gpt2 only: [B, T] -> [B, T, V]
+  std::function<Array(const Tree& params, const Array& inputs)> forward;  // inputs -> logits, no dropout
   int64_t numParams = 0;
   // Model FLOPs of a training step per item: 6 N (+ 12 L C T attention for gpt2), the PaLM/nanoGPT estimate.
   double trainFlopsPerItem = 0, forwardFlopsPerItem = 0;
-  std::string itemName = "samples";
+  std::string flopsRule;
+  std::string itemName = "samples";  // "tokens" for a language model
+  project::BatchSignature batch;     // what a step trains on, at [train] batch_size and seq_len
 };
 
-// The vocabulary a gpt2 project is configured for: GPT-2's 50257 with its tokenizer, else [data] vocab_size.
+// The vocabulary a language-model project is configured for: GPT-2's 50257 with its tokenizer, else [data]
+// vocab_size.
 int64_t configuredVocab(const project::Project& p);
 
-// `vocab` is the tokenizer's size (gpt2 only; <= 0: the configured one).
-ProjectModel buildModel(const project::Project& p, int64_t vocab);
+// `vocab` is the tokenizer's size (language models only; <= 0: the configured one). Errors: a family whose
+// build fails (a plugin's, say) is reported, not thrown.
+Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab);
 
 // The optimiser of [train] (adamw | adam | sgd), after clip_by_global_norm when grad_clip > 0.
 optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr);

@@ -13,19 +13,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/core/limits.h"
-#include "engine/data/batch_loader.h"
-#include "engine/data/bpe_trainer.h"
 #include "engine/data/file_io.h"
-#include "engine/data/synthetic_images.h"
-#include "engine/data/token_file.h"
-#include "engine/nn/gpt2.h"
-#include "engine/nn/vit.h"
 #include "engine/random/random.h"
 #include "engine/store/run_store.h"
+#include "engine/train/data_source.h"
 #include "engine/train/project_model.h"
 #include "engine/train/safetensors.h"
 #include "engine/train/sample.h"
+#include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
@@ -35,192 +30,6 @@ namespace tsr::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A non-negative integer stored as text (checkpoint metadata, data positions); a damaged file is an error.
-Result<int64_t> parseCount(const std::string& text, const std::string& what) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-    return makeError("{} is '{}', not a non-negative integer", what, text);
-  return v;
-}
-
-// Where a batch comes from: text windows, synthetic images, or synthetic digit-like vectors.
-class DataSource {
- public:
-  virtual ~DataSource() = default;
-  virtual Result<Batch> next() = 0;
-  virtual std::string state() const = 0;
-  virtual Status restore(const std::string& state) = 0;
-  virtual int64_t itemsPerBatch() const = 0;  // tokens (or samples) a step consumes
-  // Back to the first batch (evaluation reads the same validation batches every time).
-  virtual Status rewind() = 0;
-};
-
-class TextSource : public DataSource {
- public:
-  explicit TextSource(data::BatchLoader loader) : m_loader(std::move(loader)), m_start(m_loader.state()) {}
-  Result<Batch> next() override {
-    TSR_ASSIGN(data::TokenBatch b, m_loader.next());
-    return Batch{b.inputs, b.targets};
-  }
-  std::string state() const override { return m_loader.state().toJson(); }
-  Status restore(const std::string& s) override {
-    TSR_ASSIGN(data::LoaderState st, data::LoaderState::fromJson(s));
-    return m_loader.restore(st);
-  }
-  int64_t itemsPerBatch() const override { return m_loader.options().batchSize * m_loader.options().seqLen; }
-  Status rewind() override { return m_loader.restore(m_start); }
-
- private:
-  data::BatchLoader m_loader;
-  data::LoaderState m_start;
-};
-
-class ImageSource : public DataSource {
- public:
-  explicit ImageSource(data::SyntheticImages images) : m_images(std::move(images)) {}
-  Result<Batch> next() override {
-    TSR_ASSIGN(data::ImageBatch b, m_images.next());
-    return Batch{b.images, b.labels};
-  }
-  std::string state() const override { return std::to_string(m_images.position()); }
-  Status restore(const std::string& s) override {
-    TSR_ASSIGN(int64_t first, parseCount(s, "image position"));
-    m_images.seek(first);
-    return {};
-  }
-  int64_t itemsPerBatch() const override { return m_images.options().batchSize; }
-  Status rewind() override {
-    m_images.seek(0);
-    return {};
-  }
-
- private:
-  data::SyntheticImages m_images;
-};
-
-// Learnable synthetic digits for the tutorial MLP: class c is a faint fixed random prototype under unit noise,
-// so classes overlap a little and the loss levels off above zero, as with real digits.
-class DigitSource : public DataSource {
- public:
-  // `start` offsets the draws: a validation source starts far from the training one.
-  DigitSource(int64_t batch, int64_t dim, int64_t classes, uint64_t seed, int64_t start = 0)
-      : m_batch(batch), m_dim(dim), m_classes(classes), m_key(random::key(seed)), m_step(start), m_start(start) {
-    m_prototypes = random::normal(random::foldIn(m_key, 0xC0FFEEu), Shape{classes, dim});
-  }
-  Result<Batch> next() override {
-    return capture([&] {
-      Array k = random::foldIn(m_key, static_cast<uint32_t>(m_step++));
-      Array keys = random::split(k, 2);
-      Array labels = astype(random::bits(reshape(sliceAxis(keys, 0, 0, 1), {2}), Shape{m_batch}) %
-                                Array::scalar(static_cast<double>(m_classes), DType::U32),
-                            DType::I32);
-      Array noise = random::normal(reshape(sliceAxis(keys, 0, 1, 2), {2}), Shape{m_batch, m_dim});
-      // Prototypes scaled so that two classes lie about 4 noise deviations apart in any dimension.
-      return Batch{take(m_prototypes, labels, 0) * (3.0 / std::sqrt(static_cast<double>(m_dim))) + noise, labels};
-    });
-  }
-  std::string state() const override { return std::to_string(m_step); }
-  Status restore(const std::string& s) override {
-    TSR_ASSIGN(m_step, parseCount(s, "digit stream position"));
-    return {};
-  }
-  int64_t itemsPerBatch() const override { return m_batch; }
-  Status rewind() override {
-    m_step = m_start;
-    return {};
-  }
-
- private:
-  int64_t m_batch, m_dim, m_classes;
-  Array m_key, m_prototypes;
-  int64_t m_step, m_start;
-};
-
-// The data files a text project reads from outside its folder (as "../../../etc/passwd" would): they are read,
-// but the run says so and records them, since a project copied from elsewhere should not read a user's files
-// unnoticed.
-std::vector<std::string> filesOutsideProject(const project::Project& p) {
-  std::vector<std::string> out;
-  if (!p.model.languageModel()) return out;
-  std::error_code ec;
-  const fs::path root = fs::weakly_canonical(fs::absolute(p.dir, ec), ec);
-  for (const std::string* path : {&p.data.path, &p.data.encoderJson, &p.data.vocabBpe}) {
-    if (path->empty()) continue;
-    const fs::path file = fs::weakly_canonical(fs::absolute(p.resolve(*path), ec), ec);
-    const fs::path inside = file.lexically_relative(root);
-    if (inside.empty() || *inside.begin() == "..") out.push_back(file.string());
-  }
-  return out;
-}
-
-// Trains (or loads the cached) tokenizer, and tokenizes the corpus into train and validation token files.
-struct TextData {
-  std::optional<data::BpeTokenizer> tokenizer;
-  std::string trainPath, valPath;
-};
-
-Result<TextData> prepareText(const project::Project& p, const std::function<void(const std::string&)>& info) {
-  std::string corpus = p.resolve(p.data.path);
-  std::error_code ec;
-  if (p.data.path.empty()) return makeError("{}: [data] path is required for text data", p.file);
-  if (!fs::exists(corpus, ec)) return makeError("{}: [data] path {} does not exist", p.file, corpus);
-  // The corpus is read whole: a device (/dev/zero), a pipe or a huge file would never end or never fit.
-  if (!fs::is_regular_file(corpus, ec)) return makeError("{}: [data] path {} is not a regular file", p.file, corpus);
-  const auto corpusBytes = static_cast<int64_t>(fs::file_size(corpus, ec));
-  if (ec) return makeError("{}: [data] path {}: {}", p.file, corpus, ec.message());
-  if (auto st = limits::checkRange("size of [data] path " + corpus, corpusBytes, 0, limits::kCorpusBytes); !st.ok())
-    return makeError("{}: {}", p.file, st.error().message);
-  for (const std::string& outside : filesOutsideProject(p))
-    info(fmt::format("warning: {} reads {}, outside the project folder {}", p.file, outside, p.dir));
-  fs::path cache = fs::path(p.dir) / ".tessera" / "data";
-  fs::create_directories(cache, ec);
-  if (ec) return makeError("cannot create {}: {}", cache.string(), ec.message());
-  for (const fs::path& dir : {cache, cache / "tokenizer"})
-    for (const std::string& f : data::removeOrphanTempFiles(dir.string())) info("removed " + f + ", left by an interrupted save");
-  // The cache is valid for one corpus (size and mtime) and one tokenizer setting.
-  auto mtime = fs::last_write_time(corpus, ec).time_since_epoch().count();
-  std::string stamp = fmt::format("{} {} {} {} {} {} {}", corpusBytes, mtime, p.data.tokenizer,
-                                  p.data.vocabSize, p.data.valFraction, p.data.encoderJson, p.data.vocabBpe);
-  std::string stampPath = (cache / "stamp").string();
-  std::string old;
-  if (std::ifstream in(stampPath); in) std::getline(in, old);
-
-  TextData d;
-  d.trainPath = (cache / "train.tok").string();
-  d.valPath = (cache / "val.tok").string();
-  std::string tokDir = (cache / "tokenizer").string();
-  bool fresh = old == stamp && fs::exists(d.trainPath, ec) && fs::exists(d.valPath, ec);
-  if (p.data.tokenizer == "gpt2") {
-    if (p.data.encoderJson.empty() || p.data.vocabBpe.empty())
-      return makeError("{}: [data] tokenizer = 'gpt2' needs encoder_json and vocab_bpe", p.file);
-    TSR_ASSIGN(d.tokenizer, data::BpeTokenizer::load(p.resolve(p.data.encoderJson), p.resolve(p.data.vocabBpe)));
-  } else if (fresh) {
-    TSR_ASSIGN(d.tokenizer, data::BpeTokenizer::loadDirectory(tokDir));
-  } else {
-    info(fmt::format("training a {}-token BPE tokenizer on {}", p.data.vocabSize, corpus));
-    data::BpeTrainer trainer = std::move(data::BpeTrainer::create({p.data.vocabSize, 2, {std::string(data::kEndOfText)}})).value();
-    TSR_TRY(trainer.addFile(corpus));
-    TSR_ASSIGN(d.tokenizer, trainer.train());
-    fs::create_directories(tokDir, ec);
-    TSR_TRY(d.tokenizer->saveDirectory(tokDir));
-  }
-  if (fresh) return d;
-
-  info(fmt::format("tokenizing {}", corpus));
-  TSR_ASSIGN(std::string text, data::readFile(corpus));
-  std::vector<data::TokenId> ids = d.tokenizer->encode(text, data::SpecialTokens::Allowed);
-  auto nVal = static_cast<size_t>(static_cast<double>(ids.size()) * p.data.valFraction);
-  auto vocab = static_cast<uint32_t>(d.tokenizer->vocabSize());
-  std::span<const uint32_t> all(ids);
-  TSR_TRY(data::writeTokenFile(d.trainPath, all.subspan(0, ids.size() - nVal), vocab));
-  TSR_TRY(data::writeTokenFile(d.valPath, all.subspan(ids.size() - nVal), vocab));
-  TSR_TRY(writeFileAtomic(stampPath, stamp + "\n"));
-  info(fmt::format("{} tokens: {} for training, {} for validation (vocabulary {})", ids.size(), ids.size() - nVal,
-                   nVal, vocab));
-  return d;
-}
 
 std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params) {
   const auto& t = p.train;
@@ -288,52 +97,10 @@ Result<std::optional<std::string>> saveCheckpoint(const std::string& path, const
 }
 
 
-// The data of a project: training and validation sources, and the tokenizer for text.
-struct ProjectData {
-  std::unique_ptr<DataSource> train, val;
-  std::optional<data::BpeTokenizer> tokenizer;
-};
-
-Result<ProjectData> prepareData(const project::Project& p, const std::function<void(const std::string&)>& info) {
-  const auto& t = p.train;
-  ProjectData d;
-  if (p.model.languageModel()) {
-    if (p.data.kind != "text") return makeError("{}: {} needs [data] kind = 'text'", p.file, p.model.family);
-    TSR_ASSIGN(TextData td, prepareText(p, info));
-    data::LoaderOptions lo{t.batchSize, t.seqLen, t.shuffle, t.seed, 4, 0, 1};
-    auto train = data::BatchLoader::open(td.trainPath, lo);
-    if (!train.ok()) return Error{"training data: " + train.error().message};
-    lo.shuffle = false;
-    lo.prefetch = 0;
-    auto val = data::BatchLoader::open(td.valPath, lo);
-    if (val.ok()) d.val = std::make_unique<TextSource>(std::move(val).value());
-    else info("no validation batches (" + val.error().message + "); evaluation is skipped");
-    d.train = std::make_unique<TextSource>(std::move(train).value());
-    d.tokenizer = std::move(td.tokenizer);
-  } else if (p.model.family == "vit") {
-    const nn::VitConfig& cfg = p.model.vit;
-    data::SyntheticImageOptions io;
-    io.batchSize = t.batchSize;
-    io.height = io.width = cfg.imageSize;
-    io.channels = cfg.channels;
-    io.numClasses = cfg.numClasses;
-    io.layout = data::ImageLayout::NCHW;
-    io.seed = t.seed;
-    TSR_ASSIGN(data::SyntheticImages images, data::SyntheticImages::create(io));
-    d.train = std::make_unique<ImageSource>(std::move(images));
-  } else {
-    const nn::MlpConfig& cfg = p.model.mlp;
-    // The constructor draws the class prototypes with the Array API, which raises on errors.
-    auto digits = [&](int64_t start) {
-      return capture([&] {
-        return std::unique_ptr<DataSource>(
-            std::make_unique<DigitSource>(t.batchSize, cfg.sizes.front(), cfg.sizes.back(), t.seed, start));
-      });
-    };
-    TSR_ASSIGN(d.train, digits(0));
-    TSR_ASSIGN(d.val, digits(1'000'000'000));
-  }
-  return d;
+// The longest prompt window sampling feeds a language model: its context, at most [train] seq_len.
+int64_t contextOf(const project::Project& p) {
+  const int64_t context = p.model.contextLength();
+  return context > 0 ? std::min(context, p.train.seqLen) : p.train.seqLen;
 }
 
 std::string humanDuration(double seconds) {
@@ -343,56 +110,14 @@ std::string humanDuration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-// The project's [mesh] and [sharding] rules: a mesh of more than one device makes the step an SPMD program.
-Status configureSharding(const project::Project& p, Trainer& trainer, const std::function<void(const std::string&)>& info) {
-  int64_t n = 1;
-  for (int64_t d : p.mesh.shape) n *= d;
-  if (n <= 1) return {};
-  auto mesh = sharding::Mesh::create(p.mesh.shape, p.mesh.axes);
-  if (!mesh.ok()) return makeError("{}: [mesh]: {}", p.file, mesh.error().message);
-  TSR_ASSIGN(auto devices, spmd::devices());
-  if (devices->numDevices() < mesh->size())
-    return makeError("{}: [mesh] {} needs {} devices, but this process has {} (set TESSERA_CPU_DEVICES={} for "
-                     "virtual CPU devices, or launch {} processes with mpirun)",
-                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size(), mesh->size());
-  if (devices->kind() == "mpi" && devices->numDevices() != mesh->size())
-    return makeError("{}: [mesh] {} has {} devices, but mpirun started {} processes (one device each): launch {}",
-                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size());
-  TrainSharding s{*mesh, {}};
-  for (const auto& r : p.sharding) s.rules.emplace_back(r.pattern, r.spec);
-  auto st = trainer.setSharding(std::move(s));
-  if (!st.ok()) return makeError("{}: [sharding]: {}", p.file, st.error().message);
-  info(fmt::format("{} over {} {} devices, {} sharding rules", mesh->toString(), mesh->size(), devices->kind(),
-                   p.sharding.size()));
-  return {};
-}
-
 }  // namespace
-
-Result<TrainingSetup> setUpTraining(const project::Project& p, int64_t scheduleSteps,
-                                    const std::function<void(const std::string&)>& info) {
-  const auto& t = p.train;
-  TSR_ASSIGN(ProjectData data, prepareData(p, info));
-  ProjectModel model = buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0);
-  TSR_ASSIGN(Tree params, capture([&] { return model.init(random::key(t.seed)); }));
-  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(scheduleSteps, 1), t.minLr);
-  TrainingSetup s;
-  s.trainer = std::make_unique<Trainer>(model.loss, makeOptimizer(t, lr), lr, t.seed);
-  TSR_TRY(configureSharding(p, *s.trainer, info));
-  TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params)); }));
-  s.numParams = model.numParams;
-  std::shared_ptr<DataSource> source = std::move(data.train);
-  s.itemsPerBatch = source->itemsPerBatch();
-  s.next = [source] { return source->next(); };
-  return s;
-}
 
 Result<std::shared_ptr<spmd::SpmdExecutable>> compileShardedStep(const project::Project& p) {
   int64_t meshSize = 1;
   for (int64_t d : p.mesh.shape) meshSize *= d;
   if (meshSize <= 1) return makeError("{}: [mesh] is one device: nothing is split", p.file);
   if (meshSize > dist::configuredCpuDevices() && !dist::launchedUnderMpi()) TSR_TRY(spmd::setCpuDevices(static_cast<int>(meshSize)));
-  TSR_ASSIGN(TrainingSetup setup, setUpTraining(p, p.train.steps, [](const std::string&) {}));
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p));
   TSR_ASSIGN(Batch batch, setup.next());
   return setup.trainer->compileStepSpmd(setup.state, batch);
 }
@@ -409,25 +134,18 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   const auto& t = p.train;
   int64_t steps = options.steps >= 0 ? options.steps : t.steps;
 
-  // Data and model. Under mpirun rank 0 prepares (and caches) the data first; the others then read its cache.
-  if (!primary) TSR_TRY(spmd::processBarrier());
-  auto prepared = prepareData(p, info);
-  if (primary) TSR_TRY(spmd::processBarrier());
-  TSR_ASSIGN(ProjectData data, std::move(prepared));
-  std::unique_ptr<DataSource> trainData = std::move(data.train), valData = std::move(data.val);
-  std::optional<data::BpeTokenizer> tokenizer = std::move(data.tokenizer);
-  ProjectModel model = buildModel(p, tokenizer ? tokenizer->vocabSize() : 0);
-  Tree params;
-  TSR_ASSIGN(params, capture([&] { return model.init(random::key(t.seed)); }));
-  int64_t numParams = model.numParams;
-  double flopsPerItem = model.trainFlopsPerItem;
-  TrainLossFn loss = model.loss;
-  info(fmt::format("{}: {} with {} parameters", p.name, p.model.family, numParams));
-
-  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(steps, 1), t.minLr);
-  Trainer trainer(loss, makeOptimizer(t, lr), lr, t.seed);
-  TSR_TRY(configureSharding(p, trainer, info));
-  TSR_ASSIGN(TrainState state, capture([&] { return trainer.init(std::move(params)); }));
+  SetupOverrides overrides;
+  overrides.scheduleSteps = steps;
+  overrides.info = info;
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p, overrides));
+  Trainer& trainer = *setup.trainer;
+  TrainState& state = setup.state;
+  DataSource* trainData = setup.train.get();
+  DataSource* valData = setup.val.get();
+  const std::optional<data::BpeTokenizer>& tokenizer = setup.tokenizer;
+  const ProjectModel& model = setup.model;
+  const int64_t numParams = model.numParams;
+  const double flopsPerItem = model.trainFlopsPerItem;
 
   // The run store and the checkpoint.
   std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;
@@ -598,8 +316,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   if (tokenizer && options.sampleTokens > 0 && !oneProcess)
     info("no text sample under mpirun: sample from the checkpoint with tessera generate");
   if (tokenizer && options.sampleTokens > 0 && oneProcess) {
-    auto text = sampleText(std::min(p.model.gpt2.blockSize, t.seqLen),
-                           [&](const Array& tokens) { return model.lmForward(state.params, tokens); }, *tokenizer,
+    auto text = sampleText(contextOf(p),
+                           [&](const Array& tokens) { return model.forward(state.params, tokens); }, *tokenizer,
                            "\n", options.sampleTokens, 0.8, 40, t.seed);
     if (text.ok()) {
       if (db) TSR_TRY(db->putArtifact(runId, {"sample.txt", "text", *text}));
@@ -634,34 +352,17 @@ std::string moduleOf(const std::string& path) {
 }  // namespace
 
 Result<ClosedGraph> traceTrainingStep(const project::Project& p) {
-  const auto& t = p.train;
-  ProjectModel model = buildModel(p, 0);
-  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(t.steps, 1), t.minLr);
-  optim::GradientTransformation opt = makeOptimizer(t, lr);
-  // Avals of the parameters and the optimizer state, from an abstract trace of their init.
-  TSR_ASSIGN(ClosedGraph init, makeGraph([&](const Tree& key) {
-    Tree params = model.init(key.leaf());
-    return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
-  }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
-  std::vector<Aval> avals;
-  for (ir::ValueId v : init.graph.outputs()) avals.push_back(init.graph.aval(v));
-  TSR_ASSIGN(TreeOf<Aval> state, TreeOf<Aval>::unflatten(init.outputTree, std::move(avals)));
-  Aval inputs, targets{Shape{t.batchSize}, DType::I32};
-  if (p.model.languageModel()) {
-    inputs = Aval{Shape{t.batchSize, t.seqLen}, DType::I32};
-    targets = inputs;
-  } else if (p.model.family == "vit") {
-    const auto& v = p.model.vit;
-    inputs = Aval{Shape{t.batchSize, v.channels, v.imageSize, v.imageSize}, DType::F32};
-  } else {
-    inputs = Aval{Shape{t.batchSize, p.model.mlp.sizes.front()}, DType::F32};
-  }
-  Trainer trainer(model.loss, opt, lr, t.seed);
-  return trainer.lowerStep(*state.find("params"), *state.find("opt"), inputs, targets);
+  SetupOverrides o;
+  o.data = false;
+  o.materialize = false;
+  o.mesh = false;
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p, o));
+  const project::BatchSignature& batch = setup.model.batch;
+  return setup.trainer->lowerStep(*setup.avals->find("params"), *setup.avals->find("opt"), batch.inputs, batch.targets);
 }
 
 Result<ModelInfo> describeModel(const project::Project& p) {
-  ProjectModel model = buildModel(p, 0);
+  TSR_ASSIGN(ProjectModel model, buildModel(p, 0));
   // The parameter avals from an abstract trace of init: no weights are materialised.
   std::vector<std::string> paths;
   TSR_ASSIGN(ClosedGraph g, makeGraph([&](const std::vector<Array>& k) {
@@ -692,7 +393,7 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
                                   const std::function<void(const std::string&)>& info) {
   TSR_ASSIGN(ProjectData data, prepareData(p, info));
   if (!data.val) return makeError("{}: the project has no validation data", p.file);
-  ProjectModel model = buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0);
+  TSR_ASSIGN(ProjectModel model, buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0));
   TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
   TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
   Trainer trainer(model.loss, optim::sgd(optim::constantSchedule(0.0), 0.0), optim::constantSchedule(0.0), p.train.seed);
@@ -711,7 +412,7 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
 
 Result<std::string> generateFromCheckpoint(const project::Project& p, const std::string& checkpoint,
                                            const GenerateOptions& o) {
-  if (!p.model.languageModel()) return makeError("{}: generate needs a language model (family gpt2), not {}", p.file, p.model.family);
+  if (!p.model.languageModel()) return makeError("{}: generate needs a language model, and {} is not one", p.file, p.model.family);
   std::optional<data::BpeTokenizer> tokenizer;
   if (p.data.tokenizer == "gpt2") {
     TSR_ASSIGN(tokenizer, data::BpeTokenizer::load(p.resolve(p.data.encoderJson), p.resolve(p.data.vocabBpe)));
@@ -721,11 +422,10 @@ Result<std::string> generateFromCheckpoint(const project::Project& p, const std:
     if (!fs::exists(dir, ec)) return makeError("no tokenizer in {}: train the project first", dir);
     TSR_ASSIGN(tokenizer, data::BpeTokenizer::loadDirectory(dir));
   }
-  ProjectModel model = buildModel(p, tokenizer->vocabSize());
+  TSR_ASSIGN(ProjectModel model, buildModel(p, tokenizer->vocabSize()));
   TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
   TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
-  return sampleText(std::min(p.model.gpt2.blockSize, p.train.seqLen),
-                    [&](const Array& tokens) { return model.lmForward(params, tokens); }, *tokenizer, o.prompt,
+  return sampleText(contextOf(p), [&](const Array& tokens) { return model.forward(params, tokens); }, *tokenizer, o.prompt,
                     o.tokens, o.temperature, o.topK, o.seed);
 }
 

@@ -45,19 +45,6 @@ struct RunSummary {
 Result<RunSummary> runTraining(const project::Project& project, const RunOptions& options,
                                const std::function<void(const RunEvent&)>& onEvent);
 
-// A project's training step set up as runTraining sets it up (data prepared and cached, the model initialised
-// from [train] seed, the optimiser with its schedule over `scheduleSteps`), for tools that run steps outside a
-// training run (`tessera profile`). No run is recorded and no checkpoint is written.
-struct TrainingSetup {
-  std::unique_ptr<Trainer> trainer;
-  TrainState state;
-  std::function<Result<Batch>()> next;  // the training batches, from the first on
-  int64_t numParams = 0;
-  int64_t itemsPerBatch = 0;  // tokens (or samples) a step consumes
-};
-Result<TrainingSetup> setUpTraining(const project::Project& project, int64_t scheduleSteps,
-                                    const std::function<void(const std::string&)>& info);
-
 // The project's training step as the per-device program its [mesh] and [sharding] make, compiled but not run
 // (`tessera compile --dump`). A process with fewer devices than the mesh gets virtual CPU devices (nothing runs
 // on them). An error when the mesh is one device.

@@ -1,7 +1,5 @@
 #include "engine/train/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/limits.h"
+#include "engine/data/file_io.h"
 
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
@@ -45,45 +44,7 @@ std::optional<DType> parseSafetensorsDtype(const std::string& s) {
   return std::nullopt;
 }
 
-Status writeAll(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return makeError("writing {}: {}", path, std::strerror(errno));
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return {};
-}
-
 }  // namespace
-
-Status writeFileAtomic(const std::string& path, const std::string& bytes) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  // The writer's pid in the name lets the next run tell an orphan (its writer killed) from a save in progress.
-  std::string tmp = (dir / fmt::format(".{}.tmp-{}-XXXXXX", target.filename().string(), ::getpid())).string();
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return makeError("cannot create a temporary file next to {}: {}", path, std::strerror(errno));
-  Status st = writeAll(fd, bytes.data(), bytes.size(), path);
-  if (st.ok() && ::fsync(fd) != 0) st = makeError("fsync {}: {}", tmp, std::strerror(errno));
-  ::close(fd);
-  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = makeError("rename to {}: {}", path, std::strerror(errno));
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  // Make the rename itself durable.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
-}
 
 Status writeSafetensors(const std::string& path, const SafetensorsFile& file) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -108,7 +69,7 @@ Status writeSafetensors(const std::string& path, const SafetensorsFile& file) {
     Array whole = a.gathered();  // a sharded array is written whole
     bytes.append(static_cast<const char*>(whole.buffer()->data()), static_cast<size_t>(whole.aval().bytes()));
   }
-  return writeFileAtomic(path, bytes);
+  return data::writeFileAtomically(path, bytes);
 }
 
 Result<SafetensorsFile> readSafetensors(const std::string& path) {

@@ -28,7 +28,4 @@ Result<Tree> treeFromSafetensors(const SafetensorsFile& file, const Tree& like, 
 // lm_head.weight) are ignored; floating tensors of another float dtype (f16, bf16) are converted to like's.
 Result<Tree> treeFromHuggingFace(const SafetensorsFile& file, const Tree& like);
 
-// Writes bytes to path atomically (temp file in the same folder, fsync, rename, fsync of the folder).
-Status writeFileAtomic(const std::string& path, const std::string& bytes);
-
 }  // namespace tsr::train

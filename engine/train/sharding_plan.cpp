@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/backends/cpu/executable.h"
+#include "engine/compile/compile.h"
 #include "engine/ops/registry.h"
-#include "engine/passes/fusion.h"
-#include "engine/passes/pipeline.h"
+#include "engine/runtime/executable.h"
+#include "engine/spmd/spmd.h"
 #include "engine/train/run.h"
 
 namespace tsr::train {
@@ -132,10 +132,7 @@ Result<sharding::Mesh> projectMesh(const project::Project& p) {
 Result<PlannableStep> traceStepForPlan(const project::Project& p) {
   TSR_ASSIGN(ClosedGraph cg, traceTrainingStep(p));
   // The cleanup passes, as jit runs them before it partitions a step.
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(ops::registry());
-  auto report = pm.run(cg.graph, ctx);
-  if (!report.ok()) return makeError("{}: {}", p.file, report.error().message);
+  if (auto st = compile::optimize(cg.graph); !st.ok()) return makeError("{}: {}", p.file, st.error().message);
   std::vector<Aval> avals;
   for (ir::ValueId v : cg.graph.inputs()) avals.push_back(cg.graph.aval(v));
   avals.resize(static_cast<size_t>(cg.inputTree.numLeaves()));
@@ -263,8 +260,10 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
     ann.inputs.push_back(a.sharding);
     ann.inputNames.push_back(a.path);
   }
-  TSR_ASSIGN(out.plan, sharding::propagateShardings(g, reg, mesh, ann));
-  TSR_ASSIGN(sharding::PartitionResult part, sharding::partition(g, reg, out.plan));
+  // Planned as SpmdExecutable::compile plans it: the same propagation, partition and per-device pipeline.
+  TSR_ASSIGN(spmd::SpmdPlan planned, spmd::planSpmd(g, mesh, ann, "train_step"));
+  out.plan = std::move(planned.plan);
+  const sharding::PartitionResult& part = planned.partitioned;
   // Names as the plan's origins give them (an argument's annotation), batch and other arguments by kind.
   for (const auto& a : out.arguments) {
     if (a.kind == ArgumentKind::Parameter) out.paramBytes += a.bytes;
@@ -281,21 +280,16 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
     out.commSeconds += pc.seconds;
     out.collectives.push_back(std::move(pc));
   }
-  // The per-device program as SpmdExecutable compiles it: the cleanup passes, fusion, the CPU backend.
-  ir::Graph program = std::move(part.local);
-  program.name = "train_step";
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(reg);
-  auto report = pm.run(program, ctx);
-  if (!report.ok()) return makeError("train_step: {}", report.error().message);
+  // The per-device program compiled by the backend a run uses, for its arena (no native code: only the memory
+  // plan is read).
   if (o.compile) {
-    TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(program, reg));
-    cpu::CompileOptions co;
+    runtime::CompileOptions co;
     co.name = "train_step";
-    TSR_ASSIGN(auto exe, cpu::Executable::compile(program, reg, fusion, co));
-    out.arenaBytes = exe->memory().arenaBytes;
+    co.native = false;
+    TSR_ASSIGN(auto exe, runtime::compileOn("cpu", planned.program, reg, co));
+    out.arenaBytes = exe->arenaBytes();
   }
-  out.program = std::make_shared<const ir::Graph>(std::move(program));
+  out.program = std::make_shared<const ir::Graph>(std::move(planned.program));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "engine/core/limits.h"
 #include "engine/nn/attention.h"
 #include "engine/ops/loop_lowering.h"
 #include "engine/ops/op_helpers.h"
@@ -235,15 +236,28 @@ project::ModelFamily gpt2SwigluFamily() {
   project::ModelFamily f;
   f.name = "gpt2_swiglu";
   f.description = "GPT-2 with a SwiGLU MLP: c_proj(swiglu(c_fc(x), c_up(x)))";
-  f.keys = {{"mlp_hidden", 0, true, 0, "the MLP's hidden width (0: 8/3 n_embd rounded up to a multiple of 8)"}};
-  f.build = [](const nn::Gpt2Config& cfg, const std::map<std::string, double>& extra) {
-    auto it = extra.find("mlp_hidden");
-    auto model = std::make_shared<Gpt2Swiglu>(cfg, hiddenOf(cfg, it == extra.end() ? 0 : it->second));
+  // GPT-2's keys, and the MLP's width.
+  f.keys = project::gpt2Keys();
+  project::FamilyKey hidden;
+  hidden.name = "mlp_hidden";
+  hidden.type = project::KeyType::Integer;
+  hidden.defaultValue = int64_t(0);
+  hidden.min = 0;
+  hidden.max = static_cast<double>(limits::kWidth);
+  hidden.help = "the MLP's hidden width (0: 8/3 n_embd rounded up to a multiple of 8)";
+  f.keys.push_back(hidden);
+  f.languageModel = true;
+  f.contextKey = "block_size";
+  f.check = project::checkGpt2;
+  f.build = [](const project::ModelConfig& c, const project::BuildContext& context) {
+    nn::Gpt2Config cfg = project::gpt2Config(c, context);
+    auto model = std::make_shared<Gpt2Swiglu>(cfg, hiddenOf(cfg, static_cast<double>(c.integer("mlp_hidden"))));
     project::FamilyModel m;
     m.init = [model](const Array& key) { return model->init(key); };
     m.apply = [model](const Tree& p, const Array& tokens, nn::Context& ctx) { return model->apply(p, tokens, ctx); };
     m.numParams = model->numParams();
-    m.trainFlopsPerToken = model->trainFlopsPerToken(cfg.blockSize);
+    m.trainFlopsPerItem = model->trainFlopsPerToken(cfg.blockSize);
+    m.flopsRule = "6*N*tokens + 12*L*C*T*tokens (N without wpe)";
     return m;
   };
   return f;

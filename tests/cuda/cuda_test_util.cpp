@@ -9,7 +9,7 @@
 #include "engine/passes/pipeline.h"
 #include "engine/project/project.h"
 #include "engine/random/random.h"
-#include "engine/train/project_model.h"
+#include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 
 namespace tsr::test {
@@ -22,32 +22,17 @@ std::string sourceDir() {
 
 Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq) {
   TSR_ASSIGN(project::Project p, project::loadProject(sourceDir() + "/sample_projects/" + name));
-  p.train.batchSize = batch;
-  if (seq > 0) p.train.seqLen = seq;
-  const bool lm = p.model.family == "gpt2";
-  const int64_t vocab = lm ? train::configuredVocab(p) : 0;
-  train::ProjectModel model = train::buildModel(p, vocab);
-  optim::Schedule lr = optim::warmupCosineSchedule(p.train.lr, p.train.warmupSteps, std::max<int64_t>(p.train.steps, 1),
-                                                   p.train.minLr);
-  train::Trainer trainer(model.loss, train::makeOptimizer(p.train, lr), lr, p.train.seed);
-  TSR_ASSIGN(Tree params, capture([&] { return model.init(random::key(0)); }));
-  train::TrainState state = trainer.init(std::move(params));
-  train::Batch b;
-  if (lm) {
-    std::vector<int32_t> ids(static_cast<size_t>(batch * p.train.seqLen), 1);
-    b = train::Batch{Array::fromVector(ids, Shape{batch, p.train.seqLen}), Array::fromVector(ids, Shape{batch, p.train.seqLen})};
-  } else if (p.model.family == "vit") {
-    const auto& v = p.model.vit;
-    std::vector<float> x(static_cast<size_t>(batch * v.channels * v.imageSize * v.imageSize), 0.5f);
-    b = train::Batch{Array::fromVector(x, Shape{batch, v.channels, v.imageSize, v.imageSize}),
-                     Array::fromVector(std::vector<int32_t>(static_cast<size_t>(batch), 1), Shape{batch})};
-  } else {
-    const auto& sizes = p.model.mlp.sizes;
-    std::vector<float> x(static_cast<size_t>(batch * sizes.front()), 0.5f);
-    b = train::Batch{Array::fromVector(x, Shape{batch, sizes.front()}),
-                     Array::fromVector(std::vector<int32_t>(static_cast<size_t>(batch), 1), Shape{batch})};
-  }
-  TSR_ASSIGN(ClosedGraph cg, trainer.lowerStep(state, b));
+  // The step from avals, as `tessera compile` traces it: no data, no weights.
+  train::SetupOverrides o;
+  o.batchSize = batch;
+  o.seqLen = seq;
+  o.data = false;
+  o.materialize = false;
+  o.mesh = false;
+  TSR_ASSIGN(train::TrainingSetup setup, train::makeTrainingSetup(p, o));
+  const project::BatchSignature& b = setup.model.batch;
+  TSR_ASSIGN(ClosedGraph cg, setup.trainer->lowerStep(*setup.avals->find("params"), *setup.avals->find("opt"),
+                                                      b.inputs, b.targets));
   passes::PassManager pm = passes::standardPipeline();
   passes::PassContext ctx(ops::registry());
   TSR_TRY(pm.run(cg.graph, ctx));

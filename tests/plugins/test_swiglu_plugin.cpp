@@ -232,11 +232,11 @@ class TestSwigluPlugin : public QObject {
     auto p = project::loadProject(root.string());
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
     QCOMPARE(p->model.family, std::string("gpt2_swiglu"));
-    QCOMPARE(p->model.extra.at("mlp_hidden"), 176.0);
+    QCOMPARE(p->model.config.integer("mlp_hidden"), int64_t(176));
 
     auto step = train::traceTrainingStep(*p);
     QVERIFY2(step.ok(), step.ok() ? "" : step.error().message.c_str());
-    QVERIFY2(step->graph.count(m_code) >= p->model.gpt2.nLayer,
+    QVERIFY2(step->graph.count(m_code) >= p->model.config.integer("n_layer"),
              qPrintable(QString("%1 swiglu nodes").arg(step->graph.count(m_code))));
 
     auto s = train::runTraining(*p, {}, [](const train::RunEvent&) {});

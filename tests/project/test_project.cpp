@@ -49,8 +49,8 @@ compute = "bf16"
                           "p/project.toml", "p");
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
     QCOMPARE(p->name, std::string("demo"));
-    QCOMPARE(p->model.gpt2.nLayer, int64_t(3));
-    QCOMPARE(p->model.gpt2.nEmbd, int64_t(32));
+    QCOMPARE(p->model.config.integer("n_layer"), int64_t(3));
+    QCOMPARE(p->model.config.integer("n_embd"), int64_t(32));
     QCOMPARE(p->data.vocabSize, int64_t(300));
     QCOMPARE(p->train.steps, int64_t(7));
     QCOMPARE(p->train.lr, 1e-3);

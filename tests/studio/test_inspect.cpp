@@ -380,7 +380,7 @@ class TestInspect : public QObject {
     edited = inspect::setFieldValue(edited, "precision", "compute", "\"bf16\"");
     auto p = project::parseProject(edited, "project.toml", kMini);
     QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    QCOMPARE(p->model.gpt2.blockSize, int64_t(128));
+    QCOMPARE(p->model.config.integer("block_size"), int64_t(128));
     QCOMPARE(p->train.checkpointEvery, int64_t(100));
     QCOMPARE(p->train.momentum, 0.5);
     QCOMPARE(p->precision, std::string("bf16"));

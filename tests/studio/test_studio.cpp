@@ -2,10 +2,12 @@
 // computes (checked against the graph directly), selections sync, the form writes a valid project.toml,
 // the metrics panel tails a store, and runs launched from the IDE report their errors.
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QImage>
 #include <QProcess>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -27,6 +29,7 @@
 #include "views/inspector_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
+#include "views/new_project_dialog.h"
 #include "views/param_tree_model.h"
 #include "views/project_panel.h"
 #include "views/run_controller.h"
@@ -278,7 +281,7 @@ class TestStudio : public QObject {
     auto proj = project::loadProject(dir.path().toStdString());
     QVERIFY2(proj.ok(), proj.ok() ? "" : proj.error().message.c_str());
     QCOMPARE(proj->train.lr, 0.002);
-    QCOMPARE(proj->model.gpt2.nLayer, int64_t(3));
+    QCOMPARE(proj->model.config.integer("n_layer"), int64_t(3));
     QString text = QString::fromStdString(proj->text);
     QVERIFY(text.contains("block_size = 64     # n_positions"));
     QVERIFY(text.contains("# A small GPT-2 trained on free-software license texts"));
@@ -523,6 +526,67 @@ class TestStudio : public QObject {
     QVERIFY(QFileInfo::exists(dir.filePath("mine/project.toml")));
     QVERIFY(QFileInfo::exists(dir.filePath("mine/data/corpus.txt")));
     QVERIFY(!QFileInfo::exists(dir.filePath("mine/runs.db")));
+  }
+
+  // File › New Project: the family's keys as a form, checked as the user types; Create writes a project that
+  // opens, with the corpus of a text family copied in.
+  void newProjectFromAFamily() {
+    QTemporaryDir dir;
+    NewProjectDialog d(dir.filePath("digits"));
+    QComboBox* family = d.familyBox();
+    family->setCurrentIndex(family->findData("mlp"));
+    QVERIFY(d.keyField("sizes"));
+    QVERIFY(!d.keyField("n_layer"));
+    QCOMPARE(d.keyField("sizes")->placeholderText(), QString("[784, 1024, 1024, 1024, 10]"));
+    QTest::keyClicks(d.keyField("sizes"), "[8, 0]");
+    QVERIFY2(d.error().contains("'sizes' must be at least two positive sizes"), qPrintable(d.error()));
+    QVERIFY(!d.createButton()->isEnabled());
+    d.keyField("sizes")->clear();
+    QTest::keyClicks(d.keyField("sizes"), "[8, 4]");
+    QVERIFY2(d.error().isEmpty(), qPrintable(d.error()));
+    QVERIFY(d.createButton()->isEnabled());
+    QVERIFY(d.projectToml().contains("sizes = [8, 4]  # layer widths"));
+    QVERIFY(d.createProject());
+    auto mlp = project::loadProject(dir.filePath("digits").toStdString());
+    QVERIFY2(mlp.ok(), mlp.ok() ? "" : mlp.error().message.c_str());
+    QCOMPARE(mlp->model.config.sizes("sizes"), (std::vector<int64_t>{8, 4}));
+    QCOMPARE(mlp->name, std::string("digits"));
+
+    // A language model needs its corpus.
+    family->setCurrentIndex(family->findData("gpt2"));
+    d.folderField()->setText(dir.filePath("lm"));
+    QVERIFY(d.corpusField()->isEnabled());
+    QVERIFY2(d.error().contains("corpus"), qPrintable(d.error()));
+    QTest::keyClicks(d.keyField("n_layer"), "2");
+    QTest::keyClicks(d.keyField("n_embd"), "64");
+    QTest::keyClicks(d.keyField("n_head"), "4");
+    QTest::keyClicks(d.keyField("block_size"), "32");
+    d.corpusField()->setText(kSamples + "/gpt2_mini/data/corpus.txt");
+    QVERIFY2(d.error().isEmpty(), qPrintable(d.error()));
+    QVERIFY(d.createProject());
+    QVERIFY(QFileInfo::exists(dir.filePath("lm/data/corpus.txt")));
+    auto lm = project::loadProject(dir.filePath("lm").toStdString());
+    QVERIFY2(lm.ok(), lm.ok() ? "" : lm.error().message.c_str());
+    QCOMPARE(lm->model.config.integer("n_layer"), int64_t(2));
+    QCOMPARE(lm->train.seqLen, int64_t(32));
+    // The folder holds a project now: a second one is refused.
+    NewProjectDialog again(dir.filePath("lm"));
+    again.familyBox()->setCurrentIndex(again.familyBox()->findData("mlp"));
+    QVERIFY2(again.error().contains("already holds a project.toml"), qPrintable(again.error()));
+    QVERIFY(!again.createButton()->isEnabled());
+  }
+
+  // The settings form shows the keys the project's family declares.
+  void settingsFormFollowsTheFamily() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/vit_tiny"));
+    ProjectPanel* p = w.projectPanel();
+    QVERIFY(p->field("model", "image_size"));
+    QVERIFY(!p->field("model", "n_layer"));
+    QCOMPARE(p->field("model", "patch_size")->text(), QString::number(project::loadProject((kSamples + "/vit_tiny").toStdString())->model.config.integer("patch_size")));
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    QVERIFY(p->field("model", "n_layer"));
+    QVERIFY(!p->field("model", "image_size"));
   }
 };
 

@@ -865,6 +865,8 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
   return out;
 }
 
+int64_t Executable::arenaBytes() const { return memory().arenaBytes; }
+
 std::string Executable::summary() const {
   return fmt::format(", {} kernels, {:.1f} MiB arena", kernels().size(), memory().arenaBytes / 1048576.0);
 }

@@ -119,6 +119,7 @@ class Executable : public runtime::Executable {
   bool donates() const override { return true; }
   // ", 12 kernels, 3.4 MiB arena"
   std::string summary() const override;
+  int64_t arenaBytes() const override;
 
   const std::vector<KernelInfo>& kernels() const;
   const MemoryPlan& memory() const;

@@ -24,7 +24,7 @@
 #include "engine/runtime/profiler.h"
 #include "engine/random/random.h"
 #include "engine/train/bench.h"
-#include "engine/train/project_model.h"
+#include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 #include "engine/version.h"
 
@@ -72,20 +72,20 @@ int main(int argc, char** argv) {
   cuda::setMatmulPrecision(*prec);
   auto loaded = project::loadProject(projectPath);
   if (!loaded.ok()) return fail(loaded.error().message);
-  project::Project p = *loaded;
-  if (batch > 0) p.train.batchSize = batch;
-  if (seq > 0) p.train.seqLen = seq;
-  const bool lm = p.model.family == "gpt2";
-  const int64_t vocab = lm ? train::configuredVocab(p) : 0;
-  train::ProjectModel model = train::buildModel(p, vocab);
-  optim::Schedule lr = optim::warmupCosineSchedule(p.train.lr, p.train.warmupSteps, std::max<int64_t>(p.train.steps, 1),
-                                                   p.train.minLr);
-  train::Trainer trainer(model.loss, train::makeOptimizer(p.train, lr), lr, p.train.seed);
-  auto params = capture([&] { return model.init(random::key(p.train.seed)); });
-  if (!params.ok()) return fail(params.error().message);
-  train::TrainState state = trainer.init(std::move(*params));
+  train::SetupOverrides o;
+  o.batchSize = batch;
+  o.seqLen = seq;
+  o.data = false;
+  o.mesh = false;
+  auto setup = train::makeTrainingSetup(*loaded, o);
+  if (!setup.ok()) return fail(setup.error().message);
+  const project::Project& p = setup->project;
+  const train::ProjectModel& model = setup->model;
+  train::Trainer& trainer = *setup->trainer;
+  train::TrainState& state = setup->state;
+  const bool lm = p.model.languageModel();
   std::vector<train::Batch> batches;
-  for (int i = 0; i < 2; ++i) batches.push_back(train::syntheticBatch(p, lm ? vocab : 0, static_cast<uint64_t>(i)));
+  for (int i = 0; i < 2; ++i) batches.push_back(train::syntheticBatch(model.batch, static_cast<uint64_t>(i)));
 
   auto t0 = std::chrono::steady_clock::now();
   auto cg = trainer.lowerStep(state, batches[0]);

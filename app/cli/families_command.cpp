@@ -1,0 +1,115 @@
+#include "app/cli/families_command.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/file_io.h"
+#include "engine/project/model_family.h"
+#include "engine/project/new_project.h"
+
+namespace tsr::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json keyJson(const project::FamilyKey& k) {
+  nlohmann::json j = {{"name", k.name},
+                      {"type", std::string(project::keyTypeName(k.type))},
+                      {"default", project::keyValueToml(k.defaultValue)},
+                      {"requirement", k.describeRequirement()},
+                      {"help", k.help}};
+  if (!k.choices.empty()) j["choices"] = k.choices;
+  return j;
+}
+
+int runFamilies(bool json) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::string& name : project::modelFamilyNames()) {
+    const project::ModelFamily* f = project::findModelFamily(name);
+    if (json) {
+      nlohmann::json keys = nlohmann::json::array();
+      for (const auto& k : f->keys) keys.push_back(keyJson(k));
+      all.push_back({{"name", f->name}, {"description", f->description}, {"origin", f->origin},
+                     {"language_model", f->languageModel}, {"data_kinds", f->dataKinds}, {"keys", keys}});
+      continue;
+    }
+    std::string kinds;
+    for (const std::string& k : f->dataKinds) kinds += (kinds.empty() ? "" : ", ") + k;
+    std::cout << fmt::format("{} ({}): {}\n  [data] kind: {}{}\n", f->name, f->origin, f->description, kinds,
+                             f->languageModel ? " (a language model: generate and logits work)" : "");
+    for (const auto& k : f->keys)
+      std::cout << fmt::format("  {:<12} {:<18} = {:<22} {} (must be {})\n", k.name, project::keyTypeName(k.type),
+                               project::keyValueToml(k.defaultValue), k.help, k.describeRequirement());
+    std::cout << "\n";
+  }
+  if (json) std::cout << all.dump(2) << "\n";
+  return 0;
+}
+
+struct NewArgs {
+  std::string dir, family = "gpt2", name, corpus;
+  std::vector<std::string> sets;
+};
+
+int runNew(const NewArgs& a) {
+  auto fail = [](const std::string& message) {
+    std::cerr << "tessera new: " << message << "\n";
+    return 1;
+  };
+  std::error_code ec;
+  const fs::path dir(a.dir);
+  if (fs::exists(dir / "project.toml", ec)) return fail((dir / "project.toml").string() + " exists already");
+  project::NewProject spec;
+  spec.family = a.family;
+  spec.name = a.name.empty() ? fs::absolute(dir, ec).lexically_normal().filename().string() : a.name;
+  if (spec.name.empty()) spec.name = fs::absolute(dir, ec).lexically_normal().parent_path().filename().string();
+  spec.dir = a.dir;
+  for (const std::string& s : a.sets) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos) return fail(fmt::format("--set {}: expected key=value", s));
+    spec.values[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  if (!a.corpus.empty()) {
+    // The corpus is copied into the project, so that the folder holds all it trains on.
+    if (!fs::is_regular_file(a.corpus, ec)) return fail(a.corpus + " is not a file");
+    fs::create_directories(dir / "data", ec);
+    if (ec) return fail(fmt::format("cannot create {}: {}", (dir / "data").string(), ec.message()));
+    spec.corpus = "data/" + fs::path(a.corpus).filename().string();
+    if (!fs::exists(dir / spec.corpus, ec) && !fs::copy_file(a.corpus, dir / spec.corpus, ec))
+      return fail(fmt::format("cannot copy {}: {}", a.corpus, ec.message()));
+  }
+  auto text = project::newProjectToml(spec);
+  if (!text.ok()) return fail(text.error().message);
+  fs::create_directories(dir, ec);
+  if (auto st = data::writeFileAtomically((dir / "project.toml").string(), *text); !st.ok()) return fail(st.error().message);
+  std::cout << fmt::format("new {} project in {}: train it with `tessera train {}`\n", spec.family, dir.string(), dir.string());
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> addFamiliesCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("families", "List the model families, with their [model] keys and [data] kinds");
+  auto project = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("project", *project, "A project whose plugins add families");
+  cmd->add_flag("--json", *json, "Print JSON");
+  return [cmd, json] { return cmd->parsed() ? runFamilies(*json) : -1; };
+}
+
+std::function<int()> addNewCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("new", "Create a project from a model family's declaration");
+  auto a = std::make_shared<NewArgs>();
+  cmd->add_option("dir", a->dir, "The new project's folder")->required();
+  cmd->add_option("--family", a->family, "A model family (tessera families lists them)")->capture_default_str();
+  cmd->add_option("--name", a->name, "The project's name (default: the folder's)");
+  cmd->add_option("--set", a->sets, "A [model] key's value, as key=value (repeatable)");
+  cmd->add_option("--corpus", a->corpus, "Text families: the corpus, copied into the project's data folder");
+  return [cmd, a] { return cmd->parsed() ? runNew(*a) : -1; };
+}
+
+}  // namespace tsr::cli

@@ -1,0 +1,182 @@
+#include "engine/project/core_families.h"
+
+#include <memory>
+
+#include "engine/core/limits.h"
+#include "engine/nn/vit.h"
+
+namespace tsr::project {
+
+namespace {
+
+FamilyKey integerKey(std::string name, int64_t def, int64_t max, std::string help) {
+  FamilyKey k;
+  k.name = std::move(name);
+  k.type = KeyType::Integer;
+  k.defaultValue = def;
+  k.max = static_cast<double>(max);
+  k.help = std::move(help);
+  return k;
+}
+
+FamilyKey dropoutKey() {
+  FamilyKey k;
+  k.name = "dropout";
+  k.type = KeyType::Number;
+  k.defaultValue = 0.0;
+  k.min = 0;
+  k.max = 1;
+  k.maxOpen = true;
+  k.help = "dropout probability (0: none)";
+  return k;
+}
+
+// A model object's init and apply as a FamilyModel (the object is shared by both).
+template <class Model>
+FamilyModel wrap(std::shared_ptr<Model> model) {
+  FamilyModel m;
+  m.init = [model](const Array& key) { return model->init(key); };
+  m.apply = [model](const Tree& p, const Array& x, nn::Context& ctx) { return model->apply(p, x, ctx); };
+  m.numParams = model->numParams();
+  return m;
+}
+
+ModelFamily gpt2Family() {
+  ModelFamily f;
+  f.name = "gpt2";
+  f.description = "GPT-2: a decoder-only transformer over tokens (Radford et al., 2019), weights compatible with Hugging Face";
+  f.keys = gpt2Keys();
+  f.languageModel = true;
+  f.contextKey = "block_size";
+  f.check = checkGpt2;
+  f.build = [](const ModelConfig& c, const BuildContext& ctx) {
+    auto model = std::make_shared<nn::Gpt2>(gpt2Config(c, ctx));
+    FamilyModel m = wrap(model);
+    m.trainFlopsPerItem = model->trainFlopsPerToken(ctx.seqLen);
+    m.flopsRule = "6*N*tokens + 12*L*C*T*tokens (N without wpe)";
+    return m;
+  };
+  return f;
+}
+
+nn::VitConfig vitConfig(const ModelConfig& c) {
+  nn::VitConfig v;
+  v.imageSize = c.integer("image_size");
+  v.patchSize = c.integer("patch_size");
+  v.hidden = c.integer("hidden");
+  v.layers = c.integer("layers");
+  v.heads = c.integer("heads");
+  v.mlp = c.integer("mlp");
+  v.numClasses = c.integer("num_classes");
+  v.dropout = c.number("dropout");
+  return v;
+}
+
+ModelFamily vitFamily() {
+  ModelFamily f;
+  f.name = "vit";
+  f.description = "Vision Transformer: an image classifier over patches (Dosovitskiy et al., 2021), as Hugging Face's ViT";
+  f.keys = {integerKey("image_size", 224, limits::kImageSize, "pixels a side of the square RGB input"),
+            integerKey("patch_size", 16, limits::kImageSize, "pixels a side of a patch (divides image_size)"),
+            integerKey("hidden", 768, limits::kWidth, "width of the encoder (divisible by heads)"),
+            integerKey("layers", 12, limits::kLayers, "encoder layers"),
+            integerKey("heads", 12, limits::kWidth, "attention heads"),
+            integerKey("mlp", 3072, limits::kWidth, "hidden width of each layer's MLP"),
+            integerKey("num_classes", 1000, limits::kVocab, "classes the head predicts"),
+            dropoutKey()};
+  f.dataKinds = {"synthetic-images"};
+  f.check = [](const ModelConfig& c) -> Status {
+    nn::VitConfig v = vitConfig(c);
+    if (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0)
+      return makeError("[model] image_size must be divisible by patch_size and hidden by heads");
+    return {};
+  };
+  f.build = [](const ModelConfig& c, const BuildContext&) {
+    nn::VitConfig v = vitConfig(c);
+    auto model = std::make_shared<nn::Vit>(v);
+    FamilyModel m = wrap(model);
+    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams) * static_cast<double>(v.numPatches() + 1);
+    m.flopsRule = "6*N*samples*(patches+1)";
+    return m;
+  };
+  f.batch = [](const ModelConfig& c, int64_t batch) {
+    nn::VitConfig v = vitConfig(c);
+    return BatchSignature{Aval{Shape{batch, v.channels, v.imageSize, v.imageSize}, DType::F32},
+                          Aval{Shape{batch}, DType::I32}, v.numClasses};
+  };
+  return f;
+}
+
+ModelFamily mlpFamily() {
+  ModelFamily f;
+  f.name = "mlp";
+  f.description = "a multilayer perceptron classifier: Linear and ReLU layers, as in the JAX and PyTorch tutorials";
+  FamilyKey sizes;
+  sizes.name = "sizes";
+  sizes.type = KeyType::Sizes;
+  sizes.defaultValue = std::vector<int64_t>{784, 1024, 1024, 1024, 10};
+  sizes.max = static_cast<double>(limits::kWidth);
+  sizes.minCount = 2;
+  sizes.requirement = "at least two positive sizes";
+  sizes.help = "layer widths from input features to classes, e.g. [784, 1024, 10]";
+  f.keys = {sizes};
+  f.dataKinds = {"synthetic-digits"};
+  f.build = [](const ModelConfig& c, const BuildContext&) {
+    auto model = std::make_shared<nn::Mlp>(nn::MlpConfig{c.sizes("sizes")});
+    FamilyModel m = wrap(model);
+    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
+    m.flopsRule = "6*N*samples";
+    return m;
+  };
+  f.batch = [](const ModelConfig& c, int64_t batch) {
+    const std::vector<int64_t>& s = c.sizes("sizes");
+    return BatchSignature{Aval{Shape{batch, s.front()}, DType::F32}, Aval{Shape{batch}, DType::I32}, s.back()};
+  };
+  return f;
+}
+
+}  // namespace
+
+std::vector<FamilyKey> gpt2Keys() {
+  FamilyKey layout;
+  layout.name = "qkv_layout";
+  layout.type = KeyType::Text;
+  layout.defaultValue = std::string("fused");
+  layout.choices = {"fused", "heads"};
+  layout.requirement = "fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)";
+  layout.help = "the layout of c_attn's weight";
+  return {integerKey("vocab_size", 50257, limits::kVocab,
+                     "accepted for Hugging Face configs; the tokenizer sets the vocabulary ([data] vocab_size, or 50257 for tokenizer = 'gpt2')"),
+          integerKey("block_size", 1024, limits::kSequence, "context length (n_positions): the longest sequence"),
+          integerKey("n_layer", 12, limits::kLayers, "transformer blocks"),
+          integerKey("n_head", 12, limits::kWidth, "attention heads (divides n_embd)"),
+          integerKey("n_embd", 768, limits::kWidth, "embedding width"),
+          dropoutKey(),
+          layout};
+}
+
+nn::Gpt2Config gpt2Config(const ModelConfig& c, const BuildContext& ctx) {
+  nn::Gpt2Config g;
+  g.vocabSize = ctx.vocab;
+  g.blockSize = c.integer("block_size");
+  g.nLayer = c.integer("n_layer");
+  g.nHead = c.integer("n_head");
+  g.nEmbd = c.integer("n_embd");
+  g.dropout = c.number("dropout");
+  g.qkvHeads = c.text("qkv_layout") == "heads";
+  return g;
+}
+
+Status checkGpt2(const ModelConfig& c) {
+  const int64_t embd = c.integer("n_embd"), heads = c.integer("n_head");
+  if (embd % heads != 0) return makeError("[model] n_embd ({}) must be divisible by n_head ({})", embd, heads);
+  return {};
+}
+
+std::vector<ModelFamily> coreFamilies() {
+  std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily()};
+  for (ModelFamily& f : core) f.origin = "core";
+  return core;
+}
+
+}  // namespace tsr::project

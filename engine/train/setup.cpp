@@ -1,0 +1,104 @@
+#include "engine/train/setup.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/random/random.h"
+#include "engine/spmd/spmd.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::train {
+
+namespace {
+
+// The project's [mesh] and [sharding] rules: a mesh of more than one device makes the step an SPMD program.
+Status configureSharding(const project::Project& p, Trainer& trainer, const std::function<void(const std::string&)>& info) {
+  int64_t n = 1;
+  for (int64_t d : p.mesh.shape) n *= d;
+  if (n <= 1) return {};
+  auto mesh = sharding::Mesh::create(p.mesh.shape, p.mesh.axes);
+  if (!mesh.ok()) return makeError("{}: [mesh]: {}", p.file, mesh.error().message);
+  TSR_ASSIGN(auto devices, spmd::devices());
+  if (devices->numDevices() < mesh->size())
+    return makeError("{}: [mesh] {} needs {} devices, but this process has {} (set TESSERA_CPU_DEVICES={} for "
+                     "virtual CPU devices, or launch {} processes with mpirun)",
+                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size(), mesh->size());
+  if (devices->kind() == "mpi" && devices->numDevices() != mesh->size())
+    return makeError("{}: [mesh] {} has {} devices, but mpirun started {} processes (one device each): launch {}",
+                     p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size());
+  TrainSharding s{*mesh, {}};
+  for (const auto& r : p.sharding) s.rules.emplace_back(r.pattern, r.spec);
+  auto st = trainer.setSharding(std::move(s));
+  if (!st.ok()) return makeError("{}: [sharding]: {}", p.file, st.error().message);
+  info(fmt::format("{} over {} {} devices, {} sharding rules", mesh->toString(), mesh->size(), devices->kind(),
+                   p.sharding.size()));
+  return {};
+}
+
+}  // namespace
+
+Result<Batch> TrainingSetup::next() const {
+  if (!train) return makeError("{}: this setup reads no data", project.file);
+  return train->next();
+}
+
+Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const SetupOverrides& o) {
+  auto info = [&](const std::string& line) {
+    if (o.info) o.info(line);
+  };
+  TrainingSetup s;
+  s.project = project;
+  const project::Project& p = s.project;
+  project::TrainSection& t = s.project.train;
+  if (o.batchSize > 0) t.batchSize = o.batchSize;
+  if (o.seqLen > 0) t.seqLen = o.seqLen;
+  const bool lm = p.model.languageModel();
+  if (const int64_t context = p.model.contextLength(); lm && context > 0 && t.seqLen > context)
+    return makeError("{}: sequence length {} exceeds the model's context of {} tokens", p.file, t.seqLen, context);
+
+  int64_t vocab = 0;
+  if (o.data) {
+    // Under mpirun every rank reads the same data; rank 0 prepares (and caches) it first, the others then read
+    // its cache.
+    TSR_ASSIGN(const bool primary, spmd::isPrimaryProcess());
+    if (!primary) TSR_TRY(spmd::processBarrier());
+    auto prepared = prepareData(p, info);
+    if (primary) TSR_TRY(spmd::processBarrier());
+    TSR_ASSIGN(ProjectData data, std::move(prepared));
+    s.train = std::move(data.train);
+    s.val = std::move(data.val);
+    s.tokenizer = std::move(data.tokenizer);
+    if (s.tokenizer) vocab = s.tokenizer->vocabSize();
+    s.itemsPerBatch = s.train->itemsPerBatch();
+  } else {
+    s.itemsPerBatch = lm ? t.batchSize * t.seqLen : t.batchSize;
+  }
+  TSR_ASSIGN(s.model, buildModel(p, vocab));
+  info(fmt::format("{}: {} with {} parameters, batch {}{}, {}", p.name, p.model.family, s.model.numParams,
+                   t.batchSize, lm ? fmt::format(" x {} tokens", t.seqLen) : "", t.optimizer));
+
+  const int64_t scheduleSteps = o.scheduleSteps >= 0 ? o.scheduleSteps : t.steps;
+  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(scheduleSteps, 1), t.minLr);
+  optim::GradientTransformation opt = makeOptimizer(t, lr);
+  s.trainer = std::make_unique<Trainer>(s.model.loss, opt, lr, t.seed);
+  if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
+
+  if (o.materialize) {
+    TSR_ASSIGN(Tree params, capture([&] { return s.model.init(random::key(t.seed)); }));
+    TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params)); }));
+  } else {
+    // The avals of the parameters and the optimizer state, from an abstract trace of their init.
+    const auto& init = s.model.init;
+    TSR_ASSIGN(ClosedGraph g, makeGraph([&](const Tree& key) {
+      Tree params = init(key.leaf());
+      return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+    }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
+    std::vector<Aval> avals;
+    for (ir::ValueId v : g.graph.outputs()) avals.push_back(g.graph.aval(v));
+    TSR_ASSIGN(s.avals, TreeOf<Aval>::unflatten(g.outputTree, std::move(avals)));
+  }
+  return s;
+}
+
+}  // namespace tsr::train

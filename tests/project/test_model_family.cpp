@@ -1,0 +1,210 @@
+// Model families: the core ones declare their keys and data kinds; project.toml is read from the declaration
+// alone (defaults, ranges, choices, unknown keys, data kinds); a family registered at run time is as usable as a
+// core one, from project.toml to trained steps; new projects are written from the declaration and open.
+#include <QtTest>
+
+#include <cmath>
+
+#include "engine/nn/vit.h"
+#include "engine/project/model_family.h"
+#include "engine/project/new_project.h"
+#include "engine/project/project.h"
+#include "engine/train/setup.h"
+#include "engine/train/run.h"
+
+using namespace tsr;
+using namespace tsr::project;
+
+namespace {
+
+std::string parseError(const std::string& text) {
+  auto p = parseProject(text, "p/project.toml", "p");
+  return p.ok() ? std::string("(parsed)") : p.error().message;
+}
+
+const FamilyKey* keyOf(const ModelFamily& f, const std::string& name) {
+  for (const FamilyKey& k : f.keys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+// A classifier family that is not a core one: an MLP of `depth` hidden layers of `width`, on synthetic digits.
+ModelFamily toyFamily() {
+  ModelFamily f;
+  f.name = "toy_mlp";
+  f.description = "a test family";
+  FamilyKey width;
+  width.name = "width";
+  width.defaultValue = int64_t(16);
+  width.min = 2;
+  width.max = 4096;
+  width.help = "hidden width";
+  FamilyKey act;
+  act.name = "act";
+  act.type = KeyType::Text;
+  act.defaultValue = std::string("relu");
+  act.choices = {"relu", "gelu"};
+  act.help = "activation";
+  f.keys = {width, act};
+  f.dataKinds = {"synthetic-digits"};
+  f.build = [](const ModelConfig& c, const BuildContext&) {
+    auto model = std::make_shared<nn::Mlp>(nn::MlpConfig{{12, c.integer("width"), 3}});
+    FamilyModel m;
+    m.init = [model](const Array& key) { return model->init(key); };
+    m.apply = [model](const Tree& p, const Array& x, nn::Context& ctx) { return model->apply(p, x, ctx); };
+    m.numParams = model->numParams();
+    m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
+    return m;
+  };
+  f.batch = [](const ModelConfig&, int64_t batch) {
+    return BatchSignature{Aval{Shape{batch, 12}, DType::F32}, Aval{Shape{batch}, DType::I32}, 3};
+  };
+  return f;
+}
+
+}  // namespace
+
+class TestModelFamily : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { QVERIFY(registerModelFamily(toyFamily()).ok()); }
+
+  void coreFamiliesDeclareTheirKeys() {
+    std::vector<std::string> names = modelFamilyNames();
+    QVERIFY(names.size() >= 3);
+    QCOMPARE(names[0], std::string("gpt2"));
+    QCOMPARE(names[1], std::string("vit"));
+    QCOMPARE(names[2], std::string("mlp"));
+    const ModelFamily* gpt2 = findModelFamily("gpt2");
+    QVERIFY(gpt2 && gpt2->languageModel && gpt2->origin == "core");
+    QCOMPARE(gpt2->contextKey, std::string("block_size"));
+    QCOMPARE(gpt2->dataKinds, std::vector<std::string>{"text"});
+    // GPT-2 small's configuration, as Hugging Face's GPT2Config has it.
+    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "n_layer")->defaultValue), int64_t(12));
+    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "n_embd")->defaultValue), int64_t(768));
+    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "block_size")->defaultValue), int64_t(1024));
+    QCOMPARE(keyOf(*gpt2, "dropout")->describeRequirement(), std::string("in [0, 1)"));
+    QCOMPARE(keyOf(*gpt2, "n_head")->describeRequirement(), std::string("positive"));
+    const ModelFamily* vit = findModelFamily("vit");
+    QVERIFY(vit && !vit->languageModel);
+    QCOMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
+    QCOMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
+    const ModelFamily* mlp = findModelFamily("mlp");
+    QVERIFY(mlp);
+    QCOMPARE(std::get<std::vector<int64_t>>(keyOf(*mlp, "sizes")->defaultValue), (std::vector<int64_t>{784, 1024, 1024, 1024, 10}));
+    // Every key has a doc string: the IDE's form and `tessera families` show it.
+    for (const std::string& n : {"gpt2", "vit", "mlp"})
+      for (const FamilyKey& k : findModelFamily(n)->keys) QVERIFY2(!k.help.empty(), k.name.c_str());
+  }
+
+  void projectsAreReadFromTheDeclaration() {
+    auto vit = parseProject("[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 64\nheads = 4\n",
+                            "p/project.toml", "p");
+    QVERIFY2(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
+    QCOMPARE(vit->model.config.integer("image_size"), int64_t(32));
+    QCOMPARE(vit->model.config.integer("layers"), int64_t(12));  // the default, filled in
+    QCOMPARE(vit->model.config.number("dropout"), 0.0);
+    QCOMPARE(vit->data.kind, std::string("synthetic-images"));   // the family's data kind when none is given
+    QVERIFY(!vit->model.languageModel());
+    QCOMPARE(parseError("[model]\nfamily = \"vit\"\n[data]\nkind = \"text\"\n"),
+             std::string("p/project.toml:4: 'kind' must be synthetic-images (what the vit family trains on)"));
+    QCOMPARE(parseError("[model]\nfamily = \"vit\"\nn_layer = 2\n"),
+             std::string("p/project.toml:3: unknown key 'n_layer' in [model]"));
+    QCOMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [5]\n"),
+             std::string("p/project.toml:3: 'sizes' must be at least two positive sizes"));
+    QCOMPARE(parseError("[model]\nqkv_layout = \"rows\"\n"),
+             std::string("p/project.toml:2: 'qkv_layout' must be fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)"));
+    QCOMPARE(parseError("[model]\ndropout = 1.0\n"), std::string("p/project.toml:2: 'dropout' must be in [0, 1)"));
+    QCOMPARE(parseError("[model]\nfamily = \"vit\"\nimage_size = 30\npatch_size = 8\n"),
+             std::string("p/project.toml: [model] image_size must be divisible by patch_size and hidden by heads"));
+    QCOMPARE(parseError("[model]\nblock_size = 8\n[train]\nseq_len = 16\n"),
+             std::string("p/project.toml: [train] seq_len (16) exceeds [model] block_size (8)"));
+  }
+
+  void aRegisteredFamilyIsReadAsCoreOnesAre() {
+    QCOMPARE(modelFamilyNames().back(), std::string("toy_mlp"));
+    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 1\n"), std::string("p/project.toml:3: 'width' must be at least 2"));
+    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nact = \"tanh\"\n"), std::string("p/project.toml:3: 'act' must be relu or gelu"));
+    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 5000\n"),
+             std::string("p/project.toml:3: 'width' is 5000, above the limit of 4096"));
+    QCOMPARE(parseError("[model]\nfamily = \"rnn\"\n"), std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, toy_mlp"));
+    // Names are unique, a core family's included; a classifier must say what its batch is.
+    ModelFamily again = toyFamily();
+    QCOMPARE(registerModelFamily(again).error().message, std::string("model family 'toy_mlp' is already registered"));
+    again.name = "gpt2";
+    QCOMPARE(registerModelFamily(again).error().message, std::string("model family 'gpt2' is a core family"));
+    again.name = "toy2";
+    again.batch = nullptr;
+    QVERIFY(registerModelFamily(again).error().message.find("no batch function") != std::string::npos);
+    again = toyFamily();
+    again.name = "toy3";
+    again.keys[0].defaultValue = 1.5;  // an integer key with a number for default
+    QVERIFY(registerModelFamily(again).error().message.find("the default of 'width' is not of its type (integer)") != std::string::npos);
+  }
+
+  // From project.toml to the traced step and trained steps, with no name of the family anywhere but its
+  // declaration.
+  void aRegisteredFamilyTrains() {
+    auto p = parseProject("[model]\nfamily = \"toy_mlp\"\nwidth = 32\n[train]\nbatch_size = 16\noptimizer = \"sgd\"\n"
+                          "lr = 0.1\nwarmup_steps = 0\ngrad_clip = 0.0\n",
+                          "p/project.toml", QDir::tempPath().toStdString());
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->data.kind, std::string("synthetic-digits"));
+    auto step = train::traceTrainingStep(*p);
+    QVERIFY2(step.ok(), step.ok() ? "" : step.error().message.c_str());
+    bool sawBatch = false;
+    for (ir::ValueId v : step->graph.inputs()) sawBatch |= step->graph.aval(v) == Aval{Shape{16, 12}, DType::F32};
+    QVERIFY(sawBatch);
+    auto setup = train::makeTrainingSetup(*p);
+    QVERIFY2(setup.ok(), setup.ok() ? "" : setup.error().message.c_str());
+    QCOMPARE(setup->model.numParams, int64_t(12 * 32 + 32 + 32 * 3 + 3));
+    QCOMPARE(setup->itemsPerBatch, int64_t(16));
+    double first = 0, last = 0;
+    for (int i = 0; i < 30; ++i) {
+      auto b = setup->next();
+      QVERIFY(b.ok());
+      QCOMPARE(b->inputs.aval(), (Aval{Shape{16, 12}, DType::F32}));
+      auto m = setup->trainer->step(setup->state, *b);
+      QVERIFY2(m.ok(), m.ok() ? "" : m.error().message.c_str());
+      (i == 0 ? first : last) = m->loss;
+    }
+    // Three classes: chance is ln 3 = 1.10; the digits are learnable, so the loss falls well below it.
+    QVERIFY2(std::isfinite(last) && last < 0.8 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
+  }
+
+  void newProjectsAreWrittenFromTheDeclarationAndOpen() {
+    for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
+      auto text = newProjectToml({"demo", family, {}, "", "."});
+      QVERIFY2(text.ok(), text.ok() ? family.c_str() : text.error().message.c_str());
+      auto p = parseProject(*text, "n/project.toml", "n");
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      QCOMPARE(p->model.family, family);
+      QCOMPARE(p->name, std::string("demo"));
+      // Every key is written with its doc string.
+      for (const FamilyKey& k : findModelFamily(family)->keys) QVERIFY(text->find(k.name + " = ") != std::string::npos);
+    }
+    auto mlp = newProjectToml({"m", "mlp", {{"sizes", "[8, 4]"}}, "", "."});
+    QVERIFY(mlp.ok());
+    QCOMPARE(parseProject(*mlp, "f", ".")->model.config.sizes("sizes"), (std::vector<int64_t>{8, 4}));
+    // A language model needs a corpus; its first run's sequences fit its context.
+    QCOMPARE(newProjectToml({"g", "gpt2", {}, "", "."}).error().message,
+             std::string("the gpt2 family trains on text: choose a corpus (a UTF-8 text file)"));
+    auto gpt2 = newProjectToml({"g", "gpt2", {{"block_size", "32"}, {"n_layer", "2"}}, "data/c.txt", "."});
+    QVERIFY2(gpt2.ok(), gpt2.ok() ? "" : gpt2.error().message.c_str());
+    auto g = parseProject(*gpt2, "f", ".");
+    QVERIFY(g.ok());
+    QCOMPARE(g->train.seqLen, int64_t(32));
+    QCOMPARE(g->model.config.integer("n_layer"), int64_t(2));
+    QCOMPARE(g->data.path, std::string("data/c.txt"));
+    // Mistakes name the key.
+    QCOMPARE(newProjectToml({"m", "mlp", {{"n_layer", "2"}}, "", "."}).error().message,
+             std::string("[model] n_layer: the mlp family has no such key"));
+    QCOMPARE(newProjectToml({"g", "gpt2", {{"n_layer", "two"}}, "c.txt", "."}).error().message,
+             std::string("[model] n_layer: 'two' is not an integer"));
+    QVERIFY(newProjectToml({"g", "gpt2", {{"n_head", "5"}}, "c.txt", "."}).error().message.find("divisible") != std::string::npos);
+  }
+};
+
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestModelFamily)
+#include "test_model_family.moc"
