@@ -32,4 +32,14 @@ Status checkRange(std::string_view key, int64_t value, int64_t min, int64_t max)
 // overflows). Sizes cannot be negative.
 Result<int64_t> checkedProduct(std::string_view key, std::span<const int64_t> sizes, int64_t limit);
 
+// Bytes this process can still take: the smaller of the kernel's MemAvailable (/proc/meminfo), the cgroup's
+// memory.max less its usage (containers), and the address-space limit (ulimit -v) less the mapped size; -1
+// when none of them is known.
+int64_t availableMemoryBytes();
+
+// An error naming `what` and both sizes when `bytes` exceed availableMemoryBytes(); OK when they fit or nothing
+// is known. Called before a large allocation that a user's configuration decides (a model's state), so that it
+// fails with a sentence instead of the out-of-memory killer.
+Status checkFitsInMemory(std::string_view what, int64_t bytes);
+
 }  // namespace tsr::limits

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/limits.h"
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
@@ -84,19 +85,27 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
   s.trainer = std::make_unique<Trainer>(s.model.loss, opt, lr, t.seed);
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
+  // The avals of the parameters and the optimizer state, from an abstract trace of their init: what the state
+  // takes is known before any of it is allocated.
+  const auto& init = s.model.init;
+  TSR_ASSIGN(ClosedGraph g, makeGraph([&](const Tree& key) {
+    Tree params = init(key.leaf());
+    return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+  }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
+  std::vector<Aval> avals;
+  int64_t stateBytes = 0;
+  for (ir::ValueId v : g.graph.outputs()) {
+    avals.push_back(g.graph.aval(v));
+    stateBytes += avals.back().bytes();
+  }
+  TSR_ASSIGN(s.avals, TreeOf<Aval>::unflatten(g.outputTree, std::move(avals)));
   if (o.materialize) {
+    const std::string what = fmt::format("the parameters and {} state of {} ({} parameters)", t.optimizer,
+                                         p.model.family, s.model.numParams);
+    if (auto st = limits::checkFitsInMemory(what, stateBytes); !st.ok())
+      return makeError("{}: {}; make the model smaller in [model]", p.file, st.error().message);
     TSR_ASSIGN(Tree params, capture([&] { return s.model.init(random::key(t.seed)); }));
     TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params)); }));
-  } else {
-    // The avals of the parameters and the optimizer state, from an abstract trace of their init.
-    const auto& init = s.model.init;
-    TSR_ASSIGN(ClosedGraph g, makeGraph([&](const Tree& key) {
-      Tree params = init(key.leaf());
-      return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
-    }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
-    std::vector<Aval> avals;
-    for (ir::ValueId v : g.graph.outputs()) avals.push_back(g.graph.aval(v));
-    TSR_ASSIGN(s.avals, TreeOf<Aval>::unflatten(g.outputTree, std::move(avals)));
   }
   return s;
 }

@@ -24,8 +24,9 @@ struct SetupOverrides {
   // Read [data] (tokenized and cached for text). Without data, a language model's vocabulary is the configured
   // one (configuredVocab) and batches come from the caller (syntheticBatch).
   bool data = true;
-  // Initialise the parameters and the optimiser state. Without, `avals` holds their shapes from an abstract
-  // trace of init: nothing is materialised (the traced step, model descriptions of 124M-parameter projects).
+  // Initialise the parameters and the optimiser state, after checking that they fit in the memory this process
+  // can take. Without, only `avals` is set: nothing is materialised (the traced step, model descriptions of
+  // 124M-parameter projects).
   bool materialize = true;
   // Place the state and batches on [mesh] with the [sharding] rules (when the mesh has more than one device).
   bool mesh = true;
@@ -37,7 +38,7 @@ struct TrainingSetup {
   ProjectModel model;
   std::unique_ptr<Trainer> trainer;
   TrainState state;                     // with materialize
-  std::optional<TreeOf<Aval>> avals;    // without: {"params": ..., "opt": ...}
+  std::optional<TreeOf<Aval>> avals;    // the state's shapes: {"params": ..., "opt": ...}
   std::shared_ptr<DataSource> train, val;  // with data (val may be absent: no validation batches)
   std::optional<data::BpeTokenizer> tokenizer;
   int64_t itemsPerBatch = 0;  // tokens (or samples) a step consumes

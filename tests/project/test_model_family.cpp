@@ -172,6 +172,26 @@ class TestModelFamily : public QObject {
     QVERIFY2(std::isfinite(last) && last < 0.8 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
   }
 
+  // A model whose state cannot fit is refused before anything is allocated, with both sizes.
+  void aStateThatCannotFitIsRefusedBeforeAllocation() {
+    // GPT-2 with 200 blocks of width 8192: V C + T C + L (12 C^2 + 13 C) + 2 C parameters (tied head), with
+    // AdamW's two moments, 12 bytes each: 1933142065152 bytes.
+    auto p = parseProject("[model]\nn_layer = 200\nn_embd = 8192\nn_head = 64\nblock_size = 1024\n[train]\nseq_len = 64\n",
+                          "p/project.toml", QDir::tempPath().toStdString());
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    train::SetupOverrides o;
+    o.data = false;
+    auto setup = train::makeTrainingSetup(*p, o);
+    QVERIFY(!setup.ok());
+    QVERIFY2(setup.error().message.find("the parameters and adamw state of gpt2 (161095172096 parameters) need 1800.38 GiB") !=
+                 std::string::npos, setup.error().message.c_str());
+    QVERIFY2(setup.error().message.find("available; make the model smaller in [model]") != std::string::npos,
+             setup.error().message.c_str());
+    // Described from shapes alone, the same model is fine: nothing is allocated.
+    o.materialize = false;
+    QVERIFY(train::makeTrainingSetup(*p, o).ok());
+  }
+
   void newProjectsAreWrittenFromTheDeclarationAndOpen() {
     for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
       auto text = newProjectToml({"demo", family, {}, "", "."});
