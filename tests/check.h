@@ -16,14 +16,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace tsr::test {
 
 // Marks the running test case as skipped (TSR_SKIP); defined in tests/doctest_main.cpp.
 void markSkipped();
+
+// The parts with sep between them, for failure messages that list several things.
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
 
 namespace detail {
 

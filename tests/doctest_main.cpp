@@ -61,6 +61,15 @@ bool fuzzySameAs(T actual, T expected) {
 
 void markSkipped() { g_skips.currentSkipped = true; }
 
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
 namespace detail {
 
 bool fuzzySame(float actual, float expected) { return fuzzySameAs(actual, expected); }
