@@ -22,4 +22,15 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(m_path, ec);
 }
 
+int countFiles(const std::string& dir, bool hidden) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    if (!hidden && e.path().filename().string().starts_with('.')) continue;
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace tsr::test

@@ -21,4 +21,7 @@ class TempDir {
   std::string m_path;
 };
 
+// How many regular files lie directly in dir; those whose names start with '.' count only with hidden.
+int countFiles(const std::string& dir, bool hidden = false);
+
 }  // namespace tsr::test
