@@ -229,11 +229,10 @@ TEST_CASE_FIXTURE(NativeAsync, "reductionsMatchInterpreter") {
   };
   for (const Row& row : rows) {
     SUBCASE(row.name) {
-      const auto& shape = row.shape;
-      const auto& axis = row.axis;
+      const std::vector<int64_t>& dims = row.shape;
+      const int axis = row.axis;
       const auto& reg = ops::registry();
       ir::Graph g;
-      std::vector<int64_t> dims(shape.begin(), shape.end());
       ir::ValueId x = g.addInput(Aval{Shape(dims), DType::F32});
       auto node = [&](ir::OpCode op, std::vector<ir::ValueId> in, ir::Attrs attrs = ir::NoAttrs{}) {
         auto r = g.addNode(reg, op, in, attrs);

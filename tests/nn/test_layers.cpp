@@ -31,7 +31,6 @@ Array randomF64(uint64_t seed, const Shape& s) { return random::normal(random::k
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
 
-
 // y[r, o] = b[o] + sum_i x[r, i] w[o, i]  (torch.nn.Linear's [out, in] layout)
 Vec refLinearOutIn(const Vec& x, int64_t rows, int64_t in, const Vec& w, const Vec& b, int64_t out) {
   Vec y(at(rows * out));

@@ -5,7 +5,6 @@
 // the ops that fuse are exactly the ops with a lowering.
 #include "tests/check.h"
 
-
 #include <bit>
 #include <cmath>
 #include <cstring>
