@@ -5,6 +5,7 @@
 #include "tests/check.h"
 
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <limits>
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   const int result = context.run();
   if (context.shouldExit()) return result;
   const auto& s = tsr::test::g_skips;
+  if (s.skipped > 0) std::printf("[doctest] %d of %d test cases skipped (TSR_SKIP)\n", s.skipped, s.ran);
   if (result == 0 && s.ran > 0 && s.skipped == s.ran) return 77;
   return result;
 }
