@@ -221,7 +221,8 @@ TEST_CASE("asyncBatchUpload") {
     REQUIRE(out.ok());
     std::vector<float> host(static_cast<size_t>(n));
     REQUIRE(d.download(host.data(), (*out)[0]->data(), n * 4).ok());
-    for (int64_t i = 0; i < n; i += 4099) TSR_COMPARE(host[static_cast<size_t>(i)], 2.0f * (static_cast<float>(i % 1000) + round));
+    for (int64_t i = 0; i < n; i += 4099)
+      TSR_COMPARE(host[static_cast<size_t>(i)], 2.0f * (static_cast<float>(i % 1000) + round));
   }
 }
 

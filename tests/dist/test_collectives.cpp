@@ -481,6 +481,5 @@ TEST_CASE("deviceCountIsValidated") {
     auto r = parseCpuDeviceCount(bad);
     REQUIRE_MESSAGE(!r.ok(), bad);
   }
-  TSR_COMPARE(parseCpuDeviceCount("0").error().message,
-           std::string("0 devices: the count must be from 1 to 256"));
+  TSR_COMPARE(parseCpuDeviceCount("0").error().message, std::string("0 devices: the count must be from 1 to 256"));
 }

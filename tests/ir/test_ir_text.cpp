@@ -236,7 +236,8 @@ TEST_CASE("multiResultOpsAndOutputs") {
   g.setOutputs({(*r)[1], (*r)[0], k[2], (*r)[1]});
   std::string text = print(g, irTestRegistry());
   REQUIRE_MESSAGE(text.find("  %4, %5 = threefry2x32(%0, %1, %2, %3) : u32[4], u32[4] loc(\"\", \"rng.cpp\":7)\n") !=
-               std::string::npos, text.c_str());
+                      std::string::npos,
+                  text.c_str());
   REQUIRE_MESSAGE(text.find("  return %5, %4, %2, %5\n") != std::string::npos, text.c_str());
   std::string err = roundTripError(g, irTestRegistry());
   REQUIRE_MESSAGE(err.empty(), err);
@@ -297,9 +298,9 @@ TEST_CASE("parsesHandWrittenText") {
   auto g = parse(text, irTestRegistry());
   REQUIRE_MESSAGE(g.ok(), g.error().message);
   TSR_COMPARE(print(*g, irTestRegistry()),
-           std::string("func @f(%0: f32[2,3], %1: f32[2,3]) -> (f32[2,3]) {\n"
-                       "  %2 = add(%0, %1) : f32[2,3]\n"
-                       "  %3 = constant() {value=dense<bf16[3]>[0.1, -inf, 0x7fc1]} : bf16[3]\n"
-                       "  return %2\n"
-                       "}\n"));
+              std::string("func @f(%0: f32[2,3], %1: f32[2,3]) -> (f32[2,3]) {\n"
+                          "  %2 = add(%0, %1) : f32[2,3]\n"
+                          "  %3 = constant() {value=dense<bf16[3]>[0.1, -inf, 0x7fc1]} : bf16[3]\n"
+                          "  return %2\n"
+                          "}\n"));
 }

@@ -126,7 +126,7 @@ TEST_CASE("denseInBothLayouts") {
     Tree p = d.init(random::key(2));
     p.set("bias", Tree(randomF64(3, {out})));  // non-zero bias
     TSR_COMPARE(p.findPath("weight")->leaf().shape(),
-             layout == WeightLayout::InOut ? (Shape{in, out}) : (Shape{out, in}));
+                layout == WeightLayout::InOut ? (Shape{in, out}) : (Shape{out, in}));
     Vec w = leafOf(p, "weight"), b = leafOf(p, "bias"), want(at(rows * out));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t o = 0; o < out; ++o) {

@@ -74,8 +74,10 @@ DType operandType(const ir::OpDef& def, int k) {
 // The expression's operand names are replaced as whole names; numbers and longer names keep their letters.
 TEST_CASE("operandSubstitution") {
   const std::string ops3[] = {"x", "y", "z"};
-  TSR_COMPARE(ops::instantiateLoopExpression("tsr_max(a, b) + 1e-5f * c", ops3), std::string("tsr_max(x, y) + 1e-5f * z"));
-  TSR_COMPARE(ops::instantiateLoopExpression("0x1.abcp-3f*a+.5e+2f-cab", ops3), std::string("0x1.abcp-3f*x+.5e+2f-cab"));
+  TSR_COMPARE(ops::instantiateLoopExpression("tsr_max(a, b) + 1e-5f * c", ops3),
+              std::string("tsr_max(x, y) + 1e-5f * z"));
+  TSR_COMPARE(ops::instantiateLoopExpression("0x1.abcp-3f*a+.5e+2f-cab", ops3),
+              std::string("0x1.abcp-3f*x+.5e+2f-cab"));
   TSR_COMPARE(ops::instantiateLoopExpression("tsr_abs(a)/(b)", ops3), std::string("tsr_abs(x)/(y)"));
   const std::string one[] = {"s3"};
   TSR_COMPARE(ops::instantiateLoopExpression("-a", one), std::string("-s3"));

@@ -169,7 +169,8 @@ TEST_CASE("lossesMatchHandValues") {
   ceProb /= 2;
   Array l = Array::fromVector(logits, Shape{2, 3}, DType::F32);
   REQUIRE(std::fabs(softmaxCrossEntropy(l, Array::fromVector(labels, Shape{2})).item() - ceInt) < 1e-6);
-  REQUIRE(std::fabs(softmaxCrossEntropyProbs(l, Array::fromVector(probs, Shape{2, 3}, DType::F32)).item() - ceProb) < 1e-6);
+  REQUIRE(std::fabs(softmaxCrossEntropyProbs(l, Array::fromVector(probs, Shape{2, 3}, DType::F32)).item() - ceProb) <
+          1e-6);
 
   Array pred = Array::fromVector(Vec{1.0, -2.0, 0.5, 4.0}, Shape{2, 2}, DType::F32);
   Array tgt = Array::fromVector(Vec{0.0, -1.0, 1.5, 1.0}, Shape{2, 2}, DType::F32);

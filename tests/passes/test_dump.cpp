@@ -126,8 +126,8 @@ TEST_CASE("dumpWritesEveryStep") {
   for (const auto& gr : plan->groups) fused += gr.nodes.size() > 1;
   REQUIRE(fused > 0);
   TSR_COMPARE(countOf(readFile(stem + ".dot"), "(gemm)") + countOf(readFile(stem + ".dot"), "(loop)") +
-               countOf(readFile(stem + ".dot"), "(reduction)"),
-           fused);
+                  countOf(readFile(stem + ".dot"), "(reduction)"),
+              fused);
   REQUIRE_MESSAGE(decisions.find("[" + std::to_string(steps.size() - 1) + " fusion]") != std::string::npos,
                   decisions.c_str());
   REQUIRE(decisions.find("fused into fusion.") != std::string::npos);

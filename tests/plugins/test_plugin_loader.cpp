@@ -200,7 +200,8 @@ TEST_CASE("libraryCheck") {
     std::string bytes = readBytes(examplePath(name));
     auto st = plugin::checkLibraryImage({reinterpret_cast<const uint8_t*>(bytes.data()), size_t(bytes.size())}, "tessera_plugin_v1");
     REQUIRE_MESSAGE(st.ok(), st.error().message);
-    TSR_COMPARE(plugin::sha256Hex({reinterpret_cast<const uint8_t*>(bytes.data()), size_t(bytes.size())}), referenceSha256(bytes));
+    TSR_COMPARE(plugin::sha256Hex({reinterpret_cast<const uint8_t*>(bytes.data()), size_t(bytes.size())}),
+                referenceSha256(bytes));
   }
   std::string noEntry = readBytes(brokenPath("no_entry"));
   auto st = plugin::checkLibraryImage({reinterpret_cast<const uint8_t*>(noEntry.data()), size_t(noEntry.size())}, "tessera_plugin_v1");
@@ -228,7 +229,8 @@ TEST_CASE("projectPluginsNeedTrust") {
   TSR_COMPARE(records.size(), size_t(1));
   REQUIRE((!records[0].loaded && records[0].untrusted));
   REQUIRE_MESSAGE(records[0].error.find("not trusted (the project " + plugin::trustFolderName(proj.string()) +
-                                 " is not in the trust list)") == 0, records[0].error.c_str());
+                                        " is not in the trust list)") == 0,
+                  records[0].error.c_str());
   TSR_COMPARE(records[0].sha256, hash);
   REQUIRE(!ops::registry().find("trust_probe_op"));
 

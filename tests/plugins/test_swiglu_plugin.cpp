@@ -123,8 +123,9 @@ TEST_CASE_FIXTURE(SwigluPlugin, "fusesWithItsNeighbours") {
     o.native = native;
     auto exe = cpu::Executable::compile(graph, ops::registry(), *plan, o);
     REQUIRE_MESSAGE(exe.ok(), exe.error().message);
-    if (native) REQUIRE_MESSAGE((cpu::nativeStats().kernels > 0 && cpu::nativeStats().error.empty()),
-                                cpu::nativeStats().error.c_str());
+    if (native)
+      REQUIRE_MESSAGE((cpu::nativeStats().kernels > 0 && cpu::nativeStats().error.empty()),
+                      cpu::nativeStats().error.c_str());
     std::vector<runtime::BufferPtr> in;
     for (const auto& t : inputs) in.push_back(toBuffer(t));
     auto out = (*exe)->run(in);
@@ -221,7 +222,9 @@ TEST_CASE_FIXTURE(SwigluPlugin, "errorsNameTheOp") {
     return bind(m_code, {Array::zeros({2, 3}), Array::zeros({3, 2})}, ir::NoAttrs{}, std::source_location::current());
   });
   REQUIRE(!r.ok());
-  REQUIRE_MESSAGE((r.error().message.find("swiglu") != std::string::npos && r.error().message.find("[2,3]") != std::string::npos), r.error().message.c_str());
+  REQUIRE_MESSAGE(
+      (r.error().message.find("swiglu") != std::string::npos && r.error().message.find("[2,3]") != std::string::npos),
+      r.error().message.c_str());
 }
 
 // The sample project's model family: the training step's graph holds one swiglu per layer forward, and the

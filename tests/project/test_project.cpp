@@ -73,13 +73,16 @@ TEST_CASE("shardingRulesKeepTheFileOrder") {
 }
 
 TEST_CASE("errorsNameFileLineAndKey") {
-  TSR_COMPARE(parseError("[train]\nstpes = 3\n"), std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
+  TSR_COMPARE(parseError("[train]\nstpes = 3\n"),
+              std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
   TSR_COMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
   TSR_COMPARE(parseError("[train]\nlr = -1.0\n"), std::string("p/project.toml:2: 'lr' must be positive"));
-  TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"), std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp"));
   TSR_COMPARE(parseError("[modle]\nx = 1\n"), std::string("p/project.toml:1: unknown section [modle]"));
   REQUIRE(parseError("[train\nsteps = 1\n").find("p/project.toml:1:") == 0);  // a syntax error with its position
-  REQUIRE(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") != std::string::npos);
+  REQUIRE(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") !=
+          std::string::npos);
   REQUIRE(parseError("[model]\nn_embd = 30\nn_head = 4\n").find("divisible") != std::string::npos);
   auto missing = loadProject("/nonexistent/folder");
   REQUIRE(!missing.ok());
@@ -94,7 +97,8 @@ TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
   const std::string outside = "a non-ASCII character outside a string or comment (TOML allows them only there)";
   TSR_COMPARE(parseError("\xc6\x8d[train]\nsteps = 3\n"), "p/project.toml:1:1: " + outside);
   TSR_COMPARE(parseError("[train]\nsteps = 3 \xc2\xa0\n"), "p/project.toml:2:11: " + outside);
-  TSR_COMPARE(parseError("[train]\nsteps = \x01\n"), std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
+  TSR_COMPARE(parseError("[train]\nsteps = \x01\n"),
+              std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
   TSR_COMPARE(parseError("# x\n  [*o]\n"), std::string("p/project.toml:2:3: a table header must begin with a key"));
   TSR_COMPARE(parseError("[[\x01z]]\n"), std::string("p/project.toml:1:1: a table header must begin with a key"));
   // Allowed in comments and strings, where a quote of another kind or a # ends nothing.
@@ -110,18 +114,20 @@ TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
 // key, the value and the limit (n_layer = 100000 used to end in std::bad_alloc, a huge mesh in length_error).
 TEST_CASE("sizesAreBoundedWithTheKeyValueAndLimit") {
   TSR_COMPARE(parseError("[model]\nn_layer = 100000\n"),
-           std::string("p/project.toml:2: 'n_layer' is 100000, above the limit of 4096"));
+              std::string("p/project.toml:2: 'n_layer' is 100000, above the limit of 4096"));
   TSR_COMPARE(parseError("[model]\nvocab_size = 1000000000\n"),
-           std::string("p/project.toml:2: 'vocab_size' is 1000000000, above the limit of 16777216"));
+              std::string("p/project.toml:2: 'vocab_size' is 1000000000, above the limit of 16777216"));
   TSR_COMPARE(parseError("[train]\nbatch_size = 9000000\n"),
-           std::string("p/project.toml:2: 'batch_size' is 9000000, above the limit of 1048576"));
+              std::string("p/project.toml:2: 'batch_size' is 9000000, above the limit of 1048576"));
   TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [784, 10000000, 10]\n"),
-           std::string("p/project.toml:3: 'sizes' is 10000000, above the limit of 131072"));
+              std::string("p/project.toml:3: 'sizes' is 10000000, above the limit of 131072"));
   TSR_COMPARE(parseError("[mesh]\nshape = [9223372036854775807, 2]\naxes = [\"a\", \"b\"]\n"),
-           std::string("p/project.toml:2: 'shape' is 9223372036854775807, above the limit of 1048576"));
+              std::string("p/project.toml:2: 'shape' is 9223372036854775807, above the limit of 1048576"));
   // Each dim within the limit, their product not (and not overflowing on the way).
-  TSR_COMPARE(parseError("[mesh]\nshape = [1048576, 1048576, 1048576, 1048576]\naxes = [\"a\", \"b\", \"c\", \"d\"]\n"),
-           std::string("p/project.toml:2: 'shape' is 1048576 x 1048576 x 1048576 x 1048576, more than the limit of 1048576"));
+  TSR_COMPARE(
+      parseError("[mesh]\nshape = [1048576, 1048576, 1048576, 1048576]\naxes = [\"a\", \"b\", \"c\", \"d\"]\n"),
+      std::string(
+          "p/project.toml:2: 'shape' is 1048576 x 1048576 x 1048576 x 1048576, more than the limit of 1048576"));
   TSR_COMPARE(parseError("[mesh]\nshape = [1024, 1024]\naxes = [\"a\", \"b\"]\n"), std::string("(parsed)"));
 }
 

@@ -104,7 +104,8 @@ TEST_CASE("oneEventPerNodeLinkedToItsNode") {
     REQUIRE(e.durationNs >= 0);
   }
   // In order: each node starts after the previous one ended.
-  for (size_t i = 1; i < events.size(); ++i) REQUIRE(events[i].startNs >= events[i - 1].startNs + events[i - 1].durationNs);
+  for (size_t i = 1; i < events.size(); ++i)
+    REQUIRE(events[i].startNs >= events[i - 1].startNs + events[i - 1].durationNs);
   // The matmul: 2 * 8 * 32 * 16 flops; reads x and w, writes [8,32] (bytes of f32).
   auto dot = std::find_if(events.begin(), events.end(), [](const auto& e) { return e.name.rfind("dot_general", 0) == 0; });
   REQUIRE(dot != events.end());

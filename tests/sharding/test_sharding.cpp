@@ -76,7 +76,9 @@ TEST_CASE("meshesAreChecked") {
 TEST_CASE("hugeMeshesAreErrors") {
   auto huge = Mesh::create({9223372036854775807, 2}, {"a", "b"});
   REQUIRE(!huge.ok());
-  REQUIRE_MESSAGE(huge.error().message.find("9223372036854775807 x 2, more than the limit of 1048576") != std::string::npos, huge.error().message.c_str());
+  REQUIRE_MESSAGE(
+      huge.error().message.find("9223372036854775807 x 2, more than the limit of 1048576") != std::string::npos,
+      huge.error().message.c_str());
   auto wraps = Mesh::create({4294967296, 4294967296}, {"a", "b"});  // 2^64: exactly 0 once wrapped
   REQUIRE(!wraps.ok());
   REQUIRE(Mesh::create({1024, 1024}, {"a", "b"}).ok());

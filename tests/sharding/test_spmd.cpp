@@ -304,7 +304,8 @@ TEST_CASE_FIXTURE(EightDevices, "donatedShardsAreUpdatedInPlace") {
   Tree out = must(f.call(std::move(args)));
   const Array& p1 = out.find("p")->leaf();
   REQUIRE(p1.isSharded());
-  for (size_t d = 0; d < before.size(); ++d) TSR_COMPARE(static_cast<const void*>(p1.shards()->shards[d]->data()), before[d]);  // devices 0..3
+  for (size_t d = 0; d < before.size(); ++d)
+    TSR_COMPARE(static_cast<const void*>(p1.shards()->shards[d]->data()), before[d]);  // devices 0..3
   REQUIRE(maxRelDiff(p1.toDoubles(), expect) < 1e-6);
   REQUIRE(!copy.find("p")->leaf().isConcrete());  // deleted, as in JAX
   REQUIRE(g.isConcrete());                        // not donated
@@ -446,10 +447,10 @@ TEST_CASE_FIXTURE(EightDevices, "randomGraphsEqualOneDevice") {
         auto outs = must(exe->run(placed));
         for (size_t o = 0; o < outs.size(); ++o) {
           double diff = maxRelDiff(outs[o].toDoubles(), reference[o].toDoubles());
-          REQUIRE_MESSAGE(diff < 1e-4,
-                          "trial " << trial << " output " << o << " specs " << specs[0] << " | " << specs[1] << " | "
-                                   << specs[2] << ": relative difference " << diff << "\n"
-                                   << ir::print(exe->program(), ops::registry()));
+          REQUIRE_MESSAGE(diff < 1e-4, "trial " << trial << " output " << o << " specs " << specs[0] << " | "
+                                                << specs[1] << " | " << specs[2] << ": relative difference " << diff
+                                                << "\n"
+                                                << ir::print(exe->program(), ops::registry()));
         }
       }
       if (m.size() > 1) REQUIRE(totalCollectives > 0);
@@ -536,8 +537,8 @@ TEST_CASE_FIXTURE(EightDevices, "scanCarriesReachAFixedPoint") {
   TSR_COMPARE(shardingOf(p, cg.graph.outputs()[0]), std::string("P(None, None)"));
   PartitionResult r = partitionFor(cg, p);
   TSR_COMPARE(collectives(r), std::string("all_gather('data') all_gather('data')"));
-  for (const auto& c : r.collectives) REQUIRE_MESSAGE(c.reason.find("scan operand") != std::string::npos,
-                                                      c.reason.c_str());
+  for (const auto& c : r.collectives)
+    REQUIRE_MESSAGE(c.reason.find("scan operand") != std::string::npos, c.reason.c_str());
   std::mt19937 rng(12);
   std::vector<Array> inputs = {randomArray(rng, {4, 4}), randomArray(rng, {4, 4, 4})};
   compareWithOneDevice(runSharded(cg, m, specs, inputs), must(evalGraph(cg, inputs)));
@@ -578,7 +579,9 @@ TEST_CASE_FIXTURE(EightDevices, "scanThatCannotBePlannedRunsWholeAndSaysWhy") {
   PartitionResult r = partitionFor(cg, p);
   TSR_COMPARE(collectives(r), std::string("all_gather('data')"));
   const std::string& why = r.collectives[0].reason;
-  REQUIRE_MESSAGE((why.find("scan runs whole on every device") != std::string::npos && why.find("differs") != std::string::npos), why.c_str());
+  REQUIRE_MESSAGE(
+      (why.find("scan runs whole on every device") != std::string::npos && why.find("differs") != std::string::npos),
+      why.c_str());
 }
 
 // A cond whose branches are elementwise keeps the batch split: no collective, either branch.

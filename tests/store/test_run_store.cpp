@@ -233,7 +233,8 @@ TEST_CASE("migratesAnEmptyDatabaseAndRefusesNewerOnes") {
   std::string path = dir.filePath("old.db");
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  TSR_COMPARE(sqlite3_exec(db, "CREATE TABLE unrelated(x); PRAGMA user_version = 0;", nullptr, nullptr, nullptr), SQLITE_OK);
+  TSR_COMPARE(sqlite3_exec(db, "CREATE TABLE unrelated(x); PRAGMA user_version = 0;", nullptr, nullptr, nullptr),
+              SQLITE_OK);
   sqlite3_close(db);
   auto s = RunStore::open(path);
   REQUIRE(s.ok());
@@ -274,7 +275,7 @@ TEST_CASE("readOnlyOpeningWritesNothing") {
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(foreign.c_str(), &db), SQLITE_OK);
   TSR_COMPARE(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES('mine');", nullptr, nullptr, nullptr),
-           SQLITE_OK);
+              SQLITE_OK);
   sqlite3_close(db);
   std::string junk = dir.filePath("junk.db");
   std::ofstream(junk) << "this is not a database, just text that is long enough to have a header";
@@ -343,8 +344,8 @@ TEST_CASE("damagedPagesAreErrorsNotShorterAnswers") {
       REQUIRE_MESSAGE(loss.error().message.find("malformed") != std::string::npos, loss.error().message.c_str());
     }
     auto run = s->run(1);
-    if (!run.ok()) REQUIRE_MESSAGE(run.error().message.find("no run 1") == std::string::npos,
-                                   run.error().message.c_str());
+    if (!run.ok())
+      REQUIRE_MESSAGE(run.error().message.find("no run 1") == std::string::npos, run.error().message.c_str());
   }
   REQUIRE(errors > 0);
 }

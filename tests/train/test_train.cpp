@@ -230,9 +230,9 @@ TEST_CASE("huggingFaceWeightsLoad") {
     TSR_COMPARE(loaded->paths(), original.paths());
     TSR_COMPARE(loaded->findPath("wte.weight")->leaf().dtype(), DType::F32);
     TSR_COMPARE(loaded->findPath("wte.weight")->leaf().toDoubles(),
-             astype(astype(original.findPath("wte.weight")->leaf(), DType::F16), DType::F32).toDoubles());
+                astype(astype(original.findPath("wte.weight")->leaf(), DType::F16), DType::F32).toDoubles());
     TSR_COMPARE(loaded->findPath("h.1.mlp.c_proj.weight")->leaf().toDoubles(),
-             original.findPath("h.1.mlp.c_proj.weight")->leaf().toDoubles());
+                original.findPath("h.1.mlp.c_proj.weight")->leaf().toDoubles());
   }
   train::SafetensorsFile partial;
   partial.tensors["wte.weight"] = original.findPath("wte.weight")->leaf();

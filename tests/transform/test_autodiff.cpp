@@ -346,7 +346,8 @@ TEST_CASE("errorsComeBackAsValues") {
   auto shapes = capture([&] { return gradOf([w](const Array& a) { return sum(a + w); })(v); });
   REQUIRE(!shapes.ok());
   REQUIRE_MESSAGE((shapes.error().message.find("[3]") != std::string::npos &&
-               shapes.error().message.find("[4]") != std::string::npos), err(shapes.error()).c_str());
+                   shapes.error().message.find("[4]") != std::string::npos),
+                  err(shapes.error()).c_str());
   REQUIRE_MESSAGE(shapes.error().message.find("test_autodiff.cpp") != std::string::npos, err(shapes.error()).c_str());
 
   auto inner = capture([&] {

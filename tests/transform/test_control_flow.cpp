@@ -60,15 +60,15 @@ double maxRelDiff(const Tree& got, const Tree& want) {
   return m;
 }
 
-#define EXPECT_CLOSE(got, want, tol)                                  \
-  do {                                                                \
-    std::string d_ = diff((got), (want), (tol));                      \
-    REQUIRE_MESSAGE(d_.empty(), d_);     \
+#define EXPECT_CLOSE(got, want, tol)             \
+  do {                                           \
+    std::string d_ = diff((got), (want), (tol)); \
+    REQUIRE_MESSAGE(d_.empty(), d_);             \
   } while (0)
-#define EXPECT_TREE_CLOSE(got, want, tol)                             \
-  do {                                                                \
-    std::string d_ = treeDiff((got), (want), (tol));                  \
-    REQUIRE_MESSAGE(d_.empty(), d_);     \
+#define EXPECT_TREE_CLOSE(got, want, tol)            \
+  do {                                               \
+    std::string d_ = treeDiff((got), (want), (tol)); \
+    REQUIRE_MESSAGE(d_.empty(), d_);                 \
   } while (0)
 
 // Row t of xs: [T, ...] -> [...].
@@ -196,9 +196,9 @@ TEST_CASE("scanEqualsTheLoopInGradient") {
     auto viaLoop = valueAndGrad([&](const Tree& q) { return rnnLoss(rnnLoop(q, reverse)); })(p);
     EXPECT_CLOSE(viaScan.value, viaLoop.value, 1e-13);
     EXPECT_TREE_CLOSE(viaScan.grads, viaLoop.grads, 1e-12);
-    MESSAGE((reverse ? "reverse" : "forward") << ": grad through scan vs loop: max relative difference "
-                                               << std::scientific << std::setprecision(2)
-                                               << maxRelDiff(viaScan.grads, viaLoop.grads) << " over W, U, b, h0, xs");
+    MESSAGE((reverse ? "reverse" : "forward")
+            << ": grad through scan vs loop: max relative difference " << std::scientific << std::setprecision(2)
+            << maxRelDiff(viaScan.grads, viaLoop.grads) << " over W, U, b, h0, xs");
   }
 }
 
@@ -366,7 +366,7 @@ TEST_CASE("foriLoopEqualsTheLoop") {
     for (double& w : want) w = w * 0.5 + i;
   TSR_COMPARE(f(x).toDoubles(), want);
   TSR_COMPARE(grad([&](const Tree& t) { return sum(f(t.leaf())); })(Tree(x)).leaf().toDoubles(),
-           (std::vector<double>{1.0 / 32, 1.0 / 32}));
+              (std::vector<double>{1.0 / 32, 1.0 / 32}));
   // An empty range returns the initial carry.
   auto increment = [](const Array&, const Tree& c) { return Tree(c.leaf() + 1.0); };
   TSR_COMPARE(foriLoop(5, 5, increment, Tree(x)).leaf().toDoubles(), x.toDoubles());
@@ -503,7 +503,9 @@ TEST_CASE("errorsNameTheProblem") {
     cond(Array::scalar(1, DType::Bool), [](const Tree& t) { return t; },
          [](const Tree& t) { return Tree(astype(t.leaf(), DType::F64)); }, Tree(Array::zeros(Shape{2})));
   });
-  REQUIRE_MESSAGE(e.find("cond: output 0 is f32[2] in the true branch but f64[2] in the false branch") != std::string::npos, e.c_str());
+  REQUIRE_MESSAGE(
+      e.find("cond: output 0 is f32[2] in the true branch but f64[2] in the false branch") != std::string::npos,
+      e.c_str());
   e = errorOf([] {
     cond(Array::scalar(1.0), [](const Tree& t) { return t; }, [](const Tree& t) { return t; },
          Tree(Array::zeros(Shape{2})));
@@ -519,9 +521,10 @@ TEST_CASE("irTextOfNestedGraphsRoundTrips") {
   REQUIRE(ir::verify(cg.graph, reg).ok());
   std::string text = ir::print(cg.graph, reg);
   // The body is a nested function, numbered from %0 within it.
-  REQUIRE_MESSAGE(text.find("= scan(%0, %1, %2) {length=12, num_consts=0, num_carry=1, reverse=0, body={\n"
-                     "    func @body(%0: f32[8,16], %1: f32[16,16], %2: f32[16]) -> (f32[8,16]) {\n") !=
-               std::string::npos, text.c_str());
+  REQUIRE_MESSAGE(
+      text.find("= scan(%0, %1, %2) {length=12, num_consts=0, num_carry=1, reverse=0, body={\n"
+                "    func @body(%0: f32[8,16], %1: f32[16,16], %2: f32[16]) -> (f32[8,16]) {\n") != std::string::npos,
+      text.c_str());
   REQUIRE_MESSAGE(text.find("  }} : f32[8,16]") != std::string::npos, text.c_str());
   auto parsed = ir::parse(text, reg);
   REQUIRE_MESSAGE(parsed.ok(), parsed.error().message);
@@ -544,8 +547,9 @@ TEST_CASE("irTextOfNestedGraphsRoundTrips") {
   auto parsed2 = ir::parse(text2, reg);
   REQUIRE_MESSAGE(parsed2.ok(), (parsed2.ok() ? "" : (parsed2.error().message + "\n" + text2).c_str()));
   TSR_COMPARE(ir::print(*parsed2, reg), text2);
-  REQUIRE_MESSAGE((text2.find("      %") != std::string::npos && text2.find("true_branch={\n        func @true_branch(") !=
-                                                             std::string::npos), text2.c_str());
+  REQUIRE_MESSAGE((text2.find("      %") != std::string::npos &&
+                   text2.find("true_branch={\n        func @true_branch(") != std::string::npos),
+                  text2.c_str());
 }
 
 TEST_CASE("parseAndVerifyErrorsInsideBodies") {
@@ -569,15 +573,18 @@ TEST_CASE("parseAndVerifyErrorsInsideBodies") {
   leak.replace(leak.find("add(%0, %1) : f32[3]"), 20, "add(%0, %9) : f32[2]");
   r = ir::parse(leak, reg);
   REQUIRE(!r.ok());
-  REQUIRE_MESSAGE((r.error().message.find("4:") == 0 &&
-               r.error().message.find("%9 used before definition") != std::string::npos), r.error().message.c_str());
+  REQUIRE_MESSAGE(
+      (r.error().message.find("4:") == 0 && r.error().message.find("%9 used before definition") != std::string::npos),
+      r.error().message.c_str());
   // The body's signature must match the operands.
   std::string sig = bad;
   sig.replace(sig.find("add(%0, %1) : f32[3]"), 20, "add(%0, %1) : f32[2]");
   sig.replace(sig.find("length=3"), 8, "length=4");
   r = ir::parse(sig, reg);
   REQUIRE(!r.ok());
-  REQUIRE_MESSAGE(r.error().message.find("2:12: scan: x 0 is f32[3,2] but every x needs a leading dim of the length 4") == 0, r.error().message.c_str());
+  REQUIRE_MESSAGE(
+      r.error().message.find("2:12: scan: x 0 is f32[3,2] but every x needs a leading dim of the length 4") == 0,
+      r.error().message.c_str());
   // A bool attribute takes 0 or 1.
   std::string flag = bad;
   flag.replace(flag.find("reverse=0"), 9, "reverse=2");
@@ -612,5 +619,6 @@ TEST_CASE("parseAndVerifyErrorsInsideBodies") {
   Status st = ir::verify(cg.graph, reg);
   REQUIRE(!st.ok());
   REQUIRE_MESSAGE((st.error().message.find("(scan") != std::string::npos &&
-               st.error().message.find("in body: node 0") != std::string::npos), st.error().message.c_str());
+                   st.error().message.find("in body: node 0") != std::string::npos),
+                  st.error().message.c_str());
 }

@@ -104,9 +104,8 @@ TEST_CASE("everyDifferentiableOpMatchesFiniteDifferences") {
   }
   int failingOps = printFailures(report.failures);
   REQUIRE_MESSAGE(missing.empty(), "differentiable ops without f64 or f32 cases: " << join(missing, ", "));
-  REQUIRE_MESSAGE(report.failures.empty(),
-                  report.failures.size() << " gradient mismatches or errors in " << failingOps << " ops over "
-                                         << cases.size() << " cases");
+  REQUIRE_MESSAGE(report.failures.empty(), report.failures.size() << " gradient mismatches or errors in " << failingOps
+                                                                  << " ops over " << cases.size() << " cases");
 }
 
 // Every differentiable op's vjp runs for every float dtype it accepts (f32, bf16, f16 too, not only the f64

@@ -127,7 +127,9 @@ TEST_CASE("compileLogNamesTimeAndMissReason") {
   setCompileLogSink(nullptr);
   TSR_COMPARE(lines.size(), size_t(4));  // two compiles, each a miss line and a compile line
   TSR_COMPARE(lines[0], std::string("cache miss for 'double': first call"));
-  REQUIRE_MESSAGE((lines[1].find("compiled 'double' for (f32[2]): 3 nodes (3 traced)") == 0 && lines[1].find(" ms") != std::string::npos), lines[1].c_str());
+  REQUIRE_MESSAGE((lines[1].find("compiled 'double' for (f32[2]): 3 nodes (3 traced)") == 0 &&
+                   lines[1].find(" ms") != std::string::npos),
+                  lines[1].c_str());
   TSR_COMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
 }
 
