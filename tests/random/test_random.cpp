@@ -390,7 +390,8 @@ TEST_CASE("truncatedNormalStaysInsideItsBounds") {
                   m.mean);
 
   // Narrow and far-out bounds still give values strictly inside, as the clamp to nextafter promises.
-  for (auto [a, b] : {std::pair{2.0, 2.001}, std::pair{-6.0, -5.0}, std::pair{0.0, 1e-30}}) {
+  for (auto bounds : {std::pair{2.0, 2.001}, std::pair{-6.0, -5.0}, std::pair{0.0, 1e-30}}) {
+    const double a = bounds.first, b = bounds.second;
     std::vector<double> y = rnd::truncatedNormal(rnd::key(6), a, b, {1000}).toDoubles();
     const float fa = static_cast<float>(a), fb = static_cast<float>(b);
     REQUIRE_MESSAGE(std::all_of(y.begin(), y.end(), [&](double v) { return v > fa && v < fb; }),
@@ -398,8 +399,9 @@ TEST_CASE("truncatedNormalStaysInsideItsBounds") {
   }
   // Bounds three steps apart in each dtype, on both sides of zero: only the two values strictly between
   // may come out, so the clamp's nextafter must step exactly one value in the right direction.
-  for (auto [t, nmant] : {std::pair{DType::F32, 23}, std::pair{DType::F64, 52}, std::pair{DType::BF16, 7},
-                          std::pair{DType::F16, 10}}) {
+  for (auto [dtype, nmant] : {std::pair{DType::F32, 23}, std::pair{DType::F64, 52}, std::pair{DType::BF16, 7},
+                              std::pair{DType::F16, 10}}) {
+    const DType t = dtype;
     for (double sign : {1.0, -1.0}) {
       const double step = std::ldexp(1.0, -nmant);
       const double a = sign > 0 ? 1.0 : -1.0 - 3 * step, b = sign > 0 ? 1.0 + 3 * step : -1.0;

@@ -283,7 +283,10 @@ TEST_CASE("resumeMatchesAnUninterruptedRun") {
   TSR_COMPARE(ca->metadata["step"], std::string("12"));
   TSR_COMPARE(cb->metadata["step"], std::string("12"));
   TSR_COMPARE(ca->tensors.size(), cb->tensors.size());
-  for (const auto& [name, t] : ca->tensors) REQUIRE_MESSAGE(bytesOf(t) == bytesOf(cb->tensors[name]), name.c_str());
+  for (const auto& [name, t] : ca->tensors) {
+    const std::string& tensor = name;
+    REQUIRE_MESSAGE(bytesOf(t) == bytesOf(cb->tensors[name]), tensor);
+  }
   auto db = store::RunStore::open(second->storePath);
   TSR_COMPARE(db->metrics(second->runId, "loss")->size(), size_t(12));
 }
