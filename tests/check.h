@@ -1,6 +1,6 @@
 #pragma once
-// What every engine test includes: doctest (REQUIRE, CHECK, SUBCASE, MESSAGE, ...) and two checks of our own.
-// The tests are linked with tests/doctest_main.cpp, which registers the backends as tessera does, then runs them.
+// What every engine test includes: doctest (REQUIRE, CHECK, SUBCASE, MESSAGE, ...) and the checks below. The
+// tests are linked with tests/doctest_main.cpp, which registers the backends as tessera does, then runs them.
 //
 //   TSR_COMPARE(actual, expected)  stops the test case unless the two are the same, and prints both. Two float
 //       or double values are the same when they agree to a relative 1e-5 (both float) or 1e-12 (otherwise); an
