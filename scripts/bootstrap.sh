@@ -10,6 +10,8 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config ccache
   # engine
   libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev
+  # the engine's tests
+  doctest-dev
   # plugin hashes (SHA-256)
   libssl-dev
   # the fault trials read the run store with SQLite's shell

@@ -1,7 +1,7 @@
 // verify() rejects each kind of malformed graph with a message naming the node; parse() rejects each kind of
 // malformed text with line:column and a precise message; and no truncation or mutation of a valid text
 // makes the parser crash, throw or hang.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <functional>
 
@@ -313,20 +313,26 @@ std::string richText() {
   return print(g, reg);
 }
 
+// The first five failures, for a failure message.
+std::string firstFailures(const std::vector<std::string>& failures) {
+  const size_t n = std::min<size_t>(5, failures.size());
+  return test::join({failures.begin(), failures.begin() + static_cast<std::ptrdiff_t>(n)}, "\n----\n");
+}
+
 // Parses every truncation and many one-character edits of `text`; returns how many parses ran. A parse
 // that succeeds must print stably. Crashes and hangs fail the test by themselves.
-int fuzzText(const std::string& text, const OpRegistry& reg, QStringList& failures) {
+int fuzzText(const std::string& text, const OpRegistry& reg, std::vector<std::string>& failures) {
   int runs = 0;
   auto check = [&](const std::string& t) {
     ++runs;
     auto g = parse(t, reg);
     if (!g.ok()) {
-      if (g.error().message.empty()) failures << "empty error message for:\n" + QString::fromStdString(t);
+      if (g.error().message.empty()) failures.push_back("empty error message for:\n" + t);
       return;
     }
     std::string once = print(*g, reg);
     auto again = parse(once, reg);
-    if (!again.ok() || print(*again, reg) != once) failures << "unstable print for:\n" + QString::fromStdString(t);
+    if (!again.ok() || print(*again, reg) != once) failures.push_back("unstable print for:\n" + t);
   };
   const std::string replacements = std::string("%@\"\\[]{}()<>,:=-0159ex_ \n") + '\0' + '\x80';
   for (size_t i = 0; i <= text.size(); ++i) {
@@ -349,72 +355,62 @@ int fuzzText(const std::string& text, const OpRegistry& reg, QStringList& failur
 
 }  // namespace
 
-class TestVerify : public QObject {
-  Q_OBJECT
- private slots:
-  void validGraphPasses() {
-    Status st = verify(validGraph(), irTestRegistry());
-    QVERIFY2(st.ok(), st.ok() ? "" : st.error().message.c_str());
-  }
+TEST_CASE("validGraphPasses") {
+  Status st = verify(validGraph(), irTestRegistry());
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+}
 
-  void malformedGraphsAreRejected() {
-    for (const GraphCase& c : malformedGraphs()) {
-      Status st = verify(c.build(), irTestRegistry());
-      QVERIFY2(!st.ok(), c.label);
-      QVERIFY2(st.error().message.find(c.message) != std::string::npos,
-               qPrintable(QString("%1: got '%2', expected '%3'")
-                              .arg(c.label, QString::fromStdString(st.error().message), c.message)));
-    }
+TEST_CASE("malformedGraphsAreRejected") {
+  for (const GraphCase& c : malformedGraphs()) {
+    Status st = verify(c.build(), irTestRegistry());
+    REQUIRE_MESSAGE(!st.ok(), c.label);
+    REQUIRE_MESSAGE(st.error().message.find(c.message) != std::string::npos,
+                    c.label << ": got '" << st.error().message << "', expected '" << c.message << "'");
   }
+}
 
-  void malformedTextsAreRejected() {
-    QStringList failures;
-    for (const TextCase& c : malformedTexts()) {
-      auto g = parse(c.text, irTestRegistry());
-      if (g.ok()) failures << QString("accepted:\n%1").arg(c.text);
-      else if (g.error().message.find(c.message) == std::string::npos)
-        failures << QString("got '%1', expected '%2' for:\n%3")
-                        .arg(QString::fromStdString(g.error().message), c.message, c.text);
-    }
-    for (const QString& f : failures) qWarning("%s", qPrintable(f));
-    QVERIFY2(failures.isEmpty(), qPrintable(QString("%1 texts gave the wrong message").arg(failures.size())));
+TEST_CASE("malformedTextsAreRejected") {
+  std::vector<std::string> failures;
+  for (const TextCase& c : malformedTexts()) {
+    auto g = parse(c.text, irTestRegistry());
+    if (g.ok()) failures.push_back(std::string("accepted:\n") + c.text);
+    else if (g.error().message.find(c.message) == std::string::npos)
+      failures.push_back("got '" + g.error().message + "', expected '" + c.message + "' for:\n" + c.text);
   }
+  for (const std::string& f : failures) MESSAGE(f);
+  REQUIRE_MESSAGE(failures.empty(), failures.size() << " texts gave the wrong message");
+}
 
-  // The parser's final verify() also guards text that names a registered op with a broken infer rule.
-  void parserRunsVerify() {
-    auto g = parse("func @f(%0: u32[4]) -> (u32[4]) {\n  %1, %2 = threefry2x32(%0, %0, %0, %0) : u32[4], u32[4]\n"
-                   "  return %2\n}\n",
-                   irTestRegistry());
-    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
-    QCOMPARE(g->outputs(), std::vector<ValueId>{2});
+// The parser's final verify() also guards text that names a registered op with a broken infer rule.
+TEST_CASE("parserRunsVerify") {
+  auto g = parse("func @f(%0: u32[4]) -> (u32[4]) {\n  %1, %2 = threefry2x32(%0, %0, %0, %0) : u32[4], u32[4]\n"
+                 "  return %2\n}\n",
+                 irTestRegistry());
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  TSR_COMPARE(g->outputs(), std::vector<ValueId>{2});
+}
+
+TEST_CASE("fuzzedTextNeverCrashes") {
+  std::vector<std::string> failures;
+  std::string text = richText();
+  int runs = fuzzText(text, irTestRegistry(), failures);
+  REQUIRE_MESSAGE(failures.empty(), firstFailures(failures));
+  REQUIRE(runs > 20 * static_cast<int>(text.size()));
+}
+
+// The same against the real registry, one graph per registered op from test_ir_text's table: here the
+// ops' own infer rules meet mutated shapes and attributes.
+TEST_CASE("fuzzedRealOpsNeverCrash") {
+  const OpRegistry& reg = ops::registry();
+  auto table = test::coreOpExamples();
+  std::vector<std::string> failures;
+  int runs = 0;
+  for (const OpDef& def : reg.all()) {
+    auto it = table.find(def.name);
+    Graph g;
+    if (it == table.end() || !test::buildOpGraph(reg, def, it->second, {"m", "f.cpp", 1}, g).empty()) continue;
+    runs += fuzzText(print(g, reg), reg, failures);
   }
-
-  void fuzzedTextNeverCrashes() {
-    QStringList failures;
-    std::string text = richText();
-    int runs = fuzzText(text, irTestRegistry(), failures);
-    QVERIFY2(failures.isEmpty(), qPrintable(failures.mid(0, 5).join("\n----\n")));
-    QVERIFY(runs > 20 * static_cast<int>(text.size()));
-  }
-
-  // The same against the real registry, one graph per registered op from test_ir_text's table: here the
-  // ops' own infer rules meet mutated shapes and attributes.
-  void fuzzedRealOpsNeverCrash() {
-    const OpRegistry& reg = ops::registry();
-    auto table = test::coreOpExamples();
-    QStringList failures;
-    int runs = 0;
-    for (const OpDef& def : reg.all()) {
-      auto it = table.find(def.name);
-      Graph g;
-      if (it == table.end() || !test::buildOpGraph(reg, def, it->second, {"m", "f.cpp", 1}, g).empty()) continue;
-      runs += fuzzText(print(g, reg), reg, failures);
-    }
-    QVERIFY2(failures.isEmpty(), qPrintable(failures.mid(0, 5).join("\n----\n")));
-    qInfo("%d parses of mutated texts of %d registered ops", runs, static_cast<int>(reg.all().size()));
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestVerify)
-#include "test_verify.moc"
+  REQUIRE_MESSAGE(failures.empty(), firstFailures(failures));
+  MESSAGE(runs << " parses of mutated texts of " << static_cast<int>(reg.all().size()) << " registered ops");
+}

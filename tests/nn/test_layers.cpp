@@ -1,8 +1,9 @@
 // Layers against references written here with plain loops (Dense in both layouts, Embed and its tied head,
 // LayerNorm, Dropout's masks, attention with and without the causal mask), and GPT-2 overfitting one batch.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
+#include <iomanip>
 
 #include "engine/nn/attention.h"
 #include "engine/nn/gpt2.h"
@@ -20,16 +21,15 @@ using Vec = std::vector<double>;
 Vec leafOf(const Tree& t, const std::string& path) { return t.findPath(path)->leaf().toDoubles(); }
 
 void expectNear(const Vec& got, const Vec& want, double tol, const char* what) {
-  QCOMPARE(got.size(), want.size());
+  TSR_COMPARE(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    QVERIFY2(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])),
-             qPrintable(QString("%1[%2]: %3 vs %4").arg(what).arg(i).arg(got[i], 0, 'g', 12).arg(want[i], 0, 'g', 12)));
+    REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])),
+                    what << "[" << i << "]: " << std::setprecision(12) << got[i] << " vs " << want[i]);
 }
 
 Array randomF64(uint64_t seed, const Shape& s) { return random::normal(random::key(seed), s, DType::F64); }
 
 size_t at(int64_t i) { return static_cast<size_t>(i); }
-
 
 // y[r, o] = b[o] + sum_i x[r, i] w[o, i]  (torch.nn.Linear's [out, in] layout)
 Vec refLinearOutIn(const Vec& x, int64_t rows, int64_t in, const Vec& w, const Vec& b, int64_t out) {
@@ -117,193 +117,185 @@ Vec refVit(const VitConfig& c, const Tree& p, const Vec& px, int64_t batch) {
 
 }  // namespace
 
-class TestLayers : public QObject {
-  Q_OBJECT
- private slots:
-  void denseInBothLayouts() {
-    const int64_t rows = 3, in = 4, out = 5;
-    Array x = randomF64(1, {rows, in});
-    Vec xv = x.toDoubles();
-    for (WeightLayout layout : {WeightLayout::InOut, WeightLayout::OutIn}) {
-      Dense d{in, out, true, layout, 0.5, DType::F64};
-      Tree p = d.init(random::key(2));
-      p.set("bias", Tree(randomF64(3, {out})));  // non-zero bias
-      QCOMPARE(p.findPath("weight")->leaf().shape(),
-               layout == WeightLayout::InOut ? (Shape{in, out}) : (Shape{out, in}));
-      Vec w = leafOf(p, "weight"), b = leafOf(p, "bias"), want(at(rows * out));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t o = 0; o < out; ++o) {
-          double s = b[at(o)];
-          for (int64_t i = 0; i < in; ++i)
-            s += xv[at(r * in + i)] * (layout == WeightLayout::InOut ? w[at(i * out + o)] : w[at(o * in + i)]);
-          want[at(r * out + o)] = s;
+TEST_CASE("denseInBothLayouts") {
+  const int64_t rows = 3, in = 4, out = 5;
+  Array x = randomF64(1, {rows, in});
+  Vec xv = x.toDoubles();
+  for (WeightLayout layout : {WeightLayout::InOut, WeightLayout::OutIn}) {
+    Dense d{in, out, true, layout, 0.5, DType::F64};
+    Tree p = d.init(random::key(2));
+    p.set("bias", Tree(randomF64(3, {out})));  // non-zero bias
+    TSR_COMPARE(p.findPath("weight")->leaf().shape(),
+                layout == WeightLayout::InOut ? (Shape{in, out}) : (Shape{out, in}));
+    Vec w = leafOf(p, "weight"), b = leafOf(p, "bias"), want(at(rows * out));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out; ++o) {
+        double s = b[at(o)];
+        for (int64_t i = 0; i < in; ++i)
+          s += xv[at(r * in + i)] * (layout == WeightLayout::InOut ? w[at(i * out + o)] : w[at(o * in + i)]);
+        want[at(r * out + o)] = s;
+      }
+    Array y = d.apply(p, x);
+    TSR_COMPARE(y.shape(), (Shape{rows, out}));
+    expectNear(y.toDoubles(), want, 1e-12, layout == WeightLayout::InOut ? "dense in-out" : "dense out-in");
+  }
+  Dense noBias{in, out, false};
+  Tree p = noBias.init(random::key(4));
+  REQUIRE(!p.find("bias"));
+  TSR_COMPARE(noBias.apply(p, Array::ones({2, 7, in})).shape(), (Shape{2, 7, out}));
+}
+
+TEST_CASE("embedLooksUpRowsAndAttendsWithTheTransposedTable") {
+  const int64_t num = 6, dim = 3;
+  Embed e{num, dim, 1.0, DType::F64};
+  Tree p = e.init(random::key(5));
+  Vec w = leafOf(p, "weight");
+  std::vector<int32_t> ids = {4, 0, 5, 4};
+  Array y = e.apply(p, Array::fromVector(ids, Shape{2, 2}));
+  TSR_COMPARE(y.shape(), (Shape{2, 2, dim}));
+  Vec want;
+  for (int32_t id : ids)
+    for (int64_t j = 0; j < dim; ++j) want.push_back(w[at(id * dim + j)]);
+  expectNear(y.toDoubles(), want, 0, "embed");
+
+  Array x = randomF64(6, {2, dim});
+  Vec xv = x.toDoubles(), logits(at(2 * num));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t n = 0; n < num; ++n)
+      for (int64_t j = 0; j < dim; ++j) logits[at(r * num + n)] += xv[at(r * dim + j)] * w[at(n * dim + j)];
+  expectNear(e.attend(p, x).toDoubles(), logits, 1e-12, "attend");
+}
+
+TEST_CASE("layerNormMatchesLoops") {
+  const int64_t rows = 4, c = 5;
+  LayerNorm ln{c, 1e-5, DType::F64};
+  Tree p = ln.init();
+  expectNear(leafOf(p, "weight"), Vec(at(c), 1.0), 0, "ln init weight");
+  p.set("weight", Tree(randomF64(7, {c})));
+  p.set("bias", Tree(randomF64(8, {c})));
+  Array x = randomF64(9, {rows, c}) * 3.0 + 1.0;
+  Vec xv = x.toDoubles(), g = leafOf(p, "weight"), b = leafOf(p, "bias"), want(xv.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t i = 0; i < c; ++i) mu += xv[at(r * c + i)] / c;
+    for (int64_t i = 0; i < c; ++i) var += (xv[at(r * c + i)] - mu) * (xv[at(r * c + i)] - mu) / c;
+    for (int64_t i = 0; i < c; ++i)
+      want[at(r * c + i)] = (xv[at(r * c + i)] - mu) / std::sqrt(var + 1e-5) * g[at(i)] + b[at(i)];
+  }
+  expectNear(ln.apply(p, x).toDoubles(), want, 1e-12, "layernorm");
+}
+
+TEST_CASE("dropoutIsIdentityWhenOffAndAScaledMaskWhenOn") {
+  Array x = randomF64(10, {100, 100}) + 5.0;  // no zeros in x
+  Vec xv = x.toDoubles();
+  Dropout d{0.25};
+  Context eval(false, random::key(11));
+  TSR_COMPARE(d.apply(x, eval).toDoubles(), xv);
+  Context noKey;
+  TSR_COMPARE(d.apply(x, noKey).toDoubles(), xv);  // eval mode needs no key
+  Context zeroRate(true, random::key(11));
+  TSR_COMPARE(Dropout{0.0}.apply(x, zeroRate).toDoubles(), xv);
+
+  Context train(true, random::key(11));
+  Vec y = d.apply(x, train).toDoubles();
+  int64_t kept = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0) continue;
+    ++kept;
+    REQUIRE_MESSAGE(std::fabs(y[i] - xv[i] / 0.75) < 1e-12, "element " << i << " not scaled by 1/keep");
+  }
+  double keepRate = static_cast<double>(kept) / static_cast<double>(y.size());
+  REQUIRE_MESSAGE(std::fabs(keepRate - 0.75) < 0.02, "keep rate " << keepRate);
+
+  // The same key replays the same mask; the next call of one Context draws a new one.
+  Context again(true, random::key(11));
+  TSR_COMPARE(d.apply(x, again).toDoubles(), y);
+  REQUIRE(d.apply(x, again).toDoubles() != y);
+  Context other(true, random::key(12));
+  REQUIRE(d.apply(x, other).toDoubles() != y);
+  Context missing(true, Array());
+  REQUIRE(!capture([&] { return d.apply(x, missing); }).ok());
+}
+
+TEST_CASE("attentionMatchesNaiveLoops") {
+  const int64_t b = 2, h = 2, t = 4, dd = 3;
+  Array q = randomF64(20, {b, h, t, dd}), k = randomF64(21, {b, h, t, dd}), v = randomF64(22, {b, h, t, dd});
+  Vec qv = q.toDoubles(), kv = k.toDoubles(), vv = v.toDoubles();
+  for (bool causal : {false, true}) {
+    Vec want(qv.size());
+    for (int64_t bh = 0; bh < b * h; ++bh)
+      for (int64_t i = 0; i < t; ++i) {
+        int64_t last = causal ? i : t - 1;
+        Vec s(at(last + 1));
+        double mx = -1e300, z = 0;
+        for (int64_t j = 0; j <= last; ++j) {
+          for (int64_t e = 0; e < dd; ++e) s[at(j)] += qv[at((bh * t + i) * dd + e)] * kv[at((bh * t + j) * dd + e)];
+          s[at(j)] /= std::sqrt(static_cast<double>(dd));
+          mx = std::max(mx, s[at(j)]);
         }
-      Array y = d.apply(p, x);
-      QCOMPARE(y.shape(), (Shape{rows, out}));
-      expectNear(y.toDoubles(), want, 1e-12, layout == WeightLayout::InOut ? "dense in-out" : "dense out-in");
-    }
-    Dense noBias{in, out, false};
-    Tree p = noBias.init(random::key(4));
-    QVERIFY(!p.find("bias"));
-    QCOMPARE(noBias.apply(p, Array::ones({2, 7, in})).shape(), (Shape{2, 7, out}));
-  }
-
-  void embedLooksUpRowsAndAttendsWithTheTransposedTable() {
-    const int64_t num = 6, dim = 3;
-    Embed e{num, dim, 1.0, DType::F64};
-    Tree p = e.init(random::key(5));
-    Vec w = leafOf(p, "weight");
-    std::vector<int32_t> ids = {4, 0, 5, 4};
-    Array y = e.apply(p, Array::fromVector(ids, Shape{2, 2}));
-    QCOMPARE(y.shape(), (Shape{2, 2, dim}));
-    Vec want;
-    for (int32_t id : ids)
-      for (int64_t j = 0; j < dim; ++j) want.push_back(w[at(id * dim + j)]);
-    expectNear(y.toDoubles(), want, 0, "embed");
-
-    Array x = randomF64(6, {2, dim});
-    Vec xv = x.toDoubles(), logits(at(2 * num));
-    for (int64_t r = 0; r < 2; ++r)
-      for (int64_t n = 0; n < num; ++n)
-        for (int64_t j = 0; j < dim; ++j) logits[at(r * num + n)] += xv[at(r * dim + j)] * w[at(n * dim + j)];
-    expectNear(e.attend(p, x).toDoubles(), logits, 1e-12, "attend");
-  }
-
-  void layerNormMatchesLoops() {
-    const int64_t rows = 4, c = 5;
-    LayerNorm ln{c, 1e-5, DType::F64};
-    Tree p = ln.init();
-    expectNear(leafOf(p, "weight"), Vec(at(c), 1.0), 0, "ln init weight");
-    p.set("weight", Tree(randomF64(7, {c})));
-    p.set("bias", Tree(randomF64(8, {c})));
-    Array x = randomF64(9, {rows, c}) * 3.0 + 1.0;
-    Vec xv = x.toDoubles(), g = leafOf(p, "weight"), b = leafOf(p, "bias"), want(xv.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      double mu = 0, var = 0;
-      for (int64_t i = 0; i < c; ++i) mu += xv[at(r * c + i)] / c;
-      for (int64_t i = 0; i < c; ++i) var += (xv[at(r * c + i)] - mu) * (xv[at(r * c + i)] - mu) / c;
-      for (int64_t i = 0; i < c; ++i)
-        want[at(r * c + i)] = (xv[at(r * c + i)] - mu) / std::sqrt(var + 1e-5) * g[at(i)] + b[at(i)];
-    }
-    expectNear(ln.apply(p, x).toDoubles(), want, 1e-12, "layernorm");
-  }
-
-  void dropoutIsIdentityWhenOffAndAScaledMaskWhenOn() {
-    Array x = randomF64(10, {100, 100}) + 5.0;  // no zeros in x
-    Vec xv = x.toDoubles();
-    Dropout d{0.25};
-    Context eval(false, random::key(11));
-    QCOMPARE(d.apply(x, eval).toDoubles(), xv);
-    Context noKey;
-    QCOMPARE(d.apply(x, noKey).toDoubles(), xv);  // eval mode needs no key
-    Context zeroRate(true, random::key(11));
-    QCOMPARE(Dropout{0.0}.apply(x, zeroRate).toDoubles(), xv);
-
-    Context train(true, random::key(11));
-    Vec y = d.apply(x, train).toDoubles();
-    int64_t kept = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-      if (y[i] == 0.0) continue;
-      ++kept;
-      QVERIFY2(std::fabs(y[i] - xv[i] / 0.75) < 1e-12, qPrintable(QString("element %1 not scaled by 1/keep").arg(i)));
-    }
-    double keepRate = static_cast<double>(kept) / static_cast<double>(y.size());
-    QVERIFY2(std::fabs(keepRate - 0.75) < 0.02, qPrintable(QString("keep rate %1").arg(keepRate)));
-
-    // The same key replays the same mask; the next call of one Context draws a new one.
-    Context again(true, random::key(11));
-    QCOMPARE(d.apply(x, again).toDoubles(), y);
-    QVERIFY(d.apply(x, again).toDoubles() != y);
-    Context other(true, random::key(12));
-    QVERIFY(d.apply(x, other).toDoubles() != y);
-    Context missing(true, Array());
-    QVERIFY(!capture([&] { return d.apply(x, missing); }).ok());
-  }
-
-  void attentionMatchesNaiveLoops() {
-    const int64_t b = 2, h = 2, t = 4, dd = 3;
-    Array q = randomF64(20, {b, h, t, dd}), k = randomF64(21, {b, h, t, dd}), v = randomF64(22, {b, h, t, dd});
-    Vec qv = q.toDoubles(), kv = k.toDoubles(), vv = v.toDoubles();
-    for (bool causal : {false, true}) {
-      Vec want(qv.size());
-      for (int64_t bh = 0; bh < b * h; ++bh)
-        for (int64_t i = 0; i < t; ++i) {
-          int64_t last = causal ? i : t - 1;
-          Vec s(at(last + 1));
-          double mx = -1e300, z = 0;
-          for (int64_t j = 0; j <= last; ++j) {
-            for (int64_t e = 0; e < dd; ++e) s[at(j)] += qv[at((bh * t + i) * dd + e)] * kv[at((bh * t + j) * dd + e)];
-            s[at(j)] /= std::sqrt(static_cast<double>(dd));
-            mx = std::max(mx, s[at(j)]);
-          }
-          for (auto& x : s) z += (x = std::exp(x - mx));
-          for (int64_t e = 0; e < dd; ++e)
-            for (int64_t j = 0; j <= last; ++j) want[at((bh * t + i) * dd + e)] += s[at(j)] / z * vv[at((bh * t + j) * dd + e)];
-        }
-      Context ctx;
-      Array y = dotProductAttention(q, k, v, causal, Dropout{0.1}, ctx);  // eval: no dropout
-      QCOMPARE(y.shape(), (Shape{b, h, t, dd}));
-      expectNear(y.toDoubles(), want, 1e-12, causal ? "causal attention" : "attention");
-    }
-    // splitHeads and mergeHeads are inverse: [B, T, H*D] -> [B, H, T, D] -> back.
-    Array x = randomF64(23, {b, t, h * dd});
-    Array heads = splitHeads(x, h);
-    QCOMPARE(heads.shape(), (Shape{b, h, t, dd}));
-    QCOMPARE(mergeHeads(heads).toDoubles(), x.toDoubles());
-    // Head hh of position tt holds columns hh*D .. hh*D+D-1.
-    Vec xv = x.toDoubles(), hv = heads.toDoubles();
-    QCOMPARE(hv[at(((1 * h + 1) * t + 2) * dd + 0)], xv[at((1 * t + 2) * h * dd + 1 * dd + 0)]);
-  }
-
-  void causalMaskIsLowerTriangular() {
-    Vec m = causalMask(3).toDoubles();
-    QCOMPARE(m, (Vec{1, 0, 0, 1, 1, 0, 1, 1, 1}));
-  }
-
-  void gpt2OverfitsOneBatch() {
-    Gpt2Config cfg{32, 8, 2, 2, 32};
-    Gpt2 model(cfg);
-    const int64_t b = 4, t = 8;
-    std::vector<int32_t> toks(at(b * (t + 1)));
-    uint32_t lcg = 12345;
-    for (auto& x : toks) x = static_cast<int32_t>(((lcg = lcg * 1664525u + 1013904223u) >> 16) % cfg.vocabSize);
-    Array data = Array::fromVector(toks, Shape{b, t + 1});
-    train::Batch batch{sliceAxis(data, 1, 0, t), sliceAxis(data, 1, 1, t + 1)};
-    train::TrainLossFn loss = [&](const Tree& p, const train::Batch& bt, Context& ctx) {
-      return optim::softmaxCrossEntropy(model.apply(p, bt.inputs, ctx), bt.targets);
-    };
-    optim::Schedule lr = optim::constantSchedule(3e-3);
-    train::Trainer trainer(loss, optim::adamw(lr, 0.9, 0.99, 1e-8, 0.0), lr, 0);
-    train::TrainState state = trainer.init(model.init(random::key(31)));
-    double first = 0, last = 0;
-    for (int i = 0; i < 150; ++i) {
-      auto m = trainer.step(state, batch);
-      QVERIFY2(m.ok(), m.ok() ? "" : m.error().message.c_str());
-      if (i == 0) first = m->loss;
-      last = m->loss;
-    }
-    QVERIFY2(std::fabs(first - std::log(32.0)) < 0.3, qPrintable(QString("first loss %1").arg(first)));
-    auto eval = trainer.evalLoss(state, batch);
-    QVERIFY(eval.ok());
-    QVERIFY2(*eval < 0.1, qPrintable(QString("loss %1 -> %2 (eval %3)").arg(first).arg(last).arg(*eval)));
-    QCOMPARE(trainer.stepFunction().stats().misses, 1);
-  }
-
-  void vitForwardMatchesNaiveLoops() {
-    VitConfig cfg{8, 4, 2, 8, 2, 2, 16, 3};
-    cfg.dtype = DType::F64;
-    Vit model(cfg);
-    // Perturb every leaf so zero biases and unit LayerNorm scales do not hide a wrong read.
-    uint64_t seed = 100;
-    Tree p = model.init(random::key(40)).map([&](const Array& a) { return a + randomF64(seed++, a.shape()) * 0.3; });
-    Array px = randomF64(41, {2, 2, 8, 8});
+        for (auto& x : s) z += (x = std::exp(x - mx));
+        for (int64_t e = 0; e < dd; ++e)
+          for (int64_t j = 0; j <= last; ++j) want[at((bh * t + i) * dd + e)] += s[at(j)] / z * vv[at((bh * t + j) * dd + e)];
+      }
     Context ctx;
-    Array y = model.apply(p, px, ctx);
-    QCOMPARE(y.shape(), (Shape{2, 3}));
-    expectNear(y.toDoubles(), refVit(cfg, p, px.toDoubles(), 2), 1e-10, "vit logits");
+    Array y = dotProductAttention(q, k, v, causal, Dropout{0.1}, ctx);  // eval: no dropout
+    TSR_COMPARE(y.shape(), (Shape{b, h, t, dd}));
+    expectNear(y.toDoubles(), want, 1e-12, causal ? "causal attention" : "attention");
   }
-};
+  // splitHeads and mergeHeads are inverse: [B, T, H*D] -> [B, H, T, D] -> back.
+  Array x = randomF64(23, {b, t, h * dd});
+  Array heads = splitHeads(x, h);
+  TSR_COMPARE(heads.shape(), (Shape{b, h, t, dd}));
+  TSR_COMPARE(mergeHeads(heads).toDoubles(), x.toDoubles());
+  // Head hh of position tt holds columns hh*D .. hh*D+D-1.
+  Vec xv = x.toDoubles(), hv = heads.toDoubles();
+  TSR_COMPARE(hv[at(((1 * h + 1) * t + 2) * dd + 0)], xv[at((1 * t + 2) * h * dd + 1 * dd + 0)]);
+}
 
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestLayers)
-#include "test_layers.moc"
+TEST_CASE("causalMaskIsLowerTriangular") {
+  Vec m = causalMask(3).toDoubles();
+  TSR_COMPARE(m, (Vec{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+}
+
+TEST_CASE("gpt2OverfitsOneBatch") {
+  Gpt2Config cfg{32, 8, 2, 2, 32};
+  Gpt2 model(cfg);
+  const int64_t b = 4, t = 8;
+  std::vector<int32_t> toks(at(b * (t + 1)));
+  uint32_t lcg = 12345;
+  for (auto& x : toks) x = static_cast<int32_t>(((lcg = lcg * 1664525u + 1013904223u) >> 16) % cfg.vocabSize);
+  Array data = Array::fromVector(toks, Shape{b, t + 1});
+  train::Batch batch{sliceAxis(data, 1, 0, t), sliceAxis(data, 1, 1, t + 1)};
+  train::TrainLossFn loss = [&](const Tree& p, const train::Batch& bt, Context& ctx) {
+    return optim::softmaxCrossEntropy(model.apply(p, bt.inputs, ctx), bt.targets);
+  };
+  optim::Schedule lr = optim::constantSchedule(3e-3);
+  train::Trainer trainer(loss, optim::adamw(lr, 0.9, 0.99, 1e-8, 0.0), lr, 0);
+  train::TrainState state = trainer.init(model.init(random::key(31)));
+  double first = 0, last = 0;
+  for (int i = 0; i < 150; ++i) {
+    auto m = trainer.step(state, batch);
+    REQUIRE_MESSAGE(m.ok(), m.error().message);
+    if (i == 0) first = m->loss;
+    last = m->loss;
+  }
+  REQUIRE_MESSAGE(std::fabs(first - std::log(32.0)) < 0.3, "first loss " << first);
+  auto eval = trainer.evalLoss(state, batch);
+  REQUIRE(eval.ok());
+  REQUIRE_MESSAGE(*eval < 0.1, "loss " << first << " -> " << last << " (eval " << *eval << ")");
+  TSR_COMPARE(trainer.stepFunction().stats().misses, 1);
+}
+
+TEST_CASE("vitForwardMatchesNaiveLoops") {
+  VitConfig cfg{8, 4, 2, 8, 2, 2, 16, 3};
+  cfg.dtype = DType::F64;
+  Vit model(cfg);
+  // Perturb every leaf so zero biases and unit LayerNorm scales do not hide a wrong read.
+  uint64_t seed = 100;
+  Tree p = model.init(random::key(40)).map([&](const Array& a) { return a + randomF64(seed++, a.shape()) * 0.3; });
+  Array px = randomF64(41, {2, 2, 8, 8});
+  Context ctx;
+  Array y = model.apply(p, px, ctx);
+  TSR_COMPARE(y.shape(), (Shape{2, 3}));
+  expectNear(y.toDoubles(), refVit(cfg, p, px.toDoubles(), 2), 1e-10, "vit logits");
+}

@@ -1,6 +1,6 @@
 // Models: parameter counts and names of the published configs, and the GPT-2 forward pass against a naive
 // loop implementation written here (llm.c style, in double).
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
 
@@ -22,7 +22,7 @@ int64_t countParams(const Tree& t) {
 
 std::vector<double> leaf(const Tree& t, const std::string& path) {
   const Tree* n = t.findPath(path);
-  if (!n) qFatal("missing %s", path.c_str());
+  if (!n) TSR_FATAL("missing " << path);
   return n->leaf().toDoubles();
 }
 
@@ -111,87 +111,79 @@ std::vector<double> refGpt2(const Gpt2Config& cfg, const Tree& p, const std::vec
 
 }  // namespace
 
-class TestModels : public QObject {
-  Q_OBJECT
- private slots:
-  void gpt2SmallHasThePublishedParameterCountAndNames() {
-    Gpt2 model(Gpt2Config::small());
-    QCOMPARE(model.numParams(), int64_t(124439808));
-    // The names and shapes without materialising 124M parameters: trace init abstractly.
-    auto g = makeGraph([&](const std::vector<Array>& k) { return model.init(k[0]).leaves(); },
-                       {Aval{Shape{2}, DType::U32}});
-    QVERIFY(g.ok());
-    int64_t n = 0;
-    for (ir::ValueId v : g->graph.outputs()) n += g->graph.aval(v).numel();
-    QCOMPARE(n, int64_t(124439808));
-  }
+TEST_CASE("gpt2SmallHasThePublishedParameterCountAndNames") {
+  Gpt2 model(Gpt2Config::small());
+  TSR_COMPARE(model.numParams(), int64_t(124439808));
+  // The names and shapes without materialising 124M parameters: trace init abstractly.
+  auto g = makeGraph([&](const std::vector<Array>& k) { return model.init(k[0]).leaves(); },
+                     {Aval{Shape{2}, DType::U32}});
+  REQUIRE(g.ok());
+  int64_t n = 0;
+  for (ir::ValueId v : g->graph.outputs()) n += g->graph.aval(v).numel();
+  TSR_COMPARE(n, int64_t(124439808));
+}
 
-  void gpt2TreePaths() {
-    Gpt2Config cfg{11, 8, 2, 2, 8};
-    Tree p = Gpt2(cfg).init(random::key(0));
-    auto paths = p.paths();
-    QCOMPARE(paths.front(), std::string("wte.weight"));
-    QVERIFY(p.findPath("h.1.attn.c_attn.weight"));
-    QCOMPARE(p.findPath("h.1.attn.c_attn.weight")->leaf().shape(), (Shape{8, 24}));  // [in, out] as in HF
-    QCOMPARE(p.findPath("h.0.mlp.c_fc.weight")->leaf().shape(), (Shape{8, 32}));
-    QVERIFY(p.findPath("ln_f.bias"));
-    QCOMPARE(countParams(p), Gpt2(cfg).numParams());
-  }
+TEST_CASE("gpt2TreePaths") {
+  Gpt2Config cfg{11, 8, 2, 2, 8};
+  Tree p = Gpt2(cfg).init(random::key(0));
+  auto paths = p.paths();
+  TSR_COMPARE(paths.front(), std::string("wte.weight"));
+  REQUIRE(p.findPath("h.1.attn.c_attn.weight"));
+  TSR_COMPARE(p.findPath("h.1.attn.c_attn.weight")->leaf().shape(), (Shape{8, 24}));  // [in, out] as in HF
+  TSR_COMPARE(p.findPath("h.0.mlp.c_fc.weight")->leaf().shape(), (Shape{8, 32}));
+  REQUIRE(p.findPath("ln_f.bias"));
+  TSR_COMPARE(countParams(p), Gpt2(cfg).numParams());
+}
 
-  void vitBase16HasThePublishedParameterCount() {
-    Vit model(VitConfig::base16());
-    QCOMPARE(model.numParams(), int64_t(86567656));
-    auto g = makeGraph([&](const std::vector<Array>& k) { return model.init(k[0]).leaves(); },
-                       {Aval{Shape{2}, DType::U32}});
-    QVERIFY(g.ok());
-    int64_t n = 0;
-    for (ir::ValueId v : g->graph.outputs()) n += g->graph.aval(v).numel();
-    QCOMPARE(n, int64_t(86567656));
-  }
+TEST_CASE("vitBase16HasThePublishedParameterCount") {
+  Vit model(VitConfig::base16());
+  TSR_COMPARE(model.numParams(), int64_t(86567656));
+  auto g = makeGraph([&](const std::vector<Array>& k) { return model.init(k[0]).leaves(); },
+                     {Aval{Shape{2}, DType::U32}});
+  REQUIRE(g.ok());
+  int64_t n = 0;
+  for (ir::ValueId v : g->graph.outputs()) n += g->graph.aval(v).numel();
+  TSR_COMPARE(n, int64_t(86567656));
+}
 
-  void mlpOfTheTutorial() {
-    Mlp mlp(MlpConfig{});
-    QCOMPARE(mlp.numParams(), int64_t(784 * 1024 + 1024 + 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
-    Tree p = mlp.init(random::key(1));
-    Context ctx;
-    Array y = mlp.apply(p, Array::ones({8, 784}), ctx);
-    QCOMPARE(y.shape(), (Shape{8, 10}));
-  }
+TEST_CASE("mlpOfTheTutorial") {
+  Mlp mlp(MlpConfig{});
+  TSR_COMPARE(mlp.numParams(), int64_t(784 * 1024 + 1024 + 2 * (1024 * 1024 + 1024) + 1024 * 10 + 10));
+  Tree p = mlp.init(random::key(1));
+  Context ctx;
+  Array y = mlp.apply(p, Array::ones({8, 784}), ctx);
+  TSR_COMPARE(y.shape(), (Shape{8, 10}));
+}
 
-  void gpt2ForwardMatchesNaiveLoops() {
-    Gpt2Config cfg{13, 8, 2, 2, 8};
-    cfg.dtype = DType::F64;
-    Gpt2 model(cfg);
-    Tree p = model.init(random::key(42));
-    std::vector<int> toks = {1, 5, 12, 0, 3, 7, 7, 2, 9, 11};  // B=2, T=5
-    Context ctx;
-    Array logits = model.apply(p, Array::fromVector(std::vector<int32_t>(toks.begin(), toks.end()), Shape{2, 5}), ctx);
-    QCOMPARE(logits.shape(), (Shape{2, 5, 13}));
-    auto got = logits.toDoubles();
-    auto want = refGpt2(cfg, p, toks, 2);
-    for (size_t i = 0; i < want.size(); ++i)
-      QVERIFY2(std::fabs(got[i] - want[i]) < 1e-10 * (1 + std::fabs(want[i])),
-               qPrintable(QString("logit %1: %2 vs %3").arg(i).arg(got[i]).arg(want[i])));
-  }
+TEST_CASE("gpt2ForwardMatchesNaiveLoops") {
+  Gpt2Config cfg{13, 8, 2, 2, 8};
+  cfg.dtype = DType::F64;
+  Gpt2 model(cfg);
+  Tree p = model.init(random::key(42));
+  std::vector<int> toks = {1, 5, 12, 0, 3, 7, 7, 2, 9, 11};  // B=2, T=5
+  Context ctx;
+  Array logits = model.apply(p, Array::fromVector(std::vector<int32_t>(toks.begin(), toks.end()), Shape{2, 5}), ctx);
+  TSR_COMPARE(logits.shape(), (Shape{2, 5, 13}));
+  auto got = logits.toDoubles();
+  auto want = refGpt2(cfg, p, toks, 2);
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) < 1e-10 * (1 + std::fabs(want[i])),
+                    "logit " << i << ": " << got[i] << " vs " << want[i]);
+}
 
-  void vitForwardShapes() {
-    VitConfig cfg{32, 8, 3, 16, 2, 2, 32, 5};
-    Vit model(cfg);
-    QCOMPARE(model.numParams(), [&] {
-      Tree p = model.init(random::key(0));
-      return countParams(p);
-    }());
+TEST_CASE("vitForwardShapes") {
+  VitConfig cfg{32, 8, 3, 16, 2, 2, 32, 5};
+  Vit model(cfg);
+  TSR_COMPARE(model.numParams(), [&] {
     Tree p = model.init(random::key(0));
-    Context ctx;
-    Array y = model.apply(p, Array::ones({2, 3, 32, 32}), ctx);
-    QCOMPARE(y.shape(), (Shape{2, 5}));
-    QVERIFY(p.findPath("vit.encoder.layer.1.attention.attention.query.weight"));
-    QVERIFY(p.findPath("classifier.weight"));
-    auto bad = capture([&] { return model.apply(p, Array::ones({2, 3, 16, 16}), ctx); });
-    QVERIFY(!bad.ok());
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestModels)
-#include "test_models.moc"
+    return countParams(p);
+  }());
+  Tree p = model.init(random::key(0));
+  Context ctx;
+  Array y = model.apply(p, Array::ones({2, 3, 32, 32}), ctx);
+  TSR_COMPARE(y.shape(), (Shape{2, 5}));
+  REQUIRE(p.findPath("vit.encoder.layer.1.attention.attention.query.weight"));
+  REQUIRE(p.findPath("classifier.weight"));
+  auto bad = capture([&] { return model.apply(p, Array::ones({2, 3, 16, 16}), ctx); });
+  REQUIRE(!bad.ok());
+}

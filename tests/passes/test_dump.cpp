@@ -1,8 +1,8 @@
 // The DOT emitter (labels with op and aval, clusters by module path, edges incl. multi-result indices) and
 // dumpPipeline (a .tir and a .dot per step, timings.json, decisions.txt) on a traced two-layer MLP.
-#include <QtTest>
+#include "tests/check.h"
 
-#include <QTemporaryDir>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +14,7 @@
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
 #include "tests/passes/pass_test_util.h"
+#include "tests/temp_dir.h"
 
 using namespace tsr;
 using namespace tsr::test;
@@ -47,103 +48,96 @@ ir::Graph tracedMlp() {
         return std::vector<Array>{h};
       },
       {f32({2, 8}), f32({8, 16}), f32({16}), f32({16, 4}), f32({4})}, "mlp");
-  if (!cg.ok()) qFatal("%s", cg.error().message.c_str());
+  if (!cg.ok()) TSR_FATAL(cg.error().message);
   return cg->graph;
 }
 
 }  // namespace
 
-class TestDump : public QObject {
-  Q_OBJECT
- private slots:
-  void dotHasLabelsClustersAndEdges() {
-    Builder b("g");
-    auto x = b.input(f32({2, 3}));
-    Aval u = Aval{Shape{4}, DType::U32};
-    auto k = b.input(u);
-    auto e = b.add(OpCode::Exp, {x}, ir::NoAttrs{}, ir::Provenance{"blocks.0.attn", "m.cpp", 1});
-    auto r = b.add(OpCode::Relu, {e}, ir::NoAttrs{}, ir::Provenance{"blocks.0.mlp", "m.cpp", 2});
-    auto half = b.scalar(0.5);
-    auto bits = b.addMulti(OpCode::Threefry2x32, {k, k, k, k});
-    ir::Graph g = b.done({r, bits[1], half});
-    std::string dot = passes::toDot(g, reg());
-    QVERIFY(dot.starts_with("digraph \"g\" {"));
-    QVERIFY(dot.find("label=\"exp\\n%2: f32[2,3]\"") != std::string::npos);
-    QVERIFY(dot.find("label=\"constant 0.5\\n%4: f32[]\"") != std::string::npos);
-    QVERIFY(dot.find("label=\"%0: f32[2,3]\"") != std::string::npos);
-    // blocks > blocks.0 > {blocks.0.attn, blocks.0.mlp}
-    QCOMPARE(countOf(dot, "subgraph cluster_"), 4);
-    QVERIFY(dot.find("label=\"blocks.0.attn\"") != std::string::npos);
-    QVERIFY(dot.find("label=\"blocks.0\"") != std::string::npos);
-    QVERIFY(dot.find("in0 -> n0;") != std::string::npos);
-    QVERIFY(dot.find("n0 -> n1;") != std::string::npos);
-    QVERIFY(dot.find("n3 -> out1 [label=\"#1\"];") != std::string::npos);
-    QCOMPARE(countOf(dot, " -> "), 1 + 1 + 4 + 3);
-    QCOMPARE(countOf(dot, "{"), countOf(dot, "}"));
+TEST_CASE("dotHasLabelsClustersAndEdges") {
+  Builder b("g");
+  auto x = b.input(f32({2, 3}));
+  Aval u = Aval{Shape{4}, DType::U32};
+  auto k = b.input(u);
+  auto e = b.add(OpCode::Exp, {x}, ir::NoAttrs{}, ir::Provenance{"blocks.0.attn", "m.cpp", 1});
+  auto r = b.add(OpCode::Relu, {e}, ir::NoAttrs{}, ir::Provenance{"blocks.0.mlp", "m.cpp", 2});
+  auto half = b.scalar(0.5);
+  auto bits = b.addMulti(OpCode::Threefry2x32, {k, k, k, k});
+  ir::Graph g = b.done({r, bits[1], half});
+  std::string dot = passes::toDot(g, reg());
+  REQUIRE(dot.starts_with("digraph \"g\" {"));
+  REQUIRE(dot.find("label=\"exp\\n%2: f32[2,3]\"") != std::string::npos);
+  REQUIRE(dot.find("label=\"constant 0.5\\n%4: f32[]\"") != std::string::npos);
+  REQUIRE(dot.find("label=\"%0: f32[2,3]\"") != std::string::npos);
+  // blocks > blocks.0 > {blocks.0.attn, blocks.0.mlp}
+  TSR_COMPARE(countOf(dot, "subgraph cluster_"), 4);
+  REQUIRE(dot.find("label=\"blocks.0.attn\"") != std::string::npos);
+  REQUIRE(dot.find("label=\"blocks.0\"") != std::string::npos);
+  REQUIRE(dot.find("in0 -> n0;") != std::string::npos);
+  REQUIRE(dot.find("n0 -> n1;") != std::string::npos);
+  REQUIRE(dot.find("n3 -> out1 [label=\"#1\"];") != std::string::npos);
+  TSR_COMPARE(countOf(dot, " -> "), 1 + 1 + 4 + 3);
+  TSR_COMPARE(countOf(dot, "{"), countOf(dot, "}"));
 
-    passes::DotOptions flat;
-    flat.clusters = false;
-    QCOMPARE(countOf(passes::toDot(g, reg(), flat), "subgraph"), 0);
+  passes::DotOptions flat;
+  flat.clusters = false;
+  TSR_COMPARE(countOf(passes::toDot(g, reg(), flat), "subgraph"), 0);
+}
+
+TEST_CASE("dumpWritesEveryStep") {
+  TempDir tmp;
+  REQUIRE(tmp.isValid());
+  std::string dir = tmp.path() + "/dump";
+  ir::Graph g = tracedMlp();
+  auto r = passes::dumpPipeline(g, dir, reg());
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  const auto& steps = r->report.steps;
+  REQUIRE(steps.size() >= 4);
+
+  TSR_COMPARE(readFile(dir + "/00_input.tir"), printGraph(g));
+  REQUIRE(readFile(dir + "/00_input.dot").starts_with("digraph \"mlp\""));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::string stem = dir + "/" + fmt::format("{:02}_{}", i + 1, steps[i].pass);
+    REQUIRE_MESSAGE(std::filesystem::exists(stem + ".tir"), stem.c_str());
+    REQUIRE_MESSAGE(std::filesystem::exists(stem + ".dot"), stem.c_str());
   }
+  std::string last = dir + "/" + fmt::format("{:02}_{}.tir", steps.size(), steps.back().pass);
+  TSR_COMPARE(readFile(last), printGraph(r->graph));
+  REQUIRE(readFile(dir + "/01_simplify.dot").find("cluster_") != std::string::npos);
 
-  void dumpWritesEveryStep() {
-    QTemporaryDir tmp;
-    QVERIFY(tmp.isValid());
-    std::string dir = tmp.path().toStdString() + "/dump";
-    ir::Graph g = tracedMlp();
-    auto r = passes::dumpPipeline(g, dir, reg());
-    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
-    const auto& steps = r->report.steps;
-    QVERIFY(steps.size() >= 4);
+  auto j = nlohmann::json::parse(readFile(dir + "/timings.json"));
+  TSR_COMPARE(j["steps"].size(), steps.size());
+  TSR_COMPARE(j["steps"][0]["pass"].get<std::string>(), std::string("simplify"));
+  std::string decisions = readFile(dir + "/decisions.txt");
+  REQUIRE_MESSAGE(decisions.find("mul(x, 1) -> x") != std::string::npos, decisions.c_str());
+  REQUIRE(decisions.find("layers.0") != std::string::npos);
+  REQUIRE(std::filesystem::exists(dir + "/pipeline.txt"));
+  TSR_COMPARE(compareResults(g, r->graph), std::string());
 
-    QCOMPARE(readFile(dir + "/00_input.tir"), printGraph(g));
-    QVERIFY(readFile(dir + "/00_input.dot").starts_with("digraph \"mlp\""));
-    for (size_t i = 0; i < steps.size(); ++i) {
-      std::string stem = dir + "/" + fmt::format("{:02}_{}", i + 1, steps[i].pass);
-      QVERIFY2(QFile::exists(QString::fromStdString(stem + ".tir")), stem.c_str());
-      QVERIFY2(QFile::exists(QString::fromStdString(stem + ".dot")), stem.c_str());
-    }
-    std::string last = dir + "/" + fmt::format("{:02}_{}.tir", steps.size(), steps.back().pass);
-    QCOMPARE(readFile(last), printGraph(r->graph));
-    QVERIFY(readFile(dir + "/01_simplify.dot").find("cluster_") != std::string::npos);
+  // The last step is fusion: its kernels (one line each, as many as an independent plan has groups), its
+  // .dot with one cluster per fused kernel, and its reasons in the decision log.
+  TSR_COMPARE(steps.back().pass, std::string("fusion"));
+  std::string stem = dir + "/" + fmt::format("{:02}_fusion", steps.size());
+  auto plan = passes::planFusion(r->graph, reg());
+  REQUIRE(plan.ok());
+  std::string kernels = readFile(stem + ".kernels.txt");
+  TSR_COMPARE(countOf(kernels, "\n"), static_cast<int>(plan->groups.size()));
+  int fused = 0;
+  for (const auto& gr : plan->groups) fused += gr.nodes.size() > 1;
+  REQUIRE(fused > 0);
+  TSR_COMPARE(countOf(readFile(stem + ".dot"), "(gemm)") + countOf(readFile(stem + ".dot"), "(loop)") +
+                  countOf(readFile(stem + ".dot"), "(reduction)"),
+              fused);
+  REQUIRE_MESSAGE(decisions.find("[" + std::to_string(steps.size() - 1) + " fusion]") != std::string::npos,
+                  decisions.c_str());
+  REQUIRE(decisions.find("fused into fusion.") != std::string::npos);
+}
 
-    auto j = nlohmann::json::parse(readFile(dir + "/timings.json"));
-    QCOMPARE(j["steps"].size(), steps.size());
-    QCOMPARE(j["steps"][0]["pass"].get<std::string>(), std::string("simplify"));
-    std::string decisions = readFile(dir + "/decisions.txt");
-    QVERIFY2(decisions.find("mul(x, 1) -> x") != std::string::npos, decisions.c_str());
-    QVERIFY(decisions.find("layers.0") != std::string::npos);
-    QVERIFY(QFile::exists(QString::fromStdString(dir + "/pipeline.txt")));
-    QCOMPARE(compareResults(g, r->graph), std::string());
-
-    // The last step is fusion: its kernels (one line each, as many as an independent plan has groups), its
-    // .dot with one cluster per fused kernel, and its reasons in the decision log.
-    QCOMPARE(steps.back().pass, std::string("fusion"));
-    std::string stem = dir + "/" + fmt::format("{:02}_fusion", steps.size());
-    auto plan = passes::planFusion(r->graph, reg());
-    QVERIFY(plan.ok());
-    std::string kernels = readFile(stem + ".kernels.txt");
-    QCOMPARE(countOf(kernels, "\n"), static_cast<int>(plan->groups.size()));
-    int fused = 0;
-    for (const auto& gr : plan->groups) fused += gr.nodes.size() > 1;
-    QVERIFY(fused > 0);
-    QCOMPARE(countOf(readFile(stem + ".dot"), "(gemm)") + countOf(readFile(stem + ".dot"), "(loop)") +
-                 countOf(readFile(stem + ".dot"), "(reduction)"),
-             fused);
-    QVERIFY2(decisions.find("[" + std::to_string(steps.size() - 1) + " fusion]") != std::string::npos, decisions.c_str());
-    QVERIFY(decisions.find("fused into fusion.") != std::string::npos);
-  }
-
-  void dumpIntoAFileFails() {
-    QTemporaryDir tmp;
-    std::string file = tmp.path().toStdString() + "/plain";
-    std::ofstream(file) << "x";
-    auto r = passes::dumpPipeline(tracedMlp(), file, reg());
-    QVERIFY(!r.ok());
-    QVERIFY(QString::fromStdString(r.error().message).contains("cannot create the dump folder"));
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestDump)
-#include "test_dump.moc"
+TEST_CASE("dumpIntoAFileFails") {
+  TempDir tmp;
+  std::string file = tmp.path() + "/plain";
+  std::ofstream(file) << "x";
+  auto r = passes::dumpPipeline(tracedMlp(), file, reg());
+  REQUIRE(!r.ok());
+  REQUIRE(r.error().message.find("cannot create the dump folder") != std::string::npos);
+}

@@ -1,8 +1,9 @@
 // Fusion and the CPU executable: each kind of group forms where it should and not where it should not (with
 // the reason recorded), and the compiled program gives the reference interpreter's results, with the memory
 // planner's freed bytes poisoned so that any overlap of live values shows up.
-#include <QtTest>
+#include "tests/check.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "engine/backends/cpu/executable.h"
@@ -27,7 +28,7 @@ struct Planned {
 Planned plan(const ir::Graph& g, const passes::FusionOptions& o = {}) {
   passes::PassContext ctx(reg());
   auto p = passes::planFusion(g, reg(), &ctx, o);
-  if (!p.ok()) qFatal("planFusion: %s", p.error().message.c_str());
+  if (!p.ok()) TSR_FATAL("planFusion: " << p.error().message);
   Planned out{std::move(*p), {}};
   for (const auto& d : ctx.log().all()) out.decisions.push_back(d.message);
   return out;
@@ -97,346 +98,338 @@ ir::ReduceAttrs axes(std::vector<int64_t> ax) {
 
 }  // namespace
 
-class TestFusion : public QObject {
-  Q_OBJECT
- private slots:
-  void elementwiseChainIsOneLoop() {
-    Builder b;
-    auto x = b.input(f32({64, 300}));
-    auto a = b.input(f32({300}));
-    auto ab = b.add(OpCode::BroadcastInDim, {a}, bcast({64, 300}, {1}));
-    auto y = b.add(OpCode::Mul, {x, ab});
-    auto z = b.add(OpCode::Add, {y, b.splat(1.5, f32({64, 300}))});
-    auto t = b.add(OpCode::Tanh, {z});
-    ir::Graph g = b.done({b.add(OpCode::Mul, {t, x})});
-    Planned p = plan(g);
-    QCOMPARE(countKind(p.plan, GroupKind::Loop), 1);
-    // The broadcasts are read through, not materialised.
-    for (const auto& gr : p.plan.groups)
-      if (gr.kind == GroupKind::Loop) {
-        QCOMPARE(int(gr.nodes.size()), 4);
-        QCOMPARE(int(gr.outputs.size()), 1);
-      }
-    QVERIFY(anyDecision(p, "fused into fusion."));
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
-  }
-
-  void differentShapesAndIntegersStayApart() {
-    Builder b;
-    auto x = b.input(f32({8, 16}));
-    auto s = b.add(OpCode::ReduceSum, {x}, axes({1}));
-    auto e = b.add(OpCode::Exp, {s});  // [8]: another space
-    auto i = b.input(i32({8}));
-    auto j = b.add(OpCode::Add, {i, i});  // integers: own kernel
-    ir::Graph g = b.done({e, j});
-    Planned p = plan(g);
-    QVERIFY(anyDecision(p, "not fused with reduce_sum: a reduction's result is complete only after its kernel"));
-    QVERIFY(anyDecision(p, "not fused: add works on i32"));
-    QCOMPARE(countKind(p.plan, GroupKind::Opaque), 1);
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
-  }
-
-  // Every fusion decision is a value: a reason code and the nodes it concerns (the consumer, then the producers);
-  // whyNotFused answers for any two nodes from those values and the plan.
-  void decisionsCarryReasonsAndWhyNotFusedReadsThem() {
-    Builder b;
-    auto x = b.input(f32({8, 16}));
-    auto e = b.add(OpCode::Exp, {x});
-    auto n = b.add(OpCode::Neg, {e});                    // fuses with exp
-    auto s = b.add(OpCode::ReduceSum, {n}, axes({1}));   // takes exp and neg as its prologue
-    auto l = b.add(OpCode::Log, {s});                    // [8]: after the reduction
-    auto lb = b.add(OpCode::BroadcastInDim, {l}, bcast({8, 16}, {0}));
-    auto m = b.add(OpCode::Mul, {lb, x});                // [8, 16]: another space than log's
-    auto v = b.add(OpCode::ErfInv, {l});                 // no loop lowering
-    auto i = b.input(i32({8}));
-    auto j = b.add(OpCode::Add, {i, i});                 // integers
-    ir::Graph g = b.done({m, v, j});
-    auto node = [&](ir::ValueId val) { return g.value(val).producer; };
-    passes::PassContext ctx(reg());
-    auto p = passes::planFusion(g, reg(), &ctx);
-    QVERIFY(p.ok());
-    const auto& ds = ctx.log().all();
-    using R = passes::FusionReason;
-    auto verdict = [&](ir::ValueId a, ir::ValueId c) { return passes::whyNotFused(g, *p, ds, node(a), node(c)); };
-
-    auto fused = verdict(e, n);
-    QVERIFY(fused.fused);
-    QCOMPARE(fused.reason, R::Fused);
-    QVERIFY(verdict(n, s).fused);  // the prologue
-
-    auto afterSum = verdict(l, s);
-    QVERIFY(!afterSum.fused);
-    QCOMPARE(afterSum.reason, R::AfterReduction);
-    QVERIFY(afterSum.detail.find("reduce_sum") != std::string::npos);
-    QVERIFY(!afterSum.hint.empty());
-
-    auto spaces = verdict(m, l);
-    QCOMPARE(spaces.reason, R::DifferentSpaces);
-    QVERIFY2(spaces.detail.find("f32[8]") != std::string::npos, spaces.detail.c_str());
-
-    auto noLowering = verdict(v, l);
-    QCOMPARE(noLowering.reason, R::NoLoopLowering);
-    QVERIFY(noLowering.hint.find("TSR_LOOP_LOWERING") != std::string::npos);
-
-    QCOMPARE(verdict(j, e).reason, R::Unrelated);
-
-    // The integer add's own decision, and the text form of a decision carries its code.
-    bool sawDType = false, sawCode = false;
-    for (const auto& d : ds) {
-      sawDType |= d.reason == R::UnsupportedDType && d.nodes == std::vector<ir::NodeId>{node(j)};
-      sawCode |= d.toString().find("[after_reduction]") != std::string::npos;
-      if (d.reason == R::Fused || d.reason == R::DifferentSpaces || d.reason == R::AfterReduction)
-        QVERIFY2(d.nodes.size() >= 2, d.toString().c_str());  // a pair decision names both sides
+TEST_CASE("elementwiseChainIsOneLoop") {
+  Builder b;
+  auto x = b.input(f32({64, 300}));
+  auto a = b.input(f32({300}));
+  auto ab = b.add(OpCode::BroadcastInDim, {a}, bcast({64, 300}, {1}));
+  auto y = b.add(OpCode::Mul, {x, ab});
+  auto z = b.add(OpCode::Add, {y, b.splat(1.5, f32({64, 300}))});
+  auto t = b.add(OpCode::Tanh, {z});
+  ir::Graph g = b.done({b.add(OpCode::Mul, {t, x})});
+  Planned p = plan(g);
+  TSR_COMPARE(countKind(p.plan, GroupKind::Loop), 1);
+  // The broadcasts are read through, not materialised.
+  for (const auto& gr : p.plan.groups)
+    if (gr.kind == GroupKind::Loop) {
+      TSR_COMPARE(int(gr.nodes.size()), 4);
+      TSR_COMPARE(int(gr.outputs.size()), 1);
     }
-    QVERIFY(sawDType);
-    QVERIFY(sawCode);
-  }
+  REQUIRE(anyDecision(p, "fused into fusion."));
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
 
-  void softmaxIsThreeKernels() {
-    // softmax over the last axis: max, then exp(x - max) with its sum in one pass, then the division.
+TEST_CASE("differentShapesAndIntegersStayApart") {
+  Builder b;
+  auto x = b.input(f32({8, 16}));
+  auto s = b.add(OpCode::ReduceSum, {x}, axes({1}));
+  auto e = b.add(OpCode::Exp, {s});  // [8]: another space
+  auto i = b.input(i32({8}));
+  auto j = b.add(OpCode::Add, {i, i});  // integers: own kernel
+  ir::Graph g = b.done({e, j});
+  Planned p = plan(g);
+  REQUIRE(anyDecision(p, "not fused with reduce_sum: a reduction's result is complete only after its kernel"));
+  REQUIRE(anyDecision(p, "not fused: add works on i32"));
+  TSR_COMPARE(countKind(p.plan, GroupKind::Opaque), 1);
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
+// Every fusion decision is a value: a reason code and the nodes it concerns (the consumer, then the producers);
+// whyNotFused answers for any two nodes from those values and the plan.
+TEST_CASE("decisionsCarryReasonsAndWhyNotFusedReadsThem") {
+  Builder b;
+  auto x = b.input(f32({8, 16}));
+  auto e = b.add(OpCode::Exp, {x});
+  auto n = b.add(OpCode::Neg, {e});                    // fuses with exp
+  auto s = b.add(OpCode::ReduceSum, {n}, axes({1}));   // takes exp and neg as its prologue
+  auto l = b.add(OpCode::Log, {s});                    // [8]: after the reduction
+  auto lb = b.add(OpCode::BroadcastInDim, {l}, bcast({8, 16}, {0}));
+  auto m = b.add(OpCode::Mul, {lb, x});                // [8, 16]: another space than log's
+  auto v = b.add(OpCode::ErfInv, {l});                 // no loop lowering
+  auto i = b.input(i32({8}));
+  auto j = b.add(OpCode::Add, {i, i});                 // integers
+  ir::Graph g = b.done({m, v, j});
+  auto node = [&](ir::ValueId val) { return g.value(val).producer; };
+  passes::PassContext ctx(reg());
+  auto p = passes::planFusion(g, reg(), &ctx);
+  REQUIRE(p.ok());
+  const auto& ds = ctx.log().all();
+  using R = passes::FusionReason;
+  auto verdict = [&](ir::ValueId a, ir::ValueId c) { return passes::whyNotFused(g, *p, ds, node(a), node(c)); };
+
+  auto fused = verdict(e, n);
+  REQUIRE(fused.fused);
+  TSR_COMPARE(fused.reason, R::Fused);
+  REQUIRE(verdict(n, s).fused);  // the prologue
+
+  auto afterSum = verdict(l, s);
+  REQUIRE(!afterSum.fused);
+  TSR_COMPARE(afterSum.reason, R::AfterReduction);
+  REQUIRE(afterSum.detail.find("reduce_sum") != std::string::npos);
+  REQUIRE(!afterSum.hint.empty());
+
+  auto spaces = verdict(m, l);
+  TSR_COMPARE(spaces.reason, R::DifferentSpaces);
+  REQUIRE_MESSAGE(spaces.detail.find("f32[8]") != std::string::npos, spaces.detail.c_str());
+
+  auto noLowering = verdict(v, l);
+  TSR_COMPARE(noLowering.reason, R::NoLoopLowering);
+  REQUIRE(noLowering.hint.find("TSR_LOOP_LOWERING") != std::string::npos);
+
+  TSR_COMPARE(verdict(j, e).reason, R::Unrelated);
+
+  // The integer add's own decision, and the text form of a decision carries its code.
+  bool sawDType = false, sawCode = false;
+  for (const auto& d : ds) {
+    sawDType |= d.reason == R::UnsupportedDType && d.nodes == std::vector<ir::NodeId>{node(j)};
+    sawCode |= d.toString().find("[after_reduction]") != std::string::npos;
+    if (d.reason == R::Fused || d.reason == R::DifferentSpaces || d.reason == R::AfterReduction)
+      REQUIRE_MESSAGE(d.nodes.size() >= 2, d.toString().c_str());  // a pair decision names both sides
+  }
+  REQUIRE(sawDType);
+  REQUIRE(sawCode);
+}
+
+TEST_CASE("softmaxIsThreeKernels") {
+  // softmax over the last axis: max, then exp(x - max) with its sum in one pass, then the division.
+  Builder b;
+  auto x = b.input(f32({32, 100}));
+  auto m = b.add(OpCode::ReduceMax, {x}, axes({1}));
+  auto mb = b.add(OpCode::BroadcastInDim, {m}, bcast({32, 100}, {0}));
+  auto e = b.add(OpCode::Exp, {b.add(OpCode::Sub, {x, mb})});
+  auto s = b.add(OpCode::ReduceSum, {e}, axes({1}));
+  auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({32, 100}, {0}));
+  ir::Graph g = b.done({b.add(OpCode::Div, {e, sb})});
+  Planned p = plan(g);
+  TSR_COMPARE(p.plan.numKernels(), 3);
+  TSR_COMPARE(countKind(p.plan, GroupKind::Reduction), 2);
+  REQUIRE(anyDecision(p, "fused with its prologue"));
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
+TEST_CASE("layerNormSiblingReductionsShareAPass") {
+  // mean and mean of squares of the same input: one kernel reads x once for both sums.
+  Builder b;
+  auto x = b.input(f32({16, 64}));
+  auto s1 = b.add(OpCode::ReduceSum, {x}, axes({1}));
+  auto sq = b.add(OpCode::Mul, {x, x});
+  auto s2 = b.add(OpCode::ReduceSum, {sq}, axes({1}));
+  ir::Graph g = b.done({s1, s2});
+  Planned p = plan(g);
+  TSR_COMPARE(p.plan.numKernels(), 1);
+  TSR_COMPARE(int(p.plan.groups[0].outputs.size()), 2);
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
+TEST_CASE("siblingReductionsThroughATransposeStayApart") {
+  // sum(t, 1) and sum(transpose(t), 1) of a square t: the same shapes and axes, but different dims of t.
+  // (Regression: they were merged into one kernel that computed the first sum twice.)
+  Builder b;
+  auto x = b.input(f32({8, 8}));
+  auto t = b.add(OpCode::Tanh, {x});
+  auto s1 = b.add(OpCode::ReduceSum, {t}, axes({1}));
+  ir::TransposeAttrs perm;
+  perm.perm = {1, 0};
+  auto tt = b.add(OpCode::Transpose, {t}, perm);
+  auto s2 = b.add(OpCode::ReduceSum, {tt}, axes({1}));
+  ir::Graph g = b.done({s1, s2});
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
+TEST_CASE("reductionLayouts") {
+  // Rows, columns, the middle axis, everything, and two non-adjacent axes (the generic path), each with a
+  // prologue.
+  for (auto ax : std::vector<std::vector<int64_t>>{{2}, {0}, {1}, {0, 1}, {1, 2}, {0, 1, 2}}) {
     Builder b;
-    auto x = b.input(f32({32, 100}));
-    auto m = b.add(OpCode::ReduceMax, {x}, axes({1}));
-    auto mb = b.add(OpCode::BroadcastInDim, {m}, bcast({32, 100}, {0}));
-    auto e = b.add(OpCode::Exp, {b.add(OpCode::Sub, {x, mb})});
-    auto s = b.add(OpCode::ReduceSum, {e}, axes({1}));
-    auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({32, 100}, {0}));
-    ir::Graph g = b.done({b.add(OpCode::Div, {e, sb})});
-    Planned p = plan(g);
-    QCOMPARE(p.plan.numKernels(), 3);
-    QCOMPARE(countKind(p.plan, GroupKind::Reduction), 2);
-    QVERIFY(anyDecision(p, "fused with its prologue"));
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
+    auto x = b.input(f32({6, 70, 530}));
+    auto y = b.add(OpCode::Mul, {x, b.splat(0.5, f32({6, 70, 530}))});
+    ir::Graph g = b.done({b.add(OpCode::ReduceSum, {y}, axes(ax)), b.add(OpCode::ReduceMax, {x}, axes(ax))});
+    TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
   }
+  // A reduction through a transpose: the generic path.
+  Builder b;
+  auto x = b.input(f32({40, 30}));
+  ir::TransposeAttrs t;
+  t.perm = {1, 0};
+  auto xt = b.add(OpCode::Transpose, {x}, t);
+  auto e = b.add(OpCode::Exp, {xt});
+  ir::Graph g = b.done({b.add(OpCode::ReduceSum, {e}, axes({1}))});
+  TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
+}
 
-  void layerNormSiblingReductionsShareAPass() {
-    // mean and mean of squares of the same input: one kernel reads x once for both sums.
-    Builder b;
-    auto x = b.input(f32({16, 64}));
-    auto s1 = b.add(OpCode::ReduceSum, {x}, axes({1}));
-    auto sq = b.add(OpCode::Mul, {x, x});
-    auto s2 = b.add(OpCode::ReduceSum, {sq}, axes({1}));
-    ir::Graph g = b.done({s1, s2});
-    Planned p = plan(g);
-    QCOMPARE(p.plan.numKernels(), 1);
-    QCOMPARE(int(p.plan.groups[0].outputs.size()), 2);
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
+TEST_CASE("gemmTakesItsEpilogue") {
+  Builder b;
+  auto x = b.input(f32({32, 48}));
+  auto w = b.input(f32({48, 80}));
+  auto bias = b.input(f32({80}));
+  auto y = b.add(OpCode::DotGeneral, {x, w}, matmulAttrs());
+  auto yb = b.add(OpCode::Add, {y, b.add(OpCode::BroadcastInDim, {bias}, bcast({32, 80}, {1}))});
+  ir::Graph g = b.done({b.add(OpCode::Relu, {yb})});
+  Planned p = plan(g);
+  TSR_COMPARE(p.plan.numKernels(), 1);
+  TSR_COMPARE(countKind(p.plan, GroupKind::Gemm), 1);
+  TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
+}
+
+TEST_CASE("noFusionThatWouldCreateACycle") {
+  // a = exp(x); d = dot(a, w) (its own kernel, no epilogues here); c = a + d: fusing c into a's loop would
+  // make that loop wait for the dot, which waits for the loop.
+  Builder b;
+  auto x = b.input(f32({16, 16}));
+  auto w = b.input(f32({16, 16}));
+  auto a = b.add(OpCode::Exp, {x});
+  auto d = b.add(OpCode::DotGeneral, {a, w}, matmulAttrs());
+  auto c = b.add(OpCode::Add, {a, d});
+  ir::Graph g = b.done({c});
+  passes::FusionOptions noEpilogues;
+  noEpilogues.gemmEpilogues = false;
+  Planned p = plan(g, noEpilogues);
+  REQUIRE(anyDecision(p, "would depend on its output"));
+  TSR_COMPARE(p.plan.numKernels(), 3);
+  // With epilogues, c joins the gemm (after the product) and exp stays before it.
+  Planned q = plan(g);
+  TSR_COMPARE(q.plan.numKernels(), 2);
+  TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
+}
+
+TEST_CASE("readingAMemberThroughATransposeIsRejected") {
+  Builder b;
+  auto x = b.input(f32({24, 24}));
+  auto e = b.add(OpCode::Exp, {x});
+  ir::TransposeAttrs t;
+  t.perm = {1, 0};
+  auto et = b.add(OpCode::Transpose, {e}, t);
+  ir::Graph g = b.done({b.add(OpCode::Add, {e, et})});
+  Planned p = plan(g);
+  REQUIRE(anyDecision(p, "through a view"));
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
+TEST_CASE("multiOutputUpdateIsOnePass") {
+  // An Adam-like update: m, v and p from one loop (three outputs), with scalars broadcast.
+  Builder b;
+  Aval a = f32({1000, 37});
+  auto p0 = b.input(a), g0 = b.input(a), m0 = b.input(a), v0 = b.input(a);
+  auto m1 = b.add(OpCode::Add, {b.add(OpCode::Mul, {m0, b.splat(0.9, a)}), b.add(OpCode::Mul, {g0, b.splat(0.1, a)})});
+  auto v1 = b.add(OpCode::Add, {b.add(OpCode::Mul, {v0, b.splat(0.999, a)}),
+                                b.add(OpCode::Mul, {b.add(OpCode::Mul, {g0, g0}), b.splat(0.001, a)})});
+  auto upd = b.add(OpCode::Div, {m1, b.add(OpCode::Add, {b.add(OpCode::Sqrt, {v1}), b.splat(1e-8, a)})});
+  auto p1 = b.add(OpCode::Sub, {p0, b.add(OpCode::Mul, {upd, b.splat(1e-3, a)})});
+  ir::Graph g = b.done({p1, m1, v1});
+  Planned p = plan(g);
+  TSR_COMPARE(p.plan.numKernels(), 1);
+  TSR_COMPARE(int(p.plan.groups.back().outputs.size()), 3);
+  TSR_COMPARE(compiledMatches(g), std::string());
+
+  // Donation: the outputs are written into the inputs' buffers, with the same results.
+  cpu::CompileOptions co;
+  co.donatable = {true, false, true, true};
+  auto exe = cpu::Executable::compile(g, reg(), p.plan, co);
+  REQUIRE(exe.ok());
+  TSR_COMPARE((*exe)->memory().donationPairs, 3);
+  auto inputs = randomInputs(g, 7);
+  auto want = runtime::interpret(g, reg(), inputs);
+  REQUIRE(want.ok());
+  std::vector<runtime::BufferPtr> copies;
+  for (const auto& in : inputs) {
+    auto c = runtime::Buffer::allocate(in->size());
+    std::memcpy((*c)->data(), in->data(), static_cast<size_t>(in->size()));
+    copies.push_back(*c);
   }
-
-  void siblingReductionsThroughATransposeStayApart() {
-    // sum(t, 1) and sum(transpose(t), 1) of a square t: the same shapes and axes, but different dims of t.
-    // (Regression: they were merged into one kernel that computed the first sum twice.)
-    Builder b;
-    auto x = b.input(f32({8, 8}));
-    auto t = b.add(OpCode::Tanh, {x});
-    auto s1 = b.add(OpCode::ReduceSum, {t}, axes({1}));
-    ir::TransposeAttrs perm;
-    perm.perm = {1, 0};
-    auto tt = b.add(OpCode::Transpose, {t}, perm);
-    auto s2 = b.add(OpCode::ReduceSum, {tt}, axes({1}));
-    ir::Graph g = b.done({s1, s2});
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
+  auto got = (*exe)->run(copies, {true, false, true, true});
+  REQUIRE(got.ok());
+  TSR_COMPARE((*got)[0]->data(), copies[0]->data());  // p updated in place
+  TSR_COMPARE((*got)[1]->data(), copies[2]->data());
+  TSR_COMPARE((*got)[2]->data(), copies[3]->data());
+  for (size_t i = 0; i < 3; ++i) {
+    auto x = toDoubles((*want)[i], a), y = toDoubles((*got)[i], a);
+    for (size_t j = 0; j < x.size(); ++j)
+      REQUIRE(((std::isnan(x[j]) && std::isnan(y[j])) || std::fabs(x[j] - y[j]) <= 1e-6 * (1 + std::fabs(x[j]))));
   }
+  // Not donated (the caller keeps its buffers): fresh outputs, inputs untouched.
+  auto again = (*exe)->run(inputs, {false, false, false, false});
+  REQUIRE(again.ok());
+  REQUIRE((*again)[0]->data() != inputs[0]->data());
+}
 
-  void reductionLayouts() {
-    // Rows, columns, the middle axis, everything, and two non-adjacent axes (the generic path), each with a
-    // prologue.
-    for (auto ax : std::vector<std::vector<int64_t>>{{2}, {0}, {1}, {0, 1}, {1, 2}, {0, 1, 2}}) {
-      Builder b;
-      auto x = b.input(f32({6, 70, 530}));
-      auto y = b.add(OpCode::Mul, {x, b.splat(0.5, f32({6, 70, 530}))});
-      ir::Graph g = b.done({b.add(OpCode::ReduceSum, {y}, axes(ax)), b.add(OpCode::ReduceMax, {x}, axes(ax))});
-      QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
-    }
-    // A reduction through a transpose: the generic path.
-    Builder b;
-    auto x = b.input(f32({40, 30}));
-    ir::TransposeAttrs t;
-    t.perm = {1, 0};
-    auto xt = b.add(OpCode::Transpose, {x}, t);
-    auto e = b.add(OpCode::Exp, {xt});
-    ir::Graph g = b.done({b.add(OpCode::ReduceSum, {e}, axes({1}))});
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
+TEST_CASE("plannerNeverOverlapsLiveValues") {
+  // A long graph with many intermediates of mixed sizes, each used at different distances.
+  Builder b;
+  auto x = b.input(f32({128, 64}));
+  auto w = b.input(f32({64, 64}));
+  std::vector<ir::ValueId> vals{x};
+  for (int i = 0; i < 12; ++i) {
+    // Scaled so that the layers do not amplify rounding differences (the gain of dot is about 9).
+    auto d = b.add(OpCode::Mul, {b.add(OpCode::DotGeneral, {vals.back(), w}, matmulAttrs()), b.splat(1.0 / 16, f32({128, 64}))});
+    auto t = b.add(OpCode::Tanh, {d});
+    auto s = b.add(OpCode::ReduceSum, {t}, axes({1}));
+    auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({128, 64}, {0}));
+    auto mean = b.add(OpCode::Mul, {sb, b.splat(1.0 / 64, f32({128, 64}))});
+    vals.push_back(b.add(OpCode::Add, {t, b.add(OpCode::Mul, {mean, vals[vals.size() / 2]})}));
   }
+  ir::Graph g = b.done({vals.back(), vals[3]});
+  auto p = passes::planFusion(g, reg());
+  REQUIRE(p.ok());
+  auto exe = cpu::Executable::compile(g, reg(), *p, {});
+  REQUIRE(exe.ok());
+  TSR_COMPARE((*exe)->memory().findOverlap(), std::string());
+  REQUIRE((*exe)->memory().arenaBytes < (*exe)->memory().intermediateBytes);  // reuse happened
+  passes::FusionOptions off;
+  off.fuse = false;
+  TSR_COMPARE(compiledMatches(g, 1e-4, off), std::string());
+  TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
+}
 
-  void gemmTakesItsEpilogue() {
-    Builder b;
-    auto x = b.input(f32({32, 48}));
-    auto w = b.input(f32({48, 80}));
-    auto bias = b.input(f32({80}));
-    auto y = b.add(OpCode::DotGeneral, {x, w}, matmulAttrs());
-    auto yb = b.add(OpCode::Add, {y, b.add(OpCode::BroadcastInDim, {bias}, bcast({32, 80}, {1}))});
-    ir::Graph g = b.done({b.add(OpCode::Relu, {yb})});
-    Planned p = plan(g);
-    QCOMPARE(p.plan.numKernels(), 1);
-    QCOMPARE(countKind(p.plan, GroupKind::Gemm), 1);
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
-  }
+TEST_CASE("schedulingKeepsFewerValuesAlive") {
+  // Traced order: eight products first, then their sums; the memory-aware order interleaves them so one
+  // product is alive at a time.
+  Builder b;
+  auto x = b.input(f32({256, 64}));
+  std::vector<ir::ValueId> products, sums;
+  for (int i = 0; i < 8; ++i) products.push_back(b.add(OpCode::DotGeneral, {x, b.input(f32({64, 256}))}, matmulAttrs()));
+  for (auto p : products) sums.push_back(b.add(OpCode::ReduceSum, {p}, axes({0, 1})));
+  ir::Graph g = b.done(sums);
+  auto p = passes::planFusion(g, reg());
+  REQUIRE(p.ok());
+  cpu::CompileOptions traced;
+  traced.schedule = false;
+  auto a = cpu::Executable::compile(g, reg(), *p, traced);
+  auto s = cpu::Executable::compile(g, reg(), *p, {});
+  REQUIRE((a.ok() && s.ok()));
+  const int64_t product = 256 * 256 * 4;
+  REQUIRE((*a)->memory().arenaBytes >= 8 * product);
+  REQUIRE((*s)->memory().scheduled);
+  TSR_COMPARE((*s)->memory().tracedOrderArenaBytes, (*a)->memory().arenaBytes);
+  REQUIRE_MESSAGE((*s)->memory().arenaBytes <= 2 * product, (*s)->memory().arenaBytes);
+  TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
+}
 
-  void noFusionThatWouldCreateACycle() {
-    // a = exp(x); d = dot(a, w) (its own kernel, no epilogues here); c = a + d: fusing c into a's loop would
-    // make that loop wait for the dot, which waits for the loop.
-    Builder b;
-    auto x = b.input(f32({16, 16}));
-    auto w = b.input(f32({16, 16}));
-    auto a = b.add(OpCode::Exp, {x});
-    auto d = b.add(OpCode::DotGeneral, {a, w}, matmulAttrs());
-    auto c = b.add(OpCode::Add, {a, d});
-    ir::Graph g = b.done({c});
-    passes::FusionOptions noEpilogues;
-    noEpilogues.gemmEpilogues = false;
-    Planned p = plan(g, noEpilogues);
-    QVERIFY(anyDecision(p, "would depend on its output"));
-    QCOMPARE(p.plan.numKernels(), 3);
-    // With epilogues, c joins the gemm (after the product) and exp stays before it.
-    Planned q = plan(g);
-    QCOMPARE(q.plan.numKernels(), 2);
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
-  }
+TEST_CASE("vectorMathIsWithinAFewUlp") {
+  std::vector<float> x;
+  for (int i = -20000; i <= 20000; ++i) x.push_back(static_cast<float>(i) * 0.0047f);
+  for (float v : {0.0f, -0.0f, 1e-30f, 88.0f, 89.0f, -104.0f, -200.0f, 1e30f}) x.push_back(v);
+  std::vector<float> y(x.size());
+  auto ulps = [](float a, float b) {
+    if (a == b || (std::isnan(a) && std::isnan(b))) return 0.0;
+    return std::fabs(double(a) - double(b)) / std::max(std::fabs(double(b)) * 1.2e-7, 1.5e-45);
+  };
+  cpu::vmath::exp(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE_MESSAGE(ulps(y[i], std::exp(x[i])) <= 4, x[i]);
+  cpu::vmath::tanh(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE_MESSAGE(ulps(y[i], std::tanh(x[i])) <= 6, x[i]);
+  for (auto& v : x) v = std::fabs(v);
+  cpu::vmath::log(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE_MESSAGE(ulps(y[i], std::log(x[i])) <= 4, x[i]);
+  float special[] = {-1.0f, std::nanf("")};
+  float out[2];
+  cpu::vmath::log(special, out, 2);
+  REQUIRE((std::isnan(out[0]) && std::isnan(out[1])));
+}
 
-  void readingAMemberThroughATransposeIsRejected() {
-    Builder b;
-    auto x = b.input(f32({24, 24}));
-    auto e = b.add(OpCode::Exp, {x});
-    ir::TransposeAttrs t;
-    t.perm = {1, 0};
-    auto et = b.add(OpCode::Transpose, {e}, t);
-    ir::Graph g = b.done({b.add(OpCode::Add, {e, et})});
-    Planned p = plan(g);
-    QVERIFY(anyDecision(p, "through a view"));
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
-  }
-
-  void multiOutputUpdateIsOnePass() {
-    // An Adam-like update: m, v and p from one loop (three outputs), with scalars broadcast.
-    Builder b;
-    Aval a = f32({1000, 37});
-    auto p0 = b.input(a), g0 = b.input(a), m0 = b.input(a), v0 = b.input(a);
-    auto m1 = b.add(OpCode::Add, {b.add(OpCode::Mul, {m0, b.splat(0.9, a)}), b.add(OpCode::Mul, {g0, b.splat(0.1, a)})});
-    auto v1 = b.add(OpCode::Add, {b.add(OpCode::Mul, {v0, b.splat(0.999, a)}),
-                                  b.add(OpCode::Mul, {b.add(OpCode::Mul, {g0, g0}), b.splat(0.001, a)})});
-    auto upd = b.add(OpCode::Div, {m1, b.add(OpCode::Add, {b.add(OpCode::Sqrt, {v1}), b.splat(1e-8, a)})});
-    auto p1 = b.add(OpCode::Sub, {p0, b.add(OpCode::Mul, {upd, b.splat(1e-3, a)})});
-    ir::Graph g = b.done({p1, m1, v1});
-    Planned p = plan(g);
-    QCOMPARE(p.plan.numKernels(), 1);
-    QCOMPARE(int(p.plan.groups.back().outputs.size()), 3);
-    QCOMPARE(QString::fromStdString(compiledMatches(g)), QString());
-
-    // Donation: the outputs are written into the inputs' buffers, with the same results.
-    cpu::CompileOptions co;
-    co.donatable = {true, false, true, true};
-    auto exe = cpu::Executable::compile(g, reg(), p.plan, co);
-    QVERIFY(exe.ok());
-    QCOMPARE((*exe)->memory().donationPairs, 3);
-    auto inputs = randomInputs(g, 7);
-    auto want = runtime::interpret(g, reg(), inputs);
-    QVERIFY(want.ok());
-    std::vector<runtime::BufferPtr> copies;
-    for (const auto& in : inputs) {
-      auto c = runtime::Buffer::allocate(in->size());
-      std::memcpy((*c)->data(), in->data(), static_cast<size_t>(in->size()));
-      copies.push_back(*c);
-    }
-    auto got = (*exe)->run(copies, {true, false, true, true});
-    QVERIFY(got.ok());
-    QCOMPARE((*got)[0]->data(), copies[0]->data());  // p updated in place
-    QCOMPARE((*got)[1]->data(), copies[2]->data());
-    QCOMPARE((*got)[2]->data(), copies[3]->data());
-    for (size_t i = 0; i < 3; ++i) {
-      auto x = toDoubles((*want)[i], a), y = toDoubles((*got)[i], a);
-      for (size_t j = 0; j < x.size(); ++j)
-        QVERIFY((std::isnan(x[j]) && std::isnan(y[j])) || std::fabs(x[j] - y[j]) <= 1e-6 * (1 + std::fabs(x[j])));
-    }
-    // Not donated (the caller keeps its buffers): fresh outputs, inputs untouched.
-    auto again = (*exe)->run(inputs, {false, false, false, false});
-    QVERIFY(again.ok());
-    QVERIFY((*again)[0]->data() != inputs[0]->data());
-  }
-
-  void plannerNeverOverlapsLiveValues() {
-    // A long graph with many intermediates of mixed sizes, each used at different distances.
-    Builder b;
-    auto x = b.input(f32({128, 64}));
-    auto w = b.input(f32({64, 64}));
-    std::vector<ir::ValueId> vals{x};
-    for (int i = 0; i < 12; ++i) {
-      // Scaled so that the layers do not amplify rounding differences (the gain of dot is about 9).
-      auto d = b.add(OpCode::Mul, {b.add(OpCode::DotGeneral, {vals.back(), w}, matmulAttrs()), b.splat(1.0 / 16, f32({128, 64}))});
-      auto t = b.add(OpCode::Tanh, {d});
-      auto s = b.add(OpCode::ReduceSum, {t}, axes({1}));
-      auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({128, 64}, {0}));
-      auto mean = b.add(OpCode::Mul, {sb, b.splat(1.0 / 64, f32({128, 64}))});
-      vals.push_back(b.add(OpCode::Add, {t, b.add(OpCode::Mul, {mean, vals[vals.size() / 2]})}));
-    }
-    ir::Graph g = b.done({vals.back(), vals[3]});
-    auto p = passes::planFusion(g, reg());
-    QVERIFY(p.ok());
-    auto exe = cpu::Executable::compile(g, reg(), *p, {});
-    QVERIFY(exe.ok());
-    QCOMPARE(QString::fromStdString((*exe)->memory().findOverlap()), QString());
-    QVERIFY((*exe)->memory().arenaBytes < (*exe)->memory().intermediateBytes);  // reuse happened
-    passes::FusionOptions off;
-    off.fuse = false;
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4, off)), QString());
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
-  }
-
-  void schedulingKeepsFewerValuesAlive() {
-    // Traced order: eight products first, then their sums; the memory-aware order interleaves them so one
-    // product is alive at a time.
-    Builder b;
-    auto x = b.input(f32({256, 64}));
-    std::vector<ir::ValueId> products, sums;
-    for (int i = 0; i < 8; ++i) products.push_back(b.add(OpCode::DotGeneral, {x, b.input(f32({64, 256}))}, matmulAttrs()));
-    for (auto p : products) sums.push_back(b.add(OpCode::ReduceSum, {p}, axes({0, 1})));
-    ir::Graph g = b.done(sums);
-    auto p = passes::planFusion(g, reg());
-    QVERIFY(p.ok());
-    cpu::CompileOptions traced;
-    traced.schedule = false;
-    auto a = cpu::Executable::compile(g, reg(), *p, traced);
-    auto s = cpu::Executable::compile(g, reg(), *p, {});
-    QVERIFY(a.ok() && s.ok());
-    const int64_t product = 256 * 256 * 4;
-    QVERIFY((*a)->memory().arenaBytes >= 8 * product);
-    QVERIFY((*s)->memory().scheduled);
-    QCOMPARE((*s)->memory().tracedOrderArenaBytes, (*a)->memory().arenaBytes);
-    QVERIFY2((*s)->memory().arenaBytes <= 2 * product, qPrintable(QString::number((*s)->memory().arenaBytes)));
-    QCOMPARE(QString::fromStdString(compiledMatches(g, 1e-4)), QString());
-  }
-
-  void vectorMathIsWithinAFewUlp() {
-    std::vector<float> x;
-    for (int i = -20000; i <= 20000; ++i) x.push_back(static_cast<float>(i) * 0.0047f);
-    for (float v : {0.0f, -0.0f, 1e-30f, 88.0f, 89.0f, -104.0f, -200.0f, 1e30f}) x.push_back(v);
-    std::vector<float> y(x.size());
-    auto ulps = [](float a, float b) {
-      if (a == b || (std::isnan(a) && std::isnan(b))) return 0.0;
-      return std::fabs(double(a) - double(b)) / std::max(std::fabs(double(b)) * 1.2e-7, 1.5e-45);
-    };
-    cpu::vmath::exp(x.data(), y.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) QVERIFY2(ulps(y[i], std::exp(x[i])) <= 4, qPrintable(QString::number(x[i])));
-    cpu::vmath::tanh(x.data(), y.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) QVERIFY2(ulps(y[i], std::tanh(x[i])) <= 6, qPrintable(QString::number(x[i])));
-    for (auto& v : x) v = std::fabs(v);
-    cpu::vmath::log(x.data(), y.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) QVERIFY2(ulps(y[i], std::log(x[i])) <= 4, qPrintable(QString::number(x[i])));
-    float special[] = {-1.0f, std::nanf("")};
-    float out[2];
-    cpu::vmath::log(special, out, 2);
-    QVERIFY(std::isnan(out[0]) && std::isnan(out[1]));
-  }
-
-  void threadPoolCoversEveryIndexOnce() {
-    std::vector<std::atomic<int>> hits(10007);
-    cpu::ThreadPool::instance().parallelFor(10007, 3, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
-    });
-    for (auto& h : hits) QCOMPARE(h.load(), 1);
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_APPLESS_MAIN, TestFusion)
-#include "test_fusion.moc"
+TEST_CASE("threadPoolCoversEveryIndexOnce") {
+  std::vector<std::atomic<int>> hits(10007);
+  cpu::ThreadPool::instance().parallelFor(10007, 3, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (auto& h : hits) TSR_COMPARE(h.load(), 1);
+}

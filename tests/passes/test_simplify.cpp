@@ -1,7 +1,7 @@
 // Simplify: every rule of the table on a graph where it applies (the rule named in the decision log, the node
 // count after DCE, results unchanged), a table of near misses where nothing may change (x * 0 for floats
 // among them), chains that collapse in one walk, and a check that every rule in the table is exercised here.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <functional>
 #include <map>
@@ -218,160 +218,152 @@ Outcome simplify(ir::Graph& g) {
 
 }  // namespace
 
-class TestSimplify : public QObject {
-  Q_OBJECT
- private slots:
-  void everyRuleApplies() {
-    std::set<std::string> hit;
-    for (const Case& c : applyingCases()) {
-      ir::Graph g = c.build();
-      Outcome o = simplify(g);
-      QVERIFY2(o.error.empty(), (std::string(c.rule) + ": " + o.error).c_str());
-      QVERIFY2(o.changed, c.rule);
-      QVERIFY2(o.rules == std::vector<std::string>{c.rule},
-               (std::string(c.rule) + ": logged " + (o.rules.empty() ? "nothing" : o.rules[0])).c_str());
-      QVERIFY2(static_cast<int>(g.nodes().size()) == c.nodesAfter,
-               (std::string(c.rule) + "\n" + printGraph(g)).c_str());
-      hit.insert(c.rule);
-    }
-    for (const auto& rule : passes::simplifyRules())
-      QVERIFY2(hit.count(rule.name), (std::string("no test case for rule ") + rule.name).c_str());
+TEST_CASE("everyRuleApplies") {
+  std::set<std::string> hit;
+  for (const Case& c : applyingCases()) {
+    ir::Graph g = c.build();
+    Outcome o = simplify(g);
+    REQUIRE_MESSAGE(o.error.empty(), (std::string(c.rule) + ": " + o.error).c_str());
+    REQUIRE_MESSAGE(o.changed, c.rule);
+    REQUIRE_MESSAGE(o.rules == std::vector<std::string>{c.rule},
+                    (std::string(c.rule) + ": logged " + (o.rules.empty() ? "nothing" : o.rules[0])).c_str());
+    REQUIRE_MESSAGE(static_cast<int>(g.nodes().size()) == c.nodesAfter,
+                    (std::string(c.rule) + "\n" + printGraph(g)).c_str());
+    hit.insert(c.rule);
   }
+  for (const auto& rule : passes::simplifyRules())
+    REQUIRE_MESSAGE(hit.count(rule.name), (std::string("no test case for rule ") + rule.name).c_str());
+}
 
-  void nearMissesChangeNothing() {
-    for (const NearMiss& m : nearMisses()) {
-      Builder b;
-      auto x = b.input(kX);
-      ir::Graph g = b.done({m.f(b, x)});
-      std::string text = printGraph(g);
-      Outcome o = simplify(g);
-      QVERIFY2(o.error.empty(), (std::string(m.label) + ": " + o.error).c_str());
-      QVERIFY2(!o.changed, (std::string(m.label) + ": " + (o.rules.empty() ? "" : o.rules[0])).c_str());
-      QCOMPARE(printGraph(g), text);
-    }
-  }
-
-  // The gradient of three slices of one tensor (attention's q, k, v split): three pads and two adds become one
-  // concatenate of the three and one pad (the slices here leave a column free on each side).
-  void slicesGradientIsOneConcatenate() {
+TEST_CASE("nearMissesChangeNothing") {
+  for (const NearMiss& m : nearMisses()) {
     Builder b;
     auto x = b.input(kX);
-    auto z = b.scalar(0);
-    auto pad = [&](ir::ValueId v, int64_t lo, int64_t hi) {
-      return b.add(OpCode::Pad, {v, z}, ir::PadAttrs{{0, lo}, {0, hi}, {0, 0}});
-    };
-    auto sum = bin(b, OpCode::Add, bin(b, OpCode::Add, pad(x, 1, 7), pad(b.add(OpCode::Neg, {x}), 4, 4)),
-                   pad(b.add(OpCode::Abs, {x}), 7, 1));  // [2, 11]
-    ir::Graph g = b.done({sum});
-    Outcome o = simplify(g);
-    QVERIFY2(o.error.empty(), o.error.c_str());
-    QCOMPARE(o.rules.size(), size_t{2});
-    std::map<OpCode, int> count;
-    const ir::Node* cat = nullptr;
-    for (const auto& n : g.nodes()) {
-      ++count[n.op];
-      if (n.op == OpCode::Concatenate) cat = &n;
-    }
-    QCOMPARE(count[OpCode::Add], 0);
-    QCOMPARE(count[OpCode::Pad], 1);
-    QCOMPARE(count[OpCode::Concatenate], 1);
-    QCOMPARE(cat->operands.size(), size_t{3});
-  }
-
-  void composedTransposeHasTheRightPerm() {
-    Builder b;
-    auto x = b.input(f32({2, 3, 4}));
-    auto t = b.add(OpCode::Transpose, {x}, ir::TransposeAttrs{{1, 2, 0}});  // [3,4,2]
-    ir::Graph g = b.done({b.add(OpCode::Transpose, {t}, ir::TransposeAttrs{{0, 2, 1}})});
-    QVERIFY(simplify(g).error.empty());
-    QCOMPARE(g.count(OpCode::Transpose), 1);
-    QCOMPARE(std::get<ir::TransposeAttrs>(g.nodes()[0].attrs).perm, (ir::Ints{1, 0, 2}));
-  }
-
-  void composedBroadcastHasTheRightDims() {
-    // x: [2,1] -> [3,2,4] by {1,2} -> [3,5,2,4] by {0,2,3}: x dims land on 2 and 3.
-    Builder b;
-    auto x = b.input(f32({2, 1}));
-    auto r = b.add(OpCode::BroadcastInDim, {x}, ir::BroadcastInDimAttrs{{3, 2, 4}, {1, 2}});
-    ir::Graph g = b.done({b.add(OpCode::BroadcastInDim, {r}, ir::BroadcastInDimAttrs{{3, 5, 2, 4}, {0, 2, 3}})});
-    Outcome o = simplify(g);
-    QVERIFY2(o.error.empty(), o.error.c_str());
-    QCOMPARE(g.count(OpCode::BroadcastInDim), 1);
-    QCOMPARE(std::get<ir::BroadcastInDimAttrs>(g.nodes()[0].attrs).broadcastDims, (ir::Ints{2, 3}));
-  }
-
-  void chainsCollapseInOneWalk() {
-    Builder b;
-    auto x = b.input(kX);
-    auto n = b.add(OpCode::Neg, {b.add(OpCode::Neg, {b.add(OpCode::Neg, {b.add(OpCode::Neg, {x})})})});
-    auto r = b.add(OpCode::Reshape, {b.add(OpCode::Reshape, {b.add(OpCode::Reshape, {n}, ir::ReshapeAttrs{{6}})},
-                                          ir::ReshapeAttrs{{3, 2}})},
-                   ir::ReshapeAttrs{{2, 3}});
-    auto s = b.add(OpCode::Mul, {b.add(OpCode::Add, {r, b.splat(0, kX)}), b.splat(1, kX)});
-    ir::Graph g = b.done({s});
-    Outcome o = simplify(g);
-    QVERIFY2(o.error.empty(), o.error.c_str());
-    QCOMPARE(static_cast<int>(g.nodes().size()), 0);  // everything was the identity
-    QCOMPARE(g.outputs()[0], g.inputs()[0]);
-  }
-
-  void rewritesInsideNestedGraphs() {
-    if (!reg().find(OpCode::Scan)) QSKIP("scan is not registered yet");
-    // body(c, x) = (c + x * 1, neg(neg(x))): both simplify away inside the scan.
-    Builder body("body");
-    auto c = body.input(f32({4}));
-    auto x = body.input(f32({4}));
-    auto s = body.add(OpCode::Add, {c, body.add(OpCode::Mul, {x, body.splat(1, f32({4}))})});
-    auto y = body.add(OpCode::Neg, {body.add(OpCode::Neg, {x})});
-    auto bodyGraph = std::make_shared<const ir::Graph>(body.done({s, y}));
-    Builder b;
-    auto c0 = b.input(f32({4}));
-    auto xs = b.input(f32({3, 4}));
-    auto res = b.addMulti(OpCode::Scan, {c0, xs}, ir::ScanAttrs{3, 0, 1, false, bodyGraph});
-    ir::Graph g = b.done({res[0], res[1]});
+    ir::Graph g = b.done({m.f(b, x)});
     std::string text = printGraph(g);
-
-    ir::Graph untouched = g;
-    passes::PassOptions flat;
-    flat.rewriteRegions = false;
-    passes::Simplify pass;
-    passes::PassContext off(reg(), flat);
-    QVERIFY(!runPass(pass, untouched, off).changed);
-    QCOMPARE(printGraph(untouched), text);
-
     Outcome o = simplify(g);
-    QVERIFY2(o.error.empty(), o.error.c_str());
-    QCOMPARE(o.rules, (std::vector<std::string>{"mul(x, 1) -> x", "neg(neg(x)) -> x"}));
-    const auto& newBody = std::get<ir::ScanAttrs>(g.nodes()[0].attrs).body;
-    QCOMPARE(newBody->nodes().size(), size_t(1));  // the add; DCE cleaned the body too
-    QCOMPARE(newBody->outputs()[1], newBody->inputs()[1]);
-
-    passes::PassContext ctx(reg());
-    ir::Graph again = b.g;
-    QVERIFY(pass.run(again, ctx).ok());
-    QCOMPARE(ctx.log().all()[0].region, (std::vector<ir::NodeId>{0}));
-    QVERIFY(QString::fromStdString(ctx.log().all()[0].toString()).contains("node 0/2: mul(x, 1) -> x"));
+    REQUIRE_MESSAGE(o.error.empty(), (std::string(m.label) + ": " + o.error).c_str());
+    REQUIRE_MESSAGE(!o.changed, (std::string(m.label) + ": " + (o.rules.empty() ? "" : o.rules[0])).c_str());
+    TSR_COMPARE(printGraph(g), text);
   }
+}
 
-  void decisionsCarryNodeAndProvenance() {
-    Builder b;
-    auto x = b.input(kX);
-    auto z = b.splat(0, kX);
-    auto s = b.add(OpCode::Add, {x, z}, ir::NoAttrs{}, ir::Provenance{"blocks.2.mlp", "model.cpp", 40});
-    ir::Graph g = b.done({s});
-    passes::Simplify pass;
-    passes::PassContext ctx(reg());
-    ctx.enterPass("simplify", 4);
-    QVERIFY(pass.run(g, ctx).ok());
-    QCOMPARE(ctx.log().size(), size_t(1));
-    const passes::Decision& d = ctx.log().all()[0];
-    QCOMPARE(d.pass, std::string("simplify"));
-    QCOMPARE(d.nodes, (std::vector<ir::NodeId>{2}));
-    QCOMPARE(d.prov.modulePath, std::string("blocks.2.mlp"));
-    QCOMPARE(d.toString(), std::string("[4 simplify] node 2 @ blocks.2.mlp @ model.cpp:40: add(x, 0) -> x"));
+// The gradient of three slices of one tensor (attention's q, k, v split): three pads and two adds become one
+// concatenate of the three and one pad (the slices here leave a column free on each side).
+TEST_CASE("slicesGradientIsOneConcatenate") {
+  Builder b;
+  auto x = b.input(kX);
+  auto z = b.scalar(0);
+  auto pad = [&](ir::ValueId v, int64_t lo, int64_t hi) {
+    return b.add(OpCode::Pad, {v, z}, ir::PadAttrs{{0, lo}, {0, hi}, {0, 0}});
+  };
+  auto sum = bin(b, OpCode::Add, bin(b, OpCode::Add, pad(x, 1, 7), pad(b.add(OpCode::Neg, {x}), 4, 4)),
+                 pad(b.add(OpCode::Abs, {x}), 7, 1));  // [2, 11]
+  ir::Graph g = b.done({sum});
+  Outcome o = simplify(g);
+  REQUIRE_MESSAGE(o.error.empty(), o.error.c_str());
+  TSR_COMPARE(o.rules.size(), size_t{2});
+  std::map<OpCode, int> count;
+  const ir::Node* cat = nullptr;
+  for (const auto& n : g.nodes()) {
+    ++count[n.op];
+    if (n.op == OpCode::Concatenate) cat = &n;
   }
-};
+  TSR_COMPARE(count[OpCode::Add], 0);
+  TSR_COMPARE(count[OpCode::Pad], 1);
+  TSR_COMPARE(count[OpCode::Concatenate], 1);
+  TSR_COMPARE(cat->operands.size(), size_t{3});
+}
 
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestSimplify)
-#include "test_simplify.moc"
+TEST_CASE("composedTransposeHasTheRightPerm") {
+  Builder b;
+  auto x = b.input(f32({2, 3, 4}));
+  auto t = b.add(OpCode::Transpose, {x}, ir::TransposeAttrs{{1, 2, 0}});  // [3,4,2]
+  ir::Graph g = b.done({b.add(OpCode::Transpose, {t}, ir::TransposeAttrs{{0, 2, 1}})});
+  REQUIRE(simplify(g).error.empty());
+  TSR_COMPARE(g.count(OpCode::Transpose), 1);
+  TSR_COMPARE(std::get<ir::TransposeAttrs>(g.nodes()[0].attrs).perm, (ir::Ints{1, 0, 2}));
+}
+
+TEST_CASE("composedBroadcastHasTheRightDims") {
+  // x: [2,1] -> [3,2,4] by {1,2} -> [3,5,2,4] by {0,2,3}: x dims land on 2 and 3.
+  Builder b;
+  auto x = b.input(f32({2, 1}));
+  auto r = b.add(OpCode::BroadcastInDim, {x}, ir::BroadcastInDimAttrs{{3, 2, 4}, {1, 2}});
+  ir::Graph g = b.done({b.add(OpCode::BroadcastInDim, {r}, ir::BroadcastInDimAttrs{{3, 5, 2, 4}, {0, 2, 3}})});
+  Outcome o = simplify(g);
+  REQUIRE_MESSAGE(o.error.empty(), o.error.c_str());
+  TSR_COMPARE(g.count(OpCode::BroadcastInDim), 1);
+  TSR_COMPARE(std::get<ir::BroadcastInDimAttrs>(g.nodes()[0].attrs).broadcastDims, (ir::Ints{2, 3}));
+}
+
+TEST_CASE("chainsCollapseInOneWalk") {
+  Builder b;
+  auto x = b.input(kX);
+  auto n = b.add(OpCode::Neg, {b.add(OpCode::Neg, {b.add(OpCode::Neg, {b.add(OpCode::Neg, {x})})})});
+  auto r = b.add(OpCode::Reshape, {b.add(OpCode::Reshape, {b.add(OpCode::Reshape, {n}, ir::ReshapeAttrs{{6}})},
+                                        ir::ReshapeAttrs{{3, 2}})},
+                 ir::ReshapeAttrs{{2, 3}});
+  auto s = b.add(OpCode::Mul, {b.add(OpCode::Add, {r, b.splat(0, kX)}), b.splat(1, kX)});
+  ir::Graph g = b.done({s});
+  Outcome o = simplify(g);
+  REQUIRE_MESSAGE(o.error.empty(), o.error.c_str());
+  TSR_COMPARE(static_cast<int>(g.nodes().size()), 0);  // everything was the identity
+  TSR_COMPARE(g.outputs()[0], g.inputs()[0]);
+}
+
+TEST_CASE("rewritesInsideNestedGraphs") {
+  if (!reg().find(OpCode::Scan)) TSR_SKIP("scan is not registered yet");
+  // body(c, x) = (c + x * 1, neg(neg(x))): both simplify away inside the scan.
+  Builder body("body");
+  auto c = body.input(f32({4}));
+  auto x = body.input(f32({4}));
+  auto s = body.add(OpCode::Add, {c, body.add(OpCode::Mul, {x, body.splat(1, f32({4}))})});
+  auto y = body.add(OpCode::Neg, {body.add(OpCode::Neg, {x})});
+  auto bodyGraph = std::make_shared<const ir::Graph>(body.done({s, y}));
+  Builder b;
+  auto c0 = b.input(f32({4}));
+  auto xs = b.input(f32({3, 4}));
+  auto res = b.addMulti(OpCode::Scan, {c0, xs}, ir::ScanAttrs{3, 0, 1, false, bodyGraph});
+  ir::Graph g = b.done({res[0], res[1]});
+  std::string text = printGraph(g);
+
+  ir::Graph untouched = g;
+  passes::PassOptions flat;
+  flat.rewriteRegions = false;
+  passes::Simplify pass;
+  passes::PassContext off(reg(), flat);
+  REQUIRE(!runPass(pass, untouched, off).changed);
+  TSR_COMPARE(printGraph(untouched), text);
+
+  Outcome o = simplify(g);
+  REQUIRE_MESSAGE(o.error.empty(), o.error.c_str());
+  TSR_COMPARE(o.rules, (std::vector<std::string>{"mul(x, 1) -> x", "neg(neg(x)) -> x"}));
+  const auto& newBody = std::get<ir::ScanAttrs>(g.nodes()[0].attrs).body;
+  TSR_COMPARE(newBody->nodes().size(), size_t(1));  // the add; DCE cleaned the body too
+  TSR_COMPARE(newBody->outputs()[1], newBody->inputs()[1]);
+
+  passes::PassContext ctx(reg());
+  ir::Graph again = b.g;
+  REQUIRE(pass.run(again, ctx).ok());
+  TSR_COMPARE(ctx.log().all()[0].region, (std::vector<ir::NodeId>{0}));
+  REQUIRE(ctx.log().all()[0].toString().find("node 0/2: mul(x, 1) -> x") != std::string::npos);
+}
+
+TEST_CASE("decisionsCarryNodeAndProvenance") {
+  Builder b;
+  auto x = b.input(kX);
+  auto z = b.splat(0, kX);
+  auto s = b.add(OpCode::Add, {x, z}, ir::NoAttrs{}, ir::Provenance{"blocks.2.mlp", "model.cpp", 40});
+  ir::Graph g = b.done({s});
+  passes::Simplify pass;
+  passes::PassContext ctx(reg());
+  ctx.enterPass("simplify", 4);
+  REQUIRE(pass.run(g, ctx).ok());
+  TSR_COMPARE(ctx.log().size(), size_t(1));
+  const passes::Decision& d = ctx.log().all()[0];
+  TSR_COMPARE(d.pass, std::string("simplify"));
+  TSR_COMPARE(d.nodes, (std::vector<ir::NodeId>{2}));
+  TSR_COMPARE(d.prov.modulePath, std::string("blocks.2.mlp"));
+  TSR_COMPARE(d.toString(), std::string("[4 simplify] node 2 @ blocks.2.mlp @ model.cpp:40: add(x, 0) -> x"));
+}

@@ -1,16 +1,17 @@
 // Model families: the core ones declare their keys and data kinds; project.toml is read from the declaration
 // alone (defaults, ranges, choices, unknown keys, data kinds); a family registered at run time is as usable as a
 // core one, from project.toml to trained steps; new projects are written from the declaration and open.
-#include <QtTest>
-
 #include <cmath>
+#include <filesystem>
+#include <mutex>
 
 #include "engine/nn/vit.h"
 #include "engine/project/model_family.h"
 #include "engine/project/new_project.h"
 #include "engine/project/project.h"
-#include "engine/train/setup.h"
 #include "engine/train/run.h"
+#include "engine/train/setup.h"
+#include "tests/check.h"
 
 using namespace tsr;
 using namespace tsr::project;
@@ -62,169 +63,182 @@ ModelFamily toyFamily() {
   return f;
 }
 
+// Registers toy_mlp once, for the test cases that read it (in any order).
+void registerToy() {
+  static const bool registered = registerModelFamily(toyFamily()).ok();
+  REQUIRE(registered);
+}
+
+std::string tempDir() { return std::filesystem::temp_directory_path().string(); }
+
 }  // namespace
 
-class TestModelFamily : public QObject {
-  Q_OBJECT
- private slots:
-  void initTestCase() { QVERIFY(registerModelFamily(toyFamily()).ok()); }
+TEST_CASE("the core families declare their keys") {
+  registerToy();
+  std::vector<std::string> names = modelFamilyNames();
+  REQUIRE(names.size() >= 3);
+  TSR_COMPARE(names[0], std::string("gpt2"));
+  TSR_COMPARE(names[1], std::string("vit"));
+  TSR_COMPARE(names[2], std::string("mlp"));
+  const ModelFamily* gpt2 = findModelFamily("gpt2");
+  REQUIRE(gpt2 && gpt2->languageModel && gpt2->origin == "core");
+  TSR_COMPARE(gpt2->contextKey, std::string("block_size"));
+  TSR_COMPARE(gpt2->dataKinds, std::vector<std::string>{"text"});
+  // GPT-2 small's configuration, as Hugging Face's GPT2Config has it.
+  TSR_COMPARE(std::get<int64_t>(keyOf(*gpt2, "n_layer")->defaultValue), int64_t(12));
+  TSR_COMPARE(std::get<int64_t>(keyOf(*gpt2, "n_embd")->defaultValue), int64_t(768));
+  TSR_COMPARE(std::get<int64_t>(keyOf(*gpt2, "block_size")->defaultValue), int64_t(1024));
+  TSR_COMPARE(keyOf(*gpt2, "dropout")->describeRequirement(), std::string("in [0, 1)"));
+  TSR_COMPARE(keyOf(*gpt2, "n_head")->describeRequirement(), std::string("positive"));
+  const ModelFamily* vit = findModelFamily("vit");
+  REQUIRE(vit && !vit->languageModel);
+  TSR_COMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
+  TSR_COMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
+  const ModelFamily* mlp = findModelFamily("mlp");
+  REQUIRE(mlp);
+  TSR_COMPARE(std::get<std::vector<int64_t>>(keyOf(*mlp, "sizes")->defaultValue),
+              (std::vector<int64_t>{784, 1024, 1024, 1024, 10}));
+  // Every key has a doc string: the IDE's form and `tessera families` show it.
+  for (const std::string& n : {"gpt2", "vit", "mlp"})
+    for (const FamilyKey& k : findModelFamily(n)->keys) REQUIRE_MESSAGE(!k.help.empty(), k.name.c_str());
+}
 
-  void coreFamiliesDeclareTheirKeys() {
-    std::vector<std::string> names = modelFamilyNames();
-    QVERIFY(names.size() >= 3);
-    QCOMPARE(names[0], std::string("gpt2"));
-    QCOMPARE(names[1], std::string("vit"));
-    QCOMPARE(names[2], std::string("mlp"));
-    const ModelFamily* gpt2 = findModelFamily("gpt2");
-    QVERIFY(gpt2 && gpt2->languageModel && gpt2->origin == "core");
-    QCOMPARE(gpt2->contextKey, std::string("block_size"));
-    QCOMPARE(gpt2->dataKinds, std::vector<std::string>{"text"});
-    // GPT-2 small's configuration, as Hugging Face's GPT2Config has it.
-    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "n_layer")->defaultValue), int64_t(12));
-    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "n_embd")->defaultValue), int64_t(768));
-    QCOMPARE(std::get<int64_t>(keyOf(*gpt2, "block_size")->defaultValue), int64_t(1024));
-    QCOMPARE(keyOf(*gpt2, "dropout")->describeRequirement(), std::string("in [0, 1)"));
-    QCOMPARE(keyOf(*gpt2, "n_head")->describeRequirement(), std::string("positive"));
-    const ModelFamily* vit = findModelFamily("vit");
-    QVERIFY(vit && !vit->languageModel);
-    QCOMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
-    QCOMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
-    const ModelFamily* mlp = findModelFamily("mlp");
-    QVERIFY(mlp);
-    QCOMPARE(std::get<std::vector<int64_t>>(keyOf(*mlp, "sizes")->defaultValue), (std::vector<int64_t>{784, 1024, 1024, 1024, 10}));
-    // Every key has a doc string: the IDE's form and `tessera families` show it.
-    for (const std::string& n : {"gpt2", "vit", "mlp"})
-      for (const FamilyKey& k : findModelFamily(n)->keys) QVERIFY2(!k.help.empty(), k.name.c_str());
+TEST_CASE("projects are read from the declaration") {
+  auto vit = parseProject("[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 64\nheads = 4\n",
+                          "p/project.toml", "p");
+  REQUIRE_MESSAGE(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
+  TSR_COMPARE(vit->model.config.integer("image_size"), int64_t(32));
+  TSR_COMPARE(vit->model.config.integer("layers"), int64_t(12));  // the default, filled in
+  TSR_COMPARE(vit->model.config.number("dropout"), 0.0);
+  TSR_COMPARE(vit->data.kind, std::string("synthetic-images"));  // the family's data kind when none is given
+  REQUIRE(!vit->model.languageModel());
+  TSR_COMPARE(parseError("[model]\nfamily = \"vit\"\n[data]\nkind = \"text\"\n"),
+              std::string("p/project.toml:4: 'kind' must be synthetic-images (what the vit family trains on)"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"vit\"\nn_layer = 2\n"),
+              std::string("p/project.toml:3: unknown key 'n_layer' in [model]"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [5]\n"),
+              std::string("p/project.toml:3: 'sizes' must be at least two positive sizes"));
+  TSR_COMPARE(parseError("[model]\nqkv_layout = \"rows\"\n"),
+              std::string("p/project.toml:2: 'qkv_layout' must be fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, "
+                          "D], for tensor parallelism)"));
+  TSR_COMPARE(parseError("[model]\ndropout = 1.0\n"), std::string("p/project.toml:2: 'dropout' must be in [0, 1)"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"vit\"\nimage_size = 30\npatch_size = 8\n"),
+              std::string("p/project.toml: [model] image_size must be divisible by patch_size and hidden by heads"));
+  TSR_COMPARE(parseError("[model]\nblock_size = 8\n[train]\nseq_len = 16\n"),
+              std::string("p/project.toml: [train] seq_len (16) exceeds [model] block_size (8)"));
+}
+
+TEST_CASE("a registered family is read as core ones are") {
+  registerToy();
+  TSR_COMPARE(modelFamilyNames().back(), std::string("toy_mlp"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 1\n"),
+              std::string("p/project.toml:3: 'width' must be at least 2"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nact = \"tanh\"\n"),
+              std::string("p/project.toml:3: 'act' must be relu or gelu"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 5000\n"),
+              std::string("p/project.toml:3: 'width' is 5000, above the limit of 4096"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, toy_mlp"));
+  // Names are unique, a core family's included; a classifier must say what its batch is.
+  ModelFamily again = toyFamily();
+  TSR_COMPARE(registerModelFamily(again).error().message, std::string("model family 'toy_mlp' is already registered"));
+  again.name = "gpt2";
+  TSR_COMPARE(registerModelFamily(again).error().message, std::string("model family 'gpt2' is a core family"));
+  again.name = "toy2";
+  again.batch = nullptr;
+  REQUIRE(registerModelFamily(again).error().message.find("no batch function") != std::string::npos);
+  again = toyFamily();
+  again.name = "toy3";
+  again.keys[0].defaultValue = 1.5;  // an integer key with a number for default
+  REQUIRE(registerModelFamily(again).error().message.find("the default of 'width' is not of its type (integer)") !=
+          std::string::npos);
+}
+
+// From project.toml to the traced step and trained steps, with no name of the family anywhere but its
+// declaration.
+TEST_CASE("a registered family trains") {
+  registerToy();
+  auto p = parseProject(
+      "[model]\nfamily = \"toy_mlp\"\nwidth = 32\n[train]\nbatch_size = 16\noptimizer = \"sgd\"\n"
+      "lr = 0.1\nwarmup_steps = 0\ngrad_clip = 0.0\n",
+      "p/project.toml", tempDir());
+  REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+  TSR_COMPARE(p->data.kind, std::string("synthetic-digits"));
+  auto step = train::traceTrainingStep(*p);
+  REQUIRE_MESSAGE(step.ok(), step.ok() ? "" : step.error().message.c_str());
+  bool sawBatch = false;
+  for (ir::ValueId v : step->graph.inputs()) sawBatch |= step->graph.aval(v) == Aval{Shape{16, 12}, DType::F32};
+  REQUIRE(sawBatch);
+  auto setup = train::makeTrainingSetup(*p);
+  REQUIRE_MESSAGE(setup.ok(), setup.ok() ? "" : setup.error().message.c_str());
+  TSR_COMPARE(setup->model.numParams, int64_t(12 * 32 + 32 + 32 * 3 + 3));
+  TSR_COMPARE(setup->itemsPerBatch, int64_t(16));
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto b = setup->next();
+    REQUIRE(b.ok());
+    TSR_COMPARE(b->inputs.aval(), (Aval{Shape{16, 12}, DType::F32}));
+    auto m = setup->trainer->step(setup->state, *b);
+    REQUIRE_MESSAGE(m.ok(), m.ok() ? "" : m.error().message.c_str());
+    (i == 0 ? first : last) = m->loss;
   }
+  // Three classes: chance is ln 3 = 1.10; the digits are learnable, so the loss falls well below it.
+  REQUIRE_MESSAGE(std::isfinite(last) && last < 0.8 * first, "loss " << first << " -> " << last);
+}
 
-  void projectsAreReadFromTheDeclaration() {
-    auto vit = parseProject("[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 64\nheads = 4\n",
-                            "p/project.toml", "p");
-    QVERIFY2(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
-    QCOMPARE(vit->model.config.integer("image_size"), int64_t(32));
-    QCOMPARE(vit->model.config.integer("layers"), int64_t(12));  // the default, filled in
-    QCOMPARE(vit->model.config.number("dropout"), 0.0);
-    QCOMPARE(vit->data.kind, std::string("synthetic-images"));   // the family's data kind when none is given
-    QVERIFY(!vit->model.languageModel());
-    QCOMPARE(parseError("[model]\nfamily = \"vit\"\n[data]\nkind = \"text\"\n"),
-             std::string("p/project.toml:4: 'kind' must be synthetic-images (what the vit family trains on)"));
-    QCOMPARE(parseError("[model]\nfamily = \"vit\"\nn_layer = 2\n"),
-             std::string("p/project.toml:3: unknown key 'n_layer' in [model]"));
-    QCOMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [5]\n"),
-             std::string("p/project.toml:3: 'sizes' must be at least two positive sizes"));
-    QCOMPARE(parseError("[model]\nqkv_layout = \"rows\"\n"),
-             std::string("p/project.toml:2: 'qkv_layout' must be fused ([C, 3C], as Hugging Face) or heads ([C, 3, H, D], for tensor parallelism)"));
-    QCOMPARE(parseError("[model]\ndropout = 1.0\n"), std::string("p/project.toml:2: 'dropout' must be in [0, 1)"));
-    QCOMPARE(parseError("[model]\nfamily = \"vit\"\nimage_size = 30\npatch_size = 8\n"),
-             std::string("p/project.toml: [model] image_size must be divisible by patch_size and hidden by heads"));
-    QCOMPARE(parseError("[model]\nblock_size = 8\n[train]\nseq_len = 16\n"),
-             std::string("p/project.toml: [train] seq_len (16) exceeds [model] block_size (8)"));
+// A model whose state cannot fit is refused before anything is allocated, with both sizes.
+TEST_CASE("a state that cannot fit is refused before allocation") {
+  // GPT-2 with 200 blocks of width 8192: V C + T C + L (12 C^2 + 13 C) + 2 C parameters (tied head), with
+  // AdamW's two moments, 12 bytes each: 1933142065152 bytes.
+  auto p =
+      parseProject("[model]\nn_layer = 200\nn_embd = 8192\nn_head = 64\nblock_size = 1024\n[train]\nseq_len = 64\n",
+                   "p/project.toml", tempDir());
+  REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+  train::SetupOverrides o;
+  o.data = false;
+  auto setup = train::makeTrainingSetup(*p, o);
+  REQUIRE(!setup.ok());
+  REQUIRE_MESSAGE(
+      setup.error().message.find("the parameters and adamw state of gpt2 (161095172096 parameters) need 1800.38 GiB") !=
+          std::string::npos,
+      setup.error().message.c_str());
+  REQUIRE_MESSAGE(setup.error().message.find("available; make the model smaller in [model]") != std::string::npos,
+                  setup.error().message.c_str());
+  // Described from shapes alone, the same model is fine: nothing is allocated.
+  o.materialize = false;
+  REQUIRE(train::makeTrainingSetup(*p, o).ok());
+}
+
+TEST_CASE("new projects are written from the declaration and open") {
+  registerToy();
+  for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
+    auto text = newProjectToml({"demo", family, {}, "", "."});
+    REQUIRE_MESSAGE(text.ok(), text.ok() ? family.c_str() : text.error().message.c_str());
+    auto p = parseProject(*text, "n/project.toml", "n");
+    REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    TSR_COMPARE(p->model.family, family);
+    TSR_COMPARE(p->name, std::string("demo"));
+    // Every key is written with its doc string.
+    for (const FamilyKey& k : findModelFamily(family)->keys) REQUIRE(text->find(k.name + " = ") != std::string::npos);
   }
-
-  void aRegisteredFamilyIsReadAsCoreOnesAre() {
-    QCOMPARE(modelFamilyNames().back(), std::string("toy_mlp"));
-    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 1\n"), std::string("p/project.toml:3: 'width' must be at least 2"));
-    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nact = \"tanh\"\n"), std::string("p/project.toml:3: 'act' must be relu or gelu"));
-    QCOMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 5000\n"),
-             std::string("p/project.toml:3: 'width' is 5000, above the limit of 4096"));
-    QCOMPARE(parseError("[model]\nfamily = \"rnn\"\n"), std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, toy_mlp"));
-    // Names are unique, a core family's included; a classifier must say what its batch is.
-    ModelFamily again = toyFamily();
-    QCOMPARE(registerModelFamily(again).error().message, std::string("model family 'toy_mlp' is already registered"));
-    again.name = "gpt2";
-    QCOMPARE(registerModelFamily(again).error().message, std::string("model family 'gpt2' is a core family"));
-    again.name = "toy2";
-    again.batch = nullptr;
-    QVERIFY(registerModelFamily(again).error().message.find("no batch function") != std::string::npos);
-    again = toyFamily();
-    again.name = "toy3";
-    again.keys[0].defaultValue = 1.5;  // an integer key with a number for default
-    QVERIFY(registerModelFamily(again).error().message.find("the default of 'width' is not of its type (integer)") != std::string::npos);
-  }
-
-  // From project.toml to the traced step and trained steps, with no name of the family anywhere but its
-  // declaration.
-  void aRegisteredFamilyTrains() {
-    auto p = parseProject("[model]\nfamily = \"toy_mlp\"\nwidth = 32\n[train]\nbatch_size = 16\noptimizer = \"sgd\"\n"
-                          "lr = 0.1\nwarmup_steps = 0\ngrad_clip = 0.0\n",
-                          "p/project.toml", QDir::tempPath().toStdString());
-    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    QCOMPARE(p->data.kind, std::string("synthetic-digits"));
-    auto step = train::traceTrainingStep(*p);
-    QVERIFY2(step.ok(), step.ok() ? "" : step.error().message.c_str());
-    bool sawBatch = false;
-    for (ir::ValueId v : step->graph.inputs()) sawBatch |= step->graph.aval(v) == Aval{Shape{16, 12}, DType::F32};
-    QVERIFY(sawBatch);
-    auto setup = train::makeTrainingSetup(*p);
-    QVERIFY2(setup.ok(), setup.ok() ? "" : setup.error().message.c_str());
-    QCOMPARE(setup->model.numParams, int64_t(12 * 32 + 32 + 32 * 3 + 3));
-    QCOMPARE(setup->itemsPerBatch, int64_t(16));
-    double first = 0, last = 0;
-    for (int i = 0; i < 30; ++i) {
-      auto b = setup->next();
-      QVERIFY(b.ok());
-      QCOMPARE(b->inputs.aval(), (Aval{Shape{16, 12}, DType::F32}));
-      auto m = setup->trainer->step(setup->state, *b);
-      QVERIFY2(m.ok(), m.ok() ? "" : m.error().message.c_str());
-      (i == 0 ? first : last) = m->loss;
-    }
-    // Three classes: chance is ln 3 = 1.10; the digits are learnable, so the loss falls well below it.
-    QVERIFY2(std::isfinite(last) && last < 0.8 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
-  }
-
-  // A model whose state cannot fit is refused before anything is allocated, with both sizes.
-  void aStateThatCannotFitIsRefusedBeforeAllocation() {
-    // GPT-2 with 200 blocks of width 8192: V C + T C + L (12 C^2 + 13 C) + 2 C parameters (tied head), with
-    // AdamW's two moments, 12 bytes each: 1933142065152 bytes.
-    auto p = parseProject("[model]\nn_layer = 200\nn_embd = 8192\nn_head = 64\nblock_size = 1024\n[train]\nseq_len = 64\n",
-                          "p/project.toml", QDir::tempPath().toStdString());
-    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    train::SetupOverrides o;
-    o.data = false;
-    auto setup = train::makeTrainingSetup(*p, o);
-    QVERIFY(!setup.ok());
-    QVERIFY2(setup.error().message.find("the parameters and adamw state of gpt2 (161095172096 parameters) need 1800.38 GiB") !=
-                 std::string::npos, setup.error().message.c_str());
-    QVERIFY2(setup.error().message.find("available; make the model smaller in [model]") != std::string::npos,
-             setup.error().message.c_str());
-    // Described from shapes alone, the same model is fine: nothing is allocated.
-    o.materialize = false;
-    QVERIFY(train::makeTrainingSetup(*p, o).ok());
-  }
-
-  void newProjectsAreWrittenFromTheDeclarationAndOpen() {
-    for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
-      auto text = newProjectToml({"demo", family, {}, "", "."});
-      QVERIFY2(text.ok(), text.ok() ? family.c_str() : text.error().message.c_str());
-      auto p = parseProject(*text, "n/project.toml", "n");
-      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-      QCOMPARE(p->model.family, family);
-      QCOMPARE(p->name, std::string("demo"));
-      // Every key is written with its doc string.
-      for (const FamilyKey& k : findModelFamily(family)->keys) QVERIFY(text->find(k.name + " = ") != std::string::npos);
-    }
-    auto mlp = newProjectToml({"m", "mlp", {{"sizes", "[8, 4]"}}, "", "."});
-    QVERIFY(mlp.ok());
-    QCOMPARE(parseProject(*mlp, "f", ".")->model.config.sizes("sizes"), (std::vector<int64_t>{8, 4}));
-    // A language model needs a corpus; its first run's sequences fit its context.
-    QCOMPARE(newProjectToml({"g", "gpt2", {}, "", "."}).error().message,
-             std::string("the gpt2 family trains on text: choose a corpus (a UTF-8 text file)"));
-    auto gpt2 = newProjectToml({"g", "gpt2", {{"block_size", "32"}, {"n_layer", "2"}}, "data/c.txt", "."});
-    QVERIFY2(gpt2.ok(), gpt2.ok() ? "" : gpt2.error().message.c_str());
-    auto g = parseProject(*gpt2, "f", ".");
-    QVERIFY(g.ok());
-    QCOMPARE(g->train.seqLen, int64_t(32));
-    QCOMPARE(g->model.config.integer("n_layer"), int64_t(2));
-    QCOMPARE(g->data.path, std::string("data/c.txt"));
-    // Mistakes name the key.
-    QCOMPARE(newProjectToml({"m", "mlp", {{"n_layer", "2"}}, "", "."}).error().message,
-             std::string("[model] n_layer: the mlp family has no such key"));
-    QCOMPARE(newProjectToml({"g", "gpt2", {{"n_layer", "two"}}, "c.txt", "."}).error().message,
-             std::string("[model] n_layer: 'two' is not an integer"));
-    QVERIFY(newProjectToml({"g", "gpt2", {{"n_head", "5"}}, "c.txt", "."}).error().message.find("divisible") != std::string::npos);
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestModelFamily)
-#include "test_model_family.moc"
+  auto mlp = newProjectToml({"m", "mlp", {{"sizes", "[8, 4]"}}, "", "."});
+  REQUIRE(mlp.ok());
+  TSR_COMPARE(parseProject(*mlp, "f", ".")->model.config.sizes("sizes"), (std::vector<int64_t>{8, 4}));
+  // A language model needs a corpus; its first run's sequences fit its context.
+  TSR_COMPARE(newProjectToml({"g", "gpt2", {}, "", "."}).error().message,
+              std::string("the gpt2 family trains on text: choose a corpus (a UTF-8 text file)"));
+  auto gpt2 = newProjectToml({"g", "gpt2", {{"block_size", "32"}, {"n_layer", "2"}}, "data/c.txt", "."});
+  REQUIRE_MESSAGE(gpt2.ok(), gpt2.ok() ? "" : gpt2.error().message.c_str());
+  auto g = parseProject(*gpt2, "f", ".");
+  REQUIRE(g.ok());
+  TSR_COMPARE(g->train.seqLen, int64_t(32));
+  TSR_COMPARE(g->model.config.integer("n_layer"), int64_t(2));
+  TSR_COMPARE(g->data.path, std::string("data/c.txt"));
+  // Mistakes name the key.
+  TSR_COMPARE(newProjectToml({"m", "mlp", {{"n_layer", "2"}}, "", "."}).error().message,
+              std::string("[model] n_layer: the mlp family has no such key"));
+  TSR_COMPARE(newProjectToml({"g", "gpt2", {{"n_layer", "two"}}, "c.txt", "."}).error().message,
+              std::string("[model] n_layer: 'two' is not an integer"));
+  REQUIRE(newProjectToml({"g", "gpt2", {{"n_head", "5"}}, "c.txt", "."}).error().message.find("divisible") !=
+          std::string::npos);
+}

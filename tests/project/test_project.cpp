@@ -1,5 +1,5 @@
 // project.toml: values land in the right fields; every mistake names the file, the line and the key.
-#include <QtTest>
+#include "tests/check.h"
 
 #include "engine/project/project.h"
 
@@ -15,11 +15,8 @@ std::string parseError(const std::string& text) {
 
 }  // namespace
 
-class TestProject : public QObject {
-  Q_OBJECT
- private slots:
-  void readsEverySection() {
-    auto p = parseProject(R"(
+TEST_CASE("readsEverySection") {
+  auto p = parseProject(R"(
 # comment
 [project]
 name = "demo"
@@ -46,96 +43,98 @@ axes = ["data", "model"]
 [precision]
 compute = "bf16"
 )",
-                          "p/project.toml", "p");
-    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    QCOMPARE(p->name, std::string("demo"));
-    QCOMPARE(p->model.config.integer("n_layer"), int64_t(3));
-    QCOMPARE(p->model.config.integer("n_embd"), int64_t(32));
-    QCOMPARE(p->data.vocabSize, int64_t(300));
-    QCOMPARE(p->train.steps, int64_t(7));
-    QCOMPARE(p->train.lr, 1e-3);
-    QCOMPARE(p->train.shuffle, false);
-    QCOMPARE(p->mesh.shape, (std::vector<int64_t>{4, 2}));
-    QCOMPARE(p->sharding.size(), size_t(1));
-    QCOMPARE(p->sharding[0].spec, std::string("None, model"));
-    QCOMPARE(p->sharding[0].line, 24);
-    QCOMPARE(p->precision, std::string("bf16"));
-    QCOMPARE(p->resolve("data/corpus.txt"), std::string("p/data/corpus.txt"));
-  }
+                        "p/project.toml", "p");
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  TSR_COMPARE(p->name, std::string("demo"));
+  TSR_COMPARE(p->model.config.integer("n_layer"), int64_t(3));
+  TSR_COMPARE(p->model.config.integer("n_embd"), int64_t(32));
+  TSR_COMPARE(p->data.vocabSize, int64_t(300));
+  TSR_COMPARE(p->train.steps, int64_t(7));
+  TSR_COMPARE(p->train.lr, 1e-3);
+  TSR_COMPARE(p->train.shuffle, false);
+  TSR_COMPARE(p->mesh.shape, (std::vector<int64_t>{4, 2}));
+  TSR_COMPARE(p->sharding.size(), size_t(1));
+  TSR_COMPARE(p->sharding[0].spec, std::string("None, model"));
+  TSR_COMPARE(p->sharding[0].line, 24);
+  TSR_COMPARE(p->precision, std::string("bf16"));
+  TSR_COMPARE(p->resolve("data/corpus.txt"), std::string("p/data/corpus.txt"));
+}
 
-  void shardingRulesKeepTheFileOrder() {
-    // The first matching rule wins, so "z" (first in the file) must come before "a" whatever order TOML sorts
-    // keys into.
-    auto p = parseProject("[sharding]\n'z' = \"model\"\n'b' = \"None\"\n'a' = \"data\"\n", "p/project.toml", "p");
-    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    QCOMPARE(p->sharding.size(), size_t(3));
-    QCOMPARE(p->sharding[0].pattern, std::string("z"));
-    QCOMPARE(p->sharding[1].pattern, std::string("b"));
-    QCOMPARE(p->sharding[2].pattern, std::string("a"));
-    QCOMPARE(p->sharding[2].line, 4);
-  }
+TEST_CASE("shardingRulesKeepTheFileOrder") {
+  // The first matching rule wins, so "z" (first in the file) must come before "a" whatever order TOML sorts
+  // keys into.
+  auto p = parseProject("[sharding]\n'z' = \"model\"\n'b' = \"None\"\n'a' = \"data\"\n", "p/project.toml", "p");
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  TSR_COMPARE(p->sharding.size(), size_t(3));
+  TSR_COMPARE(p->sharding[0].pattern, std::string("z"));
+  TSR_COMPARE(p->sharding[1].pattern, std::string("b"));
+  TSR_COMPARE(p->sharding[2].pattern, std::string("a"));
+  TSR_COMPARE(p->sharding[2].line, 4);
+}
 
-  void errorsNameFileLineAndKey() {
-    QCOMPARE(parseError("[train]\nstpes = 3\n"), std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
-    QCOMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
-    QCOMPARE(parseError("[train]\nlr = -1.0\n"), std::string("p/project.toml:2: 'lr' must be positive"));
-    QCOMPARE(parseError("[model]\nfamily = \"rnn\"\n"), std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp"));
-    QCOMPARE(parseError("[modle]\nx = 1\n"), std::string("p/project.toml:1: unknown section [modle]"));
-    QVERIFY(parseError("[train\nsteps = 1\n").find("p/project.toml:1:") == 0);  // a syntax error with its position
-    QVERIFY(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") != std::string::npos);
-    QVERIFY(parseError("[model]\nn_embd = 30\nn_head = 4\n").find("divisible") != std::string::npos);
-    auto missing = loadProject("/nonexistent/folder");
-    QVERIFY(!missing.ok());
-    QVERIFY2(missing.error().message.find("/nonexistent/folder: no such file") == 0, missing.error().message.c_str());
-  }
+TEST_CASE("errorsNameFileLineAndKey") {
+  TSR_COMPARE(parseError("[train]\nstpes = 3\n"),
+              std::string("p/project.toml:2: unknown key 'stpes' in [train] (did you mean 'steps'?)"));
+  TSR_COMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
+  TSR_COMPARE(parseError("[train]\nlr = -1.0\n"), std::string("p/project.toml:2: 'lr' must be positive"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp"));
+  TSR_COMPARE(parseError("[modle]\nx = 1\n"), std::string("p/project.toml:1: unknown section [modle]"));
+  REQUIRE(parseError("[train\nsteps = 1\n").find("p/project.toml:1:") == 0);  // a syntax error with its position
+  REQUIRE(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") !=
+          std::string::npos);
+  REQUIRE(parseError("[model]\nn_embd = 30\nn_head = 4\n").find("divisible") != std::string::npos);
+  auto missing = loadProject("/nonexistent/folder");
+  REQUIRE(!missing.ok());
+  REQUIRE_MESSAGE(missing.error().message.find("/nonexistent/folder: no such file") == 0,
+                  missing.error().message.c_str());
+}
 
-  // What toml++ 3.3 would mishandle (undefined behaviour on non-ASCII text where it looks for whitespace, failed
-  // assertions on control characters and on a table header that begins with no key) is refused first, with the
-  // line and column; non-ASCII text in strings and comments, where TOML allows it, still parses.
-  void textTomlWouldMishandleIsRefusedWithItsPosition() {
-    const std::string outside = "a non-ASCII character outside a string or comment (TOML allows them only there)";
-    QCOMPARE(parseError("\xc6\x8d[train]\nsteps = 3\n"), "p/project.toml:1:1: " + outside);
-    QCOMPARE(parseError("[train]\nsteps = 3 \xc2\xa0\n"), "p/project.toml:2:11: " + outside);
-    QCOMPARE(parseError("[train]\nsteps = \x01\n"), std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
-    QCOMPARE(parseError("# x\n  [*o]\n"), std::string("p/project.toml:2:3: a table header must begin with a key"));
-    QCOMPARE(parseError("[[\x01z]]\n"), std::string("p/project.toml:1:1: a table header must begin with a key"));
-    // Allowed in comments and strings, where a quote of another kind or a # ends nothing.
-    auto p = parseProject("# \xc3\xa9t\xc3\xa9 \"\n[project]\nname = \"\"\"caf\xc3\xa9 ''' # \"\" \"\"\"\n"
-                          "[train]\nsteps = 3 # \xc2\xa0 '\n",
-                          "p/project.toml", "p");
-    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
-    QCOMPARE(p->name, std::string("caf\xc3\xa9 ''' # \"\" "));
-    QCOMPARE(p->train.steps, int64_t(3));
-  }
+// What toml++ 3.3 would mishandle (undefined behaviour on non-ASCII text where it looks for whitespace, failed
+// assertions on control characters and on a table header that begins with no key) is refused first, with the
+// line and column; non-ASCII text in strings and comments, where TOML allows it, still parses.
+TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
+  const std::string outside = "a non-ASCII character outside a string or comment (TOML allows them only there)";
+  TSR_COMPARE(parseError("\xc6\x8d[train]\nsteps = 3\n"), "p/project.toml:1:1: " + outside);
+  TSR_COMPARE(parseError("[train]\nsteps = 3 \xc2\xa0\n"), "p/project.toml:2:11: " + outside);
+  TSR_COMPARE(parseError("[train]\nsteps = \x01\n"),
+              std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
+  TSR_COMPARE(parseError("# x\n  [*o]\n"), std::string("p/project.toml:2:3: a table header must begin with a key"));
+  TSR_COMPARE(parseError("[[\x01z]]\n"), std::string("p/project.toml:1:1: a table header must begin with a key"));
+  // Allowed in comments and strings, where a quote of another kind or a # ends nothing.
+  auto p = parseProject("# \xc3\xa9t\xc3\xa9 \"\n[project]\nname = \"\"\"caf\xc3\xa9 ''' # \"\" \"\"\"\n"
+                        "[train]\nsteps = 3 # \xc2\xa0 '\n",
+                        "p/project.toml", "p");
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  TSR_COMPARE(p->name, std::string("caf\xc3\xa9 ''' # \"\" "));
+  TSR_COMPARE(p->train.steps, int64_t(3));
+}
 
-  // Sizes are bounded when the file is read, before anything is allocated from them; the message names the
-  // key, the value and the limit (n_layer = 100000 used to end in std::bad_alloc, a huge mesh in length_error).
-  void sizesAreBoundedWithTheKeyValueAndLimit() {
-    QCOMPARE(parseError("[model]\nn_layer = 100000\n"),
-             std::string("p/project.toml:2: 'n_layer' is 100000, above the limit of 4096"));
-    QCOMPARE(parseError("[model]\nvocab_size = 1000000000\n"),
-             std::string("p/project.toml:2: 'vocab_size' is 1000000000, above the limit of 16777216"));
-    QCOMPARE(parseError("[train]\nbatch_size = 9000000\n"),
-             std::string("p/project.toml:2: 'batch_size' is 9000000, above the limit of 1048576"));
-    QCOMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [784, 10000000, 10]\n"),
-             std::string("p/project.toml:3: 'sizes' is 10000000, above the limit of 131072"));
-    QCOMPARE(parseError("[mesh]\nshape = [9223372036854775807, 2]\naxes = [\"a\", \"b\"]\n"),
-             std::string("p/project.toml:2: 'shape' is 9223372036854775807, above the limit of 1048576"));
-    // Each dim within the limit, their product not (and not overflowing on the way).
-    QCOMPARE(parseError("[mesh]\nshape = [1048576, 1048576, 1048576, 1048576]\naxes = [\"a\", \"b\", \"c\", \"d\"]\n"),
-             std::string("p/project.toml:2: 'shape' is 1048576 x 1048576 x 1048576 x 1048576, more than the limit of 1048576"));
-    QCOMPARE(parseError("[mesh]\nshape = [1024, 1024]\naxes = [\"a\", \"b\"]\n"), std::string("(parsed)"));
-  }
+// Sizes are bounded when the file is read, before anything is allocated from them; the message names the
+// key, the value and the limit (n_layer = 100000 used to end in std::bad_alloc, a huge mesh in length_error).
+TEST_CASE("sizesAreBoundedWithTheKeyValueAndLimit") {
+  TSR_COMPARE(parseError("[model]\nn_layer = 100000\n"),
+              std::string("p/project.toml:2: 'n_layer' is 100000, above the limit of 4096"));
+  TSR_COMPARE(parseError("[model]\nvocab_size = 1000000000\n"),
+              std::string("p/project.toml:2: 'vocab_size' is 1000000000, above the limit of 16777216"));
+  TSR_COMPARE(parseError("[train]\nbatch_size = 9000000\n"),
+              std::string("p/project.toml:2: 'batch_size' is 9000000, above the limit of 1048576"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [784, 10000000, 10]\n"),
+              std::string("p/project.toml:3: 'sizes' is 10000000, above the limit of 131072"));
+  TSR_COMPARE(parseError("[mesh]\nshape = [9223372036854775807, 2]\naxes = [\"a\", \"b\"]\n"),
+              std::string("p/project.toml:2: 'shape' is 9223372036854775807, above the limit of 1048576"));
+  // Each dim within the limit, their product not (and not overflowing on the way).
+  TSR_COMPARE(
+      parseError("[mesh]\nshape = [1048576, 1048576, 1048576, 1048576]\naxes = [\"a\", \"b\", \"c\", \"d\"]\n"),
+      std::string(
+          "p/project.toml:2: 'shape' is 1048576 x 1048576 x 1048576 x 1048576, more than the limit of 1048576"));
+  TSR_COMPARE(parseError("[mesh]\nshape = [1024, 1024]\naxes = [\"a\", \"b\"]\n"), std::string("(parsed)"));
+}
 
-  void sampleProjectsLoad() {
-    for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base"}) {
-      auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
-      QVERIFY2(p.ok(), p.ok() ? name : p.error().message.c_str());
-      QCOMPARE(p->name, std::string(name));
-    }
+TEST_CASE("sampleProjectsLoad") {
+  for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base"}) {
+    auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? name : p.error().message.c_str()));
+    TSR_COMPARE(p->name, std::string(name));
   }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestProject)
-#include "test_project.moc"
+}

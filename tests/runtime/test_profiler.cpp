@@ -1,7 +1,7 @@
 // The reference interpreter under the profiler: one event per node, each linked through its fusion id to the
 // node and op it ran, with the work of the op's cost rule; a profiled MLP training step does exactly the
 // matmul flops counted by hand; nothing is recorded without a profiler, nor inside a scan's body.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <algorithm>
 #include <map>
@@ -75,163 +75,156 @@ double dotFlops(const Profiler& p) {
 
 }  // namespace
 
-class TestProfiler : public QObject {
-  Q_OBJECT
- private slots:
-  void oneEventPerNodeLinkedToItsNode() {
-    // y = relu(x @ w + b): x [8,16], w [16,32], b [32].
-    auto cg = makeGraph([](const std::vector<Array>& xs) { return std::vector<Array>{relu(matmul(xs[0], xs[1]) + xs[2])}; },
-                        {Aval{Shape{8, 16}, DType::F32}, Aval{Shape{16, 32}, DType::F32}, Aval{Shape{32}, DType::F32}},
-                        "dense");
-    QVERIFY(cg.ok());
-    std::vector<Array> args = {randomArray(Shape{8, 16}, 1), randomArray(Shape{16, 32}, 2), randomArray(Shape{32}, 3)};
-    Profiler p;
-    {
-      ProfilerScope scope(p);
-      QCOMPARE(Profiler::active(), &p);
-      QVERIFY(evalGraph(*cg, args).ok());
-      QVERIFY(evalGraph(*cg, args).ok());
-    }
-    QVERIFY(Profiler::active() == nullptr);
-    const ir::Graph& g = cg->graph;
-    auto events = p.events();
-    QCOMPARE(events.size(), 2 * g.nodes().size());
-    QCOMPARE(checkEventsResolve(p, g), std::string());
-    // One kernel per node, registered once however often the graph runs.
-    QCOMPARE(p.fusions().size(), g.nodes().size());
-    for (size_t i = 0; i < g.nodes().size(); ++i) QCOMPARE(events[i].fusion, events[i + g.nodes().size()].fusion);
-    QVERIFY(threadsDoNotOverlap(events));
-    for (const auto& e : events) {
-      QCOMPARE(e.device, std::string("cpu:0"));
-      QCOMPARE(e.stream, int64_t(0));
-      QVERIFY(e.durationNs >= 0);
-    }
-    // In order: each node starts after the previous one ended.
-    for (size_t i = 1; i < events.size(); ++i) QVERIFY(events[i].startNs >= events[i - 1].startNs + events[i - 1].durationNs);
-    // The matmul: 2 * 8 * 32 * 16 flops; reads x and w, writes [8,32] (bytes of f32).
-    auto dot = std::find_if(events.begin(), events.end(), [](const auto& e) { return e.name.rfind("dot_general", 0) == 0; });
-    QVERIFY(dot != events.end());
-    QCOMPARE(dot->name, std::string("dot_general f32[8,16],f32[16,32]"));
-    QCOMPARE(dot->flops, 2.0 * 8 * 32 * 16);
-    QCOMPARE(dot->bytes, 4.0 * (8 * 16 + 16 * 32 + 8 * 32));
-    auto kernels = p.fusions();
-    auto gemm = std::find_if(kernels.begin(), kernels.end(), [&](const auto& k) { return k.id == dot->fusion; });
-    QCOMPARE(gemm->kind, std::string("gemm"));
+TEST_CASE("oneEventPerNodeLinkedToItsNode") {
+  // y = relu(x @ w + b): x [8,16], w [16,32], b [32].
+  auto cg = makeGraph([](const std::vector<Array>& xs) { return std::vector<Array>{relu(matmul(xs[0], xs[1]) + xs[2])}; },
+                      {Aval{Shape{8, 16}, DType::F32}, Aval{Shape{16, 32}, DType::F32}, Aval{Shape{32}, DType::F32}},
+                      "dense");
+  REQUIRE(cg.ok());
+  std::vector<Array> args = {randomArray(Shape{8, 16}, 1), randomArray(Shape{16, 32}, 2), randomArray(Shape{32}, 3)};
+  Profiler p;
+  {
+    ProfilerScope scope(p);
+    TSR_COMPARE(Profiler::active(), &p);
+    REQUIRE(evalGraph(*cg, args).ok());
+    REQUIRE(evalGraph(*cg, args).ok());
   }
-
-  void nothingIsRecordedWithoutAProfiler() {
-    auto f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{tanh(xs[0]) * 2.0}; }, "idle");
-    Array x = randomArray(Shape{4}, 4);
-    Profiler p;
-    QVERIFY(f({x}).ok());
-    QCOMPARE(p.events().size(), size_t(0));
-    {
-      ProfilerScope scope(p);
-      QVERIFY(f({x}).ok());
-    }
-    size_t recorded = p.events().size();
-    QVERIFY(recorded > 0);
-    QVERIFY(f({x}).ok());
-    QCOMPARE(p.events().size(), recorded);
+  REQUIRE(Profiler::active() == nullptr);
+  const ir::Graph& g = cg->graph;
+  auto events = p.events();
+  TSR_COMPARE(events.size(), 2 * g.nodes().size());
+  TSR_COMPARE(checkEventsResolve(p, g), std::string());
+  // One kernel per node, registered once however often the graph runs.
+  TSR_COMPARE(p.fusions().size(), g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) TSR_COMPARE(events[i].fusion, events[i + g.nodes().size()].fusion);
+  REQUIRE(threadsDoNotOverlap(events));
+  for (const auto& e : events) {
+    TSR_COMPARE(e.device, std::string("cpu:0"));
+    TSR_COMPARE(e.stream, int64_t(0));
+    REQUIRE(e.durationNs >= 0);
   }
+  // In order: each node starts after the previous one ended.
+  for (size_t i = 1; i < events.size(); ++i)
+    REQUIRE(events[i].startNs >= events[i - 1].startNs + events[i - 1].durationNs);
+  // The matmul: 2 * 8 * 32 * 16 flops; reads x and w, writes [8,32] (bytes of f32).
+  auto dot = std::find_if(events.begin(), events.end(), [](const auto& e) { return e.name.rfind("dot_general", 0) == 0; });
+  REQUIRE(dot != events.end());
+  TSR_COMPARE(dot->name, std::string("dot_general f32[8,16],f32[16,32]"));
+  TSR_COMPARE(dot->flops, 2.0 * 8 * 32 * 16);
+  TSR_COMPARE(dot->bytes, 4.0 * (8 * 16 + 16 * 32 + 8 * 32));
+  auto kernels = p.fusions();
+  auto gemm = std::find_if(kernels.begin(), kernels.end(), [&](const auto& k) { return k.id == dot->fusion; });
+  TSR_COMPARE(gemm->kind, std::string("gemm"));
+}
 
-  void scopesNest() {
-    Profiler outer, inner;
+TEST_CASE("nothingIsRecordedWithoutAProfiler") {
+  auto f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{tanh(xs[0]) * 2.0}; }, "idle");
+  Array x = randomArray(Shape{4}, 4);
+  Profiler p;
+  REQUIRE(f({x}).ok());
+  TSR_COMPARE(p.events().size(), size_t(0));
+  {
+    ProfilerScope scope(p);
+    REQUIRE(f({x}).ok());
+  }
+  size_t recorded = p.events().size();
+  REQUIRE(recorded > 0);
+  REQUIRE(f({x}).ok());
+  TSR_COMPARE(p.events().size(), recorded);
+}
+
+TEST_CASE("scopesNest") {
+  Profiler outer, inner;
+  {
+    ProfilerScope a(outer);
     {
-      ProfilerScope a(outer);
-      {
-        ProfilerScope b(inner);
-        QCOMPARE(Profiler::active(), &inner);
+      ProfilerScope b(inner);
+      TSR_COMPARE(Profiler::active(), &inner);
+    }
+    TSR_COMPARE(Profiler::active(), &outer);
+  }
+  REQUIRE(Profiler::active() == nullptr);
+}
+
+TEST_CASE("aScanIsOneKernelWhoseCostCountsItsBody") {
+  // 5 iterations of h = h @ w: [4,6] @ [6,6].
+  auto cg = makeGraph([](const std::vector<Array>& xs) {
+    Array w = xs[1];
+    Tree h = foriLoop(0, 5, [w](const Array&, const Tree& c) { return Tree(matmul(c.leaf(), w)); }, Tree(xs[0]));
+    return std::vector<Array>{h.leaf()};
+  }, {Aval{Shape{4, 6}, DType::F32}, Aval{Shape{6, 6}, DType::F32}}, "loop");
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  Profiler p;
+  {
+    ProfilerScope scope(p);
+    REQUIRE(evalGraph(*cg, {randomArray(Shape{4, 6}, 5), randomArray(Shape{6, 6}, 6)}).ok());
+  }
+  TSR_COMPARE(p.events().size(), cg->graph.nodes().size());
+  TSR_COMPARE(checkEventsResolve(p, cg->graph), std::string());
+  double flops = 0;
+  for (const auto& e : p.events()) flops += e.flops;
+  REQUIRE(flops >= 5 * 2.0 * 4 * 6 * 6);
+  REQUIRE(threadsDoNotOverlap(p.events()));
+}
+
+TEST_CASE("mlpTrainingStepDoesTheMatmulFlopsCountedByHand") {
+  // A 3-layer MLP 32-64-48-10 on a batch of 16, MSE loss, one SGD step.
+  const int64_t B = 16;
+  const std::vector<int64_t> sizes = {32, 64, 48, 10};
+  std::vector<Aval> avals = {Aval{Shape{B, sizes[0]}, DType::F32}, Aval{Shape{B, sizes[3]}, DType::F32}};
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    avals.push_back(Aval{Shape{sizes[l], sizes[l + 1]}, DType::F32});
+    avals.push_back(Aval{Shape{sizes[l + 1]}, DType::F32});
+  }
+  auto step = [&](const std::vector<Array>& xs) {
+    std::vector<std::pair<std::string, Tree>> items;
+    for (size_t i = 2; i < xs.size(); ++i) items.push_back({"p" + std::to_string(i), Tree(xs[i])});
+    Tree params = Tree::dict(items);
+    auto vg = valueAndGrad([&](const Tree& p) {
+      Array h = xs[0];
+      for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+        h = matmul(h, p.find("p" + std::to_string(2 + 2 * l))->leaf()) + p.find("p" + std::to_string(3 + 2 * l))->leaf();
+        if (l + 2 < sizes.size()) h = relu(h);
       }
-      QCOMPARE(Profiler::active(), &outer);
-    }
-    QVERIFY(Profiler::active() == nullptr);
+      return mean(square(h - xs[1]));
+    })(params);
+    std::vector<Array> out = {vg.value};
+    for (const auto& [name, leaf] : items) out.push_back(leaf.leaf() - vg.grads.find(name)->leaf() * 0.1);
+    return out;
+  };
+  auto cg = makeGraph(step, avals, "mlp_step");
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  // Without the first layer's input gradient, which nothing uses.
+  passes::DeadCodeElimination dce;
+  passes::PassContext ctx(ops::registry());
+  REQUIRE(dce.run(cg->graph, ctx).ok());
+
+  std::vector<Array> args;
+  for (size_t i = 0; i < avals.size(); ++i) args.push_back(randomArray(avals[i].shape, 10 + static_cast<uint32_t>(i)));
+  Profiler p;
+  {
+    ProfilerScope scope(p);
+    auto out = evalGraph(*cg, args);
+    REQUIRE_MESSAGE(out.ok(), out.error().message);
   }
-
-  void aScanIsOneKernelWhoseCostCountsItsBody() {
-    // 5 iterations of h = h @ w: [4,6] @ [6,6].
-    auto cg = makeGraph([](const std::vector<Array>& xs) {
-      Array w = xs[1];
-      Tree h = foriLoop(0, 5, [w](const Array&, const Tree& c) { return Tree(matmul(c.leaf(), w)); }, Tree(xs[0]));
-      return std::vector<Array>{h.leaf()};
-    }, {Aval{Shape{4, 6}, DType::F32}, Aval{Shape{6, 6}, DType::F32}}, "loop");
-    QVERIFY2(cg.ok(), cg.ok() ? "" : cg.error().message.c_str());
-    Profiler p;
-    {
-      ProfilerScope scope(p);
-      QVERIFY(evalGraph(*cg, {randomArray(Shape{4, 6}, 5), randomArray(Shape{6, 6}, 6)}).ok());
-    }
-    QCOMPARE(p.events().size(), cg->graph.nodes().size());
-    QCOMPARE(checkEventsResolve(p, cg->graph), std::string());
-    double flops = 0;
-    for (const auto& e : p.events()) flops += e.flops;
-    QVERIFY(flops >= 5 * 2.0 * 4 * 6 * 6);
-    QVERIFY(threadsDoNotOverlap(p.events()));
+  TSR_COMPARE(checkEventsResolve(p, cg->graph), std::string());
+  // Forward: x @ W is 2 B in out per layer; backward: dW = x^T g is 2 B in out per layer, dx = g W^T is
+  // 2 B in out for every layer but the first.
+  double expected = 0;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    double layer = 2.0 * static_cast<double>(B * sizes[l] * sizes[l + 1]);
+    expected += (l == 0 ? 2 : 3) * layer;
   }
+  TSR_COMPARE(dotFlops(p), expected);
+  TSR_COMPARE(cg->graph.count(ir::OpCode::DotGeneral), 8);
 
-  void mlpTrainingStepDoesTheMatmulFlopsCountedByHand() {
-    // A 3-layer MLP 32-64-48-10 on a batch of 16, MSE loss, one SGD step.
-    const int64_t B = 16;
-    const std::vector<int64_t> sizes = {32, 64, 48, 10};
-    std::vector<Aval> avals = {Aval{Shape{B, sizes[0]}, DType::F32}, Aval{Shape{B, sizes[3]}, DType::F32}};
-    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-      avals.push_back(Aval{Shape{sizes[l], sizes[l + 1]}, DType::F32});
-      avals.push_back(Aval{Shape{sizes[l + 1]}, DType::F32});
-    }
-    auto step = [&](const std::vector<Array>& xs) {
-      std::vector<std::pair<std::string, Tree>> items;
-      for (size_t i = 2; i < xs.size(); ++i) items.push_back({"p" + std::to_string(i), Tree(xs[i])});
-      Tree params = Tree::dict(items);
-      auto vg = valueAndGrad([&](const Tree& p) {
-        Array h = xs[0];
-        for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-          h = matmul(h, p.find("p" + std::to_string(2 + 2 * l))->leaf()) + p.find("p" + std::to_string(3 + 2 * l))->leaf();
-          if (l + 2 < sizes.size()) h = relu(h);
-        }
-        return mean(square(h - xs[1]));
-      })(params);
-      std::vector<Array> out = {vg.value};
-      for (const auto& [name, leaf] : items) out.push_back(leaf.leaf() - vg.grads.find(name)->leaf() * 0.1);
-      return out;
-    };
-    auto cg = makeGraph(step, avals, "mlp_step");
-    QVERIFY2(cg.ok(), cg.ok() ? "" : cg.error().message.c_str());
-    // Without the first layer's input gradient, which nothing uses.
-    passes::DeadCodeElimination dce;
-    passes::PassContext ctx(ops::registry());
-    QVERIFY(dce.run(cg->graph, ctx).ok());
-
-    std::vector<Array> args;
-    for (size_t i = 0; i < avals.size(); ++i) args.push_back(randomArray(avals[i].shape, 10 + static_cast<uint32_t>(i)));
-    Profiler p;
-    {
-      ProfilerScope scope(p);
-      auto out = evalGraph(*cg, args);
-      QVERIFY2(out.ok(), out.ok() ? "" : out.error().message.c_str());
-    }
-    QCOMPARE(checkEventsResolve(p, cg->graph), std::string());
-    // Forward: x @ W is 2 B in out per layer; backward: dW = x^T g is 2 B in out per layer, dx = g W^T is
-    // 2 B in out for every layer but the first.
-    double expected = 0;
-    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-      double layer = 2.0 * static_cast<double>(B * sizes[l] * sizes[l + 1]);
-      expected += (l == 0 ? 2 : 3) * layer;
-    }
-    QCOMPARE(dotFlops(p), expected);
-    QCOMPARE(cg->graph.count(ir::OpCode::DotGeneral), 8);
-
-    // The same step written out as a trace parses back with every event linked to its node.
-    auto back = runtime::parseChromeTrace(runtime::toChromeTrace(runtime::Trace::from(p)));
-    QVERIFY(back.ok());
-    QCOMPARE(back->events.size(), p.events().size());
-    for (const auto& e : back->events) {
-      const runtime::FusionInfo* k = back->kernel(e.fusion);
-      QVERIFY(k);
-      QCOMPARE(ops::registry().find(cg->graph.nodes()[static_cast<size_t>(k->nodes[0])].op)->name, k->ops[0]);
-    }
+  // The same step written out as a trace parses back with every event linked to its node.
+  auto back = runtime::parseChromeTrace(runtime::toChromeTrace(runtime::Trace::from(p)));
+  REQUIRE(back.ok());
+  TSR_COMPARE(back->events.size(), p.events().size());
+  for (const auto& e : back->events) {
+    const runtime::FusionInfo* k = back->kernel(e.fusion);
+    REQUIRE(k);
+    TSR_COMPARE(ops::registry().find(cg->graph.nodes()[static_cast<size_t>(k->nodes[0])].op)->name, k->ops[0]);
   }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestProfiler)
-#include "test_profiler.moc"
+}

@@ -1,14 +1,14 @@
 // Chrome/Perfetto trace JSON: the documented keys and metadata, microsecond floats keeping nanoseconds, one
 // process per device and one thread per stream, args that link events to kernels; read back as written.
-#include <QtTest>
+#include "tests/check.h"
 
-#include <QTemporaryDir>
 #include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/trace_export.h"
+#include "tests/temp_dir.h"
 
 using namespace tsr;
 using namespace tsr::runtime;
@@ -32,159 +32,151 @@ Trace sampleTrace() {
 
 }  // namespace
 
-class TestTraceExport : public QObject {
-  Q_OBJECT
- private slots:
-  void followsTheTraceEventFormat() {
-    json doc = json::parse(toChromeTrace(sampleTrace()));
-    QVERIFY(doc.is_object());
-    QVERIFY(doc.contains("traceEvents") && doc["traceEvents"].is_array());
-    QVERIFY(doc.contains("displayTimeUnit"));
-    QVERIFY(doc["displayTimeUnit"] == "ns" || doc["displayTimeUnit"] == "ms");
+TEST_CASE("followsTheTraceEventFormat") {
+  json doc = json::parse(toChromeTrace(sampleTrace()));
+  REQUIRE(doc.is_object());
+  REQUIRE((doc.contains("traceEvents") && doc["traceEvents"].is_array()));
+  REQUIRE(doc.contains("displayTimeUnit"));
+  REQUIRE((doc["displayTimeUnit"] == "ns" || doc["displayTimeUnit"] == "ms"));
 
-    std::map<int, std::string> processes;
-    std::set<std::pair<int, int>> namedThreads, usedThreads;
-    int complete = 0;
-    for (const json& e : doc["traceEvents"]) {
-      QVERIFY(e.contains("ph") && e.contains("name") && e.contains("pid"));
-      QVERIFY(e["pid"].is_number_integer());
-      int pid = e["pid"].get<int>();
-      if (e["ph"] == "M") {
-        QVERIFY(e["args"]["name"].is_string());
-        if (e["name"] == "process_name") processes[pid] = e["args"]["name"].get<std::string>();
-        else if (e["name"] == "thread_name") namedThreads.insert({pid, e["tid"].get<int>()});
-        else QFAIL("unexpected metadata event");
-        continue;
-      }
-      QCOMPARE(std::string(e["ph"]), std::string("X"));
-      ++complete;
-      QVERIFY(e["tid"].is_number_integer());
-      QVERIFY(e["ts"].is_number() && e["dur"].is_number());
-      QVERIFY(e["ts"].get<double>() >= 0 && e["dur"].get<double>() >= 0);
-      usedThreads.insert({pid, e["tid"].get<int>()});
+  std::map<int, std::string> processes;
+  std::set<std::pair<int, int>> namedThreads, usedThreads;
+  int complete = 0;
+  for (const json& e : doc["traceEvents"]) {
+    REQUIRE((e.contains("ph") && e.contains("name") && e.contains("pid")));
+    REQUIRE(e["pid"].is_number_integer());
+    int pid = e["pid"].get<int>();
+    if (e["ph"] == "M") {
+      REQUIRE(e["args"]["name"].is_string());
+      if (e["name"] == "process_name") processes[pid] = e["args"]["name"].get<std::string>();
+      else if (e["name"] == "thread_name") namedThreads.insert({pid, e["tid"].get<int>()});
+      else FAIL("unexpected metadata event");
+      continue;
     }
-    QCOMPARE(complete, 6);  // 4 kernels + 2 marks
-    for (const auto& th : usedThreads) {
-      QVERIFY2(namedThreads.count(th), "every thread with events is named");
-      QVERIFY2(processes.count(th.first), "every process with events is named");
-    }
-    // host (marks), cpu:0 and cuda:0 are three processes; cpu:0 has two threads.
-    QCOMPARE(processes.size(), size_t(3));
-    std::set<std::string> names;
-    for (const auto& [pid, name] : processes) names.insert(name);
-    QCOMPARE(names, (std::set<std::string>{"host", "cpu:0", "cuda:0"}));
+    TSR_COMPARE(std::string(e["ph"]), std::string("X"));
+    ++complete;
+    REQUIRE(e["tid"].is_number_integer());
+    REQUIRE((e["ts"].is_number() && e["dur"].is_number()));
+    REQUIRE((e["ts"].get<double>() >= 0 && e["dur"].get<double>() >= 0));
+    usedThreads.insert({pid, e["tid"].get<int>()});
   }
-
-  void timesAreMicrosecondsFromTheStartKeepingNanoseconds() {
-    json doc = json::parse(toChromeTrace(sampleTrace()));
-    std::map<std::string, std::vector<json>> byName;
-    for (const json& e : doc["traceEvents"])
-      if (e["ph"] == "X") byName[e["name"].get<std::string>()].push_back(e);
-    // The first mark starts the trace; the GEMM starts 1234 ns later and lasts 2 us.
-    QCOMPARE(byName["step 1"][0]["ts"].get<double>(), 0.0);
-    QCOMPARE(byName["step 2"][0]["ts"].get<double>(), 10.0);
-    QCOMPARE(byName["step 2"][0]["dur"].get<double>(), 9.0);
-    const json& gemm = byName["dot_general f32[8,4],f32[4,2]"][0];
-    QCOMPARE(gemm["ts"].get<double>(), 1.234);
-    QCOMPARE(gemm["dur"].get<double>(), 2.0);
-    QCOMPARE(byName["fusion.11 loop[add,relu]"][0]["dur"].get<double>(), 0.501);
-    // Marks are on their own track, apart from every kernel.
-    QVERIFY(byName["step 1"][0]["pid"] != gemm["pid"]);
+  TSR_COMPARE(complete, 6);  // 4 kernels + 2 marks
+  for (const auto& th : usedThreads) {
+    REQUIRE_MESSAGE(namedThreads.count(th), "every thread with events is named");
+    REQUIRE_MESSAGE(processes.count(th.first), "every process with events is named");
   }
+  // host (marks), cpu:0 and cuda:0 are three processes; cpu:0 has two threads.
+  TSR_COMPARE(processes.size(), size_t(3));
+  std::set<std::string> names;
+  for (const auto& [pid, name] : processes) names.insert(name);
+  TSR_COMPARE(names, (std::set<std::string>{"host", "cpu:0", "cuda:0"}));
+}
 
-  void argsLinkEventsToKernelsAndGiveRates() {
-    json doc = json::parse(toChromeTrace(sampleTrace()));
-    bool sawGemm = false, sawBare = false;
-    for (const json& e : doc["traceEvents"]) {
-      if (e["ph"] != "X" || !e.contains("args")) continue;
-      const json& a = e["args"];
-      if (e["name"] == "dot_general f32[8,4],f32[4,2]") {
-        sawGemm = true;
-        QCOMPARE(a["fusion"].get<int>(), 10);
-        QCOMPARE(std::string(a["kind"]), std::string("gemm"));
-        QCOMPARE(std::string(e["cat"]), std::string("gemm"));
-        QCOMPARE(a["nodes"], json::array({3}));
-        QCOMPARE(a["ops"], json::array({"dot_general"}));
-        QCOMPARE(std::string(a["module"]), std::string("mlp.0"));
-        QCOMPARE(a["flops"].get<double>(), 128.0);
-        QCOMPARE(a["bytes"].get<double>(), 112.0);
-        // 128 flops in 2000 ns = 0.064 GFLOP/s; 112 bytes in 2000 ns = 0.056 GB/s.
-        QVERIFY(std::abs(a["GFLOP/s"].get<double>() - 0.064) < 1e-12);
-        QVERIFY(std::abs(a["GB/s"].get<double>() - 0.056) < 1e-12);
-      }
-      if (e["name"] == "memcpy") {
-        sawBare = true;
-        QCOMPARE(a["fusion"].get<int>(), -1);
-        QVERIFY(!a.contains("kind"));
-      }
-    }
-    QVERIFY(sawGemm && sawBare);
-  }
+TEST_CASE("timesAreMicrosecondsFromTheStartKeepingNanoseconds") {
+  json doc = json::parse(toChromeTrace(sampleTrace()));
+  std::map<std::string, std::vector<json>> byName;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X") byName[e["name"].get<std::string>()].push_back(e);
+  // The first mark starts the trace; the GEMM starts 1234 ns later and lasts 2 us.
+  TSR_COMPARE(byName["step 1"][0]["ts"].get<double>(), 0.0);
+  TSR_COMPARE(byName["step 2"][0]["ts"].get<double>(), 10.0);
+  TSR_COMPARE(byName["step 2"][0]["dur"].get<double>(), 9.0);
+  const json& gemm = byName["dot_general f32[8,4],f32[4,2]"][0];
+  TSR_COMPARE(gemm["ts"].get<double>(), 1.234);
+  TSR_COMPARE(gemm["dur"].get<double>(), 2.0);
+  TSR_COMPARE(byName["fusion.11 loop[add,relu]"][0]["dur"].get<double>(), 0.501);
+  // Marks are on their own track, apart from every kernel.
+  REQUIRE(byName["step 1"][0]["pid"] != gemm["pid"]);
+}
 
-  void readsBackWhatItWrote() {
-    Trace t = sampleTrace();
-    QTemporaryDir dir;
-    std::string path = dir.filePath("trace.json").toStdString();
-    QVERIFY(writeChromeTrace(path, t).ok());
-    auto back = readChromeTrace(path);
-    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
-    int64_t t0 = t.marks[0].startNs;
-    QCOMPARE(back->events.size(), t.events.size());
-    for (size_t i = 0; i < t.events.size(); ++i) {
-      const ProfileEvent& a = t.events[i];
-      const ProfileEvent& b = back->events[i];
-      QCOMPARE(b.device, a.device);
-      QCOMPARE(b.stream, a.stream);
-      QCOMPARE(b.name, a.name);
-      QCOMPARE(b.fusion, a.fusion);
-      QCOMPARE(b.startNs, a.startNs - t0);
-      QCOMPARE(b.durationNs, a.durationNs);
-      QCOMPARE(b.flops, a.flops);
-      QCOMPARE(b.bytes, a.bytes);
+TEST_CASE("argsLinkEventsToKernelsAndGiveRates") {
+  json doc = json::parse(toChromeTrace(sampleTrace()));
+  bool sawGemm = false, sawBare = false;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || !e.contains("args")) continue;
+    const json& a = e["args"];
+    if (e["name"] == "dot_general f32[8,4],f32[4,2]") {
+      sawGemm = true;
+      TSR_COMPARE(a["fusion"].get<int>(), 10);
+      TSR_COMPARE(std::string(a["kind"]), std::string("gemm"));
+      TSR_COMPARE(std::string(e["cat"]), std::string("gemm"));
+      TSR_COMPARE(a["nodes"], json::array({3}));
+      TSR_COMPARE(a["ops"], json::array({"dot_general"}));
+      TSR_COMPARE(std::string(a["module"]), std::string("mlp.0"));
+      TSR_COMPARE(a["flops"].get<double>(), 128.0);
+      TSR_COMPARE(a["bytes"].get<double>(), 112.0);
+      // 128 flops in 2000 ns = 0.064 GFLOP/s; 112 bytes in 2000 ns = 0.056 GB/s.
+      REQUIRE(std::abs(a["GFLOP/s"].get<double>() - 0.064) < 1e-12);
+      REQUIRE(std::abs(a["GB/s"].get<double>() - 0.056) < 1e-12);
     }
-    QCOMPARE(back->marks.size(), size_t(2));
-    QCOMPARE(back->marks[1].name, std::string("step 2"));
-    QCOMPARE(back->marks[1].startNs, int64_t(10'000));
-    QCOMPARE(back->marks[1].durationNs, int64_t(9'000));
-    QCOMPARE(back->kernels.size(), size_t(2));
-    for (const FusionInfo& k : t.kernels) {
-      const FusionInfo* r = back->kernel(k.id);
-      QVERIFY(r);
-      QCOMPARE(r->executable, k.executable);
-      QCOMPARE(r->name, k.name);
-      QCOMPARE(r->kind, k.kind);
-      QCOMPARE(r->nodes, k.nodes);
-      QCOMPARE(r->ops, k.ops);
-      QCOMPARE(r->modulePath, k.modulePath);
+    if (e["name"] == "memcpy") {
+      sawBare = true;
+      TSR_COMPARE(a["fusion"].get<int>(), -1);
+      REQUIRE(!a.contains("kind"));
     }
   }
+  REQUIRE((sawGemm && sawBare));
+}
 
-  void anEmptyTraceIsStillATrace() {
-    json doc = json::parse(toChromeTrace(Trace{}));
-    QVERIFY(doc["traceEvents"].is_array());
-    QCOMPARE(doc["traceEvents"].size(), size_t(0));
-    auto back = parseChromeTrace(toChromeTrace(Trace{}));
-    QVERIFY(back.ok());
-    QVERIFY(back->events.empty());
+TEST_CASE("readsBackWhatItWrote") {
+  Trace t = sampleTrace();
+  test::TempDir dir;
+  std::string path = dir.filePath("trace.json");
+  REQUIRE(writeChromeTrace(path, t).ok());
+  auto back = readChromeTrace(path);
+  REQUIRE_MESSAGE(back.ok(), back.error().message);
+  int64_t t0 = t.marks[0].startNs;
+  TSR_COMPARE(back->events.size(), t.events.size());
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const ProfileEvent& a = t.events[i];
+    const ProfileEvent& b = back->events[i];
+    TSR_COMPARE(b.device, a.device);
+    TSR_COMPARE(b.stream, a.stream);
+    TSR_COMPARE(b.name, a.name);
+    TSR_COMPARE(b.fusion, a.fusion);
+    TSR_COMPARE(b.startNs, a.startNs - t0);
+    TSR_COMPARE(b.durationNs, a.durationNs);
+    TSR_COMPARE(b.flops, a.flops);
+    TSR_COMPARE(b.bytes, a.bytes);
   }
-
-  void badFilesAreErrors() {
-    QVERIFY(!parseChromeTrace("{").ok());
-    QVERIFY(!parseChromeTrace("{\"events\": []}").ok());
-    QVERIFY(!parseChromeTrace("42").ok());
-    auto wrongType = parseChromeTrace(R"({"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": "soon"}]})");
-    QVERIFY(!wrongType.ok());
-    QVERIFY2(wrongType.error().message.find("malformed") != std::string::npos, wrongType.error().message.c_str());
-    QVERIFY(!readChromeTrace("/nonexistent/trace.json").ok());
-    // The array form, from other tools, reads too.
-    auto array = parseChromeTrace(R"([{"ph": "X", "name": "k", "pid": 7, "tid": 3, "ts": 1.5, "dur": 2}])");
-    QVERIFY(array.ok());
-    QCOMPARE(array->events.size(), size_t(1));
-    QCOMPARE(array->events[0].startNs, int64_t(1500));
-    QCOMPARE(array->events[0].durationNs, int64_t(2000));
+  TSR_COMPARE(back->marks.size(), size_t(2));
+  TSR_COMPARE(back->marks[1].name, std::string("step 2"));
+  TSR_COMPARE(back->marks[1].startNs, int64_t(10'000));
+  TSR_COMPARE(back->marks[1].durationNs, int64_t(9'000));
+  TSR_COMPARE(back->kernels.size(), size_t(2));
+  for (const FusionInfo& k : t.kernels) {
+    const FusionInfo* r = back->kernel(k.id);
+    REQUIRE(r);
+    TSR_COMPARE(r->executable, k.executable);
+    TSR_COMPARE(r->name, k.name);
+    TSR_COMPARE(r->kind, k.kind);
+    TSR_COMPARE(r->nodes, k.nodes);
+    TSR_COMPARE(r->ops, k.ops);
+    TSR_COMPARE(r->modulePath, k.modulePath);
   }
-};
+}
 
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestTraceExport)
-#include "test_trace_export.moc"
+TEST_CASE("anEmptyTraceIsStillATrace") {
+  json doc = json::parse(toChromeTrace(Trace{}));
+  REQUIRE(doc["traceEvents"].is_array());
+  TSR_COMPARE(doc["traceEvents"].size(), size_t(0));
+  auto back = parseChromeTrace(toChromeTrace(Trace{}));
+  REQUIRE(back.ok());
+  REQUIRE(back->events.empty());
+}
+
+TEST_CASE("badFilesAreErrors") {
+  REQUIRE(!parseChromeTrace("{").ok());
+  REQUIRE(!parseChromeTrace("{\"events\": []}").ok());
+  REQUIRE(!parseChromeTrace("42").ok());
+  auto wrongType = parseChromeTrace(R"({"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": "soon"}]})");
+  REQUIRE(!wrongType.ok());
+  REQUIRE_MESSAGE(wrongType.error().message.find("malformed") != std::string::npos, wrongType.error().message.c_str());
+  REQUIRE(!readChromeTrace("/nonexistent/trace.json").ok());
+  // The array form, from other tools, reads too.
+  auto array = parseChromeTrace(R"([{"ph": "X", "name": "k", "pid": 7, "tid": 3, "ts": 1.5, "dur": 2}])");
+  REQUIRE(array.ok());
+  TSR_COMPARE(array->events.size(), size_t(1));
+  TSR_COMPARE(array->events[0].startNs, int64_t(1500));
+  TSR_COMPARE(array->events[0].durationNs, int64_t(2000));
+}

@@ -1,7 +1,7 @@
 #pragma once
 // Shorthands shared by the sharding tests: unwrap a Result (a test failure otherwise) and build shardings from
 // their text forms.
-#include <QtTest>
+#include "tests/check.h"
 
 #include "engine/sharding/sharding.h"
 
@@ -9,7 +9,7 @@ namespace tsr::test {
 
 template <class T>
 T must(Result<T> r) {
-  if (!r.ok()) qFatal("%s", r.error().message.c_str());
+  if (!r.ok()) TSR_FATAL(r.error().message);
   return std::move(r).value();
 }
 

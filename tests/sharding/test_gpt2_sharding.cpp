@@ -15,9 +15,10 @@
 //
 // Nothing else: no all_gather, all_to_all, reduce_scatter or collective_permute. An axis of size 1 moves nothing,
 // so the model-only mesh has the 'model' collectives only.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cstdio>
+#include <iomanip>
 #include <map>
 #include <random>
 
@@ -81,7 +82,7 @@ Run trainSteps(const std::optional<train::TrainSharding>& sharding) {
   };
   optim::Schedule lr = optim::constantSchedule(1e-3);
   train::Trainer trainer(loss, optim::adamw(lr, 0.9, 0.95, 1e-8, 0.1), lr, 0);
-  if (sharding && !trainer.setSharding(*sharding).ok()) qFatal("bad sharding rules");
+  if (sharding && !trainer.setSharding(*sharding).ok()) TSR_FATAL("bad sharding rules");
   train::TrainState state = trainer.init(model->init(random::key(0)));
   train::Batch b = batch();
   Run run;
@@ -98,8 +99,8 @@ Run trainSteps(const std::optional<train::TrainSharding>& sharding) {
 void compareLosses(const Run& single, const Run& sharded) {
   for (int s = 0; s < kSteps; ++s) {
     double a = single.losses[static_cast<size_t>(s)], b = sharded.losses[static_cast<size_t>(s)];
-    QVERIFY2(std::abs(a - b) <= 1e-5 * std::abs(a),
-             qPrintable(QString("step %1: one device %2, sharded %3").arg(s).arg(a, 0, 'g', 10).arg(b, 0, 'g', 10)));
+    REQUIRE_MESSAGE(std::abs(a - b) <= 1e-5 * std::abs(a),
+                    "step " << s << ": one device " << std::setprecision(10) << a << ", sharded " << b);
   }
 }
 
@@ -109,95 +110,94 @@ std::string counts(const Run& r) {
   return s;
 }
 
-}  // namespace
-
-class TestGpt2Sharding : public QObject {
-  Q_OBJECT
-  Run m_single;
-
- private slots:
-  void initTestCase() {
-    QVERIFY(spmd::setCpuDevices(4).ok());
-    m_single = trainSteps(std::nullopt);
-    std::printf("one device: losses %.8f %.8f %.8f\n", m_single.losses[0], m_single.losses[1], m_single.losses[2]);
-    QVERIFY(m_single.losses[kSteps - 1] < m_single.losses[0]);
-  }
-
-  // The heads view holds the fused layout's numbers: the same init, the same first loss.
-  void headsLayoutEqualsFused() {
-    nn::Gpt2Config fusedCfg = config();
-    fusedCfg.qkvHeads = false;
-    nn::Gpt2 fused(fusedCfg), heads(config());
-    Tree pf = fused.init(random::key(0)), ph = heads.init(random::key(0));
-    QCOMPARE(ph.findPath("h.0.attn.c_attn.weight")->leaf().shape(), (Shape{64, 3, 4, 16}));
-    QCOMPARE(ph.findPath("h.0.attn.c_attn.bias")->leaf().shape(), (Shape{3, 4, 16}));
-    QCOMPARE(pf.findPath("h.0.attn.c_attn.weight")->leaf().shape(), (Shape{64, 192}));
-    train::Batch b = batch();
-    nn::Context ctx;
-    double lf = optim::softmaxCrossEntropy(fused.apply(pf, b.inputs, ctx), b.targets).item();
-    double lh = optim::softmaxCrossEntropy(heads.apply(ph, b.inputs, ctx), b.targets).item();
-    QVERIFY2(std::abs(lf - lh) <= 1e-6 * std::abs(lf), qPrintable(QString("fused %1, heads %2").arg(lf).arg(lh)));
-    // Hugging Face weights ([C, 3C]) load into the heads view: the fused model's numbers, reshaped.
-    train::SafetensorsFile hf;
-    pf.visit([&](const std::string& path, const Array& a) { hf.tensors[path] = a; });
-    Tree loaded = must(train::treeFromHuggingFace(hf, heads.init(random::key(1))));
-    const Array& w = loaded.findPath("h.1.attn.c_attn.weight")->leaf();
-    QCOMPARE(w.shape(), (Shape{64, 3, 4, 16}));
-    QVERIFY(w.toFloats() == pf.findPath("h.1.attn.c_attn.weight")->leaf().toFloats());
-  }
-
-  void dataTimesTensorParallel2x2() {
-    auto mesh = must(sharding::Mesh::create({2, 2}, {"data", "model"}));
-    Run r = trainSteps(train::TrainSharding{mesh, kRules});
-    std::printf("2x2 data x model: losses %.8f %.8f %.8f; collectives: %s\n%s", r.losses[0], r.losses[1],
-                r.losses[2], counts(r).c_str(), r.listing.c_str());
-    compareLosses(m_single, r);
-    const int params = 4 + 12 * kLayers;  // wte, wpe, ln_f.{weight,bias}; 12 per block
-    QCOMPARE(r.collectives["all_reduce('model')"], 4 * kLayers + 1);
-    QCOMPARE(r.collectives["all_reduce('data')"], params + 1);
-    QVERIFY2(r.collectives.size() == 2, counts(r).c_str());
-    // The activations' all_reduces move a device's [B / 2, T, C] f32; the norm's, one f32.
-    QCOMPARE(r.modelBytes[kBatch / 2 * kSeq * 64 * 4], 4 * kLayers);
-    QCOMPARE(r.modelBytes[4], 1);
-  }
-
-  // A state read back from a checkpoint (one-device arrays) goes back onto the mesh as init placed it.
-  void resumedStateIsPlacedOnTheMesh() {
-    auto model = std::make_shared<nn::Gpt2>(config());
-    optim::Schedule lr = optim::constantSchedule(1e-3);
-    train::Trainer trainer([](const Tree&, const train::Batch&, nn::Context&) { return Array::scalar(0.0); },
-                           optim::adamw(lr), lr, 0);
-    auto mesh = must(sharding::Mesh::create({2, 2}, {"data", "model"}));
-    QVERIFY(trainer.setSharding(train::TrainSharding{mesh, kRules}).ok());
-    train::TrainState placed = trainer.init(model->init(random::key(0)));
-    auto onHost = [](const Tree& t) { return t.map([](const Array& a) { return a.gathered(); }); };
-    train::TrainState read{onHost(placed.params), onHost(placed.optState), 2};
-    QVERIFY(!read.params.findPath("h.0.mlp.c_fc.weight")->leaf().isSharded());
-    QVERIFY(trainer.placeState(read).ok());
-    auto specOf = [](const Tree& t, const std::string& path) {
-      const Array& a = t.findPath(path)->leaf();
-      return a.isSharded() ? a.sharding()->spec.toString() : std::string("one device");
-    };
-    for (const std::string path : {"h.0.mlp.c_fc.weight", "h.1.attn.c_attn.weight", "wte.weight"})
-      QCOMPARE(specOf(read.params, path), specOf(placed.params, path));
-    QCOMPARE(specOf(read.params, "h.0.mlp.c_fc.weight"), std::string("P(None, 'model')"));
-    QVERIFY(read.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats() ==
-            placed.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats());
-  }
-
-  void tensorParallelOnly() {
-    auto mesh = must(sharding::Mesh::create({1, 2}, {"data", "model"}));
-    Run r = trainSteps(train::TrainSharding{mesh, kRules});
-    std::printf("1x2 model only: losses %.8f %.8f %.8f; collectives: %s\n%s", r.losses[0], r.losses[1], r.losses[2],
-                counts(r).c_str(), r.listing.c_str());
-    compareLosses(m_single, r);
-    QCOMPARE(r.collectives["all_reduce('model')"], 4 * kLayers + 1);
-    QVERIFY2(r.collectives.size() == 1, counts(r).c_str());
-    QCOMPARE(r.modelBytes[kBatch * kSeq * 64 * 4], 4 * kLayers);
-    QCOMPARE(r.modelBytes[4], 1);
-  }
+// Every test case runs on 4 CPU devices.
+struct FourDevices {
+  FourDevices() { REQUIRE(spmd::setCpuDevices(4).ok()); }
 };
 
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestGpt2Sharding)
-#include "test_gpt2_sharding.moc"
+// The run on one device that the sharded runs are compared with, trained once.
+const Run& single() {
+  static const Run run = [] {
+    Run r = trainSteps(std::nullopt);
+    std::printf("one device: losses %.8f %.8f %.8f\n", r.losses[0], r.losses[1], r.losses[2]);
+    REQUIRE(r.losses[kSteps - 1] < r.losses[0]);
+    return r;
+  }();
+  return run;
+}
+
+}  // namespace
+
+// The heads view holds the fused layout's numbers: the same init, the same first loss.
+TEST_CASE_FIXTURE(FourDevices, "headsLayoutEqualsFused") {
+  nn::Gpt2Config fusedCfg = config();
+  fusedCfg.qkvHeads = false;
+  nn::Gpt2 fused(fusedCfg), heads(config());
+  Tree pf = fused.init(random::key(0)), ph = heads.init(random::key(0));
+  TSR_COMPARE(ph.findPath("h.0.attn.c_attn.weight")->leaf().shape(), (Shape{64, 3, 4, 16}));
+  TSR_COMPARE(ph.findPath("h.0.attn.c_attn.bias")->leaf().shape(), (Shape{3, 4, 16}));
+  TSR_COMPARE(pf.findPath("h.0.attn.c_attn.weight")->leaf().shape(), (Shape{64, 192}));
+  train::Batch b = batch();
+  nn::Context ctx;
+  double lf = optim::softmaxCrossEntropy(fused.apply(pf, b.inputs, ctx), b.targets).item();
+  double lh = optim::softmaxCrossEntropy(heads.apply(ph, b.inputs, ctx), b.targets).item();
+  REQUIRE_MESSAGE(std::abs(lf - lh) <= 1e-6 * std::abs(lf), "fused " << lf << ", heads " << lh);
+  // Hugging Face weights ([C, 3C]) load into the heads view: the fused model's numbers, reshaped.
+  train::SafetensorsFile hf;
+  pf.visit([&](const std::string& path, const Array& a) { hf.tensors[path] = a; });
+  Tree loaded = must(train::treeFromHuggingFace(hf, heads.init(random::key(1))));
+  const Array& w = loaded.findPath("h.1.attn.c_attn.weight")->leaf();
+  TSR_COMPARE(w.shape(), (Shape{64, 3, 4, 16}));
+  REQUIRE(w.toFloats() == pf.findPath("h.1.attn.c_attn.weight")->leaf().toFloats());
+}
+
+TEST_CASE_FIXTURE(FourDevices, "dataTimesTensorParallel2x2") {
+  auto mesh = must(sharding::Mesh::create({2, 2}, {"data", "model"}));
+  Run r = trainSteps(train::TrainSharding{mesh, kRules});
+  std::printf("2x2 data x model: losses %.8f %.8f %.8f; collectives: %s\n%s", r.losses[0], r.losses[1],
+              r.losses[2], counts(r).c_str(), r.listing.c_str());
+  compareLosses(single(), r);
+  const int params = 4 + 12 * kLayers;  // wte, wpe, ln_f.{weight,bias}; 12 per block
+  TSR_COMPARE(r.collectives["all_reduce('model')"], 4 * kLayers + 1);
+  TSR_COMPARE(r.collectives["all_reduce('data')"], params + 1);
+  REQUIRE_MESSAGE(r.collectives.size() == 2, counts(r).c_str());
+  // The activations' all_reduces move a device's [B / 2, T, C] f32; the norm's, one f32.
+  TSR_COMPARE(r.modelBytes[kBatch / 2 * kSeq * 64 * 4], 4 * kLayers);
+  TSR_COMPARE(r.modelBytes[4], 1);
+}
+
+// A state read back from a checkpoint (one-device arrays) goes back onto the mesh as init placed it.
+TEST_CASE_FIXTURE(FourDevices, "resumedStateIsPlacedOnTheMesh") {
+  auto model = std::make_shared<nn::Gpt2>(config());
+  optim::Schedule lr = optim::constantSchedule(1e-3);
+  train::Trainer trainer([](const Tree&, const train::Batch&, nn::Context&) { return Array::scalar(0.0); },
+                         optim::adamw(lr), lr, 0);
+  auto mesh = must(sharding::Mesh::create({2, 2}, {"data", "model"}));
+  REQUIRE(trainer.setSharding(train::TrainSharding{mesh, kRules}).ok());
+  train::TrainState placed = trainer.init(model->init(random::key(0)));
+  auto onHost = [](const Tree& t) { return t.map([](const Array& a) { return a.gathered(); }); };
+  train::TrainState read{onHost(placed.params), onHost(placed.optState), 2};
+  REQUIRE(!read.params.findPath("h.0.mlp.c_fc.weight")->leaf().isSharded());
+  REQUIRE(trainer.placeState(read).ok());
+  auto specOf = [](const Tree& t, const std::string& path) {
+    const Array& a = t.findPath(path)->leaf();
+    return a.isSharded() ? a.sharding()->spec.toString() : std::string("one device");
+  };
+  for (const std::string path : {"h.0.mlp.c_fc.weight", "h.1.attn.c_attn.weight", "wte.weight"})
+    TSR_COMPARE(specOf(read.params, path), specOf(placed.params, path));
+  TSR_COMPARE(specOf(read.params, "h.0.mlp.c_fc.weight"), std::string("P(None, 'model')"));
+  REQUIRE(read.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats() ==
+          placed.params.findPath("h.0.mlp.c_fc.weight")->leaf().toFloats());
+}
+
+TEST_CASE_FIXTURE(FourDevices, "tensorParallelOnly") {
+  auto mesh = must(sharding::Mesh::create({1, 2}, {"data", "model"}));
+  Run r = trainSteps(train::TrainSharding{mesh, kRules});
+  std::printf("1x2 model only: losses %.8f %.8f %.8f; collectives: %s\n%s", r.losses[0], r.losses[1], r.losses[2],
+              counts(r).c_str(), r.listing.c_str());
+  compareLosses(single(), r);
+  TSR_COMPARE(r.collectives["all_reduce('model')"], 4 * kLayers + 1);
+  REQUIRE_MESSAGE(r.collectives.size() == 1, counts(r).c_str());
+  TSR_COMPARE(r.modelBytes[kBatch * kSeq * 64 * 4], 4 * kLayers);
+  TSR_COMPARE(r.modelBytes[4], 1);
+}

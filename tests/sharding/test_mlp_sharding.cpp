@@ -4,9 +4,10 @@
 // the one-device run to 1e-5 relative, and the collectives are exactly those the math requires, listed here:
 //   (i)  one all_reduce over 'batch' per parameter gradient (8) and one for the loss;
 //   (ii) the same 9 over 'batch', plus one all_reduce over 'model' after the row-parallel layer 2.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cstdio>
+#include <iomanip>
 #include <map>
 
 #include "engine/nn/vit.h"
@@ -84,58 +85,58 @@ Run train(const std::function<Array(const std::string& path, const Array& x)>& p
 void compareLosses(const Run& single, const Run& sharded) {
   for (int s = 0; s < kSteps; ++s) {
     double a = single.losses[static_cast<size_t>(s)], b = sharded.losses[static_cast<size_t>(s)];
-    QVERIFY2(std::abs(a - b) <= 1e-5 * std::abs(a), qPrintable(QString("step %1: one device %2, sharded %3").arg(s).arg(a, 0, 'g', 10).arg(b, 0, 'g', 10)));
+    REQUIRE_MESSAGE(std::abs(a - b) <= 1e-5 * std::abs(a),
+                    "step " << s << ": one device " << std::setprecision(10) << a << ", sharded " << b);
   }
+}
+
+// Every test case runs on 8 CPU devices.
+struct EightDevices {
+  EightDevices() { REQUIRE(spmd::setCpuDevices(8).ok()); }
+};
+
+// The run on one device that the sharded runs are compared with, trained once.
+const Run& single() {
+  static const Run run = [] {
+    Run r = train([](const std::string&, const Array& a) { return a; });
+    REQUIRE(r.losses[kSteps - 1] < r.losses[0]);
+    return r;
+  }();
+  return run;
 }
 
 }  // namespace
 
-class TestMlpSharding : public QObject {
-  Q_OBJECT
-  Run m_single;
+TEST_CASE_FIXTURE(EightDevices, "dataParallel8Way") {
+  Mesh mesh = must(Mesh::create({8}, {"batch"}));
+  Run r = train([&](const std::string& path, const Array& a) {
+    bool batch = path.rfind("batch.", 0) == 0;
+    return must(spmd::devicePut(a, named(mesh, batch ? "batch" : "")));
+  });
+  std::printf("8-way data parallel: losses %.8f %.8f %.8f; collectives:\n%s", r.losses[0], r.losses[1], r.losses[2],
+              r.listing.c_str());
+  compareLosses(single(), r);
+  TSR_COMPARE(r.compiles, 1);
+  TSR_COMPARE(r.collectives.size(), size_t(1));
+  TSR_COMPARE(r.collectives["all_reduce('batch')"], 9);  // 8 gradients + the loss
+}
 
- private slots:
-  void initTestCase() {
-    QVERIFY(spmd::setCpuDevices(8).ok());
-    m_single = train([](const std::string&, const Array& a) { return a; });
-    QVERIFY(m_single.losses[kSteps - 1] < m_single.losses[0]);
-  }
-
-  void dataParallel8Way() {
-    Mesh mesh = must(Mesh::create({8}, {"batch"}));
-    Run r = train([&](const std::string& path, const Array& a) {
-      bool batch = path.rfind("batch.", 0) == 0;
-      return must(spmd::devicePut(a, named(mesh, batch ? "batch" : "")));
-    });
-    std::printf("8-way data parallel: losses %.8f %.8f %.8f; collectives:\n%s", r.losses[0], r.losses[1], r.losses[2],
-                r.listing.c_str());
-    compareLosses(m_single, r);
-    QCOMPARE(r.compiles, 1);
-    QCOMPARE(r.collectives.size(), size_t(1));
-    QCOMPARE(r.collectives["all_reduce('batch')"], 9);  // 8 gradients + the loss
-  }
-
-  void dataTimesModelParallel4x2() {
-    Mesh mesh = must(Mesh::create({4, 2}, {"batch", "model"}));
-    const std::map<std::string, std::string> rules = {
-        {"layers.0.weight", "None,model"}, {"layers.0.bias", "model"},  // column-parallel
-        {"layers.1.weight", "model,None"},                               // row-parallel
-        {"batch.x", "batch"},              {"batch.y", "batch"},
-    };
-    Run r = train([&](const std::string& path, const Array& a) {
-      auto it = rules.find(path);
-      return must(spmd::devicePut(a, named(mesh, it == rules.end() ? "" : it->second)));
-    });
-    std::printf("4x2 data x model parallel: losses %.8f %.8f %.8f; collectives:\n%s", r.losses[0], r.losses[1],
-                r.losses[2], r.listing.c_str());
-    compareLosses(m_single, r);
-    QCOMPARE(r.compiles, 1);
-    QCOMPARE(r.collectives.size(), size_t(2));
-    QCOMPARE(r.collectives["all_reduce('batch')"], 9);
-    QCOMPARE(r.collectives["all_reduce('model')"], 1);
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestMlpSharding)
-#include "test_mlp_sharding.moc"
+TEST_CASE_FIXTURE(EightDevices, "dataTimesModelParallel4x2") {
+  Mesh mesh = must(Mesh::create({4, 2}, {"batch", "model"}));
+  const std::map<std::string, std::string> rules = {
+      {"layers.0.weight", "None,model"}, {"layers.0.bias", "model"},  // column-parallel
+      {"layers.1.weight", "model,None"},                               // row-parallel
+      {"batch.x", "batch"},              {"batch.y", "batch"},
+  };
+  Run r = train([&](const std::string& path, const Array& a) {
+    auto it = rules.find(path);
+    return must(spmd::devicePut(a, named(mesh, it == rules.end() ? "" : it->second)));
+  });
+  std::printf("4x2 data x model parallel: losses %.8f %.8f %.8f; collectives:\n%s", r.losses[0], r.losses[1],
+              r.losses[2], r.listing.c_str());
+  compareLosses(single(), r);
+  TSR_COMPARE(r.compiles, 1);
+  TSR_COMPARE(r.collectives.size(), size_t(2));
+  TSR_COMPARE(r.collectives["all_reduce('batch')"], 9);
+  TSR_COMPARE(r.collectives["all_reduce('model')"], 1);
+}

@@ -1,5 +1,5 @@
 // The eager Array API against values computed by hand or by naive loops written here.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
 #include <random>
@@ -19,185 +19,177 @@ Array randomArray(Shape s, std::mt19937& rng, DType t = DType::F32) {
 }
 
 void expectNear(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
-  QVERIFY2(got.size() == want.size(), what);
+  REQUIRE_MESSAGE(got.size() == want.size(), what);
   for (size_t i = 0; i < got.size(); ++i)
-    QVERIFY2(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])),
-             qPrintable(QString("%1: element %2: %3 vs %4").arg(what).arg(i).arg(got[i]).arg(want[i])));
+    REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])),
+                    what << ": element " << i << ": " << got[i] << " vs " << want[i]);
 }
 
 }  // namespace
 
-class TestArrayApi : public QObject {
-  Q_OBJECT
- private slots:
-  void broadcastingFollowsNumpy() {
-    Array a = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
-    Array col = Array::fromVector({10, 20}, Shape{2, 1}, DType::F32);
-    Array row = Array::fromVector({100, 200, 300}, Shape{3}, DType::F32);
-    Array r = a + col + row;
-    QCOMPARE(r.shape(), (Shape{2, 3}));
-    QCOMPARE(r.toDoubles(), (std::vector<double>{111, 212, 313, 124, 225, 326}));
-    // [3,1] + [1,4] -> [3,4]
-    Array x = Array::fromVector({1, 2, 3}, Shape{3, 1}, DType::F32);
-    Array y = Array::fromVector({10, 20, 30, 40}, Shape{1, 4}, DType::F32);
-    Array z = x * y;
-    QCOMPARE(z.shape(), (Shape{3, 4}));
-    QCOMPARE(z.toDoubles()[7], 80.0);  // row 1, col 3: 2*40
-    QCOMPARE(z.toDoubles()[11], 120.0);
-    // A scalar broadcasts to anything.
-    Array s = Array::scalar(2.0);
-    QCOMPARE((a * s).toDoubles()[5], 12.0);
+TEST_CASE("broadcastingFollowsNumpy") {
+  Array a = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
+  Array col = Array::fromVector({10, 20}, Shape{2, 1}, DType::F32);
+  Array row = Array::fromVector({100, 200, 300}, Shape{3}, DType::F32);
+  Array r = a + col + row;
+  TSR_COMPARE(r.shape(), (Shape{2, 3}));
+  TSR_COMPARE(r.toDoubles(), (std::vector<double>{111, 212, 313, 124, 225, 326}));
+  // [3,1] + [1,4] -> [3,4]
+  Array x = Array::fromVector({1, 2, 3}, Shape{3, 1}, DType::F32);
+  Array y = Array::fromVector({10, 20, 30, 40}, Shape{1, 4}, DType::F32);
+  Array z = x * y;
+  TSR_COMPARE(z.shape(), (Shape{3, 4}));
+  TSR_COMPARE(z.toDoubles()[7], 80.0);  // row 1, col 3: 2*40
+  TSR_COMPARE(z.toDoubles()[11], 120.0);
+  // A scalar broadcasts to anything.
+  Array s = Array::scalar(2.0);
+  TSR_COMPARE((a * s).toDoubles()[5], 12.0);
+}
+
+TEST_CASE("promotionAndWeakScalars") {
+  Array i = Array::fromVector({1, 2}, Shape{2}, DType::I32);
+  Array f = Array::fromVector({0.5, 0.25}, Shape{2}, DType::F32);
+  Array r = i + f;
+  TSR_COMPARE(r.dtype(), DType::F32);
+  TSR_COMPARE(r.toDoubles(), (std::vector<double>{1.5, 2.25}));
+  Array h = Array::fromVector({1.0, 3.0}, Shape{2}, DType::BF16);
+  TSR_COMPARE((h * 2.0).dtype(), DType::BF16);  // weakly typed scalar keeps bf16
+  TSR_COMPARE((h * 2.0).toDoubles(), (std::vector<double>{2, 6}));
+  TSR_COMPARE(promoteTypes(DType::BF16, DType::F16), DType::F32);
+  TSR_COMPARE(promoteTypes(DType::U32, DType::I32), DType::I64);
+  TSR_COMPARE(promoteTypes(DType::Bool, DType::U8), DType::U8);
+}
+
+TEST_CASE("comparisonsAndWhere") {
+  Array a = Array::fromVector({1, 5, 3}, Shape{3}, DType::F32);
+  Array b = Array::fromVector({2, 2, 3}, Shape{3}, DType::F32);
+  Array lt = a < b;
+  TSR_COMPARE(lt.dtype(), DType::Bool);
+  TSR_COMPARE(lt.toDoubles(), (std::vector<double>{1, 0, 0}));
+  TSR_COMPARE((a == b).toDoubles(), (std::vector<double>{0, 0, 1}));
+  TSR_COMPARE(where(a > b, a, b).toDoubles(), (std::vector<double>{2, 5, 3}));
+  TSR_COMPARE(clamp(a, Array::scalar(2), Array::scalar(4)).toDoubles(), (std::vector<double>{2, 4, 3}));
+}
+
+TEST_CASE("matmulAgainstNaiveLoops") {
+  std::mt19937 rng(3);
+  struct Case { Shape a, b; };
+  for (const auto& c : {Case{{5, 7}, {7, 3}}, Case{{2, 5, 7}, {7, 3}}, Case{{4, 5, 7}, {4, 7, 3}},
+                        Case{{1, 5, 7}, {4, 7, 3}}, Case{{7}, {7, 3}}, Case{{5, 7}, {7}}, Case{{7}, {7}}}) {
+    Array a = randomArray(c.a, rng), b = randomArray(c.b, rng);
+    Array r = matmul(a, b);
+    // Naive reference with numpy's rules written out.
+    auto av = a.toDoubles(), bv = b.toDoubles();
+    int64_t K = c.a[c.a.rank() - 1];
+    int64_t M = c.a.rank() >= 2 ? c.a[c.a.rank() - 2] : 1;
+    int64_t N = c.b.rank() >= 2 ? c.b[c.b.rank() - 1] : 1;
+    int64_t batchA = c.a.rank() == 3 ? c.a[0] : 1, batchB = c.b.rank() == 3 ? c.b[0] : 1;
+    int64_t batch = std::max(batchA, batchB);
+    std::vector<double> want;
+    for (int64_t p = 0; p < batch; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += av[static_cast<size_t>((batchA > 1 ? p : 0) * M * K + i * K + k)] *
+                 bv[static_cast<size_t>((batchB > 1 ? p : 0) * K * N + k * N + j)];
+          want.push_back(s);
+        }
+    expectNear(r.toDoubles(), want, 1e-5, "matmul");
   }
+  REQUIRE(!capture([&] { return matmul(Array::zeros({2, 3}), Array::zeros({4, 5})); }).ok());
+}
 
-  void promotionAndWeakScalars() {
-    Array i = Array::fromVector({1, 2}, Shape{2}, DType::I32);
-    Array f = Array::fromVector({0.5, 0.25}, Shape{2}, DType::F32);
-    Array r = i + f;
-    QCOMPARE(r.dtype(), DType::F32);
-    QCOMPARE(r.toDoubles(), (std::vector<double>{1.5, 2.25}));
-    Array h = Array::fromVector({1.0, 3.0}, Shape{2}, DType::BF16);
-    QCOMPARE((h * 2.0).dtype(), DType::BF16);  // weakly typed scalar keeps bf16
-    QCOMPARE((h * 2.0).toDoubles(), (std::vector<double>{2, 6}));
-    QCOMPARE(promoteTypes(DType::BF16, DType::F16), DType::F32);
-    QCOMPARE(promoteTypes(DType::U32, DType::I32), DType::I64);
-    QCOMPARE(promoteTypes(DType::Bool, DType::U8), DType::U8);
-  }
+TEST_CASE("einsumAgainstNaiveLoops") {
+  std::mt19937 rng(5);
+  // Attention scores: bhtd,bhsd->bhts
+  Array q = randomArray({2, 3, 4, 5}, rng), k = randomArray({2, 3, 6, 5}, rng);
+  Array s = einsum("bhtd,bhsd->bhts", q, k);
+  TSR_COMPARE(s.shape(), (Shape{2, 3, 4, 6}));
+  auto qv = q.toDoubles(), kv = k.toDoubles(), sv = s.toDoubles();
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int t = 0; t < 4; ++t)
+        for (int u = 0; u < 6; ++u) {
+          double acc = 0;
+          for (int d = 0; d < 5; ++d) acc += qv[((b * 3 + h) * 4 + t) * 5 + d] * kv[((b * 3 + h) * 6 + u) * 5 + d];
+          REQUIRE(std::fabs(sv[((b * 3 + h) * 4 + t) * 6 + u] - acc) < 1e-5);
+        }
+  // Output in an order other than dot_general's: ij,jk->ki
+  Array a = randomArray({3, 4}, rng), b = randomArray({4, 2}, rng);
+  Array r = einsum("ij,jk->ki", a, b);
+  Array want = transpose(matmul(a, b));
+  expectNear(r.toDoubles(), want.toDoubles(), 1e-6, "einsum ki");
+}
 
-  void comparisonsAndWhere() {
-    Array a = Array::fromVector({1, 5, 3}, Shape{3}, DType::F32);
-    Array b = Array::fromVector({2, 2, 3}, Shape{3}, DType::F32);
-    Array lt = a < b;
-    QCOMPARE(lt.dtype(), DType::Bool);
-    QCOMPARE(lt.toDoubles(), (std::vector<double>{1, 0, 0}));
-    QCOMPARE((a == b).toDoubles(), (std::vector<double>{0, 0, 1}));
-    QCOMPARE(where(a > b, a, b).toDoubles(), (std::vector<double>{2, 5, 3}));
-    QCOMPARE(clamp(a, Array::scalar(2), Array::scalar(4)).toDoubles(), (std::vector<double>{2, 4, 3}));
-  }
+TEST_CASE("reductionsAndCompositions") {
+  Array x = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
+  TSR_COMPARE(sum(x).toDoubles(), (std::vector<double>{21}));
+  TSR_COMPARE(sum(x, {0}).toDoubles(), (std::vector<double>{5, 7, 9}));
+  TSR_COMPARE(sum(x, {-1}, true).shape(), (Shape{2, 1}));
+  TSR_COMPARE(mean(x, {1}).toDoubles(), (std::vector<double>{2, 5}));
+  TSR_COMPARE(max(x, {1}).toDoubles(), (std::vector<double>{3, 6}));
+  TSR_COMPARE(argmax(x, 1).toDoubles(), (std::vector<double>{2, 2}));
+  // softmax of [1,2,3] by hand: e^k / (e + e^2 + e^3)
+  double z = std::exp(1) + std::exp(2) + std::exp(3);
+  expectNear(softmax(x).toDoubles(),
+             {std::exp(1) / z, std::exp(2) / z, std::exp(3) / z, std::exp(1) / z, std::exp(2) / z, std::exp(3) / z},
+             1e-6, "softmax");
+  expectNear(logsumexp(x).toDoubles(), {std::log(z), std::log(z) + 3}, 1e-6, "logsumexp");
+  expectNear(logSoftmax(x).toDoubles(),
+             {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), 1 - std::log(z), 2 - std::log(z), 3 - std::log(z)},
+             1e-6, "logSoftmax");
+}
 
-  void matmulAgainstNaiveLoops() {
-    std::mt19937 rng(3);
-    struct Case { Shape a, b; };
-    for (const auto& c : {Case{{5, 7}, {7, 3}}, Case{{2, 5, 7}, {7, 3}}, Case{{4, 5, 7}, {4, 7, 3}},
-                          Case{{1, 5, 7}, {4, 7, 3}}, Case{{7}, {7, 3}}, Case{{5, 7}, {7}}, Case{{7}, {7}}}) {
-      Array a = randomArray(c.a, rng), b = randomArray(c.b, rng);
-      Array r = matmul(a, b);
-      // Naive reference with numpy's rules written out.
-      auto av = a.toDoubles(), bv = b.toDoubles();
-      int64_t K = c.a[c.a.rank() - 1];
-      int64_t M = c.a.rank() >= 2 ? c.a[c.a.rank() - 2] : 1;
-      int64_t N = c.b.rank() >= 2 ? c.b[c.b.rank() - 1] : 1;
-      int64_t batchA = c.a.rank() == 3 ? c.a[0] : 1, batchB = c.b.rank() == 3 ? c.b[0] : 1;
-      int64_t batch = std::max(batchA, batchB);
-      std::vector<double> want;
-      for (int64_t p = 0; p < batch; ++p)
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t j = 0; j < N; ++j) {
-            double s = 0;
-            for (int64_t k = 0; k < K; ++k)
-              s += av[static_cast<size_t>((batchA > 1 ? p : 0) * M * K + i * K + k)] *
-                   bv[static_cast<size_t>((batchB > 1 ? p : 0) * K * N + k * N + j)];
-            want.push_back(s);
-          }
-      expectNear(r.toDoubles(), want, 1e-5, "matmul");
-    }
-    QVERIFY(!capture([&] { return matmul(Array::zeros({2, 3}), Array::zeros({4, 5})); }).ok());
-  }
+TEST_CASE("indexing") {
+  Array table = Array::fromVector({0, 1, 10, 11, 20, 21}, Shape{3, 2}, DType::F32);
+  Array ids = Array::fromVector(std::vector<int32_t>{2, 0, 2}, Shape{3});
+  TSR_COMPARE(take(table, ids).toDoubles(), (std::vector<double>{20, 21, 0, 1, 20, 21}));
+  Array logits = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
+  Array labels = Array::fromVector(std::vector<int32_t>{2, 0}, Shape{2});
+  TSR_COMPARE(takeAlongAxis(logits, labels, -1).toDoubles(), (std::vector<double>{3, 4}));
+  TSR_COMPARE(oneHot(labels, 3).toDoubles(), (std::vector<double>{0, 0, 1, 1, 0, 0}));
+  Array acc = scatterAdd(Array::zeros({3, 2}), ids, Array::ones({3, 2}), 0);
+  TSR_COMPARE(acc.toDoubles(), (std::vector<double>{1, 1, 0, 0, 2, 2}));
+}
 
-  void einsumAgainstNaiveLoops() {
-    std::mt19937 rng(5);
-    // Attention scores: bhtd,bhsd->bhts
-    Array q = randomArray({2, 3, 4, 5}, rng), k = randomArray({2, 3, 6, 5}, rng);
-    Array s = einsum("bhtd,bhsd->bhts", q, k);
-    QCOMPARE(s.shape(), (Shape{2, 3, 4, 6}));
-    auto qv = q.toDoubles(), kv = k.toDoubles(), sv = s.toDoubles();
-    for (int b = 0; b < 2; ++b)
-      for (int h = 0; h < 3; ++h)
-        for (int t = 0; t < 4; ++t)
-          for (int u = 0; u < 6; ++u) {
-            double acc = 0;
-            for (int d = 0; d < 5; ++d) acc += qv[((b * 3 + h) * 4 + t) * 5 + d] * kv[((b * 3 + h) * 6 + u) * 5 + d];
-            QVERIFY(std::fabs(sv[((b * 3 + h) * 4 + t) * 6 + u] - acc) < 1e-5);
-          }
-    // Output in an order other than dot_general's: ij,jk->ki
-    Array a = randomArray({3, 4}, rng), b = randomArray({4, 2}, rng);
-    Array r = einsum("ij,jk->ki", a, b);
-    Array want = transpose(matmul(a, b));
-    expectNear(r.toDoubles(), want.toDoubles(), 1e-6, "einsum ki");
-  }
+TEST_CASE("layout") {
+  Array x = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
+  TSR_COMPARE(reshape(x, {3, -1}).shape(), (Shape{3, 2}));
+  TSR_COMPARE(transpose(x).toDoubles(), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  TSR_COMPARE(sliceAxis(x, 1, 1, 3).toDoubles(), (std::vector<double>{2, 3, 5, 6}));
+  TSR_COMPARE(concatenate({x, x}, 0).shape(), (Shape{4, 3}));
+  TSR_COMPARE(stack({x, x}, 1).shape(), (Shape{2, 2, 3}));
+  TSR_COMPARE(pad(x, {0, 1}, {0, 0}).toDoubles(), (std::vector<double>{0, 1, 2, 3, 0, 4, 5, 6}));
+  TSR_COMPARE(flip(x, {1}).toDoubles(), (std::vector<double>{3, 2, 1, 6, 5, 4}));
+  TSR_COMPARE(expandDims(x, 0).shape(), (Shape{1, 2, 3}));
+  TSR_COMPARE(squeeze(expandDims(x, 2)).shape(), (Shape{2, 3}));
+  TSR_COMPARE(arange(4).toDoubles(), (std::vector<double>{0, 1, 2, 3}));
+}
 
-  void reductionsAndCompositions() {
-    Array x = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
-    QCOMPARE(sum(x).toDoubles(), (std::vector<double>{21}));
-    QCOMPARE(sum(x, {0}).toDoubles(), (std::vector<double>{5, 7, 9}));
-    QCOMPARE(sum(x, {-1}, true).shape(), (Shape{2, 1}));
-    QCOMPARE(mean(x, {1}).toDoubles(), (std::vector<double>{2, 5}));
-    QCOMPARE(max(x, {1}).toDoubles(), (std::vector<double>{3, 6}));
-    QCOMPARE(argmax(x, 1).toDoubles(), (std::vector<double>{2, 2}));
-    // softmax of [1,2,3] by hand: e^k / (e + e^2 + e^3)
-    double z = std::exp(1) + std::exp(2) + std::exp(3);
-    expectNear(softmax(x).toDoubles(),
-               {std::exp(1) / z, std::exp(2) / z, std::exp(3) / z, std::exp(1) / z, std::exp(2) / z, std::exp(3) / z},
-               1e-6, "softmax");
-    expectNear(logsumexp(x).toDoubles(), {std::log(z), std::log(z) + 3}, 1e-6, "logsumexp");
-    expectNear(logSoftmax(x).toDoubles(),
-               {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), 1 - std::log(z), 2 - std::log(z), 3 - std::log(z)},
-               1e-6, "logSoftmax");
-  }
+TEST_CASE("shapeErrorNamesOpShapesAndCallSite") {
+  Array a = Array::zeros({2, 3});
+  Array b = Array::zeros({4});
+  int line = __LINE__ + 1;
+  auto r = capture([&] { return a + b; });
+  REQUIRE(!r.ok());
+  const std::string& m = r.error().message;
+  REQUIRE_MESSAGE(m.find("add") != std::string::npos, m.c_str());
+  REQUIRE_MESSAGE((m.find("[2,3]") != std::string::npos && m.find("[4]") != std::string::npos), m.c_str());
+  REQUIRE_MESSAGE(m.find("test_array_api.cpp:" + std::to_string(line)) != std::string::npos, m.c_str());
 
-  void indexing() {
-    Array table = Array::fromVector({0, 1, 10, 11, 20, 21}, Shape{3, 2}, DType::F32);
-    Array ids = Array::fromVector(std::vector<int32_t>{2, 0, 2}, Shape{3});
-    QCOMPARE(take(table, ids).toDoubles(), (std::vector<double>{20, 21, 0, 1, 20, 21}));
-    Array logits = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
-    Array labels = Array::fromVector(std::vector<int32_t>{2, 0}, Shape{2});
-    QCOMPARE(takeAlongAxis(logits, labels, -1).toDoubles(), (std::vector<double>{3, 4}));
-    QCOMPARE(oneHot(labels, 3).toDoubles(), (std::vector<double>{0, 0, 1, 1, 0, 0}));
-    Array acc = scatterAdd(Array::zeros({3, 2}), ids, Array::ones({3, 2}), 0);
-    QCOMPARE(acc.toDoubles(), (std::vector<double>{1, 1, 0, 0, 2, 2}));
-  }
+  // An op-level error (matmul inner dims) also names both shapes and the call site.
+  line = __LINE__ + 1;
+  auto r2 = capture([&] { return matmul(Array::zeros({8, 784}), Array::zeros({1024, 10})); });
+  REQUIRE(!r2.ok());
+  REQUIRE_MESSAGE(r2.error().message.find("f32[8,784]") != std::string::npos, r2.error().message.c_str());
+  REQUIRE_MESSAGE(r2.error().message.find("f32[1024,10]") != std::string::npos, r2.error().message.c_str());
+  REQUIRE_MESSAGE(r2.error().message.find(":" + std::to_string(line)) != std::string::npos, r2.error().message.c_str());
 
-  void layout() {
-    Array x = Array::fromVector({1, 2, 3, 4, 5, 6}, Shape{2, 3}, DType::F32);
-    QCOMPARE(reshape(x, {3, -1}).shape(), (Shape{3, 2}));
-    QCOMPARE(transpose(x).toDoubles(), (std::vector<double>{1, 4, 2, 5, 3, 6}));
-    QCOMPARE(sliceAxis(x, 1, 1, 3).toDoubles(), (std::vector<double>{2, 3, 5, 6}));
-    QCOMPARE(concatenate({x, x}, 0).shape(), (Shape{4, 3}));
-    QCOMPARE(stack({x, x}, 1).shape(), (Shape{2, 2, 3}));
-    QCOMPARE(pad(x, {0, 1}, {0, 0}).toDoubles(), (std::vector<double>{0, 1, 2, 3, 0, 4, 5, 6}));
-    QCOMPARE(flip(x, {1}).toDoubles(), (std::vector<double>{3, 2, 1, 6, 5, 4}));
-    QCOMPARE(expandDims(x, 0).shape(), (Shape{1, 2, 3}));
-    QCOMPARE(squeeze(expandDims(x, 2)).shape(), (Shape{2, 3}));
-    QCOMPARE(arange(4).toDoubles(), (std::vector<double>{0, 1, 2, 3}));
-  }
-
-  void shapeErrorNamesOpShapesAndCallSite() {
-    Array a = Array::zeros({2, 3});
-    Array b = Array::zeros({4});
-    int line = __LINE__ + 1;
-    auto r = capture([&] { return a + b; });
-    QVERIFY(!r.ok());
-    const std::string& m = r.error().message;
-    QVERIFY2(m.find("add") != std::string::npos, m.c_str());
-    QVERIFY2(m.find("[2,3]") != std::string::npos && m.find("[4]") != std::string::npos, m.c_str());
-    QVERIFY2(m.find("test_array_api.cpp:" + std::to_string(line)) != std::string::npos, m.c_str());
-
-    // An op-level error (matmul inner dims) also names both shapes and the call site.
-    line = __LINE__ + 1;
-    auto r2 = capture([&] { return matmul(Array::zeros({8, 784}), Array::zeros({1024, 10})); });
-    QVERIFY(!r2.ok());
-    QVERIFY2(r2.error().message.find("f32[8,784]") != std::string::npos, r2.error().message.c_str());
-    QVERIFY2(r2.error().message.find("f32[1024,10]") != std::string::npos, r2.error().message.c_str());
-    QVERIFY2(r2.error().message.find(":" + std::to_string(line)) != std::string::npos, r2.error().message.c_str());
-
-    // Bad input never crashes: empty arrays, bad axes, bad reshapes.
-    QVERIFY(!capture([&] { return sum(a, {5}); }).ok());
-    QVERIFY(!capture([&] { return reshape(a, {4, -1}); }).ok());
-    QVERIFY(!capture([&] { return Array() + a; }).ok());
-    QVERIFY(!capture([&] { return transpose(a, {0, 0}); }).ok());
-    QVERIFY(!capture([&] { return Array::scalar(1.0).item() + a.item(); }).ok());
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestArrayApi)
-#include "test_array_api.moc"
+  // Bad input never crashes: empty arrays, bad axes, bad reshapes.
+  REQUIRE(!capture([&] { return sum(a, {5}); }).ok());
+  REQUIRE(!capture([&] { return reshape(a, {4, -1}); }).ok());
+  REQUIRE(!capture([&] { return Array() + a; }).ok());
+  REQUIRE(!capture([&] { return transpose(a, {0, 0}); }).ok());
+  REQUIRE(!capture([&] { return Array::scalar(1.0).item() + a.item(); }).ok());
+}

@@ -1,9 +1,10 @@
 // Autodiff through the user-facing API: the gradient of a small MLP loss against backpropagation written out
 // with loops in this file; trees of parameters and aux outputs keep their paths; second derivatives; jit of
 // grad; non-differentiable ops in the path give zero cotangents; errors come back as values.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
+#include <iomanip>
 #include <random>
 
 #include <fmt/format.h>
@@ -146,253 +147,248 @@ std::string err(const Error& e) { return e.message; }
 
 }  // namespace
 
-class TestAutodiff : public QObject {
-  Q_OBJECT
- private slots:
-  void mlpGradientMatchesHandBackprop() {
-    MlpFixture f;
-    MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
-    auto vg = capture([&] {
-      return valueAndGrad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params);
-    });
-    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
-    QVERIFY(std::fabs(vg->value.item() - want.loss) <= 1e-12 * (1 + want.loss));
-    std::string d = checkMlpGrads(vg->grads, want);
-    QVERIFY2(d.empty(), d.c_str());
-  }
+TEST_CASE("mlpGradientMatchesHandBackprop") {
+  MlpFixture f;
+  MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
+  auto vg = capture([&] {
+    return valueAndGrad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params);
+  });
+  REQUIRE_MESSAGE(vg.ok(), vg.error().message);
+  REQUIRE(std::fabs(vg->value.item() - want.loss) <= 1e-12 * (1 + want.loss));
+  std::string d = checkMlpGrads(vg->grads, want);
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+}
 
-  // The gradient tree has the parameter tree's structure and paths, leaf avals included.
-  void gradientTreeKeepsPaths() {
-    MlpFixture f;
-    auto g = capture([&] { return grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params); });
-    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
-    QCOMPARE(g->def(), f.params.def());
-    std::vector<std::string> want = {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"};
-    QCOMPARE(g->paths(), want);
-    auto gl = g->leaves(), pl = f.params.leaves();
-    for (size_t i = 0; i < gl.size(); ++i) QCOMPARE(gl[i].aval(), pl[i].aval());
-  }
+// The gradient tree has the parameter tree's structure and paths, leaf avals included.
+TEST_CASE("gradientTreeKeepsPaths") {
+  MlpFixture f;
+  auto g = capture([&] { return grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); })(f.params); });
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  TSR_COMPARE(g->def(), f.params.def());
+  std::vector<std::string> want = {"layers.0.kernel", "layers.0.bias", "layers.1.kernel", "layers.1.bias"};
+  TSR_COMPARE(g->paths(), want);
+  auto gl = g->leaves(), pl = f.params.leaves();
+  for (size_t i = 0; i < gl.size(); ++i) TSR_COMPARE(gl[i].aval(), pl[i].aval());
+}
 
-  void valueAndGradWithAuxReturnsTheAuxTree() {
-    MlpFixture f;
-    MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
-    auto vg = capture([&] {
-      return valueAndGradWithAux([&](const Tree& p) {
-        Array out = mlpForward(p, f.xa);
-        Array loss = mean(square(out - f.ya));
-        Tree aux = Tree::dict({{"pred", Tree(out)}, {"stats", Tree::list({Tree(sum(out)), Tree(max(out))})}});
-        return std::make_pair(loss, aux);
-      })(f.params);
-    });
-    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
-    std::vector<std::string> paths = {"pred", "stats.0", "stats.1"};
-    QCOMPARE(vg->aux.paths(), paths);
-    Array pred = mlpForward(f.params, f.xa);
-    QVERIFY(vg->aux.findPath("pred")->leaf().isConcrete());
-    std::string d = compareValues(vg->aux.findPath("pred")->leaf(), pred.toDoubles());
-    QVERIFY2(d.empty(), d.c_str());
-    d = compareValues(vg->aux.findPath("stats.0")->leaf(), {sum(pred).item()});
-    QVERIFY2(d.empty(), d.c_str());
-    d = compareValues(vg->aux.findPath("stats.1")->leaf(), {max(pred).item()});
-    QVERIFY2(d.empty(), d.c_str());
-    QVERIFY(std::fabs(vg->value.item() - want.loss) <= 1e-12);
-    d = checkMlpGrads(vg->grads, want);
-    QVERIFY2(d.empty(), d.c_str());
-  }
+TEST_CASE("valueAndGradWithAuxReturnsTheAuxTree") {
+  MlpFixture f;
+  MlpGrads want = handGradients(f.x, f.y, f.w1, f.b1, f.w2, f.b2);
+  auto vg = capture([&] {
+    return valueAndGradWithAux([&](const Tree& p) {
+      Array out = mlpForward(p, f.xa);
+      Array loss = mean(square(out - f.ya));
+      Tree aux = Tree::dict({{"pred", Tree(out)}, {"stats", Tree::list({Tree(sum(out)), Tree(max(out))})}});
+      return std::make_pair(loss, aux);
+    })(f.params);
+  });
+  REQUIRE_MESSAGE(vg.ok(), vg.error().message);
+  std::vector<std::string> paths = {"pred", "stats.0", "stats.1"};
+  TSR_COMPARE(vg->aux.paths(), paths);
+  Array pred = mlpForward(f.params, f.xa);
+  REQUIRE(vg->aux.findPath("pred")->leaf().isConcrete());
+  std::string d = compareValues(vg->aux.findPath("pred")->leaf(), pred.toDoubles());
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  d = compareValues(vg->aux.findPath("stats.0")->leaf(), {sum(pred).item()});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  d = compareValues(vg->aux.findPath("stats.1")->leaf(), {max(pred).item()});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  REQUIRE(std::fabs(vg->value.item() - want.loss) <= 1e-12);
+  d = checkMlpGrads(vg->grads, want);
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+}
 
-  // grad(grad(f)) against second derivatives worked out by hand, and a third derivative.
-  void secondDerivatives_data() {
-    QTest::addColumn<int>("which");
-    QTest::newRow("x^3 + sin x -> 6x - sin x") << 0;
-    QTest::newRow("x exp(x) -> (x + 2) exp(x)") << 1;
-    QTest::newRow("tanh x -> -2 tanh x (1 - tanh^2 x)") << 2;
-    QTest::newRow("log(1 + x^2) -> 2 (1 - x^2) / (1 + x^2)^2") << 3;
-    QTest::newRow("sqrt(x) / x via rsqrt -> 3/4 x^-5/2") << 4;
-  }
-  void secondDerivatives() {
-    QFETCH(int, which);
-    const ScalarFn fs[] = {
-        [](const Array& x) { return x * x * x + sin(x); },
-        [](const Array& x) { return x * exp(x); },
-        [](const Array& x) { return tanh(x); },
-        [](const Array& x) { return log(1.0 + x * x); },
-        [](const Array& x) { return rsqrt(x); },
-    };
-    const std::function<double(double)> second[] = {
-        [](double x) { return 6 * x - std::sin(x); },
-        [](double x) { return (x + 2) * std::exp(x); },
-        [](double x) { double t = std::tanh(x); return -2 * t * (1 - t * t); },
-        [](double x) { return 2 * (1 - x * x) / ((1 + x * x) * (1 + x * x)); },
-        [](double x) { return 0.75 * std::pow(x, -2.5); },
-    };
-    ScalarFn d2 = gradOf(gradOf(fs[which]));
-    for (double x : {0.3, 0.9, 1.7, 2.5}) {
-      auto got = capture([&] { return d2(Array::scalar(x, DType::F64)).item(); });
-      QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
-      double want = second[which](x);
-      QVERIFY2(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
-               qPrintable(QString("x = %1: grad(grad(f)) %2, expected %3").arg(x).arg(*got, 0, 'g', 15).arg(want, 0, 'g', 15)));
+// grad(grad(f)) against second derivatives worked out by hand, and a third derivative.
+TEST_CASE("secondDerivatives") {
+  const char* const rows[] = {
+      "x^3 + sin x -> 6x - sin x",
+      "x exp(x) -> (x + 2) exp(x)",
+      "tanh x -> -2 tanh x (1 - tanh^2 x)",
+      "log(1 + x^2) -> 2 (1 - x^2) / (1 + x^2)^2",
+      "sqrt(x) / x via rsqrt -> 3/4 x^-5/2",
+  };
+  for (int which = 0; which < static_cast<int>(std::size(rows)); ++which) {
+    SUBCASE(rows[which]) {
+      const ScalarFn fs[] = {
+          [](const Array& x) { return x * x * x + sin(x); },
+          [](const Array& x) { return x * exp(x); },
+          [](const Array& x) { return tanh(x); },
+          [](const Array& x) { return log(1.0 + x * x); },
+          [](const Array& x) { return rsqrt(x); },
+      };
+      const std::function<double(double)> second[] = {
+          [](double x) { return 6 * x - std::sin(x); },
+          [](double x) { return (x + 2) * std::exp(x); },
+          [](double x) { double t = std::tanh(x); return -2 * t * (1 - t * t); },
+          [](double x) { return 2 * (1 - x * x) / ((1 + x * x) * (1 + x * x)); },
+          [](double x) { return 0.75 * std::pow(x, -2.5); },
+      };
+      ScalarFn d2 = gradOf(gradOf(fs[which]));
+      for (double x : {0.3, 0.9, 1.7, 2.5}) {
+        auto got = capture([&] { return d2(Array::scalar(x, DType::F64)).item(); });
+        REQUIRE_MESSAGE(got.ok(), got.error().message);
+        double want = second[which](x);
+        REQUIRE_MESSAGE(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
+                        "x = " << x << ": grad(grad(f)) " << std::setprecision(15) << *got << ", expected "
+                               << std::setprecision(15) << want);
+      }
     }
   }
+}
 
-  void thirdDerivative() {
-    ScalarFn d3 = gradOf(gradOf(gradOf([](const Array& x) { return x * x * x * x + cos(x); })));
-    for (double x : {-1.0, 0.5, 2.0}) {
-      auto got = capture([&] { return d3(Array::scalar(x, DType::F64)).item(); });
-      QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
-      double want = 24 * x + std::sin(x);
-      QVERIFY2(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
-               qPrintable(QString("x = %1: %2, expected %3").arg(x).arg(*got).arg(want)));
-    }
+TEST_CASE("thirdDerivative") {
+  ScalarFn d3 = gradOf(gradOf(gradOf([](const Array& x) { return x * x * x * x + cos(x); })));
+  for (double x : {-1.0, 0.5, 2.0}) {
+    auto got = capture([&] { return d3(Array::scalar(x, DType::F64)).item(); });
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    double want = 24 * x + std::sin(x);
+    REQUIRE_MESSAGE(std::fabs(*got - want) <= 1e-10 * (1 + std::fabs(want)),
+                    "x = " << x << ": " << *got << ", expected " << want);
   }
+}
 
-  // Gradients of functions of vectors, and a Hessian-vector-like composition: grad of (grad f . v).
-  void gradOfGradOnVectors() {
-    Array x = Array::fromVector(std::vector<double>{0.2, -0.7, 1.1}, Shape{3}, DType::F64);
-    ScalarFn f = [](const Array& a) { return sum(a * a * a) + sum(a) * sum(a); };  // f = sum x^3 + (sum x)^2
-    ScalarFn g = gradOf(f);                                                          // 3 x^2 + 2 sum x
-    ScalarFn h = gradOf([g](const Array& a) { return sum(g(a)); });                  // 6 x + 2 * 3
-    auto got = capture([&] { return h(x).toDoubles(); });
-    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
-    const double want[] = {6 * 0.2 + 6, 6 * -0.7 + 6, 6 * 1.1 + 6};
-    for (size_t i = 0; i < 3; ++i) QVERIFY2(std::fabs((*got)[i] - want[i]) < 1e-12, qPrintable(QString::number((*got)[i])));
+// Gradients of functions of vectors, and a Hessian-vector-like composition: grad of (grad f . v).
+TEST_CASE("gradOfGradOnVectors") {
+  Array x = Array::fromVector(std::vector<double>{0.2, -0.7, 1.1}, Shape{3}, DType::F64);
+  ScalarFn f = [](const Array& a) { return sum(a * a * a) + sum(a) * sum(a); };  // f = sum x^3 + (sum x)^2
+  ScalarFn g = gradOf(f);                                                          // 3 x^2 + 2 sum x
+  ScalarFn h = gradOf([g](const Array& a) { return sum(g(a)); });                  // 6 x + 2 * 3
+  auto got = capture([&] { return h(x).toDoubles(); });
+  REQUIRE_MESSAGE(got.ok(), got.error().message);
+  const double want[] = {6 * 0.2 + 6, 6 * -0.7 + 6, 6 * 1.1 + 6};
+  for (size_t i = 0; i < 3; ++i) REQUIRE_MESSAGE(std::fabs((*got)[i] - want[i]) < 1e-12, (*got)[i]);
+}
+
+TEST_CASE("jitOfGradEqualsGrad") {
+  MlpFixture f;
+  auto lossGrad = grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); });
+  Jit jitted = jit([lossGrad](const Tree& p, const StaticArgs&) { return lossGrad(p); }, "grad_mlp");
+  auto viaJit = jitted.call(f.params);
+  REQUIRE_MESSAGE(viaJit.ok(), viaJit.error().message);
+  TSR_COMPARE(viaJit->paths(), f.params.paths());
+  auto eager = capture([&] { return lossGrad(f.params); });
+  REQUIRE_MESSAGE(eager.ok(), eager.error().message);
+  auto a = viaJit->leaves(), b = eager->leaves();
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string d = compareValues(a[i], b[i].toDoubles());
+    REQUIRE_MESSAGE(d.empty(), (viaJit->paths()[i] + ": " + d));
   }
+  // A second call hits the cache.
+  auto again = jitted.call(f.params);
+  REQUIRE(again.ok());
+  TSR_COMPARE(jitted.stats().hits, 1);
+  // And jit of grad of grad on a scalar.
+  Jit d2 = jit([](const std::vector<Array>& xs) {
+    return std::vector<Array>{gradOf(gradOf([](const Array& x) { return x * x * x + sin(x); }))(xs[0])};
+  }, "d2");
+  auto r = d2({Array::scalar(0.8, DType::F64)});
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE(std::fabs((*r)[0].item() - (6 * 0.8 - std::sin(0.8))) < 1e-12);
+}
 
-  void jitOfGradEqualsGrad() {
-    MlpFixture f;
-    auto lossGrad = grad([&](const Tree& p) { return mlpLoss(p, f.xa, f.ya); });
-    Jit jitted = jit([lossGrad](const Tree& p, const StaticArgs&) { return lossGrad(p); }, "grad_mlp");
-    auto viaJit = jitted.call(f.params);
-    QVERIFY2(viaJit.ok(), viaJit.ok() ? "" : viaJit.error().message.c_str());
-    QCOMPARE(viaJit->paths(), f.params.paths());
-    auto eager = capture([&] { return lossGrad(f.params); });
-    QVERIFY2(eager.ok(), eager.ok() ? "" : eager.error().message.c_str());
-    auto a = viaJit->leaves(), b = eager->leaves();
-    for (size_t i = 0; i < a.size(); ++i) {
-      std::string d = compareValues(a[i], b[i].toDoubles());
-      QVERIFY2(d.empty(), qPrintable(QString::fromStdString(viaJit->paths()[i] + ": " + d)));
-    }
-    // A second call hits the cache.
-    auto again = jitted.call(f.params);
-    QVERIFY(again.ok());
-    QCOMPARE(jitted.stats().hits, 1);
-    // And jit of grad of grad on a scalar.
-    Jit d2 = jit([](const std::vector<Array>& xs) {
-      return std::vector<Array>{gradOf(gradOf([](const Array& x) { return x * x * x + sin(x); }))(xs[0])};
-    }, "d2");
-    auto r = d2({Array::scalar(0.8, DType::F64)});
-    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
-    QVERIFY(std::fabs((*r)[0].item() - (6 * 0.8 - std::sin(0.8))) < 1e-12);
-  }
+// Non-differentiable ops on the path (argmax, comparisons, integer ops, conversions to integers, random
+// bits) contribute nothing: the gradient is that of the differentiable paths alone, and nothing crashes.
+TEST_CASE("nonDifferentiableOpsGiveZeroCotangents") {
+  std::vector<double> xv = {0.1, 0.9, -0.4, 0.7, 1.3, -1.2};
+  Array x = Array::fromVector(xv, Shape{2, 3}, DType::F64);
+  auto vg = capture([&] {
+    return valueAndGrad([](const Tree& p) {
+      const Array& a = p.leaf();
+      Array am = astype(argmax(a, 1), DType::F64);                   // [2]: an index, constant
+      Array cmp = astype(a > 0.5, DType::F64);                        // comparison: constant
+      Array ints = astype(bitwiseAnd(astype(a * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)),
+                          DType::F64);                                // integer ops: constant
+      Array k = Array::full({2, 3}, 7, DType::U32);
+      Array bits = threefry2x32(k, k, astype(abs(a) * 1000.0, DType::U32), k).first;
+      Array rnd = astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);  // [0, 256)
+      return sum(a * expandDims(am, 1)) + sum(a * cmp) + sum(a * ints) + sum(a * rnd) + sum(am) + sum(rnd);
+    })(Tree(x));
+  });
+  REQUIRE_MESSAGE(vg.ok(), vg.error().message);
+  // The expected gradient: the constants themselves, computed eagerly.
+  Array am = astype(argmax(x, 1), DType::F64);
+  Array want = expandDims(am, 1) + astype(x > 0.5, DType::F64) +
+               astype(bitwiseAnd(astype(x * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)), DType::F64);
+  Array k = Array::full({2, 3}, 7, DType::U32);
+  Array bits = threefry2x32(k, k, astype(abs(x) * 1000.0, DType::U32), k).first;
+  want = want + astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);
+  std::string d = compareValues(vg->grads.leaf(), want.toDoubles());
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+}
 
-  // Non-differentiable ops on the path (argmax, comparisons, integer ops, conversions to integers, random
-  // bits) contribute nothing: the gradient is that of the differentiable paths alone, and nothing crashes.
-  void nonDifferentiableOpsGiveZeroCotangents() {
-    std::vector<double> xv = {0.1, 0.9, -0.4, 0.7, 1.3, -1.2};
-    Array x = Array::fromVector(xv, Shape{2, 3}, DType::F64);
-    auto vg = capture([&] {
-      return valueAndGrad([](const Tree& p) {
-        const Array& a = p.leaf();
-        Array am = astype(argmax(a, 1), DType::F64);                   // [2]: an index, constant
-        Array cmp = astype(a > 0.5, DType::F64);                        // comparison: constant
-        Array ints = astype(bitwiseAnd(astype(a * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)),
-                            DType::F64);                                // integer ops: constant
-        Array k = Array::full({2, 3}, 7, DType::U32);
-        Array bits = threefry2x32(k, k, astype(abs(a) * 1000.0, DType::U32), k).first;
-        Array rnd = astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);  // [0, 256)
-        return sum(a * expandDims(am, 1)) + sum(a * cmp) + sum(a * ints) + sum(a * rnd) + sum(am) + sum(rnd);
-      })(Tree(x));
-    });
-    QVERIFY2(vg.ok(), vg.ok() ? "" : vg.error().message.c_str());
-    // The expected gradient: the constants themselves, computed eagerly.
-    Array am = astype(argmax(x, 1), DType::F64);
-    Array want = expandDims(am, 1) + astype(x > 0.5, DType::F64) +
-                 astype(bitwiseAnd(astype(x * 10.0, DType::I32), Array::full({2, 3}, 6, DType::I32)), DType::F64);
-    Array k = Array::full({2, 3}, 7, DType::U32);
-    Array bits = threefry2x32(k, k, astype(abs(x) * 1000.0, DType::U32), k).first;
-    want = want + astype(shiftRightLogical(bits, Array::full({2, 3}, 24, DType::U32)), DType::F64);
-    std::string d = compareValues(vg->grads.leaf(), want.toDoubles());
-    QVERIFY2(d.empty(), d.c_str());
-  }
+// A loss that depends on x only through non-differentiable ops has a zero gradient (not an error).
+TEST_CASE("onlyNonDifferentiablePathGivesZeros") {
+  Array x = Array::fromVector(std::vector<double>{0.3, -2.0, 5.0}, Shape{3}, DType::F64);
+  auto g = capture([&] {
+    return gradOf([](const Array& a) {
+      return astype(argmax(a, 0), DType::F64) + sum(astype(a > 0.0, DType::F64)) + sum(floor(a)) + sum(sign(a));
+    })(x);
+  });
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  TSR_COMPARE(g->aval(), x.aval());
+  for (double v : g->toDoubles()) TSR_COMPARE(v, 0.0);
+}
 
-  // A loss that depends on x only through non-differentiable ops has a zero gradient (not an error).
-  void onlyNonDifferentiablePathGivesZeros() {
-    Array x = Array::fromVector(std::vector<double>{0.3, -2.0, 5.0}, Shape{3}, DType::F64);
-    auto g = capture([&] {
-      return gradOf([](const Array& a) {
-        return astype(argmax(a, 0), DType::F64) + sum(astype(a > 0.0, DType::F64)) + sum(floor(a)) + sum(sign(a));
-      })(x);
-    });
-    QVERIFY2(g.ok(), g.ok() ? "" : g.error().message.c_str());
-    QCOMPARE(g->aval(), x.aval());
-    for (double v : g->toDoubles()) QCOMPARE(v, 0.0);
-  }
+// Errors a user can cause come back as Errors, never as crashes.
+TEST_CASE("errorsComeBackAsValues") {
+  Array v = Array::fromVector(std::vector<double>{1, 2, 3}, Shape{3}, DType::F64);
+  auto nonScalar = capture([&] { return gradOf([](const Array& a) { return a * 2.0; })(v); });
+  REQUIRE(!nonScalar.ok());
+  REQUIRE_MESSAGE(nonScalar.error().message.find("scalar") != std::string::npos, err(nonScalar.error()).c_str());
 
-  // Errors a user can cause come back as Errors, never as crashes.
-  void errorsComeBackAsValues() {
-    Array v = Array::fromVector(std::vector<double>{1, 2, 3}, Shape{3}, DType::F64);
-    auto nonScalar = capture([&] { return gradOf([](const Array& a) { return a * 2.0; })(v); });
-    QVERIFY(!nonScalar.ok());
-    QVERIFY2(nonScalar.error().message.find("scalar") != std::string::npos, err(nonScalar.error()).c_str());
+  auto intLoss = capture([&] {
+    return grad([](const Tree& p) { return sum(astype(p.leaf(), DType::I32)); })(Tree(v));
+  });
+  REQUIRE(!intLoss.ok());
+  REQUIRE_MESSAGE(intLoss.error().message.find("floating") != std::string::npos, err(intLoss.error()).c_str());
 
-    auto intLoss = capture([&] {
-      return grad([](const Tree& p) { return sum(astype(p.leaf(), DType::I32)); })(Tree(v));
-    });
-    QVERIFY(!intLoss.ok());
-    QVERIFY2(intLoss.error().message.find("floating") != std::string::npos, err(intLoss.error()).c_str());
+  Array w = Array::fromVector(std::vector<double>{1, 2, 3, 4}, Shape{4}, DType::F64);
+  auto shapes = capture([&] { return gradOf([w](const Array& a) { return sum(a + w); })(v); });
+  REQUIRE(!shapes.ok());
+  REQUIRE_MESSAGE((shapes.error().message.find("[3]") != std::string::npos &&
+                   shapes.error().message.find("[4]") != std::string::npos),
+                  err(shapes.error()).c_str());
+  REQUIRE_MESSAGE(shapes.error().message.find("test_autodiff.cpp") != std::string::npos, err(shapes.error()).c_str());
 
-    Array w = Array::fromVector(std::vector<double>{1, 2, 3, 4}, Shape{4}, DType::F64);
-    auto shapes = capture([&] { return gradOf([w](const Array& a) { return sum(a + w); })(v); });
-    QVERIFY(!shapes.ok());
-    QVERIFY2(shapes.error().message.find("[3]") != std::string::npos &&
-                 shapes.error().message.find("[4]") != std::string::npos,
-             err(shapes.error()).c_str());
-    QVERIFY2(shapes.error().message.find("test_autodiff.cpp") != std::string::npos, err(shapes.error()).c_str());
+  auto inner = capture([&] {
+    return gradOf(gradOf([](const Array& a) { return sum(matmul(a, a)); }))(Array::scalar(1.0, DType::F64));
+  });
+  REQUIRE(!inner.ok());
 
-    auto inner = capture([&] {
-      return gradOf(gradOf([](const Array& a) { return sum(matmul(a, a)); }))(Array::scalar(1.0, DType::F64));
-    });
-    QVERIFY(!inner.ok());
+  // Inside jit the same errors are Results of the call.
+  Jit j = jit([w](const std::vector<Array>& xs) {
+    return std::vector<Array>{gradOf([w](const Array& a) { return sum(a * w); })(xs[0])};
+  }, "bad_grad");
+  auto r = j({v});
+  REQUIRE(!r.ok());
 
-    // Inside jit the same errors are Results of the call.
-    Jit j = jit([w](const std::vector<Array>& xs) {
-      return std::vector<Array>{gradOf([w](const Array& a) { return sum(a * w); })(xs[0])};
-    }, "bad_grad");
-    auto r = j({v});
-    QVERIFY(!r.ok());
+  // vjp with a wrongly shaped cotangent.
+  auto ct = capture([&] {
+    VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, {v});
+    return o.pullback({w});
+  });
+  REQUIRE(!ct.ok());
+}
 
-    // vjp with a wrongly shaped cotangent.
-    auto ct = capture([&] {
-      VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, {v});
-      return o.pullback({w});
-    });
-    QVERIFY(!ct.ok());
-  }
-
-  // vjp with several outputs and cotangents, one of them absent (zero).
-  void vjpWithSeveralOutputs() {
-    Array a = Array::fromVector(std::vector<double>{0.5, -1.0}, Shape{2}, DType::F64);
-    Array b = Array::fromVector(std::vector<double>{2.0, 3.0}, Shape{2}, DType::F64);
-    auto r = capture([&] {
-      VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * xs[1], sin(xs[0])}; },
-                        {a, b});
-      Array ct0 = Array::fromVector(std::vector<double>{1, 10}, Shape{2}, DType::F64);
-      auto both = o.pullback({ct0, Array::fromVector(std::vector<double>{1, 1}, Shape{2}, DType::F64)});
-      auto first = o.pullback({ct0, Array()});
-      return std::vector<Array>{both[0], both[1], first[0], first[1]};
-    });
-    QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
-    std::string d = compareValues((*r)[0], {2 + std::cos(0.5), 30 + std::cos(-1.0)});
-    QVERIFY2(d.empty(), d.c_str());
-    d = compareValues((*r)[1], {0.5, -10});
-    QVERIFY2(d.empty(), d.c_str());
-    d = compareValues((*r)[2], {2, 30});
-    QVERIFY2(d.empty(), d.c_str());
-    d = compareValues((*r)[3], {0.5, -10});
-    QVERIFY2(d.empty(), d.c_str());
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestAutodiff)
-#include "test_autodiff.moc"
+// vjp with several outputs and cotangents, one of them absent (zero).
+TEST_CASE("vjpWithSeveralOutputs") {
+  Array a = Array::fromVector(std::vector<double>{0.5, -1.0}, Shape{2}, DType::F64);
+  Array b = Array::fromVector(std::vector<double>{2.0, 3.0}, Shape{2}, DType::F64);
+  auto r = capture([&] {
+    VjpOutput o = vjp([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * xs[1], sin(xs[0])}; },
+                      {a, b});
+    Array ct0 = Array::fromVector(std::vector<double>{1, 10}, Shape{2}, DType::F64);
+    auto both = o.pullback({ct0, Array::fromVector(std::vector<double>{1, 1}, Shape{2}, DType::F64)});
+    auto first = o.pullback({ct0, Array()});
+    return std::vector<Array>{both[0], both[1], first[0], first[1]};
+  });
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  std::string d = compareValues((*r)[0], {2 + std::cos(0.5), 30 + std::cos(-1.0)});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  d = compareValues((*r)[1], {0.5, -10});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  d = compareValues((*r)[2], {2, 30});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+  d = compareValues((*r)[3], {0.5, -10});
+  REQUIRE_MESSAGE(d.empty(), d.c_str());
+}

@@ -8,7 +8,7 @@
 // op (abs at 0, max ties, log at 0, ...) are skipped. Every case also runs once as jit(vjp) against eager vjp,
 // and every float dtype's cases run through vjp once to check the cotangents' avals.
 // A few API-level checks cover broadcasting, multi-axis reductions and the compositions built on them.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
 #include <cstring>
@@ -77,197 +77,192 @@ std::string checkApiGrad(const MultiLoss& loss, const std::vector<Array>& args) 
   return "";
 }
 
+// Every op case, built once for the program.
+const std::vector<OpCase>& opCases() {
+  static const std::vector<OpCase> all = allCases();
+  return all;
+}
+
 }  // namespace
 
-class TestGradOps : public QObject {
-  Q_OBJECT
- private slots:
-  void initTestCase() { m_cases = allCases(); }
+// Every differentiable op, every (f64) case, against finite differences; and jit(vjp) against eager vjp.
+TEST_CASE("everyDifferentiableOpMatchesFiniteDifferences") {
+  std::vector<std::string> missing;
+  std::vector<const OpCase*> cases = gradCases(opCases(), missing);
+  std::mt19937 rng(4321);
+  GradReport report;
+  for (const OpCase* c : cases) checkGradCase(*c, report, rng);
 
-  // Every differentiable op, every (f64) case, against finite differences; and jit(vjp) against eager vjp.
-  void everyDifferentiableOpMatchesFiniteDifferences() {
-    std::vector<std::string> missing;
-    std::vector<const OpCase*> cases = gradCases(m_cases, missing);
-    QStringList noCases;
-    for (const auto& op : missing) noCases << QString::fromStdString(op);
-    std::mt19937 rng(4321);
-    GradReport report;
-    for (const OpCase* c : cases) checkGradCase(*c, report, rng);
+  std::set<std::string> ops;
+  for (const auto& [op, n] : report.checkedCases) ops.insert(op);
+  for (const auto& [op, n] : report.skippedCases) ops.insert(op);
+  for (const auto& op : ops) {
+    std::string reasons = joined(report.skipReasons[op], "; ");
+    MESSAGE(fmt::format("{:<22} {:<8} {:3} cases checked ({:4} elements), {:2} cases and {:3} elements skipped{}{}", op,
+                        joined(report.dtypes[op]), report.checkedCases[op], report.checkedElements[op],
+                        report.skippedCases[op], report.skippedElements[op], reasons.empty() ? "" : ": ", reasons));
+  }
+  int failingOps = printFailures(report.failures);
+  REQUIRE_MESSAGE(missing.empty(), "differentiable ops without f64 or f32 cases: " << join(missing, ", "));
+  REQUIRE_MESSAGE(report.failures.empty(), report.failures.size() << " gradient mismatches or errors in " << failingOps
+                                                                  << " ops over " << cases.size() << " cases");
+}
 
-    std::set<std::string> ops;
-    for (const auto& [op, n] : report.checkedCases) ops.insert(op);
-    for (const auto& [op, n] : report.skippedCases) ops.insert(op);
-    for (const auto& op : ops) {
-      std::string reasons = joined(report.skipReasons[op], "; ");
-      qInfo("%-22s %-8s %3d cases checked (%4d elements), %2d cases and %3d elements skipped%s%s", op.c_str(),
-            joined(report.dtypes[op]).c_str(), report.checkedCases[op], report.checkedElements[op], report.skippedCases[op],
-            report.skippedElements[op], reasons.empty() ? "" : ": ", reasons.c_str());
+// Every differentiable op's vjp runs for every float dtype it accepts (f32, bf16, f16 too, not only the f64
+// cases checked numerically above) and gives each float operand a cotangent of its own aval.
+TEST_CASE("vjpRunsForEveryFloatDtype") {
+  std::mt19937 rng(99);
+  std::vector<Failure> failures;
+  std::map<std::string, std::set<std::string>> dtypesRun;
+  for (const OpCase& c : opCases()) {
+    const ir::OpDef& def = *ops::registry().find(c.op);
+    if (!def.differentiable || !caseFloatType(c)) continue;
+    std::vector<Array> inputs;
+    for (const auto& in : c.inputs) inputs.push_back(toArray(in));
+    auto outs = capture([&] { return applyOp(c, inputs); });
+    if (!outs.ok()) {
+      failures.push_back({def.name, c.label, "the op itself: " + outs.error().message});
+      continue;
     }
-    int failingOps = printFailures(report.failures);
-    QVERIFY2(noCases.isEmpty(), qPrintable("differentiable ops without f64 or f32 cases: " + noCases.join(", ")));
-    QVERIFY2(report.failures.empty(), qPrintable(QString("%1 gradient mismatches or errors in %2 ops over %3 cases")
-                                                     .arg(report.failures.size())
-                                                     .arg(failingOps)
-                                                     .arg(cases.size())));
-  }
-
-  // Every differentiable op's vjp runs for every float dtype it accepts (f32, bf16, f16 too, not only the f64
-  // cases checked numerically above) and gives each float operand a cotangent of its own aval.
-  void vjpRunsForEveryFloatDtype() {
-    std::mt19937 rng(99);
-    std::vector<Failure> failures;
-    std::map<std::string, std::set<std::string>> dtypesRun;
-    for (const OpCase& c : m_cases) {
-      const ir::OpDef& def = *ops::registry().find(c.op);
-      if (!def.differentiable || !caseFloatType(c)) continue;
-      std::vector<Array> inputs;
-      for (const auto& in : c.inputs) inputs.push_back(toArray(in));
-      auto outs = capture([&] { return applyOp(c, inputs); });
-      if (!outs.ok()) {
-        failures.push_back({def.name, c.label, "the op itself: " + outs.error().message});
-        continue;
-      }
-      std::vector<Array> weights;
-      for (const auto& o : *outs)
-        weights.push_back(isFloating(o.dtype()) ? toArray(randomWeights(o.aval(), rng)) : Array());
-      auto grads = capture([&] {
-        return vjp([&c](const std::vector<Array>& xs) { return applyOp(c, xs); }, inputs).pullback(weights);
-      });
-      if (!grads.ok()) {
-        failures.push_back({def.name, c.label, grads.error().message});
-        continue;
-      }
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        if (!isFloating(inputs[i].dtype())) continue;
-        const Array& g = (*grads)[i];
-        if (!g.valid() || g.aval() != inputs[i].aval())
-          failures.push_back({def.name, c.label,
-                              fmt::format("operand {} is {} but its cotangent is {}", i, inputs[i].aval().toString(),
-                                          g.valid() ? g.aval().toString() : "missing")});
-      }
-      dtypesRun[def.name].insert(std::string(dtypeName(*caseFloatType(c))));
+    std::vector<Array> weights;
+    for (const auto& o : *outs)
+      weights.push_back(isFloating(o.dtype()) ? toArray(randomWeights(o.aval(), rng)) : Array());
+    auto grads = capture([&] {
+      return vjp([&c](const std::vector<Array>& xs) { return applyOp(c, xs); }, inputs).pullback(weights);
+    });
+    if (!grads.ok()) {
+      failures.push_back({def.name, c.label, grads.error().message});
+      continue;
     }
-    for (const auto& [op, ts] : dtypesRun) {
-      qInfo("%-22s vjp ran for %s", op.c_str(), joined(ts).c_str());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!isFloating(inputs[i].dtype())) continue;
+      const Array& g = (*grads)[i];
+      if (!g.valid() || g.aval() != inputs[i].aval())
+        failures.push_back({def.name, c.label,
+                            fmt::format("operand {} is {} but its cotangent is {}", i, inputs[i].aval().toString(),
+                                        g.valid() ? g.aval().toString() : "missing")});
     }
-    int failingOps = printFailures(failures);
-    QVERIFY2(failures.empty(), qPrintable(QString("%1 cases of %2 ops whose vjp failed").arg(failures.size()).arg(failingOps)));
+    dtypesRun[def.name].insert(std::string(dtypeName(*caseFloatType(c))));
   }
+  for (const auto& [op, ts] : dtypesRun) {
+    MESSAGE(fmt::format("{:<22} vjp ran for {}", op, joined(ts)));
+  }
+  int failingOps = printFailures(failures);
+  REQUIRE_MESSAGE(failures.empty(), failures.size() << " cases of " << failingOps << " ops whose vjp failed");
+}
 
-  // Broadcasting: the gradient of a broadcast operand sums over the broadcast dims.
-  void broadcastingBinaryOps_data() {
-    QTest::addColumn<int>("which");
-    QTest::newRow("sum(a + b), a [2,3], b [3]") << 0;
-    QTest::newRow("sum(a + b), a [2,3], b [2,1]") << 1;
-    QTest::newRow("sum(sin(a * b) * a), b [2,1]") << 2;
-    QTest::newRow("sum((a - b) / (2 + b * b)), b [] scalar") << 3;
-    QTest::newRow("sum(maximum(a, b) * a), b [1,3]") << 4;
-    QTest::newRow("sum(where(a > 0, a * b, b)), b [3]") << 5;
+// Broadcasting: the gradient of a broadcast operand sums over the broadcast dims.
+TEST_CASE("broadcastingBinaryOps") {
+  const char* const rows[] = {
+      "sum(a + b), a [2,3], b [3]",
+      "sum(a + b), a [2,3], b [2,1]",
+      "sum(sin(a * b) * a), b [2,1]",
+      "sum((a - b) / (2 + b * b)), b [] scalar",
+      "sum(maximum(a, b) * a), b [1,3]",
+      "sum(where(a > 0, a * b, b)), b [3]",
+  };
+  for (int which = 0; which < static_cast<int>(std::size(rows)); ++which) {
+    SUBCASE(rows[which]) {
+      std::mt19937 rng(7 + which);
+      Array a = randomF64({2, 3}, rng);
+      const Shape bShapes[] = {{3}, {2, 1}, {2, 1}, {}, {1, 3}, {3}};
+      Array b = randomF64(bShapes[which], rng);
+      MultiLoss losses[] = {
+          [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
+          [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
+          [](const std::vector<Array>& x) { return sum(sin(x[0] * x[1]) * x[0]); },
+          [](const std::vector<Array>& x) { return sum((x[0] - x[1]) / (2.0 + x[1] * x[1])); },
+          [](const std::vector<Array>& x) { return sum(maximum(x[0], x[1]) * x[0]); },
+          [](const std::vector<Array>& x) { return sum(where(x[0] > 0.0, x[0] * x[1], x[1])); },
+      };
+      std::string diff = checkApiGrad(losses[which], {a, b});
+      REQUIRE_MESSAGE(diff.empty(), diff.c_str());
+    }
   }
-  void broadcastingBinaryOps() {
-    QFETCH(int, which);
-    std::mt19937 rng(7 + which);
-    Array a = randomF64({2, 3}, rng);
-    const Shape bShapes[] = {{3}, {2, 1}, {2, 1}, {}, {1, 3}, {3}};
-    Array b = randomF64(bShapes[which], rng);
-    MultiLoss losses[] = {
-        [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
-        [](const std::vector<Array>& x) { return sum(x[0] + x[1]); },
-        [](const std::vector<Array>& x) { return sum(sin(x[0] * x[1]) * x[0]); },
-        [](const std::vector<Array>& x) { return sum((x[0] - x[1]) / (2.0 + x[1] * x[1])); },
-        [](const std::vector<Array>& x) { return sum(maximum(x[0], x[1]) * x[0]); },
-        [](const std::vector<Array>& x) { return sum(where(x[0] > 0.0, x[0] * x[1], x[1])); },
-    };
-    std::string diff = checkApiGrad(losses[which], {a, b});
-    QVERIFY2(diff.empty(), diff.c_str());
-  }
+}
 
-  // Reductions over several axes, with and without kept dims, and the compositions built on them.
-  void reductionsAndCompositions_data() {
-    QTest::addColumn<int>("which");
-    QTest::newRow("sum(x, {0,2}) squared") << 0;
-    QTest::newRow("sum(x, {0,2}, keepDims) * x") << 1;
-    QTest::newRow("mean(x * x, {1})") << 2;
-    QTest::newRow("mean over all axes of exp(x)") << 3;
-    QTest::newRow("max(x, {1}) weighted") << 4;
-    QTest::newRow("prod(x, {2})") << 5;
-    QTest::newRow("softmax(x, -1) weighted") << 6;
-    QTest::newRow("softmax(x, 1) weighted") << 7;
-    QTest::newRow("logSoftmax(x) weighted") << 8;
-    QTest::newRow("logsumexp(x, {-1})") << 9;
-    QTest::newRow("logsumexp(x, {0,2}, keepDims) - x") << 10;
-    QTest::newRow("gelu and sigmoid") << 11;
+// Reductions over several axes, with and without kept dims, and the compositions built on them.
+TEST_CASE("reductionsAndCompositions") {
+  const char* const rows[] = {
+      "sum(x, {0,2}) squared",
+      "sum(x, {0,2}, keepDims) * x",
+      "mean(x * x, {1})",
+      "mean over all axes of exp(x)",
+      "max(x, {1}) weighted",
+      "prod(x, {2})",
+      "softmax(x, -1) weighted",
+      "softmax(x, 1) weighted",
+      "logSoftmax(x) weighted",
+      "logsumexp(x, {-1})",
+      "logsumexp(x, {0,2}, keepDims) - x",
+      "gelu and sigmoid",
+  };
+  for (int which = 0; which < static_cast<int>(std::size(rows)); ++which) {
+    SUBCASE(rows[which]) {
+      std::mt19937 rng(100 + which);
+      Array x = randomF64({2, 3, 4}, rng, 0.3, 1.5);
+      Array w = randomF64({2, 3, 4}, rng);
+      Array w1 = randomF64({2, 4}, rng);
+      MultiLoss losses[] = {
+          [](const std::vector<Array>& v) { return sum(square(sum(v[0], {0, 2}))); },
+          [](const std::vector<Array>& v) { return sum(sum(v[0], {0, 2}, true) * v[0]); },
+          [](const std::vector<Array>& v) { return sum(mean(v[0] * v[0], {1}) * v[0 + 2]); },
+          [](const std::vector<Array>& v) { return mean(exp(v[0])); },
+          [](const std::vector<Array>& v) { return sum(max(v[0], {1}) * v[2]); },
+          [](const std::vector<Array>& v) { return sum(prod(v[0], {2})); },
+          [](const std::vector<Array>& v) { return sum(softmax(v[0], -1) * v[1]); },
+          [](const std::vector<Array>& v) { return sum(softmax(v[0], 1) * v[1]); },
+          [](const std::vector<Array>& v) { return sum(logSoftmax(v[0]) * v[1]); },
+          [](const std::vector<Array>& v) { return sum(logsumexp(v[0], {-1}) * sum(v[1], {-1})); },
+          [](const std::vector<Array>& v) { return sum(square(logsumexp(v[0], {0, 2}, true) - v[0])); },
+          [](const std::vector<Array>& v) { return sum(gelu(v[0]) * sigmoid(v[0] * v[1])); },
+      };
+      // Only x is differentiated; the weights ride along as constants.
+      Array wc = w, w1c = w1;
+      MultiLoss f = [&losses, which, wc, w1c](const std::vector<Array>& v) {
+        return losses[which]({v[0], wc, w1c});
+      };
+      std::string diff = checkApiGrad(f, {x});
+      REQUIRE_MESSAGE(diff.empty(), diff.c_str());
+    }
   }
-  void reductionsAndCompositions() {
-    QFETCH(int, which);
-    std::mt19937 rng(100 + which);
-    Array x = randomF64({2, 3, 4}, rng, 0.3, 1.5);
-    Array w = randomF64({2, 3, 4}, rng);
-    Array w1 = randomF64({2, 4}, rng);
-    MultiLoss losses[] = {
-        [](const std::vector<Array>& v) { return sum(square(sum(v[0], {0, 2}))); },
-        [](const std::vector<Array>& v) { return sum(sum(v[0], {0, 2}, true) * v[0]); },
-        [](const std::vector<Array>& v) { return sum(mean(v[0] * v[0], {1}) * v[0 + 2]); },
-        [](const std::vector<Array>& v) { return mean(exp(v[0])); },
-        [](const std::vector<Array>& v) { return sum(max(v[0], {1}) * v[2]); },
-        [](const std::vector<Array>& v) { return sum(prod(v[0], {2})); },
-        [](const std::vector<Array>& v) { return sum(softmax(v[0], -1) * v[1]); },
-        [](const std::vector<Array>& v) { return sum(softmax(v[0], 1) * v[1]); },
-        [](const std::vector<Array>& v) { return sum(logSoftmax(v[0]) * v[1]); },
-        [](const std::vector<Array>& v) { return sum(logsumexp(v[0], {-1}) * sum(v[1], {-1})); },
-        [](const std::vector<Array>& v) { return sum(square(logsumexp(v[0], {0, 2}, true) - v[0])); },
-        [](const std::vector<Array>& v) { return sum(gelu(v[0]) * sigmoid(v[0] * v[1])); },
-    };
-    // Only x is differentiated; the weights ride along as constants.
-    Array wc = w, w1c = w1;
-    MultiLoss f = [&losses, which, wc, w1c](const std::vector<Array>& v) {
-      return losses[which]({v[0], wc, w1c});
-    };
-    std::string diff = checkApiGrad(f, {x});
-    QVERIFY2(diff.empty(), diff.c_str());
-  }
+}
 
-  // matmul with batch broadcasting ([2,1,3,4] @ [5,4,2] -> [2,5,3,2]), vector operands and einsum.
-  void contractions_data() {
-    QTest::addColumn<int>("which");
-    QTest::newRow("matmul [2,1,3,4] @ [5,4,2]") << 0;
-    QTest::newRow("matmul [3,4] @ [4]") << 1;
-    QTest::newRow("matmul [4] @ [2,4,3]") << 2;
-    QTest::newRow("einsum bij,bjk->bik") << 3;
-    QTest::newRow("take and tanh") << 4;
-  }
-  void contractions() {
-    QFETCH(int, which);
-    std::mt19937 rng(200 + which);
-    const std::pair<Shape, Shape> shapes[] = {
-        {{2, 1, 3, 4}, {5, 4, 2}}, {{3, 4}, {4}}, {{4}, {2, 4, 3}}, {{2, 3, 4}, {2, 4, 5}}, {{6, 3}, {2, 3}}};
-    Array a = randomF64(shapes[which].first, rng), b = randomF64(shapes[which].second, rng);
-    auto checkFn = [&](const MultiLoss& loss) { return checkApiGrad(loss, {a, b}); };
-    std::string diff;
-    switch (which) {
-      case 3:
-        diff = checkFn([](const std::vector<Array>& v) { return sum(sin(einsum("bij,bjk->bik", v[0], v[1]))); });
-        break;
-      case 4: {
-        Array idx = Array::fromVector(std::vector<int32_t>{5, 0, 2, 2}, Shape{4});
-        diff = checkFn([idx](const std::vector<Array>& v) {
-          return sum(tanh(take(v[0], idx, 0)) * sum(v[1], {0}));
-        });
-        break;
+// matmul with batch broadcasting ([2,1,3,4] @ [5,4,2] -> [2,5,3,2]), vector operands and einsum.
+TEST_CASE("contractions") {
+  const char* const rows[] = {
+      "matmul [2,1,3,4] @ [5,4,2]",
+      "matmul [3,4] @ [4]",
+      "matmul [4] @ [2,4,3]",
+      "einsum bij,bjk->bik",
+      "take and tanh",
+  };
+  for (int which = 0; which < static_cast<int>(std::size(rows)); ++which) {
+    SUBCASE(rows[which]) {
+      std::mt19937 rng(200 + which);
+      const std::pair<Shape, Shape> shapes[] = {
+          {{2, 1, 3, 4}, {5, 4, 2}}, {{3, 4}, {4}}, {{4}, {2, 4, 3}}, {{2, 3, 4}, {2, 4, 5}}, {{6, 3}, {2, 3}}};
+      Array a = randomF64(shapes[which].first, rng), b = randomF64(shapes[which].second, rng);
+      auto checkFn = [&](const MultiLoss& loss) { return checkApiGrad(loss, {a, b}); };
+      std::string diff;
+      switch (which) {
+        case 3:
+          diff = checkFn([](const std::vector<Array>& v) { return sum(sin(einsum("bij,bjk->bik", v[0], v[1]))); });
+          break;
+        case 4: {
+          Array idx = Array::fromVector(std::vector<int32_t>{5, 0, 2, 2}, Shape{4});
+          diff = checkFn([idx](const std::vector<Array>& v) {
+            return sum(tanh(take(v[0], idx, 0)) * sum(v[1], {0}));
+          });
+          break;
+        }
+        default:
+          diff = checkFn([](const std::vector<Array>& v) {
+            Array y = matmul(v[0], v[1]);
+            return sum(y * y * 0.5 + y);
+          });
       }
-      default:
-        diff = checkFn([](const std::vector<Array>& v) {
-          Array y = matmul(v[0], v[1]);
-          return sum(y * y * 0.5 + y);
-        });
+      REQUIRE_MESSAGE(diff.empty(), diff.c_str());
     }
-    QVERIFY2(diff.empty(), diff.c_str());
   }
-
- private:
-  std::vector<OpCase> m_cases;
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestGradOps)
-#include "test_grad_ops.moc"
+}

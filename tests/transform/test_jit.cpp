@@ -1,6 +1,6 @@
 // jit: equals eager on randomly composed functions; the cache hits and misses with the right reason;
 // tracing records provenance; errors inside jitted functions come back as values.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
 #include <random>
@@ -61,181 +61,175 @@ std::vector<Array> randomProgram(uint32_t seed, const std::vector<Array>& in) {
 
 }  // namespace
 
-class TestJit : public QObject {
-  Q_OBJECT
- private slots:
-  void jitEqualsEagerOnRandomFunctions() {
-    std::mt19937 rng(99);
-    for (uint32_t seed = 0; seed < 200; ++seed) {
-      std::vector<Array> in = {randomArray({4, 5}, rng), randomArray({4, 5}, rng), randomArray({5}, rng),
-                               randomArray({4, 1}, rng), randomArray({5, 5}, rng)};
-      std::vector<Array> eager = randomProgram(seed, in);
-      Jit f = jit([seed](const std::vector<Array>& xs) { return randomProgram(seed, xs); }, "random");
-      auto jitted = f(in);
-      QVERIFY2(jitted.ok(), jitted.ok() ? "" : jitted.error().message.c_str());
-      QCOMPARE(jitted->size(), eager.size());
-      for (size_t o = 0; o < eager.size(); ++o) {
-        QCOMPARE((*jitted)[o].aval(), eager[o].aval());
-        auto a = (*jitted)[o].toDoubles(), b = eager[o].toDoubles();
-        for (size_t i = 0; i < a.size(); ++i)
-          QVERIFY2(std::fabs(a[i] - b[i]) <= 1e-5 * (1 + std::fabs(b[i])),
-                   qPrintable(QString("seed %1 output %2 element %3: %4 vs %5").arg(seed).arg(o).arg(i).arg(a[i]).arg(b[i])));
-      }
+TEST_CASE("jitEqualsEagerOnRandomFunctions") {
+  std::mt19937 rng(99);
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    std::vector<Array> in = {randomArray({4, 5}, rng), randomArray({4, 5}, rng), randomArray({5}, rng),
+                             randomArray({4, 1}, rng), randomArray({5, 5}, rng)};
+    std::vector<Array> eager = randomProgram(seed, in);
+    Jit f = jit([seed](const std::vector<Array>& xs) { return randomProgram(seed, xs); }, "random");
+    auto jitted = f(in);
+    REQUIRE_MESSAGE(jitted.ok(), jitted.error().message);
+    TSR_COMPARE(jitted->size(), eager.size());
+    for (size_t o = 0; o < eager.size(); ++o) {
+      TSR_COMPARE((*jitted)[o].aval(), eager[o].aval());
+      auto a = (*jitted)[o].toDoubles(), b = eager[o].toDoubles();
+      for (size_t i = 0; i < a.size(); ++i)
+        REQUIRE_MESSAGE(std::fabs(a[i] - b[i]) <= 1e-5 * (1 + std::fabs(b[i])),
+                        "seed " << seed << " output " << o << " element " << i << ": " << a[i] << " vs " << b[i]);
     }
   }
+}
 
-  void cacheHitsAndExplainsMisses() {
-    Jit f = jit(
-        [](const Tree& args, const StaticArgs& statics) {
-          Array x = args.child(0).leaf();
-          double scale = std::get<double>(statics.at("scale"));
-          return Tree(x * scale);
-        },
-        "scaled");
-    auto call = [&](const Array& x, double scale) {
-      return f.call(Tree::list({Tree(x)}), {{"scale", scale}});
-    };
-    QVERIFY(call(Array::ones({2, 3}), 2.0).ok());
-    QCOMPARE(f.lastMissReason(), std::string("first call"));
-    QVERIFY(call(Array::zeros({2, 3}), 2.0).ok());
-    QCOMPARE(f.stats().hits, 1);
-    QCOMPARE(f.stats().misses, 1);
+TEST_CASE("cacheHitsAndExplainsMisses") {
+  Jit f = jit(
+      [](const Tree& args, const StaticArgs& statics) {
+        Array x = args.child(0).leaf();
+        double scale = std::get<double>(statics.at("scale"));
+        return Tree(x * scale);
+      },
+      "scaled");
+  auto call = [&](const Array& x, double scale) {
+    return f.call(Tree::list({Tree(x)}), {{"scale", scale}});
+  };
+  REQUIRE(call(Array::ones({2, 3}), 2.0).ok());
+  TSR_COMPARE(f.lastMissReason(), std::string("first call"));
+  REQUIRE(call(Array::zeros({2, 3}), 2.0).ok());
+  TSR_COMPARE(f.stats().hits, 1);
+  TSR_COMPARE(f.stats().misses, 1);
 
-    QVERIFY(call(Array::ones({4, 3}), 2.0).ok());
-    QCOMPARE(f.stats().misses, 2);
-    QCOMPARE(f.lastMissReason(), std::string("argument 0 ('0'): shape changed f32[2,3] -> f32[4,3]"));
+  REQUIRE(call(Array::ones({4, 3}), 2.0).ok());
+  TSR_COMPARE(f.stats().misses, 2);
+  TSR_COMPARE(f.lastMissReason(), std::string("argument 0 ('0'): shape changed f32[2,3] -> f32[4,3]"));
 
-    QVERIFY(call(Array::ones({4, 3}, DType::BF16), 2.0).ok());
-    QCOMPARE(f.lastMissReason(), std::string("argument 0 ('0'): dtype changed f32[4,3] -> bf16[4,3]"));
+  REQUIRE(call(Array::ones({4, 3}, DType::BF16), 2.0).ok());
+  TSR_COMPARE(f.lastMissReason(), std::string("argument 0 ('0'): dtype changed f32[4,3] -> bf16[4,3]"));
 
-    auto r = call(Array::ones({4, 3}, DType::BF16), 3.0);
-    QVERIFY(r.ok());
-    QCOMPARE(f.lastMissReason(), std::string("static argument 'scale' changed: 2 -> 3"));
-    QCOMPARE(r->leaf().toDoubles()[0], 3.0);
-    QCOMPARE(f.cacheSize(), size_t(4));
+  auto r = call(Array::ones({4, 3}, DType::BF16), 3.0);
+  REQUIRE(r.ok());
+  TSR_COMPARE(f.lastMissReason(), std::string("static argument 'scale' changed: 2 -> 3"));
+  TSR_COMPARE(r->leaf().toDoubles()[0], 3.0);
+  TSR_COMPARE(f.cacheSize(), size_t(4));
 
-    // Equal avals again hit, whatever the values.
-    QVERIFY(call(Array::full({2, 3}, 5.0), 2.0).ok());
-    QCOMPARE(f.stats().misses, 4);
-    QCOMPARE(f.stats().hits, 2);
-  }
+  // Equal avals again hit, whatever the values.
+  REQUIRE(call(Array::full({2, 3}, 5.0), 2.0).ok());
+  TSR_COMPARE(f.stats().misses, 4);
+  TSR_COMPARE(f.stats().hits, 2);
+}
 
-  void compileLogNamesTimeAndMissReason() {
-    std::vector<std::string> lines;
-    setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
-    Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, "double");
-    QVERIFY(f({Array::ones({2})}).ok());
-    QVERIFY(f({Array::ones({2})}).ok());
-    QVERIFY(f({Array::ones({3})}).ok());
-    setCompileLogSink(nullptr);
-    QCOMPARE(lines.size(), size_t(4));  // two compiles, each a miss line and a compile line
-    QCOMPARE(lines[0], std::string("cache miss for 'double': first call"));
-    QVERIFY2(lines[1].find("compiled 'double' for (f32[2]): 3 nodes (3 traced)") == 0 && lines[1].find(" ms") != std::string::npos,
-             lines[1].c_str());
-    QCOMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
-  }
+TEST_CASE("compileLogNamesTimeAndMissReason") {
+  std::vector<std::string> lines;
+  setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
+  Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] * 2.0}; }, "double");
+  REQUIRE(f({Array::ones({2})}).ok());
+  REQUIRE(f({Array::ones({2})}).ok());
+  REQUIRE(f({Array::ones({3})}).ok());
+  setCompileLogSink(nullptr);
+  TSR_COMPARE(lines.size(), size_t(4));  // two compiles, each a miss line and a compile line
+  TSR_COMPARE(lines[0], std::string("cache miss for 'double': first call"));
+  REQUIRE_MESSAGE((lines[1].find("compiled 'double' for (f32[2]): 3 nodes (3 traced)") == 0 &&
+                   lines[1].find(" ms") != std::string::npos),
+                  lines[1].c_str());
+  TSR_COMPARE(lines[2], std::string("cache miss for 'double': argument 0 ('0'): shape changed f32[2] -> f32[3]"));
+}
 
-  void debugNansNamesTheProducingOp() {
-    runtime::setDebugNans(true);
-    int line = __LINE__ + 3;
-    Jit f = jit(
-        [](const std::vector<Array>& xs) {
-          Array y = sqrt(xs[0]) * 2.0;
-          return std::vector<Array>{y + 1.0};
-        },
-        "sqrt2");
-    auto r = f({Array::fromVector({4.0, -1.0}, Shape{2}, DType::F32)});
-    QVERIFY(!r.ok());
-    const std::string& m = r.error().message;
-    QVERIFY2(m.find("sqrt (f32[2]) produced nan at element 1") != std::string::npos, m.c_str());
-    QVERIFY2(m.find("test_jit.cpp:" + std::to_string(line)) != std::string::npos, m.c_str());
-    QVERIFY(f({Array::fromVector({4.0, 1.0}, Shape{2}, DType::F32)}).ok());  // finite: no error
+TEST_CASE("debugNansNamesTheProducingOp") {
+  runtime::setDebugNans(true);
+  int line = __LINE__ + 3;
+  Jit f = jit(
+      [](const std::vector<Array>& xs) {
+        Array y = sqrt(xs[0]) * 2.0;
+        return std::vector<Array>{y + 1.0};
+      },
+      "sqrt2");
+  auto r = f({Array::fromVector({4.0, -1.0}, Shape{2}, DType::F32)});
+  REQUIRE(!r.ok());
+  const std::string& m = r.error().message;
+  REQUIRE_MESSAGE(m.find("sqrt (f32[2]) produced nan at element 1") != std::string::npos, m.c_str());
+  REQUIRE_MESSAGE(m.find("test_jit.cpp:" + std::to_string(line)) != std::string::npos, m.c_str());
+  REQUIRE(f({Array::fromVector({4.0, 1.0}, Shape{2}, DType::F32)}).ok());  // finite: no error
 
-    // Eager ops check their own results.
-    auto e = capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); });
-    QVERIFY(!e.ok());
-    QVERIFY2(e.error().message.find("log produced -inf at element 0") != std::string::npos, e.error().message.c_str());
-    runtime::setDebugNans(false);
-    QVERIFY(capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); }).ok());
-  }
+  // Eager ops check their own results.
+  auto e = capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); });
+  REQUIRE(!e.ok());
+  REQUIRE_MESSAGE(e.error().message.find("log produced -inf at element 0") != std::string::npos,
+                  e.error().message.c_str());
+  runtime::setDebugNans(false);
+  REQUIRE(capture([] { return log(Array::fromVector({0.0}, Shape{1}, DType::F32)); }).ok());
+}
 
-  void jitRunsTheCleanupPipeline() {
-    std::vector<std::string> lines;
-    setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
-    // (x + 0) * 1 and a duplicated tanh: simplify removes the identities, CSE merges the tanh pair.
-    Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{tanh((xs[0] + 0.0) * 1.0) + tanh(xs[0])}; },
-                "cleanup");
-    auto r = f({Array::fromVector({0.5, -1.0}, Shape{2}, DType::F32)});
-    setCompileLogSink(nullptr);
-    QVERIFY(r.ok());
-    QCOMPARE((*r)[0].toDoubles()[0], static_cast<double>(2.0f * std::tanh(0.5f)));
-    QCOMPARE(lines.size(), size_t(2));
-    QVERIFY2(lines[1].find("2 nodes (9 traced)") != std::string::npos, lines[1].c_str());
-  }
+TEST_CASE("jitRunsTheCleanupPipeline") {
+  std::vector<std::string> lines;
+  setCompileLogSink([&](const std::string& l) { lines.push_back(l); });
+  // (x + 0) * 1 and a duplicated tanh: simplify removes the identities, CSE merges the tanh pair.
+  Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{tanh((xs[0] + 0.0) * 1.0) + tanh(xs[0])}; },
+              "cleanup");
+  auto r = f({Array::fromVector({0.5, -1.0}, Shape{2}, DType::F32)});
+  setCompileLogSink(nullptr);
+  REQUIRE(r.ok());
+  TSR_COMPARE((*r)[0].toDoubles()[0], static_cast<double>(2.0f * std::tanh(0.5f)));
+  TSR_COMPARE(lines.size(), size_t(2));
+  REQUIRE_MESSAGE(lines[1].find("2 nodes (9 traced)") != std::string::npos, lines[1].c_str());
+}
 
-  void errorsInsideJitAreValues() {
-    Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] + xs[1]}; }, "bad");
-    auto r = f({Array::zeros({2, 3}), Array::zeros({5})});
-    QVERIFY(!r.ok());
-    QVERIFY2(r.error().message.find("[2,3]") != std::string::npos, r.error().message.c_str());
-    QVERIFY2(r.error().message.find("test_jit.cpp") != std::string::npos, r.error().message.c_str());
-  }
+TEST_CASE("errorsInsideJitAreValues") {
+  Jit f = jit([](const std::vector<Array>& xs) { return std::vector<Array>{xs[0] + xs[1]}; }, "bad");
+  auto r = f({Array::zeros({2, 3}), Array::zeros({5})});
+  REQUIRE(!r.ok());
+  REQUIRE_MESSAGE(r.error().message.find("[2,3]") != std::string::npos, r.error().message.c_str());
+  REQUIRE_MESSAGE(r.error().message.find("test_jit.cpp") != std::string::npos, r.error().message.c_str());
+}
 
-  void leakedTracerIsAnError() {
-    Array leaked;
-    auto g = makeGraph(
-        [&](const std::vector<Array>& xs) {
-          leaked = xs[0] * 2.0;
-          return std::vector<Array>{leaked};
-        },
-        {Aval{Shape{3}, DType::F32}});
-    QVERIFY(g.ok());
-    auto r = capture([&] { return leaked + Array::ones({3}); });
-    QVERIFY(!r.ok());
-    QVERIFY2(r.error().message.find("escaped") != std::string::npos, r.error().message.c_str());
-  }
+TEST_CASE("leakedTracerIsAnError") {
+  Array leaked;
+  auto g = makeGraph(
+      [&](const std::vector<Array>& xs) {
+        leaked = xs[0] * 2.0;
+        return std::vector<Array>{leaked};
+      },
+      {Aval{Shape{3}, DType::F32}});
+  REQUIRE(g.ok());
+  auto r = capture([&] { return leaked + Array::ones({3}); });
+  REQUIRE(!r.ok());
+  REQUIRE_MESSAGE(r.error().message.find("escaped") != std::string::npos, r.error().message.c_str());
+}
 
-  void capturesConstantsAndRecordsProvenance() {
-    Array w = Array::ones({64, 64});  // large: captured as an input, not inlined
-    auto g = makeGraph(
-        [&](const std::vector<Array>& xs) {
-          ModuleScope scope("encoder");
-          ModuleScope inner("proj");
-          return std::vector<Array>{matmul(xs[0], w) * 3.0};
-        },
-        {Aval{Shape{2, 64}, DType::F32}}, "proj");
-    QVERIFY(g.ok());
-    QCOMPARE(g->consts.size(), size_t(1));
-    QCOMPARE(g->numArgs(), 1);
-    QCOMPARE(g->graph.inputs().size(), size_t(2));
-    const ir::Node* dot = nullptr;
-    for (const auto& n : g->graph.nodes())
-      if (n.op == ir::OpCode::DotGeneral) dot = &n;
-    QVERIFY(dot);
-    QCOMPARE(dot->prov.modulePath, std::string("encoder.proj"));
-    QVERIFY2(dot->prov.file.find("test_jit.cpp") != std::string::npos, dot->prov.file.c_str());
-    QVERIFY(dot->prov.line > 0);
-    QVERIFY(ir::verify(g->graph, ops::registry()).ok());
-    // The closed graph evaluates to the eager result.
-    auto out = evalGraph(*g, {Array::ones({2, 64})});
-    QVERIFY(out.ok());
-    QCOMPARE((*out)[0].toDoubles()[0], 64.0 * 3.0);
-  }
+TEST_CASE("capturesConstantsAndRecordsProvenance") {
+  Array w = Array::ones({64, 64});  // large: captured as an input, not inlined
+  auto g = makeGraph(
+      [&](const std::vector<Array>& xs) {
+        ModuleScope scope("encoder");
+        ModuleScope inner("proj");
+        return std::vector<Array>{matmul(xs[0], w) * 3.0};
+      },
+      {Aval{Shape{2, 64}, DType::F32}}, "proj");
+  REQUIRE(g.ok());
+  TSR_COMPARE(g->consts.size(), size_t(1));
+  TSR_COMPARE(g->numArgs(), 1);
+  TSR_COMPARE(g->graph.inputs().size(), size_t(2));
+  const ir::Node* dot = nullptr;
+  for (const auto& n : g->graph.nodes())
+    if (n.op == ir::OpCode::DotGeneral) dot = &n;
+  REQUIRE(dot);
+  TSR_COMPARE(dot->prov.modulePath, std::string("encoder.proj"));
+  REQUIRE_MESSAGE(dot->prov.file.find("test_jit.cpp") != std::string::npos, dot->prov.file.c_str());
+  REQUIRE(dot->prov.line > 0);
+  REQUIRE(ir::verify(g->graph, ops::registry()).ok());
+  // The closed graph evaluates to the eager result.
+  auto out = evalGraph(*g, {Array::ones({2, 64})});
+  REQUIRE(out.ok());
+  TSR_COMPARE((*out)[0].toDoubles()[0], 64.0 * 3.0);
+}
 
-  void jitInsideTraceInlines() {
-    Jit inner = jit([](const std::vector<Array>& xs) { return std::vector<Array>{exp(xs[0])}; }, "inner");
-    auto g = makeGraph(
-        [&](const std::vector<Array>& xs) {
-          auto r = inner({xs[0]});
-          if (!r.ok()) raise(r.takeError());
-          return std::vector<Array>{(*r)[0] + 1.0};
-        },
-        {Aval{Shape{3}, DType::F32}});
-    QVERIFY(g.ok());
-    QCOMPARE(g->graph.count(ir::OpCode::Exp), 1);
-  }
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestJit)
-#include "test_jit.moc"
+TEST_CASE("jitInsideTraceInlines") {
+  Jit inner = jit([](const std::vector<Array>& xs) { return std::vector<Array>{exp(xs[0])}; }, "inner");
+  auto g = makeGraph(
+      [&](const std::vector<Array>& xs) {
+        auto r = inner({xs[0]});
+        if (!r.ok()) raise(r.takeError());
+        return std::vector<Array>{(*r)[0] + 1.0};
+      },
+      {Aval{Shape{3}, DType::F32}});
+  REQUIRE(g.ok());
+  TSR_COMPARE(g->graph.count(ir::OpCode::Exp), 1);
+}

@@ -7,7 +7,7 @@
 // (out_axes -1); axis 1 in and out; and, for each operand in turn, that operand unbatched (in_axes -1, example
 // 0's value for every example). Then the compositions: nested vmap, vmap of jit, jit of vmap, vmap of grad,
 // out_axes, and errors.
-#include <QtTest>
+#include "tests/check.h"
 
 #include <cmath>
 #include <cstring>
@@ -57,136 +57,128 @@ std::vector<Array> small(const std::vector<Array>& a) {
   return {sum(h, {1}) + matmul(a[0], a[1]), transpose(h) * 2.0};
 }
 
+// Every op case, built once for the program.
+const std::vector<OpCase>& opCases() {
+  static const std::vector<OpCase> all = allCases();
+  return all;
+}
+
 }  // namespace
 
-class TestVmapOps : public QObject {
-  Q_OBJECT
- private slots:
-  void initTestCase() { m_cases = allCases(); }
-
-  void everyOpEveryCaseEveryLayout() {
-    std::vector<Failure> failures;
-    std::map<std::string, int> layoutsRun, casesRun;
-    std::set<std::string> noOperands;
-    for (const auto& c : m_cases) {
-      const ir::OpDef* def = ops::registry().find(c.op);
-      QVERIFY(def);
-      if (c.inputs.empty()) {  // constant, iota: nothing to batch, so their batching rule never runs
-        noOperands.insert(def->name);
-        continue;
-      }
-      casesRun[def->name]++;
-      for (const Layout& l : layoutsFor(c)) {
-        layoutsRun[def->name]++;
-        std::string diff = checkLayout(c, l);
-        if (!diff.empty()) failures.push_back({def->name, c.label + " (" + l.name + ")", diff});
-      }
+TEST_CASE("everyOpEveryCaseEveryLayout") {
+  std::vector<Failure> failures;
+  std::map<std::string, int> layoutsRun, casesRun;
+  std::set<std::string> noOperands;
+  for (const auto& c : opCases()) {
+    const ir::OpDef* def = ops::registry().find(c.op);
+    REQUIRE(def);
+    if (c.inputs.empty()) {  // constant, iota: nothing to batch, so their batching rule never runs
+      noOperands.insert(def->name);
+      continue;
     }
-    for (const auto& [op, n] : casesRun) qInfo("%-22s %4d cases, %4d layouts", op.c_str(), n, layoutsRun[op]);
-    for (const auto& op : noOperands) qInfo("%-22s no operands: its batching rule cannot run", op.c_str());
-    int failingOps = printFailures(failures);
-    QVERIFY2(failures.empty(),
-             qPrintable(QString("%1 vmap mismatches or errors in %2 ops").arg(failures.size()).arg(failingOps)));
+    casesRun[def->name]++;
+    for (const Layout& l : layoutsFor(c)) {
+      layoutsRun[def->name]++;
+      std::string diff = checkLayout(c, l);
+      if (!diff.empty()) failures.push_back({def->name, c.label + " (" + l.name + ")", diff});
+    }
   }
+  for (const auto& [op, n] : casesRun) MESSAGE(fmt::format("{:<22} {:4} cases, {:4} layouts", op, n, layoutsRun[op]));
+  for (const auto& op : noOperands) MESSAGE(fmt::format("{:<22} no operands: its batching rule cannot run", op));
+  int failingOps = printFailures(failures);
+  REQUIRE_MESSAGE(failures.empty(), failures.size() << " vmap mismatches or errors in " << failingOps << " ops");
+}
 
-  // vmap(vmap(f)) over a [3, 2, ...] stack equals the double loop; the inner vmap maps x's axis 1 of the
-  // outer example and leaves y unbatched.
-  void nestedVmap() {
-    std::mt19937 rng(1);
-    Array x = randomF32({3, 4, 2, 5}, rng), y = randomF32({3, 5}, rng);
-    ArrayFn inner = vmap(small, {1, -1}, {0, 0});  // x: [4, 2, 5] -> 2 examples of [4, 5]
-    ArrayFn outer = vmap(inner, {0, 0}, {0, 0});
-    auto got = capture([&] { return outer({x, y}); });
-    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
-    for (int64_t i = 0; i < 3; ++i)
-      for (int64_t j = 0; j < 2; ++j) {
-        Array xij = squeeze(sliceAxis(row(x, i), 1, j, j + 1), {1});
-        std::vector<Array> want = small({xij, row(y, i)});
-        for (size_t o = 0; o < want.size(); ++o) {
-          std::string d = compareArrays(row(row((*got)[o], i), j), want[o]);
-          QVERIFY2(d.empty(), qPrintable(QString("output %1 example (%2, %3): %4").arg(o).arg(i).arg(j).arg(d.c_str())));
-        }
-      }
-  }
-
-  void vmapOfJitAndJitOfVmap() {
-    std::mt19937 rng(2);
-    Array x = randomF32({6, 4, 5}, rng), y = randomF32({6, 5}, rng);
-    Jit jitted = jit(small, "small");
-    ArrayFn callJit = [&jitted](const std::vector<Array>& a) {
-      auto r = jitted(a);
-      if (!r.ok()) raise(r.takeError());
-      return *r;
-    };
-    auto vmapOfJit = capture([&] { return vmap(callJit)({x, y}); });
-    QVERIFY2(vmapOfJit.ok(), vmapOfJit.ok() ? "" : vmapOfJit.error().message.c_str());
-    Jit jitOfVmap = jit(vmap(small), "vmap_small");
-    auto viaJit = jitOfVmap({x, y});
-    QVERIFY2(viaJit.ok(), viaJit.ok() ? "" : viaJit.error().message.c_str());
-    for (int64_t b = 0; b < 6; ++b) {
-      std::vector<Array> want = small({row(x, b), row(y, b)});
+// vmap(vmap(f)) over a [3, 2, ...] stack equals the double loop; the inner vmap maps x's axis 1 of the
+// outer example and leaves y unbatched.
+TEST_CASE("nestedVmap") {
+  std::mt19937 rng(1);
+  Array x = randomF32({3, 4, 2, 5}, rng), y = randomF32({3, 5}, rng);
+  ArrayFn inner = vmap(small, {1, -1}, {0, 0});  // x: [4, 2, 5] -> 2 examples of [4, 5]
+  ArrayFn outer = vmap(inner, {0, 0}, {0, 0});
+  auto got = capture([&] { return outer({x, y}); });
+  REQUIRE_MESSAGE(got.ok(), got.error().message);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j) {
+      Array xij = squeeze(sliceAxis(row(x, i), 1, j, j + 1), {1});
+      std::vector<Array> want = small({xij, row(y, i)});
       for (size_t o = 0; o < want.size(); ++o) {
-        std::string d1 = compareArrays(row((*vmapOfJit)[o], b), want[o]);
-        QVERIFY2(d1.empty(), qPrintable(QString("vmap(jit) output %1 example %2: %3").arg(o).arg(b).arg(d1.c_str())));
-        std::string d2 = compareArrays(row((*viaJit)[o], b), want[o]);
-        QVERIFY2(d2.empty(), qPrintable(QString("jit(vmap) output %1 example %2: %3").arg(o).arg(b).arg(d2.c_str())));
+        std::string d = compareArrays(row(row((*got)[o], i), j), want[o]);
+        REQUIRE_MESSAGE(d.empty(), "output " << o << " example (" << i << ", " << j << "): " << d.c_str());
       }
     }
-  }
+}
 
-  // Per-example gradients: vmap(grad(f)) equals grad(f) example by example.
-  void vmapOfGrad() {
-    std::mt19937 rng(3);
-    Array xs = randomF32({5, 3, 4}, rng), w = randomF32({4, 2}, rng);
-    ScalarFn loss = [w](const Array& x) { return sum(square(tanh(matmul(x, w)))) + mean(x * x); };
-    ScalarFn g = gradOf(loss);
-    auto batched = capture([&] {
-      return vmap([&g](const std::vector<Array>& a) { return std::vector<Array>{g(a[0])}; })({xs});
-    });
-    QVERIFY2(batched.ok(), batched.ok() ? "" : batched.error().message.c_str());
-    for (int64_t b = 0; b < 5; ++b) {
-      auto want = capture([&] { return g(row(xs, b)); });
-      QVERIFY2(want.ok(), want.ok() ? "" : want.error().message.c_str());
-      std::string d = compareArrays(row((*batched)[0], b), *want);
-      QVERIFY2(d.empty(), qPrintable(QString("example %1: %2").arg(b).arg(d.c_str())));
+TEST_CASE("vmapOfJitAndJitOfVmap") {
+  std::mt19937 rng(2);
+  Array x = randomF32({6, 4, 5}, rng), y = randomF32({6, 5}, rng);
+  Jit jitted = jit(small, "small");
+  ArrayFn callJit = [&jitted](const std::vector<Array>& a) {
+    auto r = jitted(a);
+    if (!r.ok()) raise(r.takeError());
+    return *r;
+  };
+  auto vmapOfJit = capture([&] { return vmap(callJit)({x, y}); });
+  REQUIRE_MESSAGE(vmapOfJit.ok(), vmapOfJit.error().message);
+  Jit jitOfVmap = jit(vmap(small), "vmap_small");
+  auto viaJit = jitOfVmap({x, y});
+  REQUIRE_MESSAGE(viaJit.ok(), viaJit.error().message);
+  for (int64_t b = 0; b < 6; ++b) {
+    std::vector<Array> want = small({row(x, b), row(y, b)});
+    for (size_t o = 0; o < want.size(); ++o) {
+      std::string d1 = compareArrays(row((*vmapOfJit)[o], b), want[o]);
+      REQUIRE_MESSAGE(d1.empty(), "vmap(jit) output " << o << " example " << b << ": " << d1.c_str());
+      std::string d2 = compareArrays(row((*viaJit)[o], b), want[o]);
+      REQUIRE_MESSAGE(d2.empty(), "jit(vmap) output " << o << " example " << b << ": " << d2.c_str());
     }
   }
+}
 
-  // out_axes: each output's batch axis goes where asked; negative axes count from the end.
-  void outAxes() {
-    std::mt19937 rng(4);
-    Array x = randomF32({4, 5, 3}, rng), y = randomF32({5, 3}, rng);  // x batched on axis 2, y on axis 1
-    auto got = capture([&] { return vmap(small, {2, 1}, {1, -1})({x, y}); });
-    QVERIFY2(got.ok(), got.ok() ? "" : got.error().message.c_str());
-    QCOMPARE((*got)[0].shape(), Shape({4, 3}));     // [4] per example, batch axis 1
-    QCOMPARE((*got)[1].shape(), Shape({5, 4, 3}));  // [5, 4] per example, batch axis last
-    for (int64_t b = 0; b < 3; ++b) {
-      std::vector<Array> want = small({squeeze(sliceAxis(x, 2, b, b + 1), {2}), squeeze(sliceAxis(y, 1, b, b + 1), {1})});
-      std::string d0 = compareArrays(squeeze(sliceAxis((*got)[0], 1, b, b + 1), {1}), want[0]);
-      QVERIFY2(d0.empty(), qPrintable(QString("output 0 example %1: %2").arg(b).arg(d0.c_str())));
-      std::string d1 = compareArrays(squeeze(sliceAxis((*got)[1], 2, b, b + 1), {2}), want[1]);
-      QVERIFY2(d1.empty(), qPrintable(QString("output 1 example %1: %2").arg(b).arg(d1.c_str())));
-    }
+// Per-example gradients: vmap(grad(f)) equals grad(f) example by example.
+TEST_CASE("vmapOfGrad") {
+  std::mt19937 rng(3);
+  Array xs = randomF32({5, 3, 4}, rng), w = randomF32({4, 2}, rng);
+  ScalarFn loss = [w](const Array& x) { return sum(square(tanh(matmul(x, w)))) + mean(x * x); };
+  ScalarFn g = gradOf(loss);
+  auto batched = capture([&] {
+    return vmap([&g](const std::vector<Array>& a) { return std::vector<Array>{g(a[0])}; })({xs});
+  });
+  REQUIRE_MESSAGE(batched.ok(), batched.error().message);
+  for (int64_t b = 0; b < 5; ++b) {
+    auto want = capture([&] { return g(row(xs, b)); });
+    REQUIRE_MESSAGE(want.ok(), want.error().message);
+    std::string d = compareArrays(row((*batched)[0], b), *want);
+    REQUIRE_MESSAGE(d.empty(), "example " << b << ": " << d.c_str());
   }
+}
 
-  // Errors come back as values: mismatched batch sizes, an out-of-range axis, nothing batched.
-  void errorsAreValues() {
-    std::mt19937 rng(5);
-    Array x = randomF32({4, 5}, rng), y = randomF32({3, 5}, rng);
-    ArrayFn f = [](const std::vector<Array>& a) { return std::vector<Array>{a[0] + a[1]}; };
-    auto sizes = capture([&] { return vmap(f)({x, y}); });
-    QVERIFY(!sizes.ok());
-    QVERIFY2(sizes.error().message.find("examples") != std::string::npos, sizes.error().message.c_str());
-    auto axis = capture([&] { return vmap(f, {0, 5})({x, x}); });
-    QVERIFY(!axis.ok());
-    auto none = capture([&] { return vmap(f, {-1, -1})({x, x}); });
-    QVERIFY(!none.ok());
+// out_axes: each output's batch axis goes where asked; negative axes count from the end.
+TEST_CASE("outAxes") {
+  std::mt19937 rng(4);
+  Array x = randomF32({4, 5, 3}, rng), y = randomF32({5, 3}, rng);  // x batched on axis 2, y on axis 1
+  auto got = capture([&] { return vmap(small, {2, 1}, {1, -1})({x, y}); });
+  REQUIRE_MESSAGE(got.ok(), got.error().message);
+  TSR_COMPARE((*got)[0].shape(), Shape({4, 3}));     // [4] per example, batch axis 1
+  TSR_COMPARE((*got)[1].shape(), Shape({5, 4, 3}));  // [5, 4] per example, batch axis last
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<Array> want = small({squeeze(sliceAxis(x, 2, b, b + 1), {2}), squeeze(sliceAxis(y, 1, b, b + 1), {1})});
+    std::string d0 = compareArrays(squeeze(sliceAxis((*got)[0], 1, b, b + 1), {1}), want[0]);
+    REQUIRE_MESSAGE(d0.empty(), "output 0 example " << b << ": " << d0.c_str());
+    std::string d1 = compareArrays(squeeze(sliceAxis((*got)[1], 2, b, b + 1), {2}), want[1]);
+    REQUIRE_MESSAGE(d1.empty(), "output 1 example " << b << ": " << d1.c_str());
   }
+}
 
- private:
-  std::vector<OpCase> m_cases;
-};
-
-#include "tests/test_main.h"
-TSR_TEST_MAIN(QTEST_GUILESS_MAIN, TestVmapOps)
-#include "test_vmap_ops.moc"
+// Errors come back as values: mismatched batch sizes, an out-of-range axis, nothing batched.
+TEST_CASE("errorsAreValues") {
+  std::mt19937 rng(5);
+  Array x = randomF32({4, 5}, rng), y = randomF32({3, 5}, rng);
+  ArrayFn f = [](const std::vector<Array>& a) { return std::vector<Array>{a[0] + a[1]}; };
+  auto sizes = capture([&] { return vmap(f)({x, y}); });
+  REQUIRE(!sizes.ok());
+  REQUIRE_MESSAGE(sizes.error().message.find("examples") != std::string::npos, sizes.error().message.c_str());
+  auto axis = capture([&] { return vmap(f, {0, 5})({x, x}); });
+  REQUIRE(!axis.ok());
+  auto none = capture([&] { return vmap(f, {-1, -1})({x, x}); });
+  REQUIRE(!none.ok());
+}

@@ -28,7 +28,7 @@ done
 pyl=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/*/lib/*.so*")})))' 2>/dev/null || true)
 [[ -n $pyl ]] && libs=$libs:$pyl
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export TESSERA_SOURCE_DIR=$root TESSERA_KERNEL_CACHE=/tmp/tessera-kernels QT_QPA_PLATFORM=offscreen PYTHONUNBUFFERED=1
+export TESSERA_SOURCE_DIR=$root TESSERA_KERNEL_CACHE=/tmp/tessera-kernels PYTHONUNBUFFERED=1
 bin=$work/bin
 results=$out/results.jsonl
 : >"$results"
@@ -37,7 +37,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 missing=$(ldd "$bin/tessera" "$bin/test_cuda_backend" | grep "not found" | sort -u)
 [[ -n $missing ]] && echo "missing libraries: $missing" >&2
 
-run() {  # run NAME TIMEOUT COMMAND...: output to $out/NAME.log, JSON lines to results.jsonl
+run() {  # run NAME TIMEOUT COMMAND...: output to $out/NAME.log, JSON lines to results.jsonl (a test: rc 77 = skipped)
   local name=$1 limit=$2
   shift 2
   echo "== $name"
@@ -45,7 +45,7 @@ run() {  # run NAME TIMEOUT COMMAND...: output to $out/NAME.log, JSON lines to r
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   grep -E '^\{' "$out/$name.log" >>"$results" || true
-  grep -E 'PASS|FAIL|SKIP|Totals|error|Error|QWARN|QINFO' "$out/$name.log" | tail -25
+  grep -E 'ERROR|FATAL|SKIP|MESSAGE|test cases:|assertions:|error|Error' "$out/$name.log" | tail -25
   echo "   rc=$rc, $((SECONDS - t0)) s"
   [[ $rc -ne 0 ]] && tail -5 "$out/$name.log"
   return 0
