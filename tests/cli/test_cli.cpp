@@ -128,6 +128,36 @@ class TestCli : public QObject {
     QVERIFY(vit.out.contains("FLOPs per sample"));
   }
 
+  // `tessera families` lists each family's declaration; `tessera new` writes a project from it that trains.
+  void familiesAndNewProjects() {
+    Run list = tessera({"families", "--json"});
+    QCOMPARE(list.exitCode, 0);
+    QJsonDocument doc = QJsonDocument::fromJson(list.out.toUtf8());
+    QVERIFY2(doc.isArray(), qPrintable(list.out + list.err));
+    QStringList names;
+    for (const QJsonValue& f : doc.array()) names << f["name"].toString();
+    QVERIFY(names.mid(0, 3) == (QStringList{"gpt2", "vit", "mlp"}));
+    QJsonObject mlp = doc.array()[2].toObject();
+    QCOMPARE(mlp["data_kinds"].toArray()[0].toString(), QString("synthetic-digits"));
+    QCOMPARE(mlp["keys"].toArray()[0]["default"].toString(), QString("[784, 1024, 1024, 1024, 10]"));
+    QVERIFY(!mlp["keys"].toArray()[0]["help"].toString().isEmpty());
+
+    QTemporaryDir dir;
+    Run made = tessera({"new", dir.filePath("digits"), "--family", "mlp", "--set", "sizes=[16, 32, 4]"});
+    QVERIFY2(made.exitCode == 0, qPrintable(made.err));
+    Run trained = tessera({"train", dir.filePath("digits"), "--steps", "3", "--quiet"});
+    QVERIFY2(trained.exitCode == 0, qPrintable(trained.out + trained.err));
+    QVERIFY(QFileInfo::exists(dir.filePath("digits/runs.db")));
+    // Mistakes name the key; nothing is written.
+    Run bad = tessera({"new", dir.filePath("bad"), "--family", "vit", "--set", "layerz=2"});
+    QCOMPARE(bad.exitCode, 1);
+    QVERIFY2(bad.err.contains("[model] layerz: the vit family has no such key"), qPrintable(bad.err));
+    QVERIFY(!QFileInfo::exists(dir.filePath("bad/project.toml")));
+    Run again = tessera({"new", dir.filePath("digits"), "--family", "mlp"});
+    QCOMPARE(again.exitCode, 1);
+    QVERIFY2(again.err.contains("exists already"), qPrintable(again.err));
+  }
+
   void trainThenListShowAndExportRuns() {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyMlp);

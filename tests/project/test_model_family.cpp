@@ -81,7 +81,9 @@ TEST_CASE("the core families declare their keys") {
   TSR_COMPARE(names[1], std::string("vit"));
   TSR_COMPARE(names[2], std::string("mlp"));
   const ModelFamily* gpt2 = findModelFamily("gpt2");
-  REQUIRE(gpt2 && gpt2->languageModel && gpt2->origin == "core");
+  REQUIRE(gpt2);
+  REQUIRE(gpt2->languageModel);
+  TSR_COMPARE(gpt2->origin, std::string("core"));
   TSR_COMPARE(gpt2->contextKey, std::string("block_size"));
   TSR_COMPARE(gpt2->dataKinds, std::vector<std::string>{"text"});
   // GPT-2 small's configuration, as Hugging Face's GPT2Config has it.
@@ -91,7 +93,8 @@ TEST_CASE("the core families declare their keys") {
   TSR_COMPARE(keyOf(*gpt2, "dropout")->describeRequirement(), std::string("in [0, 1)"));
   TSR_COMPARE(keyOf(*gpt2, "n_head")->describeRequirement(), std::string("positive"));
   const ModelFamily* vit = findModelFamily("vit");
-  REQUIRE(vit && !vit->languageModel);
+  REQUIRE(vit);
+  REQUIRE(!vit->languageModel);
   TSR_COMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
   TSR_COMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
   const ModelFamily* mlp = findModelFamily("mlp");
@@ -106,7 +109,7 @@ TEST_CASE("the core families declare their keys") {
 TEST_CASE("projects are read from the declaration") {
   auto vit = parseProject("[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 64\nheads = 4\n",
                           "p/project.toml", "p");
-  REQUIRE_MESSAGE(vit.ok(), vit.ok() ? "" : vit.error().message.c_str());
+  REQUIRE_MESSAGE(vit.ok(), (vit.ok() ? "" : vit.error().message.c_str()));
   TSR_COMPARE(vit->model.config.integer("image_size"), int64_t(32));
   TSR_COMPARE(vit->model.config.integer("layers"), int64_t(12));  // the default, filled in
   TSR_COMPARE(vit->model.config.number("dropout"), 0.0);
@@ -162,15 +165,15 @@ TEST_CASE("a registered family trains") {
       "[model]\nfamily = \"toy_mlp\"\nwidth = 32\n[train]\nbatch_size = 16\noptimizer = \"sgd\"\n"
       "lr = 0.1\nwarmup_steps = 0\ngrad_clip = 0.0\n",
       "p/project.toml", tempDir());
-  REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
   TSR_COMPARE(p->data.kind, std::string("synthetic-digits"));
   auto step = train::traceTrainingStep(*p);
-  REQUIRE_MESSAGE(step.ok(), step.ok() ? "" : step.error().message.c_str());
+  REQUIRE_MESSAGE(step.ok(), (step.ok() ? "" : step.error().message.c_str()));
   bool sawBatch = false;
   for (ir::ValueId v : step->graph.inputs()) sawBatch |= step->graph.aval(v) == Aval{Shape{16, 12}, DType::F32};
   REQUIRE(sawBatch);
   auto setup = train::makeTrainingSetup(*p);
-  REQUIRE_MESSAGE(setup.ok(), setup.ok() ? "" : setup.error().message.c_str());
+  REQUIRE_MESSAGE(setup.ok(), (setup.ok() ? "" : setup.error().message.c_str()));
   TSR_COMPARE(setup->model.numParams, int64_t(12 * 32 + 32 + 32 * 3 + 3));
   TSR_COMPARE(setup->itemsPerBatch, int64_t(16));
   double first = 0, last = 0;
@@ -179,11 +182,12 @@ TEST_CASE("a registered family trains") {
     REQUIRE(b.ok());
     TSR_COMPARE(b->inputs.aval(), (Aval{Shape{16, 12}, DType::F32}));
     auto m = setup->trainer->step(setup->state, *b);
-    REQUIRE_MESSAGE(m.ok(), m.ok() ? "" : m.error().message.c_str());
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message.c_str()));
     (i == 0 ? first : last) = m->loss;
   }
   // Three classes: chance is ln 3 = 1.10; the digits are learnable, so the loss falls well below it.
-  REQUIRE_MESSAGE(std::isfinite(last) && last < 0.8 * first, "loss " << first << " -> " << last);
+  REQUIRE(std::isfinite(last));
+  REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
 }
 
 // A model whose state cannot fit is refused before anything is allocated, with both sizes.
@@ -193,7 +197,7 @@ TEST_CASE("a state that cannot fit is refused before allocation") {
   auto p =
       parseProject("[model]\nn_layer = 200\nn_embd = 8192\nn_head = 64\nblock_size = 1024\n[train]\nseq_len = 64\n",
                    "p/project.toml", tempDir());
-  REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
   train::SetupOverrides o;
   o.data = false;
   auto setup = train::makeTrainingSetup(*p, o);
@@ -213,9 +217,9 @@ TEST_CASE("new projects are written from the declaration and open") {
   registerToy();
   for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
     auto text = newProjectToml({"demo", family, {}, "", "."});
-    REQUIRE_MESSAGE(text.ok(), text.ok() ? family.c_str() : text.error().message.c_str());
+    REQUIRE_MESSAGE(text.ok(), (text.ok() ? family.c_str() : text.error().message.c_str()));
     auto p = parseProject(*text, "n/project.toml", "n");
-    REQUIRE_MESSAGE(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
     TSR_COMPARE(p->model.family, family);
     TSR_COMPARE(p->name, std::string("demo"));
     // Every key is written with its doc string.
@@ -228,7 +232,7 @@ TEST_CASE("new projects are written from the declaration and open") {
   TSR_COMPARE(newProjectToml({"g", "gpt2", {}, "", "."}).error().message,
               std::string("the gpt2 family trains on text: choose a corpus (a UTF-8 text file)"));
   auto gpt2 = newProjectToml({"g", "gpt2", {{"block_size", "32"}, {"n_layer", "2"}}, "data/c.txt", "."});
-  REQUIRE_MESSAGE(gpt2.ok(), gpt2.ok() ? "" : gpt2.error().message.c_str());
+  REQUIRE_MESSAGE(gpt2.ok(), (gpt2.ok() ? "" : gpt2.error().message.c_str()));
   auto g = parseProject(*gpt2, "f", ".");
   REQUIRE(g.ok());
   TSR_COMPARE(g->train.seqLen, int64_t(32));
