@@ -9,6 +9,8 @@
 #include <QStandardPaths>
 #include <QTimer>
 
+#include "engine/inspect/environment.h"
+
 namespace tsr::studio {
 
 RunController::RunController(QObject* parent) : QObject(parent) {}
@@ -21,7 +23,7 @@ RunController::~RunController() {
 }
 
 QString RunController::findTessera() {
-  QString env = qEnvironmentVariable("TESSERA_BIN");
+  QString env = QString::fromStdString(inspect::envLocations().tesseraBin);
   if (!env.isEmpty() && QFileInfo(env).isExecutable()) return env;
   QDir here(QCoreApplication::applicationDirPath());
   for (const QString& rel : {"tessera", "../cli/tessera", "../app/cli/tessera", "../../app/cli/tessera"}) {

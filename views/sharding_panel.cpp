@@ -358,18 +358,14 @@ void ShardingPanel::fillPalette() {
   }
 }
 
-QString ShardingPanel::argumentKey(const QString& path) const {
-  if (!m_step) return {};
-  for (const std::string& p : m_step->paths) {
-    QString full = q(p);
-    if (full.isEmpty()) continue;
-    if (full == path || (full.startsWith("params.") && full.mid(7) == path)) {
-      if (full.startsWith("params.")) return full.mid(7);
-      if (full.startsWith("opt.")) return full.mid(4);
-      return full;
-    }
+const inspect::ArgumentPath* ShardingPanel::findArgument(const QString& name) const {
+  if (!m_step || name.isEmpty()) return nullptr;
+  const std::string n = name.toStdString();
+  for (const inspect::ArgumentPath& p : m_step->paths) {
+    const auto* param = p.as<inspect::ArgumentPath::Param>();
+    if (p.toString() == n || (param && param->path == n)) return &p;
   }
-  return {};
+  return nullptr;
 }
 
 bool ShardingPanel::dropSpec(const QString& argument, const QString& spec) {
@@ -378,17 +374,17 @@ bool ShardingPanel::dropSpec(const QString& argument, const QString& spec) {
     m_session->log("error", tr("sharding: '%1': %2").arg(spec, q(parsed.error().message)));
     return false;
   }
-  QString key = argumentKey(argument);
-  if (key.isEmpty()) {
+  const inspect::ArgumentPath* found = findArgument(argument);
+  if (!found) {
     m_session->log("error", tr("sharding: no argument '%1' in the step").arg(argument));
     return false;
   }
+  // Overrides are keyed by the argument's relative path: a parameter's covers its optimizer state.
+  const QString key = q(found->relative());
   Edit after = m_edit;
   after.overrides[key.toStdString()] = spec.toStdString();
   if (after == m_edit) return true;
-  m_shown = argument.startsWith("params.") || argument == "inputs" || argument == "targets" || argument.startsWith("opt.")
-                ? argument
-                : "params." + argument;
+  m_shown = q(found->toString());
   m_undo->push(new EditCommand(this, m_edit, after, tr("%1 on %2").arg(specLabel(spec), key)));
   return true;
 }
@@ -523,10 +519,10 @@ void ShardingPanel::showPlan() {
     // The first argument the plan splits, else the first.
     for (const auto& a : m_plan->arguments)
       if (!a.sharding.isReplicated()) {
-        m_shown = q(a.path);
+        m_shown = q(a.path.toString());
         break;
       }
-    if (m_shown.isEmpty() && !m_plan->arguments.empty()) m_shown = q(m_plan->arguments.front().path);
+    if (m_shown.isEmpty() && !m_plan->arguments.empty()) m_shown = q(m_plan->arguments.front().path.toString());
   }
   showArgument(m_shown);
   int overrides = static_cast<int>(m_edit.overrides.size() + m_edit.constraints.size());
@@ -547,7 +543,8 @@ void ShardingPanel::fillArguments() {
   const auto& g = *m_plan->global;
   for (size_t i = 0; i < m_plan->arguments.size(); ++i) {
     const auto& a = m_plan->arguments[i];
-    auto* item = new QTreeWidgetItem({a.path.empty() ? QString("%%1").arg(a.value) : q(a.path),
+    const std::string name = a.path.toString();
+    auto* item = new QTreeWidgetItem({name.empty() ? QString("%%1").arg(a.value) : q(name),
                                       q(g.aval(a.value).toString()), q(a.sharding.toString(m_plan->mesh)),
                                       bytes(a.bytes), q(a.source)});
     item->setTextAlignment(3, Qt::AlignRight | Qt::AlignVCenter);
@@ -647,11 +644,12 @@ void ShardingPanel::fillSummary() {
 void ShardingPanel::showArgument(const QString& path, int rowDim, int colDim) {
   if (!m_plan) return;
   for (const auto& a : m_plan->arguments) {
-    if (q(a.path) != path) continue;
+    const std::string name = a.path.toString();
+    if (q(name) != path) continue;
     m_shown = path;
     const Aval& aval = m_plan->global->aval(a.value);
-    auto l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, a.path, rowDim, colDim);
-    if (!l.ok()) l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, a.path);
+    auto l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, name, rowDim, colDim);
+    if (!l.ok()) l = inspect::tensorLayout(m_plan->mesh, a.sharding, aval, name);
     m_grid->setTensorLayout(l.ok() ? std::optional<inspect::TensorLayout>(std::move(*l)) : std::nullopt, m_plan->mesh.size());
     // The dim pickers: the dims on the grid now.
     for (QComboBox* box : {m_rowDim, m_colDim}) {

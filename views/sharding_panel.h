@@ -104,7 +104,9 @@ class ShardingPanel : public QWidget {
   void fillValues();
   void fillSummary();
   sharding::Mesh currentMesh() const;
-  QString argumentKey(const QString& path) const;  // "params.x.y" -> "x.y"; the batch as is; "" if unknown
+  // The step's argument named "params.x.y" (or "x.y", as the project tree names a parameter), "opt.1.mu.x.y" or
+  // "inputs"; null if the step has none.
+  const inspect::ArgumentPath* findArgument(const QString& name) const;
 
   Session* m_session;
   QLineEdit* m_meshShape;

@@ -15,6 +15,7 @@
 #include "app/cli/profile_command.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/core/env_options.h"
 #include "engine/project/project.h"
 #include "engine/train/bench.h"
 #include "engine/train/profile_run.h"
@@ -114,7 +115,7 @@ int runBench(BenchArgs& a) {
   a.options.profile = a.top > 0;
   // Steady state from the first timed step: native kernels are compiled with the step (TESSERA_CPU_CODEGEN
   // chooses otherwise).
-  if (!std::getenv("TESSERA_CPU_CODEGEN")) cpu::setNativeMode(cpu::NativeMode::Sync);
+  if (!envOptions().cpuCodegen) cpu::setNativeMode(cpu::NativeMode::Sync);
   auto report = train::benchTrainingStep(*project, a.options, progress);
   if (!report.ok()) {
     std::cerr << "tessera bench: " << report.error().message << "\n";

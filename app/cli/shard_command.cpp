@@ -120,7 +120,8 @@ int runPlan(const ShardArgs& a) {
   std::cout << "Arguments (per-device bytes, sharding, why):\n";
   for (size_t i = 0; i < sp.arguments.size(); ++i) {
     const auto& arg = sp.arguments[i];
-    std::string name = arg.path.empty() ? fmt::format("{}", i) : arg.path;
+    std::string name = arg.path.toString();
+    if (name.empty()) name = fmt::format("{}", i);
     std::cout << fmt::format("  {:<40} {:<18} {:>10}  {}\n", name, g.aval(arg.value).toString(),
                              formatBytes(arg.bytes), arg.sharding.toString(mesh));
   }

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "engine/core/env_options.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
 
@@ -37,10 +38,11 @@ int runTrain(const TrainArgs& a) {
     std::cerr << "tessera train: " << project.error().message << "\n";
     return 1;
   }
-  // The device and matmul precision reach every jitted function through the environment (engine/compile/jit.h,
-  // engine/backends/cuda/device.h), as TESSERA_EXECUTOR does.
+  // The device and matmul precision reach every jitted function through the environment's settings
+  // (engine/core/env_options.h), as TESSERA_EXECUTOR does: set, then read again.
   if (!a.device.empty()) setenv("TESSERA_DEVICE", a.device.c_str(), 1);
   if (!a.matmulPrecision.empty()) setenv("TESSERA_MATMUL_PRECISION", a.matmulPrecision.c_str(), 1);
+  reloadEnvOptions();
   train::RunOptions options;
   options.steps = a.steps;
   options.stopAtStep = a.stopAt;
@@ -49,7 +51,7 @@ int runTrain(const TrainArgs& a) {
   options.runName = a.name;
   options.sampleTokens = a.sampleTokens;
   options.stop = &gStop;
-  if (const char* peak = std::getenv("TESSERA_PEAK_FLOPS")) options.peakFlops = std::atof(peak);
+  if (envOptions().peakFlops) options.peakFlops = *envOptions().peakFlops;
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
   auto summary = train::runTraining(*project, options, [&](const train::RunEvent& e) {

@@ -182,8 +182,8 @@ void MainWindow::createPanels() {
     std::map<std::string, std::string> specs;
     if (ShardingPtr s = m_session->sharding(); s && s->plan)
       for (const auto& a : s->plan->arguments)
-        if (a.path.rfind("params.", 0) == 0)
-          specs[a.path.substr(7)] = a.sharding.toString(s->plan->mesh) + "  " + inspect::formatBytes(a.bytes);
+        if (const auto* param = a.path.as<inspect::ArgumentPath::Param>())
+          specs[param->path] = a.sharding.toString(s->plan->mesh) + "  " + inspect::formatBytes(a.bytes);
     m_project->paramModel()->setShardings(std::move(specs));
   });
   m_docks["metrics"]->raise();

@@ -7,6 +7,7 @@
 
 #include "engine/compile/compile.h"
 #include "engine/compile/eval.h"
+#include "engine/core/env_options.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
@@ -21,11 +22,7 @@ std::function<void(const std::string&)>& compileLogSink() {
 }
 
 bool logCompiles() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_LOG_COMPILES");
-    return v && *v && std::string(v) != "0";
-  }();
-  return on || compileLogSink();
+  return envOptions().logCompiles || compileLogSink();
 }
 
 void logCompileLine(const std::string& line) {
@@ -36,19 +33,6 @@ void logCompileLine(const std::string& line) {
 std::string describeArg(const std::vector<std::string>& paths, size_t i) {
   if (i < paths.size() && !paths[i].empty()) return fmt::format("argument {} ('{}')", i, paths[i]);
   return fmt::format("argument {}", i);
-}
-
-std::string defaultDevice() {
-  const char* v = std::getenv("TESSERA_DEVICE");
-  return v && *v ? v : "cpu";
-}
-
-bool interpretByDefault() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_EXECUTOR");
-    return v && std::string(v) == "interpreter";
-  }();
-  return on;
 }
 
 }  // namespace
@@ -248,8 +232,8 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> Jit::lowerSpmd(const Tree& args, c
 compile::Options Jit::compileOptions(std::vector<bool> donatable) const {
   compile::Options o;
   o.name = m_name;
-  o.device = m_device.empty() ? defaultDevice() : m_device;
-  o.interpret = m_interpret || interpretByDefault();
+  o.device = m_device.empty() ? envOptions().device : m_device;
+  o.interpret = m_interpret || envOptions().interpreter;
   o.donatable = std::move(donatable);
   o.native = true;
   return o;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/env_options.h"
 #include "engine/dist/communicator.h"
 
 namespace tsr::dist {
@@ -26,9 +27,9 @@ Result<int> parseCpuDeviceCount(std::string_view text) {
 
 int configuredCpuDevices() {
   static const int count = [] {
-    const char* env = std::getenv("TESSERA_CPU_DEVICES");
+    const std::optional<std::string>& env = envOptions().cpuDevices;
     if (!env) return 1;
-    auto n = parseCpuDeviceCount(env);
+    auto n = parseCpuDeviceCount(*env);
     if (n.ok()) return *n;
     std::fprintf(stderr, "tessera: TESSERA_CPU_DEVICES: %s; using 1 device\n", n.error().message.c_str());
     return 1;
@@ -37,7 +38,7 @@ int configuredCpuDevices() {
 }
 
 bool launchedUnderMpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+  return envOptions().underMpi;
 }
 
 #ifndef TESSERA_HAVE_MPI

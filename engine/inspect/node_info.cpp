@@ -126,10 +126,11 @@ Result<sharding::ShardingPlan> stageSharding(const Stage& stage, const train::St
     const train::PlannedArgument& a = plan.arguments[i];
     const Aval& here = g.aval(g.inputs()[i]);
     if (plan.global && a.value >= 0 && a.value < plan.global->numValues() && !(plan.global->aval(a.value) == here))
-      return makeError("input {} of the stage is {}, the planned step's {} is {}", i, here.toString(), a.path,
-                       plan.global->aval(a.value).toString());
+      return makeError("input {} of the stage is {}, the planned step's {} is {}", i, here.toString(),
+                       a.path.toString(), plan.global->aval(a.value).toString());
     ann.inputs.push_back(a.sharding);
-    ann.inputNames.push_back(a.source.empty() ? a.path : fmt::format("{} ({})", a.path, a.source));
+    const std::string name = a.path.toString();
+    ann.inputNames.push_back(a.source.empty() ? name : fmt::format("{} ({})", name, a.source));
   }
   return sharding::propagateShardings(g, ops::registry(), plan.mesh, ann);
 }

@@ -33,8 +33,9 @@ std::vector<std::string> splitFields(const std::string& text, const std::string&
 
 PlannableStep plannableStep(const ProjectSnapshot& project, std::shared_ptr<const ir::Graph> cleaned) {
   PlannableStep s;
-  s.paths = project.inputPaths;
-  s.paths.resize(cleaned->inputs().size());
+  std::vector<std::string> paths = project.inputPaths;
+  paths.resize(cleaned->inputs().size());
+  s.paths = train::argumentPaths(paths);
   s.graph = std::move(cleaned);
   return s;
 }
@@ -249,8 +250,10 @@ std::vector<ShardingConflict> findConflicts(const ir::Graph& g, const sharding::
             ShardingConflict c;
             c.node = static_cast<ir::NodeId>(id);
             c.op = def ? def->name : "op";
-            c.first = fmt::format("operand {} {} ({})", firstOperand, first->sharding.toString(mesh), first->path);
-            c.second = fmt::format("operand {} {} ({})", o, it->second->sharding.toString(mesh), it->second->path);
+            c.first = fmt::format("operand {} {} ({})", firstOperand, first->sharding.toString(mesh),
+                                  first->path.toString());
+            c.second = fmt::format("operand {} {} ({})", o, it->second->sharding.toString(mesh),
+                                   it->second->path.toString());
             c.message = fmt::format("{} (node {}{}): conflicting explicit shardings: {} and {}", c.op, id,
                                     n.prov.empty() ? "" : ", " + n.prov.toString(), c.first, c.second);
             out.push_back(std::move(c));

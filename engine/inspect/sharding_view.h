@@ -15,6 +15,7 @@
 
 namespace tsr::inspect {
 
+using train::ArgumentPath;
 using train::placeArguments;
 using train::PlannableStep;
 using train::projectMesh;

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/env_options.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_table.h"
 #include "engine/plugin/library_check.h"
@@ -233,20 +234,12 @@ std::vector<SearchDir> searchDirs(const std::string& projectDir, const std::stri
     if (fs::is_regular_file(p, ec)) p = p.parent_path();  // a project.toml
     dirs.push_back({(p / "plugins").string(), "project"});
   }
-  if (const char* env = std::getenv("TESSERA_PLUGIN_PATH")) {
-    std::string s = env;
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t end = s.find(':', start);
-      if (end == std::string::npos) end = s.size();
-      if (end > start) dirs.push_back({s.substr(start, end - start), "TESSERA_PLUGIN_PATH"});
-      start = end + 1;
-    }
-  }
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  const char* home = std::getenv("HOME");
-  if (xdg && *xdg) dirs.push_back({(fs::path(xdg) / "tessera" / "plugins").string(), "user"});
-  else if (home && *home) dirs.push_back({(fs::path(home) / ".config" / "tessera" / "plugins").string(), "user"});
+  const EnvLocations env = envLocations();
+  for (const std::string& dir : env.pluginPath) dirs.push_back({dir, "TESSERA_PLUGIN_PATH"});
+  if (!env.configHome.empty())
+    dirs.push_back({(fs::path(env.configHome) / "tessera" / "plugins").string(), "user"});
+  else if (!env.home.empty())
+    dirs.push_back({(fs::path(env.home) / ".config" / "tessera" / "plugins").string(), "user"});
   if (!bundledDir.empty()) dirs.push_back({bundledDir, "bundled"});
   return dirs;
 }

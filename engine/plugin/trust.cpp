@@ -1,5 +1,6 @@
 #include "engine/plugin/trust.h"
 
+#include "engine/core/env_options.h"
 #include "engine/core/toml_text.h"
 
 #include <cctype>
@@ -38,10 +39,9 @@ std::string trustFolderName(const std::string& folder) {
 }
 
 std::string TrustList::defaultPath() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  const char* home = std::getenv("HOME");
-  if (xdg && *xdg) return (fs::path(xdg) / "tessera" / "trusted.toml").string();
-  if (home && *home) return (fs::path(home) / ".config" / "tessera" / "trusted.toml").string();
+  const EnvLocations env = envLocations();
+  if (!env.configHome.empty()) return (fs::path(env.configHome) / "tessera" / "trusted.toml").string();
+  if (!env.home.empty()) return (fs::path(env.home) / ".config" / "tessera" / "trusted.toml").string();
   return "";
 }
 

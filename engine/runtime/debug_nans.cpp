@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/env_options.h"
+
 namespace tsr::runtime {
 
 namespace {
@@ -16,19 +18,11 @@ std::atomic<int>& override() {
   return v;
 }
 
-bool fromEnvironment() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_DEBUG_NANS");
-    return v && *v && std::string(v) != "0";
-  }();
-  return on;
-}
-
 }  // namespace
 
 bool debugNansEnabled() {
   int o = override().load(std::memory_order_relaxed);
-  return o < 0 ? fromEnvironment() : o == 1;
+  return o < 0 ? envOptions().debugNans : o == 1;
 }
 
 void setDebugNans(bool on) { override().store(on ? 1 : 0); }

@@ -49,6 +49,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Why this backend cannot run programs in this process ("no CUDA GPU: ..."), or "" when it can.
+  virtual std::string unavailableReason() const { return ""; }
   virtual Result<std::unique_ptr<Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
                                                       const CompileOptions& options) = 0;
 };

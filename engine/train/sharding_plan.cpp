@@ -1,7 +1,5 @@
 #include "engine/train/sharding_plan.h"
 
-#include <regex>
-
 #include <fmt/format.h>
 
 #include "engine/compile/compile.h"
@@ -13,63 +11,6 @@
 namespace tsr::train {
 
 namespace {
-
-struct CompiledRule {
-  std::regex re;
-  std::string pattern;
-  sharding::PartitionSpec spec;
-};
-
-// Each rule's regex and spec, its spec checked against the mesh: a rule naming an axis the mesh lacks is an
-// error that names the rule (the mesh may have been edited after the rules were written).
-Result<std::vector<CompiledRule>> compileRules(const std::vector<std::pair<std::string, std::string>>& rules,
-                                               const sharding::Mesh& mesh, const std::string& file) {
-  std::vector<CompiledRule> out;
-  for (const auto& [pattern, spec] : rules) {
-    CompiledRule r;
-    r.pattern = pattern;
-    try {
-      r.re = std::regex(pattern);
-    } catch (const std::regex_error& e) {
-      return makeError("{}: [sharding] rule '{}': not a regular expression ({})", file, pattern, e.what());
-    }
-    auto p = sharding::PartitionSpec::parse(spec);
-    if (!p.ok()) return makeError("{}: [sharding] rule '{}': {}", file, pattern, p.error().message);
-    if (auto ns = sharding::NamedSharding::create(mesh, *p); !ns.ok())
-      return makeError("{}: [sharding] rule '{}': {}", file, pattern, ns.error().message);
-    r.spec = std::move(*p);
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-// The path an argument's rules are matched against ("params.layers.0.weight" -> "layers.0.weight"), as
-// Trainer::place sees the parameter and optimizer-state trees.
-std::string rulePath(const std::string& path, ArgumentKind kind) {
-  if (kind == ArgumentKind::Parameter) return path.substr(7);
-  if (kind == ArgumentKind::OptimizerState) return path.substr(4);
-  return path;
-}
-
-ArgumentKind kindOf(const std::string& path) {
-  if (path.rfind("params.", 0) == 0) return ArgumentKind::Parameter;
-  if (path.rfind("opt.", 0) == 0) return ArgumentKind::OptimizerState;
-  if (path == "inputs" || path == "targets") return ArgumentKind::Batch;
-  return ArgumentKind::Other;
-}
-
-// The override that names this argument: its parameter path, the end of an optimizer-state path after a dot
-// ("0.mu.layers.0.weight" follows "layers.0.weight"), or the batch's name.
-const std::string* overrideFor(const std::map<std::string, std::string>& overrides, const std::string& rel,
-                               ArgumentKind kind) {
-  for (const auto& [key, spec] : overrides) {
-    if (rel == key) return &spec;
-    if (kind == ArgumentKind::OptimizerState && rel.size() > key.size() &&
-        rel.compare(rel.size() - key.size(), key.size(), key) == 0 && rel[rel.size() - key.size() - 1] == '.')
-      return &spec;
-  }
-  return nullptr;
-}
 
 // The step with a sharding_constraint after each constrained value (its uses read the constrained one).
 Result<std::pair<ir::Graph, std::vector<ir::ValueId>>> withConstraints(const ir::Graph& g, const sharding::Mesh& mesh,
@@ -137,9 +78,10 @@ Result<PlannableStep> traceStepForPlan(const project::Project& p) {
   for (ir::ValueId v : cg.graph.inputs()) avals.push_back(cg.graph.aval(v));
   avals.resize(static_cast<size_t>(cg.inputTree.numLeaves()));
   TSR_ASSIGN(TreeOf<Aval> tree, TreeOf<Aval>::unflatten(cg.inputTree, std::move(avals)));
+  std::vector<std::string> paths = tree.paths();
+  paths.resize(cg.graph.inputs().size());  // captured constants follow the arguments, unnamed
   PlannableStep s;
-  s.paths = tree.paths();
-  s.paths.resize(cg.graph.inputs().size());  // captured constants follow the arguments, unnamed
+  s.paths = argumentPaths(paths);
   s.graph = std::make_shared<const ir::Graph>(std::move(cg.graph));
   return s;
 }
@@ -156,64 +98,25 @@ Result<PlacedArguments> placeArguments(const project::Project& p, const Plannabl
   } else {
     TSR_ASSIGN(out.mesh, projectMesh(p));
   }
-  const sharding::Mesh& mesh = out.mesh;
-  std::vector<std::pair<std::string, std::string>> ruleText;
+  std::vector<std::pair<std::string, std::string>> rules;
   if (o.rules) {
-    ruleText = *o.rules;
+    rules = *o.rules;
   } else {
-    for (const auto& r : p.sharding) ruleText.emplace_back(r.pattern, r.spec);
+    for (const auto& r : p.sharding) rules.emplace_back(r.pattern, r.spec);
   }
-  out.numRules = ruleText.size();
-  TSR_ASSIGN(std::vector<CompiledRule> rules, compileRules(ruleText, mesh, p.file));
+  out.numRules = rules.size();
+  TSR_ASSIGN(PlacementPolicy policy, PlacementPolicy::create(out.mesh, rules, o.overrides, p.file + ": [sharding]"));
+  const sharding::Mesh& mesh = out.mesh;
   const ir::Graph& g = *step.graph;
-
-  // Each argument's sharding: an override, else the first rule whose regex occurs in its path (when the spec
-  // fits its shape), else replicated; the batch is split over the mesh's first axis where it divides.
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     PlannedArgument a;
-    a.path = i < step.paths.size() ? step.paths[i] : "";
-    a.kind = kindOf(a.path);
+    if (i < step.paths.size()) a.path = step.paths[i];
     a.value = g.inputs()[i];
     const Shape& shape = g.aval(a.value).shape;
-    const std::string rel = rulePath(a.path, a.kind);
-    std::optional<sharding::PartitionSpec> spec;
-    if (const std::string* s = overrideFor(o.overrides, rel, a.kind)) {
-      auto parsed = sharding::PartitionSpec::parse(*s);
-      if (!parsed.ok()) return makeError("{}: {}", a.path, parsed.error().message);
-      spec = std::move(*parsed);
-      a.source = "set here";
-    } else if (a.kind == ArgumentKind::Parameter || a.kind == ArgumentKind::OptimizerState) {
-      a.source = "no rule";
-      for (const auto& r : rules)
-        if (std::regex_search(rel, r.re)) {
-          // A spec of more dims than the array cannot be meant for it (JAX refuses it too); one that does not
-          // divide its dims leaves it replicated, and says so.
-          if (r.spec.dims.size() > static_cast<size_t>(shape.rank()))
-            return makeError("{}: [sharding] rule '{}' matches {} {}, but its spec {} has {} dims", p.file, r.pattern,
-                             a.path, shape.toString(), r.spec.toString(), r.spec.dims.size());
-          sharding::NamedSharding ns{mesh, r.spec};
-          if (ns.check(shape).ok()) {
-            spec = r.spec;
-            a.source = fmt::format("rule '{}'", r.pattern);
-          } else {
-            a.source = fmt::format("rule '{}' does not fit {}", r.pattern, shape.toString());
-          }
-          break;
-        }
-    } else if (a.kind == ArgumentKind::Batch && !mesh.axes.empty()) {
-      sharding::PartitionSpec split{{{mesh.axes[0]}}};
-      if (shape.rank() > 0 && sharding::NamedSharding{mesh, split}.check(shape).ok()) {
-        spec = split;
-        a.source = fmt::format("the batch, over '{}'", mesh.axes[0]);
-      } else {
-        a.source = "the batch, whole";
-      }
-    }
-    if (spec) {
-      auto named = sharding::NamedSharding::create(mesh, *spec);
-      if (!named.ok()) return makeError("{}: {}", a.path, named.error().message);
-      if (auto st = named->check(shape); !st.ok()) return makeError("{}: {}", a.path, st.error().message);
-      TSR_ASSIGN(a.sharding, sharding::TensorSharding::fromSpec(mesh, *spec, shape));
+    TSR_ASSIGN(Placement placed, policy.place(a.path, shape));
+    a.source = std::move(placed.source);
+    if (placed.spec) {
+      TSR_ASSIGN(a.sharding, sharding::TensorSharding::fromSpec(mesh, *placed.spec, shape));
     } else {
       a.sharding = sharding::TensorSharding::replicated(shape.rank());
     }
@@ -258,7 +161,7 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
   sharding::ShardingAnnotations ann;
   for (const auto& a : out.arguments) {
     ann.inputs.push_back(a.sharding);
-    ann.inputNames.push_back(a.path);
+    ann.inputNames.push_back(a.path.toString());
   }
   // Planned as SpmdExecutable::compile plans it: the same propagation, partition and per-device pipeline.
   TSR_ASSIGN(spmd::SpmdPlan planned, spmd::planSpmd(g, mesh, ann, "train_step"));
@@ -266,8 +169,8 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
   const sharding::PartitionResult& part = planned.partitioned;
   // Names as the plan's origins give them (an argument's annotation), batch and other arguments by kind.
   for (const auto& a : out.arguments) {
-    if (a.kind == ArgumentKind::Parameter) out.paramBytes += a.bytes;
-    else if (a.kind == ArgumentKind::OptimizerState) out.optBytes += a.bytes;
+    if (a.path.as<ArgumentPath::Param>()) out.paramBytes += a.bytes;
+    else if (a.path.as<ArgumentPath::OptState>()) out.optBytes += a.bytes;
     else out.batchBytes += a.bytes;
   }
   out.bandwidthGBs = o.bandwidthGBs;

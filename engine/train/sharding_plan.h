@@ -1,9 +1,9 @@
 #pragma once
 // A project's training step planned on its mesh from avals alone: no data is read, no weights are materialised
 // and no devices are needed (propagation and partitioning work on the mesh). The arguments are placed as
-// Trainer places them (parameter-path rules, optimizer state following its parameter, the batch split over the
-// mesh's first axis); the plan gives every value its sharding and why, the per-device program with its
-// collectives, and the bytes each device holds. `tessera shard plan` prints it; the IDE's sharding panel shows
+// Trainer places them (the one PlacementPolicy, engine/train/placement.h: parameter-path rules, optimizer state
+// following its parameter, the batch split over the mesh's first axis); the plan gives every value its
+// sharding and why, the per-device program with its collectives, and the bytes each device holds. `tessera shard plan` prints it; the IDE's sharding panel shows
 // it and re-plans it with the user's own specs.
 #include <cstdint>
 #include <map>
@@ -17,6 +17,7 @@
 #include "engine/ir/graph.h"
 #include "engine/project/project.h"
 #include "engine/sharding/partitioner.h"
+#include "engine/train/placement.h"
 
 namespace tsr::train {
 
@@ -25,8 +26,9 @@ struct ShardPlanOptions {
   std::optional<sharding::Mesh> mesh;
   // Instead of the project's [sharding] rules: (parameter-path regex, PartitionSpec), the first match wins.
   std::optional<std::vector<std::pair<std::string, std::string>>> rules;
-  // Specs that win over every rule, by argument: a parameter path ("layers.0.weight", its optimizer state
-  // follows), or "inputs" / "targets" for the batch.
+  // Specs that win over every rule, by an argument's relative path (ArgumentPath::relative): a parameter path
+  // ("layers.0.weight", its optimizer state follows), an optimizer-state path ("1.mu.layers.0.weight"), or
+  // "inputs" / "targets" for the batch.
   std::map<std::string, std::string> overrides;
   // Sharding constraints on values of the step's graph (by value id), as withShardingConstraint in the model
   // would put them: the planned graph gets a sharding_constraint after each.
@@ -35,12 +37,9 @@ struct ShardPlanOptions {
   bool compile = true;         // compile the per-device program for its arena (activations' bytes)
 };
 
-enum class ArgumentKind { Parameter, OptimizerState, Batch, Other };
-
 // One argument of the step on the mesh.
 struct PlannedArgument {
-  std::string path;  // "params.layers.0.weight", "opt.0.mu.layers.0.weight", "inputs", "step"
-  ArgumentKind kind = ArgumentKind::Other;
+  ArgumentPath path;  // printed "params.layers.0.weight", "opt.0.mu.layers.0.weight", "inputs", "step"
   ir::ValueId value = ir::kNone;
   sharding::TensorSharding sharding;
   Shape local;         // the block each device holds
@@ -77,7 +76,7 @@ struct StepShardingPlan {
 // The step's graph as the planner reads it: traced from avals, the cleanup passes run, with the argument paths.
 struct PlannableStep {
   std::shared_ptr<const ir::Graph> graph;
-  std::vector<std::string> paths;  // per graph input ("" for captured constants)
+  std::vector<ArgumentPath> paths;  // per graph input (Other{""} for captured constants)
 };
 Result<PlannableStep> traceStepForPlan(const project::Project& project);
 

@@ -1,7 +1,6 @@
 #include "engine/train/trainer.h"
 
 #include <chrono>
-#include <regex>
 
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"
@@ -51,66 +50,41 @@ TrainState Trainer::init(Tree params) const {
     Array whole = a.gathered();
     return Array::fromBytes(whole.aval(), whole.buffer()->data());
   });
-  if (m_sharding) {
-    auto p = place(s.params);
-    auto o = place(s.optState);
-    if (!p.ok()) raise(p.takeError());
-    if (!o.ok()) raise(o.takeError());
-    s.params = std::move(*p);
-    s.optState = std::move(*o);
-  }
+  if (auto st = placeState(s); !st.ok()) raise(st.takeError());
   return s;
 }
 
 Status Trainer::placeState(TrainState& state) const {
-  if (!m_sharding) return {};
-  TSR_ASSIGN(state.params, place(state.params));
-  TSR_ASSIGN(state.optState, place(state.optState));
+  if (!m_placement) return {};
+  const std::vector<std::string> params = state.params.paths();
+  auto param = [](const std::string& p) { return ArgumentPath{ArgumentPath::Param{p}}; };
+  TSR_ASSIGN(Tree placedParams, place(state.params, param));
+  TSR_ASSIGN(Tree placedOpt, place(state.optState, [&](const std::string& p) { return optStatePath(p, params); }));
+  state.params = std::move(placedParams);
+  state.optState = std::move(placedOpt);
   return {};
 }
 
 Status Trainer::setSharding(TrainSharding sharding) {
-  std::vector<std::pair<std::regex, sharding::NamedSharding>> rules;
-  for (const auto& [pattern, spec] : sharding.rules) {
-    std::regex re;
-    try {
-      re = std::regex(pattern);
-    } catch (const std::regex_error& e) {
-      return makeError("sharding rule '{}': not a regular expression ({})", pattern, e.what());
-    }
-    auto p = sharding::PartitionSpec::parse(spec);
-    if (!p.ok()) return makeError("sharding rule '{}': {}", pattern, p.error().message);
-    auto n = sharding::NamedSharding::create(sharding.mesh, *p);
-    if (!n.ok()) return makeError("sharding rule '{}': {}", pattern, n.error().message);
-    rules.emplace_back(std::move(re), std::move(*n));
-  }
-  m_rules = std::move(rules);
+  TSR_ASSIGN(PlacementPolicy policy, PlacementPolicy::create(sharding.mesh, sharding.rules, {}, "sharding"));
+  m_placement = std::move(policy);
   m_sharding = std::move(sharding);
   return {};
 }
 
-// Each leaf by the first rule whose regex occurs in its path (optimizer state "mu.layers.0.weight" follows
-// "layers.0.weight"); leaves no rule names, or whose shape the spec cannot split, are replicated. A spec of more
-// dims than the leaf it names is an error.
-Result<Tree> Trainer::place(const Tree& tree) const {
-  const sharding::NamedSharding replicated = spmd::replicatedOn(m_sharding->mesh);
+// Each leaf where the policy puts it; the first error is returned once the tree has been walked.
+Result<Tree> Trainer::place(const Tree& tree, const std::function<ArgumentPath(const std::string&)>& pathOf) const {
   std::optional<Error> error;
   Tree placed = tree.mapWithPath([&](const std::string& path, const Array& a) {
-    const sharding::NamedSharding* chosen = &replicated;
-    for (const auto& [re, ns] : m_rules)
-      if (std::regex_search(path, re)) {
-        if (ns.spec.dims.size() > static_cast<size_t>(a.rank())) {  // as the plan (sharding_plan.cpp) refuses it
-          if (!error)
-            error = makeError("sharding rule matching {} {}: its spec {} has {} dims", path, a.shape().toString(),
-                              ns.spec.toString(), ns.spec.dims.size());
-          return a;
-        }
-        if (ns.check(a.shape()).ok()) chosen = &ns;
-        break;
-      }
-    auto r = spmd::devicePut(a, *chosen);
+    const ArgumentPath arg = pathOf(path);
+    auto ns = m_placement->sharding(arg, a.shape());
+    if (!ns.ok()) {
+      if (!error) error = ns.error();
+      return a;
+    }
+    auto r = spmd::devicePut(a, *ns);
     if (!r.ok()) {
-      if (!error) error = Error{path + ": " + r.error().message};
+      if (!error) error = Error{arg.toString() + ": " + r.error().message};
       return a;
     }
     return std::move(r).value();
@@ -120,15 +94,14 @@ Result<Tree> Trainer::place(const Tree& tree) const {
 }
 
 Result<Batch> Trainer::placeBatch(const Batch& batch) const {
-  if (!m_sharding) return batch;
-  const sharding::Mesh& mesh = m_sharding->mesh;
-  auto put = [&](const Array& a) -> Result<Array> {
-    sharding::NamedSharding split{mesh, sharding::PartitionSpec{{{mesh.axes[0]}}}};
-    return spmd::devicePut(a, a.rank() > 0 && split.check(a.shape()).ok() ? split : spmd::replicatedOn(mesh));
+  if (!m_placement) return batch;
+  auto put = [&](const char* name, const Array& a) -> Result<Array> {
+    TSR_ASSIGN(sharding::NamedSharding ns, m_placement->sharding(ArgumentPath{ArgumentPath::Batch{name}}, a.shape()));
+    return spmd::devicePut(a, ns);
   };
   Batch out;
-  TSR_ASSIGN(out.inputs, put(batch.inputs));
-  TSR_ASSIGN(out.targets, put(batch.targets));
+  TSR_ASSIGN(out.inputs, put("inputs", batch.inputs));
+  TSR_ASSIGN(out.targets, put("targets", batch.targets));
   return out;
 }
 

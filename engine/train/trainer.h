@@ -4,13 +4,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 
 #include "engine/nn/layers.h"
 #include "engine/optim/optim.h"
 #include "engine/sharding/sharding.h"
 #include "engine/compile/jit.h"
+#include "engine/train/placement.h"
 
 namespace tsr::train {
 
@@ -34,7 +34,8 @@ struct StepMetrics {
 
 // Where the training state and batches live on a mesh: parameter-path rules (a regex searched in the path, the
 // first that matches wins; optimizer state follows its parameter's rule) and the batch split over the mesh's
-// first axis. The step is then one SPMD program: the collectives come from propagation, not from the trainer.
+// first axis, as PlacementPolicy (placement.h) decides. The step is then one SPMD program: the collectives come
+// from propagation, not from the trainer.
 struct TrainSharding {
   sharding::Mesh mesh;
   std::vector<std::pair<std::string, std::string>> rules;  // (regex, PartitionSpec)
@@ -79,10 +80,10 @@ class Trainer {
 
  private:
   Tree stepArgs(const TrainState& state, const Batch& batch) const;
-  Result<Tree> place(const Tree& tree) const;
+  Result<Tree> place(const Tree& tree, const std::function<ArgumentPath(const std::string&)>& pathOf) const;
   Result<Batch> placeBatch(const Batch& batch) const;
   std::optional<TrainSharding> m_sharding;
-  std::vector<std::pair<std::regex, sharding::NamedSharding>> m_rules;  // m_sharding's rules, compiled
+  std::optional<PlacementPolicy> m_placement;  // of m_sharding
 
   TrainLossFn m_loss;
   optim::GradientTransformation m_opt;

@@ -58,17 +58,6 @@ std::string sameBits(const std::vector<HostTensor>& a, const std::vector<HostTen
   return "";
 }
 
-// Executables run with subnormals flushed to zero (as XLA's CPU backend does); references are exact.
-void flushSubnormals(HostTensor& t) {
-  if (t.aval.dtype != DType::F32) return;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    float v;
-    std::memcpy(&v, t.bytes.data() + i * 4, 4);
-    if (std::fpclassify(v) == FP_SUBNORMAL) v = std::signbit(v) ? -0.0f : 0.0f;
-    std::memcpy(t.bytes.data() + i * 4, &v, 4);
-  }
-}
-
 HostTensor randomHost(const Aval& a, std::mt19937& rng) {
   HostTensor t = HostTensor::zeros(a);
   std::normal_distribution<float> nd(0.0f, 2.0f);

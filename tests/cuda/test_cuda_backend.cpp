@@ -37,54 +37,12 @@ Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const 
 
 TEST_CASE("conformance") {
   SKIP_WITHOUT_GPU();
-  const auto& reg = ops::registry();
-  std::vector<std::string> failures;
-  int runs = 0;
-  for (const OpCase& c : allCases()) {
-    std::vector<HostTensor> want = c.reference(c.inputs);
-    for (bool transposed : {false, true}) {
-      if (transposed && (c.inputs.empty() || c.inputs[0].aval.rank() != 2)) continue;
-      ir::Graph g;
-      std::vector<runtime::BufferPtr> feeds;
-      std::vector<ir::ValueId> operands;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        const HostTensor& t = c.inputs[i];
-        if (transposed && i == 0) {
-          HostTensor tt = HostTensor::zeros(Aval{Shape{t.aval.shape[1], t.aval.shape[0]}, t.aval.dtype});
-          for (int64_t r = 0; r < t.aval.shape[0]; ++r)
-            for (int64_t q = 0; q < t.aval.shape[1]; ++q)
-              tt.setBits(q * t.aval.shape[0] + r, t.getBits(r * t.aval.shape[1] + q));
-          ir::ValueId in = g.addInput(tt.aval);
-          feeds.push_back(toBuffer(tt));
-          auto tr = g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}});
-          REQUIRE(tr.ok());
-          operands.push_back((*tr)[0]);
-        } else {
-          operands.push_back(g.addInput(t.aval));
-          feeds.push_back(toBuffer(t));
-        }
-      }
-      auto res = g.addNode(reg, c.op, operands, c.attrs);
-      REQUIRE_MESSAGE(res.ok(), c.label.c_str());
-      g.setOutputs(*res);
-      const std::string tag = c.label + (transposed ? " (transposed input)" : "");
-      auto exe = compileCuda(g, c.label);
-      if (!exe.ok()) {
-        failures.push_back(tag + ": " + exe.error().message);
-        continue;
-      }
-      auto outs = (*exe)->runHost(feeds);
-      if (!outs.ok()) {
-        failures.push_back(tag + ": " + outs.error().message);
-        continue;
-      }
-      for (size_t r = 0; r < want.size(); ++r) {
-        std::string d = compareWithReference(fromBuffer((*outs)[r], g.aval((*res)[r])), want[r], c);
-        if (!d.empty()) failures.push_back(tag + " result " + std::to_string(r) + ": " + d);
-      }
-      ++runs;
-    }
-  }
+  ConformanceOptions only;
+  only.targets = {"cuda"};
+  only.kernel = false;
+  ConformanceReport report = runConformance(allCases(), only);
+  const std::vector<std::string>& failures = report.messages;
+  const int runs = report.graphRuns["cuda"];
   for (size_t i = 0; i < std::min<size_t>(40, failures.size()); ++i) MESSAGE(failures[i]);
   MESSAGE(runs << " graphs run on the GPU, " << static_cast<long long>(failures.size()) << " failures");
   REQUIRE_MESSAGE(failures.empty(), failures.size() << " conformance failures on CUDA");

@@ -1,10 +1,12 @@
-// The conformance check of one op case (harness.h: checkConformance): the op's CPU kernel, and the op as a
-// one-node graph run by the interpreter with its operands fed directly, through a transpose and (binary
-// elementwise ops) broadcast from one row, each against the case's independent reference.
+// The conformance runner (harness.h: runConformance, checkConformance): the op's CPU kernel, and the op as a
+// one-node graph with its operands fed directly, through a transpose and (binary elementwise ops) broadcast from
+// one row, run on the reference interpreter and on every backend registered with the runtime, each against the
+// case's independent reference. The list of targets is made here and nowhere else.
 #include <cmath>
 #include <cstring>
 
 #include "engine/ops/registry.h"
+#include "engine/runtime/executable.h"
 #include "engine/runtime/interpreter.h"
 #include "tests/ops/harness.h"
 
@@ -22,23 +24,16 @@ void defaultTolerance(DType t, double& rtol, double& atol) {
   }
 }
 
-
-// The first slice along dim 0 of `t`, as a tensor with dim 0 of size 1; and that slice tiled back to t's shape.
-HostTensor firstRow(const HostTensor& t) {
-  auto dims = t.aval.shape.dims();
-  dims[0] = 1;
-  HostTensor r = HostTensor::zeros(Aval{Shape(dims), t.aval.dtype});
-  for (int64_t i = 0; i < r.numel(); ++i) r.setBits(i, t.getBits(i));
-  return r;
+// A graph run on one target: the interpreter, or a registered backend's executable.
+Result<std::vector<runtime::BufferPtr>> runOn(const std::string& target, const ir::Graph& g,
+                                              const std::vector<runtime::BufferPtr>& feeds, const std::string& name) {
+  const auto& reg = ops::registry();
+  if (target == kInterpreter) return runtime::interpret(g, reg, feeds);
+  runtime::CompileOptions o;
+  o.name = name;
+  TSR_ASSIGN(std::unique_ptr<runtime::Executable> exe, runtime::compileOn(target, g, reg, o));
+  return exe->run(feeds);
 }
-HostTensor tileRows(const HostTensor& row, const Shape& shape) {
-  HostTensor r = HostTensor::zeros(Aval{shape, row.aval.dtype});
-  for (int64_t i = 0; i < r.numel(); ++i) r.setBits(i, row.getBits(i % row.numel()));
-  return r;
-}
-
-// How a case's operands reach the op inside the graph.
-enum class Feed { Direct, Transposed, Broadcast };
 
 }  // namespace
 
@@ -78,89 +73,94 @@ runtime::BufferPtr toBuffer(const HostTensor& t) {
   return *b;
 }
 
-std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns) {
+ConformanceTargets conformanceTargets() {
+  ConformanceTargets t;
+  t.names.push_back(kInterpreter);
+  for (const std::string& name : runtime::backends().names()) {
+    const std::string why = runtime::backends().find(name)->unavailableReason();
+    if (why.empty()) t.names.push_back(name);
+    else t.unavailable.push_back(name + ": " + why);
+  }
+  return t;
+}
+
+void checkConformance(const OpCase& c, const ConformanceOptions& options, ConformanceReport& report) {
   const auto& reg = ops::registry();
-  std::vector<std::string> messages;
-  auto failed = [&messages](std::string m) {
-    messages.push_back(std::move(m));
-    return messages;
-  };
+  auto failed = [&](std::string m) { report.messages.push_back(std::move(m)); };
   const ir::OpDef* def = reg.find(c.op);
   if (!def) return failed(c.label + ": op not registered");
-  std::vector<Aval> avals;
-  std::vector<runtime::BufferPtr> bufs;
-  for (const auto& in : c.inputs) {
-    avals.push_back(in.aval);
-    auto b = runtime::Buffer::allocate(in.aval.bytes());
-    if (!b.ok()) return failed(c.label + ": " + b.error().message);
-    if (in.aval.bytes()) std::memcpy((*b)->data(), in.bytes.data(), in.bytes.size());
-    bufs.push_back(*b);
-  }
   std::vector<HostTensor> want = c.reference(c.inputs);
 
   // (1) the kernel directly.
-  std::vector<Aval> outAvals;
-  auto outs = runtime::runCpuOp(*def, bufs, avals, c.attrs, &outAvals);
-  if (!outs.ok()) return failed(c.label + ": " + outs.error().message);
-  if (outs->size() != want.size()) return failed(c.label + ": wrong number of results");
-  for (size_t r = 0; r < want.size(); ++r) {
-    std::string diff = compareWithReference(fromBuffer((*outs)[r], outAvals[r]), want[r], c);
-    if (!diff.empty()) messages.push_back(c.label + " result " + std::to_string(r) + ": " + diff);
+  if (options.kernel) {
+    std::vector<Aval> avals;
+    std::vector<runtime::BufferPtr> bufs;
+    for (const auto& in : c.inputs) {
+      avals.push_back(in.aval);
+      bufs.push_back(toBuffer(in));
+    }
+    std::vector<Aval> outAvals;
+    auto outs = runtime::runCpuOp(*def, bufs, avals, c.attrs, &outAvals);
+    if (!outs.ok()) return failed(c.label + ": " + outs.error().message);
+    if (outs->size() != want.size()) return failed(c.label + ": wrong number of results");
+    for (size_t r = 0; r < want.size(); ++r) {
+      std::string diff = compareWithReference(fromBuffer((*outs)[r], outAvals[r]), want[r], c);
+      if (!diff.empty()) failed(c.label + " result " + std::to_string(r) + ": " + diff);
+    }
   }
 
-  // (2) the same op as a graph, verified and interpreted: operands fed directly, operand 0 produced by a
-  // transpose of transposed data, and (binary elementwise ops) operand 1 broadcast from its first row.
+  // (2) the same op as a graph, verified, then run on every target: operands fed directly, operand 0 produced
+  // by a transpose of transposed data, and (binary elementwise ops) operand 1 broadcast from its first row.
+  const std::vector<std::string> targets = options.targets.empty() ? conformanceTargets().names : options.targets;
   for (Feed feed : {Feed::Direct, Feed::Transposed, Feed::Broadcast}) {
-    std::vector<HostTensor> inputs = c.inputs;
-    if (feed == Feed::Transposed && (inputs.empty() || inputs[0].aval.rank() != 2)) continue;
-    if (feed == Feed::Broadcast && !(def->family == "elementwise" && inputs.size() == 2 &&
-                                     inputs[1].aval.rank() >= 1 && inputs[1].aval.shape[0] > 1 &&
-                                     inputs[0].aval.shape == inputs[1].aval.shape))
-      continue;
-    if (feed == Feed::Broadcast) inputs[1] = tileRows(firstRow(inputs[1]), inputs[1].aval.shape);
-    std::vector<HostTensor> expect = feed == Feed::Broadcast ? c.reference(inputs) : want;
-    const char* tag = feed == Feed::Direct ? " (graph)" : feed == Feed::Transposed ? " (transposed input)" : " (broadcast input)";
-
-    ir::Graph g;
+    auto fed = fedCaseGraph(c, feed);
+    if (!fed.ok()) return failed(fed.error().message);
+    if (!*fed) continue;
+    const FedGraph& f = **fed;
+    auto st = ir::verify(f.graph, reg);
+    if (!st.ok()) return failed(c.label + f.tag + ": " + st.error().message);
+    const std::vector<HostTensor> expect = feed == Feed::Broadcast ? c.reference(f.operands) : want;
+    std::vector<HostTensor> flushed = expect;  // what a compiled backend gives
+    for (HostTensor& t : flushed) flushSubnormals(t);
     std::vector<runtime::BufferPtr> feeds;
-    std::vector<ir::ValueId> operands;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (feed == Feed::Transposed && i == 0) {
-        HostTensor t = transposed(inputs[0]);
-        ir::ValueId in = g.addInput(t.aval);
-        feeds.push_back(toBuffer(t));
-        auto tr = g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}});
-        if (!tr.ok()) return failed(c.label + tag + ": " + tr.error().message);
-        operands.push_back((*tr)[0]);
-      } else if (feed == Feed::Broadcast && i == 1) {
-        HostTensor row = firstRow(inputs[1]);
-        ir::ValueId in = g.addInput(row.aval);
-        feeds.push_back(toBuffer(row));
-        ir::Ints dims(static_cast<size_t>(row.aval.rank()));
-        for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-        auto bc = g.addNode(reg, ir::OpCode::BroadcastInDim, {in},
-                            ir::BroadcastInDimAttrs{inputs[1].aval.shape.dims(), dims});
-        if (!bc.ok()) return failed(c.label + tag + ": " + bc.error().message);
-        operands.push_back((*bc)[0]);
-      } else {
-        operands.push_back(g.addInput(inputs[i].aval));
-        feeds.push_back(toBuffer(inputs[i]));
+    for (const HostTensor& t : f.inputs) feeds.push_back(toBuffer(t));
+    for (const std::string& target : targets) {
+      // The interpreter's messages name no target (it is the graph's meaning); a backend's say which.
+      const std::string where = c.label + (target == kInterpreter ? f.tag : f.tag + " on " + target);
+      auto outs = runOn(target, f.graph, feeds, c.label);
+      if (!outs.ok()) {
+        failed(where + ": " + outs.error().message);
+        continue;
       }
+      const std::vector<HostTensor>& wanted = target == kInterpreter ? expect : flushed;
+      for (size_t r = 0; r < wanted.size(); ++r) {
+        std::string diff =
+            compareWithReference(fromBuffer((*outs)[r], f.graph.aval(f.graph.outputs()[r])), wanted[r], c);
+        if (!diff.empty()) failed(where + " result " + std::to_string(r) + ": " + diff);
+      }
+      ++report.graphRuns[target];
     }
-    auto res = g.addNode(reg, c.op, operands, c.attrs);
-    if (!res.ok()) return failed(c.label + tag + ": " + res.error().message);
-    g.setOutputs(*res);
-    auto st = ir::verify(g, reg);
-    if (!st.ok()) return failed(c.label + tag + ": " + st.error().message);
-    auto gouts = runtime::interpret(g, reg, feeds);
-    if (!gouts.ok()) return failed(c.label + tag + ": " + gouts.error().message);
-    for (size_t r = 0; r < expect.size(); ++r) {
-      std::string diff = compareWithReference(fromBuffer((*gouts)[r], g.aval((*res)[r])), expect[r], c);
-      if (!diff.empty()) messages.push_back(c.label + tag + " result " + std::to_string(r) + ": " + diff);
-    }
-    if (graphRuns) ++*graphRuns;
   }
-  return messages;
+}
+
+ConformanceReport runConformance(const std::vector<OpCase>& cases, const ConformanceOptions& options) {
+  ConformanceReport report;
+  ConformanceOptions o = options;
+  if (o.targets.empty()) {
+    ConformanceTargets t = conformanceTargets();
+    o.targets = std::move(t.names);
+    report.unavailable = std::move(t.unavailable);
+  }
+  for (const OpCase& c : cases) checkConformance(c, o, report);
+  return report;
+}
+
+std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns) {
+  ConformanceReport report;
+  checkConformance(c, {}, report);
+  if (graphRuns)
+    for (const auto& [target, n] : report.graphRuns) *graphRuns += n;
+  return std::move(report.messages);
 }
 
 }  // namespace tsr::test

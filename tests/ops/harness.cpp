@@ -155,6 +155,19 @@ const std::vector<DType>& allDTypes() {
   return types;
 }
 
+void flushSubnormals(HostTensor& t) {
+  auto flush = [&t]<class T>() {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      T v;
+      std::memcpy(&v, t.bytes.data() + i * sizeof(T), sizeof(T));
+      if (std::fpclassify(v) == FP_SUBNORMAL) v = std::signbit(v) ? T(-0.0) : T(0.0);
+      std::memcpy(t.bytes.data() + i * sizeof(T), &v, sizeof(T));
+    }
+  };
+  if (t.aval.dtype == DType::F32) flush.template operator()<float>();
+  if (t.aval.dtype == DType::F64) flush.template operator()<double>();
+}
+
 HostTensor transposed(const HostTensor& t) {
   HostTensor r = HostTensor::zeros(Aval{Shape{t.aval.shape[1], t.aval.shape[0]}, t.aval.dtype});
   for (int64_t i = 0; i < t.aval.shape[0]; ++i)
@@ -162,25 +175,72 @@ HostTensor transposed(const HostTensor& t) {
   return r;
 }
 
-Result<ir::Graph> caseGraph(const OpCase& c, bool transposedOperand0) {
+namespace {
+
+// The first slice along dim 0 of `t`, as a tensor with dim 0 of size 1; and that slice tiled back to a shape.
+HostTensor firstRow(const HostTensor& t) {
+  auto dims = t.aval.shape.dims();
+  dims[0] = 1;
+  HostTensor r = HostTensor::zeros(Aval{Shape(dims), t.aval.dtype});
+  for (int64_t i = 0; i < r.numel(); ++i) r.setBits(i, t.getBits(i));
+  return r;
+}
+HostTensor tileRows(const HostTensor& row, const Shape& shape) {
+  HostTensor r = HostTensor::zeros(Aval{shape, row.aval.dtype});
+  for (int64_t i = 0; i < r.numel(); ++i) r.setBits(i, row.getBits(i % row.numel()));
+  return r;
+}
+
+}  // namespace
+
+Result<std::optional<FedGraph>> fedCaseGraph(const OpCase& c, Feed feed) {
   const auto& reg = ops::registry();
-  if (transposedOperand0 && (c.inputs.empty() || c.inputs[0].aval.rank() != 2))
-    return makeError("{}: operand 0 is not rank 2", c.label);
-  ir::Graph g;
+  const ir::OpDef* def = reg.find(c.op);
+  if (!def) return makeError("{}: op not registered", c.label);
+  const std::vector<HostTensor>& in = c.inputs;
+  if (feed == Feed::Transposed && (in.empty() || in[0].aval.rank() != 2)) return std::optional<FedGraph>();
+  if (feed == Feed::Broadcast &&
+      !(def->family == "elementwise" && in.size() == 2 && in[1].aval.rank() >= 1 && in[1].aval.shape[0] > 1 &&
+        in[0].aval.shape == in[1].aval.shape))
+    return std::optional<FedGraph>();
+  FedGraph f;
+  f.operands = in;
+  f.tag = feed == Feed::Direct ? " (graph)" : feed == Feed::Transposed ? " (transposed input)" : " (broadcast input)";
   std::vector<ir::ValueId> operands;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const Aval& a = c.inputs[i].aval;
-    if (transposedOperand0 && i == 0) {
-      ir::ValueId in = g.addInput(Aval{Shape{a.shape[1], a.shape[0]}, a.dtype});
-      TSR_ASSIGN(auto tr, g.addNode(reg, ir::OpCode::Transpose, {in}, ir::TransposeAttrs{{1, 0}}));
-      operands.push_back(tr[0]);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (feed == Feed::Transposed && i == 0) {
+      HostTensor t = transposed(in[0]);
+      ir::ValueId v = f.graph.addInput(t.aval);
+      f.inputs.push_back(std::move(t));
+      auto tr = f.graph.addNode(reg, ir::OpCode::Transpose, {v}, ir::TransposeAttrs{{1, 0}});
+      if (!tr.ok()) return makeError("{}{}: {}", c.label, f.tag, tr.error().message);
+      operands.push_back((*tr)[0]);
+    } else if (feed == Feed::Broadcast && i == 1) {
+      HostTensor row = firstRow(in[1]);
+      f.operands[1] = tileRows(row, in[1].aval.shape);
+      ir::ValueId v = f.graph.addInput(row.aval);
+      ir::Ints dims(static_cast<size_t>(row.aval.rank()));
+      for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+      f.inputs.push_back(std::move(row));
+      auto bc = f.graph.addNode(reg, ir::OpCode::BroadcastInDim, {v},
+                                ir::BroadcastInDimAttrs{in[1].aval.shape.dims(), dims});
+      if (!bc.ok()) return makeError("{}{}: {}", c.label, f.tag, bc.error().message);
+      operands.push_back((*bc)[0]);
     } else {
-      operands.push_back(g.addInput(a));
+      operands.push_back(f.graph.addInput(in[i].aval));
+      f.inputs.push_back(in[i]);
     }
   }
-  TSR_ASSIGN(auto res, g.addNode(reg, c.op, operands, c.attrs));
-  g.setOutputs(res);
-  return g;
+  auto res = f.graph.addNode(reg, c.op, operands, c.attrs);
+  if (!res.ok()) return makeError("{}{}: {}", c.label, f.tag, res.error().message);
+  f.graph.setOutputs(*res);
+  return std::optional<FedGraph>(std::move(f));
+}
+
+Result<ir::Graph> caseGraph(const OpCase& c, bool transposedOperand0) {
+  TSR_ASSIGN(std::optional<FedGraph> f, fedCaseGraph(c, transposedOperand0 ? Feed::Transposed : Feed::Direct));
+  if (!f) return makeError("{}: operand 0 is not rank 2", c.label);
+  return std::move(f->graph);
 }
 
 }  // namespace tsr::test

@@ -1,8 +1,11 @@
 #pragma once
 // The op conformance harness (one place for every op, like ggml's test-backend-ops): each family file adds
-// cases with a naive reference written here, independently of engine/ops; test_conformance.cpp runs every
-// case through the op's CPU kernel and through a jitted one-node graph and compares with the reference.
+// cases with a naive reference written here, independently of engine/ops; one runner (runConformance) runs
+// every case through the op's CPU kernel and, as a one-node graph, on the reference interpreter and on every
+// backend registered with the runtime, and compares with the reference.
 #include <functional>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -66,10 +69,36 @@ int printFailures(const std::vector<Failure>& failures);
 // Every family's cases, in a fixed order with a fixed seed.
 std::vector<OpCase> allCases();
 
-// The conformance check of one case: the op's CPU kernel, and the op as a one-node graph (interpreted) with its
-// operands fed directly, through a transpose (rank 2) and broadcast from one row (binary elementwise ops), each
-// against the case's reference. One message per mismatch or error; none when the case passes. Counts the
-// graphs it ran in *graphRuns. Core ops and ops that plugins add run through the same check.
+// Where a case's graph runs: kInterpreter (the reference interpreter, runtime::interpret) and each backend
+// registered with the runtime (runtime::backends(): "cpu", and "cuda" in a build with CUDA), compiled by
+// runtime::compileOn. A registered backend that cannot run here (no GPU) is left out, with its reason.
+inline constexpr const char* kInterpreter = "interpreter";
+struct ConformanceTargets {
+  std::vector<std::string> names;        // kInterpreter first, then the backends in registration order
+  std::vector<std::string> unavailable;  // "cuda: no CUDA GPU: ..."
+};
+ConformanceTargets conformanceTargets();
+
+struct ConformanceOptions {
+  std::vector<std::string> targets;  // empty: every one of conformanceTargets()
+  bool kernel = true;                // also the op's CPU kernel, called directly (runtime::runCpuOp)
+};
+
+// What a run of cases gave: one message per mismatch or error, and the graphs run on each target.
+struct ConformanceReport {
+  std::vector<std::string> messages;
+  std::map<std::string, int> graphRuns;
+  std::vector<std::string> unavailable;  // the targets left out, with their reasons
+};
+
+// The conformance check of one case: the op's CPU kernel, and the op as a one-node graph with its operands fed
+// directly, through a transpose (rank 2) and broadcast from one row (binary elementwise ops), on every target,
+// each against the case's reference. Adds to the report. Core ops and ops that plugins add run through the
+// same check.
+void checkConformance(const OpCase& c, const ConformanceOptions& options, ConformanceReport& report);
+// Every case so; the suite's one loop over cases, feeds and targets.
+ConformanceReport runConformance(const std::vector<OpCase>& cases, const ConformanceOptions& options = {});
+// One case on every target: its messages (none when it passes); the graphs run are added to *graphRuns.
 std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns = nullptr);
 
 // A result against a reference: "" when equal (floats within atol + rtol |want|, NaN with NaN, infinities
@@ -78,9 +107,27 @@ std::vector<std::string> checkConformance(const OpCase& c, int* graphRuns = null
 std::string compareTensors(const HostTensor& got, const HostTensor& want, double rtol, double atol);
 std::string compareWithReference(const HostTensor& got, const HostTensor& want, const OpCase& c);
 
+// Compiled executables run with subnormals flushed to zero (as XLA's CPU backend does); references are exact.
+// This sets a reference's subnormal f32 and f64 elements to zero of their sign, as a backend gives them.
+void flushSubnormals(HostTensor& t);
+
 // A rank-2 tensor stored transposed: element (i, j) of `t` is element (j, i) of the result (what a graph that
 // transposes its input must be fed to see `t`).
 HostTensor transposed(const HostTensor& t);
+
+// How a case's operands reach its op inside a one-node graph: as they are; operand 0 (rank 2) stored transposed
+// and put back by a transpose node, so kernels read it strided; operand 1 of a binary elementwise op broadcast
+// from its first row (broadcast_in_dim).
+enum class Feed { Direct, Transposed, Broadcast };
+struct FedGraph {
+  ir::Graph graph;
+  std::vector<HostTensor> inputs;    // what the graph's inputs are fed
+  std::vector<HostTensor> operands;  // what the op sees (the reference's inputs)
+  std::string tag;                   // " (graph)", " (transposed input)", " (broadcast input)"
+};
+// The case's op fed so; nullopt when the feed does not apply to the case; an error when the op rejects the
+// operands.
+Result<std::optional<FedGraph>> fedCaseGraph(const OpCase& c, Feed feed);
 
 // A case's op as a one-node graph of its inputs; with `transposedOperand0` (rank-2 operand 0 only), operand 0
 // enters transposed and goes through a transpose node first (feed it transposed(input)), so kernels read it

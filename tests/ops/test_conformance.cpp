@@ -1,5 +1,6 @@
-// Runs every op case through (1) the op's CPU kernel and (2) a one-node graph run by the CPU interpreter,
-// comparing both with the independent reference. Also checks that every core op has cases.
+// Runs every op case through (1) the op's CPU kernel and (2) a one-node graph run by the reference interpreter
+// and by every registered backend that can run here (harness.h: runConformance), comparing each with the
+// independent reference. Also checks that every core op has cases.
 #include "tests/check.h"
 
 #include <cmath>
@@ -34,15 +35,9 @@ TEST_CASE("everyCoreOpHasCases") {
 }
 
 TEST_CASE("kernelsMatchReference") {
-  int failures = 0;
-  int graphRuns = 0;
-  std::vector<std::string> messages;
-  for (const auto& c : opCases()) {
-    for (const std::string& m : checkConformance(c, &graphRuns)) {
-      ++failures;
-      messages.push_back(m);
-    }
-  }
+  ConformanceReport report = runConformance(opCases());
+  const std::vector<std::string>& messages = report.messages;
+  const size_t failures = messages.size();
   if (failures) {
     // The first messages, then a count per op so that one broken op cannot hide another.
     for (size_t i = 0; i < std::min<size_t>(40, messages.size()); ++i) MESSAGE(messages[i]);
@@ -50,6 +45,10 @@ TEST_CASE("kernelsMatchReference") {
     for (const auto& m : messages) perOp[m.substr(0, m.find(' '))]++;
     for (const auto& [op, n] : perOp) MESSAGE(op << ": " << n << " failures");
   }
-  MESSAGE(opCases().size() << " op cases, " << graphRuns << " graph runs (direct, transposed and broadcast operands)");
+  std::string runs;
+  for (const auto& [target, n] : report.graphRuns) runs += " " + std::to_string(n) + " on " + target + ";";
+  for (const std::string& why : report.unavailable) MESSAGE("not run: " << why);
+  MESSAGE(opCases().size() << " op cases, graph runs (direct, transposed and broadcast operands):" << runs);
+  REQUIRE((report.graphRuns[kInterpreter] > 0 && report.graphRuns["cpu"] == report.graphRuns[kInterpreter]));
   REQUIRE_MESSAGE(failures == 0, failures << " of " << opCases().size() << " op cases failed");
 }

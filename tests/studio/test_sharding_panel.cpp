@@ -56,7 +56,7 @@ bool waitPlan(ShardingPanel* p) {
 
 const train::PlannedArgument* argument(const ShardingPanel* p, const std::string& path) {
   for (const auto& a : p->plan()->arguments)
-    if (a.path == path) return &a;
+    if (a.path.toString() == path) return &a;
   return nullptr;
 }
 
@@ -436,7 +436,7 @@ class TestShardingPanel : public QObject {
     QVERIFY(waitPlan(p));
     QVERIFY(p->planError().isEmpty());
     QStringList before;
-    for (const auto& a : p->plan()->arguments) before << QString::fromStdString(a.path + " " + a.sharding.toString(p->plan()->mesh));
+    for (const auto& a : p->plan()->arguments) before << QString::fromStdString(a.path.toString() + " " + a.sharding.toString(p->plan()->mesh));
     const auto collectives = p->plan()->collectives.size();
     const auto bytes = p->plan()->paramBytes;
 
@@ -457,7 +457,7 @@ class TestShardingPanel : public QObject {
     QVERIFY(QTest::qWaitFor([&] { return p->plan() && !p->planning() && p->edit().overrides.empty(); }, 120000));
     QCOMPARE(p->undoStack()->count(), 0);
     QStringList after;
-    for (const auto& a : p->plan()->arguments) after << QString::fromStdString(a.path + " " + a.sharding.toString(p->plan()->mesh));
+    for (const auto& a : p->plan()->arguments) after << QString::fromStdString(a.path.toString() + " " + a.sharding.toString(p->plan()->mesh));
     QCOMPARE(after, before);
     QCOMPARE(p->plan()->collectives.size(), collectives);
     QCOMPARE(p->plan()->paramBytes, bytes);
@@ -470,7 +470,7 @@ class TestShardingPanel : public QObject {
     auto plan = train::planStepSharding(*project, options);
     QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
     QStringList cli;
-    for (const auto& a : plan->arguments) cli << QString::fromStdString(a.path + " " + a.sharding.toString(plan->mesh));
+    for (const auto& a : plan->arguments) cli << QString::fromStdString(a.path.toString() + " " + a.sharding.toString(plan->mesh));
     QCOMPARE(cli, before);
     QCOMPARE(plan->collectives.size(), collectives);
   }

@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/core/env_options.h"
 #include "engine/runtime/blas_workspace.h"
 
 namespace tsr::cpu {
@@ -47,11 +48,7 @@ std::optional<Side> side(const Shape& s, const ir::Ints& batch, const ir::Ints& 
 }  // namespace
 
 bool blasThreaded() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_GEMM_THREADS");
-    return v && std::string(v) == "blas";
-  }();
-  return on;
+  return envOptions().blasGemmThreads;
 }
 
 std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::DotGeneralAttrs& at) {

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/env_options.h"
 #include "engine/core/hash.h"
 #include "engine/runtime/kernel_cache.h"
 
@@ -66,7 +67,7 @@ const std::vector<std::string>& compileFlags() {
 }
 
 std::string findCompiler() {
-  if (const char* c = std::getenv("TESSERA_CXX"); c && *c) return c;
+  if (std::string c = envLocations().cxx; !c.empty()) return c;
 #ifdef TSR_HOST_CXX
   if (::access(TSR_HOST_CXX, X_OK) == 0) return TSR_HOST_CXX;
 #endif
@@ -99,9 +100,8 @@ class Service {
     std::lock_guard lock(m_mu);
     if (!m_modeSet) {
       m_modeSet = true;
-      const char* v = std::getenv("TESSERA_CPU_CODEGEN");
-      std::string s = v ? v : "";
-      m_mode = s == "off" || s == "0" ? NativeMode::Off : s == "sync" ? NativeMode::Sync : NativeMode::Async;
+      const CpuCodegen c = envOptions().cpuCodegen.value_or(CpuCodegen::Async);
+      m_mode = c == CpuCodegen::Off ? NativeMode::Off : c == CpuCodegen::Sync ? NativeMode::Sync : NativeMode::Async;
     }
     return m_mode;
   }

@@ -17,14 +17,12 @@
 #include <cblas.h>
 
 #include "engine/backends/cpu/gemm.h"
+#include "engine/core/env_options.h"
 
 namespace tsr::cpu {
 
 int configuredThreads() {
-  if (const char* env = std::getenv("TESSERA_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return std::min(n, 256);
-  }
+  if (int n = envOptions().numThreads; n > 0) return n;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());

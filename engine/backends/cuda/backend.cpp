@@ -1,5 +1,6 @@
 #include "engine/backends/cuda/backend.h"
 
+#include "engine/backends/cuda/device.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/passes/fusion.h"
 
@@ -25,6 +26,7 @@ class HostExecutable final : public runtime::Executable {
 class CudaBackend final : public runtime::Backend {
  public:
   std::string name() const override { return "cuda"; }
+  std::string unavailableReason() const override { return cuda::unavailableReason(); }
   Result<std::unique_ptr<runtime::Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
                                                        const runtime::CompileOptions& options) override {
     TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, reg));

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/core/env_options.h"
 
 namespace tsr::cuda {
 
@@ -20,8 +21,8 @@ constexpr int64_t kWorkspaceBytes = 32 << 20;
 std::atomic<int> g_precision{-1};
 
 MatmulPrecision precisionFromEnv() {
-  const char* v = std::getenv("TESSERA_MATMUL_PRECISION");
-  if (!v || !*v) return MatmulPrecision::F32;
+  const std::string& v = envOptions().matmulPrecision;
+  if (v.empty()) return MatmulPrecision::F32;
   auto p = parseMatmulPrecision(v);
   return p.ok() ? *p : MatmulPrecision::F32;
 }

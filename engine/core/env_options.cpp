@@ -1,0 +1,174 @@
+#include "engine/core/env_options.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+namespace tsr {
+
+namespace {
+
+// Set, not empty and not "0".
+bool isOn(const char* v) { return v && *v && std::string_view(v) != "0"; }
+std::string text(const char* v) { return v ? v : ""; }
+
+// A row of the table and where its value goes: a setting, a location, or nowhere (a variable another program
+// reads: scripts/run.sh, OpenBLAS).
+struct Row {
+  EnvVariable variable;
+  void (*setting)(EnvOptions&, const char* value) = nullptr;  // value: null when unset
+  void (*location)(EnvLocations&, const char* value) = nullptr;
+};
+
+const Row kRows[] = {
+    {{"TESSERA_LOG_COMPILES", "TESSERA_LOG_COMPILES=1",
+      "log every jit compile with its time, and every cache miss with its reason (which argument changed: shape, "
+      "dtype or static value)"},
+     [](EnvOptions& o, const char* v) { o.logCompiles = isOn(v); }},
+    {{"TESSERA_DEBUG_NANS", "TESSERA_DEBUG_NANS=1",
+      "eager ops check their results; a jitted function that produces NaN/Inf is re-run op by op and the error "
+      "names the first op, with its module path and source line"},
+     [](EnvOptions& o, const char* v) { o.debugNans = isOn(v); }},
+    {{"TESSERA_PEAK_FLOPS", "TESSERA_PEAK_FLOPS",
+      "the peak used for MFU (default 150e9, the practical SGEMM ceiling of a 2-core AVX2 machine)"},
+     [](EnvOptions& o, const char* v) {
+       if (v) o.peakFlops = std::atof(v);
+     }},
+    {{"TESSERA_NUM_THREADS", "TESSERA_NUM_THREADS",
+      "threads of the CPU backend (default: the cores this process may use); GEMMs run on the same threads"},
+     [](EnvOptions& o, const char* v) {
+       const int n = v ? std::atoi(v) : 0;
+       o.numThreads = n > 0 ? std::min(n, 256) : 0;
+     }},
+    {{"TESSERA_EXECUTOR", "TESSERA_EXECUTOR=interpreter",
+      "run jitted graphs node by node with the reference kernels instead of the compiled CPU program"},
+     [](EnvOptions& o, const char* v) { o.interpreter = text(v) == "interpreter"; }},
+    {{"TESSERA_CPU_CODEGEN", "TESSERA_CPU_CODEGEN=async|sync|off",
+      "native CPU kernels: compiled in the background once an executable is hot (default), at compile time (what "
+      "`tessera bench` uses), or never (the tile interpreter only)"},
+     [](EnvOptions& o, const char* v) {
+       if (!v) return;
+       const std::string s = v;
+       o.cpuCodegen = s == "off" || s == "0" ? CpuCodegen::Off : s == "sync" ? CpuCodegen::Sync : CpuCodegen::Async;
+     }},
+    {{"TESSERA_CXX", "TESSERA_CXX",
+      "the C++ compiler for native CPU kernels (default: the one that built Tessera); without one, kernels stay on "
+      "the interpreter and a line on stderr says why"},
+     nullptr, [](EnvLocations& l, const char* v) { l.cxx = text(v); }},
+    {{"TESSERA_GEMM_THREADS", "TESSERA_GEMM_THREADS=blas",
+      "hand whole GEMMs to OpenBLAS's own threads (slower here: its threads spin between calls and compete with "
+      "ours)"},
+     [](EnvOptions& o, const char* v) { o.blasGemmThreads = text(v) == "blas"; }},
+    {{"TESSERA_CPU_DEVICES", "TESSERA_CPU_DEVICES=N",
+      "N virtual CPU devices in this process (as `jax_num_cpu_devices`), for meshes of N devices without MPI"},
+     [](EnvOptions& o, const char* v) {
+       if (v) o.cpuDevices = v;
+     }},
+    {{"TESSERA_DEVICE", "TESSERA_DEVICE=cpu|cuda",
+      "the backend jit compiles for (what `train --device` sets); an unknown name lists the registered backends"},
+     [](EnvOptions& o, const char* v) { o.device = v && *v ? v : "cpu"; }},
+    {{"TESSERA_MATMUL_PRECISION", "TESSERA_MATMUL_PRECISION=f32|tf32|bf16",
+      "f32 matmuls on the GPU (what `train --matmul-precision` sets)"},
+     [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }},
+    {{"TESSERA_KERNEL_CACHE", "TESSERA_KERNEL_CACHE=DIR|off",
+      "where compiled kernels (native CPU libraries, CUDA cubins) are cached; `off` compiles every time"},
+     nullptr, [](EnvLocations& l, const char* v) { l.kernelCache = text(v); }},
+    {{"TESSERA_PLUGIN_PATH", "TESSERA_PLUGIN_PATH",
+      "folders (`:`-separated) searched for plugins after the project's `plugins/`"},
+     nullptr,
+     [](EnvLocations& l, const char* v) {
+       const std::string s = text(v);
+       for (size_t start = 0; start < s.size();) {
+         size_t end = std::min(s.find(':', start), s.size());
+         if (end > start) l.pluginPath.push_back(s.substr(start, end - start));
+         start = end + 1;
+       }
+     }},
+    {{"TESSERA_BIN", "TESSERA_BIN",
+      "the `tessera` executable the IDE launches for runs (default: the one beside `tessera-studio`)"},
+     nullptr, [](EnvLocations& l, const char* v) { l.tesseraBin = text(v); }},
+    // Read by scripts/run.sh.
+    {{"TESSERA_HEADLESS", "TESSERA_HEADLESS=1", "`scripts/run.sh` trains headless even where there is a display"}},
+    // Read by OpenBLAS as it loads; app/cli/main.cpp and app/studio/main.cpp set it.
+    {{"OPENBLAS_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+      "the threads OpenBLAS starts when it loads; `tessera` and `tessera-studio` set it to 1 unless it is set "
+      "(GEMMs run on the engine's threads). Each thread that calls OpenBLAS takes a 128 MiB workspace; where that "
+      "cannot be mapped (`ulimit -v`), the GEMM fails with a message naming the limit"}},
+    // The system's.
+    {{"HOME", "HOME", "the user's home folder", false}, nullptr,
+     [](EnvLocations& l, const char* v) { l.home = text(v); }},
+    {{"XDG_CONFIG_HOME", "XDG_CONFIG_HOME",
+      "the user's configuration folder (default ~/.config): tessera/plugins, tessera/trusted.toml", false},
+     nullptr, [](EnvLocations& l, const char* v) { l.configHome = text(v); }},
+    {{"XDG_CACHE_HOME", "XDG_CACHE_HOME", "the user's cache folder (default ~/.cache): tessera/kernels", false},
+     nullptr, [](EnvLocations& l, const char* v) { l.cacheHome = text(v); }},
+    // mpirun's (Open MPI, MPICH/Hydra, PMIx): any of them set means this process is one rank of several.
+    {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "set by Open MPI's mpirun", false},
+     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+    {{"PMI_SIZE", "PMI_SIZE", "set by MPICH's mpirun", false},
+     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+    {{"PMIX_RANK", "PMIX_RANK", "set by a PMIx launcher", false},
+     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+};
+
+EnvOptions readOptions() {
+  EnvOptions o;
+  for (const Row& r : kRows)
+    if (r.setting) r.setting(o, std::getenv(std::string(r.variable.name).c_str()));
+  return o;
+}
+
+// Every snapshot of the settings stays alive, so that a reference from envOptions() survives a reload; the
+// store is never destroyed, as threads may still read it while the process exits.
+struct Store {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<const EnvOptions>> all;
+  std::atomic<const EnvOptions*> current{nullptr};
+};
+
+Store& store() {
+  static Store* s = new Store;
+  return *s;
+}
+
+const EnvOptions* publishLocked(Store& s) {
+  s.all.push_back(std::make_unique<const EnvOptions>(readOptions()));
+  s.current.store(s.all.back().get(), std::memory_order_release);
+  return s.all.back().get();
+}
+
+}  // namespace
+
+const EnvOptions& envOptions() {
+  Store& s = store();
+  if (const EnvOptions* p = s.current.load(std::memory_order_acquire)) return *p;
+  std::lock_guard lock(s.mutex);
+  if (const EnvOptions* p = s.current.load(std::memory_order_acquire)) return *p;
+  return *publishLocked(s);
+}
+
+void reloadEnvOptions() {
+  Store& s = store();
+  std::lock_guard lock(s.mutex);
+  publishLocked(s);
+}
+
+EnvLocations envLocations() {
+  EnvLocations l;
+  for (const Row& r : kRows)
+    if (r.location) r.location(l, std::getenv(std::string(r.variable.name).c_str()));
+  return l;
+}
+
+std::span<const EnvVariable> envVariables() {
+  static const std::vector<EnvVariable> variables = [] {
+    std::vector<EnvVariable> v;
+    for (const Row& r : kRows) v.push_back(r.variable);
+    return v;
+  }();
+  return variables;
+}
+
+}  // namespace tsr

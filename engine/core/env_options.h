@@ -1,0 +1,65 @@
+#pragma once
+// The environment variables Tessera reads, in one table (env_options.cpp: name, the values it takes, what it
+// does, how it is read). README.md's table of environment variables is this table (test_env_options checks that
+// they agree). Nothing else in the engine or the programs calls getenv.
+//
+// Two kinds of value:
+//   - settings (EnvOptions): how the engine runs (threads, devices, the executor, logging). Read once, on first
+//     use, and kept for the process: envOptions(). reloadEnvOptions() reads them again (tests that set a
+//     variable; the CLI once it has set TESSERA_DEVICE or TESSERA_MATMUL_PRECISION from its options).
+//   - locations (EnvLocations): folders and programs (the kernel cache, the plugin folders, the C++ compiler,
+//     the tessera executable, the user's home, config and cache folders). Read where they are used, each time:
+//     envLocations(). A process may point them elsewhere as it goes (the IDE's tests give it a fresh home).
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tsr {
+
+// TESSERA_CPU_CODEGEN's values.
+enum class CpuCodegen { Async, Sync, Off };
+
+struct EnvOptions {
+  bool logCompiles = false;               // TESSERA_LOG_COMPILES
+  bool debugNans = false;                 // TESSERA_DEBUG_NANS
+  std::optional<double> peakFlops;        // TESSERA_PEAK_FLOPS; none: the CLI's default
+  int numThreads = 0;                     // TESSERA_NUM_THREADS (1..256); 0: the cores this process may use
+  bool interpreter = false;               // TESSERA_EXECUTOR=interpreter
+  std::optional<CpuCodegen> cpuCodegen;   // TESSERA_CPU_CODEGEN; none: not set (async)
+  bool blasGemmThreads = false;           // TESSERA_GEMM_THREADS=blas
+  std::optional<std::string> cpuDevices;  // TESSERA_CPU_DEVICES as written (engine/dist parses and checks it)
+  std::string device = "cpu";             // TESSERA_DEVICE
+  std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
+  bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
+};
+
+struct EnvLocations {
+  std::string kernelCache;              // TESSERA_KERNEL_CACHE: a folder, "off", or "" when unset
+  std::vector<std::string> pluginPath;  // TESSERA_PLUGIN_PATH's folders, in order (empty entries dropped)
+  std::string cxx;                      // TESSERA_CXX ("" when unset)
+  std::string tesseraBin;               // TESSERA_BIN ("" when unset)
+  std::string home;                     // HOME
+  std::string configHome;               // XDG_CONFIG_HOME ("" when unset: ~/.config)
+  std::string cacheHome;                // XDG_CACHE_HOME ("" when unset: ~/.cache)
+};
+
+// The process's settings, read from the environment on first use.
+const EnvOptions& envOptions();
+// Reads the settings again. References from envOptions() stay valid (they keep the values they had).
+void reloadEnvOptions();
+// The locations as the environment gives them now.
+EnvLocations envLocations();
+
+// One row of the table.
+struct EnvVariable {
+  std::string_view name;   // "TESSERA_CPU_CODEGEN"
+  std::string_view usage;  // as README.md's table writes it: "TESSERA_CPU_CODEGEN=async|sync|off"
+  std::string_view doc;    // what it does (markdown, as in README.md)
+  // Listed in README.md: the variables Tessera defines. The system's (HOME, XDG_*, mpirun's) are read, not listed.
+  bool listed = true;
+};
+std::span<const EnvVariable> envVariables();
+
+}  // namespace tsr

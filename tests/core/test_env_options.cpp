@@ -1,0 +1,167 @@
+// The environment options (engine/core/env_options.h): README.md's table is the code's table, settings are read
+// once and again on reloadEnvOptions(), locations each time they are asked for, and each value parses as the
+// table says.
+#include "tests/check.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "engine/core/env_options.h"
+
+using namespace tsr;
+
+namespace {
+
+// Sets (or, with nullopt, unsets) variables for one test and puts the old values back after it.
+class ScopedEnv {
+ public:
+  void set(const std::string& name, std::optional<std::string> value) {
+    if (!m_saved.count(name)) {
+      const char* old = std::getenv(name.c_str());
+      m_saved[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value) ::setenv(name.c_str(), value->c_str(), 1);
+    else ::unsetenv(name.c_str());
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : m_saved) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+    reloadEnvOptions();
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> m_saved;
+};
+
+// README.md's rows of the environment-variable table, as written.
+std::vector<std::string> readmeRows() {
+  std::ifstream in(TSR_SOURCE_DIR "/README.md");
+  std::vector<std::string> rows;
+  std::string line;
+  bool inTable = false;
+  while (std::getline(in, line)) {
+    if (line == "| variable | effect |") {
+      inTable = true;
+      std::getline(in, line);  // | --- | --- |
+      continue;
+    }
+    if (!inTable) continue;
+    if (line.empty() || line[0] != '|') break;
+    rows.push_back(line);
+  }
+  return rows;
+}
+
+std::string escaped(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("readmeTableIsTheCodesTable") {
+  std::vector<std::string> want;
+  for (const EnvVariable& v : envVariables())
+    if (v.listed) want.push_back("| `" + escaped(v.usage) + "` | " + std::string(v.doc) + " |");
+  const std::vector<std::string> got = readmeRows();
+  REQUIRE_MESSAGE(!got.empty(), "README.md has no '| variable | effect |' table");
+  for (size_t i = 0; i < std::max(want.size(), got.size()); ++i)
+    REQUIRE_MESSAGE((i < want.size() && i < got.size() && want[i] == got[i]),
+                    "row " << i << ": README has\n  " << (i < got.size() ? got[i] : "nothing")
+                           << "\nthe table (engine/core/env_options.cpp) has\n  "
+                           << (i < want.size() ? want[i] : "nothing"));
+}
+
+TEST_CASE("everyVariableOnceWithItsDoc") {
+  std::set<std::string_view> names;
+  for (const EnvVariable& v : envVariables()) {
+    REQUIRE_MESSAGE(names.insert(v.name).second, std::string(v.name));
+    REQUIRE(v.usage.substr(0, v.name.size()) == v.name);
+    REQUIRE(!v.doc.empty());
+  }
+  REQUIRE((names.count("TESSERA_CPU_DEVICES") && names.count("TESSERA_PLUGIN_PATH") && names.count("HOME")));
+}
+
+TEST_CASE("settingsAreReadOnceUntilReloaded") {
+  ScopedEnv env;
+  env.set("TESSERA_NUM_THREADS", "7");
+  reloadEnvOptions();
+  const EnvOptions& before = envOptions();
+  TSR_COMPARE(before.numThreads, 7);
+  env.set("TESSERA_NUM_THREADS", "3");
+  TSR_COMPARE(envOptions().numThreads, 7);  // kept until read again
+  reloadEnvOptions();
+  TSR_COMPARE(envOptions().numThreads, 3);
+  TSR_COMPARE(before.numThreads, 7);  // a reference taken before keeps its values
+}
+
+TEST_CASE("settingsParse") {
+  ScopedEnv env;
+  for (const char* name : {"TESSERA_LOG_COMPILES", "TESSERA_DEBUG_NANS", "TESSERA_PEAK_FLOPS", "TESSERA_EXECUTOR",
+                           "TESSERA_CPU_CODEGEN", "TESSERA_GEMM_THREADS", "TESSERA_CPU_DEVICES", "TESSERA_DEVICE",
+                           "TESSERA_MATMUL_PRECISION", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    env.set(name, std::nullopt);
+  env.set("TESSERA_NUM_THREADS", "1000");
+  reloadEnvOptions();
+  {
+    const EnvOptions& o = envOptions();
+    REQUIRE((!o.logCompiles && !o.debugNans && !o.interpreter && !o.blasGemmThreads && !o.underMpi));
+    REQUIRE((!o.peakFlops && !o.cpuCodegen && !o.cpuDevices));
+    TSR_COMPARE(o.device, std::string("cpu"));
+    TSR_COMPARE(o.matmulPrecision, std::string());
+    TSR_COMPARE(o.numThreads, 256);  // at most 256
+  }
+  env.set("TESSERA_LOG_COMPILES", "0");  // "0" is off
+  env.set("TESSERA_DEBUG_NANS", "yes");
+  env.set("TESSERA_PEAK_FLOPS", "2.5e9");
+  env.set("TESSERA_NUM_THREADS", "many");
+  env.set("TESSERA_EXECUTOR", "interpreter");
+  env.set("TESSERA_CPU_CODEGEN", "sync");
+  env.set("TESSERA_GEMM_THREADS", "blas");
+  env.set("TESSERA_CPU_DEVICES", "4x");  // kept as written: engine/dist says what is wrong with it
+  env.set("TESSERA_DEVICE", "");
+  env.set("TESSERA_MATMUL_PRECISION", "tf32");
+  env.set("PMI_SIZE", "2");
+  reloadEnvOptions();
+  const EnvOptions& o = envOptions();
+  REQUIRE(!o.logCompiles);
+  REQUIRE(o.debugNans);
+  TSR_COMPARE(*o.peakFlops, 2.5e9);
+  TSR_COMPARE(o.numThreads, 0);  // not a number: the cores
+  REQUIRE(o.interpreter);
+  REQUIRE(o.cpuCodegen == CpuCodegen::Sync);
+  REQUIRE(o.blasGemmThreads);
+  TSR_COMPARE(*o.cpuDevices, std::string("4x"));
+  TSR_COMPARE(o.device, std::string("cpu"));  // empty: the default
+  TSR_COMPARE(o.matmulPrecision, std::string("tf32"));
+  REQUIRE(o.underMpi);
+  env.set("TESSERA_CPU_CODEGEN", "0");
+  reloadEnvOptions();
+  REQUIRE(envOptions().cpuCodegen == CpuCodegen::Off);
+  env.set("TESSERA_CPU_CODEGEN", "whatever");
+  reloadEnvOptions();
+  REQUIRE(envOptions().cpuCodegen == CpuCodegen::Async);
+}
+
+TEST_CASE("locationsAreReadEachTime") {
+  ScopedEnv env;
+  env.set("TESSERA_PLUGIN_PATH", "/a:/b::/c:");
+  env.set("XDG_CONFIG_HOME", "/config");
+  env.set("TESSERA_KERNEL_CACHE", "off");
+  EnvLocations l = envLocations();
+  TSR_COMPARE(l.pluginPath, (std::vector<std::string>{"/a", "/b", "/c"}));
+  TSR_COMPARE(l.configHome, std::string("/config"));
+  TSR_COMPARE(l.kernelCache, std::string("off"));
+  env.set("TESSERA_PLUGIN_PATH", std::nullopt);
+  env.set("TESSERA_KERNEL_CACHE", "/cache");
+  l = envLocations();
+  REQUIRE(l.pluginPath.empty());
+  TSR_COMPARE(l.kernelCache, std::string("/cache"));
+}
