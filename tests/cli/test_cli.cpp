@@ -139,8 +139,9 @@ class TestCli : public QObject {
     QVERIFY(names.mid(0, 3) == (QStringList{"gpt2", "vit", "mlp"}));
     QJsonObject mlp = doc.array()[2].toObject();
     QCOMPARE(mlp["data_kinds"].toArray()[0].toString(), QString("synthetic-digits"));
-    QCOMPARE(mlp["keys"].toArray()[0]["default"].toString(), QString("[784, 1024, 1024, 1024, 10]"));
-    QVERIFY(!mlp["keys"].toArray()[0]["help"].toString().isEmpty());
+    QJsonObject sizes = mlp["keys"].toArray()[0].toObject();
+    QCOMPARE(sizes["default"].toString(), QString("[784, 1024, 1024, 1024, 10]"));
+    QVERIFY(!sizes["help"].toString().isEmpty());
 
     QTemporaryDir dir;
     Run made = tessera({"new", dir.filePath("digits"), "--family", "mlp", "--set", "sizes=[16, 32, 4]"});
