@@ -16,6 +16,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSaveFile>
 #include <QSettings>
 #include <QStatusBar>
 #include <QStyle>
@@ -26,6 +27,7 @@
 
 #include "app/studio/command_palette.h"
 #include "engine/inspect/plugins.h"
+#include "engine/inspect/project_edit.h"
 #include "engine/inspect/versions.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
@@ -426,7 +428,10 @@ void MainWindow::onNewAction() {
   bool ok = false;
   QString name = QInputDialog::getItem(this, tr("New project"), tr("Template"), names, 0, false, &ok);
   if (!ok || name.isEmpty()) return;
-  QString target = QFileDialog::getExistingDirectory(this, tr("Create the project in (an empty folder)"), QDir::homePath());
+  // A folder that does not exist yet is what a new project usually wants: it is created.
+  QString target = QFileDialog::getSaveFileName(this, tr("The new project's folder (created if missing)"),
+                                                QDir::home().filePath(name), QString(), nullptr,
+                                                QFileDialog::ShowDirsOnly);
   if (!target.isEmpty()) newProjectFromTemplate(samples.filePath(name), target);
 }
 
@@ -460,8 +465,26 @@ void MainWindow::newProjectFromTemplate(const QString& templateDir, const QStrin
     }
     return true;
   };
-  bool ok = QFile::copy(src.filePath("project.toml"), dst.filePath("project.toml"));
-  if (ok && src.exists("data")) ok = copyDir(src.filePath("data"), dst.filePath("data"));
+  bool ok = src.exists("data") ? copyDir(src.filePath("data"), dst.filePath("data")) : true;
+  // Files the template reads from outside its folder (gpt2_tp's "../gpt2_mini/data/corpus.txt") would not
+  // resolve from the copy: they are copied into its data/ folder and the keys rewritten to point there.
+  QFile templ(src.filePath("project.toml"));
+  std::string text = ok && templ.open(QIODevice::ReadOnly) ? templ.readAll().toStdString() : std::string();
+  ok = ok && !text.empty();
+  const QString srcRoot = QFileInfo(templateDir).canonicalFilePath();
+  for (const char* key : {"path", "encoder_json", "vocab_bpe"}) {
+    if (!ok) break;
+    QString value = QString::fromStdString(inspect::fieldValue(text, "data", key));
+    if (value.isEmpty() || QDir::isAbsolutePath(value)) continue;
+    QFileInfo file(src.filePath(value));
+    if (!file.exists() || file.canonicalFilePath().startsWith(srcRoot + "/")) continue;
+    QString copied = "data/" + file.fileName();
+    QDir().mkpath(dst.filePath("data"));
+    ok = QFileInfo::exists(dst.filePath(copied)) || QFile::copy(file.filePath(), dst.filePath(copied));
+    text = inspect::setFieldValue(text, "data", key, "\"" + copied.toStdString() + "\"");
+  }
+  QSaveFile out(dst.filePath("project.toml"));
+  ok = ok && out.open(QIODevice::WriteOnly) && out.write(QByteArray::fromStdString(text)) >= 0 && out.commit();
   if (!ok) {
     m_session->log("error", "could not copy the template " + templateDir + " to " + targetDir);
     return;

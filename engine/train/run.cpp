@@ -31,11 +31,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params) {
+// What a run records of its configuration: the steps it was asked for (--steps, else [train] steps), the
+// family's every [model] key (defaults included) and the main [train] settings.
+std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params, int64_t steps) {
   const auto& t = p.train;
   std::map<std::string, std::string> h = {{"model.family", p.model.family},
           {"model.params", std::to_string(params)},
-          {"train.steps", std::to_string(t.steps)},
+          {"train.steps", std::to_string(steps)},
           {"train.batch_size", std::to_string(t.batchSize)},
           {"train.seq_len", std::to_string(t.seqLen)},
           {"train.optimizer", t.optimizer},
@@ -44,6 +46,7 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
           {"train.weight_decay", fmt::format("{}", t.weightDecay)},
           {"train.grad_clip", fmt::format("{}", t.gradClip)},
           {"train.seed", std::to_string(t.seed)}};
+  for (const auto& [key, value] : p.model.config.values()) h["model." + key] = project::keyValueToml(value);
   std::string outside;
   for (const std::string& f : filesOutsideProject(p)) outside += (outside.empty() ? "" : ", ") + f;
   if (!outside.empty()) h["data.outside_project"] = outside;
@@ -188,7 +191,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
   } else if (db) {
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
-    TSR_TRY(db->setParams(runId, hyperparameters(p, numParams)));
+    TSR_TRY(db->setParams(runId, hyperparameters(p, numParams, steps)));
   }
 
   RunSummary summary;

@@ -149,6 +149,10 @@ class TestCli : public QObject {
     Run trained = tessera({"train", dir.filePath("digits"), "--steps", "3", "--quiet"});
     QVERIFY2(trained.exitCode == 0, qPrintable(trained.out + trained.err));
     QVERIFY(QFileInfo::exists(dir.filePath("digits/runs.db")));
+    // The run records the steps it was asked for (the project says 200) and every [model] key.
+    Run shown = tessera({"runs", "--project", dir.filePath("digits"), "show", "1"});
+    QVERIFY2(shown.out.contains(QRegularExpression("train\\.steps\\W+3\\b")), qPrintable(shown.out));
+    QVERIFY2(shown.out.contains(QRegularExpression("model\\.sizes\\W+\\[16, 32, 4\\]")), qPrintable(shown.out));
     // Mistakes name the key; nothing is written.
     Run bad = tessera({"new", dir.filePath("bad"), "--family", "vit", "--set", "layerz=2"});
     QCOMPARE(bad.exitCode, 1);

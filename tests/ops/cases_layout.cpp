@@ -73,7 +73,9 @@ void addReshape(std::vector<OpCase>& cases, std::mt19937& rng) {
       {Shape{2, 3}, {6}},  {Shape{}, {1, 1}},       {Shape{2, 3, 4}, {4, 6}}, {Shape{7}, {7, 1}},
       {Shape{1}, {}},      {Shape{2, 1, 3, 1}, {3, 2}}, {Shape{0, 3}, {3, 0}},
   };
-  for (const auto& [in, shape] : variants) {
+  for (const auto& variant : variants) {
+    const auto& in = variant.first;
+    const auto& shape = variant.second;
     ir::ReshapeAttrs a{shape};
     auto ref = [a](const std::vector<HostTensor>& x) {
       return std::vector<HostTensor>{gatherRef(x[0], Shape(a.shape), [&](const std::vector<int64_t>& o) {
@@ -93,7 +95,9 @@ void addTranspose(std::vector<OpCase>& cases, std::mt19937& rng) {
   Ints perm = {0, 1, 2};
   do variants.push_back({Shape{2, 3, 4}, perm});
   while (std::next_permutation(perm.begin(), perm.end()));
-  for (const auto& [in, p] : variants) {
+  for (const auto& variant : variants) {
+    const auto& in = variant.first;
+    const auto& p = variant.second;
     ir::TransposeAttrs a{p};
     auto ref = [a](const std::vector<HostTensor>& x) {
       const Shape& s = x[0].aval.shape;
@@ -237,7 +241,9 @@ void addConcatenate(std::vector<OpCase>& cases, std::mt19937& rng) {
       {{Shape{2, 1, 3, 1}, Shape{2, 2, 3, 1}}, 1},
       {{Shape{1}, Shape{1}, Shape{1}, Shape{1}}, 0},
   };
-  for (const auto& [shapes, axis] : variants) {
+  for (const auto& variant : variants) {
+    const auto& shapes = variant.first;
+    const auto& axis = variant.second;
     ir::ConcatenateAttrs a{axis};
     auto ref = [axis](const std::vector<HostTensor>& x) {
       auto ax = static_cast<int>(axis);
@@ -311,7 +317,9 @@ void addIota(std::vector<OpCase>& cases) {
   const std::vector<std::pair<Ints, int64_t>> variants = {
       {{5}, 0}, {{2, 3}, 1}, {{2, 3}, 0}, {{2, 3, 4}, 1}, {{1}, 0}, {{0, 3}, 1}, {{2, 1, 3, 2}, 3},
   };
-  for (const auto& [shape, dim] : variants) {
+  for (const auto& variant : variants) {
+    const auto& shape = variant.first;
+    const auto& dim = variant.second;
     for (DType t : allDTypes()) {
       ir::IotaAttrs a{shape, t, dim};
       auto ref = [a](const std::vector<HostTensor>&) {
@@ -332,7 +340,9 @@ void addRev(std::vector<OpCase>& cases, std::mt19937& rng) {
       {Shape{}, {}},          {Shape{7}, {0}},         {Shape{2, 3}, {0, 1}},          {Shape{2, 3}, {1}},
       {Shape{2, 3, 4}, {2, 0}}, {Shape{3, 1, 4, 2}, {1, 3}}, {Shape{2, 3}, {}},          {Shape{0, 3}, {0}},
   };
-  for (const auto& [in, dims] : variants) {
+  for (const auto& variant : variants) {
+    const auto& in = variant.first;
+    const auto& dims = variant.second;
     ir::RevAttrs a{dims};
     auto ref = [a](const std::vector<HostTensor>& x) {
       const Shape& s = x[0].aval.shape;

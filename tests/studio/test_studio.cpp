@@ -528,6 +528,21 @@ class TestStudio : public QObject {
     QVERIFY(!QFileInfo::exists(dir.filePath("mine/runs.db")));
   }
 
+  // A template that reads its corpus from a sibling sample (gpt2_tp: "../gpt2_mini/data/corpus.txt") gives a
+  // project that trains as copied: the corpus is copied in and the path rewritten; the folder is created.
+  void newProjectFromATemplateWithOutsideData() {
+    QTemporaryDir dir;
+    MainWindow w;
+    QSignalSpy opened(w.session(), &Session::projectOpened);
+    w.newProjectFromTemplate(kSamples + "/gpt2_tp", dir.filePath("nested/tp"));
+    QVERIFY(opened.wait(30000));
+    auto p = project::loadProject(dir.filePath("nested/tp").toStdString());
+    QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+    QCOMPARE(p->data.path, std::string("data/corpus.txt"));
+    QVERIFY(QFileInfo(dir.filePath("nested/tp/data/corpus.txt")).size() > 1000);
+    QVERIFY(QString::fromStdString(p->text).contains("qkv_layout = \"heads\""));  // the rest as written
+  }
+
   // File › New Project: the family's keys as a form, checked as the user types; Create writes a project that
   // opens, with the corpus of a text family copied in.
   void newProjectFromAFamily() {
