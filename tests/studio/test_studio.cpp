@@ -528,6 +528,20 @@ class TestStudio : public QObject {
     QVERIFY(!QFileInfo::exists(dir.filePath("mine/runs.db")));
   }
 
+  // The window fits a 1280x800 screen (a laptop's), with a project open and every panel docked.
+  void windowFitsALaptopScreen() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.resize(1280, 800);
+    QTest::qWait(50);
+    const QSize min = w.minimumSizeHint().expandedTo(w.minimumSize());
+    qInfo() << "size" << w.size() << "minimum" << min << "hint" << w.sizeHint();
+    QVERIFY2(w.width() <= 1280 && w.height() <= 800,
+             qPrintable(QString("the window stays %1 x %2 (minimum %3 x %4)").arg(w.width()).arg(w.height()).arg(min.width()).arg(min.height())));
+  }
+
   // A template that reads its corpus from a sibling sample (gpt2_tp: "../gpt2_mini/data/corpus.txt") gives a
   // project that trains as copied: the corpus is copied in and the path rewritten; the folder is created.
   void newProjectFromATemplateWithOutsideData() {
