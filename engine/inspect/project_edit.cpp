@@ -136,6 +136,7 @@ std::vector<ProjectField> projectFields(std::string_view family) {
       {"train", "lr", FieldKind::Float, "peak learning rate"},
       {"train", "min_lr", FieldKind::Float, "end of the cosine schedule"},
       {"train", "warmup_steps", FieldKind::Int, ""},
+      {"train", "schedule", FieldKind::String, "warmup_cosine | constant | linear | cosine | step | wsd"},
       {"train", "weight_decay", FieldKind::Float, ""},
       {"train", "grad_clip", FieldKind::Float, "0 disables clipping"},
       {"train", "eval_every", FieldKind::Int, "0: never"},

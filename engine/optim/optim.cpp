@@ -40,6 +40,40 @@ Schedule warmupCosineSchedule(double peak, int64_t warmupSteps, int64_t decaySte
   };
 }
 
+Schedule cosineSchedule(double init, int64_t steps, double end) {
+  return [=](const Array& step) {
+    Array progress = minimum(asFloat(step) / static_cast<double>(std::max<int64_t>(steps, 1)), f32(1.0));
+    return f32(end) + (1.0 + cos(progress * std::numbers::pi)) * (0.5 * (init - end));
+  };
+}
+
+Schedule stepSchedule(double init, int64_t every, double gamma) {
+  return [=](const Array& step) {
+    Array drops = floor(asFloat(step) / static_cast<double>(std::max<int64_t>(every, 1)));
+    return exp(drops * std::log(gamma)) * init;
+  };
+}
+
+Schedule wsdSchedule(double peak, int64_t warmupSteps, int64_t totalSteps, double decayFraction, double endValue) {
+  return [=](const Array& step) {
+    Array s = asFloat(step);
+    const auto decaySteps = static_cast<int64_t>(std::llround(decayFraction * static_cast<double>(totalSteps)));
+    const double decayStart = static_cast<double>(std::max(totalSteps - decaySteps, warmupSteps));
+    Array warm = s * (peak / static_cast<double>(std::max<int64_t>(warmupSteps, 1)));
+    Array frac = clamp((s - decayStart) / static_cast<double>(std::max<int64_t>(decaySteps, 1)), f32(0.0), f32(1.0));
+    Array decayed = f32(peak) + frac * (endValue - peak);
+    return where(s < f32(static_cast<double>(warmupSteps)), warm, decayed);
+  };
+}
+
+Schedule joinSchedules(Schedule first, Schedule then, int64_t boundary) {
+  return [=](const Array& step) {
+    const double b = static_cast<double>(boundary);
+    Array shifted = astype(maximum(asFloat(step) - b, f32(0.0)), step.dtype());
+    return where(asFloat(step) < f32(b), first(step), then(shifted));
+  };
+}
+
 bool decayMatricesOnly(const std::string&, const Aval& aval) { return aval.rank() >= 2; }
 
 Tree treeMap(const Tree& a, const std::function<Array(const Array&)>& f) { return a.map(f); }

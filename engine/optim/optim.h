@@ -18,6 +18,15 @@ Schedule constantSchedule(double value);
 Schedule linearSchedule(double init, double end, int64_t steps);
 // Linear warmup from 0 to peak over warmupSteps, then cosine decay to endValue at decaySteps (held after).
 Schedule warmupCosineSchedule(double peak, int64_t warmupSteps, int64_t decaySteps, double endValue = 0.0);
+// Cosine from init at step 0 to end at `steps`, then end (optax.cosine_decay_schedule).
+Schedule cosineSchedule(double init, int64_t steps, double end = 0.0);
+// init * gamma^floor(step / every): a drop by gamma every `every` steps (PyTorch's StepLR).
+Schedule stepSchedule(double init, int64_t every, double gamma);
+// Warmup-stable-decay: linear from 0 to peak over warmupSteps, peak until the last decayFraction of totalSteps,
+// then linear to endValue at totalSteps, held after.
+Schedule wsdSchedule(double peak, int64_t warmupSteps, int64_t totalSteps, double decayFraction, double endValue = 0.0);
+// `first` before `boundary`, then `then` with its step counted from the boundary (optax.join_schedules).
+Schedule joinSchedules(Schedule first, Schedule then, int64_t boundary);
 
 struct GradientTransformation {
   std::function<Tree(const Tree& params)> init;

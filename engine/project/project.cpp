@@ -289,6 +289,12 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("lr", t.lr, positive, "positive");
   train.get("min_lr", t.minLr, nonNegative, "non-negative");
   train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative", limits::kSteps);
+  train.get("schedule", t.schedule, [](const std::string& s) {
+    return s == "warmup_cosine" || s == "constant" || s == "linear" || s == "cosine" || s == "step" || s == "wsd";
+  }, "one of warmup_cosine, constant, linear, cosine, step, wsd");
+  train.get("step_every", t.stepEvery, positive, "positive", limits::kSteps);
+  train.get("step_gamma", t.stepGamma, [](double g) { return g > 0 && g <= 1; }, "in (0, 1]");
+  train.get("decay_fraction", t.decayFraction, [](double f) { return f >= 0 && f <= 1; }, "in [0, 1]");
   train.get("weight_decay", t.weightDecay, nonNegative, "non-negative");
   train.get("grad_clip", t.gradClip, nonNegative, "non-negative (0 disables clipping)");
   train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");

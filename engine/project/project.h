@@ -42,6 +42,14 @@ struct TrainSection {
   double lr = 3e-4;
   double minLr = 0.0;
   int64_t warmupSteps = 10;
+  // The learning rate over the run: warmup_cosine | constant | linear | cosine | step | wsd. Every one starts
+  // with warmup_steps of linear warmup from 0 to lr; linear and cosine then decay to min_lr at the last step,
+  // step multiplies by step_gamma every step_every steps, wsd holds lr and decays linearly to min_lr over the
+  // last decay_fraction of the run.
+  std::string schedule = "warmup_cosine";
+  int64_t stepEvery = 100;
+  double stepGamma = 0.1;
+  double decayFraction = 0.2;
   double weightDecay = 0.1;
   double gradClip = 1.0;
   double beta1 = 0.9, beta2 = 0.95;

@@ -1,5 +1,6 @@
 #include "engine/train/project_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -49,6 +50,21 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   // A training step is forward + backward (twice the forward): three forwards.
   m.forwardFlopsPerItem = m.trainFlopsPerItem / 3.0;
   return m;
+}
+
+optim::Schedule makeSchedule(const project::TrainSection& t, int64_t steps) {
+  steps = std::max<int64_t>(steps, 1);
+  if (t.schedule == "warmup_cosine") return optim::warmupCosineSchedule(t.lr, t.warmupSteps, steps, t.minLr);
+  if (t.schedule == "wsd") return optim::wsdSchedule(t.lr, t.warmupSteps, steps, t.decayFraction, t.minLr);
+  // The others after a linear warmup, counted from its end.
+  const int64_t rest = std::max<int64_t>(steps - t.warmupSteps, 1);
+  optim::Schedule after;
+  if (t.schedule == "constant") after = optim::constantSchedule(t.lr);
+  else if (t.schedule == "linear") after = optim::linearSchedule(t.lr, t.minLr, rest);
+  else if (t.schedule == "cosine") after = optim::cosineSchedule(t.lr, rest, t.minLr);
+  else after = optim::stepSchedule(t.lr, t.stepEvery, t.stepGamma);
+  if (t.warmupSteps <= 0) return after;
+  return optim::joinSchedules(optim::linearSchedule(0.0, t.lr, t.warmupSteps), after, t.warmupSteps);
 }
 
 optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr) {

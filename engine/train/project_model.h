@@ -35,6 +35,9 @@ int64_t configuredVocab(const project::Project& p);
 // build fails (a plugin's, say) is reported, not thrown.
 Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab);
 
+// The learning rate of [train] (schedule, lr, min_lr, warmup_steps and the schedule's own keys) over `steps`.
+optim::Schedule makeSchedule(const project::TrainSection& t, int64_t steps);
+
 // The optimiser of [train] (adamw | adam | sgd), after clip_by_global_norm when grad_clip > 0.
 optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr);
 

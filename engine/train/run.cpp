@@ -43,6 +43,7 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
           {"train.optimizer", t.optimizer},
           {"train.lr", fmt::format("{}", t.lr)},
           {"train.warmup_steps", std::to_string(t.warmupSteps)},
+          {"train.schedule", t.schedule},
           {"train.weight_decay", fmt::format("{}", t.weightDecay)},
           {"train.grad_clip", fmt::format("{}", t.gradClip)},
           {"train.seed", std::to_string(t.seed)}};

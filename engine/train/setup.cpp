@@ -80,7 +80,7 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
                    t.batchSize, lm ? fmt::format(" x {} tokens", t.seqLen) : "", t.optimizer));
 
   const int64_t scheduleSteps = o.scheduleSteps >= 0 ? o.scheduleSteps : t.steps;
-  optim::Schedule lr = optim::warmupCosineSchedule(t.lr, t.warmupSteps, std::max<int64_t>(scheduleSteps, 1), t.minLr);
+  optim::Schedule lr = makeSchedule(t, scheduleSteps);
   optim::GradientTransformation opt = makeOptimizer(t, lr);
   s.trainer = std::make_unique<Trainer>(s.model.loss, opt, lr, t.seed);
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));

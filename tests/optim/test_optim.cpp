@@ -148,6 +148,30 @@ TEST_CASE("schedulesFollowTheirFormulas") {
                     "warmup-cosine at " << s << ": " << at(wc, s) << " vs " << want);
   }
   TSR_COMPARE(at(constantSchedule(0.25), 17), 0.25);
+
+  Schedule cs = cosineSchedule(2.0, 40, 0.5);
+  for (int64_t s : {0, 1, 20, 39, 40, 80}) {
+    double progress = std::min(1.0, s / 40.0);
+    double want = 0.5 + 0.75 * (1 + std::cos(std::numbers::pi * progress));
+    REQUIRE_MESSAGE(std::fabs(at(cs, s) - want) < 1e-6, "cosine at " << s << ": " << at(cs, s) << " vs " << want);
+  }
+  Schedule st = stepSchedule(0.8, 30, 0.5);
+  for (int64_t s : {0, 29, 30, 59, 60, 95}) {
+    double want = 0.8 * std::pow(0.5, static_cast<double>(s / 30));
+    REQUIRE_MESSAGE(std::fabs(at(st, s) - want) < 1e-6, "step at " << s << ": " << at(st, s) << " vs " << want);
+  }
+  // WSD over 100 steps: 10 of warmup, stable to step 80, linear to 0.1 at 100.
+  Schedule wsd = wsdSchedule(1.0, 10, 100, 0.2, 0.1);
+  for (int64_t s : {0, 5, 10, 50, 79, 80, 90, 100, 120}) {
+    double want = s < 10 ? s / 10.0 : s < 80 ? 1.0 : 1.0 + std::min(1.0, (s - 80) / 20.0) * (0.1 - 1.0);
+    REQUIRE_MESSAGE(std::fabs(at(wsd, s) - want) < 1e-6, "wsd at " << s << ": " << at(wsd, s) << " vs " << want);
+  }
+  // Joined: the second schedule counts from the boundary.
+  Schedule joined = joinSchedules(constantSchedule(7.0), linearSchedule(1.0, 0.0, 10), 5);
+  for (int64_t s : {0, 4, 5, 10, 15, 30}) {
+    double want = s < 5 ? 7.0 : 1.0 - std::min(1.0, (s - 5) / 10.0);
+    REQUIRE_MESSAGE(std::fabs(at(joined, s) - want) < 1e-6, "joined at " << s << ": " << at(joined, s) << " vs " << want);
+  }
 }
 
 TEST_CASE("lossesMatchHandValues") {

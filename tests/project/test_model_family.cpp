@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <numbers>
 
 #include "engine/nn/vit.h"
 #include "engine/project/model_family.h"
@@ -245,4 +246,33 @@ TEST_CASE("new projects are written from the declaration and open") {
               std::string("[model] n_layer: 'two' is not an integer"));
   REQUIRE(newProjectToml({"g", "gpt2", {{"n_head", "5"}}, "c.txt", "."}).error().message.find("divisible") !=
           std::string::npos);
+}
+
+// Every [train] schedule, as makeSchedule builds it from project.toml, against its formula written out.
+TEST_CASE("every train schedule follows its formula") {
+  auto lrAt = [](const std::string& extra, int64_t step) {
+    auto p = parseProject("[model]\nfamily = \"mlp\"\n[train]\nlr = 1.0\nmin_lr = 0.1\nwarmup_steps = 10\n" + extra,
+                          "p/project.toml", ".");
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+    return train::makeSchedule(p->train, 110)(Array::scalar(static_cast<double>(step), DType::I32)).item();
+  };
+  const double pi = std::numbers::pi;
+  for (int64_t s : {0, 5, 10, 11, 40, 60, 100, 109, 110, 150}) {
+    const double warm = s / 10.0, t = std::min(1.0, (s - 10) / 100.0);  // t: progress after the warmup
+    auto near = [&](const char* name, double got, double want) {
+      REQUIRE_MESSAGE(std::fabs(got - want) < 1e-6, name << " at " << s << ": " << got << " vs " << want);
+    };
+    near("constant", lrAt("schedule = \"constant\"\n", s), s < 10 ? warm : 1.0);
+    near("linear", lrAt("schedule = \"linear\"\n", s), s < 10 ? warm : 1.0 + t * (0.1 - 1.0));
+    near("cosine", lrAt("schedule = \"cosine\"\n", s), s < 10 ? warm : 0.1 + 0.45 * (1 + std::cos(pi * t)));
+    near("warmup_cosine", lrAt("", s), s < 10 ? warm : 0.1 + 0.45 * (1 + std::cos(pi * t)));
+    near("step", lrAt("schedule = \"step\"\nstep_every = 25\nstep_gamma = 0.5\n", s),
+         s < 10 ? warm : std::pow(0.5, static_cast<double>((s - 10) / 25)));
+    // WSD: stable until the last 20% of 110 steps (step 88), then linear to min_lr at 110.
+    near("wsd", lrAt("schedule = \"wsd\"\n", s),
+         s < 10 ? warm : s < 88 ? 1.0 : 1.0 + std::min(1.0, (s - 88) / 22.0) * (0.1 - 1.0));
+  }
+  TSR_COMPARE(parseError("[train]\nschedule = \"exp\"\n"),
+              std::string("p/project.toml:2: 'schedule' must be one of warmup_cosine, constant, linear, cosine, step, wsd"));
+  TSR_COMPARE(parseError("[train]\nstep_gamma = 0.0\n"), std::string("p/project.toml:2: 'step_gamma' must be in (0, 1]"));
 }
