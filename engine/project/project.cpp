@@ -300,6 +300,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("beta2", t.beta2, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("momentum", t.momentum, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
+  train.get("nesterov", t.nesterov);
   train.get("eval_every", t.evalEvery, nonNegative, "non-negative", limits::kSteps);
   train.get("eval_steps", t.evalSteps, positive, "positive", limits::kSteps);
   train.get("log_every", t.logEvery, positive, "positive", limits::kSteps);

@@ -54,6 +54,7 @@ struct TrainSection {
   double gradClip = 1.0;
   double beta1 = 0.9, beta2 = 0.95;
   double momentum = 0.9;
+  bool nesterov = false;  // sgd: Nesterov momentum
   int64_t evalEvery = 50;
   int64_t evalSteps = 4;
   int64_t logEvery = 1;

@@ -276,3 +276,30 @@ TEST_CASE("every train schedule follows its formula") {
               std::string("p/project.toml:2: 'schedule' must be one of warmup_cosine, constant, linear, cosine, step, wsd"));
   TSR_COMPARE(parseError("[train]\nstep_gamma = 0.0\n"), std::string("p/project.toml:2: 'step_gamma' must be in (0, 1]"));
 }
+
+// [train] nesterov reaches the optimiser: two SGD updates by hand, with and without it.
+TEST_CASE("nesterov from project.toml follows the formula") {
+  auto updates = [](bool nesterov) {
+    auto p = parseProject(std::string("[model]\nfamily = \"mlp\"\n[train]\noptimizer = \"sgd\"\nlr = 0.1\nmomentum = 0.5\n"
+                                      "warmup_steps = 0\nschedule = \"constant\"\ngrad_clip = 0.0\nnesterov = ") +
+                              (nesterov ? "true" : "false") + "\n",
+                          "p/project.toml", ".");
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+    optim::GradientTransformation opt = train::makeOptimizer(p->train, train::makeSchedule(p->train, 10));
+    Tree params = Tree::dict({{"w", Tree(Array::scalar(1.0))}});
+    Tree state = opt.init(params);
+    std::vector<double> out;
+    for (double g : {1.0, 2.0}) {
+      auto [u, next] = opt.update(Tree::dict({{"w", Tree(Array::scalar(g))}}), state, params);
+      out.push_back(u.find("w")->leaf().item());
+      state = next;
+    }
+    return out;
+  };
+  // Momentum trace m = 0.5 m + g: 1, then 2.5. Plain: -lr m. Nesterov: -lr (0.5 m + g).
+  const std::vector<double> plain = updates(false), nesterov = updates(true);
+  CHECK(std::fabs(plain[0] - -0.1) < 1e-7);
+  CHECK(std::fabs(plain[1] - -0.25) < 1e-7);
+  CHECK(std::fabs(nesterov[0] - -0.15) < 1e-7);
+  CHECK(std::fabs(nesterov[1] - -0.325) < 1e-7);
+}
