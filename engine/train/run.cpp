@@ -211,6 +211,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     return total / static_cast<double>(t.evalSteps);
   };
 
+  const bool lm = p.model.languageModel();
   auto runStart = std::chrono::steady_clock::now();
   const int64_t firstStep = state.step;
   int64_t itemsDone = 0;
@@ -235,7 +236,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     if (state.step % t.logEvery == 0 || state.step == steps) {
       std::vector<std::pair<std::string, double>> values = {
           {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
-          {p.model.languageModel() ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
+          {lm ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
       // SQLite stores NaN as NULL, which the metrics table refuses: a diverged step's NaNs stay out of the store
       // (the run's message names them).
       std::erase_if(values, [](const auto& kv) { return std::isnan(kv.second); });
@@ -246,7 +247,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       onEvent(RunEvent{RunEvent::Kind::Step, state.step,
                        fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}% | ETA {}",
                                    state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
-                                   p.model.languageModel() ? "tok" : "samples", mfu * 100, humanDuration(eta))});
+                                   lm ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
     if (!std::isfinite(m->loss) || !std::isfinite(m->gradNorm)) {
       diverged = true;
@@ -366,30 +367,26 @@ Result<ClosedGraph> traceTrainingStep(const project::Project& p) {
 }
 
 Result<ModelInfo> describeModel(const project::Project& p) {
-  TSR_ASSIGN(ProjectModel model, buildModel(p, 0));
-  // The parameter avals from an abstract trace of init: no weights are materialised.
-  std::vector<std::string> paths;
-  TSR_ASSIGN(ClosedGraph g, makeGraph([&](const std::vector<Array>& k) {
-    Tree t = model.init(k[0]);
-    paths = t.paths();
-    return t.leaves();
-  }, {Aval{Shape{2}, DType::U32}}));
-  const auto& outs = g.graph.outputs();
-  if (outs.size() != paths.size()) return makeError("{}: init traced {} outputs for {} parameters", p.file, outs.size(), paths.size());
+  // The parameter avals, from the setup's abstract trace of init: no weights are materialised.
+  SetupOverrides o;
+  o.data = false;
+  o.materialize = false;
+  o.mesh = false;
+  TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p, o));
+  const ProjectModel& model = setup.model;
   ModelInfo info;
   info.family = p.model.family;
   info.trainFlopsPerItem = model.trainFlopsPerItem;
   info.forwardFlopsPerItem = model.forwardFlopsPerItem;
   info.itemName = model.itemName == "tokens" ? "token" : "sample";
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const Aval& a = g.graph.aval(outs[i]);
-    std::string module = moduleOf(paths[i]);
+  setup.avals->find("params")->visit([&](const std::string& path, const Aval& a) {
+    std::string module = moduleOf(path);
     if (info.modules.empty() || info.modules.back().path != module) info.modules.push_back({module, 0, 0});
     info.modules.back().params += a.numel();
     info.modules.back().bytes += a.bytes();
     info.numParams += a.numel();
     info.bytes += a.bytes();
-  }
+  });
   return info;
 }
 
