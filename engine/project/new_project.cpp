@@ -87,12 +87,14 @@ Result<std::string> newProjectToml(const NewProject& spec) {
     return makeError("the project name may not hold quotes, backslashes or line breaks");
   std::string out = fmt::format("# {}: {}\n\n[project]\nname = \"{}\"\n\n[model]\nfamily = \"{}\"\n", name,
                                 family->description, name, family->name);
+  // Every key's value, parsed once: written below, and read for the first run's sequence length.
+  ModelConfig config = defaultConfig(*family);
   for (const FamilyKey& key : family->keys) {
-    KeyValue value = key.defaultValue;
     if (auto it = spec.values.find(key.name); it != spec.values.end()) {
-      TSR_ASSIGN(value, parseKeyValue(key, it->second));
+      TSR_ASSIGN(KeyValue value, parseKeyValue(key, it->second));
+      config.set(key.name, std::move(value));
     }
-    out += fmt::format("{} = {}  # {}\n", key.name, keyValueToml(value), key.help);
+    out += fmt::format("{} = {}  # {}\n", key.name, keyValueToml(config.at(key.name)), key.help);
   }
   const std::string& kind = family->dataKinds.front();
   out += fmt::format("\n[data]\nkind = \"{}\"\n", kind);
@@ -109,14 +111,7 @@ Result<std::string> newProjectToml(const NewProject& spec) {
   if (lm) {
     // A first run's sequences: 64 tokens, or the model's context when it is shorter.
     int64_t context = 64;
-    for (const FamilyKey& key : family->keys) {
-      if (key.name != family->contextKey) continue;
-      KeyValue value = key.defaultValue;
-      if (auto it = spec.values.find(key.name); it != spec.values.end()) {
-        TSR_ASSIGN(value, parseKeyValue(key, it->second));
-      }
-      if (const auto* n = std::get_if<int64_t>(&value)) context = std::min(context, std::max<int64_t>(*n, 1));
-    }
+    if (!family->contextKey.empty()) context = std::min(context, std::max<int64_t>(config.integer(family->contextKey), 1));
     out += fmt::format("seq_len = {}\n", context);
   }
   out += "optimizer = \"adamw\"\nlr = 0.001\nwarmup_steps = 20\neval_every = 50\nlog_every = 1\nseed = 0\n";
