@@ -74,7 +74,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
       case store::RunStatus::Failed:
       case store::RunStatus::Diverged: return QColor(208, 64, 64);
       case store::RunStatus::Running: return QColor(40, 140, 220);
-      case store::RunStatus::Killed: return QColor(200, 140, 30);
+      case store::RunStatus::Stopped: return QColor(200, 140, 30);
       default: return {};
     }
   }

@@ -89,9 +89,20 @@ const char* const kMigrations[] = {
       duration_ns INTEGER NOT NULL);
     CREATE INDEX profile_marks_by_time ON profile_marks(profile, start_ns);
     )sql",
+    // 4: what the user says about a run: notes, tags, archived.
+    R"sql(
+    ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE run_tags(
+      run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+      tag TEXT NOT NULL,
+      PRIMARY KEY(run, tag)) WITHOUT ROWID;
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
+
+}  // namespace
 
 // A prepared statement that finalizes itself.
 class Stmt {
@@ -153,10 +164,13 @@ class Stmt {
   int m_rc;
 };
 
+namespace {
+
 RunStatus parseStatus(const std::string& s) {
   if (s == "finished") return RunStatus::Finished;
   if (s == "failed") return RunStatus::Failed;
-  if (s == "killed") return RunStatus::Killed;
+  if (s == "stopped" || s == "killed") return RunStatus::Stopped;  // "killed": stores before schema 4
+  if (s == "crashed") return RunStatus::Crashed;
   if (s == "diverged") return RunStatus::Diverged;
   return RunStatus::Running;
 }
@@ -171,6 +185,8 @@ RunInfo readRun(const Stmt& st) {
   r.startTime = st.f64(5);
   r.endTime = st.f64(6);
   r.message = st.text(7);
+  r.notes = st.text(8);
+  r.archived = st.i64(9) != 0;
   return r;
 }
 
@@ -181,7 +197,8 @@ const char* runStatusName(RunStatus s) {
     case RunStatus::Running: return "running";
     case RunStatus::Finished: return "finished";
     case RunStatus::Failed: return "failed";
-    case RunStatus::Killed: return "killed";
+    case RunStatus::Stopped: return "stopped";
+    case RunStatus::Crashed: return "crashed";
     case RunStatus::Diverged: return "diverged";
   }
   return "?";
@@ -347,6 +364,23 @@ Status RunStore::logMetrics(int64_t run, int64_t step, const std::vector<std::pa
       st.bind(1, run).bind(2, k).bind(3, step).bind(4, time).bind(5, v);
       if (st.step() != SQLITE_DONE) return st.error();
       st.reset();
+    }
+    return {};
+  });
+}
+
+Status RunStore::logMetricsBatch(int64_t run, const std::vector<StepMetrics>& steps) {
+  if (steps.empty()) return {};
+  const double now = nowSeconds();
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT OR REPLACE INTO metrics(run, key, step, time, value) VALUES(?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const StepMetrics& m : steps) {
+      for (const auto& [k, v] : m.values) {
+        st.bind(1, run).bind(2, k).bind(3, m.step).bind(4, m.time == 0 ? now : m.time).bind(5, v);
+        if (st.step() != SQLITE_DONE) return st.error();
+        st.reset();
+      }
     }
     return {};
   });
@@ -537,32 +571,108 @@ Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) con
   return out;
 }
 
+// The columns readRun reads. A store opened read-only may predate schema 4: it has no notes or archived column.
+std::string RunStore::runColumns() const {
+  return schemaVersion() >= 4
+             ? "id, name, project, config, status, start_time, end_time, message, notes, archived"
+             : "id, name, project, config, status, start_time, end_time, message, '', 0";
+}
+
+Result<std::vector<std::string>> RunStore::tagsOf(int64_t run) const {
+  std::vector<std::string> out;
+  if (schemaVersion() < 4) return out;
+  Stmt st(m_db, "SELECT tag FROM run_tags WHERE run = ? ORDER BY tag");
+  if (!st.ok()) return st.error();
+  st.bind(1, run);
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(st.text(0));
+    return {};
+  }));
+  return out;
+}
+
 Result<std::vector<RunInfo>> RunStore::runs() const {
-  Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs ORDER BY id");
+  const std::string sql = "SELECT " + runColumns() + " FROM runs ORDER BY id";
+  Stmt st(m_db, sql.c_str());
   if (!st.ok()) return st.error();
   std::vector<RunInfo> out;
   TSR_TRY(st.each([&]() -> Status {
     out.push_back(readRun(st));
     return {};
   }));
+  for (RunInfo& r : out) {
+    TSR_ASSIGN(r.tags, tagsOf(r.id));
+  }
   return out;
 }
 
 Result<RunInfo> RunStore::run(int64_t id) const {
-  Stmt st(m_db, "SELECT id, name, project, config, status, start_time, end_time, message FROM runs WHERE id = ?");
+  const std::string sql = "SELECT " + runColumns() + " FROM runs WHERE id = ?";
+  Stmt st(m_db, sql.c_str());
   if (!st.ok()) return st.error();
   st.bind(1, id);
   TSR_ASSIGN(bool found, st.one());
   if (!found) return makeError("run store {}: no run {}", m_path, id);
-  return readRun(st);
+  RunInfo r = readRun(st);
+  TSR_ASSIGN(r.tags, tagsOf(id));
+  return r;
+}
+
+Status RunStore::updateRun(int64_t id, const char* sql, const std::function<void(Stmt&)>& bind) {
+  Stmt st(m_db, sql);
+  if (!st.ok()) return st.error();
+  bind(st);
+  if (st.step() != SQLITE_DONE) return st.error();
+  if (sqlite3_changes(m_db) == 0) return makeError("run store {}: no run {}", m_path, id);
+  return {};
 }
 
 Status RunStore::deleteRun(int64_t id) {
-  Stmt st(m_db, "DELETE FROM runs WHERE id = ?");
-  if (!st.ok()) return st.error();
-  st.bind(1, id);
-  if (st.step() != SQLITE_DONE) return st.error();
-  return {};
+  return updateRun(id, "DELETE FROM runs WHERE id = ?", [&](Stmt& st) { st.bind(1, id); });
+}
+
+Status RunStore::renameRun(int64_t id, const std::string& name) {
+  if (name.empty()) return makeError("a run's name cannot be empty");
+  return updateRun(id, "UPDATE runs SET name = ? WHERE id = ?", [&](Stmt& st) { st.bind(1, name).bind(2, id); });
+}
+
+Status RunStore::setNotes(int64_t id, const std::string& notes) {
+  return updateRun(id, "UPDATE runs SET notes = ? WHERE id = ?", [&](Stmt& st) { st.bind(1, notes).bind(2, id); });
+}
+
+Status RunStore::setArchived(int64_t id, bool archived) {
+  return updateRun(id, "UPDATE runs SET archived = ? WHERE id = ?",
+                   [&](Stmt& st) { st.bind(1, int64_t{archived}).bind(2, id); });
+}
+
+Status RunStore::addTags(int64_t id, const std::vector<std::string>& tags) {
+  TSR_TRY(run(id));
+  for (const std::string& t : tags)
+    if (t.empty()) return makeError("a tag cannot be empty");
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT OR IGNORE INTO run_tags(run, tag) VALUES(?, ?)");
+    if (!st.ok()) return st.error();
+    for (const std::string& t : tags) {
+      st.bind(1, id).bind(2, t);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Status RunStore::removeTags(int64_t id, const std::vector<std::string>& tags) {
+  TSR_TRY(run(id));
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "DELETE FROM run_tags WHERE run = ? AND tag = ?");
+    if (!st.ok()) return st.error();
+    for (const std::string& t : tags) {
+      st.bind(1, id).bind(2, t);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
 }
 
 }  // namespace tsr::store

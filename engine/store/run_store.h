@@ -17,8 +17,12 @@ struct sqlite3;
 
 namespace tsr::store {
 
-// Diverged: stopped on a NaN or Inf loss, gradient or state (the message names the step and the value).
-enum class RunStatus { Running, Finished, Failed, Killed, Diverged };
+class Stmt;
+
+// Stopped: by the user (Ctrl-C, the IDE's Stop, --stop-at), checkpointed and resumable. Crashed: the training
+// process died (the message holds its last lines of stderr). Diverged: stopped on a NaN or Inf loss, gradient or
+// state (the message names the step and the value).
+enum class RunStatus { Running, Finished, Failed, Stopped, Crashed, Diverged };
 const char* runStatusName(RunStatus s);
 
 struct RunInfo {
@@ -30,12 +34,22 @@ struct RunInfo {
   double startTime = 0;    // unix seconds
   double endTime = 0;      // 0 while running
   std::string message;     // why it failed, or a closing note
+  std::string notes;       // the user's notes (runs note, the IDE)
+  std::vector<std::string> tags;  // sorted
+  bool archived = false;   // hidden from lists unless asked for
 };
 
 struct MetricPoint {
   int64_t step = 0;
   double time = 0;  // unix seconds
   double value = 0;
+};
+
+// The scalars one training step logs, for logMetricsBatch.
+struct StepMetrics {
+  int64_t step = 0;
+  double time = 0;  // unix seconds; 0: now
+  std::vector<std::pair<std::string, double>> values;
 };
 
 struct Artifact {
@@ -95,7 +109,7 @@ class RunStore {
   // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
   // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
   static Result<RunStore> openReadOnly(const std::string& path);
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -106,6 +120,8 @@ class RunStore {
   // Metrics are written in one transaction per call; a step logs all its scalars at once.
   Status logMetrics(int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values,
                     double time = 0);
+  // Many steps in one transaction: training buffers its per-step scalars and writes them a few times a second.
+  Status logMetricsBatch(int64_t run, const std::vector<StepMetrics>& steps);
   Result<std::vector<std::string>> metricKeys(int64_t run) const;
   // Points with step > afterStep, in step order (the IDE tails with the last step it has).
   Result<std::vector<MetricPoint>> metrics(int64_t run, const std::string& key, int64_t afterStep = -1) const;
@@ -130,9 +146,16 @@ class RunStore {
   Status addProfileMarks(int64_t profile, const std::vector<ProfileMarkInfo>& marks);
   Result<std::vector<ProfileMarkInfo>> profileMarks(int64_t profile) const;
 
+  // Every run, archived ones included (RunInfo::archived says which).
   Result<std::vector<RunInfo>> runs() const;
   Result<RunInfo> run(int64_t id) const;
+  // Deletes the run and everything it logged (its checkpoint folder is the caller's: train::deleteRunFiles).
   Status deleteRun(int64_t id);
+  Status renameRun(int64_t id, const std::string& name);
+  Status setNotes(int64_t id, const std::string& notes);
+  Status addTags(int64_t id, const std::vector<std::string>& tags);
+  Status removeTags(int64_t id, const std::vector<std::string>& tags);
+  Status setArchived(int64_t id, bool archived);
 
   const std::string& path() const { return m_path; }
 
@@ -143,6 +166,10 @@ class RunStore {
   Status transaction(const std::function<Status()>& body);
   Status migrate();
   Result<int> readSchemaVersion() const;  // PRAGMA user_version, or SQLite's error
+  std::string runColumns() const;
+  Result<std::vector<std::string>> tagsOf(int64_t run) const;
+  // One UPDATE or DELETE of run `id`; an error when no run has that id.
+  Status updateRun(int64_t id, const char* sql, const std::function<void(Stmt&)>& bind);
 
   sqlite3* m_db = nullptr;
   std::string m_path;

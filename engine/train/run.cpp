@@ -312,7 +312,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   }
   TSR_TRY(saved);
   if (stopped) {
-    if (db) TSR_TRY(db->finishRun(runId, store::RunStatus::Killed, fmt::format("stopped at step {}", state.step)));
+    if (db) TSR_TRY(db->finishRun(runId, store::RunStatus::Stopped, fmt::format("stopped at step {}", state.step)));
     onEvent(RunEvent{RunEvent::Kind::Done, state.step, fmt::format("stopped at step {}; resume with --resume", state.step)});
     return summary;
   }

@@ -2,6 +2,7 @@
 #include "tests/check.h"
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <thread>
 #include <filesystem>
@@ -211,7 +212,7 @@ TEST_CASE("migratesVersion2DatabasesKeepingTheirProfiles") {
 
   auto s = RunStore::open(path);
   REQUIRE_MESSAGE(s.ok(), s.error().message);
-  TSR_COMPARE(s->schemaVersion(), 3);
+  TSR_COMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
   TSR_COMPARE(s->runs()->front().name, std::string("old"));
   TSR_COMPARE(s->metrics(1, "loss")->front().value, 2.25);
   auto profiles = s->profiles(1);
@@ -226,6 +227,95 @@ TEST_CASE("migratesVersion2DatabasesKeepingTheirProfiles") {
   TSR_COMPARE(s->profileKernels(1)->size(), size_t(0));
   REQUIRE(s->addProfileKernels(1, {{3, "train_step", "dot_general", "gemm", {0}, {"dot_general"}, ""}}).ok());
   TSR_COMPARE(s->profileKernels(1)->front().ops.front(), std::string("dot_general"));
+}
+
+TEST_CASE("namesTagsNotesAndArchive") {
+  test::TempDir dir;
+  auto s = RunStore::open(dir.filePath("runs.db"));
+  REQUIRE(s.ok());
+  auto a = s->createRun("a", "p", "");
+  auto b = s->createRun("b", "p", "");
+  REQUIRE(s->renameRun(*a, "baseline").ok());
+  REQUIRE(s->setNotes(*a, "lr too high?\nsee step 40").ok());
+  REQUIRE(s->addTags(*a, {"sweep-1", "lr=3e-4", "sweep-1"}).ok());
+  REQUIRE(s->addTags(*b, {"sweep-1"}).ok());
+  REQUIRE(s->removeTags(*a, {"lr=3e-4", "absent"}).ok());
+  REQUIRE(s->setArchived(*b, true).ok());
+  auto ra = s->run(*a);
+  TSR_COMPARE(ra->name, std::string("baseline"));
+  TSR_COMPARE(ra->notes, std::string("lr too high?\nsee step 40"));
+  TSR_COMPARE(ra->tags, (std::vector<std::string>{"sweep-1"}));
+  REQUIRE(!ra->archived);
+  auto all = s->runs();
+  TSR_COMPARE(all->size(), size_t(2));
+  REQUIRE(all->at(1).archived);
+  TSR_COMPARE(all->at(1).tags, (std::vector<std::string>{"sweep-1"}));
+  // Runs that do not exist, empty names and empty tags are errors, not silent no-ops.
+  REQUIRE(!s->renameRun(99, "x").ok());
+  REQUIRE(!s->setNotes(99, "x").ok());
+  REQUIRE(!s->addTags(99, {"x"}).ok());
+  REQUIRE(!s->setArchived(99, true).ok());
+  REQUIRE(!s->renameRun(*a, "").ok());
+  REQUIRE(!s->addTags(*a, {""}).ok());
+  REQUIRE(!s->deleteRun(99).ok());
+  REQUIRE(s->deleteRun(*b).ok());
+  TSR_COMPARE(s->runs()->size(), size_t(1));
+}
+
+TEST_CASE("batchedMetricsAreEveryStepOfEveryKey") {
+  test::TempDir dir;
+  auto s = RunStore::open(dir.filePath("runs.db"));
+  REQUIRE(s.ok());
+  auto run = s->createRun("r", "p", "");
+  std::vector<StepMetrics> batch;
+  for (int64_t step = 1; step <= 500; ++step)
+    batch.push_back({step, 100.0 + step, {{"loss", 1.0 / step}, {"lr", 1e-3}}});
+  REQUIRE(s->logMetricsBatch(*run, batch).ok());
+  REQUIRE(s->logMetricsBatch(*run, {}).ok());
+  auto loss = s->metrics(*run, "loss");
+  TSR_COMPARE(loss->size(), size_t(500));
+  TSR_COMPARE(loss->at(249).step, int64_t(250));
+  TSR_COMPARE(loss->at(249).value, 1.0 / 250);
+  TSR_COMPARE(loss->at(249).time, 350.0);
+  TSR_COMPARE(s->metrics(*run, "lr")->size(), size_t(500));
+  // A batch is one transaction: a bad row (NaN is NULL to SQLite, which the table refuses) writes nothing.
+  std::vector<StepMetrics> bad = {{501, 0, {{"loss", 0.5}}}, {502, 0, {{"loss", std::nan("")}}}};
+  REQUIRE(!s->logMetricsBatch(*run, bad).ok());
+  TSR_COMPARE(s->metrics(*run, "loss")->size(), size_t(500));
+}
+
+// A schema 3 store read as it is (the IDE of a newer Tessera on an older project), then migrated: "killed"
+// runs read as stopped, and there are no notes or tags until the migration adds them.
+TEST_CASE("schema3StoresReadAndMigrate") {
+  test::TempDir dir;
+  std::string path = dir.filePath("v3.db");
+  {
+    auto s = RunStore::open(path);
+    REQUIRE(s.ok());
+    REQUIRE(s->createRun("old", "p", "").ok());
+  }
+  sqlite3* db = nullptr;
+  TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* downgrade =
+      "DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN notes; ALTER TABLE runs DROP COLUMN archived;"
+      "UPDATE runs SET status = 'killed'; PRAGMA user_version = 3;";
+  TSR_COMPARE(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  {
+    auto r = RunStore::openReadOnly(path);
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    TSR_COMPARE(r->schemaVersion(), 3);
+    auto runs = r->runs();
+    REQUIRE_MESSAGE(runs.ok(), runs.error().message);
+    TSR_COMPARE(runs->front().status, RunStatus::Stopped);
+    REQUIRE(runs->front().tags.empty());
+  }
+  auto s = RunStore::open(path);
+  REQUIRE(s.ok());
+  TSR_COMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
+  REQUIRE(s->addTags(1, {"kept"}).ok());
+  TSR_COMPARE(s->run(1)->tags.front(), std::string("kept"));
+  TSR_COMPARE(std::string(runStatusName(s->run(1)->status)), std::string("stopped"));
 }
 
 TEST_CASE("migratesAnEmptyDatabaseAndRefusesNewerOnes") {

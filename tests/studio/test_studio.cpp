@@ -483,7 +483,7 @@ class TestStudio : public QObject {
     RunsPanel* runs = w.runsPanel();
     runs->setDatabase(dir.filePath("runs.db"));
     QCOMPARE(runs->model()->rowCount(), 1);
-    QCOMPARE(runs->model()->runs().front().info.status, store::RunStatus::Killed);
+    QCOMPARE(runs->model()->runs().front().info.status, store::RunStatus::Stopped);
   }
 
   void commandPaletteListsEveryAction() {
