@@ -164,8 +164,8 @@ trial() {  # $1: KILL or INT, $2: trial number
     grep -q "stopped at step" "$d/log" || { cat "$d/log"; fail "$sig trial $2: no 'stopped at step' line"; }
   fi
   check_store "$d" "$sig trial $2"
-  [[ -f "$d/checkpoints/latest.safetensors" ]] || fail "$sig trial $2: no checkpoint after step $at"
-  "$TESSERA" eval "$d" --checkpoint "$d/checkpoints/latest.safetensors" > "$d/eval.log" 2>&1 ||
+  [[ -f "$d/checkpoints/run-1/latest.safetensors" ]] || fail "$sig trial $2: no checkpoint after step $at"
+  "$TESSERA" eval "$d" --checkpoint "$d/checkpoints/run-1/latest.safetensors" > "$d/eval.log" 2>&1 ||
     { cat "$d/eval.log"; fail "$sig trial $2: the checkpoint does not load"; }
   local ck
   "$TESSERA" train "$d" --resume --sample 0 --quiet > "$d/resume.log" 2>&1 ||
@@ -175,7 +175,7 @@ trial() {  # $1: KILL or INT, $2: trial number
   local diff
   diff=$(metric_differences "$d" "$WORK/ref")
   [[ $diff == 0 ]] || fail "$sig trial $2: $diff metrics differ from the uninterrupted run's (stopped at step $at, resumed at $ck)"
-  cmp -s "$d/checkpoints/latest.safetensors" "$WORK/ref/checkpoints/latest.safetensors" ||
+  cmp -s "$d/checkpoints/run-1/latest.safetensors" "$WORK/ref/checkpoints/run-1/latest.safetensors" ||
     fail "$sig trial $2: the final checkpoint differs from the uninterrupted run's"
   local status
   status=$(sqlite3 "$d/runs.db" "SELECT status FROM runs WHERE id = 1")

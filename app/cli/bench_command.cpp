@@ -13,6 +13,7 @@
 
 #include "app/cli/model_command.h"
 #include "app/cli/profile_command.h"
+#include "app/cli/project_args.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
@@ -26,6 +27,7 @@ namespace {
 
 struct BenchArgs {
   std::string project;
+  std::vector<std::string> sets;  // --set overrides
   train::BenchOptions options;
   int64_t sgemmSize = 2048;
   int sgemmRepeats = 3;
@@ -102,7 +104,7 @@ nlohmann::json toJson(const train::BenchReport& r, const SgemmPeak& peak, int th
 }
 
 int runBench(BenchArgs& a) {
-  auto project = project::loadProject(a.project);
+  auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera bench: " << project.error().message << "\n";
     return 1;
@@ -186,6 +188,7 @@ std::function<int()> addBenchCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top", args->top, "Profile one more step and list its N longest kernels");
   cmd->add_flag("--json", args->json, "Print one JSON object (progress goes to stderr)");
+  addSetOption(cmd, args->sets);
   return [cmd, args]() { return cmd->parsed() ? runBench(*args) : -1; };
 }
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "app/cli/examples.h"
+#include "app/cli/project_args.h"
 #include "engine/ops/registry.h"
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/native_compiler.h"
@@ -27,6 +28,7 @@ namespace {
 
 struct CompileArgs {
   std::string project;  // a project's training step; else the example or the IR file
+  std::vector<std::string> sets;  // --set overrides
   std::string example = "mlp";
   int64_t batch = 8;
   std::string irFile;
@@ -63,7 +65,7 @@ int printWhyNotFused(const ir::Graph& g, const passes::FusionPlan& plan, const p
 
 Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
   if (!a.project.empty()) {
-    TSR_ASSIGN(project::Project p, project::loadProject(a.project));
+    TSR_ASSIGN(project::Project p, loadProject(a.project, a.sets));
     TSR_ASSIGN(ClosedGraph cg, train::traceTrainingStep(p));
     return std::move(cg.graph);
   }
@@ -83,8 +85,9 @@ Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
 // The per-device program of a project with a [mesh] and [sharding], dumped into DIR/spmd: the partitioner's
 // output (00_input.tir/.dot, collectives included), the program after every pass of the pipeline, the plan (every
 // value's sharding and why) and the collectives with their reasons.
-Status dumpSpmd(const std::string& projectPath, const std::string& dir, const ir::OpRegistry& reg) {
-  TSR_ASSIGN(project::Project p, project::loadProject(projectPath));
+Status dumpSpmd(const std::string& projectPath, const std::vector<std::string>& sets, const std::string& dir,
+                const ir::OpRegistry& reg) {
+  TSR_ASSIGN(project::Project p, loadProject(projectPath, sets));
   int64_t meshSize = 1;
   for (int64_t d : p.mesh.shape) meshSize *= d;
   if (meshSize <= 1) return {};
@@ -184,7 +187,7 @@ int runCompile(const CompileArgs& a) {
     for (const passes::PassContext::Report& r : ctx.reports())
       std::cout << "wrote " << r.name << " (the " << r.pass << " pass's report)\n";
     if (!a.project.empty()) {
-      Status st = dumpSpmd(a.project, a.dumpDir, reg);
+      Status st = dumpSpmd(a.project, a.sets, a.dumpDir, reg);
       if (!st.ok()) {
         std::cerr << "tessera compile: the per-device program: " << st.error().message << "\n";
         return 1;
@@ -210,6 +213,7 @@ std::function<int()> addCompileCommand(CLI::App& app) {
                   "Two node ids of the compiled graph (as decisions.txt and kernels.txt name them): whether they share a "
                   "kernel, and if not the fusion pass's reason and what would make them fusible")
       ->expected(2);
+  addSetOption(cmd, args->sets);
   return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/project_args.h"
 #include "engine/project/project.h"
 #include "engine/random/random.h"
 #include "engine/train/project_model.h"
@@ -16,7 +17,8 @@ namespace {
 
 struct LogitsArgs {
   std::string project;
-  std::string checkpoint;
+  std::vector<std::string> sets;
+  CheckpointArgs checkpoint;
   std::vector<int32_t> tokens;
   bool json = false;
 };
@@ -26,7 +28,7 @@ int runLogits(const LogitsArgs& a) {
     std::cerr << "tessera logits: " << message << "\n";
     return 1;
   };
-  auto p = project::loadProject(a.project);
+  auto p = loadProject(a.project, a.sets);
   if (!p.ok()) return fail(p.error().message);
   if (!p->model.languageModel())
     return fail(fmt::format("{}: logits needs a language model, and {} is not one", p->file, p->model.family));
@@ -38,7 +40,9 @@ int runLogits(const LogitsArgs& a) {
   const train::ProjectModel& model = *built;
   auto like = capture([&] { return model.init(random::key(p->train.seed)); });
   if (!like.ok()) return fail(like.error().message);
-  auto params = train::loadCheckpointParams(a.checkpoint, *like);
+  auto checkpoint = resolveCheckpoint(*p, a.checkpoint);
+  if (!checkpoint.ok()) return fail(checkpoint.error().message);
+  auto params = train::loadCheckpointParams(*checkpoint, *like);
   if (!params.ok()) return fail(params.error().message);
   auto n = static_cast<int64_t>(a.tokens.size());
   // tokens: [1, T] -> logits [1, T, V]
@@ -67,7 +71,8 @@ std::function<int()> addLogitsCommand(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand("logits", "A language model's logits for given token ids, from a checkpoint");
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
-  cmd->add_option("--checkpoint", args->checkpoint, "Our checkpoint, or a Hugging Face model.safetensors")->required();
+  addCheckpointOptions(cmd, args->checkpoint, "Our checkpoint, or a Hugging Face model.safetensors");
+  addSetOption(cmd, args->sets);
   cmd->add_option("--tokens", args->tokens, "Token ids, e.g. 464,2068,7586")->required()->delimiter(',');
   cmd->add_flag("--json", args->json, "Print {tokens, vocab, logits: [T][V]} as JSON");
   return [cmd, args]() { return cmd->parsed() ? runLogits(*args) : -1; };

@@ -24,6 +24,7 @@
 #include "app/cli/profile_command.h"
 #include "app/cli/runs_command.h"
 #include "app/cli/shard_command.h"
+#include "app/cli/sweep_command.h"
 #include "app/cli/train_command.h"
 #include "engine/backends/backends.h"
 #include "engine/ir/graph.h"
@@ -179,6 +180,7 @@ int run(int argc, char** argv) {
   auto plugins = tsr::cli::addPluginsCommand(app);
   auto families = tsr::cli::addFamiliesCommand(app);
   auto newProject = tsr::cli::addNewCommand(app);
+  auto sweep = tsr::cli::addSweepCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
@@ -186,7 +188,7 @@ int run(int argc, char** argv) {
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
   for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins,
-                              families, newProject})
+                              families, newProject, sweep})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

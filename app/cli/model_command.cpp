@@ -6,6 +6,7 @@
 
 #include "engine/core/bytes.h"
 
+#include "app/cli/project_args.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
 
@@ -30,8 +31,9 @@ std::string humanFlops(double f) {
   return fmt::format("{:.0f} FLOP", f);
 }
 
-std::optional<project::Project> load(const std::string& command, const std::string& path) {
-  auto p = project::loadProject(path);
+std::optional<project::Project> load(const std::string& command, const std::string& path,
+                                     const std::vector<std::string>& sets) {
+  auto p = loadProject(path, sets);
   if (!p.ok()) {
     std::cerr << "tessera " << command << ": " << p.error().message << "\n";
     return std::nullopt;
@@ -39,8 +41,8 @@ std::optional<project::Project> load(const std::string& command, const std::stri
   return std::move(p).value();
 }
 
-int runModelInfo(const std::string& path) {
-  auto p = load("model-info", path);
+int runModelInfo(const std::string& path, const std::vector<std::string>& sets) {
+  auto p = load("model-info", path, sets);
   if (!p) return 1;
   auto info = train::describeModel(*p);
   if (!info.ok()) {
@@ -58,9 +60,15 @@ int runModelInfo(const std::string& path) {
   return 0;
 }
 
-int runEval(const std::string& path, const std::string& checkpoint) {
-  auto p = load("eval", path);
+int runEval(const std::string& path, const std::vector<std::string>& sets, const CheckpointArgs& which) {
+  auto p = load("eval", path, sets);
   if (!p) return 1;
+  auto found = resolveCheckpoint(*p, which);
+  if (!found.ok()) {
+    std::cerr << "tessera eval: " << found.error().message << "\n";
+    return 1;
+  }
+  const std::string& checkpoint = *found;
   auto loss = train::evaluateCheckpoint(*p, checkpoint, [](const std::string& line) { std::cerr << line << "\n"; });
   if (!loss.ok()) {
     std::cerr << "tessera eval: " << loss.error().message << "\n";
@@ -70,10 +78,16 @@ int runEval(const std::string& path, const std::string& checkpoint) {
   return 0;
 }
 
-int runGenerate(const std::string& path, const std::string& checkpoint, const train::GenerateOptions& o) {
-  auto p = load("generate", path);
+int runGenerate(const std::string& path, const std::vector<std::string>& sets, const CheckpointArgs& which,
+                const train::GenerateOptions& o) {
+  auto p = load("generate", path, sets);
   if (!p) return 1;
-  auto text = train::generateFromCheckpoint(*p, checkpoint, o);
+  auto checkpoint = resolveCheckpoint(*p, which);
+  if (!checkpoint.ok()) {
+    std::cerr << "tessera generate: " << checkpoint.error().message << "\n";
+    return 1;
+  }
+  auto text = train::generateFromCheckpoint(*p, *checkpoint, o);
   if (!text.ok()) {
     std::cerr << "tessera generate: " << text.error().message << "\n";
     return 1;
@@ -85,38 +99,49 @@ int runGenerate(const std::string& path, const std::string& checkpoint, const tr
 }  // namespace
 
 std::function<int()> addModelInfoCommand(CLI::App& app) {
-  auto project = std::make_shared<std::string>();
+  struct Args {
+    std::string project;
+    std::vector<std::string> sets;
+  };
+  auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("model-info", "Parameter count, per-module sizes and FLOPs of a project's model");
-  cmd->add_option("project", *project, "Project folder or project.toml")->required();
-  return [cmd, project]() { return cmd->parsed() ? runModelInfo(*project) : -1; };
+  cmd->add_option("project", a->project, "Project folder or project.toml")->required();
+  addSetOption(cmd, a->sets);
+  return [cmd, a]() { return cmd->parsed() ? runModelInfo(a->project, a->sets) : -1; };
 }
 
 std::function<int()> addEvalCommand(CLI::App& app) {
   struct Args {
-    std::string project, checkpoint;
+    std::string project;
+    std::vector<std::string> sets;
+    CheckpointArgs checkpoint;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "Validation loss of a checkpoint over [train] eval_steps batches");
   cmd->add_option("project", a->project, "Project folder or project.toml")->required();
-  cmd->add_option("--checkpoint", a->checkpoint, "A checkpoint written by 'tessera train'")->required();
-  return [cmd, a]() { return cmd->parsed() ? runEval(a->project, a->checkpoint) : -1; };
+  addCheckpointOptions(cmd, a->checkpoint, "A checkpoint written by 'tessera train'");
+  addSetOption(cmd, a->sets);
+  return [cmd, a]() { return cmd->parsed() ? runEval(a->project, a->sets, a->checkpoint) : -1; };
 }
 
 std::function<int()> addGenerateCommand(CLI::App& app) {
   struct Args {
-    std::string project, checkpoint;
+    std::string project;
+    std::vector<std::string> sets;
+    CheckpointArgs checkpoint;
     train::GenerateOptions options;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "Sample text from a language-model checkpoint");
   cmd->add_option("project", a->project, "Project folder or project.toml")->required();
-  cmd->add_option("--checkpoint", a->checkpoint, "A checkpoint written by 'tessera train'")->required();
+  addCheckpointOptions(cmd, a->checkpoint, "A checkpoint written by 'tessera train'");
+  addSetOption(cmd, a->sets);
   cmd->add_option("--prompt", a->options.prompt, "Text to continue");
   cmd->add_option("--tokens", a->options.tokens, "New tokens")->capture_default_str();
   cmd->add_option("--temperature", a->options.temperature, "Softmax temperature")->capture_default_str();
   cmd->add_option("--top-k", a->options.topK, "Sample among the k likeliest tokens (0: all)")->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "Random seed")->capture_default_str();
-  return [cmd, a]() { return cmd->parsed() ? runGenerate(a->project, a->checkpoint, a->options) : -1; };
+  return [cmd, a]() { return cmd->parsed() ? runGenerate(a->project, a->sets, a->checkpoint, a->options) : -1; };
 }
 
 }  // namespace tsr::cli

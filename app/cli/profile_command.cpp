@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "app/cli/project_args.h"
 #include "engine/project/project.h"
 #include "engine/train/profile_run.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 struct ProfileArgs {
   std::string project;
+  std::vector<std::string> sets;  // --set overrides
   train::ProfileOptions options;
   int64_t top = 15;
   bool quiet = false;
@@ -63,7 +65,7 @@ void printKernelTable(const runtime::Trace& t, int64_t top) {
 namespace {
 
 int runProfile(ProfileArgs& a) {
-  auto project = project::loadProject(a.project);
+  auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera profile: " << project.error().message << "\n";
     return 1;
@@ -97,6 +99,7 @@ std::function<int()> addProfileCommand(CLI::App& app) {
   cmd->add_option("--name", a->options.runName, "Run name (default: profile PROJECT-NAME)");
   cmd->add_option("--top", a->top, "Kernels in the table")->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "Print only the summary");
+  addSetOption(cmd, a->sets);
   return [cmd, a]() { return cmd->parsed() ? runProfile(*a) : -1; };
 }
 

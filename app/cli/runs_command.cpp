@@ -5,11 +5,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
 #include "engine/train/profile_run.h"
 
 namespace tsr::cli {
@@ -20,10 +26,20 @@ struct RunsArgs {
   std::string db;
   std::string project;
   int64_t id = 0;
-  bool csv = false;
+  std::vector<int64_t> ids;
+  bool csv = false, jsonl = false;
   std::string out;
   int64_t profile = 0;  // 0: the run's latest
+  bool all = false;     // list: archived runs too
+  std::string tag;      // list, export: only runs with this tag
+  std::vector<std::string> tags;
+  std::string text;     // note, rename
+  bool yes = false;     // delete without asking
 };
+
+bool hasTag(const store::RunInfo& r, const std::string& tag) {
+  return tag.empty() || std::find(r.tags.begin(), r.tags.end(), tag) != r.tags.end();
+}
 
 std::string localTime(double unixSeconds) {
   if (unixSeconds <= 0) return "-";
@@ -40,9 +56,15 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int list(const store::RunStore& db) {
+int list(const store::RunStore& db, const RunsArgs& a) {
   auto runs = db.runs();
   if (!runs.ok()) return fail(runs.error().message);
+  size_t hidden = 0;
+  std::erase_if(*runs, [&](const store::RunInfo& r) {
+    const bool hide = (r.archived && !a.all) || !hasTag(r, a.tag);
+    hidden += hide && r.archived && !a.all && hasTag(r, a.tag);
+    return hide;
+  });
   std::cout << fmt::format("{:>4}  {:<20}{:<32}{:<10}{:>7}{:>11}  {}\n", "id", "name", "project", "status", "steps",
                            "last loss", "started");
   for (const auto& r : *runs) {
@@ -52,10 +74,15 @@ int list(const store::RunStore& db) {
       steps = std::to_string(latest->at("loss").step);
       loss = fmt::format("{:.4f}", latest->at("loss").value);
     }
-    std::cout << fmt::format("{:>4}  {:<20}{:<32}{:<10}{:>7}{:>11}  {}\n", r.id, r.name, r.project,
-                             store::runStatusName(r.status), steps, loss, localTime(r.startTime));
+    std::string tags;
+    for (const auto& t : r.tags) tags += " #" + t;
+    std::cout << fmt::format("{:>4}  {:<20}{:<32}{:<10}{:>7}{:>11}  {}{}{}\n", r.id, r.name, r.project,
+                             store::runStatusName(r.status), steps, loss, localTime(r.startTime),
+                             r.archived ? " (archived)" : "", tags);
   }
-  std::cout << runs->size() << " runs in " << db.path() << "\n";
+  std::cout << runs->size() << " runs in " << db.path();
+  if (hidden) std::cout << fmt::format(" ({} archived not shown: --all)", hidden);
+  std::cout << "\n";
   return 0;
 }
 
@@ -66,6 +93,9 @@ int show(const store::RunStore& db, int64_t id) {
   std::cout << fmt::format("project  {}\nstarted  {}\nended    {}\n", r->project, localTime(r->startTime),
                            localTime(r->endTime));
   if (!r->message.empty()) std::cout << "message  " << r->message << "\n";
+  if (!r->tags.empty()) std::cout << "tags     " << fmt::format("{}", fmt::join(r->tags, ", ")) << "\n";
+  if (r->archived) std::cout << "archived yes\n";
+  if (!r->notes.empty()) std::cout << "notes    " << r->notes << "\n";
   auto params = db.params(id);
   if (!params.ok()) return fail(params.error().message);
   std::cout << "\nparams\n";
@@ -121,30 +151,91 @@ int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const st
   return 0;
 }
 
-int exportCsv(const store::RunStore& db, int64_t id, const std::string& outPath) {
-  if (auto r = db.run(id); !r.ok()) return fail(r.error().message);
-  auto keys = db.metricKeys(id);
-  if (!keys.ok()) return fail(keys.error().message);
-  struct Row {
-    int64_t step;
-    std::string key;
-    double value, time;
-  };
-  std::vector<Row> rows;
-  for (const auto& key : *keys) {
-    auto points = db.metrics(id, key);
-    if (!points.ok()) return fail(points.error().message);
-    for (const auto& pt : *points) rows.push_back({pt.step, key, pt.value, pt.time});
+// Metrics of several runs, as CSV (run,step,key,value,time) or JSON Lines (one object per run and step,
+// every metric of the step a field). No ids: every run (with --tag, every run with the tag).
+int exportMetrics(const store::RunStore& db, const RunsArgs& a) {
+  std::vector<store::RunInfo> runs;
+  if (a.ids.empty()) {
+    auto all = db.runs();
+    if (!all.ok()) return fail(all.error().message);
+    for (auto& r : *all)
+      if (hasTag(r, a.tag)) runs.push_back(std::move(r));
+  } else {
+    for (int64_t id : a.ids) {
+      auto r = db.run(id);
+      if (!r.ok()) return fail(r.error().message);
+      runs.push_back(std::move(*r));
+    }
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.step < b.step; });
   std::ofstream file;
-  if (!outPath.empty()) {
-    file.open(outPath);
-    if (!file) return fail("cannot write " + outPath);
+  if (!a.out.empty()) {
+    file.open(a.out);
+    if (!file) return fail("cannot write " + a.out);
   }
-  std::ostream& out = outPath.empty() ? std::cout : file;
-  out << "step,key,value,time\n";
-  for (const auto& r : rows) out << fmt::format("{},{},{:.9g},{:.3f}\n", r.step, r.key, r.value, r.time);
+  std::ostream& out = a.out.empty() ? std::cout : file;
+  if (!a.jsonl) out << "run,step,key,value,time\n";
+  for (const auto& r : runs) {
+    auto keys = db.metricKeys(r.id);
+    if (!keys.ok()) return fail(keys.error().message);
+    // step -> (time, key -> value), in step order.
+    std::map<int64_t, std::pair<double, std::map<std::string, double>>> steps;
+    for (const auto& key : *keys) {
+      auto points = db.metrics(r.id, key);
+      if (!points.ok()) return fail(points.error().message);
+      for (const auto& pt : *points) {
+        auto& row = steps[pt.step];
+        row.first = pt.time;
+        row.second[key] = pt.value;
+      }
+    }
+    for (const auto& [step, row] : steps) {
+      if (a.jsonl) {
+        nlohmann::json j = {{"run", r.id}, {"name", r.name}, {"step", step}, {"time", row.first}};
+        for (const auto& [k, v] : row.second) j[k] = v;
+        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      } else {
+        for (const auto& [k, v] : row.second)
+          out << fmt::format("{},{},{},{:.9g},{:.3f}\n", r.id, step, k, v, row.first);
+      }
+    }
+  }
+  return 0;
+}
+
+// runs tag/untag/note/rename/archive/unarchive/delete: edits that write to the store.
+int edit(const std::string& path, const std::string& what, const RunsArgs& a) {
+  auto db = store::RunStore::open(path);
+  if (!db.ok()) return fail(db.error().message);
+  Status st;
+  if (what == "tag") st = db->addTags(a.id, a.tags);
+  else if (what == "untag") st = db->removeTags(a.id, a.tags);
+  else if (what == "note") st = db->setNotes(a.id, a.text);
+  else if (what == "rename") st = db->renameRun(a.id, a.text);
+  else if (what == "archive") st = db->setArchived(a.id, true);
+  else if (what == "unarchive") st = db->setArchived(a.id, false);
+  else if (what == "delete") {
+    auto r = db->run(a.id);
+    if (!r.ok()) return fail(r.error().message);
+    const int64_t bytes = train::runCheckpointBytes(r->project, a.id);
+    const std::string described = fmt::format("run {} ({}) with its metrics, artifacts and profiles{}", a.id, r->name,
+                                          bytes ? fmt::format(", and its checkpoints ({:.1f} MB in {})", bytes / 1e6,
+                                                              train::runCheckpointDir(r->project, a.id))
+                                                : "");
+    if (!a.yes) {
+      if (!::isatty(STDIN_FILENO)) return fail("delete " + described + ": confirm with --yes");
+      std::cout << "Delete " << described << "? [y/N] " << std::flush;
+      std::string answer;
+      std::getline(std::cin, answer);
+      if (answer != "y" && answer != "Y" && answer != "yes") {
+        std::cout << "kept\n";
+        return 1;
+      }
+    }
+    st = train::deleteRunCheckpoints(r->project, a.id);
+    if (st.ok()) st = db->deleteRun(a.id);
+    if (st.ok()) std::cout << "deleted " << described << "\n";
+  }
+  if (!st.ok()) return fail(st.error().message);
   return 0;
 }
 
@@ -152,21 +243,41 @@ int exportCsv(const store::RunStore& db, int64_t id, const std::string& outPath)
 
 std::function<int()> addRunsCommand(CLI::App& app) {
   auto a = std::make_shared<RunsArgs>();
-  CLI::App* cmd = app.add_subcommand("runs", "List, show and export the runs of a run store");
+  CLI::App* cmd = app.add_subcommand("runs", "List, show, tag, annotate, delete and export the runs of a run store");
   cmd->add_option("--db", a->db, "Run store (default: ./runs.db, or PROJECT/runs.db with --project)");
   cmd->add_option("--project", a->project, "Use the project's run store");
   cmd->require_subcommand(1);
-  CLI::App* listCmd = cmd->add_subcommand("list", "One line per run: id, name, project, status, steps, loss, start");
+  CLI::App* listCmd = cmd->add_subcommand("list", "One line per run: id, name, project, status, steps, loss, start, tags");
+  listCmd->add_flag("--all", a->all, "Archived runs too");
+  listCmd->add_option("--tag", a->tag, "Only runs with this tag");
   CLI::App* showCmd = cmd->add_subcommand("show", "A run's params, metrics (latest, min, max), artifacts and profiles");
   showCmd->add_option("id", a->id, "Run id")->required();
-  CLI::App* exportCmd = cmd->add_subcommand("export", "A run's metrics as step,key,value,time rows");
-  exportCmd->add_option("id", a->id, "Run id")->required();
-  exportCmd->add_flag("--csv", a->csv, "CSV (the only format)");
+  CLI::App* exportCmd = cmd->add_subcommand("export", "Metrics of runs as CSV (run,step,key,value,time) or JSON Lines");
+  exportCmd->add_option("ids", a->ids, "Run ids (default: every run)");
+  exportCmd->add_flag("--csv", a->csv, "CSV (the default)");
+  exportCmd->add_flag("--jsonl", a->jsonl, "JSON Lines: one object per run and step, its metrics as fields");
+  exportCmd->add_option("--tag", a->tag, "Every run with this tag");
   exportCmd->add_option("--out", a->out, "Write to FILE instead of stdout");
   CLI::App* traceCmd = cmd->add_subcommand("export-trace", "A run's profile as Chrome/Perfetto trace JSON");
   traceCmd->add_option("id", a->id, "Run id")->required();
   traceCmd->add_option("--profile", a->profile, "Profile id (default: the run's latest)");
   traceCmd->add_option("-o,--out", a->out, "Trace file to write")->required();
+  // Edits.
+  std::map<std::string, CLI::App*> edits;
+  auto editCmd = [&](const char* name, const char* help) {
+    CLI::App* c = cmd->add_subcommand(name, help);
+    c->add_option("id", a->id, "Run id")->required();
+    edits[name] = c;
+    return c;
+  };
+  editCmd("tag", "Add tags to a run")->add_option("tags", a->tags, "Tags")->required();
+  editCmd("untag", "Remove tags from a run")->add_option("tags", a->tags, "Tags")->required();
+  editCmd("note", "Set a run's notes")->add_option("text", a->text, "The notes (\"\" clears them)")->required();
+  editCmd("rename", "Rename a run")->add_option("name", a->text, "The new name")->required();
+  editCmd("archive", "Hide a run from runs list (runs list --all shows it)");
+  editCmd("unarchive", "Show an archived run again");
+  editCmd("delete", "Delete a run: its metrics, artifacts, profiles and checkpoint folder")
+      ->add_flag("-y,--yes", a->yes, "Do not ask for confirmation");
   return [=]() {
     if (!cmd->parsed()) return -1;
     std::string path = a->db;
@@ -174,12 +285,15 @@ std::function<int()> addRunsCommand(CLI::App& app) {
     std::error_code ec;
     // Reading must not create an empty store where the user mistyped a path, nor write into any file.
     if (!std::filesystem::exists(path, ec)) return fail("no run store at " + path);
+    for (const auto& [name, c] : edits)
+      if (c->parsed()) return edit(path, name, *a);
     auto db = store::RunStore::openReadOnly(path);
     if (!db.ok()) return fail(db.error().message);
-    if (listCmd->parsed()) return list(*db);
+    if (listCmd->parsed()) return list(*db, *a);
     if (showCmd->parsed()) return show(*db, a->id);
     if (traceCmd->parsed()) return exportTrace(*db, a->id, a->profile, a->out);
-    return exportCsv(*db, a->id, a->out);
+    if (a->csv && a->jsonl) return fail("export: --csv or --jsonl, not both");
+    return exportMetrics(*db, *a);
   };
 }
 

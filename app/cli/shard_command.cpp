@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "app/cli/project_args.h"
 #include "engine/core/bytes.h"
 
 #include "engine/core/dtype.h"
@@ -20,6 +21,7 @@ namespace tsr::cli {
 namespace {
 
 struct ShardArgs {
+  std::vector<std::string> sets;  // --set overrides
   std::string mesh = "8";
   std::string axes;
   std::string shape;
@@ -99,7 +101,7 @@ int runPlan(const ShardArgs& a) {
     std::cerr << "tessera shard plan: " << m << "\n";
     return 1;
   };
-  auto p = project::loadProject(a.project);
+  auto p = loadProject(a.project, a.sets);
   if (!p.ok()) return fail(p.error().message);
   auto meshOf = train::projectMesh(*p);
   if (!meshOf.ok()) return fail(meshOf.error().message);
@@ -164,6 +166,7 @@ std::function<int()> addShardCommand(CLI::App& app) {
       ->capture_default_str();
   plan->add_flag("!--no-values", args->values, "Leave out the list of every value");
   plan->add_flag("--program", args->program, "Print the per-device program, collectives included");
+  addSetOption(plan, args->sets);
   return [show, plan, args]() { return show->parsed() ? runShow(*args) : plan->parsed() ? runPlan(*args) : -1; };
 }
 

@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <csignal>
 #include <iostream>
+#include <optional>
 
+#include "app/cli/project_args.h"
 #include "engine/core/env_options.h"
 #include "engine/project/project.h"
 #include "engine/train/run.h"
@@ -24,7 +26,8 @@ struct TrainArgs {
   std::string project;
   int64_t steps = -1;
   int64_t stopAt = -1;
-  bool resume = false;
+  std::optional<int64_t> resume;  // --resume: 0 (the latest run), --resume N: run N
+  std::vector<std::string> sets, tags;
   std::string device, matmulPrecision;
   std::string store;
   std::string name;
@@ -33,7 +36,7 @@ struct TrainArgs {
 };
 
 int runTrain(const TrainArgs& a) {
-  auto project = project::loadProject(a.project);
+  auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera train: " << project.error().message << "\n";
     return 1;
@@ -46,7 +49,9 @@ int runTrain(const TrainArgs& a) {
   train::RunOptions options;
   options.steps = a.steps;
   options.stopAtStep = a.stopAt;
-  options.resume = a.resume;
+  options.resume = a.resume.has_value();
+  options.resumeRun = a.resume.value_or(0);
+  options.tags = a.tags;
   options.storePath = a.store;
   options.runName = a.name;
   options.sampleTokens = a.sampleTokens;
@@ -78,7 +83,12 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
   cmd->add_option("--steps", args->steps, "Override [train] steps");
   cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would");
-  cmd->add_flag("--resume", args->resume, "Continue from the project's latest checkpoint");
+  cmd->add_option("--resume", args->resume,
+                  "Continue run N from its latest checkpoint; without N, the latest run that has one")
+      ->expected(0, 1)
+      ->default_str("0");
+  addSetOption(cmd, args->sets);
+  cmd->add_option("--tag", args->tags, "Tag the run (repeatable)");
   cmd->add_option("--device", args->device, "Where the step runs: cpu (default) or cuda (GPU 0)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--matmul-precision", args->matmulPrecision, "f32 matmuls on the GPU: f32, tf32 or bf16 inputs")

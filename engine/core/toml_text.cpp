@@ -16,6 +16,30 @@ enum class Mode { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral };
 
 }  // namespace
 
+std::string tomlString(std::string_view text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          static const char* hex = "0123456789ABCDEF";
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 Status checkTomlText(std::string_view text, const std::string& source, bool asciiOnly) {
   int line = 1, column = 0;
   Mode mode = Mode::Code;

@@ -12,6 +12,9 @@
 
 namespace tsr {
 
+// `text` as a TOML basic string, quoted, with quotes, backslashes and control characters escaped.
+std::string tomlString(std::string_view text);
+
 // asciiOnly: refuse non-ASCII bytes inside strings and comments too (files Tessera writes itself).
 Status checkTomlText(std::string_view text, const std::string& source, bool asciiOnly = false);
 

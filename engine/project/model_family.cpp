@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/core/toml_text.h"
+
 #include "engine/project/core_families.h"
 
 namespace tsr::project {
@@ -63,7 +65,7 @@ std::string keyValueToml(const KeyValue& v) {
     if (s.find_first_of(".eEni") == std::string::npos) s += ".0";
     return s;
   }
-  if (const auto* s = std::get_if<std::string>(&v)) return fmt::format("\"{}\"", *s);
+  if (const auto* s = std::get_if<std::string>(&v)) return tomlString(*s);
   return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(v), ", "));
 }
 

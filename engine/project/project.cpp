@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -32,15 +35,38 @@ size_t distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// What every section's reader shares: the file, the first error, which nodes came from --set, and the settings
+// read (each as a closure over the field it filled, evaluated once parsing is done).
+struct ParseContext {
+  const std::string& file;
+  std::optional<Error> error;
+  std::map<const toml::node*, std::string> overridden;  // node -> "--set train.lr=-1"
+  std::vector<std::pair<std::pair<std::string, std::string>, std::function<std::string()>>> settings;
+};
+
+std::string settingText(int64_t v) { return std::to_string(v); }
+std::string settingText(uint64_t v) { return std::to_string(v); }
+std::string settingText(double v) { return keyValueToml(KeyValue{v}); }
+std::string settingText(bool v) { return v ? "true" : "false"; }
+std::string settingText(const std::string& v) { return tomlString(v); }
+std::string settingText(const std::vector<int64_t>& v) { return keyValueToml(KeyValue{v}); }
+std::string settingText(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + tomlString(v[i]);
+  return out + "]";
+}
+
 // Reads the keys of one table into typed fields; the first problem is kept with its line.
 class SectionReader {
  public:
-  SectionReader(const toml::table* table, std::string section, const std::string& file, std::optional<Error>& error)
-      : m_table(table), m_section(std::move(section)), m_file(file), m_error(error) {}
+  SectionReader(ParseContext& ctx, const toml::table* table, std::string section)
+      : m_table(table), m_section(std::move(section)), m_file(ctx.file), m_error(ctx.error), m_ctx(ctx) {}
 
+  // Reads `key` into `out` (left as it is when absent) and records it as a setting of the resolved config.
   template <class T>
   void get(const char* key, T& out) {
     m_known.insert(key);
+    if (m_record) m_ctx.settings.push_back({{m_section, key}, [&out] { return settingText(out); }});
     if (!m_table || m_error) return;
     const toml::node* node = m_table->get(key);
     if (!node) return;
@@ -74,8 +100,30 @@ class SectionReader {
     if (auto n = limits::checkedProduct(key, out, product); !n.ok()) fail(*node, n.error().message);
   }
 
-  // A key a model family declares, read and checked as its type and range say.
+  // A key a model family declares, read and checked as its type and range say (recorded by the caller).
   void getKey(const FamilyKey& k, KeyValue& out) {
+    m_record = false;
+    getKeyValue(k, out);
+    m_record = true;
+  }
+
+  // Unknown keys are errors: a typo must not silently fall back to a default.
+  void finish() {
+    if (!m_table || m_error) return;
+    for (const auto& [k, v] : *m_table) {
+      std::string key(k.str());
+      if (m_known.count(key)) continue;
+      std::string best;
+      size_t bestD = 3;
+      for (const auto& known : m_known)
+        if (size_t d = distance(key, known); d < bestD) { bestD = d; best = known; }
+      fail(v, fmt::format("unknown key '{}' in [{}]{}", key, m_section, best.empty() ? "" : " (did you mean '" + best + "'?)"));
+      return;
+    }
+  }
+
+ private:
+  void getKeyValue(const FamilyKey& k, KeyValue& out) {
     const std::string requirement = k.describeRequirement();
     const char* name = k.name.c_str();
     const bool bounded = k.max < 1e18;
@@ -114,22 +162,6 @@ class SectionReader {
     }
   }
 
-  // Unknown keys are errors: a typo must not silently fall back to a default.
-  void finish() {
-    if (!m_table || m_error) return;
-    for (const auto& [k, v] : *m_table) {
-      std::string key(k.str());
-      if (m_known.count(key)) continue;
-      std::string best;
-      size_t bestD = 3;
-      for (const auto& known : m_known)
-        if (size_t d = distance(key, known); d < bestD) { bestD = d; best = known; }
-      fail(v, fmt::format("unknown key '{}' in [{}]{}", key, m_section, best.empty() ? "" : " (did you mean '" + best + "'?)"));
-      return;
-    }
-  }
-
- private:
   static bool read(const toml::node& n, int64_t& out) {
     if (auto v = n.value<int64_t>(); v && n.is_integer()) { out = *v; return true; }
     return false;
@@ -180,16 +212,50 @@ class SectionReader {
   static const char* typeName(const std::vector<int64_t>&) { return "an array of integers"; }
   static const char* typeName(const std::vector<std::string>&) { return "an array of strings"; }
 
+  // The error names the file and line, or the --set that gave the value.
   void fail(const toml::node& n, const std::string& what) {
-    m_error = Error{fmt::format("{}:{}: {}", m_file, n.source().begin.line, what)};
+    if (auto it = m_ctx.overridden.find(&n); it != m_ctx.overridden.end())
+      m_error = Error{fmt::format("{} (over {}): {}", it->second, m_file, what)};
+    else
+      m_error = Error{fmt::format("{}:{}: {}", m_file, n.source().begin.line, what)};
   }
 
   const toml::table* m_table;
   std::string m_section;
   const std::string& m_file;
   std::optional<Error>& m_error;
+  ParseContext& m_ctx;
   std::set<std::string> m_known;
+  bool m_record = true;
 };
+
+const std::set<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
+
+// Applies the overrides to the parsed file: each replaces or adds one key (and its table when absent).
+Status applyOverrides(toml::table& root, const std::vector<Override>& overrides, ParseContext& ctx) {
+  for (const Override& o : overrides) {
+    if (!kSections.count(o.section))
+      return makeError("--set {}: unknown section [{}] (one of project, model, data, train, mesh, sharding, precision)",
+                       o.spec(), o.section);
+    if (toml::node* n = root.get(o.section); n && !n->is_table())
+      return makeError("--set {}: [{}] in {} is not a table", o.spec(), o.section, ctx.file);
+    toml::table* table = root.get(o.section) ? root.get(o.section)->as_table()
+                                               : root.insert(o.section, toml::table{}).first->second.as_table();
+    // A TOML value when the text is one (checked first: toml++ misreads some invalid text), else a string.
+    std::optional<toml::table> parsed;
+    const std::string line = "v = " + o.value;
+    if (checkTomlText(line, "--set").ok()) {
+      try {
+        parsed = toml::parse(std::string_view(line), std::string_view("--set"));
+      } catch (const toml::parse_error&) {
+      }
+    }
+    if (parsed && parsed->get("v")) table->insert_or_assign(o.key, *parsed->get("v"));
+    else table->insert_or_assign(o.key, o.value);
+    ctx.overridden[table->get(o.key)] = "--set " + o.spec();
+  }
+  return {};
+}
 
 auto positive = [](const auto& v) { return v > 0; };
 auto nonNegative = [](const auto& v) { return v >= 0; };
@@ -211,7 +277,8 @@ std::string Project::resolve(const std::string& relative) const {
   return p.is_absolute() ? p.string() : (fs::path(dir) / p).lexically_normal().string();
 }
 
-Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir) {
+Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir,
+                             const std::vector<Override>& overrides) {
   TSR_TRY(checkTomlText(text, file));
   toml::table root;
   try {
@@ -219,28 +286,30 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   } catch (const toml::parse_error& e) {
     return makeError("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description());
   }
+  ParseContext ctx{file, std::nullopt, {}, {}};
+  TSR_TRY(applyOverrides(root, overrides, ctx));
   Project p;
   p.file = file;
   p.dir = dir;
   p.text = text;
-  std::optional<Error> error;
+  p.overrides = overrides;
+  std::optional<Error>& error = ctx.error;
   auto section = [&](const char* name) -> const toml::table* {
     const toml::node* n = root.get(name);
     if (n && !n->is_table() && !error)
       error = Error{fmt::format("{}:{}: [{}] must be a table", file, n->source().begin.line, name)};
     return n ? n->as_table() : nullptr;
   };
-  static const std::set<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
   for (const auto& [k, v] : root)
     if (!kSections.count(std::string(k.str())) && !error)
       error = Error{fmt::format("{}:{}: unknown section [{}]", file, v.source().begin.line, k.str())};
 
-  SectionReader proj(section("project"), "project", file, error);
+  SectionReader proj(ctx, section("project"), "project");
   proj.get("name", p.name);
   proj.finish();
 
   const toml::table* modelTable = section("model");
-  SectionReader model(modelTable, "model", file, error);
+  SectionReader model(ctx, modelTable, "model");
   std::vector<std::string> names = modelFamilyNames();
   std::string families = "one of " + names.front();
   for (size_t i = 1; i < names.size(); ++i) families += ", " + names[i];
@@ -254,13 +323,14 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
       KeyValue value = k.defaultValue;
       model.getKey(k, value);
       p.model.config.set(k.name, std::move(value));
+      ctx.settings.push_back({{"model", k.name}, [&p, name = k.name] { return keyValueToml(p.model.config.at(name)); }});
     }
   }
   model.finish();
   if (!error && family && family->check)
     if (auto st = family->check(p.model.config); !st.ok()) error = Error{fmt::format("{}: {}", file, st.error().message)};
 
-  SectionReader data(section("data"), "data", file, error);
+  SectionReader data(ctx, section("data"), "data");
   std::string kinds;
   if (family)
     for (const std::string& k : family->dataKinds) kinds += (kinds.empty() ? "" : " or ") + k;
@@ -278,7 +348,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   data.finish();
 
   auto& t = p.train;
-  SectionReader train(section("train"), "train", file, error);
+  SectionReader train(ctx, section("train"), "train");
   train.get("steps", t.steps, nonNegative, "non-negative", limits::kSteps);
   train.get("batch_size", t.batchSize, positive, "positive", limits::kBatch);
   train.get("seq_len", t.seqLen, positive, "positive", limits::kSequence);
@@ -305,6 +375,10 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("eval_steps", t.evalSteps, positive, "positive", limits::kSteps);
   train.get("log_every", t.logEvery, positive, "positive", limits::kSteps);
   train.get("checkpoint_every", t.checkpointEvery, nonNegative, "non-negative", limits::kSteps);
+  train.get("keep_checkpoints", t.keepCheckpoints, nonNegative, "non-negative", limits::kSteps);
+  train.get("best_metric", t.bestMetric, [](const std::string& m) { return m == "val_loss" || m == "loss"; },
+            "val_loss or loss");
+  train.get("accumulate", t.accumulate, positive, "positive", limits::kBatch);
   train.get("seed", t.seed);
   train.get("shuffle", t.shuffle);
   train.finish();
@@ -314,7 +388,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
       error = Error{fmt::format("{}: [train] seq_len ({}) exceeds [model] {} ({})", file, t.seqLen, family->contextKey, context)};
   }
 
-  SectionReader mesh(section("mesh"), "mesh", file, error);
+  SectionReader mesh(ctx, section("mesh"), "mesh");
   mesh.get("shape", p.mesh.shape, [](const std::vector<int64_t>& s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](int64_t d) { return d > 0; });
   }, "a non-empty array of positive sizes");
@@ -338,16 +412,59 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
                      [](const ShardingRule& a, const ShardingRule& b) { return a.line < b.line; });
   }
 
-  SectionReader prec(section("precision"), "precision", file, error);
+  SectionReader prec(ctx, section("precision"), "precision");
   prec.get("compute", p.precision, [](const std::string& s) { return s == "f32" || s == "bf16"; }, "f32 or bf16");
   prec.finish();
 
   if (error) return *error;
-  if (p.name.empty()) p.name = fs::path(dir).filename().string();
+  if (p.name.empty()) {
+    // The folder's name ("." and "dir/" name the folder they point at).
+    std::error_code ec;
+    fs::path folder = fs::absolute(fs::path(dir), ec).lexically_normal();
+    if (!folder.has_filename()) folder = folder.parent_path();
+    p.name = folder.filename().string();
+  }
+  for (const auto& [where, value] : ctx.settings) p.settings.push_back({where.first, where.second, value()});
   return p;
 }
 
-Result<Project> loadProject(const std::string& path) {
+Result<Override> parseOverride(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  const size_t dot = spec.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq)
+    return makeError("--set {}: expected SECTION.KEY=VALUE, e.g. train.lr=3e-4", spec);
+  return Override{spec.substr(0, dot), spec.substr(dot + 1, eq - dot - 1), spec.substr(eq + 1)};
+}
+
+Result<std::vector<Override>> parseOverrides(const std::vector<std::string>& specs) {
+  std::vector<Override> out;
+  for (const std::string& s : specs) {
+    TSR_ASSIGN(Override o, parseOverride(s));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string resolvedToml(const Project& p) {
+  std::string out = fmt::format("# {} resolved: defaults filled in", p.file);
+  for (const Override& o : p.overrides) out += (&o == &p.overrides.front() ? ", overridden by --set " : " --set ") + o.spec();
+  out += "\n";
+  std::string section;
+  for (const Setting& s : p.settings) {
+    if (s.section != section) {
+      out += fmt::format("\n[{}]\n", s.section);
+      section = s.section;
+    }
+    out += fmt::format("{} = {}\n", s.key, s.value);
+  }
+  if (!p.sharding.empty()) {
+    out += "\n[sharding]\n";
+    for (const ShardingRule& r : p.sharding) out += fmt::format("{} = {}\n", tomlString(r.pattern), tomlString(r.spec));
+  }
+  return out;
+}
+
+Result<Project> loadProject(const std::string& path, const std::vector<Override>& overrides) {
   fs::path p(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) p /= "project.toml";
@@ -366,7 +483,7 @@ Result<Project> loadProject(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  return parseProject(ss.str(), p.string(), dir);
+  return parseProject(ss.str(), p.string(), dir, overrides);
 }
 
 }  // namespace tsr::project

@@ -58,7 +58,10 @@ struct TrainSection {
   int64_t evalEvery = 50;
   int64_t evalSteps = 4;
   int64_t logEvery = 1;
-  int64_t checkpointEvery = 0;  // 0: only at the end
+  int64_t checkpointEvery = 0;  // the run's latest checkpoint every N steps; 0: only at the end
+  int64_t keepCheckpoints = 0;  // with checkpoint_every: also keep the last K step-N checkpoints; 0: latest only
+  std::string bestMetric = "val_loss";  // best.safetensors holds the step where it was lowest: val_loss | loss
+  int64_t accumulate = 1;       // gradient accumulation: K micro-batches of batch_size per optimizer update
   uint64_t seed = 0;
   bool shuffle = true;
 };
@@ -74,6 +77,20 @@ struct ShardingRule {
   int line = 0;
 };
 
+// One `--set SECTION.KEY=VALUE` override. VALUE is a TOML value (3e-4, 4, true, [2, 4], "text"); text that is
+// no TOML value is a string, so `--set train.schedule=cosine` needs no quotes.
+struct Override {
+  std::string section, key, value;
+  std::string spec() const { return section + "." + key + "=" + value; }
+};
+Result<Override> parseOverride(const std::string& spec);
+Result<std::vector<Override>> parseOverrides(const std::vector<std::string>& specs);
+
+// One setting of the resolved configuration: after defaults and overrides, as TOML text ("3e-4", "\"adamw\"").
+struct Setting {
+  std::string section, key, value;
+};
+
 struct Project {
   std::string dir;   // the project folder
   std::string file;  // its project.toml
@@ -85,12 +102,21 @@ struct Project {
   MeshSection mesh;
   std::vector<ShardingRule> sharding;
   std::string precision = "f32";  // f32 | bf16
+  std::vector<Override> overrides;  // applied over the file's text, in order
+  // Every setting the parser read, in the file's section order, defaults included ([sharding] aside: `sharding`).
+  std::vector<Setting> settings;
 
   std::string resolve(const std::string& relative) const;  // a path relative to the project folder
 };
 
-// Loads `path`: a folder holding project.toml, or the file itself.
-Result<Project> loadProject(const std::string& path);
-Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir);
+// Loads `path`: a folder holding project.toml, or the file itself. Overrides replace (or add) keys before the
+// file is checked; an error about an overridden value names the --set that gave it.
+Result<Project> loadProject(const std::string& path, const std::vector<Override>& overrides = {});
+Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir,
+                             const std::vector<Override>& overrides = {});
+
+// The resolved configuration as project.toml text: every table and key after defaults and overrides. Training
+// from it gives the same run as training the project with its overrides.
+std::string resolvedToml(const Project& p);
 
 }  // namespace tsr::project

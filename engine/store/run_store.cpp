@@ -285,12 +285,19 @@ int RunStore::schemaVersion() const {
 Status RunStore::migrate() {
   auto read = readSchemaVersion();
   if (!read.ok()) return makeError("run store {}: not a SQLite database ({})", m_path, read.error().message);
-  const int version = *read;
-  if (version > kSchemaVersion)
+  if (*read > kSchemaVersion)
     return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", m_path,
-                     version, kSchemaVersion);
-  for (int v = version; v < kSchemaVersion; ++v) {
+                     *read, kSchemaVersion);
+  // Each step reads the version again under the write lock: processes that open a new store at once (a sweep's
+  // runs) migrate it once between them, never one migration twice.
+  while (true) {
     TSR_TRY(exec("BEGIN IMMEDIATE"));
+    auto version = readSchemaVersion();
+    if (!version.ok() || *version >= kSchemaVersion) {
+      (void)exec(version.ok() ? "COMMIT" : "ROLLBACK");
+      return version.ok() ? Status() : version.takeError();
+    }
+    const int v = *version;
     Status st = exec(kMigrations[v]);
     if (st.ok()) st = exec(fmt::format("PRAGMA user_version = {}", v + 1));
     if (!st.ok()) {
@@ -299,7 +306,6 @@ Status RunStore::migrate() {
     }
     TSR_TRY(exec("COMMIT"));
   }
-  return {};
 }
 
 Result<int64_t> RunStore::createRun(const std::string& name, const std::string& project, const std::string& config) {
@@ -317,6 +323,11 @@ Status RunStore::finishRun(int64_t run, RunStatus status, const std::string& mes
   if (st.step() != SQLITE_DONE) return st.error();
   if (sqlite3_changes(m_db) == 0) return makeError("run store: no run {}", run);
   return {};
+}
+
+Status RunStore::reopenRun(int64_t run) {
+  return updateRun(run, "UPDATE runs SET status = 'running', end_time = 0, message = '' WHERE id = ?",
+                   [&](Stmt& st) { st.bind(1, run); });
 }
 
 Status RunStore::transaction(const std::function<Status()>& body) {

@@ -114,6 +114,8 @@ class RunStore {
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
   Status finishRun(int64_t run, RunStatus status, const std::string& message = "");
+  // A resumed run: running again, with no end time or message.
+  Status reopenRun(int64_t run);
   Status setParams(int64_t run, const std::map<std::string, std::string>& params);
   Result<std::map<std::string, std::string>> params(int64_t run) const;
 

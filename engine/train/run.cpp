@@ -7,15 +7,21 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/env_options.h"
 #include "engine/data/file_io.h"
+#include "engine/dist/communicator.h"
 #include "engine/random/random.h"
 #include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
 #include "engine/train/data_source.h"
 #include "engine/train/project_model.h"
 #include "engine/train/safetensors.h"
@@ -24,6 +30,7 @@
 #include "engine/train/trainer.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
+#include "engine/version.h"
 
 namespace tsr::train {
 
@@ -31,26 +38,55 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What a run records of its configuration: the steps it was asked for (--steps, else [train] steps), the
-// family's every [model] key (defaults included) and the main [train] settings.
+// The text of a command's output, or "" when it cannot run (no git, not a repository).
+std::string commandOutput(const std::string& command) {
+  std::string out;
+  if (FILE* f = ::popen(command.c_str(), "r")) {
+    char buf[256];
+    while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    if (::pclose(f) != 0) return "";
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// The git commit of the project folder, "+dirty" when tracked files have changes; "" outside a repository.
+std::string gitCommitOf(const std::string& dir) {
+  const std::string quoted = "'" + std::regex_replace(dir, std::regex("'"), "'\\''") + "'";
+  const std::string commit = commandOutput("git -C " + quoted + " rev-parse HEAD 2>/dev/null");
+  if (commit.empty()) return "";
+  const bool dirty = !commandOutput("git -C " + quoted + " status --porcelain --untracked-files=no 2>/dev/null").empty();
+  return dirty ? commit + "+dirty" : commit;
+}
+
+// A setting's TOML text as a table shows it: strings without their quotes (when they need no escapes).
+std::string settingDisplay(const std::string& toml) {
+  if (toml.size() >= 2 && toml.front() == '"' && toml.back() == '"' && toml.find('\\') == std::string::npos)
+    return toml.substr(1, toml.size() - 2);
+  return toml;
+}
+
+// What a run records of its configuration: every resolved setting (defaults and overrides applied), with
+// train.steps as the run was asked for (--steps, else [train] steps), and where and with what it ran.
 std::map<std::string, std::string> hyperparameters(const project::Project& p, int64_t params, int64_t steps) {
-  const auto& t = p.train;
-  std::map<std::string, std::string> h = {{"model.family", p.model.family},
-          {"model.params", std::to_string(params)},
-          {"train.steps", std::to_string(steps)},
-          {"train.batch_size", std::to_string(t.batchSize)},
-          {"train.seq_len", std::to_string(t.seqLen)},
-          {"train.optimizer", t.optimizer},
-          {"train.lr", fmt::format("{}", t.lr)},
-          {"train.warmup_steps", std::to_string(t.warmupSteps)},
-          {"train.schedule", t.schedule},
-          {"train.weight_decay", fmt::format("{}", t.weightDecay)},
-          {"train.grad_clip", fmt::format("{}", t.gradClip)},
-          {"train.seed", std::to_string(t.seed)}};
-  for (const auto& [key, value] : p.model.config.values()) h["model." + key] = project::keyValueToml(value);
+  std::map<std::string, std::string> h;
+  for (const project::Setting& s : p.settings) h[s.section + "." + s.key] = settingDisplay(s.value);
+  for (const project::ShardingRule& r : p.sharding) h["sharding." + r.pattern] = r.spec;
+  h["train.steps"] = std::to_string(steps);
+  h["model.params"] = std::to_string(params);
+  std::string overrides;
+  for (const project::Override& o : p.overrides) overrides += (overrides.empty() ? "" : " ") + o.spec();
+  if (!overrides.empty()) h["run.overrides"] = overrides;
   std::string outside;
   for (const std::string& f : filesOutsideProject(p)) outside += (outside.empty() ? "" : ", ") + f;
   if (!outside.empty()) h["data.outside_project"] = outside;
+  h["run.tessera_version"] = kVersion;
+  h["run.device"] = envOptions().device;
+  h["run.cpu_devices"] = std::to_string(dist::configuredCpuDevices());
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!world) world = std::getenv("PMI_SIZE");
+  h["run.processes"] = dist::launchedUnderMpi() && world ? world : "1";
+  if (std::string commit = gitCommitOf(p.dir); !commit.empty()) h["run.git_commit"] = commit;
   return h;
 }
 
@@ -82,7 +118,8 @@ std::optional<std::string> firstNonFinite(const SafetensorsFile& f) {
 // holding NaN or Inf is never written: it would replace the last good checkpoint with a diverged one.
 // Returns the non-finite value instead of writing (none: written, or left to the primary process).
 Result<std::optional<std::string>> saveCheckpoint(const std::string& path, const TrainState& s, const DataSource& data,
-                                                  int64_t runId, bool write = true) {
+                                                  int64_t runId, bool write,
+                                                  const std::map<std::string, std::string>& extra = {}) {
   SafetensorsFile f;
   Status failed;
   auto add = [&](const std::string& name, const Array& a) {
@@ -96,6 +133,7 @@ Result<std::optional<std::string>> saveCheckpoint(const std::string& path, const
   if (!write) return std::optional<std::string>();
   if (auto bad = firstNonFinite(f)) return bad;
   f.metadata = {{"step", std::to_string(s.step)}, {"data", data.state()}, {"run", std::to_string(runId)}};
+  f.metadata.insert(extra.begin(), extra.end());
   TSR_TRY(writeSafetensors(path, f));
   return std::optional<std::string>();
 }
@@ -151,25 +189,22 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   const int64_t numParams = model.numParams;
   const double flopsPerItem = model.trainFlopsPerItem;
 
-  // The run store and the checkpoint.
+  // The run store, the run, and its checkpoint folder (checkpoints.h).
   std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;
   std::optional<store::RunStore> db;
   if (primary) {
     TSR_ASSIGN(db, store::RunStore::open(storePath));
   }
-  fs::path ckptDir = fs::path(p.dir) / "checkpoints";
-  std::error_code ec;
-  if (primary) {
-    fs::create_directories(ckptDir, ec);
-    // Temporary files of a save that was interrupted (kill -9, power loss) are of no use to anyone.
-    for (const std::string& f : data::removeOrphanTempFiles(ckptDir.string())) info("removed " + f + ", left by an interrupted save");
-  }
-  std::string ckptPath = (ckptDir / "latest.safetensors").string();
   int64_t runId = 0;
+  // The best value of [train] best_metric so far and its step, carried in the latest checkpoint's metadata.
+  double bestValue = std::numeric_limits<double>::infinity();
+  int64_t bestStep = -1;
+  std::string resumedFrom;
   if (options.resume) {
+    TSR_ASSIGN(resumedFrom, findCheckpoint(p, options.resumeRun, "latest"));
     // Every error names the checkpoint: the user has one file to look at (or to delete).
     auto resume = [&]() -> Status {
-      TSR_ASSIGN(SafetensorsFile ck, readSafetensors(ckptPath));
+      TSR_ASSIGN(SafetensorsFile ck, readSafetensors(resumedFrom));
       SafetensorsFile paramsPart = readCheckpointPart(ck, "params.");
       SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
       TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
@@ -177,6 +212,10 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       TSR_TRY(trainer.placeState(state));  // back onto the mesh
       TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], "metadata 'step'"));
       TSR_ASSIGN(runId, parseCount(ck.metadata["run"], "metadata 'run'"));
+      if (ck.metadata.count("best_step")) {
+        TSR_ASSIGN(bestStep, parseCount(ck.metadata["best_step"], "metadata 'best_step'"));
+        bestValue = std::strtod(ck.metadata["best_value"].c_str(), nullptr);
+      }
       if (db) {
         auto run = db->run(runId);
         if (!run.ok())
@@ -187,13 +226,29 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     };
     if (auto st = resume(); !st.ok()) {
       const std::string& m = st.error().message;
-      return m.rfind(ckptPath, 0) == 0 ? st.takeError() : makeError("cannot resume from {}: {}", ckptPath, m);
+      return m.rfind(resumedFrom, 0) == 0 ? st.takeError() : makeError("cannot resume from {}: {}", resumedFrom, m);
     }
-    info(fmt::format("resumed run {} at step {} from {}", runId, state.step, ckptPath));
+    if (state.step >= steps)
+      return makeError("run {} is at step {} already, and the run is {} steps long: --steps N continues it further",
+                       runId, state.step, steps);
+    info(fmt::format("resumed run {} at step {} from {}", runId, state.step, resumedFrom));
+    if (db) TSR_TRY(db->reopenRun(runId));
   } else if (db) {
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
     TSR_TRY(db->setParams(runId, hyperparameters(p, numParams, steps)));
+    TSR_TRY(db->putArtifact(runId, {"config/resolved.toml", "text", project::resolvedToml(p)}));
   }
+  if (db && !options.tags.empty()) TSR_TRY(db->addTags(runId, options.tags));
+  const std::string runDir = runCheckpointDir(p, runId);
+  std::error_code ec;
+  if (primary) {
+    fs::create_directories(runDir, ec);
+    // Temporary files of a save that was interrupted (kill -9, power loss) are of no use to anyone.
+    for (const std::string& dir : {checkpointsRoot(p), runDir})
+      for (const std::string& f : data::removeOrphanTempFiles(dir)) info("removed " + f + ", left by an interrupted save");
+  }
+  const std::string ckptPath = (fs::path(runDir) / "latest.safetensors").string();
+  const std::string bestPath = (fs::path(runDir) / "best.safetensors").string();
 
   RunSummary summary;
   summary.runId = runId;
@@ -211,7 +266,47 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     return total / static_cast<double>(t.evalSteps);
   };
 
+  // Every step's scalars are kept and written a few times a second, many steps per transaction.
+  std::vector<store::StepMetrics> pending;
+  auto lastFlush = std::chrono::steady_clock::now();
+  auto flushMetrics = [&]() -> Status {
+    lastFlush = std::chrono::steady_clock::now();
+    if (!db || pending.empty()) return {};
+    Status st = db->logMetricsBatch(runId, pending);
+    pending.clear();
+    return st;
+  };
+
+  // A checkpoint of the state now: its metadata carries the best value so far. Returns the first non-finite
+  // value instead of writing it (a diverged state never replaces a good checkpoint).
+  auto checkpoint = [&](const std::string& path, std::map<std::string, std::string> extra = {})
+      -> Result<std::optional<std::string>> {
+    if (bestStep >= 0) {
+      extra["best_step"] = std::to_string(bestStep);
+      extra["best_value"] = fmt::format("{}", bestValue);
+      extra["best_metric"] = t.bestMetric;
+    }
+    return saveCheckpoint(path, state, *trainData, runId, primary, extra);
+  };
+  // A value of [train] best_metric: when it is the lowest yet, best.safetensors becomes this state.
+  auto considerBest = [&](double value) -> Result<std::optional<std::string>> {
+    if (!(value < bestValue)) return std::optional<std::string>();
+    bestValue = value;
+    bestStep = state.step;
+    auto saved = checkpoint(bestPath, {{"metric", t.bestMetric}, {"value", fmt::format("{}", value)}});
+    if (saved.ok() && !*saved) {
+      onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step,
+                       fmt::format("best checkpoint ({} {:.4f}) {}", t.bestMetric, value, bestPath)});
+      if (db) TSR_TRY(db->setParams(runId, {{"checkpoint.best_step", std::to_string(bestStep)},
+                                            {"checkpoint.best_value", fmt::format("{}", bestValue)}}));
+    }
+    return saved;
+  };
+  if (t.bestMetric == "val_loss" && !valData)
+    info("no validation data, so no best.safetensors: [train] best_metric = \"loss\" keeps the best by training loss");
+
   const bool lm = p.model.languageModel();
+  const int64_t itemsPerStep = trainData->itemsPerBatch() * t.accumulate;
   auto runStart = std::chrono::steady_clock::now();
   const int64_t firstStep = state.step;
   int64_t itemsDone = 0;
@@ -219,28 +314,46 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   Status failure;
   // The step the checkpoint file holds, where this process knows it (a resumed run starts from it).
   int64_t savedStep = options.resume ? firstStep : -1;
+  // The training loss since the last checkpoint, for best_metric = "loss".
+  double lossSinceSave = 0;
+  int64_t stepsSinceSave = 0;
+  auto divergedAt = [&](const std::string& what) {
+    diverged = true;
+    failure = makeError("diverged at step {}: {}", state.step, what);
+  };
   while (state.step < steps) {
     if ((options.stop && options.stop->load()) || (options.stopAtStep >= 0 && state.step >= options.stopAtStep)) {
       stopped = true;
       break;
     }
-    auto batch = trainData->next();
-    if (!batch.ok()) { failure = batch.takeError(); break; }
-    auto m = trainer.step(state, *batch);
+    std::vector<Batch> micro;
+    for (int64_t k = 0; k < t.accumulate && failure.ok(); ++k) {
+      auto batch = trainData->next();
+      if (!batch.ok()) failure = batch.takeError();
+      else micro.push_back(std::move(*batch));
+    }
+    if (!failure.ok()) break;
+    auto m = trainer.step(state, micro);
     if (!m.ok()) { failure = m.takeError(); break; }
-    itemsDone += trainData->itemsPerBatch();
-    double perSec = trainData->itemsPerBatch() / m->seconds;
+    itemsDone += itemsPerStep;
+    double perSec = static_cast<double>(itemsPerStep) / m->seconds;
     double mfu = flopsPerItem * perSec / options.peakFlops;
     if (state.step == firstStep + 1) summary.firstLoss = m->loss;  // step 1, or the first after a resume
     summary.lastLoss = m->loss;
-    if (state.step % t.logEvery == 0 || state.step == steps) {
-      std::vector<std::pair<std::string, double>> values = {
-          {"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
-          {lm ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}};
+    lossSinceSave += m->loss;
+    ++stepsSinceSave;
+    {
+      store::StepMetrics row{state.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                             {{"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
+                              {lm ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}}};
       // SQLite stores NaN as NULL, which the metrics table refuses: a diverged step's NaNs stay out of the store
       // (the run's message names them).
-      std::erase_if(values, [](const auto& kv) { return std::isnan(kv.second); });
-      if (db) TSR_TRY(db->logMetrics(runId, state.step, values));
+      std::erase_if(row.values, [](const auto& kv) { return std::isnan(kv.second); });
+      pending.push_back(std::move(row));
+      if (std::chrono::steady_clock::now() - lastFlush > std::chrono::milliseconds(500))
+        if (auto st = flushMetrics(); !st.ok()) { failure = st; break; }
+    }
+    if (state.step % t.logEvery == 0 || state.step == steps) {
       // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
       double eta = wall / static_cast<double>(state.step - firstStep) * static_cast<double>(steps - state.step);
@@ -250,10 +363,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
                                    lm ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
     if (!std::isfinite(m->loss) || !std::isfinite(m->gradNorm)) {
-      diverged = true;
-      failure = makeError("diverged at step {}: the {} is {}; run with TESSERA_DEBUG_NANS=1 to find the op", state.step,
-                          std::isfinite(m->loss) ? "gradient norm" : "loss",
-                          std::isfinite(m->loss) ? m->gradNorm : m->loss);
+      divergedAt(fmt::format("the {} is {}; run with TESSERA_DEBUG_NANS=1 to find the op",
+                             std::isfinite(m->loss) ? "gradient norm" : "loss",
+                             std::isfinite(m->loss) ? m->gradNorm : m->loss));
       break;
     }
     if (t.evalEvery > 0 && state.step % t.evalEvery == 0 && valData) {
@@ -261,35 +373,61 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       if (!evaluated.ok()) { failure = evaluated.takeError(); break; }
       const double vl = *evaluated;
       if (!std::isfinite(vl)) {
-        diverged = true;
-        failure = makeError("diverged at step {}: the validation loss is {}", state.step, vl);
+        divergedAt(fmt::format("the validation loss is {}", vl));
         break;
       }
       summary.lastValLoss = vl;
       if (db) TSR_TRY(db->logMetrics(runId, state.step, {{"val_loss", vl}}));
       onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
+      if (t.bestMetric == "val_loss") {
+        auto best = considerBest(vl);
+        if (!best.ok()) { failure = best.takeError(); break; }
+        if (*best) { divergedAt("the state holds " + **best); break; }
+      }
     }
     if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {
-      auto saved = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
-      if (!saved.ok()) { failure = saved.takeError(); break; }
-      if (*saved) {
-        diverged = true;
-        failure = makeError("diverged at step {}: the state holds {}", state.step, **saved);
-        break;
+      if (t.bestMetric == "loss" && stepsSinceSave > 0) {
+        auto best = considerBest(lossSinceSave / static_cast<double>(stepsSinceSave));
+        if (!best.ok()) { failure = best.takeError(); break; }
+        if (*best) { divergedAt("the state holds " + **best); break; }
       }
+      lossSinceSave = 0;
+      stepsSinceSave = 0;
+      // The store holds every step up to a checkpoint before the checkpoint exists: a run killed after it
+      // resumes from it and writes the later steps again, so no step's metrics are ever missing.
+      if (auto st = flushMetrics(); !st.ok()) { failure = st; break; }
+      auto saved = checkpoint(ckptPath);
+      if (!saved.ok()) { failure = saved.takeError(); break; }
+      if (*saved) { divergedAt("the state holds " + **saved); break; }
       savedStep = state.step;
       onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
+      if (primary && t.keepCheckpoints > 0) {
+        // The periodic copy is a second name for the file just written (the next save replaces latest's name,
+        // not its contents); a copy where the file system has no hard links.
+        const fs::path stepFile = fs::path(runDir) / stepCheckpointName(state.step);
+        fs::remove(stepFile, ec);
+        fs::create_hard_link(ckptPath, stepFile, ec);
+        if (ec) fs::copy_file(ckptPath, stepFile, fs::copy_options::overwrite_existing, ec);
+        if (ec) info(fmt::format("could not keep {}: {}", stepFile.string(), ec.message()));
+        pruneStepCheckpoints(runDir, t.keepCheckpoints);
+      }
     }
   }
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
   summary.steps = state.step;
   summary.tokensPerSecond = elapsed > 0 ? static_cast<double>(itemsDone) / elapsed : 0;
+  Status flushed = flushMetrics();
+  if (failure.ok() && !flushed.ok()) failure = flushed;
 
   // Whatever happened, keep the work done so far, unless the checkpoint holds it already or the state has
   // diverged: a non-finite state never replaces a finite checkpoint.
   Status saved;
   if (savedStep != state.step) {
-    auto written = saveCheckpoint(ckptPath, state, *trainData, runId, primary);
+    if (!diverged && t.bestMetric == "loss" && stepsSinceSave > 0) {
+      auto best = considerBest(lossSinceSave / static_cast<double>(stepsSinceSave));
+      if (!best.ok()) saved = best.takeError();
+    }
+    auto written = checkpoint(ckptPath);
     if (!written.ok()) {
       saved = written.takeError();
     } else if (*written) {
@@ -313,7 +451,8 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   TSR_TRY(saved);
   if (stopped) {
     if (db) TSR_TRY(db->finishRun(runId, store::RunStatus::Stopped, fmt::format("stopped at step {}", state.step)));
-    onEvent(RunEvent{RunEvent::Kind::Done, state.step, fmt::format("stopped at step {}; resume with --resume", state.step)});
+    onEvent(RunEvent{RunEvent::Kind::Done, state.step,
+                     fmt::format("stopped at step {}; continue with --resume {}", state.step, runId)});
     return summary;
   }
   // Sampling runs eager ops on the parameters, which under MPI would be collectives on every rank: skipped.

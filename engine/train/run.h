@@ -18,7 +18,9 @@ namespace tsr::train {
 struct RunOptions {
   int64_t steps = -1;           // override [train] steps (the schedule's length too)
   int64_t stopAtStep = -1;      // stop (checkpointed, resumable) once this step is done, as an interruption would
-  bool resume = false;          // continue from the project's latest checkpoint
+  bool resume = false;          // continue a run from its latest checkpoint
+  int64_t resumeRun = 0;        // which run to continue; 0: the latest run with a checkpoint
+  std::vector<std::string> tags;  // added to the run (a sweep tags its runs)
   std::string storePath;        // default: <project>/runs.db
   std::string runName;          // default: the project name
   int64_t sampleTokens = 64;    // text sampled at the end (language models); 0: none
@@ -38,7 +40,7 @@ struct RunSummary {
   double firstLoss = 0, lastLoss = 0, lastValLoss = 0;
   double tokensPerSecond = 0;
   std::string storePath;
-  std::string checkpointPath;
+  std::string checkpointPath;  // the run's latest checkpoint
 };
 
 // Trains a project: data prepared (and cached), the model built and initialised, metrics logged.

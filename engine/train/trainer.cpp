@@ -39,6 +39,37 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         return Tree(m_loss(*args.find("params"), batch, ctx));
       },
       "eval_step");
+  // Gradient accumulation. args: {params, inputs, targets, step, micro, scale[, acc]}: the micro-batch's loss
+  // and gradient times `scale` (1/K), added to `acc` when given. Each micro-batch draws its own dropout key.
+  m_grad = std::make_unique<Jit>(
+      [this](const Tree& args, const StaticArgs&) {
+        Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
+        Array key = random::foldIn(random::foldIn(random::key(m_seed), astype(args.find("step")->leaf(), DType::U32)),
+                                   astype(args.find("micro")->leaf(), DType::U32));
+        auto vg = valueAndGrad([&](const Tree& p) {
+          nn::Context ctx(true, key);
+          return m_loss(p, batch, ctx);
+        })(*args.find("params"));
+        const Array scale = args.find("scale")->leaf();
+        Tree grads = vg.grads.map([&](const Array& g) { return g * astype(scale, g.dtype()); });
+        if (const Tree* acc = args.find("acc"))
+          grads = optim::treeMap2(grads, *acc, [](const Array& g, const Array& a) { return a + g; });
+        return Tree::dict({{"acc", grads}, {"loss", Tree(vg.value * astype(scale, vg.value.dtype()))}});
+      },
+      "train_grad");
+  m_grad->setDonatedArgs({"acc"});
+  m_apply = std::make_unique<Jit>(
+      [this](const Tree& args, const StaticArgs&) {
+        const Tree& params = *args.find("params");
+        const Tree& grads = *args.find("grads");
+        auto [updates, opt] = m_opt.update(grads, *args.find("opt"), params);
+        return Tree::dict({{"params", optim::applyUpdates(params, updates)},
+                           {"opt", opt},
+                           {"grad_norm", Tree(optim::globalNorm(grads))},
+                           {"lr", Tree(m_lr(args.find("step")->leaf()))}});
+      },
+      "train_apply");
+  m_apply->setDonatedArgs({"params", "opt", "grads"});
 }
 
 TrainState Trainer::init(Tree params) const {
@@ -136,6 +167,50 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   m.lr = out.find("lr")->leaf().item();
   state.params = *out.find("params");
   state.optState = *out.find("opt");
+  ++state.step;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& microBatches) {
+  if (microBatches.empty()) return makeError("a training step needs at least one batch");
+  if (microBatches.size() == 1) return step(state, microBatches.front());
+  auto t0 = std::chrono::steady_clock::now();
+  const Array stepNumber = Array::scalar(static_cast<double>(state.step), DType::I32);
+  const Array scale = Array::scalar(1.0 / static_cast<double>(microBatches.size()), DType::F32);
+  Tree acc;
+  double loss = 0;
+  for (size_t i = 0; i < microBatches.size(); ++i) {
+    TSR_ASSIGN(Batch batch, placeBatch(microBatches[i]));
+    std::vector<std::pair<std::string, Tree>> fields = {
+        {"params", state.params},
+        {"inputs", Tree(batch.inputs)},
+        {"targets", Tree(batch.targets)},
+        {"step", Tree(stepNumber)},
+        {"micro", Tree(Array::scalar(static_cast<double>(i), DType::I32))},
+        {"scale", Tree(scale)}};
+    if (i > 0) fields.emplace_back("acc", std::move(acc));
+    TSR_ASSIGN(Tree out, m_grad->call(Tree::dict(std::move(fields))));
+    loss += out.find("loss")->leaf().item();
+    acc = *out.find("acc");
+  }
+  Tree args = Tree::dict({{"params", std::move(state.params)},
+                          {"opt", std::move(state.optState)},
+                          {"grads", std::move(acc)},
+                          {"step", Tree(stepNumber)}});
+  auto result = m_apply->call(args);
+  if (!result.ok()) {
+    state.params = *args.find("params");
+    state.optState = *args.find("opt");
+    return result.error();
+  }
+  args = Tree();
+  StepMetrics m;
+  m.loss = loss;
+  m.gradNorm = result->find("grad_norm")->leaf().item();
+  m.lr = result->find("lr")->leaf().item();
+  state.params = *result->find("params");
+  state.optState = *result->find("opt");
   ++state.step;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;

@@ -63,6 +63,10 @@ class Trainer {
   const spmd::SpmdExecutable* spmdStep() const { return m_step->lastSpmd(); }
   // One optimisation step: updates `state` in place (params, optimizer state, step count).
   Result<StepMetrics> step(TrainState& state, const Batch& batch);
+  // One optimisation step over several micro-batches (gradient accumulation, [train] accumulate): the gradient
+  // is the mean of theirs, as one batch holding them all would give for a mean loss, while only one
+  // micro-batch's activations are alive at a time. The loss is their mean; one batch is step(state, batch).
+  Result<StepMetrics> step(TrainState& state, const std::vector<Batch>& microBatches);
   // The loss without dropout or updates.
   Result<double> evalLoss(const TrainState& state, const Batch& batch);
 
@@ -91,6 +95,8 @@ class Trainer {
   uint64_t m_seed;
   std::unique_ptr<Jit> m_step;
   std::unique_ptr<Jit> m_eval;
+  std::unique_ptr<Jit> m_grad;   // accumulation: a micro-batch's loss and gradient, added to the sum so far
+  std::unique_ptr<Jit> m_apply;  // accumulation: the update from the summed gradients
 };
 
 }  // namespace tsr::train

@@ -5,6 +5,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSet>
 #include <QTemporaryDir>
 
 #include "tests/cli/cli_test_util.h"
@@ -187,9 +188,9 @@ class TestCli : public QObject {
     Run csv = tessera({"runs", "--db", db, "export", "1", "--csv"});
     QCOMPARE(csv.exitCode, 0);
     QStringList lines = csv.out.split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(lines.front(), QString("step,key,value,time"));
-    QCOMPARE(lines.filter(QRegularExpression("^\\d+,loss,")).size(), 6);
-    QVERIFY(lines.filter(QRegularExpression("^1,loss,")).size() == 1);
+    QCOMPARE(lines.front(), QString("run,step,key,value,time"));
+    QCOMPARE(lines.filter(QRegularExpression("^1,\\d+,loss,")).size(), 6);
+    QVERIFY(lines.filter(QRegularExpression("^1,1,loss,")).size() == 1);
     QString out = dir.filePath("metrics.csv");
     QCOMPARE(tessera({"runs", "--db", db, "export", "1", "--csv", "--out", out}).exitCode, 0);
     QFile f(out);
@@ -206,6 +207,110 @@ class TestCli : public QObject {
     QCOMPARE(tessera({"runs", "--db", db, "export", "42", "--csv"}).exitCode, 1);
   }
 
+  // A 3x2 grid makes 6 runs, each tagged with the sweep and its values, each trained with its overrides.
+  void sweepGridMakesTaggedRuns() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    Run sweep = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3,3e-3,1e-2", "--grid", "train.batch_size=4,8",
+                         "--steps", "2", "--name", "grid1", "--parallel", "2"});
+    QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.out + sweep.err));
+    QVERIFY2(sweep.out.contains("6 runs tagged sweep=grid1"), qPrintable(sweep.out));
+    Run list = tessera({"runs", "--project", dir.path(), "list", "--tag", "sweep=grid1"});
+    QCOMPARE(list.exitCode, 0);
+    QVERIFY2(list.out.contains("6 runs in"), qPrintable(list.out));
+    QCOMPARE(list.out.count("#sweep=grid1"), 6);
+    QCOMPARE(list.out.count("#train.lr=3e-3"), 2);
+    QCOMPARE(list.out.count("#train.batch_size=4"), 3);
+    // Each run trained with its own values: the run store records them as the run's settings.
+    QSet<QString> seen;
+    for (int id = 1; id <= 6; ++id) {
+      Run show = tessera({"runs", "--project", dir.path(), "show", QString::number(id)});
+      QCOMPARE(show.exitCode, 0);
+      auto lr = QRegularExpression("train\\.lr +(\\S+)\\n").match(show.out).captured(1);
+      auto batch = QRegularExpression("train\\.batch_size +(\\S+)\\n").match(show.out).captured(1);
+      QVERIFY2(show.out.contains(QRegularExpression("train\\.steps +2\\n")), qPrintable(show.out));
+      seen.insert(lr + " " + batch);
+    }
+    QCOMPARE(seen, (QSet<QString>{"0.001 4", "0.001 8", "0.003 4", "0.003 8", "0.01 4", "0.01 8"}));
+    // A bad point is refused before any run starts.
+    Run bad = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3,-1", "--name", "bad"});
+    QCOMPARE(bad.exitCode, 1);
+    QVERIFY2(bad.err.contains("--set train.lr=-1 (over"), qPrintable(bad.err));
+    QCOMPARE(tessera({"runs", "--project", dir.path(), "list", "--tag", "sweep=bad"}).out.count("#sweep=bad"), 0);
+    // Random draws from a log range: N runs, each value inside the range.
+    Run random = tessera({"sweep", dir.path(), "--random", "2", "--range", "train.lr=1e-4:1e-2:log", "--steps", "1",
+                          "--name", "rnd"});
+    QVERIFY2(random.exitCode == 0, qPrintable(random.out + random.err));
+    QVERIFY2(random.out.contains("2 runs tagged sweep=rnd"), qPrintable(random.out));
+  }
+
+  // Runs are renamed, tagged, annotated, archived and deleted with their checkpoints; metrics export as CSV
+  // and JSON Lines; --set reaches every command; eval reads a run by number.
+  void runsAreEditedExportedAndDeleted() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
+    Run second = tessera({"train", dir.path(), "--quiet", "--set", "train.lr=5e-3", "--set", "train.steps=3"});
+    QVERIFY2(second.exitCode == 0, qPrintable(second.err));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-2/latest.safetensors")));
+    auto runs = [&](const QStringList& args) { return tessera(QStringList{"runs", "--project", dir.path()} + args); };
+    QCOMPARE(runs({"rename", "2", "short-lr5e-3"}).exitCode, 0);
+    QCOMPARE(runs({"tag", "2", "keep", "lr"}).exitCode, 0);
+    QCOMPARE(runs({"untag", "2", "lr"}).exitCode, 0);
+    QCOMPARE(runs({"note", "2", "lower lr, fewer steps"}).exitCode, 0);
+    Run show = runs({"show", "2"});
+    QVERIFY2(show.out.startsWith("run 2: short-lr5e-3 (finished)"), qPrintable(show.out));
+    QVERIFY2(show.out.contains("tags     keep\n"), qPrintable(show.out));
+    QVERIFY2(show.out.contains("notes    lower lr, fewer steps\n"), qPrintable(show.out));
+    QVERIFY2(show.out.contains(QRegularExpression("train\\.lr +0\\.005\\n")), qPrintable(show.out));
+    QVERIFY2(show.out.contains(QRegularExpression("run\\.overrides +train\\.lr=5e-3 train\\.steps=3\\n")), qPrintable(show.out));
+    QVERIFY2(show.out.contains("config/resolved.toml"), qPrintable(show.out));
+    QCOMPARE(runs({"tag", "9", "x"}).exitCode, 1);
+
+    // Export: CSV of two runs, JSON Lines with one object per run and step.
+    Run csv = runs({"export", "1", "2"});
+    QCOMPARE(csv.exitCode, 0);
+    QCOMPARE(csv.out.split('\n', Qt::SkipEmptyParts).filter(QRegularExpression("^[12],\\d+,loss,")).size(), 6 + 3);
+    Run jsonl = runs({"export", "--jsonl"});
+    QCOMPARE(jsonl.exitCode, 0);
+    QStringList objects = jsonl.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(objects.size(), 6 + 3);
+    QJsonObject first = QJsonDocument::fromJson(objects.front().toUtf8()).object();
+    QCOMPARE(first["run"].toInt(), 1);
+    QCOMPARE(first["step"].toInt(), 1);
+    QVERIFY(first.contains("loss") && first.contains("lr") && first.contains("grad_norm"));
+
+    // eval by run number; a run without a checkpoint names those that have one.
+    Run e1 = tessera({"eval", dir.path(), "--run", "1"});
+    QVERIFY2(e1.exitCode == 0 && e1.out.contains("checkpoints/run-1/latest.safetensors"), qPrintable(e1.out + e1.err));
+    Run e7 = tessera({"eval", dir.path(), "--run", "7"});
+    QCOMPARE(e7.exitCode, 1);
+    QVERIFY2(e7.err.contains("runs with one: 1, 2"), qPrintable(e7.err));
+    Run badSet = tessera({"model-info", dir.path(), "--set", "model.sizes=[16]"});
+    QCOMPARE(badSet.exitCode, 1);
+    QVERIFY2(badSet.err.contains("--set model.sizes=[16] (over"), qPrintable(badSet.err));
+
+    // Archive hides a run from the list; delete needs --yes when no one can be asked, then takes the checkpoints.
+    QCOMPARE(runs({"archive", "1"}).exitCode, 0);
+    QVERIFY(runs({"list"}).out.contains("1 runs in"));
+    QVERIFY(runs({"list", "--all"}).out.contains("(archived)"));
+    Run refused = runs({"delete", "1"});
+    QCOMPARE(refused.exitCode, 1);
+    QVERIFY2(refused.err.contains("confirm with --yes"), qPrintable(refused.err));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+    Run deleted = runs({"delete", "1", "--yes"});
+    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
+    QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/run-1")));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-2/latest.safetensors")));
+    QVERIFY(runs({"list", "--all"}).out.contains("1 runs in"));
+
+    // --resume N continues that run; a stopped run resumes to the end.
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--stop-at", "2"}).exitCode, 0);
+    Run resumed = tessera({"train", dir.path(), "--quiet", "--resume", "3"});
+    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("resumed run 3 at step 2"), qPrintable(resumed.out + resumed.err));
+  }
+
   void evalAndGenerateFromACheckpoint() {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyGpt2);
@@ -214,7 +319,7 @@ class TestCli : public QObject {
       corpus += "Permission is hereby granted, free of charge, to any person obtaining a copy of this software.\n";
     writeFile(dir.filePath("corpus.txt"), corpus);
     QCOMPARE(tessera({"train", dir.path(), "--quiet", "--sample", "0"}).exitCode, 0);
-    QString ckpt = dir.filePath("checkpoints/latest.safetensors");
+    QString ckpt = dir.filePath("checkpoints/run-1/latest.safetensors");
     QVERIFY(QFile::exists(ckpt));
 
     Run e = tessera({"eval", dir.path(), "--checkpoint", ckpt});

@@ -254,7 +254,7 @@ class TestHostileInput : public QObject {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
-    std::string ckpt = dir.filePath("checkpoints/latest.safetensors").toStdString();
+    std::string ckpt = dir.filePath("checkpoints/run-1/latest.safetensors").toStdString();
     auto ck = tsr::train::readSafetensors(ckpt);
     QVERIFY(ck.ok());
     for (auto& [name, t] : ck->tensors)

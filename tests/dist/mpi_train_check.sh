@@ -42,7 +42,7 @@ EOF
 }
 
 # The losses of run 1 in a store, one per line.
-losses() { "$tessera" runs --db "$1" export 1 --csv | awk -F, '$2 == "loss" { print $3 }'; }
+losses() { "$tessera" runs --db "$1" export 1 --csv | awk -F, '$3 == "loss" { print $4 }'; }
 
 compare() {  # compare WHAT FILE_A FILE_B
   if ! paste "$2" "$3" | awk -v what="$1" '
@@ -71,7 +71,8 @@ check() {  # check NAME MESH_SHAPE MESH_AXES SHARDING_LINES
   compare "$1" "$work/$1_one.losses" "$work/$1_mpi.losses"
   runs=$("$tessera" runs --db "$work/$1_mpi/runs.db" list | grep -c '^ *[0-9][0-9]*  ')
   [ "$runs" -eq 1 ] || { echo "$1: $runs runs in the store, expected 1 (only rank 0 writes)"; exit 1; }
-  [ "$(ls "$work/$1_mpi/checkpoints")" = "latest.safetensors" ] || { echo "$1: checkpoints:"; ls "$work/$1_mpi/checkpoints"; exit 1; }
+  [ "$(ls "$work/$1_mpi/checkpoints")" = "run-1" ] && [ "$(ls "$work/$1_mpi/checkpoints/run-1")" = "latest.safetensors" ] ||
+    { echo "$1: checkpoints:"; ls -R "$work/$1_mpi/checkpoints"; exit 1; }
 }
 
 mpiexec="$*"

@@ -138,3 +138,83 @@ TEST_CASE("sampleProjectsLoad") {
     TSR_COMPARE(p->name, std::string(name));
   }
 }
+
+// --set replaces or adds a key before the file is checked; values are TOML, bare text is a string; a bad value
+// is refused with the --set that gave it.
+TEST_CASE("overridesReplaceAndAddKeys") {
+  const std::string text = R"([model]
+family = "gpt2"
+n_layer = 3
+n_head = 2
+n_embd = 32
+block_size = 16
+[train]
+lr = 1e-3
+seq_len = 16
+)";
+  auto overrides = parseOverrides({"train.lr=3e-4", "model.n_layer=4", "train.schedule=cosine", "train.shuffle=false",
+                                   "mesh.shape=[2, 1]", "mesh.axes=[\"data\", \"model\"]"});
+  REQUIRE_MESSAGE(overrides.ok(), overrides.error().message);
+  auto p = parseProject(text, "p/project.toml", "p", *overrides);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  TSR_COMPARE(p->train.lr, 3e-4);
+  TSR_COMPARE(p->model.config.integer("n_layer"), int64_t(4));
+  TSR_COMPARE(p->train.schedule, std::string("cosine"));
+  TSR_COMPARE(p->train.shuffle, false);
+  TSR_COMPARE(p->mesh.shape, (std::vector<int64_t>{2, 1}));
+  TSR_COMPARE(p->overrides.size(), size_t(6));
+  TSR_COMPARE(p->text, text);  // the file as written; the overrides are kept beside it
+
+  auto error = [&](const std::string& spec) {
+    auto o = parseOverride(spec);
+    if (!o.ok()) return o.error().message;
+    auto q = parseProject(text, "p/project.toml", "p", {*o});
+    return q.ok() ? std::string("(parsed)") : q.error().message;
+  };
+  TSR_COMPARE(error("train.lr=-1"), std::string("--set train.lr=-1 (over p/project.toml): 'lr' must be positive"));
+  TSR_COMPARE(error("train.steps=1e3"),
+              std::string("--set train.steps=1e3 (over p/project.toml): 'steps' must be an integer"));
+  TSR_COMPARE(error("train.lrr=1"),
+              std::string("--set train.lrr=1 (over p/project.toml): unknown key 'lrr' in [train] (did you mean 'lr'?)"));
+  TSR_COMPARE(error("trian.lr=1"), std::string("--set trian.lr=1: unknown section [trian] (one of project, model, "
+                                               "data, train, mesh, sharding, precision)"));
+  TSR_COMPARE(error("lr=1"), std::string("--set lr=1: expected SECTION.KEY=VALUE, e.g. train.lr=3e-4"));
+  TSR_COMPARE(error("train.lr"), std::string("--set train.lr: expected SECTION.KEY=VALUE, e.g. train.lr=3e-4"));
+  // A rule across keys, broken by an override, is still found.
+  TSR_COMPARE(error("model.n_head=5").find("p/project.toml: "), size_t(0));
+}
+
+// The resolved config lists every key the parser reads, defaults included, and reads back to the same project.
+TEST_CASE("resolvedConfigHasEveryKeyAndReadsBack") {
+  auto p = parseProject(R"([model]
+family = "gpt2"
+n_layer = 2
+n_head = 2
+n_embd = 32
+block_size = 16
+[train]
+lr = 2e-3
+seq_len = 16
+[sharding]
+"z.*" = "data"
+"a.*" = "None, data"
+)", "p/project.toml", "p", *parseOverrides({"train.steps=9", "data.path=\"corpus \\\"q\\\".txt\""}));
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  const std::string resolved = resolvedToml(*p);
+  // Keys the file never names, with their defaults; the overrides' values; rules in the file's order.
+  for (const char* line : {"steps = 9\n", "batch_size = 8\n", "lr = 0.002\n", "schedule = \"warmup_cosine\"\n",
+                           "accumulate = 1\n", "keep_checkpoints = 0\n", "best_metric = \"val_loss\"\n",
+                           "dropout = ", "path = \"corpus \\\"q\\\".txt\"\n", "compute = \"f32\"\n",
+                           "shape = [1]\n", "axes = [\"data\"]\n", "name = \"p\"\n"})
+    REQUIRE_MESSAGE(resolved.find(line) != std::string::npos, line << " missing from\n" << resolved);
+  REQUIRE(resolved.find("\"z.*\" = \"data\"") < resolved.find("\"a.*\" = \"None, data\""));
+  auto again = parseProject(resolved, "resolved.toml", "p");
+  REQUIRE_MESSAGE(again.ok(), again.error().message << "\n" << resolved);
+  TSR_COMPARE(again->train.steps, int64_t(9));
+  TSR_COMPARE(again->data.path, std::string("corpus \"q\".txt"));
+  TSR_COMPARE(again->sharding.front().pattern, std::string("z.*"));
+  // Same settings, so the same text (but for the first comment line, which names the file).
+  auto body = [](const std::string& s) { return s.substr(s.find('\n')); };
+  TSR_COMPARE(body(resolvedToml(*again)), body(resolved));
+  TSR_COMPARE(again->settings.size(), p->settings.size());
+}

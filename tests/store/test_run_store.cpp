@@ -491,3 +491,27 @@ TEST_CASE("aWriterAndAReaderAtOnceNeverSeeALockedDatabase") {
   REQUIRE(reads > 1);
   TSR_COMPARE(writer->metrics(*run, "loss")->size(), size_t(written.load()));
 }
+
+// Processes that open a new store at the same moment (a sweep's parallel runs) migrate it once between them:
+// every opener succeeds and each run gets its own id.
+TEST_CASE("openersOfANewStoreAtOnceAllSucceed") {
+  for (int round = 0; round < 5; ++round) {
+    test::TempDir dir;
+    const std::string path = dir.filePath("runs.db");
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(6);
+    std::vector<int64_t> ids(6, 0);
+    for (int i = 0; i < 6; ++i)
+      threads.emplace_back([&, i] {
+        auto s = RunStore::open(path);
+        if (!s.ok()) { errors[i] = s.error().message; return; }
+        auto run = s->createRun("r", "p", "");
+        if (!run.ok()) errors[i] = run.error().message;
+        else ids[i] = *run;
+      });
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) REQUIRE_MESSAGE(e.empty(), e);
+    std::sort(ids.begin(), ids.end());
+    TSR_COMPARE(ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  }
+}

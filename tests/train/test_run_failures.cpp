@@ -92,7 +92,7 @@ TEST_CASE("divergingRunKeepsItsLastFiniteCheckpoint") {
   REQUIRE_MESSAGE((m.find("nan") != std::string::npos || m.find("inf") != std::string::npos), m.c_str());
   TSR_COMPARE(lastCheckpoint, divergedAt - 1);
 
-  auto ck = train::readSafetensors(dir.filePath("checkpoints/latest.safetensors"));
+  auto ck = train::readSafetensors(dir.filePath("checkpoints/run-1/latest.safetensors"));
   REQUIRE_MESSAGE(ck.ok(), ck.error().message);
   REQUIRE(allFinite(*ck));
   TSR_COMPARE(std::stoll(ck->metadata["step"]), lastCheckpoint);
@@ -135,7 +135,7 @@ TEST_CASE("resumeErrorsNameTheCheckpoint") {
   auto p = writeProject(dir.path(), kTiny);
   REQUIRE(p.ok());
   REQUIRE(train::runTraining(*p, {}, [](const train::RunEvent&) {}).ok());
-  const std::string ckpt = dir.filePath("checkpoints/latest.safetensors");
+  const std::string ckpt = dir.filePath("checkpoints/run-1/latest.safetensors");
   auto good = train::readSafetensors(ckpt);
   REQUIRE(good.ok());
   train::RunOptions resume;

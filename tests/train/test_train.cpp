@@ -277,8 +277,8 @@ TEST_CASE("resumeMatchesAnUninterruptedRun") {
   REQUIRE_MESSAGE(second.ok(), second.error().message);
   TSR_COMPARE(second->runId, first->runId);  // the same run continues
 
-  auto ca = train::readSafetensors(a.filePath("checkpoints/latest.safetensors"));
-  auto cb = train::readSafetensors(b.filePath("checkpoints/latest.safetensors"));
+  auto ca = train::readSafetensors(a.filePath("checkpoints/run-1/latest.safetensors"));
+  auto cb = train::readSafetensors(b.filePath("checkpoints/run-1/latest.safetensors"));
   REQUIRE((ca.ok() && cb.ok()));
   TSR_COMPARE(ca->metadata["step"], std::string("12"));
   TSR_COMPARE(cb->metadata["step"], std::string("12"));
@@ -358,7 +358,7 @@ checkpoint_every = 1
     REQUIRE(child.waitForFinished(10000));
     REQUIRE(child.crashed());
 
-    auto ck = train::readSafetensors(dir.filePath("checkpoints/latest.safetensors"));
+    auto ck = train::readSafetensors(dir.filePath("checkpoints/run-1/latest.safetensors"));
     REQUIRE_MESSAGE(ck.ok(), ck.error().message);
     int64_t step = std::stoll(ck->metadata["step"]);
     REQUIRE_MESSAGE((step >= 1 && step < 1000000), ck->metadata["step"].c_str());

@@ -1,0 +1,31 @@
+#include "app/cli/project_args.h"
+
+#include "engine/train/checkpoints.h"
+
+namespace tsr::cli {
+
+void addSetOption(CLI::App* cmd, std::vector<std::string>& sets) {
+  cmd->add_option("--set", sets, "Override a project.toml key: SECTION.KEY=VALUE (e.g. train.lr=3e-4); repeatable")
+      ->take_last()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets) {
+  TSR_ASSIGN(std::vector<project::Override> overrides, project::parseOverrides(sets));
+  return project::loadProject(path, overrides);
+}
+
+void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& fileHelp) {
+  auto* file = cmd->add_option("--checkpoint", a.file, fileHelp);
+  cmd->add_option("--run", a.run, "The run whose checkpoint to read (default: the latest run with one)")
+      ->excludes(file);
+  cmd->add_flag("--best", a.best, "The run's best checkpoint ([train] best_metric) instead of its latest")
+      ->excludes(file);
+}
+
+Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a) {
+  if (!a.file.empty()) return a.file;
+  return train::findCheckpoint(p, a.run, a.best ? "best" : "latest");
+}
+
+}  // namespace tsr::cli
