@@ -36,15 +36,26 @@ QString RunController::findTessera() {
 bool RunController::running() const { return m_process && m_process->state() != QProcess::NotRunning; }
 
 void RunController::start(const QString& projectDir, const QStringList& extraArgs, const QString& command) {
+  inspect::LaunchCommand c;
+  c.program = findTessera().toStdString();
+  c.args = {command.toStdString(), projectDir.toStdString()};
+  for (const QString& a : extraArgs) c.args.push_back(a.toStdString());
+  start(c, command, QDir(projectDir).filePath("runs.db"));
+}
+
+void RunController::start(const inspect::LaunchCommand& command, const QString& label, const QString& dbPath) {
   if (running()) return;
-  m_command = command;
+  m_command = label;
+  m_dbPath = dbPath;
+  m_runId = 0;
   m_error.clear();
   m_lastErrLine.clear();
+  m_lastErrLines.clear();
   m_exitCode = 0;
   m_stopping = false;
   m_buffer[0].clear();
   m_buffer[1].clear();
-  QString bin = findTessera();
+  const QString bin = QString::fromStdString(command.program);
   if (bin.isEmpty()) {
     m_error = tr("cannot find the tessera program (set TESSERA_BIN)");
     emit output("error", m_error);
@@ -53,8 +64,8 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
   }
   delete m_process;
   m_process = new QProcess(this);
-  QStringList args = {command, projectDir};
-  args += extraArgs;
+  QStringList args;
+  for (const std::string& a : command.args) args << QString::fromStdString(a);
   connect(m_process, &QProcess::readyReadStandardOutput, this, [this] { readLines(QProcess::StandardOutput); });
   connect(m_process, &QProcess::readyReadStandardError, this, [this] { readLines(QProcess::StandardError); });
   connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
@@ -72,21 +83,33 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
     bool stopped = m_stopping && status == QProcess::NormalExit && code == 130;
     bool ok = (status == QProcess::NormalExit && code == 0) || stopped;
     if (stopped) {
-      emit finished(true, tr("run stopped (checkpointed; Run continues it with --resume from the command line)"));
+      emit finished(true, tr("run %1 stopped (checkpointed; Run ▶ Resume continues it)").arg(m_runId));
       return;
     }
-    if (!ok) {
-      m_error = status == QProcess::CrashExit ? tr("the run crashed (%1)").arg(m_process->errorString())
-                                              : (m_lastErrLine.isEmpty() ? tr("the run exited with status %1").arg(code) : m_lastErrLine);
-      emit output("error", m_error);
+    // tessera exits with 1 after reporting an error (the run records it); anything else is a crash: a signal,
+    // or a launcher (mpirun, srun) passing a rank's death on. The store learns it from here.
+    const bool crashed = !ok && (status == QProcess::CrashExit || code > 1);
+    if (crashed) {
+      const QString how = status == QProcess::CrashExit ? tr("the run crashed (%1)").arg(m_process->errorString())
+                                                        : tr("the run crashed (exit status %1)").arg(code);
+      m_error = m_lastErrLines.isEmpty() ? how : how + ": " + m_lastErrLines.join(" | ");
+      if (m_runId > 0 && !m_dbPath.isEmpty()) {
+        auto st = inspect::markRunCrashed(m_dbPath.toStdString(), m_runId, m_error.toStdString());
+        if (!st.ok()) emit output("warning", QString::fromStdString(st.error().message));
+      }
+    } else if (!ok) {
+      m_error = m_lastErrLine.isEmpty() ? tr("the run exited with status %1").arg(code) : m_lastErrLine;
     }
-    emit finished(ok, ok ? tr("%1 finished").arg(m_command == "profile" ? tr("profile") : tr("run")) : m_error);
+    if (!ok) emit output("error", m_error);
+    const QString what = m_command == "profile" ? tr("profile") : m_command == "eval" ? tr("evaluation") : tr("run");
+    emit finished(ok, ok ? tr("%1 finished").arg(what) : m_error);
   });
   // Compile events (with each cache miss and its reason) go to the console.
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("TESSERA_LOG_COMPILES", "1");
+  for (const auto& [k, v] : command.env) env.insert(QString::fromStdString(k), QString::fromStdString(v));
   m_process->setProcessEnvironment(env);
-  emit started(bin + " " + args.join(' '));
+  emit started(QString::fromStdString(command.display()));
   m_process->start(bin, args);
 }
 
@@ -107,6 +130,7 @@ void RunController::readLines(QProcess::ProcessChannel channel) {
   int c = channel == QProcess::StandardOutput ? 0 : 1;
   m_buffer[c] += m_process->readAll();
   static const QRegularExpression kStep(R"(step\s+(\d+)/(\d+))");
+  static const QRegularExpression kRun(R"(^(?:run (\d+): checkpoints in|resumed run (\d+) at step))");
   int nl;
   // Progress lines may end in '\r' (a terminal's in-place update) or '\n'.
   while ((nl = static_cast<int>(m_buffer[c].indexOf('\n'))) >= 0 || (nl = static_cast<int>(m_buffer[c].indexOf('\r'))) >= 0) {
@@ -115,9 +139,14 @@ void RunController::readLines(QProcess::ProcessChannel channel) {
     if (line.isEmpty()) continue;
     auto m = kStep.match(line);
     if (m.hasMatch()) emit progress(m.captured(1).toInt(), m.captured(2).toInt());
+    if (auto r = kRun.match(line); r.hasMatch()) m_runId = (r.captured(1).isEmpty() ? r.captured(2) : r.captured(1)).toLongLong();
     bool compileEvent = line.startsWith("[tessera]");
     bool err = c == 1 && !compileEvent && (line.contains("error", Qt::CaseInsensitive) || line.startsWith("tessera"));
-    if (c == 1 && !compileEvent) m_lastErrLine = line;
+    if (c == 1 && !compileEvent) {
+      m_lastErrLine = line;
+      m_lastErrLines << line;
+      if (m_lastErrLines.size() > 5) m_lastErrLines.removeFirst();
+    }
     emit output(err ? "error" : compileEvent && line.contains("miss") ? "warning" : "info", line);
   }
 }

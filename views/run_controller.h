@@ -5,6 +5,9 @@
 #include <QObject>
 #include <QProcess>
 #include <QString>
+#include <QStringList>
+
+#include "engine/inspect/run_configuration.h"
 
 namespace tsr::studio {
 
@@ -20,7 +23,12 @@ class RunController : public QObject {
   bool running() const;
   // command: "train" or "profile"; extraArgs follow the project ("--steps", "3").
   void start(const QString& projectDir, const QStringList& extraArgs = {}, const QString& command = "train");
+  // A command made from a run configuration (inspect::launchCommand); label: "train", "resume", "profile", "eval".
+  // dbPath: the store the run writes, where a crashed run is marked as such.
+  void start(const inspect::LaunchCommand& command, const QString& label, const QString& dbPath);
   QString command() const { return m_command; }
+  // The run the child process trains ("run 3: checkpoints in ..."), 0 until it says.
+  qint64 runId() const { return m_runId; }
   void stop();
   QString lastError() const { return m_error; }
   int lastExitCode() const { return m_exitCode; }
@@ -39,6 +47,9 @@ class RunController : public QObject {
   QString m_command = "train";
   QString m_error;
   QString m_lastErrLine;
+  QStringList m_lastErrLines;  // the last few lines of stderr, for a crash report
+  QString m_dbPath;
+  qint64 m_runId = 0;
   int m_exitCode = 0;
   bool m_stopping = false;
   QByteArray m_buffer[2];

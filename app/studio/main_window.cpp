@@ -3,6 +3,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
@@ -18,6 +19,7 @@
 #include <QPushButton>
 #include <QSaveFile>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QStatusBar>
 #include <QStyle>
 #include <QStyleFactory>
@@ -38,6 +40,7 @@
 #include "views/plugin_dialog.h"
 #include "views/plugin_panel.h"
 #include "views/project_panel.h"
+#include "views/run_configurations_dialog.h"
 #include "views/run_controller.h"
 #include "views/runs_panel.h"
 #include "views/session.h"
@@ -92,8 +95,8 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_session, &Session::projectOpened, this, [this] {
     setWindowTitle(QString("%1 — Tessera Studio").arg(QString::fromStdString(m_session->project()->project.name)));
     addRecent(m_session->projectDir());
-    m_runAction->setEnabled(true);
-    m_profileAction->setEnabled(true);
+    loadConfigurations();
+    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(true);
     statusBar()->showMessage(tr("Opened %1").arg(m_session->projectDir()), 5000);
   });
   connect(m_session, &Session::stagesReady, this, [this] {
@@ -118,9 +121,10 @@ MainWindow::MainWindow(QWidget* parent)
     m_session->log("info", "$ " + cmd);
     m_runProgress->setRange(0, 0);
     m_runProgress->setVisible(true);
-    m_runLabel->setText(m_runner->command() == "profile" ? tr("Profiling…") : tr("Training…"));
-    m_runAction->setEnabled(false);
-    m_profileAction->setEnabled(false);
+    m_runLabel->setText(m_runner->command() == "profile" ? tr("Profiling…")
+                        : m_runner->command() == "eval"  ? tr("Evaluating…")
+                                                         : tr("Training…"));
+    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(false);
     m_stopAction->setEnabled(true);
     m_docks["metrics"]->raise();
   });
@@ -133,8 +137,8 @@ MainWindow::MainWindow(QWidget* parent)
     m_runProgress->setVisible(false);
     bool profile = m_runner->command() == "profile";
     m_runLabel->setText(ok ? (profile ? tr("Profile finished") : tr("Run finished")) : (profile ? tr("Profile failed") : tr("Run failed")));
-    m_runAction->setEnabled(m_session->project() != nullptr);
-    m_profileAction->setEnabled(m_session->project() != nullptr);
+    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction})
+      a->setEnabled(m_session->project() != nullptr);
     m_stopAction->setEnabled(false);
     statusBar()->showMessage(message, 10000);
     if (!ok) m_docks["console"]->raise();
@@ -258,15 +262,16 @@ void MainWindow::createActions() {
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   m_runAction = make(run, "run", tr("&Run ▶ Train"), QKeySequence(Qt::Key_F5), [this] { startRun(); });
+  m_resumeAction = make(run, "resume", tr("R&esume ▶"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F5), [this] { startResume(); });
   m_profileAction = make(run, "profile", tr("&Profile ▶ (3 steps)"), QKeySequence(Qt::CTRL | Qt::Key_F5), [this] { startProfile(); });
+  m_evalAction = make(run, "eval", tr("E&valuate ▶"), QKeySequence(), [this] { startEval(); });
   m_stopAction = make(run, "stop", tr("&Stop"), QKeySequence(Qt::SHIFT | Qt::Key_F5), [this] { stopRun(); });
+  make(run, "editConfigurations", tr("Edit &Configurations…"), QKeySequence(), [this] { editConfigurations(); });
   make(run, "compareRuns", tr("&Compare Selected Runs"), QKeySequence(), [this] {
     m_docks["runs"]->raise();
     m_runs->compareSelected();
   });
-  m_runAction->setEnabled(false);
-  m_profileAction->setEnabled(false);
-  m_stopAction->setEnabled(false);
+  for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction, m_stopAction}) a->setEnabled(false);
 
   QMenu* shard = menuBar()->addMenu(tr("&Sharding"));
   auto showSharding = [this] {
@@ -295,7 +300,13 @@ void MainWindow::createActions() {
   auto* tb = addToolBar(tr("Main"));
   tb->setObjectName("mainToolBar");
   tb->addAction(action("openProject"));
+  m_configBox = new QComboBox;
+  m_configBox->setObjectName("runConfigurationBox");
+  m_configBox->setToolTip(tr("The run configuration Run ▶ uses (Run › Edit Configurations…)"));
+  m_configBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  tb->addWidget(m_configBox);
   tb->addAction(m_runAction);
+  tb->addAction(m_resumeAction);
   tb->addAction(m_profileAction);
   tb->addAction(m_stopAction);
   tb->addAction(action("commandPalette"));
@@ -590,14 +601,67 @@ void MainWindow::dropEvent(QDropEvent* e) {
   m_session->log("warning", tr("Drop a folder that holds a project.toml."));
 }
 
-void MainWindow::startRun() {
-  if (!m_session->project()) return;
-  m_runner->start(m_session->projectDir());
+void MainWindow::loadConfigurations() {
+  m_configs.clear();
+  if (const ProjectPtr snapshot = m_session->project()) {
+    auto loaded = inspect::loadConfigurations(snapshot->project);
+    if (loaded.ok()) {
+      m_configs = std::move(*loaded);
+    } else {
+      m_session->log("warning", QString::fromStdString(loaded.error().message));
+      m_configs = inspect::defaultConfigurations(snapshot->project);
+    }
+  }
+  const QString selected = m_configBox->currentText();
+  QSignalBlocker block(m_configBox);
+  m_configBox->clear();
+  for (const auto& c : m_configs) m_configBox->addItem(QString::fromStdString(c.name));
+  const int keep = m_configBox->findText(selected);
+  m_configBox->setCurrentIndex(keep >= 0 ? keep : 0);
 }
 
-void MainWindow::startProfile() {
-  if (!m_session->project()) return;
-  m_runner->start(m_session->projectDir(), {"--steps", "3"}, "profile");
+void MainWindow::launch(inspect::RunAction action) {
+  if (!m_session->project() || m_configs.empty()) return;
+  const int index = std::clamp(m_configBox->currentIndex(), 0, static_cast<int>(m_configs.size()) - 1);
+  // Resume and Eval act on the run selected in the Runs panel; none (or several): the latest run.
+  const QList<qint64> selected = m_runs->selectedRuns();
+  const int64_t run = selected.size() == 1 ? selected.front() : 0;
+  auto cmd = inspect::launchCommand(m_configs[static_cast<size_t>(index)], action, m_session->projectDir().toStdString(),
+                                    RunController::findTessera().toStdString(), run);
+  if (!cmd.ok()) {
+    const QString m = QString::fromStdString(cmd.error().message);
+    m_session->log("error", m);
+    statusBar()->showMessage(m, 10000);
+    m_docks["console"]->raise();
+    return;
+  }
+  const bool profile = action == inspect::RunAction::Profile ||
+                       (action == inspect::RunAction::Train && m_configs[static_cast<size_t>(index)].profile);
+  const QString label = profile ? "profile" : action == inspect::RunAction::Eval ? "eval"
+                                            : action == inspect::RunAction::Resume ? "resume" : "train";
+  m_runner->start(*cmd, label, m_session->runsDbPath());
+}
+
+void MainWindow::startRun() { launch(inspect::RunAction::Train); }
+void MainWindow::startResume() { launch(inspect::RunAction::Resume); }
+void MainWindow::startProfile() { launch(inspect::RunAction::Profile); }
+void MainWindow::startEval() { launch(inspect::RunAction::Eval); }
+
+void MainWindow::editConfigurations() {
+  if (!m_session->project()) {
+    statusBar()->showMessage(tr("Open a project first: run configurations belong to a project"), 5000);
+    return;
+  }
+  RunConfigurationsDialog dialog(m_configs, m_session->projectDir(), RunController::findTessera(),
+                                 m_configBox->currentIndex(), this);
+  if (dialog.exec() != QDialog::Accepted) return;
+  m_configs = dialog.configurations();
+  if (auto st = inspect::saveConfigurations(m_session->projectDir().toStdString(), m_configs); !st.ok())
+    m_session->log("error", QString::fromStdString(st.error().message));
+  QSignalBlocker block(m_configBox);
+  m_configBox->clear();
+  for (const auto& c : m_configs) m_configBox->addItem(QString::fromStdString(c.name));
+  m_configBox->setCurrentIndex(dialog.currentIndex());
 }
 
 void MainWindow::stopRun() { m_runner->stop(); }

@@ -3,14 +3,17 @@
 // restored, menus and shortcuts for every action, the command palette, recent projects, light and dark
 // themes, projects opened from the menu, the command line or a folder dropped on the window.
 #include <functional>
+#include <vector>
 
 #include <QMainWindow>
 #include <QMap>
 #include <QSet>
 
 #include "engine/inspect/plugins.h"
+#include "engine/inspect/run_configuration.h"
 
 class QAction;
+class QComboBox;
 class QDockWidget;
 class QLabel;
 class QMenu;
@@ -61,10 +64,18 @@ class MainWindow : public QMainWindow {
   QMap<QString, QWidget*> panels() const;
   QStringList recentProjects() const;
 
+  // Run ▶ Train, Resume, Profile and Eval launch the selected run configuration (engine/inspect/
+  // run_configuration.h). Resume and Eval take the run selected in the Runs panel, else the latest one.
   void startRun();
+  void startResume();
   // Profile ▶: `tessera profile PROJECT --steps 3`; the time overlay and the timeline show the new profile when
   // it is done.
   void startProfile();
+  void startEval();
+  // Run › Edit Configurations…; the list is saved in <project>/.tessera/run_configurations.json.
+  void editConfigurations();
+  const std::vector<inspect::RunConfiguration>& runConfigurations() const { return m_configs; }
+  QComboBox* configurationBox() const { return m_configBox; }
   void stopRun();
   void showCommandPalette();
   void showAbout();
@@ -97,6 +108,8 @@ class MainWindow : public QMainWindow {
   // Loads the plugins of the search order (with PROJECT/plugins when a project is given), logs the skipped
   // ones, and puts each new plugin panel in a dock.
   void loadPlugins(const QString& projectDir);
+  void loadConfigurations();
+  void launch(inspect::RunAction action);
 
   Session* m_session;
   GraphPanel* m_graph;
@@ -115,6 +128,10 @@ class MainWindow : public QMainWindow {
   QAction* m_runAction = nullptr;
   QAction* m_stopAction = nullptr;
   QAction* m_profileAction = nullptr;
+  QAction* m_resumeAction = nullptr;
+  QAction* m_evalAction = nullptr;
+  QComboBox* m_configBox = nullptr;
+  std::vector<inspect::RunConfiguration> m_configs;
   QProgressBar* m_runProgress;
   QLabel* m_runLabel;
   QString m_theme = "light";

@@ -111,6 +111,9 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
     {{"PMIX_RANK", "PMIX_RANK", "set by a PMIx launcher", false},
      [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+    // srun of a Slurm job step with several tasks (MPI then takes each rank and the world size from Slurm).
+    {{"SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_TASKS", "set by Slurm's srun: more than 1 means one rank of several", false},
+     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || (v && std::atoi(v) > 1); }},
 };
 
 EnvOptions readOptions() {

@@ -85,6 +85,7 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
   h["run.cpu_devices"] = std::to_string(dist::configuredCpuDevices());
   const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!world) world = std::getenv("PMI_SIZE");
+  if (!world) world = std::getenv("SLURM_STEP_NUM_TASKS");
   h["run.processes"] = dist::launchedUnderMpi() && world ? world : "1";
   if (std::string commit = gitCommitOf(p.dir); !commit.empty()) h["run.git_commit"] = commit;
   return h;
@@ -247,6 +248,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     for (const std::string& dir : {checkpointsRoot(p), runDir})
       for (const std::string& f : data::removeOrphanTempFiles(dir)) info("removed " + f + ", left by an interrupted save");
   }
+  if (!options.resume) info(fmt::format("run {}: checkpoints in {}", runId, runDir));
   const std::string ckptPath = (fs::path(runDir) / "latest.safetensors").string();
   const std::string bestPath = (fs::path(runDir) / "best.safetensors").string();
 

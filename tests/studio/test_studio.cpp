@@ -3,13 +3,16 @@
 // the metrics panel tails a store, and runs launched from the IDE report their errors.
 #include <QAbstractItemModelTester>
 #include <QComboBox>
+#include <QDir>
 #include <QImage>
 #include <QProcess>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
@@ -22,6 +25,7 @@
 #include "engine/inspect/graph_stages.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
+#include "engine/inspect/run_configuration.h"
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
 #include "views/console_panel.h"
@@ -32,6 +36,7 @@
 #include "views/new_project_dialog.h"
 #include "views/param_tree_model.h"
 #include "views/project_panel.h"
+#include "views/run_configurations_dialog.h"
 #include "views/run_controller.h"
 #include "views/runs_panel.h"
 #include "views/session.h"
@@ -461,6 +466,103 @@ class TestStudio : public QObject {
     QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
     // The run's compile events reach the console.
     QVERIFY2(w.consolePanel()->plainText().contains("[tessera] compile"), qPrintable(w.consolePanel()->plainText()));
+  }
+
+  // Run ▶ Train on mlp_sharding as shipped: its default configuration asks for the 8 CPU devices its mesh needs.
+  void runTrainWorksOnAMeshProjectAsShipped() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    for (const QString& f : QDir(kSamples + "/mlp_sharding").entryList(QDir::Files))
+      QVERIFY(QFile::copy(kSamples + "/mlp_sharding/" + f, dir.filePath(f)));
+    MainWindow w;
+    w.resize(1280, 800);
+    QVERIFY(openAndWait(w, dir.path()));
+    QCOMPARE(w.configurationBox()->currentText(), QString("Local (8 CPU devices)"));
+    QSignalSpy started(w.runController(), &RunController::started);
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.startRun();
+    QVERIFY(finished.wait(180000));
+    QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString() + "\n" + w.consolePanel()->plainText()));
+    QVERIFY2(started.front()[0].toString().startsWith("TESSERA_CPU_DEVICES=8 "), qPrintable(started.front()[0].toString()));
+    w.runsPanel()->refresh();
+    QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
+    QCOMPARE(w.runsPanel()->model()->runs().front().info.status, store::RunStatus::Finished);
+    QCOMPARE(QString::fromStdString(w.runsPanel()->model()->runs().front().params.at("run.cpu_devices")), QString("8"));
+    w.metricsPanel()->poll();
+    QTRY_COMPARE(static_cast<int>(w.metricsPanel()->points(1, "loss").size()), 5);
+    // A screenshot of the window after the run, for the record (build/screenshots).
+    QDir().mkpath(TSR_BINARY_DIR "/screenshots");
+    QVERIFY(w.grab().save(TSR_BINARY_DIR "/screenshots/run_mlp_sharding.png"));
+  }
+
+  // Resume continues the run selected in the Runs panel (or the latest); Evaluate reports its loss.
+  void resumeAndEvaluateFromTheIde() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"),
+              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
+              "0\neval_every = 0\nlog_every = 1\n");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    // A configuration that stops at 3 steps, made in the dialog as a user would.
+    RunConfigurationsDialog dialog(w.runConfigurations(), dir.path(), TSR_TESSERA_BIN, 0);
+    dialog.addConfiguration();
+    dialog.nameField()->setText("three steps");
+    dialog.stepsBox()->setValue(3);
+    dialog.overridesField()->setPlainText("train.lr=0.05\n");
+    QVERIFY2(dialog.commandPreview().endsWith("--steps 3 --set train.lr=0.05"), qPrintable(dialog.commandPreview()));
+    dialog.overridesField()->setPlainText("lr=0.05");
+    QVERIFY(dialog.problem().contains("expected SECTION.KEY=VALUE"));
+    dialog.overridesField()->setPlainText("train.lr=0.05");
+    QVERIFY(dialog.problem().isEmpty());
+    QCOMPARE(static_cast<int>(dialog.configurations().size()), 2);
+    QVERIFY(inspect::saveConfigurations(dir.path().toStdString(), dialog.configurations()).ok());
+    QVERIFY(openAndWait(w, dir.path()));
+    QCOMPARE(w.configurationBox()->count(), 2);
+    w.configurationBox()->setCurrentIndex(1);
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.startRun();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
+    // Back to the project's own steps, Resume continues run 1 to step 6.
+    w.configurationBox()->setCurrentIndex(0);
+    w.startResume();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
+    QVERIFY2(w.consolePanel()->plainText().contains("resumed run 1 at step 3"), qPrintable(w.consolePanel()->plainText()));
+    w.runsPanel()->refresh();
+    QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
+    QCOMPARE(w.runsPanel()->model()->runs().front().info.status, store::RunStatus::Finished);
+    w.startEval();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
+    QVERIFY(w.consolePanel()->plainText().contains(QRegularExpression("validation loss [0-9.]+ over")));
+  }
+
+  // A training process that dies (here: SIGKILL) leaves its run "running"; the IDE records it as crashed.
+  void aKilledRunIsRecordedAsCrashed() {
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"),
+              "[project]\nname = \"long\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+              "\"synthetic-digits\"\n[train]\nsteps = 1000000\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\n"
+              "warmup_steps = 0\neval_every = 0\nlog_every = 1\n");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    RunController* run = w.runController();
+    QSignalSpy progress(run, &RunController::progress);
+    QSignalSpy finished(run, &RunController::finished);
+    w.startRun();
+    QVERIFY(QTest::qWaitFor([&] { return progress.size() >= 2; }, 60000));
+    QCOMPARE(run->runId(), qint64(1));
+    QCOMPARE(QProcess::execute("pkill", {"-KILL", "-f", "tessera train " + dir.path()}), 0);
+    QVERIFY(finished.wait(30000));
+    QVERIFY(!finished.front()[0].toBool());
+    QVERIFY2(finished.front()[1].toString().contains("crashed"), qPrintable(finished.front()[1].toString()));
+    auto db = store::RunStore::openReadOnly(dir.filePath("runs.db").toStdString());
+    QVERIFY(db.ok());
+    QCOMPARE(db->run(1)->status, store::RunStatus::Crashed);
   }
 
   void stopInterruptsARun() {
