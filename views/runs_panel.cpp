@@ -1,19 +1,29 @@
 #include "views/runs_panel.h"
 
+#include <algorithm>
 #include <set>
 
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDateTime>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QItemSelectionModel>
 #include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QTableView>
 #include <QTextBrowser>
 #include <QTimer>
 #include <QVBoxLayout>
+
+#include "engine/inspect/run_edits.h"
 
 namespace tsr::studio {
 
@@ -32,7 +42,62 @@ QString duration(const store::RunInfo& r) {
 
 RunsTableModel::RunsTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
+void RunsTableModel::setFilter(const QString& tag, bool showArchived) {
+  m_tag = tag;
+  m_showArchived = showArchived;
+}
+
+void RunsTableModel::sort(int column, Qt::SortOrder order) {
+  m_sortColumn = column;
+  m_sortOrder = order;
+  emit layoutAboutToBeChanged();
+  applySort();
+  emit layoutChanged();
+}
+
+// Numbers sort as numbers (a metric by its latest value), text as text; empty cells last either way.
+void RunsTableModel::applySort() {
+  const int c = m_sortColumn;
+  auto key = [&](const inspect::RunRow& r) -> std::pair<int, QVariant> {
+    const int m = c - kFixed;
+    if (c == 0) return {0, static_cast<double>(r.info.id)};
+    if (c == 4) return {0, r.info.startTime};
+    if (c == 5) return {0, (r.info.endTime > 0 ? r.info.endTime : QDateTime::currentSecsSinceEpoch()) - r.info.startTime};
+    if (m >= 0 && m < m_metricKeys.size()) {
+      auto it = r.metrics.find(m_metricKeys[m].toStdString());
+      return it == r.metrics.end() ? std::pair<int, QVariant>{1, {}} : std::pair<int, QVariant>{0, it->second.latest};
+    }
+    if (m >= m_metricKeys.size()) {
+      auto it = r.params.find(m_paramKeys[m - static_cast<int>(m_metricKeys.size())].toStdString());
+      if (it == r.params.end()) return {1, {}};
+      bool isNumber = false;
+      const double v = QString::fromStdString(it->second).toDouble(&isNumber);
+      return isNumber ? std::pair<int, QVariant>{0, v} : std::pair<int, QVariant>{0, QString::fromStdString(it->second)};
+    }
+    if (c == 1) return {0, QString::fromStdString(r.info.name)};
+    if (c == 2) return {r.info.tags.empty(), QString::fromStdString(r.info.tags.empty() ? "" : r.info.tags.front())};
+    return {0, QString(store::runStatusName(r.info.status))};
+  };
+  std::stable_sort(m_runs.begin(), m_runs.end(), [&](const inspect::RunRow& a, const inspect::RunRow& b) {
+    auto ka = key(a), kb = key(b);
+    if (ka.first != kb.first) return ka.first < kb.first;  // empty cells last, in both orders
+    const int cmp = QVariant::compare(ka.second, kb.second) == QPartialOrdering::Less      ? -1
+                    : QVariant::compare(ka.second, kb.second) == QPartialOrdering::Greater ? 1
+                                                                                          : 0;
+    return m_sortOrder == Qt::AscendingOrder ? cmp < 0 : cmp > 0;
+  });
+}
+
 void RunsTableModel::setRuns(std::vector<inspect::RunRow> runs) {
+  std::set<std::string> tags;
+  for (const auto& r : runs)
+    for (const auto& t : r.info.tags) tags.insert(t);
+  m_allTags.clear();
+  for (const auto& t : tags) m_allTags << QString::fromStdString(t);
+  std::erase_if(runs, [&](const inspect::RunRow& r) {
+    const bool tagged = m_tag.isEmpty() || std::find(r.info.tags.begin(), r.info.tags.end(), m_tag.toStdString()) != r.info.tags.end();
+    return !tagged || (r.info.archived && !m_showArchived);
+  });
   std::set<std::string> metrics, params;
   for (const auto& r : runs) {
     for (const auto& [k, v] : r.metrics) metrics.insert(k);
@@ -49,9 +114,13 @@ void RunsTableModel::setRuns(std::vector<inspect::RunRow> runs) {
     m_runs = std::move(runs);
     m_metricKeys = mk;
     m_paramKeys = pk;
+    applySort();
     endResetModel();
   } else {
+    emit layoutAboutToBeChanged();
     m_runs = std::move(runs);
+    applySort();
+    emit layoutChanged();
     if (!m_runs.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
   }
 }
@@ -69,29 +138,37 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   const inspect::RunRow& r = m_runs[static_cast<size_t>(index.row())];
   int c = index.column();
   if (role == Qt::UserRole) return static_cast<qlonglong>(r.info.id);
-  if (role == Qt::ForegroundRole && c == 2) {
+  if (role == Qt::ForegroundRole && c == 3) {
     switch (r.info.status) {
       case store::RunStatus::Failed:
+      case store::RunStatus::Crashed:
       case store::RunStatus::Diverged: return QColor(208, 64, 64);
       case store::RunStatus::Running: return QColor(40, 140, 220);
       case store::RunStatus::Stopped: return QColor(200, 140, 30);
       default: return {};
     }
   }
-  if (role == Qt::ToolTipRole && c == 2) return QString::fromStdString(r.info.message);
+  if (role == Qt::ToolTipRole && c == 3) return QString::fromStdString(r.info.message);
+  if (role == Qt::ToolTipRole && c == 1 && !r.info.notes.empty()) return QString::fromStdString(r.info.notes);
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
   switch (c) {
     case 0: return static_cast<qlonglong>(r.info.id);
-    case 1: return QString::fromStdString(r.info.name);
+    case 1: return QString::fromStdString(r.info.name) + (r.info.archived ? tr(" (archived)") : QString());
     case 2: {
+      QStringList tags;
+      for (const auto& t : r.info.tags) tags << QString::fromStdString(t);
+      return tags.join(", ");
+    }
+    case 3: {
       QString s = store::runStatusName(r.info.status);
-      if ((r.info.status == store::RunStatus::Failed || r.info.status == store::RunStatus::Diverged) &&
+      if ((r.info.status == store::RunStatus::Failed || r.info.status == store::RunStatus::Diverged ||
+           r.info.status == store::RunStatus::Crashed) &&
           !r.info.message.empty())
         s += ": " + QString::fromStdString(r.info.message);
       return s;
     }
-    case 3: return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r.info.startTime)).toString("yyyy-MM-dd HH:mm");
-    case 4: return duration(r.info);
+    case 4: return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r.info.startTime)).toString("yyyy-MM-dd HH:mm");
+    case 5: return duration(r.info);
   }
   c -= kFixed;
   if (c < m_metricKeys.size()) {
@@ -108,7 +185,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RunsTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* kFixedNames[] = {"ID", "Name", "Status", "Started", "Duration"};
+  static const char* kFixedNames[] = {"ID", "Name", "Tags", "Status", "Started", "Duration"};
   if (section < kFixed) return tr(kFixedNames[section]);
   section -= kFixed;
   if (section < m_metricKeys.size()) return m_metricKeys[section];
@@ -123,17 +200,35 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
       m_table(new QTableView),
       m_model(new RunsTableModel(this)),
       m_compare(new QTextBrowser),
-      m_timer(new QTimer(this)) {
+      m_timer(new QTimer(this)),
+      m_tagFilter(new QComboBox),
+      m_showArchived(new QCheckBox(tr("Archived"))) {
   setObjectName("runsPanel");
   m_table->setModel(m_model);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->verticalHeader()->hide();
   m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setSortingEnabled(false);
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(0, Qt::AscendingOrder);
+  m_table->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_table, &QWidget::customContextMenuRequested, this, &RunsPanel::showMenu);
+  m_tagFilter->addItem(tr("All runs"), QString());
+  m_tagFilter->setToolTip(tr("Only the runs with this tag (a sweep's runs carry sweep=NAME); Ctrl+A selects them all"));
+  m_tagFilter->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  m_showArchived->setToolTip(tr("Show archived runs too"));
+  auto filterChanged = [this] {
+    m_model->setFilter(m_tagFilter->currentData().toString(), m_showArchived->isChecked());
+    m_reader.reset();  // read everything again under the new filter
+    refresh();
+  };
+  connect(m_tagFilter, &QComboBox::activated, this, filterChanged);
+  connect(m_showArchived, &QCheckBox::toggled, this, filterChanged);
   auto* compare = new QPushButton(tr("Compare selected"));
   auto* bar = new QHBoxLayout;
   bar->addWidget(m_info, 1);
+  bar->addWidget(m_tagFilter);
+  bar->addWidget(m_showArchived);
   bar->addWidget(compare);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(m_table);
@@ -176,10 +271,22 @@ void RunsPanel::refresh() {
     return;
   }
   QList<qint64> selected = selectedRuns();
-  size_t n = runs->size();
+  const size_t total = runs->size();
   m_model->setRuns(std::move(runs).value());
   selectRuns(selected);
-  m_info->setText(tr("%n run(s) in %1", "", static_cast<int>(n)).arg(m_dbPath));
+  // The filter's list follows the tags the runs have.
+  const QString current = m_tagFilter->currentData().toString();
+  QStringList items;
+  for (int i = 1; i < m_tagFilter->count(); ++i) items << m_tagFilter->itemData(i).toString();
+  if (items != m_model->allTags()) {
+    QSignalBlocker block(m_tagFilter);
+    while (m_tagFilter->count() > 1) m_tagFilter->removeItem(1);
+    for (const QString& t : m_model->allTags()) m_tagFilter->addItem("#" + t, t);
+    m_tagFilter->setCurrentIndex(std::max(0, m_tagFilter->findData(current)));
+  }
+  const int shown = m_model->rowCount();
+  m_info->setText(static_cast<size_t>(shown) == total ? tr("%n run(s) in %1", "", shown).arg(m_dbPath)
+                                                      : tr("%1 of %2 runs in %3").arg(shown).arg(total).arg(m_dbPath));
 }
 
 QList<qint64> RunsPanel::selectedRuns() const {
@@ -247,5 +354,98 @@ void RunsPanel::compareSelected() {
 }
 
 QString RunsPanel::comparisonText() const { return m_compare->toPlainText(); }
+
+qint64 RunsPanel::singleSelected() {
+  const QList<qint64> ids = selectedRuns();
+  if (ids.size() != 1) {
+    m_error = tr("select one run");
+    return 0;
+  }
+  return ids.front();
+}
+
+bool RunsPanel::edited(const Status& st) {
+  if (!st.ok()) {
+    m_error = QString::fromStdString(st.error().message);
+    m_session->log("error", m_error);
+    return false;
+  }
+  m_error.clear();
+  m_reader.reset();
+  refresh();
+  return true;
+}
+
+bool RunsPanel::renameSelected(const QString& name) {
+  const qint64 id = singleSelected();
+  return id > 0 && edited(inspect::renameRun(m_dbPath.toStdString(), id, name.trimmed().toStdString()));
+}
+
+bool RunsPanel::setTagsOfSelected(const QStringList& tags) {
+  const qint64 id = singleSelected();
+  std::vector<std::string> t;
+  for (const QString& s : tags) t.push_back(s.trimmed().toStdString());
+  return id > 0 && edited(inspect::setRunTags(m_dbPath.toStdString(), id, t));
+}
+
+bool RunsPanel::setNotesOfSelected(const QString& notes) {
+  const qint64 id = singleSelected();
+  return id > 0 && edited(inspect::setRunNotes(m_dbPath.toStdString(), id, notes.toStdString()));
+}
+
+bool RunsPanel::archiveSelected(bool archived) {
+  const qint64 id = singleSelected();
+  return id > 0 && edited(inspect::setRunArchived(m_dbPath.toStdString(), id, archived));
+}
+
+bool RunsPanel::deleteSelected() {
+  const qint64 id = singleSelected();
+  if (id <= 0) return false;
+  auto what = inspect::describeDeletion(m_dbPath.toStdString(), id);
+  if (!what.ok()) return edited(what.takeError());
+  const QString question = tr("Delete %1? This cannot be undone.").arg(QString::fromStdString(*what));
+  const bool yes = m_confirm ? m_confirm(question)
+                             : QMessageBox::question(this, tr("Delete Run"), question) == QMessageBox::Yes;
+  if (!yes) {
+    m_error = tr("kept");
+    return false;
+  }
+  return edited(inspect::deleteRun(m_dbPath.toStdString(), id));
+}
+
+void RunsPanel::showMenu(const QPoint& pos) {
+  const QList<qint64> ids = selectedRuns();
+  if (ids.size() != 1) return;
+  const inspect::RunRow* row = nullptr;
+  for (const auto& r : m_model->runs())
+    if (r.info.id == ids.front()) row = &r;
+  if (!row) return;
+  QMenu menu(this);
+  menu.addAction(tr("Rename…"), this, [this, row] {
+    bool ok = false;
+    QString name = QInputDialog::getText(this, tr("Rename Run"), tr("Name:"), QLineEdit::Normal,
+                                         QString::fromStdString(row->info.name), &ok);
+    if (ok) renameSelected(name);
+  });
+  menu.addAction(tr("Tags…"), this, [this, row] {
+    QStringList tags;
+    for (const auto& t : row->info.tags) tags << QString::fromStdString(t);
+    bool ok = false;
+    QString text = QInputDialog::getText(this, tr("Run Tags"), tr("Tags, separated by commas:"), QLineEdit::Normal,
+                                         tags.join(", "), &ok);
+    if (ok) setTagsOfSelected(text.split(',', Qt::SkipEmptyParts));
+  });
+  menu.addAction(tr("Notes…"), this, [this, row] {
+    bool ok = false;
+    QString text = QInputDialog::getMultiLineText(this, tr("Run Notes"), tr("Notes:"),
+                                                  QString::fromStdString(row->info.notes), &ok);
+    if (ok) setNotesOfSelected(text);
+  });
+  menu.addAction(row->info.archived ? tr("Unarchive") : tr("Archive"), this,
+                 [this, archived = row->info.archived] { archiveSelected(!archived); });
+  menu.addSeparator();
+  menu.addAction(tr("Delete…"), this, [this] { deleteSelected(); });
+  menu.exec(m_table->viewport()->mapToGlobal(pos));
+}
 
 }  // namespace tsr::studio

@@ -1,7 +1,10 @@
 #pragma once
-// The Runs panel: every run in the project's runs.db with its status, hyperparameters and latest/min/max of
-// each metric, refreshed while runs write; selecting runs overlays them in the metrics panel, and Compare
-// lists the selected runs side by side with the differences marked.
+// The Runs panel: every run in the project's runs.db with its status, tags, hyperparameters and latest/min/max
+// of each metric, refreshed while runs write; sorted by any column (a metric by its latest value), filtered by a
+// tag (a sweep's runs) with archived runs hidden unless asked for; selecting runs overlays them in the metrics
+// panel, and Compare lists the selected runs side by side with the differences marked. Rename, Tags, Notes,
+// Archive and Delete (with its checkpoints, after a confirmation) act on the selected run.
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -11,6 +14,8 @@
 #include "engine/inspect/runs_reader.h"
 #include "views/session.h"
 
+class QCheckBox;
+class QComboBox;
 class QTableView;
 class QTextBrowser;
 class QTimer;
@@ -25,6 +30,11 @@ class RunsTableModel : public QAbstractTableModel {
   void setRuns(std::vector<inspect::RunRow> runs);
   const std::vector<inspect::RunRow>& runs() const { return m_runs; }
   QStringList metricKeys() const { return m_metricKeys; }
+  // Which runs show: those with `tag` (empty: all), archived ones only when asked.
+  void setFilter(const QString& tag, bool showArchived);
+  // Every tag of every run (for the filter's list).
+  QStringList allTags() const { return m_allTags; }
+  void sort(int column, Qt::SortOrder order = Qt::AscendingOrder) override;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -32,8 +42,14 @@ class RunsTableModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
  private:
-  static constexpr int kFixed = 5;  // id, name, status, started, duration
+  static constexpr int kFixed = 6;  // id, name, tags, status, started, duration
+  void applySort();
   std::vector<inspect::RunRow> m_runs;
+  QString m_tag;
+  bool m_showArchived = false;
+  QStringList m_allTags;
+  int m_sortColumn = 0;
+  Qt::SortOrder m_sortOrder = Qt::AscendingOrder;
   QStringList m_metricKeys;
   QStringList m_paramKeys;
 };
@@ -52,6 +68,16 @@ class RunsPanel : public QWidget {
   void compareSelected();
   QString comparisonText() const;
   void setDatabase(const QString& path);
+  // Edits of the selected run (one): false with the reason in lastError().
+  bool renameSelected(const QString& name);
+  bool setTagsOfSelected(const QStringList& tags);
+  bool setNotesOfSelected(const QString& notes);
+  bool archiveSelected(bool archived);
+  bool deleteSelected();  // asks first (the confirmation can be answered by tests: setConfirm)
+  QString lastError() const { return m_error; }
+  void setConfirm(std::function<bool(const QString&)> confirm) { m_confirm = std::move(confirm); }
+  QComboBox* tagFilter() const { return m_tagFilter; }
+  QCheckBox* archivedBox() const { return m_showArchived; }
 
  signals:
   void selectedRunsChanged(const QList<qint64>& runs);
@@ -65,6 +91,13 @@ class RunsPanel : public QWidget {
   QTimer* m_timer;
   QString m_dbPath;
   std::optional<inspect::RunsReader> m_reader;
+  QComboBox* m_tagFilter;
+  QCheckBox* m_showArchived;
+  QString m_error;
+  std::function<bool(const QString&)> m_confirm;
+  bool edited(const Status& st);
+  qint64 singleSelected();
+  void showMenu(const QPoint& pos);
 };
 
 }  // namespace tsr::studio

@@ -214,16 +214,11 @@ int edit(const std::string& path, const std::string& what, const RunsArgs& a) {
   else if (what == "archive") st = db->setArchived(a.id, true);
   else if (what == "unarchive") st = db->setArchived(a.id, false);
   else if (what == "delete") {
-    auto r = db->run(a.id);
-    if (!r.ok()) return fail(r.error().message);
-    const int64_t bytes = train::runCheckpointBytes(r->project, a.id);
-    const std::string described = fmt::format("run {} ({}) with its metrics, artifacts and profiles{}", a.id, r->name,
-                                          bytes ? fmt::format(", and its checkpoints ({:.1f} MB in {})", bytes / 1e6,
-                                                              train::runCheckpointDir(r->project, a.id))
-                                                : "");
+    auto described = train::describeRunDeletion(path, a.id);
+    if (!described.ok()) return fail(described.error().message);
     if (!a.yes) {
-      if (!::isatty(STDIN_FILENO)) return fail("delete " + described + ": confirm with --yes");
-      std::cout << "Delete " << described << "? [y/N] " << std::flush;
+      if (!::isatty(STDIN_FILENO)) return fail("delete " + *described + ": confirm with --yes");
+      std::cout << "Delete " << *described << "? [y/N] " << std::flush;
       std::string answer;
       std::getline(std::cin, answer);
       if (answer != "y" && answer != "Y" && answer != "yes") {
@@ -231,9 +226,8 @@ int edit(const std::string& path, const std::string& what, const RunsArgs& a) {
         return 1;
       }
     }
-    st = train::deleteRunCheckpoints(r->project, a.id);
-    if (st.ok()) st = db->deleteRun(a.id);
-    if (st.ok()) std::cout << "deleted " << described << "\n";
+    st = train::deleteRunAndCheckpoints(path, a.id);
+    if (st.ok()) std::cout << "deleted " << *described << "\n";
   }
   if (!st.ok()) return fail(st.error().message);
   return 0;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/store/run_store.h"
+
 namespace tsr::train {
 
 namespace {
@@ -103,6 +105,26 @@ int64_t runCheckpointBytes(const std::string& projectDir, int64_t run) {
   for (const auto& e : fs::recursive_directory_iterator(runCheckpointDir(projectDir, run), ec))
     if (e.is_regular_file(ec)) bytes += static_cast<int64_t>(e.file_size(ec));
   return bytes;
+}
+
+Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
+  TSR_ASSIGN(store::RunInfo info, db.run(run));
+  const int64_t bytes = runCheckpointBytes(info.project, run);
+  return fmt::format("run {} ({}) with its metrics, artifacts and profiles{}", run, info.name,
+                     bytes ? fmt::format(", and its checkpoints ({:.1f} MB in {})", static_cast<double>(bytes) / 1e6,
+                                         runCheckpointDir(info.project, run))
+                           : "");
+}
+
+Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  TSR_ASSIGN(store::RunInfo info, db.run(run));
+  if (info.status == store::RunStatus::Running)
+    return makeError("run {} is running: stop it first (a run whose process died is marked crashed by the IDE, or "
+                     "resume it)", run);
+  TSR_TRY(deleteRunCheckpoints(info.project, run));
+  return db.deleteRun(run);
 }
 
 }  // namespace tsr::train

@@ -39,4 +39,10 @@ Status deleteRunCheckpoints(const std::string& projectDir, int64_t run);
 // The bytes a run's checkpoint folder holds (0 when there is none).
 int64_t runCheckpointBytes(const std::string& projectDir, int64_t run);
 
+// `runs delete` and the Runs panel: what deleting a run removes, for the confirmation ("run 3 (baseline) with its
+// metrics, artifacts and profiles, and its checkpoints (12.3 MB in ...)"), and the deletion itself: the run's
+// rows in the store at dbPath and its checkpoint folder. A run still running is refused.
+Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run);
+Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run);
+
 }  // namespace tsr::train

@@ -2,6 +2,7 @@
 // computes (checked against the graph directly), selections sync, the form writes a valid project.toml,
 // the metrics panel tails a store, and runs launched from the IDE report their errors.
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QImage>
@@ -16,6 +17,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTableView>
 #include <QTextBrowser>
 #include <QTextBlock>
 #include <QTreeView>
@@ -563,6 +565,82 @@ class TestStudio : public QObject {
     auto db = store::RunStore::openReadOnly(dir.filePath("runs.db").toStdString());
     QVERIFY(db.ok());
     QCOMPARE(db->run(1)->status, store::RunStatus::Crashed);
+  }
+
+  // The Runs panel sorts by a metric's latest value, filters by tag (a sweep's runs) and hides archived runs;
+  // its edits reach the store, and Delete takes the checkpoint folder after a confirmation.
+  void runsPanelSortsFiltersAndEdits() {
+    QTemporaryDir dir;
+    const std::string db = dir.filePath("runs.db").toStdString();
+    {
+      auto s = store::RunStore::open(db);
+      QVERIFY(s.ok());
+      const double losses[] = {2.5, 1.5, 3.5};
+      for (int i = 0; i < 3; ++i) {
+        auto id = s->createRun(QString("r%1").arg(i + 1).toStdString(), dir.path().toStdString(), "");
+        QVERIFY(id.ok());
+        QVERIFY(s->logMetrics(*id, 1, {{"loss", losses[i] + 1}}).ok());
+        QVERIFY(s->logMetrics(*id, 2, {{"loss", losses[i]}}).ok());
+        QVERIFY(s->finishRun(*id, store::RunStatus::Finished).ok());
+      }
+      QVERIFY(s->addTags(1, {"sweep=a"}).ok());
+      QVERIFY(s->addTags(3, {"sweep=a"}).ok());
+      QVERIFY(s->setArchived(2, true).ok());
+    }
+    QDir().mkpath(dir.filePath("checkpoints/run-3"));
+    writeFile(dir.filePath("checkpoints/run-3/latest.safetensors"), "x");
+    Session session;
+    RunsPanel panel(&session);
+    panel.setDatabase(dir.filePath("runs.db"));
+    RunsTableModel* m = panel.model();
+    QCOMPARE(m->rowCount(), 2);  // run 2 is archived
+    auto ids = [&] {
+      QList<qint64> out;
+      for (const auto& r : m->runs()) out << r.info.id;
+      return out;
+    };
+    panel.archivedBox()->setChecked(true);
+    QCOMPARE(m->rowCount(), 3);
+    int lossColumn = -1;
+    for (int c = 0; c < m->columnCount(); ++c)
+      if (m->headerData(c, Qt::Horizontal).toString() == "loss") lossColumn = c;
+    QVERIFY(lossColumn > 0);
+    panel.table()->sortByColumn(lossColumn, Qt::AscendingOrder);
+    QCOMPARE(ids(), (QList<qint64>{2, 1, 3}));  // 1.5, 2.5, 3.5
+    panel.table()->sortByColumn(lossColumn, Qt::DescendingOrder);
+    QCOMPARE(ids(), (QList<qint64>{3, 1, 2}));
+    panel.refresh();  // a refresh keeps the order
+    QCOMPARE(ids(), (QList<qint64>{3, 1, 2}));
+    const int tagIndex = panel.tagFilter()->findData("sweep=a");
+    QVERIFY(tagIndex > 0);
+    panel.tagFilter()->setCurrentIndex(tagIndex);
+    emit panel.tagFilter()->activated(tagIndex);
+    QCOMPARE(ids(), (QList<qint64>{3, 1}));
+
+    panel.selectRuns({1});
+    QVERIFY(panel.renameSelected("baseline"));
+    QVERIFY(panel.setTagsOfSelected({"sweep=a", " keep "}));
+    QVERIFY(panel.setNotesOfSelected("the one to beat"));
+    auto r = store::RunStore::openReadOnly(db);
+    QCOMPARE(QString::fromStdString(r->run(1)->name), QString("baseline"));
+    QCOMPARE(r->run(1)->tags, (std::vector<std::string>{"keep", "sweep=a"}));
+    QCOMPARE(QString::fromStdString(r->run(1)->notes), QString("the one to beat"));
+    QVERIFY(!panel.renameSelected(""));
+    QVERIFY2(panel.lastError().contains("empty"), qPrintable(panel.lastError()));
+
+    panel.selectRuns({3});
+    QString asked;
+    panel.setConfirm([&](const QString& q) { asked = q; return false; });
+    QVERIFY(!panel.deleteSelected());
+    QVERIFY2(asked.contains("and its checkpoints"), qPrintable(asked));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-3/latest.safetensors")));
+    panel.setConfirm([](const QString&) { return true; });
+    QVERIFY(panel.deleteSelected());
+    QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/run-3")));
+    QCOMPARE(ids(), (QList<qint64>{1}));
+    panel.selectRuns({1});
+    QVERIFY(panel.archiveSelected(true));
+    QCOMPARE(store::RunStore::openReadOnly(db)->run(1)->archived, true);
   }
 
   void stopInterruptsARun() {

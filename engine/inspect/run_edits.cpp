@@ -1,0 +1,44 @@
+#include "engine/inspect/run_edits.h"
+
+#include <algorithm>
+
+#include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
+
+namespace tsr::inspect {
+
+Status renameRun(const std::string& dbPath, int64_t run, const std::string& name) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  return db.renameRun(run, name);
+}
+
+Status setRunNotes(const std::string& dbPath, int64_t run, const std::string& notes) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  return db.setNotes(run, notes);
+}
+
+Status setRunTags(const std::string& dbPath, int64_t run, const std::vector<std::string>& tags) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  TSR_ASSIGN(store::RunInfo info, db.run(run));
+  std::vector<std::string> wanted;
+  for (const std::string& t : tags)
+    if (t.find_first_not_of(" \t") != std::string::npos) wanted.push_back(t);
+  std::vector<std::string> gone;
+  for (const std::string& t : info.tags)
+    if (std::find(wanted.begin(), wanted.end(), t) == wanted.end()) gone.push_back(t);
+  TSR_TRY(db.removeTags(run, gone));
+  return db.addTags(run, wanted);
+}
+
+Status setRunArchived(const std::string& dbPath, int64_t run, bool archived) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
+  return db.setArchived(run, archived);
+}
+
+Result<std::string> describeDeletion(const std::string& dbPath, int64_t run) {
+  return train::describeRunDeletion(dbPath, run);
+}
+
+Status deleteRun(const std::string& dbPath, int64_t run) { return train::deleteRunAndCheckpoints(dbPath, run); }
+
+}  // namespace tsr::inspect
