@@ -437,6 +437,33 @@ class TestInspect : public QObject {
     auto tail = r->points(rows->front().info.id, "loss", 3);
     QVERIFY(tail.ok());
     QCOMPARE(tail->size(), size_t(2));
+    auto params = r->params(rows->front().info.id);
+    QVERIFY(params.ok());
+    QCOMPARE(params->at("lr"), std::string("0.1"));
+    // Columns: appended in step order.
+    inspect::MetricColumns columns;
+    columns.append(*r->points(rows->front().info.id, "loss"));
+    columns.append(*tail);
+    QCOMPARE(columns.size(), size_t(8));
+    QCOMPARE(columns.steps[6], int64_t(4));
+    QCOMPARE(columns.values[7], 2.5);
+  }
+
+  // Tokens per step: batch_size * seq_len of a language model's run, and why there is none otherwise.
+  void tokensPerStepOfARun() {
+    std::map<std::string, std::string> gpt2 = {{"model.family", "gpt2"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}};
+    auto t = inspect::tokensPerStep(gpt2);
+    QVERIFY(t.ok());
+    QCOMPARE(*t, 512.0);
+    auto mlp = inspect::tokensPerStep({{"model.family", "mlp"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}});
+    QVERIFY(!mlp.ok());
+    QVERIFY2(mlp.error().message.find("not a language model") != std::string::npos, mlp.error().message.c_str());
+    gpt2.erase("train.seq_len");
+    QVERIFY(!inspect::tokensPerStep(gpt2).ok());
+    gpt2["train.seq_len"] = "64x";
+    QVERIFY(!inspect::tokensPerStep(gpt2).ok());
+    QVERIFY(!inspect::tokensPerStep({{"model.family", "no_such_family"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}}).ok());
+    QVERIFY(!inspect::tokensPerStep({}).ok());
   }
 
   // `tessera profile` on a copy of gpt2_mini; the per-node times add up to the store's kernel events (read
