@@ -9,6 +9,118 @@
 
 namespace tsr::inspect {
 
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kNone = MinMaxBlocks::kNone;
+constexpr size_t kBlock = MinMaxBlocks::kBlock;
+
+// Drawable: floor < y < inf, where floor is 0 on a log axis and -inf otherwise (NaN fails both comparisons).
+double floorOf(bool positiveOnly) { return positiveOnly ? 0.0 : -kInf; }
+
+// The running minimum and maximum of one column. Points are offered in index order and only a strictly smaller
+// (larger) value replaces the one held, so each extreme is the first of equal values.
+struct Extremes {
+  std::span<const double> y;
+  double floor;
+  size_t iMin = kNone, iMax = kNone;
+  double vMin = kInf, vMax = -kInf;
+
+  void offer(size_t i) {
+    const double v = y[i];
+    if (!(v > floor && v < kInf)) return;
+    if (v < vMin) {
+      vMin = v;
+      iMin = i;
+    }
+    if (v > vMax) {
+      vMax = v;
+      iMax = i;
+    }
+  }
+  void scan(size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) offer(i);
+  }
+};
+
+std::vector<size_t> reduce(std::span<const double> x, std::span<const double> y, const MinMaxBlocks* blocks,
+                           double x0, double x1, int columns, bool positiveOnly) {
+  TSR_CHECK(x.size() == y.size());
+  if (blocks) TSR_CHECK(blocks->size == y.size() && blocks->positiveOnly == positiveOnly);
+  columns = std::max(columns, 1);
+  const double floor = floorOf(positiveOnly);
+  auto drawable = [&](size_t i) { return y[i] > floor && y[i] < kInf; };
+
+  // The visible points are [lo, hi): x is sorted, so both ends are binary searches.
+  const size_t lo = static_cast<size_t>(std::lower_bound(x.begin(), x.end(), x0) - x.begin());
+  const size_t hi = std::max(lo, static_cast<size_t>(std::upper_bound(x.begin(), x.end(), x1) - x.begin()));
+  // The line's ends: the nearest drawable point outside the range on each side, so that it runs on to the
+  // plot's edges, or else the first (last) drawable point inside it, so that it starts (ends) where the data does.
+  auto firstDrawable = [&](size_t from, size_t to) {  // in [from, to)
+    for (size_t i = from; i < to; ++i)
+      if (drawable(i)) return i;
+    return kNone;
+  };
+  auto lastDrawable = [&](size_t from, size_t to) {
+    for (size_t i = to; i-- > from;)
+      if (drawable(i)) return i;
+    return kNone;
+  };
+  size_t first = lastDrawable(0, lo), last = firstDrawable(hi, x.size());
+  if (first == kNone) first = firstDrawable(lo, hi);
+  if (last == kNone) last = lastDrawable(lo, hi);
+
+  std::vector<size_t> out;
+  out.reserve(std::min(hi - lo, 2 * static_cast<size_t>(columns)) + 2);
+  auto keep = [&](size_t i) {  // indices come in ascending order; an end may also be a column's extreme
+    if (i != kNone && (out.empty() || out.back() < i)) out.push_back(i);
+  };
+  keep(first);
+  if (hi - lo <= 2 * static_cast<size_t>(columns)) {
+    for (size_t i = lo; i < hi; ++i)
+      if (drawable(i)) keep(i);
+    keep(last);
+    return out;
+  }
+  // Column c's points are [begin, end): those lodColumn puts in c. It is monotone in x, so the formula a
+  // point-by-point loop would use splits the sorted xs by binary search.
+  auto columnEnd = [&](size_t begin, int c) {
+    if (c + 1 == columns) return hi;
+    auto from = x.begin() + static_cast<std::ptrdiff_t>(begin), to = x.begin() + static_cast<std::ptrdiff_t>(hi);
+    auto end = std::partition_point(from, to, [&](double v) { return lodColumn(v, x0, x1, columns) <= c; });
+    return static_cast<size_t>(end - x.begin());
+  };
+  size_t begin = lo;
+  for (int c = 0; c < columns && begin < hi; ++c) {
+    const size_t end = columnEnd(begin, c);
+    Extremes e{y, floor};
+    // With summaries, the whole blocks inside the column are read from them, the partial ones at its ends value
+    // by value. Offered in index order, so the result is the plain scan's.
+    const size_t firstBlock = (begin + kBlock - 1) / kBlock, endBlock = end / kBlock;
+    if (blocks && endBlock > firstBlock) {
+      e.scan(begin, firstBlock * kBlock);
+      for (size_t b = firstBlock; b < endBlock; ++b) {
+        const size_t a = blocks->min[b], z = blocks->max[b];
+        if (a == kNone) continue;
+        e.offer(std::min(a, z));
+        e.offer(std::max(a, z));
+      }
+      e.scan(endBlock * kBlock, end);
+    } else {
+      e.scan(begin, end);
+    }
+    if (e.iMin != kNone) {
+      keep(std::min(e.iMin, e.iMax));
+      keep(std::max(e.iMin, e.iMax));
+    }
+    begin = end;
+  }
+  keep(last);
+  return out;
+}
+
+}  // namespace
+
 int lodColumn(double x, double x0, double x1, int columns) {
   if (!(x1 > x0) || columns <= 1) return 0;
   double c = std::floor((x - x0) * (columns / (x1 - x0)));
@@ -16,69 +128,30 @@ int lodColumn(double x, double x0, double x1, int columns) {
   return c >= columns ? columns - 1 : static_cast<int>(c);
 }
 
+MinMaxBlocks minMaxBlocks(std::span<const double> y, bool positiveOnly) {
+  MinMaxBlocks blocks;
+  blocks.size = y.size();
+  blocks.positiveOnly = positiveOnly;
+  const size_t n = (y.size() + kBlock - 1) / kBlock;
+  blocks.min.resize(n);
+  blocks.max.resize(n);
+  for (size_t b = 0; b < n; ++b) {
+    Extremes e{y, floorOf(positiveOnly)};
+    e.scan(b * kBlock, std::min(y.size(), (b + 1) * kBlock));
+    blocks.min[b] = e.iMin;
+    blocks.max[b] = e.iMax;
+  }
+  return blocks;
+}
+
 std::vector<size_t> minMaxPerColumn(std::span<const double> x, std::span<const double> y, double x0, double x1,
                                     int columns, bool positiveOnly) {
-  TSR_CHECK(x.size() == y.size());
-  columns = std::max(columns, 1);
-  // Drawable: yFloor < y < inf (NaN fails both comparisons).
-  const double yFloor = positiveOnly ? 0.0 : -std::numeric_limits<double>::infinity();
-  const double inf = std::numeric_limits<double>::infinity();
-  auto drawable = [&](size_t i) { return y[i] > yFloor && y[i] < inf; };
+  return reduce(x, y, nullptr, x0, x1, columns, positiveOnly);
+}
 
-  // The visible points are [lo, hi): x is sorted, so both ends are binary searches.
-  const size_t lo = static_cast<size_t>(std::lower_bound(x.begin(), x.end(), x0) - x.begin());
-  const size_t hi = std::max(lo, static_cast<size_t>(std::upper_bound(x.begin(), x.end(), x1) - x.begin()));
-  std::vector<size_t> out;
-  out.reserve(std::min(hi - lo, 2 * static_cast<size_t>(columns)) + 2);
-  for (size_t i = lo; i-- > 0;) {
-    if (drawable(i)) {
-      out.push_back(i);
-      break;
-    }
-  }
-  if (hi - lo <= 2 * static_cast<size_t>(columns)) {
-    for (size_t i = lo; i < hi; ++i)
-      if (drawable(i)) out.push_back(i);
-  } else {
-    // Column c's points are [begin, end): those lodColumn puts in c. It is monotone in x, so the formula a
-    // point-by-point loop would use splits the sorted xs by binary search.
-    auto columnEnd = [&](size_t begin, int c) {
-      if (c + 1 == columns) return hi;
-      auto first = x.begin() + static_cast<std::ptrdiff_t>(begin), last = x.begin() + static_cast<std::ptrdiff_t>(hi);
-      auto end = std::partition_point(first, last, [&](double v) { return lodColumn(v, x0, x1, columns) <= c; });
-      return static_cast<size_t>(end - x.begin());
-    };
-    size_t begin = lo;
-    for (int c = 0; c < columns && begin < hi; ++c) {
-      const size_t end = columnEnd(begin, c);
-      size_t iMin = end, iMax = end;
-      double vMin = inf, vMax = -inf;
-      for (size_t i = begin; i < end; ++i) {
-        const double v = y[i];
-        if (!(v > yFloor && v < inf)) continue;
-        if (v < vMin) {
-          vMin = v;
-          iMin = i;
-        }
-        if (v > vMax) {
-          vMax = v;
-          iMax = i;
-        }
-      }
-      if (iMin != end) {
-        out.push_back(std::min(iMin, iMax));
-        if (iMax != iMin) out.push_back(std::max(iMin, iMax));
-      }
-      begin = end;
-    }
-  }
-  for (size_t i = hi; i < x.size(); ++i) {
-    if (drawable(i)) {
-      out.push_back(i);
-      break;
-    }
-  }
-  return out;
+std::vector<size_t> minMaxPerColumn(std::span<const double> x, std::span<const double> y, const MinMaxBlocks& blocks,
+                                    double x0, double x1, int columns, bool positiveOnly) {
+  return reduce(x, y, &blocks, x0, x1, columns, positiveOnly);
 }
 
 }  // namespace tsr::inspect

@@ -1,11 +1,13 @@
 // The min/max-per-pixel-column reduction of dense metric curves (engine/inspect/metric_lod.h), against a naive
 // reference: every point visited, its column computed by the formula the header gives, each column's smallest
-// and largest value kept. Random walks with single-point spikes, zoomed ranges, ties, NaN and a log axis.
+// and largest value kept. Random walks with single-point spikes, zoomed ranges, ties, NaN and a log axis; read
+// value by value and through the block summaries, which must give the same indices.
 #include "tests/check.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -68,18 +70,39 @@ std::vector<size_t> checkAgainstNaive(const std::vector<double>& x, const std::v
                                       double x1, int columns, bool positiveOnly = false) {
   std::vector<size_t> kept = minMaxPerColumn(x, y, x0, x1, columns, positiveOnly);
   INFO("range [" << x0 << ", " << x1 << "], " << columns << " columns, " << x.size() << " points");
+  // Through the block summaries: the same indices.
+  TSR_COMPARE(minMaxPerColumn(x, y, inspect::minMaxBlocks(y, positiveOnly), x0, x1, columns, positiveOnly), kept);
   REQUIRE(kept.size() <= 2 * static_cast<size_t>(columns) + 2);
   for (size_t k = 1; k < kept.size(); ++k) {
     REQUIRE(kept[k - 1] < kept[k]);
     REQUIRE(x[kept[k - 1]] <= x[kept[k]]);
   }
-  for (size_t i : kept) REQUIRE((std::isfinite(y[i]) && (!positiveOnly || y[i] > 0)));
+  auto drawable = [&](size_t i) { return std::isfinite(y[i]) && (!positiveOnly || y[i] > 0); };
+  for (size_t i : kept) REQUIRE(drawable(i));
+  // The line's ends: the nearest drawable point outside the range, or else the first (last) one inside it.
+  std::optional<size_t> before, firstIn, lastIn, after;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!drawable(i)) continue;
+    if (x[i] < x0) {
+      before = i;
+    } else if (x[i] <= x1) {
+      if (!firstIn) firstIn = i;
+      lastIn = i;
+    } else if (!after) {
+      after = i;
+    }
+  }
+  if (std::optional<size_t> start = before ? before : firstIn) REQUIRE(kept.front() == *start);
+  if (std::optional<size_t> end = after ? after : lastIn) REQUIRE(kept.back() == *end);
   ColumnExtremes ref = naiveExtremes(x, y, x0, x1, columns, positiveOnly);
   std::vector<std::multiset<double>> keptByColumn(columns);
-  for (size_t i : kept) {
+  std::vector<size_t> extremesKept(columns, 0);  // kept points in each column other than the line's ends
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const size_t i = kept[k];
     if (x[i] < x0 || x[i] > x1) continue;
     int c = std::clamp(static_cast<int>(std::floor((x[i] - x0) * (columns / (x1 - x0)))), 0, columns - 1);
     keptByColumn[c].insert(y[i]);
+    extremesKept[c] += k != 0 && k + 1 != kept.size();
   }
   for (int c = 0; c < columns; ++c) {
     if (!ref.any[c]) {
@@ -90,19 +113,20 @@ std::vector<size_t> checkAgainstNaive(const std::vector<double>& x, const std::v
     REQUIRE(keptByColumn[c].count(ref.min[c]) > 0);
     REQUIRE(keptByColumn[c].count(ref.max[c]) > 0);
   }
-  // Reduced, each column keeps two points at most; otherwise every drawable point in the range is kept.
-  size_t visible = 0, drawable = 0;
+  // Reduced, each column keeps two points at most besides the line's ends; otherwise every drawable point in
+  // the range is kept.
+  size_t visible = 0, visibleDrawable = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     if (x[i] < x0 || x[i] > x1) continue;
     ++visible;
-    drawable += std::isfinite(y[i]) && (!positiveOnly || y[i] > 0);
+    visibleDrawable += drawable(i);
   }
   size_t keptVisible = 0;
-  for (const auto& column : keptByColumn) {
-    if (visible > 2 * static_cast<size_t>(columns)) REQUIRE(column.size() <= 2);
-    keptVisible += column.size();
+  for (int c = 0; c < columns; ++c) {
+    if (visible > 2 * static_cast<size_t>(columns)) REQUIRE(extremesKept[c] <= 2);
+    keptVisible += keptByColumn[c].size();
   }
-  if (visible <= 2 * static_cast<size_t>(columns)) TSR_COMPARE(keptVisible, drawable);
+  if (visible <= 2 * static_cast<size_t>(columns)) TSR_COMPARE(keptVisible, visibleDrawable);
   return kept;
 }
 
@@ -121,16 +145,19 @@ TEST_CASE("lodColumnSplitsTheRangeEvenly") {
 
 TEST_CASE("aSmallExampleByHand") {
   // 10 points, 2 columns over [0, 9]: column = floor(x * 2 / 9), so x 0..4 are column 0 and x 5..9 column 1.
-  // Column 0: min 1 at index 1, max 7 at index 2. Column 1: min 0 at index 5, max 9 at index 6.
+  // Column 0: min 1 at index 1, max 7 at index 2. Column 1: min 0 at index 5, max 9 at index 6. Nothing lies
+  // outside the range, so the line's ends are the first and the last point.
   std::vector<double> x = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<double> y = {5, 1, 7, 3, 2, 0, 9, 4, 4, 8};
-  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{1, 2, 5, 6}));
+  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{0, 1, 2, 5, 6, 9}));
   // The maximum before the minimum stays in index order.
   y = {5, 7, 1, 3, 2, 9, 0, 4, 4, 8};
-  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{1, 2, 5, 6}));
-  // A flat column keeps one point: its first.
+  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{0, 1, 2, 5, 6, 9}));
+  // A flat column keeps one point: its first (here also the line's start).
   y = {3, 3, 3, 3, 3, 0, 9, 4, 4, 8};
-  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{0, 5, 6}));
+  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{0, 5, 6, 9}));
+  y = {4, 3, 3, 3, 3, 0, 9, 4, 4, 9};
+  TSR_COMPARE(minMaxPerColumn(x, y, 0, 9, 2), (std::vector<size_t>{0, 1, 5, 6, 9}));
   // Zoomed to [2, 7] (6 points, more than 2 * 2): the columns are x 2..4 and 5..7, and the nearest points
   // outside, x 1 and x 8, are kept so the line reaches the plot's edges.
   y = {5, 1, 7, 3, 2, 0, 9, 4, 4, 8};
@@ -196,4 +223,33 @@ TEST_CASE("notDrawablePointsAreNeverKept") {
   std::vector<double> y = {1, -1, NAN, 2, 3, -5, 4};
   TSR_COMPARE(minMaxPerColumn(x, y, 2.5, 4.5, 10, true), (std::vector<size_t>{0, 3, 4, 6}));
   TSR_COMPARE(minMaxPerColumn(x, y, 2.5, 4.5, 10, false), (std::vector<size_t>{1, 3, 4, 5}));
+}
+
+TEST_CASE("blockSummariesKeepTheFirstOfEqualValues") {
+  // Values from a handful of levels: every column and block has ties for its minimum and maximum.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> level(0, 4);
+  std::vector<double> x, y;
+  for (int i = 0; i < 30'000; ++i) {
+    x.push_back(i);
+    y.push_back(level(rng) == 0 ? NAN : level(rng));
+  }
+  for (int columns : {7, 100, 229, 1000})
+    for (bool positiveOnly : {false, true}) {
+      checkAgainstNaive(x, y, 0, 29'999, columns, positiveOnly);
+      checkAgainstNaive(x, y, 1'000.5, 20'063, columns, positiveOnly);
+    }
+  inspect::MinMaxBlocks b = inspect::minMaxBlocks(y);
+  TSR_COMPARE(b.min.size(), size_t((30'000 + 63) / 64));
+  for (size_t k = 0; k < b.min.size(); ++k) {
+    // The first index of the block's smallest and largest value, found here by a plain loop.
+    size_t iMin = inspect::MinMaxBlocks::kNone, iMax = inspect::MinMaxBlocks::kNone;
+    for (size_t i = k * 64; i < std::min(y.size(), (k + 1) * 64); ++i) {
+      if (std::isnan(y[i])) continue;
+      if (iMin == inspect::MinMaxBlocks::kNone || y[i] < y[iMin]) iMin = i;
+      if (iMax == inspect::MinMaxBlocks::kNone || y[i] > y[iMax]) iMax = i;
+    }
+    TSR_COMPARE(b.min[k], iMin);
+    TSR_COMPARE(b.max[k], iMax);
+  }
 }
