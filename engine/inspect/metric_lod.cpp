@@ -18,28 +18,39 @@ constexpr size_t kBlock = MinMaxBlocks::kBlock;
 // Drawable: floor < y < inf, where floor is 0 on a log axis and -inf otherwise (NaN fails both comparisons).
 double floorOf(bool positiveOnly) { return positiveOnly ? 0.0 : -kInf; }
 
-// The running minimum and maximum of one column. Points are offered in index order and only a strictly smaller
-// (larger) value replaces the one held, so each extreme is the first of equal values.
+// The running minimum and maximum of one column (or block). Points come in index order and only a strictly
+// smaller (larger) value replaces the one held, so each extreme is the first of equal values.
 struct Extremes {
   std::span<const double> y;
   double floor;
   size_t iMin = kNone, iMax = kNone;
   double vMin = kInf, vMax = -kInf;
 
-  void offer(size_t i) {
-    const double v = y[i];
-    if (!(v > floor && v < kInf)) return;
-    if (v < vMin) {
-      vMin = v;
-      iMin = i;
-    }
-    if (v > vMax) {
-      vMax = v;
-      iMax = i;
+  void scan(size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      const double v = y[i];
+      if (!(v > floor && v < kInf)) continue;
+      if (v < vMin) {
+        vMin = v;
+        iMin = i;
+      }
+      if (v > vMax) {
+        vMax = v;
+        iMax = i;
+      }
     }
   }
-  void scan(size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) offer(i);
+  // A block's summary: its extremes, which come after everything offered so far.
+  void offer(const MinMaxBlocks::Block& b) {
+    if (b.iMin == kNone) return;
+    if (b.min < vMin) {
+      vMin = b.min;
+      iMin = b.iMin;
+    }
+    if (b.max > vMax) {
+      vMax = b.max;
+      iMax = b.iMax;
+    }
   }
 };
 
@@ -83,10 +94,19 @@ std::vector<size_t> reduce(std::span<const double> x, std::span<const double> y,
     return out;
   }
   // Column c's points are [begin, end): those lodColumn puts in c. It is monotone in x, so the formula a
-  // point-by-point loop would use splits the sorted xs by binary search.
+  // point-by-point loop would use splits the sorted xs by search: galloping from the column's start (its end
+  // is near, about as far as the last column's width) then binary, so the probes stay in a few cache lines.
+  auto inColumn = [&](size_t i, int c) { return lodColumn(x[i], x0, x1, columns) <= c; };
   auto columnEnd = [&](size_t begin, int c) {
     if (c + 1 == columns) return hi;
-    auto from = x.begin() + static_cast<std::ptrdiff_t>(begin), to = x.begin() + static_cast<std::ptrdiff_t>(hi);
+    size_t known = begin, probe = begin, step = 1;  // every index below `known` is in column c or before
+    while (probe < hi && inColumn(probe, c)) {
+      known = probe + 1;
+      probe = known + step;
+      step *= 2;
+    }
+    auto from = x.begin() + static_cast<std::ptrdiff_t>(known);
+    auto to = x.begin() + static_cast<std::ptrdiff_t>(std::min(probe, hi));
     auto end = std::partition_point(from, to, [&](double v) { return lodColumn(v, x0, x1, columns) <= c; });
     return static_cast<size_t>(end - x.begin());
   };
@@ -95,16 +115,12 @@ std::vector<size_t> reduce(std::span<const double> x, std::span<const double> y,
     const size_t end = columnEnd(begin, c);
     Extremes e{y, floor};
     // With summaries, the whole blocks inside the column are read from them, the partial ones at its ends value
-    // by value. Offered in index order, so the result is the plain scan's.
+    // by value, in index order: only a strictly smaller (larger) value replaces the one held, so the result is
+    // the plain scan's.
     const size_t firstBlock = (begin + kBlock - 1) / kBlock, endBlock = end / kBlock;
     if (blocks && endBlock > firstBlock) {
       e.scan(begin, firstBlock * kBlock);
-      for (size_t b = firstBlock; b < endBlock; ++b) {
-        const size_t a = blocks->min[b], z = blocks->max[b];
-        if (a == kNone) continue;
-        e.offer(std::min(a, z));
-        e.offer(std::max(a, z));
-      }
+      for (size_t b = firstBlock; b < endBlock; ++b) e.offer(blocks->blocks[b]);
       e.scan(endBlock * kBlock, end);
     } else {
       e.scan(begin, end);
@@ -132,14 +148,11 @@ MinMaxBlocks minMaxBlocks(std::span<const double> y, bool positiveOnly) {
   MinMaxBlocks blocks;
   blocks.size = y.size();
   blocks.positiveOnly = positiveOnly;
-  const size_t n = (y.size() + kBlock - 1) / kBlock;
-  blocks.min.resize(n);
-  blocks.max.resize(n);
-  for (size_t b = 0; b < n; ++b) {
+  blocks.blocks.resize((y.size() + kBlock - 1) / kBlock);
+  for (size_t b = 0; b < blocks.blocks.size(); ++b) {
     Extremes e{y, floorOf(positiveOnly)};
     e.scan(b * kBlock, std::min(y.size(), (b + 1) * kBlock));
-    blocks.min[b] = e.iMin;
-    blocks.max[b] = e.iMax;
+    blocks.blocks[b] = {e.vMin, e.vMax, e.iMin, e.iMax};
   }
   return blocks;
 }

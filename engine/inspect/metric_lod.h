@@ -4,8 +4,9 @@
 // largest value among those that fall in it, so the line drawn through what is kept reaches the same lowest and
 // highest pixel in every column as the line through all the points. Samplers that keep every k-th point
 // (TensorBoard and W&B draw about a thousand) miss a one-step spike with probability 1 - 1/k; this keeps it at
-// every zoom. A frame costs O(columns * log n) to find the columns, then a pass over the visible values, or, with
-// a series' block summaries (MinMaxBlocks), over a column's summaries and the values at its two ends only.
+// every zoom. A frame finds the columns' ends by galloping search from one column to the next, then passes over
+// the visible values, or, with a series' block summaries (MinMaxBlocks), over a column's summaries and the
+// values at its two ends only.
 // Nothing here knows Qt: the Metrics panel turns the kept indices into its chart's points.
 #include <cstddef>
 #include <span>
@@ -27,16 +28,20 @@ int lodColumn(double x, double x0, double x1, int columns);
 //   - A range that holds at most 2 * columns points keeps all of them.
 // So at most 2 * columns + 2 indices. A point whose y is not finite, or is not positive when `positiveOnly` (a
 // log axis), is not drawable: it is never kept and never a column's minimum or maximum.
-// Block summaries of one series: for each block of kBlock consecutive points, the index of its smallest and of
-// its largest drawable value (the first of equal values; kNone when the block has none). Built once per series
-// (O(n)); a column that spans whole blocks is then reduced from their summaries, and a million points in 1,500
-// columns cost some 16,000 summaries and 200,000 values a frame instead of a million values.
+// Block summaries of one series: for each block of kBlock consecutive points, its smallest and its largest
+// drawable value and their indices (the first of equal values; kNone when the block has none). Built once per
+// series (O(n)); a column that spans whole blocks is then reduced from their summaries, read in order, and a
+// million points in 1,500 columns cost some 16,000 summaries and 100,000 values a frame instead of a million.
 struct MinMaxBlocks {
   static constexpr size_t kBlock = 64;
   static constexpr size_t kNone = static_cast<size_t>(-1);
-  std::vector<size_t> min, max;  // per block
-  size_t size = 0;               // points summarised
-  bool positiveOnly = false;     // what "drawable" meant
+  struct Block {
+    double min = 0, max = 0;
+    size_t iMin = kNone, iMax = kNone;
+  };
+  std::vector<Block> blocks;
+  size_t size = 0;            // points summarised
+  bool positiveOnly = false;  // what "drawable" meant
 };
 MinMaxBlocks minMaxBlocks(std::span<const double> y, bool positiveOnly = false);
 

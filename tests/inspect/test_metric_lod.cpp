@@ -240,8 +240,8 @@ TEST_CASE("blockSummariesKeepTheFirstOfEqualValues") {
       checkAgainstNaive(x, y, 1'000.5, 20'063, columns, positiveOnly);
     }
   inspect::MinMaxBlocks b = inspect::minMaxBlocks(y);
-  TSR_COMPARE(b.min.size(), size_t((30'000 + 63) / 64));
-  for (size_t k = 0; k < b.min.size(); ++k) {
+  TSR_COMPARE(b.blocks.size(), size_t((30'000 + 63) / 64));
+  for (size_t k = 0; k < b.blocks.size(); ++k) {
     // The first index of the block's smallest and largest value, found here by a plain loop.
     size_t iMin = inspect::MinMaxBlocks::kNone, iMax = inspect::MinMaxBlocks::kNone;
     for (size_t i = k * 64; i < std::min(y.size(), (k + 1) * 64); ++i) {
@@ -249,7 +249,11 @@ TEST_CASE("blockSummariesKeepTheFirstOfEqualValues") {
       if (iMin == inspect::MinMaxBlocks::kNone || y[i] < y[iMin]) iMin = i;
       if (iMax == inspect::MinMaxBlocks::kNone || y[i] > y[iMax]) iMax = i;
     }
-    TSR_COMPARE(b.min[k], iMin);
-    TSR_COMPARE(b.max[k], iMax);
+    TSR_COMPARE(b.blocks[k].iMin, iMin);
+    TSR_COMPARE(b.blocks[k].iMax, iMax);
+    if (iMin != inspect::MinMaxBlocks::kNone) {
+      TSR_COMPARE(b.blocks[k].min, y[iMin]);
+      TSR_COMPARE(b.blocks[k].max, y[iMax]);
+    }
   }
 }
