@@ -154,6 +154,7 @@ void MetricsPanel::setDatabase(const QString& path) {
   m_dbPath = path;
   m_reader.reset();
   m_runs.clear();
+  m_settled.clear();
   m_curves.clear();  // they point into m_points
   m_points.clear();
   m_zoom.reset();
@@ -258,22 +259,30 @@ void MetricsPanel::poll() {
     return;
   }
   for (const auto& r : *infos) m_runs[r.id] = r;
-  // The keys of every shown run go into the list; only the checked ones are read (cheap: only what is new).
+  // The keys of every shown run go into the list; only the checked ones are read (only what is new). A run that
+  // had ended when it was last read has nothing new: its keys are not asked again, nor the metrics read already
+  // (asking a run's keys reads an index entry per point: slow with a million of them).
   const QStringList keys = metrics();
   const QList<qint64> runs = shownRuns();
   bool changed = false;
   for (qint64 run : runs) {
-    if (auto k = m_reader->keys(run); k.ok()) {
-      QSignalBlocker block(m_metricList);
-      for (const std::string& key : *k) metricItem(QString::fromStdString(key));
+    const bool settled = m_settled.count(run) > 0;
+    if (!settled) {
+      if (auto k = m_reader->keys(run); k.ok()) {
+        QSignalBlocker block(m_metricList);
+        for (const std::string& key : *k) metricItem(QString::fromStdString(key));
+      }
     }
     for (const QString& qk : keys) {
-      inspect::MetricColumns& held = m_points[{run, qk.toStdString()}];
-      auto fresh = m_reader->points(run, qk.toStdString(), held.empty() ? -1 : held.steps.back());
-      if (!fresh.ok() || fresh->empty()) continue;
-      held.append(*fresh);
+      auto [it, fresh] = m_points.try_emplace({run, qk.toStdString()});
+      if (settled && !fresh) continue;
+      inspect::MetricColumns& held = it->second;
+      auto points = m_reader->points(run, qk.toStdString(), held.empty() ? -1 : held.steps.back());
+      if (!points.ok() || points->empty()) continue;
+      held.append(*points);
       changed = true;
     }
+    if (m_runs[run].status != store::RunStatus::Running) m_settled.insert(run);
   }
   // Draw again when points arrived or the curves wanted are not those drawn.
   std::vector<std::pair<qint64, std::string>> wanted, drawn;

@@ -15,6 +15,7 @@
 // everything. The reduction follows the visible x range and the y axis fits what is visible.
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,6 +130,7 @@ class MetricsPanel : public QWidget {
   std::optional<inspect::RunsReader> m_reader;
   QList<qint64> m_selected;
   std::map<qint64, store::RunInfo> m_runs;
+  std::set<qint64> m_settled;  // runs read after they ended: nothing new will come
   std::map<std::pair<qint64, std::string>, inspect::MetricColumns> m_points;
 
   XAxis m_xMode = XAxis::Step;

@@ -198,12 +198,16 @@ class TestMetricsPanel : public QObject {
       }
       QVERIFY(s->logMetrics(a, 4, {{"val_loss", 7.5}}, 1004.0).ok());
       QVERIFY(s->logMetrics(a, 9, {{"val_loss", 2.5}}, 1009.0).ok());
+      // Run a has ended: the panel reads it once, and a metric checked later is still read.
+      QVERIFY(s->finishRun(a, store::RunStatus::Finished).ok());
     }
     Session session;
     MetricsPanel m(&session);
     m.setDatabase(QString::fromStdString(path));
     m.setSmoothing(0);
     m.setRuns({a});
+    QCOMPARE(m.curve(a, "loss").size(), 10);
+    QVERIFY(m.points(a, "val_loss").empty());  // not checked: not read
     m.setMetrics({"loss", "val_loss"});
     QCOMPARE(m.metrics(), (QStringList{"loss", "val_loss"}));
     QCOMPARE(m.curve(a, "loss").size(), 10);
