@@ -95,7 +95,7 @@ std::vector<size_t> reduce(std::span<const double> x, std::span<const double> y,
   }
   // Column c's points are [begin, end): those lodColumn puts in c. It is monotone in x, so the formula a
   // point-by-point loop would use splits the sorted xs by search: galloping from the column's start (its end
-  // is near, about as far as the last column's width) then binary, so the probes stay in a few cache lines.
+  // is near), then binary between the last two probes, so the probes stay in a few cache lines.
   auto inColumn = [&](size_t i, int c) { return lodColumn(x[i], x0, x1, columns) <= c; };
   auto columnEnd = [&](size_t begin, int c) {
     if (c + 1 == columns) return hi;
