@@ -55,8 +55,8 @@ class MetricsPanel : public QWidget {
   // The metrics drawn (checked in the list; keys not seen yet are added to it).
   void setMetrics(const QStringList& keys);
   void setSmoothing(double weight);  // [0, 0.99]
-  // Tokens: step * train.batch_size * train.seq_len of each run; when a run has no such figure (not a language
-  // model) the axis falls back to steps and its title says why.
+  // Tokens: step * train.batch_size * train.seq_len (* train.accumulate) of each run; when a run has no such
+  // figure (not a language model) the axis falls back to steps and its title says why.
   void setXAxis(XAxis x);
   void setLogY(bool logY);
   // The visible x range, in the x axis' unit (what dragging and the wheel set); resetZoom shows every point.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <string_view>
 
 #include "engine/project/model_family.h"
 
@@ -70,8 +71,9 @@ Result<double> tokensPerStep(const std::map<std::string, std::string>& params) {
   if (!f) return makeError("model family '{}' is not loaded", family->second);
   if (!f->languageModel) return makeError("{} is not a language model", family->second);
   double tokens = 1;
-  for (const char* key : {"train.batch_size", "train.seq_len"}) {
+  for (const char* key : {"train.batch_size", "train.seq_len", "train.accumulate"}) {
     auto it = params.find(key);
+    if (it == params.end() && std::string_view(key) == "train.accumulate") continue;  // runs from before it: 1
     if (it == params.end()) return makeError("the run recorded no {}", key);
     int64_t v = 0;
     auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);

@@ -57,9 +57,10 @@ class RunsReader {
   store::RunStore m_store;
 };
 
-// The tokens one step of a run trains on, for an x axis in tokens: train.batch_size * train.seq_len of its
-// recorded hyperparameters. An error says why there is no such figure: the run's model family is not a
-// language model (or is not registered here), or a key is missing or not a positive integer.
+// The tokens one step (one optimizer update) of a run trains on, for an x axis in tokens: train.batch_size *
+// train.seq_len * train.accumulate of its recorded hyperparameters (accumulate is 1 where a run did not record
+// it). An error says why there is no such figure: the run's model family is not a language model (or is not
+// registered here), or a key is missing or not a positive integer.
 Result<double> tokensPerStep(const std::map<std::string, std::string>& params);
 
 // Exponential moving average with TensorBoard's debiasing, over the full-resolution values; weight in [0, 1).
