@@ -80,7 +80,8 @@ const char* const kMetricNames[] = {"loss", "grad_norm", "lr", "tokens_per_s", "
 // Metric m at a step: a noisy curve with a one-step spike every 100,003 steps.
 double metricAt(int m, int64_t step, std::mt19937& rng) {
   std::normal_distribution<double> noise(0, 0.02);
-  double v = m == 0 ? 2.0 + 8.0 / (1.0 + 1e-4 * static_cast<double>(step)) : 1.0 + 0.3 * std::cos(1e-4 * static_cast<double>(step) * (m + 1));
+  const double t = static_cast<double>(step);
+  double v = m == 0 ? 2.0 + 8.0 / (1.0 + 1e-4 * t) : 1.0 + 0.3 * std::cos(1e-4 * t * (m + 1));
   if (step % 100'003 == 50'000) v *= 4;
   return v + noise(rng);
 }

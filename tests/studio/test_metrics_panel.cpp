@@ -51,11 +51,14 @@ bool writeDenseStore(const std::string& path, int64_t& a, int64_t& b) {
   return true;
 }
 
-int plotWidth(const MetricsPanel& m) { return static_cast<int>(std::lround(m.chartView()->chart()->plotArea().width())); }
+int plotWidth(const MetricsPanel& m) {
+  return static_cast<int>(std::lround(m.chartView()->chart()->plotArea().width()));
+}
 
 // The drawn curve is sorted by x and has at most two points per pixel column, plus one on either side.
 void checkReduced(const QList<QPointF>& curve, int columns) {
-  QVERIFY2(curve.size() <= 2 * columns + 2, qPrintable(QString("%1 points for %2 columns").arg(curve.size()).arg(columns)));
+  QVERIFY2(curve.size() <= 2 * columns + 2,
+           qPrintable(QString("%1 points for %2 columns").arg(curve.size()).arg(columns)));
   for (qsizetype i = 1; i < curve.size(); ++i) QVERIFY(curve[i - 1].x() < curve[i].x());
 }
 
@@ -152,7 +155,8 @@ class TestMetricsPanel : public QObject {
     // Dragging across the chart zooms x to the dragged span (Qt Charts' rubber band), then reduces for it.
     QRectF plot = view->chart()->plotArea();
     auto at = [&](double fraction) {
-      return view->mapFromScene(view->chart()->mapToScene(QPointF(plot.left() + fraction * plot.width(), plot.center().y())));
+      QPointF inPlot(plot.left() + fraction * plot.width(), plot.center().y());
+      return view->mapFromScene(view->chart()->mapToScene(inPlot));
     };
     QMouseEvent press(QEvent::MouseButtonPress, at(0.5), view->viewport()->mapToGlobal(at(0.5)), Qt::LeftButton,
                       Qt::LeftButton, Qt::NoModifier);
