@@ -1,7 +1,11 @@
 #include "engine/inspect/runs_reader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <string_view>
+
+#include "engine/project/model_family.h"
 
 namespace tsr::inspect {
 
@@ -43,8 +47,41 @@ Result<std::vector<store::RunInfo>> RunsReader::runInfos() const { return m_stor
 
 Result<std::vector<std::string>> RunsReader::keys(int64_t run) const { return m_store.metricKeys(run); }
 
+Result<std::map<std::string, std::string>> RunsReader::params(int64_t run) const { return m_store.params(run); }
+
 Result<std::vector<store::MetricPoint>> RunsReader::points(int64_t run, const std::string& key, int64_t afterStep) const {
   return m_store.metrics(run, key, afterStep);
+}
+
+void MetricColumns::append(const std::vector<store::MetricPoint>& points) {
+  steps.reserve(steps.size() + points.size());
+  times.reserve(times.size() + points.size());
+  values.reserve(values.size() + points.size());
+  for (const store::MetricPoint& p : points) {
+    steps.push_back(p.step);
+    times.push_back(p.time);
+    values.push_back(p.value);
+  }
+}
+
+Result<double> tokensPerStep(const std::map<std::string, std::string>& params) {
+  auto family = params.find("model.family");
+  if (family == params.end()) return makeError("the run recorded no model.family");
+  const project::ModelFamily* f = project::findModelFamily(family->second);
+  if (!f) return makeError("model family '{}' is not loaded", family->second);
+  if (!f->languageModel) return makeError("{} is not a language model", family->second);
+  double tokens = 1;
+  for (const char* key : {"train.batch_size", "train.seq_len", "train.accumulate"}) {
+    auto it = params.find(key);
+    if (it == params.end() && std::string_view(key) == "train.accumulate") continue;  // runs from before it: 1
+    if (it == params.end()) return makeError("the run recorded no {}", key);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    if (ec != std::errc() || end != it->second.data() + it->second.size() || v <= 0)
+      return makeError("{} = '{}' is not a positive integer", key, it->second);
+    tokens *= static_cast<double>(v);
+  }
+  return tokens;
 }
 
 std::vector<double> smooth(const std::vector<double>& values, double weight) {

@@ -23,10 +23,16 @@ struct RunRow {
   std::map<std::string, MetricStats> metrics;  // by key: "loss", "val_loss", "lr", ...
 };
 
-struct MetricSeries {
-  int64_t run = 0;
-  std::string key;
-  std::vector<store::MetricPoint> points;  // full resolution, in step order
+// One metric of one run at full resolution, in step order, as columns: a million points take 24 MB, and the
+// level-of-detail reduction (metric_lod.h) scans the values contiguously.
+struct MetricColumns {
+  std::vector<int64_t> steps;
+  std::vector<double> times;  // unix seconds
+  std::vector<double> values;
+
+  size_t size() const { return steps.size(); }
+  bool empty() const { return steps.empty(); }
+  void append(const std::vector<store::MetricPoint>& points);
 };
 
 class RunsReader {
@@ -39,6 +45,8 @@ class RunsReader {
   // The runs alone, without reading their metrics (cheap enough to poll).
   Result<std::vector<store::RunInfo>> runInfos() const;
   Result<std::vector<std::string>> keys(int64_t run) const;
+  // The hyperparameters the run recorded ("train.batch_size" -> "8", ...).
+  Result<std::map<std::string, std::string>> params(int64_t run) const;
   // Points after `afterStep` (all with -1): the IDE tails a series with the last step it holds.
   Result<std::vector<store::MetricPoint>> points(int64_t run, const std::string& key, int64_t afterStep = -1) const;
 
@@ -48,6 +56,12 @@ class RunsReader {
   explicit RunsReader(store::RunStore s) : m_store(std::move(s)) {}
   store::RunStore m_store;
 };
+
+// The tokens one step (one optimizer update) of a run trains on, for an x axis in tokens: train.batch_size *
+// train.seq_len * train.accumulate of its recorded hyperparameters (accumulate is 1 where a run did not record
+// it). An error says why there is no such figure: the run's model family is not a language model (or is not
+// registered here), or a key is missing or not a positive integer.
+Result<double> tokensPerStep(const std::map<std::string, std::string>& params);
 
 // Exponential moving average with TensorBoard's debiasing, over the full-resolution values; weight in [0, 1).
 std::vector<double> smooth(const std::vector<double>& values, double weight);

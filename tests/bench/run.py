@@ -6,7 +6,9 @@ peer_time / tessera_time (> 1: Tessera is faster).
     tests/bench/run.sh [--quick] [--only gpt2_124m,mlp] [--steps N] [--rounds R] [--out FILE]
 
 Without --quick, `data` (bench_data: BPE training, encoding against GPT-2's encoder.py, the batch loader) is
-added at the end; encode speed ratio = ours / encoder.py's.
+added at the end; encode speed ratio = ours / encoder.py's. So is `metrics` (bench_metrics: the Metrics panel's
+frame time with a million points per metric against every point given to Qt Charts, and the run store's write
+cost per training step as a fraction of gpt2_mini's step, which it times with the same tessera).
 
 The peers' FLOPs are Tessera's model FLOPs for the same workload (the same model, the same formula). A peer whose
 Python or package is missing is reported as {"skipped": why}. --check (the CTest) also fails when a peer's
@@ -215,6 +217,19 @@ def bench_data(opts):
     return entry
 
 
+def bench_metrics(opts):
+    """Dense metrics (bench_metrics, offscreen): frames drawn by level of detail against the naive chart in the
+    same run, and the store's writes per step against a gpt2_mini step timed by `tessera bench` in the same run."""
+    log("metrics:")
+    cmd = [opts.metrics, "--tessera", opts.tessera]
+    log("  $", " ".join(cmd))
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", TESSERA_NUM_THREADS=str(opts.threads))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-600:]}")
+    return json.loads(p.stdout)
+
+
 def apply_run_peak(doc):
     """The SGEMM peak of the run is the best any workload measured: on a shared machine a single measurement can
     catch the cores busy, and the peak is the machine's, not the workload's. Every fraction uses it."""
@@ -262,6 +277,7 @@ def main():
     p.add_argument("--tessera", default=os.path.join(ROOT, "build", "app", "cli", "tessera"))
     p.add_argument("--elementwise", default=os.path.join(ROOT, "build", "tests", "bench", "bench_elementwise"))
     p.add_argument("--data", default=os.path.join(ROOT, "build", "tests", "bench", "bench_data"))
+    p.add_argument("--metrics", default=os.path.join(ROOT, "build", "tests", "bench", "bench_metrics"))
     p.add_argument("--out", default="", help="also write the JSON document here")
     p.add_argument("--check", action="store_true", help="fail on wrong results (see above); 77 without torch")
     opts = p.parse_args()
@@ -287,6 +303,11 @@ def main():
             doc["workloads"]["data"] = bench_data(opts)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
             doc["workloads"]["data"] = {"error": str(e)}
+    if not opts.quick and (not only or "metrics" in only):
+        try:
+            doc["workloads"]["metrics"] = bench_metrics(opts)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
+            doc["workloads"]["metrics"] = {"error": str(e)}
     apply_run_peak(doc)
     text = json.dumps(doc, indent=2)
     print(text)

@@ -437,6 +437,60 @@ class TestInspect : public QObject {
     auto tail = r->points(rows->front().info.id, "loss", 3);
     QVERIFY(tail.ok());
     QCOMPARE(tail->size(), size_t(2));
+    auto params = r->params(rows->front().info.id);
+    QVERIFY(params.ok());
+    QCOMPARE(params->at("lr"), std::string("0.1"));
+    // Columns: appended in step order.
+    inspect::MetricColumns columns;
+    columns.append(*r->points(rows->front().info.id, "loss"));
+    columns.append(*tail);
+    QCOMPARE(columns.size(), size_t(8));
+    QCOMPARE(columns.steps[6], int64_t(4));
+    QCOMPARE(columns.values[7], 2.5);
+  }
+
+  // Tokens per step: batch_size * seq_len (* accumulate) of a language model's run, and why there is none otherwise.
+  void tokensPerStepOfARun() {
+    std::map<std::string, std::string> gpt2 = {{"model.family", "gpt2"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}};
+    auto t = inspect::tokensPerStep(gpt2);
+    QVERIFY(t.ok());
+    QCOMPARE(*t, 512.0);
+    // Gradient accumulation: K micro-batches of batch_size a step.
+    auto accumulated = gpt2;
+    accumulated["train.accumulate"] = "4";
+    QCOMPARE(*inspect::tokensPerStep(accumulated), 2048.0);
+    auto mlp = inspect::tokensPerStep({{"model.family", "mlp"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}});
+    QVERIFY(!mlp.ok());
+    QVERIFY2(mlp.error().message.find("not a language model") != std::string::npos, mlp.error().message.c_str());
+    gpt2.erase("train.seq_len");
+    QVERIFY(!inspect::tokensPerStep(gpt2).ok());
+    gpt2["train.seq_len"] = "64x";
+    QVERIFY(!inspect::tokensPerStep(gpt2).ok());
+    QVERIFY(!inspect::tokensPerStep({{"model.family", "no_such_family"}, {"train.batch_size", "8"}, {"train.seq_len", "64"}}).ok());
+    QVERIFY(!inspect::tokensPerStep({}).ok());
+  }
+
+  // A run that `tessera train` recorded has what tokensPerStep reads: gpt2_mini with batch 2, seq_len 64 (its
+  // [train] value) and 3 micro-batches a step trains on 2 * 64 * 3 = 384 tokens a step.
+  void tokensPerStepOfATrainedRun() {
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(QString::fromStdString(kMini + "/project.toml"), dir.filePath("project.toml")));
+    QVERIFY(QDir().mkpath(dir.filePath("data")));
+    QDir data(QString::fromStdString(kMini + "/data"));
+    for (const QString& f : data.entryList(QDir::Files)) QVERIFY(QFile::copy(data.filePath(f), dir.filePath("data/" + f)));
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(TSR_TESSERA_BIN, {"train", dir.path(), "--steps", "2", "--set", "train.batch_size=2", "--set",
+                              "train.accumulate=3", "--set", "train.eval_every=0"});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAll().constData());
+    auto r = inspect::RunsReader::open(dir.filePath("runs.db").toStdString());
+    QVERIFY(r.ok());
+    auto params = r->params(1);
+    QVERIFY(params.ok());
+    auto tokens = inspect::tokensPerStep(*params);
+    QVERIFY2(tokens.ok(), tokens.ok() ? "" : tokens.error().message.c_str());
+    QCOMPARE(*tokens, 384.0);
   }
 
   // `tessera profile` on a copy of gpt2_mini; the per-node times add up to the store's kernel events (read

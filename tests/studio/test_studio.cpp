@@ -408,24 +408,25 @@ class TestStudio : public QObject {
     m->setSmoothing(0);
     QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 10);
     QCOMPARE(m->shownRuns(), (QList<qint64>{a, b}));
-    QList<QPointF> curve = m->curve(b);
+    QList<QPointF> curve = m->curve(b, "loss");
     QCOMPARE(curve.size(), 10);
     QCOMPARE(curve[3], QPointF(3, 17));
     // Live: new points appear at the next poll.
     for (int i = 10; i < 15; ++i) QVERIFY(s->logMetrics(a, i, {{"loss", 0.5}}, 1000.0 + i).ok());
     m->poll();
     QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 15);
-    QCOMPARE(m->curve(a).size(), 15);
+    QCOMPARE(m->curve(a, "loss").size(), 15);
     // Smoothing works on the full data; the raw points stay.
     m->setSmoothing(0.9);
-    QVERIFY(m->curve(a).back().y() > 0.5);
-    QCOMPARE(m->points(a, "loss").back().value, 0.5);
+    QVERIFY(m->curve(a, "loss").back().y() > 0.5);
+    QCOMPARE(m->points(a, "loss").values.back(), 0.5);
+    QCOMPARE(m->rawCurve(a, "loss").back().y(), 0.5);
     // Wall-time axis: seconds since each run started.
     m->setSmoothing(0);
-    m->setWallTime(true);
-    QVERIFY(std::abs(m->curve(b)[3].x() - (2006.0 - s->run(b)->startTime)) < 1e-6);
+    m->setXAxis(MetricsPanel::XAxis::WallTime);
+    QVERIFY(std::abs(m->curve(b, "loss")[3].x() - (2006.0 - s->run(b)->startTime)) < 1e-6);
     m->setLogY(true);
-    QCOMPARE(m->curve(a).size(), 15);
+    QCOMPARE(m->curve(a, "loss").size(), 15);
     // The runs table.
     RunsPanel* runs = w.runsPanel();
     runs->setDatabase(path);
