@@ -203,6 +203,10 @@ int runSweep(const SweepArgs& a) {
   std::cout << fmt::format("sweep {}: {} runs of {}{}\n", name, all.size(), project->dir,
                            parallel > 1 ? fmt::format(", {} at a time on {} threads each, logs in {}", parallel, threads, logDir.string()) : "");
 
+  // The store exists, at the current schema, before the runs start: parallel runs then only add to it.
+  const std::string storePath = a.store.empty() ? (fs::path(project->dir) / "runs.db").string() : a.store;
+  if (auto created = store::RunStore::open(storePath); !created.ok()) return fail(created.error().message);
+
   std::map<pid_t, size_t> running;
   size_t next = 0, failed = 0;
   auto reap = [&]() {
@@ -239,7 +243,6 @@ int runSweep(const SweepArgs& a) {
   }
 
   // The sweep's runs, best first by the chosen metric's last value.
-  const std::string storePath = a.store.empty() ? (fs::path(project->dir) / "runs.db").string() : a.store;
   auto db = store::RunStore::openReadOnly(storePath);
   if (!db.ok()) return fail(db.error().message);
   auto runs = db->runs();

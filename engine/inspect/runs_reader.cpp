@@ -21,23 +21,28 @@ Result<std::vector<RunRow>> RunsReader::runs() const {
   std::vector<RunRow> rows;
   for (store::RunInfo& info : infos) {
     RunRow row;
+    // A run that has ended does not change: its params and metric summaries are read once.
+    auto cached = m_ended.find(info.id);
+    if (cached != m_ended.end() && cached->second.info.endTime == info.endTime &&
+        cached->second.info.status == info.status) {
+      row = cached->second;
+      row.info = std::move(info);
+      rows.push_back(std::move(row));
+      continue;
+    }
     TSR_ASSIGN(row.params, m_store.params(info.id));
-    TSR_ASSIGN(std::vector<std::string> keys, m_store.metricKeys(info.id));
-    for (const std::string& k : keys) {
-      TSR_ASSIGN(std::vector<store::MetricPoint> pts, m_store.metrics(info.id, k));
-      if (pts.empty()) continue;
+    TSR_ASSIGN(auto summaries, m_store.metricSummaries(info.id));
+    for (const auto& [k, m] : summaries) {
       MetricStats st;
-      st.points = static_cast<int64_t>(pts.size());
-      st.lastStep = pts.back().step;
-      st.latest = pts.back().value;
-      st.min = st.max = pts.front().value;
-      for (const auto& p : pts) {
-        st.min = std::min(st.min, p.value);
-        st.max = std::max(st.max, p.value);
-      }
+      st.points = m.points;
+      st.lastStep = m.latest.step;
+      st.latest = m.latest.value;
+      st.min = m.min;
+      st.max = m.max;
       row.metrics[k] = st;
     }
     row.info = std::move(info);
+    if (row.info.status != store::RunStatus::Running) m_ended[row.info.id] = row;
     rows.push_back(std::move(row));
   }
   return rows;

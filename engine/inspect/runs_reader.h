@@ -55,6 +55,7 @@ class RunsReader {
  private:
   explicit RunsReader(store::RunStore s) : m_store(std::move(s)) {}
   store::RunStore m_store;
+  mutable std::map<int64_t, RunRow> m_ended;  // runs that have ended, as last read
 };
 
 // The tokens one step (one optimizer update) of a run trains on, for an x axis in tokens: train.batch_size *

@@ -398,12 +398,42 @@ Status RunStore::logMetricsBatch(int64_t run, const std::vector<StepMetrics>& st
 }
 
 Result<std::vector<std::string>> RunStore::metricKeys(int64_t run) const {
-  Stmt st(m_db, "SELECT DISTINCT key FROM metrics WHERE run = ? ORDER BY key");
+  // A skip scan over the (run, key, step) key: one index seek per key, not one row per point (a dense run has
+  // millions of points and a handful of keys).
+  Stmt st(m_db,
+          "WITH RECURSIVE k(key) AS ("
+          "  SELECT (SELECT MIN(key) FROM metrics WHERE run = ?1)"
+          "  UNION ALL"
+          "  SELECT (SELECT MIN(key) FROM metrics WHERE run = ?1 AND key > k.key) FROM k WHERE k.key IS NOT NULL)"
+          " SELECT key FROM k WHERE key IS NOT NULL");
   if (!st.ok()) return st.error();
   st.bind(1, run);
   std::vector<std::string> out;
   TSR_TRY(st.each([&]() -> Status {
     out.push_back(st.text(0));
+    return {};
+  }));
+  return out;
+}
+
+Result<std::map<std::string, RunStore::MetricSummary>> RunStore::metricSummaries(int64_t run) const {
+  std::map<std::string, MetricSummary> out;
+  Stmt agg(m_db, "SELECT key, COUNT(*), MIN(value), MAX(value) FROM metrics WHERE run = ? GROUP BY key");
+  if (!agg.ok()) return agg.error();
+  agg.bind(1, run);
+  TSR_TRY(agg.each([&]() -> Status {
+    MetricSummary& m = out[agg.text(0)];
+    m.points = agg.i64(1);
+    m.min = agg.f64(2);
+    m.max = agg.f64(3);
+    return {};
+  }));
+  // With one MAX() in the query, SQLite takes the bare columns from the row holding it: the latest point.
+  Stmt last(m_db, "SELECT key, MAX(step), time, value FROM metrics WHERE run = ? GROUP BY key");
+  if (!last.ok()) return last.error();
+  last.bind(1, run);
+  TSR_TRY(last.each([&]() -> Status {
+    out[last.text(0)].latest = MetricPoint{last.i64(1), last.f64(2), last.f64(3)};
     return {};
   }));
   return out;

@@ -129,6 +129,13 @@ class RunStore {
   Result<std::vector<MetricPoint>> metrics(int64_t run, const std::string& key, int64_t afterStep = -1) const;
   // The latest value of each metric of a run.
   Result<std::map<std::string, MetricPoint>> latestMetrics(int64_t run) const;
+  // Each metric's point count, minimum, maximum and latest point, computed by SQLite (no point leaves the file).
+  struct MetricSummary {
+    int64_t points = 0;
+    double min = 0, max = 0;
+    MetricPoint latest;
+  };
+  Result<std::map<std::string, MetricSummary>> metricSummaries(int64_t run) const;
 
   Status putArtifact(int64_t run, const Artifact& artifact);
   Result<std::vector<std::string>> artifactNames(int64_t run) const;

@@ -1,6 +1,8 @@
 // The tessera command line, run as a user runs it.
 #include <QtTest>
 
+#include <QDir>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -213,7 +215,16 @@ class TestCli : public QObject {
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     Run sweep = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3,3e-3,1e-2", "--grid", "train.batch_size=4,8",
                          "--steps", "2", "--name", "grid1", "--parallel", "2"});
-    QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.out + sweep.err));
+    auto logs = [&] {
+      QString all;
+      QDir logDir(dir.filePath(".tessera/sweeps/grid1"));
+      for (const QString& f : logDir.entryList(QDir::Files)) {
+        QFile file(logDir.filePath(f));
+        if (file.open(QIODevice::ReadOnly)) all += "\n--- " + f + "\n" + QString::fromUtf8(file.readAll());
+      }
+      return all;
+    };
+    QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.out + sweep.err + logs()));
     QVERIFY2(sweep.out.contains("6 runs tagged sweep=grid1"), qPrintable(sweep.out));
     Run list = tessera({"runs", "--project", dir.path(), "list", "--tag", "sweep=grid1"});
     QCOMPARE(list.exitCode, 0);

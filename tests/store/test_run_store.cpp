@@ -515,3 +515,41 @@ TEST_CASE("openersOfANewStoreAtOnceAllSucceed") {
     TSR_COMPARE(ids, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   }
 }
+
+// The summaries SQLite computes equal those computed from the points; the keys' skip scan finds every key.
+TEST_CASE("metricSummariesEqualTheirPoints") {
+  test::TempDir dir;
+  auto s = RunStore::open(dir.filePath("runs.db"));
+  REQUIRE(s.ok());
+  auto run = s->createRun("r", "p", "");
+  auto other = s->createRun("o", "p", "");
+  std::vector<StepMetrics> rows;
+  for (int64_t step = 1; step <= 300; ++step) {
+    StepMetrics m{step, 1000.0 + step, {{"loss", std::sin(0.1 * step) + 2}, {"lr", 1e-3 * step}}};
+    if (step % 7 == 0) m.values.push_back({"val_loss", std::cos(0.3 * step)});
+    rows.push_back(m);
+  }
+  REQUIRE(s->logMetricsBatch(*run, rows).ok());
+  REQUIRE(s->logMetrics(*other, 5, {{"zeta", 1.0}, {"alpha", 2.0}}).ok());
+  TSR_COMPARE(*s->metricKeys(*run), (std::vector<std::string>{"loss", "lr", "val_loss"}));
+  TSR_COMPARE(*s->metricKeys(*other), (std::vector<std::string>{"alpha", "zeta"}));
+  TSR_COMPARE(s->metricKeys(99)->size(), size_t(0));
+  auto summaries = s->metricSummaries(*run);
+  REQUIRE(summaries.ok());
+  TSR_COMPARE(summaries->size(), size_t(3));
+  for (const std::string key : {"loss", "lr", "val_loss"}) {
+    auto points = s->metrics(*run, key);
+    const auto& m = summaries->at(key);
+    TSR_COMPARE(m.points, static_cast<int64_t>(points->size()));
+    double lo = points->front().value, hi = lo;
+    for (const auto& p : *points) {
+      lo = std::min(lo, p.value);
+      hi = std::max(hi, p.value);
+    }
+    TSR_COMPARE(m.min, lo);
+    TSR_COMPARE(m.max, hi);
+    TSR_COMPARE(m.latest.step, points->back().step);
+    TSR_COMPARE(m.latest.value, points->back().value);
+    TSR_COMPARE(m.latest.time, points->back().time);
+  }
+}
