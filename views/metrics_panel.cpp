@@ -115,6 +115,8 @@ MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
   m_chart->setMargins(QMargins(4, 4, 4, 4));
   m_view->setChart(m_chart);
   m_view->setRenderHint(QPainter::Antialiasing);
+  // Axes are rebuilt when the metrics or the scale change: repaint the whole view, or the old labels linger.
+  m_view->setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
   m_view->setRubberBand(QChartView::HorizontalRubberBand);
   m_view->setToolTip(tr("Drag to zoom on x, wheel to zoom around the cursor, right-click to zoom out, "
                         "double-click to show everything"));
