@@ -6,6 +6,12 @@ namespace tsr {
 
 namespace {
 
+// The last character before position i on its line that is not a space or tab; '\n' when there is none.
+char previousOnLine(std::string_view text, size_t i) {
+  while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\r')) --i;
+  return i == 0 ? '\n' : text[i - 1];
+}
+
 // Whether only spaces and tabs precede position i on its line.
 bool atLineStart(std::string_view text, size_t i) {
   while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
@@ -85,6 +91,15 @@ Status checkTomlText(std::string_view text, const std::string& source, bool asci
         if (at(i, "'''")) mode = Mode::Code, i += 2, column += 2;
         break;
       case Mode::Code:
+        // A string starts a key (at the line's start, after '.' or '{' or ','), a value (after '=', '[' or ',')
+        // or a table name (after '['); a quote anywhere else is inside a bare value such as `2--"x 3`, which
+        // toml++ asserts on while it guesses the value's type, instead of reporting it.
+        if (c == '"' || c == '\'') {
+          const char before = previousOnLine(text, i);
+          if (before != '\n' && before != '=' && before != '[' && before != ',' && before != '{' && before != '.')
+            return makeError("{}:{}:{}: a quote inside a bare value (a string is quoted from its start)", source,
+                             line, column);
+        }
         if (c == '#') {
           mode = Mode::Comment;
         } else if (at(i, "\"\"\"")) {

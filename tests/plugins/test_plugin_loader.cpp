@@ -311,13 +311,16 @@ TEST_CASE("trustListFile") {
                        Bad{"[[project]]\nfolder = \"/a\x01\"\n", "trusted.toml:2:13: control character U+0001"},
                        // toml++ reaches __builtin_unreachable on this one.
                        Bad{"\xc6\x8dpty\n", "trusted.toml:1:1: a non-ASCII byte"},
-                       Bad{"[[project]]\nfolder = 6\"/h\xd2\x86\"\n", "trusted.toml:2:14: a non-ASCII byte"},
+                       Bad{"[[project]]\nfolder = \"/h\xd2\x86\"\n", "trusted.toml:2:13: a non-ASCII byte"},
+                       Bad{"[[project]]\nfolder = 6\"/h\xd2\x86\"\n", "trusted.toml:2:11: a quote inside a bare value"},
                        // and asserts on this one.
                        Bad{"# x\n  [*o]\n", "trusted.toml:2:3: a table header must begin with a key"},
-                       Bad{"[[[project]]\n", "trusted.toml:1:1: a table header must begin with a key"}}) {
+                       Bad{"[[[project]]\n", "trusted.toml:1:1: a table header must begin with a key"},
+                       // and on a quote inside a bare value (tests/fuzz/corpus/plugin_manifest/value_terminator_assert).
+                       Bad{"T=2--\"------ 3\t=\t2*+T=VT'=", "trusted.toml:1:6: a quote inside a bare value"}}) {
     auto r = plugin::TrustList::parse(b.text, "trusted.toml");
     REQUIRE_MESSAGE(!r.ok(), b.text);
-    REQUIRE_MESSAGE(r.error().message.find(b.error) == 0, r.error().message.c_str());
+    REQUIRE_MESSAGE(r.error().message.find(b.error) == 0, r.error().message);
   }
 }
 

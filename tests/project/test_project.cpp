@@ -101,6 +101,15 @@ TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
               std::string("p/project.toml:2:9: control character U+0001 (TOML allows none but tab)"));
   TSR_COMPARE(parseError("# x\n  [*o]\n"), std::string("p/project.toml:2:3: a table header must begin with a key"));
   TSR_COMPARE(parseError("[[\x01z]]\n"), std::string("p/project.toml:1:1: a table header must begin with a key"));
+  // A quote inside a bare value: toml++ 3.3 asserts on this one while guessing the value's type.
+  const std::string quote = "a quote inside a bare value (a string is quoted from its start)";
+  TSR_COMPARE(parseError("[train]\nsteps=2--\"------ 3 =\n"), "p/project.toml:2:10: " + quote);
+  TSR_COMPARE(parseError("[train]\nsteps = 3 'x'\n"), "p/project.toml:2:11: " + quote);
+  // Quotes where TOML has strings: keys, values, arrays, inline tables, dotted keys, table names.
+  auto q = parseProject("[\"project\"]\n\"name\" = 'x'\n[model]\nfamily='mlp'\nsizes = [ 4,2 ]\n"
+                        "[sharding]\n'a.*' = \"data\"\n[data]\nkind = \"synthetic-digits\"\n",
+                        "p/project.toml", "p");
+  REQUIRE_MESSAGE(q.ok(), q.error().message);
   // Allowed in comments and strings, where a quote of another kind or a # ends nothing.
   auto p = parseProject("# \xc3\xa9t\xc3\xa9 \"\n[project]\nname = \"\"\"caf\xc3\xa9 ''' # \"\" \"\"\"\n"
                         "[train]\nsteps = 3 # \xc2\xa0 '\n",
