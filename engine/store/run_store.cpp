@@ -686,12 +686,11 @@ Status RunStore::setArchived(int64_t id, bool archived) {
                    [&](Stmt& st) { st.bind(1, int64_t{archived}).bind(2, id); });
 }
 
-Status RunStore::addTags(int64_t id, const std::vector<std::string>& tags) {
+// One statement over the run's tags, in one transaction.
+Status RunStore::eachTag(int64_t id, const char* sql, const std::vector<std::string>& tags) {
   TSR_TRY(run(id));
-  for (const std::string& t : tags)
-    if (t.empty()) return makeError("a tag cannot be empty");
   return transaction([&]() -> Status {
-    Stmt st(m_db, "INSERT OR IGNORE INTO run_tags(run, tag) VALUES(?, ?)");
+    Stmt st(m_db, sql);
     if (!st.ok()) return st.error();
     for (const std::string& t : tags) {
       st.bind(1, id).bind(2, t);
@@ -702,18 +701,14 @@ Status RunStore::addTags(int64_t id, const std::vector<std::string>& tags) {
   });
 }
 
+Status RunStore::addTags(int64_t id, const std::vector<std::string>& tags) {
+  for (const std::string& t : tags)
+    if (t.empty()) return makeError("a tag cannot be empty");
+  return eachTag(id, "INSERT OR IGNORE INTO run_tags(run, tag) VALUES(?, ?)", tags);
+}
+
 Status RunStore::removeTags(int64_t id, const std::vector<std::string>& tags) {
-  TSR_TRY(run(id));
-  return transaction([&]() -> Status {
-    Stmt st(m_db, "DELETE FROM run_tags WHERE run = ? AND tag = ?");
-    if (!st.ok()) return st.error();
-    for (const std::string& t : tags) {
-      st.bind(1, id).bind(2, t);
-      if (st.step() != SQLITE_DONE) return st.error();
-      st.reset();
-    }
-    return {};
-  });
+  return eachTag(id, "DELETE FROM run_tags WHERE run = ? AND tag = ?", tags);
 }
 
 }  // namespace tsr::store

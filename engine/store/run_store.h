@@ -179,6 +179,7 @@ class RunStore {
   Result<std::vector<std::string>> tagsOf(int64_t run) const;
   // One UPDATE or DELETE of run `id`; an error when no run has that id.
   Status updateRun(int64_t id, const char* sql, const std::function<void(Stmt&)>& bind);
+  Status eachTag(int64_t id, const char* sql, const std::vector<std::string>& tags);
 
   sqlite3* m_db = nullptr;
   std::string m_path;

@@ -67,6 +67,12 @@ bool waitLayout(GraphPanel* g) {
   return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
 }
 
+// A 6-step MLP on synthetic digits: trains in a second or two.
+const char* kTinyMlp =
+    "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+    "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
+    "0\neval_every = 0\nlog_every = 1\n";
+
 void writeFile(const QString& path, const QByteArray& text) {
   QFile f(path);
   QVERIFY(f.open(QIODevice::WriteOnly));
@@ -357,10 +363,7 @@ class TestStudio : public QObject {
   void profileFromTheIdeColoursTheGraphByTime() {
     qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
     QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"),
-              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
-              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
-              "0\neval_every = 0\nlog_every = 1\n");
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
     MainWindow w;
     QVERIFY(openAndWait(w, dir.path()));
     Session* s = w.session();
@@ -453,10 +456,7 @@ class TestStudio : public QObject {
   void runFromTheIdeWritesMetrics() {
     qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
     QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"),
-              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
-              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
-              "0\neval_every = 0\nlog_every = 1\n");
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
     MainWindow w;
     QVERIFY(openAndWait(w, dir.path()));
     QSignalSpy finished(w.runController(), &RunController::finished);
@@ -502,10 +502,7 @@ class TestStudio : public QObject {
   void resumeAndEvaluateFromTheIde() {
     qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
     QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"),
-              "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
-              "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
-              "0\neval_every = 0\nlog_every = 1\n");
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
     MainWindow w;
     QVERIFY(openAndWait(w, dir.path()));
     // A configuration that stops at 3 steps, made in the dialog as a user would.
