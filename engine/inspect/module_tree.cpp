@@ -109,6 +109,21 @@ ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outpu
     }
     paths[i] = std::move(path);
   }
+  // A constant the trace captured (a layer norm's width, an epsilon) has no provenance of its own: it sits with
+  // the first op that reads it and has a module path, rather than in the groups of the update.
+  std::vector<ir::NodeId> reader(g.nodes().size(), ir::kNone);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (g.nodes()[i].prov.modulePath.empty()) continue;
+    for (ir::ValueId v : g.nodes()[i].operands) {
+      ir::NodeId p = g.value(v).producer;
+      if (p != ir::kNone && reader[static_cast<size_t>(p)] == ir::kNone) reader[static_cast<size_t>(p)] = static_cast<ir::NodeId>(i);
+    }
+  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    if (n.op == ir::OpCode::Constant && n.prov.modulePath.empty() && reader[i] != ir::kNone)
+      paths[i] = paths[static_cast<size_t>(reader[i])];
+  }
   if (m_plan && m_plan->groupOfNode.size() == g.nodes().size()) {
     m_cluster.assign(g.nodes().size(), -1);
     for (size_t k = 0; k < m_plan->groups.size(); ++k) {

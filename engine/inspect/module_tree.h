@@ -38,7 +38,8 @@ class ModuleTree {
   // Nodes without a module path (the loss, the optimizer update) are grouped by the parameter whose outputs
   // they feed, "update.h.0.attn.c_attn.weight" (the new weight and its optimizer slots), when outputNames
   // names the outputs (a training step's output tree); "(shared)" when they feed several parameters,
-  // "(unused)" when they feed none. Without names, such nodes belong to the root.
+  // "(unused)" when they feed none. Without names, such nodes belong to the root. A constant without a module
+  // path sits with the first op with a module path that reads it.
   //
   // With a fusion plan (of this graph), a kernel of several nodes lies in one group: the module of its dot
   // (a GEMM) or of its last member, or when that one has no module path, of its first member that has one.
