@@ -4,8 +4,10 @@
 // (views read through, with no kernel of their own, dashed);
 // laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
 // op, value name, shape and module path; overlays as colour scales: flops and bytes from the ops' cost rules,
-// and measured time from the project's latest profile (at the fusion stage, whose node ids the profile names);
-// the selection follows the session both ways.
+// and measured time from the project's latest profile (at the stages whose graph the profile ran: the fusion
+// stage and those with its graph); the selection follows the session both ways. Everything drawn over the boxes
+// belongs to the stage they were laid out for: while another stage is being laid out, the boxes on screen carry
+// no overlay, match or comparison colours.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QHash>
+#include <QMap>
 #include <QWidget>
 
 #include "engine/inspect/graph_layout.h"
@@ -70,6 +73,8 @@ class GraphPanel : public QWidget {
   void setOverlay(const QString& name);
   QString overlay() const;
   QString overlayLegend() const;
+  // The overlay's value of each box it colours, by box key ("n:42", "g:h.0"); empty when it colours none.
+  QMap<QString, double> overlayValues() const { return m_overlayValues; }
   // Sharding: a PartitionSpec dropped on graph input `inputIndex` (as a drag onto its box does), and the nodes
   // marked as conflicts of the sharding panel's plan.
   void dropSpecOnInput(int inputIndex, const QString& spec);
@@ -107,6 +112,9 @@ class GraphPanel : public QWidget {
   void setPinnedStage(int index);
   void setDiff(std::vector<inspect::DiffStatus> statuses);
   void updateDiff();
+  // Whether the boxes on screen were laid out for the stage shown (false while another stage is laid out).
+  bool sceneIsCurrent() const;
+  void clearDecorations();
 
   Session* m_session;
   bool m_secondary;
@@ -137,9 +145,14 @@ class GraphPanel : public QWidget {
   bool m_busy = false;  // from startLayout until its result is on screen
   QElapsedTimer m_clock;
   double m_layoutSeconds = 0;
+  // The layout on screen and the graph (and module tree) it was made for; the graph a running layout is for.
   std::optional<inspect::ViewLayout> m_layout;
-  const ir::Graph* m_layoutGraph = nullptr;
+  std::shared_ptr<const ir::Graph> m_layoutGraph;
+  std::shared_ptr<const inspect::ModuleTree> m_layoutTree;
+  std::shared_ptr<const ir::Graph> m_pendingGraph;
+  std::shared_ptr<const inspect::ModuleTree> m_pendingTree;
   QHash<QString, GraphBoxItem*> m_items;
+  QMap<QString, double> m_overlayValues;
   QVector<int> m_hits;
   QString m_searchError;
   bool m_syncing = false;

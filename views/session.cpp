@@ -144,6 +144,19 @@ int Session::profileStage() const {
   return -1;
 }
 
+bool Session::profileMapsTo(const inspect::Stage& stage) const {
+  int fs = profileStage();
+  return fs >= 0 && inspect::sameGraph((*m_stages)[static_cast<size_t>(fs)], stage);
+}
+
+std::vector<int> Session::profileStages() const {
+  std::vector<int> out;
+  if (profileStage() < 0) return out;
+  for (size_t i = 0; i < m_stages->size(); ++i)
+    if (profileMapsTo((*m_stages)[i])) out.push_back(static_cast<int>(i));
+  return out;
+}
+
 void Session::reloadProfile() {
   m_profile.reset();
   int fs = profileStage();

@@ -59,6 +59,10 @@ class Session : public QObject {
   QString profileError() const { return m_profileError; }
   // The stage the profile's node ids refer to (the fusion stage); -1 before the compile is done.
   int profileStage() const;
+  // Whether the profile's node ids name this stage's nodes: the fusion stage, and the stages with its graph.
+  bool profileMapsTo(const inspect::Stage& stage) const;
+  // The indices of those stages (none before the compile).
+  std::vector<int> profileStages() const;
   void reloadProfile();
 
   // Sharding: a PartitionSpec dropped on an argument of the step ("params.layers.0.weight", "inputs") in any

@@ -228,7 +228,7 @@ void TimelinePanel::onEventClicked(qint64 event) {
 
 void TimelinePanel::onNodeSelected(int node) {
   if (!m_canvas) return;
-  bool here = m_linked && node >= 0 && m_session->currentStage() == m_session->profileStage();
+  bool here = m_linked && node >= 0 && m_session->stage() && m_session->profileMapsTo(*m_session->stage());
   m_canvas->setHighlightedKernels(here ? m_timeline->kernelsWithNode(node) : std::vector<int>{});
   updateInfo();
 }

@@ -1,0 +1,169 @@
+// The graph panel on the offscreen platform: the time overlay follows the stage on screen (colours only where
+// the profile's node ids name the stage's nodes, none left on the boxes of another stage). The expected values
+// come from the graph and the run store directly.
+#include <map>
+
+#include <QAction>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/studio/main_window.h"
+#include "engine/store/run_store.h"
+#include "views/graph_panel.h"
+#include "views/run_controller.h"
+#include "views/session.h"
+
+using namespace tsr;
+using namespace tsr::studio;
+
+namespace {
+
+const QString kSamples = QStringLiteral(TSR_SOURCE_DIR "/sample_projects");
+
+// Opens a project and waits until it is compiled and the graph laid out.
+bool openAndWait(MainWindow& w, const QString& path) {
+  QSignalSpy opened(w.session(), &Session::projectOpened);
+  QSignalSpy failed(w.session(), &Session::projectFailed);
+  w.openProject(path);
+  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
+  return QTest::qWaitFor([&] {
+    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
+           !w.graphPanel()->visibleGroups().isEmpty();
+  }, 30000);
+}
+
+bool waitLayout(GraphPanel* g) {
+  QTest::qWait(1);
+  return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
+}
+
+void writeFile(const QString& path, const QByteArray& text) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text);
+}
+
+// A three-layer MLP on synthetic digits: compiled and profiled in seconds.
+const QByteArray kTinyMlp =
+    "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
+    "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
+    "0\neval_every = 0\nlog_every = 1\n";
+
+// Each node's time in the latest profile of the store, read from its kernel table and launches: a kernel's
+// total split evenly among its nodes.
+std::map<int, double> profiledNodeTimes(const QString& db) {
+  std::map<int, double> out;
+  auto store = store::RunStore::openReadOnly(db.toStdString());
+  if (!store.ok()) return out;
+  int64_t latest = 0;
+  auto runs = store->runs();
+  for (const auto& r : runs.value()) {
+    auto profiles = store->profiles(r.id);
+    for (const auto& p : profiles.value()) latest = std::max(latest, p.id);
+  }
+  auto events = store->kernelEvents(latest);
+  auto kernels = store->profileKernels(latest);
+  if (!events.ok() || !kernels.ok()) return out;
+  std::map<int64_t, double> total;
+  for (const auto& e : *events) total[e.fusion] += static_cast<double>(e.durationNs);
+  for (const auto& k : *kernels)
+    if (k.executable == "train_step")
+      for (int n : k.nodes) out[n] = total[k.fusion] / static_cast<double>(k.nodes.size());
+  return out;
+}
+
+}  // namespace
+
+class TestStudioGraph : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("TesseraTest");
+    QCoreApplication::setApplicationName("GraphPanelTest");
+    QSettings().clear();
+    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+  }
+
+  // The time overlay colours a node by its kernel's time at the stages whose graph the profile ran, and no
+  // node at the others: from the moment the stage changes (the previous stage's boxes stay on screen until the
+  // new layout is done, and carry nothing of the new stage), with a legend that says why.
+  void timeOverlayFollowsTheStage() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir.path()));
+    Session* s = w.session();
+    QSignalSpy finished(w.runController(), &RunController::finished);
+    w.action("profile")->trigger();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
+    QVERIFY2(s->profile(), qPrintable(s->profileError()));
+    GraphPanel* g = w.graphPanel();
+    QCOMPARE(g->overlay(), QString("time"));
+    const std::map<int, double> times = profiledNodeTimes(s->runsDbPath());
+    QVERIFY(!times.empty());
+    const auto& stages = *s->stages();
+    const int fusion = static_cast<int>(stages.size()) - 1;
+    QVERIFY(stages[static_cast<size_t>(fusion)].fusion);
+    // Every other stage, and whether its graph is the fusion stage's (the same text: the same node ids).
+    int same = -1, other = -1;
+    for (int i = 0; i < fusion; ++i) {
+      bool identical = stages[static_cast<size_t>(i)].text == stages[static_cast<size_t>(fusion)].text;
+      if (identical) same = i;
+      if (!identical && i > 0) other = i;
+    }
+    QVERIFY2(same > 0, "the cleanup's last stage has the fusion stage's graph");
+    QVERIFY(other > 0);
+
+    auto checkTimes = [&](int stage) {
+      // Until the stage is laid out, the boxes on screen are the previous stage's: they show none of its times.
+      QVERIFY(s->currentStage() != stage);
+      s->setCurrentStage(stage);
+      QVERIFY(g->layoutRunning());
+      QVERIFY2(g->overlayValues().isEmpty(), "the previous stage's boxes carry none of this stage's times");
+      QVERIFY(waitLayout(g));
+      g->expandAll(true);
+      QVERIFY(waitLayout(g));
+      const QMap<QString, double> values = g->overlayValues();
+      int nodes = 0;
+      for (auto it = values.begin(); it != values.end(); ++it) {
+        if (!it.key().startsWith("n:")) continue;
+        int n = it.key().mid(2).toInt();
+        auto t = times.find(n);
+        QVERIFY2(t != times.end() || it.value() == 0, qPrintable(it.key()));
+        if (t != times.end()) QVERIFY2(std::abs(it.value() - t->second) <= 1e-6 * t->second + 1e-9, qPrintable(it.key()));
+        nodes += it.value() > 0;
+      }
+      QVERIFY2(nodes > 0, qPrintable(g->overlayLegend()));
+      QVERIFY2(g->overlayLegend().contains("split evenly"), qPrintable(g->overlayLegend()));
+    };
+    QCOMPARE(s->currentStage(), 0);
+    checkTimes(fusion);
+    if (QTest::currentTestFailed()) return;
+    // A stage with another graph: nothing painted, from the switch on.
+    s->setCurrentStage(0);
+    QVERIFY(g->layoutRunning());
+    QVERIFY2(g->overlayValues().isEmpty(), "the previous stage's boxes keep no times");
+    QVERIFY(waitLayout(g));
+    QVERIFY(g->overlayValues().isEmpty());
+    QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
+    // The stage before fusion has the fusion stage's graph: the profile's node ids name its nodes.
+    checkTimes(same);
+    if (QTest::currentTestFailed()) return;
+    s->setCurrentStage(other);
+    QVERIFY(g->overlayValues().isEmpty());
+    QVERIFY(waitLayout(g));
+    QVERIFY(g->overlayValues().isEmpty());
+    QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
+    checkTimes(fusion);
+  }
+};
+
+#include "tests/test_main.h"
+TSR_TEST_MAIN(QTEST_MAIN, TestStudioGraph)
+#include "test_studio_graph.moc"
