@@ -20,11 +20,13 @@
 #include <QSplitter>
 #include <QStyleOptionGraphicsItem>
 #include <QTimer>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QWheelEvent>
 #include <QtConcurrent>
 
 #include "engine/inspect/node_info.h"
+#include "views/graph_search.h"
 
 namespace tsr::studio {
 
@@ -200,19 +202,15 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       m_session(session),
       m_secondary(secondary),
       m_stageBox(new QComboBox),
-      m_search(new QLineEdit),
-      m_searchInfo(new QLabel),
+      m_search(new GraphSearch),
       m_overlay(new QComboBox),
       m_progress(new QProgressBar),
       m_cancel(new QPushButton(tr("Cancel"))),
       m_status(new QLabel),
       m_view(new ZoomView),
       m_scene(new QGraphicsScene(this)),
-      m_searchTimer(new QTimer(this)),
       m_watcher(new QFutureWatcher<LayoutResult>(this)) {
   setObjectName("graphPanel");
-  m_search->setPlaceholderText(tr("Search ops, %values, shapes, modules (regex)"));
-  m_search->setClearButtonEnabled(true);
   m_overlay->addItems({tr("No overlay"), tr("FLOPs"), tr("Bytes"), tr("Time (profile)")});
   m_overlay->setToolTip(tr("Colour nodes by cost (log scale); time comes from the project's latest profile"));
   m_legend = new QLabel;
@@ -224,7 +222,6 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   bar->addWidget(new QLabel(tr("Stage")));
   bar->addWidget(m_stageBox, 1);
   bar->addWidget(m_search, 2);
-  bar->addWidget(m_searchInfo);
   bar->addWidget(m_overlay);
   bar->addWidget(m_progress);
   bar->addWidget(m_cancel);
@@ -235,8 +232,12 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(bar);
+  // The search's list of matches sits under the graph.
+  auto* column = new QSplitter(Qt::Vertical);
+  column->setChildrenCollapsible(false);
+  layout->addWidget(column, 1);
   if (m_secondary) {
-    layout->addWidget(m_view, 1);
+    column->addWidget(m_view);
   } else {
     m_compareBox = new QComboBox;
     m_compareBox->setToolTip(tr("Show another stage on the left, nodes coloured added / removed / changed"));
@@ -248,7 +249,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
     m_other->setVisible(false);
     split->addWidget(m_other);
     split->addWidget(m_view);
-    layout->addWidget(split, 1);
+    column->addWidget(split);
     connect(m_compareBox, &QComboBox::currentIndexChanged, this, [this](int i) {
       if (!m_syncing) setCompareStage(i - 1);
     });
@@ -258,13 +259,14 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       updateDiff();
     });
   }
+  column->addWidget(m_search->results());
+  column->setStretchFactor(0, 4);
+  column->setStretchFactor(1, 1);
   auto* foot = new QHBoxLayout;
   foot->addWidget(m_status, 1);
   foot->addWidget(m_legend);
   if (m_diffInfo) foot->addWidget(m_diffInfo);
   layout->addLayout(foot);
-  m_searchTimer->setSingleShot(true);
-  m_searchTimer->setInterval(250);
 
   connect(m_session, &Session::stagesReady, this, &GraphPanel::onStagesReady);
   if (!m_secondary) {
@@ -274,6 +276,8 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   connect(m_session, &Session::projectOpening, this, [this] {
     m_expanded.clear();
     m_states.clear();
+    m_search->setMatches({});
+    m_hits.clear();
     m_diff.clear();
     m_diffResult.reset();
     m_pinned = 0;
@@ -286,8 +290,8 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       m_session->setCurrentStage(i);
     }
   });
-  connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
-  connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
+  connect(m_search, &GraphSearch::patternEdited, this, &GraphPanel::search);
+  connect(m_search, &GraphSearch::matchChosen, this, &GraphPanel::showMatch);
   connect(m_overlay, &QComboBox::currentIndexChanged, this, &GraphPanel::applyDecorations);
   connect(m_session, &Session::profileChanged, this, &GraphPanel::applyDecorations);
   connect(m_session, &Session::shardingChanged, this, &GraphPanel::applySharding);
@@ -449,7 +453,7 @@ void GraphPanel::onStageChanged() {
   m_syncing = false;
   if (currentStage()) startLayout();
   // Matches are node ids of a stage: the search runs again on the new one.
-  if (!m_search->text().isEmpty()) search(m_search->text());
+  if (!m_search->pattern().isEmpty()) search(m_search->pattern());
   updateDiff();
 }
 
@@ -601,7 +605,7 @@ void GraphPanel::buildScene() {
   m_scene->setSceneRect(m_scene->itemsBoundingRect().adjusted(-20, -20, 20, 20));
   m_syncing = false;
   applyDecorations();
-  onNodeSelected(m_session->selectedNode());
+  onNodeSelected(m_secondary && m_localNode >= 0 ? m_localNode : m_session->selectedNode());
 }
 
 bool GraphPanel::sceneIsCurrent() const {
@@ -800,28 +804,49 @@ void GraphPanel::expandAll(bool expanded) {
 void GraphPanel::search(const QString& pattern) {
   m_hits.clear();
   m_searchError.clear();
+  QVector<GraphSearch::Match> matches;
   const inspect::Stage* stage = currentStage();
   if (stage && !pattern.isEmpty()) {
     auto r = inspect::searchNodes(*stage, pattern.toStdString());
     if (r.ok()) {
-      for (ir::NodeId n : *r) m_hits.push_back(n);
+      // Each match as the list shows it: the module is the group the graph draws it in.
+      const inspect::ModuleTree& tree = *stateFor(*stage).tree;
+      for (const inspect::NodeSummary& n : inspect::summarizeNodes(*stage->graph, *r)) {
+        m_hits.push_back(n.node);
+        matches.push_back({n.node, QString::fromStdString(n.name), QString::fromStdString(n.op),
+                           QString::fromStdString(tree.group(tree.groupOfNode(n.node)).path), QString::fromStdString(n.aval)});
+      }
     } else {
       m_searchError = QString::fromStdString(r.error().message);
     }
   }
-  if (m_search->text() != pattern) {
-    QSignalBlocker block(m_search);
-    m_search->setText(pattern);
-  }
-  m_searchInfo->setText(pattern.isEmpty() ? QString() : m_searchError.isEmpty() ? tr("%n match(es)", "", m_hits.size()) : tr("invalid regex"));
-  m_searchInfo->setToolTip(m_searchError);
+  m_search->setPattern(pattern);
+  m_search->setMatches(std::move(matches), m_searchError);
   applyDecorations();
   emit searchFinished(static_cast<int>(m_hits.size()));
 }
 
+QString GraphPanel::searchStatus() const { return m_search->status(); }
+
+void GraphPanel::findNext() { m_search->next(); }
+
+void GraphPanel::findPrevious() { m_search->previous(); }
+
+void GraphPanel::showMatch(int node) {
+  // The primary panel selects through the session (every panel follows); a secondary one selects on its own.
+  if (m_secondary) {
+    m_localNode = node;
+    onNodeSelected(node);
+  } else if (m_session->selectedNode() == node) {
+    onNodeSelected(node);  // the same match again: centre on it
+  } else {
+    m_session->selectNode(node);
+  }
+}
+
 void GraphPanel::focusSearch() {
-  m_search->setFocus();
-  m_search->selectAll();
+  m_search->box()->setFocus();
+  m_search->box()->selectAll();
 }
 
 void GraphPanel::fitToView() { m_view->fitInView(m_scene->sceneRect(), Qt::KeepAspectRatio); }

@@ -3,11 +3,11 @@
 // and at the fusion stage each multi-node kernel drawn as a cluster around its nodes inside its module group
 // (views read through, with no kernel of their own, dashed);
 // laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
-// op, value name, shape and module path; overlays as colour scales: flops and bytes from the ops' cost rules,
-// and measured time from the project's latest profile (at the stages whose graph the profile ran: the fusion
-// stage and those with its graph); the selection follows the session both ways. Everything drawn over the boxes
-// belongs to the stage they were laid out for: while another stage is being laid out, the boxes on screen carry
-// no overlay, match or comparison colours.
+// op, value name, shape and module path, stepped through match by match (views/graph_search.h); overlays as
+// colour scales: flops and bytes from the ops' cost rules, and measured time from the project's latest profile
+// (at the stages whose graph the profile ran: the fusion stage and those with its graph); the selection follows
+// the session both ways. Everything drawn over the boxes belongs to the stage they were laid out for: while
+// another stage is being laid out, the boxes on screen carry no overlay, match or comparison colours.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -28,14 +28,13 @@ class QComboBox;
 class QGraphicsScene;
 class QGraphicsView;
 class QLabel;
-class QLineEdit;
 class QProgressBar;
 class QPushButton;
-class QTimer;
 
 namespace tsr::studio {
 
 class GraphBoxItem;
+class GraphSearch;
 
 class GraphPanel : public QWidget {
   Q_OBJECT
@@ -56,6 +55,9 @@ class GraphPanel : public QWidget {
   double lastLayoutSeconds() const { return m_layoutSeconds; }
   QVector<int> searchHits() const { return m_hits; }
   QString searchError() const { return m_searchError; }
+  // "3 of 17" (the match shown), "17 matches" (none shown yet), "no match", "invalid regex"; "" with no pattern.
+  QString searchStatus() const;
+  GraphSearch* searchBar() const { return m_search; }
 
   // Side by side: the stage shown on the left (-1: no comparison); nodes are coloured added / removed / changed.
   void setCompareStage(int index);
@@ -67,6 +69,9 @@ class GraphPanel : public QWidget {
   void setExpanded(const QString& path, bool expanded);
   void expandAll(bool expanded);
   void search(const QString& pattern);
+  // The next / previous match of the search (wrapping around): selected, its group opened, the view centred on it.
+  void findNext();
+  void findPrevious();
   void focusSearch();
   void fitToView();
   // The overlay: "none", "flops", "bytes" or "time"; its legend names the scale (or why there is none).
@@ -115,6 +120,7 @@ class GraphPanel : public QWidget {
   // Whether the boxes on screen were laid out for the stage shown (false while another stage is laid out).
   bool sceneIsCurrent() const;
   void clearDecorations();
+  void showMatch(int node);
 
   Session* m_session;
   bool m_secondary;
@@ -125,8 +131,7 @@ class GraphPanel : public QWidget {
   std::vector<inspect::DiffStatus> m_diff;
   std::optional<inspect::StageDiff> m_diffResult;
   QComboBox* m_stageBox;
-  QLineEdit* m_search;
-  QLabel* m_searchInfo;
+  GraphSearch* m_search;
   QComboBox* m_overlay;
   QLabel* m_legend = nullptr;
   QProgressBar* m_progress;
@@ -134,7 +139,6 @@ class GraphPanel : public QWidget {
   QLabel* m_status;
   QGraphicsView* m_view;
   QGraphicsScene* m_scene;
-  QTimer* m_searchTimer;
 
   StagesPtr m_stages;  // keeps the graphs alive while a layout runs
   std::map<const ir::Graph*, StageState> m_states;
@@ -155,6 +159,7 @@ class GraphPanel : public QWidget {
   QMap<QString, double> m_overlayValues;
   QVector<int> m_hits;
   QString m_searchError;
+  int m_localNode = -1;  // a secondary panel's own selection (a search match), not the session's
   bool m_syncing = false;
 };
 

@@ -237,6 +237,8 @@ void MainWindow::createActions() {
   m_viewMenu = view;
   make(view, "commandPalette", tr("Command &Palette…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), [this] { showCommandPalette(); });
   make(view, "findInGraph", tr("&Find in Graph"), QKeySequence::Find, [this] { m_graph->focusSearch(); });
+  make(view, "findNext", tr("Find &Next"), QKeySequence(Qt::Key_F3), [this] { m_graph->findNext(); });
+  make(view, "findPrevious", tr("Find Pre&vious"), QKeySequence(Qt::SHIFT | Qt::Key_F3), [this] { m_graph->findPrevious(); });
   make(view, "fitGraph", tr("Fit Graph to &Window"), QKeySequence(Qt::CTRL | Qt::Key_0), [this] { m_graph->fitToView(); });
   make(view, "expandAll", tr("&Expand All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), [this] { m_graph->expandAll(true); });
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });

@@ -1,16 +1,23 @@
 // The graph panel on the offscreen platform: the time overlay follows the stage on screen (colours only where
-// the profile's node ids name the stage's nodes, none left on the boxes of another stage). The expected values
-// come from the graph and the run store directly.
+// the profile's node ids name the stage's nodes, none left on the boxes of another stage), and the search steps
+// through its matches (Enter / Shift+Enter, F3 / Shift+F3), counts them ("k of n") and lists them. The
+// expected values come from the graph and the run store directly.
 #include <map>
 
 #include <QAction>
+#include <QGraphicsItem>
+#include <QGraphicsView>
+#include <QLabel>
+#include <QLineEdit>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTreeWidget>
 
 #include "app/studio/main_window.h"
+#include "engine/inspect/node_info.h"
 #include "engine/store/run_store.h"
 #include "views/graph_panel.h"
 #include "views/run_controller.h"
@@ -73,6 +80,28 @@ std::map<int, double> profiledNodeTimes(const QString& db) {
     if (k.executable == "train_step")
       for (int n : k.nodes) out[n] = total[k.fusion] / static_cast<double>(k.nodes.size());
   return out;
+}
+
+// The one selected box, or null.
+QGraphicsItem* selectedBox(GraphPanel* g) {
+  auto* view = g->findChild<QGraphicsView*>();
+  const auto sel = view ? view->scene()->selectedItems() : QList<QGraphicsItem*>();
+  return sel.size() == 1 ? sel.front() : nullptr;
+}
+
+// Whether the selected box lies in the view, near its centre (as far as the scene's edges let the view scroll).
+bool selectedBoxCentred(GraphPanel* g) {
+  QGraphicsItem* box = selectedBox(g);
+  auto* view = g->findChild<QGraphicsView*>();
+  if (!box || !view) return false;
+  QRectF seen = view->mapToScene(view->viewport()->rect()).boundingRect();
+  QRectF r = box->sceneBoundingRect();
+  if (!seen.contains(r)) return false;
+  QRectF scene = view->sceneRect();
+  QPointF want(std::clamp(r.center().x(), scene.left() + seen.width() / 2, scene.right() - seen.width() / 2),
+               std::clamp(r.center().y(), scene.top() + seen.height() / 2, scene.bottom() - seen.height() / 2));
+  QPointF off = seen.center() - want;
+  return std::abs(off.x()) < 4 && std::abs(off.y()) < 4;
 }
 
 }  // namespace
@@ -161,6 +190,88 @@ class TestStudioGraph : public QObject {
     QVERIFY(g->overlayValues().isEmpty());
     QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
     checkTimes(fusion);
+  }
+
+  // Search steps through its matches in graph order: Enter and Shift+Enter in the box, F3 and Shift+F3 in the
+  // window; each match is selected (its block opened), the view centred on it, the count says which it is, and
+  // the list of matches names each (node, op, module, shape); a row selects its node.
+  void searchStepsThroughMatchesAndListsThem() {
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    Session* s = w.session();
+    GraphPanel* g = w.graphPanel();
+    const inspect::Stage& stage = *s->stage();
+    const ir::Graph& graph = *stage.graph;
+    std::vector<int> dots;
+    for (size_t i = 0; i < graph.nodes().size(); ++i)
+      if (graph.nodes()[i].op == ir::OpCode::DotGeneral) dots.push_back(static_cast<int>(i));
+    const int n = static_cast<int>(dots.size());
+    QVERIFY(n > 3);
+    auto* box = g->findChild<QLineEdit*>("graphSearch");
+    auto* status = g->findChild<QLabel*>("graphSearchStatus");
+    auto* list = g->findChild<QTreeWidget*>("graphSearchResults");
+    QVERIFY(box && status && list);
+    auto at = [&](int k) { return QString("%1 of %2").arg(k).arg(n); };
+    auto shows = [&](int k) {  // match k (1-based) selected, its box on screen and centred
+      if (status->text() != at(k) || s->selectedNode() != dots[static_cast<size_t>(k - 1)]) return false;
+      if (!waitLayout(g)) return false;
+      return g->selectedNodes() == QVector<int>{dots[static_cast<size_t>(k - 1)]} && selectedBoxCentred(g);
+    };
+    // Typed, then Enter at once: the search runs and the first match shows.
+    box->setFocus();
+    QTest::keyClicks(box, "^dot_general$");
+    QTest::keyClick(box, Qt::Key_Return);
+    QVERIFY2(shows(1), qPrintable(status->text()));
+    QTest::keyClick(box, Qt::Key_Return);
+    QVERIFY2(shows(2), qPrintable(status->text()));
+    QTest::keyClick(box, Qt::Key_Return, Qt::ShiftModifier);
+    QVERIFY2(shows(1), qPrintable(status->text()));
+    QTest::keyClick(box, Qt::Key_Return, Qt::ShiftModifier);  // wraps around
+    QVERIFY2(shows(n), qPrintable(status->text()));
+    // F3 / Shift+F3 from the window.
+    QAction* next = w.action("findNext");
+    QAction* previous = w.action("findPrevious");
+    QVERIFY(next && previous);
+    QCOMPARE(next->shortcut(), QKeySequence(Qt::Key_F3));
+    QCOMPARE(previous->shortcut(), QKeySequence(Qt::SHIFT | Qt::Key_F3));
+    next->trigger();
+    QVERIFY2(shows(1), qPrintable(status->text()));
+    next->trigger();
+    next->trigger();
+    QVERIFY2(shows(3), qPrintable(status->text()));
+    previous->trigger();
+    QVERIFY2(shows(2), qPrintable(status->text()));
+
+    // The list: one row per match in graph order, with what names it.
+    QVERIFY(list->isVisible());
+    QCOMPARE(list->topLevelItemCount(), n);
+    const std::vector<std::string> names = inspect::valueNames(graph);
+    for (int i = 0; i < n; ++i) {
+      const ir::Node& node = graph.nodes()[static_cast<size_t>(dots[static_cast<size_t>(i)])];
+      QTreeWidgetItem* row = list->topLevelItem(i);
+      QCOMPARE(row->text(0), QString::fromStdString(names[static_cast<size_t>(node.results[0])]));
+      QCOMPARE(row->text(1), QString("dot_general"));
+      QVERIFY2(row->text(2).startsWith(QString::fromStdString(node.prov.modulePath)) && !node.prov.modulePath.empty(),
+               qPrintable(row->text(2)));
+      QCOMPARE(row->text(3), QString::fromStdString(graph.aval(node.results[0]).toString()));
+    }
+    // A click on a row shows that match.
+    QTreeWidgetItem* fifth = list->topLevelItem(4);
+    list->scrollToItem(fifth);
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(fifth).center());
+    QVERIFY2(shows(5), qPrintable(status->text()));
+
+    // Matches are the stage's own: on another stage the search runs again.
+    const int last = static_cast<int>(s->stages()->size()) - 1;
+    s->setCurrentStage(last);
+    QVERIFY(waitLayout(g));
+    const ir::Graph& fused = *s->stage()->graph;
+    QCOMPARE(static_cast<int>(g->searchHits().size()), fused.count(ir::OpCode::DotGeneral));
+    QCOMPARE(status->text(), QString("%1 matches").arg(fused.count(ir::OpCode::DotGeneral)));
+    QCOMPARE(list->topLevelItemCount(), fused.count(ir::OpCode::DotGeneral));
+    for (int hit : g->searchHits()) QCOMPARE(fused.nodes()[static_cast<size_t>(hit)].op, ir::OpCode::DotGeneral);
   }
 };
 
