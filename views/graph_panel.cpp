@@ -229,6 +229,8 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   m_view->setDragMode(QGraphicsView::ScrollHandDrag);
   m_view->setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
   m_view->setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  // What is centred stays centred when the view is resized (the list of matches appearing under it).
+  m_view->setResizeAnchor(QGraphicsView::AnchorViewCenter);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(bar);
@@ -236,6 +238,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   auto* column = new QSplitter(Qt::Vertical);
   column->setChildrenCollapsible(false);
   layout->addWidget(column, 1);
+  m_column = column;
   if (m_secondary) {
     column->addWidget(m_view);
   } else {
@@ -821,7 +824,13 @@ void GraphPanel::search(const QString& pattern) {
     }
   }
   m_search->setPattern(pattern);
+  bool listWasShown = m_search->results()->isVisibleTo(this);
   m_search->setMatches(std::move(matches), m_searchError);
+  // The list takes a quarter of the column when it appears.
+  if (!listWasShown && m_search->results()->isVisibleTo(this)) {
+    int h = m_column->height();
+    m_column->setSizes({h - h / 4, h / 4});
+  }
   applyDecorations();
   emit searchFinished(static_cast<int>(m_hits.size()));
 }

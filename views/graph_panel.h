@@ -30,6 +30,7 @@ class QGraphicsView;
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QSplitter;
 
 namespace tsr::studio {
 
@@ -139,6 +140,7 @@ class GraphPanel : public QWidget {
   QLabel* m_status;
   QGraphicsView* m_view;
   QGraphicsScene* m_scene;
+  QSplitter* m_column;  // the graph (or the two of a comparison) over the list of matches
 
   StagesPtr m_stages;  // keeps the graphs alive while a layout runs
   std::map<const ir::Graph*, StageState> m_states;
