@@ -538,10 +538,12 @@ void GraphPanel::onLayoutDone() {
   m_layoutGraph = m_pendingGraph;
   m_layoutTree = m_pendingTree;
   buildScene();
-  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out, the rest from the cache; %4 s")
+  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out (%4 by Graphviz, the others of a shape it "
+                        "had laid out), the rest from the cache; %5 s")
                         .arg(m_layout->boxes.size())
                         .arg(m_layout->edges.size())
                         .arg(m_layout->laidOut.size())
+                        .arg(m_layout->ranGraphviz.size())
                         .arg(m_layoutSeconds, 0, 'f', 2));
   emit layoutFinished();
 }

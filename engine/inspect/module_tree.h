@@ -66,6 +66,8 @@ class ModuleTree {
   std::string clusterLabel(int cluster) const;
   // Whether group a is g or one of its ancestors.
   bool contains(int a, int g) const;
+  // The nodes of group g and of the groups below it, in program order.
+  std::vector<ir::NodeId> subtreeNodes(int g) const;
 
   // The groups a view first expands: the root, and each group whose children are numbered ("h" -> h.0..h.11),
   // so a transformer opens collapsed to its blocks.
@@ -108,7 +110,9 @@ struct Level {
   std::vector<LevelEdge> edges;
 };
 
-// What group `group` shows when expanded; child groups in `expanded` are flagged expanded.
+// What group `group` shows when expanded; child groups in `expanded` are flagged expanded. It reads the group's
+// own nodes and those below it, not the whole graph, so that laying out every level of a view stays linear in
+// the graph's size (times its depth).
 Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const std::set<std::string>& expanded);
 
 }  // namespace tsr::inspect

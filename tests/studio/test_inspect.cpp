@@ -223,6 +223,97 @@ class TestInspect : public QObject {
     QCOMPARE(inside, direct);
   }
 
+  // Expand All lays out every level, but runs Graphviz once per distinct level shape: the second block's levels
+  // have the first's shapes and reuse their geometry, which is what dot gives that level laid out on its own.
+  void levelsOfOneShapeRunGraphvizOnce() {
+    const ir::Graph& g = *m_mini->traced;
+    inspect::ModuleTree tree(g, m_mini->outputPaths);
+    std::set<std::string> all;
+    for (const auto& grp : tree.groups()) all.insert(grp.path);
+    inspect::LayoutCache cache;
+    auto view = inspect::layoutView(tree, g, all, cache);
+    QVERIFY2(view.ok(), view.ok() ? "" : view.error().message.c_str());
+    auto under = [](const std::vector<std::string>& paths, const std::string& prefix) {
+      return std::count_if(paths.begin(), paths.end(), [&](const std::string& p) { return p.rfind(prefix, 0) == 0; });
+    };
+    QCOMPARE(view->laidOut.size(), all.size());
+    QVERIFY(under(view->laidOut, "h.1") >= 5);  // h.1, its norms, attention and MLP
+    QCOMPARE(under(view->ranGraphviz, "h.1"), std::ptrdiff_t(0));
+    // In the first block, the second layer norm has the first one's shape.
+    auto ran = [&](const std::string& path) {
+      return std::find(view->ranGraphviz.begin(), view->ranGraphviz.end(), path) != view->ranGraphviz.end();
+    };
+    QVERIFY(ran("h.0") && ran("h.0.ln_1") && ran("h.0.attn") && ran("h.0.mlp"));
+    QVERIFY(!ran("h.0.ln_2"));
+    QVERIFY(view->ranGraphviz.size() < view->laidOut.size());
+    // The reused geometry: h.1.attn's boxes sit where h.0.attn's do in their group, and where dot puts them
+    // when h.1.attn is laid out first, in a cache of its own.
+    auto relative = [&](const inspect::ViewLayout& v, const std::string& group) {
+      std::vector<std::pair<double, double>> out;
+      const inspect::ItemBox* frame = nullptr;
+      for (const auto& b : v.boxes)
+        if (b.item.key == "g:" + group) frame = &b;
+      if (!frame) return out;
+      for (const auto& b : v.boxes)
+        if (b.item.kind == inspect::LevelItem::Kind::Node && tree.group(tree.groupOfNode(b.item.node)).path == group)
+          out.push_back({b.x - frame->x, b.y - frame->y});
+      return out;
+    };
+    auto shared = relative(*view, "h.1.attn");
+    QVERIFY(shared.size() > 20);
+    QCOMPARE(shared, relative(*view, "h.0.attn"));
+    inspect::LayoutCache fresh;
+    auto alone = inspect::layoutView(tree, g, {"", "h", "h.1", "h.1.attn"}, fresh);
+    QVERIFY(alone.ok());
+    QVERIFY(std::find(alone->ranGraphviz.begin(), alone->ranGraphviz.end(), "h.1.attn") != alone->ranGraphviz.end());
+    QCOMPARE(relative(*alone, "h.1.attn"), shared);
+  }
+
+  // A level's edges are those a walk over the whole graph finds: the values flowing between its items.
+  void levelEdgesMatchAWalkOverTheWholeGraph() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    for (const inspect::Stage* st : {&stages->front(), &stages->back()}) {
+      const ir::Graph& g = *st->graph;
+      inspect::ModuleTree tree(g, m_mini->outputPaths, st->fusion);
+      std::set<std::string> all;
+      for (const auto& grp : tree.groups()) all.insert(grp.path);
+      for (size_t grp = 0; grp < tree.groups().size(); ++grp) {
+        inspect::Level level = inspect::buildLevel(tree, g, static_cast<int>(grp), all);
+        // The item of each node and graph input at this level, by walking up from its group.
+        std::map<std::string, int> itemOfKey;
+        for (size_t i = 0; i < level.items.size(); ++i) itemOfKey[level.items[i].key] = static_cast<int>(i);
+        auto itemOfGroupBelow = [&](int x) {
+          while (x >= 0 && tree.group(x).parent != static_cast<int>(grp)) x = tree.group(x).parent;
+          return x < 0 ? -1 : itemOfKey.at("g:" + tree.group(x).path);
+        };
+        auto itemOfNode = [&](ir::NodeId n) {
+          auto direct = itemOfKey.find("n:" + std::to_string(n));
+          return direct != itemOfKey.end() ? direct->second : itemOfGroupBelow(tree.groupOfNode(n));
+        };
+        auto itemOfValue = [&](ir::ValueId v) {
+          ir::NodeId p = g.value(v).producer;
+          if (p != ir::kNone) return itemOfNode(p);
+          if (!tree.contains(static_cast<int>(grp), tree.inputsGroup())) return -1;
+          auto in = itemOfKey.find("i:" + std::to_string(v));
+          return in != itemOfKey.end() ? in->second : itemOfGroupBelow(tree.inputsGroup());
+        };
+        std::map<std::pair<int, int>, int> want;
+        for (size_t n = 0; n < g.nodes().size(); ++n) {
+          int to = itemOfNode(static_cast<ir::NodeId>(n));
+          if (to < 0) continue;
+          for (ir::ValueId v : g.nodes()[n].operands) {
+            int from = itemOfValue(v);
+            if (from >= 0 && from != to) ++want[{from, to}];
+          }
+        }
+        std::map<std::pair<int, int>, int> got;
+        for (const auto& e : level.edges) got[{e.from, e.to}] = e.count;
+        QVERIFY2(got == want, tree.group(static_cast<int>(grp)).path.c_str());
+      }
+    }
+  }
+
   void fusionStageCarriesThePlan() {
     auto stages = inspect::compileStages(m_mini->traced);
     QVERIFY(stages.ok());
