@@ -405,8 +405,9 @@ void GraphPanel::updateLegend(double maxLog) {
     if (!p) {
       text = tr("time: %1").arg(m_session->profileError());
     } else if (!stage || !m_session->profileMapsTo(*stage)) {
+      // The session's stages (the profile's indices), which a compile replaces before this panel hears of it.
       QStringList names;
-      for (int i : m_session->profileStages()) names << QString::fromStdString((*m_stages)[static_cast<size_t>(i)].name);
+      for (int i : m_session->profileStages()) names << QString::fromStdString((*m_session->stages())[static_cast<size_t>(i)].name);
       text = tr("time: none at this stage: profile %1 measured the graph of %2, and this stage's graph is another "
                 "(its nodes are numbered differently); choose that stage")
                  .arg(p->profile.id)

@@ -190,6 +190,17 @@ class TestStudioGraph : public QObject {
     QVERIFY(g->overlayValues().isEmpty());
     QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
     checkTimes(fusion);
+    if (QTest::currentTestFailed()) return;
+    // Opened again: the profile is read as the compile ends, before the panel has the new stages; the overlay
+    // and its legend follow the session's.
+    QVERIFY(openAndWait(w, dir.path()));
+    QVERIFY(s->profile());
+    QCOMPARE(s->currentStage(), 0);
+    QVERIFY2(g->overlayLegend().contains("choose that stage"), qPrintable(g->overlayLegend()));
+    for (int i : {same, fusion})
+      QVERIFY2(g->overlayLegend().contains(QString::fromStdString((*s->stages())[static_cast<size_t>(i)].name)),
+               qPrintable(g->overlayLegend()));
+    checkTimes(fusion);
   }
 
   // Search steps through its matches in graph order: Enter and Shift+Enter in the box, F3 and Shift+F3 in the
