@@ -115,6 +115,10 @@ MainWindow::MainWindow(QWidget* parent)
     m_project->showFileLine(file, line);
   });
   connect(m_project, &ProjectPanel::saved, this, [this] { openProject(m_session->projectDir()); });
+  // A stale timeline's Re-profile is Run ▶ Profile.
+  connect(m_timeline, &TimelinePanel::reprofileRequested, this, [this] {
+    if (m_profileAction->isEnabled()) m_profileAction->trigger();
+  });
   connect(m_runs, &RunsPanel::selectedRunsChanged, m_metrics, &MetricsPanel::setRuns);
   connect(m_runner, &RunController::output, m_session, &Session::log);
   connect(m_runner, &RunController::started, this, [this](const QString& cmd) {
@@ -125,6 +129,7 @@ MainWindow::MainWindow(QWidget* parent)
                         : m_runner->command() == "eval"  ? tr("Evaluating…")
                                                          : tr("Training…"));
     for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(false);
+    m_timeline->setRunning(true);
     m_stopAction->setEnabled(true);
     m_docks["metrics"]->raise();
   });
@@ -139,6 +144,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_runLabel->setText(ok ? (profile ? tr("Profile finished") : tr("Run finished")) : (profile ? tr("Profile failed") : tr("Run failed")));
     for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction})
       a->setEnabled(m_session->project() != nullptr);
+    m_timeline->setRunning(false);
     m_stopAction->setEnabled(false);
     statusBar()->showMessage(message, 10000);
     if (!ok) m_docks["console"]->raise();
