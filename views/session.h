@@ -35,6 +35,8 @@ class Session : public QObject {
   bool busy() const;
 
   ProjectPtr project() const { return m_project; }
+  // The project.toml of the last project that failed to open, where its error points (empty once one opens).
+  QString failedProjectFile() const { return m_failedFile; }
   StagesPtr stages() const { return m_stages; }
   QString projectDir() const;
   QString projectFile() const;
@@ -100,6 +102,8 @@ class Session : public QObject {
   int m_stage = 0;
   int m_node = -1;
   std::vector<int> m_kernelNodes;
+  QString m_opening;     // the path openProject was given
+  QString m_failedFile;
   ProfilePtr m_profile;
   QString m_profileError;
   ShardingPtr m_sharding;

@@ -109,12 +109,15 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
     statusBar()->showMessage(tr("Could not open the project: %1").arg(msg));
     m_docks["console"]->raise();
+    // The error and its "Open project.toml" are in the project panel.
+    m_docks["project"]->show();
   });
   connect(m_console, &ConsolePanel::fileLocationActivated, this, [this](const QString& file, int line) {
     m_docks["project"]->raise();
     m_project->showFileLine(file, line);
   });
   connect(m_project, &ProjectPanel::saved, this, [this] { openProject(m_session->projectDir()); });
+  connect(m_project, &ProjectPanel::reopenRequested, this, [this](const QString& dir) { openProject(dir); });
   // A stale timeline's Re-profile is Run ▶ Profile.
   connect(m_timeline, &TimelinePanel::reprofileRequested, this, [this] {
     if (m_profileAction->isEnabled()) m_profileAction->trigger();

@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -507,6 +508,25 @@ class TestInspect : public QObject {
     for (int i = 0; i < lines.size(); ++i)
       if (lines[i].startsWith("lr = -1")) line = i + 1;
     QVERIFY2(QString::fromStdString(st.error().message).contains(QString("project.toml:%1").arg(line)), st.error().message.c_str());
+  }
+
+  // The location an error of the project parser names, as the IDE's editor marks it.
+  void errorLocationsNameFileAndLine() {
+    std::string text = readFile(kMini + "/project.toml");
+    std::string bad = inspect::setFieldValue(text, "train", "lr", "-1");
+    Status st = inspect::validateProjectText(bad, "/p/gpt2/project.toml", kMini);
+    QVERIFY(!st.ok());
+    inspect::TextLocation at = inspect::errorLocation(st.error().message);
+    QCOMPARE(at.file, std::string("/p/gpt2/project.toml"));
+    QStringList lines = QString::fromStdString(bad).split('\n');
+    QCOMPARE(at.line, static_cast<int>(lines.indexOf(QRegularExpression("^lr = -1.*"))) + 1);
+    // A TOML syntax error carries a column; a path may hold colons; a message may name no line at all.
+    auto syntax = inspect::errorLocation("C:/a:b/project.toml:12:7: expected a value");
+    QCOMPARE(syntax.file, std::string("C:/a:b/project.toml"));
+    QCOMPARE(syntax.line, 12);
+    QCOMPARE(syntax.column, 7);
+    QCOMPARE(inspect::errorLocation("/p/project.toml: no such file").line, 0);
+    QCOMPARE(inspect::errorLocation("cannot read the run store").line, 0);
   }
 
   void runsReaderReadsAStore() {

@@ -1,17 +1,21 @@
 // Fixing a project from inside the IDE (offscreen): a timeline whose profile no longer shows the project says so
-// and profiles it again from its banner.
+// and profiles it again from its banner; a project.toml that does not parse opens in an editor with its error's
+// line marked, and saving it opens the project once it is fixed.
 #include <QAction>
 #include <QFile>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTextBlock>
 
 #include "app/studio/main_window.h"
 #include "views/graph_panel.h"
+#include "views/project_panel.h"
 #include "views/run_controller.h"
 #include "views/session.h"
 #include "views/timeline_panel.h"
@@ -130,6 +134,74 @@ class TestStudioProject : public QObject {
     QVERIFY(reopenWithTimeline(w, dir.path()));
     QVERIFY(staleBanner(w));
     QVERIFY2(staleText(w).contains("project.toml was edited"), qPrintable(staleText(w)));
+  }
+
+  // A project.toml that does not parse: the error (file and line) with "Open project.toml", which opens the file
+  // in an editor with line numbers, the error's line marked and the cursor on it. Saving opens the project again:
+  // still broken, the new error is marked; fixed, the project loads and the editor closes.
+  void brokenProjectTomlIsFixedInTheIde() {
+    QTemporaryDir dir;
+    QByteArray good = tinyMlp();
+    QByteArray broken = good;
+    broken.replace("steps = 6", "stpes = 6");  // line 9
+    writeFile(dir.filePath("project.toml"), broken);
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy failed(w.session(), &Session::projectFailed);
+    QSignalSpy opened(w.session(), &Session::projectOpened);
+    w.openProject(dir.path());
+    QVERIFY(failed.wait(20000));
+    QString message = failed.front().front().toString();
+    QVERIFY2(message.contains("project.toml:9") && message.contains("stpes"), qPrintable(message));
+
+    auto* open = w.projectPanel()->findChild<QPushButton*>("openProjectTomlButton");
+    QVERIFY(open && open->isVisible());
+    QTest::mouseClick(open, Qt::LeftButton);
+    auto* editor = w.findChild<QPlainTextEdit*>("projectTomlEditor");
+    QVERIFY(editor && editor->isVisible());
+    QCOMPARE(editor->toPlainText(), QString::fromUtf8(broken));
+    auto markedLines = [&] {
+      QList<int> lines;
+      for (const auto& sel : editor->extraSelections()) lines << sel.cursor.blockNumber() + 1;
+      return lines;
+    };
+    QCOMPARE(markedLines(), QList<int>{9});
+    QCOMPARE(editor->textCursor().blockNumber() + 1, 9);
+    QVERIFY2(editor->viewport()->geometry().left() > 10, "line numbers in the margin");
+    auto* error = w.findChild<QLabel*>("projectTomlError");
+    QVERIFY(error && error->text().contains("stpes"));
+
+    // Typing: the mark follows the parser. The typo fixed and another made (line 4's family); saved, the project
+    // fails again with that error marked.
+    QTextCursor c(editor->document()->findBlockByNumber(8));
+    c.select(QTextCursor::LineUnderCursor);
+    c.insertText("steps = 6");
+    QTextCursor family(editor->document()->findBlockByNumber(3));
+    family.select(QTextCursor::LineUnderCursor);
+    family.insertText("family = \"mpl\"");
+    QTRY_COMPARE(markedLines(), QList<int>{4});
+    auto* save = w.findChild<QPushButton*>("saveProjectTomlButton");
+    QVERIFY(save);
+    failed.clear();
+    QTest::mouseClick(save, Qt::LeftButton);
+    QVERIFY(failed.wait(20000));
+    QVERIFY2(failed.front().front().toString().contains("project.toml:4"), qPrintable(failed.front().front().toString()));
+    QVERIFY(editor->isVisible());
+    QCOMPARE(markedLines(), QList<int>{4});
+    QCOMPARE(editor->textCursor().blockNumber() + 1, 4);
+
+    // Fixed: saved, the project opens and the editor closes.
+    QTextCursor fix(editor->document()->findBlockByNumber(3));
+    fix.select(QTextCursor::LineUnderCursor);
+    fix.insertText("family = \"mlp\"");
+    QTRY_VERIFY(markedLines().isEmpty());
+    QTest::mouseClick(save, Qt::LeftButton);
+    QVERIFY(opened.wait(30000));
+    QVERIFY(w.session()->project());
+    QCOMPARE(readFile(dir.filePath("project.toml")), good);
+    QTRY_VERIFY(!editor->isVisible());
+    QVERIFY(!open->isVisible());
   }
 };
 
