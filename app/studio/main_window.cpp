@@ -17,7 +17,6 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QStatusBar>
@@ -28,8 +27,8 @@
 #include <QUndoStack>
 
 #include "app/studio/command_palette.h"
+#include "engine/inspect/new_project.h"
 #include "engine/inspect/plugins.h"
-#include "engine/inspect/project_edit.h"
 #include "engine/inspect/versions.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
@@ -468,51 +467,13 @@ void MainWindow::onOpenTraceAction() {
 }
 
 void MainWindow::newProjectFromTemplate(const QString& templateDir, const QString& targetDir) {
-  QDir src(templateDir), dst(targetDir);
-  if (!dst.exists() && !QDir().mkpath(targetDir)) {
-    m_session->log("error", "cannot create " + targetDir);
+  auto created = inspect::newProjectFromTemplate(templateDir.toStdString(), targetDir.toStdString());
+  if (!created.ok()) {
+    m_session->log("error", "new project: " + QString::fromStdString(created.error().message));
     return;
   }
-  if (QFileInfo::exists(dst.filePath("project.toml"))) {
-    m_session->log("error", targetDir + " already holds a project.toml");
-    return;
-  }
-  // project.toml and the data folder; runs, checkpoints and caches stay behind.
-  std::function<bool(const QString&, const QString&)> copyDir = [&](const QString& from, const QString& to) {
-    QDir f(from);
-    QDir().mkpath(to);
-    for (const QFileInfo& e : f.entryInfoList(QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot)) {
-      QString out = QDir(to).filePath(e.fileName());
-      if (e.isDir() ? !copyDir(e.filePath(), out) : !QFile::copy(e.filePath(), out)) return false;
-    }
-    return true;
-  };
-  bool ok = src.exists("data") ? copyDir(src.filePath("data"), dst.filePath("data")) : true;
-  // Files the template reads from outside its folder (gpt2_tp's "../gpt2_mini/data/corpus.txt") would not
-  // resolve from the copy: they are copied into its data/ folder and the keys rewritten to point there.
-  QFile templ(src.filePath("project.toml"));
-  std::string text = ok && templ.open(QIODevice::ReadOnly) ? templ.readAll().toStdString() : std::string();
-  ok = ok && !text.empty();
-  const QString srcRoot = QFileInfo(templateDir).canonicalFilePath();
-  for (const char* key : {"path", "encoder_json", "vocab_bpe"}) {
-    if (!ok) break;
-    QString value = QString::fromStdString(inspect::fieldValue(text, "data", key));
-    if (value.isEmpty() || QDir::isAbsolutePath(value)) continue;
-    QFileInfo file(src.filePath(value));
-    if (!file.exists() || file.canonicalFilePath().startsWith(srcRoot + "/")) continue;
-    QString copied = "data/" + file.fileName();
-    QDir().mkpath(dst.filePath("data"));
-    ok = QFileInfo::exists(dst.filePath(copied)) || QFile::copy(file.filePath(), dst.filePath(copied));
-    text = inspect::setFieldValue(text, "data", key, "\"" + copied.toStdString() + "\"");
-  }
-  QSaveFile out(dst.filePath("project.toml"));
-  ok = ok && out.open(QIODevice::WriteOnly) && out.write(QByteArray::fromStdString(text)) >= 0 && out.commit();
-  if (!ok) {
-    m_session->log("error", "could not copy the template " + templateDir + " to " + targetDir);
-    return;
-  }
-  m_session->log("info", "new project " + targetDir + " from " + templateDir);
-  openProject(targetDir);
+  m_session->log("info", "new project " + QString::fromStdString(*created) + " from " + templateDir);
+  openProject(QString::fromStdString(*created));
 }
 
 void MainWindow::setTheme(const QString& name) {

@@ -12,6 +12,7 @@
 #include "engine/inspect/graph_layout.h"
 #include "engine/inspect/graph_stages.h"
 #include "engine/inspect/module_tree.h"
+#include "engine/inspect/new_project.h"
 #include "engine/inspect/node_info.h"
 #include "engine/inspect/project_edit.h"
 #include "engine/inspect/profile_times.h"
@@ -20,6 +21,7 @@
 #include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
+#include "engine/project/model_family.h"
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run.h"
@@ -527,6 +529,55 @@ class TestInspect : public QObject {
     QCOMPARE(syntax.column, 7);
     QCOMPARE(inspect::errorLocation("/p/project.toml: no such file").line, 0);
     QCOMPARE(inspect::errorLocation("cannot read the run store").line, 0);
+  }
+
+  // File › New Project from Template, for every sample: copied into a folder that does not exist yet, each
+  // file the template's [data] reads resolves from the copy (into its own folder) whenever it resolves from the
+  // template, and the copy opens with the project parser where its family is registered, its data there.
+  void newProjectFromEverySampleResolvesItsData() {
+    const QDir samples(QString::fromStdString(kMini)+ "/..");
+    QTemporaryDir tmp;
+    int copied = 0;
+    for (const QString& name : samples.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      const QString from = samples.absoluteFilePath(name);
+      if (!QFileInfo::exists(from + "/project.toml")) continue;
+      const QString to = tmp.filePath("new/" + name + "/project");  // neither folder exists yet
+      auto made = inspect::newProjectFromTemplate(from.toStdString(), to.toStdString());
+      QVERIFY2(made.ok(), made.ok() ? "" : made.error().message.c_str());
+      QCOMPARE(QFileInfo(QString::fromStdString(*made)).canonicalFilePath(), QFileInfo(to).canonicalFilePath());
+      ++copied;
+      const std::string text = readFile(to.toStdString() + "/project.toml");
+      const std::string original = readFile(from.toStdString() + "/project.toml");
+      for (const char* key : {"path", "encoder_json", "vocab_bpe"}) {
+        QString was = QString::fromStdString(inspect::fieldValue(original, "data", key));
+        QString now = QString::fromStdString(inspect::fieldValue(text, "data", key));
+        if (was.isEmpty()) {
+          QVERIFY(now.isEmpty());
+          continue;
+        }
+        QFileInfo source(QDir(from).filePath(was)), copy(QDir(to).filePath(now));
+        QVERIFY2(!copy.absoluteFilePath().contains("/../"), qPrintable(name + ": " + now));
+        QVERIFY2(QDir::cleanPath(copy.absoluteFilePath()).startsWith(QFileInfo(to).canonicalFilePath() + "/"),
+                 qPrintable(name + ": " + now));
+        if (!source.exists()) continue;  // gpt2_124m's corpus and tokenizer: not shipped, not asked of the copy
+        QVERIFY2(copy.exists(), qPrintable(name + ": " + now));
+        QCOMPARE(readFile(copy.filePath().toStdString()), readFile(source.filePath().toStdString()));
+      }
+      // Nothing of a run, and the template's own plugins/ folder, if it has one.
+      QVERIFY(!QFileInfo::exists(to + "/runs.db") && !QFileInfo::exists(to + "/checkpoints"));
+      if (QFileInfo(from + "/plugins").isDir()) QVERIFY(QFileInfo(to + "/plugins").isDir());
+      if (!project::findModelFamily(inspect::fieldValue(text, "model", "family"))) continue;  // a plugin's family
+      auto p = project::loadProject(to.toStdString());
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      if (!p->data.path.empty() && QFileInfo::exists(QDir(from).filePath(QString::fromStdString(
+                                                         inspect::fieldValue(original, "data", "path")))))
+        QVERIFY2(QFileInfo::exists(QString::fromStdString(p->resolve(p->data.path))), p->data.path.c_str());
+    }
+    QVERIFY(copied >= 7);
+    // A folder that already holds a project is not overwritten.
+    auto again = inspect::newProjectFromTemplate(kMini, tmp.filePath("new/gpt2_mini/project").toStdString());
+    QVERIFY(!again.ok());
+    QVERIFY2(QString::fromStdString(again.error().message).contains("already holds a project.toml"), again.error().message.c_str());
   }
 
   void runsReaderReadsAStore() {
