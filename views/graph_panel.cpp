@@ -19,7 +19,6 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStyleOptionGraphicsItem>
-#include <QTimer>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QWheelEvent>
