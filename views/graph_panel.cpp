@@ -19,12 +19,13 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStyleOptionGraphicsItem>
-#include <QTimer>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QWheelEvent>
 #include <QtConcurrent>
 
 #include "engine/inspect/node_info.h"
+#include "views/graph_search.h"
 
 namespace tsr::studio {
 
@@ -200,19 +201,15 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       m_session(session),
       m_secondary(secondary),
       m_stageBox(new QComboBox),
-      m_search(new QLineEdit),
-      m_searchInfo(new QLabel),
+      m_search(new GraphSearch),
       m_overlay(new QComboBox),
       m_progress(new QProgressBar),
       m_cancel(new QPushButton(tr("Cancel"))),
       m_status(new QLabel),
       m_view(new ZoomView),
       m_scene(new QGraphicsScene(this)),
-      m_searchTimer(new QTimer(this)),
       m_watcher(new QFutureWatcher<LayoutResult>(this)) {
   setObjectName("graphPanel");
-  m_search->setPlaceholderText(tr("Search ops, %values, shapes, modules (regex)"));
-  m_search->setClearButtonEnabled(true);
   m_overlay->addItems({tr("No overlay"), tr("FLOPs"), tr("Bytes"), tr("Time (profile)")});
   m_overlay->setToolTip(tr("Colour nodes by cost (log scale); time comes from the project's latest profile"));
   m_legend = new QLabel;
@@ -224,7 +221,6 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   bar->addWidget(new QLabel(tr("Stage")));
   bar->addWidget(m_stageBox, 1);
   bar->addWidget(m_search, 2);
-  bar->addWidget(m_searchInfo);
   bar->addWidget(m_overlay);
   bar->addWidget(m_progress);
   bar->addWidget(m_cancel);
@@ -232,11 +228,18 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   m_view->setDragMode(QGraphicsView::ScrollHandDrag);
   m_view->setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
   m_view->setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  // What is centred stays centred when the view is resized (the list of matches appearing under it).
+  m_view->setResizeAnchor(QGraphicsView::AnchorViewCenter);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(bar);
+  // The search's list of matches sits under the graph.
+  auto* column = new QSplitter(Qt::Vertical);
+  column->setChildrenCollapsible(false);
+  layout->addWidget(column, 1);
+  m_column = column;
   if (m_secondary) {
-    layout->addWidget(m_view, 1);
+    column->addWidget(m_view);
   } else {
     m_compareBox = new QComboBox;
     m_compareBox->setToolTip(tr("Show another stage on the left, nodes coloured added / removed / changed"));
@@ -248,7 +251,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
     m_other->setVisible(false);
     split->addWidget(m_other);
     split->addWidget(m_view);
-    layout->addWidget(split, 1);
+    column->addWidget(split);
     connect(m_compareBox, &QComboBox::currentIndexChanged, this, [this](int i) {
       if (!m_syncing) setCompareStage(i - 1);
     });
@@ -258,13 +261,14 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       updateDiff();
     });
   }
+  column->addWidget(m_search->results());
+  column->setStretchFactor(0, 4);
+  column->setStretchFactor(1, 1);
   auto* foot = new QHBoxLayout;
   foot->addWidget(m_status, 1);
   foot->addWidget(m_legend);
   if (m_diffInfo) foot->addWidget(m_diffInfo);
   layout->addLayout(foot);
-  m_searchTimer->setSingleShot(true);
-  m_searchTimer->setInterval(250);
 
   connect(m_session, &Session::stagesReady, this, &GraphPanel::onStagesReady);
   if (!m_secondary) {
@@ -274,6 +278,8 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
   connect(m_session, &Session::projectOpening, this, [this] {
     m_expanded.clear();
     m_states.clear();
+    m_search->setMatches({});
+    m_hits.clear();
     m_diff.clear();
     m_diffResult.reset();
     m_pinned = 0;
@@ -286,8 +292,8 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
       m_session->setCurrentStage(i);
     }
   });
-  connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
-  connect(m_searchTimer, &QTimer::timeout, this, [this] { search(m_search->text()); });
+  connect(m_search, &GraphSearch::patternEdited, this, &GraphPanel::search);
+  connect(m_search, &GraphSearch::matchChosen, this, &GraphPanel::showMatch);
   connect(m_overlay, &QComboBox::currentIndexChanged, this, &GraphPanel::applyDecorations);
   connect(m_session, &Session::profileChanged, this, &GraphPanel::applyDecorations);
   connect(m_session, &Session::shardingChanged, this, &GraphPanel::applySharding);
@@ -305,6 +311,13 @@ GraphPanel::~GraphPanel() {
 
 void GraphPanel::onStagesReady() {
   m_stages = m_session->stages();
+  // The trees and layout caches of graphs that are gone (a compile replaces all but the traced stage): a new
+  // graph may be allocated where an old one was, and must not find its tree.
+  for (auto it = m_states.begin(); it != m_states.end();) {
+    bool live = it->first == m_layoutGraph.get() || it->first == m_pendingGraph.get() ||
+                std::any_of(m_stages->begin(), m_stages->end(), [&](const inspect::Stage& s) { return s.graph.get() == it->first; });
+    it = live ? std::next(it) : m_states.erase(it);
+  }
   m_syncing = true;
   m_stageBox->clear();
   for (const auto& s : *m_stages)
@@ -379,18 +392,25 @@ void GraphPanel::updateLegend(double maxLog) {
   int overlay = m_overlay->currentIndex();
   double top = std::pow(10.0, maxLog) - 1;  // the largest box's value
   QString text;
-  if (overlay == 1) {
+  if (overlay > 0 && currentStage() && !sceneIsCurrent()) {
+    text = tr("%1: shown once this stage is laid out").arg(m_overlay->currentText());
+  } else if (overlay == 1) {
     text = tr("FLOPs, log scale up to %1").arg(top, 0, 'g', 3);
   } else if (overlay == 2) {
     text = tr("bytes moved, log scale up to %1").arg(QString::fromStdString(inspect::formatBytes(static_cast<int64_t>(top))));
   } else if (overlay == 3) {
     ProfilePtr p = m_session->profile();
-    int fs = m_session->profileStage();
     const inspect::Stage* stage = currentStage();
     if (!p) {
       text = tr("time: %1").arg(m_session->profileError());
-    } else if (!stage || fs < 0 || (*m_stages)[static_cast<size_t>(fs)].graph != stage->graph) {
-      text = tr("time: profile %1 names the fusion stage's nodes; choose that stage").arg(p->profile.id);
+    } else if (!stage || !m_session->profileMapsTo(*stage)) {
+      // The session's stages (the profile's indices), which a compile replaces before this panel hears of it.
+      QStringList names;
+      for (int i : m_session->profileStages()) names << QString::fromStdString((*m_session->stages())[static_cast<size_t>(i)].name);
+      text = tr("time: none at this stage: profile %1 measured the graph of %2, and this stage's graph is another "
+                "(its nodes are numbered differently); choose that stage")
+                 .arg(p->profile.id)
+                 .arg(names.isEmpty() ? tr("the fusion stage") : "'" + names.join("', '") + "'");
     } else {
       text = tr("time: profile %1, %2 ms of kernels per step over %3 steps; a kernel's time split evenly among its "
                 "nodes; log scale up to %4 ms a step")
@@ -435,6 +455,8 @@ void GraphPanel::onStageChanged() {
   m_stageBox->setCurrentIndex(m_session->currentStage());
   m_syncing = false;
   if (currentStage()) startLayout();
+  // Matches are node ids of a stage: the search runs again on the new one.
+  if (!m_search->pattern().isEmpty()) search(m_search->pattern());
   updateDiff();
 }
 
@@ -465,7 +487,8 @@ void GraphPanel::startLayout() {
   m_cancel->setVisible(true);
   m_status->setText(tr("Laying out…"));
   m_clock.start();
-  m_layoutGraph = stage->graph.get();
+  m_pendingGraph = stage->graph;
+  m_pendingTree = st.tree;
   auto graph = stage->graph;
   auto tree = st.tree;
   auto cache = st.cache;
@@ -499,15 +522,28 @@ void GraphPanel::onLayoutDone() {
   }
   if (!r->ok()) {
     m_status->setText(tr("Layout stopped: %1").arg(QString::fromStdString(r->error().message)));
+    // The boxes of another stage do not stay on screen as if they were this one's.
+    if (!sceneIsCurrent()) {
+      m_scene->clear();
+      m_items.clear();
+      m_layout.reset();
+      m_layoutGraph.reset();
+      m_layoutTree.reset();
+      updateLegend(0);
+    }
     emit layoutFinished();
     return;
   }
   m_layout = std::move(*r).value();
+  m_layoutGraph = m_pendingGraph;
+  m_layoutTree = m_pendingTree;
   buildScene();
-  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out, the rest from the cache; %4 s")
+  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out (%4 by Graphviz, the others of a shape it "
+                        "had laid out), the rest from the cache; %5 s")
                         .arg(m_layout->boxes.size())
                         .arg(m_layout->edges.size())
                         .arg(m_layout->laidOut.size())
+                        .arg(m_layout->ranGraphviz.size())
                         .arg(m_layoutSeconds, 0, 'f', 2));
   emit layoutFinished();
 }
@@ -517,10 +553,9 @@ void GraphPanel::buildScene() {
   m_scene->clear();
   m_items.clear();
   auto toggle = [this](GraphBoxItem* item) {
-    const auto& st = m_states[m_layoutGraph];
-    setExpanded(QString::fromStdString(st.tree->group(item->box().item.group).path), !item->isExpandedGroup());
+    setExpanded(QString::fromStdString(m_layoutTree->group(item->box().item.group).path), !item->isExpandedGroup());
   };
-  const inspect::ModuleTree& tree = *m_states[m_layoutGraph].tree;
+  const inspect::ModuleTree& tree = *m_layoutTree;
   for (const inspect::ItemBox& b : m_layout->boxes) {
     auto* item = new GraphBoxItem(b, toggle);
     if (b.item.kind == inspect::LevelItem::Kind::Node) item->setReadThrough(tree.isReadThrough(b.item.node));
@@ -539,7 +574,7 @@ void GraphPanel::buildScene() {
     // An op's result, at the stage the sharding panel plans (the compile's last): a sharding constraint.
     const auto stages = m_session->stages();
     if (b.item.kind == inspect::LevelItem::Kind::Node && !m_secondary && stages && stages->size() > 1 &&
-        stages->back().graph.get() == m_layoutGraph) {
+        stages->back().graph == m_layoutGraph) {
       const ir::Node& n = m_layoutGraph->nodes()[static_cast<size_t>(b.item.node)];
       if (!n.results.empty()) {
         ir::ValueId v = n.results.front();
@@ -575,13 +610,33 @@ void GraphPanel::buildScene() {
   m_scene->setSceneRect(m_scene->itemsBoundingRect().adjusted(-20, -20, 20, 20));
   m_syncing = false;
   applyDecorations();
-  onNodeSelected(m_session->selectedNode());
+  onNodeSelected(m_secondary && m_localNode >= 0 ? m_localNode : m_session->selectedNode());
+}
+
+bool GraphPanel::sceneIsCurrent() const {
+  const inspect::Stage* stage = currentStage();
+  return m_layout && stage && stage->graph == m_layoutGraph;
+}
+
+void GraphPanel::clearDecorations() {
+  m_overlayValues.clear();
+  for (GraphBoxItem* item : std::as_const(m_items)) {
+    item->setHit(false);
+    item->setFill(QColor());
+    item->setDiffColor(QColor());
+    item->setSharding(QString(), false);
+  }
 }
 
 void GraphPanel::applyDecorations() {
-  if (!m_layout) return;
+  // Node ids name nodes of one stage: the boxes of another (on screen while this stage is laid out) carry none
+  // of this stage's colours.
+  if (!sceneIsCurrent()) {
+    clearDecorations();
+    updateLegend(0);
+    return;
+  }
   const inspect::Stage* stage = currentStage();
-  if (!stage || stage->graph.get() != m_layoutGraph) return;
   StageState& st = stateFor(*stage);
   QSet<int> hitSet(m_hits.begin(), m_hits.end());
   // Groups that hold a hit are marked too.
@@ -591,24 +646,29 @@ void GraphPanel::applyDecorations() {
   int overlay = m_overlay->currentIndex();
   if ((overlay == 1 || overlay == 2) && !st.costs)
     st.costs = std::make_shared<const std::vector<ir::Cost>>(inspect::nodeCosts(*stage->graph));
-  // Time: the profile's node ids are the fusion stage's; other stages get no colours and a legend that says so.
+  // Time: the profile's node ids are those of the graph it ran (the fusion stage's, and the stages with the
+  // same graph); other stages get no colours and a legend that says so.
   ProfilePtr profile = overlay == 3 ? m_session->profile() : nullptr;
-  int profileStage = m_session->profileStage();
-  bool timed = profile && profileStage >= 0 && (*m_stages)[static_cast<size_t>(profileStage)].graph == stage->graph;
-  if (overlay == 3 && !timed) overlay = -1;
+  if (overlay == 3 && !(profile && m_session->profileMapsTo(*stage))) overlay = -1;
+  auto one = [&](int n) {
+    if (overlay == 3) return profile->nodeNs[static_cast<size_t>(n)];
+    const ir::Cost& c = (*st.costs)[static_cast<size_t>(n)];
+    return overlay == 1 ? c.flops : static_cast<double>(c.bytesRead + c.bytesWritten);
+  };
+  // A collapsed group shows the sum of what lies below it.
+  std::vector<double> groupSum;
+  if (overlay > 0) {
+    groupSum.assign(st.tree->groups().size(), 0.0);
+    for (size_t n = 0; n < stage->graph->nodes().size(); ++n) {
+      double v = one(static_cast<int>(n));
+      for (int g = st.tree->groupOfNode(static_cast<int>(n)); g >= 0; g = st.tree->group(g).parent)
+        groupSum[static_cast<size_t>(g)] += v;
+    }
+  }
   auto costOf = [&](const GraphBoxItem* item) -> double {
     const auto& it = item->box().item;
-    auto one = [&](int n) {
-      if (overlay == 3) return profile->nodeNs[static_cast<size_t>(n)];
-      const ir::Cost& c = (*st.costs)[static_cast<size_t>(n)];
-      return overlay == 1 ? c.flops : static_cast<double>(c.bytesRead + c.bytesWritten);
-    };
     if (it.kind == inspect::LevelItem::Kind::Node) return one(it.node);
-    if (it.kind != inspect::LevelItem::Kind::Group) return 0;
-    double sum = 0;
-    for (size_t n = 0; n < stage->graph->nodes().size(); ++n)
-      if (st.tree->contains(it.group, st.tree->groupOfNode(static_cast<int>(n)))) sum += one(static_cast<int>(n));
-    return sum;
+    return it.kind == inspect::LevelItem::Kind::Group ? groupSum[static_cast<size_t>(it.group)] : 0.0;
   };
   QHash<GraphBoxItem*, double> costs;
   double maxLog = 0;
@@ -623,8 +683,12 @@ void GraphPanel::applyDecorations() {
       maxLog = std::max(maxLog, std::log10(1 + c));
     }
   }
-  for (GraphBoxItem* item : std::as_const(m_items))
-    item->setFill(overlay > 0 && costs.contains(item) && maxLog > 0 ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
+  m_overlayValues.clear();
+  for (GraphBoxItem* item : std::as_const(m_items)) {
+    bool coloured = overlay > 0 && costs.contains(item) && maxLog > 0;
+    item->setFill(coloured ? heat(std::log10(1 + costs[item]) / maxLog) : QColor());
+    if (coloured) m_overlayValues.insert(QString::fromStdString(item->box().item.key), costs[item]);
+  }
   updateLegend(maxLog);
   applySharding();
   // Comparison: the worst status of what a box holds (a group: any of its nodes).
@@ -745,28 +809,55 @@ void GraphPanel::expandAll(bool expanded) {
 void GraphPanel::search(const QString& pattern) {
   m_hits.clear();
   m_searchError.clear();
+  QVector<GraphSearch::Match> matches;
   const inspect::Stage* stage = currentStage();
   if (stage && !pattern.isEmpty()) {
     auto r = inspect::searchNodes(*stage, pattern.toStdString());
     if (r.ok()) {
-      for (ir::NodeId n : *r) m_hits.push_back(n);
+      // Each match as the list shows it: the module is the group the graph draws it in.
+      const inspect::ModuleTree& tree = *stateFor(*stage).tree;
+      for (const inspect::NodeSummary& n : inspect::summarizeNodes(*stage->graph, *r)) {
+        m_hits.push_back(n.node);
+        matches.push_back({n.node, QString::fromStdString(n.name), QString::fromStdString(n.op),
+                           QString::fromStdString(tree.group(tree.groupOfNode(n.node)).path), QString::fromStdString(n.aval)});
+      }
     } else {
       m_searchError = QString::fromStdString(r.error().message);
     }
   }
-  if (m_search->text() != pattern) {
-    QSignalBlocker block(m_search);
-    m_search->setText(pattern);
+  m_search->setPattern(pattern);
+  bool listWasShown = m_search->results()->isVisibleTo(this);
+  m_search->setMatches(std::move(matches), m_searchError);
+  // The list takes a quarter of the column when it appears.
+  if (!listWasShown && m_search->results()->isVisibleTo(this)) {
+    int h = m_column->height();
+    m_column->setSizes({h - h / 4, h / 4});
   }
-  m_searchInfo->setText(pattern.isEmpty() ? QString() : m_searchError.isEmpty() ? tr("%n match(es)", "", m_hits.size()) : tr("invalid regex"));
-  m_searchInfo->setToolTip(m_searchError);
   applyDecorations();
   emit searchFinished(static_cast<int>(m_hits.size()));
 }
 
+QString GraphPanel::searchStatus() const { return m_search->status(); }
+
+void GraphPanel::findNext() { m_search->next(); }
+
+void GraphPanel::findPrevious() { m_search->previous(); }
+
+void GraphPanel::showMatch(int node) {
+  // The primary panel selects through the session (every panel follows); a secondary one selects on its own.
+  if (m_secondary) {
+    m_localNode = node;
+    onNodeSelected(node);
+  } else if (m_session->selectedNode() == node) {
+    onNodeSelected(node);  // the same match again: centre on it
+  } else {
+    m_session->selectNode(node);
+  }
+}
+
 void GraphPanel::focusSearch() {
-  m_search->setFocus();
-  m_search->selectAll();
+  m_search->box()->setFocus();
+  m_search->box()->selectAll();
 }
 
 void GraphPanel::fitToView() { m_view->fitInView(m_scene->sceneRect(), Qt::KeepAspectRatio); }
@@ -779,9 +870,8 @@ void GraphPanel::setZoom(double scale) {
 }
 
 void GraphPanel::onNodeSelected(int node) {
-  if (m_syncing || !m_layout) return;
+  if (m_syncing || !sceneIsCurrent()) return;
   const inspect::Stage* stage = currentStage();
-  if (!stage || stage->graph.get() != m_layoutGraph) return;
   m_syncing = true;
   m_scene->clearSelection();
   if (node >= 0) {
@@ -833,9 +923,8 @@ void GraphPanel::onSceneSelection() {
 QStringList GraphPanel::visibleGroups() const {
   QStringList out;
   if (!m_layout) return out;
-  auto it = m_states.find(m_layoutGraph);
   for (const auto& b : m_layout->boxes)
-    if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(it->second.tree->group(b.item.group).path);
+    if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(m_layoutTree->group(b.item.group).path);
   return out;
 }
 

@@ -3,9 +3,11 @@
 // and at the fusion stage each multi-node kernel drawn as a cluster around its nodes inside its module group
 // (views read through, with no kernel of their own, dashed);
 // laid out by Graphviz on a worker thread (progress and cancel), drawn with QGraphicsView. Regex search over
-// op, value name, shape and module path; overlays as colour scales: flops and bytes from the ops' cost rules,
-// and measured time from the project's latest profile (at the fusion stage, whose node ids the profile names);
-// the selection follows the session both ways.
+// op, value name, shape and module path, stepped through match by match (views/graph_search.h); overlays as
+// colour scales: flops and bytes from the ops' cost rules, and measured time from the project's latest profile
+// (at the stages whose graph the profile ran: the fusion stage and those with its graph); the selection follows
+// the session both ways. Everything drawn over the boxes belongs to the stage they were laid out for: while
+// another stage is being laid out, the boxes on screen carry no overlay, match or comparison colours.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QHash>
+#include <QMap>
 #include <QWidget>
 
 #include "engine/inspect/graph_layout.h"
@@ -25,14 +28,14 @@ class QComboBox;
 class QGraphicsScene;
 class QGraphicsView;
 class QLabel;
-class QLineEdit;
 class QProgressBar;
 class QPushButton;
-class QTimer;
+class QSplitter;
 
 namespace tsr::studio {
 
 class GraphBoxItem;
+class GraphSearch;
 
 class GraphPanel : public QWidget {
   Q_OBJECT
@@ -53,6 +56,9 @@ class GraphPanel : public QWidget {
   double lastLayoutSeconds() const { return m_layoutSeconds; }
   QVector<int> searchHits() const { return m_hits; }
   QString searchError() const { return m_searchError; }
+  // "3 of 17" (the match shown), "17 matches" (none shown yet), "no match", "invalid regex"; "" with no pattern.
+  QString searchStatus() const;
+  GraphSearch* searchBar() const { return m_search; }
 
   // Side by side: the stage shown on the left (-1: no comparison); nodes are coloured added / removed / changed.
   void setCompareStage(int index);
@@ -64,12 +70,17 @@ class GraphPanel : public QWidget {
   void setExpanded(const QString& path, bool expanded);
   void expandAll(bool expanded);
   void search(const QString& pattern);
+  // The next / previous match of the search (wrapping around): selected, its group opened, the view centred on it.
+  void findNext();
+  void findPrevious();
   void focusSearch();
   void fitToView();
   // The overlay: "none", "flops", "bytes" or "time"; its legend names the scale (or why there is none).
   void setOverlay(const QString& name);
   QString overlay() const;
   QString overlayLegend() const;
+  // The overlay's value of each box it colours, by box key ("n:42", "g:h.0"); empty when it colours none.
+  QMap<QString, double> overlayValues() const { return m_overlayValues; }
   // Sharding: a PartitionSpec dropped on graph input `inputIndex` (as a drag onto its box does), and the nodes
   // marked as conflicts of the sharding panel's plan.
   void dropSpecOnInput(int inputIndex, const QString& spec);
@@ -107,6 +118,10 @@ class GraphPanel : public QWidget {
   void setPinnedStage(int index);
   void setDiff(std::vector<inspect::DiffStatus> statuses);
   void updateDiff();
+  // Whether the boxes on screen were laid out for the stage shown (false while another stage is laid out).
+  bool sceneIsCurrent() const;
+  void clearDecorations();
+  void showMatch(int node);
 
   Session* m_session;
   bool m_secondary;
@@ -117,8 +132,7 @@ class GraphPanel : public QWidget {
   std::vector<inspect::DiffStatus> m_diff;
   std::optional<inspect::StageDiff> m_diffResult;
   QComboBox* m_stageBox;
-  QLineEdit* m_search;
-  QLabel* m_searchInfo;
+  GraphSearch* m_search;
   QComboBox* m_overlay;
   QLabel* m_legend = nullptr;
   QProgressBar* m_progress;
@@ -126,7 +140,7 @@ class GraphPanel : public QWidget {
   QLabel* m_status;
   QGraphicsView* m_view;
   QGraphicsScene* m_scene;
-  QTimer* m_searchTimer;
+  QSplitter* m_column;  // the graph (or the two of a comparison) over the list of matches
 
   StagesPtr m_stages;  // keeps the graphs alive while a layout runs
   std::map<const ir::Graph*, StageState> m_states;
@@ -137,11 +151,17 @@ class GraphPanel : public QWidget {
   bool m_busy = false;  // from startLayout until its result is on screen
   QElapsedTimer m_clock;
   double m_layoutSeconds = 0;
+  // The layout on screen and the graph (and module tree) it was made for; the graph a running layout is for.
   std::optional<inspect::ViewLayout> m_layout;
-  const ir::Graph* m_layoutGraph = nullptr;
+  std::shared_ptr<const ir::Graph> m_layoutGraph;
+  std::shared_ptr<const inspect::ModuleTree> m_layoutTree;
+  std::shared_ptr<const ir::Graph> m_pendingGraph;
+  std::shared_ptr<const inspect::ModuleTree> m_pendingTree;
   QHash<QString, GraphBoxItem*> m_items;
+  QMap<QString, double> m_overlayValues;
   QVector<int> m_hits;
   QString m_searchError;
+  int m_localNode = -1;  // a secondary panel's own selection (a search match), not the session's
   bool m_syncing = false;
 };
 

@@ -170,8 +170,7 @@ void InspectorPanel::show(int node) {
   for (const auto& v : info.consumers) h += link(v);
   h += "</table>";
   if (info.kernel) h += kernelHtml(*info.kernel, node);
-  int fs = m_session->profileStage();
-  if (ProfilePtr p = m_session->profile(); p && fs == m_session->currentStage()) h += timeHtml(*p, node);
+  if (ProfilePtr p = m_session->profile(); p && m_session->profileMapsTo(*stage)) h += timeHtml(*p, node);
   if (info.readThrough)
     h += tr("<h4>Kernel</h4><p>None of its own: a view every consumer reads through (no memory traffic).</p>");
   h += "<h4>Decisions</h4>";

@@ -18,14 +18,24 @@
 
 #include "engine/inspect/project_edit.h"
 #include "views/param_tree_model.h"
+#include "views/project_file_editor.h"
 
 namespace tsr::studio {
+
+namespace {
+
+bool sameFile(const QString& a, const QString& b) {
+  return !a.isEmpty() && QFileInfo(a).absoluteFilePath() == QFileInfo(b).absoluteFilePath();
+}
+
+}  // namespace
 
 ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
     : QWidget(parent),
       m_session(session),
       m_tabs(new QTabWidget),
       m_summary(new QLabel(tr("No project. File › Open Project… or drop a folder here."))),
+      m_openFile(new QPushButton(tr("Open project.toml"))),
       m_tree(new QTreeView),
       m_params(new ParamTreeModel(this)),
       m_errorLabel(new QLabel),
@@ -33,6 +43,10 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
       m_file(new QPlainTextEdit) {
   setObjectName("projectPanel");
   m_summary->setWordWrap(true);
+  m_openFile->setObjectName("openProjectTomlButton");
+  m_openFile->setToolTip(tr("Edit the project's project.toml, its error marked; saving opens the project again"));
+  m_openFile->setVisible(false);
+  connect(m_openFile, &QPushButton::clicked, this, &ProjectPanel::openFileEditor);
   m_tree->setModel(m_params);
   m_tree->setUniformRowHeights(true);
   m_tree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -62,10 +76,18 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(m_summary);
+  layout->addWidget(m_openFile, 0, Qt::AlignLeft);
   layout->addWidget(m_tabs, 1);
   connect(m_session, &Session::projectOpened, this, &ProjectPanel::onProjectOpened);
   connect(m_session, &Session::projectFailed, this, [this](const QString& message) {
     m_summary->setText(tr("<span style=\"color:#d04040\">Could not open the project:</span> %1").arg(message.toHtmlEscaped()));
+    m_failure = message;
+    m_openFile->setVisible(QFileInfo(m_session->failedProjectFile()).isFile());
+    // The editor of that file, if open, marks the new error.
+    if (m_editor && m_editor->isVisible() && sameFile(m_editor->file(), m_session->failedProjectFile())) {
+      m_editor->load();
+      m_editor->setError(message);
+    }
   });
 }
 
@@ -97,8 +119,35 @@ QLineEdit* ProjectPanel::field(const QString& section, const QString& key) const
   return m_fields.value(section + "." + key, nullptr);
 }
 
+void ProjectPanel::openFileEditor() {
+  QString file = m_session->failedProjectFile();
+  if (file.isEmpty()) file = m_session->projectFile();
+  if (file.isEmpty()) return;
+  if (m_editor && !sameFile(m_editor->file(), file)) {
+    m_editor->deleteLater();
+    m_editor = nullptr;
+  }
+  if (!m_editor) {
+    m_editor = new ProjectFileEditor(file, this);
+    m_editor->setWindowFlag(Qt::Window);
+    connect(m_editor, &ProjectFileEditor::saved, this, [this](const QString& saved) {
+      emit reopenRequested(QFileInfo(saved).absolutePath());
+    });
+  } else {
+    m_editor->load();
+  }
+  if (!m_failure.isEmpty() && sameFile(file, m_session->failedProjectFile())) m_editor->setError(m_failure);
+  m_editor->show();
+  m_editor->raise();
+  m_editor->activateWindow();
+}
+
 void ProjectPanel::onProjectOpened() {
   ProjectPtr p = m_session->project();
+  m_failure.clear();
+  m_openFile->setVisible(false);
+  // The project whose project.toml was being fixed opens: its editor has done its job.
+  if (m_editor && m_editor->isVisible() && sameFile(m_editor->file(), m_session->projectFile())) m_editor->close();
   m_params->setParams(p->params);
   m_tree->expandToDepth(0);
   m_summary->setText(tr("<b>%1</b> — %2 (%3): %4 parameters, %5")

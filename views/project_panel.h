@@ -1,7 +1,9 @@
 #pragma once
 // The Project panel: the parameter tree (path, shape, dtype, bytes), a settings form for the model, data,
 // training and mesh that validates as the user types (with the engine's own parser) and writes project.toml
-// back with its comments, and the file itself, where error locations open.
+// back with its comments, and the file itself, where error locations open. A project that does not open shows
+// its error with "Open project.toml": the file in an editor with the error's line marked, whose Save opens the
+// project again.
 #include <QMap>
 #include <QWidget>
 
@@ -19,6 +21,7 @@ class QTreeView;
 namespace tsr::studio {
 
 class ParamTreeModel;
+class ProjectFileEditor;
 
 class ProjectPanel : public QWidget {
   Q_OBJECT
@@ -40,9 +43,15 @@ class ProjectPanel : public QWidget {
   // The project.toml text view (its cursor is on the line showFileLine went to).
   QPlainTextEdit* fileView() const { return m_file; }
   bool fileViewShown() const;
+  // The project.toml of a project that failed to open, in its editor with the error marked (as "Open
+  // project.toml" does); the editor, or null before it was first opened.
+  void openFileEditor();
+  ProjectFileEditor* fileEditor() const { return m_editor; }
 
  signals:
   void saved(const QString& file);
+  // The file editor saved a project.toml: the project in `dir` is to be opened again.
+  void reopenRequested(const QString& dir);
 
  private:
   void onProjectOpened();
@@ -53,6 +62,9 @@ class ProjectPanel : public QWidget {
   Session* m_session;
   QTabWidget* m_tabs;
   QLabel* m_summary;
+  QPushButton* m_openFile;  // "Open project.toml", shown while the last project failed to open
+  ProjectFileEditor* m_editor = nullptr;
+  QString m_failure;        // that project's error
   QTreeView* m_tree;
   ParamTreeModel* m_params;
   QFormLayout* m_form = nullptr;

@@ -4,6 +4,8 @@
 #include <QFileInfo>
 #include <QtConcurrent>
 
+#include "engine/inspect/project_edit.h"
+
 namespace tsr::studio {
 
 Session::Session(QObject* parent)
@@ -13,10 +15,16 @@ Session::Session(QObject* parent)
   connect(m_openWatcher, &QFutureWatcherBase::finished, this, [this] {
     auto r = m_openWatcher->result();
     if (!r->ok()) {
+      // The file the error names, or the project.toml of the folder that was opened.
+      std::string named = inspect::errorLocation(r->error().message).file;
+      QFileInfo opened(m_opening);
+      m_failedFile = !named.empty() ? QString::fromStdString(named)
+                     : opened.isDir() ? QDir(m_opening).filePath("project.toml") : m_opening;
       log("error", QString::fromStdString(r->error().message));
       emit projectFailed(QString::fromStdString(r->error().message));
       return;
     }
+    m_failedFile.clear();
     m_project = std::make_shared<const inspect::ProjectSnapshot>(std::move(*r).value());
     m_stages = std::make_shared<const std::vector<inspect::Stage>>(
         std::vector<inspect::Stage>{inspect::makeStage("traced", m_project->traced)});
@@ -85,6 +93,7 @@ bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatch
 void Session::openProject(const QString& path) {
   if (m_openWatcher->isRunning()) return;
   log("info", "opening " + path);
+  m_opening = path;
   m_profile.reset();
   m_profileError.clear();
   m_sharding.reset();
@@ -142,6 +151,19 @@ int Session::profileStage() const {
   for (size_t i = 0; i < m_stages->size(); ++i)
     if ((*m_stages)[i].fusion) return static_cast<int>(i);
   return -1;
+}
+
+bool Session::profileMapsTo(const inspect::Stage& stage) const {
+  int fs = profileStage();
+  return fs >= 0 && inspect::sameGraph((*m_stages)[static_cast<size_t>(fs)], stage);
+}
+
+std::vector<int> Session::profileStages() const {
+  std::vector<int> out;
+  if (profileStage() < 0) return out;
+  for (size_t i = 0; i < m_stages->size(); ++i)
+    if (profileMapsTo((*m_stages)[i])) out.push_back(static_cast<int>(i));
+  return out;
 }
 
 void Session::reloadProfile() {

@@ -35,6 +35,8 @@ class Session : public QObject {
   bool busy() const;
 
   ProjectPtr project() const { return m_project; }
+  // The project.toml of the last project that failed to open, where its error points (empty once one opens).
+  QString failedProjectFile() const { return m_failedFile; }
   StagesPtr stages() const { return m_stages; }
   QString projectDir() const;
   QString projectFile() const;
@@ -59,6 +61,10 @@ class Session : public QObject {
   QString profileError() const { return m_profileError; }
   // The stage the profile's node ids refer to (the fusion stage); -1 before the compile is done.
   int profileStage() const;
+  // Whether the profile's node ids name this stage's nodes: the fusion stage, and the stages with its graph.
+  bool profileMapsTo(const inspect::Stage& stage) const;
+  // The indices of those stages (none before the compile).
+  std::vector<int> profileStages() const;
   void reloadProfile();
 
   // Sharding: a PartitionSpec dropped on an argument of the step ("params.layers.0.weight", "inputs") in any
@@ -96,6 +102,8 @@ class Session : public QObject {
   int m_stage = 0;
   int m_node = -1;
   std::vector<int> m_kernelNodes;
+  QString m_opening;     // the path openProject was given
+  QString m_failedFile;
   ProfilePtr m_profile;
   QString m_profileError;
   ShardingPtr m_sharding;

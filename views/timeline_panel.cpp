@@ -1,6 +1,7 @@
 #include "views/timeline_panel.h"
 
 #include <QComboBox>
+#include <QFrame>
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QHBoxLayout>
@@ -49,6 +50,9 @@ QString openGlMissing() {
 TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
     : QWidget(parent),
       m_session(session),
+      m_staleBanner(new QFrame),
+      m_staleText(new QLabel),
+      m_reprofile(new QPushButton(tr("Re-profile"))),
       m_source(new QLabel),
       m_info(new QLabel),
       m_colour(new QComboBox),
@@ -122,9 +126,23 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   split->setStretchFactor(0, 2);
   split->setStretchFactor(1, 1);
   split->setSizes({400, 200});
+  m_staleBanner->setObjectName("timelineStaleBanner");
+  m_staleBanner->setFrameShape(QFrame::StyledPanel);
+  m_staleBanner->setStyleSheet("#timelineStaleBanner { background: #fff3cd; border: 1px solid #e0c060; }"
+                               "#timelineStaleBanner QLabel { color: #5c4400; }");
+  m_staleText->setWordWrap(true);
+  m_reprofile->setObjectName("reprofileButton");
+  m_reprofile->setToolTip(tr("Run ▶ Profile: profile the project as it is now"));
+  auto* banner = new QHBoxLayout(m_staleBanner);
+  banner->setContentsMargins(8, 4, 8, 4);
+  banner->addWidget(m_staleText, 1);
+  banner->addWidget(m_reprofile);
+  m_staleBanner->setVisible(false);
+  connect(m_reprofile, &QPushButton::clicked, this, &TimelinePanel::reprofileRequested);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
+  layout->addWidget(m_staleBanner);
   layout->addLayout(bar);
   layout->addWidget(split, 1);
 
@@ -210,7 +228,27 @@ void TimelinePanel::relink() {
     m_linkedGraph = stage.graph.get();
   }
   updateInfo();
+  updateStale();
 }
+
+void TimelinePanel::updateStale() {
+  // Compared once the project is compiled: its project.toml and the kernels of its fusion stage.
+  m_stale.clear();
+  int fs = m_session->profileStage();
+  ProjectPtr project = m_session->project();
+  if (m_timeline && project && fs >= 0) {
+    const inspect::Stage& stage = (*m_session->stages())[static_cast<size_t>(fs)];
+    if (stage.kernels && stage.kernels->error.empty()) {
+      std::vector<inspect::CompiledKernel> kernels;
+      for (const auto& k : stage.kernels->kernels) kernels.push_back({k.nodes, k.flops, k.bytes});
+      m_stale = fromStd(inspect::profileStaleness(*m_timeline, project->project.text, kernels));
+    }
+  }
+  m_staleText->setText(tr("<b>This profile is stale:</b> %1. Its times may not be the project's any more.").arg(m_stale.toHtmlEscaped()));
+  m_staleBanner->setVisible(!m_stale.isEmpty());
+}
+
+void TimelinePanel::setRunning(bool running) { m_reprofile->setEnabled(!running); }
 
 void TimelinePanel::selectEvent(qint64 event) {
   if (m_canvas) m_canvas->setSelectedEvent(event);
@@ -228,7 +266,7 @@ void TimelinePanel::onEventClicked(qint64 event) {
 
 void TimelinePanel::onNodeSelected(int node) {
   if (!m_canvas) return;
-  bool here = m_linked && node >= 0 && m_session->currentStage() == m_session->profileStage();
+  bool here = m_linked && node >= 0 && m_session->stage() && m_session->profileMapsTo(*m_session->stage());
   m_canvas->setHighlightedKernels(here ? m_timeline->kernelsWithNode(node) : std::vector<int>{});
   updateInfo();
 }

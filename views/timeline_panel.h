@@ -5,6 +5,8 @@
 // marks its kernel's launches here. Opens the run store's profiles (the project's latest when it opens, and
 // each new one after Profile ▶) and Chrome/Perfetto trace JSON files, loaded off the UI thread. A profile opens
 // fitted, with the statistics of its first step.
+// A profile that no longer shows the project as it is (project.toml edited since, or the step compiled to other
+// kernels) is stale: a banner says why and offers to profile again (Run ▶ Profile).
 // Without OpenGL (the offscreen platform) the panel still loads, links and computes; it shows why there is no
 // canvas instead of one.
 #include <functional>
@@ -18,7 +20,9 @@
 #include "views/session.h"
 
 class QComboBox;
+class QFrame;
 class QLabel;
+class QPushButton;
 class QTableWidget;
 
 namespace tsr::studio {
@@ -49,6 +53,10 @@ class TimelinePanel : public QWidget {
   // Whether the timeline's kernels name the nodes of the session's fusion stage (so clicks select there).
   bool linked() const { return m_linked; }
   QString linkError() const { return m_linkError; }
+  // Why the profile shown is stale ("" when it is not, or when there is nothing to compare it with yet).
+  QString staleReason() const { return m_stale; }
+  // While a run or profile is going, the banner's Re-profile waits for it (as Run ▶ Profile does).
+  void setRunning(bool running);
 
   // As a click on event `e` would: selects it, and its kernel's nodes in the session when linked.
   void selectEvent(qint64 event);
@@ -62,6 +70,8 @@ class TimelinePanel : public QWidget {
  signals:
   void loaded();
   void failed(const QString& message);
+  // The banner's Re-profile: profile the project again.
+  void reprofileRequested();
 
  private:
   using LoadResult = std::shared_ptr<Result<inspect::Timeline>>;
@@ -71,10 +81,15 @@ class TimelinePanel : public QWidget {
   void relink();
   void showStats();
   void updateInfo();
+  void updateStale();
 
   Session* m_session;
   TimelineCanvas* m_canvas = nullptr;
   QString m_canvasError;
+  QFrame* m_staleBanner;
+  QLabel* m_staleText;
+  QPushButton* m_reprofile;
+  QString m_stale;
   QLabel* m_source;
   QLabel* m_info;
   QComboBox* m_colour;

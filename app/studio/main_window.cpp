@@ -17,7 +17,6 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QStatusBar>
@@ -28,8 +27,8 @@
 #include <QUndoStack>
 
 #include "app/studio/command_palette.h"
+#include "engine/inspect/new_project.h"
 #include "engine/inspect/plugins.h"
-#include "engine/inspect/project_edit.h"
 #include "engine/inspect/versions.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
@@ -109,12 +108,19 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
     statusBar()->showMessage(tr("Could not open the project: %1").arg(msg));
     m_docks["console"]->raise();
+    // The error and its "Open project.toml" are in the project panel.
+    m_docks["project"]->show();
   });
   connect(m_console, &ConsolePanel::fileLocationActivated, this, [this](const QString& file, int line) {
     m_docks["project"]->raise();
     m_project->showFileLine(file, line);
   });
   connect(m_project, &ProjectPanel::saved, this, [this] { openProject(m_session->projectDir()); });
+  connect(m_project, &ProjectPanel::reopenRequested, this, [this](const QString& dir) { openProject(dir); });
+  // A stale timeline's Re-profile is Run ▶ Profile.
+  connect(m_timeline, &TimelinePanel::reprofileRequested, this, [this] {
+    if (m_profileAction->isEnabled()) m_profileAction->trigger();
+  });
   connect(m_runs, &RunsPanel::selectedRunsChanged, m_metrics, &MetricsPanel::setRuns);
   connect(m_runner, &RunController::output, m_session, &Session::log);
   connect(m_runner, &RunController::started, this, [this](const QString& cmd) {
@@ -125,6 +131,7 @@ MainWindow::MainWindow(QWidget* parent)
                         : m_runner->command() == "eval"  ? tr("Evaluating…")
                                                          : tr("Training…"));
     for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(false);
+    m_timeline->setRunning(true);
     m_stopAction->setEnabled(true);
     m_docks["metrics"]->raise();
   });
@@ -139,6 +146,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_runLabel->setText(ok ? (profile ? tr("Profile finished") : tr("Run finished")) : (profile ? tr("Profile failed") : tr("Run failed")));
     for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction})
       a->setEnabled(m_session->project() != nullptr);
+    m_timeline->setRunning(false);
     m_stopAction->setEnabled(false);
     statusBar()->showMessage(message, 10000);
     if (!ok) m_docks["console"]->raise();
@@ -237,6 +245,8 @@ void MainWindow::createActions() {
   m_viewMenu = view;
   make(view, "commandPalette", tr("Command &Palette…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), [this] { showCommandPalette(); });
   make(view, "findInGraph", tr("&Find in Graph"), QKeySequence::Find, [this] { m_graph->focusSearch(); });
+  make(view, "findNext", tr("Find &Next"), QKeySequence(Qt::Key_F3), [this] { m_graph->findNext(); });
+  make(view, "findPrevious", tr("Find Pre&vious"), QKeySequence(Qt::SHIFT | Qt::Key_F3), [this] { m_graph->findPrevious(); });
   make(view, "fitGraph", tr("Fit Graph to &Window"), QKeySequence(Qt::CTRL | Qt::Key_0), [this] { m_graph->fitToView(); });
   make(view, "expandAll", tr("&Expand All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), [this] { m_graph->expandAll(true); });
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
@@ -457,51 +467,13 @@ void MainWindow::onOpenTraceAction() {
 }
 
 void MainWindow::newProjectFromTemplate(const QString& templateDir, const QString& targetDir) {
-  QDir src(templateDir), dst(targetDir);
-  if (!dst.exists() && !QDir().mkpath(targetDir)) {
-    m_session->log("error", "cannot create " + targetDir);
+  auto created = inspect::newProjectFromTemplate(templateDir.toStdString(), targetDir.toStdString());
+  if (!created.ok()) {
+    m_session->log("error", "new project: " + QString::fromStdString(created.error().message));
     return;
   }
-  if (QFileInfo::exists(dst.filePath("project.toml"))) {
-    m_session->log("error", targetDir + " already holds a project.toml");
-    return;
-  }
-  // project.toml and the data folder; runs, checkpoints and caches stay behind.
-  std::function<bool(const QString&, const QString&)> copyDir = [&](const QString& from, const QString& to) {
-    QDir f(from);
-    QDir().mkpath(to);
-    for (const QFileInfo& e : f.entryInfoList(QDir::Files | QDir::Dirs | QDir::NoDotAndDotDot)) {
-      QString out = QDir(to).filePath(e.fileName());
-      if (e.isDir() ? !copyDir(e.filePath(), out) : !QFile::copy(e.filePath(), out)) return false;
-    }
-    return true;
-  };
-  bool ok = src.exists("data") ? copyDir(src.filePath("data"), dst.filePath("data")) : true;
-  // Files the template reads from outside its folder (gpt2_tp's "../gpt2_mini/data/corpus.txt") would not
-  // resolve from the copy: they are copied into its data/ folder and the keys rewritten to point there.
-  QFile templ(src.filePath("project.toml"));
-  std::string text = ok && templ.open(QIODevice::ReadOnly) ? templ.readAll().toStdString() : std::string();
-  ok = ok && !text.empty();
-  const QString srcRoot = QFileInfo(templateDir).canonicalFilePath();
-  for (const char* key : {"path", "encoder_json", "vocab_bpe"}) {
-    if (!ok) break;
-    QString value = QString::fromStdString(inspect::fieldValue(text, "data", key));
-    if (value.isEmpty() || QDir::isAbsolutePath(value)) continue;
-    QFileInfo file(src.filePath(value));
-    if (!file.exists() || file.canonicalFilePath().startsWith(srcRoot + "/")) continue;
-    QString copied = "data/" + file.fileName();
-    QDir().mkpath(dst.filePath("data"));
-    ok = QFileInfo::exists(dst.filePath(copied)) || QFile::copy(file.filePath(), dst.filePath(copied));
-    text = inspect::setFieldValue(text, "data", key, "\"" + copied.toStdString() + "\"");
-  }
-  QSaveFile out(dst.filePath("project.toml"));
-  ok = ok && out.open(QIODevice::WriteOnly) && out.write(QByteArray::fromStdString(text)) >= 0 && out.commit();
-  if (!ok) {
-    m_session->log("error", "could not copy the template " + templateDir + " to " + targetDir);
-    return;
-  }
-  m_session->log("info", "new project " + targetDir + " from " + templateDir);
-  openProject(targetDir);
+  m_session->log("info", "new project " + QString::fromStdString(*created) + " from " + templateDir);
+  openProject(QString::fromStdString(*created));
 }
 
 void MainWindow::setTheme(const QString& name) {

@@ -49,13 +49,36 @@ struct ClusterSpec {
   std::vector<int> members;  // box indices
 };
 
-// Lays out boxes of the given sizes with these edges; fills positions (top-left, y down) and edge splines,
-// and appends one box per cluster (after the others, so they stay out of the edges' indices).
-void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
-            const std::vector<std::pair<int, int>>& edgeItems, const std::vector<ClusterSpec>& clusters,
-            double& width, double& height) {
+// What dot is given for a level, and all that its result depends on: the boxes' sizes as dot reads them, the
+// edges, each cluster's members and the length of its title (dot sizes a title of `n` characters alike; the
+// view draws the real one). Two levels of one shape get the same geometry.
+std::string shapeKey(const std::vector<ItemBox>& boxes, const std::vector<std::pair<int, int>>& edges,
+                     const std::vector<ClusterSpec>& clusters) {
+  std::string k;
+  k.reserve(boxes.size() * 14 + edges.size() * 8);
+  for (const ItemBox& b : boxes) k += attr(b.w / 72.0) + "x" + attr(b.h / 72.0) + ";";
+  k += "|";
+  for (const auto& [from, to] : edges) k += std::to_string(from) + ">" + std::to_string(to) + ";";
+  for (const ClusterSpec& c : clusters) {
+    k += "|" + std::to_string(c.label.size()) + ":";
+    for (int m : c.members) k += std::to_string(m) + ",";
+  }
+  return k;
+}
+
+// One Graphviz context for the process: creating one loads the plugins, which costs more than laying out a small
+// level. Used under graphvizMutex().
+GVC_t* graphvizContext() {
+  static GVC_t* gvc = gvContext();
+  return gvc;
+}
+
+// Lays out boxes of the given sizes with these edges and clusters: their top-left corners (y down), the
+// clusters' rectangles and the edges' splines.
+LayoutCache::Geometry runDot(const std::vector<ItemBox>& boxes, const std::vector<std::pair<int, int>>& edgeItems,
+                             const std::vector<ClusterSpec>& clusters) {
   std::lock_guard<std::mutex> lock(graphvizMutex());
-  GVC_t* gvc = gvContext();
+  GVC_t* gvc = graphvizContext();
   Agraph_t* g = agopen(const_cast<char*>("level"), Agdirected, nullptr);
   agattr(g, AGRAPH, const_cast<char*>("rankdir"), const_cast<char*>("TB"));
   agattr(g, AGRAPH, const_cast<char*>("nodesep"), const_cast<char*>("0.25"));
@@ -84,46 +107,63 @@ void runDot(std::vector<ItemBox>& boxes, std::vector<EdgeCurve>& edges,
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::string name = "cluster_" + std::to_string(c);
     Agraph_t* sub = agsubg(g, name.data(), 1);
-    agset(sub, const_cast<char*>("label"), const_cast<char*>(clusters[c].label.c_str()));
+    std::string title(clusters[c].label.size(), 'n');  // the title's length is what its room depends on
+    agset(sub, const_cast<char*>("label"), title.data());
     for (int m : clusters[c].members) agsubnode(sub, nodes[static_cast<size_t>(m)], 1);
     subs.push_back(sub);
   }
   std::vector<Agedge_t*> gvEdges;
   for (const auto& [a, b] : edgeItems) gvEdges.push_back(agedge(g, nodes[static_cast<size_t>(a)], nodes[static_cast<size_t>(b)], nullptr, 1));
   gvLayout(gvc, g, "dot");
+  LayoutCache::Geometry geo;
   boxf bb = GD_bb(g);
-  width = bb.UR.x - bb.LL.x;
-  height = bb.UR.y - bb.LL.y;
+  geo.width = bb.UR.x - bb.LL.x;
+  geo.height = bb.UR.y - bb.LL.y;
   auto flip = [&](pointf p) { return Point{p.x - bb.LL.x, bb.UR.y - p.y}; };
   for (size_t i = 0; i < boxes.size(); ++i) {
     Point c = flip(ND_coord(nodes[i]));
-    boxes[i].x = c.x - boxes[i].w / 2;
-    boxes[i].y = c.y - boxes[i].h / 2;
+    geo.boxes.push_back({c.x - boxes[i].w / 2, c.y - boxes[i].h / 2});
+  }
+  for (Agraph_t* sub : subs) {
+    boxf cb = GD_bb(sub);
+    Point tl = flip({cb.LL.x, cb.UR.y});
+    geo.clusters.push_back({tl.x, tl.y, cb.UR.x - cb.LL.x, cb.UR.y - cb.LL.y});
+  }
+  geo.edges.resize(gvEdges.size());
+  for (size_t i = 0; i < gvEdges.size(); ++i) {
+    splines* spl = ED_spl(gvEdges[i]);
+    if (!spl || spl->size == 0) continue;
+    const bezier& bz = spl->list[0];
+    for (size_t k = 0; k < bz.size; ++k) geo.edges[i].push_back(flip(bz.list[k]));
+    if (bz.eflag) geo.edges[i].push_back(flip(bz.ep));
+  }
+  gvFreeLayout(gvc, g);
+  agclose(g);
+  return geo;
+}
+
+// Puts a level's boxes and edges where the geometry says, and appends one box per cluster (after the others, so
+// they stay out of the edges' indices).
+void applyGeometry(LayoutCache::LevelLayout& level, const LayoutCache::Geometry& geo, const std::vector<ClusterSpec>& clusters) {
+  level.width = geo.width;
+  level.height = geo.height;
+  for (size_t i = 0; i < geo.boxes.size(); ++i) {
+    level.boxes[i].x = geo.boxes[i].x;
+    level.boxes[i].y = geo.boxes[i].y;
   }
   for (size_t c = 0; c < clusters.size(); ++c) {
-    boxf cb = GD_bb(subs[c]);
-    Point tl = flip({cb.LL.x, cb.UR.y});
     ItemBox b;
     b.item.kind = LevelItem::Kind::Cluster;
     b.item.cluster = clusters[c].cluster;
     b.item.key = clusters[c].key;
     b.label = clusters[c].label;
-    b.x = tl.x;
-    b.y = tl.y;
-    b.w = cb.UR.x - cb.LL.x;
-    b.h = cb.UR.y - cb.LL.y;
-    boxes.push_back(std::move(b));
+    b.x = geo.clusters[c][0];
+    b.y = geo.clusters[c][1];
+    b.w = geo.clusters[c][2];
+    b.h = geo.clusters[c][3];
+    level.boxes.push_back(std::move(b));
   }
-  for (size_t i = 0; i < gvEdges.size(); ++i) {
-    splines* spl = ED_spl(gvEdges[i]);
-    if (!spl || spl->size == 0) continue;
-    const bezier& bz = spl->list[0];
-    for (size_t k = 0; k < bz.size; ++k) edges[i].points.push_back(flip(bz.list[k]));
-    if (bz.eflag) edges[i].points.push_back(flip(bz.ep));
-  }
-  gvFreeLayout(gvc, g);
-  agclose(g);
-  gvFreeContext(gvc);
+  for (size_t i = 0; i < geo.edges.size(); ++i) level.edges[i].points = geo.edges[i];
 }
 
 class ViewBuilder {
@@ -182,7 +222,14 @@ class ViewBuilder {
       clusters[it->second].members.push_back(static_cast<int>(i));
     }
     if (m_options.cancel && m_options.cancel->load()) return makeError("cancelled");
-    runDot(result->boxes, result->edges, pairs, clusters, result->width, result->height);
+    std::string shape = shapeKey(result->boxes, pairs, clusters);
+    auto geometry = m_cache.findShape(shape);
+    if (!geometry) {
+      geometry = std::make_shared<const LayoutCache::Geometry>(runDot(result->boxes, pairs, clusters));
+      m_cache.putShape(shape, geometry);
+      out.ranGraphviz.push_back(m_tree.group(group).path);
+    }
+    applyGeometry(*result, *geometry, clusters);
     out.laidOut.push_back(m_tree.group(group).path);
     if (m_options.progress) m_options.progress(static_cast<int>(out.laidOut.size()), m_total);
     m_cache.put(k, result);
@@ -239,6 +286,17 @@ void LayoutCache::put(const std::string& key, std::shared_ptr<const LevelLayout>
   m_levels[key] = std::move(layout);
 }
 
+std::shared_ptr<const LayoutCache::Geometry> LayoutCache::findShape(const std::string& shape) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto it = m_shapes.find(shape);
+  return it == m_shapes.end() ? nullptr : it->second;
+}
+
+void LayoutCache::putShape(const std::string& shape, std::shared_ptr<const Geometry> geometry) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_shapes[shape] = std::move(geometry);
+}
+
 std::string itemLabel(const ModuleTree& tree, const ir::Graph& g, const LevelItem& item) {
   switch (item.kind) {
     case LevelItem::Kind::Group: {
@@ -275,11 +333,8 @@ Result<ViewLayout> layoutView(const ModuleTree& tree, const ir::Graph& g, const 
 
 std::string graphvizVersion() {
   std::lock_guard<std::mutex> lock(graphvizMutex());
-  GVC_t* gvc = gvContext();
-  char** info = gvcInfo(gvc);
-  std::string v = info && info[1] ? info[1] : "unknown";
-  gvFreeContext(gvc);
-  return v;
+  char** info = gvcInfo(graphvizContext());
+  return info && info[1] ? info[1] : "unknown";
 }
 
 }  // namespace tsr::inspect

@@ -1,10 +1,14 @@
 #pragma once
 // Layout of a graph view with Graphviz's dot (libgvc): each expanded group is laid out on its own, its
 // expanded children first (as boxes of their laid-out size), so expanding one block lays out that block and
-// re-places its ancestors' few boxes, nothing else. Levels are cached by group and expansion state.
+// re-places its ancestors' few boxes, nothing else. Levels are cached by group and expansion state, and what dot
+// computes for a level (positions and edge routes) is cached by the level's shape: its boxes' sizes, its edges and
+// its kernels. A model's repeated blocks have levels of one shape, so Expand All on a 12-block GPT-2 runs dot
+// once per distinct level, not once per level.
 // With a fusion plan in the tree, each multi-node kernel of a level is a Graphviz cluster: a box of kind
 // Cluster around its members, in the same level.
 // Graphviz keeps global state, so layouts run one at a time (a mutex), on whichever worker thread calls.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -43,6 +47,7 @@ struct ViewLayout {
   std::vector<EdgeCurve> edges;
   double width = 0, height = 0;
   std::vector<std::string> laidOut;  // group paths laid out by this call (the rest came from the cache)
+  std::vector<std::string> ranGraphviz;  // those of laidOut that dot laid out (the others had a known shape)
 };
 
 struct LayoutOptions {
@@ -61,12 +66,23 @@ class LayoutCache {
     std::vector<EdgeCurve> edges;
     double width = 0, height = 0;
   };
+  // Where dot put the boxes, kernels and edges of a level of some shape (boxes' top-left corners in the level's
+  // coordinates, in item order; each cluster's rectangle; each edge's spline).
+  struct Geometry {
+    std::vector<Point> boxes;
+    std::vector<std::array<double, 4>> clusters;  // x, y, w, h
+    std::vector<std::vector<Point>> edges;
+    double width = 0, height = 0;
+  };
   std::shared_ptr<const LevelLayout> find(const std::string& key) const;
   void put(const std::string& key, std::shared_ptr<const LevelLayout> layout);
+  std::shared_ptr<const Geometry> findShape(const std::string& shape) const;
+  void putShape(const std::string& shape, std::shared_ptr<const Geometry> geometry);
 
  private:
   mutable std::mutex m_mutex;
   std::map<std::string, std::shared_ptr<const LevelLayout>> m_levels;
+  std::map<std::string, std::shared_ptr<const Geometry>> m_shapes;
 };
 
 // Lays out the view of g with the given groups expanded (the root "" is always expanded).

@@ -16,6 +16,10 @@ Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph) {
   return s;
 }
 
+bool sameGraph(const Stage& a, const Stage& b) {
+  return a.graph == b.graph || (a.graph->nodes().size() == b.graph->nodes().size() && a.text == b.text);
+}
+
 KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& plan) {
   KernelTable table;
   table.kernelOfGroup.assign(plan.groups.size(), -1);

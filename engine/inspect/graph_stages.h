@@ -57,4 +57,9 @@ KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& pla
 // A stage of a graph given directly (tests, IR files).
 Stage makeStage(std::string name, std::shared_ptr<const ir::Graph> graph);
 
+// Whether two stages hold the same graph (one object, or the same text: the same nodes under the same ids), so
+// that what names one's nodes (a profile's kernel table, a selection) names the other's. The fusion stage has
+// the graph of the stage before it, which the passes after the cleanup left as it was.
+bool sameGraph(const Stage& a, const Stage& b);
+
 }  // namespace tsr::inspect

@@ -109,6 +109,21 @@ ModuleTree::ModuleTree(const ir::Graph& g, const std::vector<std::string>& outpu
     }
     paths[i] = std::move(path);
   }
+  // A constant the trace captured (a layer norm's width, an epsilon) has no provenance of its own: it sits with
+  // the first op that reads it and has a module path, rather than in the groups of the update.
+  std::vector<ir::NodeId> reader(g.nodes().size(), ir::kNone);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (g.nodes()[i].prov.modulePath.empty()) continue;
+    for (ir::ValueId v : g.nodes()[i].operands) {
+      ir::NodeId p = g.value(v).producer;
+      if (p != ir::kNone && reader[static_cast<size_t>(p)] == ir::kNone) reader[static_cast<size_t>(p)] = static_cast<ir::NodeId>(i);
+    }
+  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    if (n.op == ir::OpCode::Constant && n.prov.modulePath.empty() && reader[i] != ir::kNone)
+      paths[i] = paths[static_cast<size_t>(reader[i])];
+  }
   if (m_plan && m_plan->groupOfNode.size() == g.nodes().size()) {
     m_cluster.assign(g.nodes().size(), -1);
     for (size_t k = 0; k < m_plan->groups.size(); ++k) {
@@ -213,6 +228,19 @@ int ModuleTree::find(const std::string& path) const {
   return it == m_index.end() ? -1 : it->second;
 }
 
+std::vector<ir::NodeId> ModuleTree::subtreeNodes(int g) const {
+  std::vector<ir::NodeId> out;
+  std::vector<int> work = {g};
+  while (!work.empty()) {
+    const ModuleGroup& grp = m_groups[static_cast<size_t>(work.back())];
+    work.pop_back();
+    out.insert(out.end(), grp.nodes.begin(), grp.nodes.end());
+    work.insert(work.end(), grp.children.begin(), grp.children.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool ModuleTree::contains(int a, int g) const {
   for (int x = g; x >= 0; x = m_groups[static_cast<size_t>(x)].parent)
     if (x == a) return true;
@@ -280,21 +308,22 @@ Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const st
     auto it = itemOfGroup.find(x);
     return it == itemOfGroup.end() ? -1 : it->second;
   };
+  // Edges between the items, from the values the group's nodes read; values made outside the group (and graph
+  // inputs, unless the inputs group lies in it) draw none. Nodes in program order: producers come first.
   std::map<std::pair<int, int>, int> edges;
-  std::vector<int> itemOfValue(static_cast<size_t>(g.numValues()), -1);
-  bool inputsHere = tree.contains(group, tree.inputsGroup());
-  if (inputsHere)
+  std::unordered_map<ir::ValueId, int> itemOfValue;
+  if (tree.contains(group, tree.inputsGroup()))
     for (ir::ValueId v : tree.inputs())
-      itemOfValue[static_cast<size_t>(v)] = group == tree.inputsGroup() ? itemOfInput[v] : itemOfGroup[tree.inputsGroup()];
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const ir::Node& n = g.nodes()[i];
-    int to = itemOf(static_cast<ir::NodeId>(i));
-    for (ir::ValueId v : n.results) itemOfValue[static_cast<size_t>(v)] = to;
+      itemOfValue[v] = group == tree.inputsGroup() ? itemOfInput[v] : itemOfGroup[tree.inputsGroup()];
+  for (ir::NodeId id : tree.subtreeNodes(group)) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(id)];
+    int to = itemOf(id);
     if (to < 0) continue;
+    for (ir::ValueId v : n.results) itemOfValue[v] = to;
     for (ir::ValueId v : n.operands) {
-      int from = itemOfValue[static_cast<size_t>(v)];
-      if (from < 0 || from == to) continue;
-      ++edges[{from, to}];
+      auto from = itemOfValue.find(v);
+      if (from == itemOfValue.end() || from->second == to) continue;
+      ++edges[{from->second, to}];
     }
   }
   for (const auto& [k, count] : edges) level.edges.push_back({k.first, k.second, count});

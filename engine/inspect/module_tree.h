@@ -38,7 +38,8 @@ class ModuleTree {
   // Nodes without a module path (the loss, the optimizer update) are grouped by the parameter whose outputs
   // they feed, "update.h.0.attn.c_attn.weight" (the new weight and its optimizer slots), when outputNames
   // names the outputs (a training step's output tree); "(shared)" when they feed several parameters,
-  // "(unused)" when they feed none. Without names, such nodes belong to the root.
+  // "(unused)" when they feed none. Without names, such nodes belong to the root. A constant without a module
+  // path sits with the first op with a module path that reads it.
   //
   // With a fusion plan (of this graph), a kernel of several nodes lies in one group: the module of its dot
   // (a GEMM) or of its last member, or when that one has no module path, of its first member that has one.
@@ -65,6 +66,8 @@ class ModuleTree {
   std::string clusterLabel(int cluster) const;
   // Whether group a is g or one of its ancestors.
   bool contains(int a, int g) const;
+  // The nodes of group g and of the groups below it, in program order.
+  std::vector<ir::NodeId> subtreeNodes(int g) const;
 
   // The groups a view first expands: the root, and each group whose children are numbered ("h" -> h.0..h.11),
   // so a transformer opens collapsed to its blocks.
@@ -107,7 +110,9 @@ struct Level {
   std::vector<LevelEdge> edges;
 };
 
-// What group `group` shows when expanded; child groups in `expanded` are flagged expanded.
+// What group `group` shows when expanded; child groups in `expanded` are flagged expanded. It reads the group's
+// own nodes and those below it, not the whole graph, so that laying out every level of a view stays linear in
+// the graph's size (times its depth).
 Level buildLevel(const ModuleTree& tree, const ir::Graph& g, int group, const std::set<std::string>& expanded);
 
 }  // namespace tsr::inspect

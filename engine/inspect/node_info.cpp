@@ -232,4 +232,21 @@ Result<std::vector<ir::NodeId>> searchNodes(const Stage& stage, const std::strin
   return hits;
 }
 
+std::vector<NodeSummary> summarizeNodes(const ir::Graph& g, const std::vector<ir::NodeId>& nodes) {
+  std::vector<std::string> names = valueNames(g);
+  std::vector<NodeSummary> out;
+  out.reserve(nodes.size());
+  for (ir::NodeId id : nodes) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(id)];
+    NodeSummary s;
+    s.node = id;
+    s.op = opName(g, id);
+    s.name = n.results.empty() ? s.op : names[static_cast<size_t>(n.results[0])];
+    if (!n.results.empty()) s.aval = g.aval(n.results[0]).toString();
+    s.modulePath = n.prov.modulePath;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace tsr::inspect

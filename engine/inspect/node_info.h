@@ -98,4 +98,14 @@ ir::NodeId nodeAtLine(const Stage& stage, int line);
 // an invalid pattern is an error.
 Result<std::vector<ir::NodeId>> searchNodes(const Stage& stage, const std::string& pattern);
 
+// A node in one line, as a list of search matches shows it.
+struct NodeSummary {
+  ir::NodeId node = ir::kNone;
+  std::string name;        // its first result, "%12"; its op for a node without results
+  std::string op;          // "dot_general"
+  std::string aval;        // its first result's, "f32[8,64,384]"; "" without results
+  std::string modulePath;  // from its provenance, "h.0.attn"
+};
+std::vector<NodeSummary> summarizeNodes(const ir::Graph& g, const std::vector<ir::NodeId>& nodes);
+
 }  // namespace tsr::inspect

@@ -254,4 +254,24 @@ Status validateProjectText(const std::string& text, const std::string& file, con
   return {};
 }
 
+TextLocation errorLocation(const std::string& message) {
+  // The first "FILE:LINE:" whose FILE ends in ".toml": a path may hold colons of its own.
+  auto number = [&](size_t at, size_t& end) {
+    end = at;
+    while (end < message.size() && message[end] >= '0' && message[end] <= '9') ++end;
+    return end > at && end - at < 9 ? std::atoi(message.substr(at, end - at).c_str()) : 0;
+  };
+  for (size_t colon = message.find(".toml:"); colon != std::string::npos; colon = message.find(".toml:", colon + 1)) {
+    size_t end = 0;
+    int line = number(colon + 6, end);
+    if (line <= 0) continue;
+    TextLocation loc;
+    loc.file = message.substr(0, colon + 5);
+    loc.line = line;
+    if (end < message.size() && message[end] == ':') loc.column = number(end + 1, end);
+    return loc;
+  }
+  return {};
+}
+
 }  // namespace tsr::inspect

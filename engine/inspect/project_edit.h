@@ -39,4 +39,13 @@ std::string setFieldValue(const std::string& text, const std::string& section, c
 // Parses the text as the engine does; the error names the file and line.
 Status validateProjectText(const std::string& text, const std::string& file, const std::string& dir);
 
+// Where an error of the project parser points: "p/project.toml:5: unknown key 'stpes'" (or ":5:9:" with a
+// column) gives {"p/project.toml", 5, 9}. Line 0 when the message names no line of a file.
+struct TextLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+TextLocation errorLocation(const std::string& message);
+
 }  // namespace tsr::inspect

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "engine/inspect/node_info.h"
@@ -318,7 +319,11 @@ Result<Timeline> loadProfileTimeline(const std::string& dbPath, int64_t profileI
     return makeError("{}: no profile yet (run `tessera profile` or Profile ▶)", dbPath);
   }
   TSR_ASSIGN(runtime::Trace trace, train::loadTrace(db, chosen->id));
-  return timelineFromTrace(trace, fmt::format("profile {} ({}) of {}", chosen->id, chosen->name, dbPath));
+  TSR_ASSIGN(store::RunInfo run, db.run(chosen->run));
+  Timeline t = timelineFromTrace(trace, fmt::format("profile {} ({}) of {}", chosen->id, chosen->name, dbPath));
+  t.profileId = chosen->id;
+  t.projectText = run.config;
+  return t;
 }
 
 Timeline syntheticTimeline(int64_t numEvents, int devices, int streams, uint64_t seed) {
@@ -404,6 +409,33 @@ Status checkGraph(const Timeline& timeline, const ir::Graph& graph, const std::s
   }
   if (!any) return makeError("{} has no kernels of '{}'", timeline.source, executable);
   return {};
+}
+
+std::string profileStaleness(const Timeline& timeline, const std::string& projectText,
+                             const std::vector<CompiledKernel>& kernels, const std::string& executable) {
+  const std::string what = timeline.profileId > 0 ? fmt::format("profile {}", timeline.profileId) : timeline.source;
+  if (!timeline.projectText.empty() && timeline.projectText != projectText)
+    return fmt::format("project.toml was edited since {} was recorded", what);
+  // The same compiled step runs the same nodes in the same kernels, each launch doing the same work.
+  std::map<std::vector<int>, const CompiledKernel*> now;
+  for (const CompiledKernel& k : kernels) now[std::vector<int>(k.nodes.begin(), k.nodes.end())] = &k;
+  size_t profiled = 0;
+  for (const TimelineKernel& k : timeline.kernels) {
+    if (!kernelOfGraph(k, executable)) continue;
+    ++profiled;
+    auto it = now.find(k.nodes);
+    if (it == now.end())
+      return fmt::format("the training step compiles to other kernels than when {} was recorded (none runs the nodes "
+                         "of its {})", what, k.name);
+    if (k.events.empty()) continue;
+    const TimelineEvent& e = timeline.events[k.events.front()];
+    auto differs = [](double a, double b) { return std::abs(a - b) > 1e-9 * std::max(std::abs(a), std::abs(b)); };
+    if (differs(e.flops, it->second->flops) || differs(e.bytes, it->second->bytes))
+      return fmt::format("the training step's shapes changed since {} was recorded ({} does other work now)", what, k.name);
+  }
+  if (profiled > 0 && profiled != now.size())
+    return fmt::format("the training step compiles to {} kernels now, {} when {} was recorded", now.size(), profiled, what);
+  return "";
 }
 
 // --- Folding and hit tests -------------------------------------------------------------------------------

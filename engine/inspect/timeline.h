@@ -80,6 +80,8 @@ struct TimelineSpan {
 
 struct Timeline {
   std::string source;  // "profile 3 of /p/runs.db", "/tmp/trace.json"
+  int64_t profileId = 0;     // the run store's profile id; 0 for a trace file
+  std::string projectText;   // the project.toml its run was started with ("" for a trace file)
   std::vector<TimelineEvent> events;  // by (row, lane, start)
   std::vector<std::string> names;
   std::vector<std::string> kinds;
@@ -163,6 +165,19 @@ Timeline syntheticTimeline(int64_t numEvents, int devices = 2, int streams = 4, 
 Status checkGraph(const Timeline& timeline, const ir::Graph& graph, const std::string& executable = "train_step");
 // Whether a click on this kernel selects in the graph checkGraph accepted.
 bool kernelOfGraph(const TimelineKernel& kernel, const std::string& executable = "train_step");
+
+// A kernel of the step as it compiles now (the fusion stage's kernel table): the nodes it runs and the work one
+// launch does, as the profiler records it for each launch.
+struct CompiledKernel {
+  std::vector<ir::NodeId> nodes;
+  double flops = 0, bytes = 0;
+};
+
+// Why a profile no longer shows the project as it is now, or "" when it does: project.toml was edited since the
+// profile's run was started (projectText: the file's text now), or the training step compiles to other kernels
+// than the profile's of `executable` (other nodes, or the same nodes doing other work: shapes that changed).
+std::string profileStaleness(const Timeline& timeline, const std::string& projectText,
+                             const std::vector<CompiledKernel>& kernels, const std::string& executable = "train_step");
 
 // --- What a frame draws ----------------------------------------------------------------------------------
 

@@ -75,19 +75,28 @@ Tree Gpt2::init(const Array& key) const {
 
 Array Gpt2::block(const Tree& p, const Array& x, Context& ctx) const {
   Parts parts = partsOf(m_cfg);
+  // Each layer norm is a module of its own (h.N.ln_1, h.N.ln_2), as its parameters are; the residual adds
+  // belong to the attention and the MLP they close.
   Array h = x;
+  Array normed;
+  {
+    ModuleScope s("ln_1");
+    normed = parts.ln.apply(*p.find("ln_1"), h);
+  }
   {
     ModuleScope s("attn");
     const Tree& a = *p.find("attn");
-    Array normed = parts.ln.apply(*p.find("ln_1"), h);
     auto [q, k, v] = qkv(*a.find("c_attn"), normed);
     Array y = mergeHeads(dotProductAttention(q, k, v, true, parts.drop, ctx));
     h = h + parts.drop.apply(parts.attnProj.apply(*a.find("c_proj"), y), ctx);
   }
   {
+    ModuleScope s("ln_2");
+    normed = parts.ln.apply(*p.find("ln_2"), h);
+  }
+  {
     ModuleScope s("mlp");
     const Tree& m = *p.find("mlp");
-    Array normed = parts.ln.apply(*p.find("ln_2"), h);
     Array u = gelu(parts.cFc.apply(*m.find("c_fc"), normed), true);
     h = h + parts.drop.apply(parts.mlpProj.apply(*m.find("c_proj"), u), ctx);
   }
@@ -115,9 +124,13 @@ Array Gpt2::apply(const Tree& params, const Array& tokens, Context& ctx) const {
     ModuleScope s("h." + std::to_string(i));
     x = block(blocks.child(static_cast<size_t>(i)), x, ctx);
   }
-  ModuleScope s("ln_f");
-  x = LayerNorm{m_cfg.nEmbd, m_cfg.layerNormEps}.apply(*params.find("ln_f"), x);
-  return wte.attend(*params.find("wte"), x);  // tied head
+  {
+    ModuleScope s("ln_f");
+    x = LayerNorm{m_cfg.nEmbd, m_cfg.layerNormEps}.apply(*params.find("ln_f"), x);
+  }
+  // The tied head reads wte's weight; it is the module Hugging Face calls lm_head.
+  ModuleScope s("lm_head");
+  return wte.attend(*params.find("wte"), x);
 }
 
 int64_t Gpt2::numParams() const {

@@ -53,19 +53,27 @@ Array Vit::layer(const Tree& p, const Array& x, Context& ctx) const {
   const VitConfig& c = m_cfg;
   LayerNorm ln{c.hidden, c.layerNormEps};
   Dropout drop{c.dropout};
+  // The layer norms are modules of their own (layernorm_before, layernorm_after), as their parameters are.
   Array h = x;
+  Array normed;
+  {
+    ModuleScope s("layernorm_before");
+    normed = ln.apply(*p.find("layernorm_before"), h);
+  }
   {
     ModuleScope s("attention");
     const Tree& a = *p.find("attention")->find("attention");
-    Array normed = ln.apply(*p.find("layernorm_before"), h);
     auto proj = [&](const char* name) { return splitHeads(linear(c.hidden, c.hidden, c.dtype).apply(*a.find(name), normed), c.heads); };
     Array y = mergeHeads(dotProductAttention(proj("query"), proj("key"), proj("value"), false, drop, ctx));
     const Tree& out = *p.find("attention")->find("output")->find("dense");
     h = h + drop.apply(linear(c.hidden, c.hidden, c.dtype).apply(out, y), ctx);
   }
   {
+    ModuleScope s("layernorm_after");
+    normed = ln.apply(*p.find("layernorm_after"), h);
+  }
+  {
     ModuleScope s("mlp");
-    Array normed = ln.apply(*p.find("layernorm_after"), h);
     Array u = gelu(linear(c.hidden, c.mlp, c.dtype).apply(*p.find("intermediate")->find("dense"), normed), false);
     h = h + drop.apply(linear(c.mlp, c.hidden, c.dtype).apply(*p.find("output")->find("dense"), u), ctx);
   }
@@ -99,8 +107,11 @@ Array Vit::apply(const Tree& params, const Array& pixels, Context& ctx) const {
     ModuleScope s("vit.encoder.layer." + std::to_string(i));
     x = layer(layers.child(static_cast<size_t>(i)), x, ctx);
   }
+  {
+    ModuleScope s("vit.layernorm");
+    x = LayerNorm{c.hidden, c.layerNormEps}.apply(*vit.find("layernorm"), x);
+  }
   ModuleScope s("classifier");
-  x = LayerNorm{c.hidden, c.layerNormEps}.apply(*vit.find("layernorm"), x);
   Array clsOut = reshape(sliceAxis(x, 1, 0, 1), {b, c.hidden});
   return linear(c.hidden, c.numClasses, c.dtype).apply(*params.find("classifier"), clsOut);
 }

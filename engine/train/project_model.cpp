@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "engine/project/model_family.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::train {
 
@@ -37,7 +38,10 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
     return makeError("{}: the {} family ({}) built a model without init or apply", p.file, family->name, family->origin);
   m.init = model->init;
   m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
-    return projectLoss(t, model->apply(prm, b.inputs, ctx), b.targets);
+    Array logits = model->apply(prm, b.inputs, ctx);
+    // The loss's ops (and their gradients) form a module of their own, beside the model's.
+    ModuleScope scope("loss");
+    return projectLoss(t, logits, b.targets);
   };
   m.forward = [model](const Tree& prm, const Array& inputs) {
     nn::Context ctx;

@@ -75,12 +75,10 @@ VjpOutput vjp(const ArrayFn& f, const std::vector<Array>& primals) {
       std::vector<Array> operands, results;
       for (ir::ValueId v : n.operands) operands.push_back((*env)[static_cast<size_t>(v)]);
       for (ir::ValueId v : n.results) results.push_back((*env)[static_cast<size_t>(v)]);
-      std::vector<Array> operandCts;
-      {
-        // Backward ops point at the forward op they differentiate.
-        ProvenanceScope scope(n.prov);
-        operandCts = def.vjp(ir::VjpArgs{operands, results, resultCts, n.attrs});
-      }
+      // Backward ops point at the forward op they differentiate (its module path, file and line), as JAX's
+      // transpose keeps the name stack: the rule's ops and the sums that add its cotangents to the others.
+      ProvenanceScope scope(n.prov);
+      std::vector<Array> operandCts = def.vjp(ir::VjpArgs{operands, results, resultCts, n.attrs});
       if (operandCts.size() != n.operands.size())
         raise(makeError("{}: vjp rule returned {} cotangents for {} operands", def.name, operandCts.size(),
                         n.operands.size()));

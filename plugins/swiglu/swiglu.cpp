@@ -185,8 +185,11 @@ class Gpt2Swiglu {
       ModuleScope s("h." + std::to_string(i));
       x = block(blocks.child(static_cast<size_t>(i)), x, ctx);
     }
-    ModuleScope s("ln_f");
-    x = m_parts.ln.apply(*params.find("ln_f"), x);
+    {
+      ModuleScope s("ln_f");
+      x = m_parts.ln.apply(*params.find("ln_f"), x);
+    }
+    ModuleScope s("lm_head");
     return wte.attend(*params.find("wte"), x);  // tied head
   }
 
@@ -206,11 +209,17 @@ class Gpt2Swiglu {
  private:
   // x: [B, T, C]
   Array block(const Tree& p, const Array& x, nn::Context& ctx) const {
+    // The layer norms are modules of their own (h.N.ln_1, h.N.ln_2), as their parameters are.
     Array h = x;
+    Array normed;
+    {
+      ModuleScope s("ln_1");
+      normed = m_parts.ln.apply(*p.find("ln_1"), h);
+    }
     {
       ModuleScope s("attn");
       const Tree& a = *p.find("attn");
-      Array qkv = m_parts.cAttn.apply(*a.find("c_attn"), m_parts.ln.apply(*p.find("ln_1"), h));  // [B, T, 3C]
+      Array qkv = m_parts.cAttn.apply(*a.find("c_attn"), normed);  // [B, T, 3C]
       int64_t c = m_cfg.nEmbd;
       Array q = nn::splitHeads(sliceAxis(qkv, 2, 0, c), m_cfg.nHead);
       Array k = nn::splitHeads(sliceAxis(qkv, 2, c, 2 * c), m_cfg.nHead);
@@ -219,9 +228,12 @@ class Gpt2Swiglu {
       h = h + m_parts.drop.apply(m_parts.attnProj.apply(*a.find("c_proj"), y), ctx);
     }
     {
+      ModuleScope s("ln_2");
+      normed = m_parts.ln.apply(*p.find("ln_2"), h);
+    }
+    {
       ModuleScope s("mlp");
       const Tree& m = *p.find("mlp");
-      Array normed = m_parts.ln.apply(*p.find("ln_2"), h);
       Array u = swiglu(m_parts.cFc.apply(*m.find("c_fc"), normed), m_parts.cUp.apply(*m.find("c_up"), normed));  // [B, T, H]
       h = h + m_parts.drop.apply(m_parts.mlpProj.apply(*m.find("c_proj"), u), ctx);
     }

@@ -5,12 +5,14 @@
 
 #include <QDir>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "engine/inspect/graph_layout.h"
 #include "engine/inspect/graph_stages.h"
 #include "engine/inspect/module_tree.h"
+#include "engine/inspect/new_project.h"
 #include "engine/inspect/node_info.h"
 #include "engine/inspect/project_edit.h"
 #include "engine/inspect/profile_times.h"
@@ -19,6 +21,7 @@
 #include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
+#include "engine/project/model_family.h"
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run.h"
@@ -95,11 +98,19 @@ class TestInspect : public QObject {
   }
 
   void largeGroupsShowInParts() {
-    // The unnamed nodes of the training step all sit in the root when no output names are given.
+    // The unnamed nodes of the training step all sit in the root when no output names are given, but for the
+    // constants an op with a module path reads (they sit with that op).
     const ir::Graph& g = *m_mini->traced;
     inspect::ModuleTree tree(g);
+    std::set<ir::NodeId> readInModule;
+    for (const auto& n : g.nodes())
+      if (!n.prov.modulePath.empty())
+        for (ir::ValueId v : n.operands) readInModule.insert(g.value(v).producer);
     int unnamed = 0;
-    for (const auto& n : g.nodes()) unnamed += n.prov.modulePath.empty();
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& n = g.nodes()[i];
+      unnamed += n.prov.modulePath.empty() && !(n.op == ir::OpCode::Constant && readInModule.count(static_cast<ir::NodeId>(i)));
+    }
     QVERIFY(unnamed > inspect::ModuleTree::kMaxDirectNodes);
     QVERIFY(tree.group(0).nodes.empty());
     int inParts = 0;
@@ -213,6 +224,97 @@ class TestInspect : public QObject {
     int direct = 0;
     for (const auto& n : g.nodes()) direct += n.prov.modulePath == "h.0";
     QCOMPARE(inside, direct);
+  }
+
+  // Expand All lays out every level, but runs Graphviz once per distinct level shape: the second block's levels
+  // have the first's shapes and reuse their geometry, which is what dot gives that level laid out on its own.
+  void levelsOfOneShapeRunGraphvizOnce() {
+    const ir::Graph& g = *m_mini->traced;
+    inspect::ModuleTree tree(g, m_mini->outputPaths);
+    std::set<std::string> all;
+    for (const auto& grp : tree.groups()) all.insert(grp.path);
+    inspect::LayoutCache cache;
+    auto view = inspect::layoutView(tree, g, all, cache);
+    QVERIFY2(view.ok(), view.ok() ? "" : view.error().message.c_str());
+    auto under = [](const std::vector<std::string>& paths, const std::string& prefix) {
+      return std::count_if(paths.begin(), paths.end(), [&](const std::string& p) { return p.rfind(prefix, 0) == 0; });
+    };
+    QCOMPARE(view->laidOut.size(), all.size());
+    QVERIFY(under(view->laidOut, "h.1") >= 5);  // h.1, its norms, attention and MLP
+    QCOMPARE(under(view->ranGraphviz, "h.1"), std::ptrdiff_t(0));
+    // In the first block, the second layer norm has the first one's shape.
+    auto ran = [&](const std::string& path) {
+      return std::find(view->ranGraphviz.begin(), view->ranGraphviz.end(), path) != view->ranGraphviz.end();
+    };
+    QVERIFY(ran("h.0") && ran("h.0.ln_1") && ran("h.0.attn") && ran("h.0.mlp"));
+    QVERIFY(!ran("h.0.ln_2"));
+    QVERIFY(view->ranGraphviz.size() < view->laidOut.size());
+    // The reused geometry: h.1.attn's boxes sit where h.0.attn's do in their group, and where dot puts them
+    // when h.1.attn is laid out first, in a cache of its own.
+    auto relative = [&](const inspect::ViewLayout& v, const std::string& group) {
+      std::vector<std::pair<double, double>> out;
+      const inspect::ItemBox* frame = nullptr;
+      for (const auto& b : v.boxes)
+        if (b.item.key == "g:" + group) frame = &b;
+      if (!frame) return out;
+      for (const auto& b : v.boxes)
+        if (b.item.kind == inspect::LevelItem::Kind::Node && tree.group(tree.groupOfNode(b.item.node)).path == group)
+          out.push_back({b.x - frame->x, b.y - frame->y});
+      return out;
+    };
+    auto shared = relative(*view, "h.1.attn");
+    QVERIFY(shared.size() > 20);
+    QCOMPARE(shared, relative(*view, "h.0.attn"));
+    inspect::LayoutCache fresh;
+    auto alone = inspect::layoutView(tree, g, {"", "h", "h.1", "h.1.attn"}, fresh);
+    QVERIFY(alone.ok());
+    QVERIFY(std::find(alone->ranGraphviz.begin(), alone->ranGraphviz.end(), "h.1.attn") != alone->ranGraphviz.end());
+    QCOMPARE(relative(*alone, "h.1.attn"), shared);
+  }
+
+  // A level's edges are those a walk over the whole graph finds: the values flowing between its items.
+  void levelEdgesMatchAWalkOverTheWholeGraph() {
+    auto stages = inspect::compileStages(m_mini->traced);
+    QVERIFY(stages.ok());
+    for (const inspect::Stage* st : {&stages->front(), &stages->back()}) {
+      const ir::Graph& g = *st->graph;
+      inspect::ModuleTree tree(g, m_mini->outputPaths, st->fusion);
+      std::set<std::string> all;
+      for (const auto& grp : tree.groups()) all.insert(grp.path);
+      for (size_t grp = 0; grp < tree.groups().size(); ++grp) {
+        inspect::Level level = inspect::buildLevel(tree, g, static_cast<int>(grp), all);
+        // The item of each node and graph input at this level, by walking up from its group.
+        std::map<std::string, int> itemOfKey;
+        for (size_t i = 0; i < level.items.size(); ++i) itemOfKey[level.items[i].key] = static_cast<int>(i);
+        auto itemOfGroupBelow = [&](int x) {
+          while (x >= 0 && tree.group(x).parent != static_cast<int>(grp)) x = tree.group(x).parent;
+          return x < 0 ? -1 : itemOfKey.at("g:" + tree.group(x).path);
+        };
+        auto itemOfNode = [&](ir::NodeId n) {
+          auto direct = itemOfKey.find("n:" + std::to_string(n));
+          return direct != itemOfKey.end() ? direct->second : itemOfGroupBelow(tree.groupOfNode(n));
+        };
+        auto itemOfValue = [&](ir::ValueId v) {
+          ir::NodeId p = g.value(v).producer;
+          if (p != ir::kNone) return itemOfNode(p);
+          if (!tree.contains(static_cast<int>(grp), tree.inputsGroup())) return -1;
+          auto in = itemOfKey.find("i:" + std::to_string(v));
+          return in != itemOfKey.end() ? in->second : itemOfGroupBelow(tree.inputsGroup());
+        };
+        std::map<std::pair<int, int>, int> want;
+        for (size_t n = 0; n < g.nodes().size(); ++n) {
+          int to = itemOfNode(static_cast<ir::NodeId>(n));
+          if (to < 0) continue;
+          for (ir::ValueId v : g.nodes()[n].operands) {
+            int from = itemOfValue(v);
+            if (from >= 0 && from != to) ++want[{from, to}];
+          }
+        }
+        std::map<std::pair<int, int>, int> got;
+        for (const auto& e : level.edges) got[{e.from, e.to}] = e.count;
+        QVERIFY2(got == want, tree.group(static_cast<int>(grp)).path.c_str());
+      }
+    }
   }
 
   void fusionStageCarriesThePlan() {
@@ -408,6 +510,74 @@ class TestInspect : public QObject {
     for (int i = 0; i < lines.size(); ++i)
       if (lines[i].startsWith("lr = -1")) line = i + 1;
     QVERIFY2(QString::fromStdString(st.error().message).contains(QString("project.toml:%1").arg(line)), st.error().message.c_str());
+  }
+
+  // The location an error of the project parser names, as the IDE's editor marks it.
+  void errorLocationsNameFileAndLine() {
+    std::string text = readFile(kMini + "/project.toml");
+    std::string bad = inspect::setFieldValue(text, "train", "lr", "-1");
+    Status st = inspect::validateProjectText(bad, "/p/gpt2/project.toml", kMini);
+    QVERIFY(!st.ok());
+    inspect::TextLocation at = inspect::errorLocation(st.error().message);
+    QCOMPARE(at.file, std::string("/p/gpt2/project.toml"));
+    QStringList lines = QString::fromStdString(bad).split('\n');
+    QCOMPARE(at.line, static_cast<int>(lines.indexOf(QRegularExpression("^lr = -1.*"))) + 1);
+    // A TOML syntax error carries a column; a path may hold colons; a message may name no line at all.
+    auto syntax = inspect::errorLocation("C:/a:b/project.toml:12:7: expected a value");
+    QCOMPARE(syntax.file, std::string("C:/a:b/project.toml"));
+    QCOMPARE(syntax.line, 12);
+    QCOMPARE(syntax.column, 7);
+    QCOMPARE(inspect::errorLocation("/p/project.toml: no such file").line, 0);
+    QCOMPARE(inspect::errorLocation("cannot read the run store").line, 0);
+  }
+
+  // File › New Project from Template, for every sample: copied into a folder that does not exist yet, each
+  // file the template's [data] reads resolves from the copy (into its own folder) whenever it resolves from the
+  // template, and the copy opens with the project parser where its family is registered, its data there.
+  void newProjectFromEverySampleResolvesItsData() {
+    const QDir samples(QString::fromStdString(kMini)+ "/..");
+    QTemporaryDir tmp;
+    int copied = 0;
+    for (const QString& name : samples.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      const QString from = samples.absoluteFilePath(name);
+      if (!QFileInfo::exists(from + "/project.toml")) continue;
+      const QString to = tmp.filePath("new/" + name + "/project");  // neither folder exists yet
+      auto made = inspect::newProjectFromTemplate(from.toStdString(), to.toStdString());
+      QVERIFY2(made.ok(), made.ok() ? "" : made.error().message.c_str());
+      QCOMPARE(QFileInfo(QString::fromStdString(*made)).canonicalFilePath(), QFileInfo(to).canonicalFilePath());
+      ++copied;
+      const std::string text = readFile(to.toStdString() + "/project.toml");
+      const std::string original = readFile(from.toStdString() + "/project.toml");
+      for (const char* key : {"path", "encoder_json", "vocab_bpe"}) {
+        QString was = QString::fromStdString(inspect::fieldValue(original, "data", key));
+        QString now = QString::fromStdString(inspect::fieldValue(text, "data", key));
+        if (was.isEmpty()) {
+          QVERIFY(now.isEmpty());
+          continue;
+        }
+        QFileInfo source(QDir(from).filePath(was)), copy(QDir(to).filePath(now));
+        QVERIFY2(!copy.absoluteFilePath().contains("/../"), qPrintable(name + ": " + now));
+        QVERIFY2(QDir::cleanPath(copy.absoluteFilePath()).startsWith(QFileInfo(to).canonicalFilePath() + "/"),
+                 qPrintable(name + ": " + now));
+        if (!source.exists()) continue;  // gpt2_124m's corpus and tokenizer: not shipped, not asked of the copy
+        QVERIFY2(copy.exists(), qPrintable(name + ": " + now));
+        QCOMPARE(readFile(copy.filePath().toStdString()), readFile(source.filePath().toStdString()));
+      }
+      // Nothing of a run, and the template's own plugins/ folder, if it has one.
+      QVERIFY(!QFileInfo::exists(to + "/runs.db") && !QFileInfo::exists(to + "/checkpoints"));
+      if (QFileInfo(from + "/plugins").isDir()) QVERIFY(QFileInfo(to + "/plugins").isDir());
+      if (!project::findModelFamily(inspect::fieldValue(text, "model", "family"))) continue;  // a plugin's family
+      auto p = project::loadProject(to.toStdString());
+      QVERIFY2(p.ok(), p.ok() ? "" : p.error().message.c_str());
+      if (!p->data.path.empty() && QFileInfo::exists(QDir(from).filePath(QString::fromStdString(
+                                                         inspect::fieldValue(original, "data", "path")))))
+        QVERIFY2(QFileInfo::exists(QString::fromStdString(p->resolve(p->data.path))), p->data.path.c_str());
+    }
+    QVERIFY(copied >= 7);
+    // A folder that already holds a project is not overwritten.
+    auto again = inspect::newProjectFromTemplate(kMini, tmp.filePath("new/gpt2_mini/project").toStdString());
+    QVERIFY(!again.ok());
+    QVERIFY2(QString::fromStdString(again.error().message).contains("already holds a project.toml"), again.error().message.c_str());
   }
 
   void runsReaderReadsAStore() {

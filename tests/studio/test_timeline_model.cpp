@@ -403,6 +403,41 @@ class TestTimelineModel : public QObject {
     for (int n : k->nodes) QCOMPARE(fromStore->kernelsWithNode(n), std::vector<int>{e.kernel});
   }
 
+  // A profile is stale once project.toml differs from the text its run recorded, or once the step compiles to
+  // other kernels: other node lists, or the same nodes doing other work per launch (their shapes changed).
+  void aProfileIsStaleOnceTheProjectOrItsKernelsChange() {
+    inspect::TimelineBuilder b;
+    int row = b.row("cpu:0", 0);
+    b.addKernel({3, "train_step", "fusion.3 loop[add,mul]", "loop", {4, 5}, {"add", "mul"}, "", {}});
+    b.addKernel({7, "train_step", "dot_general.7", "gemm", {9}, {"dot_general"}, "", {}});
+    b.addKernel({1, "eval_step", "fusion.1 loop[add]", "loop", {2}, {"add"}, "", {}});  // another executable
+    for (int step = 0; step < 2; ++step) {
+      b.addEvent(row, "fusion.3 loop[add,mul]", step * 100, 10, 512, 4096, 3);
+      b.addEvent(row, "dot_general.7", step * 100 + 20, 50, 65536, 8192, 7);
+      b.addEvent(row, "fusion.1 loop[add]", step * 100 + 80, 5, 64, 512, 1);
+    }
+    inspect::Timeline t = b.finish("profile 4 of runs.db");
+    t.profileId = 4;
+    t.projectText = "[model]\nfamily = \"mlp\"\n";
+    const std::vector<inspect::CompiledKernel> now = {{{4, 5}, 512, 4096}, {{9}, 65536, 8192}};
+    QCOMPARE(inspect::profileStaleness(t, t.projectText, now), std::string());
+    QVERIFY(inspect::profileStaleness(t, t.projectText + "lr = 0.1\n", now).find("project.toml was edited since profile 4") !=
+            std::string::npos);
+    // Nodes split into other kernels, a kernel more, the same nodes with more work per launch.
+    const std::vector<inspect::CompiledKernel> split = {{{4}, 256, 2048}, {{5}, 256, 2048}, {{9}, 65536, 8192}};
+    QVERIFY(inspect::profileStaleness(t, t.projectText, split).find("other kernels") != std::string::npos);
+    auto more = now;
+    more.push_back({{12}, 1, 8});
+    QVERIFY(inspect::profileStaleness(t, t.projectText, more).find("3 kernels now, 2 when") != std::string::npos);
+    auto wider = now;
+    wider[1].flops *= 1.5;
+    QVERIFY(inspect::profileStaleness(t, t.projectText, wider).find("dot_general.7 does other work") != std::string::npos);
+    // A trace of another tool names no graph: nothing to compare.
+    inspect::TimelineBuilder other;
+    other.addEvent(other.row("cpu:0", 0), "zone", 0, 10);
+    QCOMPARE(inspect::profileStaleness(other.finish("trace.json"), "", now), std::string());
+  }
+
   void timesAreFormattedInTheirUnit() {
     QCOMPARE(inspect::formatTime(1234567), std::string("1.23 ms"));
     QCOMPARE(inspect::formatTime(950), std::string("950 ns"));

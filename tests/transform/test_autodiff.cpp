@@ -329,6 +329,41 @@ TEST_CASE("onlyNonDifferentiablePathGivesZeros") {
   for (double v : g->toDoubles()) TSR_COMPARE(v, 0.0);
 }
 
+// Every op the backward pass emits carries the module path of the forward op it differentiates, with none of
+// the modules open while the gradient is taken: the vjp rules' ops and the sums that accumulate the cotangents of
+// a value used twice (x below feeds exp, the product and the reduction's input).
+TEST_CASE("backwardOpsKeepTheirForwardsModulePath") {
+  auto traced = makeGraph(
+      [](const std::vector<Array>& xs) {
+        auto f = [](const Array& x) {
+          ModuleScope block("block");
+          Array y;
+          {
+            ModuleScope inner("inner");
+            y = exp(x) * x;  // x used twice
+          }
+          return sum(y * x);  // and a third time
+        };
+        return std::vector<Array>{gradOf(f)(xs[0])};
+      },
+      {Aval{Shape{4}, DType::F64}});
+  REQUIRE_MESSAGE(traced.ok(), traced.error().message);
+  const ir::Graph& g = traced->graph;
+  // The forward ops are recorded in the scopes that were open (block, block.inner); the rest is the backward
+  // pass, which runs outside them. Each backward op lies in one of the forward's modules.
+  int ops = 0, sums = 0;
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == ir::OpCode::Constant) continue;
+    const std::string& path = n.prov.modulePath;
+    INFO(ir::coreOpName(n.op) << " at " << n.prov.toString());
+    CHECK((path == "block" || path == "block.inner"));
+    ++ops;
+    sums += n.op == ir::OpCode::Add;
+  }
+  CHECK(ops > 8);    // four forward ops and the backward's
+  CHECK(sums >= 2);  // the cotangents of x from its three uses
+}
+
 // Errors a user can cause come back as Errors, never as crashes.
 TEST_CASE("errorsComeBackAsValues") {
   Array v = Array::fromVector(std::vector<double>{1, 2, 3}, Shape{3}, DType::F64);
