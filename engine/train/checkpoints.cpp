@@ -29,6 +29,12 @@ int64_t numberIn(const std::string& name, const std::string& prefix, const std::
 
 }  // namespace
 
+std::string absoluteDir(const project::Project& p) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(p.dir, ec);
+  return ec ? p.dir : abs.lexically_normal().string();
+}
+
 std::string checkpointsRoot(const project::Project& p) { return (fs::path(p.dir) / "checkpoints").string(); }
 
 std::string runCheckpointDir(const project::Project& p, int64_t run) { return runCheckpointDir(p.dir, run); }

@@ -15,6 +15,9 @@
 
 namespace tsr::train {
 
+// The project folder as a run records it: absolute, so that runs delete and the IDE find a run's checkpoints
+// from any working directory.
+std::string absoluteDir(const project::Project& p);
 std::string checkpointsRoot(const project::Project& p);                // <project>/checkpoints
 std::string runCheckpointDir(const project::Project& p, int64_t run);  // <project>/checkpoints/run-N
 std::string runCheckpointDir(const std::string& projectDir, int64_t run);

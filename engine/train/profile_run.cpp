@@ -8,6 +8,7 @@
 
 #include "engine/runtime/profiler.h"
 #include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
 #include "engine/train/run.h"
 #include "engine/train/setup.h"
 #include "engine/train/trainer.h"
@@ -82,7 +83,7 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
   ProfileReport r;
   r.storePath = o.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : o.storePath;
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(r.storePath));
-  TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, p.dir, p.text));
+  TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, absoluteDir(p), p.text));
   int64_t numParams = 0;
   auto trace = runProfiledSteps(p, o, numParams, info);
   if (!trace.ok()) {

@@ -235,7 +235,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, resumedFrom));
     if (db) TSR_TRY(db->reopenRun(runId));
   } else if (db) {
-    TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, p.dir, p.text));
+    TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, absoluteDir(p), p.text));
     TSR_TRY(db->setParams(runId, hyperparameters(p, numParams, steps)));
     TSR_TRY(db->putArtifact(runId, {"config/resolved.toml", "text", project::resolvedToml(p)}));
   }

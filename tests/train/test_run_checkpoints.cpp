@@ -174,6 +174,8 @@ TEST_CASE("a run records its resolved config, overrides, tags and where it ran")
   TSR_COMPARE(params->at("run.device"), std::string("cpu"));
   TSR_COMPARE(db->run(r->runId)->tags, (std::vector<std::string>{"baseline", "lr=3e-3"}));
   TSR_COMPARE(db->run(r->runId)->config, std::string(kProject));  // the file as written
+  // The folder is recorded absolute: runs delete finds the checkpoints from any working directory.
+  REQUIRE(fs::path(db->run(r->runId)->project).is_absolute());
   auto resolved = db->artifact(r->runId, "config/resolved.toml");
   REQUIRE(resolved.ok());
   // The resolved config trains the same run: it reads back to the same settings.
