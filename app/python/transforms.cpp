@@ -1,0 +1,209 @@
+// jit, grad, vjp, trace and random for Python. The tessera package flattens pytrees and static arguments
+// (tessera/_transforms.py); these bindings see flat lists of Arrays and call the user's function back through a
+// flat wrapper, which the engine traces like any C++ function.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <fmt/format.h>
+
+#include "app/python/bindings.h"
+#include "engine/compile/jit.h"
+#include "engine/ops/registry.h"
+#include "engine/random/random.h"
+#include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+
+namespace tsr::python {
+
+namespace {
+
+std::vector<Array> callFlat(const py::function& fn, const std::vector<Array>& args, CallbackErrors& errors) {
+  return errors.guard([&] {
+    py::list xs;
+    for (const Array& a : args) xs.append(py::cast(a));
+    return toArrays(fn(xs));
+  });
+}
+
+py::list toList(const std::vector<Array>& xs) {
+  py::list out;
+  for (const Array& a : xs) out.append(py::cast(a));
+  return out;
+}
+
+// Runs an engine entry point that calls Python back: the user's exception comes out first, then the engine's.
+template <class F>
+auto runEngine(CallbackErrors& errors, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Exception& e) {
+    errors.rethrow();
+    throw;
+  }
+}
+
+// A jitted Python function: one engine Jit, whose cache keys on the leaves' avals and on `signature` (the
+// Python side's pytree structure and static arguments, as text).
+class PyJit {
+ public:
+  PyJit(py::function flat, std::string name) : m_flat(std::move(flat)) {
+    m_jit = std::make_unique<Jit>(
+        [this](const Tree& args, const StaticArgs&) {
+          py::gil_scoped_acquire gil;
+          return Tree::list([&] {
+            std::vector<Tree> outs;
+            for (Array& a : callFlat(m_flat, args.leaves(), m_errors)) outs.emplace_back(std::move(a));
+            return outs;
+          }());
+        },
+        std::move(name));
+  }
+
+  py::list call(const py::sequence& leaves, const std::string& signature) {
+    std::vector<Tree> args;
+    for (Array& a : toArrays(leaves)) args.emplace_back(std::move(a));
+    Tree argTree = Tree::list(std::move(args));
+    Result<Tree> out = Error{};
+    {
+      // Tracing takes the GIL back in the callback; compiling and running do not need it.
+      py::gil_scoped_release nogil;
+      out = m_jit->call(argTree, {{"signature", signature}});
+    }
+    m_errors.rethrow();
+    if (!out.ok()) raisePython(out.error());
+    return toList(out->leaves());
+  }
+
+  const Jit& jit() const { return *m_jit; }
+
+ private:
+  py::function m_flat;
+  CallbackErrors m_errors;
+  std::unique_ptr<Jit> m_jit;
+};
+
+// value_and_grad over flat leaves: fn(leaves) returns [loss, *aux_leaves].
+py::tuple valueAndGradFlat(const py::function& fn, const py::sequence& leaves) {
+  CallbackErrors errors;
+  std::vector<Tree> params;
+  for (Array& a : toArrays(leaves)) params.emplace_back(std::move(a));
+  UserSite site;
+  ValueAndGrad vg = runEngine(errors, [&] {
+    return valueAndGradWithAux([&](const Tree& p) {
+      std::vector<Array> outs = callFlat(fn, p.leaves(), errors);
+      if (outs.empty()) raise(Error{"grad: the function returned nothing"});
+      std::vector<Tree> aux(outs.begin() + 1, outs.end());
+      return std::make_pair(outs[0], Tree::list(std::move(aux)));
+    })(Tree::list(std::move(params)));
+  });
+  return py::make_tuple(vg.value, toList(vg.grads.leaves()), toList(vg.aux.leaves()));
+}
+
+// vjp over flat leaves: the outputs and a pullback from output cotangents (None: zero) to input cotangents.
+py::tuple vjpFlat(const py::function& fn, const py::sequence& primals) {
+  auto errors = std::make_shared<CallbackErrors>();
+  UserSite site;
+  VjpOutput v = runEngine(*errors, [&] {
+    return vjp([fn, errors](const std::vector<Array>& xs) { return callFlat(fn, xs, *errors); }, toArrays(primals));
+  });
+  auto pullback = [pb = v.pullback, errors](const py::sequence& cts) {
+    std::vector<Array> c;
+    for (py::handle h : cts) c.push_back(h.is_none() ? Array() : toArray(h));
+    UserSite site;
+    return toList(runEngine(*errors, [&] { return pb(c); }));
+  };
+  return py::make_tuple(toList(v.outputs), py::cpp_function(pullback));
+}
+
+void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int& dots) {
+  for (const ir::Node& n : g.nodes()) {
+    ++total;
+    inNested += nested;
+    dots += n.op == ir::OpCode::DotGeneral;
+    for (const ir::GraphPtr& body : ir::nestedGraphs(n.attrs))
+      if (body) countNodes(*body, true, total, inNested, dots);
+  }
+}
+
+// The IR of fn on these avals, printed as `tessera ir` prints a graph: the text, then a comment line with the
+// node counts.
+std::string traceFlat(const py::function& fn, const std::vector<std::pair<std::vector<int64_t>, std::string>>& avals,
+                      const std::string& name) {
+  CallbackErrors errors;
+  std::vector<Aval> in;
+  for (const auto& [dims, dtype] : avals) {
+    auto d = parseDType(dtype);
+    if (!d) throw py::type_error(fmt::format("trace: unknown dtype '{}'", dtype));
+    in.push_back(Aval{Shape(dims), *d});
+  }
+  Result<ClosedGraph> cg = makeGraph([&](const std::vector<Array>& xs) { return callFlat(fn, xs, errors); }, in, name);
+  errors.rethrow();
+  if (!cg.ok()) raisePython(cg.error());
+  int total = 0, inNested = 0, dots = 0;
+  countNodes(cg->graph, false, total, inNested, dots);
+  std::string text = ir::print(cg->graph, ops::registry());
+  text += fmt::format("// {} dot_general, {} nodes", dots, total);
+  if (inNested) text += fmt::format(" ({} of them in nested graphs)", inNested);
+  return text + "\n";
+}
+
+DType floatDtype(const std::string& name) {
+  auto d = parseDType(name);
+  if (!d) throw py::type_error(fmt::format("unknown dtype '{}'", name));
+  return *d;
+}
+
+void defineRandom(py::module_& m) {
+  // Seeds may be negative or above 2^63: JAX casts them to uint64 the same way.
+  m.def("random_key", [](py::int_ seed) {
+    UserSite site;
+    uint64_t s = PyLong_AsUnsignedLongLongMask(seed.ptr());
+    return random::key(s);
+  });
+  m.def("random_split", [](const Array& key, int64_t num) { UserSite site; return random::split(key, num); });
+  m.def("random_fold_in", [](const Array& key, py::handle data) {
+    UserSite site;
+    if (py::isinstance<py::int_>(data)) return random::foldIn(key, static_cast<uint32_t>(PyLong_AsUnsignedLongMask(data.ptr())));
+    return random::foldIn(key, toArray(data));
+  });
+  m.def("random_bits", [](const Array& key, const std::vector<int64_t>& shape, const std::string& dtype) {
+    UserSite site;
+    return random::bits(key, Shape(shape), floatDtype(dtype));
+  });
+  m.def("random_uniform", [](const Array& key, const std::vector<int64_t>& shape, const std::string& dtype,
+                             double minval, double maxval) {
+    UserSite site;
+    return random::uniform(key, Shape(shape), floatDtype(dtype), minval, maxval);
+  });
+  m.def("random_normal", [](const Array& key, const std::vector<int64_t>& shape, const std::string& dtype) {
+    UserSite site;
+    return random::normal(key, Shape(shape), floatDtype(dtype));
+  });
+  m.def("random_bernoulli", [](const Array& key, double p, const std::vector<int64_t>& shape) {
+    UserSite site;
+    return random::bernoulli(key, p, Shape(shape));
+  });
+  m.def("random_categorical", [](const Array& key, py::handle logits, int64_t axis) {
+    UserSite site;
+    return random::categorical(key, toArray(logits), axis);
+  });
+}
+
+}  // namespace
+
+void registerTransforms(py::module_& m) {
+  py::class_<PyJit>(m, "Jit")
+      .def(py::init<py::function, std::string>())
+      .def("call", &PyJit::call)
+      .def_property_readonly("hits", [](const PyJit& j) { return j.jit().stats().hits; })
+      .def_property_readonly("misses", [](const PyJit& j) { return j.jit().stats().misses; })
+      .def_property_readonly("compile_seconds", [](const PyJit& j) { return j.jit().stats().compileSeconds; })
+      .def_property_readonly("cache_size", [](const PyJit& j) { return j.jit().cacheSize(); })
+      .def_property_readonly("last_miss_reason", [](const PyJit& j) { return j.jit().lastMissReason(); });
+  m.def("value_and_grad", &valueAndGradFlat);
+  m.def("vjp", &vjpFlat);
+  m.def("trace", &traceFlat);
+  defineRandom(m);
+}
+
+}  // namespace tsr::python
