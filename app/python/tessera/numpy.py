@@ -91,8 +91,8 @@ def asarray(a, dtype=None):
         if target not in _ENGINE_TO_PUBLIC:
             target = "f32" if host.dtype.kind == "f" else "i32"
     if target == "bf16":
-        return _C.astype(_C.from_buffer(_np.ascontiguousarray(host, dtype=_np.float32), "f32"), "bf16")
-    return _C.from_buffer(_np.ascontiguousarray(host, dtype=_ENGINE_TO_PUBLIC[target]), target)
+        return _C.astype(_C.from_buffer(_np.require(host, _np.float32, "C"), "f32"), "bf16")
+    return _C.from_buffer(_np.require(host, _ENGINE_TO_PUBLIC[target], "C"), target)
 
 
 array = asarray
@@ -368,23 +368,25 @@ def _getitem(x, key):
     numpy array or list) on one axis gathers with take."""
     if not isinstance(key, tuple):
         key = (key,)
-    advanced = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
     n_used = len([k for k in key if k is not None and k is not Ellipsis])
-    if key.count(Ellipsis) > 1:
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_used > x.ndim:
         raise IndexError(f"too many indices for an array of shape {x.shape}")
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         key = key[:at] + (slice(None),) * (x.ndim - n_used) + key[at + 1:]
     else:
         key = key + (slice(None),) * (x.ndim - n_used)
+    advanced = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
     if advanced:
         if len(advanced) > 1 or builtins.any(not (isinstance(k, slice) and k == slice(None))
                                              for k in key if not isinstance(k, (Array, _np.ndarray, list))):
             raise NotImplementedError("indexing: one integer array with full slices elsewhere is supported")
-        axis = [i for i, k in enumerate(key) if k is not None].index(advanced[0]) if None not in key else advanced[0]
-        return _C.take(x, asarray(key[advanced[0]]), axis)
+        if builtins.any(k is None for k in key):
+            raise NotImplementedError("indexing: None beside an integer array is not supported")
+        return _C.take(x, asarray(key[advanced[0]]), advanced[0])
     starts, limits, strides, out_shape, reversed_axes = [], [], [], [], []
     dim = 0
     for k in key:
