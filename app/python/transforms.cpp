@@ -12,6 +12,7 @@
 #include "engine/random/random.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
+#include "engine/transform/vmap.h"
 
 namespace tsr::python {
 
@@ -115,6 +116,14 @@ py::tuple vjpFlat(const py::function& fn, const py::sequence& primals) {
   return py::make_tuple(toList(v.outputs), py::cpp_function(pullback));
 }
 
+// vmap over flat leaves: inAxes per leaf (-1: shared by every example); the batch axis of every output is 0.
+py::list vmapFlat(const py::function& fn, const py::sequence& args, const std::vector<int>& inAxes) {
+  CallbackErrors errors;
+  UserSite site;
+  ArrayFn batched = vmap([&](const std::vector<Array>& xs) { return callFlat(fn, xs, errors); }, inAxes);
+  return toList(runEngine(errors, [&] { return batched(toArrays(args)); }));
+}
+
 void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int& dots) {
   for (const ir::Node& n : g.nodes()) {
     ++total;
@@ -203,6 +212,7 @@ void registerTransforms(py::module_& m) {
   m.def("value_and_grad", &valueAndGradFlat);
   m.def("vjp", &vjpFlat);
   m.def("trace", &traceFlat);
+  m.def("vmap", &vmapFlat);
   defineRandom(m);
 }
 

@@ -186,3 +186,23 @@ def test_trace_prints_the_ir():
 def test_trace_of_grad_contains_the_backward_ops():
     text = tessera.trace(tessera.grad(lambda x: tnp.sum(tnp.sin(x))))(tnp.ones((4,)))
     assert "cos" in text
+
+
+def test_vmap_against_a_python_loop(rng):
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    xs = rng.standard_normal((5, 3)).astype(np.float32)
+    f = lambda x, w: tnp.tanh(x @ w)
+    loop = np.stack([np.asarray(f(tnp.asarray(x), tnp.asarray(w))) for x in xs])
+    close(tessera.vmap(f, in_axes=(0, None))(tnp.asarray(xs), tnp.asarray(w)), loop, rtol=1e-5)
+    # Batched along the last axis, out_axes moved to 1, nested, and under jit.
+    close(tessera.vmap(f, in_axes=(-1, None))(tnp.asarray(xs.T), tnp.asarray(w)), loop, rtol=1e-5)
+    close(tessera.vmap(f, in_axes=(0, None), out_axes=1)(tnp.asarray(xs), tnp.asarray(w)), loop.T, rtol=1e-5)
+    outer = tessera.vmap(tessera.vmap(lambda a, b: a * b, in_axes=(0, None)), in_axes=(None, 0))
+    a, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    close(outer(tnp.asarray(a), tnp.asarray(b)), np.outer(b, a), rtol=1e-6)
+    per_example_grads = tessera.jit(tessera.vmap(tessera.grad(lambda x, w: tnp.sum(f(x, w))), in_axes=(0, None)))
+    expected = np.stack([np.asarray(tessera.grad(lambda x: tnp.sum(f(x, tnp.asarray(w))))(tnp.asarray(x))) for x in xs])
+    close(per_example_grads(tnp.asarray(xs), tnp.asarray(w)), expected, rtol=1e-5)
+    # Pytrees as arguments and results.
+    out = tessera.vmap(lambda d: {"s": d["a"] + d["b"]})({"a": tnp.asarray(xs), "b": tnp.asarray(xs)})
+    close(out["s"], 2 * xs)

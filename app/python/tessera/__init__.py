@@ -1,11 +1,18 @@
 """Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, trace,
 tessera.random and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
 
-from . import _tessera
+try:
+    import numpy as _numpy
+    from . import _tessera
+except ImportError as _e:
+    from ._build_info import PYTHON as _PYTHON, VERSION as _VERSION
+    raise ImportError(f"tessera was built for {_PYTHON} (Python {_VERSION}) and needs numpy there; "
+                      f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
+                      "with -DPython3_EXECUTABLE=<this interpreter>") from _e
 from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
 from . import numpy, random, tree_util
-from ._transforms import jit, grad, value_and_grad, vjp, trace, ShapeDtypeStruct
+from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, ShapeDtypeStruct
 from .numpy import Array
 
-__all__ = ["numpy", "random", "tree_util", "jit", "grad", "value_and_grad", "vjp", "trace", "ShapeDtypeStruct",
+__all__ = ["numpy", "random", "tree_util", "jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]

@@ -7,7 +7,7 @@ from . import _tessera as _C
 from .numpy import Array, asarray, _engine_dtype
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["jit", "grad", "value_and_grad", "vjp", "trace", "ShapeDtypeStruct"]
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct"]
 
 
 def _leaf_arrays(leaves):
@@ -168,6 +168,53 @@ def vjp(fun, *primals, has_aux=False):
 
     result = (tree_unflatten(out_tree, outs), vjp_fn)
     return result + (state["aux"],) if has_aux else result
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """jax.vmap: fun mapped over an axis of its arguments. in_axes is an int or None for every argument, or a
+    tuple with one per positional argument (None: shared by every example; an argument's axis applies to all
+    its leaves); out_axes an int for every output."""
+    if not isinstance(out_axes, int):
+        raise NotImplementedError("vmap: out_axes is one int for every output")
+
+    @functools.wraps(fun)
+    def batched(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) != len(args):
+            raise ValueError(f"vmap: in_axes has {len(axes)} entries for {len(args)} arguments")
+        leaves, leaf_axes = [], []
+        per_arg = []
+        for arg, axis in zip(args, axes):
+            arg_leaves, arg_tree = tree_flatten(arg)
+            per_arg.append(arg_tree)
+            leaves += arg_leaves
+            leaf_axes += [axis] * len(arg_leaves)
+        arrays = _leaf_arrays(leaves)
+        # The engine's -1 means shared; a negative axis counts from the end.
+        leaf_axes = [-1 if a is None else a % x.ndim for a, x in zip(leaf_axes, arrays)]
+        out_tree = []
+
+        def flat(xs):
+            it, rebuilt = iter(xs), []
+            for tree in per_arg:
+                rebuilt.append(tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
+            out_leaves, tree = tree_flatten(fun(*rebuilt))
+            out_tree[:] = [tree]
+            return _leaf_arrays(out_leaves)
+
+        outs = _C.vmap(flat, arrays, leaf_axes)
+        if out_axes != 0:
+            outs = [_C.transpose(o, _move_first(o.ndim, out_axes)) for o in outs]
+        return tree_unflatten(out_tree[0], outs)
+
+    return batched
+
+
+def _move_first(ndim, to):
+    """The permutation that moves axis 0 to position `to`."""
+    to %= ndim
+    rest = list(range(1, ndim))
+    return rest[:to] + [0] + rest[to:]
 
 
 class ShapeDtypeStruct:
