@@ -12,6 +12,7 @@
 #include "engine/random/random.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
+#include "engine/transform/control_flow.h"
 #include "engine/transform/vmap.h"
 
 namespace tsr::python {
@@ -124,6 +125,30 @@ py::list vmapFlat(const py::function& fn, const py::sequence& args, const std::v
   return toList(runEngine(errors, [&] { return batched(toArrays(args)); }));
 }
 
+// lax.scan over flat leaves: body(carries..., x slices...) -> (new carries..., y slices...); returns the final
+// carries followed by the stacked ys.
+py::list scanFlatPy(const py::function& body, const py::sequence& carries, const py::sequence& xs, int64_t length,
+                    bool reverse) {
+  CallbackErrors errors;
+  UserSite site;
+  return toList(runEngine(errors, [&] {
+    return scanFlat([&](const std::vector<Array>& in) { return callFlat(body, in, errors); }, {}, toArrays(carries),
+                    toArrays(xs), length, reverse);
+  }));
+}
+
+// lax.cond over flat leaves: one branch runs eagerly; under a trace both are traced into one cond op.
+py::list condFlatPy(py::handle pred, const py::function& trueFn, const py::function& falseFn,
+                    const py::sequence& operands) {
+  CallbackErrors errors;
+  UserSite site;
+  return toList(runEngine(errors, [&] {
+    return condFlat(
+        toArray(pred), [&](const std::vector<Array>& xs) { return callFlat(trueFn, xs, errors); },
+        [&](const std::vector<Array>& xs) { return callFlat(falseFn, xs, errors); }, toArrays(operands));
+  }));
+}
+
 void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int& dots) {
   for (const ir::Node& n : g.nodes()) {
     ++total;
@@ -213,6 +238,8 @@ void registerTransforms(py::module_& m) {
   m.def("vjp", &vjpFlat);
   m.def("trace", &traceFlat);
   m.def("vmap", &vmapFlat);
+  m.def("scan", &scanFlatPy);
+  m.def("cond", &condFlatPy);
   defineRandom(m);
 }
 

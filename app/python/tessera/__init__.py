@@ -1,5 +1,5 @@
 """Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, trace,
-tessera.random and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
+tessera.random, tessera.lax and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
 
 try:
     import numpy as _numpy
@@ -10,9 +10,9 @@ except ImportError as _e:
                       f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
                       "with -DPython3_EXECUTABLE=<this interpreter>") from _e
 from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
-from . import numpy, random, tree_util
+from . import numpy, random, tree_util, lax
 from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, ShapeDtypeStruct
 from .numpy import Array
 
-__all__ = ["numpy", "random", "tree_util", "jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct",
+__all__ = ["numpy", "random", "tree_util", "lax", "jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]
