@@ -264,9 +264,14 @@ void defineOps(py::module_& m) {
   m.def("flip", [](py::handle x, const Axes& axes) { UserSite site; return flip(toArray(x), axes); });
   m.def("concatenate", [](const py::sequence& xs, int64_t axis) { UserSite site; return concatenate(toArrays(xs), axis); });
   m.def("stack", [](const py::sequence& xs, int64_t axis) { UserSite site; return stack(toArrays(xs), axis); });
-  m.def("pad", [](py::handle x, const Axes& low, const Axes& high, double value) {
+  m.def("pad", [](py::handle x, const Axes& low, const Axes& high, double value, const Axes& interior) {
     UserSite site;
-    return pad(toArray(x), low, high, value);
+    return pad(toArray(x), low, high, value, interior);
+  });
+  m.def("scatter_add", [](py::handle x, py::handle indices, py::handle updates, int64_t axis) {
+    UserSite site;
+    Array a = toArray(x);
+    return scatterAdd(a, toArray(indices), toArray(updates, &a), axis);
   });
   m.def("iota", [](const std::vector<int64_t>& shape, int64_t dim, const std::string& dtype) {
     UserSite site;

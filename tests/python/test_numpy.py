@@ -218,3 +218,44 @@ def test_scalars_and_iteration():
     assert [float(v) for v in x] == [1.5, 2.5]
     assert len(x) == 2
     assert x.tolist() == [1.5, 2.5]
+
+
+@pytest.mark.parametrize("key", [1, (slice(None), 2), (slice(1, 3), slice(0, 5, 2)), (..., -1), (0, 1, 2)])
+def test_at_set_and_add(rng, key):
+    a = sample(rng, (3, 4, 5))
+    expected_shape = a[key].shape
+    v = sample(rng, expected_shape)
+    ref_set, ref_add = a.copy(), a.copy()
+    ref_set[key] = v
+    ref_add[key] += v
+    x = tnp.asarray(a)
+    close(x.at[key].set(tnp.asarray(v)), ref_set)
+    close(x.at[key].add(tnp.asarray(v)), ref_add)
+    close(x.at[key].set(7.0), np.where(np.isin(np.arange(a.size).reshape(a.shape), np.arange(a.size).reshape(a.shape)[key]), 7.0, a))
+    close(x.at[key].get(), a[key])
+    close(x, a)  # x itself is unchanged
+
+
+def test_at_with_an_integer_array(rng):
+    a = sample(rng, (5, 3))
+    idx = np.array([4, 1, 4], dtype=np.int32)
+    v = sample(rng, (3, 3))
+    ref = a.copy()
+    np.add.at(ref, idx, v)  # repeated indices accumulate
+    close(tnp.asarray(a).at[idx].add(tnp.asarray(v)), ref)
+    ref = a.copy()
+    ref[[0, 2]] = v[:2]
+    close(tnp.asarray(a).at[np.array([0, 2])].set(tnp.asarray(v[:2])), ref)
+    ref = a.copy()
+    ref[:, [2, 0]] = 1.0
+    close(tnp.asarray(a).at[:, np.array([2, 0])].set(1.0), ref)
+
+
+def test_split(rng):
+    a = sample(rng, (6, 4))
+    for got, want in zip(tnp.split(tnp.asarray(a), 3), np.split(a, 3)):
+        close(got, want)
+    for got, want in zip(tnp.split(tnp.asarray(a), [1, 3], axis=1), np.split(a, [1, 3], axis=1)):
+        close(got, want)
+    with pytest.raises(ValueError):
+        tnp.split(tnp.asarray(a), 4)

@@ -345,6 +345,27 @@ def stack(arrays, axis=0):
     return _C.stack(list(arrays), axis)
 
 
+def split(a, indices_or_sections, axis=0):
+    """numpy's split: into equal sections, or at the given indices, along axis."""
+    a = asarray(a)
+    n = a.shape[axis]
+    if isinstance(indices_or_sections, int):
+        if n % indices_or_sections:
+            raise ValueError(f"split: an axis of size {n} does not divide into {indices_or_sections} equal sections")
+        step = n // indices_or_sections
+        bounds = list(range(0, n + 1, step))
+    else:
+        bounds = [0] + [builtins.min(builtins.max(i % n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
+    axis %= a.ndim
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        starts = [0] * a.ndim
+        limits = list(a.shape)
+        starts[axis], limits[axis] = lo, builtins.max(lo, hi)
+        out.append(_C.slice(a, starts, limits, [1] * a.ndim))
+    return out
+
+
 def flip(a, axis=None):
     a = asarray(a)
     return _C.flip(a, list(range(a.ndim)) if axis is None else _axes(axis))
@@ -420,6 +441,107 @@ def _getitem(x, key):
     return y if list(y.shape) == out_shape else _C.reshape(y, out_shape)
 
 
+def _basic_region(x, key):
+    """For a basic index with positive steps: (starts, limits, strides, the region's shape with indexed dims
+    kept as 1). None, negative steps and integer arrays are left to _getitem."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if builtins.any(k is None or isinstance(k, (Array, _np.ndarray, list)) for k in key):
+        return None
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    n_used = len(key) - len(ellipses)
+    if n_used > x.ndim or len(ellipses) > 1:
+        raise IndexError(f"bad index {key} for an array of shape {x.shape}")
+    if ellipses:
+        key = key[:ellipses[0]] + (slice(None),) * (x.ndim - n_used) + key[ellipses[0] + 1:]
+    key = key + (slice(None),) * (x.ndim - len(key))
+    starts, limits, strides, shape = [], [], [], []
+    for k, n in zip(key, x.shape):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if step < 0:
+                return None
+            count = builtins.max(0, -(-(stop - start) // step))
+            starts.append(start)
+            limits.append(start + builtins.max(count - 1, 0) * step + 1)
+            strides.append(step)
+            shape.append(count)
+        else:
+            i = operator.index(k)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for size {n}")
+            starts.append(i % n)
+            limits.append(i % n + 1)
+            strides.append(1)
+            shape.append(1)
+    return starts, limits, strides, shape
+
+
+class _IndexUpdate:
+    """x.at[index].set(v) / .add(v) / .get(): a new array with the indexed elements replaced or increased, as
+    jax.numpy's .at. Basic indices (ints, slices with positive steps, ...) place the values with a pad; one
+    integer array on one axis scatters (where it repeats an index, set adds the values it gets there)."""
+
+    def __init__(self, x, key):
+        self._x, self._key = x, key
+
+    def get(self):
+        return _getitem(self._x, self._key)
+
+    def _placed(self, values):
+        """values broadcast into the indexed region and padded to x's shape, and the region's mask."""
+        x = self._x
+        region = _basic_region(x, self._key)
+        if region is None:
+            raise NotImplementedError("at[]: basic indices with positive steps, or one integer array on one axis")
+        starts, limits, strides, shape = region
+        # values: broadcast to what x[key] gives, then shaped as the region (indexed dims kept as 1).
+        indexed = list(_getitem(x, self._key).shape)
+        v = _C.reshape(_C.broadcast_to(_C.astype(asarray(values), x._dtype_name), indexed), shape)
+        high = [n - l for n, l in zip(x.shape, limits)]
+        interior = [s - 1 for s in strides]
+        mask = _C.pad(_C.full(shape, 1.0, "bool"), starts, high, 0.0, interior)
+        return _C.pad(v, starts, high, 0.0, interior), mask
+
+    def _scatter(self, values):
+        """For one integer array on one axis: (the values summed into zeros at the indices, how often each
+        position was hit), or None."""
+        key = self._key if isinstance(self._key, tuple) else (self._key,)
+        arrays = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
+        if not arrays:
+            return None
+        taken = _getitem(self._x, key)  # checks the index as indexing does
+        axis = arrays[0]
+        idx = asarray(key[axis])
+        v = _C.broadcast_to(_C.astype(asarray(values), self._x._dtype_name), list(taken.shape))
+        zeros_x = _C.full(list(self._x.shape), 0.0, self._x._dtype_name)
+        hits = _C.scatter_add(_C.full(list(self._x.shape), 0.0, "i32"), idx,
+                              _C.full(list(taken.shape), 1.0, "i32"), axis)
+        return _C.scatter_add(zeros_x, idx, v, axis), hits
+
+    def set(self, values):
+        scattered = self._scatter(values)
+        if scattered is not None:
+            summed, hits = scattered
+            return _C.where(hits > 0, summed, self._x)
+        placed, mask = self._placed(values)
+        return _C.where(mask, placed, self._x)
+
+    def add(self, values):
+        scattered = self._scatter(values)
+        if scattered is not None:
+            return self._x + scattered[0]
+        return self._x + self._placed(values)[0]
+
+
+class _IndexHelper:
+    def __init__(self, x):
+        self._x = x
+
+    def __getitem__(self, key):
+        return _IndexUpdate(self._x, key)
+
+
 # ---- the Array type's Python methods ----------------------------------------------------------------------
 
 
@@ -439,6 +561,7 @@ Array.T = property(lambda self: _C.transpose(self, []))
 Array.__array__ = _to_numpy
 Array.__array_priority__ = 100
 Array.__getitem__ = _getitem
+Array.at = property(_IndexHelper)
 Array.__bool__ = _bool
 Array.__float__ = lambda self: float(self.item())
 Array.__int__ = lambda self: int(self.item())
