@@ -4,6 +4,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <mutex>
+
 #include <fmt/format.h>
 
 #include "app/python/bindings.h"
@@ -45,18 +47,21 @@ auto runEngine(CallbackErrors& errors, F&& f) -> decltype(f()) {
 }
 
 // A jitted Python function: one engine Jit, whose cache keys on the leaves' avals and on `signature` (the
-// Python side's pytree structure and static arguments, as text).
+// Python side's pytree structure and static arguments, as text), which the callback hands back to Python.
 class PyJit {
  public:
   PyJit(py::function flat, std::string name) : m_flat(std::move(flat)) {
     m_jit = std::make_unique<Jit>(
-        [this](const Tree& args, const StaticArgs&) {
+        [this](const Tree& args, const StaticArgs& statics) {
           py::gil_scoped_acquire gil;
-          return Tree::list([&] {
-            std::vector<Tree> outs;
-            for (Array& a : callFlat(m_flat, args.leaves(), m_errors)) outs.emplace_back(std::move(a));
-            return outs;
-          }());
+          const std::string& signature = std::get<std::string>(statics.at("signature"));
+          std::vector<Array> outs = m_errors.guard([&] {
+            py::list xs;
+            for (const Array& a : args.leaves()) xs.append(py::cast(a));
+            return toArrays(m_flat(xs, signature));
+          });
+          std::vector<Tree> leaves(outs.begin(), outs.end());
+          return Tree::list(std::move(leaves));
         },
         std::move(name));
   }
@@ -67,8 +72,11 @@ class PyJit {
     Tree argTree = Tree::list(std::move(args));
     Result<Tree> out = Error{};
     {
-      // Tracing takes the GIL back in the callback; compiling and running do not need it.
+      // Tracing takes the GIL back in the callback; compiling and running do not need it. One call at a time
+      // (the cache is not shared between threads), the lock taken without the GIL so that a thread waiting for
+      // it never blocks one that is tracing.
       py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(m_mutex);
       out = m_jit->call(argTree, {{"signature", signature}});
     }
     m_errors.rethrow();
@@ -79,8 +87,9 @@ class PyJit {
   const Jit& jit() const { return *m_jit; }
 
  private:
-  py::function m_flat;
+  py::function m_flat;  // (leaves, signature) -> output leaves
   CallbackErrors m_errors;
+  std::mutex m_mutex;
   std::unique_ptr<Jit> m_jit;
 };
 

@@ -56,3 +56,24 @@ def test_bad_keys_and_dtypes():
         random.normal(tnp.zeros((3,)), (2,))
     with pytest.raises(TypeError):
         tnp.zeros((2,), dtype="complex64")
+
+
+def test_python_exceptions_come_through_every_transform():
+    from tessera import lax
+
+    def bad(x, *rest):
+        raise KeyError("from the user's function")
+
+    x = tnp.ones((3,))
+    for call in [lambda: tessera.grad(bad)(x), lambda: tessera.value_and_grad(bad)(x),
+                 lambda: tessera.vmap(bad)(x), lambda: tessera.vjp(bad, x), lambda: tessera.trace(bad)(x),
+                 lambda: lax.scan(lambda c, x: bad(x), x, tnp.ones((2, 3))),
+                 lambda: lax.cond(True, bad, bad, x), lambda: tessera.jit(tessera.grad(bad))(x)]:
+        with pytest.raises(KeyError, match="user's function"):
+            call()
+
+
+def test_shape_errors_inside_grad_name_the_users_line():
+    with pytest.raises(tessera.ShapeError) as e:
+        line = here(); tessera.grad(lambda x: tnp.sum(x @ tnp.ones((4,))))(tnp.ones((3,)))
+    assert f"test_errors.py:{line}" in str(e.value) and "f32[3]" in str(e.value) and "f32[4]" in str(e.value)

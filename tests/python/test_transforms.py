@@ -206,3 +206,28 @@ def test_vmap_against_a_python_loop(rng):
     # Pytrees as arguments and results.
     out = tessera.vmap(lambda d: {"s": d["a"] + d["b"]})({"a": tnp.asarray(xs), "b": tnp.asarray(xs)})
     close(out["s"], 2 * xs)
+
+
+def test_jit_called_from_threads(rng):
+    import threading
+
+    f = tessera.jit(lambda x, n: tnp.sum(tnp.tanh(x) * n), static_argnums=1)
+    inputs = [rng.standard_normal((16, 8)).astype(np.float32) for _ in range(8)]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                results[i] = float(f(tnp.asarray(inputs[i]), i % 3 + 1))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, x in enumerate(inputs):
+        np.testing.assert_allclose(results[i], np.sum(np.tanh(x)) * (i % 3 + 1), rtol=1e-4)
+    assert f.cache_info()["size"] == 3

@@ -34,8 +34,8 @@ class _Jitted:
         self._static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._jit = _C.Jit(self._call_flat, getattr(fun, "__name__", "jit"))
         self._signatures = {}  # (treedef, statics) -> the signature text the engine's cache keys on
+        self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
-        self._pending = None   # the call being traced: (signature, treedef, statics)
         functools.update_wrapper(self, fun)
 
     def _split(self, args, kwargs):
@@ -61,8 +61,8 @@ class _Jitted:
                 kwargs[where] = value
         return args, kwargs
 
-    def _call_flat(self, leaves):
-        signature, treedef, statics = self._pending
+    def _call_flat(self, leaves, signature):
+        treedef, statics = self._calls[signature]
         args, kwargs = self._rebuild(leaves, treedef, statics)
         out_leaves, out_tree = tree_flatten(self._fun(*args, **kwargs))
         self._out_trees[signature] = out_tree
@@ -76,11 +76,8 @@ class _Jitted:
         if signature is None:
             signature = f"#{len(self._signatures)} {treedef} static={statics!r}"
             self._signatures[key] = signature
-        self._pending = (signature, treedef, statics)
-        try:
-            outs = self._jit.call(_leaf_arrays(leaves), signature)
-        finally:
-            self._pending = None
+            self._calls[signature] = key
+        outs = self._jit.call(_leaf_arrays(leaves), signature)
         return tree_unflatten(self._out_trees[signature], outs)
 
     def cache_info(self):
