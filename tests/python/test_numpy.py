@@ -259,3 +259,57 @@ def test_split(rng):
         close(got, want)
     with pytest.raises(ValueError):
         tnp.split(tnp.asarray(a), 4)
+
+
+def test_asarray_stacks_sequences_of_arrays(rng):
+    a, b = sample(rng, (3,)), sample(rng, (3,))
+    close(tnp.asarray([tnp.asarray(a), tnp.asarray(b)]), np.stack([a, b]))
+    close(tessera.jit(lambda x: tnp.asarray([[x, x * 2]]))(tnp.asarray(a)), np.stack([[a, a * 2]]))
+    with pytest.raises(TypeError):
+        hash(tnp.asarray(a))
+
+
+def test_the_remaining_functions(rng):
+    a = sample(rng, (4, 5))
+    b = sample(rng, (4, 5)) + 4.0
+    i = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+    j = rng.integers(1, 7, (4, 5)).astype(np.int32)
+    x, y, ix, jx = tnp.asarray(a), tnp.asarray(b), tnp.asarray(i), tnp.asarray(j)
+    close(tnp.exp2(x), np.exp2(a), rtol=2e-5)
+    close(tnp.round(x * 3), np.round(a * 3))
+    with np.errstate(divide="ignore"):
+        close(tnp.isfinite(x / tnp.asarray(np.where(a > 0, 0.0, 1.0).astype(np.float32))),
+              np.isfinite(a / np.where(a > 0, 0.0, 1.0)))
+    close(tnp.remainder(ix, jx), np.remainder(i, j))
+    close(tnp.mod(x, 0.7), np.mod(a, np.float32(0.7)), atol=1e-5)
+    close(tnp.reciprocal(y), np.reciprocal(b))
+    close(tnp.positive(x), a)
+    close(tnp.logical_and(x > 0, y > 4), np.logical_and(a > 0, b > 4))
+    close(tnp.logical_or(x > 0, y > 4), np.logical_or(a > 0, b > 4))
+    close(tnp.logical_not(x > 0), np.logical_not(a > 0))
+    close(tnp.bitwise_and(ix, jx), np.bitwise_and(i, j))
+    close(tnp.bitwise_or(ix, jx), np.bitwise_or(i, j))
+    close(tnp.bitwise_xor(ix, jx), np.bitwise_xor(i, j))
+    close(tnp.left_shift(ix, jx), np.left_shift(i, j))
+    close(tnp.right_shift(ix, jx), np.right_shift(i, j))
+    close(tnp.dot(x, y.T), np.dot(a, b.T), rtol=1e-5, atol=1e-5)
+    close(tnp.dot(x, 2.0), a * 2)
+    close(tnp.amax(x, axis=0), np.amax(a, axis=0))
+    close(tnp.amin(x, axis=1), np.amin(a, axis=1))
+    close(tnp.full_like(x, 3.0), np.full_like(a, 3.0))
+    close(tnp.ones_like(ix), np.ones_like(i))
+    idx = np.argsort(a, axis=1).astype(np.int32)
+    close(tnp.take_along_axis(x, idx, axis=1), np.take_along_axis(a, idx, axis=1))
+    close(tnp.astype(x, tnp.int32), a.astype(np.int32))
+
+
+def test_remainder_and_floor_divide_follow_numpy_signs(rng):
+    i = rng.integers(-50, 50, (30,)).astype(np.int32)
+    j = rng.choice([-7, -3, -1, 1, 2, 5], (30,)).astype(np.int32)
+    a = sample(rng, (30,)) * 5
+    close(tnp.asarray(i) % tnp.asarray(j), i % j)
+    close(tnp.asarray(i) // tnp.asarray(j), i // j)
+    close(tnp.asarray(i) % 4, i % 4)
+    close(7 // tnp.asarray(j), 7 // j)
+    close(tnp.asarray(a) % -1.5, a % np.float32(-1.5), atol=1e-5)
+    close(tnp.asarray(a) // 1.5, a // np.float32(1.5))

@@ -4,9 +4,9 @@ Arrays are immutable. They convert to numpy without a copy (np.asarray(x) is a r
 buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy with one copy. As in JAX with
 64-bit mode off, float64 and int64 inputs become float32 and int32 unless a dtype says otherwise."""
 
-import builtins
-import operator
-import os
+import builtins as _builtins
+import operator as _operator
+import os as _os
 
 import numpy as _np
 
@@ -61,7 +61,7 @@ def _engine_dtype(dtype):
         return "f32"
     if dtype is int:
         return "i32"
-    if dtype is builtins.bool:
+    if dtype is _builtins.bool:
         return "bool"
     name = _np.dtype(dtype).name
     if name not in _NUMPY_TO_ENGINE:
@@ -82,6 +82,9 @@ def asarray(a, dtype=None):
     target = None if dtype is None else _engine_dtype(dtype)
     if isinstance(a, Array):
         return a if target is None or a._dtype_name == target else _C.astype(a, target)
+    if isinstance(a, (list, tuple)) and _holds_array(a):
+        # Nested sequences with Arrays in them (which may be tracers): stacked, as jnp.asarray does.
+        return _C.stack([asarray(x, dtype) for x in a], 0)
     host = _np.asarray(a)
     if host.dtype.kind not in "biuf":
         raise TypeError(f"asarray: cannot make an array of {host.dtype} values")
@@ -98,6 +101,10 @@ def asarray(a, dtype=None):
 array = asarray
 
 
+def _holds_array(seq):
+    return _builtins.any(isinstance(x, Array) or isinstance(x, (list, tuple)) and _holds_array(x) for x in seq)
+
+
 def _to_numpy(self, dtype=None, copy=None):
     view = self._host_view()
     return view if dtype is None else view.astype(dtype)
@@ -109,7 +116,7 @@ def _to_numpy(self, dtype=None, copy=None):
 def _shape(shape):
     if isinstance(shape, int):
         return [shape]
-    return [operator.index(d) for d in shape]
+    return [_operator.index(d) for d in shape]
 
 
 def full(shape, fill_value, dtype=None):
@@ -146,7 +153,7 @@ def arange(start, stop=None, step=1, dtype=None):
     """numpy's arange: iota, scaled and shifted (the values are known, so the length is too)."""
     if stop is None:
         start, stop = 0, start
-    n = builtins.max(0, -(-(stop - start) // step)) if all(isinstance(v, int) for v in (start, stop, step)) \
+    n = _builtins.max(0, -(-(stop - start) // step)) if all(isinstance(v, int) for v in (start, stop, step)) \
         else len(_np.arange(start, stop, step))
     if dtype is None:
         dtype = int32 if all(isinstance(v, int) for v in (start, stop, step)) else float32
@@ -198,7 +205,6 @@ add = _C.add
 subtract = _C.subtract
 multiply = _C.multiply
 divide = true_divide = _C.divide
-remainder = mod = _C.remainder
 power = _C.power
 maximum = _C.maximum
 minimum = _C.minimum
@@ -216,6 +222,32 @@ left_shift = _C.left_shift
 right_shift = _C.right_shift
 where = _C.where
 matmul = _C.matmul
+
+
+def remainder(a, b):
+    """numpy's remainder: the sign of the divisor (the engine's rem, as C's fmod, has the dividend's)."""
+    a, b = _operands(a, b)
+    r = _C.remainder(a, b)
+    wrong_sign = _C.bitwise_and(_C.not_equal(r, 0), _C.not_equal(_C.less(r, 0), _C.less(b, 0)))
+    return _C.where(wrong_sign, r + b, r)
+
+
+mod = remainder
+
+
+def floor_divide(a, b):
+    a, b = _operands(a, b)
+    if a._dtype_name in ("f32", "f64", "f16", "bf16") or b._dtype_name in ("f32", "f64", "f16", "bf16"):
+        return _C.floor(_C.divide(a, b))
+    return _C.divide(_C.subtract(a, remainder(a, b)), b)
+
+
+def _operands(a, b):
+    """Two Arrays, a Python scalar taking the other's dtype (as the engine's binary ops do)."""
+    if isinstance(a, Array):
+        return a, _C.scalar(b, a) if isinstance(b, (bool, int, float)) else asarray(b)
+    b = asarray(b)
+    return (_C.scalar(a, b) if isinstance(a, (bool, int, float)) else asarray(a)), b
 
 
 def positive(x):
@@ -355,13 +387,13 @@ def split(a, indices_or_sections, axis=0):
         step = n // indices_or_sections
         bounds = list(range(0, n + 1, step))
     else:
-        bounds = [0] + [builtins.min(builtins.max(i % n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
+        bounds = [0] + [_builtins.min(_builtins.max(i % n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
     axis %= a.ndim
     out = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         starts = [0] * a.ndim
         limits = list(a.shape)
-        starts[axis], limits[axis] = lo, builtins.max(lo, hi)
+        starts[axis], limits[axis] = lo, _builtins.max(lo, hi)
         out.append(_C.slice(a, starts, limits, [1] * a.ndim))
     return out
 
@@ -375,6 +407,10 @@ def take(a, indices, axis=None):
     if axis is None:
         return _C.take(ravel(a), asarray(indices), 0)
     return _C.take(a, asarray(indices), axis)
+
+
+def take_along_axis(arr, indices, axis):
+    return _C.take_along_axis(arr, asarray(indices), axis)
 
 
 def astype(a, dtype):
@@ -402,10 +438,10 @@ def _getitem(x, key):
         key = key + (slice(None),) * (x.ndim - n_used)
     advanced = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
     if advanced:
-        if len(advanced) > 1 or builtins.any(not (isinstance(k, slice) and k == slice(None))
+        if len(advanced) > 1 or _builtins.any(not (isinstance(k, slice) and k == slice(None))
                                              for k in key if not isinstance(k, (Array, _np.ndarray, list))):
             raise NotImplementedError("indexing: one integer array with full slices elsewhere is supported")
-        if builtins.any(k is None for k in key):
+        if _builtins.any(k is None for k in key):
             raise NotImplementedError("indexing: None beside an integer array is not supported")
         return _C.take(x, asarray(key[advanced[0]]), advanced[0])
     starts, limits, strides, out_shape, reversed_axes = [], [], [], [], []
@@ -421,13 +457,13 @@ def _getitem(x, key):
                 # Reversed: flip the axis, then slice it forwards.
                 start, stop, step = n - 1 - start, n - 1 - stop, -step
                 reversed_axes.append(dim)
-            count = builtins.max(0, -(-(stop - start) // step))
+            count = _builtins.max(0, -(-(stop - start) // step))
             starts.append(start)
-            limits.append(start + builtins.max(count - 1, 0) * step + (1 if count else 0))
+            limits.append(start + _builtins.max(count - 1, 0) * step + (1 if count else 0))
             strides.append(step)
             out_shape.append(count)
         else:
-            i = operator.index(k)
+            i = _operator.index(k)
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {dim} with size {n}")
             i %= n
@@ -446,7 +482,7 @@ def _basic_region(x, key):
     kept as 1). None, negative steps and integer arrays are left to _getitem."""
     if not isinstance(key, tuple):
         key = (key,)
-    if builtins.any(k is None or isinstance(k, (Array, _np.ndarray, list)) for k in key):
+    if _builtins.any(k is None or isinstance(k, (Array, _np.ndarray, list)) for k in key):
         return None
     ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
     n_used = len(key) - len(ellipses)
@@ -461,13 +497,13 @@ def _basic_region(x, key):
             start, stop, step = k.indices(n)
             if step < 0:
                 return None
-            count = builtins.max(0, -(-(stop - start) // step))
+            count = _builtins.max(0, -(-(stop - start) // step))
             starts.append(start)
-            limits.append(start + builtins.max(count - 1, 0) * step + 1)
+            limits.append(start + _builtins.max(count - 1, 0) * step + 1)
             strides.append(step)
             shape.append(count)
         else:
-            i = operator.index(k)
+            i = _operator.index(k)
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for size {n}")
             starts.append(i % n)
@@ -552,7 +588,7 @@ def _dtype_property(self):
 def _bool(self):
     if self.size != 1:
         raise ValueError(f"the truth value of an array with {self.size} elements is ambiguous")
-    return builtins.bool(self.item())
+    return _builtins.bool(self.item())
 
 
 Array.__module__ = "tessera.numpy"
@@ -561,6 +597,10 @@ Array.T = property(lambda self: _C.transpose(self, []))
 Array.__array__ = _to_numpy
 Array.__array_priority__ = 100
 Array.__getitem__ = _getitem
+Array.__mod__ = remainder
+Array.__rmod__ = lambda self, other: remainder(other, self)
+Array.__floordiv__ = floor_divide
+Array.__rfloordiv__ = lambda self, other: floor_divide(other, self)
 Array.at = property(_IndexHelper)
 Array.__bool__ = _bool
 Array.__float__ = lambda self: float(self.item())
@@ -583,4 +623,4 @@ Array.squeeze = squeeze
 
 # Frames in this folder are skipped when ops record the user's file:line (the same spelling of the path
 # as the code objects carry).
-_C._set_package(os.path.dirname(__file__), asarray)
+_C._set_package(_os.path.dirname(__file__), asarray)
