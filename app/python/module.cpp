@@ -186,13 +186,13 @@ void defineArray(py::module_& m) {
       .def("__sub__", &binary<sub>).def("__rsub__", &reflected<sub>)
       .def("__mul__", &binary<mul>).def("__rmul__", &reflected<mul>)
       .def("__truediv__", &binary<div>).def("__rtruediv__", &reflected<div>)
-      .def("__mod__", &binary<rem>).def("__rmod__", &reflected<rem>)
       .def("__pow__", &binary<pow>).def("__rpow__", &reflected<pow>)
       .def("__matmul__", &binary<matmul>).def("__rmatmul__", &reflected<matmul>)
       .def("__and__", &binary<bitwiseAnd>).def("__or__", &binary<bitwiseOr>).def("__xor__", &binary<bitwiseXor>)
       .def("__lt__", &binary<less>).def("__le__", &binary<lessEqual>)
       .def("__gt__", &binary<greater>).def("__ge__", &binary<greaterEqual>)
       .def("__eq__", &binary<equal>).def("__ne__", &binary<notEqual>)
+      // % and // are numpy's (the divisor's sign), written in tessera/numpy.py over rem.
       .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
       .def("__pos__", [](const Array& a) { return a; });
 }
@@ -219,7 +219,7 @@ void defineOps(py::module_& m) {
 
 #define TSR_BINARY(pyName, fn) m.def(pyName, &binary<fn>)
   TSR_BINARY("add", add); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mul); TSR_BINARY("divide", div);
-  TSR_BINARY("remainder", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
+  TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
   TSR_BINARY("minimum", minimum); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
   TSR_BINARY("bitwise_or", bitwiseOr); TSR_BINARY("bitwise_xor", bitwiseXor); TSR_BINARY("equal", equal);
   TSR_BINARY("not_equal", notEqual); TSR_BINARY("less", less); TSR_BINARY("less_equal", lessEqual);

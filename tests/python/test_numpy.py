@@ -313,3 +313,19 @@ def test_remainder_and_floor_divide_follow_numpy_signs(rng):
     close(7 // tnp.asarray(j), 7 // j)
     close(tnp.asarray(a) % -1.5, a % np.float32(-1.5), atol=1e-5)
     close(tnp.asarray(a) // 1.5, a // np.float32(1.5))
+
+
+@pytest.mark.parametrize("dtype,tol", [(tnp.float32, 1e-6), (tnp.float16, 2e-3), (tnp.bfloat16, 1.6e-2),
+                                       (tnp.int32, 0)])
+def test_dtypes_through_ops(rng, dtype, tol):
+    """Each dtype against numpy in float64 on values the dtype holds exactly, rounded once at the end."""
+    a = np.round(sample(rng, (3, 4)) * 4)
+    b = np.round(sample(rng, (3, 4)) * 4)
+    x, y = tnp.asarray(a, dtype), tnp.asarray(b, dtype)
+    for got, want in [(x + y, a + b), (x * y, a * b), (tnp.maximum(x, y), np.maximum(a, b)), (-x, -a),
+                      (tnp.sum(x, axis=1), a.sum(1)), (tnp.max(x, axis=0), a.max(0)),
+                      (tnp.reshape(x, (4, 3)), a.reshape(4, 3)), (x.T, a.T), (x[1:, ::2], a[1:, ::2]),
+                      (tnp.concatenate([x, y]), np.concatenate([a, b]))]:
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=tol, atol=tol)
+    assert (x < y).dtype == tnp.bool_

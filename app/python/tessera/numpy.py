@@ -227,7 +227,7 @@ matmul = _C.matmul
 def remainder(a, b):
     """numpy's remainder: the sign of the divisor (the engine's rem, as C's fmod, has the dividend's)."""
     a, b = _operands(a, b)
-    r = _C.remainder(a, b)
+    r = _C.rem(a, b)
     wrong_sign = _C.bitwise_and(_C.not_equal(r, 0), _C.not_equal(_C.less(r, 0), _C.less(b, 0)))
     return _C.where(wrong_sign, r + b, r)
 
