@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -33,7 +34,9 @@ PyObject* exceptionTypeFor(const std::string& message) {
   std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
   auto has = [&](const char* word) { return m.find(word) != std::string::npos; };
   if (has("traced array") || has("while tracing")) return gConcretizationError;
-  if (has("dtype") || has("u32[2] array")) return gDTypeError;
+  // "indices must be i32, i64 or u32, got f32", "the loss must be floating point", "a key is a u32[2] array".
+  static const std::regex kDtypeRule(R"(must be (a |an )?(floating|integer|bool|bf16|[fiu](8|16|32|64)\b))");
+  if (has("dtype") || has("u32[2] array") || std::regex_search(m, kDtypeRule)) return gDTypeError;
   if (has("shape") || has("rank") || has("axis") || has("axes") || has("dimension") || has("broadcast") ||
       has(" dim ") || has("[")) return gShapeError;
   return gTesseraError;

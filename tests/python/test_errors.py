@@ -77,3 +77,10 @@ def test_shape_errors_inside_grad_name_the_users_line():
     with pytest.raises(tessera.ShapeError) as e:
         line = here(); tessera.grad(lambda x: tnp.sum(x @ tnp.ones((4,))))(tnp.ones((3,)))
     assert f"test_errors.py:{line}" in str(e.value) and "f32[3]" in str(e.value) and "f32[4]" in str(e.value)
+
+
+def test_dtype_errors_are_type_errors():
+    with pytest.raises(tessera.DTypeError, match="floating point"):
+        tessera.grad(lambda x: tnp.sum(x))(tnp.ones(3, tnp.int32))
+    with pytest.raises(TypeError, match="indices"):
+        tnp.take(tnp.ones(3), tnp.ones(2))
