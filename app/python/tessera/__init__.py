@@ -10,9 +10,9 @@ except ImportError as _e:
                       f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
                       "with -DPython3_EXECUTABLE=<this interpreter>") from _e
 from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
-from . import numpy, random, tree_util, lax, nn
+from . import numpy, random, tree_util, lax, nn, optim
 from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, ShapeDtypeStruct
 from .numpy import Array
 
-__all__ = ["numpy", "random", "tree_util", "lax", "nn", "jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct",
+__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]
