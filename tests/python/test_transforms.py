@@ -231,3 +231,15 @@ def test_jit_called_from_threads(rng):
     for i, x in enumerate(inputs):
         np.testing.assert_allclose(results[i], np.sum(np.tanh(x)) * (i % 3 + 1), rtol=1e-4)
     assert f.cache_info()["size"] == 3
+
+
+def test_a_jitted_function_is_freed_with_its_last_reference():
+    import gc
+    import weakref
+
+    f = tessera.jit(lambda x: x * 2)
+    f(tnp.ones((3,)))
+    ref = weakref.ref(f)
+    del f
+    gc.collect()
+    assert ref() is None

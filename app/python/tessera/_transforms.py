@@ -2,6 +2,7 @@
 lists of Arrays (app/python/transforms.cpp)."""
 
 import functools
+import weakref
 
 from . import _tessera as _C
 from .numpy import Array, asarray, _engine_dtype
@@ -32,7 +33,12 @@ class _Jitted:
         self._fun = fun
         self._static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self._static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        self._jit = _C.Jit(self._call_flat, getattr(fun, "__name__", "jit"))
+        # The engine's Jit calls back through a weak reference: a bound method would make a cycle through the
+        # C++ object, which Python's collector cannot see, and keep every jitted function (and its compiled
+        # programs) alive forever.
+        this = weakref.ref(self)
+        self._jit = _C.Jit(lambda leaves, signature: this()._call_flat(leaves, signature),
+                           getattr(fun, "__name__", "jit"))
         self._signatures = {}  # (treedef, statics) -> the signature text the engine's cache keys on
         self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
