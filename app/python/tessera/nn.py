@@ -1,10 +1,12 @@
-"""tessera.nn: the activation functions of jax.nn (which flax.linen re-exports), over the engine's ops. The
-Flax-style Module and layers come later (issue 19)."""
+"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential:
+tessera/linen.py) and the activation functions of jax.nn, which flax.linen re-exports."""
 
 from . import _tessera as _C
 from .numpy import asarray, _engine_dtype, float32
 
-__all__ = ["relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
+from .linen import Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential, initializers
+
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
 
 
 def relu(x):
