@@ -144,3 +144,31 @@ def test_misuse_is_a_clear_error():
     v = nn.Dense(3).init(random.PRNGKey(0), tnp.ones((1, 2)))
     with pytest.raises(KeyError, match="kernel"):
         nn.Dense(3).apply({"params": {"bias": v["params"]["bias"]}}, tnp.ones((1, 2)))
+
+
+def test_causal_self_attention_against_numpy(rng):
+    b, length, f, h = 2, 5, 8, 2
+    x = rng.standard_normal((b, length, f)).astype(np.float32)
+    attn = nn.MultiHeadDotProductAttention(num_heads=h)
+    mask = nn.make_causal_mask(tnp.ones((b, length)))
+    v = attn.init(random.PRNGKey(0), tnp.asarray(x), mask=mask)
+    p = tree_util.tree_map(np.asarray, v["params"])
+    assert sorted(p) == ["key", "out", "query", "value"] and p["query"]["kernel"].shape == (f, f)
+
+    def proj(name, x):
+        return x @ p[name]["kernel"] + p[name]["bias"]
+
+    d = f // h
+    q, k, val = (proj(n, x).reshape(b, length, h, d) for n in ("query", "key", "value"))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d)
+    logits = np.where(np.tril(np.ones((length, length), bool)), logits, -np.inf)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    ref = proj("out", np.einsum("bhqk,bkhd->bqhd", w, val).reshape(b, length, f))
+    close(attn.apply(v, tnp.asarray(x), mask=mask), ref, rtol=1e-4, atol=1e-5)
+    # Causal: the first position's output does not depend on later positions.
+    x2 = x.copy()
+    x2[:, 1:] += 1.0
+    out1 = np.asarray(attn.apply(v, tnp.asarray(x), mask=mask))
+    out2 = np.asarray(attn.apply(v, tnp.asarray(x2), mask=mask))
+    close(out1[:, 0], out2[:, 0])

@@ -24,7 +24,8 @@ from . import _tessera as _C
 from . import numpy as tnp
 from . import random
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers"]
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask"]
 
 _state = threading.local()
 
@@ -297,3 +298,52 @@ class Sequential(Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, *args, **kwargs) if i == 0 else layer(x)
         return x
+
+
+def make_causal_mask(x):
+    """[B, 1, L, L] booleans, true where key position <= query position, for x: [B, L]."""
+    length = x.shape[1]
+    rows = _C.iota([length, length], 0, "i32")
+    cols = _C.iota([length, length], 1, "i32")
+    return tnp.broadcast_to(cols <= rows, (x.shape[0], 1, length, length))
+
+
+def dot_product_attention(query, key, value, mask=None):
+    """softmax(q k^T / sqrt(d)) v per head; query: [B, Q, H, D], key and value: [B, K, H, D], mask broadcasting
+    to [B, H, Q, K] (false: not attended). Returns [B, Q, H, D]."""
+    depth = query.shape[-1]
+    logits = tnp.einsum("bqhd,bkhd->bhqk", query, key) / math.sqrt(depth)
+    if mask is not None:
+        logits = tnp.where(mask, logits, -1e30)
+    weights = _C.softmax(logits, -1)
+    return tnp.einsum("bhqk,bkhd->bqhd", weights, value)
+
+
+class MultiHeadDotProductAttention(Module):
+    """Multi-head attention over [B, L, F] inputs: query, key and value projections (Dense to qkv_features,
+    split into num_heads), dot_product_attention, and the out projection. Unlike Flax's DenseGeneral kernels
+    ([F, H, D]), the projections' kernels are [F, H * D]."""
+
+    num_heads: int
+    qkv_features: Optional[int] = None
+    out_features: Optional[int] = None
+    use_bias: bool = True
+
+    @compact
+    def __call__(self, inputs_q, inputs_kv=None, mask=None):
+        inputs_q = tnp.asarray(inputs_q)
+        inputs_kv = inputs_q if inputs_kv is None else tnp.asarray(inputs_kv)
+        features = self.qkv_features or inputs_q.shape[-1]
+        if features % self.num_heads:
+            raise ValueError(f"MultiHeadDotProductAttention: {features} features do not split into "
+                             f"{self.num_heads} heads")
+        head_dim = features // self.num_heads
+
+        def heads(x, name):
+            y = Dense(features, use_bias=self.use_bias, name=name)(x)  # [B, L, H * D]
+            return tnp.reshape(y, (y.shape[0], y.shape[1], self.num_heads, head_dim))
+
+        q, k, v = heads(inputs_q, "query"), heads(inputs_kv, "key"), heads(inputs_kv, "value")
+        out = dot_product_attention(q, k, v, mask)  # [B, Q, H, D]
+        out = tnp.reshape(out, (out.shape[0], out.shape[1], features))
+        return Dense(self.out_features or inputs_q.shape[-1], use_bias=self.use_bias, name="out")(out)

@@ -4,9 +4,11 @@ tessera/linen.py) and the activation functions of jax.nn, which flax.linen re-ex
 from . import _tessera as _C
 from .numpy import asarray, _engine_dtype, float32
 
-from .linen import Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential, initializers
+from .linen import (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential, initializers,
+                    MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
 
 
 def relu(x):
