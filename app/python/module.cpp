@@ -163,7 +163,7 @@ Array reduction(py::handle x, const Axes& axes, bool keepDims) {
 }
 
 void defineArray(py::module_& m) {
-  py::class_<Array>(m, "Array", py::dynamic_attr())
+  py::class_<Array>(m, "Array")
       .def_property_readonly("shape", &shapeTuple)
       .def_property_readonly("_dtype_name", [](const Array& a) { return std::string(dtypeName(a.dtype())); })
       .def_property_readonly("ndim", &Array::rank)

@@ -45,3 +45,11 @@ def test_random_under_jit_equals_eager():
     f = tessera.jit(lambda k: random.normal(k, (5,)))
     k = random.PRNGKey(3)
     np.testing.assert_array_equal(np.asarray(f(k)), np.asarray(random.normal(k, (5,))))
+
+
+def test_negative_shapes_are_shape_errors():
+    import pytest
+
+    for sampler in (random.normal, random.uniform, random.bits):
+        with pytest.raises(tessera.ShapeError):
+            sampler(random.PRNGKey(0), (-1, 2))

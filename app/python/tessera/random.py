@@ -8,7 +8,10 @@ __all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "b
 
 
 def _shape(shape):
-    return [shape] if isinstance(shape, int) else [int(d) for d in shape]
+    dims = [shape] if isinstance(shape, int) else [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise _C.ShapeError(f"negative dimension in shape {tuple(dims)}")
+    return dims
 
 
 def PRNGKey(seed):
