@@ -55,7 +55,7 @@ class PyJit {
         [this](const Tree& args, const StaticArgs& statics) {
           py::gil_scoped_acquire gil;
           const std::string& signature = std::get<std::string>(statics.at("signature"));
-          std::vector<Array> outs = m_errors.guard([&] {
+          std::vector<Array> outs = m_callErrors->guard([&] {
             py::list xs;
             for (const Array& a : args.leaves()) xs.append(py::cast(a));
             return toArrays(m_flat(xs, signature));
@@ -71,15 +71,18 @@ class PyJit {
     for (Array& a : toArrays(leaves)) args.emplace_back(std::move(a));
     Tree argTree = Tree::list(std::move(args));
     Result<Tree> out = Error{};
+    CallbackErrors errors;  // this call's: another thread's call may start as soon as the lock is released
     {
       // Tracing takes the GIL back in the callback; compiling and running do not need it. One call at a time
       // (the cache is not shared between threads), the lock taken without the GIL so that a thread waiting for
       // it never blocks one that is tracing.
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(m_mutex);
+      m_callErrors = &errors;
       out = m_jit->call(argTree, {{"signature", signature}});
+      m_callErrors = nullptr;
     }
-    m_errors.rethrow();
+    errors.rethrow();
     if (!out.ok()) raisePython(out.error());
     return toList(out->leaves());
   }
@@ -88,8 +91,8 @@ class PyJit {
 
  private:
   py::function m_flat;  // (leaves, signature) -> output leaves
-  CallbackErrors m_errors;
   std::mutex m_mutex;
+  CallbackErrors* m_callErrors = nullptr;  // the running call's, set under m_mutex
   std::unique_ptr<Jit> m_jit;
 };
 

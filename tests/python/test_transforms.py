@@ -243,3 +243,29 @@ def test_a_jitted_function_is_freed_with_its_last_reference():
     del f
     gc.collect()
     assert ref() is None
+
+
+def test_each_thread_gets_its_own_exception_from_jit():
+    import threading
+
+    def f(x, tag):
+        if tag % 2:
+            raise ValueError(f"odd {tag}")
+        return x * tag
+
+    jf = tessera.jit(f, static_argnums=1)
+    seen = {}
+
+    def work(tag):
+        for _ in range(10):
+            try:
+                seen[tag] = float(jf(tnp.ones(()), tag))
+            except ValueError as e:
+                seen[tag] = str(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {0: 0.0, 1: "odd 1", 2: 2.0, 3: "odd 3", 4: 4.0, 5: "odd 5"}
