@@ -12,6 +12,8 @@
 #include "engine/compile/jit.h"
 #include "engine/ops/registry.h"
 #include "engine/random/random.h"
+#include "engine/sharding/sharding.h"
+#include "engine/spmd/spmd.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
@@ -235,6 +237,64 @@ void defineRandom(py::module_& m) {
   });
 }
 
+template <class T>
+T orRaise(Result<T> r) {
+  if (!r.ok()) raisePython(r.error());
+  return std::move(r).value();
+}
+
+// Meshes, shardings and device_put (jax.sharding): a PartitionSpec comes from Python as one list of mesh axis
+// names per array dimension (empty: replicated).
+void defineSharding(py::module_& m) {
+  using sharding::Mesh;
+  using sharding::NamedSharding;
+  m.def("set_cpu_devices", [](int n) {
+    Status s = spmd::setCpuDevices(n);
+    if (!s.ok()) raisePython(s.error());
+  });
+  m.def("num_devices", [] {
+    orRaise(spmd::devices());
+    return spmd::numDevices();
+  });
+  py::class_<Mesh>(m, "Mesh")
+      .def(py::init([](std::vector<int64_t> shape, std::vector<std::string> axes, std::vector<int> devices) {
+             orRaise(spmd::devices());  // the devices exist before a mesh names them
+             return orRaise(Mesh::create(std::move(shape), std::move(axes), std::move(devices)));
+           }),
+           py::arg("shape"), py::arg("axis_names"), py::arg("devices") = std::vector<int>{})
+      .def_readonly("shape", &Mesh::shape)
+      .def_readonly("axis_names", &Mesh::axes)
+      .def_readonly("device_ids", &Mesh::devices)
+      .def_property_readonly("size", &Mesh::size)
+      .def("__eq__", [](const Mesh& a, const Mesh& b) { return a == b; })
+      .def("__repr__", &Mesh::toString);
+  py::class_<NamedSharding>(m, "NamedSharding")
+      .def(py::init([](const Mesh& mesh, std::vector<std::vector<std::string>> dims) {
+        return orRaise(NamedSharding::create(mesh, sharding::PartitionSpec{std::move(dims)}));
+      }))
+      .def_readonly("mesh", &NamedSharding::mesh)
+      .def_property_readonly("spec", [](const NamedSharding& s) { return s.spec.dims; })
+      .def("shard_shape", [](const NamedSharding& s, const std::vector<int64_t>& shape) {
+        return s.shardShape(Shape(shape)).dims();
+      })
+      .def("__repr__", &NamedSharding::toString);
+  m.def("device_put", [](const Array& x, const NamedSharding& s) {
+    UserSite site;
+    return orRaise(spmd::devicePut(x, s));
+  });
+  m.def("with_sharding_constraint", [](const Array& x, const NamedSharding& s) {
+    UserSite site;
+    return spmd::withShardingConstraint(x, s);
+  });
+  m.def("array_sharding", [](const Array& x) -> py::object {
+    if (!x.isSharded()) return py::none();
+    return py::cast(*x.sharding());
+  });
+  m.def("visualize_array_sharding", [](const Array& x, int width) {
+    return orRaise(spmd::visualizeArraySharding(x, width));
+  });
+}
+
 }  // namespace
 
 void registerTransforms(py::module_& m) {
@@ -253,6 +313,7 @@ void registerTransforms(py::module_& m) {
   m.def("scan", &scanFlatPy);
   m.def("cond", &condFlatPy);
   defineRandom(m);
+  defineSharding(m);
 }
 
 }  // namespace tsr::python
