@@ -106,8 +106,11 @@ def _holds_array(seq):
 
 
 def _to_numpy(self, dtype=None, copy=None):
+    """numpy's __array__: a read-only view of the buffer, or a writable copy when one is asked for."""
     view = self._host_view()
-    return view if dtype is None else view.astype(dtype)
+    if dtype is not None:
+        return view.astype(dtype)
+    return view.copy() if copy else view
 
 
 # ---- creation ---------------------------------------------------------------------------------------------
