@@ -172,3 +172,51 @@ def test_causal_self_attention_against_numpy(rng):
     out1 = np.asarray(attn.apply(v, tnp.asarray(x), mask=mask))
     out2 = np.asarray(attn.apply(v, tnp.asarray(x2), mask=mask))
     close(out1[:, 0], out2[:, 0])
+
+
+class TiedLM(nn.Module):
+    vocab: int
+    width: int
+
+    def setup(self):
+        self.embed = nn.Embed(self.vocab, self.width)
+        self.blocks = [Block(self.width) for _ in range(2)]
+        self.scale = self.param("scale", nn.initializers.ones, (self.width,))
+
+    def __call__(self, ids):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.embed.attend(x * self.scale)  # the output layer shares the embedding
+
+
+def test_setup_names_submodules_by_attribute_and_methods_use_their_own_parameters(rng):
+    ids = np.array([[1, 3, 2]], dtype=np.int32)
+    model = TiedLM(5, 4)
+    v = model.init(random.PRNGKey(0), tnp.asarray(ids))
+    assert list(_paths(v["params"])) == [
+        "blocks_0.LayerNorm_0.bias", "blocks_0.LayerNorm_0.scale", "blocks_0.proj.bias", "blocks_0.proj.kernel",
+        "blocks_1.LayerNorm_0.bias", "blocks_1.LayerNorm_0.scale", "blocks_1.proj.bias", "blocks_1.proj.kernel",
+        "embed.embedding", "scale"]
+    p = tree_util.tree_map(np.asarray, v["params"])
+    x = p["embed"]["embedding"][ids]
+    for name in ("blocks_0", "blocks_1"):
+        b = p[name]
+        h = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+        h = h * b["LayerNorm_0"]["scale"] + b["LayerNorm_0"]["bias"]
+        x = x + h @ b["proj"]["kernel"] + b["proj"]["bias"]
+    close(model.apply(v, tnp.asarray(ids)), (x * p["scale"]) @ p["embed"]["embedding"].T, rtol=1e-4)
+
+
+class UsesAttend(nn.Module):
+    @nn.compact
+    def __call__(self, ids):
+        embed = nn.Embed(6, 3)
+        return embed.attend(embed(ids))
+
+
+def test_a_compact_submodules_method_reads_its_parameters():
+    v = UsesAttend().init(random.PRNGKey(0), tnp.asarray([0, 5]))
+    assert list(_paths(v["params"])) == ["Embed_0.embedding"]
+    table = np.asarray(v["params"]["Embed_0"]["embedding"])
+    close(UsesAttend().apply(v, tnp.asarray([0, 5])), table[[0, 5]] @ table.T)

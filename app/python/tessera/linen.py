@@ -1,5 +1,5 @@
 """Modules in the style of Flax linen: a Module is a dataclass whose __call__ creates its parameters and
-submodules where they are used (@compact), and is run purely through init and apply:
+submodules where they are used (@compact), or makes them in setup, and is run purely through init and apply:
 
     class MLP(nn.Module):
         hidden: int
@@ -15,6 +15,7 @@ A submodule's name is the field that holds it (a list field's items: `layers_0`,
 its class and a counter (`Dense_0`); parameter paths join the names with dots (`blocks_0.attn.kernel`)."""
 
 import dataclasses
+import inspect
 import math
 import threading
 import zlib
@@ -44,6 +45,7 @@ class _Scope:
         self.parent = parent
         self.counters = {}
         self.rng_counts = {}
+        self.set_up = False
         # id(child) -> (child, its name), so that a module called twice shares its parameters; holding the child
         # keeps its id from being reused by a later one.
         self.named = {}
@@ -54,12 +56,12 @@ class _Scope:
         if id(child) in self.named:
             return self.named[id(child)][1]
         name = None
-        for f in dataclasses.fields(self.module):
-            value = getattr(self.module, f.name, None)
+        # A field or an attribute set in setup: its name (a list's items: name_0, name_1, ...).
+        for attr, value in vars(self.module).items():
             if value is child:
-                name = f.name
+                name = attr
             elif isinstance(value, (list, tuple)):
-                name = next((f"{f.name}_{i}" for i, v in enumerate(value) if v is child), None)
+                name = next((f"{attr}_{i}" for i, v in enumerate(value) if v is child), None)
             if name:
                 break
         if name is None:
@@ -101,6 +103,10 @@ def _join(prefix, name):
     return f"{prefix}.{name}" if prefix else name
 
 
+# Module's own machinery, which runs in whatever scope is current.
+_UNBOUND = {"setup", "param", "make_rng", "init", "init_with_output", "apply"}
+
+
 def compact(fn):
     """Marks the method that creates parameters and submodules where they are used (every __call__ may)."""
     fn._tessera_compact = True
@@ -118,6 +124,7 @@ def _bound(call):
         scope = parent.child(self, parent.child_name(self))
         _state.stack.append(scope)
         try:
+            self._setup_once(scope)
             return call(self, *args, **kwargs)
         finally:
             _state.stack.pop()
@@ -133,9 +140,23 @@ class Module:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "__call__" in cls.__dict__:
-            cls.__call__ = _bound(cls.__dict__["__call__"])
+        # Every public method (and __call__) runs in the module's own scope, so that Embed.attend, called from
+        # a parent, reads the Embed's parameters.
+        fields = cls.__dict__.get("__annotations__", {})  # a field's default may be a function (kernel_init)
+        for name, fn in list(cls.__dict__.items()):
+            if ((name == "__call__" or not name.startswith("_")) and name not in _UNBOUND and name not in fields
+                    and inspect.isfunction(fn)):
+                setattr(cls, name, _bound(fn))
         dataclasses.dataclass(cls, eq=False)
+
+    def setup(self):
+        """Override to make submodules (attributes: their names are the attribute names) and parameters once
+        the module is bound, as Flax's setup; runs before each call of the module."""
+
+    def _setup_once(self, scope):
+        if not scope.set_up:
+            scope.set_up = True
+            self.setup()
 
     def param(self, name, init_fn, *init_args):
         """This module's parameter `name`: created by init_fn(key, *init_args) in init, read in apply."""
@@ -155,8 +176,10 @@ class Module:
         stack = getattr(_state, "stack", None)
         if stack is None:
             stack = _state.stack = []
-        stack.append(_Scope(self, "", params, mode, rngs))
+        scope = _Scope(self, "", params, mode, rngs)
+        stack.append(scope)
         try:
+            self._setup_once(scope)
             fn = self.__call__ if method is None else (getattr(self, method) if isinstance(method, str) else
                                                        lambda *a, **k: method(self, *a, **k))
             return fn(*args, **kwargs)
