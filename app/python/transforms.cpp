@@ -14,6 +14,7 @@
 #include "engine/random/random.h"
 #include "engine/sharding/sharding.h"
 #include "engine/spmd/spmd.h"
+#include "engine/store/run_store.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
@@ -295,6 +296,45 @@ void defineSharding(py::module_& m) {
   });
 }
 
+Status checked(Status s) {
+  if (!s.ok()) raisePython(s.error());
+  return s;
+}
+
+// The run store (engine/store: the SQLite file the CLI's runs and the IDE's Runs panel read), for
+// tessera.runs: a plain script's run lands beside a project's.
+void defineRuns(py::module_& m) {
+  using store::RunStore;
+  py::class_<RunStore>(m, "RunStore")
+      .def(py::init([](const std::string& path) { return orRaise(RunStore::open(path)); }))
+      .def_property_readonly("path", &RunStore::path)
+      .def("create_run", [](RunStore& s, const std::string& name, const std::string& project, const std::string& config) {
+        return orRaise(s.createRun(name, project, config));
+      })
+      .def("set_params", [](RunStore& s, int64_t run, const std::map<std::string, std::string>& params) {
+        checked(s.setParams(run, params));
+      })
+      .def("add_tags", [](RunStore& s, int64_t run, const std::vector<std::string>& tags) { checked(s.addTags(run, tags)); })
+      .def("log", [](RunStore& s, int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+        checked(s.logMetrics(run, step, values));
+      })
+      .def("finish", [](RunStore& s, int64_t run, bool ok, const std::string& message) {
+        checked(s.finishRun(run, ok ? store::RunStatus::Finished : store::RunStatus::Failed, message));
+      })
+      .def("run", [](const RunStore& s, int64_t run) {
+        store::RunInfo r = orRaise(s.run(run));
+        return py::dict(py::arg("id") = r.id, py::arg("name") = r.name, py::arg("project") = r.project,
+                        py::arg("config") = r.config, py::arg("status") = std::string(store::runStatusName(r.status)),
+                        py::arg("message") = r.message, py::arg("tags") = r.tags);
+      })
+      .def("params", [](const RunStore& s, int64_t run) { return orRaise(s.params(run)); })
+      .def("metrics", [](const RunStore& s, int64_t run, const std::string& key) {
+        std::vector<std::pair<int64_t, double>> out;
+        for (const store::MetricPoint& p : orRaise(s.metrics(run, key))) out.emplace_back(p.step, p.value);
+        return out;
+      });
+}
+
 }  // namespace
 
 void registerTransforms(py::module_& m) {
@@ -314,6 +354,7 @@ void registerTransforms(py::module_& m) {
   m.def("cond", &condFlatPy);
   defineRandom(m);
   defineSharding(m);
+  defineRuns(m);
 }
 
 }  // namespace tsr::python
