@@ -1,7 +1,38 @@
-"""Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), namedtuples and None, with any other
-value as a leaf. None is an empty node, not a leaf, as in JAX."""
+"""Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), namedtuples, None and registered
+types (register_pytree_node, register_dataclass), with any other value as a leaf. None is an empty node, not a
+leaf, as in JAX."""
 
-__all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map"]
+import dataclasses
+
+__all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
+           "register_pytree_node", "register_dataclass"]
+
+# type -> (flatten(x) -> (children, aux data), unflatten(aux data, children) -> x)
+_registry = {}
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func):
+    """jax.tree_util.register_pytree_node: flatten_func(x) -> (children, aux_data) with aux_data hashable;
+    unflatten_func(aux_data, children) -> x."""
+    _registry[nodetype] = (flatten_func, unflatten_func)
+
+
+def register_dataclass(nodetype, data_fields=None, meta_fields=None):
+    """jax.tree_util.register_dataclass: data_fields are children, meta_fields part of the structure (static).
+    Without lists, every field is a child. Usable as a decorator."""
+    if data_fields is None:
+        data_fields = [f.name for f in dataclasses.fields(nodetype)]
+        meta_fields = meta_fields or []
+    data_fields, meta_fields = list(data_fields), list(meta_fields or [])
+
+    def flatten(x):
+        return [getattr(x, f) for f in data_fields], tuple(getattr(x, f) for f in meta_fields)
+
+    def unflatten(meta, children):
+        return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta)))
+
+    register_pytree_node(nodetype, flatten, unflatten)
+    return nodetype
 
 
 def _is_namedtuple(x):
@@ -14,8 +45,8 @@ class PyTreeDef:
     __slots__ = ("kind", "data", "children")
 
     def __init__(self, kind, data=None, children=()):
-        self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple"
-        self.data = data  # dict: the sorted keys; namedtuple: the type
+        self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"
+        self.data = data  # dict: the sorted keys; namedtuple: the type; custom: (the type, its aux data)
         self.children = tuple(children)
 
     @property
@@ -48,6 +79,8 @@ class PyTreeDef:
             return "[" + ", ".join(inner) + "]"
         if self.kind == "dict":
             return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.data, inner)) + "}"
+        if self.kind == "custom":
+            return f"{self.data[0].__name__}[{self.data[1]!r}](" + ", ".join(inner) + ")"
         return f"{self.data.__name__}(" + ", ".join(inner) + ")"
 
 
@@ -57,6 +90,10 @@ def _flatten(tree, leaves, is_leaf):
         return PyTreeDef("leaf")
     if tree is None:
         return PyTreeDef("none")
+    registered = _registry.get(type(tree))
+    if registered is not None:
+        children, aux = registered[0](tree)
+        return PyTreeDef("custom", (type(tree), aux), [_flatten(c, leaves, is_leaf) for c in children])
     if _is_namedtuple(tree):
         return PyTreeDef("namedtuple", type(tree), [_flatten(c, leaves, is_leaf) for c in tree])
     if isinstance(tree, (tuple, list)):
@@ -89,6 +126,9 @@ def _build(treedef, it):
         return children
     if kind == "dict":
         return dict(zip(treedef.data, children))
+    if kind == "custom":
+        nodetype, aux = treedef.data
+        return _registry[nodetype][1](aux, children)
     return treedef.data(*children)
 
 
