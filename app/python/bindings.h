@@ -1,0 +1,60 @@
+#pragma once
+// Shared by the two halves of the _tessera extension: module.cpp (the Array type, conversions, errors, the
+// Array API) and transforms.cpp (jit, grad, trace, random).
+#include <pybind11/pybind11.h>
+
+#include "engine/transform/array.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::python {
+
+namespace py = pybind11;
+
+// The Python line that called into the engine: the innermost frame outside the tessera package. While alive,
+// every op recorded or raised on this thread names that file:line (as C++ call sites do for C++ models).
+class UserSite {
+ public:
+  UserSite();
+
+ private:
+  ProvenanceScope m_scope;
+};
+
+// A Python value as an operand: an Array as it is; a Python scalar weakly typed against `like` (x * 2 keeps
+// x's dtype, as in JAX); anything else through tessera.numpy.asarray.
+Array toArray(py::handle value, const Array* like = nullptr);
+std::vector<Array> toArrays(const py::sequence& values);
+
+// Runs the engine with the GIL released; a Python callback the engine makes (a traced function) takes it back.
+// A Python exception raised by the callback is kept and raised again when the engine call returns, so that the
+// user sees their own exception (a ShapeError of an op inside jit, a KeyError in their code) unchanged.
+class CallbackErrors {
+ public:
+  // Inside a callback: runs f (a Python call) and, when it raises, stores the exception and raises a
+  // tsr::Exception that unwinds the engine.
+  template <class F>
+  auto guard(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (py::error_already_set& e) {
+      if (!m_pending) m_pending = std::make_unique<py::error_already_set>(std::move(e));
+    } catch (const py::builtin_exception& e) {  // a value pybind11 could not convert
+      e.set_error();
+      if (!m_pending) m_pending = std::make_unique<py::error_already_set>();
+      else PyErr_Clear();
+    }
+    raise(Error{"the traced Python function raised an exception"});
+  }
+  // After the engine call, with the GIL held: raises the stored exception, if any.
+  void rethrow();
+
+ private:
+  std::unique_ptr<py::error_already_set> m_pending;
+};
+
+// The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).
+[[noreturn]] void raisePython(const Error& e);
+
+void registerTransforms(py::module_& m);
+
+}  // namespace tsr::python

@@ -1,0 +1,386 @@
+// _tessera: the engine's Array and its numpy-like API for Python. The pure-Python package tessera/ (numpy.py,
+// tree_util.py, random.py, ...) gives these functions JAX's names and signatures; this file only converts
+// values and errors at the boundary. Arrays are the engine's own handles: an op called from Python runs eagerly
+// on the CPU, or is recorded when its operands are tracers (inside jit, grad, trace).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "app/python/bindings.h"
+#include "engine/backends/backends.h"
+#include "engine/transform/api.h"
+
+namespace tsr::python {
+
+namespace {
+
+std::string gPackageDir;  // frames under this folder belong to tessera itself, not to the user
+PyObject* gTesseraError = nullptr;
+PyObject* gShapeError = nullptr;
+PyObject* gDTypeError = nullptr;
+PyObject* gConcretizationError = nullptr;
+py::object gAsarray;  // tessera.numpy.asarray, set when the package is imported
+
+// The engine's errors are one type with a message that starts with the op ("matmul: inner dimensions
+// differ: f32[2,3] @ f32[4,5] ..."); the Python type is chosen from what the message is about.
+PyObject* exceptionTypeFor(const std::string& message) {
+  std::string m = message;
+  std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto has = [&](const char* word) { return m.find(word) != std::string::npos; };
+  if (has("traced array") || has("while tracing")) return gConcretizationError;
+  // "indices must be i32, i64 or u32, got f32", "the loss must be floating point", "a key is a u32[2] array".
+  static const std::regex kDtypeRule(R"(must be (a |an )?(floating|integer|bool|bf16|[fiu](8|16|32|64)\b))");
+  if (has("dtype") || has("u32[2] array") || std::regex_search(m, kDtypeRule)) return gDTypeError;
+  if (has("shape") || has("rank") || has("axis") || has("axes") || has("dimension") || has("broadcast") ||
+      has(" dim ") || has("[")) return gShapeError;
+  return gTesseraError;
+}
+
+PyObject* newException(const char* name, PyObject* base1, PyObject* base2) {
+  PyObject* bases = base2 ? PyTuple_Pack(2, base1, base2) : PyTuple_Pack(1, base1);
+  PyObject* type = PyErr_NewException(name, bases, nullptr);
+  Py_DECREF(bases);
+  return type;
+}
+
+DType dtypeFromName(const std::string& name) {
+  auto d = parseDType(name);
+  if (!d) throw py::type_error(fmt::format("unknown dtype '{}' (expected f32, bf16, f16, f64, i32, i64, u8, u32 or bool)", name));
+  return *d;
+}
+
+Shape toShape(const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (d < 0) raise(makeError("negative dimension in shape {}", Shape(dims).toString()));
+  return Shape(dims);
+}
+
+py::tuple shapeTuple(const Array& a) {
+  const auto& dims = a.shape().dims();
+  py::tuple t(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) t[i] = py::int_(dims[i]);
+  return t;
+}
+
+// numpy's dtype for an engine dtype whose bytes numpy reads as they are (bf16 has none).
+const char* numpyDtype(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::F16: return "float16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+    case DType::U8: return "uint8";
+    case DType::U32: return "uint32";
+    case DType::Bool: return "bool";
+    case DType::BF16: return nullptr;
+  }
+  return nullptr;
+}
+
+// A read-only numpy array over the array's own buffer (no copy). The capsule holds a reference to the buffer,
+// so the numpy array stays valid whatever happens to the Array. bf16, which numpy lacks, comes back as f32 (a
+// copy); a sharded array is gathered first (a copy).
+py::array hostView(const Array& x) {
+  if (!x.valid()) throw py::value_error("empty Array");
+  UserSite site;
+  Array a = x.isSharded() ? x.gathered() : x;
+  if (a.dtype() == DType::BF16) a = astype(a, DType::F32);
+  if (!a.isConcrete() || !a.buffer()) {
+    a.toFloats();  // raises the engine's own message for tracers and donated arrays
+    throw py::value_error("the array has no host buffer");
+  }
+  runtime::BufferPtr buffer = a.buffer();
+  auto* owner = new runtime::BufferPtr(buffer);
+  py::capsule keep(owner, [](void* p) { delete static_cast<runtime::BufferPtr*>(p); });
+  std::vector<py::ssize_t> shape(a.shape().dims().begin(), a.shape().dims().end());
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : a.shape().strides()) strides.push_back(static_cast<py::ssize_t>(s * dtypeSize(a.dtype())));
+  py::array out(py::dtype(numpyDtype(a.dtype())), shape, strides, buffer->data(), keep);
+  py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return out;
+}
+
+// A C-contiguous host buffer of `dtype`'s element size, copied into a new engine array.
+Array fromBuffer(const py::buffer& b, const std::string& dtypeName) {
+  DType dtype = dtypeFromName(dtypeName);
+  py::buffer_info info = b.request();
+  if (info.itemsize != dtypeSize(dtype))
+    throw py::type_error(fmt::format("from_buffer: items of {} bytes cannot hold {}", info.itemsize, dtypeName));
+  std::vector<int64_t> dims(info.shape.begin(), info.shape.end());
+  int64_t expect = info.itemsize;
+  for (int i = info.ndim - 1; i >= 0; --i) {
+    if (info.shape[i] > 1 && info.strides[i] != expect) throw py::value_error("from_buffer: the buffer is not C-contiguous");
+    expect *= info.shape[i];
+  }
+  return Array::fromBytes(Aval{Shape(dims), dtype}, info.ptr);
+}
+
+Array scalarFor(py::handle value, const Array* like) {
+  if (py::isinstance<py::bool_>(value)) {
+    bool v = value.cast<bool>();
+    return like ? scalarLike(*like, v) : Array::scalar(v, DType::Bool);
+  }
+  if (py::isinstance<py::int_>(value)) {
+    double v = static_cast<double>(value.cast<int64_t>());
+    return like && like->dtype() != DType::Bool ? scalarLike(*like, v) : Array::scalar(v, DType::I32);
+  }
+  double v = value.cast<double>();
+  return like && isFloating(like->dtype()) ? scalarLike(*like, v) : Array::scalar(v, DType::F32);
+}
+
+// Binary ops take any operands: the Array among them types the scalars.
+template <Array (*Op)(const Array&, const Array&, std::source_location)>
+Array binary(py::handle a, py::handle b) {
+  UserSite site;
+  bool aArray = py::isinstance<Array>(a);
+  Array x = aArray ? a.cast<Array>() : Array();
+  Array y = toArray(b, aArray ? &x : nullptr);
+  if (!aArray) x = toArray(a, &y);
+  return Op(x, y, std::source_location::current());
+}
+
+template <Array (*Op)(const Array&, std::source_location)>
+Array unary(py::handle x) {
+  UserSite site;
+  return Op(toArray(x), std::source_location::current());
+}
+
+// The operand order flipped, for the reflected operators (2 - x).
+template <Array (*Op)(const Array&, const Array&, std::source_location)>
+Array reflected(py::handle a, py::handle b) { return binary<Op>(b, a); }
+
+template <Array (*Op)(const Array&, Axes, bool, std::source_location)>
+Array reduction(py::handle x, const Axes& axes, bool keepDims) {
+  UserSite site;
+  return Op(toArray(x), axes, keepDims, std::source_location::current());
+}
+
+void defineArray(py::module_& m) {
+  py::class_<Array>(m, "Array")
+      .def_property_readonly("shape", &shapeTuple)
+      .def_property_readonly("_dtype_name", [](const Array& a) { return std::string(dtypeName(a.dtype())); })
+      .def_property_readonly("ndim", &Array::rank)
+      .def_property_readonly("size", &Array::numel)
+      .def_property_readonly("is_tracer", &Array::isTracer)
+      .def("_host_view", &hostView)
+      .def("item", [](const Array& a) -> py::object {
+        UserSite site;
+        double v = a.item();
+        if (a.dtype() == DType::Bool) return py::bool_(v != 0);
+        if (!isFloating(a.dtype())) return py::int_(static_cast<int64_t>(v));
+        return py::float_(v);
+      })
+      .def("__len__", [](const Array& a) {
+        if (a.rank() == 0) throw py::type_error("len() of a 0-d array");
+        return a.shape()[0];
+      })
+      .def("__repr__", [](const Array& a) {
+        if (a.isTracer()) return fmt::format("Traced<{}>", a.aval().toString());
+        return "Array(" + a.toString() + ")";
+      })
+      .def("__add__", &binary<add>).def("__radd__", &reflected<add>)
+      .def("__sub__", &binary<sub>).def("__rsub__", &reflected<sub>)
+      .def("__mul__", &binary<mul>).def("__rmul__", &reflected<mul>)
+      .def("__truediv__", &binary<div>).def("__rtruediv__", &reflected<div>)
+      .def("__pow__", &binary<pow>).def("__rpow__", &reflected<pow>)
+      .def("__matmul__", &binary<matmul>).def("__rmatmul__", &reflected<matmul>)
+      .def("__and__", &binary<bitwiseAnd>).def("__or__", &binary<bitwiseOr>).def("__xor__", &binary<bitwiseXor>)
+      .def("__lt__", &binary<less>).def("__le__", &binary<lessEqual>)
+      .def("__gt__", &binary<greater>).def("__ge__", &binary<greaterEqual>)
+      .def("__eq__", &binary<equal>).def("__ne__", &binary<notEqual>)
+      // % and // are numpy's (the divisor's sign), written in tessera/numpy.py over rem.
+      .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
+      .def("__pos__", [](const Array& a) { return a; });
+}
+
+void defineOps(py::module_& m) {
+  m.def("from_buffer", &fromBuffer, py::arg("buffer"), py::arg("dtype"));
+  m.def("full", [](const std::vector<int64_t>& shape, double value, const std::string& dtype) {
+    UserSite site;
+    return Array::full(toShape(shape), value, dtypeFromName(dtype));
+  });
+  m.def("scalar", [](py::handle value, const std::optional<Array>& like) { return scalarFor(value, like ? &*like : nullptr); },
+        py::arg("value"), py::arg("like") = py::none());
+
+#define TSR_UNARY(pyName, fn) m.def(pyName, &unary<fn>)
+  TSR_UNARY("neg", neg); TSR_UNARY("abs", abs); TSR_UNARY("sign", sign); TSR_UNARY("exp", exp);
+  TSR_UNARY("exp2", exp2); TSR_UNARY("log", log); TSR_UNARY("log1p", log1p); TSR_UNARY("expm1", expm1);
+  TSR_UNARY("sqrt", sqrt); TSR_UNARY("rsqrt", rsqrt); TSR_UNARY("tanh", tanh); TSR_UNARY("sigmoid", sigmoid);
+  TSR_UNARY("sin", sin); TSR_UNARY("cos", cos); TSR_UNARY("tan", tan); TSR_UNARY("erf", erf);
+  TSR_UNARY("erf_inv", erfInv); TSR_UNARY("floor", floor); TSR_UNARY("ceil", ceil); TSR_UNARY("round", round);
+  TSR_UNARY("isfinite", isFinite); TSR_UNARY("logical_not", logicalNot); TSR_UNARY("relu", relu);
+  TSR_UNARY("square", square);
+#undef TSR_UNARY
+  m.def("gelu", [](py::handle x, bool approximate) { UserSite site; return gelu(toArray(x), approximate); });
+
+#define TSR_BINARY(pyName, fn) m.def(pyName, &binary<fn>)
+  TSR_BINARY("add", add); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mul); TSR_BINARY("divide", div);
+  TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
+  TSR_BINARY("minimum", minimum); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
+  TSR_BINARY("bitwise_or", bitwiseOr); TSR_BINARY("bitwise_xor", bitwiseXor); TSR_BINARY("equal", equal);
+  TSR_BINARY("not_equal", notEqual); TSR_BINARY("less", less); TSR_BINARY("less_equal", lessEqual);
+  TSR_BINARY("greater", greater); TSR_BINARY("greater_equal", greaterEqual); TSR_BINARY("matmul", matmul);
+  TSR_BINARY("left_shift", shiftLeft); TSR_BINARY("right_shift", shiftRightArithmetic);
+#undef TSR_BINARY
+  m.def("where", [](py::handle c, py::handle a, py::handle b) {
+    UserSite site;
+    bool aArray = py::isinstance<Array>(a), bArray = py::isinstance<Array>(b);
+    Array x = aArray ? a.cast<Array>() : Array(), y = bArray ? b.cast<Array>() : Array();
+    if (!aArray) x = toArray(a, bArray ? &y : nullptr);
+    if (!bArray) y = toArray(b, &x);
+    return where(toArray(c), x, y);
+  });
+  m.def("clip", [](py::handle x, py::handle lo, py::handle hi) {
+    UserSite site;
+    Array a = toArray(x);
+    return clamp(a, toArray(lo, &a), toArray(hi, &a));
+  });
+
+  m.def("sum", &reduction<sum>); m.def("mean", &reduction<mean>); m.def("max", &reduction<max>);
+  m.def("min", &reduction<min>); m.def("prod", &reduction<prod>);
+  m.def("argmax", [](py::handle x, int64_t axis) { UserSite site; return argmax(toArray(x), axis); });
+  m.def("argmin", [](py::handle x, int64_t axis) { UserSite site; return argmin(toArray(x), axis); });
+  m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });
+  m.def("softmax", [](py::handle x, int64_t axis) { UserSite site; return softmax(toArray(x), axis); });
+  m.def("log_softmax", [](py::handle x, int64_t axis) { UserSite site; return logSoftmax(toArray(x), axis); });
+
+  m.def("astype", [](py::handle x, const std::string& dtype) { UserSite site; return astype(toArray(x), dtypeFromName(dtype)); });
+  m.def("reshape", [](py::handle x, const std::vector<int64_t>& shape) { UserSite site; return reshape(toArray(x), shape); });
+  m.def("transpose", [](py::handle x, const Axes& perm) { UserSite site; return transpose(toArray(x), perm); });
+  m.def("broadcast_to", [](py::handle x, const std::vector<int64_t>& shape) {
+    UserSite site;
+    return broadcastTo(toArray(x), toShape(shape));
+  });
+  m.def("expand_dims", [](py::handle x, int64_t axis) { UserSite site; return expandDims(toArray(x), axis); });
+  m.def("squeeze", [](py::handle x, const Axes& axes) { UserSite site; return squeeze(toArray(x), axes); });
+  m.def("slice", [](py::handle x, const Axes& starts, const Axes& limits, const Axes& strides) {
+    UserSite site;
+    return slice(toArray(x), starts, limits, strides);
+  });
+  m.def("flip", [](py::handle x, const Axes& axes) { UserSite site; return flip(toArray(x), axes); });
+  m.def("concatenate", [](const py::sequence& xs, int64_t axis) { UserSite site; return concatenate(toArrays(xs), axis); });
+  m.def("stack", [](const py::sequence& xs, int64_t axis) { UserSite site; return stack(toArrays(xs), axis); });
+  m.def("pad", [](py::handle x, const Axes& low, const Axes& high, double value, const Axes& interior) {
+    UserSite site;
+    return pad(toArray(x), low, high, value, interior);
+  });
+  m.def("scatter_add", [](py::handle x, py::handle indices, py::handle updates, int64_t axis) {
+    UserSite site;
+    Array a = toArray(x);
+    return scatterAdd(a, toArray(indices), toArray(updates, &a), axis);
+  });
+  m.def("iota", [](const std::vector<int64_t>& shape, int64_t dim, const std::string& dtype) {
+    UserSite site;
+    return iota(toShape(shape), dim, dtypeFromName(dtype));
+  });
+  m.def("take", [](py::handle x, py::handle indices, int64_t axis) { UserSite site; return take(toArray(x), toArray(indices), axis); });
+  m.def("take_along_axis", [](py::handle x, py::handle indices, int64_t axis) {
+    UserSite site;
+    return takeAlongAxis(toArray(x), toArray(indices), axis);
+  });
+  m.def("one_hot", [](py::handle x, int64_t depth, const std::string& dtype) {
+    UserSite site;
+    return oneHot(toArray(x), depth, dtypeFromName(dtype));
+  });
+  m.def("einsum", [](const std::string& spec, py::handle a, py::handle b) {
+    UserSite site;
+    return einsum(spec, toArray(a), toArray(b));
+  });
+}
+
+}  // namespace
+
+UserSite::UserSite() : m_scope([] {
+  ir::Provenance p;
+  p.modulePath = ModuleScope::currentPath();
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  if (frame) Py_INCREF(frame);
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    std::string file = py::reinterpret_borrow<py::str>(code->co_filename);
+    Py_DECREF(code);
+    if (gPackageDir.empty() || file.compare(0, gPackageDir.size(), gPackageDir) != 0) {
+      p.file = file;
+      p.line = PyFrame_GetLineNumber(frame);
+      Py_DECREF(frame);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return p;
+}()) {}
+
+Array toArray(py::handle value, const Array* like) {
+  if (py::isinstance<Array>(value)) return value.cast<Array>();
+  if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))
+    return scalarFor(value, like);
+  if (!gAsarray) throw py::type_error("tessera.numpy is not imported");
+  return gAsarray(value).cast<Array>();
+}
+
+std::vector<Array> toArrays(const py::sequence& values) {
+  std::vector<Array> out;
+  out.reserve(values.size());
+  for (py::handle v : values) out.push_back(toArray(v));
+  return out;
+}
+
+void CallbackErrors::rethrow() {
+  if (!m_pending) return;
+  std::unique_ptr<py::error_already_set> e = std::move(m_pending);
+  e->restore();
+  throw py::error_already_set();
+}
+
+void raisePython(const Error& e) {
+  PyErr_SetString(exceptionTypeFor(e.message), e.message.c_str());
+  throw py::error_already_set();
+}
+
+}  // namespace tsr::python
+
+PYBIND11_MODULE(_tessera, m) {
+  using namespace tsr::python;
+  m.doc() = "The Tessera engine's Array API, transforms and random numbers (use the tessera package)";
+  // The backends jit compiles with (cpu, and cuda where this build has it), as the CLI's main does.
+  tsr::registerBackends();
+
+  gTesseraError = newException("tessera.TesseraError", PyExc_Exception, nullptr);
+  gShapeError = newException("tessera.ShapeError", gTesseraError, PyExc_ValueError);
+  gDTypeError = newException("tessera.DTypeError", gTesseraError, PyExc_TypeError);
+  gConcretizationError = newException("tessera.ConcretizationError", gTesseraError, PyExc_TypeError);
+  m.attr("TesseraError") = py::handle(gTesseraError);
+  m.attr("ShapeError") = py::handle(gShapeError);
+  m.attr("DTypeError") = py::handle(gDTypeError);
+  m.attr("ConcretizationError") = py::handle(gConcretizationError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tsr::Exception& e) {
+      PyErr_SetString(exceptionTypeFor(e.error().message), e.error().message.c_str());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, "out of memory: an allocation failed");
+    }
+  });
+
+  m.def("_set_package", [](const std::string& dir, py::object asarray) {
+    gPackageDir = dir;
+    gAsarray = std::move(asarray);
+  });
+  // Drop the Python reference before the interpreter tears down.
+  auto atexit = py::module_::import("atexit");
+  atexit.attr("register")(py::cpp_function([] { gAsarray = py::object(); }));
+
+  defineArray(m);
+  defineOps(m);
+  registerTransforms(m);
+}

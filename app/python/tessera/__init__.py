@@ -1,0 +1,21 @@
+"""Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, vmap, trace,
+tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's), tessera.sharding,
+tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
+
+try:
+    import numpy as _numpy
+    from . import _tessera
+except ImportError as _e:
+    from ._build_info import PYTHON as _PYTHON, VERSION as _VERSION
+    raise ImportError(f"tessera was built for {_PYTHON} (Python {_VERSION}) and needs numpy there; "
+                      f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
+                      "with -DPython3_EXECUTABLE=<this interpreter>") from _e
+from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
+from . import numpy, random, tree_util, lax, nn, optim, sharding, runs
+from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, ShapeDtypeStruct
+from .numpy import Array
+from .sharding import devices, device_count, device_put
+
+__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "jit", "grad",
+           "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct", "devices", "device_count", "device_put",
+           "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]

@@ -1,0 +1,264 @@
+"""jit, grad, value_and_grad, vjp and trace: pytrees and static arguments are handled here; the engine sees flat
+lists of Arrays (app/python/transforms.cpp)."""
+
+import functools
+import weakref
+
+from . import _tessera as _C
+from .numpy import Array, asarray, _engine_dtype
+from .tree_util import tree_flatten, tree_unflatten
+
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct"]
+
+
+def _leaf_arrays(leaves):
+    return [asarray(x) for x in leaves]
+
+
+def _argnums(argnums, nargs, what):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    out = []
+    for n in nums:
+        if not -nargs <= n < nargs:
+            raise ValueError(f"{what}: argnums {n} is out of range for {nargs} positional arguments")
+        out.append(n % nargs)
+    return tuple(out)
+
+
+class _Jitted:
+    """A function compiled once per signature: the pytree structure of its dynamic arguments, their shapes and
+    dtypes, and the values of its static arguments (which must be hashable)."""
+
+    def __init__(self, fun, static_argnums, static_argnames):
+        self._fun = fun
+        self._static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self._static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        # The engine's Jit calls back through a weak reference: a bound method would make a cycle through the
+        # C++ object, which Python's collector cannot see, and keep every jitted function (and its compiled
+        # programs) alive forever.
+        this = weakref.ref(self)
+        self._jit = _C.Jit(lambda leaves, signature: this()._call_flat(leaves, signature),
+                           getattr(fun, "__name__", "jit"))
+        self._signatures = {}  # (treedef, statics) -> the signature text the engine's cache keys on
+        self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
+        self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
+        functools.update_wrapper(self, fun)
+
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        static_nums = {n % nargs for n in self._static_argnums if -nargs <= n < nargs}
+        statics = tuple((i, args[i]) for i in sorted(static_nums))
+        statics += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_argnames))
+        dynamic = (tuple(a for i, a in enumerate(args) if i not in static_nums),
+                   {k: v for k, v in kwargs.items() if k not in self._static_argnames})
+        try:
+            hash(statics)
+        except TypeError as e:
+            raise TypeError(f"jit: static arguments must be hashable: {e}") from None
+        return dynamic, statics
+
+    def _rebuild(self, leaves, treedef, statics):
+        args, kwargs = tree_unflatten(treedef, leaves)
+        args = list(args)
+        for where, value in statics:
+            if isinstance(where, int):
+                args.insert(where, value)
+            else:
+                kwargs[where] = value
+        return args, kwargs
+
+    def _call_flat(self, leaves, signature):
+        treedef, statics = self._calls[signature]
+        args, kwargs = self._rebuild(leaves, treedef, statics)
+        out_leaves, out_tree = tree_flatten(self._fun(*args, **kwargs))
+        self._out_trees[signature] = out_tree
+        return _leaf_arrays(out_leaves)
+
+    def __call__(self, *args, **kwargs):
+        dynamic, statics = self._split(args, kwargs)
+        leaves, treedef = tree_flatten(dynamic)
+        key = (treedef, statics)
+        signature = self._signatures.get(key)
+        if signature is None:
+            signature = f"#{len(self._signatures)} {treedef} static={statics!r}"
+            self._signatures[key] = signature
+            self._calls[signature] = key
+        outs = self._jit.call(_leaf_arrays(leaves), signature)
+        return tree_unflatten(self._out_trees[signature], outs)
+
+    def cache_info(self):
+        """hits, misses, cache size and the reason of the last miss (as TESSERA_LOG_COMPILES logs it)."""
+        j = self._jit
+        return {"hits": j.hits, "misses": j.misses, "size": j.cache_size, "last_miss_reason": j.last_miss_reason,
+                "compile_seconds": j.compile_seconds}
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=()):
+    """jax.jit: traces fun once per signature, compiles it with the engine's compile sequence and caches it."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames)
+    return _Jitted(fun, static_argnums, static_argnames)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """jax.value_and_grad: fun's value and its gradient with respect to the arguments argnums (pytrees)."""
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        nums = _argnums(argnums, len(args), "value_and_grad")
+        leaves, treedef = tree_flatten(tuple(args[n] for n in nums))
+        aux_tree = []
+
+        def flat(xs):
+            diff = tree_unflatten(treedef, xs)
+            full = list(args)
+            for n, value in zip(nums, diff):
+                full[n] = value
+            out = fun(*full, **kwargs)
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    raise TypeError("value_and_grad(has_aux=True): the function must return a pair (value, aux)")
+                out, aux = out
+            else:
+                aux = None
+            aux_leaves, tree = tree_flatten(aux)
+            aux_tree[:] = [tree]
+            return [asarray(out)] + _leaf_arrays(aux_leaves)
+
+        value, grads, aux_leaves = _C.value_and_grad(flat, _leaf_arrays(leaves))
+        g = tree_unflatten(treedef, grads)
+        g = g[0] if isinstance(argnums, int) else g
+        if has_aux:
+            return (value, tree_unflatten(aux_tree[0], aux_leaves)), g
+        return value, g
+
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """jax.grad: the gradient of a scalar function with respect to the arguments argnums."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        (value_aux, g) = vg(*args, **kwargs)
+        return (g, value_aux[1]) if has_aux else g
+
+    return wrapped
+
+
+def vjp(fun, *primals, has_aux=False):
+    """jax.vjp: (fun(*primals), vjp_fn), where vjp_fn(cotangent) gives one cotangent per primal."""
+    leaves, treedef = tree_flatten(primals)
+    state = {}
+
+    def flat(xs):
+        out = fun(*tree_unflatten(treedef, xs))
+        if has_aux:
+            out, aux = out
+            state["aux"] = aux
+        out_leaves, state["out_tree"] = tree_flatten(out)
+        return _leaf_arrays(out_leaves)
+
+    outs, pullback = _C.vjp(flat, _leaf_arrays(leaves))
+    out_tree = state["out_tree"]
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != out_tree:
+            raise ValueError(f"vjp: the cotangent's structure {ct_tree} differs from the output's {out_tree}")
+        return tuple(tree_unflatten(treedef, pullback(_leaf_arrays(ct_leaves))))
+
+    result = (tree_unflatten(out_tree, outs), vjp_fn)
+    return result + (state["aux"],) if has_aux else result
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """jax.vmap: fun mapped over an axis of its arguments. in_axes is an int or None for every argument, or a
+    tuple with one per positional argument (None: shared by every example; an argument's axis applies to all
+    its leaves); out_axes an int for every output."""
+    if not isinstance(out_axes, int):
+        raise NotImplementedError("vmap: out_axes is one int for every output")
+
+    @functools.wraps(fun)
+    def batched(*args):
+        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) != len(args):
+            raise ValueError(f"vmap: in_axes has {len(axes)} entries for {len(args)} arguments")
+        leaves, leaf_axes = [], []
+        per_arg = []
+        for arg, axis in zip(args, axes):
+            arg_leaves, arg_tree = tree_flatten(arg)
+            per_arg.append(arg_tree)
+            leaves += arg_leaves
+            leaf_axes += [axis] * len(arg_leaves)
+        arrays = _leaf_arrays(leaves)
+        # The engine's -1 means shared; a negative axis counts from the end.
+        leaf_axes = [-1 if a is None else a % x.ndim for a, x in zip(leaf_axes, arrays)]
+        out_tree = []
+
+        def flat(xs):
+            it, rebuilt = iter(xs), []
+            for tree in per_arg:
+                rebuilt.append(tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
+            out_leaves, tree = tree_flatten(fun(*rebuilt))
+            out_tree[:] = [tree]
+            return _leaf_arrays(out_leaves)
+
+        outs = _C.vmap(flat, arrays, leaf_axes)
+        if out_axes != 0:
+            outs = [_C.transpose(o, _move_first(o.ndim, out_axes)) for o in outs]
+        return tree_unflatten(out_tree[0], outs)
+
+    return batched
+
+
+def _move_first(ndim, to):
+    """The permutation that moves axis 0 to position `to`."""
+    to %= ndim
+    rest = list(range(1, ndim))
+    return rest[:to] + [0] + rest[to:]
+
+
+class ShapeDtypeStruct:
+    """An abstract argument for trace: a shape and a dtype, no values."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
+
+
+class IrText(str):
+    """The IR of a traced function, as `tessera ir` prints it; shown as text at the prompt."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def _aval(x):
+    if isinstance(x, ShapeDtypeStruct):
+        return (list(x.shape), _engine_dtype(x.dtype))
+    a = asarray(x)
+    return (list(a.shape), a._dtype_name)
+
+
+def trace(fun, static_argnums=()):
+    """tessera.trace(f)(*args): the IR of f on args' shapes and dtypes (jax.make_jaxpr's habit). Arguments may be
+    arrays or ShapeDtypeStructs; static_argnums are passed to f as they are."""
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    def traced(*args):
+        statics = {i: a for i, a in enumerate(args) if i in static}
+        leaves, treedef = tree_flatten(tuple(a for i, a in enumerate(args) if i not in static))
+
+        def flat(xs):
+            dyn = iter(tree_unflatten(treedef, xs))
+            full = [statics[i] if i in statics else next(dyn) for i in range(len(args))]
+            return _leaf_arrays(tree_flatten(fun(*full))[0])
+
+        return IrText(_C.trace(flat, [_aval(x) for x in leaves], getattr(fun, "__name__", "main")))
+
+    return traced

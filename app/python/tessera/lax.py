@@ -1,0 +1,69 @@
+"""tessera.lax: structured control flow, as jax.lax. Each body is traced once into one scan or cond op (a loop
+of 12 layers is one block in the IR), and works eagerly, under jit, grad and vmap."""
+
+from . import _tessera as _C
+from .numpy import asarray
+from .tree_util import tree_flatten, tree_unflatten
+
+__all__ = ["scan", "fori_loop", "cond"]
+
+
+def _arrays(xs):
+    return [asarray(x) for x in xs]
+
+
+def scan(f, init, xs=None, length=None, reverse=False):
+    """f(carry, x) -> (carry, y) over the leading axis of xs; returns (final carry, ys stacked on axis 0)."""
+    carry_leaves, carry_tree = tree_flatten(init)
+    x_leaves, x_tree = tree_flatten(xs)
+    n_carry = len(carry_leaves)
+    x_arrays = _arrays(x_leaves)
+    if length is None:
+        if not x_arrays:
+            raise ValueError("scan: without xs, length must be given")
+        length = x_arrays[0].shape[0] if x_arrays[0].ndim else -1
+    y_tree = []
+
+    def body(flat):
+        carry = tree_unflatten(carry_tree, flat[:n_carry])
+        x = tree_unflatten(x_tree, flat[n_carry:])
+        new_carry, y = f(carry, x)
+        new_leaves, new_tree = tree_flatten(new_carry)
+        if new_tree != carry_tree:
+            raise TypeError(f"scan: the body's carry {new_tree} differs from the initial carry {carry_tree}")
+        y_leaves, tree = tree_flatten(y)
+        y_tree[:] = [tree]
+        return _arrays(new_leaves) + _arrays(y_leaves)
+
+    out = _C.scan(body, _arrays(carry_leaves), x_arrays, length, reverse)
+    return tree_unflatten(carry_tree, out[:n_carry]), tree_unflatten(y_tree[0], out[n_carry:])
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """for i in range(lower, upper): val = body_fun(i, val), i an int32 scalar; lower and upper are ints."""
+
+    def step(carry, _):
+        i, val = carry
+        return (i + 1, body_fun(i, val)), None
+
+    (_, val), _ = scan(step, (asarray(lower, "i32"), init_val), length=upper - lower)
+    return val
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """true_fun(*operands) if pred else false_fun(*operands); both must return the same structure, shapes and
+    dtypes."""
+    leaves, tree = tree_flatten(operands)
+    out_trees = {}
+
+    def branch(fun, name):
+        def flat(xs):
+            out_leaves, out_trees[name] = tree_flatten(fun(*tree_unflatten(tree, xs)))
+            return _arrays(out_leaves)
+
+        return flat
+
+    out = _C.cond(pred, branch(true_fun, "true"), branch(false_fun, "false"), _arrays(leaves))
+    if len(set(out_trees.values())) > 1:
+        raise TypeError(f"cond: the branches return different structures: {out_trees['true']} and {out_trees['false']}")
+    return tree_unflatten(next(iter(out_trees.values())), out)

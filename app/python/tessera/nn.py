@@ -1,0 +1,51 @@
+"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential:
+tessera/linen.py) and the activation functions of jax.nn, which flax.linen re-exports."""
+
+from . import _tessera as _C
+from .numpy import asarray, _engine_dtype, float32
+
+from .linen import (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential, initializers,
+                    MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
+
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
+
+
+def relu(x):
+    return _C.relu(x)
+
+
+def gelu(x, approximate=True):
+    """approximate=True: the tanh form (GPT-2's), as jax.nn.gelu's default."""
+    return _C.gelu(x, approximate)
+
+
+def sigmoid(x):
+    return _C.sigmoid(x)
+
+
+def silu(x):
+    x = asarray(x)
+    return x * _C.sigmoid(x)
+
+
+swish = silu
+
+
+def softmax(x, axis=-1):
+    return _C.softmax(x, axis)
+
+
+def log_softmax(x, axis=-1):
+    return _C.log_softmax(x, axis)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """jax.nn.logsumexp (jax.scipy.special.logsumexp): over every axis when axis is None."""
+    x = asarray(x)
+    axes = list(range(x.ndim)) if axis is None else [axis] if isinstance(axis, int) else list(axis)
+    return _C.logsumexp(x, axes, keepdims)
+
+
+def one_hot(x, num_classes, dtype=float32):
+    return _C.one_hot(asarray(x), num_classes, _engine_dtype(dtype))

@@ -1,0 +1,51 @@
+"""tessera.random: jax.random's names over the engine's Threefry-2x32 (engine/random): the same bits as JAX's
+default PRNG. A key is a u32[2] array."""
+
+from . import _tessera as _C
+from .numpy import _engine_dtype, float32, asarray
+
+__all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "categorical"]
+
+
+def _shape(shape):
+    dims = [shape] if isinstance(shape, int) else [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise _C.ShapeError(f"negative dimension in shape {tuple(dims)}")
+    return dims
+
+
+def PRNGKey(seed):
+    """jax.random.PRNGKey: [seed >> 32, seed & 0xffffffff] (seeds cast to uint64 as JAX's 64-bit mode does)."""
+    return _C.random_key(int(seed))
+
+
+key = PRNGKey
+
+
+def split(key, num=2):
+    """num new keys, as a u32[num, 2] array whose rows are keys."""
+    return _C.random_split(key, num)
+
+
+def fold_in(key, data):
+    return _C.random_fold_in(key, data)
+
+
+def bits(key, shape=(), dtype="u32"):
+    return _C.random_bits(key, _shape(shape), _engine_dtype(dtype))
+
+
+def uniform(key, shape=(), dtype=float32, minval=0.0, maxval=1.0):
+    return _C.random_uniform(key, _shape(shape), _engine_dtype(dtype), float(minval), float(maxval))
+
+
+def normal(key, shape=(), dtype=float32):
+    return _C.random_normal(key, _shape(shape), _engine_dtype(dtype))
+
+
+def bernoulli(key, p=0.5, shape=()):
+    return _C.random_bernoulli(key, float(p), _shape(shape))
+
+
+def categorical(key, logits, axis=-1):
+    return _C.random_categorical(key, asarray(logits), axis)

@@ -1,0 +1,161 @@
+"""Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), namedtuples, None and registered
+types (register_pytree_node, register_dataclass), with any other value as a leaf. None is an empty node, not a
+leaf, as in JAX."""
+
+import dataclasses
+
+__all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
+           "register_pytree_node", "register_dataclass"]
+
+# type -> (flatten(x) -> (children, aux data), unflatten(aux data, children) -> x)
+_registry = {}
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func):
+    """jax.tree_util.register_pytree_node: flatten_func(x) -> (children, aux_data) with aux_data hashable;
+    unflatten_func(aux_data, children) -> x."""
+    _registry[nodetype] = (flatten_func, unflatten_func)
+
+
+def register_dataclass(nodetype, data_fields=None, meta_fields=None):
+    """jax.tree_util.register_dataclass: data_fields are children, meta_fields part of the structure (static).
+    Without lists, every field is a child. Usable as a decorator."""
+    if data_fields is None:
+        data_fields = [f.name for f in dataclasses.fields(nodetype)]
+        meta_fields = meta_fields or []
+    data_fields, meta_fields = list(data_fields), list(meta_fields or [])
+
+    def flatten(x):
+        return [getattr(x, f) for f in data_fields], tuple(getattr(x, f) for f in meta_fields)
+
+    def unflatten(meta, children):
+        return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta)))
+
+    register_pytree_node(nodetype, flatten, unflatten)
+    return nodetype
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+class PyTreeDef:
+    """The structure of a pytree without its leaves: hashable and comparable, so it can key a cache."""
+
+    __slots__ = ("kind", "data", "children")
+
+    def __init__(self, kind, data=None, children=()):
+        self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"
+        self.data = data  # dict: the sorted keys; namedtuple: the type; custom: (the type, its aux data)
+        self.children = tuple(children)
+
+    @property
+    def num_leaves(self):
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def _key(self):
+        return (self.kind, self.data, self.children)
+
+    def __eq__(self, other):
+        return isinstance(other, PyTreeDef) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"PyTreeDef({self._text()})"
+
+    def _text(self):
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = [c._text() for c in self.children]
+        if self.kind == "tuple":
+            return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+        if self.kind == "list":
+            return "[" + ", ".join(inner) + "]"
+        if self.kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.data, inner)) + "}"
+        if self.kind == "custom":
+            return f"{self.data[0].__name__}[{self.data[1]!r}](" + ", ".join(inner) + ")"
+        return f"{self.data.__name__}(" + ", ".join(inner) + ")"
+
+
+def _flatten(tree, leaves, is_leaf):
+    if is_leaf is not None and is_leaf(tree):
+        leaves.append(tree)
+        return PyTreeDef("leaf")
+    if tree is None:
+        return PyTreeDef("none")
+    registered = _registry.get(type(tree))
+    if registered is not None:
+        children, aux = registered[0](tree)
+        return PyTreeDef("custom", (type(tree), aux), [_flatten(c, leaves, is_leaf) for c in children])
+    if _is_namedtuple(tree):
+        return PyTreeDef("namedtuple", type(tree), [_flatten(c, leaves, is_leaf) for c in tree])
+    if isinstance(tree, (tuple, list)):
+        kind = "tuple" if isinstance(tree, tuple) else "list"
+        return PyTreeDef(kind, None, [_flatten(c, leaves, is_leaf) for c in tree])
+    if isinstance(tree, dict):
+        keys = tuple(sorted(tree))
+        return PyTreeDef("dict", keys, [_flatten(tree[k], leaves, is_leaf) for k in keys])
+    leaves.append(tree)
+    return PyTreeDef("leaf")
+
+
+def tree_flatten(tree, is_leaf=None):
+    """Returns (leaves, treedef): the leaves in order (dicts by sorted key) and the structure."""
+    leaves = []
+    treedef = _flatten(tree, leaves, is_leaf)
+    return leaves, treedef
+
+
+def _build(treedef, it):
+    kind = treedef.kind
+    if kind == "leaf":
+        return next(it)
+    if kind == "none":
+        return None
+    children = [_build(c, it) for c in treedef.children]
+    if kind == "tuple":
+        return tuple(children)
+    if kind == "list":
+        return children
+    if kind == "dict":
+        return dict(zip(treedef.data, children))
+    if kind == "custom":
+        nodetype, aux = treedef.data
+        return _registry[nodetype][1](aux, children)
+    return treedef.data(*children)
+
+
+def tree_unflatten(treedef, leaves):
+    """Rebuilds a pytree of treedef's structure from leaves in flatten order."""
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"tree_unflatten: {treedef} has {treedef.num_leaves} leaves, {len(leaves)} were given")
+    return _build(treedef, iter(leaves))
+
+
+def tree_leaves(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None):
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def tree_map(f, tree, *rest, is_leaf=None):
+    """f applied to the leaves of tree (and the matching leaves of each tree in rest, which must have tree's
+    structure)."""
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    others = []
+    for r in rest:
+        r_leaves, r_def = tree_flatten(r, is_leaf)
+        if r_def != treedef:
+            raise ValueError(f"tree_map: structures differ: {treedef} and {r_def}")
+        others.append(r_leaves)
+    return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])

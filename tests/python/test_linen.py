@@ -1,0 +1,222 @@
+"""tessera.nn modules (Flax linen style): each layer against a forward pass written in numpy with the same
+parameters; parameter paths; rng streams; init/apply under jit and grad."""
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera import nn, random, tree_util
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(actual), expected, rtol=rtol, atol=atol)
+
+
+def shapes(variables):
+    return tree_util.tree_map(lambda a: tuple(a.shape), variables)
+
+
+def test_dense_against_numpy(rng):
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    layer = nn.Dense(4)
+    v = layer.init(random.PRNGKey(0), tnp.asarray(x))
+    assert shapes(v) == {"params": {"kernel": (3, 4), "bias": (4,)}}
+    k, b = np.asarray(v["params"]["kernel"]), np.asarray(v["params"]["bias"])
+    assert np.all(b == 0) and 0.2 < k.std() < 1.0  # lecun normal: std 1/sqrt(3)
+    close(layer.apply(v, tnp.asarray(x)), x @ k + b)
+    assert shapes(nn.Dense(2, use_bias=False).init(random.PRNGKey(0), tnp.asarray(x))) == {"params": {"kernel": (3, 2)}}
+
+
+def test_layer_norm_against_numpy(rng):
+    x = rng.standard_normal((4, 6)).astype(np.float32) * 3 + 1
+    ln = nn.LayerNorm(epsilon=1e-5)
+    v = ln.init(random.PRNGKey(0), tnp.asarray(x))
+    params = {"scale": tnp.asarray(rng.standard_normal(6).astype(np.float32)),
+              "bias": tnp.asarray(rng.standard_normal(6).astype(np.float32))}
+    assert shapes(v) == {"params": {"scale": (6,), "bias": (6,)}}
+    ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    close(ln.apply({"params": params}, tnp.asarray(x)), ref * np.asarray(params["scale"]) + np.asarray(params["bias"]))
+
+
+def test_embed_and_attend(rng):
+    ids = np.array([[3, 0], [1, 3]], dtype=np.int32)
+    emb = nn.Embed(5, 4)
+    v = emb.init(random.PRNGKey(0), tnp.asarray(ids))
+    table = np.asarray(v["params"]["embedding"])
+    assert table.shape == (5, 4)
+    close(emb.apply(v, tnp.asarray(ids)), table[ids])
+    q = rng.standard_normal((2, 4)).astype(np.float32)
+    close(emb.apply(v, tnp.asarray(q), method="attend"), q @ table.T)
+
+
+class Block(nn.Module):
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        return x + nn.Dense(self.features, name="proj")(nn.LayerNorm()(x))
+
+
+class Model(nn.Module):
+    depth: int
+    features: int
+
+    def blocks(self):
+        return [Block(self.features) for _ in range(self.depth)]
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        x = nn.Dense(self.features)(x)
+        for block in self.blocks():
+            x = block(x)
+        x = nn.Dropout(0.5)(x, deterministic=not train)
+        shared = nn.Dense(self.features)
+        return shared(shared(x))  # one set of parameters, used twice
+
+
+def test_parameter_paths_and_sharing():
+    v = Model(2, 4).init(random.PRNGKey(0), tnp.ones((1, 3)))
+    paths = [p for p in _paths(v["params"])]
+    assert paths == ["Block_0.LayerNorm_0.bias", "Block_0.LayerNorm_0.scale", "Block_0.proj.bias",
+                     "Block_0.proj.kernel", "Block_1.LayerNorm_0.bias", "Block_1.LayerNorm_0.scale",
+                     "Block_1.proj.bias", "Block_1.proj.kernel", "Dense_0.bias", "Dense_0.kernel",
+                     "Dense_1.bias", "Dense_1.kernel"]
+    seq = nn.Sequential([nn.Dense(4), nn.Dense(3)])
+    assert list(_paths(seq.init(random.PRNGKey(0), tnp.ones((1, 2)))["params"])) == [
+        "layers_0.bias", "layers_0.kernel", "layers_1.bias", "layers_1.kernel"]
+
+
+def _paths(tree, prefix=""):
+    for k in sorted(tree):
+        path = f"{prefix}.{k}" if prefix else k
+        if isinstance(tree[k], dict):
+            yield from _paths(tree[k], path)
+        else:
+            yield path
+
+
+def test_init_is_deterministic_per_key():
+    x = tnp.ones((2, 3))
+    a = Model(1, 4).init(random.PRNGKey(0), x)
+    b = Model(1, 4).init(random.PRNGKey(0), x)
+    c = Model(1, 4).init(random.PRNGKey(1), x)
+    for la, lb, lc in zip(tree_util.tree_leaves(a), tree_util.tree_leaves(b), tree_util.tree_leaves(c)):
+        np.testing.assert_array_equal(np.asarray(la), np.asarray(lb))
+    k_a, k_c = np.asarray(a["params"]["Dense_0"]["kernel"]), np.asarray(c["params"]["Dense_0"]["kernel"])
+    assert not np.array_equal(k_a, k_c)
+    # Two layers of the same shape get different initial values.
+    assert not np.array_equal(k_a, np.asarray(a["params"]["Block_0"]["proj"]["kernel"])[:3])
+
+
+def test_dropout_streams(rng):
+    x = tnp.ones((100, 100))
+    drop = nn.Dropout(0.3)
+    close(drop.apply({}, x, deterministic=True), np.ones((100, 100)))
+    y = np.asarray(drop.apply({}, x, deterministic=False, rngs={"dropout": random.PRNGKey(5)}))
+    assert abs((y == 0).mean() - 0.3) < 0.02
+    close(y[y != 0], 1 / 0.7)
+    y2 = np.asarray(drop.apply({}, x, deterministic=False, rngs={"dropout": random.PRNGKey(5)}))
+    np.testing.assert_array_equal(y, y2)
+    with pytest.raises(ValueError, match="dropout"):
+        drop.apply({}, x, deterministic=False)
+
+
+def test_apply_under_jit_and_grad(rng):
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    y = rng.standard_normal((8, 2)).astype(np.float32)
+    layer = nn.Dense(2)
+    v = layer.init(random.PRNGKey(0), tnp.asarray(x))
+
+    def loss(v, x, y):
+        return tnp.mean((layer.apply(v, x) - y) ** 2)
+
+    value, g = tessera.jit(tessera.value_and_grad(loss))(v, tnp.asarray(x), tnp.asarray(y))
+    k, b = np.asarray(v["params"]["kernel"]), np.asarray(v["params"]["bias"])
+    r = x @ k + b - y
+    close(value, np.mean(r ** 2))
+    close(g["params"]["kernel"], 2 * x.T @ r / r.size, rtol=1e-4)
+    close(g["params"]["bias"], 2 * r.sum(0) / r.size, rtol=1e-4)
+
+
+def test_misuse_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="init"):
+        nn.Dense(3)(tnp.ones((1, 2)))
+    v = nn.Dense(3).init(random.PRNGKey(0), tnp.ones((1, 2)))
+    with pytest.raises(KeyError, match="kernel"):
+        nn.Dense(3).apply({"params": {"bias": v["params"]["bias"]}}, tnp.ones((1, 2)))
+
+
+def test_causal_self_attention_against_numpy(rng):
+    b, length, f, h = 2, 5, 8, 2
+    x = rng.standard_normal((b, length, f)).astype(np.float32)
+    attn = nn.MultiHeadDotProductAttention(num_heads=h)
+    mask = nn.make_causal_mask(tnp.ones((b, length)))
+    v = attn.init(random.PRNGKey(0), tnp.asarray(x), mask=mask)
+    p = tree_util.tree_map(np.asarray, v["params"])
+    assert sorted(p) == ["key", "out", "query", "value"] and p["query"]["kernel"].shape == (f, f)
+
+    def proj(name, x):
+        return x @ p[name]["kernel"] + p[name]["bias"]
+
+    d = f // h
+    q, k, val = (proj(n, x).reshape(b, length, h, d) for n in ("query", "key", "value"))
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d)
+    logits = np.where(np.tril(np.ones((length, length), bool)), logits, -np.inf)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    ref = proj("out", np.einsum("bhqk,bkhd->bqhd", w, val).reshape(b, length, f))
+    close(attn.apply(v, tnp.asarray(x), mask=mask), ref, rtol=1e-4, atol=1e-5)
+    # Causal: the first position's output does not depend on later positions.
+    x2 = x.copy()
+    x2[:, 1:] += 1.0
+    out1 = np.asarray(attn.apply(v, tnp.asarray(x), mask=mask))
+    out2 = np.asarray(attn.apply(v, tnp.asarray(x2), mask=mask))
+    close(out1[:, 0], out2[:, 0])
+
+
+class TiedLM(nn.Module):
+    vocab: int
+    width: int
+
+    def setup(self):
+        self.embed = nn.Embed(self.vocab, self.width)
+        self.blocks = [Block(self.width) for _ in range(2)]
+        self.scale = self.param("scale", nn.initializers.ones, (self.width,))
+
+    def __call__(self, ids):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.embed.attend(x * self.scale)  # the output layer shares the embedding
+
+
+def test_setup_names_submodules_by_attribute_and_methods_use_their_own_parameters(rng):
+    ids = np.array([[1, 3, 2]], dtype=np.int32)
+    model = TiedLM(5, 4)
+    v = model.init(random.PRNGKey(0), tnp.asarray(ids))
+    assert list(_paths(v["params"])) == [
+        "blocks_0.LayerNorm_0.bias", "blocks_0.LayerNorm_0.scale", "blocks_0.proj.bias", "blocks_0.proj.kernel",
+        "blocks_1.LayerNorm_0.bias", "blocks_1.LayerNorm_0.scale", "blocks_1.proj.bias", "blocks_1.proj.kernel",
+        "embed.embedding", "scale"]
+    p = tree_util.tree_map(np.asarray, v["params"])
+    x = p["embed"]["embedding"][ids]
+    for name in ("blocks_0", "blocks_1"):
+        b = p[name]
+        h = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+        h = h * b["LayerNorm_0"]["scale"] + b["LayerNorm_0"]["bias"]
+        x = x + h @ b["proj"]["kernel"] + b["proj"]["bias"]
+    close(model.apply(v, tnp.asarray(ids)), (x * p["scale"]) @ p["embed"]["embedding"].T, rtol=1e-4)
+
+
+class UsesAttend(nn.Module):
+    @nn.compact
+    def __call__(self, ids):
+        embed = nn.Embed(6, 3)
+        return embed.attend(embed(ids))
+
+
+def test_a_compact_submodules_method_reads_its_parameters():
+    v = UsesAttend().init(random.PRNGKey(0), tnp.asarray([0, 5]))
+    assert list(_paths(v["params"])) == ["Embed_0.embedding"]
+    table = np.asarray(v["params"]["Embed_0"]["embedding"])
+    close(UsesAttend().apply(v, tnp.asarray([0, 5])), table[[0, 5]] @ table.T)

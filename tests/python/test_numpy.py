@@ -1,0 +1,331 @@
+"""tessera.numpy against numpy on random inputs."""
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-6):
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+UNARY = [
+    ("negative", np.negative, None), ("abs", np.abs, None), ("exp", np.exp, None), ("sin", np.sin, None),
+    ("cos", np.cos, None), ("tanh", np.tanh, None), ("square", np.square, None), ("sign", np.sign, None),
+    ("floor", np.floor, None), ("ceil", np.ceil, None),
+    ("log", np.log, "positive"), ("sqrt", np.sqrt, "positive"), ("log1p", np.log1p, "positive"),
+    ("expm1", np.expm1, None), ("tan", np.tan, "small"),
+]
+
+
+def sample(rng, shape, domain=None):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if domain == "positive":
+        return np.abs(x) + 0.1
+    if domain == "small":
+        return x * 0.5
+    return x
+
+
+@pytest.mark.parametrize("name,ref,domain", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5)])
+def test_unary(rng, name, ref, domain, shape):
+    x = sample(rng, shape, domain)
+    close(getattr(tnp, name)(tnp.asarray(x)), ref(x), rtol=2e-5, atol=2e-6)
+
+
+BINARY = [
+    ("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply), ("divide", np.divide),
+    ("maximum", np.maximum), ("minimum", np.minimum), ("power", np.power), ("arctan2", np.arctan2),
+    ("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less), ("less_equal", np.less_equal),
+    ("greater", np.greater), ("greater_equal", np.greater_equal),
+]
+
+
+@pytest.mark.parametrize("name,ref", BINARY, ids=[b[0] for b in BINARY])
+@pytest.mark.parametrize("shapes", [((4, 3), (4, 3)), ((4, 3), (3,)), ((2, 1, 3), (4, 1)), ((), (5,))])
+def test_binary_broadcasting(rng, name, ref, shapes):
+    a, b = (sample(rng, s) for s in shapes)
+    if name == "power":
+        a = np.abs(a) + 0.5
+    if name == "divide":
+        b = np.where(np.abs(b) < 0.1, 0.5, b).astype(np.float32)
+    out = getattr(tnp, name)(tnp.asarray(a), tnp.asarray(b))
+    expected = ref(a, b)
+    assert np.asarray(out).dtype == expected.dtype
+    close(out, expected, rtol=2e-5, atol=2e-6)
+
+
+def test_operators_match_numpy(rng):
+    a, b = sample(rng, (3, 4)), sample(rng, (3, 4)) + 3.0
+    x, y = tnp.asarray(a), tnp.asarray(b)
+    close(x + y, a + b)
+    close(x - y, a - b)
+    close(x * y, a * b)
+    close(x / y, a / b)
+    close(-x, -a)
+    close(abs(x), np.abs(a))
+    close(y ** 2, b ** 2, rtol=1e-5)
+    close(2.0 - x, 2.0 - a)
+    close(1.0 / y, 1.0 / b)
+    close(x < y, a < b)
+    close(x >= 0, a >= 0)
+    close(x == x, np.ones_like(a, dtype=bool))
+    close(x @ y.T, a @ b.T, rtol=1e-5, atol=1e-5)
+
+
+def test_python_scalars_keep_the_array_dtype():
+    x = tnp.arange(4)
+    assert (x * 2).dtype == tnp.int32
+    assert (x * 2.5).dtype == tnp.float32
+    h = tnp.ones((2,), tnp.float16)
+    assert (h + 1.0).dtype == tnp.float16
+    assert (tnp.ones((2,), tnp.bfloat16) * 3).dtype == tnp.bfloat16
+
+
+def test_where_and_clip(rng):
+    a, b = sample(rng, (5, 4)), sample(rng, (5, 4))
+    close(tnp.where(tnp.asarray(a) > 0, tnp.asarray(a), tnp.asarray(b)), np.where(a > 0, a, b))
+    close(tnp.where(tnp.asarray(a) > 0, tnp.asarray(a), 0.0), np.where(a > 0, a, 0.0))
+    close(tnp.clip(tnp.asarray(a), -0.5, 0.5), np.clip(a, -0.5, 0.5))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions(rng, name, axis, keepdims):
+    a = sample(rng, (3, 4, 5)) * 0.5 + 1.0
+    out = getattr(tnp, name)(tnp.asarray(a), axis=axis, keepdims=keepdims)
+    close(out, getattr(np, name)(a, axis=axis, keepdims=keepdims), rtol=1e-4, atol=1e-5)
+
+
+def test_argmax_var_std(rng):
+    a = sample(rng, (6, 7))
+    close(tnp.argmax(tnp.asarray(a), axis=1), np.argmax(a, axis=1).astype(np.int32))
+    close(tnp.argmin(tnp.asarray(a)), np.int32(np.argmin(a)))
+    close(tnp.var(tnp.asarray(a), axis=0), np.var(a, axis=0), rtol=1e-4)
+    close(tnp.std(tnp.asarray(a)), np.std(a), rtol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((5, 2, 3, 4), (2, 4, 3)),
+                                    ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,))])
+def test_matmul(rng, shapes):
+    a, b = (sample(rng, s) for s in shapes)
+    close(tnp.matmul(tnp.asarray(a), tnp.asarray(b)), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum(rng):
+    a, b = sample(rng, (2, 3, 4, 5)), sample(rng, (2, 3, 6, 5))
+    close(tnp.einsum("bhtd,bhsd->bhts", tnp.asarray(a), tnp.asarray(b)), np.einsum("bhtd,bhsd->bhts", a, b),
+          rtol=1e-5, atol=1e-5)
+
+
+def test_layout(rng):
+    a = sample(rng, (2, 3, 4))
+    x = tnp.asarray(a)
+    close(tnp.reshape(x, (6, 4)), a.reshape(6, 4))
+    close(x.reshape(4, -1), a.reshape(4, -1))
+    close(tnp.transpose(x), a.T)
+    close(tnp.transpose(x, (1, 0, 2)), a.transpose(1, 0, 2))
+    close(x.T, a.T)
+    close(tnp.swapaxes(x, 0, 2), np.swapaxes(a, 0, 2))
+    close(tnp.broadcast_to(tnp.asarray(a[:, :1, :]), (2, 3, 4)), np.broadcast_to(a[:, :1, :], (2, 3, 4)))
+    close(tnp.expand_dims(x, 1), np.expand_dims(a, 1))
+    close(tnp.squeeze(tnp.asarray(a[:, :1])), np.squeeze(a[:, :1]))
+    close(tnp.ravel(x), a.ravel())
+    close(tnp.flip(x, 1), np.flip(a, 1))
+    b = sample(rng, (2, 5, 4))
+    close(tnp.concatenate([x, tnp.asarray(b)], axis=1), np.concatenate([a, b], axis=1))
+    close(tnp.stack([x, x * 2], axis=1), np.stack([a, a * 2], axis=1))
+    close(tnp.stack([x, x], axis=-1), np.stack([a, a], axis=-1))
+
+
+@pytest.mark.parametrize("key", [
+    0, -1, (1, 2), (slice(None), 1), (slice(1, 3),), (..., 2), (0, ..., slice(None, None, 2)),
+    (None, 1), (slice(None), None, slice(2, None)), (slice(None, None, -1),), (1, slice(3, 0, -2)),
+    (slice(-3, None), -2, slice(None, 4, 3)),
+])
+def test_basic_indexing(rng, key):
+    a = sample(rng, (3, 4, 5))
+    close(tnp.asarray(a)[key], a[key])
+
+
+def test_integer_array_indexing(rng):
+    a = sample(rng, (5, 3))
+    idx = np.array([4, 0, 2, 2], dtype=np.int32)
+    close(tnp.asarray(a)[idx], a[idx])
+    close(tnp.asarray(a)[:, np.array([2, 0])], a[:, [2, 0]])
+    close(tnp.take(tnp.asarray(a), tnp.asarray(idx), axis=0), np.take(a, idx, axis=0))
+
+
+def test_index_errors():
+    x = tnp.zeros((2, 3))
+    with pytest.raises(IndexError):
+        x[2]
+    with pytest.raises(IndexError):
+        x[0, 0, 0]
+
+
+def test_creation():
+    close(tnp.zeros((2, 3)), np.zeros((2, 3), np.float32))
+    close(tnp.ones(4, tnp.int32), np.ones(4, np.int32))
+    close(tnp.full((2, 2), 7.5), np.full((2, 2), 7.5, np.float32))
+    close(tnp.full((3,), 2), np.full((3,), 2, np.int32))
+    close(tnp.arange(5), np.arange(5, dtype=np.int32))
+    close(tnp.arange(2, 11, 3), np.arange(2, 11, 3, dtype=np.int32))
+    close(tnp.arange(0.0, 1.0, 0.25), np.arange(0.0, 1.0, 0.25, dtype=np.float32))
+    close(tnp.eye(3), np.eye(3, dtype=np.float32))
+    close(tnp.eye(3, 4, k=1), np.eye(3, 4, k=1, dtype=np.float32))
+    close(tnp.linspace(0.0, 1.0, 5), np.linspace(0.0, 1.0, 5, dtype=np.float32))
+    close(tnp.zeros_like(tnp.ones((2,), tnp.int32)), np.zeros(2, np.int32))
+
+
+def test_dtypes_and_conversion(rng):
+    a = sample(rng, (3, 4))
+    assert tnp.asarray(a).dtype == np.float32
+    assert tnp.asarray(a.astype(np.float64)).dtype == tnp.float32  # 64-bit mode off, as in JAX
+    assert tnp.asarray([1, 2, 3]).dtype == tnp.int32
+    assert tnp.asarray([True, False]).dtype == tnp.bool_
+    assert tnp.asarray(a, dtype=tnp.float16).dtype == tnp.float16
+    close(tnp.asarray(a, tnp.float16), a.astype(np.float16))
+    b = tnp.asarray(a, dtype=tnp.bfloat16)
+    assert b.dtype == tnp.bfloat16
+    close(b, a, rtol=1e-2, atol=1e-2)  # bf16 keeps 8 bits of mantissa; numpy sees it as float32
+    assert np.asarray(b).dtype == np.float32
+    i = tnp.asarray(a).astype(tnp.int32)
+    close(i, a.astype(np.int32))
+    assert tnp.asarray(a).shape == (3, 4) and tnp.asarray(a).ndim == 2 and tnp.asarray(a).size == 12
+
+
+def test_numpy_view_is_zero_copy_and_read_only(rng):
+    x = tnp.asarray(sample(rng, (4, 4)))
+    v1, v2 = np.asarray(x), np.asarray(x)
+    assert v1.__array_interface__["data"][0] == v2.__array_interface__["data"][0]
+    assert not v1.flags.writeable
+    del x
+    assert v1.shape == (4, 4) and np.isfinite(v1).all()  # the view keeps the buffer alive
+
+
+def test_scalars_and_iteration():
+    x = tnp.asarray([1.5, 2.5])
+    assert float(x[1]) == 2.5
+    assert x[0].item() == 1.5
+    assert bool(x[0] > 1)
+    assert [float(v) for v in x] == [1.5, 2.5]
+    assert len(x) == 2
+    assert x.tolist() == [1.5, 2.5]
+
+
+@pytest.mark.parametrize("key", [1, (slice(None), 2), (slice(1, 3), slice(0, 5, 2)), (..., -1), (0, 1, 2)])
+def test_at_set_and_add(rng, key):
+    a = sample(rng, (3, 4, 5))
+    expected_shape = a[key].shape
+    v = sample(rng, expected_shape)
+    ref_set, ref_add = a.copy(), a.copy()
+    ref_set[key] = v
+    ref_add[key] += v
+    x = tnp.asarray(a)
+    close(x.at[key].set(tnp.asarray(v)), ref_set)
+    close(x.at[key].add(tnp.asarray(v)), ref_add)
+    close(x.at[key].set(7.0), np.where(np.isin(np.arange(a.size).reshape(a.shape), np.arange(a.size).reshape(a.shape)[key]), 7.0, a))
+    close(x.at[key].get(), a[key])
+    close(x, a)  # x itself is unchanged
+
+
+def test_at_with_an_integer_array(rng):
+    a = sample(rng, (5, 3))
+    idx = np.array([4, 1, 4], dtype=np.int32)
+    v = sample(rng, (3, 3))
+    ref = a.copy()
+    np.add.at(ref, idx, v)  # repeated indices accumulate
+    close(tnp.asarray(a).at[idx].add(tnp.asarray(v)), ref)
+    ref = a.copy()
+    ref[[0, 2]] = v[:2]
+    close(tnp.asarray(a).at[np.array([0, 2])].set(tnp.asarray(v[:2])), ref)
+    ref = a.copy()
+    ref[:, [2, 0]] = 1.0
+    close(tnp.asarray(a).at[:, np.array([2, 0])].set(1.0), ref)
+
+
+def test_split(rng):
+    a = sample(rng, (6, 4))
+    for got, want in zip(tnp.split(tnp.asarray(a), 3), np.split(a, 3)):
+        close(got, want)
+    for got, want in zip(tnp.split(tnp.asarray(a), [1, 3], axis=1), np.split(a, [1, 3], axis=1)):
+        close(got, want)
+    with pytest.raises(ValueError):
+        tnp.split(tnp.asarray(a), 4)
+
+
+def test_asarray_stacks_sequences_of_arrays(rng):
+    a, b = sample(rng, (3,)), sample(rng, (3,))
+    close(tnp.asarray([tnp.asarray(a), tnp.asarray(b)]), np.stack([a, b]))
+    close(tessera.jit(lambda x: tnp.asarray([[x, x * 2]]))(tnp.asarray(a)), np.stack([[a, a * 2]]))
+    with pytest.raises(TypeError):
+        hash(tnp.asarray(a))
+
+
+def test_the_remaining_functions(rng):
+    a = sample(rng, (4, 5))
+    b = sample(rng, (4, 5)) + 4.0
+    i = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+    j = rng.integers(1, 7, (4, 5)).astype(np.int32)
+    x, y, ix, jx = tnp.asarray(a), tnp.asarray(b), tnp.asarray(i), tnp.asarray(j)
+    close(tnp.exp2(x), np.exp2(a), rtol=2e-5)
+    close(tnp.round(x * 3), np.round(a * 3))
+    with np.errstate(divide="ignore"):
+        close(tnp.isfinite(x / tnp.asarray(np.where(a > 0, 0.0, 1.0).astype(np.float32))),
+              np.isfinite(a / np.where(a > 0, 0.0, 1.0)))
+    close(tnp.remainder(ix, jx), np.remainder(i, j))
+    close(tnp.mod(x, 0.7), np.mod(a, np.float32(0.7)), atol=1e-5)
+    close(tnp.reciprocal(y), np.reciprocal(b))
+    close(tnp.positive(x), a)
+    close(tnp.logical_and(x > 0, y > 4), np.logical_and(a > 0, b > 4))
+    close(tnp.logical_or(x > 0, y > 4), np.logical_or(a > 0, b > 4))
+    close(tnp.logical_not(x > 0), np.logical_not(a > 0))
+    close(tnp.bitwise_and(ix, jx), np.bitwise_and(i, j))
+    close(tnp.bitwise_or(ix, jx), np.bitwise_or(i, j))
+    close(tnp.bitwise_xor(ix, jx), np.bitwise_xor(i, j))
+    close(tnp.left_shift(ix, jx), np.left_shift(i, j))
+    close(tnp.right_shift(ix, jx), np.right_shift(i, j))
+    close(tnp.dot(x, y.T), np.dot(a, b.T), rtol=1e-5, atol=1e-5)
+    close(tnp.dot(x, 2.0), a * 2)
+    close(tnp.amax(x, axis=0), np.amax(a, axis=0))
+    close(tnp.amin(x, axis=1), np.amin(a, axis=1))
+    close(tnp.full_like(x, 3.0), np.full_like(a, 3.0))
+    close(tnp.ones_like(ix), np.ones_like(i))
+    idx = np.argsort(a, axis=1).astype(np.int32)
+    close(tnp.take_along_axis(x, idx, axis=1), np.take_along_axis(a, idx, axis=1))
+    close(tnp.astype(x, tnp.int32), a.astype(np.int32))
+
+
+def test_remainder_and_floor_divide_follow_numpy_signs(rng):
+    i = rng.integers(-50, 50, (30,)).astype(np.int32)
+    j = rng.choice([-7, -3, -1, 1, 2, 5], (30,)).astype(np.int32)
+    a = sample(rng, (30,)) * 5
+    close(tnp.asarray(i) % tnp.asarray(j), i % j)
+    close(tnp.asarray(i) // tnp.asarray(j), i // j)
+    close(tnp.asarray(i) % 4, i % 4)
+    close(7 // tnp.asarray(j), 7 // j)
+    close(tnp.asarray(a) % -1.5, a % np.float32(-1.5), atol=1e-5)
+    close(tnp.asarray(a) // 1.5, a // np.float32(1.5))
+
+
+@pytest.mark.parametrize("dtype,tol", [(tnp.float32, 1e-6), (tnp.float16, 2e-3), (tnp.bfloat16, 1.6e-2),
+                                       (tnp.int32, 0)])
+def test_dtypes_through_ops(rng, dtype, tol):
+    """Each dtype against numpy in float64 on values the dtype holds exactly, rounded once at the end."""
+    a = np.round(sample(rng, (3, 4)) * 4)
+    b = np.round(sample(rng, (3, 4)) * 4)
+    x, y = tnp.asarray(a, dtype), tnp.asarray(b, dtype)
+    for got, want in [(x + y, a + b), (x * y, a * b), (tnp.maximum(x, y), np.maximum(a, b)), (-x, -a),
+                      (tnp.sum(x, axis=1), a.sum(1)), (tnp.max(x, axis=0), a.max(0)),
+                      (tnp.reshape(x, (4, 3)), a.reshape(4, 3)), (x.T, a.T), (x[1:, ::2], a[1:, ::2]),
+                      (tnp.concatenate([x, y]), np.concatenate([a, b]))]:
+        assert got.dtype == dtype
+        np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=tol, atol=tol)
+    assert (x < y).dtype == tnp.bool_

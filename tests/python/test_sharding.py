@@ -1,0 +1,78 @@
+"""tessera.sharding on 8 virtual CPU devices (conftest.py asks for them): device_put, SPMD jit, sharding
+constraints, the device grid, and errors. Values are checked against numpy on the whole arrays."""
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera.sharding import Mesh, NamedSharding, P, make_mesh, visualize_array_sharding, with_sharding_constraint
+
+
+@pytest.fixture
+def mesh():
+    return Mesh(np.array(tessera.devices()).reshape(4, 2), ("data", "model"))
+
+
+def test_devices_and_meshes(mesh):
+    assert tessera.device_count() == 8 and len(tessera.devices()) == 8
+    assert repr(mesh) == "Mesh('data': 4, 'model': 2)"
+    assert make_mesh((2, 4), ("a", "b")).shape == [2, 4]
+    assert Mesh((8,), ("x",)).device_ids == list(range(8))
+    with pytest.raises(tessera.TesseraError):
+        tessera.sharding.set_cpu_devices(4)  # the devices exist already
+
+
+def test_device_put_splits_and_gathers(rng, mesh):
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    s = NamedSharding(mesh, P("data", "model"))
+    x = tessera.device_put(tnp.asarray(a), s)
+    assert repr(x.sharding) == "NamedSharding(Mesh('data': 4, 'model': 2), P('data', 'model'))"
+    assert s.shard_shape([8, 6]) == [2, 3]
+    np.testing.assert_array_equal(np.asarray(x), a)
+    assert tnp.asarray(a).sharding is None
+    np.testing.assert_allclose(np.asarray(tnp.exp(x) + 1.0), np.exp(a) + 1.0, rtol=1e-6)  # eager ops on shards
+
+
+def test_jit_runs_spmd_on_sharded_arguments(rng, mesh):
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    x = tessera.device_put(tnp.asarray(a), NamedSharding(mesh, P("data")))
+    wm = tessera.device_put(tnp.asarray(w), NamedSharding(mesh, P(None, "model")))
+    f = tessera.jit(lambda x, w: tnp.tanh(x @ w))
+    y = f(x, wm)
+    np.testing.assert_allclose(np.asarray(y), np.tanh(a @ w), rtol=1e-5, atol=1e-6)
+    assert repr(y.sharding.spec) == "[['data'], ['model']]"
+    g = tessera.jit(lambda x: with_sharding_constraint(x * 2, NamedSharding(mesh, P(None, "model"))))
+    z = g(x)
+    np.testing.assert_allclose(np.asarray(z), 2 * a)
+    assert z.sharding.spec == [[], ["model"]]
+    # A gradient step over sharded parameters.
+    loss = lambda w, x: tnp.mean(tnp.tanh(x @ w) ** 2)
+    gw = tessera.jit(tessera.grad(loss))(wm, x)
+    eps, num = 1e-3, np.zeros_like(w, dtype=np.float64)
+    ref = lambda w: np.mean(np.tanh(a.astype(np.float64) @ w) ** 2)
+    for i in np.ndindex(w.shape):
+        up, down = w.astype(np.float64), w.astype(np.float64)
+        up[i] += eps
+        down[i] -= eps
+        num[i] = (ref(up) - ref(down)) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(gw), num, rtol=1e-3, atol=1e-5)
+
+
+def test_visualize_array_sharding(mesh):
+    x = tessera.device_put(tnp.zeros((8, 8)), NamedSharding(mesh, P("data", "model")))
+    text = visualize_array_sharding(x, print_it=False)
+    lines = text.strip().splitlines()
+    assert [f"CPU {i}" in text for i in range(8)] == [True] * 8
+    assert len(lines) == 9  # 4 rows of blocks: a border line above, between and below each
+    assert "CPU 0" in lines[1] and "CPU 1" in lines[1] and "CPU 6" in lines[7] and "CPU 7" in lines[7]
+    replicated = visualize_array_sharding(tessera.device_put(tnp.zeros((8, 8)), NamedSharding(mesh, P("data"))),
+                                          print_it=False)
+    assert "CPU 0,1" in replicated  # each row block held by the two devices of its 'model' column
+
+
+def test_sharding_errors(mesh):
+    with pytest.raises(tessera.ShapeError, match="nope"):
+        NamedSharding(mesh, P("nope"))
+    with pytest.raises(tessera.ShapeError, match=r"\[3,8\]"):
+        tessera.device_put(tnp.ones((3, 8)), NamedSharding(mesh, P("data")))

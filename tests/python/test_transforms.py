@@ -1,0 +1,271 @@
+"""grad, value_and_grad, vjp, jit and trace through the Python API. Gradients are checked against central
+finite differences of the same function written in float64 numpy (an independent reference)."""
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+
+
+def finite_difference(f, x, eps=1e-6):
+    """d f / d x of a numpy float64 function, by central differences."""
+    x = np.array(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (f(up) - f(down)) / (2 * eps)
+    return g
+
+
+def close(actual, expected, rtol=1e-3, atol=1e-4):
+    actual = np.asarray(actual)
+    assert actual.shape == np.shape(expected)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def test_grad_of_elementwise_and_reductions(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    f = lambda x: tnp.sum(tnp.tanh(x) * tnp.exp(x * 0.5) + tnp.sin(x) ** 2)
+    ref = lambda x: np.sum(np.tanh(x) * np.exp(x * 0.5) + np.sin(x) ** 2)
+    close(tessera.grad(f)(tnp.asarray(x)), finite_difference(ref, x))
+
+
+def test_grad_of_matmul_mlp_with_argnums(rng):
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+
+    def f(w, x, b):
+        h = tnp.maximum(x @ w + b, 0.1 * (x @ w + b))
+        return tnp.mean(h * h)
+
+    def ref_w(w_):
+        h = x.astype(np.float64) @ w_ + b
+        return np.mean(np.maximum(h, 0.1 * h) ** 2)
+
+    def ref_b(b_):
+        h = x.astype(np.float64) @ w + b_
+        return np.mean(np.maximum(h, 0.1 * h) ** 2)
+
+    gw, gb = tessera.grad(f, argnums=(0, 2))(tnp.asarray(w), tnp.asarray(x), tnp.asarray(b))
+    close(gw, finite_difference(ref_w, w))
+    close(gb, finite_difference(ref_b, b))
+
+
+def test_value_and_grad_of_a_pytree_with_aux(rng):
+    params = {"w": rng.standard_normal((3, 2)).astype(np.float32), "b": np.zeros(2, np.float32)}
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    y = rng.standard_normal((4, 2)).astype(np.float32)
+
+    def loss(p, x, y):
+        pred = x @ p["w"] + p["b"]
+        return tnp.mean((pred - y) ** 2), {"pred": pred, "n": tnp.asarray(4)}
+
+    (value, aux), g = tessera.value_and_grad(loss, has_aux=True)(
+        {k: tnp.asarray(v) for k, v in params.items()}, tnp.asarray(x), tnp.asarray(y))
+    pred = x @ params["w"] + params["b"]
+    close(value, np.mean((pred - y) ** 2), rtol=1e-5)
+    close(aux["pred"], pred, rtol=1e-5)
+    assert int(aux["n"]) == 4
+    assert set(g) == {"w", "b"}
+    ref_w = lambda w: np.mean((x @ w + params["b"] - y) ** 2)
+    ref_b = lambda b: np.mean((x @ params["w"] + b - y) ** 2)
+    close(g["w"], finite_difference(ref_w, params["w"]))
+    close(g["b"], finite_difference(ref_b, params["b"]))
+
+
+def test_grad_with_has_aux_returns_the_aux():
+    g, aux = tessera.grad(lambda x: (tnp.sum(x * x), {"double": x * 2}), has_aux=True)(tnp.asarray([1.0, 2.0]))
+    close(g, [2.0, 4.0])
+    close(aux["double"], [2.0, 4.0])
+
+
+def test_grad_of_grad_is_the_second_derivative():
+    f = lambda x: tnp.sin(x) * x
+    d2 = tessera.grad(tessera.grad(f))
+    for v in [0.3, 1.2, -2.0]:
+        close(d2(tnp.asarray(v)), 2 * np.cos(v) - v * np.sin(v), rtol=1e-4)
+
+
+def test_grad_requires_a_scalar_loss():
+    with pytest.raises(tessera.TesseraError, match="scalar"):
+        tessera.grad(lambda x: x * 2)(tnp.ones((3,)))
+
+
+def test_vjp_against_the_transposed_jacobian(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    x = rng.standard_normal((4,)).astype(np.float32)
+    ct = rng.standard_normal((3,)).astype(np.float32)
+    out, pullback = tessera.vjp(lambda a, x: a @ x, tnp.asarray(a), tnp.asarray(x))
+    close(out, a @ x, rtol=1e-5)
+    ga, gx = pullback(tnp.asarray(ct))
+    close(ga, np.outer(ct, x), rtol=1e-5)
+    close(gx, a.T @ ct, rtol=1e-5)
+
+
+def test_jit_equals_eager_and_hits_the_cache(rng):
+    def f(params, x):
+        h = tnp.tanh(x @ params["w"] + params["b"])
+        return {"out": h, "norm": tnp.sum(h * h)}, h.shape[0]
+
+    params = {"w": tnp.asarray(rng.standard_normal((3, 5)).astype(np.float32)), "b": tnp.zeros((5,))}
+    x = tnp.asarray(rng.standard_normal((4, 3)).astype(np.float32))
+    jf = tessera.jit(f)
+    eager = f(params, x)
+    jitted = jf(params, x)
+    close(jitted[0]["out"], np.asarray(eager[0]["out"]), rtol=1e-5, atol=1e-6)
+    close(jitted[0]["norm"], np.asarray(eager[0]["norm"]), rtol=1e-5)
+    assert int(jitted[1]) == 4
+    assert jf.cache_info()["misses"] == 1 and jf.cache_info()["hits"] == 0
+    jf(params, x * 2)
+    info = jf.cache_info()
+    assert info["hits"] == 1 and info["misses"] == 1 and info["size"] == 1
+    jf(params, tnp.ones((7, 3)))  # a new shape compiles again, and says why
+    info = jf.cache_info()
+    assert info["misses"] == 2 and "[4,3]" in info["last_miss_reason"] and "[7,3]" in info["last_miss_reason"]
+
+
+def test_jit_static_argnums_and_argnames():
+    calls = []
+
+    def power(x, n, scale=1.0):
+        calls.append(n)
+        y = x
+        for _ in range(n - 1):
+            y = y * x
+        return y * scale
+
+    jp = tessera.jit(power, static_argnums=1)
+    x = tnp.asarray([1.0, 2.0, 3.0])
+    close(jp(x, 3), [1.0, 8.0, 27.0])
+    close(jp(x + 1, 3), [8.0, 27.0, 64.0])
+    close(jp(x, 2), [1.0, 4.0, 9.0])
+    assert calls == [3, 2]  # traced once per static value
+    jn = tessera.jit(power, static_argnames="n")
+    close(jn(x, n=2, scale=tnp.asarray(0.5)), [0.5, 2.0, 4.5])
+    with pytest.raises(TypeError, match="hashable"):
+        tessera.jit(power, static_argnums=1)(x, [2])
+
+
+def test_jit_of_grad_equals_grad(rng):
+    x = tnp.asarray(rng.standard_normal((6,)).astype(np.float32))
+    f = lambda x: tnp.sum(tnp.exp(x) * tnp.cos(x))
+    close(tessera.jit(tessera.grad(f))(x), np.asarray(tessera.grad(f)(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_grad_inside_jit_of_a_training_step(rng):
+    w = tnp.asarray(rng.standard_normal((3,)).astype(np.float32))
+    x = tnp.asarray(rng.standard_normal((8, 3)).astype(np.float32))
+    y = x @ tnp.asarray([1.0, -2.0, 0.5])
+    loss = lambda w: tnp.mean((x @ w - y) ** 2)
+
+    @tessera.jit
+    def step(w):
+        return w - 0.1 * tessera.grad(loss)(w)
+
+    first = float(loss(w))
+    for _ in range(50):
+        w = step(w)
+    assert float(loss(w)) < first * 1e-2
+    assert step.cache_info()["misses"] == 1
+
+
+def test_trace_prints_the_ir():
+    def f(x, w):
+        return tnp.sum(tnp.exp(x @ w))
+
+    text = tessera.trace(f)(tnp.ones((2, 3)), tessera.ShapeDtypeStruct((3, 4), tnp.float32))
+    assert text.startswith("func @f(%0: f32[2,3], %1: f32[3,4]) -> (f32[])")
+    assert "= dot_general(%0, %1)" in text and "= exp(" in text
+    assert "test_transforms.py" in text  # each op points at the user's line
+    assert text.rstrip().splitlines()[-1].startswith("// 1 dot_general, ")
+
+
+def test_trace_of_grad_contains_the_backward_ops():
+    text = tessera.trace(tessera.grad(lambda x: tnp.sum(tnp.sin(x))))(tnp.ones((4,)))
+    assert "cos" in text
+
+
+def test_vmap_against_a_python_loop(rng):
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    xs = rng.standard_normal((5, 3)).astype(np.float32)
+    f = lambda x, w: tnp.tanh(x @ w)
+    loop = np.stack([np.asarray(f(tnp.asarray(x), tnp.asarray(w))) for x in xs])
+    close(tessera.vmap(f, in_axes=(0, None))(tnp.asarray(xs), tnp.asarray(w)), loop, rtol=1e-5)
+    # Batched along the last axis, out_axes moved to 1, nested, and under jit.
+    close(tessera.vmap(f, in_axes=(-1, None))(tnp.asarray(xs.T), tnp.asarray(w)), loop, rtol=1e-5)
+    close(tessera.vmap(f, in_axes=(0, None), out_axes=1)(tnp.asarray(xs), tnp.asarray(w)), loop.T, rtol=1e-5)
+    outer = tessera.vmap(tessera.vmap(lambda a, b: a * b, in_axes=(0, None)), in_axes=(None, 0))
+    a, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    close(outer(tnp.asarray(a), tnp.asarray(b)), np.outer(b, a), rtol=1e-6)
+    per_example_grads = tessera.jit(tessera.vmap(tessera.grad(lambda x, w: tnp.sum(f(x, w))), in_axes=(0, None)))
+    expected = np.stack([np.asarray(tessera.grad(lambda x: tnp.sum(f(x, tnp.asarray(w))))(tnp.asarray(x))) for x in xs])
+    close(per_example_grads(tnp.asarray(xs), tnp.asarray(w)), expected, rtol=1e-5)
+    # Pytrees as arguments and results.
+    out = tessera.vmap(lambda d: {"s": d["a"] + d["b"]})({"a": tnp.asarray(xs), "b": tnp.asarray(xs)})
+    close(out["s"], 2 * xs)
+
+
+def test_jit_called_from_threads(rng):
+    import threading
+
+    f = tessera.jit(lambda x, n: tnp.sum(tnp.tanh(x) * n), static_argnums=1)
+    inputs = [rng.standard_normal((16, 8)).astype(np.float32) for _ in range(8)]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                results[i] = float(f(tnp.asarray(inputs[i]), i % 3 + 1))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, x in enumerate(inputs):
+        np.testing.assert_allclose(results[i], np.sum(np.tanh(x)) * (i % 3 + 1), rtol=1e-4)
+    assert f.cache_info()["size"] == 3
+
+
+def test_a_jitted_function_is_freed_with_its_last_reference():
+    import gc
+    import weakref
+
+    f = tessera.jit(lambda x: x * 2)
+    f(tnp.ones((3,)))
+    ref = weakref.ref(f)
+    del f
+    gc.collect()
+    assert ref() is None
+
+
+def test_each_thread_gets_its_own_exception_from_jit():
+    import threading
+
+    def f(x, tag):
+        if tag % 2:
+            raise ValueError(f"odd {tag}")
+        return x * tag
+
+    jf = tessera.jit(f, static_argnums=1)
+    seen = {}
+
+    def work(tag):
+        for _ in range(10):
+            try:
+                seen[tag] = float(jf(tnp.ones(()), tag))
+            except ValueError as e:
+                seen[tag] = str(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {0: 0.0, 1: "odd 1", 2: 2.0, 3: "odd 3", 4: 4.0, 5: "odd 5"}
