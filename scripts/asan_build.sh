@@ -1,7 +1,8 @@
 # Sourced by scripts/sanitize.sh and scripts/fuzz.sh: the one instrumented build both use, in build-asan/
 # (or TESSERA_ASAN_BUILD_DIR). clang-14 with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's
 # coverage (fuzzer-no-link: the fuzz harnesses link -fsanitize=fuzzer, the tests do not); the engine, the CLI,
-# the plugins and the tests, without the IDE or CUDA. One build for both, as each is a full engine build.
+# the plugins and the tests, without the IDE, the Python module or CUDA. One build for both, as each is a full
+# engine build.
 #
 # libstdc++ 12 gives clang 14 no std::source_location (it needs clang 15's __builtin_source_location), so
 # tests/fuzz/clang_source_location.h is force-included to provide it.
@@ -16,7 +17,7 @@ configure_asan_build() {
   # the libraries' too (toml++'s), are on.
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$ASAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=OFF -DTESSERA_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags"
+    -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_CUDA=OFF -DTESSERA_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags"
 }
 
 # What the instrumented programs run with. Native CPU kernels are compiled by the compiler that built the
