@@ -30,6 +30,7 @@
 #include "engine/inspect/run_configuration.h"
 #include "engine/project/project.h"
 #include "engine/store/run_store.h"
+#include "tests/studio/studio_test_util.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
 #include "views/inspector_panel.h"
@@ -45,39 +46,17 @@
 
 using namespace tsr;
 using namespace tsr::studio;
+using namespace tsr::studio::test;
 
 namespace {
 
 const QString kSamples = QStringLiteral(TSR_SOURCE_DIR "/sample_projects");
-
-// Opens a project and waits until it is compiled and the graph laid out.
-bool openAndWait(MainWindow& w, const QString& path) {
-  QSignalSpy opened(w.session(), &Session::projectOpened);
-  QSignalSpy failed(w.session(), &Session::projectFailed);
-  w.openProject(path);
-  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
-  return QTest::qWaitFor([&] {
-    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
-           !w.graphPanel()->visibleGroups().isEmpty();
-  }, 30000);
-}
-
-bool waitLayout(GraphPanel* g) {
-  QTest::qWait(1);
-  return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
-}
 
 // A 6-step MLP on synthetic digits: trains in a second or two.
 const char* kTinyMlp =
     "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = [784, 16, 10]\n[data]\nkind = "
     "\"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = 0.1\nwarmup_steps = "
     "0\neval_every = 0\nlog_every = 1\n";
-
-void writeFile(const QString& path, const QByteArray& text) {
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
-}
 
 }  // namespace
 

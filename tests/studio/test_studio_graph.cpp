@@ -19,39 +19,18 @@
 #include "app/studio/main_window.h"
 #include "engine/inspect/node_info.h"
 #include "engine/store/run_store.h"
+#include "tests/studio/studio_test_util.h"
 #include "views/graph_panel.h"
 #include "views/run_controller.h"
 #include "views/session.h"
 
 using namespace tsr;
 using namespace tsr::studio;
+using namespace tsr::studio::test;
 
 namespace {
 
 const QString kSamples = QStringLiteral(TSR_SOURCE_DIR "/sample_projects");
-
-// Opens a project and waits until it is compiled and the graph laid out.
-bool openAndWait(MainWindow& w, const QString& path) {
-  QSignalSpy opened(w.session(), &Session::projectOpened);
-  QSignalSpy failed(w.session(), &Session::projectFailed);
-  w.openProject(path);
-  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
-  return QTest::qWaitFor([&] {
-    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
-           !w.graphPanel()->visibleGroups().isEmpty();
-  }, 30000);
-}
-
-bool waitLayout(GraphPanel* g) {
-  QTest::qWait(1);
-  return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
-}
-
-void writeFile(const QString& path, const QByteArray& text) {
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
-}
 
 // A three-layer MLP on synthetic digits: compiled and profiled in seconds.
 const QByteArray kTinyMlp =

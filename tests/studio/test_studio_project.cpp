@@ -14,6 +14,7 @@
 #include <QTextBlock>
 
 #include "app/studio/main_window.h"
+#include "tests/studio/studio_test_util.h"
 #include "views/graph_panel.h"
 #include "views/project_panel.h"
 #include "views/run_controller.h"
@@ -22,30 +23,13 @@
 
 using namespace tsr;
 using namespace tsr::studio;
+using namespace tsr::studio::test;
 
 namespace {
-
-// Opens a project and waits until it is compiled and the graph laid out.
-bool openAndWait(MainWindow& w, const QString& path) {
-  QSignalSpy opened(w.session(), &Session::projectOpened);
-  QSignalSpy failed(w.session(), &Session::projectFailed);
-  w.openProject(path);
-  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
-  return QTest::qWaitFor([&] {
-    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
-           !w.graphPanel()->visibleGroups().isEmpty();
-  }, 30000);
-}
 
 QByteArray readFile(const QString& path) {
   QFile f(path);
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-}
-
-void writeFile(const QString& path, const QByteArray& text) {
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
 }
 
 // A three-layer MLP on synthetic digits: compiled and profiled in seconds.

@@ -1,0 +1,37 @@
+#pragma once
+// What the IDE's window tests share: opening a project and waiting for its graph, waiting for a layout, and
+// writing a file.
+#include <QFile>
+#include <QSignalSpy>
+#include <QTest>
+
+#include "app/studio/main_window.h"
+#include "views/graph_panel.h"
+#include "views/session.h"
+
+namespace tsr::studio::test {
+
+// Opens a project and waits until it is compiled and the graph laid out.
+inline bool openAndWait(MainWindow& w, const QString& path) {
+  QSignalSpy opened(w.session(), &Session::projectOpened);
+  QSignalSpy failed(w.session(), &Session::projectFailed);
+  w.openProject(path);
+  if (!QTest::qWaitFor([&] { return !opened.isEmpty() || !failed.isEmpty(); }, 30000) || opened.isEmpty()) return false;
+  return QTest::qWaitFor([&] {
+    return !w.session()->busy() && !w.graphPanel()->layoutRunning() && w.session()->stages()->size() > 1 &&
+           !w.graphPanel()->visibleGroups().isEmpty();
+  }, 30000);
+}
+
+inline bool waitLayout(GraphPanel* g) {
+  QTest::qWait(1);
+  return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
+}
+
+inline void writeFile(const QString& path, const QByteArray& text) {
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text);
+}
+
+}  // namespace tsr::studio::test
