@@ -73,7 +73,7 @@ class Folder {
   // op(splat a, splat b, ...) -> broadcast(op(a, b, ...)) for an elementwise op with a non-scalar result.
   bool foldSplats(NodeId n, const ir::Node& node, const ir::OpDef& def) {
     if (node.results.size() != 1) return false;
-    const Aval& out = m_g.aval(node.results[0]);
+    const Aval out = m_g.aval(node.results[0]);  // a copy: inserting the constant below grows the value table
     if (out.rank() == 0) return false;
     std::vector<ir::Literal> scalars;
     for (ValueId v : node.operands) {
