@@ -100,6 +100,16 @@ Status checkTomlText(std::string_view text, const std::string& source, bool asci
             return makeError("{}:{}:{}: a quote inside a bare value (a string is quoted from its start)", source,
                              line, column);
         }
+        // After '=', ',' or an array's '[', a value (or the array's end) follows; toml++ asserts instead of
+        // reporting a '}', ',' or '=' there (`x = [[}`, `[1,,2]`).
+        if (c == '=' || c == ',' || (c == '[' && !atLineStart(text, i))) {
+          size_t k = i + 1;
+          while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
+          const char next = k < text.size() ? text[k] : '\n';
+          if (next == '}' || next == ',' || next == '=' || (c == '=' && next == ']'))
+            return makeError("{}:{}:{}: a value is missing before '{}'", source, line,
+                             column + static_cast<int>(k - i), next);
+        }
         if (c == '#') {
           mode = Mode::Comment;
         } else if (at(i, "\"\"\"")) {
