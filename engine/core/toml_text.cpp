@@ -49,6 +49,8 @@ std::string tomlString(std::string_view text) {
 Status checkTomlText(std::string_view text, const std::string& source, bool asciiOnly) {
   int line = 1, column = 0;
   Mode mode = Mode::Code;
+  bool inValue = false;     // after a key's '=' (Code mode): quotes start strings only where a value can
+  std::string nest;         // the open arrays '[' and inline tables '{', innermost last
   auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
   for (size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -58,6 +60,7 @@ Status checkTomlText(std::string_view text, const std::string& source, bool asci
       column = 0;
       // Single-line strings and comments end with the line (an unterminated string is toml++'s to report).
       if (mode == Mode::Comment || mode == Mode::Basic || mode == Mode::Literal) mode = Mode::Code;
+      if (nest.empty()) inValue = false;
       continue;
     }
     if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
@@ -96,10 +99,18 @@ Status checkTomlText(std::string_view text, const std::string& source, bool asci
         // toml++ asserts on while it guesses the value's type, instead of reporting it.
         if (c == '"' || c == '\'') {
           const char before = previousOnLine(text, i);
-          if (before != '\n' && before != '=' && before != '[' && before != ',' && before != '{' && before != '.')
+          const bool dottedKey = before == '.' && !inValue;  // a."b" = 1; in a value, 0.'x' is not a string
+          if (before != '\n' && before != '=' && before != '[' && before != ',' && before != '{' && !dottedKey)
             return makeError("{}:{}:{}: a quote inside a bare value (a string is quoted from its start)", source,
                              line, column);
         }
+        // Where keys end and values begin: after '=', until the line ends outside brackets, or an inline table
+        // starts or moves to its next key.
+        if (c == '=') inValue = true;
+        if (c == '{') nest.push_back('{'), inValue = false;
+        if (c == '[' && !atLineStart(text, i)) nest.push_back('[');
+        if ((c == ']' || c == '}') && !nest.empty()) nest.pop_back();
+        if (c == ',' && !nest.empty() && nest.back() == '{') inValue = false;
         // After '=', ',' or an array's '[', a value (or the array's end) follows; toml++ asserts instead of
         // reporting a '}', ',' or '=' there (`x = [[}`, `[1,,2]`).
         if (c == '=' || c == ',' || (c == '[' && !atLineStart(text, i))) {

@@ -105,13 +105,19 @@ TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
   const std::string quote = "a quote inside a bare value (a string is quoted from its start)";
   TSR_COMPARE(parseError("[train]\nsteps=2--\"------ 3 =\n"), "p/project.toml:2:10: " + quote);
   TSR_COMPARE(parseError("[train]\nsteps = 3 'x'\n"), "p/project.toml:2:11: " + quote);
+  // A quote after a number's point is no dotted key (toml++ reached __builtin_unreachable on this one).
+  TSR_COMPARE(parseError("[train]\nlr = 0.'\xef\xbb\xb5b0'\n"), "p/project.toml:2:8: " + quote);
   // A value missing where one must be: toml++ 3.3 asserts on these too.
   TSR_COMPARE(parseError("[train]\nlog_every =[[[}[\n"), std::string("p/project.toml:2:15: a value is missing before '}'"));
   TSR_COMPARE(parseError("[mesh]\nshape = [1,,2]\n"), std::string("p/project.toml:2:12: a value is missing before ','"));
   TSR_COMPARE(parseError("[train]\nsteps = , 3\n"), std::string("p/project.toml:2:9: a value is missing before ','"));
   // Empty arrays, trailing commas, arrays over lines and inline tables are values as TOML has them.
-  auto arrays = parseProject("[mesh]\nshape = [\n  2,\n  1,\n]\naxes = [ \"data\", \"model\", ]\n[sharding]\n", "p/project.toml", "p");
+  auto arrays = parseProject("[mesh]\nshape = [\n  2,\n  1,\n]\naxes = [ \"data\", \"model\", ]\n[sharding]\n",
+                             "p/project.toml", "p");
   REQUIRE_MESSAGE(arrays.ok(), arrays.error().message);
+  // A dotted key with quoted parts passes the text check (and is then a table, which [sharding] refuses).
+  TSR_COMPARE(parseError("[sharding]\n\"x\".'y' = \"data\"\n"),
+              std::string("p/project.toml:2: sharding rule 'x' must be a string PartitionSpec"));
   // Quotes where TOML has strings: keys, values, arrays, inline tables, dotted keys, table names.
   auto q = parseProject("[\"project\"]\n\"name\" = 'x'\n[model]\nfamily='mlp'\nsizes = [ 4,2 ]\n"
                         "[sharding]\n'a.*' = \"data\"\n[data]\nkind = \"synthetic-digits\"\n",
