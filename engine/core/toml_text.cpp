@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include <fmt/format.h>
+
 namespace tsr {
 
 namespace {
@@ -111,15 +113,29 @@ Status checkTomlText(std::string_view text, const std::string& source, bool asci
         if (c == '[' && !atLineStart(text, i)) nest.push_back('[');
         if ((c == ']' || c == '}') && !nest.empty()) nest.pop_back();
         if (c == ',' && !nest.empty() && nest.back() == '{') inValue = false;
-        // After '=', ',' or an array's '[', a value (or the array's end) follows; toml++ asserts instead of
-        // reporting a '}', ',' or '=' there (`x = [[}`, `[1,,2]`).
+        // After '=' (on the same line) and after an array's '[' or ',' (on any line, past comments), a value or the
+        // array's end follows; toml++ asserts instead of reporting a '}', ',' or '=' there (`x = [[}`, `[1,,2]`,
+        // `x = [\n}`).
         if (c == '=' || c == ',' || (c == '[' && !atLineStart(text, i))) {
+          const bool inArray = c != '=' && (c == '[' || (!nest.empty() && nest.back() == '['));
           size_t k = i + 1;
-          while (k < text.size() && (text[k] == ' ' || text[k] == '\t')) ++k;
+          int kLine = line, kColumn = column + 1;
+          while (k < text.size()) {
+            if (text[k] == ' ' || text[k] == '\t' || text[k] == '\r') {
+              ++k, ++kColumn;
+            } else if (inArray && text[k] == '\n') {
+              ++k, ++kLine, kColumn = 1;
+            } else if (inArray && text[k] == '#') {
+              while (k < text.size() && text[k] != '\n') ++k;
+            } else {
+              break;
+            }
+          }
           const char next = k < text.size() ? text[k] : '\n';
-          if (next == '}' || next == ',' || next == '=' || (c == '=' && next == ']'))
-            return makeError("{}:{}:{}: a value is missing before '{}'", source, line,
-                             column + static_cast<int>(k - i), next);
+          if (next == '}' || next == ',' || next == '=' || (c == '=' && (next == ']' || next == '\n' || next == '#')))
+            return makeError("{}:{}:{}: a value is missing before {}", source, kLine, kColumn,
+                             next == '\n' ? std::string("the line's end") : next == '#' ? std::string("a comment")
+                                                                            : fmt::format("'{}'", next));
         }
         if (c == '#') {
           mode = Mode::Comment;

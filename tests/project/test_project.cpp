@@ -111,6 +111,9 @@ TEST_CASE("textTomlWouldMishandleIsRefusedWithItsPosition") {
   TSR_COMPARE(parseError("[train]\nlog_every =[[[}[\n"), std::string("p/project.toml:2:15: a value is missing before '}'"));
   TSR_COMPARE(parseError("[mesh]\nshape = [1,,2]\n"), std::string("p/project.toml:2:12: a value is missing before ','"));
   TSR_COMPARE(parseError("[train]\nsteps = , 3\n"), std::string("p/project.toml:2:9: a value is missing before ','"));
+  TSR_COMPARE(parseError("[train]\nsteps =[\n\n # c\n}h\n"), std::string("p/project.toml:5:1: a value is missing before '}'"));
+  TSR_COMPARE(parseError("[train]\nsteps =\nlr = 1\n"),
+              std::string("p/project.toml:2:8: a value is missing before the line's end"));
   // Empty arrays, trailing commas, arrays over lines and inline tables are values as TOML has them.
   auto arrays = parseProject("[mesh]\nshape = [\n  2,\n  1,\n]\naxes = [ \"data\", \"model\", ]\n[sharding]\n",
                              "p/project.toml", "p");
