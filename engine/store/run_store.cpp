@@ -288,6 +288,7 @@ Status RunStore::migrate() {
   if (*read > kSchemaVersion)
     return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", m_path,
                      *read, kSchemaVersion);
+  if (*read < 0) return makeError("run store {}: not a Tessera run store (schema version {})", m_path, *read);
   // Each step reads the version again under the write lock: processes that open a new store at once (a sweep's
   // runs) migrate it once between them, never one migration twice.
   while (true) {
