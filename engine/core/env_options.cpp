@@ -14,6 +14,15 @@ namespace {
 bool isOn(const char* v) { return v && *v && std::string_view(v) != "0"; }
 std::string text(const char* v) { return v ? v : ""; }
 
+// A launcher's rank count (mpirun's, srun's): any set means a rank of several, except srun's, which sets it for
+// single-task steps too.
+void launcherWorld(EnvOptions& o, const char* v, bool setMeansRank) {
+  if (!v) return;
+  const int n = std::atoi(v);
+  if (n > 1) o.mpiWorldSize = n;
+  o.underMpi = o.underMpi || setMeansRank || n > 1;
+}
+
 // A row of the table and where its value goes: a setting, a location, or nowhere (a variable another program
 // reads: scripts/run.sh, OpenBLAS).
 struct Row {
@@ -106,14 +115,14 @@ const Row kRows[] = {
      nullptr, [](EnvLocations& l, const char* v) { l.cacheHome = text(v); }},
     // mpirun's (Open MPI, MPICH/Hydra, PMIx): any of them set means this process is one rank of several.
     {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "set by Open MPI's mpirun", false},
-     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+     [](EnvOptions& o, const char* v) { launcherWorld(o, v, true); }},
     {{"PMI_SIZE", "PMI_SIZE", "set by MPICH's mpirun", false},
-     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+     [](EnvOptions& o, const char* v) { launcherWorld(o, v, true); }},
     {{"PMIX_RANK", "PMIX_RANK", "set by a PMIx launcher", false},
      [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
     // srun of a Slurm job step with several tasks (MPI then takes each rank and the world size from Slurm).
     {{"SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_TASKS", "set by Slurm's srun: more than 1 means one rank of several", false},
-     [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || (v && std::atoi(v) > 1); }},
+     [](EnvOptions& o, const char* v) { launcherWorld(o, v, false); }},
 };
 
 EnvOptions readOptions() {

@@ -33,6 +33,8 @@ struct EnvOptions {
   std::string device = "cpu";             // TESSERA_DEVICE
   std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
+  int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+                                          // SLURM_STEP_NUM_TASKS (1 where none says)
 };
 
 struct EnvLocations {

@@ -106,13 +106,15 @@ TEST_CASE("settingsParse") {
   ScopedEnv env;
   for (const char* name : {"TESSERA_LOG_COMPILES", "TESSERA_DEBUG_NANS", "TESSERA_PEAK_FLOPS", "TESSERA_EXECUTOR",
                            "TESSERA_CPU_CODEGEN", "TESSERA_GEMM_THREADS", "TESSERA_CPU_DEVICES", "TESSERA_DEVICE",
-                           "TESSERA_MATMUL_PRECISION", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+                           "TESSERA_MATMUL_PRECISION", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                           "SLURM_STEP_NUM_TASKS"})
     env.set(name, std::nullopt);
   env.set("TESSERA_NUM_THREADS", "1000");
   reloadEnvOptions();
   {
     const EnvOptions& o = envOptions();
     REQUIRE((!o.logCompiles && !o.debugNans && !o.interpreter && !o.blasGemmThreads && !o.underMpi));
+    TSR_COMPARE(o.mpiWorldSize, 1);
     REQUIRE((!o.peakFlops && !o.cpuCodegen && !o.cpuDevices));
     TSR_COMPARE(o.device, std::string("cpu"));
     TSR_COMPARE(o.matmulPrecision, std::string());
@@ -142,6 +144,17 @@ TEST_CASE("settingsParse") {
   TSR_COMPARE(o.device, std::string("cpu"));  // empty: the default
   TSR_COMPARE(o.matmulPrecision, std::string("tf32"));
   REQUIRE(o.underMpi);
+  TSR_COMPARE(o.mpiWorldSize, 2);
+  // srun sets its task count for one-task steps too: only more than one makes a rank of several.
+  env.set("PMI_SIZE", std::nullopt);
+  env.set("SLURM_STEP_NUM_TASKS", "1");
+  reloadEnvOptions();
+  REQUIRE(!envOptions().underMpi);
+  TSR_COMPARE(envOptions().mpiWorldSize, 1);
+  env.set("SLURM_STEP_NUM_TASKS", "6");
+  reloadEnvOptions();
+  REQUIRE(envOptions().underMpi);
+  TSR_COMPARE(envOptions().mpiWorldSize, 6);
   env.set("TESSERA_CPU_CODEGEN", "0");
   reloadEnvOptions();
   REQUIRE(envOptions().cpuCodegen == CpuCodegen::Off);
