@@ -83,10 +83,7 @@ std::map<std::string, std::string> hyperparameters(const project::Project& p, in
   h["run.tessera_version"] = kVersion;
   h["run.device"] = envOptions().device;
   h["run.cpu_devices"] = std::to_string(dist::configuredCpuDevices());
-  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (!world) world = std::getenv("PMI_SIZE");
-  if (!world) world = std::getenv("SLURM_STEP_NUM_TASKS");
-  h["run.processes"] = dist::launchedUnderMpi() && world ? world : "1";
+  h["run.processes"] = std::to_string(dist::launchedUnderMpi() ? envOptions().mpiWorldSize : 1);
   if (std::string commit = gitCommitOf(p.dir); !commit.empty()) h["run.git_commit"] = commit;
   return h;
 }
@@ -323,6 +320,13 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     diverged = true;
     failure = makeError("diverged at step {}: {}", state.step, what);
   };
+  // Whether a save in the loop went through: an error, or a state holding a non-finite value (then the run has
+  // diverged), ends the loop.
+  auto savedInLoop = [&](Result<std::optional<std::string>> saved) {
+    if (!saved.ok()) failure = saved.takeError();
+    else if (*saved) divergedAt("the state holds " + **saved);
+    return failure.ok();
+  };
   while (state.step < steps) {
     if ((options.stop && options.stop->load()) || (options.stopAtStep >= 0 && state.step >= options.stopAtStep)) {
       stopped = true;
@@ -381,26 +385,18 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       summary.lastValLoss = vl;
       if (db) TSR_TRY(db->logMetrics(runId, state.step, {{"val_loss", vl}}));
       onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
-      if (t.bestMetric == "val_loss") {
-        auto best = considerBest(vl);
-        if (!best.ok()) { failure = best.takeError(); break; }
-        if (*best) { divergedAt("the state holds " + **best); break; }
-      }
+      if (t.bestMetric == "val_loss" && !savedInLoop(considerBest(vl))) break;
     }
     if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {
-      if (t.bestMetric == "loss" && stepsSinceSave > 0) {
-        auto best = considerBest(lossSinceSave / static_cast<double>(stepsSinceSave));
-        if (!best.ok()) { failure = best.takeError(); break; }
-        if (*best) { divergedAt("the state holds " + **best); break; }
-      }
+      if (t.bestMetric == "loss" && stepsSinceSave > 0 &&
+          !savedInLoop(considerBest(lossSinceSave / static_cast<double>(stepsSinceSave))))
+        break;
       lossSinceSave = 0;
       stepsSinceSave = 0;
       // The store holds every step up to a checkpoint before the checkpoint exists: a run killed after it
       // resumes from it and writes the later steps again, so no step's metrics are ever missing.
       if (auto st = flushMetrics(); !st.ok()) { failure = st; break; }
-      auto saved = checkpoint(ckptPath);
-      if (!saved.ok()) { failure = saved.takeError(); break; }
-      if (*saved) { divergedAt("the state holds " + **saved); break; }
+      if (!savedInLoop(checkpoint(ckptPath))) break;
       savedStep = state.step;
       onEvent(RunEvent{RunEvent::Kind::Checkpoint, state.step, "checkpoint " + ckptPath});
       if (primary && t.keepCheckpoints > 0) {
