@@ -368,17 +368,7 @@ Result<std::map<std::string, std::string>> RunStore::params(int64_t run) const {
 
 Status RunStore::logMetrics(int64_t run, int64_t step, const std::vector<std::pair<std::string, double>>& values,
                             double time) {
-  if (time == 0) time = nowSeconds();
-  return transaction([&]() -> Status {
-    Stmt st(m_db, "INSERT OR REPLACE INTO metrics(run, key, step, time, value) VALUES(?, ?, ?, ?, ?)");
-    if (!st.ok()) return st.error();
-    for (const auto& [k, v] : values) {
-      st.bind(1, run).bind(2, k).bind(3, step).bind(4, time).bind(5, v);
-      if (st.step() != SQLITE_DONE) return st.error();
-      st.reset();
-    }
-    return {};
-  });
+  return logMetricsBatch(run, {StepMetrics{step, time, values}});
 }
 
 Status RunStore::logMetricsBatch(int64_t run, const std::vector<StepMetrics>& steps) {
