@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "engine/core/limits.h"
@@ -60,14 +61,14 @@ std::string settingText(const std::vector<std::string>& v) {
 class SectionReader {
  public:
   SectionReader(ParseContext& ctx, const toml::table* table, std::string section)
-      : m_table(table), m_section(std::move(section)), m_file(ctx.file), m_error(ctx.error), m_ctx(ctx) {}
+      : m_table(table), m_section(std::move(section)), m_ctx(ctx) {}
 
   // Reads `key` into `out` (left as it is when absent) and records it as a setting of the resolved config.
   template <class T>
   void get(const char* key, T& out) {
     m_known.insert(key);
     if (m_record) m_ctx.settings.push_back({{m_section, key}, [&out] { return settingText(out); }});
-    if (!m_table || m_error) return;
+    if (!m_table || m_ctx.error) return;
     const toml::node* node = m_table->get(key);
     if (!node) return;
     if (!read(*node, out)) fail(*node, fmt::format("'{}' must be {}", key, typeName(out)));
@@ -76,7 +77,7 @@ class SectionReader {
   template <class T, class Check>
   void get(const char* key, T& out, Check check, const char* requirement) {
     get(key, out);
-    if (m_error || !m_table) return;
+    if (m_ctx.error || !m_table) return;
     if (const toml::node* node = m_table->get(key); node && !check(out))
       fail(*node, fmt::format("'{}' must be {}", key, requirement));
   }
@@ -85,14 +86,14 @@ class SectionReader {
   template <class Check>
   void get(const char* key, int64_t& out, Check check, const char* requirement, int64_t limit) {
     get(key, out, check, requirement);
-    if (m_error || !m_table) return;
+    if (m_ctx.error || !m_table) return;
     if (const toml::node* node = m_table->get(key))
       if (auto st = limits::checkRange(key, out, INT64_MIN, limit); !st.ok()) fail(*node, st.error().message);
   }
 
   // An array of sizes: each within `each`, and their product within `product`.
   void getSizes(const char* key, std::vector<int64_t>& out, int64_t each, int64_t product) {
-    if (m_error || !m_table) return;
+    if (m_ctx.error || !m_table) return;
     const toml::node* node = m_table->get(key);
     if (!node) return;
     for (int64_t v : out)
@@ -109,7 +110,7 @@ class SectionReader {
 
   // Unknown keys are errors: a typo must not silently fall back to a default.
   void finish() {
-    if (!m_table || m_error) return;
+    if (!m_table || m_ctx.error) return;
     for (const auto& [k, v] : *m_table) {
       std::string key(k.str());
       if (m_known.count(key)) continue;
@@ -215,28 +216,28 @@ class SectionReader {
   // The error names the file and line, or the --set that gave the value.
   void fail(const toml::node& n, const std::string& what) {
     if (auto it = m_ctx.overridden.find(&n); it != m_ctx.overridden.end())
-      m_error = Error{fmt::format("{} (over {}): {}", it->second, m_file, what)};
+      m_ctx.error = Error{fmt::format("{} (over {}): {}", it->second, m_ctx.file, what)};
     else
-      m_error = Error{fmt::format("{}:{}: {}", m_file, n.source().begin.line, what)};
+      m_ctx.error = Error{fmt::format("{}:{}: {}", m_ctx.file, n.source().begin.line, what)};
   }
 
   const toml::table* m_table;
   std::string m_section;
-  const std::string& m_file;
-  std::optional<Error>& m_error;
   ParseContext& m_ctx;
   std::set<std::string> m_known;
   bool m_record = true;
 };
 
-const std::set<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
+// The tables of project.toml, in the order the file has them.
+const std::vector<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
+
+bool isSection(const std::string& name) { return std::find(kSections.begin(), kSections.end(), name) != kSections.end(); }
 
 // Applies the overrides to the parsed file: each replaces or adds one key (and its table when absent).
 Status applyOverrides(toml::table& root, const std::vector<Override>& overrides, ParseContext& ctx) {
   for (const Override& o : overrides) {
-    if (!kSections.count(o.section))
-      return makeError("--set {}: unknown section [{}] (one of project, model, data, train, mesh, sharding, precision)",
-                       o.spec(), o.section);
+    if (!isSection(o.section))
+      return makeError("--set {}: unknown section [{}] (one of {})", o.spec(), o.section, fmt::join(kSections, ", "));
     if (toml::node* n = root.get(o.section); n && !n->is_table())
       return makeError("--set {}: [{}] in {} is not a table", o.spec(), o.section, ctx.file);
     toml::table* table = root.get(o.section) ? root.get(o.section)->as_table()
@@ -301,7 +302,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
     return n ? n->as_table() : nullptr;
   };
   for (const auto& [k, v] : root)
-    if (!kSections.count(std::string(k.str())) && !error)
+    if (!isSection(std::string(k.str())) && !error)
       error = Error{fmt::format("{}:{}: unknown section [{}]", file, v.source().begin.line, k.str())};
 
   SectionReader proj(ctx, section("project"), "project");
