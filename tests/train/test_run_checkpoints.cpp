@@ -19,8 +19,10 @@
 #include "engine/train/trainer.h"
 #include "engine/transform/api.h"
 #include "tests/temp_dir.h"
+#include "tests/train/project_files.h"
 
 using namespace tsr;
+using test::writeProject;
 namespace fs = std::filesystem;
 
 namespace {
@@ -43,13 +45,6 @@ checkpoint_every = 3
 keep_checkpoints = 2
 seed = 3
 )";
-
-Result<project::Project> writeProject(const std::string& dir, const std::string& toml,
-                                      const std::vector<std::string>& sets = {}) {
-  std::ofstream(dir + "/project.toml") << toml;
-  TSR_ASSIGN(auto overrides, project::parseOverrides(sets));
-  return project::loadProject(dir, overrides);
-}
 
 std::string fileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -13,8 +13,10 @@
 #include "engine/train/run.h"
 #include "engine/train/safetensors.h"
 #include "tests/temp_dir.h"
+#include "tests/train/project_files.h"
 
 using namespace tsr;
+using test::writeProject;
 namespace fs = std::filesystem;
 
 namespace {
@@ -57,11 +59,6 @@ eval_every = 0
 log_every = 1
 checkpoint_every = 2
 )";
-
-Result<project::Project> writeProject(const std::string& dir, const std::string& toml) {
-  std::ofstream(dir + "/project.toml") << toml;
-  return project::loadProject(dir);
-}
 
 // Every element of every floating tensor, by a plain loop.
 bool allFinite(const train::SafetensorsFile& f) {

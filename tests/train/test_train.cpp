@@ -25,8 +25,10 @@
 #include "engine/train/run.h"
 #include "engine/train/safetensors.h"
 #include "tests/temp_dir.h"
+#include "tests/train/project_files.h"
 
 using namespace tsr;
+using test::writeProject;
 
 namespace {
 
@@ -46,11 +48,6 @@ eval_every = 6
 log_every = 1
 seed = 3
 )";
-
-Result<project::Project> writeProject(const std::string& dir, const std::string& toml) {
-  std::ofstream(dir + "/project.toml") << toml;
-  return project::loadProject(dir);
-}
 
 // A child process whose stdout and stderr the test reads through pipes.
 class Child {
