@@ -22,12 +22,36 @@ bool atLineStart(std::string_view text, size_t i) {
 
 enum class Mode { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral };
 
+// The code point of the UTF-8 sequence at text[i], advancing i past it; U+FFFD and one byte for a byte that
+// does not begin a well-formed sequence (overlong forms and surrogates included).
+char32_t decodeUtf8(std::string_view text, size_t& i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  const int length = lead >= 0xf5 ? 0 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc2 ? 2 : 0;
+  if (length == 0 || i + length > text.size()) return ++i, U'\uFFFD';
+  char32_t cp = lead & (0x7f >> length);
+  for (int k = 1; k < length; ++k) {
+    const auto next = static_cast<unsigned char>(text[i + k]);
+    if ((next & 0xc0) != 0x80) return ++i, U'\uFFFD';
+    cp = (cp << 6) | (next & 0x3f);
+  }
+  const char32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < smallest[length] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return ++i, U'\uFFFD';
+  i += length;
+  return cp;
+}
+
 }  // namespace
 
-std::string tomlString(std::string_view text) {
+std::string tomlString(std::string_view text, bool asciiOnly) {
   std::string out = "\"";
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80 && asciiOnly) {
+      const char32_t cp = decodeUtf8(text, i);
+      out += cp > 0xffff ? fmt::format("\\U{:08X}", uint32_t(cp)) : fmt::format("\\u{:04X}", uint32_t(cp));
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -35,14 +59,8 @@ std::string tomlString(std::string_view text) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
-          static const char* hex = "0123456789ABCDEF";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04X}", unsigned(c));
+        else out += static_cast<char>(c);
     }
   }
   return out + "\"";

@@ -12,8 +12,10 @@
 
 namespace tsr {
 
-// `text` as a TOML basic string, quoted, with quotes, backslashes and control characters escaped.
-std::string tomlString(std::string_view text);
+// `text` as a TOML basic string, quoted, with quotes, backslashes and control characters escaped. asciiOnly:
+// every other character as \uXXXX or \UXXXXXXXX too (a byte that is not UTF-8 becomes U+FFFD, which TOML can
+// hold where the byte cannot).
+std::string tomlString(std::string_view text, bool asciiOnly = false);
 
 // asciiOnly: refuse non-ASCII bytes inside strings and comments too (files Tessera writes itself).
 Status checkTomlText(std::string_view text, const std::string& source, bool asciiOnly = false);

@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -132,20 +131,20 @@ void TrustList::trust(const std::string& folder, const std::vector<PluginFile>& 
 }
 
 std::string TrustList::toToml() const {
-  toml::array projects;
+  // Written by hand, not with toml++'s formatter: toml++ 3.3 writes a string that holds both a line break and
+  // three single quotes as a multi-line literal string, which those quotes end early. Every string here is a
+  // basic string with ASCII escapes.
+  std::string out =
+      "# Projects whose plugins/ folder Tessera loads native code from: the folder and the SHA-256 of each\n"
+      "# library. A new or changed library needs trust again. Delete an entry to withdraw trust.\n";
   for (const auto& p : m_projects) {
-    toml::table files;
-    for (const auto& f : p.plugins) files.insert_or_assign(f.name, f.sha256);
-    projects.push_back(toml::table{{"folder", p.folder}, {"plugins", std::move(files)}});
+    out += fmt::format("\n[[project]]\nfolder = {}\nplugins = {{", tomlString(p.folder, /*asciiOnly=*/true));
+    for (size_t i = 0; i < p.plugins.size(); ++i)
+      out += fmt::format("{} {} = {}", i ? "," : "", tomlString(p.plugins[i].name, true),
+                         tomlString(p.plugins[i].sha256, true));
+    out += p.plugins.empty() ? "}\n" : " }\n";
   }
-  std::ostringstream out;
-  out << "# Projects whose plugins/ folder Tessera loads native code from: the folder and the SHA-256 of each\n"
-         "# library. A new or changed library needs trust again. Delete an entry to withdraw trust.\n\n";
-  // Without allow_unicode_strings, non-ASCII characters are written as \uXXXX (see checkTomlText).
-  toml::table root{{"project", std::move(projects)}};
-  out << toml::toml_formatter(root, toml::toml_formatter::default_flags & ~toml::format_flags::allow_unicode_strings)
-      << "\n";
-  return out.str();
+  return out;
 }
 
 Status TrustList::save(const std::string& path) const {

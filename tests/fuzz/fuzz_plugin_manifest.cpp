@@ -12,6 +12,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // What it writes reads back as the same list.
       auto back = tsr::plugin::TrustList::parse(list->toToml(), "trusted.toml");
       if (!back.ok() || back->projects().size() != list->projects().size()) __builtin_trap();
+      for (size_t i = 0; i < list->projects().size(); ++i)
+        if (back->projects()[i].folder != list->projects()[i].folder ||
+            back->projects()[i].plugins != list->projects()[i].plugins)
+          __builtin_trap();
     }
   } else {
     (void)tsr::plugin::checkLibraryImage({data + 1, size - 1}, "tessera_plugin_v1");

@@ -298,6 +298,16 @@ TEST_CASE("trustListFile") {
   REQUIRE(!back->whyUntrusted("/home/me/a b", {{"x.so", std::string(64, '1')}}).empty());
   REQUIRE(!back->whyUntrusted("/home/me/a b", {{"new.so", std::string(64, '1')}}).empty());
   REQUIRE(!back->whyUntrusted("/q", {}).empty());
+  // A folder with a line break and three single quotes (toml++'s own writer ends such a string early), a
+  // 4-byte character and a byte that is not UTF-8 (written as U+FFFD, the only form TOML can hold).
+  plugin::TrustList odd;
+  odd.trust("/h/a'''#b\nc\xf0\x9f\x98\x80\xff", {{"p'''.so", std::string(64, '5')}});
+  const std::string oddText = odd.toToml();
+  auto oddBack = plugin::TrustList::parse(oddText, "trusted.toml");
+  REQUIRE_MESSAGE(oddBack.ok(), oddBack.error().message << "\n" << oddText);
+  TSR_COMPARE(oddBack->projects().size(), size_t(1));
+  TSR_COMPARE(oddBack->projects()[0].folder, std::string("/h/a'''#b\nc\xf0\x9f\x98\x80\xef\xbf\xbd"));
+  TSR_COMPARE(oddBack->projects()[0].plugins, (std::vector<plugin::PluginFile>{{"p'''.so", std::string(64, '5')}}));
   struct Bad { const char* text; const char* error; };
   for (const Bad& b : {Bad{"[[project]]\nfolder = 3\n", "trusted.toml:2: 'folder' must be a non-empty string"},
                        Bad{"[[project]]\nfolder = \"/a\"\nplugins = { \"x.so\" = \"abc\" }\n",
