@@ -19,6 +19,7 @@
 #include "engine/backends/cuda/executable.h"
 #endif
 #include "app/cli/logits_command.h"
+#include "app/cli/memory_command.h"
 #include "app/cli/model_command.h"
 #include "app/cli/plugins_command.h"
 #include "app/cli/profile_command.h"
@@ -181,6 +182,7 @@ int run(int argc, char** argv) {
   auto families = tsr::cli::addFamiliesCommand(app);
   auto newProject = tsr::cli::addNewCommand(app);
   auto sweep = tsr::cli::addSweepCommand(app);
+  auto memory = tsr::cli::addMemoryCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
@@ -188,7 +190,7 @@ int run(int argc, char** argv) {
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
   for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins,
-                              families, newProject, sweep})
+                              families, newProject, sweep, memory})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

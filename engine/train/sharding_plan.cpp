@@ -82,6 +82,10 @@ Result<PlannableStep> traceStepForPlan(const project::Project& p) {
   paths.resize(cg.graph.inputs().size());  // captured constants follow the arguments, unnamed
   PlannableStep s;
   s.paths = argumentPaths(paths);
+  std::vector<Aval> outAvals;
+  for (ir::ValueId v : cg.graph.outputs()) outAvals.push_back(cg.graph.aval(v));
+  TSR_ASSIGN(TreeOf<Aval> outTree, TreeOf<Aval>::unflatten(cg.outputTree, std::move(outAvals)));
+  s.outputPaths = outTree.paths();
   s.graph = std::make_shared<const ir::Graph>(std::move(cg.graph));
   return s;
 }
@@ -137,7 +141,7 @@ Result<StepShardingPlan> planStepSharding(const project::Project& p, const Plann
       TSR_ASSIGN(mesh, projectMesh(p));
     }
     TSR_ASSIGN(auto rebuilt, withConstraints(*step.graph, mesh, o.constraints));
-    PlannableStep constrained{std::make_shared<const ir::Graph>(std::move(rebuilt.first)), step.paths};
+    PlannableStep constrained{std::make_shared<const ir::Graph>(std::move(rebuilt.first)), step.paths, step.outputPaths};
     ShardPlanOptions rest = o;
     rest.constraints.clear();
     TSR_ASSIGN(StepShardingPlan out, planStepSharding(p, constrained, rest));

@@ -77,6 +77,7 @@ struct StepShardingPlan {
 struct PlannableStep {
   std::shared_ptr<const ir::Graph> graph;
   std::vector<ArgumentPath> paths;  // per graph input (Other{""} for captured constants)
+  std::vector<std::string> outputPaths;  // per graph output: "params.layers.0.weight", "opt.0.mu...", "loss"
 };
 Result<PlannableStep> traceStepForPlan(const project::Project& project);
 

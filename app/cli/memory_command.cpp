@@ -1,0 +1,99 @@
+#include "app/cli/memory_command.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "app/cli/project_args.h"
+#include "engine/core/bytes.h"
+#include "engine/train/step_memory.h"
+
+namespace tsr::cli {
+
+namespace {
+
+struct MemoryArgs {
+  std::string project;
+  std::vector<std::string> sets;
+  bool json = false;
+  int top = 15;
+  int width = 72;
+};
+
+// Live bytes over the kernels as one line of block characters (each column the most of its kernels), and a
+// caret under the peak's column.
+std::string sparkline(const train::StepMemory& m, int width) {
+  static const char* kBlocks[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+  const int n = static_cast<int>(m.live.size());
+  const int columns = std::clamp(width, 1, std::max(n, 1));
+  std::string line, marks;
+  for (int c = 0; c < columns; ++c) {
+    const int from = c * n / columns, to = std::max((c + 1) * n / columns, from + 1);
+    int64_t most = 0;
+    for (int k = from; k < to && k < n; ++k) most = std::max(most, m.liveAt(k));
+    const int level = m.peakBytes > 0 ? static_cast<int>((most * 8 + m.peakBytes - 1) / m.peakBytes) : 0;
+    line += kBlocks[std::clamp(level, 0, 8)];
+    marks += m.peakKernel >= from && m.peakKernel < to ? '^' : ' ';
+  }
+  while (!marks.empty() && marks.back() == ' ') marks.pop_back();
+  return fmt::format("  {}\n  {} the peak\n", line, marks);
+}
+
+int runMemory(const MemoryArgs& a) {
+  auto p = loadProject(a.project, a.sets);
+  if (!p.ok()) {
+    std::cerr << "tessera memory: " << p.error().message << "\n";
+    return 1;
+  }
+  auto m = train::projectStepMemory(*p);
+  if (!m.ok()) {
+    std::cerr << "tessera memory: " << m.error().message << "\n";
+    return 1;
+  }
+  if (a.json) {
+    std::cout << train::stepMemoryJson(*m) << "\n";
+    return 0;
+  }
+  const int numKernels = static_cast<int>(m->kernels.size());
+  std::cout << fmt::format("{}: the training step's memory on {}, from the memory plan\n", p->name, m->device);
+  std::cout << fmt::format("peak {} while kernel {} of {} runs ({})\n", formatBytes(m->peakBytes), m->peakKernel + 1,
+                           numKernels, numKernels ? m->kernels[static_cast<size_t>(m->peakKernel)] : "");
+  const auto& peak = m->live[static_cast<size_t>(m->peakKernel)];
+  for (int k = 0; k < train::kNumMemoryKinds; ++k)
+    std::cout << fmt::format("  {:<17}{:>12}\n", train::memoryKindName(static_cast<train::MemoryKind>(k)),
+                             formatBytes(peak[static_cast<size_t>(k)]));
+  std::cout << fmt::format(
+      "intermediates: one arena of {}; their live bytes peak at {} (the other {} is space their offsets leave "
+      "between them); {} without reuse\n\n",
+      formatBytes(m->arenaBytes), formatBytes(m->arenaPeakLiveBytes),
+      formatBytes(std::max<int64_t>(m->arenaBytes - m->arenaPeakLiveBytes, 0)), formatBytes(m->intermediateBytes));
+  std::cout << fmt::format("live bytes over the step's {} kernels:\n", numKernels) << sparkline(*m, a.width) << "\n";
+  const size_t shown = std::min(m->atPeak.size(), static_cast<size_t>(std::max(a.top, 0)));
+  std::cout << fmt::format("buffers live at the peak, largest first ({} of {}):\n", shown, m->atPeak.size());
+  std::cout << fmt::format("  {:>10}  {:<16} {:<20} {:>6}  {}\n", "bytes", "kind", "made by", "node", "what / where");
+  for (size_t i = 0; i < shown; ++i) {
+    const train::MemoryBuffer& b = m->buffers[static_cast<size_t>(m->atPeak[i])];
+    std::string place = b.what.empty() ? b.where : b.where.empty() ? b.what : b.what + " at " + b.where;
+    std::cout << fmt::format("  {:>10}  {:<16} {:<20} {:>6}  {}\n", formatBytes(b.bytes), train::memoryKindName(b.kind),
+                             b.op, b.node == ir::kNone ? std::string("-") : "%" + std::to_string(b.node), place);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> addMemoryCommand(CLI::App& app) {
+  auto a = std::make_shared<MemoryArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "memory", "A project's training step: live bytes over its kernels by kind, the peak and the buffers live there");
+  cmd->add_option("project", a->project, "Project folder or project.toml")->required();
+  addSetOption(cmd, a->sets);
+  cmd->add_flag("--json", a->json, "Everything as JSON: per kernel the live bytes by kind, every buffer");
+  cmd->add_option("--top", a->top, "How many of the buffers live at the peak to list")->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--width", a->width, "Columns of the chart")->capture_default_str()->check(CLI::Range(1, 1000));
+  return [cmd, a]() { return cmd->parsed() ? runMemory(*a) : -1; };
+}
+
+}  // namespace tsr::cli

@@ -1,0 +1,236 @@
+#include "engine/train/step_memory.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
+
+namespace tsr::train {
+
+const char* memoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Parameters: return "parameters";
+    case MemoryKind::OptimizerState: return "optimizer state";
+    case MemoryKind::Gradients: return "gradients";
+    case MemoryKind::Activations: return "activations";
+    case MemoryKind::Temporaries: return "temporaries";
+    case MemoryKind::Inputs: return "inputs";
+  }
+  return "?";
+}
+
+int64_t StepMemory::liveAt(int kernel) const {
+  int64_t sum = 0;
+  for (int64_t b : live[static_cast<size_t>(kernel)]) sum += b;
+  return sum;
+}
+
+namespace {
+
+// Which nodes the forward pass is (what the loss depends on; every node without a loss), and which read the
+// optimizer state (through any chain of nodes).
+struct Dataflow {
+  std::vector<char> forward, readsOptState;
+  std::vector<char> readOutsideForward;  // per value: a node outside the forward pass reads it
+};
+
+Dataflow dataflow(const ir::Graph& g, std::span<const MemoryKind> inputKinds, int lossOutput) {
+  const auto& nodes = g.nodes();
+  Dataflow d;
+  d.forward.assign(nodes.size(), lossOutput < 0);
+  if (lossOutput >= 0 && static_cast<size_t>(lossOutput) < g.outputs().size()) {
+    std::vector<ir::NodeId> stack;
+    auto visit = [&](ir::ValueId v) {
+      ir::NodeId p = g.value(v).producer;
+      if (p != ir::kNone && !d.forward[static_cast<size_t>(p)]) d.forward[static_cast<size_t>(p)] = 1, stack.push_back(p);
+    };
+    visit(g.outputs()[static_cast<size_t>(lossOutput)]);
+    while (!stack.empty()) {
+      ir::NodeId n = stack.back();
+      stack.pop_back();
+      for (ir::ValueId v : nodes[static_cast<size_t>(n)].operands) visit(v);
+    }
+  }
+  std::vector<char> valueReadsOpt(static_cast<size_t>(g.numValues()), 0);
+  for (size_t i = 0; i < g.inputs().size() && i < inputKinds.size(); ++i)
+    valueReadsOpt[static_cast<size_t>(g.inputs()[i])] = inputKinds[i] == MemoryKind::OptimizerState;
+  d.readsOptState.assign(nodes.size(), 0);
+  d.readOutsideForward.assign(static_cast<size_t>(g.numValues()), 0);
+  for (size_t n = 0; n < nodes.size(); ++n) {  // nodes are in definition order
+    for (ir::ValueId v : nodes[n].operands) {
+      d.readsOptState[n] |= valueReadsOpt[static_cast<size_t>(v)];
+      if (!d.forward[n]) d.readOutsideForward[static_cast<size_t>(v)] = 1;
+    }
+    for (ir::ValueId r : nodes[n].results) valueReadsOpt[static_cast<size_t>(r)] = d.readsOptState[n];
+  }
+  return d;
+}
+
+MemoryKind intermediateKind(const Dataflow& d, ir::NodeId node, ir::ValueId value) {
+  const auto n = static_cast<size_t>(node);
+  if (d.readsOptState[n]) return MemoryKind::Temporaries;
+  if (!d.forward[n]) return MemoryKind::Gradients;
+  return d.readOutsideForward[static_cast<size_t>(value)] ? MemoryKind::Activations : MemoryKind::Temporaries;
+}
+
+}  // namespace
+
+StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryKind> inputKinds,
+                             std::span<const std::string> inputNames, std::span<const MemoryKind> outputKinds,
+                             std::span<const std::string> outputNames, int lossOutput) {
+  const ir::Graph& g = exe.graph();
+  const auto& reg = ops::registry();
+  const auto& slots = exe.valueSlots();
+  StepMemory m;
+  for (const auto& k : exe.kernels()) m.kernels.push_back(k.name);
+  const int numKernels = static_cast<int>(m.kernels.size());
+  const int last = std::max(numKernels - 1, 0);
+  const Dataflow d = dataflow(g, inputKinds, lossOutput);
+
+  auto describeNode = [&](MemoryBuffer& b) {
+    b.node = g.value(b.value).producer;
+    if (b.node == ir::kNone) return;
+    const ir::Node& n = g.nodes()[static_cast<size_t>(b.node)];
+    const ir::OpDef* def = reg.find(n.op);
+    b.op = def ? def->name : "?";
+    if (!n.prov.empty()) b.where = n.prov.toString();
+  };
+  // The step's arguments: held by the caller from before the first kernel to after the last (a donated one's
+  // buffer then holds the output planned into it).
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    MemoryBuffer b;
+    b.value = g.inputs()[i];
+    b.bytes = g.aval(b.value).bytes();
+    b.kind = i < inputKinds.size() ? inputKinds[i] : MemoryKind::Inputs;
+    b.def = -1, b.lastUse = last;
+    b.op = "argument";
+    if (i < inputNames.size()) b.what = inputNames[i];
+    m.buffers.push_back(std::move(b));
+  }
+  std::vector<int> outputIndex(static_cast<size_t>(g.numValues()), -1);
+  for (size_t j = g.outputs().size(); j-- > 0;) outputIndex[static_cast<size_t>(g.outputs()[j])] = static_cast<int>(j);
+  for (size_t v = 0; v < slots.size(); ++v) {
+    const cpu::ValueSlot& s = slots[v];
+    MemoryBuffer b;
+    b.value = static_cast<ir::ValueId>(v);
+    b.bytes = g.aval(b.value).bytes();
+    if (s.loc == cpu::Loc::Const) {
+      b.kind = MemoryKind::Inputs;
+      b.def = -1, b.lastUse = last;
+      describeNode(b);
+      b.op = "constant";
+    } else if (s.loc == cpu::Loc::Fresh) {
+      if (s.donor >= 0) continue;  // written into a donated argument's buffer, counted there
+      const int j = outputIndex[v];
+      b.kind = j >= 0 && static_cast<size_t>(j) < outputKinds.size() ? outputKinds[static_cast<size_t>(j)]
+                                                                      : MemoryKind::Temporaries;
+      if (j >= 0 && static_cast<size_t>(j) < outputNames.size()) b.what = outputNames[static_cast<size_t>(j)];
+      b.def = s.def, b.lastUse = std::min(s.lastUse, last);
+      describeNode(b);
+    } else {
+      continue;  // arguments (above), arena values (below), aliases (no bytes of their own)
+    }
+    m.buffers.push_back(std::move(b));
+  }
+  const cpu::MemoryPlan& plan = exe.memory();
+  for (const auto& iv : plan.intervals) {
+    MemoryBuffer b;
+    b.value = iv.value;
+    b.bytes = iv.bytes;
+    b.def = iv.def, b.lastUse = std::min(iv.lastUse, last);
+    describeNode(b);
+    b.kind = b.node == ir::kNone ? MemoryKind::Temporaries : intermediateKind(d, b.node, b.value);
+    m.buffers.push_back(std::move(b));
+  }
+  std::stable_sort(m.buffers.begin(), m.buffers.end(),
+                   [](const MemoryBuffer& a, const MemoryBuffer& b) { return a.bytes > b.bytes; });
+
+  m.live.assign(static_cast<size_t>(std::max(numKernels, 1)), {});
+  std::vector<int64_t> arenaLive(m.live.size(), 0);
+  for (const auto& b : m.buffers)
+    for (int k = std::max(b.def, 0); k <= b.lastUse; ++k) m.live[static_cast<size_t>(k)][static_cast<size_t>(b.kind)] += b.bytes;
+  for (const auto& iv : plan.intervals)
+    for (int k = std::max(iv.def, 0); k <= std::min(iv.lastUse, last); ++k) arenaLive[static_cast<size_t>(k)] += iv.bytes;
+  for (int k = 0; k < static_cast<int>(m.live.size()); ++k) {
+    const int64_t total = m.liveAt(k);
+    if (total > m.peakBytes) m.peakBytes = total, m.peakKernel = k;
+  }
+  for (int i = 0; i < static_cast<int>(m.buffers.size()); ++i) {
+    const MemoryBuffer& b = m.buffers[static_cast<size_t>(i)];
+    if (std::max(b.def, 0) <= m.peakKernel && m.peakKernel <= b.lastUse) m.atPeak.push_back(i);
+  }
+  m.arenaBytes = plan.arenaBytes;
+  m.arenaPeakLiveBytes = arenaLive.empty() ? 0 : *std::max_element(arenaLive.begin(), arenaLive.end());
+  m.intermediateBytes = plan.intermediateBytes;
+  return m;
+}
+
+Result<StepMemory> projectStepMemory(const project::Project& p, const ShardPlanOptions& options) {
+  TSR_ASSIGN(PlannableStep step, traceStepForPlan(p));
+  ShardPlanOptions o = options;
+  o.compile = false;
+  TSR_ASSIGN(StepShardingPlan plan, planStepSharding(p, step, o));
+  const ir::Graph& program = *plan.program;
+  const auto& reg = ops::registry();
+  std::vector<MemoryKind> inputKinds;
+  std::vector<std::string> inputNames;
+  cpu::CompileOptions co;
+  co.name = "train_step";
+  co.native = false;
+  for (size_t i = 0; i < program.inputs().size(); ++i) {
+    const ArgumentPath path = i < step.paths.size() ? step.paths[i] : ArgumentPath{};
+    const MemoryKind kind = path.as<ArgumentPath::Param>()      ? MemoryKind::Parameters
+                            : path.as<ArgumentPath::OptState>() ? MemoryKind::OptimizerState
+                                                                : MemoryKind::Inputs;
+    inputKinds.push_back(kind);
+    inputNames.push_back(path.toString());
+    // The training loop donates the parameters and the optimizer state (Trainer: setDonatedArgs).
+    co.donatable.push_back(kind != MemoryKind::Inputs);
+  }
+  std::vector<MemoryKind> outputKinds;
+  int loss = -1;
+  for (size_t j = 0; j < step.outputPaths.size(); ++j) {
+    const std::string& path = step.outputPaths[j];
+    outputKinds.push_back(path.starts_with("params.") ? MemoryKind::Parameters
+                          : path.starts_with("opt.")  ? MemoryKind::OptimizerState
+                                                      : MemoryKind::Temporaries);
+    if (path == "loss") loss = static_cast<int>(j);
+  }
+  TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(program, reg));
+  auto exe = cpu::Executable::compile(program, reg, fusion, co);
+  if (!exe.ok()) return makeError("{}: the training step's memory plan: {}", p.file, exe.error().message);
+  StepMemory m = analyzeStepMemory(**exe, inputKinds, inputNames, outputKinds, step.outputPaths, loss);
+  m.device = plan.mesh.size() <= 1 ? std::string("one device")
+                                   : fmt::format("each of {} devices ({})", plan.mesh.size(), plan.mesh.toString());
+  m.program = plan.program;
+  return m;
+}
+
+std::string stepMemoryJson(const StepMemory& m) {
+  using nlohmann::json;
+  json kinds = json::array();
+  for (int k = 0; k < kNumMemoryKinds; ++k) kinds.push_back(memoryKindName(static_cast<MemoryKind>(k)));
+  json live = json::array();
+  for (const auto& row : m.live) live.push_back(std::vector<int64_t>(row.begin(), row.end()));
+  json buffers = json::array();
+  for (const auto& b : m.buffers)
+    buffers.push_back({{"value", b.value}, {"bytes", b.bytes}, {"kind", memoryKindName(b.kind)}, {"def", b.def},
+                       {"last_use", b.lastUse}, {"node", b.node}, {"op", b.op}, {"what", b.what}, {"where", b.where}});
+  json out = {{"device", m.device},
+              {"kernels", m.kernels},
+              {"kinds", kinds},
+              {"live", live},
+              {"peak", {{"kernel", m.peakKernel},
+                        {"name", m.kernels.empty() ? std::string() : m.kernels[static_cast<size_t>(m.peakKernel)]},
+                        {"bytes", m.peakBytes}}},
+              {"arena", {{"bytes", m.arenaBytes}, {"peak_live", m.arenaPeakLiveBytes}, {"without_reuse", m.intermediateBytes}}},
+              {"buffers", buffers},
+              {"at_peak", m.atPeak}};
+  // Kernel and op names are ASCII; provenance may hold any file name: never throw on bytes that are not UTF-8.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace tsr::train

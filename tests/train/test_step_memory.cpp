@@ -1,0 +1,140 @@
+// Memory over a training step (engine/train/step_memory.h): each buffer's kind from the step's dataflow, the
+// live bytes and the peak, checked against a hand-built step and against sizes worked out from the model.
+#include "tests/check.h"
+
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
+#include "engine/train/step_memory.h"
+#include "tests/temp_dir.h"
+#include "tests/train/project_files.h"
+
+using namespace tsr;
+using train::MemoryKind;
+
+namespace {
+
+const train::MemoryBuffer* bufferOf(const train::StepMemory& m, ir::ValueId v) {
+  for (const auto& b : m.buffers)
+    if (b.value == v) return &b;
+  return nullptr;
+}
+
+const train::MemoryBuffer* argument(const train::StepMemory& m, const std::string& what) {
+  for (const auto& b : m.buffers)
+    if (b.op == "argument" && b.what == what) return &b;
+  return nullptr;
+}
+
+// What the chart and the list both say must agree, and the peak is the most live bytes of any kernel.
+void checkConsistent(const train::StepMemory& m) {
+  REQUIRE(!m.live.empty());
+  int64_t most = 0;
+  for (int k = 0; k < static_cast<int>(m.live.size()); ++k) most = std::max(most, m.liveAt(k));
+  TSR_COMPARE(m.peakBytes, most);
+  int64_t listed = 0;
+  for (int i : m.atPeak) listed += m.buffers[static_cast<size_t>(i)].bytes;
+  TSR_COMPARE(listed, m.peakBytes);
+  REQUIRE(m.arenaPeakLiveBytes <= m.arenaBytes);
+  REQUIRE(m.arenaBytes <= m.intermediateBytes);
+}
+
+}  // namespace
+
+// loss = sum(exp(x * w)); the backward pass reads e = exp(x * w) (so e is an activation), and w - e * x is the
+// new parameter, written into w's donated buffer.
+TEST_CASE("kindsFollowTheDataflow") {
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  const Aval vec{Shape{1024}, DType::F32};
+  ir::ValueId w = g.addInput(vec), x = g.addInput(vec);
+  ir::ValueId a = (*g.addNode(reg, ir::OpCode::Mul, {x, w}, ir::NoAttrs{}))[0];
+  ir::ValueId e = (*g.addNode(reg, ir::OpCode::Exp, {a}, ir::NoAttrs{}))[0];
+  ir::ValueId loss = (*g.addNode(reg, ir::OpCode::ReduceSum, {e}, ir::ReduceAttrs{{0}}))[0];
+  ir::ValueId gw = (*g.addNode(reg, ir::OpCode::Mul, {e, x}, ir::NoAttrs{}))[0];
+  ir::ValueId w2 = (*g.addNode(reg, ir::OpCode::Sub, {w, gw}, ir::NoAttrs{}))[0];
+  g.setOutputs({w2, loss});
+  auto plan = passes::planFusion(g, reg);
+  REQUIRE_MESSAGE(plan.ok(), plan.error().message);
+  cpu::CompileOptions co;
+  co.donatable = {true, false};
+  auto exe = cpu::Executable::compile(g, reg, *plan, co);
+  REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+  const std::vector<MemoryKind> in = {MemoryKind::Parameters, MemoryKind::Inputs};
+  const std::vector<std::string> inNames = {"params.w", "inputs"};
+  const std::vector<MemoryKind> out = {MemoryKind::Parameters, MemoryKind::Temporaries};
+  const std::vector<std::string> outNames = {"params.w", "loss"};
+  train::StepMemory m = train::analyzeStepMemory(**exe, in, inNames, out, outNames, /*lossOutput=*/1);
+  checkConsistent(m);
+  // The arguments, whole step long.
+  REQUIRE(argument(m, "params.w"));
+  TSR_COMPARE(argument(m, "params.w")->kind, MemoryKind::Parameters);
+  TSR_COMPARE(argument(m, "params.w")->bytes, int64_t(4096));
+  TSR_COMPARE(argument(m, "inputs")->kind, MemoryKind::Inputs);
+  // e is read by the loss's reduction and by the backward product: it leaves its kernel, and it is kept.
+  const train::MemoryBuffer* eb = bufferOf(m, e);
+  REQUIRE_MESSAGE(eb, (*exe)->describe());
+  TSR_COMPARE(eb->kind, MemoryKind::Activations);
+  TSR_COMPARE(eb->bytes, int64_t(4096));
+  TSR_COMPARE(eb->op, std::string("exp"));
+  // The new parameter takes w's buffer: nothing of its own.
+  REQUIRE(!bufferOf(m, w2));
+  // Whatever else holds bytes: the loss (4 bytes, a temporary) and, if the fusion plan materialises them, the
+  // product x * w (forward, read only by exp: a temporary) and the gradient e * x (backward).
+  for (const auto& b : m.buffers) {
+    if (b.value == loss) TSR_COMPARE(b.kind, MemoryKind::Temporaries);
+    if (b.value == a) TSR_COMPARE(b.kind, MemoryKind::Temporaries);
+    if (b.value == gw) TSR_COMPARE(b.kind, MemoryKind::Gradients);
+  }
+  // At least both arguments and e at the peak: 3 x 4 KiB.
+  REQUIRE(m.peakBytes >= 3 * 4096);
+}
+
+TEST_CASE("mlpStepSizesAsTheModelGivesThem") {
+  test::TempDir dir;
+  const std::string toml =
+      "[model]\nfamily = \"mlp\"\nsizes = [64, 32, 10]\n[data]\nkind = \"synthetic-digits\"\n"
+      "[train]\nbatch_size = 16\nsteps = 1\noptimizer = \"adam\"\n";
+  auto p = test::writeProject(dir.path(), toml);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  auto m = train::projectStepMemory(*p);
+  REQUIRE_MESSAGE(m.ok(), m.error().message);
+  checkConsistent(*m);
+  TSR_COMPARE(m->device, std::string("one device"));
+  const int64_t paramBytes = (64 * 32 + 32 + 32 * 10 + 10) * 4;
+  const auto& peak = m->live[static_cast<size_t>(m->peakKernel)];
+  TSR_COMPARE(peak[size_t(MemoryKind::Parameters)], paramBytes);
+  // Adam: mu and nu per parameter, and a step count.
+  REQUIRE(peak[size_t(MemoryKind::OptimizerState)] >= 2 * paramBytes);
+  REQUIRE(peak[size_t(MemoryKind::OptimizerState)] <= 2 * paramBytes + 16);
+  TSR_COMPARE(argument(*m, "inputs")->bytes, int64_t(16 * 64 * 4));
+  TSR_COMPARE(argument(*m, "params.layers.0.weight")->bytes, int64_t(64 * 32 * 4));
+  // The hidden layer's activations [16, 32] are kept for the backward pass, and gradients are made.
+  int64_t activations = 0, gradients = 0;
+  for (const auto& row : m->live) {
+    activations = std::max(activations, row[size_t(MemoryKind::Activations)]);
+    gradients = std::max(gradients, row[size_t(MemoryKind::Gradients)]);
+  }
+  REQUIRE(activations >= 16 * 32 * 4);
+  REQUIRE(gradients >= 32 * 10 * 4);
+  // Every buffer names what made it.
+  for (const auto& b : m->buffers) REQUIRE_MESSAGE(!b.op.empty(), b.value);
+  const std::string json = train::stepMemoryJson(*m);
+  REQUIRE(json.find("\"peak\"") != std::string::npos);
+  REQUIRE(json.find("\"optimizer state\"") != std::string::npos);
+}
+
+// Under a mesh, the program one device runs: the batch split over 'data', the parameters whole on each.
+TEST_CASE("perDeviceUnderAMesh") {
+  test::TempDir dir;
+  const std::string toml =
+      "[model]\nfamily = \"mlp\"\nsizes = [64, 32, 10]\n[data]\nkind = \"synthetic-digits\"\n"
+      "[train]\nbatch_size = 16\nsteps = 1\noptimizer = \"sgd\"\n[mesh]\nshape = [4]\naxes = [\"data\"]\n";
+  auto p = test::writeProject(dir.path(), toml);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  auto m = train::projectStepMemory(*p);
+  REQUIRE_MESSAGE(m.ok(), m.error().message);
+  checkConsistent(*m);
+  REQUIRE_MESSAGE(m->device.find("each of 4 devices") == 0, m->device);
+  TSR_COMPARE(argument(*m, "inputs")->bytes, int64_t(4 * 64 * 4));
+  TSR_COMPARE(argument(*m, "params.layers.0.weight")->bytes, int64_t(64 * 32 * 4));
+}
