@@ -44,6 +44,7 @@
 #include "views/runs_panel.h"
 #include "views/session.h"
 #include "views/param_tree_model.h"
+#include "views/memory_panel.h"
 #include "views/sharding_panel.h"
 #include "views/timeline_panel.h"
 
@@ -173,6 +174,7 @@ void MainWindow::createPanels() {
   m_console = new ConsolePanel(m_session);
   m_timeline = new TimelinePanel(m_session);
   m_sharding = new ShardingPanel(m_session);
+  m_memory = new MemoryPanel(m_session);
   setCentralWidget(m_graph);
   addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
   addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
@@ -186,6 +188,8 @@ void MainWindow::createPanels() {
   tabifyDockWidget(m_docks["console"], m_docks["timeline"]);
   addPanel("sharding", tr("Sharding"), m_sharding, Qt::BottomDockWidgetArea);
   tabifyDockWidget(m_docks["timeline"], m_docks["sharding"]);
+  addPanel("memory", tr("Memory"), m_memory, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(m_docks["sharding"], m_docks["memory"]);
   // PartitionSpecs dragged from the sharding panel drop on the parameter tree; its Sharding column follows
   // the plan.
   m_project->paramView()->setAcceptDrops(true);

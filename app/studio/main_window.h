@@ -32,6 +32,7 @@ class ConsolePanel;
 class RunController;
 class TimelinePanel;
 class ShardingPanel;
+class MemoryPanel;
 class PluginPanel;
 
 class MainWindow : public QMainWindow {
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   ConsolePanel* consolePanel() const { return m_console; }
   TimelinePanel* timelinePanel() const { return m_timeline; }
   ShardingPanel* shardingPanel() const { return m_sharding; }
+  MemoryPanel* memoryPanel() const { return m_memory; }
   RunController* runController() const { return m_runner; }
 
   // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
@@ -121,6 +123,7 @@ class MainWindow : public QMainWindow {
   ConsolePanel* m_console;
   TimelinePanel* m_timeline;
   ShardingPanel* m_sharding;
+  MemoryPanel* m_memory;
   RunController* m_runner;
   QMap<QString, QDockWidget*> m_docks;
   QMenu* m_recentMenu = nullptr;

@@ -1,6 +1,7 @@
 #include "engine/train/step_memory.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -168,44 +169,60 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
   return m;
 }
 
-Result<StepMemory> projectStepMemory(const project::Project& p, const ShardPlanOptions& options) {
-  TSR_ASSIGN(PlannableStep step, traceStepForPlan(p));
-  ShardPlanOptions o = options;
-  o.compile = false;
-  TSR_ASSIGN(StepShardingPlan plan, planStepSharding(p, step, o));
-  const ir::Graph& program = *plan.program;
+namespace {
+
+MemoryKind kindOfPath(const std::string& path) {
+  if (path.starts_with("params.")) return MemoryKind::Parameters;
+  if (path.starts_with("opt.")) return MemoryKind::OptimizerState;
+  return MemoryKind::Inputs;
+}
+
+}  // namespace
+
+Result<StepMemory> stepMemory(const ir::Graph& program, const passes::FusionPlan* fusion,
+                              std::span<const std::string> inputPaths, std::span<const std::string> outputPaths) {
   const auto& reg = ops::registry();
-  std::vector<MemoryKind> inputKinds;
+  std::vector<MemoryKind> inputKinds, outputKinds;
   std::vector<std::string> inputNames;
   cpu::CompileOptions co;
   co.name = "train_step";
   co.native = false;
   for (size_t i = 0; i < program.inputs().size(); ++i) {
-    const ArgumentPath path = i < step.paths.size() ? step.paths[i] : ArgumentPath{};
-    const MemoryKind kind = path.as<ArgumentPath::Param>()      ? MemoryKind::Parameters
-                            : path.as<ArgumentPath::OptState>() ? MemoryKind::OptimizerState
-                                                                : MemoryKind::Inputs;
-    inputKinds.push_back(kind);
-    inputNames.push_back(path.toString());
+    inputNames.push_back(i < inputPaths.size() ? inputPaths[i] : std::string());
+    inputKinds.push_back(kindOfPath(inputNames.back()));
     // The training loop donates the parameters and the optimizer state (Trainer: setDonatedArgs).
-    co.donatable.push_back(kind != MemoryKind::Inputs);
+    co.donatable.push_back(inputKinds.back() != MemoryKind::Inputs);
   }
-  std::vector<MemoryKind> outputKinds;
   int loss = -1;
-  for (size_t j = 0; j < step.outputPaths.size(); ++j) {
-    const std::string& path = step.outputPaths[j];
-    outputKinds.push_back(path.starts_with("params.") ? MemoryKind::Parameters
-                          : path.starts_with("opt.")  ? MemoryKind::OptimizerState
-                                                      : MemoryKind::Temporaries);
-    if (path == "loss") loss = static_cast<int>(j);
+  for (size_t j = 0; j < outputPaths.size(); ++j) {
+    const MemoryKind kind = kindOfPath(outputPaths[j]);
+    outputKinds.push_back(kind == MemoryKind::Inputs ? MemoryKind::Temporaries : kind);
+    if (outputPaths[j] == "loss") loss = static_cast<int>(j);
   }
-  TSR_ASSIGN(passes::FusionPlan fusion, passes::planFusion(program, reg));
-  auto exe = cpu::Executable::compile(program, reg, fusion, co);
-  if (!exe.ok()) return makeError("{}: the training step's memory plan: {}", p.file, exe.error().message);
-  StepMemory m = analyzeStepMemory(**exe, inputKinds, inputNames, outputKinds, step.outputPaths, loss);
-  m.device = plan.mesh.size() <= 1 ? std::string("one device")
-                                   : fmt::format("each of {} devices ({})", plan.mesh.size(), plan.mesh.toString());
-  m.program = plan.program;
+  std::optional<passes::FusionPlan> planned;
+  if (!fusion) {
+    TSR_ASSIGN(planned, passes::planFusion(program, reg));
+    fusion = &*planned;
+  }
+  auto exe = cpu::Executable::compile(program, reg, *fusion, co);
+  if (!exe.ok()) return makeError("the training step's memory plan: {}", exe.error().message);
+  StepMemory m = analyzeStepMemory(**exe, inputKinds, inputNames, outputKinds, outputPaths, loss);
+  m.device = "one device";
+  return m;
+}
+
+Result<StepMemory> projectStepMemory(const project::Project& p, const ShardPlanOptions& options) {
+  TSR_ASSIGN(PlannableStep step, traceStepForPlan(p));
+  ShardPlanOptions o = options;
+  o.compile = false;
+  TSR_ASSIGN(StepShardingPlan plan, planStepSharding(p, step, o));
+  std::vector<std::string> inputPaths;
+  for (const ArgumentPath& path : step.paths) inputPaths.push_back(path.toString());
+  auto m = stepMemory(*plan.program, nullptr, inputPaths, step.outputPaths);
+  if (!m.ok()) return makeError("{}: {}", p.file, m.error().message);
+  m->device = plan.mesh.size() <= 1 ? std::string("one device")
+                                    : fmt::format("each of {} devices ({})", plan.mesh.size(), plan.mesh.toString());
+  m->program = plan.program;
   return m;
 }
 

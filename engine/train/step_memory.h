@@ -21,6 +21,7 @@
 
 #include "engine/backends/cpu/executable.h"
 #include "engine/core/result.h"
+#include "engine/passes/fusion.h"
 #include "engine/project/project.h"
 #include "engine/train/sharding_plan.h"
 
@@ -62,6 +63,12 @@ struct StepMemory {
 StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryKind> inputKinds,
                              std::span<const std::string> inputNames, std::span<const MemoryKind> outputKinds,
                              std::span<const std::string> outputNames, int lossOutput);
+
+// A training step's program (its inputs and outputs named as the step names them: "params.x", "opt.0.mu.x",
+// "inputs", "loss"), compiled by the CPU backend as a run compiles it: the parameters and the optimizer state
+// donated. `fusion`: the program's fusion plan, planned here when null.
+Result<StepMemory> stepMemory(const ir::Graph& program, const passes::FusionPlan* fusion,
+                              std::span<const std::string> inputPaths, std::span<const std::string> outputPaths);
 
 // The project's training step, on its mesh (options as for the sharding plan; `compile` is ignored).
 Result<StepMemory> projectStepMemory(const project::Project& project, const ShardPlanOptions& options = {});
