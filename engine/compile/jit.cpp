@@ -7,10 +7,13 @@
 
 #include "engine/compile/compile.h"
 #include "engine/compile/eval.h"
+#include "engine/core/bytes.h"
+#include "engine/core/limits.h"
 #include "engine/core/env_options.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
+#include "engine/spmd/spmd.h"
 
 namespace tsr {
 
@@ -28,6 +31,27 @@ bool logCompiles() {
 void logCompileLine(const std::string& line) {
   if (compileLogSink()) compileLogSink()(line);
   else std::fprintf(stderr, "[tessera] %s\n", line.c_str());
+}
+
+// Before the first run: an arena larger than what the process can still take would end in the out-of-memory
+// killer mid-step. Said once per compile; the run goes on (the estimate of free memory may be pessimistic).
+void warnIfArenaExceedsMemory(const std::string& name, const compile::Compiled& compiled) {
+  const runtime::Executable* exe = compiled.exe ? compiled.exe.get()
+                                   : compiled.spmd ? compiled.spmd->executable()
+                                                   : nullptr;
+  if (!exe) return;
+  // Every device of this process holds an arena of its own.
+  int64_t devices = 1;
+  if (compiled.spmd)
+    if (auto comm = spmd::devices(); comm.ok()) devices = static_cast<int64_t>((*comm)->localDevices().size());
+  const int64_t arena = exe->arenaBytes() * devices;
+  const int64_t available = limits::availableMemoryBytes();
+  if (available < 0 || arena <= available) return;
+  logCompileLine(fmt::format("warning: '{}' plans {} for its intermediates{}, more than the {} this process can still "
+                             "take: the first run may fail (tessera memory PROJECT shows what is live at the peak)",
+                             name, formatBytes(arena),
+                             devices > 1 ? fmt::format(" ({} devices here)", devices) : std::string(),
+                             formatBytes(available)));
 }
 
 std::string describeArg(const std::vector<std::string>& paths, size_t i) {
@@ -161,6 +185,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
                                                  : std::string(", interpreted"),
                                  secs * 1e3));
     }
+    warnIfArenaExceedsMemory(m_name, compiled);
     donatable.resize(leaves.size());
     m_cache.push_back(Entry{std::move(key), std::move(paths), std::make_shared<const ClosedGraph>(std::move(cg)),
                             std::move(compiled.exe), std::move(compiled.spmd), std::move(donatable)});

@@ -145,6 +145,18 @@ class TestHostileInput : public QObject {
               {"out of memory"});
   }
 
+  // A step whose planned arena (2.3 GiB of activations) exceeds a 2 GiB address space: a warning before its
+  // first run names both sizes, and the allocation that follows fails with a message, not the OOM killer.
+  void arenaLargerThanMemory() {
+#if defined(__SANITIZE_ADDRESS__) || (defined(__has_feature) && __has_feature(address_sanitizer))
+    QSKIP("AddressSanitizer cannot run under a limit on the address space (its shadow memory)");
+#endif
+    QTemporaryDir dir;
+    QString p = copyHostile(dir, "arena_too_large");
+    failsWith(tesseraWith({"train", p, "--db", dir.filePath("runs.db")}, {}, rlim_t(2) << 30),
+              {"warning: 'train_step' plans 2.26 GiB for its intermediates, more than the", "out of memory"});
+  }
+
   // A data file beside the project: read, but the run says so and records it.
   void corpusOutsideTheProject() {
     QTemporaryDir dir;
