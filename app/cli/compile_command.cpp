@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "app/cli/examples.h"
+#include "app/cli/memory_command.h"
 #include "app/cli/project_args.h"
 #include "engine/ops/registry.h"
 #include "engine/backends/cpu/executable.h"
@@ -35,6 +36,7 @@ struct CompileArgs {
   std::string dumpDir;
   bool quiet = false;
   std::vector<int64_t> whyNotFused;  // two node ids of the compiled graph (as decisions.txt and kernels.txt name them)
+  bool memory = false;               // the project's step memory instead (tessera memory)
 };
 
 // "node 12 (add @ blocks.0.mlp @ gpt2.cpp:40)"
@@ -118,6 +120,13 @@ Status dumpSpmd(const std::string& projectPath, const std::vector<std::string>& 
 }
 
 int runCompile(const CompileArgs& a) {
+  if (a.memory) {
+    if (a.project.empty()) {
+      std::cerr << "tessera compile: --memory needs a project (the step of a project's model and optimizer)\n";
+      return 1;
+    }
+    return printStepMemory("compile", a.project, a.sets, {});
+  }
   const auto& reg = ops::registry();
   auto g = inputGraph(a, reg);
   if (!g.ok()) {
@@ -213,6 +222,9 @@ std::function<int()> addCompileCommand(CLI::App& app) {
                   "Two node ids of the compiled graph (as decisions.txt and kernels.txt name them): whether they share a "
                   "kernel, and if not the fusion pass's reason and what would make them fusible")
       ->expected(2);
+  cmd->add_flag("--memory", args->memory,
+                "The step's live bytes over its kernels by kind, its peak and the buffers live there, per device "
+                "(as tessera memory)");
   addSetOption(cmd, args->sets);
   return [cmd, args]() { return cmd->parsed() ? runCompile(*args) : -1; };
 }

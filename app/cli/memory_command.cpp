@@ -16,9 +16,7 @@ namespace {
 struct MemoryArgs {
   std::string project;
   std::vector<std::string> sets;
-  bool json = false;
-  int top = 15;
-  int width = 72;
+  MemoryPrintOptions print;
 };
 
 // Live bytes over the kernels as one line of block characters (each column the most of its kernels), and a
@@ -40,18 +38,21 @@ std::string sparkline(const train::StepMemory& m, int width) {
   return fmt::format("  {}\n  {} the peak\n", line, marks);
 }
 
-int runMemory(const MemoryArgs& a) {
-  auto p = loadProject(a.project, a.sets);
+}  // namespace
+
+int printStepMemory(const std::string& command, const std::string& project, const std::vector<std::string>& sets,
+                    const MemoryPrintOptions& o) {
+  auto p = loadProject(project, sets);
   if (!p.ok()) {
-    std::cerr << "tessera memory: " << p.error().message << "\n";
+    std::cerr << "tessera " << command << ": " << p.error().message << "\n";
     return 1;
   }
   auto m = train::projectStepMemory(*p);
   if (!m.ok()) {
-    std::cerr << "tessera memory: " << m.error().message << "\n";
+    std::cerr << "tessera " << command << ": " << m.error().message << "\n";
     return 1;
   }
-  if (a.json) {
+  if (o.json) {
     std::cout << train::stepMemoryJson(*m) << "\n";
     return 0;
   }
@@ -68,8 +69,8 @@ int runMemory(const MemoryArgs& a) {
       "between them); {} without reuse\n\n",
       formatBytes(m->arenaBytes), formatBytes(m->arenaPeakLiveBytes),
       formatBytes(std::max<int64_t>(m->arenaBytes - m->arenaPeakLiveBytes, 0)), formatBytes(m->intermediateBytes));
-  std::cout << fmt::format("live bytes over the step's {} kernels:\n", numKernels) << sparkline(*m, a.width) << "\n";
-  const size_t shown = std::min(m->atPeak.size(), static_cast<size_t>(std::max(a.top, 0)));
+  std::cout << fmt::format("live bytes over the step's {} kernels:\n", numKernels) << sparkline(*m, o.width) << "\n";
+  const size_t shown = std::min(m->atPeak.size(), static_cast<size_t>(std::max(o.top, 0)));
   std::cout << fmt::format("buffers live at the peak, largest first ({} of {}):\n", shown, m->atPeak.size());
   std::cout << fmt::format("  {:>10}  {:<16} {:<20} {:>6}  {}\n", "bytes", "kind", "made by", "node", "what / where");
   for (size_t i = 0; i < shown; ++i) {
@@ -81,19 +82,17 @@ int runMemory(const MemoryArgs& a) {
   return 0;
 }
 
-}  // namespace
-
 std::function<int()> addMemoryCommand(CLI::App& app) {
   auto a = std::make_shared<MemoryArgs>();
   CLI::App* cmd = app.add_subcommand(
       "memory", "A project's training step: live bytes over its kernels by kind, the peak and the buffers live there");
   cmd->add_option("project", a->project, "Project folder or project.toml")->required();
   addSetOption(cmd, a->sets);
-  cmd->add_flag("--json", a->json, "Everything as JSON: per kernel the live bytes by kind, every buffer");
-  cmd->add_option("--top", a->top, "How many of the buffers live at the peak to list")->capture_default_str()
+  cmd->add_flag("--json", a->print.json, "Everything as JSON: per kernel the live bytes by kind, every buffer");
+  cmd->add_option("--top", a->print.top, "How many of the buffers live at the peak to list")->capture_default_str()
       ->check(CLI::Range(0, 1000000));
-  cmd->add_option("--width", a->width, "Columns of the chart")->capture_default_str()->check(CLI::Range(1, 1000));
-  return [cmd, a]() { return cmd->parsed() ? runMemory(*a) : -1; };
+  cmd->add_option("--width", a->print.width, "Columns of the chart")->capture_default_str()->check(CLI::Range(1, 1000));
+  return [cmd, a]() { return cmd->parsed() ? printStepMemory("memory", a->project, a->sets, a->print) : -1; };
 }
 
 }  // namespace tsr::cli

@@ -374,6 +374,44 @@ class TestCli : public QObject {
     QVERIFY(bad.err.contains("no such file"));
   }
 
+  void memoryOfAProjectsStep() {
+    // mlp_sharding on its 4x2 mesh: each device holds its quarter of the batch (8192 x 784 f32 over 'data'),
+    // layer 0's weight split over 'model' (784 x 1024 f32 / 2), as worked out by hand.
+    Run r = tessera({"memory", TSR_SAMPLES "/mlp_sharding", "--json"});
+    QCOMPARE(r.exitCode, 0);
+    QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(o["device"].toString(), QString("each of 8 devices (Mesh('data': 4, 'model': 2))"));
+    QJsonArray kinds = o["kinds"].toArray();
+    QCOMPARE(kinds.size(), 6);
+    qint64 inputs = -1, weight = -1, listed = 0;
+    const QJsonArray buffers = o["buffers"].toArray();
+    for (const QJsonValue& b : buffers) {
+      if (b["what"].toString() == "inputs") inputs = b["bytes"].toInteger();
+      if (b["what"].toString() == "params.layers.0.weight") weight = b["bytes"].toInteger();
+    }
+    QCOMPARE(inputs, qint64(8192 / 4 * 784 * 4));
+    QCOMPARE(weight, qint64(784 * 1024 / 2 * 4));
+    // The peak is the most of any kernel's live bytes, and the buffers listed at it add up to it.
+    qint64 most = 0;
+    for (const QJsonValue& row : o["live"].toArray()) {
+      qint64 sum = 0;
+      for (const QJsonValue& v : row.toArray()) sum += v.toInteger();
+      most = std::max(most, sum);
+    }
+    QCOMPARE(o["peak"].toObject()["bytes"].toInteger(), most);
+    for (const QJsonValue& i : o["at_peak"].toArray()) listed += buffers[i.toInt()]["bytes"].toInteger();
+    QCOMPARE(listed, most);
+    // The text form, and the same through compile --memory.
+    Run text = tessera({"compile", TSR_SAMPLES "/gpt2_mini", "--memory"});
+    QCOMPARE(text.exitCode, 0);
+    QVERIFY2(text.out.contains("gpt2_mini: the training step's memory on one device") &&
+                 text.out.contains("buffers live at the peak, largest first"),
+             qPrintable(text.out));
+    Run bad = tessera({"memory", TSR_SAMPLES "/absent"});
+    QCOMPARE(bad.exitCode, 1);
+    QVERIFY2(bad.err.startsWith("tessera memory: ") && bad.err.contains("no such file"), qPrintable(bad.err));
+  }
+
   void shardShowDrawsTheDeviceGrid() {
     Run r = tessera({"shard", "show", "--mesh", "4x2", "--axes", "a,b", "--shape", "8192,8192", "--spec", "a,b"});
     QCOMPARE(r.exitCode, 0);
