@@ -911,6 +911,16 @@ void GraphPanel::onNodeSelected(int node) {
 void GraphPanel::onSceneSelection() {
   if (m_syncing || m_secondary) return;
   const auto sel = m_scene->selectedItems();
+  if (sel.size() == 2) {  // Ctrl+click a second node: compare the two
+    auto* a = static_cast<GraphBoxItem*>(sel[0]);
+    auto* b = static_cast<GraphBoxItem*>(sel[1]);
+    if (a->box().item.kind == inspect::LevelItem::Kind::Node && b->box().item.kind == inspect::LevelItem::Kind::Node) {
+      m_syncing = true;
+      m_session->selectPair(std::min(a->box().item.node, b->box().item.node), std::max(a->box().item.node, b->box().item.node));
+      m_syncing = false;
+    }
+    return;
+  }
   if (sel.size() != 1) return;
   auto* item = static_cast<GraphBoxItem*>(sel.front());
   if (item->box().item.kind == inspect::LevelItem::Kind::Node) {
@@ -926,6 +936,19 @@ QStringList GraphPanel::visibleGroups() const {
   for (const auto& b : m_layout->boxes)
     if (b.item.kind == inspect::LevelItem::Kind::Group) out << QString::fromStdString(m_layoutTree->group(b.item.group).path);
   return out;
+}
+
+int GraphPanel::selectNodeBoxes(const QVector<int>& nodes) {
+  QList<GraphBoxItem*> boxes;
+  for (int n : nodes)
+    if (auto it = m_items.find(QString("n:%1").arg(n)); it != m_items.end()) boxes << *it;
+  {
+    const QSignalBlocker block(m_scene);  // one selection change, not one per box
+    m_scene->clearSelection();
+    for (GraphBoxItem* b : boxes) b->setSelected(true);
+  }
+  onSceneSelection();
+  return static_cast<int>(boxes.size());
 }
 
 QVector<int> GraphPanel::selectedNodes() const {

@@ -51,6 +51,9 @@ class GraphPanel : public QWidget {
   int visibleNodeCount() const;        // op boxes shown
   QStringList visibleClusters() const; // kernel clusters shown, "fusion.12 (loop)" (at the fusion stage)
   QVector<int> selectedNodes() const;  // node ids of the op boxes selected, ascending
+  // Selects the boxes of these nodes (those on screen), as clicks and Ctrl+clicks do: one node selects it, two
+  // compare them (Session::selectPair). Returns how many boxes were found.
+  int selectNodeBoxes(const QVector<int>& nodes);
   bool layoutRunning() const;
   QStringList lastLaidOut() const;     // group levels the last layout computed (the rest came from the cache)
   double lastLayoutSeconds() const { return m_layoutSeconds; }

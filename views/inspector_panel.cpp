@@ -96,7 +96,13 @@ InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(m_browser);
   connect(m_session, &Session::nodeSelected, this, &InspectorPanel::show);
-  connect(m_session, &Session::stageChanged, this, [this] { show(m_session->selectedNode()); });
+  connect(m_session, &Session::pairSelected, this, &InspectorPanel::showPair);
+  connect(m_session, &Session::stagesReady, this, [this] { show(m_session->selectedNode()); });
+  connect(m_session, &Session::stageChanged, this, [this] {
+    const auto [a, b] = m_session->selectedPair();
+    if (a >= 0) showPair(a, b);
+    else show(m_session->selectedNode());
+  });
   connect(m_session, &Session::profileChanged, this, [this] { show(m_session->selectedNode()); });
   connect(m_session, &Session::shardingChanged, this, [this] { show(m_session->selectedNode()); });
   connect(m_browser, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
@@ -123,8 +129,12 @@ const sharding::ShardingPlan* InspectorPanel::stagePlan(QString* error) {
 
 void InspectorPanel::show(int node) {
   const inspect::Stage* stage = m_session->stage();
-  if (!stage || node < 0) {
+  if (!stage) {
     m_browser->clear();
+    return;
+  }
+  if (node < 0) {
+    showFusionSummary();
     return;
   }
   QString shardingError;
@@ -176,6 +186,75 @@ void InspectorPanel::show(int node) {
   h += "<h4>Decisions</h4>";
   if (info.decisions.empty()) h += tr("<p>No pass recorded a decision about this node at this stage.</p>");
   for (const auto& d : info.decisions) h += "<p>" + esc(d) + "</p>";
+  m_browser->setHtml(h);
+}
+
+namespace {
+
+QString nodeLink(const ir::Graph& g, int node) {
+  std::string where = inspect::opName(g, node);
+  const ir::Node& n = g.nodes()[static_cast<size_t>(node)];
+  if (!n.prov.modulePath.empty()) where += " @ " + n.prov.modulePath;
+  return QString("<a href=\"node:%1\">node %1</a> (%2)").arg(node).arg(esc(where));
+}
+
+QString kernelOf(const inspect::Stage& fs, int node) {
+  const auto& groupOf = fs.fusion->groupOfNode;
+  if (node < 0 || static_cast<size_t>(node) >= groupOf.size() || groupOf[static_cast<size_t>(node)] < 0)
+    return QObject::tr("no kernel of its own (a view read through)");
+  return esc(fs.fusion->groups[static_cast<size_t>(groupOf[static_cast<size_t>(node)])].name);
+}
+
+}  // namespace
+
+void InspectorPanel::showPair(int a, int b) {
+  const inspect::Stage* stage = m_session->stage();
+  StagesPtr stages = m_session->stages();
+  if (!stage || !stages) return;
+  const int numNodes = static_cast<int>(stage->graph->nodes().size());
+  if (a < 0 || b < 0 || a >= numNodes || b >= numNodes) return;
+  QString h = tr("<h3>Fused? <small>node %1 and node %2 · %3</small></h3>").arg(a).arg(b).arg(esc(stage->name));
+  const inspect::Stage* fs = inspect::fusionStageFor(*stages, *stage);
+  if (!fs) {
+    h += tr("<p>Fusion is planned at the fusion stage (the last): select the two nodes there to ask.</p>");
+    h += "<p>" + nodeLink(*stage->graph, a) + "<br>" + nodeLink(*stage->graph, b) + "</p>";
+    m_browser->setHtml(h);
+    return;
+  }
+  const passes::FusionVerdict v = inspect::fusionVerdict(*fs, a, b);
+  h += "<table cellspacing=4>";
+  for (int n : {a, b})
+    h += QString("<tr><td>%1</td><td>%2 %3</td></tr>").arg(nodeLink(*stage->graph, n), tr("in"), kernelOf(*fs, n));
+  h += "</table>";
+  h += QString("<p><b>%1</b> <code>[%2]</code>: %3</p>")
+           .arg(v.fused ? tr("Fused") : tr("Not fused"), passes::fusionReasonName(v.reason), esc(v.detail));
+  if (!v.hint.empty()) h += tr("<p><b>To fuse them:</b> %1</p>").arg(esc(v.hint));
+  m_browser->setHtml(h);
+}
+
+void InspectorPanel::showFusionSummary() {
+  const inspect::Stage* stage = m_session->stage();
+  StagesPtr stages = m_session->stages();
+  const inspect::Stage* fs = stage && stages ? inspect::fusionStageFor(*stages, *stage) : nullptr;
+  if (!fs) {
+    m_browser->setHtml(tr("<p>Select a node to see its op, attributes, provenance, cost and the decisions about "
+                          "it. At the fusion stage, this place lists the costliest boundaries between kernels.</p>"));
+    return;
+  }
+  const auto boundaries = inspect::unfusedBoundaries(*fs, 10);
+  QString h = tr("<h3>Fusion: the %1 costliest boundaries</h3><p>Values one kernel writes to memory and another "
+                 "reads back, by bytes moved (written and read). Ctrl+click two nodes in the graph to ask about "
+                 "any pair.</p>")
+                  .arg(boundaries.size());
+  h += tr("<table cellspacing=4><tr><th>bytes</th><th>from</th><th>to</th><th>why not fused</th></tr>");
+  for (const passes::UnfusedBoundary& b : boundaries) {
+    QString why = QString("<code>[%1]</code> %2").arg(passes::fusionReasonName(b.verdict.reason), esc(b.verdict.detail));
+    if (!b.verdict.hint.empty()) why += "<br><small>" + tr("to fuse them: ") + esc(b.verdict.hint) + "</small>";
+    h += QString("<tr><td align=right>%1</td><td>%2<br><small>%3</small></td><td>%4<br><small>%5</small></td><td>%6</td></tr>")
+             .arg(esc(inspect::formatBytes(b.bytes)), nodeLink(*fs->graph, b.producer),
+                  kernelOf(*fs, b.producer), nodeLink(*fs->graph, b.consumer), kernelOf(*fs, b.consumer), why);
+  }
+  h += "</table>";
   m_browser->setHtml(h);
 }
 

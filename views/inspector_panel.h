@@ -21,6 +21,10 @@ class InspectorPanel : public QWidget {
 
  private:
   void show(int node);
+  // Two nodes compared: whether they share a kernel and, if not, the fusion pass's reason and what would fuse them.
+  void showPair(int a, int b);
+  // With nothing selected at a stage with a fusion plan: the costliest boundaries between kernels.
+  void showFusionSummary();
   // The sharding plan carried to the current stage (cached per stage and plan); null without one.
   const sharding::ShardingPlan* stagePlan(QString* error);
 

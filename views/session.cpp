@@ -130,10 +130,18 @@ void Session::setCurrentStage(int index) {
 }
 
 void Session::selectNode(int node) {
-  if (node == m_node) return;
+  if (node == m_node && m_pair.first < 0) return;
   m_node = node;
   m_kernelNodes.clear();
+  m_pair = {-1, -1};
   emit nodeSelected(node);
+}
+
+void Session::selectPair(int a, int b) {
+  m_pair = {a, b};
+  m_node = a;
+  m_kernelNodes.clear();
+  emit pairSelected(a, b);
 }
 
 void Session::selectKernelNodes(const std::vector<int>& nodes) {
@@ -142,6 +150,7 @@ void Session::selectKernelNodes(const std::vector<int>& nodes) {
   setCurrentStage(fs);
   // Set before the signal: the panels read the kernel's nodes when they show the first one.
   m_kernelNodes = nodes;
+  m_pair = {-1, -1};
   m_node = nodes.front();
   emit nodeSelected(m_node);
 }

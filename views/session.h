@@ -3,6 +3,7 @@
 // the stage on screen and the selected node. Opening and compiling run on worker threads; the session tells
 // the panels through signals, on the UI thread.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <QFutureWatcher>
@@ -53,6 +54,10 @@ class Session : public QObject {
   // kernel's first node; the panels mark all of `nodes` (selectedKernelNodes) until another selection.
   void selectKernelNodes(const std::vector<int>& nodes);
   const std::vector<int>& selectedKernelNodes() const { return m_kernelNodes; }
+  // Two nodes of the current stage compared (Ctrl+click a second node in the graph): are they fused, and if
+  // not, why. Any other selection ends it.
+  void selectPair(int a, int b);
+  std::pair<int, int> selectedPair() const { return m_pair; }
 
   // The project's latest profile mapped onto the fusion stage (whose graph the profiled executable ran), or
   // why there is none ("no profile yet", "profile 3 is for another graph: ..."). Read again after each
@@ -88,6 +93,7 @@ class Session : public QObject {
   void stagesReady();
   void stageChanged(int index);
   void nodeSelected(int node);
+  void pairSelected(int a, int b);
   void message(const QString& level, const QString& text);
   void profileChanged();
   void specDropped(const QString& argumentPath, const QString& spec);
@@ -102,6 +108,7 @@ class Session : public QObject {
   int m_stage = 0;
   int m_node = -1;
   std::vector<int> m_kernelNodes;
+  std::pair<int, int> m_pair{-1, -1};
   QString m_opening;     // the path openProject was given
   QString m_failedFile;
   ProfilePtr m_profile;

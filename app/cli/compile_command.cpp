@@ -12,6 +12,7 @@
 #include "app/cli/examples.h"
 #include "app/cli/memory_command.h"
 #include "app/cli/project_args.h"
+#include "engine/core/bytes.h"
 #include "engine/ops/registry.h"
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/native_compiler.h"
@@ -37,6 +38,7 @@ struct CompileArgs {
   bool quiet = false;
   std::vector<int64_t> whyNotFused;  // two node ids of the compiled graph (as decisions.txt and kernels.txt name them)
   bool memory = false;               // the project's step memory instead (tessera memory)
+  int unfused = 0;                   // list this many of the costliest boundaries between kernels
 };
 
 // "node 12 (add @ blocks.0.mlp @ gpt2.cpp:40)"
@@ -63,6 +65,20 @@ int printWhyNotFused(const ir::Graph& g, const passes::FusionPlan& plan, const p
             << "\n";
   if (!v.hint.empty()) std::cout << "to fuse them: " << v.hint << "\n";
   return 0;
+}
+
+// The boundaries fusion left, costliest first, each with what "why not fused?" says of it.
+void printUnfused(const ir::Graph& g, const passes::FusionPlan& plan, const passes::PassContext& ctx, int count) {
+  auto boundaries = passes::costliestUnfusedBoundaries(g, plan, ctx.log().all(), static_cast<size_t>(count));
+  std::cout << fmt::format("\nthe {} costliest boundaries between kernels (a value written to memory and read back):\n",
+                           boundaries.size());
+  for (const passes::UnfusedBoundary& b : boundaries) {
+    std::cout << fmt::format("  {:>10}  {} in {}\n  {:>10}    -> {} in {}\n", formatBytes(b.bytes),
+                             describeNode(g, b.producer), plan.groups[static_cast<size_t>(b.producerGroup)].name, "",
+                             describeNode(g, b.consumer), plan.groups[static_cast<size_t>(b.consumerGroup)].name);
+    std::cout << fmt::format("  {:>10}    [{}] {}\n", "", passes::fusionReasonName(b.verdict.reason), b.verdict.detail);
+    if (!b.verdict.hint.empty()) std::cout << fmt::format("  {:>10}    to fuse them: {}\n", "", b.verdict.hint);
+  }
 }
 
 Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
@@ -178,6 +194,7 @@ int runCompile(const CompileArgs& a) {
   std::cout << fmt::format("scheduling: arena {:.1f} MiB in the traced order; kept the {} order ({:.1f} MiB)\n",
                            mem.tracedOrderArenaBytes / 1048576.0, mem.scheduled ? "memory-aware" : "traced",
                            mem.arenaBytes / 1048576.0);
+  if (a.unfused > 0) printUnfused(out, *plan, ctx, a.unfused);
   std::cout << fmt::format("compile total: {:.3f} s (passes {:.3f} s, backend {:.3f} s)\n",
                            report.totalSeconds + backendSeconds, report.totalSeconds, backendSeconds);
   if (!a.dumpDir.empty()) {
@@ -222,6 +239,12 @@ std::function<int()> addCompileCommand(CLI::App& app) {
                   "Two node ids of the compiled graph (as decisions.txt and kernels.txt name them): whether they share a "
                   "kernel, and if not the fusion pass's reason and what would make them fusible")
       ->expected(2);
+  cmd->add_option("--unfused", args->unfused,
+                  "List the N costliest boundaries between kernels (bytes written and read back), each with the fusion "
+                  "pass's reason and what would fuse it")
+      ->expected(0, 1)
+      ->default_str("10")
+      ->check(CLI::Range(1, 100000));
   cmd->add_flag("--memory", args->memory,
                 "The step's live bytes over its kernels by kind, its peak and the buffers live there, per device "
                 "(as tessera memory)");

@@ -249,4 +249,20 @@ std::vector<NodeSummary> summarizeNodes(const ir::Graph& g, const std::vector<ir
   return out;
 }
 
+const Stage* fusionStageFor(const std::vector<Stage>& stages, const Stage& stage) {
+  for (const Stage& s : stages)
+    if (s.fusion && (&s == &stage || sameGraph(s, stage))) return &s;
+  return nullptr;
+}
+
+passes::FusionVerdict fusionVerdict(const Stage& fusionStage, ir::NodeId a, ir::NodeId b) {
+  if (!fusionStage.fusion || !fusionStage.graph) return {};
+  return passes::whyNotFused(*fusionStage.graph, *fusionStage.fusion, fusionStage.decisions, a, b);
+}
+
+std::vector<passes::UnfusedBoundary> unfusedBoundaries(const Stage& fusionStage, size_t count) {
+  if (!fusionStage.fusion || !fusionStage.graph) return {};
+  return passes::costliestUnfusedBoundaries(*fusionStage.graph, *fusionStage.fusion, fusionStage.decisions, count);
+}
+
 }  // namespace tsr::inspect

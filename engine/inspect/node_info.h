@@ -108,4 +108,12 @@ struct NodeSummary {
 };
 std::vector<NodeSummary> summarizeNodes(const ir::Graph& g, const std::vector<ir::NodeId>& nodes);
 
+// Fusion questions at any stage whose node ids are the fusion stage's (that stage, or one with its graph):
+// the stage that holds the plan and the fusion pass's decisions, or null when `stage` is not one of them.
+const Stage* fusionStageFor(const std::vector<Stage>& stages, const Stage& stage);
+// Whether two nodes share a kernel and, if not, the fusion pass's reason and what would fuse them.
+passes::FusionVerdict fusionVerdict(const Stage& fusionStage, ir::NodeId a, ir::NodeId b);
+// The costliest boundaries between the fusion stage's kernels (passes::costliestUnfusedBoundaries).
+std::vector<passes::UnfusedBoundary> unfusedBoundaries(const Stage& fusionStage, size_t count = 10);
+
 }  // namespace tsr::inspect

@@ -784,4 +784,47 @@ FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<
   return v;
 }
 
+std::vector<UnfusedBoundary> costliestUnfusedBoundaries(const ir::Graph& g, const FusionPlan& plan,
+                                                        std::span<const Decision> decisions, size_t count) {
+  std::vector<UnfusedBoundary> all;
+  auto groupOf = [&](NodeId n) {
+    return n >= 0 && static_cast<size_t>(n) < plan.groupOfNode.size() ? plan.groupOfNode[static_cast<size_t>(n)] : -1;
+  };
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const FusionGroup& group = plan.groups[gi];
+    if (group.kind == GroupKind::Alias || group.kind == GroupKind::Constant) continue;
+    for (ValueId v : group.inputs) {
+      const NodeId producer = g.value(v).producer;
+      const int pg = groupOf(producer);
+      if (pg < 0 || pg == static_cast<int>(gi)) continue;
+      const GroupKind pk = plan.groups[static_cast<size_t>(pg)].kind;
+      if (pk == GroupKind::Constant) continue;
+      // The first member that reads it (directly or through a view).
+      NodeId consumer = ir::kNone;
+      for (NodeId n : group.nodes) {
+        const auto& eff = plan.effectiveOperands.size() == g.nodes().size()
+                              ? plan.effectiveOperands[static_cast<size_t>(n)]
+                              : g.nodes()[static_cast<size_t>(n)].operands;
+        if (contains(eff, v) || contains(g.nodes()[static_cast<size_t>(n)].operands, v)) {
+          consumer = n;
+          break;
+        }
+      }
+      if (consumer == ir::kNone) consumer = group.nodes.empty() ? ir::kNone : group.nodes.front();
+      UnfusedBoundary b;
+      b.producer = producer;
+      b.consumer = consumer;
+      b.value = v;
+      b.producerGroup = pg;
+      b.consumerGroup = static_cast<int>(gi);
+      b.bytes = 2 * g.aval(v).bytes();
+      all.push_back(std::move(b));
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const UnfusedBoundary& a, const UnfusedBoundary& b) { return a.bytes > b.bytes; });
+  if (all.size() > count) all.resize(count);
+  for (UnfusedBoundary& b : all) b.verdict = whyNotFused(g, plan, decisions, b.producer, b.consumer);
+  return all;
+}
+
 }  // namespace tsr::passes

@@ -82,6 +82,19 @@ struct FusionVerdict {
 FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<const Decision> decisions,
                           ir::NodeId a, ir::NodeId b);
 
+// A value that one kernel writes to memory and another reads back: a boundary fusion did not remove. bytes: its
+// traffic, written once and read once (twice its size). The costliest first; what whyNotFused says of the pair.
+struct UnfusedBoundary {
+  ir::NodeId producer = ir::kNone, consumer = ir::kNone;  // the nodes on either side
+  ir::ValueId value = ir::kNone;
+  int producerGroup = -1, consumerGroup = -1;             // indices into the plan's groups
+  int64_t bytes = 0;
+  FusionVerdict verdict;
+};
+// The `count` costliest boundaries between kernels (values from graph inputs and constants are not boundaries).
+std::vector<UnfusedBoundary> costliestUnfusedBoundaries(const ir::Graph& g, const FusionPlan& plan,
+                                                        std::span<const Decision> decisions, size_t count = 10);
+
 // The pass: plans fusion and leaves the plan in the context (PassContext::fusionPlan) without changing the graph.
 class Fusion : public Pass {
  public:

@@ -207,6 +207,40 @@ TEST_CASE("softmaxIsThreeKernels") {
   TSR_COMPARE(compiledMatches(g), std::string());
 }
 
+// The boundaries fusion leaves in softmax, worked out by hand: three kernels (max; exp with its sum; the
+// division) hand on exp's [32, 100] result (12,800 bytes, written and read: 25,600) and the two [32] reductions
+// (128 bytes each, 256 moved). The input is no boundary.
+TEST_CASE("costliestUnfusedBoundariesOfSoftmax") {
+  Builder b;
+  auto x = b.input(f32({32, 100}));
+  auto m = b.add(OpCode::ReduceMax, {x}, axes({1}));
+  auto mb = b.add(OpCode::BroadcastInDim, {m}, bcast({32, 100}, {0}));
+  auto e = b.add(OpCode::Exp, {b.add(OpCode::Sub, {x, mb})});
+  auto s = b.add(OpCode::ReduceSum, {e}, axes({1}));
+  auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({32, 100}, {0}));
+  auto y = b.add(OpCode::Div, {e, sb});
+  ir::Graph g = b.done({y});
+  passes::PassContext ctx(reg());
+  auto p = passes::planFusion(g, reg(), &ctx);
+  REQUIRE(p.ok());
+  auto all = passes::costliestUnfusedBoundaries(g, *p, ctx.log().all(), 10);
+  TSR_COMPARE(all.size(), size_t(3));
+  TSR_COMPARE(all[0].value, e);
+  TSR_COMPARE(all[0].bytes, int64_t(25600));
+  TSR_COMPARE(all[0].producer, g.value(e).producer);
+  TSR_COMPARE(all[0].consumer, g.value(y).producer);
+  REQUIRE(!all[0].verdict.fused);
+  REQUIRE(all[0].verdict.reason != passes::FusionReason::None);
+  std::vector<ir::ValueId> small = {all[1].value, all[2].value};
+  std::sort(small.begin(), small.end());
+  std::vector<ir::ValueId> want = {m, s};
+  std::sort(want.begin(), want.end());
+  TSR_COMPARE(small, want);
+  TSR_COMPARE(all[1].bytes, int64_t(256));
+  TSR_COMPARE(all[2].bytes, int64_t(256));
+  TSR_COMPARE(passes::costliestUnfusedBoundaries(g, *p, ctx.log().all(), 1).size(), size_t(1));
+}
+
 TEST_CASE("layerNormSiblingReductionsShareAPass") {
   // mean and mean of squares of the same input: one kernel reads x once for both sums.
   Builder b;

@@ -33,6 +33,7 @@
 #include "tests/studio/studio_test_util.h"
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
+#include "engine/inspect/node_info.h"
 #include "views/inspector_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
@@ -226,6 +227,52 @@ class TestStudio : public QObject {
     QString text = w.inspectorPanel()->plainText();
     QVERIFY2(text.contains(QString::fromStdString(fused->message)), qPrintable(text));
     QVERIFY2(text.contains(QString::fromStdString(k.name)) && text.contains(QString::fromStdString(k.reason)), qPrintable(text));
+  }
+
+  // "Why not fused?": with nothing selected at the fusion stage, the inspector lists the costliest boundaries
+  // between kernels; Ctrl+clicking two nodes (two boxes selected) asks about the pair.
+  void whyNotFusedInTheInspector() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    const int last = static_cast<int>(w.session()->stages()->size()) - 1;
+    const inspect::Stage& fs = w.session()->stages()->back();
+    w.session()->setCurrentStage(last);
+    QVERIFY(waitLayout(w.graphPanel()));
+    w.session()->selectNode(-1);
+    QString text = w.inspectorPanel()->plainText();
+    QVERIFY2(text.contains("Fusion: the 10 costliest boundaries"), qPrintable(text));
+    // The costliest boundary, found here by walking the plan: the largest value a kernel reads from another.
+    int64_t most = 0;
+    for (size_t gi = 0; gi < fs.fusion->groups.size(); ++gi)
+      for (ir::ValueId v : fs.fusion->groups[gi].inputs) {
+        const ir::NodeId p = fs.graph->value(v).producer;
+        if (p < 0) continue;
+        const int pg = fs.fusion->groupOfNode[static_cast<size_t>(p)];
+        if (pg < 0 || pg == static_cast<int>(gi) || fs.fusion->groups[size_t(pg)].kind == passes::GroupKind::Constant ||
+            fs.fusion->groups[gi].kind == passes::GroupKind::Constant || fs.fusion->groups[gi].kind == passes::GroupKind::Alias)
+          continue;
+        most = std::max(most, 2 * fs.graph->aval(v).bytes());
+      }
+    QVERIFY2(text.contains(QString::fromStdString(inspect::formatBytes(most))), qPrintable(text));
+    // Two boxes of one kernel: fused. Two nodes across a boundary: not fused, with the pass's reason code.
+    const auto boundary = inspect::unfusedBoundaries(fs, 1).front();
+    w.graphPanel()->expandAll(true);
+    QVERIFY(waitLayout(w.graphPanel()));
+    QCOMPARE(w.graphPanel()->selectNodeBoxes(QVector<int>{boundary.producer, boundary.consumer}), 2);
+    QCOMPARE(w.session()->selectedPair(),
+             std::make_pair(std::min(boundary.producer, boundary.consumer), std::max(boundary.producer, boundary.consumer)));
+    text = w.inspectorPanel()->plainText();
+    QVERIFY2(text.contains("Not fused [" + QString(passes::fusionReasonName(boundary.verdict.reason)) + "]"), qPrintable(text));
+    const passes::FusionGroup* multi = nullptr;
+    for (const auto& g : fs.fusion->groups)
+      if (!multi && g.nodes.size() > 1) multi = &g;
+    QVERIFY(multi);
+    w.session()->selectPair(multi->nodes[0], multi->nodes[1]);
+    text = w.inspectorPanel()->plainText();
+    QVERIFY2(text.contains("Fused [fused]") && text.contains(QString::fromStdString(multi->name)), qPrintable(text));
+    // A single selection ends the comparison.
+    w.session()->selectNode(multi->nodes[0]);
+    QCOMPARE(w.session()->selectedPair().first, -1);
   }
 
   void screenshotOfTheFusionStage() {
