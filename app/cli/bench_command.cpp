@@ -1,7 +1,5 @@
 #include "app/cli/bench_command.h"
 
-#include <cblas.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +12,7 @@
 #include "app/cli/model_command.h"
 #include "app/cli/profile_command.h"
 #include "app/cli/project_args.h"
+#include "engine/backends/cpu/machine_peaks.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
@@ -35,41 +34,7 @@ struct BenchArgs {
   bool json = false;
 };
 
-struct SgemmPeak {
-  int64_t n = 0;
-  double gflops = 0;  // best of the repeats
-};
-
-// OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes) on `threads` threads: one untimed call,
-// then the best of `repeats`. This is the practical ceiling the step's GFLOP/s is compared with. The engine runs
-// OpenBLAS single-threaded inside its own pool, so the thread count is set here and restored afterwards.
-SgemmPeak measureSgemm(int64_t n, int repeats, int threads) {
-  SgemmPeak peak{n, 0};
-  if (n <= 0) return peak;
-  int saved = openblas_get_num_threads();
-  openblas_set_num_threads(threads);
-  auto count = static_cast<size_t>(n * n);
-  std::vector<float> a(count), b(count), c(count, 0.0f);
-  std::mt19937 gen(1);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (size_t i = 0; i < count; ++i) a[i] = d(gen), b[i] = d(gen);
-  auto dim = static_cast<int>(n);
-  auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, a.data(), dim, b.data(), dim, 0.0f,
-                c.data(), dim);
-  };
-  run();
-  for (int i = 0; i < repeats; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    run();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    peak.gflops = std::max(peak.gflops, 2.0 * static_cast<double>(n) * static_cast<double>(n * n) / s / 1e9);
-  }
-  openblas_set_num_threads(saved);
-  return peak;
-}
-
-nlohmann::json toJson(const train::BenchReport& r, const SgemmPeak& peak, int threads, int64_t warmup) {
+nlohmann::json toJson(const train::BenchReport& r, const cpu::SgemmPeak& peak, int threads, int64_t warmup) {
   double perSec = static_cast<double>(r.itemsPerStep) / r.medianSeconds;
   double gflops = r.flopsPerStep / r.medianSeconds / 1e9;
   nlohmann::json j = {{"project", r.project},
@@ -123,7 +88,7 @@ int runBench(BenchArgs& a) {
     std::cerr << "tessera bench: " << report.error().message << "\n";
     return 1;
   }
-  SgemmPeak peak = measureSgemm(a.sgemmSize, a.sgemmRepeats, threads);
+  cpu::SgemmPeak peak = cpu::measureSgemm(a.sgemmSize, a.sgemmRepeats, threads);
   int64_t warmup = std::max<int64_t>(a.options.warmup, 1);
   nlohmann::json j = toJson(*report, peak, threads, warmup);
   const cpu::NativeStats native = cpu::nativeStats();

@@ -45,6 +45,7 @@
 #include "views/session.h"
 #include "views/param_tree_model.h"
 #include "views/memory_panel.h"
+#include "views/roofline_panel.h"
 #include "views/sharding_panel.h"
 #include "views/timeline_panel.h"
 
@@ -175,6 +176,7 @@ void MainWindow::createPanels() {
   m_timeline = new TimelinePanel(m_session);
   m_sharding = new ShardingPanel(m_session);
   m_memory = new MemoryPanel(m_session);
+  m_roofline = new RooflinePanel(m_session);
   setCentralWidget(m_graph);
   addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
   addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
@@ -190,6 +192,8 @@ void MainWindow::createPanels() {
   tabifyDockWidget(m_docks["timeline"], m_docks["sharding"]);
   addPanel("memory", tr("Memory"), m_memory, Qt::BottomDockWidgetArea);
   tabifyDockWidget(m_docks["sharding"], m_docks["memory"]);
+  addPanel("roofline", tr("Roofline"), m_roofline, Qt::BottomDockWidgetArea);
+  tabifyDockWidget(m_docks["memory"], m_docks["roofline"]);
   // PartitionSpecs dragged from the sharding panel drop on the parameter tree; its Sharding column follows
   // the plan.
   m_project->paramView()->setAcceptDrops(true);

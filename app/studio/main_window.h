@@ -33,6 +33,7 @@ class RunController;
 class TimelinePanel;
 class ShardingPanel;
 class MemoryPanel;
+class RooflinePanel;
 class PluginPanel;
 
 class MainWindow : public QMainWindow {
@@ -57,6 +58,7 @@ class MainWindow : public QMainWindow {
   TimelinePanel* timelinePanel() const { return m_timeline; }
   ShardingPanel* shardingPanel() const { return m_sharding; }
   MemoryPanel* memoryPanel() const { return m_memory; }
+  RooflinePanel* rooflinePanel() const { return m_roofline; }
   RunController* runController() const { return m_runner; }
 
   // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
@@ -124,6 +126,7 @@ class MainWindow : public QMainWindow {
   TimelinePanel* m_timeline;
   ShardingPanel* m_sharding;
   MemoryPanel* m_memory;
+  RooflinePanel* m_roofline;
   RunController* m_runner;
   QMap<QString, QDockWidget*> m_docks;
   QMenu* m_recentMenu = nullptr;

@@ -57,6 +57,8 @@ Result<ProfileTimes> profileTimes(const store::ProfileInfo& profile, const std::
     KernelTime& k = t.kernels[it->second];
     ++k.count;
     k.totalNs += e.durationNs;
+    k.flops += e.flops;
+    k.bytes += e.bytes;
     t.totalNs += e.durationNs;
   }
   for (const KernelTime& k : t.kernels)

@@ -17,6 +17,7 @@
 #include "engine/inspect/project_edit.h"
 #include "engine/inspect/profile_times.h"
 #include "engine/inspect/project_snapshot.h"
+#include "engine/inspect/roofline.h"
 #include "engine/inspect/runs_reader.h"
 #include "engine/inspect/stage_diff.h"
 #include "engine/ops/registry.h"
@@ -52,6 +53,40 @@ class TestInspect : public QObject {
     auto s = inspect::openProject(kMini);
     QVERIFY2(s.ok(), s.ok() ? "" : s.error().message.c_str());
     m_mini = std::move(s).value();
+  }
+
+  // Roofline points from a kernel table, against values worked out by hand: a GEMM of 2 GFLOP over 100 MB
+  // (20 FLOPs/byte) in 0.1 s runs at 20 GFLOP/s; under roofs of 100 GFLOP/s and 10 GB/s its roof is
+  // min(100, 10 x 20) = 100, so it is at 20%. A copy (no FLOPs) has no point; a loop of 1 FLOP/byte at 5 GFLOP/s
+  // is at 50% of its 10 GFLOP/s roof.
+  void rooflineFromAKernelTable() {
+    inspect::ProfileTimes p;
+    p.totalNs = 400'000'000;
+    inspect::KernelTime gemm, copy, loop;
+    gemm.name = "dot_general", gemm.kind = "gemm", gemm.nodes = {3}, gemm.count = 2, gemm.totalNs = 100'000'000;
+    gemm.flops = 2e9, gemm.bytes = 1e8;
+    copy.name = "copy", copy.kind = "copy", copy.count = 1, copy.totalNs = 100'000'000, copy.bytes = 1e8;
+    loop.name = "fusion.1", loop.kind = "loop", loop.nodes = {5, 6}, loop.count = 1, loop.totalNs = 200'000'000;
+    loop.flops = 1e9, loop.bytes = 1e9;
+    p.kernels = {gemm, copy, loop};
+    inspect::Roofs roofs;
+    roofs.flopsPerSecond = 100e9, roofs.bytesPerSecond = 10e9;
+    QCOMPARE(roofs.ridge(), 10.0);
+    inspect::Roofline r = inspect::rooflineOf(p, roofs);
+    QCOMPARE(r.points.size(), size_t(2));
+    QCOMPARE(r.withoutFlops, 1);
+    QCOMPARE(r.points[0].kernel, 0);
+    QCOMPARE(r.points[0].intensity, 20.0);
+    QVERIFY(std::abs(r.points[0].flopsPerSecond - 20e9) < 1);
+    QVERIFY(std::abs(r.points[0].ofRoof - 0.2) < 1e-12);
+    QVERIFY(std::abs(r.points[0].share - 0.25) < 1e-12);
+    QCOMPARE(r.points[1].kernel, 2);
+    QVERIFY(std::abs(r.points[1].ofRoof - 0.5) < 1e-12);
+    QCOMPARE(r.points[1].nodes, (std::vector<ir::NodeId>{5, 6}));
+    // Measured roofs are positive and meet at a positive intensity.
+    inspect::Roofs measured = inspect::measureRoofs(1);
+    QVERIFY2(measured.flopsPerSecond > 0 && measured.bytesPerSecond > 0, measured.how.c_str());
+    QVERIFY(measured.how.find("SGEMM 1024^3 on 1 threads") == 0);
   }
 
   void parametersMatchModelInfo() {

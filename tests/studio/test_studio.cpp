@@ -35,6 +35,7 @@
 #include "views/graph_panel.h"
 #include "engine/inspect/node_info.h"
 #include "views/inspector_panel.h"
+#include "views/roofline_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
 #include "views/new_project_dialog.h"
@@ -418,6 +419,20 @@ class TestStudio : public QObject {
     QString text = w.inspectorPanel()->plainText();
     QVERIFY2(text.contains("Measured time") && text.contains(QString::fromStdString(s->profile()->kernelOf(node)->name)),
              qPrintable(text));
+    // The Roofline panel: a point per kernel with FLOPs, bytes and time in the profile; a click selects its nodes.
+    RooflinePanel* roofline = w.rooflinePanel();
+    QVERIFY(QTest::qWaitFor([&] { return roofline->roofs().has_value() && !roofline->measuring(); }, 60000));
+    int drawable = 0;
+    for (const auto& k : s->profile()->kernels) drawable += k.flops > 0 && k.bytes > 0 && k.totalNs > 0;
+    QCOMPARE(static_cast<int>(roofline->roofline().points.size()), drawable);
+    QVERIFY(drawable > 0);
+    const auto& first = roofline->roofline().points.front();
+    const auto& k0 = s->profile()->kernels[static_cast<size_t>(first.kernel)];
+    QCOMPARE(first.intensity, k0.flops / k0.bytes);
+    QVERIFY2(roofline->summary().contains("Roofs: SGEMM"), qPrintable(roofline->summary()));
+    roofline->selectPoint(0);
+    QCOMPARE(s->selectedKernelNodes(), std::vector<int>(first.nodes.begin(), first.nodes.end()));
+    QCOMPARE(s->currentStage(), s->profileStage());
   }
 
   void metricsPanelTailsAStore() {
