@@ -183,6 +183,7 @@ int run(int argc, char** argv) {
   auto newProject = tsr::cli::addNewCommand(app);
   auto sweep = tsr::cli::addSweepCommand(app);
   auto memory = tsr::cli::addMemoryCommand(app);
+  auto profileDiff = tsr::cli::addProfileDiffCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
@@ -190,7 +191,7 @@ int run(int argc, char** argv) {
   if (ops->parsed()) return cmdOps(json);
   if (ir->parsed()) return cmdIr(example, batch, file);
   for (const auto& command : {compile, train, runs, modelInfo, eval, generate, logits, bench, profile, shard, plugins,
-                              families, newProject, sweep, memory})
+                              families, newProject, sweep, memory, profileDiff})
     if (int rc = command(); rc >= 0) return rc;
   return 0;
 }

@@ -1,11 +1,14 @@
 #include "app/cli/profile_command.h"
 
+#include <filesystem>
+
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "app/cli/project_args.h"
 #include "engine/project/project.h"
+#include "engine/train/profile_diff.h"
 #include "engine/train/profile_run.h"
 
 namespace tsr::cli {
@@ -101,6 +104,95 @@ std::function<int()> addProfileCommand(CLI::App& app) {
   cmd->add_flag("--quiet", a->quiet, "Print only the summary");
   addSetOption(cmd, a->sets);
   return [cmd, a]() { return cmd->parsed() ? runProfile(*a) : -1; };
+}
+
+namespace {
+
+struct ProfileDiffArgs {
+  int64_t runA = 0, runB = 0;
+  std::string projectA, projectB, dbA, dbB;
+  bool json = false;
+  int top = 15;
+};
+
+std::string storeOf(const std::string& db, const std::string& project) {
+  if (!db.empty()) return db;
+  return project.empty() ? std::string("runs.db") : (std::filesystem::path(project) / "runs.db").string();
+}
+
+std::string msText(double ns) { return fmt::format("{:.3f}", ns / 1e6); }
+
+std::string changeText(double a, double b) {
+  if (a <= 0) return b > 0 ? "new" : "";
+  return fmt::format("{:+.1f}%", 100.0 * (b - a) / a);
+}
+
+int runProfileDiff(const ProfileDiffArgs& a) {
+  auto fail = [](const std::string& m) {
+    std::cerr << "tessera profile-diff: " << m << "\n";
+    return 1;
+  };
+  const std::string pathA = storeOf(a.dbA, a.projectA);
+  const std::string pathB = a.dbB.empty() && a.projectB.empty() ? pathA : storeOf(a.dbB, a.projectB);
+  std::error_code ec;
+  for (const std::string& p : {pathA, pathB})
+    if (!std::filesystem::exists(p, ec)) return fail("no run store at " + p);
+  auto dbA = store::RunStore::openReadOnly(pathA);
+  if (!dbA.ok()) return fail(dbA.error().message);
+  auto dbB = store::RunStore::openReadOnly(pathB);
+  if (!dbB.ok()) return fail(dbB.error().message);
+  auto d = train::diffProfiles(*dbA, a.runA, *dbB, a.runB);
+  if (!d.ok()) return fail(d.error().message);
+  if (a.json) {
+    std::cout << train::profileDiffJson(*d) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("A: run {} (profile {}, {} steps)   B: run {} (profile {}, {} steps){}\n", d->a.run,
+                           d->a.profile, d->a.steps, d->b.run, d->b.profile, d->b.steps,
+                           d->sameGraph ? "; the same nodes and ops" : "; different graphs: nodes matched by module, op and order");
+  std::cout << fmt::format("kernel time per step: {} ms -> {} ms ({})\n\n", msText(d->a.stepNs), msText(d->b.stepNs),
+                           changeText(d->a.stepNs, d->b.stepNs));
+  const auto top = static_cast<size_t>(std::max(a.top, 0));
+  std::cout << fmt::format("kernels by change, matched through their graph nodes ({} of {}):\n",
+                           std::min(top, d->kernels.size()), d->kernels.size());
+  std::cout << fmt::format("  {:>10} {:>10} {:>8}  {}\n", "A ms", "B ms", "change", "kernel (A -> B)");
+  for (size_t i = 0; i < std::min(top, d->kernels.size()); ++i) {
+    const auto& k = d->kernels[i];
+    std::string names = k.nameB.empty() ? k.nameA + "  (A only)"
+                        : k.nameA.empty() ? k.nameB + "  (B only)"
+                        : k.nameA == k.nameB ? k.nameA
+                                             : k.nameA + "  ->  " + k.nameB;
+    std::cout << fmt::format("  {:>10} {:>10} {:>8}  {}\n", msText(k.nsA), msText(k.nsB), changeText(k.nsA, k.nsB), names);
+  }
+  std::cout << fmt::format("\ngraph nodes by change ({} of {}; a kernel's time split evenly among its nodes):\n",
+                           std::min(top, d->nodes.size()), d->nodes.size());
+  std::cout << fmt::format("  {:>10} {:>10} {:>8}  {}\n", "A ms", "B ms", "change", "node (module, op, which)");
+  for (size_t i = 0; i < std::min(top, d->nodes.size()); ++i) {
+    const auto& n = d->nodes[i];
+    std::string ids = n.nodeA >= 0 && n.nodeB >= 0 ? fmt::format("nodes {} / {}", n.nodeA, n.nodeB)
+                      : n.nodeA >= 0              ? fmt::format("node {} (A only)", n.nodeA)
+                                                  : fmt::format("node {} (B only)", n.nodeB);
+    std::cout << fmt::format("  {:>10} {:>10} {:>8}  {} {} #{}  {}\n", msText(n.nsA), msText(n.nsB),
+                             changeText(n.nsA, n.nsB), n.module.empty() ? "(top)" : n.module, n.op, n.occurrence, ids);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> addProfileDiffCommand(CLI::App& app) {
+  auto a = std::make_shared<ProfileDiffArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile-diff", "Two runs' latest profiles, time per kernel and per graph node, A against B, by change");
+  cmd->add_option("run_a", a->runA, "Run A (its latest profile)")->required();
+  cmd->add_option("run_b", a->runB, "Run B (its latest profile)")->required();
+  cmd->add_option("--project", a->projectA, "Use the project's run store (PROJECT/runs.db)");
+  cmd->add_option("--db", a->dbA, "Run store of A (default ./runs.db; B's too unless --db-b or --project-b)");
+  cmd->add_option("--project-b", a->projectB, "B from another project's run store");
+  cmd->add_option("--db-b", a->dbB, "B from another run store");
+  cmd->add_flag("--json", a->json, "Everything as JSON: both sides, every kernel pair and every node");
+  cmd->add_option("--top", a->top, "Rows of each table")->capture_default_str()->check(CLI::Range(0, 1000000));
+  return [cmd, a]() { return cmd->parsed() ? runProfileDiff(*a) : -1; };
 }
 
 }  // namespace tsr::cli

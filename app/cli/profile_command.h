@@ -11,6 +11,8 @@ namespace tsr::cli {
 
 // Adds the subcommand; the returned function runs it when it was parsed (returns the exit code, -1 if not parsed).
 std::function<int()> addProfileCommand(CLI::App& app);
+// `tessera profile-diff RUN_A RUN_B`: two runs' latest profiles by kernel and by graph node (train/profile_diff.h).
+std::function<int()> addProfileDiffCommand(CLI::App& app);
 
 // The `top` kernels of a trace by total time (count, mean, share, GFLOP/s, GB/s), then each step mark with its
 // kernel time and FLOPs.
