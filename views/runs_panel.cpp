@@ -350,7 +350,47 @@ void RunsPanel::compareSelected() {
     row(QString::fromStdString(k), cells);
   }
   h += "</table>";
+  if (rows.size() == 2) h += profileDiffHtml(rows[0]->info.id, rows[1]->info.id);
   m_compare->setHtml(h);
+}
+
+QString RunsPanel::profileDiffHtml(qint64 runA, qint64 runB) const {
+  auto d = inspect::diffRunProfiles(m_dbPath.toStdString(), runA, runB);
+  if (!d.ok()) return tr("<p><b>Profiles</b>: %1</p>").arg(QString::fromStdString(d.error().message).toHtmlEscaped());
+  auto ms = [](double ns) { return QString::number(ns / 1e6, 'f', 3); };
+  auto change = [](double a, double b) {
+    return a > 0 ? QString("%1%2%").arg(b >= a ? "+" : "").arg(100.0 * (b - a) / a, 0, 'f', 1) : QString("new");
+  };
+  QString h = tr("<h4>Profiles: run %1 (A) against run %2 (B)</h4><p>Kernel time per step %3 ms &rarr; %4 ms (%5)%6. "
+                 "Kernels are matched through the graph nodes they ran; a kernel's time is split evenly among its "
+                 "nodes.</p>")
+                  .arg(runA)
+                  .arg(runB)
+                  .arg(ms(d->a.stepNs), ms(d->b.stepNs), change(d->a.stepNs, d->b.stepNs),
+                       d->sameGraph ? tr("; the same nodes and ops") : tr("; different graphs"));
+  const size_t top = 15;
+  h += tr("<table border=1 cellspacing=0 cellpadding=3><tr><th>A ms</th><th>B ms</th><th>change</th><th>kernel A</th>"
+          "<th>kernel B</th></tr>");
+  for (size_t i = 0; i < std::min(top, d->kernels.size()); ++i) {
+    const auto& k = d->kernels[i];
+    h += QString("<tr><td align=right>%1</td><td align=right>%2</td><td align=right>%3</td><td>%4</td><td>%5</td></tr>")
+             .arg(ms(k.nsA), ms(k.nsB), change(k.nsA, k.nsB), QString::fromStdString(k.nameA).toHtmlEscaped(),
+                  QString::fromStdString(k.nameB).toHtmlEscaped());
+  }
+  h += tr("</table><br><table border=1 cellspacing=0 cellpadding=3><tr><th>A ms</th><th>B ms</th><th>change</th>"
+          "<th>graph node (module, op, which)</th><th>node A / B</th></tr>");
+  for (size_t i = 0; i < std::min(top, d->nodes.size()); ++i) {
+    const auto& n = d->nodes[i];
+    h += QString("<tr><td align=right>%1</td><td align=right>%2</td><td align=right>%3</td><td>%4 %5 #%6</td>"
+                 "<td>%7 / %8</td></tr>")
+             .arg(ms(n.nsA), ms(n.nsB), change(n.nsA, n.nsB),
+                  QString::fromStdString(n.module.empty() ? "(top)" : n.module).toHtmlEscaped(),
+                  QString::fromStdString(n.op))
+             .arg(n.occurrence)
+             .arg(n.nodeA >= 0 ? QString::number(n.nodeA) : QString("-"), n.nodeB >= 0 ? QString::number(n.nodeB) : QString("-"));
+  }
+  h += "</table>";
+  return h;
 }
 
 QString RunsPanel::comparisonText() const { return m_compare->toPlainText(); }

@@ -66,6 +66,8 @@ class RunsPanel : public QWidget {
   // Reads the store now (the panel also polls every two seconds).
   void refresh();
   void compareSelected();
+  // Two runs' profiles by kernel and by graph node, for the comparison (a line saying why when there are none).
+  QString profileDiffHtml(qint64 runA, qint64 runB) const;
   QString comparisonText() const;
   void setDatabase(const QString& path);
   // Edits of the selected run (one): false with the reason in lastError().

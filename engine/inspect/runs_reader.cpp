@@ -101,4 +101,9 @@ std::vector<double> smooth(const std::vector<double>& values, double weight) {
   return out;
 }
 
+Result<train::ProfileDiff> diffRunProfiles(const std::string& dbPath, int64_t runA, int64_t runB) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
+  return train::diffProfiles(db, runA, db, runB);
+}
+
 }  // namespace tsr::inspect

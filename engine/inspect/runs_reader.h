@@ -8,6 +8,7 @@
 
 #include "engine/core/result.h"
 #include "engine/store/run_store.h"
+#include "engine/train/profile_diff.h"
 
 namespace tsr::inspect {
 
@@ -66,5 +67,9 @@ Result<double> tokensPerStep(const std::map<std::string, std::string>& params);
 
 // Exponential moving average with TensorBoard's debiasing, over the full-resolution values; weight in [0, 1).
 std::vector<double> smooth(const std::vector<double>& values, double weight);
+
+// Two runs' latest profiles compared by kernel and by graph node (train::diffProfiles), from the store at
+// dbPath, opened read-only.
+Result<train::ProfileDiff> diffRunProfiles(const std::string& dbPath, int64_t runA, int64_t runB);
 
 }  // namespace tsr::inspect

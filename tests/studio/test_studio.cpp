@@ -480,6 +480,18 @@ class TestStudio : public QObject {
     runs->compareSelected();
     QVERIFY(runs->comparisonText().contains("run 1"));
     QVERIFY(runs->comparisonText().contains("run 2"));
+    QVERIFY2(runs->comparisonText().contains("run 1 has no profile"), qPrintable(runs->comparisonText()));
+    // With a profile each (one step; one kernel of 2 ms in A, 1 ms in B, the same node), the two are compared.
+    for (int64_t run : {a, b}) {
+      const int64_t pid = *s->createProfile(run, "p", 0, 0);
+      QVERIFY(s->addProfileKernels(pid, {{0, "train_step", "fusion.0 gemm[dot_general]", "gemm", {7}, {"dot_general"}, "h.0"}}).ok());
+      QVERIFY(s->addKernelEvents(pid, {{"cpu:0", 0, "fusion.0", 0, 0, run == a ? 2'000'000 : 1'000'000, 0, 0}}).ok());
+    }
+    runs->compareSelected();
+    const QString text = runs->comparisonText();
+    QVERIFY2(text.contains("Profiles: run 1 (A) against run 2 (B)") && text.contains("2.000 ms") &&
+                 text.contains("1.000 ms (-50.0%)") && text.contains("h.0 dot_general #0"),
+             qPrintable(text));
   }
 
   void runOfABogusProjectShowsItsError() {
