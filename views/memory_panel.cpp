@@ -65,6 +65,7 @@ MemoryPanel::MemoryPanel(Session* session, QWidget* parent)
     showMemory();
   });
   connect(m_watcher, &QFutureWatcherBase::finished, this, &MemoryPanel::onComputed);
+  connect(m_session, &Session::profileChanged, this, &MemoryPanel::onStagesReady);  // a new profile: measured again
   connect(m_table, &QTableWidget::cellClicked, this, [this](int row, int) { onRowActivated(row); });
 }
 
@@ -85,9 +86,12 @@ void MemoryPanel::onStagesReady() {
   const int fusionStage = m_session->profileStage();  // the stage whose node ids kernels name
   if (!stages || fusionStage < 0 || !project) return;
   m_summary->setText(tr("Planning the step's memory…"));
-  m_watcher->setFuture(QtConcurrent::run([stages, project, fusionStage]() -> Computed {
-    return std::make_shared<Result<inspect::StepMemory>>(
-        inspect::stageMemory((*stages)[static_cast<size_t>(fusionStage)], *project));
+  const std::string db = m_session->runsDbPath().toStdString();
+  m_watcher->setFuture(QtConcurrent::run([stages, project, fusionStage, db]() -> Computed {
+    auto c = std::make_shared<Computation>(
+        Computation{inspect::stageMemory((*stages)[static_cast<size_t>(fusionStage)], *project), {}});
+    if (c->memory.ok()) c->measured = inspect::measuredMemoryText(db, *c->memory);
+    return c;
   }));
 }
 
@@ -97,13 +101,15 @@ void MemoryPanel::onComputed() {
     onStagesReady();
     return;
   }
-  if (!r->ok()) {
+  if (!r->memory.ok()) {
     m_memory.reset();
+    m_measured.clear();
     showMemory();
-    m_summary->setText(tr("No memory plan: %1").arg(QString::fromStdString(r->error().message)));
+    m_summary->setText(tr("No memory plan: %1").arg(QString::fromStdString(r->memory.error().message)));
     return;
   }
-  m_memory = std::make_shared<const inspect::StepMemory>(std::move(*r).value());
+  m_memory = std::make_shared<const inspect::StepMemory>(std::move(r->memory).value());
+  m_measured = QString::fromStdString(r->measured);
   showMemory();
 }
 
@@ -130,7 +136,8 @@ void MemoryPanel::showMemory() {
           .arg(numKernels)
           .arg(numKernels ? QString::fromStdString(m.kernels[static_cast<size_t>(m.peakKernel)]) : QString())
           .arg(kinds.join(", "), bytesText(m.arenaBytes), bytesText(m.arenaPeakLiveBytes),
-               bytesText(m.intermediateBytes)));
+               bytesText(m.intermediateBytes)) +
+      (m_measured.isEmpty() ? QString() : "\n" + m_measured));
 
   // Stacked areas: kind k lies between the running sums of kinds before it and through it. Each kernel is a
   // step of the curve (two points), so the bytes read exactly at every kernel.

@@ -28,11 +28,16 @@ class MemoryPanel : public QWidget {
   std::shared_ptr<const inspect::StepMemory> memory() const { return m_memory; }
   bool computing() const;
   QString summary() const;
+  QString measured() const { return m_measured; }
   QChartView* chartView() const { return m_view; }
   QTableWidget* table() const { return m_table; }
 
  private:
-  using Computed = std::shared_ptr<Result<inspect::StepMemory>>;
+  struct Computation {
+    Result<inspect::StepMemory> memory;
+    std::string measured;  // the measured side, from the project's latest profile
+  };
+  using Computed = std::shared_ptr<Computation>;
   void onStagesReady();
   void onComputed();
   void showMemory();
@@ -45,6 +50,7 @@ class MemoryPanel : public QWidget {
   QTableWidget* m_table;
   QFutureWatcher<Computed>* m_watcher;
   std::shared_ptr<const inspect::StepMemory> m_memory;
+  QString m_measured;
   bool m_stale = false;  // a compile finished while one was being computed
 };
 

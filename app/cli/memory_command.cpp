@@ -1,6 +1,7 @@
 #include "app/cli/memory_command.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -69,6 +70,16 @@ int printStepMemory(const std::string& command, const std::string& project, cons
       "between them); {} without reuse\n\n",
       formatBytes(m->arenaBytes), formatBytes(m->arenaPeakLiveBytes),
       formatBytes(std::max<int64_t>(m->arenaBytes - m->arenaPeakLiveBytes, 0)), formatBytes(m->intermediateBytes));
+  // The measured side, from the project's latest profile where there is one.
+  const std::string db = (std::filesystem::path(p->dir) / "runs.db").string();
+  std::error_code ec;
+  if (std::filesystem::exists(db, ec)) {
+    auto measured = train::latestMeasuredMemory(db);
+    if (measured.ok()) std::cout << train::explainMeasured(*m, *measured) << "\n\n";
+    else std::cout << "measured: " << measured.error().message << "\n\n";
+  } else {
+    std::cout << "measured: no profile yet (tessera profile PROJECT records the step's allocations)\n\n";
+  }
   std::cout << fmt::format("live bytes over the step's {} kernels:\n", numKernels) << sparkline(*m, o.width) << "\n";
   const size_t shown = std::min(m->atPeak.size(), static_cast<size_t>(std::max(o.top, 0)));
   std::cout << fmt::format("buffers live at the peak, largest first ({} of {}):\n", shown, m->atPeak.size());

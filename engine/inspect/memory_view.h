@@ -19,4 +19,8 @@ using train::memoryKindName;
 // outputs named by the project's step paths.
 Result<StepMemory> stageMemory(const Stage& fusionStage, const ProjectSnapshot& project);
 
+// The measured side beside it: the latest profile in the store at dbPath against `planned` (one sentence), or
+// why there is none ("no profile yet ...").
+std::string measuredMemoryText(const std::string& dbPath, const StepMemory& planned);
+
 }  // namespace tsr::inspect

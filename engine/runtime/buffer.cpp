@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -9,6 +10,8 @@
 #include <exception>
 
 #include <fmt/format.h>
+
+#include "engine/runtime/profiler.h"
 
 namespace tsr::runtime {
 
@@ -61,9 +64,22 @@ BlockCache& blockCache() {
   return *cache;
 }
 
+// Trivially destructible: buffers held by static objects may be freed after main returns.
+std::atomic<int64_t> g_liveBytes{0};
+
+// Called after each allocation and release: the samples a profile's memory track is made of.
+void noteLiveBytes(int64_t bytes) {
+  if (Profiler* p = Profiler::active()) p->memory(MemorySample{Profiler::nowNs(), bytes});
+}
+
 }  // namespace
 
-Buffer::~Buffer() { blockCache().give(m_data, m_capacity); }
+int64_t liveBufferBytes() { return g_liveBytes.load(std::memory_order_relaxed); }
+
+Buffer::~Buffer() {
+  blockCache().give(m_data, m_capacity);
+  noteLiveBytes(g_liveBytes.fetch_sub(m_size, std::memory_order_relaxed) - m_size);
+}
 
 Result<std::shared_ptr<Buffer>> Buffer::allocate(int64_t bytes) {
   TSR_ASSIGN(std::shared_ptr<Buffer> b, allocateUninitialized(bytes));
@@ -77,6 +93,7 @@ Result<std::shared_ptr<Buffer>> Buffer::allocateUninitialized(int64_t bytes) {
   size_t capacity = BlockCache::classSize(static_cast<size_t>(bytes));
   void* p = blockCache().take(capacity);
   if (!p) return makeError("out of memory allocating {} bytes ({:.1f} MiB)", bytes, bytes / 1048576.0);
+  noteLiveBytes(g_liveBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes);
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, capacity));
 }
 

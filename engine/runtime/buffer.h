@@ -36,6 +36,10 @@ class Buffer {
 
 using BufferPtr = std::shared_ptr<Buffer>;
 
+// The bytes of all Buffers alive in the process (their sizes, not the allocator's rounded blocks). While a
+// profiler records, each change is also a MemorySample of it.
+int64_t liveBufferBytes();
+
 // Runs one op with its CPU kernel: infers the results, allocates them and calls the kernel.
 Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
                                         std::span<const Aval> inputAvals, const ir::Attrs& attrs,

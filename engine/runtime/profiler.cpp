@@ -1,5 +1,7 @@
 #include "engine/runtime/profiler.h"
 
+#include "engine/runtime/buffer.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -62,9 +64,19 @@ std::vector<ProfileEvent> Profiler::events() const {
   return m_events;
 }
 
+void Profiler::memory(MemorySample m) {
+  std::lock_guard lock(m_mutex);
+  m_memory.push_back(m);
+}
+
 std::vector<ProfileMark> Profiler::marks() const {
   std::lock_guard lock(m_mutex);
   return m_marks;
+}
+
+std::vector<MemorySample> Profiler::memorySamples() const {
+  std::lock_guard lock(m_mutex);
+  return m_memory;
 }
 
 std::vector<FusionInfo> Profiler::fusions() const {
@@ -76,11 +88,15 @@ void Profiler::clear() {
   std::lock_guard lock(m_mutex);
   m_events.clear();
   m_marks.clear();
+  m_memory.clear();
   m_fusions.clear();
   m_tables.clear();
 }
 
-ProfilerScope::ProfilerScope(Profiler& p) : m_previous(Profiler::s_active.exchange(&p, std::memory_order_acq_rel)) {}
+ProfilerScope::ProfilerScope(Profiler& p) : m_previous(Profiler::s_active.exchange(&p, std::memory_order_acq_rel)) {
+  // Where the memory track starts: allocations and releases move it from here.
+  p.memory(MemorySample{Profiler::nowNs(), liveBufferBytes()});
+}
 ProfilerScope::~ProfilerScope() { Profiler::s_active.store(m_previous, std::memory_order_release); }
 
 }  // namespace tsr::runtime

@@ -49,6 +49,13 @@ struct KernelTable {
   std::vector<double> bytes;
 };
 
+// The bytes of buffers in use in the process (runtime::Buffer), sampled at each allocation and release while a
+// profiler records: the measured side of a step's memory.
+struct MemorySample {
+  int64_t tNs = 0;
+  int64_t bytes = 0;
+};
+
 // A step boundary or other named span on the host (e.g. "step 12"), shown as its own track.
 struct ProfileMark {
   std::string name;
@@ -72,6 +79,7 @@ class Profiler {
   // Thread-safe.
   void record(ProfileEvent e);
   void mark(ProfileMark m);
+  void memory(MemorySample m);
   // Registers the kernels of one executable; a second call with ids already registered is ignored.
   void registerFusions(const std::vector<FusionInfo>& kernels);
   bool hasFusion(int64_t id) const;
@@ -81,6 +89,7 @@ class Profiler {
 
   std::vector<ProfileEvent> events() const;  // in recording order
   std::vector<ProfileMark> marks() const;
+  std::vector<MemorySample> memorySamples() const;  // in time order
   std::vector<FusionInfo> fusions() const;
   void clear();
 
@@ -90,6 +99,7 @@ class Profiler {
   mutable std::mutex m_mutex;
   std::vector<ProfileEvent> m_events;
   std::vector<ProfileMark> m_marks;
+  std::vector<MemorySample> m_memory;
   std::vector<FusionInfo> m_fusions;
   std::map<uint64_t, std::shared_ptr<const KernelTable>> m_tables;
 };

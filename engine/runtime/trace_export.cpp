@@ -86,6 +86,11 @@ std::string toChromeTrace(const Trace& trace) {
   for (const auto& m : trace.marks)
     events.push_back({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", kHostPid}, {"tid", kStepsTid},
                       {"ts", micros(m.startNs - t0)}, {"dur", micros(m.durationNs)}});
+  // Live buffer bytes: a counter track of the host process (Perfetto draws it as an area).
+  if (!trace.memory.empty() && trace.marks.empty()) events.push_back(metadata("process_name", kHostPid, -1, "host"));
+  for (const auto& m : trace.memory)
+    events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", kHostPid}, {"ts", micros(std::max(m.tNs - t0, int64_t(0)))},
+                      {"args", {{"bytes", m.bytes}}}});
   for (const auto& e : trace.events) {
     auto k = kernels.find(e.fusion);
     const FusionInfo* info = k == kernels.end() ? nullptr : k->second;
@@ -180,6 +185,11 @@ Result<Trace> parseChromeTrace(std::string_view text) {
         processes[field<int64_t>(ev, "pid", 0)] = ev.value("args", json::object()).value("name", "");
     std::set<int64_t> seen;
     for (const json& ev : *events) {
+      if (ev.is_object() && ev.value("ph", "") == "C" && ev.value("name", "") == "memory") {
+        out.memory.push_back(MemorySample{nanos(field<double>(ev, "ts", 0.0)),
+                                          ev.value("args", json::object()).value("bytes", int64_t(0))});
+        continue;
+      }
       if (!ev.is_object() || ev.value("ph", "") != "X") continue;
       if (ev.value("cat", "") == kMarkCategory) {
         out.marks.push_back(ProfileMark{field<std::string>(ev, "name", ""), nanos(field<double>(ev, "ts", 0.0)),
@@ -194,6 +204,7 @@ Result<Trace> parseChromeTrace(std::string_view text) {
   auto byStart = [](const auto& a, const auto& b) { return a.startNs < b.startNs; };
   std::stable_sort(out.events.begin(), out.events.end(), byStart);
   std::stable_sort(out.marks.begin(), out.marks.end(), byStart);
+  std::stable_sort(out.memory.begin(), out.memory.end(), [](const auto& a, const auto& b) { return a.tNs < b.tNs; });
   return out;
 }
 

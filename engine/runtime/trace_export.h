@@ -28,8 +28,9 @@ struct Trace {
   std::vector<ProfileEvent> events;
   std::vector<ProfileMark> marks;
   std::vector<FusionInfo> kernels;
+  std::vector<MemorySample> memory;  // live buffer bytes over time (a counter track)
 
-  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions()}; }
+  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions(), p.memorySamples()}; }
   const FusionInfo* kernel(int64_t fusion) const;
 };
 

@@ -98,6 +98,14 @@ const char* const kMigrations[] = {
       tag TEXT NOT NULL,
       PRIMARY KEY(run, tag)) WITHOUT ROWID;
     )sql",
+    // 5: measured memory: live buffer bytes over a profile.
+    R"sql(
+    CREATE TABLE profile_memory(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      t_ns INTEGER NOT NULL,
+      bytes INTEGER NOT NULL);
+    CREATE INDEX profile_memory_by_time ON profile_memory(profile, t_ns);
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
@@ -598,6 +606,32 @@ Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) con
   std::vector<ProfileMarkInfo> out;
   TSR_TRY(st.each([&]() -> Status {
     out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2)});
+    return {};
+  }));
+  return out;
+}
+
+Status RunStore::addProfileMemory(int64_t profile, const std::vector<MemorySampleInfo>& samples) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT INTO profile_memory(profile, t_ns, bytes) VALUES(?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& m : samples) {
+      st.bind(1, profile).bind(2, m.tNs).bind(3, m.bytes);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<MemorySampleInfo>> RunStore::profileMemory(int64_t profile) const {
+  std::vector<MemorySampleInfo> out;
+  if (schemaVersion() < 5) return out;
+  Stmt st(m_db, "SELECT t_ns, bytes FROM profile_memory WHERE profile = ? ORDER BY t_ns, rowid");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(MemorySampleInfo{st.i64(0), st.i64(1)});
     return {};
   }));
   return out;

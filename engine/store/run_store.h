@@ -90,6 +90,13 @@ struct ProfileMarkInfo {
   bool operator==(const ProfileMarkInfo&) const = default;
 };
 
+// The bytes of buffers in use at a moment of a profile (runtime::MemorySample).
+struct MemorySampleInfo {
+  int64_t tNs = 0;
+  int64_t bytes = 0;
+  bool operator==(const MemorySampleInfo&) const = default;
+};
+
 struct ProfileInfo {
   int64_t id = 0;
   int64_t run = 0;
@@ -109,7 +116,7 @@ class RunStore {
   // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
   // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
   static Result<RunStore> openReadOnly(const std::string& path);
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -154,6 +161,9 @@ class RunStore {
   // Step marks, by start time.
   Status addProfileMarks(int64_t profile, const std::vector<ProfileMarkInfo>& marks);
   Result<std::vector<ProfileMarkInfo>> profileMarks(int64_t profile) const;
+  // Live buffer bytes over the profile, by time (none in stores from before schema 5).
+  Status addProfileMemory(int64_t profile, const std::vector<MemorySampleInfo>& samples);
+  Result<std::vector<MemorySampleInfo>> profileMemory(int64_t profile) const;
 
   // Every run, archived ones included (RunInfo::archived says which).
   Result<std::vector<RunInfo>> runs() const;

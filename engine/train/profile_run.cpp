@@ -148,8 +148,11 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
     kernels.push_back({k.id, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
   std::vector<store::ProfileMarkInfo> marks;
   for (const auto& m : trace.marks) marks.push_back({m.name, m.startNs, m.durationNs});
+  std::vector<store::MemorySampleInfo> memory;
+  for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes});
   TSR_TRY(db.addKernelEvents(profile, events));
   TSR_TRY(db.addProfileKernels(profile, kernels));
+  TSR_TRY(db.addProfileMemory(profile, memory));
   return db.addProfileMarks(profile, marks);
 }
 
@@ -162,6 +165,8 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
     t.events.push_back({e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes});
   for (const auto& k : kernels) t.kernels.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
   for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs});
+  TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
+  for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes});
   return t;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/bytes.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 
@@ -213,17 +214,87 @@ Result<StepMemory> stepMemory(const ir::Graph& program, const passes::FusionPlan
 
 Result<StepMemory> projectStepMemory(const project::Project& p, const ShardPlanOptions& options) {
   TSR_ASSIGN(PlannableStep step, traceStepForPlan(p));
-  ShardPlanOptions o = options;
-  o.compile = false;
-  TSR_ASSIGN(StepShardingPlan plan, planStepSharding(p, step, o));
   std::vector<std::string> inputPaths;
   for (const ArgumentPath& path : step.paths) inputPaths.push_back(path.toString());
-  auto m = stepMemory(*plan.program, nullptr, inputPaths, step.outputPaths);
+  ShardPlanOptions o = options;
+  o.compile = false;
+  TSR_ASSIGN(sharding::Mesh mesh, o.mesh ? Result<sharding::Mesh>(*o.mesh) : projectMesh(p));
+  // One device: the cleaned-up step goes to the backend as jit sends it. A mesh: the per-device program of the
+  // plan, as SpmdExecutable compiles it.
+  std::shared_ptr<const ir::Graph> program = step.graph;
+  if (mesh.size() > 1) {
+    TSR_ASSIGN(StepShardingPlan plan, planStepSharding(p, step, o));
+    program = plan.program;
+  }
+  auto m = stepMemory(*program, nullptr, inputPaths, step.outputPaths);
   if (!m.ok()) return makeError("{}: {}", p.file, m.error().message);
-  m->device = plan.mesh.size() <= 1 ? std::string("one device")
-                                    : fmt::format("each of {} devices ({})", plan.mesh.size(), plan.mesh.toString());
-  m->program = plan.program;
+  m->device = mesh.size() <= 1 ? std::string("one device")
+                               : fmt::format("each of {} devices ({})", mesh.size(), mesh.toString());
+  m->program = program;
   return m;
+}
+
+Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t profile) {
+  TSR_ASSIGN(std::vector<store::MemorySampleInfo> samples, db.profileMemory(profile));
+  if (samples.empty()) return makeError("profile {} recorded no memory (profile again to measure it)", profile);
+  TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
+  if (marks.empty()) return makeError("profile {} has no steps", profile);
+  MeasuredMemory out;
+  out.profile = profile;
+  out.samples = static_cast<int64_t>(samples.size());
+  bool found = false;
+  size_t i = 0;  // marks and samples are both in time order
+  for (const auto& mark : marks) {
+    const int64_t end = mark.startNs + mark.durationNs;
+    while (i < samples.size() && samples[i].tNs <= mark.startNs) ++i;
+    const int64_t atStart = i > 0 ? samples[i - 1].bytes : 0;
+    int64_t peak = atStart;
+    for (size_t j = i; j < samples.size() && samples[j].tNs <= end; ++j) peak = std::max(peak, samples[j].bytes);
+    if (!found || peak > out.peakBytes) {
+      found = true;
+      out.step = mark.name;
+      out.peakBytes = peak;
+      out.atStartBytes = atStart;
+      out.riseBytes = peak - atStart;
+    }
+  }
+  return out;
+}
+
+Result<MeasuredMemory> latestMeasuredMemory(const std::string& dbPath) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
+  TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
+  int64_t latest = -1;
+  for (const auto& r : runs) {
+    TSR_ASSIGN(std::vector<store::ProfileInfo> profiles, db.profiles(r.id));
+    for (const auto& p : profiles) latest = std::max(latest, p.id);
+  }
+  if (latest < 0) return makeError("{} holds no profile (tessera profile PROJECT makes one)", dbPath);
+  return measuredStepMemory(db, latest);
+}
+
+int64_t staticFootprint(const StepMemory& m) {
+  int64_t held = m.arenaBytes;
+  for (const auto& b : m.buffers)
+    if (b.op == "argument" || b.op == "constant" || !b.what.empty()) held += b.bytes;
+  return held;
+}
+
+std::string explainMeasured(const StepMemory& s, const MeasuredMemory& m) {
+  const int64_t footprint = staticFootprint(s);
+  const int64_t difference = m.peakBytes - footprint;
+  return fmt::format(
+      "measured (profile {}, {}): at most {} of buffers live in the process; {} were held when the step began{} "
+      "and {} more were allocated during it.\n"
+      "the plan holds {}: the arguments, the constants, the outputs not written into donated arguments, and the "
+      "arena of {} as one block (its values' live bytes peak at {}). {} {}{}",
+      m.profile, m.step, formatBytes(m.peakBytes), formatBytes(m.atStartBytes),
+      m.atStartBytes >= s.arenaBytes && s.arenaBytes > 0 ? " (the executable keeps its arena between steps)" : "",
+      formatBytes(m.riseBytes), formatBytes(footprint), formatBytes(s.arenaBytes), formatBytes(s.arenaPeakLiveBytes),
+      difference >= 0 ? "measured - planned:" : "planned - measured:", formatBytes(difference >= 0 ? difference : -difference),
+      difference > 0 ? " (buffers held outside the step: the data pipeline's batches, metrics, results kept by the caller)"
+      : difference < 0 ? " (the profiled step's shapes or configuration differ from the project's now, or outputs were released before the peak)"
+                       : "");
 }
 
 std::string stepMemoryJson(const StepMemory& m) {

@@ -23,6 +23,7 @@
 #include "engine/core/result.h"
 #include "engine/passes/fusion.h"
 #include "engine/project/project.h"
+#include "engine/store/run_store.h"
 #include "engine/train/sharding_plan.h"
 
 namespace tsr::train {
@@ -72,6 +73,28 @@ Result<StepMemory> stepMemory(const ir::Graph& program, const passes::FusionPlan
 
 // The project's training step, on its mesh (options as for the sharding plan; `compile` is ignored).
 Result<StepMemory> projectStepMemory(const project::Project& project, const ShardPlanOptions& options = {});
+
+// The measured side: live buffer bytes during a profile's steps (runtime::Buffer's count, sampled at each
+// allocation while the profiler records). For the step whose bytes peak highest: what was held when it began
+// (the parameters, the optimizer state, the batch, and whatever else the process holds) and the most it
+// allocated on top (the step's arena, allocated whole, and its fresh outputs).
+struct MeasuredMemory {
+  int64_t profile = 0;
+  std::string step;             // the mark of the step that peaked, "step 3"
+  int64_t peakBytes = 0;
+  int64_t atStartBytes = 0;
+  int64_t riseBytes = 0;        // peakBytes - atStartBytes
+  int64_t samples = 0;
+};
+// From the store's profile; an error when the profile recorded no memory (a store from before it did).
+Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t profile);
+// The same for the latest profile in the store at dbPath (opened read-only).
+Result<MeasuredMemory> latestMeasuredMemory(const std::string& dbPath);
+// What the static plan holds while the step runs, as the live-buffer count measures it: the arguments, the
+// constants, the outputs that do not go into donated arguments, and the arena as one block.
+int64_t staticFootprint(const StepMemory& m);
+// One sentence setting the measured figures beside the static ones.
+std::string explainMeasured(const StepMemory& staticMemory, const MeasuredMemory& measured);
 
 // As `tessera memory --json` prints it.
 std::string stepMemoryJson(const StepMemory& m);

@@ -17,7 +17,7 @@ namespace {
 
 struct TraceCheck {
   QString error;  // empty: valid
-  int kernels = 0, marks = 0;
+  int kernels = 0, marks = 0, memorySamples = 0;
   QStringList markNames;
 };
 
@@ -28,7 +28,8 @@ TraceCheck invalid(const QString& why) {
 }
 
 // The Trace Event Format as Perfetto reads it: an object with "traceEvents"; complete events ("X") with
-// name, pid, tid, ts >= 0 and dur >= 0; every process and thread with events named by metadata ("M");
+// name, pid, tid, ts >= 0 and dur >= 0; counter events ("C") of the live buffer bytes; every process and
+// thread with events named by metadata ("M");
 // kernel events on one thread never overlap; each kernel event's args link it to its fusion and nodes.
 TraceCheck checkTrace(const QString& path) {
   TraceCheck c;
@@ -53,6 +54,14 @@ TraceCheck checkTrace(const QString& path) {
     QString ph = e["ph"].toString();
     int pid = e["pid"].toInt(-1), tid = e["tid"].toInt(-1);
     if (ph == "M") continue;
+    // Counter events: the live buffer bytes, a track of the host process.
+    if (ph == "C") {
+      if (e["name"] != "memory" || !e["ts"].isDouble() || e["ts"].toDouble() < 0 || !processes.contains(pid) ||
+          !e["args"].toObject()["bytes"].isDouble() || e["args"].toObject()["bytes"].toDouble() < 0)
+        return invalid("malformed counter event");
+      ++c.memorySamples;
+      continue;
+    }
     if (ph != "X") return invalid("unexpected phase " + ph);
     if (!e["ts"].isDouble() || !e["dur"].isDouble() || e["name"].toString().isEmpty() || pid < 0 || tid < 0)
       return invalid("incomplete X event");
@@ -107,6 +116,7 @@ class TestProfileCli : public QObject {
     TraceCheck c = checkTrace(trace);
     QVERIFY2(c.error.isEmpty(), qPrintable(c.error));
     QCOMPARE(c.marks, 2);
+    QVERIFY(c.memorySamples > 0);
     QCOMPARE(c.markNames, (QStringList{"step 2", "step 3"}));
     QVERIFY(c.kernels > 20);
 

@@ -297,7 +297,8 @@ TEST_CASE("schema3StoresReadAndMigrate") {
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   const char* downgrade =
-      "DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN notes; ALTER TABLE runs DROP COLUMN archived;"
+      "DROP TABLE profile_memory; DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN notes;"
+      "ALTER TABLE runs DROP COLUMN archived;"
       "UPDATE runs SET status = 'killed'; PRAGMA user_version = 3;";
   TSR_COMPARE(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);

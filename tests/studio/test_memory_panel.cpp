@@ -34,6 +34,7 @@ class TestMemoryPanel : public QObject {
     QVERIFY(QTest::qWaitFor([&] { return w.session()->stages() && panel->memory() && !panel->computing(); }, 120000));
     const inspect::StepMemory& m = *panel->memory();
     QVERIFY2(panel->summary().startsWith("Peak "), qPrintable(panel->summary()));
+    QVERIFY2(panel->measured().startsWith("measured: no profile yet"), qPrintable(panel->measured()));
 
     // Sizes by hand: weights 64x32 and 32x10, biases 32 and 10, f32; Adam keeps two moments and a count.
     const int64_t paramBytes = (64 * 32 + 32 + 32 * 10 + 10) * 4;

@@ -35,6 +35,7 @@
 #include "views/graph_panel.h"
 #include "engine/inspect/node_info.h"
 #include "views/inspector_panel.h"
+#include "views/memory_panel.h"
 #include "views/roofline_panel.h"
 #include "views/ir_panel.h"
 #include "views/metrics_panel.h"
@@ -431,6 +432,10 @@ class TestStudio : public QObject {
     QCOMPARE(first.intensity, k0.flops / k0.bytes);
     QVERIFY2(roofline->summary().contains("Roofs: SGEMM"), qPrintable(roofline->summary()));
     roofline->selectPoint(0);
+    // The Memory panel sets the profile's measured memory beside the plan.
+    MemoryPanel* memory = w.memoryPanel();
+    QVERIFY(QTest::qWaitFor([&] { return memory->measured().startsWith("measured (profile"); }, 60000));
+    QVERIFY2(memory->summary().contains("the plan holds"), qPrintable(memory->summary()));
     QCOMPARE(s->selectedKernelNodes(), std::vector<int>(first.nodes.begin(), first.nodes.end()));
     QCOMPARE(s->currentStage(), s->profileStage());
   }

@@ -4,6 +4,7 @@
 
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
+#include "engine/train/profile_run.h"
 #include "engine/train/step_memory.h"
 #include "tests/temp_dir.h"
 #include "tests/train/project_files.h"
@@ -137,4 +138,31 @@ TEST_CASE("perDeviceUnderAMesh") {
   REQUIRE_MESSAGE(m->device.find("each of 4 devices") == 0, m->device);
   TSR_COMPARE(argument(*m, "inputs")->bytes, int64_t(4 * 64 * 4));
   TSR_COMPARE(argument(*m, "params.layers.0.weight")->bytes, int64_t(64 * 32 * 4));
+}
+
+// The measured side: a profile of the step counts the live buffers as the runtime allocates them, which must
+// come to the plan's footprint (arguments, constants, fresh outputs and the arena as one block) give or take
+// the little the training loop holds besides (the batch it made, the loss it read).
+TEST_CASE("measuredMemoryMeetsThePlan") {
+  test::TempDir dir;
+  const std::string toml =
+      "[model]\nfamily = \"mlp\"\nsizes = [64, 256, 10]\n[data]\nkind = \"synthetic-digits\"\n"
+      "[train]\nbatch_size = 64\nsteps = 4\noptimizer = \"adam\"\n";
+  auto p = test::writeProject(dir.path(), toml);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  train::ProfileOptions o;
+  o.steps = 2;
+  o.storePath = dir.path() + "/runs.db";
+  auto report = train::profileTraining(*p, o);
+  REQUIRE_MESSAGE(report.ok(), report.error().message);
+  auto measured = train::latestMeasuredMemory(o.storePath);
+  REQUIRE_MESSAGE(measured.ok(), measured.error().message);
+  auto planned = train::projectStepMemory(*p);
+  REQUIRE_MESSAGE(planned.ok(), planned.error().message);
+  const int64_t footprint = train::staticFootprint(*planned);
+  MESSAGE(train::explainMeasured(*planned, *measured));
+  REQUIRE(measured->samples > 0);
+  REQUIRE(measured->peakBytes >= footprint);
+  REQUIRE(measured->peakBytes <= footprint + 64 * 1024);
+  REQUIRE(measured->step.rfind("step ", 0) == 0);
 }
