@@ -10,6 +10,7 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include "views/chart_util.h"
 
 namespace tsr::studio {
 
@@ -114,11 +115,7 @@ void MemoryPanel::onComputed() {
 }
 
 void MemoryPanel::showMemory() {
-  m_chart->removeAllSeries();
-  for (QAbstractAxis* axis : m_chart->axes()) {
-    m_chart->removeAxis(axis);
-    delete axis;
-  }
+  clearChart(m_chart);
   m_table->setRowCount(0);
   if (!m_memory) return;
   const inspect::StepMemory& m = *m_memory;

@@ -21,6 +21,7 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <QWheelEvent>
+#include "views/chart_util.h"
 namespace tsr::studio {
 
 namespace {
@@ -355,11 +356,7 @@ void MetricsPanel::rebuild() {
   QScopedValueRollback<bool> ownRange(m_applyingRange, true);
   QChart::ChartTheme theme = palette().color(QPalette::Window).lightness() < 128 ? QChart::ChartThemeDark : QChart::ChartThemeLight;
   if (m_chart->theme() != theme) m_chart->setTheme(theme);
-  m_chart->removeAllSeries();
-  for (QAbstractAxis* a : m_chart->axes()) {
-    m_chart->removeAxis(a);
-    delete a;
-  }
+  clearChart(m_chart);
   m_curves.clear();
   const QStringList keys = metrics();
   m_builtKeys = keys;

@@ -13,6 +13,7 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+#include "views/chart_util.h"
 
 namespace tsr::studio {
 
@@ -94,11 +95,7 @@ void RooflinePanel::refresh() {
 }
 
 void RooflinePanel::draw() {
-  m_chart->removeAllSeries();
-  for (QAbstractAxis* axis : m_chart->axes()) {
-    m_chart->removeAxis(axis);
-    delete axis;
-  }
+  clearChart(m_chart);
   if (m_roofline.points.empty() || !m_roofs) return;
   // The ridge and some of the flat roof past it are always in view.
   double xMin = m_roofs->ridge(), xMax = m_roofs->ridge() * 4, yMin = m_roofs->flopsPerSecond;

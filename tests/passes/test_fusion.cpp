@@ -190,8 +190,12 @@ TEST_CASE("decisionsCarryReasonsAndWhyNotFusedReadsThem") {
   REQUIRE(sawCode);
 }
 
-TEST_CASE("softmaxIsThreeKernels") {
-  // softmax over the last axis: max, then exp(x - max) with its sum in one pass, then the division.
+// softmax over the last axis of f32[32, 100]: max, then exp(x - max) with its sum in one pass, then the division.
+struct Softmax {
+  ir::Graph g;
+  ir::ValueId max, exp, sum, out;
+};
+Softmax softmax() {
   Builder b;
   auto x = b.input(f32({32, 100}));
   auto m = b.add(OpCode::ReduceMax, {x}, axes({1}));
@@ -199,7 +203,12 @@ TEST_CASE("softmaxIsThreeKernels") {
   auto e = b.add(OpCode::Exp, {b.add(OpCode::Sub, {x, mb})});
   auto s = b.add(OpCode::ReduceSum, {e}, axes({1}));
   auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({32, 100}, {0}));
-  ir::Graph g = b.done({b.add(OpCode::Div, {e, sb})});
+  auto y = b.add(OpCode::Div, {e, sb});
+  return {b.done({y}), m, e, s, y};
+}
+
+TEST_CASE("softmaxIsThreeKernels") {
+  ir::Graph g = softmax().g;
   Planned p = plan(g);
   TSR_COMPARE(p.plan.numKernels(), 3);
   TSR_COMPARE(countKind(p.plan, GroupKind::Reduction), 2);
@@ -211,15 +220,7 @@ TEST_CASE("softmaxIsThreeKernels") {
 // division) hand on exp's [32, 100] result (12,800 bytes, written and read: 25,600) and the two [32] reductions
 // (128 bytes each, 256 moved). The input is no boundary.
 TEST_CASE("costliestUnfusedBoundariesOfSoftmax") {
-  Builder b;
-  auto x = b.input(f32({32, 100}));
-  auto m = b.add(OpCode::ReduceMax, {x}, axes({1}));
-  auto mb = b.add(OpCode::BroadcastInDim, {m}, bcast({32, 100}, {0}));
-  auto e = b.add(OpCode::Exp, {b.add(OpCode::Sub, {x, mb})});
-  auto s = b.add(OpCode::ReduceSum, {e}, axes({1}));
-  auto sb = b.add(OpCode::BroadcastInDim, {s}, bcast({32, 100}, {0}));
-  auto y = b.add(OpCode::Div, {e, sb});
-  ir::Graph g = b.done({y});
+  auto [g, m, e, s, y] = softmax();
   passes::PassContext ctx(reg());
   auto p = passes::planFusion(g, reg(), &ctx);
   REQUIRE(p.ok());
