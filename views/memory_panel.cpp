@@ -10,6 +10,7 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+
 #include "views/chart_util.h"
 
 namespace tsr::studio {

@@ -21,6 +21,7 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <QWheelEvent>
+
 #include "views/chart_util.h"
 namespace tsr::studio {
 

@@ -13,6 +13,7 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QtConcurrent>
+
 #include "views/chart_util.h"
 
 namespace tsr::studio {
