@@ -10,6 +10,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerElementwiseOps(reg);
   registerLayoutOps(reg);
   registerReductionOps(reg);
+  registerCumulativeOps(reg);
   registerContractionOps(reg);
   registerIndexingOps(reg);
   registerMiscOps(reg);

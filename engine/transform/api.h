@@ -50,6 +50,11 @@ Array isFinite(const Array& x, TSR_LOC);
 Array logicalNot(const Array& x, TSR_LOC);
 Array relu(const Array& x, TSR_LOC);
 Array square(const Array& x, TSR_LOC);
+Array integerPow(const Array& x, int64_t exponent, TSR_LOC);  // x^exponent; negative only for floats
+Array lgamma(const Array& x, TSR_LOC);
+Array digamma(const Array& x, TSR_LOC);
+// The identity, whose gradient is zero (lax.stop_gradient).
+Array stopGradient(const Array& x, TSR_LOC);
 Array gelu(const Array& x, bool approximate = true, TSR_LOC);  // tanh approximation as in GPT-2
 
 // Elementwise binary (broadcasting, promotion)
@@ -114,6 +119,14 @@ Array max(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array min(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array prod(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array argmax(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
+// Logical and / or over bool x (numpy all / any).
+Array all(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array any(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+// Cumulative reductions along one axis (may be negative), from the end when reverse (lax.cumsum & co.).
+Array cumsum(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cumprod(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cummax(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cumlogsumexp(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
 Array argmin(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
 
 // Contractions

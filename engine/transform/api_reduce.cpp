@@ -60,6 +60,33 @@ Array min(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
 Array prod(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
   return reduce(OpCode::ReduceProd, x, std::move(axes), keepDims, loc);
 }
+Array all(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceAnd, x, std::move(axes), keepDims, loc);
+}
+Array any(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceOr, x, std::move(axes), keepDims, loc);
+}
+
+namespace {
+Array cumulative(OpCode op, const Array& x, int64_t axis, bool reverse, const std::source_location& loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", ir::coreOpName(op), axis, x.aval().toString()));
+  return bind1(op, {x}, ir::CumulativeAttrs{a, reverse}, loc);
+}
+}  // namespace
+
+Array cumsum(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumsum, x, axis, reverse, loc);
+}
+Array cumprod(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumprod, x, axis, reverse, loc);
+}
+Array cummax(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cummax, x, axis, reverse, loc);
+}
+Array cumlogsumexp(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumlogsumexp, x, axis, reverse, loc);
+}
 
 Array mean(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
   Array xf = isFloating(x.dtype()) ? x : astype(x, DType::F32, loc);

@@ -133,6 +133,7 @@ std::vector<OpCase> allCases() {
   addElementwiseCases(cases, rng);
   addLayoutCases(cases, rng);
   addReductionCases(cases, rng);
+  addCumulativeCases(cases, rng);
   addContractionCases(cases, rng);
   addIndexingCases(cases, rng);
   addMiscCases(cases, rng);
