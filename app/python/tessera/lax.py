@@ -5,7 +5,40 @@ from . import _tessera as _C
 from .numpy import asarray
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["scan", "fori_loop", "cond"]
+__all__ = ["scan", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
+           "cumprod", "cummax", "cumlogsumexp"]
+
+
+def stop_gradient(x):
+    """The identity whose gradient is zero; applied to every leaf of a pytree."""
+    leaves, tree = tree_flatten(x)
+    return tree_unflatten(tree, [_C.stop_gradient(asarray(leaf)) for leaf in leaves])
+
+
+def integer_pow(x, y):
+    """x ** y for a Python int y (negative only for floating x)."""
+    return _C.integer_pow(x, int(y))
+
+
+square = _C.square
+lgamma = _C.lgamma
+digamma = _C.digamma
+
+
+def cumsum(operand, axis=0, reverse=False):
+    return _C.cumsum(operand, axis, reverse)
+
+
+def cumprod(operand, axis=0, reverse=False):
+    return _C.cumprod(operand, axis, reverse)
+
+
+def cummax(operand, axis=0, reverse=False):
+    return _C.cummax(operand, axis, reverse)
+
+
+def cumlogsumexp(operand, axis=0, reverse=False):
+    return _C.cumlogsumexp(operand, axis, reverse)
 
 
 def _arrays(xs):
