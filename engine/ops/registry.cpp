@@ -11,6 +11,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerLayoutOps(reg);
   registerReductionOps(reg);
   registerCumulativeOps(reg);
+  registerSortOps(reg);
   registerContractionOps(reg);
   registerIndexingOps(reg);
   registerMiscOps(reg);

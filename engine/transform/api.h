@@ -127,6 +127,14 @@ Array cumsum(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
 Array cumprod(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
 Array cummax(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
 Array cumlogsumexp(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+// Sorting (lax.sort, jnp.sort, jnp.argsort, lax.top_k). NaN sorts after every number, as in numpy.
+// sort: operands of one shape reordered along `dimension` (may be negative) by the first numKeys of them.
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1, bool isStable = true,
+                        int64_t numKeys = 1, TSR_LOC);
+Array sort(const Array& x, int64_t axis = -1, TSR_LOC);
+Array argsort(const Array& x, int64_t axis = -1, DType indexDtype = DType::I32, TSR_LOC);  // stable
+// The k largest along the last axis, largest first, and their i32 indices.
+std::pair<Array, Array> topK(const Array& x, int64_t k, TSR_LOC);
 Array argmin(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
 
 // Contractions

@@ -166,6 +166,8 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   for (const char* op : {"reduce_and", "reduce_or"}) t[op] = {{{avalOf(DType::Bool, {2, 3, 4})}, ir::ReduceAttrs{{1}}}};
   for (const char* op : {"cumsum", "cumprod", "cummax", "cumlogsumexp"})
     t[op] = {{{x}, ir::CumulativeAttrs{1, false}}, {{x}, ir::CumulativeAttrs{0, true}}};
+  t["sort"] = {{{x}, ir::SortAttrs{1, true, 1}}, {{x, i, b}, ir::SortAttrs{0, false, 2}}};
+  t["top_k"] = {{{x}, ir::TopKAttrs{2}}};
   for (const char* op : {"argmax", "argmin"}) t[op] = {{{x}, ir::ArgReduceAttrs{1, DType::I32}}};
   t["dot_general"] = {{{f32({2, 3, 4}), f32({2, 4, 5})}, ir::DotGeneralAttrs{{2}, {1}, {0}, {0}}}};
   t["gather"] = {{{f32({5, 3}), avalOf(DType::I32, {4})}, ir::GatherAttrs{0, 0}}};

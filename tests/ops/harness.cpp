@@ -134,6 +134,7 @@ std::vector<OpCase> allCases() {
   addLayoutCases(cases, rng);
   addReductionCases(cases, rng);
   addCumulativeCases(cases, rng);
+  addSortCases(cases, rng);
   addContractionCases(cases, rng);
   addIndexingCases(cases, rng);
   addMiscCases(cases, rng);

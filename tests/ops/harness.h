@@ -147,6 +147,7 @@ void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addLayoutCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addReductionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addCumulativeCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addSortCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addContractionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);
