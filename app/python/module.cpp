@@ -256,6 +256,16 @@ void defineOps(py::module_& m) {
   TSR_CUMULATIVE("cumsum", cumsum); TSR_CUMULATIVE("cumprod", cumprod); TSR_CUMULATIVE("cummax", cummax);
   TSR_CUMULATIVE("cumlogsumexp", cumlogsumexp);
 #undef TSR_CUMULATIVE
+  m.def("sort", [](const std::vector<Array>& operands, int64_t dimension, bool isStable, int64_t numKeys) {
+    UserSite site;
+    return sort(operands, dimension, isStable, numKeys);
+  });
+  m.def("argsort", [](py::handle x, int64_t axis) { UserSite site; return argsort(toArray(x), axis); });
+  m.def("top_k", [](py::handle x, int64_t k) {
+    UserSite site;
+    auto [values, indices] = topK(toArray(x), k);
+    return py::make_tuple(values, indices);
+  });
   m.def("argmax", [](py::handle x, int64_t axis) { UserSite site; return argmax(toArray(x), axis); });
   m.def("argmin", [](py::handle x, int64_t axis) { UserSite site; return argmin(toArray(x), axis); });
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });

@@ -122,3 +122,36 @@ def test_cumulative(rng, axis, reverse):
     np.testing.assert_allclose(np.asarray(g), np.broadcast_to(counts.reshape(shape), x.shape).astype(np.float32))
     batched = tessera.vmap(lambda v: lax.cummax(v, axis=0, reverse=reverse))(tnp.asarray(x))
     np.testing.assert_allclose(np.asarray(batched), _naive_scan(x, 1, reverse, np.maximum))
+
+
+def test_sort_multi_operand_and_grad(rng):
+    keys = np.array([[2, 1, 2, 0, 1], [0, 0, 1, 1, 0]], dtype=np.int32)
+    vals = rng.standard_normal((2, 5)).astype(np.float32)
+    k, v = lax.sort((tnp.asarray(keys), tnp.asarray(vals)), dimension=1, num_keys=1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    np.testing.assert_array_equal(np.asarray(k), np.take_along_axis(keys, order, 1))
+    np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(vals, order, 1))
+    # The gradient goes back through the permutation: d/dx sum(sort(x) * w) = w at each element's sorted place.
+    x = rng.standard_normal((6,)).astype(np.float32)
+    w = np.arange(1.0, 7.0, dtype=np.float32)
+    g = tessera.grad(lambda a: tnp.sum(lax.sort(a) * tnp.asarray(w)))(tnp.asarray(x))
+    expected = np.empty_like(x)
+    expected[np.argsort(x)] = w
+    np.testing.assert_allclose(np.asarray(g), expected)
+
+
+def test_top_k(rng):
+    x = rng.standard_normal((3, 10)).astype(np.float32)
+    values, indices = lax.top_k(tnp.asarray(x), 4)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(np.asarray(indices), order)
+    assert np.asarray(indices).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(values), np.take_along_axis(x, order, 1))
+    g = tessera.grad(lambda a: tnp.sum(lax.top_k(a, 2)[0]))(tnp.asarray(x))
+    expected = np.zeros_like(x)
+    np.put_along_axis(expected, order[:, :2], 1.0, 1)
+    np.testing.assert_array_equal(np.asarray(g), expected)
+    batched = tessera.vmap(lambda r: lax.top_k(r, 3)[0])(tnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(batched), np.take_along_axis(x, order[:, :3], 1))
+    with pytest.raises(tessera.TesseraError, match="top_k"):
+        lax.top_k(tnp.asarray(x), 11)

@@ -359,3 +359,13 @@ def test_square_keeps_integer_dtype():
     out = np.asarray(tnp.square(tnp.asarray(x)))
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, np.square(x))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_sort_argsort(rng, axis):
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    x[1, 2] = x[3, 4] = np.nan
+    x[2, :3] = 0.5  # ties: argsort is stable, as numpy's kind="stable"
+    np.testing.assert_array_equal(np.asarray(tnp.sort(tnp.asarray(x), axis=axis)), np.sort(x, axis=axis))
+    np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x), axis=axis)),
+                                  np.argsort(x, axis=axis, kind="stable"))

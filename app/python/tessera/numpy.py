@@ -330,6 +330,21 @@ cumsum = _cumulative(_C.cumsum)
 cumprod = _cumulative(_C.cumprod)
 
 
+def sort(a, axis=-1):
+    """Stable, NaNs last (numpy's order); axis=None sorts the flattened array."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _C.sort([a], axis, True, 1)[0]
+
+
+def argsort(a, axis=-1):
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _C.argsort(a, axis)
+
+
 def var(a, axis=None, keepdims=False):
     a = asarray(a)
     d = a - mean(a, axis, keepdims=True)
