@@ -53,7 +53,9 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Cumsum:
     case OpCode::Cumprod:
     case OpCode::Cummax:
-    case OpCode::Cumlogsumexp: return "nvrtc";
+    case OpCode::Cumlogsumexp:
+    case OpCode::Sort:
+    case OpCode::TopK: return "nvrtc";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())

@@ -356,6 +356,75 @@ std::optional<GeneratedKernel> logicalReduceKernel(const ir::Graph& g, const ir:
   return finish(c, out.numel(), numArgs);
 }
 
+// -1, 0 or 1 as the loaded values a and b are in numpy's order (floats: NaN after every number).
+std::string orderExpr(DType t, const std::string& a, const std::string& b) {
+  if (isFloatType(t))
+    return fmt::format("(({0} != {0} || {1} != {1}) ? ((int)({0} != {0}) - (int)({1} != {1})) : "
+                       "({0} < {1} ? -1 : ({1} < {0} ? 1 : 0)))",
+                       a, b);
+  return fmt::format("({0} < {1} ? -1 : ({1} < {0} ? 1 : 0))", a, b);
+}
+
+// sort: one thread per element, whose place along its line is its rank: the number of elements whose keys come
+// before its own, or equal them at a lower position (a stable order, which an unstable sort may give too). It
+// copies the element of every operand there. O(n) per element: lines of a few thousand at most are its target.
+std::optional<GeneratedKernel> sortKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const auto& at = std::get<ir::SortAttrs>(n.attrs);
+  const Aval& x = g.aval(n.operands[0]);
+  for (size_t o = 0; o < n.operands.size(); ++o) {
+    const DType t = g.aval(n.operands[o]).dtype;
+    if (!bitsType(dtypeSize(t)) || (static_cast<int64_t>(o) < at.numKeys && !storageType(t))) return std::nullopt;
+  }
+  int64_t inner = 1;
+  for (int d = static_cast<int>(at.dimension) + 1; d < x.rank(); ++d) inner *= x.shape[d];
+  const int64_t len = std::max<int64_t>(x.shape[static_cast<int>(at.dimension)], 1);
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel());
+  c += fmt::format("    const long long j = (i / {0}LL) % {1}LL, lineBase = i - j * {0}LL;\n", inner, len);
+  c += fmt::format("    long long rank = 0;\n    for (long long t = 0; t < {}LL; ++t) {{\n", len);
+  c += fmt::format("      const long long at = lineBase + t * {}LL;\n      int c = 0;\n", inner);
+  for (int64_t key = 0; key < at.numKeys; ++key) {
+    const DType t = g.aval(n.operands[static_cast<size_t>(key)]).dtype;
+    const std::string p = fmt::format("p{}", k.operandArgs[static_cast<size_t>(key)]);
+    const char* C = t == DType::BF16 ? "float" : storageType(t);
+    c += fmt::format("      if (c == 0) {{ const {0} a = {1}, b = {2}; c = {3}; }}\n", C, loadAs(t, p, "at"),
+                     loadAs(t, p, "i"), orderExpr(t, "a", "b"));
+  }
+  c += "      if (c < 0 || (c == 0 && t < j)) ++rank;\n    }\n";
+  c += fmt::format("    const long long to = lineBase + rank * {}LL;\n", inner);
+  for (size_t o = 0; o < n.operands.size(); ++o) {
+    const char* E = bitsType(dtypeSize(g.aval(n.operands[o]).dtype));
+    c += fmt::format("    (({0}*)p{1})[to] = ((const {0}*)p{2})[i];\n", E, k.resultArgs[o], k.operandArgs[o]);
+  }
+  c += "  }\n}\n";
+  return finish(c, x.numel(), numArgs);
+}
+
+// top_k: one thread per element of x [rows, n]; an element with fewer than k elements before it in descending
+// order (larger, NaN first; ties by position) writes its value and index at that rank.
+std::optional<GeneratedKernel> topKKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const char* S = storageType(x.dtype);
+  if (!S) return std::nullopt;
+  const int64_t topk = std::get<ir::TopKAttrs>(n.attrs).k;
+  const int64_t len = std::max<int64_t>(x.shape[x.rank() - 1], 1);
+  const std::string p = fmt::format("p{}", k.operandArgs[0]);
+  const char* C = x.dtype == DType::BF16 ? "float" : S;
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel());
+  c += fmt::format("    const long long j = i % {0}LL, row = i / {0}LL;\n", len);
+  c += fmt::format("    const {} b = {};\n    long long rank = 0;\n", C, loadAs(x.dtype, p, "i"));
+  c += fmt::format("    for (long long t = 0; t < {}LL; ++t) {{\n", len);
+  c += fmt::format("      const {} a = {};\n      const int c = {};\n", C, loadAs(x.dtype, p, fmt::format("row * {}LL + t", len)),
+                   orderExpr(x.dtype, "a", "b"));
+  c += "      if (c > 0 || (c == 0 && t < j)) ++rank;\n    }\n";
+  c += fmt::format("    if (rank >= {}LL) continue;\n", topk);
+  const char* E = bitsType(dtypeSize(x.dtype));
+  c += fmt::format("    (({0}*)p{1})[row * {2}LL + rank] = ((const {0}*){3})[i];\n", E, k.resultArgs[0], topk, p);
+  c += fmt::format("    ((int*)p{})[row * {}LL + rank] = (int)j;\n  }}\n}}\n", k.resultArgs[1], topk);
+  return finish(c, x.numel(), numArgs);
+}
+
 }  // namespace
 
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
@@ -441,6 +510,8 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       return std::optional(finish(c, out.numel(), numArgs));
     }
     case OpCode::IntegerPow: return integerPowKernel(g, n, k);
+    case OpCode::Sort: return sortKernel(g, n, k);
+    case OpCode::TopK: return topKKernel(g, n, k);
     case OpCode::Cumsum:
     case OpCode::Cumprod:
     case OpCode::Cummax:
