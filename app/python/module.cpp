@@ -216,8 +216,10 @@ void defineOps(py::module_& m) {
   TSR_UNARY("sin", sin); TSR_UNARY("cos", cos); TSR_UNARY("tan", tan); TSR_UNARY("erf", erf);
   TSR_UNARY("erf_inv", erfInv); TSR_UNARY("floor", floor); TSR_UNARY("ceil", ceil); TSR_UNARY("round", round);
   TSR_UNARY("isfinite", isFinite); TSR_UNARY("logical_not", logicalNot); TSR_UNARY("relu", relu);
-  TSR_UNARY("square", square);
+  TSR_UNARY("square", square); TSR_UNARY("lgamma", lgamma); TSR_UNARY("digamma", digamma);
+  TSR_UNARY("stop_gradient", stopGradient);
 #undef TSR_UNARY
+  m.def("integer_pow", [](py::handle x, int64_t exponent) { UserSite site; return integerPow(toArray(x), exponent); });
   m.def("gelu", [](py::handle x, bool approximate) { UserSite site; return gelu(toArray(x), approximate); });
 
 #define TSR_BINARY(pyName, fn) m.def(pyName, &binary<fn>)
@@ -245,6 +247,25 @@ void defineOps(py::module_& m) {
 
   m.def("sum", &reduction<sum>); m.def("mean", &reduction<mean>); m.def("max", &reduction<max>);
   m.def("min", &reduction<min>); m.def("prod", &reduction<prod>);
+  m.def("all", &reduction<all>); m.def("any", &reduction<any>);
+#define TSR_CUMULATIVE(pyName, fn)                                        \
+  m.def(pyName, [](py::handle x, int64_t axis, bool reverse) {            \
+    UserSite site;                                                        \
+    return fn(toArray(x), axis, reverse);                                 \
+  })
+  TSR_CUMULATIVE("cumsum", cumsum); TSR_CUMULATIVE("cumprod", cumprod); TSR_CUMULATIVE("cummax", cummax);
+  TSR_CUMULATIVE("cumlogsumexp", cumlogsumexp);
+#undef TSR_CUMULATIVE
+  m.def("sort", [](const std::vector<Array>& operands, int64_t dimension, bool isStable, int64_t numKeys) {
+    UserSite site;
+    return sort(operands, dimension, isStable, numKeys);
+  });
+  m.def("argsort", [](py::handle x, int64_t axis) { UserSite site; return argsort(toArray(x), axis); });
+  m.def("top_k", [](py::handle x, int64_t k) {
+    UserSite site;
+    auto [values, indices] = topK(toArray(x), k);
+    return py::make_tuple(values, indices);
+  });
   m.def("argmax", [](py::handle x, int64_t axis) { UserSite site; return argmax(toArray(x), axis); });
   m.def("argmin", [](py::handle x, int64_t axis) { UserSite site; return argmin(toArray(x), axis); });
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });

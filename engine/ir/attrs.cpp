@@ -62,7 +62,7 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
                                    "ScanAttrs",      "CondAttrs",        "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
-                                   "ShardingConstraintAttrs"};
+                                   "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

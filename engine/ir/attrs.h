@@ -104,6 +104,35 @@ struct ArgReduceAttrs {
   template <class V> void fields(V& v) { v("axis", axis); v("index_dtype", indexDtype); }
   bool operator==(const ArgReduceAttrs&) const = default;
 };
+// integer_pow: x^exponent, the exponent fixed (negative only for floating x).
+struct IntegerPowAttrs {
+  int64_t exponent = 2;
+  template <class V> void fields(V& v) { v("exponent", exponent); }
+  bool operator==(const IntegerPowAttrs&) const = default;
+};
+// cumsum, cumprod, cummax, cumlogsumexp: along `axis` (normalised to [0, rank)), from the end when reverse.
+struct CumulativeAttrs {
+  int64_t axis = 0;
+  bool reverse = false;
+  template <class V> void fields(V& v) { v("axis", axis); v("reverse", reverse); }
+  bool operator==(const CumulativeAttrs&) const = default;
+};
+// sort: every operand (of one shape) reordered along `dimension` by the first numKeys operands, compared
+// lexicographically (floats: NaN after every number, as numpy); equal keys keep their order when isStable.
+struct SortAttrs {
+  int64_t dimension = 0;
+  bool isStable = true;
+  int64_t numKeys = 1;
+  template <class V> void fields(V& v) { v("dimension", dimension); v("is_stable", isStable); v("num_keys", numKeys); }
+  bool operator==(const SortAttrs&) const = default;
+};
+// top_k: the k largest elements along the last dim, largest first (NaN counts as the largest; ties: the lower
+// index first), and their i32 indices.
+struct TopKAttrs {
+  int64_t k = 1;
+  template <class V> void fields(V& v) { v("k", k); }
+  bool operator==(const TopKAttrs&) const = default;
+};
 // Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
 struct DotGeneralAttrs {
   Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
@@ -236,7 +265,7 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
-                           ShardingConstraintAttrs>;
+                           ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

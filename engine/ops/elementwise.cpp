@@ -7,6 +7,7 @@
 // broadcast_in_dim first), so every kernel is a flat loop over contiguous arrays.
 #include <algorithm>
 #include <cstring>
+#include <numbers>
 #include <optional>
 
 #include <fmt/format.h>
@@ -101,6 +102,43 @@ double erfInv(double x) {
   return p * x;
 }
 
+double digammaOf(double x) {
+  constexpr double kPi = std::numbers::pi;
+  double r = 0;
+  if (x <= 0) {
+    if (x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
+    // tan has period pi: tan(pi x) from the fractional part keeps its precision for large |x|.
+    r = -kPi / std::tan(kPi * (x - std::floor(x)));
+    x = 1 - x;
+  }
+  for (; x < 10; x += 1) r -= 1 / x;
+  // psi(x) ~ ln x - 1/2x - 1/12x^2 + 1/120x^4 - 1/252x^6 + 1/240x^8 - 1/132x^10 (next term < 1e-13 at x >= 10)
+  const double f = 1 / (x * x);
+  return r + std::log(x) - 0.5 / x -
+         f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+}
+
+float digammaOf(float x) { return loop_dialect::tsr_digamma1(x); }
+
+Array trigamma(const Array& x) {
+  constexpr double kPi = std::numbers::pi;
+  Array reflect = less(x, scalarLike(x, 0.5));
+  Array z = where(reflect, 1.0 - x, x);  // z >= 1/2
+  Array sum = zerosLike(x);
+  for (int k = 0; k < 6; ++k) {
+    Array zk = z + static_cast<double>(k);
+    sum = sum + 1.0 / (zk * zk);
+  }
+  // psi'(w) ~ 1/w + 1/2w^2 + 1/6w^3 - 1/30w^5 + 1/42w^7 - 1/30w^9 + 5/66w^11 (next term < 1e-11 at w >= 6.5)
+  Array iw = 1.0 / (z + 6.0);
+  Array f = iw * iw;
+  Array series = iw + 0.5 * f + iw * f * (1.0 / 6 - f * (1.0 / 30 - f * (1.0 / 42 - f * (1.0 / 30 - f * (5.0 / 66)))));
+  Array positive = sum + series;
+  // psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x)
+  Array s = sin(x * kPi);
+  return where(reflect, (kPi * kPi) / (s * s) - positive, positive);
+}
+
 namespace {
 
 namespace ew = elementwise;
@@ -179,6 +217,40 @@ void bitcastKernel(const ir::CpuKernelArgs& args) {
   if (bytes) std::memcpy(args.outputs[0].data, args.inputs[0].data, bytes);
 }
 
+// x^n by squaring, m = |n|; integers wrap around (Mul's rule), halves compute in float.
+template <class C>
+C powBySquaring(C x, uint64_t m) {
+  C acc = C(1);
+  for (; m; m >>= 1) {
+    if (m & 1u) acc = ew::Mul::apply(acc, x);
+    x = ew::Mul::apply(x, x);
+  }
+  return acc;
+}
+
+// integer_pow(x){exponent}: a negative exponent (floats only) is 1 / x^|n|, as JAX computes it.
+void integerPowKernel(const ir::CpuKernelArgs& args) {
+  const int64_t n = std::get<ir::IntegerPowAttrs>(args.attrs).exponent;
+  const uint64_t m = n < 0 ? uint64_t(0) - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  dispatchDType(args.inputs[0].aval.dtype, [&]<class T>() {
+    if constexpr (kNumeric.contains<T>()) {
+      using C = ComputeType<T>;
+      const T* x = args.inputs[0].as<T>();
+      T* out = args.outputs[0].as<T>();
+      const int64_t count = args.outputs[0].aval.numel();
+      for (int64_t i = 0; i < count; ++i) {
+        C p = powBySquaring(static_cast<C>(x[i]), m);
+        if constexpr (std::is_floating_point_v<C>) {
+          if (n < 0) p = C(1) / p;
+        }
+        out[i] = static_cast<T>(p);
+      }
+    } else {
+      TSR_CHECK_MSG(false, "integer_pow kernel called with a dtype its infer rule rejects");
+    }
+  });
+}
+
 // ---- Shape rules --------------------------------------------------------------------------------------------
 
 Status checkEqualAvals(std::string_view op, std::span<const Aval> operands) {
@@ -246,6 +318,17 @@ Result<std::vector<Aval>> inferBitcast(std::span<const Aval> operands, const ir:
   return std::vector<Aval>{Aval{operands[0].shape, a->dtype}};
 }
 
+// integer_pow(x: T[...]){exponent} -> T[...], T numeric; a negative exponent needs a floating T.
+Result<std::vector<Aval>> inferIntegerPow(std::span<const Aval> operands, const ir::Attrs& attrs) {
+  TSR_TRY(checkArity("integer_pow", operands, 1));
+  TSR_ASSIGN(const ir::IntegerPowAttrs* a, checkAttrs<ir::IntegerPowAttrs>("integer_pow", attrs));
+  TSR_TRY(checkAccepts("integer_pow", operands, operands[0].dtype, kNumeric));
+  if (a->exponent < 0 && !isFloating(operands[0].dtype))
+    return opError("integer_pow", operands,
+                   fmt::format("the negative exponent {} needs a floating operand", a->exponent));
+  return std::vector<Aval>{operands[0]};
+}
+
 // ---- Transformation rules ----------------------------------------------------------------------------------
 
 template <class Op>
@@ -285,6 +368,17 @@ std::vector<Array> convertVjp(const ir::VjpArgs& a) {
   const Array& g = a.cotangents[0];
   if (!g.valid() || !isFloating(g.dtype()) || !isFloating(x.dtype())) return {Array()};
   return {astype(g, x.dtype())};
+}
+
+// d/dx x^n = n x^(n-1) (0 for n = 0).
+std::vector<Array> integerPowVjp(const ir::VjpArgs& a) {
+  const Array& g = a.cotangents[0];
+  const Array& x = a.operands[0];
+  if (!g.valid() || !isFloating(g.dtype())) return {Array()};
+  const int64_t n = attrsAs<ir::IntegerPowAttrs>(a.attrs).exponent;
+  if (n == 0) return {zerosLike(x)};
+  Array slope = n == 1 ? onesLike(x) : integerPow(x, n - 1);
+  return {g * (static_cast<double>(n) * slope)};
 }
 
 // One batching rule for the whole family. Operands batched on one common dim line up element for element,
@@ -359,6 +453,9 @@ std::vector<MapOp> mapOps() {
       predicate<ew::IsFinite>(OpCode::IsFinite, TSR_LOOP_LOWERING(1, tsr_b(tsr_isfinite(a)))),
       unary<ew::Not>(OpCode::Not, 1, TSR_LOOP_LOWERING(1, tsr_b(a == 0.0f))),
       unary<ew::Relu>(OpCode::Relu, 1, TSR_LOOP_LOWERING(1, tsr_select(a < 0.0f, 0.0f, a))),
+      unary<ew::Square>(OpCode::Square, 1, TSR_LOOP_LOWERING(1, a * a)),
+      unary<ew::Lgamma>(OpCode::Lgamma, 40, TSR_LOOP_LOWERING(1, tsr_lgamma(a))),
+      unary<ew::Digamma>(OpCode::Digamma, 40, TSR_LOOP_LOWERING(1, tsr_digamma(a))),
 
       binary<ew::Add>(OpCode::Add, 1, TSR_LOOP_LOWERING(2, a + b)),
       binary<ew::Sub>(OpCode::Sub, 1, TSR_LOOP_LOWERING(2, a - b)),
@@ -431,6 +528,28 @@ void registerElementwiseOps(ir::OpRegistry& reg) {
   convert.loop = TSR_LOOP_LOWERING(1, a);  // f32 to f32 inside a loop: bool operands are 0/1 floats already
   convert.loopToBool = TSR_LOOP_LOWERING(1, tsr_b(tsr_nz(a)));
   addCoreOp(reg, std::move(convert));
+
+  // The exponent is an attribute, which loop expressions cannot see: integer_pow runs unfused (CUDA: its own
+  // node kernel, engine/backends/cuda/node_kernels.cpp).
+  ir::OpDef intPow = elementwiseOp(OpCode::IntegerPow, 1);
+  intPow.infer = inferIntegerPow;
+  intPow.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs& attrs) {
+    const int64_t n = std::get<ir::IntegerPowAttrs>(attrs).exponent;
+    return elementwiseCost(in, out, 1.0 + std::floor(std::log2(static_cast<double>(std::max<int64_t>(std::abs(n), 1)))));
+  };
+  intPow.cpu = integerPowKernel;
+  intPow.vjp = integerPowVjp;
+  addCoreOp(reg, std::move(intPow));
+
+  // The identity whose operand gets no cotangent (lax.stop_gradient): marked non-differentiable, so autodiff
+  // gives the operand a zero cotangent without a rule. Any dtype; in loops it is its operand.
+  ir::OpDef stop = elementwiseOp(OpCode::StopGradient, 1);
+  stop.infer = mapInfer(stop.name, 1, kAllDTypes, false);
+  stop.cost = costWithFlops(0);
+  stop.cpu = bitcastKernel;
+  stop.differentiable = false;
+  stop.loop = TSR_LOOP_LOWERING(1, a);
+  addCoreOp(reg, std::move(stop));
 
   ir::OpDef bitcast = elementwiseOp(OpCode::BitcastConvert, 1);
   bitcast.infer = inferBitcast;

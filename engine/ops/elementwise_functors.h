@@ -73,6 +73,15 @@ using ComputeType = std::conditional_t<kIsHalf<T>, float, T>;
 float erfInv(float x);
 double erfInv(double x);
 
+// The digamma function psi = lgamma' in double: poles (0, -1, -2, ...) and -inf give NaN; negative x reflect
+// (psi(x) = psi(1 - x) - pi / tan(pi x)), small x recur up to 10, then the asymptotic series.
+double digammaOf(double x);
+// The same in float, bit for bit the loop dialect's tsr_digamma, so fused and unfused f32 results agree.
+float digammaOf(float x);
+// The trigamma function psi' of a floating Array, with the Array API (digamma's vjp; differentiable again):
+// reflection below 1/2, six steps of the recurrence psi'(x) = psi'(x + 1) + 1/x^2, then the asymptotic series.
+Array trigamma(const Array& x);
+
 namespace elementwise {
 
 template <class T>
@@ -237,6 +246,27 @@ struct Relu {
   static Cotangents vjp(const Array& g, const Array&, const Array& x) {
     return {where(x > 0.0, g, scalarLike(g, 0.0))};
   }
+};
+// x * x; integers wrap around.
+struct Square {
+  static constexpr DTypeSet kTypes = kNumeric;
+  template <class T> static T apply(T x) {
+    if constexpr (kIsInt<T>) return wrapping(x, x, [](auto a, auto b) { return a * b; });
+    else return x * x;
+  }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g * (2.0 * x)}; }
+};
+// log |gamma(x)|; +inf at the poles 0, -1, -2, ...
+struct Lgamma {
+  static constexpr DTypeSet kTypes = kFloats;
+  template <class T> static T apply(T x) { return std::lgamma(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g * digamma(x)}; }
+};
+// f32 (and the halves, in float) as the loop dialect computes it; f64 in double.
+struct Digamma {
+  static constexpr DTypeSet kTypes = kFloats;
+  template <class T> static T apply(T x) { return digammaOf(x); }
+  static Cotangents vjp(const Array& g, const Array&, const Array& x) { return {g * trigamma(x)}; }
 };
 
 // Binary

@@ -1,4 +1,4 @@
-// Reductions: reduce_sum, reduce_max, reduce_min, reduce_prod (x){axes} and argmax, argmin (x){axis, index_dtype}.
+// Reductions: reduce_sum, reduce_max, reduce_min, reduce_prod, reduce_and, reduce_or (x){axes} and argmax, argmin (x){axis, index_dtype}.
 //
 // Accumulation: bf16/f16 accumulate in float, f32 sums and products in double, f64 in double. Integer sums
 // and products wrap like C's unsigned arithmetic (computed modulo 2^64, then truncated). reduce_max/min of
@@ -88,6 +88,28 @@ struct MinOp {
     else return b < a ? b : a;
   }
 };
+
+// reduce_and / reduce_or: bool operands only (bytes 0/1); empty reductions give true / false.
+struct AndOp {
+  static constexpr bool kAcceptsBool = true;
+  static constexpr bool kBoolOnly = true;
+  template <class T>
+  using Acc = uint8_t;
+  template <class A> static A identity() { return A(1); }
+  template <class A> static A combine(A a, A b) { return static_cast<A>(a & b); }
+};
+
+struct OrOp {
+  static constexpr bool kAcceptsBool = true;
+  static constexpr bool kBoolOnly = true;
+  template <class T>
+  using Acc = uint8_t;
+  template <class A> static A identity() { return A(0); }
+  template <class A> static A combine(A a, A b) { return static_cast<A>(a | b); }
+};
+
+template <class Op>
+concept BoolOnly = requires { Op::kBoolOnly; };
 
 template <class A, class T>
 inline A toAcc(T v) {
@@ -188,12 +210,14 @@ void reduceKernel(const T* in, const Shape& inShape, const Ints& axes, T* out, i
   for (int64_t i = 0; i < outNumel; ++i) out[i] = fromAcc<T>(acc[static_cast<size_t>(i)]);
 }
 
-Result<std::vector<Aval>> inferReduce(std::string_view op, bool acceptsBool, std::span<const Aval> x,
+Result<std::vector<Aval>> inferReduce(std::string_view op, bool acceptsBool, bool boolOnly, std::span<const Aval> x,
                                       const ir::Attrs& attrs) {
   TSR_TRY(checkArity(op, x, 1));
   const auto* a = std::get_if<ir::ReduceAttrs>(&attrs);
   if (!a) return opError(op, x, fmt::format("expects ReduceAttrs but was given {}", ir::attrsTypeName(attrs)));
   if (x[0].dtype == DType::Bool && !acceptsBool) return opError(op, x, "does not accept bool operands");
+  if (x[0].dtype != DType::Bool && boolOnly)
+    return opError(op, x, fmt::format("takes a bool operand, not {} (compare with zero first)", dtypeName(x[0].dtype)));
   int rank = x[0].rank();
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   for (int64_t axis : a->axes) {
@@ -333,7 +357,7 @@ void addReduceOp(ir::OpRegistry& reg, ir::OpCode code, ir::VjpRule vjp) {
   d.minOperands = 1;
   std::string name = d.name;
   d.infer = [name](std::span<const Aval> x, const ir::Attrs& attrs) {
-    return inferReduce(name, Op::kAcceptsBool, x, attrs);
+    return inferReduce(name, Op::kAcceptsBool, BoolOnly<Op>, x, attrs);
   };
   d.cost = reductionCost;
   d.shard = reduceShardRule(code == ir::OpCode::ReduceSum);
@@ -342,10 +366,15 @@ void addReduceOp(ir::OpRegistry& reg, ir::OpCode code, ir::VjpRule vjp) {
     const auto& in = args.inputs[0];
     const auto& out = args.outputs[0];
     dispatchDType(in.aval.dtype, [&]<class T>() {
-      if constexpr (Op::kAcceptsBool || !std::is_same_v<T, bool>)
+      if constexpr (BoolOnly<Op>) {
+        if constexpr (std::is_same_v<T, bool>)
+          reduceKernel<Op>(in.as<uint8_t>(), in.aval.shape, axes, out.as<uint8_t>(), out.aval.numel());
+      } else if constexpr (Op::kAcceptsBool || !std::is_same_v<T, bool>) {
         reduceKernel<Op>(in.as<T>(), in.aval.shape, axes, out.as<T>(), out.aval.numel());
+      }
     });
   };
+  d.differentiable = vjp != nullptr;
   d.vjp = std::move(vjp);
   d.batch = [code](const ir::BatchArgs& a) { return reduceBatch(code, a); };
   addCoreOp(reg, std::move(d));
@@ -447,6 +476,8 @@ void registerReductionOps(ir::OpRegistry& reg) {
   addReduceOp<MaxOp>(reg, ir::OpCode::ReduceMax, reduceVjp(chooserVjp));
   addReduceOp<MinOp>(reg, ir::OpCode::ReduceMin, reduceVjp(chooserVjp));
   addReduceOp<ProdOp>(reg, ir::OpCode::ReduceProd, reduceVjp(prodVjp));
+  addReduceOp<AndOp>(reg, ir::OpCode::ReduceAnd, nullptr);  // bool results: not differentiable
+  addReduceOp<OrOp>(reg, ir::OpCode::ReduceOr, nullptr);
   addArgOp<true>(reg, ir::OpCode::Argmax);
   addArgOp<false>(reg, ir::OpCode::Argmin);
 }

@@ -10,6 +10,8 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerElementwiseOps(reg);
   registerLayoutOps(reg);
   registerReductionOps(reg);
+  registerCumulativeOps(reg);
+  registerSortOps(reg);
   registerContractionOps(reg);
   registerIndexingOps(reg);
   registerMiscOps(reg);

@@ -13,6 +13,8 @@ ir::OpRegistry& registry();
 void registerElementwiseOps(ir::OpRegistry& reg);  // elementwise.cpp: unary, binary, compare, select, clamp, convert
 void registerLayoutOps(ir::OpRegistry& reg);       // layout.cpp: broadcast, reshape, transpose, slices, pad, iota, rev
 void registerReductionOps(ir::OpRegistry& reg);    // reduction.cpp: reduce_*, argmax, argmin
+void registerCumulativeOps(ir::OpRegistry& reg);   // cumulative.cpp: cumsum, cumprod, cummax, cumlogsumexp
+void registerSortOps(ir::OpRegistry& reg);         // sort.cpp: sort, top_k
 void registerContractionOps(ir::OpRegistry& reg);  // contraction.cpp: dot_general
 void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scatter_add
 void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32

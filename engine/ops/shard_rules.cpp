@@ -160,6 +160,13 @@ ir::ShardRule revShardRule() {
   };
 }
 
+ir::ShardRule cumulativeShardRule() {
+  return [](Avals in, Avals out, const ir::Attrs& attrs) -> Result<ShardingRule> {
+    const int64_t axis = attrsAs<ir::CumulativeAttrs>(attrs).axis;
+    return sameDimsWhere(in, out, [&](int d) { return d != axis; });
+  };
+}
+
 ir::ShardRule dynamicSliceShardRule() {
   return [](Avals in, Avals out, const ir::Attrs&) -> Result<ShardingRule> {
     ShardingRule r = sameDimsWhere(in, out, [&](int d) { return out[0].shape[d] == in[0].shape[d]; });

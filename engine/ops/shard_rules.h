@@ -15,6 +15,8 @@ ir::ShardRule transposeShardRule();
 ir::ShardRule sliceShardRule();
 ir::ShardRule padShardRule();
 ir::ShardRule revShardRule();
+// cumsum & co.: the scanned axis whole, the other dims pass through.
+ir::ShardRule cumulativeShardRule();
 ir::ShardRule dynamicSliceShardRule();
 ir::ShardRule dynamicUpdateSliceShardRule();
 ir::ShardRule concatenateShardRule();

@@ -50,6 +50,11 @@ Array isFinite(const Array& x, TSR_LOC);
 Array logicalNot(const Array& x, TSR_LOC);
 Array relu(const Array& x, TSR_LOC);
 Array square(const Array& x, TSR_LOC);
+Array integerPow(const Array& x, int64_t exponent, TSR_LOC);  // x^exponent; negative only for floats
+Array lgamma(const Array& x, TSR_LOC);
+Array digamma(const Array& x, TSR_LOC);
+// The identity, whose gradient is zero (lax.stop_gradient).
+Array stopGradient(const Array& x, TSR_LOC);
 Array gelu(const Array& x, bool approximate = true, TSR_LOC);  // tanh approximation as in GPT-2
 
 // Elementwise binary (broadcasting, promotion)
@@ -114,6 +119,22 @@ Array max(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array min(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array prod(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
 Array argmax(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
+// Logical and / or over bool x (numpy all / any).
+Array all(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+Array any(const Array& x, Axes axes = {}, bool keepDims = false, TSR_LOC);
+// Cumulative reductions along one axis (may be negative), from the end when reverse (lax.cumsum & co.).
+Array cumsum(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cumprod(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cummax(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+Array cumlogsumexp(const Array& x, int64_t axis = 0, bool reverse = false, TSR_LOC);
+// Sorting (lax.sort, jnp.sort, jnp.argsort, lax.top_k). NaN sorts after every number, as in numpy.
+// sort: operands of one shape reordered along `dimension` (may be negative) by the first numKeys of them.
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension = -1, bool isStable = true,
+                        int64_t numKeys = 1, TSR_LOC);
+Array sort(const Array& x, int64_t axis = -1, TSR_LOC);
+Array argsort(const Array& x, int64_t axis = -1, DType indexDtype = DType::I32, TSR_LOC);  // stable
+// The k largest along the last axis, largest first, and their i32 indices.
+std::pair<Array, Array> topK(const Array& x, int64_t k, TSR_LOC);
 Array argmin(const Array& x, int64_t axis, DType indexDtype = DType::I32, TSR_LOC);
 
 // Contractions

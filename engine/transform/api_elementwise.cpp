@@ -104,7 +104,13 @@ Array round(const Array& x, std::source_location loc) { return unary(OpCode::Rou
 Array isFinite(const Array& x, std::source_location loc) { return unary(OpCode::IsFinite, x, loc); }
 Array logicalNot(const Array& x, std::source_location loc) { return unary(OpCode::Not, x, loc); }
 Array relu(const Array& x, std::source_location loc) { return unary(OpCode::Relu, x, loc); }
-Array square(const Array& x, std::source_location loc) { return bind1(OpCode::Mul, {x, x}, ir::NoAttrs{}, loc); }
+Array square(const Array& x, std::source_location loc) { return unary(OpCode::Square, x, loc); }
+Array integerPow(const Array& x, int64_t exponent, std::source_location loc) {
+  return bind1(OpCode::IntegerPow, {x}, ir::IntegerPowAttrs{exponent}, loc);
+}
+Array lgamma(const Array& x, std::source_location loc) { return unary(OpCode::Lgamma, x, loc); }
+Array digamma(const Array& x, std::source_location loc) { return unary(OpCode::Digamma, x, loc); }
+Array stopGradient(const Array& x, std::source_location loc) { return unary(OpCode::StopGradient, x, loc); }
 
 Array gelu(const Array& x, bool approximate, std::source_location loc) {
   if (approximate) {

@@ -60,6 +60,51 @@ Array min(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
 Array prod(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
   return reduce(OpCode::ReduceProd, x, std::move(axes), keepDims, loc);
 }
+Array all(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceAnd, x, std::move(axes), keepDims, loc);
+}
+Array any(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+  return reduce(OpCode::ReduceOr, x, std::move(axes), keepDims, loc);
+}
+
+namespace {
+Array cumulative(OpCode op, const Array& x, int64_t axis, bool reverse, const std::source_location& loc) {
+  int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", ir::coreOpName(op), axis, x.aval().toString()));
+  return bind1(op, {x}, ir::CumulativeAttrs{a, reverse}, loc);
+}
+}  // namespace
+
+Array cumsum(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumsum, x, axis, reverse, loc);
+}
+Array cumprod(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumprod, x, axis, reverse, loc);
+}
+Array cummax(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cummax, x, axis, reverse, loc);
+}
+Array cumlogsumexp(const Array& x, int64_t axis, bool reverse, std::source_location loc) {
+  return cumulative(OpCode::Cumlogsumexp, x, axis, reverse, loc);
+}
+std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension, bool isStable, int64_t numKeys,
+                        std::source_location loc) {
+  if (operands.empty()) raiseAt(loc, makeError("sort: needs at least one operand"));
+  int d = normalizeAxis(dimension, operands[0].rank());
+  if (d < 0)
+    raiseAt(loc, makeError("sort: dimension {} is out of range for {}", dimension, operands[0].aval().toString()));
+  return bind(OpCode::Sort, operands, ir::SortAttrs{d, isStable, numKeys}, loc);
+}
+Array sort(const Array& x, int64_t axis, std::source_location loc) { return sort(std::vector<Array>{x}, axis, true, 1, loc)[0]; }
+Array argsort(const Array& x, int64_t axis, DType indexDtype, std::source_location loc) {
+  int d = normalizeAxis(axis, x.rank());
+  if (d < 0) raiseAt(loc, makeError("argsort: axis {} is out of range for {}", axis, x.aval().toString()));
+  return sort({x, iota(x.shape(), d, indexDtype, loc)}, d, true, 1, loc)[1];
+}
+std::pair<Array, Array> topK(const Array& x, int64_t k, std::source_location loc) {
+  auto r = bind(OpCode::TopK, {x}, ir::TopKAttrs{k}, loc);
+  return {r[0], r[1]};
+}
 
 Array mean(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
   Array xf = isFloating(x.dtype()) ? x : astype(x, DType::F32, loc);

@@ -137,8 +137,9 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   const Aval idx = avalOf(DType::I32, {});
   for (const char* op : {"neg", "abs", "sign", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
                          "logistic", "sin", "cos", "tan", "erf", "erf_inv", "floor", "ceil", "round", "is_finite",
-                         "relu"})
+                         "relu", "square", "lgamma", "digamma", "stop_gradient"})
     t[op] = {{{x}, ir::NoAttrs{}}};
+  t["integer_pow"] = {{{x}, ir::IntegerPowAttrs{3}}, {{x}, ir::IntegerPowAttrs{-2}}};
   t["not"] = {{{b}, ir::NoAttrs{}}, {{i}, ir::NoAttrs{}}, {{u}, ir::NoAttrs{}}};
   for (const char* op : {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "eq", "ne", "lt", "le",
                          "gt", "ge"})
@@ -162,6 +163,11 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["rev"] = {{{x}, ir::RevAttrs{{0}}}};
   for (const char* op : {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"})
     t[op] = {{{f32({2, 3, 4})}, ir::ReduceAttrs{{1}}}};
+  for (const char* op : {"reduce_and", "reduce_or"}) t[op] = {{{avalOf(DType::Bool, {2, 3, 4})}, ir::ReduceAttrs{{1}}}};
+  for (const char* op : {"cumsum", "cumprod", "cummax", "cumlogsumexp"})
+    t[op] = {{{x}, ir::CumulativeAttrs{1, false}}, {{x}, ir::CumulativeAttrs{0, true}}};
+  t["sort"] = {{{x}, ir::SortAttrs{1, true, 1}}, {{x, i, b}, ir::SortAttrs{0, false, 2}}};
+  t["top_k"] = {{{x}, ir::TopKAttrs{2}}};
   for (const char* op : {"argmax", "argmin"}) t[op] = {{{x}, ir::ArgReduceAttrs{1, DType::I32}}};
   t["dot_general"] = {{{f32({2, 3, 4}), f32({2, 4, 5})}, ir::DotGeneralAttrs{{2}, {1}, {0}, {0}}}};
   t["gather"] = {{{f32({5, 3}), avalOf(DType::I32, {4})}, ir::GatherAttrs{0, 0}}};

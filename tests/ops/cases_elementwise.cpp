@@ -95,11 +95,19 @@ double refErfInv(double y) {
   return 0.5 * (lo + hi);
 }
 
+// digamma = lgamma' by a fourth-order central difference of the C library's lgamma (h = 1e-3: truncation
+// about h^4/30 |lgamma^(5)|, below 1e-10 on [1/2, 5]); independent of the series the kernels sum.
+double refDigamma(double x) {
+  const double h = 1e-3;
+  return (-std::lgamma(x + 2 * h) + 8 * std::lgamma(x + h) - 8 * std::lgamma(x - h) + std::lgamma(x - 2 * h)) / (12 * h);
+}
+
 struct UnarySpec {
   OpCode op;
   double (*ref)(double);
   double lo = -4, hi = 4;  // float inputs, inside the op's domain
   bool boolResult = false;
+  double tol64 = -1, tol32 = -1;  // rtol = atol for f64 / f32 results where the defaults do not fit the reference
 };
 
 const UnarySpec kUnary[] = {
@@ -125,6 +133,10 @@ const UnarySpec kUnary[] = {
     {OpCode::Round, [](double x) { return std::round(x); }},
     {OpCode::IsFinite, [](double x) { return std::isfinite(x) ? 1.0 : 0.0; }, -4, 4, true},
     {OpCode::Relu, [](double x) { return x < 0 ? 0.0 : x; }},
+    {OpCode::Square, [](double x) { return x * x; }},
+    {OpCode::Lgamma, [](double x) { return std::lgamma(x); }, 0.1, 6, false, -1, 1e-5},
+    // float digamma cancels near its root 1.4616: an absolute tolerance there.
+    {OpCode::Digamma, refDigamma, 0.5, 5, false, 1e-9, 2e-5},
 };
 
 double truncDiv(double a, double b) { return b == 0 ? 0 : std::trunc(a / b); }
@@ -244,6 +256,8 @@ Reference referenceFor(OpCode op, DType t, const ir::Attrs& attrs) {
       return mapRef(t, [](HostTensor& r, const auto& in, int64_t i) {
         r.setBits(i, in[0].get(i) != 0 ? in[1].getBits(i) : in[2].getBits(i));
       });
+    case OpCode::StopGradient:
+      return mapRef(t, [](HostTensor& r, const auto& in, int64_t i) { r.setBits(i, in[0].getBits(i)); });
     case OpCode::Clamp:  // operands (lo, x, hi)
       return mapRef(t, [](HostTensor& r, const auto& in, int64_t i) {
         r.set(i, nanMin(nanMax(in[1].get(i), in[0].get(i)), in[2].get(i)));
@@ -283,8 +297,45 @@ void addUnaryCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   for (const UnarySpec& s : kUnary)
     for (DType t : allDTypes())
       if (accepts(s.op, scalars({t})))
-        for (const Shape& shape : edgeShapes())
-          cases.push_back(makeCase(label(s.op, t, shape), s.op, {randomTensor(Aval{shape, t}, rng, s.lo, s.hi)}));
+        for (const Shape& shape : edgeShapes()) {
+          OpCase c = makeCase(label(s.op, t, shape), s.op, {randomTensor(Aval{shape, t}, rng, s.lo, s.hi)});
+          const double tol = t == DType::F64 ? s.tol64 : t == DType::F32 ? s.tol32 : -1;
+          if (tol >= 0) c.rtol = c.atol = tol;
+          cases.push_back(std::move(c));
+        }
+}
+
+// integer_pow over exponents of both signs: x^n as std::pow in double (exact for the small integers), rounded
+// or wrapped to the dtype by set(). Negative exponents (floats only) take bases away from zero.
+void addIntegerPowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
+  const std::vector<Shape> shapes = {Shape{}, Shape{7}, Shape{2, 3}, Shape{2, 1, 3, 1}, Shape{33, 17}};
+  for (int64_t n : {0, 1, 2, 3, 5, -1, -2, -3}) {
+    ir::IntegerPowAttrs attrs{n};
+    for (DType t : allDTypes()) {
+      if (!accepts(OpCode::IntegerPow, scalars({t}), attrs)) continue;
+      for (const Shape& shape : shapes) {
+        Aval a{shape, t};
+        HostTensor x = n < 0 ? nonZeroTensor(a, rng) : randomTensor(a, rng);
+        OpCase c;
+        c.label = label(OpCode::IntegerPow, t, shape, "n " + std::to_string(n));
+        c.op = OpCode::IntegerPow;
+        c.attrs = attrs;
+        c.inputs = {x};
+        c.reference = mapRef(t, [n](HostTensor& r, const auto& in, int64_t i) {
+          r.set(i, std::pow(in[0].get(i), static_cast<double>(n)));
+        });
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+// stop_gradient: the identity on every dtype, bit for bit.
+void addStopGradientCases(std::vector<OpCase>& cases, std::mt19937& rng) {
+  for (DType t : allDTypes())
+    for (const Shape& shape : edgeShapes())
+      cases.push_back(makeCase(label(OpCode::StopGradient, t, shape), OpCode::StopGradient,
+                               {randomTensor(Aval{shape, t}, rng)}));
 }
 
 void addBinaryCases(std::vector<OpCase>& cases, std::mt19937& rng) {
@@ -490,6 +541,41 @@ void addHandCases(std::vector<OpCase>& cases) {
   addHand(cases, "f32 to bf16 ties to even", OpCode::Convert, {tensorOf(D::F32, {1.00390625, 1.01171875})},
           tensorOf(D::BF16, {1.0, 1.015625}), ir::ConvertAttrs{D::BF16}, 0, 0);
 
+  // Special functions at points where they are known in closed form: digamma from psi(1) = -gamma,
+  // psi(1/2) = -gamma - 2 ln 2, psi(1/4) = -gamma - pi/2 - 3 ln 2, the recurrence psi(x + 1) = psi(x) + 1/x and
+  // the reflection psi(1 - x) - psi(x) = pi cot(pi x); poles give NaN. lgamma from Gamma(1/2) = sqrt(pi) and
+  // factorials; poles give +inf.
+  const double euler = 0.57721566490153286061, ln2 = 0.69314718055994530942, pi = 3.14159265358979323846;
+  const double psiHalf = -euler - 2 * ln2;
+  addHand(cases, "f64 closed forms", OpCode::Digamma,
+          {tensorOf(D::F64, {1, 0.5, 2, 10, 0.25, -0.5, -1.5, 3.5, 0, -2, kInf, kNaN})},
+          tensorOf(D::F64, {-euler, psiHalf, 1 - euler, -euler + 1 + 1.0 / 2 + 1.0 / 3 + 1.0 / 4 + 1.0 / 5 + 1.0 / 6 +
+                                                           1.0 / 7 + 1.0 / 8 + 1.0 / 9,
+                            -euler - pi / 2 - 3 * ln2, psiHalf + 2, psiHalf + 2 + 1 / 1.5, psiHalf + 2 + 2.0 / 3 + 2.0 / 5,
+                            kNaN, kNaN, kInf, kNaN}),
+          ir::NoAttrs{}, 1e-13, 1e-13);
+  addHand(cases, "f32 closed forms", OpCode::Digamma, {tensorOf(D::F32, {1, 0.5, 2, 0.25, -0.5, 3.5, 0, -3})},
+          tensorOf(D::F32, {-euler, psiHalf, 1 - euler, -euler - pi / 2 - 3 * ln2, psiHalf + 2,
+                            psiHalf + 2 + 2.0 / 3 + 2.0 / 5, kNaN, kNaN}),
+          ir::NoAttrs{}, 1e-5, 1e-5);
+  addHand(cases, "f64 closed forms", OpCode::Lgamma, {tensorOf(D::F64, {1, 2, 0.5, 3, -0.5, 10, 0, -1, kInf})},
+          tensorOf(D::F64, {0, 0, 0.5 * std::log(pi), ln2, std::log(2 * std::sqrt(pi)), std::log(362880.0), kInf, kInf,
+                            kInf}),
+          ir::NoAttrs{}, 1e-14, 1e-14);
+  // integer_pow: 0^0 = 1, 0^-1 = inf, integers wrap, squares of huge floats overflow to inf.
+  addHand(cases, "f32 edges", OpCode::IntegerPow, {tensorOf(D::F32, {0, 2, -2, 0.5})}, tensorOf(D::F32, {1, 1, 1, 1}),
+          ir::IntegerPowAttrs{0}, 0, 0);
+  addHand(cases, "f32 reciprocal", OpCode::IntegerPow, {tensorOf(D::F32, {0, -0.0, 2, -4})},
+          tensorOf(D::F32, {kInf, -kInf, 0.5, -0.25}), ir::IntegerPowAttrs{-1}, 0, 0);
+  addHand(cases, "i32 wraps", OpCode::IntegerPow, {tensorOfBits(D::I32, {0x10000, 3, uint32_t(-3)})},
+          tensorOfBits(D::I32, {0, 9, 9}), ir::IntegerPowAttrs{2}, 0, 0);
+  addHand(cases, "u8 wraps", OpCode::IntegerPow, {tensorOf(D::U8, {3, 16})}, tensorOf(D::U8, {243, 0}),
+          ir::IntegerPowAttrs{5}, 0, 0);
+  addHand(cases, "f32 overflow", OpCode::Square, {tensorOf(D::F32, {1e20, -3, kNaN})}, tensorOf(D::F32, {kInf, 9, kNaN}),
+          ir::NoAttrs{}, 0, 0);
+  addHand(cases, "i32 wraps", OpCode::Square, {tensorOfBits(D::I32, {0x10000, 46341})},
+          tensorOfBits(D::I32, {0, uint32_t(46341u * 46341u)}), ir::NoAttrs{}, 0, 0);
+
   addHand(cases, "f32 to i32", OpCode::BitcastConvert, {tensorOf(D::F32, {1.0, -0.0})},
           tensorOfBits(D::I32, {0x3f800000u, i32Min}), ir::ConvertAttrs{D::I32});
   addHand(cases, "i32 to f32", OpCode::BitcastConvert, {tensorOfBits(D::I32, {0x7f800000u, 0x40490fdbu})},
@@ -504,6 +590,8 @@ void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   addBitCases(cases, rng);
   addSelectClampCases(cases, rng);
   addConvertCases(cases, rng);
+  addIntegerPowCases(cases, rng);
+  addStopGradientCases(cases, rng);
   addHandCases(cases);
 }
 

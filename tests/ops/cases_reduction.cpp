@@ -176,6 +176,52 @@ void addReduceOps(std::vector<OpCase>& cases, std::mt19937& rng) {
   }
 }
 
+// reduce_and / reduce_or over bools: every output element visits its inputs (unravel, no shared code with the
+// numeric reference); empty reductions give true / false.
+HostTensor logicalRef(bool isAnd, const HostTensor& x, const Ints& axes) {
+  const Shape& s = x.aval.shape;
+  Shape outShape;
+  for (int d = 0; d < s.rank(); ++d)
+    if (!inAxes(axes, d)) outShape.dims().push_back(s[d]);
+  HostTensor out = HostTensor::zeros(Aval{outShape, DType::Bool});
+  for (int64_t o = 0; o < out.numel(); ++o) {
+    const std::vector<int64_t> kept = unravel(o, outShape);
+    bool acc = isAnd;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      std::vector<int64_t> idx = unravel(i, s);
+      std::vector<int64_t> k;
+      for (int d = 0; d < s.rank(); ++d)
+        if (!inAxes(axes, d)) k.push_back(idx[static_cast<size_t>(d)]);
+      if (k != kept) continue;
+      acc = isAnd ? acc && x.get(i) != 0 : acc || x.get(i) != 0;
+    }
+    out.set(o, acc ? 1 : 0);
+  }
+  return out;
+}
+
+void addLogicalReduceOps(std::vector<OpCase>& cases, std::mt19937& rng) {
+  const std::vector<std::pair<Shape, Ints>> variants = {
+      {Shape{}, {}},      {Shape{7}, {0}},        {Shape{2, 3}, {1}},    {Shape{2, 3}, {0, 1}}, {Shape{2, 3, 5}, {0, 2}},
+      {Shape{2, 3, 5}, {1}}, {Shape{33, 17}, {0}}, {Shape{33, 17}, {1}}, {Shape{0, 3}, {0}},    {Shape{4, 0}, {1}},
+  };
+  for (OpCode op : {OpCode::ReduceAnd, OpCode::ReduceOr}) {
+    const bool isAnd = op == OpCode::ReduceAnd;
+    for (const auto& [shape, axes] : variants) {
+      // Mostly true, mostly false and even: every row outcome appears.
+      for (double pTrue : {0.9, 0.1, 0.5}) {
+        HostTensor x = HostTensor::zeros(Aval{shape, DType::Bool});
+        std::bernoulli_distribution coin(pTrue);
+        for (int64_t i = 0; i < x.numel(); ++i) x.set(i, coin(rng) ? 1 : 0);
+        addCase(cases, op, ir::ReduceAttrs{axes}, fmt::format("{} axes {} p {}", shape.toString(), bracket(axes), pTrue),
+                {std::move(x)}, [isAnd, axes](const std::vector<HostTensor>& in) {
+                  return std::vector<HostTensor>{logicalRef(isAnd, in[0], axes)};
+                });
+      }
+    }
+  }
+}
+
 // Values from {0, 1, 2} so that most rows have ties.
 HostTensor tiedTensor(const Aval& a, std::mt19937& rng) {
   HostTensor t = HostTensor::zeros(a);
@@ -224,6 +270,7 @@ void addArgOps(std::vector<OpCase>& cases, std::mt19937& rng) {
 
 void addReductionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   addReduceOps(cases, rng);
+  addLogicalReduceOps(cases, rng);
   addArgOps(cases, rng);
 }
 

@@ -133,6 +133,8 @@ std::vector<OpCase> allCases() {
   addElementwiseCases(cases, rng);
   addLayoutCases(cases, rng);
   addReductionCases(cases, rng);
+  addCumulativeCases(cases, rng);
+  addSortCases(cases, rng);
   addContractionCases(cases, rng);
   addIndexingCases(cases, rng);
   addMiscCases(cases, rng);

@@ -146,6 +146,8 @@ std::vector<Array> applyOp(const OpCase& c, const std::vector<Array>& xs);
 void addElementwiseCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addLayoutCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addReductionCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addCumulativeCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addSortCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addContractionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);

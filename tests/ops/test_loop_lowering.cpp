@@ -88,7 +88,8 @@ TEST_CASE("operandSubstitution") {
 TEST_CASE("theTableIsComplete") {
   // Integer bit ops, bit casts, u32 random bits and constants (a group of their own) have no f32 loop form;
   // erf_inv has none yet.
-  const std::set<ir::OpCode> unfused = {ir::OpCode::ErfInv, ir::OpCode::ShiftLeft, ir::OpCode::ShiftRightLogical,
+  // integer_pow's exponent is an attribute, which a loop expression cannot see.
+  const std::set<ir::OpCode> unfused = {ir::OpCode::ErfInv, ir::OpCode::IntegerPow, ir::OpCode::ShiftLeft, ir::OpCode::ShiftRightLogical,
                                         ir::OpCode::ShiftRightArithmetic, ir::OpCode::BitcastConvert,
                                         ir::OpCode::Constant, ir::OpCode::Threefry2x32};
   int lowered = 0;
@@ -104,7 +105,7 @@ TEST_CASE("theTableIsComplete") {
     ++lowered;
     for (unsigned m = 0; m < (1u << def.numOperands); ++m) REQUIRE_MESSAGE((def.loop.tile[m] != nullptr), def.name);
   }
-  TSR_COMPARE(lowered, 43);
+  TSR_COMPARE(lowered, 47);
   REQUIRE(ops::registry().get(ir::OpCode::Convert).loopToBool.valid());
 }
 

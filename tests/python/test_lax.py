@@ -1,5 +1,8 @@
 """lax.scan, fori_loop and cond against Python loops and branches, eagerly, under jit and under grad."""
+import math
+
 import numpy as np
+import pytest
 
 import tessera
 import tessera.numpy as tnp
@@ -53,3 +56,102 @@ def test_cond_runs_one_branch_and_traces_both():
     np.testing.assert_allclose(np.asarray(jf(tnp.asarray(True), x)), [2.0, -6.0])
     np.testing.assert_allclose(np.asarray(jf(tnp.asarray(False), x)), [-1.0, 3.0])
     assert jf.cache_info()["misses"] == 1
+
+
+def test_stop_gradient():
+    f = lambda x: tnp.sum(x * lax.stop_gradient(x) ** 2)
+    x = np.array([0.5, -2.0, 3.0], dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(tessera.grad(f)(tnp.asarray(x))), x ** 2, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tessera.jit(tessera.grad(f))(tnp.asarray(x))), x ** 2, rtol=1e-6)
+    tree = lax.stop_gradient({"a": tnp.asarray(1.0), "b": [tnp.asarray([2.0, 3.0])]})
+    np.testing.assert_allclose(np.asarray(tree["b"][0]), [2.0, 3.0])
+
+
+def test_integer_pow_and_its_gradient():
+    x = np.array([0.5, -1.5, 2.0], dtype=np.float32)
+    for n in (0, 1, 2, 3, -1, -2):
+        np.testing.assert_allclose(np.asarray(lax.integer_pow(tnp.asarray(x), n)), x ** float(n), rtol=1e-6)
+        g = tessera.grad(lambda v: tnp.sum(lax.integer_pow(v, n)))(tnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(g), n * x ** float(n - 1) if n else np.zeros_like(x), rtol=1e-5)
+    xi = np.array([2, -3, 5], dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.integer_pow(tnp.asarray(xi), 3)), xi ** 3)
+    with pytest.raises(tessera.TesseraError, match="integer_pow"):
+        lax.integer_pow(tnp.asarray(xi), -1)
+
+
+def test_lgamma_digamma_closed_forms():
+    # Gamma(1/2) = sqrt(pi), Gamma(n) = (n - 1)!; psi(1) = -euler, psi(1/2) = -euler - 2 ln 2, psi(n + 1) = psi(n) + 1/n.
+    euler = 0.5772156649015329
+    x = np.array([0.5, 1.0, 2.0, 5.0], dtype=np.float64)
+    lg = np.asarray(lax.lgamma(tnp.asarray(x.astype(np.float32))))
+    np.testing.assert_allclose(lg, [0.5 * math.log(math.pi), 0.0, 0.0, math.log(24.0)], atol=1e-6)
+    dg = np.asarray(lax.digamma(tnp.asarray(x.astype(np.float32))))
+    np.testing.assert_allclose(dg, [-euler - 2 * math.log(2), -euler, 1 - euler, -euler + 1 + 1 / 2 + 1 / 3 + 1 / 4],
+                               rtol=1e-6, atol=1e-6)
+    # d/dx lgamma = digamma.
+    g = tessera.grad(lambda v: tnp.sum(lax.lgamma(v)))(tnp.asarray(x.astype(np.float32)))
+    np.testing.assert_allclose(np.asarray(g), dg, rtol=1e-6, atol=1e-6)
+
+
+def _naive_scan(x, axis, reverse, fn):
+    x = np.moveaxis(x, axis, 0)
+    out = np.empty_like(x)
+    order = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    acc = None
+    for i in order:
+        acc = x[i] if acc is None else fn(acc, x[i])
+        out[i] = acc
+    return np.moveaxis(out, 0, axis)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative(rng, axis, reverse):
+    x = rng.uniform(-1.0, 1.0, (3, 5)).astype(np.float32)
+    ops = [(lax.cumsum, np.add), (lax.cumprod, np.multiply), (lax.cummax, np.maximum),
+           (lax.cumlogsumexp, np.logaddexp)]
+    for op, fn in ops:
+        np.testing.assert_allclose(np.asarray(op(tnp.asarray(x), axis=axis, reverse=reverse)),
+                                   _naive_scan(x, axis, reverse, fn), rtol=1e-5, atol=1e-6)
+    # Under vmap and grad: d/dx sum(cumsum(x)) counts how many prefixes hold each element.
+    g = tessera.grad(lambda v: tnp.sum(lax.cumsum(v, axis=axis, reverse=reverse)))(tnp.asarray(x))
+    n = x.shape[axis]
+    counts = np.arange(1, n + 1) if reverse else np.arange(n, 0, -1)
+    shape = [1, 1]
+    shape[axis] = n
+    np.testing.assert_allclose(np.asarray(g), np.broadcast_to(counts.reshape(shape), x.shape).astype(np.float32))
+    batched = tessera.vmap(lambda v: lax.cummax(v, axis=0, reverse=reverse))(tnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(batched), _naive_scan(x, 1, reverse, np.maximum))
+
+
+def test_sort_multi_operand_and_grad(rng):
+    keys = np.array([[2, 1, 2, 0, 1], [0, 0, 1, 1, 0]], dtype=np.int32)
+    vals = rng.standard_normal((2, 5)).astype(np.float32)
+    k, v = lax.sort((tnp.asarray(keys), tnp.asarray(vals)), dimension=1, num_keys=1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    np.testing.assert_array_equal(np.asarray(k), np.take_along_axis(keys, order, 1))
+    np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(vals, order, 1))
+    # The gradient goes back through the permutation: d/dx sum(sort(x) * w) = w at each element's sorted place.
+    x = rng.standard_normal((6,)).astype(np.float32)
+    w = np.arange(1.0, 7.0, dtype=np.float32)
+    g = tessera.grad(lambda a: tnp.sum(lax.sort(a) * tnp.asarray(w)))(tnp.asarray(x))
+    expected = np.empty_like(x)
+    expected[np.argsort(x)] = w
+    np.testing.assert_allclose(np.asarray(g), expected)
+
+
+def test_top_k(rng):
+    x = rng.standard_normal((3, 10)).astype(np.float32)
+    values, indices = lax.top_k(tnp.asarray(x), 4)
+    order = np.argsort(-x, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(np.asarray(indices), order)
+    assert np.asarray(indices).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(values), np.take_along_axis(x, order, 1))
+    g = tessera.grad(lambda a: tnp.sum(lax.top_k(a, 2)[0]))(tnp.asarray(x))
+    expected = np.zeros_like(x)
+    np.put_along_axis(expected, order[:, :2], 1.0, 1)
+    np.testing.assert_array_equal(np.asarray(g), expected)
+    batched = tessera.vmap(lambda r: lax.top_k(r, 3)[0])(tnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(batched), np.take_along_axis(x, order[:, :3], 1))
+    with pytest.raises(tessera.TesseraError, match="top_k"):
+        lax.top_k(tnp.asarray(x), 11)

@@ -329,3 +329,43 @@ def test_dtypes_through_ops(rng, dtype, tol):
         assert got.dtype == dtype
         np.testing.assert_allclose(np.asarray(got).astype(np.float64), want, rtol=tol, atol=tol)
     assert (x < y).dtype == tnp.bool_
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_cumsum_cumprod(rng, axis):
+    x = rng.uniform(0.5, 1.5, (4, 6)).astype(np.float32)
+    close(tnp.cumsum(tnp.asarray(x), axis=axis), np.cumsum(x, axis=axis), rtol=1e-5)
+    close(tnp.cumprod(tnp.asarray(x), axis=axis), np.cumprod(x, axis=axis), rtol=1e-5)
+    xi = rng.integers(-3, 4, (4, 6)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(tnp.cumsum(tnp.asarray(xi), axis=axis)), np.cumsum(xi, axis=axis))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_all_any(rng, axis, keepdims):
+    b = rng.random((3, 4, 5)) < 0.8
+    np.testing.assert_array_equal(np.asarray(tnp.all(tnp.asarray(b), axis=axis, keepdims=keepdims)),
+                                  np.all(b, axis=axis, keepdims=keepdims))
+    np.testing.assert_array_equal(np.asarray(tnp.any(tnp.asarray(~b), axis=axis, keepdims=keepdims)),
+                                  np.any(~b, axis=axis, keepdims=keepdims))
+    # Numbers are tested against zero, as numpy does.
+    x = rng.integers(0, 3, (3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(tnp.all(tnp.asarray(x), axis=axis)), np.all(x, axis=axis))
+    np.testing.assert_array_equal(np.asarray(tnp.any(tnp.asarray(x), axis=axis)), np.any(x, axis=axis))
+
+
+def test_square_keeps_integer_dtype():
+    x = np.array([-3, 0, 7], dtype=np.int32)
+    out = np.asarray(tnp.square(tnp.asarray(x)))
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, np.square(x))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_sort_argsort(rng, axis):
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    x[1, 2] = x[3, 4] = np.nan
+    x[2, :3] = 0.5  # ties: argsort is stable, as numpy's kind="stable"
+    np.testing.assert_array_equal(np.asarray(tnp.sort(tnp.asarray(x), axis=axis)), np.sort(x, axis=axis))
+    np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x), axis=axis)),
+                                  np.argsort(x, axis=axis, kind="stable"))

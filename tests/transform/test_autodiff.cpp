@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <iomanip>
+#include <numbers>
 #include <random>
 
 #include <fmt/format.h>
@@ -327,6 +328,56 @@ TEST_CASE("onlyNonDifferentiablePathGivesZeros") {
   REQUIRE_MESSAGE(g.ok(), g.error().message);
   TSR_COMPARE(g->aval(), x.aval());
   for (double v : g->toDoubles()) TSR_COMPARE(v, 0.0);
+}
+
+// stop_gradient: the value passes, the gradient does not. f(x) = x * stop_gradient(x)^2 has f'(x) = x^2 (the
+// stopped factor is a constant), eagerly and under jit; grad of grad sees the constant too.
+TEST_CASE("stopGradientCutsTheGradient") {
+  ScalarFn f = [](const Array& x) { return x * square(stopGradient(x)); };
+  for (double x : {-1.5, 0.5, 2.0}) {
+    auto got = capture([&] {
+      Array v = Array::scalar(x, DType::F64);
+      return std::vector<double>{f(v).item(), gradOf(f)(v).item(), gradOf(gradOf(f))(v).item()};
+    });
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    TSR_COMPARE((*got)[0], x * x * x);
+    TSR_COMPARE((*got)[1], x * x);
+    TSR_COMPARE((*got)[2], 0.0);
+  }
+  Jit jitted = jit([](const std::vector<Array>& xs) {
+    return std::vector<Array>{gradOf([](const Array& a) { return sum(a * stopGradient(a)); })(xs[0])};
+  }, "stop_gradient");
+  auto got = jitted({Array::fromVector(std::vector<double>{0.25, -3.0}, Shape{2}, DType::F64)});
+  REQUIRE_MESSAGE(got.ok(), got.error().message);
+  std::vector<double> g = (*got)[0].toDoubles();
+  TSR_COMPARE(g[0], 0.25);
+  TSR_COMPARE(g[1], -3.0);
+}
+
+// Second derivatives of the new special functions, against closed forms: lgamma'' = trigamma, with
+// trigamma(1) = pi^2/6, trigamma(1/2) = pi^2/2 and trigamma(x + 1) = trigamma(x) - 1/x^2, and reflection below
+// 1/2 (trigamma(-1/2) = pi^2/2 + 4); digamma' = trigamma; (x^-3)'' = 12 x^-5.
+TEST_CASE("specialFunctionSecondDerivatives") {
+  const double pi2 = std::numbers::pi * std::numbers::pi;
+  struct Row {
+    double x, trigamma;
+  };
+  const Row rows[] = {{1, pi2 / 6}, {0.5, pi2 / 2}, {2, pi2 / 6 - 1}, {3.5, pi2 / 2 - 4 - 4.0 / 9 - 4.0 / 25},
+                      {-0.5, pi2 / 2 + 4}, {12, pi2 / 6 - 1 - 1.0 / 4 - 1.0 / 9 - 1.0 / 16 - 1.0 / 25 - 1.0 / 36 - 1.0 / 49 -
+                                                 1.0 / 64 - 1.0 / 81 - 1.0 / 100 - 1.0 / 121}};
+  for (const Row& r : rows) {
+    auto got = capture([&] {
+      Array v = Array::scalar(r.x, DType::F64);
+      return std::vector<double>{gradOf(gradOf([](const Array& a) { return lgamma(a); }))(v).item(),
+                                 gradOf([](const Array& a) { return digamma(a); })(v).item(),
+                                 gradOf(gradOf([](const Array& a) { return integerPow(a, -3); }))(v).item()};
+    });
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    REQUIRE_MESSAGE(std::fabs((*got)[0] - r.trigamma) <= 1e-10 * r.trigamma, "lgamma'' at " << r.x << ": " << (*got)[0]);
+    REQUIRE_MESSAGE(std::fabs((*got)[1] - r.trigamma) <= 1e-10 * r.trigamma, "digamma' at " << r.x << ": " << (*got)[1]);
+    const double want = 12 * std::pow(r.x, -5);
+    REQUIRE_MESSAGE(std::fabs((*got)[2] - want) <= 1e-12 * std::fabs(want), "(x^-3)'' at " << r.x << ": " << (*got)[2]);
+  }
 }
 
 // Every op the backward pass emits carries the module path of the forward op it differentiates, with none of

@@ -5,7 +5,40 @@ from . import _tessera as _C
 from .numpy import asarray
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["scan", "fori_loop", "cond"]
+__all__ = ["scan", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
+           "cumprod", "cummax", "cumlogsumexp", "sort", "top_k"]
+
+
+def stop_gradient(x):
+    """The identity whose gradient is zero; applied to every leaf of a pytree."""
+    leaves, tree = tree_flatten(x)
+    return tree_unflatten(tree, [_C.stop_gradient(asarray(leaf)) for leaf in leaves])
+
+
+def integer_pow(x, y):
+    """x ** y for a Python int y (negative only for floating x)."""
+    return _C.integer_pow(x, int(y))
+
+
+square = _C.square
+lgamma = _C.lgamma
+digamma = _C.digamma
+
+
+def cumsum(operand, axis=0, reverse=False):
+    return _C.cumsum(operand, axis, reverse)
+
+
+def cumprod(operand, axis=0, reverse=False):
+    return _C.cumprod(operand, axis, reverse)
+
+
+def cummax(operand, axis=0, reverse=False):
+    return _C.cummax(operand, axis, reverse)
+
+
+def cumlogsumexp(operand, axis=0, reverse=False):
+    return _C.cumlogsumexp(operand, axis, reverse)
 
 
 def _arrays(xs):
@@ -67,3 +100,15 @@ def cond(pred, true_fun, false_fun, *operands):
     if len(set(out_trees.values())) > 1:
         raise TypeError(f"cond: the branches return different structures: {out_trees['true']} and {out_trees['false']}")
     return tree_unflatten(next(iter(out_trees.values())), out)
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """lax.sort: one array, or a sequence of arrays sorted together by the first num_keys of them."""
+    if isinstance(operand, (list, tuple)):
+        return tuple(_C.sort(_arrays(operand), dimension, is_stable, num_keys))
+    return _C.sort([asarray(operand)], dimension, is_stable, num_keys)[0]
+
+
+def top_k(operand, k):
+    """The k largest along the last axis, largest first, and their int32 indices."""
+    return _C.top_k(operand, int(k))

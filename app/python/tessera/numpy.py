@@ -156,10 +156,10 @@ def arange(start, stop=None, step=1, dtype=None):
     """numpy's arange: iota, scaled and shifted (the values are known, so the length is too)."""
     if stop is None:
         start, stop = 0, start
-    n = _builtins.max(0, -(-(stop - start) // step)) if all(isinstance(v, int) for v in (start, stop, step)) \
+    n = _builtins.max(0, -(-(stop - start) // step)) if _builtins.all(isinstance(v, int) for v in (start, stop, step)) \
         else len(_np.arange(start, stop, step))
     if dtype is None:
-        dtype = int32 if all(isinstance(v, int) for v in (start, stop, step)) else float32
+        dtype = int32 if _builtins.all(isinstance(v, int) for v in (start, stop, step)) else float32
     target = _engine_dtype(dtype)
     x = _C.iota([int(n)], 0, target)
     if step != 1:
@@ -301,6 +301,48 @@ mean = _reduction(_C.mean)
 max = amax = _reduction(_C.max)
 min = amin = _reduction(_C.min)
 prod = _reduction(_C.prod)
+
+
+def _as_bool(a):
+    a = asarray(a)
+    return a if a.dtype == bool_ else not_equal(a, 0)
+
+
+def all(a, axis=None, keepdims=False):
+    return _C.all(_as_bool(a), _axes(axis), keepdims)
+
+
+def any(a, axis=None, keepdims=False):
+    return _C.any(_as_bool(a), _axes(axis), keepdims)
+
+
+def _cumulative(op):
+    def cumulative(a, axis=None):
+        a = asarray(a)
+        if axis is None:  # numpy: over the flattened array
+            return op(reshape(a, (-1,)), 0, False)
+        return op(a, axis, False)
+
+    return cumulative
+
+
+cumsum = _cumulative(_C.cumsum)
+cumprod = _cumulative(_C.cumprod)
+
+
+def sort(a, axis=-1):
+    """Stable, NaNs last (numpy's order); axis=None sorts the flattened array."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _C.sort([a], axis, True, 1)[0]
+
+
+def argsort(a, axis=-1):
+    a = asarray(a)
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    return _C.argsort(a, axis)
 
 
 def var(a, axis=None, keepdims=False):

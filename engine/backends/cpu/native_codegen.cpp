@@ -19,7 +19,7 @@ typedef unsigned char u8;
 extern "C" {
 float logf(float); float log1pf(float); float expm1f(float); float exp2f(float); float sinf(float);
 float cosf(float); float tanf(float); float erff(float); float roundf(float); float powf(float, float);
-float atan2f(float, float); float fmodf(float, float);
+float atan2f(float, float); float fmodf(float, float); float lgammaf(float); float floorf(float);
 }
 )";
 

@@ -46,7 +46,16 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Concatenate:
     case OpCode::Gather:
     case OpCode::ScatterAdd:
-    case OpCode::Iota: return "nvrtc";
+    case OpCode::Iota:
+    case OpCode::IntegerPow:
+    case OpCode::ReduceAnd:
+    case OpCode::ReduceOr:
+    case OpCode::Cumsum:
+    case OpCode::Cumprod:
+    case OpCode::Cummax:
+    case OpCode::Cumlogsumexp:
+    case OpCode::Sort:
+    case OpCode::TopK: return "nvrtc";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())

@@ -1,5 +1,7 @@
 #include "engine/backends/cuda/node_kernels.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine/core/hash.h"
@@ -146,6 +148,8 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
       case OpCode::Max: value = fmt::format("max({}, {})", load(0), load(1)); break;
       case OpCode::Min: value = fmt::format("min({}, {})", load(0), load(1)); break;
       case OpCode::Neg: value = fmt::format("({})(({})0 - ({}){})", OT, U, U, load(0)); break;
+      case OpCode::Square: value = fmt::format("({})(({}){} * ({}){})", OT, U, load(0), U, load(0)); break;
+      case OpCode::StopGradient: value = load(0); break;
       case OpCode::Clamp: value = fmt::format("min(max({}, {}), {})", load(1), load(0), load(2)); break;
       case OpCode::Eq: value = fmt::format("(u8)({} == {})", load(0), load(1)); break;
       case OpCode::Ne: value = fmt::format("(u8)({} != {})", load(0), load(1)); break;
@@ -243,6 +247,184 @@ std::optional<GeneratedKernel> layoutKernel(const ir::Graph& g, const ir::Node& 
   return finish(c, out.numel(), static_cast<int>(k.args.size()));
 }
 
+// The type a node kernel computes a dtype in: floats in float (bf16 widened) or double, integers in the
+// unsigned type of their width (so products wrap as the CPU kernels' do).
+const char* computeType(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::BF16: return "float";
+    case DType::F64: return "double";
+    case DType::I32: return "u32";
+    case DType::I64: return "u64";
+    default: return nullptr;
+  }
+}
+std::string loadAs(DType t, const std::string& p, const std::string& index) {
+  if (t == DType::BF16) return fmt::format("tsr_bf16_to_f32(((const u16*){})[{}])", p, index);
+  return fmt::format("((const {}*){})[{}]", storageType(t), p, index);
+}
+std::string storeFrom(DType t, const std::string& p, const std::string& index, const std::string& v) {
+  if (t == DType::BF16) return fmt::format("((u16*){})[{}] = tsr_f32_to_bf16((float)({}));", p, index, v);
+  return fmt::format("(({0}*){1})[{2}] = ({0})({3});", storageType(t), p, index, v);
+}
+
+// integer_pow(x){n}: x^|n| by squaring (the exponent is a constant of the kernel), then 1 / that for n < 0.
+std::optional<GeneratedKernel> integerPowKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& out = g.aval(n.results[0]);
+  const char* C = computeType(out.dtype);
+  if (!C) return std::nullopt;
+  const int64_t e = std::get<ir::IntegerPowAttrs>(n.attrs).exponent;
+  const uint64_t m = e < 0 ? uint64_t(0) - static_cast<uint64_t>(e) : static_cast<uint64_t>(e);
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(out.numel());
+  c += fmt::format("    {0} b = ({0}){1}; {0} acc = ({0})1;\n", C,
+                   loadAs(out.dtype, fmt::format("p{}", k.operandArgs[0]), "i"));
+  c += fmt::format("    for (u64 m = {}ull; m; m >>= 1) {{ if (m & 1ull) acc = acc * b; b = b * b; }}\n", m);
+  if (e < 0) c += fmt::format("    acc = ({0})1 / acc;\n", C);
+  c += "    " + storeFrom(out.dtype, fmt::format("p{}", k.resultArgs[0]), "i", "acc") + "\n  }\n}\n";
+  return finish(c, out.numel(), numArgs);
+}
+
+// cumsum, cumprod, cummax, cumlogsumexp(x){axis, reverse}: one thread per line along the axis (x viewed as
+// [outer, n, inner]), accumulating as the CPU kernels do: floats in double, integer sums and products in u64.
+std::optional<GeneratedKernel> cumulativeKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const auto& at = std::get<ir::CumulativeAttrs>(n.attrs);
+  const char* T = storageType(x.dtype);
+  if (!T || !computeType(x.dtype)) return std::nullopt;
+  const bool isFloat = isFloatType(x.dtype);
+  const bool native = isFloat || n.op == OpCode::Cummax;  // accumulates in the value's own type (or double)
+  const char* A = isFloat ? "double" : native ? T : "u64";
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < at.axis; ++d) outer *= x.shape[d];
+  for (int d = static_cast<int>(at.axis) + 1; d < x.rank(); ++d) inner *= x.shape[d];
+  const int64_t len = x.shape[static_cast<int>(at.axis)];
+  std::string combine;
+  switch (n.op) {
+    case OpCode::Cumsum: combine = "acc = acc + v;"; break;
+    case OpCode::Cumprod: combine = "acc = acc * v;"; break;
+    case OpCode::Cummax: combine = isFloat ? "acc = (v > acc || v != v) ? v : acc;" : "acc = v > acc ? v : acc;"; break;
+    case OpCode::Cumlogsumexp:
+      combine = "if (acc != acc || v != v) { acc = acc + v; } else { const double mx = acc > v ? acc : v; "
+                "acc = isinf(mx) ? mx : mx + log1p(exp(-fabs(acc - v))); }";
+      break;
+    default: return std::nullopt;
+  }
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(outer * inner);
+  c += fmt::format("    const long long base = (i / {0}LL) * {1}LL * {0}LL + i % {0}LL;\n", inner, len);
+  c += fmt::format("    {} acc = 0;\n", A);
+  c += fmt::format("    for (long long s = 0; s < {}LL; ++s) {{\n", len);
+  c += fmt::format("      const long long at = base + ({}) * {}LL;\n",
+                   at.reverse ? fmt::format("{}LL - 1 - s", len) : std::string("s"), inner);
+  const std::string load = loadAs(x.dtype, fmt::format("p{}", k.operandArgs[0]), "at");
+  c += native ? fmt::format("      const {0} v = ({0}){1};\n", A, load)
+              : fmt::format("      const u64 v = (u64)(long long){};\n", load);
+  c += fmt::format("      if (s == 0) acc = v; else {{ {} }}\n", combine);
+  c += "      " + storeFrom(x.dtype, fmt::format("p{}", k.resultArgs[0]), "at", native ? "acc" : "(long long)acc") +
+       "\n    }\n  }\n}\n";
+  return finish(c, outer * inner, numArgs);
+}
+
+// reduce_and / reduce_or over bool bytes: one thread per result element walks its reduced elements.
+std::optional<GeneratedKernel> logicalReduceKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const Aval& out = g.aval(n.results[0]);
+  const auto& axes = std::get<ir::ReduceAttrs>(n.attrs).axes;
+  const bool isAnd = n.op == OpCode::ReduceAnd;
+  std::vector<int64_t> stride(static_cast<size_t>(x.rank()), 1);
+  for (int d = x.rank() - 2; d >= 0; --d)
+    stride[static_cast<size_t>(d)] = stride[static_cast<size_t>(d) + 1] * x.shape[d + 1];
+  auto reduced = [&](int d) { return std::find(axes.begin(), axes.end(), d) != axes.end(); };
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.shape[static_cast<int>(a)];
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(out.numel());
+  c += "    long long r = i, base = 0;\n";
+  for (int d = x.rank() - 1; d >= 0; --d)
+    if (!reduced(d))
+      c += fmt::format("    base += (r % {0}LL) * {1}LL; r /= {0}LL;\n", std::max<int64_t>(x.shape[d], 1),
+                       stride[static_cast<size_t>(d)]);
+  c += fmt::format("    u8 acc = {};\n", isAnd ? 1 : 0);
+  c += fmt::format("    for (long long q = 0; q < {}LL; ++q) {{\n      long long t = q, at = base;\n", count);
+  for (int d = x.rank() - 1; d >= 0; --d)
+    if (reduced(d))
+      c += fmt::format("      at += (t % {0}LL) * {1}LL; t /= {0}LL;\n", std::max<int64_t>(x.shape[d], 1),
+                       stride[static_cast<size_t>(d)]);
+  c += fmt::format("      acc = acc {} (u8)(((const u8*)p{})[at] != 0);\n    }}\n", isAnd ? "&" : "|", k.operandArgs[0]);
+  c += fmt::format("    ((u8*)p{})[i] = acc;\n  }}\n}}\n", k.resultArgs[0]);
+  return finish(c, out.numel(), numArgs);
+}
+
+// -1, 0 or 1 as the loaded values a and b are in numpy's order (floats: NaN after every number).
+std::string orderExpr(DType t, const std::string& a, const std::string& b) {
+  if (isFloatType(t))
+    return fmt::format("(({0} != {0} || {1} != {1}) ? ((int)({0} != {0}) - (int)({1} != {1})) : "
+                       "({0} < {1} ? -1 : ({1} < {0} ? 1 : 0)))",
+                       a, b);
+  return fmt::format("({0} < {1} ? -1 : ({1} < {0} ? 1 : 0))", a, b);
+}
+
+// sort: one thread per element, whose place along its line is its rank: the number of elements whose keys come
+// before its own, or equal them at a lower position (a stable order, which an unstable sort may give too). It
+// copies the element of every operand there. O(n) per element: lines of a few thousand at most are its target.
+std::optional<GeneratedKernel> sortKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const auto& at = std::get<ir::SortAttrs>(n.attrs);
+  const Aval& x = g.aval(n.operands[0]);
+  for (size_t o = 0; o < n.operands.size(); ++o) {
+    const DType t = g.aval(n.operands[o]).dtype;
+    if (!bitsType(dtypeSize(t)) || (static_cast<int64_t>(o) < at.numKeys && !storageType(t))) return std::nullopt;
+  }
+  int64_t inner = 1;
+  for (int d = static_cast<int>(at.dimension) + 1; d < x.rank(); ++d) inner *= x.shape[d];
+  const int64_t len = std::max<int64_t>(x.shape[static_cast<int>(at.dimension)], 1);
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel());
+  c += fmt::format("    const long long j = (i / {0}LL) % {1}LL, lineBase = i - j * {0}LL;\n", inner, len);
+  c += fmt::format("    long long rank = 0;\n    for (long long t = 0; t < {}LL; ++t) {{\n", len);
+  c += fmt::format("      const long long at = lineBase + t * {}LL;\n      int c = 0;\n", inner);
+  for (int64_t key = 0; key < at.numKeys; ++key) {
+    const DType t = g.aval(n.operands[static_cast<size_t>(key)]).dtype;
+    const std::string p = fmt::format("p{}", k.operandArgs[static_cast<size_t>(key)]);
+    const char* C = t == DType::BF16 ? "float" : storageType(t);
+    c += fmt::format("      if (c == 0) {{ const {0} a = {1}, b = {2}; c = {3}; }}\n", C, loadAs(t, p, "at"),
+                     loadAs(t, p, "i"), orderExpr(t, "a", "b"));
+  }
+  c += "      if (c < 0 || (c == 0 && t < j)) ++rank;\n    }\n";
+  c += fmt::format("    const long long to = lineBase + rank * {}LL;\n", inner);
+  for (size_t o = 0; o < n.operands.size(); ++o) {
+    const char* E = bitsType(dtypeSize(g.aval(n.operands[o]).dtype));
+    c += fmt::format("    (({0}*)p{1})[to] = ((const {0}*)p{2})[i];\n", E, k.resultArgs[o], k.operandArgs[o]);
+  }
+  c += "  }\n}\n";
+  return finish(c, x.numel(), numArgs);
+}
+
+// top_k: one thread per element of x [rows, n]; an element with fewer than k elements before it in descending
+// order (larger, NaN first; ties by position) writes its value and index at that rank.
+std::optional<GeneratedKernel> topKKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const char* S = storageType(x.dtype);
+  if (!S) return std::nullopt;
+  const int64_t topk = std::get<ir::TopKAttrs>(n.attrs).k;
+  const int64_t len = std::max<int64_t>(x.shape[x.rank() - 1], 1);
+  const std::string p = fmt::format("p{}", k.operandArgs[0]);
+  const char* C = x.dtype == DType::BF16 ? "float" : S;
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel());
+  c += fmt::format("    const long long j = i % {0}LL, row = i / {0}LL;\n", len);
+  c += fmt::format("    const {} b = {};\n    long long rank = 0;\n", C, loadAs(x.dtype, p, "i"));
+  c += fmt::format("    for (long long t = 0; t < {}LL; ++t) {{\n", len);
+  c += fmt::format("      const {} a = {};\n      const int c = {};\n", C, loadAs(x.dtype, p, fmt::format("row * {}LL + t", len)),
+                   orderExpr(x.dtype, "a", "b"));
+  c += "      if (c > 0 || (c == 0 && t < j)) ++rank;\n    }\n";
+  c += fmt::format("    if (rank >= {}LL) continue;\n", topk);
+  const char* E = bitsType(dtypeSize(x.dtype));
+  c += fmt::format("    (({0}*)p{1})[row * {2}LL + rank] = ((const {0}*){3})[i];\n", E, k.resultArgs[0], topk, p);
+  c += fmt::format("    ((int*)p{})[row * {}LL + rank] = (int)j;\n  }}\n}}\n", k.resultArgs[1], topk);
+  return finish(c, x.numel(), numArgs);
+}
+
 }  // namespace
 
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
@@ -327,6 +509,15 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       c += "  }\n}\n";
       return std::optional(finish(c, out.numel(), numArgs));
     }
+    case OpCode::IntegerPow: return integerPowKernel(g, n, k);
+    case OpCode::Sort: return sortKernel(g, n, k);
+    case OpCode::TopK: return topKKernel(g, n, k);
+    case OpCode::Cumsum:
+    case OpCode::Cumprod:
+    case OpCode::Cummax:
+    case OpCode::Cumlogsumexp: return cumulativeKernel(g, n, k);
+    case OpCode::ReduceAnd:
+    case OpCode::ReduceOr: return logicalReduceKernel(g, n, k);
     case OpCode::Slice:
     case OpCode::BroadcastInDim:
     case OpCode::Transpose:
