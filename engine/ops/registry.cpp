@@ -16,6 +16,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerControlFlowOps(reg);
   registerCollectiveOps(reg);
   registerShardingOps(reg);
+  registerConvolutionOps(reg);
 }
 
 ir::OpRegistry& registry() {

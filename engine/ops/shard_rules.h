@@ -24,6 +24,7 @@ ir::ShardRule iotaShardRule();
 ir::ShardRule reduceShardRule(bool partialSums);
 ir::ShardRule argReduceShardRule();
 ir::ShardRule dotGeneralShardRule();
+ir::ShardRule convShardRule();
 ir::ShardRule gatherShardRule();
 ir::ShardRule scatterAddShardRule();
 // Every dim whole (constants).
