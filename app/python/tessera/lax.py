@@ -5,7 +5,7 @@ from . import _tessera as _C
 from .numpy import asarray
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["scan", "fori_loop", "cond"]
+__all__ = ["scan", "fori_loop", "cond", "conv_general_dilated", "conv"]
 
 
 def _arrays(xs):
@@ -67,3 +67,20 @@ def cond(pred, true_fun, false_fun, *operands):
     if len(set(out_trees.values())) > 1:
         raise TypeError(f"cond: the branches return different structures: {out_trees['true']} and {out_trees['false']}")
     return tree_unflatten(next(iter(out_trees.values())), out)
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
+                         dimension_numbers=None, feature_group_count=1, batch_group_count=1):
+    """jax.lax.conv_general_dilated: padding is "SAME", "VALID" or (low, high) pairs per spatial dim;
+    dimension_numbers None or three strings such as ("NHWC", "HWIO", "NHWC")."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers if dimension_numbers is not None else ("", "", "")
+    if not isinstance(padding, str):
+        padding = [(int(lo), int(hi)) for lo, hi in padding]
+    return _C.conv_general_dilated(asarray(lhs), asarray(rhs), list(window_strides), padding,
+                                   list(lhs_dilation or []), list(rhs_dilation or []), lhs_spec, rhs_spec,
+                                   out_spec or lhs_spec, feature_group_count, batch_group_count)
+
+
+def conv(lhs, rhs, window_strides, padding):
+    """jax.lax.conv: lhs NC..., rhs OI..., result NC...."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding)
