@@ -46,7 +46,8 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Concatenate:
     case OpCode::Gather:
     case OpCode::ScatterAdd:
-    case OpCode::Iota: return "nvrtc";
+    case OpCode::Iota:
+    case OpCode::ConvGeneralDilated: return "nvrtc";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())
