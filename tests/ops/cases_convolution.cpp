@@ -46,6 +46,8 @@ std::vector<ConvSpec> convSpecs() {
       {"2d valid", {2, 3, 6, 5}, {4, 3, 3, 2}, convAttrs(2)},
       {"2d stride 2, pad lo (1,0) hi (1,1)", {2, 3, 6, 5}, {4, 3, 3, 3}, convAttrs(2, {2, 2}, {1, 0}, {1, 1})},
       {"2d stride (1,3), floor of the last window", {1, 2, 7, 8}, {2, 2, 2, 2}, convAttrs(2, {1, 3}, {0, 0}, {0, 0})},
+      {"2d strides (3,4), the last window ends before the input", {1, 2, 9, 10}, {3, 2, 2, 3},
+       convAttrs(2, {3, 4}, {0, 1}, {0, 0})},
       {"2d rhs dilation (2,1)", {2, 2, 8, 6}, {3, 2, 3, 2}, convAttrs(2, {}, {1, 1}, {1, 1}, {}, {2, 1})},
       {"2d lhs dilation 2 (transposed conv)", {1, 2, 4, 3}, {3, 2, 3, 3}, convAttrs(2, {}, {2, 2}, {2, 2}, {2, 2})},
       {"2d lhs dilation (2,3), stride 2", {2, 2, 3, 3}, {2, 2, 2, 3}, convAttrs(2, {2, 1}, {1, 0}, {0, 2}, {2, 3})},
