@@ -10,6 +10,8 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config ccache
   # engine
   libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev
+  # conv_general_dilated's CPU kernel (oneDNN)
+  libdnnl-dev
   # the engine's tests
   doctest-dev
   # plugin hashes (SHA-256)

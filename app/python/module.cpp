@@ -314,6 +314,20 @@ void defineOps(py::module_& m) {
     UserSite site;
     return einsum(spec, toArray(a), toArray(b));
   });
+  // padding: "SAME", "VALID" or a list of (low, high) pairs; dimension numbers as three strings ("" for the
+  // default NC.../OI.../NC...).
+  m.def("conv_general_dilated", [](py::handle lhs, py::handle rhs, const Axes& strides, py::object padding,
+                                   const Axes& lhsDilation, const Axes& rhsDilation, const std::string& lhsSpec,
+                                   const std::string& rhsSpec, const std::string& outSpec, int64_t featureGroups,
+                                   int64_t batchGroups) {
+    UserSite site;
+    Array l = toArray(lhs);
+    ConvPadding pad = py::isinstance<py::str>(padding)
+                          ? ConvPadding(padding.cast<std::string>())
+                          : ConvPadding(padding.cast<std::vector<std::pair<int64_t, int64_t>>>());
+    return convGeneralDilated(l, toArray(rhs, &l), strides, pad, lhsDilation, rhsDilation, {lhsSpec, rhsSpec, outSpec},
+                              featureGroups, batchGroups);
+  });
 }
 
 }  // namespace

@@ -62,7 +62,8 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
                                    "ScanAttrs",      "CondAttrs",        "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
-                                   "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs"};
+                                   "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
+                                   "ConvAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

@@ -261,11 +261,38 @@ struct ShardingConstraintAttrs {
   bool operator==(const ShardingConstraintAttrs&) const = default;
 };
 
+// conv_general_dilated (XLA's ConvGeneralDilated): operands lhs, rhs. The specs name each operand's dims by
+// role, as XLA's ConvDimensionNumbers: lhs_spec = [batch, feature, spatial...], rhs_spec = [out feature,
+// in feature, spatial...], out_spec = [batch, feature, spatial...]; "NCHW"/"OIHW" is [0, 1, 2, 3].
+// Per spatial dim: window_strides, padding_lo/padding_hi (of the lhs dilated by lhs_dilation; negative crops),
+// lhs_dilation and rhs_dilation. feature_group_count splits lhs features and out features into groups;
+// batch_group_count splits the lhs batch and the out features (at most one of the two is above 1).
+struct ConvAttrs {
+  Ints windowStrides, paddingLo, paddingHi, lhsDilation, rhsDilation;
+  int64_t featureGroupCount = 1;
+  int64_t batchGroupCount = 1;
+  Ints lhsSpec, rhsSpec, outSpec;
+  template <class V> void fields(V& v) {
+    v("window_strides", windowStrides);
+    v("padding_lo", paddingLo);
+    v("padding_hi", paddingHi);
+    v("lhs_dilation", lhsDilation);
+    v("rhs_dilation", rhsDilation);
+    v("feature_group_count", featureGroupCount);
+    v("batch_group_count", batchGroupCount);
+    v("lhs_spec", lhsSpec);
+    v("rhs_spec", rhsSpec);
+    v("out_spec", outSpec);
+  }
+  bool operator==(const ConvAttrs&) const = default;
+};
+
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
-                           ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs>;
+                           ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
+                           ConvAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -18,6 +18,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerControlFlowOps(reg);
   registerCollectiveOps(reg);
   registerShardingOps(reg);
+  registerConvolutionOps(reg);
 }
 
 ir::OpRegistry& registry() {

@@ -243,6 +243,27 @@ ir::ShardRule argReduceShardRule() {
 }
 
 // Result dims: batch, lhs free, rhs free (XLA order); contracting dims are reduction factors.
+// conv_general_dilated: the lhs batch dim passes through to the result's batch dim (without batch groups, which
+// mix batch and features); with no groups at all the rhs out-feature dim passes through to the result's
+// feature dim. Features in, and every spatial dim (windows overlap), stay whole.
+ir::ShardRule convShardRule() {
+  return [](Avals in, Avals out, const ir::Attrs& attrs) -> Result<ShardingRule> {
+    const auto& a = attrsAs<ir::ConvAttrs>(attrs);
+    ShardingRule r = wholeRule(in, out);
+    if (a.batchGroupCount == 1) {
+      int f = r.addFactor(FactorKind::PassThrough);
+      r.operandDims[0][static_cast<size_t>(a.lhsSpec[0])] = f;
+      r.resultDims[0][static_cast<size_t>(a.outSpec[0])] = f;
+    }
+    if (a.batchGroupCount == 1 && a.featureGroupCount == 1) {
+      int f = r.addFactor(FactorKind::PassThrough);
+      r.operandDims[1][static_cast<size_t>(a.rhsSpec[0])] = f;
+      r.resultDims[0][static_cast<size_t>(a.outSpec[1])] = f;
+    }
+    return r;
+  };
+}
+
 ir::ShardRule dotGeneralShardRule() {
   return [](Avals in, Avals out, const ir::Attrs& attrs) -> Result<ShardingRule> {
     const auto& a = attrsAs<ir::DotGeneralAttrs>(attrs);

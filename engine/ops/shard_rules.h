@@ -26,6 +26,7 @@ ir::ShardRule iotaShardRule();
 ir::ShardRule reduceShardRule(bool partialSums);
 ir::ShardRule argReduceShardRule();
 ir::ShardRule dotGeneralShardRule();
+ir::ShardRule convShardRule();
 ir::ShardRule gatherShardRule();
 ir::ShardRule scatterAddShardRule();
 // Every dim whole (constants).

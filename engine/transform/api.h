@@ -4,6 +4,8 @@
 // x's dtype). Each call records the caller's source location as provenance; errors raise tsr::Exception with
 // the op, the shapes and the call site.
 #include <optional>
+#include <string>
+#include <utility>
 #include <source_location>
 #include <vector>
 
@@ -146,6 +148,28 @@ Array dotGeneral(const Array& a, const Array& b, const DotDims& dims, TSR_LOC);
 Array matmul(const Array& a, const Array& b, TSR_LOC);
 // einsum over single-letter subscripts, e.g. "bhtd,bhsd->bhts"; no ellipsis, no repeated output letters.
 Array einsum(const std::string& spec, const Array& a, const Array& b, TSR_LOC);
+
+// Convolutions (lax.conv_general_dilated). Dimension numbers as JAX's strings: lhs and out name N, C and one
+// letter per spatial dim, rhs O, I and the same spatial letters ("NCHW", "OIHW", "NCHW"; "NHWC", "HWIO",
+// "NHWC"); spatial dims pair up by letter, in the rhs string's order. Empty strings: NC..., OI..., NC....
+struct ConvDimensionNumbers {
+  std::string lhs, rhs, out;
+};
+// Padding: "SAME" (output size ceil(in / stride), the extra on the high side), "VALID" (none), or explicit
+// (low, high) pairs per spatial dim in `pairs` (negative crops).
+struct ConvPadding {
+  std::string mode;  // "SAME", "VALID", or empty for `pairs`
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  ConvPadding(const char* m) : mode(m) {}
+  ConvPadding(std::string m) : mode(std::move(m)) {}
+  ConvPadding(std::vector<std::pair<int64_t, int64_t>> p) : pairs(std::move(p)) {}
+};
+// Empty strides and dilations: 1 for every spatial dim.
+Array convGeneralDilated(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding,
+                         Axes lhsDilation = {}, Axes rhsDilation = {}, const ConvDimensionNumbers& dims = {},
+                         int64_t featureGroupCount = 1, int64_t batchGroupCount = 1, TSR_LOC);
+// lax.conv: NC... lhs, OI... rhs, NC... out.
+Array conv(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding, TSR_LOC);
 
 // Indexing
 Array take(const Array& x, const Array& indices, int64_t axis = 0, TSR_LOC);

@@ -187,6 +187,10 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["collective_permute"] = {{{x}, ir::CollectivePermuteAttrs{{0, 1, 1, 2, 2, 3, 3, 0}}}};
   t["device_table"] = {{{}, ir::DeviceTableAttrs{{0, 4, 8, 12}, DType::I32}}};
   t["sharding_constraint"] = {{{x}, ir::ShardingConstraintAttrs{{2, 2}, "a,b", {0, 1, 2, 3}, "None,b"}}};
+  // NHWC lhs and out, HWIO rhs; strided, padded, dilated, two feature groups.
+  t["conv_general_dilated"] = {{{f32({2, 6, 5, 4}), f32({3, 3, 2, 6})},
+                                ir::ConvAttrs{{2, 1}, {1, 0}, {1, 2}, {1, 2}, {1, 2}, 2, 1, {0, 3, 1, 2}, {3, 2, 0, 1},
+                                              {0, 3, 1, 2}}}};
   return t;
 }
 

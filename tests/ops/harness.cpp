@@ -141,6 +141,7 @@ std::vector<OpCase> allCases() {
   addControlFlowCases(cases, rng);
   addCollectiveCases(cases, rng);
   addShardingCases(cases, rng);
+  addConvolutionCases(cases, rng);
   return cases;
 }
 

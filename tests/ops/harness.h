@@ -154,5 +154,6 @@ void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addCollectiveCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addShardingCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addConvolutionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

@@ -6,7 +6,8 @@ from .numpy import asarray
 from .tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["scan", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
-           "cumprod", "cummax", "cumlogsumexp", "sort", "top_k"]
+           "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
+           "conv_general_dilated", "conv"]
 
 
 def stop_gradient(x):
@@ -112,3 +113,20 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
 def top_k(operand, k):
     """The k largest along the last axis, largest first, and their int32 indices."""
     return _C.top_k(operand, int(k))
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
+                         dimension_numbers=None, feature_group_count=1, batch_group_count=1):
+    """jax.lax.conv_general_dilated: padding is "SAME", "VALID" or (low, high) pairs per spatial dim;
+    dimension_numbers None or three strings such as ("NHWC", "HWIO", "NHWC")."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers if dimension_numbers is not None else ("", "", "")
+    if not isinstance(padding, str):
+        padding = [(int(lo), int(hi)) for lo, hi in padding]
+    return _C.conv_general_dilated(asarray(lhs), asarray(rhs), list(window_strides), padding,
+                                   list(lhs_dilation or []), list(rhs_dilation or []), lhs_spec, rhs_spec,
+                                   out_spec or lhs_spec, feature_group_count, batch_group_count)
+
+
+def conv(lhs, rhs, window_strides, padding):
+    """jax.lax.conv: lhs NC..., rhs OI..., result NC...."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding)

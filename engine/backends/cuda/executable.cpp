@@ -55,7 +55,8 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Cummax:
     case OpCode::Cumlogsumexp:
     case OpCode::Sort:
-    case OpCode::TopK: return "nvrtc";
+    case OpCode::TopK:
+    case OpCode::ConvGeneralDilated: return "nvrtc";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())

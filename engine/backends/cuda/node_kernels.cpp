@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/hash.h"
+#include "engine/ops/conv_geometry.h"
 #include "engine/ops/op_helpers.h"
 
 namespace tsr::cuda {
@@ -427,6 +428,60 @@ std::optional<GeneratedKernel> topKKernel(const ir::Graph& g, const ir::Node& n,
 
 }  // namespace
 
+namespace {
+
+// conv_general_dilated (f32, f64, bf16 in f32): one thread per result element, a direct loop over its group's
+// input features and window positions; every size, stride and layout is a constant of the kernel.
+std::optional<GeneratedKernel> convKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& lhs = g.aval(n.operands[0]);
+  const Aval& rhs = g.aval(n.operands[1]);
+  const Aval& out = g.aval(n.results[0]);
+  const DType t = out.dtype;
+  if (t != DType::F32 && t != DType::F64 && t != DType::BF16) return std::nullopt;
+  const auto& at = std::get<ir::ConvAttrs>(n.attrs);
+  const ops::ConvGeometry geo = ops::convGeometry(lhs.shape, rhs.shape, at);
+  const char* T = storageType(t);
+  const char* acc = t == DType::F64 ? "double" : "float";
+  auto load = [&](const std::string& x) { return t == DType::BF16 ? fmt::format("tsr_bf16_to_f32({})", x) : x; };
+  const auto ls = lhs.shape.strides(), rs = rhs.shape.strides();
+  auto lStride = [&](size_t role) { return ls[static_cast<size_t>(at.lhsSpec[role])]; };
+  auto rStride = [&](size_t role) { return rs[static_cast<size_t>(at.rhsSpec[role])]; };
+  const int rank = out.rank();
+  const size_t ns = geo.k.size();
+  const int64_t groups = geo.featureGroups * geo.batchGroups, og = geo.o / groups, nOut = geo.n / geo.batchGroups;
+  std::string c = header(k.info.name, static_cast<int>(k.args.size())) + indexLoop(out.numel());
+  c += "    long long r = i;\n";
+  for (int d = rank - 1; d >= 0; --d)
+    c += fmt::format("    const long long o{0} = r % {1}; r /= {1};\n", d, out.shape[d]);
+  c += fmt::format("    const long long grp = o{} / {};\n", at.outSpec[1], og);
+  c += fmt::format("    const long long lbase = ({} + o{}) * {}LL + {} * {}LL;\n",
+                   geo.batchGroups > 1 ? fmt::format("grp * {}", nOut) : "0", at.outSpec[0], lStride(0),
+                   geo.featureGroups > 1 ? fmt::format("grp * {}", geo.i) : "0", lStride(1));
+  c += fmt::format("    const long long rbase = o{} * {}LL;\n", at.outSpec[1], rStride(0));
+  c += fmt::format("    {} acc = 0;\n", acc);
+  c += fmt::format("    for (long long f = 0; f < {}; ++f) {{\n", geo.i);
+  std::string lOff = fmt::format("lbase + f * {}LL", lStride(1)), rOff = fmt::format("rbase + f * {}LL", rStride(1));
+  for (size_t d = 0; d < ns; ++d) {
+    c += fmt::format("    for (long long k{0} = 0; k{0} < {1}; ++k{0}) {{\n", d, geo.k[d]);
+    c += fmt::format("      long long x{0} = o{1} * {2} + k{0} * {3} - ({4});\n", d, at.outSpec[d + 2], geo.stride[d],
+                     geo.rhsDil[d], geo.lo[d]);
+    c += fmt::format("      if (x{0} < 0 || x{0} % {1} != 0 || x{0} / {1} >= {2}) continue;\n", d, geo.lhsDil[d],
+                     geo.in[d]);
+    lOff += fmt::format(" + (x{} / {}) * {}LL", d, geo.lhsDil[d], lStride(d + 2));
+    rOff += fmt::format(" + k{} * {}LL", d, rStride(d + 2));
+  }
+  c += fmt::format("      acc += ({0}){1} * ({0}){2};\n", acc,
+                   load(fmt::format("((const {}*)p{})[{}]", T, k.operandArgs[0], lOff)),
+                   load(fmt::format("((const {}*)p{})[{}]", T, k.operandArgs[1], rOff)));
+  for (size_t d = 0; d < ns; ++d) c += "    }\n";
+  c += "    }\n";
+  c += fmt::format("    (({}*)p{})[i] = {};\n  }}\n}}\n", T, k.resultArgs[0],
+                   t == DType::BF16 ? "tsr_f32_to_bf16(acc)" : fmt::format("({})acc", T));
+  return finish(c, out.numel(), static_cast<int>(k.args.size()));
+}
+
+}  // namespace
+
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
   const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
   const int numArgs = static_cast<int>(k.args.size());
@@ -524,6 +579,7 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
     case OpCode::Reshape:
     case OpCode::Pad:
     case OpCode::Concatenate: return layoutKernel(g, n, k);
+    case OpCode::ConvGeneralDilated: return convKernel(g, n, k);
     default: return elementwiseKernel(g, n, k);
   }
 }

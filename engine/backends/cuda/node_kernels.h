@@ -6,6 +6,7 @@
 //   iota         any integer or float dtype;
 //   convert      between f32, f64, bf16, i32, i64, u8, u32 and bool, with the CPU kernel's rules (float to
 //                integer truncates then saturates, NaN -> 0; bf16 rounds to nearest even).
+//   conv_general_dilated  f32, f64 and bf16: one thread per result element, a direct window loop.
 // Other opaque nodes have no device kernel (nullopt) and run on the host.
 #include <optional>
 

@@ -1,0 +1,108 @@
+// The convolution API: dimension-number strings and SAME/VALID padding resolved into conv_general_dilated's
+// attrs (JAX's conv_dimension_numbers and padtype_to_pads).
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "engine/ir/attrs.h"
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
+namespace tsr {
+
+using ir::OpCode;
+
+namespace {
+
+constexpr const char* kConv = "conv_general_dilated";
+
+std::string defaultSpec(char a, char b, int rank) {
+  std::string s{a, b};
+  const char* spatial = "DHW";
+  for (int d = 0; d < rank - 2; ++d) s += spatial[3 - (rank - 2) + d];
+  return s;
+}
+
+// Spec strings to dim lists: [first letter's dim, second letter's dim, spatial dims in the rhs string's order].
+ir::Ints specDims(const std::string& spec, char first, char second, const std::string& rhsSpatial,
+                  const std::source_location& loc, const char* which, const Array& lhs, const Array& rhs) {
+  ir::Ints dims;
+  auto find = [&](char c) -> int64_t {
+    auto pos = spec.find(c);
+    if (pos == std::string::npos || spec.find(c, pos + 1) != std::string::npos)
+      raiseAt(loc, makeError("{}: {} spec '{}' must name '{}' once ({} and {})", kConv, which, spec, c,
+                             lhs.aval().toString(), rhs.aval().toString()));
+    return static_cast<int64_t>(pos);
+  };
+  dims.push_back(find(first));
+  dims.push_back(find(second));
+  for (char c : rhsSpatial) dims.push_back(find(c));
+  return dims;
+}
+
+}  // namespace
+
+Array convGeneralDilated(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding,
+                         Axes lhsDilation, Axes rhsDilation, const ConvDimensionNumbers& dn,
+                         int64_t featureGroupCount, int64_t batchGroupCount, std::source_location loc) {
+  const int rank = lhs.rank();
+  auto fail = [&](const std::string& what) {
+    raiseAt(loc, makeError("{}: {} (lhs {}, rhs {})", kConv, what, lhs.aval().toString(), rhs.aval().toString()));
+  };
+  if (rank < 3 || rank > 5 || rhs.rank() != rank) fail("lhs and rhs must both have rank 3 to 5 (1 to 3 spatial dims)");
+  const auto ns = static_cast<size_t>(rank - 2);
+  std::string ls = dn.lhs.empty() ? defaultSpec('N', 'C', rank) : dn.lhs;
+  std::string rs = dn.rhs.empty() ? defaultSpec('O', 'I', rank) : dn.rhs;
+  std::string os = dn.out.empty() ? ls : dn.out;
+  if (ls.size() != static_cast<size_t>(rank) || rs.size() != static_cast<size_t>(rank) || os.size() != static_cast<size_t>(rank))
+    fail(fmt::format("dimension numbers '{}', '{}', '{}' must each have {} letters", ls, rs, os, rank));
+  std::string rhsSpatial;
+  for (char c : rs)
+    if (c != 'O' && c != 'I') rhsSpatial += c;
+  if (rhsSpatial.size() != ns) fail(fmt::format("rhs spec '{}' must name O, I and {} spatial dims", rs, ns));
+  ir::ConvAttrs at;
+  at.lhsSpec = specDims(ls, 'N', 'C', rhsSpatial, loc, "lhs", lhs, rhs);
+  at.rhsSpec = specDims(rs, 'O', 'I', rhsSpatial, loc, "rhs", lhs, rhs);
+  at.outSpec = specDims(os, 'N', 'C', rhsSpatial, loc, "out", lhs, rhs);
+  auto ones = [&](Axes v) { return v.empty() ? Axes(ns, 1) : v; };
+  at.windowStrides = ones(std::move(windowStrides));
+  at.lhsDilation = ones(std::move(lhsDilation));
+  at.rhsDilation = ones(std::move(rhsDilation));
+  at.featureGroupCount = featureGroupCount;
+  at.batchGroupCount = batchGroupCount;
+  if (at.windowStrides.size() != ns || at.rhsDilation.size() != ns || at.lhsDilation.size() != ns)
+    fail(fmt::format("window_strides, lhs_dilation and rhs_dilation need {} entries each", ns));
+  if (padding.mode.empty()) {
+    if (padding.pairs.size() != ns) fail(fmt::format("explicit padding needs {} (low, high) pairs, got {}", ns, padding.pairs.size()));
+    for (auto [lo, hi] : padding.pairs) {
+      at.paddingLo.push_back(lo);
+      at.paddingHi.push_back(hi);
+    }
+  } else if (padding.mode == "VALID") {
+    at.paddingLo.assign(ns, 0);
+    at.paddingHi.assign(ns, 0);
+  } else if (padding.mode == "SAME") {
+    for (size_t d = 0; d < ns; ++d) {
+      const int64_t in = lhs.shape()[static_cast<int>(at.lhsSpec[d + 2])];
+      const int64_t k = rhs.shape()[static_cast<int>(at.rhsSpec[d + 2])];
+      const int64_t window = k == 0 ? 0 : (k - 1) * at.rhsDilation[d] + 1;
+      const int64_t s = std::max<int64_t>(at.windowStrides[d], 1);
+      const int64_t out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s + window - in);
+      at.paddingLo.push_back(total / 2);
+      at.paddingHi.push_back(total - total / 2);
+    }
+  } else {
+    fail(fmt::format("padding '{}' must be \"SAME\", \"VALID\" or (low, high) pairs", padding.mode));
+  }
+  DType t = promoteTypes(lhs.dtype(), rhs.dtype());
+  return bind1(OpCode::ConvGeneralDilated, {astype(lhs, t, loc), astype(rhs, t, loc)}, at, loc);
+}
+
+Array conv(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding,
+           std::source_location loc) {
+  return convGeneralDilated(lhs, rhs, std::move(windowStrides), padding, {}, {}, {}, 1, 1, loc);
+}
+
+}  // namespace tsr

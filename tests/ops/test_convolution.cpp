@@ -1,0 +1,126 @@
+// conv_general_dilated beyond the conformance suite (values, gradients and vmap run there over every case):
+// its errors name the op and the shapes and never abort, the Array API resolves SAME/VALID padding and
+// dimension-number strings as JAX does, and the shard rule splits only the batch (and, ungrouped, the
+// out features).
+#include "tests/check.h"
+
+#include "engine/ops/registry.h"
+#include "engine/transform/api.h"
+
+using namespace tsr;
+
+namespace {
+
+Aval f32(std::initializer_list<int64_t> d) { return Aval{Shape(d), DType::F32}; }
+
+ir::ConvAttrs nchw2d() {
+  ir::ConvAttrs a;
+  a.windowStrides = {1, 1};
+  a.paddingLo = a.paddingHi = {0, 0};
+  a.lhsDilation = a.rhsDilation = {1, 1};
+  a.lhsSpec = a.rhsSpec = a.outSpec = {0, 1, 2, 3};
+  return a;
+}
+
+std::string inferError(std::vector<Aval> in, const ir::ConvAttrs& at) {
+  const ir::OpDef& def = ops::registry().get(ir::OpCode::ConvGeneralDilated);
+  auto r = ir::inferSafely(def, in, at);
+  return r.ok() ? "" : r.error().message;
+}
+
+void requireMentions(const std::string& msg, std::initializer_list<const char*> words) {
+  REQUIRE_MESSAGE(!msg.empty(), "expected an error");
+  for (const char* w : words) REQUIRE_MESSAGE(msg.find(w) != std::string::npos, "'" << w << "' missing from: " << msg);
+}
+
+Array zeros(std::initializer_list<int64_t> d) { return Array::zeros(Shape(d), DType::F32); }
+
+}  // namespace
+
+TEST_CASE("inferNamesTheOpAndShapes") {
+  ir::ConvAttrs a = nchw2d();
+  requireMentions(inferError({f32({1, 3, 5, 5}), f32({4, 2, 3, 3})}, a),
+                  {"conv_general_dilated", "f32[1,3,5,5]", "f32[4,2,3,3]", "in-features"});
+  requireMentions(inferError({f32({1, 3, 5}), f32({4, 3, 3, 3})}, a), {"conv_general_dilated", "rank"});
+  ir::ConvAttrs badSpec = a;
+  badSpec.lhsSpec = {0, 1, 1, 3};
+  requireMentions(inferError({f32({1, 3, 5, 5}), f32({4, 3, 3, 3})}, badSpec), {"lhs_spec", "permutation"});
+  ir::ConvAttrs stride0 = a;
+  stride0.windowStrides = {1, 0};
+  requireMentions(inferError({f32({1, 3, 5, 5}), f32({4, 3, 3, 3})}, stride0), {"window_strides"});
+  ir::ConvAttrs groups = a;
+  groups.featureGroupCount = 2;
+  requireMentions(inferError({f32({1, 4, 5, 5}), f32({3, 2, 3, 3})}, groups), {"feature_group_count", "(3)"});
+  ir::ConvAttrs both = a;
+  both.featureGroupCount = both.batchGroupCount = 2;
+  requireMentions(inferError({f32({2, 4, 5, 5}), f32({4, 2, 3, 3})}, both), {"at most one"});
+  ir::ConvAttrs batchGroups = a;
+  batchGroups.batchGroupCount = 2;
+  requireMentions(inferError({f32({3, 3, 5, 5}), f32({4, 3, 3, 3})}, batchGroups), {"lhs batch (3)", "batch_group_count"});
+  requireMentions(inferError({f32({1, 3, 5, 5}), Aval{Shape({4, 3, 3, 3}), DType::I32}}, a), {"dtypes"});
+}
+
+TEST_CASE("outputShapeFollowsWindowArithmetic") {
+  ir::ConvAttrs a = nchw2d();
+  a.windowStrides = {2, 3};
+  a.paddingLo = {1, -1};
+  a.paddingHi = {2, 0};
+  a.lhsDilation = {2, 1};
+  a.rhsDilation = {1, 2};
+  const ir::OpDef& def = ops::registry().get(ir::OpCode::ConvGeneralDilated);
+  auto r = ir::inferSafely(def, std::vector<Aval>{f32({2, 3, 5, 9}), f32({4, 3, 3, 2})}, a);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  // H: dilated 9, padded 12, window 3, stride 2 -> 5. W: padded 8, window 3, stride 3 -> 2.
+  TSR_COMPARE((*r)[0].shape, Shape({2, 4, 5, 2}));
+}
+
+TEST_CASE("apiResolvesSameValidAndLayouts") {
+  Array x = zeros({2, 7, 6, 3});  // NHWC
+  Array w = zeros({3, 3, 3, 8});  // HWIO
+  ConvDimensionNumbers nhwc{"NHWC", "HWIO", "NHWC"};
+  TSR_COMPARE(convGeneralDilated(x, w, {2, 2}, "SAME", {}, {}, nhwc).shape(), Shape({2, 4, 3, 8}));
+  TSR_COMPARE(convGeneralDilated(x, w, {1, 1}, "VALID", {}, {}, nhwc).shape(), Shape({2, 5, 4, 8}));
+  TSR_COMPARE(convGeneralDilated(x, w, {1, 1}, "SAME", {}, {2, 2}, nhwc).shape(), Shape({2, 7, 6, 8}));
+  // 1-D and 3-D defaults (NCW/OIW, NCDHW/OIDHW).
+  TSR_COMPARE(conv(zeros({1, 2, 9}), zeros({4, 2, 3}), {2}, "SAME").shape(), Shape({1, 4, 5}));
+  TSR_COMPARE(conv(zeros({1, 2, 4, 5, 6}), zeros({3, 2, 2, 2, 2}), {1, 1, 1}, "VALID").shape(), Shape({1, 3, 3, 4, 5}));
+  // SAME puts the odd unit of padding on the high side, as JAX: in 6, window 3, stride 2 -> pads (0, 1).
+  Array y = convGeneralDilated(zeros({1, 1, 6}), zeros({1, 1, 3}), {2}, "SAME");
+  TSR_COMPARE(y.shape(), Shape({1, 1, 3}));
+}
+
+TEST_CASE("apiErrorsAreExceptionsNamingTheOp") {
+  auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  requireMentions(message([] { conv(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), {1, 1}, "FULL"); }),
+                  {"conv_general_dilated", "FULL", "f32[1,3,5,5]"});
+  requireMentions(message([] { conv(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3}), {1, 1}, "VALID"); }),
+                  {"conv_general_dilated", "f32[4,2,3,3]"});
+  requireMentions(message([] {
+                    convGeneralDilated(zeros({1, 5, 5, 3}), zeros({3, 3, 3, 4}), {1, 1}, "VALID", {}, {},
+                                       {"NHWC", "HWIO", "NHQC"});
+                  }),
+                  {"out spec", "NHQC"});
+}
+
+TEST_CASE("shardRuleSplitsBatchAndUngroupedOutFeatures") {
+  const ir::OpDef& def = ops::registry().get(ir::OpCode::ConvGeneralDilated);
+  ir::ConvAttrs a = nchw2d();
+  std::vector<Aval> in{f32({4, 3, 5, 5}), f32({8, 3, 3, 3})}, out{f32({4, 8, 3, 3})};
+  auto r = def.shard(in, out, a);
+  REQUIRE(r.ok());
+  TSR_COMPARE(r->operandDims[0], (std::vector<int>{0, -1, -1, -1}));
+  TSR_COMPARE(r->operandDims[1], (std::vector<int>{1, -1, -1, -1}));
+  TSR_COMPARE(r->resultDims[0], (std::vector<int>{0, 1, -1, -1}));
+  a.batchGroupCount = 2;
+  std::vector<Aval> out2{f32({2, 8, 3, 3})};
+  auto g = def.shard(in, out2, a);
+  REQUIRE(g.ok());
+  TSR_COMPARE(g->resultDims[0], (std::vector<int>{-1, -1, -1, -1}));
+}
