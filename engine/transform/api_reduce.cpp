@@ -3,6 +3,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string_view>
 
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
@@ -13,6 +14,15 @@ using ir::OpCode;
 
 namespace {
 
+// Axis `axis` of x, negative counting from the end; out of range, an error naming the op ("take: axis 3 is out of
+// range for f32[2,3]"). `what` names the parameter where the op calls it otherwise ("dimension").
+int axisOf(std::string_view op, const Array& x, int64_t axis, const std::source_location& loc,
+           std::string_view what = "axis") {
+  const int a = normalizeAxis(axis, x.rank());
+  if (a < 0) raiseAt(loc, makeError("{}: {} {} is out of range for {}", op, what, axis, x.aval().toString()));
+  return a;
+}
+
 // Normalises reduction axes (empty = all), sorted and unique.
 Axes reductionAxes(const Array& x, Axes axes, const char* op, const std::source_location& loc) {
   if (axes.empty()) {
@@ -20,11 +30,7 @@ Axes reductionAxes(const Array& x, Axes axes, const char* op, const std::source_
     std::iota(axes.begin(), axes.end(), 0);
     return axes;
   }
-  for (auto& a : axes) {
-    int n = normalizeAxis(a, x.rank());
-    if (n < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", op, a, x.aval().toString()));
-    a = n;
-  }
+  for (auto& a : axes) a = axisOf(op, x, a, loc);
   std::sort(axes.begin(), axes.end());
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
     raiseAt(loc, makeError("{}: repeated axis in [{}]", op, joinInts(axes)));
@@ -41,9 +47,7 @@ Array reduce(OpCode op, const Array& x, Axes axes, bool keepDims, const std::sou
 }
 
 Array argReduce(OpCode op, const Array& x, int64_t axis, DType indexDtype, const std::source_location& loc) {
-  int a = normalizeAxis(axis, x.rank());
-  if (a < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", ir::coreOpName(op), axis, x.aval().toString()));
-  return bind1(op, {x}, ir::ArgReduceAttrs{a, indexDtype}, loc);
+  return bind1(op, {x}, ir::ArgReduceAttrs{axisOf(ir::coreOpName(op), x, axis, loc), indexDtype}, loc);
 }
 
 }  // namespace
@@ -69,9 +73,7 @@ Array any(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
 
 namespace {
 Array cumulative(OpCode op, const Array& x, int64_t axis, bool reverse, const std::source_location& loc) {
-  int a = normalizeAxis(axis, x.rank());
-  if (a < 0) raiseAt(loc, makeError("{}: axis {} is out of range for {}", ir::coreOpName(op), axis, x.aval().toString()));
-  return bind1(op, {x}, ir::CumulativeAttrs{a, reverse}, loc);
+  return bind1(op, {x}, ir::CumulativeAttrs{axisOf(ir::coreOpName(op), x, axis, loc), reverse}, loc);
 }
 }  // namespace
 
@@ -90,15 +92,12 @@ Array cumlogsumexp(const Array& x, int64_t axis, bool reverse, std::source_locat
 std::vector<Array> sort(const std::vector<Array>& operands, int64_t dimension, bool isStable, int64_t numKeys,
                         std::source_location loc) {
   if (operands.empty()) raiseAt(loc, makeError("sort: needs at least one operand"));
-  int d = normalizeAxis(dimension, operands[0].rank());
-  if (d < 0)
-    raiseAt(loc, makeError("sort: dimension {} is out of range for {}", dimension, operands[0].aval().toString()));
+  const int d = axisOf("sort", operands[0], dimension, loc, "dimension");
   return bind(OpCode::Sort, operands, ir::SortAttrs{d, isStable, numKeys}, loc);
 }
 Array sort(const Array& x, int64_t axis, std::source_location loc) { return sort(std::vector<Array>{x}, axis, true, 1, loc)[0]; }
 Array argsort(const Array& x, int64_t axis, DType indexDtype, std::source_location loc) {
-  int d = normalizeAxis(axis, x.rank());
-  if (d < 0) raiseAt(loc, makeError("argsort: axis {} is out of range for {}", axis, x.aval().toString()));
+  const int d = axisOf("argsort", x, axis, loc);
   return sort({x, iota(x.shape(), d, indexDtype, loc)}, d, true, 1, loc)[1];
 }
 std::pair<Array, Array> topK(const Array& x, int64_t k, std::source_location loc) {
@@ -207,14 +206,12 @@ Array einsum(const std::string& spec, const Array& a, const Array& b, std::sourc
 }
 
 Array take(const Array& x, const Array& indices, int64_t axis, std::source_location loc) {
-  int a = normalizeAxis(axis, x.rank());
-  if (a < 0) raiseAt(loc, makeError("take: axis {} is out of range for {}", axis, x.aval().toString()));
+  const int a = axisOf("take", x, axis, loc);
   return bind1(OpCode::Gather, {x, indices}, ir::GatherAttrs{a, 0}, loc);
 }
 
 Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, std::source_location loc) {
-  int a = normalizeAxis(axis, x.rank());
-  if (a < 0) raiseAt(loc, makeError("takeAlongAxis: axis {} is out of range for {}", axis, x.aval().toString()));
+  const int a = axisOf("takeAlongAxis", x, axis, loc);
   Array xt = x;
   if (a != x.rank() - 1) {
     Axes perm;
@@ -228,8 +225,7 @@ Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, std::sou
 
 Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
                  std::source_location loc) {
-  int a = normalizeAxis(axis, x.rank());
-  if (a < 0) raiseAt(loc, makeError("scatterAdd: axis {} is out of range for {}", axis, x.aval().toString()));
+  const int a = axisOf("scatterAdd", x, axis, loc);
   return bind1(OpCode::ScatterAdd, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
 }
 
