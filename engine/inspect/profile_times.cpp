@@ -72,13 +72,7 @@ Result<ProfileTimes> loadProfileTimes(const std::string& dbPath, const ir::Graph
   if (!std::filesystem::is_regular_file(dbPath, ec))
     return makeError("{}: no run store yet (run `tessera profile` or Profile ▶)", dbPath);
   TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
-  TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
-  std::optional<store::ProfileInfo> latest;
-  for (const store::RunInfo& r : runs) {
-    TSR_ASSIGN(std::vector<store::ProfileInfo> ps, db.profiles(r.id));
-    for (const store::ProfileInfo& p : ps)
-      if (!latest || p.id > latest->id) latest = p;
-  }
+  TSR_ASSIGN(std::optional<store::ProfileInfo> latest, db.latestProfile());
   if (!latest) return makeError("{}: no profile yet (run `tessera profile` or Profile ▶)", dbPath);
   TSR_ASSIGN(std::vector<store::KernelInfo> kernels, db.profileKernels(latest->id));
   TSR_ASSIGN(std::vector<store::KernelEvent> events, db.kernelEvents(latest->id));

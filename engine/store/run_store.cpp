@@ -514,6 +514,18 @@ Result<std::vector<ProfileInfo>> RunStore::profiles(int64_t run) const {
   return out;
 }
 
+Result<std::optional<ProfileInfo>> RunStore::latestProfile() const {
+  // Every profile belongs to a run (deleting a run deletes its profiles).
+  Stmt st(m_db, "SELECT id, run, name, created, first_step, last_step FROM profiles ORDER BY id DESC LIMIT 1");
+  if (!st.ok()) return st.error();
+  std::optional<ProfileInfo> out;
+  TSR_TRY(st.each([&]() -> Status {
+    out = ProfileInfo{st.i64(0), st.i64(1), st.text(2), st.f64(3), st.i64(4), st.i64(5)};
+    return {};
+  }));
+  return out;
+}
+
 Status RunStore::addKernelEvents(int64_t profile, const std::vector<KernelEvent>& events) {
   return transaction([&]() -> Status {
     Stmt st(m_db,

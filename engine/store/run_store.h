@@ -151,6 +151,8 @@ class RunStore {
   // Profiles: kernel timelines recorded by the profiler, written in batches, read by time range.
   Result<int64_t> createProfile(int64_t run, const std::string& name, int64_t firstStep, int64_t lastStep);
   Result<std::vector<ProfileInfo>> profiles(int64_t run) const;
+  // The store's newest profile, of any run (none when nothing was profiled).
+  Result<std::optional<ProfileInfo>> latestProfile() const;
   Status addKernelEvents(int64_t profile, const std::vector<KernelEvent>& events);
   // Events overlapping [fromNs, toNs], by start time.
   Result<std::vector<KernelEvent>> kernelEvents(int64_t profile, int64_t fromNs = 0,

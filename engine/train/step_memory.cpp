@@ -107,6 +107,7 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
     b.value = g.inputs()[i];
     b.bytes = g.aval(b.value).bytes();
     b.kind = i < inputKinds.size() ? inputKinds[i] : MemoryKind::Inputs;
+    b.storage = MemoryStorage::Argument;
     b.def = -1, b.lastUse = last;
     b.op = "argument";
     if (i < inputNames.size()) b.what = inputNames[i];
@@ -121,6 +122,7 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
     b.bytes = g.aval(b.value).bytes();
     if (s.loc == cpu::Loc::Const) {
       b.kind = MemoryKind::Inputs;
+      b.storage = MemoryStorage::Constant;
       b.def = -1, b.lastUse = last;
       describeNode(b);
       b.op = "constant";
@@ -130,6 +132,7 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
       b.kind = j >= 0 && static_cast<size_t>(j) < outputKinds.size() ? outputKinds[static_cast<size_t>(j)]
                                                                       : MemoryKind::Temporaries;
       if (j >= 0 && static_cast<size_t>(j) < outputNames.size()) b.what = outputNames[static_cast<size_t>(j)];
+      b.storage = MemoryStorage::Output;
       b.def = s.def, b.lastUse = std::min(s.lastUse, last);
       describeNode(b);
     } else {
@@ -142,6 +145,7 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
     MemoryBuffer b;
     b.value = iv.value;
     b.bytes = iv.bytes;
+    b.storage = MemoryStorage::Arena;
     b.def = iv.def, b.lastUse = std::min(iv.lastUse, last);
     describeNode(b);
     b.kind = b.node == ir::kNone ? MemoryKind::Temporaries : intermediateKind(d, b.node, b.value);
@@ -153,9 +157,10 @@ StepMemory analyzeStepMemory(const cpu::Executable& exe, std::span<const MemoryK
   m.live.assign(static_cast<size_t>(std::max(numKernels, 1)), {});
   std::vector<int64_t> arenaLive(m.live.size(), 0);
   for (const auto& b : m.buffers)
-    for (int k = std::max(b.def, 0); k <= b.lastUse; ++k) m.live[static_cast<size_t>(k)][static_cast<size_t>(b.kind)] += b.bytes;
-  for (const auto& iv : plan.intervals)
-    for (int k = std::max(iv.def, 0); k <= std::min(iv.lastUse, last); ++k) arenaLive[static_cast<size_t>(k)] += iv.bytes;
+    for (int k = std::max(b.def, 0); k <= b.lastUse; ++k) {
+      m.live[static_cast<size_t>(k)][static_cast<size_t>(b.kind)] += b.bytes;
+      if (b.storage == MemoryStorage::Arena) arenaLive[static_cast<size_t>(k)] += b.bytes;
+    }
   for (int k = 0; k < static_cast<int>(m.live.size()); ++k) {
     const int64_t total = m.liveAt(k);
     if (total > m.peakBytes) m.peakBytes = total, m.peakKernel = k;
@@ -263,20 +268,15 @@ Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t pro
 
 Result<MeasuredMemory> latestMeasuredMemory(const std::string& dbPath) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
-  TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
-  int64_t latest = -1;
-  for (const auto& r : runs) {
-    TSR_ASSIGN(std::vector<store::ProfileInfo> profiles, db.profiles(r.id));
-    for (const auto& p : profiles) latest = std::max(latest, p.id);
-  }
-  if (latest < 0) return makeError("{} holds no profile (tessera profile PROJECT makes one)", dbPath);
-  return measuredStepMemory(db, latest);
+  TSR_ASSIGN(std::optional<store::ProfileInfo> latest, db.latestProfile());
+  if (!latest) return makeError("{} holds no profile (tessera profile PROJECT makes one)", dbPath);
+  return measuredStepMemory(db, latest->id);
 }
 
 int64_t staticFootprint(const StepMemory& m) {
-  int64_t held = m.arenaBytes;
+  int64_t held = m.arenaBytes;  // the arena is one block, whatever its values' live bytes
   for (const auto& b : m.buffers)
-    if (b.op == "argument" || b.op == "constant" || !b.what.empty()) held += b.bytes;
+    if (b.storage != MemoryStorage::Arena) held += b.bytes;
   return held;
 }
 

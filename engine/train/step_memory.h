@@ -32,10 +32,15 @@ enum class MemoryKind { Parameters, OptimizerState, Gradients, Activations, Temp
 inline constexpr int kNumMemoryKinds = 6;
 const char* memoryKindName(MemoryKind kind);  // "parameters", "optimizer state", ...
 
+// Where a buffer's bytes are: an argument the caller holds, a constant the executable holds, an output of its
+// own (one not written into a donated argument), or a value in the arena.
+enum class MemoryStorage { Argument, Constant, Output, Arena };
+
 struct MemoryBuffer {
   ir::ValueId value = ir::kNone;  // in the compiled program
   int64_t bytes = 0;
   MemoryKind kind = MemoryKind::Temporaries;
+  MemoryStorage storage = MemoryStorage::Arena;
   int def = -1, lastUse = -1;     // kernels [def, lastUse] it is live in; def -1: before the step (an argument)
   ir::NodeId node = ir::kNone;    // the node that made it (kNone: an argument or a constant)
   std::string op;                 // that node's op; "argument", "constant"

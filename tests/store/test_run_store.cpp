@@ -78,6 +78,7 @@ TEST_CASE("profilesAndKernelEvents") {
   test::TempDir dir;
   auto s = RunStore::open(dir.filePath("runs.db"));
   REQUIRE(s.ok());
+  REQUIRE(!s->latestProfile()->has_value());
   auto run = s->createRun("r", "p", "");
   auto prof = s->createProfile(*run, "steps 10-12", 10, 12);
   REQUIRE(prof.ok());
@@ -96,6 +97,13 @@ TEST_CASE("profilesAndKernelEvents") {
   TSR_COMPARE(range->front().startNs, int64_t(1000));
   TSR_COMPARE(s->profiles(*run)->size(), size_t(1));
   TSR_COMPARE(s->profiles(*run)->front().lastStep, int64_t(12));
+  // The newest profile of any run: a second run's, then the first's again once the second is deleted.
+  auto second = s->createRun("r2", "p", "");
+  auto secondProf = s->createProfile(*second, "steps 1-1", 1, 1);
+  TSR_COMPARE(s->latestProfile()->value().id, *secondProf);
+  TSR_COMPARE(s->latestProfile()->value().run, *second);
+  REQUIRE(s->deleteRun(*second).ok());
+  TSR_COMPARE(s->latestProfile()->value().id, *prof);
   REQUIRE(s->deleteRun(*run).ok());
   TSR_COMPARE(s->kernelEvents(*prof)->size(), size_t(0));  // cascades
 }
