@@ -728,18 +728,27 @@ const char* hintFor(FusionReason r) {
 
 bool contains(const std::vector<NodeId>& v, NodeId n) { return std::find(v.begin(), v.end(), n) != v.end(); }
 
+// The plan's group of node n; -1 for a view read through, or an id outside the plan.
+int groupOf(const FusionPlan& plan, NodeId n) {
+  return n >= 0 && static_cast<size_t>(n) < plan.groupOfNode.size() ? plan.groupOfNode[static_cast<size_t>(n)] : -1;
+}
+
+// The values node n's kernel reads for its operands (view sources where it reads through), or its operands where
+// the plan has no such table for this graph.
+const std::vector<ValueId>& effectiveOperandsOf(const ir::Graph& g, const FusionPlan& plan, NodeId n) {
+  return plan.effectiveOperands.size() == g.nodes().size() ? plan.effectiveOperands[static_cast<size_t>(n)]
+                                                           : g.nodes()[static_cast<size_t>(n)].operands;
+}
+
 }  // namespace
 
 FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<const Decision> decisions, NodeId a,
                           NodeId b) {
   FusionVerdict v;
-  auto groupOf = [&](NodeId n) {
-    return n >= 0 && static_cast<size_t>(n) < plan.groupOfNode.size() ? plan.groupOfNode[static_cast<size_t>(n)] : -1;
-  };
-  if (groupOf(a) >= 0 && groupOf(a) == groupOf(b)) {
+  if (groupOf(plan, a) >= 0 && groupOf(plan, a) == groupOf(plan, b)) {
     v.fused = true;
     v.reason = FusionReason::Fused;
-    v.detail = fmt::format("both run in {}", plan.groups[static_cast<size_t>(groupOf(a))].name);
+    v.detail = fmt::format("both run in {}", plan.groups[static_cast<size_t>(groupOf(plan, a))].name);
   }
   // A decision about the pair itself, the latest first (fusion decisions are those with a reason).
   for (auto it = decisions.rbegin(); it != decisions.rend(); ++it)
@@ -756,10 +765,7 @@ FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<
     if (consumer < 0 || producer < 0 || consumer >= static_cast<NodeId>(g.nodes().size()) ||
         producer >= static_cast<NodeId>(g.nodes().size()))
       return false;
-    const auto& eff = plan.effectiveOperands.size() == g.nodes().size()
-                          ? plan.effectiveOperands[static_cast<size_t>(consumer)]
-                          : g.nodes()[static_cast<size_t>(consumer)].operands;
-    for (ValueId x : eff)
+    for (ValueId x : effectiveOperandsOf(g, plan, consumer))
       if (g.value(x).producer == producer) return true;
     for (ValueId x : g.nodes()[static_cast<size_t>(consumer)].operands)
       if (g.value(x).producer == producer) return true;
@@ -787,25 +793,19 @@ FusionVerdict whyNotFused(const ir::Graph& g, const FusionPlan& plan, std::span<
 std::vector<UnfusedBoundary> costliestUnfusedBoundaries(const ir::Graph& g, const FusionPlan& plan,
                                                         std::span<const Decision> decisions, size_t count) {
   std::vector<UnfusedBoundary> all;
-  auto groupOf = [&](NodeId n) {
-    return n >= 0 && static_cast<size_t>(n) < plan.groupOfNode.size() ? plan.groupOfNode[static_cast<size_t>(n)] : -1;
-  };
   for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
     const FusionGroup& group = plan.groups[gi];
     if (group.kind == GroupKind::Alias || group.kind == GroupKind::Constant) continue;
     for (ValueId v : group.inputs) {
       const NodeId producer = g.value(v).producer;
-      const int pg = groupOf(producer);
+      const int pg = groupOf(plan, producer);
       if (pg < 0 || pg == static_cast<int>(gi)) continue;
       const GroupKind pk = plan.groups[static_cast<size_t>(pg)].kind;
       if (pk == GroupKind::Constant) continue;
       // The first member that reads it (directly or through a view).
       NodeId consumer = ir::kNone;
       for (NodeId n : group.nodes) {
-        const auto& eff = plan.effectiveOperands.size() == g.nodes().size()
-                              ? plan.effectiveOperands[static_cast<size_t>(n)]
-                              : g.nodes()[static_cast<size_t>(n)].operands;
-        if (contains(eff, v) || contains(g.nodes()[static_cast<size_t>(n)].operands, v)) {
+        if (contains(effectiveOperandsOf(g, plan, n), v) || contains(g.nodes()[static_cast<size_t>(n)].operands, v)) {
           consumer = n;
           break;
         }
