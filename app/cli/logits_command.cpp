@@ -38,6 +38,7 @@ int runLogits(const LogitsArgs& a) {
   auto built = train::buildModel(*p, vocab);
   if (!built.ok()) return fail(built.error().message);
   const train::ProjectModel& model = *built;
+  if (!model.forward) return fail(p->file + ": the model gives only a loss, no logits (define logits(params, inputs))");
   auto like = capture([&] { return model.init(random::key(p->train.seed)); });
   if (!like.ok()) return fail(like.error().message);
   auto checkpoint = resolveCheckpoint(*p, a.checkpoint);

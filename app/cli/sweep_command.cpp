@@ -1,7 +1,5 @@
 #include "app/cli/sweep_command.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +15,8 @@
 #include <fmt/format.h>
 
 #include "app/cli/project_args.h"
+#include "engine/core/subprocess.h"
 #include "engine/store/run_store.h"
-
-extern char** environ;
 
 namespace tsr::cli {
 
@@ -133,25 +130,12 @@ std::string selfPath() {
 
 // Starts `tessera train` with `args`; its output goes to `log` (empty: this terminal). Returns the pid or -1.
 pid_t launch(const std::vector<std::string>& args, const std::string& log, int threads) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!log.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  }
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (threads <= 0 || std::string_view(*e).rfind("TESSERA_NUM_THREADS=", 0) != 0) env.emplace_back(*e);
-  if (threads > 0) env.push_back(fmt::format("TESSERA_NUM_THREADS={}", threads));
-  std::vector<char*> argv, envp;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
+  SpawnOptions o;
+  o.argv = args;
+  o.log = log;
+  if (threads > 0) o.setEnv.emplace_back("TESSERA_NUM_THREADS", std::to_string(threads));
+  Result<pid_t> pid = spawnProcess(o);
+  return pid.ok() ? *pid : -1;
 }
 
 std::string defaultName() {

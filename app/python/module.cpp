@@ -332,25 +332,46 @@ void defineOps(py::module_& m) {
 
 }  // namespace
 
+// The user's site: the innermost frame outside the package gives file:line; outside a module's scope
+// (tessera.nn), the user's functions on the stack, outermost first, give the module path
+// ("loss.forward.block.attention"), as a module path groups the ops of a C++ model.
 UserSite::UserSite() : m_scope([] {
   ir::Provenance p;
   p.modulePath = ModuleScope::currentPath();
+  const bool namePath = p.modulePath.empty();
+  std::vector<std::string> functions;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame) Py_INCREF(frame);
   while (frame) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     std::string file = py::reinterpret_borrow<py::str>(code->co_filename);
+    std::string name = py::reinterpret_borrow<py::str>(code->co_name);
     Py_DECREF(code);
-    if (gPackageDir.empty() || file.compare(0, gPackageDir.size(), gPackageDir) != 0) {
-      p.file = file;
-      p.line = PyFrame_GetLineNumber(frame);
+    const bool ours = !gPackageDir.empty() && file.compare(0, gPackageDir.size(), gPackageDir) == 0;
+    // Past the user's innermost run of functions: our package again, or a library's (pytest, the stdlib).
+    const bool library = file.find("/site-packages/") != std::string::npos ||
+                         file.find("/dist-packages/") != std::string::npos || file.rfind("/usr/lib/python", 0) == 0;
+    if (!p.file.empty() && (ours || library)) {
       Py_DECREF(frame);
       break;
+    }
+    if (!ours) {
+      if (p.file.empty()) {
+        p.file = file;
+        p.line = PyFrame_GetLineNumber(frame);
+      }
+      if (!namePath) {
+        Py_DECREF(frame);
+        break;
+      }
+      // <module>, <lambda>, <listcomp>: no name a user would look for.
+      if (!name.empty() && name[0] != '<') functions.push_back(std::move(name));
     }
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
+  for (auto it = functions.rbegin(); it != functions.rend(); ++it) p.modulePath = joinPath(p.modulePath, *it);
   return p;
 }()) {}
 

@@ -174,10 +174,9 @@ void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int&
   }
 }
 
-// The IR of fn on these avals, printed as `tessera ir` prints a graph: the text, then a comment line with the
-// node counts.
-std::string traceFlat(const py::function& fn, const std::vector<std::pair<std::vector<int64_t>, std::string>>& avals,
-                      const std::string& name) {
+using AvalSpecs = std::vector<std::pair<std::vector<int64_t>, std::string>>;
+
+ClosedGraph traceClosed(const py::function& fn, const AvalSpecs& avals, const std::string& name) {
   CallbackErrors errors;
   std::vector<Aval> in;
   for (const auto& [dims, dtype] : avals) {
@@ -188,9 +187,25 @@ std::string traceFlat(const py::function& fn, const std::vector<std::pair<std::v
   Result<ClosedGraph> cg = makeGraph([&](const std::vector<Array>& xs) { return callFlat(fn, xs, errors); }, in, name);
   errors.rethrow();
   if (!cg.ok()) raisePython(cg.error());
+  return std::move(cg).value();
+}
+
+// The IR of fn on these avals as text that stands alone (its constants written in), for another process to
+// parse: how a project's model.py reaches the engine (tessera/project_trace.py).
+std::string traceStandalone(const py::function& fn, const AvalSpecs& avals, const std::string& name) {
+  ClosedGraph cg = traceClosed(fn, avals, name);
+  Result<ir::Graph> g = inlineConsts(cg);
+  if (!g.ok()) raisePython(g.error());
+  return ir::print(*g, ops::registry());
+}
+
+// The IR of fn on these avals, printed as `tessera ir` prints a graph: the text, then a comment line with the
+// node counts.
+std::string traceFlat(const py::function& fn, const AvalSpecs& avals, const std::string& name) {
+  const ClosedGraph cg = traceClosed(fn, avals, name);
   int total = 0, inNested = 0, dots = 0;
-  countNodes(cg->graph, false, total, inNested, dots);
-  std::string text = ir::print(cg->graph, ops::registry());
+  countNodes(cg.graph, false, total, inNested, dots);
+  std::string text = ir::print(cg.graph, ops::registry());
   text += fmt::format("// {} dot_general, {} nodes", dots, total);
   if (inNested) text += fmt::format(" ({} of them in nested graphs)", inNested);
   return text + "\n";
@@ -349,6 +364,7 @@ void registerTransforms(py::module_& m) {
   m.def("value_and_grad", &valueAndGradFlat);
   m.def("vjp", &vjpFlat);
   m.def("trace", &traceFlat);
+  m.def("trace_standalone", &traceStandalone);
   m.def("vmap", &vmapFlat);
   m.def("scan", &scanFlatPy);
   m.def("cond", &condFlatPy);

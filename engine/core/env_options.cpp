@@ -98,6 +98,17 @@ const Row kRows[] = {
     {{"TESSERA_BIN", "TESSERA_BIN",
       "the `tessera` executable the IDE launches for runs (default: the one beside `tessera-studio`)"},
      nullptr, [](EnvLocations& l, const char* v) { l.tesseraBin = text(v); }},
+    {{"TESSERA_PYTHON", "TESSERA_PYTHON",
+      "the Python interpreter that traces a project's model.py (default: the one the Python package was built for)"},
+     nullptr, [](EnvLocations& l, const char* v) { l.python = text(v); }},
+    {{"TESSERA_TRACE_TIMEOUT", "TESSERA_TRACE_TIMEOUT=SECONDS",
+      "how long tracing a project's model.py may take before it is stopped (default 120)"},
+     [](EnvOptions& o, const char* v) {
+       if (!v) return;
+       char* end = nullptr;
+       const double s = std::strtod(v, &end);
+       if (end != v && *end == '\0' && s > 0 && s <= 86400) o.traceTimeout = s;
+     }},
     // Read by scripts/run.sh.
     {{"TESSERA_HEADLESS", "TESSERA_HEADLESS=1", "`scripts/run.sh` trains headless even where there is a display"}},
     // Read by OpenBLAS as it loads; app/cli/main.cpp and app/studio/main.cpp set it.
@@ -113,6 +124,8 @@ const Row kRows[] = {
      nullptr, [](EnvLocations& l, const char* v) { l.configHome = text(v); }},
     {{"XDG_CACHE_HOME", "XDG_CACHE_HOME", "the user's cache folder (default ~/.cache): tessera/kernels", false},
      nullptr, [](EnvLocations& l, const char* v) { l.cacheHome = text(v); }},
+    {{"PYTHONPATH", "PYTHONPATH", "Python's module path: a traced model.py imports from it", false}, nullptr,
+     [](EnvLocations& l, const char* v) { l.pythonPath = text(v); }},
     // mpirun's (Open MPI, MPICH/Hydra, PMIx): any of them set means this process is one rank of several.
     {{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "set by Open MPI's mpirun", false},
      [](EnvOptions& o, const char* v) { launcherWorld(o, v, true); }},

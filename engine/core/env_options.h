@@ -33,6 +33,7 @@ struct EnvOptions {
   std::string device = "cpu";             // TESSERA_DEVICE
   std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
+  double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace
   int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
                                           // SLURM_STEP_NUM_TASKS (1 where none says)
 };
@@ -42,9 +43,11 @@ struct EnvLocations {
   std::vector<std::string> pluginPath;  // TESSERA_PLUGIN_PATH's folders, in order (empty entries dropped)
   std::string cxx;                      // TESSERA_CXX ("" when unset)
   std::string tesseraBin;               // TESSERA_BIN ("" when unset)
+  std::string python;                   // TESSERA_PYTHON ("" when unset: the interpreter Tessera was built for)
   std::string home;                     // HOME
   std::string configHome;               // XDG_CONFIG_HOME ("" when unset: ~/.config)
   std::string cacheHome;                // XDG_CACHE_HOME ("" when unset: ~/.cache)
+  std::string pythonPath;               // PYTHONPATH (a traced model.py's imports see it)
 };
 
 // The process's settings, read from the environment on first use.

@@ -4,6 +4,7 @@
 
 #include "engine/core/limits.h"
 #include "engine/nn/vit.h"
+#include "engine/project/python_family.h"
 
 namespace tsr::project {
 
@@ -175,6 +176,7 @@ Status checkGpt2(const ModelConfig& c) {
 
 std::vector<ModelFamily> coreFamilies() {
   std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily()};
+  for (ModelFamily& f : pythonFamilies()) core.push_back(std::move(f));
   for (ModelFamily& f : core) f.origin = "core";
   return core;
 }

@@ -78,6 +78,9 @@ struct BatchSignature {
 struct FamilyModel {
   std::function<Tree(const Array& key)> init;
   std::function<Array(const Tree& params, const Array& inputs, nn::Context& ctx)> apply;
+  // The model's own loss on a batch, where it has one (a Python model's `loss`): then the project's [train] loss
+  // is not used, and `apply` may be empty (no logits: no accuracy, no `tessera logits`, no generation).
+  std::function<Array(const Tree& params, const Array& inputs, const Array& targets, nn::Context& ctx)> loss;
   int64_t numParams = 0;
   double trainFlopsPerItem = 0;  // model FLOPs of a training step per item (token or sample)
   std::string flopsRule;         // how, for reports: "6*N*samples"
@@ -85,14 +88,19 @@ struct FamilyModel {
 
 // What a family's functions are given besides the config.
 struct BuildContext {
-  int64_t vocab = 0;   // a language model's vocabulary (the tokenizer's)
-  int64_t seqLen = 0;  // [train] seq_len
+  int64_t vocab = 0;      // a language model's vocabulary (the tokenizer's)
+  int64_t seqLen = 0;     // [train] seq_len
+  int64_t batchSize = 0;  // [train] batch_size
+  std::string projectDir;  // the project folder (where a Python model's file is)
 };
 
 struct ModelFamily {
   std::string name;
   std::string description;
   std::vector<FamilyKey> keys;
+  // [model] keys it does not declare are kept as written (integers, numbers, strings, arrays of integers) and
+  // handed to the model (a Python model's cfg) instead of being unknown-key errors.
+  bool openKeys = false;
   std::vector<std::string> dataKinds = {"text"};  // [data] kinds it trains on; the first is the default
   // Tokens [B, T] -> logits [B, T, V], trained on [data] text: the vocabulary comes from the tokenizer, the batch
   // is [batch_size, seq_len] tokens with next-token targets, and generate/logits work. `contextKey` names the

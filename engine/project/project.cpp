@@ -108,6 +108,23 @@ class SectionReader {
     m_record = true;
   }
 
+  // Every key not read yet, kept as written (a family with open keys hands them to its model): integers,
+  // numbers, strings and arrays of integers; anything else is an error naming the key.
+  void getOpen(const std::function<void(const std::string&, KeyValue)>& keep) {
+    if (!m_table || m_ctx.error) return;
+    for (const auto& [k, v] : *m_table) {
+      std::string key(k.str());
+      if (m_known.count(key)) continue;
+      m_known.insert(key);
+      std::vector<int64_t> sizes;
+      if (v.is_integer()) keep(key, *v.value<int64_t>());
+      else if (v.is_floating_point()) keep(key, *v.value<double>());
+      else if (v.is_string()) keep(key, *v.value<std::string>());
+      else if (v.is_array() && read(v, sizes)) keep(key, std::move(sizes));
+      else return fail(v, fmt::format("'{}' must be an integer, a number, a string or an array of integers", key));
+    }
+  }
+
   // Unknown keys are errors: a typo must not silently fall back to a default.
   void finish() {
     if (!m_table || m_ctx.error) return;
@@ -314,6 +331,11 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   std::vector<std::string> names = modelFamilyNames();
   std::string families = "one of " + names.front();
   for (size_t i = 1; i < names.size(); ++i) families += ", " + names[i];
+  // A Python model file names its family: a language model where the data is text.
+  if (modelTable && modelTable->get("python") && !modelTable->get("family")) {
+    const toml::node* kind = root.at_path("data.kind").node();
+    p.model.family = kind && kind->value<std::string>() == "text" ? "python_lm" : "python";
+  }
   model.get("family", p.model.family, [](const std::string& f) { return findModelFamily(f) != nullptr; },
             families.c_str());
   // The family's own keys, as it declares them (model_family.h); any other key is unknown.
@@ -326,6 +348,11 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
       p.model.config.set(k.name, std::move(value));
       ctx.settings.push_back({{"model", k.name}, [&p, name = k.name] { return keyValueToml(p.model.config.at(name)); }});
     }
+    if (family->openKeys)
+      model.getOpen([&](const std::string& key, KeyValue value) {
+        p.model.config.set(key, std::move(value));
+        ctx.settings.push_back({{"model", key}, [&p, key] { return keyValueToml(p.model.config.at(key)); }});
+      });
   }
   model.finish();
   if (!error && family && family->check)

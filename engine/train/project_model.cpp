@@ -24,7 +24,8 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   if (!family) return makeError("{}: [model] family '{}' is not registered", p.file, p.model.family);
   ProjectModel m;
   m.family = family;
-  const project::BuildContext context{family->languageModel ? (vocab > 0 ? vocab : configuredVocab(p)) : 0, t.seqLen};
+  const project::BuildContext context{family->languageModel ? (vocab > 0 ? vocab : configuredVocab(p)) : 0, t.seqLen,
+                                      t.batchSize, p.dir};
   std::shared_ptr<project::FamilyModel> model;
   try {
     TSR_ASSIGN(project::FamilyModel built, capture([&] { return family->build(p.model.config, context); }));
@@ -34,19 +35,25 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   } catch (const std::exception& e) {
     return makeError("{}: the {} family ({}) cannot build its model: {}", p.file, family->name, family->origin, e.what());
   }
-  if (!model->init || !model->apply)
-    return makeError("{}: the {} family ({}) built a model without init or apply", p.file, family->name, family->origin);
+  if (!model->init || (!model->apply && !model->loss))
+    return makeError("{}: the {} family ({}) built a model without init, or with neither apply nor loss", p.file,
+                     family->name, family->origin);
   m.init = model->init;
-  m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
-    Array logits = model->apply(prm, b.inputs, ctx);
-    // The loss's ops (and their gradients) form a module of their own, beside the model's.
-    ModuleScope scope("loss");
-    return projectLoss(t, logits, b.targets);
-  };
-  m.forward = [model](const Tree& prm, const Array& inputs) {
-    nn::Context ctx;
-    return model->apply(prm, inputs, ctx);
-  };
+  if (model->loss) {
+    m.loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) { return model->loss(prm, b.inputs, b.targets, ctx); };
+  } else {
+    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      Array logits = model->apply(prm, b.inputs, ctx);
+      // The loss's ops (and their gradients) form a module of their own, beside the model's.
+      ModuleScope scope("loss");
+      return projectLoss(t, logits, b.targets);
+    };
+  }
+  if (model->apply)
+    m.forward = [model](const Tree& prm, const Array& inputs) {
+      nn::Context ctx;
+      return model->apply(prm, inputs, ctx);
+    };
   m.numParams = model->numParams;
   m.trainFlopsPerItem = model->trainFlopsPerItem;
   m.flopsRule = model->flopsRule;

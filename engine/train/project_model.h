@@ -18,7 +18,8 @@ struct ProjectModel {
   const project::ModelFamily* family = nullptr;
   std::function<Tree(const Array& key)> init;
   TrainLossFn loss;
-  std::function<Array(const Tree& params, const Array& inputs)> forward;  // inputs -> logits, no dropout
+  // inputs -> logits, no dropout; empty for a model that gives only its loss (a Python model without logits)
+  std::function<Array(const Tree& params, const Array& inputs)> forward;
   int64_t numParams = 0;
   // Model FLOPs of a training step per item: 6 N (+ 12 L C T attention for gpt2), the PaLM/nanoGPT estimate.
   double trainFlopsPerItem = 0, forwardFlopsPerItem = 0;

@@ -457,7 +457,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   const bool oneProcess = !dist::launchedUnderMpi();
   if (tokenizer && options.sampleTokens > 0 && !oneProcess)
     info("no text sample under mpirun: sample from the checkpoint with tessera generate");
-  if (tokenizer && options.sampleTokens > 0 && oneProcess) {
+  if (tokenizer && options.sampleTokens > 0 && oneProcess && !model.forward)
+    info("no text sample: the model gives its loss but no logits");
+  if (tokenizer && options.sampleTokens > 0 && oneProcess && model.forward) {
     auto text = sampleText(contextOf(p),
                            [&](const Array& tokens) { return model.forward(state.params, tokens); }, *tokenizer,
                            "\n", options.sampleTokens, 0.8, 40, t.seed);
@@ -561,6 +563,7 @@ Result<std::string> generateFromCheckpoint(const project::Project& p, const std:
     TSR_ASSIGN(tokenizer, data::BpeTokenizer::loadDirectory(dir));
   }
   TSR_ASSIGN(ProjectModel model, buildModel(p, tokenizer->vocabSize()));
+  if (!model.forward) return makeError("{}: generate needs the model's logits, and its model gives only a loss", p.file);
   TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
   TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
   return sampleText(contextOf(p), [&](const Array& tokens) { return model.forward(params, tokens); }, *tokenizer, o.prompt,

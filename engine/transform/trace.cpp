@@ -238,4 +238,35 @@ Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::
       TreeOf<Aval>::list(std::move(items)), name);
 }
 
+Result<ir::Graph> inlineConsts(const ClosedGraph& cg) {
+  const ir::Graph& g = cg.graph;
+  ir::Graph out;
+  out.name = g.name;
+  std::vector<ir::ValueId> map(static_cast<size_t>(g.numValues()), ir::kNone);
+  const size_t numArgs = static_cast<size_t>(cg.numArgs());
+  for (size_t i = 0; i < numArgs; ++i) map[static_cast<size_t>(g.inputs()[i])] = out.addInput(g.aval(g.inputs()[i]));
+  for (size_t i = 0; i < cg.consts.size(); ++i) {
+    const Array& c = cg.consts[i];
+    if (c.isTracer())
+      return makeError("{}: closes over a traced value of shape {} from an enclosing trace", g.name, c.aval().toString());
+    Array host = c.gathered();
+    if (!host.impl()->buffer) return makeError("{}: closes over a value that is not on the host", g.name);
+    ir::Literal lit = ir::Literal::fromBytes(host.aval(), host.impl()->buffer->data());
+    map[static_cast<size_t>(g.inputs()[numArgs + i])] =
+        out.addNodeWithAvals(ir::OpCode::Constant, {}, ir::ConstantAttrs{std::move(lit)}, {host.aval()})[0];
+  }
+  for (const ir::Node& n : g.nodes()) {
+    std::vector<ir::ValueId> operands;
+    for (ir::ValueId v : n.operands) operands.push_back(map[static_cast<size_t>(v)]);
+    std::vector<Aval> avals;
+    for (ir::ValueId v : n.results) avals.push_back(g.aval(v));
+    std::vector<ir::ValueId> results = out.addNodeWithAvals(n.op, std::move(operands), n.attrs, std::move(avals), n.prov);
+    for (size_t r = 0; r < results.size(); ++r) map[static_cast<size_t>(n.results[r])] = results[r];
+  }
+  std::vector<ir::ValueId> outputs;
+  for (ir::ValueId v : g.outputs()) outputs.push_back(map[static_cast<size_t>(v)]);
+  out.setOutputs(std::move(outputs));
+  return out;
+}
+
 }  // namespace tsr

@@ -98,6 +98,11 @@ Result<ClosedGraph> makeGraph(const TreeFn& f, const TreeOf<Aval>& inputAvals, c
 Result<ClosedGraph> makeGraph(const std::function<std::vector<Array>(const std::vector<Array>&)>& f,
                               const std::vector<Aval>& inputAvals, const std::string& name = "main");
 
+// The graph of `cg` with its closed-over constants written into it as constant nodes, so that it stands alone
+// (as IR text handed to another process does): its inputs are the explicit arguments only. Sharded constants
+// are gathered first; a constant that is still a tracer of an outer trace is an error.
+Result<ir::Graph> inlineConsts(const ClosedGraph& cg);
+
 // Runs f, turning a tsr::Exception into an Error, and an allocation that failed (a model too large for this
 // machine) into one too.
 template <class F>

@@ -1,10 +1,7 @@
 #include "engine/backends/cpu/native_compiler.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,9 +23,8 @@
 
 #include "engine/core/env_options.h"
 #include "engine/core/hash.h"
+#include "engine/core/subprocess.h"
 #include "engine/runtime/kernel_cache.h"
-
-extern char** environ;
 
 namespace tsr::cpu {
 
@@ -191,42 +187,30 @@ class Service {
     argv.push_back("-o");
     argv.push_back(out.string());
     argv.push_back(src.string());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    int rc;
+    Result<pid_t> pid = makeError("shutting down");
     {
       std::lock_guard lock(m_mu);
-      if (m_stop) {
-        posix_spawn_file_actions_destroy(&actions);
-        return makeError("shutting down");
-      }
-      rc = posix_spawnp(&pid, cxx.c_str(), &actions, nullptr, cargv.data(), environ);
-      if (rc == 0) m_child = pid;
+      if (m_stop) return pid.error();
+      SpawnOptions o;
+      o.argv = argv;
+      o.log = log.string();
+      pid = spawnProcess(o);
+      if (pid.ok()) m_child = *pid;
     }
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
+    if (!pid.ok()) {
       std::lock_guard lock(m_mu);
       m_disabled = true;  // no compiler: every later request would fail the same way
-      return makeError("cannot run the C++ compiler '{}': {} (set TESSERA_CXX)", cxx, std::strerror(rc));
+      return makeError("{} (set TESSERA_CXX)", pid.error().message);
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    const ProcessExit exit = waitProcess(*pid);
     {
       std::lock_guard lock(m_mu);
       m_child = 0;
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (!exit.ok()) {
       std::string msg = readText(log);
       if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
-      return makeError("'{}' failed on {} (exit {}):\n{}", cxx, src.string(),
-                       WIFEXITED(status) ? WEXITSTATUS(status) : -1, msg);
+      return makeError("'{}' failed on {} ({}):\n{}", cxx, src.string(), exit.describe(), msg);
     }
     return {};
   }

@@ -1,0 +1,197 @@
+"""python3 -m tessera.project_trace: traces a project's model.py for the engine, in a process of its own.
+
+The engine (engine/project/python_family.cpp) runs this once per model file and configuration, and reads back a
+JSON file: the parameters' tree and layout, and the IR text of the model's functions with their constants written
+in, each op carrying the user's file:line. A model.py that raises, loops or crashes the interpreter takes down
+this process only; the engine reports its traceback.
+
+The contract (README, "Your own model"): model.py defines
+
+    init(key, cfg) -> params                      # a pytree of arrays; cfg is the [model] table as a dict
+    loss(params, batch, key) -> loss | (loss, metrics)   # batch = (inputs, targets); metrics: a dict of scalars
+    logits(params, inputs) -> logits              # optional: evaluation accuracy, `tessera logits`, generation
+
+loss and logits may take cfg as one more, last, argument.
+
+or, instead of init and loss, a class `Model` (an nn.Module) built as `Model.from_config(cfg)` when it has that
+classmethod, else `Model(**cfg)` with the keys its fields name; its parameters come from `init` on a batch of
+inputs, its logits from `apply`, and the loss is the project's [train] loss."""
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import runpy
+import sys
+
+from . import _tessera as _C
+from . import numpy as tnp
+
+KEY_AVAL = ([2], "u32")
+
+
+def _aval_spec(text):
+    """'f32[8,784]' -> ([8, 784], 'f32')."""
+    dtype, _, dims = text.partition("[")
+    dims = dims.rstrip("]")
+    return ([int(d) for d in dims.split(",") if d.strip()], dtype)
+
+
+def _tree_json(tree, leaves, path, layout):
+    """The pytree's structure as JSON, leaves numbered in flatten order (dicts by sorted key, as tree_flatten), and
+    each leaf's dotted path, dtype and shape appended to `layout`."""
+    if tree is None:
+        return {"none": None}
+    if isinstance(tree, dict):
+        return {"dict": [[str(k), _tree_json(tree[k], leaves, f"{path}.{k}" if path else str(k), layout)]
+                         for k in sorted(tree)]}
+    if isinstance(tree, (list, tuple)):
+        return {"list": [_tree_json(v, leaves, f"{path}.{i}" if path else str(i), layout) for i, v in enumerate(tree)]}
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return {"dict": [[f.name, _tree_json(getattr(tree, f.name), leaves, f"{path}.{f.name}" if path else f.name,
+                                             layout)] for f in dataclasses.fields(tree)]}
+    a = tnp.asarray(tree)
+    layout.append({"path": path, "dtype": a._dtype_name, "shape": list(a.shape)})
+    leaves.append(a)
+    return {"leaf": len(leaves) - 1}
+
+
+def _where(fn):
+    if fn is None:
+        return ""
+    try:
+        return f"{inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]}"
+    except (TypeError, OSError):
+        return ""
+
+
+def _with_cfg(fn, nargs, cfg):
+    """fn, or fn with cfg passed as its last argument when it takes one more than nargs."""
+    if fn is None:
+        return None
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return fn
+    if len(params) > nargs:
+        return lambda *args: fn(*args, dict(cfg))
+    return fn
+
+
+def _module_functions(model_cls, cfg, inputs):
+    """init/loss-free form: a Model class gives init (its parameters on zero inputs) and logits (its apply)."""
+    if hasattr(model_cls, "from_config"):
+        module = model_cls.from_config(cfg)
+    else:
+        names = {f.name for f in dataclasses.fields(model_cls)}
+        module = model_cls(**{k: v for k, v in cfg.items() if k in names})
+    takes_train = "train" in inspect.signature(type(module).__call__).parameters
+
+    def init(key, _cfg):
+        return module.init(key, tnp.zeros(inputs[0], inputs[1]))["params"]
+
+    def logits(params, x, key=None):
+        kwargs = {}
+        if takes_train:
+            kwargs["train"] = key is not None
+        rngs = {"dropout": key} if key is not None else None
+        return module.apply({"params": params}, x, rngs=rngs, **kwargs)
+
+    return init, logits, takes_train
+
+
+def trace(model_file, cfg, inputs, targets):
+    """The JSON the engine reads; raises whatever model.py raises."""
+    model_file = os.path.abspath(model_file)
+    sys.path.insert(0, os.path.dirname(model_file))
+    namespace = runpy.run_path(model_file, run_name="tessera_model")
+    init, loss, logits = namespace.get("init"), namespace.get("loss"), namespace.get("logits")
+    sources = {"init": _where(init), "loss": _where(loss), "logits": _where(logits)}
+    loss, logits = _with_cfg(loss, 3, cfg), _with_cfg(logits, 2, cfg)
+    module_form = False
+    takes_train = False
+    if init is None and "Model" in namespace:
+        init, logits, takes_train = _module_functions(namespace["Model"], cfg, inputs)
+        module_form = True
+        loss = None
+    if init is None:
+        raise TypeError(f"{model_file} defines neither init(key, cfg) nor a Model class")
+    if loss is None and logits is None:
+        raise TypeError(f"{model_file} defines init but neither loss(params, batch, key) nor logits(params, inputs)")
+
+    out = {"version": 1, "functions": {"init": sources["init"] if not module_form else _where(namespace["Model"])}}
+    structure = {}
+
+    def init_flat(xs):
+        leaves, layout = [], []
+        structure["params"] = _tree_json(init(xs[0], dict(cfg)), leaves, "", layout)
+        structure["layout"] = layout
+        return leaves
+
+    out["init"] = _C.trace_standalone(init_flat, [KEY_AVAL], "init")
+    out["params"], out["leaves"] = structure["params"], structure["layout"]
+    param_avals = [(leaf["shape"], leaf["dtype"]) for leaf in out["leaves"]]
+    nparams = len(param_avals)
+
+    def params_of(xs):
+        return _unflatten(out["params"], xs[:nparams])
+
+    if loss is not None:
+        out["functions"]["loss"] = sources["loss"]
+        names = []
+
+        def loss_flat(xs):
+            result = loss(params_of(xs), (xs[nparams], xs[nparams + 1]), xs[nparams + 2])
+            metrics = {}
+            if isinstance(result, tuple):
+                if len(result) != 2 or not isinstance(result[1], dict):
+                    raise TypeError("loss must return a scalar, or (loss, metrics) with metrics a dict of scalars")
+                result, metrics = result
+            value = tnp.asarray(result)
+            if value.shape != ():
+                raise TypeError(f"loss must return a scalar; it returned shape {tuple(value.shape)}")
+            names[:] = ["loss"] + sorted(metrics)
+            return [value] + [tnp.asarray(metrics[k]).astype("float32").reshape(()) for k in sorted(metrics)]
+
+        out["loss"] = _C.trace_standalone(loss_flat, param_avals + [inputs, targets, KEY_AVAL], "loss")
+        out["loss_outputs"] = names
+    if logits is not None:
+        out["functions"]["logits"] = sources["logits"] if not module_form else _where(namespace["Model"])
+        out["logits"] = _C.trace_standalone(lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams]))],
+                                            param_avals + [inputs], "logits")
+        if module_form and takes_train:
+            out["logits_train"] = _C.trace_standalone(
+                lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams], xs[nparams + 1]))],
+                param_avals + [inputs, KEY_AVAL], "logits_train")
+    return out
+
+
+def _unflatten(node, leaves):
+    if "leaf" in node:
+        return leaves[node["leaf"]]
+    if "none" in node:
+        return None
+    if "dict" in node:
+        return {k: _unflatten(v, leaves) for k, v in node["dict"]}
+    return [_unflatten(v, leaves) for v in node["list"]]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m tessera.project_trace", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="the model file")
+    parser.add_argument("--config", default="{}", help="the [model] table as JSON")
+    parser.add_argument("--inputs", required=True, help="the batch's inputs, e.g. f32[8,784]")
+    parser.add_argument("--targets", required=True, help="the batch's targets, e.g. i32[8]")
+    parser.add_argument("--out", required=True, help="where the JSON goes")
+    args = parser.parse_args(argv)
+    result = trace(args.model, json.loads(args.config), _aval_spec(args.inputs), _aval_spec(args.targets))
+    tmp = args.out + ".part"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(tmp, args.out)
+
+
+if __name__ == "__main__":
+    main()

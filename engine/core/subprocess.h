@@ -1,0 +1,46 @@
+#pragma once
+// Child processes: the native CPU tier's compiler, the sweep's training runs, and the Python interpreter that
+// traces a project's model.py all start and wait the same way. A child's output goes to a log file, so a
+// failure can quote it; a child that outlives its timeout is killed with its whole process group.
+#include <sys/types.h>
+
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/result.h"
+
+namespace tsr {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is looked up on the PATH when it has no '/'
+  std::string log;                // stdout and stderr go here (truncated first); empty: this process's
+  // Variables set (or replaced) in the child's environment, and variables removed from it.
+  std::vector<std::pair<std::string, std::string>> setEnv;
+  std::vector<std::string> unsetEnv;
+  bool newProcessGroup = false;  // so that a kill reaches the child's own children too
+};
+
+// Starts the child; the error says which program could not be run and why.
+Result<pid_t> spawnProcess(const SpawnOptions& options);
+
+struct ProcessExit {
+  bool exited = false;  // by exit(); `code` is its status
+  int code = 0;
+  int signal = 0;       // the signal that ended it (when !exited and !timedOut)
+  bool timedOut = false;
+  bool cancelled = false;
+  bool ok() const { return exited && code == 0; }
+  // "exit status 2", "killed by signal 6 (Aborted)", "no result within 60 s".
+  std::string describe(double timeoutSeconds = 0) const;
+};
+
+// Waits for the child. timeoutSeconds <= 0: no limit. When the time runs out or `cancel` becomes true, the child
+// (its process group, when it has one) gets SIGTERM, then SIGKILL a second later, and is reaped.
+ProcessExit waitProcess(pid_t pid, double timeoutSeconds = 0, const std::atomic<bool>* cancel = nullptr);
+
+// The last `maxBytes` of a log file, from a line start where one is near: what a failure message quotes.
+std::string logTail(const std::string& path, size_t maxBytes = 4000);
+
+}  // namespace tsr

@@ -1,0 +1,117 @@
+"""GPT-2 in one file, with Tessera's Python API: what `[model] python = "model.py"` trains.
+
+The parameters have the names and layout of Tessera's gpt2 family (and so of Hugging Face's GPT-2): wte, wpe,
+h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_f, with Conv1D weights stored [in, out].
+init draws them from the same Threefry keys in the same order, so on the same seed this model and the gpt2
+family start from the same weights and give the same loss. cfg is the [model] table, with the tokenizer's
+vocab_size; loss and logits take it as their last argument.
+"""
+
+import math
+
+import tessera.nn as nn
+import tessera.numpy as tnp
+from tessera import random
+
+
+# ---- parameters ----
+
+def dense(key, n_in, n_out, std):
+    return {"weight": random.normal(key, (n_in, n_out)) * std, "bias": tnp.zeros((n_out,))}
+
+
+def layer_norm_params(n):
+    return {"weight": tnp.ones((n,)), "bias": tnp.zeros((n,))}
+
+
+def init(key, cfg):
+    c, n_layer = cfg["n_embd"], cfg["n_layer"]
+    proj_std = 0.02 / math.sqrt(2 * n_layer)  # residual projections, scaled by depth as in GPT-2
+    keys = random.split(key, 2 + n_layer)
+    blocks = []
+    for i in range(n_layer):
+        k = random.split(keys[2 + i], 4)
+        blocks.append({
+            "ln_1": layer_norm_params(c),
+            "attn": {"c_attn": dense(k[0], c, 3 * c, 0.02), "c_proj": dense(k[1], c, c, proj_std)},
+            "ln_2": layer_norm_params(c),
+            "mlp": {"c_fc": dense(k[2], c, 4 * c, 0.02), "c_proj": dense(k[3], 4 * c, c, proj_std)},
+        })
+    return {
+        "wte": {"weight": random.normal(keys[0], (cfg["vocab_size"], c)) * 0.02},
+        "wpe": {"weight": random.normal(keys[1], (cfg["block_size"], c)) * 0.02},
+        "h": blocks,
+        "ln_f": layer_norm_params(c),
+    }
+
+
+# ---- the forward pass ----
+
+def layer_norm(p, x, eps=1e-5):
+    xc = x - tnp.mean(x, axis=-1, keepdims=True)
+    var = tnp.mean(tnp.square(xc), axis=-1, keepdims=True)
+    return xc * (1.0 / tnp.sqrt(var + eps)) * p["weight"] + p["bias"]
+
+
+def linear(p, x):
+    return x @ p["weight"] + p["bias"]
+
+
+def dropout(x, rate, key):
+    if rate == 0.0 or key is None:
+        return x
+    keep = random.bernoulli(key, 1.0 - rate, x.shape)
+    return tnp.where(keep, x / (1.0 - rate), tnp.zeros_like(x))
+
+
+def split_heads(x, n_head):  # [B, T, C] -> [B, H, T, D]
+    b, t, c = x.shape
+    return x.reshape((b, t, n_head, c // n_head)).transpose((0, 2, 1, 3))
+
+
+def merge_heads(x):  # [B, H, T, D] -> [B, T, C]
+    b, h, t, d = x.shape
+    return x.transpose((0, 2, 1, 3)).reshape((b, t, h * d))
+
+
+def attention(p, x, n_head):
+    c = x.shape[-1]
+    qkv = linear(p["c_attn"], x)
+    q, k, v = (split_heads(qkv[:, :, i * c:(i + 1) * c], n_head) for i in range(3))
+    t, d = q.shape[2], q.shape[3]
+    scores = (q @ k.transpose((0, 1, 3, 2))) * (1.0 / math.sqrt(d))
+    causal = tnp.arange(t)[:, None] >= tnp.arange(t)[None, :]
+    scores = tnp.where(causal, scores, -tnp.inf)
+    return linear(p["c_proj"], merge_heads(nn.softmax(scores, axis=-1) @ v))
+
+
+def mlp(p, x):
+    return linear(p["c_proj"], nn.gelu(linear(p["c_fc"], x), approximate=True))
+
+
+def block(p, x, cfg, keys):
+    x = x + dropout(attention(p["attn"], layer_norm(p["ln_1"], x), cfg["n_head"]), cfg["dropout"], keys[0])
+    return x + dropout(mlp(p["mlp"], layer_norm(p["ln_2"], x)), cfg["dropout"], keys[1])
+
+
+def forward(params, tokens, cfg, key=None):
+    t = tokens.shape[1]
+    x = tnp.take(params["wte"]["weight"], tokens, axis=0) + params["wpe"]["weight"][:t]
+    keys = [None] * (1 + 2 * len(params["h"])) if key is None else list(random.split(key, 1 + 2 * len(params["h"])))
+    x = dropout(x, cfg["dropout"], keys[0])
+    for i, p in enumerate(params["h"]):
+        x = block(p, x, cfg, keys[1 + 2 * i:3 + 2 * i])
+    x = layer_norm(params["ln_f"], x)
+    return x @ params["wte"]["weight"].T  # the head is tied to the token embedding
+
+
+# ---- what Tessera calls (init above) ----
+
+def logits(params, tokens, cfg):
+    return forward(params, tokens, cfg)
+
+
+def loss(params, batch, key, cfg):
+    tokens, targets = batch
+    logp = nn.log_softmax(forward(params, tokens, cfg, key if cfg["dropout"] > 0 else None))
+    return -tnp.mean(tnp.take_along_axis(logp, targets[..., None], axis=-1))

@@ -1,0 +1,176 @@
+// Python model projects: `[model] python = "model.py"`. The file is traced in a child process; its loss is the
+// one written in model.py (checked against the engine's own cross-entropy on the same parameters and batch), its
+// parameters are named by their dict keys, its ops carry model.py's lines, it trains, and a model.py that fails
+// (a syntax error, an exception, an endless loop, an abort) gives a clear error and leaves this process running.
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "engine/core/env_options.h"
+#include "engine/optim/optim.h"
+#include "engine/project/project.h"
+#include "engine/project/python_family.h"
+#include "engine/random/random.h"
+#include "engine/train/data_source.h"
+#include "engine/train/project_model.h"
+#include "engine/train/run.h"
+#include "engine/train/setup.h"
+#include "engine/transform/api.h"
+#include "tests/check.h"
+#include "tests/temp_dir.h"
+
+using namespace tsr;
+
+namespace {
+
+// Line 14 is the first layer's matmul (the test below looks for it in the traced step).
+const char* kModel = R"(import tessera.numpy as tnp
+import tessera.nn as nn
+from tessera import random
+
+
+def init(key, cfg):
+    sizes = cfg["input_shape"] + [cfg["hidden"], cfg["classes"]]
+    keys = random.split(key, 2)
+    return {"layers": [{"w": random.normal(keys[i], (sizes[i], sizes[i + 1])) * 0.3, "b": tnp.zeros((sizes[i + 1],))}
+                       for i in range(2)]}
+
+
+def logits(params, x):
+    h = tnp.maximum(x @ params["layers"][0]["w"] + params["layers"][0]["b"], 0.0)
+    return h @ params["layers"][1]["w"] + params["layers"][1]["b"]
+
+
+def loss(params, batch, key):
+    x, y = batch
+    logp = nn.log_softmax(logits(params, x))
+    return -tnp.mean(tnp.take_along_axis(logp, y[:, None], axis=1))
+)";
+
+const char* kProject = R"([model]
+python = "model.py"
+input_shape = [12]
+classes = 3
+hidden = 16
+
+[data]
+kind = "synthetic-digits"
+
+[train]
+batch_size = 16
+optimizer = "sgd"
+lr = 0.1
+warmup_steps = 0
+grad_clip = 0.0
+)";
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+bool havePython() {
+  auto fe = project::pythonFrontEnd();
+  if (!fe.ok()) MESSAGE("SKIP: " << fe.error().message);
+  return fe.ok();
+}
+
+Result<project::Project> projectWith(const test::TempDir& dir, const std::string& model) {
+  write(dir.filePath("model.py"), model);
+  write(dir.filePath("project.toml"), kProject);
+  return project::loadProject(dir.path());
+}
+
+// The error of building the project's model, or "(built)".
+std::string buildError(const std::string& model) {
+  test::TempDir dir;
+  auto p = projectWith(dir, model);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto m = train::buildModel(*p, 0);
+  return m.ok() ? std::string("(built)") : m.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("a model.py project is read, and its loss is the one model.py writes") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  auto p = projectWith(dir, kModel);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  TSR_COMPARE(p->model.family, std::string("python"));
+  TSR_COMPARE(std::get<int64_t>(p->model.config.at("hidden")), int64_t(16));  // an open key, as written
+  auto m = train::buildModel(*p, 0);
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message.c_str()));
+  TSR_COMPARE(m->numParams, int64_t(12 * 16 + 16 + 16 * 3 + 3));
+  TSR_COMPARE(m->batch.inputs, (Aval{Shape{16, 12}, DType::F32}));
+
+  Tree params = m->init(random::key(0));
+  const Tree* w0 = params.findPath("layers.0.w");
+  const Tree* b1 = params.findPath("layers.1.b");
+  REQUIRE(w0);
+  REQUIRE(b1);
+  TSR_COMPARE(w0->leaf().aval(), (Aval{Shape{12, 16}, DType::F32}));
+  TSR_COMPARE(b1->leaf().aval(), (Aval{Shape{3}, DType::F32}));
+
+  // The same loss written with the engine's own ops, on the same parameters and batch.
+  train::Batch b = train::syntheticBatch(m->batch, 7);
+  auto leaf = [&](const char* path) { return params.findPath(path)->leaf(); };
+  Array h = maximum(matmul(b.inputs, leaf("layers.0.w")) + leaf("layers.0.b"), Array::scalar(0.0));
+  Array expected = optim::softmaxCrossEntropy(matmul(h, leaf("layers.1.w")) + leaf("layers.1.b"), b.targets);
+  nn::Context ctx;
+  Array got = m->loss(params, b, ctx);
+  REQUIRE_MESSAGE(std::abs(got.item() - expected.item()) <= 1e-6 * std::abs(expected.item()),
+                  got.item() << " vs " << expected.item());
+  // logits(params, inputs) is the forward.
+  REQUIRE(m->forward);
+  TSR_COMPARE(m->forward(params, b.inputs).aval(), (Aval{Shape{16, 3}, DType::F32}));
+}
+
+TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  auto p = projectWith(dir, kModel);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto step = train::traceTrainingStep(*p);
+  REQUIRE_MESSAGE(step.ok(), (step.ok() ? "" : step.error().message.c_str()));
+  bool sawLine = false;
+  for (const ir::Node& n : step->graph.nodes())
+    sawLine |= n.op == ir::OpCode::DotGeneral && n.prov.file == dir.filePath("model.py") && n.prov.line == 14;
+  REQUIRE_MESSAGE(sawLine, "no dot_general at model.py:14 in the traced step");
+
+  auto setup = train::makeTrainingSetup(*p);
+  REQUIRE_MESSAGE(setup.ok(), (setup.ok() ? "" : setup.error().message.c_str()));
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto b = setup->next();
+    REQUIRE(b.ok());
+    auto r = setup->trainer->step(setup->state, *b);
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message.c_str()));
+    (i == 0 ? first : last) = r->loss;
+  }
+  // Three classes: chance is ln 3 = 1.10; the digits are learnable.
+  REQUIRE(std::isfinite(last));
+  REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
+}
+
+TEST_CASE("a model.py that fails gives a clear error") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  std::string e = buildError("def init(key, cfg)\n    return {}\n");
+  REQUIRE_MESSAGE(e.find("SyntaxError") != std::string::npos, e);
+  REQUIRE_MESSAGE(e.find("model.py") != std::string::npos, e);
+
+  e = buildError("def init(key, cfg):\n    raise ValueError('no weights today')\n\ndef loss(p, b, k):\n    return 0.0\n");
+  REQUIRE_MESSAGE(e.find("ValueError: no weights today") != std::string::npos, e);
+  REQUIRE_MESSAGE(e.find("line 2") != std::string::npos, e);
+
+  e = buildError("import os\nos.abort()\n");
+  REQUIRE_MESSAGE(e.find("signal 6") != std::string::npos, e);
+
+  e = buildError("x = 1\n");
+  REQUIRE_MESSAGE(e.find("defines neither init") != std::string::npos, e);
+
+  // An endless loop is stopped at the timeout.
+  ::setenv("TESSERA_TRACE_TIMEOUT", "2", 1);
+  reloadEnvOptions();
+  e = buildError("while True:\n    pass\n");
+  ::unsetenv("TESSERA_TRACE_TIMEOUT");
+  reloadEnvOptions();
+  REQUIRE_MESSAGE(e.find("longer than 2 s") != std::string::npos, e);
+}
