@@ -369,3 +369,11 @@ def test_sort_argsort(rng, axis):
     np.testing.assert_array_equal(np.asarray(tnp.sort(tnp.asarray(x), axis=axis)), np.sort(x, axis=axis))
     np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x), axis=axis)),
                                   np.argsort(x, axis=axis, kind="stable"))
+
+
+def test_numpy_constants_and_transpose_spellings():
+    x = tnp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for t in (x.transpose(), x.transpose(1, 0), x.transpose((1, 0)), x.T):
+        assert np.array_equal(np.asarray(t), np.arange(6, dtype=np.float32).reshape(2, 3).T)
+    assert tnp.inf == np.inf and np.isnan(tnp.nan) and tnp.pi == np.pi and tnp.e == np.e and tnp.newaxis is None
+    assert np.asarray(tnp.where(x > 2, x, -tnp.inf))[0, 0] == -np.inf

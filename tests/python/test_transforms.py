@@ -183,6 +183,20 @@ def test_trace_prints_the_ir():
     assert text.rstrip().splitlines()[-1].startswith("// 1 dot_general, ")
 
 
+def test_traced_ops_are_grouped_by_the_functions_that_made_them():
+    def attention(x):
+        return tnp.tanh(x)
+
+    def block(x):
+        return attention(x).transpose((1, 0)) * 2.0
+
+    text = tessera.trace(block)(tnp.ones((2, 3)))
+    line = attention.__code__.co_firstlineno + 1
+    # The user's functions, outermost first, are the op's module path; pytest's frames are not.
+    assert f'tanh(%0) : f32[2,3] loc("block.attention", "{__file__}":{line})' in text
+    assert 'transpose(%1) {perm=[1, 0]} : f32[3,2] loc("block", ' in text
+
+
 def test_trace_of_grad_contains_the_backward_ops():
     text = tessera.trace(tessera.grad(lambda x: tnp.sum(tnp.sin(x))))(tnp.ones((4,)))
     assert "cos" in text

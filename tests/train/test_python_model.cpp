@@ -16,6 +16,7 @@
 #include "engine/train/run.h"
 #include "engine/train/setup.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
 #include "tests/check.h"
 #include "tests/temp_dir.h"
 
@@ -173,4 +174,47 @@ TEST_CASE("a model.py that fails gives a clear error") {
   ::unsetenv("TESSERA_TRACE_TIMEOUT");
   reloadEnvOptions();
   REQUIRE_MESSAGE(e.find("longer than 2 s") != std::string::npos, e);
+}
+
+// sample_projects/py_gpt is GPT-2 in one model.py: on the same seed and batch it has gpt2_mini's parameters, loss
+// and gradients.
+TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  auto gpt2 = project::loadProject(std::string(TSR_SAMPLES) + "/gpt2_mini");
+  auto py = project::loadProject(std::string(TSR_SAMPLES) + "/py_gpt");
+  REQUIRE_MESSAGE(gpt2.ok(), (gpt2.ok() ? "" : gpt2.error().message.c_str()));
+  REQUIRE_MESSAGE(py.ok(), (py.ok() ? "" : py.error().message.c_str()));
+  TSR_COMPARE(py->model.family, std::string("python_lm"));
+  const int64_t vocab = 512;
+  auto a = train::buildModel(*gpt2, vocab);
+  auto b = train::buildModel(*py, vocab);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message.c_str()));
+  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message.c_str()));
+  TSR_COMPARE(b->numParams, a->numParams);
+  const Tree pa = a->init(random::key(0)), pb = b->init(random::key(0));
+  const train::Batch batch = train::syntheticBatch(a->batch, 3);
+  auto lossOf = [&batch](const train::ProjectModel& m) {
+    return valueAndGrad([&](const Tree& params) {
+      nn::Context ctx;
+      return m.loss(params, batch, ctx);
+    });
+  };
+  const ValueAndGrad ga = lossOf(*a)(pa), gb = lossOf(*b)(pb);
+  REQUIRE_MESSAGE(std::abs(ga.value.item() - gb.value.item()) <= 1e-6 * std::abs(ga.value.item()),
+                  ga.value.item() << " vs " << gb.value.item());
+  int compared = 0;
+  pa.visit([&](const std::string& path, const Array& w) {
+    const Tree* wb = pb.findPath(path);
+    REQUIRE_MESSAGE(wb, "py_gpt has no parameter " << path);
+    REQUIRE_MESSAGE(w.toFloats() == wb->leaf().toFloats(), path << " differs at init");
+    const std::vector<float> da = ga.grads.findPath(path)->leaf().toFloats(), db = gb.grads.findPath(path)->leaf().toFloats();
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < da.size(); ++i) {
+      diff = std::max(diff, std::abs(double(da[i]) - double(db[i])));
+      norm = std::max(norm, std::abs(double(da[i])));
+    }
+    REQUIRE_MESSAGE(diff <= 1e-6 * norm + 1e-12, path << ": gradients differ by " << diff << " (largest " << norm << ")");
+    ++compared;
+  });
+  TSR_COMPARE(compared, 2 + 2 * 12 + 2);  // wte and wpe, two blocks of 12, ln_f's two
 }

@@ -34,6 +34,8 @@ class _BFloat16:
 
 bfloat16 = _BFloat16()
 float32 = _np.dtype("float32")
+# numpy's constants.
+inf, nan, pi, e, newaxis = _np.inf, _np.nan, _np.pi, _np.e, None
 float16 = _np.dtype("float16")
 float64 = _np.dtype("float64")
 int32 = _np.dtype("int32")
@@ -654,7 +656,7 @@ Array.__iter__ = lambda self: (self[i] for i in range(len(self)))
 Array.tolist = lambda self: _to_numpy(self).tolist()
 Array.reshape = lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
 Array.astype = astype
-Array.transpose = lambda self, *axes: transpose(self, axes if axes else None)
+Array.transpose = lambda self, *axes: transpose(self, (axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes) or None)
 Array.ravel = Array.flatten = ravel
 Array.sum = sum
 Array.mean = mean
