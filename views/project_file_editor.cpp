@@ -5,10 +5,7 @@
 #include <QDialogButtonBox>
 #include <QFile>
 #include <QFileInfo>
-#include <QFontDatabase>
 #include <QLabel>
-#include <QPaintEvent>
-#include <QPainter>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSaveFile>
@@ -17,71 +14,9 @@
 #include <QVBoxLayout>
 
 #include "engine/inspect/project_edit.h"
+#include "views/code_edit.h"
 
 namespace tsr::studio {
-
-// A plain text editor with the line numbers in its left margin (Qt's code editor example).
-class CodeEdit : public QPlainTextEdit {
- public:
-  explicit CodeEdit(QWidget* parent = nullptr) : QPlainTextEdit(parent), m_numbers(new Numbers(this)) {
-    connect(this, &QPlainTextEdit::blockCountChanged, this, [this] { updateMargin(); });
-    connect(this, &QPlainTextEdit::updateRequest, this, [this](const QRect& rect, int dy) {
-      if (dy != 0) {
-        m_numbers->scroll(0, dy);
-      } else {
-        m_numbers->update(0, rect.y(), m_numbers->width(), rect.height());
-      }
-      if (rect.contains(viewport()->rect())) updateMargin();
-    });
-    updateMargin();
-  }
-
-  int numbersWidth() const {
-    int digits = QString::number(std::max(1, blockCount())).size();
-    return 10 + fontMetrics().horizontalAdvance(QLatin1Char('9')) * std::max(digits, 2);
-  }
-
- protected:
-  void resizeEvent(QResizeEvent* e) override {
-    QPlainTextEdit::resizeEvent(e);
-    QRect r = contentsRect();
-    m_numbers->setGeometry(QRect(r.left(), r.top(), numbersWidth(), r.height()));
-  }
-
- private:
-  class Numbers : public QWidget {
-   public:
-    explicit Numbers(CodeEdit* edit) : QWidget(edit), m_edit(edit) {}
-    QSize sizeHint() const override { return {m_edit->numbersWidth(), 0}; }
-
-   protected:
-    void paintEvent(QPaintEvent* e) override { m_edit->paintNumbers(e->rect()); }
-
-   private:
-    CodeEdit* m_edit;
-  };
-
-  void updateMargin() { setViewportMargins(numbersWidth(), 0, 0, 0); }
-
-  void paintNumbers(const QRect& rect) {
-    QPainter p(m_numbers);
-    p.fillRect(rect, palette().color(QPalette::AlternateBase));
-    p.setPen(palette().color(QPalette::PlaceholderText));
-    QTextBlock block = firstVisibleBlock();
-    int top = qRound(blockBoundingGeometry(block).translated(contentOffset()).top());
-    int height = qRound(blockBoundingRect(block).height());
-    while (block.isValid() && top <= rect.bottom()) {
-      if (block.isVisible() && top + height >= rect.top())
-        p.drawText(0, top, m_numbers->width() - 5, fontMetrics().height(), Qt::AlignRight,
-                   QString::number(block.blockNumber() + 1));
-      block = block.next();
-      top += height;
-      height = qRound(blockBoundingRect(block).height());
-    }
-  }
-
-  Numbers* m_numbers;
-};
 
 ProjectFileEditor::ProjectFileEditor(const QString& file, QWidget* parent)
     : QDialog(parent), m_file(file), m_edit(new CodeEdit), m_message(new QLabel), m_timer(new QTimer(this)) {
@@ -89,8 +24,6 @@ ProjectFileEditor::ProjectFileEditor(const QString& file, QWidget* parent)
   setWindowTitle(tr("%1 — Tessera Studio").arg(QFileInfo(file).fileName()));
   resize(760, 560);
   m_edit->setObjectName("projectTomlEditor");
-  m_edit->setLineWrapMode(QPlainTextEdit::NoWrap);
-  m_edit->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_message->setObjectName("projectTomlError");
   m_message->setWordWrap(true);
   m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);

@@ -13,6 +13,13 @@ Session::Session(QObject* parent)
       m_openWatcher(new QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>(this)),
       m_compileWatcher(new QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>(this)) {
   connect(m_openWatcher, &QFutureWatcherBase::finished, this, [this] {
+    if (!m_pendingOpen.isEmpty()) {
+      // Stale already: the file changed again while this trace ran.
+      const QString next = m_pendingOpen;
+      m_pendingOpen.clear();
+      openProject(next);
+      return;
+    }
     auto r = m_openWatcher->result();
     if (!r->ok()) {
       // The file the error names, or the project.toml of the folder that was opened.
@@ -78,9 +85,35 @@ Session::Session(QObject* parent)
                         .arg(fusionRejected));
       }
     }
+    restoreSelection();
     reloadProfile();
     emit stagesReady();
+    if (m_node >= 0) {
+      emit stageChanged(m_stage);
+      emit nodeSelected(m_node);
+    }
   });
+}
+
+void Session::restoreSelection() {
+  if (!m_keep || !m_stages) return;
+  const KeptSelection keep = *m_keep;
+  m_keep.reset();
+  for (size_t s = 0; s < m_stages->size(); ++s) {
+    const inspect::Stage& stage = (*m_stages)[s];
+    if (stage.name != keep.stage) continue;
+    int seen = 0, found = -1;
+    const auto& nodes = stage.graph->nodes();
+    for (size_t i = 0; i < nodes.size() && seen <= keep.ordinal; ++i)
+      if (nodes[i].op == keep.op && nodes[i].prov == keep.prov) {
+        found = static_cast<int>(i);  // the kept one, or the last of the same kind when there are fewer now
+        ++seen;
+      }
+    if (found < 0) return;
+    m_stage = static_cast<int>(s);
+    m_node = found;
+    return;
+  }
 }
 
 Session::~Session() {
@@ -91,7 +124,23 @@ Session::~Session() {
 bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatcher->isRunning(); }
 
 void Session::openProject(const QString& path) {
-  if (m_openWatcher->isRunning()) return;
+  if (m_openWatcher->isRunning()) {
+    m_pendingOpen = path;
+    return;
+  }
+  m_keep.reset();
+  const QFileInfo info(path);
+  const QString dir = QDir::cleanPath(info.isDir() ? info.absoluteFilePath() : info.absolutePath());
+  if (const inspect::Stage* s = stage(); s && m_node >= 0 && m_node < static_cast<int>(s->graph->nodes().size()) &&
+                                          dir == QDir::cleanPath(QFileInfo(projectDir()).absoluteFilePath())) {
+    const ir::Node& n = s->graph->nodes()[static_cast<size_t>(m_node)];
+    KeptSelection keep{s->name, n.op, n.prov, 0};
+    for (int i = 0; i < m_node; ++i) {
+      const ir::Node& m = s->graph->nodes()[static_cast<size_t>(i)];
+      keep.ordinal += m.op == n.op && m.prov == n.prov;
+    }
+    m_keep = keep;
+  }
   log("info", "opening " + path);
   m_opening = path;
   m_profile.reset();

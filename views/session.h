@@ -3,6 +3,8 @@
 // the stage on screen and the selected node. Opening and compiling run on worker threads; the session tells
 // the panels through signals, on the UI thread.
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,7 +33,9 @@ class Session : public QObject {
   explicit Session(QObject* parent = nullptr);
   ~Session() override;
 
-  // Loads and traces the project off the UI thread; projectOpened or projectFailed follows.
+  // Loads and traces the project off the UI thread; projectOpened or projectFailed follows. Opening the open
+  // project again (its model file changed) keeps the selected node, once compiled, where a node of the same op
+  // at the same source line still exists. Asked while an open is running, it opens once that one is done.
   void openProject(const QString& path);
   bool busy() const;
 
@@ -102,6 +106,16 @@ class Session : public QObject {
 
  private:
   void compile();
+  void restoreSelection();
+
+  // The selection to find again after re-opening: the stage's name and the node's op, provenance and
+  // how many nodes with both come before it.
+  struct KeptSelection {
+    std::string stage;
+    ir::OpCode op{};
+    ir::Provenance prov;
+    int ordinal = 0;
+  };
 
   ProjectPtr m_project;
   StagesPtr m_stages;
@@ -110,6 +124,8 @@ class Session : public QObject {
   std::vector<int> m_kernelNodes;
   std::pair<int, int> m_pair{-1, -1};
   QString m_opening;     // the path openProject was given
+  QString m_pendingOpen;  // asked while an open was running
+  std::optional<KeptSelection> m_keep;
   QString m_failedFile;
   ProfilePtr m_profile;
   QString m_profileError;

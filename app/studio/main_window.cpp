@@ -46,6 +46,8 @@
 #include "views/param_tree_model.h"
 #include "views/memory_panel.h"
 #include "views/roofline_panel.h"
+#include "views/code_edit.h"
+#include "views/source_panel.h"
 #include "views/sharding_panel.h"
 #include "views/timeline_panel.h"
 
@@ -57,7 +59,7 @@ namespace tsr::studio {
 namespace {
 
 constexpr int kMaxRecent = 8;
-constexpr int kLayoutVersion = 1;
+constexpr int kLayoutVersion = 2;  // 2: the Source panel
 
 QString sampleProjectsDir() {
   QDir here(QCoreApplication::applicationDirPath());
@@ -114,8 +116,19 @@ MainWindow::MainWindow(QWidget* parent)
     m_docks["project"]->show();
   });
   connect(m_console, &ConsolePanel::fileLocationActivated, this, [this](const QString& file, int line) {
+    if (!m_source->file().isEmpty() && QFileInfo(file).absoluteFilePath() == m_source->file()) {
+      m_docks["source"]->show();
+      m_docks["source"]->raise();
+      m_source->editor()->goToLine(line);
+      return;
+    }
     m_docks["project"]->raise();
     m_project->showFileLine(file, line);
+  });
+  // A Python model's file changed (saved here or elsewhere): trace it again.
+  connect(m_source, &SourcePanel::reopenRequested, this, [this](const QString& dir) { openProject(dir); });
+  connect(m_session, &Session::projectOpening, this, [this] {
+    if (!m_source->file().isEmpty()) m_docks["source"]->raise();
   });
   connect(m_project, &ProjectPanel::saved, this, [this] { openProject(m_session->projectDir()); });
   connect(m_project, &ProjectPanel::reopenRequested, this, [this](const QString& dir) { openProject(dir); });
@@ -177,10 +190,14 @@ void MainWindow::createPanels() {
   m_sharding = new ShardingPanel(m_session);
   m_memory = new MemoryPanel(m_session);
   m_roofline = new RooflinePanel(m_session);
+  m_source = new SourcePanel(m_session);
   setCentralWidget(m_graph);
   addPanel("project", tr("Project"), m_project, Qt::LeftDockWidgetArea);
   addPanel("ir", tr("IR"), m_ir, Qt::RightDockWidgetArea);
   addPanel("inspector", tr("Inspector"), m_inspector, Qt::RightDockWidgetArea);
+  addPanel("source", tr("Source"), m_source, Qt::RightDockWidgetArea);
+  tabifyDockWidget(m_docks["ir"], m_docks["source"]);
+  m_docks["ir"]->raise();
   addPanel("metrics", tr("Metrics"), m_metrics, Qt::BottomDockWidgetArea);
   addPanel("runs", tr("Runs"), m_runs, Qt::BottomDockWidgetArea);
   addPanel("console", tr("Console"), m_console, Qt::BottomDockWidgetArea);

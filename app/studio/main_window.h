@@ -34,6 +34,7 @@ class TimelinePanel;
 class ShardingPanel;
 class MemoryPanel;
 class RooflinePanel;
+class SourcePanel;
 class PluginPanel;
 
 class MainWindow : public QMainWindow {
@@ -59,6 +60,7 @@ class MainWindow : public QMainWindow {
   ShardingPanel* shardingPanel() const { return m_sharding; }
   MemoryPanel* memoryPanel() const { return m_memory; }
   RooflinePanel* rooflinePanel() const { return m_roofline; }
+  SourcePanel* sourcePanel() const { return m_source; }
   RunController* runController() const { return m_runner; }
 
   // Every action, with the menu it lives in as its "menuPath" property (the command palette lists these).
@@ -127,6 +129,7 @@ class MainWindow : public QMainWindow {
   ShardingPanel* m_sharding;
   MemoryPanel* m_memory;
   RooflinePanel* m_roofline;
+  SourcePanel* m_source;
   RunController* m_runner;
   QMap<QString, QDockWidget*> m_docks;
   QMenu* m_recentMenu = nullptr;

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -272,6 +274,42 @@ TextLocation errorLocation(const std::string& message) {
     return loc;
   }
   return {};
+}
+
+std::string modelSourceFile(const std::string& projectPath) {
+  auto p = project::loadProject(projectPath);
+  if (!p.ok() || !p->model.config.has("python")) return {};
+  const auto* file = std::get_if<std::string>(&p->model.config.at("python"));
+  if (!file || file->empty()) return {};
+  return std::filesystem::absolute(p->resolve(*file)).lexically_normal().string();
+}
+
+PythonTraceback parseTraceback(const std::string& message) {
+  static const std::regex frame(R"re(^\s*File "([^"]+)", line (\d+)(?:, in (.+))?$)re");
+  static const std::regex exception(R"re(^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b.*)$)re");
+  PythonTraceback t;
+  std::istringstream in(message);
+  std::string line;
+  TracebackFrame* last = nullptr;
+  bool expectCode = false;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, frame)) {
+      t.frames.push_back({m[1].str(), std::atoi(m[2].str().c_str()), m[3].matched ? m[3].str() : "", ""});
+      last = &t.frames.back();
+      expectCode = true;
+      continue;
+    }
+    if (expectCode && last && !line.empty()) {
+      const size_t start = line.find_first_not_of(' ');
+      // Python 3.11 underlines the expression on the next line; the first line after the frame is its code.
+      if (start != std::string::npos) last->code = line.substr(start);
+      expectCode = false;
+      continue;
+    }
+    if (std::regex_match(line, m, exception)) t.exception = m[1].str();
+  }
+  return t;
 }
 
 }  // namespace tsr::inspect

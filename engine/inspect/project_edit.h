@@ -48,4 +48,22 @@ struct TextLocation {
 };
 TextLocation errorLocation(const std::string& message);
 
+// The model file of a Python model project (`[model] python = "model.py"`), absolute; "" for any other project
+// or one whose project.toml does not parse.
+std::string modelSourceFile(const std::string& projectPath);
+
+// The frames of a Python traceback quoted in an error (a model.py that failed to trace), innermost last, and the
+// exception's own line ("ValueError: no weights today"). A SyntaxError's location is one frame.
+struct TracebackFrame {
+  std::string file;
+  int line = 0;
+  std::string function;  // "" for a SyntaxError's location
+  std::string code;      // the source line Python quotes, trimmed
+};
+struct PythonTraceback {
+  std::vector<TracebackFrame> frames;
+  std::string exception;
+};
+PythonTraceback parseTraceback(const std::string& message);
+
 }  // namespace tsr::inspect

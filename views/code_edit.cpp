@@ -1,0 +1,75 @@
+#include "views/code_edit.h"
+
+#include <algorithm>
+
+#include <QFontDatabase>
+#include <QPaintEvent>
+#include <QPainter>
+#include <QTextBlock>
+
+namespace tsr::studio {
+
+class CodeEdit::Numbers : public QWidget {
+ public:
+  explicit Numbers(CodeEdit* edit) : QWidget(edit), m_edit(edit) {}
+  QSize sizeHint() const override { return {m_edit->numbersWidth(), 0}; }
+
+ protected:
+  void paintEvent(QPaintEvent* e) override { m_edit->paintNumbers(e->rect()); }
+
+ private:
+  CodeEdit* m_edit;
+};
+
+CodeEdit::CodeEdit(QWidget* parent) : QPlainTextEdit(parent), m_numbers(new Numbers(this)) {
+  setLineWrapMode(QPlainTextEdit::NoWrap);
+  setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  connect(this, &QPlainTextEdit::blockCountChanged, this, [this] { updateMargin(); });
+  connect(this, &QPlainTextEdit::updateRequest, this, [this](const QRect& rect, int dy) {
+    if (dy != 0) {
+      m_numbers->scroll(0, dy);
+    } else {
+      m_numbers->update(0, rect.y(), m_numbers->width(), rect.height());
+    }
+    if (rect.contains(viewport()->rect())) updateMargin();
+  });
+  updateMargin();
+}
+
+int CodeEdit::numbersWidth() const {
+  int digits = QString::number(std::max(1, blockCount())).size();
+  return 10 + fontMetrics().horizontalAdvance(QLatin1Char('9')) * std::max(digits, 2);
+}
+
+void CodeEdit::goToLine(int line) {
+  if (line < 1 || line > blockCount()) return;
+  setTextCursor(QTextCursor(document()->findBlockByNumber(line - 1)));
+  centerCursor();
+}
+
+void CodeEdit::resizeEvent(QResizeEvent* e) {
+  QPlainTextEdit::resizeEvent(e);
+  QRect r = contentsRect();
+  m_numbers->setGeometry(QRect(r.left(), r.top(), numbersWidth(), r.height()));
+}
+
+void CodeEdit::updateMargin() { setViewportMargins(numbersWidth(), 0, 0, 0); }
+
+void CodeEdit::paintNumbers(const QRect& rect) {
+  QPainter p(m_numbers);
+  p.fillRect(rect, palette().color(QPalette::AlternateBase));
+  p.setPen(palette().color(QPalette::PlaceholderText));
+  QTextBlock block = firstVisibleBlock();
+  int top = qRound(blockBoundingGeometry(block).translated(contentOffset()).top());
+  int height = qRound(blockBoundingRect(block).height());
+  while (block.isValid() && top <= rect.bottom()) {
+    if (block.isVisible() && top + height >= rect.top())
+      p.drawText(0, top, m_numbers->width() - 5, fontMetrics().height(), Qt::AlignRight,
+                 QString::number(block.blockNumber() + 1));
+    block = block.next();
+    top += height;
+    height = qRound(blockBoundingRect(block).height());
+  }
+}
+
+}  // namespace tsr::studio
