@@ -107,6 +107,35 @@ TEST_CASE("the core families declare their keys") {
     for (const FamilyKey& k : findModelFamily(n)->keys) REQUIRE_MESSAGE(!k.help.empty(), k.name.c_str());
 }
 
+// A Python model project: the family follows from [data] kind, and keys no family declares are kept as written
+// (the model's cfg), of the types TOML and the model share.
+TEST_CASE("a python model project keeps its own [model] keys") {
+  auto p = parseProject("[model]\npython = \"model.py\"\nwidth = 64\nrate = 0.5\nact = \"gelu\"\nsizes = [3, 4]\n",
+                        "p/project.toml", "p");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  TSR_COMPARE(p->model.family, std::string("python"));
+  TSR_COMPARE(p->data.kind, std::string("synthetic-digits"));
+  TSR_COMPARE(std::get<int64_t>(p->model.config.at("width")), int64_t(64));
+  TSR_COMPARE(std::get<double>(p->model.config.at("rate")), 0.5);
+  TSR_COMPARE(std::get<std::string>(p->model.config.at("act")), std::string("gelu"));
+  TSR_COMPARE(std::get<std::vector<int64_t>>(p->model.config.at("sizes")), (std::vector<int64_t>{3, 4}));
+  // The resolved configuration names them too, so it trains the same model.
+  const std::string resolved = resolvedToml(*p);
+  REQUIRE_MESSAGE(resolved.find("\nwidth = 64\n") != std::string::npos, resolved);
+  REQUIRE_MESSAGE(resolved.find("\nsizes = [3, 4]\n") != std::string::npos, resolved);
+  auto lm = parseProject("[model]\npython = \"model.py\"\nblock_size = 32\n[data]\nkind = \"text\"\npath = \"c.txt\"\n"
+                         "[train]\nseq_len = 32\n", "p/project.toml", "p");
+  REQUIRE_MESSAGE(lm.ok(), (lm.ok() ? "" : lm.error().message.c_str()));
+  TSR_COMPARE(lm->model.family, std::string("python_lm"));
+  REQUIRE(lm->model.languageModel());
+  TSR_COMPARE(parseError("[model]\npython = \"model.py\"\nuse_bias = true\n"),
+              std::string("p/project.toml:3: 'use_bias' must be an integer, a number, a string or an array of integers"));
+  TSR_COMPARE(parseError("[model]\npython = \"\"\n"),
+              std::string("p/project.toml: [model] python must name the model file, e.g. python = \"model.py\""));
+  // A built-in family's keys stay closed.
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nwidth = 64\n"), std::string("p/project.toml:3: unknown key 'width' in [model]"));
+}
+
 TEST_CASE("projects are read from the declaration") {
   auto vit = parseProject("[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 64\nheads = 4\n",
                           "p/project.toml", "p");
@@ -142,7 +171,7 @@ TEST_CASE("a registered family is read as core ones are") {
   TSR_COMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 5000\n"),
               std::string("p/project.toml:3: 'width' is 5000, above the limit of 4096"));
   TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
-              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, toy_mlp"));
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, python, python_lm, toy_mlp"));
   // Names are unique, a core family's included; a classifier must say what its batch is.
   ModelFamily again = toyFamily();
   TSR_COMPARE(registerModelFamily(again).error().message, std::string("model family 'toy_mlp' is already registered"));
