@@ -528,7 +528,7 @@ std::optional<GeneratedKernel> reduceWindowKernel(const ir::Graph& g, const ir::
     case OpCode::ReduceWindowSum: identity = "0"; combine = "acc = acc + v;"; break;
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin:
-      identity = isFloat ? (isMax ? "-INFINITY" : "INFINITY")
+      identity = isFloat ? (isMax ? "-__int_as_float(0x7f800000)" : "__int_as_float(0x7f800000)")
                  : t == DType::I32 ? (isMax ? "(-2147483647 - 1)" : "2147483647")
                                    : (isMax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL");
       combine = fmt::format("if (v {} acc{}) acc = v;", isMax ? ">" : "<", isFloat ? " || v != v" : "");
