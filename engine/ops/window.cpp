@@ -108,9 +108,9 @@ ir::Cost windowCost(std::span<const Aval> in, std::span<const Aval> out, const i
 
 // ---- CPU kernels ----
 
-// select_and_scatter_add's walk: the windows over one operand shape, the result in row-major order. Per dim d and result
-// index o, the window starts at operand index o * stride - lo and its positions [first, end) lie inside the
-// operand (the others are padding).
+// select_and_scatter_add's walk over the windows of one operand shape, the result in row-major order. Per dim
+// d and result index o, the window starts at operand index o * stride - lo; of its positions, those inside the
+// operand are visited (the others are padding).
 class WindowWalk {
  public:
   WindowWalk(const Shape& operand, const WindowAttrs& at)
