@@ -546,7 +546,7 @@ std::optional<GeneratedKernel> reduceWindowKernel(const ir::Graph& g, const ir::
   return finish(c, out.numel(), numArgs);
 }
 
-// select_and_scatter_add(source, operand): one thread per result element p, which sums the source values of
+// select_and_scatter_add(source, operand): one thread per result element y, which sums the source values of
 // the windows that select it (each such window's first maximum recomputed): no atomics, and the same sums in
 // the same order on every run.
 std::optional<GeneratedKernel> selectAndScatterAddKernel(const ir::Graph& g, const ir::Node& n,
@@ -561,13 +561,14 @@ std::optional<GeneratedKernel> selectAndScatterAddKernel(const ir::Graph& g, con
   const std::string src = fmt::format("p{}", k.operandArgs[0]), op = fmt::format("p{}", k.operandArgs[1]);
   const char* C = isFloatType(t) ? A : storageType(t);  // compared in the value's own type (bf16 widened)
   const int numArgs = static_cast<int>(k.args.size());
-  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel()) + unravelInto(x.shape, "p");
+  // The result index is y0..y{rank-1}: p0, p1, ... name the kernel's arguments.
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel()) + unravelInto(x.shape, "y");
   c += fmt::format("    {0} acc = ({0})0;\n", A);
-  // The windows w whose position j lands on p: w * stride + j * dilation - lo = p.
+  // The windows w whose position j lands on y: w * stride + j * dilation - lo = y.
   for (int d = 0; d < rank; ++d) {
     const auto u = static_cast<size_t>(d);
     c += fmt::format("    for (long long j{0} = 0; j{0} < {1}; ++j{0}) {{\n", d, at.windowDimensions[u]);
-    c += fmt::format("      const long long q{0} = p{0} + {1} - j{0} * {2};\n", d, at.paddingLo[u], at.windowDilation[u]);
+    c += fmt::format("      const long long q{0} = y{0} + {1} - j{0} * {2};\n", d, at.paddingLo[u], at.windowDilation[u]);
     c += fmt::format("      if (q{0} < 0 || q{0} % {1} != 0 || q{0} / {1} >= {2}) continue;\n", d, at.windowStrides[u],
                      source.shape[d]);
     c += fmt::format("      const long long w{0} = q{0} / {1};\n", d, at.windowStrides[u]);
