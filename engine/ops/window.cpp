@@ -315,6 +315,14 @@ int64_t firstMax(const T* x, const std::vector<int64_t>& offsets) {
   return best;
 }
 
+// Whether no two windows share a position (each stride at least the window's extent): then every position
+// receives at most one source value (pooling's usual stride = window).
+bool windowsDisjoint(const WindowAttrs& at) {
+  for (size_t d = 0; d < at.windowDimensions.size(); ++d)
+    if (at.windowStrides[d] < dilatedWindow(at.windowDimensions[d], at.windowDilation[d])) return false;
+  return true;
+}
+
 void selectAndScatterAddKernel(const ir::CpuKernelArgs& args) {
   const auto& at = attrsAs<WindowAttrs>(args.attrs);
   const Aval& operand = args.inputs[1].aval;
@@ -323,12 +331,20 @@ void selectAndScatterAddKernel(const ir::CpuKernelArgs& args) {
       using A = typename SumMonoid::template Acc<T>;
       const T* source = args.inputs[0].as<T>();
       const T* x = args.inputs[1].as<T>();
-      // Sums in the accumulator type, rounded once: overlapping windows add several values to one position.
+      T* y = args.outputs[0].as<T>();
+      const WindowWalk walk(operand.shape, at);
+      if (windowsDisjoint(at)) {
+        std::fill(y, y + operand.numel(), T(0));
+        walk.forEach([&](int64_t e, const std::vector<int64_t>& offsets) {
+          if (!offsets.empty()) y[firstMax(x, offsets)] = source[e];
+        });
+        return;
+      }
+      // Overlapping windows may add several values to one position: summed in the accumulator type, rounded once.
       std::vector<A> acc(static_cast<size_t>(operand.numel()), A(0));
-      WindowWalk(operand.shape, at).forEach([&](int64_t e, const std::vector<int64_t>& offsets) {
+      walk.forEach([&](int64_t e, const std::vector<int64_t>& offsets) {
         if (!offsets.empty()) acc[static_cast<size_t>(firstMax(x, offsets))] += widen<A>(source[e]);
       });
-      T* y = args.outputs[0].as<T>();
       for (size_t i = 0; i < acc.size(); ++i) y[i] = narrow<T>(acc[i]);
     } else {
       TSR_CHECK_MSG(false, "select_and_scatter_add kernel called with a dtype its infer rule rejects");
