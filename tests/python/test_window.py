@@ -144,3 +144,22 @@ def test_vmap_matches_a_loop(rng):
     gs = tessera.vmap(tessera.grad(lambda x: tnp.sum(nn.max_pool(x, (2, 2)))))(xs)
     loop = np.stack([np.asarray(tessera.grad(lambda x: tnp.sum(nn.max_pool(x, (2, 2))))(x)) for x in xs])
     close(gs, loop)
+
+
+def test_pools_run_spmd_with_batch_and_features_split(rng):
+    """The shard rule keeps N and C split (window 1) and H, W whole: a sharded H is gathered first."""
+    from tessera.sharding import Mesh, NamedSharding, P
+    mesh = Mesh(np.array(tessera.devices()).reshape(4, 2), ("data", "model"))
+    a = distinct(rng, (8, 6, 4, 2))
+    pads = [(0, 0), (0, 1), (0, 1), (0, 0)]  # SAME for a 3x3 window, stride 2, over 6 x 4
+
+    def step(x):
+        y = nn.max_pool(x, (3, 3), (2, 2), "SAME")
+        return y, tessera.grad(lambda z: tnp.sum(nn.max_pool(z, (3, 3), (2, 2), "SAME") ** 2))(x)
+
+    want_y = ref_reduce_window(a, "max", (1, 3, 3, 1), (1, 2, 2, 1), pads)
+    want_g = np.asarray(tessera.grad(lambda z: tnp.sum(nn.max_pool(z, (3, 3), (2, 2), "SAME") ** 2))(a))
+    for spec in (P("data", None, None, "model"), P(None, None, "data")):
+        y, g = tessera.jit(step)(tessera.device_put(tnp.asarray(a), NamedSharding(mesh, spec)))
+        close(y, want_y)
+        close(g, want_g)
