@@ -4,7 +4,8 @@
 //
 // Every result element of reduce_window_* combines one window of x. Padded positions hold the monoid's identity
 // (0, -inf, +inf; an integer type's limits), so the kernels skip them. Float sums accumulate in double and
-// round once, integer sums wrap around; max and min propagate NaN, as reduce_max does.
+// round once, integer sums wrap around; max and min propagate NaN, as reduce_max does. The CPU kernel reduces
+// one windowed dim at a time (reduceWindow); select_and_scatter_add's visits each window (WindowWalk).
 // select_and_scatter_add: result = zeros(operand); for each window w of operand, result[sel(w)] += source[w],
 // where sel(w) is the window's first maximum in row-major window order, NaN counting as larger than any number
 // (argmax's rule); padded positions are never selected. With no NaN this is XLA's `ge` select.
@@ -46,7 +47,8 @@ constexpr DTypeSet kWindowTypes = kFloats | kSignedInts;
 // x: the operand the windows are placed over (reduce_window's x, select_and_scatter_add's operand).
 Status checkWindow(std::string_view op, std::span<const Aval> ops, const Aval& x, const WindowAttrs& at) {
   if (!kWindowTypes.contains(x.dtype))
-    return opError(op, ops, fmt::format("dtype {} is not supported (accepts {})", dtypeName(x.dtype), kWindowTypes.toString()));
+    return opError(op, ops,
+                   fmt::format("dtype {} is not supported (accepts {})", dtypeName(x.dtype), kWindowTypes.toString()));
   const auto rank = static_cast<size_t>(x.rank());
   auto perDim = [&](const char* name, const ir::Ints& v, int64_t least) -> Status {
     if (v.size() != rank)
@@ -134,8 +136,6 @@ class WindowWalk {
       m_dims.push_back(std::move(dim));
     }
   }
-
-  const Shape& out() const { return m_out; }
 
   // visit(e, offsets): e the flat result index, offsets the flat operand indices of its window's positions
   // inside the operand, in row-major window order (possibly none).
@@ -392,7 +392,8 @@ ir::VjpRule extremumVjp(bool isMax) {
   return [isMax](const ir::VjpArgs& a) -> std::vector<Array> {
     if (!floatCotangent(a)) return {Array()};
     const Array& x = a.operands[0];
-    return {bindWindow(OpCode::SelectAndScatterAdd, {a.cotangents[0], isMax ? x : neg(x)}, attrsAs<WindowAttrs>(a.attrs))};
+    const auto& at = attrsAs<WindowAttrs>(a.attrs);
+    return {bindWindow(OpCode::SelectAndScatterAdd, {a.cotangents[0], isMax ? x : neg(x)}, at)};
   };
 }
 
@@ -450,8 +451,8 @@ ir::BatchRule reduceWindowBatch(OpCode code) {
 ir::BatchResult selectAndScatterAddBatch(const ir::BatchArgs& a) {
   std::vector<Array> operands;
   for (size_t i = 0; i < 2; ++i) operands.push_back(moveBatchDim(a.operands[i], a.batchDims[i], 0, a.batchSize));
-  return ir::BatchResult{{bindWindow(OpCode::SelectAndScatterAdd, operands, withBatchDim(attrsAs<WindowAttrs>(a.attrs), 0))},
-                         {0}};
+  const WindowAttrs at = withBatchDim(attrsAs<WindowAttrs>(a.attrs), 0);
+  return ir::BatchResult{{bindWindow(OpCode::SelectAndScatterAdd, operands, at)}, {0}};
 }
 
 template <class Monoid>

@@ -15,7 +15,8 @@ Result<std::vector<std::pair<int64_t, int64_t>>> resolvePadding(const ConvPaddin
     return padding.pairs;
   }
   if (padding.mode == "VALID") return std::vector<std::pair<int64_t, int64_t>>(n, {0, 0});
-  if (padding.mode != "SAME") return makeError("padding '{}' must be \"SAME\", \"VALID\" or (low, high) pairs", padding.mode);
+  if (padding.mode != "SAME")
+    return makeError("padding '{}' must be \"SAME\", \"VALID\" or (low, high) pairs", padding.mode);
   std::vector<std::pair<int64_t, int64_t>> pads;
   for (size_t d = 0; d < n; ++d) {
     const int64_t s = std::max<int64_t>(strides[d], 1);

@@ -47,9 +47,11 @@ std::vector<WindowSpec> windowSpecs() {
       {"1d padding wider than the window", {5}, window({2}, {2}, {3}, {2})},
       {"2d stride 3 above window 2", {3, 10}, window({1, 2}, {1, 3})},
       {"NCHW 2x2 stride 2 (max pool)", {2, 3, 6, 6}, window({1, 1, 2, 2}, {1, 1, 2, 2})},
-      {"NCHW 3x3 stride 2 pad 1, odd sizes", {2, 2, 7, 5}, window({1, 1, 3, 3}, {1, 1, 2, 2}, {0, 0, 1, 1}, {0, 0, 1, 1})},
+      {"NCHW 3x3 stride 2 pad 1, odd sizes", {2, 2, 7, 5},
+       window({1, 1, 3, 3}, {1, 1, 2, 2}, {0, 0, 1, 1}, {0, 0, 1, 1})},
       {"NHWC 3x3 stride 1 pad (1,1)", {2, 5, 4, 3}, window({1, 3, 3, 1}, {}, {0, 1, 1, 0}, {0, 1, 1, 0})},
-      {"window dilation 2, asymmetric padding", {2, 9, 8}, window({1, 2, 3}, {1, 1, 2}, {0, 1, 0}, {0, 2, 1}, {1, 2, 2})},
+      {"window dilation 2, asymmetric padding", {2, 9, 8},
+       window({1, 2, 3}, {1, 1, 2}, {0, 1, 0}, {0, 2, 1}, {1, 2, 2})},
       {"every dim windowed, overlapping", {3, 4, 5}, window({2, 2, 2})},
       {"3d pooling", {1, 2, 4, 5, 3}, window({1, 1, 2, 2, 2}, {1, 1, 2, 2, 1}, {0, 0, 0, 1, 0}, {0, 0, 1, 0, 0})},
   };
@@ -92,8 +94,9 @@ void setIdentity(HostTensor& y, int64_t e, OpCode op) {
   if (op == OpCode::ReduceWindowSum) return y.set(e, 0);
   const bool isMax = op == OpCode::ReduceWindowMax;
   if (isFloating(t)) return y.set(e, isMax ? -kInf : kInf);
-  const int64_t limit = t == DType::I32 ? (isMax ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max())
-                                        : (isMax ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+  using I32 = std::numeric_limits<int32_t>;
+  using I64 = std::numeric_limits<int64_t>;
+  const int64_t limit = t == DType::I32 ? (isMax ? I32::min() : I32::max()) : (isMax ? I64::min() : I64::max());
   y.setBits(e, static_cast<uint64_t>(limit));
 }
 
@@ -135,7 +138,8 @@ HostTensor distinctTensor(const Aval& aval, std::mt19937& rng) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<double> values;
-  const double step = isFloating(aval.dtype) ? std::ldexp(1.0, -static_cast<int>(std::ceil(std::log2(std::max<int64_t>(n, 2)))) + 2) : 1.0;
+  const int bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(std::max<int64_t>(n, 2)))));
+  const double step = isFloating(aval.dtype) ? std::ldexp(1.0, 2 - bits) : 1.0;  // n steps span 4
   for (int64_t i : order) values.push_back(static_cast<double>(i - n / 2) * step);
   return HostTensor::fromValues(aval, values);
 }

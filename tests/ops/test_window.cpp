@@ -12,7 +12,9 @@ namespace {
 
 Aval f32(std::initializer_list<int64_t> d) { return Aval{Shape(d), DType::F32}; }
 
-ir::WindowAttrs pool2x2() { return ir::WindowAttrs{{1, 1, 2, 2}, {1, 1, 2, 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}}; }
+ir::WindowAttrs pool2x2() {
+  return ir::WindowAttrs{{1, 1, 2, 2}, {1, 1, 2, 2}, {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}};
+}
 
 std::string inferError(ir::OpCode op, std::vector<Aval> in, const ir::WindowAttrs& at) {
   auto r = ir::inferSafely(ops::registry().get(op), in, at);
@@ -46,15 +48,18 @@ TEST_CASE("inferNamesTheOpAndShapes") {
                   {"reduce_window_max", "f32[2,3,6,6]", "window_dimensions [1,2,2]", "one entry per operand dim (4)"});
   ir::WindowAttrs stride0 = pool2x2();
   stride0.windowStrides = {1, 1, 0, 2};
-  requireMentions(inferError(OpCode::ReduceWindowSum, {x}, stride0), {"reduce_window_sum", "window_strides", "at least 1"});
+  requireMentions(inferError(OpCode::ReduceWindowSum, {x}, stride0),
+                  {"reduce_window_sum", "window_strides", "at least 1"});
   ir::WindowAttrs negative = pool2x2();
   negative.windowStrides = {1, 1, -2, 2};
-  requireMentions(inferError(OpCode::ReduceWindowMin, {x}, negative), {"reduce_window_min", "window_strides [1,1,-2,2]"});
+  requireMentions(inferError(OpCode::ReduceWindowMin, {x}, negative),
+                  {"reduce_window_min", "window_strides [1,1,-2,2]"});
   ir::WindowAttrs wide = pool2x2();
   wide.windowDimensions = {1, 1, 4, 8};
   wide.paddingHi = {0, 0, 0, 1};
   requireMentions(inferError(OpCode::ReduceWindowMax, {x}, wide),
-                  {"reduce_window_max", "f32[2,3,6,6]", "dim 3", "larger than the padded operand (6 + padding 0 + 1 = 7)"});
+                  {"reduce_window_max", "f32[2,3,6,6]", "dim 3",
+                   "larger than the padded operand (6 + padding 0 + 1 = 7)"});
   ir::WindowAttrs cropping = pool2x2();
   cropping.paddingLo = {0, 0, -1, 0};
   requireMentions(inferError(OpCode::ReduceWindowMax, {x}, cropping), {"padding_lo", "at least 0"});
@@ -71,7 +76,8 @@ TEST_CASE("apiResolvesSameValidAndPools") {
   TSR_COMPARE(reduceWindow(x, WindowReduction::Max, {1, 3, 3, 1}, {1, 2, 2, 1}, "SAME").shape(), Shape({2, 4, 3, 3}));
   TSR_COMPARE(reduceWindow(x, WindowReduction::Sum, {1, 3, 3, 1}, {}, "VALID").shape(), Shape({2, 5, 4, 3}));
   // SAME with dilation: the window's extent (5) decides the padding.
-  TSR_COMPARE(reduceWindow(x, WindowReduction::Min, {1, 3, 3, 1}, {}, "SAME", {1, 2, 2, 1}).shape(), Shape({2, 7, 6, 3}));
+  TSR_COMPARE(reduceWindow(x, WindowReduction::Min, {1, 3, 3, 1}, {}, "SAME", {1, 2, 2, 1}).shape(),
+              Shape({2, 7, 6, 3}));
   TSR_COMPARE(maxPool(x, {2, 2}, {2, 2}).shape(), Shape({2, 3, 3, 3}));
   TSR_COMPARE(avgPool(x, {3, 3}, {1, 1}, "SAME").shape(), Shape({2, 7, 6, 3}));
   TSR_COMPARE(maxPool(Array::zeros(Shape({9, 4}), DType::F32), {3}, {2}).shape(), Shape({4, 4}));  // no batch dim
@@ -102,7 +108,8 @@ TEST_CASE("apiErrorsAreExceptionsNamingTheOp") {
   requireMentions(raised([&] { maxPool(x, {2, 2, 2, 2}); }), {"max_pool", "f32[1,5,5,2]", "features dim"});
   requireMentions(raised([&] { avgPool(x, {2, 2}, {}, std::vector<std::pair<int64_t, int64_t>>{{1, 1}}); }),
                   {"avg_pool", "2 (low, high) pairs"});
-  requireMentions(raised([&] { selectAndScatterAdd(Array::zeros(Shape({1, 2, 2, 2}), DType::F32), x, {1, 2, 2, 1}, {1, 1, 1, 1}, "VALID"); }),
+  const Array source = Array::zeros(Shape({1, 2, 2, 2}), DType::F32);
+  requireMentions(raised([&] { selectAndScatterAdd(source, x, {1, 2, 2, 1}, {1, 1, 1, 1}, "VALID"); }),
                   {"select_and_scatter_add", "f32[1,2,2,2]", "f32[1,5,5,2]"});
 }
 
