@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -200,6 +201,12 @@ void defineArray(py::module_& m) {
       .def("__pos__", [](const Array& a) { return a; });
 }
 
+// Padding as JAX takes it: "SAME", "VALID" or a sequence of (low, high) pairs.
+ConvPadding toPadding(const py::object& padding) {
+  if (py::isinstance<py::str>(padding)) return ConvPadding(padding.cast<std::string>());
+  return ConvPadding(padding.cast<std::vector<std::pair<int64_t, int64_t>>>());
+}
+
 void defineOps(py::module_& m) {
   m.def("from_buffer", &fromBuffer, py::arg("buffer"), py::arg("dtype"));
   m.def("full", [](const std::vector<int64_t>& shape, double value, const std::string& dtype) {
@@ -322,11 +329,32 @@ void defineOps(py::module_& m) {
                                    int64_t batchGroups) {
     UserSite site;
     Array l = toArray(lhs);
-    ConvPadding pad = py::isinstance<py::str>(padding)
-                          ? ConvPadding(padding.cast<std::string>())
-                          : ConvPadding(padding.cast<std::vector<std::pair<int64_t, int64_t>>>());
-    return convGeneralDilated(l, toArray(rhs, &l), strides, pad, lhsDilation, rhsDilation, {lhsSpec, rhsSpec, outSpec},
-                              featureGroups, batchGroups);
+    return convGeneralDilated(l, toArray(rhs, &l), strides, toPadding(padding), lhsDilation, rhsDilation,
+                              {lhsSpec, rhsSpec, outSpec}, featureGroups, batchGroups);
+  });
+  // computation: "add", "max" or "min" (tessera.lax maps lax.add & co. and checks the init value).
+  m.def("reduce_window", [](py::handle x, const std::string& computation, const Axes& window, const Axes& strides,
+                            py::object padding, const Axes& dilation) {
+    UserSite site;
+    static const std::map<std::string, WindowReduction> kinds{
+        {"add", WindowReduction::Sum}, {"max", WindowReduction::Max}, {"min", WindowReduction::Min}};
+    auto it = kinds.find(computation);
+    if (it == kinds.end()) throw py::value_error("reduce_window: computation must be add, max or min, not " + computation);
+    return reduceWindow(toArray(x), it->second, window, strides, toPadding(padding), dilation);
+  });
+  m.def("select_and_scatter_add", [](py::handle source, py::handle operand, const Axes& window, const Axes& strides,
+                                     py::object padding) {
+    UserSite site;
+    Array x = toArray(operand);
+    return selectAndScatterAdd(toArray(source, &x), x, window, strides, toPadding(padding));
+  });
+  m.def("max_pool", [](py::handle x, const Axes& window, const Axes& strides, py::object padding) {
+    UserSite site;
+    return maxPool(toArray(x), window, strides, toPadding(padding));
+  });
+  m.def("avg_pool", [](py::handle x, const Axes& window, const Axes& strides, py::object padding, bool countIncludePad) {
+    UserSite site;
+    return avgPool(toArray(x), window, strides, toPadding(padding), countIncludePad);
   });
 }
 

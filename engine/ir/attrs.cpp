@@ -63,7 +63,7 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "ScanAttrs",      "CondAttrs",        "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
-                                   "ConvAttrs"};
+                                   "ConvAttrs", "WindowAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

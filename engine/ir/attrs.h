@@ -287,12 +287,29 @@ struct ConvAttrs {
   bool operator==(const ConvAttrs&) const = default;
 };
 
+// reduce_window_sum / _max / _min (lax.reduce_window with the monoid fixed, as JAX's reduce_window_*_p) and
+// select_and_scatter_add: one window per result element, placed over the operand. One entry per operand dim:
+// window_dimensions (>= 1), window_strides (>= 1), padding_lo / padding_hi (>= 0; padded elements hold the
+// monoid's identity and are never selected), window_dilation (>= 1). Dims with window 1, stride 1 and no
+// padding are batch-like: they pass through (vmap and sharding rely on it).
+struct WindowAttrs {
+  Ints windowDimensions, windowStrides, paddingLo, paddingHi, windowDilation;
+  template <class V> void fields(V& v) {
+    v("window_dimensions", windowDimensions);
+    v("window_strides", windowStrides);
+    v("padding_lo", paddingLo);
+    v("padding_hi", paddingHi);
+    v("window_dilation", windowDilation);
+  }
+  bool operator==(const WindowAttrs&) const = default;
+};
+
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
-                           ConvAttrs>;
+                           ConvAttrs, WindowAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -19,6 +19,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerCollectiveOps(reg);
   registerShardingOps(reg);
   registerConvolutionOps(reg);
+  registerWindowOps(reg);
 }
 
 ir::OpRegistry& registry() {

@@ -21,7 +21,8 @@ void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threef
 void registerControlFlowOps(ir::OpRegistry& reg);  // control_flow.cpp: scan, cond
 void registerCollectiveOps(ir::OpRegistry& reg);   // collective.cpp: all_reduce, all_gather, reduce_scatter, all_to_all,
                                                    // collective_permute, device_table
-void registerShardingOps(ir::OpRegistry& reg);
-void registerConvolutionOps(ir::OpRegistry& reg);  // convolution.cpp: conv_general_dilated     // sharding_ops.cpp: sharding_constraint
+void registerShardingOps(ir::OpRegistry& reg);     // sharding_ops.cpp: sharding_constraint
+void registerConvolutionOps(ir::OpRegistry& reg);  // convolution.cpp: conv_general_dilated
+void registerWindowOps(ir::OpRegistry& reg);       // window.cpp: reduce_window_sum/max/min, select_and_scatter_add
 
 }  // namespace tsr::ops

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/ops/op_helpers.h"
+#include "engine/ops/window_geometry.h"
 
 namespace tsr::ops {
 namespace {
@@ -259,6 +260,20 @@ ir::ShardRule convShardRule() {
       int f = r.addFactor(FactorKind::PassThrough);
       r.operandDims[1][static_cast<size_t>(a.rhsSpec[0])] = f;
       r.resultDims[0][static_cast<size_t>(a.outSpec[1])] = f;
+    }
+    return r;
+  };
+}
+
+ir::ShardRule windowShardRule() {
+  return [](Avals in, Avals out, const ir::Attrs& attrs) -> Result<ShardingRule> {
+    const auto& a = attrsAs<ir::WindowAttrs>(attrs);
+    ShardingRule r = wholeRule(in, out);
+    for (size_t d = 0; d < a.windowDimensions.size(); ++d) {
+      if (isWindowed(a, d)) continue;
+      int f = r.addFactor(FactorKind::PassThrough);
+      for (auto& dims : r.operandDims) dims[d] = f;
+      r.resultDims[0][d] = f;
     }
     return r;
   };

@@ -27,6 +27,9 @@ ir::ShardRule reduceShardRule(bool partialSums);
 ir::ShardRule argReduceShardRule();
 ir::ShardRule dotGeneralShardRule();
 ir::ShardRule convShardRule();
+// reduce_window_* and select_and_scatter_add: batch-like dims (window 1, stride 1, no padding) pass through
+// every operand and the result; windowed dims must be whole.
+ir::ShardRule windowShardRule();
 ir::ShardRule gatherShardRule();
 ir::ShardRule scatterAddShardRule();
 // Every dim whole (constants).

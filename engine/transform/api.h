@@ -171,6 +171,24 @@ Array convGeneralDilated(const Array& lhs, const Array& rhs, Axes windowStrides,
 // lax.conv: NC... lhs, OI... rhs, NC... out.
 Array conv(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding, TSR_LOC);
 
+// Windowed reductions (lax.reduce_window with lax.add, lax.max or lax.min and the monoid's identity as the init
+// value: 0, -inf, +inf). One entry per dim of x in windowDimensions, windowStrides and windowDilation (empty: all
+// 1); padding as convolutions' (padded positions hold the identity). Dims with window 1 and stride 1 are batch.
+enum class WindowReduction { Sum, Max, Min };
+Array reduceWindow(const Array& x, WindowReduction computation, Axes windowDimensions, Axes windowStrides,
+                   const ConvPadding& padding, Axes windowDilation = {}, TSR_LOC);
+// Max pooling's gradient (XLA's SelectAndScatter with `ge` and add): zeros of operand's shape, each window's
+// source value added at the window's first maximum (NaN above every number). source: one element per window.
+Array selectAndScatterAdd(const Array& source, const Array& operand, Axes windowDimensions, Axes windowStrides,
+                          const ConvPadding& padding, Axes windowDilation = {}, TSR_LOC);
+// Pooling as flax.linen's max_pool and avg_pool: x is [batch..., spatial..., features] (channels last), the
+// window and strides (empty: 1) over the spatial dims, the len(windowShape) dims before the last.
+Array maxPool(const Array& x, Axes windowShape, Axes strides = {}, const ConvPadding& padding = "VALID", TSR_LOC);
+// The window sum over a count: with countIncludePad, every window counts its full size (padding as zeros, Flax's
+// and PyTorch's default); without, only its positions inside x (so a border window averages what it covers).
+Array avgPool(const Array& x, Axes windowShape, Axes strides = {}, const ConvPadding& padding = "VALID",
+              bool countIncludePad = true, TSR_LOC);
+
 // Indexing
 Array take(const Array& x, const Array& indices, int64_t axis = 0, TSR_LOC);
 Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, TSR_LOC);  // indices.rank == x.rank - 1

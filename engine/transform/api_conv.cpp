@@ -1,12 +1,12 @@
 // The convolution API: dimension-number strings and SAME/VALID padding resolved into conv_general_dilated's
 // attrs (JAX's conv_dimension_numbers and padtype_to_pads).
-#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "engine/ir/attrs.h"
 #include "engine/transform/api.h"
+#include "engine/transform/padding.h"
 #include "engine/transform/trace.h"
 
 namespace tsr {
@@ -73,28 +73,17 @@ Array convGeneralDilated(const Array& lhs, const Array& rhs, Axes windowStrides,
   at.batchGroupCount = batchGroupCount;
   if (at.windowStrides.size() != ns || at.rhsDilation.size() != ns || at.lhsDilation.size() != ns)
     fail(fmt::format("window_strides, lhs_dilation and rhs_dilation need {} entries each", ns));
-  if (padding.mode.empty()) {
-    if (padding.pairs.size() != ns) fail(fmt::format("explicit padding needs {} (low, high) pairs, got {}", ns, padding.pairs.size()));
-    for (auto [lo, hi] : padding.pairs) {
-      at.paddingLo.push_back(lo);
-      at.paddingHi.push_back(hi);
-    }
-  } else if (padding.mode == "VALID") {
-    at.paddingLo.assign(ns, 0);
-    at.paddingHi.assign(ns, 0);
-  } else if (padding.mode == "SAME") {
-    for (size_t d = 0; d < ns; ++d) {
-      const int64_t in = lhs.shape()[static_cast<int>(at.lhsSpec[d + 2])];
-      const int64_t k = rhs.shape()[static_cast<int>(at.rhsSpec[d + 2])];
-      const int64_t window = k == 0 ? 0 : (k - 1) * at.rhsDilation[d] + 1;
-      const int64_t s = std::max<int64_t>(at.windowStrides[d], 1);
-      const int64_t out = (in + s - 1) / s;
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s + window - in);
-      at.paddingLo.push_back(total / 2);
-      at.paddingHi.push_back(total - total / 2);
-    }
-  } else {
-    fail(fmt::format("padding '{}' must be \"SAME\", \"VALID\" or (low, high) pairs", padding.mode));
+  std::vector<int64_t> in, extent;
+  for (size_t d = 0; d < ns; ++d) {
+    in.push_back(lhs.shape()[static_cast<int>(at.lhsSpec[d + 2])]);
+    const int64_t k = rhs.shape()[static_cast<int>(at.rhsSpec[d + 2])];
+    extent.push_back(k == 0 ? 0 : (k - 1) * at.rhsDilation[d] + 1);
+  }
+  auto pads = resolvePadding(padding, in, extent, at.windowStrides);
+  if (!pads.ok()) fail(pads.error().message);
+  for (auto [lo, hi] : *pads) {
+    at.paddingLo.push_back(lo);
+    at.paddingHi.push_back(hi);
   }
   DType t = promoteTypes(lhs.dtype(), rhs.dtype());
   return bind1(OpCode::ConvGeneralDilated, {astype(lhs, t, loc), astype(rhs, t, loc)}, at, loc);

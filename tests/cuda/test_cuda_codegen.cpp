@@ -145,7 +145,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "opKernelsCompile") {
   }
   REQUIRE_MESSAGE(missing.empty(), "ops listed as nvrtc without a generated kernel: " << join(missing, ", "));
   std::string err = compileAll(all);
-  REQUIRE_MESSAGE(err.empty(), err.c_str());
+  REQUIRE_MESSAGE(err.empty(), err);
   MESSAGE(graphs << " one-node graphs, " << all.size() << " generated kernels compiled, " << generatedOps.size()
                  << " ops with generated kernels");
 }

@@ -191,6 +191,11 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["conv_general_dilated"] = {{{f32({2, 6, 5, 4}), f32({3, 3, 2, 6})},
                                 ir::ConvAttrs{{2, 1}, {1, 0}, {1, 2}, {1, 2}, {1, 2}, 2, 1, {0, 3, 1, 2}, {3, 2, 0, 1},
                                               {0, 3, 1, 2}}}};
+  // NHWC 3x3 windows, stride (2, 1), padded (1, 0) and (1, 1), dilated 2 along W.
+  const ir::WindowAttrs window{{1, 3, 3, 1}, {1, 2, 1, 1}, {0, 1, 1, 0}, {0, 0, 1, 0}, {1, 1, 2, 1}};
+  for (const char* op : {"reduce_window_sum", "reduce_window_max", "reduce_window_min"})
+    t[op] = {{{f32({2, 6, 5, 4})}, window}};
+  t["select_and_scatter_add"] = {{{f32({2, 3, 3, 4}), f32({2, 6, 5, 4})}, window}};
   return t;
 }
 

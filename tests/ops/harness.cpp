@@ -142,6 +142,7 @@ std::vector<OpCase> allCases() {
   addCollectiveCases(cases, rng);
   addShardingCases(cases, rng);
   addConvolutionCases(cases, rng);
+  addWindowCases(cases, rng);
   return cases;
 }
 

@@ -155,5 +155,6 @@ void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addCollectiveCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addShardingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addConvolutionCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

@@ -56,6 +56,10 @@ TEST_CASE("inferRejectsBadOperands") {
       {OpCode::ScatterAdd, {f32({10, 4}), i32({3}), f32({3, 5})}, GatherAttrs{0, 0}, {"scatter_add", "f32[3,5]"}},
       {OpCode::DynamicSlice, {f32({4, 4}), i32({})}, DynamicSliceAttrs{{2, 2}}, {"dynamic_slice", "f32[4,4]"}},
       {OpCode::Threefry2x32, {f32({2}), f32({2}), f32({2}), f32({2})}, NoAttrs{}, {"threefry2x32", "f32[2]"}},
+      {OpCode::ReduceWindowMax, {f32({4, 4})}, WindowAttrs{{5, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}},
+       {"reduce_window_max", "f32[4,4]", "larger than the padded operand"}},
+      {OpCode::SelectAndScatterAdd, {f32({3, 3}), f32({4, 4})}, WindowAttrs{{2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}},
+       {"select_and_scatter_add", "f32[3,3]", "f32[4,4]"}},
   };
   const auto& reg = ops::registry();
   for (const auto& c : cases) {

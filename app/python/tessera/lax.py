@@ -1,13 +1,18 @@
 """tessera.lax: structured control flow, as jax.lax. Each body is traced once into one scan or cond op (a loop
 of 12 layers is one block in the IR), and works eagerly, under jit, grad and vmap."""
 
+import math
+
+import numpy as _np
+
 from . import _tessera as _C
+from . import numpy as _tnp
 from .numpy import asarray
 from .tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["scan", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
            "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
-           "conv_general_dilated", "conv"]
+           "conv_general_dilated", "conv", "add", "max", "min", "reduce_window"]
 
 
 def stop_gradient(x):
@@ -130,3 +135,58 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
 def conv(lhs, rhs, window_strides, padding):
     """jax.lax.conv: lhs NC..., rhs OI..., result NC...."""
     return conv_general_dilated(lhs, rhs, window_strides, padding)
+
+
+def add(x, y):
+    """x + y, elementwise (also reduce_window's sum)."""
+    return _C.add(x, y)
+
+
+def max(x, y):  # noqa: A001 (lax's name)
+    """The elementwise maximum (also reduce_window's max)."""
+    return _C.maximum(x, y)
+
+
+def min(x, y):  # noqa: A001 (lax's name)
+    """The elementwise minimum (also reduce_window's min)."""
+    return _C.minimum(x, y)
+
+
+_COMPUTATIONS = {add: "add", max: "max", min: "min", _tnp.add: "add", _tnp.maximum: "max", _tnp.minimum: "min"}
+
+
+def _window_identity(name, dtype):
+    """The monoid's identity in dtype: what padded positions hold, and the only init value reduce_window takes."""
+    if name == "add":
+        return 0
+    if _tnp._engine_dtype(dtype) in ("i32", "i64"):
+        info = _np.iinfo(_np.dtype(str(dtype)))
+        return int(info.min) if name == "max" else int(info.max)
+    return -math.inf if name == "max" else math.inf
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides, padding, base_dilation=None,
+                  window_dilation=None):
+    """jax.lax.reduce_window with the monoid fixed: computation lax.add, lax.max or lax.min (or "add", "max",
+    "min"; tnp.add, tnp.maximum, tnp.minimum), init_value its identity (0, -inf, +inf; an integer type's limits).
+    padding: "SAME", "VALID" or (low, high) pairs, one per dim. No base dilation."""
+    operand = asarray(operand)
+    name = computation if isinstance(computation, str) else _COMPUTATIONS.get(computation)
+    if name not in ("add", "max", "min"):
+        raise ValueError(f"reduce_window: computation must be lax.add, lax.max or lax.min (or 'add', 'max', "
+                         f"'min'), not {computation!r}")
+    identity = _window_identity(name, operand.dtype)
+    try:
+        init = float(asarray(init_value)) if not isinstance(init_value, (int, float)) else init_value
+    except (TypeError, ValueError):
+        init = None
+    if init is None or init != identity:
+        raise ValueError(f"reduce_window: init_value {init_value!r} is not the identity of {name} for "
+                         f"{operand.dtype} ({identity}); only the monoid's identity is supported")
+    if base_dilation is not None and any(d != 1 for d in base_dilation):
+        raise ValueError(f"reduce_window: base_dilation {tuple(base_dilation)} is not supported (only 1s)")
+    if not isinstance(padding, str):
+        padding = [(int(lo), int(hi)) for lo, hi in padding]
+    return _C.reduce_window(operand, name, [int(w) for w in window_dimensions],
+                            [int(s) for s in (window_strides or [])], padding,
+                            [int(d) for d in (window_dilation or [])])

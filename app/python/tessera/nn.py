@@ -8,7 +8,8 @@ from .linen import (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequentia
                     MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
 
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
-           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot"]
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
+           "max_pool", "avg_pool"]
 
 
 def relu(x):
@@ -49,3 +50,20 @@ def logsumexp(x, axis=None, keepdims=False):
 
 def one_hot(x, num_classes, dtype=float32):
     return _C.one_hot(asarray(x), num_classes, _engine_dtype(dtype))
+
+
+def _pool_padding(padding):
+    return padding if isinstance(padding, str) else [(int(lo), int(hi)) for lo, hi in padding]
+
+
+def max_pool(inputs, window_shape, strides=None, padding="VALID"):
+    """flax.linen.max_pool: inputs [batch..., window dims..., features]; padding "SAME", "VALID" or one
+    (low, high) pair per window dim."""
+    return _C.max_pool(asarray(inputs), list(window_shape), list(strides or []), _pool_padding(padding))
+
+
+def avg_pool(inputs, window_shape, strides=None, padding="VALID", count_include_pad=True):
+    """flax.linen.avg_pool: the window mean; count_include_pad=True divides by the full window size (padding
+    counts as zeros), False by the positions inside the inputs."""
+    return _C.avg_pool(asarray(inputs), list(window_shape), list(strides or []), _pool_padding(padding),
+                       count_include_pad)

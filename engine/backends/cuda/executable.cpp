@@ -56,7 +56,11 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Cumlogsumexp:
     case OpCode::Sort:
     case OpCode::TopK:
-    case OpCode::ConvGeneralDilated: return "nvrtc";
+    case OpCode::ConvGeneralDilated:
+    case OpCode::ReduceWindowSum:
+    case OpCode::ReduceWindowMax:
+    case OpCode::ReduceWindowMin:
+    case OpCode::SelectAndScatterAdd: return "nvrtc";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())

@@ -480,6 +480,110 @@ std::optional<GeneratedKernel> convKernel(const ir::Graph& g, const ir::Node& n,
   return finish(c, out.numel(), static_cast<int>(k.args.size()));
 }
 
+// The loops over the window positions of result element o0..o{rank-1}: per dim, x{d} the operand index,
+// padding skipped (`continue` moves to the dim's next position). Closed by closeLoops.
+std::string windowLoops(const Shape& operand, const ir::WindowAttrs& at, const char* o, const char* k,
+                        const char* x) {
+  std::string c;
+  for (int d = 0; d < operand.rank(); ++d) {
+    const auto u = static_cast<size_t>(d);
+    c += fmt::format("    for (long long {1}{0} = 0; {1}{0} < {2}; ++{1}{0}) {{\n", d, k, at.windowDimensions[u]);
+    c += fmt::format("      const long long {4}{0} = {5}{0} * {1} + {6}{0} * {2} - {3};\n", d, at.windowStrides[u],
+                     at.windowDilation[u], at.paddingLo[u], x, o, k);
+    c += fmt::format("      if ({1}{0} < 0 || {1}{0} >= {2}) continue;\n", d, x, operand[d]);
+  }
+  return c;
+}
+std::string closeLoops(int rank) { return std::string(static_cast<size_t>(rank), '}') + "\n"; }
+
+// A flat index from per-dim indices name0..name{rank-1} and row-major strides.
+std::string flatIndex(const Shape& shape, const char* name) {
+  const auto st = shape.strides();
+  std::string off = "0";
+  for (int d = 0; d < shape.rank(); ++d) off += fmt::format(" + {}{} * {}LL", name, d, st[static_cast<size_t>(d)]);
+  return off;
+}
+
+std::string unravelInto(const Shape& shape, const char* name) {
+  std::string c = "    long long r = i;\n";
+  for (int d = shape.rank() - 1; d >= 0; --d)
+    c += fmt::format("    const long long {0}{1} = r % {2}LL; r /= {2}LL;\n", name, d, std::max<int64_t>(shape[d], 1));
+  return c;
+}
+
+// reduce_window_sum / _max / _min: one thread per result element, a loop over its window. Floats accumulate in
+// float (double for f64) and propagate NaN, integer sums wrap, as the CPU kernels.
+std::optional<GeneratedKernel> reduceWindowKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const Aval& out = g.aval(n.results[0]);
+  const DType t = x.dtype;
+  const char* S = storageType(t);
+  if (!S || t == DType::Bool || t == DType::U8 || t == DType::U32) return std::nullopt;
+  const auto& at = std::get<ir::WindowAttrs>(n.attrs);
+  const bool isFloat = isFloatType(t);
+  const char* A = n.op == OpCode::ReduceWindowSum || isFloat ? computeType(t) : S;
+  std::string identity, combine;
+  const bool isMax = n.op == OpCode::ReduceWindowMax;
+  switch (n.op) {
+    case OpCode::ReduceWindowSum: identity = "0"; combine = "acc = acc + v;"; break;
+    case OpCode::ReduceWindowMax:
+    case OpCode::ReduceWindowMin:
+      identity = isFloat ? (isMax ? "-__int_as_float(0x7f800000)" : "__int_as_float(0x7f800000)")
+                 : t == DType::I32 ? (isMax ? "(-2147483647 - 1)" : "2147483647")
+                                   : (isMax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL");
+      combine = fmt::format("if (v {} acc{}) acc = v;", isMax ? ">" : "<", isFloat ? " || v != v" : "");
+      break;
+    default: return std::nullopt;
+  }
+  const int numArgs = static_cast<int>(k.args.size());
+  std::string c = header(k.info.name, numArgs) + indexLoop(out.numel()) + unravelInto(out.shape, "o");
+  c += fmt::format("    {0} acc = ({0}){1};\n", A, identity);
+  c += windowLoops(x.shape, at, "o", "k", "x");
+  c += fmt::format("      const {0} v = ({0}){1};\n      {2}\n", A,
+                   loadAs(t, fmt::format("p{}", k.operandArgs[0]), flatIndex(x.shape, "x")), combine);
+  c += closeLoops(x.rank());
+  c += "    " + storeFrom(t, fmt::format("p{}", k.resultArgs[0]), "i", "acc") + "\n  }\n}\n";
+  return finish(c, out.numel(), numArgs);
+}
+
+// select_and_scatter_add(source, operand): one thread per result element y, which sums the source values of
+// the windows that select it (each such window's first maximum recomputed): no atomics, and the same sums in
+// the same order on every run.
+std::optional<GeneratedKernel> selectAndScatterAddKernel(const ir::Graph& g, const ir::Node& n,
+                                                         const cpu::LoweredKernel& k) {
+  const Aval& source = g.aval(n.operands[0]);
+  const Aval& x = g.aval(n.operands[1]);
+  const DType t = x.dtype;
+  const char* A = computeType(t);
+  if (!A) return std::nullopt;
+  const auto& at = std::get<ir::WindowAttrs>(n.attrs);
+  const int rank = x.rank();
+  const std::string src = fmt::format("p{}", k.operandArgs[0]), op = fmt::format("p{}", k.operandArgs[1]);
+  const char* C = isFloatType(t) ? A : storageType(t);  // compared in the value's own type (bf16 widened)
+  const int numArgs = static_cast<int>(k.args.size());
+  // The result index is y0..y{rank-1}: p0, p1, ... name the kernel's arguments.
+  std::string c = header(k.info.name, numArgs) + indexLoop(x.numel()) + unravelInto(x.shape, "y");
+  c += fmt::format("    {0} acc = ({0})0;\n", A);
+  // The windows w whose position j lands on y: w * stride + j * dilation - lo = y.
+  for (int d = 0; d < rank; ++d) {
+    const auto u = static_cast<size_t>(d);
+    c += fmt::format("    for (long long j{0} = 0; j{0} < {1}; ++j{0}) {{\n", d, at.windowDimensions[u]);
+    c += fmt::format("      const long long q{0} = y{0} + {1} - j{0} * {2};\n", d, at.paddingLo[u], at.windowDilation[u]);
+    c += fmt::format("      if (q{0} < 0 || q{0} % {1} != 0 || q{0} / {1} >= {2}) continue;\n", d, at.windowStrides[u],
+                     source.shape[d]);
+    c += fmt::format("      const long long w{0} = q{0} / {1};\n", d, at.windowStrides[u]);
+  }
+  c += fmt::format("    long long best = -1; {} bv = 0;\n", C);
+  c += windowLoops(x.shape, at, "w", "k", "x");
+  c += fmt::format("      const long long at = {};\n      const {} v = {};\n", flatIndex(x.shape, "x"), C, loadAs(t, op, "at"));
+  c += "      if (best < 0 || v > bv || (v != v && bv == bv)) { best = at; bv = v; }\n";
+  c += closeLoops(rank);
+  c += fmt::format("    if (best == i) acc = acc + ({}){};\n", A, loadAs(t, src, flatIndex(source.shape, "w")));
+  c += closeLoops(rank);
+  c += "    " + storeFrom(t, fmt::format("p{}", k.resultArgs[0]), "i", "acc") + "\n  }\n}\n";
+  return finish(c, x.numel(), numArgs);
+}
+
 }  // namespace
 
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
@@ -580,6 +684,10 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
     case OpCode::Pad:
     case OpCode::Concatenate: return layoutKernel(g, n, k);
     case OpCode::ConvGeneralDilated: return convKernel(g, n, k);
+    case OpCode::ReduceWindowSum:
+    case OpCode::ReduceWindowMax:
+    case OpCode::ReduceWindowMin: return reduceWindowKernel(g, n, k);
+    case OpCode::SelectAndScatterAdd: return selectAndScatterAddKernel(g, n, k);
     default: return elementwiseKernel(g, n, k);
   }
 }
