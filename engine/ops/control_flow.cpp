@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/nested_graphs.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
-#include "engine/runtime/interpreter.h"
 #include "engine/transform/control_flow.h"
 #include "engine/transform/trace.h"
 #include "engine/transform/vmap.h"
@@ -26,57 +26,12 @@ using ir::WhileAttrs;
 
 // ---- shared ----
 
-// The aval of a graph's input or output, or an error for a malformed graph (verify() names the problem).
-Result<Aval> ioAval(std::string_view op, const ir::Graph& g, ir::ValueId v) {
-  if (v < 0 || v >= g.numValues())
-    return makeError("{}: nested graph '{}' refers to value %{}, out of range", op, g.name, v);
-  return g.aval(v);
-}
-
-runtime::BufferPtr copyToBuffer(const void* data, int64_t bytes) {
-  auto b = runtime::Buffer::allocate(bytes);
-  if (!b.ok()) raise(b.takeError());  // kernels cannot return errors; the caller's capture() turns this into one
-  if (bytes) std::memcpy((*b)->data(), data, static_cast<size_t>(bytes));
-  return std::move(b).value();
-}
-
-std::vector<runtime::BufferPtr> runGraph(std::string_view op, const ir::Graph& g,
-                                         const std::vector<runtime::BufferPtr>& inputs) {
-  auto outs = runtime::interpret(g, registry(), inputs);
-  if (!outs.ok()) raise(makeError("{}: in nested graph '{}': {}", op, g.name, outs.error().message));
-  return std::move(outs).value();
-}
-
-// Checks that g takes exactly `operands` (what `which` names in messages: "the true branch", "the body").
-Status checkGraphInputs(std::string_view op, std::span<const Aval> all, std::span<const Aval> operands,
-                        const ir::Graph& g, std::string_view which) {
-  if (g.inputs().size() != operands.size())
-    return opError(op, all, fmt::format("{} takes {} inputs but {} has {} operands for it", which,
-                                        g.inputs().size(), op, operands.size()));
-  for (size_t i = 0; i < operands.size(); ++i) {
-    TSR_ASSIGN(Aval have, ioAval(op, g, g.inputs()[i]));
-    if (!(have == operands[i]))
-      return opError(op, all, fmt::format("{} input {} is {} but the operand is {}", which, i, have.toString(),
-                                          operands[i].toString()));
-  }
-  return {};
-}
-
 // A scalar predicate's truth: nonzero in any byte (bool and integer predicates alike).
 bool isTrue(const ir::TensorView& pred) {
   const auto* p = static_cast<const uint8_t*>(pred.data);
   bool taken = false;
   for (int64_t i = 0; i < dtypeSize(pred.aval.dtype); ++i) taken |= p[i] != 0;
   return taken;
-}
-
-void copyOut(const ir::MutableTensorView& out, const runtime::BufferPtr& from) {
-  if (out.aval.bytes()) std::memcpy(out.data, from->data(), static_cast<size_t>(out.aval.bytes()));
-}
-
-std::vector<Array> range(const std::vector<Array>& v, size_t from, size_t n) {
-  return std::vector<Array>(v.begin() + static_cast<std::ptrdiff_t>(from),
-                            v.begin() + static_cast<std::ptrdiff_t>(from + n));
 }
 
 // Indices of the floating-point arrays among avals: only those have cotangents.
@@ -311,12 +266,7 @@ ir::Cost costCond(std::span<const Aval>, std::span<const Aval>, const ir::Attrs&
 
 void condKernel(const ir::CpuKernelArgs& args) {
   const auto& a = attrsAs<CondAttrs>(args.attrs);
-  const ir::Graph& g = isTrue(args.inputs[0]) ? *a.trueBranch : *a.falseBranch;
-  std::vector<runtime::BufferPtr> in;
-  for (size_t i = 1; i < args.inputs.size(); ++i)
-    in.push_back(copyToBuffer(args.inputs[i].data, args.inputs[i].aval.bytes()));
-  std::vector<runtime::BufferPtr> outs = runGraph("cond", g, in);
-  for (size_t i = 0; i < outs.size(); ++i) copyOut(args.outputs[i], outs[i]);
+  runGraphKernel("cond", isTrue(args.inputs[0]) ? *a.trueBranch : *a.falseBranch, args, 1);
 }
 
 // The pullback of a cond is a cond of the branches' pullbacks, taking the operands and the result cotangents.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/nested_graphs.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/transform/trace.h"
 
@@ -17,10 +18,7 @@ std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
   return a;
 }
 
-std::vector<Array> range(const std::vector<Array>& v, size_t from, size_t n) {
-  return std::vector<Array>(v.begin() + static_cast<std::ptrdiff_t>(from),
-                            v.begin() + static_cast<std::ptrdiff_t>(from + n));
-}
+using ops::range;
 
 void checkValid(const std::vector<Array>& xs, const char* op, const char* what, const std::source_location& loc) {
   for (size_t i = 0; i < xs.size(); ++i)
