@@ -3,7 +3,8 @@
 // two-carry recurrence with a const, an integer counter carry and two ys; cond: both branches, bool and integer
 // predicates, several operands and results; while_loop: Collatz steps (integer carries), halving until a norm is
 // small (a float carry and a counter) and counting up to a const bound (so that vmap meets both a batched and an
-// unbatched predicate).
+// unbatched predicate); custom_vjp_call: sin(x) * y with a hand-written bwd (the gradient checks compare it with
+// finite differences of the primal, so it must be the true gradient).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -226,6 +227,30 @@ void addCountingCase(std::vector<OpCase>& cases, std::mt19937& rng, int64_t limi
   cases.push_back(std::move(w));
 }
 
+// ---- custom_vjp_call ----
+
+// primal (x, y) -> sin(x) * y; fwd -> (sin(x) * y, cos(x)); bwd (x, y, cos(x), g) -> (cos(x) * g * y, sin(x) * g).
+void addCustomVjpCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t) {
+  Aval m{Shape{2, 3}, t};
+  Body p("primal"), f("fwd"), b("bwd");
+  ir::ValueId px = p.in(m), py = p.in(m), fx = f.in(m), fy = f.in(m);
+  ir::ValueId bx = b.in(m), by = b.in(m), bc = b.in(m), bg = b.in(m);
+  OpCase c;
+  c.label = fmt::format("custom_vjp_call sin(x) * y {}", dtypeName(t));
+  c.op = OpCode::CustomVjpCall;
+  c.attrs = ir::CustomVjpAttrs{
+      2, p.done({p.op(OpCode::Mul, {p.op(OpCode::Sin, {px}), py})}),
+      f.done({f.op(OpCode::Mul, {f.op(OpCode::Sin, {fx}), fy}), f.op(OpCode::Cos, {fx})}),
+      b.done({b.op(OpCode::Mul, {b.op(OpCode::Mul, {bc, bg}), by}), b.op(OpCode::Mul, {b.op(OpCode::Sin, {bx}), bg})})};
+  c.inputs = {randomTensor(m, rng), randomTensor(m, rng)};
+  c.reference = [](const std::vector<HostTensor>& in) {
+    HostTensor r = HostTensor::zeros(in[0].aval);
+    for (int64_t i = 0; i < r.numel(); ++i) r.set(i, std::sin(in[0].get(i)) * in[1].get(i));
+    return std::vector<HostTensor>{r};
+  };
+  cases.push_back(std::move(c));
+}
+
 }  // namespace
 
 void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
@@ -239,6 +264,7 @@ void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   for (int64_t start : {1, 6, 27}) addCollatzCase(cases, start);
   for (DType t : {DType::F32, DType::F64}) addHalvingCase(cases, rng, t);
   for (int64_t limit : {0, 4}) addCountingCase(cases, rng, limit);
+  for (DType t : {DType::F32, DType::F64}) addCustomVjpCase(cases, rng, t);
 }
 
 }  // namespace tsr::test
