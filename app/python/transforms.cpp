@@ -1,4 +1,4 @@
-// jit, grad, vjp, trace and random for Python. The tessera package flattens pytrees and static arguments
+// jit, grad, vjp, trace, control flow, custom_vjp and random for Python. The tessera package flattens pytrees and static arguments
 // (tessera/_transforms.py); these bindings see flat lists of Arrays and call the user's function back through a
 // flat wrapper, which the engine traces like any C++ function.
 #include <pybind11/functional.h>
@@ -18,6 +18,7 @@
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
+#include "engine/transform/custom_vjp.h"
 #include "engine/transform/vmap.h"
 
 namespace tsr::python {
@@ -162,6 +163,31 @@ py::list condFlatPy(py::handle pred, const py::function& trueFn, const py::funct
         toArray(pred), [&](const std::vector<Array>& xs) { return callFlat(trueFn, xs, errors); },
         [&](const std::vector<Array>& xs) { return callFlat(falseFn, xs, errors); }, toArrays(operands));
   }));
+}
+
+// lax.while_loop over flat leaves: cond(carries) -> bool scalar, body(carries) -> new carries.
+py::list whileLoopFlatPy(const py::function& condFn, const py::function& bodyFn, const py::sequence& carries) {
+  CallbackErrors errors;
+  UserSite site;
+  return toList(runEngine(errors, [&] {
+    return whileLoopFlat([&](const std::vector<Array>& xs) { return callFlat(condFn, xs, errors); },
+                         [&](const std::vector<Array>& xs) { return callFlat(bodyFn, xs, errors); }, {},
+                         toArrays(carries));
+  }));
+}
+
+// custom_vjp over flat leaves: f(operands) -> outputs, fwd(operands) -> outputs + residuals, bwd(operands +
+// residuals + output cotangents) -> one cotangent per primal (the first numPrimals operands). All three are traced
+// during this call.
+py::list customVjpCallPy(const py::function& f, const py::function& fwd, const py::function& bwd,
+                         const py::sequence& operands, size_t numPrimals) {
+  CallbackErrors errors;
+  UserSite site;
+  auto flat = [&](const py::function& fn) -> ArrayFn {
+    return [&](const std::vector<Array>& xs) { return callFlat(fn, xs, errors); };
+  };
+  return toList(
+      runEngine(errors, [&] { return customVjpCall(flat(f), flat(fwd), flat(bwd), toArrays(operands), numPrimals); }));
 }
 
 void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int& dots) {
@@ -368,6 +394,8 @@ void registerTransforms(py::module_& m) {
   m.def("vmap", &vmapFlat);
   m.def("scan", &scanFlatPy);
   m.def("cond", &condFlatPy);
+  m.def("while_loop", &whileLoopFlatPy);
+  m.def("custom_vjp_call", &customVjpCallPy);
   defineRandom(m);
   defineSharding(m);
   defineRuns(m);

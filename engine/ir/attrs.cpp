@@ -55,12 +55,22 @@ bool CondAttrs::operator==(const CondAttrs& o) const {
   return sameGraph(trueBranch, o.trueBranch) && sameGraph(falseBranch, o.falseBranch);
 }
 
+bool WhileAttrs::operator==(const WhileAttrs& o) const {
+  return numConsts == o.numConsts && sameGraph(cond, o.cond) && sameGraph(body, o.body);
+}
+
+bool CustomVjpAttrs::operator==(const CustomVjpAttrs& o) const {
+  return numPrimals == o.numPrimals && sameGraph(primal, o.primal) && sameGraph(fwd, o.fwd) && sameGraph(bwd, o.bwd);
+}
+
 namespace {
 const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "BroadcastInDimAttrs", "ReshapeAttrs",
                                    "TransposeAttrs", "SliceAttrs",       "DynamicSliceAttrs",   "ConcatenateAttrs",
                                    "PadAttrs",       "IotaAttrs",        "RevAttrs",            "ReduceAttrs",
                                    "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
-                                   "ScanAttrs",      "CondAttrs",        "AllReduceAttrs",      "AllGatherAttrs",
+                                   "ScanAttrs",      "CondAttrs",
+                                   "WhileAttrs",     "CustomVjpAttrs",
+                                   "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
                                    "ConvAttrs", "WindowAttrs"};

@@ -191,6 +191,29 @@ struct CondAttrs {
   template <class V> void fields(V& v) { v("true_branch", trueBranch); v("false_branch", falseBranch); }
   bool operator==(const CondAttrs& o) const;
 };
+// while_loop: operands consts..., carries...; results: the final carries. cond maps (consts..., carries...) to a
+// scalar bool, body maps them to new carries of the carries' avals; body runs while cond holds, possibly never
+// (jax.lax.while_loop). Each graph takes every const and ignores those the other closed over.
+struct WhileAttrs {
+  int64_t numConsts = 0;
+  GraphPtr cond;
+  GraphPtr body;
+  template <class V> void fields(V& v) { v("num_consts", numConsts); v("cond", cond); v("body", body); }
+  bool operator==(const WhileAttrs& o) const;
+};
+// custom_vjp_call: a function with a gradient of the user's (jax.custom_vjp). Operands: the primals (the first
+// numPrimals), then the values the three graphs closed over; results: primal's outputs. primal: (operands...) ->
+// outputs; fwd: (operands...) -> (outputs..., residuals...); bwd: (operands..., residuals..., one cotangent per
+// output...) -> one cotangent per primal. Run, it is primal (inlined before compiling); differentiated, fwd and
+// bwd replace autodiff of primal.
+struct CustomVjpAttrs {
+  int64_t numPrimals = 0;
+  GraphPtr primal;
+  GraphPtr fwd;
+  GraphPtr bwd;
+  template <class V> void fields(V& v) { v("num_primals", numPrimals); v("primal", primal); v("fwd", fwd); v("bwd", bwd); }
+  bool operator==(const CustomVjpAttrs& o) const;
+};
 
 // Collectives (engine/ops/collective.cpp): per-device ops of an SPMD program, run by every device of the mesh.
 // Positions are flat mesh indices (dist::DeviceContext::position). `groups` lists the groups one after another,
@@ -307,6 +330,7 @@ struct WindowAttrs {
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
+                           WhileAttrs, CustomVjpAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
                            ConvAttrs, WindowAttrs>;

@@ -114,6 +114,7 @@ struct OpDef {
   size_t attrsIndex = 0;        // the Attrs alternative this op takes
   FusionKind fusion = FusionKind::Opaque;
   bool differentiable = true;   // false: comparisons, integer ops, random bits
+  bool vjpRefused = false;      // its vjp rule raises: reverse mode is undefined (while_loop); gradient checks skip it
 
   InferFn infer;
   CostFn cost;

@@ -1,15 +1,18 @@
-// scan and cond: a loop and a branch whose bodies are nested graphs (ScanAttrs, CondAttrs in attrs.h). All their
-// rules live here: infer checks the bodies' signatures against the operands, cost is the bodies' cost (times the
-// trip count), the CPU kernels run the bodies with the reference interpreter, and the vjp and batching rules build
-// new scans and conds whose bodies are the pullback, or the vmap, of the replayed body (as JAX's scan rules do).
+// scan, cond and while_loop: loops and a branch whose bodies are nested graphs (ScanAttrs, CondAttrs, WhileAttrs
+// in attrs.h). All their rules live here: infer checks the bodies' signatures against the operands, cost is the
+// bodies' cost (times the trip count where it is known), the CPU kernels run the bodies with the reference
+// interpreter, and the vjp and batching rules build new scans, conds and while_loops whose bodies are the
+// pullback, or the vmap, of the replayed body (as JAX's rules do). The CUDA backend runs these ops on the host
+// through the same kernels (an opaque kernel's host path): a while_loop's predicate is read where it is computed,
+// with no device-to-host copy per iteration.
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "engine/ops/nested_graphs.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
-#include "engine/runtime/interpreter.h"
 #include "engine/transform/control_flow.h"
 #include "engine/transform/trace.h"
 #include "engine/transform/vmap.h"
@@ -19,33 +22,16 @@ namespace {
 
 using ir::CondAttrs;
 using ir::ScanAttrs;
+using ir::WhileAttrs;
 
 // ---- shared ----
 
-// The aval of a graph's input or output, or an error for a malformed graph (verify() names the problem).
-Result<Aval> ioAval(std::string_view op, const ir::Graph& g, ir::ValueId v) {
-  if (v < 0 || v >= g.numValues())
-    return makeError("{}: nested graph '{}' refers to value %{}, out of range", op, g.name, v);
-  return g.aval(v);
-}
-
-runtime::BufferPtr copyToBuffer(const void* data, int64_t bytes) {
-  auto b = runtime::Buffer::allocate(bytes);
-  if (!b.ok()) raise(b.takeError());  // kernels cannot return errors; the caller's capture() turns this into one
-  if (bytes) std::memcpy((*b)->data(), data, static_cast<size_t>(bytes));
-  return std::move(b).value();
-}
-
-std::vector<runtime::BufferPtr> runGraph(std::string_view op, const ir::Graph& g,
-                                         const std::vector<runtime::BufferPtr>& inputs) {
-  auto outs = runtime::interpret(g, registry(), inputs);
-  if (!outs.ok()) raise(makeError("{}: in nested graph '{}': {}", op, g.name, outs.error().message));
-  return std::move(outs).value();
-}
-
-std::vector<Array> range(const std::vector<Array>& v, size_t from, size_t n) {
-  return std::vector<Array>(v.begin() + static_cast<std::ptrdiff_t>(from),
-                            v.begin() + static_cast<std::ptrdiff_t>(from + n));
+// A scalar predicate's truth: nonzero in any byte (bool and integer predicates alike).
+bool isTrue(const ir::TensorView& pred) {
+  const auto* p = static_cast<const uint8_t*>(pred.data);
+  bool taken = false;
+  for (int64_t i = 0; i < dtypeSize(pred.aval.dtype); ++i) taken |= p[i] != 0;
+  return taken;
 }
 
 // Indices of the floating-point arrays among avals: only those have cotangents.
@@ -142,9 +128,7 @@ void scanKernel(const ir::CpuKernelArgs& args) {
                                   static_cast<size_t>(sliceBytes));
     }
   }
-  for (size_t i = 0; i < nH; ++i)
-    if (args.outputs[i].aval.bytes())
-      std::memcpy(args.outputs[i].data, step[nC + i]->data(), static_cast<size_t>(args.outputs[i].aval.bytes()));
+  for (size_t i = 0; i < nH; ++i) copyOut(args.outputs[i], step[nC + i]);
 }
 
 // The pullback of a scan is a scan running the other way. Residuals: the carry entering every step, from a second
@@ -254,16 +238,7 @@ Result<std::vector<Aval>> inferCond(std::span<const Aval> ops, const ir::Attrs& 
   std::vector<Aval> results;
   for (int b = 0; b < 2; ++b) {
     const ir::Graph* g = b == 0 ? a.trueBranch.get() : a.falseBranch.get();
-    const char* which = b == 0 ? "true" : "false";
-    if (g->inputs().size() != ops.size() - 1)
-      return opError(kOp, ops, fmt::format("the {} branch takes {} inputs but cond has {} branch operands", which,
-                                           g->inputs().size(), ops.size() - 1));
-    for (size_t i = 0; i + 1 < ops.size(); ++i) {
-      TSR_ASSIGN(Aval have, ioAval(kOp, *g, g->inputs()[i]));
-      if (!(have == ops[i + 1]))
-        return opError(kOp, ops, fmt::format("{} branch input {} is {} but the operand is {}", which, i,
-                                             have.toString(), ops[i + 1].toString()));
-    }
+    TSR_TRY(checkGraphInputs(kOp, ops, ops.subspan(1), *g, b == 0 ? "the true branch" : "the false branch"));
     std::vector<Aval> out;
     for (ir::ValueId v : g->outputs()) {
       TSR_ASSIGN(Aval y, ioAval(kOp, *g, v));
@@ -291,17 +266,7 @@ ir::Cost costCond(std::span<const Aval>, std::span<const Aval>, const ir::Attrs&
 
 void condKernel(const ir::CpuKernelArgs& args) {
   const auto& a = attrsAs<CondAttrs>(args.attrs);
-  const auto* pred = static_cast<const uint8_t*>(args.inputs[0].data);
-  bool taken = false;  // nonzero in any byte: true (bool and integer predicates alike)
-  for (int64_t i = 0; i < dtypeSize(args.inputs[0].aval.dtype); ++i) taken |= pred[i] != 0;
-  const ir::Graph& g = taken ? *a.trueBranch : *a.falseBranch;
-  std::vector<runtime::BufferPtr> in;
-  for (size_t i = 1; i < args.inputs.size(); ++i)
-    in.push_back(copyToBuffer(args.inputs[i].data, args.inputs[i].aval.bytes()));
-  std::vector<runtime::BufferPtr> outs = runGraph("cond", g, in);
-  for (size_t i = 0; i < outs.size(); ++i)
-    if (args.outputs[i].aval.bytes())
-      std::memcpy(args.outputs[i].data, outs[i]->data(), static_cast<size_t>(args.outputs[i].aval.bytes()));
+  runGraphKernel("cond", isTrue(args.inputs[0]) ? *a.trueBranch : *a.falseBranch, args, 1);
 }
 
 // The pullback of a cond is a cond of the branches' pullbacks, taking the operands and the result cotangents.
@@ -369,6 +334,159 @@ ir::BatchResult condBatch(const ir::BatchArgs& args) {
   return r;
 }
 
+// ---- while_loop ----
+
+// Operands: consts (numConsts), then carries. cond: (consts, carries) -> bool[]; body: (consts, carries) ->
+// carries. Results: the carries when cond first fails.
+Result<std::vector<Aval>> inferWhile(std::span<const Aval> ops, const ir::Attrs& attrs) {
+  constexpr const char* kOp = "while_loop";
+  const auto& a = attrsAs<WhileAttrs>(attrs);
+  if (!a.cond || !a.body) return opError(kOp, ops, "needs a cond graph and a body graph");
+  if (a.numConsts < 0 || a.numConsts > static_cast<int64_t>(ops.size()))
+    return opError(kOp, ops, fmt::format("num_consts {} does not fit the {} operands", a.numConsts, ops.size()));
+  TSR_TRY(checkGraphInputs(kOp, ops, ops, *a.cond, "the cond function"));
+  TSR_TRY(checkGraphInputs(kOp, ops, ops, *a.body, "the body"));
+  if (a.cond->outputs().size() != 1)
+    return opError(kOp, ops, fmt::format("the cond function must return one scalar bool, it returns {} values",
+                                         a.cond->outputs().size()));
+  TSR_ASSIGN(Aval pred, ioAval(kOp, *a.cond, a.cond->outputs()[0]));
+  if (pred.rank() != 0 || pred.dtype != DType::Bool)
+    return opError(kOp, ops, fmt::format("the cond function must return a scalar bool, got {}", pred.toString()));
+  std::span<const Aval> carries = ops.subspan(static_cast<size_t>(a.numConsts));
+  if (a.body->outputs().size() != carries.size())
+    return opError(kOp, ops, fmt::format("the body returns {} values but there are {} carries",
+                                         a.body->outputs().size(), carries.size()));
+  for (size_t i = 0; i < carries.size(); ++i) {
+    TSR_ASSIGN(Aval y, ioAval(kOp, *a.body, a.body->outputs()[i]));
+    if (!(y == carries[i]))
+      return opError(kOp, ops, fmt::format("the body returns carry {} as {} but it enters as {}", i, y.toString(),
+                                           carries[i].toString()));
+  }
+  return std::vector<Aval>(carries.begin(), carries.end());
+}
+
+// The trip count is known only at run time, so the cost is one iteration: the predicate and the body once (as a
+// scan's cost is its body's times its length). Profiles show the measured time.
+ir::Cost costWhile(std::span<const Aval>, std::span<const Aval>, const ir::Attrs& attrs) {
+  const auto& a = attrsAs<WhileAttrs>(attrs);
+  if (!a.cond || !a.body) return {};
+  ir::Cost c = ir::graphCost(*a.cond, registry()), b = ir::graphCost(*a.body, registry());
+  return {c.flops + b.flops, c.bytesRead + b.bytesRead, c.bytesWritten + b.bytesWritten};
+}
+
+// Evaluates the predicate on the current carries, then runs the body, until the predicate is false.
+void whileKernel(const ir::CpuKernelArgs& args) {
+  const auto& a = attrsAs<WhileAttrs>(args.attrs);
+  auto nC = static_cast<size_t>(a.numConsts);
+  std::vector<runtime::BufferPtr> state;
+  for (const ir::TensorView& in : args.inputs) state.push_back(copyToBuffer(in.data, in.aval.bytes()));
+  for (;;) {
+    runtime::BufferPtr pred = runGraph("while_loop", *a.cond, state)[0];
+    if (!isTrue(ir::TensorView{pred->data(), Aval{Shape{}, DType::Bool}})) break;
+    std::vector<runtime::BufferPtr> next = runGraph("while_loop", *a.body, state);
+    for (size_t i = 0; i < next.size(); ++i) state[nC + i] = std::move(next[i]);
+  }
+  for (size_t i = 0; i < args.outputs.size(); ++i) copyOut(args.outputs[i], state[nC + i]);
+}
+
+// Reverse mode needs every iteration's carry, and the number of iterations is known only at run time, so it is
+// refused as JAX refuses it; scan and foriLoop with static bounds are differentiable. A loop whose float results
+// get no cotangent (an integer counter, a loop the loss does not depend on) is not an error.
+std::vector<Array> whileVjp(const ir::VjpArgs& args) {
+  bool floatCotangent = false;
+  for (size_t i = 0; i < args.results.size(); ++i)
+    floatCotangent |= isFloating(args.results[i].dtype()) && i < args.cotangents.size() && args.cotangents[i].valid();
+  if (floatCotangent)
+    raiseAt({}, Error{"while_loop: reverse-mode differentiation does not work for while_loop, whose number of "
+                      "iterations is known only at run time; use scan, or foriLoop (lax.fori_loop) with static bounds, "
+                      "which lowers to scan"});
+  return std::vector<Array>(args.operands.size());
+}
+
+// Which outputs of g depend on a marked input (through any path; a node's results depend on all its operands).
+std::vector<bool> outputsDependingOn(const ir::Graph& g, const std::vector<bool>& markedInputs) {
+  std::vector<bool> marked(static_cast<size_t>(g.numValues()), false);
+  for (size_t i = 0; i < g.inputs().size(); ++i) marked[static_cast<size_t>(g.inputs()[i])] = markedInputs[i];
+  for (const ir::Node& n : g.nodes()) {
+    bool any = false;
+    for (ir::ValueId v : n.operands) any |= marked[static_cast<size_t>(v)];
+    for (ir::ValueId r : n.results) marked[static_cast<size_t>(r)] = any;
+  }
+  std::vector<bool> out;
+  for (ir::ValueId v : g.outputs()) out.push_back(marked[static_cast<size_t>(v)]);
+  return out;
+}
+
+// Example 0 of x, batched on dim 0: [B, ...] -> [...].
+Array firstExample(const Array& x) {
+  auto dims = x.shape().dims();
+  dims.erase(dims.begin());
+  return reshape(sliceAxis(x, 0, 0, 1), dims);
+}
+
+// vmap of a while_loop, as JAX batches it. Which carries are batched is a fixpoint: those batched on entry and
+// those the body makes depend on a batched value. When the predicate depends on nothing batched, every example
+// runs the same number of iterations: a while_loop of the vmapped body (unbatched carries stay unbatched).
+// Otherwise every carry is batched; the loop runs while any example's predicate holds, and the body keeps the
+// carries of the examples whose predicate no longer holds (a select per carry, as a batched cond does).
+ir::BatchResult whileBatch(const ir::BatchArgs& args) {
+  const auto& a = attrsAs<WhileAttrs>(args.attrs);
+  auto nC = static_cast<size_t>(a.numConsts);
+  size_t nIn = args.operands.size();
+  std::vector<bool> batched(nIn);
+  for (size_t i = 0; i < nIn; ++i) batched[i] = args.batchDims[i] >= 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<bool> out = outputsDependingOn(*a.body, batched);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] && !batched[nC + i]) changed = batched[nC + i] = true;
+  }
+  bool predBatched = outputsDependingOn(*a.cond, batched)[0];
+  if (predBatched) std::fill(batched.begin() + static_cast<std::ptrdiff_t>(nC), batched.end(), true);
+
+  std::vector<Array> ops;
+  std::vector<int> inAxes;
+  for (size_t i = 0; i < nIn; ++i) {
+    ops.push_back(batched[i] ? moveBatchDim(args.operands[i], args.batchDims[i], 0, args.batchSize)
+                             : args.operands[i]);
+    inAxes.push_back(batched[i] ? 0 : -1);
+  }
+  ir::GraphPtr condG = a.cond, bodyG = a.body;
+  // The body on the batch: vmap puts every output on dim 0; a carry that stays unbatched is the same for every
+  // example, so example 0 is its value.
+  ArrayFn body = [=](const std::vector<Array>& in) {
+    std::vector<Array> out = vmap(graphFn(bodyG), inAxes)(in);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!batched[nC + i]) out[i] = firstExample(out[i]);
+    return out;
+  };
+  ArrayFn batchedPred = [=](const std::vector<Array>& in) { return vmap(graphFn(condG), inAxes)(in); };  // [B]
+  ArrayFn cond, step;
+  if (!predBatched) {
+    // The predicate reads no batched value; example 0 stands in for the batched operands it does not read.
+    cond = [=](const std::vector<Array>& in) {
+      std::vector<Array> example = in;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (batched[i]) example[i] = firstExample(in[i]);
+      return bindGraph(*condG, example);
+    };
+    step = body;
+  } else {
+    cond = [=](const std::vector<Array>& in) { return std::vector<Array>{any(batchedPred(in)[0])}; };
+    step = [=](const std::vector<Array>& in) {
+      Array pred = batchedPred(in)[0];
+      std::vector<Array> next = body(in);
+      for (size_t i = 0; i < next.size(); ++i)
+        next[i] = where(broadcastInDim(pred, next[i].shape(), {0}), next[i], in[nC + i]);
+      return next;
+    };
+  }
+  ir::BatchResult r;
+  r.results = whileLoopFlat(cond, step, range(ops, 0, nC), range(ops, nC, nIn - nC));
+  for (size_t i = nC; i < nIn; ++i) r.batchDims.push_back(batched[i] ? 0 : -1);
+  return r;
+}
+
 }  // namespace
 
 void registerControlFlowOps(ir::OpRegistry& reg) {
@@ -390,6 +508,16 @@ void registerControlFlowOps(ir::OpRegistry& reg) {
   cond.vjp = condVjp;
   cond.batch = condBatch;
   addCoreOp(reg, std::move(cond));
+
+  ir::OpDef loop = coreOp(ir::OpCode::WhileLoop, "control_flow", ir::FusionKind::Opaque, -1, -1);
+  loop.minOperands = 0;
+  loop.infer = inferWhile;
+  loop.cost = costWhile;
+  loop.cpu = whileKernel;
+  loop.vjp = whileVjp;
+  loop.vjpRefused = true;
+  loop.batch = whileBatch;
+  addCoreOp(reg, std::move(loop));
 }
 
 }  // namespace tsr::ops

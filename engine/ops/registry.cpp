@@ -16,6 +16,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerIndexingOps(reg);
   registerMiscOps(reg);
   registerControlFlowOps(reg);
+  registerCustomVjpOps(reg);
   registerCollectiveOps(reg);
   registerShardingOps(reg);
   registerConvolutionOps(reg);

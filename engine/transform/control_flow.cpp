@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/nested_graphs.h"
+#include "engine/ops/op_helpers.h"
 #include "engine/transform/trace.h"
 
 namespace tsr {
@@ -16,10 +18,7 @@ std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
   return a;
 }
 
-std::vector<Array> range(const std::vector<Array>& v, size_t from, size_t n) {
-  return std::vector<Array>(v.begin() + static_cast<std::ptrdiff_t>(from),
-                            v.begin() + static_cast<std::ptrdiff_t>(from + n));
-}
+using ops::range;
 
 void checkValid(const std::vector<Array>& xs, const char* op, const char* what, const std::source_location& loc) {
   for (size_t i = 0; i < xs.size(); ++i)
@@ -70,6 +69,30 @@ std::vector<int> iotaOrder(size_t from, size_t n) {
 }
 
 std::string carryName(const std::string& path) { return path.empty() ? "the carry" : "carry '" + path + "'"; }
+
+// The leaves of a loop body's new carry, checked against the carry that entered: the same structure, and each leaf
+// the same shape and dtype (named by its path, so a user sees which leaf changed).
+std::vector<Array> checkedCarry(const char* op, const Tree& next, const TreeDef& def, const std::vector<Array>& carries,
+                                const std::vector<std::string>& paths) {
+  if (!(next.def() == def))
+    raise(makeError("{}: the body returns a carry of structure {} but the initial carry is {}", op,
+                    next.def().toString(), def.toString()));
+  std::vector<Array> out = next.leaves();
+  for (size_t i = 0; i < carries.size(); ++i) {
+    if (!out[i].valid()) raise(makeError("{}: the body returns an empty Array for {}", op, carryName(paths[i])));
+    if (!(out[i].aval() == carries[i].aval()))
+      raise(makeError("{}: {} enters the body as {} but comes out as {}; the body must keep each carry's shape "
+                      "and dtype",
+                      op, carryName(paths[i]), carries[i].aval().toString(), out[i].aval().toString()));
+  }
+  return out;
+}
+
+Tree unflattenOrRaise(const TreeDef& def, std::vector<Array> leaves) {
+  auto t = Tree::unflatten(def, std::move(leaves));
+  if (!t.ok()) raise(t.takeError());
+  return std::move(t).value();
+}
 
 }  // namespace
 
@@ -154,19 +177,71 @@ std::vector<Array> condFlat(const Array& pred, const ArrayFn& trueFn, const Arra
       raiseAt(loc, makeError("cond: output {} is {} in the true branch but {} in the false branch", i,
                              tg.aval(tg.outputs()[i]).toString(), fg.aval(fg.outputs()[i]).toString()));
 
-  // Both branches take the same operands: the explicit ones, then what either branch closed over (each branch
-  // ignores the other's).
-  size_t n = operands.size(), nT = t->consts.size(), nF = f->consts.size();
-  std::vector<Aval> tAvals = avalsOf(t->consts), fAvals = avalsOf(f->consts);
-  std::vector<int> tOrder = concat(iotaOrder(0, n + nT), std::vector<int>(nF, -1));
-  std::vector<Aval> tFresh = concat(std::vector<Aval>(n + nT), fAvals);
-  std::vector<int> fOrder = concat(concat(iotaOrder(0, n), std::vector<int>(nT, -1)), iotaOrder(n, nF));
-  std::vector<Aval> fFresh = concat(concat(std::vector<Aval>(n), tAvals), std::vector<Aval>(nF));
+  // Both branches take the same operands: the explicit ones, then what either branch closed over.
+  SharedCaptures shared = shareCaptures({&*t, &*f}, operands.size());
   ir::CondAttrs attrs;
-  attrs.trueBranch = withInputs(tg, tOrder, tFresh, "true_branch");
-  attrs.falseBranch = withInputs(fg, fOrder, fFresh, "false_branch");
-  std::vector<Array> all = concat(concat(concat(std::vector<Array>{pred}, operands), t->consts), f->consts);
+  attrs.trueBranch = shared.graphs[0];
+  attrs.falseBranch = shared.graphs[1];
+  std::vector<Array> all = concat(concat(std::vector<Array>{pred}, operands), shared.consts);
   return bind(ir::OpCode::Cond, all, std::move(attrs), loc);
+}
+
+std::vector<Array> whileLoopFlat(const ArrayFn& condFn, const ArrayFn& bodyFn, const std::vector<Array>& consts,
+                                 const std::vector<Array>& carries, std::source_location loc) {
+  checkValid(consts, "while_loop", "const", loc);
+  checkValid(carries, "while_loop", "carry", loc);
+  std::vector<Aval> avals = concat(avalsOf(consts), avalsOf(carries));
+  auto c = makeGraph(condFn, avals, "cond");
+  if (!c.ok()) raiseAt(loc, Error{"in the cond function of while_loop: " + c.error().message});
+  auto b = makeGraph(bodyFn, avals, "body");
+  if (!b.ok()) raiseAt(loc, Error{"in the body of while_loop: " + b.error().message});
+  const ir::Graph &cg = c->graph, &bg = b->graph;
+  std::vector<Aval> predAvals;
+  for (ir::ValueId v : cg.outputs()) predAvals.push_back(cg.aval(v));
+  if (predAvals.size() != 1 || !(predAvals[0] == Aval{Shape{}, DType::Bool}))
+    raiseAt(loc, makeError("while_loop: the cond function must return a scalar bool, got ({})",
+                           ops::describeAvals(predAvals)));
+  size_t nC = consts.size(), nH = carries.size();
+  if (bg.outputs().size() != nH)
+    raiseAt(loc, makeError("while_loop: the body returns {} values but there are {} carries", bg.outputs().size(), nH));
+  for (size_t i = 0; i < nH; ++i)
+    if (!(bg.aval(bg.outputs()[i]) == carries[i].aval()))
+      raiseAt(loc, makeError("while_loop: carry {} enters the body as {} but comes out as {}; the body must keep "
+                             "each carry's shape and dtype",
+                             i, carries[i].aval().toString(), bg.aval(bg.outputs()[i]).toString()));
+  // Both graphs take the explicit consts, then what either closed over, then the carries.
+  SharedCaptures shared = shareCaptures({&*c, &*b}, nC);
+  ir::WhileAttrs attrs;
+  attrs.numConsts = static_cast<int64_t>(nC + shared.consts.size());
+  attrs.cond = shared.graphs[0];
+  attrs.body = shared.graphs[1];
+  std::vector<Array> operands = concat(concat(consts, shared.consts), carries);
+  return bind(ir::OpCode::WhileLoop, operands, std::move(attrs), loc);
+}
+
+SharedCaptures shareCaptures(const std::vector<const ClosedGraph*>& traced, size_t lead) {
+  SharedCaptures out;
+  for (const ClosedGraph* t : traced) out.consts = concat(out.consts, t->consts);
+  for (size_t k = 0; k < traced.size(); ++k) {
+    const ClosedGraph& t = *traced[k];
+    size_t nArgs = t.graph.inputs().size() - t.consts.size();
+    std::vector<int> order = iotaOrder(0, lead);
+    std::vector<Aval> fresh(lead);
+    for (size_t j = 0; j < traced.size(); ++j) {
+      const std::vector<Array>& captured = traced[j]->consts;
+      if (j == k) {
+        order = concat(order, iotaOrder(nArgs, captured.size()));
+        fresh.resize(fresh.size() + captured.size());
+      } else {
+        order.insert(order.end(), captured.size(), -1);
+        fresh = concat(fresh, avalsOf(captured));
+      }
+    }
+    order = concat(order, iotaOrder(lead, nArgs - lead));
+    fresh.resize(order.size());
+    out.graphs.push_back(withInputs(t.graph, order, fresh, t.graph.name));
+  }
+  return out;
 }
 
 std::pair<Tree, Tree> scan(const ScanBody& f, const Tree& init, const Tree& xs, int64_t length, bool reverse,
@@ -189,17 +264,7 @@ std::pair<Tree, Tree> scan(const ScanBody& f, const Tree& init, const Tree& xs, 
     if (!carry.ok()) raise(carry.takeError());
     if (!x.ok()) raise(x.takeError());
     auto [next, y] = f(*carry, *x);
-    if (!(next.def() == carryDef))
-      raise(makeError("scan: the body returns a carry of structure {} but the initial carry is {}",
-                      next.def().toString(), carryDef.toString()));
-    std::vector<Array> out = next.leaves();
-    for (size_t i = 0; i < nH; ++i) {
-      if (!out[i].valid()) raise(makeError("scan: the body returns an empty Array for {}", carryName(paths[i])));
-      if (!(out[i].aval() == carries[i].aval()))
-        raise(makeError("scan: {} enters the body as {} but comes out as {}; the body must keep each carry's shape "
-                        "and dtype",
-                        carryName(paths[i]), carries[i].aval().toString(), out[i].aval().toString()));
-    }
+    std::vector<Array> out = checkedCarry("scan", next, carryDef, carries, paths);
     yDef = y.def();
     return concat(out, y.leaves());
   };
@@ -221,6 +286,41 @@ Tree foriLoop(int64_t lower, int64_t upper, const LoopBody& body, const Tree& in
   };
   auto [done, ys] = scan(step, carry, Tree(), std::max<int64_t>(0, upper - lower), false, loc);
   return done.child(1);
+}
+
+Tree whileLoop(const LoopCond& condFn, const LoopStep& bodyFn, const Tree& init, std::source_location loc) {
+  std::vector<Array> carries = init.leaves();
+  checkValid(carries, "while_loop", "carry", loc);
+  TreeDef def = init.def();
+  std::vector<std::string> paths = init.paths();
+  ArrayFn c = [&](const std::vector<Array>& in) {
+    Array pred = condFn(unflattenOrRaise(def, in));
+    if (!pred.valid()) raise(makeError("while_loop: the cond function returns an empty Array"));
+    return std::vector<Array>{pred};
+  };
+  ArrayFn b = [&](const std::vector<Array>& in) {
+    return checkedCarry("while_loop", bodyFn(unflattenOrRaise(def, in)), def, carries, paths);
+  };
+  return unflattenOrRaise(def, whileLoopFlat(c, b, {}, carries, loc));
+}
+
+Tree foriLoop(const Array& lower, const Array& upper, const LoopBody& body, const Tree& init,
+              std::source_location loc) {
+  for (const Array* bound : {&lower, &upper}) {
+    const char* which = bound == &lower ? "lower" : "upper";
+    if (!bound->valid()) raiseAt(loc, makeError("foriLoop: the {} bound is an empty Array", which));
+    if (bound->rank() != 0 || !isInteger(bound->dtype()))
+      raiseAt(loc, makeError("foriLoop: the {} bound must be a scalar integer, got {}", which,
+                             bound->aval().toString()));
+  }
+  // carry = [i, upper, init]: the bound is carried so that the predicate reads it on the device.
+  Tree carry = Tree::list({Tree(astype(lower, DType::I32)), Tree(astype(upper, DType::I32)), init});
+  auto pred = [](const Tree& c) { return less(c.child(0).leaf(), c.child(1).leaf()); };
+  auto step = [&](const Tree& c) {
+    const Array& i = c.child(0).leaf();
+    return Tree::list({Tree(i + 1.0), c.child(1), body(i, c.child(2))});
+  };
+  return whileLoop(pred, step, carry, loc).child(2);
 }
 
 Tree cond(const Array& pred, const Branch& trueFn, const Branch& falseFn, const Tree& operands,

@@ -114,6 +114,37 @@ ir::GraphPtr unaryBranch(const char* name, OpCode op) {
   return g;
 }
 
+// while_loop's graphs on (c, h), both f32[2,3]: cond any(h > c) -> bool[]; body h * c.
+ir::GraphPtr whileGraph(bool isCond) {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = isCond ? "cond" : "body";
+  const Aval x = f32({2, 3});
+  ir::ValueId c = g->addInput(x), h = g->addInput(x);
+  if (isCond) {
+    ir::ValueId gt = g->addNodeWithAvals(OpCode::Gt, {h, c}, ir::NoAttrs{}, {avalOf(DType::Bool, {2, 3})})[0];
+    g->setOutputs(g->addNodeWithAvals(OpCode::ReduceOr, {gt}, ir::ReduceAttrs{{0, 1}}, {avalOf(DType::Bool, {})}));
+  } else {
+    g->setOutputs(g->addNodeWithAvals(OpCode::Mul, {h, c}, ir::NoAttrs{}, {x}));
+  }
+  return g;
+}
+
+// custom_vjp_call's fwd (x) -> (sin(x), cos(x)) and bwd (x, cos(x), g) -> cos(x) * g, on f32[2,3].
+ir::GraphPtr customVjpGraph(bool isFwd) {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = isFwd ? "fwd" : "bwd";
+  const Aval x = f32({2, 3});
+  ir::ValueId in = g->addInput(x);
+  if (isFwd) {
+    g->setOutputs({g->addNodeWithAvals(OpCode::Sin, {in}, ir::NoAttrs{}, {x})[0],
+                   g->addNodeWithAvals(OpCode::Cos, {in}, ir::NoAttrs{}, {x})[0]});
+  } else {
+    ir::ValueId res = g->addInput(x), ct = g->addInput(x);
+    g->setOutputs(g->addNodeWithAvals(OpCode::Mul, {res, ct}, ir::NoAttrs{}, {x}));
+  }
+  return g;
+}
+
 }  // namespace
 
 const ir::OpRegistry& irTestRegistry() {
@@ -178,6 +209,9 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["scan"] = {{{x, x, f32({4, 2, 3})}, ir::ScanAttrs{4, 1, 1, true, scanBody()}}};
   t["cond"] = {{{avalOf(DType::Bool, {}), x},
                 ir::CondAttrs{unaryBranch("true_branch", OpCode::Tanh), unaryBranch("false_branch", OpCode::Neg)}}};
+  t["while_loop"] = {{{x, x}, ir::WhileAttrs{1, whileGraph(true), whileGraph(false)}}};
+  t["custom_vjp_call"] = {
+      {{x}, ir::CustomVjpAttrs{1, unaryBranch("primal", OpCode::Sin), customVjpGraph(true), customVjpGraph(false)}}};
   // Collectives on a 2x2 mesh: column groups [0, 2] and [1, 3].
   const ir::Ints columns = {0, 2, 1, 3};
   t["all_reduce"] = {{{x}, ir::AllReduceAttrs{columns, 2}}};

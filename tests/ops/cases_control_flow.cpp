@@ -1,7 +1,10 @@
 // scan and cond cases. The bodies are small graphs built here; each reference is the loop or branch written out
 // naively on host values. scan: cumulative sums (every dtype class, forward and reverse, and length 0), a
 // two-carry recurrence with a const, an integer counter carry and two ys; cond: both branches, bool and integer
-// predicates, several operands and results.
+// predicates, several operands and results; while_loop: Collatz steps (integer carries), halving until a norm is
+// small (a float carry and a counter) and counting up to a const bound (so that vmap meets both a batched and an
+// unbatched predicate); custom_vjp_call: sin(x) * y with a hand-written bwd (the gradient checks compare it with
+// finite differences of the primal, so it must be the true gradient).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -28,6 +31,11 @@ class Body {
   }
   ir::ValueId constant(DType t, double v) {
     return op(OpCode::Constant, {}, ir::ConstantAttrs{ir::Literal::scalar(t, v)});
+  }
+  // v in every element of an array of this aval.
+  ir::ValueId full(const Aval& a, double v) {
+    ir::ValueId c = constant(a.dtype, v);
+    return a.rank() == 0 ? c : op(OpCode::BroadcastInDim, {c}, ir::BroadcastInDimAttrs{a.shape.dims(), {}});
   }
   ir::GraphPtr done(std::vector<ir::ValueId> outs) {
     m_g->setOutputs(std::move(outs));
@@ -131,6 +139,118 @@ void addCondCase(std::vector<OpCase>& cases, std::mt19937& rng, DType predType, 
   cases.push_back(std::move(c));
 }
 
+// ---- while_loop ----
+
+// Collatz: carries n, steps (i32[]); while n != 1: n = n even ? n / 2 : 3n + 1, steps + 1.
+void addCollatzCase(std::vector<OpCase>& cases, int64_t start) {
+  Aval k{Shape{}, DType::I32};
+  Body c("cond"), b("body");
+  ir::ValueId cn = c.in(k);
+  c.in(k);
+  ir::ValueId n = b.in(k), steps = b.in(k);
+  ir::ValueId even = b.op(OpCode::Eq, {b.op(OpCode::Rem, {n, b.constant(DType::I32, 2)}), b.constant(DType::I32, 0)});
+  ir::ValueId half = b.op(OpCode::Div, {n, b.constant(DType::I32, 2)});
+  ir::ValueId up = b.op(OpCode::Add, {b.op(OpCode::Mul, {n, b.constant(DType::I32, 3)}), b.constant(DType::I32, 1)});
+  OpCase t;
+  t.label = fmt::format("while_loop collatz from {}", start);
+  t.op = OpCode::WhileLoop;
+  t.attrs = ir::WhileAttrs{0, c.done({c.op(OpCode::Ne, {cn, c.constant(DType::I32, 1)})}),
+                           b.done({b.op(OpCode::Select, {even, half, up}),
+                                   b.op(OpCode::Add, {steps, b.constant(DType::I32, 1)})})};
+  t.inputs = {HostTensor::fromValues(k, {static_cast<double>(start)}), HostTensor::fromValues(k, {0})};
+  t.reference = [](const std::vector<HostTensor>& in) {
+    auto n = static_cast<int64_t>(in[0].get(0));
+    int64_t steps = static_cast<int64_t>(in[1].get(0));
+    for (; n != 1; ++steps) n = n % 2 == 0 ? n / 2 : 3 * n + 1;
+    HostTensor rn = in[0], rs = in[1];
+    rn.set(0, static_cast<double>(n));
+    rs.set(0, static_cast<double>(steps));
+    return std::vector<HostTensor>{rn, rs};
+  };
+  cases.push_back(std::move(t));
+}
+
+// carries x [2,3] (float), k i32[]; while sum(x * x) > 0.01: x = x * 0.5, k + 1.
+void addHalvingCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t) {
+  Aval m{Shape{2, 3}, t}, k{Shape{}, DType::I32};
+  Body c("cond"), b("body");
+  ir::ValueId cx = c.in(m);
+  c.in(k);
+  ir::ValueId norm = c.op(OpCode::ReduceSum, {c.op(OpCode::Mul, {cx, cx})}, ir::ReduceAttrs{{0, 1}});
+  ir::ValueId x = b.in(m), kk = b.in(k);
+  OpCase w;
+  w.label = fmt::format("while_loop halving {}", dtypeName(t));
+  w.op = OpCode::WhileLoop;
+  w.attrs = ir::WhileAttrs{0, c.done({c.op(OpCode::Gt, {norm, c.constant(t, 0.01)})}),
+                           b.done({b.op(OpCode::Mul, {x, b.full(m, 0.5)}),
+                                   b.op(OpCode::Add, {kk, b.constant(DType::I32, 1)})})};
+  w.inputs = {randomTensor(m, rng, -4, 4), HostTensor::fromValues(k, {0})};
+  w.reference = [](const std::vector<HostTensor>& in) {
+    HostTensor x = in[0], kk = in[1];
+    auto norm = [&] {
+      double s = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) s += x.get(i) * x.get(i);
+      return s;
+    };
+    while (norm() > 0.01) {
+      for (int64_t i = 0; i < x.numel(); ++i) x.set(i, x.get(i) * 0.5);
+      kk.set(0, kk.get(0) + 1);
+    }
+    return std::vector<HostTensor>{x, kk};
+  };
+  cases.push_back(std::move(w));
+}
+
+// const limit i32[]; carries i i32[], acc f32[3]; while i < limit: i + 1, acc * 1.5 + 1.
+void addCountingCase(std::vector<OpCase>& cases, std::mt19937& rng, int64_t limit) {
+  Aval k{Shape{}, DType::I32}, v{Shape{3}, DType::F32};
+  Body c("cond"), b("body");
+  ir::ValueId cl = c.in(k), ci = c.in(k);
+  c.in(v);
+  b.in(k);
+  ir::ValueId i = b.in(k), acc = b.in(v);
+  ir::ValueId scaled = b.op(OpCode::Mul, {acc, b.full(v, 1.5)});
+  OpCase w;
+  w.label = fmt::format("while_loop counting to {}", limit);
+  w.op = OpCode::WhileLoop;
+  w.attrs = ir::WhileAttrs{1, c.done({c.op(OpCode::Lt, {ci, cl})}),
+                           b.done({b.op(OpCode::Add, {i, b.constant(DType::I32, 1)}),
+                                   b.op(OpCode::Add, {scaled, b.full(v, 1)})})};
+  w.inputs = {HostTensor::fromValues(k, {static_cast<double>(limit)}), HostTensor::fromValues(k, {0}),
+              randomTensor(v, rng)};
+  w.reference = [](const std::vector<HostTensor>& in) {
+    HostTensor i = in[1], acc = in[2];
+    for (; i.get(0) < in[0].get(0); i.set(0, i.get(0) + 1))
+      for (int64_t j = 0; j < 3; ++j) acc.set(j, acc.get(j) * 1.5 + 1);
+    return std::vector<HostTensor>{i, acc};
+  };
+  cases.push_back(std::move(w));
+}
+
+// ---- custom_vjp_call ----
+
+// primal (x, y) -> sin(x) * y; fwd -> (sin(x) * y, cos(x)); bwd (x, y, cos(x), g) -> (cos(x) * g * y, sin(x) * g).
+void addCustomVjpCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t) {
+  Aval m{Shape{2, 3}, t};
+  Body p("primal"), f("fwd"), b("bwd");
+  ir::ValueId px = p.in(m), py = p.in(m), fx = f.in(m), fy = f.in(m);
+  ir::ValueId bx = b.in(m), by = b.in(m), bc = b.in(m), bg = b.in(m);
+  OpCase c;
+  c.label = fmt::format("custom_vjp_call sin(x) * y {}", dtypeName(t));
+  c.op = OpCode::CustomVjpCall;
+  c.attrs = ir::CustomVjpAttrs{
+      2, p.done({p.op(OpCode::Mul, {p.op(OpCode::Sin, {px}), py})}),
+      f.done({f.op(OpCode::Mul, {f.op(OpCode::Sin, {fx}), fy}), f.op(OpCode::Cos, {fx})}),
+      b.done({b.op(OpCode::Mul, {b.op(OpCode::Mul, {bc, bg}), by}), b.op(OpCode::Mul, {b.op(OpCode::Sin, {bx}), bg})})};
+  c.inputs = {randomTensor(m, rng), randomTensor(m, rng)};
+  c.reference = [](const std::vector<HostTensor>& in) {
+    HostTensor r = HostTensor::zeros(in[0].aval);
+    for (int64_t i = 0; i < r.numel(); ++i) r.set(i, std::sin(in[0].get(i)) * in[1].get(i));
+    return std::vector<HostTensor>{r};
+  };
+  cases.push_back(std::move(c));
+}
+
 }  // namespace
 
 void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
@@ -141,6 +261,10 @@ void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   for (bool reverse : {false, true}) addRecurrenceCase(cases, rng, reverse);
   for (double pred : {0.0, 1.0}) addCondCase(cases, rng, DType::Bool, pred);
   for (double pred : {0.0, 5.0, -1.0}) addCondCase(cases, rng, DType::I32, pred);
+  for (int64_t start : {1, 6, 27}) addCollatzCase(cases, start);
+  for (DType t : {DType::F32, DType::F64}) addHalvingCase(cases, rng, t);
+  for (int64_t limit : {0, 4}) addCountingCase(cases, rng, limit);
+  for (DType t : {DType::F32, DType::F64}) addCustomVjpCase(cases, rng, t);
 }
 
 }  // namespace tsr::test

@@ -169,14 +169,14 @@ std::vector<const OpCase*> gradCases(const std::vector<OpCase>& cases, std::vect
   std::map<OpCode, std::vector<const OpCase*>> f64, f32;
   for (const auto& c : cases) {
     const ir::OpDef* def = ops::registry().find(c.op);
-    if (!def || !def->differentiable) continue;
+    if (!def || !def->differentiable || def->vjpRefused) continue;
     auto t = caseFloatType(c);
     if (t == DType::F64) f64[c.op].push_back(&c);
     if (t == DType::F32) f32[c.op].push_back(&c);
   }
   std::vector<const OpCase*> out;
   for (const auto& def : ops::registry().all()) {
-    if (static_cast<uint32_t>(def.code) >= ir::kNumCoreOps || !def.differentiable) continue;
+    if (static_cast<uint32_t>(def.code) >= ir::kNumCoreOps || !def.differentiable || def.vjpRefused) continue;
     // Ops with only a few f64 cases (control flow builds most of its bodies in f32) also get their f32 cases.
     std::vector<const OpCase*> chosen = f64[def.code];
     if (chosen.size() < kFewCases) chosen.insert(chosen.end(), f32[def.code].begin(), f32[def.code].end());

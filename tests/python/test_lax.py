@@ -1,4 +1,5 @@
-"""lax.scan, fori_loop and cond against Python loops and branches, eagerly, under jit and under grad."""
+"""lax.scan, while_loop, fori_loop and cond against Python loops and branches, eagerly, under jit, grad and vmap."""
+import inspect
 import math
 
 import numpy as np
@@ -45,6 +46,79 @@ def test_fori_loop():
     for i in range(2, 6):
         expected = expected + i * expected
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+def collatz_steps(n):
+    """The number of Collatz steps from n to 1, with the carry a dict."""
+    def step(c):
+        n = c["n"]
+        return {"n": tnp.where(n % 2 == 0, n // 2, 3 * n + 1), "steps": c["steps"] + 1}
+
+    return lax.while_loop(lambda c: c["n"] != 1, step, {"n": n, "steps": tnp.asarray(0, "i32")})["steps"]
+
+
+def collatz_loop(n):
+    steps = 0
+    while n != 1:
+        n, steps = n // 2 if n % 2 == 0 else 3 * n + 1, steps + 1
+    return steps
+
+
+def test_while_loop_is_a_loop():
+    for n in (1, 6, 27):
+        assert int(collatz_steps(tnp.asarray(n, "i32"))) == collatz_loop(n)
+    # Newton's iteration for sqrt(2) until converged, under jit: one trace for every input.
+    def newton(a):
+        return lax.while_loop(lambda x: tnp.abs(x * x - a) > 1e-6 * a, lambda x: (x + a / x) / 2, a)
+
+    jitted = tessera.jit(newton)
+    for a in (2.0, 10.0):
+        np.testing.assert_allclose(float(jitted(tnp.asarray(a))), math.sqrt(a), rtol=1e-6)
+    assert jitted.cache_info()["misses"] == 1
+    assert "while_loop" in tessera.trace(newton)(tnp.asarray(2.0))
+    # A false predicate: the body never runs.
+    assert float(lax.while_loop(lambda x: x > 5, lambda x: x + 1, tnp.asarray(1.0))) == 1.0
+
+
+def test_while_loop_under_vmap_with_a_batched_predicate():
+    starts = [1, 6, 27, 7]
+    steps = tessera.vmap(collatz_steps)(tnp.asarray(starts, "i32"))
+    assert np.asarray(steps).tolist() == [collatz_loop(n) for n in starts]
+
+
+def test_fori_loop_with_traced_bounds_is_a_while_loop():
+    body = lambda i, v: v + tnp.astype(i, tnp.float32) * v
+    expected = np.array([1.0, 2.0])
+    for i in range(2, 6):
+        expected = expected + i * expected
+    f = tessera.jit(lambda lo, hi, v: lax.fori_loop(lo, hi, body, v))
+    out = f(tnp.asarray(2, "i32"), tnp.asarray(6, "i32"), tnp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+    out = f(tnp.asarray(6, "i32"), tnp.asarray(2, "i32"), tnp.asarray([1.0, 2.0]))  # an empty range
+    np.testing.assert_allclose(np.asarray(out), [1.0, 2.0])
+    text = tessera.trace(lambda lo, hi, v: lax.fori_loop(lo, hi, body, v))(
+        tnp.asarray(2, "i32"), tnp.asarray(6, "i32"), tnp.asarray([1.0, 2.0]))
+    assert "while_loop" in text and "scan" not in text
+    # numpy ints are static bounds: a scan, which grad differentiates.
+    g = tessera.grad(lambda a: lax.fori_loop(np.int64(0), 3, lambda i, c: c * a, tnp.asarray(1.0)))(tnp.asarray(2.0))
+    np.testing.assert_allclose(float(g), 3 * 2.0 ** 2, rtol=1e-6)
+
+
+def test_grad_of_while_loop_is_a_clear_error_at_the_users_line():
+    def f(a):
+        return lax.while_loop(lambda x: x < 100.0, lambda x: x * a, tnp.asarray(1.0))
+
+    line = inspect.getsourcelines(f)[1] + 1
+    with pytest.raises(tessera.TesseraError) as e:
+        tessera.grad(f)(tnp.asarray(2.0))
+    message = str(e.value)
+    assert "reverse-mode differentiation does not work for while_loop" in message
+    assert "fori_loop" in message and "static bounds" in message
+    assert f"test_lax.py:{line}" in message
+    with pytest.raises(TypeError, match="while_loop: body_fun returns"):
+        lax.while_loop(lambda c: c[0] < 3, lambda c: c[0] + 1, (tnp.asarray(0, "i32"),))
+    with pytest.raises(tessera.TesseraError, match="cond function must return a scalar bool"):
+        lax.while_loop(lambda x: x, lambda x: x + 1, tnp.asarray(0.0))
 
 
 def test_cond_runs_one_branch_and_traces_both():

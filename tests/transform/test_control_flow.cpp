@@ -16,8 +16,10 @@
 #include "engine/compile/jit.h"
 #include "engine/transform/trace.h"
 #include "engine/transform/vmap.h"
+#include "tests/transform/compare.h"
 
 using namespace tsr;
+using namespace tsr::test;
 
 namespace {
 
@@ -27,49 +29,6 @@ Array randomArray(Shape s, std::mt19937& rng, DType t = DType::F64, double scale
   for (auto& x : v) x = d(rng);
   return Array::fromVector(v, std::move(s), t);
 }
-
-// "" when equal within tol (relative to 1 + |want|), else the first difference.
-std::string diff(const Array& got, const Array& want, double tol) {
-  if (!(got.aval() == want.aval())) return "aval " + got.aval().toString() + " vs " + want.aval().toString();
-  auto g = got.toDoubles(), w = want.toDoubles();
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::fabs(g[i] - w[i]) <= tol * (1 + std::fabs(w[i]))))
-      return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " vs " + std::to_string(w[i]);
-  return "";
-}
-
-std::string treeDiff(const Tree& got, const Tree& want, double tol) {
-  if (!(got.def() == want.def())) return "structure " + got.def().toString() + " vs " + want.def().toString();
-  auto g = got.leaves(), w = want.leaves();
-  auto paths = want.paths();
-  for (size_t i = 0; i < g.size(); ++i) {
-    std::string d = diff(g[i], w[i], tol);
-    if (!d.empty()) return paths[i] + ": " + d;
-  }
-  return "";
-}
-
-// The largest |got - want| / (1 + |want|) over all leaves, for the log.
-double maxRelDiff(const Tree& got, const Tree& want) {
-  double m = 0;
-  auto g = got.leaves(), w = want.leaves();
-  for (size_t i = 0; i < g.size(); ++i) {
-    auto a = g[i].toDoubles(), b = w[i].toDoubles();
-    for (size_t j = 0; j < a.size(); ++j) m = std::max(m, std::fabs(a[j] - b[j]) / (1 + std::fabs(b[j])));
-  }
-  return m;
-}
-
-#define EXPECT_CLOSE(got, want, tol)             \
-  do {                                           \
-    std::string d_ = diff((got), (want), (tol)); \
-    REQUIRE_MESSAGE(d_.empty(), d_);             \
-  } while (0)
-#define EXPECT_TREE_CLOSE(got, want, tol)            \
-  do {                                               \
-    std::string d_ = treeDiff((got), (want), (tol)); \
-    REQUIRE_MESSAGE(d_.empty(), d_);                 \
-  } while (0)
 
 // Row t of xs: [T, ...] -> [...].
 Array row(const Array& xs, int64_t t) {
@@ -159,16 +118,6 @@ ClosedGraph traceMlp(bool scanned, int64_t depth) {
       avals, scanned ? "mlp_scan" : "mlp");
   TSR_CHECK_MSG(cg.ok(), cg.ok() ? "" : cg.error().message.c_str());
   return std::move(cg).value();
-}
-
-template <class F>
-std::string errorOf(F&& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.error().message;
-  }
-  return "(no error)";
 }
 
 }  // namespace

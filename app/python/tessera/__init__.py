@@ -1,6 +1,6 @@
 """Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, vmap, trace,
-tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's), tessera.sharding,
-tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
+custom_vjp, tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's),
+tessera.sharding, tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
 
 try:
     import numpy as _numpy
@@ -12,10 +12,10 @@ except ImportError as _e:
                       "with -DPython3_EXECUTABLE=<this interpreter>") from _e
 from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
 from . import numpy, random, tree_util, lax, nn, optim, sharding, runs
-from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, ShapeDtypeStruct
+from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, custom_vjp, ShapeDtypeStruct
 from .numpy import Array
 from .sharding import devices, device_count, device_put
 
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "jit", "grad",
-           "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct", "devices", "device_count", "device_put",
+           "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "ShapeDtypeStruct", "devices", "device_count", "device_put",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]

@@ -1,14 +1,14 @@
-"""jit, grad, value_and_grad, vjp and trace: pytrees and static arguments are handled here; the engine sees flat
+"""jit, grad, value_and_grad, vjp, vmap, trace and custom_vjp: pytrees and static arguments are handled here; the engine sees flat
 lists of Arrays (app/python/transforms.cpp)."""
 
 import functools
 import weakref
 
 from . import _tessera as _C
-from .numpy import Array, asarray, _engine_dtype
+from .numpy import Array, asarray, zeros_like, _engine_dtype
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "ShapeDtypeStruct"]
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "ShapeDtypeStruct"]
 
 
 def _leaf_arrays(leaves):
@@ -262,3 +262,92 @@ def trace(fun, static_argnums=()):
         return IrText(_C.trace(flat, [_aval(x) for x in leaves], getattr(fun, "__name__", "main")))
 
     return traced
+
+
+class custom_vjp:
+    """jax.custom_vjp: a function whose gradient is given by defvjp(fwd, bwd) instead of differentiated.
+    fwd(*args) -> (output, residuals); bwd(*nondiff_args, residuals, output_cotangent) -> a tuple with one
+    cotangent per differentiated argument (a pytree of its structure, or None for zeros). Calling the function
+    runs it; grad and vjp use fwd and bwd; vmap batches all three; arguments at nondiff_argnums are passed to
+    every function as they are and get no cotangent."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = self.bwd = None
+        # fwd commonly calls the function itself for its output (as in JAX's examples). All three functions are
+        # traced when the function is called, so such a call, made while fwd or bwd is traced, runs it plainly.
+        self._in_rule = 0
+
+    def defvjp(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "function")
+        if self._in_rule:
+            return self.fun(*args)
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp: {name} has no fwd and bwd; call {name}.defvjp(fwd, bwd) first")
+        nondiff_at = _argnums(self.nondiff_argnums, len(args), "custom_vjp") if self.nondiff_argnums else ()
+        nondiff = [args[i] for i in nondiff_at]
+        diff_at = [i for i in range(len(args)) if i not in nondiff_at]
+        diff_args = tuple(args[i] for i in diff_at)
+        leaves, in_tree = tree_flatten(diff_args)
+        arrays = _leaf_arrays(leaves)
+        state = {}
+
+        def call_args(xs):
+            full = list(args)
+            for i, a in zip(diff_at, tree_unflatten(in_tree, xs)):
+                full[i] = a
+            return full
+
+        def flat_f(xs):
+            out_leaves, state["out"] = tree_flatten(self.fun(*call_args(xs)))
+            return _leaf_arrays(out_leaves)
+
+        def in_rule(fn, *fn_args):
+            self._in_rule += 1
+            try:
+                return fn(*fn_args)
+            finally:
+                self._in_rule -= 1
+
+        def flat_fwd(xs):
+            result = in_rule(self.fwd, *call_args(xs))
+            if not isinstance(result, tuple) or len(result) != 2:
+                raise TypeError(f"custom_vjp: fwd of {name} must return a pair (output, residuals)")
+            out_leaves, out_tree = tree_flatten(result[0])
+            if out_tree != state["out"]:
+                raise TypeError(f"custom_vjp: fwd of {name} returns an output of structure {out_tree} but {name} "
+                                f"returns {state['out']}")
+            res_leaves, state["res"] = tree_flatten(result[1])
+            state["n_res"] = len(res_leaves)
+            return _leaf_arrays(out_leaves) + _leaf_arrays(res_leaves)
+
+        def flat_bwd(xs):
+            n, n_res = len(arrays), state["n_res"]
+            res = tree_unflatten(state["res"], xs[n:n + n_res])
+            ct = tree_unflatten(state["out"], xs[n + n_res:])
+            cts = in_rule(self.bwd, *nondiff, res, ct)
+            if not isinstance(cts, tuple) or len(cts) != len(diff_args):
+                raise TypeError(f"custom_vjp: bwd of {name} must return a tuple with one cotangent per "
+                                f"differentiated argument ({len(diff_args)}), got {type(cts).__name__}"
+                                + (f" of {len(cts)}" if isinstance(cts, tuple) else ""))
+            out = []
+            for k, (arg, g) in enumerate(zip(diff_args, cts)):
+                arg_leaves, arg_tree = tree_flatten(arg)
+                if g is None:
+                    out += [zeros_like(x) for x in _leaf_arrays(arg_leaves)]
+                    continue
+                g_leaves, g_tree = tree_flatten(g)
+                if g_tree != arg_tree:
+                    raise TypeError(f"custom_vjp: bwd of {name} returns a cotangent of structure {g_tree} for "
+                                    f"argument {diff_at[k]}, which is {arg_tree}")
+                out += _leaf_arrays(g_leaves)
+            return out
+
+        outs = _C.custom_vjp_call(flat_f, flat_fwd, flat_bwd, arrays, len(arrays))
+        return tree_unflatten(state["out"], outs)

@@ -1,16 +1,18 @@
-"""tessera.lax: structured control flow, as jax.lax. Each body is traced once into one scan or cond op (a loop
-of 12 layers is one block in the IR), and works eagerly, under jit, grad and vmap."""
+"""tessera.lax: structured control flow, as jax.lax. Each body is traced once into one scan, while_loop or cond op
+(a loop of 12 layers is one block in the IR), and works eagerly, under jit, grad and vmap (while_loop: not grad,
+whose number of iterations is known only at run time, as in JAX)."""
 
 import math
+import numbers
 
 import numpy as _np
 
 from . import _tessera as _C
 from . import numpy as _tnp
-from .numpy import asarray
+from .numpy import asarray, astype
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["scan", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
+__all__ = ["scan", "while_loop", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
            "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
            "conv_general_dilated", "conv", "add", "max", "min", "reduce_window"]
 
@@ -78,14 +80,46 @@ def scan(f, init, xs=None, length=None, reverse=False):
     return tree_unflatten(carry_tree, out[:n_carry]), tree_unflatten(y_tree[0], out[n_carry:])
 
 
+def while_loop(cond_fun, body_fun, init_val):
+    """while cond_fun(val): val = body_fun(val). cond_fun returns a scalar bool; body_fun a value of init_val's
+    structure, shapes and dtypes. The condition is evaluated on the device; grad refuses the loop (use scan or
+    fori_loop with int bounds)."""
+    leaves, tree = tree_flatten(init_val)
+
+    def cond_flat(xs):
+        return [asarray(cond_fun(tree_unflatten(tree, xs)))]
+
+    def body_flat(xs):
+        new_leaves, new_tree = tree_flatten(body_fun(tree_unflatten(tree, xs)))
+        if new_tree != tree:
+            raise TypeError(f"while_loop: body_fun returns {new_tree} but init_val is {tree}")
+        return _arrays(new_leaves)
+
+    return tree_unflatten(tree, _C.while_loop(cond_flat, body_flat, _arrays(leaves)))
+
+
 def fori_loop(lower, upper, body_fun, init_val):
-    """for i in range(lower, upper): val = body_fun(i, val), i an int32 scalar; lower and upper are ints."""
+    """for i in range(lower, upper): val = body_fun(i, val), i an int32 scalar. With int bounds (Python or numpy)
+    a scan, which grad differentiates; with array bounds (traced under jit, say) a while_loop, as in JAX."""
+    if isinstance(lower, numbers.Integral) and isinstance(upper, numbers.Integral):
+        lower, upper = int(lower), int(upper)
 
-    def step(carry, _):
-        i, val = carry
-        return (i + 1, body_fun(i, val)), None
+        def step(carry, _):
+            i, val = carry
+            return (i + 1, body_fun(i, val)), None
 
-    (_, val), _ = scan(step, (asarray(lower, "i32"), init_val), length=upper - lower)
+        (_, val), _ = scan(step, (asarray(lower, "i32"), init_val), length=max(0, upper - lower))
+        return val
+
+    def cond_fun(carry):
+        i, stop, _ = carry
+        return i < stop
+
+    def body(carry):
+        i, stop, val = carry
+        return i + 1, stop, body_fun(i, val)
+
+    _, _, val = while_loop(cond_fun, body, (astype(asarray(lower), "i32"), astype(asarray(upper), "i32"), init_val))
     return val
 
 

@@ -1,0 +1,100 @@
+// InlineCustomVjp: a custom_vjp_call becomes its primal graph's nodes (with their provenance), inside scan bodies
+// and when a primal itself calls custom_vjp; results are unchanged; a graph without calls is left alone.
+#include "tests/check.h"
+
+#include "engine/ops/registry.h"
+#include "engine/passes/inline_custom_vjp.h"
+#include "engine/transform/api.h"
+#include "engine/transform/control_flow.h"
+#include "engine/transform/custom_vjp.h"
+#include "engine/transform/trace.h"
+#include "tests/passes/pass_test_util.h"
+
+using namespace tsr;
+using namespace tsr::test;
+using ir::OpCode;
+
+namespace {
+
+// sin, whose fwd saves cos(x): after inlining only the sin is left.
+Tree customSin(const Tree& x) {
+  static auto f = customVjp([](const Tree& t) { return Tree(sin(t.leaf())); },
+                            [](const Tree& t) { return std::make_pair(Tree(sin(t.leaf())), Tree(cos(t.leaf()))); },
+                            [](const Tree& c, const Tree& g) { return Tree(c.leaf() * g.leaf()); });
+  return f(x);
+}
+
+int countDeep(const ir::Graph& g, OpCode op) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) {
+    n += node.op == op;
+    for (const ir::GraphPtr& body : ir::nestedGraphs(node.attrs)) n += countDeep(*body, op);
+  }
+  return n;
+}
+
+ir::Graph traced(const ArrayFn& f, std::vector<Aval> avals) {
+  auto cg = makeGraph(f, avals);
+  TSR_CHECK_MSG(cg.ok(), cg.ok() ? "" : cg.error().message.c_str());
+  return cg->graph;
+}
+
+}  // namespace
+
+TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
+  ir::Graph g = traced([](const std::vector<Array>& a) { return std::vector<Array>{customSin(Tree(a[0])).leaf() * 2.0}; },
+                       {f32({4})});
+  TSR_COMPARE(g.count(OpCode::CustomVjpCall), 1);
+  ir::Graph before = g;
+  passes::InlineCustomVjp pass;
+  passes::PassContext ctx(reg());
+  auto r = runPass(pass, g, ctx);
+  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
+  REQUIRE(r.changed);
+  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
+  TSR_COMPARE(g.count(OpCode::Sin), 1);
+  TSR_COMPARE(g.count(OpCode::Cos), 0);  // fwd's residual is not computed
+  const ir::Node& sinNode = *std::find_if(g.nodes().begin(), g.nodes().end(),
+                                          [](const ir::Node& n) { return n.op == OpCode::Sin; });
+  REQUIRE_MESSAGE(sinNode.prov.file.find("test_inline_custom_vjp.cpp") != std::string::npos, sinNode.prov.toString());
+  TSR_COMPARE(compareResults(before, g), std::string());
+  TSR_COMPARE(ctx.log().size(), size_t(1));
+  REQUIRE(ctx.log().all()[0].message.find("inlined 1 custom_vjp_call") != std::string::npos);
+}
+
+TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
+  // A scan whose body calls custom sin, and a custom function whose primal calls custom sin again.
+  auto outer = customVjp([](const Tree& t) { return Tree(customSin(t).leaf() + 1.0); },
+                         [](const Tree& t) { return std::make_pair(Tree(customSin(t).leaf() + 1.0), t); },
+                         [](const Tree& x, const Tree& g) { return Tree(cos(x.leaf()) * g.leaf()); });
+  ir::Graph g = traced(
+      [&](const std::vector<Array>& a) {
+        auto step = [](const Tree& h, const Tree&) { return std::make_pair(customSin(h), Tree()); };
+        Array h = scan(step, Tree(a[0]), Tree(), 3).first.leaf();
+        return std::vector<Array>{outer(Tree(h)).leaf()};
+      },
+      {f32({2})});
+  // The body's, the outer call, and the calls in its primal and in its fwd (which goes with it).
+  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 4);
+  ir::Graph before = g;
+  passes::InlineCustomVjp pass;
+  passes::PassContext ctx(reg());
+  auto r = runPass(pass, g, ctx);
+  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
+  REQUIRE(r.changed);
+  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
+  TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
+  TSR_COMPARE(compareResults(before, g), std::string());
+}
+
+TEST_CASE("leavesAGraphWithoutCallsAlone") {
+  Builder b;
+  auto x = b.input(f32({4}));
+  ir::Graph g = b.done({b.add(OpCode::Sin, {x})});
+  passes::InlineCustomVjp pass;
+  passes::PassContext ctx(reg());
+  auto r = runPass(pass, g, ctx);
+  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
+  REQUIRE(!r.changed);
+  TSR_COMPARE(ctx.log().size(), size_t(0));
+}
