@@ -45,15 +45,8 @@ Result<pid_t> spawnProcess(const SpawnOptions& o) {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  if (o.newProcessGroup) {
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-  }
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return makeError("cannot run '{}': {}", o.argv[0], std::strerror(rc));
   return pid;

@@ -1,7 +1,7 @@
 #pragma once
 // Child processes: the native CPU tier's compiler, the sweep's training runs, and the Python interpreter that
 // traces a project's model.py all start and wait the same way. A child's output goes to a log file, so a
-// failure can quote it; a child that outlives its timeout is killed with its whole process group.
+// failure can quote it; a child that outlives its timeout is stopped.
 #include <sys/types.h>
 
 #include <atomic>
@@ -19,7 +19,6 @@ struct SpawnOptions {
   // Variables set (or replaced) in the child's environment, and variables removed from it.
   std::vector<std::pair<std::string, std::string>> setEnv;
   std::vector<std::string> unsetEnv;
-  bool newProcessGroup = false;  // so that a kill reaches the child's own children too
 };
 
 // Starts the child; the error says which program could not be run and why.
@@ -37,7 +36,7 @@ struct ProcessExit {
 };
 
 // Waits for the child. timeoutSeconds <= 0: no limit. When the time runs out or `cancel` becomes true, the child
-// (its process group, when it has one) gets SIGTERM, then SIGKILL a second later, and is reaped.
+// (its process group, when it leads one) gets SIGTERM, then SIGKILL a second later, and is reaped.
 ProcessExit waitProcess(pid_t pid, double timeoutSeconds = 0, const std::atomic<bool>* cancel = nullptr);
 
 // The last `maxBytes` of a log file, from a line start where one is near: what a failure message quotes.

@@ -18,11 +18,16 @@ class Context {
   bool training() const { return m_training; }
   // A fresh key per call: foldIn(key, counter), so the same Context replays the same masks.
   Array nextKey();
+  // A scalar the model reports beside its loss (Flax's sow): a training step returns it, and a run logs it
+  // under this name every step (a Python model's (loss, {"acc": ...})).
+  void sow(std::string name, Array value) { m_sown.emplace_back(std::move(name), std::move(value)); }
+  const std::vector<std::pair<std::string, Array>>& sown() const { return m_sown; }
 
  private:
   bool m_training = false;
   Array m_key;
   uint32_t m_counter = 0;
+  std::vector<std::pair<std::string, Array>> m_sown;
 };
 
 // Weight layout: GPT-2's Conv1D stores [in, out]; torch.nn.Linear (ViT) stores [out, in]. dot_general reads

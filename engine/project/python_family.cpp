@@ -132,7 +132,8 @@ Result<PythonTrace> runTracer(const PythonTraceRequest& r) {
   const EnvLocations where = envLocations();
   o.setEnv.emplace_back("PYTHONPATH", where.pythonPath.empty() ? fe.packageDir : fe.packageDir + ":" + where.pythonPath);
   o.setEnv.emplace_back("PYTHONDONTWRITEBYTECODE", "1");  // no __pycache__ beside the user's model.py
-  o.newProcessGroup = true;
+  // In this process's group, so that Ctrl-C in a terminal stops the tracer too (Python raises
+  // KeyboardInterrupt) instead of leaving it running.
   TSR_ASSIGN(pid_t pid, spawnProcess(o));
   const double timeout = envOptions().traceTimeout;
   const ProcessExit exit = waitProcess(pid, timeout);
@@ -184,7 +185,10 @@ class PythonModel {
     xs.push_back(inputs);
     xs.push_back(targets);
     xs.push_back(keyOf(ctx));
-    return bindGraph(*t.loss, xs)[0];
+    std::vector<Array> out = bindGraph(*t.loss, xs);
+    // (loss, metrics): each metric is reported beside the loss, and a run logs it.
+    for (size_t i = 1; i < out.size() && i < t.lossOutputs.size(); ++i) ctx.sow(t.lossOutputs[i], out[i]);
+    return out[0];
   }
 
   Array apply(const Tree& params, const Array& inputs, nn::Context& ctx) const {

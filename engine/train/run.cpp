@@ -352,6 +352,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       store::StepMetrics row{state.step, std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
                              {{"loss", m->loss}, {"lr", m->lr}, {"grad_norm", m->gradNorm}, {"step_time", m->seconds},
                               {lm ? "tokens_per_sec" : "samples_per_sec", perSec}, {"mfu", mfu}}};
+      for (const auto& [name, value] : m->extra) row.values.emplace_back(name, value);
       // SQLite stores NaN as NULL, which the metrics table refuses: a diverged step's NaNs stay out of the store
       // (the run's message names them).
       std::erase_if(row.values, [](const auto& kv) { return std::isnan(kv.second); });
@@ -363,9 +364,11 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       // ETA: the remaining steps at the mean wall time of this session's steps (evaluation included).
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
       double eta = wall / static_cast<double>(state.step - firstStep) * static_cast<double>(steps - state.step);
+      std::string extra;
+      for (const auto& [name, value] : m->extra) extra += fmt::format(" | {} {:.4g}", name, value);
       onEvent(RunEvent{RunEvent::Kind::Step, state.step,
-                       fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}% | ETA {}",
-                                   state.step, steps, m->loss, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
+                       fmt::format("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} ms | {:.0f} {}/s | MFU {:.1f}% | ETA {}",
+                                   state.step, steps, m->loss, extra, m->lr, m->gradNorm, m->seconds * 1e3, perSec,
                                    lm ? "tok" : "samples", mfu * 100, humanDuration(eta))});
     }
     if (!std::isfinite(m->loss) || !std::isfinite(m->gradNorm)) {

@@ -8,6 +8,17 @@
 
 namespace tsr::train {
 
+namespace {
+
+// What the model reported beside its loss, as a dict of scalars (the step's "metrics" output).
+Tree sownTree(const nn::Context& ctx) {
+  std::vector<std::pair<std::string, Tree>> items;
+  for (const auto& [name, value] : ctx.sown()) items.emplace_back(name, Tree(value));
+  return Tree::dict(std::move(items));
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, optim::Schedule lr, uint64_t seed)
     : m_loss(std::move(loss)), m_opt(std::move(optimizer)), m_lr(std::move(lr)), m_seed(seed) {
   // args: {params, opt, inputs, targets, step}; the dropout key is derived from the seed and the step, so a
@@ -18,16 +29,18 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         Array step = args.find("step")->leaf();
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array key = random::foldIn(random::key(m_seed), astype(step, DType::U32));
-        auto vg = valueAndGrad([&](const Tree& p) {
+        auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
-          return m_loss(p, batch, ctx);
+          Array loss = m_loss(p, batch, ctx);
+          return std::pair{loss, sownTree(ctx)};
         })(params);
         auto [updates, opt] = m_opt.update(vg.grads, *args.find("opt"), params);
         return Tree::dict({{"params", optim::applyUpdates(params, updates)},
                            {"opt", opt},
                            {"loss", Tree(vg.value)},
                            {"grad_norm", Tree(optim::globalNorm(vg.grads))},
-                           {"lr", Tree(m_lr(step))}});
+                           {"lr", Tree(m_lr(step))},
+                           {"metrics", vg.aux}});
       },
       "train_step");
   // The parameters and optimizer state are updated in place (step() hands them over).
@@ -165,6 +178,8 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   m.loss = out.find("loss")->leaf().item();
   m.gradNorm = out.find("grad_norm")->leaf().item();
   m.lr = out.find("lr")->leaf().item();
+  if (const Tree* metrics = out.find("metrics"))
+    for (size_t i = 0; i < metrics->size(); ++i) m.extra.emplace_back(metrics->keys()[i], metrics->child(i).leaf().item());
   state.params = *out.find("params");
   state.optState = *out.find("opt");
   ++state.step;

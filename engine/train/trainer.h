@@ -30,6 +30,7 @@ struct StepMetrics {
   double gradNorm = 0;
   double lr = 0;
   double seconds = 0;  // wall time of the step
+  std::vector<std::pair<std::string, double>> extra;  // what the model reported beside its loss (Context::sow)
 };
 
 // Where the training state and batches live on a mesh: parameter-path rules (a regex searched in the path, the

@@ -127,7 +127,14 @@ TEST_CASE("a model.py project is read, and its loss is the one model.py writes")
 TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
   if (!havePython()) TSR_SKIP("no Python front end in this build");
   test::TempDir dir;
-  auto p = projectWith(dir, kModel);
+  // loss reports its accuracy beside it: (loss, metrics).
+  std::string model = kModel;
+  const std::string ret = "    return -tnp.mean(tnp.take_along_axis(logp, y[:, None], axis=1))\n";
+  REQUIRE(model.find(ret) != std::string::npos);
+  model.replace(model.find(ret), ret.size(),
+                "    acc = tnp.mean((tnp.argmax(logp, axis=1) == y).astype(tnp.float32))\n" + ret.substr(0, ret.size() - 1) +
+                    ", {'acc': acc}\n");
+  auto p = projectWith(dir, model);
   REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
   auto step = train::traceTrainingStep(*p);
   REQUIRE_MESSAGE(step.ok(), (step.ok() ? "" : step.error().message.c_str()));
@@ -145,6 +152,13 @@ TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
     auto r = setup->trainer->step(setup->state, *b);
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message.c_str()));
     (i == 0 ? first : last) = r->loss;
+    REQUIRE(r->extra.size() == 1);
+    TSR_COMPARE(r->extra[0].first, std::string("acc"));
+    // The accuracy of 16 examples: a multiple of 1/16 in [0, 1].
+    const double acc = r->extra[0].second;
+    const bool sixteenths = acc >= 0 && acc <= 1 && std::abs(acc * 16 - std::round(acc * 16)) < 1e-5;
+    REQUIRE_MESSAGE(sixteenths, acc);
+    if (i == 29) REQUIRE_MESSAGE(acc >= 0.5, "accuracy after 30 steps " << acc);
   }
   // Three classes: chance is ln 3 = 1.10; the digits are learnable.
   REQUIRE(std::isfinite(last));
@@ -163,6 +177,9 @@ TEST_CASE("a model.py that fails gives a clear error") {
 
   e = buildError("import os\nos.abort()\n");
   REQUIRE_MESSAGE(e.find("signal 6") != std::string::npos, e);
+
+  e = buildError(std::string(kModel) + "\ndef loss(params, batch, key):\n    return 0.0, {'lr': 1.0}\n");
+  REQUIRE_MESSAGE(e.find("may not be named lr") != std::string::npos, e);
 
   e = buildError("x = 1\n");
   REQUIRE_MESSAGE(e.find("defines neither init") != std::string::npos, e);

@@ -2,6 +2,7 @@
 (a loop of 12 layers is one block in the IR), and works eagerly, under jit, grad and vmap (while_loop: not grad,
 whose number of iterations is known only at run time, as in JAX)."""
 
+import builtins  # lax.max and lax.min below shadow the builtins in this module
 import math
 import numbers
 
@@ -108,7 +109,7 @@ def fori_loop(lower, upper, body_fun, init_val):
             i, val = carry
             return (i + 1, body_fun(i, val)), None
 
-        (_, val), _ = scan(step, (asarray(lower, "i32"), init_val), length=max(0, upper - lower))
+        (_, val), _ = scan(step, (asarray(lower, "i32"), init_val), length=builtins.max(0, upper - lower))
         return val
 
     def cond_fun(carry):

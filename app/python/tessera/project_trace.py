@@ -29,6 +29,8 @@ from . import _tessera as _C
 from . import numpy as tnp
 
 KEY_AVAL = ([2], "u32")
+# What a training run logs itself every step: a model's metrics take other names.
+RESERVED_METRICS = {"loss", "val_loss", "lr", "grad_norm", "step_time", "tokens_per_sec", "samples_per_sec", "mfu"}
 
 
 def _aval_spec(text):
@@ -149,6 +151,9 @@ def trace(model_file, cfg, inputs, targets):
                 if len(result) != 2 or not isinstance(result[1], dict):
                     raise TypeError("loss must return a scalar, or (loss, metrics) with metrics a dict of scalars")
                 result, metrics = result
+            taken = RESERVED_METRICS.intersection(metrics)
+            if taken:
+                raise ValueError(f"loss's metrics may not be named {', '.join(sorted(taken))}: a run logs those itself")
             value = tnp.asarray(result)
             if value.shape != ():
                 raise TypeError(f"loss must return a scalar; it returned shape {tuple(value.shape)}")
