@@ -8,8 +8,6 @@
 
 namespace tsr::project {
 
-namespace {
-
 FamilyKey integerKey(std::string name, int64_t def, int64_t max, std::string help) {
   FamilyKey k;
   k.name = std::move(name);
@@ -19,6 +17,8 @@ FamilyKey integerKey(std::string name, int64_t def, int64_t max, std::string hel
   k.help = std::move(help);
   return k;
 }
+
+namespace {
 
 FamilyKey dropoutKey() {
   FamilyKey k;

@@ -1,5 +1,8 @@
 #pragma once
-// The core model families (gpt2, vit, mlp, and python and python_lm for model.py files: python_family.h), which the registry (model_family.cpp) holds from its first use.
+// The core model families (gpt2, vit, mlp; and python and python_lm for model.py files, python_family.h), which
+// the registry (model_family.cpp) holds from its first use.
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/project/model_family.h"
@@ -7,5 +10,8 @@
 namespace tsr::project {
 
 std::vector<ModelFamily> coreFamilies();
+
+// An integer [model] key in [1, max], with its default and doc string, as the core families declare them.
+FamilyKey integerKey(std::string name, int64_t def, int64_t max, std::string help);
 
 }  // namespace tsr::project

@@ -17,6 +17,7 @@
 #include "engine/core/limits.h"
 #include "engine/core/subprocess.h"
 #include "engine/ops/registry.h"
+#include "engine/project/core_families.h"
 #include "engine/python_paths.h"
 #include "engine/random/random.h"
 #include "engine/transform/control_flow.h"
@@ -237,16 +238,6 @@ FamilyKey textKey(std::string name, std::string def, std::string help) {
   k.name = std::move(name);
   k.type = KeyType::Text;
   k.defaultValue = std::move(def);
-  k.help = std::move(help);
-  return k;
-}
-
-FamilyKey integerKey(std::string name, int64_t def, int64_t max, std::string help) {
-  FamilyKey k;
-  k.name = std::move(name);
-  k.type = KeyType::Integer;
-  k.defaultValue = def;
-  k.max = static_cast<double>(max);
   k.help = std::move(help);
   return k;
 }
