@@ -47,6 +47,20 @@ void CodeEdit::goToLine(int line) {
   centerCursor();
 }
 
+int CodeEdit::markLine(int line, const QColor& colour) {
+  const int marked = line > 0 && line <= blockCount() ? line : 0;
+  QList<QTextEdit::ExtraSelection> extras;
+  if (marked > 0) {
+    QTextEdit::ExtraSelection sel;
+    sel.format.setBackground(colour);
+    sel.format.setProperty(QTextFormat::FullWidthSelection, true);
+    sel.cursor = QTextCursor(document()->findBlockByNumber(marked - 1));
+    extras << sel;
+  }
+  setExtraSelections(extras);
+  return marked;
+}
+
 void CodeEdit::resizeEvent(QResizeEvent* e) {
   QPlainTextEdit::resizeEvent(e);
   QRect r = contentsRect();

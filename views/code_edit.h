@@ -13,6 +13,9 @@ class CodeEdit : public QPlainTextEdit {
   int numbersWidth() const;
   // Moves the cursor to a 1-based line and centres the view on it.
   void goToLine(int line);
+  // Marks a 1-based line across the editor's width in `colour` (0: no mark); returns the line marked, 0 when
+  // `line` is not one of the text's.
+  int markLine(int line, const QColor& colour);
 
  protected:
   void resizeEvent(QResizeEvent* e) override;

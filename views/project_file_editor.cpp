@@ -78,18 +78,7 @@ void ProjectFileEditor::setError(const QString& message) {
   }
 }
 
-void ProjectFileEditor::mark(int line) {
-  m_markedLine = line > 0 && line <= m_edit->blockCount() ? line : 0;
-  QList<QTextEdit::ExtraSelection> extras;
-  if (m_markedLine > 0) {
-    QTextEdit::ExtraSelection sel;
-    sel.format.setBackground(QColor(250, 205, 205));
-    sel.format.setProperty(QTextFormat::FullWidthSelection, true);
-    sel.cursor = QTextCursor(m_edit->document()->findBlockByNumber(m_markedLine - 1));
-    extras << sel;
-  }
-  m_edit->setExtraSelections(extras);
-}
+void ProjectFileEditor::mark(int line) { m_markedLine = m_edit->markLine(line, QColor(250, 205, 205)); }
 
 void ProjectFileEditor::validate() {
   // As typed: the mark follows the first error the parser finds; the cursor stays where the user is.

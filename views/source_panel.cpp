@@ -316,17 +316,6 @@ void SourcePanel::onCursorMoved() {
     }
 }
 
-void SourcePanel::mark(int line) {
-  m_markedLine = line > 0 && line <= m_edit->blockCount() ? line : 0;
-  QList<QTextEdit::ExtraSelection> extras;
-  if (m_markedLine > 0) {
-    QTextEdit::ExtraSelection sel;
-    sel.format.setBackground(QColor(205, 225, 250));
-    sel.format.setProperty(QTextFormat::FullWidthSelection, true);
-    sel.cursor = QTextCursor(m_edit->document()->findBlockByNumber(m_markedLine - 1));
-    extras << sel;
-  }
-  m_edit->setExtraSelections(extras);
-}
+void SourcePanel::mark(int line) { m_markedLine = m_edit->markLine(line, QColor(205, 225, 250)); }
 
 }  // namespace tsr::studio
