@@ -220,3 +220,20 @@ def test_a_compact_submodules_method_reads_its_parameters():
     assert list(_paths(v["params"])) == ["Embed_0.embedding"]
     table = np.asarray(v["params"]["Embed_0"]["embedding"])
     close(UsesAttend().apply(v, tnp.asarray([0, 5])), table[[0, 5]] @ table.T)
+
+
+def test_a_submodule_without_parameters_applies():
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x, train=False):
+            x = nn.Dense(4)(x)
+            return nn.Dropout(0.5, deterministic=not train)(x)
+
+    x = tnp.ones((2, 3))
+    variables = Net().init(tessera.random.PRNGKey(0), x)
+    assert set(variables["params"]) == {"Dense_0"}
+    out = Net().apply(variables, x)
+    assert out.shape == (2, 4)
+    dropped = np.asarray(Net().apply(variables, x, train=True, rngs={"dropout": tessera.random.PRNGKey(1)}))
+    kept = np.asarray(out)
+    assert np.all((dropped == 0) | np.isclose(dropped, 2 * kept))

@@ -235,3 +235,37 @@ TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
   });
   TSR_COMPARE(compared, 2 + 2 * 12 + 2);  // wte and wpe, two blocks of 12, ln_f's two
 }
+
+// Instead of init and loss, a Model class (an nn.Module): its parameters from init, its logits from apply (with
+// train=True and a dropout key in training), the loss [train] loss.
+TEST_CASE("a model.py that defines an nn.Module trains") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  auto p = projectWith(dir, R"(import tessera.nn as nn
+
+
+class Model(nn.Module):
+    hidden: int
+    classes: int
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        x = nn.Dropout(0.1, deterministic=not train)(nn.relu(nn.Dense(self.hidden)(x)))
+        return nn.Dense(self.classes)(x)
+)");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto setup = train::makeTrainingSetup(*p);
+  REQUIRE_MESSAGE(setup.ok(), (setup.ok() ? "" : setup.error().message.c_str()));
+  TSR_COMPARE(setup->model.numParams, int64_t(12 * 16 + 16 + 16 * 3 + 3));
+  REQUIRE(setup->model.forward);
+  double first = 0, last = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto b = setup->next();
+    REQUIRE(b.ok());
+    auto r = setup->trainer->step(setup->state, *b);
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message.c_str()));
+    (i == 0 ? first : last) = r->loss;
+  }
+  REQUIRE(std::isfinite(last));
+  REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
+}

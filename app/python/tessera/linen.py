@@ -72,11 +72,10 @@ class _Scope:
         return name
 
     def child(self, module, name):
-        if name not in self.params:
-            if self.mode != "init":
-                raise KeyError(f"apply: no parameters for the submodule {_join(self.path, name)}")
-            self.params[name] = {}
-        return _Scope(module, _join(self.path, name), self.params[name], self.mode, self.rngs, self)
+        # In apply, a submodule without parameters (Dropout) has no entry (init prunes empty dicts); one that
+        # reads a parameter it lacks fails there, naming the parameter.
+        params = self.params.setdefault(name, {}) if self.mode == "init" else self.params.get(name, {})
+        return _Scope(module, _join(self.path, name), params, self.mode, self.rngs, self)
 
     def rng(self, stream, path):
         """A key for this stream, distinct per path and per call within the run."""
