@@ -237,3 +237,48 @@ def test_a_submodule_without_parameters_applies():
     dropped = np.asarray(Net().apply(variables, x, train=True, rngs={"dropout": tessera.random.PRNGKey(1)}))
     kept = np.asarray(out)
     assert np.all((dropped == 0) | np.isclose(dropped, 2 * kept))
+
+
+def test_rms_norm_against_numpy(rng):
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    variables = nn.RMSNorm().init(random.PRNGKey(0), tnp.asarray(x))
+    scale = rng.standard_normal(8).astype(np.float32)
+    out = nn.RMSNorm().apply({"params": {"scale": tnp.asarray(scale)}}, tnp.asarray(x))
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * scale
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)
+    assert np.asarray(variables["params"]["scale"]).tolist() == [1.0] * 8
+
+
+def test_group_norm_against_numpy(rng):
+    x = rng.standard_normal((2, 5, 5, 6)).astype(np.float32)
+    module = nn.GroupNorm(num_groups=3)
+    variables = module.init(random.PRNGKey(0), tnp.asarray(x))
+    out = np.asarray(module.apply(variables, tnp.asarray(x)))
+    g = x.reshape(2, 5, 5, 3, 2)
+    mean = g.mean(axis=(1, 2, 4), keepdims=True)
+    var = ((g - mean) ** 2).mean(axis=(1, 2, 4), keepdims=True)
+    expected = ((g - mean) / np.sqrt(var + 1e-6)).reshape(x.shape)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="do not split into 4 groups"):
+        nn.GroupNorm(num_groups=4).init(random.PRNGKey(0), tnp.asarray(x))
+
+
+def test_conv_against_a_numpy_loop(rng):
+    x = rng.standard_normal((2, 6, 7, 4)).astype(np.float32)
+    module = nn.Conv(features=5, kernel_size=(3, 3), strides=(2, 1), padding="VALID")
+    variables = module.init(random.PRNGKey(0), tnp.asarray(x))
+    k = np.asarray(variables["params"]["kernel"])
+    b = rng.standard_normal(5).astype(np.float32)
+    out = np.asarray(module.apply({"params": {"kernel": tnp.asarray(k), "bias": tnp.asarray(b)}}, tnp.asarray(x)))
+    assert k.shape == (3, 3, 4, 5)
+    expected = np.zeros((2, 2, 5, 5), np.float32)
+    for i in range(2):
+        for j in range(5):
+            patch = x[:, 2 * i:2 * i + 3, j:j + 3, :]  # [N, 3, 3, C]
+            expected[:, i, j, :] = np.einsum("nhwc,hwco->no", patch, k) + b
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    # SAME keeps the spatial size at stride 1; grouped (depthwise) kernels hold C / groups inputs.
+    same = nn.Conv(features=8, kernel_size=(3, 3), feature_group_count=4)
+    v = same.init(random.PRNGKey(1), tnp.asarray(x))
+    assert v["params"]["kernel"].shape == (3, 3, 1, 8)
+    assert same.apply(v, tnp.asarray(x)).shape == (2, 6, 7, 8)

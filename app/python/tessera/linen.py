@@ -25,7 +25,8 @@ from . import _tessera as _C
 from . import numpy as tnp
 from . import random
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "Conv", "Dropout", "Sequential",
+           "initializers",
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask"]
 
 _state = threading.local()
@@ -290,6 +291,86 @@ class LayerNorm(Module):
             y = y * self.param("scale", initializers.ones, features)
         if self.use_bias:
             y = y + self.param("bias", initializers.zeros, features)
+        return y
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + epsilon) * scale over the last axis (flax.linen.RMSNorm)."""
+
+    epsilon: float = 1e-6
+    use_scale: bool = True
+
+    @compact
+    def __call__(self, x):
+        x = tnp.asarray(x)
+        y = x / tnp.sqrt(tnp.mean(x * x, axis=-1, keepdims=True) + self.epsilon)
+        if self.use_scale:
+            y = y * self.param("scale", initializers.ones, (x.shape[-1],))
+        return y
+
+
+class GroupNorm(Module):
+    """Normalises each example over the features of each of num_groups groups and the spatial dims (channels
+    last, as flax.linen.GroupNorm), then scale and bias per feature."""
+
+    num_groups: int = 32
+    epsilon: float = 1e-6
+    use_bias: bool = True
+    use_scale: bool = True
+
+    @compact
+    def __call__(self, x):
+        x = tnp.asarray(x)
+        features = x.shape[-1]
+        if features % self.num_groups:
+            raise ValueError(f"GroupNorm: {features} features do not split into {self.num_groups} groups")
+        grouped = x.reshape(x.shape[:-1] + (self.num_groups, features // self.num_groups))
+        axes = tuple(range(1, grouped.ndim - 2)) + (grouped.ndim - 1,)  # spatial dims and the group's features
+        mean = tnp.mean(grouped, axis=axes, keepdims=True)
+        d = grouped - mean
+        y = (d / tnp.sqrt(tnp.mean(d * d, axis=axes, keepdims=True) + self.epsilon)).reshape(x.shape)
+        if self.use_scale:
+            y = y * self.param("scale", initializers.ones, (features,))
+        if self.use_bias:
+            y = y + self.param("bias", initializers.zeros, (features,))
+        return y
+
+
+class Conv(Module):
+    """A convolution over the dims between the batch and the features (flax.linen.Conv: inputs [N, spatial...,
+    C], kernel [spatial..., C / feature_group_count, features]); padding "SAME", "VALID" or (low, high) pairs."""
+
+    features: int
+    kernel_size: Any
+    strides: Any = None
+    padding: Any = "SAME"
+    kernel_dilation: Any = None
+    feature_group_count: int = 1
+    use_bias: bool = True
+    kernel_init: Any = initializers.lecun_normal()
+    bias_init: Any = initializers.zeros
+
+    @compact
+    def __call__(self, x):
+        from . import lax
+        x = tnp.asarray(x)
+        size = tuple(self.kernel_size)
+        n = len(size)
+        if x.ndim != n + 2:
+            raise ValueError(f"Conv: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape {tuple(x.shape)}")
+        channels = x.shape[-1]
+        if channels % self.feature_group_count:
+            raise ValueError(f"Conv: {channels} input features do not split into {self.feature_group_count} groups")
+        kernel = self.param("kernel", self.kernel_init, size + (channels // self.feature_group_count, self.features))
+        spatial = "DHW"[3 - n:] if n <= 3 else None
+        if spatial is None:
+            raise ValueError("Conv: at most 3 spatial dims")
+        y = lax.conv_general_dilated(x, kernel, self.strides or (1,) * n, self.padding,
+                                     rhs_dilation=self.kernel_dilation,
+                                     dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
+                                     feature_group_count=self.feature_group_count)
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,))
         return y
 
 

@@ -1,13 +1,15 @@
-"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential:
-tessera/linen.py) and the activation functions of jax.nn, which flax.linen re-exports."""
+"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, Conv,
+Dropout, Sequential: tessera/linen.py), the pools, and the activation functions of jax.nn, which flax.linen
+re-exports."""
 
 from . import _tessera as _C
 from .numpy import asarray, _engine_dtype, float32
 
-from .linen import (Module, compact, Dense, Embed, LayerNorm, Dropout, Sequential, initializers,
-                    MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
+from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, Conv, Dropout, Sequential,
+                    initializers, MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "Dropout", "Sequential", "initializers",
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "Conv", "Dropout", "Sequential",
+           "initializers",
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
            "max_pool", "avg_pool"]
 
