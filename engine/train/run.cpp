@@ -253,16 +253,22 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   summary.runId = runId;
   summary.storePath = storePath;
   summary.checkpointPath = ckptPath;
-  auto evaluate = [&]() -> Result<double> {
-    if (!valData) return 0.0;
-    double total = 0;
+  // The mean validation loss over eval_steps batches, and the mean of each metric the model reports.
+  auto evaluate = [&]() -> Result<StepMetrics> {
+    StepMetrics mean;
+    if (!valData) return mean;
     TSR_TRY(valData->rewind());
     for (int64_t i = 0; i < t.evalSteps; ++i) {
       TSR_ASSIGN(Batch b, valData->next());
-      TSR_ASSIGN(double l, trainer.evalLoss(state, b));
-      total += l;
+      TSR_ASSIGN(StepMetrics m, trainer.evaluate(state, b));
+      mean.loss += m.loss / static_cast<double>(t.evalSteps);
+      if (mean.extra.empty()) mean.extra.assign(m.extra.size(), {});
+      for (size_t k = 0; k < m.extra.size() && k < mean.extra.size(); ++k) {
+        mean.extra[k].first = m.extra[k].first;
+        mean.extra[k].second += m.extra[k].second / static_cast<double>(t.evalSteps);
+      }
     }
-    return total / static_cast<double>(t.evalSteps);
+    return mean;
   };
 
   // Every step's scalars are kept and written a few times a second, many steps per transaction.
@@ -380,14 +386,21 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     if (t.evalEvery > 0 && state.step % t.evalEvery == 0 && valData) {
       auto evaluated = evaluate();
       if (!evaluated.ok()) { failure = evaluated.takeError(); break; }
-      const double vl = *evaluated;
+      const double vl = evaluated->loss;
       if (!std::isfinite(vl)) {
         divergedAt(fmt::format("the validation loss is {}", vl));
         break;
       }
       summary.lastValLoss = vl;
-      if (db) TSR_TRY(db->logMetrics(runId, state.step, {{"val_loss", vl}}));
-      onEvent(RunEvent{RunEvent::Kind::Eval, state.step, fmt::format("step {:>5}: validation loss {:.4f}", state.step, vl)});
+      std::vector<std::pair<std::string, double>> logged = {{"val_loss", vl}};
+      std::string extra;
+      for (const auto& [name, value] : evaluated->extra) {
+        logged.emplace_back("val_" + name, value);
+        extra += fmt::format(", {} {:.4g}", name, value);
+      }
+      if (db) TSR_TRY(db->logMetrics(runId, state.step, logged));
+      onEvent(RunEvent{RunEvent::Kind::Eval, state.step,
+                       fmt::format("step {:>5}: validation loss {:.4f}{}", state.step, vl, extra)});
       if (t.bestMetric == "val_loss" && !savedInLoop(considerBest(vl))) break;
     }
     if (t.checkpointEvery > 0 && state.step % t.checkpointEvery == 0) {

@@ -17,6 +17,14 @@ Tree sownTree(const nn::Context& ctx) {
   return Tree::dict(std::move(items));
 }
 
+// The values of a jitted step's "metrics" output, by name.
+std::vector<std::pair<std::string, double>> metricsOf(const Tree& out) {
+  std::vector<std::pair<std::string, double>> values;
+  if (const Tree* metrics = out.find("metrics"))
+    for (size_t i = 0; i < metrics->size(); ++i) values.emplace_back(metrics->keys()[i], metrics->child(i).leaf().item());
+  return values;
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, optim::Schedule lr, uint64_t seed)
@@ -49,7 +57,8 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
       [this](const Tree& args, const StaticArgs&) {
         nn::Context ctx;
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
-        return Tree(m_loss(*args.find("params"), batch, ctx));
+        Array loss = m_loss(*args.find("params"), batch, ctx);
+        return Tree::dict({{"loss", Tree(loss)}, {"metrics", sownTree(ctx)}});
       },
       "eval_step");
   // Gradient accumulation. args: {params, inputs, targets, step, micro, scale[, acc]}: the micro-batch's loss
@@ -178,8 +187,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   m.loss = out.find("loss")->leaf().item();
   m.gradNorm = out.find("grad_norm")->leaf().item();
   m.lr = out.find("lr")->leaf().item();
-  if (const Tree* metrics = out.find("metrics"))
-    for (size_t i = 0; i < metrics->size(); ++i) m.extra.emplace_back(metrics->keys()[i], metrics->child(i).leaf().item());
+  m.extra = metricsOf(out);
   state.params = *out.find("params");
   state.optState = *out.find("opt");
   ++state.step;
@@ -231,11 +239,19 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
   return m;
 }
 
-Result<double> Trainer::evalLoss(const TrainState& state, const Batch& unplaced) {
+Result<double> Trainer::evalLoss(const TrainState& state, const Batch& batch) {
+  TSR_ASSIGN(StepMetrics m, evaluate(state, batch));
+  return m.loss;
+}
+
+Result<StepMetrics> Trainer::evaluate(const TrainState& state, const Batch& unplaced) {
   TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   Tree args = Tree::dict({{"params", state.params}, {"inputs", Tree(batch.inputs)}, {"targets", Tree(batch.targets)}});
   TSR_ASSIGN(Tree out, m_eval->call(args));
-  return out.leaf().item();
+  StepMetrics m;
+  m.loss = out.find("loss")->leaf().item();
+  m.extra = metricsOf(out);
+  return m;
 }
 
 Result<std::shared_ptr<spmd::SpmdExecutable>> Trainer::compileStepSpmd(const TrainState& state, const Batch& unplaced) {

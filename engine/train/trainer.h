@@ -70,6 +70,8 @@ class Trainer {
   Result<StepMetrics> step(TrainState& state, const std::vector<Batch>& microBatches);
   // The loss without dropout or updates.
   Result<double> evalLoss(const TrainState& state, const Batch& batch);
+  // The loss without dropout, and what the model reports beside it (Context::sow), on one batch.
+  Result<StepMetrics> evaluate(const TrainState& state, const Batch& batch);
 
   const Jit& stepFunction() const { return *m_step; }
   // Run the step and eval graphs with the reference interpreter instead of the compiled CPU executable.

@@ -160,6 +160,14 @@ TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
     REQUIRE_MESSAGE(sixteenths, acc);
     if (i == 29) REQUIRE_MESSAGE(acc >= 0.5, "accuracy after 30 steps " << acc);
   }
+  // Evaluation (no dropout) reports it too.
+  auto b = setup->next();
+  REQUIRE(b.ok());
+  auto ev = setup->trainer->evaluate(setup->state, *b);
+  REQUIRE_MESSAGE(ev.ok(), (ev.ok() ? "" : ev.error().message.c_str()));
+  REQUIRE(ev->extra.size() == 1);
+  TSR_COMPARE(ev->extra[0].first, std::string("acc"));
+  REQUIRE(ev->extra[0].second >= 0.5);
   // Three classes: chance is ln 3 = 1.10; the digits are learnable.
   REQUIRE(std::isfinite(last));
   REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
