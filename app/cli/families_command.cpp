@@ -34,7 +34,8 @@ int runFamilies(bool json) {
       nlohmann::json keys = nlohmann::json::array();
       for (const auto& k : f->keys) keys.push_back(keyJson(k));
       all.push_back({{"name", f->name}, {"description", f->description}, {"origin", f->origin},
-                     {"language_model", f->languageModel}, {"data_kinds", f->dataKinds}, {"keys", keys}});
+                     {"language_model", f->languageModel}, {"data_kinds", f->dataKinds}, {"keys", keys},
+                     {"open_keys", f->openKeys}});
       continue;
     }
     std::string kinds;
@@ -44,6 +45,8 @@ int runFamilies(bool json) {
     for (const auto& k : f->keys)
       std::cout << fmt::format("  {:<12} {:<18} = {:<22} {} (must be {})\n", k.name, project::keyTypeName(k.type),
                                project::keyValueToml(k.defaultValue), k.help, k.describeRequirement());
+    if (f->openKeys)
+      std::cout << "  any other key (integer, number, string or array of integers) is handed to the model as written\n";
     std::cout << "\n";
   }
   if (json) std::cout << all.dump(2) << "\n";
