@@ -277,3 +277,41 @@ class Model(nn.Module):
   REQUIRE(std::isfinite(last));
   REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
 }
+
+// loss and logits get the parameters in the structure init returned: a namedtuple keeps its fields (and names
+// the paths), a tuple stays a tuple.
+TEST_CASE("model.py's parameters keep init's structure") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  auto p = projectWith(dir, R"(from collections import namedtuple
+import tessera.nn as nn
+import tessera.numpy as tnp
+from tessera import random
+
+Layer = namedtuple("Layer", "w b")
+
+
+def init(key, cfg):
+    k = random.split(key, 2)
+    return (Layer(random.normal(k[0], (12, 16)) * 0.3, tnp.zeros((16,))),
+            Layer(random.normal(k[1], (16, 3)) * 0.3, tnp.zeros((3,))))
+
+
+def loss(params, batch, key):
+    assert isinstance(params, tuple) and isinstance(params[0], Layer), type(params)
+    x, y = batch
+    for layer in params[:-1]:
+        x = tnp.maximum(x @ layer.w + layer.b, 0.0)
+    logp = nn.log_softmax(x @ params[-1].w + params[-1].b)
+    return -tnp.mean(tnp.take_along_axis(logp, y[:, None], axis=1))
+)");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto m = train::buildModel(*p, 0);
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message.c_str()));
+  Tree params = m->init(random::key(0));
+  REQUIRE(params.findPath("0.w"));
+  REQUIRE(params.findPath("1.b"));
+  TSR_COMPARE(params.findPath("0.w")->leaf().aval(), (Aval{Shape{12, 16}, DType::F32}));
+  nn::Context ctx;
+  REQUIRE(std::isfinite(m->loss(params, train::syntheticBatch(m->batch, 1), ctx).item()));
+}

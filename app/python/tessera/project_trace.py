@@ -27,6 +27,7 @@ import sys
 
 from . import _tessera as _C
 from . import numpy as tnp
+from .tree_util import tree_flatten, tree_unflatten
 
 KEY_AVAL = ([2], "u32")
 # What a training run logs itself every step: a model's metrics take other names.
@@ -40,23 +41,35 @@ def _aval_spec(text):
     return ([int(d) for d in dims.split(",") if d.strip()], dtype)
 
 
-def _tree_json(tree, leaves, path, layout):
-    """The pytree's structure as JSON, leaves numbered in flatten order (dicts by sorted key, as tree_flatten), and
-    each leaf's dotted path, dtype and shape appended to `layout`."""
-    if tree is None:
+def _child_names(treedef):
+    """The names of a node's children in parameter paths: dict keys, a namedtuple's or dataclass's fields; None
+    for a node whose children have positions only (list, tuple, another registered type)."""
+    if treedef.kind == "dict":
+        return [str(k) for k in treedef.data]
+    if treedef.kind == "namedtuple":
+        return list(treedef.data._fields)
+    if treedef.kind == "custom" and dataclasses.is_dataclass(treedef.data[0]):
+        names = [f.name for f in dataclasses.fields(treedef.data[0])]
+        if len(names) == len(treedef.children):  # every field a child (register_dataclass without meta fields)
+            return names
+    return None
+
+
+def _tree_json(treedef, path, paths):
+    """The structure tree_flatten gives, as JSON the engine reads: {"dict": [[name, node], ...]} for named
+    children, {"list": [...]} for positional ones, {"leaf": i} numbered in flatten order, {"none": null}; each
+    leaf's dotted path is appended to `paths`."""
+    if treedef.kind == "none":
         return {"none": None}
-    if isinstance(tree, dict):
-        return {"dict": [[str(k), _tree_json(tree[k], leaves, f"{path}.{k}" if path else str(k), layout)]
-                         for k in sorted(tree)]}
-    if isinstance(tree, (list, tuple)):
-        return {"list": [_tree_json(v, leaves, f"{path}.{i}" if path else str(i), layout) for i, v in enumerate(tree)]}
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return {"dict": [[f.name, _tree_json(getattr(tree, f.name), leaves, f"{path}.{f.name}" if path else f.name,
-                                             layout)] for f in dataclasses.fields(tree)]}
-    a = tnp.asarray(tree)
-    layout.append({"path": path, "dtype": a._dtype_name, "shape": list(a.shape)})
-    leaves.append(a)
-    return {"leaf": len(leaves) - 1}
+    if treedef.kind == "leaf":
+        paths.append(path)
+        return {"leaf": len(paths) - 1}
+    names = _child_names(treedef)
+    keys = names if names is not None else [str(i) for i in range(len(treedef.children))]
+    children = [_tree_json(c, f"{path}.{k}" if path else k, paths) for k, c in zip(keys, treedef.children)]
+    if names is None:
+        return {"list": children}
+    return {"dict": [[k, c] for k, c in zip(keys, children)]}
 
 
 def _where(fn):
@@ -127,9 +140,13 @@ def trace(model_file, cfg, inputs, targets):
     structure = {}
 
     def init_flat(xs):
-        leaves, layout = [], []
-        structure["params"] = _tree_json(init(xs[0], dict(cfg)), leaves, "", layout)
-        structure["layout"] = layout
+        leaves, treedef = tree_flatten(init(xs[0], dict(cfg)))
+        leaves = [tnp.asarray(leaf) for leaf in leaves]
+        paths = []
+        structure["params"] = _tree_json(treedef, "", paths)
+        structure["treedef"] = treedef
+        structure["layout"] = [{"path": p, "dtype": a._dtype_name, "shape": list(a.shape)}
+                               for p, a in zip(paths, leaves)]
         return leaves
 
     out["init"] = _C.trace_standalone(init_flat, [KEY_AVAL], "init")
@@ -138,7 +155,8 @@ def trace(model_file, cfg, inputs, targets):
     nparams = len(param_avals)
 
     def params_of(xs):
-        return _unflatten(out["params"], xs[:nparams])
+        # The structure init returned (tuples, namedtuples, registered dataclasses as they were).
+        return tree_unflatten(structure["treedef"], xs[:nparams])
 
     if loss is not None:
         out["functions"]["loss"] = sources["loss"]
@@ -171,16 +189,6 @@ def trace(model_file, cfg, inputs, targets):
                 lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams], xs[nparams + 1]))],
                 param_avals + [inputs, KEY_AVAL], "logits_train")
     return out
-
-
-def _unflatten(node, leaves):
-    if "leaf" in node:
-        return leaves[node["leaf"]]
-    if "none" in node:
-        return None
-    if "dict" in node:
-        return {k: _unflatten(v, leaves) for k, v in node["dict"]}
-    return [_unflatten(v, leaves) for v in node["list"]]
 
 
 def main(argv=None):
