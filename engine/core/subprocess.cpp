@@ -29,7 +29,6 @@ Result<pid_t> spawnProcess(const SpawnOptions& o) {
     const std::string_view name = entry.substr(0, entry.find('='));
     bool replaced = false;
     for (const auto& [k, v] : o.setEnv) replaced = replaced || name == k;
-    for (const auto& k : o.unsetEnv) replaced = replaced || name == k;
     if (!replaced) env.emplace_back(entry);
   }
   for (const auto& [k, v] : o.setEnv) env.push_back(k + "=" + v);

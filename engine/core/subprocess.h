@@ -16,9 +16,8 @@ namespace tsr {
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is looked up on the PATH when it has no '/'
   std::string log;                // stdout and stderr go here (truncated first); empty: this process's
-  // Variables set (or replaced) in the child's environment, and variables removed from it.
+  // Variables set (or replaced) in the child's environment.
   std::vector<std::pair<std::string, std::string>> setEnv;
-  std::vector<std::string> unsetEnv;
 };
 
 // Starts the child; the error says which program could not be run and why.

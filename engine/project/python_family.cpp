@@ -90,14 +90,10 @@ Result<PythonTrace> readTrace(const std::string& text, const PythonTraceRequest&
     for (const json& leaf : out["leaves"]) {
       auto dtype = parseDType(leaf.at("dtype").get<std::string>());
       if (!dtype) return makeError("{}: parameter {} has an unknown dtype", r.modelFile, leaf.at("path").dump());
-      t.paths.push_back(leaf.at("path").get<std::string>());
       t.leaves.push_back(Aval{Shape(leaf.at("shape").get<std::vector<int64_t>>()), *dtype});
     }
     TSR_ASSIGN(t.params, treeOf(out.at("params"), t.leaves.size()));
     if (out.contains("loss_outputs")) t.lossOutputs = out["loss_outputs"].get<std::vector<std::string>>();
-    const json& where = out.value("functions", json::object());
-    t.lossSource = where.value("loss", "");
-    t.logitsSource = where.value("logits", "");
   } catch (const json::exception& e) {
     return makeError("{}: the tracer's output is malformed: {}", r.modelFile, e.what());
   }

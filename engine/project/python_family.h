@@ -40,14 +40,12 @@ struct PythonTraceRequest {
 // The traced model: parameter layout and graphs (null where model.py does not define the function).
 struct PythonTrace {
   TreeOf<int> params;                 // the parameters' tree, leaves numbered in the order of `leaves`
-  std::vector<std::string> paths;     // each leaf's dotted path
   std::vector<Aval> leaves;           // each leaf's shape and dtype
   ir::GraphPtr init;          // key -> leaves
   ir::GraphPtr loss;          // leaves, inputs, targets, key -> loss, metrics...
   ir::GraphPtr logits;        // leaves, inputs -> logits
   ir::GraphPtr logitsTrain;   // leaves, inputs, key -> logits (a Module with dropout)
   std::vector<std::string> lossOutputs;           // "loss", then the metrics' names
-  std::string lossSource, logitsSource;           // "model.py:12": where each function is defined
 };
 
 // Runs the child and reads what it hands back. Traces are cached in the process by the file's contents and the

@@ -72,15 +72,6 @@ def _tree_json(treedef, path, paths):
     return {"dict": [[k, c] for k, c in zip(keys, children)]}
 
 
-def _where(fn):
-    if fn is None:
-        return ""
-    try:
-        return f"{inspect.getsourcefile(fn)}:{inspect.getsourcelines(fn)[1]}"
-    except (TypeError, OSError):
-        return ""
-
-
 def _with_cfg(fn, nargs, cfg):
     """fn, or fn with cfg passed as its last argument when it takes one more than nargs."""
     if fn is None:
@@ -123,7 +114,6 @@ def trace(model_file, cfg, inputs, targets):
     sys.path.insert(0, os.path.dirname(model_file))
     namespace = runpy.run_path(model_file, run_name="tessera_model")
     init, loss, logits = namespace.get("init"), namespace.get("loss"), namespace.get("logits")
-    sources = {"init": _where(init), "loss": _where(loss), "logits": _where(logits)}
     loss, logits = _with_cfg(loss, 3, cfg), _with_cfg(logits, 2, cfg)
     module_form = False
     takes_train = False
@@ -136,7 +126,7 @@ def trace(model_file, cfg, inputs, targets):
     if loss is None and logits is None:
         raise TypeError(f"{model_file} defines init but neither loss(params, batch, key) nor logits(params, inputs)")
 
-    out = {"version": 1, "functions": {"init": sources["init"] if not module_form else _where(namespace["Model"])}}
+    out = {"version": 1}
     structure = {}
 
     def init_flat(xs):
@@ -159,7 +149,6 @@ def trace(model_file, cfg, inputs, targets):
         return tree_unflatten(structure["treedef"], xs[:nparams])
 
     if loss is not None:
-        out["functions"]["loss"] = sources["loss"]
         names = []
 
         def loss_flat(xs):
@@ -181,7 +170,6 @@ def trace(model_file, cfg, inputs, targets):
         out["loss"] = _C.trace_standalone(loss_flat, param_avals + [inputs, targets, KEY_AVAL], "loss")
         out["loss_outputs"] = names
     if logits is not None:
-        out["functions"]["logits"] = sources["logits"] if not module_form else _where(namespace["Model"])
         out["logits"] = _C.trace_standalone(lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams]))],
                                             param_avals + [inputs], "logits")
         if module_form and takes_train:
