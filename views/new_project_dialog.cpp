@@ -136,6 +136,7 @@ void NewProjectDialog::refresh() {
   if (m_corpus->isEnabled() && !m_corpus->text().trimmed().isEmpty())
     spec.corpus = "data/" + QFileInfo(m_corpus->text().trimmed()).fileName().toStdString();
   auto toml = inspect::newProjectToml(spec);
+  m_spec = spec;
   m_error.clear();
   m_toml.clear();
   if (toml.ok()) m_toml = QString::fromStdString(*toml);
@@ -170,6 +171,17 @@ bool NewProjectDialog::createProject() {
   if (!f.open(QIODevice::WriteOnly) || f.write(m_toml.toUtf8()) < 0 || !f.commit()) {
     m_error = tr("cannot write %1").arg(dir.filePath("project.toml"));
     return false;
+  }
+  // A Python family's starter model.py (a file of that name already there is the user's and stays).
+  for (const auto& [name, content] : inspect::newProjectFiles(m_spec)) {
+    const QString path = dir.filePath(QString::fromStdString(name));
+    if (QFileInfo::exists(path)) continue;
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QSaveFile model(path);
+    if (!model.open(QIODevice::WriteOnly) || model.write(QByteArray::fromStdString(content)) < 0 || !model.commit()) {
+      m_error = tr("cannot write %1").arg(path);
+      return false;
+    }
   }
   m_created = dir.absolutePath();
   return true;

@@ -52,6 +52,7 @@ class NewProjectDialog : public QDialog {
   QPushButton* m_create;
   QString m_error;
   QString m_toml;
+  inspect::NewProject m_spec;  // what m_toml was written from (and the starter files with it)
   QString m_created;  // the folder createProject wrote
 };
 

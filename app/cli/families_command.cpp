@@ -89,6 +89,12 @@ int runNew(const NewArgs& a) {
   if (!text.ok()) return fail(text.error().message);
   fs::create_directories(dir, ec);
   if (auto st = data::writeFileAtomically((dir / "project.toml").string(), *text); !st.ok()) return fail(st.error().message);
+  for (const auto& [file, content] : project::newProjectFiles(spec)) {
+    if (fs::exists(dir / file, ec)) continue;  // the user's own model file stays as it is
+    fs::create_directories((dir / file).parent_path(), ec);
+    if (auto st = data::writeFileAtomically((dir / file).string(), content); !st.ok()) return fail(st.error().message);
+    std::cout << fmt::format("wrote a starter {} to edit\n", (dir / file).string());
+  }
   std::cout << fmt::format("new {} project in {}: train it with `tessera train {}`\n", spec.family, dir.string(), dir.string());
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
 #include "engine/transform/custom_vjp.h"
+#include "engine/transform/remat.h"
 #include "engine/transform/vmap.h"
 
 namespace tsr::python {
@@ -188,6 +189,23 @@ py::list customVjpCallPy(const py::function& f, const py::function& fwd, const p
   };
   return toList(
       runEngine(errors, [&] { return customVjpCall(flat(f), flat(fwd), flat(bwd), toArrays(operands), numPrimals); }));
+}
+
+// checkpoint over flat leaves: f(operands) -> outputs as one remat_call under the named policy.
+py::list rematCallPy(const py::function& f, const py::sequence& operands, const std::string& policy) {
+  auto parsed = parseRematPolicy(policy);
+  if (!parsed.ok()) throw py::value_error("checkpoint: " + parsed.error().message);
+  CallbackErrors errors;
+  UserSite site;
+  return toList(runEngine(errors, [&] {
+    return rematCall([&](const std::vector<Array>& xs) { return callFlat(f, xs, errors); }, toArrays(operands), *parsed);
+  }));
+}
+
+py::list optimizationBarrierPy(const py::sequence& values) {
+  CallbackErrors errors;
+  UserSite site;
+  return toList(runEngine(errors, [&] { return optimizationBarrier(toArrays(values)); }));
 }
 
 void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int& dots) {
@@ -396,6 +414,8 @@ void registerTransforms(py::module_& m) {
   m.def("cond", &condFlatPy);
   m.def("while_loop", &whileLoopFlatPy);
   m.def("custom_vjp_call", &customVjpCallPy);
+  m.def("remat_call", &rematCallPy);
+  m.def("optimization_barrier", &optimizationBarrierPy);
   defineRandom(m);
   defineSharding(m);
   defineRuns(m);

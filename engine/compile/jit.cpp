@@ -48,7 +48,9 @@ void warnIfArenaExceedsMemory(const std::string& name, const compile::Compiled& 
   const int64_t available = limits::availableMemoryBytes();
   if (available < 0 || arena <= available) return;
   logCompileLine(fmt::format("warning: '{}' plans {} for its intermediates{}, more than the {} this process can still "
-                             "take: the first run may fail (tessera memory PROJECT shows what is live at the peak)",
+                             "take: the first run may fail (tessera memory PROJECT shows what is live at the peak; for a "
+                             "transformer, [train] remat = \"blocks\" recomputes each block instead of keeping its "
+                             "activations)",
                              name, formatBytes(arena),
                              devices > 1 ? fmt::format(" ({} devices here)", devices) : std::string(),
                              formatBytes(available)));

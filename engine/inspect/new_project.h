@@ -24,5 +24,6 @@ Result<std::string> newProjectFromTemplate(const std::string& templateDir, const
 
 using project::NewProject;
 using project::newProjectToml;
+using project::newProjectFiles;
 
 }  // namespace tsr::inspect

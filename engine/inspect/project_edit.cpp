@@ -141,6 +141,8 @@ std::vector<ProjectField> projectFields(std::string_view family) {
       {"train", "schedule", FieldKind::String, "warmup_cosine | constant | linear | cosine | step | wsd"},
       {"train", "weight_decay", FieldKind::Float, ""},
       {"train", "grad_clip", FieldKind::Float, "0 disables clipping"},
+      {"train", "accumulate", FieldKind::Int, "micro-batches per optimizer step"},
+      {"train", "remat", FieldKind::String, "none | blocks | dots_saveable: recompute each block in the backward pass"},
       {"train", "eval_every", FieldKind::Int, "0: never"},
       {"train", "log_every", FieldKind::Int, ""},
       {"train", "seed", FieldKind::Int, ""},

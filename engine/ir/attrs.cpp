@@ -63,13 +63,17 @@ bool CustomVjpAttrs::operator==(const CustomVjpAttrs& o) const {
   return numPrimals == o.numPrimals && sameGraph(primal, o.primal) && sameGraph(fwd, o.fwd) && sameGraph(bwd, o.bwd);
 }
 
+bool RematAttrs::operator==(const RematAttrs& o) const {
+  return numConsts == o.numConsts && numSaved == o.numSaved && policy == o.policy && sameGraph(body, o.body);
+}
+
 namespace {
 const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "BroadcastInDimAttrs", "ReshapeAttrs",
                                    "TransposeAttrs", "SliceAttrs",       "DynamicSliceAttrs",   "ConcatenateAttrs",
                                    "PadAttrs",       "IotaAttrs",        "RevAttrs",            "ReduceAttrs",
                                    "ArgReduceAttrs", "DotGeneralAttrs",  "GatherAttrs",         "ConstantAttrs",
                                    "ScanAttrs",      "CondAttrs",
-                                   "WhileAttrs",     "CustomVjpAttrs",
+                                   "WhileAttrs",     "CustomVjpAttrs", "RematAttrs",
                                    "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",

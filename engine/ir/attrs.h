@@ -215,6 +215,25 @@ struct CustomVjpAttrs {
   bool operator==(const CustomVjpAttrs& o) const;
 };
 
+// remat_call (jax.checkpoint): a function whose intermediates the backward pass recomputes instead of keeping.
+// Operands: the function's arguments, then the values it closed over (the last numConsts); results: the body's
+// outputs, of which the last numSaved are values the policy keeps ("dots_saveable": the dot_general results),
+// which the recomputation reads instead of computing again. Run, it is the body (inlined before compiling);
+// differentiated, its vjp rule replays the body behind an optimization_barrier and differentiates that.
+struct RematAttrs {
+  int64_t numConsts = 0;
+  int64_t numSaved = 0;
+  std::string policy;  // "nothing_saveable" or "dots_saveable" (what saved the last numSaved results)
+  GraphPtr body;
+  template <class V> void fields(V& v) {
+    v("num_consts", numConsts);
+    v("num_saved", numSaved);
+    v("policy", policy);
+    v("body", body);
+  }
+  bool operator==(const RematAttrs& o) const;
+};
+
 // Collectives (engine/ops/collective.cpp): per-device ops of an SPMD program, run by every device of the mesh.
 // Positions are flat mesh indices (dist::DeviceContext::position). `groups` lists the groups one after another,
 // groupSize positions each, every group in chunk order (member i owns chunk i); a position is in at most one
@@ -330,7 +349,7 @@ struct WindowAttrs {
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
-                           WhileAttrs, CustomVjpAttrs,
+                           WhileAttrs, CustomVjpAttrs, RematAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
                            ConvAttrs, WindowAttrs>;

@@ -122,7 +122,8 @@ Array Gpt2::apply(const Tree& params, const Array& tokens, Context& ctx) const {
   const Tree& blocks = *params.find("h");
   for (int64_t i = 0; i < m_cfg.nLayer; ++i) {
     ModuleScope s("h." + std::to_string(i));
-    x = block(blocks.child(static_cast<size_t>(i)), x, ctx);
+    const Tree& p = blocks.child(static_cast<size_t>(i));
+    x = applyBlock(ctx, x, [&](const Array& in) { return block(p, in, ctx); });
   }
   {
     ModuleScope s("ln_f");

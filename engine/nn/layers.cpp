@@ -6,6 +6,12 @@
 
 namespace tsr::nn {
 
+Array applyBlock(Context& ctx, const Array& x, const std::function<Array(const Array&)>& block) {
+  if (ctx.remat() == RematPolicy::None) return block(x);
+  auto one = [&](const std::vector<Array>& in) { return std::vector<Array>{block(in[0])}; };
+  return rematCall(one, {x}, ctx.remat())[0];
+}
+
 Array Context::nextKey() {
   if (!m_key.valid()) raise(makeError("dropout needs a random key: the Context was made without one"));
   return random::foldIn(m_key, m_counter++);

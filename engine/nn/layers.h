@@ -3,9 +3,11 @@
 // in Trees, never in the modules, so grad, jit and sharding see plain data. Parameter names follow the Hugging
 // Face checkpoints ("weight", "bias") so their safetensors load directly.
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/transform/api.h"
+#include "engine/transform/remat.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::nn {
@@ -22,13 +24,22 @@ class Context {
   // under this name every step (a Python model's (loss, {"acc": ...})).
   void sow(std::string name, Array value) { m_sown.emplace_back(std::move(name), std::move(value)); }
   const std::vector<std::pair<std::string, Array>>& sown() const { return m_sown; }
+  // What a model's blocks recompute in the backward pass instead of keeping ([train] remat; None: nothing).
+  void setRemat(RematPolicy policy) { m_remat = policy; }
+  RematPolicy remat() const { return m_remat; }
 
  private:
   bool m_training = false;
+  RematPolicy m_remat = RematPolicy::None;
   Array m_key;
   uint32_t m_counter = 0;
   std::vector<std::pair<std::string, Array>> m_sown;
 };
+
+// block(x) under the context's remat policy: as it is, or as one remat_call whose intermediates the backward
+// pass recomputes (a transformer layer's attention scores, MLP activations and norms are then not kept alive
+// from the forward pass; the block's input is). What the block closes over (its parameters) is read as it is.
+Array applyBlock(Context& ctx, const Array& x, const std::function<Array(const Array&)>& block);
 
 // Weight layout: GPT-2's Conv1D stores [in, out]; torch.nn.Linear (ViT) stores [out, in]. dot_general reads
 // either without a transpose.

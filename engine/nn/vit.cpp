@@ -105,7 +105,8 @@ Array Vit::apply(const Tree& params, const Array& pixels, Context& ctx) const {
   const Tree& layers = *vit.find("encoder")->find("layer");
   for (int64_t i = 0; i < c.layers; ++i) {
     ModuleScope s("vit.encoder.layer." + std::to_string(i));
-    x = layer(layers.child(static_cast<size_t>(i)), x, ctx);
+    const Tree& p = layers.child(static_cast<size_t>(i));
+    x = applyBlock(ctx, x, [&](const Array& in) { return layer(p, in, ctx); });
   }
   {
     ModuleScope s("vit.layernorm");

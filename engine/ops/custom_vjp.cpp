@@ -1,6 +1,6 @@
 // custom_vjp_call: a function whose gradient the user gives (jax.custom_vjp). Its attrs hold three graphs
 // (CustomVjpAttrs in attrs.h): primal, which is what runs (the compile pipeline inlines it, engine/passes/
-// inline_custom_vjp.h, so a compiled program pays nothing for the call), and fwd and bwd, which only its vjp rule
+// inline_calls.h, so a compiled program pays nothing for the call), and fwd and bwd, which only its vjp rule
 // reads: fwd gives the residuals, bwd maps them and the output cotangents to the primals' cotangents. Batching
 // vmaps all three graphs.
 #include <fmt/format.h>

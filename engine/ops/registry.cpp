@@ -17,6 +17,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerMiscOps(reg);
   registerControlFlowOps(reg);
   registerCustomVjpOps(reg);
+  registerRematOps(reg);
   registerCollectiveOps(reg);
   registerShardingOps(reg);
   registerConvolutionOps(reg);

@@ -20,6 +20,7 @@ void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scat
 void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32
 void registerControlFlowOps(ir::OpRegistry& reg);  // control_flow.cpp: scan, cond, while_loop
 void registerCustomVjpOps(ir::OpRegistry& reg);    // custom_vjp.cpp: custom_vjp_call
+void registerRematOps(ir::OpRegistry& reg);        // remat.cpp: remat_call, optimization_barrier
 void registerCollectiveOps(ir::OpRegistry& reg);   // collective.cpp: all_reduce, all_gather, reduce_scatter, all_to_all,
                                                    // collective_permute, device_table
 void registerShardingOps(ir::OpRegistry& reg);     // sharding_ops.cpp: sharding_constraint

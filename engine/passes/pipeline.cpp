@@ -4,7 +4,7 @@
 #include "engine/passes/cse.h"
 #include "engine/passes/dce.h"
 #include "engine/passes/fusion.h"
-#include "engine/passes/inline_custom_vjp.h"
+#include "engine/passes/inline_calls.h"
 #include "engine/passes/pass_registry.h"
 #include "engine/passes/simplify.h"
 
@@ -25,8 +25,9 @@ std::vector<std::unique_ptr<Pass>> cleanupGroup() {
 
 PassManager standardPipeline(PipelineOptions options) {
   PassManager pm("standard", std::move(options));
-  // First, so that every later pass (and a plugin's) sees a custom_vjp's primal ops, not an opaque call.
-  pm.add<InlineCustomVjp>();
+  // First, so that every later pass (and a plugin's) sees a custom_vjp's primal ops and a remat's body, not an
+  // opaque call.
+  pm.add<InlineCalls>();
   addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
@@ -35,7 +36,7 @@ PassManager standardPipeline(PipelineOptions options) {
 
 PassManager compilerPipeline(PipelineOptions options) {
   PassManager pm("compiler", std::move(options));
-  pm.add<InlineCustomVjp>();
+  pm.add<InlineCalls>();
   addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   addRegisteredPasses(pm, PipelinePoint::AfterCleanup);

@@ -49,6 +49,7 @@ ModelFamily gpt2Family() {
   f.keys = gpt2Keys();
   f.languageModel = true;
   f.contextKey = "block_size";
+  f.rematBlocks = true;
   f.check = checkGpt2;
   f.build = [](const ModelConfig& c, const BuildContext& ctx) {
     auto model = std::make_shared<nn::Gpt2>(gpt2Config(c, ctx));
@@ -77,6 +78,7 @@ ModelFamily vitFamily() {
   ModelFamily f;
   f.name = "vit";
   f.description = "Vision Transformer: an image classifier over patches (Dosovitskiy et al., 2021), as Hugging Face's ViT";
+  f.rematBlocks = true;
   f.keys = {integerKey("image_size", 224, limits::kImageSize, "pixels a side of the square RGB input"),
             integerKey("patch_size", 16, limits::kImageSize, "pixels a side of a patch (divides image_size)"),
             integerKey("hidden", 768, limits::kWidth, "width of the encoder (divisible by heads)"),

@@ -107,6 +107,9 @@ struct ModelFamily {
   // integer key that bounds seq_len (block_size).
   bool languageModel = false;
   std::string contextKey;
+  // Its model runs each block through nn::applyBlock, so [train] remat = "blocks" | "dots_saveable" can recompute
+  // the blocks in the backward pass.
+  bool rematBlocks = false;
   // Rules across keys, checked after each key is in range (n_embd divisible by n_head); the message is prefixed
   // with the project file. Optional.
   std::function<Status(const ModelConfig&)> check;

@@ -1,8 +1,12 @@
 #include "engine/project/new_project.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "engine/project/project.h"
+#include "engine/project/python_family.h"
 
 namespace tsr::project {
 
@@ -77,7 +81,9 @@ Result<std::string> newProjectToml(const NewProject& spec) {
     for (const std::string& n : modelFamilyNames()) names += (names.empty() ? "" : ", ") + n;
     return makeError("no model family '{}' (one of {})", spec.family, names);
   }
-  for (const auto& [k, v] : spec.values) {
+  NewProject withFile = spec;
+  if (!pythonStarterModel(family->name).empty() && !spec.values.count("python")) withFile.values["python"] = "model.py";
+  for (const auto& [k, v] : withFile.values) {
     bool declared = false;
     for (const FamilyKey& key : family->keys) declared |= key.name == k;
     if (!declared) return makeError("[model] {}: the {} family has no such key", k, family->name);
@@ -90,7 +96,7 @@ Result<std::string> newProjectToml(const NewProject& spec) {
   // Every key's value, parsed once: written below, and read for the first run's sequence length.
   ModelConfig config = defaultConfig(*family);
   for (const FamilyKey& key : family->keys) {
-    if (auto it = spec.values.find(key.name); it != spec.values.end()) {
+    if (auto it = withFile.values.find(key.name); it != withFile.values.end()) {
       TSR_ASSIGN(KeyValue value, parseKeyValue(key, it->second));
       config.set(key.name, std::move(value));
     }
@@ -119,6 +125,18 @@ Result<std::string> newProjectToml(const NewProject& spec) {
   auto parsed = parseProject(out, "project.toml", spec.dir.empty() ? "." : spec.dir);
   if (!parsed.ok()) return parsed.takeError();
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> newProjectFiles(const NewProject& spec) {
+  const std::string model = pythonStarterModel(spec.family);
+  if (model.empty()) return {};
+  auto it = spec.values.find("python");
+  std::string file = it == spec.values.end() ? "model.py" : it->second;
+  if (file.size() >= 2 && file.front() == '"' && file.back() == '"') file = file.substr(1, file.size() - 2);
+  // A model file of the user's elsewhere is theirs: only one inside the new folder is written.
+  const std::filesystem::path path(file);
+  if (file.empty() || path.is_absolute() || std::find(path.begin(), path.end(), "..") != path.end()) return {};
+  return {{path.generic_string(), model}};
 }
 
 }  // namespace tsr::project

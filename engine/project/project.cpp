@@ -407,9 +407,14 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("best_metric", t.bestMetric, [](const std::string& m) { return m == "val_loss" || m == "loss"; },
             "val_loss or loss");
   train.get("accumulate", t.accumulate, positive, "positive", limits::kBatch);
+  train.get("remat", t.remat, [](const std::string& r) { return r == "none" || r == "blocks" || r == "dots_saveable"; },
+            "one of none, blocks, dots_saveable");
   train.get("seed", t.seed);
   train.get("shuffle", t.shuffle);
   train.finish();
+  if (!error && family && t.remat != "none" && !family->rematBlocks)
+    error = Error{fmt::format("{}: [train] remat = \"{}\": the {} family's model has no blocks it recomputes{}", file, t.remat,
+                              family->name, family->openKeys ? " (a Python model recomputes what it wraps in tessera.checkpoint)" : "")};
   if (!error && family && family->languageModel && !family->contextKey.empty()) {
     const int64_t context = p.model.config.integer(family->contextKey);
     if (t.seqLen > context)

@@ -62,6 +62,9 @@ struct TrainSection {
   int64_t keepCheckpoints = 0;  // with checkpoint_every: also keep the last K step-N checkpoints; 0: latest only
   std::string bestMetric = "val_loss";  // best.safetensors holds the step where it was lowest: val_loss | loss
   int64_t accumulate = 1;       // gradient accumulation: K micro-batches of batch_size per optimizer update
+  // What the backward pass recomputes instead of keeping from the forward pass: none | blocks (each block of the
+  // model, all of it) | dots_saveable (each block, keeping its matmul results).
+  std::string remat = "none";
   uint64_t seed = 0;
   bool shuffle = true;
 };

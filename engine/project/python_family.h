@@ -22,6 +22,10 @@ namespace tsr::project {
 
 std::vector<ModelFamily> pythonFamilies();
 
+// The model.py a new project of a Python family starts with ("python": an MLP classifier, "python_lm": a small
+// causal transformer), which trains as it is; "" for any other family.
+std::string pythonStarterModel(const std::string& family);
+
 // Where the Python front end is: the interpreter (TESSERA_PYTHON, else the one the package was built for) and
 // the folder holding the `tessera` package. An error when this build has none.
 struct PythonFrontEnd {

@@ -10,6 +10,7 @@
 #include "engine/ir/graph.h"
 #include "engine/ops/layout_copy.h"
 #include "engine/ops/registry.h"
+#include "engine/passes/inline_calls.h"
 #include "engine/passes/pipeline.h"
 #include "engine/runtime/interpreter.h"
 #include "engine/transform/trace.h"
@@ -132,8 +133,17 @@ Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
                           const sharding::ShardingAnnotations& annotations, const std::string& name) {
   const ir::OpRegistry& reg = ops::registry();
   SpmdPlan out;
-  TSR_ASSIGN(out.plan, sharding::propagateShardings(global, reg, mesh, annotations));
-  TSR_ASSIGN(out.partitioned, sharding::partition(global, reg, out.plan));
+  // Calls that run their body as it is (custom_vjp, remat) are inlined first, so their ops are sharded like any
+  // others instead of the call being computed whole on every device.
+  ir::Graph inlined = global;
+  {
+    passes::InlineCalls inlineCalls;
+    passes::PassContext ctx(reg);
+    auto changed = inlineCalls.run(inlined, ctx);
+    if (!changed.ok()) return makeError("{}: {}", name, changed.error().message);
+  }
+  TSR_ASSIGN(out.plan, sharding::propagateShardings(inlined, reg, mesh, annotations));
+  TSR_ASSIGN(out.partitioned, sharding::partition(inlined, reg, out.plan));
   out.program = out.partitioned.local;
   out.program.name = name;
   passes::PassManager pm = passes::standardPipeline();

@@ -83,6 +83,10 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
   optim::Schedule lr = makeSchedule(t, scheduleSteps);
   optim::GradientTransformation opt = makeOptimizer(t, lr);
   s.trainer = std::make_unique<Trainer>(s.model.loss, opt, lr, t.seed);
+  // [train] remat: "blocks" recomputes each block whole in the backward pass, "dots_saveable" keeps its matmuls.
+  s.trainer->setRemat(t.remat == "blocks"          ? RematPolicy::NothingSaveable
+                      : t.remat == "dots_saveable" ? RematPolicy::DotsSaveable
+                                                   : RematPolicy::None);
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
   // The avals of the parameters and the optimizer state, from an abstract trace of their init: what the state

@@ -39,6 +39,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         Array key = random::foldIn(random::key(m_seed), astype(step, DType::U32));
         auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
+          ctx.setRemat(m_remat);
           Array loss = m_loss(p, batch, ctx);
           return std::pair{loss, sownTree(ctx)};
         })(params);
@@ -70,6 +71,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
                                    astype(args.find("micro")->leaf(), DType::U32));
         auto vg = valueAndGrad([&](const Tree& p) {
           nn::Context ctx(true, key);
+          ctx.setRemat(m_remat);
           return m_loss(p, batch, ctx);
         })(*args.find("params"));
         const Array scale = args.find("scale")->leaf();

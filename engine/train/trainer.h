@@ -73,6 +73,10 @@ class Trainer {
   // The loss without dropout, and what the model reports beside it (Context::sow), on one batch.
   Result<StepMetrics> evaluate(const TrainState& state, const Batch& batch);
 
+  // What the training step's backward pass recomputes (nn::applyBlock; [train] remat). Set before the first step.
+  void setRemat(RematPolicy policy) { m_remat = policy; }
+  RematPolicy remat() const { return m_remat; }
+
   const Jit& stepFunction() const { return *m_step; }
   // Run the step and eval graphs with the reference interpreter instead of the compiled CPU executable.
   void setUseInterpreter(bool on) {
@@ -96,6 +100,7 @@ class Trainer {
   optim::GradientTransformation m_opt;
   optim::Schedule m_lr;
   uint64_t m_seed;
+  RematPolicy m_remat = RematPolicy::None;
   std::unique_ptr<Jit> m_step;
   std::unique_ptr<Jit> m_eval;
   std::unique_ptr<Jit> m_grad;   // accumulation: a micro-batch's loss and gradient, added to the sum so far

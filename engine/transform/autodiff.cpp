@@ -27,16 +27,20 @@ void accumulate(std::vector<Array>& cts, ir::ValueId v, const Array& ct) {
 
 }  // namespace
 
-VjpOutput vjp(const ArrayFn& f, const std::vector<Array>& primals) {
-  auto traced = makeGraph(f, avalsOf(primals), "vjp");
-  if (!traced.ok()) raise(traced.takeError());
-  auto cg = std::make_shared<const ClosedGraph>(std::move(traced).value());
+VjpOutput vjpOfGraph(std::shared_ptr<const ClosedGraph> cg, const std::vector<Array>& primals,
+                     std::vector<Array> known) {
   const ir::Graph& g = cg->graph;
+  if (primals.size() + cg->consts.size() != g.inputs().size())
+    raise(makeError("vjp: {} takes {} inputs, got {}", g.name, g.inputs().size(), primals.size() + cg->consts.size()));
   // Replay the forward pass in the current context, keeping every primal value for the rules.
-  auto env = std::make_shared<std::vector<Array>>(static_cast<size_t>(g.numValues()));
+  known.resize(static_cast<size_t>(g.numValues()));
+  auto env = std::make_shared<std::vector<Array>>(std::move(known));
   for (size_t i = 0; i < primals.size(); ++i) (*env)[static_cast<size_t>(g.inputs()[i])] = primals[i];
   for (size_t i = 0; i < cg->consts.size(); ++i) (*env)[static_cast<size_t>(g.inputs()[primals.size() + i])] = cg->consts[i];
   for (const ir::Node& n : g.nodes()) {
+    bool allKnown = !n.results.empty();
+    for (ir::ValueId r : n.results) allKnown &= (*env)[static_cast<size_t>(r)].valid();
+    if (allKnown) continue;
     std::vector<Array> operands;
     for (ir::ValueId v : n.operands) operands.push_back((*env)[static_cast<size_t>(v)]);
     std::vector<Array> results = bind(n.op, operands, n.attrs, n.prov);
@@ -93,11 +97,21 @@ VjpOutput vjp(const ArrayFn& f, const std::vector<Array>& primals) {
       }
     }
     std::vector<Array> inputCts;
-    for (size_t i = 0; i < numPrimals; ++i) {
-      Array ct = cts[static_cast<size_t>(g.inputs()[i])];
-      inputCts.push_back(ct.valid() ? ct : zerosLike((*env)[static_cast<size_t>(g.inputs()[i])]));
-    }
+    for (size_t i = 0; i < numPrimals; ++i) inputCts.push_back(cts[static_cast<size_t>(g.inputs()[i])]);
     return inputCts;
+  };
+  return out;
+}
+
+VjpOutput vjp(const ArrayFn& f, const std::vector<Array>& primals) {
+  auto traced = makeGraph(f, avalsOf(primals), "vjp");
+  if (!traced.ok()) raise(traced.takeError());
+  VjpOutput out = vjpOfGraph(std::make_shared<const ClosedGraph>(std::move(traced).value()), primals);
+  out.pullback = [pullback = std::move(out.pullback), primals](const std::vector<Array>& cotangents) {
+    std::vector<Array> cts = pullback(cotangents);
+    for (size_t i = 0; i < cts.size(); ++i)
+      if (!cts[i].valid()) cts[i] = zerosLike(primals[i]);
+    return cts;
   };
   return out;
 }

@@ -4,11 +4,14 @@ The parameters have the names and layout of Tessera's gpt2 family (and so of Hug
 h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_f, with Conv1D weights stored [in, out].
 init draws them from the same Threefry keys in the same order, so on the same seed this model and the gpt2
 family start from the same weights and give the same loss. cfg is the [model] table, with the tokenizer's
-vocab_size; loss and logits take it as their last argument.
+vocab_size; loss and logits take it as their last argument. `remat = "nothing_saveable"` (or "dots_saveable") in
+[model] wraps each block in tessera.checkpoint, so the backward pass recomputes it instead of keeping its
+activations.
 """
 
 import math
 
+import tessera
 import tessera.nn as nn
 import tessera.numpy as tnp
 from tessera import random
@@ -99,8 +102,11 @@ def forward(params, tokens, cfg, key=None):
     x = tnp.take(params["wte"]["weight"], tokens, axis=0) + params["wpe"]["weight"][:t]
     keys = [None] * (1 + 2 * len(params["h"])) if key is None else list(random.split(key, 1 + 2 * len(params["h"])))
     x = dropout(x, cfg["dropout"], keys[0])
+    remat = cfg.get("remat", "none")
     for i, p in enumerate(params["h"]):
-        x = block(p, x, cfg, keys[1 + 2 * i:3 + 2 * i])
+        ks = keys[1 + 2 * i:3 + 2 * i]
+        run = lambda x, p=p, ks=ks: block(p, x, cfg, ks)  # the weights are closed over: the activations are the argument
+        x = run(x) if remat == "none" else tessera.checkpoint(run, policy=remat)(x)
     x = layer_norm(params["ln_f"], x)
     return x @ params["wte"]["weight"].T  # the head is tied to the token embedding
 

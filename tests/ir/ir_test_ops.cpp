@@ -212,6 +212,8 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["while_loop"] = {{{x, x}, ir::WhileAttrs{1, whileGraph(true), whileGraph(false)}}};
   t["custom_vjp_call"] = {
       {{x}, ir::CustomVjpAttrs{1, unaryBranch("primal", OpCode::Sin), customVjpGraph(true), customVjpGraph(false)}}};
+  t["remat_call"] = {{{x}, ir::RematAttrs{0, 0, "nothing_saveable", unaryBranch("remat", OpCode::Tanh)}}};
+  t["optimization_barrier"] = {{{x, avalOf(DType::I32, {4})}, ir::NoAttrs{}}};
   // Collectives on a 2x2 mesh: column groups [0, 2] and [1, 3].
   const ir::Ints columns = {0, 2, 1, 3};
   t["all_reduce"] = {{{x}, ir::AllReduceAttrs{columns, 2}}};

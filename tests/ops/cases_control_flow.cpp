@@ -4,13 +4,16 @@
 // predicates, several operands and results; while_loop: Collatz steps (integer carries), halving until a norm is
 // small (a float carry and a counter) and counting up to a const bound (so that vmap meets both a batched and an
 // unbatched predicate); custom_vjp_call: sin(x) * y with a hand-written bwd (the gradient checks compare it with
-// finite differences of the primal, so it must be the true gradient).
+// finite differences of the primal, so it must be the true gradient); remat_call: tanh(x @ w) * x + sin(x) with w
+// closed over, recomputing everything or keeping the matmul (which is then a result of its own);
+// optimization_barrier: the identity on operands of different shapes and dtypes.
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
 #include "engine/ir/graph.h"
+#include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "tests/ops/harness.h"
 
@@ -251,6 +254,51 @@ void addCustomVjpCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t) {
   cases.push_back(std::move(c));
 }
 
+// ---- remat_call, optimization_barrier ----
+
+// body (x [2,3], w [3,3]) -> tanh(x @ w) * x + sin(x), and x @ w itself when the policy keeps the matmuls.
+void addRematCase(std::vector<OpCase>& cases, std::mt19937& rng, DType t, bool dotsSaveable) {
+  Aval xa{Shape{2, 3}, t}, wa{Shape{3, 3}, t};
+  Body b("remat");
+  ir::ValueId x = b.in(xa), w = b.in(wa);
+  ir::ValueId d = b.op(OpCode::DotGeneral, {x, w}, ir::DotGeneralAttrs{{1}, {0}, {}, {}});
+  ir::ValueId out = b.op(OpCode::Add, {b.op(OpCode::Mul, {b.op(OpCode::Tanh, {d}), x}), b.op(OpCode::Sin, {x})});
+  OpCase c;
+  c.label = fmt::format("remat_call tanh(x @ w) * x + sin(x) {} {}", dtypeName(t),
+                        dotsSaveable ? "dots_saveable" : "nothing_saveable");
+  c.op = OpCode::RematCall;
+  std::vector<ir::ValueId> outs{out};
+  if (dotsSaveable) outs.push_back(d);
+  c.attrs = ir::RematAttrs{1, dotsSaveable ? 1 : 0, dotsSaveable ? "dots_saveable" : "nothing_saveable", b.done(outs)};
+  c.inputs = {randomTensor(xa, rng), randomTensor(wa, rng)};
+  c.reference = [dotsSaveable](const std::vector<HostTensor>& in) {
+    HostTensor r = HostTensor::zeros(in[0].aval), dot = HostTensor::zeros(in[0].aval);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < 3; ++k) acc += in[0].get(i * 3 + k) * in[1].get(k * 3 + j);
+        dot.set(i * 3 + j, acc);
+        const double xv = in[0].get(i * 3 + j);
+        r.set(i * 3 + j, std::tanh(acc) * xv + std::sin(xv));
+      }
+    std::vector<HostTensor> outs{r};
+    if (dotsSaveable) outs.push_back(dot);
+    return outs;
+  };
+  cases.push_back(std::move(c));
+}
+
+// Operands of one dtype (what the gradient checks take) and of several.
+void addBarrierCase(std::vector<OpCase>& cases, std::mt19937& rng, std::vector<Aval> avals) {
+  OpCase c;
+  c.label = "optimization_barrier " + ops::describeAvals(avals);
+  c.op = OpCode::OptimizationBarrier;
+  c.attrs = ir::NoAttrs{};
+  for (const Aval& a : avals) c.inputs.push_back(randomTensor(a, rng));
+  c.reference = [](const std::vector<HostTensor>& in) { return in; };
+  cases.push_back(std::move(c));
+}
+
 }  // namespace
 
 void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
@@ -265,6 +313,11 @@ void addControlFlowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   for (DType t : {DType::F32, DType::F64}) addHalvingCase(cases, rng, t);
   for (int64_t limit : {0, 4}) addCountingCase(cases, rng, limit);
   for (DType t : {DType::F32, DType::F64}) addCustomVjpCase(cases, rng, t);
+  for (DType t : {DType::F32, DType::F64})
+    for (bool dots : {false, true}) addRematCase(cases, rng, t, dots);
+  for (DType t : {DType::F32, DType::F64})
+    addBarrierCase(cases, rng, {Aval{Shape{2, 3}, t}, Aval{Shape{4}, t}, Aval{Shape{}, t}});
+  addBarrierCase(cases, rng, {Aval{Shape{2, 3}, DType::F32}, Aval{Shape{4}, DType::I32}, Aval{Shape{}, DType::Bool}});
 }
 
 }  // namespace tsr::test

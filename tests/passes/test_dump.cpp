@@ -104,7 +104,7 @@ TEST_CASE("dumpWritesEveryStep") {
   std::string last = dir + "/" + fmt::format("{:02}_{}.tir", steps.size(), steps.back().pass);
   TSR_COMPARE(readFile(last), printGraph(r->graph));
   // The pipeline starts by inlining custom_vjp calls, then cleans up, simplify first.
-  TSR_COMPARE(steps[0].pass, std::string("inline_custom_vjp"));
+  TSR_COMPARE(steps[0].pass, std::string("inline_calls"));
   REQUIRE(readFile(dir + "/02_simplify.dot").find("cluster_") != std::string::npos);
 
   auto j = nlohmann::json::parse(readFile(dir + "/timings.json"));

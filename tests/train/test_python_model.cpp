@@ -3,14 +3,17 @@
 // parameters are named by their dict keys, its ops carry model.py's lines, it trains, and a model.py that fails
 // (a syntax error, an exception, an endless loop, an abort) gives a clear error and leaves this process running.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "engine/core/env_options.h"
 #include "engine/optim/optim.h"
+#include "engine/project/new_project.h"
 #include "engine/project/project.h"
 #include "engine/project/python_family.h"
 #include "engine/random/random.h"
+#include "engine/store/run_store.h"
 #include "engine/train/data_source.h"
 #include "engine/train/project_model.h"
 #include "engine/train/run.h"
@@ -202,21 +205,15 @@ TEST_CASE("a model.py that fails gives a clear error") {
 }
 
 // sample_projects/py_gpt is GPT-2 in one model.py: on the same seed and batch it has gpt2_mini's parameters, loss
-// and gradients.
+// and gradients, also with its blocks under tessera.checkpoint ([model] remat, recomputed in the backward pass).
 TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
   if (!havePython()) TSR_SKIP("no Python front end in this build");
   auto gpt2 = project::loadProject(std::string(TSR_SAMPLES) + "/gpt2_mini");
-  auto py = project::loadProject(std::string(TSR_SAMPLES) + "/py_gpt");
   REQUIRE_MESSAGE(gpt2.ok(), (gpt2.ok() ? "" : gpt2.error().message.c_str()));
-  REQUIRE_MESSAGE(py.ok(), (py.ok() ? "" : py.error().message.c_str()));
-  TSR_COMPARE(py->model.family, std::string("python_lm"));
   const int64_t vocab = 512;
   auto a = train::buildModel(*gpt2, vocab);
-  auto b = train::buildModel(*py, vocab);
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message.c_str()));
-  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message.c_str()));
-  TSR_COMPARE(b->numParams, a->numParams);
-  const Tree pa = a->init(random::key(0)), pb = b->init(random::key(0));
+  const Tree pa = a->init(random::key(0));
   const train::Batch batch = train::syntheticBatch(a->batch, 3);
   auto lossOf = [&batch](const train::ProjectModel& m) {
     return valueAndGrad([&](const Tree& params) {
@@ -224,24 +221,46 @@ TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
       return m.loss(params, batch, ctx);
     });
   };
-  const ValueAndGrad ga = lossOf(*a)(pa), gb = lossOf(*b)(pb);
-  REQUIRE_MESSAGE(std::abs(ga.value.item() - gb.value.item()) <= 1e-6 * std::abs(ga.value.item()),
-                  ga.value.item() << " vs " << gb.value.item());
-  int compared = 0;
-  pa.visit([&](const std::string& path, const Array& w) {
-    const Tree* wb = pb.findPath(path);
-    REQUIRE_MESSAGE(wb, "py_gpt has no parameter " << path);
-    REQUIRE_MESSAGE(w.toFloats() == wb->leaf().toFloats(), path << " differs at init");
-    const std::vector<float> da = ga.grads.findPath(path)->leaf().toFloats(), db = gb.grads.findPath(path)->leaf().toFloats();
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < da.size(); ++i) {
-      diff = std::max(diff, std::abs(double(da[i]) - double(db[i])));
-      norm = std::max(norm, std::abs(double(da[i])));
-    }
-    REQUIRE_MESSAGE(diff <= 1e-6 * norm + 1e-12, path << ": gradients differ by " << diff << " (largest " << norm << ")");
-    ++compared;
-  });
-  TSR_COMPARE(compared, 2 + 2 * 12 + 2);  // wte and wpe, two blocks of 12, ln_f's two
+  const ValueAndGrad ga = lossOf(*a)(pa);
+  for (const std::string remat : {"none", "nothing_saveable", "dots_saveable"}) {
+    CAPTURE(remat);
+    auto overrides = project::parseOverrides({"model.remat=\"" + remat + "\""});
+    REQUIRE_MESSAGE(overrides.ok(), (overrides.ok() ? "" : overrides.error().message.c_str()));
+    auto py = project::loadProject(std::string(TSR_SAMPLES) + "/py_gpt", *overrides);
+    REQUIRE_MESSAGE(py.ok(), (py.ok() ? "" : py.error().message.c_str()));
+    TSR_COMPARE(py->model.family, std::string("python_lm"));
+    auto b = train::buildModel(*py, vocab);
+    REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message.c_str()));
+    TSR_COMPARE(b->numParams, a->numParams);
+    const Tree pb = b->init(random::key(0));
+    // model.py's blocks are remat calls in its traced loss (two layers).
+    auto traced = makeGraph(
+        [&](const Tree& params) {
+          nn::Context ctx;
+          return Tree(b->loss(params, batch, ctx));
+        },
+        pb.mapWithPath([](const std::string&, const Array& x) { return x.aval(); }), "loss");
+    REQUIRE_MESSAGE(traced.ok(), (traced.ok() ? "" : traced.error().message.c_str()));
+    TSR_COMPARE(traced->graph.count(ir::OpCode::RematCall), remat == "none" ? 0 : 2);
+    const ValueAndGrad gb = lossOf(*b)(pb);
+    REQUIRE_MESSAGE(std::abs(ga.value.item() - gb.value.item()) <= 1e-6 * std::abs(ga.value.item()),
+                    ga.value.item() << " vs " << gb.value.item());
+    int compared = 0;
+    pa.visit([&](const std::string& path, const Array& w) {
+      const Tree* wb = pb.findPath(path);
+      REQUIRE_MESSAGE(wb, "py_gpt has no parameter " << path);
+      REQUIRE_MESSAGE(w.toFloats() == wb->leaf().toFloats(), path << " differs at init");
+      const std::vector<float> da = ga.grads.findPath(path)->leaf().toFloats(), db = gb.grads.findPath(path)->leaf().toFloats();
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < da.size(); ++i) {
+        diff = std::max(diff, std::abs(double(da[i]) - double(db[i])));
+        norm = std::max(norm, std::abs(double(da[i])));
+      }
+      REQUIRE_MESSAGE(diff <= 1e-6 * norm + 1e-12, path << ": gradients differ by " << diff << " (largest " << norm << ")");
+      ++compared;
+    });
+    TSR_COMPARE(compared, 2 + 2 * 12 + 2);  // wte and wpe, two blocks of 12, ln_f's two
+  }
 }
 
 // Instead of init and loss, a Model class (an nn.Module): its parameters from init, its logits from apply (with
@@ -314,4 +333,46 @@ def loss(params, batch, key):
   TSR_COMPARE(params.findPath("0.w")->leaf().aval(), (Aval{Shape{12, 16}, DType::F32}));
   nn::Context ctx;
   REQUIRE(std::isfinite(m->loss(params, train::syntheticBatch(m->batch, 1), ctx).item()));
+}
+
+// A new Python project (tessera new --family python, the IDE's New Project) starts with a model.py that trains
+// as it is: the classifier's loss falls and its accuracy is logged; the language model's loss falls on a corpus.
+TEST_CASE("a new python project's starter model.py trains") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  for (const std::string family : {"python", "python_lm"}) {
+    CAPTURE(family);
+    test::TempDir dir;
+    project::NewProject spec{"starter", family, {}, family == "python_lm" ? "data/corpus.txt" : "", dir.path()};
+    if (family == "python_lm") {
+      std::filesystem::create_directories(dir.filePath("data"));
+      std::string corpus;
+      for (int i = 0; i < 200; ++i) corpus += "the cat sat on the mat and the dog sat on the log. ";
+      write(dir.filePath("data/corpus.txt"), corpus);
+      spec.values["block_size"] = "32";
+    }
+    auto toml = project::newProjectToml(spec);
+    REQUIRE_MESSAGE(toml.ok(), (toml.ok() ? "" : toml.error().message.c_str()));
+    REQUIRE(toml->find("python = \"model.py\"") != std::string::npos);
+    auto files = project::newProjectFiles(spec);
+    REQUIRE(files.size() == 1);
+    TSR_COMPARE(files[0].first, std::string("model.py"));
+    write(dir.filePath("project.toml"), *toml);
+    write(dir.filePath("model.py"), files[0].second);
+    auto overrides = project::parseOverrides({"train.steps=40", "train.eval_every=0", "train.lr=0.003"});
+    REQUIRE(overrides.ok());
+    auto p = project::loadProject(dir.path(), *overrides);
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+    std::vector<std::string> lines;
+    auto s = train::runTraining(*p, {}, [&](const train::RunEvent& e) { lines.push_back(e.text); });
+    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message.c_str()));
+    REQUIRE_MESSAGE(s->lastLoss < s->firstLoss * 0.8, s->firstLoss << " -> " << s->lastLoss);
+    if (family == "python") {
+      auto db = store::RunStore::open(s->storePath);
+      REQUIRE(db.ok());
+      TSR_COMPARE(db->metrics(s->runId, "accuracy")->size(), size_t(40));
+    }
+  }
+  // A model file named outside the new folder is the user's: nothing is written for it.
+  TSR_COMPARE(project::newProjectFiles({"p", "python", {{"python", "\"../mine.py\""}}, "", "."}).size(), size_t(0));
+  TSR_COMPARE(project::newProjectFiles({"p", "mlp", {}, "", "."}).size(), size_t(0));
 }

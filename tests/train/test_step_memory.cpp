@@ -1,10 +1,15 @@
 // Memory over a training step (engine/train/step_memory.h): each buffer's kind from the step's dataflow, the
-// live bytes and the peak, checked against a hand-built step and against sizes worked out from the model.
+// live bytes and the peak, checked against a hand-built step and against sizes worked out from the model; what
+// [train] remat saves, and that it trains alike.
 #include "tests/check.h"
+
+#include <map>
 
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
+#include "engine/train/data_source.h"
 #include "engine/train/profile_run.h"
+#include "engine/train/setup.h"
 #include "engine/train/step_memory.h"
 #include "tests/temp_dir.h"
 #include "tests/train/project_files.h"
@@ -165,4 +170,63 @@ TEST_CASE("measuredMemoryMeetsThePlan") {
   REQUIRE(measured->peakBytes >= footprint);
   REQUIRE(measured->peakBytes <= footprint + 64 * 1024);
   REQUIRE(measured->step.rfind("step ", 0) == 0);
+}
+
+// [train] remat: a small GPT-2 whose blocks are recomputed keeps fewer activations alive at the peak, and its
+// training steps give the same losses and parameters as without (the recomputation is the same arithmetic).
+TEST_CASE("rematKeepsFewerActivationsAndTrainsAlike") {
+  const std::string base =
+      "[model]\nfamily = \"gpt2\"\nvocab_size = 96\nblock_size = 64\nn_layer = 4\nn_head = 2\nn_embd = 32\n"
+      "[data]\nkind = \"text\"\n[train]\nbatch_size = 4\nseq_len = 64\nsteps = 3\noptimizer = \"adamw\"\n";
+  std::map<std::string, int64_t> activations;
+  std::map<std::string, std::vector<double>> losses;
+  std::map<std::string, std::vector<double>> finalParams;
+  // "blocks on 2": data parallel over two devices (the remat calls are inlined before the step is partitioned).
+  for (const std::string remat : {"none", "blocks", "dots_saveable", "blocks on 2"}) {
+    CAPTURE(remat);
+    test::TempDir dir;
+    const bool mesh = remat == "blocks on 2";
+    auto p = test::writeProject(dir.path(), base + "remat = \"" + (mesh ? std::string("blocks") : remat) + "\"\n" +
+                                                (mesh ? "[mesh]\nshape = [2]\naxes = [\"data\"]\n" : ""));
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    auto m = train::projectStepMemory(*p);
+    REQUIRE_MESSAGE(m.ok(), m.error().message);
+    checkConsistent(*m);
+    activations[remat] = m->live[static_cast<size_t>(m->peakKernel)][size_t(MemoryKind::Activations)];
+    MESSAGE(remat, ": peak ", m->peakBytes, " bytes, activations at the peak ", activations[remat]);
+
+    train::SetupOverrides o;
+    o.data = false;
+    auto s = train::makeTrainingSetup(*p, o);
+    REQUIRE_MESSAGE(s.ok(), s.error().message);
+    for (uint64_t step = 0; step < 3; ++step) {
+      train::Batch batch = train::syntheticBatch(*p, 96, 100 + step);
+      auto r = s->trainer->step(s->state, batch);
+      REQUIRE_MESSAGE(r.ok(), r.error().message);
+      losses[remat].push_back(r->loss);
+    }
+    finalParams[remat] = s->state.params.findPath("h.1.mlp.c_fc.weight")->leaf().toDoubles();
+  }
+  CHECK(activations["blocks"] * 2 < activations["none"]);
+  CHECK(activations["dots_saveable"] < activations["none"]);
+  for (const std::string remat : {"blocks", "dots_saveable", "blocks on 2"}) {
+    CAPTURE(remat);
+    for (size_t i = 0; i < 3; ++i) CHECK(std::abs(losses[remat][i] - losses["none"][i]) <= 1e-5 * losses["none"][i]);
+    for (size_t i = 0; i < finalParams["none"].size(); i += 97)
+      CHECK(std::abs(finalParams[remat][i] - finalParams["none"][i]) <= 1e-5);
+  }
+}
+
+// A family whose model has no blocks to recompute says so, instead of ignoring the key.
+TEST_CASE("rematNeedsAFamilyWithBlocks") {
+  test::TempDir dir;
+  auto p = test::writeProject(dir.path(),
+                              "[model]\nfamily = \"mlp\"\nsizes = [8, 4]\n[data]\nkind = \"synthetic-digits\"\n"
+                              "[train]\nremat = \"blocks\"\n");
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().message.find("remat") != std::string::npos);
+  CHECK(p.error().message.find("mlp") != std::string::npos);
+  auto bad = test::writeProject(dir.path(), "[model]\nfamily = \"gpt2\"\n[train]\nremat = \"sometimes\"\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("dots_saveable") != std::string::npos);
 }

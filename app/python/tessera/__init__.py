@@ -1,5 +1,5 @@
 """Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, vmap, trace,
-custom_vjp, tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's),
+custom_vjp, checkpoint (remat), tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's),
 tessera.sharding, tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
 
 try:
@@ -11,11 +11,13 @@ except ImportError as _e:
                       f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
                       "with -DPython3_EXECUTABLE=<this interpreter>") from _e
 from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
-from . import numpy, random, tree_util, lax, nn, optim, sharding, runs
-from ._transforms import jit, grad, value_and_grad, vjp, vmap, trace, custom_vjp, ShapeDtypeStruct
+from . import numpy, random, tree_util, lax, nn, optim, sharding, runs, image
+from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, custom_vjp, checkpoint, remat,
+                          checkpoint_policies, ShapeDtypeStruct)
 from .numpy import Array
 from .sharding import devices, device_count, device_put
 
-__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "jit", "grad",
-           "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "ShapeDtypeStruct", "devices", "device_count", "device_put",
+__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "jit", "grad",
+           "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
+           "ShapeDtypeStruct", "devices", "device_count", "device_put",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]

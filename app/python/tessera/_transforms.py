@@ -8,7 +8,8 @@ from . import _tessera as _C
 from .numpy import Array, asarray, zeros_like, _engine_dtype
 from .tree_util import tree_flatten, tree_unflatten
 
-__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "ShapeDtypeStruct"]
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat",
+           "checkpoint_policies", "ShapeDtypeStruct"]
 
 
 def _leaf_arrays(leaves):
@@ -351,3 +352,43 @@ class custom_vjp:
 
         outs = _C.custom_vjp_call(flat_f, flat_fwd, flat_bwd, arrays, len(arrays))
         return tree_unflatten(state["out"], outs)
+
+
+class checkpoint_policies:
+    """What checkpoint keeps from the forward pass instead of recomputing (jax.checkpoint_policies)."""
+    nothing_saveable = "nothing_saveable"  # recompute everything inside (the default)
+    dots_saveable = "dots_saveable"  # keep matmul results, recompute the rest (norms, activations, softmax)
+    everything_saveable = "everything_saveable"  # keep everything: the same as no checkpoint
+
+
+def checkpoint(fun=None, *, policy=None, prevent_cse=True):
+    """jax.checkpoint (also tessera.remat): fun with its intermediates recomputed in the backward pass instead of
+    kept alive from the forward pass, trading compute for memory. Calling it runs fun; grad recomputes fun from
+    its arguments behind an optimization barrier (so the compiler neither merges the recomputation with the
+    forward pass nor runs it early). policy: a checkpoint_policies name (None: nothing_saveable). Values fun
+    closes over are read as they are; pass the activations as arguments. Usable as a decorator, with or without
+    arguments."""
+    if fun is None:
+        return lambda f: checkpoint(f, policy=policy, prevent_cse=prevent_cse)
+    name = policy if policy is not None else checkpoint_policies.nothing_saveable
+    name = getattr(name, "__name__", name)
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint: policy must be a checkpoint_policies name, got {policy!r}")
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        leaves, in_tree = tree_flatten(args)
+        arrays = _leaf_arrays(leaves)
+        state = {}
+
+        def flat(xs):
+            out_leaves, state["out"] = tree_flatten(fun(*tree_unflatten(in_tree, xs)))
+            return _leaf_arrays(out_leaves)
+
+        outs = _C.remat_call(flat, arrays, name)
+        return tree_unflatten(state["out"], outs)
+
+    return wrapped
+
+
+remat = checkpoint

@@ -15,7 +15,7 @@ from .tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["scan", "while_loop", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
            "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
-           "conv_general_dilated", "conv", "add", "max", "min", "reduce_window"]
+           "conv_general_dilated", "conv", "conv_transpose", "add", "max", "min", "reduce_window", "optimization_barrier"]
 
 
 def stop_gradient(x):
@@ -167,6 +167,39 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
                                    out_spec or lhs_spec, feature_group_count, batch_group_count)
 
 
+def _conv_transpose_padding(k, s, padding):
+    """The (low, high) padding of the dilated input for one spatial dim: kernel extent k, stride s (as JAX's)."""
+    if padding == "SAME":
+        pad_len = k + s - 2
+        pad_a = k - 1 if s > k - 1 else int(math.ceil(pad_len / 2))
+    elif padding == "VALID":
+        pad_len = k + s - 2 + builtins.max(k - s, 0)
+        pad_a = k - 1
+    else:
+        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) pairs, got {padding!r}")
+    return pad_a, pad_len - pad_a
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None, transpose_kernel=False):
+    """jax.lax.conv_transpose: the lhs dilated by strides and convolved at stride 1 (lhs_dilation); padding
+    "SAME" (outputs = inputs * strides), "VALID", or (low, high) pairs of the dilated input. transpose_kernel
+    flips the kernel's spatial dims and swaps its I and O, which makes this the gradient of conv."""
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    n = len(strides)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers if dimension_numbers is not None else (
+        "NC" + "DHW"[3 - n:], "OI" + "DHW"[3 - n:], "NC" + "DHW"[3 - n:])
+    spatial = [i for i, c in enumerate(rhs_spec) if c not in "IO"]
+    dilation = list(rhs_dilation or [1] * n)
+    if isinstance(padding, str):
+        extents = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(spatial, dilation)]
+        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(extents, strides)]
+    if transpose_kernel:
+        rhs = _tnp.flip(rhs, axis=tuple(spatial))
+        rhs_spec = rhs_spec.replace("I", "?").replace("O", "I").replace("?", "O")
+    return conv_general_dilated(lhs, rhs, (1,) * n, padding, lhs_dilation=strides, rhs_dilation=dilation,
+                                dimension_numbers=(lhs_spec, rhs_spec, out_spec))
+
+
 def conv(lhs, rhs, window_strides, padding):
     """jax.lax.conv: lhs NC..., rhs OI..., result NC...."""
     return conv_general_dilated(lhs, rhs, window_strides, padding)
@@ -225,3 +258,10 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     return _C.reduce_window(operand, name, [int(w) for w in window_dimensions],
                             [int(s) for s in (window_strides or [])], padding,
                             [int(d) for d in (window_dilation or [])])
+
+
+def optimization_barrier(operand):
+    """jax.lax.optimization_barrier: the identity on a pytree of arrays, which no compiler pass looks through or
+    moves work across: every output exists only once every input does."""
+    leaves, tree = tree_flatten(operand)
+    return tree_unflatten(tree, _C.optimization_barrier(_arrays(leaves)))

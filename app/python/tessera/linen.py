@@ -12,7 +12,11 @@ submodules where they are used (@compact), or makes them in setup, and is run pu
     y = MLP(32).apply(variables, x)
 
 A submodule's name is the field that holds it (a list field's items: `layers_0`, `layers_1`), its `name=`, or
-its class and a counter (`Dense_0`); parameter paths join the names with dots (`blocks_0.attn.kernel`)."""
+its class and a counter (`Dense_0`); parameter paths join the names with dots (`blocks_0.attn.kernel`).
+
+Besides "params", a module may keep variables in other collections (self.variable): BatchNorm's running
+statistics live in "batch_stats". init returns every collection; apply reads them, and with
+mutable=["batch_stats"] returns (output, the updated collections), as Flax does."""
 
 import dataclasses
 import inspect
@@ -25,8 +29,8 @@ from . import _tessera as _C
 from . import numpy as tnp
 from . import random
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "Conv", "Dropout", "Sequential",
-           "initializers",
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
+           "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask"]
 
 _state = threading.local()
@@ -38,18 +42,33 @@ def _scope():
 
 
 class _Scope:
-    """One module's place in a run of init or apply: its path, its parameters (a dict of this module's own
-    parameters and its children's dicts) and the naming of the children it calls."""
+    """One module's place in a run of init or apply: its path, its variables (per collection, a dict of this
+    module's own variables and its children's dicts) and the naming of the children it calls. mutable: the
+    collections this run may write (every one in init)."""
 
-    def __init__(self, module, path, params, mode, rngs, parent=None):
-        self.module, self.path, self.params, self.mode, self.rngs = module, path, params, mode, rngs
-        self.parent = parent
+    def __init__(self, module, path, variables, mode, rngs, mutable, parent=None, name=None):
+        self.module, self.path, self.variables, self.mode, self.rngs = module, path, variables, mode, rngs
+        self.mutable = mutable
+        self.parent, self.name = parent, name
         self.counters = {}
         self.rng_counts = {}
         self.set_up = False
         # id(child) -> (child, its name), so that a module called twice shares its parameters; holding the child
         # keeps its id from being reused by a later one.
         self.named = {}
+
+    @property
+    def params(self):
+        return self.collection("params")
+
+    def collection(self, col):
+        """This module's dict in collection col, made (empty, under its parents' dicts) where it has none."""
+        if col not in self.variables:
+            self.variables[col] = {} if self.parent is None else self.parent.collection(col).setdefault(self.name, {})
+        return self.variables[col]
+
+    def may_write(self, col):
+        return self.mode == "init" or self.mutable is True or col in self.mutable
 
     def child_name(self, child):
         if child.name is not None:
@@ -75,8 +94,10 @@ class _Scope:
     def child(self, module, name):
         # In apply, a submodule without parameters (Dropout) has no entry (init prunes empty dicts); one that
         # reads a parameter it lacks fails there, naming the parameter.
-        params = self.params.setdefault(name, {}) if self.mode == "init" else self.params.get(name, {})
-        return _Scope(module, _join(self.path, name), params, self.mode, self.rngs, self)
+        variables = {}
+        for col, tree in self.variables.items():
+            variables[col] = tree.setdefault(name, {}) if self.may_write(col) else tree.get(name, {})
+        return _Scope(module, _join(self.path, name), variables, self.mode, self.rngs, self.mutable, self, name)
 
     def rng(self, stream, path):
         """A key for this stream, distinct per path and per call within the run."""
@@ -103,8 +124,29 @@ def _join(prefix, name):
     return f"{prefix}.{name}" if prefix else name
 
 
+class Variable:
+    """A variable of a collection other than "params" (self.variable): read and written through .value, as
+    Flax's. Writing needs the collection to be mutable in this run (always in init; in apply, named in
+    mutable=...)."""
+
+    def __init__(self, scope, col, name):
+        self._scope, self.collection, self.name = scope, col, name
+
+    @property
+    def value(self):
+        return self._scope.variables[self.collection][self.name]
+
+    @value.setter
+    def value(self, v):
+        if not self._scope.may_write(self.collection):
+            raise RuntimeError(f"{_join(self._scope.path, self.name)}: collection '{self.collection}' is not mutable "
+                               f"in this apply (pass mutable=['{self.collection}'])")
+        self._scope.collection(self.collection)[self.name] = tnp.asarray(v)
+
+
 # Module's own machinery, which runs in whatever scope is current.
-_UNBOUND = {"setup", "param", "make_rng", "init", "init_with_output", "apply"}
+_UNBOUND = {"setup", "param", "variable", "make_rng", "is_initializing", "is_mutable_collection", "init",
+            "init_with_output", "apply"}
 
 
 def compact(fn):
@@ -168,15 +210,34 @@ class Module:
             scope.params[name] = tnp.asarray(init_fn(scope.rng("params", path), *init_args))
         return scope.params[name]
 
+    def variable(self, col, name, init_fn, *init_args):
+        """A Variable of collection col (not "params"): made by init_fn(*init_args) when the collection lacks it
+        and may be written (init), read otherwise."""
+        scope = _scope()
+        if col == "params":
+            raise ValueError(f"{_join(scope.path, name)}: parameters are made with self.param, not self.variable")
+        tree = scope.variables.get(col, {})
+        if name not in tree:
+            if not scope.may_write(col):
+                raise KeyError(f"apply: no variable {_join(scope.path, name)} in collection '{col}' of the variables")
+            scope.collection(col)[name] = tnp.asarray(init_fn(*init_args))
+        return Variable(scope, col, name)
+
+    def is_initializing(self):
+        return _scope().mode == "init"
+
+    def is_mutable_collection(self, col):
+        return _scope().may_write(col)
+
     def make_rng(self, stream="dropout"):
         scope = _scope()
         return scope.rng(stream, scope.path)
 
-    def _run(self, params, mode, rngs, args, kwargs, method):
+    def _run(self, variables, mode, rngs, args, kwargs, method, mutable=False):
         stack = getattr(_state, "stack", None)
         if stack is None:
             stack = _state.stack = []
-        scope = _Scope(self, "", params, mode, rngs)
+        scope = _Scope(self, "", variables, mode, rngs, mutable)
         stack.append(scope)
         try:
             self._setup_once(scope)
@@ -187,23 +248,37 @@ class Module:
             stack.pop()
 
     def init(self, rngs, *args, method=None, **kwargs):
-        """{"params": the parameters __call__ creates on these inputs}; rngs is a key or a dict of keys (the
-        "params" key makes the parameters)."""
-        rngs = dict(rngs) if isinstance(rngs, dict) else {"params": rngs}
-        params = {}
-        self._run(params, "init", rngs, args, kwargs, method)
-        return {"params": _pruned(params)}
+        """{"params": the parameters __call__ creates on these inputs, and any other collection it makes
+        ("batch_stats")}; rngs is a key or a dict of keys (the "params" key makes the parameters)."""
+        return self.init_with_output(rngs, *args, method=method, **kwargs)[1]
 
     def init_with_output(self, rngs, *args, method=None, **kwargs):
         rngs = dict(rngs) if isinstance(rngs, dict) else {"params": rngs}
-        params = {}
-        out = self._run(params, "init", rngs, args, kwargs, method)
-        return out, {"params": _pruned(params)}
+        variables = {"params": {}}
+        out = self._run(variables, "init", rngs, args, kwargs, method, mutable=True)
+        made = {col: _pruned(tree) for col, tree in variables.items()}
+        return out, {col: tree for col, tree in made.items() if tree or col == "params"}
 
-    def apply(self, variables, *args, rngs=None, method=None, **kwargs):
-        """__call__ (or method) with these parameters; rngs names the keys of random streams ("dropout")."""
-        params = variables["params"] if "params" in variables else variables
-        return self._run(params, "apply", dict(rngs or {}), args, kwargs, method)
+    def apply(self, variables, *args, rngs=None, method=None, mutable=False, **kwargs):
+        """__call__ (or method) with these variables; rngs names the keys of random streams ("dropout").
+        mutable: the collections the call may update (a name, a list, or True for all but params); then it
+        returns (output, {collection: its updated variables}). The variables given are never changed."""
+        if "params" not in variables:  # a bare parameter tree
+            variables = {"params": variables}
+        if isinstance(mutable, str):
+            mutable = [mutable]
+        # Copies of the nested dicts, so that updates never reach the caller's variables.
+        working = {col: _copied(tree) for col, tree in variables.items()}
+        if mutable is True:
+            mutable = [col for col in working if col != "params"]
+        out = self._run(working, "apply", dict(rngs or {}), args, kwargs, method, mutable=list(mutable or []))
+        if not mutable:
+            return out
+        return out, {col: _pruned(working.get(col, {})) for col in mutable}
+
+
+def _copied(tree):
+    return {k: _copied(v) if isinstance(v, dict) else v for k, v in tree.items()}
 
 
 # Module's own fields: name (keyword-only), given to every subclass by __init_subclass__.
@@ -336,6 +411,51 @@ class GroupNorm(Module):
         return y
 
 
+class BatchNorm(Module):
+    """flax.linen.BatchNorm: normalises over every axis but the feature axis with the batch's statistics in
+    training (use_running_average=False), and keeps their running averages in the "batch_stats" collection
+    (mean, var: ra = momentum * ra + (1 - momentum) * batch value), which inference (use_running_average=True)
+    normalises with. Training updates need apply(..., mutable=["batch_stats"]); init makes the statistics
+    (zeros and ones) without updating them. Under data parallelism the statistics are the global batch's: the
+    mean over the batch axis is one reduction of the program, whatever the batch's sharding."""
+
+    use_running_average: Optional[bool] = None
+    axis: int = -1
+    momentum: float = 0.99
+    epsilon: float = 1e-5
+    use_bias: bool = True
+    use_scale: bool = True
+
+    @compact
+    def __call__(self, x, use_running_average=None):
+        x = tnp.asarray(x)
+        running = self.use_running_average if use_running_average is None else use_running_average
+        if running is None:
+            raise ValueError("BatchNorm: say use_running_average (False to train on batch statistics, True for "
+                             "inference), in the module or the call")
+        axis = self.axis % x.ndim
+        features = (x.shape[axis],)
+        reduce = tuple(a for a in range(x.ndim) if a != axis)
+        shape = tuple(x.shape[a] if a == axis else 1 for a in range(x.ndim))
+        ra_mean = self.variable("batch_stats", "mean", lambda: tnp.zeros(features, tnp.float32))
+        ra_var = self.variable("batch_stats", "var", lambda: tnp.ones(features, tnp.float32))
+        if running:
+            mean, var = ra_mean.value, ra_var.value
+        else:
+            mean = tnp.mean(x, axis=reduce)
+            centred = x - tnp.reshape(mean, shape)
+            var = tnp.mean(centred * centred, axis=reduce)
+            if not self.is_initializing():
+                ra_mean.value = self.momentum * ra_mean.value + (1.0 - self.momentum) * mean
+                ra_var.value = self.momentum * ra_var.value + (1.0 - self.momentum) * var
+        y = (x - tnp.reshape(mean, shape)) / tnp.sqrt(tnp.reshape(var, shape) + self.epsilon)
+        if self.use_scale:
+            y = y * tnp.reshape(self.param("scale", initializers.ones, features), shape)
+        if self.use_bias:
+            y = y + tnp.reshape(self.param("bias", initializers.zeros, features), shape)
+        return y
+
+
 class Conv(Module):
     """A convolution over the dims between the batch and the features (flax.linen.Conv: inputs [N, spatial...,
     C], kernel [spatial..., C / feature_group_count, features]); padding "SAME", "VALID" or (low, high) pairs."""
@@ -372,6 +492,62 @@ class Conv(Module):
         if self.use_bias:
             y = y + self.param("bias", self.bias_init, (self.features,))
         return y
+
+
+class ConvTranspose(Module):
+    """flax.linen.ConvTranspose (lax.conv_transpose): the input dilated by the strides, then a stride-1
+    convolution with the kernel [spatial..., in_features, features] as it is (transpose_kernel=True flips its
+    spatial dims and swaps in and out, making it the gradient of Conv); "SAME" padding gives inputs * strides
+    positions."""
+
+    features: int
+    kernel_size: Any
+    strides: Any = None
+    padding: Any = "SAME"
+    kernel_dilation: Any = None
+    use_bias: bool = True
+    transpose_kernel: bool = False
+    kernel_init: Any = initializers.lecun_normal()
+    bias_init: Any = initializers.zeros
+
+    @compact
+    def __call__(self, x):
+        from . import lax
+        x = tnp.asarray(x)
+        size = tuple(self.kernel_size)
+        n = len(size)
+        if x.ndim != n + 2 or n > 3:
+            raise ValueError(f"ConvTranspose: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape "
+                             f"{tuple(x.shape)}")
+        in_features = x.shape[-1]
+        kernel_shape = size + ((self.features, in_features) if self.transpose_kernel else (in_features, self.features))
+        kernel = self.param("kernel", self.kernel_init, kernel_shape)
+        spatial = "DHW"[3 - n:]
+        y = lax.conv_transpose(x, kernel, self.strides or (1,) * n, self.padding, rhs_dilation=self.kernel_dilation,
+                               dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
+                               transpose_kernel=self.transpose_kernel)
+        if self.use_bias:
+            y = y + self.param("bias", self.bias_init, (self.features,))
+        return y
+
+
+class Upsample(Module):
+    """Channels-last inputs [N, spatial..., C] resized by scale_factor (one number, or one per spatial dim) with
+    tessera.image.resize: "nearest" or "linear" (bilinear for images). No parameters."""
+
+    scale_factor: Any = 2
+    method: str = "nearest"
+
+    @compact
+    def __call__(self, x):
+        from . import image
+        x = tnp.asarray(x)
+        n = x.ndim - 2
+        factors = tuple(self.scale_factor) if isinstance(self.scale_factor, (tuple, list)) else (self.scale_factor,) * n
+        if len(factors) != n:
+            raise ValueError(f"Upsample: {len(factors)} scale factors for {n} spatial dims")
+        shape = (x.shape[0],) + tuple(int(round(d * f)) for d, f in zip(x.shape[1:-1], factors)) + (x.shape[-1],)
+        return image.resize(x, shape, self.method)
 
 
 class Dropout(Module):

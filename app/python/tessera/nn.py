@@ -1,17 +1,18 @@
-"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, Conv,
-Dropout, Sequential: tessera/linen.py), the pools, and the activation functions of jax.nn, which flax.linen
+"""tessera.nn: modules in the style of Flax linen (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm,
+BatchNorm, Conv, ConvTranspose, Upsample, Dropout, Sequential: tessera/linen.py), the pools, and the activation functions of jax.nn, which flax.linen
 re-exports."""
 
 from . import _tessera as _C
 from .numpy import asarray, _engine_dtype, float32
 
-from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, Conv, Dropout, Sequential,
-                    initializers, MultiHeadDotProductAttention, dot_product_attention, make_causal_mask)
+from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, BatchNorm, Conv, ConvTranspose,
+                    Upsample, Dropout, Sequential, Variable, initializers, MultiHeadDotProductAttention,
+                    dot_product_attention, make_causal_mask)
 
-__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "Conv", "Dropout", "Sequential",
-           "initializers",
+__all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
+           "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
-           "max_pool", "avg_pool"]
+           "max_pool", "avg_pool", "global_avg_pool"]
 
 
 def relu(x):
@@ -69,3 +70,10 @@ def avg_pool(inputs, window_shape, strides=None, padding="VALID", count_include_
     counts as zeros), False by the positions inside the inputs."""
     return _C.avg_pool(asarray(inputs), list(window_shape), list(strides or []), _pool_padding(padding),
                        count_include_pad)
+
+
+def global_avg_pool(inputs):
+    """The mean over the spatial dims of channels-last inputs [N, spatial..., C] -> [N, C] (a ResNet's head)."""
+    x = asarray(inputs)
+    from .numpy import mean
+    return mean(x, axis=tuple(range(1, x.ndim - 1)))

@@ -96,7 +96,14 @@ def _module_functions(model_cls, cfg, inputs):
     takes_train = "train" in inspect.signature(type(module).__call__).parameters
 
     def init(key, _cfg):
-        return module.init(key, tnp.zeros(inputs[0], inputs[1]))["params"]
+        variables = module.init(key, tnp.zeros(inputs[0], inputs[1]))
+        others = sorted(col for col in variables if col != "params")
+        if others:
+            raise TypeError(f"{model_cls.__name__} keeps variables in {', '.join(repr(c) for c in others)} besides its "
+                            "parameters (BatchNorm's running statistics): a model.py project trains parameters only; "
+                            "use a norm without running statistics (LayerNorm, GroupNorm, RMSNorm) or train it from a "
+                            "script with apply(..., mutable=[...])")
+        return variables["params"]
 
     def logits(params, x, key=None):
         kwargs = {}

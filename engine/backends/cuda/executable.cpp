@@ -48,6 +48,7 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::ScatterAdd:
     case OpCode::Iota:
     case OpCode::IntegerPow:
+    case OpCode::OptimizationBarrier:
     case OpCode::ReduceAnd:
     case OpCode::ReduceOr:
     case OpCode::Cumsum:

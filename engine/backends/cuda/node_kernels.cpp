@@ -270,6 +270,19 @@ std::string storeFrom(DType t, const std::string& p, const std::string& index, c
 }
 
 // integer_pow(x){n}: x^|n| by squaring (the exponent is a constant of the kernel), then 1 / that for n < 0.
+// optimization_barrier: each operand's bytes copied to its result, one thread per byte of the largest.
+std::optional<GeneratedKernel> barrierKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const int numArgs = static_cast<int>(k.args.size());
+  int64_t most = 0;
+  for (ir::ValueId v : n.operands) most = std::max(most, g.aval(v).bytes());
+  std::string c = header("optimization_barrier", numArgs) + indexLoop(most);
+  for (size_t i = 0; i < n.operands.size(); ++i)
+    c += fmt::format("    if (i < {0}LL) ((u8*)p{1})[i] = ((const u8*)p{2})[i];\n", g.aval(n.operands[i]).bytes(),
+                     k.resultArgs[i], k.operandArgs[i]);
+  c += "  }\n}\n";
+  return std::optional(finish(c, most, numArgs));
+}
+
 std::optional<GeneratedKernel> integerPowKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
   const Aval& out = g.aval(n.results[0]);
   const char* C = computeType(out.dtype);
@@ -669,6 +682,7 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       return std::optional(finish(c, out.numel(), numArgs));
     }
     case OpCode::IntegerPow: return integerPowKernel(g, n, k);
+    case OpCode::OptimizationBarrier: return barrierKernel(g, n, k);
     case OpCode::Sort: return sortKernel(g, n, k);
     case OpCode::TopK: return topKKernel(g, n, k);
     case OpCode::Cumsum:

@@ -21,6 +21,8 @@ def workload_args(description):
     p.add_argument("--beta2", type=float, default=0.95)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--remat", choices=["none", "blocks"], default="none",
+                   help="blocks: each block recomputed in the backward pass (torch.utils.checkpoint, jax.checkpoint)")
     # mlp
     p.add_argument("--sizes", default="784,1024,1024,1024,10")
     # elementwise

@@ -52,14 +52,15 @@ def gpt2_init(key, a):
     return params
 
 
-def gpt2_loss(params, tokens, targets, heads):
+def gpt2_loss(params, tokens, targets, heads, remat=False):
     b, t = tokens.shape
     wte = params["wte"]["weight"]
     x = wte[tokens] + params["wpe"]["weight"][:t]  # [B, T, C]
     c = x.shape[-1]
     d = c // heads
     mask = jnp.tril(jnp.ones((t, t), dtype=bool))
-    for blk in params["h"]:
+
+    def block(blk, x):
         a = blk["attn"]
         qkv = layer_norm(blk["ln_1"], x) @ a["c_attn"]["weight"] + a["c_attn"]["bias"]
         q, k, v = (z.reshape(b, t, heads, d).transpose(0, 2, 1, 3) for z in jnp.split(qkv, 3, axis=-1))
@@ -69,7 +70,11 @@ def gpt2_loss(params, tokens, targets, heads):
         x = x + y @ a["c_proj"]["weight"] + a["c_proj"]["bias"]
         m = blk["mlp"]
         u = jax.nn.gelu(layer_norm(blk["ln_2"], x) @ m["c_fc"]["weight"] + m["c_fc"]["bias"], approximate=True)
-        x = x + u @ m["c_proj"]["weight"] + m["c_proj"]["bias"]
+        return x + u @ m["c_proj"]["weight"] + m["c_proj"]["bias"]
+
+    run = jax.checkpoint(block) if remat else block
+    for blk in params["h"]:
+        x = run(blk, x)
     logits = layer_norm(params["ln_f"], x) @ wte.T  # [B, T, V]
     lse = jax.nn.logsumexp(logits, -1)
     picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
@@ -109,7 +114,7 @@ def gpt2_setup(a):
     keys = jax.random.split(jax.random.PRNGKey(1), 6)
     batches = [(jax.random.randint(keys[2 * i], (a.batch, a.seq), 0, a.vocab),
                 jax.random.randint(keys[2 * i + 1], (a.batch, a.seq), 0, a.vocab)) for i in range(3)]
-    step = adamw_step(lambda p, x, y: gpt2_loss(p, x, y, a.heads), a)
+    step = adamw_step(lambda p, x, y: gpt2_loss(p, x, y, a.heads, a.remat == "blocks"), a)
     return params, opt, batches, step
 
 
@@ -166,6 +171,13 @@ def main():
         return
     params, opt, batches, step = gpt2_setup(args) if args.workload == "gpt2" else mlp_setup(args)
     nparams = sum(p.size for p in jax.tree_util.tree_leaves(params))
+    # XLA's plan of the step: the temporaries (activations and scratch) beside arguments and outputs.
+    memory = {}
+    try:
+        analysis = step.lower(params, opt, *batches[0]).compile().memory_analysis()
+        memory = {"temp_bytes": int(analysis.temp_size_in_bytes), "argument_bytes": int(analysis.argument_size_in_bytes)}
+    except Exception as e:  # older jax, or a backend without the analysis
+        memory = {"memory_analysis": f"unavailable: {e}"}
     t0 = time.perf_counter()
     params, opt, loss = step(params, opt, *batches[0])
     first_loss = float(loss)
@@ -180,7 +192,7 @@ def main():
         loss.block_until_ready()
         times.append(time.perf_counter() - t0)
     report("jax", jax.__version__, args, times, params=int(nparams), first_step_s=first, first_loss=first_loss,
-           last_loss=float(loss))
+           last_loss=float(loss), remat=args.remat, **memory)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 gpt2  GPT-2 in the Hugging Face layout: Conv1D weights stored [in, out], pre-LN blocks, causal attention,
       GELU with the tanh approximation, LayerNorm eps 1e-5, the head tied to wte; mean cross-entropy over
-      tokens; clip by global norm, then AdamW with decay on matrices only (rank >= 2).
+      tokens; clip by global norm, then AdamW with decay on matrices only (rank >= 2). --remat blocks wraps
+      each block in torch.utils.checkpoint.
 mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
 elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
 
@@ -13,16 +14,20 @@ import math
 import statistics
 import time
 
+import resource
+
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from common import report, workload_args
 
 
 class Gpt2(torch.nn.Module):
-    def __init__(self, vocab, block, layers, heads, embd):
+    def __init__(self, vocab, block, layers, heads, embd, remat=False):
         super().__init__()
         self.heads = heads
+        self.remat = remat
         self.wte = torch.nn.Parameter(torch.randn(vocab, embd) * 0.02)
         self.wpe = torch.nn.Parameter(torch.randn(block, embd) * 0.02)
         proj_std = 0.02 / math.sqrt(2 * layers)
@@ -43,25 +48,31 @@ class Gpt2(torch.nn.Module):
         self.ln_f = torch.nn.LayerNorm(embd, eps=1e-5)
         self.register_buffer("mask", torch.tril(torch.ones(block, block, dtype=torch.bool)))
 
+    def block(self, b, x):
+        bsz, t, c = x.shape
+        d = c // self.heads
+        qkv = torch.addmm(b.c_attn_b, b.ln_1(x).view(-1, c), b.c_attn_w).view(bsz, t, 3 * c)
+        q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in qkv.split(c, dim=2))  # [B, H, T, D]
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        scores = scores.masked_fill(~self.mask[:t, :t], float("-inf"))
+        y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(bsz * t, c)
+        x = x + torch.addmm(b.attn_proj_b, y, b.attn_proj_w).view(bsz, t, c)
+        u = F.gelu(torch.addmm(b.c_fc_b, b.ln_2(x).view(-1, c), b.c_fc_w), approximate="tanh")
+        return x + torch.addmm(b.mlp_proj_b, u, b.mlp_proj_w).view(bsz, t, c)
+
     def forward(self, tokens):
         bsz, t = tokens.shape
         x = self.wte[tokens] + self.wpe[:t]  # [B, T, C]
-        c = x.shape[-1]
-        d = c // self.heads
         for b in self.h:
-            qkv = torch.addmm(b.c_attn_b, b.ln_1(x).view(-1, c), b.c_attn_w).view(bsz, t, 3 * c)
-            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in qkv.split(c, dim=2))  # [B, H, T, D]
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
-            scores = scores.masked_fill(~self.mask[:t, :t], float("-inf"))
-            y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(bsz * t, c)
-            x = x + torch.addmm(b.attn_proj_b, y, b.attn_proj_w).view(bsz, t, c)
-            u = F.gelu(torch.addmm(b.c_fc_b, b.ln_2(x).view(-1, c), b.c_fc_w), approximate="tanh")
-            x = x + torch.addmm(b.mlp_proj_b, u, b.mlp_proj_w).view(bsz, t, c)
+            if self.remat:
+                x = torch.utils.checkpoint.checkpoint(self.block, b, x, use_reentrant=False)
+            else:
+                x = self.block(b, x)
         return self.ln_f(x) @ self.wte.t()  # tied head: [B, T, V]
 
 
 def gpt2_step(args):
-    model = Gpt2(args.vocab, args.block, args.layers, args.heads, args.embd)
+    model = Gpt2(args.vocab, args.block, args.layers, args.heads, args.embd, remat=args.remat == "blocks")
     params = list(model.parameters())
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
@@ -154,8 +165,10 @@ def main():
         t0 = time.perf_counter()
         loss = step(args.warmup + i)
         times.append(time.perf_counter() - t0)
+    # The process's peak resident memory (PyTorch keeps no allocator statistics on the CPU).
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     report("torch", torch.__version__, args, times, params=nparams, first_step_s=first, first_loss=first_loss,
-           last_loss=loss)
+           last_loss=loss, remat=args.remat, peak_rss_bytes=peak_rss)
 
 
 if __name__ == "__main__":

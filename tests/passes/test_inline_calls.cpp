@@ -1,12 +1,15 @@
-// InlineCustomVjp: a custom_vjp_call becomes its primal graph's nodes (with their provenance), inside scan bodies
-// and when a primal itself calls custom_vjp; results are unchanged; a graph without calls is left alone.
+// InlineCalls: a custom_vjp_call becomes its primal graph's nodes (with their provenance), inside scan bodies
+// and when a primal itself calls custom_vjp; a remat_call becomes its body, its recomputation (behind the
+// barrier) kept; results are unchanged; a graph without calls is left alone.
 #include "tests/check.h"
 
 #include "engine/ops/registry.h"
-#include "engine/passes/inline_custom_vjp.h"
+#include "engine/passes/inline_calls.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
 #include "engine/transform/custom_vjp.h"
+#include "engine/transform/remat.h"
 #include "engine/transform/trace.h"
 #include "tests/passes/pass_test_util.h"
 
@@ -46,7 +49,7 @@ TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
                        {f32({4})});
   TSR_COMPARE(g.count(OpCode::CustomVjpCall), 1);
   ir::Graph before = g;
-  passes::InlineCustomVjp pass;
+  passes::InlineCalls pass;
   passes::PassContext ctx(reg());
   auto r = runPass(pass, g, ctx);
   REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
@@ -56,7 +59,7 @@ TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
   TSR_COMPARE(g.count(OpCode::Cos), 0);  // fwd's residual is not computed
   const ir::Node& sinNode = *std::find_if(g.nodes().begin(), g.nodes().end(),
                                           [](const ir::Node& n) { return n.op == OpCode::Sin; });
-  REQUIRE_MESSAGE(sinNode.prov.file.find("test_inline_custom_vjp.cpp") != std::string::npos, sinNode.prov.toString());
+  REQUIRE_MESSAGE(sinNode.prov.file.find("test_inline_calls.cpp") != std::string::npos, sinNode.prov.toString());
   TSR_COMPARE(compareResults(before, g), std::string());
   TSR_COMPARE(ctx.log().size(), size_t(1));
   REQUIRE(ctx.log().all()[0].message.find("inlined 1 custom_vjp_call") != std::string::npos);
@@ -77,7 +80,7 @@ TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
   // The body's, the outer call, and the calls in its primal and in its fwd (which goes with it).
   TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 4);
   ir::Graph before = g;
-  passes::InlineCustomVjp pass;
+  passes::InlineCalls pass;
   passes::PassContext ctx(reg());
   auto r = runPass(pass, g, ctx);
   REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
@@ -87,11 +90,36 @@ TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
   TSR_COMPARE(compareResults(before, g), std::string());
 }
 
+TEST_CASE("inlinesRematCallsAndKeepsTheirRecomputation") {
+  // grad of sum(tanh(remat(sin)(x)) ): the remat call runs sin in the forward pass; its vjp recomputed sin
+  // behind an optimization_barrier. Inlined, both sins are there, and the results are the same.
+  ir::Graph g = traced(
+      [&](const std::vector<Array>& a) {
+        auto f = remat([](const Tree& t) { return Tree(sin(t.leaf()) * t.leaf()); });
+        return std::vector<Array>{
+            grad([&](const Tree& t) { return sum(tanh(f(t).leaf())); })(Tree(a[0])).leaf()};
+      },
+      {f32({5})});
+  TSR_COMPARE(countDeep(g, OpCode::RematCall), 1);
+  TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
+  ir::Graph before = g;
+  passes::InlineCalls pass;
+  passes::PassContext ctx(reg());
+  auto r = runPass(pass, g, ctx);
+  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
+  REQUIRE(r.changed);
+  TSR_COMPARE(countDeep(g, OpCode::RematCall), 0);
+  TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
+  TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
+  TSR_COMPARE(compareResults(before, g), std::string());
+  REQUIRE(ctx.log().all()[0].message.find("1 remat_call") != std::string::npos);
+}
+
 TEST_CASE("leavesAGraphWithoutCallsAlone") {
   Builder b;
   auto x = b.input(f32({4}));
   ir::Graph g = b.done({b.add(OpCode::Sin, {x})});
-  passes::InlineCustomVjp pass;
+  passes::InlineCalls pass;
   passes::PassContext ctx(reg());
   auto r = runPass(pass, g, ctx);
   REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
