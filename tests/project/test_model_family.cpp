@@ -96,7 +96,7 @@ TEST_CASE("the core families declare their keys") {
   const ModelFamily* vit = findModelFamily("vit");
   REQUIRE(vit);
   REQUIRE(!vit->languageModel);
-  TSR_COMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
+  TSR_COMPARE(vit->dataKinds, (std::vector<std::string>{"synthetic-images", "cifar10", "image_folder", "npy"}));
   TSR_COMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
   const ModelFamily* mlp = findModelFamily("mlp");
   REQUIRE(mlp);
