@@ -1,6 +1,7 @@
 #include "engine/train/data_source_arrays.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <thread>
@@ -217,7 +218,9 @@ Result<ProjectData> prepareImageFolder(const project::Project& p, const Wanted& 
   if (o.channels == 1 && c.mean.size() == 3 && c.stddev.size() == 3)
     o.norm = {{(c.mean[0] + c.mean[1] + c.mean[2]) / 3}, {(c.stddev[0] + c.stddev[1] + c.stddev[2]) / 3}};
   o.skipBadFiles = c.badFiles == "skip";
-  o.report = [info](const std::string& m) { info(m); };
+  // Reported from the worker threads while the run goes on, when the setup's `info` may be gone: straight to
+  // stderr, one line each (a single fprintf is not interleaved with others).
+  o.report = [](const std::string& m) { std::fprintf(stderr, "warning: %s\n", m.c_str()); };
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
   ProjectData d;
   const size_t nTrain = trainFiles.size(), nVal = valFiles.size();
