@@ -22,6 +22,10 @@ Result<Image> decodePng(const std::string& path, const std::string& bytes) {
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()))
     return makeError("{}: not a PNG image libpng reads: {}", path, png.message);
+  if (static_cast<uint64_t>(png.width) * png.height > (uint64_t{1} << 28)) {
+    png_image_free(&png);
+    return makeError("{}: a PNG image of {}x{} pixels, more than Tessera decodes", path, png.width, png.height);
+  }
   png.format = PNG_FORMAT_RGB;
   Image image;
   image.width = png.width;
@@ -93,7 +97,7 @@ Result<Image> decodeJpeg(const std::string& path, const std::string& bytes) {
   JpegError err{};
   if (!jpegPass(bytes, 0, image, err)) return makeError("{}: not a JPEG image libjpeg reads: {}", path, err.message);
   if (image.width <= 0 || image.height <= 0 || image.width * image.height > (int64_t{1} << 28))
-    return makeError("{}: a JPEG image of {}x{} pixels", path, image.width, image.height);
+    return makeError("{}: a JPEG image of {}x{} pixels, more than Tessera decodes", path, image.width, image.height);
   image.pixels.resize(static_cast<size_t>(image.width * image.height * 3));
   if (!jpegPass(bytes, 1, image, err)) return makeError("{}: damaged JPEG image: {}", path, err.message);
   return image;

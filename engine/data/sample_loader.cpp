@@ -1,5 +1,8 @@
 #include "engine/data/sample_loader.h"
 
+#include <algorithm>
+#include <exception>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -59,7 +62,7 @@ struct SampleLoader::Impl {
     const std::vector<int64_t> idx = samples(e, b);
     const int threads = static_cast<int>(std::clamp<int64_t>(options.threads, 1, B));
     std::vector<std::optional<Error>> errors(static_cast<size_t>(threads));
-    auto work = [&](int t) {
+    auto readSamples = [&](int t) {
       for (int64_t i = t; i < B; i += threads) {
         const uint64_t seed = mix(mix(options.seed ^ mix(static_cast<uint64_t>(e))) ^ static_cast<uint64_t>(b * B + i));
         Result<int32_t> label = set->read(idx[static_cast<size_t>(i)], seed, inputs + i * D);
@@ -74,6 +77,14 @@ struct SampleLoader::Impl {
           return;
         }
         labels[i] = *label;
+      }
+    };
+    // Each thread keeps its first error; an exception (memory running out) must not escape a thread.
+    auto work = [&](int t) {
+      try {
+        readSamples(t);
+      } catch (const std::exception& ex) {
+        errors[static_cast<size_t>(t)] = makeError("reading a batch: {}", ex.what());
       }
     };
     if (threads == 1) {

@@ -1,6 +1,7 @@
 #include "engine/data/sample_set.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 
@@ -95,6 +96,8 @@ class CifarSamples : public SampleSet {
       dx = static_cast<int64_t>((h >> 8) % 9) - 4;
       flip = ((h >> 16) & 1) != 0;
     }
+    // Labels are checked as records are read: checking them up front would page in the whole file.
+    if (r[0] > 9) return makeError("{} has label {}; CIFAR-10 labels are 0..9", where(i), r[0]);
     normaliseCrop(r + 1, 32, 32, 3, 3, 32, 32, dy, dx, flip, true, m_norm, out);
     return static_cast<int32_t>(r[0]);
   }
@@ -217,9 +220,6 @@ Result<std::shared_ptr<SampleSet>> cifarSamples(const std::vector<std::string>& 
     if (f.size() == 0 || f.size() % kCifarRecordBytes != 0)
       return makeError("{}: {} bytes, not a whole number of CIFAR-10 records of {} bytes (1 label + 3072 pixels)",
                        path, f.size(), kCifarRecordBytes);
-    for (size_t r = 0; r < f.size(); r += kCifarRecordBytes)
-      if (f.data()[r] > 9)
-        return makeError("{}: record {} has label {}; CIFAR-10 labels are 0..9", path, r / kCifarRecordBytes, f.data()[r]);
     mapped.push_back(std::move(f));
   }
   return std::shared_ptr<SampleSet>(std::make_shared<CifarSamples>(std::move(mapped), norm, augment));

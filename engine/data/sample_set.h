@@ -40,8 +40,9 @@ Result<std::shared_ptr<SampleSet>> npySamples(NpyArray x, NpyArray y, double sca
 std::shared_ptr<SampleSet> sampleRange(std::shared_ptr<const SampleSet> set, int64_t begin, int64_t end);
 
 // CIFAR-10 binary files: records of 1 label byte and 3072 pixel bytes (32x32 red, then green, then blue, row by
-// row), the files' records one after another. With `augment`, a training image is padded by 4 pixels (of
-// value 0), cropped back to 32x32 at a random place, and flipped left-right with probability 1/2.
+// row), the files' records one after another; a label over 9 is an error when its record is read. With
+// `augment`, a training image is padded by 4 pixels (of value 0), cropped back to 32x32 at a random place, and
+// flipped left-right with probability 1/2.
 Result<std::shared_ptr<SampleSet>> cifarSamples(const std::vector<std::string>& files, const Normalize& norm,
                                                 bool augment);
 inline constexpr int64_t kCifarRecordBytes = 1 + 3 * 32 * 32;
