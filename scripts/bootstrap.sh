@@ -12,6 +12,8 @@ PACKAGES=(
   libopenblas-dev libsqlite3-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libcli11-dev libpcre2-dev
   # conv_general_dilated's CPU kernel (oneDNN)
   libdnnl-dev
+  # image data: PNG and JPEG decoding
+  libpng-dev libjpeg-dev
   # the engine's tests
   doctest-dev
   # plugin hashes (SHA-256)

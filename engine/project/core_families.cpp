@@ -87,7 +87,7 @@ ModelFamily vitFamily() {
             integerKey("mlp", 3072, limits::kWidth, "hidden width of each layer's MLP"),
             integerKey("num_classes", 1000, limits::kVocab, "classes the head predicts"),
             dropoutKey()};
-  f.dataKinds = {"synthetic-images"};
+  f.dataKinds = {"synthetic-images", "cifar10", "image_folder", "npy"};
   f.check = [](const ModelConfig& c) -> Status {
     nn::VitConfig v = vitConfig(c);
     if (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0)
@@ -123,7 +123,7 @@ ModelFamily mlpFamily() {
   sizes.requirement = "at least two positive sizes";
   sizes.help = "layer widths from input features to classes, e.g. [784, 1024, 10]";
   f.keys = {sizes};
-  f.dataKinds = {"synthetic-digits"};
+  f.dataKinds = {"synthetic-digits", "npy", "cifar10", "image_folder"};
   f.build = [](const ModelConfig& c, const BuildContext&) {
     auto model = std::make_shared<nn::Mlp>(nn::MlpConfig{c.sizes("sizes")});
     FamilyModel m = wrap(model);

@@ -1,6 +1,7 @@
 #include "engine/project/project.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -51,6 +52,11 @@ std::string settingText(double v) { return keyValueToml(KeyValue{v}); }
 std::string settingText(bool v) { return v ? "true" : "false"; }
 std::string settingText(const std::string& v) { return tomlString(v); }
 std::string settingText(const std::vector<int64_t>& v) { return keyValueToml(KeyValue{v}); }
+std::string settingText(const std::vector<double>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + settingText(v[i]);
+  return out + "]";
+}
 std::string settingText(const std::vector<std::string>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + tomlString(v[i]);
@@ -222,6 +228,19 @@ class SectionReader {
     out = std::move(v);
     return true;
   }
+  static bool read(const toml::node& n, std::vector<double>& out) {
+    const toml::array* a = n.as_array();
+    if (!a) return false;
+    std::vector<double> v;
+    for (const auto& e : *a) {
+      auto x = e.value<double>();
+      if (!x) return false;
+      v.push_back(*x);
+    }
+    out = std::move(v);
+    return true;
+  }
+  static const char* typeName(const std::vector<double>&) { return "an array of numbers"; }
   static const char* typeName(int64_t) { return "an integer"; }
   static const char* typeName(uint64_t) { return "a non-negative integer"; }
   static const char* typeName(double) { return "a number"; }
@@ -244,6 +263,38 @@ class SectionReader {
   std::set<std::string> m_known;
   bool m_record = true;
 };
+
+// The keys of the array and image kinds (npy, cifar10, image_folder), read only for those kinds: for any other
+// they are unknown keys.
+void readArrayDataKeys(SectionReader& data, DataSection& d) {
+  const bool npy = d.kind == "npy", cifar = d.kind == "cifar10", folder = d.kind == "image_folder";
+  if (npy) {
+    data.get("x", d.x);
+    data.get("y", d.y);
+    data.get("val_x", d.valX);
+    data.get("val_y", d.valY);
+    data.get("scale", d.scale, [](double s) { return std::isfinite(s) && s >= 0; }, "a non-negative number (0: 1/255 for uint8 inputs, 1 otherwise)");
+  }
+  if (cifar || folder) {
+    // Defaults: the CIFAR-10 training set's channel statistics, and ImageNet's for other images.
+    d.mean = cifar ? std::vector<double>{0.4914, 0.4822, 0.4465} : std::vector<double>{0.485, 0.456, 0.406};
+    d.stddev = cifar ? std::vector<double>{0.2470, 0.2435, 0.2616} : std::vector<double>{0.229, 0.224, 0.225};
+    d.augment = folder;
+    auto finite = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+    };
+    auto positive = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && x > 0; });
+    };
+    data.get("mean", d.mean, finite, "an array of numbers, one per channel");
+    data.get("std", d.stddev, positive, "an array of positive numbers, one per channel");
+    data.get("augment", d.augment);
+  }
+  if (folder) {
+    data.get("val_path", d.valPath);
+    data.get("bad_files", d.badFiles, [](const std::string& b) { return b == "stop" || b == "skip"; }, "stop or skip");
+  }
+}
 
 // The tables of project.toml, in the order the file has them.
 const std::vector<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
@@ -373,6 +424,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   data.get("vocab_bpe", p.data.vocabBpe);
   data.get("vocab_size", p.data.vocabSize, [](int64_t n) { return n >= 257; }, "at least 257", limits::kVocab);
   data.get("val_fraction", p.data.valFraction, [](double f) { return f >= 0 && f < 1; }, "in [0, 1)");
+  readArrayDataKeys(data, p.data);
   data.finish();
 
   auto& t = p.train;

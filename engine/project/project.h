@@ -25,12 +25,23 @@ struct ModelSection {
 };
 
 struct DataSection {
-  std::string kind;  // text | synthetic-images | synthetic-digits; when absent, the family's first data kind
-  std::string path;           // text corpus, relative to the project folder
+  // text | synthetic-images | synthetic-digits | npy | cifar10 | image_folder; when absent, the family's first
+  // data kind
+  std::string kind;
+  std::string path;           // text corpus, CIFAR-10 folder or image folder, relative to the project folder
   std::string tokenizer = "bpe";  // bpe: trained on the corpus and cached; gpt2: encoder.json + vocab.bpe
   std::string encoderJson, vocabBpe;  // for tokenizer = gpt2
   int64_t vocabSize = 512;    // for a trained tokenizer
-  double valFraction = 0.1;
+  double valFraction = 0.1;   // held out for validation (text; npy and image_folder without validation files)
+
+  // Array and image data (npy, cifar10, image_folder); read only for those kinds.
+  std::string x, y;           // npy: inputs and labels, "file.npy" or "file.npz:member"
+  std::string valX, valY;     // npy: validation inputs and labels (else val_fraction of x and y)
+  std::string valPath;        // image_folder: a validation folder of the same classes (else val_fraction)
+  double scale = 0.0;         // npy: inputs times scale; 0: 1/255 for uint8 inputs, 1 otherwise
+  std::vector<double> mean, stddev;  // [data] mean and std: cifar10, image_folder: per-channel normalisation of [0, 1] pixels
+  bool augment = false;       // cifar10, image_folder: random crop and horizontal flip of training images
+  std::string badFiles = "stop";  // image_folder: stop | skip on an image that does not decode
 };
 
 struct TrainSection {

@@ -321,7 +321,7 @@ std::vector<ModelFamily> pythonFamilies() {
   shape.help = "the shape of one example's inputs, e.g. [784] or [3, 32, 32]";
   classifier.keys = {file, shape, integerKey("classes", 10, limits::kVocab, "the classes its labels take")};
   classifier.openKeys = true;
-  classifier.dataKinds = {"synthetic-digits", "synthetic-images"};
+  classifier.dataKinds = {"synthetic-digits", "synthetic-images", "npy", "cifar10", "image_folder"};
   classifier.check = checkModelFile;
   classifier.batch = classifierBatch;
   classifier.build = [](const ModelConfig& c, const BuildContext& ctx) {

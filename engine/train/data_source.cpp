@@ -15,6 +15,7 @@
 #include "engine/data/synthetic_images.h"
 #include "engine/data/token_file.h"
 #include "engine/random/random.h"
+#include "engine/train/data_source_arrays.h"
 
 namespace tsr::train {
 
@@ -243,6 +244,8 @@ Result<ProjectData> prepareData(const project::Project& p, const std::function<v
     };
     TSR_ASSIGN(d.train, digits(0));
     TSR_ASSIGN(d.val, digits(1'000'000'000));
+  } else if (p.data.kind == "npy" || p.data.kind == "cifar10" || p.data.kind == "image_folder") {
+    return prepareArrayData(p, info);
   } else {
     return makeError("{}: [data] kind '{}' is not one Tessera reads", p.file, p.data.kind);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Where a project's training batches come from: the [data] kinds (text windows of a tokenized corpus, synthetic
-// images, synthetic digit-like vectors) as resumable sources, and synthetic batches of the right shapes for
-// benchmarks. The kind and the batch's shapes come from the project's model family (project/model_family.h).
+// images, synthetic digit-like vectors, NumPy arrays, CIFAR-10 files, image folders) as resumable sources, and
+// synthetic batches of the right shapes for benchmarks. The kind and the batch's shapes come from the project's model family (project/model_family.h).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,7 +19,7 @@ namespace tsr::train {
 // A non-negative integer stored as text (checkpoint metadata, data positions); a damaged file is an error.
 Result<int64_t> parseCount(const std::string& text, const std::string& what);
 
-// Where a batch comes from: text windows, synthetic images, or synthetic digit-like vectors.
+// Where a batch comes from: text windows, synthetic images, synthetic digit-like vectors, arrays or images.
 class DataSource {
  public:
   virtual ~DataSource() = default;

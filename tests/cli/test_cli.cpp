@@ -166,6 +166,61 @@ class TestCli : public QObject {
     QVERIFY2(again.err.contains("exists already"), qPrintable(again.err));
   }
 
+  // kind = "npy": x and y from .npy files (headers written here by hand); the loss falls well below its start.
+  void trainOnNpyArraysLowersTheLoss() {
+    QTemporaryDir dir;
+    auto npy = [](const QByteArray& dict, const QByteArray& data) {
+      QByteArray header = dict;
+      while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+      header += '\n';
+      QByteArray out("\x93NUMPY\x01\x00", 8);
+      out += char(header.size() & 0xFF);
+      out += char(header.size() >> 8);
+      return out + header + data;
+    };
+    // Two classes of 8 features: class c has mean +-1 in every feature, under noise of deviation about 0.6.
+    const int n = 256, d = 8;
+    QByteArray x, y;
+    uint32_t state = 12345;
+    auto uniform = [&state] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f;
+    };
+    for (int i = 0; i < n; ++i) {
+      const int64_t label = i % 2;
+      for (int j = 0; j < d; ++j) {
+        const float v = (label ? 1.0f : -1.0f) + 2.0f * (uniform() + uniform());
+        x.append(reinterpret_cast<const char*>(&v), 4);
+      }
+      y.append(reinterpret_cast<const char*>(&label), 8);
+    }
+    writeFile(dir.filePath("x.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (256, 8), }", x));
+    writeFile(dir.filePath("y.npy"), npy("{'descr': '<i8', 'fortran_order': False, 'shape': (256,), }", y));
+    writeFile(dir.filePath("project.toml"), R"([model]
+family = "mlp"
+sizes = [8, 16, 2]
+[data]
+kind = "npy"
+x = "x.npy"
+y = "y.npy"
+[train]
+steps = 30
+batch_size = 16
+optimizer = "adam"
+lr = 1e-2
+warmup_steps = 0
+eval_every = 30
+)");
+    Run t = tessera({"train", dir.path(), "--db", dir.filePath("store.db")});
+    QCOMPARE(t.exitCode, 0);
+    QVERIFY2(t.out.contains("256 samples: 231 for training, 25 for validation"), qPrintable(t.out + t.err));
+    QRegularExpressionMatch m = QRegularExpression("loss ([0-9.]+) -> ([0-9.]+)").match(t.out);
+    QVERIFY2(m.hasMatch(), qPrintable(t.out));
+    const double first = m.captured(1).toDouble(), last = m.captured(2).toDouble();
+    QVERIFY2(last < 0.5 * first, qPrintable(t.out));
+    QVERIFY2(t.out.contains(QRegularExpression("validation loss 0\\.[0-3]")), qPrintable(t.out));
+  }
+
   void trainThenListShowAndExportRuns() {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyMlp);

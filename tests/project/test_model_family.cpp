@@ -96,7 +96,7 @@ TEST_CASE("the core families declare their keys") {
   const ModelFamily* vit = findModelFamily("vit");
   REQUIRE(vit);
   REQUIRE(!vit->languageModel);
-  TSR_COMPARE(vit->dataKinds, std::vector<std::string>{"synthetic-images"});
+  TSR_COMPARE(vit->dataKinds, (std::vector<std::string>{"synthetic-images", "cifar10", "image_folder", "npy"}));
   TSR_COMPARE(std::get<int64_t>(keyOf(*vit, "patch_size")->defaultValue), int64_t(16));
   const ModelFamily* mlp = findModelFamily("mlp");
   REQUIRE(mlp);
@@ -146,7 +146,7 @@ TEST_CASE("projects are read from the declaration") {
   TSR_COMPARE(vit->data.kind, std::string("synthetic-images"));  // the family's data kind when none is given
   REQUIRE(!vit->model.languageModel());
   TSR_COMPARE(parseError("[model]\nfamily = \"vit\"\n[data]\nkind = \"text\"\n"),
-              std::string("p/project.toml:4: 'kind' must be synthetic-images (what the vit family trains on)"));
+              std::string("p/project.toml:4: 'kind' must be synthetic-images or cifar10 or image_folder or npy (what the vit family trains on)"));
   TSR_COMPARE(parseError("[model]\nfamily = \"vit\"\nn_layer = 2\n"),
               std::string("p/project.toml:3: unknown key 'n_layer' in [model]"));
   TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nsizes = [5]\n"),

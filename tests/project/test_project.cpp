@@ -243,3 +243,61 @@ seq_len = 16
   TSR_COMPARE(body(resolvedToml(*again)), body(resolved));
   TSR_COMPARE(again->settings.size(), p->settings.size());
 }
+
+// The keys of the array and image kinds: read for their kind only (unknown for any other), with per-kind
+// defaults, checked values and a resolved config that reads back the same.
+TEST_CASE("arrayAndImageDataKeys") {
+  auto p = parseProject(R"([model]
+family = "mlp"
+sizes = [4, 8, 3]
+[data]
+kind = "npy"
+x = "d.npz:x"
+y = "d.npz:y"
+val_x = "vx.npy"
+val_y = "vy.npy"
+scale = 0.5
+)", "p/project.toml", "p");
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  TSR_COMPARE(p->data.x, std::string("d.npz:x"));
+  TSR_COMPARE(p->data.valY, std::string("vy.npy"));
+  TSR_COMPARE(p->data.scale, 0.5);
+  auto again = parseProject(resolvedToml(*p), "resolved.toml", "p");
+  REQUIRE_MESSAGE(again.ok(), again.error().message);
+  TSR_COMPARE(again->data.valX, std::string("vx.npy"));
+
+  const std::string vit = "[model]\nfamily = \"vit\"\nimage_size = 32\npatch_size = 8\nhidden = 16\nlayers = 1\n"
+                          "heads = 2\nmlp = 16\nnum_classes = 10\n[data]\n";
+  auto cifar = parseProject(vit + "kind = \"cifar10\"\npath = \"c\"\n", "p/project.toml", "p");
+  REQUIRE_MESSAGE(cifar.ok(), cifar.error().message);
+  TSR_COMPARE(cifar->data.mean, (std::vector<double>{0.4914, 0.4822, 0.4465}));
+  TSR_COMPARE(cifar->data.stddev, (std::vector<double>{0.2470, 0.2435, 0.2616}));
+  TSR_COMPARE(cifar->data.augment, false);
+  const std::string resolved = resolvedToml(*cifar);
+  REQUIRE_MESSAGE(resolved.find("mean = [0.4914, 0.4822, 0.4465]\n") != std::string::npos, resolved);
+  auto folder = parseProject(vit + "kind = \"image_folder\"\npath = \"f\"\nmean = [0.5, 0.5, 1]\nstd = [1, 2, 3]\n"
+                                   "bad_files = \"skip\"\nval_path = \"v\"\n",
+                             "p/project.toml", "p");
+  REQUIRE_MESSAGE(folder.ok(), folder.error().message);
+  TSR_COMPARE(folder->data.augment, true);
+  TSR_COMPARE(folder->data.mean, (std::vector<double>{0.5, 0.5, 1}));
+  TSR_COMPARE(folder->data.badFiles, std::string("skip"));
+
+  // A key of another kind is unknown, with its line.
+  TSR_COMPARE(parseError(vit + "kind = \"cifar10\"\npath = \"c\"\nx = \"a.npy\"\n"),
+              std::string("p/project.toml:13: unknown key 'x' in [data]"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\n[data]\nkind = \"npy\"\naugment = true\n"),
+              std::string("p/project.toml:5: unknown key 'augment' in [data]"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\n[data]\nkind = \"synthetic-digits\"\nx = \"a.npy\"\n"),
+              std::string("p/project.toml:5: unknown key 'x' in [data]"));
+  TSR_COMPARE(parseError(vit + "kind = \"image_folder\"\nbad_files = \"ignore\"\n"),
+              std::string("p/project.toml:12: 'bad_files' must be stop or skip"));
+  TSR_COMPARE(parseError(vit + "kind = \"cifar10\"\nstd = [0.2, 0, 0.2]\n"),
+              std::string("p/project.toml:12: 'std' must be an array of positive numbers, one per channel"));
+  TSR_COMPARE(parseError(vit + "kind = \"cifar10\"\nmean = \"zero\"\n"),
+              std::string("p/project.toml:12: 'mean' must be an array of numbers"));
+  TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\n[data]\nkind = \"npy\"\nscale = -1.0\n"),
+              std::string("p/project.toml:5: 'scale' must be a non-negative number (0: 1/255 for uint8 inputs, 1 otherwise)"));
+  REQUIRE(parseError("[data]\nkind = \"npy\"\n").find("'kind' must be text (what the gpt2 family trains on)") !=
+          std::string::npos);
+}
