@@ -144,7 +144,7 @@ ir::BatchResult barrierBatch(const ir::BatchArgs& args) {
           args.batchDims};
 }
 
-Result<ir::ShardingRule> barrierShardRule(std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
+Result<ir::ShardingRule> barrierShardRule(std::span<const Aval> in, std::span<const Aval>, const ir::Attrs&) {
   ir::ShardingRule r;
   for (size_t i = 0; i < in.size(); ++i) {
     std::vector<int> dims;
@@ -152,7 +152,6 @@ Result<ir::ShardingRule> barrierShardRule(std::span<const Aval> in, std::span<co
     r.operandDims.push_back(dims);
     r.resultDims.push_back(dims);
   }
-  (void)out;
   return r;
 }
 

@@ -88,13 +88,13 @@ std::vector<Array> checkedCarry(const char* op, const Tree& next, const TreeDef&
   return out;
 }
 
+}  // namespace
+
 Tree unflattenOrRaise(const TreeDef& def, std::vector<Array> leaves) {
   auto t = Tree::unflatten(def, std::move(leaves));
   if (!t.ok()) raise(t.takeError());
   return std::move(t).value();
 }
-
-}  // namespace
 
 std::vector<Array> bindGraph(const ir::Graph& g, const std::vector<Array>& inputs) {
   if (inputs.size() != g.inputs().size())

@@ -67,4 +67,8 @@ SharedCaptures shareCaptures(const std::vector<const ClosedGraph*>& traced, size
 std::vector<Array> bindGraph(const ir::Graph& g, const std::vector<Array>& inputs);
 ArrayFn graphFn(ir::GraphPtr g);
 
+// Tree::unflatten for the transformations' own bookkeeping (leaves they flattened themselves): raises instead of
+// returning an error.
+Tree unflattenOrRaise(const TreeDef& def, std::vector<Array> leaves);
+
 }  // namespace tsr

@@ -25,11 +25,6 @@ ClosedGraph traceOrRaise(const ArrayFn& f, const std::vector<Aval>& avals, const
   return std::move(traced).value();
 }
 
-Tree unflattenOrRaise(const TreeDef& def, std::vector<Array> leaves) {
-  auto t = Tree::unflatten(def, std::move(leaves));
-  if (!t.ok()) raise(t.takeError());
-  return std::move(t).value();
-}
 
 std::string leafName(const std::string& path) { return path.empty() ? "the primal" : "primal '" + path + "'"; }
 

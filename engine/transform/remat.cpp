@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/transform/control_flow.h"
 #include "engine/transform/trace.h"
 
 namespace tsr {
@@ -19,12 +20,6 @@ constexpr PolicyName kPolicies[] = {{RematPolicy::None, "none"},
                                     {RematPolicy::NothingSaveable, "nothing_saveable"},
                                     {RematPolicy::DotsSaveable, "dots_saveable"},
                                     {RematPolicy::EverythingSaveable, "everything_saveable"}};
-
-Tree unflattenOrRaise(const TreeDef& def, std::vector<Array> leaves) {
-  auto t = Tree::unflatten(def, std::move(leaves));
-  if (!t.ok()) raise(t.takeError());
-  return std::move(t).value();
-}
 
 }  // namespace
 

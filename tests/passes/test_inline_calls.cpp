@@ -3,6 +3,9 @@
 // barrier) kept; results are unchanged; a graph without calls is left alone.
 #include "tests/check.h"
 
+#include <string>
+#include <vector>
+
 #include "engine/ops/registry.h"
 #include "engine/passes/inline_calls.h"
 #include "engine/transform/api.h"
@@ -42,27 +45,35 @@ ir::Graph traced(const ArrayFn& f, std::vector<Aval> avals) {
   return cg->graph;
 }
 
-}  // namespace
-
-TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
-  ir::Graph g = traced([](const std::vector<Array>& a) { return std::vector<Array>{customSin(Tree(a[0])).leaf() * 2.0}; },
-                       {f32({4})});
-  TSR_COMPARE(g.count(OpCode::CustomVjpCall), 1);
+// Runs InlineCalls on g, which it must change without changing g's results; the messages it logged.
+std::vector<std::string> inlineChecked(ir::Graph& g) {
   ir::Graph before = g;
   passes::InlineCalls pass;
   passes::PassContext ctx(reg());
   auto r = runPass(pass, g, ctx);
   REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
   REQUIRE(r.changed);
+  TSR_COMPARE(compareResults(before, g), std::string());
+  std::vector<std::string> messages;
+  for (const auto& d : ctx.log().all()) messages.push_back(d.message);
+  return messages;
+}
+
+}  // namespace
+
+TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
+  ir::Graph g = traced([](const std::vector<Array>& a) { return std::vector<Array>{customSin(Tree(a[0])).leaf() * 2.0}; },
+                       {f32({4})});
+  TSR_COMPARE(g.count(OpCode::CustomVjpCall), 1);
+  const std::vector<std::string> log = inlineChecked(g);
   TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
   TSR_COMPARE(g.count(OpCode::Sin), 1);
   TSR_COMPARE(g.count(OpCode::Cos), 0);  // fwd's residual is not computed
   const ir::Node& sinNode = *std::find_if(g.nodes().begin(), g.nodes().end(),
                                           [](const ir::Node& n) { return n.op == OpCode::Sin; });
   REQUIRE_MESSAGE(sinNode.prov.file.find("test_inline_calls.cpp") != std::string::npos, sinNode.prov.toString());
-  TSR_COMPARE(compareResults(before, g), std::string());
-  TSR_COMPARE(ctx.log().size(), size_t(1));
-  REQUIRE(ctx.log().all()[0].message.find("inlined 1 custom_vjp_call") != std::string::npos);
+  TSR_COMPARE(log.size(), size_t(1));
+  REQUIRE(log[0].find("inlined 1 custom_vjp_call") != std::string::npos);
 }
 
 TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
@@ -79,15 +90,9 @@ TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
       {f32({2})});
   // The body's, the outer call, and the calls in its primal and in its fwd (which goes with it).
   TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 4);
-  ir::Graph before = g;
-  passes::InlineCalls pass;
-  passes::PassContext ctx(reg());
-  auto r = runPass(pass, g, ctx);
-  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
-  REQUIRE(r.changed);
+  inlineChecked(g);
   TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
   TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
-  TSR_COMPARE(compareResults(before, g), std::string());
 }
 
 TEST_CASE("inlinesRematCallsAndKeepsTheirRecomputation") {
@@ -102,17 +107,11 @@ TEST_CASE("inlinesRematCallsAndKeepsTheirRecomputation") {
       {f32({5})});
   TSR_COMPARE(countDeep(g, OpCode::RematCall), 1);
   TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
-  ir::Graph before = g;
-  passes::InlineCalls pass;
-  passes::PassContext ctx(reg());
-  auto r = runPass(pass, g, ctx);
-  REQUIRE_MESSAGE(r.error.empty(), r.error.c_str());
-  REQUIRE(r.changed);
+  const std::vector<std::string> log = inlineChecked(g);
   TSR_COMPARE(countDeep(g, OpCode::RematCall), 0);
   TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
   TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
-  TSR_COMPARE(compareResults(before, g), std::string());
-  REQUIRE(ctx.log().all()[0].message.find("1 remat_call") != std::string::npos);
+  REQUIRE(log[0].find("1 remat_call") != std::string::npos);
 }
 
 TEST_CASE("leavesAGraphWithoutCallsAlone") {

@@ -456,6 +456,18 @@ class BatchNorm(Module):
         return y
 
 
+def _conv_geometry(name, x, kernel_size):
+    """The kernel's spatial size as a tuple and the layout letters of its spatial dims ("HW"), checking that x is
+    [N, spatial..., C] for it."""
+    size = tuple(kernel_size)
+    n = len(size)
+    if n > 3:
+        raise ValueError(f"{name}: at most 3 spatial dims, got a {n}-d kernel")
+    if x.ndim != n + 2:
+        raise ValueError(f"{name}: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape {tuple(x.shape)}")
+    return size, "DHW"[3 - n:]
+
+
 class Conv(Module):
     """A convolution over the dims between the batch and the features (flax.linen.Conv: inputs [N, spatial...,
     C], kernel [spatial..., C / feature_group_count, features]); padding "SAME", "VALID" or (low, high) pairs."""
@@ -474,17 +486,12 @@ class Conv(Module):
     def __call__(self, x):
         from . import lax
         x = tnp.asarray(x)
-        size = tuple(self.kernel_size)
+        size, spatial = _conv_geometry("Conv", x, self.kernel_size)
         n = len(size)
-        if x.ndim != n + 2:
-            raise ValueError(f"Conv: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape {tuple(x.shape)}")
         channels = x.shape[-1]
         if channels % self.feature_group_count:
             raise ValueError(f"Conv: {channels} input features do not split into {self.feature_group_count} groups")
         kernel = self.param("kernel", self.kernel_init, size + (channels // self.feature_group_count, self.features))
-        spatial = "DHW"[3 - n:] if n <= 3 else None
-        if spatial is None:
-            raise ValueError("Conv: at most 3 spatial dims")
         y = lax.conv_general_dilated(x, kernel, self.strides or (1,) * n, self.padding,
                                      rhs_dilation=self.kernel_dilation,
                                      dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
@@ -514,15 +521,11 @@ class ConvTranspose(Module):
     def __call__(self, x):
         from . import lax
         x = tnp.asarray(x)
-        size = tuple(self.kernel_size)
+        size, spatial = _conv_geometry("ConvTranspose", x, self.kernel_size)
         n = len(size)
-        if x.ndim != n + 2 or n > 3:
-            raise ValueError(f"ConvTranspose: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape "
-                             f"{tuple(x.shape)}")
         in_features = x.shape[-1]
         kernel_shape = size + ((self.features, in_features) if self.transpose_kernel else (in_features, self.features))
         kernel = self.param("kernel", self.kernel_init, kernel_shape)
-        spatial = "DHW"[3 - n:]
         y = lax.conv_transpose(x, kernel, self.strides or (1,) * n, self.padding, rhs_dilation=self.kernel_dilation,
                                dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
                                transpose_kernel=self.transpose_kernel)
