@@ -126,10 +126,10 @@ int show(const store::RunStore& db, int64_t id) {
                            "launches", "created");
   for (const auto& p : *profiles) {
     auto kernels = db.profileKernels(p.id);
-    auto events = db.kernelEvents(p.id);
+    auto events = db.kernelEventCount(p.id);
     std::cout << fmt::format("  {:>4}  {:<20}{:>8}{:>10}{:>12}  {}\n", p.id, p.name,
                              fmt::format("{}-{}", p.firstStep, p.lastStep), kernels.ok() ? kernels->size() : 0,
-                             events.ok() ? events->size() : 0, localTime(p.created));
+                             events.ok() ? *events : 0, localTime(p.created));
   }
   return 0;
 }

@@ -151,6 +151,7 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
   std::vector<store::MemorySampleInfo> memory;
   for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes});
   TSR_TRY(db.addKernelEvents(profile, events));
+  TSR_TRY(db.buildProfileLevels(profile));
   TSR_TRY(db.addProfileKernels(profile, kernels));
   TSR_TRY(db.addProfileMemory(profile, memory));
   return db.addProfileMarks(profile, marks);
