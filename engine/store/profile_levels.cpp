@@ -15,6 +15,7 @@
 // (from - 16^c, to], exact, and at most 16 index ranges in all.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -281,6 +282,32 @@ Result<ProfileWindow> RunStore::profileWindow(const ProfileSummary& s, int64_t f
   std::stable_sort(w.events.begin(), w.events.end(),
                    [](const KernelEvent& a, const KernelEvent& b) { return a.startNs < b.startNs; });
   return w;
+}
+
+Result<std::vector<RunStore::KernelTotal>> RunStore::kernelTotals(int64_t profile, int64_t fromNs, int64_t toNs) const {
+  std::vector<KernelTotal> out;
+  if (toNs <= fromNs) return out;
+  Stmt st(m_db,
+          "SELECT name, fusion, count(*), sum(min(start_ns + duration_ns, ?4) - max(start_ns, ?5)), sum(flops), "
+          "sum(bytes) FROM kernel_events WHERE profile = ?1 AND span_class = ?2 AND start_ns > ?3 AND start_ns < ?4 "
+          "AND start_ns + duration_ns > ?5 GROUP BY name, fusion");
+  if (!st.ok()) return st.error();
+  std::map<std::pair<std::string, int64_t>, size_t> index;
+  for (int c = 1; c <= kSpanClasses; ++c) {
+    st.bind(1, profile).bind(2, int64_t{c}).bind(3, classLowerBound(fromNs, c)).bind(4, toNs).bind(5, fromNs);
+    TSR_TRY(st.each([&]() -> Status {
+      auto [it, added] = index.try_emplace({st.text(0), st.i64(1)}, out.size());
+      if (added) out.push_back({st.text(0), st.i64(1)});
+      KernelTotal& k = out[it->second];
+      k.count += st.i64(2);
+      k.insideNs += st.i64(3);
+      k.flops += st.f64(4);
+      k.bytes += st.f64(5);
+      return {};
+    }));
+    st.reset();
+  }
+  return out;
 }
 
 }  // namespace tsr::store

@@ -227,6 +227,16 @@ class RunStore {
   // class (launches of 16^(c-1) to 16^c ns) is one index range start in (fromNs - 16^c, toNs].
   Result<ProfileWindow> profileWindow(const ProfileSummary& summary, int64_t fromNs, int64_t toNs, double nsPerPx,
                                       int64_t maxEvents) const;
+  // The launches overlapping [fromNs, toNs) (start < toNs and end > fromNs) summed by SQLite per name and
+  // fusion: their count, their time inside the range, their work. Reads only the range (the span classes).
+  struct KernelTotal {
+    std::string name;
+    int64_t fusion = -1;
+    int64_t count = 0;
+    int64_t insideNs = 0;
+    double flops = 0, bytes = 0;
+  };
+  Result<std::vector<KernelTotal>> kernelTotals(int64_t profile, int64_t fromNs, int64_t toNs) const;
   // The kernel table of a profile (what its events' fusion ids mean), by fusion id.
   Status addProfileKernels(int64_t profile, const std::vector<KernelInfo>& kernels);
   Result<std::vector<KernelInfo>> profileKernels(int64_t profile) const;
