@@ -185,4 +185,33 @@ Result<RangeStats> ProfileWindows::rangeStats(int64_t fromNs, int64_t toNs) cons
   return s;
 }
 
+Result<OpenedProfile> openProfile(const std::string& dbPath, int64_t profileId, double widthPx,
+                                  const std::function<void(double)>& progress, int64_t wholeBelow) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dbPath, ec))
+    return makeError("{}: no run store yet (run `tessera profile` or Profile ▶)", dbPath);
+  int64_t id = 0, launches = 0;
+  {
+    TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
+    TSR_ASSIGN(store::ProfileInfo info, findProfile(db, dbPath, profileId));
+    TSR_ASSIGN(std::optional<store::ProfileSummary> summary, db.profileSummary(info.id));
+    id = info.id;
+    if (summary) {
+      launches = summary->events;
+    } else {
+      TSR_ASSIGN(launches, db.kernelEventCount(info.id));
+    }
+  }
+  OpenedProfile out;
+  if (launches <= wholeBelow) {
+    TSR_ASSIGN(Timeline t, loadProfileTimeline(dbPath, id));
+    out.whole = std::make_shared<const Timeline>(std::move(t));
+    return out;
+  }
+  TSR_ASSIGN(out.windows, ProfileWindows::open(dbPath, id, progress));
+  TSR_ASSIGN(TimelineWindow first, out.windows->whole(widthPx));
+  out.first = std::make_shared<const TimelineWindow>(std::move(first));
+  return out;
+}
+
 }  // namespace tsr::inspect

@@ -77,4 +77,16 @@ class ProfileWindows {
   std::vector<int> m_rowOf;  // summary row -> timeline row
 };
 
+// What the Timeline panel opens: the profile read whole when it has at most kWholeProfileLaunches launches,
+// else read a window at a time (windows and the first window, the whole profile fitted to widthPx).
+struct OpenedProfile {
+  std::shared_ptr<const Timeline> whole;
+  std::shared_ptr<ProfileWindows> windows;
+  std::shared_ptr<const TimelineWindow> first;
+  const std::shared_ptr<const Timeline>& timeline() const { return first ? first->timeline : whole; }
+};
+Result<OpenedProfile> openProfile(const std::string& dbPath, int64_t profileId, double widthPx,
+                                  const std::function<void(double)>& progress = {},
+                                  int64_t wholeBelow = kWholeProfileLaunches);
+
 }  // namespace tsr::inspect
