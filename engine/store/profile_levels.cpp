@@ -81,6 +81,15 @@ void addLaunch(std::vector<LevelBucket>& buckets, int64_t origin, int shift, con
 
 }  // namespace
 
+Result<std::optional<int64_t>> RunStore::firstKernelStart(int64_t profile) const {
+  Stmt st(m_db, "SELECT min(start_ns) FROM kernel_events WHERE profile = ?");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  TSR_ASSIGN(bool found, st.one());
+  if (!found || st.null(0)) return std::optional<int64_t>{};
+  return std::optional<int64_t>(st.i64(0));
+}
+
 Result<int64_t> RunStore::kernelEventCount(int64_t profile) const {
   Stmt st(m_db, "SELECT count(*) FROM kernel_events WHERE profile = ?");
   if (!st.ok()) return st.error();

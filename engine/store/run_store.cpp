@@ -219,7 +219,9 @@ Result<RunStore> RunStore::open(const std::string& path) {
   }
   RunStore store(db, path);
   sqlite3_busy_timeout(db, 5000);  // a writer and the IDE share the file
-  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  // A 64 MB page cache (SQLite's default is 2 MB): a profile's indexes grow by millions of entries per write.
+  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
+                     "PRAGMA cache_size = -65536;"));
   TSR_TRY(store.migrate());
   return store;
 }
@@ -234,10 +236,6 @@ Result<RunStore> RunStore::openReadOnly(const std::string& path) {
   }
   RunStore store(db, path);
   sqlite3_busy_timeout(db, 5000);  // a training process may be writing
-  // The timeline's window queries jump about a large file: a page cache of 64 MB (SQLite's default is 2 MB)
-  // keeps the pages of recent windows, so panning back and forth reads them once.
-  if (sqlite3_exec(db, "PRAGMA cache_size = -65536; PRAGMA mmap_size = 2147418112", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return makeError("cannot open run store {}: {}", path, sqlite3_errmsg(db));
   auto version = store.readSchemaVersion();
   if (!version.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
   if (*version > kSchemaVersion)
@@ -251,6 +249,9 @@ Result<RunStore> RunStore::openReadOnly(const std::string& path) {
   if (*version < 1 || !*found)
     return makeError("{}: not a Tessera run store (it holds no runs table{})", path,
                      *version < 1 ? " and no schema version" : "");
+  // The timeline's window queries jump about a large file: a page cache of 64 MB (SQLite's default is 2 MB)
+  // keeps the pages of recent windows, so panning back and forth reads them once.
+  TSR_TRY(store.exec("PRAGMA cache_size = -65536"));
   return store;
 }
 

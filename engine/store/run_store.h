@@ -211,6 +211,8 @@ class RunStore {
   // Events overlapping [fromNs, toNs], by start time.
   Result<std::vector<KernelEvent>> kernelEvents(int64_t profile, int64_t fromNs = 0,
                                                 int64_t toNs = INT64_MAX) const;
+  // The earliest start of a profile's launches (an index lookup); nullopt when it has none.
+  Result<std::optional<int64_t>> firstKernelStart(int64_t profile) const;
   // How many launches a profile recorded (counted by SQLite).
   Result<int64_t> kernelEventCount(int64_t profile) const;
   // Calls `row` for each event of a profile, in no particular order, without holding them all: export and

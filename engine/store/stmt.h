@@ -58,6 +58,7 @@ class Stmt {
   // A column's bytes, valid until the next step or reset.
   const void* blob(int col) const { return sqlite3_column_blob(m_stmt, col); }
   int bytes(int col) const { return sqlite3_column_bytes(m_stmt, col); }
+  bool null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
   int64_t i64(int col) const { return sqlite3_column_int64(m_stmt, col); }
   double f64(int col) const { return sqlite3_column_double(m_stmt, col); }
   std::string text(int col) const {
