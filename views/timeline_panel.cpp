@@ -177,6 +177,7 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       setRange(from, to);
       return;
     }
+    if (m_statsOf != m_windows.get()) return;  // of a profile no longer shown
     if (!r->ok()) {
       m_rangeInfo->setText(tr("Could not sum the range: %1").arg(fromStd(r->error().message)));
       return;
@@ -285,7 +286,9 @@ void TimelinePanel::onWindow() {
 void TimelinePanel::showProfile(TimelinePtr timeline, std::shared_ptr<inspect::ProfileWindows> windows,
                          std::shared_ptr<const inspect::TimelineWindow> first) {
   m_windowWatcher->waitForFinished();
+  m_statsWatcher->waitForFinished();
   m_pendingWindow.reset();
+  m_pendingStats.reset();
   m_windows = std::move(windows);
   m_window = std::move(first);
   m_selectedKey.reset();
@@ -409,6 +412,7 @@ void TimelinePanel::setRange(qint64 fromNs, qint64 toNs) {
     }
     m_rangeInfo->setText(tr("Summing the range's launches…"));
     std::shared_ptr<inspect::ProfileWindows> windows = m_windows;
+    m_statsOf = windows.get();
     m_statsWatcher->setFuture(QtConcurrent::run([windows, fromNs, toNs] {
       return std::make_shared<Result<inspect::RangeStats>>(windows->rangeStats(fromNs, toNs));
     }));

@@ -122,6 +122,7 @@ class TimelinePanel : public QWidget {
   std::shared_ptr<const inspect::TimelineWindow> m_window;
   std::optional<std::array<double, 3>> m_pendingWindow;  // asked for while a query ran: from, to, nsPerPx
   std::optional<std::pair<int64_t, int64_t>> m_pendingStats;
+  const inspect::ProfileWindows* m_statsOf = nullptr;  // the profile the statistics in flight are of
   // The selected launch, to find it again in the next window: row, start, duration.
   std::optional<std::array<int64_t, 3>> m_selectedKey;
   bool m_quiet = false;
