@@ -71,6 +71,8 @@ QColor TimelineCanvas::background() const { return palette().color(QPalette::Bas
 
 void TimelineCanvas::setTimeline(std::shared_ptr<const inspect::Timeline> timeline) {
   m_timeline = std::move(timeline);
+  m_windowData.reset();
+  m_asked.reset();
   m_kindColours.clear();
   m_familyColours.clear();
   m_selected = -1;
@@ -89,6 +91,44 @@ void TimelineCanvas::setTimeline(std::shared_ptr<const inspect::Timeline> timeli
   m_fitPending = true;
   fitAll();
   requestFrames(2);
+}
+
+void TimelineCanvas::setWindowData(std::shared_ptr<const inspect::TimelineWindow> window) {
+  m_windowData = std::move(window);
+  if (!m_windowData) return;
+  m_timeline = m_windowData->timeline;
+  const inspect::Timeline& t = *m_timeline;
+  m_kindColours.clear();
+  m_familyColours.clear();
+  for (size_t i = 0; i < t.kinds.size(); ++i) m_kindColours.push_back(colourFor(t.kinds[i], i));
+  for (size_t i = 0; i < t.families.size(); ++i) m_familyColours.push_back(colourFor(t.families[i], i));
+  m_kernelColours.clear();
+  for (const inspect::TimelineKernel& k : t.kernels) {
+    const std::string kind = k.kind.empty() ? "kernel" : k.kind;
+    auto it = std::find(t.kinds.begin(), t.kinds.end(), kind);
+    m_kernelColours.push_back(colourFor(kind, static_cast<size_t>(it - t.kinds.begin())));
+  }
+  requestFrames(1);
+}
+
+void TimelineCanvas::requestWindow(double width) {
+  if (!m_windowData) return;
+  const double start = m_view.startNs, end = m_view.startNs + m_view.nsPerPx * width;
+  // Only once the view settles into the answer's scale range or leaves its time range; the request in flight
+  // counts as the answer when it would serve.
+  if (m_windowData->serves(start, end, m_view.nsPerPx)) return;
+  if (m_asked && m_asked->serves(start, end, m_view.nsPerPx)) return;
+  const double span = end - start;
+  inspect::TimelineWindow ask;
+  ask.timeline = m_timeline;
+  ask.fromNs = static_cast<int64_t>(std::floor(start - span));
+  ask.toNs = static_cast<int64_t>(std::ceil(end + span));
+  ask.nsPerPx = m_view.nsPerPx;
+  ask.raw = false;
+  m_asked = ask;
+  const double from = static_cast<double>(ask.fromNs), to = static_cast<double>(ask.toNs), nsPerPx = ask.nsPerPx;
+  QMetaObject::invokeMethod(this, [this, from, to, nsPerPx] { emit windowNeeded(from, to, nsPerPx); },
+                            Qt::QueuedConnection);
 }
 
 void TimelineCanvas::setColourBy(ColourBy c) {
@@ -261,6 +301,7 @@ void TimelineCanvas::drawFrame() {
   m_width = area.width();
   handleInput(area);
   animate(area.width());
+  requestWindow(area.width());
   drawAxis(area);
   drawRows(area);
   drawSpans(area);
@@ -342,7 +383,10 @@ void TimelineCanvas::handleInput(const QRectF& area) {
         if (my >= area.top() + layout.spanHeight)
           hit = inspect::hitTest(*m_timeline, layout, w, m_minPx, m_pressX, m_pressY);
         int64_t clicked = -1;
-        if (hit && hit->event < 0) {
+        if (!hit && m_windowData && !m_windowData->raw && my >= area.top() + layout.spanHeight) {
+          // Density: a click zooms in around it, towards the launches themselves.
+          zoomAt(0.125, m_pressX);
+        } else if (hit && hit->event < 0) {
           double span = static_cast<double>(hit->box.endNs - hit->box.startNs);
           double pad = std::max(span * 0.05, 50.0);
           m_target = {static_cast<double>(hit->box.startNs) - pad, (span + 2 * pad) / area.width()};
@@ -467,6 +511,10 @@ void TimelineCanvas::drawRows(const QRectF& area) {
     float rowH = static_cast<float>(std::max<size_t>(1, row.lanes.size()) * kLaneHeight);
     if (y0 > bottom || y0 + rowH < rowsTop) continue;
     if (r % 2 == 1) dl->AddRectFilled(ImVec2(left, y0 - 2), ImVec2(right, y0 + rowH + 2), stripe);
+    if (m_windowData && !m_windowData->raw) {
+      drawDensity(area, r, y0);
+      continue;
+    }
     for (size_t l = 0; l < row.lanes.size(); ++l) {
       float ly = static_cast<float>(layout.laneY(static_cast<int>(r), static_cast<int>(l)));
       if (ly > bottom || ly + kLaneHeight < rowsTop) continue;
@@ -509,6 +557,45 @@ void TimelineCanvas::drawRows(const QRectF& area) {
     }
   }
   dl->PopClipRect();
+}
+
+// One row of a window's density: per pixel column, a bar as high as the busiest bucket in it is busy, in the
+// colour of the kind of that bucket's longest launch.
+void TimelineCanvas::drawDensity(const QRectF& area, size_t row, float y0) {
+  const inspect::TimelineWindow& d = *m_windowData;
+  if (row >= d.density.size()) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  inspect::TimeWindow w = window();
+  const float left = static_cast<float>(area.left()), right = static_cast<float>(area.right());
+  const float y2 = y0 + static_cast<float>(kLaneHeight) - 1, h = static_cast<float>(kLaneHeight) - 2;
+  const std::vector<inspect::DensityBucket>& buckets = d.density[row];
+  const double width = static_cast<double>(d.bucketNs);
+  // The buckets in view.
+  size_t i = static_cast<size_t>(std::clamp((w.startNs - static_cast<double>(d.firstNs)) / width, 0.0,
+                                            static_cast<double>(buckets.size())));
+  size_t stop = static_cast<size_t>(std::clamp((w.endNs() - static_cast<double>(d.firstNs)) / width + 1, 0.0,
+                                               static_cast<double>(buckets.size())));
+  while (i < stop) {
+    // Buckets that share a pixel column become one bar: the busiest of them.
+    float x0 = left + static_cast<float>(w.x(static_cast<double>(d.firstNs) + static_cast<double>(i) * width));
+    float x1 = left + static_cast<float>(w.x(static_cast<double>(d.firstNs) + static_cast<double>(i + 1) * width));
+    const inspect::DensityBucket* best = &buckets[i];
+    size_t j = i + 1;
+    while (j < stop && x1 - x0 < 1) {
+      if (buckets[j].busy > best->busy) best = &buckets[j];
+      x1 = left + static_cast<float>(w.x(static_cast<double>(d.firstNs) + static_cast<double>(j + 1) * width));
+      ++j;
+    }
+    i = j;
+    if (best->count == 0 && best->busy <= 0) continue;
+    if (x1 < left || x0 > right) continue;
+    ImU32 c = best->kernel >= 0 && static_cast<size_t>(best->kernel) < m_kernelColours.size()
+                  ? m_kernelColours[static_cast<size_t>(best->kernel)]
+                  : IM_COL32(140, 146, 156, 255);
+    float top = y2 - std::max(1.0f, h * std::min(1.0f, best->busy));
+    dl->AddRectFilled(ImVec2(std::max(x0, left - 2), top), ImVec2(std::min(std::max(x1, x0 + 1), right + 2), y2), c);
+  }
+  ++m_lastBoxes;
 }
 
 void TimelineCanvas::drawSpans(const QRectF& area) {
@@ -646,6 +733,27 @@ void TimelineCanvas::drawTooltip(const QRectF& area) {
     return;
   }
   auto hit = inspect::hitTest(t, layout, w, m_minPx, mx, my);
+  if (!hit && m_windowData && !m_windowData->raw) {
+    // Density: the bucket under the cursor.
+    const inspect::TimelineWindow& d = *m_windowData;
+    for (size_t r = 0; r < t.rows.size() && r < d.density.size(); ++r) {
+      double y0 = layout.rowY[r] - layout.scrollY;
+      if (my < y0 || my >= y0 + kLaneHeight) continue;
+      double at = (w.ns(mx) - static_cast<double>(d.firstNs)) / static_cast<double>(d.bucketNs);
+      if (at < 0 || at >= static_cast<double>(d.density[r].size())) return;
+      const inspect::DensityBucket& b = d.density[r][static_cast<size_t>(at)];
+      if (b.count == 0 && b.busy <= 0) return;
+      ImGui::BeginTooltip();
+      ImGui::Text("%d launches in %s, busy %.0f%%", b.count, formatDuration(static_cast<double>(d.bucketNs)).c_str(),
+                  100.0 * b.busy);
+      if (b.kernel >= 0 && static_cast<size_t>(b.kernel) < t.kernels.size())
+        ImGui::Text("longest: %s", t.kernels[static_cast<size_t>(b.kernel)].name.c_str());
+      ImGui::TextDisabled("%lld launches in view: zoom in (or click) to see them", static_cast<long long>(d.launches));
+      ImGui::EndTooltip();
+      return;
+    }
+    return;
+  }
   if (!hit) return;
   const inspect::TimelineRow& row = t.rows[static_cast<size_t>(hit->box.row)];
   ImGui::BeginTooltip();

@@ -3,6 +3,10 @@
 // time axis, the profile's step spans above them. What is drawn comes from engine/inspect/timeline.h: kernels
 // narrower than minPx() are folded into one box with a count, so a frame visits only what is on screen.
 //
+// A profile too large to hold is shown a window at a time: setWindowData() gives the canvas the last answer
+// (launches, or each row's density drawn as filled bars as high as the row is busy), and windowNeeded() asks
+// for the next one whenever the view leaves what the answer serves; the view never waits for it.
+//
 // Mouse: wheel zooms around the cursor (smoothly); drag pans (both ways); shift-drag or right-drag selects a
 // time range; a click selects a kernel (or zooms into a fold); hovering shows a kernel's name, duration, flops,
 // bytes and achieved GFLOP/s and GB/s. Keys: W/S zoom, A/D pan, F fits, Esc clears the range and selection.
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "engine/inspect/timeline.h"
+#include "engine/inspect/timeline_window.h"
 #include "views/imgui_widget.h"
 
 namespace tsr::studio {
@@ -25,6 +30,9 @@ class TimelineCanvas : public ImGuiWidget {
 
   // Shows a timeline (nullptr: none), fitted to the window.
   void setTimeline(std::shared_ptr<const inspect::Timeline> timeline);
+  // A window of a profile read a window at a time (after setTimeline with its timeline): the view stays.
+  void setWindowData(std::shared_ptr<const inspect::TimelineWindow> window);
+  const inspect::TimelineWindow* windowData() const { return m_windowData.get(); }
   const inspect::Timeline* timeline() const { return m_timeline.get(); }
   void setColourBy(ColourBy c);
   ColourBy colourBy() const { return m_colourBy; }
@@ -61,6 +69,8 @@ class TimelineCanvas : public ImGuiWidget {
  signals:
   void eventClicked(qint64 event);  // -1: a click on no kernel
   void rangeChanged(qint64 fromNs, qint64 toNs);  // from == to: cleared
+  // The view needs a window of [fromNs, toNs] at nsPerPx (the view with a margin of a screen on each side).
+  void windowNeeded(double fromNs, double toNs, double nsPerPx);
 
  protected:
   void drawFrame() override;
@@ -77,6 +87,8 @@ class TimelineCanvas : public ImGuiWidget {
   void clampView(View& v, double width) const;
   void drawAxis(const QRectF& area);
   void drawRows(const QRectF& area);
+  void drawDensity(const QRectF& area, size_t row, float y0);
+  void requestWindow(double width);
   void drawSpans(const QRectF& area);
   void drawHighlights(const QRectF& area);
   void drawRange(const QRectF& area);
@@ -108,6 +120,10 @@ class TimelineCanvas : public ImGuiWidget {
   View m_pressView;
   double m_pressScroll = 0;
   bool m_rangeDrag = false;
+
+  std::shared_ptr<const inspect::TimelineWindow> m_windowData;
+  std::vector<unsigned> m_kernelColours;           // density: the colour of each kernel's kind
+  std::optional<inspect::TimelineWindow> m_asked;  // the window last asked for (its range and scale)
 
   std::vector<inspect::TimelineBox> m_boxes;  // scratch, reused every frame
   size_t m_lastBoxes = 0, m_lastBoxEvents = 0;

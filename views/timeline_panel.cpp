@@ -8,6 +8,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QOpenGLContext>
+#include <QPointer>
 #include <QPushButton>
 #include <QSplitter>
 #include <QTableWidget>
@@ -58,7 +59,9 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       m_colour(new QComboBox),
       m_rangeInfo(new QLabel),
       m_table(new QTableWidget(0, 6)),
-      m_watcher(new QFutureWatcher<LoadResult>(this)) {
+      m_watcher(new QFutureWatcher<LoadResult>(this)),
+      m_windowWatcher(new QFutureWatcher<WindowResult>(this)),
+      m_statsWatcher(new QFutureWatcher<StatsResult>(this)) {
   setObjectName("timelinePanel");
   m_source->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_source->setText(tr("No profile"));
@@ -82,6 +85,7 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
     canvasArea = m_canvas;
     connect(m_canvas, &TimelineCanvas::eventClicked, this, &TimelinePanel::onEventClicked);
     connect(m_canvas, &TimelineCanvas::rangeChanged, this, &TimelinePanel::setRange);
+    connect(m_canvas, &TimelineCanvas::windowNeeded, this, &TimelinePanel::requestWindow);
     connect(fit, &QPushButton::clicked, m_canvas, &TimelineCanvas::fitAll);
   } else {
     auto* label = new QLabel(m_canvasError);
@@ -156,11 +160,30 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       emit failed(fromStd(r->error().message));
       return;
     }
-    setTimeline(std::make_shared<const inspect::Timeline>(std::move(*r).value()));
-    m_session->log("info", tr("timeline: %1: %2 kernel launches on %n row(s)", "", static_cast<int>(m_timeline->rows.size()))
+    inspect::OpenedProfile opened = std::move(*r).value();
+    showProfile(opened.timeline(), opened.windows, opened.first);
+    m_session->log("info", tr("timeline: %1: %2 kernel launches on %n row(s)%3", "", static_cast<int>(m_timeline->rows.size()))
                                .arg(fromStd(m_timeline->source))
-                               .arg(m_timeline->events.size()));
+                               .arg(m_windows ? m_windows->launches() : static_cast<int64_t>(m_timeline->events.size()))
+                               .arg(m_windows ? tr(", read a window at a time") : QString()));
     emit loaded();
+  });
+  connect(m_windowWatcher, &QFutureWatcherBase::finished, this, &TimelinePanel::onWindow);
+  connect(m_statsWatcher, &QFutureWatcherBase::finished, this, [this] {
+    StatsResult r = m_statsWatcher->result();
+    if (m_pendingStats) {
+      auto [from, to] = *m_pendingStats;
+      m_pendingStats.reset();
+      setRange(from, to);
+      return;
+    }
+    if (m_statsOf != m_windows.get()) return;  // of a profile no longer shown
+    if (!r->ok()) {
+      m_rangeInfo->setText(tr("Could not sum the range: %1").arg(fromStd(r->error().message)));
+      return;
+    }
+    m_stats = std::move(*r).value();
+    showStats();
   });
   // A project's latest profile shows when it opens; the link to its graph is made once it is compiled.
   connect(m_session, &Session::projectOpened, this, [this] {
@@ -172,33 +195,109 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   connect(m_session, &Session::nodeSelected, this, &TimelinePanel::onNodeSelected);
 }
 
-TimelinePanel::~TimelinePanel() { m_watcher->waitForFinished(); }
+TimelinePanel::~TimelinePanel() {
+  m_watcher->waitForFinished();
+  m_windowWatcher->waitForFinished();
+  m_statsWatcher->waitForFinished();
+}
 
 bool TimelinePanel::loading() const { return m_watcher->isRunning(); }
 
-void TimelinePanel::startLoad(std::function<Result<inspect::Timeline>()> load, const QString& what, bool quiet) {
+bool TimelinePanel::fetching() const { return m_windowWatcher->isRunning() || m_statsWatcher->isRunning(); }
+
+void TimelinePanel::startLoad(std::function<Result<inspect::OpenedProfile>()> load, const QString& what, bool quiet) {
   if (m_watcher->isRunning()) m_watcher->waitForFinished();
   m_quiet = quiet;
   m_source->setText(tr("Loading %1…").arg(what));
-  m_watcher->setFuture(QtConcurrent::run([load] { return std::make_shared<Result<inspect::Timeline>>(load()); }));
+  m_watcher->setFuture(QtConcurrent::run([load] { return std::make_shared<Result<inspect::OpenedProfile>>(load()); }));
 }
 
 void TimelinePanel::openProfile(const QString& dbPath, qint64 profileId, bool quiet) {
   std::string db = dbPath.toStdString();
-  startLoad([db, profileId] { return inspect::loadProfileTimeline(db, profileId); }, dbPath, quiet);
+  double width = m_canvas ? std::max(200.0, m_canvas->eventArea().width()) : 1600;
+  // A profile from before the levels of detail gets them once; the label shows how far that is.
+  QPointer<QLabel> label = m_source;
+  auto progress = [label, dbPath](double f) {
+    QMetaObject::invokeMethod(label, [label, dbPath, f] {
+      if (label) label->setText(tr("Summarising %1 for the timeline… %2%").arg(dbPath).arg(static_cast<int>(100 * f)));
+    }, Qt::QueuedConnection);
+  };
+  qint64 limit = m_wholeLimit;
+  startLoad([db, profileId, width, progress, limit] { return inspect::openProfile(db, profileId, width, progress, limit); },
+            dbPath, quiet);
 }
 
 void TimelinePanel::openTrace(const QString& path) {
   std::string p = path.toStdString();
-  startLoad([p] { return inspect::readTraceTimeline(p); }, path, false);
+  startLoad([p]() -> Result<inspect::OpenedProfile> {
+    TSR_ASSIGN(inspect::Timeline t, inspect::readTraceTimeline(p));
+    inspect::OpenedProfile out;
+    out.whole = std::make_shared<const inspect::Timeline>(std::move(t));
+    return out;
+  }, path, false);
 }
 
-void TimelinePanel::setTimeline(TimelinePtr timeline) {
+void TimelinePanel::setTimeline(TimelinePtr timeline) { showProfile(std::move(timeline), nullptr, nullptr); }
+
+void TimelinePanel::requestWindow(double fromNs, double toNs, double nsPerPx) {
+  if (!m_windows) return;
+  if (m_windowWatcher->isRunning()) {
+    m_pendingWindow = std::array<double, 3>{fromNs, toNs, nsPerPx};  // the latest wins
+    return;
+  }
+  startWindow(fromNs, toNs, nsPerPx);
+}
+
+void TimelinePanel::startWindow(double fromNs, double toNs, double nsPerPx) {
+  std::shared_ptr<inspect::ProfileWindows> windows = m_windows;
+  m_windowWatcher->setFuture(QtConcurrent::run([windows, fromNs, toNs, nsPerPx] {
+    return std::make_shared<Result<inspect::TimelineWindow>>(windows->window(fromNs, toNs, nsPerPx));
+  }));
+}
+
+void TimelinePanel::onWindow() {
+  WindowResult r = m_windowWatcher->result();
+  if (m_pendingWindow) {
+    auto [from, to, nsPerPx] = *m_pendingWindow;
+    m_pendingWindow.reset();
+    startWindow(from, to, nsPerPx);
+  }
+  if (!r->ok()) {
+    m_session->log("error", "timeline: " + fromStd(r->error().message));
+    return;
+  }
+  if (!m_windows || r->value().timeline->profileId != m_windows->profileId()) return;  // another profile since
+  m_window = std::make_shared<const inspect::TimelineWindow>(std::move(*r).value());
+  m_timeline = m_window->timeline;
+  if (m_canvas) m_canvas->setWindowData(m_window);
+  // The selected launch, if this window holds it.
+  m_selected = -1;
+  if (m_selectedKey) {
+    const auto& [row, start, duration] = *m_selectedKey;
+    for (size_t i = 0; i < m_timeline->events.size(); ++i) {
+      const inspect::TimelineEvent& e = m_timeline->events[i];
+      if (e.row == row && e.startNs == start && e.durationNs == duration) m_selected = static_cast<qint64>(i);
+    }
+  }
+  if (m_canvas) m_canvas->setSelectedEvent(m_selected);
+  updateInfo();
+}
+
+void TimelinePanel::showProfile(TimelinePtr timeline, std::shared_ptr<inspect::ProfileWindows> windows,
+                         std::shared_ptr<const inspect::TimelineWindow> first) {
+  m_windowWatcher->waitForFinished();
+  m_statsWatcher->waitForFinished();
+  m_pendingWindow.reset();
+  m_pendingStats.reset();
+  m_windows = std::move(windows);
+  m_window = std::move(first);
+  m_selectedKey.reset();
   m_timeline = std::move(timeline);
   m_selected = -1;
   m_stats.reset();
   m_table->setRowCount(0);
   if (m_canvas) m_canvas->setTimeline(m_timeline);
+  if (m_canvas && m_window) m_canvas->setWindowData(m_window);
   m_source->setText(m_timeline ? fromStd(m_timeline->source) : tr("No profile"));
   m_source->setToolTip(m_source->text());
   m_linkedGraph = nullptr;
@@ -257,6 +356,11 @@ void TimelinePanel::selectEvent(qint64 event) {
 
 void TimelinePanel::onEventClicked(qint64 event) {
   m_selected = m_timeline && event >= 0 && static_cast<size_t>(event) < m_timeline->events.size() ? event : -1;
+  m_selectedKey.reset();
+  if (m_selected >= 0) {
+    const inspect::TimelineEvent& e = m_timeline->events[static_cast<size_t>(m_selected)];
+    m_selectedKey = std::array<int64_t, 3>{e.row, e.startNs, e.durationNs};
+  }
   if (m_selected >= 0 && m_linked) {
     const inspect::TimelineKernel* k = m_timeline->kernelOf(static_cast<uint32_t>(m_selected));
     if (k && !k->nodes.empty() && inspect::kernelOfGraph(*k)) m_session->selectKernelNodes(k->nodes);
@@ -299,8 +403,22 @@ void TimelinePanel::setRange(qint64 fromNs, qint64 toNs) {
     m_rangeInfo->setText(tr("Shift-drag (or right-drag) over the timeline for the statistics of a time range."));
     return;
   }
-  m_stats = inspect::rangeStats(*m_timeline, fromNs, toNs);
   if (m_canvas && m_canvas->range() != std::pair<int64_t, int64_t>(fromNs, toNs)) m_canvas->setRange(fromNs, toNs);
+  if (m_windows) {
+    // Summed by SQLite over the range's launches, off the UI thread; a range asked for meanwhile waits its turn.
+    if (m_statsWatcher->isRunning()) {
+      m_pendingStats = std::make_pair(static_cast<int64_t>(fromNs), static_cast<int64_t>(toNs));
+      return;
+    }
+    m_rangeInfo->setText(tr("Summing the range's launches…"));
+    std::shared_ptr<inspect::ProfileWindows> windows = m_windows;
+    m_statsOf = windows.get();
+    m_statsWatcher->setFuture(QtConcurrent::run([windows, fromNs, toNs] {
+      return std::make_shared<Result<inspect::RangeStats>>(windows->rangeStats(fromNs, toNs));
+    }));
+    return;
+  }
+  m_stats = inspect::rangeStats(*m_timeline, fromNs, toNs);
   showStats();
 }
 

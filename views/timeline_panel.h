@@ -7,8 +7,12 @@
 // fitted, with the statistics of its first step.
 // A profile that no longer shows the project as it is (project.toml edited since, or the step compiled to other
 // kernels) is stale: a banner says why and offers to profile again (Run ▶ Profile).
+// A profile of more than inspect::kWholeProfileLaunches launches is read a window at a time (ProfileWindows):
+// the canvas asks for the window it shows, the query runs on a worker thread, and the canvas draws the last
+// answer until the next arrives; range statistics are summed by SQLite on a worker too.
 // Without OpenGL (the offscreen platform) the panel still loads, links and computes; it shows why there is no
 // canvas instead of one.
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,6 +21,7 @@
 #include <QWidget>
 
 #include "engine/inspect/timeline.h"
+#include "engine/inspect/timeline_window.h"
 #include "views/session.h"
 
 class QComboBox;
@@ -45,6 +50,15 @@ class TimelinePanel : public QWidget {
   // Shows a timeline built elsewhere (tests, the frame-time benchmark).
   void setTimeline(TimelinePtr timeline);
   bool loading() const;
+  // The profile shown a window at a time (nullptr: held whole), and its window shown now.
+  const inspect::ProfileWindows* windows() const { return m_windows.get(); }
+  const inspect::TimelineWindow* windowData() const { return m_window.get(); }
+  // As the canvas asks when the view moves: the window [fromNs, toNs] at nsPerPx, fetched off the UI thread.
+  void requestWindow(double fromNs, double toNs, double nsPerPx);
+  // Whether a window query or range statistics are being computed.
+  bool fetching() const;
+  // Profiles with more launches than this are read a window at a time (inspect::kWholeProfileLaunches).
+  void setWholeProfileLimit(qint64 launches) { m_wholeLimit = launches; }
 
   TimelinePtr timeline() const { return m_timeline; }
   // The canvas, or nullptr without OpenGL; canvasError() says why.
@@ -74,8 +88,14 @@ class TimelinePanel : public QWidget {
   void reprofileRequested();
 
  private:
-  using LoadResult = std::shared_ptr<Result<inspect::Timeline>>;
-  void startLoad(std::function<Result<inspect::Timeline>()> load, const QString& what, bool quiet);
+  using LoadResult = std::shared_ptr<Result<inspect::OpenedProfile>>;
+  using WindowResult = std::shared_ptr<Result<inspect::TimelineWindow>>;
+  using StatsResult = std::shared_ptr<Result<inspect::RangeStats>>;
+  void startLoad(std::function<Result<inspect::OpenedProfile>()> load, const QString& what, bool quiet);
+  void showProfile(TimelinePtr timeline, std::shared_ptr<inspect::ProfileWindows> windows,
+            std::shared_ptr<const inspect::TimelineWindow> first);
+  void onWindow();
+  void startWindow(double fromNs, double toNs, double nsPerPx);
   void onEventClicked(qint64 event);
   void onNodeSelected(int node);
   void relink();
@@ -96,7 +116,17 @@ class TimelinePanel : public QWidget {
   QLabel* m_rangeInfo;
   QTableWidget* m_table;
   QFutureWatcher<LoadResult>* m_watcher;
+  QFutureWatcher<WindowResult>* m_windowWatcher;
+  QFutureWatcher<StatsResult>* m_statsWatcher;
+  std::shared_ptr<inspect::ProfileWindows> m_windows;
+  std::shared_ptr<const inspect::TimelineWindow> m_window;
+  std::optional<std::array<double, 3>> m_pendingWindow;  // asked for while a query ran: from, to, nsPerPx
+  std::optional<std::pair<int64_t, int64_t>> m_pendingStats;
+  const inspect::ProfileWindows* m_statsOf = nullptr;  // the profile the statistics in flight are of
+  // The selected launch, to find it again in the next window: row, start, duration.
+  std::optional<std::array<int64_t, 3>> m_selectedKey;
   bool m_quiet = false;
+  qint64 m_wholeLimit = inspect::kWholeProfileLaunches;
 
   TimelinePtr m_timeline;
   const void* m_linkedGraph = nullptr;

@@ -126,10 +126,10 @@ int show(const store::RunStore& db, int64_t id) {
                            "launches", "created");
   for (const auto& p : *profiles) {
     auto kernels = db.profileKernels(p.id);
-    auto events = db.kernelEvents(p.id);
+    auto events = db.kernelEventCount(p.id);
     std::cout << fmt::format("  {:>4}  {:<20}{:>8}{:>10}{:>12}  {}\n", p.id, p.name,
                              fmt::format("{}-{}", p.firstStep, p.lastStep), kernels.ok() ? kernels->size() : 0,
-                             events.ok() ? events->size() : 0, localTime(p.created));
+                             events.ok() ? *events : 0, localTime(p.created));
   }
   return 0;
 }
@@ -143,11 +143,11 @@ int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const st
   if (profile == 0) profile = profiles->back().id;
   if (std::none_of(profiles->begin(), profiles->end(), [&](const auto& p) { return p.id == profile; }))
     return fail(fmt::format("run {} has no profile {}", id, profile));
-  auto trace = train::loadTrace(db, profile);
-  if (!trace.ok()) return fail(trace.error().message);
-  if (auto st = runtime::writeChromeTrace(outPath, *trace); !st.ok()) return fail(st.error().message);
-  std::cout << fmt::format("profile {} of run {}: {} kernel launches, {} marks -> {}\n", profile, id,
-                           trace->events.size(), trace->marks.size(), outPath);
+  // Streamed: a profile of any size exports in bounded memory.
+  auto written = train::exportTrace(db, profile, outPath);
+  if (!written.ok()) return fail(written.error().message);
+  std::cout << fmt::format("profile {} of run {}: {} kernel launches, {} marks -> {}\n", profile, id, written->events,
+                           written->marks, outPath);
   return 0;
 }
 

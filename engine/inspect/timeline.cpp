@@ -152,7 +152,7 @@ void TimelineBuilder::addKernel(TimelineKernel kernel) {
 
 void TimelineBuilder::addSpan(TimelineSpan span) { m_spans.push_back(std::move(span)); }
 
-Timeline TimelineBuilder::finish(std::string source) {
+Timeline TimelineBuilder::finish(std::string source, std::optional<int64_t> originNs) {
   Timeline t;
   t.source = std::move(source);
   t.names = std::move(m_names);
@@ -162,6 +162,7 @@ Timeline TimelineBuilder::finish(std::string source) {
   for (const Pending& e : m_events) t0 = std::min(t0, e.startNs);
   for (const TimelineSpan& s : m_spans) t0 = std::min(t0, s.startNs);
   if (m_events.empty() && m_spans.empty()) t0 = 0;
+  if (originNs) t0 = *originNs;
 
   // Rows: devices in natural order (a trace's sort index first), then streams.
   std::vector<int> order(m_rows.size());

@@ -116,8 +116,9 @@ class TimelineBuilder {
   bool hasKernel(int64_t fusion) const { return m_kernelIndex.count(fusion) > 0; }
   void addSpan(TimelineSpan span);
   size_t numEvents() const { return m_events.size(); }
-  // Times are made relative to the earliest event or span.
-  Timeline finish(std::string source);
+  // Times are made relative to the earliest event or span, or to originNs when given (a window of a profile:
+  // the same origin for every window).
+  Timeline finish(std::string source, std::optional<int64_t> originNs = {});
 
  private:
   struct RowKey {

@@ -33,6 +33,10 @@ json metadata(const char* what, int pid, int64_t tid, const std::string& name) {
   return m;
 }
 
+// Names come from the run store and from plugins, and need not be UTF-8: JSON must be, so a byte that is not
+// becomes U+FFFD (dump() would throw).
+std::string dumpElement(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 json kernelArgs(const ProfileEvent& e, const FusionInfo* k) {
   json args = {{"fusion", e.fusion}, {"flops", e.flops}, {"bytes", e.bytes}};
   // flops per ns is GFLOP/s; bytes per ns is GB/s.
@@ -57,68 +61,103 @@ const FusionInfo* Trace::kernel(int64_t fusion) const {
   return nullptr;
 }
 
-std::string toChromeTrace(const Trace& trace) {
+ChromeTraceWriter::ChromeTraceWriter(std::ostream& out, int64_t t0, std::vector<FusionInfo> kernels)
+    : m_out(out), m_t0(t0), m_table(std::move(kernels)) {
+  for (const auto& k : m_table) m_kernels.emplace(k.id, &k);
+  // Keys in the order dump() sorts them, so the document reads as toChromeTrace's always did.
+  json other = {{"generator", fmt::format("tessera {}", kVersion)}};
+  m_out << R"({"displayTimeUnit":"ns","otherData":)" << other.dump() << R"(,"traceEvents":[)";
+}
+
+void ChromeTraceWriter::put(const std::string& element) {
+  if (!m_first) m_out << ',';
+  m_first = false;
+  m_out << element;
+}
+
+void ChromeTraceWriter::marksAndMemory(const std::vector<ProfileMark>& marks, const std::vector<MemorySample>& memory) {
+  auto emit = [&](const json& j) { put(dumpElement(j)); };
+  if (!marks.empty()) {
+    emit(metadata("process_name", kHostPid, -1, "host"));
+    emit(metadata("thread_name", kHostPid, kStepsTid, "steps"));
+  }
+  for (const auto& m : marks)
+    emit({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", kHostPid}, {"tid", kStepsTid},
+          {"ts", micros(m.startNs - m_t0)}, {"dur", micros(m.durationNs)}});
+  // Live buffer bytes: a counter track of the host process (Perfetto draws it as an area).
+  if (!memory.empty() && marks.empty()) emit(metadata("process_name", kHostPid, -1, "host"));
+  for (const auto& m : memory)
+    emit({{"ph", "C"}, {"name", "memory"}, {"pid", kHostPid}, {"ts", micros(std::max(m.tNs - m_t0, int64_t(0)))},
+          {"args", {{"bytes", m.bytes}}}});
+}
+
+void ChromeTraceWriter::event(const ProfileEvent& e) {
+  auto emit = [&](const json& j) { put(dumpElement(j)); };
+  // Devices become processes in order of first use, their threads or streams become threads.
+  auto [it, added] = m_pids.emplace(e.device, kHostPid + 1 + static_cast<int>(m_pids.size()));
+  if (added) emit(metadata("process_name", it->second, -1, e.device));
+  if (m_threads.emplace(it->second, e.stream).second) {
+    bool gpu = e.device.rfind("cpu", 0) != 0;
+    emit(metadata("thread_name", it->second, e.stream + 1, fmt::format("{} {}", gpu ? "stream" : "thread", e.stream)));
+  }
+  auto k = m_kernels.find(e.fusion);
+  const FusionInfo* info = k == m_kernels.end() ? nullptr : k->second;
+  emit({{"ph", "X"},
+        {"name", e.name},
+        {"cat", info && !info->kind.empty() ? info->kind : "kernel"},
+        {"pid", it->second},
+        {"tid", e.stream + 1},
+        {"ts", micros(e.startNs - m_t0)},
+        {"dur", micros(e.durationNs)},
+        {"args", kernelArgs(e, info)}});
+  ++m_events;
+}
+
+void ChromeTraceWriter::finish() { m_out << "]}"; }
+
+namespace {
+
+int64_t startOf(const Trace& trace) {
   int64_t t0 = std::numeric_limits<int64_t>::max();
   for (const auto& e : trace.events) t0 = std::min(t0, e.startNs);
   for (const auto& m : trace.marks) t0 = std::min(t0, m.startNs);
-  if (trace.events.empty() && trace.marks.empty()) t0 = 0;
+  return trace.events.empty() && trace.marks.empty() ? 0 : t0;
+}
 
-  std::map<int64_t, const FusionInfo*> kernels;
-  for (const auto& k : trace.kernels) kernels.emplace(k.id, &k);
+}  // namespace
 
-  json events = json::array();
-  if (!trace.marks.empty()) {
-    events.push_back(metadata("process_name", kHostPid, -1, "host"));
-    events.push_back(metadata("thread_name", kHostPid, kStepsTid, "steps"));
-  }
-  // Devices become processes in order of first use, their threads or streams become threads.
-  std::map<std::string, int> pids;
-  std::set<std::pair<int, int64_t>> threads;
-  for (const auto& e : trace.events) {
-    auto [it, added] = pids.emplace(e.device, kHostPid + 1 + static_cast<int>(pids.size()));
-    if (added) events.push_back(metadata("process_name", it->second, -1, e.device));
-    if (threads.emplace(it->second, e.stream).second) {
-      bool gpu = e.device.rfind("cpu", 0) != 0;
-      events.push_back(metadata("thread_name", it->second, e.stream + 1,
-                                fmt::format("{} {}", gpu ? "stream" : "thread", e.stream)));
-    }
-  }
-  for (const auto& m : trace.marks)
-    events.push_back({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", kHostPid}, {"tid", kStepsTid},
-                      {"ts", micros(m.startNs - t0)}, {"dur", micros(m.durationNs)}});
-  // Live buffer bytes: a counter track of the host process (Perfetto draws it as an area).
-  if (!trace.memory.empty() && trace.marks.empty()) events.push_back(metadata("process_name", kHostPid, -1, "host"));
-  for (const auto& m : trace.memory)
-    events.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", kHostPid}, {"ts", micros(std::max(m.tNs - t0, int64_t(0)))},
-                      {"args", {{"bytes", m.bytes}}}});
-  for (const auto& e : trace.events) {
-    auto k = kernels.find(e.fusion);
-    const FusionInfo* info = k == kernels.end() ? nullptr : k->second;
-    events.push_back({{"ph", "X"},
-                      {"name", e.name},
-                      {"cat", info && !info->kind.empty() ? info->kind : "kernel"},
-                      {"pid", pids.at(e.device)},
-                      {"tid", e.stream + 1},
-                      {"ts", micros(e.startNs - t0)},
-                      {"dur", micros(e.durationNs)},
-                      {"args", kernelArgs(e, info)}});
-  }
-  json doc = {{"traceEvents", std::move(events)},
-              {"displayTimeUnit", "ns"},
-              {"otherData", {{"generator", fmt::format("tessera {}", kVersion)}}}};
-  // Names come from the run store and from plugins, and need not be UTF-8: JSON must be, so a byte that is not
-  // becomes U+FFFD (dump() would throw).
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string toChromeTrace(const Trace& trace) {
+  std::ostringstream out;
+  ChromeTraceWriter w(out, startOf(trace), trace.kernels);
+  w.marksAndMemory(trace.marks, trace.memory);
+  for (const auto& e : trace.events) w.event(e);
+  w.finish();
+  return out.str();
 }
 
 Status writeChromeTrace(const std::string& path, const Trace& trace) {
+  return writeChromeTraceWith(path, startOf(trace), trace.kernels, [&](ChromeTraceWriter& w) -> Status {
+    w.marksAndMemory(trace.marks, trace.memory);
+    for (const auto& e : trace.events) w.event(e);
+    return {};
+  });
+}
+
+Status writeChromeTraceWith(const std::string& path, int64_t t0, std::vector<FusionInfo> kernels,
+                            const std::function<Status(ChromeTraceWriter&)>& body) {
   // Written beside the target and renamed over it: a viewer never opens half a file.
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return makeError("cannot write {}", tmp);
-    out << toChromeTrace(trace);
-    if (!out.flush()) return makeError("cannot write {}", tmp);
+    ChromeTraceWriter w(out, t0, std::move(kernels));
+    Status st = body(w);
+    w.finish();
+    if (!st.ok() || !out.flush()) {
+      out.close();
+      std::remove(tmp.c_str());
+      return st.ok() ? makeError("cannot write {}", tmp) : st;
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

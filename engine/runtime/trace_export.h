@@ -14,8 +14,13 @@
 // "steps"). Times are microseconds from the first event or mark, as floats keeping nanoseconds. Each kernel
 // event's args carry its fusion's table entry, so a trace file read back (readChromeTrace) gives the events,
 // the marks and the kernels that ran.
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/core/result.h"
@@ -34,9 +39,37 @@ struct Trace {
   const FusionInfo* kernel(int64_t fusion) const;
 };
 
+// The same JSON written a part at a time, for profiles too large to hold (`tessera runs export-trace`): the kernel
+// table, step marks and memory samples are small and given first, then each launch as it is read. A device's
+// and a stream's names are written before their first launch.
+class ChromeTraceWriter {
+ public:
+  // t0: the time that becomes 0 (the earliest launch or mark).
+  ChromeTraceWriter(std::ostream& out, int64_t t0, std::vector<FusionInfo> kernels);
+  void marksAndMemory(const std::vector<ProfileMark>& marks, const std::vector<MemorySample>& memory);
+  void event(const ProfileEvent& e);
+  // Closes the document; the stream's state says whether everything was written.
+  void finish();
+  size_t events() const { return m_events; }
+
+ private:
+  void put(const std::string& element);  // one element of traceEvents, as JSON text
+  std::ostream& m_out;
+  int64_t m_t0;
+  std::vector<FusionInfo> m_table;
+  std::map<int64_t, const FusionInfo*> m_kernels;
+  std::map<std::string, int> m_pids;
+  std::set<std::pair<int, int64_t>> m_threads;
+  bool m_first = true;
+  size_t m_events = 0;
+};
+
 // The trace as JSON text.
 std::string toChromeTrace(const Trace& trace);
 Status writeChromeTrace(const std::string& path, const Trace& trace);
+// Writes `path` beside it and renames it over (a viewer never opens half a file); body writes the trace.
+Status writeChromeTraceWith(const std::string& path, int64_t t0, std::vector<FusionInfo> kernels,
+                            const std::function<Status(ChromeTraceWriter&)>& body);
 
 // A trace written by toChromeTrace. Times come back in ns relative to the trace's start (the first event at
 // its offset from the first mark or event, as written); kernels are rebuilt from the events' args. Events of

@@ -1,5 +1,7 @@
 #include "engine/store/run_store.h"
 
+#include "engine/store/stmt.h"
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -106,71 +108,42 @@ const char* const kMigrations[] = {
       bytes INTEGER NOT NULL);
     CREATE INDEX profile_memory_by_time ON profile_memory(profile, t_ns);
     )sql",
+    // 6: profiles of any size. Each launch's span class (hex digits of its duration: class c lasts under 16^c ns)
+    // with an index on it, so that the launches overlapping a window are a few exact index ranges; and the
+    // levels of detail the timeline draws when a window holds too many launches (engine/store/profile_levels.cpp).
+    R"sql(
+    ALTER TABLE kernel_events ADD COLUMN span_class INTEGER
+      GENERATED ALWAYS AS (length(printf('%x', duration_ns))) VIRTUAL;
+    CREATE INDEX kernel_events_by_span ON kernel_events(profile, span_class, start_ns);
+    CREATE TABLE profile_levels(
+      profile INTEGER PRIMARY KEY REFERENCES profiles(id) ON DELETE CASCADE,
+      events INTEGER NOT NULL,
+      begin_ns INTEGER NOT NULL,
+      end_ns INTEGER NOT NULL,
+      base_shift INTEGER NOT NULL,
+      levels INTEGER NOT NULL);
+    CREATE TABLE profile_rows(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      row INTEGER NOT NULL,
+      device TEXT NOT NULL,
+      stream INTEGER NOT NULL,
+      events INTEGER NOT NULL,
+      begin_ns INTEGER NOT NULL,
+      end_ns INTEGER NOT NULL,
+      PRIMARY KEY(profile, row)) WITHOUT ROWID;
+    CREATE TABLE profile_buckets(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      row INTEGER NOT NULL,
+      level INTEGER NOT NULL,
+      chunk INTEGER NOT NULL,
+      data BLOB NOT NULL,
+      PRIMARY KEY(profile, row, level, chunk)) WITHOUT ROWID;
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
 
 }  // namespace
-
-// A prepared statement that finalizes itself.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : m_db(db) { m_rc = sqlite3_prepare_v2(db, sql, -1, &m_stmt, nullptr); }
-  ~Stmt() { sqlite3_finalize(m_stmt); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  bool ok() const { return m_rc == SQLITE_OK; }
-  // SQLite's own message, with the file: "run store /p/runs.db: database disk image is malformed".
-  Error error() const {
-    const char* file = sqlite3_db_filename(m_db, "main");
-    return makeError("run store {}: {}", file && *file ? file : "(in memory)", sqlite3_errmsg(m_db));
-  }
-  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(m_stmt, i, v); return *this; }
-  Stmt& bind(int i, double v) { sqlite3_bind_double(m_stmt, i, v); return *this; }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bindBlob(int i, const std::string& v) {
-    sqlite3_bind_blob(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int step() { return sqlite3_step(m_stmt); }
-  // Calls row() for each row. An error on the way (a damaged page, a locked file) is the result, never a
-  // shorter list that looks complete.
-  template <class F>
-  Status each(F&& row) {
-    int rc;
-    while ((rc = step()) == SQLITE_ROW) TSR_TRY(row());
-    if (rc != SQLITE_DONE) return error();
-    return {};
-  }
-  // The one row of a lookup: true when found, false when there is none, an error when reading failed.
-  Result<bool> one() {
-    int rc = step();
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return error();
-  }
-  void reset() {
-    sqlite3_reset(m_stmt);
-    sqlite3_clear_bindings(m_stmt);
-  }
-  int64_t i64(int col) const { return sqlite3_column_int64(m_stmt, col); }
-  double f64(int col) const { return sqlite3_column_double(m_stmt, col); }
-  std::string text(int col) const {
-    const void* p = sqlite3_column_blob(m_stmt, col);
-    int n = sqlite3_column_bytes(m_stmt, col);
-    return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
-  }
-
- private:
-  sqlite3* m_db;
-  sqlite3_stmt* m_stmt = nullptr;
-  int m_rc;
-};
 
 namespace {
 
@@ -246,7 +219,9 @@ Result<RunStore> RunStore::open(const std::string& path) {
   }
   RunStore store(db, path);
   sqlite3_busy_timeout(db, 5000);  // a writer and the IDE share the file
-  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  // A 64 MB page cache (SQLite's default is 2 MB): a profile's indexes grow by millions of entries per write.
+  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
+                     "PRAGMA cache_size = -65536;"));
   TSR_TRY(store.migrate());
   return store;
 }
@@ -274,6 +249,9 @@ Result<RunStore> RunStore::openReadOnly(const std::string& path) {
   if (*version < 1 || !*found)
     return makeError("{}: not a Tessera run store (it holds no runs table{})", path,
                      *version < 1 ? " and no schema version" : "");
+  // The timeline's window queries jump about a large file: a page cache of 64 MB (SQLite's default is 2 MB)
+  // keeps the pages of recent windows, so panning back and forth reads them once.
+  TSR_TRY(store.exec("PRAGMA cache_size = -65536"));
   return store;
 }
 

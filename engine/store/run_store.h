@@ -97,6 +97,60 @@ struct MemorySampleInfo {
   bool operator==(const MemorySampleInfo&) const = default;
 };
 
+// --- A profile's levels of detail (schema 6) ---------------------------------------------------------------
+// A timeline of tens of millions of launches is never read whole: each row (device, stream) of a profile has a
+// pyramid of buckets, level L's buckets 2^(baseShift + L) ns wide from the profile's first start, each summing
+// the launches in it. A window of the timeline reads one level (about a bucket per pixel) or, when few enough
+// launches are in it, the launches themselves through the span-class index (see profileWindow).
+
+// One bucket of a row at one level. count, flops, bytes and the longest launch are of the launches that start in
+// the bucket; busyNs is the time launches cover inside it (clipped to the bucket, so busyNs / width is the
+// row's occupancy there). Two neighbouring buckets merge into their parent exactly.
+struct LevelBucket {
+  int64_t busyNs = 0;
+  int64_t longestNs = 0;
+  double flops = 0, bytes = 0;
+  int32_t count = 0;
+  int32_t longestFusion = -1;  // the fusion id of the longest launch
+};
+
+// One row of a profile: the launches of one device and stream.
+struct ProfileRow {
+  std::string device;
+  int64_t stream = 0;
+  int64_t events = 0;
+  int64_t beginNs = 0, endNs = 0;  // first start, last end
+};
+
+// What profileWindow needs to know of a profile, read once when it opens.
+struct ProfileSummary {
+  int64_t profile = 0;
+  int64_t events = 0;
+  int64_t beginNs = 0, endNs = 0;  // of all rows; buckets start at beginNs
+  int baseShift = 0;               // level 0's buckets are 2^baseShift ns wide
+  int levels = 0;
+  std::vector<ProfileRow> rows;    // by device, then stream
+  int64_t bucketNs(int level) const { return int64_t{1} << (baseShift + level); }
+};
+
+// The buckets of one row at one level: bucket first + i covers [origin + (first + i) * width, ... + width).
+struct RowBuckets {
+  int64_t first = 0;
+  std::vector<LevelBucket> buckets;
+};
+
+// A window of a profile: either every launch overlapping [fromNs, toNs] (raw) or, when more than the caller's
+// limit are there, one level's buckets per row.
+struct ProfileWindow {
+  int64_t fromNs = 0, toNs = 0;
+  bool raw = false;
+  std::vector<KernelEvent> events;  // raw: by start
+  int level = -1;                   // !raw: the level read
+  int64_t bucketNs = 0;
+  std::vector<RowBuckets> rows;     // !raw: one per ProfileSummary::rows entry
+  int64_t estimatedEvents = 0;      // launches starting in the window, from the level's counts
+};
+
 struct ProfileInfo {
   int64_t id = 0;
   int64_t run = 0;
@@ -116,7 +170,7 @@ class RunStore {
   // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
   // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
   static Result<RunStore> openReadOnly(const std::string& path);
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -157,6 +211,34 @@ class RunStore {
   // Events overlapping [fromNs, toNs], by start time.
   Result<std::vector<KernelEvent>> kernelEvents(int64_t profile, int64_t fromNs = 0,
                                                 int64_t toNs = INT64_MAX) const;
+  // The earliest start of a profile's launches (an index lookup); nullopt when it has none.
+  Result<std::optional<int64_t>> firstKernelStart(int64_t profile) const;
+  // How many launches a profile recorded (counted by SQLite).
+  Result<int64_t> kernelEventCount(int64_t profile) const;
+  // Calls `row` for each event of a profile, in no particular order, without holding them all: export and
+  // summaries of profiles of any size. `row` may stop the walk by returning an error.
+  Status eachKernelEvent(int64_t profile, const std::function<Status(const KernelEvent&)>& row) const;
+  // Builds a profile's levels of detail (profileWindow's buckets) from its events, replacing any built before.
+  // `progress` gets the fraction of events read (0..1). The profile writer calls it once its events are in.
+  Status buildProfileLevels(int64_t profile, const std::function<void(double)>& progress = {});
+  // The profile's rows and levels; nullopt when they were never built (a profile written before schema 6).
+  Result<std::optional<ProfileSummary>> profileSummary(int64_t profile) const;
+  // The launches overlapping [fromNs, toNs] (start <= toNs and end >= fromNs) when no more than maxEvents start
+  // in it (by the levels' counts), else the level whose buckets are at most nsPerPx wide (the coarsest such; the
+  // finest level when every level is wider), over the same window. Reads only what the window holds: each span
+  // class (launches of 16^(c-1) to 16^c ns) is one index range start in (fromNs - 16^c, toNs].
+  Result<ProfileWindow> profileWindow(const ProfileSummary& summary, int64_t fromNs, int64_t toNs, double nsPerPx,
+                                      int64_t maxEvents) const;
+  // The launches overlapping [fromNs, toNs) (start < toNs and end > fromNs) summed by SQLite per name and
+  // fusion: their count, their time inside the range, their work. Reads only the range (the span classes).
+  struct KernelTotal {
+    std::string name;
+    int64_t fusion = -1;
+    int64_t count = 0;
+    int64_t insideNs = 0;
+    double flops = 0, bytes = 0;
+  };
+  Result<std::vector<KernelTotal>> kernelTotals(int64_t profile, int64_t fromNs, int64_t toNs) const;
   // The kernel table of a profile (what its events' fusion ids mean), by fusion id.
   Status addProfileKernels(int64_t profile, const std::vector<KernelInfo>& kernels);
   Result<std::vector<KernelInfo>> profileKernels(int64_t profile) const;

@@ -36,9 +36,11 @@ Result<Loaded> load(const store::RunStore& db, int64_t run, const std::string& e
     if (k.executable == executable) byFusion[k.fusion] = l.kernels.size(), l.kernels.push_back(std::move(k));
   if (l.kernels.empty()) return makeError("profile {} of run {} has no kernels of '{}'", p.id, run, executable);
   l.kernelNs.assign(l.kernels.size(), 0.0);
-  TSR_ASSIGN(std::vector<store::KernelEvent> events, db.kernelEvents(p.id));
-  for (const auto& e : events)
+  // One launch at a time: a profile of any size diffs in the memory of its kernel table.
+  TSR_TRY(db.eachKernelEvent(p.id, [&](const store::KernelEvent& e) -> Status {
     if (auto it = byFusion.find(e.fusion); it != byFusion.end()) l.kernelNs[it->second] += static_cast<double>(e.durationNs);
+    return {};
+  }));
   for (double& ns : l.kernelNs) ns /= static_cast<double>(l.side.steps);
   for (double ns : l.kernelNs) l.side.stepNs += ns;
   // Nodes in id order, numbered within their module and op.

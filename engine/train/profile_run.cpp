@@ -151,6 +151,7 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
   std::vector<store::MemorySampleInfo> memory;
   for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes});
   TSR_TRY(db.addKernelEvents(profile, events));
+  TSR_TRY(db.buildProfileLevels(profile));
   TSR_TRY(db.addProfileKernels(profile, kernels));
   TSR_TRY(db.addProfileMemory(profile, memory));
   return db.addProfileMarks(profile, marks);
@@ -168,6 +169,35 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
   for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes});
   return t;
+}
+
+Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, const std::string& path) {
+  TSR_ASSIGN(std::vector<store::KernelInfo> kernels, db.profileKernels(profile));
+  TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
+  TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
+  TSR_ASSIGN(std::optional<int64_t> first, db.firstKernelStart(profile));
+  int64_t t0 = first.value_or(marks.empty() ? 0 : marks.front().startNs);
+  for (const auto& m : marks) t0 = std::min(t0, m.startNs);
+  std::vector<runtime::FusionInfo> table;
+  for (const auto& k : kernels) table.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
+  std::vector<runtime::ProfileMark> traceMarks;
+  for (const auto& m : marks) traceMarks.push_back({m.name, m.startNs, m.durationNs});
+  std::vector<runtime::MemorySample> traceMemory;
+  for (const auto& m : memory) traceMemory.push_back({m.tNs, m.bytes});
+  ExportedTrace out;
+  out.marks = marks.size();
+  TSR_TRY(runtime::writeChromeTraceWith(path, t0, std::move(table), [&](runtime::ChromeTraceWriter& w) -> Status {
+    w.marksAndMemory(traceMarks, traceMemory);
+    runtime::ProfileEvent pe;
+    TSR_TRY(db.eachKernelEvent(profile, [&](const store::KernelEvent& e) -> Status {
+      pe = {e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes};
+      w.event(pe);
+      return {};
+    }));
+    out.events = w.events();
+    return {};
+  }));
+  return out;
 }
 
 }  // namespace tsr::train

@@ -51,5 +51,11 @@ std::vector<double> markSeconds(const runtime::Trace& trace);
 // A trace into a store profile, and back (for `tessera runs export-trace` and the IDE's timeline).
 Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& trace);
 Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile);
+// A profile of the store written as Chrome/Perfetto trace JSON without holding its launches: they are read and
+// written one at a time (a profile of tens of millions exports in bounded memory). Returns how many.
+struct ExportedTrace {
+  size_t events = 0, marks = 0;
+};
+Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, const std::string& path);
 
 }  // namespace tsr::train

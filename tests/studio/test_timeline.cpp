@@ -15,8 +15,11 @@
 #include <QTest>
 #include <QWheelEvent>
 
+#include <fmt/format.h>
+
 #include "app/studio/main_window.h"
 #include "engine/runtime/trace_export.h"
+#include "engine/store/run_store.h"
 #include "views/graph_panel.h"
 #include "views/ir_panel.h"
 #include "views/run_controller.h"
@@ -257,6 +260,74 @@ class TestTimeline : public QObject {
     // The picture: kernels drawn.
     QImage img = c->grabFramebuffer();
     QVERIFY(drawnPixels(img, c->palette().color(QPalette::Base)) > 1000);
+  }
+
+  // A profile larger than the panel holds whole: read a window at a time. The first window is the whole profile as
+  // density; a narrow one comes as launches (exactly those a filter over all of them keeps); range statistics are
+  // summed by SQLite; with a canvas, zooming in fetches the launches by itself.
+  void largeProfileOpensAWindowAtATime() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath("runs.db");
+    std::vector<store::KernelEvent> all;
+    {
+      auto s = store::RunStore::open(db.toStdString());
+      QVERIFY(s.ok());
+      auto run = s->createRun("big", "p", "");
+      auto prof = s->createProfile(*run, "big", 0, 1);
+      QVERIFY(s->addProfileKernels(*prof, {{0, "train_step", "fusion.0", "loop", {1}, {"add"}, ""},
+                                          {1, "train_step", "fusion.1", "gemm", {2}, {"dot_general"}, ""}}).ok());
+      int64_t t = 0;
+      for (int i = 0; i < 20'000; ++i) {
+        all.push_back({"cpu:0", i % 2, fmt::format("fusion.{}", i % 2), i % 2, t, 700 + (i % 7) * 100, 10, 20});
+        t += 500;  // a stream launches every 1 us for 0.7 to 1.3 us: some overlap (deeper lanes)
+      }
+      QVERIFY(s->addKernelEvents(*prof, all).ok());
+      QVERIFY(s->buildProfileLevels(*prof).ok());
+    }
+    Session session;
+    TimelinePanel panel(&session);
+    panel.setWholeProfileLimit(1000);
+    QSignalSpy loaded(&panel, &TimelinePanel::loaded);
+    panel.openProfile(db);
+    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(panel.windows());
+    QVERIFY(panel.windowData() && !panel.windowData()->raw);
+    QCOMPARE(panel.timeline()->rows.size(), size_t(2));
+    QCOMPARE(panel.timeline()->events.size(), size_t(0));
+    QCOMPARE(panel.timeline()->rows[0].numEvents, uint32_t(10'000));
+
+    auto naive = [&](int64_t from, int64_t to) {
+      return std::count_if(all.begin(), all.end(),
+                           [&](const auto& e) { return e.startNs <= to && e.startNs + e.durationNs >= from; });
+    };
+    panel.requestWindow(1'000'000, 1'200'000, 100);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.fetching() && panel.windowData()->raw, 10000);
+    QCOMPARE(static_cast<int64_t>(panel.timeline()->events.size()), static_cast<int64_t>(naive(1'000'000, 1'200'000)));
+    panel.setRange(2'000'000, 3'000'000);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.fetching() && panel.rangeStats().has_value(), 10000);
+    QCOMPARE(panel.rangeStats()->count,
+             static_cast<int64_t>(std::count_if(all.begin(), all.end(), [](const auto& e) {
+               return e.startNs < 3'000'000 && e.startNs + e.durationNs > 2'000'000;
+             })));
+    QCOMPARE(panel.statsTable()->rowCount(), 2);
+
+    if (!m_noGl.isEmpty()) return;
+    panel.resize(1200, 700);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    TimelineCanvas* c = panel.canvas();
+    QVERIFY(c);
+    c->fitAll();
+    c->renderNow();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.fetching() && c->windowData() && !c->windowData()->raw, 10000);
+    QImage coarse = c->grabFramebuffer();
+    QVERIFY(drawnPixels(coarse, c->palette().color(QPalette::Base)) > 1000);  // density bars
+    c->setWindow(4'000'000, 4'100'000);
+    c->renderNow();
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.fetching() && c->windowData()->raw, 10000);
+    c->renderNow();
+    QVERIFY(c->lastBoxEvents() > 0);
+    QCOMPARE(static_cast<int64_t>(c->timeline()->events.size()), static_cast<int64_t>(naive(c->windowData()->fromNs, c->windowData()->toNs)));
   }
 
   // Without the canvas: a trace file loads, links to nothing without a kernel table, and statistics work.
