@@ -69,16 +69,19 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array key = random::foldIn(random::foldIn(random::key(m_seed), astype(args.find("step")->leaf(), DType::U32)),
                                    astype(args.find("micro")->leaf(), DType::U32));
-        auto vg = valueAndGrad([&](const Tree& p) {
+        auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
-          return m_loss(p, batch, ctx);
+          Array loss = m_loss(p, batch, ctx);
+          return std::pair{loss, sownTree(ctx)};
         })(*args.find("params"));
         const Array scale = args.find("scale")->leaf();
-        Tree grads = vg.grads.map([&](const Array& g) { return g * astype(scale, g.dtype()); });
+        auto scaled = [&](const Array& x) { return x * astype(scale, x.dtype()); };
+        Tree grads = vg.grads.map(scaled);
         if (const Tree* acc = args.find("acc"))
           grads = optim::treeMap2(grads, *acc, [](const Array& g, const Array& a) { return a + g; });
-        return Tree::dict({{"acc", grads}, {"loss", Tree(vg.value * astype(scale, vg.value.dtype()))}});
+        // The model's metrics, like the loss, as this micro-batch's share of their mean over the step.
+        return Tree::dict({{"acc", grads}, {"loss", Tree(scaled(vg.value))}, {"metrics", vg.aux.map(scaled)}});
       },
       "train_grad");
   m_grad->setDonatedArgs({"acc"});
@@ -205,6 +208,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
   const Array scale = Array::scalar(1.0 / static_cast<double>(microBatches.size()), DType::F32);
   Tree acc;
   double loss = 0;
+  std::vector<std::pair<std::string, double>> metrics;  // the mean of each over the micro-batches
   for (size_t i = 0; i < microBatches.size(); ++i) {
     TSR_ASSIGN(Batch batch, placeBatch(microBatches[i]));
     std::vector<std::pair<std::string, Tree>> fields = {
@@ -217,6 +221,12 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
     if (i > 0) fields.emplace_back("acc", std::move(acc));
     TSR_ASSIGN(Tree out, m_grad->call(Tree::dict(std::move(fields))));
     loss += out.find("loss")->leaf().item();
+    const std::vector<std::pair<std::string, double>> shares = metricsOf(out);
+    if (i == 0) metrics.assign(shares.size(), {"", 0.0});
+    for (size_t k = 0; k < shares.size() && k < metrics.size(); ++k) {
+      metrics[k].first = shares[k].first;
+      metrics[k].second += shares[k].second;
+    }
     acc = *out.find("acc");
   }
   Tree args = Tree::dict({{"params", std::move(state.params)},
@@ -232,6 +242,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
   args = Tree();
   StepMetrics m;
   m.loss = loss;
+  m.extra = std::move(metrics);
   m.gradNorm = result->find("grad_norm")->leaf().item();
   m.lr = result->find("lr")->leaf().item();
   state.params = *result->find("params");

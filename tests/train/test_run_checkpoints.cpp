@@ -182,12 +182,15 @@ TEST_CASE("a run records its resolved config, overrides, tags and where it ran")
 }
 
 // One SGD step over K micro-batches of B equals one step over the batch of K*B that holds them (the loss is
-// a mean), and so does a training run with [train] accumulate = K against batch_size = K*B on the same items.
+// a mean), and so does a training run with [train] accumulate = K against batch_size = K*B on the same items; the
+// model's metrics are their mean over the micro-batches.
 TEST_CASE("gradient accumulation is the update of the batch that holds the micro-batches") {
   // A linear model, MSE: the update is computed by hand from the data below too.
-  train::TrainLossFn loss = [](const Tree& p, const train::Batch& b, nn::Context&) {
+  // It reports the batch's mean target beside the loss (Context::sow), as a model's metric.
+  train::TrainLossFn loss = [](const Tree& p, const train::Batch& b, nn::Context& ctx) {
     Array pred = matmul(b.inputs, p.find("w")->leaf());
     Array d = pred - b.targets;
+    ctx.sow("mean_target", mean(b.targets));
     return mean(d * d);
   };
   auto makeBatch = [](int64_t rows, float offset) {
@@ -227,6 +230,13 @@ TEST_CASE("gradient accumulation is the update of the batch that holds the micro
   }
   TSR_COMPARE(static_cast<float>(mAcc.loss), static_cast<float>(lossByHand));
   TSR_COMPARE(mAcc.gradNorm, mOne.gradNorm);
+  // The metric is the mean over the micro-batches, as over the batch that holds them: the mean of Y.
+  double meanY = 0;
+  for (float v : Y) meanY += v / 8.0;
+  REQUIRE(mAcc.extra.size() == 1);
+  TSR_COMPARE(mAcc.extra[0].first, std::string("mean_target"));
+  REQUIRE(std::abs(mAcc.extra[0].second - meanY) < 1e-6);
+  REQUIRE(std::abs(mOne.extra[0].second - meanY) < 1e-6);
 }
 
 // A run with accumulate = K draws K batches per optimizer step (the data position says so), and resumes from
