@@ -138,14 +138,32 @@ Tree Mlp::init(const Array& key) const {
   return Tree::dict({{"layers", layers}});
 }
 
-Array Mlp::apply(const Tree& params, const Array& x, Context&) const {
+const std::vector<std::string>& mlpActivations() {
+  static const std::vector<std::string> names = {"relu", "gelu", "silu", "tanh", "sigmoid"};
+  return names;
+}
+
+namespace {
+
+Array activate(const std::string& name, const Array& h) {
+  if (name == "gelu") return gelu(h, true);
+  if (name == "silu") return h * sigmoid(h);
+  if (name == "tanh") return tanh(h);
+  if (name == "sigmoid") return sigmoid(h);
+  if (name == "relu") return relu(h);
+  raise(makeError("mlp: unknown activation '{}'", name));
+}
+
+}  // namespace
+
+Array Mlp::apply(const Tree& params, const Array& x, Context& ctx) const {
   const auto& s = m_cfg.sizes;
   const Tree& layers = *params.find("layers");
   Array h = x;
   for (size_t i = 0; i + 1 < s.size(); ++i) {
     ModuleScope scope("layers." + std::to_string(i));
     h = Dense{s[i], s[i + 1]}.apply(layers.child(i), h);
-    if (i + 2 < s.size()) h = relu(h);
+    if (i + 2 < s.size()) h = Dropout{m_cfg.dropout}.apply(activate(m_cfg.activation, h), ctx);
   }
   return h;
 }

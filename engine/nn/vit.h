@@ -45,7 +45,12 @@ class Vit {
 struct MlpConfig {
   std::vector<int64_t> sizes = {784, 1024, 1024, 1024, 10};
   DType dtype = DType::F32;
+  // After each hidden layer: relu | gelu (tanh approximation) | silu | tanh | sigmoid, then dropout (in training).
+  std::string activation = "relu";
+  double dropout = 0.0;
 };
+// The names MlpConfig::activation takes.
+const std::vector<std::string>& mlpActivations();
 
 class Mlp {
  public:

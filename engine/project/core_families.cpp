@@ -113,7 +113,7 @@ ModelFamily vitFamily() {
 ModelFamily mlpFamily() {
   ModelFamily f;
   f.name = "mlp";
-  f.description = "a multilayer perceptron classifier: Linear and ReLU layers, as in the JAX and PyTorch tutorials";
+  f.description = "a multilayer perceptron classifier: Linear layers with an activation (ReLU by default) and dropout between them, as in the JAX and PyTorch tutorials";
   FamilyKey sizes;
   sizes.name = "sizes";
   sizes.type = KeyType::Sizes;
@@ -122,10 +122,20 @@ ModelFamily mlpFamily() {
   sizes.minCount = 2;
   sizes.requirement = "at least two positive sizes";
   sizes.help = "layer widths from input features to classes, e.g. [784, 1024, 10]";
-  f.keys = {sizes};
+  FamilyKey activation;
+  activation.name = "activation";
+  activation.type = KeyType::Text;
+  activation.defaultValue = std::string("relu");
+  activation.choices = nn::mlpActivations();
+  activation.help = "after each hidden layer: relu, gelu (tanh approximation), silu, tanh or sigmoid";
+  f.keys = {sizes, activation, dropoutKey()};
   f.dataKinds = {"synthetic-digits", "npy", "cifar10", "image_folder"};
   f.build = [](const ModelConfig& c, const BuildContext&) {
-    auto model = std::make_shared<nn::Mlp>(nn::MlpConfig{c.sizes("sizes")});
+    nn::MlpConfig config;
+    config.sizes = c.sizes("sizes");
+    config.activation = c.text("activation");
+    config.dropout = c.number("dropout");
+    auto model = std::make_shared<nn::Mlp>(config);
     FamilyModel m = wrap(model);
     m.trainFlopsPerItem = 6.0 * static_cast<double>(m.numParams);
     m.flopsRule = "6*N*samples";

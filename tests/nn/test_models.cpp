@@ -3,6 +3,7 @@
 #include "tests/check.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "engine/nn/gpt2.h"
 #include "engine/nn/vit.h"
@@ -153,6 +154,66 @@ TEST_CASE("mlpOfTheTutorial") {
   Context ctx;
   Array y = mlp.apply(p, Array::ones({8, 784}), ctx);
   TSR_COMPARE(y.shape(), (Shape{8, 10}));
+}
+
+// The activation after each hidden layer, against the same layers written as loops over host floats; dropout
+// only in training (a Context with a key), where it zeroes some hidden units and scales the rest.
+TEST_CASE("mlpActivationsAndDropout") {
+  auto hostForward = [](const Tree& p, const std::vector<double>& x, const std::string& act) {
+    std::vector<double> h = x;
+    const Tree& layers = *p.find("layers");
+    for (size_t l = 0; l < layers.size(); ++l) {
+      std::vector<double> w = layers.child(l).find("weight")->leaf().toDoubles();
+      std::vector<double> b = layers.child(l).find("bias")->leaf().toDoubles();
+      const size_t in = h.size(), out = b.size();
+      std::vector<double> y(out);
+      for (size_t j = 0; j < out; ++j) {
+        double acc = b[j];
+        for (size_t i = 0; i < in; ++i) acc += h[i] * w[i * out + j];
+        if (l + 1 < layers.size()) {
+          const double c = std::sqrt(2.0 / std::numbers::pi);
+          acc = act == "relu"    ? std::max(acc, 0.0)
+                : act == "gelu"  ? 0.5 * acc * (1 + std::tanh(c * (acc + 0.044715 * acc * acc * acc)))
+                : act == "silu"  ? acc / (1 + std::exp(-acc))
+                : act == "tanh"  ? std::tanh(acc)
+                                 : 1 / (1 + std::exp(-acc));
+        }
+        y[j] = acc;
+      }
+      h = y;
+    }
+    return h;
+  };
+  const std::vector<double> x = {0.5, -1.0, 0.25, 2.0};
+  for (const std::string& act : mlpActivations()) {
+    CAPTURE(act);
+    MlpConfig cfg;
+    cfg.sizes = {4, 6, 5, 3};
+    cfg.activation = act;
+    Mlp mlp(cfg);
+    Tree p = mlp.init(random::key(3));
+    Context ctx;
+    std::vector<double> got = mlp.apply(p, Array::fromVector(std::vector<float>(x.begin(), x.end()), Shape{1, 4}), ctx).toDoubles();
+    std::vector<double> want = hostForward(p, x, act);
+    for (size_t i = 0; i < want.size(); ++i) REQUIRE(std::fabs(got[i] - want[i]) < 1e-5 * (1 + std::fabs(want[i])));
+  }
+  MlpConfig cfg;
+  cfg.sizes = {4, 64, 3};
+  cfg.dropout = 0.5;
+  Mlp mlp(cfg);
+  Tree p = mlp.init(random::key(3));
+  Array in = Array::fromVector(std::vector<float>(x.begin(), x.end()), Shape{1, 4});
+  Context eval;
+  Context train(true, random::key(9));
+  std::vector<double> plain = hostForward(p, x, "relu"), evaluated = mlp.apply(p, in, eval).toDoubles(),
+                      trained = mlp.apply(p, in, train).toDoubles();
+  double evalDiff = 0, trainDiff = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    evalDiff = std::max(evalDiff, std::fabs(evaluated[i] - plain[i]));
+    trainDiff = std::max(trainDiff, std::fabs(trained[i] - plain[i]));
+  }
+  REQUIRE(evalDiff < 1e-5);
+  REQUIRE(trainDiff > 1e-3);
 }
 
 TEST_CASE("gpt2ForwardMatchesNaiveLoops") {

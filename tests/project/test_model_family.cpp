@@ -332,3 +332,18 @@ TEST_CASE("nesterov from project.toml follows the formula") {
   CHECK(std::fabs(nesterov[0] - -0.15) < 1e-7);
   CHECK(std::fabs(nesterov[1] - -0.325) < 1e-7);
 }
+
+// The mlp family's activation and dropout: written to new projects, read into the model, a wrong name listed.
+TEST_CASE("the mlp family takes an activation and dropout") {
+  auto p = parseProject("[model]\nfamily = \"mlp\"\nsizes = [8, 4]\nactivation = \"gelu\"\ndropout = 0.1\n", "p/project.toml", ".");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  TSR_COMPARE(p->model.config.text("activation"), std::string("gelu"));
+  TSR_COMPARE(p->model.config.number("dropout"), 0.1);
+  auto bad = parseProject("[model]\nfamily = \"mlp\"\nactivation = \"swish\"\n", "p/project.toml", ".");
+  REQUIRE_FALSE(bad.ok());
+  REQUIRE_MESSAGE(bad.error().message.find("relu, gelu, silu, tanh or sigmoid") != std::string::npos, bad.error().message);
+  REQUIRE_MESSAGE(bad.error().message.find("project.toml:3") != std::string::npos, bad.error().message);
+  auto text = newProjectToml({"m", "mlp", {{"activation", "silu"}}, "", "."});
+  REQUIRE(text.ok());
+  REQUIRE(text->find("activation = \"silu\"") != std::string::npos);
+}
