@@ -1,0 +1,187 @@
+#include "engine/nn/conv_layers.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/random/random.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::nn {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t d : v) p *= d;
+  return p;
+}
+
+// The dimension numbers of a channels-last convolution with n spatial dims: ("NHWC", "HWIO", "NHWC").
+ConvDimensionNumbers channelsLast(size_t n) {
+  const std::string spatial = std::string("DHW").substr(3 - n);
+  return {"N" + spatial + "C", spatial + "IO", "N" + spatial + "C"};
+}
+
+// x must be [N, spatial..., channels] for a window of `spatial` dims.
+void checkInput(const char* layer, const Array& x, size_t spatial, int64_t channels) {
+  if (spatial < 1 || spatial > 3) raise(makeError("{}: 1 to 3 spatial dims, got {}", layer, spatial));
+  if (x.rank() != static_cast<int64_t>(spatial) + 2 || (channels > 0 && x.dim(-1) != channels))
+    raise(makeError("{}: a {}-d window over {} channels needs inputs [N, {} spatial dims, {}], got {}", layer, spatial,
+                    channels, spatial, channels, x.aval().toString()));
+}
+
+Array heNormal(const Array& key, const std::vector<int64_t>& shape, int64_t fanIn, DType dtype) {
+  return random::normal(key, Shape(shape), dtype) * std::sqrt(2.0 / static_cast<double>(std::max<int64_t>(fanIn, 1)));
+}
+
+// The [in, out] weights of linear interpolation with half-pixel centres (edges repeat), as jax.image.resize.
+Array linearWeights(int64_t in, int64_t out, DType dtype) {
+  std::vector<double> w(static_cast<size_t>(in * out), 0.0);
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (int64_t o = 0; o < out; ++o) {
+    const double centre = (static_cast<double>(o) + 0.5) * scale - 0.5;
+    double total = 0;
+    for (int64_t i = 0; i < in; ++i) total += std::max(0.0, 1.0 - std::fabs(centre - static_cast<double>(i)));
+    for (int64_t i = 0; i < in; ++i)
+      w[static_cast<size_t>(i * out + o)] = std::max(0.0, 1.0 - std::fabs(centre - static_cast<double>(i))) / total;
+  }
+  return Array::fromVector(w, Shape{in, out}, dtype);
+}
+
+}  // namespace
+
+Tree Conv::init(const Array& key) const {
+  if (groups < 1 || in % groups || out % groups)
+    raise(makeError("Conv: {} in and {} out features do not split into {} groups", in, out, groups));
+  std::vector<int64_t> shape = kernel;
+  shape.push_back(in / groups);
+  shape.push_back(out);
+  Tree t = Tree::dict({{"weight", Tree(heNormal(key, shape, product(kernel) * (in / groups), dtype))}});
+  if (useBias) t.set("bias", Tree(Array::zeros({out}, dtype)));
+  return t;
+}
+
+Array Conv::apply(const Tree& p, const Array& x) const {
+  checkInput("Conv", x, kernel.size(), in);
+  Array y = convGeneralDilated(x, p.find("weight")->leaf(), strides, padding, {}, dilation, channelsLast(kernel.size()),
+                               groups);
+  return useBias ? y + p.find("bias")->leaf() : y;
+}
+
+int64_t Conv::numParams() const { return product(kernel) * (in / std::max<int64_t>(groups, 1)) * out + (useBias ? out : 0); }
+
+std::pair<int64_t, int64_t> convTransposePadding(int64_t k, int64_t s, const std::string& mode) {
+  if (mode == "SAME") {
+    const int64_t len = k + s - 2;
+    const int64_t low = s > k - 1 ? k - 1 : (len + 1) / 2;
+    return {low, len - low};
+  }
+  if (mode == "VALID") return {k - 1, k + s - 2 + std::max<int64_t>(k - s, 0) - (k - 1)};
+  raise(makeError("ConvTranspose: padding must be SAME, VALID or (low, high) pairs, got '{}'", mode));
+}
+
+Tree ConvTranspose::init(const Array& key) const {
+  std::vector<int64_t> shape = kernel;
+  shape.push_back(in);
+  shape.push_back(out);
+  Tree t = Tree::dict({{"weight", Tree(heNormal(key, shape, product(kernel) * in, dtype))}});
+  if (useBias) t.set("bias", Tree(Array::zeros({out}, dtype)));
+  return t;
+}
+
+Array ConvTranspose::apply(const Tree& p, const Array& x) const {
+  checkInput("ConvTranspose", x, kernel.size(), in);
+  std::vector<int64_t> s = strides.empty() ? std::vector<int64_t>(kernel.size(), 1) : strides;
+  ConvPadding pads = padding;
+  if (!padding.mode.empty()) {
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (size_t d = 0; d < kernel.size(); ++d) pairs.push_back(convTransposePadding(kernel[d], s[d], padding.mode));
+    pads = ConvPadding(std::move(pairs));
+  }
+  Array y = convGeneralDilated(x, p.find("weight")->leaf(), std::vector<int64_t>(kernel.size(), 1), pads, s, {},
+                               channelsLast(kernel.size()));
+  return useBias ? y + p.find("bias")->leaf() : y;
+}
+
+int64_t ConvTranspose::numParams() const { return product(kernel) * in * out + (useBias ? out : 0); }
+
+Array MaxPool::apply(const Array& x) const {
+  checkInput("MaxPool", x, window.size(), 0);
+  return maxPool(x, window, strides.empty() ? window : strides, padding);
+}
+
+Array AvgPool::apply(const Array& x) const {
+  checkInput("AvgPool", x, window.size(), 0);
+  return avgPool(x, window, strides.empty() ? window : strides, padding, countIncludePad);
+}
+
+Array globalAvgPool(const Array& x) {
+  if (x.rank() < 3) raise(makeError("globalAvgPool: inputs [N, spatial..., C], got {}", x.aval().toString()));
+  Axes spatial;
+  for (int64_t d = 1; d + 1 < x.rank(); ++d) spatial.push_back(d);
+  return mean(x, spatial);
+}
+
+Array Upsample::apply(const Array& x) const {
+  const int64_t n = x.rank() - 2;
+  checkInput("Upsample", x, static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+  if (factors.size() != 1 && static_cast<int64_t>(factors.size()) != n)
+    raise(makeError("Upsample: {} factors for {} spatial dims", factors.size(), n));
+  if (method != "nearest" && method != "linear")
+    raise(makeError("Upsample: method must be nearest or linear, got '{}'", method));
+  Array y = x;
+  for (int64_t d = 1; d <= n; ++d) {
+    const int64_t f = factors.size() == 1 ? factors[0] : factors[static_cast<size_t>(d - 1)];
+    if (f < 1) raise(makeError("Upsample: factors must be positive, got {}", f));
+    if (f == 1) continue;
+    std::vector<int64_t> dims = y.shape().dims();
+    if (method == "nearest") {
+      // [.., D, ..] -> [.., D, 1, ..] -> [.., D, f, ..] -> [.., D * f, ..]
+      std::vector<int64_t> split = dims;
+      split.insert(split.begin() + d + 1, 1);
+      std::vector<int64_t> wide = split;
+      wide[static_cast<size_t>(d + 1)] = f;
+      dims[static_cast<size_t>(d)] *= f;
+      y = reshape(broadcastTo(reshape(y, split), Shape(wide)), dims);
+    } else {
+      // The dim moved last, times the [in, out] weights, moved back.
+      Axes perm;
+      for (int64_t a = 0; a < y.rank(); ++a)
+        if (a != d) perm.push_back(a);
+      perm.push_back(d);
+      Axes back(static_cast<size_t>(y.rank()));
+      for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+      const int64_t in = dims[static_cast<size_t>(d)];
+      y = transpose(matmul(transpose(y, perm), linearWeights(in, in * f, y.dtype())), back);
+    }
+  }
+  return y;
+}
+
+Tree RMSNorm::init() const { return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}}); }
+
+Array RMSNorm::apply(const Tree& p, const Array& x) const {
+  return x * rsqrt(mean(square(x), {-1}, true) + eps) * p.find("weight")->leaf();
+}
+
+Tree GroupNorm::init() const {
+  return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}, {"bias", Tree(Array::zeros({dim}, dtype))}});
+}
+
+Array GroupNorm::apply(const Tree& p, const Array& x) const {
+  if (x.rank() < 2 || x.dim(-1) != dim || groups < 1 || dim % groups)
+    raise(makeError("GroupNorm: {} channels in {} groups, got inputs {}", dim, groups, x.aval().toString()));
+  std::vector<int64_t> grouped = x.shape().dims();
+  grouped.back() = groups;
+  grouped.push_back(dim / groups);
+  Array g = reshape(x, grouped);  // [N, spatial..., G, C/G]
+  Axes axes;
+  for (int64_t a = 1; a < g.rank(); ++a)
+    if (a != g.rank() - 2) axes.push_back(a);
+  Array centred = g - mean(g, axes, true);
+  Array normed = reshape(centred * rsqrt(mean(square(centred), axes, true) + eps), x.shape().dims());
+  return normed * p.find("weight")->leaf() + p.find("bias")->leaf();
+}
+
+}  // namespace tsr::nn

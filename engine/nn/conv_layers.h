@@ -1,0 +1,93 @@
+#pragma once
+// The layers of convolutional networks, channels last as Flax's (inputs [N, spatial..., C], 1 to 3 spatial
+// dims) with parameters named as the other layers' ("weight", "bias"): Conv (kernel [spatial..., C/groups, out],
+// HWIO), ConvTranspose (kernel [spatial..., in, out], lax.conv_transpose), max and average pooling, global
+// average pooling, Upsample (nearest or linear), and the norms that work per example: RMSNorm and GroupNorm.
+// Each is a small config struct with init(key) -> Tree and apply(params, x), as in layers.h.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/transform/api.h"
+
+namespace tsr::nn {
+
+struct Conv {
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> kernel;    // the window's spatial size: 1 to 3 dims
+  std::vector<int64_t> strides;   // empty: 1
+  ConvPadding padding = "SAME";   // "SAME", "VALID" or (low, high) pairs
+  std::vector<int64_t> dilation;  // the kernel's (rhs dilation); empty: 1
+  int64_t groups = 1;             // feature groups (in and out divisible by it; groups = in: depthwise)
+  bool useBias = true;
+  DType dtype = DType::F32;
+
+  Tree init(const Array& key) const;  // weight: He normal over its fan-in; bias: zeros
+  Array apply(const Tree& p, const Array& x) const;
+  int64_t numParams() const;
+};
+
+// The input dilated by the strides and convolved at stride 1 (lax.conv_transpose, the kernel not flipped):
+// "SAME" padding gives inputs * strides positions.
+struct ConvTranspose {
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  ConvPadding padding = "SAME";
+  bool useBias = true;
+  DType dtype = DType::F32;
+
+  Tree init(const Array& key) const;
+  Array apply(const Tree& p, const Array& x) const;
+  int64_t numParams() const;
+};
+
+// (low, high) padding of the dilated input for one spatial dim of a transposed convolution: kernel extent k,
+// stride s, "SAME" or "VALID" (JAX's rule).
+std::pair<int64_t, int64_t> convTransposePadding(int64_t k, int64_t s, const std::string& mode);
+
+struct MaxPool {
+  std::vector<int64_t> window, strides;  // strides empty: the window (non-overlapping)
+  ConvPadding padding = "VALID";
+  Array apply(const Array& x) const;
+};
+
+struct AvgPool {
+  std::vector<int64_t> window, strides;
+  ConvPadding padding = "VALID";
+  bool countIncludePad = true;
+  Array apply(const Array& x) const;
+};
+
+// The mean over the spatial dims: [N, spatial..., C] -> [N, C].
+Array globalAvgPool(const Array& x);
+
+// Each spatial dim scaled by its factor: "nearest" repeats, "linear" interpolates with half-pixel centres
+// (edges repeat), as jax.image.resize does when enlarging.
+struct Upsample {
+  std::vector<int64_t> factors;  // one per spatial dim, or one for all
+  std::string method = "nearest";
+  Array apply(const Array& x) const;
+};
+
+// x / sqrt(mean(x^2) + eps) * weight over the last axis.
+struct RMSNorm {
+  int64_t dim = 0;
+  double eps = 1e-6;
+  DType dtype = DType::F32;
+  Tree init() const;  // {weight: ones}
+  Array apply(const Tree& p, const Array& x) const;
+  int64_t numParams() const { return dim; }
+};
+
+// Per example, over the spatial dims and each group's channels (channels last), then weight and bias per channel.
+struct GroupNorm {
+  int64_t groups = 32, dim = 0;
+  double eps = 1e-5;
+  DType dtype = DType::F32;
+  Tree init() const;  // {weight: ones, bias: zeros}
+  Array apply(const Tree& p, const Array& x) const;
+  int64_t numParams() const { return 2 * dim; }
+};
+
+}  // namespace tsr::nn

@@ -1,0 +1,174 @@
+// Convolutional layers (engine/nn/conv_layers.h) against references written here as loops over host values:
+// Conv (strided, SAME-padded, grouped, biased), ConvTranspose (the input dilated and padded by JAX's rule, then
+// correlated), max and average pooling, global average pooling, Upsample (nearest repeats, linear by hand),
+// RMSNorm and GroupNorm; parameter counts; a convolution's weight gradient by central differences.
+#include "tests/check.h"
+
+#include <cmath>
+
+#include "engine/nn/conv_layers.h"
+#include "engine/random/random.h"
+#include "engine/transform/autodiff.h"
+
+using namespace tsr;
+using namespace tsr::nn;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+Array randomF64(uint64_t seed, const Shape& s) { return random::normal(random::key(seed), s, DType::F64); }
+
+// The message of the error f raises, or "(no error)".
+template <class F>
+std::string errorOfCall(F&& f) {
+  try {
+    f();
+  } catch (const Exception& e) {
+    return e.error().message;
+  }
+  return "(no error)";
+}
+
+void expectNear(const Vec& got, const Vec& want, double tol, const char* what) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) <= tol * (1 + std::fabs(want[i])),
+                    what << "[" << i << "]: " << got[i] << " vs " << want[i]);
+}
+
+// NHWC x [n, h, w, c], HWIO k [kh, kw, c / groups, o]: correlation at `stride` after padding (ph0, pw0) low and
+// enough high for `oh` x `ow` outputs; positions outside x read 0.
+Vec convRef(const Vec& x, int64_t n, int64_t h, int64_t w, int64_t c, const Vec& k, int64_t kh, int64_t kw, int64_t o,
+            int64_t groups, int64_t stride, int64_t ph0, int64_t pw0, int64_t oh, int64_t ow) {
+  const int64_t cg = c / groups, og = o / groups;
+  Vec y(static_cast<size_t>(n * oh * ow * o), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t oc = 0; oc < o; ++oc) {
+          const int64_t g = oc / og;
+          double acc = 0;
+          for (int64_t u = 0; u < kh; ++u)
+            for (int64_t v = 0; v < kw; ++v) {
+              const int64_t r = i * stride + u - ph0, s = j * stride + v - pw0;
+              if (r < 0 || r >= h || s < 0 || s >= w) continue;
+              for (int64_t ic = 0; ic < cg; ++ic)
+                acc += x[static_cast<size_t>(((b * h + r) * w + s) * c + g * cg + ic)] *
+                       k[static_cast<size_t>(((u * kw + v) * cg + ic) * o + oc)];
+            }
+          y[static_cast<size_t>(((b * oh + i) * ow + j) * o + oc)] = acc;
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("convAgainstALoop") {
+  // 7x6 input, 3x3 kernel, stride 2, SAME: outputs ceil(7/2) x ceil(6/2) = 4 x 3, padding (1, 1) and (0, 1).
+  Conv conv{4, 6, {3, 3}, {2, 2}, "SAME", {}, 2, true, DType::F64};
+  Tree p = conv.init(random::key(1));
+  TSR_COMPARE(p.find("weight")->leaf().shape(), (Shape{3, 3, 2, 6}));
+  TSR_COMPARE(conv.numParams(), int64_t(3 * 3 * 2 * 6 + 6));
+  p.set("bias", Tree(randomF64(5, Shape{6})));
+  Array x = randomF64(2, Shape{2, 7, 6, 4});
+  Array y = conv.apply(p, x);
+  TSR_COMPARE(y.shape(), (Shape{2, 4, 3, 6}));
+  Vec want = convRef(x.toDoubles(), 2, 7, 6, 4, p.find("weight")->leaf().toDoubles(), 3, 3, 6, 2, 2, 1, 0, 4, 3);
+  Vec bias = p.find("bias")->leaf().toDoubles();
+  for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % 6];
+  expectNear(y.toDoubles(), want, 1e-12, "conv");
+  // The weight gradient of a weighted sum, against central differences.
+  Array wts = randomF64(7, y.shape());
+  auto lossOf = [&](const Tree& q) { return sum(conv.apply(q, x) * wts); };
+  Tree g = grad(lossOf)(p);
+  Vec w = p.find("weight")->leaf().toDoubles(), gw = g.find("weight")->leaf().toDoubles();
+  for (size_t e : {size_t(0), size_t(17), size_t(101)}) {
+    auto at = [&](double delta) {
+      Vec v = w;
+      v[e] += delta;
+      Tree q = p;
+      q.set("weight", Tree(Array::fromVector(v, Shape{3, 3, 2, 6}, DType::F64)));
+      return lossOf(q).item();
+    };
+    const double fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+    REQUIRE_MESSAGE(std::fabs(gw[e] - fd) < 1e-6 * (1 + std::fabs(fd)), e << ": " << gw[e] << " vs " << fd);
+  }
+  // A wrong input names the layer and the shapes.
+  REQUIRE(errorOfCall([&] { conv.apply(p, randomF64(3, Shape{2, 7, 6, 3})); }).find("Conv") != std::string::npos);
+}
+
+TEST_CASE("convTransposeDilatesPadsAndCorrelates") {
+  for (const char* mode : {"SAME", "VALID"}) {
+    CAPTURE(mode);
+    ConvTranspose ct{3, 4, {3, 2}, {2, 3}, mode, false, DType::F64};
+    Tree p = ct.init(random::key(2));
+    Array x = randomF64(3, Shape{1, 4, 3, 3});
+    Array y = ct.apply(p, x);
+    // The reference: x dilated by the strides, padded by JAX's rule, correlated at stride 1.
+    const auto [ph0, ph1] = convTransposePadding(3, 2, mode);
+    const auto [pw0, pw1] = convTransposePadding(2, 3, mode);
+    const int64_t dh = (4 - 1) * 2 + 1, dw = (3 - 1) * 3 + 1;
+    Vec xs = x.toDoubles(), dil(static_cast<size_t>(dh * dw * 3), 0.0);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t c = 0; c < 3; ++c) dil[static_cast<size_t>(((i * 2) * dw + j * 3) * 3 + c)] = xs[static_cast<size_t>((i * 3 + j) * 3 + c)];
+    const int64_t oh = dh + ph0 + ph1 - 3 + 1, ow = dw + pw0 + pw1 - 2 + 1;
+    TSR_COMPARE(y.shape(), (Shape{1, oh, ow, 4}));
+    if (std::string(mode) == "SAME") TSR_COMPARE(y.shape(), (Shape{1, 8, 9, 4}));
+    Vec want = convRef(dil, 1, dh, dw, 3, p.find("weight")->leaf().toDoubles(), 3, 2, 4, 1, 1, ph0, pw0, oh, ow);
+    expectNear(y.toDoubles(), want, 1e-12, "conv_transpose");
+  }
+}
+
+TEST_CASE("poolsAndUpsample") {
+  // 1 x 4 x 4 x 1 of 0..15: 2x2 windows.
+  std::vector<double> v(16);
+  for (int i = 0; i < 16; ++i) v[static_cast<size_t>(i)] = i;
+  Array x = Array::fromVector(v, Shape{1, 4, 4, 1}, DType::F64);
+  MaxPool maxPool2;
+  maxPool2.window = {2, 2};
+  AvgPool avgPool2;
+  avgPool2.window = {2, 2};
+  expectNear(maxPool2.apply(x).toDoubles(), {5, 7, 13, 15}, 0, "max_pool");
+  expectNear(avgPool2.apply(x).toDoubles(), {2.5, 4.5, 10.5, 12.5}, 1e-12, "avg_pool");
+  expectNear(globalAvgPool(x).toDoubles(), {7.5}, 1e-12, "global_avg_pool");
+  // Nearest: each value twice along each dim.
+  Array small = Array::fromVector(std::vector<double>{1, 2, 3, 4}, Shape{1, 2, 2, 1}, DType::F64);
+  expectNear(Upsample{{2}, "nearest"}.apply(small).toDoubles(), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 0,
+             "nearest");
+  // Linear along W only (factors 1 and 2): [a, b] -> [a, 0.75a + 0.25b, 0.25a + 0.75b, b].
+  expectNear(Upsample{{1, 2}, "linear"}.apply(small).toDoubles(),
+             {1, 1.25, 1.75, 2, 3, 3.25, 3.75, 4}, 1e-12, "linear");
+  REQUIRE(errorOfCall([&] { Upsample{{2}, "cubic"}.apply(small); }).find("nearest or linear") != std::string::npos);
+}
+
+TEST_CASE("rmsNormAndGroupNorm") {
+  Array x = randomF64(4, Shape{2, 3, 4});
+  Vec xs = x.toDoubles();
+  RMSNorm rms{4, 1e-6, DType::F64};
+  Vec got = rms.apply(rms.init(), x).toDoubles();
+  for (size_t r = 0; r < 6; ++r) {
+    double ms = 0;
+    for (size_t i = 0; i < 4; ++i) ms += xs[r * 4 + i] * xs[r * 4 + i] / 4;
+    for (size_t i = 0; i < 4; ++i) REQUIRE(std::fabs(got[r * 4 + i] - xs[r * 4 + i] / std::sqrt(ms + 1e-6)) < 1e-12);
+  }
+  // GroupNorm over [N=2, L=3, C=4] in 2 groups: each example's group of 2 channels over the 3 positions.
+  GroupNorm gn{2, 4, 1e-5, DType::F64};
+  Tree p = gn.init();
+  p.set("weight", Tree(Array::fromVector(std::vector<double>{1, 2, 3, 4}, Shape{4}, DType::F64)));
+  Vec y = gn.apply(p, x).toDoubles();
+  for (size_t n = 0; n < 2; ++n)
+    for (size_t g = 0; g < 2; ++g) {
+      double m = 0, var = 0;
+      for (size_t l = 0; l < 3; ++l)
+        for (size_t c = 2 * g; c < 2 * g + 2; ++c) m += xs[(n * 3 + l) * 4 + c] / 6;
+      for (size_t l = 0; l < 3; ++l)
+        for (size_t c = 2 * g; c < 2 * g + 2; ++c) var += std::pow(xs[(n * 3 + l) * 4 + c] - m, 2) / 6;
+      for (size_t l = 0; l < 3; ++l)
+        for (size_t c = 2 * g; c < 2 * g + 2; ++c) {
+          const size_t i = (n * 3 + l) * 4 + c;
+          REQUIRE(std::fabs(y[i] - (xs[i] - m) / std::sqrt(var + 1e-5) * static_cast<double>(c + 1)) < 1e-10);
+        }
+    }
+}
