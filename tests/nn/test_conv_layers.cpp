@@ -9,6 +9,7 @@
 #include "engine/nn/conv_layers.h"
 #include "engine/random/random.h"
 #include "engine/transform/autodiff.h"
+#include "tests/transform/compare.h"
 
 using namespace tsr;
 using namespace tsr::nn;
@@ -18,17 +19,6 @@ namespace {
 using Vec = std::vector<double>;
 
 Array randomF64(uint64_t seed, const Shape& s) { return random::normal(random::key(seed), s, DType::F64); }
-
-// The message of the error f raises, or "(no error)".
-template <class F>
-std::string errorOfCall(F&& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.error().message;
-  }
-  return "(no error)";
-}
 
 void expectNear(const Vec& got, const Vec& want, double tol, const char* what) {
   REQUIRE(got.size() == want.size());
@@ -95,7 +85,7 @@ TEST_CASE("convAgainstALoop") {
     REQUIRE_MESSAGE(std::fabs(gw[e] - fd) < 1e-6 * (1 + std::fabs(fd)), e << ": " << gw[e] << " vs " << fd);
   }
   // A wrong input names the layer and the shapes.
-  REQUIRE(errorOfCall([&] { conv.apply(p, randomF64(3, Shape{2, 7, 6, 3})); }).find("Conv") != std::string::npos);
+  REQUIRE(test::errorOf([&] { conv.apply(p, randomF64(3, Shape{2, 7, 6, 3})); }).find("Conv") != std::string::npos);
 }
 
 TEST_CASE("convTransposeDilatesPadsAndCorrelates") {
@@ -140,7 +130,7 @@ TEST_CASE("poolsAndUpsample") {
   // Linear along W only (factors 1 and 2): [a, b] -> [a, 0.75a + 0.25b, 0.25a + 0.75b, b].
   expectNear(Upsample{{1, 2}, "linear"}.apply(small).toDoubles(),
              {1, 1.25, 1.75, 2, 3, 3.25, 3.75, 4}, 1e-12, "linear");
-  REQUIRE(errorOfCall([&] { Upsample{{2}, "cubic"}.apply(small); }).find("nearest or linear") != std::string::npos);
+  REQUIRE(test::errorOf([&] { Upsample{{2}, "cubic"}.apply(small); }).find("nearest or linear") != std::string::npos);
 }
 
 TEST_CASE("rmsNormAndGroupNorm") {
