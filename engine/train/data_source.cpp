@@ -1,5 +1,6 @@
 #include "engine/train/data_source.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -185,14 +186,25 @@ Result<TextData> prepareText(const project::Project& p, const std::function<void
 
 std::vector<std::string> filesOutsideProject(const project::Project& p) {
   std::vector<std::string> out;
-  if (!p.model.languageModel()) return out;
+  // What the kind reads: a corpus and tokenizer files, arrays ("file.npz:member" names the file), or folders.
+  std::vector<std::string> paths;
+  const project::DataSection& d = p.data;
+  if (d.kind == "text") paths = {d.path, d.encoderJson, d.vocabBpe};
+  else if (d.kind == "npy") paths = {d.x, d.y, d.valX, d.valY};
+  else if (d.kind == "cifar10" || d.kind == "image_folder") paths = {d.path, d.valPath};
   std::error_code ec;
   const fs::path root = fs::weakly_canonical(fs::absolute(p.dir, ec), ec);
-  for (const std::string* path : {&p.data.path, &p.data.encoderJson, &p.data.vocabBpe}) {
-    if (path->empty()) continue;
-    const fs::path file = fs::weakly_canonical(fs::absolute(p.resolve(*path), ec), ec);
+  for (std::string path : paths) {
+    if (path.empty()) continue;
+    if (d.kind == "npy") {
+      const size_t colon = path.find(".npz:");
+      if (colon != std::string::npos) path.resize(colon + 4);
+    }
+    const fs::path file = fs::weakly_canonical(fs::absolute(p.resolve(path), ec), ec);
     const fs::path inside = file.lexically_relative(root);
-    if (inside.empty() || *inside.begin() == "..") out.push_back(file.string());
+    if ((inside.empty() || *inside.begin() == "..") &&
+        std::find(out.begin(), out.end(), file.string()) == out.end())
+      out.push_back(file.string());
   }
   return out;
 }
@@ -245,6 +257,8 @@ Result<ProjectData> prepareData(const project::Project& p, const std::function<v
     TSR_ASSIGN(d.train, digits(0));
     TSR_ASSIGN(d.val, digits(1'000'000'000));
   } else if (p.data.kind == "npy" || p.data.kind == "cifar10" || p.data.kind == "image_folder") {
+    for (const std::string& outside : filesOutsideProject(p))
+      info(fmt::format("warning: {} reads {}, outside the project folder {}", p.file, outside, p.dir));
     return prepareArrayData(p, info);
   } else {
     return makeError("{}: [data] kind '{}' is not one Tessera reads", p.file, p.data.kind);

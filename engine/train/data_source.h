@@ -41,9 +41,10 @@ struct ProjectData {
 // cached in the project's .tessera folder; synthetic kinds take their shapes from the family's batch.
 Result<ProjectData> prepareData(const project::Project& project, const std::function<void(const std::string&)>& info);
 
-// The data files a text project reads from outside its folder (as "../../../etc/passwd" would): they are read,
-// but the run says so and records them, since a project copied from elsewhere should not read a user's files
-// unnoticed.
+// The data files (or folders) a project reads from outside its folder, for every kind that reads files (a
+// corpus and its tokenizer, arrays, CIFAR-10 or image folders; "../../../etc/passwd" as much as a dataset kept
+// elsewhere): they are read, but the run says so and records them, since a project copied from elsewhere should
+// not read a user's files unnoticed.
 std::vector<std::string> filesOutsideProject(const project::Project& project);
 
 // A batch of the shapes `signature` gives, drawn from `seed`: integer inputs and labels uniform in

@@ -217,3 +217,34 @@ TEST_CASE("imageFolderFeedsAVit") {
   const std::string e = dataError(projectOk(dir, fmt::format(fmt::runtime(toml), "")));
   CHECK(contains(e, "[data] path: 3 class folders; the model predicts 2 classes"));
 }
+
+// Arrays read from outside the project folder are read, but the run is told so (and records them): the same
+// rule as for a text corpus.
+TEST_CASE("arraysOutsideTheProjectAreNamed") {
+  test::TempDir data, dir;
+  writeRows(data, "train", 12, 2);
+  const std::string x = data.filePath("train_x.npy"), y = data.filePath("train_y.npy");
+  const project::Project p = projectOk(dir, fmt::format(R"([model]
+family = "mlp"
+sizes = [2, 8, 3]
+[data]
+kind = "npy"
+x = "{}"
+y = "{}"
+[train]
+batch_size = 4
+)", x, y));
+  const std::vector<std::string> outside = train::filesOutsideProject(p);
+  REQUIRE(outside.size() == 2);
+  CHECK(contains(outside[0], "train_x.npy"));
+  CHECK(contains(outside[1], "train_y.npy"));
+  std::vector<std::string> info;
+  auto d = train::prepareData(p, [&](const std::string& m) { info.push_back(m); });
+  REQUIRE_MESSAGE(d.ok(), d.error().message);
+  int warned = 0;
+  for (const std::string& m : info) warned += contains(m, "outside the project folder");
+  CHECK(warned == 2);
+  // Inside the folder: nothing to say.
+  writeRows(dir, "train", 12, 2);
+  CHECK(train::filesOutsideProject(projectOk(dir, fmt::format(kMlp, 2, ""))).empty());
+}
