@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <functional>
 #include <utility>
 
@@ -208,6 +209,19 @@ Status RunStore::exec(const std::string& sql) const {
   return {};
 }
 
+// exec, tried again while SQLite answers "database is locked" without waiting: openers of a new file that meet
+// while one switches it to WAL, or two that both hold a read lock and want the write lock, are refused at once by
+// SQLite's deadlock rule rather than left to the busy timeout. Up to about the busy timeout in all.
+Status RunStore::execWhileBusy(const std::string& sql) const {
+  Status st;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    st = exec(sql);
+    if (st.ok() || (sqlite3_extended_errcode(m_db) & 0xff) != SQLITE_BUSY) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return st;
+}
+
 Result<RunStore> RunStore::open(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
@@ -220,8 +234,8 @@ Result<RunStore> RunStore::open(const std::string& path) {
   RunStore store(db, path);
   sqlite3_busy_timeout(db, 5000);  // a writer and the IDE share the file
   // A 64 MB page cache (SQLite's default is 2 MB): a profile's indexes grow by millions of entries per write.
-  TSR_TRY(store.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
-                     "PRAGMA cache_size = -65536;"));
+  TSR_TRY(store.execWhileBusy("PRAGMA journal_mode=WAL"));
+  TSR_TRY(store.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size = -65536;"));
   TSR_TRY(store.migrate());
   return store;
 }
@@ -278,7 +292,7 @@ Status RunStore::migrate() {
   // Each step reads the version again under the write lock: processes that open a new store at once (a sweep's
   // runs) migrate it once between them, never one migration twice.
   while (true) {
-    TSR_TRY(exec("BEGIN IMMEDIATE"));
+    TSR_TRY(execWhileBusy("BEGIN IMMEDIATE"));
     auto version = readSchemaVersion();
     if (!version.ok() || *version >= kSchemaVersion) {
       (void)exec(version.ok() ? "COMMIT" : "ROLLBACK");

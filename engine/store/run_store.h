@@ -265,6 +265,7 @@ class RunStore {
  private:
   RunStore(sqlite3* db, std::string path) : m_db(db), m_path(std::move(path)) {}
   Status exec(const std::string& sql) const;
+  Status execWhileBusy(const std::string& sql) const;
   // Runs body inside BEGIN/COMMIT; an error rolls everything back.
   Status transaction(const std::function<Status()>& body);
   Status migrate();
