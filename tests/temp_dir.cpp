@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <vector>
 
@@ -20,6 +21,11 @@ TempDir::~TempDir() {
   if (m_path.empty()) return;
   std::error_code ec;
   std::filesystem::remove_all(m_path, ec);
+}
+
+void writeFile(const std::string& path, std::string_view bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 int countFiles(const std::string& dir, bool hidden) {

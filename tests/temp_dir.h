@@ -21,6 +21,9 @@ class TempDir {
   std::string m_path;
 };
 
+// Writes these bytes to path as they are (binary), replacing what was there.
+void writeFile(const std::string& path, std::string_view bytes);
+
 // How many regular files lie directly in dir; those whose names start with '.' count only with hidden.
 int countFiles(const std::string& dir, bool hidden = false);
 

@@ -31,11 +31,6 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-void writeRaw(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 template <class T>
 std::string raw(const std::vector<T>& v) {
   return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)};
@@ -175,8 +170,8 @@ std::shared_ptr<SampleSet> rowSet(const test::TempDir& dir, int64_t n, int64_t d
   std::vector<int32_t> y;
   for (int64_t i = 0; i < n * d; ++i) x.push_back(static_cast<float>(i));
   for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<int32_t>(i % classes));
-  writeRaw(dir.filePath("x.npy"), npy(fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", n, d), raw(x)));
-  writeRaw(dir.filePath("y.npy"), npy(fmt::format("{{'descr': '<i4', 'fortran_order': False, 'shape': ({},), }}", n), raw(y)));
+  test::writeFile(dir.filePath("x.npy"), npy(fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", n, d), raw(x)));
+  test::writeFile(dir.filePath("y.npy"), npy(fmt::format("{{'descr': '<i4', 'fortran_order': False, 'shape': ({},), }}", n), raw(y)));
   auto set = npySamples(openOk(dir.filePath("x.npy")), openOk(dir.filePath("y.npy")), 0, classes);
   if (!set.ok()) TSR_FATAL(set.error().message);
   return *set;
@@ -187,7 +182,7 @@ std::shared_ptr<SampleSet> rowSet(const test::TempDir& dir, int64_t n, int64_t d
 TEST_CASE("npyReadsEachDtypeAndVersion") {
   test::TempDir dir;
   // float32 [2, 3], version 1
-  writeRaw(dir.filePath("f.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+  test::writeFile(dir.filePath("f.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
                                       raw(std::vector<float>{1, 2, 3, -4, 5.5f, 6})));
   NpyArray f = openOk(dir.filePath("f.npy"));
   CHECK(f.dtype() == NpyDType::F32);
@@ -195,22 +190,22 @@ TEST_CASE("npyReadsEachDtypeAndVersion") {
   TSR_COMPARE(row(f, 1), (std::vector<float>{-4, 5.5f, 6}));
   TSR_COMPARE(row(f, 0, 2), (std::vector<float>{2, 4, 6}));
   // float16 [4], version 2: 1.0, -2.0, 65504 (the largest half) and 2^-24 (the smallest subnormal)
-  writeRaw(dir.filePath("h.npy"), npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1, 4), }",
+  test::writeFile(dir.filePath("h.npy"), npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1, 4), }",
                                       raw(std::vector<uint16_t>{0x3C00, 0xC000, 0x7BFF, 0x0001}), 2));
   TSR_COMPARE(row(openOk(dir.filePath("h.npy")), 0), (std::vector<float>{1, -2, 65504, std::ldexp(1.0f, -24)}));
   // int64 and int32 labels, version 3
-  writeRaw(dir.filePath("l.npy"), npy("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+  test::writeFile(dir.filePath("l.npy"), npy("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
                                       raw(std::vector<int64_t>{7, 0, 9}), 3));
   NpyArray l = openOk(dir.filePath("l.npy"));
   TSR_COMPARE(l.integerAt(0), 7);
   TSR_COMPARE(l.integerAt(2), 9);
   TSR_COMPARE(l.shapeText(), std::string("(3,)"));
-  writeRaw(dir.filePath("i.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
+  test::writeFile(dir.filePath("i.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
                                       raw(std::vector<int32_t>{-3, 5})));
   TSR_COMPARE(openOk(dir.filePath("i.npy")).integerAt(0), -3);
   // uint8 images: scale 0 means 1/255
-  writeRaw(dir.filePath("u.npy"), npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }", std::string("\x00\xff\x33\x66", 4)));
-  writeRaw(dir.filePath("uy.npy"), npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x00", 2)));
+  test::writeFile(dir.filePath("u.npy"), npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }", std::string("\x00\xff\x33\x66", 4)));
+  test::writeFile(dir.filePath("uy.npy"), npy("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x00", 2)));
   auto set = npySamples(openOk(dir.filePath("u.npy")), openOk(dir.filePath("uy.npy")), 0, 2);
   REQUIRE(set.ok());
   std::vector<float> out(2);
@@ -226,7 +221,7 @@ TEST_CASE("npyHeaderErrorsNameTheFileAndTheProblem") {
   test::TempDir dir;
   const std::string data = raw(std::vector<float>{1, 2, 3, 4});
   auto error = [&](const std::string& name, const std::string& bytes) {
-    writeRaw(dir.filePath(name), bytes);
+    test::writeFile(dir.filePath(name), bytes);
     return openError(dir.filePath(name));
   };
   const std::string ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
@@ -270,7 +265,7 @@ TEST_CASE("npzStoredMembersAreMappedAndCompressedOnesRefused") {
   test::TempDir dir;
   const std::string x = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }", raw(std::vector<float>{3, 4}));
   const std::string y = npy("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", raw(std::vector<int64_t>{1}));
-  writeRaw(dir.filePath("d.npz"), zip({{"x.npy", x}, {"y.npy", y}}));
+  test::writeFile(dir.filePath("d.npz"), zip({{"x.npy", x}, {"y.npy", y}}));
   TSR_COMPARE(row(openOk(dir.filePath("d.npz") + ":x"), 0), (std::vector<float>{3, 4}));
   TSR_COMPARE(openOk(dir.filePath("d.npz") + ":y.npy").integerAt(0), 1);
   TSR_COMPARE(openOk(dir.filePath("d.npz") + ":x").name(), dir.filePath("d.npz") + ":x.npy");
@@ -278,22 +273,22 @@ TEST_CASE("npzStoredMembersAreMappedAndCompressedOnesRefused") {
   CHECK(contains(e, "2 members (x.npy, y.npy)"));
   e = openError(dir.filePath("d.npz") + ":z");
   CHECK(contains(e, "no member 'z'"));
-  writeRaw(dir.filePath("one.npz"), zip({{"arr_0.npy", x}}));
+  test::writeFile(dir.filePath("one.npz"), zip({{"arr_0.npy", x}}));
   TSR_COMPARE(row(openOk(dir.filePath("one.npz")), 0), (std::vector<float>{3, 4}));
-  writeRaw(dir.filePath("c.npz"), zip({{"x.npy", x}}, 8));
+  test::writeFile(dir.filePath("c.npz"), zip({{"x.npy", x}}, 8));
   e = openError(dir.filePath("c.npz") + ":x");
   CHECK(contains(e, dir.filePath("c.npz") + ":x.npy"));
   CHECK(contains(e, "compressed"));
-  writeRaw(dir.filePath("trunc.npz"), zip({{"x.npy", x}}).substr(0, 40));
+  test::writeFile(dir.filePath("trunc.npz"), zip({{"x.npy", x}}).substr(0, 40));
   CHECK(contains(openError(dir.filePath("trunc.npz")), "trunc.npz"));
 }
 
 TEST_CASE("npyLabelsAreChecked") {
   test::TempDir dir;
-  writeRaw(dir.filePath("x.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }", raw(std::vector<float>{1, 2})));
-  writeRaw(dir.filePath("y.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", raw(std::vector<int32_t>{0, 5})));
-  writeRaw(dir.filePath("y3.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw(std::vector<int32_t>{0, 1, 1})));
-  writeRaw(dir.filePath("yf.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", raw(std::vector<float>{0, 1})));
+  test::writeFile(dir.filePath("x.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1), }", raw(std::vector<float>{1, 2})));
+  test::writeFile(dir.filePath("y.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", raw(std::vector<int32_t>{0, 5})));
+  test::writeFile(dir.filePath("y3.npy"), npy("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw(std::vector<int32_t>{0, 1, 1})));
+  test::writeFile(dir.filePath("yf.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", raw(std::vector<float>{0, 1})));
   auto x = [&] { return openOk(dir.filePath("x.npy")); };
   auto e = npySamples(x(), openOk(dir.filePath("y.npy")), 0, 5);
   REQUIRE(!e.ok());
@@ -317,7 +312,7 @@ TEST_CASE("cifarRecordsAreReadAtTheirByteOffsets") {
       for (int k = 0; k < 3072; ++k) bytes += static_cast<char>((f * 7 + r * 13 + k) % 256);
     }
     files.push_back(dir.filePath(fmt::format("data_batch_{}.bin", f + 1)));
-    writeRaw(files.back(), bytes);
+    test::writeFile(files.back(), bytes);
   }
   auto set = cifarSamples(files, {{0, 0, 0}, {1, 1, 1}}, false);
   REQUIRE(set.ok());
@@ -340,11 +335,11 @@ TEST_CASE("cifarRecordsAreReadAtTheirByteOffsets") {
   TSR_COMPARE(*(*norm)->read(0, 0, n.data()), 0);
   TSR_COMPARE(n[1024 + 3], (static_cast<float>((1024 + 3) % 256) / 255.0f - 0.25f) / 4.0f);
   // A file that is not whole records, and a label over 9, are errors naming the file.
-  writeRaw(dir.filePath("bad.bin"), std::string(3073 + 5, '\0'));
+  test::writeFile(dir.filePath("bad.bin"), std::string(3073 + 5, '\0'));
   auto bad = cifarSamples({dir.filePath("bad.bin")}, kCifarNormalize, false);
   REQUIRE(!bad.ok());
   CHECK(contains(bad.error().message, "bad.bin: 3078 bytes, not a whole number of CIFAR-10 records"));
-  writeRaw(dir.filePath("label.bin"), "\x0c" + std::string(3072, '\0'));
+  test::writeFile(dir.filePath("label.bin"), "\x0c" + std::string(3072, '\0'));
   auto label = cifarSamples({dir.filePath("label.bin")}, kCifarNormalize, false);
   REQUIRE(label.ok());
   auto read = (*label)->read(0, 0, out.data());
@@ -356,7 +351,7 @@ TEST_CASE("cifarAugmentationIsAPaddedCropAndFlip") {
   test::TempDir dir;
   std::string bytes = "\x03";
   for (int k = 0; k < 3072; ++k) bytes += static_cast<char>(1 + k % 200);  // no pixel is 0, the padding's value
-  writeRaw(dir.filePath("b.bin"), bytes);
+  test::writeFile(dir.filePath("b.bin"), bytes);
   auto plain = cifarSamples({dir.filePath("b.bin")}, {{0, 0, 0}, {1, 1, 1}}, false);
   auto aug = cifarSamples({dir.filePath("b.bin")}, {{0, 0, 0}, {1, 1, 1}}, true);
   REQUIRE((plain.ok() && aug.ok()));
@@ -421,17 +416,17 @@ TEST_CASE("pngAndJpegDecodeToThePixelsWritten") {
   for (size_t i = 0; i < smooth.size(); ++i) worst = std::max(worst, std::abs(int(jpg->pixels[i]) - int(smooth[i])));
   CHECK(worst <= 4);
   // Damaged and foreign files are errors naming the file.
-  writeRaw(dir.filePath("text.png"), "not an image");
+  test::writeFile(dir.filePath("text.png"), "not an image");
   auto e = decodeImage(dir.filePath("text.png"));
   REQUIRE(!e.ok());
   CHECK(contains(e.error().message, "text.png: neither a PNG nor a JPEG"));
   std::string pngBytes = *readFile(dir.filePath("rgb.png"));
-  writeRaw(dir.filePath("cut.png"), pngBytes.substr(0, pngBytes.size() / 2));
+  test::writeFile(dir.filePath("cut.png"), pngBytes.substr(0, pngBytes.size() / 2));
   e = decodeImage(dir.filePath("cut.png"));
   REQUIRE(!e.ok());
   CHECK(contains(e.error().message, "cut.png"));
   std::string jpgBytes = *readFile(dir.filePath("s.jpg"));
-  writeRaw(dir.filePath("cut.jpg"), jpgBytes.substr(0, 40));
+  test::writeFile(dir.filePath("cut.jpg"), jpgBytes.substr(0, 40));
   e = decodeImage(dir.filePath("cut.jpg"));
   REQUIRE(!e.ok());
   CHECK(contains(e.error().message, "cut.jpg"));
@@ -446,8 +441,8 @@ TEST_CASE("imageFolderClassesBadFilesStopOrSkip") {
     for (int i = 0; i < 2; ++i)
       writePng(dir.filePath(fmt::format("{}/{}.png", std::vector<std::string>{"ant", "bee", "cat"}[cls], i)), 4, 4, 3,
                std::vector<uint8_t>(48, static_cast<uint8_t>(cls * 50 + i)));
-  writeRaw(dir.filePath("bee/notes.txt"), "not an image, and not an image's name");
-  writeRaw(dir.filePath("bee/1.png"), "broken");
+  test::writeFile(dir.filePath("bee/notes.txt"), "not an image, and not an image's name");
+  test::writeFile(dir.filePath("bee/1.png"), "broken");
   auto listing = listImageFolder(dir.path());
   REQUIRE(listing.ok());
   TSR_COMPARE(listing->classes, (std::vector<std::string>{"ant", "bee", "cat"}));
@@ -580,7 +575,7 @@ TEST_CASE("sampleLoaderAugmentsDeterministically") {
     bytes += static_cast<char>(r);
     for (int k = 0; k < 3072; ++k) bytes += static_cast<char>((k * 7 + r) % 251);
   }
-  writeRaw(dir.filePath("b.bin"), bytes);
+  test::writeFile(dir.filePath("b.bin"), bytes);
   auto set = cifarSamples({dir.filePath("b.bin")}, kCifarNormalize, true);
   REQUIRE(set.ok());
   SampleLoaderOptions o;

@@ -38,11 +38,6 @@ std::vector<float> floats(const Array& a) {
   return {p, p + a.numel()};
 }
 
-void writeRaw(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 template <class T>
 void put(std::string& s, T v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -130,7 +125,7 @@ TEST_CASE("tokenFileReadsLlmcFormat") {
   put<int32_t>(raw, 3);
   raw.resize(1024, '\0');
   for (uint16_t t : {uint16_t(5), uint16_t(50256), uint16_t(9)}) put(raw, t);
-  writeRaw(path, raw);
+  test::writeFile(path, raw);
   auto f = TokenFile::open(path);
   REQUIRE_MESSAGE(f.ok(), f.error().message);
   TSR_COMPARE(f->read(0, 3), (std::vector<uint32_t>{5, 50256, 9}));
@@ -169,14 +164,14 @@ TEST_CASE("tokenFileErrorsNameTheFile") {
   REQUIRE(!missing.ok());
   REQUIRE(contains(missing.error().message, d + "/missing.bin"));
 
-  writeRaw(d + "/text.bin", std::string(100, 'x'));
+  test::writeFile(d + "/text.bin", std::string(100, 'x'));
   auto text = TokenFile::open(d + "/text.bin");
   REQUIRE(!text.ok());
   REQUIRE(contains(text.error().message, "not a token file"));
 
   REQUIRE(writeTokenFile(d + "/t.bin", positions(100), 65536).ok());
   std::string raw = *readFile(d + "/t.bin");
-  writeRaw(d + "/truncated.bin", raw.substr(0, raw.size() - 3));
+  test::writeFile(d + "/truncated.bin", raw.substr(0, raw.size() - 3));
   auto truncated = TokenFile::open(d + "/truncated.bin");
   REQUIRE(!truncated.ok());
   REQUIRE(contains(truncated.error().message, "truncated.bin"));
@@ -184,14 +179,14 @@ TEST_CASE("tokenFileErrorsNameTheFile") {
 
   std::string v2 = raw;
   v2[8] = 2;
-  writeRaw(d + "/v2.bin", v2);
+  test::writeFile(d + "/v2.bin", v2);
   auto version = TokenFile::open(d + "/v2.bin");
   REQUIRE(!version.ok());
   REQUIRE(contains(version.error().message, "version 2"));
 
   std::string b3 = raw;
   b3[12] = 3;
-  writeRaw(d + "/b3.bin", b3);
+  test::writeFile(d + "/b3.bin", b3);
   REQUIRE(contains(TokenFile::open(d + "/b3.bin").error().message, "3 bytes per token"));
 
   auto dirAsFile = TokenFile::open(d);
@@ -210,7 +205,7 @@ TEST_CASE("tokenizeFileEqualsEncode") {
     text += "doc " + std::to_string(rng()) + " café\n";
     if (rng() % 50 == 0) text += "<|endoftext|>";
   }
-  writeRaw(d + "/in.txt", text);
+  test::writeFile(d + "/in.txt", text);
   auto n = tokenizeFile(d + "/in.txt", *t, d + "/out.bin", {.appendEndOfText = true});
   REQUIRE_MESSAGE(n.ok(), n.error().message);
   auto want = t->encode(text, SpecialTokens::Allowed);

@@ -26,11 +26,6 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-void writeRaw(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // A version 1 .npy file: the magic, the version, the header length, the dict padded to 64 bytes, the data.
 std::string npy(const std::string& descr, const std::string& shape, const std::string& data) {
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -53,8 +48,8 @@ void writeRows(const test::TempDir& dir, const std::string& prefix, int n, int d
     for (int j = 0; j < d; ++j) x.push_back(static_cast<float>(r) + 0.25f * static_cast<float>(j));
     y.push_back(r % 3);
   }
-  writeRaw(dir.filePath(prefix + "_x.npy"), npy("<f4", fmt::format("({}, {})", n, d), raw(x)));
-  writeRaw(dir.filePath(prefix + "_y.npy"), npy("<i8", fmt::format("({},)", n), raw(y)));
+  test::writeFile(dir.filePath(prefix + "_x.npy"), npy("<f4", fmt::format("({}, {})", n, d), raw(x)));
+  test::writeFile(dir.filePath(prefix + "_y.npy"), npy("<i8", fmt::format("({},)", n), raw(y)));
 }
 
 project::Project projectOk(const test::TempDir& dir, const std::string& toml) {
@@ -143,7 +138,7 @@ TEST_CASE("shapeMismatchesNameTheKeyAndBothShapes") {
   fs::create_directories(dir.filePath("c"));
   std::string records;
   for (int r = 0; r < 4; ++r) records += static_cast<char>(r) + std::string(3072, static_cast<char>(r * 10));
-  writeRaw(dir.filePath("c/data_batch_1.bin"), records);
+  test::writeFile(dir.filePath("c/data_batch_1.bin"), records);
   const std::string vit = "[model]\nfamily = \"vit\"\nimage_size = {}\npatch_size = 8\nhidden = 16\nlayers = 1\n"
                           "heads = 2\nmlp = 16\nnum_classes = 10\n[data]\nkind = \"cifar10\"\npath = \"c\"\n"
                           "[train]\nbatch_size = 2\n";
@@ -181,7 +176,7 @@ TEST_CASE("imageFolderFeedsAVit") {
                                       pixels.data(), 0, nullptr));
     }
   }
-  writeRaw(dir.filePath("img/class1/broken.png"), "\x89PNG\r\n\x1a\n and then nothing");
+  test::writeFile(dir.filePath("img/class1/broken.png"), "\x89PNG\r\n\x1a\n and then nothing");
   const std::string toml = "[model]\nfamily = \"vit\"\nimage_size = 8\npatch_size = 4\nhidden = 16\nlayers = 1\n"
                            "heads = 2\nmlp = 16\nnum_classes = 2\n[data]\nkind = \"image_folder\"\npath = \"img\"\n"
                            "val_fraction = 0.0\nmean = [0, 0, 0]\nstd = [1, 1, 1]\n{}[train]\nbatch_size = 7\n";
