@@ -13,16 +13,17 @@ build=${TESSERA_GPUKIT_BUILD:-$root/build-cuda}
 kit=$root/.gpukit
 jobs=${JOBS:-2}
 targets=(tessera test_cuda_codegen test_cuda_backend bench_cuda_step)
+plugins=(swiglu)  # plugins/NAME.so: the gpt2_swiglu sample's family and op
 
 mkdir -p "$root/.git/info"
 grep -qxF '/.gpukit/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpukit/' >>"$root/.git/info/exclude"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=ON >/dev/null
-nice -n 15 ninja -C "$build" -j"$jobs" "${targets[@]}"
+nice -n 15 ninja -C "$build" -j"$jobs" "${targets[@]}" "${plugins[@]}"
 
 stage=$kit/stage
 rm -rf "$stage"
-mkdir -p "$stage/bin" "$stage/lib"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/plugins"
 declare -A path=(
   [tessera]=app/cli/tessera
   [test_cuda_codegen]=tests/cuda/test_cuda_codegen
@@ -31,6 +32,9 @@ declare -A path=(
 )
 for t in "${targets[@]}"; do
   strip --strip-debug -o "$stage/bin/$t" "$build/${path[$t]}"
+done
+for p in "${plugins[@]}"; do
+  strip --strip-debug -o "$stage/plugins/$p.so" "$build/plugins/$p.so"
 done
 
 # Libraries every Linux machine or every CUDA machine has: not packed.

@@ -118,6 +118,59 @@ TEST_CASE("matmulPrecisionModes") {
   REQUIRE((err[2] < 5e-2 && err[2] > err[1]));
 }
 
+// bf16 precision on a batch of products with both operands transposed and padded leading dimensions: every
+// matrix of the batch is converted (not only the first), against a double-precision loop.
+TEST_CASE("bf16BatchedTransposedGemm") {
+  SKIP_WITHOUT_GPU();
+  cpu::GemmPlan plan;
+  plan.batch = 3;
+  plan.m = 70;
+  plan.n = 50;
+  plan.k = 90;
+  plan.transA = plan.transB = true;
+  plan.lda = plan.m + 6;  // A stored k x lda
+  plan.ldb = plan.k + 3;  // B stored n x ldb
+  plan.strideA = plan.k * plan.lda;
+  plan.strideB = plan.n * plan.ldb;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> a(static_cast<size_t>(plan.batch * plan.strideA)), b(static_cast<size_t>(plan.batch * plan.strideB));
+  for (auto& x : a) x = u(rng);
+  for (auto& x : b) x = u(rng);
+  auto dev = cuda::Device::get(0);
+  REQUIRE(dev.ok());
+  cuda::Device& d = **dev;
+  const int64_t cElems = plan.batch * plan.m * plan.n;
+  auto da = d.allocate(static_cast<int64_t>(a.size()) * 4), db = d.allocate(static_cast<int64_t>(b.size()) * 4),
+       dc = d.allocate(cElems * 4);
+  REQUIRE((da.ok() && db.ok() && dc.ok()));
+  REQUIRE(d.upload((*da)->data(), a.data(), static_cast<int64_t>(a.size()) * 4).ok());
+  REQUIRE(d.upload((*db)->data(), b.data(), static_cast<int64_t>(b.size()) * 4).ok());
+  cuda::GemmSpec spec;
+  spec.plan = plan;
+  spec.precision = cuda::MatmulPrecision::BF16;
+  auto g = cuda::LtGemm::create(d, spec);
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  REQUIRE((*g)->run((*da)->data(), (*db)->data(), (*dc)->data()).ok());
+  std::vector<float> c(static_cast<size_t>(cElems));
+  REQUIRE(d.download(c.data(), (*dc)->data(), cElems * 4).ok());
+  REQUIRE(d.synchronize().ok());
+  double err = 0;
+  for (int64_t q = 0; q < plan.batch; ++q)
+    for (int64_t i = 0; i < plan.m; ++i)
+      for (int64_t j = 0; j < plan.n; ++j) {
+        double ref = 0;
+        for (int64_t k = 0; k < plan.k; ++k)
+          ref += double(a[static_cast<size_t>(q * plan.strideA + k * plan.lda + i)]) *
+                 b[static_cast<size_t>(q * plan.strideB + j * plan.ldb + k)];
+        const double got = c[static_cast<size_t>((q * plan.m + i) * plan.n + j)];
+        err = std::max(err, std::fabs(got - ref) / (1.0 + std::fabs(ref)));
+      }
+  MESSAGE("bf16 batched transposed: max relative error " << err);
+  REQUIRE(err < 5e-2);
+  REQUIRE(err > 1e-4);  // bf16 inputs, not f32 ones
+}
+
 // Every kernel of a run is one event on cuda:0 with the executable's fusion id, inside the host's window
 // around the run, in launch order and without overlap (one stream).
 TEST_CASE("timelineEvents") {
@@ -214,6 +267,46 @@ TEST_CASE("chunkedRowSums") {
 }
 
 // Flash attention against the textbook formula in double, at a length that is no multiple of the tiles.
+// Column sums over many rows into few outputs (a bias gradient [tokens, features] -> [features], and one with a
+// kept leading dim) split the rows into chunks added atomically; against a double-precision loop.
+TEST_CASE("chunkedColumnSums") {
+  SKIP_WITHOUT_GPU();
+  const auto& reg = ops::registry();
+  for (Shape shape : {Shape{20000, 77}, Shape{3, 5000, 40}}) {
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{shape, DType::F32});
+    auto twice = g.addNode(reg, ir::OpCode::Add, {x, x}, ir::NoAttrs{});
+    REQUIRE(twice.ok());
+    const int rank = static_cast<int>(shape.dims().size());
+    const int64_t rdim = rank - 2;
+    auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*twice)[0]}, ir::ReduceAttrs{{rdim}});
+    REQUIRE(sum.ok());
+    g.setOutputs(*sum);
+    std::mt19937 rng(11);
+    auto in = randomInputs(g, rng, 1.0, 0);
+    const int64_t k1 = rank == 3 ? shape[0] : 1, r = shape[rank - 2], k2 = shape[rank - 1];
+    const float* p = static_cast<const float*>(in[0]->data());
+    auto exe = compileCuda(g, "chunked_column_sum");
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    auto got = (*exe)->runHost(in);
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    const float* out = static_cast<const float*>((*got)[0]->data());
+    double worst = 0;
+    for (int64_t a = 0; a < k1; ++a)
+      for (int64_t c = 0; c < k2; ++c) {
+        double want = 0, scale = 0;
+        for (int64_t i = 0; i < r; ++i) {
+          const double v = 2.0 * p[(a * r + i) * k2 + c];
+          want += v;
+          scale += std::fabs(v);
+        }
+        worst = std::max(worst, std::fabs(out[a * k2 + c] - want) / scale);
+      }
+    MESSAGE("column sums " << rank << "-d: worst error / sum of magnitudes " << worst);
+    REQUIRE(worst < 1e-6);
+  }
+}
+
 TEST_CASE("flashAttentionMatchesNaive") {
   SKIP_WITHOUT_GPU();
   const int64_t B = 2, H = 3, T = 200, D = 64;

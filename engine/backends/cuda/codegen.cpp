@@ -257,10 +257,20 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     code += "  }\n}\n";
   } else if (!lk.genericReduce) {
     // Columns: a block takes 32 adjacent outputs of one K1 row (coalesced reads along K2); its 8 warps walk
-    // interleaved rows of R and combine their partials in shared memory.
+    // interleaved rows of R and combine their partials in shared memory. Few output tiles over many rows (the
+    // bias gradient of a [tokens, features] product: one K1 row, features/32 tiles) would leave most of the GPU
+    // idle, so sums split R into chunks, one block each, added into the zeroed output atomically.
     k.shape = LaunchShape::Rows;
     const int64_t tiles = (lk.k2 + 31) / 32;
-    k.rows = lk.k1 * tiles;
+    bool allSums = true;
+    for (const auto& r : lk.reduces) allSums &= r.op == OpCode::ReduceSum;
+    int64_t chunks = 1;
+    if (allSums && lk.k1 * tiles < kMinReductionBlocks && lk.r >= 256)
+      chunks = std::min((kMinReductionBlocks + lk.k1 * tiles - 1) / (lk.k1 * tiles), (lk.r + 63) / 64);
+    const int64_t chunkLen = (lk.r + chunks - 1) / chunks;
+    k.rows = lk.k1 * tiles * chunks;
+    if (chunks > 1)
+      for (const auto& r : lk.reduces) k.zeroArgs.push_back({r.arg, lk.k1 * lk.k2 * 4});
     const size_t rDim = hasK1 ? 1 : 0, cDim = rank - 1;
     std::string flat = hasK1 ? fmt::format("((({0})i0 * {1} + i{2}) * {3} + i{4})", T, lk.r, rDim, lk.k2, cDim)
                              : fmt::format("(({0})i{1} * {2} + i{3})", T, rDim, lk.k2, cDim);
@@ -269,11 +279,13 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     code = signature("KERNEL_NAME", k.numArgs, fmt::format("__launch_bounds__({})", kRowThreads).c_str());
     code += fmt::format(" {{\n  const int lane = threadIdx.x & 31, group = threadIdx.x >> 5;  // {} groups\n",
                         kRowThreads / 32);
-    if (hasK1) code += fmt::format("  const {} i0 = blockIdx.x / {};\n", T, tiles);
-    code += fmt::format("  const {} i{} = ({})(blockIdx.x % {}) * 32 + lane;\n", T, cDim, T, tiles);
+    code += fmt::format("  const {0} tile = blockIdx.x / {1}, chunk = blockIdx.x % {1};\n", T, chunks);
+    code += fmt::format("  const {0} lo = chunk * ({0}){1}, hi = min(({0}){2}, lo + ({0}){1});\n", T, chunkLen, lk.r);
+    if (hasK1) code += fmt::format("  const {} i0 = tile / {};\n", T, tiles);
+    code += fmt::format("  const {} i{} = ({})(tile % {}) * 32 + lane;\n", T, cDim, T, tiles);
     code += accInit("  ");
     code += fmt::format("  if (i{} < {}) {{\n", cDim, lk.k2);
-    code += fmt::format("    for ({0} i{1} = group; i{1} < {2}; i{1} += {3}) {{\n", T, rDim, lk.r, kRowThreads / 32);
+    code += fmt::format("    for ({0} i{1} = lo + group; i{1} < hi; i{1} += {2}) {{\n", T, rDim, kRowThreads / 32);
     code += *b + accumulate("      ") + "    }\n  }\n";
     code += fmt::format("  __shared__ float part[{}][{}][32];\n", std::max<size_t>(nred, 1), kRowThreads / 32);
     for (size_t j = 0; j < nred; ++j) code += fmt::format("  part[{0}][group][lane] = acc{0};\n", j);
@@ -285,7 +297,10 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
       code += fmt::format("    float v{} = part[{}][0][lane];\n", j, j);
       code += fmt::format("    for (int g = 1; g < {}; ++g) v{} = {};\n", kRowThreads / 32, j,
                           combine(op, fmt::format("v{}", j), fmt::format("part[{}][g][lane]", j)));
-      code += fmt::format("    ((float*)p{})[{}] = v{};\n", lk.reduces[j].arg, out, j);
+      if (chunks > 1)
+        code += fmt::format("    atomicAdd((float*)p{} + {}, v{});\n", lk.reduces[j].arg, out, j);
+      else
+        code += fmt::format("    ((float*)p{})[{}] = v{};\n", lk.reduces[j].arg, out, j);
     }
     code += "  }\n}\n";
   } else {

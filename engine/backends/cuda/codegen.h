@@ -26,6 +26,8 @@ enum class LaunchShape : uint8_t {
 
 inline constexpr int kThreads = 256;
 inline constexpr int kRowThreads = 256;
+// Column sums with fewer output blocks than this split their reduced rows into chunks (atomic adds).
+inline constexpr int64_t kMinReductionBlocks = 512;
 
 struct GeneratedKernel {
   std::string name;    // the kernel's symbol: "tsr_<hash>"

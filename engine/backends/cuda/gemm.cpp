@@ -3,7 +3,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
+
 #include <fmt/format.h>
+
+#include "engine/backends/cuda/nvrtc.h"
 
 namespace tsr::cuda {
 
@@ -17,12 +22,61 @@ Status checkLt(cublasStatus_t s, const char* what) {
 
 cudaDataType_t cudaType(DType t) { return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
+// f32 -> bf16, rounded to nearest even (NaN stays NaN), as PyTorch's autocast and JAX's bf16 precision do before
+// a product: cuBLASLt's CUBLAS_COMPUTE_32F_FAST_16BF only allows a down-conversion, and on Hopper it was seen to
+// run TF32 kernels instead (the same results, at TF32's rate).
+constexpr const char* kToBf16Kernel = "tsr_f32_to_bf16";
+constexpr const char* kToBf16Source = R"(extern "C" __global__ void tsr_f32_to_bf16(const float* __restrict__ x,
+    unsigned short* __restrict__ y, long long n) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    unsigned int u = __float_as_uint(x[i]);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { y[i] = (unsigned short)((u >> 16) | 0x40u); continue; }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    y[i] = (unsigned short)(u >> 16);
+  }
+}
+)";
+
+Result<const void*> toBf16Kernel(Device& d) {
+  static std::mutex mutex;
+  static auto& modules = *new std::map<int, std::shared_ptr<LoadedModule>>();  // per device, kept past exit
+  std::lock_guard lock(mutex);
+  auto& m = modules[d.ordinal()];
+  if (!m) {
+    NvrtcOptions o;
+    o.sm = d.smVersion();
+    TSR_ASSIGN(CompiledModule cm, compileCuda(kToBf16Source, kToBf16Kernel, o));
+    TSR_ASSIGN(m, LoadedModule::load(cm));
+  }
+  return m->kernel(kToBf16Kernel);
+}
+
+Status convertToBf16(Device& d, const void* fn, const void* x, void* y, int64_t n) {
+  if (n <= 0) return {};
+  long long count = n;
+  void* args[] = {&x, &y, &count};
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, int64_t{d.numSMs()} * 16);
+  return launchKernel(fn, blocks, 256, args, 0, d.computeStream());
+}
+
+// Elements from the first to one past the last that a column-major rows x cols matrix with leading dimension
+// ld spans, over `batch` matrices `stride` apart.
+int64_t spanElements(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return (cols - 1) * ld + rows + (batch > 1 ? (batch - 1) * stride : 0);
+}
+
 }  // namespace
 
 struct LtGemm::Handles {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // f32 operands run as bf16 (MatmulPrecision::BF16): converted into a pool buffer before each product.
+  bool toBf16 = false;
+  int64_t aElems = 0, bElems = 0;
+  const void* convert = nullptr;
   ~Handles() {
     if (desc) cublasLtMatmulDescDestroy(desc);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -44,7 +98,12 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     return makeError("cuBLASLt: dot_general of {} is not supported (f32 or bf16)", dtypeName(spec.inType));
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   if (spec.inType == DType::F32 && spec.precision == MatmulPrecision::TF32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (spec.inType == DType::F32 && spec.precision == MatmulPrecision::BF16) compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+  h.toBf16 = spec.inType == DType::F32 && spec.precision == MatmulPrecision::BF16;
+  if (h.toBf16) {
+    h.aElems = spanElements(p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.lda, p.batch, p.strideA);
+    h.bElems = spanElements(p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.ldb, p.batch, p.strideB);
+    TSR_ASSIGN(h.convert, toBf16Kernel(d));
+  }
   TSR_LT(cublasLtMatmulDescCreate(&h.desc, compute, CUDA_R_32F));
   // Column-major view: D (n x m) = op(B') (n x k) * op(A') (k x m), where X' is X's bytes read column-major.
   cublasOperation_t opFirst = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -60,7 +119,7 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     cudaDataType_t bt = CUDA_R_32F;
     TSR_LT(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
   }
-  const cudaDataType_t in = cudaType(spec.inType), out = cudaType(spec.outType);
+  const cudaDataType_t in = h.toBf16 ? CUDA_R_16BF : cudaType(spec.inType), out = cudaType(spec.outType);
   auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
   // First operand: B's bytes; (n x k) when not transposed, else (k x n).
   TSR_LT(cublasLtMatrixLayoutCreate(&h.a, in, p.transB ? u(p.k) : u(p.n), p.transB ? u(p.n) : u(p.k), p.ldb));
@@ -97,6 +156,16 @@ Status LtGemm::run(const void* a, const void* b, void* c, void* bias) {
   if (m_spec.epilogue != GemmEpilogue::None) {
     if (!bias) return makeError("cuBLASLt: the epilogue needs a bias pointer");
     TSR_LT(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  DeviceBufferPtr converted;  // freed in stream order once the product has read it
+  if (h.toBf16) {
+    const int64_t aBytes = (h.aElems * 2 + 255) / 256 * 256;
+    TSR_ASSIGN(converted, m_device->allocate(aBytes + h.bElems * 2));
+    char* base = static_cast<char*>(converted->data());
+    TSR_TRY(convertToBf16(*m_device, h.convert, a, base, h.aElems));
+    TSR_TRY(convertToBf16(*m_device, h.convert, b, base + aBytes, h.bElems));
+    a = base;
+    b = base + aBytes;
   }
   const float alpha = 1.0f, beta = 0.0f;
   TSR_LT(cublasLtMatmul(static_cast<cublasLtHandle_t>(m_device->cublasLt()), h.desc, &alpha, b, h.a, a, h.b, &beta,

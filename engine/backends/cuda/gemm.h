@@ -2,7 +2,8 @@
 // dot_general on cuBLASLt. The product is the CPU backend's GemmPlan (row-major operands read in place, a
 // batch of equal products); cuBLASLt is column-major, so C^T = op(B)^T op(A)^T is computed instead, which reads
 // the same bytes without copies. Inputs f32 or bf16, accumulation f32; f32 inputs follow the matmul precision
-// (f32, tf32 or bf16 tensor cores). Epilogues fuse a bias over C's columns, bias + GELU (tanh form), or the
+// (f32, tf32 tensor cores, or bf16: the operands rounded to bf16 by a conversion kernel into a pool buffer first,
+// as autocast does). Epilogues fuse a bias over C's columns, bias + GELU (tanh form), or the
 // bias gradient (column sums of the second operand) into the product.
 #include <cstdint>
 #include <memory>

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
     std::sort(top.rbegin(), top.rend());
     profile["gpu_ms_total"] = total;
     for (const auto& [k, ms] : byKind) profile["gpu_ms_by_kind"][k] = ms;
-    for (size_t i = 0; i < std::min<size_t>(10, top.size()); ++i)
+    for (size_t i = 0; i < std::min<size_t>(30, top.size()); ++i)
       profile["top_kernels"].push_back({{"name", top[i].second}, {"ms", top[i].first}});
   }
   std::vector<double> sorted = times;

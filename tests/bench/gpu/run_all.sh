@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# On a GPU machine, in one command: the CUDA backend's tests, then GPT-2 124M (B=16, T=1024, bf16, AdamW) and
-# ViT-B/16 (batch 32, f32 with TF32 matmuls) training steps of Tessera, PyTorch (torch.compile, bf16 autocast,
-# SDPA) and JAX side by side, printing one JSON line per run and a summary with the ratios.
+# On a GPU machine, in one command, most important first: the CUDA backend's tests; gpt2_mini's loss curve on the
+# GPU against the CPU's (200 steps, f32, 1e-4 relative); GPT-2 124M (B=16, T=1024, bf16, AdamW) training steps of
+# Tessera, PyTorch (torch.compile, bf16 autocast, SDPA) and JAX side by side; a profile of a GPU step into a run
+# store (for the IDE's timeline); every sample project trained for a few steps on the GPU; ViT-B/16 (batch 32,
+# TF32) against the peers. Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|gpt2|vit]      (results also under $OUT when set)
+#   bash tests/bench/gpu/run_all.sh [all|tests|curve|gpt2|profile|samples|vit]...
+#   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
+#                          the packing at the end still runs inside a lease
+# Output (under $OUT when set, else /tmp/tessera-gpu-results): results.jsonl, summary.json, gpu_profile.db and
+# logs.tar.gz with every step's log; few files, as a lease brings back only a handful.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
-what=${1:-all}
+what=" ${*:-all} "
+want() { [[ $what == *" all "* || $what == *" $1 "* ]]; }
 out=${OUT:-/tmp/tessera-gpu-results}
+budget=${TESSERA_GPU_BUDGET:-0}
 mkdir -p "$out"
 work=/tmp/tessera-gpukit
-rm -rf "$work" && mkdir -p "$work"
+logs=$work/logs
+rm -rf "$work" && mkdir -p "$work" "$logs"
 if [[ ! -f $root/.gpukit/tessera-gpukit.tar.xz ]]; then
   echo "no .gpukit/tessera-gpukit.tar.xz: run scripts/gpu_kit.sh where the toolkit and dev packages are" >&2
   exit 2
@@ -29,31 +38,46 @@ pyl=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirnam
 [[ -n $pyl ]] && libs=$libs:$pyl
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export TESSERA_SOURCE_DIR=$root TESSERA_KERNEL_CACHE=/tmp/tessera-kernels PYTHONUNBUFFERED=1
+export TESSERA_PLUGIN_PATH=$work/plugins
 bin=$work/bin
 results=$out/results.jsonl
 : >"$results"
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  nvcc --version | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__)'
+  python3 -c 'import jax; print("jax", jax.__version__)'
+} 2>&1 | tee "$logs/machine.log"
 missing=$(ldd "$bin/tessera" "$bin/test_cuda_backend" | grep "not found" | sort -u)
 [[ -n $missing ]] && echo "missing libraries: $missing" >&2
 
-run() {  # run NAME TIMEOUT COMMAND...: output to $out/NAME.log, JSON lines to results.jsonl (a test: rc 77 = skipped)
+run() {  # run NAME LIMIT COMMAND...: output to logs/NAME.log, JSON lines to results.jsonl (a test: rc 77 = skipped)
   local name=$1 limit=$2
   shift 2
-  echo "== $name"
+  if ((budget > 0)); then
+    local left=$((budget - SECONDS))
+    if ((left < 20)); then
+      echo "== $name: skipped, the budget is spent"
+      echo "{\"workload\":\"$name\",\"skipped\":\"budget\"}" >>"$results"
+      return 0
+    fi
+    ((limit > left)) && limit=$left
+  fi
+  echo "== $name (limit ${limit} s)"
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
-  grep -E '^\{' "$out/$name.log" >>"$results" || true
-  grep -E 'ERROR|FATAL|SKIP|MESSAGE|test cases:|assertions:|error|Error' "$out/$name.log" | tail -25
+  grep -E '^\{' "$logs/$name.log" >>"$results" || true
+  grep -E 'ERROR|FATAL|SKIP|MESSAGE|test cases:|assertions:|error|Error' "$logs/$name.log" | tail -25
   echo "   rc=$rc, $((SECONDS - t0)) s"
-  [[ $rc -ne 0 ]] && tail -5 "$out/$name.log"
+  [[ $rc -ne 0 ]] && tail -5 "$logs/$name.log"
   return 0
 }
 
-if [[ $what == all || $what == tests ]]; then
-  "$bin/tessera" ops --json >"$out/ops.json" 2>&1
-  python3 - "$out/ops.json" <<'PY'
+if want tests; then
+  "$bin/tessera" ops --json >"$logs/ops.json" 2>&1
+  python3 - "$logs/ops.json" <<'PY'
 import json, sys
 ops = json.load(open(sys.argv[1]))
 paths = {}
@@ -61,22 +85,79 @@ for o in ops:
     paths.setdefault(o["rules"].get("cuda_path", "?"), []).append(o["name"])
 print("ops on cuda:", sum(o["rules"]["cuda"] for o in ops), "of", len(ops), {k: len(v) for k, v in paths.items()})
 PY
-  run test_cuda_codegen 300 "$bin/test_cuda_codegen"
-  run test_cuda_backend 420 "$bin/test_cuda_backend"
+  [[ -n ${TESSERA_GPU_CODEGEN:-} ]] && run test_cuda_codegen 300 "$bin/test_cuda_codegen"
+  run test_cuda_backend 180 "$bin/test_cuda_backend"
 fi
-if [[ $what == all || $what == gpt2 ]]; then
-  run gpt2_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
+
+if want curve; then
+  # The same 200 f32 steps on the CPU and on the GPU; every step's loss compared.
+  curve=$work/curve
+  mkdir -p "$curve" && cp -r "$root/sample_projects/gpt2_mini" "$curve/"
+  common=(train "$curve/gpt2_mini" --steps 200 --set train.log_every=1 --set train.eval_every=0
+          --set train.checkpoint_every=0 --quiet --sample 0)
+  run curve_cpu 90 "$bin/tessera" "${common[@]}" --db "$curve/cpu.db"
+  run curve_cuda 120 "$bin/tessera" "${common[@]}" --db "$curve/cuda.db" --device cuda --matmul-precision f32
+  # How far summation order alone moves the curve: the CPU on one thread against the CPU on all.
+  TESSERA_NUM_THREADS=1 TESSERA_GEMM_THREADS=1 run curve_cpu1 120 "$bin/tessera" "${common[@]}" --db "$curve/cpu1.db"
+  "$bin/tessera" runs --db "$curve/cpu1.db" export --out "$curve/cpu1.csv" >/dev/null 2>&1
+  "$bin/tessera" runs --db "$curve/cpu.db" export --out "$curve/cpu.csv" >/dev/null 2>&1
+  "$bin/tessera" runs --db "$curve/cuda.db" export --out "$curve/cuda.csv" >/dev/null 2>&1
+  python3 - "$curve/cpu.csv" "$curve/cuda.csv" "$curve/cpu1.csv" <<'PY' | tee -a "$results"
+import csv, json, sys
+def losses(path):
+    try:
+        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
+    except OSError:
+        return {}
+cpu, gpu, cpu1 = losses(sys.argv[1]), losses(sys.argv[2]), losses(sys.argv[3])
+steps = sorted(set(cpu) & set(gpu))
+rel = [abs(gpu[s] - cpu[s]) / max(abs(cpu[s]), 1e-12) for s in steps]
+rel1 = [abs(cpu1[s] - cpu[s]) / max(abs(cpu[s]), 1e-12) for s in sorted(set(cpu) & set(cpu1))]
+worst = max(range(len(steps)), key=lambda i: rel[i]) if steps else None
+print(json.dumps({"check": "gpt2_mini_loss_curve", "steps_cpu": len(cpu), "steps_cuda": len(gpu), "steps_compared": len(steps),
+                  "max_rel_diff": max(rel) if rel else None, "worst_step": steps[worst] if steps else None,
+                  "first": [cpu.get(1), gpu.get(1)], "last": [cpu.get(200), gpu.get(200)],
+                  "cpu_1_thread_max_rel_diff": max(rel1) if rel1 else None,
+                  "pass": bool(steps) and len(steps) == 200 and max(rel) <= 1e-4}))
+PY
+fi
+
+if want gpt2; then
+  TESSERA_BENCH_DESCRIBE=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
-  if ! grep -q '"tokens_per_s"' "$out/gpt2_tessera.log"; then
-    run gpt2_tessera_b8 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
+  if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
+    run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
   fi
-  run gpt2_pytorch 300 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
-  run gpt2_jax 240 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+  run gpt2_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+  run gpt2_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
 fi
-if [[ $what == all || $what == vit ]]; then
-  run vit_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
-  run vit_pytorch 300 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
-  run vit_jax 240 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
+
+if want profile; then
+  # A profiled GPU step of gpt2_mini into a run store that comes back: the IDE's timeline opens it.
+  prof=$work/profile
+  mkdir -p "$prof" && cp -r "$root/sample_projects/gpt2_mini" "$prof/"
+  TESSERA_DEVICE=cuda run profile_cuda 60 "$bin/tessera" profile "$prof/gpt2_mini" --steps 3 --warmup 1 --db "$out/gpu_profile.db" --top 25
+fi
+
+if want samples; then
+  # Every sample project a few steps on the GPU, from the CLI (the big two are timed above). A mesh of several
+  # devices becomes [1, 1] on one GPU; the Python projects need a tessera module built for this machine's python3.
+  samples=$work/samples
+  mkdir -p "$samples" && cp -r "$root/sample_projects/." "$samples/"
+  for p in "$samples"/*/; do
+    name=$(basename "$p")
+    [[ $name == gpt2_124m || $name == vit_base ]] && continue
+    extra=()
+    grep -qE '^shape = \[[0-9]+, *[0-9]+\]' "$p/project.toml" && extra=(--set 'mesh.shape=[1,1]')
+    run "sample_$name" 60 "$bin/tessera" train "$p" --device cuda --steps 10 --set train.log_every=1 \
+      --set train.eval_every=0 --quiet --sample 0 --db "$p/gpu_runs.db" "${extra[@]}"
+  done
+fi
+
+if want vit; then
+  run vit_tessera 180 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
+  run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
+  run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
 fi
 
 # The side-by-side table: per workload each peer's step time and tessera's throughput relative to each peer.
@@ -85,14 +166,27 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 summary = {}
 for r in rows:
-    if "error" in r:
+    if "error" in r or "skipped" in r:
         summary.setdefault("errors", []).append(r)
+        continue
+    if "check" in r:
+        summary[r["check"]] = r
         continue
     key = "tokens_per_s" if "tokens_per_s" in r else "samples_per_s"
     w = summary.setdefault(r["workload"], {"unit": key})
     w[r["peer"]] = {"step_ms": round(r["step_ms_median"], 2), key: round(r[key], 1), "version": r.get("version")}
+    for extra in ("mfu", "batch", "device", "compile_s"):
+        if extra in r:
+            w[r["peer"]][extra] = r[extra]
+# MFU against the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s, the datasheet's): GPT-2's step is
+# 6 N + 12 L C T FLOPs per token (PaLM's count: parameters and attention, forward and backward).
 for name, w in summary.items():
-    if name == "errors" or "tessera" not in w:
+    if name == "gpt2":
+        for peer, r in w.items():
+            if isinstance(r, dict) and "tokens_per_s" in r:
+                r["mfu_bf16"] = round(r["tokens_per_s"] * (6 * 124439808 + 12 * 12 * 768 * 1024) / 989.4e12, 4)
+for name, w in summary.items():
+    if name == "errors" or "tessera" not in w or not isinstance(w, dict) or "unit" not in w:
         continue
     key = w["unit"]
     for peer in ("pytorch", "jax"):
@@ -100,3 +194,5 @@ for name, w in summary.items():
             w["tessera_vs_" + peer] = round(w["tessera"][key] / w[peer][key], 3)
 print(json.dumps(summary, indent=1))
 PY
+tar -C "$work" -czf "$out/logs.tar.gz" logs $(cd "$work" && ls curve/*.csv 2>/dev/null)
+echo "== results in $out: $(ls "$out" | tr '\n' ' ')"
