@@ -7,6 +7,7 @@
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
 #   bash tests/bench/gpu/run_all.sh [all|tests|curve|gpt2|profile|samples|vit]...
+#   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
 # Output (under $OUT when set, else /tmp/tessera-gpu-results): results.jsonl, summary.json, gpu_profile.db and
@@ -15,6 +16,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 what=" ${*:-all} "
 want() { [[ $what == *" all "* || $what == *" $1 "* ]]; }
+peers() { [[ ${TESSERA_GPU_PEERS:-1} != 0 ]]; }
 out=${OUT:-/tmp/tessera-gpu-results}
 budget=${TESSERA_GPU_BUDGET:-0}
 mkdir -p "$out"
@@ -128,8 +130,8 @@ if want gpt2; then
   if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
     run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
   fi
-  run gpt2_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
-  run gpt2_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+  peers && run gpt2_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+  peers && run gpt2_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
 fi
 
 if want profile; then
@@ -156,8 +158,8 @@ fi
 
 if want vit; then
   run vit_tessera 180 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
-  run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
-  run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
+  peers && run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
+  peers && run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
 fi
 
 # The side-by-side table: per workload each peer's step time and tessera's throughput relative to each peer.
