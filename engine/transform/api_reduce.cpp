@@ -242,19 +242,22 @@ Array oneHot(const Array& indices, int64_t depth, DType dtype, std::source_locat
   return astype(equal(idx, classes, loc), dtype, loc);
 }
 
+// The max that keeps exp in range carries no gradient (stop_gradient, as in jax.nn): the result does not depend
+// on it, and differentiating through it would add a reduce_max backward (an equality mask the size of x, and a
+// select) whose contributions cancel exactly.
 Array softmax(const Array& x, int64_t axis, std::source_location loc) {
-  Array m = max(x, {axis}, true, loc);
+  Array m = stopGradient(max(x, {axis}, true, loc), loc);
   Array e = exp(sub(x, m, loc), loc);
   return div(e, sum(e, {axis}, true, loc), loc);
 }
 
 Array logSoftmax(const Array& x, int64_t axis, std::source_location loc) {
-  Array shifted = sub(x, max(x, {axis}, true, loc), loc);
+  Array shifted = sub(x, stopGradient(max(x, {axis}, true, loc), loc), loc);
   return sub(shifted, log(sum(exp(shifted, loc), {axis}, true, loc), loc), loc);
 }
 
 Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
-  Array m = max(x, axes, true, loc);
+  Array m = stopGradient(max(x, axes, true, loc), loc);
   Array r = add(log(sum(exp(sub(x, m, loc), loc), axes, true, loc), loc), m, loc);
   if (keepDims) return r;
   return squeeze(r, reductionAxes(x, axes, "logsumexp", loc), loc);

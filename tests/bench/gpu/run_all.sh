@@ -88,7 +88,8 @@ for o in ops:
 print("ops on cuda:", sum(o["rules"]["cuda"] for o in ops), "of", len(ops), {k: len(v) for k, v in paths.items()})
 PY
   [[ -n ${TESSERA_GPU_CODEGEN:-} ]] && run test_cuda_codegen 300 "$bin/test_cuda_codegen"
-  run test_cuda_backend 180 "$bin/test_cuda_backend"
+  # TESSERA_GPU_TEST_ARGS: doctest filters, e.g. -tce=conformance to leave out the op suite (two minutes cold).
+  run test_cuda_backend 180 "$bin/test_cuda_backend" ${TESSERA_GPU_TEST_ARGS:-}
 fi
 
 if want curve; then
