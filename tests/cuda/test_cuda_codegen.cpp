@@ -11,6 +11,7 @@
 
 #include "engine/backends/cuda/executable.h"
 #include "engine/backends/cuda/flash_attention.h"
+#include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/nvrtc.h"
 #include "engine/ops/registry.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -170,6 +171,39 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedSumCompiles") {
   REQUIRE(prog->kernels[0].body.find("atomicAdd") != std::string::npos);
   std::string err = compileAll(prog->kernels);
   REQUIRE_MESSAGE(err.empty(), err.c_str());
+}
+
+// Column sums over many rows into few outputs (a bias gradient) are split into chunks added atomically; a
+// column sum with enough outputs is not.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedColumnSumCompiles") {
+  const auto& reg = ops::registry();
+  for (auto [shape, chunked] : {std::pair{Shape{16384, 768}, true}, std::pair{Shape{64, 65536}, false}}) {
+    ir::Graph g;
+    ir::ValueId x = g.addInput(Aval{shape, DType::F32});
+    auto twice = g.addNode(reg, ir::OpCode::Add, {x, x}, ir::NoAttrs{});
+    REQUIRE(twice.ok());
+    auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*twice)[0]}, ir::ReduceAttrs{{0}});
+    REQUIRE_MESSAGE(sum.ok(), sum.error().message);
+    g.setOutputs(*sum);
+    auto lowered = lowerForCuda(g);
+    REQUIRE(lowered.ok());
+    auto prog = cuda::generateProgram(**lowered);
+    REQUIRE(prog.ok());
+    TSR_COMPARE(prog->kernels.size(), size_t{1});
+    const auto& k = prog->kernels[0];
+    REQUIRE(k.body.find("group = threadIdx") != std::string::npos);  // the columns layout
+    TSR_COMPARE(k.body.find("atomicAdd") != std::string::npos, chunked);
+    TSR_COMPARE(!k.zeroArgs.empty(), chunked);
+    if (chunked) REQUIRE(k.rows >= cuda::kMinReductionBlocks);
+    std::string err = compileAll(prog->kernels);
+    REQUIRE_MESSAGE(err.empty(), err.c_str());
+  }
+}
+
+// The kernels that stage GEMM operands (bf16 conversion, aligned repacking) compile.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "gemmStagingCompiles") {
+  auto r = cuda::compileCuda(cuda::gemmStageSource(), "gemm_stage");
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
 }
 
 TEST_CASE_FIXTURE(NvrtcEveryTime, "flashAttentionCompiles") {

@@ -25,6 +25,9 @@ struct GemmSpec {
 };
 
 // A GEMM with its cuBLASLt descriptors and chosen algorithm, made once per kernel on its device.
+// The CUDA source of the kernels that stage operands (compiled with NVRTC on first use; tests compile it).
+const char* gemmStageSource();
+
 class LtGemm {
  public:
   static Result<std::unique_ptr<LtGemm>> create(Device& d, const GemmSpec& spec);
