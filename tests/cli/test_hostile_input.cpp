@@ -154,7 +154,7 @@ class TestHostileInput : public QObject {
     QTemporaryDir dir;
     QString p = copyHostile(dir, "arena_too_large");
     failsWith(tesseraWith({"train", p, "--db", dir.filePath("runs.db")}, {}, rlim_t(2) << 30),
-              {"warning: 'train_step' plans 2.26 GiB for its intermediates, more than the", "out of memory"});
+              {"warning: 'train_step' plans 2.25 GiB for its intermediates, more than the", "out of memory"});
   }
 
   // A data file beside the project: read, but the run says so and records it.

@@ -415,6 +415,34 @@ TEST_CASE("plannerNeverOverlapsLiveValues") {
   TSR_COMPARE(compiledMatches(g, 1e-4), std::string());
 }
 
+TEST_CASE("arenaPlacementSeesEveryLifetime") {
+  // Unfused, in the traced order: a small value a that lives to the end, b (L bytes) read by c (L), then d
+  // (2L) made from c. Walking the kernels, b's block is free when d comes but too small for it, so d goes past
+  // c: a + b + c + d = S + 4L. Placed largest first, d and b share, and the arena is the peak: a + c + d.
+  Builder b;
+  auto x = b.input(f32({64}));
+  auto y = b.input(f32({256, 64}));
+  auto a = b.add(OpCode::Tanh, {x});
+  auto big = b.add(OpCode::Tanh, {y});
+  auto c = b.add(OpCode::Tanh, {big});
+  auto d = b.add(OpCode::Concatenate, {c, c}, ir::ConcatenateAttrs{0});
+  auto sumD = b.add(OpCode::ReduceSum, {d}, axes({0, 1}));
+  auto sumA = b.add(OpCode::ReduceSum, {a}, axes({0}));
+  ir::Graph g = b.done({b.add(OpCode::Add, {sumD, sumA})});
+  passes::FusionOptions off;
+  off.fuse = false;
+  auto p = passes::planFusion(g, reg(), nullptr, off);
+  REQUIRE(p.ok());
+  cpu::CompileOptions traced;
+  traced.schedule = false;
+  auto exe = cpu::Executable::compile(g, reg(), *p, traced);
+  REQUIRE(exe.ok());
+  const int64_t small = 64 * 4, large = 256 * 64 * 4;
+  TSR_COMPARE((*exe)->memory().findOverlap(), std::string());
+  TSR_COMPARE((*exe)->memory().arenaBytes, small + large + 2 * large);
+  TSR_COMPARE(compiledMatches(g, 1e-5, off), std::string());
+}
+
 TEST_CASE("schedulingKeepsFewerValuesAlive") {
   // Traced order: eight products first, then their sums; the memory-aware order interleaves them so one
   // product is alive at a time.

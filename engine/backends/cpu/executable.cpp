@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/executable.h"
 
 #include <algorithm>
+#include <numeric>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -458,71 +459,126 @@ Status Executable::Impl::planMemory() {
       }
     }
   }
-  // Arena offsets: walk the kernels, place each kernel's new values (best fit among free blocks), then free the
-  // values whose last use it was.
-  std::vector<std::pair<int64_t, int64_t>> freeBlocks;  // offset, size, sorted by offset
-  int64_t end = 0;
+  // Arena offsets, two ways, keeping the smaller arena (as XLA's heap simulator tries several): online, walking
+  // the kernels and placing each kernel's new values best-fit among the free blocks before freeing the values
+  // whose last use it was; and offline, largest value first, each at the best-fitting gap among the values
+  // already placed whose lifetimes overlap its own. The online walk can strand a large block behind a small
+  // long-lived value; the offline one sees every lifetime at once.
+  struct Life {
+    ValueId v;
+    int64_t bytes;  // aligned
+    int def, last;
+  };
   auto alignUp = [](int64_t b) { return (b + 63) / 64 * 64; };
-  auto allocate = [&](int64_t bytes) {
-    bytes = alignUp(std::max<int64_t>(bytes, 1));
-    int best = -1;
-    for (size_t i = 0; i < freeBlocks.size(); ++i)
-      if (freeBlocks[i].second >= bytes && (best < 0 || freeBlocks[i].second < freeBlocks[static_cast<size_t>(best)].second))
-        best = static_cast<int>(i);
-    if (best < 0) {
-      // Grow: extend a free block that ends at the arena's end, else append.
-      if (!freeBlocks.empty() && freeBlocks.back().first + freeBlocks.back().second == end) {
-        int64_t off = freeBlocks.back().first;
-        end = off + bytes;
-        freeBlocks.pop_back();
-        return off;
-      }
-      int64_t off = end;
-      end += bytes;
-      return off;
-    }
-    auto& b = freeBlocks[static_cast<size_t>(best)];
-    int64_t off = b.first;
-    b.first += bytes;
-    b.second -= bytes;
-    if (b.second == 0) freeBlocks.erase(freeBlocks.begin() + best);
-    return off;
-  };
-  auto release = [&](int64_t off, int64_t bytes) {
-    bytes = alignUp(std::max<int64_t>(bytes, 1));
-    auto it = std::lower_bound(freeBlocks.begin(), freeBlocks.end(), std::make_pair(off, int64_t{0}));
-    it = freeBlocks.insert(it, {off, bytes});
-    // Coalesce with neighbours.
-    size_t i = static_cast<size_t>(it - freeBlocks.begin());
-    if (i + 1 < freeBlocks.size() && freeBlocks[i].first + freeBlocks[i].second == freeBlocks[i + 1].first) {
-      freeBlocks[i].second += freeBlocks[i + 1].second;
-      freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i) + 1);
-    }
-    if (i > 0 && freeBlocks[i - 1].first + freeBlocks[i - 1].second == freeBlocks[i].first) {
-      freeBlocks[i - 1].second += freeBlocks[i].second;
-      freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i));
-    }
-  };
-  std::vector<std::vector<ValueId>> definedAt(static_cast<size_t>(nk)), dyingAt(static_cast<size_t>(nk));
+  std::vector<Life> lives;
+  std::vector<std::vector<size_t>> definedAt(static_cast<size_t>(nk)), dyingAt(static_cast<size_t>(nk));
   for (size_t v = 0; v < slots.size(); ++v) {
     const auto& s = slots[v];
     if (s.loc != Loc::Arena) continue;
-    definedAt[static_cast<size_t>(s.def)].push_back(static_cast<ValueId>(v));
-    dyingAt[static_cast<size_t>(std::max(s.def, s.lastUse))].push_back(static_cast<ValueId>(v));
+    const int last = std::max(s.def, s.lastUse);
+    definedAt[static_cast<size_t>(s.def)].push_back(lives.size());
+    dyingAt[static_cast<size_t>(last)].push_back(lives.size());
+    kernels[static_cast<size_t>(last)].dying.push_back(static_cast<ValueId>(v));
+    lives.push_back({static_cast<ValueId>(v), alignUp(std::max<int64_t>(graph.aval(static_cast<ValueId>(v)).bytes(), 1)),
+                     s.def, last});
   }
-  for (int ki = 0; ki < nk; ++ki) {
-    for (ValueId v : definedAt[static_cast<size_t>(ki)]) {
-      auto& s = slots[static_cast<size_t>(v)];
-      s.offset = allocate(graph.aval(v).bytes());
-      memory.intermediateBytes += graph.aval(v).bytes();
+  auto online = [&](std::vector<int64_t>& offset) {
+    std::vector<std::pair<int64_t, int64_t>> freeBlocks;  // offset, size, sorted by offset
+    int64_t end = 0;
+    auto allocate = [&](int64_t bytes) {
+      int best = -1;
+      for (size_t i = 0; i < freeBlocks.size(); ++i)
+        if (freeBlocks[i].second >= bytes &&
+            (best < 0 || freeBlocks[i].second < freeBlocks[static_cast<size_t>(best)].second))
+          best = static_cast<int>(i);
+      if (best < 0) {
+        // Grow: extend a free block that ends at the arena's end, else append.
+        if (!freeBlocks.empty() && freeBlocks.back().first + freeBlocks.back().second == end) {
+          int64_t off = freeBlocks.back().first;
+          end = off + bytes;
+          freeBlocks.pop_back();
+          return off;
+        }
+        int64_t off = end;
+        end += bytes;
+        return off;
+      }
+      auto& b = freeBlocks[static_cast<size_t>(best)];
+      int64_t off = b.first;
+      b.first += bytes;
+      b.second -= bytes;
+      if (b.second == 0) freeBlocks.erase(freeBlocks.begin() + best);
+      return off;
+    };
+    auto release = [&](int64_t off, int64_t bytes) {
+      auto it = std::lower_bound(freeBlocks.begin(), freeBlocks.end(), std::make_pair(off, int64_t{0}));
+      it = freeBlocks.insert(it, {off, bytes});
+      // Coalesce with neighbours.
+      size_t i = static_cast<size_t>(it - freeBlocks.begin());
+      if (i + 1 < freeBlocks.size() && freeBlocks[i].first + freeBlocks[i].second == freeBlocks[i + 1].first) {
+        freeBlocks[i].second += freeBlocks[i + 1].second;
+        freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i) + 1);
+      }
+      if (i > 0 && freeBlocks[i - 1].first + freeBlocks[i - 1].second == freeBlocks[i].first) {
+        freeBlocks[i - 1].second += freeBlocks[i].second;
+        freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i));
+      }
+    };
+    for (int ki = 0; ki < nk; ++ki) {
+      for (size_t l : definedAt[static_cast<size_t>(ki)]) offset[l] = allocate(lives[l].bytes);
+      for (size_t l : dyingAt[static_cast<size_t>(ki)]) release(offset[l], lives[l].bytes);
+    }
+    return end;
+  };
+  auto bySize = [&](std::vector<int64_t>& offset) {
+    std::vector<size_t> order(lives.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (lives[a].bytes != lives[b].bytes) return lives[a].bytes > lives[b].bytes;
+      return lives[a].last - lives[a].def > lives[b].last - lives[b].def;
+    });
+    int64_t end = 0;
+    std::vector<size_t> placed;
+    std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of overlapping placed values
+    for (size_t l : order) {
+      const Life& x = lives[l];
+      taken.clear();
+      for (size_t p : placed)
+        if (lives[p].def <= x.last && x.def <= lives[p].last) taken.push_back({offset[p], offset[p] + lives[p].bytes});
+      std::sort(taken.begin(), taken.end());
+      int64_t at = -1, bestGap = 0, cursor = 0;
+      for (const auto& [b, e] : taken) {
+        if (b - cursor >= x.bytes && (at < 0 || b - cursor < bestGap)) {
+          at = cursor;
+          bestGap = b - cursor;
+        }
+        cursor = std::max(cursor, e);
+      }
+      offset[l] = at >= 0 ? at : cursor;
+      end = std::max(end, offset[l] + x.bytes);
+      placed.push_back(l);
+    }
+    return end;
+  };
+  std::vector<int64_t> offsets(lives.size()), offline(lives.size());
+  int64_t end = online(offsets);
+  // The offline placement is quadratic in the values: skipped for the very largest programs.
+  if (lives.size() <= 20000) {
+    const int64_t offlineEnd = bySize(offline);
+    if (offlineEnd < end) {
+      end = offlineEnd;
+      offsets.swap(offline);
+    }
+  }
+  for (const auto& defined : definedAt)
+    for (size_t l : defined) {
+      const Life& x = lives[l];
+      slots[static_cast<size_t>(x.v)].offset = offsets[l];
+      const int64_t bytes = graph.aval(x.v).bytes();
+      memory.intermediateBytes += bytes;
       ++memory.numIntermediates;
-      memory.intervals.push_back({v, s.offset, graph.aval(v).bytes(), s.def, std::max(s.def, s.lastUse)});
+      memory.intervals.push_back({x.v, offsets[l], bytes, x.def, x.last});
     }
-    for (ValueId v : dyingAt[static_cast<size_t>(ki)]) {
-      release(slots[static_cast<size_t>(v)].offset, graph.aval(v).bytes());
-      kernels[static_cast<size_t>(ki)].dying.push_back(v);
-    }
-  }
   memory.arenaBytes = end;
   return {};
 }
