@@ -69,9 +69,12 @@ class PyJit {
           return Tree::list(std::move(leaves));
         },
         std::move(name));
+    m_jit->setCallerHandles(1);  // the Python object of each argument array
   }
 
-  py::list call(const py::sequence& leaves, const std::string& signature) {
+  // donated: the indices (as text) of the leaves whose buffers the call may take (donate_argnums); a signature's
+  // leaves are the same at every call, so what its first call passes is kept with its compiled program.
+  py::list call(const py::sequence& leaves, const std::string& signature, std::vector<std::string> donated) {
     std::vector<Tree> args;
     for (Array& a : toArrays(leaves)) args.emplace_back(std::move(a));
     Tree argTree = Tree::list(std::move(args));
@@ -84,6 +87,7 @@ class PyJit {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> lock(m_mutex);
       m_callErrors = &errors;
+      m_jit->setDonatedArgs(std::move(donated));
       out = m_jit->call(argTree, {{"signature", signature}});
       m_callErrors = nullptr;
     }
@@ -399,7 +403,7 @@ void defineRuns(py::module_& m) {
 void registerTransforms(py::module_& m) {
   py::class_<PyJit>(m, "Jit")
       .def(py::init<py::function, std::string>())
-      .def("call", &PyJit::call)
+      .def("call", &PyJit::call, py::arg("leaves"), py::arg("signature"), py::arg("donated") = std::vector<std::string>{})
       .def_property_readonly("hits", [](const PyJit& j) { return j.jit().stats().hits; })
       .def_property_readonly("misses", [](const PyJit& j) { return j.jit().stats().misses; })
       .def_property_readonly("compile_seconds", [](const PyJit& j) { return j.jit().stats().compileSeconds; })

@@ -201,7 +201,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     // blocks); a donated array is deleted.
     std::vector<bool> donated(leaves.size() + hit->graph->consts.size(), false);
     for (size_t i = 0; i < leaves.size(); ++i)
-      donated[i] = hit->donatable[i] && !runtime::debugNansEnabled() && leaves[i].useCount() <= 2;
+      donated[i] = hit->donatable[i] && !runtime::debugNansEnabled() && leaves[i].useCount() <= 2 + m_callerHandles;
     std::vector<Array> inputs = leaves;
     inputs.insert(inputs.end(), hit->graph->consts.begin(), hit->graph->consts.end());
     auto r = hit->spmd->run(inputs, donated);
@@ -216,7 +216,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
       // Donated only when the caller's tree and our copy are the only handles, and the handle the only owner.
       // With debug NaNs the graph may be re-run op by op on the same arguments, so nothing is donated.
       donated[i] = hit->exe->donates() && hit->donatable[i] && !runtime::debugNansEnabled() &&
-                   leaves[i].useCount() <= 2 && leaves[i].buffer().use_count() == 1;
+                   leaves[i].useCount() <= 2 + m_callerHandles && leaves[i].buffer().use_count() == 1;
       bufs.push_back(leaves[i].buffer());
     }
     for (const auto& c : cg.consts) bufs.push_back(c.buffer());

@@ -52,6 +52,9 @@ class Jit {
   // arrays are deleted by the call (as in JAX), so a copy of the caller's tree that still refers to them fails
   // when used instead of seeing the updated values.
   void setDonatedArgs(std::vector<std::string> names) { m_donated = std::move(names); }
+  // Handles to each argument array that the caller holds besides the tree it passes (a language binding's own
+  // object for the array: 1). An array with more handles than these is shared and is never donated.
+  void setCallerHandles(int n) { m_callerHandles = n; }
   // Run graphs with the reference interpreter instead of the compiled CPU executable (also TESSERA_EXECUTOR=
   // interpreter).
   void setUseInterpreter(bool on) { m_interpret = on; }
@@ -98,6 +101,7 @@ class Jit {
   JitStats m_stats;
   std::string m_lastMissReason;
   std::vector<std::string> m_donated;
+  int m_callerHandles = 0;
   bool m_interpret = false;
   std::string m_device;  // "" : TESSERA_DEVICE, else cpu
   const spmd::SpmdExecutable* m_lastSpmd = nullptr;

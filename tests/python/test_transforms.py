@@ -149,6 +149,52 @@ def test_jit_static_argnums_and_argnames():
         tessera.jit(power, static_argnums=1)(x, [2])
 
 
+def _address(x):
+    """Where x's bytes are (the numpy view is dropped at once, so it does not keep the buffer shared)."""
+    return np.asarray(x).__array_interface__["data"][0]
+
+
+def test_jit_donate_argnums_updates_in_place_and_deletes(rng):
+    p = {"w": tnp.asarray(rng.standard_normal((1000,)).astype(np.float32)),
+         "b": tnp.asarray(rng.standard_normal((7,)).astype(np.float32))}
+    g = {"w": tnp.asarray(rng.standard_normal((1000,)).astype(np.float32)),
+         "b": tnp.asarray(rng.standard_normal((7,)).astype(np.float32))}
+    want = {k: np.asarray(p[k]) - 0.1 * np.asarray(g[k]) for k in p}
+    before = _address(p["w"])
+    step = tessera.jit(lambda p, g: tessera.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g), donate_argnums=0)
+    out = step(p, g)
+    for k in want:
+        np.testing.assert_allclose(np.asarray(out[k]), want[k], rtol=1e-6)
+    assert p["w"].is_deleted() and p["b"].is_deleted()
+    assert not g["w"].is_deleted()
+    assert _address(out["w"]) == before  # the output took the donated buffer
+    with pytest.raises(Exception, match="donated to a jitted function and deleted"):
+        np.asarray(p["w"])
+    # The next step donates the previous step's outputs: the same buffer again.
+    again = step(out, g)
+    assert out["w"].is_deleted() and _address(again["w"]) == before
+
+
+def test_jit_donation_is_asked_for_and_safe():
+    x = tnp.ones((64,))
+    y = tessera.jit(lambda x: x * 2.0)(x)  # not donated: x stays
+    assert not x.is_deleted() and not y.is_deleted()
+    np.testing.assert_allclose(np.asarray(x), np.ones(64))
+    # A numpy view shares the buffer (zero-copy): it is not taken, and both stay readable and unchanged.
+    view = np.asarray(x)
+    z = tessera.jit(lambda x: x + 1.0, donate_argnums=(0,))(x)
+    np.testing.assert_allclose(np.asarray(z), 2 * np.ones(64))
+    assert not x.is_deleted()
+    np.testing.assert_allclose(view, np.ones(64))
+    # donate_argnames, with a static argument beside it.
+    f = tessera.jit(lambda x, *, scale, k: x * scale + k, static_argnames="k", donate_argnames="scale")
+    s = tnp.full((64,), 3.0)
+    np.testing.assert_allclose(np.asarray(f(tnp.ones((64,)), scale=s, k=1)), 4 * np.ones(64))
+    assert s.is_deleted()
+    with pytest.raises(ValueError, match="both static and donated"):
+        tessera.jit(lambda x: x, static_argnums=0, donate_argnums=0)
+
+
 def test_jit_of_grad_equals_grad(rng):
     x = tnp.asarray(rng.standard_normal((6,)).astype(np.float32))
     f = lambda x: tnp.sum(tnp.exp(x) * tnp.cos(x))

@@ -6,7 +6,7 @@ import weakref
 
 from . import _tessera as _C
 from .numpy import Array, asarray, zeros_like, _engine_dtype
-from .tree_util import tree_flatten, tree_unflatten
+from .tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "ShapeDtypeStruct"]
@@ -30,10 +30,16 @@ class _Jitted:
     """A function compiled once per signature: the pytree structure of its dynamic arguments, their shapes and
     dtypes, and the values of its static arguments (which must be hashable)."""
 
-    def __init__(self, fun, static_argnums, static_argnames):
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums=(), donate_argnames=()):
         self._fun = fun
         self._static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self._static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self._donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        self._donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames)
+        both = set(self._donate_argnums) & set(self._static_argnums)
+        both |= set(self._donate_argnames) & set(self._static_argnames)
+        if both:
+            raise ValueError(f"jit: argument {sorted(both, key=str)[0]!r} is both static and donated")
         # The engine's Jit calls back through a weak reference: a bound method would make a cycle through the
         # C++ object, which Python's collector cannot see, and keep every jitted function (and its compiled
         # programs) alive forever.
@@ -43,6 +49,7 @@ class _Jitted:
         self._signatures = {}  # (treedef, statics) -> the signature text the engine's cache keys on
         self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
+        self._donated = {}     # signature text -> indices (as text) of the leaves that may be donated
         functools.update_wrapper(self, fun)
 
     def _split(self, args, kwargs):
@@ -75,6 +82,18 @@ class _Jitted:
         self._out_trees[signature] = out_tree
         return _leaf_arrays(out_leaves)
 
+    def _donated_leaves(self, args, kwargs):
+        """The flat indices of the leaves of the donated arguments, as the engine names leaves of a list."""
+        if not self._donate_argnums and not self._donate_argnames:
+            return []
+        nargs = len(args)
+        donate = {n % nargs for n in self._donate_argnums if -nargs <= n < nargs}
+        marked = (tuple(tree_map(lambda _: i in donate, a) for i, a in enumerate(args)),
+                  {k: tree_map(lambda _: k in self._donate_argnames, v) for k, v in kwargs.items()})
+        dynamic, _ = self._split(*marked)
+        flags, _ = tree_flatten(dynamic)
+        return [str(i) for i, flag in enumerate(flags) if flag is True]
+
     def __call__(self, *args, **kwargs):
         dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
@@ -84,7 +103,8 @@ class _Jitted:
             signature = f"#{len(self._signatures)} {treedef} static={statics!r}"
             self._signatures[key] = signature
             self._calls[signature] = key
-        outs = self._jit.call(_leaf_arrays(leaves), signature)
+            self._donated[signature] = self._donated_leaves(args, kwargs)
+        outs = self._jit.call(_leaf_arrays(leaves), signature, self._donated[signature])
         return tree_unflatten(self._out_trees[signature], outs)
 
     def cache_info(self):
@@ -94,11 +114,16 @@ class _Jitted:
                 "compile_seconds": j.compile_seconds}
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=()):
-    """jax.jit: traces fun once per signature, compiles it with the engine's compile sequence and caches it."""
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=()):
+    """jax.jit: traces fun once per signature, compiles it with the engine's compile sequence and caches it.
+
+    donate_argnums/donate_argnames: the call may write its outputs into these arguments' buffers (an optimizer
+    step updating the parameters in place); a donated array is deleted by the call (is_deleted() is True, and
+    reading it raises), as in JAX. A buffer another array still shares is not taken."""
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames)
-    return _Jitted(fun, static_argnums, static_argnames)
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    return _Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
