@@ -21,7 +21,7 @@ PACKAGES=(
   # the fault trials read the run store with SQLite's shell
   sqlite3
   # the Python package (app/python) and its tests
-  pybind11-dev python3-dev python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-numpy python3-pytest libdlpack-dev
   # multi-process runs
   openmpi-bin libopenmpi-dev
   # IDE

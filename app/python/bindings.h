@@ -56,5 +56,7 @@ class CallbackErrors {
 [[noreturn]] void raisePython(const Error& e);
 
 void registerTransforms(py::module_& m);
+// Array.__dlpack__, __dlpack_device__ and from_dlpack (dlpack.cpp).
+void registerDlpack(py::module_& m, py::class_<Array>& array);
 
 }  // namespace tsr::python

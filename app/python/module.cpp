@@ -164,7 +164,8 @@ Array reduction(py::handle x, const Axes& axes, bool keepDims) {
 }
 
 void defineArray(py::module_& m) {
-  py::class_<Array>(m, "Array")
+  py::class_<Array> array(m, "Array");
+  array
       .def_property_readonly("shape", &shapeTuple)
       .def_property_readonly("_dtype_name", [](const Array& a) { return std::string(dtypeName(a.dtype())); })
       .def_property_readonly("ndim", &Array::rank)
@@ -201,6 +202,7 @@ void defineArray(py::module_& m) {
       // % and // are numpy's (the divisor's sign), written in tessera/numpy.py over rem.
       .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
       .def("__pos__", [](const Array& a) { return a; });
+  registerDlpack(m, array);
 }
 
 // Padding as JAX takes it: "SAME", "VALID" or a sequence of (low, high) pairs.

@@ -151,14 +151,14 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "opKernelsCompile") {
                  << " ops with generated kernels");
 }
 
-// Long rows of sums are split into chunks added atomically: that path compiles too.
-TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedSumCompiles") {
+// The one generated kernel of reduce_sum(x op x) over `axis`.
+static cuda::GeneratedKernel sumKernel(const Shape& shape, ir::OpCode op, int64_t axis) {
   const auto& reg = ops::registry();
   ir::Graph g;
-  ir::ValueId x = g.addInput(Aval{Shape{4, 300000}, DType::F32});
-  auto sq = g.addNode(reg, ir::OpCode::Mul, {x, x}, ir::NoAttrs{});
-  REQUIRE(sq.ok());
-  auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*sq)[0]}, ir::ReduceAttrs{{1}});
+  ir::ValueId x = g.addInput(Aval{shape, DType::F32});
+  auto y = g.addNode(reg, op, {x, x}, ir::NoAttrs{});
+  REQUIRE(y.ok());
+  auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*y)[0]}, ir::ReduceAttrs{{axis}});
   REQUIRE_MESSAGE(sum.ok(), sum.error().message);
   g.setOutputs(*sum);
   auto lowered = lowerForCuda(g);
@@ -166,37 +166,28 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedSumCompiles") {
   auto prog = cuda::generateProgram(**lowered);
   REQUIRE(prog.ok());
   TSR_COMPARE(prog->kernels.size(), size_t{1});
-  REQUIRE(prog->kernels[0].rows > 4);
-  REQUIRE(!prog->kernels[0].zeroArgs.empty());
-  REQUIRE(prog->kernels[0].body.find("atomicAdd") != std::string::npos);
   std::string err = compileAll(prog->kernels);
   REQUIRE_MESSAGE(err.empty(), err.c_str());
+  return prog->kernels[0];
+}
+
+// Long rows of sums are split into chunks added atomically: that path compiles too.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedSumCompiles") {
+  const cuda::GeneratedKernel k = sumKernel(Shape{4, 300000}, ir::OpCode::Mul, 1);
+  REQUIRE(k.rows > 4);
+  REQUIRE(!k.zeroArgs.empty());
+  REQUIRE(k.body.find("atomicAdd") != std::string::npos);
 }
 
 // Column sums over many rows into few outputs (a bias gradient) are split into chunks added atomically; a
 // column sum with enough outputs is not.
 TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedColumnSumCompiles") {
-  const auto& reg = ops::registry();
   for (auto [shape, chunked] : {std::pair{Shape{16384, 768}, true}, std::pair{Shape{64, 65536}, false}}) {
-    ir::Graph g;
-    ir::ValueId x = g.addInput(Aval{shape, DType::F32});
-    auto twice = g.addNode(reg, ir::OpCode::Add, {x, x}, ir::NoAttrs{});
-    REQUIRE(twice.ok());
-    auto sum = g.addNode(reg, ir::OpCode::ReduceSum, {(*twice)[0]}, ir::ReduceAttrs{{0}});
-    REQUIRE_MESSAGE(sum.ok(), sum.error().message);
-    g.setOutputs(*sum);
-    auto lowered = lowerForCuda(g);
-    REQUIRE(lowered.ok());
-    auto prog = cuda::generateProgram(**lowered);
-    REQUIRE(prog.ok());
-    TSR_COMPARE(prog->kernels.size(), size_t{1});
-    const auto& k = prog->kernels[0];
+    const cuda::GeneratedKernel k = sumKernel(shape, ir::OpCode::Add, 0);
     REQUIRE(k.body.find("group = threadIdx") != std::string::npos);  // the columns layout
     TSR_COMPARE(k.body.find("atomicAdd") != std::string::npos, chunked);
     TSR_COMPARE(!k.zeroArgs.empty(), chunked);
     if (chunked) REQUIRE(k.rows >= cuda::kMinReductionBlocks);
-    std::string err = compileAll(prog->kernels);
-    REQUIRE_MESSAGE(err.empty(), err.c_str());
   }
 }
 

@@ -103,6 +103,13 @@ def asarray(a, dtype=None):
 array = asarray
 
 
+def from_dlpack(x):
+    """An Array copied from any object with __dlpack__ (numpy, PyTorch, CuPy host arrays) or a DLPack capsule:
+    host memory, any strides. The other way, Array.__dlpack__ shares the buffer without a copy
+    (numpy.from_dlpack(x), torch.from_dlpack(x))."""
+    return _C.from_dlpack(x)
+
+
 def _holds_array(seq):
     return _builtins.any(isinstance(x, Array) or isinstance(x, (list, tuple)) and _holds_array(x) for x in seq)
 
