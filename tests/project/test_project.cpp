@@ -157,7 +157,7 @@ TEST_CASE("sizesAreBoundedWithTheKeyValueAndLimit") {
 }
 
 TEST_CASE("sampleProjectsLoad") {
-  for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base"}) {
+  for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base", "resnet_cifar"}) {
     auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? name : p.error().message.c_str()));
     TSR_COMPARE(p->name, std::string(name));
