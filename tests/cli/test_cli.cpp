@@ -147,7 +147,7 @@ class TestCli : public QObject {
     QVERIFY(QDir().mkpath(dir.filePath("data")));
     for (const char* f : {"project.toml", "data/data_batch_1.bin", "data/test_batch.bin"})
       QVERIFY(QFile::copy(QString(TSR_SAMPLES "/resnet_cifar/") + f, dir.filePath(f)));
-    Run t = tessera({"train", dir.path(), "--steps", "12", "--set", "train.eval_every=0"});
+    Run t = tessera({"train", dir.path(), "--steps", "12", "--set", "train.eval_every=0", "--set", "train.batch_size=16"});
     QVERIFY2(t.exitCode == 0, qPrintable(t.out + t.err));
     QVERIFY2(t.out.contains("CIFAR-10: 400 training images in 1 files, 80 test images"), qPrintable(t.out));
     QRegularExpressionMatch m = QRegularExpression("loss ([0-9.]+) -> ([0-9.]+)").match(t.out);
