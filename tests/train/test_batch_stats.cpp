@@ -186,6 +186,7 @@ TEST_CASE("aDataParallelStepNormalisesWithTheGlobalBatch") {
   struct Outcome {
     double loss;
     Tree stats;
+    size_t allReduces = 0;  // in the step's partitioned program, when it ran on the mesh
   };
   auto stepOf = [](const project::Project& p) -> Outcome {
     auto setup = train::makeTrainingSetup(p);
@@ -194,9 +195,14 @@ TEST_CASE("aDataParallelStepNormalisesWithTheGlobalBatch") {
     if (!batch.ok()) TSR_FATAL(batch.error().message);
     auto m = setup->trainer->step(setup->state, *batch);
     if (!m.ok()) TSR_FATAL(m.error().message);
-    return {m->loss, setup->state.batchStats};
+    size_t allReduces = 0;
+    if (const spmd::SpmdExecutable* spmd = setup->trainer->spmdStep())
+      for (const sharding::CollectiveInfo& c : spmd->partitioned().collectives) allReduces += c.opName == "all_reduce";
+    return {m->loss, setup->state.batchStats, allReduces};
   };
   const Outcome single = stepOf(*one), sharded = stepOf(*two), firstHalf = stepOf(*half);
+  // The step ran split over the devices: at least a mean and a variance per norm (20) completed by all-reduces.
+  REQUIRE_MESSAGE(sharded.allReduces >= 40, sharded.allReduces);
   REQUIRE_MESSAGE(std::fabs(single.loss - sharded.loss) < 1e-5 * (1 + std::fabs(single.loss)),
                   single.loss << " vs " << sharded.loss);
   for (const std::string& path : single.stats.paths())
