@@ -45,9 +45,11 @@ int runLogits(const LogitsArgs& a) {
   if (!checkpoint.ok()) return fail(checkpoint.error().message);
   auto params = train::loadCheckpointParams(*checkpoint, *like);
   if (!params.ok()) return fail(params.error().message);
+  auto stats = train::loadCheckpointState(*checkpoint, model.initState ? model.initState() : Tree());
+  if (!stats.ok()) return fail(stats.error().message);
   auto n = static_cast<int64_t>(a.tokens.size());
   // tokens: [1, T] -> logits [1, T, V]
-  auto logits = capture([&] { return model.forward(*params, Array::fromVector(a.tokens, Shape{1, n})); });
+  auto logits = capture([&] { return model.forward(*params, *stats, Array::fromVector(a.tokens, Shape{1, n})); });
   if (!logits.ok()) return fail(logits.error().message);
   std::vector<float> values = logits->toFloats();
   if (a.json) {

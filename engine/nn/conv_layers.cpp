@@ -184,4 +184,42 @@ Array GroupNorm::apply(const Tree& p, const Array& x) const {
   return normed * p.find("weight")->leaf() + p.find("bias")->leaf();
 }
 
+Tree BatchNorm::init() const {
+  return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}, {"bias", Tree(Array::zeros({dim}, dtype))}});
+}
+
+Tree BatchNorm::initStats() const {
+  return Tree::dict({{"running_mean", Tree(Array::zeros({dim}, DType::F32))},
+                     {"running_var", Tree(Array::ones({dim}, DType::F32))}});
+}
+
+BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array& x, bool training) const {
+  if (x.rank() < 2 || x.dim(-1) != dim)
+    raise(makeError("BatchNorm: {} features (the last axis) over a batch, got inputs {}", dim, x.aval().toString()));
+  const Tree* runningMean = stats.isLeaf() ? nullptr : stats.find("running_mean");
+  const Tree* runningVar = stats.isLeaf() ? nullptr : stats.find("running_var");
+  if (!runningMean || !runningVar)
+    raise(makeError("BatchNorm over {} features: no running statistics (running_mean, running_var) were given", dim));
+  Output out;
+  Array m, v;
+  if (training) {
+    Axes axes;  // every axis but the features
+    for (int64_t a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
+    m = mean(x, axes);                           // [dim]
+    v = mean(square(x - m), axes);               // [dim], biased
+    // The running statistics follow the batch's values; they are state, so no gradient flows through them.
+    auto follow = [&](const Tree* running, const Array& batch) {
+      const Array r = running->leaf();
+      return Tree(r * momentum + stopGradient(astype(batch, r.dtype())) * (1.0 - momentum));
+    };
+    out.stats = Tree::dict({{"running_mean", follow(runningMean, m)}, {"running_var", follow(runningVar, v)}});
+  } else {
+    m = astype(runningMean->leaf(), x.dtype());
+    v = astype(runningVar->leaf(), x.dtype());
+    out.stats = stats;
+  }
+  out.y = (x - m) * rsqrt(v + eps) * p.find("weight")->leaf() + p.find("bias")->leaf();
+  return out;
+}
+
 }  // namespace tsr::nn

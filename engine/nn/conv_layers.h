@@ -2,7 +2,8 @@
 // The layers of convolutional networks, channels last as Flax's (inputs [N, spatial..., C], 1 to 3 spatial
 // dims) with parameters named as the other layers' ("weight", "bias"): Conv (kernel [spatial..., C/groups, out],
 // HWIO), ConvTranspose (kernel [spatial..., in, out], lax.conv_transpose), max and average pooling, global
-// average pooling, Upsample (nearest or linear), and the norms that work per example: RMSNorm and GroupNorm.
+// average pooling, Upsample (nearest or linear), the norms that work per example (RMSNorm and GroupNorm) and
+// BatchNorm, which works over the batch and keeps running statistics beside its parameters.
 // Each is a small config struct with init(key) -> Tree and apply(params, x), as in layers.h.
 #include <cstdint>
 #include <string>
@@ -87,6 +88,31 @@ struct GroupNorm {
   DType dtype = DType::F32;
   Tree init() const;  // {weight: ones, bias: zeros}
   Array apply(const Tree& p, const Array& x) const;
+  int64_t numParams() const { return 2 * dim; }
+};
+
+// Over every axis but the last (the features, channels last), as flax.linen.BatchNorm with Flax's conventions:
+// training normalises with the batch's mean and biased variance, mean((x - mean)^2), and moves the running
+// statistics towards them, running = momentum * running + (1 - momentum) * batch (momentum 0.99: PyTorch's
+// momentum 0.1; PyTorch keeps the unbiased variance, Flax and this layer the biased one); inference normalises
+// with the running statistics. The statistics are state, not parameters: no gradient reaches them and no
+// optimizer updates them (Context::state carries them through a training step). Under data parallelism the
+// batch's mean is one reduction over the whole (sharded) batch axis, so every device normalises with the global
+// batch's statistics.
+struct BatchNorm {
+  int64_t dim = 0;
+  double momentum = 0.99;
+  double eps = 1e-5;
+  DType dtype = DType::F32;
+
+  Tree init() const;       // {weight: ones, bias: zeros}: torchvision's names
+  Tree initStats() const;  // {running_mean: zeros, running_var: ones}, f32
+  struct Output {
+    Array y;
+    Tree stats;  // training: the updated running statistics; inference: those given
+  };
+  // x: [..., dim]; stats as initStats gives them.
+  Output apply(const Tree& p, const Tree& stats, const Array& x, bool training) const;
   int64_t numParams() const { return 2 * dim; }
 };
 

@@ -27,6 +27,12 @@ class Context {
   // What a model's blocks recompute in the backward pass instead of keeping ([train] remat; None: nothing).
   void setRemat(RematPolicy policy) { m_remat = policy; }
   RematPolicy remat() const { return m_remat; }
+  // The model's mutable state (Flax's "batch_stats" collection: BatchNorm's running statistics), which apply
+  // reads, and the values a training apply updates it to (the step's further output, Trainer's batch_stats).
+  void setState(Tree state) { m_state = std::move(state); }
+  const Tree& state() const { return m_state; }
+  void setUpdatedState(Tree state) { m_updated = std::move(state); }
+  const Tree& updatedState() const { return m_updated; }
 
  private:
   bool m_training = false;
@@ -34,6 +40,7 @@ class Context {
   Array m_key;
   uint32_t m_counter = 0;
   std::vector<std::pair<std::string, Array>> m_sown;
+  Tree m_state, m_updated;
 };
 
 // block(x) under the context's remat policy: as it is, or as one remat_call whose intermediates the backward

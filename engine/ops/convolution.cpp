@@ -305,7 +305,12 @@ std::shared_ptr<const ConvPrimitive> convPrimitive(const ConvGeometry& g) {
   dnnl::memory::desc dstMd(dst, dt::f32, plainTag(ns, false, false));
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, srcMd,
                                        weiMd, dstMd, strides, dilates, padL, padR);
-  dnnl::convolution_forward::primitive_desc pd(desc, dnn.engine);
+  // The scratchpad is the caller's, one per execution: the library's own is shared by every execution of a
+  // primitive and is not safe across threads unless oneDNN was built for concurrent execution (Debian's is not),
+  // and the devices of an SPMD program run the same convolutions at once on their threads.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, dnn.engine);
   auto prim = std::make_shared<const ConvPrimitive>(ConvPrimitive{pd, dnnl::convolution_forward(pd)});
   dnn.cache.emplace(std::move(key), prim);
   return prim;
@@ -322,7 +327,9 @@ bool oneDnnConv(const float* x, const float* w, float* y, const ConvGeometry& g)
     dnnl::memory dst(pd.dst_desc(), dnn.engine, y);
     omp_set_num_threads(engineThreads());  // this thread's OpenMP teams: the engine's thread count
     dnnl::stream stream(dnn.engine);
-    cp->prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    dnnl::memory scratchpad(pd.scratchpad_desc(), dnn.engine);
+    cp->prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst},
+                              {DNNL_ARG_SCRATCHPAD, scratchpad}});
     stream.wait();
     return true;
   } catch (const dnnl::error&) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "engine/core/limits.h"
+#include "engine/nn/resnet.h"
 #include "engine/nn/vit.h"
 #include "engine/project/python_family.h"
 
@@ -148,6 +149,66 @@ ModelFamily mlpFamily() {
   return f;
 }
 
+FamilyKey textKey(std::string name, std::string def, std::vector<std::string> choices, std::string help) {
+  FamilyKey k;
+  k.name = std::move(name);
+  k.type = KeyType::Text;
+  k.defaultValue = std::move(def);
+  k.choices = std::move(choices);
+  k.help = std::move(help);
+  return k;
+}
+
+nn::ResNetConfig resnetConfig(const ModelConfig& c) {
+  nn::ResNetConfig r;
+  r.depth = c.integer("depth");
+  r.numClasses = c.integer("num_classes");
+  r.width = c.integer("width");
+  r.stem = c.text("stem");
+  r.norm = c.text("norm");
+  r.imageSize = c.integer("image_size");
+  return r;
+}
+
+ModelFamily resnetFamily() {
+  ModelFamily f;
+  f.name = "resnet";
+  f.description = "ResNet-18/34/50: a convolutional image classifier (He et al., 2016) as torchvision builds it, "
+                  "batch norm's running statistics kept as training state";
+  FamilyKey depth = integerKey("depth", 18, 50, "layers: 18 or 34 (basic blocks), 50 (bottleneck blocks)");
+  depth.min = 18;
+  depth.requirement = "18, 34 or 50";
+  f.keys = {depth,
+            integerKey("num_classes", 1000, limits::kVocab, "classes the head predicts"),
+            integerKey("width", 64, limits::kWidth, "channels of the stem and first stage; each later stage doubles them"),
+            textKey("stem", "imagenet", {"imagenet", "cifar"},
+                    "imagenet: 7x7 stride-2 convolution and 3x3 max pool; cifar: 3x3 stride-1 convolution, no pool"),
+            textKey("norm", "batch", {"batch", "group"},
+                    "batch: BatchNorm (running statistics as state, momentum 0.99); group: GroupNorm, gcd(32, channels) groups"),
+            integerKey("image_size", 224, limits::kImageSize, "pixels a side of the square RGB input")};
+  f.dataKinds = {"synthetic-images", "cifar10", "image_folder", "npy"};
+  f.check = [](const ModelConfig& c) -> Status {
+    const int64_t d = c.integer("depth");
+    if (d != 18 && d != 34 && d != 50) return makeError("[model] depth must be 18, 34 or 50, got {}", d);
+    return {};
+  };
+  f.build = [](const ModelConfig& c, const BuildContext&) {
+    auto model = std::make_shared<nn::ResNet>(resnetConfig(c));
+    FamilyModel m = wrap(model);
+    m.initState = [model] { return model->initState(); };
+    // A training step is three forward passes' worth of multiply-adds, two FLOPs each.
+    m.trainFlopsPerItem = 6.0 * model->forwardMacsPerSample();
+    m.flopsRule = "6*MACs*samples (convolutions and head at image_size)";
+    return m;
+  };
+  f.batch = [](const ModelConfig& c, int64_t batch) {
+    const int64_t side = c.integer("image_size");
+    return BatchSignature{Aval{Shape{batch, 3, side, side}, DType::F32}, Aval{Shape{batch}, DType::I32},
+                          c.integer("num_classes")};
+  };
+  return f;
+}
+
 }  // namespace
 
 std::vector<FamilyKey> gpt2Keys() {
@@ -187,7 +248,7 @@ Status checkGpt2(const ModelConfig& c) {
 }
 
 std::vector<ModelFamily> coreFamilies() {
-  std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily()};
+  std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily(), resnetFamily()};
   for (ModelFamily& f : pythonFamilies()) core.push_back(std::move(f));
   for (ModelFamily& f : core) f.origin = "core";
   return core;

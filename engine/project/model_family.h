@@ -81,6 +81,11 @@ struct FamilyModel {
   // The model's own loss on a batch, where it has one (a Python model's `loss`): then the project's [train] loss
   // is not used, and `apply` may be empty (no logits: no accuracy, no `tessera logits`, no generation).
   std::function<Array(const Tree& params, const Array& inputs, const Array& targets, nn::Context& ctx)> loss;
+  // The model's state at its start, where it keeps one beside its parameters (BatchNorm's running statistics,
+  // Flax's "batch_stats"): apply reads it from nn::Context::state and, in training, leaves the updated one in
+  // Context::updatedState. Not parameters: no gradient, no optimizer; the Trainer carries it through each step
+  // and checkpoints keep it. Empty: a model without state.
+  std::function<Tree()> initState;
   int64_t numParams = 0;
   double trainFlopsPerItem = 0;  // model FLOPs of a training step per item (token or sample)
   std::string flopsRule;         // how, for reports: "6*N*samples"
@@ -116,7 +121,7 @@ struct ModelFamily {
   std::function<FamilyModel(const ModelConfig&, const BuildContext&)> build;
   // The batch a step trains on. Language models need none (tokens and next tokens).
   std::function<BatchSignature(const ModelConfig&, int64_t batchSize)> batch;
-  std::string origin;  // "core" for gpt2, vit and mlp; a plugin's path; empty for one registered by the program
+  std::string origin;  // "core" for gpt2, vit, mlp and resnet; a plugin's path; empty for one registered by the program
 };
 
 // A declaration's own faults: an empty name, no build function, a non-language model without a batch function,

@@ -8,7 +8,7 @@
 //   - optimizer state follows its parameter: the rules are searched in the state's own path ("1.mu" and the
 //     parameter's path), and an override of the parameter covers its state;
 //   - the batch is split over the mesh's first axis where its leading dim divides, else whole;
-//   - everything else (the step counter, captured constants) is replicated.
+//   - everything else (the step counter, the model's state "batch_stats.*", captured constants) is replicated.
 #include <map>
 #include <optional>
 #include <regex>
@@ -24,7 +24,8 @@
 namespace tsr::train {
 
 // An argument of the training step by what it is. The step's arguments are the tree {params, opt, inputs,
-// targets, step}; toString() gives the path that tree names it by, the form every printout uses.
+// targets, step}, and batch_stats for a model with state (an Other); toString() gives the path that tree names
+// it by, the form every printout uses.
 struct ArgumentPath {
   struct Param {  // "params.h.0.attn.c_attn.weight": path "h.0.attn.c_attn.weight"
     std::string path;

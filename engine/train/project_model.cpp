@@ -50,10 +50,12 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
     };
   }
   if (model->apply)
-    m.forward = [model](const Tree& prm, const Array& inputs) {
+    m.forward = [model](const Tree& prm, const Tree& state, const Array& inputs) {
       nn::Context ctx;
+      ctx.setState(state);
       return model->apply(prm, inputs, ctx);
     };
+  m.initState = model->initState;
   m.numParams = model->numParams;
   m.trainFlopsPerItem = model->trainFlopsPerItem;
   m.flopsRule = model->flopsRule;
@@ -102,6 +104,20 @@ Result<Tree> loadCheckpointParams(const std::string& path, const Tree& like) {
   // A file without "params." tensors is not one of ours: read it as Hugging Face weights.
   auto tree = params.tensors.empty() ? treeFromHuggingFace(ck, like) : treeFromSafetensors(params, like);
   if (!tree.ok()) return makeError("checkpoint {} does not match the project's model: {}", path, tree.error().message);
+  return tree;
+}
+
+}  // namespace tsr::train
+
+namespace tsr::train {
+
+Result<Tree> loadCheckpointState(const std::string& path, const Tree& like) {
+  if (like.leaves().empty()) return like;
+  TSR_ASSIGN(SafetensorsFile ck, readSafetensors(path));
+  auto tree = treeFromSafetensors(readCheckpointPart(ck, "batch_stats."), like);
+  if (!tree.ok())
+    return makeError("checkpoint {} does not hold the model's state (batch_stats.*, its running statistics): {}", path,
+                     tree.error().message);
   return tree;
 }
 

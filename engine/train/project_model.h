@@ -18,8 +18,11 @@ struct ProjectModel {
   const project::ModelFamily* family = nullptr;
   std::function<Tree(const Array& key)> init;
   TrainLossFn loss;
-  // inputs -> logits, no dropout; empty for a model that gives only its loss (a Python model without logits)
-  std::function<Array(const Tree& params, const Array& inputs)> forward;
+  // The model's state at its start (BatchNorm's running statistics: FamilyModel::initState); empty: none.
+  std::function<Tree()> initState;
+  // inputs -> logits, no dropout, in inference with the state given (an empty Tree for a model without);
+  // empty for a model that gives only its loss (a Python model without logits)
+  std::function<Array(const Tree& params, const Tree& state, const Array& inputs)> forward;
   int64_t numParams = 0;
   // Model FLOPs of a training step per item: 6 N (+ 12 L C T attention for gpt2), the PaLM/nanoGPT estimate.
   double trainFlopsPerItem = 0, forwardFlopsPerItem = 0;
@@ -50,5 +53,8 @@ SafetensorsFile readCheckpointPart(const SafetensorsFile& ck, const std::string&
 
 // Parameters shaped like `like` from a checkpoint written by a training run, or weights saved by Hugging Face.
 Result<Tree> loadCheckpointParams(const std::string& path, const Tree& like);
+// The model's state (the "batch_stats." tensors) shaped like `like` from a checkpoint written by a training run;
+// `like` itself when it is empty (a model without state).
+Result<Tree> loadCheckpointState(const std::string& path, const Tree& like);
 
 }  // namespace tsr::train

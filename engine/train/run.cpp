@@ -111,7 +111,8 @@ std::optional<std::string> firstNonFinite(const SafetensorsFile& f) {
   return std::nullopt;
 }
 
-// Checkpoint: params and optimizer state in one safetensors file, the step and data position as metadata.
+// Checkpoint: params, optimizer state and the model's state ("batch_stats.", BatchNorm's running statistics) in
+// one safetensors file, the step and data position as metadata.
 // Every process gathers the sharded arrays (a collective under MPI); the primary one writes the file. A state
 // holding NaN or Inf is never written: it would replace the last good checkpoint with a diverged one.
 // Returns the non-finite value instead of writing (none: written, or left to the primary process).
@@ -127,6 +128,7 @@ Result<std::optional<std::string>> saveCheckpoint(const std::string& path, const
   };
   s.params.visit([&](const std::string& path, const Array& a) { add("params." + path, a); });
   s.optState.visit([&](const std::string& path, const Array& a) { add("opt." + path, a); });
+  s.batchStats.visit([&](const std::string& path, const Array& a) { add("batch_stats." + path, a); });
   TSR_TRY(failed);
   if (!write) return std::optional<std::string>();
   if (auto bad = firstNonFinite(f)) return bad;
@@ -207,6 +209,12 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       SafetensorsFile optPart = readCheckpointPart(ck, "opt.");
       TSR_ASSIGN(state.params, treeFromSafetensors(paramsPart, state.params));
       TSR_ASSIGN(state.optState, treeFromSafetensors(optPart, state.optState));
+      if (!state.batchStats.leaves().empty()) {
+        auto stats = treeFromSafetensors(readCheckpointPart(ck, "batch_stats."), state.batchStats);
+        if (!stats.ok())
+          return makeError("the model's state (batch_stats.*, its running statistics): {}", stats.error().message);
+        state.batchStats = std::move(stats).value();
+      }
       TSR_TRY(trainer.placeState(state));  // back onto the mesh
       TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], "metadata 'step'"));
       TSR_ASSIGN(runId, parseCount(ck.metadata["run"], "metadata 'run'"));
@@ -477,7 +485,7 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     info("no text sample: the model gives its loss but no logits");
   if (tokenizer && options.sampleTokens > 0 && oneProcess && model.forward) {
     auto text = sampleText(contextOf(p),
-                           [&](const Array& tokens) { return model.forward(state.params, tokens); }, *tokenizer,
+                           [&](const Array& tokens) { return model.forward(state.params, state.batchStats, tokens); }, *tokenizer,
                            "\n", options.sampleTokens, 0.8, 40, t.seed);
     if (text.ok()) {
       if (db) TSR_TRY(db->putArtifact(runId, {"sample.txt", "text", *text}));
@@ -518,7 +526,9 @@ Result<ClosedGraph> traceTrainingStep(const project::Project& p) {
   o.mesh = false;
   TSR_ASSIGN(TrainingSetup setup, makeTrainingSetup(p, o));
   const project::BatchSignature& batch = setup.model.batch;
-  return setup.trainer->lowerStep(*setup.avals->find("params"), *setup.avals->find("opt"), batch.inputs, batch.targets);
+  const TreeOf<Aval>* stats = setup.avals->find("batch_stats");
+  return setup.trainer->lowerStep(*setup.avals->find("params"), *setup.avals->find("opt"), batch.inputs, batch.targets,
+                                  stats ? *stats : TreeOf<Aval>());
 }
 
 Result<ModelInfo> describeModel(const project::Project& p) {
@@ -552,8 +562,10 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
   TSR_ASSIGN(ProjectModel model, buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0));
   TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
   TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
+  // A model with state (BatchNorm's running statistics) evaluates in inference with the checkpoint's.
+  TSR_ASSIGN(Tree stats, loadCheckpointState(checkpoint, model.initState ? model.initState() : Tree()));
   Trainer trainer(model.loss, optim::sgd(optim::constantSchedule(0.0), 0.0), optim::constantSchedule(0.0), p.train.seed);
-  TrainState state = trainer.init(std::move(params));
+  TrainState state = trainer.init(std::move(params), std::move(stats));
   double total = 0;
   for (int64_t i = 0; i < p.train.evalSteps; ++i) {
     TSR_ASSIGN(Batch b, data.val->next());
@@ -582,7 +594,8 @@ Result<std::string> generateFromCheckpoint(const project::Project& p, const std:
   if (!model.forward) return makeError("{}: generate needs the model's logits, and its model gives only a loss", p.file);
   TSR_ASSIGN(Tree like, capture([&] { return model.init(random::key(p.train.seed)); }));
   TSR_ASSIGN(Tree params, loadCheckpointParams(checkpoint, like));
-  return sampleText(contextOf(p), [&](const Array& tokens) { return model.forward(params, tokens); }, *tokenizer, o.prompt,
+  TSR_ASSIGN(Tree stats, loadCheckpointState(checkpoint, model.initState ? model.initState() : Tree()));
+  return sampleText(contextOf(p), [&](const Array& tokens) { return model.forward(params, stats, tokens); }, *tokenizer, o.prompt,
                     o.tokens, o.temperature, o.topK, o.seed);
 }
 

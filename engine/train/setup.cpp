@@ -89,12 +89,15 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
                                                    : RematPolicy::None);
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
-  // The avals of the parameters and the optimizer state, from an abstract trace of their init: what the state
-  // takes is known before any of it is allocated.
+  // The avals of the parameters, the optimizer state and the model's state, from an abstract trace of their
+  // init: what the state takes is known before any of it is allocated.
   const auto& init = s.model.init;
+  const auto& initState = s.model.initState;
   TSR_ASSIGN(ClosedGraph g, makeGraph([&](const Tree& key) {
     Tree params = init(key.leaf());
-    return Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+    Tree state = Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+    if (initState) state.set("batch_stats", initState());
+    return state;
   }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
   std::vector<Aval> avals;
   int64_t stateBytes = 0;
@@ -109,7 +112,8 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
     if (auto st = limits::checkFitsInMemory(what, stateBytes); !st.ok())
       return makeError("{}: {}; make the model smaller in [model]", p.file, st.error().message);
     TSR_ASSIGN(Tree params, capture([&] { return s.model.init(random::key(t.seed)); }));
-    TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params)); }));
+    TSR_ASSIGN(Tree stats, capture([&] { return initState ? initState() : Tree(); }));
+    TSR_ASSIGN(s.state, capture([&] { return s.trainer->init(std::move(params), std::move(stats)); }));
   }
   return s;
 }

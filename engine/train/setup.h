@@ -38,7 +38,8 @@ struct TrainingSetup {
   ProjectModel model;
   std::unique_ptr<Trainer> trainer;
   TrainState state;                     // with materialize
-  std::optional<TreeOf<Aval>> avals;    // the state's shapes: {"params": ..., "opt": ...}
+  // the state's shapes: {"params": ..., "opt": ...}, and "batch_stats" for a model with state
+  std::optional<TreeOf<Aval>> avals;
   std::shared_ptr<DataSource> train, val;  // with data (val may be absent: no validation batches)
   std::optional<data::BpeTokenizer> tokenizer;
   int64_t itemsPerBatch = 0;  // tokens (or samples) a step consumes

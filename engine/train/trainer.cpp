@@ -25,55 +25,84 @@ std::vector<std::pair<std::string, double>> metricsOf(const Tree& out) {
   return values;
 }
 
+// The model's state as a training apply left it (Context::updatedState): the state it was given, updated. A
+// model with state must update it in training, in the same tree.
+Tree updatedStats(const nn::Context& ctx, const Tree& given) {
+  const Tree& updated = ctx.updatedState();
+  if (!(updated.def() == given.def()))
+    raise(makeError("the model was given its state {} and left {} after a training apply (nn::Context::setUpdatedState)",
+                    given.def().toString(), updated.def().toString()));
+  return updated;
+}
+
+bool hasState(const TrainState& s) { return !s.batchStats.leaves().empty(); }
+
+// What a training apply gives beside its loss: the model's metrics, and its updated state when it has one.
+Tree auxOf(const nn::Context& ctx, const Tree* stats) {
+  Tree aux = Tree::dict({{"metrics", sownTree(ctx)}});
+  if (stats) aux.set("batch_stats", updatedStats(ctx, *stats));
+  return aux;
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, optim::Schedule lr, uint64_t seed)
     : m_loss(std::move(loss)), m_opt(std::move(optimizer)), m_lr(std::move(lr)), m_seed(seed) {
-  // args: {params, opt, inputs, targets, step}; the dropout key is derived from the seed and the step, so a
-  // resumed run draws the same masks as an uninterrupted one.
+  // args: {params, opt, [batch_stats,] inputs, targets, step}; the dropout key is derived from the seed and the
+  // step, so a resumed run draws the same masks as an uninterrupted one. The model's state (batch_stats) goes in
+  // through the Context and its update comes out beside the loss, as Flax's mutable=["batch_stats"].
   m_step = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         const Tree& params = *args.find("params");
         Array step = args.find("step")->leaf();
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array key = random::foldIn(random::key(m_seed), astype(step, DType::U32));
+        const Tree* stats = args.find("batch_stats");
         auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
+          if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
-          return std::pair{loss, sownTree(ctx)};
+          return std::pair{loss, auxOf(ctx, stats)};
         })(params);
         auto [updates, opt] = m_opt.update(vg.grads, *args.find("opt"), params);
-        return Tree::dict({{"params", optim::applyUpdates(params, updates)},
-                           {"opt", opt},
-                           {"loss", Tree(vg.value)},
-                           {"grad_norm", Tree(optim::globalNorm(vg.grads))},
-                           {"lr", Tree(m_lr(step))},
-                           {"metrics", vg.aux}});
+        Tree out = Tree::dict({{"params", optim::applyUpdates(params, updates)},
+                               {"opt", opt},
+                               {"loss", Tree(vg.value)},
+                               {"grad_norm", Tree(optim::globalNorm(vg.grads))},
+                               {"lr", Tree(m_lr(step))},
+                               {"metrics", *vg.aux.find("metrics")}});
+        if (stats) out.set("batch_stats", *vg.aux.find("batch_stats"));
+        return out;
       },
       "train_step");
-  // The parameters and optimizer state are updated in place (step() hands them over).
-  m_step->setDonatedArgs({"params", "opt"});
+  // The parameters, optimizer state and model state are updated in place (step() hands them over).
+  m_step->setDonatedArgs({"params", "opt", "batch_stats"});
   m_eval = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         nn::Context ctx;
+        if (const Tree* stats = args.find("batch_stats")) ctx.setState(*stats);
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array loss = m_loss(*args.find("params"), batch, ctx);
         return Tree::dict({{"loss", Tree(loss)}, {"metrics", sownTree(ctx)}});
       },
       "eval_step");
-  // Gradient accumulation. args: {params, inputs, targets, step, micro, scale[, acc]}: the micro-batch's loss
-  // and gradient times `scale` (1/K), added to `acc` when given. Each micro-batch draws its own dropout key.
+  // Gradient accumulation. args: {params, [batch_stats,] inputs, targets, step, micro, scale[, acc]}: the
+  // micro-batch's loss and gradient times `scale` (1/K), added to `acc` when given, and the model's state updated
+  // by this micro-batch (each micro-batch moves the running statistics, as K forward passes would). Each
+  // micro-batch draws its own dropout key.
   m_grad = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array key = random::foldIn(random::foldIn(random::key(m_seed), astype(args.find("step")->leaf(), DType::U32)),
                                    astype(args.find("micro")->leaf(), DType::U32));
+        const Tree* stats = args.find("batch_stats");
         auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
+          if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
-          return std::pair{loss, sownTree(ctx)};
+          return std::pair{loss, auxOf(ctx, stats)};
         })(*args.find("params"));
         const Array scale = args.find("scale")->leaf();
         auto scaled = [&](const Array& x) { return x * astype(scale, x.dtype()); };
@@ -81,10 +110,13 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         if (const Tree* acc = args.find("acc"))
           grads = optim::treeMap2(grads, *acc, [](const Array& g, const Array& a) { return a + g; });
         // The model's metrics, like the loss, as this micro-batch's share of their mean over the step.
-        return Tree::dict({{"acc", grads}, {"loss", Tree(scaled(vg.value))}, {"metrics", vg.aux.map(scaled)}});
+        Tree out = Tree::dict(
+            {{"acc", grads}, {"loss", Tree(scaled(vg.value))}, {"metrics", vg.aux.find("metrics")->map(scaled)}});
+        if (stats) out.set("batch_stats", *vg.aux.find("batch_stats"));
+        return out;
       },
       "train_grad");
-  m_grad->setDonatedArgs({"acc"});
+  m_grad->setDonatedArgs({"acc", "batch_stats"});
   m_apply = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         const Tree& params = *args.find("params");
@@ -99,15 +131,17 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
   m_apply->setDonatedArgs({"params", "opt", "grads"});
 }
 
-TrainState Trainer::init(Tree params) const {
+TrainState Trainer::init(Tree params, Tree batchStats) const {
   TrainState s;
   s.optState = m_opt.init(params);
   // The state owns its own copy: steps update it in place (donation), which must not reach the caller's tree.
-  s.params = params.map([](const Array& a) {
+  auto own = [](const Array& a) {
     if (!a.isConcrete()) return a;
     Array whole = a.gathered();
     return Array::fromBytes(whole.aval(), whole.buffer()->data());
-  });
+  };
+  s.params = params.map(own);
+  if (!batchStats.leaves().empty()) s.batchStats = batchStats.map(own);
   if (auto st = placeState(s); !st.ok()) raise(st.takeError());
   return s;
 }
@@ -118,8 +152,12 @@ Status Trainer::placeState(TrainState& state) const {
   auto param = [](const std::string& p) { return ArgumentPath{ArgumentPath::Param{p}}; };
   TSR_ASSIGN(Tree placedParams, place(state.params, param));
   TSR_ASSIGN(Tree placedOpt, place(state.optState, [&](const std::string& p) { return optStatePath(p, params); }));
+  // The model's state is replicated: every device normalises with the same (global) statistics.
+  TSR_ASSIGN(Tree placedStats,
+             place(state.batchStats, [](const std::string& p) { return ArgumentPath{ArgumentPath::Other{"batch_stats." + p}}; }));
   state.params = std::move(placedParams);
   state.optState = std::move(placedOpt);
+  state.batchStats = std::move(placedStats);
   return {};
 }
 
@@ -164,26 +202,31 @@ Result<Batch> Trainer::placeBatch(const Batch& batch) const {
 }
 
 Tree Trainer::stepArgs(const TrainState& state, const Batch& batch) const {
-  return Tree::dict({{"params", state.params},
-                     {"opt", state.optState},
-                     {"inputs", Tree(batch.inputs)},
-                     {"targets", Tree(batch.targets)},
-                     {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
+  Tree args = Tree::dict({{"params", state.params},
+                          {"opt", state.optState},
+                          {"inputs", Tree(batch.inputs)},
+                          {"targets", Tree(batch.targets)},
+                          {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
+  if (hasState(state)) args.set("batch_stats", state.batchStats);
+  return args;
 }
 
 Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   auto t0 = std::chrono::steady_clock::now();
   TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   // The state moves into the arguments so that its buffers can be donated; on failure it moves back.
+  const bool stateful = hasState(state);
   Tree args = Tree::dict({{"params", std::move(state.params)},
                           {"opt", std::move(state.optState)},
                           {"inputs", Tree(batch.inputs)},
                           {"targets", Tree(batch.targets)},
                           {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
+  if (stateful) args.set("batch_stats", std::move(state.batchStats));
   auto result = m_step->call(args);
   if (!result.ok()) {
     state.params = *args.find("params");
     state.optState = *args.find("opt");
+    if (stateful) state.batchStats = *args.find("batch_stats");
     return result.error();
   }
   args = Tree();
@@ -195,6 +238,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   m.extra = metricsOf(out);
   state.params = *out.find("params");
   state.optState = *out.find("opt");
+  if (stateful) state.batchStats = *out.find("batch_stats");
   ++state.step;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
@@ -219,7 +263,16 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
         {"micro", Tree(Array::scalar(static_cast<double>(i), DType::I32))},
         {"scale", Tree(scale)}};
     if (i > 0) fields.emplace_back("acc", std::move(acc));
-    TSR_ASSIGN(Tree out, m_grad->call(Tree::dict(std::move(fields))));
+    if (hasState(state)) fields.emplace_back("batch_stats", std::move(state.batchStats));
+    Tree args = Tree::dict(std::move(fields));
+    auto result = m_grad->call(args);
+    if (!result.ok()) {
+      if (const Tree* stats = args.find("batch_stats")) state.batchStats = *stats;
+      return result.error();
+    }
+    args = Tree();
+    Tree out = std::move(*result);
+    if (const Tree* stats = out.find("batch_stats")) state.batchStats = *stats;
     loss += out.find("loss")->leaf().item();
     const std::vector<std::pair<std::string, double>> shares = metricsOf(out);
     if (i == 0) metrics.assign(shares.size(), {"", 0.0});
@@ -260,6 +313,7 @@ Result<double> Trainer::evalLoss(const TrainState& state, const Batch& batch) {
 Result<StepMetrics> Trainer::evaluate(const TrainState& state, const Batch& unplaced) {
   TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   Tree args = Tree::dict({{"params", state.params}, {"inputs", Tree(batch.inputs)}, {"targets", Tree(batch.targets)}});
+  if (hasState(state)) args.set("batch_stats", state.batchStats);
   TSR_ASSIGN(Tree out, m_eval->call(args));
   StepMetrics m;
   m.loss = out.find("loss")->leaf().item();
@@ -278,12 +332,14 @@ Result<ClosedGraph> Trainer::lowerStep(const TrainState& state, const Batch& bat
 }
 
 Result<ClosedGraph> Trainer::lowerStep(const TreeOf<Aval>& params, const TreeOf<Aval>& opt, const Aval& inputs,
-                                       const Aval& targets) {
-  return m_step->lower(TreeOf<Aval>::dict({{"params", params},
-                                           {"opt", opt},
-                                           {"inputs", TreeOf<Aval>(inputs)},
-                                           {"targets", TreeOf<Aval>(targets)},
-                                           {"step", TreeOf<Aval>(Aval{Shape{}, DType::I32})}}));
+                                       const Aval& targets, const TreeOf<Aval>& batchStats) {
+  auto args = TreeOf<Aval>::dict({{"params", params},
+                                  {"opt", opt},
+                                  {"inputs", TreeOf<Aval>(inputs)},
+                                  {"targets", TreeOf<Aval>(targets)},
+                                  {"step", TreeOf<Aval>(Aval{Shape{}, DType::I32})}});
+  if (!batchStats.leaves().empty()) args.set("batch_stats", batchStats);
+  return m_step->lower(args);
 }
 
 }  // namespace tsr::train

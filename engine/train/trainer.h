@@ -1,6 +1,8 @@
 #pragma once
 // The training step and its state: valueAndGrad of the loss, the optimiser update and the parameter update,
-// jitted as one function (compiled once, then a cache hit every step).
+// jitted as one function (compiled once, then a cache hit every step). A model with state (BatchNorm's running
+// statistics) gets it through nn::Context and gives its update back beside the loss: one more argument and
+// output of the step, "batch_stats", donated as the parameters are.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +25,9 @@ struct TrainState {
   Tree params;
   Tree optState;
   int64_t step = 0;
+  // The model's state beside its parameters (BatchNorm's running statistics, Flax's "batch_stats"): no gradient
+  // and no optimizer; each step reads it and returns its update. Empty for a model without state.
+  Tree batchStats;
 };
 
 struct StepMetrics {
@@ -52,7 +57,8 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  TrainState init(Tree params) const;
+  // `batchStats`: the model's state at its start (ProjectModel::initState), empty for a model without.
+  TrainState init(Tree params, Tree batchStats = Tree()) const;
   // Places the state (at init) and every batch on the mesh. Errors name a bad regex or spec.
   Status setSharding(TrainSharding sharding);
   const std::optional<TrainSharding>& sharding() const { return m_sharding; }
@@ -85,9 +91,10 @@ class Trainer {
   }
   // The traced training step for these avals (for `tessera compile` and the IDE's graph view).
   Result<ClosedGraph> lowerStep(const TrainState& state, const Batch& batch);
-  // The same from avals only (no weights materialised): params and opt are the avals of init's trees.
+  // The same from avals only (no weights materialised): params, opt and batch_stats are the avals of init's
+  // trees (batch_stats empty for a model without state).
   Result<ClosedGraph> lowerStep(const TreeOf<Aval>& params, const TreeOf<Aval>& opt, const Aval& inputs,
-                                const Aval& targets);
+                                const Aval& targets, const TreeOf<Aval>& batchStats = {});
 
  private:
   Tree stepArgs(const TrainState& state, const Batch& batch) const;

@@ -129,6 +129,33 @@ class TestCli : public QObject {
     QCOMPARE(vit.exitCode, 0);
     QVERIFY2(vit.out.contains("86,567,656"), qPrintable(vit.out + vit.err));
     QVERIFY(vit.out.contains("FLOPs per sample"));
+    // torchvision's ResNet-18 and -50 (ImageNet stem, 1000 classes): the sample's family at their settings.
+    const QStringList imagenet = {"--set", "model.stem=imagenet", "--set", "model.width=64", "--set",
+                                  "model.num_classes=1000", "--set", "model.image_size=224"};
+    Run r18 = tessera(QStringList{"model-info", TSR_SAMPLES "/resnet_cifar"} + imagenet);
+    QCOMPARE(r18.exitCode, 0);
+    QVERIFY2(r18.out.contains("11,689,512"), qPrintable(r18.out + r18.err));
+    Run r50 = tessera(QStringList{"model-info", TSR_SAMPLES "/resnet_cifar", "--set", "model.depth=50"} + imagenet);
+    QCOMPARE(r50.exitCode, 0);
+    QVERIFY2(r50.out.contains("25,557,032"), qPrintable(r50.out + r50.err));
+  }
+
+  // The resnet_cifar sample (a copy, so that its folder stays clean) trains from its own data: the loss falls
+  // within a few steps, and eval reads the checkpoint's running statistics.
+  void resnetCifarSampleTrainsAndEvaluates() {
+    QTemporaryDir dir;
+    QVERIFY(QDir().mkpath(dir.filePath("data")));
+    for (const char* f : {"project.toml", "data/data_batch_1.bin", "data/test_batch.bin"})
+      QVERIFY(QFile::copy(QString(TSR_SAMPLES "/resnet_cifar/") + f, dir.filePath(f)));
+    Run t = tessera({"train", dir.path(), "--steps", "12", "--set", "train.eval_every=0", "--set", "train.batch_size=16"});
+    QVERIFY2(t.exitCode == 0, qPrintable(t.out + t.err));
+    QVERIFY2(t.out.contains("CIFAR-10: 400 training images in 1 files, 80 test images"), qPrintable(t.out));
+    QRegularExpressionMatch m = QRegularExpression("loss ([0-9.]+) -> ([0-9.]+)").match(t.out);
+    QVERIFY2(m.hasMatch(), qPrintable(t.out));
+    QVERIFY2(m.captured(2).toDouble() < 0.5 * m.captured(1).toDouble(), qPrintable(t.out));
+    Run e = tessera({"eval", dir.path()});
+    QVERIFY2(e.exitCode == 0, qPrintable(e.out + e.err));
+    QVERIFY2(e.out.contains("validation loss"), qPrintable(e.out + e.err));
   }
 
   // `tessera families` lists each family's declaration; `tessera new` writes a project from it that trains.

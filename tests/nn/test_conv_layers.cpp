@@ -1,7 +1,8 @@
 // Convolutional layers (engine/nn/conv_layers.h) against references written here as loops over host values:
 // Conv (strided, SAME-padded, grouped, biased), ConvTranspose (the input dilated and padded by JAX's rule, then
 // correlated), max and average pooling, global average pooling, Upsample (nearest repeats, linear by hand),
-// RMSNorm and GroupNorm; parameter counts; a convolution's weight gradient by central differences.
+// RMSNorm and GroupNorm; BatchNorm's batch statistics, running statistics and inference; parameter counts; a
+// convolution's and BatchNorm's gradients by central differences.
 #include "tests/check.h"
 
 #include <cmath>
@@ -161,4 +162,62 @@ TEST_CASE("rmsNormAndGroupNorm") {
           REQUIRE(std::fabs(y[i] - (xs[i] - m) / std::sqrt(var + 1e-5) * static_cast<double>(c + 1)) < 1e-10);
         }
     }
+}
+
+// BatchNorm over [N=3, H=2, W=2, C=4]: each channel's 12 values, against a loop; the running statistics moved by
+// Flax's rule; inference with the running statistics; the input's gradient (through the batch statistics) by
+// central differences.
+TEST_CASE("batchNormTrainsOnTheBatchAndInfersWithRunningStatistics") {
+  const int64_t n = 12, c = 4;
+  Array x = randomF64(11, Shape{3, 2, 2, c}) * 2.0 + 0.5;
+  Vec xs = x.toDoubles();
+  BatchNorm bn{c, 0.99, 1e-5, DType::F64};
+  TSR_COMPARE(bn.numParams(), int64_t(8));
+  Tree p = Tree::dict({{"weight", Tree(randomF64(12, Shape{c}))}, {"bias", Tree(randomF64(13, Shape{c}))}});
+  const Vec rm0 = {0.1, -0.2, 0.3, 0.0}, rv0 = {1.0, 2.0, 0.5, 1.5};
+  Tree stats = Tree::dict({{"running_mean", Tree(Array::fromVector(rm0, Shape{c}, DType::F64))},
+                           {"running_var", Tree(Array::fromVector(rv0, Shape{c}, DType::F64))}});
+  Vec w = p.find("weight")->leaf().toDoubles(), b = p.find("bias")->leaf().toDoubles();
+  Vec m(c, 0.0), v(c, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) m[static_cast<size_t>(k)] += xs[static_cast<size_t>(i * c + k)] / n;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) v[static_cast<size_t>(k)] += std::pow(xs[static_cast<size_t>(i * c + k)] - m[static_cast<size_t>(k)], 2) / n;
+  auto normed = [&](const Vec& mean, const Vec& var) {
+    Vec y(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const size_t k = i % c;
+      y[i] = (xs[i] - mean[k]) / std::sqrt(var[k] + 1e-5) * w[k] + b[k];
+    }
+    return y;
+  };
+  BatchNorm::Output train = bn.apply(p, stats, x, true);
+  expectNear(train.y.toDoubles(), normed(m, v), 1e-12, "training");
+  Vec rm(c), rv(c);
+  for (size_t k = 0; k < 4; ++k) rm[k] = 0.99 * rm0[k] + 0.01 * m[k], rv[k] = 0.99 * rv0[k] + 0.01 * v[k];
+  expectNear(train.stats.find("running_mean")->leaf().toDoubles(), rm, 1e-12, "running_mean");
+  expectNear(train.stats.find("running_var")->leaf().toDoubles(), rv, 1e-12, "running_var");
+  BatchNorm::Output infer = bn.apply(p, stats, x, false);
+  expectNear(infer.y.toDoubles(), normed(rm0, rv0), 1e-12, "inference");
+  expectNear(infer.stats.find("running_mean")->leaf().toDoubles(), rm0, 0, "unchanged");
+  // The input's gradient, through the batch's mean and variance.
+  Array wts = randomF64(14, x.shape());
+  auto lossOf = [&](const Array& in) { return sum(bn.apply(p, stats, in, true).y * wts); };
+  Vec gx = grad([&](const Tree& t) { return lossOf(t.leaf()); })(Tree(x)).leaf().toDoubles();
+  for (size_t e : {size_t(0), size_t(9), size_t(46)}) {
+    auto at = [&](double delta) {
+      Vec d = xs;
+      d[e] += delta;
+      return lossOf(Array::fromVector(d, x.shape(), DType::F64)).item();
+    };
+    const double fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+    REQUIRE_MESSAGE(std::fabs(gx[e] - fd) < 1e-6 * (1 + std::fabs(fd)), e << ": " << gx[e] << " vs " << fd);
+  }
+  // The running statistics follow the batch's values only: no gradient reaches the input through them.
+  auto statsLoss = [&](const Tree& t) {
+    Tree s = bn.apply(p, stats, t.leaf(), true).stats;
+    return sum(s.find("running_mean")->leaf()) + sum(s.find("running_var")->leaf());
+  };
+  expectNear(grad(statsLoss)(Tree(x)).leaf().toDoubles(), Vec(xs.size(), 0.0), 0, "through the statistics");
+  REQUIRE(test::errorOf([&] { bn.apply(p, Tree::dict(), x, false); }).find("running statistics") != std::string::npos);
 }

@@ -124,7 +124,7 @@ TEST_CASE("a model.py project is read, and its loss is the one model.py writes")
                   got.item() << " vs " << expected.item());
   // logits(params, inputs) is the forward.
   REQUIRE(m->forward);
-  TSR_COMPARE(m->forward(params, b.inputs).aval(), (Aval{Shape{16, 3}, DType::F32}));
+  TSR_COMPARE(m->forward(params, Tree(), b.inputs).aval(), (Aval{Shape{16, 3}, DType::F32}));
 }
 
 TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
