@@ -45,7 +45,7 @@ struct Trace {
   std::vector<MemorySample> memory;  // live buffer bytes over time (a counter track)
   std::vector<DeviceClock> devices;  // by device name; empty: every device ran in one process
 
-  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions(), p.memorySamples()}; }
+  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions(), p.memorySamples(), {}}; }
   const FusionInfo* kernel(int64_t fusion) const;
 };
 
