@@ -339,6 +339,37 @@ int Timeline::numRanks() const {
   return most + 1;
 }
 
+std::string collectiveSummary(const Timeline& t, uint32_t event) {
+  int member = 0;
+  const TimelineCollective* c = t.collectiveOf(event, &member);
+  if (!c) return "";
+  const store::CollectiveInstance& call = c->call;
+  auto named = [&](const std::string& device) {
+    for (const TimelineRow& r : t.rows)
+      if (r.device == device && r.rank >= 0 && t.numRanks() > 1) return fmt::format("{} (rank {})", device, r.rank);
+    return device;
+  };
+  const auto& last = call.members[static_cast<size_t>(call.straggler)];
+  const std::string what = fmt::format("collective call {} over devices {}", call.seq, call.group);
+  if (member == call.straggler) {
+    // The member that waited longest came first.
+    const auto first = std::max_element(call.members.begin(), call.members.end(),
+                                        [](const auto& a, const auto& b) { return a.waitNs < b.waitNs; });
+    return fmt::format("straggler of {}: arrived {} after {}", what, formatTime(static_cast<double>(call.maxWaitNs)),
+                       named(first->device));
+  }
+  return fmt::format("{}: waited {} for the straggler {}", what,
+                     formatTime(static_cast<double>(call.members[static_cast<size_t>(member)].waitNs)), named(last.device));
+}
+
+int worstCollective(const Timeline& t) {
+  int best = -1;
+  for (size_t i = 0; i < t.collectives.size(); ++i)
+    if (best < 0 || t.collectives[i].call.maxWaitNs > t.collectives[static_cast<size_t>(best)].call.maxWaitNs)
+      best = static_cast<int>(i);
+  return best;
+}
+
 std::string Timeline::rowGroup(int row) const {
   const TimelineRow& r = rows[static_cast<size_t>(row)];
   return r.rank >= 0 && numRanks() > 1 ? fmt::format("rank {} · {}", r.rank, r.device) : r.device;

@@ -171,6 +171,13 @@ class TimelineBuilder {
   std::vector<store::CollectiveInstance> m_collectives;
 };
 
+// What the selected launch of a collective call says: "collective call 44 over devices 0,1: waited 825.7 ms for
+// the straggler cpu:1 (rank 1)", or for the straggler itself "straggler of ...: arrived 825.7 ms after cpu:0";
+// "" when the event is no collective's launch.
+std::string collectiveSummary(const Timeline& t, uint32_t event);
+// The call with the longest wait (the first such), or -1 when the timeline links none.
+int worstCollective(const Timeline& t);
+
 // A profile of the run store at `dbPath` (0: the latest of any run). Fails when there is no store or profile.
 Result<Timeline> loadProfileTimeline(const std::string& dbPath, int64_t profileId = 0);
 // A profile as the engine holds it (runtime::Trace: events, step marks and kernel table).
