@@ -85,7 +85,8 @@ void TimelineCanvas::setTimeline(std::shared_ptr<const inspect::Timeline> timeli
       m_familyColours.push_back(colourFor(m_timeline->families[i], i));
     // The gutter fits the longest row label, within limits.
     size_t longest = 0;
-    for (const auto& r : m_timeline->rows) longest = std::max(longest, r.device.size() + r.label.size() + 3);
+    for (size_t r = 0; r < m_timeline->rows.size(); ++r)
+      longest = std::max(longest, m_timeline->rowGroup(static_cast<int>(r)).size() + m_timeline->rows[r].label.size() + 3);
     m_gutter = std::clamp(static_cast<double>(longest) * 7.2 + 60, 150.0, 300.0);
   }
   m_fitPending = true;
@@ -494,10 +495,13 @@ void TimelineCanvas::drawRows(const QRectF& area) {
   for (size_t r = 0; r < t.rows.size(); ++r) {
     float y0 = static_cast<float>(layout.rowY[r] - layout.scrollY);
     if (y0 > bottom || y0 + kLaneHeight < rowsTop) continue;
-    // "cpu:0  thread 2", and the row's kernel count at the gutter's right edge.
+    // "cpu:0  thread 2" ("rank 1 · cpu:1  thread 0" for a profile of several processes), and the row's kernel
+    // count at the gutter's right edge. A device's rows form a group, separated by a rule.
     std::string n = formatCount(t.rows[r].numEvents, "");
     float nWidth = ImGui::CalcTextSize(n.c_str()).x * 0.85f;
-    std::string label = t.rows[r].device + "  " + t.rows[r].label;
+    std::string label = t.rowGroup(static_cast<int>(r)) + "  " + t.rows[r].label;
+    if (r > 0 && t.rows[r - 1].device != t.rows[r].device)
+      dl->AddLine(ImVec2(0, y0 - 4), ImVec2(left, y0 - 4), dimCol, 1.0f);
     ImVec4 clip(0, y0, left - nWidth - 10, y0 + static_cast<float>(kLaneHeight));
     dl->AddText(f, fontSize, ImVec2(6, y0 + 3), labelCol, label.c_str(), nullptr, 0.0f, &clip);
     dl->AddText(f, fontSize * 0.85f, ImVec2(left - nWidth - 6, y0 + 4), dimCol, n.c_str());
@@ -667,9 +671,58 @@ void TimelineCanvas::drawHighlights(const QRectF& area) {
       i = laneEnd;
     }
   }
+  drawCollectives(area, outline);
   if (m_selected >= 0 && static_cast<size_t>(m_selected) < t.events.size())
     outline(static_cast<uint32_t>(m_selected), rgba(palette().color(QPalette::Highlight)), 3.0f);
   dl->PopClipRect();
+}
+
+// Collectives across devices: each member's launch linked to the straggler's (the last to arrive), the wait
+// drawn as a red bar under each waiting member from its arrival to the straggler's, and the straggler outlined
+// in red. The call of the hovered or selected launch is drawn strongly, the others faintly.
+void TimelineCanvas::drawCollectives(const QRectF& area, const std::function<float(uint32_t, ImU32, float)>& outline) {
+  const inspect::Timeline& t = *m_timeline;
+  if (t.collectives.empty()) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  inspect::TimeWindow w = window();
+  inspect::TimelineLayout layout = rowLayout();
+  const float left = static_cast<float>(area.left());
+  int64_t hovered = -1;
+  if (m_hovered && m_drag == Drag::None) {
+    const ImGuiIO& io = ImGui::GetIO();
+    if (auto hit = inspect::hitTest(t, layout, w, m_minPx, io.MousePos.x - area.left(), io.MousePos.y)) hovered = hit->event;
+  }
+  const inspect::TimelineCollective* focus = nullptr;
+  for (int64_t e : {hovered, m_selected})
+    if (!focus && e >= 0 && static_cast<size_t>(e) < t.events.size()) focus = t.collectiveOf(static_cast<uint32_t>(e));
+  auto x = [&](int64_t ns) { return left + static_cast<float>(w.x(static_cast<double>(ns))); };
+  auto midY = [&](const inspect::TimelineEvent& e) {
+    return static_cast<float>(layout.laneY(e.row, e.lane)) + static_cast<float>(kLaneHeight) / 2;
+  };
+  const ImU32 waitCol = IM_COL32(220, 40, 40, 200);
+  for (const inspect::TimelineCollective& c : t.collectives) {
+    const int64_t s = c.stragglerEvent();
+    if (s < 0 || c.events.size() < 2) continue;
+    const inspect::TimelineEvent& se = t.events[static_cast<size_t>(s)];
+    int64_t first = se.startNs;
+    for (int64_t e : c.events)
+      if (e >= 0) first = std::min(first, t.events[static_cast<size_t>(e)].startNs);
+    if (static_cast<double>(se.endNs()) < w.startNs || static_cast<double>(first) > w.endNs()) continue;
+    const bool strong = &c == focus;
+    // A call narrower than a few pixels is drawn only when it is the focus: links would hide the kernels.
+    if (!strong && x(se.endNs()) - x(first) < 4) continue;
+    const ImU32 link = strong ? IM_COL32(255, 140, 0, 255) : IM_COL32(255, 140, 0, 90);
+    const float sx = x(se.startNs), sy = midY(se);
+    for (int64_t e : c.events) {
+      if (e < 0 || e == s) continue;
+      const inspect::TimelineEvent& me = t.events[static_cast<size_t>(e)];
+      const float mx = x(me.startNs), my = midY(me);
+      dl->AddLine(ImVec2(mx, my), ImVec2(sx, sy), link, strong ? 2.0f : 1.0f);
+      const float bottom = static_cast<float>(layout.laneY(me.row, me.lane) + kLaneHeight);
+      if (sx - mx >= 1) dl->AddRectFilled(ImVec2(mx, bottom - 4), ImVec2(sx, bottom), waitCol);
+    }
+    outline(static_cast<uint32_t>(s), strong ? IM_COL32(230, 30, 30, 255) : IM_COL32(230, 30, 30, 160), strong ? 3.0f : 1.5f);
+  }
 }
 
 void TimelineCanvas::drawRange(const QRectF& area) {
@@ -775,6 +828,24 @@ void TimelineCanvas::drawTooltip(const QRectF& area) {
       ImGui::Text("fusion %lld: %zu nodes (%s)%s%s", static_cast<long long>(k->fusion), k->nodes.size(), ops.c_str(),
                   k->modulePath.empty() ? "" : " in ", k->modulePath.c_str());
       ImGui::TextDisabled("click: select its nodes in the graph and the IR");
+    }
+    int member = 0;
+    if (const inspect::TimelineCollective* c = t.collectiveOf(static_cast<uint32_t>(hit->event), &member)) {
+      const store::CollectiveInstance& call = c->call;
+      const store::CollectiveMember& me = call.members[static_cast<size_t>(member)];
+      const store::CollectiveMember& last = call.members[static_cast<size_t>(call.straggler)];
+      ImGui::Separator();
+      ImGui::Text("collective call %lld over devices %s%s", static_cast<long long>(call.seq), call.group.c_str(),
+                  call.complete ? "" : " (members missing)");
+      if (member == call.straggler)
+        ImGui::TextColored(ImVec4(0.9f, 0.2f, 0.2f, 1), "straggler: arrived last, %s after the first",
+                           formatDuration(static_cast<double>(call.maxWaitNs)).c_str());
+      else
+        ImGui::TextColored(ImVec4(0.9f, 0.2f, 0.2f, 1), "waited %s for the straggler %s",
+                           formatDuration(static_cast<double>(me.waitNs)).c_str(), last.device.c_str());
+      for (const auto& m : call.members)
+        ImGui::Text("  %-8s wait %s%s", m.device.c_str(), formatDuration(static_cast<double>(m.waitNs)).c_str(),
+                    &m == &last ? "  (straggler)" : "");
     }
   } else {
     const inspect::TimelineBox& b = hit->box;

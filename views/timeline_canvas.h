@@ -10,6 +10,7 @@
 // Mouse: wheel zooms around the cursor (smoothly); drag pans (both ways); shift-drag or right-drag selects a
 // time range; a click selects a kernel (or zooms into a fold); hovering shows a kernel's name, duration, flops,
 // bytes and achieved GFLOP/s and GB/s. Keys: W/S zoom, A/D pan, F fits, Esc clears the range and selection.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -91,6 +92,7 @@ class TimelineCanvas : public ImGuiWidget {
   void requestWindow(double width);
   void drawSpans(const QRectF& area);
   void drawHighlights(const QRectF& area);
+  void drawCollectives(const QRectF& area, const std::function<float(uint32_t, unsigned, float)>& outline);
   void drawRange(const QRectF& area);
   void drawLegend(const QRectF& area);
   void drawTooltip(const QRectF& area);

@@ -354,6 +354,29 @@ void TimelinePanel::selectEvent(qint64 event) {
   onEventClicked(event);
 }
 
+void TimelinePanel::focusWorstCollective() {
+  if (!m_timeline || !m_canvas) return;
+  const int worst = inspect::worstCollective(*m_timeline);
+  if (worst < 0) return;
+  const inspect::TimelineCollective& c = m_timeline->collectives[static_cast<size_t>(worst)];
+  // The member that waited longest, and the call from its first arrival to the straggler's end, with a margin.
+  int64_t selected = -1, longest = -1, from = INT64_MAX, to = INT64_MIN;
+  for (size_t m = 0; m < c.events.size(); ++m) {
+    if (c.events[m] < 0) continue;
+    const inspect::TimelineEvent& e = m_timeline->events[static_cast<size_t>(c.events[m])];
+    from = std::min(from, e.startNs);
+    to = std::max(to, e.endNs());
+    if (c.call.members[m].waitNs > longest) {
+      longest = c.call.members[m].waitNs;
+      selected = c.events[m];
+    }
+  }
+  if (selected < 0) return;
+  const double pad = 0.25 * static_cast<double>(std::max<int64_t>(to - from, 1000));
+  m_canvas->setWindow(static_cast<double>(from) - pad, static_cast<double>(to) + pad);
+  selectEvent(selected);
+}
+
 void TimelinePanel::onEventClicked(qint64 event) {
   m_selected = m_timeline && event >= 0 && static_cast<size_t>(event) < m_timeline->events.size() ? event : -1;
   m_selectedKey.reset();
@@ -381,7 +404,9 @@ void TimelinePanel::updateInfo() {
     const inspect::TimelineEvent& e = m_timeline->events[static_cast<size_t>(m_selected)];
     text = QString("%1: %2").arg(fromStd(m_timeline->nameOf(static_cast<uint32_t>(m_selected))),
                                  fromStd(inspect::formatTime(static_cast<double>(e.durationNs))));
-    if (!m_linked && m_timeline->kernelOf(static_cast<uint32_t>(m_selected)))
+    if (std::string c = inspect::collectiveSummary(*m_timeline, static_cast<uint32_t>(m_selected)); !c.empty())
+      text += " — " + fromStd(c);
+    else if (!m_linked && m_timeline->kernelOf(static_cast<uint32_t>(m_selected)))
       text += " — " + tr("not linked to the graph: %1").arg(m_linkError);
   } else if (m_canvas && !m_canvas->highlightedKernels().empty() && m_timeline) {
     size_t launches = 0;

@@ -74,6 +74,8 @@ class TimelinePanel : public QWidget {
 
   // As a click on event `e` would: selects it, and its kernel's nodes in the session when linked.
   void selectEvent(qint64 event);
+  // Shows the collective call with the longest wait: its span in view, the member that waited longest selected.
+  void focusWorstCollective();
   // Statistics of [fromNs, toNs) (from == to: none), as a range selected with the mouse.
   void setRange(qint64 fromNs, qint64 toNs);
   const std::optional<inspect::RangeStats>& rangeStats() const { return m_stats; }

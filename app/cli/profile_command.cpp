@@ -3,8 +3,10 @@
 #include <filesystem>
 
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "app/cli/project_args.h"
 #include "engine/project/project.h"
@@ -21,6 +23,7 @@ struct ProfileArgs {
   train::ProfileOptions options;
   int64_t top = 15;
   bool quiet = false;
+  bool json = false;
 };
 
 std::string clip(const std::string& s, size_t width) {
@@ -67,20 +70,83 @@ void printKernelTable(const runtime::Trace& t, int64_t top) {
 
 namespace {
 
+// The devices' ranks and clocks, and the collectives with the longest waits (a profile of several devices).
+void printCollectives(const runtime::Trace& t, int64_t top) {
+  std::vector<store::CollectiveInstance> calls = store::collectiveInstances(train::collectiveLaunches(t));
+  if (t.devices.size() > 1) {
+    std::cout << "\ndevices (clocks on rank 0's):\n";
+    for (const auto& d : t.devices)
+      std::cout << fmt::format("  {:<8} rank {:<3} offset {:>+10.3f} us  within {:.3f} us\n", d.device, d.rank,
+                               d.offsetNs * 1e-3, d.errorNs * 1e-3);
+  }
+  if (calls.empty()) return;
+  int64_t totalWait = 0;
+  std::map<std::string, int> stragglers;
+  for (const auto& c : calls) {
+    totalWait += c.totalWaitNs;
+    ++stragglers[c.members[static_cast<size_t>(c.straggler)].device];
+  }
+  std::cout << fmt::format("\n{} collective calls, {:.3f} ms waited in all; last to arrive:", calls.size(),
+                           totalWait * 1e-6);
+  for (const auto& [device, n] : stragglers) std::cout << fmt::format(" {} {}x", device, n);
+  std::cout << fmt::format("\nworst by wait (wait = the straggler's arrival - each member's):\n");
+  std::cout << fmt::format("  {:>5}  {:<10}{:<40}{:<11}{:>11}  {}\n", "call", "group", "kernel", "straggler",
+                           "max wait", "waits per member (us)");
+  for (const auto& c : store::worstByWait(calls, static_cast<size_t>(std::max<int64_t>(top, 0)))) {
+    std::string waits;
+    for (const auto& m : c.members) waits += fmt::format("{}{} {:.1f}", waits.empty() ? "" : ", ", m.device, m.waitNs * 1e-3);
+    std::cout << fmt::format("  {:>5}  {:<10}{:<40}{:<11}{:>8.1f} us  {}{}\n", c.seq, c.group, clip(c.name, 39),
+                             c.members[static_cast<size_t>(c.straggler)].device, c.maxWaitNs * 1e-3, waits,
+                             c.complete ? "" : "  (members missing)");
+  }
+}
+
+// The profile's summary as one JSON object: kernels, steps, devices and every collective call.
+nlohmann::json profileJson(const train::ProfileReport& r) {
+  using nlohmann::json;
+  json kernels = json::array();
+  for (const auto& k : train::summarizeKernels(r.trace))
+    kernels.push_back({{"name", k.name}, {"kind", k.kind}, {"count", k.count}, {"total_ns", k.totalNs},
+                       {"flops", k.flops}, {"bytes", k.bytes}});
+  json steps = json::array();
+  for (const auto& m : r.trace.marks) steps.push_back({{"name", m.name}, {"start_ns", m.startNs}, {"duration_ns", m.durationNs}});
+  json devices = json::array();
+  for (const auto& d : r.trace.devices)
+    devices.push_back({{"device", d.device}, {"rank", d.rank}, {"offset_ns", d.offsetNs}, {"error_ns", d.errorNs}});
+  json calls = json::array();
+  for (const auto& c : store::collectiveInstances(train::collectiveLaunches(r.trace))) {
+    json members = json::array();
+    for (const auto& m : c.members)
+      members.push_back({{"device", m.device}, {"arrival_ns", m.arrivalNs}, {"end_ns", m.endNs}, {"wait_ns", m.waitNs}});
+    calls.push_back({{"seq", c.seq}, {"group", c.group}, {"name", c.name}, {"members", members},
+                     {"straggler", c.members[static_cast<size_t>(c.straggler)].device}, {"max_wait_ns", c.maxWaitNs},
+                     {"total_wait_ns", c.totalWaitNs}, {"complete", c.complete}});
+  }
+  return {{"run", r.runId}, {"profile", r.profileId}, {"store", r.storePath}, {"events", r.trace.events.size()},
+          {"kernels", kernels}, {"steps", steps}, {"devices", devices}, {"collectives", calls}};
+}
+
 int runProfile(ProfileArgs& a) {
   auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera profile: " << project.error().message << "\n";
     return 1;
   }
+  // With --json, stdout holds the JSON object alone (progress goes to stderr).
   auto report = train::profileTraining(*project, a.options, [&](const std::string& line) {
-    if (!a.quiet) std::cout << line << "\n" << std::flush;
+    if (!a.quiet) (a.json ? std::cerr : std::cout) << line << "\n" << std::flush;
   });
   if (!report.ok()) {
     std::cerr << "tessera profile: " << report.error().message << "\n";
     return 1;
   }
+  if (!report->primary) return 0;  // rank 0 reports for every rank
+  if (a.json) {
+    std::cout << profileJson(*report).dump(1) << "\n";
+    return 0;
+  }
   printKernelTable(report->trace, a.top);
+  printCollectives(report->trace, a.top);
   std::cout << fmt::format("\nrun {}, profile {} in {}\n", report->runId, report->profileId, report->storePath);
   if (!report->tracePath.empty())
     std::cout << fmt::format("trace {} (open it in ui.perfetto.dev or chrome://tracing)\n", report->tracePath);
@@ -102,6 +168,7 @@ std::function<int()> addProfileCommand(CLI::App& app) {
   cmd->add_option("--name", a->options.runName, "Run name (default: profile PROJECT-NAME)");
   cmd->add_option("--top", a->top, "Kernels in the table")->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "Print only the summary");
+  cmd->add_flag("--json", a->json, "The summary as JSON: kernels, steps, devices with their clocks, every collective call");
   addSetOption(cmd, a->sets);
   return [cmd, a]() { return cmd->parsed() ? runProfile(*a) : -1; };
 }

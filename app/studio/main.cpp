@@ -1,5 +1,5 @@
 // tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark] [--stage N] [--compare N]
-//                [--expand GROUP]... [--select NODE] [--zoom SCALE]
+//                [--expand GROUP]... [--select NODE] [--zoom SCALE] [--straggler]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
 #include <memory>
@@ -61,6 +61,7 @@ void scheduleScreenshots(MainWindow* w, const QString& target, const QString& pa
     } else {
       w->graphPanel()->fitToView();
     }
+    if (w->timelinePanel()->property("focusStraggler").toBool()) w->timelinePanel()->focusWorstCollective();
     QApplication::processEvents();
     int status = 0;
     auto panels = w->panels();
@@ -149,7 +150,8 @@ int run(int argc, char** argv) {
   QCommandLineOption mesh("mesh", "Plan the sharding panel on this mesh (not applied), e.g. 2x2:data,model", "SHAPE:AXES");
   QCommandLineOption drop("drop", "Drop this PartitionSpec on an argument in the sharding panel (repeatable), e.g. "
                                   "'None,model@h.0.mlp.c_fc.weight'", "SPEC@ARG");
-  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop});
+  QCommandLineOption straggler("straggler", "Show the timeline's collective call with the longest wait, its straggler marked");
+  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop, straggler});
   parser.process(app);
 
   MainWindow w;
@@ -192,6 +194,11 @@ int run(int argc, char** argv) {
       panel->setProperty("editsPending", false);
       for (const QString& d : drops) panel->dropSpec(d.section('@', -1), d.section('@', 0, -2));
     });
+  }
+  if (parser.isSet(straggler)) {
+    auto* timeline = w.timelinePanel();
+    timeline->setProperty("focusStraggler", true);
+    QObject::connect(timeline, &tsr::studio::TimelinePanel::loaded, timeline, [timeline] { timeline->focusWorstCollective(); });
   }
   if (parser.isSet(select)) {
     int node = parser.value(select).toInt();

@@ -97,6 +97,9 @@ struct DeviceContext {
   void fail(const Error& e);
   std::string error;
   RunState* run = nullptr;  // runOnDevices' shared state (which error came first); null outside a run
+  // The group of the collective kernel that ran last, in group order, when it had more than one member: set by
+  // the collective kernels, read and cleared by the executable that ran it (a profile links the members' spans).
+  std::vector<int> collectiveGroup;
 };
 DeviceContext* currentDevice();
 

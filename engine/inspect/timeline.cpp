@@ -288,7 +288,91 @@ Timeline TimelineBuilder::finish(std::string source, std::optional<int64_t> orig
   std::stable_sort(t.spans.begin(), t.spans.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
   m_spans = {};
   t.beginNs = 0;
+  for (TimelineRow& r : t.rows)
+    if (auto it = m_ranks.find(r.device); it != m_ranks.end()) r.rank = it->second;
+  linkCollectives(t, std::move(m_collectives), t0);
+  m_collectives = {};
   return t;
+}
+
+void TimelineBuilder::addCollectives(std::vector<store::CollectiveInstance> calls) {
+  m_collectives.insert(m_collectives.end(), std::make_move_iterator(calls.begin()), std::make_move_iterator(calls.end()));
+}
+
+// Each member's launch: the event of its device that starts at its arrival (binary search in each lane).
+void TimelineBuilder::linkCollectives(Timeline& t, std::vector<store::CollectiveInstance> calls, int64_t t0) {
+  std::unordered_map<std::string, std::vector<int>> rowsOf;
+  for (size_t r = 0; r < t.rows.size(); ++r) rowsOf[t.rows[r].device].push_back(static_cast<int>(r));
+  auto find = [&](const std::string& device, int64_t startNs) -> int64_t {
+    auto it = rowsOf.find(device);
+    if (it == rowsOf.end()) return -1;
+    for (int r : it->second)
+      for (const TimelineLane& lane : t.rows[static_cast<size_t>(r)].lanes) {
+        auto at = std::lower_bound(lane.starts.begin(), lane.starts.end(), startNs);
+        if (at != lane.starts.end() && *at == startNs) return lane.begin + (at - lane.starts.begin());
+      }
+    return -1;
+  };
+  t.collectives.reserve(calls.size());
+  for (auto& call : calls) {
+    TimelineCollective c;
+    for (const auto& m : call.members) c.events.push_back(find(m.device, sinceStart(m.arrivalNs, t0)));
+    c.call = std::move(call);
+    const auto index = static_cast<int32_t>(t.collectives.size());
+    for (int64_t e : c.events)
+      if (e >= 0) t.collectiveIndex[static_cast<uint32_t>(e)] = index;
+    t.collectives.push_back(std::move(c));
+  }
+}
+
+const TimelineCollective* Timeline::collectiveOf(uint32_t event, int* member) const {
+  auto it = collectiveIndex.find(event);
+  if (it == collectiveIndex.end()) return nullptr;
+  const TimelineCollective& c = collectives[static_cast<size_t>(it->second)];
+  if (member) *member = static_cast<int>(std::find(c.events.begin(), c.events.end(), int64_t{event}) - c.events.begin());
+  return &c;
+}
+
+int Timeline::numRanks() const {
+  int most = -1;
+  for (const TimelineRow& r : rows) most = std::max(most, r.rank);
+  return most + 1;
+}
+
+std::string collectiveSummary(const Timeline& t, uint32_t event) {
+  int member = 0;
+  const TimelineCollective* c = t.collectiveOf(event, &member);
+  if (!c) return "";
+  const store::CollectiveInstance& call = c->call;
+  auto named = [&](const std::string& device) {
+    for (const TimelineRow& r : t.rows)
+      if (r.device == device && r.rank >= 0 && t.numRanks() > 1) return fmt::format("{} (rank {})", device, r.rank);
+    return device;
+  };
+  const auto& last = call.members[static_cast<size_t>(call.straggler)];
+  const std::string what = fmt::format("collective call {} over devices {}", call.seq, call.group);
+  if (member == call.straggler) {
+    // The member that waited longest came first.
+    const auto first = std::max_element(call.members.begin(), call.members.end(),
+                                        [](const auto& a, const auto& b) { return a.waitNs < b.waitNs; });
+    return fmt::format("straggler of {}: arrived {} after {}", what, formatTime(static_cast<double>(call.maxWaitNs)),
+                       named(first->device));
+  }
+  return fmt::format("{}: waited {} for the straggler {}", what,
+                     formatTime(static_cast<double>(call.members[static_cast<size_t>(member)].waitNs)), named(last.device));
+}
+
+int worstCollective(const Timeline& t) {
+  int best = -1;
+  for (size_t i = 0; i < t.collectives.size(); ++i)
+    if (best < 0 || t.collectives[i].call.maxWaitNs > t.collectives[static_cast<size_t>(best)].call.maxWaitNs)
+      best = static_cast<int>(i);
+  return best;
+}
+
+std::string Timeline::rowGroup(int row) const {
+  const TimelineRow& r = rows[static_cast<size_t>(row)];
+  return r.rank >= 0 && numRanks() > 1 ? fmt::format("rank {} · {}", r.rank, r.device) : r.device;
 }
 
 // --- Sources --------------------------------------------------------------------------------------------------
@@ -300,6 +384,8 @@ Timeline timelineFromTrace(const runtime::Trace& trace, std::string source) {
   for (const runtime::ProfileEvent& e : trace.events)
     b.addEvent(b.row(e.device, e.stream), e.name, e.startNs, e.durationNs, e.flops, e.bytes, e.fusion);
   for (const runtime::ProfileMark& m : trace.marks) b.addSpan({m.name, m.startNs, m.durationNs});
+  for (const runtime::DeviceClock& d : trace.devices) b.setDeviceRank(d.device, d.rank);
+  b.addCollectives(store::collectiveInstances(train::collectiveLaunches(trace)));
   return b.finish(std::move(source));
 }
 

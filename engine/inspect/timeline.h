@@ -20,6 +20,7 @@
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/kernel_summary.h"
+#include "engine/store/collective_instances.h"
 
 namespace tsr::runtime {
 struct Trace;
@@ -67,6 +68,7 @@ struct TimelineRow {
   std::string device;  // "cpu:0", "cuda:1", or a trace's process name
   std::string label;   // "thread 2", "stream 7", or a trace's thread name
   int64_t stream = 0;  // stream or thread id as recorded
+  int rank = -1;       // the MPI rank of the device's process; -1: not recorded (one process, or a trace file)
   std::vector<TimelineLane> lanes;
   uint32_t numEvents = 0;
 };
@@ -76,6 +78,14 @@ struct TimelineSpan {
   std::string name;
   int64_t startNs = 0;
   int64_t durationNs = 0;
+};
+
+// One collective call across devices (store::CollectiveInstance: arrivals, waits, the straggler), with each
+// member's launch among the timeline's events, so the view can link the spans and mark the straggler.
+struct TimelineCollective {
+  store::CollectiveInstance call;  // its times on the profile's clock, as recorded (not from the timeline's start)
+  std::vector<int64_t> events;     // per member of call: its event in Timeline::events, -1 when not found
+  int64_t stragglerEvent() const { return events[static_cast<size_t>(call.straggler)]; }
 };
 
 struct Timeline {
@@ -90,8 +100,16 @@ struct Timeline {
   std::vector<TimelineRow> rows;
   std::vector<TimelineSpan> spans;  // by start
   int64_t beginNs = 0, endNs = 0;   // the extent of events and spans
+  std::vector<TimelineCollective> collectives;  // by (seq, group)
+  std::unordered_map<uint32_t, int32_t> collectiveIndex;  // event -> its call in collectives
 
   const TimelineKernel* kernelOf(uint32_t event) const;
+  // The collective call an event belongs to, or nullptr; `member` gets its index among the call's members.
+  const TimelineCollective* collectiveOf(uint32_t event, int* member = nullptr) const;
+  // A row's group heading: "rank 1 · cpu:1" when the profile spans processes, else the device.
+  std::string rowGroup(int row) const;
+  // How many processes the profile's devices ran in (0: not recorded).
+  int numRanks() const;
   const std::string& nameOf(uint32_t event) const { return names[static_cast<size_t>(events[event].name)]; }
   // Kernels whose nodes include `node` (graph of the fusion stage).
   std::vector<int> kernelsWithNode(int node) const;
@@ -115,6 +133,10 @@ class TimelineBuilder {
   void addKernel(TimelineKernel kernel);
   bool hasKernel(int64_t fusion) const { return m_kernelIndex.count(fusion) > 0; }
   void addSpan(TimelineSpan span);
+  // The rank of a device's process (rows of that device show it).
+  void setDeviceRank(const std::string& device, int rank) { m_ranks[device] = rank; }
+  // Collective calls whose members' launches are among the events added (matched by device and start).
+  void addCollectives(std::vector<store::CollectiveInstance> calls);
   size_t numEvents() const { return m_events.size(); }
   // Times are made relative to the earliest event or span, or to originNs when given (a window of a profile:
   // the same origin for every window).
@@ -135,6 +157,7 @@ class TimelineBuilder {
     int32_t category;
   };
   int32_t intern(std::vector<std::string>& table, std::unordered_map<std::string, int32_t>& index, std::string_view s);
+  static void linkCollectives(Timeline& t, std::vector<store::CollectiveInstance> calls, int64_t t0);
 
   std::vector<RowKey> m_rows;
   std::unordered_map<std::string, int> m_rowIndex;
@@ -144,7 +167,16 @@ class TimelineBuilder {
   std::vector<TimelineKernel> m_kernels;
   std::unordered_map<int64_t, size_t> m_kernelIndex;
   std::vector<TimelineSpan> m_spans;
+  std::unordered_map<std::string, int> m_ranks;
+  std::vector<store::CollectiveInstance> m_collectives;
 };
+
+// What the selected launch of a collective call says: "collective call 44 over devices 0,1: waited 825.7 ms for
+// the straggler cpu:1 (rank 1)", or for the straggler itself "straggler of ...: arrived 825.7 ms after cpu:0";
+// "" when the event is no collective's launch.
+std::string collectiveSummary(const Timeline& t, uint32_t event);
+// The call with the longest wait (the first such), or -1 when the timeline links none.
+int worstCollective(const Timeline& t);
 
 // A profile of the run store at `dbPath` (0: the latest of any run). Fails when there is no store or profile.
 Result<Timeline> loadProfileTimeline(const std::string& dbPath, int64_t profileId = 0);

@@ -69,8 +69,12 @@ Result<std::shared_ptr<ProfileWindows>> ProfileWindows::open(const std::string& 
   w->m_profile = info.id;
   w->m_origin = summary->events > 0 ? summary->beginNs : (marks.empty() ? 0 : marks.front().startNs);
   for (const store::ProfileMarkInfo& m : marks) w->m_origin = std::min(w->m_origin, m.startNs);
+  TSR_ASSIGN(std::vector<store::ProfileDeviceInfo> devices, db->profileDevices(info.id));
+  TSR_ASSIGN(w->m_collectives, store::collectiveInstances(*db, info.id));
+  for (const store::ProfileDeviceInfo& d : devices) w->m_ranks.emplace_back(d.device, d.rank);
   TimelineBuilder b;
   for (const store::ProfileRow& r : summary->rows) b.row(r.device, r.stream);
+  for (const auto& [device, rank] : w->m_ranks) b.setDeviceRank(device, rank);
   for (const store::KernelInfo& k : kernels)
     b.addKernel({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath, {}});
   for (const store::ProfileMarkInfo& m : marks) b.addSpan({m.name, m.startNs, m.durationNs});
@@ -114,6 +118,18 @@ Result<TimelineWindow> ProfileWindows::window(double fromNs, double toNs, double
     for (const TimelineSpan& s : m_skeleton->spans) b.addSpan({s.name, s.startNs + m_origin, s.durationNs});
     for (const store::KernelEvent& e : pw.events)
       b.addEvent(b.row(e.device, e.stream), e.name, e.startNs, e.durationNs, e.flops, e.bytes, e.fusion);
+    for (const auto& [device, rank] : m_ranks) b.setDeviceRank(device, rank);
+    // The collective calls the window shows a part of (members outside it are not linked).
+    std::vector<store::CollectiveInstance> calls;
+    for (const store::CollectiveInstance& c : m_collectives) {
+      int64_t first = INT64_MAX, last = INT64_MIN;
+      for (const auto& m : c.members) {
+        first = std::min(first, m.arrivalNs);
+        last = std::max(last, m.endNs);
+      }
+      if (last >= m_origin + from && first <= m_origin + to) calls.push_back(c);
+    }
+    b.addCollectives(std::move(calls));
     Timeline t = b.finish(m_skeleton->source, m_origin);
     t.profileId = m_skeleton->profileId;
     t.projectText = m_skeleton->projectText;

@@ -75,6 +75,8 @@ class ProfileWindows {
   int64_t m_origin = 0;      // store ns of the timeline's 0
   std::shared_ptr<const Timeline> m_skeleton;  // rows, kernels, spans; no launches
   std::vector<int> m_rowOf;  // summary row -> timeline row
+  std::vector<store::CollectiveInstance> m_collectives;  // every call of the profile (a few per kernel of a step)
+  std::vector<std::pair<std::string, int>> m_ranks;      // device -> rank of its process
 };
 
 // What the Timeline panel opens: the profile read whole when it has at most kWholeProfileLaunches launches,

@@ -227,6 +227,7 @@ std::vector<int> groupOf(const Device& d, const ir::Ints& groups, int64_t groupS
   if (group.size() > 1 && !d.comm)
     fail(d, makeError("a group of {} devices needs an SPMD run (dist::runOnDevices); this thread runs no device",
                       group.size()));
+  if (group.size() > 1) d.ctx->collectiveGroup = group;  // a profile links the members' spans
   return group;
 }
 
@@ -365,6 +366,13 @@ void collectivePermuteKernel(const ir::CpuKernelArgs& args) {
   for (size_t i = 0; i + 1 < flat.size(); i += 2)
     pairs.emplace_back(static_cast<int>(flat[i]), static_cast<int>(flat[i + 1]));
   if (d.comm) {
+    // The group a profile links: every position named in a pair, when this device is one of them.
+    std::vector<int> named;
+    for (auto [s, t] : pairs) named.insert(named.end(), {s, t});
+    std::sort(named.begin(), named.end());
+    named.erase(std::unique(named.begin(), named.end()), named.end());
+    if (named.size() > 1 && std::binary_search(named.begin(), named.end(), d.position))
+      d.ctx->collectiveGroup = std::move(named);
     check(d, d.comm->permute(d.position, pairs, x.data, out.data, x.aval.bytes()));
     return;
   }

@@ -24,6 +24,11 @@ int64_t Profiler::nowNs() {
 
 int64_t Profiler::reserveIds(int64_t n) { return g_nextFusionId.fetch_add(n); }
 
+int64_t Profiler::nextCollective(const std::string& device) {
+  std::lock_guard lock(m_mutex);
+  return m_collectives[device]++;
+}
+
 void Profiler::record(ProfileEvent e) {
   std::lock_guard lock(m_mutex);
   m_events.push_back(std::move(e));
@@ -91,6 +96,7 @@ void Profiler::clear() {
   m_memory.clear();
   m_fusions.clear();
   m_tables.clear();
+  m_collectives.clear();
 }
 
 ProfilerScope::ProfilerScope(Profiler& p) : m_previous(Profiler::s_active.exchange(&p, std::memory_order_acq_rel)) {

@@ -27,6 +27,11 @@ struct ProfileEvent {
   int64_t durationNs = 0;
   double flops = 0;
   double bytes = 0;  // bytes read + written
+  // A collective (all_reduce, all_gather, ...) over a group of more than one device: its number among this
+  // device's collectives since the profiler started (Profiler::nextCollective), and the group's positions. Every
+  // device runs the same program, so the k-th collective of each member of a group is the same instance.
+  int64_t collective = -1;
+  std::vector<int> group;
 };
 
 // One kernel of an executable, registered before its first event: the nodes it runs.
@@ -78,6 +83,8 @@ class Profiler {
 
   // Thread-safe.
   void record(ProfileEvent e);
+  // The number of `device`'s next collective (0, 1, ... from this profiler's start).
+  int64_t nextCollective(const std::string& device);
   void mark(ProfileMark m);
   void memory(MemorySample m);
   // Registers the kernels of one executable; a second call with ids already registered is ignored.
@@ -102,6 +109,7 @@ class Profiler {
   std::vector<MemorySample> m_memory;
   std::vector<FusionInfo> m_fusions;
   std::map<uint64_t, std::shared_ptr<const KernelTable>> m_tables;
+  std::map<std::string, int64_t> m_collectives;  // per device: collectives numbered so far
 };
 
 // Installs a profiler as the active one for its lifetime (scopes nest: the previous one comes back).

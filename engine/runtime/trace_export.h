@@ -28,14 +28,24 @@
 
 namespace tsr::runtime {
 
+// A device of a profile: the process (rank) that ran it, and how its clock was put on rank 0's (rank_clocks.h).
+struct DeviceClock {
+  std::string device;    // "cpu:3"
+  int rank = 0;          // the MPI rank of its process; 0 for the virtual devices of one process
+  int64_t offsetNs = 0;  // its process's clock minus rank 0's, subtracted from its times
+  int64_t errorNs = 0;   // the bound on the offset's error (0: the same clock)
+  bool operator==(const DeviceClock&) const = default;
+};
+
 // What one profile holds: kernel launches, host marks (steps), and the kernel table linking events to nodes.
 struct Trace {
   std::vector<ProfileEvent> events;
   std::vector<ProfileMark> marks;
   std::vector<FusionInfo> kernels;
   std::vector<MemorySample> memory;  // live buffer bytes over time (a counter track)
+  std::vector<DeviceClock> devices;  // by device name; empty: every device ran in one process
 
-  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions(), p.memorySamples()}; }
+  static Trace from(const Profiler& p) { return Trace{p.events(), p.marks(), p.fusions(), p.memorySamples(), {}}; }
   const FusionInfo* kernel(int64_t fusion) const;
 };
 

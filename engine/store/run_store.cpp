@@ -140,6 +140,27 @@ const char* const kMigrations[] = {
       data BLOB NOT NULL,
       PRIMARY KEY(profile, row, level, chunk)) WITHOUT ROWID;
     )sql",
+    // 7: profiles of several ranks. Each device's process (rank) and how its clock was put on rank 0's; each
+    // collective launch with its number on its device and its group, which identify one collective across ranks.
+    R"sql(
+    CREATE TABLE profile_devices(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      device TEXT NOT NULL,
+      rank INTEGER NOT NULL,
+      offset_ns INTEGER NOT NULL,
+      error_ns INTEGER NOT NULL,
+      PRIMARY KEY(profile, device)) WITHOUT ROWID;
+    CREATE TABLE profile_collectives(
+      profile INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
+      device TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      grp TEXT NOT NULL,
+      name TEXT NOT NULL,
+      fusion INTEGER NOT NULL,
+      start_ns INTEGER NOT NULL,
+      duration_ns INTEGER NOT NULL,
+      PRIMARY KEY(profile, seq, grp, device)) WITHOUT ROWID;
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
@@ -626,6 +647,63 @@ Status RunStore::addProfileMemory(int64_t profile, const std::vector<MemorySampl
     }
     return {};
   });
+}
+
+Status RunStore::addProfileDevices(int64_t profile, const std::vector<ProfileDeviceInfo>& devices) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db, "INSERT OR REPLACE INTO profile_devices(profile, device, rank, offset_ns, error_ns) VALUES(?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& d : devices) {
+      st.bind(1, profile).bind(2, d.device).bind(3, int64_t{d.rank}).bind(4, d.offsetNs).bind(5, d.errorNs);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<ProfileDeviceInfo>> RunStore::profileDevices(int64_t profile) const {
+  std::vector<ProfileDeviceInfo> out;
+  if (schemaVersion() < 7) return out;
+  Stmt st(m_db, "SELECT device, rank, offset_ns, error_ns FROM profile_devices WHERE profile = ? ORDER BY rank, device");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(ProfileDeviceInfo{st.text(0), static_cast<int>(st.i64(1)), st.i64(2), st.i64(3)});
+    return {};
+  }));
+  return out;
+}
+
+Status RunStore::addProfileCollectives(int64_t profile, const std::vector<CollectiveLaunch>& launches) {
+  return transaction([&]() -> Status {
+    Stmt st(m_db,
+            "INSERT OR REPLACE INTO profile_collectives(profile, device, seq, grp, name, fusion, start_ns, duration_ns) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!st.ok()) return st.error();
+    for (const auto& c : launches) {
+      st.bind(1, profile).bind(2, c.device).bind(3, c.seq).bind(4, c.group).bind(5, c.name).bind(6, c.fusion);
+      st.bind(7, c.startNs).bind(8, c.durationNs);
+      if (st.step() != SQLITE_DONE) return st.error();
+      st.reset();
+    }
+    return {};
+  });
+}
+
+Result<std::vector<CollectiveLaunch>> RunStore::profileCollectives(int64_t profile) const {
+  std::vector<CollectiveLaunch> out;
+  if (schemaVersion() < 7) return out;
+  Stmt st(m_db,
+          "SELECT device, seq, grp, name, fusion, start_ns, duration_ns FROM profile_collectives WHERE profile = ? "
+          "ORDER BY seq, grp, device");
+  if (!st.ok()) return st.error();
+  st.bind(1, profile);
+  TSR_TRY(st.each([&]() -> Status {
+    out.push_back(CollectiveLaunch{st.text(0), st.i64(1), st.text(2), st.text(3), st.i64(4), st.i64(5), st.i64(6)});
+    return {};
+  }));
+  return out;
 }
 
 Result<std::vector<MemorySampleInfo>> RunStore::profileMemory(int64_t profile) const {

@@ -97,6 +97,29 @@ struct MemorySampleInfo {
   bool operator==(const MemorySampleInfo&) const = default;
 };
 
+// A device of a profile (schema 7): the rank of the process that ran it and how its clock was aligned with rank
+// 0's (offset subtracted from its times, and the bound on its error; 0 and 0 for rank 0 and its devices).
+struct ProfileDeviceInfo {
+  std::string device;
+  int rank = 0;
+  int64_t offsetNs = 0;
+  int64_t errorNs = 0;
+  bool operator==(const ProfileDeviceInfo&) const = default;
+};
+
+// A collective's launch on one device (schema 7). (seq, group) names the collective across devices: the seq-th
+// collective of every member of `group` is the same call.
+struct CollectiveLaunch {
+  std::string device;
+  int64_t seq = 0;
+  std::string group;  // member positions in group order, "0,1,2,3"
+  std::string name;   // the kernel's name
+  int64_t fusion = -1;
+  int64_t startNs = 0;  // on rank 0's clock, as the launch's kernel event
+  int64_t durationNs = 0;
+  bool operator==(const CollectiveLaunch&) const = default;
+};
+
 // --- A profile's levels of detail (schema 6) ---------------------------------------------------------------
 // A timeline of tens of millions of launches is never read whole: each row (device, stream) of a profile has a
 // pyramid of buckets, level L's buckets 2^(baseShift + L) ns wide from the profile's first start, each summing
@@ -170,7 +193,7 @@ class RunStore {
   // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
   // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
   static Result<RunStore> openReadOnly(const std::string& path);
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);
@@ -248,6 +271,12 @@ class RunStore {
   // Live buffer bytes over the profile, by time (none in stores from before schema 5).
   Status addProfileMemory(int64_t profile, const std::vector<MemorySampleInfo>& samples);
   Result<std::vector<MemorySampleInfo>> profileMemory(int64_t profile) const;
+  // The devices of a profile with their ranks and clock offsets (none before schema 7, or when not recorded).
+  Status addProfileDevices(int64_t profile, const std::vector<ProfileDeviceInfo>& devices);
+  Result<std::vector<ProfileDeviceInfo>> profileDevices(int64_t profile) const;
+  // The collectives' launches, by (seq, group, device) (none before schema 7).
+  Status addProfileCollectives(int64_t profile, const std::vector<CollectiveLaunch>& launches);
+  Result<std::vector<CollectiveLaunch>> profileCollectives(int64_t profile) const;
 
   // Every run, archived ones included (RunInfo::archived says which).
   Result<std::vector<RunInfo>> runs() const;

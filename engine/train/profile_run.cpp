@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "engine/dist/rank_clocks.h"
 #include "engine/runtime/profiler.h"
+#include "engine/runtime/trace_merge.h"
+#include "engine/spmd/spmd.h"
+#include "engine/store/collective_instances.h"
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
 #include "engine/train/run.h"
@@ -54,6 +59,17 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
     TSR_ASSIGN(Batch b, setup.next());
     batches.push_back(std::move(b));
   }
+  // Under mpirun every rank profiles its own device: the clocks are aligned with rank 0's first (rank_clocks.h),
+  // and rank 0 receives the other ranks' traces afterwards.
+  TSR_ASSIGN(std::shared_ptr<dist::Communicator> comm, spmd::devices());
+  const bool ranks = comm->kind() == "mpi" && comm->numDevices() > 1;
+  std::vector<dist::ClockOffset> clocks;
+  if (ranks) {
+    TSR_ASSIGN(clocks, dist::alignClocks(*comm, 16, &runtime::Profiler::nowNs));
+    for (size_t r = 1; r < clocks.size(); ++r)
+      info(fmt::format("rank {} clock: {:+.3f} us from rank 0's, within {:.3f} us", r, clocks[r].offsetNs * 1e-3,
+                       clocks[r].errorNs * 1e-3));
+  }
   runtime::Profiler profiler;
   {
     runtime::ProfilerScope scope(profiler);
@@ -64,7 +80,22 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
       info(fmt::format("profiled step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
     }
   }
-  return runtime::Trace::from(profiler);
+  runtime::Trace trace = runtime::Trace::from(profiler);
+  if (!ranks) {
+    runtime::setDeviceClocks(trace, 0, 0, 0);  // one process, one clock
+    return trace;
+  }
+  const int self = comm->localDevices().front();
+  std::vector<std::string> mine(static_cast<size_t>(comm->numDevices()));
+  mine[static_cast<size_t>(self)] = runtime::encodeTrace(trace);
+  TSR_ASSIGN(std::vector<std::string> all, dist::gatherToFirst(*comm, mine));
+  if (self != 0) return trace;
+  runtime::setDeviceClocks(trace, 0, 0, 0);
+  for (size_t r = 1; r < all.size(); ++r) {
+    TSR_ASSIGN(runtime::Trace part, runtime::decodeTrace(all[r]));
+    runtime::mergeRankTrace(trace, std::move(part), static_cast<int>(r), clocks[r].offsetNs, clocks[r].errorNs);
+  }
+  return trace;
 }
 
 }  // namespace
@@ -81,18 +112,27 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
   if (o.seq > 0) p.train.seqLen = o.seq;
 
   ProfileReport r;
+  // Under mpirun rank 0 alone prints and writes the store, with every rank's launches.
+  TSR_ASSIGN(r.primary, spmd::isPrimaryProcess());
   r.storePath = o.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : o.storePath;
+  auto primaryInfo = [&](const std::string& line) {
+    if (r.primary) info(line);
+  };
+  r.firstStep = o.warmup + 1;
+  r.lastStep = o.warmup + o.steps;
+  int64_t numParams = 0;
+  if (!r.primary) {
+    TSR_ASSIGN(r.trace, runProfiledSteps(p, o, numParams, primaryInfo));
+    return r;
+  }
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(r.storePath));
   TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, absoluteDir(p), p.text));
-  int64_t numParams = 0;
-  auto trace = runProfiledSteps(p, o, numParams, info);
+  auto trace = runProfiledSteps(p, o, numParams, primaryInfo);
   if (!trace.ok()) {
     (void)db.finishRun(r.runId, store::RunStatus::Failed, trace.error().message);
     return trace.takeError();
   }
   r.trace = std::move(trace).value();
-  r.firstStep = o.warmup + 1;
-  r.lastStep = o.warmup + o.steps;
 
   TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));
   std::vector<double> seconds = markSeconds(r.trace);
@@ -138,6 +178,14 @@ std::vector<double> markSeconds(const runtime::Trace& trace) {
   return out;
 }
 
+std::vector<store::CollectiveLaunch> collectiveLaunches(const runtime::Trace& trace) {
+  std::vector<store::CollectiveLaunch> out;
+  for (const auto& e : trace.events)
+    if (e.collective >= 0)
+      out.push_back({e.device, e.collective, store::groupText(e.group), e.name, e.fusion, e.startNs, e.durationNs});
+  return out;
+}
+
 Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& trace) {
   std::vector<store::KernelEvent> events;
   events.reserve(trace.events.size());
@@ -150,10 +198,15 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
   for (const auto& m : trace.marks) marks.push_back({m.name, m.startNs, m.durationNs});
   std::vector<store::MemorySampleInfo> memory;
   for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes});
+  std::vector<store::ProfileDeviceInfo> devices;
+  for (const auto& d : trace.devices) devices.push_back({d.device, d.rank, d.offsetNs, d.errorNs});
+  std::vector<store::CollectiveLaunch> collectives = collectiveLaunches(trace);
   TSR_TRY(db.addKernelEvents(profile, events));
   TSR_TRY(db.buildProfileLevels(profile));
   TSR_TRY(db.addProfileKernels(profile, kernels));
   TSR_TRY(db.addProfileMemory(profile, memory));
+  TSR_TRY(db.addProfileDevices(profile, devices));
+  TSR_TRY(db.addProfileCollectives(profile, collectives));
   return db.addProfileMarks(profile, marks);
 }
 
@@ -168,6 +221,18 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs});
   TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
   for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes});
+  TSR_ASSIGN(std::vector<store::ProfileDeviceInfo> devices, db.profileDevices(profile));
+  for (const auto& d : devices) t.devices.push_back({d.device, d.rank, d.offsetNs, d.errorNs});
+  // Each collective launch is the kernel event of the same device, start and kernel.
+  TSR_ASSIGN(std::vector<store::CollectiveLaunch> collectives, db.profileCollectives(profile));
+  std::map<std::tuple<std::string, int64_t, int64_t>, const store::CollectiveLaunch*> byEvent;
+  for (const auto& c : collectives) byEvent[{c.device, c.startNs, c.fusion}] = &c;
+  if (!byEvent.empty())
+    for (auto& e : t.events)
+      if (auto it = byEvent.find({e.device, e.startNs, e.fusion}); it != byEvent.end()) {
+        e.collective = it->second->seq;
+        e.group = store::parseGroup(it->second->group);
+      }
   return t;
 }
 

@@ -11,6 +11,7 @@
 #include "engine/project/project.h"
 #include "engine/runtime/kernel_summary.h"
 #include "engine/runtime/trace_export.h"
+#include "engine/store/collective_instances.h"
 
 namespace tsr::store {
 class RunStore;
@@ -32,6 +33,7 @@ struct ProfileOptions {
 using runtime::KernelSummary;
 
 struct ProfileReport {
+  bool primary = true;  // false on the ranks after rank 0 under mpirun: nothing written, their own trace only
   int64_t runId = 0;
   int64_t profileId = 0;
   std::string storePath;
@@ -47,6 +49,9 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
 std::vector<KernelSummary> summarizeKernels(const runtime::Trace& trace);
 // The duration of each mark, in seconds, in start order (the per-step times of a profile).
 std::vector<double> markSeconds(const runtime::Trace& trace);
+
+// The collectives' launches of a trace (events with a collective number), as the store keeps them.
+std::vector<store::CollectiveLaunch> collectiveLaunches(const runtime::Trace& trace);
 
 // A trace into a store profile, and back (for `tessera runs export-trace` and the IDE's timeline).
 Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& trace);

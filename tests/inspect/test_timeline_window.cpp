@@ -152,3 +152,41 @@ TEST_CASE("aProfileWithoutLevelsGetsThemOnOpen") {
   REQUIRE(!ProfileWindows::open(path, id + 1).ok());
   REQUIRE(!ProfileWindows::open(dir.filePath("none.db")).ok());
 }
+
+// A profile of two ranks read a window at a time: the rows carry their ranks, and a raw window links the
+// collective calls it shows, the straggler's launch among its events, the waits worked out by hand.
+TEST_CASE("aWindowLinksCollectivesAcrossRanks") {
+  test::TempDir dir;
+  std::string path = dir.filePath("runs.db");
+  {
+    auto db = store::RunStore::open(path);
+    REQUIRE(db.ok());
+    auto run = db->createRun("r", "p", "");
+    REQUIRE(run.ok());
+    auto p = db->createProfile(*run, "prof", 2, 2);
+    REQUIRE(p.ok());
+    // Call 0: cpu:0 arrives at 10'000, cpu:1 at 12'500 (the straggler; cpu:0 waits 2'500).
+    REQUIRE(db->addKernelEvents(*p, {{"cpu:0", 0, "all_reduce", 4, 10'000, 3'000, 0, 64},
+                                     {"cpu:1", 0, "all_reduce", 4, 12'500, 600, 0, 64},
+                                     {"cpu:1", 0, "fusion.1", 1, 1'000, 9'000, 0, 64}}).ok());
+    REQUIRE(db->addProfileCollectives(*p, {{"cpu:0", 0, "0,1", "all_reduce", 4, 10'000, 3'000},
+                                           {"cpu:1", 0, "0,1", "all_reduce", 4, 12'500, 600}}).ok());
+    REQUIRE(db->addProfileDevices(*p, {{"cpu:0", 0, 0, 0}, {"cpu:1", 1, 800, 40}}).ok());
+    REQUIRE(db->buildProfileLevels(*p).ok());
+  }
+  auto pw = ProfileWindows::open(path);
+  REQUIRE_MESSAGE(pw.ok(), pw.error().message);
+  auto w = (*pw)->window(0, 20'000, 1.0);
+  REQUIRE_MESSAGE(w.ok(), w.error().message);
+  REQUIRE(w->raw);
+  const Timeline& t = *w->timeline;
+  TSR_COMPARE(t.rowGroup(1), std::string("rank 1 · cpu:1"));
+  REQUIRE(t.collectives.size() == 1);
+  const TimelineCollective& c = t.collectives[0];
+  REQUIRE(c.stragglerEvent() >= 0);
+  TSR_COMPARE(t.events[static_cast<size_t>(c.stragglerEvent())].startNs, int64_t{12'500 - 1'000});
+  TSR_COMPARE(t.rows[static_cast<size_t>(t.events[static_cast<size_t>(c.stragglerEvent())].row)].device, std::string("cpu:1"));
+  TSR_COMPARE(c.call.members[0].waitNs, int64_t{2'500});
+  REQUIRE(c.events[0] >= 0);
+  TSR_COMPARE(t.collectiveOf(static_cast<uint32_t>(c.events[0])), &c);
+}

@@ -305,6 +305,7 @@ TEST_CASE("schema3StoresReadAndMigrate") {
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   const char* downgrade =
+      "DROP TABLE profile_collectives; DROP TABLE profile_devices;"
       "DROP TABLE profile_buckets; DROP TABLE profile_rows; DROP TABLE profile_levels;"
       "DROP INDEX kernel_events_by_span; ALTER TABLE kernel_events DROP COLUMN span_class;"
       "DROP TABLE profile_memory; DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN notes;"

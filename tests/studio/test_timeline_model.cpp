@@ -20,6 +20,7 @@
 #include "engine/inspect/timeline.h"
 #include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
+#include "engine/train/profile_run.h"
 
 using namespace tsr;
 
@@ -98,6 +99,111 @@ class TestTimelineModel : public QObject {
   Q_OBJECT
 
  private slots:
+  // Two ranks of an mpirun profile, times on rank 0's clock (base + ns). Rank 1 has two threads. Two
+  // all-reduces over both ranks: call 0, rank 0 arrives at 1000 and rank 1 at 1600 (rank 1 straggles, rank 0
+  // waits 600); call 1, rank 1 at 3000 and rank 0 at 3100 (rank 0 straggles, rank 1 waits 100). Read back through
+  // the run store, as the Timeline panel opens it.
+  void collectivesLinkedAcrossRanks() {
+    const int64_t base = 5'000'000;
+    runtime::Trace trace;
+    trace.kernels = {{7, "train_step", "fusion.7 loop[add]", "loop", {3}, {"add"}, ""},
+                     {8, "train_step", "all_reduce f32[256]", "opaque", {5}, {"all_reduce"}, ""}};
+    auto ev = [&](const char* dev, int64_t stream, int64_t fusion, int64_t start, int64_t dur, int64_t coll = -1) {
+      runtime::ProfileEvent e;
+      e.device = dev;
+      e.stream = stream;
+      e.name = fusion == 7 ? "fusion.7 loop[add]" : "all_reduce f32[256]";
+      e.fusion = fusion;
+      e.startNs = base + start;
+      e.durationNs = dur;
+      e.collective = coll;
+      if (coll >= 0) e.group = {0, 1};
+      trace.events.push_back(e);
+    };
+    ev("cpu:0", 0, 7, 0, 900);
+    ev("cpu:0", 0, 8, 1000, 700, 0);
+    ev("cpu:1", 0, 7, 0, 1500);
+    ev("cpu:1", 1, 7, 100, 50);
+    ev("cpu:1", 0, 8, 1600, 100, 0);
+    ev("cpu:1", 0, 8, 3000, 200, 1);
+    ev("cpu:0", 0, 8, 3100, 100, 1);
+    trace.marks = {{"step 2", base, 3300}};
+    trace.devices = {{"cpu:0", 0, 0, 0}, {"cpu:1", 1, 1200, 35}};
+
+    QTemporaryDir dir;
+    std::string db = dir.filePath("runs.db").toStdString();
+    {
+      auto s = store::RunStore::open(db);
+      QVERIFY(s.ok());
+      auto run = s->createRun("profile", "p", "");
+      QVERIFY(run.ok());
+      auto p = s->createProfile(*run, "steps 2-2", 2, 2);
+      QVERIFY(p.ok());
+      auto saved = train::saveTrace(*s, *p, trace);
+      QVERIFY2(saved.ok(), saved.ok() ? "" : saved.error().message.c_str());
+    }
+    auto t = inspect::loadProfileTimeline(db);
+    QVERIFY2(t.ok(), t.ok() ? "" : t.error().message.c_str());
+
+    // One row group per rank: rank 0's one row, rank 1's two.
+    QCOMPARE(t->rows.size(), size_t{3});
+    QCOMPARE(t->numRanks(), 2);
+    QCOMPARE(t->rowGroup(0), std::string("rank 0 · cpu:0"));
+    QCOMPARE(t->rowGroup(1), std::string("rank 1 · cpu:1"));
+    QCOMPARE(t->rowGroup(2), std::string("rank 1 · cpu:1"));
+
+    // Both calls, each member's launch found among the events.
+    QCOMPARE(t->collectives.size(), size_t{2});
+    auto eventAt = [&](const std::string& device, int64_t start) -> int64_t {
+      for (size_t i = 0; i < t->events.size(); ++i)
+        if (t->rows[static_cast<size_t>(t->events[i].row)].device == device && t->events[i].startNs == start)
+          return static_cast<int64_t>(i);
+      return -1;
+    };
+    const inspect::TimelineCollective& c0 = t->collectives[0];
+    QCOMPARE(c0.call.seq, int64_t{0});
+    QVERIFY(c0.call.complete);
+    QCOMPARE(c0.events, (std::vector<int64_t>{eventAt("cpu:0", 1000), eventAt("cpu:1", 1600)}));
+    QCOMPARE(c0.stragglerEvent(), eventAt("cpu:1", 1600));
+    QCOMPARE(c0.call.members[0].waitNs, int64_t{600});
+    QCOMPARE(c0.call.members[1].waitNs, int64_t{0});
+    const inspect::TimelineCollective& c1 = t->collectives[1];
+    QCOMPARE(c1.stragglerEvent(), eventAt("cpu:0", 3100));
+    QCOMPARE(c1.call.members[1].waitNs, int64_t{100});
+    QCOMPARE(c1.call.maxWaitNs, int64_t{100});
+
+    // From either member's launch to its call; a kernel that is no collective has none.
+    int member = -1;
+    QCOMPARE(t->collectiveOf(static_cast<uint32_t>(eventAt("cpu:1", 3000)), &member), &c1);
+    QCOMPARE(member, 1);
+    QCOMPARE(t->collectiveOf(static_cast<uint32_t>(eventAt("cpu:0", 1000)), &member), &c0);
+    QCOMPARE(member, 0);
+    QVERIFY(t->collectiveOf(static_cast<uint32_t>(eventAt("cpu:1", 100))) == nullptr);
+
+    // What the panel says of a selected launch, and the call it shows first.
+    QCOMPARE(inspect::collectiveSummary(*t, static_cast<uint32_t>(eventAt("cpu:0", 1000))),
+             std::string("collective call 0 over devices 0,1: waited 600 ns for the straggler cpu:1 (rank 1)"));
+    QCOMPARE(inspect::collectiveSummary(*t, static_cast<uint32_t>(eventAt("cpu:1", 1600))),
+             std::string("straggler of collective call 0 over devices 0,1: arrived 600 ns after cpu:0 (rank 0)"));
+    QCOMPARE(inspect::collectiveSummary(*t, static_cast<uint32_t>(eventAt("cpu:1", 100))), std::string());
+    QCOMPARE(inspect::worstCollective(*t), 0);
+
+    // The same profile from the trace held in memory links the same events.
+    inspect::Timeline fromTrace = inspect::timelineFromTrace(trace, "trace");
+    QCOMPARE(fromTrace.collectives.size(), size_t{2});
+    QCOMPARE(fromTrace.collectives[0].events, c0.events);
+  }
+
+  // Virtual devices of one process: separate row groups, no ranks in the headings.
+  void virtualDevicesAreRowGroups() {
+    runtime::Trace trace = handMadeTrace();
+    trace.devices = {{"cpu:0", 0, 0, 0}, {"cpu:2", 0, 0, 0}, {"cpu:10", 0, 0, 0}};
+    inspect::Timeline t = inspect::timelineFromTrace(trace, "trace");
+    QCOMPARE(t.numRanks(), 1);
+    QCOMPARE(t.rowGroup(0), std::string("cpu:0"));
+    QVERIFY(t.collectives.empty());
+  }
+
   void storeProfileLoadsEveryEvent() {
     QTemporaryDir dir;
     std::string db = dir.filePath("runs.db").toStdString();

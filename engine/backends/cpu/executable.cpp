@@ -910,8 +910,13 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
       ev.durationNs = runtime::Profiler::nowNs() - t0;
       ev.flops = k.info.flops;
       ev.bytes = k.info.bytes;
+      if (device && !device->collectiveGroup.empty()) {
+        ev.collective = prof->nextCollective(deviceName);
+        ev.group = std::move(device->collectiveGroup);
+      }
       prof->record(std::move(ev));
     }
+    if (device) device->collectiveGroup.clear();
     if (im.options.poisonFreed)
       for (ValueId v : k.dying)
         std::memset(ptr[static_cast<size_t>(v)], 0xff, static_cast<size_t>(g.aval(v).bytes()));
