@@ -71,7 +71,12 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   fit->setToolTip(tr("Show the whole timeline (F)"));
   auto* bar = new QHBoxLayout;
   bar->setContentsMargins(4, 2, 4, 2);
+  bar->setSpacing(8);
   bar->addWidget(m_source, 1);
+  auto* separator = new QFrame;  // the profile's name and the selection's info are two things
+  separator->setFrameShape(QFrame::VLine);
+  separator->setFrameShadow(QFrame::Sunken);
+  bar->addWidget(separator);
   bar->addWidget(m_info, 2);
   bar->addWidget(m_colour);
   bar->addWidget(fit);
