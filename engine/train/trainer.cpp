@@ -37,6 +37,19 @@ Tree updatedStats(const nn::Context& ctx, const Tree& given) {
 
 bool hasState(const TrainState& s) { return !s.batchStats.leaves().empty(); }
 
+// The training step's arguments: {params, opt, [batch_stats,] inputs, targets, step}. Copies of the state's
+// trees for lowering; the trees themselves, moved in, for a step that donates their buffers.
+Tree trainStepArgs(Tree params, Tree opt, Tree batchStats, const Batch& batch, int64_t step) {
+  const bool stateful = !batchStats.leaves().empty();
+  Tree args = Tree::dict({{"params", std::move(params)},
+                          {"opt", std::move(opt)},
+                          {"inputs", Tree(batch.inputs)},
+                          {"targets", Tree(batch.targets)},
+                          {"step", Tree(Array::scalar(static_cast<double>(step), DType::I32))}});
+  if (stateful) args.set("batch_stats", std::move(batchStats));
+  return args;
+}
+
 // What a training apply gives beside its loss: the model's metrics, and its updated state when it has one.
 Tree auxOf(const nn::Context& ctx, const Tree* stats) {
   Tree aux = Tree::dict({{"metrics", sownTree(ctx)}});
@@ -202,13 +215,7 @@ Result<Batch> Trainer::placeBatch(const Batch& batch) const {
 }
 
 Tree Trainer::stepArgs(const TrainState& state, const Batch& batch) const {
-  Tree args = Tree::dict({{"params", state.params},
-                          {"opt", state.optState},
-                          {"inputs", Tree(batch.inputs)},
-                          {"targets", Tree(batch.targets)},
-                          {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
-  if (hasState(state)) args.set("batch_stats", state.batchStats);
-  return args;
+  return trainStepArgs(state.params, state.optState, state.batchStats, batch, state.step);
 }
 
 Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
@@ -216,12 +223,8 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   TSR_ASSIGN(Batch batch, placeBatch(unplaced));
   // The state moves into the arguments so that its buffers can be donated; on failure it moves back.
   const bool stateful = hasState(state);
-  Tree args = Tree::dict({{"params", std::move(state.params)},
-                          {"opt", std::move(state.optState)},
-                          {"inputs", Tree(batch.inputs)},
-                          {"targets", Tree(batch.targets)},
-                          {"step", Tree(Array::scalar(static_cast<double>(state.step), DType::I32))}});
-  if (stateful) args.set("batch_stats", std::move(state.batchStats));
+  Tree args = trainStepArgs(std::move(state.params), std::move(state.optState),
+                            stateful ? std::move(state.batchStats) : Tree(), batch, state.step);
   auto result = m_step->call(args);
   if (!result.ok()) {
     state.params = *args.find("params");
