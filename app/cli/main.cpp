@@ -27,6 +27,7 @@
 #include "app/cli/shard_command.h"
 #include "app/cli/sweep_command.h"
 #include "app/cli/train_command.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/backends.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
@@ -199,6 +200,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tsr::cpu::ensureOpenMpWaitPolicy(argv);
   // The last line of defence: what no command caught is printed and the exit status says so. Errors a user
   // can cause are values long before this; reaching it is a bug, but never a death by signal.
   try {

@@ -19,6 +19,7 @@
 
 #include "app/studio/main_window.h"
 #include "engine/backends/backends.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/version.h"
 #include "views/graph_panel.h"
 #include "views/sharding_panel.h"
@@ -218,6 +219,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tsr::cpu::ensureOpenMpWaitPolicy(argv);
   // What escapes outside the event loop (the command line, building the window): printed, status 1.
   try {
     return run(argc, argv);

@@ -1,17 +1,15 @@
 // conv_general_dilated: XLA's general convolution (lax.conv_general_dilated).
 //
-// The CPU kernel first puts the operands in the canonical layouts lhs [N, C, spatial...], rhs [O, I, spatial...]
-// (a copy unless the specs already say so) and computes out [N / batch_groups, O, spatial...], then permutes it
-// to out_spec. f32 without lhs dilation, negative padding or batch groups runs as a oneDNN convolution_forward
-// (grouped when feature_group_count > 1), its primitive cached per problem; every other case, and f64, runs as
-// im2col + a BLAS GEMM per (example, group); bf16/f16 widen to f32 and round each result once.
+// The CPU kernel runs f32 (and bf16/f16, widened to f32 and rounded once) through oneDNN on the operands as they
+// lie: the forward convolution and the two gradients the vjp below produces map to oneDNN's forward, backward-data
+// and backward-weights primitives (conv_onednn.h). What oneDNN cannot take (batch groups, negative padding, a
+// strided transposed convolution) and f64 put the operands in the canonical layouts lhs [N, C, spatial...], rhs
+// [O, I, spatial...] (a copy unless the specs already say so), compute out [N / batch_groups, O, spatial...] as
+// im2col + a BLAS GEMM per (example, group), and permute it to out_spec.
 //
 // vjp and batching follow JAX (jax/_src/lax/convolution.py): both cotangents are themselves convolutions, and
 // vmap folds a batched operand's batch dim into N or into the feature groups.
 #include <cblas.h>
-#include <dnnl.hpp>
-#include <sched.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -22,16 +20,14 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/env_options.h"
 #include "engine/ops/conv_geometry.h"
+#include "engine/ops/conv_onednn.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/ops/shard_rules.h"
 #include "engine/runtime/blas_workspace.h"
 #include "engine/transform/trace.h"
-
-extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's CPU runtime
 
 namespace tsr::ops {
 namespace {
@@ -238,114 +234,7 @@ void im2colConv(const T* x, const T* w, T* y, const ConvGeometry& g) {
   }
 }
 
-// ---- oneDNN (f32) ----
-
-bool oneDnnCanRun(const ConvGeometry& g) {
-  if (g.batchGroups != 1 || g.n == 0 || g.c == 0 || g.o == 0) return false;
-  for (size_t d = 0; d < g.k.size(); ++d)
-    if (g.lhsDil[d] != 1 || g.lo[d] < 0 || g.hi[d] < 0 || g.out[d] < 1 || g.in[d] < 1) return false;
-  return true;
-}
-
-int engineThreads() {
-  if (int n = envOptions().numThreads; n > 0) return n;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
-
-struct ConvPrimitive {
-  dnnl::convolution_forward::primitive_desc pd;
-  dnnl::convolution_forward prim;
-};
-
-struct OneDnn {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mutex;
-  std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrimitive>> cache;  // by problem
-  static OneDnn& instance() {
-    static OneDnn s;
-    return s;
-  }
-};
-
-dnnl::memory::format_tag plainTag(size_t spatial, bool grouped, bool weights) {
-  using tag = dnnl::memory::format_tag;
-  if (!weights) return spatial == 1 ? tag::ncw : spatial == 2 ? tag::nchw : tag::ncdhw;
-  if (grouped) return spatial == 1 ? tag::goiw : spatial == 2 ? tag::goihw : tag::goidhw;
-  return spatial == 1 ? tag::oiw : spatial == 2 ? tag::oihw : tag::oidhw;
-}
-
-std::shared_ptr<const ConvPrimitive> convPrimitive(const ConvGeometry& g) {
-  std::vector<int64_t> key{g.n, g.c, g.o, g.featureGroups};
-  for (const auto* v : {&g.in, &g.k, &g.out, &g.stride, &g.lo, &g.hi, &g.rhsDil}) key.insert(key.end(), v->begin(), v->end());
-  OneDnn& dnn = OneDnn::instance();
-  std::lock_guard lock(dnn.mutex);
-  if (auto it = dnn.cache.find(key); it != dnn.cache.end()) return it->second;
-  using dims = dnnl::memory::dims;
-  const size_t ns = g.k.size();
-  const bool grouped = g.featureGroups > 1;
-  dims src{g.n, g.c}, dst{g.n, g.o}, wei;
-  if (grouped) wei = {g.featureGroups, g.o / g.featureGroups, g.i};
-  else wei = {g.o, g.i};
-  dims strides, dilates, padL, padR;
-  for (size_t d = 0; d < ns; ++d) {
-    src.push_back(g.in[d]);
-    dst.push_back(g.out[d]);
-    wei.push_back(g.k[d]);
-    strides.push_back(g.stride[d]);
-    dilates.push_back(g.rhsDil[d] - 1);  // oneDNN counts the holes
-    padL.push_back(g.lo[d]);
-    // oneDNN wants the padding that ends exactly at the last window: the floor of XLA's output size drops the rest.
-    padR.push_back((g.out[d] - 1) * g.stride[d] + (g.k[d] - 1) * g.rhsDil[d] + 1 - g.in[d] - g.lo[d]);
-  }
-  using dt = dnnl::memory::data_type;
-  dnnl::memory::desc srcMd(src, dt::f32, plainTag(ns, false, false));
-  dnnl::memory::desc weiMd(wei, dt::f32, plainTag(ns, grouped, true));
-  dnnl::memory::desc dstMd(dst, dt::f32, plainTag(ns, false, false));
-  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, srcMd,
-                                       weiMd, dstMd, strides, dilates, padL, padR);
-  // The scratchpad is the caller's, one per execution: the library's own is shared by every execution of a
-  // primitive and is not safe across threads unless oneDNN was built for concurrent execution (Debian's is not),
-  // and the devices of an SPMD program run the same convolutions at once on their threads.
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::convolution_forward::primitive_desc pd(desc, attr, dnn.engine);
-  auto prim = std::make_shared<const ConvPrimitive>(ConvPrimitive{pd, dnnl::convolution_forward(pd)});
-  dnn.cache.emplace(std::move(key), prim);
-  return prim;
-}
-
-// x, w, y canonical as for im2colConv. False when oneDNN rejects the problem (the caller falls back).
-bool oneDnnConv(const float* x, const float* w, float* y, const ConvGeometry& g) {
-  try {
-    auto cp = convPrimitive(g);
-    OneDnn& dnn = OneDnn::instance();
-    const auto& pd = cp->pd;
-    dnnl::memory src(pd.src_desc(), dnn.engine, const_cast<float*>(x));
-    dnnl::memory wei(pd.weights_desc(), dnn.engine, const_cast<float*>(w));
-    dnnl::memory dst(pd.dst_desc(), dnn.engine, y);
-    omp_set_num_threads(engineThreads());  // this thread's OpenMP teams: the engine's thread count
-    dnnl::stream stream(dnn.engine);
-    dnnl::memory scratchpad(pd.scratchpad_desc(), dnn.engine);
-    cp->prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, scratchpad}});
-    stream.wait();
-    return true;
-  } catch (const dnnl::error&) {
-    return false;
-  }
-}
-
 // ---- kernel ----
-
-template <class T>
-void convCanonical(const T* x, const T* w, T* y, const ConvGeometry& g) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (oneDnnCanRun(g) && oneDnnConv(x, w, y, g)) return;
-  }
-  im2colConv(x, w, y, g);
-}
 
 void convKernel(const ir::CpuKernelArgs& args) {
   const auto& at = attrsAs<ConvAttrs>(args.attrs);
@@ -353,6 +242,25 @@ void convKernel(const ir::CpuKernelArgs& args) {
   const ir::TensorView& rhs = args.inputs[1];
   const ir::MutableTensorView& out = args.outputs[0];
   ConvGeometry g = convGeometry(lhs.aval.shape, rhs.aval.shape, at);
+  // oneDNN on the operands as they lie (halves widened to f32, exactly, and the result rounded once).
+  if (out.aval.dtype == DType::F32 &&
+      oneDnnConvolution(lhs.as<float>(), lhs.aval.shape, rhs.as<float>(), rhs.aval.shape, out.as<float>(),
+                        out.aval.shape, at, g))
+    return;
+  if (out.aval.dtype == DType::BF16 || out.aval.dtype == DType::F16) {
+    std::vector<float> l(static_cast<size_t>(lhs.aval.numel())), r(static_cast<size_t>(rhs.aval.numel())),
+        y(static_cast<size_t>(out.aval.numel()));
+    bool done = false;
+    dispatchDType(out.aval.dtype, [&]<class T>() {
+      if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+        std::copy(lhs.as<T>(), lhs.as<T>() + l.size(), l.begin());
+        std::copy(rhs.as<T>(), rhs.as<T>() + r.size(), r.begin());
+        done = oneDnnConvolution(l.data(), lhs.aval.shape, r.data(), rhs.aval.shape, y.data(), out.aval.shape, at, g);
+        if (done) std::transform(y.begin(), y.end(), out.as<T>(), [](float v) { return T(v); });
+      }
+    });
+    if (done) return;
+  }
   const int64_t nOut = g.n / g.batchGroups;
   std::vector<int64_t> canonDims{nOut, g.o};
   canonDims.insert(canonDims.end(), g.out.begin(), g.out.end());
@@ -374,7 +282,7 @@ void convKernel(const ir::CpuKernelArgs& args) {
       x = canonical(static_cast<const C*>(lw.data()), lhs.aval.shape, at.lhsSpec, ls);
       w = canonical(static_cast<const C*>(rw.data()), rhs.aval.shape, at.rhsSpec, rs);
     }
-    convCanonical(x, w, ys.data(), g);
+    im2colConv(x, w, ys.data(), g);
     if (isIdentity(at.outSpec) && std::is_same_v<T, C>) {
       std::copy(ys.begin(), ys.end(), o);
       return;

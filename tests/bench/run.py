@@ -35,11 +35,13 @@ FULL = {
     "gpt2_124m": {"project": "sample_projects/gpt2_124m", "batch": 4, "seq": 64, "steps": 3, "warmup": 1},
     "gpt2_6l": {"project": "tests/bench/projects/gpt2_6l", "batch": 16, "seq": 256, "steps": 3, "warmup": 1},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 8192, "steps": 5, "warmup": 1},
+    "resnet18": {"project": "tests/bench/projects/resnet18_cifar", "batch": 64, "steps": 3, "warmup": 1},
     "elementwise": {"n": 64 * 1024 * 1024, "steps": 5},
 }
 QUICK = {
     "gpt2_tiny": {"project": "tests/bench/projects/gpt2_tiny", "batch": 2, "seq": 16, "steps": 2, "warmup": 1},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 64, "steps": 2, "warmup": 1},
+    "resnet_tiny": {"project": "tests/bench/projects/resnet_tiny", "batch": 2, "steps": 2, "warmup": 1},
     "elementwise": {"n": 1024 * 1024, "steps": 3},
 }
 
@@ -101,6 +103,10 @@ def peer_args(spec, project):
                 "--weight-decay", str(t.get("weight_decay", 0.1)), "--grad-clip", str(t.get("grad_clip", 1.0))]
     if m["family"] == "mlp":
         return ["mlp", *args, "--sizes", ",".join(str(s) for s in m["sizes"])]
+    if m["family"] == "resnet" and m.get("stem") == "cifar" and t.get("optimizer") == "sgd":
+        return ["resnet", *args, "--depth", str(m["depth"]), "--width", str(m.get("width", 64)),
+                "--classes", str(m["num_classes"]), "--image", str(m["image_size"]),
+                "--momentum", str(t.get("momentum", 0.0))]
     raise ValueError(f"no peer for family {m['family']}")
 
 
@@ -217,6 +223,25 @@ def bench_data(opts):
     return entry
 
 
+def bench_conv(opts, pythons):
+    """Convolutions at ResNet-18's CIFAR layer shapes (bench_conv: forward, data and filter gradients, each as
+    the engine's step runs it) against PyTorch's at the same shapes; ratio = PyTorch's total time / ours."""
+    log("conv:")
+    env = dict(os.environ, TESSERA_NUM_THREADS=str(opts.threads))
+    entry = {"tessera": run_json([opts.conv, "--json"], 1200, env)}
+    if pythons.get("torch") and "torch" in opts.peers:
+        cmd = [pythons["torch"], os.path.join(HERE, "peers", "torch_peer.py"), "conv", "--batch",
+               str(entry["tessera"]["batch"]), "--steps", "5", "--threads", str(opts.threads)]
+        try:
+            entry["torch"] = run_json(cmd, 1200)
+            entry["ratios"] = {"torch": entry["torch"]["median_step_s"] / entry["tessera"]["total_s"]}
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+            entry["torch"] = {"failed": str(e)}
+    else:
+        entry["torch"] = {"skipped": "no Python here imports torch"}
+    return entry
+
+
 def bench_metrics(opts):
     """Dense metrics (bench_metrics, offscreen): frames drawn by level of detail against the naive chart in the
     same run, and the store's writes per step against a gpt2_mini step timed by `tessera bench` in the same run."""
@@ -277,6 +302,7 @@ def main():
     p.add_argument("--tessera", default=os.path.join(ROOT, "build", "app", "cli", "tessera"))
     p.add_argument("--elementwise", default=os.path.join(ROOT, "build", "tests", "bench", "bench_elementwise"))
     p.add_argument("--data", default=os.path.join(ROOT, "build", "tests", "bench", "bench_data"))
+    p.add_argument("--conv", default=os.path.join(ROOT, "build", "tests", "bench", "bench_conv"))
     p.add_argument("--metrics", default=os.path.join(ROOT, "build", "tests", "bench", "bench_metrics"))
     p.add_argument("--out", default="", help="also write the JSON document here")
     p.add_argument("--check", action="store_true", help="fail on wrong results (see above); 77 without torch")
@@ -303,6 +329,11 @@ def main():
             doc["workloads"]["data"] = bench_data(opts)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
             doc["workloads"]["data"] = {"error": str(e)}
+    if not opts.quick and (not only or "conv" in only):
+        try:
+            doc["workloads"]["conv"] = bench_conv(opts, pythons)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
+            doc["workloads"]["conv"] = {"error": str(e)}
     if not opts.quick and (not only or "metrics" in only):
         try:
             doc["workloads"]["metrics"] = bench_metrics(opts)

@@ -39,6 +39,12 @@ ir::ConvAttrs nhwc(ir::ConvAttrs a) {
   return a;
 }
 
+// Batch and feature roles swapped in every operand (how the rhs cotangent reads x and the cotangent).
+ir::ConvAttrs swapped(ir::ConvAttrs a) {
+  for (auto* spec : {&a.lhsSpec, &a.rhsSpec, &a.outSpec}) std::swap((*spec)[0], (*spec)[1]);
+  return a;
+}
+
 std::vector<ConvSpec> convSpecs() {
   return {
       {"1d valid", {2, 3, 7}, {4, 3, 3}, convAttrs(1)},
@@ -61,6 +67,14 @@ std::vector<ConvSpec> convSpecs() {
       {"3d", {1, 2, 4, 5, 3}, {2, 2, 2, 3, 2}, convAttrs(3, {1, 2, 1}, {0, 1, 1}, {1, 1, 0})},
       {"3d rhs dilation, grouped", {2, 4, 5, 4, 4}, {4, 2, 2, 2, 2}, convAttrs(3, {}, {}, {}, {}, {2, 1, 2}, 2)},
       {"2d larger 8->16 channels 12x12", {2, 8, 12, 12}, {16, 8, 3, 3}, convAttrs(2, {}, {1, 1}, {1, 1})},
+      // The shapes of the gradients the vjp produces, which oneDNN runs as backward-data and backward-weights.
+      {"2d NHWC transposed, lhs dilation 2, pad (1,2), grouped", {2, 4, 3, 4}, {3, 3, 2, 6},
+       nhwc(convAttrs(2, {}, {1, 2}, {2, 1}, {2, 2}, {}, 2))},
+      {"2d transposed, lhs dilation (2,3), rhs dilation 2", {1, 3, 4, 3}, {2, 3, 2, 2},
+       convAttrs(2, {}, {1, 2}, {2, 0}, {2, 3}, {2, 2})},
+      {"2d filter-gradient shape: 10x9 window, 5x4 out", {2, 3, 12, 11}, {4, 3, 10, 9}, convAttrs(2, {}, {1, 1}, {1, 1})},
+      {"2d filter-gradient shape: stride 2, rhs dilation 2, roles swapped", {2, 3, 13, 13}, {2, 4, 5, 5},
+       swapped(convAttrs(2, {2, 2}, {1, 1}, {1, 1}, {}, {2, 2}))},
   };
 }
 

@@ -4,8 +4,14 @@
 // out features).
 #include "tests/check.h"
 
+#include <set>
+
+#include "engine/ops/conv_geometry.h"
+#include "engine/ops/conv_onednn.h"
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
+#include "engine/transform/trace.h"
 
 using namespace tsr;
 
@@ -123,4 +129,36 @@ TEST_CASE("shardRuleSplitsBatchAndUngroupedOutFeatures") {
   auto g = def.shard(in, out2, a);
   REQUIRE(g.ok());
   TSR_COMPARE(g->resultDims[0], (std::vector<int>{-1, -1, -1, -1}));
+}
+
+// A ResNet-style strided NHWC convolution's gradient graph holds the three convolutions training runs: each must
+// reach its oneDNN primitive (the conformance suite checks the values of every route; this checks that the
+// gradients do not fall back to im2col, which is several times slower).
+TEST_CASE("trainingConvolutionsReachTheirOneDnnPrimitives") {
+  auto step = [](const std::vector<Array>& in) {
+    auto loss = [](const std::vector<Array>& p) {
+      Array y = convGeneralDilated(p[0], p[1], {2, 2}, std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 1}}, {},
+                                   {}, {"NHWC", "HWIO", "NHWC"});
+      return std::vector<Array>{sum(y * y)};
+    };
+    VjpOutput v = vjp(loss, in);
+    return v.pullback({onesLike(v.outputs[0])});
+  };
+  auto cg = makeGraph(step, {f32({4, 16, 16, 8}), f32({3, 3, 8, 16})});
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  std::multiset<std::string> kinds;
+  for (const ir::Node& n : cg->graph.nodes()) {
+    if (n.op != ir::OpCode::ConvGeneralDilated) continue;
+    const auto& at = std::get<ir::ConvAttrs>(n.attrs);
+    ops::ConvGeometry g = ops::convGeometry(cg->graph.aval(n.operands[0]).shape, cg->graph.aval(n.operands[1]).shape, at);
+    kinds.insert(ops::oneDnnConvolutionKind(g));
+    // ... and oneDNN takes it (false would mean the fallback).
+    const Shape& ls = cg->graph.aval(n.operands[0]).shape;
+    const Shape& rs = cg->graph.aval(n.operands[1]).shape;
+    const Shape& os = cg->graph.aval(n.results[0]).shape;
+    std::vector<float> l(static_cast<size_t>(ls.numel()), 0.5f), r(static_cast<size_t>(rs.numel()), 0.25f),
+        o(static_cast<size_t>(os.numel()), -1.0f);
+    CHECK(ops::oneDnnConvolution(l.data(), ls, r.data(), rs, o.data(), os, at, g));
+  }
+  CHECK(kinds == std::multiset<std::string>{"forward", "data_gradient", "filter_gradient"});
 }

@@ -2,6 +2,12 @@
 custom_vjp, checkpoint (remat), tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's),
 tessera.sharding, tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
 
+import os as _os
+
+# oneDNN's OpenMP threads must sleep between convolutions, not spin against the engine's own threads; libgomp reads
+# this when it loads, with the module below (the tessera executables see to it too: cpu::ensureOpenMpWaitPolicy).
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 try:
     import numpy as _numpy
     from . import _tessera

@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/thread_pool.h"
 
 #include <sched.h>
+#include <unistd.h>
 #include <xmmintrin.h>
 
 #include <algorithm>
@@ -30,6 +31,12 @@ int configuredThreads() {
 
 FlushDenormals::FlushDenormals() : m_saved(_mm_getcsr()) { _mm_setcsr(m_saved | 0x8040u); }
 FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
+
+void ensureOpenMpWaitPolicy(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+}
 
 void coordinateBlasThreads() {
   // GEMMs run single-threaded inside our pool's threads (gemm.cpp): OpenBLAS starts no threads of its own.

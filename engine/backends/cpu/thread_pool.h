@@ -48,4 +48,12 @@ class FlushDenormals {
 // Makes OpenBLAS single-threaded (once): called before the first GEMM.
 void coordinateBlasThreads();
 
+// oneDNN (the CPU convolutions) runs on libgomp's threads, which by default spin for milliseconds after every
+// parallel region and so take the cores from this pool's next kernels: a small ResNet step took 140 ms instead
+// of 8. OMP_WAIT_POLICY=PASSIVE makes them sleep at once, but libgomp reads it only when it loads, before main.
+// So an executable's main calls this first: where the variable is unset it sets it to PASSIVE and executes
+// itself again (the same arguments, the same process). It returns where the variable was set already, and where
+// the exec fails (the program then runs as it is). Python's tessera module sets it before it loads the engine.
+void ensureOpenMpWaitPolicy(char** argv);
+
 }  // namespace tsr::cpu

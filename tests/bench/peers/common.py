@@ -7,7 +7,7 @@ import sys
 
 def workload_args(description):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("workload", choices=["gpt2", "mlp", "elementwise"])
+    p.add_argument("workload", choices=["gpt2", "mlp", "resnet", "conv", "elementwise"])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     # gpt2
@@ -25,6 +25,12 @@ def workload_args(description):
                    help="blocks: each block recomputed in the backward pass (torch.utils.checkpoint, jax.checkpoint)")
     # mlp
     p.add_argument("--sizes", default="784,1024,1024,1024,10")
+    # resnet: ResNet-18/34 (basic blocks) with the CIFAR stem, batch norm, SGD with momentum
+    p.add_argument("--depth", type=int, default=18)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--image", type=int, default=32)
+    p.add_argument("--momentum", type=float, default=0.9)
     # elementwise
     p.add_argument("--n", type=int, default=64 * 1024 * 1024)
     p.add_argument("--steps", type=int, default=3)

@@ -4,6 +4,9 @@ gpt2  GPT-2 in the Hugging Face layout ([in, out] weights, pre-LN, causal attent
       1e-5, head tied to wte); mean cross-entropy; clip by global norm, then AdamW (Optax's update: bias-corrected
       moments, decoupled weight decay on rank >= 2 parameters).
 mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
+resnet  ResNet-18/34 (basic blocks) with the CIFAR stem, NHWC/HWIO (XLA's CPU convolution layout), batch norm in
+      training mode with its running statistics carried as state (momentum 0.99); mean cross-entropy; SGD with
+      momentum (Optax's trace).
 elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
 
 The step is one jitted function with the parameters and optimizer state donated. Prints one JSON line.
@@ -142,6 +145,79 @@ def mlp_setup(a):
     return params, {}, batches, jax.jit(step, donate_argnums=(0,))
 
 
+def resnet_setup(a):
+    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}[a.depth]
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 64))
+
+    def conv_param(k, cin, cout):  # He (fan-out) initialisation, as torchvision's
+        return jax.random.normal(next(keys), (k, k, cin, cout)) * math.sqrt(2.0 / (k * k * cout))
+
+    def bn_param(c):
+        return {"scale": jnp.ones(c), "bias": jnp.zeros(c)}, {"mean": jnp.zeros(c), "var": jnp.ones(c)}
+
+    params, stats = {"stem": {"conv": conv_param(3, 3, a.width)}}, {}
+    params["stem"]["bn"], stats["stem"] = bn_param(a.width)
+    layout, c = [], a.width
+    for stage, n in enumerate(blocks):
+        out = a.width * 2 ** stage
+        for i in range(n):
+            stride = 2 if stage > 0 and i == 0 else 1
+            name = f"s{stage}b{i}"
+            p = {"conv1": conv_param(3, c, out), "conv2": conv_param(3, out, out)}
+            s = {}
+            p["bn1"], s["bn1"] = bn_param(out)
+            p["bn2"], s["bn2"] = bn_param(out)
+            if stride != 1 or c != out:
+                p["down"] = conv_param(1, c, out)
+                p["down_bn"], s["down_bn"] = bn_param(out)
+            params[name], stats[name] = p, s
+            layout.append((name, stride))
+            c = out
+    params["fc"] = {"weight": jax.random.normal(next(keys), (c, a.classes)) / math.sqrt(c),
+                    "bias": jnp.zeros(a.classes)}
+
+    def conv(x, w, stride):
+        pad = w.shape[0] // 2
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad), (pad, pad)],
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def bn(p, s, x):
+        mean = jnp.mean(x, (0, 1, 2))
+        var = jnp.mean(jnp.square(x - mean), (0, 1, 2))
+        running = {"mean": 0.99 * s["mean"] + 0.01 * mean, "var": 0.99 * s["var"] + 0.01 * var}
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"], running
+
+    def loss_fn(p, st, x, labels):
+        new = {"stem": None}
+        h, new["stem"] = bn(p["stem"]["bn"], st["stem"], conv(x, p["stem"]["conv"], 1))
+        h = jax.nn.relu(h)
+        for name, stride in layout:
+            b, s, n = p[name], st[name], {}
+            y, n["bn1"] = bn(b["bn1"], s["bn1"], conv(h, b["conv1"], stride))
+            y, n["bn2"] = bn(b["bn2"], s["bn2"], conv(jax.nn.relu(y), b["conv2"], 1))
+            short = h
+            if "down" in b:
+                short, n["down_bn"] = bn(b["down_bn"], s["down_bn"], conv(h, b["down"], stride))
+            h = jax.nn.relu(y + short)
+            new[name] = n
+        logits = jnp.mean(h, (1, 2)) @ p["fc"]["weight"] + p["fc"]["bias"]
+        lse = jax.nn.logsumexp(logits, -1)
+        picked = jnp.take_along_axis(logits, labels[:, None], -1)[:, 0]
+        return jnp.mean(lse - picked), new
+
+    def step(p, opt, x, labels):
+        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, opt["stats"], x, labels)
+        trace = jax.tree_util.tree_map(lambda t, g: a.momentum * t + g, opt["trace"], grads)
+        p = jax.tree_util.tree_map(lambda w, t: w - a.lr * t, p, trace)
+        return p, {"trace": trace, "stats": stats}, loss
+
+    opt = {"trace": jax.tree_util.tree_map(jnp.zeros_like, params), "stats": stats}
+    bkeys = jax.random.split(jax.random.PRNGKey(1), 6)
+    batches = [(jax.random.normal(bkeys[2 * i], (a.batch, a.image, a.image, 3)),
+                jax.random.randint(bkeys[2 * i + 1], (a.batch,), 0, a.classes)) for i in range(3)]
+    return params, opt, batches, jax.jit(step, donate_argnums=(0, 1))
+
+
 def elementwise(a):
     x = jax.random.normal(jax.random.PRNGKey(0), (a.n,))
     s, t = jnp.float32(1.5), jnp.float32(0.25)
@@ -169,7 +245,7 @@ def main():
         times, extra = elementwise(args)
         report("jax", jax.__version__, args, times, **extra)
         return
-    params, opt, batches, step = gpt2_setup(args) if args.workload == "gpt2" else mlp_setup(args)
+    params, opt, batches, step = {"gpt2": gpt2_setup, "mlp": mlp_setup, "resnet": resnet_setup}[args.workload](args)
     nparams = sum(p.size for p in jax.tree_util.tree_leaves(params))
     # XLA's plan of the step: the temporaries (activations and scratch) beside arguments and outputs.
     memory = {}

@@ -5,6 +5,11 @@ gpt2  GPT-2 in the Hugging Face layout: Conv1D weights stored [in, out], pre-LN 
       tokens; clip by global norm, then AdamW with decay on matrices only (rank >= 2). --remat blocks wraps
       each block in torch.utils.checkpoint.
 mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
+resnet  ResNet-18/34 (torchvision's basic blocks) with the CIFAR stem (a 3x3 convolution, no max-pool), batch
+      norm in training mode (momentum 0.01, Flax's 0.99), NCHW; mean cross-entropy; SGD with momentum.
+conv  ResNet-18's CIFAR convolution layers (tests/bench/bench_conv.cpp's list) at batch --batch: forward
+      (F.conv2d) and the two gradients (aten.convolution_backward for the input and for the weight, apart), NCHW
+      (PyTorch's native CPU layout; its convolutions run on oneDNN too).
 elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
 
 Run with Debian's python3-torch: /usr/bin/python3 torch_peer.py gpt2 --batch 4 --seq 64 ...
@@ -125,6 +130,95 @@ def mlp_step(args):
     return step, sum(p.numel() for p in model.parameters())
 
 
+class BasicBlock(torch.nn.Module):
+    def __init__(self, c_in, c_out, stride):
+        super().__init__()
+        conv = lambda i, o, k, s: torch.nn.Conv2d(i, o, k, stride=s, padding=k // 2, bias=False)
+        bn = lambda c: torch.nn.BatchNorm2d(c, eps=1e-5, momentum=0.01)
+        self.conv1, self.bn1 = conv(c_in, c_out, 3, stride), bn(c_out)
+        self.conv2, self.bn2 = conv(c_out, c_out, 3, 1), bn(c_out)
+        self.down = None
+        if stride != 1 or c_in != c_out:
+            self.down = torch.nn.Sequential(conv(c_in, c_out, 1, stride), bn(c_out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+def resnet_step(args):
+    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}[args.depth]
+    w = args.width
+    layers = [torch.nn.Conv2d(3, w, 3, padding=1, bias=False), torch.nn.BatchNorm2d(w, momentum=0.01),
+              torch.nn.ReLU()]
+    c = w
+    for stage, n in enumerate(blocks):
+        out = w * 2 ** stage
+        for i in range(n):
+            layers.append(BasicBlock(c, out, 2 if stage > 0 and i == 0 else 1))
+            c = out
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, args.classes)]
+    model = torch.nn.Sequential(*layers).train()
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    gen = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(args.batch, 3, args.image, args.image, generator=gen),
+                torch.randint(0, args.classes, (args.batch,), generator=gen)) for _ in range(3)]
+
+    def step(i):
+        x, labels = batches[i % len(batches)]
+        loss = F.cross_entropy(model(x), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
+# name, spatial size, in channels, out channels, kernel, stride: bench_conv.cpp's resnetLayers().
+CONV_LAYERS = [("stem 3x3 3->64", 32, 3, 64, 3, 1), ("stage1 3x3 64->64", 32, 64, 64, 3, 1),
+               ("stage2 3x3/2 64->128", 32, 64, 128, 3, 2), ("stage2 1x1/2 64->128", 32, 64, 128, 1, 2),
+               ("stage2 3x3 128->128", 16, 128, 128, 3, 1), ("stage3 3x3/2 128->256", 16, 128, 256, 3, 2),
+               ("stage3 1x1/2 128->256", 16, 128, 256, 1, 2), ("stage3 3x3 256->256", 8, 256, 256, 3, 1),
+               ("stage4 3x3/2 256->512", 8, 256, 512, 3, 2), ("stage4 1x1/2 256->512", 8, 256, 512, 1, 2),
+               ("stage4 3x3 512->512", 4, 512, 512, 3, 1)]
+
+
+def conv_layers(args):
+    def timed(fn):
+        fn()
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    layers, total = [], 0.0
+    with torch.no_grad():
+        for name, size, cin, cout, k, stride in CONV_LAYERS:
+            x = torch.randn(args.batch, cin, size, size)
+            w = torch.randn(cout, cin, k, k)
+            pad = k // 2
+            y = F.conv2d(x, w, stride=stride, padding=pad)
+            gy = torch.randn_like(y)
+            flops = 2.0 * args.batch * y.shape[2] * y.shape[3] * cout * cin * k * k
+
+            def backward(mask):
+                return lambda: torch.ops.aten.convolution_backward(gy, x, w, None, [stride, stride], [pad, pad],
+                                                                   [1, 1], False, [0, 0], 1, mask)
+
+            entry = {"layer": name, "flops": flops}
+            for role, fn in (("forward", lambda: F.conv2d(x, w, stride=stride, padding=pad)),
+                             ("data", backward([True, False, False])), ("filter", backward([False, True, False]))):
+                t = timed(fn)
+                total += t
+                entry[role] = {"median_s": t, "gflops": flops / t / 1e9}
+            layers.append(entry)
+    return layers, total
+
+
 def elementwise(args):
     x = torch.randn(args.n)
     a, b = torch.tensor(1.5), torch.tensor(0.25)
@@ -150,11 +244,16 @@ def main():
     args = workload_args(__doc__)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.workload == "conv":
+        layers, total = conv_layers(args)
+        flops = sum(3 * l["flops"] for l in layers)
+        report("torch", torch.__version__, args, [total], layers=layers, gflops=flops / total / 1e9)
+        return
     if args.workload == "elementwise":
         times, extra = elementwise(args)
         report("torch", torch.__version__, args, times, **extra)
         return
-    step, nparams = gpt2_step(args) if args.workload == "gpt2" else mlp_step(args)
+    step, nparams = {"gpt2": gpt2_step, "mlp": mlp_step, "resnet": resnet_step}[args.workload](args)
     t0 = time.perf_counter()
     first_loss = step(0)
     first = time.perf_counter() - t0
