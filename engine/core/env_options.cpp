@@ -116,6 +116,11 @@ const Row kRows[] = {
       "the threads OpenBLAS starts when it loads; `tessera` and `tessera-studio` set it to 1 unless it is set "
       "(GEMMs run on the engine's threads). Each thread that calls OpenBLAS takes a 128 MiB workspace; where that "
       "cannot be mapped (`ulimit -v`), the GEMM fails with a message naming the limit"}},
+    // Read by libgomp as it loads; cpu::ensureOpenMpWaitPolicy (tessera, tessera-studio) and tessera/__init__.py set it.
+    {{"OMP_WAIT_POLICY", "OMP_WAIT_POLICY",
+      "how the OpenMP threads of oneDNN (the CPU convolutions) wait between parallel regions; `tessera`, "
+      "`tessera-studio` and the Python module set PASSIVE unless it is set: spinning threads take the cores from "
+      "the engine's own kernels (a small ResNet step took 18x longer)"}},
     // The system's.
     {{"HOME", "HOME", "the user's home folder", false}, nullptr,
      [](EnvLocations& l, const char* v) { l.home = text(v); }},
