@@ -107,17 +107,32 @@ Tree applyUpdates(const Tree& params, const Tree& updates) {
   return treeMap2(params, updates, [](const Array& p, const Array& u) { return p + castLike(u, p); });
 }
 
-GradientTransformation sgd(Schedule lr, double momentum, bool nesterov) {
+namespace {
+
+// grads + weightDecay * params on the masked parameters (L2's gradient).
+Tree addDecayedWeights(const Tree& grads, const Tree& params, double weightDecay, const ParamMask& mask) {
+  if (weightDecay == 0.0) return grads;
+  std::vector<Array> ps = params.leaves(), gs = grads.leaves();
+  std::vector<std::string> paths = params.paths();
+  for (size_t i = 0; i < gs.size(); ++i)
+    if (mask(paths[i], ps[i].aval())) gs[i] = gs[i] + castLike(ps[i], gs[i]) * weightDecay;
+  return std::move(Tree::unflatten(grads.def(), std::move(gs))).value();
+}
+
+}  // namespace
+
+GradientTransformation sgd(Schedule lr, double momentum, bool nesterov, double weightDecay, ParamMask mask) {
   GradientTransformation t;
   t.init = [momentum](const Tree& params) {
     Tree s = Tree::dict({{"count", counterState()}});
     if (momentum != 0.0) s.set("trace", treeZerosLike(params));
     return s;
   };
-  t.update = [lr, momentum, nesterov](const Tree& grads, const Tree& state, const Tree&) {
+  t.update = [lr, momentum, nesterov, weightDecay, mask](const Tree& rawGrads, const Tree& state, const Tree& params) {
     Array count = state.find("count")->leaf();
     Array rate = lr(count);
     Tree next = Tree::dict({{"count", Tree(count + Array::scalar(1, DType::I32))}});
+    const Tree grads = addDecayedWeights(rawGrads, params, weightDecay, mask);
     Tree direction = grads;
     if (momentum != 0.0) {
       Tree trace = treeMap2(*state.find("trace"), grads, [&](const Array& m, const Array& g) { return m * momentum + g; });
@@ -133,13 +148,16 @@ GradientTransformation sgd(Schedule lr, double momentum, bool nesterov) {
 
 namespace {
 
-// Adam's moments with bias correction; weight decay (decoupled, AdamW) on the masked parameters.
-GradientTransformation adamLike(Schedule lr, double b1, double b2, double eps, double weightDecay, ParamMask mask) {
+// Adam's moments with bias correction; weight decay on the masked parameters: L2 (Adam: into the gradient) and
+// decoupled (AdamW: into the step).
+GradientTransformation adamLike(Schedule lr, double b1, double b2, double eps, double l2, double weightDecay,
+                                ParamMask mask) {
   GradientTransformation t;
   t.init = [](const Tree& params) {
     return Tree::dict({{"count", counterState()}, {"mu", treeZerosLike(params)}, {"nu", treeZerosLike(params)}});
   };
-  t.update = [=](const Tree& grads, const Tree& state, const Tree& params) {
+  t.update = [=](const Tree& rawGrads, const Tree& state, const Tree& params) {
+    const Tree grads = addDecayedWeights(rawGrads, params, l2, mask);
     Array count = state.find("count")->leaf() + Array::scalar(1, DType::I32);
     Array c = asFloat(count);
     Array rate = lr(count - Array::scalar(1, DType::I32));
@@ -166,12 +184,12 @@ GradientTransformation adamLike(Schedule lr, double b1, double b2, double eps, d
 
 }  // namespace
 
-GradientTransformation adam(Schedule lr, double b1, double b2, double eps) {
-  return adamLike(std::move(lr), b1, b2, eps, 0.0, decayMatricesOnly);
+GradientTransformation adam(Schedule lr, double b1, double b2, double eps, double weightDecay, ParamMask mask) {
+  return adamLike(std::move(lr), b1, b2, eps, weightDecay, 0.0, std::move(mask));
 }
 
 GradientTransformation adamw(Schedule lr, double b1, double b2, double eps, double weightDecay, ParamMask mask) {
-  return adamLike(std::move(lr), b1, b2, eps, weightDecay, std::move(mask));
+  return adamLike(std::move(lr), b1, b2, eps, 0.0, weightDecay, std::move(mask));
 }
 
 GradientTransformation clipByGlobalNorm(double maxNorm) {

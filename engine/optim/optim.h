@@ -38,8 +38,13 @@ using ParamMask = std::function<bool(const std::string& path, const Aval& aval)>
 // The usual rule (nanoGPT, Optax examples): decay matrices, not biases, LayerNorm scales or other vectors.
 bool decayMatricesOnly(const std::string& path, const Aval& aval);
 
-GradientTransformation sgd(Schedule lr, double momentum = 0.0, bool nesterov = false);
-GradientTransformation adam(Schedule lr, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8);
+// sgd and adam take weight decay as PyTorch's SGD and Adam do: L2, weightDecay * p added to the gradient of the
+// masked parameters before momentum or the moments (Optax: chain(add_decayed_weights, sgd)). adamw's is
+// decoupled: added to the step after the moments.
+GradientTransformation sgd(Schedule lr, double momentum = 0.0, bool nesterov = false, double weightDecay = 0.0,
+                           ParamMask mask = decayMatricesOnly);
+GradientTransformation adam(Schedule lr, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
+                            double weightDecay = 0.0, ParamMask mask = decayMatricesOnly);
 GradientTransformation adamw(Schedule lr, double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
                              double weightDecay = 1e-4, ParamMask mask = decayMatricesOnly);
 GradientTransformation clipByGlobalNorm(double maxNorm);

@@ -445,6 +445,8 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   train.get("step_every", t.stepEvery, positive, "positive", limits::kSteps);
   train.get("step_gamma", t.stepGamma, [](double g) { return g > 0 && g <= 1; }, "in (0, 1]");
   train.get("decay_fraction", t.decayFraction, [](double f) { return f >= 0 && f <= 1; }, "in [0, 1]");
+  // weight_decay's default (0.1) is AdamW's; sgd and adam (L2, as PyTorch's) decay only when it is given.
+  if (t.optimizer != "adamw" && !(section("train") && section("train")->get("weight_decay"))) t.weightDecay = 0.0;
   train.get("weight_decay", t.weightDecay, nonNegative, "non-negative");
   train.get("grad_clip", t.gradClip, nonNegative, "non-negative (0 disables clipping)");
   train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");

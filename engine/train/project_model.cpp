@@ -82,8 +82,8 @@ optim::Schedule makeSchedule(const project::TrainSection& t, int64_t steps) {
 
 optim::GradientTransformation makeOptimizer(const project::TrainSection& t, const optim::Schedule& lr) {
   optim::GradientTransformation opt;
-  if (t.optimizer == "sgd") opt = optim::sgd(lr, t.momentum, t.nesterov);
-  else if (t.optimizer == "adam") opt = optim::adam(lr, t.beta1, t.beta2);
+  if (t.optimizer == "sgd") opt = optim::sgd(lr, t.momentum, t.nesterov, t.weightDecay);
+  else if (t.optimizer == "adam") opt = optim::adam(lr, t.beta1, t.beta2, 1e-8, t.weightDecay);
   else opt = optim::adamw(lr, t.beta1, t.beta2, 1e-8, t.weightDecay);
   if (t.gradClip > 0) return optim::chain({optim::clipByGlobalNorm(t.gradClip), opt});
   return opt;

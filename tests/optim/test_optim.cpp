@@ -99,6 +99,28 @@ TEST_CASE("sgdMomentumAndNesterovMatchHandComputedSteps") {
   }
 }
 
+TEST_CASE("sgdAndAdamWeightDecayIsL2OnTheMatrices") {
+  // PyTorch's SGD(weight_decay=wd, momentum=m): g' = g + wd * p, then momentum; vectors (b) are not decayed.
+  const double lr = 0.1, mom = 0.9, wd = 0.05;
+  Tree got = runEager(sgd(constantSchedule(lr), mom, false, wd), params2(kW, kB), grads2());
+  Vec p = kW, trace(4, 0.0);
+  for (const Vec& g : kGw)
+    for (size_t i = 0; i < 4; ++i) {
+      trace[i] = mom * trace[i] + g[i] + wd * p[i];
+      p[i] -= lr * trace[i];
+    }
+  expectNear(leafOf(got, "w"), p, 1e-6, "sgd with weight decay");
+  Tree plain = runEager(sgd(constantSchedule(lr), mom, false), params2(kW, kB), grads2());
+  expectNear(leafOf(got, "b"), leafOf(plain, "b"), 1e-7, "sgd leaves vectors undecayed");
+  // Adam's L2 goes through the moments: with gradients of zero it still moves the weights (AdamW would too, but
+  // by lr * wd * p exactly; Adam's first step is lr * sign(p) whatever wd is).
+  Tree adamL2 = runEager(adam(constantSchedule(lr), 0.9, 0.999, 1e-8, wd), params2(kW, kB),
+                         {params2(Vec(4, 0.0), Vec(2, 0.0))});
+  Vec want = kW;
+  for (double& v : want) v -= lr * (v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0);
+  expectNear(leafOf(adamL2, "w"), want, 1e-5, "adam L2 first step");
+}
+
 TEST_CASE("sgdReadsItsScheduleAtTheStepCount") {
   // lr(0) = 1, lr(1) = 0.5: the first update uses lr(0).
   Tree got = runEager(sgd(linearSchedule(1.0, 0.0, 2)), params2(kW, kB), grads2());

@@ -301,3 +301,15 @@ scale = 0.5
   REQUIRE(parseError("[data]\nkind = \"npy\"\n").find("'kind' must be text (what the gpt2 family trains on)") !=
           std::string::npos);
 }
+
+TEST_CASE("weightDecayDefaultsToAdamWsOnly") {
+  auto decay = [](const std::string& train) {
+    auto p = parseProject("[train]\n" + train, "p/project.toml", "p");
+    REQUIRE(p.ok());
+    return p->train.weightDecay;
+  };
+  CHECK(decay("optimizer = \"adamw\"\n") == doctest::Approx(0.1));
+  CHECK(decay("optimizer = \"sgd\"\n") == 0.0);  // L2 in sgd and adam only when asked for
+  CHECK(decay("optimizer = \"adam\"\n") == 0.0);
+  CHECK(decay("optimizer = \"sgd\"\nweight_decay = 5e-4\n") == doctest::Approx(5e-4));
+}
