@@ -3,7 +3,7 @@
 // Order: numpy's. Floats compare by value with every NaN after every number (NaNs equal to each other), so an
 // ascending sort puts NaNs last and top_k takes them first; -0.0 and 0.0 are equal. sort compares its first
 // num_keys operands lexicographically and moves every operand by the same permutation; is_stable keeps equal
-// keys in their order (std::stable_sort), otherwise std::sort. top_k breaks ties by the lower index, so its
+// keys in their order (std::stable_sort), otherwise std::sort; one key sorts as integers (sortableKey), stably. top_k breaks ties by the lower index, so its
 // result is one total order (std::partial_sort over indices).
 //
 // Gradients, as JAX: the cotangent of each result goes back through the permutation, a scatter into the
@@ -68,6 +68,73 @@ ElementCompare elementCompare(const ir::TensorView& v) {
   });
 }
 
+// One key: each element becomes an unsigned integer that orders as threeWay does (NaN above every number, -0
+// equal to +0), paired with its position, and the pairs are sorted as integers; ties break by position, so the
+// result is the stable one whether or not stability was asked for. Contiguous integer pairs sort several times
+// faster than positions compared through the key array.
+template <class T>
+auto sortableKey(T value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return static_cast<uint32_t>(value);
+  } else if constexpr (kIsHalf<T> || std::is_same_v<T, float>) {
+    float f = static_cast<float>(value);
+    if (std::isnan(f)) return uint32_t{0xFFFFFFFFu};
+    if (f == 0.0f) f = 0.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  } else if constexpr (std::is_same_v<T, double>) {
+    double f = value;
+    if (std::isnan(f)) return uint64_t{~uint64_t{0}};
+    if (f == 0.0) f = 0.0;
+    uint64_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::conditional_t<(sizeof(T) > 4), uint64_t, uint32_t>;
+    return static_cast<U>(static_cast<U>(static_cast<std::make_signed_t<U>>(value)) ^ (U{1} << (sizeof(U) * 8 - 1)));
+  } else {
+    using U = std::conditional_t<(sizeof(T) > 4), uint64_t, uint32_t>;
+    return static_cast<U>(value);
+  }
+}
+
+// Sorts (key << 32 | position) words by their keys, stably: least significant digit first, 8 bits a pass (the
+// positions start in order, so stability keeps ties by position). Passes whose digit is the same everywhere
+// are skipped.
+void radixSortByHighWord(std::vector<uint64_t>& words) {
+  thread_local std::vector<uint64_t> scratch;
+  scratch.resize(words.size());
+  for (int shift = 32; shift < 64; shift += 8) {
+    size_t count[257] = {};
+    for (uint64_t w : words) ++count[((w >> shift) & 0xFF) + 1];
+    if (std::any_of(count + 1, count + 257, [&](size_t c) { return c == words.size(); })) continue;
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (uint64_t w : words) scratch[count[(w >> shift) & 0xFF]++] = w;
+    words.swap(scratch);
+  }
+}
+
+template <class T, class Offset>
+void sortLineByKey(std::vector<int64_t>& perm, const T* key, int64_t n, Offset at) {
+  using K = decltype(sortableKey(T{}));
+  if constexpr (sizeof(K) == 4) {
+    thread_local std::vector<uint64_t> packed;
+    packed.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j)
+      packed[static_cast<size_t>(j)] = (uint64_t{sortableKey(key[at(j)])} << 32) | static_cast<uint64_t>(j);
+    if (n >= 2048) radixSortByHighWord(packed);
+    else std::sort(packed.begin(), packed.end());
+    for (int64_t j = 0; j < n; ++j) perm[static_cast<size_t>(j)] = static_cast<int64_t>(packed[static_cast<size_t>(j)] & 0xFFFFFFFFu);
+  } else {
+    thread_local std::vector<std::pair<uint64_t, int64_t>> pairs;
+    pairs.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) pairs[static_cast<size_t>(j)] = {sortableKey(key[at(j)]), j};
+    std::sort(pairs.begin(), pairs.end());
+    for (int64_t j = 0; j < n; ++j) perm[static_cast<size_t>(j)] = pairs[static_cast<size_t>(j)].second;
+  }
+}
+
 // Sorts positions 0..n-1 of one line by `less` (stably or not).
 template <class Less>
 void sortLine(std::vector<int64_t>& perm, bool stable, Less less) {
@@ -85,8 +152,10 @@ void sortKernel(const ir::CpuKernelArgs& args) {
     for (int64_t k = 0; k < at.numKeys; ++k) keys.push_back(elementCompare(args.inputs[static_cast<size_t>(k)]));
   for (int64_t line = 0; line < lines.count(); ++line) {
     auto at0 = [&](int64_t j) { return lines.offset(line, j); };
-    if (at.numKeys == 1) {
-      // One key (the common case): the comparison inlined for its dtype.
+    if (at.numKeys == 1 && lines.n <= (int64_t{1} << 32)) {
+      dispatchDType(args.inputs[0].aval.dtype,
+                    [&]<class T>() { sortLineByKey(perm, args.inputs[0].as<T>(), lines.n, at0); });
+    } else if (at.numKeys == 1) {
       dispatchDType(args.inputs[0].aval.dtype, [&]<class T>() {
         const T* key = args.inputs[0].as<T>();
         sortLine(perm, at.isStable, [&](int64_t a, int64_t b) { return threeWay(key[at0(a)], key[at0(b)]) < 0; });

@@ -377,3 +377,28 @@ def test_numpy_constants_and_transpose_spellings():
         assert np.array_equal(np.asarray(t), np.arange(6, dtype=np.float32).reshape(2, 3).T)
     assert tnp.inf == np.inf and np.isnan(tnp.nan) and tnp.pi == np.pi and tnp.e == np.e and tnp.newaxis is None
     assert np.asarray(tnp.where(x > 2, x, -tnp.inf))[0, 0] == -np.inf
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+def test_long_sorts_match_numpy_stable_order(rng, dtype):
+    # Long lines take the integer-key path (a radix sort from 2048 elements): NaNs, -0.0 beside 0.0, infinities
+    # and many ties must land where numpy's stable sort puts them, and argsort must agree position for position.
+    n = 50_000
+    if np.issubdtype(dtype, np.floating):
+        x = np.round(rng.standard_normal(n) * 20).astype(dtype)  # many ties
+        x[rng.integers(0, n, 500)] = np.nan
+        x[rng.integers(0, n, 300)] = -0.0
+        x[rng.integers(0, n, 300)] = 0.0
+        x[:3] = [np.inf, -np.inf, np.nan]
+    else:
+        x = rng.integers(-2**31, 2**31 - 1, n, dtype=np.int64).astype(dtype)
+        x[:1000] = x[1000:2000]  # ties
+        x[0], x[1] = np.iinfo(dtype).min, np.iinfo(dtype).max
+    got = np.asarray(tnp.sort(tnp.asarray(x)))
+    np.testing.assert_array_equal(got, np.sort(x, kind="stable"))
+    np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(x))), np.argsort(x, kind="stable"))
+    # 2-D along each axis: lines are sorted independently.
+    m = x[: 4 * 4096].reshape(4, 4096)
+    for axis in (0, 1):
+        np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(m), axis=axis)),
+                                      np.argsort(m, axis=axis, kind="stable"))
