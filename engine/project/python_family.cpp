@@ -93,6 +93,14 @@ Result<PythonTrace> readTrace(const std::string& text, const PythonTraceRequest&
       t.leaves.push_back(Aval{Shape(leaf.at("shape").get<std::vector<int64_t>>()), *dtype});
     }
     TSR_ASSIGN(t.params, treeOf(out.at("params"), t.leaves.size()));
+    if (out.contains("state_leaves")) {
+      for (const json& leaf : out["state_leaves"]) {
+        auto dtype = parseDType(leaf.at("dtype").get<std::string>());
+        if (!dtype) return makeError("{}: statistic {} has an unknown dtype", r.modelFile, leaf.at("path").dump());
+        t.stateLeaves.push_back(Aval{Shape(leaf.at("shape").get<std::vector<int64_t>>()), *dtype});
+      }
+      TSR_ASSIGN(t.state, treeOf(out.at("state"), t.stateLeaves.size()));
+    }
     if (out.contains("loss_outputs")) t.lossOutputs = out["loss_outputs"].get<std::vector<std::string>>();
   } catch (const json::exception& e) {
     return makeError("{}: the tracer's output is malformed: {}", r.modelFile, e.what());
@@ -102,8 +110,12 @@ Result<PythonTrace> readTrace(const std::string& text, const PythonTraceRequest&
   TSR_ASSIGN(t.logits, graphOf(out, "logits", r.modelFile));
   TSR_ASSIGN(t.logitsTrain, graphOf(out, "logits_train", r.modelFile));
   if (!t.init) return makeError("{}: the tracer gave no init", r.modelFile);
-  if (t.init->outputs().size() != t.leaves.size())
-    return makeError("{}: init gives {} arrays for {} parameters", r.modelFile, t.init->outputs().size(), t.leaves.size());
+  if (t.init->outputs().size() != t.leaves.size() + t.stateLeaves.size())
+    return makeError("{}: init gives {} arrays for {} parameters and {} statistics", r.modelFile,
+                     t.init->outputs().size(), t.leaves.size(), t.stateLeaves.size());
+  if (t.logitsTrain && t.logitsTrain->outputs().size() != 1 + t.stateLeaves.size())
+    return makeError("{}: the training logits give {} arrays for the logits and {} statistics", r.modelFile,
+                     t.logitsTrain->outputs().size(), t.stateLeaves.size());
   return t;
 }
 
@@ -176,6 +188,15 @@ class PythonModel {
     return m_primary->params.map([&](int i) { return leaves[static_cast<size_t>(i)]; });
   }
 
+  // The running statistics at the start: init's outputs after the parameters (they draw no randomness).
+  Tree initState() const {
+    const std::vector<Array> leaves = bindGraph(*m_primary->init, {random::key(0)});
+    const size_t first = m_primary->leaves.size();
+    return m_primary->state.map([&](int i) { return leaves[first + static_cast<size_t>(i)]; });
+  }
+
+  bool hasState() const { return !m_primary->stateLeaves.empty(); }
+
   Array loss(const Tree& params, const Array& inputs, const Array& targets, nn::Context& ctx) const {
     const PythonTrace& t = at(inputs.aval(), targets.aval());
     std::vector<Array> xs = leavesOf(params);
@@ -193,10 +214,20 @@ class PythonModel {
     const Aval targets{m_languageModel ? inputs.shape() : Shape{inputs.shape()[0]}, DType::I32};
     const PythonTrace& t = at(inputs.aval(), targets);
     std::vector<Array> xs = leavesOf(params);
+    if (hasState()) {
+      std::vector<Array> stats = ctx.state().leaves();
+      if (stats.size() != m_primary->stateLeaves.size())
+        raise(makeError("{}: the model's batch_stats have {} arrays but its init makes {}", m_request.modelFile,
+                        stats.size(), m_primary->stateLeaves.size()));
+      xs.insert(xs.end(), stats.begin(), stats.end());
+    }
     xs.push_back(inputs);
     if (ctx.training() && t.logitsTrain) {
       xs.push_back(ctx.nextKey());
-      return bindGraph(*t.logitsTrain, xs)[0];
+      std::vector<Array> out = bindGraph(*t.logitsTrain, xs);
+      if (hasState())
+        ctx.setUpdatedState(m_primary->state.map([&](int i) { return out[1 + static_cast<size_t>(i)]; }));
+      return out[0];
     }
     if (!t.logits) raise(makeError("{} defines no logits(params, inputs)", m_request.modelFile));
     return bindGraph(*t.logits, xs)[0];
@@ -265,6 +296,7 @@ FamilyModel buildPython(const ModelConfig& c, const BuildContext& ctx, const Bat
     m.apply = [model](const Tree& p, const Array& x, nn::Context& ctx) { return model->apply(p, x, ctx); };
   if (t.loss)
     m.loss = [model](const Tree& p, const Array& x, const Array& y, nn::Context& ctx) { return model->loss(p, x, y, ctx); };
+  if (model->hasState()) m.initState = [model] { return model->initState(); };
   for (const Aval& a : t.leaves) m.numParams += a.numel();
   // FLOPs from each op's cost rule over the traced forward (the loss, or the logits), three times for a step.
   const ir::Graph& forward = t.loss ? *t.loss : *t.logits;

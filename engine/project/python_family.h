@@ -45,10 +45,15 @@ struct PythonTraceRequest {
 struct PythonTrace {
   TreeOf<int> params;                 // the parameters' tree, leaves numbered in the order of `leaves`
   std::vector<Aval> leaves;           // each leaf's shape and dtype
-  ir::GraphPtr init;          // key -> leaves
+  // A Module's running statistics ("batch_stats": BatchNorm's), numbered in the order of `stateLeaves`; empty
+  // for a model without. They follow the parameters in init's outputs and in logits' inputs.
+  TreeOf<int> state;
+  std::vector<Aval> stateLeaves;
+  ir::GraphPtr init;          // key -> leaves, state leaves
   ir::GraphPtr loss;          // leaves, inputs, targets, key -> loss, metrics...
-  ir::GraphPtr logits;        // leaves, inputs -> logits
-  ir::GraphPtr logitsTrain;   // leaves, inputs, key -> logits (a Module with dropout)
+  ir::GraphPtr logits;        // leaves, state leaves, inputs -> logits
+  ir::GraphPtr logitsTrain;   // leaves, state leaves, inputs, key -> logits, updated state leaves (a Module
+                              // with dropout or batch statistics)
   std::vector<std::string> lossOutputs;           // "loss", then the metrics' names
 };
 

@@ -297,6 +297,66 @@ class Model(nn.Module):
   REQUIRE_MESSAGE(last < 0.8 * first, "loss " << first << " -> " << last);
 }
 
+// A Module with BatchNorm: its running statistics are training state beside the parameters. BatchNorm reads the
+// inputs themselves here, so after one step they are what Flax's update gives for that batch, worked out here
+// from the batch: mean 0.01 * mean(x), var 0.99 + 0.01 * var(x) (biased), per feature. Evaluation normalises
+// with them.
+TEST_CASE("a model.py Module with BatchNorm trains its running statistics") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  auto p = projectWith(dir, R"(import tessera.nn as nn
+
+
+class Model(nn.Module):
+    hidden: int
+    classes: int
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        x = nn.BatchNorm(use_running_average=not train)(x)
+        return nn.Dense(self.classes)(nn.relu(nn.Dense(self.hidden)(x)))
+)");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto setup = train::makeTrainingSetup(*p);
+  REQUIRE_MESSAGE(setup.ok(), (setup.ok() ? "" : setup.error().message.c_str()));
+  TSR_COMPARE(setup->model.numParams, int64_t(2 * 12 + 12 * 16 + 16 + 16 * 3 + 3));  // scale, bias: parameters
+  const Tree& start = setup->state.batchStats;
+  REQUIRE(start.findPath("BatchNorm_0.mean"));
+  REQUIRE(start.findPath("BatchNorm_0.var"));
+  auto b = setup->next();
+  REQUIRE(b.ok());
+  auto r = setup->trainer->step(setup->state, *b);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message.c_str()));
+  const std::vector<float> x = b->inputs.toFloats();
+  const int64_t n = b->inputs.shape()[0], f = 12;
+  std::vector<double> mean(f, 0.0), var(f, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < f; ++j) mean[j] += x[i * f + j] / double(n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < f; ++j) var[j] += (x[i * f + j] - mean[j]) * (x[i * f + j] - mean[j]) / double(n);
+  const std::vector<float> gotMean = setup->state.batchStats.findPath("BatchNorm_0.mean")->leaf().toFloats();
+  const std::vector<float> gotVar = setup->state.batchStats.findPath("BatchNorm_0.var")->leaf().toFloats();
+  double spread = 0;
+  for (int64_t j = 0; j < f; ++j) {
+    CHECK(gotMean[j] == doctest::Approx(0.01 * mean[j]).epsilon(1e-4).scale(1e-6));
+    CHECK(gotVar[j] == doctest::Approx(0.99 + 0.01 * var[j]).epsilon(1e-5));
+    spread += std::abs(var[j] - 1.0);
+  }
+  REQUIRE_MESSAGE(spread > 0.01, "the batch's variance is too close to 1 for the check to tell");
+  // Further steps train it; the statistics keep moving.
+  double first = r->loss, last = first;
+  for (int i = 0; i < 30; ++i) {
+    auto next = setup->next();
+    REQUIRE(next.ok());
+    auto s = setup->trainer->step(setup->state, *next);
+    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message.c_str()));
+    last = s->loss;
+  }
+  REQUIRE(std::isfinite(last));
+  CHECK(last < first);
+  CHECK(setup->state.batchStats.findPath("BatchNorm_0.mean")->leaf().toFloats()[0] != gotMean[0]);
+}
+
 // loss and logits get the parameters in the structure init returned: a namedtuple keeps its fields (and names
 // the paths), a tuple stays a tuple.
 TEST_CASE("model.py's parameters keep init's structure") {

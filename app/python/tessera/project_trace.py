@@ -15,7 +15,9 @@ loss and logits may take cfg as one more, last, argument.
 
 or, instead of init and loss, a class `Model` (an nn.Module) built as `Model.from_config(cfg)` when it has that
 classmethod, else `Model(**cfg)` with the keys its fields name; its parameters come from `init` on a batch of
-inputs, its logits from `apply`, and the loss is the project's [train] loss."""
+inputs, its logits from `apply`, and the loss is the project's [train] loss. Its "batch_stats" (BatchNorm's running
+statistics) are state: init's outputs after the parameters, inputs of logits after the parameters, and in
+training outputs after the logits (apply with mutable=["batch_stats"])."""
 
 import argparse
 import dataclasses
@@ -87,7 +89,8 @@ def _with_cfg(fn, nargs, cfg):
 
 
 def _module_functions(model_cls, cfg, inputs):
-    """init/loss-free form: a Model class gives init (its parameters on zero inputs) and logits (its apply)."""
+    """init/loss-free form: a Model class gives init (its parameters on zero inputs, and its running statistics in
+    "batch_stats" where it keeps any: BatchNorm's) and logits (its apply; in training the updated statistics too)."""
     if hasattr(model_cls, "from_config"):
         module = model_cls.from_config(cfg)
     else:
@@ -97,20 +100,23 @@ def _module_functions(model_cls, cfg, inputs):
 
     def init(key, _cfg):
         variables = module.init(key, tnp.zeros(inputs[0], inputs[1]))
-        others = sorted(col for col in variables if col != "params")
+        others = sorted(col for col in variables if col not in ("params", "batch_stats"))
         if others:
             raise TypeError(f"{model_cls.__name__} keeps variables in {', '.join(repr(c) for c in others)} besides its "
-                            "parameters (BatchNorm's running statistics): a model.py project trains parameters only; "
-                            "use a norm without running statistics (LayerNorm, GroupNorm, RMSNorm) or train it from a "
-                            "script with apply(..., mutable=[...])")
-        return variables["params"]
+                            "parameters and 'batch_stats': a model.py project trains parameters and running statistics "
+                            "only; train it from a script with apply(..., mutable=[...])")
+        return variables["params"], variables.get("batch_stats", {})
 
-    def logits(params, x, key=None):
+    def logits(params, stats, x, key=None):
         kwargs = {}
         if takes_train:
             kwargs["train"] = key is not None
         rngs = {"dropout": key} if key is not None else None
-        return module.apply({"params": params}, x, rngs=rngs, **kwargs)
+        variables = {"params": params, "batch_stats": stats} if stats else {"params": params}
+        if key is not None and stats:
+            y, updated = module.apply(variables, x, rngs=rngs, mutable=["batch_stats"], **kwargs)
+            return y, updated["batch_stats"]
+        return module.apply(variables, x, rngs=rngs, **kwargs), stats
 
     return init, logits, takes_train
 
@@ -136,24 +142,44 @@ def trace(model_file, cfg, inputs, targets):
     out = {"version": 1}
     structure = {}
 
-    def init_flat(xs):
-        leaves, treedef = tree_flatten(init(xs[0], dict(cfg)))
+    def layout(tree, name):
+        leaves, treedef = tree_flatten(tree)
         leaves = [tnp.asarray(leaf) for leaf in leaves]
         paths = []
-        structure["params"] = _tree_json(treedef, "", paths)
-        structure["treedef"] = treedef
-        structure["layout"] = [{"path": p, "dtype": a._dtype_name, "shape": list(a.shape)}
-                               for p, a in zip(paths, leaves)]
+        structure[name] = _tree_json(treedef, "", paths)
+        structure[name + "_treedef"] = treedef
+        structure[name + "_layout"] = [{"path": p, "dtype": a._dtype_name, "shape": list(a.shape)}
+                                       for p, a in zip(paths, leaves)]
         return leaves
 
+    def init_flat(xs):
+        made = init(xs[0], dict(cfg))
+        params, stats = made if module_form else (made, {})
+        return layout(params, "params") + layout(stats, "state")
+
     out["init"] = _C.trace_standalone(init_flat, [KEY_AVAL], "init")
-    out["params"], out["leaves"] = structure["params"], structure["layout"]
+    out["params"], out["leaves"] = structure["params"], structure["params_layout"]
     param_avals = [(leaf["shape"], leaf["dtype"]) for leaf in out["leaves"]]
     nparams = len(param_avals)
+    # A Module's running statistics ("batch_stats"): inputs of logits after the parameters, and in training
+    # outputs after the logits, in the same order.
+    state_avals = [(leaf["shape"], leaf["dtype"]) for leaf in structure["state_layout"]]
+    nstate = len(state_avals)
+    if nstate:
+        out["state"], out["state_leaves"] = structure["state"], structure["state_layout"]
 
     def params_of(xs):
         # The structure init returned (tuples, namedtuples, registered dataclasses as they were).
-        return tree_unflatten(structure["treedef"], xs[:nparams])
+        return tree_unflatten(structure["params_treedef"], xs[:nparams])
+
+    def state_of(xs):
+        return tree_unflatten(structure["state_treedef"], xs[nparams:nparams + nstate]) if nstate else {}
+
+    def state_leaves(stats):
+        leaves, treedef = tree_flatten(stats)
+        if nstate and treedef != structure["state_treedef"]:
+            raise TypeError("the model's batch_stats changed structure in training")
+        return [tnp.asarray(leaf) for leaf in leaves]
 
     if loss is not None:
         names = []
@@ -176,13 +202,21 @@ def trace(model_file, cfg, inputs, targets):
 
         out["loss"] = _C.trace_standalone(loss_flat, param_avals + [inputs, targets, KEY_AVAL], "loss")
         out["loss_outputs"] = names
-    if logits is not None:
+    if logits is not None and module_form:
+        at = nparams + nstate
+        out["logits"] = _C.trace_standalone(
+            lambda xs: [tnp.asarray(logits(params_of(xs), state_of(xs), xs[at])[0])],
+            param_avals + state_avals + [inputs], "logits")
+        if takes_train:
+            def logits_train(xs):
+                y, stats = logits(params_of(xs), state_of(xs), xs[at], xs[at + 1])
+                return [tnp.asarray(y)] + (state_leaves(stats) if nstate else [])
+
+            out["logits_train"] = _C.trace_standalone(logits_train, param_avals + state_avals + [inputs, KEY_AVAL],
+                                                      "logits_train")
+    elif logits is not None:
         out["logits"] = _C.trace_standalone(lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams]))],
                                             param_avals + [inputs], "logits")
-        if module_form and takes_train:
-            out["logits_train"] = _C.trace_standalone(
-                lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams], xs[nparams + 1]))],
-                param_avals + [inputs, KEY_AVAL], "logits_train")
     return out
 
 
