@@ -10,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -364,6 +365,42 @@ void defineOps(py::module_& m) {
 
 }  // namespace
 
+// What UserSite needs of a code object, worked out once per code object: its strings and whether it is ours
+// or a library's. Code objects are held (a strong reference each), so an address is never reused for another;
+// there are as many as the program has functions. Every op called from Python asks, so the walk up the stack
+// must not convert strings or search paths each time (an eager tnp.add spent a third of its time there).
+struct CodeInfo {
+  std::string file, name;
+  bool ours = false, library = false;
+};
+
+const CodeInfo& codeInfo(PyCodeObject* code) {
+  static std::unordered_map<PyCodeObject*, CodeInfo> cache;  // under the GIL
+  auto it = cache.find(code);
+  if (it != cache.end()) return it->second;
+  CodeInfo info;
+  info.file = py::reinterpret_borrow<py::str>(code->co_filename);
+  info.name = py::reinterpret_borrow<py::str>(code->co_name);
+  info.ours = !gPackageDir.empty() && info.file.compare(0, gPackageDir.size(), gPackageDir) == 0;
+  // Past the user's innermost run of functions: our package again, or a library's (pytest, the stdlib).
+  info.library = info.file.find("/site-packages/") != std::string::npos ||
+                 info.file.find("/dist-packages/") != std::string::npos || info.file.rfind("/usr/lib/python", 0) == 0;
+  Py_INCREF(code);
+  return cache.emplace(code, std::move(info)).first->second;
+}
+
+// The line a frame is at, by (code object, bytecode offset): the line table is decoded once per call site.
+int lineOf(PyFrameObject* frame, PyCodeObject* code) {
+  static std::unordered_map<PyCodeObject*, std::unordered_map<int, int>> lines;  // under the GIL
+  const int lasti = PyFrame_GetLasti(frame);
+  auto& byOffset = lines[code];
+  auto it = byOffset.find(lasti);
+  if (it != byOffset.end()) return it->second;
+  const int line = PyFrame_GetLineNumber(frame);
+  byOffset.emplace(lasti, line);
+  return line;
+}
+
 // The user's site: the innermost frame outside the package gives file:line; outside a module's scope
 // (tessera.nn), the user's functions on the stack, outermost first, give the module path
 // ("loss.forward.block.attention"), as a module path groups the ops of a C++ model.
@@ -371,39 +408,36 @@ UserSite::UserSite() : m_scope([] {
   ir::Provenance p;
   p.modulePath = ModuleScope::currentPath();
   const bool namePath = p.modulePath.empty();
-  std::vector<std::string> functions;
+  std::vector<const std::string*> functions;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame) Py_INCREF(frame);
   while (frame) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    std::string file = py::reinterpret_borrow<py::str>(code->co_filename);
-    std::string name = py::reinterpret_borrow<py::str>(code->co_name);
-    Py_DECREF(code);
-    const bool ours = !gPackageDir.empty() && file.compare(0, gPackageDir.size(), gPackageDir) == 0;
-    // Past the user's innermost run of functions: our package again, or a library's (pytest, the stdlib).
-    const bool library = file.find("/site-packages/") != std::string::npos ||
-                         file.find("/dist-packages/") != std::string::npos || file.rfind("/usr/lib/python", 0) == 0;
-    if (!p.file.empty() && (ours || library)) {
+    const CodeInfo& info = codeInfo(code);
+    if (!p.file.empty() && (info.ours || info.library)) {
+      Py_DECREF(code);
       Py_DECREF(frame);
       break;
     }
-    if (!ours) {
+    if (!info.ours) {
       if (p.file.empty()) {
-        p.file = file;
-        p.line = PyFrame_GetLineNumber(frame);
+        p.file = info.file;
+        p.line = lineOf(frame, code);
       }
       if (!namePath) {
+        Py_DECREF(code);
         Py_DECREF(frame);
         break;
       }
       // <module>, <lambda>, <listcomp>: no name a user would look for.
-      if (!name.empty() && name[0] != '<') functions.push_back(std::move(name));
+      if (!info.name.empty() && info.name[0] != '<') functions.push_back(&info.name);
     }
+    Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
-  for (auto it = functions.rbegin(); it != functions.rend(); ++it) p.modulePath = joinPath(p.modulePath, *it);
+  for (auto it = functions.rbegin(); it != functions.rend(); ++it) p.modulePath = joinPath(p.modulePath, **it);
   return p;
 }()) {}
 

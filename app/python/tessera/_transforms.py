@@ -50,6 +50,9 @@ class _Jitted:
         self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
         self._donated = {}     # signature text -> indices (as text) of the leaves that may be donated
+        # Calls with arrays alone as positional arguments (the common case) skip the pytree work: their signature
+        # depends on nothing but how many there are. Number of arrays -> signature text, once seen.
+        self._flat = {} if not self._static_argnums and not self._static_argnames else None
         functools.update_wrapper(self, fun)
 
     def _split(self, args, kwargs):
@@ -95,6 +98,11 @@ class _Jitted:
         return [str(i) for i, flag in enumerate(flags) if flag is True]
 
     def __call__(self, *args, **kwargs):
+        if self._flat is not None and not kwargs:
+            signature = self._flat.get(len(args))
+            if signature is not None and all(type(a) is Array for a in args):
+                return tree_unflatten(self._out_trees[signature],
+                                      self._jit.call(list(args), signature, self._donated[signature]))
         dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
         key = (treedef, statics)
@@ -105,6 +113,8 @@ class _Jitted:
             self._calls[signature] = key
             self._donated[signature] = self._donated_leaves(args, kwargs)
         outs = self._jit.call(_leaf_arrays(leaves), signature, self._donated[signature])
+        if self._flat is not None and not kwargs and all(type(a) is Array for a in args):
+            self._flat[len(args)] = signature
         return tree_unflatten(self._out_trees[signature], outs)
 
     def cache_info(self):
