@@ -43,6 +43,12 @@ json kernelArgs(const ProfileEvent& e, const FusionInfo* k) {
   double dur = static_cast<double>(e.durationNs);
   args["GFLOP/s"] = dur > 0 ? e.flops / dur : 0.0;
   args["GB/s"] = dur > 0 ? e.bytes / dur : 0.0;
+  if (e.collective >= 0) {
+    args["collective"] = e.collective;
+    std::string group;
+    for (size_t i = 0; i < e.group.size(); ++i) group += (i ? "," : "") + std::to_string(e.group[i]);
+    args["group"] = group;
+  }
   if (k) {
     args["executable"] = k->executable;
     args["kind"] = k->kind;
@@ -111,9 +117,38 @@ void ChromeTraceWriter::event(const ProfileEvent& e) {
         {"dur", micros(e.durationNs)},
         {"args", kernelArgs(e, info)}});
   ++m_events;
+  if (e.collective >= 0 && e.group.size() > 1) {
+    auto key = std::make_pair(e.collective, e.group);
+    m_calls[key].push_back(Member{e.device, it->second, e.stream + 1, e.startNs});
+    m_callNames.emplace(key, e.name);
+  }
 }
 
-void ChromeTraceWriter::finish() { m_out << "]}"; }
+void ChromeTraceWriter::finish() {
+  // Flow events ("s" at the waiting member's launch, "f" bound to the enclosing slice of the straggler's): the
+  // legacy format, which Perfetto and chrome://tracing both draw as arrows.
+  auto emit = [&](const json& j) { put(dumpElement(j)); };
+  for (const auto& [key, members] : m_calls) {
+    if (members.size() < 2) continue;
+    size_t straggler = 0;
+    for (size_t i = 1; i < members.size(); ++i)
+      if (members[i].startNs > members[straggler].startNs) straggler = i;
+    const Member& last = members[straggler];
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i == straggler) continue;
+      const Member& m = members[i];
+      const int64_t waitNs = last.startNs - m.startNs;
+      const std::string name = fmt::format("{} #{}: {} waited {:.3f} ms for {}", m_callNames[key], key.first,
+                                           m.device, static_cast<double>(waitNs) / 1e6, last.device);
+      const int64_t id = static_cast<int64_t>(++m_links);
+      emit({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "collective"}, {"pid", m.pid}, {"tid", m.tid},
+            {"ts", micros(m.startNs - m_t0)}, {"args", {{"wait_ns", waitNs}, {"straggler", last.device}}}});
+      emit({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "collective"}, {"pid", last.pid},
+            {"tid", last.tid}, {"ts", micros(last.startNs - m_t0)}});
+    }
+  }
+  m_out << "]}";
+}
 
 namespace {
 

@@ -58,9 +58,13 @@ class ChromeTraceWriter {
   ChromeTraceWriter(std::ostream& out, int64_t t0, std::vector<FusionInfo> kernels);
   void marksAndMemory(const std::vector<ProfileMark>& marks, const std::vector<MemorySample>& memory);
   void event(const ProfileEvent& e);
-  // Closes the document; the stream's state says whether everything was written.
+  // Closes the document; the stream's state says whether everything was written. Before closing it links each
+  // collective call's members (launches with the same collective number and group, ProfileEvent::collective)
+  // to its straggler, the last to arrive: a flow arrow from each waiting member's launch to the straggler's,
+  // named with the wait, as the Timeline draws them.
   void finish();
   size_t events() const { return m_events; }
+  size_t links() const { return m_links; }
 
  private:
   void put(const std::string& element);  // one element of traceEvents, as JSON text
@@ -70,8 +74,15 @@ class ChromeTraceWriter {
   std::map<int64_t, const FusionInfo*> m_kernels;
   std::map<std::string, int> m_pids;
   std::set<std::pair<int, int64_t>> m_threads;
+  struct Member {
+    std::string device;
+    int pid = 0;
+    int64_t tid = 0, startNs = 0;
+  };
+  std::map<std::pair<int64_t, std::vector<int>>, std::vector<Member>> m_calls;  // (collective, group) -> launches
+  std::map<std::pair<int64_t, std::vector<int>>, std::string> m_callNames;
   bool m_first = true;
-  size_t m_events = 0;
+  size_t m_events = 0, m_links = 0;
 };
 
 // The trace as JSON text.

@@ -249,6 +249,10 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
   for (const auto& m : marks) traceMarks.push_back({m.name, m.startNs, m.durationNs});
   std::vector<runtime::MemorySample> traceMemory;
   for (const auto& m : memory) traceMemory.push_back({m.tNs, m.bytes});
+  // The collective launches, by their kernel event, so that the trace links each call's members.
+  TSR_ASSIGN(std::vector<store::CollectiveLaunch> collectives, db.profileCollectives(profile));
+  std::map<std::tuple<std::string, int64_t, int64_t>, const store::CollectiveLaunch*> byEvent;
+  for (const auto& c : collectives) byEvent[{c.device, c.startNs, c.fusion}] = &c;
   ExportedTrace out;
   out.marks = marks.size();
   TSR_TRY(runtime::writeChromeTraceWith(path, t0, std::move(table), [&](runtime::ChromeTraceWriter& w) -> Status {
@@ -256,6 +260,10 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
     runtime::ProfileEvent pe;
     TSR_TRY(db.eachKernelEvent(profile, [&](const store::KernelEvent& e) -> Status {
       pe = {e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes};
+      if (auto it = byEvent.find({e.device, e.startNs, e.fusion}); it != byEvent.end()) {
+        pe.collective = it->second->seq;
+        pe.group = store::parseGroup(it->second->group);
+      }
       w.event(pe);
       return {};
     }));

@@ -180,3 +180,54 @@ TEST_CASE("badFilesAreErrors") {
   TSR_COMPARE(array->events[0].startNs, int64_t(1500));
   TSR_COMPARE(array->events[0].durationNs, int64_t(2000));
 }
+
+// Collectives: each call's waiting members are linked to its straggler by a flow ("s" then "f"), named with the
+// wait, which is worked out here by hand: call 0 arrives at cpu:0 at 1,000 ns and cpu:1 at 1,750 (cpu:1 is the
+// straggler, cpu:0 waited 750); call 1 at 5,000 and 4,800 (cpu:0 last, cpu:1 waited 200). A call whose other
+// member is missing, and a launch that is no collective, get no link.
+TEST_CASE("collectiveCallsLinkWaitingMembersToTheStraggler") {
+  Trace t;
+  auto launch = [](const char* device, int64_t start, int64_t seq, std::vector<int> group) {
+    ProfileEvent e{device, 0, "all_reduce f32[4]", 7, start, 100, 0, 32};
+    e.collective = seq;
+    e.group = std::move(group);
+    return e;
+  };
+  t.events = {launch("cpu:0", 1'000, 0, {0, 1}), launch("cpu:1", 1'750, 0, {0, 1}),
+              launch("cpu:0", 5'000, 1, {0, 1}), launch("cpu:1", 4'800, 1, {0, 1}),
+              launch("cpu:0", 9'000, 2, {0, 1}), {"cpu:1", 0, "fusion.3 loop[add]", 3, 9'500, 10, 0, 0}};
+  json j = json::parse(toChromeTrace(t));
+  std::map<std::string, int> pidOf;
+  std::vector<json> starts, finishes;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") pidOf[e["args"]["name"]] = e["pid"];
+    if (e["ph"] == "s") starts.push_back(e);
+    if (e["ph"] == "f") finishes.push_back(e);
+  }
+  REQUIRE(starts.size() == 2);
+  REQUIRE(finishes.size() == 2);
+  std::map<int64_t, json> finishOf;
+  for (const json& f : finishes) finishOf[f["id"].get<int64_t>()] = f;
+  std::map<int64_t, std::pair<std::string, std::string>> seen;  // wait -> (waiting pid's device, straggler)
+  for (const json& s : starts) {
+    const json& f = finishOf.at(s["id"].get<int64_t>());
+    CHECK(f["bp"] == "e");
+    const int64_t wait = s["args"]["wait_ns"];
+    const std::string straggler = s["args"]["straggler"];
+    CHECK(f["pid"] == pidOf.at(straggler));
+    std::string waiting;
+    for (const auto& [device, pid] : pidOf)
+      if (pid == s["pid"]) waiting = device;
+    seen[wait] = {waiting, straggler};
+  }
+  CHECK(seen.at(750) == std::make_pair(std::string("cpu:0"), std::string("cpu:1")));
+  CHECK(seen.at(200) == std::make_pair(std::string("cpu:1"), std::string("cpu:0")));
+  // The launches say which call they belong to.
+  int tagged = 0;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["args"].contains("collective")) {
+      CHECK(e["args"]["group"] == "0,1");
+      ++tagged;
+    }
+  CHECK(tagged == 5);
+}
