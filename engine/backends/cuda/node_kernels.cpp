@@ -613,7 +613,7 @@ std::optional<GeneratedKernel> scatterKernel(const ir::Graph& g, const ir::Node&
   std::string combine;  // a: the target's value, v: the update's, both in type C
   const char* C = nullptr;
   switch (n.op) {
-    case OpCode::Scatter: C = bitsType(dtypeSize(t)); combine = "a = v;"; break;
+    case OpCode::Scatter: C = bitsType(dtypeSize(t)); break;  // moves bits: no combine
     case OpCode::ScatterMul:
       // Integers multiply modulo 2^bits in an unsigned type of at least their width.
       C = isFloat ? computeType(t) : t == DType::I64 ? "u64" : isIntType(t) ? "u32" : nullptr;
