@@ -304,11 +304,21 @@ void defineOps(py::module_& m) {
     UserSite site;
     return pad(toArray(x), low, high, value, interior);
   });
-  m.def("scatter_add", [](py::handle x, py::handle indices, py::handle updates, int64_t axis) {
+  m.def("scatter_add", [](py::handle x, py::handle indices, py::handle updates, int64_t axis, int64_t batchDims) {
     UserSite site;
     Array a = toArray(x);
-    return scatterAdd(a, toArray(indices), toArray(updates, &a), axis);
-  });
+    return scatterAdd(a, toArray(indices), toArray(updates, &a), axis, batchDims);
+  }, py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("axis"), py::arg("batch_dims") = 0);
+  // lax.scatter and its combining variants: updates take x's dtype, as scatter_add's do.
+  using ScatterFn = Array (*)(const Array&, const Array&, const Array&, int64_t, int64_t, std::source_location);
+  for (auto [name, fn] : {std::pair<const char*, ScatterFn>{"scatter", &scatter}, {"scatter_mul", &scatterMul},
+                          {"scatter_min", &scatterMin}, {"scatter_max", &scatterMax}}) {
+    m.def(name, [fn](py::handle x, py::handle indices, py::handle updates, int64_t axis, int64_t batchDims) {
+      UserSite site;
+      Array a = toArray(x);
+      return fn(a, toArray(indices), toArray(updates, &a), axis, batchDims, std::source_location::current());
+    }, py::arg("x"), py::arg("indices"), py::arg("updates"), py::arg("axis"), py::arg("batch_dims") = 0);
+  }
   m.def("iota", [](const std::vector<int64_t>& shape, int64_t dim, const std::string& dtype) {
     UserSite site;
     return iota(toShape(shape), dim, dtypeFromName(dtype));

@@ -147,7 +147,8 @@ struct DotGeneralAttrs {
 // gather(x, idx): like tf.gather(x, idx, axis, batch_dims). The first batchDims dims of x and idx match;
 // result = x.shape[:axis] + idx.shape[batchDims:] + x.shape[axis+1:]. Out-of-range indices are clamped.
 // scatter_add(x, idx, updates): the transpose: adds updates into x at the gathered positions
-// (out-of-range updates are dropped).
+// (out-of-range updates are dropped). scatter, scatter_mul, scatter_min and scatter_max take the same attrs and
+// write, multiply, take the minimum or the maximum instead (a repeated index: scatter keeps the last update).
 struct GatherAttrs {
   int64_t axis = 0;
   int64_t batchDims = 0;

@@ -1,5 +1,6 @@
 // gather / scatter_add: tf.gather-style indexing along one axis, with leading batch dims shared by x and idx.
-// Out-of-range indices are clamped by gather (JAX's default) and dropped by scatter_add, its transpose.
+// Out-of-range indices are clamped by gather (JAX's default) and dropped by scatter_add, its transpose. The other
+// scatters (set, mul, min, max) share this layout and live in scatter.cpp.
 //
 // Both kernels see x as [Bt, P, A, S] and idx as [Bt, I], the gathered values as [Bt, P, I, S], where
 // Bt = prod x.shape[:batchDims], P = prod x.shape[batchDims:axis], A = x.shape[axis], S = prod x.shape[axis+1:]
@@ -22,32 +23,9 @@ namespace {
 
 using ir::GatherAttrs;
 
-bool isIndexDType(DType t) { return t == DType::I32 || t == DType::I64 || t == DType::U32; }
-
-// The gathered aval: x.shape[:axis] + idx.shape[batchDims:] + x.shape[axis+1:], with x's dtype.
-Result<Aval> gatherShape(std::string_view op, std::span<const Aval> ops, const Aval& x, const Aval& idx,
-                         const GatherAttrs& at) {
-  if (!isIndexDType(idx.dtype))
-    return opError(op, ops, fmt::format("indices must be i32, i64 or u32, got {}", dtypeName(idx.dtype)));
-  if (at.batchDims < 0 || at.batchDims > idx.rank())
-    return opError(op, ops, fmt::format("batch_dims {} must be in [0, {}] (the rank of the indices)", at.batchDims,
-                                        idx.rank()));
-  if (at.axis < at.batchDims || at.axis >= x.rank())
-    return opError(op, ops, fmt::format("axis {} must be in [batch_dims {}, {}) (the rank of x)", at.axis,
-                                        at.batchDims, x.rank()));
-  for (int d = 0; d < at.batchDims; ++d)
-    if (x.shape[d] != idx.shape[d])
-      return opError(op, ops, fmt::format("batch dim {} has size {} in x but {} in the indices", d, x.shape[d],
-                                          idx.shape[d]));
-  std::vector<int64_t> dims(x.shape.dims().begin(), x.shape.dims().begin() + at.axis);
-  dims.insert(dims.end(), idx.shape.dims().begin() + at.batchDims, idx.shape.dims().end());
-  dims.insert(dims.end(), x.shape.dims().begin() + at.axis + 1, x.shape.dims().end());
-  return Aval{Shape(std::move(dims)), x.dtype};
-}
-
 Result<std::vector<Aval>> inferGather(std::span<const Aval> ops, const ir::Attrs& attrs) {
   TSR_TRY(checkArity("gather", ops, 2));
-  TSR_ASSIGN(Aval out, gatherShape("gather", ops, ops[0], ops[1], attrsAs<GatherAttrs>(attrs)));
+  TSR_ASSIGN(Aval out, gatheredAval("gather", ops, ops[0], ops[1], attrsAs<GatherAttrs>(attrs)));
   return std::vector<Aval>{out};
 }
 
@@ -58,7 +36,7 @@ Result<std::vector<Aval>> inferScatterAdd(std::span<const Aval> ops, const ir::A
   const Aval& updates = ops[2];
   if (x.dtype == DType::Bool) return opError(kOp, ops, "bool is not supported (numeric dtypes only)");
   if (updates.dtype != x.dtype) return opError(kOp, ops, "x and updates must have equal dtypes");
-  TSR_ASSIGN(Aval gathered, gatherShape(kOp, ops, x, ops[1], attrsAs<GatherAttrs>(attrs)));
+  TSR_ASSIGN(Aval gathered, gatheredAval(kOp, ops, x, ops[1], attrsAs<GatherAttrs>(attrs)));
   if (!(updates.shape == gathered.shape))
     return opError(kOp, ops, fmt::format("updates must have the gathered shape {}, got {}", gathered.shape.toString(),
                                          updates.shape.toString()));
@@ -82,20 +60,6 @@ ir::Cost costScatterAdd(std::span<const Aval> in, std::span<const Aval> out, con
 // ---- kernels ----
 
 
-// idx: [Bt, I] as int64 (u32 indices stay non-negative).
-std::vector<int64_t> loadIndices(const ir::TensorView& idx) {
-  std::vector<int64_t> out(static_cast<size_t>(idx.aval.numel()));
-  dispatchDType(idx.aval.dtype, [&]<class T>() {
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      const T* p = idx.as<T>();
-      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(p[i]);
-    } else {
-      TSR_CHECK_MSG(false, "gather: infer admits integer indices only");
-    }
-  });
-  return out;
-}
-
 // Copies whole rows of S elements, so the kernel is the same for every dtype.
 void gatherKernel(const ir::CpuKernelArgs& args) {
   const auto& at = attrsAs<GatherAttrs>(args.attrs);
@@ -107,7 +71,7 @@ void gatherKernel(const ir::CpuKernelArgs& args) {
     std::memset(dst, 0, static_cast<size_t>(out.aval.bytes()));
     return;
   }
-  std::vector<int64_t> idx = loadIndices(args.inputs[1]);
+  std::vector<int64_t> idx = loadGatherIndices(args.inputs[1]);
   const auto* src = static_cast<const uint8_t*>(x.data);
   const auto row = static_cast<size_t>(g.inner * dtypeSize(x.aval.dtype));
   for (int64_t b = 0; b < g.batch; ++b) {
@@ -156,7 +120,7 @@ void scatterAddKernel(const ir::CpuKernelArgs& args) {
   const ir::TensorView& updates = args.inputs[2];
   const ir::MutableTensorView& out = args.outputs[0];
   GatherGeometry g = gatherGeometry(x.aval.shape, args.inputs[1].aval.shape, at);
-  std::vector<int64_t> idx = loadIndices(args.inputs[1]);
+  std::vector<int64_t> idx = loadGatherIndices(args.inputs[1]);
   const int64_t n = x.aval.numel();
   dispatchDType(x.aval.dtype, [&]<class T>() {
     if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
@@ -284,6 +248,43 @@ void registerIndexingOps(ir::OpRegistry& reg) {
   scatter.batch = batchScatterAdd;
   scatter.shard = scatterAddShardRule();
   addCoreOp(reg, std::move(scatter));
+}
+
+namespace {
+bool isIndexDType(DType t) { return t == DType::I32 || t == DType::I64 || t == DType::U32; }
+}  // namespace
+
+Result<Aval> gatheredAval(std::string_view op, std::span<const Aval> ops, const Aval& x, const Aval& idx,
+                          const GatherAttrs& at) {
+  if (!isIndexDType(idx.dtype))
+    return opError(op, ops, fmt::format("indices must be i32, i64 or u32, got {}", dtypeName(idx.dtype)));
+  if (at.batchDims < 0 || at.batchDims > idx.rank())
+    return opError(op, ops, fmt::format("batch_dims {} must be in [0, {}] (the rank of the indices)", at.batchDims,
+                                        idx.rank()));
+  if (at.axis < at.batchDims || at.axis >= x.rank())
+    return opError(op, ops, fmt::format("axis {} must be in [batch_dims {}, {}) (the rank of x)", at.axis,
+                                        at.batchDims, x.rank()));
+  for (int d = 0; d < at.batchDims; ++d)
+    if (x.shape[d] != idx.shape[d])
+      return opError(op, ops, fmt::format("batch dim {} has size {} in x but {} in the indices", d, x.shape[d],
+                                          idx.shape[d]));
+  std::vector<int64_t> dims(x.shape.dims().begin(), x.shape.dims().begin() + at.axis);
+  dims.insert(dims.end(), idx.shape.dims().begin() + at.batchDims, idx.shape.dims().end());
+  dims.insert(dims.end(), x.shape.dims().begin() + at.axis + 1, x.shape.dims().end());
+  return Aval{Shape(std::move(dims)), x.dtype};
+}
+
+std::vector<int64_t> loadGatherIndices(const ir::TensorView& idx) {
+  std::vector<int64_t> out(static_cast<size_t>(idx.aval.numel()));
+  dispatchDType(idx.aval.dtype, [&]<class T>() {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const T* p = idx.as<T>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(p[i]);
+    } else {
+      TSR_CHECK_MSG(false, "gather: infer admits integer indices only");
+    }
+  });
+  return out;
 }
 
 GatherGeometry gatherGeometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at) {

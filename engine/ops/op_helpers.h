@@ -3,6 +3,7 @@
 // rules, and registration shorthands so that a new op is a few lines.
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/core/check.h"
 #include "engine/ir/op_def.h"
@@ -27,6 +28,12 @@ struct GatherGeometry {
   int64_t batch = 1, outer = 1, axisSize = 1, inner = 1, indices = 1;
 };
 GatherGeometry gatherGeometry(const Shape& x, const Shape& idx, const ir::GatherAttrs& at);
+// The gathered aval, x.shape[:axis] + idx.shape[batchDims:] + x.shape[axis+1:] with x's dtype, or an error
+// naming `op` when the indices' dtype, batch_dims or axis do not fit (gather and every scatter).
+Result<Aval> gatheredAval(std::string_view op, std::span<const Aval> operands, const Aval& x, const Aval& idx,
+                          const ir::GatherAttrs& at);
+// The indices of a gather or scatter, [batch, indices], as int64 (u32 indices stay non-negative).
+std::vector<int64_t> loadGatherIndices(const ir::TensorView& idx);
 
 // Adds the op, checking invariants of core registration (an internal error, not a user one).
 void addCoreOp(ir::OpRegistry& reg, ir::OpDef def);

@@ -14,6 +14,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerSortOps(reg);
   registerContractionOps(reg);
   registerIndexingOps(reg);
+  registerScatterOps(reg);
   registerMiscOps(reg);
   registerControlFlowOps(reg);
   registerCustomVjpOps(reg);

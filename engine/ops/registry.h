@@ -17,6 +17,7 @@ void registerCumulativeOps(ir::OpRegistry& reg);   // cumulative.cpp: cumsum, cu
 void registerSortOps(ir::OpRegistry& reg);         // sort.cpp: sort, top_k
 void registerContractionOps(ir::OpRegistry& reg);  // contraction.cpp: dot_general
 void registerIndexingOps(ir::OpRegistry& reg);     // indexing.cpp: gather, scatter_add
+void registerScatterOps(ir::OpRegistry& reg);      // scatter.cpp: scatter, scatter_mul, scatter_min, scatter_max
 void registerMiscOps(ir::OpRegistry& reg);         // misc.cpp: constant, threefry2x32
 void registerControlFlowOps(ir::OpRegistry& reg);  // control_flow.cpp: scan, cond, while_loop
 void registerCustomVjpOps(ir::OpRegistry& reg);    // custom_vjp.cpp: custom_vjp_call

@@ -1,6 +1,7 @@
 #include "engine/ops/shard_rules.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/window_geometry.h"
@@ -313,9 +314,10 @@ namespace {
 // gather(x, idx) and scatter_add(x, idx, updates) share the layout: result (or updates) = x.shape[:axis] +
 // idx.shape[batchDims:] + x.shape[axis+1:]. x's dims other than `axis` pass through; `axis` itself is
 // indexed and must be whole. idxKind: how idx's own dims map (pass-through for gather, where each index gives
-// a result row; reduction for scatter_add, where updates at many positions are summed into one table).
+// a result row; reduction for scatter_add, where updates at many positions are summed into one table; none for the
+// other scatters, whose updates' index dims stay whole).
 void mapGatherDims(const ir::GatherAttrs& a, Avals in, ShardingRule& r, std::vector<int>& gathered,
-                   FactorKind idxKind) {
+                   std::optional<FactorKind> idxKind) {
   auto axis = static_cast<size_t>(a.axis);
   auto batch = static_cast<size_t>(a.batchDims);
   const auto idxRank = static_cast<size_t>(in[1].rank());
@@ -326,8 +328,9 @@ void mapGatherDims(const ir::GatherAttrs& a, Avals in, ShardingRule& r, std::vec
     gathered[d < axis ? d : d - 1 + idxRank - batch] = f;
     if (d < batch) r.operandDims[1][d] = f;
   }
+  if (!idxKind) return;
   for (size_t j = batch; j < idxRank; ++j) {
-    int f = r.addFactor(idxKind);
+    int f = r.addFactor(*idxKind);
     r.operandDims[1][j] = f;
     gathered[axis + j - batch] = f;
   }
@@ -350,6 +353,17 @@ ir::ShardRule scatterAddShardRule() {
     ShardingRule r = wholeRule(in, out);
     std::vector<int> updates = r.operandDims[2];
     mapGatherDims(attrsAs<ir::GatherAttrs>(attrs), in, r, updates, FactorKind::Reduction);
+    r.operandDims[2] = std::move(updates);
+    r.resultDims[0] = r.operandDims[0];
+    return r;
+  };
+}
+
+ir::ShardRule scatterShardRule() {
+  return [](Avals in, Avals out, const ir::Attrs& attrs) -> Result<ShardingRule> {
+    ShardingRule r = wholeRule(in, out);
+    std::vector<int> updates = r.operandDims[2];
+    mapGatherDims(attrsAs<ir::GatherAttrs>(attrs), in, r, updates, std::nullopt);
     r.operandDims[2] = std::move(updates);
     r.resultDims[0] = r.operandDims[0];
     return r;

@@ -32,6 +32,9 @@ ir::ShardRule convShardRule();
 ir::ShardRule windowShardRule();
 ir::ShardRule gatherShardRule();
 ir::ShardRule scatterAddShardRule();
+// scatter, scatter_mul, scatter_min, scatter_max: as scatter_add, but the updates' index dims stay whole (updates
+// on several devices cannot be combined by a sum).
+ir::ShardRule scatterShardRule();
 // Every dim whole (constants).
 ir::ShardRule replicatedShardRule();
 

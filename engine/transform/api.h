@@ -194,6 +194,17 @@ Array take(const Array& x, const Array& indices, int64_t axis = 0, TSR_LOC);
 Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, TSR_LOC);  // indices.rank == x.rank - 1
 Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
                  TSR_LOC);
+// lax.scatter and its combining variants on scatterAdd's layout: updates land on x at their indices along axis;
+// scatter writes them (where an index repeats, the last update in index order stays), scatterMul multiplies,
+// scatterMin and scatterMax keep the smaller or larger. Out-of-range indices are dropped.
+Array scatter(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
+              TSR_LOC);
+Array scatterMul(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
+                 TSR_LOC);
+Array scatterMin(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
+                 TSR_LOC);
+Array scatterMax(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
+                 TSR_LOC);
 Array oneHot(const Array& indices, int64_t depth, DType dtype = DType::F32, TSR_LOC);
 
 // Compositions

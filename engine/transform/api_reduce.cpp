@@ -229,6 +229,30 @@ Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int
   return bind1(OpCode::ScatterAdd, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
 }
 
+Array scatter(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
+              std::source_location loc) {
+  const int a = axisOf("scatter", x, axis, loc);
+  return bind1(OpCode::Scatter, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
+}
+
+Array scatterMul(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
+                 std::source_location loc) {
+  const int a = axisOf("scatterMul", x, axis, loc);
+  return bind1(OpCode::ScatterMul, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
+}
+
+Array scatterMin(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
+                 std::source_location loc) {
+  const int a = axisOf("scatterMin", x, axis, loc);
+  return bind1(OpCode::ScatterMin, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
+}
+
+Array scatterMax(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,
+                 std::source_location loc) {
+  const int a = axisOf("scatterMax", x, axis, loc);
+  return bind1(OpCode::ScatterMax, {x, indices, updates}, ir::GatherAttrs{a, batchDims}, loc);
+}
+
 Array oneHot(const Array& indices, int64_t depth, DType dtype, std::source_location loc) {
   auto dims = indices.shape().dims();
   dims.push_back(depth);

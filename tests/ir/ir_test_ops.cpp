@@ -202,7 +202,8 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   for (const char* op : {"argmax", "argmin"}) t[op] = {{{x}, ir::ArgReduceAttrs{1, DType::I32}}};
   t["dot_general"] = {{{f32({2, 3, 4}), f32({2, 4, 5})}, ir::DotGeneralAttrs{{2}, {1}, {0}, {0}}}};
   t["gather"] = {{{f32({5, 3}), avalOf(DType::I32, {4})}, ir::GatherAttrs{0, 0}}};
-  t["scatter_add"] = {{{f32({5, 3}), avalOf(DType::I32, {4}), f32({4, 3})}, ir::GatherAttrs{0, 0}}};
+  for (const char* op : {"scatter_add", "scatter", "scatter_mul", "scatter_min", "scatter_max"})
+    t[op] = {{{f32({5, 3}), avalOf(DType::I32, {4}), f32({4, 3})}, ir::GatherAttrs{0, 0}}};
   t["constant"] = {{{}, ir::ConstantAttrs{literalFromBits(DType::F32, {2}, {0x3fc00000u, 0xc0000000u})}}};
   const Aval key = avalOf(DType::U32, {4});
   t["threefry2x32"] = {{{key, key, key, key}, ir::NoAttrs{}}};

@@ -1,7 +1,8 @@
-// gather / scatter_add cases: embedding lookup, take_along_axis with batch dims, a middle axis, scalar and empty
-// indices, out-of-range indices (clamped by gather, dropped by scatter_add) and duplicate indices (which
-// scatter_add accumulates), for every data dtype and index dtype the ops accept. The references are naive
-// multi-index loops.
+// gather / scatter_add / scatter / scatter_mul / scatter_min / scatter_max cases: embedding lookup,
+// take_along_axis with batch dims, a middle axis, scalar and empty indices, out-of-range indices (clamped by
+// gather, dropped by the scatters) and duplicate indices (which scatter_add accumulates, scatter_mul multiplies,
+// scatter_min and scatter_max compare, and where scatter keeps the last update in index order), for every data
+// dtype and index dtype the ops accept. The references are naive multi-index loops.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -96,6 +97,42 @@ HostTensor naiveScatterAdd(const HostTensor& x, const HostTensor& idx, const Hos
   return HostTensor::fromValues(x.aval, acc);
 }
 
+// scatter and its combining variants: updates folded into x in index order (forEachGathered visits the updates
+// row-major, so the updates of one target come in the order of their indices). Integers multiply modulo 2^bits;
+// min and max let NaN win, as the elementwise ops do.
+HostTensor naiveScatter(ir::OpCode op, const HostTensor& x, const HostTensor& idx, const HostTensor& upd,
+                        int64_t axis, int64_t bd) {
+  HostTensor out = x;
+  const bool integer = isInteger(x.aval.dtype);
+  std::vector<double> acc(static_cast<size_t>(x.numel()));
+  std::vector<uint64_t> wrapped(static_cast<size_t>(x.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    acc[static_cast<size_t>(i)] = x.get(i);
+    if (integer) wrapped[static_cast<size_t>(i)] = static_cast<uint64_t>(static_cast<int64_t>(x.get(i)));
+  }
+  forEachGathered(x, idx, axis, bd, [&](int64_t u, int64_t target, int64_t) {
+    if (target < 0) return;
+    double& a = acc[static_cast<size_t>(target)];
+    const double v = upd.get(u);
+    switch (op) {
+      case ir::OpCode::Scatter: out.setBits(target, upd.getBits(u)); break;
+      case ir::OpCode::ScatterMul:
+        a *= v;
+        if (integer) wrapped[static_cast<size_t>(target)] *= static_cast<uint64_t>(static_cast<int64_t>(v));
+        break;
+      case ir::OpCode::ScatterMin: a = (a < v || a != a) ? a : v; break;
+      case ir::OpCode::ScatterMax: a = (a > v || a != a) ? a : v; break;
+      default: break;
+    }
+  });
+  if (op == ir::OpCode::Scatter) return out;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (op == ir::OpCode::ScatterMul && integer) out.setBits(i, wrapped[static_cast<size_t>(i)]);
+    else out.set(i, acc[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
 bool accepts(ir::OpCode op, const std::vector<Aval>& operands, const ir::Attrs& attrs) {
   const ir::OpDef* def = ops::registry().find(op);
   return def && def->infer(operands, attrs).ok();
@@ -136,8 +173,38 @@ void addIndexingCases(std::vector<OpCase>& cases, std::mt19937& rng) {
           };
           cases.push_back(std::move(c));
         }
+        for (ir::OpCode op : {ir::OpCode::Scatter, ir::OpCode::ScatterMul, ir::OpCode::ScatterMin,
+                              ir::OpCode::ScatterMax}) {
+          if (!accepts(op, {xa, ia, ua}, at)) continue;
+          OpCase c;
+          c.label = fmt::format("{} {} {}", ir::coreOpName(op), s.name, where);
+          c.op = op;
+          c.attrs = at;
+          c.inputs = {randomTensor(xa, rng), makeIndices(s, it, rng), randomTensor(ua, rng)};
+          c.reference = [op, at](const std::vector<HostTensor>& in) {
+            return std::vector<HostTensor>{naiveScatter(op, in[0], in[1], in[2], at.axis, at.batchDims)};
+          };
+          cases.push_back(std::move(c));
+        }
       }
     }
+  }
+  // scatter_mul with zeros among updates that share an index, and a zero in x: the gradient check's case for
+  // the products that leave one factor out (no division by a zero update).
+  {
+    ir::GatherAttrs at{0, 0};
+    OpCase c;
+    c.label = "scatter_mul zero updates at repeated indices f64";
+    c.op = ir::OpCode::ScatterMul;
+    c.attrs = at;
+    c.inputs = {HostTensor::fromValues(Aval{Shape{4, 2}, DType::F64}, {1.5, -0.5, 0.0, 2.0, 0.75, 1.25, -1.0, 0.5}),
+                HostTensor::fromValues(Aval{Shape{6}, DType::I32}, {0, 0, 1, 2, 2, 2}),
+                HostTensor::fromValues(Aval{Shape{6, 2}, DType::F64},
+                                       {0.0, 1.5, -2.0, 0.0, 0.5, -1.5, 0.0, 0.0, 1.25, 0.0, -0.75, 2.0})};
+    c.reference = [at](const std::vector<HostTensor>& in) {
+      return std::vector<HostTensor>{naiveScatter(ir::OpCode::ScatterMul, in[0], in[1], in[2], at.axis, at.batchDims)};
+    };
+    cases.push_back(std::move(c));
   }
 }
 

@@ -348,6 +348,37 @@ TEST_CASE_FIXTURE(EightDevices, "gatherKeepsIndexAndFeatureSplits") {
   TSR_COMPARE(collectives(partitionFor(cg, p)), std::string(""));
 }
 
+// scatter, scatter_mul, scatter_min, scatter_max: x's dims other than the scattered axis split with no
+// communication; updates split along their index dims are gathered first (unlike scatter_add's, they cannot be
+// completed by a sum). Either way the partitioned program gives what one device gives, with repeated and
+// out-of-range indices.
+TEST_CASE_FIXTURE(EightDevices, "scattersSplitFeaturesAndGatherIndexSplits") {
+  Mesh m = makeMesh({4, 2}, {"a", "b"});
+  using ScatterFn = Array (*)(const Array&, const Array&, const Array&, int64_t, int64_t, std::source_location);
+  const std::pair<const char*, ScatterFn> rows[] = {
+      {"scatter", &scatter}, {"scatter_mul", &scatterMul}, {"scatter_min", &scatterMin}, {"scatter_max", &scatterMax}};
+  std::mt19937 rng(11);
+  Array idx = Array::fromVector(std::vector<int32_t>{3, 0, 3, 9, 5, -1, 0, 3}, Shape{8});
+  for (const auto& [name, fn] : rows) {
+    SUBCASE(name) {
+      ScatterFn op = fn;
+      auto cg = traceFn(
+          [op](const std::vector<Array>& x) {
+            return std::vector<Array>{op(x[0], x[1], x[2], 0, 0, std::source_location::current())};
+          },
+          {f32({6, 8}), Aval{Shape{8}, DType::I32}, f32({8, 8})});
+      std::vector<Array> inputs = {randomArray(rng, {6, 8}), idx, randomArray(rng, {8, 8})};
+      auto reference = must(evalGraph(cg, inputs));
+      PartitionResult split;
+      compareWithOneDevice(runSharded(cg, m, {"None,a", "None", "None,a"}, inputs, &split), reference);
+      TSR_COMPARE(collectives(split), std::string(""));
+      PartitionResult gathered;
+      compareWithOneDevice(runSharded(cg, m, {"None,None", "a", "a,None"}, inputs, &gathered), reference);
+      REQUIRE_MESSAGE(collectives(gathered).find("all_gather('a')") != std::string::npos, collectives(gathered));
+    }
+  }
+}
+
 TEST_CASE_FIXTURE(EightDevices, "conflictingAnnotationsNameBothSpecsAndTheOp") {
   Mesh m = makeMesh({4, 2}, {"a", "b"});
   auto cg = traceFn([](const std::vector<Array>& x) { return std::vector<Array>{add(x[0], x[1])}; },

@@ -15,7 +15,8 @@ from .tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["scan", "while_loop", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
            "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
-           "conv_general_dilated", "conv", "conv_transpose", "add", "max", "min", "reduce_window", "optimization_barrier"]
+           "conv_general_dilated", "conv", "conv_transpose", "add", "max", "min", "reduce_window", "optimization_barrier",
+           "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"]
 
 
 def stop_gradient(x):
@@ -218,6 +219,40 @@ def max(x, y):  # noqa: A001 (lax's name)
 def min(x, y):  # noqa: A001 (lax's name)
     """The elementwise minimum (also reduce_window's min)."""
     return _C.minimum(x, y)
+
+
+def _scatter(op, operand, indices, updates, axis, batch_dims):
+    x = asarray(operand)
+    return getattr(_C, op)(x, asarray(indices), asarray(updates), int(axis), int(batch_dims))
+
+
+def scatter(operand, indices, updates, axis=0, batch_dims=0):
+    """jax.lax.scatter in tf.gather's layout: updates (operand.shape[:axis] + indices.shape[batch_dims:] +
+    operand.shape[axis+1:]) replace operand's elements at their indices along axis; the first batch_dims dims
+    of operand and indices match. Out-of-range indices are dropped; where an index repeats, the last update in
+    index order stays. Gradients: none to the updates that were overwritten or dropped."""
+    return _scatter("scatter", operand, indices, updates, axis, batch_dims)
+
+
+def scatter_add(operand, indices, updates, axis=0, batch_dims=0):
+    """jax.lax.scatter_add in scatter's layout: repeated indices sum."""
+    return _scatter("scatter_add", operand, indices, updates, axis, batch_dims)
+
+
+def scatter_mul(operand, indices, updates, axis=0, batch_dims=0):
+    """jax.lax.scatter_mul in scatter's layout: repeated indices multiply. Gradients are exact with repeated
+    indices and zero updates (JAX needs unique indices)."""
+    return _scatter("scatter_mul", operand, indices, updates, axis, batch_dims)
+
+
+def scatter_min(operand, indices, updates, axis=0, batch_dims=0):
+    """jax.lax.scatter_min in scatter's layout; NaN wins. The gradient is split evenly between tied values."""
+    return _scatter("scatter_min", operand, indices, updates, axis, batch_dims)
+
+
+def scatter_max(operand, indices, updates, axis=0, batch_dims=0):
+    """jax.lax.scatter_max in scatter's layout; NaN wins. The gradient is split evenly between tied values."""
+    return _scatter("scatter_max", operand, indices, updates, axis, batch_dims)
 
 
 _COMPUTATIONS = {add: "add", max: "max", min: "min", _tnp.add: "add", _tnp.maximum: "max", _tnp.minimum: "min"}

@@ -568,9 +568,11 @@ def _basic_region(x, key):
 
 
 class _IndexUpdate:
-    """x.at[index].set(v) / .add(v) / .get(): a new array with the indexed elements replaced or increased, as
-    jax.numpy's .at. Basic indices (ints, slices with positive steps, ...) place the values with a pad; one
-    integer array on one axis scatters (where it repeats an index, set adds the values it gets there)."""
+    """x.at[index].set(v) / .add(v) / .mul(v) / .min(v) / .max(v) / .get(): a new array with the indexed
+    elements replaced or combined with v, as jax.numpy's .at. Basic indices (ints, slices with positive steps,
+    ...) place the values with a pad; one integer array on one axis scatters with the engine's scatter ops:
+    negative indices count from the end, indices still out of range are dropped, and where an index repeats
+    set keeps the last value in index order, add sums, mul multiplies and min / max keep the extreme."""
 
     def __init__(self, x, key):
         self._x, self._key = x, key
@@ -593,9 +595,9 @@ class _IndexUpdate:
         mask = _C.pad(_C.full(shape, 1.0, "bool"), starts, high, 0.0, interior)
         return _C.pad(v, starts, high, 0.0, interior), mask
 
-    def _scatter(self, values):
-        """For one integer array on one axis: (the values summed into zeros at the indices, how often each
-        position was hit), or None."""
+    def _scatter(self, op, values):
+        """For one integer array on one axis: x with the values scattered by the engine op `op` (scatter,
+        scatter_add, ...), or None for other indices."""
         key = self._key if isinstance(self._key, tuple) else (self._key,)
         arrays = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
         if not arrays:
@@ -603,25 +605,36 @@ class _IndexUpdate:
         taken = _getitem(self._x, key)  # checks the index as indexing does
         axis = arrays[0]
         idx = asarray(key[axis])
+        idx = _C.where(idx < 0, idx + self._x.shape[axis], idx)
         v = _C.broadcast_to(_C.astype(asarray(values), self._x._dtype_name), list(taken.shape))
-        zeros_x = _C.full(list(self._x.shape), 0.0, self._x._dtype_name)
-        hits = _C.scatter_add(_C.full(list(self._x.shape), 0.0, "i32"), idx,
-                              _C.full(list(taken.shape), 1.0, "i32"), axis)
-        return _C.scatter_add(zeros_x, idx, v, axis), hits
+        return getattr(_C, op)(self._x, idx, v, axis)
+
+    def _update(self, op, values, combine):
+        scattered = self._scatter(op, values)
+        if scattered is not None:
+            return scattered
+        placed, mask = self._placed(values)
+        return _C.where(mask, combine(self._x, placed), self._x)
 
     def set(self, values):
-        scattered = self._scatter(values)
-        if scattered is not None:
-            summed, hits = scattered
-            return _C.where(hits > 0, summed, self._x)
-        placed, mask = self._placed(values)
-        return _C.where(mask, placed, self._x)
+        return self._update("scatter", values, lambda x, v: v)
 
     def add(self, values):
-        scattered = self._scatter(values)
+        scattered = self._scatter("scatter_add", values)
         if scattered is not None:
-            return self._x + scattered[0]
+            return scattered
         return self._x + self._placed(values)[0]
+
+    def mul(self, values):
+        return self._update("scatter_mul", values, multiply)
+
+    multiply = mul
+
+    def min(self, values):
+        return self._update("scatter_min", values, minimum)
+
+    def max(self, values):
+        return self._update("scatter_max", values, maximum)
 
 
 class _IndexHelper:

@@ -636,11 +636,13 @@ void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
   for (size_t i = 0; i < nd.results.size(); ++i) {
     const Aval& a = graph.aval(nd.results[i]);
     void* p = args[k.resultArgs[i]];
-    // Reference kernels may rely on zeroed results; BLAS writes its result in full, scatter_add copies its
+    // Reference kernels may rely on zeroed results; BLAS writes its result in full, the scatters copy their
     // operand into the result before adding (an embedding gradient is 150 MB: no second pass over it), and a
     // convolution writes every element (a ResNet activation is 16 MB, and a step has dozens).
-    if (nd.op != OpCode::DotGeneral && nd.op != OpCode::ScatterAdd && nd.op != OpCode::ConvGeneralDilated)
-      std::memset(p, 0, static_cast<size_t>(a.bytes()));
+    const bool writesWhole = nd.op == OpCode::DotGeneral || nd.op == OpCode::ScatterAdd || nd.op == OpCode::Scatter ||
+                             nd.op == OpCode::ScatterMul || nd.op == OpCode::ScatterMin || nd.op == OpCode::ScatterMax ||
+                             nd.op == OpCode::ConvGeneralDilated;
+    if (!writesWhole) std::memset(p, 0, static_cast<size_t>(a.bytes()));
     out.push_back(ir::MutableTensorView{p, a});
   }
   def.cpu(ir::CpuKernelArgs{in, out, nd.attrs});

@@ -46,6 +46,10 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Concatenate:
     case OpCode::Gather:
     case OpCode::ScatterAdd:
+    case OpCode::Scatter:
+    case OpCode::ScatterMul:
+    case OpCode::ScatterMin:
+    case OpCode::ScatterMax:
     case OpCode::Iota:
     case OpCode::IntegerPow:
     case OpCode::OptimizationBarrier:

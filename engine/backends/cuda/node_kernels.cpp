@@ -597,6 +597,68 @@ std::optional<GeneratedKernel> selectAndScatterAddKernel(const ir::Graph& g, con
   return finish(c, x.numel(), numArgs);
 }
 
+// scatter / scatter_mul / scatter_min / scatter_max(x, idx, updates): the result holds x already
+// (GeneratedKernel::prefill). One thread per column (batch, outer, inner) of the updates [batch, outer, I,
+// inner] walks the I indices in order and folds each in-range update into its target, so repeated indices
+// meet in index order as on the CPU, with no atomics. scatter moves bits (any dtype); the others compute as the
+// elementwise mul, min and max do: floats (bf16 widened) with NaN winning min and max, integers wrapping on
+// multiply.
+std::optional<GeneratedKernel> scatterKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const Aval& idx = g.aval(n.operands[1]);
+  const DType t = x.dtype;
+  const char* I = storageType(idx.dtype);
+  if (!I || !isIntType(idx.dtype)) return std::nullopt;
+  const bool isFloat = isFloatType(t);
+  std::string combine;  // a: the target's value, v: the update's, both in type C
+  const char* C = nullptr;
+  switch (n.op) {
+    case OpCode::Scatter: C = bitsType(dtypeSize(t)); break;  // moves bits: no combine
+    case OpCode::ScatterMul:
+      // Integers multiply modulo 2^bits in an unsigned type of at least their width.
+      C = isFloat ? computeType(t) : t == DType::I64 ? "u64" : isIntType(t) ? "u32" : nullptr;
+      combine = "a = a * v;";
+      break;
+    case OpCode::ScatterMin:
+    case OpCode::ScatterMax:
+      C = isFloat ? computeType(t) : isIntType(t) ? storageType(t) : nullptr;
+      combine = fmt::format("a = (a {} v || a != a) ? a : v;", n.op == OpCode::ScatterMax ? ">" : "<");
+      break;
+    default: return std::nullopt;
+  }
+  if (!C || !storageType(t)) return std::nullopt;
+  ops::GatherGeometry geo = ops::gatherGeometry(x.shape, idx.shape, std::get<ir::GatherAttrs>(n.attrs));
+  const int numArgs = static_cast<int>(k.args.size());
+  const std::string out = fmt::format("p{}", k.resultArgs[0]), upd = fmt::format("p{}", k.operandArgs[2]);
+  auto load = [&](const std::string& p, const std::string& at) {
+    if (n.op == OpCode::Scatter) return fmt::format("((const {}*){})[{}]", C, p, at);
+    return fmt::format("({}){}", C, loadAs(t, p, at));
+  };
+  const int64_t columns = geo.batch * geo.outer * geo.inner;
+  std::string c = header(k.info.name, numArgs) + indexLoop(columns);
+  c += fmt::format("    const long long s = i % {0}, bo = i / {0}, b = bo / {1};\n", std::max<int64_t>(geo.inner, 1),
+                   std::max<int64_t>(geo.outer, 1));
+  c += fmt::format("    for (long long q = 0; q < {}LL; ++q) {{\n", geo.indices);
+  c += fmt::format("      const long long j = (long long)((const {0}*){1})[b * {2}LL + q];\n", I,
+                   fmt::format("p{}", k.operandArgs[1]), geo.indices);
+  c += fmt::format("      if (j < 0 || j >= {}LL) continue;\n", geo.axisSize);
+  c += fmt::format("      const long long to = (bo * {}LL + j) * {}LL + s;\n", geo.axisSize, geo.inner);
+  c += fmt::format("      const {0} v = {1};\n", C,
+                   load(upd, fmt::format("(bo * {}LL + q) * {}LL + s", geo.indices, geo.inner)));
+  if (n.op == OpCode::Scatter) {
+    c += fmt::format("      (({}*){})[to] = v;\n", C, out);
+  } else {
+    c += fmt::format("      {} a = {};\n      {}\n", C, load(out, "to"), combine);
+    c += "      " + storeFrom(t, out, "to", "a") + "\n";
+  }
+  c += "    }\n  }\n}\n";
+  GeneratedKernel gk = finish(c, columns, numArgs);
+  gk.prefillFrom = k.operandArgs[0];
+  gk.prefillTo = k.resultArgs[0];
+  gk.prefillBytes = x.bytes();
+  return gk;
+}
+
 }  // namespace
 
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
@@ -702,6 +764,10 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin: return reduceWindowKernel(g, n, k);
     case OpCode::SelectAndScatterAdd: return selectAndScatterAddKernel(g, n, k);
+    case OpCode::Scatter:
+    case OpCode::ScatterMul:
+    case OpCode::ScatterMin:
+    case OpCode::ScatterMax: return scatterKernel(g, n, k);
     default: return elementwiseKernel(g, n, k);
   }
 }

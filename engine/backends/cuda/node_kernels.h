@@ -3,6 +3,9 @@
 //   gather       (embedding lookups, picking the target's logit) one thread per result element;
 //   scatter_add  (their gradients) the operand copied into the result, then one atomic add per update element
 //                (f32 and i32; sums of duplicates in any order, so f32 results vary in the last bits);
+//   scatter, scatter_mul, scatter_min, scatter_max  the operand copied into the result, then one thread per
+//                column of updates (batch, outer, inner) that applies them in index order: deterministic, the
+//                last update of a repeated index stays (bf16 products round at every update);
 //   iota         any integer or float dtype;
 //   convert      between f32, f64, bf16, i32, i64, u8, u32 and bool, with the CPU kernel's rules (float to
 //                integer truncates then saturates, NaN -> 0; bf16 rounds to nearest even).
