@@ -3,8 +3,8 @@
 // shapes (circles, axis-aligned rectangles, upward triangles) of random sizes and colours, drawn in turn (a later
 // shape covers an earlier one) over a background of one random colour, with Gaussian noise on every pixel. The
 // mask gives each pixel the class of the shape on top there (1 circle, 2 rectangle, 3 triangle), 0 for the
-// background. Each kind of shape has a tint of its own (from the seed), varied shape by shape, so that colour
-// hints at the class and the outline decides where tints are alike.
+// background. Each kind of shape has a tint of its own (bright in one channel), varied shape by shape, so that
+// colour hints at the class and the outline decides where it does not (a background as bright, one channel).
 // Sample i is a function of (seed, i) alone, computed with integer arithmetic of our own (no standard
 // distribution, whose results differ between standard libraries), so it is the same on every machine.
 #include <cstdint>
