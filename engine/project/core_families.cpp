@@ -35,12 +35,12 @@ FamilyKey dropoutKey() {
   return k;
 }
 
-// A classifier's metric: the fraction of the batch whose top logit is its label.
+// A classifier's metric on an evaluation batch: the fraction of the batch whose top logit is its label.
 void classifierMetrics(const Array& logits, const Array& labels, nn::Context& ctx) {
   ctx.sow("accuracy", optim::accuracy(logits, labels));
 }
 
-// A segmentation model's metrics over every pixel of the batch.
+// A segmentation model's metrics on an evaluation batch, over every pixel of the batch.
 void segmentationMetrics(const Array& logits, const Array& labels, nn::Context& ctx) {
   ctx.sow("pixel_accuracy", optim::accuracy(logits, labels));
   ctx.sow("mean_iou", optim::meanIou(logits, labels));

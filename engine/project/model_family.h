@@ -121,10 +121,10 @@ struct ModelFamily {
   std::function<FamilyModel(const ModelConfig&, const BuildContext&)> build;
   // The batch a step trains on. Language models need none (tokens and next tokens).
   std::function<BatchSignature(const ModelConfig&, int64_t batchSize)> batch;
-  // What the model's logits score against the labels on every training and evaluation batch, reported beside
-  // the loss (nn::Context::sow; a run logs each as NAME and, on validation batches, val_NAME): a classifier's
-  // accuracy, a segmentation model's pixel_accuracy and mean_iou (optim/metrics.h). Empty: none. Not called for
-  // a model that gives its own loss (it reports its own metrics).
+  // What the model's logits score against the labels on evaluation batches, reported beside the loss
+  // (nn::Context::sow; a run logs each as val_NAME, `tessera eval` prints it): a classifier's accuracy, a
+  // segmentation model's pixel_accuracy and mean_iou (optim/metrics.h). Not called in training steps, whose graph
+  // stays the loss's. Empty: none. Not called for a model that gives its own loss (it reports its own metrics).
   std::function<void(const Array& logits, const Array& labels, nn::Context& ctx)> metrics;
   std::string origin;  // "core" for gpt2, vit, mlp, resnet and unet; a plugin's path; empty for one registered by the program
 };

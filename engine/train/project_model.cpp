@@ -44,7 +44,9 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   } else {
     m.loss = [model, t, metrics = family->metrics](const Tree& prm, const Batch& b, nn::Context& ctx) {
       Array logits = model->apply(prm, b.inputs, ctx);
-      if (metrics) {
+      // Scored on evaluation batches only: the training step keeps the graph (and, under a mesh, the collectives)
+      // its loss needs.
+      if (metrics && !ctx.training()) {
         ModuleScope scope("metrics");
         metrics(logits, b.targets, ctx);
       }

@@ -1,7 +1,7 @@
 // Segmentation and the metrics runs log: accuracy, pixel accuracy and mean IoU on batches worked out by hand; the
 // shapes [data] kind (deterministic images whose masks match what is drawn, and its errors); a data-parallel
 // evaluation on two devices scores the global batch, as a loop over the model's logits does; and a unet run logs
-// its metrics, in [0, 1], at every step and evaluation.
+// its metrics, in [0, 1], at every evaluation (training steps compute none).
 #include "tests/check.h"
 
 #include <algorithm>
@@ -218,8 +218,9 @@ TEST_CASE("aDataParallelEvaluationScoresTheGlobalBatch") {
   REQUIRE(std::fabs(single.at("pixel_accuracy") - sharded.at("pixel_accuracy")) < 1e-4);
 }
 
-// A unet run logs pixel_accuracy and mean_iou every step and val_ ones every evaluation, each in [0, 1].
-TEST_CASE("aUnetRunLogsItsMetrics") {
+// A unet run logs val_pixel_accuracy and val_mean_iou at every evaluation, each in [0, 1], and an mlp run
+// val_accuracy; training steps log none (their graph is the loss's alone).
+TEST_CASE("runsLogTheirFamilysMetricsAtEvaluations") {
   test::TempDir dir;
   auto p = test::writeProject(dir.path(), kUnetProject);
   REQUIRE_MESSAGE(p.ok(), p.error().message);
@@ -227,11 +228,27 @@ TEST_CASE("aUnetRunLogsItsMetrics") {
   REQUIRE_MESSAGE(run.ok(), run.error().message);
   auto db = store::RunStore::open(run->storePath);
   REQUIRE_MESSAGE(db.ok(), db.error().message);
-  for (const char* key : {"pixel_accuracy", "mean_iou", "val_pixel_accuracy", "val_mean_iou"}) {
+  for (const char* key : {"val_pixel_accuracy", "val_mean_iou"}) {
     CAPTURE(key);
     auto series = db->metrics(run->runId, key);
     REQUIRE_MESSAGE(series.ok(), series.error().message);
-    TSR_COMPARE(series->size(), std::string(key).rfind("val_", 0) == 0 ? size_t(2) : size_t(4));
+    TSR_COMPARE(series->size(), size_t(2));
     for (const auto& point : *series) REQUIRE((point.value >= 0 && point.value <= 1));
   }
+  TSR_COMPARE(db->metrics(run->runId, "mean_iou")->size(), size_t(0));
+  TSR_COMPARE(db->metrics(run->runId, "pixel_accuracy")->size(), size_t(0));
+
+  test::TempDir mlpDir;
+  auto mlp = test::writeProject(mlpDir.path(), "[model]\nfamily = \"mlp\"\nsizes = [16, 32, 4]\n[data]\nkind = "
+                                                 "\"synthetic-digits\"\n[train]\nsteps = 4\neval_every = 2\nbatch_size = 8\n");
+  REQUIRE_MESSAGE(mlp.ok(), mlp.error().message);
+  auto mlpRun = train::runTraining(*mlp, {}, [](const train::RunEvent&) {});
+  REQUIRE_MESSAGE(mlpRun.ok(), mlpRun.error().message);
+  auto mlpDb = store::RunStore::open(mlpRun->storePath);
+  REQUIRE(mlpDb.ok());
+  auto accuracy = mlpDb->metrics(mlpRun->runId, "val_accuracy");
+  REQUIRE(accuracy.ok());
+  TSR_COMPARE(accuracy->size(), size_t(2));
+  for (const auto& point : *accuracy) REQUIRE((point.value >= 0 && point.value <= 1));
+  TSR_COMPARE(mlpDb->metrics(mlpRun->runId, "accuracy")->size(), size_t(0));
 }
