@@ -64,9 +64,9 @@ void renderShapes(const ShapesOptions& o, int64_t index, float* chw, int32_t* ma
   // Each kind of shape has a tint of its own, bright in one channel (kind k in channel k - 1, modulo the channels)
   // and dull in the others, and each shape varies it by up to 0.15 a channel: colour hints at the class, the
   // outline decides where tints coincide (one channel, or a background as bright).
-  std::vector<std::vector<double>> tint(static_cast<size_t>(kShapeKinds + 1), std::vector<double>(static_cast<size_t>(o.channels)));
-  for (int64_t k = 1; k <= kShapeKinds; ++k)
-    for (int64_t c = 0; c < o.channels; ++c) tint[static_cast<size_t>(k)][static_cast<size_t>(c)] = c == (k - 1) % o.channels ? 0.85 : 0.3;
+  auto tint = [&](int64_t kind, size_t channel) {
+    return static_cast<int64_t>(channel) == (kind - 1) % o.channels ? 0.85 : 0.3;
+  };
   std::vector<float> background(static_cast<size_t>(o.channels));
   for (float& c : background) c = static_cast<float>(rng.uniform(0.0, 0.6));
   for (int64_t s = 0; s < count; ++s) {
@@ -85,7 +85,7 @@ void renderShapes(const ShapesOptions& o, int64_t index, float* chw, int32_t* ma
     for (int tries = 0; tries < 8 && farthest < 0.3; ++tries) {
       farthest = 0;
       for (size_t c = 0; c < colour.size(); ++c) {
-        colour[c] = static_cast<float>(std::clamp(tint[static_cast<size_t>(sh.kind)][c] + rng.uniform(-0.15, 0.15), 0.0, 1.0));
+        colour[c] = static_cast<float>(std::clamp(tint(sh.kind, c) + rng.uniform(-0.15, 0.15), 0.0, 1.0));
         farthest = std::max(farthest, std::fabs(static_cast<double>(colour[c] - background[c])));
       }
     }

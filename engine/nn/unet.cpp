@@ -40,7 +40,9 @@ const std::vector<std::string>& unetUpsamplings() {
 }
 
 UNet::UNet(UNetConfig config) : m_cfg(std::move(config)) {
-  auto oneOf = [](const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); };
+  auto oneOf = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
   if (!oneOf(unetNorms(), m_cfg.norm)) raise(makeError("UNet: norm must be batch, group or none, got '{}'", m_cfg.norm));
   if (!oneOf(unetUpsamplings(), m_cfg.upsample))
     raise(makeError("UNet: upsample must be transpose, bilinear or nearest, got '{}'", m_cfg.upsample));
@@ -69,7 +71,8 @@ class UNet::Pass {
         const Tree* s = stats ? stats->find("norm_" + n) : nullptr;
         if (!s) raise(makeError("UNet: no running statistics for norm_{} (the model's state is {})", n,
                                 m_ctx.state().def().toString()));
-        BatchNorm::Output o = BatchNorm{out, c.bnMomentum, c.eps, c.dtype}.apply(*p.find("norm_" + n), *s, x, m_ctx.training());
+        const BatchNorm bn{out, c.bnMomentum, c.eps, c.dtype};
+        BatchNorm::Output o = bn.apply(*p.find("norm_" + n), *s, x, m_ctx.training());
         updated.set("norm_" + n, std::move(o.stats));
         x = o.y;
       }

@@ -253,7 +253,8 @@ ModelFamily unetFamily() {
                     "after each 3x3 convolution: batch (BatchNorm, running statistics as state), group (GroupNorm, "
                     "gcd(32, channels) groups) or none (the convolutions get biases)"),
             textKey("upsample", "transpose", nn::unetUpsamplings(),
-                    "decoder: transpose (2x2 stride-2 transposed convolution), or bilinear or nearest upsampling and a 1x1 convolution"),
+                    "decoder: transpose (2x2 stride-2 transposed convolution), or bilinear or nearest upsampling and a "
+                    "1x1 convolution"),
             integerKey("image_size", 64, limits::kImageSize, "pixels a side of the square input (divisible by 2^depth)")};
   f.dataKinds = {"shapes"};
   f.metrics = segmentationMetrics;
