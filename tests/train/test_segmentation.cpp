@@ -165,6 +165,30 @@ TEST_CASE("shapesDataErrorsNameTheKeyAndTheLimit") {
   REQUIRE_MESSAGE(kind.find("shapes (what the unet family trains on)") != std::string::npos, kind);
 }
 
+// Every norm with every upsampling compiles and runs a training step (nearest upsampling's gradient once failed
+// in the fusion planner) and its evaluation, with finite values.
+TEST_CASE("everyUnetVariantTrainsAStep") {
+  test::TempDir dir;
+  for (const char* norm : {"batch", "group", "none"})
+    for (const char* up : {"transpose", "bilinear", "nearest"}) {
+      CAPTURE(norm);
+      CAPTURE(up);
+      auto p = test::writeProject(dir.path(), kUnetProject,
+                                  {std::string("model.norm=") + norm, std::string("model.upsample=") + up});
+      REQUIRE_MESSAGE(p.ok(), p.error().message);
+      auto setup = train::makeTrainingSetup(*p);
+      REQUIRE_MESSAGE(setup.ok(), setup.error().message);
+      auto batch = setup->next();
+      REQUIRE(batch.ok());
+      auto m = setup->trainer->step(setup->state, *batch);
+      REQUIRE_MESSAGE(m.ok(), m.error().message);
+      REQUIRE(std::isfinite(m->loss));
+      auto e = setup->trainer->evaluate(setup->state, *batch);
+      REQUIRE_MESSAGE(e.ok(), e.error().message);
+      REQUIRE(std::isfinite(e->loss));
+    }
+}
+
 // Two virtual CPU devices, the batch split over "data": the metrics an evaluation reports are those of the whole
 // batch, computed here from the model's logits with loops, and one device's.
 TEST_CASE("aDataParallelEvaluationScoresTheGlobalBatch") {
