@@ -173,8 +173,8 @@ class ShapesSource : public DataSource {
   int64_t m_orderEpoch = -1;
 };
 
-// The shapes dataset of a project: its last val_fraction of samples for validation (at least one batch of them
-// when val_fraction > 0).
+// The shapes dataset of a project: its last val_fraction of samples validate (no evaluation when they are fewer
+// than a batch), the others train.
 Result<ProjectData> prepareShapes(const project::Project& p, const std::function<void(const std::string&)>& info) {
   const project::BatchSignature s = batchSignature(p, 0);
   if (s.inputs.shape.rank() != 4 || s.targets.shape.rank() != 3 || s.inputs.shape[2] != s.inputs.shape[3] ||
