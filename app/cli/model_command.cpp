@@ -69,12 +69,16 @@ int runEval(const std::string& path, const std::vector<std::string>& sets, const
     return 1;
   }
   const std::string& checkpoint = *found;
-  auto loss = train::evaluateCheckpoint(*p, checkpoint, [](const std::string& line) { std::cerr << line << "\n"; });
-  if (!loss.ok()) {
-    std::cerr << "tessera eval: " << loss.error().message << "\n";
+  auto evaluated =
+      train::evaluateCheckpointMetrics(*p, checkpoint, [](const std::string& line) { std::cerr << line << "\n"; });
+  if (!evaluated.ok()) {
+    std::cerr << "tessera eval: " << evaluated.error().message << "\n";
     return 1;
   }
-  std::cout << fmt::format("validation loss {:.4f} over {} batches ({})\n", *loss, p->train.evalSteps, checkpoint);
+  std::string metrics;
+  for (const auto& [name, value] : evaluated->extra) metrics += fmt::format(", {} {:.4f}", name, value);
+  std::cout << fmt::format("validation loss {:.4f}{} over {} batches ({})\n", evaluated->loss, metrics,
+                           p->train.evalSteps, checkpoint);
   return 0;
 }
 

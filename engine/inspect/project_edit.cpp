@@ -128,7 +128,7 @@ std::vector<ProjectField> projectFields(std::string_view family) {
     }
   }
   static const std::vector<ProjectField> kRest = {
-      {"data", "kind", FieldKind::String, "text | synthetic-images | synthetic-digits | npy | cifar10 | image_folder"},
+      {"data", "kind", FieldKind::String, "text | synthetic-images | synthetic-digits | npy | cifar10 | image_folder | shapes"},
       {"data", "path", FieldKind::String, "text corpus, CIFAR-10 or image folder, relative to the project"},
       {"data", "vocab_size", FieldKind::Int, "BPE vocabulary (at least 257)"},
       {"train", "steps", FieldKind::Int, "optimizer steps"},

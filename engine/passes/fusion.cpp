@@ -57,10 +57,10 @@ bool isViewNode(const ir::Graph& g, const ir::Node& n) {
   return fusibleDType(g.aval(n.results[0]).dtype);
 }
 
-std::optional<ViewMap> resolveView(const ir::Graph& g, ValueId v, bool views) {
+std::optional<ViewMap> resolveView(const ir::Graph& g, ValueId v, bool views, ValueId stopAt) {
   std::vector<const ir::Node*> chain;
   ValueId src = v;
-  while (views) {
+  while (views && src != stopAt) {
     NodeId p = g.value(src).producer;
     if (p == ir::kNone) break;
     const ir::Node& n = g.nodes()[static_cast<size_t>(p)];
@@ -545,11 +545,13 @@ Result<FusionPlan> Planner::run() {
     if (p != ir::kNone && m_isView[static_cast<size_t>(p)]) m_materialize[static_cast<size_t>(p)] = true;
   }
   // Views that some consumer cannot read through become kernels of their own (a reshape is an alias), and
-  // their operands must exist as values: a materialised view whose operand is a view materialises that too.
+  // their operands must exist as values: a materialised reshape whose operand is a view materialises that too,
+  // and so does a materialised broadcast or transpose whose chain of views cannot be read as strides of its
+  // source (a transpose of a reshape of a broadcast: nearest upsampling's gradient).
   for (NodeId n = static_cast<NodeId>(nodes.size()) - 1; n >= 0; --n) {
     if (!m_isView[static_cast<size_t>(n)] || !m_materialize[static_cast<size_t>(n)]) continue;
     const ir::Node& nd = nodes[static_cast<size_t>(n)];
-    if (nd.op == OpCode::Reshape) {
+    if (nd.op == OpCode::Reshape || !resolveView(m_g, nd.results[0])) {
       NodeId p = m_g.value(nd.operands[0]).producer;
       if (p != ir::kNone && m_isView[static_cast<size_t>(p)]) m_materialize[static_cast<size_t>(p)] = true;
     }

@@ -33,8 +33,9 @@ struct ViewMap {
 
 // Resolves value v, seen with shape `shape`, to a strided read of the first value up its chain of views
 // (broadcast_in_dim, transpose, reshape) that is not itself a view; nullopt where a reshape meets a
-// non-contiguous map. With views = false, v itself is the source.
-std::optional<ViewMap> resolveView(const ir::Graph& g, ir::ValueId v, bool views = true);
+// non-contiguous map. With views = false, v itself is the source. The chain also stops at `stopAt`, a view the
+// plan materialises (its kernel reads that value rather than the views above it).
+std::optional<ViewMap> resolveView(const ir::Graph& g, ir::ValueId v, bool views = true, ir::ValueId stopAt = ir::kNone);
 // Whether a node is a view that kernels can read through.
 bool isViewNode(const ir::Graph& g, const ir::Node& n);
 

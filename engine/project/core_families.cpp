@@ -4,7 +4,9 @@
 
 #include "engine/core/limits.h"
 #include "engine/nn/resnet.h"
+#include "engine/nn/unet.h"
 #include "engine/nn/vit.h"
+#include "engine/optim/metrics.h"
 #include "engine/project/python_family.h"
 
 namespace tsr::project {
@@ -31,6 +33,17 @@ FamilyKey dropoutKey() {
   k.maxOpen = true;
   k.help = "dropout probability (0: none)";
   return k;
+}
+
+// A classifier's metric on an evaluation batch: the fraction of the batch whose top logit is its label.
+void classifierMetrics(const Array& logits, const Array& labels, nn::Context& ctx) {
+  ctx.sow("accuracy", optim::accuracy(logits, labels));
+}
+
+// A segmentation model's metrics on an evaluation batch, over every pixel of the batch.
+void segmentationMetrics(const Array& logits, const Array& labels, nn::Context& ctx) {
+  ctx.sow("pixel_accuracy", optim::accuracy(logits, labels));
+  ctx.sow("mean_iou", optim::meanIou(logits, labels));
 }
 
 // A model object's init and apply as a FamilyModel (the object is shared by both).
@@ -89,6 +102,7 @@ ModelFamily vitFamily() {
             integerKey("num_classes", 1000, limits::kVocab, "classes the head predicts"),
             dropoutKey()};
   f.dataKinds = {"synthetic-images", "cifar10", "image_folder", "npy"};
+  f.metrics = classifierMetrics;
   f.check = [](const ModelConfig& c) -> Status {
     nn::VitConfig v = vitConfig(c);
     if (v.imageSize % v.patchSize != 0 || v.hidden % v.heads != 0)
@@ -131,6 +145,7 @@ ModelFamily mlpFamily() {
   activation.help = "after each hidden layer: relu, gelu (tanh approximation), silu, tanh or sigmoid";
   f.keys = {sizes, activation, dropoutKey()};
   f.dataKinds = {"synthetic-digits", "npy", "cifar10", "image_folder"};
+  f.metrics = classifierMetrics;
   f.build = [](const ModelConfig& c, const BuildContext&) {
     nn::MlpConfig config;
     config.sizes = c.sizes("sizes");
@@ -187,6 +202,7 @@ ModelFamily resnetFamily() {
                     "batch: BatchNorm (running statistics as state, momentum 0.99); group: GroupNorm, gcd(32, channels) groups"),
             integerKey("image_size", 224, limits::kImageSize, "pixels a side of the square RGB input")};
   f.dataKinds = {"synthetic-images", "cifar10", "image_folder", "npy"};
+  f.metrics = classifierMetrics;
   f.check = [](const ModelConfig& c) -> Status {
     const int64_t d = c.integer("depth");
     if (d != 18 && d != 34 && d != 50) return makeError("[model] depth must be 18, 34 or 50, got {}", d);
@@ -205,6 +221,65 @@ ModelFamily resnetFamily() {
     const int64_t side = c.integer("image_size");
     return BatchSignature{Aval{Shape{batch, 3, side, side}, DType::F32}, Aval{Shape{batch}, DType::I32},
                           c.integer("num_classes")};
+  };
+  return f;
+}
+
+nn::UNetConfig unetConfig(const ModelConfig& c) {
+  nn::UNetConfig u;
+  u.inChannels = c.integer("in_channels");
+  u.numClasses = c.integer("num_classes");
+  u.baseWidth = c.integer("base_width");
+  u.depth = c.integer("depth");
+  u.norm = c.text("norm");
+  u.upsample = c.text("upsample");
+  u.imageSize = c.integer("image_size");
+  return u;
+}
+
+ModelFamily unetFamily() {
+  ModelFamily f;
+  f.name = "unet";
+  f.description = "U-Net: a convolutional segmentation model (Ronneberger et al., 2015) giving class logits per pixel, "
+                  "trained with per-pixel cross-entropy";
+  FamilyKey classes = integerKey("num_classes", 4, limits::kVocab, "classes per pixel (the background counts as one)");
+  classes.min = 2;
+  FamilyKey depth = integerKey("depth", 3, 8, "down (and up) levels: the image is max-pooled depth times");
+  f.keys = {integerKey("in_channels", 3, 64, "channels of the input images"),
+            classes,
+            integerKey("base_width", 16, limits::kWidth, "channels of the first level; each deeper level doubles them"),
+            depth,
+            textKey("norm", "batch", nn::unetNorms(),
+                    "after each 3x3 convolution: batch (BatchNorm, running statistics as state), group (GroupNorm, "
+                    "gcd(32, channels) groups) or none (the convolutions get biases)"),
+            textKey("upsample", "transpose", nn::unetUpsamplings(),
+                    "decoder: transpose (2x2 stride-2 transposed convolution), or bilinear or nearest upsampling and a "
+                    "1x1 convolution"),
+            integerKey("image_size", 64, limits::kImageSize, "pixels a side of the square input (divisible by 2^depth)")};
+  f.dataKinds = {"shapes"};
+  f.metrics = segmentationMetrics;
+  f.check = [](const ModelConfig& c) -> Status {
+    const int64_t side = c.integer("image_size"), depth = c.integer("depth"), base = c.integer("base_width");
+    if (side % (int64_t(1) << depth) != 0)
+      return makeError("[model] image_size ({}) must be divisible by 2^depth = {} (the image is halved depth = {} times)",
+                       side, int64_t(1) << depth, depth);
+    if ((base << depth) > limits::kWidth)
+      return makeError("[model] base_width * 2^depth = {} * {} must be at most {} (the bottom block's channels)", base,
+                       int64_t(1) << depth, limits::kWidth);
+    return {};
+  };
+  f.build = [](const ModelConfig& c, const BuildContext&) {
+    auto model = std::make_shared<nn::UNet>(unetConfig(c));
+    FamilyModel m = wrap(model);
+    m.initState = [model] { return model->initState(); };
+    m.trainFlopsPerItem = 6.0 * model->forwardMacsPerSample();
+    m.flopsRule = "6*MACs*samples (convolutions at image_size)";
+    return m;
+  };
+  f.batch = [](const ModelConfig& c, int64_t batch) {
+    const int64_t side = c.integer("image_size");
+    return BatchSignature{Aval{Shape{batch, c.integer("in_channels"), side, side}, DType::F32},
+                          Aval{Shape{batch, side, side}, DType::I32}, c.integer("num_classes")};
   };
   return f;
 }
@@ -248,7 +323,7 @@ Status checkGpt2(const ModelConfig& c) {
 }
 
 std::vector<ModelFamily> coreFamilies() {
-  std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily(), resnetFamily()};
+  std::vector<ModelFamily> core = {gpt2Family(), vitFamily(), mlpFamily(), resnetFamily(), unetFamily()};
   for (ModelFamily& f : pythonFamilies()) core.push_back(std::move(f));
   for (ModelFamily& f : core) f.origin = "core";
   return core;

@@ -1,5 +1,5 @@
 #pragma once
-// The core model families (gpt2, vit, mlp, resnet; and python and python_lm for model.py files, python_family.h), which
+// The core model families (gpt2, vit, mlp, resnet, unet; and python and python_lm for model.py files, python_family.h), which
 // the registry (model_family.cpp) holds from its first use.
 #include <cstdint>
 #include <string>

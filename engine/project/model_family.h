@@ -1,6 +1,6 @@
 #pragma once
 // Model families: what `[model] family = "NAME"` in project.toml names. Every family, the core ones (gpt2, vit,
-// mlp; model_families.cpp) and those plugins add (plugin::Host::addModelFamily), is one ModelFamily record in one
+// mlp, resnet, unet; core_families.cpp) and those plugins add (plugin::Host::addModelFamily), is one ModelFamily record in one
 // registry, and nothing outside this registry tests a family by name. A family declares:
 //   - its [model] keys, with their types, defaults, ranges and doc strings: project.toml validation, the IDE's
 //     settings form and New Project dialog, and `tessera families` all read this declaration;
@@ -121,7 +121,12 @@ struct ModelFamily {
   std::function<FamilyModel(const ModelConfig&, const BuildContext&)> build;
   // The batch a step trains on. Language models need none (tokens and next tokens).
   std::function<BatchSignature(const ModelConfig&, int64_t batchSize)> batch;
-  std::string origin;  // "core" for gpt2, vit, mlp and resnet; a plugin's path; empty for one registered by the program
+  // What the model's logits score against the labels on evaluation batches, reported beside the loss
+  // (nn::Context::sow; a run logs each as val_NAME, `tessera eval` prints it): a classifier's accuracy, a
+  // segmentation model's pixel_accuracy and mean_iou (optim/metrics.h). Not called in training steps, whose graph
+  // stays the loss's. Empty: none. Not called for a model that gives its own loss (it reports its own metrics).
+  std::function<void(const Array& logits, const Array& labels, nn::Context& ctx)> metrics;
+  std::string origin;  // "core" for gpt2, vit, mlp, resnet and unet; a plugin's path; empty for one registered by the program
 };
 
 // A declaration's own faults: an empty name, no build function, a non-language model without a batch function,

@@ -296,6 +296,15 @@ void readArrayDataKeys(SectionReader& data, DataSection& d) {
   }
 }
 
+// The keys of kind shapes, read only for it.
+void readShapesKeys(SectionReader& data, DataSection& d) {
+  if (d.kind != "shapes") return;
+  data.get("samples", d.samples, [](int64_t n) { return n >= 2; }, "at least 2", int64_t(1) << 24);
+  data.get("max_shapes", d.maxShapes, [](int64_t n) { return n >= 1; }, "positive", 64);
+  data.get("noise", d.noise, [](double x) { return std::isfinite(x) && x >= 0 && x <= 10; }, "in [0, 10]");
+  data.get("seed", d.seed);
+}
+
 // The tables of project.toml, in the order the file has them.
 const std::vector<std::string> kSections = {"project", "model", "data", "train", "mesh", "sharding", "precision"};
 
@@ -425,6 +434,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   data.get("vocab_size", p.data.vocabSize, [](int64_t n) { return n >= 257; }, "at least 257", limits::kVocab);
   data.get("val_fraction", p.data.valFraction, [](double f) { return f >= 0 && f < 1; }, "in [0, 1)");
   readArrayDataKeys(data, p.data);
+  readShapesKeys(data, p.data);
   data.finish();
 
   auto& t = p.train;

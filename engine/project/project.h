@@ -25,8 +25,8 @@ struct ModelSection {
 };
 
 struct DataSection {
-  // text | synthetic-images | synthetic-digits | npy | cifar10 | image_folder; when absent, the family's first
-  // data kind
+  // text | synthetic-images | synthetic-digits | npy | cifar10 | image_folder | shapes; when absent, the family's
+  // first data kind
   std::string kind;
   std::string path;           // text corpus, CIFAR-10 folder or image folder, relative to the project folder
   std::string tokenizer = "bpe";  // bpe: trained on the corpus and cached; gpt2: encoder.json + vocab.bpe
@@ -42,6 +42,13 @@ struct DataSection {
   std::vector<double> mean, stddev;  // [data] mean and std: cifar10, image_folder: per-channel normalisation of [0, 1] pixels
   bool augment = false;       // cifar10, image_folder: random crop and horizontal flip of training images
   std::string badFiles = "stop";  // image_folder: stop | skip on an image that does not decode
+
+  // shapes (segmentation images drawn from a seed, data/synthetic_shapes.h); read only for that kind. The last
+  // val_fraction of the samples are the validation set.
+  int64_t samples = 2048;     // images in the dataset, training and validation together
+  int64_t maxShapes = 3;      // shapes per image: 1 to max_shapes
+  double noise = 0.1;         // standard deviation of the pixel noise
+  uint64_t seed = 0;          // the dataset's seed ([train] seed draws the order and the weights)
 };
 
 struct TrainSection {

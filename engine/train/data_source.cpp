@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/file_io.h"
 #include "engine/data/synthetic_images.h"
+#include "engine/data/synthetic_shapes.h"
 #include "engine/data/token_file.h"
 #include "engine/random/random.h"
 #include "engine/train/data_source_arrays.h"
@@ -113,6 +115,97 @@ class DigitSource : public DataSource {
   int64_t m_step, m_start;
 };
 
+
+// Segmentation batches of kind shapes: images [B, C, S, S] and masks [B, S, S] of the samples [first, first + count)
+// of the dataset, rendered as they are needed (a 32x32 image takes microseconds). Training visits its samples in a
+// new order every epoch when shuffling, an order drawn from the seed and the epoch alone, so a resumed run sees
+// what an uninterrupted one would; validation reads its samples in order.
+class ShapesSource : public DataSource {
+ public:
+  ShapesSource(data::ShapesOptions options, int64_t first, int64_t count, int64_t batch, bool shuffle, uint64_t seed)
+      : m_opt(options), m_first(first), m_count(count), m_batch(batch), m_shuffle(shuffle), m_seed(seed) {}
+  Result<Batch> next() override {
+    const int64_t side = m_opt.size, pixels = side * side;
+    std::vector<float> images(static_cast<size_t>(m_batch * m_opt.channels * pixels));
+    std::vector<int32_t> masks(static_cast<size_t>(m_batch * pixels));
+    for (int64_t b = 0; b < m_batch; ++b, ++m_position)
+      data::renderShapes(m_opt, m_first + sampleAt(m_position), images.data() + b * m_opt.channels * pixels,
+                         masks.data() + b * pixels);
+    return capture([&] {
+      return Batch{Array::fromVector(images, Shape{m_batch, m_opt.channels, side, side}),
+                   Array::fromVector(masks, Shape{m_batch, side, side})};
+    });
+  }
+  std::string state() const override { return std::to_string(m_position); }
+  Status restore(const std::string& s) override {
+    TSR_ASSIGN(m_position, parseCount(s, "shapes position"));
+    return {};
+  }
+  int64_t itemsPerBatch() const override { return m_batch; }
+  Status rewind() override {
+    m_position = 0;
+    return {};
+  }
+
+ private:
+  // The sample (counted from m_first) read at `position` of the stream of epochs.
+  int64_t sampleAt(int64_t position) {
+    const int64_t epoch = position / m_count, i = position % m_count;
+    if (!m_shuffle) return i;
+    if (epoch != m_orderEpoch) {
+      m_order.resize(static_cast<size_t>(m_count));
+      std::iota(m_order.begin(), m_order.end(), int64_t(0));
+      std::mt19937_64 gen(m_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch + 1)));
+      // Fisher-Yates with the generator's raw bits (std::shuffle's draws differ between standard libraries).
+      for (int64_t k = m_count - 1; k > 0; --k)
+        std::swap(m_order[static_cast<size_t>(k)], m_order[static_cast<size_t>(gen() % static_cast<uint64_t>(k + 1))]);
+      m_orderEpoch = epoch;
+    }
+    return m_order[static_cast<size_t>(i)];
+  }
+
+  data::ShapesOptions m_opt;
+  int64_t m_first, m_count, m_batch;
+  bool m_shuffle;
+  uint64_t m_seed;
+  int64_t m_position = 0;
+  std::vector<int64_t> m_order;
+  int64_t m_orderEpoch = -1;
+};
+
+// The shapes dataset of a project: its last val_fraction of samples validate (no evaluation when they are fewer
+// than a batch), the others train.
+Result<ProjectData> prepareShapes(const project::Project& p, const std::function<void(const std::string&)>& info) {
+  const project::BatchSignature s = batchSignature(p, 0);
+  if (s.inputs.shape.rank() != 4 || s.targets.shape.rank() != 3 || s.inputs.shape[2] != s.inputs.shape[3] ||
+      s.targets.shape[1] != s.inputs.shape[2] || s.targets.shape[2] != s.inputs.shape[3])
+    return makeError("{}: [data] kind 'shapes' makes square images [B, C, S, S] and masks [B, S, S]; the {} family's "
+                     "batch is {} and {}",
+                     p.file, p.model.family, s.inputs.toString(), s.targets.toString());
+  const project::DataSection& d = p.data;
+  data::ShapesOptions o;
+  o.size = s.inputs.shape[2];
+  o.channels = s.inputs.shape[1];
+  o.classes = s.classes;
+  o.maxShapes = d.maxShapes;
+  o.noise = d.noise;
+  o.seed = d.seed;
+  TSR_TRY(data::checkShapesOptions(o, p.file + ": [data]"));
+  const int64_t batch = p.train.batchSize;
+  const auto nVal = static_cast<int64_t>(static_cast<double>(d.samples) * d.valFraction);
+  const int64_t nTrain = d.samples - nVal;
+  if (nTrain < batch)
+    return makeError("{}: [data] samples = {} with val_fraction = {} leaves {} training images, fewer than [train] "
+                     "batch_size = {}",
+                     p.file, d.samples, d.valFraction, nTrain, batch);
+  ProjectData out;
+  out.train = std::make_unique<ShapesSource>(o, 0, nTrain, batch, p.train.shuffle, p.train.seed);
+  if (nVal >= batch) out.val = std::make_unique<ShapesSource>(o, nTrain, nVal, batch, false, 0);
+  else if (d.valFraction > 0)
+    info(fmt::format("[data] holds {} validation images, fewer than a batch of {}: evaluation is skipped", nVal, batch));
+  info(fmt::format("shapes: {} training and {} validation images of {}x{}, seed {}", nTrain, nVal, o.size, o.size, o.seed));
+  return out;
+}
 
 // Trains (or loads the cached) tokenizer, and tokenizes the corpus into train and validation token files.
 struct TextData {
@@ -256,6 +349,8 @@ Result<ProjectData> prepareData(const project::Project& p, const std::function<v
     };
     TSR_ASSIGN(d.train, digits(0));
     TSR_ASSIGN(d.val, digits(1'000'000'000));
+  } else if (p.data.kind == "shapes") {
+    return prepareShapes(p, info);
   } else if (p.data.kind == "npy" || p.data.kind == "cifar10" || p.data.kind == "image_folder") {
     for (const std::string& outside : filesOutsideProject(p))
       info(fmt::format("warning: {} reads {}, outside the project folder {}", p.file, outside, p.dir));

@@ -42,8 +42,14 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   if (model->loss) {
     m.loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) { return model->loss(prm, b.inputs, b.targets, ctx); };
   } else {
-    m.loss = [model, t](const Tree& prm, const Batch& b, nn::Context& ctx) {
+    m.loss = [model, t, metrics = family->metrics](const Tree& prm, const Batch& b, nn::Context& ctx) {
       Array logits = model->apply(prm, b.inputs, ctx);
+      // Scored on evaluation batches only: the training step keeps the graph (and, under a mesh, the collectives)
+      // its loss needs.
+      if (metrics && !ctx.training()) {
+        ModuleScope scope("metrics");
+        metrics(logits, b.targets, ctx);
+      }
       // The loss's ops (and their gradients) form a module of their own, beside the model's.
       ModuleScope scope("loss");
       return projectLoss(t, logits, b.targets);

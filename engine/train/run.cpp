@@ -555,8 +555,8 @@ Result<ModelInfo> describeModel(const project::Project& p) {
   return info;
 }
 
-Result<double> evaluateCheckpoint(const project::Project& p, const std::string& checkpoint,
-                                  const std::function<void(const std::string&)>& info) {
+Result<StepMetrics> evaluateCheckpointMetrics(const project::Project& p, const std::string& checkpoint,
+                                              const std::function<void(const std::string&)>& info) {
   TSR_ASSIGN(ProjectData data, prepareData(p, info));
   if (!data.val) return makeError("{}: the project has no validation data", p.file);
   TSR_ASSIGN(ProjectModel model, buildModel(p, data.tokenizer ? data.tokenizer->vocabSize() : 0));
@@ -566,16 +566,29 @@ Result<double> evaluateCheckpoint(const project::Project& p, const std::string& 
   TSR_ASSIGN(Tree stats, loadCheckpointState(checkpoint, model.initState ? model.initState() : Tree()));
   Trainer trainer(model.loss, optim::sgd(optim::constantSchedule(0.0), 0.0), optim::constantSchedule(0.0), p.train.seed);
   TrainState state = trainer.init(std::move(params), std::move(stats));
-  double total = 0;
+  // The means over the batches, as a training run's evaluation computes them.
+  StepMetrics mean;
+  const auto n = static_cast<double>(p.train.evalSteps);
   for (int64_t i = 0; i < p.train.evalSteps; ++i) {
     TSR_ASSIGN(Batch b, data.val->next());
-    TSR_ASSIGN(double l, trainer.evalLoss(state, b));
+    TSR_ASSIGN(StepMetrics m, trainer.evaluate(state, b));
     // A NaN mean would read as a result; it is the sign of a diverged checkpoint.
-    if (!std::isfinite(l))
-      return makeError("{}: the validation loss is {} on batch {} of {}", checkpoint, l, i + 1, p.train.evalSteps);
-    total += l;
+    if (!std::isfinite(m.loss))
+      return makeError("{}: the validation loss is {} on batch {} of {}", checkpoint, m.loss, i + 1, p.train.evalSteps);
+    mean.loss += m.loss / n;
+    if (mean.extra.empty()) mean.extra.assign(m.extra.size(), {});
+    for (size_t k = 0; k < m.extra.size() && k < mean.extra.size(); ++k) {
+      mean.extra[k].first = m.extra[k].first;
+      mean.extra[k].second += m.extra[k].second / n;
+    }
   }
-  return total / static_cast<double>(p.train.evalSteps);
+  return mean;
+}
+
+Result<double> evaluateCheckpoint(const project::Project& p, const std::string& checkpoint,
+                                  const std::function<void(const std::string&)>& info) {
+  TSR_ASSIGN(StepMetrics m, evaluateCheckpointMetrics(p, checkpoint, info));
+  return m.loss;
 }
 
 Result<std::string> generateFromCheckpoint(const project::Project& p, const std::string& checkpoint,

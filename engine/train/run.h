@@ -75,6 +75,10 @@ Result<ModelInfo> describeModel(const project::Project& project);
 // `tessera compile PROJECT` and the IDE's graph view: no data is read and no weights are materialised.
 Result<ClosedGraph> traceTrainingStep(const project::Project& project);
 
+// The mean validation loss over [train] eval_steps batches with the parameters of a checkpoint, and the mean of
+// each metric the model reports (a classifier's accuracy, a segmentation model's pixel_accuracy and mean_iou).
+Result<StepMetrics> evaluateCheckpointMetrics(const project::Project& project, const std::string& checkpoint,
+                                              const std::function<void(const std::string&)>& info);
 // Mean validation loss over [train] eval_steps batches with the parameters of a checkpoint.
 Result<double> evaluateCheckpoint(const project::Project& project, const std::string& checkpoint,
                                   const std::function<void(const std::string&)>& info);

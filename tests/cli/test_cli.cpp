@@ -158,6 +158,38 @@ class TestCli : public QObject {
     QVERIFY2(e.out.contains("validation loss"), qPrintable(e.out + e.err));
   }
 
+  // The unet_toy sample (a copy: it ships no data, the shapes kind draws it) trains a few steps; `runs show`
+  // lists the evaluations' val_pixel_accuracy and val_mean_iou, and `eval` prints them, every value in [0, 1].
+  void unetToySampleLogsSegmentationMetrics() {
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(QString(TSR_SAMPLES "/unet_toy/project.toml"), dir.filePath("project.toml")));
+    Run t = tessera({"train", dir.path(), "--steps", "4", "--set", "train.eval_every=2", "--set", "train.eval_steps=1"});
+    QVERIFY2(t.exitCode == 0, qPrintable(t.out + t.err));
+    QVERIFY2(t.out.contains("shapes: 1792 training and 256 validation images of 32x32, seed 0"), qPrintable(t.out));
+    auto inUnitRange = [](const QString& text) {
+      bool ok = false;
+      const double v = text.toDouble(&ok);
+      return ok && v >= 0 && v <= 1;
+    };
+    Run shown = tessera({"runs", "--project", dir.path(), "show", "1"});
+    QVERIFY2(shown.exitCode == 0, qPrintable(shown.out + shown.err));
+    for (const char* key : {"val_pixel_accuracy", "val_mean_iou"}) {
+      // key, step, latest, min, max
+      QRegularExpressionMatch m =
+          QRegularExpression(QString("\\n  %1 +(\\d+) +(\\S+) +(\\S+) +(\\S+)\\n").arg(key)).match(shown.out);
+      QVERIFY2(m.hasMatch(), qPrintable(QString(key) + "\n" + shown.out));
+      QCOMPARE(m.captured(1).toInt(), 4);
+      for (int i = 2; i <= 4; ++i) QVERIFY2(inUnitRange(m.captured(i)), qPrintable(QString(key) + ": " + m.captured(0)));
+    }
+    Run e = tessera({"eval", dir.path()});
+    QVERIFY2(e.exitCode == 0, qPrintable(e.out + e.err));
+    QVERIFY2(e.out.startsWith("validation loss "), qPrintable(e.out + e.err));
+    for (const char* key : {"pixel_accuracy", "mean_iou"}) {
+      QRegularExpressionMatch m = QRegularExpression(QString(", %1 ([0-9.]+)[, ]").arg(key)).match(e.out);
+      QVERIFY2(m.hasMatch() && inUnitRange(m.captured(1)), qPrintable(QString(key) + ": " + e.out));
+    }
+  }
+
   // `tessera families` lists each family's declaration; `tessera new` writes a project from it that trains.
   void familiesAndNewProjects() {
     Run list = tessera({"families", "--json"});

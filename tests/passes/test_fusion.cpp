@@ -340,6 +340,24 @@ TEST_CASE("readingAMemberThroughATransposeIsRejected") {
   TSR_COMPARE(compiledMatches(g), std::string());
 }
 
+// Nearest upsampling's pattern (and its gradient's): [4, 3] -> broadcast [4, 3, 2] -> reshape [4, 6] -> transpose
+// [6, 4], the graph's output. The reshape is no strided read of the source (each value's copies sit side by
+// side), so the transpose cannot be read through the chain: the reshape (an alias of the broadcast, which is
+// materialised) and the transpose each become a copy of their own operand.
+TEST_CASE("aTransposeOfAReshapedBroadcastIsMaterialisedStepByStep") {
+  Builder b;
+  auto x = b.input(f32({4, 3}));
+  auto e = b.add(OpCode::Exp, {x});
+  auto wide = b.add(OpCode::BroadcastInDim, {e}, bcast({4, 3, 2}, {0, 1}));
+  ir::ReshapeAttrs r;
+  r.shape = {4, 6};
+  auto flat = b.add(OpCode::Reshape, {wide}, r);
+  ir::TransposeAttrs t;
+  t.perm = {1, 0};
+  ir::Graph g = b.done({b.add(OpCode::Transpose, {flat}, t)});
+  TSR_COMPARE(compiledMatches(g), std::string());
+}
+
 TEST_CASE("multiOutputUpdateIsOnePass") {
   // An Adam-like update: m, v and p from one loop (three outputs), with scalars broadcast.
   Builder b;

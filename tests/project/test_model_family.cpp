@@ -171,7 +171,7 @@ TEST_CASE("a registered family is read as core ones are") {
   TSR_COMPARE(parseError("[model]\nfamily = \"toy_mlp\"\nwidth = 5000\n"),
               std::string("p/project.toml:3: 'width' is 5000, above the limit of 4096"));
   TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
-              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, resnet, python, python_lm, toy_mlp"));
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, resnet, unet, python, python_lm, toy_mlp"));
   // Names are unique, a core family's included; a classifier must say what its batch is.
   ModelFamily again = toyFamily();
   TSR_COMPARE(registerModelFamily(again).error().message, std::string("model family 'toy_mlp' is already registered"));

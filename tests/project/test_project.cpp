@@ -78,7 +78,7 @@ TEST_CASE("errorsNameFileLineAndKey") {
   TSR_COMPARE(parseError("[train]\n\nsteps = \"many\"\n"), std::string("p/project.toml:3: 'steps' must be an integer"));
   TSR_COMPARE(parseError("[train]\nlr = -1.0\n"), std::string("p/project.toml:2: 'lr' must be positive"));
   TSR_COMPARE(parseError("[model]\nfamily = \"rnn\"\n"),
-              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, resnet, python, python_lm"));
+              std::string("p/project.toml:2: 'family' must be one of gpt2, vit, mlp, resnet, unet, python, python_lm"));
   TSR_COMPARE(parseError("[modle]\nx = 1\n"), std::string("p/project.toml:1: unknown section [modle]"));
   REQUIRE(parseError("[train\nsteps = 1\n").find("p/project.toml:1:") == 0);  // a syntax error with its position
   REQUIRE(parseError("[mesh]\nshape = [2, 2]\naxes = [\"data\"]\n").find("2 sizes but 1 axis names") !=
@@ -157,7 +157,7 @@ TEST_CASE("sizesAreBoundedWithTheKeyValueAndLimit") {
 }
 
 TEST_CASE("sampleProjectsLoad") {
-  for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base", "resnet_cifar"}) {
+  for (const char* name : {"gpt2_mini", "gpt2_124m", "mlp_sharding", "vit_tiny", "vit_base", "resnet_cifar", "unet_toy"}) {
     auto p = loadProject(std::string(TSR_SAMPLES) + "/" + name);
     REQUIRE_MESSAGE(p.ok(), (p.ok() ? name : p.error().message.c_str()));
     TSR_COMPARE(p->name, std::string(name));

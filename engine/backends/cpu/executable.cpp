@@ -177,7 +177,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     TileInput in;
     in.dtype = graph.aval(eff).dtype;
     if (raw != eff) {
-      auto map = passes::resolveView(graph, raw);
+      auto map = passes::resolveView(graph, raw, true, eff);
       if (!map || map->source != eff) return makeError("{}: cannot read %{} through its views", gr.name, raw);
       in.strides = map->strides;
       in.offset = map->offset;
@@ -227,7 +227,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     }
     if (nd.op == OpCode::DotGeneral) continue;  // the gemm itself
     if (passes::isViewNode(graph, nd)) {  // a materialised view: a strided copy
-      auto map = passes::resolveView(graph, nd.results[0]);
+      auto map = passes::resolveView(graph, nd.results[0], true, eff[0]);
       if (!map) return makeError("{}: view %{} cannot be resolved", gr.name, nd.results[0]);
       TSR_ASSIGN(int s, operandSlot(nd.results[0], map->source));
       instrOf[nd.results[0]] = -1;
