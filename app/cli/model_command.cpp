@@ -77,8 +77,8 @@ int runEval(const std::string& path, const std::vector<std::string>& sets, const
   }
   std::string metrics;
   for (const auto& [name, value] : evaluated->extra) metrics += fmt::format(", {} {:.4f}", name, value);
-  std::cout << fmt::format("validation loss {:.4f}{} over {} batches ({})\n", evaluated->loss, metrics,
-                           p->train.evalSteps, checkpoint);
+  std::cout << fmt::format("validation loss {:.4f} over {} batches{} ({})\n", evaluated->loss, p->train.evalSteps,
+                           metrics, checkpoint);
   return 0;
 }
 

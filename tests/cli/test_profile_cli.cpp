@@ -17,7 +17,7 @@ namespace {
 
 struct TraceCheck {
   QString error;  // empty: valid
-  int kernels = 0, marks = 0, memorySamples = 0;
+  int kernels = 0, marks = 0, memorySamples = 0, flows = 0;
   QStringList markNames;
 };
 
@@ -42,6 +42,7 @@ TraceCheck checkTrace(const QString& path) {
   QSet<int> processes;
   QSet<QPair<int, int>> threads;
   std::map<QPair<int, int>, std::vector<std::pair<double, double>>> spans;
+  std::map<int, int> flowEnds;  // flow id -> 1 per start + 10 per finish
   const QJsonArray events = doc.object()["traceEvents"].toArray();
   for (const QJsonValue& v : events) {
     QJsonObject e = v.toObject();
@@ -62,6 +63,15 @@ TraceCheck checkTrace(const QString& path) {
       ++c.memorySamples;
       continue;
     }
+    // Flow events: a collective's waiting member ("s") linked to its straggler ("f", bound to the enclosing slice).
+    if (ph == "s" || ph == "f") {
+      if (!e["id"].isDouble() || !e["ts"].isDouble() || e["cat"] != "collective" || !processes.contains(pid) ||
+          !threads.contains({pid, tid}) || (ph == "f" && e["bp"] != "e") ||
+          (ph == "s" && !e["args"].toObject()["wait_ns"].isDouble()))
+        return invalid("malformed flow event");
+      flowEnds[e["id"].toInt()] += ph == "s" ? 1 : 10;
+      continue;
+    }
     if (ph != "X") return invalid("unexpected phase " + ph);
     if (!e["ts"].isDouble() || !e["dur"].isDouble() || e["name"].toString().isEmpty() || pid < 0 || tid < 0)
       return invalid("incomplete X event");
@@ -80,6 +90,10 @@ TraceCheck checkTrace(const QString& path) {
         !args["bytes"].isDouble() || !args.contains("GFLOP/s") || !args.contains("GB/s") || args["kind"].toString().isEmpty())
       return invalid("kernel event without its kernel: " + e["name"].toString());
     spans[{pid, tid}].push_back({ts, ts + dur});
+  }
+  for (const auto& [id, ends] : flowEnds) {
+    if (ends != 11) return invalid("a flow without its start or its finish");
+    ++c.flows;
   }
   for (auto& [thread, s] : spans) {
     std::sort(s.begin(), s.end());
@@ -148,6 +162,7 @@ class TestProfileCli : public QObject {
     TraceCheck c = checkTrace(trace);
     QVERIFY2(c.error.isEmpty(), qPrintable(c.error));
     QCOMPARE(c.marks, 2);
+    QVERIFY2(c.flows > 0, "the mesh's collective calls are linked to their stragglers");
     Run show = tessera({"runs", "--db", db, "show", "1"});
     QVERIFY(show.out.contains(QRegularExpression("train\\.batch_size +64\\n")));
   }
