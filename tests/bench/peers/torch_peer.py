@@ -185,16 +185,18 @@ CONV_LAYERS = [("stem 3x3 3->64", 32, 3, 64, 3, 1), ("stage1 3x3 64->64", 32, 64
                ("stage4 3x3 512->512", 4, 512, 512, 3, 1)]
 
 
-def conv_layers(args):
-    def timed(fn):
+def timed(fn, steps):
+    """The times of `steps` calls of fn after an untimed one."""
+    fn()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
         fn()
-        times = []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        times.append(time.perf_counter() - t0)
+    return times
 
+
+def conv_layers(args):
     layers, total = [], 0.0
     with torch.no_grad():
         for name, size, cin, cout, k, stride in CONV_LAYERS:
@@ -212,7 +214,7 @@ def conv_layers(args):
             entry = {"layer": name, "flops": flops}
             for role, fn in (("forward", lambda: F.conv2d(x, w, stride=stride, padding=pad)),
                              ("data", backward([True, False, False])), ("filter", backward([False, True, False]))):
-                t = timed(fn)
+                t = statistics.median(timed(fn, args.steps))
                 total += t
                 entry[role] = {"median_s": t, "gflops": flops / t / 1e9}
             layers.append(entry)
@@ -223,18 +225,8 @@ def elementwise(args):
     x = torch.randn(args.n)
     a, b = torch.tensor(1.5), torch.tensor(0.25)
     out = torch.empty_like(x)
-
-    def timed(fn):
-        fn()
-        times = []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return times
-
-    chain = timed(lambda: F.gelu(x * a + b, approximate="tanh"))
-    copy = timed(lambda: out.copy_(x))
+    chain = timed(lambda: F.gelu(x * a + b, approximate="tanh"), args.steps)
+    copy = timed(lambda: out.copy_(x), args.steps)
     nbytes = 2 * 4 * args.n  # read x, write the result
     return chain, {"bytes_per_step": nbytes, "gbytes_per_s": nbytes / statistics.median(chain) / 1e9,
                    "copy_gbytes_per_s": nbytes / statistics.median(copy) / 1e9}
