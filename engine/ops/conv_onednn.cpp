@@ -123,7 +123,7 @@ View splitGroups(View v, int64_t groups) {
 
 dnnl::memory::desc strided(const View& v) { return dnnl::memory::desc(v.sizes, dt::f32, v.strides); }
 dnnl::memory::desc any(const dims& sizes) { return dnnl::memory::desc(sizes, dt::f32, tag::any); }
-// Activations too in the primitive's own layout: on AVX-512 its blocked layouts beat running on NHWC in place
+// Activations too go in the primitive's own layout: on AVX-512 its blocked layouts beat running on NHWC in place
 // by 1.5-3x at ResNet's shapes, reorders included (bench_conv).
 dnnl::memory::desc act(const View& v) { return any(v.sizes); }
 
@@ -146,7 +146,6 @@ struct Problem {
   std::vector<Arg> inputs;
   Arg output;
   dnnl::memory::desc scratchpad;
-  View flipped;  // the data gradient's weights, built by flipWeights
   std::string implementation;
 };
 
@@ -206,7 +205,6 @@ std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, co
     fl.sizes = flipped;
     fl.strides.assign(flipped.size(), 1);
     for (size_t d = flipped.size() - 1; d-- > 0;) fl.strides[d] = fl.strides[d + 1] * flipped[d + 1];
-    problem->flipped = fl;
     dnnl::convolution_forward::desc hintDesc(dnnl::prop_kind::forward_training, algo, act(out), any(fl.sizes),
                                              act(lhs), w.strides, w.dilates, w.padL, w.padR);
     dnnl::convolution_forward::primitive_desc hint(hintDesc, engine);
