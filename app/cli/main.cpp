@@ -35,14 +35,6 @@
 
 namespace {
 
-// Runs before any shared library initialises (.preinit_array comes ahead of their constructors). OpenBLAS starts
-// threads of its own when it loads, and each maps a 128 MiB workspace, retrying forever when it cannot: under
-// `ulimit -v` such a thread spins, and exit waits for it. The engine runs GEMMs on its own threads
-// (engine/backends/cpu/gemm.cpp), so OpenBLAS keeps one unless OPENBLAS_NUM_THREADS says otherwise
-// (TESSERA_GEMM_THREADS=blas raises the count when the first GEMM runs).
-void oneBlasThread(int, char**, char**) { ::setenv("OPENBLAS_NUM_THREADS", "1", 0); }
-[[gnu::section(".preinit_array"), gnu::used]] void (*kOneBlasThread)(int, char**, char**) = oneBlasThread;
-
 using namespace tsr;
 
 struct RuleFlags {
@@ -200,7 +192,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tsr::cpu::ensureOpenMpWaitPolicy(argv);
+  tsr::cpu::ensureThreadLibrarySettings(argv);
   // The last line of defence: what no command caught is printed and the exit status says so. Errors a user
   // can cause are values long before this; reaching it is a bug, but never a death by signal.
   try {

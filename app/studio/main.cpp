@@ -30,14 +30,6 @@ using tsr::studio::MainWindow;
 
 namespace {
 
-// Runs before any shared library initialises (.preinit_array comes ahead of their constructors). OpenBLAS starts
-// threads of its own when it loads, and each maps a 128 MiB workspace, retrying forever when it cannot: under
-// `ulimit -v` such a thread spins, and exit waits for it. The engine runs GEMMs on its own threads
-// (engine/backends/cpu/gemm.cpp), so OpenBLAS keeps one unless OPENBLAS_NUM_THREADS says otherwise
-// (TESSERA_GEMM_THREADS=blas raises the count when the first GEMM runs).
-void oneBlasThread(int, char**, char**) { ::setenv("OPENBLAS_NUM_THREADS", "1", 0); }
-[[gnu::section(".preinit_array"), gnu::used]] void (*kOneBlasThread)(int, char**, char**) = oneBlasThread;
-
 // The sharding panel has planned (or failed to) and applied the --mesh and --drop edits, where it is rendered.
 bool shardingReady(MainWindow* w, const QString& panel) {
   if (!panel.isEmpty() && panel != "sharding" && panel != "window") return true;
@@ -219,7 +211,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tsr::cpu::ensureOpenMpWaitPolicy(argv);
+  tsr::cpu::ensureThreadLibrarySettings(argv);
   // What escapes outside the event loop (the command line, building the window): printed, status 1.
   try {
     return run(argc, argv);

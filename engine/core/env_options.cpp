@@ -111,12 +111,12 @@ const Row kRows[] = {
      }},
     // Read by scripts/run.sh.
     {{"TESSERA_HEADLESS", "TESSERA_HEADLESS=1", "`scripts/run.sh` trains headless even where there is a display"}},
-    // Read by OpenBLAS as it loads; app/cli/main.cpp and app/studio/main.cpp set it.
+    // Read by OpenBLAS as it loads; cpu::ensureThreadLibrarySettings (tessera, tessera-studio) sets it.
     {{"OPENBLAS_NUM_THREADS", "OPENBLAS_NUM_THREADS",
       "the threads OpenBLAS starts when it loads; `tessera` and `tessera-studio` set it to 1 unless it is set "
       "(GEMMs run on the engine's threads). Each thread that calls OpenBLAS takes a 128 MiB workspace; where that "
       "cannot be mapped (`ulimit -v`), the GEMM fails with a message naming the limit"}},
-    // Read by libgomp as it loads; cpu::ensureOpenMpWaitPolicy (tessera, tessera-studio) and tessera/__init__.py set it.
+    // Read by libgomp as it loads; cpu::ensureThreadLibrarySettings (tessera, tessera-studio) and tessera/__init__.py set it.
     {{"OMP_WAIT_POLICY", "OMP_WAIT_POLICY",
       "how the OpenMP threads of oneDNN (the CPU convolutions) wait between parallel regions; `tessera`, "
       "`tessera-studio` and the Python module set PASSIVE unless it is set: spinning threads take the cores from "

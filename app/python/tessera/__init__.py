@@ -5,7 +5,9 @@ tessera.sharding, tessera.runs and tessera.tree_util. The engine is the same one
 import os as _os
 
 # oneDNN's OpenMP threads must sleep between convolutions, not spin against the engine's own threads; libgomp reads
-# this when it loads, with the module below (the tessera executables see to it too: cpu::ensureOpenMpWaitPolicy).
+# this when it loads, with the module below (the tessera executables see to it too: cpu::ensureThreadLibrarySettings;
+# OPENBLAS_NUM_THREADS is left alone here, as numpy shares OpenBLAS). A libgomp another module loaded first (torch)
+# keeps what it read then.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:

@@ -32,10 +32,14 @@ int configuredThreads() {
 FlushDenormals::FlushDenormals() : m_saved(_mm_getcsr()) { _mm_setcsr(m_saved | 0x8040u); }
 FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
 
-void ensureOpenMpWaitPolicy(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);
+void ensureThreadLibrarySettings(char** argv) {
+  bool changed = false;
+  for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "PASSIVE"}, std::pair{"OPENBLAS_NUM_THREADS", "1"}})
+    if (std::getenv(name) == nullptr) {
+      setenv(name, value, 1);
+      changed = true;
+    }
+  if (changed) execv("/proc/self/exe", argv);
 }
 
 void coordinateBlasThreads() {

@@ -48,12 +48,16 @@ class FlushDenormals {
 // Makes OpenBLAS single-threaded (once): called before the first GEMM.
 void coordinateBlasThreads();
 
-// oneDNN (the CPU convolutions) runs on libgomp's threads, which by default spin for milliseconds after every
-// parallel region and so take the cores from this pool's next kernels: a small ResNet step took 140 ms instead
-// of 8. OMP_WAIT_POLICY=PASSIVE makes them sleep at once, but libgomp reads it only when it loads, before main.
-// So an executable's main calls this first: where the variable is unset it sets it to PASSIVE and executes
-// itself again (the same arguments, the same process). It returns where the variable was set already, and where
-// the exec fails (the program then runs as it is). Python's tessera module sets it before it loads the engine.
-void ensureOpenMpWaitPolicy(char** argv);
+// The thread libraries read their settings from the environment when they load, before main, and glibc resets
+// `environ` after a .preinit_array runs, so a setting made there never reaches them. An executable's main calls
+// this first: where either variable below is unset it sets it and executes itself again (the same arguments,
+// the same process). It returns where both were set already, and where the exec fails (the program then runs as
+// it is). Python's tessera module sets OMP_WAIT_POLICY before it loads the engine (not OpenBLAS's: numpy shares it).
+//   OMP_WAIT_POLICY=PASSIVE: oneDNN (the CPU convolutions) runs on libgomp's threads, which by default spin for
+//     milliseconds after every parallel region and so take the cores from this pool's next kernels (a small
+//     ResNet step took 140 ms instead of 8).
+//   OPENBLAS_NUM_THREADS=1: GEMMs run on this pool's threads (gemm.cpp); OpenBLAS would start a thread per core
+//     when it loads, each mapping a 128 MiB workspace (and, under `ulimit -v`, retrying forever when it cannot).
+void ensureThreadLibrarySettings(char** argv);
 
 }  // namespace tsr::cpu
