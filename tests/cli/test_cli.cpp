@@ -23,6 +23,36 @@ class TestCli : public QObject {
     QVERIFY(r.out.startsWith("tessera "));
   }
 
+  // The thread libraries read their settings when they load, before main: tessera sets OMP_WAIT_POLICY and
+  // OPENBLAS_NUM_THREADS where they are unset and executes itself again, so the running process has them (a
+  // .preinit_array setting was lost: OpenBLAS started a thread per core). A value the user set is kept.
+  void threadLibrarySettingsReachTheLibraries() {
+    for (bool userSet : {false, true}) {
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.remove("OMP_WAIT_POLICY");
+      env.remove("OPENBLAS_NUM_THREADS");
+      if (userSet) env.insert("OMP_WAIT_POLICY", "ACTIVE");
+      QProcess p;
+      p.setProcessEnvironment(env);
+      // Long enough to be read while it runs (it measures the SGEMM peak before its steps).
+      p.start(TESSERA_BIN, {"bench", QString(TSR_SAMPLES) + "/mlp_sharding", "--set", "mesh.shape=[1]", "--set",
+                            "mesh.axes=[\"data\"]", "--steps", "50"});
+      QVERIFY(p.waitForStarted());
+      QByteArray environ;
+      for (int i = 0; i < 100 && p.state() == QProcess::Running; ++i) {
+        QFile f(QString("/proc/%1/environ").arg(p.processId()));
+        if (f.open(QIODevice::ReadOnly)) environ = f.readAll();
+        if (environ.contains("OPENBLAS_NUM_THREADS=")) break;
+        QTest::qWait(50);
+      }
+      p.kill();
+      p.waitForFinished();
+      const QList<QByteArray> vars = environ.split('\0');
+      QVERIFY2(vars.contains("OPENBLAS_NUM_THREADS=1"), environ.constData());
+      QVERIFY2(vars.contains(userSet ? "OMP_WAIT_POLICY=ACTIVE" : "OMP_WAIT_POLICY=PASSIVE"), environ.constData());
+    }
+  }
+
   void opsJsonListsEveryOpWithCoreRules() {
     Run r = tessera({"ops", "--json"});
     QCOMPARE(r.exitCode, 0);
