@@ -4,8 +4,11 @@
 //   - loop and reduction kernels and GEMM epilogues: CUDA C++ generated from their tile programs (codegen.h),
 //     compiled with NVRTC (cached on disk) and launched on the device's compute stream;
 //   - dot_general: cuBLASLt (gemm.h) at the matmul precision in force when the program was compiled;
-//   - every other op (gather, scatter_add, scan, random bits, integer and bf16 ops): its CPU reference kernel
-//     on host copies of its operands ("host" kernels; correct, slow, listed by describe());
+//   - ops alone in their kernel with a generated CUDA kernel of their own (node_kernels.h: layout copies,
+//     gather and the scatters, iota, cumulative ops, sort and top_k, convolution, window reductions, ...):
+//     NVRTC too; opPath (executable.cpp) lists them;
+//   - every other op (scan, while, random bits, ...): its CPU reference kernel on host copies of its operands
+//     ("host" kernels; correct, slow, listed by describe());
 //   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers.
 // With a Profiler active, every launch is timed with CUDA events on the GPU clock, shifted onto the profiler's
 // host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>".
