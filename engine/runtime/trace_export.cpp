@@ -118,9 +118,9 @@ void ChromeTraceWriter::event(const ProfileEvent& e) {
         {"args", kernelArgs(e, info)}});
   ++m_events;
   if (e.collective >= 0 && e.group.size() > 1) {
-    auto key = std::make_pair(e.collective, e.group);
-    m_calls[key].push_back(Member{e.device, it->second, e.stream + 1, e.startNs});
-    m_callNames.emplace(key, e.name);
+    Call& call = m_calls[{e.collective, e.group}];
+    if (call.members.empty()) call.name = e.name;
+    call.members.push_back(Member{e.device, it->second, e.stream + 1, e.startNs});
   }
 }
 
@@ -128,7 +128,8 @@ void ChromeTraceWriter::finish() {
   // Flow events ("s" at the waiting member's launch, "f" bound to the enclosing slice of the straggler's): the
   // legacy format, which Perfetto and chrome://tracing both draw as arrows.
   auto emit = [&](const json& j) { put(dumpElement(j)); };
-  for (const auto& [key, members] : m_calls) {
+  for (const auto& [key, call] : m_calls) {
+    const std::vector<Member>& members = call.members;
     if (members.size() < 2) continue;
     size_t straggler = 0;
     for (size_t i = 1; i < members.size(); ++i)
@@ -138,7 +139,7 @@ void ChromeTraceWriter::finish() {
       if (i == straggler) continue;
       const Member& m = members[i];
       const int64_t waitNs = last.startNs - m.startNs;
-      const std::string name = fmt::format("{} #{}: {} waited {:.3f} ms for {}", m_callNames[key], key.first,
+      const std::string name = fmt::format("{} #{}: {} waited {:.3f} ms for {}", call.name, key.first,
                                            m.device, static_cast<double>(waitNs) / 1e6, last.device);
       const int64_t id = static_cast<int64_t>(++m_links);
       emit({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "collective"}, {"pid", m.pid}, {"tid", m.tid},

@@ -79,8 +79,11 @@ class ChromeTraceWriter {
     int pid = 0;
     int64_t tid = 0, startNs = 0;
   };
-  std::map<std::pair<int64_t, std::vector<int>>, std::vector<Member>> m_calls;  // (collective, group) -> launches
-  std::map<std::pair<int64_t, std::vector<int>>, std::string> m_callNames;
+  struct Call {
+    std::string name;  // its first launch's kernel
+    std::vector<Member> members;
+  };
+  std::map<std::pair<int64_t, std::vector<int>>, Call> m_calls;  // by (collective, group)
   bool m_first = true;
   size_t m_events = 0, m_links = 0;
 };

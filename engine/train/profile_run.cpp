@@ -210,6 +210,32 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
   return db.addProfileMarks(profile, marks);
 }
 
+namespace {
+
+// A stored profile's collective launches, each found again as the kernel event of the same device, start and
+// kernel (the store keeps them in a table of their own): tag() gives an event its call number and group.
+class CollectiveTagger {
+ public:
+  static Result<CollectiveTagger> of(const store::RunStore& db, int64_t profile) {
+    CollectiveTagger t;
+    TSR_ASSIGN(std::vector<store::CollectiveLaunch> launches, db.profileCollectives(profile));
+    for (auto& c : launches) t.m_byEvent.emplace(std::tuple{c.device, c.startNs, c.fusion}, std::move(c));
+    return t;
+  }
+  void tag(runtime::ProfileEvent& e) const {
+    if (m_byEvent.empty()) return;
+    auto it = m_byEvent.find({e.device, e.startNs, e.fusion});
+    if (it == m_byEvent.end()) return;
+    e.collective = it->second.seq;
+    e.group = store::parseGroup(it->second.group);
+  }
+
+ private:
+  std::map<std::tuple<std::string, int64_t, int64_t>, store::CollectiveLaunch> m_byEvent;
+};
+
+}  // namespace
+
 Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   runtime::Trace t;
   TSR_ASSIGN(std::vector<store::KernelEvent> events, db.kernelEvents(profile));
@@ -223,16 +249,8 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes});
   TSR_ASSIGN(std::vector<store::ProfileDeviceInfo> devices, db.profileDevices(profile));
   for (const auto& d : devices) t.devices.push_back({d.device, d.rank, d.offsetNs, d.errorNs});
-  // Each collective launch is the kernel event of the same device, start and kernel.
-  TSR_ASSIGN(std::vector<store::CollectiveLaunch> collectives, db.profileCollectives(profile));
-  std::map<std::tuple<std::string, int64_t, int64_t>, const store::CollectiveLaunch*> byEvent;
-  for (const auto& c : collectives) byEvent[{c.device, c.startNs, c.fusion}] = &c;
-  if (!byEvent.empty())
-    for (auto& e : t.events)
-      if (auto it = byEvent.find({e.device, e.startNs, e.fusion}); it != byEvent.end()) {
-        e.collective = it->second->seq;
-        e.group = store::parseGroup(it->second->group);
-      }
+  TSR_ASSIGN(CollectiveTagger tagger, CollectiveTagger::of(db, profile));
+  for (auto& e : t.events) tagger.tag(e);
   return t;
 }
 
@@ -249,10 +267,8 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
   for (const auto& m : marks) traceMarks.push_back({m.name, m.startNs, m.durationNs});
   std::vector<runtime::MemorySample> traceMemory;
   for (const auto& m : memory) traceMemory.push_back({m.tNs, m.bytes});
-  // The collective launches, by their kernel event, so that the trace links each call's members.
-  TSR_ASSIGN(std::vector<store::CollectiveLaunch> collectives, db.profileCollectives(profile));
-  std::map<std::tuple<std::string, int64_t, int64_t>, const store::CollectiveLaunch*> byEvent;
-  for (const auto& c : collectives) byEvent[{c.device, c.startNs, c.fusion}] = &c;
+  // The collective launches, so that the trace links each call's members.
+  TSR_ASSIGN(CollectiveTagger tagger, CollectiveTagger::of(db, profile));
   ExportedTrace out;
   out.marks = marks.size();
   TSR_TRY(runtime::writeChromeTraceWith(path, t0, std::move(table), [&](runtime::ChromeTraceWriter& w) -> Status {
@@ -260,10 +276,7 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
     runtime::ProfileEvent pe;
     TSR_TRY(db.eachKernelEvent(profile, [&](const store::KernelEvent& e) -> Status {
       pe = {e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes};
-      if (auto it = byEvent.find({e.device, e.startNs, e.fusion}); it != byEvent.end()) {
-        pe.collective = it->second->seq;
-        pe.group = store::parseGroup(it->second->group);
-      }
+      tagger.tag(pe);
       w.event(pe);
       return {};
     }));

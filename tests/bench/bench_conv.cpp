@@ -6,8 +6,6 @@
 // peak measured in the same run, with the oneDNN implementation that ran it. The peer is PyTorch at the same
 // shapes (tests/bench/peers/torch_peer.py conv); run.py puts them side by side.
 //   bench_conv [--batch N] [--steps S] [--quick] [--json]
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -21,7 +19,7 @@
 
 #include "engine/backends/backends.h"
 #include "engine/backends/cpu/machine_peaks.h"
-#include "engine/core/env_options.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/ops/conv_geometry.h"
 #include "engine/ops/conv_onednn.h"
 #include "engine/transform/api.h"
@@ -48,11 +46,6 @@ std::vector<Layer> resnetLayers() {
           {"stage4 3x3 512->512", 4, 512, 512, 3, 1}};
 }
 
-int cpuCount() {
-  cpu_set_t set;
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size() / 2;
@@ -66,7 +59,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 5;
   // The engine's thread count (TESSERA_NUM_THREADS, else the cores this process may use), as the kernel uses it.
-  const int threads = envOptions().numThreads > 0 ? envOptions().numThreads : std::max(1, cpuCount());
+  const int threads = cpu::configuredThreads();
   bool json = false, quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
