@@ -608,25 +608,33 @@ void TimelineCanvas::drawSpans(const QRectF& area) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   inspect::TimeWindow w = window();
   const float left = static_cast<float>(area.left()), right = static_cast<float>(area.right());
-  const float y0 = static_cast<float>(area.top() + 2), y1 = static_cast<float>(area.top() + kSpanHeight);
-  dl->AddText(ImVec2(6, y0 + 1), rgba(palette().color(QPalette::WindowText)), "steps");
-  dl->PushClipRect(ImVec2(left, y0), ImVec2(right, y1), true);
-  for (size_t i = 0; i < t.spans.size(); ++i) {
-    const inspect::TimelineSpan& s = t.spans[i];
-    float x0 = left + static_cast<float>(w.x(static_cast<double>(s.startNs)));
-    float x1 = left + static_cast<float>(w.x(static_cast<double>(s.startNs + s.durationNs)));
-    if (x1 < left || x0 > right) continue;
-    x1 = std::max(x1, x0 + 1);
-    ImU32 c = i % 2 ? IM_COL32(110, 120, 140, 200) : IM_COL32(130, 140, 162, 200);
-    dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), c, 2.0f);
-    if (x1 - x0 > 40) {
-      std::string label = s.name + "  " + formatDuration(static_cast<double>(s.durationNs));
-      ImVec4 clip(std::max(x0, left) + 4, y0, x1 - 4, y1);
-      dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(clip.x, y0 + 1), IM_COL32(255, 255, 255, 240),
-                  label.c_str(), nullptr, 0.0f, &clip);
+  // One track per rank with steps: "steps" alone for one process, "rank N steps" for each of several.
+  const bool ranks = t.spanRanks.size() > 1 || t.spanRanks.front() != 0;
+  for (size_t track = 0; track < t.spanRanks.size(); ++track) {
+    const float y0 = static_cast<float>(area.top() + 2 + static_cast<double>(track) * kSpanHeight);
+    const float y1 = static_cast<float>(area.top() + static_cast<double>(track + 1) * kSpanHeight);
+    const std::string label = ranks ? fmt::format("rank {} steps", t.spanRanks[track]) : std::string("steps");
+    dl->AddText(ImVec2(6, y0 + 1), rgba(palette().color(QPalette::WindowText)), label.c_str());
+    dl->PushClipRect(ImVec2(left, y0), ImVec2(right, y1), true);
+    int nth = 0;
+    for (const inspect::TimelineSpan& s : t.spans) {
+      if (s.rank != t.spanRanks[track]) continue;
+      const bool odd = nth++ % 2;
+      float x0 = left + static_cast<float>(w.x(static_cast<double>(s.startNs)));
+      float x1 = left + static_cast<float>(w.x(static_cast<double>(s.startNs + s.durationNs)));
+      if (x1 < left || x0 > right) continue;
+      x1 = std::max(x1, x0 + 1);
+      ImU32 c = odd ? IM_COL32(110, 120, 140, 200) : IM_COL32(130, 140, 162, 200);
+      dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), c, 2.0f);
+      if (x1 - x0 > 40) {
+        std::string text = s.name + "  " + formatDuration(static_cast<double>(s.durationNs));
+        ImVec4 clip(std::max(x0, left) + 4, y0, x1 - 4, y1);
+        dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(clip.x, y0 + 1), IM_COL32(255, 255, 255, 240),
+                    text.c_str(), nullptr, 0.0f, &clip);
+      }
     }
+    dl->PopClipRect();
   }
-  dl->PopClipRect();
 }
 
 void TimelineCanvas::drawHighlights(const QRectF& area) {
@@ -774,12 +782,18 @@ void TimelineCanvas::drawTooltip(const QRectF& area) {
   inspect::TimelineLayout layout = rowLayout();
   double mx = io.MousePos.x - area.left(), my = io.MousePos.y;
   if (my < area.top() + layout.spanHeight) {
-    // The step spans.
+    // The step spans of the track under the cursor.
+    const int track = static_cast<int>((my - area.top()) / kSpanHeight);
+    if (track < 0 || track >= static_cast<int>(t.spanRanks.size())) return;
+    const int rank = t.spanRanks[static_cast<size_t>(track)];
     double ns = w.ns(mx);
     for (const auto& s : t.spans)
-      if (ns >= static_cast<double>(s.startNs) && ns < static_cast<double>(s.startNs + s.durationNs)) {
+      if (s.rank == rank && ns >= static_cast<double>(s.startNs) && ns < static_cast<double>(s.startNs + s.durationNs)) {
         ImGui::BeginTooltip();
-        ImGui::Text("%s: %s", s.name.c_str(), formatDuration(static_cast<double>(s.durationNs)).c_str());
+        if (t.spanRanks.size() > 1)
+          ImGui::Text("rank %d %s: %s", rank, s.name.c_str(), formatDuration(static_cast<double>(s.durationNs)).c_str());
+        else
+          ImGui::Text("%s: %s", s.name.c_str(), formatDuration(static_cast<double>(s.durationNs)).c_str());
         ImGui::EndTooltip();
         break;
       }

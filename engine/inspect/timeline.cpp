@@ -286,6 +286,9 @@ Timeline TimelineBuilder::finish(std::string source, std::optional<int64_t> orig
     t.spans.push_back(std::move(s));
   }
   std::stable_sort(t.spans.begin(), t.spans.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
+  for (const TimelineSpan& s : t.spans) t.spanRanks.push_back(s.rank);
+  std::sort(t.spanRanks.begin(), t.spanRanks.end());
+  t.spanRanks.erase(std::unique(t.spanRanks.begin(), t.spanRanks.end()), t.spanRanks.end());
   m_spans = {};
   t.beginNs = 0;
   for (TimelineRow& r : t.rows)
@@ -383,7 +386,7 @@ Timeline timelineFromTrace(const runtime::Trace& trace, std::string source) {
     b.addKernel({k.id, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath, {}});
   for (const runtime::ProfileEvent& e : trace.events)
     b.addEvent(b.row(e.device, e.stream), e.name, e.startNs, e.durationNs, e.flops, e.bytes, e.fusion);
-  for (const runtime::ProfileMark& m : trace.marks) b.addSpan({m.name, m.startNs, m.durationNs});
+  for (const runtime::ProfileMark& m : trace.marks) b.addSpan({m.name, m.startNs, m.durationNs, m.rank});
   for (const runtime::DeviceClock& d : trace.devices) b.setDeviceRank(d.device, d.rank);
   b.addCollectives(store::collectiveInstances(train::collectiveLaunches(trace)));
   return b.finish(std::move(source));
@@ -469,6 +472,7 @@ Timeline syntheticTimeline(int64_t numEvents, int devices, int streams, uint64_t
   int64_t end = t.endNs;
   for (int s = 0; s < 10; ++s)
     t.spans.push_back({fmt::format("step {}", s + 1), end * s / 10, end / 10});
+  t.spanRanks = {0};
   return t;
 }
 
@@ -577,12 +581,18 @@ std::vector<TimelineBox> visibleBoxes(const Timeline& t, const TimeWindow& w, do
   return out;
 }
 
+int TimelineLayout::spanTrackAt(double y) const {
+  if (y < top || y >= top + spanHeight || spanTrackHeight <= 0) return -1;
+  return static_cast<int>((y - top) / spanTrackHeight);
+}
+
 TimelineLayout layoutRows(const Timeline& t, double top, double laneHeight, double rowGap, double spanHeight) {
   TimelineLayout l;
   l.top = top;
   l.laneHeight = laneHeight;
   l.rowGap = rowGap;
-  l.spanHeight = t.spans.empty() ? 0 : spanHeight;
+  l.spanTrackHeight = spanHeight;
+  l.spanHeight = spanHeight * static_cast<double>(t.spanRanks.size());
   double y = top + l.spanHeight + (l.spanHeight > 0 ? rowGap : 0);
   for (const TimelineRow& r : t.rows) {
     l.rowY.push_back(y);

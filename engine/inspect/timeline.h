@@ -73,11 +73,13 @@ struct TimelineRow {
   uint32_t numEvents = 0;
 };
 
-// A named host span such as "step 3", drawn on its own track above the rows.
+// A named host span such as "step 3" of one process (its MPI rank; 0 in a profile of one process), drawn on its
+// rank's track above the rows.
 struct TimelineSpan {
   std::string name;
   int64_t startNs = 0;
   int64_t durationNs = 0;
+  int rank = 0;
 };
 
 // One collective call across devices (store::CollectiveInstance: arrivals, waits, the straggler), with each
@@ -99,6 +101,7 @@ struct Timeline {
   std::vector<TimelineKernel> kernels;
   std::vector<TimelineRow> rows;
   std::vector<TimelineSpan> spans;  // by start
+  std::vector<int> spanRanks;       // the ranks with spans, ascending: one span track each
   int64_t beginNs = 0, endNs = 0;   // the extent of events and spans
   std::vector<TimelineCollective> collectives;  // by (seq, group)
   std::unordered_map<uint32_t, int32_t> collectiveIndex;  // event -> its call in collectives
@@ -247,14 +250,19 @@ std::vector<TimelineBox> visibleBoxes(const Timeline& t, const TimeWindow& w, do
 
 // Rows stacked top to bottom, under a track for the spans (when there are any), scrolled by scrollY.
 struct TimelineLayout {
-  double top = 0;          // y of the span track (or the first row)
-  double spanHeight = 18;  // 0 when the timeline has no spans
+  double top = 0;          // y of the span tracks (or the first row)
+  double spanHeight = 18;  // of all span tracks (one per rank with spans); 0 when the timeline has no spans
+  double spanTrackHeight = 18;
   double laneHeight = 20;
   double rowGap = 6;
   double scrollY = 0;
   std::vector<double> rowY;  // top of each row, before scrolling
   double contentHeight = 0;
 
+  // The span track of Timeline::spanRanks[track] spans [top + track * spanTrackHeight, + spanTrackHeight).
+  double spanTrackY(int track) const { return top + track * spanTrackHeight; }
+  // The track at y, or -1.
+  int spanTrackAt(double y) const;
   // Where a row's lane is drawn (scrolled).
   double laneY(int row, int lane) const { return rowY[static_cast<size_t>(row)] + lane * laneHeight - scrollY; }
 };

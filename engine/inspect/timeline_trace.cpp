@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/inspect/timeline.h"
+#include "engine/runtime/trace_export.h"
 
 namespace tsr::inspect {
 
@@ -170,6 +171,11 @@ class TraceReader : public nlohmann::json_sax<json> {
       std::string label = th.name.empty() ? "thread " + th.tid : th.name;
       m_builder.setRow(th.row, device, stream, label, pidOrder, th.sortIndex);
     }
+    for (auto& [pid, span] : m_spans) {
+      auto pit = m_processes.find(pid);
+      span.rank = pit == m_processes.end() ? 0 : runtime::hostRank(pit->second.name);
+      m_builder.addSpan(std::move(span));
+    }
     return m_builder.finish(std::move(source));
   }
 
@@ -210,8 +216,8 @@ class TraceReader : public nlohmann::json_sax<json> {
   }
 
   void keep(const RawEvent& e, ThreadInfo& th) {
-    if (e.cat == "mark") {  // Tessera's step marks
-      m_builder.addSpan({e.name, nanos(e.ts), nanos(std::max(0.0, e.dur))});
+    if (e.cat == "mark") {  // Tessera's step marks, of the rank its host process names (known at the end)
+      m_spans.emplace_back(e.pid, TimelineSpan{e.name, nanos(e.ts), nanos(std::max(0.0, e.dur))});
       return;
     }
     if (e.hasFusionArg) th.tessera = true;
@@ -259,6 +265,7 @@ class TraceReader : public nlohmann::json_sax<json> {
   RawEvent m_ev;
   std::map<std::string, Process> m_processes;
   std::map<std::string, ThreadInfo> m_threads;
+  std::vector<std::pair<std::string, TimelineSpan>> m_spans;  // by the pid of their process
   int m_rows = 0;
   TimelineBuilder m_builder;
 };

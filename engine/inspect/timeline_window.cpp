@@ -77,7 +77,7 @@ Result<std::shared_ptr<ProfileWindows>> ProfileWindows::open(const std::string& 
   for (const auto& [device, rank] : w->m_ranks) b.setDeviceRank(device, rank);
   for (const store::KernelInfo& k : kernels)
     b.addKernel({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath, {}});
-  for (const store::ProfileMarkInfo& m : marks) b.addSpan({m.name, m.startNs, m.durationNs});
+  for (const store::ProfileMarkInfo& m : marks) b.addSpan({m.name, m.startNs, m.durationNs, m.rank});
   Timeline t = b.finish(fmt::format("profile {} ({}) of {}", info.id, info.name, dbPath), w->m_origin);
   t.profileId = info.id;
   t.projectText = run.config;
@@ -115,7 +115,7 @@ Result<TimelineWindow> ProfileWindows::window(double fromNs, double toNs, double
       copy.events.clear();
       b.addKernel(std::move(copy));
     }
-    for (const TimelineSpan& s : m_skeleton->spans) b.addSpan({s.name, s.startNs + m_origin, s.durationNs});
+    for (const TimelineSpan& s : m_skeleton->spans) b.addSpan({s.name, s.startNs + m_origin, s.durationNs, s.rank});
     for (const store::KernelEvent& e : pw.events)
       b.addEvent(b.row(e.device, e.stream), e.name, e.startNs, e.durationNs, e.flops, e.bytes, e.fusion);
     for (const auto& [device, rank] : m_ranks) b.setDeviceRank(device, rank);

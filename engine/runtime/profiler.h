@@ -55,17 +55,21 @@ struct KernelTable {
 };
 
 // The bytes of buffers in use in the process (runtime::Buffer), sampled at each allocation and release while a
-// profiler records: the measured side of a step's memory.
+// profiler records: the measured side of a step's memory. `rank` is the process's under mpirun (a profiler
+// records 0; merging the ranks' traces sets it).
 struct MemorySample {
   int64_t tNs = 0;
   int64_t bytes = 0;
+  int rank = 0;
 };
 
-// A step boundary or other named span on the host (e.g. "step 12"), shown as its own track.
+// A step boundary or other named span on the host (e.g. "step 12") of one process (rank, as MemorySample's),
+// shown as its own track.
 struct ProfileMark {
   std::string name;
   int64_t startNs = 0;
   int64_t durationNs = 0;
+  int rank = 0;
 };
 
 class Profiler {

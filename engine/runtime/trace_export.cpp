@@ -23,6 +23,11 @@ using nlohmann::json;
 constexpr int kHostPid = 1;
 constexpr int kStepsTid = 1;
 constexpr const char* kMarkCategory = "mark";
+// Rank r > 0's host process: above any device's pid (devices count up from kHostPid + 1).
+constexpr int kRankHostPids = 1 << 24;
+
+int hostPid(int rank) { return rank == 0 ? kHostPid : kRankHostPids + rank; }
+std::string hostName(int rank) { return fmt::format("host (rank {})", rank); }
 
 double micros(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 int64_t nanos(double us) { return std::llround(us * 1000.0); }
@@ -61,6 +66,11 @@ json kernelArgs(const ProfileEvent& e, const FusionInfo* k) {
 
 }  // namespace
 
+int hostRank(const std::string& processName) {
+  int rank = 0;
+  return std::sscanf(processName.c_str(), "host (rank %d)", &rank) == 1 && rank >= 0 ? rank : 0;
+}
+
 const FusionInfo* Trace::kernel(int64_t fusion) const {
   for (const auto& k : kernels)
     if (k.id == fusion) return &k;
@@ -83,17 +93,22 @@ void ChromeTraceWriter::put(const std::string& element) {
 
 void ChromeTraceWriter::marksAndMemory(const std::vector<ProfileMark>& marks, const std::vector<MemorySample>& memory) {
   auto emit = [&](const json& j) { put(dumpElement(j)); };
-  if (!marks.empty()) {
-    emit(metadata("process_name", kHostPid, -1, "host"));
-    emit(metadata("thread_name", kHostPid, kStepsTid, "steps"));
-  }
-  for (const auto& m : marks)
-    emit({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", kHostPid}, {"tid", kStepsTid},
+  // Each rank's host is a process of its own ("host (rank 1)"), with its steps track and its memory counter;
+  // a profile of one process has one "host".
+  std::set<int> ranks;
+  for (const auto& m : marks) ranks.insert(m.rank);
+  for (const auto& m : memory) ranks.insert(m.rank);
+  const bool several = ranks.size() > 1 || (ranks.size() == 1 && *ranks.begin() != 0);
+  std::set<int> stepsNamed;
+  for (int r : ranks) emit(metadata("process_name", hostPid(r), -1, several ? hostName(r) : "host"));
+  for (const auto& m : marks) {
+    if (stepsNamed.insert(m.rank).second) emit(metadata("thread_name", hostPid(m.rank), kStepsTid, "steps"));
+    emit({{"ph", "X"}, {"name", m.name}, {"cat", kMarkCategory}, {"pid", hostPid(m.rank)}, {"tid", kStepsTid},
           {"ts", micros(m.startNs - m_t0)}, {"dur", micros(m.durationNs)}});
-  // Live buffer bytes: a counter track of the host process (Perfetto draws it as an area).
-  if (!memory.empty() && marks.empty()) emit(metadata("process_name", kHostPid, -1, "host"));
+  }
+  // Live buffer bytes: a counter track of each host process (Perfetto draws it as an area).
   for (const auto& m : memory)
-    emit({{"ph", "C"}, {"name", "memory"}, {"pid", kHostPid}, {"ts", micros(std::max(m.tNs - m_t0, int64_t(0)))},
+    emit({{"ph", "C"}, {"name", "memory"}, {"pid", hostPid(m.rank)}, {"ts", micros(std::max(m.tNs - m_t0, int64_t(0)))},
           {"args", {{"bytes", m.bytes}}}});
 }
 
@@ -260,15 +275,19 @@ Result<Trace> parseChromeTrace(std::string_view text) {
         processes[field<int64_t>(ev, "pid", 0)] = ev.value("args", json::object()).value("name", "");
     std::set<int64_t> seen;
     for (const json& ev : *events) {
+      auto rank = [&]() {
+        auto proc = processes.find(field<int64_t>(ev, "pid", 0));
+        return proc == processes.end() ? 0 : hostRank(proc->second);
+      };
       if (ev.is_object() && ev.value("ph", "") == "C" && ev.value("name", "") == "memory") {
         out.memory.push_back(MemorySample{nanos(field<double>(ev, "ts", 0.0)),
-                                          ev.value("args", json::object()).value("bytes", int64_t(0))});
+                                          ev.value("args", json::object()).value("bytes", int64_t(0)), rank()});
         continue;
       }
       if (!ev.is_object() || ev.value("ph", "") != "X") continue;
       if (ev.value("cat", "") == kMarkCategory) {
         out.marks.push_back(ProfileMark{field<std::string>(ev, "name", ""), nanos(field<double>(ev, "ts", 0.0)),
-                                        nanos(field<double>(ev, "dur", 0.0))});
+                                        nanos(field<double>(ev, "dur", 0.0)), rank()});
         continue;
       }
       readKernelEvent(ev, processes, out, seen);

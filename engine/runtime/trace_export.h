@@ -49,6 +49,10 @@ struct Trace {
   const FusionInfo* kernel(int64_t fusion) const;
 };
 
+// The rank of a trace's host process from its name: N for "host (rank N)", as traces of several ranks name
+// them; 0 for any other name.
+int hostRank(const std::string& processName);
+
 // The same JSON written a part at a time, for profiles too large to hold (`tessera runs export-trace`): the kernel
 // table, step marks and memory samples are small and given first, then each launch as it is read. A device's
 // and a stream's names are written before their first launch.

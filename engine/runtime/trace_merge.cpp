@@ -82,6 +82,7 @@ std::string encodeTrace(const Trace& t) {
     w.str(m.name);
     w.pod(m.startNs);
     w.pod(m.durationNs);
+    w.pod<int32_t>(m.rank);
   }
   w.pod<uint64_t>(t.kernels.size());
   for (const auto& k : t.kernels) {
@@ -99,6 +100,7 @@ std::string encodeTrace(const Trace& t) {
   for (const auto& m : t.memory) {
     w.pod(m.tNs);
     w.pod(m.bytes);
+    w.pod<int32_t>(m.rank);
   }
   w.pod<uint64_t>(t.devices.size());
   for (const auto& d : t.devices) {
@@ -133,8 +135,11 @@ Result<Trace> decodeTrace(std::string_view bytes) {
   }
   if (!r.count(n, 8)) return bad("marks");
   t.marks.resize(n);
-  for (auto& m : t.marks)
-    if (!(r.str(m.name) && r.pod(m.startNs) && r.pod(m.durationNs))) return bad("marks");
+  for (auto& m : t.marks) {
+    int32_t rank = 0;
+    if (!(r.str(m.name) && r.pod(m.startNs) && r.pod(m.durationNs) && r.pod(rank))) return bad("marks");
+    m.rank = rank;
+  }
   if (!r.count(n, 8)) return bad("kernel table");
   t.kernels.resize(n);
   for (auto& k : t.kernels) {
@@ -152,10 +157,13 @@ Result<Trace> decodeTrace(std::string_view bytes) {
       if (!r.str(o)) return bad("kernel table");
     if (!r.str(k.modulePath)) return bad("kernel table");
   }
-  if (!r.count(n, 16)) return bad("memory samples");
+  if (!r.count(n, 20)) return bad("memory samples");
   t.memory.resize(n);
-  for (auto& m : t.memory)
-    if (!(r.pod(m.tNs) && r.pod(m.bytes))) return bad("memory samples");
+  for (auto& m : t.memory) {
+    int32_t rank = 0;
+    if (!(r.pod(m.tNs) && r.pod(m.bytes) && r.pod(rank))) return bad("memory samples");
+    m.rank = rank;
+  }
   if (!r.count(n, 8)) return bad("devices");
   t.devices.resize(n);
   for (auto& d : t.devices) {
@@ -205,6 +213,19 @@ void mergeRankTrace(Trace& into, Trace part, int rank, int64_t offsetNs, int64_t
     if (auto r = renamed.find(e.fusion); r != renamed.end()) e.fusion = r->second;
     into.events.push_back(std::move(e));
   }
+  // Each rank's steps and memory stay its own (a rank's process is not rank 0's), in time order.
+  for (auto& m : part.marks) {
+    m.startNs -= offsetNs;
+    m.rank = rank;
+    into.marks.push_back(std::move(m));
+  }
+  std::stable_sort(into.marks.begin(), into.marks.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
+  for (auto& m : part.memory) {
+    m.tNs -= offsetNs;
+    m.rank = rank;
+    into.memory.push_back(m);
+  }
+  std::stable_sort(into.memory.begin(), into.memory.end(), [](const auto& a, const auto& b) { return a.tNs < b.tNs; });
 }
 
 }  // namespace tsr::runtime

@@ -17,8 +17,8 @@ void setDeviceClocks(Trace& trace, int rank, int64_t offsetNs, int64_t errorNs);
 
 // Adds rank `rank`'s launches to `into`, each start minus offsetNs (rank's clock minus rank 0's), and its
 // devices with their clock. Its kernel table joins `into`'s: a fusion id `into` has with the same entry is
-// shared, one it has with another entry gets a fresh id (and so do its launches). Its marks and memory samples
-// are not added: the steps and the memory track are rank 0's.
+// shared, one it has with another entry gets a fresh id (and so do its launches). Its step marks and memory
+// samples are added as rank `rank`'s, shifted the same way.
 void mergeRankTrace(Trace& into, Trace part, int rank, int64_t offsetNs, int64_t errorNs);
 
 }  // namespace tsr::runtime

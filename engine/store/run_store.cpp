@@ -161,6 +161,11 @@ const char* const kMigrations[] = {
       duration_ns INTEGER NOT NULL,
       PRIMARY KEY(profile, seq, grp, device)) WITHOUT ROWID;
     )sql",
+    // 8: every rank's step marks and memory samples, not rank 0's alone.
+    R"sql(
+    ALTER TABLE profile_marks ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE profile_memory ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 constexpr int kNumMigrations = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kNumMigrations == RunStore::kSchemaVersion);
@@ -613,10 +618,10 @@ Result<std::vector<KernelInfo>> RunStore::profileKernels(int64_t profile) const 
 
 Status RunStore::addProfileMarks(int64_t profile, const std::vector<ProfileMarkInfo>& marks) {
   return transaction([&]() -> Status {
-    Stmt st(m_db, "INSERT INTO profile_marks(profile, name, start_ns, duration_ns) VALUES(?, ?, ?, ?)");
+    Stmt st(m_db, "INSERT INTO profile_marks(profile, name, start_ns, duration_ns, rank) VALUES(?, ?, ?, ?, ?)");
     if (!st.ok()) return st.error();
     for (const auto& m : marks) {
-      st.bind(1, profile).bind(2, m.name).bind(3, m.startNs).bind(4, m.durationNs);
+      st.bind(1, profile).bind(2, m.name).bind(3, m.startNs).bind(4, m.durationNs).bind(5, int64_t{m.rank});
       if (st.step() != SQLITE_DONE) return st.error();
       st.reset();
     }
@@ -625,12 +630,15 @@ Status RunStore::addProfileMarks(int64_t profile, const std::vector<ProfileMarkI
 }
 
 Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) const {
-  Stmt st(m_db, "SELECT name, start_ns, duration_ns FROM profile_marks WHERE profile = ? ORDER BY start_ns, rowid");
+  // A store opened read-only may predate schema 8: its marks are rank 0's.
+  Stmt st(m_db, schemaVersion() >= 8
+                    ? "SELECT name, start_ns, duration_ns, rank FROM profile_marks WHERE profile = ? ORDER BY start_ns, rowid"
+                    : "SELECT name, start_ns, duration_ns, 0 FROM profile_marks WHERE profile = ? ORDER BY start_ns, rowid");
   if (!st.ok()) return st.error();
   st.bind(1, profile);
   std::vector<ProfileMarkInfo> out;
   TSR_TRY(st.each([&]() -> Status {
-    out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2)});
+    out.push_back(ProfileMarkInfo{st.text(0), st.i64(1), st.i64(2), static_cast<int>(st.i64(3))});
     return {};
   }));
   return out;
@@ -638,10 +646,10 @@ Result<std::vector<ProfileMarkInfo>> RunStore::profileMarks(int64_t profile) con
 
 Status RunStore::addProfileMemory(int64_t profile, const std::vector<MemorySampleInfo>& samples) {
   return transaction([&]() -> Status {
-    Stmt st(m_db, "INSERT INTO profile_memory(profile, t_ns, bytes) VALUES(?, ?, ?)");
+    Stmt st(m_db, "INSERT INTO profile_memory(profile, t_ns, bytes, rank) VALUES(?, ?, ?, ?)");
     if (!st.ok()) return st.error();
     for (const auto& m : samples) {
-      st.bind(1, profile).bind(2, m.tNs).bind(3, m.bytes);
+      st.bind(1, profile).bind(2, m.tNs).bind(3, m.bytes).bind(4, int64_t{m.rank});
       if (st.step() != SQLITE_DONE) return st.error();
       st.reset();
     }
@@ -709,11 +717,12 @@ Result<std::vector<CollectiveLaunch>> RunStore::profileCollectives(int64_t profi
 Result<std::vector<MemorySampleInfo>> RunStore::profileMemory(int64_t profile) const {
   std::vector<MemorySampleInfo> out;
   if (schemaVersion() < 5) return out;
-  Stmt st(m_db, "SELECT t_ns, bytes FROM profile_memory WHERE profile = ? ORDER BY t_ns, rowid");
+  Stmt st(m_db, schemaVersion() >= 8 ? "SELECT t_ns, bytes, rank FROM profile_memory WHERE profile = ? ORDER BY t_ns, rowid"
+                                      : "SELECT t_ns, bytes, 0 FROM profile_memory WHERE profile = ? ORDER BY t_ns, rowid");
   if (!st.ok()) return st.error();
   st.bind(1, profile);
   TSR_TRY(st.each([&]() -> Status {
-    out.push_back(MemorySampleInfo{st.i64(0), st.i64(1)});
+    out.push_back(MemorySampleInfo{st.i64(0), st.i64(1), static_cast<int>(st.i64(2))});
     return {};
   }));
   return out;

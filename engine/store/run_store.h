@@ -82,18 +82,20 @@ struct KernelInfo {
   bool operator==(const KernelInfo&) const = default;
 };
 
-// A named host span of a profile, such as "step 3".
+// A named host span of a profile, such as "step 3", of the process of rank `rank` (schema 8; 0 before).
 struct ProfileMarkInfo {
   std::string name;
   int64_t startNs = 0;
   int64_t durationNs = 0;
+  int rank = 0;
   bool operator==(const ProfileMarkInfo&) const = default;
 };
 
-// The bytes of buffers in use at a moment of a profile (runtime::MemorySample).
+// The bytes of buffers in use at a moment of a profile in the process of rank `rank` (runtime::MemorySample).
 struct MemorySampleInfo {
   int64_t tNs = 0;
   int64_t bytes = 0;
+  int rank = 0;
   bool operator==(const MemorySampleInfo&) const = default;
 };
 
@@ -193,7 +195,7 @@ class RunStore {
   // Opens an existing store to read it (runs list and show, the IDE): nothing is written, not even a schema.
   // An empty file or another program's database is "not a Tessera run store"; an older schema is read as is.
   static Result<RunStore> openReadOnly(const std::string& path);
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
   int schemaVersion() const;
 
   Result<int64_t> createRun(const std::string& name, const std::string& project, const std::string& config);

@@ -171,7 +171,10 @@ std::vector<KernelSummary> summarizeKernels(const runtime::Trace& trace) {
 }
 
 std::vector<double> markSeconds(const runtime::Trace& trace) {
-  std::vector<runtime::ProfileMark> marks = trace.marks;
+  // The steps as rank 0 timed them (every rank runs the same steps; the others' marks say when theirs ran).
+  std::vector<runtime::ProfileMark> marks;
+  for (const auto& m : trace.marks)
+    if (m.rank == 0) marks.push_back(m);
   std::stable_sort(marks.begin(), marks.end(), [](const auto& a, const auto& b) { return a.startNs < b.startNs; });
   std::vector<double> out;
   for (const auto& m : marks) out.push_back(static_cast<double>(m.durationNs) * 1e-9);
@@ -195,9 +198,9 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
   for (const auto& k : trace.kernels)
     kernels.push_back({k.id, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
   std::vector<store::ProfileMarkInfo> marks;
-  for (const auto& m : trace.marks) marks.push_back({m.name, m.startNs, m.durationNs});
+  for (const auto& m : trace.marks) marks.push_back({m.name, m.startNs, m.durationNs, m.rank});
   std::vector<store::MemorySampleInfo> memory;
-  for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes});
+  for (const auto& m : trace.memory) memory.push_back({m.tNs, m.bytes, m.rank});
   std::vector<store::ProfileDeviceInfo> devices;
   for (const auto& d : trace.devices) devices.push_back({d.device, d.rank, d.offsetNs, d.errorNs});
   std::vector<store::CollectiveLaunch> collectives = collectiveLaunches(trace);
@@ -244,9 +247,9 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   for (const auto& e : events)
     t.events.push_back({e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes});
   for (const auto& k : kernels) t.kernels.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
-  for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs});
+  for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs, m.rank});
   TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
-  for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes});
+  for (const auto& m : memory) t.memory.push_back({m.tNs, m.bytes, m.rank});
   TSR_ASSIGN(std::vector<store::ProfileDeviceInfo> devices, db.profileDevices(profile));
   for (const auto& d : devices) t.devices.push_back({d.device, d.rank, d.offsetNs, d.errorNs});
   TSR_ASSIGN(CollectiveTagger tagger, CollectiveTagger::of(db, profile));
@@ -264,9 +267,9 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
   std::vector<runtime::FusionInfo> table;
   for (const auto& k : kernels) table.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
   std::vector<runtime::ProfileMark> traceMarks;
-  for (const auto& m : marks) traceMarks.push_back({m.name, m.startNs, m.durationNs});
+  for (const auto& m : marks) traceMarks.push_back({m.name, m.startNs, m.durationNs, m.rank});
   std::vector<runtime::MemorySample> traceMemory;
-  for (const auto& m : memory) traceMemory.push_back({m.tNs, m.bytes});
+  for (const auto& m : memory) traceMemory.push_back({m.tNs, m.bytes, m.rank});
   // The collective launches, so that the trace links each call's members.
   TSR_ASSIGN(CollectiveTagger tagger, CollectiveTagger::of(db, profile));
   ExportedTrace out;

@@ -47,7 +47,7 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
 
 // Kernels grouped by name, longest total time first.
 std::vector<KernelSummary> summarizeKernels(const runtime::Trace& trace);
-// The duration of each mark, in seconds, in start order (the per-step times of a profile).
+// The duration of each of rank 0's marks, in seconds, in start order (the per-step times of a profile).
 std::vector<double> markSeconds(const runtime::Trace& trace);
 
 // The collectives' launches of a trace (events with a collective number), as the store keeps them.

@@ -1,6 +1,7 @@
 #include "engine/train/step_memory.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -239,30 +240,57 @@ Result<StepMemory> projectStepMemory(const project::Project& p, const ShardPlanO
   return m;
 }
 
-Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t profile) {
-  TSR_ASSIGN(std::vector<store::MemorySampleInfo> samples, db.profileMemory(profile));
-  if (samples.empty()) return makeError("profile {} recorded no memory (profile again to measure it)", profile);
-  TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
-  if (marks.empty()) return makeError("profile {} has no steps", profile);
-  MeasuredMemory out;
-  out.profile = profile;
-  out.samples = static_cast<int64_t>(samples.size());
+namespace {
+
+// The step of one rank whose memory peaked: marks and samples of that rank, both in time order.
+struct StepPeak {
   bool found = false;
-  size_t i = 0;  // marks and samples are both in time order
+  std::string step;
+  int64_t peak = 0, atStart = 0;
+};
+
+StepPeak peakStep(const std::vector<store::ProfileMarkInfo>& marks, const std::vector<store::MemorySampleInfo>& samples) {
+  StepPeak out;
+  size_t i = 0;
   for (const auto& mark : marks) {
     const int64_t end = mark.startNs + mark.durationNs;
     while (i < samples.size() && samples[i].tNs <= mark.startNs) ++i;
     const int64_t atStart = i > 0 ? samples[i - 1].bytes : 0;
     int64_t peak = atStart;
     for (size_t j = i; j < samples.size() && samples[j].tNs <= end; ++j) peak = std::max(peak, samples[j].bytes);
-    if (!found || peak > out.peakBytes) {
-      found = true;
-      out.step = mark.name;
-      out.peakBytes = peak;
-      out.atStartBytes = atStart;
-      out.riseBytes = peak - atStart;
-    }
+    if (!out.found || peak > out.peak) out = {true, mark.name, peak, atStart};
   }
+  return out;
+}
+
+}  // namespace
+
+Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t profile) {
+  TSR_ASSIGN(std::vector<store::MemorySampleInfo> samples, db.profileMemory(profile));
+  if (samples.empty()) return makeError("profile {} recorded no memory (profile again to measure it)", profile);
+  TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
+  if (marks.empty()) return makeError("profile {} has no steps", profile);
+  // Each rank's process against its own steps.
+  std::map<int, std::pair<std::vector<store::ProfileMarkInfo>, std::vector<store::MemorySampleInfo>>> byRank;
+  for (auto& m : marks) byRank[m.rank].first.push_back(std::move(m));
+  for (const auto& m : samples) byRank[m.rank].second.push_back(m);
+  MeasuredMemory out;
+  out.profile = profile;
+  bool first = true;
+  for (const auto& [rank, rs] : byRank) {
+    StepPeak p = peakStep(rs.first, rs.second);
+    if (!p.found) continue;
+    if (first) {  // the lowest rank: 0 unless it recorded nothing
+      first = false;
+      out.step = p.step;
+      out.peakBytes = p.peak;
+      out.atStartBytes = p.atStart;
+      out.riseBytes = p.peak - p.atStart;
+      out.samples = static_cast<int64_t>(rs.second.size());
+    }
+    if (byRank.size() > 1) out.ranks.push_back({rank, p.step, p.peak});
+  }
+  if (first) return makeError("profile {} has no steps", profile);
   return out;
 }
 
@@ -283,7 +311,7 @@ int64_t staticFootprint(const StepMemory& m) {
 std::string explainMeasured(const StepMemory& s, const MeasuredMemory& m) {
   const int64_t footprint = staticFootprint(s);
   const int64_t difference = m.peakBytes - footprint;
-  return fmt::format(
+  std::string out = fmt::format(
       "measured (profile {}, {}): at most {} of buffers live in the process; {} were held when the step began{} "
       "and {} more were allocated during it.\n"
       "the plan holds {}: the arguments, the constants, the outputs not written into donated arguments, and the "
@@ -295,6 +323,12 @@ std::string explainMeasured(const StepMemory& s, const MeasuredMemory& m) {
       difference > 0 ? " (buffers held outside the step: the data pipeline's batches, metrics, results kept by the caller)"
       : difference < 0 ? " (the profiled step's shapes or configuration differ from the project's now, or outputs were released before the peak)"
                        : "");
+  if (!m.ranks.empty()) {
+    out += "\nper rank, the peak of each process:";
+    for (const auto& r : m.ranks) out += fmt::format(" rank {} {} ({});", r.rank, formatBytes(r.peakBytes), r.step);
+    out.back() = '.';
+  }
+  return out;
 }
 
 std::string stepMemoryJson(const StepMemory& m) {

@@ -83,6 +83,8 @@ Result<StepMemory> projectStepMemory(const project::Project& project, const Shar
 // allocation while the profiler records). For the step whose bytes peak highest: what was held when it began
 // (the parameters, the optimizer state, the batch, and whatever else the process holds) and the most it
 // allocated on top (the step's arena, allocated whole, and its fresh outputs).
+// The figures are rank 0's (the process of a run without mpirun); `ranks` has every rank's peak when the
+// profile holds several.
 struct MeasuredMemory {
   int64_t profile = 0;
   std::string step;             // the mark of the step that peaked, "step 3"
@@ -90,6 +92,12 @@ struct MeasuredMemory {
   int64_t atStartBytes = 0;
   int64_t riseBytes = 0;        // peakBytes - atStartBytes
   int64_t samples = 0;
+  struct RankPeak {
+    int rank = 0;
+    std::string step;
+    int64_t peakBytes = 0;
+  };
+  std::vector<RankPeak> ranks;  // by rank; empty for a profile of one process
 };
 // From the store's profile; an error when the profile recorded no memory (a store from before it did).
 Result<MeasuredMemory> measuredStepMemory(const store::RunStore& db, int64_t profile);

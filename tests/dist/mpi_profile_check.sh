@@ -3,7 +3,8 @@
 # rank 0's store holding both ranks' launches. Checked from `tessera profile --json`: two devices, ranks 0 and 1;
 # the ranks run on one host, whose steady clock they share, so rank 1's measured offset must be 0 within its
 # error bound; every collective call has both members, the straggler waits 0 and the other member waits the
-# straggler's arrival - its own. Only rank 0 writes: one run in the store.
+# straggler's arrival - its own. Each rank's two steps and its memory samples are stored as its own (read from
+# the store with Python's sqlite3). Only rank 0 writes: one run in the store.
 # Usage: mpi_profile_check.sh TESSERA MPIEXEC [MPIEXEC FLAGS...]
 set -eu
 tessera=$1
@@ -58,6 +59,15 @@ assert seqs == list(range(len(seqs))), seqs
 worst = max(calls, key=lambda c: c["max_wait_ns"])
 print(f"mpi_profile: {len(calls)} calls; rank 1 clock {one['offset_ns']} ns within {one['error_ns']} ns; "
       f"worst wait {worst['max_wait_ns']} ns (call {worst['seq']}, straggler {worst['straggler']})")
+EOF2
+python3 - "$work/p/runs.db" <<'EOF2'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+steps = dict(db.execute("SELECT rank, count(*) FROM profile_marks GROUP BY rank").fetchall())
+assert steps == {0: 2, 1: 2}, f"steps by rank: {steps}"
+memory = dict(db.execute("SELECT rank, count(*) FROM profile_memory GROUP BY rank").fetchall())
+assert sorted(memory) == [0, 1] and min(memory.values()) > 0, f"memory samples by rank: {memory}"
+print(f"mpi_profile: steps by rank {steps}, memory samples by rank {memory}")
 EOF2
 runs=$("$tessera" runs --db "$work/p/runs.db" list | grep -c '^ *[0-9][0-9]*  ')
 [ "$runs" -eq 1 ] || { echo "mpi_profile: $runs runs in the store, expected 1 (only rank 0 writes)"; exit 1; }

@@ -156,6 +156,38 @@ TEST_CASE("readsBackWhatItWrote") {
   }
 }
 
+// A profile of two ranks: each rank's steps and memory counter belong to its own host process ("host (rank 1)"),
+// and reading the file back gives each its rank again.
+TEST_CASE("eachRanksStepsAndMemoryKeepTheirRank") {
+  Trace t;
+  t.marks = {{"step 1", 1000, 500, 0}, {"step 1", 1100, 450, 1}};
+  t.memory = {{1000, 64, 0}, {1200, 96, 1}};
+  json doc = json::parse(toChromeTrace(t));
+  std::map<int64_t, std::string> processes;
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") processes[e["pid"].get<int64_t>()] = e["args"]["name"];
+  std::vector<std::string> names;
+  for (const auto& [pid, name] : processes) names.push_back(name);
+  TSR_COMPARE(names, (std::vector<std::string>{"host (rank 0)", "host (rank 1)"}));
+  for (const json& e : doc["traceEvents"])
+    if (e["ph"] == "X" || e["ph"] == "C") {
+      const bool rank1 = e["ph"] == "X" ? e["ts"].get<double>() > 0.05 : e["args"]["bytes"] == 96;
+      TSR_COMPARE(processes[e["pid"].get<int64_t>()], std::string(rank1 ? "host (rank 1)" : "host (rank 0)"));
+    }
+  auto back = parseChromeTrace(doc.dump());
+  REQUIRE_MESSAGE(back.ok(), back.error().message);
+  REQUIRE(back->marks.size() == 2);
+  TSR_COMPARE(back->marks[0].rank, 0);
+  TSR_COMPARE(back->marks[1].rank, 1);
+  TSR_COMPARE(back->marks[1].startNs, int64_t{100});
+  REQUIRE(back->memory.size() == 2);
+  TSR_COMPARE(back->memory[0].rank, 0);
+  TSR_COMPARE(back->memory[1].rank, 1);
+  TSR_COMPARE(hostRank("host (rank 12)"), 12);
+  TSR_COMPARE(hostRank("host"), 0);
+  TSR_COMPARE(hostRank("cpu:3"), 0);
+}
+
 TEST_CASE("anEmptyTraceIsStillATrace") {
   json doc = json::parse(toChromeTrace(Trace{}));
   REQUIRE(doc["traceEvents"].is_array());

@@ -1,6 +1,6 @@
 // engine/runtime/trace_merge: a rank's trace survives its bytes unchanged, and merging puts its launches on rank
-// 0's clock by the offset given (times worked out by hand), keeps rank 0's steps, shares equal kernel table
-// entries and renumbers clashing ones.
+// 0's clock by the offset given (times worked out by hand), keeps each rank's steps and memory as that rank's,
+// shares equal kernel table entries and renumbers clashing ones.
 #include "tests/check.h"
 
 #include "engine/runtime/trace_merge.h"
@@ -41,9 +41,9 @@ TEST_CASE("encodeDecodeRoundTrip") {
   Trace t;
   t.events = {event("cpu:1", "fusion.3 loop[add]", 3, 1000, 50), event("cpu:1", "all_reduce", 4, 1100, 900, 0, {0, 1})};
   t.events[1].stream = 2;
-  t.marks = {{"step 2", 900, 5000}};
+  t.marks = {{"step 2", 900, 5000, 3}};
   t.kernels = {kernel(3, "fusion.3 loop[add]", {1, 2}), kernel(4, "all_reduce", {7})};
-  t.memory = {{950, 4096}, {1200, 8192}};
+  t.memory = {{950, 4096, 0}, {1200, 8192, 2}};
   t.devices = {{"cpu:1", 1, -250, 12}};
   auto back = decodeTrace(encodeTrace(t));
   REQUIRE_MESSAGE(back.ok(), back.error().message);
@@ -51,11 +51,13 @@ TEST_CASE("encodeDecodeRoundTrip") {
   for (size_t i = 0; i < 2; ++i) REQUIRE(sameEvent(back->events[i], t.events[i]));
   REQUIRE(back->marks.size() == 1);
   TSR_COMPARE(back->marks[0].name, std::string("step 2"));
+  TSR_COMPARE(back->marks[0].rank, 3);
   REQUIRE(back->kernels.size() == 2);
   TSR_COMPARE(back->kernels[0].nodes, (std::vector<int>{1, 2}));
   TSR_COMPARE(back->kernels[1].ops, std::vector<std::string>{"add"});
   REQUIRE(back->memory.size() == 2);
   TSR_COMPARE(back->memory[1].bytes, int64_t{8192});
+  TSR_COMPARE(back->memory[1].rank, 2);
   REQUIRE(back->devices == t.devices);
 }
 
@@ -76,6 +78,7 @@ TEST_CASE("mergeShiftsOntoRankZerosClock") {
   rank0.events = {event("cpu:0", "fusion.3", 3, 1000, 50), event("cpu:0", "all_reduce", 4, 1100, 400, 0, {0, 1})};
   rank0.kernels = {kernel(3, "fusion.3", {1, 2}), kernel(4, "all_reduce", {7})};
   rank0.marks = {{"step 2", 900, 700}};
+  rank0.memory = {{1000, 64}, {1300, 128}};
   setDeviceClocks(rank0, 0, 0, 0);
   Trace rank1;
   // Kernel 3 is the same on rank 1; its id 4 is another kernel here (a clash), and 9 is new.
@@ -102,9 +105,19 @@ TEST_CASE("mergeShiftsOntoRankZerosClock") {
   REQUIRE(rank0.kernel(10) != nullptr);
   TSR_COMPARE(rank0.kernel(10)->name, std::string("other"));
   TSR_COMPARE(rank0.kernel(4)->name, std::string("all_reduce"));
-  // Rank 0's steps and memory only; both devices with their ranks and clocks.
-  REQUIRE(rank0.marks.size() == 1);
+  // Rank 1's step (5900 - 5000 = 900) and memory sample (6000 - 5000 = 1000) join rank 0's as its own, in time
+  // order; both devices with their ranks and clocks.
+  REQUIRE(rank0.marks.size() == 2);
   TSR_COMPARE(rank0.marks[0].startNs, int64_t{900});
-  REQUIRE(rank0.memory.empty());
+  TSR_COMPARE(rank0.marks[0].rank, 0);
+  TSR_COMPARE(rank0.marks[1].startNs, int64_t{900});
+  TSR_COMPARE(rank0.marks[1].durationNs, int64_t{800});
+  TSR_COMPARE(rank0.marks[1].rank, 1);
+  REQUIRE(rank0.memory.size() == 3);
+  TSR_COMPARE(rank0.memory[0].rank, 0);
+  TSR_COMPARE(rank0.memory[1].tNs, int64_t{1000});
+  TSR_COMPARE(rank0.memory[1].bytes, int64_t{1});
+  TSR_COMPARE(rank0.memory[1].rank, 1);
+  TSR_COMPARE(rank0.memory[2].tNs, int64_t{1300});
   REQUIRE(rank0.devices == (std::vector<DeviceClock>{{"cpu:0", 0, 0, 0}, {"cpu:1", 1, 5000, 20}}));
 }

@@ -152,12 +152,18 @@ TEST_CASE("profileKernelsAndMarksRoundTrip") {
   REQUIRE(back->at(1) == kernels[0]);
   REQUIRE(back->at(2) == kernels[2]);
 
-  std::vector<ProfileMarkInfo> marks = {{"step 2", 2000, 900}, {"step 1", 1000, 950}};
+  std::vector<ProfileMarkInfo> marks = {{"step 2", 2000, 900}, {"step 1", 1000, 950}, {"step 1", 1010, 940, 1}};
   REQUIRE(s->addProfileMarks(*prof, marks).ok());
   auto m = s->profileMarks(*prof);
-  TSR_COMPARE(m->size(), size_t(2));
+  TSR_COMPARE(m->size(), size_t(3));
   REQUIRE(m->at(0) == marks[1]);
-  REQUIRE(m->at(1) == marks[0]);
+  REQUIRE(m->at(1) == marks[2]);  // rank 1's step keeps its rank
+  REQUIRE(m->at(2) == marks[0]);
+  std::vector<MemorySampleInfo> memory = {{1500, 4096, 1}, {1200, 2048, 0}};
+  REQUIRE(s->addProfileMemory(*prof, memory).ok());
+  auto mem = s->profileMemory(*prof);
+  REQUIRE(mem.ok());
+  REQUIRE(*mem == (std::vector<MemorySampleInfo>{memory[1], memory[0]}));
 
   // Another profile sees none of them, and deleting the run takes them along.
   auto other = s->createProfile(*run, "other", 0, 0);
@@ -305,6 +311,7 @@ TEST_CASE("schema3StoresReadAndMigrate") {
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   const char* downgrade =
+      "ALTER TABLE profile_marks DROP COLUMN rank;"
       "DROP TABLE profile_collectives; DROP TABLE profile_devices;"
       "DROP TABLE profile_buckets; DROP TABLE profile_rows; DROP TABLE profile_levels;"
       "DROP INDEX kernel_events_by_span; ALTER TABLE kernel_events DROP COLUMN span_class;"
@@ -321,6 +328,8 @@ TEST_CASE("schema3StoresReadAndMigrate") {
     REQUIRE_MESSAGE(runs.ok(), runs.error().message);
     TSR_COMPARE(runs->front().status, RunStatus::Stopped);
     REQUIRE(runs->front().tags.empty());
+    auto marks = r->profileMarks(1);  // a store before ranks: read as it is
+    REQUIRE_MESSAGE(marks.ok(), marks.error().message);
   }
   auto s = RunStore::open(path);
   REQUIRE(s.ok());

@@ -284,6 +284,35 @@ class TestTimelineModel : public QObject {
     QCOMPARE(fromJson->spans[0].name, std::string("step 1"));
   }
 
+  // A profile of two ranks as exported: each rank's steps (named by its host process, given after them) on a
+  // track of its own, the tracks stacked above the rows.
+  void eachRanksStepsHaveATrack() {
+    const char* json = R"json({"traceEvents": [
+      {"ph": "X", "name": "step 1", "cat": "mark", "pid": 16777217, "tid": 1, "ts": 12.0, "dur": 40.0},
+      {"ph": "X", "name": "step 1", "cat": "mark", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0},
+      {"ph": "X", "name": "step 2", "cat": "mark", "pid": 1, "tid": 1, "ts": 60.0, "dur": 50.0},
+      {"ph": "X", "name": "fusion.1", "cat": "loop", "pid": 2, "tid": 1, "ts": 11.0, "dur": 5.0},
+      {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "host (rank 0)"}},
+      {"ph": "M", "name": "process_name", "pid": 16777217, "args": {"name": "host (rank 1)"}},
+      {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "cpu:0"}}
+    ]})json";
+    auto t = inspect::parseTraceTimeline(json, "ranks");
+    QVERIFY2(t.ok(), t.ok() ? "" : t.error().message.c_str());
+    QCOMPARE(t->spans.size(), size_t(3));
+    QCOMPARE(t->spanRanks, (std::vector<int>{0, 1}));
+    // By start: rank 0's step 1 (10 us, the origin), rank 1's step 1 (12 us), rank 0's step 2.
+    QCOMPARE(t->spans[0].rank, 0);
+    QCOMPARE(t->spans[1].rank, 1);
+    QCOMPARE(t->spans[1].startNs, int64_t(2000));
+    QCOMPARE(t->spans[2].rank, 0);
+    inspect::TimelineLayout layout = inspect::layoutRows(*t, 30, 20, 6, 18);
+    QCOMPARE(layout.spanHeight, 36.0);
+    QCOMPARE(layout.spanTrackAt(30), 0);
+    QCOMPARE(layout.spanTrackAt(50), 1);
+    QCOMPARE(layout.spanTrackAt(66), -1);
+    QCOMPARE(layout.rowY[0], 30.0 + 36 + 6);
+  }
+
   // Another tool's trace: metadata after the events, string thread ids, sort indexes, B/E pairs, nesting.
   void otherToolsTracesLoad() {
     const char* json = R"({"traceEvents": [

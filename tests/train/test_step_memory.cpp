@@ -172,6 +172,36 @@ TEST_CASE("measuredMemoryMeetsThePlan") {
   REQUIRE(measured->step.rfind("step ", 0) == 0);
 }
 
+// A profile of two ranks: each process's peak is found against its own steps and samples (figures by hand).
+// Rank 0's step 2 rises from 100 to 400 bytes; rank 1 held 5000 when its step 1 began. Mixed together, rank 0's
+// peak would be rank 1's 900 or 5000.
+TEST_CASE("measuredMemoryIsEachRanksOwn") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  {
+    auto db = store::RunStore::open(path);
+    REQUIRE(db.ok());
+    auto run = db->createRun("r", dir.path(), "");
+    auto profile = db->createProfile(*run, "steps 1-2", 1, 2);
+    REQUIRE(db->addProfileMarks(*profile, {{"step 1", 1000, 1000, 0}, {"step 2", 2000, 1000, 0},
+                                           {"step 1", 1100, 1000, 1}, {"step 2", 2100, 1000, 1}}).ok());
+    REQUIRE(db->addProfileMemory(*profile, {{900, 5000, 1}, {1500, 150, 0}, {1500, 900, 1}, {1900, 100, 0},
+                                            {2500, 400, 0}, {2600, 300, 1}}).ok());
+  }
+  auto m = train::latestMeasuredMemory(path);
+  REQUIRE_MESSAGE(m.ok(), m.error().message);
+  TSR_COMPARE(m->step, std::string("step 2"));
+  TSR_COMPARE(m->peakBytes, int64_t{400});
+  TSR_COMPARE(m->atStartBytes, int64_t{100});
+  TSR_COMPARE(m->riseBytes, int64_t{300});
+  TSR_COMPARE(m->samples, int64_t{3});
+  REQUIRE(m->ranks.size() == 2);
+  TSR_COMPARE(m->ranks[0].peakBytes, int64_t{400});
+  TSR_COMPARE(m->ranks[1].rank, 1);
+  TSR_COMPARE(m->ranks[1].step, std::string("step 1"));
+  TSR_COMPARE(m->ranks[1].peakBytes, int64_t{5000});
+}
+
 // [train] remat: a small GPT-2 whose blocks are recomputed keeps fewer activations alive at the peak, and its
 // training steps give the same losses and parameters as without (the recomputation is the same arithmetic).
 TEST_CASE("rematKeepsFewerActivationsAndTrainsAlike") {
