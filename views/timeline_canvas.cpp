@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <imgui.h>
 
+#include "engine/inspect/timeline_compare.h"
+
 namespace tsr::studio {
 
 namespace {
@@ -256,7 +258,24 @@ void TimelineCanvas::clearRange() {
   requestFrames(1);
 }
 
+namespace {
+
+// B against A: green where B is faster, red where it is slower, full at a factor of 2; grey without a pair.
+constexpr unsigned kNoPairColour = IM_COL32(150, 150, 150, 255);
+unsigned changeColour(const inspect::TimelineKernel* k) {
+  if (!k || k->pairNsA < 0) return kNoPairColour;
+  const double r = inspect::kernelChange(*k);
+  const double t = std::clamp(r > 0 ? std::log2(r) : -1.0, -1.0, 1.0);
+  const auto mix = [&](int same, int full) { return static_cast<int>(same + (full - same) * std::abs(t)); };
+  return t < 0 ? IM_COL32(mix(120, 40), mix(135, 170), mix(170, 70), 255)
+               : IM_COL32(mix(120, 210), mix(135, 50), mix(170, 45), 255);
+}
+
+}  // namespace
+
 unsigned TimelineCanvas::colourOf(const inspect::TimelineEvent& e) const {
+  if (m_colourBy == ColourBy::Change)
+    return changeColour(e.kernel >= 0 ? &m_timeline->kernels[static_cast<size_t>(e.kernel)] : nullptr);
   const auto& table = m_colourBy == ColourBy::Kind ? m_kindColours : m_familyColours;
   size_t key = m_colourBy == ColourBy::Kind ? e.kind : e.family;
   return key < table.size() ? table[key] : IM_COL32(140, 146, 156, 255);
@@ -613,7 +632,9 @@ void TimelineCanvas::drawSpans(const QRectF& area) {
   for (size_t track = 0; track < t.spanRanks.size(); ++track) {
     const float y0 = static_cast<float>(area.top() + 2 + static_cast<double>(track) * kSpanHeight);
     const float y1 = static_cast<float>(area.top() + static_cast<double>(track + 1) * kSpanHeight);
-    const std::string label = ranks ? fmt::format("rank {} steps", t.spanRanks[track]) : std::string("steps");
+    const std::string label = track < t.spanTrackNames.size() ? t.spanTrackNames[track] + " step"
+                              : ranks                          ? fmt::format("rank {} steps", t.spanRanks[track])
+                                                               : std::string("steps");
     dl->AddText(ImVec2(6, y0 + 1), rgba(palette().color(QPalette::WindowText)), label.c_str());
     dl->PushClipRect(ImVec2(left, y0), ImVec2(right, y1), true);
     int nth = 0;
@@ -755,8 +776,16 @@ void TimelineCanvas::drawRange(const QRectF& area) {
 
 void TimelineCanvas::drawLegend(const QRectF& area) {
   const inspect::Timeline& t = *m_timeline;
-  const auto& names = m_colourBy == ColourBy::Kind ? t.kinds : t.families;
-  const auto& colours = m_colourBy == ColourBy::Kind ? m_kindColours : m_familyColours;
+  static const std::vector<std::string> kChangeNames = {"B 2x faster", "B the same", "B 2x slower", "no pair"};
+  inspect::TimelineKernel faster, same, slower;
+  faster.pairNsA = same.pairNsA = slower.pairNsA = same.pairNsB = 2;
+  faster.pairNsB = 1;
+  slower.pairNsB = 4;
+  const std::vector<unsigned> changeColours = {changeColour(&faster), changeColour(&same), changeColour(&slower),
+                                               kNoPairColour};
+  const bool change = m_colourBy == ColourBy::Change;
+  const auto& names = change ? kChangeNames : m_colourBy == ColourBy::Kind ? t.kinds : t.families;
+  const auto& colours = change ? changeColours : m_colourBy == ColourBy::Kind ? m_kindColours : m_familyColours;
   if (names.empty()) return;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const QPalette& pal = palette();
@@ -790,7 +819,7 @@ void TimelineCanvas::drawTooltip(const QRectF& area) {
     for (const auto& s : t.spans)
       if (s.rank == rank && ns >= static_cast<double>(s.startNs) && ns < static_cast<double>(s.startNs + s.durationNs)) {
         ImGui::BeginTooltip();
-        if (t.spanRanks.size() > 1)
+        if (t.spanRanks.size() > 1 && t.spanTrackNames.empty())
           ImGui::Text("rank %d %s: %s", rank, s.name.c_str(), formatDuration(static_cast<double>(s.durationNs)).c_str());
         else
           ImGui::Text("%s: %s", s.name.c_str(), formatDuration(static_cast<double>(s.durationNs)).c_str());
@@ -841,6 +870,9 @@ void TimelineCanvas::drawTooltip(const QRectF& area) {
       if (k->ops.size() > 8) ops += ", ...";
       ImGui::Text("fusion %lld: %zu nodes (%s)%s%s", static_cast<long long>(k->fusion), k->nodes.size(), ops.c_str(),
                   k->modulePath.empty() ? "" : " in ", k->modulePath.c_str());
+      if (k->pairNsA >= 0)
+        ImGui::Text("per step: A %s, B %s (%+.1f%%), paired by graph node", formatDuration(k->pairNsA).c_str(),
+                    formatDuration(k->pairNsB).c_str(), 100.0 * (inspect::kernelChange(*k) - 1));
       ImGui::TextDisabled("click: select its nodes in the graph and the IR");
     }
     int member = 0;

@@ -25,7 +25,8 @@ namespace tsr::studio {
 class TimelineCanvas : public ImGuiWidget {
   Q_OBJECT
  public:
-  enum class ColourBy { Kind, Family };
+  // Change: on a timeline of two profiles, by how the kernel's time per step changed from A to B.
+  enum class ColourBy { Kind, Family, Change };
 
   explicit TimelineCanvas(QWidget* parent = nullptr);
 

@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
 #include <QOpenGLContext>
 #include <QPointer>
 #include <QPushButton>
@@ -15,6 +16,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent>
 
+#include "engine/inspect/timeline_compare.h"
+#include "engine/store/run_store.h"
 #include "views/timeline_canvas.h"
 
 namespace tsr::studio {
@@ -57,6 +60,7 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       m_source(new QLabel),
       m_info(new QLabel),
       m_colour(new QComboBox),
+      m_compare(new QPushButton(tr("Compare…"))),
       m_rangeInfo(new QLabel),
       m_table(new QTableWidget(0, 6)),
       m_watcher(new QFutureWatcher<LoadResult>(this)),
@@ -79,7 +83,20 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   bar->addWidget(separator);
   bar->addWidget(m_info, 2);
   bar->addWidget(m_colour);
+  bar->addWidget(m_compare);
   bar->addWidget(fit);
+  m_compare->setObjectName("timelineCompare");
+  m_compare->setToolTip(tr("Put another run's profile beside this one: a step of each, kernels paired by graph node "
+                           "and coloured by how their time changed"));
+  auto* compareMenu = new QMenu(m_compare);
+  m_compare->setMenu(compareMenu);
+  connect(compareMenu, &QMenu::aboutToShow, this, [this, compareMenu] {
+    compareMenu->clear();
+    auto candidates = compareCandidates();
+    if (candidates.empty()) compareMenu->addAction(tr("No other profiled run in this store"))->setEnabled(false);
+    for (const auto& [run, label] : candidates)
+      compareMenu->addAction(label, this, [this, run = run] { compareRuns(m_dbPath, m_runA, run); });
+  });
 
   m_canvasError = openGlMissing();
   QWidget* canvasArea;
@@ -115,10 +132,14 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
     if (!m_canvas || !m_timeline) return;
     auto rows = m_table->selectionModel()->selectedRows();
     if (rows.isEmpty()) return;
+    // A kernel of the range statistics, or a pair of a comparison (its kernels on both sides, named by A and B).
     std::string name = m_table->item(rows.front().row(), 0)->text().toStdString();
+    std::string other = m_diff ? m_table->item(rows.front().row(), 1)->text().toStdString() : std::string();
     std::vector<int> kernels;
-    for (size_t k = 0; k < m_timeline->kernels.size(); ++k)
-      if (m_timeline->kernels[k].name == name) kernels.push_back(static_cast<int>(k));
+    for (size_t k = 0; k < m_timeline->kernels.size(); ++k) {
+      const std::string& n = m_timeline->kernels[k].name;
+      if ((!name.empty() && n == name) || (!other.empty() && n == other)) kernels.push_back(static_cast<int>(k));
+    }
     m_canvas->setHighlightedKernels(kernels);
   });
   m_rangeInfo->setText(tr("Shift-drag (or right-drag) over the timeline for the statistics of a time range."));
@@ -166,7 +187,14 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       return;
     }
     inspect::OpenedProfile opened = std::move(*r).value();
+    std::shared_ptr<std::optional<train::ProfileDiff>> diff = std::move(m_loadingDiff);
     showProfile(opened.timeline(), opened.windows, opened.first);
+    if (diff && *diff) {
+      m_diff = std::move(**diff);
+      m_colour->addItem(tr("Colour by change, B against A"), "change");
+      setColourBy("change");
+      showDiff();
+    }
     m_session->log("info", tr("timeline: %1: %2 kernel launches on %n row(s)%3", "", static_cast<int>(m_timeline->rows.size()))
                                .arg(fromStd(m_timeline->source))
                                .arg(m_windows ? m_windows->launches() : static_cast<int64_t>(m_timeline->events.size()))
@@ -214,7 +242,39 @@ void TimelinePanel::startLoad(std::function<Result<inspect::OpenedProfile>()> lo
   if (m_watcher->isRunning()) m_watcher->waitForFinished();
   m_quiet = quiet;
   m_source->setText(tr("Loading %1…").arg(what));
+  m_loadingDiff.reset();
   m_watcher->setFuture(QtConcurrent::run([load] { return std::make_shared<Result<inspect::OpenedProfile>>(load()); }));
+}
+
+void TimelinePanel::compareRuns(const QString& dbPath, qint64 runA, qint64 runB) {
+  std::string db = dbPath.toStdString();
+  auto diff = std::make_shared<std::optional<train::ProfileDiff>>();
+  startLoad([db, runA, runB, diff]() -> Result<inspect::OpenedProfile> {
+    TSR_ASSIGN(inspect::ComparedProfiles c, inspect::compareProfiles(db, runA, runB));
+    *diff = std::move(c.diff);
+    inspect::OpenedProfile out;
+    out.whole = std::make_shared<const inspect::Timeline>(std::move(c.timeline));
+    return out;
+  }, tr("run %1 against run %2").arg(runA).arg(runB), false);
+  m_loadingDiff = diff;  // after startLoad, which forgets the last load's
+}
+
+std::vector<std::pair<qint64, QString>> TimelinePanel::compareCandidates() const {
+  std::vector<std::pair<qint64, QString>> out;
+  if (m_dbPath.isEmpty() || m_runA <= 0) return out;
+  auto db = store::RunStore::openReadOnly(m_dbPath.toStdString());
+  if (!db.ok()) return out;
+  auto runs = db->runs();
+  if (!runs.ok()) return out;
+  for (const store::RunInfo& r : *runs) {
+    if (r.id == m_runA) continue;
+    auto profiles = db->profiles(r.id);
+    if (!profiles.ok() || profiles->empty()) continue;
+    out.emplace_back(r.id, tr("run %1: %2 (profile %3, %4)")
+                               .arg(r.id)
+                               .arg(fromStd(r.name), QString::number(profiles->back().id), fromStd(profiles->back().name)));
+  }
+  return out;
 }
 
 void TimelinePanel::openProfile(const QString& dbPath, qint64 profileId, bool quiet) {
@@ -301,6 +361,15 @@ void TimelinePanel::showProfile(TimelinePtr timeline, std::shared_ptr<inspect::P
   m_selected = -1;
   m_stats.reset();
   m_table->setRowCount(0);
+  m_diff.reset();
+  if (int i = m_colour->findData("change"); i >= 0) {
+    if (m_colour->currentIndex() == i) m_colour->setCurrentIndex(0);
+    m_colour->removeItem(i);
+  }
+  // The store and run of a stored profile (or of a comparison's A), for Compare….
+  m_runA = m_timeline ? m_timeline->runId : 0;
+  m_dbPath = m_timeline ? fromStd(m_timeline->storePath) : QString();
+  m_compare->setEnabled(m_runA > 0);
   if (m_canvas) m_canvas->setTimeline(m_timeline);
   if (m_canvas && m_window) m_canvas->setWindowData(m_window);
   m_source->setText(m_timeline ? fromStd(m_timeline->source) : tr("No profile"));
@@ -340,7 +409,8 @@ void TimelinePanel::updateStale() {
   m_stale.clear();
   int fs = m_session->profileStage();
   ProjectPtr project = m_session->project();
-  if (m_timeline && project && fs >= 0) {
+  // A comparison holds two profiles' kernels: each was the project's at its time, which is the point.
+  if (m_timeline && project && fs >= 0 && !m_timeline->comparison) {
     const inspect::Stage& stage = (*m_session->stages())[static_cast<size_t>(fs)];
     if (stage.kernels && stage.kernels->error.empty()) {
       std::vector<inspect::CompiledKernel> kernels;
@@ -454,6 +524,7 @@ void TimelinePanel::setRange(qint64 fromNs, qint64 toNs) {
 
 void TimelinePanel::showStats() {
   const inspect::RangeStats& s = *m_stats;
+  setStatsHeaders(false);
   double span = static_cast<double>(s.toNs - s.fromNs);
   m_rangeInfo->setText(tr("%1 to %2 (%3): %4 kernel launches, %5 of kernel time")
                            .arg(fromStd(inspect::formatTime(static_cast<double>(s.fromNs), span / 100)),
@@ -485,7 +556,53 @@ void TimelinePanel::setColourBy(const QString& mode) {
   int i = m_colour->findData(mode);
   if (i >= 0 && i != m_colour->currentIndex()) m_colour->setCurrentIndex(i);
   if (m_canvas)
-    m_canvas->setColourBy(mode == "family" ? TimelineCanvas::ColourBy::Family : TimelineCanvas::ColourBy::Kind);
+    m_canvas->setColourBy(mode == "family"   ? TimelineCanvas::ColourBy::Family
+                          : mode == "change" ? TimelineCanvas::ColourBy::Change
+                                             : TimelineCanvas::ColourBy::Kind);
+}
+
+void TimelinePanel::setStatsHeaders(bool diff) {
+  if (diff)
+    m_table->setHorizontalHeaderLabels({tr("Kernel (A)"), tr("Kernel (B)"), tr("Kind"), tr("A per step"),
+                                        tr("B per step"), tr("Change")});
+  else
+    m_table->setHorizontalHeaderLabels({tr("Kernel"), tr("Kind"), tr("Count"), tr("Total"), tr("Mean"), tr("Share")});
+}
+
+void TimelinePanel::showDiff() {
+  const train::ProfileDiff& d = *m_diff;
+  m_rangeInfo->setText(tr("A: run %1, %2 per step · B: run %3, %4 per step (%5%6%) · kernels paired by the graph "
+                          "nodes they ran%7; shift-drag for a range's statistics")
+                           .arg(d.a.run)
+                           .arg(fromStd(inspect::formatTime(d.a.stepNs)))
+                           .arg(d.b.run)
+                           .arg(fromStd(inspect::formatTime(d.b.stepNs)))
+                           .arg(d.b.stepNs >= d.a.stepNs ? "+" : "")
+                           .arg(d.a.stepNs > 0 ? 100.0 * (d.b.stepNs / d.a.stepNs - 1) : 0.0, 0, 'f', 1)
+                           .arg(d.sameGraph ? tr(", the same graph") : tr(", different graphs")));
+  setStatsHeaders(true);
+  m_table->setSortingEnabled(false);
+  m_table->setRowCount(static_cast<int>(d.kernels.size()));
+  for (int i = 0; i < static_cast<int>(d.kernels.size()); ++i) {
+    const train::KernelTimeDiff& k = d.kernels[static_cast<size_t>(i)];
+    auto* a = new QTableWidgetItem(fromStd(k.nameA));
+    auto* b = new QTableWidgetItem(fromStd(k.nameB));
+    a->setToolTip(a->text());
+    b->setToolTip(b->text());
+    m_table->setItem(i, 0, a);
+    m_table->setItem(i, 1, b);
+    m_table->setItem(i, 2, new QTableWidgetItem(fromStd(k.kind)));
+    m_table->setItem(i, 3, new NumberItem(fromStd(inspect::formatTime(k.nsA)), k.nsA));
+    m_table->setItem(i, 4, new NumberItem(fromStd(inspect::formatTime(k.nsB)), k.nsB));
+    const double delta = k.nsB - k.nsA;
+    m_table->setItem(i, 5, new NumberItem(QString("%1%2").arg(delta >= 0 ? "+" : "−",
+                                                             fromStd(inspect::formatTime(std::abs(delta)))),
+                                          std::abs(delta)));
+  }
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(5, Qt::DescendingOrder);
+  m_table->resizeColumnsToContents();
+  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
 }
 
 }  // namespace tsr::studio

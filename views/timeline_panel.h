@@ -10,6 +10,9 @@
 // A profile of more than inspect::kWholeProfileLaunches launches is read a window at a time (ProfileWindows):
 // the canvas asks for the window it shows, the query runs on a worker thread, and the canvas draws the last
 // answer until the next arrives; range statistics are summed by SQLite on a worker too.
+// Compare… puts another run's profile beside the one shown (inspect::compareProfiles): one step of each, A's
+// rows above B's, launches coloured by how their kernel's time changed, and the table lists the kernels A vs B
+// (paired through the graph nodes they ran) by change.
 // Without OpenGL (the offscreen platform) the panel still loads, links and computes; it shows why there is no
 // canvas instead of one.
 #include <array>
@@ -21,6 +24,7 @@
 #include <QWidget>
 
 #include "engine/inspect/timeline.h"
+#include "engine/train/profile_diff.h"
 #include "engine/inspect/timeline_window.h"
 #include "views/session.h"
 
@@ -80,8 +84,14 @@ class TimelinePanel : public QWidget {
   void setRange(qint64 fromNs, qint64 toNs);
   const std::optional<inspect::RangeStats>& rangeStats() const { return m_stats; }
   QTableWidget* statsTable() const { return m_table; }
-  // "kind" or "family".
+  // "kind", "family" or (comparing two profiles) "change".
   void setColourBy(const QString& mode);
+  // Run A's latest profile against run B's, of the store at dbPath; loaded() or failed() follows.
+  void compareRuns(const QString& dbPath, qint64 runA, qint64 runB);
+  // The comparison shown, or nullptr.
+  const train::ProfileDiff* comparison() const { return m_diff ? &*m_diff : nullptr; }
+  // The runs with profiles that Compare… offers against the profile shown: (run, label).
+  std::vector<std::pair<qint64, QString>> compareCandidates() const;
 
  signals:
   void loaded();
@@ -104,6 +114,8 @@ class TimelinePanel : public QWidget {
   void showStats();
   void updateInfo();
   void updateStale();
+  void showDiff();
+  void setStatsHeaders(bool diff);
 
   Session* m_session;
   TimelineCanvas* m_canvas = nullptr;
@@ -115,6 +127,7 @@ class TimelinePanel : public QWidget {
   QLabel* m_source;
   QLabel* m_info;
   QComboBox* m_colour;
+  QPushButton* m_compare;
   QLabel* m_rangeInfo;
   QTableWidget* m_table;
   QFutureWatcher<LoadResult>* m_watcher;
@@ -136,6 +149,11 @@ class TimelinePanel : public QWidget {
   QString m_linkError;
   qint64 m_selected = -1;
   std::optional<inspect::RangeStats> m_stats;
+  // A comparison: the diff of the load in flight (set by its worker), and of the timeline shown.
+  std::shared_ptr<std::optional<train::ProfileDiff>> m_loadingDiff;
+  std::optional<train::ProfileDiff> m_diff;
+  QString m_dbPath;     // the store of the profile shown ("" for a trace file)
+  qint64 m_runA = 0;    // the run of the profile shown (A of a comparison)
 };
 
 }  // namespace tsr::studio

@@ -1,5 +1,5 @@
 // tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark] [--stage N] [--compare N]
-//                [--expand GROUP]... [--select NODE] [--zoom SCALE] [--straggler]
+//                [--expand GROUP]... [--select NODE] [--zoom SCALE] [--straggler] [--profile-diff RUN_A,RUN_B]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
 #include <memory>
@@ -138,13 +138,15 @@ int run(int argc, char** argv) {
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
   QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");
   QCommandLineOption compare("compare", "Show this stage side by side with the current one", "N");
+  QCommandLineOption profileDiff("profile-diff", "Show run A's profile against run B's on the Timeline (Compare…)",
+                                 "RUN_A,RUN_B");
   QCommandLineOption expand("expand", "Expand this module group of the graph (repeatable), e.g. h.0.mlp", "GROUP");
   QCommandLineOption zoom("zoom", "Graph scale for --screenshot, centred on the --select node (default: fit the window)", "SCALE");
   QCommandLineOption mesh("mesh", "Plan the sharding panel on this mesh (not applied), e.g. 2x2:data,model", "SHAPE:AXES");
   QCommandLineOption drop("drop", "Drop this PartitionSpec on an argument in the sharding panel (repeatable), e.g. "
                                   "'None,model@h.0.mlp.c_fc.weight'", "SPEC@ARG");
   QCommandLineOption straggler("straggler", "Show the timeline's collective call with the longest wait, its straggler marked");
-  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop, straggler});
+  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop, straggler, profileDiff});
   parser.process(app);
 
   MainWindow w;
@@ -192,6 +194,18 @@ int run(int argc, char** argv) {
     auto* timeline = w.timelinePanel();
     timeline->setProperty("focusStraggler", true);
     QObject::connect(timeline, &tsr::studio::TimelinePanel::loaded, timeline, [timeline] { timeline->focusWorstCollective(); });
+  }
+  if (parser.isSet(profileDiff)) {
+    // Once the project's own profile has loaded (which says where its store is), as Compare… would.
+    auto* timeline = w.timelinePanel();
+    const QStringList runs = parser.value(profileDiff).split(',');
+    auto pending = std::make_shared<bool>(runs.size() == 2);
+    if (!*pending) std::fprintf(stderr, "--profile-diff takes two run ids, RUN_A,RUN_B\n");
+    QObject::connect(timeline, &tsr::studio::TimelinePanel::loaded, timeline, [&w, timeline, runs, pending] {
+      if (!*pending) return;
+      *pending = false;
+      timeline->compareRuns(w.session()->runsDbPath(), runs[0].toLongLong(), runs[1].toLongLong());
+    });
   }
   if (parser.isSet(select)) {
     int node = parser.value(select).toInt();

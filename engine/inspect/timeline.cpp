@@ -412,6 +412,8 @@ Result<Timeline> loadProfileTimeline(const std::string& dbPath, int64_t profileI
   TSR_ASSIGN(store::RunInfo run, db.run(chosen->run));
   Timeline t = timelineFromTrace(trace, fmt::format("profile {} ({}) of {}", chosen->id, chosen->name, dbPath));
   t.profileId = chosen->id;
+  t.runId = chosen->run;
+  t.storePath = dbPath;
   t.projectText = run.config;
   return t;
 }

@@ -53,6 +53,9 @@ struct TimelineKernel {
   std::vector<std::string> ops;
   std::string modulePath;
   std::vector<uint32_t> events;  // its launches, in event order
+  // On a timeline of two profiles (timeline_compare.h): the time per step of this kernel's pair, in A and in
+  // B, the same on both sides of the pair; -1 where the kernel has no pair in the other profile, or there is none.
+  double pairNsA = -1, pairNsB = -1;
 };
 
 // One lane of a row: events [begin, end) of Timeline::events, by start, none overlapping.
@@ -93,6 +96,9 @@ struct TimelineCollective {
 struct Timeline {
   std::string source;  // "profile 3 of /p/runs.db", "/tmp/trace.json"
   int64_t profileId = 0;     // the run store's profile id; 0 for a trace file
+  int64_t runId = 0;         // the run it profiled; 0 for a trace file
+  std::string storePath;     // the run store it came from; "" for a trace file
+  bool comparison = false;   // two profiles side by side (timeline_compare.h): runId is A's
   std::string projectText;   // the project.toml its run was started with ("" for a trace file)
   std::vector<TimelineEvent> events;  // by (row, lane, start)
   std::vector<std::string> names;
@@ -102,6 +108,7 @@ struct Timeline {
   std::vector<TimelineRow> rows;
   std::vector<TimelineSpan> spans;  // by start
   std::vector<int> spanRanks;       // the ranks with spans, ascending: one span track each
+  std::vector<std::string> spanTrackNames;  // per span track, where set: its label (a comparison: "A", "B")
   int64_t beginNs = 0, endNs = 0;   // the extent of events and spans
   std::vector<TimelineCollective> collectives;  // by (seq, group)
   std::unordered_map<uint32_t, int32_t> collectiveIndex;  // event -> its call in collectives

@@ -80,6 +80,8 @@ Result<std::shared_ptr<ProfileWindows>> ProfileWindows::open(const std::string& 
   for (const store::ProfileMarkInfo& m : marks) b.addSpan({m.name, m.startNs, m.durationNs, m.rank});
   Timeline t = b.finish(fmt::format("profile {} ({}) of {}", info.id, info.name, dbPath), w->m_origin);
   t.profileId = info.id;
+  t.runId = info.run;
+  t.storePath = dbPath;
   t.projectText = run.config;
   t.endNs = std::max(t.endNs, summary->endNs - w->m_origin);
   for (const store::ProfileRow& r : summary->rows) {
@@ -132,6 +134,8 @@ Result<TimelineWindow> ProfileWindows::window(double fromNs, double toNs, double
     b.addCollectives(std::move(calls));
     Timeline t = b.finish(m_skeleton->source, m_origin);
     t.profileId = m_skeleton->profileId;
+    t.runId = m_skeleton->runId;
+    t.storePath = m_skeleton->storePath;
     t.projectText = m_skeleton->projectText;
     t.endNs = std::max(t.endNs, m_skeleton->endNs);
     for (size_t r = 0; r < t.rows.size() && r < m_skeleton->rows.size(); ++r) t.rows[r].numEvents = m_skeleton->rows[r].numEvents;

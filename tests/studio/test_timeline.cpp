@@ -4,6 +4,7 @@
 // the graph's and the IR panel's selection, and back. Without an OpenGL context the GL tests skip; the panel's
 // model side (loading, linking, statistics, selection by API) runs everywhere.
 #include <QAbstractItemModel>
+#include <QComboBox>
 #include <QDir>
 #include <QOpenGLContext>
 #include <QPlainTextEdit>
@@ -331,6 +332,67 @@ class TestTimeline : public QObject {
   }
 
   // Without the canvas: a trace file loads, links to nothing without a kernel table, and statistics work.
+  // Compare…: run 1's profile against run 2's (the same graph compiled again, its fusion ids renumbered) shows a
+  // step of each and lists the kernels paired by node with their times per step (by hand: the gemm 350 -> 150 ns,
+  // the loop 150 -> 100 ns), the largest change first; opening a profile again ends the comparison.
+  void twoRunsCompareOnTheTimeline() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath("runs.db");
+    {
+      auto s = store::RunStore::open(db.toStdString());
+      QVERIFY(s.ok());
+      for (int64_t base : {0, 5}) {
+        auto run = s->createRun(base == 0 ? "before" : "after", "p", "");
+        auto prof = s->createProfile(*run, "steps 1-2", 1, 2);
+        QVERIFY(s->addProfileKernels(*prof, {{base, "train_step", fmt::format("fusion.{} gemm", base), "gemm", {1},
+                                               {"dot_general"}, "h.0"},
+                                              {base + 1, "train_step", fmt::format("fusion.{} loop", base + 1), "loop",
+                                               {2, 3}, {"add", "gelu"}, "h.0"}}).ok());
+        const int64_t gemm = base == 0 ? 350 : 150, loop = base == 0 ? 150 : 100;
+        std::vector<store::KernelEvent> events;
+        for (int64_t step = 0; step < 2; ++step) {
+          events.push_back({"cpu:0", 0, "gemm", base, 1000 * step + 10, gemm, 0, 0});
+          events.push_back({"cpu:0", 0, "loop", base + 1, 1000 * step + 500, loop, 0, 0});
+        }
+        QVERIFY(s->addKernelEvents(*prof, events).ok());
+        QVERIFY(s->addProfileMarks(*prof, {{"step 1", 0, 1000}, {"step 2", 1000, 1000}}).ok());
+      }
+    }
+    Session session;
+    TimelinePanel panel(&session);
+    QSignalSpy loaded(&panel, &TimelinePanel::loaded);
+    panel.openProfile(db, 1);
+    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!panel.comparison());
+    auto candidates = panel.compareCandidates();
+    QCOMPARE(candidates.size(), size_t(1));
+    QCOMPARE(candidates[0].first, qint64(2));
+    loaded.clear();
+    panel.compareRuns(db, 1, 2);
+    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(panel.comparison());
+    QCOMPARE(panel.timeline()->rows.size(), size_t(2));
+    QCOMPARE(panel.timeline()->rows[1].device, std::string("B · cpu:0"));
+    QTableWidget* table = panel.statsTable();
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), QString("Kernel (A)"));
+    QCOMPARE(table->item(0, 0)->text(), QString("fusion.0 gemm"));
+    QCOMPARE(table->item(0, 1)->text(), QString("fusion.5 gemm"));
+    QVERIFY2(table->item(0, 5)->text().startsWith(QString("−")), qPrintable(table->item(0, 5)->text()));
+    QCOMPARE(table->item(1, 0)->text(), QString("fusion.1 loop"));
+    auto* colour = panel.findChild<QComboBox*>();
+    QVERIFY(colour);
+    QCOMPARE(colour->currentData().toString(), QString("change"));
+    if (panel.canvas()) QCOMPARE(panel.canvas()->colourBy(), TimelineCanvas::ColourBy::Change);
+    // Back to a profile of its own: no comparison, no change colouring.
+    loaded.clear();
+    panel.openProfile(db, 2);
+    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!panel.comparison());
+    QCOMPARE(colour->findData("change"), -1);
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), QString("Kernel"));
+  }
+
   void traceFileLoadsInThePanel() {
     QTemporaryDir dir;
     runtime::Trace trace;
