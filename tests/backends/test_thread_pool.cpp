@@ -1,5 +1,6 @@
-// The CPU backend's thread pool: every index is visited once, and an exception thrown by a chunk on a worker
-// thread reaches the caller instead of ending the process; the pool keeps working afterwards.
+// The CPU backend's thread pool: every index is visited once, also over many short jobs back to back (a worker
+// late for one job must not run a chunk of the next with the last one's fields), and an exception thrown by a
+// chunk on a worker thread reaches the caller instead of ending the process; the pool keeps working afterwards.
 #include "tests/check.h"
 
 #include <atomic>
@@ -19,6 +20,29 @@ TEST_CASE("every index is visited once") {
     for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
   });
   for (size_t i = 0; i < seen.size(); ++i) REQUIRE_MESSAGE(seen[i].load() == 1, "index " << i);
+}
+
+TEST_CASE("short jobs back to back each visit their own indices once") {
+  // Each job writes its number into its own slots: a chunk run with another job's size or function would leave a
+  // slot unwritten, written twice, or written with the wrong job's number.
+  constexpr int kJobs = 20000;
+  std::vector<int> slots(64 * 2);
+  std::vector<std::atomic<int>> count(slots.size());
+  for (int job = 0; job < kJobs; ++job) {
+    const int64_t n = 2 + job % 61;
+    int* mine = slots.data() + (job % 2) * 64;
+    std::atomic<int>* counts = count.data() + (job % 2) * 64;
+    cpu::ThreadPool::instance().parallelFor(n, 1, [&, mine, counts](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        mine[i] = job;
+        counts[i].fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE_MESSAGE(mine[i] == job, "job " << job << " index " << i);
+      REQUIRE_MESSAGE(counts[i].exchange(0) == 1, "job " << job << " index " << i);
+    }
+  }
 }
 
 TEST_CASE("an exception on a worker thread reaches the caller") {

@@ -52,6 +52,13 @@ void coordinateBlasThreads() {
 // Between jobs, workers spin on the job counter for a short while before sleeping on a condition variable:
 // kernels follow each other within microseconds, and a sleeping thread can take milliseconds to wake on a busy
 // machine.
+// A job is done when its chunks are, whichever threads ran them: the caller never waits for a worker that has
+// not taken a chunk. On a machine with more runnable threads than cores a worker can be off its core for a
+// scheduler slice (milliseconds), and waiting for every worker to check in cost that slice per kernel. A
+// generation number opens a job (odd) and closes it (even); a worker enters a job (`inside`) and checks that it is
+// still open before it reads the job's fields, and the next job waits for the workers inside to leave before it
+// rewrites them (the caller closes, then reads `inside`; a worker enters, then reads the generation: sequentially
+// consistent, so one of them sees the other).
 struct ThreadPool::State {
   std::mutex mutex;
   std::condition_variable wake;
@@ -59,8 +66,9 @@ struct ThreadPool::State {
   const std::function<void(int64_t, int64_t, int)>* fn = nullptr;
   int64_t n = 0, chunk = 1, numChunks = 0;
   std::atomic<int64_t> next{0};
-  std::atomic<int> pending{0};  // workers still inside the current job
-  std::atomic<uint64_t> generation{0};
+  std::atomic<int64_t> done{0};        // chunks of the current job finished (or given up after an exception)
+  std::atomic<int> inside{0};          // workers that entered a job and have not left it
+  std::atomic<uint64_t> generation{0};  // odd: the job is open
   std::atomic<int> sleepers{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> busy{false};
@@ -77,11 +85,16 @@ struct ThreadPool::State {
       try {
         (*fn)(b, e, thread);
       } catch (...) {
-        std::lock_guard lock(errorMutex);
-        if (!error) error = std::current_exception();
-        next.store(numChunks, std::memory_order_relaxed);
+        {
+          std::lock_guard lock(errorMutex);
+          if (!error) error = std::current_exception();
+        }
+        // This chunk and those no one will take now count as done.
+        int64_t rest = next.exchange(numChunks, std::memory_order_relaxed);
+        done.fetch_add(1 + std::max<int64_t>(0, numChunks - rest), std::memory_order_release);
         return;
       }
+      done.fetch_add(1, std::memory_order_release);
     }
   }
 };
@@ -102,22 +115,25 @@ ThreadPool::ThreadPool(int threads) : m_state(new State), m_numThreads(threads) 
       _mm_setcsr(_mm_getcsr() | 0x8040u);  // flush subnormals (see FlushDenormals)
       State& s = *m_state;
       uint64_t seen = 0;
+      auto isNew = [&](uint64_t g) { return g != seen && (g & 1) != 0; };
       for (;;) {
         int spins = 0;
-        while (s.generation.load(std::memory_order_acquire) == seen && !s.stop.load(std::memory_order_relaxed)) {
+        uint64_t g = 0;
+        while (!isNew(g = s.generation.load(std::memory_order_acquire)) && !s.stop.load(std::memory_order_relaxed)) {
           if (++spins < kSpins) {
             pause();
             continue;
           }
           std::unique_lock lock(s.mutex);
           s.sleepers.fetch_add(1);
-          s.wake.wait(lock, [&] { return s.stop.load() || s.generation.load() != seen; });
+          s.wake.wait(lock, [&] { return s.stop.load() || isNew(s.generation.load()); });
           s.sleepers.fetch_sub(1);
         }
         if (s.stop.load()) return;
-        seen = s.generation.load(std::memory_order_acquire);
-        s.work(t);
-        s.pending.fetch_sub(1, std::memory_order_acq_rel);
+        seen = g;
+        s.inside.fetch_add(1, std::memory_order_seq_cst);
+        if (s.generation.load(std::memory_order_seq_cst) == g) s.work(t);  // still open: its fields hold
+        s.inside.fetch_sub(1, std::memory_order_release);
       }
     });
 }
@@ -144,24 +160,33 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain, const std::function<void(
     fn(0, n, 0);
     return;
   }
+  // Workers that entered the last job after it closed leave it before its fields change (they find no chunk).
+  for (int spins = 0; s.inside.load(std::memory_order_seq_cst) > 0; ++spins) {
+    if (spins < kSpins) pause();
+    else std::this_thread::yield();
+  }
   s.fn = &fn;
   s.n = n;
   s.chunk = chunk;
   s.numChunks = numChunks;
   s.next.store(0, std::memory_order_relaxed);
-  s.pending.store(static_cast<int>(s.workers.size()), std::memory_order_relaxed);
+  s.done.store(0, std::memory_order_relaxed);
   {
     std::lock_guard lock(s.mutex);  // orders the job's fields before a sleeping worker's wake-up check
-    s.generation.fetch_add(1, std::memory_order_release);
+    s.generation.fetch_add(1, std::memory_order_seq_cst);  // open
   }
   if (s.sleepers.load() > 0) s.wake.notify_all();
   s.work(0);
-  for (int spins = 0; s.pending.load(std::memory_order_acquire) > 0; ++spins) {
+  for (int spins = 0; s.done.load(std::memory_order_acquire) < numChunks; ++spins) {
     if (spins < kSpins) pause();
     else std::this_thread::yield();
   }
-  s.fn = nullptr;
-  std::exception_ptr error = std::exchange(s.error, nullptr);
+  s.generation.fetch_add(1, std::memory_order_seq_cst);  // closed
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(s.errorMutex);
+    error = std::exchange(s.error, nullptr);
+  }
   s.busy.store(false);
   if (error) std::rethrow_exception(error);
 }
