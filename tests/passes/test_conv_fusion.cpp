@@ -421,3 +421,44 @@ TEST_CASE("resnetBlockGradientsMatchFiniteDifferences") {
     }
   }
 }
+
+TEST_CASE("batchNormInferenceAndReluFoldIntoTheConvolution") {
+  // Channels last, then batch norm with running statistics as nn::BatchNorm writes it, (y - m) * rsqrt(v + eps) *
+  // w + b (v = s * s + 0.5 here, as the inputs are random), then relu: every op is a per-channel binary or an eltwise
+  // post-op.
+  ir::Graph g = traced(
+      [](const std::vector<Array>& in) {
+        Array y = convGeneralDilated(in[0], in[1], {1, 1}, "SAME", {}, {}, {"NHWC", "HWIO", "NHWC"});
+        return std::vector<Array>{relu((y - in[2]) * rsqrt(in[3] * in[3] + 0.5) * in[4] + in[5])};
+      },
+      {f32({2, 7, 7, 3}), f32({3, 3, 3, 8}), kB, kB, kB, kB});
+  Planned p = plan(g);
+  TSR_COMPARE(convGroup(g, p.plan).postOps.size(), size_t{5});  // sub, mul, mul, add, relu
+  // Two kernels: rsqrt(s * s + 0.5) over the 8 channels, then the convolution with its chain.
+  TSR_COMPARE(p.plan.numKernels(), 2);
+  int fused = 0;
+  TSR_COMPARE(matchesReference(g, p.plan,
+                               [&](const auto& in) {
+                                 Nchw x{2, 3, 7, 7, std::vector<double>(2 * 3 * 49)}, w{8, 3, 3, 3, std::vector<double>(8 * 27)};
+                                 for (int64_t n = 0; n < 2; ++n)
+                                   for (int64_t c = 0; c < 3; ++c)
+                                     for (int64_t i = 0; i < 49; ++i) x.v[static_cast<size_t>((n * 3 + c) * 49 + i)] = in[0][static_cast<size_t>((n * 49 + i) * 3 + c)];
+                                 for (int64_t o = 0; o < 8; ++o)
+                                   for (int64_t c = 0; c < 3; ++c)
+                                     for (int64_t k = 0; k < 9; ++k) w.v[static_cast<size_t>((o * 3 + c) * 9 + k)] = in[1][static_cast<size_t>((k * 3 + c) * 8 + o)];
+                                 Nchw y = naiveConv(x, w, 1, 1);  // [2, 8, 7, 7]
+                                 std::vector<double> out(y.v.size());
+                                 for (int64_t n = 0; n < 2; ++n)
+                                   for (int64_t o = 0; o < 8; ++o)
+                                     for (int64_t i = 0; i < 49; ++i) {
+                                       const auto c = static_cast<size_t>(o);
+                                       const double v = (y.v[static_cast<size_t>((n * 8 + o) * 49 + i)] - in[2][c]) /
+                                                            std::sqrt(in[3][c] * in[3][c] + 0.5) * in[4][c] + in[5][c];
+                                       out[static_cast<size_t>((n * 49 + i) * 8 + o)] = std::max(0.0, v);
+                                     }
+                                 return out;
+                               },
+                               &fused),
+              std::string());
+  TSR_COMPARE(fused, 1);
+}
