@@ -27,7 +27,7 @@ QFuture<inspect::Roofs> sharedRoofs() {
 }
 
 QColor kindColour(const std::string& kind) {
-  if (kind == "gemm") return QColor(0x4e, 0x79, 0xa7);
+  if (kind == "gemm" || kind == "conv") return QColor(0x4e, 0x79, 0xa7);
   if (kind == "reduction") return QColor(0xf2, 0x8e, 0x2b);
   if (kind == "loop") return QColor(0x59, 0xa1, 0x4f);
   return QColor(0xe1, 0x57, 0x59);

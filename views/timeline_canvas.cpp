@@ -36,7 +36,8 @@ ImU32 colourFor(const std::string& key, size_t index) {
   static const std::map<std::string, ImU32> known = {
       {"loop", IM_COL32(78, 121, 167, 255)},        {"elementwise", IM_COL32(78, 121, 167, 255)},
       {"reduction", IM_COL32(242, 142, 43, 255)},   {"gemm", IM_COL32(89, 161, 79, 255)},
-      {"contraction", IM_COL32(89, 161, 79, 255)},  {"opaque", IM_COL32(225, 87, 89, 255)},
+      {"contraction", IM_COL32(89, 161, 79, 255)},  {"conv", IM_COL32(89, 161, 79, 255)},
+      {"opaque", IM_COL32(225, 87, 89, 255)},
       {"indexing", IM_COL32(225, 87, 89, 255)},     {"copy", IM_COL32(176, 122, 161, 255)},
       {"layout", IM_COL32(176, 122, 161, 255)},     {"collective", IM_COL32(118, 183, 178, 255)},
       {"random", IM_COL32(255, 157, 167, 255)},     {"control_flow", IM_COL32(237, 201, 72, 255)},

@@ -63,11 +63,14 @@ std::vector<int> outputOwners(const ir::Graph& g, const std::vector<std::string>
   return ofNode;
 }
 
-// The node a kernel is placed by: the dot of a GEMM, else the last member (a loop's or a reduction's result).
+// The node a kernel is placed by: the dot of a GEMM, the convolution of a conv group, else the last member (a
+// loop's or a reduction's result).
 ir::NodeId anchorOf(const ir::Graph& g, const passes::FusionGroup& k) {
-  if (k.kind == passes::GroupKind::Gemm)
+  if (k.kind == passes::GroupKind::Gemm || k.kind == passes::GroupKind::Conv) {
+    const ir::OpCode anchor = k.kind == passes::GroupKind::Gemm ? ir::OpCode::DotGeneral : ir::OpCode::ConvGeneralDilated;
     for (ir::NodeId m : k.nodes)
-      if (g.nodes()[static_cast<size_t>(m)].op == ir::OpCode::DotGeneral) return m;
+      if (g.nodes()[static_cast<size_t>(m)].op == anchor) return m;
+  }
   return k.nodes.back();
 }
 

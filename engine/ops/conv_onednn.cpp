@@ -135,7 +135,7 @@ std::vector<int64_t> swapRoles(std::vector<int64_t> spec) {
 
 struct Arg {
   int id = 0;                       // DNNL_ARG_*
-  int operand = 0;                  // 0 lhs, 1 rhs, 2 flipped weights, 3 out
+  int operand = 0;                  // 0 lhs, 1 rhs, 2 flipped weights, 3 out, 4 + i post-op i's operand
   dnnl::memory::desc user, inner;   // as it lies, and as the primitive wants it
   std::optional<dnnl::reorder> reorder;  // user -> inner (inputs) or inner -> user (the output)
 };
@@ -176,23 +176,82 @@ dnnl::primitive_attr userScratchpad() {
   return attr;
 }
 
+dnnl::algorithm postOpAlgorithm(ConvPostOp::Kind k) {
+  using A = dnnl::algorithm;
+  switch (k) {
+    case ConvPostOp::Kind::Relu: return A::eltwise_relu;
+    case ConvPostOp::Kind::Tanh: return A::eltwise_tanh;
+    case ConvPostOp::Kind::Logistic: return A::eltwise_logistic;
+    case ConvPostOp::Kind::GeluTanh: return A::eltwise_gelu_tanh;
+    case ConvPostOp::Kind::GeluErf: return A::eltwise_gelu_erf;
+    case ConvPostOp::Kind::Add: return A::binary_add;
+    case ConvPostOp::Kind::Sub: return A::binary_sub;
+    case ConvPostOp::Kind::Mul: return A::binary_mul;
+    case ConvPostOp::Kind::Div: return A::binary_div;
+    case ConvPostOp::Kind::Max: return A::binary_max;
+    case ConvPostOp::Kind::Min: return A::binary_min;
+  }
+  return A::eltwise_relu;
+}
+
+// A binary post-op's operand over the result's logical dims [N, O, spatial...]: one value or one per feature as
+// they lie; a whole array in the layout the primitive picks (`any`, resolved to the result's) or, where oneDNN
+// will not pick one, as it lies.
+dnnl::memory::desc postOpOperand(const ConvPostOp& op, const View& out, bool anyLayout) {
+  if (op.operand == ConvPostOp::Operand::Full) return anyLayout ? any(out.sizes) : strided(out);
+  dims sizes(out.sizes.size(), 1), strides(out.sizes.size(), 1);
+  if (op.operand == ConvPostOp::Operand::PerChannel) {
+    sizes[1] = out.sizes[1];
+    strides[0] = out.sizes[1];
+  }
+  return dnnl::memory::desc(sizes, dt::f32, strides);
+}
+
+dnnl::post_ops postOpChain(std::span<const ConvPostOp> postOps, const View& out, bool anyLayout) {
+  dnnl::post_ops chain;
+  for (const ConvPostOp& op : postOps) {
+    if (op.operand == ConvPostOp::Operand::None)
+      chain.append_eltwise(1.f, postOpAlgorithm(op.kind), 0.f, 0.f);
+    else
+      chain.append_binary(postOpAlgorithm(op.kind), postOpOperand(op, out, anyLayout));
+  }
+  return chain;
+}
+
 std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
                                             const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
-                                            const dnnl::engine& engine) {
+                                            const dnnl::engine& engine, std::span<const ConvPostOp> postOps) {
   auto problem = std::make_shared<Problem>();
   problem->kind = kind;
   const View lhs = view(lhsShape, at.lhsSpec), rhs = view(rhsShape, at.rhsSpec), out = view(outShape, at.outSpec);
-  const auto attr = userScratchpad();
+  auto attr = userScratchpad();
   const Windows w = *windows(kind, g);
   const auto algo = dnnl::algorithm::convolution_direct;
   if (kind == Kind::Forward) {
     const View wei = splitGroups(rhs, g.featureGroups);
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algo, act(lhs), any(wei.sizes),
                                          act(out), w.strides, w.dilates, w.padL, w.padR);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+    // A whole-array operand in the result's own layout first; as it lies where oneDNN will not take that.
+    std::optional<dnnl::convolution_forward::primitive_desc> made;
+    for (bool anyLayout : {true, false}) {
+      if (!postOps.empty()) attr.set_post_ops(postOpChain(postOps, out, anyLayout));
+      try {
+        made.emplace(desc, attr, engine);
+        break;
+      } catch (const dnnl::error&) {
+        if (!anyLayout || postOps.empty()) throw;
+      }
+    }
+    const dnnl::convolution_forward::primitive_desc& pd = *made;
     problem->prim = dnnl::convolution_forward(pd);
     problem->inputs = {makeArg(DNNL_ARG_SRC, 0, strided(lhs), pd.src_desc(), false, engine),
                        makeArg(DNNL_ARG_WEIGHTS, 1, strided(wei), pd.weights_desc(), false, engine)};
+    for (size_t i = 0; i < postOps.size(); ++i) {
+      if (postOps[i].operand == ConvPostOp::Operand::None) continue;
+      const int id = DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1;
+      problem->inputs.push_back(makeArg(id, 4 + static_cast<int>(i), postOpOperand(postOps[i], out, false),
+                                        pd.query_md(dnnl::query::exec_arg_md, id), false, engine));
+    }
     problem->output = makeArg(DNNL_ARG_DST, 3, strided(out), pd.dst_desc(), true, engine);
     problem->scratchpad = pd.scratchpad_desc();
     problem->implementation = pd.impl_info_str();
@@ -239,8 +298,12 @@ std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, co
 }
 
 std::shared_ptr<const Problem> problemFor(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
-                                          const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g) {
+                                          const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
+                                          std::span<const ConvPostOp> postOps) {
   std::vector<int64_t> key{static_cast<int64_t>(kind), g.featureGroups};
+  // The post-op chain is part of the problem: its kinds and operands' layouts (not their data).
+  key.push_back(static_cast<int64_t>(postOps.size()));
+  for (const ConvPostOp& op : postOps) key.push_back(static_cast<int64_t>(op.kind) * 16 + static_cast<int64_t>(op.operand));
   for (const Shape* s : {&lhsShape, &rhsShape, &outShape}) {
     key.push_back(s->rank());
     for (int d = 0; d < s->rank(); ++d) key.push_back((*s)[d]);
@@ -251,7 +314,7 @@ std::shared_ptr<const Problem> problemFor(Kind kind, const Shape& lhsShape, cons
   OneDnn& dnn = OneDnn::instance();
   std::lock_guard lock(dnn.mutex);
   if (auto it = dnn.cache.find(key); it != dnn.cache.end()) return it->second;
-  auto problem = buildProblem(kind, lhsShape, rhsShape, outShape, at, g, dnn.engine);
+  auto problem = buildProblem(kind, lhsShape, rhsShape, outShape, at, g, dnn.engine, postOps);
   dnn.cache.emplace(std::move(key), problem);
   return problem;
 }
@@ -262,9 +325,10 @@ struct Buffers {
     std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
     size_t bytes = 0;
   };
-  Slot slots[5];
+  std::vector<Slot> slots;
   void* get(int i, size_t bytes) {
-    Slot& s = slots[i];
+    if (slots.size() <= static_cast<size_t>(i)) slots.resize(static_cast<size_t>(i) + 1);
+    Slot& s = slots[static_cast<size_t>(i)];
     if (s.bytes < bytes) {
       const size_t rounded = (bytes + 63) / 64 * 64;
       s.data.reset(std::aligned_alloc(64, rounded));
@@ -313,27 +377,40 @@ const char* oneDnnConvolutionKind(const ConvGeometry& g) {
 }
 
 std::string oneDnnConvolutionImplementation(const Shape& lhsShape, const Shape& rhsShape, const Shape& outShape,
-                                            const ir::ConvAttrs& at, const ConvGeometry& g) {
+                                            const ir::ConvAttrs& at, const ConvGeometry& g,
+                                            std::span<const ConvPostOp> postOps) {
   const Kind kind = chooseKind(g);
-  if (kind == Kind::None) return "";
+  if (kind == Kind::None || (!postOps.empty() && kind != Kind::Forward)) return "";
   try {
-    return problemFor(kind, lhsShape, rhsShape, outShape, at, g)->implementation;
+    return problemFor(kind, lhsShape, rhsShape, outShape, at, g, postOps)->implementation;
   } catch (const dnnl::error&) {
     return "";
   }
 }
 
+bool oneDnnTakesPostOps(const Shape& lhsShape, const Shape& rhsShape, const Shape& outShape, const ir::ConvAttrs& at,
+                        const ConvGeometry& g, std::span<const ConvPostOp> postOps) {
+  return !oneDnnConvolutionImplementation(lhsShape, rhsShape, outShape, at, g, postOps).empty();
+}
+
 bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs, const Shape& rhsShape, float* out,
                        const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g) {
+  return oneDnnConvolution(lhs, lhsShape, rhs, rhsShape, out, outShape, at, g, {});
+}
+
+bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs, const Shape& rhsShape, float* out,
+                       const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
+                       std::span<const ConvPostOp> postOps) {
   const Kind kind = chooseKind(g);
-  if (kind == Kind::None) return false;
+  if (kind == Kind::None || (!postOps.empty() && kind != Kind::Forward)) return false;
   try {
-    auto problem = problemFor(kind, lhsShape, rhsShape, outShape, at, g);
+    auto problem = problemFor(kind, lhsShape, rhsShape, outShape, at, g, postOps);
     OneDnn& dnn = OneDnn::instance();
     thread_local Buffers buffers;
     omp_set_num_threads(engineThreads());  // this thread's OpenMP teams: the engine's thread count
     dnnl::stream stream(dnn.engine);
-    const void* operands[3] = {lhs, rhs, nullptr};
+    std::vector<const void*> operands{lhs, rhs, nullptr, nullptr};
+    for (const ConvPostOp& op : postOps) operands.push_back(op.data);
     if (kind == Kind::DataGradient) {
       auto* fl = static_cast<float*>(buffers.get(3, static_cast<size_t>(g.c * g.o / g.featureGroups * g.kSize()) * 4));
       flipWeights(rhs, rhsShape, at, g, fl);
@@ -342,12 +419,14 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
     std::unordered_map<int, dnnl::memory> args;
     int slot = 0;
     for (const Arg& a : problem->inputs) {
-      dnnl::memory user(a.user, dnn.engine, const_cast<void*>(operands[a.operand]));
+      dnnl::memory user(a.user, dnn.engine, const_cast<void*>(operands[static_cast<size_t>(a.operand)]));
       if (!a.reorder) {
         args.emplace(a.id, user);
         continue;
       }
-      dnnl::memory inner(a.inner, dnn.engine, buffers.get(slot++, a.inner.get_size()));
+      // Slots 2-4 hold the result, the flipped weights and the scratchpad.
+      dnnl::memory inner(a.inner, dnn.engine, buffers.get(slot < 2 ? slot : slot + 3, a.inner.get_size()));
+      ++slot;
       a.reorder->execute(stream, user, inner);
       args.emplace(a.id, inner);
     }

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <string_view>
 
 #include <fmt/format.h>
+
+#include "engine/ops/conv_geometry.h"
+#include "engine/ops/conv_onednn.h"
 
 namespace tsr::passes {
 
@@ -20,6 +24,7 @@ const char* groupKindName(GroupKind k) {
     case GroupKind::Opaque: return "opaque";
     case GroupKind::Alias: return "alias";
     case GroupKind::Constant: return "constant";
+    case GroupKind::Conv: return "conv";
   }
   return "?";
 }
@@ -49,6 +54,14 @@ bool axesContiguousRange(const std::vector<int64_t>& axes) {
   return true;
 }
 
+
+// oneDNN applies post-ops on its forward primitive only: the other convolutions (most gradients) run as kernels
+// of their own, so their consumers keep fusing as loops.
+bool forwardConvolution(const ir::Graph& g, const ir::Node& n) {
+  const auto& at = std::get<ir::ConvAttrs>(n.attrs);
+  const ops::ConvGeometry geo = ops::convGeometry(g.aval(n.operands[0]).shape, g.aval(n.operands[1]).shape, at);
+  return std::string_view(ops::oneDnnConvolutionKind(geo)) == "forward";
+}
 
 }  // namespace
 
@@ -122,7 +135,7 @@ namespace {
 class Planner {
  public:
   Planner(const ir::Graph& g, const ir::OpRegistry& reg, PassContext* ctx, const FusionOptions& o)
-      : m_g(g), m_reg(reg), m_ctx(ctx), m_opt(o) {
+      : m_g(g), m_reg(reg), m_ctx(ctx), m_opt(o), m_readers(g) {
     size_t n = g.nodes().size();
     m_groupOf.assign(n, -1);
     m_visit.assign(n, 0);
@@ -143,6 +156,12 @@ class Planner {
     int parent = -1;  // merged into
     NodeId first = 0;
     std::string reason;
+    // conv groups: the chain's value so far, its post-ops, the ops of a matched gelu still to join, and where the
+    // result keeps its feature dim.
+    ValueId tail = ir::kNone;
+    std::vector<PostOp> postOps;
+    std::vector<NodeId> pending;
+    std::vector<int64_t> outSpec;
   };
 
   int find(int gid) const {
@@ -292,6 +311,8 @@ class Planner {
   }
 
   void visitElementwise(NodeId n);
+  PostOpMatch convPostOp(int gid, NodeId n) const;
+  void extendConv(int gid, NodeId n, const PostOp& op);
   void visitReduction(NodeId n);
   void mergeSiblingReductions(int gid, NodeId n);
   Result<FusionPlan> finish();
@@ -300,6 +321,7 @@ class Planner {
   const ir::OpRegistry& m_reg;
   PassContext* m_ctx;
   FusionOptions m_opt;
+  ValueReaders m_readers;
   std::vector<Group> m_groups;
   std::vector<int> m_groupOf;
   std::vector<uint32_t> m_visit;
@@ -309,6 +331,37 @@ class Planner {
   std::vector<bool> m_materialize;
   std::vector<bool> m_isView;
 };
+
+// Whether n extends conv group gid's chain: an op of a gelu already matched, or a post-op of its own.
+PostOpMatch Planner::convPostOp(int gid, NodeId n) const {
+  const Group& G = m_groups[static_cast<size_t>(gid)];
+  if (std::find(G.pending.begin(), G.pending.end(), n) != G.pending.end()) {
+    PostOpMatch m;
+    m.ok = true;
+    m.op = G.postOps.back();  // the gelu, the group's already
+    return m;
+  }
+  if (!G.pending.empty()) {
+    PostOpMatch m;
+    m.reason = FusionReason::NoPostOp;
+    m.why = "the group's gelu is not complete";
+    return m;
+  }
+  return matchConvPostOp(m_g, m_reg, m_readers, G.tail, n, G.outSpec);
+}
+
+void Planner::extendConv(int gid, NodeId n, const PostOp& op) {
+  Group& G = m_groups[static_cast<size_t>(gid)];
+  auto it = std::find(G.pending.begin(), G.pending.end(), n);
+  if (it != G.pending.end()) {
+    G.pending.erase(it);
+    return;
+  }
+  G.postOps.push_back(op);
+  G.tail = op.result;
+  for (NodeId m : op.nodes)
+    if (m != n) G.pending.push_back(m);
+}
 
 void Planner::visitElementwise(NodeId n) {
   const ir::Node& nd = node(n);
@@ -320,6 +373,7 @@ void Planner::visitElementwise(NodeId n) {
   }
   // Candidate groups: those that produce an operand directly in the same iteration space.
   std::vector<int> cands;
+  std::vector<std::pair<int, PostOp>> convOps;  // the post-op n would be in each conv candidate
   for (size_t k = 0; k < nd.operands.size(); ++k) {
     NodeId p = m_g.value(nd.operands[k]).producer;
     if (p == ir::kNone) continue;
@@ -329,7 +383,7 @@ void Planner::visitElementwise(NodeId n) {
       int gs = src == ir::kNone || m_isView[static_cast<size_t>(src)] ? -1 : groupOfNode(src);
       if (gs < 0) continue;
       const Group& S = m_groups[static_cast<size_t>(gs)];
-      if (S.kind != GroupKind::Loop && S.kind != GroupKind::Gemm) continue;
+      if (S.kind != GroupKind::Loop && S.kind != GroupKind::Gemm && S.kind != GroupKind::Conv) continue;
       if (S.shape != shape)
         reject(n, {src}, FusionReason::DifferentSpaces,
                fmt::format("not fused with {} ({}), read through {}: iteration spaces differ ({} vs {})", opName(src),
@@ -348,7 +402,15 @@ void Planner::visitElementwise(NodeId n) {
       cands.push_back(gp);
     } else if (G.kind == GroupKind::Gemm && sameSpace && m_opt.gemmEpilogues) {
       cands.push_back(gp);
-    } else if (G.kind == GroupKind::Loop || G.kind == GroupKind::Gemm) {
+    } else if (G.kind == GroupKind::Conv && sameSpace) {
+      PostOpMatch pm = convPostOp(gp, n);
+      if (pm.ok) {
+        cands.push_back(gp);
+        convOps.emplace_back(gp, std::move(pm.op));
+      } else {
+        reject(n, {p}, pm.reason, fmt::format("not fused into fusion.{} (conv): {}", gp, pm.why));
+      }
+    } else if (G.kind == GroupKind::Loop || G.kind == GroupKind::Gemm || G.kind == GroupKind::Conv) {
       reject(n, {p}, FusionReason::DifferentSpaces,
              fmt::format("not fused with {} ({}): iteration spaces differ ({} vs {})", opName(p),
                          groupKindName(G.kind), Aval{G.shape, DType::F32}.toString(), Aval{shape, DType::F32}.toString()));
@@ -359,10 +421,12 @@ void Planner::visitElementwise(NodeId n) {
       reject(n, {p}, FusionReason::OpaqueProducer, fmt::format("not fused with {}: it has no fusible kernel", opName(p)));
     }
   }
-  // A gemm group takes the epilogue; otherwise the first loop group that stays acyclic.
-  std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) {
-    return (m_groups[static_cast<size_t>(a)].kind == GroupKind::Gemm) > (m_groups[static_cast<size_t>(b)].kind == GroupKind::Gemm);
-  });
+  // A gemm or conv group takes the epilogue; otherwise the first loop group that stays acyclic.
+  auto anchored = [&](int gid) {
+    GroupKind k = m_groups[static_cast<size_t>(gid)].kind;
+    return k == GroupKind::Gemm || k == GroupKind::Conv;
+  };
+  std::stable_sort(cands.begin(), cands.end(), [&](int a, int b) { return anchored(a) > anchored(b); });
   // A member may not read another member through a view (a transpose of a square tile, say): tiles are
   // evaluated element for element.
   int chosen = -1;
@@ -385,8 +449,16 @@ void Planner::visitElementwise(NodeId n) {
   }
   addTo(chosen, n);
   Group& G = m_groups[static_cast<size_t>(chosen)];
+  std::string as;
+  if (G.kind == GroupKind::Conv)
+    for (const auto& [gid, op] : convOps)
+      if (gid == chosen) {
+        extendConv(chosen, n, op);
+        as = fmt::format(" as oneDNN post-op {}", postOpKindName(op.kind));
+      }
   decide(n, producersIn(n, chosen), FusionReason::Fused,
-         fmt::format("fused into fusion.{} ({}) over {}", chosen, groupKindName(G.kind), Aval{shape, DType::F32}.toString()));
+         fmt::format("fused into fusion.{} ({}){} over {}", chosen, groupKindName(G.kind), as,
+                     Aval{shape, DType::F32}.toString()));
   // Other producers' loop groups join too where that stays acyclic (multi-output: one pass instead of several).
   for (int c : cands) {
     if (c == chosen || find(c) != c) continue;
@@ -524,6 +596,13 @@ Result<FusionPlan> Planner::run() {
     } else if (nd.op == OpCode::DotGeneral && m_g.aval(nd.results[0]).dtype == DType::F32) {
       resolveOperands(n, false);
       newGroup(GroupKind::Gemm, n, m_g.aval(nd.results[0]).shape, "");
+    } else if (nd.op == OpCode::ConvGeneralDilated && m_opt.convEpilogues && floatsOnly &&
+               m_g.aval(nd.results[0]).dtype == DType::F32 && forwardConvolution(m_g, nd)) {
+      resolveOperands(n, false);
+      int gid = newGroup(GroupKind::Conv, n, m_g.aval(nd.results[0]).shape, "");
+      Group& G = m_groups[static_cast<size_t>(gid)];
+      G.tail = nd.results[0];
+      G.outSpec = std::get<ir::ConvAttrs>(nd.attrs).outSpec;
     } else {
       resolveOperands(n, false);
       const bool elementwise = def.fusion == ir::FusionKind::Elementwise;
@@ -653,6 +732,13 @@ Result<FusionPlan> Planner::finish() {
     fg.shape = G.shape;
     fg.reduceAxes = G.axes;
     fg.reason = G.reason;
+    // A gelu whose ops did not all join leaves the chain incomplete: the backend then runs the epilogue as a loop.
+    if (G.kind == GroupKind::Conv && G.pending.empty()) fg.postOps = G.postOps;
+    if (!fg.postOps.empty()) {
+      std::string ops;
+      for (const PostOp& op : fg.postOps) ops += (ops.empty() ? "" : ", ") + std::string(postOpKindName(op.kind));
+      fg.reason = fmt::format("a convolution with its epilogue as oneDNN post-ops ({})", ops);
+    }
     bool fused = G.nodes.size() > 1 || G.kind == GroupKind::Loop || G.kind == GroupKind::Reduction;
     int pid = live[static_cast<size_t>(order[k])];  // the planner's id, which the decisions name
     fg.name = fused ? fmt::format("fusion.{}", pid)
@@ -724,6 +810,10 @@ const char* hintFor(FusionReason r) {
     case FusionReason::ReadsThroughView:
       return "the consumer reads the value through a transpose or another view; kernels evaluate element for element";
     case FusionReason::Unrelated: return "neither reads the other's result: fusion joins producers and consumers";
+    case FusionReason::NoPostOp:
+      return "a convolution's epilogue runs as oneDNN post-ops: a chain of relu, tanh, logistic, gelu, and add, sub, "
+             "mul, div, max or min with a scalar, a per-channel vector or a tensor of the result's shape, each op "
+             "reading the value before it, which nothing else reads";
     default: return "";
   }
 }

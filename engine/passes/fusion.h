@@ -5,6 +5,9 @@
 //   reduction  reduce_sum/max/min over a contiguous range of axes, with the elementwise ops that compute its
 //              operand (its prologue) and sibling reductions of the same space (mean and variance in one pass);
 //   gemm       a dot_general with the elementwise ops that consume its result (bias, gelu: the epilogue);
+//   conv       an f32 conv_general_dilated that oneDNN runs as its forward primitive, with the consumers that
+//              its post-ops express, as a chain (bias, residual, per-channel scale, relu, gelu: conv_epilogue.h),
+//              listed as the group's postOps;
 //   opaque     one node run by its reference kernel (gather, scatter, scan, integer ops);
 //   alias      a materialised reshape: the same bytes under another shape, no kernel;
 //   constant   a constant, materialised once when the graph is compiled.
@@ -16,11 +19,12 @@
 #include <span>
 #include <vector>
 
+#include "engine/passes/conv_epilogue.h"
 #include "engine/passes/pass.h"
 
 namespace tsr::passes {
 
-enum class GroupKind : uint8_t { Loop, Reduction, Gemm, Opaque, Alias, Constant };
+enum class GroupKind : uint8_t { Loop, Reduction, Gemm, Opaque, Alias, Constant, Conv };
 const char* groupKindName(GroupKind k);
 
 // How a fused kernel reads a value through a chain of views: element (i_0, ..., i_{r-1}) of the iteration
@@ -49,6 +53,9 @@ struct FusionGroup {
   std::vector<int64_t> reduceAxes;   // reduction groups
   std::string name;                  // "fusion.12"; opaque kernels are named after their op
   std::string reason;                // why the group has the members it has
+  // conv groups: the epilogue as oneDNN post-ops, in order; together they stand for every member but the
+  // convolution (empty where it has no epilogue).
+  std::vector<PostOp> postOps;
 };
 
 struct FusionPlan {
@@ -65,6 +72,9 @@ struct FusionPlan {
 struct FusionOptions {
   bool fuse = true;          // false: one kernel per node (views still read through)
   bool gemmEpilogues = true;
+  // An f32 convolution anchors a conv group that takes its oneDNN post-ops (the CPU backend); off: it runs a
+  // kernel of its own and its consumers fuse as loops (the CUDA backend).
+  bool convEpilogues = true;
   bool reductionPrologues = true;
 };
 

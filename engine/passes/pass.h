@@ -30,7 +30,7 @@ struct PassOptions {
 // on ("why not fused?", the inspector), beside the message for people.
 enum class FusionReason : uint8_t {
   None,              // not a fusion decision
-  Fused,             // joined a producer's kernel (a loop, a gemm epilogue, a reduction's prologue or sibling)
+  Fused,             // joined a producer's kernel (a loop, a gemm or conv epilogue, a reduction's prologue or sibling)
   Merged,            // two kernels became one
   DifferentSpaces,   // the producer's kernel iterates over another shape
   AfterReduction,    // the producer is a reduction, complete only after its kernel
@@ -43,6 +43,7 @@ enum class FusionReason : uint8_t {
   Materialised,      // a view that a consumer cannot read through becomes a copy kernel
   FusionOff,         // fusion is switched off
   Unrelated,         // neither node reads the other's result (whyNotFused only)
+  NoPostOp,          // a convolution's epilogue takes only what oneDNN post-ops express (conv_epilogue.h)
 };
 const char* fusionReasonName(FusionReason r);  // "different_iteration_spaces"
 

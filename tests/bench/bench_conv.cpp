@@ -5,6 +5,9 @@
 // GFLOP/s (2 x the forward's multiply-adds, the usual convention for all three) and as a fraction of the SGEMM
 // peak measured in the same run, with the oneDNN implementation that ran it. The peer is PyTorch at the same
 // shapes (tests/bench/peers/torch_peer.py conv); run.py puts them side by side.
+//   Beside them, `epilogue`: each layer's forward as relu(conv(x, w) + b) compiled by the CPU backend, with its
+// bias and relu as oneDNN post-ops of the convolution (the fusion plan's conv group) against the convolution
+// followed by the epilogue as a native loop kernel (convEpilogues off): both times and their ratio.
 //   bench_conv [--batch N] [--steps S] [--quick] [--json]
 #include <algorithm>
 #include <chrono>
@@ -18,10 +21,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backends/backends.h"
+#include "engine/backends/cpu/executable.h"
+#include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/machine_peaks.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/ops/conv_geometry.h"
 #include "engine/ops/conv_onednn.h"
+#include "engine/ops/registry.h"
+#include "engine/passes/fusion.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/trace.h"
@@ -52,6 +59,53 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+// relu(conv(x, w) + b) for one layer, compiled with and without conv epilogues and timed run by run (the
+// median of `steps`): {"fused_s", "unfused_s", "speedup", "implementation"}. Native loop kernels are compiled
+// before timing.
+Result<nlohmann::json> timeEpilogue(const Layer& layer, int64_t batch, int steps, std::mt19937& gen) {
+  const int64_t pad = layer.k / 2;
+  auto f = [&](const std::vector<Array>& in) {
+    Array y = convGeneralDilated(in[0], in[1], {layer.stride, layer.stride},
+                                 std::vector<std::pair<int64_t, int64_t>>{{pad, pad}, {pad, pad}}, {}, {},
+                                 {"NHWC", "HWIO", "NHWC"});
+    return std::vector<Array>{relu(y + in[2])};
+  };
+  TSR_ASSIGN(ClosedGraph cg, makeGraph(f, {Aval{Shape{batch, layer.size, layer.size, layer.cin}, DType::F32},
+                                           Aval{Shape{layer.k, layer.k, layer.cin, layer.cout}, DType::F32},
+                                           Aval{Shape{layer.cout}, DType::F32}}));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<runtime::BufferPtr> inputs;
+  for (ir::ValueId v : cg.graph.inputs()) {
+    const Aval& a = cg.graph.aval(v);
+    TSR_ASSIGN(runtime::BufferPtr b, runtime::Buffer::allocateUninitialized(a.bytes()));
+    auto* p = static_cast<float*>(b->data());
+    for (int64_t i = 0; i < a.numel(); ++i) p[i] = uniform(gen);
+    inputs.push_back(std::move(b));
+  }
+  nlohmann::json out;
+  for (bool fused : {true, false}) {
+    passes::FusionOptions fo;
+    fo.convEpilogues = fused;
+    TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(cg.graph, ops::registry(), nullptr, fo));
+    cpu::CompileOptions co;
+    co.native = true;
+    TSR_ASSIGN(std::unique_ptr<cpu::Executable> exe, cpu::Executable::compile(cg.graph, ops::registry(), plan, co));
+    int postOpKernels = 0;
+    for (const auto& k : exe->loweredKernels()) postOpKernels += !k.postOps.empty();
+    if (fused && postOpKernels != 1) return makeError("{}: oneDNN did not take the bias and relu as post-ops", layer.name);
+    TSR_TRY(exe->run(inputs));  // warm: primitives built, buffers touched
+    std::vector<double> times;
+    for (int s = 0; s < steps; ++s) {
+      auto t0 = std::chrono::steady_clock::now();
+      TSR_TRY(exe->run(inputs));
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    out[fused ? "fused_s" : "unfused_s"] = median(times);
+  }
+  out["speedup"] = out["unfused_s"].get<double>() / out["fused_s"].get<double>();
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +128,8 @@ int main(int argc, char** argv) {
   }
   if (quick) batch = std::min<int64_t>(batch, 2), steps = 1;
   const cpu::SgemmPeak peak = cpu::measureSgemm(quick ? 256 : 2048, quick ? 1 : 3, threads);
+  // The unfused epilogue as a step runs it: native code (the quick check only proves the paths run).
+  cpu::setNativeMode(quick ? cpu::NativeMode::Off : cpu::NativeMode::Sync);
   std::mt19937 gen(0);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   nlohmann::json layers = nlohmann::json::array();
@@ -134,10 +190,19 @@ int main(int argc, char** argv) {
       totalSeconds += t;
       totalFlops += flops;
     }
+    auto epilogue = timeEpilogue(layer, batch, steps, gen);
+    if (!epilogue.ok()) {
+      std::cerr << "bench_conv: " << epilogue.error().message << "\n";
+      return 1;
+    }
+    entry["epilogue"] = std::move(*epilogue);
     if (!json)
-      std::cout << fmt::format("{:24} forward {:7.1f} GFLOP/s  data {:7.1f}  filter {:7.1f}\n", layer.name,
-                               entry["forward"].value("gflops", 0.0), entry["data"].value("gflops", 0.0),
-                               entry["filter"].value("gflops", 0.0));
+      std::cout << fmt::format("{:24} forward {:7.1f} GFLOP/s  data {:7.1f}  filter {:7.1f}  +bias+relu fused {:.3f} ms "
+                               "unfused {:.3f} ms ({:.2f}x)\n",
+                               layer.name, entry["forward"].value("gflops", 0.0), entry["data"].value("gflops", 0.0),
+                               entry["filter"].value("gflops", 0.0), 1e3 * entry["epilogue"]["fused_s"].get<double>(),
+                               1e3 * entry["epilogue"]["unfused_s"].get<double>(),
+                               entry["epilogue"]["speedup"].get<double>());
     layers.push_back(std::move(entry));
   }
   nlohmann::json doc{{"workload", "conv"},

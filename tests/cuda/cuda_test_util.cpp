@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/backends/cuda/executable.h"
 #include "engine/core/dtype.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
@@ -40,7 +41,7 @@ Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int
 }
 
 Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g) {
-  TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry()));
+  TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry(), nullptr, cuda::fusionOptions()));
   return cpu::Executable::compile(g, ops::registry(), plan, cpu::CompileOptions{});
 }
 

@@ -27,7 +27,7 @@ namespace {
   } while (0)
 
 Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name) {
-  TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry()));
+  TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry(), nullptr, cuda::fusionOptions()));
   cuda::CompileOptions o;
   o.name = name;
   return cuda::Executable::compile(g, ops::registry(), plan, o);

@@ -18,6 +18,7 @@
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
 #include "engine/dist/communicator.h"
+#include "engine/ops/conv_geometry.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::cpu {
@@ -108,6 +109,8 @@ struct Executable::Impl {
   void runKernel(const Kernel& k, void* const* args);
   void runReduction(const Kernel& k, void* const* args);
   void runNodeKernel(const Kernel& k, void* const* args);
+  Status planPostOps(Kernel& k, const passes::FusionGroup& gr);
+  bool runConvPostOps(const Kernel& k, void* const* args);
   void prepareNative();
   void* nativeFn(const Kernel& k) const {
     return native && k.native >= 0 ? native->get(static_cast<size_t>(k.native)) : nullptr;
@@ -138,7 +141,7 @@ void Executable::Impl::prepareNative() {
   if (!options.native || mode == NativeMode::Off) return;
   std::vector<NativeSource> sources;
   for (Kernel& k : kernels) {
-    if (!k.hasProgram) continue;
+    if (!k.hasProgram || !k.postOps.empty()) continue;  // a post-op chain's program is only its fallback
     Result<NativeSource> src = generateNative(k);
     if (!src.ok()) continue;  // an op without a native form: this kernel stays on the interpreter
     k.native = static_cast<int>(sources.size());
@@ -162,10 +165,10 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     k.args.push_back(v);
     return static_cast<int>(k.args.size()) - 1;
   };
-  // A gemm's result is an input of its epilogue.
+  // A gemm's or convolution's result (k.node) is an input of its epilogue.
   auto inGroup = [&](ValueId v) {
     NodeId pr = graph.value(v).producer;
-    return pr != ir::kNone && plan.groupOfNode[static_cast<size_t>(pr)] == gr.id && node(pr).op != OpCode::DotGeneral;
+    return pr != ir::kNone && plan.groupOfNode[static_cast<size_t>(pr)] == gr.id && pr != k.node;
   };
   // A read of operand `raw` (as the member sees it) whose kernel-level source is `eff`.
   auto operandSlot = [&](ValueId raw, ValueId eff) -> Result<int> {
@@ -225,7 +228,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
       reduceRefs.push_back(r);
       continue;
     }
-    if (nd.op == OpCode::DotGeneral) continue;  // the gemm itself
+    if (m == k.node) continue;  // the gemm or convolution itself
     if (passes::isViewNode(graph, nd)) {  // a materialised view: a strided copy
       auto map = passes::resolveView(graph, nd.results[0], true, eff[0]);
       if (!map) return makeError("{}: view %{} cannot be resolved", gr.name, nd.results[0]);
@@ -258,8 +261,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
   for (ValueId o : gr.outputs) {
     NodeId pr = graph.value(o).producer;
     OpCode op = node(pr).op;
-    if (op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin || op == OpCode::DotGeneral)
-      continue;
+    if (op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin || pr == k.node) continue;
     if (passes::isViewNode(graph, node(pr))) continue;  // stored above
     p.stores.push_back(TileStore{slotOf.at(o), argOf(o), graph.aval(o).dtype});
   }
@@ -312,11 +314,12 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
     k.info.kind = gr.kind;
     k.info.nodes = gr.nodes;
     k.info.fusionId = fusionBase + gr.id;
-    if (gr.kind == GroupKind::Opaque || gr.kind == GroupKind::Gemm) {
+    if (gr.kind == GroupKind::Opaque || gr.kind == GroupKind::Gemm || gr.kind == GroupKind::Conv) {
       NodeId n = gr.nodes[0];
-      if (gr.kind == GroupKind::Gemm)
+      const OpCode anchor = gr.kind == GroupKind::Conv ? OpCode::ConvGeneralDilated : OpCode::DotGeneral;
+      if (gr.kind != GroupKind::Opaque)
         for (NodeId m : gr.nodes)
-          if (node(m).op == OpCode::DotGeneral) n = m;
+          if (node(m).op == anchor) n = m;
       k.node = n;
       for (ValueId v : node(n).operands) {
         k.operandArgs.push_back(static_cast<int>(k.args.size()));
@@ -330,7 +333,8 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
         const auto& at = std::get<ir::DotGeneralAttrs>(node(n).attrs);
         k.gemm = planGemm(graph.aval(node(n).operands[0]).shape, graph.aval(node(n).operands[1]).shape, at);
       }
-      if (gr.kind == GroupKind::Gemm && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
+      if (gr.kind != GroupKind::Opaque && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
+      if (gr.kind == GroupKind::Conv && !gr.postOps.empty()) TSR_TRY(planPostOps(k, gr));
     } else {
       TSR_TRY(buildProgram(k, gr, plan));
     }
@@ -626,6 +630,64 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   return e;
 }
 
+// The plan's post-ops and oneDNN's are listed in the same order.
+static_assert(static_cast<int>(passes::PostOpKind::GeluErf) == static_cast<int>(ops::ConvPostOp::Kind::GeluErf) &&
+              static_cast<int>(passes::PostOpKind::Min) == static_cast<int>(ops::ConvPostOp::Kind::Min) &&
+              static_cast<int>(passes::PostOpOperand::Full) == static_cast<int>(ops::ConvPostOp::Operand::Full));
+
+// A conv group's epilogue as oneDNN post-ops, where the plan gives the chain for every member and oneDNN takes
+// it for this problem (asked now, which also builds the primitive); otherwise k keeps no chain and the
+// convolution and its epilogue run apart.
+Status Executable::Impl::planPostOps(Kernel& k, const passes::FusionGroup& gr) {
+  const ir::Node& conv = node(k.node);
+  std::vector<NodeId> covered{k.node};
+  for (const passes::PostOp& op : gr.postOps) covered.insert(covered.end(), op.nodes.begin(), op.nodes.end());
+  std::sort(covered.begin(), covered.end());
+  const ValueId last = gr.postOps.back().result;
+  if (covered != gr.nodes || gr.outputs != std::vector<ValueId>{last}) return {};
+  auto argOf = [&](ValueId v) {
+    auto it = std::find(k.args.begin(), k.args.end(), v);
+    if (it != k.args.end()) return static_cast<int>(it - k.args.begin());
+    k.args.push_back(v);
+    return static_cast<int>(k.args.size()) - 1;
+  };
+  std::vector<Kernel::PostOpArg> chain;
+  std::vector<ops::ConvPostOp> ops;
+  for (const passes::PostOp& op : gr.postOps) {
+    Kernel::PostOpArg pa;
+    pa.op.kind = static_cast<ops::ConvPostOp::Kind>(op.kind);
+    pa.op.operand = static_cast<ops::ConvPostOp::Operand>(op.operand);
+    if (op.operand != passes::PostOpOperand::None) pa.arg = argOf(op.value);
+    chain.push_back(pa);
+    ops.push_back(pa.op);
+  }
+  const Shape& lhs = graph.aval(conv.operands[0]).shape;
+  const Shape& rhs = graph.aval(conv.operands[1]).shape;
+  const Shape& out = graph.aval(conv.results[0]).shape;
+  const auto& at = std::get<ir::ConvAttrs>(conv.attrs);
+  if (!ops::oneDnnTakesPostOps(lhs, rhs, out, at, ops::convGeometry(lhs, rhs, at), ops)) return {};
+  k.postOps = std::move(chain);
+  k.postOut = argOf(last);
+  return {};
+}
+
+bool Executable::Impl::runConvPostOps(const Kernel& k, void* const* args) {
+  const ir::Node& conv = node(k.node);
+  std::vector<ops::ConvPostOp> chain;
+  for (const Kernel::PostOpArg& pa : k.postOps) {
+    ops::ConvPostOp op = pa.op;
+    if (pa.arg >= 0) op.data = static_cast<const float*>(args[pa.arg]);
+    chain.push_back(op);
+  }
+  const Shape& lhs = graph.aval(conv.operands[0]).shape;
+  const Shape& rhs = graph.aval(conv.operands[1]).shape;
+  const Shape& out = graph.aval(conv.results[0]).shape;
+  const auto& at = std::get<ir::ConvAttrs>(conv.attrs);
+  return ops::oneDnnConvolution(static_cast<const float*>(args[k.operandArgs[0]]), lhs,
+                                static_cast<const float*>(args[k.operandArgs[1]]), rhs,
+                                static_cast<float*>(args[k.postOut]), out, at, ops::convGeometry(lhs, rhs, at), chain);
+}
+
 void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
   const ir::Node& nd = node(k.node);
   const ir::OpDef& def = reg->get(nd.op);
@@ -792,6 +854,11 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
   switch (k.info.kind) {
     case GroupKind::Loop: runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k))); return;
     case GroupKind::Reduction: runReduction(k, args); return;
+    case GroupKind::Conv:
+      if (!k.postOps.empty() && runConvPostOps(k, args)) return;
+      runNodeKernel(k, args);
+      if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
+      return;
     case GroupKind::Gemm:
       if (k.gemm)
         runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),

@@ -1,7 +1,9 @@
 #pragma once
 // The CPU executable: a graph compiled to an ordered list of kernel launches over planned memory.
 //   - kernels come from the fusion plan: fused loops and reductions run tile programs on the thread pool,
-//     GEMMs run on OpenBLAS (with their epilogue applied to the result), other ops run their reference kernel;
+//     GEMMs run on OpenBLAS (with their epilogue applied to the result), convolutions on oneDNN with their
+//     epilogue as post-ops (or applied to the result where oneDNN takes no such chain), other ops run their
+//     reference kernel;
 //   - memory: intermediates live in one arena whose offsets come from liveness (two values share bytes only
 //     when their lifetimes do not overlap); graph outputs get their own buffers, or the buffers of donated
 //     inputs (an optimizer step updates the parameters in place);
@@ -16,6 +18,7 @@
 #include "engine/backends/cpu/tile_program.h"
 #include "engine/core/result.h"
 #include "engine/ir/graph.h"
+#include "engine/ops/conv_onednn.h"
 #include "engine/passes/fusion.h"
 #include "engine/runtime/buffer.h"
 #include "engine/runtime/executable.h"
@@ -100,6 +103,14 @@ struct LoweredKernel {
   ir::NodeId node = ir::kNone;
   std::vector<int> operandArgs, resultArgs;
   std::optional<GemmPlan> gemm;  // f32 dot_general read in place
+  // conv groups that oneDNN runs whole: the post-op chain (each binary's operand in arg `arg`) and the arg of
+  // the chain's last value. Empty: the convolution runs, then prog over its result.
+  struct PostOpArg {
+    ops::ConvPostOp op;
+    int arg = -1;
+  };
+  std::vector<PostOpArg> postOps;
+  int postOut = -1;
   std::vector<ir::ValueId> dying;  // arena values whose last use is this kernel
   int native = -1;  // the program's index among the executable's native kernels (-1: interpreted only)
 };

@@ -332,7 +332,8 @@ Result<NativeSource> generateNative(const LoweredKernel& k) {
   if (!k.hasProgram) return makeError("{} has no fused program", k.info.name);
   switch (k.info.kind) {
     case passes::GroupKind::Loop:
-    case passes::GroupKind::Gemm: return generateNativeLoop(k.prog);
+    case passes::GroupKind::Gemm:
+    case passes::GroupKind::Conv: return generateNativeLoop(k.prog);
     case passes::GroupKind::Reduction: return generateNativeReduction(k);
     default: return makeError("{} has no native form", k.info.name);
   }

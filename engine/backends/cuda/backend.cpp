@@ -29,7 +29,7 @@ class CudaBackend final : public runtime::Backend {
   std::string unavailableReason() const override { return cuda::unavailableReason(); }
   Result<std::unique_ptr<runtime::Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
                                                        const runtime::CompileOptions& options) override {
-    TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, reg));
+    TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, reg, nullptr, fusionOptions()));
     CompileOptions co;
     co.name = options.name;
     TSR_ASSIGN(std::unique_ptr<cuda::Executable> exe, cuda::Executable::compile(g, reg, plan, co));

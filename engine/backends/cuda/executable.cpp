@@ -97,12 +97,19 @@ KernelPath pathOf(const cpu::Executable& exe, const LoweredKernel& k) {
                      gemmTypesSupported(exe.graph(), exe.graph().nodes()[static_cast<size_t>(k.node)])
                  ? KernelPath::CuBlasLt
                  : KernelPath::Host;
-    case GroupKind::Opaque: return KernelPath::Host;
+    case GroupKind::Opaque:
+    case GroupKind::Conv: return KernelPath::Host;  // the backend plans no conv groups (convEpilogues off)
     default: return KernelPath::None;
   }
 }
 
 }  // namespace
+
+passes::FusionOptions fusionOptions() {
+  passes::FusionOptions o;
+  o.convEpilogues = false;
+  return o;
+}
 
 Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
   GeneratedProgram out;
@@ -120,7 +127,7 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
     out.paths.push_back(path);
     if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
     if (k.info.kind == GroupKind::Reduction) gen = generateReduction(k, k.info.name);
-    if (k.info.kind == GroupKind::Gemm && k.hasProgram)
+    if ((k.info.kind == GroupKind::Gemm || k.info.kind == GroupKind::Conv) && k.hasProgram)
       gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name + " epilogue");
     if (!gen) {
       out.generatedIndex.push_back(-1);

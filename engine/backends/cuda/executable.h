@@ -44,6 +44,10 @@ struct GeneratedProgram {
 };
 Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered);
 
+// The fusion options this backend plans with: convolutions run as generated kernels of their own (no conv
+// groups: oneDNN's post-ops are the CPU's), their consumers fuse as loops.
+passes::FusionOptions fusionOptions();
+
 class Executable {
  public:
   // Lowers g with the CPU backend's planner, generates and compiles its kernels, uploads its constants.
