@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/transform/array.h"
+#include "engine/transform/provenance_source.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::python {
@@ -39,7 +40,7 @@ class UserSite : public ProvenanceSource {
   std::array<const std::string*, kInlineFunctions> m_functions{};
   size_t m_numFunctions = 0;
   std::vector<const std::string*> m_moreFunctions;
-  ProvenanceScope m_scope;  // last: refers to this
+  LazyProvenanceScope m_scope;  // last: refers to this
 };
 
 // A Python value as an operand: an Array as it is; a Python scalar weakly typed against `like` (x * 2 keeps

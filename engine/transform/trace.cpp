@@ -10,6 +10,7 @@
 
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
+#include "engine/transform/provenance_source.h"
 
 namespace tsr {
 
@@ -47,8 +48,9 @@ std::string relativeSourcePath(const char* file) {
 void raise(Error e) { throw Exception(std::move(e)); }
 
 ProvenanceScope::ProvenanceScope(ir::Provenance prov) { tProvenanceOverride.push_back({std::move(prov), nullptr}); }
-ProvenanceScope::ProvenanceScope(const ProvenanceSource& source) { tProvenanceOverride.push_back({{}, &source}); }
 ProvenanceScope::~ProvenanceScope() { tProvenanceOverride.pop_back(); }
+LazyProvenanceScope::LazyProvenanceScope(const ProvenanceSource& source) { tProvenanceOverride.push_back({{}, &source}); }
+LazyProvenanceScope::~LazyProvenanceScope() { tProvenanceOverride.pop_back(); }
 
 ir::Provenance provenanceAt(const std::source_location& loc) {
   if (!tProvenanceOverride.empty()) {

@@ -67,20 +67,11 @@ class ModuleScope {
 
 ir::Provenance provenanceAt(const std::source_location& loc);
 
-// A provenance worked out only when an op asks for it: an op recorded into a trace, or an error. An eager op that
-// succeeds never asks, so naming the Python line of every op costs nothing until a name is needed.
-class ProvenanceSource {
- public:
-  virtual ~ProvenanceSource() = default;
-  virtual ir::Provenance provenance() const = 0;
-};
-
 // While alive, every op recorded on this thread gets this provenance instead of its call site: transformations
 // use it so that the ops a vjp or batching rule emits point at the user's op, not at the rule.
 class ProvenanceScope {
  public:
   explicit ProvenanceScope(ir::Provenance prov);
-  explicit ProvenanceScope(const ProvenanceSource& source);  // asked on demand; outlives the scope
   ~ProvenanceScope();
   ProvenanceScope(const ProvenanceScope&) = delete;
   ProvenanceScope& operator=(const ProvenanceScope&) = delete;
