@@ -75,6 +75,24 @@ class CallbackErrors {
   std::unique_ptr<py::error_already_set> m_pending;
 };
 
+// While alive, Ctrl-C also asks the engine to stop (engine/core/interrupt.h), so that a long compile or run
+// ends at its next check instead of when it returns. Taken with the GIL held, around an engine call; does nothing
+// off Python's main thread or where SIGINT is ignored or left at its default.
+class InterruptWatch {
+ public:
+  InterruptWatch();
+  ~InterruptWatch();
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+  // With the GIL held, after the engine call: when Ctrl-C stopped it, raises what Python's SIGINT handler raises
+  // (KeyboardInterrupt).
+  void raiseIfInterrupted();
+
+ private:
+  static unsigned long mainThread();
+  bool m_active = false;
+};
+
 // The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).
 [[noreturn]] void raisePython(const Error& e);
 
