@@ -76,7 +76,7 @@ class CallbackErrors {
 };
 
 // While alive, Ctrl-C also asks the engine to stop (engine/core/interrupt.h), so that a long compile or run
-// ends at its next check instead of when it returns. Taken with the GIL held, around an engine call; does nothing
+// ends at its next check instead of when it returns (interrupt.cpp). Taken with the GIL held, around an engine call; does nothing
 // off Python's main thread or where SIGINT is ignored or left at its default.
 class InterruptWatch {
  public:

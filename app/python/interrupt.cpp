@@ -1,7 +1,10 @@
 // Ctrl-C during a long engine call. Python's own SIGINT handler only sets a flag that the interpreter reads
-// between bytecodes, which never come while the engine compiles or runs. While an InterruptWatch is alive, the
-// handler in front of it also asks the engine to stop (engine/core/interrupt.h); the engine stops at its next
+// between bytecodes, which never come while the engine compiles or runs. The first InterruptWatch puts a handler
+// in front of Python's that also asks the engine to stop (engine/core/interrupt.h); the engine stops at its next
 // check (a pass, a kernel, a loop iteration) and the call raises what Python's handler says (KeyboardInterrupt).
+// The handler stays (between calls it only passes the signal on, and each call starts with the request cleared):
+// putting it in place and back around every call cost two system calls, a sixth of a small jitted call. When
+// Python installs another handler (signal.signal), the next watch stands in front of that one.
 #include <csignal>
 
 #include "app/python/bindings.h"
@@ -11,8 +14,8 @@ namespace tsr::python {
 
 namespace {
 
-struct sigaction gPythonAction;  // the handler we stand in front of, while gDepth > 0
-int gDepth = 0;                   // nested watches (under the GIL): only the outermost installs
+struct sigaction gPythonAction;  // the handler we stand in front of
+int gDepth = 0;                   // nested watches (under the GIL): the outermost checks the handler
 
 void onInterrupt(int sig, siginfo_t* info, void* context) {
   requestInterrupt();
@@ -32,25 +35,27 @@ InterruptWatch::InterruptWatch() {
   }
   struct sigaction current{};
   sigaction(SIGINT, nullptr, &current);
-  const bool pythonHandles = (current.sa_flags & SA_SIGINFO) ||
-                             (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN);
-  if (!pythonHandles) {  // signal.signal(SIGINT, SIG_IGN) or SIG_DFL: the user's choice stands
-    --gDepth;
-    return;
+  const bool ours = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &onInterrupt;
+  if (!ours) {
+    const bool pythonHandles = (current.sa_flags & SA_SIGINFO) ||
+                               (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN);
+    if (!pythonHandles) {  // signal.signal(SIGINT, SIG_IGN) or SIG_DFL: the user's choice stands
+      --gDepth;
+      return;
+    }
+    gPythonAction = current;
+    struct sigaction handler{};
+    handler.sa_sigaction = &onInterrupt;
+    handler.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&handler.sa_mask);
+    sigaction(SIGINT, &handler, nullptr);
   }
-  gPythonAction = current;
-  clearInterrupt();
-  struct sigaction ours{};
-  ours.sa_sigaction = &onInterrupt;
-  ours.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&ours.sa_mask);
-  sigaction(SIGINT, &ours, nullptr);
+  clearInterrupt();  // a Ctrl-C between calls went to Python alone
   m_active = true;
 }
 
 InterruptWatch::~InterruptWatch() {
   if (!m_active || --gDepth > 0) return;
-  sigaction(SIGINT, &gPythonAction, nullptr);
   clearInterrupt();
 }
 
