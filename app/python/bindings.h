@@ -3,21 +3,44 @@
 // Array API) and transforms.cpp (jit, grad, trace, random).
 #include <pybind11/pybind11.h>
 
+#include <array>
+#include <string>
+#include <vector>
+
 #include "engine/transform/array.h"
+#include "engine/transform/provenance_source.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::python {
 
 namespace py = pybind11;
 
+struct CodeInfo;
+
 // The Python line that called into the engine: the innermost frame outside the tessera package. While alive,
-// every op recorded or raised on this thread names that file:line (as C++ call sites do for C++ models).
-class UserSite {
+// every op recorded or raised on this thread names that file:line (as C++ call sites do for C++ models). The
+// stack is walked at once (the frames are gone later), but the provenance's strings are made only when an op
+// asks for them: an eager op that succeeds never does.
+class UserSite : public ProvenanceSource {
  public:
   UserSite();
+  UserSite(const UserSite&) = delete;
+  UserSite& operator=(const UserSite&) = delete;
+  ir::Provenance provenance() const override;
 
  private:
-  ProvenanceScope m_scope;
+  void addFunction(const std::string* name);
+
+  std::string m_modulePath;        // the ModuleScope's path at the call ("" outside tessera.nn's modules)
+  const CodeInfo* m_code = nullptr;  // the innermost user frame's code; null when there is none
+  int m_line = 0;
+  // The user's functions on the stack, innermost first, when they name the module path (names owned by the
+  // code cache, which lives as long as the process).
+  static constexpr size_t kInlineFunctions = 8;
+  std::array<const std::string*, kInlineFunctions> m_functions{};
+  size_t m_numFunctions = 0;
+  std::vector<const std::string*> m_moreFunctions;
+  LazyProvenanceScope m_scope;  // last: refers to this
 };
 
 // A Python value as an operand: an Array as it is; a Python scalar weakly typed against `like` (x * 2 keeps
@@ -50,6 +73,24 @@ class CallbackErrors {
 
  private:
   std::unique_ptr<py::error_already_set> m_pending;
+};
+
+// While alive, Ctrl-C also asks the engine to stop (engine/core/interrupt.h), so that a long compile or run
+// ends at its next check instead of when it returns (interrupt.cpp). Taken with the GIL held, around an engine call; does nothing
+// off Python's main thread or where SIGINT is ignored or left at its default.
+class InterruptWatch {
+ public:
+  InterruptWatch();
+  ~InterruptWatch();
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+  // With the GIL held, after the engine call: when Ctrl-C stopped it, raises what Python's SIGINT handler raises
+  // (KeyboardInterrupt).
+  void raiseIfInterrupted();
+
+ private:
+  static unsigned long mainThread();
+  bool m_active = false;
 };
 
 // The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <deque>
 #include <map>
 #include <regex>
 #include <string>
@@ -28,6 +29,8 @@ PyObject* gShapeError = nullptr;
 PyObject* gDTypeError = nullptr;
 PyObject* gConcretizationError = nullptr;
 py::object gAsarray;  // tessera.numpy.asarray, set when the package is imported
+PyTypeObject* gArrayType = nullptr;  // the Array class, and pybind11's record of it (set when it is defined)
+const py::detail::type_info* gArrayInfo = nullptr;
 
 // The engine's errors are one type with a message that starts with the op ("matmul: inner dimensions
 // differ: f32[2,3] @ f32[4,5] ..."); the Python type is chosen from what the message is about.
@@ -49,6 +52,15 @@ PyObject* newException(const char* name, PyObject* base1, PyObject* base2) {
   PyObject* type = PyErr_NewException(name, bases, nullptr);
   Py_DECREF(bases);
   return type;
+}
+
+// The Array a Python object holds, or null (a Python scalar, a numpy array). Valid while the object is. The
+// exact class is recognised without pybind11's type lookups (an eager op asks twice per call).
+const Array* heldArray(py::handle h) {
+  if (Py_TYPE(h.ptr()) == gArrayType)
+    return reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder(gArrayInfo).value_ptr<Array>();
+  if (py::isinstance<Array>(h)) return &h.cast<const Array&>();
+  return nullptr;
 }
 
 DType dtypeFromName(const std::string& name) {
@@ -141,11 +153,52 @@ Array scalarFor(py::handle value, const Array* like) {
 template <Array (*Op)(const Array&, const Array&, std::source_location)>
 Array binary(py::handle a, py::handle b) {
   UserSite site;
-  bool aArray = py::isinstance<Array>(a);
-  Array x = aArray ? a.cast<Array>() : Array();
-  Array y = toArray(b, aArray ? &x : nullptr);
-  if (!aArray) x = toArray(a, &y);
-  return Op(x, y, std::source_location::current());
+  const auto loc = std::source_location::current();
+  if (const Array* x = heldArray(a)) {
+    if (const Array* y = heldArray(b)) return Op(*x, *y, loc);
+    return Op(*x, toArray(b, x), loc);
+  }
+  Array y = toArray(b);
+  return Op(toArray(a, &y), y, loc);
+}
+
+// A new reference to a Python Array holding `a`, made as pybind11 makes it, without its type lookup.
+PyObject* toPython(Array&& a) {
+  return py::detail::type_caster_generic::cast(
+             &a, py::return_value_policy::move, py::handle(), gArrayInfo, nullptr,
+             [](const void* p) -> void* { return new Array(std::move(*const_cast<Array*>(static_cast<const Array*>(p)))); })
+      .ptr();
+}
+
+// The binary ops of tessera.numpy (tnp.add(x, y), ...) as METH_FASTCALL functions: pybind11's dispatcher
+// allocates its argument vectors and tries overloads on every call, a large part of an eager op on a few
+// elements. Errors become Python exceptions as the dispatcher makes them (the translators registered below).
+template <Array (*Op)(const Array&, const Array&, std::source_location)>
+PyObject* fastBinary(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "takes 2 arguments (x, y), got %zd", nargs);
+    return nullptr;
+  }
+  try {
+    return toPython(binary<Op>(args[0], args[1]));
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_SystemError, "an exception escaped the exception translators");
+  }
+  return nullptr;
+}
+
+// Adds a METH_FASTCALL function to the module.
+void defFast(py::module_& m, const char* name, PyObject* (*fn)(PyObject*, PyObject* const*, Py_ssize_t)) {
+  static std::deque<PyMethodDef> defs;  // PyMethodDefs must outlive their functions
+  defs.push_back(PyMethodDef{name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL,
+                             nullptr});
+  py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&defs.back(), nullptr, m.attr("__name__").ptr()));
+  if (!f) throw py::error_already_set();
+  m.attr(name) = f;
 }
 
 template <Array (*Op)(const Array&, std::source_location)>
@@ -203,6 +256,8 @@ void defineArray(py::module_& m) {
       // % and // are numpy's (the divisor's sign), written in tessera/numpy.py over rem.
       .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
       .def("__pos__", [](const Array& a) { return a; });
+  gArrayType = reinterpret_cast<PyTypeObject*>(array.ptr());
+  gArrayInfo = py::detail::get_type_info(typeid(Array));
   registerDlpack(m, array);
 }
 
@@ -234,7 +289,7 @@ void defineOps(py::module_& m) {
   m.def("integer_pow", [](py::handle x, int64_t exponent) { UserSite site; return integerPow(toArray(x), exponent); });
   m.def("gelu", [](py::handle x, bool approximate) { UserSite site; return gelu(toArray(x), approximate); });
 
-#define TSR_BINARY(pyName, fn) m.def(pyName, &binary<fn>)
+#define TSR_BINARY(pyName, fn) defFast(m, pyName, &fastBinary<fn>)
   TSR_BINARY("add", add); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mul); TSR_BINARY("divide", div);
   TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
   TSR_BINARY("minimum", minimum); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
@@ -414,25 +469,22 @@ int lineOf(PyFrameObject* frame, PyCodeObject* code) {
 // The user's site: the innermost frame outside the package gives file:line; outside a module's scope
 // (tessera.nn), the user's functions on the stack, outermost first, give the module path
 // ("loss.forward.block.attention"), as a module path groups the ops of a C++ model.
-UserSite::UserSite() : m_scope([] {
-  ir::Provenance p;
-  p.modulePath = ModuleScope::currentPath();
-  const bool namePath = p.modulePath.empty();
-  std::vector<const std::string*> functions;
+UserSite::UserSite() : m_modulePath(ModuleScope::currentPath()), m_scope(*this) {
+  const bool namePath = m_modulePath.empty();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame) Py_INCREF(frame);
   while (frame) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const CodeInfo& info = codeInfo(code);
-    if (!p.file.empty() && (info.ours || info.library)) {
+    if (m_code && (info.ours || info.library)) {
       Py_DECREF(code);
       Py_DECREF(frame);
       break;
     }
     if (!info.ours) {
-      if (p.file.empty()) {
-        p.file = info.file;
-        p.line = lineOf(frame, code);
+      if (!m_code) {
+        m_code = &info;
+        m_line = lineOf(frame, code);
       }
       if (!namePath) {
         Py_DECREF(code);
@@ -440,19 +492,34 @@ UserSite::UserSite() : m_scope([] {
         break;
       }
       // <module>, <lambda>, <listcomp>: no name a user would look for.
-      if (!info.name.empty() && info.name[0] != '<') functions.push_back(&info.name);
+      if (!info.name.empty() && info.name[0] != '<') addFunction(&info.name);
     }
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
-  for (auto it = functions.rbegin(); it != functions.rend(); ++it) p.modulePath = joinPath(p.modulePath, **it);
+}
+
+void UserSite::addFunction(const std::string* name) {
+  if (m_numFunctions < kInlineFunctions) m_functions[m_numFunctions++] = name;
+  else m_moreFunctions.push_back(name);
+}
+
+ir::Provenance UserSite::provenance() const {
+  ir::Provenance p;
+  p.modulePath = m_modulePath;
+  if (m_code) {
+    p.file = m_code->file;
+    p.line = m_line;
+  }
+  for (auto it = m_moreFunctions.rbegin(); it != m_moreFunctions.rend(); ++it) p.modulePath = joinPath(p.modulePath, **it);
+  for (size_t i = m_numFunctions; i-- > 0;) p.modulePath = joinPath(p.modulePath, *m_functions[i]);
   return p;
-}()) {}
+}
 
 Array toArray(py::handle value, const Array* like) {
-  if (py::isinstance<Array>(value)) return value.cast<Array>();
+  if (const Array* a = heldArray(value)) return *a;
   if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))
     return scalarFor(value, like);
   if (!gAsarray) throw py::type_error("tessera.numpy is not imported");

@@ -41,12 +41,15 @@ py::list toList(const std::vector<Array>& xs) {
 }
 
 // Runs an engine entry point that calls Python back: the user's exception comes out first, then the engine's.
+// Ctrl-C stops the engine's loops (an eager scan or while_loop) at their next iteration.
 template <class F>
 auto runEngine(CallbackErrors& errors, F&& f) -> decltype(f()) {
+  InterruptWatch interrupt;
   try {
     return f();
   } catch (const Exception& e) {
     errors.rethrow();
+    interrupt.raiseIfInterrupted();
     throw;
   }
 }
@@ -80,6 +83,7 @@ class PyJit {
     Tree argTree = Tree::list(std::move(args));
     Result<Tree> out = Error{};
     CallbackErrors errors;  // this call's: another thread's call may start as soon as the lock is released
+    InterruptWatch interrupt;
     {
       // Tracing takes the GIL back in the callback; compiling and running do not need it. One call at a time
       // (the cache is not shared between threads), the lock taken without the GIL so that a thread waiting for
@@ -92,7 +96,10 @@ class PyJit {
       m_callErrors = nullptr;
     }
     errors.rethrow();
-    if (!out.ok()) raisePython(out.error());
+    if (!out.ok()) {
+      interrupt.raiseIfInterrupted();
+      raisePython(out.error());
+    }
     return toList(out->leaves());
   }
 

@@ -109,6 +109,10 @@ const Row kRows[] = {
        const double s = std::strtod(v, &end);
        if (end != v && *end == '\0' && s > 0 && s <= 86400) o.traceTimeout = s;
      }},
+    {{"TESSERA_TRACE_SERVER", "TESSERA_TRACE_SERVER=0",
+      "trace every model.py in a new Python interpreter instead of a child forked from a warm one (which has "
+      "imported tessera already)"},
+     [](EnvOptions& o, const char* v) { o.traceServer = !v || std::string_view(v) != "0"; }},
     // Read by scripts/run.sh.
     {{"TESSERA_HEADLESS", "TESSERA_HEADLESS=1", "`scripts/run.sh` trains headless even where there is a display"}},
     // Read by OpenBLAS as it loads; cpu::ensureThreadLibrarySettings (tessera, tessera-studio) sets it.

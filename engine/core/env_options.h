@@ -34,6 +34,7 @@ struct EnvOptions {
   std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
   double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace
+  bool traceServer = true;                // TESSERA_TRACE_SERVER=0: every trace in a new interpreter
   int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
                                           // SLURM_STEP_NUM_TASKS (1 where none says)
 };

@@ -44,6 +44,10 @@ Result<pid_t> spawnProcess(const SpawnOptions& o) {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
+  if (o.channel >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, o.channel, STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, o.channel, STDOUT_FILENO);
+  }
   pid_t pid = -1;
   const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -51,9 +55,7 @@ Result<pid_t> spawnProcess(const SpawnOptions& o) {
   return pid;
 }
 
-namespace {
-
-ProcessExit fromStatus(int status) {
+ProcessExit processExit(int status) {
   ProcessExit e;
   if (WIFEXITED(status)) {
     e.exited = true;
@@ -63,6 +65,8 @@ ProcessExit fromStatus(int status) {
   }
   return e;
 }
+
+namespace {
 
 // The child, or its group when it leads one (so a shell's or an interpreter's children go too).
 void signalChild(pid_t pid, int sig) {
@@ -86,7 +90,7 @@ ProcessExit waitProcess(pid_t pid, double timeoutSeconds, const std::atomic<bool
   for (;;) {
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return fromStatus(status);
+    if (r == pid) return processExit(status);
     if (r < 0 && errno != EINTR) return ProcessExit{};  // not our child any more: nothing to wait for
     const bool late = timeoutSeconds > 0 && Clock::now() - start > std::chrono::duration<double>(timeoutSeconds);
     const bool stop = cancel && cancel->load();

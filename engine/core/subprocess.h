@@ -16,6 +16,8 @@ namespace tsr {
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is looked up on the PATH when it has no '/'
   std::string log;                // stdout and stderr go here (truncated first); empty: this process's
+  // A descriptor the child reads as its stdin and writes as its stdout (a socket to talk to it); -1: none.
+  int channel = -1;
   // Variables set (or replaced) in the child's environment.
   std::vector<std::pair<std::string, std::string>> setEnv;
 };
@@ -33,6 +35,9 @@ struct ProcessExit {
   // "exit status 2", "killed by signal 6 (Aborted)", "no result within 60 s".
   std::string describe(double timeoutSeconds = 0) const;
 };
+
+// What a wait status (waitpid's) says.
+ProcessExit processExit(int waitStatus);
 
 // Waits for the child. timeoutSeconds <= 0: no limit. When the time runs out or `cancel` becomes true, the child
 // (its process group, when it leads one) gets SIGTERM, then SIGKILL a second later, and is reaped.

@@ -278,9 +278,9 @@ ir::InferFn mapInfer(std::string op, size_t arity, DTypeSet accepts, bool boolRe
     TSR_TRY(checkArity(op, operands, arity));
     TSR_TRY(checkEqualAvals(op, operands));
     TSR_TRY(checkAccepts(op, operands, operands[0].dtype, accepts));
-    Aval result = operands[0];
-    if (boolResult) result.dtype = DType::Bool;
-    return std::vector<Aval>{result};
+    std::vector<Aval> result(1, operands[0]);  // one copy: an initializer list would copy twice
+    if (boolResult) result[0].dtype = DType::Bool;
+    return result;
   };
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
+#include "engine/core/interrupt.h"
 
 namespace tsr::passes {
 
@@ -214,6 +215,8 @@ std::vector<std::string> PassManager::describe() const {
 Result<bool> PassManager::runOne(Pass& pass, const std::string& group, int iteration, ir::Graph& g,
                                  PassContext& ctx, PipelineReport& report) {
   int step = static_cast<int>(report.steps.size());
+  // Ctrl-C in Python: stop between passes.
+  if (interruptRequested()) return makeError("pass {} (step {}): {}", pass.name(), step + 1, kInterruptedMessage);
   PassStep rec;
   rec.pass = std::string(pass.name());
   rec.group = group;

@@ -18,6 +18,7 @@
 #include "engine/core/subprocess.h"
 #include "engine/ops/registry.h"
 #include "engine/project/core_families.h"
+#include "engine/project/trace_server.h"
 #include "engine/python_paths.h"
 #include "engine/random/random.h"
 #include "engine/transform/control_flow.h"
@@ -134,18 +135,31 @@ Result<PythonTrace> runTracer(const PythonTraceRequest& r) {
     }
   } cleanup{dir};
   const std::string out = (dir / "trace.json").string(), log = (dir / "trace.log").string();
-  SpawnOptions o;
-  o.argv = {fe.interpreter,           "-m",  "tessera.project_trace", "--model", r.modelFile, "--config", r.configJson,
-            "--inputs",               r.inputs.toString(), "--targets", r.targets.toString(), "--out", out};
-  o.log = log;
+  const std::vector<std::string> args = {"--model",  r.modelFile,          "--config",  r.configJson,
+                                         "--inputs", r.inputs.toString(), "--targets", r.targets.toString(),
+                                         "--out",    out};
   const EnvLocations where = envLocations();
-  o.setEnv.emplace_back("PYTHONPATH", where.pythonPath.empty() ? fe.packageDir : fe.packageDir + ":" + where.pythonPath);
-  o.setEnv.emplace_back("PYTHONDONTWRITEBYTECODE", "1");  // no __pycache__ beside the user's model.py
-  // In this process's group, so that Ctrl-C in a terminal stops the tracer too (Python raises
-  // KeyboardInterrupt) instead of leaving it running.
-  TSR_ASSIGN(pid_t pid, spawnProcess(o));
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PYTHONPATH", where.pythonPath.empty() ? fe.packageDir : fe.packageDir + ":" + where.pythonPath},
+      {"PYTHONDONTWRITEBYTECODE", "1"}};  // no __pycache__ beside the user's model.py
   const double timeout = envOptions().traceTimeout;
-  const ProcessExit exit = waitProcess(pid, timeout);
+  // A child of the warm tracer when it can take the trace, else a fresh interpreter. Both run in this process's
+  // group, so that Ctrl-C in a terminal stops the tracer too (Python raises KeyboardInterrupt) instead of leaving
+  // it running.
+  std::optional<ProcessExit> served;
+  if (envOptions().traceServer) served = traceWithServer({fe.interpreter, env, args, log, timeout});
+  ProcessExit exit;
+  if (served) {
+    exit = *served;
+  } else {
+    SpawnOptions o;
+    o.argv = {fe.interpreter, "-m", "tessera.project_trace"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.log = log;
+    o.setEnv = std::move(env);
+    TSR_ASSIGN(pid_t pid, spawnProcess(o));
+    exit = waitProcess(pid, timeout);
+  }
   if (exit.timedOut)
     return makeError("{}: tracing took longer than {:g} s and was stopped (does it loop forever? "
                      "TESSERA_TRACE_TIMEOUT sets the limit)\n{}", r.modelFile, timeout, logTail(log));

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <cstring>
 #include <exception>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -102,18 +103,38 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
                                         std::vector<Aval>* resultAvals) {
   TSR_TRY(ir::checkSignature(def, inputAvals.size(), attrs));
   TSR_ASSIGN(std::vector<Aval> outAvals, def.infer(inputAvals, attrs));
-  std::vector<ir::TensorView> in;
-  for (size_t i = 0; i < inputs.size(); ++i) in.push_back(ir::TensorView{inputs[i]->data(), inputAvals[i]});
+  // The kernel's views in this thread's scratch, reused from op to op (an Aval copied into a view that held one
+  // keeps its storage: an eager op allocates only its results); one slot per nesting depth, as the kernels of
+  // ops with bodies run further ops.
+  struct Views {
+    std::vector<ir::TensorView> in;
+    std::vector<ir::MutableTensorView> out;
+  };
+  thread_local std::vector<std::unique_ptr<Views>> tViews;
+  thread_local size_t tDepth = 0;
+  if (tViews.size() <= tDepth) tViews.push_back(std::make_unique<Views>());
+  Views& views = *tViews[tDepth];
+  struct Nest {
+    size_t& depth;
+    ~Nest() { --depth; }
+  } nest{++tDepth};
+  views.in.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    views.in[i].data = inputs[i]->data();
+    views.in[i].aval = inputAvals[i];
+  }
   std::vector<BufferPtr> outs;
-  std::vector<ir::MutableTensorView> outViews;
-  for (const auto& a : outAvals) {
-    TSR_ASSIGN(BufferPtr b, Buffer::allocate(a.bytes()));
-    outViews.push_back(ir::MutableTensorView{b->data(), a});
+  outs.reserve(outAvals.size());
+  views.out.resize(outAvals.size());
+  for (size_t i = 0; i < outAvals.size(); ++i) {
+    TSR_ASSIGN(BufferPtr b, Buffer::allocate(outAvals[i].bytes()));
+    views.out[i].data = b->data();
+    views.out[i].aval = outAvals[i];
     outs.push_back(std::move(b));
   }
   // Kernels of ops with bodies (scan, cond) run graphs and may fail; the failure becomes this op's error.
   try {
-    def.cpu(ir::CpuKernelArgs{in, outViews, attrs});
+    def.cpu(ir::CpuKernelArgs{views.in, views.out, attrs});
   } catch (const std::exception& e) {
     return makeError("{}: {}", def.name, e.what());
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/interrupt.h"
 #include "engine/runtime/debug_nans.h"
 #include "engine/runtime/profiler.h"
 
@@ -100,6 +101,8 @@ Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::
   std::vector<Aval> avals;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const ir::Node& node = nodes[n];
+    // Ctrl-C in Python: stop between nodes (a loop's body runs here once per iteration).
+    if (interruptRequested()) return makeError("node {}: {}", n, kInterruptedMessage);
     const ir::OpDef* def = reg.find(node.op);
     if (!def || !def->cpu) return makeError("node {}: op has no CPU kernel", n);
     args.clear();

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
+#include "engine/transform/provenance_source.h"
 
 namespace tsr {
 
@@ -16,7 +18,12 @@ namespace {
 
 thread_local std::vector<Trace*> tActiveTraces;
 thread_local std::vector<std::string> tModulePath;
-thread_local std::vector<ir::Provenance> tProvenanceOverride;
+// A ProvenanceScope's provenance, given or asked of its source when needed.
+struct ProvenanceOverride {
+  ir::Provenance prov;
+  const ProvenanceSource* source = nullptr;
+};
+thread_local std::vector<ProvenanceOverride> tProvenanceOverride;
 std::atomic<uint64_t> gNextTraceId{1};
 
 // Concrete captures at most this large become constant nodes; larger ones become graph inputs.
@@ -40,11 +47,16 @@ std::string relativeSourcePath(const char* file) {
 
 void raise(Error e) { throw Exception(std::move(e)); }
 
-ProvenanceScope::ProvenanceScope(ir::Provenance prov) { tProvenanceOverride.push_back(std::move(prov)); }
+ProvenanceScope::ProvenanceScope(ir::Provenance prov) { tProvenanceOverride.push_back({std::move(prov), nullptr}); }
 ProvenanceScope::~ProvenanceScope() { tProvenanceOverride.pop_back(); }
+LazyProvenanceScope::LazyProvenanceScope(const ProvenanceSource& source) { tProvenanceOverride.push_back({{}, &source}); }
+LazyProvenanceScope::~LazyProvenanceScope() { tProvenanceOverride.pop_back(); }
 
 ir::Provenance provenanceAt(const std::source_location& loc) {
-  if (!tProvenanceOverride.empty()) return tProvenanceOverride.back();
+  if (!tProvenanceOverride.empty()) {
+    const ProvenanceOverride& o = tProvenanceOverride.back();
+    return o.source ? o.source->provenance() : o.prov;
+  }
   ir::Provenance p;
   p.modulePath = ModuleScope::currentPath();
   if (loc.line() != 0) {
@@ -148,28 +160,19 @@ Result<ClosedGraph> Trace::finish(const std::vector<Array>& outputs) {
   return cg;
 }
 
-std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
-                        const std::source_location& loc) {
-  return bind(op, operands, std::move(attrs), provenanceAt(loc));
-}
+namespace {
 
-std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
-                        const ir::Provenance& prov) {
-  const auto& reg = ops::registry();
-  // While any trace is active, every op is recorded into the innermost one (as JAX does since omnistaging):
-  // concrete operands and values of outer traces are captured, so nothing is evaluated at trace time.
-  Trace* target = Trace::current();
+// Runs op on concrete operands on the CPU. `where` gives the provenance, asked only when the op fails: an eager
+// op that succeeds builds no provenance (a Python call site's file name and module path are strings).
+template <class Where>
+std::vector<Array> runEager(ir::OpCode op, const std::vector<Array>& operands, const ir::Attrs& attrs,
+                            const Where& where) {
+  const ir::OpDef& def = ops::registry().get(op);
   auto fail = [&](const Error& e) -> std::vector<Array> {
-    std::string where = prov.empty() ? "" : " (at " + prov.toString() + ")";
-    raise(Error{e.message + where});
+    ir::Provenance prov = where();
+    std::string at = prov.empty() ? "" : " (at " + prov.toString() + ")";
+    raise(Error{e.message + at});
   };
-  if (target) {
-    auto r = target->record(op, operands, std::move(attrs), prov);  // errors carry prov already
-    if (!r.ok()) raise(r.takeError());
-    return std::move(r).value();
-  }
-
-  const ir::OpDef& def = reg.get(op);
   // An operand split over a mesh: the op runs on every device as a one-op SPMD program (its result keeps
   // the sharding the op's rule gives it, as in JAX).
   if (std::any_of(operands.begin(), operands.end(), [](const Array& a) { return a.valid() && a.isSharded(); })) {
@@ -178,26 +181,69 @@ std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::A
     if (!r.ok()) return fail(r.error());
     return std::move(r).value();
   }
-  std::vector<runtime::BufferPtr> bufs;
-  std::vector<Aval> avals;
-  for (const auto& a : operands) {
+  // The operands' buffers and avals in this thread's scratch, reused from op to op (an Aval's copy into a slot
+  // that held one keeps its storage); one slot per nesting depth, as a kernel may run ops of its own.
+  struct Scratch {
+    std::vector<runtime::BufferPtr> bufs;
+    std::vector<Aval> avals;
+  };
+  thread_local std::vector<std::unique_ptr<Scratch>> tScratch;
+  thread_local size_t tDepth = 0;
+  if (tScratch.size() <= tDepth) tScratch.push_back(std::make_unique<Scratch>());
+  Scratch& scratch = *tScratch[tDepth];
+  struct Nest {
+    size_t& depth;
+    Scratch& scratch;
+    ~Nest() {
+      --depth;
+      scratch.bufs.clear();  // the operands' buffers are not held past the op
+    }
+  } nest{++tDepth, scratch};
+  scratch.bufs.resize(operands.size());
+  scratch.avals.resize(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Array& a = operands[i];
     if (!a.valid()) return fail(Error{def.name + ": an empty (default-constructed) Array was used as an operand"});
     if (a.isTracer()) return fail(Error{def.name + ": a traced value of shape " + a.aval().toString() +
                                         " escaped the function that created it (leaked tracer)"});
-    bufs.push_back(a.buffer());
-    avals.push_back(a.aval());
+    scratch.bufs[i] = a.buffer();
+    scratch.avals[i] = a.aval();
   }
   std::vector<Aval> outAvals;
-  auto outs = runtime::runCpuOp(def, bufs, avals, attrs, &outAvals);
+  auto outs = runtime::runCpuOp(def, scratch.bufs, scratch.avals, attrs, &outAvals);
   if (!outs.ok()) return fail(outs.error());
   std::vector<Array> result;
+  result.reserve(outs->size());
   for (size_t i = 0; i < outs->size(); ++i) {
     if (runtime::debugNansEnabled())
       if (auto bad = runtime::findNonFinite(*(*outs)[i], outAvals[i]))
         return fail(Error{fmt::format("{} produced {} in result {} ({})", def.name, *bad, i, outAvals[i].toString())});
-    result.push_back(Array::fromBuffer((*outs)[i], outAvals[i]));
+    result.push_back(Array::fromBuffer(std::move((*outs)[i]), std::move(outAvals[i])));
   }
   return result;
+}
+
+// While any trace is active, every op is recorded into the innermost one (as JAX does since omnistaging):
+// concrete operands and values of outer traces are captured, so nothing is evaluated at trace time.
+std::vector<Array> recordInto(Trace& target, ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                              ir::Provenance prov) {
+  auto r = target.record(op, operands, std::move(attrs), std::move(prov));  // errors carry prov already
+  if (!r.ok()) raise(r.takeError());
+  return std::move(r).value();
+}
+
+}  // namespace
+
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const std::source_location& loc) {
+  if (Trace* target = Trace::current()) return recordInto(*target, op, operands, std::move(attrs), provenanceAt(loc));
+  return runEager(op, operands, attrs, [&] { return provenanceAt(loc); });
+}
+
+std::vector<Array> bind(ir::OpCode op, const std::vector<Array>& operands, ir::Attrs attrs,
+                        const ir::Provenance& prov) {
+  if (Trace* target = Trace::current()) return recordInto(*target, op, operands, std::move(attrs), prov);
+  return runEager(op, operands, attrs, [&] { return prov; });
 }
 
 ShardedOpRunner& shardedOpRunner() {

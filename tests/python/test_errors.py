@@ -84,3 +84,24 @@ def test_dtype_errors_are_type_errors():
         tessera.grad(lambda x: tnp.sum(x))(tnp.ones(3, tnp.int32))
     with pytest.raises(TypeError, match="indices"):
         tnp.take(tnp.ones(3), tnp.ones(2))
+
+
+def test_eager_binary_ops_name_the_users_line():
+    # tnp.add and its kin are the engine's fastest entry points: their errors still say where they came from.
+    a = tnp.ones((3,))
+    with pytest.raises(tessera.ShapeError) as e:
+        line = here(); tnp.add(a, tnp.ones((4,)))
+    assert "add" in str(e.value) and f"test_errors.py:{line}" in str(e.value)
+    with pytest.raises(tessera.DTypeError) as e:  # refused by the op's own rule, after promotion
+        line = here(); tnp.bitwise_and(a, a)
+    assert f"test_errors.py:{line}" in str(e.value)
+
+    def inner():
+        return tnp.multiply(a, tnp.ones((2,)))
+
+    with pytest.raises(tessera.ShapeError, match=r"inner @ .*test_errors.py:"):
+        inner()
+    with pytest.raises(TypeError, match="2 arguments"):
+        tnp.add(a)
+    with pytest.raises(TypeError):
+        tnp.add(a, None)

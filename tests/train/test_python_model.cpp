@@ -436,3 +436,32 @@ TEST_CASE("a new python project's starter model.py trains") {
   TSR_COMPARE(project::newProjectFiles({"p", "python", {{"python", "\"../mine.py\""}}, "", "."}).size(), size_t(0));
   TSR_COMPARE(project::newProjectFiles({"p", "mlp", {}, "", "."}).size(), size_t(0));
 }
+
+// Traces after the first come from the warm tracer, a child forked from an interpreter that has imported tessera:
+// each still loads model.py and what it imports afresh, as a new interpreter would.
+TEST_CASE("each trace of a model.py sees the files as they are now") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  const std::string model =
+      "import helper\nimport tessera.numpy as tnp\n\n\ndef init(key, cfg):\n"
+      "    return {'w': tnp.zeros((cfg['n'], helper.WIDTH))}\n\n\ndef loss(params, batch, key):\n"
+      "    return tnp.sum(params['w'])\n";
+  auto widthAfter = [&](int width, const std::string& edit) -> int64_t {
+    write(dir.filePath("helper.py"), "WIDTH = " + std::to_string(width) + "\n");
+    write(dir.filePath("model.py"), model + edit);  // another text: the trace cache misses
+    project::PythonTraceRequest r{dir.filePath("model.py"), R"({"n": 3})", Aval{Shape{4, 3}, DType::F32},
+                                  Aval{Shape{4}, DType::I32}};
+    auto t = project::tracePythonModel(r);
+    REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
+    REQUIRE((*t)->leaves.size() == 1);
+    return (*t)->leaves[0].shape[1];
+  };
+  TSR_COMPARE(widthAfter(5, ""), int64_t{5});
+  TSR_COMPARE(widthAfter(7, "# edited\n"), int64_t{7});
+  // A trace that crashes its interpreter leaves the next one working.
+  write(dir.filePath("model.py"), "import os\nos.abort()\n");
+  auto crashed = project::tracePythonModel({dir.filePath("model.py"), "{}", Aval{Shape{4, 3}, DType::F32},
+                                            Aval{Shape{4}, DType::I32}});
+  REQUIRE(!crashed.ok());
+  TSR_COMPARE(widthAfter(9, "# again\n"), int64_t{9});
+}

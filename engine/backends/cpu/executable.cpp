@@ -17,6 +17,7 @@
 #include "engine/backends/cpu/schedule.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
+#include "engine/core/interrupt.h"
 #include "engine/dist/communicator.h"
 #include "engine/ops/conv_geometry.h"
 #include "engine/runtime/profiler.h"
@@ -962,6 +963,7 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
   FlushDenormals ftz;
   std::vector<void*> args;
   for (const Kernel& k : im.kernels) {
+    if (interruptRequested()) return makeError("{}: {}", im.options.name, kInterruptedMessage);
     args.clear();
     for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
     int64_t t0 = prof ? runtime::Profiler::nowNs() : 0;
