@@ -17,7 +17,6 @@
 #include <QtConcurrent>
 
 #include "engine/inspect/timeline_compare.h"
-#include "engine/store/run_store.h"
 #include "views/timeline_canvas.h"
 
 namespace tsr::studio {
@@ -262,18 +261,9 @@ void TimelinePanel::compareRuns(const QString& dbPath, qint64 runA, qint64 runB)
 std::vector<std::pair<qint64, QString>> TimelinePanel::compareCandidates() const {
   std::vector<std::pair<qint64, QString>> out;
   if (m_dbPath.isEmpty() || m_runA <= 0) return out;
-  auto db = store::RunStore::openReadOnly(m_dbPath.toStdString());
-  if (!db.ok()) return out;
-  auto runs = db->runs();
+  auto runs = inspect::profiledRuns(m_dbPath.toStdString(), m_runA);
   if (!runs.ok()) return out;
-  for (const store::RunInfo& r : *runs) {
-    if (r.id == m_runA) continue;
-    auto profiles = db->profiles(r.id);
-    if (!profiles.ok() || profiles->empty()) continue;
-    out.emplace_back(r.id, tr("run %1: %2 (profile %3, %4)")
-                               .arg(r.id)
-                               .arg(fromStd(r.name), QString::number(profiles->back().id), fromStd(profiles->back().name)));
-  }
+  for (const inspect::ProfiledRun& r : *runs) out.emplace_back(r.run, fromStd(r.label));
   return out;
 }
 

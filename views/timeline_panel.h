@@ -24,7 +24,7 @@
 #include <QWidget>
 
 #include "engine/inspect/timeline.h"
-#include "engine/train/profile_diff.h"
+#include "engine/inspect/timeline_compare.h"
 #include "engine/inspect/timeline_window.h"
 #include "views/session.h"
 

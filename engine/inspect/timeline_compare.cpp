@@ -58,6 +58,19 @@ int64_t stepNumber(const std::string& mark) {
 
 }  // namespace
 
+Result<std::vector<ProfiledRun>> profiledRuns(const std::string& dbPath, int64_t exceptRun) {
+  TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
+  TSR_ASSIGN(std::vector<store::RunInfo> runs, db.runs());
+  std::vector<ProfiledRun> out;
+  for (const store::RunInfo& r : runs) {
+    if (r.id == exceptRun) continue;
+    TSR_ASSIGN(std::vector<store::ProfileInfo> profiles, db.profiles(r.id));
+    if (profiles.empty()) continue;
+    out.push_back({r.id, fmt::format("run {}: {} (profile {}, {})", r.id, r.name, profiles.back().id, profiles.back().name)});
+  }
+  return out;
+}
+
 double kernelChange(const TimelineKernel& k) {
   if (k.pairNsA < 0 || k.pairNsB < 0) return 1;
   return k.pairNsA > 0 ? k.pairNsB / k.pairNsA : 0;
