@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/thread_scratch.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::runtime {
@@ -104,20 +105,13 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
   TSR_TRY(ir::checkSignature(def, inputAvals.size(), attrs));
   TSR_ASSIGN(std::vector<Aval> outAvals, def.infer(inputAvals, attrs));
   // The kernel's views in this thread's scratch, reused from op to op (an Aval copied into a view that held one
-  // keeps its storage: an eager op allocates only its results); one slot per nesting depth, as the kernels of
-  // ops with bodies run further ops.
+  // keeps its storage: an eager op allocates only its results).
   struct Views {
     std::vector<ir::TensorView> in;
     std::vector<ir::MutableTensorView> out;
   };
-  thread_local std::vector<std::unique_ptr<Views>> tViews;
-  thread_local size_t tDepth = 0;
-  if (tViews.size() <= tDepth) tViews.push_back(std::make_unique<Views>());
-  Views& views = *tViews[tDepth];
-  struct Nest {
-    size_t& depth;
-    ~Nest() { --depth; }
-  } nest{++tDepth};
+  ThreadScratch<Views> scratch;
+  Views& views = *scratch;
   views.in.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     views.in[i].data = inputs[i]->data();

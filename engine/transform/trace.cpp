@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/thread_scratch.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
 #include "engine/transform/provenance_source.h"
@@ -182,23 +183,14 @@ std::vector<Array> runEager(ir::OpCode op, const std::vector<Array>& operands, c
     return std::move(r).value();
   }
   // The operands' buffers and avals in this thread's scratch, reused from op to op (an Aval's copy into a slot
-  // that held one keeps its storage); one slot per nesting depth, as a kernel may run ops of its own.
+  // that held one keeps its storage).
   struct Scratch {
     std::vector<runtime::BufferPtr> bufs;
     std::vector<Aval> avals;
+    void release() { bufs.clear(); }  // the operands' buffers are not held past the op
   };
-  thread_local std::vector<std::unique_ptr<Scratch>> tScratch;
-  thread_local size_t tDepth = 0;
-  if (tScratch.size() <= tDepth) tScratch.push_back(std::make_unique<Scratch>());
-  Scratch& scratch = *tScratch[tDepth];
-  struct Nest {
-    size_t& depth;
-    Scratch& scratch;
-    ~Nest() {
-      --depth;
-      scratch.bufs.clear();  // the operands' buffers are not held past the op
-    }
-  } nest{++tDepth, scratch};
+  ThreadScratch<Scratch> lease;
+  Scratch& scratch = *lease;
   scratch.bufs.resize(operands.size());
   scratch.avals.resize(operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {

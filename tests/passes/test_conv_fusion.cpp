@@ -100,6 +100,22 @@ Nchw naiveConv(const Nchw& x, const Nchw& w, int64_t stride, int64_t pad, int64_
 
 Nchw asNchw(const std::vector<double>& v, const Shape& s) { return Nchw{s[0], s[1], s[2], s[3], v}; }
 
+// The [2, 7, 7, 3] NHWC input and the [3, 3, 3, 8] HWIO filter of the channels-last cases, as NCHW and OIHW.
+Nchw nhwcInput(const std::vector<double>& in) {
+  Nchw x{2, 3, 7, 7, std::vector<double>(2 * 3 * 49)};
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < 49; ++i) x.v[static_cast<size_t>((n * 3 + c) * 49 + i)] = in[static_cast<size_t>((n * 49 + i) * 3 + c)];
+  return x;
+}
+Nchw hwioFilter(const std::vector<double>& in) {
+  Nchw w{8, 3, 3, 3, std::vector<double>(8 * 27)};
+  for (int64_t o = 0; o < 8; ++o)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < 9; ++k) w.v[static_cast<size_t>((o * 3 + c) * 9 + k)] = in[static_cast<size_t>((k * 3 + c) * 8 + o)];
+  return w;
+}
+
 double geluTanh(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
@@ -229,15 +245,8 @@ TEST_CASE("channelsLastScaleBiasLogistic") {
   int fused = 0;
   TSR_COMPARE(matchesReference(g, p.plan,
                                [&](const auto& in) {
-                                 // NHWC x and HWIO w to NCHW and OIHW for the naive loop.
-                                 Nchw x{2, 3, 7, 7, std::vector<double>(2 * 3 * 49)}, w{8, 3, 3, 3, std::vector<double>(8 * 27)};
-                                 for (int64_t n = 0; n < 2; ++n)
-                                   for (int64_t c = 0; c < 3; ++c)
-                                     for (int64_t i = 0; i < 49; ++i) x.v[static_cast<size_t>((n * 3 + c) * 49 + i)] = in[0][static_cast<size_t>((n * 49 + i) * 3 + c)];
-                                 for (int64_t o = 0; o < 8; ++o)
-                                   for (int64_t c = 0; c < 3; ++c)
-                                     for (int64_t k = 0; k < 9; ++k) w.v[static_cast<size_t>((o * 3 + c) * 9 + k)] = in[1][static_cast<size_t>((k * 3 + c) * 8 + o)];
-                                 Nchw y = naiveConv(x, w, 1, 0);  // [2, 8, 5, 5]
+                                 // NHWC x and HWIO w as NCHW and OIHW for the naive loop.
+                                 Nchw y = naiveConv(nhwcInput(in[0]), hwioFilter(in[1]), 1, 0);  // [2, 8, 5, 5]
                                  std::vector<double> out(y.v.size());
                                  for (int64_t n = 0; n < 2; ++n)
                                    for (int64_t o = 0; o < 8; ++o)
@@ -439,14 +448,7 @@ TEST_CASE("batchNormInferenceAndReluFoldIntoTheConvolution") {
   int fused = 0;
   TSR_COMPARE(matchesReference(g, p.plan,
                                [&](const auto& in) {
-                                 Nchw x{2, 3, 7, 7, std::vector<double>(2 * 3 * 49)}, w{8, 3, 3, 3, std::vector<double>(8 * 27)};
-                                 for (int64_t n = 0; n < 2; ++n)
-                                   for (int64_t c = 0; c < 3; ++c)
-                                     for (int64_t i = 0; i < 49; ++i) x.v[static_cast<size_t>((n * 3 + c) * 49 + i)] = in[0][static_cast<size_t>((n * 49 + i) * 3 + c)];
-                                 for (int64_t o = 0; o < 8; ++o)
-                                   for (int64_t c = 0; c < 3; ++c)
-                                     for (int64_t k = 0; k < 9; ++k) w.v[static_cast<size_t>((o * 3 + c) * 9 + k)] = in[1][static_cast<size_t>((k * 3 + c) * 8 + o)];
-                                 Nchw y = naiveConv(x, w, 1, 1);  // [2, 8, 7, 7]
+                                 Nchw y = naiveConv(nhwcInput(in[0]), hwioFilter(in[1]), 1, 1);  // [2, 8, 7, 7]
                                  std::vector<double> out(y.v.size());
                                  for (int64_t n = 0; n < 2; ++n)
                                    for (int64_t o = 0; o < 8; ++o)
