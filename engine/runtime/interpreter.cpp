@@ -116,7 +116,7 @@ Result<std::vector<runtime::BufferPtr>> interpret(const ir::Graph& g, const ir::
     if (profiler) {
       const FusionInfo& k = table->kernels[n];
       profiler->record(ProfileEvent{"cpu:0", 0, k.name, k.id, start, Profiler::nowNs() - start, table->flops[n],
-                                    table->bytes[n]});
+                                    table->bytes[n], -1, {}});
     }
     if (!outs.ok()) return Error{fmt::format("node {} ({}): {}", n, def->name, outs.error().message)};
     for (size_t r = 0; r < node.results.size(); ++r) {

@@ -215,6 +215,11 @@ Status saveTrace(store::RunStore& db, int64_t profile, const runtime::Trace& tra
 
 namespace {
 
+// A stored launch as the profiler recorded it (its collective number and group come from CollectiveTagger).
+runtime::ProfileEvent profileEvent(const store::KernelEvent& e) {
+  return {e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes, -1, {}};
+}
+
 // A stored profile's collective launches, each found again as the kernel event of the same device, start and
 // kernel (the store keeps them in a table of their own): tag() gives an event its call number and group.
 class CollectiveTagger {
@@ -245,7 +250,7 @@ Result<runtime::Trace> loadTrace(const store::RunStore& db, int64_t profile) {
   TSR_ASSIGN(std::vector<store::KernelInfo> kernels, db.profileKernels(profile));
   TSR_ASSIGN(std::vector<store::ProfileMarkInfo> marks, db.profileMarks(profile));
   for (const auto& e : events)
-    t.events.push_back({e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes});
+    t.events.push_back(profileEvent(e));
   for (const auto& k : kernels) t.kernels.push_back({k.fusion, k.executable, k.name, k.kind, k.nodes, k.ops, k.modulePath});
   for (const auto& m : marks) t.marks.push_back({m.name, m.startNs, m.durationNs, m.rank});
   TSR_ASSIGN(std::vector<store::MemorySampleInfo> memory, db.profileMemory(profile));
@@ -278,7 +283,7 @@ Result<ExportedTrace> exportTrace(const store::RunStore& db, int64_t profile, co
     w.marksAndMemory(traceMarks, traceMemory);
     runtime::ProfileEvent pe;
     TSR_TRY(db.eachKernelEvent(profile, [&](const store::KernelEvent& e) -> Status {
-      pe = {e.device, e.stream, e.name, e.fusion, e.startNs, e.durationNs, e.flops, e.bytes};
+      pe = profileEvent(e);
       tagger.tag(pe);
       w.event(pe);
       return {};
