@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/backends/cpu/arena_placement.h"
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/schedule.h"
@@ -64,6 +65,13 @@ double reduceTile(OpCode op, const float* x, int64_t n, double acc) {
 }
 
 }  // namespace
+
+int LoweredKernel::argOf(ValueId v) {
+  auto it = std::find(args.begin(), args.end(), v);
+  if (it != args.end()) return static_cast<int>(it - args.begin());
+  args.push_back(v);
+  return static_cast<int>(args.size()) - 1;
+}
 
 std::string MemoryPlan::findOverlap() const {
   for (size_t i = 0; i < intervals.size(); ++i)
@@ -160,12 +168,6 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
   p.dims = gr.shape.dims();
   std::map<ValueId, int> slotOf;
   std::map<std::pair<ValueId, std::vector<int64_t>>, int> inputSlot;
-  auto argOf = [&](ValueId v) {
-    auto it = std::find(k.args.begin(), k.args.end(), v);
-    if (it != k.args.end()) return static_cast<int>(it - k.args.begin());
-    k.args.push_back(v);
-    return static_cast<int>(k.args.size()) - 1;
-  };
   // A gemm's or convolution's result (k.node) is an input of its epilogue.
   auto inGroup = [&](ValueId v) {
     NodeId pr = graph.value(v).producer;
@@ -196,7 +198,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     auto key = std::make_pair(eff, in.strides);
     auto it = inputSlot.find(key);
     if (it != inputSlot.end()) return it->second;
-    in.arg = argOf(eff);
+    in.arg = k.argOf(eff);
     p.inputs.push_back(in);
     int s = static_cast<int>(p.inputs.size()) - 1;
     inputSlot[key] = s;
@@ -237,7 +239,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
       instrOf[nd.results[0]] = -1;
       slotOf[nd.results[0]] = s;
       // store straight from the input slot
-      p.stores.push_back(TileStore{s, argOf(nd.results[0]), graph.aval(nd.results[0]).dtype});
+      p.stores.push_back(TileStore{s, k.argOf(nd.results[0]), graph.aval(nd.results[0]).dtype});
       continue;
     }
     PendingInstr pi;
@@ -264,11 +266,11 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     OpCode op = node(pr).op;
     if (op == OpCode::ReduceSum || op == OpCode::ReduceMax || op == OpCode::ReduceMin || pr == k.node) continue;
     if (passes::isViewNode(graph, node(pr))) continue;  // stored above
-    p.stores.push_back(TileStore{slotOf.at(o), argOf(o), graph.aval(o).dtype});
+    p.stores.push_back(TileStore{slotOf.at(o), k.argOf(o), graph.aval(o).dtype});
   }
   for (size_t i = 0; i < reduceOperands.size(); ++i) {
     NodeId rn = reduceOperands[i].first;
-    k.reduces.push_back(Reduce{resolve(reduceRefs[i]), node(rn).op, argOf(node(rn).results[0])});
+    k.reduces.push_back(Reduce{resolve(reduceRefs[i]), node(rn).op, k.argOf(node(rn).results[0])});
     p.liveOut.push_back(k.reduces.back().slot);
   }
   k.hasProgram = true;
@@ -464,127 +466,32 @@ Status Executable::Impl::planMemory() {
       }
     }
   }
-  // Arena offsets, two ways, keeping the smaller arena (as XLA's heap simulator tries several): online, walking
-  // the kernels and placing each kernel's new values best-fit among the free blocks before freeing the values
-  // whose last use it was; and offline, largest value first, each at the best-fitting gap among the values
-  // already placed whose lifetimes overlap its own. The online walk can strand a large block behind a small
-  // long-lived value; the offline one sees every lifetime at once.
-  struct Life {
-    ValueId v;
-    int64_t bytes;  // aligned
-    int def, last;
-  };
+  // Arena offsets from the arena values' lifetimes (arena_placement.h); each value dies at its last use.
+  std::vector<ValueId> placed;
+  std::vector<ArenaValue> values;
   auto alignUp = [](int64_t b) { return (b + 63) / 64 * 64; };
-  std::vector<Life> lives;
-  std::vector<std::vector<size_t>> definedAt(static_cast<size_t>(nk)), dyingAt(static_cast<size_t>(nk));
   for (size_t v = 0; v < slots.size(); ++v) {
     const auto& s = slots[v];
     if (s.loc != Loc::Arena) continue;
     const int last = std::max(s.def, s.lastUse);
-    definedAt[static_cast<size_t>(s.def)].push_back(lives.size());
-    dyingAt[static_cast<size_t>(last)].push_back(lives.size());
     kernels[static_cast<size_t>(last)].dying.push_back(static_cast<ValueId>(v));
-    lives.push_back({static_cast<ValueId>(v), alignUp(std::max<int64_t>(graph.aval(static_cast<ValueId>(v)).bytes(), 1)),
-                     s.def, last});
+    placed.push_back(static_cast<ValueId>(v));
+    values.push_back({alignUp(std::max<int64_t>(graph.aval(static_cast<ValueId>(v)).bytes(), 1)), s.def, last});
   }
-  auto online = [&](std::vector<int64_t>& offset) {
-    std::vector<std::pair<int64_t, int64_t>> freeBlocks;  // offset, size, sorted by offset
-    int64_t end = 0;
-    auto allocate = [&](int64_t bytes) {
-      int best = -1;
-      for (size_t i = 0; i < freeBlocks.size(); ++i)
-        if (freeBlocks[i].second >= bytes &&
-            (best < 0 || freeBlocks[i].second < freeBlocks[static_cast<size_t>(best)].second))
-          best = static_cast<int>(i);
-      if (best < 0) {
-        // Grow: extend a free block that ends at the arena's end, else append.
-        if (!freeBlocks.empty() && freeBlocks.back().first + freeBlocks.back().second == end) {
-          int64_t off = freeBlocks.back().first;
-          end = off + bytes;
-          freeBlocks.pop_back();
-          return off;
-        }
-        int64_t off = end;
-        end += bytes;
-        return off;
-      }
-      auto& b = freeBlocks[static_cast<size_t>(best)];
-      int64_t off = b.first;
-      b.first += bytes;
-      b.second -= bytes;
-      if (b.second == 0) freeBlocks.erase(freeBlocks.begin() + best);
-      return off;
-    };
-    auto release = [&](int64_t off, int64_t bytes) {
-      auto it = std::lower_bound(freeBlocks.begin(), freeBlocks.end(), std::make_pair(off, int64_t{0}));
-      it = freeBlocks.insert(it, {off, bytes});
-      // Coalesce with neighbours.
-      size_t i = static_cast<size_t>(it - freeBlocks.begin());
-      if (i + 1 < freeBlocks.size() && freeBlocks[i].first + freeBlocks[i].second == freeBlocks[i + 1].first) {
-        freeBlocks[i].second += freeBlocks[i + 1].second;
-        freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i) + 1);
-      }
-      if (i > 0 && freeBlocks[i - 1].first + freeBlocks[i - 1].second == freeBlocks[i].first) {
-        freeBlocks[i - 1].second += freeBlocks[i].second;
-        freeBlocks.erase(freeBlocks.begin() + static_cast<int64_t>(i));
-      }
-    };
-    for (int ki = 0; ki < nk; ++ki) {
-      for (size_t l : definedAt[static_cast<size_t>(ki)]) offset[l] = allocate(lives[l].bytes);
-      for (size_t l : dyingAt[static_cast<size_t>(ki)]) release(offset[l], lives[l].bytes);
-    }
-    return end;
-  };
-  auto bySize = [&](std::vector<int64_t>& offset) {
-    std::vector<size_t> order(lives.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (lives[a].bytes != lives[b].bytes) return lives[a].bytes > lives[b].bytes;
-      return lives[a].last - lives[a].def > lives[b].last - lives[b].def;
-    });
-    int64_t end = 0;
-    std::vector<size_t> placed;
-    std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of overlapping placed values
-    for (size_t l : order) {
-      const Life& x = lives[l];
-      taken.clear();
-      for (size_t p : placed)
-        if (lives[p].def <= x.last && x.def <= lives[p].last) taken.push_back({offset[p], offset[p] + lives[p].bytes});
-      std::sort(taken.begin(), taken.end());
-      int64_t at = -1, bestGap = 0, cursor = 0;
-      for (const auto& [b, e] : taken) {
-        if (b - cursor >= x.bytes && (at < 0 || b - cursor < bestGap)) {
-          at = cursor;
-          bestGap = b - cursor;
-        }
-        cursor = std::max(cursor, e);
-      }
-      offset[l] = at >= 0 ? at : cursor;
-      end = std::max(end, offset[l] + x.bytes);
-      placed.push_back(l);
-    }
-    return end;
-  };
-  std::vector<int64_t> offsets(lives.size()), offline(lives.size());
-  int64_t end = online(offsets);
-  // The offline placement is quadratic in the values: skipped for the very largest programs.
-  if (lives.size() <= 20000) {
-    const int64_t offlineEnd = bySize(offline);
-    if (offlineEnd < end) {
-      end = offlineEnd;
-      offsets.swap(offline);
-    }
+  ArenaPlacement arena = placeArena(values, nk);
+  // The intervals in the order their values are defined.
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].def < values[b].def; });
+  for (size_t l : order) {
+    const ValueId v = placed[l];
+    slots[static_cast<size_t>(v)].offset = arena.offsets[l];
+    const int64_t bytes = graph.aval(v).bytes();
+    memory.intermediateBytes += bytes;
+    ++memory.numIntermediates;
+    memory.intervals.push_back({v, arena.offsets[l], bytes, values[l].def, values[l].last});
   }
-  for (const auto& defined : definedAt)
-    for (size_t l : defined) {
-      const Life& x = lives[l];
-      slots[static_cast<size_t>(x.v)].offset = offsets[l];
-      const int64_t bytes = graph.aval(x.v).bytes();
-      memory.intermediateBytes += bytes;
-      ++memory.numIntermediates;
-      memory.intervals.push_back({x.v, offsets[l], bytes, x.def, x.last});
-    }
-  memory.arenaBytes = end;
+  memory.arenaBytes = arena.bytes;
   return {};
 }
 
@@ -646,19 +553,13 @@ Status Executable::Impl::planPostOps(Kernel& k, const passes::FusionGroup& gr) {
   std::sort(covered.begin(), covered.end());
   const ValueId last = gr.postOps.back().result;
   if (covered != gr.nodes || gr.outputs != std::vector<ValueId>{last}) return {};
-  auto argOf = [&](ValueId v) {
-    auto it = std::find(k.args.begin(), k.args.end(), v);
-    if (it != k.args.end()) return static_cast<int>(it - k.args.begin());
-    k.args.push_back(v);
-    return static_cast<int>(k.args.size()) - 1;
-  };
   std::vector<Kernel::PostOpArg> chain;
   std::vector<ops::ConvPostOp> ops;
   for (const passes::PostOp& op : gr.postOps) {
     Kernel::PostOpArg pa;
     pa.op.kind = static_cast<ops::ConvPostOp::Kind>(op.kind);
     pa.op.operand = static_cast<ops::ConvPostOp::Operand>(op.operand);
-    if (op.operand != passes::PostOpOperand::None) pa.arg = argOf(op.value);
+    if (op.operand != passes::PostOpOperand::None) pa.arg = k.argOf(op.value);
     chain.push_back(pa);
     ops.push_back(pa.op);
   }
@@ -668,7 +569,7 @@ Status Executable::Impl::planPostOps(Kernel& k, const passes::FusionGroup& gr) {
   const auto& at = std::get<ir::ConvAttrs>(conv.attrs);
   if (!ops::oneDnnTakesPostOps(lhs, rhs, out, at, ops::convGeometry(lhs, rhs, at), ops)) return {};
   k.postOps = std::move(chain);
-  k.postOut = argOf(last);
+  k.postOut = k.argOf(last);
   return {};
 }
 

@@ -92,6 +92,7 @@ struct ReduceSpec {
 struct LoweredKernel {
   KernelInfo info;
   std::vector<ir::ValueId> args;  // pointers passed to the kernel, by value
+  int argOf(ir::ValueId v);       // v's position in args, added at the end when absent
   TileProgram prog;               // loop body, reduction prologue or gemm epilogue
   bool hasProgram = false;
   // Reductions: [k1, r, k2] after collapsing, or the generic path.
