@@ -5,12 +5,16 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/transform/api.h"
 #include "engine/transform/remat.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::nn {
+
+// Turns a pooled metric's sums over an evaluation's batches into its value (Context::sowPooled).
+using MetricFinish = std::function<double(const std::vector<double>& totals)>;
 
 // Per-call state of an apply: whether dropout is on, and the key it draws from.
 class Context {
@@ -23,7 +27,16 @@ class Context {
   // A scalar the model reports beside its loss (Flax's sow): a training step returns it, and a run logs it
   // under this name every step (a Python model's (loss, {"acc": ...})).
   void sow(std::string name, Array value) { m_sown.emplace_back(std::move(name), std::move(value)); }
+  // A metric pooled over an evaluation's batches (torchmetrics' and Keras's stateful metrics): `sums` is a vector
+  // of this batch's sums, which an evaluation adds over all of its batches before `finish` turns the totals into
+  // the metric (mean IoU: each class's intersection and union, then their ratios averaged over the classes
+  // present in the whole evaluation, not the mean of each batch's). It is sown as `name` with the others.
+  void sowPooled(std::string name, Array sums, MetricFinish finish) {
+    m_pooled.emplace_back(name, std::move(finish));
+    m_sown.emplace_back(std::move(name), std::move(sums));
+  }
   const std::vector<std::pair<std::string, Array>>& sown() const { return m_sown; }
+  const std::vector<std::pair<std::string, MetricFinish>>& pooled() const { return m_pooled; }
   // What a model's blocks recompute in the backward pass instead of keeping ([train] remat; None: nothing).
   void setRemat(RematPolicy policy) { m_remat = policy; }
   RematPolicy remat() const { return m_remat; }
@@ -40,6 +53,7 @@ class Context {
   Array m_key;
   uint32_t m_counter = 0;
   std::vector<std::pair<std::string, Array>> m_sown;
+  std::vector<std::pair<std::string, MetricFinish>> m_pooled;
   Tree m_state, m_updated;
 };
 

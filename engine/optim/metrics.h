@@ -2,6 +2,8 @@
 // Metrics of a model's logits against integer labels, written with the Array API so that they run inside the
 // jitted training and evaluation steps. Under data parallelism their sums are reductions over the whole
 // (sharded) batch axis, so every device computes them from the global batch.
+#include <vector>
+
 #include "engine/transform/api.h"
 
 namespace tsr::optim {
@@ -16,5 +18,12 @@ Array accuracy(const Array& logits, const Array& labels);
 // jaccard_score(average="macro") with its default labels, the classes of y_true and y_pred. logits: [..., C],
 // labels: [...] integers in [0, C) -> f32 scalar in [0, 1].
 Array meanIou(const Array& logits, const Array& labels);
+
+// What meanIou pools over an evaluation's batches (nn::Context::sowPooled): [2 * C] f32, each class's
+// intersection (the pixels predicted and labelled c) then each class's union (predicted or labelled c).
+Array meanIouSums(const Array& logits, const Array& labels);
+// meanIou from those sums added over batches: each class's intersection / union, averaged over the classes whose
+// union is not empty. 0 when none is (no pixels at all).
+double meanIouOfSums(const std::vector<double>& sums);
 
 }  // namespace tsr::optim

@@ -43,7 +43,8 @@ void classifierMetrics(const Array& logits, const Array& labels, nn::Context& ct
 // A segmentation model's metrics on an evaluation batch, over every pixel of the batch.
 void segmentationMetrics(const Array& logits, const Array& labels, nn::Context& ctx) {
   ctx.sow("pixel_accuracy", optim::accuracy(logits, labels));
-  ctx.sow("mean_iou", optim::meanIou(logits, labels));
+  // Pooled over the evaluation: its classes' intersections and unions over every batch, then their ratios.
+  ctx.sowPooled("mean_iou", optim::meanIouSums(logits, labels), optim::meanIouOfSums);
 }
 
 // A model object's init and apply as a FamilyModel (the object is shared by both).

@@ -261,22 +261,17 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   summary.runId = runId;
   summary.storePath = storePath;
   summary.checkpointPath = ckptPath;
-  // The mean validation loss over eval_steps batches, and the mean of each metric the model reports.
+  // The mean validation loss over eval_steps batches and the model's metrics over all of them (poolEvaluations).
   auto evaluate = [&]() -> Result<StepMetrics> {
-    StepMetrics mean;
-    if (!valData) return mean;
+    if (!valData) return StepMetrics{};
     TSR_TRY(valData->rewind());
+    std::vector<StepMetrics> batches;
     for (int64_t i = 0; i < t.evalSteps; ++i) {
       TSR_ASSIGN(Batch b, valData->next());
       TSR_ASSIGN(StepMetrics m, trainer.evaluate(state, b));
-      mean.loss += m.loss / static_cast<double>(t.evalSteps);
-      if (mean.extra.empty()) mean.extra.assign(m.extra.size(), {});
-      for (size_t k = 0; k < m.extra.size() && k < mean.extra.size(); ++k) {
-        mean.extra[k].first = m.extra[k].first;
-        mean.extra[k].second += m.extra[k].second / static_cast<double>(t.evalSteps);
-      }
+      batches.push_back(std::move(m));
     }
-    return mean;
+    return poolEvaluations(batches);
   };
 
   // Every step's scalars are kept and written a few times a second, many steps per transaction.
@@ -566,23 +561,17 @@ Result<StepMetrics> evaluateCheckpointMetrics(const project::Project& p, const s
   TSR_ASSIGN(Tree stats, loadCheckpointState(checkpoint, model.initState ? model.initState() : Tree()));
   Trainer trainer(model.loss, optim::sgd(optim::constantSchedule(0.0), 0.0), optim::constantSchedule(0.0), p.train.seed);
   TrainState state = trainer.init(std::move(params), std::move(stats));
-  // The means over the batches, as a training run's evaluation computes them.
-  StepMetrics mean;
-  const auto n = static_cast<double>(p.train.evalSteps);
+  // Over the batches, as a training run's evaluation computes it.
+  std::vector<StepMetrics> batches;
   for (int64_t i = 0; i < p.train.evalSteps; ++i) {
     TSR_ASSIGN(Batch b, data.val->next());
     TSR_ASSIGN(StepMetrics m, trainer.evaluate(state, b));
     // A NaN mean would read as a result; it is the sign of a diverged checkpoint.
     if (!std::isfinite(m.loss))
       return makeError("{}: the validation loss is {} on batch {} of {}", checkpoint, m.loss, i + 1, p.train.evalSteps);
-    mean.loss += m.loss / n;
-    if (mean.extra.empty()) mean.extra.assign(m.extra.size(), {});
-    for (size_t k = 0; k < m.extra.size() && k < mean.extra.size(); ++k) {
-      mean.extra[k].first = m.extra[k].first;
-      mean.extra[k].second += m.extra[k].second / n;
-    }
+    batches.push_back(std::move(m));
   }
-  return mean;
+  return poolEvaluations(batches);
 }
 
 Result<double> evaluateCheckpoint(const project::Project& p, const std::string& checkpoint,

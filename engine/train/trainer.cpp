@@ -10,19 +10,34 @@ namespace tsr::train {
 
 namespace {
 
-// What the model reported beside its loss, as a dict of scalars (the step's "metrics" output).
-Tree sownTree(const nn::Context& ctx) {
+using Finishes = std::map<std::string, nn::MetricFinish>;
+
+// What the model reported beside its loss, as a dict (the step's "metrics" output): scalars, and the sums of its
+// pooled metrics, whose finishes are kept by name for reading them back.
+Tree sownTree(const nn::Context& ctx, Finishes& finishes) {
+  for (const auto& [name, finish] : ctx.pooled()) finishes[name] = finish;
   std::vector<std::pair<std::string, Tree>> items;
   for (const auto& [name, value] : ctx.sown()) items.emplace_back(name, Tree(value));
   return Tree::dict(std::move(items));
 }
 
-// The values of a jitted step's "metrics" output, by name.
-std::vector<std::pair<std::string, double>> metricsOf(const Tree& out) {
-  std::vector<std::pair<std::string, double>> values;
-  if (const Tree* metrics = out.find("metrics"))
-    for (size_t i = 0; i < metrics->size(); ++i) values.emplace_back(metrics->keys()[i], metrics->child(i).leaf().item());
-  return values;
+// The values of a jitted step's "metrics" output into `m`: each by name, a pooled one finished on this batch
+// with its sums kept.
+void readMetrics(const Tree& out, const Finishes& finishes, StepMetrics& m) {
+  const Tree* metrics = out.find("metrics");
+  if (!metrics) return;
+  for (size_t i = 0; i < metrics->size(); ++i) {
+    const std::string& name = metrics->keys()[i];
+    const Array& value = metrics->child(i).leaf();
+    auto finish = finishes.find(name);
+    if (finish == finishes.end()) {
+      m.extra.emplace_back(name, value.item());
+      continue;
+    }
+    PooledMetric pooled{name, value.toDoubles(), finish->second};
+    m.extra.emplace_back(name, pooled.finish(pooled.sums));
+    m.pooled.push_back(std::move(pooled));
+  }
 }
 
 // The model's state as a training apply left it (Context::updatedState): the state it was given, updated. A
@@ -51,8 +66,8 @@ Tree trainStepArgs(Tree params, Tree opt, Tree batchStats, const Batch& batch, i
 }
 
 // What a training apply gives beside its loss: the model's metrics, and its updated state when it has one.
-Tree auxOf(const nn::Context& ctx, const Tree* stats) {
-  Tree aux = Tree::dict({{"metrics", sownTree(ctx)}});
+Tree auxOf(const nn::Context& ctx, const Tree* stats, Finishes& finishes) {
+  Tree aux = Tree::dict({{"metrics", sownTree(ctx, finishes)}});
   if (stats) aux.set("batch_stats", updatedStats(ctx, *stats));
   return aux;
 }
@@ -76,7 +91,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
           ctx.setRemat(m_remat);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
-          return std::pair{loss, auxOf(ctx, stats)};
+          return std::pair{loss, auxOf(ctx, stats, m_finishes)};
         })(params);
         auto [updates, opt] = m_opt.update(vg.grads, *args.find("opt"), params);
         Tree out = Tree::dict({{"params", optim::applyUpdates(params, updates)},
@@ -97,7 +112,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         if (const Tree* stats = args.find("batch_stats")) ctx.setState(*stats);
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array loss = m_loss(*args.find("params"), batch, ctx);
-        return Tree::dict({{"loss", Tree(loss)}, {"metrics", sownTree(ctx)}});
+        return Tree::dict({{"loss", Tree(loss)}, {"metrics", sownTree(ctx, m_finishes)}});
       },
       "eval_step");
   // Gradient accumulation. args: {params, [batch_stats,] inputs, targets, step, micro, scale[, acc]}: the
@@ -115,16 +130,16 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
           ctx.setRemat(m_remat);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
-          return std::pair{loss, auxOf(ctx, stats)};
+          return std::pair{loss, auxOf(ctx, stats, m_finishes)};
         })(*args.find("params"));
         const Array scale = args.find("scale")->leaf();
         auto scaled = [&](const Array& x) { return x * astype(scale, x.dtype()); };
         Tree grads = vg.grads.map(scaled);
         if (const Tree* acc = args.find("acc"))
           grads = optim::treeMap2(grads, *acc, [](const Array& g, const Array& a) { return a + g; });
-        // The model's metrics, like the loss, as this micro-batch's share of their mean over the step.
-        Tree out = Tree::dict(
-            {{"acc", grads}, {"loss", Tree(scaled(vg.value))}, {"metrics", vg.aux.find("metrics")->map(scaled)}});
+        // The loss as this micro-batch's share of the step's mean; the model's metrics as they are (the step
+        // pools them over its micro-batches as an evaluation pools its batches).
+        Tree out = Tree::dict({{"acc", grads}, {"loss", Tree(scaled(vg.value))}, {"metrics", *vg.aux.find("metrics")}});
         if (stats) out.set("batch_stats", *vg.aux.find("batch_stats"));
         return out;
       },
@@ -238,7 +253,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const Batch& unplaced) {
   m.loss = out.find("loss")->leaf().item();
   m.gradNorm = out.find("grad_norm")->leaf().item();
   m.lr = out.find("lr")->leaf().item();
-  m.extra = metricsOf(out);
+  readMetrics(out, m_finishes, m);
   state.params = *out.find("params");
   state.optState = *out.find("opt");
   if (stateful) state.batchStats = *out.find("batch_stats");
@@ -255,7 +270,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
   const Array scale = Array::scalar(1.0 / static_cast<double>(microBatches.size()), DType::F32);
   Tree acc;
   double loss = 0;
-  std::vector<std::pair<std::string, double>> metrics;  // the mean of each over the micro-batches
+  std::vector<StepMetrics> shares;  // each micro-batch's metrics, pooled at the end
   for (size_t i = 0; i < microBatches.size(); ++i) {
     TSR_ASSIGN(Batch batch, placeBatch(microBatches[i]));
     std::vector<std::pair<std::string, Tree>> fields = {
@@ -277,12 +292,7 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
     Tree out = std::move(*result);
     if (const Tree* stats = out.find("batch_stats")) state.batchStats = *stats;
     loss += out.find("loss")->leaf().item();
-    const std::vector<std::pair<std::string, double>> shares = metricsOf(out);
-    if (i == 0) metrics.assign(shares.size(), {"", 0.0});
-    for (size_t k = 0; k < shares.size() && k < metrics.size(); ++k) {
-      metrics[k].first = shares[k].first;
-      metrics[k].second += shares[k].second;
-    }
+    readMetrics(out, m_finishes, shares.emplace_back());
     acc = *out.find("acc");
   }
   Tree args = Tree::dict({{"params", std::move(state.params)},
@@ -296,9 +306,8 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
     return result.error();
   }
   args = Tree();
-  StepMetrics m;
+  StepMetrics m = poolEvaluations(shares);
   m.loss = loss;
-  m.extra = std::move(metrics);
   m.gradNorm = result->find("grad_norm")->leaf().item();
   m.lr = result->find("lr")->leaf().item();
   state.params = *result->find("params");
@@ -306,6 +315,29 @@ Result<StepMetrics> Trainer::step(TrainState& state, const std::vector<Batch>& m
   ++state.step;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
+}
+
+StepMetrics poolEvaluations(const std::vector<StepMetrics>& batches) {
+  StepMetrics out;
+  if (batches.empty()) return out;
+  const auto n = static_cast<double>(batches.size());
+  out.extra = batches.front().extra;
+  out.pooled = batches.front().pooled;
+  for (auto& [name, value] : out.extra) value = 0;
+  for (const StepMetrics& b : batches) {
+    out.loss += b.loss / n;
+    for (size_t k = 0; k < b.extra.size() && k < out.extra.size(); ++k) out.extra[k].second += b.extra[k].second / n;
+    if (&b == &batches.front()) continue;
+    for (size_t k = 0; k < b.pooled.size() && k < out.pooled.size(); ++k) {
+      std::vector<double>& sums = out.pooled[k].sums;
+      for (size_t j = 0; j < b.pooled[k].sums.size() && j < sums.size(); ++j) sums[j] += b.pooled[k].sums[j];
+    }
+  }
+  // A pooled metric is its finish of the totals, not the mean of each batch's.
+  for (const PooledMetric& p : out.pooled)
+    for (auto& [name, value] : out.extra)
+      if (name == p.name) value = p.finish(p.sums);
+  return out;
 }
 
 Result<double> Trainer::evalLoss(const TrainState& state, const Batch& batch) {
@@ -320,7 +352,7 @@ Result<StepMetrics> Trainer::evaluate(const TrainState& state, const Batch& unpl
   TSR_ASSIGN(Tree out, m_eval->call(args));
   StepMetrics m;
   m.loss = out.find("loss")->leaf().item();
-  m.extra = metricsOf(out);
+  readMetrics(out, m_finishes, m);
   return m;
 }
 

@@ -4,6 +4,7 @@
 // statistics) gets it through nn::Context and gives its update back beside the loss: one more argument and
 // output of the step, "batch_stats", donated as the parameters are.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,13 +31,26 @@ struct TrainState {
   Tree batchStats;
 };
 
+// A metric pooled over batches (nn::Context::sowPooled): its sums on the batches so far, and how they finish.
+struct PooledMetric {
+  std::string name;
+  std::vector<double> sums;
+  nn::MetricFinish finish;
+};
+
 struct StepMetrics {
   double loss = 0;
   double gradNorm = 0;
   double lr = 0;
   double seconds = 0;  // wall time of the step
-  std::vector<std::pair<std::string, double>> extra;  // what the model reported beside its loss (Context::sow)
+  // What the model reported beside its loss (Context::sow), by name; a pooled metric finished on this batch.
+  std::vector<std::pair<std::string, double>> extra;
+  std::vector<PooledMetric> pooled;  // the sums behind extra's pooled metrics
 };
+
+// One evaluation over several batches: the loss and each metric the mean of the batches', except that a pooled
+// metric is finished from its sums over all of them (a mean IoU over every pixel evaluated). Empty: zeros.
+StepMetrics poolEvaluations(const std::vector<StepMetrics>& batches);
 
 // Where the training state and batches live on a mesh: parameter-path rules (a regex searched in the path, the
 // first that matches wins; optimizer state follows its parameter's rule) and the batch split over the mesh's
@@ -112,6 +126,8 @@ class Trainer {
   std::unique_ptr<Jit> m_eval;
   std::unique_ptr<Jit> m_grad;   // accumulation: a micro-batch's loss and gradient, added to the sum so far
   std::unique_ptr<Jit> m_apply;  // accumulation: the update from the summed gradients
+  // The pooled metrics' finishes by name, as the traced functions sowed them (Context::sowPooled).
+  std::map<std::string, nn::MetricFinish> m_finishes;
 };
 
 }  // namespace tsr::train

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "engine/data/synthetic_shapes.h"
@@ -13,6 +14,7 @@
 #include "engine/spmd/spmd.h"
 #include "engine/store/run_store.h"
 #include "engine/train/data_source.h"
+#include "engine/train/project_model.h"
 #include "engine/train/run.h"
 #include "engine/train/setup.h"
 #include "tests/temp_dir.h"
@@ -102,6 +104,77 @@ TEST_CASE("pixelAccuracyAndMeanIouByHand") {
                                  Shape{4, 3});
   Array classes = Array::fromVector(std::vector<int32_t>{1, 0, 2, 2}, Shape{4});
   REQUIRE(std::fabs(scalar(optim::accuracy(rows, classes)) - 0.75) < 1e-6);
+}
+
+// An evaluation pools mean IoU over its batches, as one batch holding them all gives it, where the mean of the
+// batches' values would differ. The two 1x2 batches of the last case, evaluated apart: batch 1, labels (0 1),
+// predicted (0 1): class 0 1/1, class 1 1/1 -> 1; batch 2, labels (0 0), predicted (1 0): class 0 1/2, class 1
+// 0/1 -> 0.25. Their mean 0.625; pooled, 7/12 (the sums: intersections 2 and 1, unions 3 and 2). Pixel accuracy,
+// a plain mean: (1 + 0.5) / 2.
+TEST_CASE("anEvaluationPoolsMeanIouOverItsBatches") {
+  auto batchOf = [](const std::vector<int32_t>& labels, const std::vector<int32_t>& predicted) {
+    Array y = Array::fromVector(labels, Shape{1, 1, 2});
+    Array logits = logitsFor(predicted, Shape{1, 1, 2}, 2);
+    train::StepMetrics m;
+    m.loss = static_cast<double>(labels[0] + labels[1]);
+    m.pooled.push_back({"mean_iou", optim::meanIouSums(logits, y).toDoubles(), optim::meanIouOfSums});
+    m.extra = {{"pixel_accuracy", scalar(optim::accuracy(logits, y))},
+               {"mean_iou", optim::meanIouOfSums(m.pooled[0].sums)}};
+    return m;
+  };
+  const train::StepMetrics first = batchOf({0, 1}, {0, 1}), second = batchOf({0, 0}, {1, 0});
+  REQUIRE(first.pooled[0].sums == std::vector<double>{1, 1, 1, 1});
+  REQUIRE(second.pooled[0].sums == std::vector<double>{1, 0, 2, 1});
+  REQUIRE(std::fabs(first.extra[1].second - 1.0) < 1e-9);
+  REQUIRE(std::fabs(second.extra[1].second - 0.25) < 1e-9);
+  const train::StepMetrics pooled = train::poolEvaluations({first, second});
+  REQUIRE(std::fabs(pooled.loss - 0.5) < 1e-9);
+  TSR_COMPARE(pooled.extra[0].first, std::string("pixel_accuracy"));
+  REQUIRE(std::fabs(pooled.extra[0].second - 0.75) < 1e-9);
+  TSR_COMPARE(pooled.extra[1].first, std::string("mean_iou"));
+  REQUIRE_MESSAGE(std::fabs(pooled.extra[1].second - 7.0 / 12.0) < 1e-9, pooled.extra[1].second);
+  // No class anywhere (no pixels): 0, not a division by zero.
+  REQUIRE(optim::meanIouOfSums({0, 0, 0, 0}) == 0.0);
+}
+
+// A unet run's evaluation over eval_steps batches (what tessera eval and a run's val_mean_iou report) against
+// the mean IoU of every pixel of those batches, computed with loops from the model's logits.
+TEST_CASE("aCheckpointsMeanIouIsOverEveryEvaluatedPixel") {
+  test::TempDir dir;
+  auto p = test::writeProject(dir.path(), kUnetProject, {"train.eval_steps=3"});
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  auto run = train::runTraining(*p, {}, [](const train::RunEvent&) {});
+  REQUIRE_MESSAGE(run.ok(), run.error().message);
+  auto evaluated = train::evaluateCheckpointMetrics(*p, run->checkpointPath, [](const std::string&) {});
+  REQUIRE_MESSAGE(evaluated.ok(), evaluated.error().message);
+  std::map<std::string, double> got(evaluated->extra.begin(), evaluated->extra.end());
+  // The reference: the same checkpoint and validation batches, every pixel's argmax against its label.
+  auto setup = train::makeTrainingSetup(*p);
+  REQUIRE_MESSAGE(setup.ok(), setup.error().message);
+  auto params = train::loadCheckpointParams(run->checkpointPath, setup->state.params);
+  REQUIRE_MESSAGE(params.ok(), params.error().message);
+  auto stats = train::loadCheckpointState(run->checkpointPath, setup->state.batchStats);
+  REQUIRE_MESSAGE(stats.ok(), stats.error().message);
+  std::vector<int64_t> truth, predicted;
+  double perBatch = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto batch = setup->val->next();
+    REQUIRE_MESSAGE(batch.ok(), batch.error().message);
+    const std::vector<double> l = setup->model.forward(*params, *stats, batch->inputs).toDoubles();
+    const std::vector<double> y = batch->targets.toDoubles();
+    std::vector<int64_t> batchTruth, batchPredicted;
+    for (size_t k = 0; k < y.size(); ++k) {
+      const auto first = l.begin() + static_cast<std::ptrdiff_t>(k) * 4;
+      batchPredicted.push_back(std::max_element(first, first + 4) - first);
+      batchTruth.push_back(static_cast<int64_t>(y[k]));
+    }
+    perBatch += hostMeanIou(batchTruth, batchPredicted, 4) / 3;
+    truth.insert(truth.end(), batchTruth.begin(), batchTruth.end());
+    predicted.insert(predicted.end(), batchPredicted.begin(), batchPredicted.end());
+  }
+  const double reference = hostMeanIou(truth, predicted, 4);
+  REQUIRE_MESSAGE(std::fabs(got.at("mean_iou") - reference) < 1e-6,
+                  got.at("mean_iou") << " vs " << reference << " (the mean of the batches' values: " << perBatch << ")");
 }
 
 // Sample i is the same every time; with no noise a pixel of class 0 has the background's colour and every other
