@@ -121,6 +121,40 @@ TEST_CASE("minAndMaxSplitTheGradientBetweenTies") {
   REQUIRE(std::isnan(n.toDoubles()[1]));
 }
 
+// Second order: the gradient of (the gradient of f) . v, where f = sum(w * sin(op(x, idx, u))), against central
+// differences of the first gradient, for every scatter. x and u are packed in one vector z (x = z[0:4], u =
+// z[4:9]); the indices repeat and one is out of range; the values have no ties, so min and max are smooth there.
+TEST_CASE("secondOrderGradientsMatchFiniteDifferences") {
+  const Array idx = i32({2, 0, 2, 5, 1});
+  const Array w = f64({0.7, -1.3, 0.4, 1.9}, Shape{4});
+  const Array v = f64({0.3, -0.8, 1.1, 0.5, -0.6, 0.9, 0.2, -1.4, 0.7}, Shape{9});
+  const std::vector<double> z0 = {0.9, -0.4, 1.3, 0.25, 1.7, -0.35, 0.6, 2.2, -1.1};
+  const std::pair<const char*, ScatterFn> ops[] = {
+      {"scatter", &scatter}, {"scatter_add", &scatterAdd}, {"scatter_mul", &scatterMul},
+      {"scatter_min", &scatterMin}, {"scatter_max", &scatterMax}};
+  for (const auto& [name, op] : ops) {
+    CAPTURE(name);
+    ScalarFn f = [&, op = op](const Array& z) {
+      Array y = op(sliceAxis(z, 0, 0, 4), idx, sliceAxis(z, 0, 4, 9), 0, 0, std::source_location::current());
+      return sum(w * sin(y));
+    };
+    ScalarFn g = gradOf(f);
+    ScalarFn gv = [&](const Array& z) { return sum(g(z) * v); };
+    auto second = capture([&] { return gradOf(gv)(f64(z0, Shape{9})).toDoubles(); });
+    REQUIRE_MESSAGE(second.ok(), second.error().message);
+    const double eps = 1e-6;
+    for (size_t i = 0; i < z0.size(); ++i) {
+      std::vector<double> up = z0, down = z0;
+      up[i] += eps;
+      down[i] -= eps;
+      auto fd = capture([&] { return (gv(f64(up, Shape{9})).item() - gv(f64(down, Shape{9})).item()) / (2 * eps); });
+      REQUIRE_MESSAGE(fd.ok(), fd.error().message);
+      CAPTURE(i);
+      REQUIRE_MESSAGE(std::fabs((*second)[i] - *fd) < 1e-6 * (1 + std::fabs(*fd)), (*second)[i] << " vs " << *fd);
+    }
+  }
+}
+
 TEST_CASE("integerAndBoolDtypes") {
   // i32 products wrap modulo 2^32: 65536 * 65536 = 0, -3 * 65536 * 3 = -589824.
   Array xi = Array::fromVector(std::vector<int32_t>{1, -3}, Shape{2});
