@@ -242,9 +242,11 @@ struct Not {
 struct Relu {
   static constexpr DTypeSet kTypes = kFloats | kSignedInts;
   template <class T> static T apply(T x) { return x < T(0) ? T(0) : x; }
-  // 0 at x == 0, as JAX does.
-  static Cotangents vjp(const Array& g, const Array&, const Array& x) {
-    return {where(x > 0.0, g, scalarLike(g, 0.0))};
+  // 0 at x == 0, as JAX does. Read from the result (y > 0 exactly where x > 0, NaN included), as PyTorch's
+  // threshold_backward is: the backward pass keeps relu's output, which the next layer keeps anyway, and not its
+  // input, so a convolution's or a norm's result need not stay alive for it and relu can join their kernels.
+  static Cotangents vjp(const Array& g, const Array& y, const Array&) {
+    return {where(y > 0.0, g, scalarLike(g, 0.0))};
   }
 };
 // x * x; integers wrap around.
