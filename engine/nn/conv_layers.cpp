@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/random/random.h"
+#include "engine/transform/custom_vjp.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::nn {
@@ -193,6 +194,44 @@ Tree BatchNorm::initStats() const {
                      {"running_var", Tree(Array::ones({dim}, DType::F32))}});
 }
 
+// Its backward pass keeps only the normalised x and 1/sqrt(var + eps), as cuDNN's and PyTorch's batch-norm
+// backward do; differentiated as written, it would keep x - mean beside the normalised x (a third activation
+// per norm, beside relu's output). With n = the elements per feature, xh = (x - mean) * r:
+//   d weight = sum(dy * xh), d bias = sum(dy), and with g = dy * weight,
+//   dx = r * (g - mean(g) - xh * mean(g * xh)) + d mean / n + d var * 2 xh / (r * n)
+//      = r * g - (r * mean(g) - d mean / n) - xh * (r * mean(g * xh) - 2 d var / (n * r))
+// (the statistics' own cotangents are zero where they only move the running statistics, under stopGradient).
+std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps) {
+  Axes axes;
+  for (int64_t a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
+  const double n = static_cast<double>(x.numel() / std::max<int64_t>(x.dim(-1), 1));
+  // (x, weight, bias) -> (y, mean, var, xh, r): the outputs, then the residuals.
+  auto forward = [axes, eps](const std::vector<Array>& in) {
+    const Array& x = in[0];
+    Array m = mean(x, axes);
+    Array centred = x - m;
+    Array v = mean(square(centred), axes);
+    Array r = rsqrt(v + eps);
+    Array xh = centred * r;
+    return std::vector<Array>{xh * in[1] + in[2], m, v, xh, r};
+  };
+  auto primal = [forward](const std::vector<Array>& in) {
+    std::vector<Array> out = forward(in);
+    out.resize(3);
+    return out;
+  };
+  // (x, weight, bias, xh, r, dy, d mean, d var) -> (dx, d weight, d bias)
+  auto backward = [axes, n](const std::vector<Array>& in) {
+    const Array &weight = in[1], &xh = in[3], &r = in[4], &dy = in[5], &dm = in[6], &dv = in[7];
+    Array g = dy * weight;
+    // The per-feature terms first, so that the full-sized ones are one pass over dy and xh.
+    Array shift = r * mean(g, axes) - dm * (1.0 / n);
+    Array scale = r * mean(g * xh, axes) - dv * (2.0 / n) / r;
+    return std::vector<Array>{r * g - shift - xh * scale, sum(dy * xh, axes), sum(dy, axes)};
+  };
+  return customVjpCall(primal, forward, backward, {x, weight, bias}, 3);
+}
+
 BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array& x, bool training) const {
   if (x.rank() < 2 || x.dim(-1) != dim)
     raise(makeError("BatchNorm: {} features (the last axis) over a batch, got inputs {}", dim, x.aval().toString()));
@@ -201,24 +240,22 @@ BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array
   if (!runningMean || !runningVar)
     raise(makeError("BatchNorm over {} features: no running statistics (running_mean, running_var) were given", dim));
   Output out;
-  Array m, v;
+  const Array& weight = p.find("weight")->leaf();
+  const Array& bias = p.find("bias")->leaf();
   if (training) {
-    Axes axes;  // every axis but the features
-    for (int64_t a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
-    m = mean(x, axes);                           // [dim]
-    v = mean(square(x - m), axes);               // [dim], biased
+    std::vector<Array> normed = batchNormTraining(x, weight, bias, eps);  // y, mean [dim], biased variance [dim]
+    out.y = normed[0];
     // The running statistics follow the batch's values; they are state, so no gradient flows through them.
     auto follow = [&](const Tree* running, const Array& batch) {
       const Array r = running->leaf();
       return Tree(r * momentum + stopGradient(astype(batch, r.dtype())) * (1.0 - momentum));
     };
-    out.stats = Tree::dict({{"running_mean", follow(runningMean, m)}, {"running_var", follow(runningVar, v)}});
+    out.stats = Tree::dict({{"running_mean", follow(runningMean, normed[1])}, {"running_var", follow(runningVar, normed[2])}});
   } else {
-    m = astype(runningMean->leaf(), x.dtype());
-    v = astype(runningVar->leaf(), x.dtype());
+    const Array m = astype(runningMean->leaf(), x.dtype()), v = astype(runningVar->leaf(), x.dtype());
+    out.y = (x - m) * rsqrt(v + eps) * weight + bias;
     out.stats = stats;
   }
-  out.y = (x - m) * rsqrt(v + eps) * p.find("weight")->leaf() + p.find("bias")->leaf();
   return out;
 }
 

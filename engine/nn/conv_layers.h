@@ -99,6 +99,11 @@ struct GroupNorm {
 // optimizer updates them (Context::state carries them through a training step). Under data parallelism the
 // batch's mean is one reduction over the whole (sharded) batch axis, so every device normalises with the global
 // batch's statistics.
+// Batch norm in training over every axis but the last: (x [..., C], weight [C], bias [C]) -> (y, the batch's mean
+// [C], its biased variance [C]), one custom_vjp op whose backward pass keeps the normalised x and 1/sqrt(var + eps)
+// only. Each output is differentiable (BatchNorm stops the gradient through the statistics it keeps).
+std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps);
+
 struct BatchNorm {
   int64_t dim = 0;
   double momentum = 0.99;

@@ -221,3 +221,38 @@ TEST_CASE("batchNormTrainsOnTheBatchAndInfersWithRunningStatistics") {
   expectNear(grad(statsLoss)(Tree(x)).leaf().toDoubles(), Vec(xs.size(), 0.0), 0, "through the statistics");
   REQUIRE(test::errorOf([&] { bn.apply(p, Tree::dict(), x, false); }).find("running statistics") != std::string::npos);
 }
+
+// batchNormTraining's own backward pass (it keeps the normalised x and 1/sqrt(var + eps) only) against central
+// differences of a loss of all three of its outputs, y and the batch's mean and variance, in x, the weight and
+// the bias; then its second derivative in x (the gradient of (d loss / dx) . u) against central differences of
+// the first.
+TEST_CASE("batchNormsBackwardPassMatchesCentralDifferences") {
+  const Shape shape{2, 3, 2, 3};
+  const size_t nx = 36, c = 3;
+  const Array wy = randomF64(21, shape), wm = randomF64(22, Shape{3}), wv = randomF64(23, Shape{3});
+  // z packs x, the weight and the bias: [36 + 3 + 3].
+  auto lossOf = [&](const Array& z) {
+    Array x = reshape(sliceAxis(z, 0, 0, 36), shape.dims());
+    std::vector<Array> out = batchNormTraining(x, sliceAxis(z, 0, 36, 39), sliceAxis(z, 0, 39, 42), 1e-5);
+    return sum(sin(out[0]) * wy) + sum(out[1] * wm) + sum(out[2] * wv);
+  };
+  Vec z0 = (randomF64(24, Shape{42}) * 1.5 + 0.3).toDoubles();
+  const Shape zs{42};
+  ScalarFn g = gradOf(lossOf);
+  const Vec got = g(Array::fromVector(z0, zs, DType::F64)).toDoubles();
+  const Array u = randomF64(25, zs);
+  ScalarFn gu = [&](const Array& z) { return sum(g(z) * u); };
+  const Vec second = gradOf(gu)(Array::fromVector(z0, zs, DType::F64)).toDoubles();
+  for (size_t i = 0; i < nx + 2 * c; ++i) {
+    auto at = [&](const std::function<Array(const Array&)>& f, double delta) {
+      Vec d = z0;
+      d[i] += delta;
+      return f(Array::fromVector(d, zs, DType::F64)).item();
+    };
+    const double fd = (at(lossOf, 1e-6) - at(lossOf, -1e-6)) / 2e-6;
+    CAPTURE(i);
+    REQUIRE_MESSAGE(std::fabs(got[i] - fd) < 1e-6 * (1 + std::fabs(fd)), got[i] << " vs " << fd);
+    const double fd2 = (at(gu, 1e-5) - at(gu, -1e-5)) / 2e-5;
+    REQUIRE_MESSAGE(std::fabs(second[i] - fd2) < 1e-5 * (1 + std::fabs(fd2)), second[i] << " vs " << fd2);
+  }
+}
