@@ -182,7 +182,10 @@ TraceCache& traceCache() {
 // tokenizer's) and seq_len.
 std::string configJson(const ModelConfig& c, const BuildContext& ctx, bool languageModel) {
   json j = json::object();
-  for (const auto& [k, v] : c.values()) std::visit([&j, &k](const auto& x) { j[k] = x; }, v);
+  for (const auto& [key, v] : c.values()) {
+    const std::string& k = key;  // clang 14 (the sanitizer build) cannot capture a structured binding
+    std::visit([&j, &k](const auto& x) { j[k] = x; }, v);
+  }
   if (languageModel) j["vocab_size"] = ctx.vocab;
   j["seq_len"] = ctx.seqLen;
   return j.dump();
