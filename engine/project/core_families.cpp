@@ -5,6 +5,7 @@
 #include "engine/core/limits.h"
 #include "engine/nn/resnet.h"
 #include "engine/nn/unet.h"
+#include "engine/nn/mlp.h"
 #include "engine/nn/vit.h"
 #include "engine/optim/metrics.h"
 #include "engine/project/python_family.h"

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "engine/nn/gpt2.h"
+#include "engine/nn/mlp.h"
 #include "engine/nn/vit.h"
 #include "engine/random/random.h"
 #include "engine/transform/trace.h"

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <numbers>
 
-#include "engine/nn/vit.h"
+#include "engine/nn/mlp.h"
 #include "engine/project/model_family.h"
 #include "engine/project/new_project.h"
 #include "engine/project/project.h"

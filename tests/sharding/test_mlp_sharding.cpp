@@ -10,7 +10,7 @@
 #include <iomanip>
 #include <map>
 
-#include "engine/nn/vit.h"
+#include "engine/nn/mlp.h"
 #include "engine/optim/optim.h"
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "engine/nn/gpt2.h"
-#include "engine/nn/vit.h"
+#include "engine/nn/mlp.h"
 #include "engine/optim/optim.h"
 #include "engine/random/random.h"
 #include "engine/runtime/debug_nans.h"
