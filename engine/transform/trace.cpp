@@ -35,12 +35,15 @@ bool isLive(const ArrayImpl* impl) {
                      [&](Trace* t) { return t == impl->trace && t->id() == impl->traceId; });
 }
 
+// A source file as the repository names it (engine/nn/resnet.cpp): the compiler is given absolute paths, or paths
+// relative to the build folder (../engine/nn/resnet.cpp) where ccache's base_dir rewrites them.
 std::string relativeSourcePath(const char* file) {
   std::string_view f(file);
 #ifdef TSR_SOURCE_DIR
   std::string_view root(TSR_SOURCE_DIR "/");
   if (f.substr(0, root.size()) == root) f.remove_prefix(root.size());
 #endif
+  while (f.substr(0, 3) == "../" || f.substr(0, 2) == "./") f.remove_prefix(f[0] == '.' && f[1] == '.' ? 3 : 2);
   return std::string(f);
 }
 
