@@ -323,6 +323,80 @@ bool windowsDisjoint(const WindowAttrs& at) {
   return true;
 }
 
+// Whether dim d's window is one element wide: size 1, stride 1, no padding.
+bool trivialWindow(const WindowAttrs& at, size_t d) {
+  return at.windowDimensions[d] == 1 && at.windowStrides[d] == 1 && at.paddingLo[d] == 0 && at.paddingHi[d] == 0;
+}
+
+// The trailing dims whose window is one element wide (size 1, stride 1, no padding: a channels-last layout's
+// channels), from `first` on: every window treats their elements alike, so they are lanes, contiguous in memory.
+// Returns the number of lanes (1 when the last dim is windowed).
+int64_t trailingLanes(const Shape& shape, const WindowAttrs& at, int& first) {
+  int64_t lanes = 1;
+  first = shape.rank();
+  while (first > 0) {
+    const auto u = static_cast<size_t>(first - 1);
+    if (!trivialWindow(at, u)) break;
+    lanes *= shape[first - 1];
+    --first;
+  }
+  return lanes;
+}
+
+// select_and_scatter_add over lanes: the walk visits each window of the dims in [begin, first) once, and each of
+// its positions compares and adds `lanes` contiguous values (vectorised) instead of one, per-lane first maxima as
+// firstMax picks them. The leading dims before `begin` are windowed trivially too (a batch): each of their
+// slabs is done apart, summing into an accumulator of one slab.
+template <class T, class A>
+void selectAndScatterLanes(const T* source, const T* x, T* y, const Shape& operand, const WindowAttrs& at, int first,
+                           int64_t lanes) {
+  int begin = 0;
+  while (begin + 1 < first && trivialWindow(at, static_cast<size_t>(begin))) ++begin;
+  int64_t slabs = 1;
+  for (int d = 0; d < begin; ++d) slabs *= operand[d];
+  std::vector<int64_t> mid(operand.dims().begin() + begin, operand.dims().begin() + first);
+  WindowAttrs midAttrs;
+  for (auto [from, to] : {std::pair{&at.windowDimensions, &midAttrs.windowDimensions},
+                          std::pair{&at.windowStrides, &midAttrs.windowStrides},
+                          std::pair{&at.paddingLo, &midAttrs.paddingLo}, std::pair{&at.paddingHi, &midAttrs.paddingHi},
+                          std::pair{&at.windowDilation, &midAttrs.windowDilation}})
+    to->assign(from->begin() + begin, from->begin() + first);
+  const Shape midShape(mid);
+  const WindowWalk walk(midShape, midAttrs);
+  const int64_t slab = midShape.numel() * lanes, sourceSlab = windowOutputShape(midShape, midAttrs).numel() * lanes;
+  using C = ComputeType<T>;
+  std::vector<C> best(static_cast<size_t>(lanes));
+  std::vector<int64_t> where(static_cast<size_t>(lanes));
+  std::vector<A> acc(static_cast<size_t>(slab));
+  for (int64_t o = 0; o < slabs; ++o) {
+    const T* xs = x + o * slab;
+    const T* ss = source + o * sourceSlab;
+    std::fill(acc.begin(), acc.end(), A(0));
+    walk.forEach([&](int64_t e, const std::vector<int64_t>& offsets) {
+      if (offsets.empty()) return;
+      const T* x0 = xs + offsets[0] * lanes;
+      for (int64_t j = 0; j < lanes; ++j) {
+        best[static_cast<size_t>(j)] = static_cast<C>(x0[j]);
+        where[static_cast<size_t>(j)] = offsets[0] * lanes + j;
+      }
+      for (size_t i = 1; i < offsets.size(); ++i) {
+        const T* xi = xs + offsets[i] * lanes;
+        for (int64_t j = 0; j < lanes; ++j) {
+          const auto c = static_cast<C>(xi[j]);
+          const C v = best[static_cast<size_t>(j)];
+          const bool take = c > v || (c != c && v == v);
+          best[static_cast<size_t>(j)] = take ? c : v;
+          where[static_cast<size_t>(j)] = take ? offsets[i] * lanes + j : where[static_cast<size_t>(j)];
+        }
+      }
+      const T* s = ss + e * lanes;
+      for (int64_t j = 0; j < lanes; ++j) acc[static_cast<size_t>(where[static_cast<size_t>(j)])] += widen<A>(s[j]);
+    });
+    T* ys = y + o * slab;
+    for (int64_t i = 0; i < slab; ++i) ys[i] = narrow<T>(acc[static_cast<size_t>(i)]);
+  }
+}
+
 void selectAndScatterAddKernel(const ir::CpuKernelArgs& args) {
   const auto& at = attrsAs<WindowAttrs>(args.attrs);
   const Aval& operand = args.inputs[1].aval;
@@ -332,6 +406,12 @@ void selectAndScatterAddKernel(const ir::CpuKernelArgs& args) {
       const T* source = args.inputs[0].as<T>();
       const T* x = args.inputs[1].as<T>();
       T* y = args.outputs[0].as<T>();
+      int first = 0;
+      const int64_t lanes = trailingLanes(operand.shape, at, first);
+      if (lanes > 1 && first > 0) {
+        selectAndScatterLanes<T, A>(source, x, y, operand.shape, at, first, lanes);
+        return;
+      }
       const WindowWalk walk(operand.shape, at);
       if (windowsDisjoint(at)) {
         std::fill(y, y + operand.numel(), T(0));

@@ -196,15 +196,19 @@ void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
       addSelectCase(cases, spec.name, randomTensor(windows, rng), distinctTensor(a, rng), spec.attrs);
     }
   }
-  // Ties: the first maximum in row-major window order takes everything.
-  const WindowSpec tied{"ties, overlapping 3x3 windows", {2, 6, 5}, window({1, 3, 3}, {1, 1, 2}, {0, 1, 1}, {0, 1, 1})};
-  for (DType t : {DType::BF16, DType::I32}) {
-    const Aval a{tied.shape, t};
-    addReduceCase(cases, OpCode::ReduceWindowMax, tied.name, tiedTensor(a, rng), tied.attrs);
-    addReduceCase(cases, OpCode::ReduceWindowMin, tied.name, tiedTensor(a, rng), tied.attrs);
-    addSelectCase(cases, tied.name, randomTensor(Aval{outShape(tied.shape, tied.attrs), t}, rng), tiedTensor(a, rng),
-                  tied.attrs);
-  }
+  // Ties: the first maximum in row-major window order takes everything. Channels last, the channels are lanes
+  // that select_and_scatter_add's kernel compares side by side.
+  const WindowSpec tiedSpecs[] = {
+      {"ties, overlapping 3x3 windows", {2, 6, 5}, window({1, 3, 3}, {1, 1, 2}, {0, 1, 1}, {0, 1, 1})},
+      {"ties, NHWC overlapping 3x3 stride 2 pad 1", {2, 7, 6, 5}, window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})}};
+  for (const WindowSpec& tied : tiedSpecs)
+    for (DType t : {DType::F32, DType::BF16, DType::I32}) {
+      const Aval a{tied.shape, t};
+      addReduceCase(cases, OpCode::ReduceWindowMax, tied.name, tiedTensor(a, rng), tied.attrs);
+      addReduceCase(cases, OpCode::ReduceWindowMin, tied.name, tiedTensor(a, rng), tied.attrs);
+      addSelectCase(cases, tied.name, randomTensor(Aval{outShape(tied.shape, tied.attrs), t}, rng), tiedTensor(a, rng),
+                    tied.attrs);
+    }
 }
 
 }  // namespace tsr::test

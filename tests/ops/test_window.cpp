@@ -3,6 +3,8 @@
 // flax.linen does (avg_pool's count with and without padding), and the shard rule splits batch-like dims only.
 #include "tests/check.h"
 
+#include <cmath>
+
 #include "engine/ops/registry.h"
 #include "engine/transform/api.h"
 
@@ -134,4 +136,18 @@ TEST_CASE("shardRuleSplitsBatchLikeDimsOnly") {
   TSR_COMPARE(t->operandDims[0], (std::vector<int>{0, -1, -1, 1}));
   TSR_COMPARE(t->operandDims[1], (std::vector<int>{0, -1, -1, 1}));
   TSR_COMPARE(t->resultDims[0], (std::vector<int>{0, -1, -1, 1}));
+}
+
+// select_and_scatter_add picks, per window and per channel, the first maximum in row-major window order, a NaN
+// above any number: NHWC [1, 2, 2, 2] with one 2x2 window, channel 0 holding 1, NaN, 3, NaN (the first NaN,
+// position 1, takes the source) and channel 1 holding 5, 5, 2, 5 (a tie: position 0 takes it). The channels are
+// compared side by side by the kernel, so each must keep its own choice.
+TEST_CASE("selectAndScatterAddPicksTheFirstMaximumPerChannel") {
+  const float nan = std::nanf("");
+  Array x = Array::fromVector(std::vector<float>{1, 5, nan, 5, 3, 2, nan, 5}, Shape{1, 2, 2, 2});
+  Array source = Array::fromVector(std::vector<float>{10, 20}, Shape{1, 1, 1, 2});
+  std::vector<double> got = selectAndScatterAdd(source, x, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID")
+                                .toDoubles();
+  const std::vector<double> want = {0, 20, 10, 0, 0, 0, 0, 0};
+  REQUIRE(got == want);
 }
