@@ -10,6 +10,7 @@
 #include "engine/passes/pipeline.h"
 #include "engine/project/project.h"
 #include "engine/random/random.h"
+#include "engine/transform/autodiff.h"
 #include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 
@@ -67,6 +68,51 @@ std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& r
     out.push_back(*b);
   }
   return out;
+}
+
+const std::vector<ConvCase>& convCases() {
+  static const std::vector<ConvCase> cases = {
+      {"nchw_3x3", Shape{2, 3, 8, 8}, Shape{4, 3, 3, 3}, {"NCHW", "OIHW", "NCHW"}, {1, 1}, {{1, 1}, {1, 1}}, {}, 1,
+       DType::F32, {"forward", "forward", "backward_filter"}},
+      {"nhwc_hwio_strided", Shape{2, 9, 9, 3}, Shape{3, 3, 3, 8}, {"NHWC", "HWIO", "NHWC"}, {2, 2}, {{1, 1}, {1, 1}},
+       {}, 1, DType::F32, {"forward", "backward_data", "backward_filter"}},
+      {"nchw_asymmetric_padding", Shape{1, 2, 7, 6}, Shape{3, 2, 3, 3}, {"NCHW", "OIHW", "NCHW"}, {2, 1},
+       {{2, 0}, {0, 1}}, {}, 1, DType::F32, {"forward", "backward_data", "backward_filter"}, true},
+      {"nhwc_oihw_dilated", Shape{2, 10, 10, 4}, Shape{5, 4, 3, 3}, {"NHWC", "OIHW", "NHWC"}, {1, 1},
+       {{2, 2}, {2, 2}}, {2, 2}, 1, DType::F32, {"forward", "forward", "backward_filter"}},
+      {"nchw_grouped_strided", Shape{2, 4, 8, 8}, Shape{6, 2, 3, 3}, {"NCHW", "OIHW", "NCHW"}, {2, 2},
+       {{1, 1}, {1, 1}}, {}, 2, DType::F32, {"forward", "backward_data", "backward_filter"}},
+      {"nhwc_depthwise", Shape{2, 6, 6, 4}, Shape{3, 3, 1, 4}, {"NHWC", "HWIO", "NHWC"}, {1, 1}, {{1, 1}, {1, 1}}, {},
+       4, DType::F32, {"forward", "forward", "backward_filter"}},
+      {"ncw_1d_strided", Shape{2, 3, 11}, Shape{5, 3, 3}, {"NCH", "OIH", "NCH"}, {2}, {{1, 1}}, {}, 1, DType::F32,
+       {"forward", "backward_data", "backward_filter"}},
+      {"ndhwc_3d", Shape{1, 5, 5, 5, 2}, Shape{3, 3, 3, 2, 4}, {"NDHWC", "DHWIO", "NDHWC"}, {1, 1, 1},
+       {{1, 1}, {1, 1}, {1, 1}}, {}, 1, DType::F32, {"forward", "forward", "backward_filter"}},
+      {"nhwc_bf16_strided", Shape{2, 8, 8, 8}, Shape{16, 8, 3, 3}, {"NHWC", "OIHW", "NHWC"}, {2, 2},
+       {{1, 1}, {1, 1}}, {}, 1, DType::BF16, {"forward", "backward_data", "backward_filter"}},
+  };
+  return cases;
+}
+
+Result<ClosedGraph> convGradGraph(const ConvCase& c) {
+  auto f = [&](const std::vector<Array>& p) {
+    return std::vector<Array>{convGeneralDilated(p[0], p[1], c.strides, ConvPadding(c.padding), {}, c.rhsDilation,
+                                                 c.dims, c.groups)};
+  };
+  const Aval x{c.lhs, c.dtype}, w{c.rhs, c.dtype};
+  TSR_ASSIGN(ClosedGraph forward, makeGraph(f, {x, w}, c.name));
+  const Aval y = forward.graph.aval(forward.graph.outputs()[0]);
+  TSR_ASSIGN(ClosedGraph cg, makeGraph(
+                                 [&](const std::vector<Array>& in) {
+                                   VjpOutput v = vjp(f, {in[0], in[1]});
+                                   std::vector<Array> ct = v.pullback({in[2]});
+                                   return std::vector<Array>{v.outputs[0], ct[0], ct[1]};
+                                 },
+                                 {x, w, y}, c.name));
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  TSR_TRY(pm.run(cg.graph, ctx));
+  return cg;
 }
 
 }  // namespace tsr::test

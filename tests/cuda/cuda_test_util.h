@@ -7,6 +7,7 @@
 
 #include "engine/backends/cpu/executable.h"
 #include "engine/runtime/buffer.h"
+#include "engine/transform/api.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::test {
@@ -18,5 +19,23 @@ Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g);
 // Inputs for g: floats uniform in [0, scale) (non-negative, so that optimizer second moments stay valid),
 // integers in [0, intBound), bools 0/1.
 std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& rng, double scale, int64_t intBound);
+
+// A convolution and both its cotangents, as training differentiates it: the graph of (x, w, dy) -> (y, dx, dw)
+// after the standard passes. `ops` names the cuDNN operation each of its three convolutions maps to (in the
+// order y, dx, dw: a stride-1 convolution's dx is a forward convolution of the flipped kernel).
+struct ConvCase {
+  const char* name;
+  Shape lhs, rhs;
+  ConvDimensionNumbers dims;
+  std::vector<int64_t> strides;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+  std::vector<int64_t> rhsDilation;
+  int64_t groups = 1;
+  DType dtype = DType::F32;
+  std::vector<std::string> ops;  // forward, backward_data, backward_filter
+  bool asymmetric = false;       // padding cuDNN sees as asymmetric: its engines may decline it
+};
+const std::vector<ConvCase>& convCases();
+Result<ClosedGraph> convGradGraph(const ConvCase& c);
 
 }  // namespace tsr::test

@@ -1,6 +1,7 @@
 // The CUDA backend on a GPU: every conformance case against its independent reference, a GPT-2 mini training
 // step against the CPU executable, cuBLASLt at each matmul precision against a naive double-precision product,
-// the timeline's events, and NCCL's all_reduce on one GPU. Without a GPU every test skips with the reason.
+// the timeline's events, NCCL's all_reduce on one GPU, and convolutions with their gradients on cuDNN against
+// the CPU executable. Without a GPU every test skips with the reason.
 #include "tests/check.h"
 
 #include <cmath>
@@ -323,4 +324,78 @@ TEST_CASE("ncclAllReduceOneGpu") {
   std::vector<float> y(4);
   REQUIRE((*dev)->download(y.data(), (*buf)->data(), 16).ok());
   TSR_COMPARE(y, x);  // a group of one: the identity
+}
+
+// Convolutions and both their gradients (convCases: NCHW and NHWC, strided, asymmetric padding, dilated, grouped,
+// depthwise, 1-D, 3-D, bf16) against the CPU backend on the same inputs, and the executable runs each of the
+// three convolutions on cuDNN (asymmetric padding: where cuDNN has an engine for it; its NVRTC kernel otherwise,
+// still checked against the CPU). A filter copy, where a case's filter layout needs one, runs here too.
+TEST_CASE("cudnnConvolutionsMatchCpu") {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnnBuilt()) TSR_SKIP("built without cuDNN");
+  MESSAGE(cuda::cudnnVersionString());
+  for (const ConvCase& c : convCases()) {
+    CAPTURE(c.name);
+    auto cg = convGradGraph(c);
+    REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+    std::mt19937 rng(17);
+    auto inputs = randomInputs(cg->graph, rng, 1.0, 0);
+    auto cpuExe = lowerForCuda(cg->graph);
+    REQUIRE(cpuExe.ok());
+    auto want = (*cpuExe)->run(inputs);
+    REQUIRE_MESSAGE(want.ok(), want.error().message);
+    auto exe = compileCuda(cg->graph, c.name);
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    const std::string described = (*exe)->describe();
+    const int onCudnn = (*exe)->numKernels(cuda::KernelPath::Cudnn);
+    MESSAGE(c.name << ": " << onCudnn << " of 3 convolutions on cuDNN\n" << described);
+    if (!c.asymmetric) REQUIRE_MESSAGE(onCudnn == 3, described);
+    auto got = (*exe)->runHost(inputs);
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    // f32 at f32 precision: f32 rounding over sums of up to a few hundred products; bf16: one rounding of the
+    // result on both sides, and bf16 intermediates (the gradients' inputs) where the two differ by one ulp.
+    const double rtol = c.dtype == DType::BF16 ? 3e-2 : 1e-4, atol = c.dtype == DType::BF16 ? 3e-2 : 1e-5;
+    for (size_t i = 0; i < want->size(); ++i) {
+      const Aval& a = cg->graph.aval(cg->graph.outputs()[i]);
+      std::string d = compareTensors(fromBuffer((*got)[i], a), fromBuffer((*want)[i], a), rtol, atol);
+      REQUIRE_MESSAGE(d.empty(), (std::string(c.name) + " output " + std::to_string(i) + ": " + d).c_str());
+    }
+  }
+}
+
+// The same convolution at f32 and at tf32 precision: both within tolerance of the CPU, and the executable keeps
+// the precision it was compiled with (no tensor-core engine at f32).
+TEST_CASE("cudnnConvolutionPrecision") {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnnBuilt()) TSR_SKIP("built without cuDNN");
+  ConvCase c = convCases()[1];  // NHWC, strided
+  c.lhs = Shape{4, 32, 32, 64};
+  c.rhs = Shape{3, 3, 64, 64};
+  auto cg = convGradGraph(c);
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  std::mt19937 rng(23);
+  auto inputs = randomInputs(cg->graph, rng, 1.0, 0);
+  auto cpuExe = lowerForCuda(cg->graph);
+  REQUIRE(cpuExe.ok());
+  auto want = (*cpuExe)->run(inputs);
+  REQUIRE(want.ok());
+  const cuda::MatmulPrecision before = cuda::matmulPrecision();
+  double err[2] = {0, 0};
+  for (auto p : {cuda::MatmulPrecision::F32, cuda::MatmulPrecision::TF32}) {
+    cuda::setMatmulPrecision(p);
+    auto exe = compileCuda(cg->graph, "conv_precision");
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    TSR_COMPARE((*exe)->numKernels(cuda::KernelPath::Cudnn), 3);
+    auto got = (*exe)->runHost(inputs);
+    REQUIRE(got.ok());
+    const Aval& a = cg->graph.aval(cg->graph.outputs()[0]);
+    const HostTensor g = fromBuffer((*got)[0], a), w = fromBuffer((*want)[0], a);
+    double e = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) e = std::max(e, std::fabs(g.get(i) - w.get(i)) / (1.0 + std::fabs(w.get(i))));
+    err[p == cuda::MatmulPrecision::TF32] = e;
+  }
+  cuda::setMatmulPrecision(before);
+  MESSAGE("conv forward max relative error: f32 " << err[0] << ", tf32 " << err[1]);
+  REQUIRE(err[0] < 1e-5);
+  REQUIRE(err[1] < 2e-2);
 }

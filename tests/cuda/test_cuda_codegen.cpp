@@ -4,6 +4,8 @@
 // source and NVRTC's log.
 #include "tests/check.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -236,4 +238,245 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "noGpuIsReported") {
   REQUIRE(n.error().message.rfind("no CUDA GPU", 0) == 0);
   auto d = cuda::Device::get(0);
   REQUIRE(!d.ok());
+}
+
+// ---- conv_general_dilated on cuDNN: the mapping (a pure function), checked against values worked by hand ----
+
+namespace {
+
+ir::ConvAttrs convAttrs(std::vector<int64_t> strides, std::vector<int64_t> lo, std::vector<int64_t> hi,
+                        std::vector<int64_t> lhsDil, std::vector<int64_t> rhsDil, ir::Ints lhsSpec, ir::Ints rhsSpec,
+                        ir::Ints outSpec, int64_t featureGroups = 1, int64_t batchGroups = 1) {
+  ir::ConvAttrs at;
+  at.windowStrides = std::move(strides);
+  at.paddingLo = std::move(lo);
+  at.paddingHi = std::move(hi);
+  at.lhsDilation = std::move(lhsDil);
+  at.rhsDilation = std::move(rhsDil);
+  at.lhsSpec = std::move(lhsSpec);
+  at.rhsSpec = std::move(rhsSpec);
+  at.outSpec = std::move(outSpec);
+  at.featureGroupCount = featureGroups;
+  at.batchGroupCount = batchGroups;
+  return at;
+}
+
+cuda::CudnnConvProblem mapped(const Shape& lhs, const Shape& rhs, const Shape& out, const ir::ConvAttrs& at,
+                              DType t = DType::F32) {
+  cuda::CudnnConvDecision d = cuda::mapConvToCudnn(Aval{lhs, t}, Aval{rhs, t}, Aval{out, t}, at);
+  REQUIRE_MESSAGE(d.problem.has_value(), d.reason);
+  return *d.problem;
+}
+
+using V = std::vector<int64_t>;
+
+}  // namespace
+
+// NHWC x [2, 8, 8, 3], HWIO w [3, 3, 3, 4], stride 2, padding 1 / 0 -> y [2, 4, 4, 4]. The post padding is
+// exact at 0, and anything up to stride - 1 = 1 counts the same windows: 1, symmetric with the pre padding.
+// HWIO is no layout cuDNN's engines take beside NHWC: the filter is copied to KRSC.
+TEST_CASE("cudnnForwardNhwcHwio") {
+  const auto at = convAttrs({2, 2}, {1, 1}, {0, 0}, {1, 1}, {1, 1}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2});
+  const auto p = mapped(Shape{2, 8, 8, 3}, Shape{3, 3, 3, 4}, Shape{2, 4, 4, 4}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::Forward);
+  TSR_COMPARE(p.x.dims, (V{2, 3, 8, 8}));
+  TSR_COMPARE(p.x.strides, (V{192, 1, 24, 3}));
+  TSR_COMPARE(p.y.dims, (V{2, 4, 4, 4}));
+  TSR_COMPARE(p.y.strides, (V{64, 1, 16, 4}));
+  TSR_COMPARE((std::array{p.xValue, p.wValue, p.yValue}), (std::array{0, 1, 2}));
+  TSR_COMPARE(p.strides, (V{2, 2}));
+  TSR_COMPARE(p.dilations, (V{1, 1}));
+  TSR_COMPARE(p.prePadding, (V{1, 1}));
+  TSR_COMPARE(p.postPadding, (V{1, 1}));
+  TSR_COMPARE(p.groups, int64_t{1});
+  REQUIRE(p.copyFilter);
+  REQUIRE(!p.convolutionMode);
+  TSR_COMPARE(p.w.dims, (V{4, 3, 3, 3}));
+  TSR_COMPARE(p.w.strides, (V{27, 1, 9, 3}));  // KRSC
+  // The copy walks [G, K, R, S, C] of the packed buffer; HWIO holds O with stride 1, I 4, H 36, W 12.
+  TSR_COMPARE(p.filterCopy.dims, (V{1, 4, 3, 3, 3}));
+  TSR_COMPARE(p.filterCopy.strides, (V{4, 1, 36, 12, 4}));
+  TSR_COMPARE(p.filterCopy.offset, int64_t{0});
+}
+
+// NCHW x [1, 4, 9, 7], OIHW w [6, 2, 3, 2] in 2 groups, rhs dilation (2, 1), padding (2, 1) and (0, 1) -> y [1,
+// 6, 8, 7]. H: 9 + 3 - 5 + 1 = 8, exact post 7 + 4 + 1 - 9 - 2 = 1; W: 7 + 1 - 2 + 1 = 7, exact post 1. OIHW
+// beside NCHW is packed KCRS: read in place.
+TEST_CASE("cudnnForwardGroupedDilated") {
+  const auto at = convAttrs({1, 1}, {2, 0}, {1, 1}, {1, 1}, {2, 1}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, 2);
+  const auto p = mapped(Shape{1, 4, 9, 7}, Shape{6, 2, 3, 2}, Shape{1, 6, 8, 7}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::Forward);
+  TSR_COMPARE(p.groups, int64_t{2});
+  TSR_COMPARE(p.x.strides, (V{252, 63, 7, 1}));
+  TSR_COMPARE(p.w.dims, (V{6, 2, 3, 2}));
+  TSR_COMPARE(p.w.strides, (V{12, 6, 2, 1}));
+  TSR_COMPARE(p.y.strides, (V{336, 56, 7, 1}));
+  TSR_COMPARE(p.dilations, (V{2, 1}));
+  TSR_COMPARE(p.prePadding, (V{2, 0}));
+  TSR_COMPARE(p.postPadding, (V{1, 1}));
+  REQUIRE(!p.copyFilter);
+  TSR_COMPARE(p.filterCopy.dims, (V{2, 3, 2, 3, 2}));
+  TSR_COMPARE(p.filterCopy.strides, (V{36, 12, 6, 2, 1}));
+}
+
+// The data gradient the vjp emits for x [1, 2, 7] (NCW), w [3, 2, 3] (OIW), stride 2, padding 1 / 1, y [1, 3, 4]:
+// conv(dy [1, 3, 4], flip(w) [3, 2, 3] read as [I, O, k], lhs dilation 2, padding 1 / 1) -> dx [1, 2, 7]. cuDNN's
+// backward data of the forward convolution: stride 2, pre (3 - 1) - 1 = 1, post in [1, 2] -> 1; the flipped
+// kernel with its feature roles swapped is w itself read flipped (CONVOLUTION mode), [3, 2, 3] KCRS in place.
+// 1-D becomes 2-D with a unit dim in front.
+TEST_CASE("cudnnBackwardData1d") {
+  const auto at = convAttrs({1}, {1}, {1}, {2}, {1}, {0, 1, 2}, {1, 0, 2}, {0, 1, 2});
+  const auto p = mapped(Shape{1, 3, 4}, Shape{3, 2, 3}, Shape{1, 2, 7}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::BackwardData);
+  TSR_COMPARE((std::array{p.xValue, p.wValue, p.yValue}), (std::array{2, 1, 0}));
+  TSR_COMPARE(p.x.dims, (V{1, 2, 1, 7}));  // dx
+  TSR_COMPARE(p.x.strides, (V{14, 7, 7, 1}));
+  TSR_COMPARE(p.y.dims, (V{1, 3, 1, 4}));  // dy
+  TSR_COMPARE(p.y.strides, (V{12, 4, 4, 1}));
+  TSR_COMPARE(p.w.dims, (V{3, 2, 1, 3}));
+  TSR_COMPARE(p.w.strides, (V{6, 3, 3, 1}));
+  REQUIRE(p.convolutionMode);
+  REQUIRE(!p.copyFilter);
+  TSR_COMPARE(p.strides, (V{1, 2}));
+  TSR_COMPARE(p.dilations, (V{1, 1}));
+  TSR_COMPARE(p.prePadding, (V{0, 1}));
+  TSR_COMPARE(p.postPadding, (V{0, 1}));
+  // The copy (the second try) reads the flip through a negative stride from the last element of each row.
+  TSR_COMPARE(p.filterCopy.dims, (V{1, 3, 2, 3}));
+  TSR_COMPARE(p.filterCopy.strides, (V{6, 6, 3, -1}));
+  TSR_COMPARE(p.filterCopy.offset, int64_t{2});
+  const cuda::CudnnConvProblem copied = cuda::withFilterCopy(p);
+  REQUIRE(copied.copyFilter);
+  REQUIRE(!copied.convolutionMode);
+  TSR_COMPARE(copied.w, p.filterCopy.packed);
+  REQUIRE(copied.key() != p.key());
+}
+
+// The grouped data gradient: x [1, 4, 6] (NCW), w [6, 2, 3] in 2 groups, stride 2, padding 1 / 1 -> y [1, 6,
+// 3]. The vjp's kernel is [O/G, G*I, k] = [3, 4, 3] (rhs spec IOW): element [oj, g*2 + ci, j] = w[g*3 + oj, ci,
+// j] flipped. cuDNN's W [6, 2, 3] has K = (g, oj): strides g -> 6, oj -> 12 are no single stride, so the filter
+// is copied (and flipped there).
+TEST_CASE("cudnnBackwardDataGroupedCopies") {
+  const auto at = convAttrs({1}, {1}, {2}, {2}, {1}, {0, 1, 2}, {1, 0, 2}, {0, 1, 2}, 2);
+  const auto p = mapped(Shape{1, 6, 3}, Shape{3, 4, 3}, Shape{1, 4, 6}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::BackwardData);
+  TSR_COMPARE(p.groups, int64_t{2});
+  REQUIRE(p.copyFilter);
+  REQUIRE(!p.convolutionMode);
+  TSR_COMPARE(p.w.dims, (V{6, 2, 1, 3}));
+  TSR_COMPARE(p.w.strides, (V{6, 3, 3, 1}));
+  TSR_COMPARE(p.filterCopy.dims, (V{2, 3, 2, 3}));
+  TSR_COMPARE(p.filterCopy.strides, (V{6, 12, 3, -1}));
+  TSR_COMPARE(p.filterCopy.offset, int64_t{2});
+  TSR_COMPARE(p.prePadding, (V{0, 1}));
+  TSR_COMPARE(p.postPadding, (V{0, 1}));  // exact 0, up to 1: nearest the pre padding
+  TSR_COMPARE(p.x.dims, (V{1, 4, 1, 6}));
+  TSR_COMPARE(p.y.dims, (V{1, 6, 1, 3}));
+}
+
+// The filter gradient the vjp emits for the same x [1, 2, 7], w [3, 2, 3], stride 2, padding 1 / 1: conv(x read
+// as [C, N, W], dy [1, 3, 4] read as [O, N, W] (the window), rhs dilation 2, padding 1 / 1) -> dw [3, 2, 3].
+// cuDNN's backward filter: stride 2 (the rhs dilation), pre 1, post 6 + 2 + 1 - 7 - 1 = 1.
+TEST_CASE("cudnnBackwardFilter1d") {
+  const auto at = convAttrs({1}, {1}, {1}, {1}, {2}, {1, 0, 2}, {1, 0, 2}, {1, 0, 2});
+  const auto p = mapped(Shape{1, 2, 7}, Shape{1, 3, 4}, Shape{3, 2, 3}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::BackwardFilter);
+  TSR_COMPARE((std::array{p.xValue, p.wValue, p.yValue}), (std::array{0, 2, 1}));
+  TSR_COMPARE(p.x.dims, (V{1, 2, 1, 7}));
+  TSR_COMPARE(p.y.dims, (V{1, 3, 1, 4}));
+  TSR_COMPARE(p.w.dims, (V{3, 2, 1, 3}));
+  TSR_COMPARE(p.w.strides, (V{6, 3, 3, 1}));
+  REQUIRE(!p.copyFilter);
+  TSR_COMPARE(p.strides, (V{1, 2}));
+  TSR_COMPARE(p.dilations, (V{1, 1}));
+  TSR_COMPARE(p.prePadding, (V{0, 1}));
+  TSR_COMPARE(p.postPadding, (V{0, 1}));
+}
+
+// A depthwise filter gradient (NHWC x [2, 5, 5, 4], HWIO w [3, 3, 1, 4], 4 groups, padding 1): batch groups 4 ->
+// backward filter in 4 groups. dw [3, 3, 1, 4] HWIO is [K=4, C=1, 3, 3] with K stride 1, R 12, S 4: no KRSC,
+// so cuDNN writes a packed KRSC copy that is then scattered into dw.
+TEST_CASE("cudnnBackwardFilterDepthwise") {
+  const auto at = convAttrs({1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {3, 0, 1, 2}, {3, 0, 1, 2}, {2, 3, 0, 1}, 1, 4);
+  const auto p = mapped(Shape{2, 5, 5, 4}, Shape{2, 5, 5, 4}, Shape{3, 3, 1, 4}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::BackwardFilter);
+  TSR_COMPARE(p.groups, int64_t{4});
+  TSR_COMPARE(p.x.dims, (V{2, 4, 5, 5}));
+  TSR_COMPARE(p.x.strides, (V{100, 1, 20, 4}));
+  TSR_COMPARE(p.y.strides, (V{100, 1, 20, 4}));
+  REQUIRE(p.copyFilter);
+  TSR_COMPARE(p.w.dims, (V{4, 1, 3, 3}));
+  TSR_COMPARE(p.w.strides, (V{9, 1, 3, 1}));
+  TSR_COMPARE(p.filterCopy.dims, (V{4, 1, 3, 3, 1}));
+  TSR_COMPARE(p.filterCopy.strides, (V{1, 1, 12, 4, 4}));
+  TSR_COMPARE(p.prePadding, (V{1, 1}));
+  TSR_COMPARE(p.postPadding, (V{1, 1}));
+}
+
+// 3-D NCDHW x [1, 2, 4, 4, 4], OIDHW w [3, 2, 2, 2, 2], no padding -> y [1, 3, 3, 3, 3], bf16: five dims as they lie.
+TEST_CASE("cudnnForward3dBf16") {
+  const auto at = convAttrs({1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4},
+                            {0, 1, 2, 3, 4});
+  const auto p = mapped(Shape{1, 2, 4, 4, 4}, Shape{3, 2, 2, 2, 2}, Shape{1, 3, 3, 3, 3}, at, DType::BF16);
+  TSR_COMPARE(p.dtype, DType::BF16);
+  TSR_COMPARE(p.spatialDims(), 3);
+  TSR_COMPARE(p.x.strides, (V{128, 64, 16, 4, 1}));
+  TSR_COMPARE(p.w.strides, (V{16, 8, 4, 2, 1}));
+  TSR_COMPARE(p.y.strides, (V{81, 27, 9, 3, 1}));
+  TSR_COMPARE(p.postPadding, (V{0, 0, 0}));
+  REQUIRE(!p.copyFilter);
+}
+
+// What cuDNN cannot express stays on the NVRTC kernel, with the reason.
+TEST_CASE("cudnnDeclines") {
+  auto reason = [](const Shape& lhs, const Shape& rhs, const Shape& out, const ir::ConvAttrs& at, DType t) {
+    cuda::CudnnConvDecision d = cuda::mapConvToCudnn(Aval{lhs, t}, Aval{rhs, t}, Aval{out, t}, at);
+    REQUIRE(!d.problem.has_value());
+    return d.reason;
+  };
+  const auto plain = convAttrs({1}, {0}, {0}, {1}, {1}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2});
+  REQUIRE(reason(Shape{1, 2, 5}, Shape{3, 2, 3}, Shape{1, 3, 3}, plain, DType::F64).find("f64") != std::string::npos);
+  // A strided transposed convolution (lhs dilation and window strides).
+  const auto stridedTransposed = convAttrs({2}, {0}, {0}, {2}, {1}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2});
+  REQUIRE(reason(Shape{1, 2, 5}, Shape{3, 2, 3}, Shape{1, 3, 4}, stridedTransposed, DType::F32).find("lhs dilation") !=
+          std::string::npos);
+  // Negative padding (a crop).
+  const auto crop = convAttrs({1}, {-1}, {0}, {1}, {1}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2});
+  REQUIRE(reason(Shape{1, 2, 6}, Shape{3, 2, 3}, Shape{1, 3, 3}, crop, DType::F32).find("negative padding") !=
+          std::string::npos);
+}
+
+// Every convolution of the training cases (forward, and the data and filter gradients the vjp emits, after the
+// standard passes) goes to cuDNN as the operation named in its case; the fallback kernels and the filter copy
+// compile.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "cudnnConvolutionsOfTrainingCases") {
+  if (!cuda::cudnnBuilt()) TSR_SKIP("built without cuDNN");
+  for (const ConvCase& c : convCases()) {
+    CAPTURE(c.name);
+    auto cg = convGradGraph(c);
+    REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+    auto lowered = lowerForCuda(cg->graph);
+    REQUIRE_MESSAGE(lowered.ok(), lowered.error().message);
+    auto prog = cuda::generateProgram(**lowered);
+    REQUIRE_MESSAGE(prog.ok(), prog.error().message);
+    int convs = 0;
+    for (const auto& n : cg->graph.nodes()) convs += n.op == ir::OpCode::ConvGeneralDilated;
+    TSR_COMPARE(convs, 3);
+    std::vector<std::string> ops;
+    for (const auto& [ki, p] : prog->cudnnConvs) {
+      TSR_COMPARE(prog->paths[ki], cuda::KernelPath::Cudnn);
+      REQUIRE(prog->generatedIndex[ki] >= 0);  // the fallback
+      ops.push_back(cuda::cudnnConvOpName(p.op));
+      TSR_COMPARE(p.dtype, c.dtype);
+    }
+    std::vector<std::string> want = c.ops;
+    std::sort(ops.begin(), ops.end());
+    std::sort(want.begin(), want.end());
+    TSR_COMPARE(ops, want);
+    std::string err = compileAll(prog->kernels);
+    REQUIRE_MESSAGE(err.empty(), err.c_str());
+  }
+  auto r = cuda::compileCuda(cuda::cudnnFilterCopySource(), "cudnn_filter_copy");
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  TSR_COMPARE(std::string(cuda::opPath(ops::registry().get(ir::OpCode::ConvGeneralDilated))), std::string("cudnn"));
 }

@@ -26,6 +26,7 @@ const char* kernelPathName(KernelPath p) {
   switch (p) {
     case KernelPath::Generated: return "nvrtc";
     case KernelPath::CuBlasLt: return "cublaslt";
+    case KernelPath::Cudnn: return "cudnn";
     case KernelPath::Host: return "host";
     case KernelPath::None: return "none";
   }
@@ -35,6 +36,7 @@ const char* kernelPathName(KernelPath p) {
 const char* opPath(const ir::OpDef& def) {
   switch (def.code) {
     case OpCode::DotGeneral: return "cublaslt";
+    case OpCode::ConvGeneralDilated: return cudnnBuilt() ? "cudnn" : "nvrtc";  // nvrtc where cuDNN declines
     case OpCode::ReduceSum:
     case OpCode::ReduceMax:
     case OpCode::ReduceMin:  // f32 reductions (fused with their prologue)
@@ -61,7 +63,6 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::Cumlogsumexp:
     case OpCode::Sort:
     case OpCode::TopK:
-    case OpCode::ConvGeneralDilated:
     case OpCode::ReduceWindowSum:
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin:
@@ -103,6 +104,16 @@ KernelPath pathOf(const cpu::Executable& exe, const LoweredKernel& k) {
   }
 }
 
+// The cuDNN problem of a convolution alone in its kernel, where this build has cuDNN and it maps.
+std::optional<CudnnConvProblem> cudnnProblem(const ir::Graph& g, const LoweredKernel& k) {
+  if (!cudnnBuilt() || k.node < 0) return std::nullopt;
+  const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
+  if (n.op != OpCode::ConvGeneralDilated || k.info.nodes.size() != 1) return std::nullopt;
+  CudnnConvDecision d = mapConvToCudnn(g.aval(n.operands[0]), g.aval(n.operands[1]), g.aval(n.results[0]),
+                                       std::get<ir::ConvAttrs>(n.attrs));
+  return std::move(d.problem);
+}
+
 }  // namespace
 
 passes::FusionOptions fusionOptions() {
@@ -122,6 +133,10 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
       if (node) {
         path = KernelPath::Generated;
         gen = std::move(*node);
+      }
+      if (std::optional<CudnnConvProblem> conv = cudnnProblem(exe.graph(), k)) {
+        out.cudnnConvs.emplace(out.paths.size(), std::move(*conv));
+        path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
     out.paths.push_back(path);
@@ -154,6 +169,8 @@ struct Executable::Impl {
   std::vector<std::shared_ptr<LoadedModule>> modules;  // per generated kernel
   std::vector<const void*> functions;                  // per generated kernel
   std::vector<std::unique_ptr<LtGemm>> gemms;          // per lowered kernel (null unless cuBLASLt)
+  std::vector<std::unique_ptr<CudnnConv>> convs;       // per lowered kernel (null unless cuDNN)
+  std::map<size_t, std::string> fallbacks;             // convolutions cuDNN declined on this device: why
   std::vector<DeviceBufferPtr> consts;
 
   const ir::Graph& graph() const { return lowered->graph(); }
@@ -187,16 +204,34 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   co.name = options.name;
   TSR_ASSIGN(im.lowered, cpu::Executable::compile(g, reg, plan, co));
   TSR_ASSIGN(im.program, generateProgram(*im.lowered));
+  const auto& kernels = im.lowered->loweredKernels();
+  const MatmulPrecision precision = matmulPrecision();
+  // cuDNN's plans first: a convolution it declines on this device runs its NVRTC kernel (or, without one, on
+  // the host), and only the NVRTC kernels something runs are compiled.
+  im.convs.resize(kernels.size());
+  for (auto& [ki, problem] : im.program.cudnnConvs) {
+    Result<std::unique_ptr<CudnnConv>> conv = CudnnConv::create(*im.device, problem, precision);
+    if (conv.ok()) {
+      im.convs[ki] = std::move(conv).value();
+      continue;
+    }
+    im.fallbacks[ki] = conv.error().message;
+    im.program.paths[ki] = im.program.generatedIndex[ki] >= 0 ? KernelPath::Generated : KernelPath::Host;
+  }
+  const size_t nk = im.program.kernels.size();
+  std::vector<bool> needed(nk, false);
+  for (size_t ki = 0; ki < kernels.size(); ++ki)
+    if (im.program.generatedIndex[ki] >= 0 && im.program.paths[ki] != KernelPath::Cudnn)
+      needed[static_cast<size_t>(im.program.generatedIndex[ki])] = true;
   NvrtcOptions no;
   no.sm = im.device->smVersion();
   // NVRTC compiles independent programs concurrently: one worker per core.
-  const size_t nk = im.program.kernels.size();
   std::vector<std::optional<Result<CompiledModule>>> compiled(nk);
   {
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t i; (i = next.fetch_add(1)) < nk;)
-        compiled[i] = compileCuda(im.program.kernels[i].source, im.program.kernels[i].name, no);
+        if (needed[i]) compiled[i] = compileCuda(im.program.kernels[i].source, im.program.kernels[i].name, no);
     };
     const size_t threads = std::min<size_t>(nk, std::max(1u, std::thread::hardware_concurrency()));
     std::vector<std::thread> pool;
@@ -206,15 +241,18 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   }
   for (size_t i = 0; i < nk; ++i) {
     const GeneratedKernel& gk = im.program.kernels[i];
+    if (!needed[i]) {
+      im.modules.push_back(nullptr);
+      im.functions.push_back(nullptr);
+      continue;
+    }
     if (!compiled[i]->ok()) return compiled[i]->takeError();
     TSR_ASSIGN(std::shared_ptr<LoadedModule> lm, LoadedModule::load(compiled[i]->value()));
     TSR_ASSIGN(const void* fn, lm->kernel(gk.name));
     im.modules.push_back(std::move(lm));
     im.functions.push_back(fn);
   }
-  const auto& kernels = im.lowered->loweredKernels();
   im.gemms.resize(kernels.size());
-  const MatmulPrecision precision = matmulPrecision();
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (im.program.paths[i] != KernelPath::CuBlasLt) continue;
     const ir::Node& n = im.graph().nodes()[static_cast<size_t>(kernels[i].node)];
@@ -374,6 +412,10 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
                                args[static_cast<size_t>(k.resultArgs[0])]);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
+      case KernelPath::Cudnn:
+        st = im.convs[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
+                               args[static_cast<size_t>(k.resultArgs[0])]);
+        break;
       case KernelPath::Host:
         st = im.runHostKernel(k, args);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
@@ -438,14 +480,20 @@ Result<std::vector<runtime::BufferPtr>> Executable::runHost(std::span<const runt
 std::string Executable::describe() const {
   const Impl& im = *m;
   const auto& kernels = im.lowered->loweredKernels();
-  std::string s = fmt::format("{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} host; arena {:.1f} MiB\n",
-                              im.options.name, im.device->ordinal(), im.device->name(), kernels.size(),
-                              numKernels(KernelPath::Generated), numKernels(KernelPath::CuBlasLt),
-                              numKernels(KernelPath::Host), im.lowered->memory().arenaBytes / 1048576.0);
+  std::string s = fmt::format(
+      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} host; arena {:.1f} MiB\n",
+      im.options.name, im.device->ordinal(), im.device->name(), kernels.size(), numKernels(KernelPath::Generated),
+      numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Host),
+      im.lowered->memory().arenaBytes / 1048576.0);
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];
-    s += fmt::format("{:4} {:<9} {}{}\n", i, kernelPathName(im.program.paths[i]), kernels[i].info.name,
-                     gi >= 0 ? " -> " + im.program.kernels[static_cast<size_t>(gi)].name : std::string());
+    std::string detail;
+    if (im.program.paths[i] == KernelPath::Cudnn)
+      detail = fmt::format(" -> cuDNN {} ({})", cudnnConvOpName(im.convs[i]->problem().op), im.convs[i]->engineSummary());
+    else if (gi >= 0)
+      detail = " -> " + im.program.kernels[static_cast<size_t>(gi)].name;
+    if (auto f = im.fallbacks.find(i); f != im.fallbacks.end()) detail += " (cuDNN declined: " + f->second + ")";
+    s += fmt::format("{:4} {:<9} {}{}\n", i, kernelPathName(im.program.paths[i]), kernels[i].info.name, detail);
   }
   return s;
 }

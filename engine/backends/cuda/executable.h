@@ -4,6 +4,8 @@
 //   - loop and reduction kernels and GEMM epilogues: CUDA C++ generated from their tile programs (codegen.h),
 //     compiled with NVRTC (cached on disk) and launched on the device's compute stream;
 //   - dot_general: cuBLASLt (gemm.h) at the matmul precision in force when the program was compiled;
+//   - conv_general_dilated: cuDNN's graph API (cudnn_conv.h: forward, backward data or backward filter, at the
+//     same precision) where the build has cuDNN and it takes the problem; else the NVRTC kernel below;
 //   - ops alone in their kernel with a generated CUDA kernel of their own (node_kernels.h: layout copies,
 //     gather and the scatters, iota, cumulative ops, sort and top_k, convolution, window reductions, ...):
 //     NVRTC too; opPath (executable.cpp) lists them;
@@ -12,6 +14,7 @@
 //   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers.
 // With a Profiler active, every launch is timed with CUDA events on the GPU clock, shifted onto the profiler's
 // host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>".
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,15 +22,16 @@
 
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cuda/codegen.h"
+#include "engine/backends/cuda/cudnn_conv.h"
 #include "engine/backends/cuda/device.h"
 #include "engine/runtime/buffer.h"
 
 namespace tsr::cuda {
 
-enum class KernelPath : uint8_t { Generated, CuBlasLt, Host, None };
+enum class KernelPath : uint8_t { Generated, CuBlasLt, Cudnn, Host, None };
 const char* kernelPathName(KernelPath p);
 
-// How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt" or "host".
+// How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt", "cudnn" or "host".
 const char* opPath(const ir::OpDef& def);
 
 struct CompileOptions {
@@ -36,16 +40,18 @@ struct CompileOptions {
 };
 
 // The generated kernels of a lowered program, one per loop, reduction or gemm epilogue, in kernel order; for
-// every kernel of the program its path. Needs no GPU (tests compile every source with NVRTC).
+// every kernel of the program its path. Needs no GPU (tests compile every source with NVRTC). A convolution on
+// the cudnn path keeps its NVRTC kernel (generatedIndex) for when cuDNN offers no engine on the device.
 struct GeneratedProgram {
   std::vector<KernelPath> paths;               // per lowered kernel
   std::vector<int> generatedIndex;             // per lowered kernel: index into `kernels`, or -1
   std::vector<GeneratedKernel> kernels;
+  std::map<size_t, CudnnConvProblem> cudnnConvs;  // per lowered kernel on the cudnn path: its problem
 };
 Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered);
 
-// The fusion options this backend plans with: convolutions run as generated kernels of their own (no conv
-// groups: oneDNN's post-ops are the CPU's), their consumers fuse as loops.
+// The fusion options this backend plans with: convolutions run alone in their kernels (cuDNN or generated; no
+// conv groups: oneDNN's post-ops are the CPU's), their consumers fuse as loops.
 passes::FusionOptions fusionOptions();
 
 class Executable {
@@ -62,7 +68,8 @@ class Executable {
 
   Device& device() const;
   const cpu::Executable& lowered() const;
-  // One line per kernel: its name, path (nvrtc / cublaslt / host) and launch shape.
+  // One line per kernel: its name, path (nvrtc / cublaslt / cudnn / host) and launch shape; for a
+  // convolution, its cuDNN engine or why it fell back to its NVRTC kernel.
   std::string describe() const;
   int numKernels(KernelPath p) const;
 

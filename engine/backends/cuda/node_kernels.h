@@ -9,7 +9,8 @@
 //   iota         any integer or float dtype;
 //   convert      between f32, f64, bf16, i32, i64, u8, u32 and bool, with the CPU kernel's rules (float to
 //                integer truncates then saturates, NaN -> 0; bf16 rounds to nearest even).
-//   conv_general_dilated  f32, f64 and bf16: one thread per result element, a direct window loop.
+//   conv_general_dilated  f32, f64 and bf16: one thread per result element, a direct window loop (where
+//                cuDNN does not run it: cudnn_conv.h).
 //   reduce_window_*  f32, f64, bf16, i32 and i64: one thread per result element, a loop over its window;
 //   select_and_scatter_add  the same dtypes: one thread per result element, summing what the windows that
 //                select it scatter (deterministic, no atomics).
