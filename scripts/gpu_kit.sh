@@ -2,7 +2,8 @@
 # Builds here (a machine with the CUDA toolkit and the Debian dev packages) what a GPU machine runs, and packs it
 # into .gpukit/tessera-gpukit.tar.xz: the tessera CLI, the CUDA tests and bench_cuda_step, stripped, with the
 # shared libraries they need that a bare CUDA machine lacks (fmt, OpenBLAS, SQLite, pcre2, ...). The CUDA
-# libraries themselves (cuBLASLt, NVRTC, NCCL, the driver) are the GPU machine's own; glibc and libstdc++ too.
+# libraries themselves (cuBLASLt, NVRTC, NCCL, cuDNN, whose engine libraries it loads at run time, the driver)
+# are the GPU machine's own; glibc and libstdc++ too.
 # .gpukit/ is ignored by git (.git/info/exclude) and travels to the GPU machine as a carried path; there,
 # tests/bench/gpu/run_all.sh unpacks and runs it.
 #
@@ -38,7 +39,7 @@ for p in "${plugins[@]}"; do
 done
 
 # Libraries every Linux machine or every CUDA machine has: not packed.
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcublas|libcublasLt|libnvrtc|libnccl|libnvJitLink)'
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcublas|libcublasLt|libnvrtc|libnccl|libnvJitLink|libcudnn)'
 for t in "${targets[@]}"; do
   ldd "$stage/bin/$t" | awk '/=> \// {print $1, $3}' | while read -r name file; do
     [[ $name =~ $skip ]] && continue

@@ -39,7 +39,7 @@ using namespace tsr;
 
 struct RuleFlags {
   bool infer, vjp, batch, shard, cost, cpu, cuda;
-  std::string cudaPath;  // how the CUDA backend runs it: nvrtc, cublaslt or host ("" without the backend)
+  std::string cudaPath;  // how the CUDA backend runs it: nvrtc, cublaslt, cudnn or host ("" without the backend)
 };
 
 RuleFlags rulesOf(const ir::OpDef& d) {

@@ -232,6 +232,7 @@ int main(int argc, char** argv) {
       {"kernels",
        {{"nvrtc", (*exe)->numKernels(cuda::KernelPath::Generated)},
         {"cublaslt", (*exe)->numKernels(cuda::KernelPath::CuBlasLt)},
+        {"cudnn", (*exe)->numKernels(cuda::KernelPath::Cudnn)},
         {"host", (*exe)->numKernels(cuda::KernelPath::Host)}}},
   };
   std::cout << j.dump() << std::endl;
