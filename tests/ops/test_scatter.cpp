@@ -132,9 +132,11 @@ TEST_CASE("secondOrderGradientsMatchFiniteDifferences") {
   const std::pair<const char*, ScatterFn> ops[] = {
       {"scatter", &scatter}, {"scatter_add", &scatterAdd}, {"scatter_mul", &scatterMul},
       {"scatter_min", &scatterMin}, {"scatter_max", &scatterMax}};
-  for (const auto& [name, op] : ops) {
+  for (const auto& entry : ops) {
+    const char* name = entry.first;  // not a structured binding: clang 14 captures none (CAPTURE is a lambda)
+    const ScatterFn op = entry.second;
     CAPTURE(name);
-    ScalarFn f = [&, op = op](const Array& z) {
+    ScalarFn f = [&](const Array& z) {
       Array y = op(sliceAxis(z, 0, 0, 4), idx, sliceAxis(z, 0, 4, 9), 0, 0, std::source_location::current());
       return sum(w * sin(y));
     };
