@@ -174,39 +174,38 @@ Result<Desc> operation(const CudnnConvProblem& p, std::vector<Desc>& keep) {
   TSR_TRY(setInts(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, p.postPadding));
   TSR_TRY(finalize(conv, "the convolution descriptor"));
   const float alpha = 1.0f, beta = 0.0f;
-  Desc op;
-  switch (p.op) {
-    case CudnnConvOp::Forward: {
-      TSR_ASSIGN(op, make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
+  // The operation's descriptor type and its attributes for x, w, y (DX, W, DY for backward data; X, DW, DY for
+  // backward filter), the convolution, alpha and beta.
+  struct OpAttrs {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  const OpAttrs at = [&]() -> OpAttrs {
+    switch (p.op) {
+      case CudnnConvOp::BackwardData:
+        return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+      case CudnnConvOp::BackwardFilter:
+        return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+      case CudnnConvOp::Forward: break;
     }
-    case CudnnConvOp::BackwardData: {
-      TSR_ASSIGN(op, make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
-    }
-    case CudnnConvOp::BackwardFilter: {
-      TSR_ASSIGN(op, make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y));
-      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
-      TSR_TRY(set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
-      break;
-    }
-  }
+    return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  }();
+  TSR_ASSIGN(Desc op, make(at.type));
+  TSR_TRY(setDesc(op, at.x, x));
+  TSR_TRY(setDesc(op, at.w, w));
+  TSR_TRY(setDesc(op, at.y, y));
+  TSR_TRY(setDesc(op, at.conv, conv));
+  TSR_TRY(set(op, at.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
+  TSR_TRY(set(op, at.beta, CUDNN_TYPE_FLOAT, 1, &beta));
   TSR_TRY(finalize(op, cudnnConvOpName(p.op)));
   for (Desc* d : {&x, &w, &y, &conv}) keep.push_back(std::move(*d));
   return op;
