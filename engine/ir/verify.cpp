@@ -91,27 +91,36 @@ class Verifier {
     return fmt::format("node {} ({} @ {})", i, opName, where);
   }
 
-  Status checkOperands(NodeId i, const Node& n, const std::string& at) {
+  // A node as errors name it, built only when one is reported (verification runs after every pass in builds
+  // with assertions).
+  struct NodeAt {
+    const Verifier* verifier;
+    NodeId node;
+    std::string_view op;
+    std::string str() const { return verifier->describeNode(node, op); }
+  };
+
+  Status checkOperands(NodeId i, const Node& n, const NodeAt& at) {
     for (size_t j = 0; j < n.operands.size(); ++j) {
       ValueId v = n.operands[j];
-      if (!inRange(v)) return makeError("{}: operand {} is {}", at, j, outOfRange(v));
+      if (!inRange(v)) return makeError("{}: operand {} is {}", at.str(), j, outOfRange(v));
       if (m_defined[static_cast<size_t>(v)]) continue;
       NodeId producer = m_g.value(v).producer;
       if (producer > i && static_cast<size_t>(producer) < m_g.nodes().size())
-        return makeError("{}: operand {} %{} is used before its definition by node {}", at, j, v, producer);
-      return makeError("{}: operand {} %{} is used before definition", at, j, v);
+        return makeError("{}: operand {} %{} is used before its definition by node {}", at.str(), j, v, producer);
+      return makeError("{}: operand {} %{} is used before definition", at.str(), j, v);
     }
     return {};
   }
 
-  Status checkResults(NodeId i, const Node& n, const std::string& at) {
+  Status checkResults(NodeId i, const Node& n, const NodeAt& at) {
     for (size_t r = 0; r < n.results.size(); ++r) {
       ValueId v = n.results[r];
-      if (!inRange(v)) return makeError("{}: result {} is {}", at, r, outOfRange(v));
-      if (m_defined[static_cast<size_t>(v)]) return makeError("{}: result {} %{} is already defined", at, r, v);
+      if (!inRange(v)) return makeError("{}: result {} is {}", at.str(), r, outOfRange(v));
+      if (m_defined[static_cast<size_t>(v)]) return makeError("{}: result {} %{} is already defined", at.str(), r, v);
       const ValueInfo& info = m_g.value(v);
       if (info.producer != i || info.resultIndex != static_cast<int>(r))
-        return makeError("{}: result {} %{} records producer node {} result {}", at, r, v, info.producer,
+        return makeError("{}: result {} %{} records producer node {} result {}", at.str(), r, v, info.producer,
                          info.resultIndex);
       m_defined[static_cast<size_t>(v)] = true;
     }
@@ -126,41 +135,41 @@ class Verifier {
       std::string name = code < kNumCoreOps ? coreOpName(n.op) : "op code " + std::to_string(code);
       return makeError("{}: op is not registered", describeNode(i, name));
     }
-    std::string at = describeNode(i, def->name);
+    const NodeAt at{this, i, def->name};  // named only in an error
     TSR_TRY(checkOperands(i, n, at));
     bool arityOk = def->numOperands < 0 ? static_cast<int>(n.operands.size()) >= def->minOperands
                                         : static_cast<int>(n.operands.size()) == def->numOperands;
     if (!arityOk) {
       std::string want = def->numOperands < 0 ? fmt::format("at least {}", def->minOperands)
                                               : std::to_string(def->numOperands);
-      return makeError("{}: {} expects {} operands, got {}", at, def->name, want, n.operands.size());
+      return makeError("{}: {} expects {} operands, got {}", at.str(), def->name, want, n.operands.size());
     }
     if (def->numResults >= 0 && n.results.size() != static_cast<size_t>(def->numResults))
-      return makeError("{}: node has {} results but {} has {}", at, n.results.size(), def->name, def->numResults);
+      return makeError("{}: node has {} results but {} has {}", at.str(), n.results.size(), def->name, def->numResults);
     TSR_TRY(checkResults(i, n, at));
     if (n.attrs.index() != def->attrsIndex)
-      return makeError("{}: attributes are {} but {} takes {}", at, attrsTypeName(n.attrs), def->name,
+      return makeError("{}: attributes are {} but {} takes {}", at.str(), attrsTypeName(n.attrs), def->name,
                        attrsTypeNameAt(def->attrsIndex));
     LiteralChecker literals;
     Attrs attrs = n.attrs;  // fields() is not const; the copy shares literal bytes and nested graphs
     std::visit([&](auto& a) { a.fields(literals); }, attrs);
-    if (!literals.error.empty()) return makeError("{}: {}", at, literals.error);
+    if (!literals.error.empty()) return makeError("{}: {}", at.str(), literals.error);
     // Nested graphs first, so that the infer rule, which reads their signatures, sees well-formed ones.
     RegionChecker regions{m_reg, {}};
     std::visit([&](auto& a) { a.fields(regions); }, attrs);
-    if (!regions.error.empty()) return makeError("{}: {}", at, regions.error);
+    if (!regions.error.empty()) return makeError("{}: {}", at.str(), regions.error);
 
     std::vector<Aval> in;
     for (ValueId v : n.operands) in.push_back(m_g.aval(v));
     auto inferred = inferSafely(*def, in, n.attrs);
-    if (!inferred.ok()) return makeError("{}: {}", at, inferred.error().message);
+    if (!inferred.ok()) return makeError("{}: {}", at.str(), inferred.error().message);
     if (inferred->size() != n.results.size())
-      return makeError("{}: {} infers {} results but the node has {}", at, def->name, inferred->size(),
+      return makeError("{}: {} infers {} results but the node has {}", at.str(), def->name, inferred->size(),
                        n.results.size());
     for (size_t r = 0; r < n.results.size(); ++r) {
       const Aval& have = m_g.aval(n.results[r]);
       if (!(have == (*inferred)[r]))
-        return makeError("{}: result {} has aval {} but {} infers {}", at, r, have.toString(), def->name,
+        return makeError("{}: result {} has aval {} but {} infers {}", at.str(), r, have.toString(), def->name,
                          (*inferred)[r].toString());
     }
     return {};
