@@ -159,7 +159,8 @@ void expectNear(const Vec& got, const Vec& want, double tol, const std::string& 
 // weight and bias included, its running statistics not.
 TEST_CASE("resnetHasTorchvisionsParameterCounts") {
   const std::vector<std::pair<int64_t, int64_t>> published = {{18, 11689512}, {34, 21797672}, {50, 25557032}};
-  for (const auto& [depth, count] : published) {
+  for (const auto& entry : published) {
+    const int64_t depth = entry.first, count = entry.second;  // clang 14 captures no structured binding (CAPTURE)
     CAPTURE(depth);
     ResNetConfig cfg;
     cfg.depth = depth;
@@ -198,7 +199,9 @@ TEST_CASE("resnetHasTorchvisionsParameterCounts") {
 
 // torchvision's table of GFLOPS (multiply-adds at 224 x 224): ResNet-18 1.81, ResNet-50 4.09.
 TEST_CASE("resnetMultiplyAddsNearTorchvisionsFigures") {
-  for (const auto& [depth, gmacs] : std::vector<std::pair<int64_t, double>>{{18, 1.81}, {50, 4.09}}) {
+  for (const auto& entry : std::vector<std::pair<int64_t, double>>{{18, 1.81}, {50, 4.09}}) {
+    const int64_t depth = entry.first;  // clang 14 captures no structured binding (CAPTURE)
+    const double gmacs = entry.second;
     CAPTURE(depth);
     ResNetConfig cfg;
     cfg.depth = depth;

@@ -285,7 +285,9 @@ TEST_CASE("unetParameterCountByHand") {
 TEST_CASE("unetForwardAgainstLoops") {
   const std::vector<std::pair<std::string, std::string>> variants = {
       {"batch", "transpose"}, {"group", "nearest"}, {"none", "bilinear"}, {"batch", "bilinear"}};
-  for (const auto& [norm, up] : variants) {
+  for (const auto& variant : variants) {
+    const std::string& norm = variant.first;  // clang 14 captures no structured binding (CAPTURE)
+    const std::string& up = variant.second;
     CAPTURE(norm);
     CAPTURE(up);
     UNetConfig cfg;

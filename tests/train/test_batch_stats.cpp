@@ -237,14 +237,17 @@ TEST_CASE("checkpointsKeepTheRunningStatisticsResumeContinuesThemAndEvalReadsThe
   REQUIRE(straight.ok());
   // 20 norms, a mean and a variance each, under batch_stats.; none in the optimizer state.
   int stats = 0;
-  for (const auto& [name, a] : straight->tensors) {
+  for (const auto& entry : straight->tensors) {
+    const std::string& name = entry.first;  // clang 14 captures no structured binding (the message, CAPTURE)
     if (name.rfind("batch_stats.", 0) == 0) ++stats;
     REQUIRE_MESSAGE(!(name.rfind("opt.", 0) == 0 && name.find("running") != std::string::npos), name);
   }
   TSR_COMPARE(stats, 40);
   REQUIRE(straight->tensors.count("batch_stats.layer2.0.downsample.1.running_var"));
   // The resumed run's statistics (and everything else) are the uninterrupted run's, bit for bit.
-  for (const auto& [name, a] : straight->tensors) {
+  for (const auto& entry : straight->tensors) {
+    const std::string& name = entry.first;
+    const Array& a = entry.second;
     CAPTURE(name);
     REQUIRE(resumed->tensors.count(name));
     const Array& b = resumed->tensors.at(name);

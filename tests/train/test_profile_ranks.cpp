@@ -46,7 +46,9 @@ TEST_CASE("virtualDevicesProfileLinksCollectives") {
   for (const auto& e : t.events)
     if (e.collective >= 0) seqs[e.device].push_back(e.collective);
   REQUIRE(seqs.size() == 4);
-  for (auto& [device, s] : seqs) {
+  for (auto& entry : seqs) {
+    const auto device = entry.first;  // clang 14 captures no structured binding (the message)
+    auto& s = entry.second;
     std::sort(s.begin(), s.end());
     for (size_t i = 0; i < s.size(); ++i) REQUIRE_MESSAGE(s[i] == static_cast<int64_t>(i), device << " call " << i);
     TSR_COMPARE(s.size(), seqs.begin()->second.size());
