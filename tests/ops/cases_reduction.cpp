@@ -207,7 +207,9 @@ void addLogicalReduceOps(std::vector<OpCase>& cases, std::mt19937& rng) {
   };
   for (OpCode op : {OpCode::ReduceAnd, OpCode::ReduceOr}) {
     const bool isAnd = op == OpCode::ReduceAnd;
-    for (const auto& [shape, axes] : variants) {
+    for (const auto& variant : variants) {
+      const Shape& shape = variant.first;  // clang 14 captures no structured binding (the reference lambda)
+      const auto& axes = variant.second;
       // Mostly true, mostly false and even: every row outcome appears.
       for (double pTrue : {0.9, 0.1, 0.5}) {
         HostTensor x = HostTensor::zeros(Aval{shape, DType::Bool});
