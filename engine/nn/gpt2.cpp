@@ -55,11 +55,10 @@ std::array<Array, 3> Gpt2::qkv(const Tree& cAttn, const Array& x) const {
 Tree Gpt2::init(const Array& key) const {
   Parts parts = partsOf(m_cfg);
   Array keys = random::split(key, 2 + m_cfg.nLayer);
-  auto keyAt = [&](int64_t i) { return reshape(sliceAxis(keys, 0, i, i + 1), {2}); };
   Tree blocks = Tree::list();
   for (int64_t i = 0; i < m_cfg.nLayer; ++i) {
-    Array k = random::split(keyAt(2 + i), 4);
-    auto sub = [&](int64_t j) { return reshape(sliceAxis(k, 0, j, j + 1), {2}); };
+    Array k = random::split(keyAt(keys, 2 + i), 4);
+    auto sub = [&](int64_t j) { return keyAt(k, j); };
     Tree cAttn = parts.cAttn.init(sub(0));
     if (m_cfg.qkvHeads) cAttn = headsView(cAttn);
     blocks.push(Tree::dict({{"ln_1", parts.ln.init()},
@@ -67,8 +66,8 @@ Tree Gpt2::init(const Array& key) const {
                            {"ln_2", parts.ln.init()},
                            {"mlp", Tree::dict({{"c_fc", parts.cFc.init(sub(2))}, {"c_proj", parts.mlpProj.init(sub(3))}})}}));
   }
-  return Tree::dict({{"wte", Embed{m_cfg.vocabSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(0))},
-                     {"wpe", Embed{m_cfg.blockSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(1))},
+  return Tree::dict({{"wte", Embed{m_cfg.vocabSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(keys, 0))},
+                     {"wpe", Embed{m_cfg.blockSize, m_cfg.nEmbd, 0.02, m_cfg.dtype}.init(keyAt(keys, 1))},
                      {"h", std::move(blocks)},
                      {"ln_f", parts.ln.init()}});
 }

@@ -6,6 +6,8 @@
 
 namespace tsr::nn {
 
+Array keyAt(const Array& keys, int64_t i) { return reshape(sliceAxis(keys, 0, i, i + 1), {2}); }
+
 Array applyBlock(Context& ctx, const Array& x, const std::function<Array(const Array&)>& block) {
   if (ctx.remat() == RematPolicy::None) return block(x);
   auto one = [&](const std::vector<Array>& in) { return std::vector<Array>{block(in[0])}; };

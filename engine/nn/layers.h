@@ -16,6 +16,9 @@ namespace tsr::nn {
 // Turns a pooled metric's sums over an evaluation's batches into its value (Context::sowPooled).
 using MetricFinish = std::function<double(const std::vector<double>& totals)>;
 
+// The i-th key of random::split's u32[n, 2] result, as a key (u32[2]).
+Array keyAt(const Array& keys, int64_t i);
+
 // Per-call state of an apply: whether dropout is on, and the key it draws from.
 class Context {
  public:

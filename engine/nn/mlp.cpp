@@ -8,8 +8,6 @@ namespace tsr::nn {
 
 namespace {
 
-Array keyAt(const Array& keys, int64_t i) { return reshape(sliceAxis(keys, 0, i, i + 1), {2}); }
-
 Array activate(const std::string& name, const Array& h) {
   if (name == "gelu") return gelu(h, true);
   if (name == "silu") return h * sigmoid(h);

@@ -9,8 +9,6 @@ namespace tsr::nn {
 
 namespace {
 
-Array keyAt(const Array& keys, int64_t i) { return reshape(sliceAxis(keys, 0, i, i + 1), {2}); }
-
 Dense linear(int64_t in, int64_t out, DType dtype) { return Dense{in, out, true, WeightLayout::OutIn, 0.02, dtype}; }
 
 }  // namespace
