@@ -300,6 +300,12 @@ ir::CpuKernelFn reduceWindowKernel() {
   };
 }
 
+// Whether c, met after v in window order, takes the selection from it: larger, or the first NaN.
+template <class C>
+bool takesOver(C c, C v) {
+  return c > v || (c != c && v == v);
+}
+
 // x's first maximum among `offsets` (not empty); a NaN beats every number and the first NaN stays.
 template <class T>
 int64_t firstMax(const T* x, const std::vector<int64_t>& offsets) {
@@ -307,7 +313,7 @@ int64_t firstMax(const T* x, const std::vector<int64_t>& offsets) {
   auto v = static_cast<ComputeType<T>>(x[best]);
   for (size_t i = 1; i < offsets.size(); ++i) {
     const auto c = static_cast<ComputeType<T>>(x[offsets[i]]);
-    if (c > v || (c != c && v == v)) {
+    if (takesOver(c, v)) {
       best = offsets[i];
       v = c;
     }
@@ -384,7 +390,7 @@ void selectAndScatterLanes(const T* source, const T* x, T* y, const Shape& opera
         for (int64_t j = 0; j < lanes; ++j) {
           const auto c = static_cast<C>(xi[j]);
           const C v = best[static_cast<size_t>(j)];
-          const bool take = c > v || (c != c && v == v);
+          const bool take = takesOver(c, v);
           best[static_cast<size_t>(j)] = take ? c : v;
           where[static_cast<size_t>(j)] = take ? offsets[i] * lanes + j : where[static_cast<size_t>(j)];
         }
