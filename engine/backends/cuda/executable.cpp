@@ -381,7 +381,8 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     }
     prof->registerFusions(table);
   }
-  // Timeline: one event pair per kernel; `anchor` is recorded on an idle stream at host time t0.
+  // Timeline: three events per kernel (start, the product's end, end: a GEMM's generated epilogue is an event of
+  // its own, "<name> epilogue"); `anchor` is recorded on an idle stream at host time t0.
   std::vector<cudaEvent_t> events;
   cudaEvent_t anchor = nullptr;
   int64_t t0 = 0;
@@ -394,7 +395,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     TSR_CUDA(cudaEventCreate(&anchor));
     t0 = runtime::Profiler::nowNs();
     TSR_CUDA(cudaEventRecord(anchor, stream));
-    events.resize(2 * kernels.size(), nullptr);
+    events.resize(3 * kernels.size(), nullptr);
     for (auto& ev : events) TSR_CUDA(cudaEventCreate(&ev));
   }
   std::vector<void*> args;
@@ -402,7 +403,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     const LoweredKernel& k = kernels[ki];
     args.clear();
     for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
-    if (prof) cudaEventRecord(events[2 * ki], stream);
+    if (prof) cudaEventRecord(events[3 * ki], stream);
     Status st;
     const int gi = im.program.generatedIndex[ki];
     switch (im.program.paths[ki]) {
@@ -410,6 +411,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       case KernelPath::CuBlasLt:
         st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
                                args[static_cast<size_t>(k.resultArgs[0])]);
+        if (prof && gi >= 0) cudaEventRecord(events[3 * ki + 1], stream);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
       case KernelPath::Cudnn:
@@ -426,25 +428,33 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       destroyEvents();
       return makeError("{}: {}: {}", name, k.info.name, st.error().message);
     }
-    if (prof) cudaEventRecord(events[2 * ki + 1], stream);
+    if (prof) {
+      if (!(im.program.paths[ki] == KernelPath::CuBlasLt && gi >= 0)) cudaEventRecord(events[3 * ki + 1], stream);
+      cudaEventRecord(events[3 * ki + 2], stream);
+    }
   }
   if (prof) {
     TSR_CUDA(cudaStreamSynchronize(stream));
     const std::string deviceName = fmt::format("cuda:{}", im.device->ordinal());
-    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    auto record = [&](size_t ki, cudaEvent_t from, cudaEvent_t to, std::string eventName, bool main) {
       float startMs = 0, endMs = 0;
-      cudaEventElapsedTime(&startMs, anchor, events[2 * ki]);
-      cudaEventElapsedTime(&endMs, anchor, events[2 * ki + 1]);
+      cudaEventElapsedTime(&startMs, anchor, from);
+      cudaEventElapsedTime(&endMs, anchor, to);
       runtime::ProfileEvent ev;
       ev.device = deviceName;
       ev.stream = 0;
-      ev.name = kernels[ki].info.name;
+      ev.name = std::move(eventName);
       ev.fusion = kernels[ki].info.fusionId;
       ev.startNs = t0 + static_cast<int64_t>(static_cast<double>(startMs) * 1e6);
       ev.durationNs = static_cast<int64_t>(static_cast<double>(endMs - startMs) * 1e6);
-      ev.flops = kernels[ki].info.flops;
-      ev.bytes = kernels[ki].info.bytes;
+      ev.flops = main ? kernels[ki].info.flops : 0;
+      ev.bytes = main ? kernels[ki].info.bytes : 0;
       prof->record(std::move(ev));
+    };
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      const bool epilogue = im.program.paths[ki] == KernelPath::CuBlasLt && im.program.generatedIndex[ki] >= 0;
+      record(ki, events[3 * ki], events[3 * ki + (epilogue ? 1 : 2)], kernels[ki].info.name, true);
+      if (epilogue) record(ki, events[3 * ki + 1], events[3 * ki + 2], kernels[ki].info.name + " epilogue", false);
     }
     destroyEvents();
   }

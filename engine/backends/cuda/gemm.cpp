@@ -3,8 +3,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -123,6 +129,87 @@ Status stage(Device& d, const Operand& o, const void* x, void* y) {
   return launchKernel(o.fn, (lines + perBlock - 1) / perBlock, kStageThreads, args, 0, d.computeStream());
 }
 
+// Autotuning, as XLA's GEMM autotuner does: cuBLASLt's heuristic ranks algorithms by its model of the device,
+// which can misjudge a shape (GPT-2's 50257-column products); for products of at least kTuneFlops the first
+// kTuneCandidates are timed once per problem on the device, and the fastest is kept for every GEMM of that
+// problem in the process. TESSERA_GEMM_AUTOTUNE=0 takes the heuristic's first; TESSERA_GEMM_AUTOTUNE_LOG=1
+// prints each problem's timings.
+constexpr int kTuneCandidates = 8;
+constexpr double kTuneFlops = 5e8;
+constexpr int kTuneReps = 3;
+
+bool envFlag(const char* name, bool otherwise) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return otherwise;
+  return std::string_view(v) != "0";
+}
+bool autotuneEnabled() { return envFlag("TESSERA_GEMM_AUTOTUNE", true); }
+
+// A product as cuBLASLt runs it: its descriptors and the bytes each operand spans.
+struct TuneProblem {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  int64_t bytesA = 0, bytesB = 0, bytesC = 0;
+  std::string what;  // for the log
+};
+
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ~EventPair() {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  }
+};
+
+// The fastest of `candidates` on trial operands (every byte 0x3c: 0.0115 in f32 and in bf16); the first where
+// the trial operands do not fit in memory (not remembered, so that a later compile tries again). Tuning never
+// fails a compile over a candidate: one that cuBLASLt refuses to run is left out.
+Result<cublasLtMatmulAlgo_t> tunedAlgo(Device& d, const std::string& key, const TuneProblem& t,
+                                       std::span<const cublasLtMatmulHeuristicResult_t> candidates) {
+  static std::mutex mutex;
+  static auto& cache = *new std::map<std::string, cublasLtMatmulAlgo_t>();  // kept past exit, as the modules
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  Result<DeviceBufferPtr> a = d.allocate(t.bytesA), b = d.allocate(t.bytesB), c = d.allocate(t.bytesC);
+  if (!a.ok() || !b.ok() || !c.ok()) return candidates[0].algo;
+  void* pa = a.value()->data();
+  void* pb = b.value()->data();
+  void* pc = c.value()->data();
+  TSR_TRY(d.memset(pa, 0x3c, t.bytesA));
+  TSR_TRY(d.memset(pb, 0x3c, t.bytesB));
+  EventPair ev;
+  TSR_CUDA(cudaEventCreate(&ev.start));
+  TSR_CUDA(cudaEventCreate(&ev.stop));
+  auto stream = static_cast<cudaStream_t>(d.computeStream());
+  auto lt = static_cast<cublasLtHandle_t>(d.cublasLt());
+  const float alpha = 1.0f, beta = 0.0f;
+  auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(lt, t.desc, &alpha, pa, t.a, pb, t.b, &beta, pc, t.c, pc, t.c, &algo, d.workspace(),
+                          static_cast<size_t>(d.workspaceBytes()), stream);
+  };
+  std::vector<float> ms(candidates.size(), std::numeric_limits<float>::infinity());
+  size_t best = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS || matmul(candidates[i].algo) != CUBLAS_STATUS_SUCCESS)
+      continue;  // the warm-up run also loads the algorithm's kernels
+    TSR_CUDA(cudaEventRecord(ev.start, stream));
+    bool ran = true;
+    for (int r = 0; r < kTuneReps && ran; ++r) ran = matmul(candidates[i].algo) == CUBLAS_STATUS_SUCCESS;
+    TSR_CUDA(cudaEventRecord(ev.stop, stream));
+    TSR_CUDA(cudaEventSynchronize(ev.stop));
+    float elapsed = 0;
+    TSR_CUDA(cudaEventElapsedTime(&elapsed, ev.start, ev.stop));
+    if (!ran) continue;
+    ms[i] = elapsed / kTuneReps;
+    if (ms[i] < ms[best]) best = i;
+  }
+  if (envFlag("TESSERA_GEMM_AUTOTUNE_LOG", false))
+    fmt::print(stderr, "tessera: gemm autotune {}: the heuristic's first {:.3f} ms, chosen #{} of {}: {:.3f} ms\n",
+               t.what, ms[0], best, candidates.size(), ms[best]);
+  cache.emplace(key, candidates[best].algo);
+  return candidates[best].algo;
+}
+
 }  // namespace
 
 const char* gemmStageSource() { return kStageSource; }
@@ -209,15 +296,31 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   TSR_LT(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = static_cast<uint64_t>(d.workspaceBytes());
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kTuneCandidates> results{};
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(d.cublasLt()), h.desc, h.a, h.b,
-                                                    h.c, h.c, pref, 1, &result, &found);
+                                                    h.c, h.c, pref, kTuneCandidates, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0)
     return makeError("cuBLASLt: no algorithm for a {} GEMM {}x{}x{} (batch {}, precision {}): {}", dtypeName(spec.inType),
                      p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision), cublasLtGetStatusString(s));
-  h.algo = result.algo;
+  h.algo = results[0].algo;
+  const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
+                       static_cast<double>(p.k);
+  if (found > 1 && flops >= kTuneFlops && spec.epilogue == GemmEpilogue::None && autotuneEnabled()) {
+    const std::string key = fmt::format("{}:{}x{}x{}b{} lda{} ldb{} sa{} sb{} t{}{} st{}/{}/{}/{} {}{}{}", d.ordinal(),
+                                        p.m, p.n, p.k, p.batch, p.lda, p.ldb, p.strideA, p.strideB, p.transA, p.transB,
+                                        fa.staged ? fa.stagedLd : fa.ld, fb.staged ? fb.stagedLd : fb.ld,
+                                        fa.staged ? fa.stagedStride : fa.stride, fb.staged ? fb.stagedStride : fb.stride,
+                                        static_cast<int>(in), static_cast<int>(out), static_cast<int>(compute));
+    auto span = [](const Operand& o, int64_t size) {
+      return o.staged ? o.stagedBytes : ((o.matrices - 1) * o.stride + (o.cols - 1) * o.ld + o.rows) * size;
+    };
+    const int64_t elem = toBf16 ? 2 : inSize;
+    TuneProblem t{h.desc, h.a, h.b, h.c, span(fa, elem), span(fb, elem), p.batch * p.m * p.n * dtypeSize(spec.outType),
+                  fmt::format("{}x{}x{} batch {} ({})", p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision))};
+    TSR_ASSIGN(h.algo, tunedAlgo(d, key, t, {results.data(), static_cast<size_t>(found)}));
+  }
   return g;
 }
 

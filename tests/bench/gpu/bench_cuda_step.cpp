@@ -56,7 +56,7 @@ int fail(const std::string& why) {
 int main(int argc, char** argv) {
   tsr::registerBackends();
   CLI::App app{"Time a project's training step on the CUDA backend"};
-  std::string projectPath, precision = "f32";
+  std::string projectPath, precision = "f32", peer = "tessera";
   int64_t batch = 0, seq = 0, steps = 10, warmup = 2;
   app.add_option("--project", projectPath, "Project folder")->required();
   app.add_option("--batch", batch, "Batch size (default: the project's)");
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_option("--precision", precision, "Matmul precision: f32, tf32 or bf16")->capture_default_str();
+  app.add_option("--peer", peer, "The name of this run in the JSON line (an A/B variant)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   if (std::string why = cuda::unavailableReason(); !why.empty()) return fail(why);
@@ -196,7 +197,10 @@ int main(int argc, char** argv) {
     double total = 0;
     for (const auto& e : prof.events()) {
       const double ms = static_cast<double>(e.durationNs) * 1e-6;
-      byKind[kindOf[e.name]] += ms;
+      // A GEMM's generated epilogue is an event of its own ("<fusion> epilogue"): kind "gemm epilogue", so that
+      // "gemm" is the product alone (with its operands' staging).
+      const bool epilogue = e.name.ends_with(" epilogue");
+      byKind[epilogue ? "gemm epilogue" : kindOf[e.name]] += ms;
       top.push_back({ms, e.name});
       total += ms;
     }
@@ -211,8 +215,9 @@ int main(int argc, char** argv) {
   const double median = sorted[sorted.size() / 2];
   const int64_t items = lm ? p.train.batchSize * p.train.seqLen : p.train.batchSize;
   nlohmann::json j = {
-      {"peer", "tessera"},
+      {"peer", peer},
       {"version", tsr::kVersion},
+      {"gemm_autotune", !std::getenv("TESSERA_GEMM_AUTOTUNE") || std::string(std::getenv("TESSERA_GEMM_AUTOTUNE")) != "0"},
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# On a GPU machine, in one command, most important first: the CUDA backend's tests; gpt2_mini's loss curve on the
-# GPU against the CPU's (200 steps, f32, 1e-4 relative); GPT-2 124M (B=16, T=1024, bf16, AdamW) training steps of
-# Tessera, PyTorch (torch.compile, bf16 autocast, SDPA) and JAX side by side; a profile of a GPU step into a run
-# store (for the IDE's timeline); every sample project trained for a few steps on the GPU; ViT-B/16 (batch 32,
-# TF32) against the peers. Prints one JSON line per run and a summary with the ratios.
+# On a GPU machine, in one command, most important first: the CUDA backend's tests; every sample project trained
+# for a few steps on the GPU; GPT-2 124M (B=16, T=1024, bf16, AdamW) training steps of Tessera, PyTorch
+# (torch.compile, bf16 autocast, SDPA) and JAX side by side; ViT-B/16 (batch 32, TF32) against the peers;
+# gpt2_mini's loss curve on the GPU against the CPU's (200 steps, f32, 1e-4 relative); a profile of a GPU step
+# into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
 #   bash tests/bench/gpu/run_all.sh [all|tests|curve|gpt2|profile|samples|vit]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
+#   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
+#                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
+#   TESSERA_GPU_CURVE_CPU1=0  leave out the one-thread CPU curve (how far summation order alone moves it)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
 # Output (under $OUT when set, else /tmp/tessera-gpu-results): results.jsonl, summary.json, gpu_profile.db and
@@ -92,6 +95,44 @@ PY
   run test_cuda_backend 180 "$bin/test_cuda_backend" ${TESSERA_GPU_TEST_ARGS:-}
 fi
 
+if want samples; then
+  # Every sample project a few steps on the GPU, from the CLI (the big two are timed above). A mesh of several
+  # devices becomes [1, 1] on one GPU; the Python projects need a tessera module built for this machine's python3.
+  samples=$work/samples
+  mkdir -p "$samples" && cp -r "$root/sample_projects/." "$samples/"
+  for p in "$samples"/*/; do
+    name=$(basename "$p")
+    [[ $name == gpt2_124m || $name == vit_base ]] && continue
+    extra=()
+    grep -qE '^shape = \[[0-9]+, *[0-9]+\]' "$p/project.toml" && extra=(--set 'mesh.shape=[1,1]')
+    run "sample_$name" 60 "$bin/tessera" train "$p" --device cuda --steps 10 --set train.log_every=1 \
+      --set train.eval_every=0 --quiet --sample 0 --db "$p/gpu_runs.db" "${extra[@]}"
+  done
+  # A convolutional step timed, with the path of every kernel (cuDNN's engines for the convolutions).
+  TESSERA_BENCH_DESCRIBE=1 run resnet_cifar_step 60 "$bin/bench_cuda_step" --project "$root/sample_projects/resnet_cifar" \
+    --precision tf32 --steps 5 --warmup 1
+fi
+
+if want gpt2; then
+  TESSERA_BENCH_DESCRIBE=1 TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
+  [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run gpt2_tessera_heuristic 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_heuristic
+  # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
+  if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
+    run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
+  fi
+  peers && run gpt2_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+  peers && run gpt2_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
+fi
+
+if want vit; then
+  TESSERA_GEMM_AUTOTUNE_LOG=1 run vit_tessera 180 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
+  [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run vit_tessera_heuristic 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2 --peer tessera_heuristic
+  peers && run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
+  peers && run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
+fi
+
 if want curve; then
   # The same 200 f32 steps on the CPU and on the GPU; every step's loss compared.
   curve=$work/curve
@@ -101,7 +142,8 @@ if want curve; then
   run curve_cpu 90 "$bin/tessera" "${common[@]}" --db "$curve/cpu.db"
   run curve_cuda 120 "$bin/tessera" "${common[@]}" --db "$curve/cuda.db" --device cuda --matmul-precision f32
   # How far summation order alone moves the curve: the CPU on one thread against the CPU on all.
-  TESSERA_NUM_THREADS=1 TESSERA_GEMM_THREADS=1 run curve_cpu1 120 "$bin/tessera" "${common[@]}" --db "$curve/cpu1.db"
+  [[ ${TESSERA_GPU_CURVE_CPU1:-1} != 0 ]] &&
+    TESSERA_NUM_THREADS=1 TESSERA_GEMM_THREADS=1 run curve_cpu1 120 "$bin/tessera" "${common[@]}" --db "$curve/cpu1.db"
   "$bin/tessera" runs --db "$curve/cpu1.db" export --out "$curve/cpu1.csv" >/dev/null 2>&1
   "$bin/tessera" runs --db "$curve/cpu.db" export --out "$curve/cpu.csv" >/dev/null 2>&1
   "$bin/tessera" runs --db "$curve/cuda.db" export --out "$curve/cuda.csv" >/dev/null 2>&1
@@ -125,42 +167,11 @@ print(json.dumps({"check": "gpt2_mini_loss_curve", "steps_cpu": len(cpu), "steps
 PY
 fi
 
-if want gpt2; then
-  TESSERA_BENCH_DESCRIBE=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
-  # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
-  if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
-    run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
-  fi
-  peers && run gpt2_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
-  peers && run gpt2_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" gpt2 --batch 16 --seq 1024 --precision bf16
-fi
-
 if want profile; then
   # A profiled GPU step of gpt2_mini into a run store that comes back: the IDE's timeline opens it.
   prof=$work/profile
   mkdir -p "$prof" && cp -r "$root/sample_projects/gpt2_mini" "$prof/"
   TESSERA_DEVICE=cuda run profile_cuda 60 "$bin/tessera" profile "$prof/gpt2_mini" --steps 3 --warmup 1 --db "$out/gpu_profile.db" --top 25
-fi
-
-if want samples; then
-  # Every sample project a few steps on the GPU, from the CLI (the big two are timed above). A mesh of several
-  # devices becomes [1, 1] on one GPU; the Python projects need a tessera module built for this machine's python3.
-  samples=$work/samples
-  mkdir -p "$samples" && cp -r "$root/sample_projects/." "$samples/"
-  for p in "$samples"/*/; do
-    name=$(basename "$p")
-    [[ $name == gpt2_124m || $name == vit_base ]] && continue
-    extra=()
-    grep -qE '^shape = \[[0-9]+, *[0-9]+\]' "$p/project.toml" && extra=(--set 'mesh.shape=[1,1]')
-    run "sample_$name" 60 "$bin/tessera" train "$p" --device cuda --steps 10 --set train.log_every=1 \
-      --set train.eval_every=0 --quiet --sample 0 --db "$p/gpu_runs.db" "${extra[@]}"
-  done
-fi
-
-if want vit; then
-  run vit_tessera 180 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
-  peers && run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
-  peers && run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
 fi
 
 # The side-by-side table: per workload each peer's step time and tessera's throughput relative to each peer.
@@ -192,7 +203,7 @@ for name, w in summary.items():
     if name == "errors" or "tessera" not in w or not isinstance(w, dict) or "unit" not in w:
         continue
     key = w["unit"]
-    for peer in ("pytorch", "jax"):
+    for peer in ("pytorch", "jax", "tessera_heuristic"):
         if peer in w:
             w["tessera_vs_" + peer] = round(w["tessera"][key] / w[peer][key], 3)
 print(json.dumps(summary, indent=1))
