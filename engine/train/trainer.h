@@ -109,9 +109,11 @@ class Trainer {
   // trees (batch_stats empty for a model without state).
   Result<ClosedGraph> lowerStep(const TreeOf<Aval>& params, const TreeOf<Aval>& opt, const Aval& inputs,
                                 const Aval& targets, const TreeOf<Aval>& batchStats = {});
+  // The step's arguments as step() passes them, in lowerStep's order: params, opt, batch_stats (where the model
+  // keeps state), inputs, targets, step (for runners of the lowered graph, such as the GPU benchmark).
+  Tree stepArgs(const TrainState& state, const Batch& batch) const;
 
  private:
-  Tree stepArgs(const TrainState& state, const Batch& batch) const;
   Result<Tree> place(const Tree& tree, const std::function<ArgumentPath(const std::string&)>& pathOf) const;
   Result<Batch> placeBatch(const Batch& batch) const;
   std::optional<TrainSharding> m_sharding;

@@ -104,10 +104,10 @@ int main(int argc, char** argv) {
   cuda::Device& dev = (*exe)->device();
   const ir::Graph& g = cg->graph;
 
-  // Inputs: the step's arguments (params, opt, inputs, targets, step) and captured constants.
-  Tree args = Tree::dict({{"params", state.params}, {"opt", state.optState}, {"inputs", Tree(batches[0].inputs)},
-                          {"targets", Tree(batches[0].targets)},
-                          {"step", Tree(Array::scalar(0.0, DType::I32))}});
+  // Inputs: the step's arguments as the trainer passes them (params, opt, batch_stats where the model keeps
+  // running statistics, inputs, targets, step) and captured constants. Outputs fed back: params.*, opt.* and
+  // batch_stats.* by path.
+  Tree args = trainer.stepArgs(state, batches[0]);
   std::vector<Array> leaves = args.leaves();
   leaves.insert(leaves.end(), cg->consts.begin(), cg->consts.end());
   std::vector<std::string> inPaths = args.paths(), outPaths;
@@ -118,7 +118,6 @@ int main(int argc, char** argv) {
     if (!d.ok()) return fail(d.error().message);
     inputs.push_back(*d);
   }
-  // Outputs fed back: params.* and opt.* by path.
   std::vector<std::pair<size_t, size_t>> carry;  // (output, input)
   size_t lossOut = SIZE_MAX, inputsIn = SIZE_MAX, targetsIn = SIZE_MAX;
   for (size_t o = 0; o < outPaths.size(); ++o) {

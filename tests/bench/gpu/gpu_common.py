@@ -6,7 +6,7 @@ import statistics
 
 def workload_args(description):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("workload", choices=["gpt2", "vit"])
+    p.add_argument("workload", choices=["gpt2", "vit", "resnet"])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--steps", type=int, default=10)
@@ -23,11 +23,18 @@ def workload_args(description):
     # precision: gpt2 bf16 (autocast / bf16 compute, f32 master weights), vit f32 with TF32 matmuls
     p.add_argument("--precision", choices=["bf16", "tf32", "f32"], default=None)
     # vit (ViT-B/16)
-    p.add_argument("--image", type=int, default=224)
+    p.add_argument("--image", type=int, default=None)  # vit 224, resnet 32
     p.add_argument("--patch", type=int, default=16)
-    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("--classes", type=int, default=None)  # vit 1000, resnet 10
     p.add_argument("--mlp", type=int, default=3072)
+    # resnet (ResNet-18 with the CIFAR stem, tests/bench/projects/resnet18_cifar): SGD with momentum
+    p.add_argument("--depth", type=int, default=18)
+    p.add_argument("--width", type=int, default=64)
     args = p.parse_args()
+    if args.image is None:
+        args.image = 32 if args.workload == "resnet" else 224
+    if args.classes is None:
+        args.classes = 10 if args.workload == "resnet" else 1000
     if args.precision is None:
         args.precision = "bf16" if args.workload == "gpt2" else "tf32"
     return args

@@ -105,6 +105,8 @@ def vit_loss(a, params, images, labels, heads=12):
 
 def main():
     a = workload_args(__doc__)
+    if a.workload not in ("gpt2", "vit"):
+        raise SystemExit(f"jax_gpu_peer.py: no {a.workload} workload (gpt2 and vit)")
     if a.workload == "vit" and a.precision == "tf32":
         jax.config.update("jax_default_matmul_precision", "tensorfloat32")
     key = jax.random.PRNGKey(0)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine, in one command, most important first: the CUDA backend's tests; every sample project trained
-# for a few steps on the GPU; GPT-2 124M (B=16, T=1024, bf16, AdamW) training steps of Tessera, PyTorch
-# (torch.compile, bf16 autocast, SDPA) and JAX side by side; ViT-B/16 (batch 32, TF32) against the peers;
+# for a few steps on the GPU; ResNet-18 (CIFAR stem, batch 256, TF32) against PyTorch; GPT-2 124M (B=16,
+# T=1024, bf16, AdamW) training steps of Tessera, PyTorch (torch.compile, bf16 autocast, SDPA) and JAX side by
+# side; ViT-B/16 (batch 32, TF32) against the peers;
 # gpt2_mini's loss curve on the GPU against the CPU's (200 steps, f32, 1e-4 relative); a profile of a GPU step
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|curve|gpt2|profile|samples|vit]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|resnet|gpt2|vit|curve|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
@@ -108,9 +109,15 @@ if want samples; then
     run "sample_$name" 60 "$bin/tessera" train "$p" --device cuda --steps 10 --set train.log_every=1 \
       --set train.eval_every=0 --quiet --sample 0 --db "$p/gpu_runs.db" "${extra[@]}"
   done
-  # A convolutional step timed, with the path of every kernel (cuDNN's engines for the convolutions).
-  TESSERA_BENCH_DESCRIBE=1 run resnet_cifar_step 60 "$bin/bench_cuda_step" --project "$root/sample_projects/resnet_cifar" \
-    --precision tf32 --steps 5 --warmup 1
+fi
+
+if want resnet; then
+  # ResNet-18 with the CIFAR stem (width 64, 11.2M parameters) at batch 256, TF32, SGD with momentum: the
+  # convolutions and both their gradients on cuDNN (the kernel paths and cuDNN's engines in the log), against
+  # PyTorch (channels-last, cudnn.benchmark, torch.compile). No JAX peer for it yet.
+  TESSERA_BENCH_DESCRIBE=1 run resnet_tessera 120 "$bin/bench_cuda_step" --project "$root/tests/bench/projects/resnet18_cifar" \
+    --batch 256 --precision tf32 --steps 10 --warmup 2
+  peers && run resnet_pytorch 180 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" resnet --batch 256 --precision tf32
 fi
 
 if want gpt2; then

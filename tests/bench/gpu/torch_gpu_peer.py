@@ -5,11 +5,16 @@ gpt2  GPT-2 124M (HF layout, pre-LN, tanh GELU, tied head), torch.compile, bf16 
       matrices only.
 vit   ViT-B/16 (patch conv, class token, exact GELU, LayerNorm eps 1e-12), f32 with TF32 matmuls
       (torch.set_float32_matmul_precision("high")), SDPA, torch.compile, SGD lr 1e-3.
+resnet  ResNet-18 with the CIFAR stem (the CPU peer's model, tests/bench/peers/torch_peer.py), batch norm in
+      training mode, channels-last, cuDNN with TF32 and its autotuner (cudnn.benchmark), torch.compile, SGD
+      with momentum 0.9.
 
 python3 torch_gpu_peer.py gpt2 --batch 16 --seq 1024   (prints one JSON line)
 """
 import math
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -88,6 +93,17 @@ class Vit(torch.nn.Module):
         return F.cross_entropy(self.head(self.ln(x)[:, 0]), labels)
 
 
+class Classifier(torch.nn.Module):
+    """A network of images to logits, as (images, labels) -> mean cross-entropy."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, images, labels):
+        return F.cross_entropy(self.net(images), labels)
+
+
 def main():
     a = workload_args(__doc__)
     dev = torch.device("cuda")
@@ -100,6 +116,18 @@ def main():
                                 lr=a.lr, betas=(0.9, 0.95), fused=True)
         batches = [(torch.randint(0, a.vocab, (a.batch, a.seq), device=dev),
                     torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)) for _ in range(2)]
+    elif a.workload == "resnet":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))
+        from torch_peer import resnet_model  # one definition of the model for the CPU and GPU peers
+
+        if a.precision == "tf32":
+            torch.set_float32_matmul_precision("high")
+            torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+        model = Classifier(resnet_model(a.depth, a.width, a.classes)).to(dev).to(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        batches = [(torch.randn(a.batch, 3, a.image, a.image, device=dev).to(memory_format=torch.channels_last),
+                    torch.randint(0, a.classes, (a.batch,), device=dev)) for _ in range(2)]
     else:
         if a.precision == "tf32":
             torch.set_float32_matmul_precision("high")

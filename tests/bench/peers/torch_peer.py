@@ -147,9 +147,10 @@ class BasicBlock(torch.nn.Module):
         return F.relu(y + (x if self.down is None else self.down(x)))
 
 
-def resnet_step(args):
-    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}[args.depth]
-    w = args.width
+def resnet_model(depth, width, classes):
+    """ResNet-18/34 with the CIFAR stem, in training mode (also the GPU peer's, tests/bench/gpu/torch_gpu_peer.py)."""
+    blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}[depth]
+    w = width
     layers = [torch.nn.Conv2d(3, w, 3, padding=1, bias=False), torch.nn.BatchNorm2d(w, momentum=0.01),
               torch.nn.ReLU()]
     c = w
@@ -158,8 +159,12 @@ def resnet_step(args):
         for i in range(n):
             layers.append(BasicBlock(c, out, 2 if stage > 0 and i == 0 else 1))
             c = out
-    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, args.classes)]
-    model = torch.nn.Sequential(*layers).train()
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, classes)]
+    return torch.nn.Sequential(*layers).train()
+
+
+def resnet_step(args):
+    model = resnet_model(args.depth, args.width, args.classes)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     gen = torch.Generator().manual_seed(0)
     batches = [(torch.randn(args.batch, 3, args.image, args.image, generator=gen),
