@@ -44,6 +44,7 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::BroadcastInDim:
     case OpCode::Transpose:
     case OpCode::Reshape:
+    case OpCode::Rev:
     case OpCode::Pad:
     case OpCode::Concatenate:
     case OpCode::Gather:

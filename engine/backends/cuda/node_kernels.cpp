@@ -168,7 +168,7 @@ std::optional<GeneratedKernel> elementwiseKernel(const ir::Graph& g, const ir::N
   return finish(c, out.numel(), static_cast<int>(k.args.size()));
 }
 
-// Materialised layout ops of any dtype (slice, pad, broadcast_in_dim, transpose, reshape, concatenate): one
+// Materialised layout ops of any dtype (slice, pad, broadcast_in_dim, transpose, reshape, rev, concatenate): one
 // thread per result element computes where its bits come from (an operand element, or the pad value) and
 // copies them.
 std::optional<GeneratedKernel> layoutKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
@@ -207,6 +207,17 @@ std::optional<GeneratedKernel> layoutKernel(const ir::Graph& g, const ir::Node& 
       break;
     }
     case OpCode::Reshape: body = fmt::format("    v = {}[i];\n", src(0)); break;
+    case OpCode::Rev: {
+      const auto& a = std::get<ir::RevAttrs>(n.attrs);
+      std::string off = "0";
+      for (int d = 0; d < rank; ++d) {
+        const bool reversed = std::find(a.dims.begin(), a.dims.end(), int64_t{d}) != a.dims.end();
+        off += reversed ? fmt::format(" + ({}LL - o{}) * {}LL", out.shape[d] - 1, d, xs[static_cast<size_t>(d)])
+                        : fmt::format(" + o{} * {}LL", d, xs[static_cast<size_t>(d)]);
+      }
+      body = fmt::format("    v = {}[{}];\n", src(0), off);
+      break;
+    }
     case OpCode::Pad: {
       const auto& a = std::get<ir::PadAttrs>(n.attrs);
       body = "    long long off = 0; bool inside = true;\n";
@@ -757,6 +768,7 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
     case OpCode::BroadcastInDim:
     case OpCode::Transpose:
     case OpCode::Reshape:
+    case OpCode::Rev:
     case OpCode::Pad:
     case OpCode::Concatenate: return layoutKernel(g, n, k);
     case OpCode::ConvGeneralDilated: return convKernel(g, n, k);

@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
   passes::PassManager pm = passes::standardPipeline();
   passes::PassContext ctx(ops::registry());
   if (auto r = pm.run(cg->graph, ctx); !r.ok()) return fail(r.error().message);
-  auto plan = passes::planFusion(cg->graph, ops::registry());
+  // The CUDA backend's fusion options (convolutions alone in their kernels, for cuDNN), as `tessera train
+  // --device cuda` plans: the CPU's conv groups would run on the host.
+  auto plan = passes::planFusion(cg->graph, ops::registry(), nullptr, cuda::fusionOptions());
   if (!plan.ok()) return fail(plan.error().message);
   cuda::CompileOptions co;
   co.name = "train_step";
