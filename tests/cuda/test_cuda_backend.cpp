@@ -394,7 +394,8 @@ TEST_CASE("cudnnConvolutionsMatchCpu") {
   MESSAGE(cuda::cudnnVersionString());
   // Every case runs, whatever an earlier one did: a GPU run reports all that fails at once.
   for (const ConvCase& c : convCases()) {
-    CAPTURE(c.name);
+    const std::string caseName = c.name;
+    CAPTURE(caseName);
     auto cg = convGradGraph(c);
     REQUIRE_MESSAGE(cg.ok(), cg.error().message);
     std::mt19937 rng(17);
@@ -408,7 +409,7 @@ TEST_CASE("cudnnConvolutionsMatchCpu") {
     if (!exe.ok()) continue;
     const std::string described = (*exe)->describe();
     const int onCudnn = (*exe)->numKernels(cuda::KernelPath::Cudnn);
-    MESSAGE(c.name << ": " << onCudnn << " of 3 convolutions on cuDNN\n" << described);
+    MESSAGE(caseName << ": " << onCudnn << " of 3 convolutions on cuDNN\n" << described);
     if (!c.asymmetric) CHECK_MESSAGE(onCudnn == 3, described);
     auto got = (*exe)->runHost(inputs);
     CHECK_MESSAGE(got.ok(), (std::string(c.name) + ": " + (got.ok() ? "" : got.error().message)).c_str());
