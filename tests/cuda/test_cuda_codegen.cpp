@@ -452,7 +452,8 @@ TEST_CASE("cudnnDeclines") {
 TEST_CASE_FIXTURE(NvrtcEveryTime, "cudnnConvolutionsOfTrainingCases") {
   if (!cuda::cudnnBuilt()) TSR_SKIP("built without cuDNN");
   for (const ConvCase& c : convCases()) {
-    CAPTURE(c.name);
+    const std::string caseName = c.name;
+    CAPTURE(caseName);
     auto cg = convGradGraph(c);
     REQUIRE_MESSAGE(cg.ok(), cg.error().message);
     auto lowered = lowerForCuda(cg->graph);
