@@ -90,6 +90,12 @@ const std::vector<ConvCase>& convCases() {
        {{1, 1}, {1, 1}, {1, 1}}, {}, 1, DType::F32, {"forward", "forward", "backward_filter"}},
       {"nhwc_bf16_strided", Shape{2, 8, 8, 8}, Shape{16, 8, 3, 3}, {"NHWC", "OIHW", "NHWC"}, {2, 2},
        {{1, 1}, {1, 1}}, {}, 1, DType::BF16, {"forward", "backward_data", "backward_filter"}},
+      // ResNet's downsampling on even sides, as its CIFAR and ImageNet stages have them (the strided cases above
+      // have odd sides): the 3x3 stride-2 convolution padded by 1, and the 1x1 stride-2 shortcut.
+      {"nhwc_hwio_even_strided", Shape{2, 8, 8, 4}, Shape{3, 3, 4, 8}, {"NHWC", "HWIO", "NHWC"}, {2, 2},
+       {{1, 1}, {1, 1}}, {}, 1, DType::F32, {"forward", "backward_data", "backward_filter"}},
+      {"nhwc_hwio_1x1_even_strided", Shape{2, 8, 8, 4}, Shape{1, 1, 4, 8}, {"NHWC", "HWIO", "NHWC"}, {2, 2},
+       {{0, 0}, {0, 0}}, {}, 1, DType::F32, {"forward", "backward_data", "backward_filter"}},
   };
   return cases;
 }
