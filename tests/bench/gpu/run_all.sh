@@ -92,8 +92,8 @@ for o in ops:
 print("ops on cuda:", sum(o["rules"]["cuda"] for o in ops), "of", len(ops), {k: len(v) for k, v in paths.items()})
 PY
   [[ -n ${TESSERA_GPU_CODEGEN:-} ]] && run test_cuda_codegen 300 "$bin/test_cuda_codegen"
-  # TESSERA_GPU_TEST_ARGS: doctest filters, e.g. -tce=conformance to leave out the op suite (two minutes cold).
-  # Cold (every kernel compiled by NVRTC) the conformance suite alone took over 180 s on an H200.
+  # TESSERA_GPU_TEST_ARGS: doctest filters, e.g. -tce=conformance to leave out the op suite (over 180 s on an
+  # H200 when cold, every kernel compiled by NVRTC).
   run test_cuda_backend 360 "$bin/test_cuda_backend" ${TESSERA_GPU_TEST_ARGS:-}
 fi
 
