@@ -49,12 +49,13 @@ HostTensor cumulativeRef(OpCode op, const HostTensor& x, int64_t axis, bool reve
     const int64_t k = idx[static_cast<size_t>(axis)];
     const int64_t from = reverse ? k : 0, to = reverse ? n - 1 : k;
     std::vector<double> prefix;
-    std::vector<uint64_t> bits;
+    std::vector<uint64_t> bits;  // integer operands only: converting a float NaN to an integer is undefined
+    const bool integer = !isFloating(x.aval.dtype);
     for (int64_t j = from; j <= to; ++j) {
       idx[static_cast<size_t>(axis)] = j;
       const int64_t flat = ravel(idx, s);
       prefix.push_back(x.get(flat));
-      bits.push_back(static_cast<uint64_t>(static_cast<int64_t>(x.get(flat))));
+      if (integer) bits.push_back(static_cast<uint64_t>(static_cast<int64_t>(x.get(flat))));
     }
     if (isFloating(x.aval.dtype) || op == OpCode::Cummax) {
       out.set(i, prefixFloat(op, prefix));  // integer maxima are exact in double for the small test values
