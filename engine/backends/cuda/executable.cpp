@@ -437,7 +437,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
   if (prof) {
     TSR_CUDA(cudaStreamSynchronize(stream));
     const std::string deviceName = fmt::format("cuda:{}", im.device->ordinal());
-    auto record = [&](size_t ki, cudaEvent_t from, cudaEvent_t to, std::string eventName, bool main) {
+    auto record = [&](size_t ki, cudaEvent_t from, cudaEvent_t to, std::string eventName, bool withCost) {
       float startMs = 0, endMs = 0;
       cudaEventElapsedTime(&startMs, anchor, from);
       cudaEventElapsedTime(&endMs, anchor, to);
@@ -448,8 +448,8 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       ev.fusion = kernels[ki].info.fusionId;
       ev.startNs = t0 + static_cast<int64_t>(static_cast<double>(startMs) * 1e6);
       ev.durationNs = static_cast<int64_t>(static_cast<double>(endMs - startMs) * 1e6);
-      ev.flops = main ? kernels[ki].info.flops : 0;
-      ev.bytes = main ? kernels[ki].info.bytes : 0;
+      ev.flops = withCost ? kernels[ki].info.flops : 0;  // the fusion's cost goes to its product
+      ev.bytes = withCost ? kernels[ki].info.bytes : 0;
       prof->record(std::move(ev));
     };
     for (size_t ki = 0; ki < kernels.size(); ++ki) {
