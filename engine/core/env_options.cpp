@@ -81,6 +81,22 @@ const Row kRows[] = {
     {{"TESSERA_MATMUL_PRECISION", "TESSERA_MATMUL_PRECISION=f32|tf32|bf16",
       "f32 matmuls on the GPU (what `train --matmul-precision` sets)"},
      [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }},
+    {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
+      "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
+      "device when a program is compiled (products of 0.5 GFLOP and more)"},
+     [](EnvOptions& o, const char* v) { o.gemmAutotune = text(v) != "0"; }},
+    {{"TESSERA_GEMM_AUTOTUNE_LOG", "TESSERA_GEMM_AUTOTUNE_LOG=1",
+      "print each autotuned GPU product's time with the heuristic's first algorithm and with the one chosen"},
+     [](EnvOptions& o, const char* v) { o.gemmAutotuneLog = isOn(v); }},
+    {{"TESSERA_VERIFY_PASSES", "TESSERA_VERIFY_PASSES=each|end|off",
+      "check the graph after every compiler pass (the default of debug builds; a broken graph names the pass), "
+      "once after each pipeline, or never (the default of release builds)"},
+     [](EnvOptions& o, const char* v) {
+       const std::string s = text(v);
+       if (s == "each") o.verifyPasses = VerifyPasses::Each;
+       if (s == "end") o.verifyPasses = VerifyPasses::End;
+       if (s == "off" || s == "0") o.verifyPasses = VerifyPasses::Off;
+     }},
     {{"TESSERA_KERNEL_CACHE", "TESSERA_KERNEL_CACHE=DIR|off",
       "where compiled kernels (native CPU libraries, CUDA cubins) are cached; `off` compiles every time"},
      nullptr, [](EnvLocations& l, const char* v) { l.kernelCache = text(v); }},

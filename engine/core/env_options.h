@@ -20,6 +20,8 @@ namespace tsr {
 
 // TESSERA_CPU_CODEGEN's values.
 enum class CpuCodegen { Async, Sync, Off };
+// TESSERA_VERIFY_PASSES's values: verify the graph after every pass, once after the pipeline, or never.
+enum class VerifyPasses { Each, End, Off };
 
 struct EnvOptions {
   bool logCompiles = false;               // TESSERA_LOG_COMPILES
@@ -32,6 +34,9 @@ struct EnvOptions {
   std::optional<std::string> cpuDevices;  // TESSERA_CPU_DEVICES as written (engine/dist parses and checks it)
   std::string device = "cpu";             // TESSERA_DEVICE
   std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
+  bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
+  bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1
+  std::optional<VerifyPasses> verifyPasses;  // TESSERA_VERIFY_PASSES; none: the build's default
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
   double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace
   bool traceServer = true;                // TESSERA_TRACE_SERVER=0: every trace in a new interpreter

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
+#include "engine/core/env_options.h"
 #include "engine/core/interrupt.h"
 
 namespace tsr::passes {
@@ -212,6 +213,16 @@ std::vector<std::string> PassManager::describe() const {
   return out;
 }
 
+namespace {
+
+// PipelineOptions::verify (after each pass, or not at all), unless TESSERA_VERIFY_PASSES says otherwise.
+VerifyPasses verifyMode(const PipelineOptions& o) {
+  if (const auto& v = envOptions().verifyPasses) return *v;
+  return o.verify ? VerifyPasses::Each : VerifyPasses::Off;
+}
+
+}  // namespace
+
 Result<bool> PassManager::runOne(Pass& pass, const std::string& group, int iteration, ir::Graph& g,
                                  PassContext& ctx, PipelineReport& report) {
   int step = static_cast<int>(report.steps.size());
@@ -230,7 +241,7 @@ Result<bool> PassManager::runOne(Pass& pass, const std::string& group, int itera
   if (!changed.ok()) return makeError("pass {} (step {}): {}", rec.pass, step + 1, changed.error().message);
   rec.changed = *changed;
   rec.nodesAfter = numNodes(g);
-  if (m_options.verify) {
+  if (verifyMode(m_options) == VerifyPasses::Each) {
     auto st = ir::verify(g, ctx.registry());
     if (!st.ok())
       return makeError("after pass {} (step {}) the graph is invalid: {}", rec.pass, step + 1, st.error().message);
@@ -245,7 +256,8 @@ Result<PipelineReport> PassManager::run(ir::Graph& g, PassContext& ctx) {
   PipelineReport report;
   report.pipeline = m_name;
   report.nodesBefore = numNodes(g);
-  if (m_options.verify && m_options.verifyInput) {
+  const VerifyPasses verify = verifyMode(m_options);
+  if (verify != VerifyPasses::Off && m_options.verifyInput) {
     auto st = ir::verify(g, ctx.registry());
     if (!st.ok()) return makeError("pipeline {}: the input graph is invalid: {}", m_name, st.error().message);
   }
@@ -278,6 +290,12 @@ Result<PipelineReport> PassManager::run(ir::Graph& g, PassContext& ctx) {
   }
   report.totalSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report.nodesAfter = numNodes(g);
+  if (verify == VerifyPasses::End) {
+    auto st = ir::verify(g, ctx.registry());
+    if (!st.ok())
+      return makeError("after pipeline {} the graph is invalid (TESSERA_VERIFY_PASSES=each names the pass): {}",
+                       m_name, st.error().message);
+  }
   return report;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/core/env_options.h"
 #include "engine/passes/pipeline.h"
 #include "engine/passes/rewrite.h"
 #include "engine/transform/api.h"
@@ -198,6 +199,36 @@ TEST_CASE("verifyNamesThePassThatBrokeTheGraph") {
   quiet.add<BreakPass>();
   ir::Graph g2 = smallGraph();
   REQUIRE(quiet.run(g2, ctx).ok());
+}
+
+// TESSERA_VERIFY_PASSES overrides the pipeline's option: `end` checks once after the last pass (the broken graph
+// is still caught, without the pass's name), `off` not at all, `each` after every pass even where the options
+// say not to.
+TEST_CASE("verifyPassesFromTheEnvironment") {
+  struct Restore {
+    ~Restore() {
+      unsetenv("TESSERA_VERIFY_PASSES");
+      reloadEnvOptions();
+    }
+  } restore;
+  auto run = [](const char* mode, bool verify) {
+    setenv("TESSERA_VERIFY_PASSES", mode, 1);
+    reloadEnvOptions();
+    std::vector<std::string> order;
+    passes::PipelineOptions options;
+    options.verify = verify;
+    passes::PassManager pm("test", options);
+    pm.add<BreakPass>().add<NamedNoop>(order, "after");
+    ir::Graph g = smallGraph();
+    passes::PassContext ctx(reg());
+    auto report = pm.run(g, ctx);
+    return report.ok() ? std::string() : report.error().message;
+  };
+  const std::string atEnd = run("end", true);
+  REQUIRE_MESSAGE(atEnd.starts_with("after pipeline test the graph is invalid"), atEnd.c_str());
+  TSR_COMPARE(run("off", true), std::string());
+  const std::string each = run("each", false);
+  REQUIRE_MESSAGE(each.starts_with("after pass breaker (step 1) the graph is invalid"), each.c_str());
 }
 
 TEST_CASE("invalidInputIsReportedBeforeAnyPass") {

@@ -4,18 +4,17 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <span>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/backends/cuda/cuda_status.h"
 #include "engine/backends/cuda/nvrtc.h"
+#include "engine/core/env_options.h"
 
 namespace tsr::cuda {
 
@@ -138,13 +137,6 @@ constexpr int kTuneCandidates = 8;
 constexpr double kTuneFlops = 5e8;
 constexpr int kTuneReps = 3;
 
-bool envFlag(const char* name, bool otherwise) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return otherwise;
-  return std::string_view(v) != "0";
-}
-bool autotuneEnabled() { return envFlag("TESSERA_GEMM_AUTOTUNE", true); }
-
 // A product as cuBLASLt runs it: its descriptors and the bytes each operand spans.
 struct TuneProblem {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -203,7 +195,7 @@ Result<cublasLtMatmulAlgo_t> tunedAlgo(Device& d, const std::string& key, const 
     ms[i] = elapsed / kTuneReps;
     if (ms[i] < ms[best]) best = i;
   }
-  if (envFlag("TESSERA_GEMM_AUTOTUNE_LOG", false))
+  if (envOptions().gemmAutotuneLog)
     fmt::print(stderr, "tessera: gemm autotune {}: the heuristic's first {:.3f} ms, chosen #{} of {}: {:.3f} ms\n",
                t.what, ms[0], best, candidates.size(), ms[best]);
   cache.emplace(key, candidates[best].algo);
@@ -307,7 +299,7 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   h.algo = results[0].algo;
   const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
                        static_cast<double>(p.k);
-  if (found > 1 && flops >= kTuneFlops && spec.epilogue == GemmEpilogue::None && autotuneEnabled()) {
+  if (found > 1 && flops >= kTuneFlops && spec.epilogue == GemmEpilogue::None && envOptions().gemmAutotune) {
     const std::string key = fmt::format("{}:{}x{}x{}b{} lda{} ldb{} sa{} sb{} t{}{} st{}/{}/{}/{} {}{}{}", d.ordinal(),
                                         p.m, p.n, p.k, p.batch, p.lda, p.ldb, p.strideA, p.strideB, p.transA, p.transB,
                                         fa.staged ? fa.stagedLd : fa.ld, fb.staged ? fb.stagedLd : fb.ld,

@@ -17,6 +17,7 @@
 
 #include "engine/backends/backends.h"
 #include "engine/backends/cuda/executable.h"
+#include "engine/core/env_options.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_option("--precision", precision, "Matmul precision: f32, tf32 or bf16")->capture_default_str();
   app.add_option("--peer", peer, "The name of this run in the JSON line (an A/B variant)")->capture_default_str();
+  bool describe = false;
+  app.add_flag("--describe", describe, "Print every kernel's path (nvrtc, cublaslt, cudnn, host) to stderr");
   CLI11_PARSE(app, argc, argv);
 
   if (std::string why = cuda::unavailableReason(); !why.empty()) return fail(why);
@@ -218,7 +221,7 @@ int main(int argc, char** argv) {
   nlohmann::json j = {
       {"peer", peer},
       {"version", tsr::kVersion},
-      {"gemm_autotune", !std::getenv("TESSERA_GEMM_AUTOTUNE") || std::string(std::getenv("TESSERA_GEMM_AUTOTUNE")) != "0"},
+      {"gemm_autotune", envOptions().gemmAutotune},
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},
@@ -242,6 +245,6 @@ int main(int argc, char** argv) {
         {"host", (*exe)->numKernels(cuda::KernelPath::Host)}}},
   };
   std::cout << j.dump() << std::endl;
-  if (std::getenv("TESSERA_BENCH_DESCRIBE")) std::cerr << (*exe)->describe();
+  if (describe) std::cerr << (*exe)->describe();
   return 0;
 }

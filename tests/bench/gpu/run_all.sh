@@ -116,13 +116,13 @@ if want resnet; then
   # ResNet-18 with the CIFAR stem (width 64, 11.2M parameters) at batch 256, TF32, SGD with momentum: the
   # convolutions and both their gradients on cuDNN (the kernel paths and cuDNN's engines in the log), against
   # PyTorch (channels-last, cudnn.benchmark, torch.compile). No JAX peer for it yet.
-  TESSERA_BENCH_DESCRIBE=1 run resnet_tessera 120 "$bin/bench_cuda_step" --project "$root/tests/bench/projects/resnet18_cifar" \
+  run resnet_tessera 120 "$bin/bench_cuda_step" --describe --project "$root/tests/bench/projects/resnet18_cifar" \
     --batch 256 --precision tf32 --steps 10 --warmup 2
   peers && run resnet_pytorch 180 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" resnet --batch 256 --precision tf32
 fi
 
 if want gpt2; then
-  TESSERA_BENCH_DESCRIBE=1 TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
+  TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --describe --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
   [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run gpt2_tessera_heuristic 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_heuristic
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
