@@ -34,6 +34,19 @@ Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const 
   return cuda::Executable::compile(g, ops::registry(), plan, o);
 }
 
+// The GPT-2 mini training step at batch 4, sequence 64, and inputs for it (small positive floats, tokens < 512).
+struct MiniStep {
+  ClosedGraph step;
+  std::vector<runtime::BufferPtr> inputs;
+};
+MiniStep gpt2MiniStep() {
+  auto cg = projectStepGraph("gpt2_mini", 4, 64);
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  std::mt19937 rng(7);
+  auto inputs = randomInputs(cg->graph, rng, 0.05, 512);
+  return {std::move(*cg), std::move(inputs)};
+}
+
 }  // namespace
 
 TEST_CASE("conformance") {
@@ -53,21 +66,20 @@ TEST_CASE("conformance") {
 // on the same inputs.
 TEST_CASE("gpt2MiniStepMatchesCpu") {
   SKIP_WITHOUT_GPU();
-  auto cg = projectStepGraph("gpt2_mini", 4, 64);
-  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
-  std::mt19937 rng(7);
-  auto inputs = randomInputs(cg->graph, rng, 0.05, 512);
-  auto cpuExe = lowerForCuda(cg->graph);
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto& inputs = mini.inputs;
+  auto cpuExe = lowerForCuda(graph);
   REQUIRE(cpuExe.ok());
   auto want = (*cpuExe)->run(inputs);
   REQUIRE_MESSAGE(want.ok(), want.error().message);
-  auto exe = compileCuda(cg->graph, "gpt2_mini_step");
+  auto exe = compileCuda(graph, "gpt2_mini_step");
   REQUIRE_MESSAGE(exe.ok(), exe.error().message);
   MESSAGE((*exe)->describe().substr(0, 200));
   auto got = (*exe)->runHost(inputs);
   REQUIRE_MESSAGE(got.ok(), got.error().message);
   for (size_t i = 0; i < want->size(); ++i) {
-    const Aval& a = cg->graph.aval(cg->graph.outputs()[i]);
+    const Aval& a = graph.aval(graph.outputs()[i]);
     std::string d = compareTensors(fromBuffer((*got)[i], a), fromBuffer((*want)[i], a), 2e-3, 2e-5);
     REQUIRE_MESSAGE(d.empty(), ("output " + std::to_string(i) + ": " + d).c_str());
   }
@@ -78,15 +90,14 @@ TEST_CASE("gpt2MiniStepMatchesCpu") {
 // profiled run, together no longer than it.
 TEST_CASE("gpt2MiniStepTimeline") {
   SKIP_WITHOUT_GPU();
-  auto cg = projectStepGraph("gpt2_mini", 4, 64);
-  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
-  std::mt19937 rng(7);
-  auto inputs = randomInputs(cg->graph, rng, 0.05, 512);
-  auto exe = compileCuda(cg->graph, "gpt2_mini_timeline");
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto& inputs = mini.inputs;
+  auto exe = compileCuda(graph, "gpt2_mini_timeline");
   REQUIRE_MESSAGE(exe.ok(), exe.error().message);
   std::vector<cuda::DeviceBufferPtr> dev;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto d = cuda::toDevice((*exe)->device(), *inputs[i], cg->graph.aval(cg->graph.inputs()[i]).bytes());
+    auto d = cuda::toDevice((*exe)->device(), *inputs[i], graph.aval(graph.inputs()[i]).bytes());
     REQUIRE(d.ok());
     dev.push_back(*d);
   }
