@@ -44,20 +44,20 @@ HostTensor cumulativeRef(OpCode op, const HostTensor& x, int64_t axis, bool reve
   const Shape& s = x.aval.shape;
   HostTensor out = HostTensor::zeros(x.aval);
   const int64_t n = s[static_cast<int>(axis)];
+  const bool integer = !isFloating(x.aval.dtype);
   for (int64_t i = 0; i < x.numel(); ++i) {
     std::vector<int64_t> idx = unravel(i, s);
     const int64_t k = idx[static_cast<size_t>(axis)];
     const int64_t from = reverse ? k : 0, to = reverse ? n - 1 : k;
     std::vector<double> prefix;
     std::vector<uint64_t> bits;  // integer operands only: converting a float NaN to an integer is undefined
-    const bool integer = !isFloating(x.aval.dtype);
     for (int64_t j = from; j <= to; ++j) {
       idx[static_cast<size_t>(axis)] = j;
       const int64_t flat = ravel(idx, s);
       prefix.push_back(x.get(flat));
       if (integer) bits.push_back(static_cast<uint64_t>(static_cast<int64_t>(x.get(flat))));
     }
-    if (isFloating(x.aval.dtype) || op == OpCode::Cummax) {
+    if (!integer || op == OpCode::Cummax) {
       out.set(i, prefixFloat(op, prefix));  // integer maxima are exact in double for the small test values
     } else {
       uint64_t a = op == OpCode::Cumsum ? 0 : 1;

@@ -180,6 +180,10 @@ struct Executable::Impl {
     while (slots[static_cast<size_t>(v)].loc == cpu::Loc::Alias) v = slots[static_cast<size_t>(v)].aliasOf;
     return v;
   }
+  // A cuBLASLt product followed by its generated epilogue: the timeline shows the two apart.
+  bool epilogueApart(size_t ki) const {
+    return program.paths[ki] == KernelPath::CuBlasLt && program.generatedIndex[ki] >= 0;
+  }
   Status launchGenerated(int gi, const std::vector<void*>& ptrs);
   Status runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs);
 };
@@ -412,7 +416,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       case KernelPath::CuBlasLt:
         st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
                                args[static_cast<size_t>(k.resultArgs[0])]);
-        if (prof && gi >= 0) cudaEventRecord(events[3 * ki + 1], stream);
+        if (prof && im.epilogueApart(ki)) cudaEventRecord(events[3 * ki + 1], stream);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
       case KernelPath::Cudnn:
@@ -430,7 +434,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       return makeError("{}: {}: {}", name, k.info.name, st.error().message);
     }
     if (prof) {
-      if (!(im.program.paths[ki] == KernelPath::CuBlasLt && gi >= 0)) cudaEventRecord(events[3 * ki + 1], stream);
+      if (!im.epilogueApart(ki)) cudaEventRecord(events[3 * ki + 1], stream);
       cudaEventRecord(events[3 * ki + 2], stream);
     }
   }
@@ -453,7 +457,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       prof->record(std::move(ev));
     };
     for (size_t ki = 0; ki < kernels.size(); ++ki) {
-      const bool epilogue = im.program.paths[ki] == KernelPath::CuBlasLt && im.program.generatedIndex[ki] >= 0;
+      const bool epilogue = im.epilogueApart(ki);
       record(ki, events[3 * ki], events[3 * ki + (epilogue ? 1 : 2)], kernels[ki].info.name, true);
       if (epilogue) record(ki, events[3 * ki + 1], events[3 * ki + 2], kernels[ki].info.name + " epilogue", false);
     }

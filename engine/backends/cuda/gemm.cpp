@@ -235,9 +235,10 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   if (spec.inType == DType::F32 && spec.precision == MatmulPrecision::TF32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   const bool toBf16 = spec.inType == DType::F32 && spec.precision == MatmulPrecision::BF16;
   const int64_t inSize = dtypeSize(spec.inType);
+  const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
+                       static_cast<double>(p.k);
   // Repacking pays for its copies only on products of about a GFLOP and more.
-  const bool large = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
-                         static_cast<double>(p.k) >= 1e9;
+  const bool large = flops >= 1e9;
   // cuBLASLt's first operand is B's bytes, (n x k) column-major when not transposed, else (k x n); the second A's.
   h.b_ = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.ldb, p.batch > 1 ? p.strideB : 0};
   h.a_ = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.lda, p.batch > 1 ? p.strideA : 0};
@@ -297,8 +298,6 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     return makeError("cuBLASLt: no algorithm for a {} GEMM {}x{}x{} (batch {}, precision {}): {}", dtypeName(spec.inType),
                      p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision), cublasLtGetStatusString(s));
   h.algo = results[0].algo;
-  const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
-                       static_cast<double>(p.k);
   if (found > 1 && flops >= kTuneFlops && spec.epilogue == GemmEpilogue::None && envOptions().gemmAutotune) {
     const std::string key = fmt::format("{}:{}x{}x{}b{} lda{} ldb{} sa{} sb{} t{}{} st{}/{}/{}/{} {}{}{}", d.ordinal(),
                                         p.m, p.n, p.k, p.batch, p.lda, p.ldb, p.strideA, p.strideB, p.transA, p.transB,
