@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TESSERA_GPUKIT_BUILD:-$root/build-cuda}
 kit=$root/.gpukit
 jobs=${JOBS:-2}
-targets=(tessera test_cuda_codegen test_cuda_backend bench_cuda_step)
+targets=(tessera test_cuda_codegen test_cuda_backend bench_cuda_step bench_cuda_gemm)
 plugins=(swiglu)  # plugins/NAME.so: the gpt2_swiglu sample's family and op
 
 mkdir -p "$root/.git/info"
@@ -30,6 +30,7 @@ declare -A path=(
   [test_cuda_codegen]=tests/cuda/test_cuda_codegen
   [test_cuda_backend]=tests/cuda/test_cuda_backend
   [bench_cuda_step]=tests/bench/gpu/bench_cuda_step
+  [bench_cuda_gemm]=tests/bench/gpu/bench_cuda_gemm
 )
 for t in "${targets[@]}"; do
   strip --strip-debug -o "$stage/bin/$t" "$build/${path[$t]}"

@@ -264,19 +264,30 @@ TEST_CASE("stagedGemms") {
   REQUIRE(e.bf16Inputs < 5e-5);  // the inputs rounded exactly as the reference rounds them
   REQUIRE(e.exact > 1e-3);       // and not read as f32
 
-  cpu::GemmPlan unaligned;  // 2 x 1000 x 1001 x 501 = 1.0 GFLOP: every leading dimension odd
-  unaligned.m = 1000;
+  // 2 x 999 x 1001 x 501 = 1.0 GFLOP: every leading dimension odd; at bf16 computed padded (k with zeros, C's
+  // rows and columns compacted afterwards)
+  cpu::GemmPlan unaligned;
+  unaligned.m = 999;
   unaligned.n = 1001;
   unaligned.k = 501;
   unaligned.lda = unaligned.k;
   unaligned.ldb = unaligned.n;
   const GemmErrors f32 = stagedGemmErrors(unaligned, cuda::MatmulPrecision::F32);
   const GemmErrors bf16 = stagedGemmErrors(unaligned, cuda::MatmulPrecision::BF16);
-  MESSAGE("unaligned 1000x1001x501: max relative error f32 " << f32.exact << "; bf16 " << bf16.exact
+  MESSAGE("unaligned 999x1001x501: max relative error f32 " << f32.exact << "; bf16 " << bf16.exact
                                                               << ", against bf16 inputs " << bf16.bf16Inputs);
   REQUIRE(f32.exact < 5e-5);  // f32 accumulation over 501 products (1.3e-5 seen on an H200)
   REQUIRE(bf16.bf16Inputs < 5e-5);
   REQUIRE(bf16.exact > 1e-3);
+
+  cpu::GemmPlan transposed = unaligned;  // the same padded, both operands transposed and with wider rows
+  transposed.transA = transposed.transB = true;
+  transposed.lda = transposed.m + 3;  // A stored k x lda
+  transposed.ldb = transposed.k + 5;  // B stored n x ldb
+  const GemmErrors t = stagedGemmErrors(transposed, cuda::MatmulPrecision::BF16);
+  MESSAGE("unaligned and transposed: max relative error bf16 " << t.exact << ", against bf16 inputs " << t.bf16Inputs);
+  REQUIRE(t.bf16Inputs < 5e-5);
+  REQUIRE(t.exact > 1e-3);
 }
 
 // Column sums over many rows into few outputs (a bias gradient [tokens, features] -> [features], and one with a

@@ -50,14 +50,15 @@ extern "C" __global__ void tsr_stage_bf16_flat(const float* __restrict__ x, unsi
 }
 #define TSR_STAGE_COLS(NAME, T, CONVERT)                                                                         \
   extern "C" __global__ void NAME(const float* __restrict__ x, T* __restrict__ y, int rows, int tx,             \
-      long long lines, long long colsPerMatrix, long long ldx, long long ldy, long long strideX,                \
-      long long strideY) {                                                                                       \
+      long long lines, long long colsPerMatrix, long long realCols, long long ldx, long long ldy,                \
+      long long strideX, long long strideY) {                                                                    \
     const long long line = (long long)blockIdx.x * (blockDim.x / tx) + threadIdx.x / tx;                        \
     if (line >= lines) return;                                                                                   \
     const long long q = line / colsPerMatrix, c = line % colsPerMatrix;                                          \
     const float* src = x + q * strideX + c * ldx;                                                                \
     T* dst = y + q * strideY + c * ldy;                                                                          \
-    for (int i = threadIdx.x % tx; i < rows; i += tx) dst[i] = CONVERT(src[i]);                                  \
+    for (long long i = threadIdx.x % tx; i < ldy; i += tx)                                                       \
+      dst[i] = c < realCols && i < rows ? CONVERT(src[i]) : (T)0;                                                \
   }
 #define TSR_SAME(v) (v)
 TSR_STAGE_COLS(tsr_stage_bf16_cols, unsigned short, tsr_to_bf16)
@@ -80,35 +81,56 @@ Result<std::shared_ptr<LoadedModule>> stageModule(Device& d) {
   return m;
 }
 
-// A column-major operand as cuBLASLt reads it (`rows` contiguous elements per column), and its staged copy.
+// A column-major operand as cuBLASLt reads it (`rows` contiguous elements per column), and its staged copy, which
+// may be padded with zeros to `padRows` x `padCols`.
 struct Operand {
   int64_t rows = 0, cols = 0, ld = 0, stride = 0;  // stride 0: one matrix for the whole batch
   int64_t matrices = 1;
+  int64_t padRows = 0, padCols = 0;  // as cuBLASLt sees it: rows/cols, or more when padded
   bool staged = false, repacked = false;
   int64_t stagedLd = 0, stagedStride = 0, stagedBytes = 0;
   const void* fn = nullptr;
+  int64_t seenLd() const { return staged ? stagedLd : ld; }
+  int64_t seenStride() const { return staged ? stagedStride : stride; }
 };
 
 int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
 // Plans staging for `o`: converted to bf16 when `toBf16`; repacked when its columns are not 16-byte aligned and
-// the product is large enough to pay for the copy (`large`).
+// the product is large enough to pay for the copy (`large`), or when it is padded (`padRows`/`padCols` set).
 void planStaging(Operand& o, int64_t inSize, bool toBf16, bool large, int64_t batch) {
   const int64_t outSize = toBf16 ? 2 : inSize;
   o.matrices = o.stride == 0 ? 1 : batch;
+  if (o.padRows < o.rows) o.padRows = o.rows;
+  if (o.padCols < o.cols) o.padCols = o.cols;
+  const bool padded = o.padRows != o.rows || o.padCols != o.cols;
   const bool aligned = (o.ld * outSize) % 16 == 0 && (o.stride * outSize) % 16 == 0;
-  o.repacked = large && !aligned && o.rows > 0 && o.cols > 0;
+  o.repacked = (padded || (large && !aligned)) && o.rows > 0 && o.cols > 0;
   o.staged = o.repacked || (toBf16 && o.rows > 0 && o.cols > 0);
   if (!o.staged) return;
   if (o.repacked) {
-    o.stagedLd = roundUp(o.rows, 16 / outSize);
-    o.stagedStride = o.stride == 0 ? 0 : o.cols * o.stagedLd;
-    o.stagedBytes = roundUp(o.matrices * o.cols * o.stagedLd * outSize, 256);
+    o.stagedLd = roundUp(o.padRows, 16 / outSize);
+    o.stagedStride = o.stride == 0 ? 0 : o.padCols * o.stagedLd;
+    o.stagedBytes = roundUp(o.matrices * o.padCols * o.stagedLd * outSize, 256);
   } else {
     o.stagedLd = o.ld;
     o.stagedStride = o.stride;
     o.stagedBytes = roundUp(((o.matrices - 1) * o.stride + (o.cols - 1) * o.ld + o.rows) * outSize, 256);
   }
+}
+
+// Copies `lines` columns of `rows` elements (`colsPerMatrix` per matrix, of which the first `realCols` are read
+// and the rest written as zeros; rows up to `ldy` zero too) with the "cols" kernel `fn`.
+Status copyColumns(Device& d, const void* fn, const void* x, void* y, int64_t rows, int64_t lines,
+                   int64_t colsPerMatrix, int64_t realCols, int64_t ldx, int64_t ldy, int64_t strideX,
+                   int64_t strideY) {
+  if (rows > 0x7fffffff) return makeError("cuBLASLt: an operand with columns of {} is too large to stage", rows);
+  int r = static_cast<int>(rows);
+  int tx = static_cast<int>(std::min<int64_t>(kStageThreads, roundUp(ldy, 32)));  // threads per column
+  long long n = lines, cpm = colsPerMatrix, real = realCols, lx = ldx, ly = ldy, sx = strideX, sy = strideY;
+  void* args[] = {&x, &y, &r, &tx, &n, &cpm, &real, &lx, &ly, &sx, &sy};
+  const int64_t perBlock = kStageThreads / tx;
+  return launchKernel(fn, (lines + perBlock - 1) / perBlock, kStageThreads, args, 0, d.computeStream());
 }
 
 Status stage(Device& d, const Operand& o, const void* x, void* y) {
@@ -118,14 +140,8 @@ Status stage(Device& d, const Operand& o, const void* x, void* y) {
     const int64_t blocks = std::min<int64_t>((n + kStageThreads - 1) / kStageThreads, int64_t{d.numSMs()} * 16);
     return launchKernel(o.fn, blocks, kStageThreads, args, 0, d.computeStream());
   }
-  if (o.rows > 0x7fffffff) return makeError("cuBLASLt: an operand with columns of {} is too large to stage", o.rows);
-  int rows = static_cast<int>(o.rows);
-  int tx = static_cast<int>(std::min<int64_t>(kStageThreads, roundUp(o.rows, 32)));  // threads per column
-  long long lines = o.matrices * o.cols, cols = o.cols, ldx = o.ld, ldy = o.stagedLd, sx = o.stride,
-            sy = o.stagedStride;
-  void* args[] = {&x, &y, &rows, &tx, &lines, &cols, &ldx, &ldy, &sx, &sy};
-  const int64_t perBlock = kStageThreads / tx;
-  return launchKernel(o.fn, (lines + perBlock - 1) / perBlock, kStageThreads, args, 0, d.computeStream());
+  return copyColumns(d, o.fn, x, y, o.rows, o.matrices * o.padCols, o.padCols, o.cols, o.ld, o.stagedLd, o.stride,
+                     o.stagedStride);
 }
 
 // Autotuning, as XLA's GEMM autotuner does: cuBLASLt's heuristic ranks algorithms by its model of the device,
@@ -136,6 +152,7 @@ Status stage(Device& d, const Operand& o, const void* x, void* y) {
 constexpr int kTuneCandidates = 8;
 constexpr double kTuneFlops = 5e8;
 constexpr int kTuneReps = 3;
+constexpr double kPadFlops = 1e9;
 
 // A product as cuBLASLt runs it: its descriptors and the bytes each operand spans.
 struct TuneProblem {
@@ -211,6 +228,8 @@ struct LtGemm::Handles {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   Operand a_, b_;  // staged when converted to bf16 and/or repacked
+  int64_t m = 0, n = 0;              // C's rows and columns as cuBLASLt writes them (padded: more than the plan's)
+  const void* compact = nullptr;     // when padded: copies C's first rows and columns out
   std::shared_ptr<LoadedModule> module;
   ~Handles() {
     if (desc) cublasLtMatmulDescDestroy(desc);
@@ -243,6 +262,28 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   h.b_ = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.ldb, p.batch > 1 ? p.strideB : 0};
   h.a_ = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.lda, p.batch > 1 ? p.strideA : 0};
   const bool stageable = spec.inType == DType::F32;  // the staging kernels read f32
+  // Padding, as XLA's cublas_pad_for_gemms: on tensor cores, a product with a dimension that is not a multiple of
+  // 8 runs on cuBLASLt's slow paths, whatever the leading dimensions. Measured on an H200 (bench_cuda_gemm, bf16):
+  // GPT-2's logits [16384,768]x[768,50257] 12.2 ms, with 50264 columns 1.9 and with 50304 1.6; their input
+  // gradient (k = 50257) 9.4 ms, with k = 50264 1.4. So a single product of a GFLOP and more is computed padded:
+  // k with zeros in both staged operands, C's rows and columns into a pool buffer that is then compacted (1.5 ms
+  // for the logits). The output's contiguous dimension is padded to 64, the others to 8.
+  const bool tensorCores = spec.precision == MatmulPrecision::BF16 || spec.precision == MatmulPrecision::TF32;
+  const bool pad = stageable && tensorCores && spec.epilogue == GemmEpilogue::None && flops / p.batch >= kPadFlops;
+  h.n = p.n;
+  h.m = p.m;
+  int64_t kp = p.k;
+  if (pad) {
+    kp = roundUp(p.k, 8);
+    if (spec.outType == DType::F32) {  // the compaction kernel writes f32
+      h.n = roundUp(p.n, p.n % 8 == 0 ? 8 : 64);
+      h.m = roundUp(p.m, 8);
+    }
+    h.b_.padRows = p.transB ? kp : h.n;
+    h.b_.padCols = p.transB ? h.n : kp;
+    h.a_.padRows = p.transA ? h.m : kp;
+    h.a_.padCols = p.transA ? kp : h.m;
+  }
   for (Operand* o : {&h.a_, &h.b_}) {
     planStaging(*o, inSize, toBf16, large && stageable, p.batch);
     if (!o->staged) continue;
@@ -252,6 +293,12 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     TSR_ASSIGN(o->fn, h.module->kernel(!o->repacked ? "tsr_stage_bf16_flat"
                                        : toBf16      ? "tsr_stage_bf16_cols"
                                                      : "tsr_stage_f32_cols"));
+  }
+  if (h.n != p.n || h.m != p.m) {
+    if (!h.module) {
+      TSR_ASSIGN(h.module, stageModule(d));
+    }
+    TSR_ASSIGN(h.compact, h.module->kernel("tsr_stage_f32_cols"));
   }
   TSR_LT(cublasLtMatmulDescCreate(&h.desc, compute, CUDA_R_32F));
   // Column-major view: D (n x m) = op(B') (n x k) * op(A') (k x m), where X' is X's bytes read column-major.
@@ -282,9 +329,9 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   };
   const Operand& fa = h.b_;
   const Operand& fb = h.a_;
-  TSR_TRY(layout(&h.a, in, fa.rows, fa.cols, fa.staged ? fa.stagedLd : fa.ld, fa.staged ? fa.stagedStride : fa.stride));
-  TSR_TRY(layout(&h.b, in, fb.rows, fb.cols, fb.staged ? fb.stagedLd : fb.ld, fb.staged ? fb.stagedStride : fb.stride));
-  TSR_TRY(layout(&h.c, out, p.n, p.m, p.n, p.m * p.n));
+  TSR_TRY(layout(&h.a, in, fa.padRows, fa.padCols, fa.seenLd(), fa.seenStride()));
+  TSR_TRY(layout(&h.b, in, fb.padRows, fb.padCols, fb.seenLd(), fb.seenStride()));
+  TSR_TRY(layout(&h.c, out, h.n, h.m, h.n, h.m * h.n));
   cublasLtMatmulPreference_t pref = nullptr;
   TSR_LT(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = static_cast<uint64_t>(d.workspaceBytes());
@@ -299,17 +346,18 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
                      p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision), cublasLtGetStatusString(s));
   h.algo = results[0].algo;
   if (found > 1 && flops >= kTuneFlops && spec.epilogue == GemmEpilogue::None && envOptions().gemmAutotune) {
-    const std::string key = fmt::format("{}:{}x{}x{}b{} lda{} ldb{} sa{} sb{} t{}{} st{}/{}/{}/{} {}{}{}", d.ordinal(),
-                                        p.m, p.n, p.k, p.batch, p.lda, p.ldb, p.strideA, p.strideB, p.transA, p.transB,
-                                        fa.staged ? fa.stagedLd : fa.ld, fb.staged ? fb.stagedLd : fb.ld,
-                                        fa.staged ? fa.stagedStride : fa.stride, fb.staged ? fb.stagedStride : fb.stride,
-                                        static_cast<int>(in), static_cast<int>(out), static_cast<int>(compute));
+    const std::string key = fmt::format("{}:{}x{}x{}b{} lda{} ldb{} sa{} sb{} t{}{} st{}/{}/{}/{} pad{}x{}x{} {}{}{}",
+                                        d.ordinal(), p.m, p.n, p.k, p.batch, p.lda, p.ldb, p.strideA, p.strideB,
+                                        p.transA, p.transB, fa.seenLd(), fb.seenLd(), fa.seenStride(), fb.seenStride(),
+                                        h.m, h.n, kp, static_cast<int>(in), static_cast<int>(out),
+                                        static_cast<int>(compute));
     auto span = [](const Operand& o, int64_t size) {
       return o.staged ? o.stagedBytes : ((o.matrices - 1) * o.stride + (o.cols - 1) * o.ld + o.rows) * size;
     };
     const int64_t elem = toBf16 ? 2 : inSize;
-    TuneProblem t{h.desc, h.a, h.b, h.c, span(fa, elem), span(fb, elem), p.batch * p.m * p.n * dtypeSize(spec.outType),
-                  fmt::format("{}x{}x{} batch {} ({})", p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision))};
+    TuneProblem t{h.desc, h.a, h.b, h.c, span(fa, elem), span(fb, elem), p.batch * h.m * h.n * dtypeSize(spec.outType),
+                  fmt::format("{}x{}x{} batch {} ({}{})", p.m, p.n, p.k, p.batch, matmulPrecisionName(spec.precision),
+                              pad ? fmt::format(", padded to {}x{}x{}", h.m, h.n, kp) : "")};
     TSR_ASSIGN(h.algo, tunedAlgo(d, key, t, {results.data(), static_cast<size_t>(found)}));
   }
   return g;
@@ -321,11 +369,14 @@ Status LtGemm::run(const void* a, const void* b, void* c, void* bias) {
     if (!bias) return makeError("cuBLASLt: the epilogue needs a bias pointer");
     TSR_LT(cublasLtMatmulDescSetAttribute(h.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  // Staged copies live in one pool buffer, freed in stream order once the product has read it.
+  // Staged copies and a padded C live in one pool buffer, freed in stream order once the product has read it.
+  const cpu::GemmPlan& p = m_spec.plan;
+  const int64_t aBytes = h.a_.staged ? h.a_.stagedBytes : 0, bBytes = h.b_.staged ? h.b_.stagedBytes : 0;
+  const int64_t cBytes = h.compact ? roundUp(p.batch * h.m * h.n * 4, 256) : 0;
   DeviceBufferPtr scratch;
-  if (h.a_.staged || h.b_.staged) {
-    const int64_t aBytes = h.a_.staged ? h.a_.stagedBytes : 0;
-    TSR_ASSIGN(scratch, m_device->allocate(aBytes + (h.b_.staged ? h.b_.stagedBytes : 0)));
+  void* out = c;
+  if (aBytes + bBytes + cBytes > 0) {
+    TSR_ASSIGN(scratch, m_device->allocate(aBytes + bBytes + cBytes));
     char* base = static_cast<char*>(scratch->data());
     if (h.a_.staged) {
       TSR_TRY(stage(*m_device, h.a_, a, base));
@@ -335,11 +386,15 @@ Status LtGemm::run(const void* a, const void* b, void* c, void* bias) {
       TSR_TRY(stage(*m_device, h.b_, b, base + aBytes));
       b = base + aBytes;
     }
+    if (h.compact) out = base + aBytes + bBytes;
   }
   const float alpha = 1.0f, beta = 0.0f;
   TSR_LT(cublasLtMatmul(static_cast<cublasLtHandle_t>(m_device->cublasLt()), h.desc, &alpha, b, h.a, a, h.b, &beta,
-                        c, h.c, c, h.c, &h.algo, m_device->workspace(), static_cast<size_t>(m_device->workspaceBytes()),
+                        out, h.c, out, h.c, &h.algo, m_device->workspace(),
+                        static_cast<size_t>(m_device->workspaceBytes()),
                         static_cast<cudaStream_t>(m_device->computeStream())));
+  if (h.compact)  // C's m rows of n (row-major), out of the padded h.m rows of h.n
+    TSR_TRY(copyColumns(*m_device, h.compact, out, c, p.n, p.batch * p.m, p.m, p.m, h.n, p.n, h.m * h.n, p.m * p.n));
   return {};
 }
 

@@ -7,7 +7,7 @@
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|samples|resnet|gpt2|vit|curve|profile]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|gemm|resnet|gpt2|vit|curve|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
@@ -112,6 +112,11 @@ if want samples; then
   done
 fi
 
+if want gemm; then
+  # cuBLASLt alone: GPT-2's vocabulary products with the odd dimension 50257 against the same padded to 8 or 64.
+  run gemm_padding 90 "$bin/bench_cuda_gemm"
+fi
+
 if want resnet; then
   # ResNet-18 with the CIFAR stem (width 64, 11.2M parameters) at batch 256, TF32, SGD with momentum: the
   # convolutions and both their gradients on cuDNN (the kernel paths and cuDNN's engines in the log), against
@@ -193,6 +198,9 @@ for r in rows:
         continue
     if "check" in r:
         summary[r["check"]] = r
+        continue
+    if "products" in r:  # bench_cuda_gemm
+        summary["gemm_products"] = {p["name"]: p.get("best_ms", p.get("ms")) for p in r["products"]}
         continue
     key = "tokens_per_s" if "tokens_per_s" in r else "samples_per_s"
     w = summary.setdefault(r["workload"], {"unit": key})
