@@ -81,6 +81,10 @@ const Row kRows[] = {
     {{"TESSERA_MATMUL_PRECISION", "TESSERA_MATMUL_PRECISION=f32|tf32|bf16",
       "f32 matmuls on the GPU (what `train --matmul-precision` sets)"},
      [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }},
+    {{"TESSERA_FUSED_ATTENTION", "TESSERA_FUSED_ATTENTION=auto|on|off",
+      "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
+      "auto: fused where the step runs on the GPU with bf16 matmuls"},
+     [](EnvOptions& o, const char* v) { o.fusedAttention = v && *v ? text(v) : "auto"; }},
     {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
       "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
       "device when a program is compiled (products of 0.5 GFLOP and more)"},

@@ -133,6 +133,13 @@ struct TopKAttrs {
   template <class V> void fields(V& v) { v("k", k); }
   bool operator==(const TopKAttrs&) const = default;
 };
+// dot_product_attention and its gradient: softmax(q k^T / sqrt(head_dim)) v per batch and head; with `causal`,
+// query position t attends to key positions <= t.
+struct AttentionAttrs {
+  bool causal = false;
+  template <class V> void fields(V& v) { v("causal", causal); }
+  bool operator==(const AttentionAttrs&) const = default;
+};
 // Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
 struct DotGeneralAttrs {
   Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
@@ -353,7 +360,7 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            WhileAttrs, CustomVjpAttrs, RematAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
-                           ConvAttrs, WindowAttrs>;
+                           ConvAttrs, WindowAttrs, AttentionAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

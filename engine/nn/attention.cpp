@@ -18,6 +18,13 @@ Array mergeHeads(const Array& x) {
 
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, const Dropout& dropout,
                           Context& ctx) {
+  const bool dropping = dropout.rate > 0 && ctx.training();
+  if (ctx.fusedAttention() && !dropping && (q.dtype() == DType::F32 || q.dtype() == DType::F64)) {
+    // [B, H, T, D] -> the op's [B, T, H, D]: these transposes cancel the heads' split and merge around it.
+    const Axes swap = {0, 2, 1, 3};
+    return transpose(tsr::dotProductAttention(transpose(q, swap), transpose(k, swap), transpose(v, swap), causal),
+                     swap);
+  }
   int64_t t = q.dim(2), d = q.dim(3);
   // scores: [B, H, T, S] = q . k over D, batched over B and H
   Array scores = dotGeneral(q, k, {{3}, {3}, {0, 1}, {0, 1}}) * (1.0 / std::sqrt(static_cast<double>(d)));

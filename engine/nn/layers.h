@@ -43,6 +43,11 @@ class Context {
   // What a model's blocks recompute in the backward pass instead of keeping ([train] remat; None: nothing).
   void setRemat(RematPolicy policy) { m_remat = policy; }
   RematPolicy remat() const { return m_remat; }
+  // Attention as one dot_product_attention op (jax.nn.dot_product_attention's implementation="cudnn"), which the
+  // CUDA backend runs as flash attention, instead of dot_general + softmax + dot_general ("xla"). Off by default:
+  // the unfused form is what the CPU backend fuses best. Attention dropout always takes the unfused form.
+  void setFusedAttention(bool fused) { m_fusedAttention = fused; }
+  bool fusedAttention() const { return m_fusedAttention; }
   // The model's mutable state (Flax's "batch_stats" collection: BatchNorm's running statistics), which apply
   // reads, and the values a training apply updates it to (the step's further output, Trainer's batch_stats).
   void setState(Tree state) { m_state = std::move(state); }
@@ -53,6 +58,7 @@ class Context {
  private:
   bool m_training = false;
   RematPolicy m_remat = RematPolicy::None;
+  bool m_fusedAttention = false;
   Array m_key;
   uint32_t m_counter = 0;
   std::vector<std::pair<std::string, Array>> m_sown;

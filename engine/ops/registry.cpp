@@ -23,6 +23,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerShardingOps(reg);
   registerConvolutionOps(reg);
   registerWindowOps(reg);
+  registerAttentionOps(reg);
 }
 
 ir::OpRegistry& registry() {

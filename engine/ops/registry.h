@@ -27,5 +27,6 @@ void registerCollectiveOps(ir::OpRegistry& reg);   // collective.cpp: all_reduce
 void registerShardingOps(ir::OpRegistry& reg);     // sharding_ops.cpp: sharding_constraint
 void registerConvolutionOps(ir::OpRegistry& reg);  // convolution.cpp: conv_general_dilated
 void registerWindowOps(ir::OpRegistry& reg);       // window.cpp: reduce_window_sum/max/min, select_and_scatter_add
+void registerAttentionOps(ir::OpRegistry& reg);    // attention.cpp: dot_product_attention and its gradient
 
 }  // namespace tsr::ops

@@ -95,6 +95,8 @@ class Trainer {
 
   // What the training step's backward pass recomputes (nn::applyBlock; [train] remat). Set before the first step.
   void setRemat(RematPolicy policy) { m_remat = policy; }
+  // Attention as one fused op in the traced steps (nn::Context::setFusedAttention): fusedAttentionFor() decides.
+  void setFusedAttention(bool fused) { m_fusedAttention = fused; }
   RematPolicy remat() const { return m_remat; }
 
   const Jit& stepFunction() const { return *m_step; }
@@ -124,6 +126,7 @@ class Trainer {
   optim::Schedule m_lr;
   uint64_t m_seed;
   RematPolicy m_remat = RematPolicy::None;
+  bool m_fusedAttention = false;
   std::unique_ptr<Jit> m_step;
   std::unique_ptr<Jit> m_eval;
   std::unique_ptr<Jit> m_grad;   // accumulation: a micro-batch's loss and gradient, added to the sum so far

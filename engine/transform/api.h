@@ -211,6 +211,10 @@ Array oneHot(const Array& indices, int64_t depth, DType dtype = DType::F32, TSR_
 Array softmax(const Array& x, int64_t axis = -1, TSR_LOC);
 Array logSoftmax(const Array& x, int64_t axis = -1, TSR_LOC);
 Array logsumexp(const Array& x, Axes axes = {-1}, bool keepDims = false, TSR_LOC);
+// softmax(q k^T / sqrt(D)) v in one op (dot_product_attention, engine/ops/attention.cpp), as
+// jax.nn.dot_product_attention: q [B, T, H, D], k and v [B, S, H, D] -> [B, T, H, D]; with `causal`, query t
+// attends to keys <= t. A backend may run it without materialising the [T, S] scores.
+Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal = false, TSR_LOC);
 
 // Random bits: the Threefry-2x32 block function on u32 arrays (keys broadcast against counters).
 std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1, TSR_LOC);

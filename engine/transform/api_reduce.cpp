@@ -280,6 +280,10 @@ Array logSoftmax(const Array& x, int64_t axis, std::source_location loc) {
   return sub(shifted, log(sum(exp(shifted, loc), {axis}, true, loc), loc), loc);
 }
 
+Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, std::source_location loc) {
+  return bind(OpCode::DotProductAttention, {q, k, v}, ir::AttentionAttrs{causal}, loc)[0];
+}
+
 Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
   Array m = stopGradient(max(x, axes, true, loc), loc);
   Array r = add(log(sum(exp(sub(x, m, loc), loc), axes, true, loc), loc), m, loc);

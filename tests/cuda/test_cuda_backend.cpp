@@ -387,6 +387,92 @@ TEST_CASE("flashAttentionMatchesNaive") {
   }
 }
 
+// dot_product_attention and its gradient on FlashAttention-2's tensor-core kernels against the op's CPU kernels
+// (double accumulation) on the same bf16-rounded q, k, v and dout: what remains is the rounding of P and dS to
+// bf16 and the f32 sums, a few 1e-3 of the largest value; a wrong fragment layout or mask is off by O(1).
+TEST_CASE("tensorCoreFlashAttention") {
+  SKIP_WITHOUT_GPU();
+  auto dev = cuda::Device::get(0);
+  REQUIRE(dev.ok());
+  cuda::Device& d = **dev;
+  const ir::OpDef& fwd = ops::registry().get(ir::OpCode::DotProductAttention);
+  const ir::OpDef& bwd = ops::registry().get(ir::OpCode::DotProductAttentionGrad);
+  struct Config {
+    int64_t b, t, s, h, d;
+    bool causal;
+  };
+  for (const Config c : {Config{2, 200, 200, 3, 64, true}, Config{2, 200, 200, 3, 64, false},
+                         Config{1, 100, 150, 2, 32, false}, Config{1, 64, 64, 1, 16, true},
+                         Config{3, 33, 33, 2, 48, true}}) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+    const Aval qa{Shape{c.b, c.t, c.h, c.d}, DType::F32}, ka{Shape{c.b, c.s, c.h, c.d}, DType::F32},
+        ra{Shape{c.b, c.h, c.t}, DType::F32};
+    auto random = [&](const Aval& a, bool bf16) {
+      std::vector<float> x(static_cast<size_t>(a.numel()));
+      for (auto& e : x) e = bf16 ? static_cast<float>(roundToBf16(u(rng))) : u(rng);
+      return x;
+    };
+    std::vector<float> q = random(qa, true), k = random(ka, true), v = random(ka, true), dout = random(qa, true),
+                       dlse = random(ra, false);
+    // The references: the CPU kernels.
+    std::vector<float> out(q.size()), lse(dlse.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    const ir::Attrs attrs = ir::AttentionAttrs{c.causal};
+    {
+      std::vector<ir::TensorView> in = {{q.data(), qa}, {k.data(), ka}, {v.data(), ka}};
+      std::vector<ir::MutableTensorView> res = {{out.data(), qa}, {lse.data(), ra}};
+      fwd.cpu(ir::CpuKernelArgs{in, res, attrs});
+      std::vector<ir::TensorView> bin = {{q.data(), qa},   {k.data(), ka},    {v.data(), ka},   {out.data(), qa},
+                                         {lse.data(), ra}, {dout.data(), qa}, {dlse.data(), ra}};
+      std::vector<ir::MutableTensorView> bres = {{dq.data(), qa}, {dk.data(), ka}, {dv.data(), ka}};
+      bwd.cpu(ir::CpuKernelArgs{bin, bres, attrs});
+    }
+    auto upload = [&](const std::vector<float>& x) {
+      auto b = d.allocate(static_cast<int64_t>(x.size() * 4));
+      REQUIRE(b.ok());
+      REQUIRE(d.upload((*b)->data(), x.data(), static_cast<int64_t>(x.size() * 4)).ok());
+      return std::move(b).value();
+    };
+    auto download = [&](const cuda::DeviceBufferPtr& b, size_t n) {
+      std::vector<float> x(n);
+      REQUIRE(d.download(x.data(), b->data(), static_cast<int64_t>(n * 4)).ok());
+      REQUIRE(d.synchronize().ok());
+      return x;
+    };
+    auto gq = upload(q), gk = upload(k), gv = upload(v), gdout = upload(dout), gdlse = upload(dlse);
+    auto gout = upload(out), glse = upload(lse), rout = upload(out), rlse = upload(lse);  // results, and the reference's
+    auto gdq = upload(dq), gdk = upload(dk), gdv = upload(dv);
+    auto f = [](const cuda::DeviceBufferPtr& b) { return static_cast<float*>(b->data()); };
+    const cuda::AttentionProblem p{c.b, c.h, c.t, c.s, c.d, c.causal};
+    REQUIRE(d.memset(f(gout), 0, static_cast<int64_t>(out.size() * 4)).ok());
+    Status st = cuda::flashAttentionForward(d, f(gq), f(gk), f(gv), f(gout), f(glse), p);
+    REQUIRE_MESSAGE(st.ok(), st.error().message);
+    REQUIRE(d.memset(f(gdq), 0, static_cast<int64_t>(dq.size() * 4)).ok());
+    st = cuda::flashAttentionBackward(d, f(gq), f(gk), f(gv), f(rout), f(rlse), f(gdout), f(gdlse), f(gdq), f(gdk), f(gdv), p);
+    REQUIRE_MESSAGE(st.ok(), st.error().message);
+    // max |got - want| / max |want|
+    auto err = [](const std::vector<float>& got, const std::vector<float>& want) {
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(double(want[i])));
+      }
+      return worst / std::max(scale, 1e-30);
+    };
+    const double eOut = err(download(gout, out.size()), out), eLse = err(download(glse, lse.size()), lse);
+    const double eDq = err(download(gdq, dq.size()), dq), eDk = err(download(gdk, dk.size()), dk),
+                 eDv = err(download(gdv, dv.size()), dv);
+    MESSAGE("flash attention on tensor cores [" << c.b << "," << c.t << "," << c.h << "," << c.d << "] keys " << c.s
+                                                << std::string(c.causal ? " causal" : "") << ": relative error out " << eOut
+                                                << ", lse " << eLse << ", dq " << eDq << ", dk " << eDk << ", dv " << eDv);
+    CHECK(eOut < 1e-2);
+    CHECK(eLse < 1e-3);
+    CHECK(eDq < 3e-2);
+    CHECK(eDk < 3e-2);
+    CHECK(eDv < 3e-2);
+  }
+}
+
 TEST_CASE("ncclAllReduceOneGpu") {
   SKIP_WITHOUT_GPU();
   auto comm = cuda::makeNcclCommunicator(1);

@@ -206,6 +206,17 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "flashAttentionCompiles") {
   }
 }
 
+// FlashAttention-2's tensor-core kernels (mma.sync bf16, sm_90 here), for every head dim they take.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "tensorCoreAttentionCompiles") {
+  for (int d : {16, 32, 48, 64}) {
+    REQUIRE(cuda::flashAttentionSupports(d));
+    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSource(d), "flash_attention_tc");
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+  }
+  REQUIRE(!cuda::flashAttentionSupports(80));
+  REQUIRE(!cuda::flashAttentionSupports(8));
+}
+
 // A source that does not compile comes back as an error with NVRTC's log and the numbered source.
 TEST_CASE_FIXTURE(NvrtcEveryTime, "badSourceIsReported") {
   auto r = cuda::compileCuda("extern \"C\" __global__ void k() { undefined_thing(); }", "bad");

@@ -233,6 +233,10 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   for (const char* op : {"reduce_window_sum", "reduce_window_max", "reduce_window_min"})
     t[op] = {{{f32({2, 6, 5, 4})}, window}};
   t["select_and_scatter_add"] = {{{f32({2, 3, 3, 4}), f32({2, 6, 5, 4})}, window}};
+  // [batch 2, seq 5, heads 3, head_dim 4]; cross attention over 6 keys; the gradient with its rows [2, 3, 5].
+  const Aval q = f32({2, 5, 3, 4}), kv = f32({2, 6, 3, 4}), rows = f32({2, 3, 5});
+  t["dot_product_attention"] = {{{q, q, q}, ir::AttentionAttrs{true}}, {{q, kv, kv}, ir::AttentionAttrs{false}}};
+  t["dot_product_attention_grad"] = {{{q, q, q, q, rows, q, rows}, ir::AttentionAttrs{true}}};
   return t;
 }
 

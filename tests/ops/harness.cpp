@@ -143,6 +143,7 @@ std::vector<OpCase> allCases() {
   addShardingCases(cases, rng);
   addConvolutionCases(cases, rng);
   addWindowCases(cases, rng);
+  addAttentionCases(cases, rng);
   return cases;
 }
 

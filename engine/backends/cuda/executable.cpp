@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/node_kernels.h"
 #include "engine/backends/cuda/nvrtc.h"
@@ -27,6 +28,7 @@ const char* kernelPathName(KernelPath p) {
     case KernelPath::Generated: return "nvrtc";
     case KernelPath::CuBlasLt: return "cublaslt";
     case KernelPath::Cudnn: return "cudnn";
+    case KernelPath::Flash: return "flash";
     case KernelPath::Host: return "host";
     case KernelPath::None: return "none";
   }
@@ -37,6 +39,8 @@ const char* opPath(const ir::OpDef& def) {
   switch (def.code) {
     case OpCode::DotGeneral: return "cublaslt";
     case OpCode::ConvGeneralDilated: return cudnnBuilt() ? "cudnn" : "nvrtc";  // nvrtc where cuDNN declines
+    case OpCode::DotProductAttention:
+    case OpCode::DotProductAttentionGrad: return "flash";  // with bf16 matmuls; the host otherwise
     case OpCode::ReduceSum:
     case OpCode::ReduceMax:
     case OpCode::ReduceMin:  // f32 reductions (fused with their prologue)
@@ -115,6 +119,19 @@ std::optional<CudnnConvProblem> cudnnProblem(const ir::Graph& g, const LoweredKe
   return std::move(d.problem);
 }
 
+// The flash attention problem of a dot_product_attention (or its gradient) alone in its kernel, where the
+// tensor-core kernels take it (f32, head dims 16 to 64 in steps of 16).
+std::optional<AttentionProblem> attentionProblem(const ir::Graph& g, const LoweredKernel& k) {
+  if (k.node < 0 || k.info.nodes.size() != 1) return std::nullopt;
+  const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
+  if (n.op != OpCode::DotProductAttention && n.op != OpCode::DotProductAttentionGrad) return std::nullopt;
+  const Aval &q = g.aval(n.operands[0]), &kv = g.aval(n.operands[1]);
+  if (q.dtype != DType::F32 || !flashAttentionSupports(q.shape[3]) || q.shape[0] * q.shape[2] > 65535)
+    return std::nullopt;
+  return AttentionProblem{q.shape[0], q.shape[2], q.shape[1], kv.shape[1], q.shape[3],
+                          std::get<ir::AttentionAttrs>(n.attrs).causal};
+}
+
 }  // namespace
 
 passes::FusionOptions fusionOptions() {
@@ -172,6 +189,7 @@ struct Executable::Impl {
   std::vector<std::unique_ptr<LtGemm>> gemms;          // per lowered kernel (null unless cuBLASLt)
   std::vector<std::unique_ptr<CudnnConv>> convs;       // per lowered kernel (null unless cuDNN)
   std::map<size_t, std::string> fallbacks;             // convolutions cuDNN declined on this device: why
+  std::map<size_t, AttentionProblem> attention;        // kernels on the flash path
   std::vector<DeviceBufferPtr> consts;
 
   const ir::Graph& graph() const { return lowered->graph(); }
@@ -186,6 +204,7 @@ struct Executable::Impl {
   }
   Status launchGenerated(int gi, const std::vector<void*>& ptrs);
   Status runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs);
+  Status runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs);
 };
 
 Executable::Executable() : m(std::make_unique<Impl>()) {}
@@ -223,6 +242,14 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     im.fallbacks[ki] = conv.error().message;
     im.program.paths[ki] = im.program.generatedIndex[ki] >= 0 ? KernelPath::Generated : KernelPath::Host;
   }
+  // Fused attention on FlashAttention-2's tensor-core kernels where products are bf16 (what the models trace it
+  // for); at f32 and tf32 its CPU kernel runs on the host, as exact as the unfused form would be.
+  if (precision == MatmulPrecision::BF16)
+    for (size_t ki = 0; ki < kernels.size(); ++ki)
+      if (std::optional<AttentionProblem> a = attentionProblem(im.graph(), kernels[ki])) {
+        im.attention.emplace(ki, *a);
+        im.program.paths[ki] = KernelPath::Flash;
+      }
   const size_t nk = im.program.kernels.size();
   std::vector<bool> needed(nk, false);
   for (size_t ki = 0; ki < kernels.size(); ++ki)
@@ -293,6 +320,15 @@ Status Executable::Impl::launchGenerated(int gi, const std::vector<void*>& ptrs)
   int64_t blocks = (gk.elements + kThreads - 1) / kThreads;
   blocks = std::min<int64_t>(blocks, int64_t{device->numSMs()} * 32);
   return launchKernel(functions[static_cast<size_t>(gi)], blocks, kThreads, argp.data(), 0, device->computeStream());
+}
+
+Status Executable::Impl::runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs) {
+  const AttentionProblem& p = attention.at(ki);
+  auto in = [&](size_t i) { return static_cast<const float*>(ptrs[static_cast<size_t>(k.operandArgs[i])]); };
+  auto out = [&](size_t i) { return static_cast<float*>(ptrs[static_cast<size_t>(k.resultArgs[i])]); };
+  if (graph().nodes()[static_cast<size_t>(k.node)].op == OpCode::DotProductAttention)
+    return flashAttentionForward(*device, in(0), in(1), in(2), out(0), out(1), p);
+  return flashAttentionBackward(*device, in(0), in(1), in(2), in(3), in(4), in(5), in(6), out(0), out(1), out(2), p);
 }
 
 // A node without a device kernel: its CPU kernel on host copies (operands down, results up).
@@ -423,6 +459,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
         st = im.convs[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
                                args[static_cast<size_t>(k.resultArgs[0])]);
         break;
+      case KernelPath::Flash: st = im.runAttention(ki, k, args); break;
       case KernelPath::Host:
         st = im.runHostKernel(k, args);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
@@ -496,9 +533,10 @@ std::string Executable::describe() const {
   const Impl& im = *m;
   const auto& kernels = im.lowered->loweredKernels();
   std::string s = fmt::format(
-      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} host; arena {:.1f} MiB\n",
+      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host; arena {:.1f} MiB\n",
       im.options.name, im.device->ordinal(), im.device->name(), kernels.size(), numKernels(KernelPath::Generated),
-      numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Host),
+      numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Flash),
+      numKernels(KernelPath::Host),
       im.lowered->memory().arenaBytes / 1048576.0);
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];

@@ -28,10 +28,11 @@
 
 namespace tsr::cuda {
 
-enum class KernelPath : uint8_t { Generated, CuBlasLt, Cudnn, Host, None };
+enum class KernelPath : uint8_t { Generated, CuBlasLt, Cudnn, Flash, Host, None };
 const char* kernelPathName(KernelPath p);
 
-// How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt", "cudnn" or "host".
+// How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt", "cudnn", "flash" (fused
+// attention on tensor cores, with bf16 matmuls; on the host otherwise) or "host".
 const char* opPath(const ir::OpDef& def);
 
 struct CompileOptions {

@@ -109,4 +109,387 @@ Status flashAttention(Device& d, const float* q, const float* k, const float* v,
   return launchKernel2d(fn, rowBlocks, s.batch * s.heads, kRows, args, 0, d.computeStream());
 }
 
+
+namespace {
+
+constexpr const char* kTensorCoreAttention = R"(// FlashAttention-2 on tensor cores
+#define KT (D / 16)  // k-steps of 16 over the head dim
+#define DN (D / 8)   // n-tiles of 8 over the head dim
+#define LDS (D + 8)  // row stride (bf16) of a [64][D] tile in shared memory: conflict-free fragment loads
+#define LDT 72       // row stride (bf16) of a [D][64] (transposed) tile
+#define TSR_INF __int_as_float(0x7f800000)
+typedef unsigned short bf16_t;
+
+// Two floats as bf16x2 (round to nearest even), lo in the low half: an mma operand register.
+__device__ __forceinline__ unsigned tsr_pack(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ bf16_t tsr_bf16(float x) { return (bf16_t)(tsr_pack(x, 0.0f) & 0xffffu); }
+__device__ __forceinline__ unsigned tsr_ld2(const bf16_t* p) { return *(const unsigned*)p; }
+// c (16x8 f32) += a (16x16 bf16, row-major) * b (16x8 bf16, column-major): lane = 4 g + t holds
+// a: (g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); b: (2t..2t+1, g), (2t+8.., g); c: (g, 2t..2t+1), (g+8, 2t..).
+__device__ __forceinline__ void tsr_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void tsr_zero(float (*c)[4], int n) {
+  for (int i = 0; i < n; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+// Element (row, d) of a head of a [B, seq, H, D] tensor (`base`: the batch and head's offset); 0 past seq.
+__device__ __forceinline__ float tsr_at(const float* x, long long base, int row, int d, int seq, long long ss) {
+  return row < seq ? x[base + (long long)row * ss + d] : 0.0f;
+}
+// The A fragment of rows r0..r0+15 of a head, columns 16 kt..16 kt+15, straight from global memory.
+__device__ __forceinline__ void tsr_frag(unsigned* a, const float* x, long long base, int r0, int kt, int seq,
+                                         long long ss, int g, int t) {
+  const int c = kt * 16 + 2 * t;
+  a[0] = tsr_pack(tsr_at(x, base, r0 + g, c, seq, ss), tsr_at(x, base, r0 + g, c + 1, seq, ss));
+  a[1] = tsr_pack(tsr_at(x, base, r0 + g + 8, c, seq, ss), tsr_at(x, base, r0 + g + 8, c + 1, seq, ss));
+  a[2] = tsr_pack(tsr_at(x, base, r0 + g, c + 8, seq, ss), tsr_at(x, base, r0 + g, c + 9, seq, ss));
+  a[3] = tsr_pack(tsr_at(x, base, r0 + g + 8, c + 8, seq, ss), tsr_at(x, base, r0 + g + 8, c + 9, seq, ss));
+}
+// Rows r0..r0+63 of a head into shared memory as bf16: `rows` [64][LDS] and/or `cols` [D][LDT] (transposed).
+__device__ __forceinline__ void tsr_tile(bf16_t* rows, bf16_t* cols, const float* x, long long base, int r0,
+                                         int seq, long long ss) {
+  for (int e = threadIdx.x; e < 64 * D; e += 128) {
+    const int j = e / D, d = e % D;
+    const bf16_t v = tsr_bf16(tsr_at(x, base, r0 + j, d, seq, ss));
+    if (rows) rows[j * LDS + d] = v;
+    if (cols) cols[d * LDT + j] = v;
+  }
+}
+// Two accumulator tiles (16 x 8 f32, columns 16 kk.. and 16 kk + 8..) as the A fragment of columns 16 kk..16 kk+15.
+__device__ __forceinline__ void tsr_c_to_a(unsigned* a, const float* c0, const float* c1) {
+  a[0] = tsr_pack(c0[0], c0[1]);
+  a[1] = tsr_pack(c0[2], c0[3]);
+  a[2] = tsr_pack(c1[0], c1[1]);
+  a[3] = tsr_pack(c1[2], c1[3]);
+}
+__device__ __forceinline__ bool tsr_sees(int qi, int kj, int tq, int tk, int causal) {
+  return qi < tq && kj < tk && !(causal && kj > qi);
+}
+
+// out and lse for 64 queries of one head (grid: query blocks x batch * heads; 4 warps of 16 queries).
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __restrict__ q,
+    const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, float* __restrict__ lse,
+    int heads, int tq, int tk, long long ss, float scale, int causal) {
+  __shared__ __align__(16) bf16_t sK[64 * LDS];
+  __shared__ __align__(16) bf16_t sVt[D * LDT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
+  const long long qBase = (long long)b * tq * ss + (long long)h * D, kBase = (long long)b * tk * ss + (long long)h * D;
+  const int q0 = blockIdx.x * 64 + warp * 16;
+  unsigned qa[KT][4];
+  for (int kt = 0; kt < KT; ++kt) tsr_frag(qa[kt], q, qBase, q0, kt, tq, ss, g, t);
+  float o[DN][4];
+  tsr_zero(o, DN);
+  float m[2] = {-TSR_INF, -TSR_INF}, l[2] = {0.0f, 0.0f};
+  const int kEnd = causal ? min(tk, (int)blockIdx.x * 64 + 64) : tk;
+  for (int k0 = 0; k0 < kEnd; k0 += 64) {
+    __syncthreads();
+    tsr_tile(sK, 0, k, kBase, k0, tk, ss);
+    tsr_tile(0, sVt, v, kBase, k0, tk, ss);
+    __syncthreads();
+    float s[8][4];
+    tsr_zero(s, 8);
+    for (int n = 0; n < 8; ++n) {
+      const bf16_t* kr = sK + (n * 8 + g) * LDS + 2 * t;
+      for (int kt = 0; kt < KT; ++kt) tsr_mma(s[n], qa[kt], tsr_ld2(kr + kt * 16), tsr_ld2(kr + kt * 16 + 8));
+    }
+    for (int r = 0; r < 2; ++r) {  // rows g and g + 8: the online softmax
+      const int qi = q0 + g + 8 * r;
+      float mx = -TSR_INF;
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const float x = tsr_sees(qi, k0 + n * 8 + 2 * t + e, tq, tk, causal) ? s[n][2 * r + e] * scale : -TSR_INF;
+          s[n][2 * r + e] = x;
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mNew = fmaxf(m[r], mx);
+      const float base = mNew == -TSR_INF ? 0.0f : mNew;
+      const float alpha = expf(m[r] - base);
+      m[r] = mNew;
+      float sum = 0.0f;
+      for (int n = 0; n < 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          const float p = expf(s[n][2 * r + e] - base);
+          s[n][2 * r + e] = p;
+          sum += p;
+        }
+      l[r] = l[r] * alpha + sum;  // this thread's share of the row; the quad's shares are added at the end
+      for (int n = 0; n < DN; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+    }
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned pa[4];
+      tsr_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+      for (int n = 0; n < DN; ++n) {
+        const bf16_t* vr = sVt + (n * 8 + g) * LDT + kk * 16 + 2 * t;
+        tsr_mma(o[n], pa, tsr_ld2(vr), tsr_ld2(vr + 8));
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const int qi = q0 + g + 8 * r;
+    if (qi >= tq) continue;
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    float* dst = out + qBase + (long long)qi * ss + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      dst[n * 8] = o[n][2 * r] * inv;
+      dst[n * 8 + 1] = o[n][2 * r + 1] * inv;
+    }
+    if (t == 0) lse[(long long)bh * tq + qi] = lr > 0.0f ? m[r] + logf(lr) : -TSR_INF;
+  }
+}
+
+// delta = rowsum(dout * out) - dlse, a warp per row ([batch * heads * tq] rows, 4 per block).
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_pre(const float* __restrict__ out,
+    const float* __restrict__ dout, const float* __restrict__ dlse, float* __restrict__ delta, int heads, int tq,
+    long long ss, long long rows) {
+  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const long long bh = row / tq, b = bh / heads, h = bh % heads;
+  const long long base = b * tq * ss + h * D + (row % tq) * ss;
+  float sum = 0.0f;
+  for (int d = lane; d < D; d += 32) sum += out[base + d] * dout[base + d];
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) delta[row] = sum - dlse[row];
+}
+
+// dk and dv for 64 keys of one head, over the query tiles that see them (a warp per 16 keys).
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* __restrict__ q,
+    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dk, float* __restrict__ dv,
+    int heads, int tq, int tk, long long ss, float scale, int causal) {
+  __shared__ __align__(16) bf16_t sQ[64 * LDS];
+  __shared__ __align__(16) bf16_t sQt[D * LDT];
+  __shared__ __align__(16) bf16_t sO[64 * LDS];
+  __shared__ __align__(16) bf16_t sOt[D * LDT];
+  __shared__ float sL[64], sDel[64];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
+  const long long qBase = (long long)b * tq * ss + (long long)h * D, kBase = (long long)b * tk * ss + (long long)h * D;
+  const int j0 = blockIdx.x * 64 + warp * 16;
+  unsigned ka[KT][4], va[KT][4];
+  for (int kt = 0; kt < KT; ++kt) {
+    tsr_frag(ka[kt], k, kBase, j0, kt, tk, ss, g, t);
+    tsr_frag(va[kt], v, kBase, j0, kt, tk, ss, g, t);
+  }
+  float gk[DN][4], gv[DN][4];
+  tsr_zero(gk, DN);
+  tsr_zero(gv, DN);
+  for (int i0 = causal ? blockIdx.x * 64 : 0; i0 < tq; i0 += 64) {
+    __syncthreads();
+    tsr_tile(sQ, sQt, q, qBase, i0, tq, ss);
+    tsr_tile(sO, sOt, dout, qBase, i0, tq, ss);
+    if (threadIdx.x < 64) {
+      const int i = i0 + threadIdx.x;
+      sL[threadIdx.x] = i < tq ? lse[(long long)bh * tq + i] : 0.0f;
+      sDel[threadIdx.x] = i < tq ? delta[(long long)bh * tq + i] : 0.0f;
+    }
+    __syncthreads();
+    float p[8][4], dp[8][4];  // P^T and dP^T: [this warp's 16 keys][64 queries]
+    tsr_zero(p, 8);
+    tsr_zero(dp, 8);
+    for (int n = 0; n < 8; ++n) {
+      const bf16_t* qr = sQ + (n * 8 + g) * LDS + 2 * t;
+      const bf16_t* orow = sO + (n * 8 + g) * LDS + 2 * t;
+      for (int kt = 0; kt < KT; ++kt) {
+        tsr_mma(p[n], ka[kt], tsr_ld2(qr + kt * 16), tsr_ld2(qr + kt * 16 + 8));
+        tsr_mma(dp[n], va[kt], tsr_ld2(orow + kt * 16), tsr_ld2(orow + kt * 16 + 8));
+      }
+    }
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int kj = j0 + g + (e >> 1) * 8, il = n * 8 + 2 * t + (e & 1);
+        const float pr = tsr_sees(i0 + il, kj, tq, tk, causal) ? expf(p[n][e] * scale - sL[il]) : 0.0f;
+        p[n][e] = pr;
+        dp[n][e] = pr * (dp[n][e] - sDel[il]);  // dS^T
+      }
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned pa[4], da[4];
+      tsr_c_to_a(pa, p[2 * kk], p[2 * kk + 1]);
+      tsr_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+      for (int n = 0; n < DN; ++n) {
+        const bf16_t* orow = sOt + (n * 8 + g) * LDT + kk * 16 + 2 * t;
+        const bf16_t* qrow = sQt + (n * 8 + g) * LDT + kk * 16 + 2 * t;
+        tsr_mma(gv[n], pa, tsr_ld2(orow), tsr_ld2(orow + 8));
+        tsr_mma(gk[n], da, tsr_ld2(qrow), tsr_ld2(qrow + 8));
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    const int kj = j0 + g + 8 * r;
+    if (kj >= tk) continue;
+    float* dkr = dk + kBase + (long long)kj * ss + 2 * t;
+    float* dvr = dv + kBase + (long long)kj * ss + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      dkr[n * 8] = gk[n][2 * r] * scale;
+      dkr[n * 8 + 1] = gk[n][2 * r + 1] * scale;
+      dvr[n * 8] = gv[n][2 * r];
+      dvr[n * 8 + 1] = gv[n][2 * r + 1];
+    }
+  }
+}
+
+// dq for 64 queries of one head, over the key tiles they see (a warp per 16 queries).
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __restrict__ q,
+    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq, int heads, int tq,
+    int tk, long long ss, float scale, int causal) {
+  __shared__ __align__(16) bf16_t sK[64 * LDS];
+  __shared__ __align__(16) bf16_t sKt[D * LDT];
+  __shared__ __align__(16) bf16_t sV[64 * LDS];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
+  const long long qBase = (long long)b * tq * ss + (long long)h * D, kBase = (long long)b * tk * ss + (long long)h * D;
+  const int q0 = blockIdx.x * 64 + warp * 16;
+  unsigned qa[KT][4], oa[KT][4];
+  for (int kt = 0; kt < KT; ++kt) {
+    tsr_frag(qa[kt], q, qBase, q0, kt, tq, ss, g, t);
+    tsr_frag(oa[kt], dout, qBase, q0, kt, tq, ss, g, t);
+  }
+  float lr[2], dr[2];
+  for (int r = 0; r < 2; ++r) {
+    const int qi = q0 + g + 8 * r;
+    lr[r] = qi < tq ? lse[(long long)bh * tq + qi] : 0.0f;
+    dr[r] = qi < tq ? delta[(long long)bh * tq + qi] : 0.0f;
+  }
+  float gq[DN][4];
+  tsr_zero(gq, DN);
+  const int kEnd = causal ? min(tk, (int)blockIdx.x * 64 + 64) : tk;
+  for (int k0 = 0; k0 < kEnd; k0 += 64) {
+    __syncthreads();
+    tsr_tile(sK, sKt, k, kBase, k0, tk, ss);
+    tsr_tile(sV, 0, v, kBase, k0, tk, ss);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    tsr_zero(s, 8);
+    tsr_zero(dp, 8);
+    for (int n = 0; n < 8; ++n) {
+      const bf16_t* kr = sK + (n * 8 + g) * LDS + 2 * t;
+      const bf16_t* vr = sV + (n * 8 + g) * LDS + 2 * t;
+      for (int kt = 0; kt < KT; ++kt) {
+        tsr_mma(s[n], qa[kt], tsr_ld2(kr + kt * 16), tsr_ld2(kr + kt * 16 + 8));
+        tsr_mma(dp[n], oa[kt], tsr_ld2(vr + kt * 16), tsr_ld2(vr + kt * 16 + 8));
+      }
+    }
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, qi = q0 + g + 8 * r, kj = k0 + n * 8 + 2 * t + (e & 1);
+        const float pr = tsr_sees(qi, kj, tq, tk, causal) ? expf(s[n][e] * scale - lr[r]) : 0.0f;
+        dp[n][e] = pr * (dp[n][e] - dr[r]);  // dS
+      }
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned da[4];
+      tsr_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+      for (int n = 0; n < DN; ++n) {
+        const bf16_t* kr = sKt + (n * 8 + g) * LDT + kk * 16 + 2 * t;
+        tsr_mma(gq[n], da, tsr_ld2(kr), tsr_ld2(kr + 8));
+      }
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    const int qi = q0 + g + 8 * r;
+    if (qi >= tq) continue;
+    float* dst = dq + qBase + (long long)qi * ss + 2 * t;
+    for (int n = 0; n < DN; ++n) {
+      dst[n * 8] = gq[n][2 * r] * scale;
+      dst[n * 8 + 1] = gq[n][2 * r + 1] * scale;
+    }
+  }
+}
+)";
+
+// One module of the four kernels per (device, head dim), kept for the process.
+Result<std::shared_ptr<LoadedModule>> tensorCoreKernels(Device& d, int64_t headDim) {
+  static std::mutex mutex;
+  static auto& modules = *new std::map<std::pair<int, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
+  std::lock_guard lock(mutex);
+  auto& m = modules[{d.ordinal(), headDim}];
+  if (!m) {
+    NvrtcOptions o;
+    o.sm = d.smVersion();
+    TSR_ASSIGN(CompiledModule cm, compileCuda(tensorCoreAttentionSource(static_cast<int>(headDim)),
+                                              "flash_attention_tc", o));
+    TSR_ASSIGN(m, LoadedModule::load(cm));
+  }
+  return m;
+}
+
+Status checkProblem(const AttentionProblem& p) {
+  if (!flashAttentionSupports(p.headDim))
+    return makeError("flash attention on tensor cores: head dimension {} (16, 32, 48 or 64 supported)", p.headDim);
+  if (p.seqQ > 0x7fffffff || p.seqK > 0x7fffffff || p.heads > 0x7fffffff)
+    return makeError("flash attention: sequence or heads too large");
+  if (p.batch * p.heads > 65535) return makeError("flash attention: batch x heads = {} exceeds 65535", p.batch * p.heads);
+  if (p.causal && p.seqQ != p.seqK) return makeError("flash attention: causal needs as many keys as queries");
+  return {};
+}
+
+}  // namespace
+
+bool flashAttentionSupports(int64_t headDim) { return headDim >= 16 && headDim <= 64 && headDim % 16 == 0; }
+
+std::string tensorCoreAttentionSource(int headDim) {
+  return fmt::format("#define D {}\n", headDim) + kTensorCoreAttention;
+}
+
+Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
+                             const AttentionProblem& p) {
+  TSR_TRY(checkProblem(p));
+  if (p.batch * p.heads * p.seqQ == 0) return {};
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
+  TSR_ASSIGN(const void* fn, mod->kernel("tsr_fa_fwd"));
+  int heads = static_cast<int>(p.heads), tq = static_cast<int>(p.seqQ), tk = static_cast<int>(p.seqK);
+  int causal = p.causal ? 1 : 0;
+  long long ss = p.heads * p.headDim;
+  float scale = 1.0f / std::sqrt(static_cast<float>(p.headDim));
+  void* args[] = {&q, &k, &v, &out, &lse, &heads, &tq, &tk, &ss, &scale, &causal};
+  return launchKernel2d(fn, (p.seqQ + 63) / 64, p.batch * p.heads, 128, args, 0, d.computeStream());
+}
+
+Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,
+                              const float* lse, const float* dout, const float* dlse, float* dq, float* dk, float* dv,
+                              const AttentionProblem& p) {
+  TSR_TRY(checkProblem(p));
+  const int64_t rows = p.batch * p.heads * p.seqQ;
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
+  TSR_ASSIGN(const void* pre, mod->kernel("tsr_fa_bwd_pre"));
+  TSR_ASSIGN(const void* dkdv, mod->kernel("tsr_fa_bwd_dkdv"));
+  TSR_ASSIGN(const void* dqk, mod->kernel("tsr_fa_bwd_dq"));
+  int heads = static_cast<int>(p.heads), tq = static_cast<int>(p.seqQ), tk = static_cast<int>(p.seqK);
+  int causal = p.causal ? 1 : 0;
+  long long ss = p.heads * p.headDim, nrows = rows;
+  float scale = 1.0f / std::sqrt(static_cast<float>(p.headDim));
+  if (rows == 0) {  // no queries: the keys' gradients are zero
+    const size_t bytes = static_cast<size_t>(p.batch * p.seqK * ss) * sizeof(float);
+    TSR_TRY(d.memset(dk, 0, static_cast<int64_t>(bytes)));
+    return d.memset(dv, 0, static_cast<int64_t>(bytes));
+  }
+  // delta in a pool buffer, freed in stream order after the kernels that read it.
+  TSR_ASSIGN(DeviceBufferPtr scratch, d.allocate(rows * static_cast<int64_t>(sizeof(float))));
+  float* delta = static_cast<float*>(scratch->data());
+  void* preArgs[] = {&out, &dout, &dlse, &delta, &heads, &tq, &ss, &nrows};
+  TSR_TRY(launchKernel(pre, (rows + 3) / 4, 128, preArgs, 0, d.computeStream()));
+  const float* deltaIn = delta;
+  void* kvArgs[] = {&q, &k, &v, &dout, &lse, &deltaIn, &dk, &dv, &heads, &tq, &tk, &ss, &scale, &causal};
+  if (p.seqK == 0) return d.memset(dq, 0, rows * p.headDim * static_cast<int64_t>(sizeof(float)));  // no keys
+  TSR_TRY(launchKernel2d(dkdv, (p.seqK + 63) / 64, p.batch * p.heads, 128, kvArgs, 0, d.computeStream()));
+  void* qArgs[] = {&q, &k, &v, &dout, &lse, &deltaIn, &dq, &heads, &tq, &tk, &ss, &scale, &causal};
+  return launchKernel2d(dqk, (p.seqQ + 63) / 64, p.batch * p.heads, 128, qArgs, 0, d.computeStream());
+}
+
 }  // namespace tsr::cuda

@@ -2,8 +2,16 @@
 // Attention that never materialises the T x T score matrix (after FlashAttention, Dao et al. 2022): each
 // block takes 64 query rows, streams the keys and values through shared memory in tiles of 64, and keeps a
 // running maximum, normaliser and output per row (the online softmax), so memory is O(T * D) at any T.
-// f32, head dimension up to 128, optional causal mask. Forward only; the executable does not yet recognise
-// attention in traced graphs, so models still run attention as dot_general + softmax.
+// f32, head dimension up to 128, optional causal mask, forward only (flashAttention, f32 CUDA cores).
+//
+// The dot_product_attention op and its gradient (engine/ops/attention.cpp) run on FlashAttention-2's kernels on
+// tensor cores where matmuls are bf16 (flashAttentionForward/Backward): mma.sync m16n8k16, bf16 operands, f32
+// accumulation, softmax and outputs; head dims 16, 32, 48, 64. Forward: a block per 64 queries of a head, a warp
+// per 16, keys and values streamed through shared memory in tiles of 64, the scores' online softmax in the
+// registers of the products' accumulators, which then feed the next product as bf16 (no shared-memory round
+// trip); it also writes each row's log-sum-exp. Backward: delta = rowsum(dout * out) - dlse per row, then a
+// kernel per 64 keys accumulating dk and dv over the query tiles and one per 64 queries accumulating dq over the
+// key tiles, each rebuilding P from the log-sum-exp: no [T, T] matrix in memory and no atomics (deterministic).
 #include <string>
 
 #include "engine/backends/cuda/device.h"
@@ -24,5 +32,19 @@ inline constexpr const char* kFlashAttentionKernel = "tsr_flash_attention";
 
 // out = softmax(q k^T * scale [+ causal mask]) v on the device's compute stream.
 Status flashAttention(Device& d, const float* q, const float* k, const float* v, float* out, const AttentionShape& s);
+
+// The tensor-core kernels' problem: q, out and dout [batch, seqQ, heads, headDim], k and v [batch, seqK, heads,
+// headDim], dense; lse, dlse [batch, heads, seqQ]; scale 1/sqrt(headDim).
+struct AttentionProblem {
+  int64_t batch = 1, heads = 1, seqQ = 1, seqK = 1, headDim = 64;
+  bool causal = false;
+};
+bool flashAttentionSupports(int64_t headDim);
+std::string tensorCoreAttentionSource(int headDim);
+Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
+                             const AttentionProblem& p);
+Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,
+                              const float* lse, const float* dout, const float* dlse, float* dq, float* dk, float* dv,
+                              const AttentionProblem& p);
 
 }  // namespace tsr::cuda

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   const project::Project& p = setup->project;
   const train::ProjectModel& model = setup->model;
   train::Trainer& trainer = *setup->trainer;
+  trainer.setFusedAttention(train::fusedAttentionFor("cuda", precision));
   train::TrainState& state = setup->state;
   const bool lm = p.model.languageModel();
   std::vector<train::Batch> batches;
@@ -225,6 +226,7 @@ int main(int argc, char** argv) {
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},
+      {"fused_attention", train::fusedAttentionFor("cuda", precision)},
       {"mode", "matmul inputs " + precision + ", f32 accumulation; activations, master weights and optimizer state f32"},
       {"batch", p.train.batchSize},
       {"seq", lm ? p.train.seqLen : 0},
@@ -242,6 +244,7 @@ int main(int argc, char** argv) {
        {{"nvrtc", (*exe)->numKernels(cuda::KernelPath::Generated)},
         {"cublaslt", (*exe)->numKernels(cuda::KernelPath::CuBlasLt)},
         {"cudnn", (*exe)->numKernels(cuda::KernelPath::Cudnn)},
+        {"flash", (*exe)->numKernels(cuda::KernelPath::Flash)},
         {"host", (*exe)->numKernels(cuda::KernelPath::Host)}}},
   };
   std::cout << j.dump() << std::endl;

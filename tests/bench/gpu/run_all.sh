@@ -7,10 +7,12 @@
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|samples|gemm|resnet|gpt2|vit|curve|profile]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|gemm|resnet|gpt2|vit|attention|curve|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
+#   TESSERA_GPU_ATTENTION_AB=1  GPT-2 also with attention unfused (TESSERA_FUSED_ATTENTION=off) as peer
+#                          "tessera_unfused": what flash attention gains, on the same machine
 #   TESSERA_GPU_CURVE_CPU1=0  leave out the one-thread CPU curve (how far summation order alone moves it)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
@@ -130,6 +132,8 @@ if want gpt2; then
   TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --describe --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
   [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run gpt2_tessera_heuristic 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_heuristic
+  [[ -n ${TESSERA_GPU_ATTENTION_AB:-} ]] && TESSERA_FUSED_ATTENTION=off run gpt2_tessera_unfused 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_unfused
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
   if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
     run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
@@ -144,6 +148,34 @@ if want vit; then
     --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2 --peer tessera_heuristic
   peers && run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
   peers && run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
+fi
+
+if want attention; then
+  # gpt2_mini, 200 bf16 steps on the GPU with attention fused (flash attention on tensor cores) and unfused
+  # (dot_general + softmax on cuBLASLt and generated kernels): both round products to bf16, differently.
+  att=$work/attention
+  mkdir -p "$att" && cp -r "$root/sample_projects/gpt2_mini" "$att/"
+  common=(train "$att/gpt2_mini" --steps 200 --set train.log_every=1 --set train.eval_every=0
+          --set train.checkpoint_every=0 --quiet --sample 0 --device cuda --matmul-precision bf16)
+  TESSERA_FUSED_ATTENTION=on run attention_fused 120 "$bin/tessera" "${common[@]}" --db "$att/fused.db"
+  TESSERA_FUSED_ATTENTION=off run attention_unfused 120 "$bin/tessera" "${common[@]}" --db "$att/unfused.db"
+  "$bin/tessera" runs --db "$att/fused.db" export --out "$att/fused.csv" >/dev/null 2>&1
+  "$bin/tessera" runs --db "$att/unfused.db" export --out "$att/unfused.csv" >/dev/null 2>&1
+  python3 - "$att/fused.csv" "$att/unfused.csv" <<'PY' | tee -a "$results"
+import csv, json, sys
+def losses(path):
+    try:
+        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
+    except OSError:
+        return {}
+fused, unfused = losses(sys.argv[1]), losses(sys.argv[2])
+steps = sorted(set(fused) & set(unfused))
+rel = {s: abs(fused[s] - unfused[s]) / max(abs(unfused[s]), 1e-12) for s in steps}
+print(json.dumps({"check": "gpt2_mini_bf16_fused_attention", "steps_compared": len(steps),
+                  "max_rel_diff_first_20": max((rel[s] for s in steps if s <= 20), default=None),
+                  "max_rel_diff": max(rel.values(), default=None),
+                  "first": [fused.get(1), unfused.get(1)], "last": [fused.get(200), unfused.get(200)]}))
+PY
 fi
 
 if want curve; then
@@ -219,7 +251,7 @@ for name, w in summary.items():
     if name == "errors" or "tessera" not in w or not isinstance(w, dict) or "unit" not in w:
         continue
     key = w["unit"]
-    for peer in ("pytorch", "jax", "tessera_heuristic"):
+    for peer in ("pytorch", "jax", "tessera_heuristic", "tessera_unfused"):
         if peer in w:
             w["tessera_vs_" + peer] = round(w["tessera"][key] / w[peer][key], 3)
 print(json.dumps(summary, indent=1))

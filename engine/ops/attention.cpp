@@ -1,0 +1,276 @@
+// Fused attention, as jax.nn.dot_product_attention and XLA's fused multi-head attention: one op where a model
+// would otherwise write dot_general, a mask, softmax and dot_general, so that a backend can run it without
+// materialising the [seq, seq] scores (the CUDA backend: FlashAttention-2's kernels on tensor cores).
+//
+//   dot_product_attention (q, k, v){causal} -> (out, lse)
+//     q [B, T, H, D], k and v [B, S, H, D] (f32 or f64; causal needs S == T); out [B, T, H, D] =
+//     softmax(q k^T / sqrt(D), over the keys) v per batch and head, lse [B, H, T] each row's log-sum-exp of the
+//     scaled scores (what the gradient needs to rebuild the softmax without storing it).
+//   dot_product_attention_grad (q, k, v, out, lse, dout, dlse){causal} -> (dq, dk, dv)
+//     the pullback of both results: with P = exp(s - lse) and dP = dout v^T, ds = P (dP - delta) where
+//     delta = rowsum(dout * out) - dlse, dq = ds k / sqrt(D), dk = ds^T q / sqrt(D), dv = P^T dout.
+//
+// The layout is JAX's ([batch, seq, heads, head_dim]): a projection's output reshaped, no transposes. Batching
+// folds the vmapped dim into B; sharding splits B and H (data and tensor parallelism) and keeps T, S and D
+// whole. The gradient op has no vjp of its own (second derivatives of fused attention are refused, as JAX's
+// cuDNN attention does).
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "engine/ops/op_helpers.h"
+#include "engine/ops/registry.h"
+#include "engine/ops/rule_helpers.h"
+#include "engine/transform/api.h"
+#include "engine/transform/trace.h"
+
+namespace tsr::ops {
+
+namespace {
+
+using ir::OpCode;
+using ir::ShardingRule;
+
+constexpr const char* kFwd = "dot_product_attention";
+constexpr const char* kGrad = "dot_product_attention_grad";
+
+struct Dims {
+  int64_t b = 0, t = 0, s = 0, h = 0, d = 0;
+};
+
+// [B, T, H, D] element (b, t, h, d); lse [B, H, T] element (b, h, t).
+inline int64_t at4(const Dims& m, int64_t seq, int64_t b, int64_t t, int64_t h, int64_t d) {
+  return ((b * seq + t) * m.h + h) * m.d + d;
+}
+inline int64_t atRow(const Dims& m, int64_t b, int64_t h, int64_t t) { return (b * m.h + h) * m.t + t; }
+
+bool isRealFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+
+Result<Dims> checkQkv(std::string_view op, std::span<const Aval> ops, bool causal) {
+  const Aval &q = ops[0], &k = ops[1], &v = ops[2];
+  if (!isRealFloat(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype)
+    return opError(op, ops, "q, k and v must have one dtype, f32 or f64");
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
+    return opError(op, ops, "q, k and v must be [batch, seq, heads, head_dim]");
+  if (k.shape != v.shape) return opError(op, ops, "k and v must have equal shapes");
+  if (k.shape[0] != q.shape[0] || k.shape[2] != q.shape[2] || k.shape[3] != q.shape[3])
+    return opError(op, ops, "k and v must have q's batch, heads and head_dim");
+  if (causal && k.shape[1] != q.shape[1])
+    return opError(op, ops, fmt::format("causal attention needs as many keys as queries, got {} and {}", k.shape[1],
+                                        q.shape[1]));
+  if (q.shape[3] == 0) return opError(op, ops, "head_dim must be at least 1");
+  return Dims{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
+}
+
+Aval rowAval(const Dims& m, DType t) { return Aval{Shape{m.b, m.h, m.t}, t}; }
+
+Result<std::vector<Aval>> inferAttention(std::span<const Aval> ops, const ir::Attrs& attrs) {
+  TSR_TRY(checkArity(kFwd, ops, 3));
+  const bool causal = attrsAs<ir::AttentionAttrs>(attrs).causal;
+  TSR_ASSIGN(Dims m, checkQkv(kFwd, ops, causal));
+  return std::vector<Aval>{ops[0], rowAval(m, ops[0].dtype)};
+}
+
+Result<std::vector<Aval>> inferAttentionGrad(std::span<const Aval> ops, const ir::Attrs& attrs) {
+  TSR_TRY(checkArity(kGrad, ops, 7));
+  const bool causal = attrsAs<ir::AttentionAttrs>(attrs).causal;
+  TSR_ASSIGN(Dims m, checkQkv(kGrad, ops, causal));
+  if (!(ops[3] == ops[0]) || !(ops[5] == ops[0])) return opError(kGrad, ops, "out and dout must be like q");
+  const Aval row = rowAval(m, ops[0].dtype);
+  if (!(ops[4] == row) || !(ops[6] == row))
+    return opError(kGrad, ops, fmt::format("lse and dlse must be {}", row.toString()));
+  return std::vector<Aval>{ops[0], ops[1], ops[2]};
+}
+
+// The products' FLOPs: 2 per multiply-add over the (query, key) pairs a row sees, per head dim element.
+double pairFlops(std::span<const Aval> in, bool causal) {
+  const Aval &q = in[0], &k = in[1];
+  const double pairs = static_cast<double>(q.shape[0]) * static_cast<double>(q.shape[2]) *
+                       static_cast<double>(q.shape[1]) * static_cast<double>(k.shape[1]) * (causal ? 0.5 : 1.0);
+  return 2.0 * pairs * static_cast<double>(q.shape[3]);
+}
+
+ir::Cost attentionCost(std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs& attrs) {
+  ir::Cost c = movementCost(in, out);
+  c.flops = 2 * pairFlops(in, attrsAs<ir::AttentionAttrs>(attrs).causal);  // q k^T and P v
+  return c;
+}
+
+ir::Cost attentionGradCost(std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs& attrs) {
+  ir::Cost c = movementCost(in, out);
+  c.flops = 5 * pairFlops(in, attrsAs<ir::AttentionAttrs>(attrs).causal);  // s, dP, dv, dq, dk
+  return c;
+}
+
+// ---- CPU kernels: a row of scores at a time, accumulated in double ----------------------------------------------
+
+template <class T>
+void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
+  const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>();
+  T *out = a.outputs[0].as<T>(), *lse = a.outputs[1].as<T>();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
+  std::vector<double> s(static_cast<size_t>(m.s)), acc(static_cast<size_t>(m.d));
+  for (int64_t b = 0; b < m.b; ++b)
+    for (int64_t h = 0; h < m.h; ++h)
+      for (int64_t i = 0; i < m.t; ++i) {
+        const int64_t keys = causal ? i + 1 : m.s;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < keys; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < m.d; ++d)
+            dot += static_cast<double>(q[at4(m, m.t, b, i, h, d)]) * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
+          s[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double l = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < keys; ++j) {
+          const double p = std::exp(s[static_cast<size_t>(j)] - mx);
+          l += p;
+          for (int64_t d = 0; d < m.d; ++d) acc[static_cast<size_t>(d)] += p * static_cast<double>(v[at4(m, m.s, b, j, h, d)]);
+        }
+        for (int64_t d = 0; d < m.d; ++d)
+          out[at4(m, m.t, b, i, h, d)] = static_cast<T>(keys > 0 ? acc[static_cast<size_t>(d)] / l : 0.0);
+        lse[atRow(m, b, h, i)] = static_cast<T>(keys > 0 ? mx + std::log(l) : -std::numeric_limits<double>::infinity());
+      }
+}
+
+template <class T>
+void attentionGradRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
+  const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>(), *out = a.inputs[3].as<T>(),
+          *lse = a.inputs[4].as<T>(), *dout = a.inputs[5].as<T>(), *dlse = a.inputs[6].as<T>();
+  T *dq = a.outputs[0].as<T>(), *dk = a.outputs[1].as<T>(), *dv = a.outputs[2].as<T>();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
+  std::vector<double> gk(static_cast<size_t>(m.s * m.d)), gv(static_cast<size_t>(m.s * m.d)), gq(static_cast<size_t>(m.d));
+  for (int64_t b = 0; b < m.b; ++b)
+    for (int64_t h = 0; h < m.h; ++h) {
+      std::fill(gk.begin(), gk.end(), 0.0);
+      std::fill(gv.begin(), gv.end(), 0.0);
+      for (int64_t i = 0; i < m.t; ++i) {
+        const int64_t keys = causal ? i + 1 : m.s;
+        double delta = -static_cast<double>(dlse[atRow(m, b, h, i)]);
+        for (int64_t d = 0; d < m.d; ++d)
+          delta += static_cast<double>(dout[at4(m, m.t, b, i, h, d)]) * static_cast<double>(out[at4(m, m.t, b, i, h, d)]);
+        std::fill(gq.begin(), gq.end(), 0.0);
+        for (int64_t j = 0; j < keys; ++j) {
+          double dot = 0, dp = 0;
+          for (int64_t d = 0; d < m.d; ++d) {
+            dot += static_cast<double>(q[at4(m, m.t, b, i, h, d)]) * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
+            dp += static_cast<double>(dout[at4(m, m.t, b, i, h, d)]) * static_cast<double>(v[at4(m, m.s, b, j, h, d)]);
+          }
+          const double p = std::exp(dot * scale - static_cast<double>(lse[atRow(m, b, h, i)]));
+          const double ds = p * (dp - delta);
+          for (int64_t d = 0; d < m.d; ++d) {
+            gq[static_cast<size_t>(d)] += ds * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
+            gk[static_cast<size_t>(j * m.d + d)] += ds * static_cast<double>(q[at4(m, m.t, b, i, h, d)]);
+            gv[static_cast<size_t>(j * m.d + d)] += p * static_cast<double>(dout[at4(m, m.t, b, i, h, d)]);
+          }
+        }
+        for (int64_t d = 0; d < m.d; ++d) dq[at4(m, m.t, b, i, h, d)] = static_cast<T>(gq[static_cast<size_t>(d)] * scale);
+      }
+      for (int64_t j = 0; j < m.s; ++j)
+        for (int64_t d = 0; d < m.d; ++d) {
+          dk[at4(m, m.s, b, j, h, d)] = static_cast<T>(gk[static_cast<size_t>(j * m.d + d)] * scale);
+          dv[at4(m, m.s, b, j, h, d)] = static_cast<T>(gv[static_cast<size_t>(j * m.d + d)]);
+        }
+    }
+}
+
+Dims dimsOf(const ir::CpuKernelArgs& a) {
+  const Shape &q = a.inputs[0].aval.shape, &k = a.inputs[1].aval.shape;
+  return Dims{q[0], q[1], k[1], q[2], q[3]};
+}
+
+void attentionKernel(const ir::CpuKernelArgs& a) {
+  const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
+  if (a.inputs[0].aval.dtype == DType::F64) attentionRows<double>(a, dimsOf(a), causal);
+  else attentionRows<float>(a, dimsOf(a), causal);
+}
+
+void attentionGradKernel(const ir::CpuKernelArgs& a) {
+  const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
+  if (a.inputs[0].aval.dtype == DType::F64) attentionGradRows<double>(a, dimsOf(a), causal);
+  else attentionGradRows<float>(a, dimsOf(a), causal);
+}
+
+// ---- Transformation rules ---------------------------------------------------------------------------------------
+
+std::vector<Array> attentionVjp(const ir::VjpArgs& a) {
+  if (!a.cotangents[0].valid() && !a.cotangents[1].valid()) return {Array(), Array(), Array()};
+  std::vector<Array> in = {a.operands[0], a.operands[1],       a.operands[2],      a.results[0],
+                           a.results[1],  cotangentOrZeros(a, 0), cotangentOrZeros(a, 1)};
+  return bind(OpCode::DotProductAttentionGrad, in, a.attrs, std::source_location::current());
+}
+
+std::vector<Array> attentionGradVjp(const ir::VjpArgs&) {
+  raiseAt({}, Error{"dot_product_attention_grad: second derivatives of fused attention are not supported; "
+                    "differentiate the unfused form (dot_general and softmax) instead"});
+  return {};
+}
+
+// vmap: the batched dim of every operand moved in front and folded into B (rank 4: [N*B, ...]; the row operands
+// [N*B, H, T]); the results unfolded again.
+ir::BatchResult foldBatch(OpCode op, const ir::BatchArgs& a) {
+  std::vector<Array> in;
+  for (size_t i = 0; i < a.operands.size(); ++i) {
+    Array x = moveBatchDim(a.operands[i], a.batchDims[i], 0, a.batchSize);
+    std::vector<int64_t> dims = x.shape().dims();
+    dims[1] *= dims[0];
+    dims.erase(dims.begin());
+    in.push_back(reshape(x, dims));
+  }
+  std::vector<Array> r = bind(op, in, a.attrs, std::source_location::current());
+  for (Array& y : r) {
+    std::vector<int64_t> dims = y.shape().dims();
+    dims[0] /= a.batchSize;
+    dims.insert(dims.begin(), a.batchSize);
+    y = reshape(y, dims);
+  }
+  return {r, std::vector<int>(r.size(), 0)};
+}
+
+// B and H split alike on every operand and result; T, S and D whole. Rank-4 values are [B, seq, H, D], rank-3
+// ones [B, H, T].
+ShardingRule batchAndHeads(std::span<const Aval> in, std::span<const Aval> out) {
+  ShardingRule r;
+  const int fb = r.addFactor(ir::FactorKind::PassThrough), fh = r.addFactor(ir::FactorKind::PassThrough);
+  auto dims = [&](const Aval& x) {
+    std::vector<int> d(static_cast<size_t>(x.rank()), -1);
+    d[0] = fb;
+    d[x.rank() == 4 ? 2 : 1] = fh;
+    return d;
+  };
+  for (const Aval& x : in) r.operandDims.push_back(dims(x));
+  for (const Aval& y : out) r.resultDims.push_back(dims(y));
+  return r;
+}
+
+}  // namespace
+
+void registerAttentionOps(ir::OpRegistry& reg) {
+  ir::OpDef fwd = coreOp(OpCode::DotProductAttention, "attention", ir::FusionKind::Opaque, 3, 2);
+  fwd.infer = inferAttention;
+  fwd.cost = attentionCost;
+  fwd.cpu = attentionKernel;
+  fwd.vjp = attentionVjp;
+  fwd.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttention, a); };
+  fwd.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
+    return batchAndHeads(in, out);
+  };
+  addCoreOp(reg, std::move(fwd));
+
+  ir::OpDef grad = coreOp(OpCode::DotProductAttentionGrad, "attention", ir::FusionKind::Opaque, 7, 3);
+  grad.infer = inferAttentionGrad;
+  grad.cost = attentionGradCost;
+  grad.cpu = attentionGradKernel;
+  grad.vjp = attentionGradVjp;
+  grad.vjpRefused = true;
+  grad.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttentionGrad, a); };
+  grad.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
+    return batchAndHeads(in, out);
+  };
+  addCoreOp(reg, std::move(grad));
+}
+
+}  // namespace tsr::ops
