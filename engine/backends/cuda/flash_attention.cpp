@@ -1,6 +1,8 @@
 #include "engine/backends/cuda/flash_attention.h"
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -118,6 +120,8 @@ constexpr const char* kTensorCoreAttention = R"(// FlashAttention-2 on tensor co
 #define LDS (D + 8)  // row stride (bf16) of a [64][D] tile in shared memory: conflict-free fragment loads
 #define LDT 72       // row stride (bf16) of a [D][64] (transposed) tile
 #define TSR_INF __int_as_float(0x7f800000)
+#define TSR_LOG2E 1.4426950408889634f  // softmax in base 2: exp(x) = exp2(x log2 e), one ex2 each
+#define TSR_LN2 0.6931471805599453f
 typedef unsigned short bf16_t;
 
 // Two floats as bf16x2 (round to nearest even), lo in the low half: an mma operand register.
@@ -152,14 +156,24 @@ __device__ __forceinline__ void tsr_frag(unsigned* a, const float* x, long long 
   a[2] = tsr_pack(tsr_at(x, base, r0 + g, c + 8, seq, ss), tsr_at(x, base, r0 + g, c + 9, seq, ss));
   a[3] = tsr_pack(tsr_at(x, base, r0 + g + 8, c + 8, seq, ss), tsr_at(x, base, r0 + g + 8, c + 9, seq, ss));
 }
-// Rows r0..r0+63 of a head into shared memory as bf16: `rows` [64][LDS] and/or `cols` [D][LDT] (transposed).
+// Rows r0..r0+63 of a head into shared memory as bf16: `rows` [64][LDS] and/or `cols` [D][LDT] (transposed);
+// four floats a load (a head's rows are 16-byte aligned: D is a multiple of 16), every load of a thread issued
+// before the first is used.
 __device__ __forceinline__ void tsr_tile(bf16_t* rows, bf16_t* cols, const float* x, long long base, int r0,
                                          int seq, long long ss) {
-  for (int e = threadIdx.x; e < 64 * D; e += 128) {
+#pragma unroll
+  for (int e = threadIdx.x * 4; e < 64 * D; e += 512) {
     const int j = e / D, d = e % D;
-    const bf16_t v = tsr_bf16(tsr_at(x, base, r0 + j, d, seq, ss));
-    if (rows) rows[j * LDS + d] = v;
-    if (cols) cols[d * LDT + j] = v;
+    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r0 + j < seq) f = *(const float4*)(x + base + (long long)(r0 + j) * ss + d);
+    const unsigned lo = tsr_pack(f.x, f.y), hi = tsr_pack(f.z, f.w);
+    if (rows) *(uint2*)(rows + j * LDS + d) = make_uint2(lo, hi);
+    if (cols) {
+      cols[d * LDT + j] = (bf16_t)(lo & 0xffffu);
+      cols[(d + 1) * LDT + j] = (bf16_t)(lo >> 16);
+      cols[(d + 2) * LDT + j] = (bf16_t)(hi & 0xffffu);
+      cols[(d + 3) * LDT + j] = (bf16_t)(hi >> 16);
+    }
   }
 }
 // Two accumulator tiles (16 x 8 f32, columns 16 kk.. and 16 kk + 8..) as the A fragment of columns 16 kk..16 kk+15.
@@ -187,7 +201,8 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __rest
   for (int kt = 0; kt < KT; ++kt) tsr_frag(qa[kt], q, qBase, q0, kt, tq, ss, g, t);
   float o[DN][4];
   tsr_zero(o, DN);
-  float m[2] = {-TSR_INF, -TSR_INF}, l[2] = {0.0f, 0.0f};
+  float m[2] = {-TSR_INF, -TSR_INF}, l[2] = {0.0f, 0.0f};  // the rows' maxima (base 2) and this thread's sums
+  const float scale2 = scale * TSR_LOG2E;
   const int kEnd = causal ? min(tk, (int)blockIdx.x * 64 + 64) : tk;
   for (int k0 = 0; k0 < kEnd; k0 += 64) {
     __syncthreads();
@@ -205,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __rest
       float mx = -TSR_INF;
       for (int n = 0; n < 8; ++n)
         for (int e = 0; e < 2; ++e) {
-          const float x = tsr_sees(qi, k0 + n * 8 + 2 * t + e, tq, tk, causal) ? s[n][2 * r + e] * scale : -TSR_INF;
+          const float x = tsr_sees(qi, k0 + n * 8 + 2 * t + e, tq, tk, causal) ? s[n][2 * r + e] * scale2 : -TSR_INF;
           s[n][2 * r + e] = x;
           mx = fmaxf(mx, x);
         }
@@ -213,12 +228,12 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __rest
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mNew = fmaxf(m[r], mx);
       const float base = mNew == -TSR_INF ? 0.0f : mNew;
-      const float alpha = expf(m[r] - base);
+      const float alpha = exp2f(m[r] - base);
       m[r] = mNew;
       float sum = 0.0f;
       for (int n = 0; n < 8; ++n)
         for (int e = 0; e < 2; ++e) {
-          const float p = expf(s[n][2 * r + e] - base);
+          const float p = exp2f(s[n][2 * r + e] - base);
           s[n][2 * r + e] = p;
           sum += p;
         }
@@ -249,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __rest
       dst[n * 8] = o[n][2 * r] * inv;
       dst[n * 8 + 1] = o[n][2 * r + 1] * inv;
     }
-    if (t == 0) lse[(long long)bh * tq + qi] = lr > 0.0f ? m[r] + logf(lr) : -TSR_INF;
+    if (t == 0) lse[(long long)bh * tq + qi] = lr > 0.0f ? (m[r] + log2f(lr)) * TSR_LN2 : -TSR_INF;
   }
 }
 
@@ -282,6 +297,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* _
   const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
   const long long qBase = (long long)b * tq * ss + (long long)h * D, kBase = (long long)b * tk * ss + (long long)h * D;
   const int j0 = blockIdx.x * 64 + warp * 16;
+  const float scale2 = scale * TSR_LOG2E;
   unsigned ka[KT][4], va[KT][4];
   for (int kt = 0; kt < KT; ++kt) {
     tsr_frag(ka[kt], k, kBase, j0, kt, tk, ss, g, t);
@@ -296,7 +312,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* _
     tsr_tile(sO, sOt, dout, qBase, i0, tq, ss);
     if (threadIdx.x < 64) {
       const int i = i0 + threadIdx.x;
-      sL[threadIdx.x] = i < tq ? lse[(long long)bh * tq + i] : 0.0f;
+      sL[threadIdx.x] = i < tq ? lse[(long long)bh * tq + i] * TSR_LOG2E : 0.0f;
       sDel[threadIdx.x] = i < tq ? delta[(long long)bh * tq + i] : 0.0f;
     }
     __syncthreads();
@@ -314,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* _
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) {
         const int kj = j0 + g + (e >> 1) * 8, il = n * 8 + 2 * t + (e & 1);
-        const float pr = tsr_sees(i0 + il, kj, tq, tk, causal) ? expf(p[n][e] * scale - sL[il]) : 0.0f;
+        const float pr = tsr_sees(i0 + il, kj, tq, tk, causal) ? exp2f(p[n][e] * scale2 - sL[il]) : 0.0f;
         p[n][e] = pr;
         dp[n][e] = pr * (dp[n][e] - sDel[il]);  // dS^T
       }
@@ -364,9 +380,10 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __r
   float lr[2], dr[2];
   for (int r = 0; r < 2; ++r) {
     const int qi = q0 + g + 8 * r;
-    lr[r] = qi < tq ? lse[(long long)bh * tq + qi] : 0.0f;
+    lr[r] = qi < tq ? lse[(long long)bh * tq + qi] * TSR_LOG2E : 0.0f;
     dr[r] = qi < tq ? delta[(long long)bh * tq + qi] : 0.0f;
   }
+  const float scale2 = scale * TSR_LOG2E;
   float gq[DN][4];
   tsr_zero(gq, DN);
   const int kEnd = causal ? min(tk, (int)blockIdx.x * 64 + 64) : tk;
@@ -389,7 +406,7 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __r
     for (int n = 0; n < 8; ++n)
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1, qi = q0 + g + 8 * r, kj = k0 + n * 8 + 2 * t + (e & 1);
-        const float pr = tsr_sees(qi, kj, tq, tk, causal) ? expf(s[n][e] * scale - lr[r]) : 0.0f;
+        const float pr = tsr_sees(qi, kj, tq, tk, causal) ? exp2f(s[n][e] * scale2 - lr[r]) : 0.0f;
         dp[n][e] = pr * (dp[n][e] - dr[r]);  // dS
       }
     for (int kk = 0; kk < 4; ++kk) {
@@ -429,6 +446,13 @@ Result<std::shared_ptr<LoadedModule>> tensorCoreKernels(Device& d, int64_t headD
   return m;
 }
 
+Status checkAligned(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return makeError("flash attention: an operand at {} is not 16-byte aligned", p);
+  return {};
+}
+
 Status checkProblem(const AttentionProblem& p) {
   if (!flashAttentionSupports(p.headDim))
     return makeError("flash attention on tensor cores: head dimension {} (16, 32, 48 or 64 supported)", p.headDim);
@@ -450,6 +474,7 @@ std::string tensorCoreAttentionSource(int headDim) {
 Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
                              const AttentionProblem& p) {
   TSR_TRY(checkProblem(p));
+  TSR_TRY(checkAligned({q, k, v, out}));
   if (p.batch * p.heads * p.seqQ == 0) return {};
   TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
   TSR_ASSIGN(const void* fn, mod->kernel("tsr_fa_fwd"));
@@ -465,6 +490,7 @@ Status flashAttentionBackward(Device& d, const float* q, const float* k, const f
                               const float* lse, const float* dout, const float* dlse, float* dq, float* dk, float* dv,
                               const AttentionProblem& p) {
   TSR_TRY(checkProblem(p));
+  TSR_TRY(checkAligned({q, k, v, out, dout, dq, dk, dv}));
   const int64_t rows = p.batch * p.heads * p.seqQ;
   TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
   TSR_ASSIGN(const void* pre, mod->kernel("tsr_fa_bwd_pre"));

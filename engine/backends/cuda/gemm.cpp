@@ -57,7 +57,7 @@ extern "C" __global__ void tsr_stage_bf16_flat(const float* __restrict__ x, unsi
     const long long q = line / colsPerMatrix, c = line % colsPerMatrix;                                          \
     const float* src = x + q * strideX + c * ldx;                                                                \
     T* dst = y + q * strideY + c * ldy;                                                                          \
-    for (long long i = threadIdx.x % tx; i < ldy; i += tx)                                                       \
+    _Pragma("unroll 4") for (long long i = threadIdx.x % tx; i < ldy; i += tx)  /* 4 loads in flight */        \
       dst[i] = c < realCols && i < rows ? CONVERT(src[i]) : (T)0;                                                \
   }
 #define TSR_SAME(v) (v)
