@@ -17,6 +17,8 @@
 
 #include "app/python/bindings.h"
 #include "engine/backends/backends.h"
+#include "engine/core/env_options.h"
+#include "engine/nn/attention.h"
 #include "engine/transform/api.h"
 
 namespace tsr::python {
@@ -338,6 +340,13 @@ void defineOps(py::module_& m) {
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });
   m.def("softmax", [](py::handle x, int64_t axis) { UserSite site; return softmax(toArray(x), axis); });
   m.def("log_softmax", [](py::handle x, int64_t axis) { UserSite site; return logSoftmax(toArray(x), axis); });
+  m.def("dot_product_attention", [](py::handle q, py::handle k, py::handle v, bool causal) {
+    UserSite site;
+    return dotProductAttention(toArray(q), toArray(k), toArray(v), causal);
+  });
+  // What implementation=None picks (TESSERA_FUSED_ATTENTION; auto: the GPU with bf16 matmuls).
+  m.def("fused_attention_default",
+        [] { return nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision); });
 
   m.def("astype", [](py::handle x, const std::string& dtype) { UserSite site; return astype(toArray(x), dtypeFromName(dtype)); });
   m.def("reshape", [](py::handle x, const std::vector<int64_t>& shape) { UserSite site; return reshape(toArray(x), shape); });

@@ -3,7 +3,16 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/core/env_options.h"
+
 namespace tsr::nn {
+
+bool fusedAttentionFor(const std::string& device, const std::string& matmulPrecision) {
+  const std::string& mode = envOptions().fusedAttention;
+  if (mode == "on") return true;
+  if (mode == "off") return false;
+  return device == "cuda" && matmulPrecision == "bf16";
+}
 
 Array splitHeads(const Array& x, int64_t heads) {
   int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);

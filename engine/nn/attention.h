@@ -8,6 +8,12 @@ namespace tsr::nn {
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, const Dropout& dropout,
                           Context& ctx);
 
+// Whether models trace attention as one fused op (Context::setFusedAttention) for a step on `device` with f32
+// matmuls at `matmulPrecision`: TESSERA_FUSED_ATTENTION=on/off, else (auto) on the GPU with bf16 matmuls, where
+// flash attention runs on tensor cores; elsewhere the unfused form, which the CPU backend fuses best and whose
+// f32 products match the CPU's.
+bool fusedAttentionFor(const std::string& device, const std::string& matmulPrecision);
+
 // [B, T, H*D] <-> [B, H, T, D]
 Array splitHeads(const Array& x, int64_t heads);
 Array mergeHeads(const Array& x);

@@ -82,11 +82,9 @@ def layer_norm(p, x):
 def attention(p, x, n_head):
     b, t, c = x.shape
     qkv = x @ p["qkv"]["w"] + p["qkv"]["b"]
-    q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape((b, t, n_head, c // n_head)).transpose((0, 2, 1, 3))
-               for i in range(3))
-    scores = (q @ k.transpose((0, 1, 3, 2))) / math.sqrt(c // n_head)
-    scores = tnp.where(tnp.arange(t)[:, None] >= tnp.arange(t)[None, :], scores, -tnp.inf)
-    y = (nn.softmax(scores, axis=-1) @ v).transpose((0, 2, 1, 3)).reshape((b, t, c))
+    q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape((b, t, n_head, c // n_head)) for i in range(3))
+    # [B, T, H, D]; one fused op (flash attention) on the GPU with bf16 matmuls, einsum + softmax elsewhere
+    y = nn.dot_product_attention(q, k, v, is_causal=True).reshape((b, t, c))
     return y @ p["proj"]["w"] + p["proj"]["b"]
 
 

@@ -6,6 +6,7 @@
 
 #include "engine/core/env_options.h"
 #include "engine/core/limits.h"
+#include "engine/nn/attention.h"
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
@@ -43,13 +44,6 @@ Status configureSharding(const project::Project& p, Trainer& trainer, const std:
 Result<Batch> TrainingSetup::next() const {
   if (!train) return makeError("{}: this setup reads no data", project.file);
   return train->next();
-}
-
-bool fusedAttentionFor(const std::string& device, const std::string& matmulPrecision) {
-  const std::string& mode = envOptions().fusedAttention;
-  if (mode == "on") return true;
-  if (mode == "off") return false;
-  return device == "cuda" && matmulPrecision == "bf16";
 }
 
 Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const SetupOverrides& o) {
@@ -95,7 +89,7 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
   s.trainer->setRemat(t.remat == "blocks"          ? RematPolicy::NothingSaveable
                       : t.remat == "dots_saveable" ? RematPolicy::DotsSaveable
                                                    : RematPolicy::None);
-  s.trainer->setFusedAttention(fusedAttentionFor(envOptions().device, envOptions().matmulPrecision));
+  s.trainer->setFusedAttention(nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision));
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
   // The avals of the parameters, the optimizer state and the model's state, from an abstract trace of their

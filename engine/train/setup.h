@@ -50,10 +50,4 @@ struct TrainingSetup {
 
 Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const SetupOverrides& overrides = {});
 
-// Whether models trace attention as one fused op (Trainer::setFusedAttention) for a step on `device` with f32
-// matmuls at `matmulPrecision`: TESSERA_FUSED_ATTENTION=on/off, else (auto) on the GPU with bf16 matmuls, where
-// flash attention runs on tensor cores; elsewhere the unfused form, which the CPU backend fuses best and whose
-// f32 products match the CPU's.
-bool fusedAttentionFor(const std::string& device, const std::string& matmulPrecision);
-
 }  // namespace tsr::train

@@ -95,7 +95,7 @@ class Trainer {
 
   // What the training step's backward pass recomputes (nn::applyBlock; [train] remat). Set before the first step.
   void setRemat(RematPolicy policy) { m_remat = policy; }
-  // Attention as one fused op in the traced steps (nn::Context::setFusedAttention): fusedAttentionFor() decides.
+  // Attention as one fused op in the traced steps (nn::Context::setFusedAttention): nn::fusedAttentionFor() decides.
   void setFusedAttention(bool fused) { m_fusedAttention = fused; }
   RematPolicy remat() const { return m_remat; }
 

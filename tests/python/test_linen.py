@@ -174,6 +174,40 @@ def test_causal_self_attention_against_numpy(rng):
     close(out1[:, 0], out2[:, 0])
 
 
+def test_fused_dot_product_attention_against_numpy(rng):
+    """implementation="fused" (one dot_product_attention op) and "xla" (einsum + softmax) against numpy, causal and
+    cross attention, and the fused op's gradient (its own vjp) against the unfused form's."""
+    def reference(q, k, v, causal):
+        logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+        if causal:
+            logits = np.where(np.tril(np.ones((q.shape[1], k.shape[1]), bool)), logits, -np.inf)
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        return np.einsum("bhqk,bkhd->bqhd", w / w.sum(-1, keepdims=True), v)
+
+    for (tq, tk, causal) in ((6, 6, True), (4, 7, False)):
+        q = rng.standard_normal((2, tq, 3, 4)).astype(np.float32)
+        k, v = (rng.standard_normal((2, tk, 3, 4)).astype(np.float32) for _ in range(2))
+        want = reference(q, k, v, causal)
+        for impl in ("fused", "xla"):
+            got = nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), is_causal=causal,
+                                           implementation=impl)
+            close(got, want, rtol=1e-4, atol=1e-5)
+
+        def loss(impl):
+            return lambda q, k, v: tnp.sum(nn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl)
+                                           * tnp.asarray(want))
+        args = (tnp.asarray(q), tnp.asarray(k), tnp.asarray(v))
+        fused = tessera.grad(loss("fused"), argnums=(0, 1, 2))(*args)
+        unfused = tessera.grad(loss("xla"), argnums=(0, 1, 2))(*args)
+        for a, b in zip(fused, unfused):
+            close(a, np.asarray(b), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="mask"):
+        nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), mask=tnp.ones((2, 3, 4, 7)) > 0,
+                                 implementation="fused")
+    with pytest.raises(ValueError, match="implementation"):
+        nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), implementation="flash2")
+
+
 class TiedLM(nn.Module):
     vocab: int
     width: int

@@ -590,9 +590,24 @@ def make_causal_mask(x):
     return tnp.broadcast_to(cols <= rows, (x.shape[0], 1, length, length))
 
 
-def dot_product_attention(query, key, value, mask=None):
+def dot_product_attention(query, key, value, mask=None, *, is_causal=False, implementation=None):
     """softmax(q k^T / sqrt(d)) v per head; query: [B, Q, H, D], key and value: [B, K, H, D], mask broadcasting
-    to [B, H, Q, K] (false: not attended). Returns [B, Q, H, D]."""
+    to [B, H, Q, K] (false: not attended); is_causal: query q attends to keys <= q. Returns [B, Q, H, D].
+    implementation, as jax.nn.dot_product_attention's: "fused" (also "cudnn") is one dot_product_attention op,
+    flash attention on the GPU with bf16 matmuls (no mask; is_causal instead); "xla" is einsum + softmax; None
+    takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the GPU with bf16 matmuls) and no mask is
+    given."""
+    if implementation not in (None, "fused", "cudnn", "xla"):
+        raise ValueError(f"dot_product_attention: implementation {implementation!r} is not None, 'fused' or 'xla'")
+    if implementation is None:
+        implementation = "fused" if mask is None and _C.fused_attention_default() else "xla"
+    if implementation in ("fused", "cudnn"):
+        if mask is not None:
+            raise ValueError("dot_product_attention: the fused implementation takes is_causal, not a mask")
+        return _C.dot_product_attention(tnp.asarray(query), tnp.asarray(key), tnp.asarray(value), bool(is_causal))
+    if is_causal:
+        causal = tnp.arange(query.shape[1])[:, None] >= tnp.arange(key.shape[1])[None, :]
+        mask = causal if mask is None else tnp.logical_and(mask, causal)
     depth = query.shape[-1]
     logits = tnp.einsum("bqhd,bkhd->bhqk", query, key) / math.sqrt(depth)
     if mask is not None:

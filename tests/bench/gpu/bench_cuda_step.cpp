@@ -18,6 +18,7 @@
 #include "engine/backends/backends.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/core/env_options.h"
+#include "engine/nn/attention.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   const project::Project& p = setup->project;
   const train::ProjectModel& model = setup->model;
   train::Trainer& trainer = *setup->trainer;
-  trainer.setFusedAttention(train::fusedAttentionFor("cuda", precision));
+  trainer.setFusedAttention(nn::fusedAttentionFor("cuda", precision));
   train::TrainState& state = setup->state;
   const bool lm = p.model.languageModel();
   std::vector<train::Batch> batches;
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},
-      {"fused_attention", train::fusedAttentionFor("cuda", precision)},
+      {"fused_attention", nn::fusedAttentionFor("cuda", precision)},
       {"mode", "matmul inputs " + precision + ", f32 accumulation; activations, master weights and optimizer state f32"},
       {"batch", p.train.batchSize},
       {"seq", lm ? p.train.seqLen : 0},
