@@ -232,7 +232,7 @@ ir::BatchResult foldBatch(OpCode op, const ir::BatchArgs& a) {
 
 // B and H split alike on every operand and result; T, S and D whole. Rank-4 values are [B, seq, H, D], rank-3
 // ones [B, H, T].
-ShardingRule batchAndHeads(std::span<const Aval> in, std::span<const Aval> out) {
+Result<ShardingRule> batchAndHeads(std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
   ShardingRule r;
   const int fb = r.addFactor(ir::FactorKind::PassThrough), fh = r.addFactor(ir::FactorKind::PassThrough);
   auto dims = [&](const Aval& x) {
@@ -255,9 +255,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   fwd.cpu = attentionKernel;
   fwd.vjp = attentionVjp;
   fwd.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttention, a); };
-  fwd.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return batchAndHeads(in, out);
-  };
+  fwd.shard = batchAndHeads;
   addCoreOp(reg, std::move(fwd));
 
   ir::OpDef grad = coreOp(OpCode::DotProductAttentionGrad, "attention", ir::FusionKind::Opaque, 7, 3);
@@ -267,9 +265,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   grad.vjp = attentionGradVjp;
   grad.vjpRefused = true;
   grad.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttentionGrad, a); };
-  grad.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return batchAndHeads(in, out);
-  };
+  grad.shard = batchAndHeads;
   addCoreOp(reg, std::move(grad));
 }
 

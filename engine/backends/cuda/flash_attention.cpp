@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -18,6 +20,23 @@ namespace {
 constexpr int kRows = 64;  // query rows per block: one thread each
 // Keys per tile in shared memory: K and V tiles take 2 * cols * D floats, under the 48 KiB of static shared memory.
 int tileCols(int headDim) { return headDim > 64 ? 32 : 64; }
+
+// The module `name` compiled from source(headDim), once per (device, name, head dimension), kept for the process.
+Result<std::shared_ptr<LoadedModule>> attentionModule(Device& d, const std::string& name, int64_t headDim,
+                                                      std::string (*source)(int)) {
+  static std::mutex mutex;
+  static auto& modules =
+      *new std::map<std::tuple<int, std::string, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
+  std::lock_guard lock(mutex);
+  auto& m = modules[{d.ordinal(), name, headDim}];
+  if (!m) {
+    NvrtcOptions o;
+    o.sm = d.smVersion();
+    TSR_ASSIGN(CompiledModule cm, compileCuda(source(static_cast<int>(headDim)), name, o));
+    TSR_ASSIGN(m, LoadedModule::load(cm));
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -83,21 +102,7 @@ Status flashAttention(Device& d, const float* q, const float* k, const float* v,
   if (s.headDim < 1 || s.headDim > 128)
     return makeError("flash attention: head dimension {} (1 to 128 supported)", s.headDim);
   if (s.seq > 0x7fffffff || s.heads > 0x7fffffff) return makeError("flash attention: sequence or heads too large");
-  // One compiled module per (device, head dimension), kept for the process.
-  static std::mutex mutex;
-  static auto& modules = *new std::map<std::pair<int, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
-  std::shared_ptr<LoadedModule> mod;
-  {
-    std::lock_guard lock(mutex);
-    auto& m = modules[{d.ordinal(), s.headDim}];
-    if (!m) {
-      NvrtcOptions o;
-      o.sm = d.smVersion();
-      TSR_ASSIGN(CompiledModule cm, compileCuda(flashAttentionSource(static_cast<int>(s.headDim)), "flash_attention", o));
-      TSR_ASSIGN(m, LoadedModule::load(cm));
-    }
-    mod = m;
-  }
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, "flash_attention", s.headDim, flashAttentionSource));
   TSR_ASSIGN(const void* fn, mod->kernel(kFlashAttentionKernel));
   long long sh = s.strideHead ? s.strideHead : s.headDim;
   long long ss = s.strideSeq ? s.strideSeq : s.heads * s.headDim;
@@ -430,22 +435,6 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __r
 }
 )";
 
-// One module of the four kernels per (device, head dim), kept for the process.
-Result<std::shared_ptr<LoadedModule>> tensorCoreKernels(Device& d, int64_t headDim) {
-  static std::mutex mutex;
-  static auto& modules = *new std::map<std::pair<int, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
-  std::lock_guard lock(mutex);
-  auto& m = modules[{d.ordinal(), headDim}];
-  if (!m) {
-    NvrtcOptions o;
-    o.sm = d.smVersion();
-    TSR_ASSIGN(CompiledModule cm, compileCuda(tensorCoreAttentionSource(static_cast<int>(headDim)),
-                                              "flash_attention_tc", o));
-    TSR_ASSIGN(m, LoadedModule::load(cm));
-  }
-  return m;
-}
-
 Status checkAligned(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
@@ -476,7 +465,7 @@ Status flashAttentionForward(Device& d, const float* q, const float* k, const fl
   TSR_TRY(checkProblem(p));
   TSR_TRY(checkAligned({q, k, v, out}));
   if (p.batch * p.heads * p.seqQ == 0) return {};
-  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, "flash_attention_tc", p.headDim, tensorCoreAttentionSource));
   TSR_ASSIGN(const void* fn, mod->kernel("tsr_fa_fwd"));
   int heads = static_cast<int>(p.heads), tq = static_cast<int>(p.seqQ), tk = static_cast<int>(p.seqK);
   int causal = p.causal ? 1 : 0;
@@ -492,7 +481,7 @@ Status flashAttentionBackward(Device& d, const float* q, const float* k, const f
   TSR_TRY(checkProblem(p));
   TSR_TRY(checkAligned({q, k, v, out, dout, dq, dk, dv}));
   const int64_t rows = p.batch * p.heads * p.seqQ;
-  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreKernels(d, p.headDim));
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, "flash_attention_tc", p.headDim, tensorCoreAttentionSource));
   TSR_ASSIGN(const void* pre, mod->kernel("tsr_fa_bwd_pre"));
   TSR_ASSIGN(const void* dkdv, mod->kernel("tsr_fa_bwd_dkdv"));
   TSR_ASSIGN(const void* dqk, mod->kernel("tsr_fa_bwd_dq"));
