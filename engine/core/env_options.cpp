@@ -85,6 +85,12 @@ const Row kRows[] = {
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
       "auto: fused where the step runs on the GPU with bf16 matmuls"},
      [](EnvOptions& o, const char* v) { o.fusedAttention = v && *v ? text(v) : "auto"; }},
+    {{"TESSERA_CONV_ALGORITHM", "TESSERA_CONV_ALGORITHM=auto|direct",
+      "CPU convolutions: auto takes Winograd's F(4x4, 3x3) (oneDNN's `jit_wino_4x3`, about 2.3x fewer "
+      "multiplies in practice) for 3x3 stride-1 convolutions of at least 32 channels in and out over at least 32 "
+      "4x4 output tiles, in all three passes of training; its rounding error is about 5x the direct kernels' "
+      "(1-3e-6 of the largest output against 3e-7); direct: oneDNN's direct kernels everywhere"},
+     [](EnvOptions& o, const char* v) { o.convWinograd = text(v) != "direct"; }},
     {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
       "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
       "device when a program is compiled (products of 0.5 GFLOP and more)"},

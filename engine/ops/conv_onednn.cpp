@@ -218,19 +218,40 @@ dnnl::post_ops postOpChain(std::span<const ConvPostOp> postOps, const View& out,
   return chain;
 }
 
+// Whether Winograd's F(4x4, 3x3) (oneDNN's jit_wino_4x3: 36 multiplies for 16 outputs of a 3x3 window where
+// the direct kernel does 144) pays for the primitive oneDNN is given: source [batch, in, ...], result channels
+// `out` over `outSpatial`. It needs a 2-D 3x3 window at stride 1, undilated and ungrouped; below 32 channels a
+// side, or with fewer than 32 4x4 output tiles in the batch, its transforms cost more than the products save
+// (1 thread, AVX-512: 2.0-2.6x faster at ResNet-18's CIFAR layers at batch 64 in all three passes, 1.35x at
+// 128 channels over 4x4 at batch 32; 0.7-0.95x at 16 channels, 0.1x for one 4x4 image at 512 channels).
+bool winogradPays(const dims& src, int64_t out, const dims& outSpatial, const dims& kernel, const Windows& w,
+                  int64_t groups) {
+  if (!envOptions().convWinograd || groups != 1 || kernel.size() != 2 || src[1] < 32 || out < 32) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (kernel[d] != 3 || w.strides[d] != 1 || w.dilates[d] != 0) return false;
+  const int64_t tiles = src[0] * ((outSpatial[0] + 3) / 4) * ((outSpatial[1] + 3) / 4);
+  return tiles >= 32;
+}
+
+dims spatial(const dims& sizes) { return dims(sizes.begin() + 2, sizes.end()); }
+
 std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
                                             const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
-                                            const dnnl::engine& engine, std::span<const ConvPostOp> postOps) {
+                                            const dnnl::engine& engine, std::span<const ConvPostOp> postOps,
+                                            dnnl::algorithm algo) {
   auto problem = std::make_shared<Problem>();
   problem->kind = kind;
   const View lhs = view(lhsShape, at.lhsSpec), rhs = view(rhsShape, at.rhsSpec), out = view(outShape, at.outSpec);
   auto attr = userScratchpad();
   const Windows w = *windows(kind, g);
-  const auto algo = dnnl::algorithm::convolution_direct;
   if (kind == Kind::Forward) {
     const View wei = splitGroups(rhs, g.featureGroups);
-    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algo, act(lhs), any(wei.sizes),
-                                         act(out), w.strides, w.dilates, w.padL, w.padR);
+    // Winograd as for training: for inference oneDNN keeps its weights pre-transformed, and the reorder into
+    // that format (the transform, every call here) cost more than the convolution (ResNet's 512-channel layer).
+    const auto prop = algo == dnnl::algorithm::convolution_winograd ? dnnl::prop_kind::forward_training
+                                                                     : dnnl::prop_kind::forward_inference;
+    dnnl::convolution_forward::desc desc(prop, algo, act(lhs), any(wei.sizes), act(out), w.strides, w.dilates,
+                                         w.padL, w.padR);
     // A whole-array operand in the result's own layout first; as it lies where oneDNN will not take that.
     std::optional<dnnl::convolution_forward::primitive_desc> made;
     for (bool anyLayout : {true, false}) {
@@ -297,10 +318,37 @@ std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, co
   return problem;
 }
 
+// Winograd where it pays and oneDNN implements it for the problem (post-ops included), the direct kernels
+// otherwise.
+std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
+                                            const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
+                                            const dnnl::engine& engine, std::span<const ConvPostOp> postOps) {
+  const Windows w = *windows(kind, g);
+  bool winograd = false;
+  if (kind == Kind::Forward) {
+    const View lhs = view(lhsShape, at.lhsSpec), out = view(outShape, at.outSpec);
+    winograd = winogradPays(lhs.sizes, out.sizes[1], spatial(out.sizes), g.k, w, g.featureGroups);
+  } else if (kind == Kind::FilterGradient) {
+    const View src = view(lhsShape, swapRoles(at.lhsSpec)), diffDst = view(rhsShape, swapRoles(at.rhsSpec));
+    const View diffWei = view(outShape, swapRoles(at.outSpec));
+    winograd = winogradPays(src.sizes, diffDst.sizes[1], spatial(diffDst.sizes), spatial(diffWei.sizes), w, 1);
+  }
+  if (winograd) {
+    try {
+      return buildProblem(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
+                          dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+      // Not implemented for this problem here (the CPU's ISA, a post-op): the direct kernels take it.
+    }
+  }
+  return buildProblem(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
+                      dnnl::algorithm::convolution_direct);
+}
+
 std::shared_ptr<const Problem> problemFor(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
                                           const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
                                           std::span<const ConvPostOp> postOps) {
-  std::vector<int64_t> key{static_cast<int64_t>(kind), g.featureGroups};
+  std::vector<int64_t> key{static_cast<int64_t>(kind), g.featureGroups, envOptions().convWinograd ? 1 : 0};
   // The post-op chain is part of the problem: its kinds and operands' layouts (not their data).
   key.push_back(static_cast<int64_t>(postOps.size()));
   for (const ConvPostOp& op : postOps) key.push_back(static_cast<int64_t>(op.kind) * 16 + static_cast<int64_t>(op.operand));
@@ -390,7 +438,13 @@ std::string oneDnnConvolutionImplementation(const Shape& lhsShape, const Shape& 
 
 bool oneDnnTakesPostOps(const Shape& lhsShape, const Shape& rhsShape, const Shape& outShape, const ir::ConvAttrs& at,
                         const ConvGeometry& g, std::span<const ConvPostOp> postOps) {
-  return !oneDnnConvolutionImplementation(lhsShape, rhsShape, outShape, at, g, postOps).empty();
+  const std::string chained = oneDnnConvolutionImplementation(lhsShape, rhsShape, outShape, at, g, postOps);
+  if (chained.empty()) return false;
+  // Winograd takes no binary post-op: where the bare convolution runs it, the chain on the direct kernels costs
+  // more than a pass of its own over the result (ResNet-18's residual gradients at batch 64: 25 ms a layer
+  // chained, about 12 + 2 apart).
+  const auto winograd = [](const std::string& impl) { return impl.find("wino") != std::string::npos; };
+  return winograd(chained) || !winograd(oneDnnConvolutionImplementation(lhsShape, rhsShape, outShape, at, g, {}));
 }
 
 bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs, const Shape& rhsShape, float* out,

@@ -67,6 +67,12 @@ std::vector<ConvSpec> convSpecs() {
       {"3d", {1, 2, 4, 5, 3}, {2, 2, 2, 3, 2}, convAttrs(3, {1, 2, 1}, {0, 1, 1}, {1, 1, 0})},
       {"3d rhs dilation, grouped", {2, 4, 5, 4, 4}, {4, 2, 2, 2, 2}, convAttrs(3, {}, {}, {}, {}, {2, 1, 2}, 2)},
       {"2d larger 8->16 channels 12x12", {2, 8, 12, 12}, {16, 8, 3, 3}, convAttrs(2, {}, {1, 1}, {1, 1})},
+      // Large enough for Winograd's F(4x4, 3x3) (TESSERA_CONV_ALGORITHM=auto on AVX-512): the forward and the
+      // filter gradient's reading of it.
+      {"2d 3x3 stride 1, 32->32 channels 8x8, batch 8 (Winograd)", {8, 8, 8, 32}, {3, 3, 32, 32},
+       nhwc(convAttrs(2, {}, {1, 1}, {1, 1}))},
+      {"2d filter-gradient shape of the Winograd layer", {8, 32, 8, 8}, {8, 32, 8, 8},
+       swapped(convAttrs(2, {}, {1, 1}, {1, 1}))},
       // The shapes of the gradients the vjp produces, which oneDNN runs as backward-data and backward-weights.
       {"2d NHWC transposed, lhs dilation 2, pad (1,2), grouped", {2, 4, 3, 4}, {3, 3, 2, 6},
        nhwc(convAttrs(2, {}, {1, 2}, {2, 1}, {2, 2}, {}, 2))},

@@ -4,8 +4,13 @@
 // out features).
 #include "tests/check.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <set>
 
+#include <dnnl.hpp>
+
+#include "engine/core/env_options.h"
 #include "engine/ops/conv_geometry.h"
 #include "engine/ops/conv_onednn.h"
 #include "engine/ops/registry.h"
@@ -161,4 +166,124 @@ TEST_CASE("trainingConvolutionsReachTheirOneDnnPrimitives") {
     CHECK(ops::oneDnnConvolution(l.data(), ls, r.data(), rs, o.data(), os, at, g));
   }
   CHECK(kinds == std::multiset<std::string>{"forward", "data_gradient", "filter_gradient"});
+}
+
+namespace {
+
+// A 3x3 convolution at stride 1 with padding 1, by a loop in double: y[b, o, p, q] = sum over a, i, j of
+// l(a, b, p + i - 1, q + j - 1) * r(a, o, i, j) (a: in-channel, b: image), the operands read through accessors.
+template <class L, class R>
+std::vector<double> conv3x3(int64_t as, int64_t bs, int64_t os, int64_t h, int64_t w, L l, R r) {
+  std::vector<double> y(static_cast<size_t>(bs * os * h * w), 0.0);
+  for (int64_t b = 0; b < bs; ++b)
+    for (int64_t o = 0; o < os; ++o)
+      for (int64_t p = 0; p < h; ++p)
+        for (int64_t q = 0; q < w; ++q) {
+          double acc = 0;
+          for (int64_t a = 0; a < as; ++a)
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t yy = p + i - 1, xx = q + j - 1;
+                if (yy >= 0 && yy < h && xx >= 0 && xx < w) acc += l(a, b, yy, xx) * r(a, o, i, j);
+              }
+          y[static_cast<size_t>(((b * os + o) * h + p) * w + q)] = acc;
+        }
+  return y;
+}
+
+std::vector<float> randomValues(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 1000.0f;
+  }
+  return v;
+}
+
+// The largest error against the reference, as a fraction of the reference's largest value; `at(e)` maps the
+// reference's element e (in [b, o, p, q] order) to the result's index.
+template <class At>
+double relativeError(const std::vector<float>& got, const std::vector<double>& want, At at) {
+  double err = 0, scale = 0;
+  for (size_t e = 0; e < want.size(); ++e) {
+    err = std::max(err, std::abs(got[at(e)] - want[e]));
+    scale = std::max(scale, std::abs(want[e]));
+  }
+  return err / scale;
+}
+
+}  // namespace
+
+// ResNet's stride-1 3x3 layers take Winograd's F(4x4, 3x3) where oneDNN has it (AVX-512), in the forward and
+// in the filter gradient, within a few ulps of a double loop; TESSERA_CONV_ALGORITHM=direct takes the direct
+// kernels. On other CPUs both settings run the direct kernels, to the same tolerance.
+TEST_CASE("strideOneThreeByThreeConvolutionsTakeWinograd") {
+  const int64_t n = 8, c = 32, o = 32, h = 8, w = 8;
+  const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  for (const std::string algorithm : {"auto", "direct"}) {
+    setenv("TESSERA_CONV_ALGORITHM", algorithm.c_str(), 1);
+    reloadEnvOptions();
+    const bool wantWinograd = avx512 && algorithm == "auto";
+    // Forward, NHWC/HWIO: x [n, h, w, c], k [3, 3, c, o] -> y [n, h, w, o].
+    ir::ConvAttrs fwd = nchw2d();
+    fwd.paddingLo = fwd.paddingHi = {1, 1};
+    fwd.lhsSpec = {0, 3, 1, 2};
+    fwd.rhsSpec = {3, 2, 0, 1};
+    fwd.outSpec = {0, 3, 1, 2};
+    const Shape xs{n, h, w, c}, ks{3, 3, c, o}, ys{n, h, w, o};
+    std::vector<float> x = randomValues(xs.numel(), 1), k = randomValues(ks.numel(), 2);
+    std::vector<float> y(static_cast<size_t>(ys.numel()), -1.0f);
+    ops::ConvGeometry g = ops::convGeometry(xs, ks, fwd);
+    REQUIRE(ops::oneDnnConvolution(x.data(), xs, k.data(), ks, y.data(), ys, fwd, g));
+    const std::string fwdImpl = ops::oneDnnConvolutionImplementation(xs, ks, ys, fwd, g, {});
+    CHECK_MESSAGE((fwdImpl.find("wino") != std::string::npos) == wantWinograd, algorithm << ": " << fwdImpl);
+    auto xAt = [&](int64_t ch, int64_t img, int64_t yy, int64_t xx) {
+      return double(x[static_cast<size_t>(((img * h + yy) * w + xx) * c + ch)]);
+    };
+    auto kAt = [&](int64_t ch, int64_t oc, int64_t i, int64_t j) {
+      return double(k[static_cast<size_t>(((i * 3 + j) * c + ch) * o + oc)]);
+    };
+    const std::vector<double> yRef = conv3x3(c, n, o, h, w, xAt, kAt);
+    const double fwdErr = relativeError(y, yRef, [&](size_t e) {
+      const size_t q = e % w, p = e / w % h, oc = e / (w * h) % o, img = e / (w * h * o);
+      return ((img * h + p) * w + q) * o + oc;
+    });
+    CHECK_MESSAGE(fwdErr < 1e-5, algorithm << " forward: " << fwdErr);
+
+    // The filter gradient as the vjp writes it: x with batch and feature swapped ([c] images of [n] features),
+    // the cotangent dy [n, h, w, o] as the window, the result [3, 3, c, o] (HWIO).
+    ir::ConvAttrs fg = fwd;
+    fg.lhsSpec = {3, 0, 1, 2};
+    fg.rhsSpec = {3, 0, 1, 2};
+    fg.outSpec = {2, 3, 0, 1};
+    const Shape dys{n, h, w, o}, dks{3, 3, c, o};
+    std::vector<float> dy = randomValues(dys.numel(), 3), dk(static_cast<size_t>(dks.numel()), -1.0f);
+    ops::ConvGeometry fgg = ops::convGeometry(xs, dys, fg);
+    REQUIRE(std::string(ops::oneDnnConvolutionKind(fgg)) == "filter_gradient");
+    REQUIRE(ops::oneDnnConvolution(x.data(), xs, dy.data(), dys, dk.data(), dks, fg, fgg));
+    const std::string fgImpl = ops::oneDnnConvolutionImplementation(xs, dys, dks, fg, fgg, {});
+    CHECK_MESSAGE((fgImpl.find("wino") != std::string::npos) == wantWinograd, algorithm << ": " << fgImpl);
+    // dk[i, j, ch, oc] = sum over img, p, q of x[img, p + i - 1, q + j - 1, ch] * dy[img, p, q, oc]: the loop
+    // above with a = img, b = ch, "o" = oc and the 3x3 "window" as the output's spatial dims.
+    std::vector<double> dkRef(static_cast<size_t>(dks.numel()), 0.0);
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 3; ++j) {
+            double acc = 0;
+            for (int64_t img = 0; img < n; ++img)
+              for (int64_t p = 0; p < h; ++p)
+                for (int64_t q = 0; q < w; ++q) {
+                  const int64_t yy = p + i - 1, xx = q + j - 1;
+                  if (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                    acc += xAt(ch, img, yy, xx) * double(dy[static_cast<size_t>(((img * h + p) * w + q) * o + oc)]);
+                }
+            dkRef[static_cast<size_t>(((i * 3 + j) * c + ch) * o + oc)] = acc;
+          }
+    const double fgErr = relativeError(dk, dkRef, [](size_t e) { return e; });
+    CHECK_MESSAGE(fgErr < 1e-5, algorithm << " filter gradient: " << fgErr);
+  }
+  unsetenv("TESSERA_CONV_ALGORITHM");
+  reloadEnvOptions();
 }
