@@ -46,10 +46,24 @@ struct MutableTensorView {
   template <class T> T* as() const { return static_cast<T*>(data); }
 };
 
+// Calls fn(begin, end, thread) over chunks of [0, n) of at least `grain` items, on several threads; thread is in
+// [0, the thread count).
+using ParallelForFn = void (*)(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
+
 struct CpuKernelArgs {
   std::span<const TensorView> inputs;
   std::span<const MutableTensorView> outputs;  // allocated by the caller with the inferred avals
   const Attrs& attrs;
+  // The backend's threads, where the caller lends them (the CPU executable: its pool, as XLA:CPU lends custom
+  // calls its intra-op pool); null: the kernel runs on the calling thread alone.
+  ParallelForFn parallelFor = nullptr;
+  int threads = 1;  // how many distinct `thread` values parallelFor passes
+
+  // fn over chunks of [0, n): on the lent threads, else in one call on this one.
+  void forChunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) const {
+    if (parallelFor) parallelFor(n, grain, fn);
+    else if (n > 0) fn(0, n, 0);
+  }
 };
 
 using InferFn = std::function<Result<std::vector<Aval>>(std::span<const Aval> operands, const Attrs& attrs)>;

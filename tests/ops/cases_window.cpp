@@ -54,6 +54,12 @@ std::vector<WindowSpec> windowSpecs() {
        window({1, 2, 3}, {1, 1, 2}, {0, 1, 0}, {0, 2, 1}, {1, 2, 2})},
       {"every dim windowed, overlapping", {3, 4, 5}, window({2, 2, 2})},
       {"3d pooling", {1, 2, 4, 5, 3}, window({1, 1, 2, 2, 2}, {1, 1, 2, 2, 1}, {0, 0, 0, 1, 0}, {0, 0, 1, 0, 0})},
+      // Channels last with at least 8 channels: the kernels' lanes paths (each window visited once, rows of
+      // channels combined side by side), results and slabs split over the threads.
+      {"NHWC 3x3 stride 2 pad 1, 16 channels (lanes, several chunks)", {4, 33, 32, 16},
+       window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})},
+      {"NHWC window dilation 2, 12 channels over 2 trailing dims (lanes)", {2, 7, 6, 3, 4},
+       window({1, 2, 2, 1, 1}, {1, 1, 2, 1, 1}, {0, 1, 0, 0, 0}, {0, 0, 1, 0, 0}, {1, 2, 2, 1, 1})},
   };
 }
 
@@ -200,7 +206,9 @@ void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   // that select_and_scatter_add's kernel compares side by side.
   const WindowSpec tiedSpecs[] = {
       {"ties, overlapping 3x3 windows", {2, 6, 5}, window({1, 3, 3}, {1, 1, 2}, {0, 1, 1}, {0, 1, 1})},
-      {"ties, NHWC overlapping 3x3 stride 2 pad 1", {2, 7, 6, 5}, window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})}};
+      {"ties, NHWC overlapping 3x3 stride 2 pad 1", {2, 7, 6, 5}, window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})},
+      {"ties, NHWC 3x3 stride 2 pad 1, 16 channels", {2, 7, 6, 16},
+       window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})}};
   for (const WindowSpec& tied : tiedSpecs)
     for (DType t : {DType::F32, DType::BF16, DType::I32}) {
       const Aval a{tied.shape, t};

@@ -151,3 +151,22 @@ TEST_CASE("selectAndScatterAddPicksTheFirstMaximumPerChannel") {
   const std::vector<double> want = {0, 20, 10, 0, 0, 0, 0, 0};
   REQUIRE(got == want);
 }
+
+// Max pooling over channels last compares rows of channels side by side: a NaN in a window gives NaN in its
+// channel only, and the others keep their maxima (NHWC [1, 2, 2, 8], one 2x2 window; even channels hold a NaN at
+// position c / 2 % 4, odd ones the values c, 2c, -c, c + 1).
+TEST_CASE("maxPoolPropagatesNaNPerChannel") {
+  const float nan = std::nanf("");
+  std::vector<float> v(32);
+  for (int p = 0; p < 4; ++p)
+    for (int c = 0; c < 8; ++c) {
+      const float values[] = {float(c), float(2 * c), float(-c), float(c + 1)};
+      v[static_cast<size_t>(p * 8 + c)] = c % 2 == 0 && p == c / 2 % 4 ? nan : values[p];
+    }
+  std::vector<double> got = maxPool(Array::fromVector(v, Shape{1, 2, 2, 8}), {2, 2}).toDoubles();
+  REQUIRE(got.size() == 8);
+  for (int c = 0; c < 8; ++c) {
+    if (c % 2 == 0) CHECK_MESSAGE(std::isnan(got[static_cast<size_t>(c)]), "channel " << c);
+    else CHECK_MESSAGE(got[static_cast<size_t>(c)] == double(std::max(2 * c, c + 1)), "channel " << c);
+  }
+}

@@ -602,14 +602,21 @@ void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
     void* p = args[k.resultArgs[i]];
     // Reference kernels may rely on zeroed results; BLAS writes its result in full, the scatters copy their
     // operand into the result before adding (an embedding gradient is 150 MB: no second pass over it), and a
-    // convolution writes every element (a ResNet activation is 16 MB, and a step has dozens).
+    // convolution and the window ops write every element (a ResNet activation is 16 MB, and a step has dozens).
     const bool writesWhole = nd.op == OpCode::DotGeneral || nd.op == OpCode::ScatterAdd || nd.op == OpCode::Scatter ||
                              nd.op == OpCode::ScatterMul || nd.op == OpCode::ScatterMin || nd.op == OpCode::ScatterMax ||
-                             nd.op == OpCode::ConvGeneralDilated;
+                             nd.op == OpCode::ConvGeneralDilated || nd.op == OpCode::ReduceWindowMax ||
+                             nd.op == OpCode::ReduceWindowMin || nd.op == OpCode::ReduceWindowSum ||
+                             nd.op == OpCode::SelectAndScatterAdd;
     if (!writesWhole) std::memset(p, 0, static_cast<size_t>(a.bytes()));
     out.push_back(ir::MutableTensorView{p, a});
   }
-  def.cpu(ir::CpuKernelArgs{in, out, nd.attrs});
+  ir::CpuKernelArgs kernelArgs{in, out, nd.attrs};
+  kernelArgs.parallelFor = [](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+    ThreadPool::instance().parallelFor(n, grain, fn);
+  };
+  kernelArgs.threads = ThreadPool::instance().numThreads();
+  def.cpu(kernelArgs);
 }
 
 void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
