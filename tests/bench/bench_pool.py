@@ -14,24 +14,13 @@ TESSERA_NUM_THREADS threads (default: the cores), as Tessera does.
 import argparse
 import json
 import os
-import statistics
-import time
 
 import numpy as np
 
 import tessera
 import tessera.nn as tnn
 import tessera.numpy as tnp
-
-
-def median_seconds(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from timing import median_seconds
 
 
 def main():

@@ -14,24 +14,13 @@ Tessera is faster). The results are checked against numpy's before anything is t
 import argparse
 import json
 import os
-import statistics
-import time
 
 import numpy as np
 
 import tessera
 import tessera.numpy as tnp
 from tessera import lax
-
-
-def median_seconds(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from timing import median_seconds
 
 
 def main():
