@@ -235,10 +235,10 @@ bool winogradPays(const dims& src, int64_t out, const dims& outSpatial, const di
 
 dims spatial(const dims& sizes) { return dims(sizes.begin() + 2, sizes.end()); }
 
-std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
-                                            const Shape& outShape, const ir::ConvAttrs& at, const ConvGeometry& g,
-                                            const dnnl::engine& engine, std::span<const ConvPostOp> postOps,
-                                            dnnl::algorithm algo) {
+std::shared_ptr<const Problem> buildWithAlgorithm(Kind kind, const Shape& lhsShape, const Shape& rhsShape,
+                                                  const Shape& outShape, const ir::ConvAttrs& at,
+                                                  const ConvGeometry& g, const dnnl::engine& engine,
+                                                  std::span<const ConvPostOp> postOps, dnnl::algorithm algo) {
   auto problem = std::make_shared<Problem>();
   problem->kind = kind;
   const View lhs = view(lhsShape, at.lhsSpec), rhs = view(rhsShape, at.rhsSpec), out = view(outShape, at.outSpec);
@@ -335,14 +335,14 @@ std::shared_ptr<const Problem> buildProblem(Kind kind, const Shape& lhsShape, co
   }
   if (winograd) {
     try {
-      return buildProblem(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
-                          dnnl::algorithm::convolution_winograd);
+      return buildWithAlgorithm(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
+                                dnnl::algorithm::convolution_winograd);
     } catch (const dnnl::error&) {
       // Not implemented for this problem here (the CPU's ISA, a post-op): the direct kernels take it.
     }
   }
-  return buildProblem(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
-                      dnnl::algorithm::convolution_direct);
+  return buildWithAlgorithm(kind, lhsShape, rhsShape, outShape, at, g, engine, postOps,
+                            dnnl::algorithm::convolution_direct);
 }
 
 std::shared_ptr<const Problem> problemFor(Kind kind, const Shape& lhsShape, const Shape& rhsShape,

@@ -206,7 +206,8 @@ void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   // that select_and_scatter_add's kernel compares side by side.
   const WindowSpec tiedSpecs[] = {
       {"ties, overlapping 3x3 windows", {2, 6, 5}, window({1, 3, 3}, {1, 1, 2}, {0, 1, 1}, {0, 1, 1})},
-      {"ties, NHWC overlapping 3x3 stride 2 pad 1", {2, 7, 6, 5}, window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})},
+      {"ties, NHWC overlapping 3x3 stride 2 pad 1", {2, 7, 6, 5},
+       window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})},
       {"ties, NHWC 3x3 stride 2 pad 1, 16 channels", {2, 7, 6, 16},
        window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 1, 1, 0}, {0, 1, 1, 0})}};
   for (const WindowSpec& tied : tiedSpecs)
