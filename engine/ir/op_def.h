@@ -129,6 +129,9 @@ struct OpDef {
   FusionKind fusion = FusionKind::Opaque;
   bool differentiable = true;   // false: comparisons, integer ops, random bits
   bool vjpRefused = false;      // its vjp rule raises: reverse mode is undefined (while_loop); gradient checks skip it
+  // Its CPU kernel writes every element of its results, so the CPU executable need not zero them first (other
+  // kernels may rely on zeroed results).
+  bool cpuWritesWholeResult = false;
 
   InferFn infer;
   CostFn cost;

@@ -459,6 +459,7 @@ ir::BatchResult batchDotGeneral(const ir::BatchArgs& a) {
 
 void registerContractionOps(ir::OpRegistry& reg) {
   ir::OpDef d = coreOp(ir::OpCode::DotGeneral, "contraction", ir::FusionKind::Opaque, 2);
+  d.cpuWritesWholeResult = true;  // BLAS writes C in full
   d.infer = inferDotGeneral;
   d.cost = costDotGeneral;
   d.cpu = dotGeneralKernel;

@@ -458,6 +458,7 @@ ir::BatchResult batchConv(const ir::BatchArgs& a) {
 
 void registerConvolutionOps(ir::OpRegistry& reg) {
   ir::OpDef d = coreOp(ir::OpCode::ConvGeneralDilated, "convolution", ir::FusionKind::Opaque, 2);
+  d.cpuWritesWholeResult = true;
   d.infer = inferConv;
   d.cost = costConv;
   d.cpu = convKernel;

@@ -241,6 +241,7 @@ void registerIndexingOps(ir::OpRegistry& reg) {
 
   // Differentiable in x and updates.
   ir::OpDef scatter = coreOp(ir::OpCode::ScatterAdd, "indexing", ir::FusionKind::Opaque, 3);
+  scatter.cpuWritesWholeResult = true;  // copies its operand into the result before adding
   scatter.infer = inferScatterAdd;
   scatter.cost = costScatterAdd;
   scatter.cpu = scatterAddKernel;

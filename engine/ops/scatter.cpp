@@ -233,6 +233,7 @@ ir::BatchResult batchScatter(OpCode code, const ir::BatchArgs& a) {
 void addScatterOp(ir::OpRegistry& reg, OpCode code, ir::CpuKernelFn kernel, ir::VjpRule vjp) {
   // Differentiable in x and updates; the indices are integers.
   ir::OpDef def = coreOp(code, "indexing", ir::FusionKind::Opaque, 3);
+  def.cpuWritesWholeResult = true;  // copies its operand into the result before scattering
   def.infer = [code](std::span<const Aval> ops, const ir::Attrs& attrs) { return inferScatter(code, ops, attrs); };
   def.cost = [code](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
     return costScatter(code, in, out);

@@ -628,6 +628,7 @@ ir::BatchResult selectAndScatterAddBatch(const ir::BatchArgs& a) {
 template <class Monoid>
 void addReduceWindowOp(ir::OpRegistry& reg, OpCode code, ir::VjpRule vjp) {
   ir::OpDef d = coreOp(code, "window", ir::FusionKind::Opaque, 1);
+  d.cpuWritesWholeResult = true;
   d.infer = reduceWindowInfer(d.name);
   d.cost = windowCost;
   d.cpu = reduceWindowKernel<Monoid>();
@@ -644,6 +645,7 @@ void registerWindowOps(ir::OpRegistry& reg) {
   addReduceWindowOp<ExtremumMonoid<true>>(reg, OpCode::ReduceWindowMax, extremumVjp(true));
   addReduceWindowOp<ExtremumMonoid<false>>(reg, OpCode::ReduceWindowMin, extremumVjp(false));
   ir::OpDef d = coreOp(OpCode::SelectAndScatterAdd, "window", ir::FusionKind::Opaque, 2);
+  d.cpuWritesWholeResult = true;
   d.infer = inferSelectAndScatterAdd;
   d.cost = windowCost;
   d.cpu = selectAndScatterAddKernel;

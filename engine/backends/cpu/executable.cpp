@@ -600,15 +600,9 @@ void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
   for (size_t i = 0; i < nd.results.size(); ++i) {
     const Aval& a = graph.aval(nd.results[i]);
     void* p = args[k.resultArgs[i]];
-    // Reference kernels may rely on zeroed results; BLAS writes its result in full, the scatters copy their
-    // operand into the result before adding (an embedding gradient is 150 MB: no second pass over it), and a
-    // convolution and the window ops write every element (a ResNet activation is 16 MB, and a step has dozens).
-    const bool writesWhole = nd.op == OpCode::DotGeneral || nd.op == OpCode::ScatterAdd || nd.op == OpCode::Scatter ||
-                             nd.op == OpCode::ScatterMul || nd.op == OpCode::ScatterMin || nd.op == OpCode::ScatterMax ||
-                             nd.op == OpCode::ConvGeneralDilated || nd.op == OpCode::ReduceWindowMax ||
-                             nd.op == OpCode::ReduceWindowMin || nd.op == OpCode::ReduceWindowSum ||
-                             nd.op == OpCode::SelectAndScatterAdd;
-    if (!writesWhole) std::memset(p, 0, static_cast<size_t>(a.bytes()));
+    // Kernels may rely on zeroed results unless their op says it writes them whole (OpDef::cpuWritesWholeResult:
+    // an embedding gradient is 150 MB, a ResNet activation 16 MB, and a step has dozens).
+    if (!def.cpuWritesWholeResult) std::memset(p, 0, static_cast<size_t>(a.bytes()));
     out.push_back(ir::MutableTensorView{p, a});
   }
   ir::CpuKernelArgs kernelArgs{in, out, nd.attrs};
