@@ -95,7 +95,7 @@ Result<nlohmann::json> timeEpilogue(const Layer& layer, int64_t batch, int steps
     co.native = true;
     TSR_ASSIGN(std::unique_ptr<cpu::Executable> exe, cpu::Executable::compile(cg.graph, ops::registry(), plan, co));
     int postOpKernels = 0;
-    for (const auto& k : exe->loweredKernels()) postOpKernels += !k.postOps.empty();
+    for (const auto& k : exe->loweredKernels()) postOpKernels += k.oneDnnPostOps;
     if (fused) {
       // Where the convolution runs Winograd, which takes no bias post-op, the plan runs the epilogue apart.
       const Shape xs{batch, layer.size, layer.size, layer.cin}, ws{layer.k, layer.k, layer.cin, layer.cout};

@@ -33,8 +33,9 @@ Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int
   o.mesh = false;
   TSR_ASSIGN(train::TrainingSetup setup, train::makeTrainingSetup(p, o));
   const project::BatchSignature& b = setup.model.batch;
+  const TreeOf<Aval>* stats = setup.avals->find("batch_stats");  // models with batch norm
   TSR_ASSIGN(ClosedGraph cg, setup.trainer->lowerStep(*setup.avals->find("params"), *setup.avals->find("opt"),
-                                                      b.inputs, b.targets));
+                                                      b.inputs, b.targets, stats ? *stats : TreeOf<Aval>()));
   passes::PassManager pm = passes::standardPipeline();
   passes::PassContext ctx(ops::registry());
   TSR_TRY(pm.run(cg.graph, ctx));
@@ -43,7 +44,9 @@ Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int
 
 Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry(), nullptr, cuda::fusionOptions()));
-  return cpu::Executable::compile(g, ops::registry(), plan, cpu::CompileOptions{});
+  cpu::CompileOptions co;
+  co.oneDnn = false;  // as the CUDA executable lowers
+  return cpu::Executable::compile(g, ops::registry(), plan, co);
 }
 
 std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& rng, double scale, int64_t intBound) {

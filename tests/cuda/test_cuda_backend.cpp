@@ -1,7 +1,7 @@
 // The CUDA backend on a GPU: every conformance case against its independent reference, a GPT-2 mini training
 // step against the CPU executable, cuBLASLt at each matmul precision against a naive double-precision product,
 // the timeline's events, NCCL's all_reduce on one GPU, and convolutions with their gradients on cuDNN against
-// the CPU executable. Without a GPU every test skips with the reason.
+// the CPU executable, with and without their epilogues. Without a GPU every test skips with the reason.
 #include "tests/check.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/nccl_communicator.h"
 #include "engine/ops/registry.h"
+#include "engine/passes/pipeline.h"
 #include "engine/runtime/profiler.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/ops/harness.h"
@@ -568,4 +569,50 @@ TEST_CASE("cudnnConvolutionPrecision") {
   MESSAGE("conv forward max relative error: f32 " << err[0] << ", tf32 " << err[1]);
   REQUIRE(err[0] < 1e-5);
   REQUIRE(err[1] < 2e-2);
+}
+
+// A convolution with its epilogue (bias, residual add, relu: one conv group) against the CPU backend, at f32 and
+// tf32 precision. cuDNN runs the chain in the convolution's graph where an engine takes it (describe says
+// "fused"), else the convolution and then the generated epilogue; the values agree either way.
+TEST_CASE("cudnnConvEpilogues") {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnnBuilt()) TSR_SKIP("built without cuDNN");
+  const std::vector<Aval> avals{Aval{Shape{4, 16, 16, 32}, DType::F32}, Aval{Shape{3, 3, 32, 32}, DType::F32},
+                                Aval{Shape{32}, DType::F32}, Aval{Shape{4, 16, 16, 32}, DType::F32}};
+  auto cg = makeGraph(
+      [](const std::vector<Array>& in) {
+        ConvDimensionNumbers dn{"NHWC", "HWIO", "NHWC"};
+        Array y = convGeneralDilated(in[0], in[1], {1, 1}, "SAME", {}, {}, dn);
+        return std::vector<Array>{relu(y + reshape(in[2], {1, 1, 1, 32}) + in[3])};
+      },
+      avals, "conv_epilogue");
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  REQUIRE(pm.run(cg->graph, ctx).ok());
+  std::mt19937 rng(29);
+  auto inputs = randomInputs(cg->graph, rng, 1.0, 0);
+  auto cpuExe = lowerForCuda(cg->graph);
+  REQUIRE(cpuExe.ok());
+  int groups = 0;
+  for (const auto& k : (*cpuExe)->loweredKernels()) groups += k.info.kind == passes::GroupKind::Conv && !k.postOps.empty();
+  TSR_COMPARE(groups, 1);
+  auto want = (*cpuExe)->run(inputs);
+  REQUIRE(want.ok());
+  const cuda::MatmulPrecision before = cuda::matmulPrecision();
+  for (auto p : {cuda::MatmulPrecision::F32, cuda::MatmulPrecision::TF32}) {
+    cuda::setMatmulPrecision(p);
+    auto exe = compileCuda(cg->graph, "conv_epilogue");
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    const std::string described = (*exe)->describe();
+    MESSAGE(cuda::matmulPrecisionName(p) << ":\n" << described);
+    TSR_COMPARE((*exe)->numKernels(cuda::KernelPath::Cudnn), 1);
+    auto got = (*exe)->runHost(inputs);
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    const Aval& a = cg->graph.aval(cg->graph.outputs()[0]);
+    const double tol = p == cuda::MatmulPrecision::F32 ? 1e-4 : 2e-2;
+    const std::string d = compareTensors(fromBuffer((*got)[0], a), fromBuffer((*want)[0], a), tol, tol);
+    CHECK_MESSAGE(d.empty(), d.c_str());
+  }
+  cuda::setMatmulPrecision(before);
 }

@@ -65,6 +65,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
       {"gpt2_mini", 2, 32},
       {"mlp_sharding", 8, 0},
       {"vit_tiny", 2, 0},
+      {"resnet_cifar", 2, 0},
   };
   for (const Row& row : rows) {
     SUBCASE(row.project) {
@@ -96,6 +97,17 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
           ++shapes[prog->paths[i] == cuda::KernelPath::CuBlasLt ? "gemm cublaslt" : "gemm host"];
           if (ks[i].hasProgram) ++shapes["gemm epilogue"];
         }
+        if (kind == passes::GroupKind::Conv) {
+          // The convolution's own kernel is generated as the fallback; the epilogue as cuDNN steps and generated.
+          REQUIRE_MESSAGE(prog->anchorIndex[i] >= 0, ks[i].info.name.c_str());
+          ++shapes[prog->paths[i] == cuda::KernelPath::Cudnn ? "conv group cudnn" : "conv group generated"];
+          if (prog->cudnnEpilogues.count(i)) ++shapes["conv epilogue cudnn"];
+          if (ks[i].hasProgram) ++shapes["conv epilogue"];
+        }
+      }
+      if (std::string(project) == "resnet_cifar") {
+        REQUIRE(shapes["conv epilogue"] > 0);
+        if (cuda::cudnnBuilt()) TSR_COMPARE(shapes["conv epilogue cudnn"], shapes["conv epilogue"]);
       }
       REQUIRE(shapes["loop"] > 0);
       REQUIRE(shapes["reduction rows"] > 0);
@@ -110,7 +122,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
       for (const auto& [k, n] : shapes) summary += " " + k + "=" + std::to_string(n);
       summary += "; on the host:";
       for (const auto& [k, n] : hostOps) summary += " " + k + " x" + std::to_string(n);
-      MESSAGE(project << ": " << ks.size() << " kernels, " << prog->kernels.size()
+      MESSAGE(std::string(project) << ": " << ks.size() << " kernels, " << prog->kernels.size()
                       << " distinct generated sources compiled;" << summary);
       REQUIRE_MESSAGE(hostOps.empty(), "a training step has kernels on host copies (listed above)");
     }
@@ -457,6 +469,59 @@ TEST_CASE("cudnnDeclines") {
           std::string::npos);
 }
 
+// A forward convolution's epilogue as cuDNN pointwise steps. NHWC y [2, 5, 5, 8] is [N, K, H, W] = [2, 8, 5, 5]
+// with strides [200, 1, 40, 8]; a bias is [1, 8, 1, 1] with its channel packed (stride 1, the others past it),
+// a residual is laid out as y, a scalar is [1, 1, 1, 1].
+TEST_CASE("cudnnEpilogueBiasResidualReluScale") {
+  const auto at = convAttrs({1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2});
+  const auto p = mapped(Shape{2, 5, 5, 3}, Shape{3, 3, 3, 8}, Shape{2, 5, 5, 8}, at);
+  TSR_COMPARE(p.y.dims, (V{2, 8, 5, 5}));
+  TSR_COMPARE(p.y.strides, (V{200, 1, 40, 8}));
+  using K = ops::ConvPostOp::Kind;
+  using O = ops::ConvPostOp::Operand;
+  const std::vector<ops::ConvPostOp> chain{{K::Add, O::PerChannel}, {K::Add, O::Full}, {K::Relu, O::None},
+                                           {K::Mul, O::Scalar}};
+  const cuda::CudnnEpilogueDecision d = cuda::mapEpilogueToCudnn(p, chain);
+  REQUIRE_MESSAGE(d.epilogue.has_value(), d.reason);
+  const auto& steps = d.epilogue->steps;
+  REQUIRE(steps.size() == 4);
+  std::vector<std::string> names;
+  for (const auto& st : steps) names.push_back(cuda::cudnnPointwiseName(st.kind));
+  TSR_COMPARE(names, (std::vector<std::string>{"add", "add", "relu_fwd", "mul"}));
+  TSR_COMPARE((std::array{steps[0].binary, steps[1].binary, steps[2].binary, steps[3].binary}),
+              (std::array{true, true, false, true}));
+  TSR_COMPARE(steps[0].operand.dims, (V{1, 8, 1, 1}));
+  TSR_COMPARE(steps[0].operand.strides, (V{8, 1, 8, 8}));
+  TSR_COMPARE(steps[1].operand.dims, (V{2, 8, 5, 5}));
+  TSR_COMPARE(steps[1].operand.strides, (V{200, 1, 40, 8}));
+  TSR_COMPARE(steps[3].operand.dims, (V{1, 1, 1, 1}));
+  // The plan cache tells fused graphs apart by their steps.
+  TSR_COMPARE(d.epilogue->key(), std::string(" add([1,8,1,1]/[8,1,8,8]) add([2,8,5,5]/[200,1,40,8]) relu_fwd "
+                                             "mul([1,1,1,1]/[1,1,1,1])"));
+}
+
+// 1-D: the unit dim cuDNN sees in front of the spatial one is a dim of 1 in the bias too.
+TEST_CASE("cudnnEpilogue1dBias") {
+  const auto at = convAttrs({1}, {0}, {0}, {1}, {1}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2});
+  const auto p = mapped(Shape{2, 3, 7}, Shape{4, 3, 3}, Shape{2, 4, 5}, at);
+  const std::vector<ops::ConvPostOp> chain{{ops::ConvPostOp::Kind::Add, ops::ConvPostOp::Operand::PerChannel}};
+  const cuda::CudnnEpilogueDecision d = cuda::mapEpilogueToCudnn(p, chain);
+  REQUIRE_MESSAGE(d.epilogue.has_value(), d.reason);
+  TSR_COMPARE(d.epilogue->steps[0].operand.dims, (V{1, 4, 1, 1}));
+  TSR_COMPARE(d.epilogue->steps[0].operand.strides, (V{4, 1, 4, 4}));
+}
+
+// Only a forward convolution takes an epilogue (the fusion pass anchors no other).
+TEST_CASE("cudnnEpilogueOnlyAfterAForwardConvolution") {
+  const auto at = convAttrs({1}, {1}, {1}, {2}, {1}, {0, 1, 2}, {1, 0, 2}, {0, 1, 2});
+  const auto p = mapped(Shape{1, 3, 4}, Shape{3, 2, 3}, Shape{1, 2, 7}, at);
+  TSR_COMPARE(p.op, cuda::CudnnConvOp::BackwardData);
+  const std::vector<ops::ConvPostOp> chain{{ops::ConvPostOp::Kind::Relu, ops::ConvPostOp::Operand::None}};
+  const cuda::CudnnEpilogueDecision d = cuda::mapEpilogueToCudnn(p, chain);
+  REQUIRE(!d.epilogue.has_value());
+  REQUIRE(d.reason.find("backward_data") != std::string::npos);
+}
+
 // Every convolution of the training cases (forward, and the data and filter gradients the vjp emits, after the
 // standard passes) goes to cuDNN as the operation named in its case; the fallback kernels and the filter copy
 // compile.
@@ -477,7 +542,9 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "cudnnConvolutionsOfTrainingCases") {
     std::vector<std::string> ops;
     for (const auto& [ki, p] : prog->cudnnConvs) {
       TSR_COMPARE(prog->paths[ki], cuda::KernelPath::Cudnn);
-      REQUIRE(prog->generatedIndex[ki] >= 0);  // the fallback
+      // The fallback: the convolution's own kernel (a conv group's anchor, the lone node's kernel otherwise).
+      const bool group = (*lowered)->loweredKernels()[ki].info.kind == passes::GroupKind::Conv;
+      REQUIRE((group ? prog->anchorIndex[ki] : prog->generatedIndex[ki]) >= 0);
       ops.push_back(cuda::cudnnConvOpName(p.op));
       TSR_COMPARE(p.dtype, c.dtype);
     }

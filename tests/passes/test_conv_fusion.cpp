@@ -132,7 +132,7 @@ std::string matchesReference(const ir::Graph& g, const passes::FusionPlan& p,
   if (!exe.ok()) return exe.error().message;
   if (postOpKernels) {
     *postOpKernels = 0;
-    for (const auto& k : (*exe)->loweredKernels()) *postOpKernels += !k.postOps.empty();
+    for (const auto& k : (*exe)->loweredKernels()) *postOpKernels += k.oneDnnPostOps;
   }
   for (uint32_t seed = 1; seed <= 2; ++seed) {
     auto inputs = randomInputs(g, seed);

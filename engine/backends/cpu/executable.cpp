@@ -150,7 +150,7 @@ void Executable::Impl::prepareNative() {
   if (!options.native || mode == NativeMode::Off) return;
   std::vector<NativeSource> sources;
   for (Kernel& k : kernels) {
-    if (!k.hasProgram || !k.postOps.empty()) continue;  // a post-op chain's program is only its fallback
+    if (!k.hasProgram || k.oneDnnPostOps) continue;  // a post-op chain's program is only its fallback
     Result<NativeSource> src = generateNative(k);
     if (!src.ok()) continue;  // an op without a native form: this kernel stays on the interpreter
     k.native = static_cast<int>(sources.size());
@@ -543,9 +543,9 @@ static_assert(static_cast<int>(passes::PostOpKind::GeluErf) == static_cast<int>(
               static_cast<int>(passes::PostOpKind::Min) == static_cast<int>(ops::ConvPostOp::Kind::Min) &&
               static_cast<int>(passes::PostOpOperand::Full) == static_cast<int>(ops::ConvPostOp::Operand::Full));
 
-// A conv group's epilogue as oneDNN post-ops, where the plan gives the chain for every member and oneDNN takes
-// it for this problem (asked now, which also builds the primitive); otherwise k keeps no chain and the
-// convolution and its epilogue run apart.
+// A conv group's epilogue as a post-op chain, where the plan gives the chain for every member; oneDNN runs it
+// with the convolution where it takes the chain for this problem (asked now, which also builds the primitive),
+// otherwise the convolution and its epilogue run apart.
 Status Executable::Impl::planPostOps(Kernel& k, const passes::FusionGroup& gr) {
   const ir::Node& conv = node(k.node);
   std::vector<NodeId> covered{k.node};
@@ -567,9 +567,9 @@ Status Executable::Impl::planPostOps(Kernel& k, const passes::FusionGroup& gr) {
   const Shape& rhs = graph.aval(conv.operands[1]).shape;
   const Shape& out = graph.aval(conv.results[0]).shape;
   const auto& at = std::get<ir::ConvAttrs>(conv.attrs);
-  if (!ops::oneDnnTakesPostOps(lhs, rhs, out, at, ops::convGeometry(lhs, rhs, at), ops)) return {};
   k.postOps = std::move(chain);
   k.postOut = k.argOf(last);
+  k.oneDnnPostOps = options.oneDnn && ops::oneDnnTakesPostOps(lhs, rhs, out, at, ops::convGeometry(lhs, rhs, at), ops);
   return {};
 }
 
@@ -758,7 +758,7 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
     case GroupKind::Loop: runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k))); return;
     case GroupKind::Reduction: runReduction(k, args); return;
     case GroupKind::Conv:
-      if (!k.postOps.empty() && runConvPostOps(k, args)) return;
+      if (k.oneDnnPostOps && runConvPostOps(k, args)) return;
       runNodeKernel(k, args);
       if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
       return;

@@ -41,6 +41,9 @@ struct CompileOptions {
   // Loop kernels and gemm epilogues may switch to native code once the executable is hot (native_compiler.h,
   // TESSERA_CPU_CODEGEN). Off for executables compiled only to be inspected or lowered for another backend.
   bool native = false;
+  // Ask oneDNN whether it takes each conv group's epilogue as post-ops (LoweredKernel::oneDnnPostOps). Off where
+  // the program is lowered for another backend, which runs the chain its own way.
+  bool oneDnn = true;
 };
 
 struct KernelInfo {
@@ -104,14 +107,16 @@ struct LoweredKernel {
   ir::NodeId node = ir::kNone;
   std::vector<int> operandArgs, resultArgs;
   std::optional<GemmPlan> gemm;  // f32 dot_general read in place
-  // conv groups that oneDNN runs whole: the post-op chain (each binary's operand in arg `arg`) and the arg of
-  // the chain's last value. Empty: the convolution runs, then prog over its result.
+  // conv groups whose members are the convolution and a chain of post-ops (fusion.h): the chain (each binary's
+  // operand in arg `arg`) and the arg of the chain's last value. Empty: the group is not such a chain.
   struct PostOpArg {
     ops::ConvPostOp op;
     int arg = -1;
   };
   std::vector<PostOpArg> postOps;
   int postOut = -1;
+  // oneDNN runs the chain with the convolution; otherwise the convolution runs, then prog over its result.
+  bool oneDnnPostOps = false;
   std::vector<ir::ValueId> dying;  // arena values whose last use is this kernel
   int native = -1;  // the program's index among the executable's native kernels (-1: interpreted only)
 };

@@ -274,4 +274,59 @@ CudnnConvDecision mapConvToCudnn(const Aval& lhs, const Aval& rhs, const Aval& o
   return {std::move(p), ""};
 }
 
+const char* cudnnPointwiseName(ops::ConvPostOp::Kind kind) {
+  using K = ops::ConvPostOp::Kind;
+  switch (kind) {
+    case K::Relu: return "relu_fwd";
+    case K::Tanh: return "tanh_fwd";
+    case K::Logistic: return "sigmoid_fwd";
+    case K::GeluTanh: return "gelu_approx_tanh_fwd";
+    case K::GeluErf: return "gelu_fwd";
+    case K::Add: return "add";
+    case K::Sub: return "sub";
+    case K::Mul: return "mul";
+    case K::Div: return "div";
+    case K::Max: return "max";
+    case K::Min: return "min";
+  }
+  return "?";
+}
+
+std::string CudnnEpilogue::key() const {
+  std::string s;
+  for (const CudnnPointwise& p : steps) {
+    s += fmt::format(" {}", cudnnPointwiseName(p.kind));
+    if (p.binary) s += fmt::format("([{}]/[{}])", fmt::join(p.operand.dims, ","), fmt::join(p.operand.strides, ","));
+  }
+  return s;
+}
+
+CudnnEpilogueDecision mapEpilogueToCudnn(const CudnnConvProblem& conv, std::span<const ops::ConvPostOp> chain) {
+  using Operand = ops::ConvPostOp::Operand;
+  if (conv.op != CudnnConvOp::Forward)
+    return {std::nullopt, fmt::format("a {} convolution takes no epilogue", cudnnConvOpName(conv.op))};
+  if (chain.empty()) return {std::nullopt, "no epilogue"};
+  const CudnnTensor& y = conv.y;
+  const size_t rank = y.dims.size();
+  CudnnEpilogue e;
+  for (const ops::ConvPostOp& op : chain) {
+    CudnnPointwise step;
+    step.kind = op.kind;
+    step.binary = op.operand != Operand::None;
+    switch (op.operand) {
+      case Operand::None: break;
+      case Operand::Scalar: step.operand = CudnnTensor{Ints(rank, 1), Ints(rank, 1)}; break;
+      case Operand::PerChannel:
+        // [1, K, 1, ...]: the channel dim packed, the others strided past it.
+        step.operand = CudnnTensor{Ints(rank, 1), Ints(rank, y.dims[1])};
+        step.operand.dims[1] = y.dims[1];
+        step.operand.strides[1] = 1;
+        break;
+      case Operand::Full: step.operand = y; break;  // row-major as the result, which y describes
+    }
+    e.steps.push_back(std::move(step));
+  }
+  return {std::move(e), ""};
+}
+
 }  // namespace tsr::cuda

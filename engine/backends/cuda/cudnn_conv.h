@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/shape.h"
 #include "engine/ir/attrs.h"
+#include "engine/ops/conv_onednn.h"
 
 namespace tsr::cuda {
 
@@ -85,6 +87,31 @@ CudnnConvDecision mapConvToCudnn(const Aval& lhs, const Aval& rhs, const Aval& o
 // The same problem with the filter always copied (copyFilter, cross-correlation): the second try.
 CudnnConvProblem withFilterCopy(CudnnConvProblem p);
 
+// A forward convolution's epilogue as cuDNN pointwise operations after it in one operation graph: the fusion
+// pass's conv groups (engine/passes/conv_epilogue.h), whose chain oneDNN takes as post-ops on the CPU. Each step
+// reads the chain's value so far and, where binary, an operand laid over the result (broadcast along dims of 1:
+// a scalar [1, 1, ...], a per-channel vector [1, K, 1, ...] or a tensor laid out as y). The values between steps
+// are virtual; the last step writes the chain's result, laid out as y. cuDNN's runtime fusion engines take such
+// graphs (at tensor-core precisions); where no engine does, the convolution and the generated epilogue run apart.
+struct CudnnPointwise {
+  ops::ConvPostOp::Kind kind = ops::ConvPostOp::Kind::Relu;
+  bool binary = false;
+  CudnnTensor operand;  // binary steps: the operand's layout over the result
+  bool operator==(const CudnnPointwise&) const = default;
+};
+struct CudnnEpilogue {
+  std::vector<CudnnPointwise> steps;
+  std::string key() const;  // what the plan cache adds to the convolution's key
+};
+struct CudnnEpilogueDecision {
+  std::optional<CudnnEpilogue> epilogue;
+  std::string reason;
+};
+// The epilogue of `conv` (a forward problem from mapConvToCudnn) for a post-op chain. Pure.
+CudnnEpilogueDecision mapEpilogueToCudnn(const CudnnConvProblem& conv, std::span<const ops::ConvPostOp> chain);
+// cuDNN's name of a step's pointwise mode ("relu_fwd", "add", ...), for describe and the tests.
+const char* cudnnPointwiseName(ops::ConvPostOp::Kind kind);
+
 // Whether this build links cuDNN (TESSERA_HAVE_CUDNN); without it every convolution runs its NVRTC kernel.
 bool cudnnBuilt();
 // "cuDNN 9.19.0" (the library loaded), or why there is none.
@@ -99,13 +126,18 @@ const char* cudnnFilterCopySource();
 class CudnnConv {
  public:
   // Error (with cuDNN's reason) when no engine runs the problem: the caller runs its NVRTC kernel instead.
+  // With an epilogue, the graph of the convolution and its pointwise steps is planned first; where no engine
+  // takes it, the convolution alone (fused() false; epilogueDeclined() says why).
   static Result<std::unique_ptr<CudnnConv>> create(Device& d, const CudnnConvProblem& problem,
-                                                   MatmulPrecision precision);
+                                                   MatmulPrecision precision, const CudnnEpilogue* epilogue = nullptr);
   ~CudnnConv();
-  // lhs, rhs, out: the node's buffers (16-byte aligned). Asynchronous on the device's compute stream.
-  Status run(const void* lhs, const void* rhs, void* out);
+  // lhs, rhs, out: the node's buffers (16-byte aligned). Asynchronous on the device's compute stream. When
+  // fused(), out is the chain's result and operands the binary steps' operands, in step order.
+  Status run(const void* lhs, const void* rhs, void* out, std::span<const void* const> operands = {});
   const CudnnConvProblem& problem() const;
-  // The engine's global index and workspace, for describe().
+  bool fused() const;
+  const std::string& epilogueDeclined() const;
+  // The engine's global index and workspace (and the fused steps), for describe().
   std::string engineSummary() const;
 
  private:

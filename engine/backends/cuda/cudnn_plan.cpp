@@ -1,5 +1,6 @@
 // cuDNN execution plans for the convolutions of cudnn_conv.h, on the graph (backend) API: tensor, convolution
-// and operation descriptors, an operation graph of one operation, the engine configurations heuristics mode A
+// and operation descriptors, an operation graph of the convolution (and, fused, the pointwise steps of its
+// epilogue on virtual tensors between them), the engine configurations heuristics mode A
 // proposes (mode FALLBACK where A has none), and the first that finalises into an execution plan within the
 // workspace limit. Plans are cached per device, precision and problem; running one is a variant pack (the three
 // buffers and a workspace from the device's pool) and cudnnBackendExecute on the compute stream.
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -71,7 +74,9 @@ namespace {
 
 constexpr int64_t kMaxWorkspaceBytes = int64_t{1} << 30;
 constexpr int64_t kAlignment = 16;  // device buffers: pool blocks, arena offsets are multiples of 64
-enum Uid : int64_t { kX = 1, kW = 2, kY = 3 };
+// y: the convolution's result, or with an epilogue the chain's (the convolution's is then virtual); the binary
+// steps' operands from kOperand on; virtual tensors from kVirtual on (not in the variant pack).
+enum Uid : int64_t { kX = 1, kW = 2, kY = 3, kOperand = 16, kVirtual = 64 };
 
 Status checkDnn(cudnnStatus_t s, const std::string& what) {
   if (s == CUDNN_STATUS_SUCCESS) return {};
@@ -113,14 +118,19 @@ Status setInts(Desc& x, cudnnBackendAttributeName_t name, const std::vector<int6
 }
 Status finalize(Desc& x, const char* what) { return checkDnn(cudnnBackendFinalize(x.d), fmt::format("finalizing {}", what)); }
 
-Result<Desc> tensor(const CudnnTensor& t, DType dtype, int64_t uid) {
+// A tensor; a virtual one (between two operations of a graph, never in memory) holds f32.
+Result<Desc> tensor(const CudnnTensor& t, DType dtype, int64_t uid, bool isVirtual = false) {
   TSR_ASSIGN(Desc x, make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-  const cudnnDataType_t type = dtype == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = dtype == DType::BF16 && !isVirtual ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   TSR_TRY(set(x, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
   TSR_TRY(setInts(x, CUDNN_ATTR_TENSOR_DIMENSIONS, t.dims));
   TSR_TRY(setInts(x, CUDNN_ATTR_TENSOR_STRIDES, t.strides));
   TSR_TRY(set(x, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
   TSR_TRY(set(x, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment));
+  if (isVirtual) {
+    const bool yes = true;
+    TSR_TRY(set(x, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes));
+  }
   TSR_TRY(finalize(x, "a tensor"));
   return x;
 }
@@ -154,13 +164,14 @@ struct Plan {
   Desc plan;
   int64_t workspace = 0;
   int64_t engineIndex = -1;
+  int operands = 0;   // the binary steps of a fused epilogue
   std::string error;  // why there is no plan
 };
 
-Result<Desc> operation(const CudnnConvProblem& p, std::vector<Desc>& keep) {
+// The convolution's operation; y is its result tensor (virtual where an epilogue follows).
+Result<Desc> operation(const CudnnConvProblem& p, const Desc& y, std::vector<Desc>& keep) {
   TSR_ASSIGN(Desc x, tensor(p.x, p.dtype, kX));
   TSR_ASSIGN(Desc w, tensor(p.w, p.dtype, kW));
-  TSR_ASSIGN(Desc y, tensor(p.y, p.dtype, kY));
   TSR_ASSIGN(Desc conv, make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = p.convolutionMode ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION;
@@ -207,8 +218,61 @@ Result<Desc> operation(const CudnnConvProblem& p, std::vector<Desc>& keep) {
   TSR_TRY(set(op, at.alpha, CUDNN_TYPE_FLOAT, 1, &alpha));
   TSR_TRY(set(op, at.beta, CUDNN_TYPE_FLOAT, 1, &beta));
   TSR_TRY(finalize(op, cudnnConvOpName(p.op)));
-  for (Desc* d : {&x, &w, &y, &conv}) keep.push_back(std::move(*d));
+  for (Desc* d : {&x, &w, &conv}) keep.push_back(std::move(*d));
   return op;
+}
+
+cudnnPointwiseMode_t pointwiseMode(ops::ConvPostOp::Kind kind) {
+  using K = ops::ConvPostOp::Kind;
+  switch (kind) {
+    case K::Relu: return CUDNN_POINTWISE_RELU_FWD;
+    case K::Tanh: return CUDNN_POINTWISE_TANH_FWD;
+    case K::Logistic: return CUDNN_POINTWISE_SIGMOID_FWD;
+    case K::GeluTanh: return CUDNN_POINTWISE_GELU_APPROX_TANH_FWD;
+    case K::GeluErf: return CUDNN_POINTWISE_GELU_FWD;
+    case K::Add: return CUDNN_POINTWISE_ADD;
+    case K::Sub: return CUDNN_POINTWISE_SUB;
+    case K::Mul: return CUDNN_POINTWISE_MUL;
+    case K::Div: return CUDNN_POINTWISE_DIV;
+    case K::Max: return CUDNN_POINTWISE_MAX;
+    case K::Min: return CUDNN_POINTWISE_MIN;
+  }
+  return CUDNN_POINTWISE_IDENTITY;
+}
+
+// The epilogue's pointwise operations after the convolution's virtual result `convY`, appended to ops: each
+// reads the value before it (x) and its operand (b), and writes a virtual f32 tensor laid out as y, the last the
+// chain's result (uid kY). Returns the number of binary steps.
+Result<int> pointwiseChain(const CudnnConvProblem& p, const CudnnEpilogue& e, cudnnBackendDescriptor_t convY,
+                           std::vector<Desc>& ops, std::vector<Desc>& keep) {
+  cudnnBackendDescriptor_t x = convY;
+  int operands = 0;
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  for (size_t i = 0; i < e.steps.size(); ++i) {
+    const CudnnPointwise& step = e.steps[i];
+    const bool last = i + 1 == e.steps.size();
+    TSR_ASSIGN(Desc y, tensor(p.y, p.dtype, last ? int64_t{kY} : kVirtual + 1 + static_cast<int64_t>(i), !last));
+    TSR_ASSIGN(Desc pw, make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+    const cudnnPointwiseMode_t mode = pointwiseMode(step.kind);
+    TSR_TRY(set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+    TSR_TRY(set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+    TSR_TRY(finalize(pw, "a pointwise descriptor"));
+    TSR_ASSIGN(Desc op, make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+    TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
+    TSR_TRY(set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    if (step.binary) {
+      TSR_ASSIGN(Desc b, tensor(step.operand, p.dtype, kOperand + operands++));
+      TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b));
+      keep.push_back(std::move(b));
+    }
+    TSR_TRY(setDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
+    TSR_TRY(finalize(op, cudnnPointwiseName(step.kind)));
+    x = y.d;
+    ops.push_back(std::move(op));
+    keep.push_back(std::move(pw));
+    keep.push_back(std::move(y));
+  }
+  return operands;
 }
 
 // The engine configurations one heuristics mode proposes, best first (empty where it proposes none).
@@ -239,17 +303,33 @@ std::vector<Desc> proposals(const Desc& graph, cudnnBackendHeurMode_t mode) {
   return out;
 }
 
-std::shared_ptr<Plan> buildPlan(cudnnHandle_t handle, const CudnnConvProblem& p, MatmulPrecision precision) {
+std::shared_ptr<Plan> buildPlan(cudnnHandle_t handle, const CudnnConvProblem& p, const CudnnEpilogue* epilogue,
+                                MatmulPrecision precision) {
   auto plan = std::make_shared<Plan>();
   auto fail = [&](std::string why) {
     plan->error = std::move(why);
     return plan;
   };
-  auto op = operation(p, plan->keep);
-  if (!op.ok()) return fail(op.error().message);
+  auto convY = tensor(p.y, p.dtype, epilogue ? int64_t{kVirtual} : int64_t{kY}, epilogue != nullptr);
+  if (!convY.ok()) return fail(convY.error().message);
+  std::vector<Desc> ops;
+  {
+    auto op = operation(p, *convY, plan->keep);
+    if (!op.ok()) return fail(op.error().message);
+    ops.push_back(std::move(*op));
+  }
+  if (epilogue) {
+    auto operands = pointwiseChain(p, *epilogue, convY->d, ops, plan->keep);
+    if (!operands.ok()) return fail(operands.error().message);
+    plan->operands = *operands;
+  }
+  plan->keep.push_back(std::move(*convY));
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const Desc& op : ops) raw.push_back(op.d);
   auto graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   if (!graph.ok()) return fail(graph.error().message);
-  Status st = setDesc(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, *op);
+  Status st = set(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()),
+                  raw.data());
   if (st.ok()) st = set(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (st.ok()) st = finalize(*graph, "the operation graph");
   if (!st.ok()) return fail(st.error().message);
@@ -290,14 +370,15 @@ std::shared_ptr<Plan> buildPlan(cudnnHandle_t handle, const CudnnConvProblem& p,
         cudnnBackendGetAttribute(engine->d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &plan->engineIndex);
       plan->workspace = std::max<int64_t>(workspace, 0);
       plan->plan = std::move(*candidate);
-      plan->keep.push_back(std::move(*op));
+      for (Desc& op : ops) plan->keep.push_back(std::move(op));
       plan->keep.push_back(std::move(*graph));
       for (Desc& c : configs) plan->keep.push_back(std::move(c));
       return plan;
     }
   }
-  return fail(fmt::format("no engine for {} at {} precision ({} configurations tried, {} refused for their numerics)",
-                          p.key(), matmulPrecisionName(precision), tried, refused));
+  return fail(fmt::format("no engine for {}{} at {} precision ({} configurations tried, {} refused for their numerics)",
+                          p.key(), epilogue ? " then" + epilogue->key() : "", matmulPrecisionName(precision), tried,
+                          refused));
 }
 
 struct PerDevice {
@@ -335,6 +416,8 @@ struct CudnnConv::Impl {
   Device* device = nullptr;
   PerDevice* per = nullptr;
   CudnnConvProblem problem;
+  std::optional<CudnnEpilogue> epilogue;  // fused into the plan
+  std::string epilogueDeclined;
   std::shared_ptr<Plan> plan;
   const void* copy = nullptr;  // the filter copy kernel, when the problem copies its filter
 };
@@ -342,37 +425,50 @@ struct CudnnConv::Impl {
 CudnnConv::CudnnConv() : m(std::make_unique<Impl>()) {}
 CudnnConv::~CudnnConv() = default;
 const CudnnConvProblem& CudnnConv::problem() const { return m->problem; }
+bool CudnnConv::fused() const { return m->epilogue.has_value(); }
+const std::string& CudnnConv::epilogueDeclined() const { return m->epilogueDeclined; }
 
 std::string CudnnConv::engineSummary() const {
-  return fmt::format("engine {}, workspace {} B{}", m->plan->engineIndex, m->plan->workspace,
-                     m->problem.copyFilter ? ", filter copied" : "");
+  return fmt::format("engine {}, workspace {} B{}{}", m->plan->engineIndex, m->plan->workspace,
+                     m->problem.copyFilter ? ", filter copied" : "",
+                     m->epilogue ? ", fused:" + m->epilogue->key() : "");
 }
 
 Result<std::unique_ptr<CudnnConv>> CudnnConv::create(Device& d, const CudnnConvProblem& problem,
-                                                     MatmulPrecision precision) {
+                                                     MatmulPrecision precision, const CudnnEpilogue* epilogue) {
   TSR_ASSIGN(PerDevice* per, perDevice(d));
   std::unique_ptr<CudnnConv> conv(new CudnnConv());
   Impl& im = *conv->m;
   im.device = &d;
   im.per = per;
   std::lock_guard lock(per->mutex);
-  auto planFor = [&](const CudnnConvProblem& p) {
-    auto& slot = per->plans[fmt::format("{} {}", matmulPrecisionName(precision), p.key())];
-    if (!slot) slot = buildPlan(per->handle, p, precision);
+  auto planFor = [&](const CudnnConvProblem& p, const CudnnEpilogue* e) {
+    auto& slot = per->plans[fmt::format("{} {}{}", matmulPrecisionName(precision), p.key(), e ? " then" + e->key() : "")];
+    if (!slot) slot = buildPlan(per->handle, p, e, precision);
     return slot;
   };
-  im.problem = problem;
-  im.plan = planFor(problem);
-  // The filter as it lies (or read flipped) may have no engine where a packed copy has one.
-  if (!im.plan->error.empty() && !problem.copyFilter) {
-    CudnnConvProblem copied = withFilterCopy(problem);
-    std::shared_ptr<Plan> second = planFor(copied);
-    if (second->error.empty()) {
-      im.problem = std::move(copied);
-      im.plan = std::move(second);
+  // The problem as it comes, then (the filter as it lies, or read flipped, may have no engine where a packed
+  // copy has one) with its filter copied: the first with a plan, else the first's error.
+  auto plan = [&](const CudnnEpilogue* e) {
+    im.problem = problem;
+    im.plan = planFor(problem, e);
+    if (!im.plan->error.empty() && !problem.copyFilter) {
+      CudnnConvProblem copied = withFilterCopy(problem);
+      std::shared_ptr<Plan> second = planFor(copied, e);
+      if (second->error.empty()) {
+        im.problem = std::move(copied);
+        im.plan = std::move(second);
+      }
     }
+    return im.plan->error.empty();
+  };
+  if (epilogue) {
+    if (plan(epilogue))
+      im.epilogue = *epilogue;
+    else
+      im.epilogueDeclined = im.plan->error;
   }
-  if (!im.plan->error.empty()) return makeError("{}", im.plan->error);
+  if (!im.epilogue && !plan(nullptr)) return makeError("{}", im.plan->error);
   if (im.problem.copyFilter) {
     if (!per->copyModule) {
       NvrtcOptions o;
@@ -385,14 +481,19 @@ Result<std::unique_ptr<CudnnConv>> CudnnConv::create(Device& d, const CudnnConvP
   return conv;
 }
 
-Status CudnnConv::run(const void* lhs, const void* rhs, void* out) {
+Status CudnnConv::run(const void* lhs, const void* rhs, void* out, std::span<const void* const> operands) {
   Impl& im = *m;
   const CudnnConvProblem& p = im.problem;
+  if (operands.size() != static_cast<size_t>(im.plan->operands))
+    return makeError("cuDNN convolution: {} epilogue operands given, the plan reads {}", operands.size(),
+                     im.plan->operands);
   void* values[3] = {const_cast<void*>(lhs), const_cast<void*>(rhs), out};
   void* x = values[p.xValue];
   void* w = values[p.wValue];
   void* y = values[p.yValue];
-  for (void* ptr : {x, w, y})
+  std::vector<void*> all{x, w, y};
+  for (const void* o : operands) all.push_back(const_cast<void*>(o));
+  for (void* ptr : all)
     if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0)
       return makeError("cuDNN convolution: a buffer at {} is not {}-byte aligned", ptr, kAlignment);
   const int64_t elem = p.dtype == DType::BF16 ? 2 : 4;
@@ -422,12 +523,17 @@ Status CudnnConv::run(const void* lhs, const void* rhs, void* out) {
   if (im.plan->workspace > 0) {
     TSR_ASSIGN(workspace, im.device->allocate(im.plan->workspace));
   }
-  void* pointers[3] = {x, p.copyFilter ? packed->data() : w, y};
-  const int64_t uids[3] = {kX, kW, kY};
+  std::vector<void*> pointers{x, p.copyFilter ? packed->data() : w, y};
+  std::vector<int64_t> uids{kX, kW, kY};
+  for (size_t i = 0; i < operands.size(); ++i) {
+    pointers.push_back(const_cast<void*>(operands[i]));
+    uids.push_back(kOperand + static_cast<int64_t>(i));
+  }
   void* ws = workspace ? workspace->data() : nullptr;
   TSR_ASSIGN(Desc pack, make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
-  TSR_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
-  TSR_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
+  TSR_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(pointers.size()),
+              pointers.data()));
+  TSR_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data()));
   TSR_TRY(set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
   TSR_TRY(finalize(pack, "the variant pack"));
   {
@@ -446,15 +552,21 @@ std::string cudnnVersionString() { return "built without cuDNN"; }
 
 struct CudnnConv::Impl {
   CudnnConvProblem problem;
+  std::string epilogueDeclined;
 };
 CudnnConv::CudnnConv() : m(std::make_unique<Impl>()) {}
 CudnnConv::~CudnnConv() = default;
 const CudnnConvProblem& CudnnConv::problem() const { return m->problem; }
+bool CudnnConv::fused() const { return false; }
+const std::string& CudnnConv::epilogueDeclined() const { return m->epilogueDeclined; }
 std::string CudnnConv::engineSummary() const { return ""; }
-Result<std::unique_ptr<CudnnConv>> CudnnConv::create(Device&, const CudnnConvProblem&, MatmulPrecision) {
+Result<std::unique_ptr<CudnnConv>> CudnnConv::create(Device&, const CudnnConvProblem&, MatmulPrecision,
+                                                     const CudnnEpilogue*) {
   return makeError("cuDNN: this build has no cuDNN");
 }
-Status CudnnConv::run(const void*, const void*, void*) { return makeError("cuDNN: this build has no cuDNN"); }
+Status CudnnConv::run(const void*, const void*, void*, std::span<const void* const>) {
+  return makeError("cuDNN: this build has no cuDNN");
+}
 
 #endif
 

@@ -104,16 +104,18 @@ KernelPath pathOf(const cpu::Executable& exe, const LoweredKernel& k) {
                  ? KernelPath::CuBlasLt
                  : KernelPath::Host;
     case GroupKind::Opaque:
-    case GroupKind::Conv: return KernelPath::Host;  // the backend plans no conv groups (convEpilogues off)
+    case GroupKind::Conv: return KernelPath::Host;  // unless a kernel of their own or cuDNN runs them
     default: return KernelPath::None;
   }
 }
 
-// The cuDNN problem of a convolution alone in its kernel, where this build has cuDNN and it maps.
+// The cuDNN problem of a convolution alone in its kernel or anchoring a conv group, where this build has cuDNN
+// and it maps.
 std::optional<CudnnConvProblem> cudnnProblem(const ir::Graph& g, const LoweredKernel& k) {
   if (!cudnnBuilt() || k.node < 0) return std::nullopt;
   const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
-  if (n.op != OpCode::ConvGeneralDilated || k.info.nodes.size() != 1) return std::nullopt;
+  if (n.op != OpCode::ConvGeneralDilated || (k.info.kind != GroupKind::Conv && k.info.nodes.size() != 1))
+    return std::nullopt;
   CudnnConvDecision d = mapConvToCudnn(g.aval(n.operands[0]), g.aval(n.operands[1]), g.aval(n.results[0]),
                                        std::get<ir::ConvAttrs>(n.attrs));
   return std::move(d.problem);
@@ -134,30 +136,44 @@ std::optional<AttentionProblem> attentionProblem(const ir::Graph& g, const Lower
 
 }  // namespace
 
-passes::FusionOptions fusionOptions() {
-  passes::FusionOptions o;
-  o.convEpilogues = false;
-  return o;
-}
+passes::FusionOptions fusionOptions() { return passes::FusionOptions{}; }
 
 Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
   GeneratedProgram out;
   std::map<std::string, int> byName;  // equal kernels share one source
+  auto add = [&](GeneratedKernel g) {
+    auto it = byName.find(g.name);
+    if (it == byName.end()) {
+      it = byName.emplace(g.name, static_cast<int>(out.kernels.size())).first;
+      out.kernels.push_back(std::move(g));
+    }
+    return it->second;
+  };
   for (const LoweredKernel& k : exe.loweredKernels()) {
+    const size_t ki = out.paths.size();
     KernelPath path = pathOf(exe, k);
     std::optional<Result<GeneratedKernel>> gen;
-    if (k.info.kind == GroupKind::Opaque) {
+    int anchor = -1;
+    if (k.info.kind == GroupKind::Opaque || k.info.kind == GroupKind::Conv) {
       TSR_ASSIGN(std::optional<GeneratedKernel> node, generateNodeKernel(exe.graph(), k));
       if (node) {
         path = KernelPath::Generated;
-        gen = std::move(*node);
+        if (k.info.kind == GroupKind::Conv)
+          anchor = add(std::move(*node));
+        else
+          gen = std::move(*node);
       }
       if (std::optional<CudnnConvProblem> conv = cudnnProblem(exe.graph(), k)) {
-        out.cudnnConvs.emplace(out.paths.size(), std::move(*conv));
+        std::vector<ops::ConvPostOp> chain;
+        for (const LoweredKernel::PostOpArg& pa : k.postOps) chain.push_back(pa.op);
+        CudnnEpilogueDecision e = mapEpilogueToCudnn(*conv, chain);
+        if (e.epilogue) out.cudnnEpilogues.emplace(ki, std::move(*e.epilogue));
+        out.cudnnConvs.emplace(ki, std::move(*conv));
         path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
     out.paths.push_back(path);
+    out.anchorIndex.push_back(anchor);
     if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
     if (k.info.kind == GroupKind::Reduction) gen = generateReduction(k, k.info.name);
     if ((k.info.kind == GroupKind::Gemm || k.info.kind == GroupKind::Conv) && k.hasProgram)
@@ -167,13 +183,7 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
       continue;
     }
     if (!gen->ok()) return gen->takeError();
-    GeneratedKernel g = std::move(*gen).value();
-    auto it = byName.find(g.name);
-    if (it == byName.end()) {
-      it = byName.emplace(g.name, static_cast<int>(out.kernels.size())).first;
-      out.kernels.push_back(std::move(g));
-    }
-    out.generatedIndex.push_back(it->second);
+    out.generatedIndex.push_back(add(std::move(*gen).value()));
   }
   return out;
 }
@@ -198,10 +208,15 @@ struct Executable::Impl {
     while (slots[static_cast<size_t>(v)].loc == cpu::Loc::Alias) v = slots[static_cast<size_t>(v)].aliasOf;
     return v;
   }
-  // A cuBLASLt product followed by its generated epilogue: the timeline shows the two apart.
+  // A cuBLASLt product or a cuDNN convolution followed by its generated epilogue: the timeline shows the two
+  // apart. (A convolution alone in its kernel keeps its generated kernel as the fallback, not an epilogue.)
   bool epilogueApart(size_t ki) const {
-    return program.paths[ki] == KernelPath::CuBlasLt && program.generatedIndex[ki] >= 0;
+    if (program.generatedIndex[ki] < 0) return false;
+    if (program.paths[ki] == KernelPath::CuBlasLt) return true;
+    return program.paths[ki] == KernelPath::Cudnn && lowered->loweredKernels()[ki].info.kind == GroupKind::Conv &&
+           !convs[ki]->fused();
   }
+  Status runCudnn(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs);
   Status launchGenerated(int gi, const std::vector<void*>& ptrs);
   Status runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs);
   Status runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs);
@@ -226,21 +241,26 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   TSR_CUDA(cudaSetDevice(im.device->ordinal()));
   cpu::CompileOptions co;
   co.name = options.name;
+  co.oneDnn = false;
   TSR_ASSIGN(im.lowered, cpu::Executable::compile(g, reg, plan, co));
   TSR_ASSIGN(im.program, generateProgram(*im.lowered));
   const auto& kernels = im.lowered->loweredKernels();
   const MatmulPrecision precision = matmulPrecision();
-  // cuDNN's plans first: a convolution it declines on this device runs its NVRTC kernel (or, without one, on
-  // the host), and only the NVRTC kernels something runs are compiled.
+  // cuDNN's plans first (a conv group's with its epilogue where that maps): a convolution it declines on this
+  // device runs its NVRTC kernel (or, without one, on the host), and only the NVRTC kernels something runs are
+  // compiled.
   im.convs.resize(kernels.size());
   for (auto& [ki, problem] : im.program.cudnnConvs) {
-    Result<std::unique_ptr<CudnnConv>> conv = CudnnConv::create(*im.device, problem, precision);
+    auto e = im.program.cudnnEpilogues.find(ki);
+    const CudnnEpilogue* epilogue = e == im.program.cudnnEpilogues.end() ? nullptr : &e->second;
+    Result<std::unique_ptr<CudnnConv>> conv = CudnnConv::create(*im.device, problem, precision, epilogue);
     if (conv.ok()) {
       im.convs[ki] = std::move(conv).value();
       continue;
     }
     im.fallbacks[ki] = conv.error().message;
-    im.program.paths[ki] = im.program.generatedIndex[ki] >= 0 ? KernelPath::Generated : KernelPath::Host;
+    const int fallback = kernels[ki].info.kind == GroupKind::Conv ? im.program.anchorIndex[ki] : im.program.generatedIndex[ki];
+    im.program.paths[ki] = fallback >= 0 ? KernelPath::Generated : KernelPath::Host;
   }
   // Fused attention on FlashAttention-2's tensor-core kernels where products are bf16 (what the models trace it
   // for); at f32 and tf32 its CPU kernel runs on the host, as exact as the unfused form would be.
@@ -252,9 +272,15 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
       }
   const size_t nk = im.program.kernels.size();
   std::vector<bool> needed(nk, false);
-  for (size_t ki = 0; ki < kernels.size(); ++ki)
-    if (im.program.generatedIndex[ki] >= 0 && im.program.paths[ki] != KernelPath::Cudnn)
-      needed[static_cast<size_t>(im.program.generatedIndex[ki])] = true;
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const int gi = im.program.generatedIndex[ki], ai = im.program.anchorIndex[ki];
+    const KernelPath path = im.program.paths[ki];
+    // A convolution alone on cuDNN never runs its generated kernel; a conv group's epilogue runs unless fused.
+    const bool conv = kernels[ki].info.kind == GroupKind::Conv;
+    if (gi >= 0 && (path != KernelPath::Cudnn || (conv && !im.convs[ki]->fused())))
+      needed[static_cast<size_t>(gi)] = true;
+    if (ai >= 0 && path == KernelPath::Generated) needed[static_cast<size_t>(ai)] = true;
+  }
   NvrtcOptions no;
   no.sm = im.device->smVersion();
   // NVRTC compiles independent programs concurrently: one worker per core.
@@ -320,6 +346,19 @@ Status Executable::Impl::launchGenerated(int gi, const std::vector<void*>& ptrs)
   int64_t blocks = (gk.elements + kThreads - 1) / kThreads;
   blocks = std::min<int64_t>(blocks, int64_t{device->numSMs()} * 32);
   return launchKernel(functions[static_cast<size_t>(gi)], blocks, kThreads, argp.data(), 0, device->computeStream());
+}
+
+// A convolution on cuDNN: with its epilogue in the same graph (fused: the chain's operands and result), or
+// alone, a conv group's epilogue then generated.
+Status Executable::Impl::runCudnn(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs) {
+  CudnnConv& conv = *convs[ki];
+  const void* lhs = ptrs[static_cast<size_t>(k.operandArgs[0])];
+  const void* rhs = ptrs[static_cast<size_t>(k.operandArgs[1])];
+  if (!conv.fused()) return conv.run(lhs, rhs, ptrs[static_cast<size_t>(k.resultArgs[0])]);
+  std::vector<const void*> operands;
+  for (const LoweredKernel::PostOpArg& pa : k.postOps)
+    if (pa.arg >= 0) operands.push_back(ptrs[static_cast<size_t>(pa.arg)]);
+  return conv.run(lhs, rhs, ptrs[static_cast<size_t>(k.postOut)], operands);
 }
 
 Status Executable::Impl::runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs) {
@@ -448,7 +487,10 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     Status st;
     const int gi = im.program.generatedIndex[ki];
     switch (im.program.paths[ki]) {
-      case KernelPath::Generated: st = im.launchGenerated(gi, args); break;
+      case KernelPath::Generated:
+        if (const int ai = im.program.anchorIndex[ki]; ai >= 0) st = im.launchGenerated(ai, args);
+        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
+        break;
       case KernelPath::CuBlasLt:
         st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
                                args[static_cast<size_t>(k.resultArgs[0])]);
@@ -456,8 +498,11 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
       case KernelPath::Cudnn:
-        st = im.convs[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
-                               args[static_cast<size_t>(k.resultArgs[0])]);
+        st = im.runCudnn(ki, k, args);
+        if (im.epilogueApart(ki)) {
+          if (prof) cudaEventRecord(events[3 * ki + 1], stream);
+          if (st.ok()) st = im.launchGenerated(gi, args);
+        }
         break;
       case KernelPath::Flash: st = im.runAttention(ki, k, args); break;
       case KernelPath::Host:
@@ -541,10 +586,18 @@ std::string Executable::describe() const {
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];
     std::string detail;
-    if (im.program.paths[i] == KernelPath::Cudnn)
-      detail = fmt::format(" -> cuDNN {} ({})", cudnnConvOpName(im.convs[i]->problem().op), im.convs[i]->engineSummary());
-    else if (gi >= 0)
-      detail = " -> " + im.program.kernels[static_cast<size_t>(gi)].name;
+    if (im.program.paths[i] == KernelPath::Cudnn) {
+      const CudnnConv& c = *im.convs[i];
+      detail = fmt::format(" -> cuDNN {} ({})", cudnnConvOpName(c.problem().op), c.engineSummary());
+      if (im.epilogueApart(i))
+        detail += fmt::format(" then {}{}", im.program.kernels[static_cast<size_t>(gi)].name,
+                              c.epilogueDeclined().empty() ? "" : " (fused graph declined: " + c.epilogueDeclined() + ")");
+    } else {
+      std::vector<std::string> names;  // a conv group's convolution, then the kernel (or epilogue)
+      for (int x : {im.program.paths[i] == KernelPath::Generated ? im.program.anchorIndex[i] : -1, gi})
+        if (x >= 0) names.push_back(im.program.kernels[static_cast<size_t>(x)].name);
+      if (!names.empty()) detail = fmt::format(" -> {}", fmt::join(names, " then "));
+    }
     if (auto f = im.fallbacks.find(i); f != im.fallbacks.end()) detail += " (cuDNN declined: " + f->second + ")";
     s += fmt::format("{:4} {:<9} {}{}\n", i, kernelPathName(im.program.paths[i]), kernels[i].info.name, detail);
   }

@@ -5,7 +5,8 @@
 //     compiled with NVRTC (cached on disk) and launched on the device's compute stream;
 //   - dot_general: cuBLASLt (gemm.h) at the matmul precision in force when the program was compiled;
 //   - conv_general_dilated: cuDNN's graph API (cudnn_conv.h: forward, backward data or backward filter, at the
-//     same precision) where the build has cuDNN and it takes the problem; else the NVRTC kernel below;
+//     same precision) where the build has cuDNN and it takes the problem; else the NVRTC kernel below; a forward
+//     convolution's epilogue (bias, residual add, activation) in the same cuDNN graph where an engine takes it;
 //   - ops alone in their kernel with a generated CUDA kernel of their own (node_kernels.h: layout copies,
 //     gather and the scatters, iota, cumulative ops, sort and top_k, convolution, window reductions, ...):
 //     NVRTC too; opPath (executable.cpp) lists them;
@@ -40,19 +41,24 @@ struct CompileOptions {
   int device = 0;
 };
 
-// The generated kernels of a lowered program, one per loop, reduction or gemm epilogue, in kernel order; for
-// every kernel of the program its path. Needs no GPU (tests compile every source with NVRTC). A convolution on
-// the cudnn path keeps its NVRTC kernel (generatedIndex) for when cuDNN offers no engine on the device.
+// The generated kernels of a lowered program, one per loop, reduction or gemm or conv epilogue, in kernel order;
+// for every kernel of the program its path. Needs no GPU (tests compile every source with NVRTC). A convolution
+// alone on the cudnn path keeps its NVRTC kernel (generatedIndex) for when cuDNN offers no engine on the device.
+// A conv group (the fusion pass's convolution with its epilogue) has its epilogue in generatedIndex and its
+// convolution's NVRTC kernel in anchorIndex; on the cudnn path, its chain as cuDNN pointwise steps where it maps
+// (cudnnEpilogues): one graph runs both where an engine takes it, the convolution then the epilogue where not.
 struct GeneratedProgram {
   std::vector<KernelPath> paths;               // per lowered kernel
   std::vector<int> generatedIndex;             // per lowered kernel: index into `kernels`, or -1
+  std::vector<int> anchorIndex;                // per lowered kernel: a conv group's convolution, or -1
   std::vector<GeneratedKernel> kernels;
   std::map<size_t, CudnnConvProblem> cudnnConvs;  // per lowered kernel on the cudnn path: its problem
+  std::map<size_t, CudnnEpilogue> cudnnEpilogues;  // conv groups among them: their chain
 };
 Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered);
 
-// The fusion options this backend plans with: convolutions run alone in their kernels (cuDNN or generated; no
-// conv groups: oneDNN's post-ops are the CPU's), their consumers fuse as loops.
+// The fusion options this backend plans with: an f32 convolution anchors a conv group with its epilogue (cuDNN
+// fuses it where it can), as on the CPU.
 passes::FusionOptions fusionOptions();
 
 class Executable {
