@@ -85,6 +85,11 @@ const Row kRows[] = {
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
       "auto: fused where the step runs on the GPU with bf16 matmuls"},
      [](EnvOptions& o, const char* v) { o.fusedAttention = v && *v ? text(v) : "auto"; }},
+    {{"TESSERA_FUSED_BATCH_NORM", "TESSERA_FUSED_BATCH_NORM=auto|on|off",
+      "batch norm in training as the batch_norm_training and batch_norm_grad ops (oneDNN's primitives on the CPU; "
+      "other backends run them on the host) or as reductions and elementwise ops, which fuse with their "
+      "neighbours and split under a [mesh]; auto: the latter, as fast on ResNet-18 (see the README)"},
+     [](EnvOptions& o, const char* v) { o.fusedBatchNorm = v && *v ? text(v) : "auto"; }},
     {{"TESSERA_CONV_ALGORITHM", "TESSERA_CONV_ALGORITHM=auto|direct",
       "CPU convolutions: auto takes Winograd's F(4x4, 3x3) (oneDNN's `jit_wino_4x3`, about 2.3x fewer "
       "multiplies in practice) for 3x3 stride-1 convolutions of at least 32 channels in and out over at least 32 "

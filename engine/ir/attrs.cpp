@@ -77,7 +77,7 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
-                                   "ConvAttrs", "WindowAttrs", "AttentionAttrs"};
+                                   "ConvAttrs", "WindowAttrs", "AttentionAttrs", "BatchNormAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

@@ -140,6 +140,14 @@ struct AttentionAttrs {
   template <class V> void fields(V& v) { v("causal", causal); }
   bool operator==(const AttentionAttrs&) const = default;
 };
+// batch_norm_training and batch_norm_grad (XLA's BatchNormTraining and BatchNormGrad): statistics per feature
+// (dim featureIndex) over every other dim, the variance biased, normalised with 1 / sqrt(var + epsilon).
+struct BatchNormAttrs {
+  Literal epsilon = Literal::scalar(DType::F64, 1e-5);  // an f64 scalar
+  int64_t featureIndex = 0;
+  template <class V> void fields(V& v) { v("epsilon", epsilon); v("feature_index", featureIndex); }
+  bool operator==(const BatchNormAttrs&) const = default;
+};
 // Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
 struct DotGeneralAttrs {
   Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
@@ -360,7 +368,7 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            WhileAttrs, CustomVjpAttrs, RematAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
-                           ConvAttrs, WindowAttrs, AttentionAttrs>;
+                           ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/env_options.h"
 #include "engine/random/random.h"
 #include "engine/transform/custom_vjp.h"
 #include "engine/transform/trace.h"
@@ -201,6 +202,8 @@ Tree BatchNorm::initStats() const {
 //   dx = r * (g - mean(g) - xh * mean(g * xh)) + d mean / n + d var * 2 xh / (r * n)
 //      = r * g - (r * mean(g) - d mean / n) - xh * (r * mean(g * xh) - 2 d var / (n * r))
 // (the statistics' own cotangents are zero where they only move the running statistics, under stopGradient).
+bool fusedBatchNorm() { return envOptions().fusedBatchNorm == "on"; }
+
 std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps) {
   Axes axes;
   for (int64_t a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
@@ -243,7 +246,11 @@ BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array
   const Array& weight = p.find("weight")->leaf();
   const Array& bias = p.find("bias")->leaf();
   if (training) {
-    std::vector<Array> normed = batchNormTraining(x, weight, bias, eps);  // y, mean [dim], biased variance [dim]
+    // y, mean [dim], biased variance [dim]
+    std::vector<Array> normed =
+        fused ? bind(ir::OpCode::BatchNormTraining, {x, weight, bias},
+                     ir::BatchNormAttrs{ir::Literal::scalar(DType::F64, eps), x.rank() - 1}, std::source_location::current())
+              : batchNormTraining(x, weight, bias, eps);
     out.y = normed[0];
     // The running statistics follow the batch's values; they are state, so no gradient flows through them.
     auto follow = [&](const Tree* running, const Array& batch) {

@@ -104,11 +104,18 @@ struct GroupNorm {
 // only. Each output is differentiable (BatchNorm stops the gradient through the statistics it keeps).
 std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps);
 
+// Whether models trace batch norm in training as the batch_norm_training op: TESSERA_FUSED_BATCH_NORM=on; off and
+// auto trace batchNormTraining, whose reductions and elementwise ops fuse with the relu and residual add around
+// them (on ResNet-18 CIFAR as fast as oneDNN's primitives, which take them as passes of their own), split under a
+// mesh (the op's statistics need the whole batch on each device) and run on every backend.
+bool fusedBatchNorm();
+
 struct BatchNorm {
   int64_t dim = 0;
   double momentum = 0.99;
   double eps = 1e-5;
   DType dtype = DType::F32;
+  bool fused = false;  // training: the batch_norm_training op (Context::fusedBatchNorm), else batchNormTraining
 
   Tree init() const;       // {weight: ones, bias: zeros}: torchvision's names
   Tree initStats() const;  // {running_mean: zeros, running_var: ones}, f32

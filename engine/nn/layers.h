@@ -48,6 +48,10 @@ class Context {
   // the unfused form is what the CPU backend fuses best. Attention dropout always takes the unfused form.
   void setFusedAttention(bool fused) { m_fusedAttention = fused; }
   bool fusedAttention() const { return m_fusedAttention; }
+  // Batch norm in training as the batch_norm_training op (oneDNN's primitive on the CPU) instead of reductions
+  // and elementwise ops (nn::fusedBatchNorm decides; off by default).
+  void setFusedBatchNorm(bool fused) { m_fusedBatchNorm = fused; }
+  bool fusedBatchNorm() const { return m_fusedBatchNorm; }
   // The model's mutable state (Flax's "batch_stats" collection: BatchNorm's running statistics), which apply
   // reads, and the values a training apply updates it to (the step's further output, Trainer's batch_stats).
   void setState(Tree state) { m_state = std::move(state); }
@@ -59,6 +63,7 @@ class Context {
   bool m_training = false;
   RematPolicy m_remat = RematPolicy::None;
   bool m_fusedAttention = false;
+  bool m_fusedBatchNorm = false;
   Array m_key;
   uint32_t m_counter = 0;
   std::vector<std::pair<std::string, Array>> m_sown;

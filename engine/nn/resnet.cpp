@@ -72,7 +72,7 @@ class ResNet::Pass {
     if (m_net.m_cfg.norm == "group") return GroupNorm{groupsFor(c), c, m_net.m_cfg.eps, m_net.m_cfg.dtype}.apply(np, x);
     const Tree* s = stats.find(name);
     if (!s) raise(makeError("ResNet: no running statistics for {} (the model's state is {})", name, stats.def().toString()));
-    BatchNorm bn{c, m_net.m_cfg.bnMomentum, m_net.m_cfg.eps, m_net.m_cfg.dtype};
+    const BatchNorm bn{c, m_net.m_cfg.bnMomentum, m_net.m_cfg.eps, m_net.m_cfg.dtype, m_ctx.fusedBatchNorm()};
     BatchNorm::Output o = bn.apply(np, *s, x, m_ctx.training());
     updated.set(name, std::move(o.stats));
     return o.y;

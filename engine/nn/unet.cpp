@@ -71,7 +71,7 @@ class UNet::Pass {
         const Tree* s = stats ? stats->find("norm_" + n) : nullptr;
         if (!s) raise(makeError("UNet: no running statistics for norm_{} (the model's state is {})", n,
                                 m_ctx.state().def().toString()));
-        const BatchNorm bn{out, c.bnMomentum, c.eps, c.dtype};
+        const BatchNorm bn{out, c.bnMomentum, c.eps, c.dtype, m_ctx.fusedBatchNorm()};
         BatchNorm::Output o = bn.apply(*p.find("norm_" + n), *s, x, m_ctx.training());
         updated.set("norm_" + n, std::move(o.stats));
         x = o.y;

@@ -88,12 +88,16 @@ Kind chooseKind(const ConvGeometry& g) {
   return windows(Kind::Forward, g) ? Kind::Forward : Kind::None;
 }
 
-int engineThreads() {
+}  // namespace
+
+int oneDnnThreads() {
   if (int n = envOptions().numThreads; n > 0) return n;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return 1;
 }
+
+namespace {
 
 // A row-major tensor of shape `raw` seen with its dims in the order `order` (logical dim j is raw dim order[j]).
 struct View {
@@ -461,7 +465,7 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
     auto problem = problemFor(kind, lhsShape, rhsShape, outShape, at, g, postOps);
     OneDnn& dnn = OneDnn::instance();
     thread_local Buffers buffers;
-    omp_set_num_threads(engineThreads());  // this thread's OpenMP teams: the engine's thread count
+    omp_set_num_threads(oneDnnThreads());  // this thread's OpenMP teams: the engine's thread count
     dnnl::stream stream(dnn.engine);
     std::vector<const void*> operands{lhs, rhs, nullptr, nullptr};
     for (const ConvPostOp& op : postOps) operands.push_back(op.data);

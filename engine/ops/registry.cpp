@@ -24,6 +24,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerConvolutionOps(reg);
   registerWindowOps(reg);
   registerAttentionOps(reg);
+  registerBatchNormOps(reg);
 }
 
 ir::OpRegistry& registry() {

@@ -28,5 +28,6 @@ void registerShardingOps(ir::OpRegistry& reg);     // sharding_ops.cpp: sharding
 void registerConvolutionOps(ir::OpRegistry& reg);  // convolution.cpp: conv_general_dilated
 void registerWindowOps(ir::OpRegistry& reg);       // window.cpp: reduce_window_sum/max/min, select_and_scatter_add
 void registerAttentionOps(ir::OpRegistry& reg);    // attention.cpp: dot_product_attention and its gradient
+void registerBatchNormOps(ir::OpRegistry& reg);    // batch_norm.cpp: batch_norm_training and its gradient
 
 }  // namespace tsr::ops

@@ -7,6 +7,7 @@
 #include "engine/core/env_options.h"
 #include "engine/core/limits.h"
 #include "engine/nn/attention.h"
+#include "engine/nn/conv_layers.h"
 #include "engine/random/random.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/trace.h"
@@ -90,6 +91,7 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
                       : t.remat == "dots_saveable" ? RematPolicy::DotsSaveable
                                                    : RematPolicy::None);
   s.trainer->setFusedAttention(nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision));
+  s.trainer->setFusedBatchNorm(nn::fusedBatchNorm());
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
   // The avals of the parameters, the optimizer state and the model's state, from an abstract trace of their

@@ -90,6 +90,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
           ctx.setFusedAttention(m_fusedAttention);
+          ctx.setFusedBatchNorm(m_fusedBatchNorm);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
           return std::pair{loss, auxOf(ctx, stats, m_finishes)};
@@ -111,6 +112,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
       [this](const Tree& args, const StaticArgs&) {
         nn::Context ctx;
         ctx.setFusedAttention(m_fusedAttention);
+        ctx.setFusedBatchNorm(m_fusedBatchNorm);
         if (const Tree* stats = args.find("batch_stats")) ctx.setState(*stats);
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array loss = m_loss(*args.find("params"), batch, ctx);
@@ -131,6 +133,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
           ctx.setFusedAttention(m_fusedAttention);
+          ctx.setFusedBatchNorm(m_fusedBatchNorm);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
           return std::pair{loss, auxOf(ctx, stats, m_finishes)};

@@ -97,6 +97,8 @@ class Trainer {
   void setRemat(RematPolicy policy) { m_remat = policy; }
   // Attention as one fused op in the traced steps (nn::Context::setFusedAttention): nn::fusedAttentionFor() decides.
   void setFusedAttention(bool fused) { m_fusedAttention = fused; }
+  // Batch norm as one op in the traced training steps (nn::Context::setFusedBatchNorm): nn::fusedBatchNorm().
+  void setFusedBatchNorm(bool fused) { m_fusedBatchNorm = fused; }
   RematPolicy remat() const { return m_remat; }
 
   const Jit& stepFunction() const { return *m_step; }
@@ -127,6 +129,7 @@ class Trainer {
   uint64_t m_seed;
   RematPolicy m_remat = RematPolicy::None;
   bool m_fusedAttention = false;
+  bool m_fusedBatchNorm = false;
   std::unique_ptr<Jit> m_step;
   std::unique_ptr<Jit> m_eval;
   std::unique_ptr<Jit> m_grad;   // accumulation: a micro-batch's loss and gradient, added to the sum so far

@@ -237,6 +237,10 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   const Aval q = f32({2, 5, 3, 4}), kv = f32({2, 6, 3, 4}), rows = f32({2, 3, 5});
   t["dot_product_attention"] = {{{q, q, q}, ir::AttentionAttrs{true}}, {{q, kv, kv}, ir::AttentionAttrs{false}}};
   t["dot_product_attention_grad"] = {{{q, q, q, q, rows, q, rows}, ir::AttentionAttrs{true}}};
+  const Aval nhwc{Shape{2, 3, 3, 4}, DType::F32}, ch{Shape{4}, DType::F32}, nchwCh{Shape{3}, DType::F32};
+  const ir::BatchNormAttrs last{ir::Literal::scalar(DType::F64, 1e-5), 3}, second{ir::Literal::scalar(DType::F64, 1e-3), 1};
+  t["batch_norm_training"] = {{{nhwc, ch, ch}, last}, {{nhwc, nchwCh, nchwCh}, second}};
+  t["batch_norm_grad"] = {{{nhwc, ch, ch, ch, nhwc, ch, ch}, last}};
   return t;
 }
 

@@ -256,3 +256,40 @@ TEST_CASE("batchNormsBackwardPassMatchesCentralDifferences") {
     REQUIRE_MESSAGE(std::fabs(second[i] - fd2) < 1e-5 * (1 + std::fabs(fd2)), second[i] << " vs " << fd2);
   }
 }
+
+// BatchNorm with fused = true traces batch_norm_training (oneDNN's primitives for f32 with the features last, the
+// op's loops for f64) instead of the reductions and elementwise ops of batchNormTraining: the two give the same
+// output, running statistics and gradients in x, the weight and the bias. (The op's own values and vjp are
+// checked against loops and finite differences by the conformance suite.)
+TEST_CASE("fusedBatchNormMatchesTheTracedForm") {
+  for (DType t : {DType::F32, DType::F64}) {
+    CAPTURE(dtypeName(t));
+    const Shape shape{4, 5, 5, 8};
+    const int64_t c = 8;
+    const Array x = astype(randomF64(31, shape) * 2.0 + 0.5, t);
+    const Tree p = Tree::dict({{"weight", Tree(astype(randomF64(32, Shape{c}) + 1.0, t))},
+                               {"bias", Tree(astype(randomF64(33, Shape{c}), t))}});
+    const Tree stats = BatchNorm{c, 0.9, 1e-5, t}.initStats();
+    const Array wy = astype(randomF64(34, shape), t);
+    const double tol = t == DType::F32 ? 2e-5 : 1e-11;
+    std::vector<Vec> outs[2];
+    for (bool fused : {false, true}) {
+      const BatchNorm bn{c, 0.9, 1e-5, t, fused};
+      BatchNorm::Output o = bn.apply(p, stats, x, true);
+      auto loss = [&](const Tree& in) {
+        const Tree& q = *in.find("p");
+        return sum(sin(bn.apply(q, stats, in.find("x")->leaf(), true).y) * wy);
+      };
+      Tree g = grad(loss)(Tree::dict({{"p", p}, {"x", Tree(x)}}));
+      outs[fused] = {o.y.toDoubles(), o.stats.find("running_mean")->leaf().toDoubles(),
+                     o.stats.find("running_var")->leaf().toDoubles(), g.find("x")->leaf().toDoubles(),
+                     g.find("p")->find("weight")->leaf().toDoubles(), g.find("p")->find("bias")->leaf().toDoubles()};
+    }
+    const char* names[] = {"y", "running_mean", "running_var", "dx", "dweight", "dbias"};
+    for (size_t i = 0; i < 6; ++i) {
+      // Sums over the 100 elements of a feature: scale the tolerance with them.
+      const double scaleTol = i >= 3 ? tol * 100 : tol;
+      expectNear(outs[1][i], outs[0][i], scaleTol, names[i]);
+    }
+  }
+}

@@ -144,6 +144,7 @@ std::vector<OpCase> allCases() {
   addConvolutionCases(cases, rng);
   addWindowCases(cases, rng);
   addAttentionCases(cases, rng);
+  addBatchNormCases(cases, rng);
   return cases;
 }
 

@@ -157,5 +157,6 @@ void addShardingCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addConvolutionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addBatchNormCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

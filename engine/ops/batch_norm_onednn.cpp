@@ -1,0 +1,111 @@
+#include "engine/ops/batch_norm_onednn.h"
+
+#include <dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "engine/ops/conv_onednn.h"
+
+extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's CPU runtime
+
+namespace tsr::ops {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+struct Primitives {
+  dnnl::memory::desc data, channel;
+  dnnl::batch_normalization_forward forward;
+  dnnl::batch_normalization_backward backward;
+};
+
+struct Cache {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex mutex;
+  std::map<std::tuple<int64_t, int64_t, double>, std::shared_ptr<const Primitives>> entries;
+  static Cache& instance() {
+    static Cache c;
+    return c;
+  }
+};
+
+std::shared_ptr<const Primitives> primitivesFor(int64_t rows, int64_t c, double epsilon) {
+  Cache& cache = Cache::instance();
+  std::lock_guard lock(cache.mutex);
+  auto& slot = cache.entries[{rows, c, epsilon}];
+  if (slot) return slot;
+  auto p = std::make_shared<Primitives>();
+  p->data = dnnl::memory::desc({rows, c, 1, 1}, dt::f32, tag::nhwc);
+  p->channel = dnnl::memory::desc({c}, dt::f32, tag::a);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  const auto eps = static_cast<float>(epsilon);
+  dnnl::batch_normalization_forward::primitive_desc fwd(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps, flags), cache.engine);
+  dnnl::batch_normalization_backward::primitive_desc bwd(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, p->data, p->data, eps, flags), cache.engine,
+      fwd);
+  p->forward = dnnl::batch_normalization_forward(fwd);
+  p->backward = dnnl::batch_normalization_backward(bwd);
+  slot = std::move(p);
+  return slot;
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& d, const float* data) {
+  return dnnl::memory(d, Cache::instance().engine, const_cast<float*>(data));
+}
+
+}  // namespace
+
+bool oneDnnBatchNormForward(const float* x, const float* scale, const float* offset, float* y, float* mean,
+                            float* var, int64_t rows, int64_t c, double epsilon) {
+  if (rows <= 0 || c <= 0) return false;
+  try {
+    auto p = primitivesFor(rows, c, epsilon);
+    omp_set_num_threads(oneDnnThreads());
+    dnnl::stream stream(Cache::instance().engine);
+    p->forward.execute(stream, {{DNNL_ARG_SRC, wrap(p->data, x)},
+                                {DNNL_ARG_DST, wrap(p->data, y)},
+                                {DNNL_ARG_SCALE, wrap(p->channel, scale)},
+                                {DNNL_ARG_SHIFT, wrap(p->channel, offset)},
+                                {DNNL_ARG_MEAN, wrap(p->channel, mean)},
+                                {DNNL_ARG_VARIANCE, wrap(p->channel, var)}});
+    stream.wait();
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool oneDnnBatchNormBackward(const float* x, const float* dy, const float* scale, const float* mean,
+                             const float* var, float* dx, float* dscale, float* doffset, int64_t rows, int64_t c,
+                             double epsilon) {
+  if (rows <= 0 || c <= 0) return false;
+  try {
+    auto p = primitivesFor(rows, c, epsilon);
+    omp_set_num_threads(oneDnnThreads());
+    dnnl::stream stream(Cache::instance().engine);
+    // oneDNN 2.6 asks for the shift with use_shift, though the gradients do not read it.
+    thread_local std::vector<float> shift;
+    shift.assign(static_cast<size_t>(c), 0.0f);
+    p->backward.execute(stream, {{DNNL_ARG_SRC, wrap(p->data, x)},
+                                 {DNNL_ARG_DIFF_DST, wrap(p->data, dy)},
+                                 {DNNL_ARG_SCALE, wrap(p->channel, scale)},
+                                 {DNNL_ARG_SHIFT, wrap(p->channel, shift.data())},
+                                 {DNNL_ARG_MEAN, wrap(p->channel, mean)},
+                                 {DNNL_ARG_VARIANCE, wrap(p->channel, var)},
+                                 {DNNL_ARG_DIFF_SRC, wrap(p->data, dx)},
+                                 {DNNL_ARG_DIFF_SCALE, wrap(p->channel, dscale)},
+                                 {DNNL_ARG_DIFF_SHIFT, wrap(p->channel, doffset)}});
+    stream.wait();
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace tsr::ops
