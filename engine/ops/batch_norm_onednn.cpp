@@ -2,6 +2,7 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,21 +60,16 @@ dnnl::memory wrap(const dnnl::memory::desc& d, const float* data) {
   return dnnl::memory(d, Cache::instance().engine, const_cast<float*>(data));
 }
 
-}  // namespace
-
-bool oneDnnBatchNormForward(const float* x, const float* scale, const float* offset, float* y, float* mean,
-                            float* var, int64_t rows, int64_t c, double epsilon) {
+// Runs one of the problem's primitives on the engine's threads (this thread's OpenMP teams) and waits for it;
+// false where oneDNN declines or fails.
+template <class Fn>
+bool execute(int64_t rows, int64_t c, double epsilon, const Fn& fn) {
   if (rows <= 0 || c <= 0) return false;
   try {
     auto p = primitivesFor(rows, c, epsilon);
     omp_set_num_threads(oneDnnThreads());
     dnnl::stream stream(Cache::instance().engine);
-    p->forward.execute(stream, {{DNNL_ARG_SRC, wrap(p->data, x)},
-                                {DNNL_ARG_DST, wrap(p->data, y)},
-                                {DNNL_ARG_SCALE, wrap(p->channel, scale)},
-                                {DNNL_ARG_SHIFT, wrap(p->channel, offset)},
-                                {DNNL_ARG_MEAN, wrap(p->channel, mean)},
-                                {DNNL_ARG_VARIANCE, wrap(p->channel, var)}});
+    fn(*p, stream);
     stream.wait();
     return true;
   } catch (const dnnl::error&) {
@@ -81,31 +77,37 @@ bool oneDnnBatchNormForward(const float* x, const float* scale, const float* off
   }
 }
 
+}  // namespace
+
+bool oneDnnBatchNormForward(const float* x, const float* scale, const float* offset, float* y, float* mean,
+                            float* var, int64_t rows, int64_t c, double epsilon) {
+  return execute(rows, c, epsilon, [&](const Primitives& p, dnnl::stream& stream) {
+    p.forward.execute(stream, {{DNNL_ARG_SRC, wrap(p.data, x)},
+                               {DNNL_ARG_DST, wrap(p.data, y)},
+                               {DNNL_ARG_SCALE, wrap(p.channel, scale)},
+                               {DNNL_ARG_SHIFT, wrap(p.channel, offset)},
+                               {DNNL_ARG_MEAN, wrap(p.channel, mean)},
+                               {DNNL_ARG_VARIANCE, wrap(p.channel, var)}});
+  });
+}
+
 bool oneDnnBatchNormBackward(const float* x, const float* dy, const float* scale, const float* mean,
                              const float* var, float* dx, float* dscale, float* doffset, int64_t rows, int64_t c,
                              double epsilon) {
-  if (rows <= 0 || c <= 0) return false;
-  try {
-    auto p = primitivesFor(rows, c, epsilon);
-    omp_set_num_threads(oneDnnThreads());
-    dnnl::stream stream(Cache::instance().engine);
-    // oneDNN 2.6 asks for the shift with use_shift, though the gradients do not read it.
-    thread_local std::vector<float> shift;
-    shift.assign(static_cast<size_t>(c), 0.0f);
-    p->backward.execute(stream, {{DNNL_ARG_SRC, wrap(p->data, x)},
-                                 {DNNL_ARG_DIFF_DST, wrap(p->data, dy)},
-                                 {DNNL_ARG_SCALE, wrap(p->channel, scale)},
-                                 {DNNL_ARG_SHIFT, wrap(p->channel, shift.data())},
-                                 {DNNL_ARG_MEAN, wrap(p->channel, mean)},
-                                 {DNNL_ARG_VARIANCE, wrap(p->channel, var)},
-                                 {DNNL_ARG_DIFF_SRC, wrap(p->data, dx)},
-                                 {DNNL_ARG_DIFF_SCALE, wrap(p->channel, dscale)},
-                                 {DNNL_ARG_DIFF_SHIFT, wrap(p->channel, doffset)}});
-    stream.wait();
-    return true;
-  } catch (const dnnl::error&) {
-    return false;
-  }
+  // oneDNN 2.6 asks for the shift with use_shift, though the gradients do not read it.
+  thread_local std::vector<float> shift;
+  shift.assign(static_cast<size_t>(std::max<int64_t>(c, 0)), 0.0f);
+  return execute(rows, c, epsilon, [&](const Primitives& p, dnnl::stream& stream) {
+    p.backward.execute(stream, {{DNNL_ARG_SRC, wrap(p.data, x)},
+                                {DNNL_ARG_DIFF_DST, wrap(p.data, dy)},
+                                {DNNL_ARG_SCALE, wrap(p.channel, scale)},
+                                {DNNL_ARG_SHIFT, wrap(p.channel, shift.data())},
+                                {DNNL_ARG_MEAN, wrap(p.channel, mean)},
+                                {DNNL_ARG_VARIANCE, wrap(p.channel, var)},
+                                {DNNL_ARG_DIFF_SRC, wrap(p.data, dx)},
+                                {DNNL_ARG_DIFF_SCALE, wrap(p.channel, dscale)},
+                                {DNNL_ARG_DIFF_SHIFT, wrap(p.channel, doffset)}});
+  });
 }
 
 }  // namespace tsr::ops
