@@ -19,7 +19,9 @@
 #include "engine/backends/backends.h"
 #include "engine/core/env_options.h"
 #include "engine/nn/attention.h"
+#include "engine/nn/conv_layers.h"
 #include "engine/transform/api.h"
+#include "engine/transform/trace.h"
 
 namespace tsr::python {
 
@@ -347,6 +349,15 @@ void defineOps(py::module_& m) {
   // What implementation=None picks (TESSERA_FUSED_ATTENTION; auto: the GPU with bf16 matmuls).
   m.def("fused_attention_default",
         [] { return nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision); });
+  // batch_norm_training (x, scale, offset) -> [y, mean, var] over every dim but `axis`; its vjp is batch_norm_grad.
+  m.def("batch_norm_training", [](py::handle x, py::handle scale, py::handle offset, double epsilon, int64_t axis) {
+    UserSite site;
+    const ir::BatchNormAttrs attrs{ir::Literal::scalar(DType::F64, epsilon), axis};
+    return bind(ir::OpCode::BatchNormTraining, {toArray(x), toArray(scale), toArray(offset)}, attrs,
+                std::source_location::current());
+  });
+  // Whether BatchNorm trains through it by default (TESSERA_FUSED_BATCH_NORM=on).
+  m.def("fused_batch_norm_default", [] { return nn::fusedBatchNorm(); });
 
   m.def("astype", [](py::handle x, const std::string& dtype) { UserSite site; return astype(toArray(x), dtypeFromName(dtype)); });
   m.def("reshape", [](py::handle x, const std::vector<int64_t>& shape) { UserSite site; return reshape(toArray(x), shape); });

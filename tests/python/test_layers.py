@@ -1,6 +1,10 @@
 """tessera.nn's BatchNorm (with the batch_stats collection and apply(..., mutable=...)), ConvTranspose
 (lax.conv_transpose), Upsample and tessera.image.resize, global_avg_pool: against numpy loops and values worked
 out by hand."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -158,3 +162,37 @@ def test_upsample_module_and_global_avg_pool():
     # Bilinear upsampling is differentiable: each input's gradient sums its weights (4 per input for 2x).
     g = tessera.grad(lambda v: tnp.sum(tessera.image.resize(v, (2, 4, 6, 1), "linear")))(x)
     np.testing.assert_allclose(np.asarray(g), np.full(x.shape, 4.0), rtol=1e-5)
+
+
+def test_batchnorm_traces_one_op_when_fused():
+    """With TESSERA_FUSED_BATCH_NORM=on, training traces BatchNorm as one batch_norm_training op (oneDNN's primitive
+    on the CPU) and its gradient as batch_norm_grad; the default traces reductions. The values are numpy's."""
+    from tessera import _tessera as C
+    x = np.random.default_rng(3).standard_normal((6, 4, 5)).astype(np.float32)
+    bn = nn.BatchNorm(use_running_average=False, epsilon=1e-3)
+    variables = bn.init(random.PRNGKey(0), x)
+
+    def loss(params):
+        y, _ = bn.apply({"params": params, "batch_stats": variables["batch_stats"]}, x, mutable=["batch_stats"])
+        return tnp.sum(y * y * 0.5 + y)
+
+    text = tessera.trace(tessera.grad(loss))(variables["params"])
+    fused = C.fused_batch_norm_default()
+    assert ("batch_norm_training" in text) == fused and ("batch_norm_grad" in text) == fused
+    y, mean, var = C.batch_norm_training(x, np.full(5, 2.0, np.float32), np.full(5, 0.5, np.float32), 1e-3, 2)
+    m, v = x.reshape(-1, 5).mean(0), x.reshape(-1, 5).var(0)
+    np.testing.assert_allclose(np.asarray(y), (x - m) / np.sqrt(v + 1e-3) * 2 + 0.5, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(mean), m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(var), v, rtol=1e-5, atol=1e-6)
+
+
+def test_batchnorm_tests_pass_with_the_fused_op():
+    """The BatchNorm tests of this file again with TESSERA_FUSED_BATCH_NORM=on (a process of their own: the switch
+    is read once)."""
+    if os.environ.get("TESSERA_FUSED_BATCH_NORM") == "on":
+        pytest.skip("this process already runs them fused")
+    env = dict(os.environ, TESSERA_FUSED_BATCH_NORM="on")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+                        "batchnorm and not with_the_fused_op"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "4 passed" in r.stdout, r.stdout

@@ -439,20 +439,32 @@ class BatchNorm(Module):
         shape = tuple(x.shape[a] if a == axis else 1 for a in range(x.ndim))
         ra_mean = self.variable("batch_stats", "mean", lambda: tnp.zeros(features, tnp.float32))
         ra_var = self.variable("batch_stats", "var", lambda: tnp.ones(features, tnp.float32))
-        if running:
+        scale = self.param("scale", initializers.ones, features) if self.use_scale else None
+        bias = self.param("bias", initializers.zeros, features) if self.use_bias else None
+        fused = not running and _C.fused_batch_norm_default() and x.dtype in (tnp.float32, tnp.float64)
+        if fused:
+            # One batch_norm_training op (oneDNN's primitive on the CPU), with TESSERA_FUSED_BATCH_NORM=on.
+            def like_x(v, fill):
+                return tnp.full(features, fill, x.dtype) if v is None else tnp.astype(v, x.dtype)
+
+            y, mean, var = _C.batch_norm_training(x, like_x(scale, 1.0), like_x(bias, 0.0), float(self.epsilon),
+                                                  axis)
+        elif running:
             mean, var = ra_mean.value, ra_var.value
         else:
             mean = tnp.mean(x, axis=reduce)
             centred = x - tnp.reshape(mean, shape)
             var = tnp.mean(centred * centred, axis=reduce)
-            if not self.is_initializing():
-                ra_mean.value = self.momentum * ra_mean.value + (1.0 - self.momentum) * mean
-                ra_var.value = self.momentum * ra_var.value + (1.0 - self.momentum) * var
+        if not running and not self.is_initializing():
+            ra_mean.value = self.momentum * ra_mean.value + (1.0 - self.momentum) * mean
+            ra_var.value = self.momentum * ra_var.value + (1.0 - self.momentum) * var
+        if fused:
+            return y
         y = (x - tnp.reshape(mean, shape)) / tnp.sqrt(tnp.reshape(var, shape) + self.epsilon)
-        if self.use_scale:
-            y = y * tnp.reshape(self.param("scale", initializers.ones, features), shape)
-        if self.use_bias:
-            y = y + tnp.reshape(self.param("bias", initializers.zeros, features), shape)
+        if scale is not None:
+            y = y * tnp.reshape(scale, shape)
+        if bias is not None:
+            y = y + tnp.reshape(bias, shape)
         return y
 
 
