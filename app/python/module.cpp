@@ -21,7 +21,6 @@
 #include "engine/nn/attention.h"
 #include "engine/nn/conv_layers.h"
 #include "engine/transform/api.h"
-#include "engine/transform/trace.h"
 
 namespace tsr::python {
 
@@ -352,9 +351,7 @@ void defineOps(py::module_& m) {
   // batch_norm_training (x, scale, offset) -> [y, mean, var] over every dim but `axis`; its vjp is batch_norm_grad.
   m.def("batch_norm_training", [](py::handle x, py::handle scale, py::handle offset, double epsilon, int64_t axis) {
     UserSite site;
-    const ir::BatchNormAttrs attrs{ir::Literal::scalar(DType::F64, epsilon), axis};
-    return bind(ir::OpCode::BatchNormTraining, {toArray(x), toArray(scale), toArray(offset)}, attrs,
-                std::source_location::current());
+    return nn::batchNormTrainingOp(toArray(x), toArray(scale), toArray(offset), epsilon, axis);
   });
   // Whether BatchNorm trains through it by default (TESSERA_FUSED_BATCH_NORM=on).
   m.def("fused_batch_norm_default", [] { return nn::fusedBatchNorm(); });

@@ -202,8 +202,6 @@ Tree BatchNorm::initStats() const {
 //   dx = r * (g - mean(g) - xh * mean(g * xh)) + d mean / n + d var * 2 xh / (r * n)
 //      = r * g - (r * mean(g) - d mean / n) - xh * (r * mean(g * xh) - 2 d var / (n * r))
 // (the statistics' own cotangents are zero where they only move the running statistics, under stopGradient).
-bool fusedBatchNorm() { return envOptions().fusedBatchNorm == "on"; }
-
 std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps) {
   Axes axes;
   for (int64_t a = 0; a + 1 < x.rank(); ++a) axes.push_back(a);
@@ -235,6 +233,14 @@ std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const 
   return customVjpCall(primal, forward, backward, {x, weight, bias}, 3);
 }
 
+std::vector<Array> batchNormTrainingOp(const Array& x, const Array& scale, const Array& offset, double eps,
+                                       int64_t featureIndex) {
+  return bind(ir::OpCode::BatchNormTraining, {x, scale, offset},
+              ir::BatchNormAttrs{ir::Literal::scalar(DType::F64, eps), featureIndex}, std::source_location::current());
+}
+
+bool fusedBatchNorm() { return envOptions().fusedBatchNorm == "on"; }
+
 BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array& x, bool training) const {
   if (x.rank() < 2 || x.dim(-1) != dim)
     raise(makeError("BatchNorm: {} features (the last axis) over a batch, got inputs {}", dim, x.aval().toString()));
@@ -247,10 +253,8 @@ BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array
   const Array& bias = p.find("bias")->leaf();
   if (training) {
     // y, mean [dim], biased variance [dim]
-    std::vector<Array> normed =
-        fused ? bind(ir::OpCode::BatchNormTraining, {x, weight, bias},
-                     ir::BatchNormAttrs{ir::Literal::scalar(DType::F64, eps), x.rank() - 1}, std::source_location::current())
-              : batchNormTraining(x, weight, bias, eps);
+    std::vector<Array> normed = fused ? batchNormTrainingOp(x, weight, bias, eps, x.rank() - 1)
+                                      : batchNormTraining(x, weight, bias, eps);
     out.y = normed[0];
     // The running statistics follow the batch's values; they are state, so no gradient flows through them.
     auto follow = [&](const Tree* running, const Array& batch) {

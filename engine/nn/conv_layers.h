@@ -104,6 +104,11 @@ struct GroupNorm {
 // only. Each output is differentiable (BatchNorm stops the gradient through the statistics it keeps).
 std::vector<Array> batchNormTraining(const Array& x, const Array& weight, const Array& bias, double eps);
 
+// The batch_norm_training op over every dim but `featureIndex`: (y, mean [C], biased variance [C]); its vjp is
+// batch_norm_grad (engine/ops/batch_norm.cpp).
+std::vector<Array> batchNormTrainingOp(const Array& x, const Array& scale, const Array& offset, double eps,
+                                       int64_t featureIndex);
+
 // Whether models trace batch norm in training as the batch_norm_training op: TESSERA_FUSED_BATCH_NORM=on; off and
 // auto trace batchNormTraining, whose reductions and elementwise ops fuse with the relu and residual add around
 // them (on ResNet-18 CIFAR as fast as oneDNN's primitives, which take them as passes of their own), split under a

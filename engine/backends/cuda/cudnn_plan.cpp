@@ -303,6 +303,11 @@ std::vector<Desc> proposals(const Desc& graph, cudnnBackendHeurMode_t mode) {
   return out;
 }
 
+// The graph as text: the convolution's key, then the epilogue's steps (the plan cache's key, and messages).
+std::string graphKey(const CudnnConvProblem& p, const CudnnEpilogue* epilogue) {
+  return epilogue ? p.key() + " then" + epilogue->key() : p.key();
+}
+
 std::shared_ptr<Plan> buildPlan(cudnnHandle_t handle, const CudnnConvProblem& p, const CudnnEpilogue* epilogue,
                                 MatmulPrecision precision) {
   auto plan = std::make_shared<Plan>();
@@ -376,9 +381,8 @@ std::shared_ptr<Plan> buildPlan(cudnnHandle_t handle, const CudnnConvProblem& p,
       return plan;
     }
   }
-  return fail(fmt::format("no engine for {}{} at {} precision ({} configurations tried, {} refused for their numerics)",
-                          p.key(), epilogue ? " then" + epilogue->key() : "", matmulPrecisionName(precision), tried,
-                          refused));
+  return fail(fmt::format("no engine for {} at {} precision ({} configurations tried, {} refused for their numerics)",
+                          graphKey(p, epilogue), matmulPrecisionName(precision), tried, refused));
 }
 
 struct PerDevice {
@@ -443,7 +447,7 @@ Result<std::unique_ptr<CudnnConv>> CudnnConv::create(Device& d, const CudnnConvP
   im.per = per;
   std::lock_guard lock(per->mutex);
   auto planFor = [&](const CudnnConvProblem& p, const CudnnEpilogue* e) {
-    auto& slot = per->plans[fmt::format("{} {}{}", matmulPrecisionName(precision), p.key(), e ? " then" + e->key() : "")];
+    auto& slot = per->plans[fmt::format("{} {}", matmulPrecisionName(precision), graphKey(p, e))];
     if (!slot) slot = buildPlan(per->handle, p, e, precision);
     return slot;
   };

@@ -275,10 +275,8 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const int gi = im.program.generatedIndex[ki], ai = im.program.anchorIndex[ki];
     const KernelPath path = im.program.paths[ki];
-    // A convolution alone on cuDNN never runs its generated kernel; a conv group's epilogue runs unless fused.
-    const bool conv = kernels[ki].info.kind == GroupKind::Conv;
-    if (gi >= 0 && (path != KernelPath::Cudnn || (conv && !im.convs[ki]->fused())))
-      needed[static_cast<size_t>(gi)] = true;
+    // On cuDNN only a conv group's unfused epilogue runs generated (a lone convolution's kernel is its fallback).
+    if (gi >= 0 && (path != KernelPath::Cudnn || im.epilogueApart(ki))) needed[static_cast<size_t>(gi)] = true;
     if (ai >= 0 && path == KernelPath::Generated) needed[static_cast<size_t>(ai)] = true;
   }
   NvrtcOptions no;
