@@ -89,8 +89,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
-          ctx.setFusedAttention(m_fusedAttention);
-          ctx.setFusedBatchNorm(m_fusedBatchNorm);
+          setFusedOps(ctx);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
           return std::pair{loss, auxOf(ctx, stats, m_finishes)};
@@ -111,8 +110,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
   m_eval = std::make_unique<Jit>(
       [this](const Tree& args, const StaticArgs&) {
         nn::Context ctx;
-        ctx.setFusedAttention(m_fusedAttention);
-        ctx.setFusedBatchNorm(m_fusedBatchNorm);
+        setFusedOps(ctx);
         if (const Tree* stats = args.find("batch_stats")) ctx.setState(*stats);
         Batch batch{args.find("inputs")->leaf(), args.find("targets")->leaf()};
         Array loss = m_loss(*args.find("params"), batch, ctx);
@@ -132,8 +130,7 @@ Trainer::Trainer(TrainLossFn loss, optim::GradientTransformation optimizer, opti
         auto vg = valueAndGradWithAux([&](const Tree& p) {
           nn::Context ctx(true, key);
           ctx.setRemat(m_remat);
-          ctx.setFusedAttention(m_fusedAttention);
-          ctx.setFusedBatchNorm(m_fusedBatchNorm);
+          setFusedOps(ctx);
           if (stats) ctx.setState(*stats);
           Array loss = m_loss(p, batch, ctx);
           return std::pair{loss, auxOf(ctx, stats, m_finishes)};

@@ -118,6 +118,11 @@ class Trainer {
   Tree stepArgs(const TrainState& state, const Batch& batch) const;
 
  private:
+  // The ops the traced steps take fused (setFusedAttention, setFusedBatchNorm), given to the model's context.
+  void setFusedOps(nn::Context& ctx) const {
+    ctx.setFusedAttention(m_fusedAttention);
+    ctx.setFusedBatchNorm(m_fusedBatchNorm);
+  }
   Result<Tree> place(const Tree& tree, const std::function<ArgumentPath(const std::string&)>& pathOf) const;
   Result<Batch> placeBatch(const Batch& batch) const;
   std::optional<TrainSharding> m_sharding;
