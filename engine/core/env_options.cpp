@@ -90,6 +90,15 @@ const Row kRows[] = {
       "other backends run them on the host) or as reductions and elementwise ops, which fuse with their "
       "neighbours and split under a [mesh]; auto: the latter, as fast on ResNet-18 (see the README)"},
      [](EnvOptions& o, const char* v) { o.fusedBatchNorm = v && *v ? text(v) : "auto"; }},
+    {{"TESSERA_RECOMPUTE", "TESSERA_RECOMPUTE=on|off",
+      "the recompute pass (on by default) copies cheap elementwise values (add, mul, square, ...) into the kernels "
+      "that read them, so that a forward kernel stores fewer values for the backward pass (a gelu's seven become "
+      "two); off: every value is computed once and stored"},
+     [](EnvOptions& o, const char* v) { o.recompute = text(v) != "off" && text(v) != "0"; }},
+    {{"TESSERA_FLASH_KERNELS", "TESSERA_FLASH_KERNELS=v2|v1",
+      "the GPU's tensor-core flash attention kernels: v2 (default) pipelines the tiles' loads with the products and "
+      "reads operand fragments with ldmatrix; v1, the first kernels, for comparison"},
+     [](EnvOptions& o, const char* v) { o.flashKernelsV1 = text(v) == "v1"; }},
     {{"TESSERA_CONV_ALGORITHM", "TESSERA_CONV_ALGORITHM=auto|direct",
       "CPU convolutions: auto takes Winograd's F(4x4, 3x3) (oneDNN's `jit_wino_4x3`, about 2.3x fewer "
       "multiplies in practice) for 3x3 stride-1 convolutions of at least 32 channels in and out over at least 32 "

@@ -36,6 +36,8 @@ struct EnvOptions {
   std::string matmulPrecision;            // TESSERA_MATMUL_PRECISION as written ("" when unset)
   std::string fusedAttention = "auto";    // TESSERA_FUSED_ATTENTION=auto|on|off
   std::string fusedBatchNorm = "auto";    // TESSERA_FUSED_BATCH_NORM=auto|on|off
+  bool recompute = true;                  // TESSERA_RECOMPUTE=off: the recompute pass leaves the graph alone
+  bool flashKernelsV1 = false;            // TESSERA_FLASH_KERNELS=v1: the first tensor-core attention kernels
   bool convWinograd = true;               // TESSERA_CONV_ALGORITHM=auto|direct
   bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
   bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1

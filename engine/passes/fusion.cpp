@@ -310,6 +310,31 @@ class Planner {
     return out;
   }
 
+  // Whether an earlier node computes what node n computes (n's op and operands): n is then a copy that the
+  // recompute pass made for a later kernel, which joining its producers' kernel would only store again. It
+  // starts a kernel of its own, which its reader takes in (onlyFeeds).
+  bool isCopy(NodeId n) const {
+    const ir::Node& nd = node(n);
+    if (nd.operands.empty() || !std::holds_alternative<ir::NoAttrs>(nd.attrs)) return false;
+    for (NodeId m : m_readers.readers[static_cast<size_t>(nd.operands[0])])
+      if (m < n && node(m).op == nd.op && node(m).operands == nd.operands) return true;
+    return false;
+  }
+  // Whether every reader of every member of loop group c is a member of c or of `into`, or is n: c then only
+  // feeds that kernel, which can compute its values itself instead of reading them.
+  bool onlyFeeds(int c, int into, NodeId n) const {
+    for (NodeId m : m_groups[static_cast<size_t>(c)].nodes)
+      for (ValueId r : node(m).results) {
+        if (m_readers.isOutput[static_cast<size_t>(r)]) return false;
+        for (NodeId u : m_readers.readers[static_cast<size_t>(r)]) {
+          if (u == n) continue;
+          int gu = groupOfNode(u);
+          if (gu != c && gu != into) return false;
+        }
+      }
+    return true;
+  }
+
   void visitElementwise(NodeId n);
   PostOpMatch convPostOp(int gid, NodeId n) const;
   void extendConv(int gid, NodeId n, const PostOp& op);
@@ -372,6 +397,7 @@ void Planner::visitElementwise(NodeId n) {
     return;
   }
   // Candidate groups: those that produce an operand directly in the same iteration space.
+  const bool copy = isCopy(n);
   std::vector<int> cands;
   std::vector<std::pair<int, PostOp>> convOps;  // the post-op n would be in each conv candidate
   for (size_t k = 0; k < nd.operands.size(); ++k) {
@@ -398,6 +424,13 @@ void Planner::visitElementwise(NodeId n) {
     if (gp < 0 || std::find(cands.begin(), cands.end(), gp) != cands.end()) continue;
     const Group& G = m_groups[static_cast<size_t>(gp)];
     bool sameSpace = G.shape == shape;
+    if (copy) {
+      reject(n, {p}, FusionReason::Recomputed,
+             fmt::format("not fused into fusion.{}: a copy of a value computed earlier, recomputed for the kernel "
+                         "that reads it, which then need not read the original",
+                         gp));
+      continue;
+    }
     if (G.kind == GroupKind::Loop && sameSpace) {
       cands.push_back(gp);
     } else if (G.kind == GroupKind::Gemm && sameSpace && m_opt.gemmEpilogues) {
@@ -462,10 +495,13 @@ void Planner::visitElementwise(NodeId n) {
   // Other producers' loop groups join too where that stays acyclic (multi-output: one pass instead of several).
   for (int c : cands) {
     if (c == chosen || find(c) != c) continue;
-    // Only loops merge: a gemm's members must all follow its product (they are its epilogue).
-    if (m_groups[static_cast<size_t>(c)].kind != GroupKind::Loop ||
-        m_groups[static_cast<size_t>(chosen)].kind != GroupKind::Loop)
-      continue;
+    // Loops merge. A gemm's members must all follow its product (they are its epilogue): a loop joins a gemm
+    // only where it comes after the product and feeds nothing but the epilogue (values recomputed there).
+    const Group& C = m_groups[static_cast<size_t>(c)];
+    const Group& H = m_groups[static_cast<size_t>(chosen)];
+    if (C.kind != GroupKind::Loop) continue;
+    if (H.kind == GroupKind::Gemm && !(C.first > H.first && onlyFeeds(c, chosen, n))) continue;
+    if (H.kind != GroupKind::Loop && H.kind != GroupKind::Gemm) continue;
     auto anyReads = [&](int readers, int group) {
       const auto& members = m_groups[static_cast<size_t>(readers)].nodes;
       return std::any_of(members.begin(), members.end(), [&](NodeId m) { return readsThroughView(m, group); });
@@ -810,6 +846,9 @@ const char* hintFor(FusionReason r) {
     case FusionReason::ReadsThroughView:
       return "the consumer reads the value through a transpose or another view; kernels evaluate element for element";
     case FusionReason::Unrelated: return "neither reads the other's result: fusion joins producers and consumers";
+    case FusionReason::Recomputed:
+      return "the recompute pass copied this cheap value into the kernel that reads it, so that the producer's kernel "
+             "need not store it (TESSERA_RECOMPUTE=off keeps one copy)";
     case FusionReason::NoPostOp:
       return "a convolution's epilogue runs as oneDNN post-ops: a chain of relu, tanh, logistic, gelu, and add, sub, "
              "mul, div, max or min with a scalar, a per-channel vector or a tensor of the result's shape, each op "

@@ -63,6 +63,7 @@ const char* fusionReasonName(FusionReason r) {
     case FusionReason::OwnKernel: return "own_kernel";
     case FusionReason::Materialised: return "materialised";
     case FusionReason::NoPostOp: return "no_post_op";
+    case FusionReason::Recomputed: return "recomputed";
     case FusionReason::FusionOff: return "fusion_off";
     case FusionReason::Unrelated: return "unrelated";
   }

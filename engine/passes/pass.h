@@ -44,6 +44,7 @@ enum class FusionReason : uint8_t {
   FusionOff,         // fusion is switched off
   Unrelated,         // neither node reads the other's result (whyNotFused only)
   NoPostOp,          // a convolution's epilogue takes only what oneDNN post-ops express (conv_epilogue.h)
+  Recomputed,        // a copy the recompute pass made, computed in the kernel that reads it (recompute.h)
 };
 const char* fusionReasonName(FusionReason r);  // "different_iteration_spaces"
 

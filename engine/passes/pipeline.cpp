@@ -6,6 +6,7 @@
 #include "engine/passes/fusion.h"
 #include "engine/passes/inline_calls.h"
 #include "engine/passes/pass_registry.h"
+#include "engine/passes/recompute.h"
 #include "engine/passes/simplify.h"
 
 namespace tsr::passes {
@@ -31,6 +32,7 @@ PassManager standardPipeline(PipelineOptions options) {
   addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
+  pm.add<Recompute>();  // after cse, which would merge its copies back
   return pm;
 }
 
@@ -40,6 +42,7 @@ PassManager compilerPipeline(PipelineOptions options) {
   addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
+  pm.add<Recompute>();
   pm.add<Fusion>();
   addRegisteredPasses(pm, PipelinePoint::End);
   return pm;
