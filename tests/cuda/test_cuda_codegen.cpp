@@ -218,12 +218,14 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "flashAttentionCompiles") {
   }
 }
 
-// FlashAttention-2's tensor-core kernels (mma.sync bf16, sm_90 here), for every head dim they take.
+// FlashAttention-2's tensor-core kernels (mma.sync bf16, sm_90 here), both generations, for every head dim they take.
 TEST_CASE_FIXTURE(NvrtcEveryTime, "tensorCoreAttentionCompiles") {
   for (int d : {16, 32, 48, 64}) {
     REQUIRE(cuda::flashAttentionSupports(d));
-    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSource(d), "flash_attention_tc");
+    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSource(d), "flash_attention_tc2");
     REQUIRE_MESSAGE(r.ok(), r.error().message);
+    auto r1 = cuda::compileCuda(cuda::tensorCoreAttentionSourceV1(d), "flash_attention_tc");  // TESSERA_FLASH_KERNELS=v1
+    REQUIRE_MESSAGE(r1.ok(), r1.error().message);
   }
   REQUIRE(!cuda::flashAttentionSupports(80));
   REQUIRE(!cuda::flashAttentionSupports(8));

@@ -12,6 +12,9 @@
 // trip); it also writes each row's log-sum-exp. Backward: delta = rowsum(dout * out) - dlse per row, then a
 // kernel per 64 keys accumulating dk and dv over the query tiles and one per 64 queries accumulating dq over the
 // key tiles, each rebuilding P from the log-sum-exp: no [T, T] matrix in memory and no atomics (deterministic).
+// That is v1 (TESSERA_FLASH_KERNELS=v1); v2, the default, takes 128 rows and 8 warps a block, loads the next
+// tile into registers while the current one is multiplied, reads all B fragments with ldmatrix (.trans for the
+// products that need a transposed tile) and masks only the tiles that need it.
 #include <string>
 
 #include "engine/backends/cuda/device.h"
@@ -40,7 +43,13 @@ struct AttentionProblem {
   bool causal = false;
 };
 bool flashAttentionSupports(int64_t headDim);
+// The source of the tensor-core kernels in use (v2 unless flashKernelsV1()) for one head dimension.
 std::string tensorCoreAttentionSource(int headDim);
+// Whether to run the first generation of the tensor-core kernels (64 rows a block, synchronous tile loads) rather
+// than v2 (128 rows a block, register-prefetched tiles, ldmatrix fragments): TESSERA_FLASH_KERNELS=v1.
+bool flashKernelsV1();
+// The first generation's source, whichever is in use (for compile checks).
+std::string tensorCoreAttentionSourceV1(int headDim);
 Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
                              const AttentionProblem& p);
 Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,
