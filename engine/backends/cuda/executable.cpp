@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <array>
 #include <map>
 #include <thread>
 
@@ -197,6 +198,13 @@ struct Executable::Impl {
   std::vector<std::shared_ptr<LoadedModule>> modules;  // per generated kernel
   std::vector<const void*> functions;                  // per generated kernel
   std::vector<std::unique_ptr<LtGemm>> gemms;          // per lowered kernel (null unless cuBLASLt)
+  // Operands converted to bf16 once for every product that reads the same value as it lies (a forward
+  // activation that its weight gradient reads again, an output gradient that the input and the weight gradients
+  // both read), as autocast keeps the bf16 copy for the backward pass: per kernel, each operand's slot or -1;
+  // per slot, its bytes and the last kernel that reads it (the copy is freed after it, in stream order).
+  std::vector<std::array<int, 2>> stageSlot;
+  std::vector<int64_t> slotBytes;
+  std::vector<size_t> slotLast;
   std::vector<std::unique_ptr<CudnnConv>> convs;       // per lowered kernel (null unless cuDNN)
   std::map<size_t, std::string> fallbacks;             // convolutions cuDNN declined on this device: why
   std::map<size_t, AttentionProblem> attention;        // kernels on the flash path
@@ -318,6 +326,25 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     spec.outType = im.graph().aval(n.results[0]).dtype;
     spec.precision = precision;
     TSR_ASSIGN(im.gemms[i], LtGemm::create(*im.device, spec));
+  }
+  im.stageSlot.assign(kernels.size(), {-1, -1});
+  {
+    std::map<std::pair<ValueId, int64_t>, std::vector<std::pair<size_t, int>>> readers;  // (value, bytes) -> uses
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      if (im.program.paths[i] != KernelPath::CuBlasLt) continue;
+      for (int which = 0; which < 2; ++which) {
+        const int64_t bytes = im.gemms[i]->flatStagedBytes(which);
+        const ValueId v = kernels[i].args[static_cast<size_t>(kernels[i].operandArgs[static_cast<size_t>(which)])];
+        if (bytes > 0) readers[{im.root(v), bytes}].push_back({i, which});
+      }
+    }
+    for (const auto& [key, uses] : readers) {
+      if (uses.size() < 2) continue;
+      const int slot = static_cast<int>(im.slotBytes.size());
+      im.slotBytes.push_back(key.second);
+      im.slotLast.push_back(uses.back().first);
+      for (const auto& [i, which] : uses) im.stageSlot[i][static_cast<size_t>(which)] = slot;
+    }
   }
   for (const auto& c : im.lowered->constants()) {
     TSR_ASSIGN(DeviceBufferPtr d, toDevice(*im.device, *c, c->size()));
@@ -477,6 +504,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     for (auto& ev : events) TSR_CUDA(cudaEventCreate(&ev));
   }
   std::vector<void*> args;
+  std::vector<DeviceBufferPtr> staged(im.slotBytes.size());  // bf16 copies shared between products
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const LoweredKernel& k = kernels[ki];
     args.clear();
@@ -489,12 +517,35 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
         if (const int ai = im.program.anchorIndex[ki]; ai >= 0) st = im.launchGenerated(ai, args);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
-      case KernelPath::CuBlasLt:
-        st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
-                               args[static_cast<size_t>(k.resultArgs[0])]);
+      case KernelPath::CuBlasLt: {
+        const void* copies[2] = {nullptr, nullptr};
+        for (int which = 0; which < 2 && st.ok(); ++which) {
+          const int slot = im.stageSlot[ki][static_cast<size_t>(which)];
+          if (slot < 0) continue;
+          DeviceBufferPtr& copy = staged[static_cast<size_t>(slot)];
+          if (!copy) {
+            auto buf = im.device->allocate(im.slotBytes[static_cast<size_t>(slot)]);
+            if (!buf.ok()) {
+              st = buf.takeError();
+              break;
+            }
+            copy = std::move(*buf);
+            st = im.gemms[ki]->stageInto(which, args[static_cast<size_t>(k.operandArgs[static_cast<size_t>(which)])],
+                                         copy->data());
+          }
+          copies[which] = copy->data();
+        }
+        if (st.ok())
+          st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
+                                 args[static_cast<size_t>(k.resultArgs[0])], nullptr, copies[0], copies[1]);
+        for (int which = 0; which < 2; ++which) {
+          const int slot = im.stageSlot[ki][static_cast<size_t>(which)];
+          if (slot >= 0 && im.slotLast[static_cast<size_t>(slot)] == ki) staged[static_cast<size_t>(slot)].reset();
+        }
         if (prof && im.epilogueApart(ki)) cudaEventRecord(events[3 * ki + 1], stream);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
+      }
       case KernelPath::Cudnn:
         st = im.runCudnn(ki, k, args);
         if (im.epilogueApart(ki)) {
@@ -597,7 +648,17 @@ std::string Executable::describe() const {
       if (!names.empty()) detail = fmt::format(" -> {}", fmt::join(names, " then "));
     }
     if (auto f = im.fallbacks.find(i); f != im.fallbacks.end()) detail += " (cuDNN declined: " + f->second + ")";
+    for (int which = 0; which < 2; ++which)
+      if (const int slot = im.stageSlot[i][static_cast<size_t>(which)]; slot >= 0)
+        detail += fmt::format(" ({} operand's bf16 copy {}shared)", which == 0 ? "first" : "second",
+                              im.slotLast[static_cast<size_t>(slot)] == i ? "last read, " : "");
     s += fmt::format("{:4} {:<9} {}{}\n", i, kernelPathName(im.program.paths[i]), kernels[i].info.name, detail);
+  }
+  if (!im.slotBytes.empty()) {
+    int64_t bytes = 0;
+    for (int64_t b : im.slotBytes) bytes += b;
+    s += fmt::format("{} bf16 operand copies shared between products ({:.1f} MiB if all were alive at once)\n",
+                     im.slotBytes.size(), static_cast<double>(bytes) / 1048576.0);
   }
   return s;
 }

@@ -32,8 +32,15 @@ class LtGemm {
  public:
   static Result<std::unique_ptr<LtGemm>> create(Device& d, const GemmSpec& spec);
   ~LtGemm();
-  // c = a * b (+ epilogue). bias: n floats (Bias, GeluBias: read; BiasGrad: written).
-  Status run(const void* a, const void* b, void* c, void* bias = nullptr);
+  // c = a * b (+ epilogue). bias: n floats (Bias, GeluBias: read; BiasGrad: written). aStaged/bStaged: the
+  // operand's bf16 copy made already by stageInto (another product read the same value), or null.
+  Status run(const void* a, const void* b, void* c, void* bias = nullptr, const void* aStaged = nullptr,
+             const void* bStaged = nullptr);
+  // Bytes of operand `which`'s (0: a, 1: b) bf16 copy when it is converted as it lies (no repacking: any product
+  // that reads the same bytes can read the copy), else 0.
+  int64_t flatStagedBytes(int which) const;
+  // Writes that copy of operand `which` read from x into y (flatStagedBytes(which) bytes) on the compute stream.
+  Status stageInto(int which, const void* x, void* y) const;
   const GemmSpec& spec() const { return m_spec; }
 
  private:
