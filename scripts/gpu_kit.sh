@@ -8,6 +8,7 @@
 # tests/bench/gpu/run_all.sh unpacks and runs it.
 #
 #   scripts/gpu_kit.sh            # build (build-cuda/), pack, check the binaries start here
+#   TESSERA_GPUKIT_BUILD=$PWD/build scripts/gpu_kit.sh   # the same from the main build, when it has CUDA
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TESSERA_GPUKIT_BUILD:-$root/build-cuda}
@@ -19,7 +20,11 @@ plugins=(swiglu)  # plugins/NAME.so: the gpt2_swiglu sample's family and op
 mkdir -p "$root/.git/info"
 grep -qxF '/.gpukit/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpukit/' >>"$root/.git/info/exclude"
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=ON >/dev/null
+# A build folder already configured with CUDA (TESSERA_GPUKIT_BUILD=build: the main build, the IDE's too) is used as
+# it is; otherwise build-cuda/ is configured for the kit alone.
+if ! grep -q 'test_cuda_backend' "$build/build.ninja" 2>/dev/null; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_STUDIO=OFF -DTESSERA_CUDA=ON >/dev/null
+fi
 nice -n 15 ninja -C "$build" -j"$jobs" "${targets[@]}" "${plugins[@]}"
 
 stage=$kit/stage

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,10 @@ int main(int argc, char** argv) {
   app.add_option("--peer", peer, "The name of this run in the JSON line (an A/B variant)")->capture_default_str();
   bool describe = false;
   app.add_flag("--describe", describe, "Print every kernel's path (nvrtc, cublaslt, cudnn, host) to stderr");
+  bool kernels = false;
+  app.add_flag("--kernels", kernels,
+               "Print the profiled step's kernels to stderr, those of the same kind and label together (fusion numbers "
+               "left out), the most expensive first");
   CLI11_PARSE(app, argc, argv);
 
   if (std::string why = cuda::unavailableReason(); !why.empty()) return fail(why);
@@ -211,6 +216,21 @@ int main(int argc, char** argv) {
       total += ms;
     }
     std::sort(top.rbegin(), top.rend());
+    if (kernels) {  // e.g. the 12 layers' "gemm[dot_general,add] f32[16,1024,768]" as one line
+      std::map<std::string, std::pair<double, int>> same;
+      for (const auto& [ms, name] : top) {
+        std::string label = name;
+        if (label.starts_with("fusion.")) label.erase(0, std::min(label.size(), label.find(' ') + 1));
+        const std::string kind = name.ends_with(" epilogue") ? "gemm epilogue" : kindOf.count(name) ? kindOf[name] : "?";
+        auto& [sum, n] = same[kind + "  " + label];
+        sum += ms;
+        ++n;
+      }
+      std::vector<std::tuple<double, int, std::string>> rows;
+      for (const auto& [label, v] : same) rows.push_back({v.first, v.second, label});
+      std::sort(rows.rbegin(), rows.rend());
+      for (const auto& [ms, n, label] : rows) std::fprintf(stderr, "kernels: %9.3f ms %4d x  %s\n", ms, n, label.c_str());
+    }
     profile["gpu_ms_total"] = total;
     for (const auto& [k, ms] : byKind) profile["gpu_ms_by_kind"][k] = ms;
     for (size_t i = 0; i < std::min<size_t>(30, top.size()); ++i)
@@ -224,6 +244,8 @@ int main(int argc, char** argv) {
       {"peer", peer},
       {"version", tsr::kVersion},
       {"gemm_autotune", envOptions().gemmAutotune},
+      {"recompute", envOptions().recompute},
+      {"flash_kernels", envOptions().flashKernelsV1 ? "v1" : "v2"},
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},

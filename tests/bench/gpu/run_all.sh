@@ -13,6 +13,10 @@
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
 #   TESSERA_GPU_ATTENTION_AB=1  GPT-2 also with attention unfused (TESSERA_FUSED_ATTENTION=off) as peer
 #                          "tessera_unfused": what flash attention gains, on the same machine
+#   TESSERA_GPU_RECOMPUTE_AB=1  GPT-2 and ViT also without the recompute pass (TESSERA_RECOMPUTE=off) as peer
+#                          "tessera_norecompute": what recomputing cheap values in their readers gains
+#   TESSERA_GPU_FLASH_AB=1  GPT-2 also on the first flash attention kernels (TESSERA_FLASH_KERNELS=v1) as peer
+#                          "tessera_flash_v1"
 #   TESSERA_GPU_CURVE_CPU1=0  leave out the one-thread CPU curve (how far summation order alone moves it)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
@@ -123,17 +127,21 @@ if want resnet; then
   # ResNet-18 with the CIFAR stem (width 64, 11.2M parameters) at batch 256, TF32, SGD with momentum: the
   # convolutions and both their gradients on cuDNN (the kernel paths and cuDNN's engines in the log), against
   # PyTorch (channels-last, cudnn.benchmark, torch.compile). No JAX peer for it yet.
-  run resnet_tessera 120 "$bin/bench_cuda_step" --describe --project "$root/tests/bench/projects/resnet18_cifar" \
+  run resnet_tessera 120 "$bin/bench_cuda_step" --describe --kernels --project "$root/tests/bench/projects/resnet18_cifar" \
     --batch 256 --precision tf32 --steps 10 --warmup 2
   peers && run resnet_pytorch 180 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" resnet --batch 256 --precision tf32
 fi
 
 if want gpt2; then
-  TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --describe --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
+  TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --describe --kernels --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
   [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run gpt2_tessera_heuristic 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_heuristic
   [[ -n ${TESSERA_GPU_ATTENTION_AB:-} ]] && TESSERA_FUSED_ATTENTION=off run gpt2_tessera_unfused 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_unfused
+  [[ -n ${TESSERA_GPU_RECOMPUTE_AB:-} ]] && TESSERA_RECOMPUTE=off run gpt2_tessera_norecompute 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_norecompute
+  [[ -n ${TESSERA_GPU_FLASH_AB:-} ]] && TESSERA_FLASH_KERNELS=v1 run gpt2_tessera_flash_v1 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_flash_v1
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
   if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
     run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
@@ -143,9 +151,11 @@ if want gpt2; then
 fi
 
 if want vit; then
-  TESSERA_GEMM_AUTOTUNE_LOG=1 run vit_tessera 180 "$bin/bench_cuda_step" --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
+  TESSERA_GEMM_AUTOTUNE_LOG=1 run vit_tessera 180 "$bin/bench_cuda_step" --kernels --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2
   [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run vit_tessera_heuristic 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2 --peer tessera_heuristic
+  [[ -n ${TESSERA_GPU_RECOMPUTE_AB:-} ]] && TESSERA_RECOMPUTE=off run vit_tessera_norecompute 120 "$bin/bench_cuda_step" \
+    --project "$root/sample_projects/vit_base" --batch 32 --precision tf32 --steps 10 --warmup 2 --peer tessera_norecompute
   peers && run vit_pytorch 240 python3 "$root/tests/bench/gpu/torch_gpu_peer.py" vit --batch 32 --precision tf32
   peers && run vit_jax 180 python3 "$root/tests/bench/gpu/jax_gpu_peer.py" vit --batch 32 --precision tf32
 fi
@@ -251,7 +261,7 @@ for name, w in summary.items():
     if name == "errors" or "tessera" not in w or not isinstance(w, dict) or "unit" not in w:
         continue
     key = w["unit"]
-    for peer in ("pytorch", "jax", "tessera_heuristic", "tessera_unfused"):
+    for peer in ("pytorch", "jax", "tessera_heuristic", "tessera_unfused", "tessera_norecompute", "tessera_flash_v1"):
         if peer in w:
             w["tessera_vs_" + peer] = round(w["tessera"][key] / w[peer][key], 3)
 print(json.dumps(summary, indent=1))
