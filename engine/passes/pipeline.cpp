@@ -22,26 +22,33 @@ std::vector<std::unique_ptr<Pass>> cleanupGroup() {
   return cleanup;
 }
 
-}  // namespace
-
-PassManager standardPipeline(PipelineOptions options) {
-  PassManager pm("standard", std::move(options));
-  // First, so that every later pass (and a plugin's) sees a custom_vjp's primal ops and a remat's body, not an
-  // opaque call.
+// Inlining (first, so that every later pass, a plugin's too, sees a custom_vjp's primal ops and a remat's body,
+// not an opaque call), the cleanup group to a fixed point, and the plugins' passes at their points.
+void addCleanup(PassManager& pm) {
   pm.add<InlineCalls>();
   addRegisteredPasses(pm, PipelinePoint::Start);
   pm.addFixedPoint("cleanup", cleanupGroup(), 8);
   addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
+}
+
+}  // namespace
+
+PassManager cleanupPipeline(PipelineOptions options) {
+  PassManager pm("cleanup", std::move(options));
+  addCleanup(pm);
+  return pm;
+}
+
+PassManager standardPipeline(PipelineOptions options) {
+  PassManager pm("standard", std::move(options));
+  addCleanup(pm);
   pm.add<Recompute>();  // after cse, which would merge its copies back
   return pm;
 }
 
 PassManager compilerPipeline(PipelineOptions options) {
   PassManager pm("compiler", std::move(options));
-  pm.add<InlineCalls>();
-  addRegisteredPasses(pm, PipelinePoint::Start);
-  pm.addFixedPoint("cleanup", cleanupGroup(), 8);
-  addRegisteredPasses(pm, PipelinePoint::AfterCleanup);
+  addCleanup(pm);
   pm.add<Recompute>();
   pm.add<Fusion>();
   addRegisteredPasses(pm, PipelinePoint::End);

@@ -11,6 +11,8 @@
 namespace tsr::passes {
 
 PassManager standardPipeline(PipelineOptions options = {});
+// The standard pipeline without its last pass, recompute: what the graph is before fusion's own rewriting.
+PassManager cleanupPipeline(PipelineOptions options = {});
 PassManager compilerPipeline(PipelineOptions options = {});
 
 }  // namespace tsr::passes

@@ -73,7 +73,14 @@ class Planner {
     for (ValueId x : n.operands)
       if (m_g.aval(x).dtype != DType::F32) return false;
     const GroupKind k = m_plan.groups[static_cast<size_t>(groupOf(p))].kind;
-    return k == GroupKind::Loop || k == GroupKind::Gemm || k == GroupKind::Reduction || k == GroupKind::Conv;
+    return k == GroupKind::Loop || k == GroupKind::Gemm || k == GroupKind::Reduction;
+  }
+  // A convolution's epilogue runs as a chain of oneDNN post-ops (or cuDNN pointwise steps) that writes only its
+  // last value: reading a value inside the chain would cut it.
+  bool insideConvChain(ValueId v) const {
+    const NodeId p = producer(v);
+    return p != ir::kNone && groupOf(p) >= 0 && m_plan.groups[static_cast<size_t>(groupOf(p))].kind == GroupKind::Conv &&
+           !materialised(v);
   }
 
   // The value a kernel reads for operand value u (a view's source where it reads through one).
@@ -123,6 +130,7 @@ class Planner {
         // Where the copies start. One the kernel reads already costs no new traffic (traffic() knows), but stays
         // read, so it saves nothing either.
         if (!more) {
+          if (insideConvChain(s)) cand.ok = false;
           cand.leaves.insert(s);
           return;
         }
@@ -136,8 +144,23 @@ class Planner {
     visit(visit, cand.v, true);
   }
 
-  // Whether value v is still read outside kernel c once the uses in `dropped` read copies.
-  bool readElsewhere(ValueId v, int c, const std::set<std::pair<NodeId, size_t>>& dropped) const {
+  // The last kernel (in the plan's order) that reads v, -1 for none; a graph output counts as read at the end.
+  int lastReader(ValueId v) const {
+    if (m_readers.isOutput[static_cast<size_t>(v)]) return static_cast<int>(m_plan.groups.size());
+    int last = -1;
+    for (NodeId r : m_readers.readers[static_cast<size_t>(v)]) {
+      int gr = groupOf(r);
+      if (gr < 0) {  // a view read through: its readers read v
+        for (ValueId x : node(r).results) last = std::max(last, lastReader(x));
+        continue;
+      }
+      last = std::max(last, gr);
+    }
+    return last;
+  }
+
+  // Whether value v is still read outside its own kernel once the uses in `dropped` read copies (so still written).
+  bool readElsewhere(ValueId v, const std::set<std::pair<NodeId, size_t>>& dropped) const {
     if (m_readers.isOutput[static_cast<size_t>(v)]) return true;
     const NodeId p = producer(v);
     for (NodeId r : m_readers.readers[static_cast<size_t>(v)]) {
@@ -146,7 +169,6 @@ class Planner {
       for (size_t k = 0; k < rn.operands.size(); ++k)
         if (rn.operands[k] == v && !dropped.count({r, k})) return true;
     }
-    (void)c;
     return false;
   }
 
@@ -160,7 +182,7 @@ class Planner {
       for (const auto& u : cands[i].uses) dropped.insert(u);
       leaves.insert(cands[i].leaves.begin(), cands[i].leaves.end());
     }
-    int64_t before = 0, after = 0;
+    int64_t before = 0, after = 0, writesSaved = 0, newWrites = 0;
     for (size_t i : chosen) {
       const ValueId v = cands[i].v;
       if (leaves.count(v)) continue;  // still read, as another copy's start
@@ -171,12 +193,26 @@ class Planner {
           if (source(nd.operands[k]) == v && !dropped.count({m, k})) stillReadHere = true;
       }
       if (!stillReadHere) before += elements(v);
-      if (!stillReadHere && !readElsewhere(v, c, dropped)) before += elements(v);  // its write
+      if (!stillReadHere && !readElsewhere(v, dropped)) {  // its write
+        before += elements(v);
+        writesSaved += elements(v);
+      }
     }
     for (ValueId l : leaves) {
+      // A stored value that no kernel reads at or after c would be kept alive longer: the step's peak memory
+      // could grow (a forward kernel reading, for its copies, a value that was done with).
+      if (materialised(l) && !reads.count(l) && lastReader(l) < c && producer(l) != ir::kNone &&
+          node(producer(l)).op != OpCode::Constant)
+        return {0, 1};
       if (!reads.count(l)) after += elements(l);
-      if (!materialised(l)) after += elements(l);
+      if (!materialised(l)) {
+        after += elements(l);
+        newWrites += elements(l);
+      }
     }
+    // A value stored for the copies lives as long as their kernel waits (a backward pass): only where as many
+    // stored values go, or the step's peak memory could grow.
+    if (newWrites > writesSaved) return {0, 1};
     return {before, after};
   }
 

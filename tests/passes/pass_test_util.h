@@ -16,6 +16,18 @@ const ir::OpRegistry& reg();
 inline Aval f32(Shape s) { return Aval{std::move(s), DType::F32}; }
 inline Aval i32(Shape s) { return Aval{std::move(s), DType::I32}; }
 
+inline ir::BroadcastInDimAttrs bcast(std::vector<int64_t> shape, std::vector<int64_t> dims) {
+  ir::BroadcastInDimAttrs a;
+  a.shape = std::move(shape);
+  a.broadcastDims = std::move(dims);
+  return a;
+}
+inline ir::ReduceAttrs axes(std::vector<int64_t> ax) {
+  ir::ReduceAttrs a;
+  a.axes = std::move(ax);
+  return a;
+}
+
 // Builds graphs by hand; every add() must succeed (a typo in a test aborts with the infer message).
 class Builder {
  public:

@@ -83,19 +83,6 @@ ir::DotGeneralAttrs matmulAttrs() {
   return a;
 }
 
-ir::BroadcastInDimAttrs bcast(std::vector<int64_t> shape, std::vector<int64_t> dims) {
-  ir::BroadcastInDimAttrs a;
-  a.shape = std::move(shape);
-  a.broadcastDims = std::move(dims);
-  return a;
-}
-
-ir::ReduceAttrs axes(std::vector<int64_t> ax) {
-  ir::ReduceAttrs a;
-  a.axes = std::move(ax);
-  return a;
-}
-
 }  // namespace
 
 TEST_CASE("elementwiseChainIsOneLoop") {

@@ -13,11 +13,7 @@
 #include "engine/ir/graph.h"
 #include "engine/nn/layers.h"
 #include "engine/ops/registry.h"
-#include "engine/passes/constant_folding.h"
-#include "engine/passes/cse.h"
-#include "engine/passes/dce.h"
-#include "engine/passes/inline_calls.h"
-#include "engine/passes/simplify.h"
+#include "engine/passes/pipeline.h"
 #include "engine/random/random.h"
 #include "engine/runtime/executable.h"
 #include "engine/transform/api.h"
@@ -83,14 +79,7 @@ ir::Graph optimisedGradGraph(int layers, RematPolicy policy, int64_t batch, int6
     REQUIRE_MESSAGE(st.ok(), st.error().message);
     return g;
   }
-  passes::PassManager pm("cleanup only");
-  std::vector<std::unique_ptr<passes::Pass>> cleanup;
-  cleanup.push_back(std::make_unique<passes::Simplify>());
-  cleanup.push_back(std::make_unique<passes::ConstantFolding>());
-  cleanup.push_back(std::make_unique<passes::CommonSubexpressionElimination>());
-  cleanup.push_back(std::make_unique<passes::DeadCodeElimination>());
-  pm.add<passes::InlineCalls>();
-  pm.addFixedPoint("cleanup", std::move(cleanup), 8);
+  passes::PassManager pm = passes::cleanupPipeline();
   passes::PassContext ctx(ops::registry());
   auto report = pm.run(g, ctx);
   REQUIRE_MESSAGE(report.ok(), report.error().message);
