@@ -182,7 +182,9 @@ class Planner {
       for (const auto& u : cands[i].uses) dropped.insert(u);
       leaves.insert(cands[i].leaves.begin(), cands[i].leaves.end());
     }
-    int64_t before = 0, after = 0, writesSaved = 0, newWrites = 0;
+    int64_t before = 0, after = 0;
+    // Stored values that go: each was alive from its kernel to c, and that room is free now.
+    std::vector<std::pair<int, int64_t>> freed;  // (the kernel that stored it, elements)
     for (size_t i : chosen) {
       const ValueId v = cands[i].v;
       if (leaves.count(v)) continue;  // still read, as another copy's start
@@ -195,24 +197,32 @@ class Planner {
       if (!stillReadHere) before += elements(v);
       if (!stillReadHere && !readElsewhere(v, dropped)) {  // its write
         before += elements(v);
-        writesSaved += elements(v);
+        freed.push_back({groupOf(producer(v)), elements(v)});
       }
     }
+    // The step's peak memory may not grow: a value kept alive longer for the copies (a stored value that no kernel
+    // at or after c reads otherwise, or one stored anew, alive from its kernel to c) needs a value at least as big
+    // that goes and was alive over the same stretch.
+    auto covered = [&](int from, int64_t size) {
+      for (auto& [at, room] : freed)
+        if (room >= size && at <= from) {
+          room = 0;
+          return true;
+        }
+      return false;
+    };
     for (ValueId l : leaves) {
-      // A stored value that no kernel reads at or after c would be kept alive longer: the step's peak memory
-      // could grow (a forward kernel reading, for its copies, a value that was done with).
-      if (materialised(l) && !reads.count(l) && lastReader(l) < c && producer(l) != ir::kNone &&
-          node(producer(l)).op != OpCode::Constant)
+      const NodeId pl = producer(l);
+      const bool fixed = pl == ir::kNone || node(pl).op == OpCode::Constant;  // alive throughout anyway
+      if (materialised(l)) {
+        const int last = lastReader(l);
+        if (!fixed && !reads.count(l) && last < c && !covered(last, elements(l))) return {0, 1};
+      } else if (!covered(groupOf(pl), elements(l))) {
         return {0, 1};
-      if (!reads.count(l)) after += elements(l);
-      if (!materialised(l)) {
-        after += elements(l);
-        newWrites += elements(l);
       }
+      if (!reads.count(l)) after += elements(l);
+      if (!materialised(l)) after += elements(l);  // stored anew
     }
-    // A value stored for the copies lives as long as their kernel waits (a backward pass): only where as many
-    // stored values go, or the step's peak memory could grow.
-    if (newWrites > writesSaved) return {0, 1};
     return {before, after};
   }
 

@@ -11,9 +11,11 @@
 // through such ops (never through exp, tanh, divisions or reductions, which cost more to repeat than to read) to
 // the values they start from, and weighs the bytes: C's reads of the values it would no longer read, and the
 // writes their kernels would no longer make, against the reads of the values it would start from and the writes
-// of those not yet stored. Where that is smaller, the ops are copied (with their provenance) just before their
-// first reader in C and C's members read the copies; the fusion planner then fuses the copies into C
-// (FusionReason::Recomputed: it does not fuse a node into a kernel that computes the same thing already).
+// of those not yet stored; and the step's peak memory may not grow: a value kept alive longer for the copies
+// needs a stored value at least as big that goes and was alive over the same stretch. Where that holds and the
+// bytes are fewer, the ops are copied (with their provenance) just before their first reader in C and C's members
+// read the copies; the fusion planner then keeps the copies out of their producers' kernel and fuses them into C
+// (FusionReason::Recomputed).
 // Gelu's backward kernel in GPT-2 then reads x and tanh(...) instead of seven values, and its forward kernel
 // writes three instead of seven.
 //
