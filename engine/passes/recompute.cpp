@@ -291,15 +291,29 @@ Result<bool> Recompute::run(ir::Graph& g, PassContext& ctx) {
   }
   if (copies.empty()) return false;
 
-  GraphRewriter rw(g);
-  for (Copy& cp : copies) {
-    const Candidate& cand = cp.cand;
-    // Before the first member of the kernel that reads the value: after everything the copies read.
+  // Each value's copies go just before the first member of its kernel that reads it (after everything they read),
+  // a kernel's values in that order, so that a copy one value needs and an earlier one made already is shared.
+  auto anchorOf = [](const Candidate& cand) {
     NodeId anchor = INT32_MAX;
     for (const auto& [m, k] : cand.uses) anchor = std::min(anchor, m);
-    std::map<ValueId, ValueId> copyOf;
+    return anchor;
+  };
+  std::stable_sort(copies.begin(), copies.end(), [&](const Copy& a, const Copy& b) {
+    return std::make_pair(a.group, anchorOf(a.cand)) < std::make_pair(b.group, anchorOf(b.cand));
+  });
+  GraphRewriter rw(g);
+  std::map<ValueId, ValueId> copyOf;  // within the current kernel: original value -> its copy
+  int group = -1;
+  for (Copy& cp : copies) {
+    const Candidate& cand = cp.cand;
+    const NodeId anchor = anchorOf(cand);
+    if (cp.group != group) {
+      copyOf.clear();
+      group = cp.group;
+    }
     for (NodeId p : cand.cone) {
       const ir::Node n = rw.node(p);
+      if (copyOf.count(n.results[0])) continue;  // made for an earlier value of this kernel
       std::vector<ValueId> ops;
       for (ValueId x : n.operands) {
         auto it = copyOf.find(x);
