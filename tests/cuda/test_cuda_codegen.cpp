@@ -222,7 +222,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "flashAttentionCompiles") {
 TEST_CASE_FIXTURE(NvrtcEveryTime, "tensorCoreAttentionCompiles") {
   for (int d : {16, 32, 48, 64}) {
     REQUIRE(cuda::flashAttentionSupports(d));
-    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSource(d), "flash_attention_tc2");
+    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSourceV2(d), "flash_attention_tc2");
     REQUIRE_MESSAGE(r.ok(), r.error().message);
     auto r1 = cuda::compileCuda(cuda::tensorCoreAttentionSourceV1(d), "flash_attention_tc");  // TESSERA_FLASH_KERNELS=v1
     REQUIRE_MESSAGE(r1.ok(), r1.error().message);

@@ -43,13 +43,12 @@ struct AttentionProblem {
   bool causal = false;
 };
 bool flashAttentionSupports(int64_t headDim);
-// The source of the tensor-core kernels in use (v2 unless flashKernelsV1()) for one head dimension.
-std::string tensorCoreAttentionSource(int headDim);
 // Whether to run the first generation of the tensor-core kernels (64 rows a block, synchronous tile loads) rather
 // than v2 (128 rows a block, register-prefetched tiles, ldmatrix fragments): TESSERA_FLASH_KERNELS=v1.
 bool flashKernelsV1();
-// The first generation's source, whichever is in use (for compile checks).
+// Each generation's source for one head dimension (flash_attention_kernels.cpp; tests compile both).
 std::string tensorCoreAttentionSourceV1(int headDim);
+std::string tensorCoreAttentionSourceV2(int headDim);
 Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
                              const AttentionProblem& p);
 Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,

@@ -120,6 +120,8 @@ struct Operand {
   const void* fn = nullptr;
   int64_t seenLd() const { return staged ? stagedLd : ld; }
   int64_t seenStride() const { return staged ? stagedStride : stride; }
+  // Converted to bf16 as it lies (not repacked): any product that reads the same bytes can read the copy.
+  bool flat() const { return staged && !repacked; }
 };
 
 int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
@@ -398,12 +400,12 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
 
 int64_t LtGemm::flatStagedBytes(int which) const {
   const Operand& o = which == 0 ? m_h->a_ : m_h->b_;
-  return o.staged && !o.repacked ? o.stagedBytes : 0;
+  return o.flat() ? o.stagedBytes : 0;
 }
 
 Status LtGemm::stageInto(int which, const void* x, void* y) const {
   const Operand& o = which == 0 ? m_h->a_ : m_h->b_;
-  if (!o.staged || o.repacked) return makeError("cuBLASLt: operand {} is not converted as it lies", which);
+  if (!o.flat()) return makeError("cuBLASLt: operand {} is not converted as it lies", which);
   return stage(*m_device, o, x, y);
 }
 
@@ -415,8 +417,8 @@ Status LtGemm::run(const void* a, const void* b, void* c, void* bias, const void
   }
   // Staged copies and a padded C live in one pool buffer, freed in stream order once the product has read it.
   const cpu::GemmPlan& p = m_spec.plan;
-  if (aStaged && (!h.a_.staged || h.a_.repacked)) return makeError("cuBLASLt: a staged copy of A it does not take");
-  if (bStaged && (!h.b_.staged || h.b_.repacked)) return makeError("cuBLASLt: a staged copy of B it does not take");
+  if (aStaged && !h.a_.flat()) return makeError("cuBLASLt: a staged copy of A it does not take");
+  if (bStaged && !h.b_.flat()) return makeError("cuBLASLt: a staged copy of B it does not take");
   const bool stageA = h.a_.staged && !aStaged, stageB = h.b_.staged && !bStaged;
   if (aStaged) a = aStaged;
   if (bStaged) b = bStaged;
