@@ -341,6 +341,10 @@ void defineOps(py::module_& m) {
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });
   m.def("softmax", [](py::handle x, int64_t axis) { UserSite site; return softmax(toArray(x), axis); });
   m.def("log_softmax", [](py::handle x, int64_t axis) { UserSite site; return logSoftmax(toArray(x), axis); });
+  m.def("softmax_cross_entropy_with_integer_labels", [](py::handle logits, py::handle labels) {
+    UserSite site;
+    return softmaxCrossEntropyWithIntegerLabels(toArray(logits), toArray(labels));
+  });
   m.def("dot_product_attention", [](py::handle q, py::handle k, py::handle v, bool causal) {
     UserSite site;
     return dotProductAttention(toArray(q), toArray(k), toArray(v), causal);

@@ -25,6 +25,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerWindowOps(reg);
   registerAttentionOps(reg);
   registerBatchNormOps(reg);
+  registerCrossEntropyOps(reg);
 }
 
 ir::OpRegistry& registry() {

@@ -29,5 +29,6 @@ void registerConvolutionOps(ir::OpRegistry& reg);  // convolution.cpp: conv_gene
 void registerWindowOps(ir::OpRegistry& reg);       // window.cpp: reduce_window_sum/max/min, select_and_scatter_add
 void registerAttentionOps(ir::OpRegistry& reg);    // attention.cpp: dot_product_attention and its gradient
 void registerBatchNormOps(ir::OpRegistry& reg);    // batch_norm.cpp: batch_norm_training and its gradient
+void registerCrossEntropyOps(ir::OpRegistry& reg); // cross_entropy.cpp: softmax_cross_entropy and its gradient
 
 }  // namespace tsr::ops

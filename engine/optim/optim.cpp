@@ -226,10 +226,7 @@ GradientTransformation chain(std::vector<GradientTransformation> parts) {
 }
 
 Array softmaxCrossEntropy(const Array& logits, const Array& labels) {
-  Array lf = astype(logits, DType::F32);
-  Array lse = logsumexp(lf, {-1});
-  Array picked = takeAlongAxis(lf, labels, -1);
-  return mean(lse - picked);
+  return mean(softmaxCrossEntropyWithIntegerLabels(astype(logits, DType::F32), labels));
 }
 
 Array softmaxCrossEntropyProbs(const Array& logits, const Array& labelProbs) {

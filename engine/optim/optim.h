@@ -61,7 +61,8 @@ Tree treeMapWithPath(const Tree& a, const std::function<Array(const std::string&
 Tree treeZerosLike(const Tree& a);
 
 // Losses, averaged over every leading position.
-// logits [..., C] and integer labels [...]: mean of logsumexp(logits) - logits[label].
+// logits [..., C] and integer labels [...]: mean of logsumexp(logits) - logits[label] (one softmax_cross_entropy
+// op: softmaxCrossEntropyWithIntegerLabels).
 Array softmaxCrossEntropy(const Array& logits, const Array& labels);
 // logits [..., C] and label distributions [..., C].
 Array softmaxCrossEntropyProbs(const Array& logits, const Array& labelProbs);

@@ -16,7 +16,7 @@ import math
 
 import tessera.nn as nn
 import tessera.numpy as tnp
-from tessera import random
+from tessera import optim, random
 
 
 def init(key, cfg):
@@ -37,7 +37,7 @@ def logits(params, x, cfg):
 def loss(params, batch, key, cfg):
     x, y = batch
     out = logits(params, x, cfg)
-    nll = -tnp.mean(tnp.take_along_axis(nn.log_softmax(out), y[:, None], axis=-1))
+    nll = tnp.mean(optim.softmax_cross_entropy_with_integer_labels(out, y))
     accuracy = tnp.mean((tnp.argmax(out, axis=-1) == y).astype(tnp.float32))
     return nll, {"accuracy": accuracy}
 )py";
@@ -54,7 +54,7 @@ import math
 
 import tessera.nn as nn
 import tessera.numpy as tnp
-from tessera import random
+from tessera import optim, random
 
 
 def dense(key, n_in, n_out):
@@ -98,8 +98,7 @@ def logits(params, tokens, cfg):
 
 def loss(params, batch, key, cfg):
     tokens, targets = batch
-    logp = nn.log_softmax(logits(params, tokens, cfg))
-    return -tnp.mean(tnp.take_along_axis(logp, targets[..., None], axis=-1))
+    return tnp.mean(optim.softmax_cross_entropy_with_integer_labels(logits(params, tokens, cfg), targets))
 )py";
 
 }  // namespace

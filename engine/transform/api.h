@@ -211,6 +211,11 @@ Array oneHot(const Array& indices, int64_t depth, DType dtype = DType::F32, TSR_
 Array softmax(const Array& x, int64_t axis = -1, TSR_LOC);
 Array logSoftmax(const Array& x, int64_t axis = -1, TSR_LOC);
 Array logsumexp(const Array& x, Axes axes = {-1}, bool keepDims = false, TSR_LOC);
+// Each row's softmax cross-entropy against an integer label, as optax.softmax_cross_entropy_with_integer_labels:
+// logits [..., V] and labels [...] -> [...], lse - logits[label] (NaN for a label outside [0, V)). One
+// softmax_cross_entropy op (engine/ops/cross_entropy.cpp) that reads the logits once, and once for its gradient;
+// bf16 logits are taken as f32.
+Array softmaxCrossEntropyWithIntegerLabels(const Array& logits, const Array& labels, TSR_LOC);
 // softmax(q k^T / sqrt(D)) v in one op (dot_product_attention, engine/ops/attention.cpp), as
 // jax.nn.dot_product_attention: q [B, T, H, D], k and v [B, S, H, D] -> [B, T, H, D]; with `causal`, query t
 // attends to keys <= t. A backend may run it without materialising the [T, S] scores.

@@ -291,4 +291,9 @@ Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location l
   return squeeze(r, reductionAxes(x, axes, "logsumexp", loc), loc);
 }
 
+Array softmaxCrossEntropyWithIntegerLabels(const Array& logits, const Array& labels, std::source_location loc) {
+  const Array x = logits.dtype() == DType::F32 || logits.dtype() == DType::F64 ? logits : astype(logits, DType::F32, loc);
+  return bind(OpCode::SoftmaxCrossEntropy, {x, labels}, ir::NoAttrs{}, loc)[0];
+}
+
 }  // namespace tsr

@@ -26,8 +26,7 @@ def logits(params, x):
 
 
 def loss_fn(params, x, y):
-    logp = nn.log_softmax(logits(params, x))
-    loss = -tnp.mean(tnp.take_along_axis(logp, y[:, None], axis=1))
+    loss = tnp.mean(optim.softmax_cross_entropy_with_integer_labels(logits(params, x), y))
     accuracy = tnp.mean((tnp.argmax(logp, axis=1) == y).astype(tnp.float32))
     return loss, accuracy
 

@@ -14,7 +14,7 @@ import math
 import tessera
 import tessera.nn as nn
 import tessera.numpy as tnp
-from tessera import random
+from tessera import optim, random
 
 
 # ---- parameters ----
@@ -119,5 +119,5 @@ def logits(params, tokens, cfg):
 
 def loss(params, batch, key, cfg):
     tokens, targets = batch
-    logp = nn.log_softmax(forward(params, tokens, cfg, key if cfg["dropout"] > 0 else None))
-    return -tnp.mean(tnp.take_along_axis(logp, targets[..., None], axis=-1))
+    out = forward(params, tokens, cfg, key if cfg["dropout"] > 0 else None)
+    return tnp.mean(optim.softmax_cross_entropy_with_integer_labels(out, targets))

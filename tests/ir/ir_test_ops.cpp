@@ -241,6 +241,10 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   const ir::BatchNormAttrs last{ir::Literal::scalar(DType::F64, 1e-5), 3}, second{ir::Literal::scalar(DType::F64, 1e-3), 1};
   t["batch_norm_training"] = {{{nhwc, ch, ch}, last}, {{nhwc, nchwCh, nchwCh}, second}};
   t["batch_norm_grad"] = {{{nhwc, ch, ch, ch, nhwc, ch, ch}, last}};
+  // [batch 2, seq 5] rows of 7 classes, labels i32; the gradient with its rows' lse, dloss and dlse.
+  const Aval logits = f32({2, 5, 7}), labels{Shape{2, 5}, DType::I32}, lossRows = f32({2, 5});
+  t["softmax_cross_entropy"] = {{{logits, labels}, ir::NoAttrs{}}};
+  t["softmax_cross_entropy_grad"] = {{{logits, labels, lossRows, lossRows, lossRows}, ir::NoAttrs{}}};
   return t;
 }
 

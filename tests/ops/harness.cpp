@@ -145,6 +145,7 @@ std::vector<OpCase> allCases() {
   addWindowCases(cases, rng);
   addAttentionCases(cases, rng);
   addBatchNormCases(cases, rng);
+  addCrossEntropyCases(cases, rng);
   return cases;
 }
 

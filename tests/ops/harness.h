@@ -158,5 +158,6 @@ void addConvolutionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addBatchNormCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addCrossEntropyCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test

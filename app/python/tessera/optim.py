@@ -6,12 +6,13 @@ a schedule (a function of the step count, an int32 array)."""
 import collections
 import math
 
+from . import _tessera as _C
 from . import numpy as tnp
 from .tree_util import tree_leaves, tree_map
 
 __all__ = ["GradientTransformation", "apply_updates", "chain", "scale", "scale_by_schedule", "sgd", "momentum",
            "adam", "adamw", "clip_by_global_norm", "global_norm", "constant_schedule", "linear_schedule",
-           "cosine_decay_schedule", "warmup_cosine_decay_schedule"]
+           "cosine_decay_schedule", "warmup_cosine_decay_schedule", "softmax_cross_entropy_with_integer_labels"]
 
 GradientTransformation = collections.namedtuple("GradientTransformation", "init update")
 EmptyState = collections.namedtuple("EmptyState", "")
@@ -181,3 +182,10 @@ def warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps, decay_ste
         return tnp.where(c < warmup_steps, warmup(c), decay(c - warmup_steps))
 
     return schedule
+
+
+def softmax_cross_entropy_with_integer_labels(logits, labels):
+    """optax.softmax_cross_entropy_with_integer_labels: logits [..., classes] and integer labels [...] -> each row's
+    loss, logsumexp(logits) - logits[label] (NaN for a label outside [0, classes)). One softmax_cross_entropy op,
+    which reads the logits once forward and once for the gradient instead of a log_softmax and a gather."""
+    return _C.softmax_cross_entropy_with_integer_labels(logits, labels)

@@ -60,6 +60,8 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::ScatterMax:
     case OpCode::Iota:
     case OpCode::IntegerPow:
+    case OpCode::SoftmaxCrossEntropy:
+    case OpCode::SoftmaxCrossEntropyGrad:
     case OpCode::OptimizationBarrier:
     case OpCode::ReduceAnd:
     case OpCode::ReduceOr:

@@ -670,6 +670,75 @@ std::optional<GeneratedKernel> scatterKernel(const ir::Graph& g, const ir::Node&
   return gk;
 }
 
+// softmax_cross_entropy and its gradient over f32 logits viewed as [rows, V]: a block per row. The forward keeps
+// an online (max, sum of exp) pair per thread in base 2 (one exp2 a logit, a rescale where the max grows),
+// combined across the warp with shuffles and across warps in shared memory, so the logits are read once; the
+// gradient reads each logit once and writes exp(x - lse) (dloss + dlse), less dloss at the label.
+std::optional<GeneratedKernel> crossEntropyKernel(const ir::Graph& g, const ir::Node& n, const cpu::LoweredKernel& k) {
+  const Aval& x = g.aval(n.operands[0]);
+  const Aval& labels = g.aval(n.operands[1]);
+  const char* L = storageType(labels.dtype);
+  const int64_t classes = x.shape[x.rank() - 1], rows = labels.numel();
+  if (x.dtype != DType::F32 || !L || !isIntType(labels.dtype) || rows == 0) return std::nullopt;
+  const int numArgs = static_cast<int>(k.args.size());
+  auto arg = [&](int i) { return fmt::format("p{}", i); };
+  std::string c = header(k.info.name, numArgs);
+  c += "  const long long row = blockIdx.x;\n";
+  c += fmt::format("  const float* x = (const float*){} + row * {}LL;\n", arg(k.operandArgs[0]), classes);
+  c += fmt::format("  const long long label = (long long)((const {}*){})[row];\n", L, arg(k.operandArgs[1]));
+  c += "  const float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f, kInf = __int_as_float(0x7f800000);\n";
+  if (n.op == OpCode::SoftmaxCrossEntropy) {
+    // m and s: the running max of x log2(e) and the sum of 2^(t - m); a thread without finite entries has m -inf.
+    c += "  float m = -kInf, s = 0.0f;\n";
+    c += fmt::format("  for (long long j = threadIdx.x; j < {}LL; j += blockDim.x) {{\n", classes);
+    c += "    const float t = x[j] * kLog2e;\n";
+    c += "    if (t > m) { s = s * exp2f(m - t) + 1.0f; m = t; }\n";
+    c += "    else if (t != -kInf) s += exp2f(t - m);\n";
+    c += "  }\n";
+    c += "  auto merge = [&](float om, float os) {\n";
+    c += "    const float nm = fmaxf(m, om);\n";
+    c += "    if (nm == -kInf) { s += os; return; }\n";
+    c += "    s = (m == -kInf ? 0.0f : s * exp2f(m - nm)) + (om == -kInf ? 0.0f : os * exp2f(om - nm));\n";
+    c += "    m = nm;\n";
+    c += "  };\n";
+    c += "  for (int o = 16; o > 0; o >>= 1) {\n";
+    c += "    const float om = __shfl_xor_sync(0xffffffffu, m, o), os = __shfl_xor_sync(0xffffffffu, s, o);\n";
+    c += "    merge(om, os);\n";
+    c += "  }\n";
+    c += fmt::format("  __shared__ float pm[{0}], ps[{0}];\n", kRowThreads / 32);
+    c += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
+    c += "  if (lane == 0) { pm[warp] = m; ps[warp] = s; }\n";
+    c += "  __syncthreads();\n";
+    c += "  if (warp != 0) return;\n";
+    c += "  m = lane < (int)(blockDim.x >> 5) ? pm[lane] : -kInf;\n";
+    c += "  s = lane < (int)(blockDim.x >> 5) ? ps[lane] : 0.0f;\n";
+    c += "  for (int o = 16; o > 0; o >>= 1) {\n";
+    c += "    const float om = __shfl_xor_sync(0xffffffffu, m, o), os = __shfl_xor_sync(0xffffffffu, s, o);\n";
+    c += "    merge(om, os);\n";
+    c += "  }\n";
+    c += "  if (lane != 0) return;\n";
+    // A NaN logit makes s NaN (exp2 of NaN); a row of -inf keeps s 0 and lse -inf.
+    c += "  const float lse = m == -kInf ? (s != s ? s : -kInf) : (m + log2f(s)) * kLn2;\n";
+    c += fmt::format("  ((float*){})[row] = lse;\n", arg(k.resultArgs[1]));
+    c += fmt::format("  ((float*){})[row] = label >= 0 && label < {}LL ? lse - x[label] : __int_as_float(0x7fc00000);\n",
+                     arg(k.resultArgs[0]), classes);
+    c += "}\n";
+  } else {
+    c += fmt::format("  const float lse2 = ((const float*){})[row] * kLog2e;\n", arg(k.operandArgs[2]));
+    c += fmt::format("  const float dloss = ((const float*){})[row];\n", arg(k.operandArgs[3]));
+    c += fmt::format("  const float gsum = dloss + ((const float*){})[row];\n", arg(k.operandArgs[4]));
+    c += fmt::format("  float* dx = (float*){} + row * {}LL;\n", arg(k.resultArgs[0]), classes);
+    c += fmt::format("  for (long long j = threadIdx.x; j < {}LL; j += blockDim.x) {{\n", classes);
+    c += "    const float d = exp2f(x[j] * kLog2e - lse2) * gsum;\n";
+    c += "    dx[j] = j == label ? d - dloss : d;\n";
+    c += "  }\n}\n";
+  }
+  GeneratedKernel gk = finish(c, rows, numArgs);
+  gk.shape = LaunchShape::Rows;
+  gk.rows = rows;
+  return gk;
+}
+
 }  // namespace
 
 Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, const cpu::LoweredKernel& k) {
@@ -754,6 +823,8 @@ Result<std::optional<GeneratedKernel>> generateNodeKernel(const ir::Graph& g, co
       c += "  }\n}\n";
       return std::optional(finish(c, out.numel(), numArgs));
     }
+    case OpCode::SoftmaxCrossEntropy:
+    case OpCode::SoftmaxCrossEntropyGrad: return crossEntropyKernel(g, n, k);
     case OpCode::IntegerPow: return integerPowKernel(g, n, k);
     case OpCode::OptimizationBarrier: return barrierKernel(g, n, k);
     case OpCode::Sort: return sortKernel(g, n, k);
