@@ -26,8 +26,9 @@ def logits(params, x):
 
 
 def loss_fn(params, x, y):
-    loss = tnp.mean(optim.softmax_cross_entropy_with_integer_labels(logits(params, x), y))
-    accuracy = tnp.mean((tnp.argmax(logp, axis=1) == y).astype(tnp.float32))
+    out = logits(params, x)
+    loss = tnp.mean(optim.softmax_cross_entropy_with_integer_labels(out, y))
+    accuracy = tnp.mean((tnp.argmax(out, axis=1) == y).astype(tnp.float32))
     return loss, accuracy
 
 
