@@ -49,6 +49,29 @@ Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g) {
   return cpu::Executable::compile(g, ops::registry(), plan, co);
 }
 
+namespace {
+
+void collectPaths(const TreeDef& d, const std::string& prefix, std::vector<std::string>& out) {
+  switch (d.kind) {
+    case TreeKind::Leaf: out.push_back(prefix); break;
+    case TreeKind::List:
+      for (size_t i = 0; i < d.children.size(); ++i) collectPaths(d.children[i], joinPath(prefix, std::to_string(i)), out);
+      break;
+    case TreeKind::Dict:
+      for (size_t i = 0; i < d.children.size(); ++i) collectPaths(d.children[i], joinPath(prefix, d.keys[i]), out);
+      break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> leafPaths(const TreeDef& d) {
+  std::vector<std::string> out;
+  collectPaths(d, "", out);
+  return out;
+}
+
 std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& rng, double scale, int64_t intBound) {
   std::vector<runtime::BufferPtr> out;
   std::uniform_real_distribution<float> u(0.0f, static_cast<float>(scale));

@@ -13,6 +13,7 @@
 #include "engine/backends/cuda/cuda_status.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/node_kernels.h"
 #include "engine/backends/cuda/nvrtc.h"
 #include "engine/runtime/profiler.h"
@@ -139,7 +140,7 @@ std::optional<AttentionProblem> attentionProblem(const ir::Graph& g, const Lower
 
 passes::FusionOptions fusionOptions() { return passes::FusionOptions{}; }
 
-Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
+Result<GeneratedProgram> generateProgram(const cpu::Executable& exe, bool groupLoops) {
   GeneratedProgram out;
   std::map<std::string, int> byName;  // equal kernels share one source
   auto add = [&](GeneratedKernel g) {
@@ -185,6 +186,11 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
     }
     if (!gen->ok()) return gen->takeError();
     out.generatedIndex.push_back(add(std::move(*gen).value()));
+  }
+  if (groupLoops) {
+    TSR_TRY(planLoopGroups(exe, out));
+  } else {
+    out.groupOf.assign(out.paths.size(), -1);
   }
   return out;
 }

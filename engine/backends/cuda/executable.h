@@ -47,6 +47,12 @@ struct CompileOptions {
 // A conv group (the fusion pass's convolution with its epilogue) has its epilogue in generatedIndex and its
 // convolution's NVRTC kernel in anchorIndex; on the cudnn path, its chain as cuDNN pointwise steps where it maps
 // (cudnnEpilogues): one graph runs both where an engine takes it, the convolution then the epilogue where not.
+// Loop kernels launched as one (loop_groups.h): the group's kernel reads its members from a table.
+struct LoopGroup {
+  int kernel = -1;                // index into GeneratedProgram::kernels
+  std::vector<size_t> members;    // lowered kernels in program order; the first launches the group
+  std::vector<int64_t> elements;  // per member
+};
 struct GeneratedProgram {
   std::vector<KernelPath> paths;               // per lowered kernel
   std::vector<int> generatedIndex;             // per lowered kernel: index into `kernels`, or -1
@@ -54,8 +60,11 @@ struct GeneratedProgram {
   std::vector<GeneratedKernel> kernels;
   std::map<size_t, CudnnConvProblem> cudnnConvs;  // per lowered kernel on the cudnn path: its problem
   std::map<size_t, CudnnEpilogue> cudnnEpilogues;  // conv groups among them: their chain
+  std::vector<LoopGroup> groups;               // in program order
+  std::vector<int> groupOf;                    // per lowered kernel: its group, or -1
 };
-Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered);
+// groupLoops: launch loops of the same text as groups (loop_groups.h); off: every loop alone.
+Result<GeneratedProgram> generateProgram(const cpu::Executable& lowered, bool groupLoops = true);
 
 // The fusion options this backend plans with: an f32 convolution anchors a conv group with its epilogue (cuDNN
 // fuses it where it can), as on the CPU.
