@@ -163,6 +163,20 @@ TEST_CASE("settingsParse") {
   REQUIRE(envOptions().cpuCodegen == CpuCodegen::Async);
 }
 
+// The GPU's switches that default to on: only "off" (or "0") turns them off.
+TEST_CASE("cudaSwitchesDefaultOn") {
+  ScopedEnv env;
+  env.set("TESSERA_CUDA_LOOP_GROUPS", std::nullopt);
+  reloadEnvOptions();
+  REQUIRE(envOptions().cudaLoopGroups);
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "0");
+  reloadEnvOptions();
+  REQUIRE(!envOptions().cudaLoopGroups);
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "on");
+  reloadEnvOptions();
+  REQUIRE(envOptions().cudaLoopGroups);
+}
+
 TEST_CASE("locationsAreReadEachTime") {
   ScopedEnv env;
   env.set("TESSERA_PLUGIN_PATH", "/a:/b::/c:");

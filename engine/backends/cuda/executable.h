@@ -14,7 +14,9 @@
 //     ("host" kernels; correct, slow, listed by describe());
 //   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers.
 // With a Profiler active, every launch is timed with CUDA events on the GPU clock, shifted onto the profiler's
-// host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>".
+// host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>" (a
+// loop group's launch is its first member's event; the other members' events are empty).
+// Loops of the same generated text launch together (loop_groups.h).
 #include <map>
 #include <memory>
 #include <span>
@@ -39,6 +41,7 @@ const char* opPath(const ir::OpDef& def);
 struct CompileOptions {
   std::string name = "main";
   int device = 0;
+  bool groupLoops = true;  // and TESSERA_CUDA_LOOP_GROUPS not off
 };
 
 // The generated kernels of a lowered program, one per loop, reduction or gemm or conv epilogue, in kernel order;
@@ -86,8 +89,11 @@ class Executable {
   const cpu::Executable& lowered() const;
   // One line per kernel: its name, path (nvrtc / cublaslt / cudnn / host) and launch shape; for a
   // convolution, its cuDNN engine or why it fell back to its NVRTC kernel.
+  // The first lines say how many loops run grouped (loop_groups.h).
   std::string describe() const;
   int numKernels(KernelPath p) const;
+  int groupedLoops() const;       // loop kernels that launch with others
+  int loopGroupLaunches() const;  // the launches they make
 
  private:
   Executable();
