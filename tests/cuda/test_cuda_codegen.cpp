@@ -283,6 +283,36 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "optimizerLoopsGroup") {
   }
 }
 
+// What the GPU tests of grouped loops and CUDA graphs take as given, checked here without a GPU: the GPT-2 mini
+// step hands its parameters and both AdamW moments to the next step (stepCarries pairs them by path), and a
+// reduce_prod runs on host copies (so that its program is one that never becomes a graph).
+TEST_CASE("graphTestPremises") {
+  auto cg = projectStepGraph("gpt2_mini", 4, 64);
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  const auto carries = stepCarries(*cg);
+  const std::vector<std::string> in = leafPaths(cg->inputTree);
+  size_t params = 0, moments = 0;
+  for (auto [o, i] : carries) {
+    params += in[i].find("params.") != std::string::npos && in[i].find("opt.") == std::string::npos;
+    moments += in[i].find("opt.") != std::string::npos;
+  }
+  TSR_COMPARE(params, size_t{28});
+  REQUIRE(moments >= 2 * 28);
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
+  auto e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{});
+  REQUIRE(e.ok());
+  auto p = g.addNode(reg, ir::OpCode::ReduceProd, {(*e)[0]}, ir::ReduceAttrs{{1}});
+  REQUIRE(p.ok());
+  g.setOutputs({(*p)[0], (*e)[0]});
+  auto lowered = lowerForCuda(g);
+  REQUIRE(lowered.ok());
+  auto prog = cuda::generateProgram(**lowered);
+  REQUIRE(prog.ok());
+  REQUIRE(std::count(prog->paths.begin(), prog->paths.end(), cuda::KernelPath::Host) == 1);
+}
+
 // A group's table: each member gets the blocks a launch of its own would (one per 256 elements, at most 32 per
 // SM), numbered one after the other; an entry is the member's pointers and three words.
 TEST_CASE("loopGroupTableLayout") {

@@ -16,6 +16,7 @@
 #include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/node_kernels.h"
 #include "engine/backends/cuda/nvrtc.h"
+#include "engine/backends/cuda/step_graphs.h"
 #include "engine/core/env_options.h"
 #include "engine/runtime/profiler.h"
 
@@ -217,6 +218,12 @@ struct Executable::Impl {
   std::map<size_t, AttentionProblem> attention;        // kernels on the flash path
   std::vector<DeviceBufferPtr> consts;
   LoopGroupTables groupTables;  // where each loop group's entries lie in a run's table
+  // Buffers handed out for fresh outputs while runs may become graphs, per value: one whose only holder is this
+  // list goes out again, so that a training loop's outputs (fed back as its next inputs) alternate between two
+  // addresses and its graphs replay (step_graphs.h).
+  static constexpr size_t kOutputBuffers = 2;
+  std::vector<std::vector<DeviceBufferPtr>> handedOut;
+  std::unique_ptr<StepGraphs> graphs;  // last: its graphs go before the modules their kernels live in
 
   const ir::Graph& graph() const { return lowered->graph(); }
   ValueId root(ValueId v) const {
@@ -239,6 +246,7 @@ struct Executable::Impl {
   Status launchGroup(int group, const void* table);
   Status runGemm(size_t ki, const LoweredKernel& k, const std::vector<void*>& args,
                  std::vector<DeviceBufferPtr>& staged, cudaEvent_t productEnd);
+  Result<DeviceBufferPtr> freshOutput(size_t v, int64_t bytes);
   // Queues one run on the compute stream: the arena, the loop groups' table (written into pinnedTable, host
   // memory that outlives the run, where given), every kernel. bound: each value's pointer but the arena's.
   // events: 3 per kernel, or null.
@@ -256,6 +264,8 @@ int Executable::groupedLoops() const {
   return n;
 }
 int Executable::loopGroupLaunches() const { return static_cast<int>(m->program.groups.size()); }
+int Executable::graphCaptures() const { return m->graphs->captures(); }
+int Executable::graphReplays() const { return m->graphs->replays(); }
 
 int Executable::numKernels(KernelPath p) const {
   return static_cast<int>(std::count(m->program.paths.begin(), m->program.paths.end(), p));
@@ -377,6 +387,15 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     im.consts.push_back(std::move(d));
   }
   im.groupTables = layoutLoopGroups(im.program, im.device->numSMs());
+  // A kernel on host copies synchronises with the host in the middle of the step: no graph can hold it.
+  std::string off;
+  if (!options.graphs || !envOptions().cudaGraphs)
+    off = options.graphs ? "TESSERA_CUDA_GRAPHS=off" : "switched off in its compile options";
+  for (size_t ki = 0; ki < kernels.size() && off.empty(); ++ki)
+    if (im.program.paths[ki] == KernelPath::Host)
+      off = fmt::format("kernel {} ({}) runs its CPU kernel on host copies", ki, kernels[ki].info.name);
+  im.graphs = std::make_unique<StepGraphs>(*im.device, options.name, std::move(off));
+  im.handedOut.resize(static_cast<size_t>(im.graph().numValues()));
   TSR_TRY(im.device->synchronize());
   return e;
 }
@@ -492,6 +511,19 @@ Status Executable::Impl::runGemm(size_t ki, const LoweredKernel& k, const std::v
   return {};
 }
 
+Result<DeviceBufferPtr> Executable::Impl::freshOutput(size_t v, int64_t bytes) {
+  if (!graphs->active()) {
+    if (!handedOut[v].empty()) handedOut[v].clear();
+    return device->allocate(bytes);
+  }
+  std::vector<DeviceBufferPtr>& mine = handedOut[v];
+  for (const DeviceBufferPtr& b : mine)
+    if (b.use_count() == 1) return b;  // the caller dropped it: every earlier reader is queued before this run
+  TSR_ASSIGN(DeviceBufferPtr b, device->allocate(bytes));
+  if (mine.size() < kOutputBuffers) mine.push_back(b);
+  return b;
+}
+
 Status Executable::Impl::enqueue(const std::vector<void*>& bound, void* pinnedTable,
                                  const std::vector<cudaEvent_t>* events) {
   const auto& slots = lowered->valueSlots();
@@ -576,7 +608,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
                        im.device->ordinal());
   }
   TSR_CUDA(cudaSetDevice(im.device->ordinal()));
-  // Every pointer but the arena's (enqueue's).
+  // Every pointer but the arena's (enqueue's): together they are the key of the run's graph.
   const auto& slots = im.lowered->valueSlots();
   std::vector<void*> ptr(static_cast<size_t>(g.numValues()), nullptr);
   std::vector<DeviceBufferPtr> owned(static_cast<size_t>(g.numValues()));
@@ -586,7 +618,7 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
       case cpu::Loc::Input: owned[v] = inputs[static_cast<size_t>(s.index)]; break;
       case cpu::Loc::Const: owned[v] = im.consts[static_cast<size_t>(s.index)]; break;
       case cpu::Loc::Fresh: {
-        TSR_ASSIGN(owned[v], im.device->allocate(g.aval(static_cast<ValueId>(v)).bytes()));
+        TSR_ASSIGN(owned[v], im.freshOutput(v, g.aval(static_cast<ValueId>(v)).bytes()));
         break;
       }
       default: break;
@@ -636,7 +668,9 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     events.resize(3 * kernels.size(), nullptr);
     for (auto& ev : events) TSR_CUDA(cudaEventCreate(&ev));
   }
-  Status st = im.enqueue(ptr, nullptr, prof ? &events : nullptr);
+  Status st = im.graphs->run(ptr, im.groupTables.words * static_cast<int64_t>(sizeof(int64_t)),
+                             prof ? "profiled (CUDA events around every kernel)" : nullptr,
+                             [&](void* pinnedTable) { return im.enqueue(ptr, pinnedTable, prof ? &events : nullptr); });
   if (!st.ok()) {
     destroyEvents();
     return st.takeError();
@@ -704,7 +738,8 @@ std::string Executable::describe() const {
       numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Flash),
       numKernels(KernelPath::Host),
       im.lowered->memory().arenaBytes / 1048576.0);
-  s += fmt::format("{} loops grouped into {} launches\n", groupedLoops(), loopGroupLaunches());
+  s += fmt::format("{} loops grouped into {} launches; {}\n", groupedLoops(), loopGroupLaunches(),
+                   im.graphs->describe());
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];
     std::string detail;

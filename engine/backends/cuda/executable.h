@@ -12,11 +12,13 @@
 //     NVRTC too; opPath (executable.cpp) lists them;
 //   - every other op (scan, while, random bits, ...): its CPU reference kernel on host copies of its operands
 //     ("host" kernels; correct, slow, listed by describe());
-//   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers.
+//   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers (while runs
+//     may become graphs, buffers the caller has dropped are handed out again, so that addresses repeat).
 // With a Profiler active, every launch is timed with CUDA events on the GPU clock, shifted onto the profiler's
 // host clock (an event recorded at a known host time anchors the two), and recorded as device "cuda:<n>" (a
 // loop group's launch is its first member's event; the other members' events are empty).
-// Loops of the same generated text launch together (loop_groups.h).
+// Loops of the same generated text launch together (loop_groups.h); runs after the first replay a CUDA graph of
+// the whole run where they can (step_graphs.h).
 #include <map>
 #include <memory>
 #include <span>
@@ -42,6 +44,7 @@ struct CompileOptions {
   std::string name = "main";
   int device = 0;
   bool groupLoops = true;  // and TESSERA_CUDA_LOOP_GROUPS not off
+  bool graphs = true;      // and TESSERA_CUDA_GRAPHS not off
 };
 
 // The generated kernels of a lowered program, one per loop, reduction or gemm or conv epilogue, in kernel order;
@@ -89,11 +92,14 @@ class Executable {
   const cpu::Executable& lowered() const;
   // One line per kernel: its name, path (nvrtc / cublaslt / cudnn / host) and launch shape; for a
   // convolution, its cuDNN engine or why it fell back to its NVRTC kernel.
-  // The first lines say how many loops run grouped (loop_groups.h).
+  // The first lines say how many loops run grouped (loop_groups.h) and whether runs replay a CUDA graph, or why
+  // not (step_graphs.h).
   std::string describe() const;
   int numKernels(KernelPath p) const;
   int groupedLoops() const;       // loop kernels that launch with others
   int loopGroupLaunches() const;  // the launches they make
+  int graphCaptures() const;      // graphs captured so far
+  int graphReplays() const;       // runs that replayed one
 
  private:
   Executable();
