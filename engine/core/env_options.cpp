@@ -112,6 +112,15 @@ const Row kRows[] = {
     {{"TESSERA_GEMM_AUTOTUNE_LOG", "TESSERA_GEMM_AUTOTUNE_LOG=1",
       "print each autotuned GPU product's time with the heuristic's first algorithm and with the one chosen"},
      [](EnvOptions& o, const char* v) { o.gemmAutotuneLog = isOn(v); }},
+    {{"TESSERA_CUDA_GRAPHS", "TESSERA_CUDA_GRAPHS=on|off",
+      "a GPU program's runs after the first are captured into a CUDA graph and replayed with one launch while its "
+      "buffers' addresses repeat (on by default); a program with work on the host, or a profiled run, runs kernel by "
+      "kernel and `Executable::describe()` says why; off: every run kernel by kernel"},
+     [](EnvOptions& o, const char* v) { o.cudaGraphs = text(v) != "off" && text(v) != "0"; }},
+    {{"TESSERA_CUDA_LOOP_GROUPS", "TESSERA_CUDA_LOOP_GROUPS=on|off",
+      "GPU loop kernels with the same generated body and no dependences between them (AdamW's update of each "
+      "parameter) run as one launch over a table of their pointers and sizes (on by default); off: one launch each"},
+     [](EnvOptions& o, const char* v) { o.cudaLoopGroups = text(v) != "off" && text(v) != "0"; }},
     {{"TESSERA_VERIFY_PASSES", "TESSERA_VERIFY_PASSES=each|end|off",
       "check the graph after every compiler pass (the default of debug builds; a broken graph names the pass), "
       "once after each pipeline, or never (the default of release builds)"},

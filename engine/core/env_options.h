@@ -41,6 +41,8 @@ struct EnvOptions {
   bool convWinograd = true;               // TESSERA_CONV_ALGORITHM=auto|direct
   bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
   bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1
+  bool cudaGraphs = true;                 // TESSERA_CUDA_GRAPHS=off: every GPU step launched kernel by kernel
+  bool cudaLoopGroups = true;             // TESSERA_CUDA_LOOP_GROUPS=off: every loop kernel launched alone
   std::optional<VerifyPasses> verifyPasses;  // TESSERA_VERIFY_PASSES; none: the build's default
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
   double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace

@@ -163,6 +163,23 @@ TEST_CASE("settingsParse") {
   REQUIRE(envOptions().cpuCodegen == CpuCodegen::Async);
 }
 
+// The GPU's switches that default to on: only "off" (or "0") turns them off.
+TEST_CASE("cudaSwitchesDefaultOn") {
+  ScopedEnv env;
+  env.set("TESSERA_CUDA_GRAPHS", std::nullopt);
+  env.set("TESSERA_CUDA_LOOP_GROUPS", std::nullopt);
+  reloadEnvOptions();
+  REQUIRE((envOptions().cudaGraphs && envOptions().cudaLoopGroups));
+  env.set("TESSERA_CUDA_GRAPHS", "off");
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "0");
+  reloadEnvOptions();
+  REQUIRE((!envOptions().cudaGraphs && !envOptions().cudaLoopGroups));
+  env.set("TESSERA_CUDA_GRAPHS", "on");
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "on");
+  reloadEnvOptions();
+  REQUIRE((envOptions().cudaGraphs && envOptions().cudaLoopGroups));
+}
+
 TEST_CASE("locationsAreReadEachTime") {
   ScopedEnv env;
   env.set("TESSERA_PLUGIN_PATH", "/a:/b::/c:");

@@ -28,11 +28,28 @@ namespace {
     if (!why.empty()) TSR_SKIP("CUDA backend tests: " << why);    \
   } while (0)
 
-Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name) {
+// groupLoops, graphs: CompileOptions' switches (the environment's, TESSERA_CUDA_LOOP_GROUPS and
+// TESSERA_CUDA_GRAPHS, must be on too).
+Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name,
+                                                      bool groupLoops = true, bool graphs = true) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry(), nullptr, cuda::fusionOptions()));
   cuda::CompileOptions o;
   o.name = name;
+  o.groupLoops = groupLoops;
+  o.graphs = graphs;
   return cuda::Executable::compile(g, ops::registry(), plan, o);
+}
+
+// Every output of a GPU run against the CPU's (downloaded first).
+void requireOutputsMatch(cuda::Executable& exe, const ir::Graph& graph, const std::vector<cuda::DeviceBufferPtr>& got,
+                         const std::vector<runtime::BufferPtr>& want, double rtol, double atol) {
+  for (size_t o = 0; o < want.size(); ++o) {
+    const Aval& a = graph.aval(graph.outputs()[o]);
+    auto host = cuda::toHost(exe.device(), *got[o], a.bytes());
+    REQUIRE(host.ok());
+    const std::string d = compareTensors(fromBuffer(*host, a), fromBuffer(want[o], a), rtol, atol);
+    REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+  }
 }
 
 // The GPT-2 mini training step at batch 4, sequence 64, and inputs for it (small positive floats, tokens < 512).
@@ -699,4 +716,141 @@ TEST_CASE("sharedBf16OperandCopies") {
       CHECK_MESSAGE(d.empty(), d.c_str());
     }
   }
+}
+
+// Six GPT-2 mini steps, each from the CPU executable's state after the step before (the independent
+// reference), uploaded into one of two fixed sets of device buffers in turn, as a loop's batches alternate. With
+// the AdamW loops grouped and the runs as CUDA graphs (the first run eager, then a capture for each set, then
+// replays, which must read the inputs uploaded since), and with both switched off, every output is the CPU's at
+// every step.
+TEST_CASE("loopGroupsAndGraphsMatchCpu") {
+  SKIP_WITHOUT_GPU();
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto carries = stepCarries(mini.step);
+  REQUIRE(carries.size() >= 3 * 28);  // params, AdamW's two moments
+  auto cpuExe = lowerForCuda(graph);
+  REQUIRE(cpuExe.ok());
+  constexpr int kSteps = 6;
+  std::vector<std::vector<runtime::BufferPtr>> cpuIn{mini.inputs}, cpuOut;
+  for (int s = 0; s < kSteps; ++s) {
+    auto out = (*cpuExe)->run(cpuIn.back());
+    REQUIRE_MESSAGE(out.ok(), out.error().message);
+    std::vector<runtime::BufferPtr> next = cpuIn.back();
+    for (auto [o, i] : carries) next[i] = (*out)[o];
+    cpuOut.push_back(std::move(*out));
+    cpuIn.push_back(std::move(next));
+  }
+  for (bool on : {true, false}) {
+    CAPTURE(on);
+    auto exe = compileCuda(graph, on ? "gpt2_mini_grouped_graphs" : "gpt2_mini_alone_eager", on, on);
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    cuda::Device& dev = (*exe)->device();
+    std::vector<std::vector<cuda::DeviceBufferPtr>> sets(2);
+    for (auto& set : sets)
+      for (ir::ValueId v : graph.inputs()) {
+        auto b = dev.allocate(graph.aval(v).bytes());
+        REQUIRE(b.ok());
+        set.push_back(*b);
+      }
+    for (int s = 0; s < kSteps; ++s) {
+      CAPTURE(s);
+      const auto& set = sets[static_cast<size_t>(s % 2)];
+      for (size_t i = 0; i < set.size(); ++i)
+        REQUIRE(dev.upload(set[i]->data(), cpuIn[static_cast<size_t>(s)][i]->data(), graph.aval(graph.inputs()[i]).bytes()).ok());
+      auto outs = (*exe)->run(set);
+      REQUIRE_MESSAGE(outs.ok(), outs.error().message);
+      requireOutputsMatch(**exe, graph, *outs, cpuOut[static_cast<size_t>(s)], 2e-3, 2e-5);
+    }
+    const std::string described = (*exe)->describe();
+    MESSAGE(described.substr(0, described.find('\n', described.find('\n') + 1)));
+    if (on) {
+      REQUIRE((*exe)->groupedLoops() >= 28);
+      REQUIRE((*exe)->loopGroupLaunches() < (*exe)->groupedLoops());
+      TSR_COMPARE((*exe)->graphCaptures(), 2);
+      TSR_COMPARE((*exe)->graphReplays(), kSteps - 3);
+    } else {
+      TSR_COMPARE((*exe)->loopGroupLaunches(), 0);
+      TSR_COMPARE((*exe)->graphCaptures(), 0);
+      REQUIRE(described.find("runs kernel by kernel") != std::string::npos);
+    }
+  }
+}
+
+// A training loop on the GPU: each step's parameters and optimizer state go back in as the next step's inputs
+// (the executable hands the buffers the loop has dropped out again, so two graphs replay in turn). Grouped and
+// replayed, the state after six steps is the state kernel by kernel.
+TEST_CASE("graphsFollowATrainingLoop") {
+  SKIP_WITHOUT_GPU();
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto carries = stepCarries(mini.step);
+  constexpr int kSteps = 6;
+  std::vector<std::vector<runtime::BufferPtr>> last;
+  for (bool on : {true, false}) {
+    auto exe = compileCuda(graph, on ? "gpt2_mini_loop_graphs" : "gpt2_mini_loop_eager", on, on);
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    std::vector<cuda::DeviceBufferPtr> cur;
+    for (size_t i = 0; i < mini.inputs.size(); ++i) {
+      auto d = cuda::toDevice((*exe)->device(), *mini.inputs[i], graph.aval(graph.inputs()[i]).bytes());
+      REQUIRE(d.ok());
+      cur.push_back(*d);
+    }
+    std::vector<runtime::BufferPtr> outsHost;
+    for (int s = 0; s < kSteps; ++s) {
+      auto outs = (*exe)->run(cur);
+      REQUIRE_MESSAGE(outs.ok(), outs.error().message);
+      for (auto [o, i] : carries) cur[i] = (*outs)[o];
+      if (s == kSteps - 1)
+        for (size_t o = 0; o < outs->size(); ++o) {
+          auto h = cuda::toHost((*exe)->device(), *(*outs)[o], graph.aval(graph.outputs()[o]).bytes());
+          REQUIRE(h.ok());
+          outsHost.push_back(*h);
+        }
+    }
+    if (on) {
+      TSR_COMPARE((*exe)->graphCaptures(), 2);
+      TSR_COMPARE((*exe)->graphReplays(), kSteps - 3);
+    }
+    last.push_back(std::move(outsHost));
+  }
+  for (size_t o = 0; o < last[0].size(); ++o) {
+    const Aval& a = graph.aval(graph.outputs()[o]);
+    const std::string d = compareTensors(fromBuffer(last[0][o], a), fromBuffer(last[1][o], a), 1e-3, 1e-5);
+    REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+  }
+}
+
+// A program with a kernel on host copies (reduce_prod runs its CPU kernel) never becomes a graph: describe()
+// says why, and its runs are the CPU's.
+TEST_CASE("hostKernelsRunEagerly") {
+  SKIP_WITHOUT_GPU();
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
+  auto e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{});
+  REQUIRE(e.ok());
+  auto p = g.addNode(reg, ir::OpCode::ReduceProd, {(*e)[0]}, ir::ReduceAttrs{{1}});
+  REQUIRE(p.ok());
+  g.setOutputs({(*p)[0], (*e)[0]});
+  auto exe = compileCuda(g, "host_kernel");
+  REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+  auto cpuExe = lowerForCuda(g);
+  REQUIRE(cpuExe.ok());
+  std::mt19937 rng(3);
+  const auto inputs = randomInputs(g, rng, 0.5, 1);
+  auto want = (*cpuExe)->run(inputs);
+  REQUIRE(want.ok());
+  for (int run = 0; run < 3; ++run) {
+    auto got = (*exe)->runHost(inputs);
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    for (size_t o = 0; o < want->size(); ++o) {
+      const Aval& a = g.aval(g.outputs()[o]);
+      const std::string d = compareTensors(fromBuffer((*got)[o], a), fromBuffer((*want)[o], a), 1e-5, 1e-6);
+      REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+    }
+  }
+  TSR_COMPARE((*exe)->graphCaptures(), 0);
+  REQUIRE_MESSAGE((*exe)->describe().find("runs its CPU kernel on host copies") != std::string::npos,
+                  (*exe)->describe());
 }

@@ -190,6 +190,12 @@ Status Device::synchronize() {
   return {};
 }
 
+Status Device::trimPool() {
+  TSR_TRY(synchronize());
+  TSR_CUDA(cudaMemPoolTrimTo(static_cast<cudaMemPool_t>(m_pool), 0));
+  return {};
+}
+
 int64_t Device::poolBytes() const {
   uint64_t v = 0;
   cudaMemPoolGetAttribute(static_cast<cudaMemPool_t>(m_pool), cudaMemPoolAttrReservedMemCurrent, &v);

@@ -84,6 +84,9 @@ class Device {
   // buffer whose last reader was fenced.
   Status uploadAsync(void* dst, const void* pinnedSrc, int64_t bytes, const std::shared_ptr<void>& after = nullptr);
   Status synchronize();
+  // Gives the pool's memory no buffer holds back to the driver, once the work queued so far is done (a program's
+  // first CUDA graph allocates its own memory: what its eager runs left in the pool is then surplus).
+  Status trimPool();
   // Bytes the pool holds from the driver, and the free and total memory of the device.
   int64_t poolBytes() const;
   Status memoryInfo(int64_t* freeBytes, int64_t* totalBytes) const;

@@ -17,6 +17,9 @@
 #                          "tessera_norecompute": what recomputing cheap values in their readers gains
 #   TESSERA_GPU_FLASH_AB=1  GPT-2 also on the first flash attention kernels (TESSERA_FLASH_KERNELS=v1) as peer
 #                          "tessera_flash_v1"
+#   TESSERA_GPU_GRAPHS_AB=1  GPT-2 also run kernel by kernel (TESSERA_CUDA_GRAPHS=off, peer "tessera_nographs") and
+#                          with every loop launched alone (TESSERA_CUDA_LOOP_GROUPS=off, peer "tessera_nogroups"), and
+#                          gpt2_mini (f32, launch-bound) with graphs on and off: what CUDA graphs and grouped AdamW gain
 #   TESSERA_GPU_CURVE_CPU1=0  leave out the one-thread CPU curve (how far summation order alone moves it)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
@@ -142,6 +145,16 @@ if want gpt2; then
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_norecompute
   [[ -n ${TESSERA_GPU_FLASH_AB:-} ]] && TESSERA_FLASH_KERNELS=v1 run gpt2_tessera_flash_v1 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_flash_v1
+  if [[ -n ${TESSERA_GPU_GRAPHS_AB:-} ]]; then
+    TESSERA_CUDA_GRAPHS=off run gpt2_tessera_nographs 120 "$bin/bench_cuda_step" \
+      --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_nographs
+    TESSERA_CUDA_LOOP_GROUPS=off run gpt2_tessera_nogroups 120 "$bin/bench_cuda_step" \
+      --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_nogroups
+    for g in on off; do
+      TESSERA_CUDA_GRAPHS=$g run gpt2_mini_graphs_$g 60 "$bin/bench_cuda_step" --describe \
+        --project "$root/sample_projects/gpt2_mini" --precision f32 --steps 50 --warmup 3 --peer tessera_graphs_$g
+    done
+  fi
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
   if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
     run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
