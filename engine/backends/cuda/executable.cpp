@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/backends/cuda/collective_kernels.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/node_kernels.h"
@@ -31,6 +32,7 @@ const char* kernelPathName(KernelPath p) {
     case KernelPath::Cudnn: return "cudnn";
     case KernelPath::Flash: return "flash";
     case KernelPath::Host: return "host";
+    case KernelPath::Collective: return "collective";
     case KernelPath::None: return "none";
   }
   return "?";
@@ -73,6 +75,11 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin:
     case OpCode::SelectAndScatterAdd: return "nvrtc";
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::CollectivePermute: return "collective";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())
@@ -173,6 +180,8 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
         path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
+    if (k.node >= 0 && k.info.nodes.size() == 1 && isCollective(exe.graph().nodes()[static_cast<size_t>(k.node)].op))
+      path = KernelPath::Collective;
     out.paths.push_back(path);
     out.anchorIndex.push_back(anchor);
     if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
@@ -558,6 +567,11 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
         st = im.runHostKernel(k, args);
         if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
         break;
+      case KernelPath::Collective: {
+        Result<bool> onDevice = runCollective(*im.device, g, k, args);
+        st = !onDevice.ok() ? onDevice.takeError() : *onDevice ? Status{} : im.runHostKernel(k, args);
+        break;
+      }
       case KernelPath::None: break;
     }
     if (!st.ok()) {
@@ -627,10 +641,11 @@ std::string Executable::describe() const {
   const Impl& im = *m;
   const auto& kernels = im.lowered->loweredKernels();
   std::string s = fmt::format(
-      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host; arena {:.1f} MiB\n",
+      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host, {} collective; arena "
+      "{:.1f} MiB\n",
       im.options.name, im.device->ordinal(), im.device->name(), kernels.size(), numKernels(KernelPath::Generated),
       numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Flash),
-      numKernels(KernelPath::Host),
+      numKernels(KernelPath::Host), numKernels(KernelPath::Collective),
       im.lowered->memory().arenaBytes / 1048576.0);
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];
