@@ -49,6 +49,12 @@ struct EnvOptions {
   bool traceServer = true;                // TESSERA_TRACE_SERVER=0: every trace in a new interpreter
   int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
                                           // SLURM_STEP_NUM_TASKS (1 where none says)
+  std::optional<std::string> cudaDevice;  // TESSERA_CUDA_DEVICE as written (the CUDA backend parses and checks it)
+  bool nccl = true;                       // TESSERA_NCCL=off: GPU programs' collectives on the host
+  int localRank = -1;                     // this rank's index among the ranks of its machine: OMPI_COMM_WORLD_LOCAL_RANK,
+                                          // MPI_LOCALRANKID or SLURM_LOCALID (-1 where none says)
+  int localRanks = 0;                     // the ranks on this machine: OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS
+                                          // (0 where none says)
 };
 
 struct EnvLocations {

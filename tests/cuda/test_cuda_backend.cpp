@@ -1,16 +1,19 @@
 // The CUDA backend on a GPU: every conformance case against its independent reference, a GPT-2 mini training
 // step against the CPU executable, cuBLASLt at each matmul precision against a naive double-precision product,
-// the timeline's events, NCCL's all_reduce on one GPU, and convolutions with their gradients on cuDNN against
+// the timeline's events, NCCL's collectives with one rank, and convolutions with their gradients on cuDNN against
 // the CPU executable, with and without their epilogues. Without a GPU every test skips with the reason.
 #include "tests/check.h"
 
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 
+#include "engine/backends/cuda/collective_kernels.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/nccl_communicator.h"
+#include "engine/dist/communicator.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/pipeline.h"
 #include "engine/runtime/profiler.h"
@@ -524,23 +527,88 @@ TEST_CASE("tensorCoreFlashAttention") {
   }
 }
 
-TEST_CASE("ncclAllReduceOneGpu") {
+// NCCL with one rank, made as mpirun's ranks make theirs: the unique id through the bootstrap records over a host
+// communicator (here one in-process device), ncclCommInitRank, made once for the group. Each collective on device
+// buffers against the op's CPU kernel for the same group of one (the identity) on the same data: all_reduce
+// (f32 and i32, in place too), all_gather, reduce_scatter, all_to_all and a permute to itself.
+TEST_CASE("ncclOneRankAgainstCpu") {
   SKIP_WITHOUT_GPU();
-  auto comm = cuda::makeNcclCommunicator(1);
-  if (!comm.ok() && comm.error().message.find("built without NCCL") != std::string::npos)
-    TSR_SKIP("built without NCCL");
-  REQUIRE_MESSAGE(comm.ok(), comm.error().message);
+  if (!cuda::ncclBuilt()) TSR_SKIP("built without NCCL");
+  auto host = dist::makeInProcessCommunicator(1);
+  std::mt19937 rng(11);
+  Status st = dist::runOnDevices(*host, [&](int self) -> Status {
+    TSR_ASSIGN(int ordinal, cuda::gpuForLocalDevice(0));
+    TSR_ASSIGN(cuda::Device * dev, cuda::Device::get(ordinal));
+    const ir::Ints group = {0};
+    TSR_ASSIGN(cuda::NcclGroup g, cuda::ncclGroup(*host, self, *dev, group, 1));
+    TSR_ASSIGN(cuda::NcclGroup again, cuda::ncclGroup(*host, self, *dev, group, 1));
+    if (again.comm != g.comm || g.rank != 0 || g.size != 1) return makeError("the group's communicator is not kept");
+    void* stream = dev->computeStream();
+    for (DType t : {DType::F32, DType::I32, DType::BF16}) {
+      const Aval a{Shape{37, 29}, t};
+      TSR_ASSIGN(runtime::BufferPtr x, runtime::Buffer::allocate(a.bytes()));
+      for (int64_t i = 0; i < a.bytes(); ++i) static_cast<uint8_t*>(x->data())[i] = static_cast<uint8_t>(rng() % 61);
+      // The CPU's all_reduce of the group [0], run by the op's kernel on this device of the run.
+      std::vector<char> cpu(static_cast<size_t>(a.bytes()));
+      const ir::Attrs attrs = ir::AllReduceAttrs{group, 1};
+      const ir::TensorView in[1] = {ir::TensorView{x->data(), a}};
+      const ir::MutableTensorView out[1] = {ir::MutableTensorView{cpu.data(), a}};
+      ops::registry().get(ir::OpCode::AllReduce).cpu(ir::CpuKernelArgs{in, out, attrs});
+      TSR_ASSIGN(cuda::DeviceBufferPtr dx, cuda::toDevice(*dev, *x, a.bytes()));
+      TSR_ASSIGN(cuda::DeviceBufferPtr dy, dev->allocate(a.bytes()));
+      std::vector<char> got(static_cast<size_t>(a.bytes()));
+      auto expect = [&](const char* what) -> Status {
+        TSR_TRY(dev->download(got.data(), dy->data(), a.bytes()));
+        if (got != cpu) return makeError("{} {}: NCCL's result differs from the CPU kernel's", what, a.toString());
+        return {};
+      };
+      TSR_TRY(cuda::ncclAllReduce(g, dx->data(), dy->data(), a.numel(), t, stream));
+      TSR_TRY(expect("all_reduce"));
+      TSR_TRY(cuda::ncclReduceScatter(g, dx->data(), dy->data(), a.numel(), t, stream));
+      TSR_TRY(expect("reduce_scatter"));
+      TSR_TRY(cuda::ncclAllGather(g, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("all_gather"));
+      TSR_TRY(cuda::ncclAllToAll(g, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("all_to_all"));
+      const std::pair<int, int> toItself[1] = {{0, 0}};
+      TSR_TRY(cuda::ncclPermute(g, toItself, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("collective_permute"));
+      TSR_TRY(dev->upload(dy->data(), x->data(), a.bytes()));
+      TSR_TRY(cuda::ncclPermute(g, {}, dx->data(), dy->data(), a.bytes(), stream));  // no pair targets it: zeros
+      std::fill(cpu.begin(), cpu.end(), 0);
+      TSR_TRY(expect("collective_permute without a source"));
+      TSR_TRY(dev->upload(dy->data(), x->data(), a.bytes()));
+      TSR_TRY(cuda::ncclAllReduce(g, dy->data(), dy->data(), a.numel(), t, stream));  // in place
+      std::memcpy(cpu.data(), x->data(), cpu.size());
+      TSR_TRY(expect("all_reduce in place"));
+    }
+    return {};
+  });
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+}
+
+// The chunk layouts a collective along a dim other than 0 moves through: [outer, n, row] to [n, outer, row] and
+// back, by strided device copies, against the same rearrangement written as loops here.
+TEST_CASE("collectiveChunkLayoutOnDevice") {
+  SKIP_WITHOUT_GPU();
   auto dev = cuda::Device::get(0);
   REQUIRE(dev.ok());
-  std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f};
-  auto buf = (*dev)->allocate(16);
-  REQUIRE(buf.ok());
-  REQUIRE((*dev)->upload((*buf)->data(), x.data(), 16).ok());
-  int group[1] = {0};
-  REQUIRE((*comm)->allReduce(0, group, (*buf)->data(), (*buf)->data(), 4, DType::F32).ok());
-  std::vector<float> y(4);
-  REQUIRE((*dev)->download(y.data(), (*buf)->data(), 16).ok());
-  TSR_COMPARE(y, x);  // a group of one: the identity
+  const int64_t outer = 5, n = 3, row = 12, bytes = outer * n * row;
+  std::vector<uint8_t> x(static_cast<size_t>(bytes)), want(x.size()), got(x.size()), back(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 13 + 7);
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t b = 0; b < row; ++b)
+        want[static_cast<size_t>((j * outer + a) * row + b)] = x[static_cast<size_t>((a * n + j) * row + b)];
+  auto src = (*dev)->allocate(bytes), mid = (*dev)->allocate(bytes), dst = (*dev)->allocate(bytes);
+  REQUIRE((src.ok() && mid.ok() && dst.ok()));
+  REQUIRE((*dev)->upload((*src)->data(), x.data(), bytes).ok());
+  REQUIRE(cuda::packChunks((*src)->data(), (*mid)->data(), outer, n, row, (*dev)->computeStream()).ok());
+  REQUIRE(cuda::unpackChunks((*mid)->data(), (*dst)->data(), outer, n, row, (*dev)->computeStream()).ok());
+  REQUIRE((*dev)->download(got.data(), (*mid)->data(), bytes).ok());
+  REQUIRE((*dev)->download(back.data(), (*dst)->data(), bytes).ok());
+  REQUIRE(got == want);
+  REQUIRE(back == x);
 }
 
 // Convolutions and both their gradients (convCases: NCHW and NHWC, strided, asymmetric padding, dilated, grouped,

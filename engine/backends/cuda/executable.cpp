@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/backends/cuda/collective_kernels.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/loop_groups.h"
@@ -34,6 +35,7 @@ const char* kernelPathName(KernelPath p) {
     case KernelPath::Cudnn: return "cudnn";
     case KernelPath::Flash: return "flash";
     case KernelPath::Host: return "host";
+    case KernelPath::Collective: return "collective";
     case KernelPath::None: return "none";
   }
   return "?";
@@ -78,6 +80,11 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin:
     case OpCode::SelectAndScatterAdd: return "nvrtc";
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::CollectivePermute: return "collective";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())
@@ -178,6 +185,8 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe, bool groupL
         path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
+    if (k.node >= 0 && k.info.nodes.size() == 1 && isCollective(exe.graph().nodes()[static_cast<size_t>(k.node)].op))
+      path = KernelPath::Collective;
     out.paths.push_back(path);
     out.anchorIndex.push_back(anchor);
     if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
@@ -393,9 +402,12 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   std::string off;
   if (!options.graphs || !envOptions().cudaGraphs)
     off = options.graphs ? "TESSERA_CUDA_GRAPHS=off" : "switched off in its compile options";
-  for (size_t ki = 0; ki < kernels.size() && off.empty(); ++ki)
+  for (size_t ki = 0; ki < kernels.size() && off.empty(); ++ki) {
     if (im.program.paths[ki] == KernelPath::Host)
       off = fmt::format("kernel {} ({}) runs its CPU kernel on host copies", ki, kernels[ki].info.name);
+    else if (im.program.paths[ki] == KernelPath::Collective)  // NCCL or the host, chosen at run time
+      off = fmt::format("kernel {} ({}) is a collective", ki, kernels[ki].info.name);
+  }
   im.graphs = std::make_unique<StepGraphs>(*im.device, options.name, std::move(off));
   im.handedOut.resize(static_cast<size_t>(im.graph().numValues()));
   TSR_TRY(im.device->synchronize());
@@ -586,6 +598,11 @@ Status Executable::Impl::enqueue(const std::vector<void*>& bound, void* pinnedTa
         st = runHostKernel(k, args);
         if (st.ok() && gi >= 0) st = launchGenerated(gi, args);
         break;
+      case KernelPath::Collective: {
+        Result<bool> onDevice = runCollective(*device, graph(), k, args);
+        st = !onDevice.ok() ? onDevice.takeError() : *onDevice ? Status{} : runHostKernel(k, args);
+        break;
+      }
       case KernelPath::None: break;
     }
     if (!st.ok()) return makeError("{}: {}: {}", options.name, k.info.name, st.error().message);
@@ -735,10 +752,11 @@ std::string Executable::describe() const {
   const Impl& im = *m;
   const auto& kernels = im.lowered->loweredKernels();
   std::string s = fmt::format(
-      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host; arena {:.1f} MiB\n",
+      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host, {} collective; arena "
+      "{:.1f} MiB\n",
       im.options.name, im.device->ordinal(), im.device->name(), kernels.size(), numKernels(KernelPath::Generated),
       numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Flash),
-      numKernels(KernelPath::Host),
+      numKernels(KernelPath::Host), numKernels(KernelPath::Collective),
       im.lowered->memory().arenaBytes / 1048576.0);
   s += fmt::format("{} loops grouped into {} launches; {}\n", groupedLoops(), loopGroupLaunches(),
                    im.graphs->describe());

@@ -10,6 +10,7 @@
 //   - ops alone in their kernel with a generated CUDA kernel of their own (node_kernels.h: layout copies,
 //     gather and the scatters, iota, cumulative ops, sort and top_k, convolution, window reductions, ...):
 //     NVRTC too; opPath (executable.cpp) lists them;
+//   - collectives: NCCL on the device under mpirun, else their CPU kernel on host copies (collective_kernels.h);
 //   - every other op (scan, while, random bits, ...): its CPU reference kernel on host copies of its operands
 //     ("host" kernels; correct, slow, listed by describe());
 //   - intermediates in one device arena laid out by the CPU memory plan; outputs in fresh pool buffers (while runs
@@ -33,11 +34,12 @@
 
 namespace tsr::cuda {
 
-enum class KernelPath : uint8_t { Generated, CuBlasLt, Cudnn, Flash, Host, None };
+enum class KernelPath : uint8_t { Generated, CuBlasLt, Cudnn, Flash, Host, Collective, None };
 const char* kernelPathName(KernelPath p);
 
 // How the CUDA backend runs an op when it is alone in its kernel: "nvrtc", "cublaslt", "cudnn", "flash" (fused
-// attention on tensor cores, with bf16 matmuls; on the host otherwise) or "host".
+// attention on tensor cores, with bf16 matmuls; on the host otherwise), "collective" (NCCL under mpirun, the
+// host otherwise) or "host".
 const char* opPath(const ir::OpDef& def);
 
 struct CompileOptions {

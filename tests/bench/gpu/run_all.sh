@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine, in one command, most important first: the CUDA backend's tests; every sample project trained
-# for a few steps on the GPU; ResNet-18 (CIFAR stem, batch 256, TF32) against PyTorch; GPT-2 124M (B=16,
+# for a few steps on the GPU; gpt2_tp's mesh on the GPUs against one GPU (ranks_check.sh); ResNet-18 (CIFAR stem, batch 256, TF32) against PyTorch; GPT-2 124M (B=16,
 # T=1024, bf16, AdamW) training steps of Tessera, PyTorch (torch.compile, bf16 autocast, SDPA) and JAX side by
 # side; ViT-B/16 (batch 32, TF32) against the peers;
 # gpt2_mini's loss curve on the GPU against the CPU's (200 steps, f32, 1e-4 relative); a profile of a GPU step
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|samples|gemm|resnet|gpt2|vit|attention|curve|profile]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|ranks|gemm|resnet|gpt2|vit|attention|curve|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
@@ -119,6 +119,12 @@ if want samples; then
     run "sample_$name" 60 "$bin/tessera" train "$p" --device cuda --steps 10 --set train.log_every=1 \
       --set train.eval_every=0 --quiet --sample 0 --db "$p/gpu_runs.db" "${extra[@]}"
   done
+fi
+
+if want ranks; then
+  # gpt2_tp's data x tensor parallel mesh on the GPUs against one GPU, 20 steps to 1e-4: 4 virtual devices of one
+  # process; with mpirun, one rank per GPU on NCCL, or on fewer GPUs the shared-GPU error and TESSERA_NCCL=off.
+  run ranks 300 bash "$root/tests/bench/gpu/ranks_check.sh" "$bin/tessera" 20
 fi
 
 if want gemm; then
