@@ -89,7 +89,8 @@ std::function<int()> addTrainCommand(CLI::App& app) {
       ->default_str("0");
   addSetOption(cmd, args->sets);
   cmd->add_option("--tag", args->tags, "Tag the run (repeatable)");
-  cmd->add_option("--device", args->device, "Where the step runs: cpu (default) or cuda (GPU 0)")
+  cmd->add_option("--device", args->device,
+                  "Where the step runs: cpu (default) or cuda (GPU 0; TESSERA_CUDA_DEVICE; under mpirun the rank's own)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--matmul-precision", args->matmulPrecision, "f32 matmuls on the GPU: f32, tf32 or bf16 inputs")
       ->check(CLI::IsMember({"f32", "tf32", "bf16"}));

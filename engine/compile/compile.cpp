@@ -70,6 +70,10 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> compileSpmd(const ClosedGraph& cg,
   o.name = name;
   o.interpret = options.interpret;
   o.donatable = options.donatable;
+  o.device = options.device;
+  if (!options.interpret && !runtime::backends().find(o.device))
+    return makeError("{}: device {}: this build has no such backend{}", name, o.device,
+                     o.device == "cuda" ? " (configure where the CUDA toolkit is)" : "");
   auto exe = spmd::SpmdExecutable::compile(cg.graph, *mesh, ann, o);
   if (!exe.ok()) return Error{fmt::format("{}: {}", name, exe.error().message)};
   return std::shared_ptr<spmd::SpmdExecutable>(std::move(exe).value());

@@ -23,7 +23,7 @@ namespace tsr::compile {
 
 struct Options {
   std::string name = "main";  // the program's name, first word of every error
-  std::string device = "cpu";  // the registered backend that compiles a one-device program
+  std::string device = "cpu";  // the registered backend that compiles the program (an SPMD program's per device)
   bool interpret = false;      // run with the reference interpreter (no backend); SPMD programs per device too
   std::vector<bool> donatable;  // per graph input: its buffer may become an output's (jit's donated args)
   bool native = true;          // CPU kernels may switch to native code once hot

@@ -23,6 +23,14 @@ void launcherWorld(EnvOptions& o, const char* v, bool setMeansRank) {
   o.underMpi = o.underMpi || setMeansRank || n > 1;
 }
 
+// A launcher's count (a local rank, the ranks on this machine): the first variable that gives one wins.
+void launcherCount(int& field, int unset, const char* v) {
+  if (!v || field != unset) return;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end != v && *end == '\0' && n >= 0 && n < 1 << 20) field = static_cast<int>(n);
+}
+
 // A row of the table and where its value goes: a setting, a location, or nowhere (a variable another program
 // reads: scripts/run.sh, OpenBLAS).
 struct Row {
@@ -81,6 +89,17 @@ const Row kRows[] = {
     {{"TESSERA_MATMUL_PRECISION", "TESSERA_MATMUL_PRECISION=f32|tf32|bf16",
       "f32 matmuls on the GPU (what `train --matmul-precision` sets)"},
      [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }},
+    {{"TESSERA_CUDA_DEVICE", "TESSERA_CUDA_DEVICE=N",
+      "the GPU this process runs on, by its number among the GPUs it sees (default: under mpirun, the rank's local "
+      "rank modulo that count; else 0); a process's virtual devices (`TESSERA_CPU_DEVICES`) take N, N+1, ... "
+      "modulo that count"},
+     [](EnvOptions& o, const char* v) {
+       if (v && *v) o.cudaDevice = v;
+     }},
+    {{"TESSERA_NCCL", "TESSERA_NCCL=on|off",
+      "the collectives of GPU programs under mpirun: NCCL on the device buffers, one GPU per rank (on, the "
+      "default), or the op's CPU kernel on host copies through MPI (off: ranks may then share a GPU)"},
+     [](EnvOptions& o, const char* v) { o.nccl = text(v) != "off" && text(v) != "0"; }},
     {{"TESSERA_FUSED_ATTENTION", "TESSERA_FUSED_ATTENTION=auto|on|off",
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
       "auto: fused where the step runs on the GPU with bf16 matmuls"},
@@ -112,6 +131,15 @@ const Row kRows[] = {
     {{"TESSERA_GEMM_AUTOTUNE_LOG", "TESSERA_GEMM_AUTOTUNE_LOG=1",
       "print each autotuned GPU product's time with the heuristic's first algorithm and with the one chosen"},
      [](EnvOptions& o, const char* v) { o.gemmAutotuneLog = isOn(v); }},
+    {{"TESSERA_CUDA_GRAPHS", "TESSERA_CUDA_GRAPHS=on|off",
+      "a GPU program's runs after the first are captured into a CUDA graph and replayed with one launch while its "
+      "buffers' addresses repeat (on by default); a program with work on the host, or a profiled run, runs kernel by "
+      "kernel and `Executable::describe()` says why; off: every run kernel by kernel"},
+     [](EnvOptions& o, const char* v) { o.cudaGraphs = text(v) != "off" && text(v) != "0"; }},
+    {{"TESSERA_CUDA_LOOP_GROUPS", "TESSERA_CUDA_LOOP_GROUPS=on|off",
+      "GPU loop kernels with the same generated body and no dependences between them (AdamW's update of each "
+      "parameter) run as one launch over a table of their pointers and sizes (on by default); off: one launch each"},
+     [](EnvOptions& o, const char* v) { o.cudaLoopGroups = text(v) != "off" && text(v) != "0"; }},
     {{"TESSERA_VERIFY_PASSES", "TESSERA_VERIFY_PASSES=each|end|off",
       "check the graph after every compiler pass (the default of debug builds; a broken graph names the pass), "
       "once after each pipeline, or never (the default of release builds)"},
@@ -182,6 +210,17 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { launcherWorld(o, v, true); }},
     {{"PMIX_RANK", "PMIX_RANK", "set by a PMIx launcher", false},
      [](EnvOptions& o, const char* v) { o.underMpi = o.underMpi || v; }},
+    // The rank's index among those on its machine, and their number: which GPU it takes (engine/backends/cuda).
+    {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "set by Open MPI's mpirun", false},
+     [](EnvOptions& o, const char* v) { launcherCount(o.localRank, -1, v); }},
+    {{"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "set by Open MPI's mpirun", false},
+     [](EnvOptions& o, const char* v) { launcherCount(o.localRanks, 0, v); }},
+    {{"MPI_LOCALRANKID", "MPI_LOCALRANKID", "set by MPICH's mpirun", false},
+     [](EnvOptions& o, const char* v) { launcherCount(o.localRank, -1, v); }},
+    {{"MPI_LOCALNRANKS", "MPI_LOCALNRANKS", "set by MPICH's mpirun", false},
+     [](EnvOptions& o, const char* v) { launcherCount(o.localRanks, 0, v); }},
+    {{"SLURM_LOCALID", "SLURM_LOCALID", "set by Slurm's srun: the task's index on its node", false},
+     [](EnvOptions& o, const char* v) { launcherCount(o.localRank, -1, v); }},
     // srun of a Slurm job step with several tasks (MPI then takes each rank and the world size from Slurm).
     {{"SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_TASKS", "set by Slurm's srun: more than 1 means one rank of several", false},
      [](EnvOptions& o, const char* v) { launcherWorld(o, v, false); }},

@@ -41,12 +41,20 @@ struct EnvOptions {
   bool convWinograd = true;               // TESSERA_CONV_ALGORITHM=auto|direct
   bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
   bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1
+  bool cudaGraphs = true;                 // TESSERA_CUDA_GRAPHS=off: every GPU step launched kernel by kernel
+  bool cudaLoopGroups = true;             // TESSERA_CUDA_LOOP_GROUPS=off: every loop kernel launched alone
   std::optional<VerifyPasses> verifyPasses;  // TESSERA_VERIFY_PASSES; none: the build's default
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
   double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace
   bool traceServer = true;                // TESSERA_TRACE_SERVER=0: every trace in a new interpreter
   int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
                                           // SLURM_STEP_NUM_TASKS (1 where none says)
+  std::optional<std::string> cudaDevice;  // TESSERA_CUDA_DEVICE as written (the CUDA backend parses and checks it)
+  bool nccl = true;                       // TESSERA_NCCL=off: GPU programs' collectives on the host
+  int localRank = -1;                     // this rank's index among the ranks of its machine: OMPI_COMM_WORLD_LOCAL_RANK,
+                                          // MPI_LOCALRANKID or SLURM_LOCALID (-1 where none says)
+  int localRanks = 0;                     // the ranks on this machine: OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS
+                                          // (0 where none says)
 };
 
 struct EnvLocations {

@@ -17,7 +17,9 @@
 // communicator) are returned, never raised; a mismatch is seen by every member, so nobody waits forever.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +64,19 @@ class Communicator {
   // only this rank's calls fail; a peer blocked waiting for this rank ends when this process exits (an aborted
   // rank calls MPI_Abort at exit, which ends the whole job).
   virtual void abort(const std::string& why) = 0;
+
+  // State a backend keeps with this communicator for one of its local positions (the NCCL communicators of the
+  // position's GPU): made by `make` on the first call for (key, position), kept until the communicator goes, so
+  // that it never outlives the ranks it was made with. Only the position's own thread asks for its state; `make`
+  // runs without a lock held, so it may call the communicator's collectives (every member's `make` meets in
+  // them). A failed `make` is returned and nothing is kept.
+  using Attachment = std::shared_ptr<void>;
+  Result<Attachment> attachment(const std::string& key, int position,
+                                const std::function<Result<Attachment>()>& make);
+
+ private:
+  std::mutex m_attachmentMutex;
+  std::map<std::pair<std::string, int>, Attachment> m_attachments;
 };
 
 // numDevices virtual devices in this process (threads, shared memory).

@@ -43,6 +43,10 @@ struct CompileOptions {
   // Kernels may switch to native code once the executable is hot (the CPU backend); off for executables
   // compiled only to be inspected.
   bool native = false;
+  // Which of the process's local devices (dist::Communicator::localDevices, by index) the program runs for. A
+  // backend with a processor per device (the CUDA backend: a GPU each) compiles for that one; the CPU backend's
+  // devices share its threads and ignore it.
+  int localDevice = 0;
 };
 
 class Backend {

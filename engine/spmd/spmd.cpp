@@ -124,8 +124,14 @@ struct SpmdExecutable::Impl {
   sharding::ShardingPlan plan;
   sharding::PartitionResult partitioned;
   ir::Graph program;
-  std::unique_ptr<runtime::Executable> exe;
+  std::unique_ptr<runtime::Executable> exe;  // the CPU's, shared by every local device; else the first one's
+  std::map<int, std::unique_ptr<runtime::Executable>> deviceExes;  // other backends: each local device's own
   std::shared_ptr<dist::Communicator> comm;
+
+  runtime::Executable* executableFor(int position) {
+    auto it = deviceExes.find(position);
+    return it != deviceExes.end() ? it->second.get() : exe.get();
+  }
   SpmdOptions options;
 };
 
@@ -176,7 +182,18 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
     co.donatable = options.donatable;
     co.donatable.resize(im.program.inputs().size(), false);
     co.native = true;
-    TSR_ASSIGN(im.exe, runtime::compileOn("cpu", im.program, reg, co));
+    // The CPU backend's devices share one executable (its runs are independent); a GPU per device needs a
+    // program compiled for each local device (under mpirun: one, the rank's GPU).
+    const std::vector<int> local = im.comm->localDevices();
+    const bool perDevice = options.device != "cpu";
+    for (size_t i = 0; i < (perDevice ? local.size() : 1); ++i) {
+      if (perDevice && std::find(mesh.devices.begin(), mesh.devices.end(), local[i]) == mesh.devices.end()) continue;
+      co.localDevice = static_cast<int>(i);
+      TSR_ASSIGN(std::unique_ptr<runtime::Executable> e, runtime::compileOn(options.device, im.program, reg, co));
+      if (!im.exe) im.exe = std::move(e);
+      else im.deviceExes.emplace(local[i], std::move(e));
+    }
+    if (!im.exe) return makeError("{}: no device of {} runs in this process", options.name, mesh.toString());
   }
   return self;
 }
@@ -203,7 +220,7 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
     }
     std::vector<runtime::BufferPtr> outs;
     if (im.exe) {
-      TSR_ASSIGN(outs, im.exe->run(bufs, donated));
+      TSR_ASSIGN(outs, im.executableFor(device)->run(bufs, donated));
     } else {
       TSR_ASSIGN(outs, runtime::interpret(g, ops::registry(), bufs));
     }

@@ -4,8 +4,9 @@
 //   - devices: N virtual CPU devices in one process (TESSERA_CPU_DEVICES=8 or setCpuDevices(8), like
 //     jax_num_cpu_devices), each with its own buffers and thread; or, under mpirun, one device per process;
 //   - SpmdExecutable: a global graph, the shardings of its inputs (and outputs, if asked), propagated and
-//     partitioned into one per-device program, compiled by the registered "cpu" backend (engine/runtime's
-//     registry) and run on every local device, collectives included;
+//     partitioned into one per-device program, compiled by a registered backend (engine/runtime's registry:
+//     "cpu", whose devices share one executable, or "cuda", one executable per local device, each on its GPU)
+//     and run on every local device, collectives included;
 //   - devicePut, withShardingConstraint, visualizeArraySharding: jax.device_put,
 //     jax.lax.with_sharding_constraint and jax.debug.visualize_array_sharding.
 #include <memory>
@@ -29,6 +30,7 @@ int numDevices();
 struct SpmdOptions {
   std::string name = "spmd";
   bool interpret = false;  // run the per-device program with the reference interpreter
+  std::string device = "cpu";  // the backend that compiles the per-device program
   // Per input of the global graph: its shards' buffers may become an output's (donation, as Jit's
   // setDonatedArgs): a training step then updates the parameters where they are.
   std::vector<bool> donatable;
@@ -63,7 +65,7 @@ class SpmdExecutable {
   const sharding::ShardingPlan& plan() const;
   const sharding::PartitionResult& partitioned() const;  // the per-device program before optimisation
   const ir::Graph& program() const;                       // ... and after the compiler's pipeline
-  const runtime::Executable* executable() const;          // null when interpreting
+  const runtime::Executable* executable() const;          // the first local device's; null when interpreting
 
   // Runs on arrays: a sharded input gives its blocks (it must have the sharding the program was compiled
   // for), a one-device input is read by every device as is (replicated). The outputs are sharded arrays with

@@ -163,6 +163,62 @@ TEST_CASE("settingsParse") {
   REQUIRE(envOptions().cpuCodegen == CpuCodegen::Async);
 }
 
+// The GPU's switches that default to on: only "off" (or "0") turns them off.
+TEST_CASE("cudaSwitchesDefaultOn") {
+  ScopedEnv env;
+  env.set("TESSERA_CUDA_GRAPHS", std::nullopt);
+  env.set("TESSERA_CUDA_LOOP_GROUPS", std::nullopt);
+  reloadEnvOptions();
+  REQUIRE((envOptions().cudaGraphs && envOptions().cudaLoopGroups));
+  env.set("TESSERA_CUDA_GRAPHS", "off");
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "0");
+  reloadEnvOptions();
+  REQUIRE((!envOptions().cudaGraphs && !envOptions().cudaLoopGroups));
+  env.set("TESSERA_CUDA_GRAPHS", "on");
+  env.set("TESSERA_CUDA_LOOP_GROUPS", "on");
+  reloadEnvOptions();
+  REQUIRE((envOptions().cudaGraphs && envOptions().cudaLoopGroups));
+}
+
+// Which GPU a rank takes: TESSERA_CUDA_DEVICE as written (the CUDA backend checks it), the launcher's local rank
+// and local rank count (Open MPI's before MPICH's before Slurm's), and TESSERA_NCCL.
+TEST_CASE("gpuSettingsParse") {
+  ScopedEnv env;
+  for (const char* name : {"TESSERA_CUDA_DEVICE", "TESSERA_NCCL", "OMPI_COMM_WORLD_LOCAL_RANK",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_LOCALID"})
+    env.set(name, std::nullopt);
+  reloadEnvOptions();
+  {
+    const EnvOptions& o = envOptions();
+    REQUIRE((!o.cudaDevice && o.nccl));
+    TSR_COMPARE(o.localRank, -1);
+    TSR_COMPARE(o.localRanks, 0);
+  }
+  env.set("TESSERA_CUDA_DEVICE", "3x");
+  env.set("TESSERA_NCCL", "off");
+  env.set("SLURM_LOCALID", "5");
+  env.set("MPI_LOCALRANKID", "2");
+  env.set("MPI_LOCALNRANKS", "4");
+  reloadEnvOptions();
+  {
+    const EnvOptions& o = envOptions();
+    TSR_COMPARE(*o.cudaDevice, std::string("3x"));
+    REQUIRE(!o.nccl);
+    TSR_COMPARE(o.localRank, 2);
+    TSR_COMPARE(o.localRanks, 4);
+  }
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "8");
+  env.set("TESSERA_NCCL", "on");
+  reloadEnvOptions();
+  TSR_COMPARE(envOptions().localRank, 1);
+  TSR_COMPARE(envOptions().localRanks, 8);
+  REQUIRE(envOptions().nccl);
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "one");  // not a number: the next launcher's
+  reloadEnvOptions();
+  TSR_COMPARE(envOptions().localRank, 2);
+}
+
 TEST_CASE("locationsAreReadEachTime") {
   ScopedEnv env;
   env.set("TESSERA_PLUGIN_PATH", "/a:/b::/c:");

@@ -16,6 +16,11 @@ namespace tsr::test {
 Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq);
 // The CPU backend's lowered program of g (fusion plan and memory plan): what the CUDA backend runs.
 Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g);
+// The dotted path of every leaf of d, in flatten order ("params.wte", "opt.mu.wte").
+std::vector<std::string> leafPaths(const TreeDef& d);
+// The state a training step hands to the next one: (output, input) pairs whose paths agree (the input's path may
+// carry the argument's index: "0.params.wte" takes "params.wte") and whose avals agree.
+std::vector<std::pair<size_t, size_t>> stepCarries(const ClosedGraph& step);
 // Inputs for g: floats uniform in [0, scale) (non-negative, so that optimizer second moments stay valid),
 // integers in [0, intBound), bools 0/1.
 std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& rng, double scale, int64_t intBound);

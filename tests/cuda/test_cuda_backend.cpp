@@ -1,16 +1,19 @@
 // The CUDA backend on a GPU: every conformance case against its independent reference, a GPT-2 mini training
 // step against the CPU executable, cuBLASLt at each matmul precision against a naive double-precision product,
-// the timeline's events, NCCL's all_reduce on one GPU, and convolutions with their gradients on cuDNN against
+// the timeline's events, NCCL's collectives with one rank, and convolutions with their gradients on cuDNN against
 // the CPU executable, with and without their epilogues. Without a GPU every test skips with the reason.
 #include "tests/check.h"
 
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 
+#include "engine/backends/cuda/collective_kernels.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/nccl_communicator.h"
+#include "engine/dist/communicator.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/pipeline.h"
 #include "engine/runtime/profiler.h"
@@ -28,11 +31,28 @@ namespace {
     if (!why.empty()) TSR_SKIP("CUDA backend tests: " << why);    \
   } while (0)
 
-Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name) {
+// groupLoops, graphs: CompileOptions' switches (the environment's, TESSERA_CUDA_LOOP_GROUPS and
+// TESSERA_CUDA_GRAPHS, must be on too).
+Result<std::unique_ptr<cuda::Executable>> compileCuda(const ir::Graph& g, const std::string& name,
+                                                      bool groupLoops = true, bool graphs = true) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry(), nullptr, cuda::fusionOptions()));
   cuda::CompileOptions o;
   o.name = name;
+  o.groupLoops = groupLoops;
+  o.graphs = graphs;
   return cuda::Executable::compile(g, ops::registry(), plan, o);
+}
+
+// Every output of a GPU run against the CPU's (downloaded first).
+void requireOutputsMatch(cuda::Executable& exe, const ir::Graph& graph, const std::vector<cuda::DeviceBufferPtr>& got,
+                         const std::vector<runtime::BufferPtr>& want, double rtol, double atol) {
+  for (size_t o = 0; o < want.size(); ++o) {
+    const Aval& a = graph.aval(graph.outputs()[o]);
+    auto host = cuda::toHost(exe.device(), *got[o], a.bytes());
+    REQUIRE(host.ok());
+    const std::string d = compareTensors(fromBuffer(*host, a), fromBuffer(want[o], a), rtol, atol);
+    REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+  }
 }
 
 // The GPT-2 mini training step at batch 4, sequence 64, and inputs for it (small positive floats, tokens < 512).
@@ -507,23 +527,88 @@ TEST_CASE("tensorCoreFlashAttention") {
   }
 }
 
-TEST_CASE("ncclAllReduceOneGpu") {
+// NCCL with one rank, made as mpirun's ranks make theirs: the unique id through the bootstrap records over a host
+// communicator (here one in-process device), ncclCommInitRank, made once for the group. Each collective on device
+// buffers against the op's CPU kernel for the same group of one (the identity) on the same data: all_reduce
+// (f32 and i32, in place too), all_gather, reduce_scatter, all_to_all and a permute to itself.
+TEST_CASE("ncclOneRankAgainstCpu") {
   SKIP_WITHOUT_GPU();
-  auto comm = cuda::makeNcclCommunicator(1);
-  if (!comm.ok() && comm.error().message.find("built without NCCL") != std::string::npos)
-    TSR_SKIP("built without NCCL");
-  REQUIRE_MESSAGE(comm.ok(), comm.error().message);
+  if (!cuda::ncclBuilt()) TSR_SKIP("built without NCCL");
+  auto host = dist::makeInProcessCommunicator(1);
+  std::mt19937 rng(11);
+  Status st = dist::runOnDevices(*host, [&](int self) -> Status {
+    TSR_ASSIGN(int ordinal, cuda::gpuForLocalDevice(0));
+    TSR_ASSIGN(cuda::Device * dev, cuda::Device::get(ordinal));
+    const ir::Ints group = {0};
+    TSR_ASSIGN(cuda::NcclGroup g, cuda::ncclGroup(*host, self, *dev, group, 1));
+    TSR_ASSIGN(cuda::NcclGroup again, cuda::ncclGroup(*host, self, *dev, group, 1));
+    if (again.comm != g.comm || g.rank != 0 || g.size != 1) return makeError("the group's communicator is not kept");
+    void* stream = dev->computeStream();
+    for (DType t : {DType::F32, DType::I32, DType::BF16}) {
+      const Aval a{Shape{37, 29}, t};
+      TSR_ASSIGN(runtime::BufferPtr x, runtime::Buffer::allocate(a.bytes()));
+      for (int64_t i = 0; i < a.bytes(); ++i) static_cast<uint8_t*>(x->data())[i] = static_cast<uint8_t>(rng() % 61);
+      // The CPU's all_reduce of the group [0], run by the op's kernel on this device of the run.
+      std::vector<char> cpu(static_cast<size_t>(a.bytes()));
+      const ir::Attrs attrs = ir::AllReduceAttrs{group, 1};
+      const ir::TensorView in[1] = {ir::TensorView{x->data(), a}};
+      const ir::MutableTensorView out[1] = {ir::MutableTensorView{cpu.data(), a}};
+      ops::registry().get(ir::OpCode::AllReduce).cpu(ir::CpuKernelArgs{in, out, attrs});
+      TSR_ASSIGN(cuda::DeviceBufferPtr dx, cuda::toDevice(*dev, *x, a.bytes()));
+      TSR_ASSIGN(cuda::DeviceBufferPtr dy, dev->allocate(a.bytes()));
+      std::vector<char> got(static_cast<size_t>(a.bytes()));
+      auto expect = [&](const char* what) -> Status {
+        TSR_TRY(dev->download(got.data(), dy->data(), a.bytes()));
+        if (got != cpu) return makeError("{} {}: NCCL's result differs from the CPU kernel's", what, a.toString());
+        return {};
+      };
+      TSR_TRY(cuda::ncclAllReduce(g, dx->data(), dy->data(), a.numel(), t, stream));
+      TSR_TRY(expect("all_reduce"));
+      TSR_TRY(cuda::ncclReduceScatter(g, dx->data(), dy->data(), a.numel(), t, stream));
+      TSR_TRY(expect("reduce_scatter"));
+      TSR_TRY(cuda::ncclAllGather(g, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("all_gather"));
+      TSR_TRY(cuda::ncclAllToAll(g, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("all_to_all"));
+      const std::pair<int, int> toItself[1] = {{0, 0}};
+      TSR_TRY(cuda::ncclPermute(g, toItself, dx->data(), dy->data(), a.bytes(), stream));
+      TSR_TRY(expect("collective_permute"));
+      TSR_TRY(dev->upload(dy->data(), x->data(), a.bytes()));
+      TSR_TRY(cuda::ncclPermute(g, {}, dx->data(), dy->data(), a.bytes(), stream));  // no pair targets it: zeros
+      std::fill(cpu.begin(), cpu.end(), 0);
+      TSR_TRY(expect("collective_permute without a source"));
+      TSR_TRY(dev->upload(dy->data(), x->data(), a.bytes()));
+      TSR_TRY(cuda::ncclAllReduce(g, dy->data(), dy->data(), a.numel(), t, stream));  // in place
+      std::memcpy(cpu.data(), x->data(), cpu.size());
+      TSR_TRY(expect("all_reduce in place"));
+    }
+    return {};
+  });
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+}
+
+// The chunk layouts a collective along a dim other than 0 moves through: [outer, n, row] to [n, outer, row] and
+// back, by strided device copies, against the same rearrangement written as loops here.
+TEST_CASE("collectiveChunkLayoutOnDevice") {
+  SKIP_WITHOUT_GPU();
   auto dev = cuda::Device::get(0);
   REQUIRE(dev.ok());
-  std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f};
-  auto buf = (*dev)->allocate(16);
-  REQUIRE(buf.ok());
-  REQUIRE((*dev)->upload((*buf)->data(), x.data(), 16).ok());
-  int group[1] = {0};
-  REQUIRE((*comm)->allReduce(0, group, (*buf)->data(), (*buf)->data(), 4, DType::F32).ok());
-  std::vector<float> y(4);
-  REQUIRE((*dev)->download(y.data(), (*buf)->data(), 16).ok());
-  TSR_COMPARE(y, x);  // a group of one: the identity
+  const int64_t outer = 5, n = 3, row = 12, bytes = outer * n * row;
+  std::vector<uint8_t> x(static_cast<size_t>(bytes)), want(x.size()), got(x.size()), back(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 13 + 7);
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t b = 0; b < row; ++b)
+        want[static_cast<size_t>((j * outer + a) * row + b)] = x[static_cast<size_t>((a * n + j) * row + b)];
+  auto src = (*dev)->allocate(bytes), mid = (*dev)->allocate(bytes), dst = (*dev)->allocate(bytes);
+  REQUIRE((src.ok() && mid.ok() && dst.ok()));
+  REQUIRE((*dev)->upload((*src)->data(), x.data(), bytes).ok());
+  REQUIRE(cuda::packChunks((*src)->data(), (*mid)->data(), outer, n, row, (*dev)->computeStream()).ok());
+  REQUIRE(cuda::unpackChunks((*mid)->data(), (*dst)->data(), outer, n, row, (*dev)->computeStream()).ok());
+  REQUIRE((*dev)->download(got.data(), (*mid)->data(), bytes).ok());
+  REQUIRE((*dev)->download(back.data(), (*dst)->data(), bytes).ok());
+  REQUIRE(got == want);
+  REQUIRE(back == x);
 }
 
 // Convolutions and both their gradients (convCases: NCHW and NHWC, strided, asymmetric padding, dilated, grouped,
@@ -699,4 +784,141 @@ TEST_CASE("sharedBf16OperandCopies") {
       CHECK_MESSAGE(d.empty(), d.c_str());
     }
   }
+}
+
+// Six GPT-2 mini steps, each from the CPU executable's state after the step before (the independent
+// reference), uploaded into one of two fixed sets of device buffers in turn, as a loop's batches alternate. With
+// the AdamW loops grouped and the runs as CUDA graphs (the first run eager, then a capture for each set, then
+// replays, which must read the inputs uploaded since), and with both switched off, every output is the CPU's at
+// every step.
+TEST_CASE("loopGroupsAndGraphsMatchCpu") {
+  SKIP_WITHOUT_GPU();
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto carries = stepCarries(mini.step);
+  REQUIRE(carries.size() >= 3 * 28);  // params, AdamW's two moments
+  auto cpuExe = lowerForCuda(graph);
+  REQUIRE(cpuExe.ok());
+  constexpr int kSteps = 6;
+  std::vector<std::vector<runtime::BufferPtr>> cpuIn{mini.inputs}, cpuOut;
+  for (int s = 0; s < kSteps; ++s) {
+    auto out = (*cpuExe)->run(cpuIn.back());
+    REQUIRE_MESSAGE(out.ok(), out.error().message);
+    std::vector<runtime::BufferPtr> next = cpuIn.back();
+    for (auto [o, i] : carries) next[i] = (*out)[o];
+    cpuOut.push_back(std::move(*out));
+    cpuIn.push_back(std::move(next));
+  }
+  for (bool on : {true, false}) {
+    CAPTURE(on);
+    auto exe = compileCuda(graph, on ? "gpt2_mini_grouped_graphs" : "gpt2_mini_alone_eager", on, on);
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    cuda::Device& dev = (*exe)->device();
+    std::vector<std::vector<cuda::DeviceBufferPtr>> sets(2);
+    for (auto& set : sets)
+      for (ir::ValueId v : graph.inputs()) {
+        auto b = dev.allocate(graph.aval(v).bytes());
+        REQUIRE(b.ok());
+        set.push_back(*b);
+      }
+    for (int s = 0; s < kSteps; ++s) {
+      CAPTURE(s);
+      const auto& set = sets[static_cast<size_t>(s % 2)];
+      for (size_t i = 0; i < set.size(); ++i)
+        REQUIRE(dev.upload(set[i]->data(), cpuIn[static_cast<size_t>(s)][i]->data(), graph.aval(graph.inputs()[i]).bytes()).ok());
+      auto outs = (*exe)->run(set);
+      REQUIRE_MESSAGE(outs.ok(), outs.error().message);
+      requireOutputsMatch(**exe, graph, *outs, cpuOut[static_cast<size_t>(s)], 2e-3, 2e-5);
+    }
+    const std::string described = (*exe)->describe();
+    MESSAGE(described.substr(0, described.find('\n', described.find('\n') + 1)));
+    if (on) {
+      REQUIRE((*exe)->groupedLoops() >= 28);
+      REQUIRE((*exe)->loopGroupLaunches() < (*exe)->groupedLoops());
+      TSR_COMPARE((*exe)->graphCaptures(), 2);
+      TSR_COMPARE((*exe)->graphReplays(), kSteps - 3);
+    } else {
+      TSR_COMPARE((*exe)->loopGroupLaunches(), 0);
+      TSR_COMPARE((*exe)->graphCaptures(), 0);
+      REQUIRE(described.find("runs kernel by kernel") != std::string::npos);
+    }
+  }
+}
+
+// A training loop on the GPU: each step's parameters and optimizer state go back in as the next step's inputs
+// (the executable hands the buffers the loop has dropped out again, so two graphs replay in turn). Grouped and
+// replayed, the state after six steps is the state kernel by kernel.
+TEST_CASE("graphsFollowATrainingLoop") {
+  SKIP_WITHOUT_GPU();
+  const MiniStep mini = gpt2MiniStep();
+  const ir::Graph& graph = mini.step.graph;
+  const auto carries = stepCarries(mini.step);
+  constexpr int kSteps = 6;
+  std::vector<std::vector<runtime::BufferPtr>> last;
+  for (bool on : {true, false}) {
+    auto exe = compileCuda(graph, on ? "gpt2_mini_loop_graphs" : "gpt2_mini_loop_eager", on, on);
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    std::vector<cuda::DeviceBufferPtr> cur;
+    for (size_t i = 0; i < mini.inputs.size(); ++i) {
+      auto d = cuda::toDevice((*exe)->device(), *mini.inputs[i], graph.aval(graph.inputs()[i]).bytes());
+      REQUIRE(d.ok());
+      cur.push_back(*d);
+    }
+    std::vector<runtime::BufferPtr> outsHost;
+    for (int s = 0; s < kSteps; ++s) {
+      auto outs = (*exe)->run(cur);
+      REQUIRE_MESSAGE(outs.ok(), outs.error().message);
+      for (auto [o, i] : carries) cur[i] = (*outs)[o];
+      if (s == kSteps - 1)
+        for (size_t o = 0; o < outs->size(); ++o) {
+          auto h = cuda::toHost((*exe)->device(), *(*outs)[o], graph.aval(graph.outputs()[o]).bytes());
+          REQUIRE(h.ok());
+          outsHost.push_back(*h);
+        }
+    }
+    if (on) {
+      TSR_COMPARE((*exe)->graphCaptures(), 2);
+      TSR_COMPARE((*exe)->graphReplays(), kSteps - 3);
+    }
+    last.push_back(std::move(outsHost));
+  }
+  for (size_t o = 0; o < last[0].size(); ++o) {
+    const Aval& a = graph.aval(graph.outputs()[o]);
+    const std::string d = compareTensors(fromBuffer(last[0][o], a), fromBuffer(last[1][o], a), 1e-3, 1e-5);
+    REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+  }
+}
+
+// A program with a kernel on host copies (reduce_prod runs its CPU kernel) never becomes a graph: describe()
+// says why, and its runs are the CPU's.
+TEST_CASE("hostKernelsRunEagerly") {
+  SKIP_WITHOUT_GPU();
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
+  auto e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{});
+  REQUIRE(e.ok());
+  auto p = g.addNode(reg, ir::OpCode::ReduceProd, {(*e)[0]}, ir::ReduceAttrs{{1}});
+  REQUIRE(p.ok());
+  g.setOutputs({(*p)[0], (*e)[0]});
+  auto exe = compileCuda(g, "host_kernel");
+  REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+  auto cpuExe = lowerForCuda(g);
+  REQUIRE(cpuExe.ok());
+  std::mt19937 rng(3);
+  const auto inputs = randomInputs(g, rng, 0.5, 1);
+  auto want = (*cpuExe)->run(inputs);
+  REQUIRE(want.ok());
+  for (int run = 0; run < 3; ++run) {
+    auto got = (*exe)->runHost(inputs);
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    for (size_t o = 0; o < want->size(); ++o) {
+      const Aval& a = g.aval(g.outputs()[o]);
+      const std::string d = compareTensors(fromBuffer((*got)[o], a), fromBuffer((*want)[o], a), 1e-5, 1e-6);
+      REQUIRE_MESSAGE(d.empty(), "output " << o << ": " << d);
+    }
+  }
+  TSR_COMPARE((*exe)->graphCaptures(), 0);
+  REQUIRE_MESSAGE((*exe)->describe().find("runs its CPU kernel on host copies") != std::string::npos,
+                  (*exe)->describe());
 }

@@ -14,6 +14,7 @@
 #include "engine/backends/cuda/executable.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/nvrtc.h"
 #include "engine/ops/registry.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -203,6 +204,132 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "chunkedColumnSumCompiles") {
     TSR_COMPARE(!k.zeroArgs.empty(), chunked);
     if (chunked) REQUIRE(k.rows >= cuda::kMinReductionBlocks);
   }
+}
+
+// AdamW updates each parameter in a loop of its own whose text differs from the others' only in its size; the
+// backend launches loops of the same text as one kernel over a table (loop_groups.h). On GPT-2's steps every
+// parameter's update is in a group and nothing else is, the groups are two (GPT-2 124M: 148 loops in 2
+// launches), their kernels compile, each member writes only fresh outputs, and (read off the graph, not the
+// memory plan the grouping used) reads only what kernels before its group's launch computed.
+TEST_CASE_FIXTURE(NvrtcEveryTime, "optimizerLoopsGroup") {
+  struct Row {
+    const char* project;
+    int batch;
+    int seq;
+    size_t parameters;
+    size_t launches;
+  };
+  // Two launches: the matrices (decayed: wte, wpe and four per layer) and the rest (biases and norms: no decay).
+  const Row rows[] = {
+      {"gpt2_mini", 2, 32, 28, 2},
+      {"gpt2_124m", 1, 64, 148, 2},
+  };
+  for (const Row& row : rows) {
+    SUBCASE(row.project) {
+      auto cg = projectStepGraph(row.project, row.batch, row.seq);
+      REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+      auto lowered = lowerForCuda(cg->graph);
+      REQUIRE_MESSAGE(lowered.ok(), lowered.error().message);
+      auto prog = cuda::generateProgram(**lowered);
+      REQUIRE_MESSAGE(prog.ok(), prog.error().message);
+      auto alone = cuda::generateProgram(**lowered, false);
+      REQUIRE(alone.ok());
+      REQUIRE(alone->groups.empty());
+      size_t parameters = 0;
+      for (const std::string& p : leafPaths(cg->inputTree)) parameters += p.find("params.") != std::string::npos &&
+                                                                         p.find("opt.") == std::string::npos;
+      TSR_COMPARE(parameters, row.parameters);
+      const ir::Graph& g = cg->graph;
+      const auto& ks = (*lowered)->loweredKernels();
+      std::map<ir::NodeId, size_t> kernelOf;  // node -> the kernel computing it
+      for (size_t i = 0; i < ks.size(); ++i)
+        for (ir::NodeId n : ks[i].info.nodes) kernelOf[n] = i;
+      size_t grouped = 0;
+      std::vector<cuda::GeneratedKernel> groupKernels;
+      for (const cuda::LoopGroup& grp : prog->groups) {
+        REQUIRE(grp.members.size() >= 2);
+        grouped += grp.members.size();
+        groupKernels.push_back(prog->kernels[static_cast<size_t>(grp.kernel)]);
+        const size_t launch = grp.members.front();
+        for (size_t m : grp.members) {
+          TSR_COMPARE(prog->groupOf[m], static_cast<int>(&grp - prog->groups.data()));
+          REQUIRE(ks[m].info.kind == passes::GroupKind::Loop);
+          for (const cpu::TileStore& st : ks[m].prog.stores) {
+            const ir::ValueId v = ks[m].args[static_cast<size_t>(st.arg)];
+            REQUIRE_MESSAGE((*lowered)->valueSlots()[static_cast<size_t>(v)].loc == cpu::Loc::Fresh,
+                            ks[m].info.name << " writes a value that is not a fresh output");
+          }
+          for (const cpu::TileInput& in : ks[m].prog.inputs) {
+            const ir::NodeId producer = g.value(ks[m].args[static_cast<size_t>(in.arg)]).producer;
+            if (producer == ir::kNone || !kernelOf.count(producer)) continue;  // an input, a constant, a view
+            REQUIRE_MESSAGE(kernelOf[producer] < launch,
+                            ks[m].info.name << " reads what kernel " << kernelOf[producer] << " computes, after "
+                                            << launch);
+          }
+        }
+      }
+      TSR_COMPARE(grouped, parameters);  // every parameter's update, and nothing else
+      TSR_COMPARE(prog->groups.size(), row.launches);
+      std::string err = compileAll(groupKernels);
+      REQUIRE_MESSAGE(err.empty(), err.c_str());
+      std::string sizes;
+      for (const cuda::LoopGroup& grp : prog->groups)
+        sizes += " " + std::to_string(grp.members.size()) + " like " + ks[grp.members.front()].info.name + ";";
+      MESSAGE(std::string(row.project) << ": " << parameters << " parameters, " << grouped << " loops in "
+                                       << prog->groups.size() << " launches (" << sizes << " ); "
+                                       << prog->kernels.size() << " generated sources (" << alone->kernels.size()
+                                       << " without groups)");
+    }
+  }
+}
+
+// What the GPU tests of grouped loops and CUDA graphs take as given, checked here without a GPU: the GPT-2 mini
+// step hands its parameters and both AdamW moments to the next step (stepCarries pairs them by path), and a
+// reduce_prod runs on host copies (so that its program is one that never becomes a graph).
+TEST_CASE("graphTestPremises") {
+  auto cg = projectStepGraph("gpt2_mini", 4, 64);
+  REQUIRE_MESSAGE(cg.ok(), cg.error().message);
+  const auto carries = stepCarries(*cg);
+  const std::vector<std::string> in = leafPaths(cg->inputTree);
+  size_t params = 0, moments = 0;
+  for (auto [o, i] : carries) {
+    params += in[i].find("params.") != std::string::npos && in[i].find("opt.") == std::string::npos;
+    moments += in[i].find("opt.") != std::string::npos;
+  }
+  TSR_COMPARE(params, size_t{28});
+  REQUIRE(moments >= 2 * 28);
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
+  auto e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{});
+  REQUIRE(e.ok());
+  auto p = g.addNode(reg, ir::OpCode::ReduceProd, {(*e)[0]}, ir::ReduceAttrs{{1}});
+  REQUIRE(p.ok());
+  g.setOutputs({(*p)[0], (*e)[0]});
+  auto lowered = lowerForCuda(g);
+  REQUIRE(lowered.ok());
+  auto prog = cuda::generateProgram(**lowered);
+  REQUIRE(prog.ok());
+  REQUIRE(std::count(prog->paths.begin(), prog->paths.end(), cuda::KernelPath::Host) == 1);
+}
+
+// A group's table: each member gets the blocks a launch of its own would (one per 256 elements, at most 32 per
+// SM), numbered one after the other; an entry is the member's pointers and three words.
+TEST_CASE("loopGroupTableLayout") {
+  cuda::GeneratedProgram prog;
+  cuda::GeneratedKernel k;
+  k.numArgs = 5;
+  prog.kernels.push_back(k);
+  prog.groups.push_back(cuda::LoopGroup{0, {3, 7, 9}, {100, 1000000, 256 * 5}});
+  prog.groups.push_back(cuda::LoopGroup{0, {10, 11}, {1, 2}});
+  const cuda::LoopGroupTables t = cuda::layoutLoopGroups(prog, 2);
+  TSR_COMPARE(t.groups.size(), size_t{2});
+  TSR_COMPARE(t.groups[0].memberBlocks, (std::vector<int64_t>{1, 64, 5}));
+  TSR_COMPARE(t.groups[0].firstBlock, (std::vector<int64_t>{0, 1, 65}));
+  TSR_COMPARE(t.groups[0].blocks, int64_t{70});
+  TSR_COMPARE(t.groups[1].offset, int64_t{3 * (5 + cuda::kGroupEntryExtra)});
+  TSR_COMPARE(t.groups[1].blocks, int64_t{2});
+  TSR_COMPARE(t.words, int64_t{5 * (5 + cuda::kGroupEntryExtra)});
 }
 
 // The kernels that stage GEMM operands (bf16 conversion, aligned repacking) compile.

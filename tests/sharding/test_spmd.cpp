@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <iomanip>
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "engine/nn/attention.h"
 #include "engine/ops/registry.h"
@@ -689,4 +691,78 @@ TEST_CASE_FIXTURE(EightDevices, "tooFewDevicesIsAClearError") {
   auto r = spmd::devicePut(Array::zeros({16}), named(m, "a"));
   REQUIRE(!r.ok());
   REQUIRE_MESSAGE(r.error().message.find("TESSERA_CPU_DEVICES") != std::string::npos, r.error().message.c_str());
+}
+
+namespace {
+
+// A backend with a processor per device, as the CUDA backend has a GPU each: it records the local device each
+// executable is compiled for and the device each one runs for, and runs the CPU backend's program.
+struct PerDeviceLog {
+  std::mutex mutex;
+  std::vector<int> compiledFor;
+  std::map<int, std::set<int>> ranFor;  // local device compiled for -> positions that ran it
+};
+PerDeviceLog& perDeviceLog() {
+  static PerDeviceLog log;
+  return log;
+}
+
+class PerDeviceExecutable final : public runtime::Executable {
+ public:
+  PerDeviceExecutable(std::unique_ptr<runtime::Executable> cpu, int localDevice)
+      : m_cpu(std::move(cpu)), m_localDevice(localDevice) {}
+  Result<std::vector<runtime::BufferPtr>> run(std::span<const runtime::BufferPtr> inputs,
+                                              const std::vector<bool>& donated) override {
+    {
+      std::lock_guard lock(perDeviceLog().mutex);
+      perDeviceLog().ranFor[m_localDevice].insert(dist::currentDevice()->position);
+    }
+    return m_cpu->run(inputs, donated);
+  }
+  std::string summary() const override { return ", per device"; }
+
+ private:
+  std::unique_ptr<runtime::Executable> m_cpu;
+  int m_localDevice;
+};
+
+class PerDeviceBackend final : public runtime::Backend {
+ public:
+  std::string name() const override { return "per_device_test"; }
+  Result<std::unique_ptr<runtime::Executable>> compile(const ir::Graph& g, const ir::OpRegistry& reg,
+                                                       const runtime::CompileOptions& options) override {
+    {
+      std::lock_guard lock(perDeviceLog().mutex);
+      perDeviceLog().compiledFor.push_back(options.localDevice);
+    }
+    TSR_ASSIGN(std::unique_ptr<runtime::Executable> cpu, runtime::compileOn("cpu", g, reg, options));
+    return std::unique_ptr<runtime::Executable>(
+        std::make_unique<PerDeviceExecutable>(std::move(cpu), options.localDevice));
+  }
+};
+
+}  // namespace
+
+// A backend other than the CPU's compiles the per-device program once for each local device of the mesh (by its
+// index among the process's devices: the CUDA backend's GPU per device), and each device runs its own; the
+// results (a data-parallel sum: one all_reduce) equal the CPU's.
+TEST_CASE_FIXTURE(EightDevices, "aBackendWithADevicePerPositionCompilesForEach") {
+  runtime::backends().add(std::make_unique<PerDeviceBackend>());
+  Mesh m = makeMesh({4}, {"a"});
+  auto cg = traceFn([](const std::vector<Array>& x) { return std::vector<Array>{sum(sin(x[0]))}; }, {f32({8, 3})});
+  std::mt19937 rng(5);
+  Array x = randomArray(rng, {8, 3});
+  ShardingAnnotations ann;
+  ann.inputs.push_back(spec(m, "a", x.shape()));
+  Array placed = must(spmd::devicePut(x, named(m, "a")));
+  auto onCpu = must(spmd::SpmdExecutable::compile(cg.graph, m, ann, spmd::SpmdOptions{.name = "cpu", .donatable = {}}));
+  auto perDevice = must(spmd::SpmdExecutable::compile(
+      cg.graph, m, ann, spmd::SpmdOptions{.name = "per_device", .device = "per_device_test", .donatable = {}}));
+  std::vector<int> compiled = perDeviceLog().compiledFor;
+  std::sort(compiled.begin(), compiled.end());
+  TSR_COMPARE(compiled, (std::vector<int>{0, 1, 2, 3}));  // the mesh's devices, not all 8
+  auto want = must(onCpu->run({placed}));
+  auto got = must(perDevice->run({placed}));
+  TSR_COMPARE(must(spmd::fetchWhole(got[0])).toDoubles(), must(spmd::fetchWhole(want[0])).toDoubles());
+  for (int d = 0; d < 4; ++d) TSR_COMPARE(perDeviceLog().ranFor[d], (std::set<int>{d}));
 }

@@ -32,6 +32,7 @@ class CudaBackend final : public runtime::Backend {
     TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, reg, nullptr, fusionOptions()));
     CompileOptions co;
     co.name = options.name;
+    TSR_ASSIGN(co.device, gpuForLocalDevice(options.localDevice));
     TSR_ASSIGN(std::unique_ptr<cuda::Executable> exe, cuda::Executable::compile(g, reg, plan, co));
     return std::unique_ptr<runtime::Executable>(std::make_unique<HostExecutable>(std::move(exe)));
   }

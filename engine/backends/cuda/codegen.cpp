@@ -57,6 +57,15 @@ bool contiguous(const cpu::TileInput& in, const std::vector<int64_t>& dims) {
   return true;
 }
 
+// Whether reading the input needs the element's index along some dim (it is neither contiguous nor one value
+// broadcast over the whole space): body() then writes idx[d] into its offset.
+bool readsByIndex(const cpu::TileInput& in, const std::vector<int64_t>& dims) {
+  if (contiguous(in, dims)) return false;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (in.strides[d] != 0 && dims[d] != 1) return true;
+  return false;
+}
+
 // Declares the kernel's pointer arguments p0..pn-1.
 std::string signature(const std::string& name, int numArgs, const char* bounds) {
   std::string s = fmt::format("extern \"C\" __global__ void {} {}(", bounds, name);
@@ -159,28 +168,73 @@ std::string opExpression(OpCode op, bool resultIsBool, const std::string& a, con
   return "(" + ops::instantiateLoopExpression(l->expr, operands) + ")";
 }
 
+// A loop kernel's parts: its index type, the unravelled indices its strided inputs read ("" when every input is
+// contiguous or one broadcast value) and the body at element i.
+struct LoopParts {
+  std::string type;
+  std::string indices;
+  std::string body;
+};
+
+Result<LoopParts> loopParts(const cpu::TileProgram& p, const std::string& label) {
+  LoopParts lp;
+  lp.type = fitsInt32(p) ? "int" : "long long";
+  std::vector<size_t> all(p.dims.size());
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    all[d] = d;
+    idx.push_back(fmt::format("i{}", d));
+  }
+  bool needIdx = false;
+  for (const auto& in : p.inputs) needIdx |= readsByIndex(in, p.dims);
+  auto b = body(p, idx, "i", lp.type, true, "    ");
+  if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+  if (needIdx) lp.indices = unravel(p.dims, all, "i", lp.type, "i", "    ");
+  lp.body = std::move(*b);
+  return lp;
+}
+
 Result<GeneratedKernel> generateLoop(const cpu::TileProgram& p, int numArgs, const std::string& label) {
   GeneratedKernel k;
   k.shape = LaunchShape::Elements;
   k.elements = product(p.dims);
   k.numArgs = numArgs;
-  const std::string T = fitsInt32(p) ? "int" : "long long";
-  std::vector<size_t> all(p.dims.size());
-  for (size_t d = 0; d < all.size(); ++d) all[d] = d;
-  std::vector<std::string> idx;
-  for (size_t d = 0; d < p.dims.size(); ++d) idx.push_back(fmt::format("i{}", d));
-  bool needIdx = false;
-  for (const auto& in : p.inputs) needIdx |= !contiguous(in, p.dims);
-  auto b = body(p, idx, "i", T, true, "    ");
-  if (!b.ok()) return makeError("{}: {}", label, b.error().message);
+  TSR_ASSIGN(LoopParts lp, loopParts(p, label));
   std::string code = signature("KERNEL_NAME", numArgs, fmt::format("__launch_bounds__({})", kThreads).c_str());
   code += fmt::format(" {{\n  const {0} n = {1};\n  for ({0} i = ({0})blockIdx.x * blockDim.x + threadIdx.x; i < n; "
                       "i += ({0})gridDim.x * blockDim.x) {{\n",
-                      T, k.elements);
-  if (needIdx) code += unravel(p.dims, all, "i", T, "i", "    ");
-  code += *b + "  }\n}\n";
+                      lp.type, k.elements);
+  code += lp.indices + lp.body + "  }\n}\n";
   k.source = finish(label, code, k);
   return k;
+}
+
+Result<std::optional<GeneratedKernel>> generateLoopGroup(const cpu::TileProgram& p, int numArgs,
+                                                         const std::string& label) {
+  TSR_ASSIGN(LoopParts lp, loopParts(p, label));
+  if (!lp.indices.empty()) return std::optional<GeneratedKernel>();  // its text depends on the dims
+  GeneratedKernel k;
+  k.shape = LaunchShape::Elements;
+  k.numArgs = numArgs;
+  const int w = numArgs + kGroupEntryExtra;
+  std::string code = fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({}) KERNEL_NAME(const long long* __restrict__ table, int entries) {{\n",
+      kThreads);
+  code += fmt::format("  // {} words an entry: {} pointers, then the elements, the first block and the blocks\n", w,
+                      numArgs);
+  code += "  int lo = 0, hi = entries - 1;\n  while (lo < hi) {\n    const int mid = (lo + hi + 1) >> 1;\n";
+  code += fmt::format("    if (table[(long long)mid * {} + {}] <= (long long)blockIdx.x) lo = mid; else hi = mid - 1;\n",
+                      w, numArgs + 1);
+  code += fmt::format("  }}\n  const long long* e = table + (long long)lo * {};\n", w);
+  for (int i = 0; i < numArgs; ++i) code += fmt::format("  char* __restrict__ p{0} = (char*)e[{0}];\n", i);
+  code += fmt::format("  const {0} n = ({0})e[{1}], first = ({0})e[{2}], blocks = ({0})e[{3}];\n", lp.type, numArgs,
+                      numArgs + 1, numArgs + 2);
+  code += fmt::format("  for ({0} i = (({0})blockIdx.x - first) * blockDim.x + threadIdx.x; i < n; "
+                      "i += blocks * blockDim.x) {{\n",
+                      lp.type);
+  code += lp.body + "  }\n}\n";
+  k.source = finish("group of loops like " + label, code, k);
+  return std::optional<GeneratedKernel>(std::move(k));
 }
 
 Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const std::string& label) {

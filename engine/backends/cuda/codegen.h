@@ -11,6 +11,7 @@
 // Values are f32 in registers; bool values are 0/1 floats in the kernel and bytes outside, as on the CPU.
 // The source of a kernel depends only on its program (dims and strides are constants in it), so equal kernels
 // have equal sources and share one NVRTC compile and cache entry.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,16 @@ std::string opExpression(ir::OpCode op, bool resultIsBool, const std::string& a,
 // An error names the kernel and the op that has no CUDA expression.
 Result<GeneratedKernel> generateLoop(const cpu::TileProgram& p, int numArgs, const std::string& label);
 Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& k, const std::string& label);
+
+// Loop kernels whose text differs only in their element count (every input contiguous or one broadcast value:
+// AdamW's update of each parameter) run as one launch, as PyTorch's multi_tensor_apply and XLA's horizontal
+// fusion do: the kernel below reads its members from a table in device memory, kGroupEntryExtra + numArgs
+// 64-bit words an entry (the member's pointers in arg order, then its elements, its first block and its
+// blocks); a block finds its entry by binary search over the first blocks and strides over that member's
+// elements with the member's blocks. Its text depends only on the members' common body, so loops of equal
+// groupKernel sources may be grouped. None where the loop's text depends on its dims (strided inputs).
+inline constexpr int kGroupEntryExtra = 3;
+Result<std::optional<GeneratedKernel>> generateLoopGroup(const cpu::TileProgram& p, int numArgs,
+                                                         const std::string& label);
 
 }  // namespace tsr::cuda

@@ -1,7 +1,9 @@
 #include "engine/backends/cuda/device.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 
 #include <cublasLt.h>
@@ -42,6 +44,27 @@ Result<int> deviceCount() {
 std::string unavailableReason() {
   auto n = deviceCount();
   return n.ok() ? std::string() : n.error().message;
+}
+
+Result<int> chooseGpu(const GpuChoice& c) {
+  if (c.gpus < 1) return makeError("no CUDA GPU to run on");
+  int base = std::max(c.localRank, 0);
+  if (c.requested) {
+    const std::string& r = *c.requested;
+    int n = -1;
+    auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), n);
+    if (r.empty() || ec != std::errc() || end != r.data() + r.size() || n < 0 || n >= c.gpus)
+      return makeError("TESSERA_CUDA_DEVICE='{}' names no GPU: this process sees {} (0 to {})", r, c.gpus,
+                       c.gpus - 1);
+    base = n;
+  }
+  return (base + std::max(c.localDevice, 0)) % c.gpus;
+}
+
+Result<int> gpuForLocalDevice(int localDevice) {
+  TSR_ASSIGN(int n, deviceCount());
+  const EnvOptions& env = envOptions();
+  return chooseGpu(GpuChoice{env.cudaDevice, env.localRank, localDevice, n});
 }
 
 const char* matmulPrecisionName(MatmulPrecision p) {
@@ -187,6 +210,12 @@ Status Device::uploadAsync(void* dst, const void* pinnedSrc, int64_t bytes, cons
 Status Device::synchronize() {
   TSR_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(m_copy)));
   TSR_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(m_compute)));
+  return {};
+}
+
+Status Device::trimPool() {
+  TSR_TRY(synchronize());
+  TSR_CUDA(cudaMemPoolTrimTo(static_cast<cudaMemPool_t>(m_pool), 0));
   return {};
 }
 

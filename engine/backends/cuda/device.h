@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "engine/core/result.h"
@@ -20,6 +21,20 @@ namespace tsr::cuda {
 Result<int> deviceCount();
 // "" when a GPU is present, else the reason (for test skips and the CLI).
 std::string unavailableReason();
+
+// Which GPU a local device of this process runs on: TESSERA_CUDA_DEVICE when set, else under mpirun the rank's
+// local rank (its index among the ranks of its machine), plus the device's index among the process's local
+// devices (virtual devices of one process take consecutive GPUs), modulo the GPUs the process sees. Ranks that
+// land on one GPU are found when their NCCL communicator is made (nccl_bootstrap.h: checkOneGpuPerRank).
+struct GpuChoice {
+  std::optional<std::string> requested;  // TESSERA_CUDA_DEVICE as written
+  int localRank = -1;                    // -1: no launcher said
+  int localDevice = 0;
+  int gpus = 1;                          // the GPUs this process sees
+};
+Result<int> chooseGpu(const GpuChoice& c);
+// The same for this process: its environment and its GPUs.
+Result<int> gpuForLocalDevice(int localDevice);
 
 // The numerical precision of f32 matrix products (jax.default_matmul_precision,
 // torch.set_float32_matmul_precision): F32 exact, TF32 tensor cores (10-bit mantissa inputs), BF16 inputs;
@@ -84,6 +99,9 @@ class Device {
   // buffer whose last reader was fenced.
   Status uploadAsync(void* dst, const void* pinnedSrc, int64_t bytes, const std::shared_ptr<void>& after = nullptr);
   Status synchronize();
+  // Gives the pool's memory no buffer holds back to the driver, once the work queued so far is done (a program's
+  // first CUDA graph allocates its own memory: what its eager runs left in the pool is then surplus).
+  Status trimPool();
   // Bytes the pool holds from the driver, and the free and total memory of the device.
   int64_t poolBytes() const;
   Status memoryInfo(int64_t* freeBytes, int64_t* totalBytes) const;

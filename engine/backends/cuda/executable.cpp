@@ -11,10 +11,14 @@
 #include <fmt/format.h>
 
 #include "engine/backends/cuda/cuda_status.h"
+#include "engine/backends/cuda/collective_kernels.h"
 #include "engine/backends/cuda/flash_attention.h"
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/node_kernels.h"
 #include "engine/backends/cuda/nvrtc.h"
+#include "engine/backends/cuda/step_graphs.h"
+#include "engine/core/env_options.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::cuda {
@@ -31,6 +35,7 @@ const char* kernelPathName(KernelPath p) {
     case KernelPath::Cudnn: return "cudnn";
     case KernelPath::Flash: return "flash";
     case KernelPath::Host: return "host";
+    case KernelPath::Collective: return "collective";
     case KernelPath::None: return "none";
   }
   return "?";
@@ -75,6 +80,11 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::ReduceWindowMax:
     case OpCode::ReduceWindowMin:
     case OpCode::SelectAndScatterAdd: return "nvrtc";
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::CollectivePermute: return "collective";
     default: break;
   }
   if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid())
@@ -141,7 +151,7 @@ std::optional<AttentionProblem> attentionProblem(const ir::Graph& g, const Lower
 
 passes::FusionOptions fusionOptions() { return passes::FusionOptions{}; }
 
-Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
+Result<GeneratedProgram> generateProgram(const cpu::Executable& exe, bool groupLoops) {
   GeneratedProgram out;
   std::map<std::string, int> byName;  // equal kernels share one source
   auto add = [&](GeneratedKernel g) {
@@ -175,6 +185,8 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
         path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
+    if (k.node >= 0 && k.info.nodes.size() == 1 && isCollective(exe.graph().nodes()[static_cast<size_t>(k.node)].op))
+      path = KernelPath::Collective;
     out.paths.push_back(path);
     out.anchorIndex.push_back(anchor);
     if (k.info.kind == GroupKind::Loop) gen = generateLoop(k.prog, static_cast<int>(k.args.size()), k.info.name);
@@ -187,6 +199,11 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe) {
     }
     if (!gen->ok()) return gen->takeError();
     out.generatedIndex.push_back(add(std::move(*gen).value()));
+  }
+  if (groupLoops) {
+    TSR_TRY(planLoopGroups(exe, out));
+  } else {
+    out.groupOf.assign(out.paths.size(), -1);
   }
   return out;
 }
@@ -211,6 +228,13 @@ struct Executable::Impl {
   std::map<size_t, std::string> fallbacks;             // convolutions cuDNN declined on this device: why
   std::map<size_t, AttentionProblem> attention;        // kernels on the flash path
   std::vector<DeviceBufferPtr> consts;
+  LoopGroupTables groupTables;  // where each loop group's entries lie in a run's table
+  // Buffers handed out for fresh outputs while runs may become graphs, per value: one whose only holder is this
+  // list goes out again, so that a training loop's outputs (fed back as its next inputs) alternate between two
+  // addresses and its graphs replay (step_graphs.h).
+  static constexpr size_t kOutputBuffers = 2;
+  std::vector<std::vector<DeviceBufferPtr>> handedOut;
+  std::unique_ptr<StepGraphs> graphs;  // last: its graphs go before the modules their kernels live in
 
   const ir::Graph& graph() const { return lowered->graph(); }
   ValueId root(ValueId v) const {
@@ -230,12 +254,29 @@ struct Executable::Impl {
   Status launchGenerated(int gi, const std::vector<void*>& ptrs);
   Status runHostKernel(const LoweredKernel& k, const std::vector<void*>& ptrs);
   Status runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs);
+  Status launchGroup(int group, const void* table);
+  Status runGemm(size_t ki, const LoweredKernel& k, const std::vector<void*>& args,
+                 std::vector<DeviceBufferPtr>& staged, cudaEvent_t productEnd);
+  Result<DeviceBufferPtr> freshOutput(size_t v, int64_t bytes);
+  // Queues one run on the compute stream: the arena, the loop groups' table (written into pinnedTable, host
+  // memory that outlives the run, where given), every kernel. bound: each value's pointer but the arena's.
+  // events: 3 per kernel, or null.
+  Status enqueue(const std::vector<void*>& bound, void* pinnedTable, const std::vector<cudaEvent_t>* events);
 };
 
 Executable::Executable() : m(std::make_unique<Impl>()) {}
 Executable::~Executable() = default;
 Device& Executable::device() const { return *m->device; }
 const cpu::Executable& Executable::lowered() const { return *m->lowered; }
+
+int Executable::groupedLoops() const {
+  int n = 0;
+  for (const LoopGroup& g : m->program.groups) n += static_cast<int>(g.members.size());
+  return n;
+}
+int Executable::loopGroupLaunches() const { return static_cast<int>(m->program.groups.size()); }
+int Executable::graphCaptures() const { return m->graphs->captures(); }
+int Executable::graphReplays() const { return m->graphs->replays(); }
 
 int Executable::numKernels(KernelPath p) const {
   return static_cast<int>(std::count(m->program.paths.begin(), m->program.paths.end(), p));
@@ -253,7 +294,7 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   co.name = options.name;
   co.oneDnn = false;
   TSR_ASSIGN(im.lowered, cpu::Executable::compile(g, reg, plan, co));
-  TSR_ASSIGN(im.program, generateProgram(*im.lowered));
+  TSR_ASSIGN(im.program, generateProgram(*im.lowered, options.groupLoops && envOptions().cudaLoopGroups));
   const auto& kernels = im.lowered->loweredKernels();
   const MatmulPrecision precision = matmulPrecision();
   // cuDNN's plans first (a conv group's with its epilogue where that maps): a convolution it declines on this
@@ -285,8 +326,12 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const int gi = im.program.generatedIndex[ki], ai = im.program.anchorIndex[ki];
     const KernelPath path = im.program.paths[ki];
-    // On cuDNN only a conv group's unfused epilogue runs generated (a lone convolution's kernel is its fallback).
-    if (gi >= 0 && (path != KernelPath::Cudnn || im.epilogueApart(ki))) needed[static_cast<size_t>(gi)] = true;
+    // On cuDNN only a conv group's unfused epilogue runs generated (a lone convolution's kernel is its fallback);
+    // a grouped loop runs as its group's kernel.
+    if (const int group = im.program.groupOf[ki]; group >= 0)
+      needed[static_cast<size_t>(im.program.groups[static_cast<size_t>(group)].kernel)] = true;
+    else if (gi >= 0 && (path != KernelPath::Cudnn || im.epilogueApart(ki)))
+      needed[static_cast<size_t>(gi)] = true;
     if (ai >= 0 && path == KernelPath::Generated) needed[static_cast<size_t>(ai)] = true;
   }
   NvrtcOptions no;
@@ -352,6 +397,19 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     TSR_ASSIGN(DeviceBufferPtr d, toDevice(*im.device, *c, c->size()));
     im.consts.push_back(std::move(d));
   }
+  im.groupTables = layoutLoopGroups(im.program, im.device->numSMs());
+  // A kernel on host copies synchronises with the host in the middle of the step: no graph can hold it.
+  std::string off;
+  if (!options.graphs || !envOptions().cudaGraphs)
+    off = options.graphs ? "TESSERA_CUDA_GRAPHS=off" : "switched off in its compile options";
+  for (size_t ki = 0; ki < kernels.size() && off.empty(); ++ki) {
+    if (im.program.paths[ki] == KernelPath::Host)
+      off = fmt::format("kernel {} ({}) runs its CPU kernel on host copies", ki, kernels[ki].info.name);
+    else if (im.program.paths[ki] == KernelPath::Collective)  // NCCL or the host, chosen at run time
+      off = fmt::format("kernel {} ({}) is a collective", ki, kernels[ki].info.name);
+  }
+  im.graphs = std::make_unique<StepGraphs>(*im.device, options.name, std::move(off));
+  im.handedOut.resize(static_cast<size_t>(im.graph().numValues()));
   TSR_TRY(im.device->synchronize());
   return e;
 }
@@ -429,6 +487,131 @@ Status Executable::Impl::runHostKernel(const LoweredKernel& k, const std::vector
   return device->synchronize();
 }
 
+Status Executable::Impl::launchGroup(int group, const void* table) {
+  const LoopGroup& g = program.groups[static_cast<size_t>(group)];
+  const LoopGroupLayout& l = groupTables.groups[static_cast<size_t>(group)];
+  const long long* entries = static_cast<const long long*>(table) + l.offset;
+  int count = static_cast<int>(g.members.size());
+  void* args[] = {&entries, &count};
+  return launchKernel(functions[static_cast<size_t>(g.kernel)], l.blocks, kThreads, args, 0, device->computeStream());
+}
+
+// A product on cuBLASLt with its operands' shared bf16 copies (made by the first product that reads them, freed
+// after the last), then its generated epilogue. productEnd: recorded between the two where the timeline shows
+// them apart.
+Status Executable::Impl::runGemm(size_t ki, const LoweredKernel& k, const std::vector<void*>& args,
+                                 std::vector<DeviceBufferPtr>& staged, cudaEvent_t productEnd) {
+  const void* copies[2] = {nullptr, nullptr};
+  for (int which = 0; which < 2; ++which) {
+    const int slot = stageSlot[ki][static_cast<size_t>(which)];
+    if (slot < 0) continue;
+    DeviceBufferPtr& copy = staged[static_cast<size_t>(slot)];
+    if (!copy) {
+      TSR_ASSIGN(copy, device->allocate(slotBytes[static_cast<size_t>(slot)]));
+      TSR_TRY(gemms[ki]->stageInto(which, args[static_cast<size_t>(k.operandArgs[static_cast<size_t>(which)])],
+                                   copy->data()));
+    }
+    copies[which] = copy->data();
+  }
+  TSR_TRY(gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
+                         args[static_cast<size_t>(k.resultArgs[0])], nullptr, copies[0], copies[1]));
+  for (int which = 0; which < 2; ++which) {
+    const int slot = stageSlot[ki][static_cast<size_t>(which)];
+    if (slot >= 0 && slotLast[static_cast<size_t>(slot)] == ki) staged[static_cast<size_t>(slot)].reset();
+  }
+  if (productEnd && epilogueApart(ki))
+    TSR_CUDA(cudaEventRecord(productEnd, static_cast<cudaStream_t>(device->computeStream())));
+  if (const int gi = program.generatedIndex[ki]; gi >= 0) return launchGenerated(gi, args);
+  return {};
+}
+
+Result<DeviceBufferPtr> Executable::Impl::freshOutput(size_t v, int64_t bytes) {
+  if (!graphs->active()) {
+    if (!handedOut[v].empty()) handedOut[v].clear();
+    return device->allocate(bytes);
+  }
+  std::vector<DeviceBufferPtr>& mine = handedOut[v];
+  for (const DeviceBufferPtr& b : mine)
+    if (b.use_count() == 1) return b;  // the caller dropped it: every earlier reader is queued before this run
+  TSR_ASSIGN(DeviceBufferPtr b, device->allocate(bytes));
+  if (mine.size() < kOutputBuffers) mine.push_back(b);
+  return b;
+}
+
+Status Executable::Impl::enqueue(const std::vector<void*>& bound, void* pinnedTable,
+                                 const std::vector<cudaEvent_t>* events) {
+  const auto& slots = lowered->valueSlots();
+  const auto& kernels = lowered->loweredKernels();
+  auto stream = static_cast<cudaStream_t>(device->computeStream());
+  // Everything allocated here is freed here too: under capture it is the graph's own memory.
+  TSR_ASSIGN(DeviceBufferPtr arena, device->allocate(lowered->memory().arenaBytes));
+  std::vector<void*> ptr = bound;
+  for (size_t v = 0; v < slots.size(); ++v)
+    if (slots[v].loc == cpu::Loc::Arena) ptr[v] = static_cast<char*>(arena->data()) + slots[v].offset;
+  for (size_t v = 0; v < slots.size(); ++v)
+    if (slots[v].loc == cpu::Loc::Alias) ptr[v] = ptr[static_cast<size_t>(root(static_cast<ValueId>(v)))];
+  DeviceBufferPtr table;
+  if (groupTables.words > 0) {
+    const int64_t bytes = groupTables.words * static_cast<int64_t>(sizeof(int64_t));
+    std::vector<int64_t> pageable;
+    auto* host = static_cast<int64_t*>(pinnedTable);
+    if (!host) {
+      pageable.resize(static_cast<size_t>(groupTables.words));
+      host = pageable.data();  // copied into a staging buffer before cudaMemcpyAsync returns
+    }
+    writeLoopGroupTables(*lowered, program, groupTables, ptr, host);
+    TSR_ASSIGN(table, device->allocate(bytes));
+    TSR_CUDA(cudaMemcpyAsync(table->data(), host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
+  }
+  std::vector<void*> args;
+  std::vector<DeviceBufferPtr> staged(slotBytes.size());  // bf16 copies shared between products
+  auto mark = [&](size_t i) {
+    if (events) cudaEventRecord((*events)[i], stream);
+  };
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const LoweredKernel& k = kernels[ki];
+    args.clear();
+    for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
+    mark(3 * ki);
+    Status st;
+    const int gi = program.generatedIndex[ki];
+    switch (program.paths[ki]) {
+      case KernelPath::Generated:
+        if (const int group = program.groupOf[ki]; group >= 0) {
+          // The group launches at its first member; the others ran with it (an empty span on the timeline).
+          if (program.groups[static_cast<size_t>(group)].members.front() == ki) st = launchGroup(group, table->data());
+          break;
+        }
+        if (const int ai = program.anchorIndex[ki]; ai >= 0) st = launchGenerated(ai, args);
+        if (st.ok() && gi >= 0) st = launchGenerated(gi, args);
+        break;
+      case KernelPath::CuBlasLt: st = runGemm(ki, k, args, staged, events ? (*events)[3 * ki + 1] : nullptr); break;
+      case KernelPath::Cudnn:
+        st = runCudnn(ki, k, args);
+        if (epilogueApart(ki)) {
+          mark(3 * ki + 1);
+          if (st.ok()) st = launchGenerated(gi, args);
+        }
+        break;
+      case KernelPath::Flash: st = runAttention(ki, k, args); break;
+      case KernelPath::Host:
+        st = runHostKernel(k, args);
+        if (st.ok() && gi >= 0) st = launchGenerated(gi, args);
+        break;
+      case KernelPath::Collective: {
+        Result<bool> onDevice = runCollective(*device, graph(), k, args);
+        st = !onDevice.ok() ? onDevice.takeError() : *onDevice ? Status{} : runHostKernel(k, args);
+        break;
+      }
+      case KernelPath::None: break;
+    }
+    if (!st.ok()) return makeError("{}: {}: {}", options.name, k.info.name, st.error().message);
+    if (!epilogueApart(ki)) mark(3 * ki + 1);
+    mark(3 * ki + 2);
+  }
+  return {};
+}
+
 Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBufferPtr> inputs) {
   Impl& im = *m;
   const ir::Graph& g = im.graph();
@@ -444,8 +627,8 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
                        im.device->ordinal());
   }
   TSR_CUDA(cudaSetDevice(im.device->ordinal()));
+  // Every pointer but the arena's (enqueue's): together they are the key of the run's graph.
   const auto& slots = im.lowered->valueSlots();
-  TSR_ASSIGN(DeviceBufferPtr arena, im.device->allocate(im.lowered->memory().arenaBytes));
   std::vector<void*> ptr(static_cast<size_t>(g.numValues()), nullptr);
   std::vector<DeviceBufferPtr> owned(static_cast<size_t>(g.numValues()));
   for (size_t v = 0; v < slots.size(); ++v) {
@@ -453,9 +636,8 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     switch (s.loc) {
       case cpu::Loc::Input: owned[v] = inputs[static_cast<size_t>(s.index)]; break;
       case cpu::Loc::Const: owned[v] = im.consts[static_cast<size_t>(s.index)]; break;
-      case cpu::Loc::Arena: ptr[v] = static_cast<char*>(arena->data()) + s.offset; break;
       case cpu::Loc::Fresh: {
-        TSR_ASSIGN(owned[v], im.device->allocate(g.aval(static_cast<ValueId>(v)).bytes()));
+        TSR_ASSIGN(owned[v], im.freshOutput(v, g.aval(static_cast<ValueId>(v)).bytes()));
         break;
       }
       default: break;
@@ -505,71 +687,12 @@ Result<std::vector<DeviceBufferPtr>> Executable::run(std::span<const DeviceBuffe
     events.resize(3 * kernels.size(), nullptr);
     for (auto& ev : events) TSR_CUDA(cudaEventCreate(&ev));
   }
-  std::vector<void*> args;
-  std::vector<DeviceBufferPtr> staged(im.slotBytes.size());  // bf16 copies shared between products
-  for (size_t ki = 0; ki < kernels.size(); ++ki) {
-    const LoweredKernel& k = kernels[ki];
-    args.clear();
-    for (ValueId v : k.args) args.push_back(ptr[static_cast<size_t>(v)]);
-    if (prof) cudaEventRecord(events[3 * ki], stream);
-    Status st;
-    const int gi = im.program.generatedIndex[ki];
-    switch (im.program.paths[ki]) {
-      case KernelPath::Generated:
-        if (const int ai = im.program.anchorIndex[ki]; ai >= 0) st = im.launchGenerated(ai, args);
-        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
-        break;
-      case KernelPath::CuBlasLt: {
-        const void* copies[2] = {nullptr, nullptr};
-        for (int which = 0; which < 2 && st.ok(); ++which) {
-          const int slot = im.stageSlot[ki][static_cast<size_t>(which)];
-          if (slot < 0) continue;
-          DeviceBufferPtr& copy = staged[static_cast<size_t>(slot)];
-          if (!copy) {
-            auto buf = im.device->allocate(im.slotBytes[static_cast<size_t>(slot)]);
-            if (!buf.ok()) {
-              st = buf.takeError();
-              break;
-            }
-            copy = std::move(*buf);
-            st = im.gemms[ki]->stageInto(which, args[static_cast<size_t>(k.operandArgs[static_cast<size_t>(which)])],
-                                         copy->data());
-          }
-          copies[which] = copy->data();
-        }
-        if (st.ok())
-          st = im.gemms[ki]->run(args[static_cast<size_t>(k.operandArgs[0])], args[static_cast<size_t>(k.operandArgs[1])],
-                                 args[static_cast<size_t>(k.resultArgs[0])], nullptr, copies[0], copies[1]);
-        for (int which = 0; which < 2; ++which) {
-          const int slot = im.stageSlot[ki][static_cast<size_t>(which)];
-          if (slot >= 0 && im.slotLast[static_cast<size_t>(slot)] == ki) staged[static_cast<size_t>(slot)].reset();
-        }
-        if (prof && im.epilogueApart(ki)) cudaEventRecord(events[3 * ki + 1], stream);
-        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
-        break;
-      }
-      case KernelPath::Cudnn:
-        st = im.runCudnn(ki, k, args);
-        if (im.epilogueApart(ki)) {
-          if (prof) cudaEventRecord(events[3 * ki + 1], stream);
-          if (st.ok()) st = im.launchGenerated(gi, args);
-        }
-        break;
-      case KernelPath::Flash: st = im.runAttention(ki, k, args); break;
-      case KernelPath::Host:
-        st = im.runHostKernel(k, args);
-        if (st.ok() && gi >= 0) st = im.launchGenerated(gi, args);
-        break;
-      case KernelPath::None: break;
-    }
-    if (!st.ok()) {
-      destroyEvents();
-      return makeError("{}: {}: {}", name, k.info.name, st.error().message);
-    }
-    if (prof) {
-      if (!im.epilogueApart(ki)) cudaEventRecord(events[3 * ki + 1], stream);
-      cudaEventRecord(events[3 * ki + 2], stream);
-    }
+  Status st = im.graphs->run(ptr, im.groupTables.words * static_cast<int64_t>(sizeof(int64_t)),
+                             prof ? "profiled (CUDA events around every kernel)" : nullptr,
+                             [&](void* pinnedTable) { return im.enqueue(ptr, pinnedTable, prof ? &events : nullptr); });
+  if (!st.ok()) {
+    destroyEvents();
+    return st.takeError();
   }
   if (prof) {
     TSR_CUDA(cudaStreamSynchronize(stream));
@@ -629,11 +752,14 @@ std::string Executable::describe() const {
   const Impl& im = *m;
   const auto& kernels = im.lowered->loweredKernels();
   std::string s = fmt::format(
-      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host; arena {:.1f} MiB\n",
+      "{} on cuda:{} ({}): {} kernels: {} generated, {} cuBLASLt, {} cuDNN, {} flash, {} host, {} collective; arena "
+      "{:.1f} MiB\n",
       im.options.name, im.device->ordinal(), im.device->name(), kernels.size(), numKernels(KernelPath::Generated),
       numKernels(KernelPath::CuBlasLt), numKernels(KernelPath::Cudnn), numKernels(KernelPath::Flash),
-      numKernels(KernelPath::Host),
+      numKernels(KernelPath::Host), numKernels(KernelPath::Collective),
       im.lowered->memory().arenaBytes / 1048576.0);
+  s += fmt::format("{} loops grouped into {} launches; {}\n", groupedLoops(), loopGroupLaunches(),
+                   im.graphs->describe());
   for (size_t i = 0; i < kernels.size(); ++i) {
     int gi = im.program.generatedIndex[i];
     std::string detail;
@@ -650,6 +776,13 @@ std::string Executable::describe() const {
       if (!names.empty()) detail = fmt::format(" -> {}", fmt::join(names, " then "));
     }
     if (auto f = im.fallbacks.find(i); f != im.fallbacks.end()) detail += " (cuDNN declined: " + f->second + ")";
+    if (const int group = im.program.groupOf[i]; group >= 0) {
+      const LoopGroup& lg = im.program.groups[static_cast<size_t>(group)];
+      detail = lg.members.front() == i
+                   ? fmt::format(" -> {}, {} loops in one launch", im.program.kernels[static_cast<size_t>(lg.kernel)].name,
+                                 lg.members.size())
+                   : fmt::format(" -> launched with the loops of kernel {}", lg.members.front());
+    }
     for (int which = 0; which < 2; ++which)
       if (const int slot = im.stageSlot[i][static_cast<size_t>(which)]; slot >= 0)
         detail += fmt::format(" ({} operand's bf16 copy {}shared)", which == 0 ? "first" : "second",

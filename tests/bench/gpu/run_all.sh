@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine, in one command, most important first: the CUDA backend's tests; every sample project trained
-# for a few steps on the GPU; ResNet-18 (CIFAR stem, batch 256, TF32) against PyTorch; GPT-2 124M (B=16,
+# for a few steps on the GPU; gpt2_tp's mesh on the GPUs against one GPU (ranks_check.sh); ResNet-18 (CIFAR stem, batch 256, TF32) against PyTorch; GPT-2 124M (B=16,
 # T=1024, bf16, AdamW) training steps of Tessera, PyTorch (torch.compile, bf16 autocast, SDPA) and JAX side by
 # side; ViT-B/16 (batch 32, TF32) against the peers;
 # gpt2_mini's loss curve on the GPU against the CPU's (200 steps, f32, 1e-4 relative); a profile of a GPU step
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|samples|gemm|resnet|gpt2|vit|attention|curve|profile]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|ranks|gemm|resnet|gpt2|vit|attention|curve|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
@@ -17,6 +17,9 @@
 #                          "tessera_norecompute": what recomputing cheap values in their readers gains
 #   TESSERA_GPU_FLASH_AB=1  GPT-2 also on the first flash attention kernels (TESSERA_FLASH_KERNELS=v1) as peer
 #                          "tessera_flash_v1"
+#   TESSERA_GPU_GRAPHS_AB=1  GPT-2 also run kernel by kernel (TESSERA_CUDA_GRAPHS=off, peer "tessera_nographs") and
+#                          with every loop launched alone (TESSERA_CUDA_LOOP_GROUPS=off, peer "tessera_nogroups"), and
+#                          gpt2_mini (f32, launch-bound) with graphs on and off: what CUDA graphs and grouped AdamW gain
 #   TESSERA_GPU_CURVE_CPU1=0  leave out the one-thread CPU curve (how far summation order alone moves it)
 #   TESSERA_GPU_BUDGET=S   stop starting work S seconds after the start (each step's limit is cut to fit), so that
 #                          the packing at the end still runs inside a lease
@@ -118,6 +121,12 @@ if want samples; then
   done
 fi
 
+if want ranks; then
+  # gpt2_tp's data x tensor parallel mesh on the GPUs against one GPU, 20 steps to 1e-4: 4 virtual devices of one
+  # process; with mpirun, one rank per GPU on NCCL, or on fewer GPUs the shared-GPU error and TESSERA_NCCL=off.
+  run ranks 300 bash "$root/tests/bench/gpu/ranks_check.sh" "$bin/tessera" 20
+fi
+
 if want gemm; then
   # cuBLASLt alone: GPT-2's vocabulary products with the odd dimension 50257 against the same padded to 8 or 64.
   run gemm_padding 90 "$bin/bench_cuda_gemm"
@@ -142,6 +151,16 @@ if want gpt2; then
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_norecompute
   [[ -n ${TESSERA_GPU_FLASH_AB:-} ]] && TESSERA_FLASH_KERNELS=v1 run gpt2_tessera_flash_v1 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_flash_v1
+  if [[ -n ${TESSERA_GPU_GRAPHS_AB:-} ]]; then
+    TESSERA_CUDA_GRAPHS=off run gpt2_tessera_nographs 120 "$bin/bench_cuda_step" \
+      --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_nographs
+    TESSERA_CUDA_LOOP_GROUPS=off run gpt2_tessera_nogroups 120 "$bin/bench_cuda_step" \
+      --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_nogroups
+    for g in on off; do
+      TESSERA_CUDA_GRAPHS=$g run gpt2_mini_graphs_$g 60 "$bin/bench_cuda_step" --describe \
+        --project "$root/sample_projects/gpt2_mini" --precision f32 --steps 50 --warmup 3 --peer tessera_graphs_$g
+    done
+  fi
   # Out of memory or too slow at B=16: B=8, so that there is a figure (its batch is in the JSON).
   if ! grep -q '"tokens_per_s"' "$logs/gpt2_tessera.log"; then
     run gpt2_tessera_b8 120 "$bin/bench_cuda_step" --project "$root/sample_projects/gpt2_124m" --batch 8 --seq 1024 --precision bf16 --steps 5 --warmup 1
