@@ -305,6 +305,9 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
 }
 
 GraphPanel::~GraphPanel() {
+  // The scene, a child, is deleted after this body: clearing it deselects its items, and the selection signal
+  // must not reach this half-destroyed panel (nor the session, which the window may have deleted already).
+  m_scene->disconnect(this);
   if (m_cancelFlag) m_cancelFlag->store(true);
   m_watcher->waitForFinished();
 }

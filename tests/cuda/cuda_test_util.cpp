@@ -163,4 +163,14 @@ Result<ClosedGraph> convGradGraph(const ConvCase& c) {
   return cg;
 }
 
+ir::Graph hostKernelGraph() {
+  const auto& reg = ops::registry();
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
+  ir::ValueId e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{}).value()[0];
+  ir::ValueId p = g.addNode(reg, ir::OpCode::ReduceProd, {e}, ir::ReduceAttrs{{1}}).value()[0];
+  g.setOutputs({p, e});
+  return g;
+}
+
 }  // namespace tsr::test

@@ -25,6 +25,10 @@ std::vector<std::pair<size_t, size_t>> stepCarries(const ClosedGraph& step);
 // integers in [0, intBound), bools 0/1.
 std::vector<runtime::BufferPtr> randomInputs(const ir::Graph& g, std::mt19937& rng, double scale, int64_t intBound);
 
+// exp(x) and reduce_prod(exp(x), dim 1) of an f32[4, 8] input, outputs (prod, exp): a program with a kernel on
+// host copies (reduce_prod has no device kernel), which therefore never runs as a CUDA graph.
+ir::Graph hostKernelGraph();
+
 // A convolution and both its cotangents, as training differentiates it: the graph of (x, w, dy) -> (y, dx, dw)
 // after the standard passes. `ops` names the cuDNN operation each of its three convolutions maps to (in the
 // order y, dx, dw: a stride-1 convolution's dx is a forward convolution of the flipped kernel).

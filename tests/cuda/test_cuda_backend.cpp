@@ -893,14 +893,7 @@ TEST_CASE("graphsFollowATrainingLoop") {
 // says why, and its runs are the CPU's.
 TEST_CASE("hostKernelsRunEagerly") {
   SKIP_WITHOUT_GPU();
-  const auto& reg = ops::registry();
-  ir::Graph g;
-  ir::ValueId x = g.addInput(Aval{Shape{4, 8}, DType::F32});
-  auto e = g.addNode(reg, ir::OpCode::Exp, {x}, ir::NoAttrs{});
-  REQUIRE(e.ok());
-  auto p = g.addNode(reg, ir::OpCode::ReduceProd, {(*e)[0]}, ir::ReduceAttrs{{1}});
-  REQUIRE(p.ok());
-  g.setOutputs({(*p)[0], (*e)[0]});
+  const ir::Graph g = hostKernelGraph();
   auto exe = compileCuda(g, "host_kernel");
   REQUIRE_MESSAGE(exe.ok(), exe.error().message);
   auto cpuExe = lowerForCuda(g);
