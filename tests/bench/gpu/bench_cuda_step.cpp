@@ -30,23 +30,11 @@
 #include "engine/train/setup.h"
 #include "engine/train/trainer.h"
 #include "engine/version.h"
+#include "tests/cuda/cuda_test_util.h"
 
 using namespace tsr;
 
 namespace {
-
-void leafPaths(const TreeDef& d, const std::string& prefix, std::vector<std::string>& out) {
-  switch (d.kind) {
-    case TreeKind::Leaf: out.push_back(prefix); break;
-    case TreeKind::List:
-      for (size_t i = 0; i < d.children.size(); ++i) leafPaths(d.children[i], joinPath(prefix, std::to_string(i)), out);
-      break;
-    case TreeKind::Dict:
-      for (size_t i = 0; i < d.children.size(); ++i) leafPaths(d.children[i], joinPath(prefix, d.keys[i]), out);
-      break;
-    default: break;
-  }
-}
 
 int fail(const std::string& why) {
   nlohmann::json j = {{"peer", "tessera"}, {"error", why}};
@@ -122,8 +110,7 @@ int main(int argc, char** argv) {
   Tree args = trainer.stepArgs(state, batches[0]);
   std::vector<Array> leaves = args.leaves();
   leaves.insert(leaves.end(), cg->consts.begin(), cg->consts.end());
-  std::vector<std::string> inPaths = args.paths(), outPaths;
-  leafPaths(cg->outputTree, "", outPaths);
+  const std::vector<std::string> inPaths = args.paths(), outPaths = test::leafPaths(cg->outputTree);
   std::vector<cuda::DeviceBufferPtr> inputs;
   for (size_t i = 0; i < leaves.size(); ++i) {
     auto d = cuda::toDevice(dev, *leaves[i].buffer(), g.aval(g.inputs()[i]).bytes());
