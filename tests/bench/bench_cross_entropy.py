@@ -24,7 +24,7 @@ import tessera
 import tessera.nn as tnn
 import tessera.numpy as tnp
 from tessera import optim
-from timing import median_seconds
+from timing import median_seconds, torch_peer
 
 
 def fused(logits, labels):
@@ -57,13 +57,10 @@ def main():
                                           a.repeats)
                      for kind, fn in fns[name].items()}
     doc["ratios_composite"] = {k: doc["composite"][k] / doc["fused"][k] for k in ("loss", "grad")}
-    try:
-        import torch
-    except ImportError as e:
-        doc["torch"] = {"skipped": str(e)}
+    torch = torch_peer(doc)
+    if torch is None:
         print(json.dumps(doc, indent=2))
         return
-    torch.set_num_threads(int(os.environ.get("TESSERA_NUM_THREADS", "0")) or len(os.sched_getaffinity(0)))
     xt = torch.from_numpy(x).requires_grad_(True)
     yt = torch.from_numpy(y).long()
 

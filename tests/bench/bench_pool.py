@@ -20,7 +20,7 @@ import numpy as np
 import tessera
 import tessera.nn as tnn
 import tessera.numpy as tnp
-from timing import median_seconds
+from timing import median_seconds, torch_peer
 
 
 def main():
@@ -37,13 +37,10 @@ def main():
            "load_average": os.getloadavg()[0],
            "forward": {"tessera_s": median_seconds(lambda: np.asarray(pool(tx)), a.repeats)},
            "gradient": {"tessera_s": median_seconds(lambda: np.asarray(grad(tx)), a.repeats)}}
-    try:
-        import torch
-    except ImportError as e:
-        doc["torch"] = {"skipped": str(e)}
+    torch = torch_peer(doc)
+    if torch is None:
         print(json.dumps(doc, indent=2))
         return
-    torch.set_num_threads(int(os.environ.get("TESSERA_NUM_THREADS", "0")) or len(os.sched_getaffinity(0)))
     xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last).requires_grad_(True)
 
     def torch_forward():
