@@ -5,13 +5,14 @@
 // writes the gradient in three passes, the ops read them once forward and once backward.
 //
 //   softmax_cross_entropy (logits, labels) -> (loss, lse)
-//     logits [..., V] f32 or f64, labels [...] of any integer dtype; loss [...] = lse - logits[..., label] and
-//     lse [...] = log(sum_j exp(logits[..., j])) (entries of -inf count as zero; a row of -inf has lse -inf), both
-//     of the logits' dtype. A label outside [0, V) gives a NaN loss, as jnp.take_along_axis fills out-of-range
+//     logits [..., V] f32, f64 or bf16, labels [...] of any integer dtype; loss [...] = lse - logits[..., label]
+//     and lse [...] = log(sum_j exp(logits[..., j])) (entries of -inf count as zero; a row of -inf has lse -inf),
+//     both of the logits' dtype, f32 for bf16 logits (computed in f32, as autocast runs cross_entropy in f32
+//     without a widened copy of the logits). A label outside [0, V) gives a NaN loss, as jnp.take_along_axis fills out-of-range
 //     indices with NaN, so a bad label shows instead of training on the wrong class.
 //   softmax_cross_entropy_grad (logits, labels, lse, dloss, dlse) -> dlogits
 //     the pullback of both results: dlogits = exp(logits - lse) (dloss + dlse) - onehot(label) dloss (no one-hot
-//     term for a label outside [0, V)).
+//     term for a label outside [0, V)), of the logits' dtype; lse, dloss and dlse are the row values' dtype.
 //
 // Leading dims are any number (the op is rowwise), so batching moves the vmapped dim in front and sharding splits
 // every leading dim; the class dim stays whole, as reduce_max's axes do. The gradient op's own vjp is the
@@ -42,19 +43,21 @@ using ir::ShardingRule;
 constexpr const char* kFwd = "softmax_cross_entropy";
 constexpr const char* kGrad = "softmax_cross_entropy_grad";
 
-bool isRealFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+// The row values' dtype: the logits', f32 for bf16 logits.
+DType rowDType(DType logits) { return logits == DType::BF16 ? DType::F32 : logits; }
 
-// The logits and labels of either op: the rows' aval ([...] of the logits' dtype), or an error naming the op.
+// The logits and labels of either op: the rows' aval ([...] of rowDType), or an error naming the op.
 Result<Aval> checkLogits(std::string_view op, std::span<const Aval> ops) {
   const Aval &x = ops[0], &labels = ops[1];
-  if (!isRealFloat(x.dtype)) return opError(op, ops, "logits must be f32 or f64 (convert bf16 logits first)");
+  if (x.dtype != DType::F32 && x.dtype != DType::F64 && x.dtype != DType::BF16)
+    return opError(op, ops, "logits must be f32, f64 or bf16");
   if (x.rank() < 1) return opError(op, ops, "logits need a class dim (rank 1 or more)");
   if (!isInteger(labels.dtype)) return opError(op, ops, "labels must be integers (class indices)");
   std::vector<int64_t> rows(x.shape.dims().begin(), x.shape.dims().end() - 1);
   if (labels.shape != Shape(rows))
     return opError(op, ops, fmt::format("labels must have the logits' shape without its last dim, {}",
                                         Shape(rows).toString()));
-  return Aval{Shape(rows), x.dtype};
+  return Aval{Shape(rows), rowDType(x.dtype)};
 }
 
 Result<std::vector<Aval>> inferForward(std::span<const Aval> ops, const ir::Attrs&) {
@@ -184,14 +187,28 @@ RowShape rowShapeOf(const ir::CpuKernelArgs& a) {
 // Rows per chunk: about 16k logits each.
 int64_t rowGrain(const RowShape& s) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(s.classes, 1)); }
 
+// Row r of the logits as T: in place for f32 and f64; bf16 rows widened (exactly) into `wide`.
+template <class T>
+const T* rowOf(const ir::TensorView& x, int64_t r, int64_t classes, std::vector<float>& wide) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.aval.dtype == DType::BF16) {
+      const bf16* b = x.as<bf16>() + r * classes;
+      wide.resize(static_cast<size_t>(classes));
+      for (int64_t j = 0; j < classes; ++j) wide[static_cast<size_t>(j)] = static_cast<float>(b[j]);
+      return wide.data();
+    }
+  }
+  return x.as<T>() + r * classes;
+}
+
 template <class T>
 void forwardRows(const ir::CpuKernelArgs& a) {
   const RowShape s = rowShapeOf(a);
-  const T* x = a.inputs[0].as<T>();
   T *loss = a.outputs[0].as<T>(), *lse = a.outputs[1].as<T>();
   a.forChunks(s.rows, rowGrain(s), [&](int64_t lo, int64_t hi, int) {
+    std::vector<float> wide;
     for (int64_t r = lo; r < hi; ++r) {
-      const T* row = x + r * s.classes;
+      const T* row = rowOf<T>(a.inputs[0], r, s.classes, wide);
       const T l = rowLse(row, s.classes);
       const int64_t label = labelAt(a.inputs[1], r);
       lse[r] = l;
@@ -200,17 +217,30 @@ void forwardRows(const ir::CpuKernelArgs& a) {
   });
 }
 
+// bf16 logits: each row's gradient in f32 (in `wide`, over the widened row), rounded once into dlogits.
 template <class T>
 void gradRows(const ir::CpuKernelArgs& a) {
   const RowShape s = rowShapeOf(a);
-  const T *x = a.inputs[0].as<T>(), *lse = a.inputs[2].as<T>(), *dloss = a.inputs[3].as<T>(),
-          *dlse = a.inputs[4].as<T>();
-  T* dx = a.outputs[0].as<T>();
+  const T *lse = a.inputs[2].as<T>(), *dloss = a.inputs[3].as<T>(), *dlse = a.inputs[4].as<T>();
+  const bool half = a.inputs[0].aval.dtype == DType::BF16;
   a.forChunks(s.rows, rowGrain(s), [&](int64_t lo, int64_t hi, int) {
+    std::vector<float> wide, out;
     for (int64_t r = lo; r < hi; ++r) {
-      rowSoftmaxTimes(x + r * s.classes, lse[r], dloss[r] + dlse[r], dx + r * s.classes, s.classes);
+      const T* row = rowOf<T>(a.inputs[0], r, s.classes, wide);
+      T* dx = a.outputs[0].as<T>() + r * s.classes;
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) {
+          out.resize(static_cast<size_t>(s.classes));
+          dx = out.data();
+        }
+      }
+      rowSoftmaxTimes(row, lse[r], dloss[r] + dlse[r], dx, s.classes);
       const int64_t label = labelAt(a.inputs[1], r);
-      if (label >= 0 && label < s.classes) dx[r * s.classes + label] -= dloss[r];
+      if (label >= 0 && label < s.classes) dx[label] -= dloss[r];
+      if (half) {
+        bf16* b = a.outputs[0].as<bf16>() + r * s.classes;
+        for (int64_t j = 0; j < s.classes; ++j) b[j] = bf16(static_cast<float>(dx[j]));
+      }
     }
   });
 }
@@ -241,11 +271,13 @@ std::vector<Array> gradVjp(const ir::VjpArgs& a) {
   if (!a.cotangents[0].valid()) return {Array(), Array(), Array(), Array(), Array()};
   const Array labels = a.operands[1];
   auto composite = [labels](const std::vector<Array>& in) {
-    const Array &x = in[0], &lse = in[1], &dloss = in[2], &dlse = in[3];
+    const Array &lse = in[1], &dloss = in[2], &dlse = in[3];
+    const Array x = astype(in[0], lse.dtype());  // bf16 logits: the row values' f32
     const int64_t last = x.rank() - 1;
     Array p = exp(sub(x, expandDims(lse, last)));
     Array hot = oneHot(labels, x.shape()[static_cast<int>(last)], x.dtype());
-    return std::vector<Array>{sub(mul(p, expandDims(add(dloss, dlse), last)), mul(hot, expandDims(dloss, last)))};
+    Array d = sub(mul(p, expandDims(add(dloss, dlse), last)), mul(hot, expandDims(dloss, last)));
+    return std::vector<Array>{astype(d, in[0].dtype())};
   };
   VjpOutput v = vjp(composite, {a.operands[0], a.operands[2], a.operands[3], a.operands[4]});
   std::vector<Array> ct = v.pullback({a.cotangents[0]});

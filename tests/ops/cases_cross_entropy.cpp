@@ -28,7 +28,7 @@ double rowLse(const HostTensor& x, int64_t row, int64_t classes) {
 std::vector<HostTensor> forwardRef(const std::vector<HostTensor>& in) {
   const HostTensor &x = in[0], &labels = in[1];
   const int64_t classes = x.aval.shape[x.aval.rank() - 1];
-  const Aval rows{labels.aval.shape, x.aval.dtype};
+  const Aval rows{labels.aval.shape, x.aval.dtype == DType::BF16 ? DType::F32 : x.aval.dtype};
   HostTensor loss = HostTensor::zeros(rows), lse = HostTensor::zeros(rows);
   for (int64_t r = 0; r < labels.numel(); ++r) {
     const double l = rowLse(x, r, classes);
@@ -84,7 +84,7 @@ void addCrossEntropy(std::vector<OpCase>& cases, std::mt19937& rng, DType t, con
   c.attrs = ir::NoAttrs{};
   c.inputs = {x, labels};
   c.reference = forwardRef;
-  if (t == DType::F32) c.rtol = c.atol = 1e-5;
+  if (t != DType::F64) c.rtol = c.atol = 1e-5;  // bf16 logits: exact in f32, the rows computed in f32
   cases.push_back(c);
 
   // The gradient at the forward pass's own lse, with random cotangents for the loss and the lse.
@@ -96,6 +96,7 @@ void addCrossEntropy(std::vector<OpCase>& cases, std::mt19937& rng, DType t, con
   gc.inputs = {x, labels, fwd[1], randomTensor(fwd[1].aval, rng), randomTensor(fwd[1].aval, rng)};
   gc.reference = gradRef;
   if (t == DType::F32) gc.rtol = gc.atol = 1e-5;
+  if (t == DType::BF16) gc.rtol = gc.atol = 4e-3;  // the f32 gradient rounded once to bf16 (2^-9 relative)
   cases.push_back(gc);
 }
 
@@ -111,6 +112,11 @@ void addCrossEntropyCases(std::vector<OpCase>& cases, std::mt19937& rng) {
     addCrossEntropy(cases, rng, t, Shape{4, 10}, DType::I64, false, true);
     addCrossEntropy(cases, rng, t, Shape{0, 5}, DType::I32);          // no rows
   }
+  // bf16 logits (a language model's head under autocast): row values in f32, the gradient in bf16.
+  addCrossEntropy(cases, rng, DType::BF16, Shape{4, 7}, DType::I32);
+  addCrossEntropy(cases, rng, DType::BF16, Shape{3, 1029}, DType::I64);
+  addCrossEntropy(cases, rng, DType::BF16, Shape{5, 9}, DType::I32, true);
+  addCrossEntropy(cases, rng, DType::BF16, Shape{4, 10}, DType::I64, false, true);
 }
 
 }  // namespace tsr::test

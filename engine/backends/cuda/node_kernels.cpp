@@ -670,7 +670,8 @@ std::optional<GeneratedKernel> scatterKernel(const ir::Graph& g, const ir::Node&
   return gk;
 }
 
-// softmax_cross_entropy and its gradient over f32 logits viewed as [rows, V]: a block per row. The forward keeps
+// softmax_cross_entropy and its gradient over f32 or bf16 logits viewed as [rows, V] (f32 arithmetic, the rows'
+// values f32, bf16 logits' gradient rounded once): a block per row. The forward keeps
 // an online (max, sum of exp) pair per thread in base 2 (one exp2 a logit, a rescale where the max grows),
 // combined across the warp with shuffles and across warps in shared memory, so the logits are read once; the
 // gradient reads each logit once and writes exp(x - lse) (dloss + dlse), less dloss at the label.
@@ -679,19 +680,23 @@ std::optional<GeneratedKernel> crossEntropyKernel(const ir::Graph& g, const ir::
   const Aval& labels = g.aval(n.operands[1]);
   const char* L = storageType(labels.dtype);
   const int64_t classes = x.shape[x.rank() - 1], rows = labels.numel();
-  if (x.dtype != DType::F32 || !L || !isIntType(labels.dtype) || rows == 0) return std::nullopt;
+  if ((x.dtype != DType::F32 && x.dtype != DType::BF16) || !L || !isIntType(labels.dtype) || rows == 0)
+    return std::nullopt;
   const int numArgs = static_cast<int>(k.args.size());
   auto arg = [&](int i) { return fmt::format("p{}", i); };
   std::string c = header(k.info.name, numArgs);
   c += "  const long long row = blockIdx.x;\n";
-  c += fmt::format("  const float* x = (const float*){} + row * {}LL;\n", arg(k.operandArgs[0]), classes);
+  c += fmt::format("  const {0}* xr = (const {0}*){1} + row * {2}LL;\n", x.dtype == DType::BF16 ? "u16" : "float",
+                   arg(k.operandArgs[0]), classes);
+  const std::string xAt = x.dtype == DType::BF16 ? "tsr_bf16_to_f32(xr[{}])" : "xr[{}]";
+  auto logit = [&](const char* j) { return fmt::format(fmt::runtime(xAt), j); };
   c += fmt::format("  const long long label = (long long)((const {}*){})[row];\n", L, arg(k.operandArgs[1]));
   c += "  const float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f, kInf = __int_as_float(0x7f800000);\n";
   if (n.op == OpCode::SoftmaxCrossEntropy) {
     // m and s: the running max of x log2(e) and the sum of 2^(t - m); a thread without finite entries has m -inf.
     c += "  float m = -kInf, s = 0.0f;\n";
     c += fmt::format("  for (long long j = threadIdx.x; j < {}LL; j += blockDim.x) {{\n", classes);
-    c += "    const float t = x[j] * kLog2e;\n";
+    c += fmt::format("    const float t = {} * kLog2e;\n", logit("j"));
     c += "    if (t > m) { s = s * exp2f(m - t) + 1.0f; m = t; }\n";
     c += "    else if (t != -kInf) s += exp2f(t - m);\n";
     c += "  }\n";
@@ -720,17 +725,19 @@ std::optional<GeneratedKernel> crossEntropyKernel(const ir::Graph& g, const ir::
     // A NaN logit makes s NaN (exp2 of NaN); a row of -inf keeps s 0 and lse -inf.
     c += "  const float lse = m == -kInf ? (s != s ? s : -kInf) : (m + log2f(s)) * kLn2;\n";
     c += fmt::format("  ((float*){})[row] = lse;\n", arg(k.resultArgs[1]));
-    c += fmt::format("  ((float*){})[row] = label >= 0 && label < {}LL ? lse - x[label] : __int_as_float(0x7fc00000);\n",
-                     arg(k.resultArgs[0]), classes);
+    c += fmt::format("  ((float*){})[row] = label >= 0 && label < {}LL ? lse - {} : __int_as_float(0x7fc00000);\n",
+                     arg(k.resultArgs[0]), classes, logit("label"));
     c += "}\n";
   } else {
     c += fmt::format("  const float lse2 = ((const float*){})[row] * kLog2e;\n", arg(k.operandArgs[2]));
     c += fmt::format("  const float dloss = ((const float*){})[row];\n", arg(k.operandArgs[3]));
     c += fmt::format("  const float gsum = dloss + ((const float*){})[row];\n", arg(k.operandArgs[4]));
-    c += fmt::format("  float* dx = (float*){} + row * {}LL;\n", arg(k.resultArgs[0]), classes);
+    c += fmt::format("  {0}* dx = ({0}*){1} + row * {2}LL;\n", x.dtype == DType::BF16 ? "u16" : "float",
+                     arg(k.resultArgs[0]), classes);
     c += fmt::format("  for (long long j = threadIdx.x; j < {}LL; j += blockDim.x) {{\n", classes);
-    c += "    const float d = exp2f(x[j] * kLog2e - lse2) * gsum;\n";
-    c += "    dx[j] = j == label ? d - dloss : d;\n";
+    c += fmt::format("    const float d = exp2f({} * kLog2e - lse2) * gsum;\n", logit("j"));
+    if (x.dtype == DType::BF16) c += "    dx[j] = tsr_f32_to_bf16(j == label ? d - dloss : d);\n";
+    else c += "    dx[j] = j == label ? d - dloss : d;\n";
     c += "  }\n}\n";
   }
   GeneratedKernel gk = finish(c, rows, numArgs);
