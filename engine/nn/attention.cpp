@@ -28,7 +28,7 @@ Array mergeHeads(const Array& x) {
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, const Dropout& dropout,
                           Context& ctx) {
   const bool dropping = dropout.rate > 0 && ctx.training();
-  if (ctx.fusedAttention() && !dropping && (q.dtype() == DType::F32 || q.dtype() == DType::F64)) {
+  if (ctx.fusedAttention() && !dropping && isFloating(q.dtype())) {
     // [B, H, T, D] -> the op's [B, T, H, D]: these transposes cancel the heads' split and merge around it.
     const Axes swap = {0, 2, 1, 3};
     return transpose(tsr::dotProductAttention(transpose(q, swap), transpose(k, swap), transpose(v, swap), causal),

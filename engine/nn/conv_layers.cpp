@@ -6,6 +6,7 @@
 
 #include "engine/core/env_options.h"
 #include "engine/random/random.h"
+#include "engine/transform/autocast.h"
 #include "engine/transform/custom_vjp.h"
 #include "engine/transform/trace.h"
 
@@ -163,7 +164,9 @@ Array Upsample::apply(const Array& x) const {
 
 Tree RMSNorm::init() const { return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}}); }
 
-Array RMSNorm::apply(const Tree& p, const Array& x) const {
+// The norms compute in f32 under autocast (bf16 inputs widened), as torch.autocast runs them.
+Array RMSNorm::apply(const Tree& p, const Array& x0) const {
+  const Array x = autocastWiden(x0);
   return x * rsqrt(mean(square(x), {-1}, true) + eps) * p.find("weight")->leaf();
 }
 
@@ -171,7 +174,8 @@ Tree GroupNorm::init() const {
   return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}, {"bias", Tree(Array::zeros({dim}, dtype))}});
 }
 
-Array GroupNorm::apply(const Tree& p, const Array& x) const {
+Array GroupNorm::apply(const Tree& p, const Array& x0) const {
+  const Array x = autocastWiden(x0);
   if (x.rank() < 2 || x.dim(-1) != dim || groups < 1 || dim % groups)
     raise(makeError("GroupNorm: {} channels in {} groups, got inputs {}", dim, groups, x.aval().toString()));
   std::vector<int64_t> grouped = x.shape().dims();
@@ -241,7 +245,8 @@ std::vector<Array> batchNormTrainingOp(const Array& x, const Array& scale, const
 
 bool fusedBatchNorm() { return envOptions().fusedBatchNorm == "on"; }
 
-BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array& x, bool training) const {
+BatchNorm::Output BatchNorm::apply(const Tree& p, const Tree& stats, const Array& x0, bool training) const {
+  const Array x = autocastWiden(x0);
   if (x.rank() < 2 || x.dim(-1) != dim)
     raise(makeError("BatchNorm: {} features (the last axis) over a batch, got inputs {}", dim, x.aval().toString()));
   const Tree* runningMean = stats.isLeaf() ? nullptr : stats.find("running_mean");

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/random/random.h"
+#include "engine/transform/autocast.h"
 
 namespace tsr::nn {
 
@@ -50,7 +51,9 @@ Tree LayerNorm::init() const {
   return Tree::dict({{"weight", Tree(Array::ones({dim}, dtype))}, {"bias", Tree(Array::zeros({dim}, dtype))}});
 }
 
-Array LayerNorm::apply(const Tree& p, const Array& x) const {
+// In f32 under autocast (bf16 inputs widened), as torch.autocast runs layer_norm.
+Array LayerNorm::apply(const Tree& p, const Array& x0) const {
+  const Array x = autocastWiden(x0);
   Array mu = mean(x, {-1}, true);
   Array xc = x - mu;
   Array var = mean(square(xc), {-1}, true);

@@ -226,7 +226,8 @@ GradientTransformation chain(std::vector<GradientTransformation> parts) {
 }
 
 Array softmaxCrossEntropy(const Array& logits, const Array& labels) {
-  return mean(softmaxCrossEntropyWithIntegerLabels(astype(logits, DType::F32), labels));
+  // bf16 logits (a head under autocast) go to the op as they are: it computes in f32 without a widened copy.
+  return mean(softmaxCrossEntropyWithIntegerLabels(logits, labels));
 }
 
 Array softmaxCrossEntropyProbs(const Array& logits, const Array& labelProbs) {

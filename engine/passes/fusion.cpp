@@ -629,7 +629,9 @@ Result<FusionPlan> Planner::run() {
                m_g.aval(nd.operands[0]).dtype == DType::F32 &&
                axesContiguousRange(std::get<ir::ReduceAttrs>(nd.attrs).axes)) {
       visitReduction(n);
-    } else if (nd.op == OpCode::DotGeneral && m_g.aval(nd.results[0]).dtype == DType::F32) {
+    } else if (nd.op == OpCode::DotGeneral &&
+               (m_g.aval(nd.results[0]).dtype == DType::F32 || m_g.aval(nd.results[0]).dtype == DType::BF16)) {
+      // A bf16 product (autocast) is a GEMM too (cuBLASLt writes bf16); its epilogue stays f32-only, as loops do.
       resolveOperands(n, false);
       newGroup(GroupKind::Gemm, n, m_g.aval(nd.results[0]).shape, "");
     } else if (nd.op == OpCode::ConvGeneralDilated && m_opt.convEpilogues && floatsOnly &&

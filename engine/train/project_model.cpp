@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "engine/project/model_family.h"
+#include "engine/transform/autocast.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::train {
@@ -16,6 +17,11 @@ int64_t configuredVocab(const project::Project& p) {
 Array projectLoss(const project::TrainSection& t, const Array& logits, const Array& labels) {
   if (t.loss == "mse") return optim::meanSquaredError(logits, oneHot(labels, logits.shape().dims().back()));
   return optim::softmaxCrossEntropy(logits, labels);
+}
+
+std::optional<DType> computeDTypeOf(const project::Project& p) {
+  if (p.precision == "bf16") return DType::BF16;
+  return std::nullopt;
 }
 
 Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
@@ -39,10 +45,24 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
     return makeError("{}: the {} family ({}) built a model without init, or with neither apply nor loss", p.file,
                      family->name, family->origin);
   m.init = model->init;
+  // [precision] compute = "bf16": the model's loss and forward pass are traced under autocast (mixed precision:
+  // bf16 products, f32 norms, softmax and loss; f32 parameters and optimizer state).
+  const std::optional<DType> compute = computeDTypeOf(p);
+  // A Python model is traced in its own interpreter (python_family.cpp), where this process's autocast does not
+  // reach: refused rather than trained in f32 under a bf16 setting.
+  if (compute && (family->name == "python" || family->name == "python_lm"))
+    return makeError("{}: [precision] compute = \"{}\" is not available for a Python model ({}) yet: it is traced in "
+                     "its own interpreter, outside autocast; cast inside model.py with astype, or set compute = \"f32\"",
+                     p.file, p.precision, family->name);
+  m.computeDType = compute;
   if (model->loss) {
-    m.loss = [model](const Tree& prm, const Batch& b, nn::Context& ctx) { return model->loss(prm, b.inputs, b.targets, ctx); };
+    m.loss = [model, compute](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      AutocastScope autocast(compute);
+      return model->loss(prm, b.inputs, b.targets, ctx);
+    };
   } else {
-    m.loss = [model, t, metrics = family->metrics](const Tree& prm, const Batch& b, nn::Context& ctx) {
+    m.loss = [model, t, compute, metrics = family->metrics](const Tree& prm, const Batch& b, nn::Context& ctx) {
+      AutocastScope autocast(compute);
       Array logits = model->apply(prm, b.inputs, ctx);
       // Scored on evaluation batches only: the training step keeps the graph (and, under a mesh, the collectives)
       // its loss needs.
@@ -56,7 +76,8 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
     };
   }
   if (model->apply)
-    m.forward = [model](const Tree& prm, const Tree& state, const Array& inputs) {
+    m.forward = [model, compute](const Tree& prm, const Tree& state, const Array& inputs) {
+      AutocastScope autocast(compute);
       nn::Context ctx;
       ctx.setState(state);
       return model->apply(prm, inputs, ctx);

@@ -2,6 +2,7 @@
 // A project's model and optimiser as a training run builds them: `tessera train`, `tessera bench`, evaluation and
 // generation all go through here, so they measure and load the same thing.
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "engine/core/result.h"
@@ -29,7 +30,12 @@ struct ProjectModel {
   std::string flopsRule;
   std::string itemName = "samples";  // "tokens" for a language model
   project::BatchSignature batch;     // what a step trains on, at [train] batch_size and seq_len
+  // [precision] compute: bf16 when the loss and forward are traced under autocast (engine/transform/autocast.h)
+  std::optional<DType> computeDType;
 };
+
+// The autocast dtype of [precision] compute: bf16 for "bf16", none for "f32".
+std::optional<DType> computeDTypeOf(const project::Project& p);
 
 // The vocabulary a language-model project is configured for: GPT-2's 50257 with its tokenizer, else [data]
 // vocab_size.

@@ -90,7 +90,9 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
   s.trainer->setRemat(t.remat == "blocks"          ? RematPolicy::NothingSaveable
                       : t.remat == "dots_saveable" ? RematPolicy::DotsSaveable
                                                    : RematPolicy::None);
-  s.trainer->setFusedAttention(nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision));
+  // Products under bf16 autocast are bf16 whatever the f32 matmul precision: attention fuses as with bf16 matmuls.
+  s.trainer->setFusedAttention(
+      nn::fusedAttentionFor(envOptions().device, s.model.computeDType ? "bf16" : envOptions().matmulPrecision));
   s.trainer->setFusedBatchNorm(nn::fusedBatchNorm());
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 

@@ -6,6 +6,7 @@
 
 #include "engine/ir/attrs.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autocast.h"
 #include "engine/transform/padding.h"
 #include "engine/transform/trace.h"
 
@@ -85,8 +86,10 @@ Array convGeneralDilated(const Array& lhs, const Array& rhs, Axes windowStrides,
     at.paddingLo.push_back(lo);
     at.paddingHi.push_back(hi);
   }
-  DType t = promoteTypes(lhs.dtype(), rhs.dtype());
-  return bind1(OpCode::ConvGeneralDilated, {astype(lhs, t, loc), astype(rhs, t, loc)}, at, loc);
+  // Under autocast the f32 operands are read in the compute dtype (convolutions take floats only).
+  const Array l = autocastOperand(lhs, loc), r = autocastOperand(rhs, loc);
+  DType t = promoteTypes(l.dtype(), r.dtype());
+  return bind1(OpCode::ConvGeneralDilated, {astype(l, t, loc), astype(r, t, loc)}, at, loc);
 }
 
 Array conv(const Array& lhs, const Array& rhs, Axes windowStrides, const ConvPadding& padding,

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "engine/transform/api.h"
+#include "engine/transform/autocast.h"
 #include "engine/transform/trace.h"
 
 namespace tsr {
@@ -121,7 +122,11 @@ Array argmin(const Array& x, int64_t axis, DType indexDtype, std::source_locatio
   return argReduce(OpCode::Argmin, x, axis, indexDtype, loc);
 }
 
-Array dotGeneral(const Array& a, const Array& b, const DotDims& d, std::source_location loc) {
+Array dotGeneral(const Array& a0, const Array& b0, const DotDims& d, std::source_location loc) {
+  // Under autocast both f32 operands are read in the compute dtype, and only floats are (an integer product
+  // stays exact).
+  const bool floats = isFloating(a0.dtype()) && isFloating(b0.dtype());
+  const Array a = floats ? autocastOperand(a0, loc) : a0, b = floats ? autocastOperand(b0, loc) : b0;
   DType t = promoteTypes(a.dtype(), b.dtype());
   return bind1(OpCode::DotGeneral, {astype(a, t, loc), astype(b, t, loc)},
                ir::DotGeneralAttrs{d.lhsContracting, d.rhsContracting, d.lhsBatch, d.rhsBatch}, loc);
@@ -269,22 +274,33 @@ Array oneHot(const Array& indices, int64_t depth, DType dtype, std::source_locat
 // The max that keeps exp in range carries no gradient (stop_gradient, as in jax.nn): the result does not depend
 // on it, and differentiating through it would add a reduce_max backward (an equality mask the size of x, and a
 // select) whose contributions cancel exactly.
-Array softmax(const Array& x, int64_t axis, std::source_location loc) {
+// Under autocast these three read bf16 widened to f32 and give f32, as torch.autocast runs them.
+Array softmax(const Array& x0, int64_t axis, std::source_location loc) {
+  const Array x = autocastWiden(x0, loc);
   Array m = stopGradient(max(x, {axis}, true, loc), loc);
   Array e = exp(sub(x, m, loc), loc);
   return div(e, sum(e, {axis}, true, loc), loc);
 }
 
-Array logSoftmax(const Array& x, int64_t axis, std::source_location loc) {
+Array logSoftmax(const Array& x0, int64_t axis, std::source_location loc) {
+  const Array x = autocastWiden(x0, loc);
   Array shifted = sub(x, stopGradient(max(x, {axis}, true, loc), loc), loc);
   return sub(shifted, log(sum(exp(shifted, loc), {axis}, true, loc), loc), loc);
 }
 
+// The op computes in f32 or f64: bf16 and f16 operands are widened and the output narrowed back to q's dtype,
+// as PyTorch's scaled_dot_product_attention keeps its inputs' dtype.
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, std::source_location loc) {
-  return bind(OpCode::DotProductAttention, {q, k, v}, ir::AttentionAttrs{causal}, loc)[0];
+  const DType t = q.dtype();
+  if (t != DType::BF16 && t != DType::F16)
+    return bind(OpCode::DotProductAttention, {q, k, v}, ir::AttentionAttrs{causal}, loc)[0];
+  auto wide = [&](const Array& x) { return astype(x, DType::F32, loc); };
+  return astype(bind(OpCode::DotProductAttention, {wide(q), wide(k), wide(v)}, ir::AttentionAttrs{causal}, loc)[0], t,
+                loc);
 }
 
-Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location loc) {
+Array logsumexp(const Array& x0, Axes axes, bool keepDims, std::source_location loc) {
+  const Array x = autocastWiden(x0, loc);
   Array m = stopGradient(max(x, axes, true, loc), loc);
   Array r = add(log(sum(exp(sub(x, m, loc), loc), axes, true, loc), loc), m, loc);
   if (keepDims) return r;
@@ -292,7 +308,8 @@ Array logsumexp(const Array& x, Axes axes, bool keepDims, std::source_location l
 }
 
 Array softmaxCrossEntropyWithIntegerLabels(const Array& logits, const Array& labels, std::source_location loc) {
-  const Array x = logits.dtype() == DType::F32 || logits.dtype() == DType::F64 ? logits : astype(logits, DType::F32, loc);
+  // bf16 logits go in as they are (the op computes in f32 and gives f32 losses); f16 is widened.
+  const Array x = logits.dtype() == DType::F16 ? astype(logits, DType::F32, loc) : logits;
   return bind(OpCode::SoftmaxCrossEntropy, {x, labels}, ir::NoAttrs{}, loc)[0];
 }
 

@@ -22,8 +22,9 @@ std::string sourceDir() {
   return v && *v ? v : TSR_SOURCE_DIR;
 }
 
-Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq) {
+Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq, const std::string& compute) {
   TSR_ASSIGN(project::Project p, project::loadProject(sourceDir() + "/sample_projects/" + name));
+  if (!compute.empty()) p.precision = compute;
   // The step from avals, as `tessera compile` traces it: no data, no weights.
   train::SetupOverrides o;
   o.batchSize = batch;

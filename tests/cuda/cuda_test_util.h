@@ -12,8 +12,10 @@
 
 namespace tsr::test {
 
-// The training step of sample_projects/<name> for batch x seq (seq only for gpt2), after the standard passes.
-Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq);
+// The training step of sample_projects/<name> for batch x seq (seq only for gpt2), after the standard passes;
+// `compute` overrides the project's [precision] compute ("bf16": traced under autocast).
+Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int64_t seq,
+                                     const std::string& compute = "");
 // The CPU backend's lowered program of g (fusion plan and memory plan): what the CUDA backend runs.
 Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g);
 // The dotted path of every leaf of d, in flatten order ("params.wte", "opt.mu.wte").

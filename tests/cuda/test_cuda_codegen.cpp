@@ -61,17 +61,22 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
     const char* project;
     int batch;
     int seq;
+    const char* compute = "";  // "bf16": the step under autocast (bf16 products and activations)
   };
   const Row rows[] = {
       {"gpt2_mini", 2, 32},
       {"mlp_sharding", 8, 0},
       {"vit_tiny", 2, 0},
       {"resnet_cifar", 2, 0},
+      {"gpt2_mini", 2, 32, "bf16"},
+      {"vit_tiny", 2, 0, "bf16"},
+      {"resnet_cifar", 2, 0, "bf16"},
   };
   for (const Row& row : rows) {
-    SUBCASE(row.project) {
+    const std::string name = std::string(row.project) + (*row.compute ? std::string(" compute ") + row.compute : "");
+    SUBCASE(name.c_str()) {
       const char* project = row.project;
-      auto cg = projectStepGraph(project, row.batch, row.seq);
+      auto cg = projectStepGraph(project, row.batch, row.seq, row.compute);
       REQUIRE_MESSAGE(cg.ok(), cg.error().message);
       auto lowered = lowerForCuda(cg->graph);
       REQUIRE_MESSAGE(lowered.ok(), lowered.error().message);
@@ -106,7 +111,14 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
           if (ks[i].hasProgram) ++shapes["conv epilogue"];
         }
       }
-      if (std::string(project) == "resnet_cifar") {
+      std::string summary;
+      for (const auto& [k, n] : shapes) summary += " " + k + "=" + std::to_string(n);
+      summary += "; on the host:";
+      for (const auto& [k, n] : hostOps) summary += " " + k + " x" + std::to_string(n);
+      MESSAGE(name << ": " << ks.size() << " kernels, " << prog->kernels.size()
+                      << " distinct generated sources compiled;" << summary);
+      // Under autocast the convolutions give bf16, which no epilogue fuses yet: each runs alone (cuDNN takes bf16).
+      if (std::string(project) == "resnet_cifar" && !*row.compute) {
         REQUIRE(shapes["conv epilogue"] > 0);
         if (cuda::cudnnBuilt()) TSR_COMPARE(shapes["conv epilogue cudnn"], shapes["conv epilogue"]);
       }
@@ -119,12 +131,6 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
       // TESSERA_PRINT_KERNELS=1: every generated source, to read what the generator makes of a real step.
       if (getenv("TESSERA_PRINT_KERNELS") != nullptr)
         for (const auto& k : prog->kernels) std::fprintf(stderr, "%s\n", k.body.c_str());
-      std::string summary;
-      for (const auto& [k, n] : shapes) summary += " " + k + "=" + std::to_string(n);
-      summary += "; on the host:";
-      for (const auto& [k, n] : hostOps) summary += " " + k + " x" + std::to_string(n);
-      MESSAGE(std::string(project) << ": " << ks.size() << " kernels, " << prog->kernels.size()
-                      << " distinct generated sources compiled;" << summary);
       REQUIRE_MESSAGE(hostOps.empty(), "a training step has kernels on host copies (listed above)");
     }
   }

@@ -127,6 +127,22 @@ TEST_CASE("a model.py project is read, and its loss is the one model.py writes")
   TSR_COMPARE(m->forward(params, Tree(), b.inputs).aval(), (Aval{Shape{16, 3}, DType::F32}));
 }
 
+// [precision] compute = "bf16" cannot reach a model traced in its own interpreter: refused, not run in f32.
+TEST_CASE("a model.py project refuses bf16 compute clearly") {
+  if (!havePython()) TSR_SKIP("no Python front end in this build");
+  test::TempDir dir;
+  write(dir.filePath("model.py"), kModel);
+  write(dir.filePath("project.toml"), kProject);
+  auto overrides = project::parseOverrides({"precision.compute=bf16"});
+  REQUIRE(overrides.ok());
+  auto p = project::loadProject(dir.path(), *overrides);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto m = train::buildModel(*p, 0);
+  REQUIRE(!m.ok());
+  REQUIRE_MESSAGE(m.error().message.find("not available for a Python model") != std::string::npos, m.error().message);
+  REQUIRE_MESSAGE(m.error().message.find("project.toml") != std::string::npos, m.error().message);
+}
+
 TEST_CASE("a model.py project trains, and its ops carry model.py's lines") {
   if (!havePython()) TSR_SKIP("no Python front end in this build");
   test::TempDir dir;

@@ -5,6 +5,8 @@
 #include <random>
 
 #include "engine/transform/api.h"
+#include "engine/transform/autocast.h"
+#include "engine/transform/autodiff.h"
 #include "engine/transform/trace.h"
 
 using namespace tsr;
@@ -192,4 +194,90 @@ TEST_CASE("shapeErrorNamesOpShapesAndCallSite") {
   REQUIRE(!capture([&] { return Array() + a; }).ok());
   REQUIRE(!capture([&] { return transpose(a, {0, 0}); }).ok());
   REQUIRE(!capture([&] { return Array::scalar(1.0).item() + a.item(); }).ok());
+}
+
+namespace {
+
+// x rounded to bf16 (round to nearest even), as a double.
+double toBf16(double x) { return static_cast<double>(static_cast<float>(bf16(static_cast<float>(x)))); }
+
+// [M, K] . [K, N] in double over the operands rounded to bf16.
+std::vector<double> bf16Product(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t k,
+                                int64_t n) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p)
+        s += toBf16(a[static_cast<size_t>(i * k + p)]) * toBf16(b[static_cast<size_t>(p * n + j)]);
+      out.push_back(s);
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("autocastRunsProductsInBf16AndSoftmaxInF32") {
+  std::mt19937 rng(11);
+  Array a = randomArray({5, 9}, rng), b = randomArray({9, 4}, rng);
+  const std::vector<double> want = bf16Product(a.toDoubles(), b.toDoubles(), 5, 9, 4);
+  {
+    AutocastScope autocast(DType::BF16);
+    REQUIRE(autocastDType() == DType::BF16);
+    Array r = matmul(a, b);
+    TSR_COMPARE(r.dtype(), DType::BF16);
+    // The product of the rounded operands (accumulated in f32), rounded once: within bf16's half ulp, 2^-9.
+    expectNear(r.toDoubles(), want, 1.0 / 256, "autocast matmul");
+    // Integers stay exact, f64 stays f64.
+    Array i = Array::fromVector({1, 2, 3, 4}, Shape{2, 2}, DType::I32);
+    TSR_COMPARE(matmul(i, i).dtype(), DType::I32);
+    TSR_COMPARE(matmul(astype(a, DType::F64), astype(b, DType::F64)).dtype(), DType::F64);
+    // softmax reads the bf16 product widened and gives f32, matching a double softmax of the same values.
+    Array s = softmax(r, -1);
+    TSR_COMPARE(s.dtype(), DType::F32);
+    const std::vector<double> rv = r.toDoubles();
+    std::vector<double> ref;
+    for (int64_t row = 0; row < 5; ++row) {
+      double m = -1e300, z = 0;
+      for (int64_t j = 0; j < 4; ++j) m = std::max(m, rv[static_cast<size_t>(row * 4 + j)]);
+      for (int64_t j = 0; j < 4; ++j) z += std::exp(rv[static_cast<size_t>(row * 4 + j)] - m);
+      for (int64_t j = 0; j < 4; ++j) ref.push_back(std::exp(rv[static_cast<size_t>(row * 4 + j)] - m) / z);
+    }
+    expectNear(s.toDoubles(), ref, 1e-6, "autocast softmax");
+    {
+      AutocastScope off(std::nullopt);  // switched off inside
+      TSR_COMPARE(matmul(a, b).dtype(), DType::F32);
+    }
+    TSR_COMPARE(matmul(a, b).dtype(), DType::BF16);
+  }
+  REQUIRE(!autocastDType().has_value());
+  TSR_COMPARE(matmul(a, b).dtype(), DType::F32);
+}
+
+// The gradient of an f32 weight through a bf16 product is f32 (the convert's vjp), and near the f32 gradient
+// worked out by hand: d/dw sum((x w)^2) = 2 x^T (x w).
+TEST_CASE("autocastGradientsOfF32WeightsAreF32") {
+  std::mt19937 rng(12);
+  const int64_t m = 6, k = 8, n = 3;
+  Array x = randomArray({m, k}, rng), w = randomArray({k, n}, rng);
+  auto loss = [&](const Tree& p) {
+    AutocastScope autocast(DType::BF16);
+    return sum(square(matmul(x, p.leaf())));
+  };
+  Tree g = grad(loss)(Tree(w));
+  TSR_COMPARE(g.leaf().dtype(), DType::F32);
+  const std::vector<double> xv = x.toDoubles(), wv = w.toDoubles();
+  std::vector<double> want(static_cast<size_t>(k * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double y = 0;
+      for (int64_t p = 0; p < k; ++p) y += xv[static_cast<size_t>(i * k + p)] * wv[static_cast<size_t>(p * n + j)];
+      for (int64_t p = 0; p < k; ++p) want[static_cast<size_t>(p * n + j)] += 2 * xv[static_cast<size_t>(i * k + p)] * y;
+    }
+  // bf16 operands, product and cotangents: a few bf16 ulps of the gradient's scale.
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  const std::vector<double> got = g.leaf().toDoubles();
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) <= 0.03 * scale, "element " << i << ": " << got[i] << " vs " << want[i]);
 }

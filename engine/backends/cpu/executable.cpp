@@ -763,7 +763,8 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
       if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
       return;
     case GroupKind::Gemm:
-      if (k.gemm)
+      // OpenBLAS's SGEMM for f32; a bf16 product (autocast) through its op's kernel (widened, rounded once).
+      if (k.gemm && graph.aval(k.args[static_cast<size_t>(k.resultArgs[0])]).dtype == DType::F32)
         runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
       else

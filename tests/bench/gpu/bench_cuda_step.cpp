@@ -4,6 +4,7 @@
 // line like the peers (tests/bench/gpu/*_peer.py).
 //
 //   bench_cuda_step --project sample_projects/gpt2_124m --batch 16 --seq 1024 --steps 10 --precision bf16
+//   bench_cuda_step ... --compute bf16    # the project's [precision] compute: autocast, bf16 activations
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +48,7 @@ int fail(const std::string& why) {
 int main(int argc, char** argv) {
   tsr::registerBackends();
   CLI::App app{"Time a project's training step on the CUDA backend"};
-  std::string projectPath, precision = "f32", peer = "tessera";
+  std::string projectPath, precision = "f32", compute, peer = "tessera";
   int64_t batch = 0, seq = 0, steps = 10, warmup = 2;
   app.add_option("--project", projectPath, "Project folder")->required();
   app.add_option("--batch", batch, "Batch size (default: the project's)");
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_option("--precision", precision, "Matmul precision: f32, tf32 or bf16")->capture_default_str();
+  app.add_option("--compute", compute, "[precision] compute: f32, or bf16 (autocast; default: the project's)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--peer", peer, "The name of this run in the JSON line (an A/B variant)")->capture_default_str();
   bool describe = false;
   app.add_flag("--describe", describe, "Print every kernel's path (nvrtc, cublaslt, cudnn, host) to stderr");
@@ -70,6 +73,10 @@ int main(int argc, char** argv) {
   cuda::setMatmulPrecision(*prec);
   auto loaded = project::loadProject(projectPath);
   if (!loaded.ok()) return fail(loaded.error().message);
+  if (!compute.empty()) loaded->precision = compute;
+  const bool autocast = loaded->precision == "bf16";
+  // Products under autocast are bf16 whatever the f32 matmul precision.
+  const std::string productPrecision = autocast ? "bf16" : precision;
   train::SetupOverrides o;
   o.batchSize = batch;
   o.seqLen = seq;
@@ -80,7 +87,7 @@ int main(int argc, char** argv) {
   const project::Project& p = setup->project;
   const train::ProjectModel& model = setup->model;
   train::Trainer& trainer = *setup->trainer;
-  trainer.setFusedAttention(nn::fusedAttentionFor("cuda", precision));
+  trainer.setFusedAttention(nn::fusedAttentionFor("cuda", productPrecision));
   train::TrainState& state = setup->state;
   const bool lm = p.model.languageModel();
   std::vector<train::Batch> batches;
@@ -242,8 +249,12 @@ int main(int argc, char** argv) {
       {"workload", p.model.family},
       {"device", dev.name()},
       {"precision", precision},
-      {"fused_attention", nn::fusedAttentionFor("cuda", precision)},
-      {"mode", "matmul inputs " + precision + ", f32 accumulation; activations, master weights and optimizer state f32"},
+      {"compute", loaded->precision},
+      {"fused_attention", nn::fusedAttentionFor("cuda", productPrecision)},
+      {"mode", autocast ? std::string("autocast: products bf16 in and out (f32 accumulation), norms, softmax and loss f32; "
+                                      "master weights and optimizer state f32")
+                        : "matmul inputs " + precision +
+                              ", f32 accumulation; activations, master weights and optimizer state f32"},
       {"batch", p.train.batchSize},
       {"seq", lm ? p.train.seqLen : 0},
       {"params", model.numParams},

@@ -7,7 +7,7 @@
 # into a run store (for the IDE's timeline). Prints one JSON line per run and a summary with the ratios.
 # Needs .gpukit/tessera-gpukit.tar.xz (scripts/gpu_kit.sh, run where the Debian dev packages are).
 #
-#   bash tests/bench/gpu/run_all.sh [all|tests|samples|ranks|gemm|resnet|gpt2|vit|attention|curve|profile]...
+#   bash tests/bench/gpu/run_all.sh [all|tests|samples|ranks|gemm|resnet|gpt2|vit|attention|curve|autocast|profile]...
 #   TESSERA_GPU_PEERS=0   Tessera's runs alone (the peers' figures from an earlier call on the same kind of GPU)
 #   TESSERA_GPU_GEMM_AB=1  GPT-2 and ViT also with cuBLASLt's heuristic algorithms (TESSERA_GEMM_AUTOTUNE=0) as
 #                          peer "tessera_heuristic": what GEMM autotuning gains, on the same machine
@@ -143,6 +143,9 @@ fi
 
 if want gpt2; then
   TESSERA_GEMM_AUTOTUNE_LOG=1 run gpt2_tessera 240 "$bin/bench_cuda_step" --describe --kernels --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2
+  # The same step under autocast ([precision] compute = "bf16"): bf16 activations, as the peers' autocast runs.
+  run gpt2_tessera_autocast 240 "$bin/bench_cuda_step" --kernels --project "$root/sample_projects/gpt2_124m" --batch 16 \
+    --seq 1024 --precision bf16 --compute bf16 --steps 10 --warmup 2 --peer tessera_autocast
   [[ -n ${TESSERA_GPU_GEMM_AB:-} ]] && TESSERA_GEMM_AUTOTUNE=0 run gpt2_tessera_heuristic 120 "$bin/bench_cuda_step" \
     --project "$root/sample_projects/gpt2_124m" --batch 16 --seq 1024 --precision bf16 --steps 10 --warmup 2 --peer tessera_heuristic
   [[ -n ${TESSERA_GPU_ATTENTION_AB:-} ]] && TESSERA_FUSED_ATTENTION=off run gpt2_tessera_unfused 120 "$bin/bench_cuda_step" \
@@ -238,6 +241,36 @@ print(json.dumps({"check": "gpt2_mini_loss_curve", "steps_cpu": len(cpu), "steps
                   "first": [cpu.get(1), gpu.get(1)], "last": [cpu.get(200), gpu.get(200)],
                   "cpu_1_thread_max_rel_diff": max(rel1) if rel1 else None,
                   "pass": bool(steps) and len(steps) == 200 and max(rel) <= 1e-4}))
+PY
+fi
+
+if want autocast; then
+  # gpt2_mini, 200 steps with [precision] compute = "bf16" (autocast) on the CPU and on the GPU, and the f32 run on
+  # the CPU: bf16 rounding on both sides, so the check is how close, not equality.
+  ac=$work/autocast
+  mkdir -p "$ac" && cp -r "$root/sample_projects/gpt2_mini" "$ac/"
+  common=(train "$ac/gpt2_mini" --steps 200 --set train.log_every=1 --set train.eval_every=0
+          --set train.checkpoint_every=0 --quiet --sample 0)
+  run autocast_cpu 120 "$bin/tessera" "${common[@]}" --set precision.compute=bf16 --db "$ac/cpu.db"
+  run autocast_cuda 120 "$bin/tessera" "${common[@]}" --set precision.compute=bf16 --db "$ac/cuda.db" --device cuda
+  run autocast_cpu_f32 90 "$bin/tessera" "${common[@]}" --db "$ac/f32.db"
+  for n in cpu cuda f32; do "$bin/tessera" runs --db "$ac/$n.db" export --out "$ac/$n.csv" >/dev/null 2>&1; done
+  python3 - "$ac/cpu.csv" "$ac/cuda.csv" "$ac/f32.csv" <<'PY' | tee -a "$results"
+import csv, json, sys
+def losses(path):
+    try:
+        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
+    except OSError:
+        return {}
+cpu, gpu, f32 = (losses(p) for p in sys.argv[1:4])
+def worst(a, b):
+    steps = sorted(set(a) & set(b))
+    return max((abs(a[s] - b[s]) / max(abs(b[s]), 1e-12) for s in steps), default=None), len(steps)
+gc, n = worst(gpu, cpu)
+cf, _ = worst(cpu, f32)
+print(json.dumps({"check": "gpt2_mini_autocast", "steps_compared": n, "max_rel_diff_cuda_vs_cpu": gc,
+                  "max_rel_diff_cpu_bf16_vs_f32": cf, "last": [cpu.get(200), gpu.get(200), f32.get(200)],
+                  "pass": n == 200 and gc is not None and gc <= 1e-2}))
 PY
 fi
 
