@@ -69,7 +69,7 @@ Array Conv::apply(const Tree& p, const Array& x) const {
   checkInput("Conv", x, kernel.size(), in);
   Array y = convGeneralDilated(x, p.find("weight")->leaf(), strides, padding, {}, dilation, channelsLast(kernel.size()),
                                groups);
-  return useBias ? y + p.find("bias")->leaf() : y;
+  return useBias ? y + autocastOperand(p.find("bias")->leaf()) : y;  // bf16 under autocast, as the product
 }
 
 int64_t Conv::numParams() const { return product(kernel) * (in / std::max<int64_t>(groups, 1)) * out + (useBias ? out : 0); }
@@ -104,7 +104,7 @@ Array ConvTranspose::apply(const Tree& p, const Array& x) const {
   }
   Array y = convGeneralDilated(x, p.find("weight")->leaf(), std::vector<int64_t>(kernel.size(), 1), pads, s, {},
                                channelsLast(kernel.size()));
-  return useBias ? y + p.find("bias")->leaf() : y;
+  return useBias ? y + autocastOperand(p.find("bias")->leaf()) : y;  // bf16 under autocast, as the product
 }
 
 int64_t ConvTranspose::numParams() const { return product(kernel) * in * out + (useBias ? out : 0); }

@@ -4,6 +4,7 @@
 
 #include "engine/nn/attention.h"
 #include "engine/random/random.h"
+#include "engine/transform/autocast.h"
 
 namespace tsr::nn {
 
@@ -46,7 +47,7 @@ std::array<Array, 3> Gpt2::qkv(const Tree& cAttn, const Array& x) const {
             splitHeads(sliceAxis(fused, 2, 2 * c, 3 * c), m_cfg.nHead)};
   }
   // [B, T, C] . [C, 3, H, D] -> [B, T, 3, H, D]: a split of H stays a split of H down to the scores.
-  Array y = dotGeneral(x, cAttn.find("weight")->leaf(), {{2}, {0}, {}, {}}) + cAttn.find("bias")->leaf();
+  Array y = dotGeneral(x, cAttn.find("weight")->leaf(), {{2}, {0}, {}, {}}) + autocastOperand(cAttn.find("bias")->leaf());
   const int64_t b = x.dim(0), t = x.dim(1), h = m_cfg.nHead;
   auto part = [&](int64_t i) { return transpose(reshape(sliceAxis(y, 2, i, i + 1), {b, t, h, c / h}), {0, 2, 1, 3}); };
   return {part(0), part(1), part(2)};

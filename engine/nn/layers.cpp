@@ -32,7 +32,8 @@ Array Dense::apply(const Tree& p, const Array& x) const {
   int64_t last = x.rank() - 1;
   // x: [..., in] . W -> [..., out]; the contraction reads W in its stored layout.
   Array y = dotGeneral(x, w, {{last}, {layout == WeightLayout::InOut ? 0 : 1}, {}, {}});
-  if (useBias) y = y + p.find("bias")->leaf();
+  // Under autocast the bias joins the bf16 product in bf16 (torch.autocast's linear), so the output stays bf16.
+  if (useBias) y = y + autocastOperand(p.find("bias")->leaf());
   return y;
 }
 

@@ -4,6 +4,7 @@
 
 #include "engine/nn/attention.h"
 #include "engine/random/random.h"
+#include "engine/transform/autocast.h"
 
 namespace tsr::nn {
 
@@ -95,7 +96,7 @@ Array Vit::apply(const Tree& params, const Array& pixels, Context& ctx) const {
                             {b, g * g, c.channels * p * p});
     const Tree& proj = *emb.find("patch_embeddings")->find("projection");
     Array w = reshape(proj.find("weight")->leaf(), {c.hidden, c.channels * p * p});
-    x = dotGeneral(patches, w, {{2}, {1}, {}, {}}) + proj.find("bias")->leaf();  // [B, N, hidden]
+    x = dotGeneral(patches, w, {{2}, {1}, {}, {}}) + autocastOperand(proj.find("bias")->leaf());  // [B, N, hidden]
     Array cls = broadcastTo(emb.find("cls_token")->leaf(), Shape{b, 1, c.hidden});
     x = concatenate({cls, x}, 1) + emb.find("position_embeddings")->leaf();
     x = Dropout{c.dropout}.apply(x, ctx);

@@ -31,7 +31,8 @@ const char* groupKindName(GroupKind k) {
 
 namespace {
 
-bool fusibleDType(DType t) { return t == DType::F32 || t == DType::Bool; }
+// bf16 fuses as f32 does: kernels widen it on load, round each bf16 result, and narrow it on store.
+bool fusibleDType(DType t) { return t == DType::F32 || t == DType::Bool || t == DType::BF16; }
 
 std::vector<int64_t> rowMajor(const Shape& s) { return s.strides(); }
 
@@ -626,7 +627,7 @@ Result<FusionPlan> Planner::run() {
     } else if (def.fusion == ir::FusionKind::Elementwise && def.loop.valid() && floatsOnly) {
       visitElementwise(n);
     } else if ((nd.op == OpCode::ReduceSum || nd.op == OpCode::ReduceMax || nd.op == OpCode::ReduceMin) &&
-               m_g.aval(nd.operands[0]).dtype == DType::F32 &&
+               (m_g.aval(nd.operands[0]).dtype == DType::F32 || m_g.aval(nd.operands[0]).dtype == DType::BF16) &&
                axesContiguousRange(std::get<ir::ReduceAttrs>(nd.attrs).axes)) {
       visitReduction(n);
     } else if (nd.op == OpCode::DotGeneral &&

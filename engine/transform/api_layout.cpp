@@ -130,7 +130,13 @@ Array concatenate(const std::vector<Array>& xs, int64_t axis, std::source_locati
   if (xs.empty()) raiseAt(loc, makeError("concatenate: needs at least one array"));
   int64_t a = axisOrRaise(axis, xs[0].rank(), "concatenate", loc);
   if (xs.size() == 1) return xs[0];
-  return bind1(OpCode::Concatenate, xs, ir::ConcatenateAttrs{a}, loc);
+  // Operands of different dtypes meet in their promoted dtype, as jnp.concatenate's do (an f32 class token and
+  // bf16 patches under autocast give f32).
+  DType t = xs[0].dtype();
+  for (const Array& x : xs) t = promoteTypes(t, x.dtype());
+  std::vector<Array> same;
+  for (const Array& x : xs) same.push_back(astype(x, t, loc));
+  return bind1(OpCode::Concatenate, same, ir::ConcatenateAttrs{a}, loc);
 }
 
 Array stack(const std::vector<Array>& xs, int64_t axis, std::source_location loc) {

@@ -246,6 +246,7 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     pi.instr.op = nd.op;
     pi.result = nd.results[0];
     pi.instr.resultIsBool = graph.aval(nd.results[0]).dtype == DType::Bool;
+    pi.instr.roundBf16 = graph.aval(nd.results[0]).dtype == DType::BF16;
     for (size_t i = 0; i < nd.operands.size(); ++i) {
       TSR_ASSIGN(int r, ref(nd.operands[i], eff[i]));
       pi.argRefs.push_back(r);
@@ -270,7 +271,8 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
   }
   for (size_t i = 0; i < reduceOperands.size(); ++i) {
     NodeId rn = reduceOperands[i].first;
-    k.reduces.push_back(Reduce{resolve(reduceRefs[i]), node(rn).op, k.argOf(node(rn).results[0])});
+    k.reduces.push_back(Reduce{resolve(reduceRefs[i]), node(rn).op, k.argOf(node(rn).results[0]),
+                               graph.aval(node(rn).results[0]).dtype});
     p.liveOut.push_back(k.reduces.back().slot);
   }
   k.hasProgram = true;
@@ -625,13 +627,30 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
         outStride[d] = s;
         s *= p.dims[d];
       }
-    for (const auto& r : k.reduces) std::fill(static_cast<float*>(args[r.arg]), static_cast<float*>(args[r.arg]) + s, reduceInit(r.op));
+    // Accumulated in f32: into the output itself, or for a bf16 result into a buffer rounded at the end.
+    std::vector<std::vector<float>> wide(nred);
+    std::vector<float*> accOf(nred);
+    for (size_t ri = 0; ri < nred; ++ri) {
+      const auto& r = k.reduces[ri];
+      if (r.dtype == DType::BF16) {
+        wide[ri].resize(static_cast<size_t>(s));
+        accOf[ri] = wide[ri].data();
+      } else {
+        accOf[ri] = static_cast<float*>(args[r.arg]);
+      }
+      std::fill(accOf[ri], accOf[ri] + s, reduceInit(r.op));
+    }
+    auto narrow = [&] {
+      for (size_t ri = 0; ri < nred; ++ri)
+        if (k.reduces[ri].dtype == DType::BF16)
+          for (int64_t i = 0; i < s; ++i) static_cast<bf16*>(args[k.reduces[ri].arg])[i] = bf16(wide[ri][static_cast<size_t>(i)]);
+    };
     TileEvaluator ev(p);
     const size_t rank = p.dims.size();
     std::vector<int64_t> idx(rank, 0);
     int64_t total = 1;
     for (int64_t d : p.dims) total *= d;
-    if (total == 0) return;
+    if (total == 0) return narrow();
     const int64_t inner = p.dims.back();
     for (;;) {
       for (int64_t t = 0; t < inner; t += kTile) {
@@ -640,8 +659,9 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
         const float* const* sl = ev.eval(args, idx.data(), len);
         int64_t base = 0;
         for (size_t d = 0; d + 1 < rank; ++d) base += idx[d] * outStride[d];
-        for (const auto& r : k.reduces) {
-          float* o = static_cast<float*>(args[r.arg]);
+        for (size_t ri = 0; ri < nred; ++ri) {
+          const auto& r = k.reduces[ri];
+          float* o = accOf[ri];
           const float* x = sl[r.slot];
           for (int64_t i = 0; i < len; ++i) {
             int64_t oi = base + (t + i) * outStride[rank - 1];
@@ -651,7 +671,7 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
       }
       size_t d = rank - 1;
       for (;;) {
-        if (d == 0) return;
+        if (d == 0) return narrow();
         --d;
         if (++idx[d] < p.dims[d]) break;
         idx[d] = 0;
@@ -739,7 +759,9 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
     }
   });
   for (size_t ri = 0; ri < nred; ++ri) {
+    const bool half = k.reduces[ri].dtype == DType::BF16;
     float* o = static_cast<float*>(args[k.reduces[ri].arg]);
+    bf16* oh = static_cast<bf16*>(args[k.reduces[ri].arg]);
     const OpCode op = k.reduces[ri].op;
     for (int64_t a = 0; a < K1; ++a)
       for (int64_t b2 = 0; b2 < K2; ++b2) {
@@ -748,7 +770,8 @@ void Executable::Impl::runReduction(const Kernel& k, void* const* args) {
           double x = partial[pidx(ri, a, c, b2)];
           v = op == OpCode::ReduceSum ? v + x : combine(op, static_cast<float>(v), static_cast<float>(x));
         }
-        o[a * K2 + b2] = static_cast<float>(v);
+        if (half) oh[a * K2 + b2] = bf16(static_cast<float>(v));
+        else o[a * K2 + b2] = static_cast<float>(v);
       }
   }
 }

@@ -90,6 +90,7 @@ struct ReduceSpec {
   int slot = 0;
   ir::OpCode op{};
   int arg = 0;
+  DType dtype = DType::F32;  // the result's: f32, or bf16 (accumulated as f32 is, rounded once when written)
 };
 
 struct LoweredKernel {

@@ -45,6 +45,35 @@ static inline void tsr_store_bool(u8* p, __m256 v, int n) {
   int m = _mm256_movemask_ps(tsr_nzm(v));
   for (int l = 0; l < n; ++l) p[l] = (u8)((m >> l) & 1);
 }
+// bf16: the top 16 bits of an f32. Widening is exact; narrowing rounds to nearest even, NaN stays a quiet NaN.
+static inline float tsr_bf16_scalar(unsigned short b) {
+  unsigned int u = (unsigned int)b << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline __m256 tsr_load_bf16x8(const unsigned short* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+static inline __m256 tsr_load_bf16(const unsigned short* p, i64 st, int n) {
+  float x[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int l = 0; l < n; ++l) x[l] = tsr_bf16_scalar(p[l * st]);
+  return _mm256_loadu_ps(x);
+}
+// The bf16 bits of each lane in the low half of its 32 bits.
+static inline __m256i tsr_bf16_bits(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+static inline __m256 tsr_round_bf16(__m256 v) { return _mm256_castsi256_ps(_mm256_slli_epi32(tsr_bf16_bits(v), 16)); }
+static inline void tsr_store_bf16(unsigned short* p, __m256 v, int n) {
+  int b[8];
+  _mm256_storeu_si256((__m256i*)b, tsr_bf16_bits(v));
+  for (int l = 0; l < n; ++l) p[l] = (unsigned short)b[l];
+}
 )";
 
 // The instruction's vector expression: its op's loop lowering over tsr_v lanes (the slots are __m256).
@@ -81,19 +110,22 @@ class Emitter {
  public:
   explicit Emitter(const TileProgram& p) : m_p(p), m_rank(p.dims.size()), m_nin(static_cast<int>(p.inputs.size())) {
     for (const auto& in : p.inputs) {
-      const bool f32 = in.dtype == DType::F32;
+      const bool f32 = in.dtype == DType::F32, half = in.dtype == DType::BF16;
       const int64_t st = in.strides[m_rank - 1];
-      m_kind.push_back(allZero(in.strides) ? Uniform : st == 0 ? PerRow : st == 1 && f32 ? Contiguous : Strided);
+      m_kind.push_back(allZero(in.strides) ? Uniform
+                       : st == 0           ? PerRow
+                       : st == 1 && f32    ? Contiguous
+                       : st == 1 && half   ? ContiguousBf16
+                                           : Strided);
     }
   }
 
   Status check() const {
+    auto readable = [](DType t) { return t == DType::F32 || t == DType::Bool || t == DType::BF16; };
     for (const auto& in : m_p.inputs)
-      if (in.dtype != DType::F32 && in.dtype != DType::Bool)
-        return makeError("input of type {} cannot be read by a native kernel", dtypeName(in.dtype));
+      if (!readable(in.dtype)) return makeError("input of type {} cannot be read by a native kernel", dtypeName(in.dtype));
     for (const auto& st : m_p.stores)
-      if (st.dtype != DType::F32 && st.dtype != DType::Bool)
-        return makeError("a native kernel cannot store {}", dtypeName(st.dtype));
+      if (!readable(st.dtype)) return makeError("a native kernel cannot store {}", dtypeName(st.dtype));
     return {};
   }
 
@@ -102,11 +134,11 @@ class Emitter {
     std::string s;
     for (int i = 0; i < m_nin; ++i) {
       const auto& in = m_p.inputs[static_cast<size_t>(i)];
-      s += fmt::format("  const {0}* const x{1} = (const {0}*)args[{2}] + {3};\n",
-                       in.dtype == DType::F32 ? "float" : "u8", i, in.arg, in.offset);
+      s += fmt::format("  const {0}* const x{1} = (const {0}*)args[{2}] + {3};\n", elementType(in.dtype), i, in.arg,
+                       in.offset);
     }
     for (const auto& st : m_p.stores)
-      s += fmt::format("  {0}* const y{1} = ({0}*)args[{1}];\n", st.dtype == DType::F32 ? "float" : "u8", st.arg);
+      s += fmt::format("  {0}* const y{1} = ({0}*)args[{1}];\n", elementType(st.dtype), st.arg);
     for (int i = 0; i < m_nin; ++i)
       if (m_kind[static_cast<size_t>(i)] == Uniform) s += fmt::format("  const __m256 s{} = {};\n", i, scalar(i, "0"));
     return s;
@@ -140,14 +172,21 @@ class Emitter {
       if (m_kind[static_cast<size_t>(i)] == Contiguous)
         t += tail ? fmt::format("{}const __m256 s{} = _mm256_maskload_ps(x{} + b{} + j, mask);\n", indent, i, i, i)
                   : fmt::format("{}const __m256 s{} = _mm256_loadu_ps(x{} + b{} + j);\n", indent, i, i, i);
+      else if (m_kind[static_cast<size_t>(i)] == ContiguousBf16)
+        t += tail ? fmt::format("{}const __m256 s{} = tsr_load_bf16(x{} + b{} + j, 1, n);\n", indent, i, i, i)
+                  : fmt::format("{}const __m256 s{} = tsr_load_bf16x8(x{} + b{} + j);\n", indent, i, i, i);
       else if (m_kind[static_cast<size_t>(i)] == Strided)
         t += fmt::format("{}const __m256 s{} = {}(x{} + b{} + j * {}, {}, {});\n", indent, i,
-                         in.dtype == DType::F32 ? "tsr_gather" : "tsr_load_bool", i, i, st, st, n);
+                         in.dtype == DType::F32    ? "tsr_gather"
+                         : in.dtype == DType::BF16 ? "tsr_load_bf16"
+                                                   : "tsr_load_bool",
+                         i, i, st, st, n);
     }
     for (size_t k = 0; k < m_p.instrs.size(); ++k) {
       const auto& ins = m_p.instrs[k];
       auto a = [&](int m) { return ins.args[m] >= 0 ? fmt::format("s{}", ins.args[m]) : std::string("tsr_zero()"); };
       TSR_ASSIGN(std::string e, vectorExpression(ins, a(0), a(1), a(2)));
+      if (ins.roundBf16) e = fmt::format("tsr_round_bf16({})", e);
       t += fmt::format("{}const __m256 s{} = {};\n", indent, m_nin + static_cast<int>(k), e);
     }
     // Stores last: an output written into a donated input is read above, element for element, first.
@@ -155,6 +194,8 @@ class Emitter {
       if (st.dtype == DType::F32)
         t += tail ? fmt::format("{}_mm256_maskstore_ps(y{} + ob + j, mask, s{});\n", indent, st.arg, st.slot)
                   : fmt::format("{}_mm256_storeu_ps(y{} + ob + j, s{});\n", indent, st.arg, st.slot);
+      else if (st.dtype == DType::BF16)
+        t += fmt::format("{}tsr_store_bf16(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
       else
         t += fmt::format("{}tsr_store_bool(y{} + ob + j, s{}, {});\n", indent, st.arg, st.slot, n);
     }
@@ -162,11 +203,15 @@ class Emitter {
   }
 
  private:
-  enum Kind { Uniform, PerRow, Contiguous, Strided };
+  enum Kind { Uniform, PerRow, Contiguous, ContiguousBf16, Strided };
+  static const char* elementType(DType t) {
+    return t == DType::F32 ? "float" : t == DType::BF16 ? "unsigned short" : "u8";
+  }
   std::string scalar(int i, const std::string& at) const {
-    return m_p.inputs[static_cast<size_t>(i)].dtype == DType::F32
-               ? fmt::format("_mm256_set1_ps(x{}[{}])", i, at)
-               : fmt::format("_mm256_set1_ps(x{}[{}] ? 1.0f : 0.0f)", i, at);
+    const DType t = m_p.inputs[static_cast<size_t>(i)].dtype;
+    return t == DType::F32    ? fmt::format("_mm256_set1_ps(x{}[{}])", i, at)
+           : t == DType::BF16 ? fmt::format("_mm256_set1_ps(tsr_bf16_scalar(x{}[{}]))", i, at)
+                              : fmt::format("_mm256_set1_ps(x{}[{}] ? 1.0f : 0.0f)", i, at);
   }
   const TileProgram& m_p;
   size_t m_rank;

@@ -72,7 +72,7 @@ std::string TileProgram::toString() const {
     s += fmt::format("\n  s{} = {}(", inputs.size() + i, ops::registry().get(instrs[i].op).name);
     for (int k = 0; k < 3; ++k)
       if (instrs[i].args[k] >= 0) s += fmt::format("{}s{}", k ? ", " : "", instrs[i].args[k]);
-    s += ")";
+    s += instrs[i].roundBf16 ? ") bf16" : ")";
   }
   for (const auto& st : stores) s += fmt::format("\n  arg{} <- s{} ({})", st.arg, st.slot, dtypeName(st.dtype));
   return s;
@@ -163,6 +163,9 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
       if (st.dtype == DType::F32) {
         float* dst = static_cast<float*>(args[st.arg]) + flat;
         if (dst != v) std::memcpy(dst, v, static_cast<size_t>(len) * sizeof(float));
+      } else if (st.dtype == DType::BF16) {
+        bf16* dst = static_cast<bf16*>(args[st.arg]) + flat;
+        for (int64_t i = 0; i < len; ++i) dst[i] = bf16(v[i]);
       } else {
         uint8_t* dst = static_cast<uint8_t*>(args[st.arg]) + flat;
         for (int64_t i = 0; i < len; ++i) dst[i] = v[i] != 0.0f;
@@ -178,8 +181,9 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
     if (m_uniform[s]) {
       // The same element for every tile (a scalar broadcast): filled once per evaluator.
       if (!m_uniformFilled[s]) {
-        float v = in.dtype == DType::F32 ? static_cast<const float*>(args[in.arg])[in.offset]
-                                         : (static_cast<const uint8_t*>(args[in.arg])[in.offset] ? 1.0f : 0.0f);
+        float v = in.dtype == DType::F32    ? static_cast<const float*>(args[in.arg])[in.offset]
+                  : in.dtype == DType::BF16 ? static_cast<float>(static_cast<const bf16*>(args[in.arg])[in.offset])
+                                            : (static_cast<const uint8_t*>(args[in.arg])[in.offset] ? 1.0f : 0.0f);
         std::fill(scratch, scratch + kTile, v);
         m_uniformFilled[s] = true;
       }
@@ -196,6 +200,10 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
         else for (int64_t i = 0; i < len; ++i) scratch[i] = src[i * st];
         m_slots[s] = scratch;
       }
+    } else if (in.dtype == DType::BF16) {
+      const bf16* src = static_cast<const bf16*>(args[in.arg]) + off;
+      for (int64_t i = 0; i < len; ++i) scratch[i] = static_cast<float>(src[i * st]);
+      m_slots[s] = scratch;
     } else {  // bool bytes
       const uint8_t* src = static_cast<const uint8_t*>(args[in.arg]) + off;
       for (int64_t i = 0; i < len; ++i) scratch[i] = src[i * st] ? 1.0f : 0.0f;
@@ -222,10 +230,15 @@ const float* const* TileEvaluator::eval(void* const* args, const int64_t* idx, i
     const float* x[3];
     for (int k = 0; k < 3; ++k) x[k] = ins.args[k] >= 0 ? m_slots[static_cast<size_t>(ins.args[k])] : nullptr;
     m_fn[i](x, y, len);
+    if (ins.roundBf16) roundToBf16(y, len);
     m_slots[slot] = y;
     runStores(slot);
   }
   return m_slots.data();
+}
+
+void roundToBf16(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(bf16(x[i]));
 }
 
 void runLoop(const TileProgram& p, void* const* args, NativeLoopFn native) {

@@ -4,7 +4,9 @@
 // whole tiles (vectorised loops, held in L1), so a fusion of n ops reads its inputs once, writes its outputs
 // once, and keeps no per-op temporaries beyond one tile each.
 //
-// Values are f32 in tiles; bool values are 0/1 floats inside the kernel and bytes outside.
+// Values are f32 in tiles; bool values are 0/1 floats inside the kernel and bytes outside; bf16 values are
+// widened on load, narrowed on store, and each bf16 result is rounded to bf16 where it is computed, so a fused
+// kernel gives what its ops give one by one (bf16 arithmetic is f32 arithmetic rounded once per op).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@ struct TileInstr {
   ir::OpCode op{};
   int args[3] = {-1, -1, -1};  // slots
   bool resultIsBool = false;
+  bool roundBf16 = false;  // the result is bf16: rounded to it (to nearest even) as the op alone would store it
 };
 
 // Writes a slot's tile, contiguously in iteration order, to an argument.
@@ -55,6 +58,9 @@ struct TileProgram {
   // "dims [256,768]", then one line per slot: inputs with their strides, instructions, stores.
   std::string toString() const;
 };
+
+// x rounded to bf16 and widened back, n elements in place (round to nearest even; NaN stays NaN).
+void roundToBf16(float* x, int64_t n);
 
 // Evaluates tiles of a program. One per thread: it owns the scratch tiles.
 class TileEvaluator {

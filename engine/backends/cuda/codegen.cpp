@@ -93,6 +93,8 @@ Result<std::string> body(const cpu::TileProgram& p, const std::vector<std::strin
       s += fmt::format("{}const float s{} = ((const float*)p{})[{}];\n", indent, i, in.arg, off);
     else if (in.dtype == DType::Bool)
       s += fmt::format("{}const float s{} = tsr_b(((const u8*)p{})[{}] != 0);\n", indent, i, in.arg, off);
+    else if (in.dtype == DType::BF16)
+      s += fmt::format("{}const float s{} = tsr_bf16_to_f32(((const u16*)p{})[{}]);\n", indent, i, in.arg, off);
     else
       return makeError("input {} of type {} cannot be read by a fused kernel", i, dtypeName(in.dtype));
   }
@@ -101,6 +103,8 @@ Result<std::string> body(const cpu::TileProgram& p, const std::vector<std::strin
     auto a = [&](int k) { return ins.args[k] >= 0 ? fmt::format("s{}", ins.args[k]) : std::string("0.0f"); };
     std::string e = opExpression(ins.op, ins.resultIsBool, a(0), a(1), a(2));
     if (e.empty()) return makeError("op {} has no loop lowering", ops::registry().get(ins.op).name);
+    // A bf16 result is rounded where it is computed, as the op alone would store it.
+    if (ins.roundBf16) e = fmt::format("tsr_bf16_to_f32(tsr_f32_to_bf16({}))", e);
     s += fmt::format("{}const float s{} = {};\n", indent, nin + static_cast<int>(i), e);
   }
   if (store)
@@ -109,6 +113,8 @@ Result<std::string> body(const cpu::TileProgram& p, const std::vector<std::strin
         s += fmt::format("{}((float*)p{})[{}] = s{};\n", indent, st.arg, flat, st.slot);
       else if (st.dtype == DType::Bool)
         s += fmt::format("{}((u8*)p{})[{}] = (u8)(s{} != 0.0f);\n", indent, st.arg, flat, st.slot);
+      else if (st.dtype == DType::BF16)
+        s += fmt::format("{}((u16*)p{})[{}] = tsr_f32_to_bf16(s{});\n", indent, st.arg, flat, st.slot);
       else
         return makeError("a fused kernel cannot store {}", dtypeName(st.dtype));
     }
@@ -248,6 +254,14 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     if (r.op != OpCode::ReduceSum && r.op != OpCode::ReduceMax && r.op != OpCode::ReduceMin)
       return makeError("{}: {} cannot be fused", label, ir::coreOpName(r.op));
   std::string code;
+  // Result j's element `at` = v: f32, or bf16 rounded once (bf16 results are never split into atomic chunks).
+  auto storeResult = [&](size_t j, const std::string& at, const std::string& v) {
+    const auto& r = lk.reduces[j];
+    return r.dtype == DType::BF16 ? fmt::format("((u16*)p{})[{}] = tsr_f32_to_bf16({});", r.arg, at, v)
+                                  : fmt::format("((float*)p{})[{}] = {};", r.arg, at, v);
+  };
+  bool anyHalf = false;
+  for (const auto& r : lk.reduces) anyHalf |= r.dtype == DType::BF16;
   auto accInit = [&](const std::string& indent) {
     std::string s;
     for (size_t j = 0; j < nred; ++j) s += fmt::format("{}float acc{} = {};\n", indent, j, reduceInit(lk.reduces[j].op));
@@ -266,7 +280,7 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
   if (!lk.genericReduce && lk.k2 == 1) {
     // Rows: block `row` reduces R elements; threads stride over them. Few long rows of sums (a global norm
     // over a whole parameter) are split into chunks, one block each, added into the zeroed output atomically.
-    bool allSums = true;
+    bool allSums = !anyHalf;
     for (const auto& r : lk.reduces) allSums &= r.op == OpCode::ReduceSum;
     int64_t chunks = 1;
     if (allSums && lk.k1 < 128 && lk.r >= (int64_t{1} << 16))
@@ -306,7 +320,7 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
       if (chunks > 1)
         code += fmt::format("    if (lane == 0) atomicAdd((float*)p{} + row, v{});\n", lk.reduces[j].arg, j);
       else
-        code += fmt::format("    if (lane == 0) ((float*)p{})[row] = v{};\n", lk.reduces[j].arg, j);
+        code += fmt::format("    if (lane == 0) {}\n", storeResult(j, "row", fmt::format("v{}", j)));
     }
     code += "  }\n}\n";
   } else if (!lk.genericReduce) {
@@ -316,7 +330,7 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     // idle, so sums split R into chunks, one block each, added into the zeroed output atomically.
     k.shape = LaunchShape::Rows;
     const int64_t tiles = (lk.k2 + 31) / 32;
-    bool allSums = true;
+    bool allSums = !anyHalf;
     for (const auto& r : lk.reduces) allSums &= r.op == OpCode::ReduceSum;
     int64_t chunks = 1;
     if (allSums && lk.k1 * tiles < kMinReductionBlocks && lk.r >= 256)
@@ -354,7 +368,7 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
       if (chunks > 1)
         code += fmt::format("    atomicAdd((float*)p{} + {}, v{});\n", lk.reduces[j].arg, out, j);
       else
-        code += fmt::format("    ((float*)p{})[{}] = v{};\n", lk.reduces[j].arg, out, j);
+        code += fmt::format("    {}\n", storeResult(j, out, fmt::format("v{}", j)));
     }
     code += "  }\n}\n";
   } else {
@@ -392,7 +406,7 @@ Result<GeneratedKernel> generateReduction(const cpu::LoweredKernel& lk, const st
     code += fmt::format("  for ({0} q = 0; q < {1}; ++q) {{\n", T, inner);
     if (!reduced.empty()) code += unravel(p.dims, reduced, "q", T, "i", "    ");
     code += *b + accumulate("    ") + "  }\n";
-    for (size_t j = 0; j < nred; ++j) code += fmt::format("  ((float*)p{})[o] = acc{};\n", lk.reduces[j].arg, j);
+    for (size_t j = 0; j < nred; ++j) code += fmt::format("  {}\n", storeResult(j, "o", fmt::format("acc{}", j)));
     code += "}\n";
   }
   k.source = finish(label, code, k);
