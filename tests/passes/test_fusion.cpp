@@ -106,6 +106,35 @@ TEST_CASE("elementwiseChainIsOneLoop") {
   TSR_COMPARE(compiledMatches(g), std::string());
 }
 
+// bf16 values fuse as f32 ones do, each bf16 result rounded where it is computed: the fused loop gives the
+// interpreter's op-by-op results exactly (mul, add and max are exact in f32 before the rounding), and a bf16
+// reduction takes its prologue (accumulated in f32, rounded once: within bf16's precision of the op's).
+TEST_CASE("bf16ChainsFuseAndRoundEachOp") {
+  auto bf16 = [](Shape s) { return Aval{std::move(s), DType::BF16}; };
+  Builder b;
+  auto x = b.input(bf16({64, 300}));
+  auto a = b.input(f32({300}));
+  auto ah = b.add(OpCode::Convert, {a}, ir::ConvertAttrs{DType::BF16});
+  auto ab = b.add(OpCode::BroadcastInDim, {ah}, bcast({64, 300}, {1}));
+  auto y = b.add(OpCode::Mul, {x, ab});
+  auto z = b.add(OpCode::Add, {y, b.splat(1.5, bf16({64, 300}))});
+  auto w = b.add(OpCode::Max, {z, x});
+  ir::Graph g = b.done({w, b.add(OpCode::Convert, {w}, ir::ConvertAttrs{DType::F32})});
+  Planned p = plan(g);
+  TSR_COMPARE(countKind(p.plan, GroupKind::Loop), 2);  // a's convert over [300], the chain over [64, 300]
+  TSR_COMPARE(countKind(p.plan, GroupKind::Opaque), 0);
+  TSR_COMPARE(compiledMatches(g, 0.0), std::string());
+
+  Builder r;
+  auto xr = r.input(bf16({48, 700}));
+  auto sq = r.add(OpCode::Mul, {xr, xr});
+  ir::Graph gr = r.done({r.add(OpCode::ReduceSum, {sq}, axes({1}))});
+  Planned pr = plan(gr);
+  TSR_COMPARE(countKind(pr.plan, GroupKind::Reduction), 1);
+  TSR_COMPARE(countKind(pr.plan, GroupKind::Opaque), 0);
+  TSR_COMPARE(compiledMatches(gr, 1.0 / 128), std::string());
+}
+
 TEST_CASE("differentShapesAndIntegersStayApart") {
   Builder b;
   auto x = b.input(f32({8, 16}));
