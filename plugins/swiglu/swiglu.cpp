@@ -38,13 +38,14 @@ Array swiglu(const Array& gate, const Array& up) {
 
 // ---- Rules ----------------------------------------------------------------------------------------------------
 
-// swiglu(gate: T[S], up: T[S]) -> T[S], T in {f32, f64}
+// swiglu(gate: T[S], up: T[S]) -> T[S], T in {f32, f64, bf16} (bf16 computed in f32 and rounded once, as in fused
+// loops: a model under autocast gives it bf16)
 Result<std::vector<Aval>> infer(std::span<const Aval> in, const ir::Attrs&) {
   TSR_TRY(ops::checkArity(kOp, in, 2));
   if (in[0].shape != in[1].shape) return ops::opError(kOp, in, "gate and up must have equal shapes");
   if (in[0].dtype != in[1].dtype) return ops::opError(kOp, in, "gate and up must have equal dtypes");
-  if (in[0].dtype != DType::F32 && in[0].dtype != DType::F64)
-    return ops::opError(kOp, in, "dtype must be f32 or f64");
+  if (in[0].dtype != DType::F32 && in[0].dtype != DType::F64 && in[0].dtype != DType::BF16)
+    return ops::opError(kOp, in, "dtype must be f32, f64 or bf16");
   return std::vector<Aval>{in[0]};
 }
 
@@ -62,8 +63,20 @@ void kernelOf(const ir::CpuKernelArgs& a) {
 }
 
 void kernel(const ir::CpuKernelArgs& a) {
-  if (a.inputs[0].aval.dtype == DType::F64) kernelOf<double>(a);
-  else kernelOf<float>(a);
+  if (a.inputs[0].aval.dtype == DType::F64) {
+    kernelOf<double>(a);
+  } else if (a.inputs[0].aval.dtype == DType::BF16) {
+    const bf16* g = a.inputs[0].as<bf16>();
+    const bf16* u = a.inputs[1].as<bf16>();
+    bf16* y = a.outputs[0].as<bf16>();
+    const int64_t n = a.outputs[0].aval.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = static_cast<float>(g[i]);
+      y[i] = bf16(gi / (1.0f + std::exp(-gi)) * static_cast<float>(u[i]));
+    }
+  } else {
+    kernelOf<float>(a);
+  }
 }
 
 // y = g s(g) u with s the sigmoid: dy/dg = u s(g) (1 + g (1 - s(g))), dy/du = g s(g).

@@ -41,11 +41,11 @@ std::vector<HostTensor> reference(const std::vector<HostTensor>& in) {
   return {y};
 }
 
-// Every edge shape, in f32 and f64, with gates over [-6, 6] (both tails of the sigmoid).
+// Every edge shape, in f32, f64 and bf16, with gates over [-6, 6] (both tails of the sigmoid).
 std::vector<OpCase> swigluCases(ir::OpCode code) {
   std::mt19937 rng(17);
   std::vector<OpCase> cases;
-  for (DType t : {DType::F32, DType::F64})
+  for (DType t : {DType::F32, DType::F64, DType::BF16})
     for (const Shape& s : edgeShapes()) {
       Aval a{s, t};
       OpCase c;
