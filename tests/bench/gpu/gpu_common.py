@@ -60,3 +60,13 @@ def report(peer, version, args, times, device, **extra):
         out["samples_per_s"] = args.batch / med
     out.update(extra)
     print(json.dumps(out), flush=True)
+
+
+def losses(path):
+    """{step: loss} from a `tessera runs export` CSV; {} when the file is missing (its run failed)."""
+    import csv
+    try:
+        with open(path) as f:
+            return {int(r["step"]): float(r["value"]) for r in csv.DictReader(f) if r["key"] == "loss"}
+    except OSError:
+        return {}

@@ -193,13 +193,9 @@ if want attention; then
   TESSERA_FUSED_ATTENTION=off run attention_unfused 120 "$bin/tessera" "${common[@]}" --db "$att/unfused.db"
   "$bin/tessera" runs --db "$att/fused.db" export --out "$att/fused.csv" >/dev/null 2>&1
   "$bin/tessera" runs --db "$att/unfused.db" export --out "$att/unfused.csv" >/dev/null 2>&1
-  python3 - "$att/fused.csv" "$att/unfused.csv" <<'PY' | tee -a "$results"
-import csv, json, sys
-def losses(path):
-    try:
-        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
-    except OSError:
-        return {}
+  PYTHONPATH="$root/tests/bench/gpu" python3 - "$att/fused.csv" "$att/unfused.csv" <<'PY' | tee -a "$results"
+import json, sys
+from gpu_common import losses
 fused, unfused = losses(sys.argv[1]), losses(sys.argv[2])
 steps = sorted(set(fused) & set(unfused))
 rel = {s: abs(fused[s] - unfused[s]) / max(abs(unfused[s]), 1e-12) for s in steps}
@@ -224,13 +220,9 @@ if want curve; then
   "$bin/tessera" runs --db "$curve/cpu1.db" export --out "$curve/cpu1.csv" >/dev/null 2>&1
   "$bin/tessera" runs --db "$curve/cpu.db" export --out "$curve/cpu.csv" >/dev/null 2>&1
   "$bin/tessera" runs --db "$curve/cuda.db" export --out "$curve/cuda.csv" >/dev/null 2>&1
-  python3 - "$curve/cpu.csv" "$curve/cuda.csv" "$curve/cpu1.csv" <<'PY' | tee -a "$results"
-import csv, json, sys
-def losses(path):
-    try:
-        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
-    except OSError:
-        return {}
+  PYTHONPATH="$root/tests/bench/gpu" python3 - "$curve/cpu.csv" "$curve/cuda.csv" "$curve/cpu1.csv" <<'PY' | tee -a "$results"
+import json, sys
+from gpu_common import losses
 cpu, gpu, cpu1 = losses(sys.argv[1]), losses(sys.argv[2]), losses(sys.argv[3])
 steps = sorted(set(cpu) & set(gpu))
 rel = [abs(gpu[s] - cpu[s]) / max(abs(cpu[s]), 1e-12) for s in steps]
@@ -255,13 +247,9 @@ if want autocast; then
   run autocast_cuda 120 "$bin/tessera" "${common[@]}" --set precision.compute=bf16 --db "$ac/cuda.db" --device cuda
   run autocast_cpu_f32 90 "$bin/tessera" "${common[@]}" --db "$ac/f32.db"
   for n in cpu cuda f32; do "$bin/tessera" runs --db "$ac/$n.db" export --out "$ac/$n.csv" >/dev/null 2>&1; done
-  python3 - "$ac/cpu.csv" "$ac/cuda.csv" "$ac/f32.csv" <<'PY' | tee -a "$results"
-import csv, json, sys
-def losses(path):
-    try:
-        return {int(r["step"]): float(r["value"]) for r in csv.DictReader(open(path)) if r["key"] == "loss"}
-    except OSError:
-        return {}
+  PYTHONPATH="$root/tests/bench/gpu" python3 - "$ac/cpu.csv" "$ac/cuda.csv" "$ac/f32.csv" <<'PY' | tee -a "$results"
+import json, sys
+from gpu_common import losses
 cpu, gpu, f32 = (losses(p) for p in sys.argv[1:4])
 def worst(a, b):
     steps = sorted(set(a) & set(b))
