@@ -37,6 +37,8 @@ cudaDataType_t cudaType(DType t) { return t == DType::BF16 ? CUDA_R_16BF : CUDA_
 //     over GPT-2's 50257 vocabulary entries have none. Measured on an H200 (GPT-2 124M, B=16, T=1024, bf16): the
 //     weight gradient of the tied embedding [50257,768] went from 9.9 to 4.6 ms. Writing an unaligned output
 //     through an aligned copy made the forward logits slower (13.3 to 17.4 ms), so outputs are written in place.
+//   - bf16 operands (autocast's products) are repacked and padded as they are ("_from_bf16" kernels), and a
+//     padded bf16 C compacted the same way.
 constexpr const char* kStageSource = R"(__device__ __forceinline__ unsigned short tsr_to_bf16(float f) {
   unsigned int u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
@@ -52,28 +54,29 @@ extern "C" __global__ void tsr_stage_bf16_flat(const float* __restrict__ x, unsi
 // (a padded product's C, whose rows are compacted), stored as one 8- or 16-byte vector where the destination is
 // (an operand repacked to aligned columns); the alignment is the same for every thread of a column, so the
 // branches do not diverge within it. Short columns (ViT's 197 tokens) share a block: threads per column `tx`.
-#define TSR_STAGE_COLS(NAME, T, VEC, CONVERT)                                                                    \
-  extern "C" __global__ void NAME(const float* __restrict__ x, T* __restrict__ y, int rows, int tx,             \
+#define TSR_STAGE_COLS(NAME, S, SVEC, WIDEN, T, VEC, CONVERT)                                                 \
+  extern "C" __global__ void NAME(const S* __restrict__ x, T* __restrict__ y, int rows, int tx,                 \
       long long lines, long long colsPerMatrix, long long realCols, long long ldx, long long ldy,                \
       long long strideX, long long strideY) {                                                                    \
     const long long line = (long long)blockIdx.x * (blockDim.x / tx) + threadIdx.x / tx;                        \
     if (line >= lines) return;                                                                                   \
     const long long q = line / colsPerMatrix, c = line % colsPerMatrix;                                          \
-    const float* src = x + q * strideX + c * ldx;                                                                \
+    const S* src = x + q * strideX + c * ldx;                                                                    \
     T* dst = y + q * strideY + c * ldy;                                                                          \
     const bool real = c < realCols;                                                                              \
-    const bool srcVec = ((unsigned long long)src & 15) == 0;                                                     \
+    const bool srcVec = ((unsigned long long)src & (sizeof(S) * 4 - 1)) == 0;                                    \
     const bool dstVec = ((unsigned long long)dst & (sizeof(T) * 4 - 1)) == 0;                                    \
     _Pragma("unroll 2") for (long long i = (threadIdx.x % tx) * 4; i < ldy; i += (long long)tx * 4) {            \
       float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;                                                          \
       if (real && srcVec && i + 3 < rows) {                                                                      \
-        const float4 f = *(const float4*)(src + i);                                                              \
-        v0 = f.x; v1 = f.y; v2 = f.z; v3 = f.w;                                                                  \
+        const SVEC f = *(const SVEC*)(src + i);                                                                  \
+        const S* e = (const S*)&f;                                                                               \
+        v0 = WIDEN(e[0]); v1 = WIDEN(e[1]); v2 = WIDEN(e[2]); v3 = WIDEN(e[3]);                                  \
       } else if (real) {                                                                                         \
-        if (i < rows) v0 = src[i];                                                                               \
-        if (i + 1 < rows) v1 = src[i + 1];                                                                       \
-        if (i + 2 < rows) v2 = src[i + 2];                                                                       \
-        if (i + 3 < rows) v3 = src[i + 3];                                                                       \
+        if (i < rows) v0 = WIDEN(src[i]);                                                                        \
+        if (i + 1 < rows) v1 = WIDEN(src[i + 1]);                                                                \
+        if (i + 2 < rows) v2 = WIDEN(src[i + 2]);                                                                \
+        if (i + 3 < rows) v3 = WIDEN(src[i + 3]);                                                                \
       }                                                                                                          \
       if (dstVec && i + 3 < ldy) {                                                                               \
         VEC w;                                                                                                   \
@@ -89,8 +92,11 @@ extern "C" __global__ void tsr_stage_bf16_flat(const float* __restrict__ x, unsi
     }                                                                                                            \
   }
 #define TSR_SAME(v) (v)
-TSR_STAGE_COLS(tsr_stage_bf16_cols, unsigned short, uint2, tsr_to_bf16)
-TSR_STAGE_COLS(tsr_stage_f32_cols, float, float4, TSR_SAME)
+__device__ __forceinline__ float tsr_from_bf16(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+TSR_STAGE_COLS(tsr_stage_bf16_cols, float, float4, TSR_SAME, unsigned short, uint2, tsr_to_bf16)
+TSR_STAGE_COLS(tsr_stage_f32_cols, float, float4, TSR_SAME, float, float4, TSR_SAME)
+// bf16 to bf16: widening is exact and tsr_to_bf16 gives the same bits back.
+TSR_STAGE_COLS(tsr_stage_bf16_cols_from_bf16, unsigned short, uint2, tsr_from_bf16, unsigned short, uint2, tsr_to_bf16)
 )";
 
 constexpr int kStageThreads = 256;
@@ -292,7 +298,7 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   // cuBLASLt's first operand is B's bytes, (n x k) column-major when not transposed, else (k x n); the second A's.
   h.b_ = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.ldb, p.batch > 1 ? p.strideB : 0};
   h.a_ = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.lda, p.batch > 1 ? p.strideA : 0};
-  const bool stageable = spec.inType == DType::F32;  // the staging kernels read f32
+  const bool halfIn = spec.inType == DType::BF16;  // autocast's products: staged only to repack or pad
   // Padding, as XLA's cublas_pad_for_gemms: on tensor cores, a product with a dimension that is not a multiple of
   // 8 runs on cuBLASLt's slow paths, whatever the leading dimensions. Measured on an H200 (bench_cuda_gemm, bf16):
   // GPT-2's logits [16384,768]x[768,50257] 12.2 ms, with 50264 columns 1.9 and with 50304 1.6; their input
@@ -302,15 +308,16 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
   // products of a GFLOP together is padded (every dimension to 8) where k is odd: ViT's attention at TF32,
   // [384, 197, 197] x [384, 197, 64], took 0.18 ms, padded 0.12 ms (an H200); its products with k = 64 and two
   // odd dimensions took 0.057 ms, padded 0.12 ms (the copies cost more than they save), so they are not.
-  const bool tensorCores = spec.precision == MatmulPrecision::BF16 || spec.precision == MatmulPrecision::TF32;
-  const bool pad = stageable && tensorCores && spec.epilogue == GemmEpilogue::None &&
+  const bool tensorCores =
+      halfIn || spec.precision == MatmulPrecision::BF16 || spec.precision == MatmulPrecision::TF32;
+  const bool pad = tensorCores && spec.epilogue == GemmEpilogue::None &&
                    (p.batch > 1 ? flops >= kPadFlops && p.k % 8 != 0 : flops >= kPadFlops);
   h.n = p.n;
   h.m = p.m;
   int64_t kp = p.k;
   if (pad) {
     kp = roundUp(p.k, 8);
-    if (spec.outType == DType::F32) {  // the compaction kernel writes f32
+    if (spec.outType == DType::F32 || spec.outType == DType::BF16) {  // what the compaction kernels write
       h.n = roundUp(p.n, p.n % 8 == 0 || p.batch > 1 ? 8 : 64);
       h.m = roundUp(p.m, 8);
     }
@@ -320,12 +327,13 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     h.a_.padCols = p.transA ? kp : h.m;
   }
   for (Operand* o : {&h.a_, &h.b_}) {
-    planStaging(*o, inSize, toBf16, large && stageable, p.batch);
+    planStaging(*o, inSize, toBf16, large, p.batch);
     if (!o->staged) continue;
     if (!h.module) {
       TSR_ASSIGN(h.module, stageModule(d));
     }
     TSR_ASSIGN(o->fn, h.module->kernel(!o->repacked ? "tsr_stage_bf16_flat"
+                                       : halfIn      ? "tsr_stage_bf16_cols_from_bf16"
                                        : toBf16      ? "tsr_stage_bf16_cols"
                                                      : "tsr_stage_f32_cols"));
   }
@@ -333,7 +341,8 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(Device& d, const GemmSpec& spec) 
     if (!h.module) {
       TSR_ASSIGN(h.module, stageModule(d));
     }
-    TSR_ASSIGN(h.compact, h.module->kernel("tsr_stage_f32_cols"));
+    TSR_ASSIGN(h.compact, h.module->kernel(spec.outType == DType::BF16 ? "tsr_stage_bf16_cols_from_bf16"
+                                                                        : "tsr_stage_f32_cols"));
   }
   TSR_LT(cublasLtMatmulDescCreate(&h.desc, compute, CUDA_R_32F));
   // Column-major view: D (n x m) = op(B') (n x k) * op(A') (k x m), where X' is X's bytes read column-major.
@@ -423,7 +432,7 @@ Status LtGemm::run(const void* a, const void* b, void* c, void* bias, const void
   if (aStaged) a = aStaged;
   if (bStaged) b = bStaged;
   const int64_t aBytes = stageA ? h.a_.stagedBytes : 0, bBytes = stageB ? h.b_.stagedBytes : 0;
-  const int64_t cBytes = h.compact ? roundUp(p.batch * h.m * h.n * 4, 256) : 0;
+  const int64_t cBytes = h.compact ? roundUp(p.batch * h.m * h.n * dtypeSize(m_spec.outType), 256) : 0;
   DeviceBufferPtr scratch;
   void* out = c;
   if (aBytes + bBytes + cBytes > 0) {
