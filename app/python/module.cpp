@@ -21,6 +21,7 @@
 #include "engine/nn/attention.h"
 #include "engine/nn/conv_layers.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autocast.h"
 
 namespace tsr::python {
 
@@ -359,6 +360,37 @@ void defineOps(py::module_& m) {
   });
   // Whether BatchNorm trains through it by default (TESSERA_FUSED_BATCH_NORM=on).
   m.def("fused_batch_norm_default", [] { return nn::fusedBatchNorm(); });
+  // What the nn layers call under autocast: a product's operand in the compute dtype, a norm's input widened.
+  m.def("autocast_operand", [](py::handle x) { UserSite site; return autocastOperand(toArray(x)); });
+  m.def("autocast_widen", [](py::handle x) { UserSite site; return autocastWiden(toArray(x)); });
+  // tessera.autocast's region (engine/transform/autocast.h): entered and left by the with statement, on the
+  // thread that traces. None switches autocast off inside an outer region.
+  struct PyAutocast {
+    PyAutocast() = default;
+    PyAutocast(const PyAutocast&) = delete;  // (vector's copy trait would let pybind11 try)
+    PyAutocast(PyAutocast&&) = default;
+    std::optional<DType> dtype;
+    std::vector<std::unique_ptr<AutocastScope>> entered;
+  };
+  py::class_<PyAutocast>(m, "Autocast")
+      .def(py::init([](std::optional<std::string> name) {
+             PyAutocast a;
+             if (name) {
+               a.dtype = dtypeFromName(*name);
+               if (*a.dtype != DType::BF16)
+                 throw py::type_error(fmt::format("autocast computes in bf16, not {}", *name));
+             }
+             return std::make_unique<PyAutocast>(std::move(a));
+           }),
+           py::arg("dtype"))
+      .def("__enter__", [](PyAutocast& a) -> PyAutocast& {
+             a.entered.push_back(std::make_unique<AutocastScope>(a.dtype));
+             return a;
+           }, py::return_value_policy::reference)
+      .def("__exit__", [](PyAutocast& a, const py::args&) {
+        if (!a.entered.empty()) a.entered.pop_back();
+        return false;
+      });
 
   m.def("astype", [](py::handle x, const std::string& dtype) { UserSite site; return astype(toArray(x), dtypeFromName(dtype)); });
   m.def("reshape", [](py::handle x, const std::vector<int64_t>& shape) { UserSite site; return reshape(toArray(x), shape); });

@@ -97,6 +97,9 @@ struct BuildContext {
   int64_t seqLen = 0;     // [train] seq_len
   int64_t batchSize = 0;  // [train] batch_size
   std::string projectDir;  // the project folder (where a Python model's file is)
+  // [precision] compute: "bf16" when the model is traced under autocast. C++ families are traced under it by
+  // the caller; a Python model's tracer needs to be told (it runs in its own interpreter).
+  std::string compute = "f32";
 };
 
 struct ModelFamily {

@@ -135,9 +135,10 @@ Result<PythonTrace> runTracer(const PythonTraceRequest& r) {
     }
   } cleanup{dir};
   const std::string out = (dir / "trace.json").string(), log = (dir / "trace.log").string();
-  const std::vector<std::string> args = {"--model",  r.modelFile,          "--config",  r.configJson,
-                                         "--inputs", r.inputs.toString(), "--targets", r.targets.toString(),
-                                         "--out",    out};
+  std::vector<std::string> args = {"--model",  r.modelFile,          "--config",  r.configJson,
+                                   "--inputs", r.inputs.toString(), "--targets", r.targets.toString(),
+                                   "--out",    out};
+  if (!r.compute.empty() && r.compute != "f32") args.insert(args.end(), {"--compute", r.compute});
   const EnvLocations where = envLocations();
   std::vector<std::pair<std::string, std::string>> env = {
       {"PYTHONPATH", where.pythonPath.empty() ? fe.packageDir : fe.packageDir + ":" + where.pythonPath},
@@ -302,7 +303,8 @@ FamilyModel buildPython(const ModelConfig& c, const BuildContext& ctx, const Bat
   const fs::path file = fs::absolute(fs::path(ctx.projectDir) / c.text("python")).lexically_normal();
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) raise(makeError("[model] python: {} does not exist", file.string()));
-  PythonTraceRequest request{file.string(), configJson(c, ctx, languageModel), batch.inputs, batch.targets};
+  PythonTraceRequest request{file.string(), configJson(c, ctx, languageModel), batch.inputs, batch.targets,
+                             ctx.compute};
   auto traced = tracePythonModel(request);
   if (!traced.ok()) raise(traced.error());
   auto model = std::make_shared<PythonModel>(std::move(request), *traced, languageModel);
@@ -345,7 +347,7 @@ Result<std::shared_ptr<const PythonTrace>> tracePythonModel(const PythonTraceReq
   if (auto size = fs::file_size(r.modelFile, ec); !ec && size > static_cast<uintmax_t>(limits::kProjectFileBytes))
     return makeError("{} is {} bytes, more than a model file may be ({})", r.modelFile, size, limits::kProjectFileBytes);
   uint64_t key = fnv1a(readText(r.modelFile));
-  for (const std::string& part : {r.modelFile, r.configJson, r.inputs.toString(), r.targets.toString()})
+  for (const std::string& part : {r.modelFile, r.configJson, r.inputs.toString(), r.targets.toString(), r.compute})
     key = fnv1a(part, fnv1a("\x1f", key));
   TraceCache& cache = traceCache();
   std::lock_guard lock(cache.mu);

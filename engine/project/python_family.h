@@ -39,6 +39,7 @@ struct PythonTraceRequest {
   std::string modelFile;   // absolute
   std::string configJson;  // the [model] table (and vocab_size for a language model) as a JSON object
   Aval inputs, targets;    // the batch it is traced for
+  std::string compute;     // "bf16": loss and logits traced under tessera.autocast ([precision] compute)
 };
 
 // The traced model: parameter layout and graphs (null where model.py does not define the function).

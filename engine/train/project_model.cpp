@@ -31,7 +31,7 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   ProjectModel m;
   m.family = family;
   const project::BuildContext context{family->languageModel ? (vocab > 0 ? vocab : configuredVocab(p)) : 0, t.seqLen,
-                                      t.batchSize, p.dir};
+                                      t.batchSize, p.dir, p.precision};
   std::shared_ptr<project::FamilyModel> model;
   try {
     TSR_ASSIGN(project::FamilyModel built, capture([&] { return family->build(p.model.config, context); }));
@@ -47,13 +47,8 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   m.init = model->init;
   // [precision] compute = "bf16": the model's loss and forward pass are traced under autocast (mixed precision:
   // bf16 products, f32 norms, softmax and loss; f32 parameters and optimizer state).
+  // (A Python model is traced in its own interpreter, told by BuildContext::compute.)
   const std::optional<DType> compute = computeDTypeOf(p);
-  // A Python model is traced in its own interpreter (python_family.cpp), where this process's autocast does not
-  // reach: refused rather than trained in f32 under a bf16 setting.
-  if (compute && (family->name == "python" || family->name == "python_lm"))
-    return makeError("{}: [precision] compute = \"{}\" is not available for a Python model ({}) yet: it is traced in "
-                     "its own interpreter, outside autocast; cast inside model.py with astype, or set compute = \"f32\"",
-                     p.file, p.precision, family->name);
   m.computeDType = compute;
   if (model->loss) {
     m.loss = [model, compute](const Tree& prm, const Batch& b, nn::Context& ctx) {

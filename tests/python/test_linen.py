@@ -316,3 +316,47 @@ def test_conv_against_a_numpy_loop(rng):
     v = same.init(random.PRNGKey(1), tnp.asarray(x))
     assert v["params"]["kernel"].shape == (3, 3, 1, 8)
     assert same.apply(v, tnp.asarray(x)).shape == (2, 6, 7, 8)
+
+
+def _bf16(a):
+    """float32 values rounded to bfloat16 (to nearest even), as float32."""
+    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_autocast_runs_products_in_bf16_and_norms_in_f32(rng):
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    dense = nn.Dense(4)
+    v = dense.init(random.PRNGKey(1), tnp.asarray(x))
+    k, b = np.asarray(v["params"]["kernel"]), np.asarray(v["params"]["bias"]) + 0.25
+    params = {"params": {"kernel": tnp.asarray(k), "bias": tnp.asarray(b)}}
+    with tessera.autocast():
+        y = dense.apply(params, tnp.asarray(x))
+        assert y.dtype == tnp.bfloat16
+        # The product of the rounded operands, plus the rounded bias, each rounded once (bf16 half ulp: 2^-9).
+        close(np.asarray(y.astype("float32")), _bf16(_bf16(_bf16(x) @ _bf16(k)) + _bf16(b)), rtol=2e-2, atol=2e-2)
+        ln = nn.LayerNorm()
+        lv = ln.init(random.PRNGKey(0), y)
+        assert ln.apply(lv, y).dtype == tnp.float32
+        assert tessera.nn.softmax(y).dtype == tnp.float32
+        with tessera.autocast(None):  # switched off inside
+            assert (tnp.asarray(x) @ tnp.asarray(k)).dtype == tnp.float32
+    assert (tnp.asarray(x) @ tnp.asarray(k)).dtype == tnp.float32
+    with pytest.raises(TypeError, match="bf16"):
+        tessera.autocast("float16")
+
+
+def test_autocast_inside_grad_gives_f32_gradients(rng):
+    x = tnp.asarray(rng.standard_normal((6, 8)).astype(np.float32))
+    w = rng.standard_normal((8, 3)).astype(np.float32)
+
+    def loss(w):
+        with tessera.autocast():
+            return tnp.sum(tnp.square(x @ w).astype("float32"))
+
+    g = tessera.grad(loss)(tnp.asarray(w))
+    assert g.dtype == tnp.float32
+    xn = np.asarray(x)
+    want = 2 * xn.T @ (xn @ w)
+    np.testing.assert_allclose(np.asarray(g), want, rtol=0, atol=0.03 * np.abs(want).max())

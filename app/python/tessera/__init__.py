@@ -25,7 +25,16 @@ from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, custom_vj
 from .numpy import Array
 from .sharding import devices, device_count, device_put
 
+
+def autocast(dtype="bfloat16"):
+    """Mixed precision over a region, as torch.autocast: inside `with tessera.autocast():` products (matmul, einsum,
+    dot_general, convolutions) read float32 operands in bfloat16 and give bfloat16, softmax, log_softmax, logsumexp
+    and the nn norms compute in float32, and parameters stay what they are (their gradients come back float32).
+    It acts while a function is traced: put it inside the function given to jit or grad. dtype=None switches it
+    off inside an outer region."""
+    return _tessera.Autocast(None if dtype is None else numpy._engine_dtype(dtype))
+
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "jit", "grad",
            "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-           "ShapeDtypeStruct", "devices", "device_count", "device_put",
+           "ShapeDtypeStruct", "devices", "device_count", "device_put", "autocast",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]

@@ -327,7 +327,8 @@ class Dense(Module):
         kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features))
         y = x @ kernel
         if self.use_bias:
-            y = y + self.param("bias", self.bias_init, (self.features,))
+            # bf16 under autocast, as the product it joins (torch.autocast's linear)
+            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
         return y
 
 
@@ -357,7 +358,7 @@ class LayerNorm(Module):
 
     @compact
     def __call__(self, x):
-        x = tnp.asarray(x)
+        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
         mean = tnp.mean(x, axis=-1, keepdims=True)
         d = x - mean
         y = d / tnp.sqrt(tnp.mean(d * d, axis=-1, keepdims=True) + self.epsilon)
@@ -377,7 +378,7 @@ class RMSNorm(Module):
 
     @compact
     def __call__(self, x):
-        x = tnp.asarray(x)
+        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
         y = x / tnp.sqrt(tnp.mean(x * x, axis=-1, keepdims=True) + self.epsilon)
         if self.use_scale:
             y = y * self.param("scale", initializers.ones, (x.shape[-1],))
@@ -395,7 +396,7 @@ class GroupNorm(Module):
 
     @compact
     def __call__(self, x):
-        x = tnp.asarray(x)
+        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
         features = x.shape[-1]
         if features % self.num_groups:
             raise ValueError(f"GroupNorm: {features} features do not split into {self.num_groups} groups")
@@ -428,7 +429,7 @@ class BatchNorm(Module):
 
     @compact
     def __call__(self, x, use_running_average=None):
-        x = tnp.asarray(x)
+        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
         running = self.use_running_average if use_running_average is None else use_running_average
         if running is None:
             raise ValueError("BatchNorm: say use_running_average (False to train on batch statistics, True for "
@@ -509,7 +510,8 @@ class Conv(Module):
                                      dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
                                      feature_group_count=self.feature_group_count)
         if self.use_bias:
-            y = y + self.param("bias", self.bias_init, (self.features,))
+            # bf16 under autocast, as the product it joins (torch.autocast's linear)
+            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
         return y
 
 
@@ -542,7 +544,8 @@ class ConvTranspose(Module):
                                dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
                                transpose_kernel=self.transpose_kernel)
         if self.use_bias:
-            y = y + self.param("bias", self.bias_init, (self.features,))
+            # bf16 under autocast, as the product it joins (torch.autocast's linear)
+            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
         return y
 
 

@@ -20,6 +20,7 @@ statistics) are state: init's outputs after the parameters, inputs of logits aft
 training outputs after the logits (apply with mutable=["batch_stats"])."""
 
 import argparse
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -121,8 +122,9 @@ def _module_functions(model_cls, cfg, inputs):
     return init, logits, takes_train
 
 
-def trace(model_file, cfg, inputs, targets):
-    """The JSON the engine reads; raises whatever model.py raises."""
+def trace(model_file, cfg, inputs, targets, compute=None):
+    """The JSON the engine reads; raises whatever model.py raises. compute="bf16" ([precision] compute) traces
+    loss and logits under tessera.autocast; init is traced as written (the parameters keep their dtypes)."""
     model_file = os.path.abspath(model_file)
     sys.path.insert(0, os.path.dirname(model_file))
     namespace = runpy.run_path(model_file, run_name="tessera_model")
@@ -141,6 +143,9 @@ def trace(model_file, cfg, inputs, targets):
 
     out = {"version": 1}
     structure = {}
+
+    def mixed():
+        return _C.Autocast(compute) if compute else contextlib.nullcontext()
 
     def layout(tree, name):
         leaves, treedef = tree_flatten(tree)
@@ -185,7 +190,8 @@ def trace(model_file, cfg, inputs, targets):
         names = []
 
         def loss_flat(xs):
-            result = loss(params_of(xs), (xs[nparams], xs[nparams + 1]), xs[nparams + 2])
+            with mixed():
+                result = loss(params_of(xs), (xs[nparams], xs[nparams + 1]), xs[nparams + 2])
             metrics = {}
             if isinstance(result, tuple):
                 if len(result) != 2 or not isinstance(result[1], dict):
@@ -204,19 +210,26 @@ def trace(model_file, cfg, inputs, targets):
         out["loss_outputs"] = names
     if logits is not None and module_form:
         at = nparams + nstate
-        out["logits"] = _C.trace_standalone(
-            lambda xs: [tnp.asarray(logits(params_of(xs), state_of(xs), xs[at])[0])],
-            param_avals + state_avals + [inputs], "logits")
+
+        def logits_eval(xs):
+            with mixed():
+                return [tnp.asarray(logits(params_of(xs), state_of(xs), xs[at])[0])]
+
+        out["logits"] = _C.trace_standalone(logits_eval, param_avals + state_avals + [inputs], "logits")
         if takes_train:
             def logits_train(xs):
-                y, stats = logits(params_of(xs), state_of(xs), xs[at], xs[at + 1])
+                with mixed():
+                    y, stats = logits(params_of(xs), state_of(xs), xs[at], xs[at + 1])
                 return [tnp.asarray(y)] + (state_leaves(stats) if nstate else [])
 
             out["logits_train"] = _C.trace_standalone(logits_train, param_avals + state_avals + [inputs, KEY_AVAL],
                                                       "logits_train")
     elif logits is not None:
-        out["logits"] = _C.trace_standalone(lambda xs: [tnp.asarray(logits(params_of(xs), xs[nparams]))],
-                                            param_avals + [inputs], "logits")
+        def logits_flat(xs):
+            with mixed():
+                return [tnp.asarray(logits(params_of(xs), xs[nparams]))]
+
+        out["logits"] = _C.trace_standalone(logits_flat, param_avals + [inputs], "logits")
     return out
 
 
@@ -227,8 +240,10 @@ def main(argv=None):
     parser.add_argument("--inputs", required=True, help="the batch's inputs, e.g. f32[8,784]")
     parser.add_argument("--targets", required=True, help="the batch's targets, e.g. i32[8]")
     parser.add_argument("--out", required=True, help="where the JSON goes")
+    parser.add_argument("--compute", default=None, help="bf16: loss and logits traced under autocast")
     args = parser.parse_args(argv)
-    result = trace(args.model, json.loads(args.config), _aval_spec(args.inputs), _aval_spec(args.targets))
+    result = trace(args.model, json.loads(args.config), _aval_spec(args.inputs), _aval_spec(args.targets),
+                   args.compute)
     tmp = args.out + ".part"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f)
