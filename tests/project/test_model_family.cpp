@@ -103,7 +103,7 @@ TEST_CASE("the core families declare their keys") {
   TSR_COMPARE(std::get<std::vector<int64_t>>(keyOf(*mlp, "sizes")->defaultValue),
               (std::vector<int64_t>{784, 1024, 1024, 1024, 10}));
   // Every key has a doc string: the IDE's form and `tessera families` show it.
-  for (const std::string& n : {"gpt2", "vit", "mlp"})
+  for (const std::string n : {"gpt2", "vit", "mlp"})
     for (const FamilyKey& k : findModelFamily(n)->keys) REQUIRE_MESSAGE(!k.help.empty(), k.name.c_str());
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("a state that cannot fit is refused before allocation") {
 
 TEST_CASE("new projects are written from the declaration and open") {
   registerToy();
-  for (const std::string& family : {"mlp", "vit", "toy_mlp"}) {
+  for (const std::string family : {"mlp", "vit", "toy_mlp"}) {
     auto text = newProjectToml({"demo", family, {}, "", "."});
     REQUIRE_MESSAGE(text.ok(), (text.ok() ? family.c_str() : text.error().message.c_str()));
     auto p = parseProject(*text, "n/project.toml", "n");
