@@ -225,31 +225,48 @@ struct GemmErrors {
   double exact = 0, bf16Inputs = 0;  // max |c - ref| / (1 + |ref|)
 };
 
-GemmErrors stagedGemmErrors(const cpu::GemmPlan& plan, cuda::MatmulPrecision precision) {
-  std::mt19937 rng(5);
+// Random operands of `spec.plan` in [-1, 1] as T (f32, or bf16 rounded from them), their product on cuBLASLt as
+// T: a, b and c on the host.
+template <class T>
+struct HostGemm {
+  std::vector<T> a, b, c;
+};
+template <class T>
+HostGemm<T> runLtGemm(const cuda::GemmSpec& spec, unsigned seed) {
+  const cpu::GemmPlan& plan = spec.plan;
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t aElems = plan.batch * plan.strideA + (plan.transA ? plan.k : plan.m) * plan.lda;
   const int64_t bElems = plan.batch * plan.strideB + (plan.transB ? plan.n : plan.k) * plan.ldb;
-  std::vector<float> a(static_cast<size_t>(aElems)), b(static_cast<size_t>(bElems));
-  for (auto& x : a) x = u(rng);
-  for (auto& x : b) x = u(rng);
+  const int64_t cElems = plan.batch * plan.m * plan.n;
+  constexpr int64_t size = sizeof(T);
+  HostGemm<T> h{std::vector<T>(static_cast<size_t>(aElems)), std::vector<T>(static_cast<size_t>(bElems)),
+                std::vector<T>(static_cast<size_t>(cElems))};
+  for (auto& x : h.a) x = T(u(rng));
+  for (auto& x : h.b) x = T(u(rng));
   auto dev = cuda::Device::get(0);
   REQUIRE(dev.ok());
   cuda::Device& d = **dev;
-  const int64_t cElems = plan.batch * plan.m * plan.n;
-  auto da = d.allocate(aElems * 4), db = d.allocate(bElems * 4), dc = d.allocate(cElems * 4);
+  auto da = d.allocate(aElems * size), db = d.allocate(bElems * size), dc = d.allocate(cElems * size);
   REQUIRE((da.ok() && db.ok() && dc.ok()));
-  REQUIRE(d.upload((*da)->data(), a.data(), aElems * 4).ok());
-  REQUIRE(d.upload((*db)->data(), b.data(), bElems * 4).ok());
-  cuda::GemmSpec spec;
-  spec.plan = plan;
-  spec.precision = precision;
+  REQUIRE(d.upload((*da)->data(), h.a.data(), aElems * size).ok());
+  REQUIRE(d.upload((*db)->data(), h.b.data(), bElems * size).ok());
   auto g = cuda::LtGemm::create(d, spec);
   REQUIRE_MESSAGE(g.ok(), g.error().message);
   REQUIRE((*g)->run((*da)->data(), (*db)->data(), (*dc)->data()).ok());
-  std::vector<float> c(static_cast<size_t>(cElems));
-  REQUIRE(d.download(c.data(), (*dc)->data(), cElems * 4).ok());
+  REQUIRE(d.download(h.c.data(), (*dc)->data(), cElems * size).ok());
   REQUIRE(d.synchronize().ok());
+  return h;
+}
+
+GemmErrors stagedGemmErrors(const cpu::GemmPlan& plan, cuda::MatmulPrecision precision) {
+  cuda::GemmSpec spec;
+  spec.plan = plan;
+  spec.precision = precision;
+  const HostGemm<float> h = runLtGemm<float>(spec, 5);
+  const std::vector<float>& a = h.a;
+  const std::vector<float>& b = h.b;
+  const std::vector<float>& c = h.c;
   GemmErrors err;
   for (int64_t q = 0; q < plan.batch; ++q)
     for (int64_t i = 0; i < plan.m; ++i)
@@ -348,30 +365,13 @@ TEST_CASE("stagedGemms") {
 // staging and compaction kernels reading bf16), against a double-precision loop over the same bf16 values; the
 // result is rounded once to bf16, so within 2^-8 of the reference's scale.
 double bf16GemmError(const cpu::GemmPlan& plan) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  const int64_t aElems = plan.batch * plan.strideA + (plan.transA ? plan.k : plan.m) * plan.lda;
-  const int64_t bElems = plan.batch * plan.strideB + (plan.transB ? plan.n : plan.k) * plan.ldb;
-  std::vector<bf16> a(static_cast<size_t>(aElems)), b(static_cast<size_t>(bElems));
-  for (auto& x : a) x = bf16(u(rng));
-  for (auto& x : b) x = bf16(u(rng));
-  auto dev = cuda::Device::get(0);
-  REQUIRE(dev.ok());
-  cuda::Device& d = **dev;
-  const int64_t cElems = plan.batch * plan.m * plan.n;
-  auto da = d.allocate(aElems * 2), db = d.allocate(bElems * 2), dc = d.allocate(cElems * 2);
-  REQUIRE((da.ok() && db.ok() && dc.ok()));
-  REQUIRE(d.upload((*da)->data(), a.data(), aElems * 2).ok());
-  REQUIRE(d.upload((*db)->data(), b.data(), bElems * 2).ok());
   cuda::GemmSpec spec;
   spec.plan = plan;
   spec.inType = spec.outType = DType::BF16;
-  auto g = cuda::LtGemm::create(d, spec);
-  REQUIRE_MESSAGE(g.ok(), g.error().message);
-  REQUIRE((*g)->run((*da)->data(), (*db)->data(), (*dc)->data()).ok());
-  std::vector<bf16> c(static_cast<size_t>(cElems));
-  REQUIRE(d.download(c.data(), (*dc)->data(), cElems * 2).ok());
-  REQUIRE(d.synchronize().ok());
+  const HostGemm<bf16> h = runLtGemm<bf16>(spec, 7);
+  const std::vector<bf16>& a = h.a;
+  const std::vector<bf16>& b = h.b;
+  const std::vector<bf16>& c = h.c;
   double err = 0;
   for (int64_t q = 0; q < plan.batch; ++q)
     for (int64_t i = 0; i < plan.m; ++i)
