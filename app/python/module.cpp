@@ -363,6 +363,12 @@ void defineOps(py::module_& m) {
   // What the nn layers call under autocast: a product's operand in the compute dtype, a norm's input widened.
   m.def("autocast_operand", [](py::handle x) { UserSite site; return autocastOperand(toArray(x)); });
   m.def("autocast_widen", [](py::handle x) { UserSite site; return autocastWiden(toArray(x)); });
+  // The dtype of the innermost region on this thread ("bf16"), or None: jit keys its cache on it.
+  m.def("autocast_dtype", []() -> std::optional<std::string> {
+    const std::optional<DType> d = autocastDType();
+    if (!d) return std::nullopt;
+    return std::string(dtypeName(*d));
+  });
   // tessera.autocast's region (engine/transform/autocast.h): entered and left by the with statement, on the
   // thread that traces. None switches autocast off inside an outer region.
   struct PyAutocast {

@@ -360,3 +360,15 @@ def test_autocast_inside_grad_gives_f32_gradients(rng):
     xn = np.asarray(x)
     want = 2 * xn.T @ (xn @ w)
     np.testing.assert_allclose(np.asarray(g), want, rtol=0, atol=0.03 * np.abs(want).max())
+
+
+def test_jit_traces_autocast_regions_apart(rng):
+    x = tnp.asarray(rng.standard_normal((4, 5)).astype(np.float32))
+    w = tnp.asarray(rng.standard_normal((5, 3)).astype(np.float32))
+    f = tessera.jit(lambda a, b: a @ b)
+    assert f(x, w).dtype == tnp.float32
+    with tessera.autocast():
+        assert f(x, w).dtype == tnp.bfloat16
+        assert f(x, w).dtype == tnp.bfloat16  # the region's own cached program
+    assert f(x, w).dtype == tnp.float32  # not the region's
+    assert f.cache_info()["size"] == 2

@@ -30,8 +30,9 @@ def autocast(dtype="bfloat16"):
     """Mixed precision over a region, as torch.autocast: inside `with tessera.autocast():` products (matmul, einsum,
     dot_general, convolutions) read float32 operands in bfloat16 and give bfloat16, softmax, log_softmax, logsumexp
     and the nn norms compute in float32, and parameters stay what they are (their gradients come back float32).
-    It acts while a function is traced: put it inside the function given to jit or grad. dtype=None switches it
-    off inside an outer region."""
+    It acts while functions are traced: inside the function given to jit or grad, or around a call of a jitted
+    function (which then traces and caches a program of its own for the region). dtype=None switches it off inside
+    an outer region."""
     return _tessera.Autocast(None if dtype is None else numpy._engine_dtype(dtype))
 
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "jit", "grad",

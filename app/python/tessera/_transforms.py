@@ -46,12 +46,12 @@ class _Jitted:
         this = weakref.ref(self)
         self._jit = _C.Jit(lambda leaves, signature: this()._call_flat(leaves, signature),
                            getattr(fun, "__name__", "jit"))
-        self._signatures = {}  # (treedef, statics) -> the signature text the engine's cache keys on
+        self._signatures = {}  # ((treedef, statics), autocast) -> the signature text the engine's cache keys on
         self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
         self._donated = {}     # signature text -> indices (as text) of the leaves that may be donated
         # Calls with arrays alone as positional arguments (the common case) skip the pytree work: their signature
-        # depends on nothing but how many there are. Number of arrays -> signature text, once seen.
+        # depends on nothing but how many there are. (Number of arrays, autocast) -> signature text, once seen.
         self._flat = {} if not self._static_argnums and not self._static_argnames else None
         functools.update_wrapper(self, fun)
 
@@ -98,23 +98,27 @@ class _Jitted:
         return [str(i) for i, flag in enumerate(flags) if flag is True]
 
     def __call__(self, *args, **kwargs):
+        # A call inside a tessera.autocast region is traced, compiled and cached apart from one outside it.
+        region = _C.autocast_dtype()
         if self._flat is not None and not kwargs:
-            signature = self._flat.get(len(args))
+            signature = self._flat.get((len(args), region))
             if signature is not None and all(type(a) is Array for a in args):
                 return tree_unflatten(self._out_trees[signature],
                                       self._jit.call(list(args), signature, self._donated[signature]))
         dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
         key = (treedef, statics)
-        signature = self._signatures.get(key)
+        signature = self._signatures.get((key, region))
         if signature is None:
             signature = f"#{len(self._signatures)} {treedef} static={statics!r}"
-            self._signatures[key] = signature
+            if region is not None:
+                signature += f" autocast={region}"
+            self._signatures[(key, region)] = signature
             self._calls[signature] = key
             self._donated[signature] = self._donated_leaves(args, kwargs)
         outs = self._jit.call(_leaf_arrays(leaves), signature, self._donated[signature])
         if self._flat is not None and not kwargs and all(type(a) is Array for a in args):
-            self._flat[len(args)] = signature
+            self._flat[(len(args), region)] = signature
         return tree_unflatten(self._out_trees[signature], outs)
 
     def cache_info(self):
