@@ -5,6 +5,7 @@
 
 #include "engine/backends/cuda/executable.h"
 #include "engine/core/dtype.h"
+#include "engine/inspect/project_snapshot.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/passes/pipeline.h"
@@ -50,32 +51,9 @@ Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g) {
   return cpu::Executable::compile(g, ops::registry(), plan, co);
 }
 
-namespace {
-
-void collectPaths(const TreeDef& d, const std::string& prefix, std::vector<std::string>& out) {
-  switch (d.kind) {
-    case TreeKind::Leaf: out.push_back(prefix); break;
-    case TreeKind::List:
-      for (size_t i = 0; i < d.children.size(); ++i) collectPaths(d.children[i], joinPath(prefix, std::to_string(i)), out);
-      break;
-    case TreeKind::Dict:
-      for (size_t i = 0; i < d.children.size(); ++i) collectPaths(d.children[i], joinPath(prefix, d.keys[i]), out);
-      break;
-    default: break;
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> leafPaths(const TreeDef& d) {
-  std::vector<std::string> out;
-  collectPaths(d, "", out);
-  return out;
-}
-
 std::vector<std::pair<size_t, size_t>> stepCarries(const ClosedGraph& step) {
-  std::vector<std::string> in = leafPaths(step.inputTree);
-  const std::vector<std::string> out = leafPaths(step.outputTree);
+  std::vector<std::string> in = inspect::treePaths(step.inputTree);
+  const std::vector<std::string> out = inspect::treePaths(step.outputTree);
   for (std::string& p : in) {  // the arguments' list index: "0.params.wte" -> "params.wte"
     const size_t dot = p.find('.');
     if (dot != std::string::npos && dot > 0 && p.find_first_not_of("0123456789") == dot) p.erase(0, dot + 1);

@@ -18,8 +18,6 @@ Result<ClosedGraph> projectStepGraph(const std::string& name, int64_t batch, int
                                      const std::string& compute = "");
 // The CPU backend's lowered program of g (fusion plan and memory plan): what the CUDA backend runs.
 Result<std::unique_ptr<cpu::Executable>> lowerForCuda(const ir::Graph& g);
-// The dotted path of every leaf of d, in flatten order ("params.wte", "opt.mu.wte").
-std::vector<std::string> leafPaths(const TreeDef& d);
 // The state a training step hands to the next one: (output, input) pairs whose paths agree (the input's path may
 // carry the argument's index: "0.params.wte" takes "params.wte") and whose avals agree.
 std::vector<std::pair<size_t, size_t>> stepCarries(const ClosedGraph& step);

@@ -16,6 +16,7 @@
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/nvrtc.h"
+#include "engine/inspect/project_snapshot.h"
 #include "engine/ops/registry.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/ops/harness.h"
@@ -242,7 +243,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "optimizerLoopsGroup") {
       REQUIRE(alone.ok());
       REQUIRE(alone->groups.empty());
       size_t parameters = 0;
-      for (const std::string& p : leafPaths(cg->inputTree)) parameters += p.find("params.") != std::string::npos &&
+      for (const std::string& p : inspect::treePaths(cg->inputTree)) parameters += p.find("params.") != std::string::npos &&
                                                                          p.find("opt.") == std::string::npos;
       TSR_COMPARE(parameters, row.parameters);
       const ir::Graph& g = cg->graph;
@@ -296,7 +297,7 @@ TEST_CASE("graphTestPremises") {
   auto cg = projectStepGraph("gpt2_mini", 4, 64);
   REQUIRE_MESSAGE(cg.ok(), cg.error().message);
   const auto carries = stepCarries(*cg);
-  const std::vector<std::string> in = leafPaths(cg->inputTree);
+  const std::vector<std::string> in = inspect::treePaths(cg->inputTree);
   size_t params = 0, moments = 0;
   for (auto [o, i] : carries) {
     params += in[i].find("params.") != std::string::npos && in[i].find("opt.") == std::string::npos;

@@ -20,6 +20,7 @@
 #include "engine/backends/backends.h"
 #include "engine/backends/cuda/executable.h"
 #include "engine/core/env_options.h"
+#include "engine/inspect/project_snapshot.h"
 #include "engine/nn/attention.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   Tree args = trainer.stepArgs(state, batches[0]);
   std::vector<Array> leaves = args.leaves();
   leaves.insert(leaves.end(), cg->consts.begin(), cg->consts.end());
-  const std::vector<std::string> inPaths = args.paths(), outPaths = test::leafPaths(cg->outputTree);
+  const std::vector<std::string> inPaths = args.paths(), outPaths = inspect::treePaths(cg->outputTree);
   std::vector<cuda::DeviceBufferPtr> inputs;
   for (size_t i = 0; i < leaves.size(); ++i) {
     auto d = cuda::toDevice(dev, *leaves[i].buffer(), g.aval(g.inputs()[i]).bytes());
