@@ -75,9 +75,6 @@ int main(int argc, char** argv) {
   auto loaded = project::loadProject(projectPath);
   if (!loaded.ok()) return fail(loaded.error().message);
   if (!compute.empty()) loaded->precision = compute;
-  const bool autocast = loaded->precision == "bf16";
-  // Products under autocast are bf16 whatever the f32 matmul precision.
-  const std::string productPrecision = autocast ? "bf16" : precision;
   train::SetupOverrides o;
   o.batchSize = batch;
   o.seqLen = seq;
@@ -87,6 +84,9 @@ int main(int argc, char** argv) {
   if (!setup.ok()) return fail(setup.error().message);
   const project::Project& p = setup->project;
   const train::ProjectModel& model = setup->model;
+  // The model's autocast dtype, as the setup built it; products under it are bf16 whatever the matmul precision.
+  const bool autocast = model.computeDType.has_value();
+  const std::string productPrecision = autocast ? "bf16" : precision;
   train::Trainer& trainer = *setup->trainer;
   trainer.setFusedAttention(nn::fusedAttentionFor("cuda", productPrecision));
   train::TrainState& state = setup->state;
