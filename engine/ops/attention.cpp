@@ -3,9 +3,11 @@
 // materialising the [seq, seq] scores (the CUDA backend: FlashAttention-2's kernels on tensor cores).
 //
 //   dot_product_attention (q, k, v){causal} -> (out, lse)
-//     q [B, T, H, D], k and v [B, S, H, D] (f32 or f64; causal needs S == T); out [B, T, H, D] =
+//     q [B, T, H, D], k and v [B, S, H, D] (f32, f64 or bf16; causal needs S == T); out [B, T, H, D] =
 //     softmax(q k^T / sqrt(D), over the keys) v per batch and head, lse [B, H, T] each row's log-sum-exp of the
-//     scaled scores (what the gradient needs to rebuild the softmax without storing it).
+//     scaled scores (what the gradient needs to rebuild the softmax without storing it). bf16 operands (autocast's
+//     activations) are computed in f32 or better and give bf16 out (and dq, dk, dv) with f32 rows (lse, dlse), as
+//     torch's SDPA and cuDNN's attention keep their inputs' dtype.
 //   dot_product_attention_grad (q, k, v, out, lse, dout, dlse){causal} -> (dq, dk, dv)
 //     the pullback of both results: with P = exp(s - lse) and dP = dout v^T, ds = P (dP - delta) where
 //     delta = rowsum(dout * out) - dlse, dq = ds k / sqrt(D), dk = ds^T q / sqrt(D), dv = P^T dout.
@@ -45,12 +47,14 @@ inline int64_t at4(const Dims& m, int64_t seq, int64_t b, int64_t t, int64_t h, 
 }
 inline int64_t atRow(const Dims& m, int64_t b, int64_t h, int64_t t) { return (b * m.h + h) * m.t + t; }
 
-bool isRealFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+bool attentionDType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+// The dtype of lse and dlse: f32 for bf16 operands, else theirs.
+DType rowDType(DType t) { return t == DType::BF16 ? DType::F32 : t; }
 
 Result<Dims> checkQkv(std::string_view op, std::span<const Aval> ops, bool causal) {
   const Aval &q = ops[0], &k = ops[1], &v = ops[2];
-  if (!isRealFloat(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype)
-    return opError(op, ops, "q, k and v must have one dtype, f32 or f64");
+  if (!attentionDType(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype)
+    return opError(op, ops, "q, k and v must have one dtype, f32, f64 or bf16");
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4)
     return opError(op, ops, "q, k and v must be [batch, seq, heads, head_dim]");
   if (k.shape != v.shape) return opError(op, ops, "k and v must have equal shapes");
@@ -63,7 +67,7 @@ Result<Dims> checkQkv(std::string_view op, std::span<const Aval> ops, bool causa
   return Dims{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
 }
 
-Aval rowAval(const Dims& m, DType t) { return Aval{Shape{m.b, m.h, m.t}, t}; }
+Aval rowAval(const Dims& m, DType t) { return Aval{Shape{m.b, m.h, m.t}, rowDType(t)}; }
 
 Result<std::vector<Aval>> inferAttention(std::span<const Aval> ops, const ir::Attrs& attrs) {
   TSR_TRY(checkArity(kFwd, ops, 3));
@@ -104,11 +108,13 @@ ir::Cost attentionGradCost(std::span<const Aval> in, std::span<const Aval> out, 
 }
 
 // ---- CPU kernels: a row of scores at a time, accumulated in double ----------------------------------------------
+// T: q, k, v, out and the gradients; L: lse and dlse (f32 where T is bf16).
 
-template <class T>
+template <class T, class L>
 void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
   const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>();
-  T *out = a.outputs[0].as<T>(), *lse = a.outputs[1].as<T>();
+  T* out = a.outputs[0].as<T>();
+  L* lse = a.outputs[1].as<L>();
   const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
   std::vector<double> s(static_cast<size_t>(m.s)), acc(static_cast<size_t>(m.d));
   for (int64_t b = 0; b < m.b; ++b)
@@ -132,14 +138,15 @@ void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
         }
         for (int64_t d = 0; d < m.d; ++d)
           out[at4(m, m.t, b, i, h, d)] = static_cast<T>(keys > 0 ? acc[static_cast<size_t>(d)] / l : 0.0);
-        lse[atRow(m, b, h, i)] = static_cast<T>(keys > 0 ? mx + std::log(l) : -std::numeric_limits<double>::infinity());
+        lse[atRow(m, b, h, i)] = static_cast<L>(keys > 0 ? mx + std::log(l) : -std::numeric_limits<double>::infinity());
       }
 }
 
-template <class T>
+template <class T, class L>
 void attentionGradRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
   const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>(), *out = a.inputs[3].as<T>(),
-          *lse = a.inputs[4].as<T>(), *dout = a.inputs[5].as<T>(), *dlse = a.inputs[6].as<T>();
+          *dout = a.inputs[5].as<T>();
+  const L *lse = a.inputs[4].as<L>(), *dlse = a.inputs[6].as<L>();
   T *dq = a.outputs[0].as<T>(), *dk = a.outputs[1].as<T>(), *dv = a.outputs[2].as<T>();
   const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
   std::vector<double> gk(static_cast<size_t>(m.s * m.d)), gv(static_cast<size_t>(m.s * m.d)), gq(static_cast<size_t>(m.d));
@@ -184,14 +191,20 @@ Dims dimsOf(const ir::CpuKernelArgs& a) {
 
 void attentionKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
-  if (a.inputs[0].aval.dtype == DType::F64) attentionRows<double>(a, dimsOf(a), causal);
-  else attentionRows<float>(a, dimsOf(a), causal);
+  switch (a.inputs[0].aval.dtype) {
+    case DType::F64: return attentionRows<double, double>(a, dimsOf(a), causal);
+    case DType::BF16: return attentionRows<bf16, float>(a, dimsOf(a), causal);
+    default: return attentionRows<float, float>(a, dimsOf(a), causal);
+  }
 }
 
 void attentionGradKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
-  if (a.inputs[0].aval.dtype == DType::F64) attentionGradRows<double>(a, dimsOf(a), causal);
-  else attentionGradRows<float>(a, dimsOf(a), causal);
+  switch (a.inputs[0].aval.dtype) {
+    case DType::F64: return attentionGradRows<double, double>(a, dimsOf(a), causal);
+    case DType::BF16: return attentionGradRows<bf16, float>(a, dimsOf(a), causal);
+    default: return attentionGradRows<float, float>(a, dimsOf(a), causal);
+  }
 }
 
 // ---- Transformation rules ---------------------------------------------------------------------------------------

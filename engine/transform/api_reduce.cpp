@@ -288,11 +288,11 @@ Array logSoftmax(const Array& x0, int64_t axis, std::source_location loc) {
   return sub(shifted, log(sum(exp(shifted, loc), {axis}, true, loc), loc), loc);
 }
 
-// The op computes in f32 or f64: bf16 and f16 operands are widened and the output narrowed back to q's dtype,
-// as PyTorch's scaled_dot_product_attention keeps its inputs' dtype.
+// The op takes f32, f64 and bf16 (autocast's activations, read as they are); f16 operands are widened and the
+// output narrowed back to q's dtype, as PyTorch's scaled_dot_product_attention keeps its inputs' dtype.
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal, std::source_location loc) {
   const DType t = q.dtype();
-  if (t != DType::BF16 && t != DType::F16)
+  if (t != DType::F16)
     return bind(OpCode::DotProductAttention, {q, k, v}, ir::AttentionAttrs{causal}, loc)[0];
   auto wide = [&](const Array& x) { return astype(x, DType::F32, loc); };
   return astype(bind(OpCode::DotProductAttention, {wide(q), wide(k), wide(v)}, ir::AttentionAttrs{causal}, loc)[0], t,

@@ -511,7 +511,8 @@ TEST_CASE("flashAttentionMatchesNaive") {
 
 // dot_product_attention and its gradient on FlashAttention-2's tensor-core kernels against the op's CPU kernels
 // (double accumulation) on the same bf16-rounded q, k, v and dout: what remains is the rounding of P and dS to
-// bf16 and the f32 sums, a few 1e-3 of the largest value; a wrong fragment layout or mask is off by O(1).
+// bf16 and the f32 sums, a few 1e-3 of the largest value; a wrong fragment layout or mask is off by O(1). Each
+// problem runs with f32 arrays and with bf16 ones (autocast's: the same values, results rounded to bf16).
 TEST_CASE("tensorCoreFlashAttention") {
   SKIP_WITHOUT_GPU();
   auto dev = cuda::Device::get(0);
@@ -549,49 +550,71 @@ TEST_CASE("tensorCoreFlashAttention") {
       std::vector<ir::MutableTensorView> bres = {{dq.data(), qa}, {dk.data(), ka}, {dv.data(), ka}};
       bwd.cpu(ir::CpuKernelArgs{bin, bres, attrs});
     }
-    auto upload = [&](const std::vector<float>& x) {
-      auto b = d.allocate(static_cast<int64_t>(x.size() * 4));
-      REQUIRE(b.ok());
-      REQUIRE(d.upload((*b)->data(), x.data(), static_cast<int64_t>(x.size() * 4)).ok());
-      return std::move(b).value();
-    };
-    auto download = [&](const cuda::DeviceBufferPtr& b, size_t n) {
-      std::vector<float> x(n);
-      REQUIRE(d.download(x.data(), b->data(), static_cast<int64_t>(n * 4)).ok());
-      REQUIRE(d.synchronize().ok());
-      return x;
-    };
-    auto gq = upload(q), gk = upload(k), gv = upload(v), gdout = upload(dout), gdlse = upload(dlse);
-    auto gout = upload(out), glse = upload(lse), rout = upload(out), rlse = upload(lse);  // results, and the reference's
-    auto gdq = upload(dq), gdk = upload(dk), gdv = upload(dv);
-    auto f = [](const cuda::DeviceBufferPtr& b) { return static_cast<float*>(b->data()); };
-    const cuda::AttentionProblem p{c.b, c.h, c.t, c.s, c.d, c.causal};
-    REQUIRE(d.memset(f(gout), 0, static_cast<int64_t>(out.size() * 4)).ok());
-    Status st = cuda::flashAttentionForward(d, f(gq), f(gk), f(gv), f(gout), f(glse), p);
-    REQUIRE_MESSAGE(st.ok(), st.error().message);
-    REQUIRE(d.memset(f(gdq), 0, static_cast<int64_t>(dq.size() * 4)).ok());
-    st = cuda::flashAttentionBackward(d, f(gq), f(gk), f(gv), f(rout), f(rlse), f(gdout), f(gdlse), f(gdq), f(gdk), f(gdv), p);
-    REQUIRE_MESSAGE(st.ok(), st.error().message);
-    // max |got - want| / max |want|
-    auto err = [](const std::vector<float>& got, const std::vector<float>& want) {
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-        scale = std::max(scale, std::fabs(double(want[i])));
-      }
-      return worst / std::max(scale, 1e-30);
-    };
-    const double eOut = err(download(gout, out.size()), out), eLse = err(download(glse, lse.size()), lse);
-    const double eDq = err(download(gdq, dq.size()), dq), eDk = err(download(gdk, dk.size()), dk),
-                 eDv = err(download(gdv, dv.size()), dv);
-    MESSAGE("flash attention on tensor cores [" << c.b << "," << c.t << "," << c.h << "," << c.d << "] keys " << c.s
-                                                << std::string(c.causal ? " causal" : "") << ": relative error out " << eOut
-                                                << ", lse " << eLse << ", dq " << eDq << ", dk " << eDk << ", dv " << eDv);
-    CHECK(eOut < 1e-2);
-    CHECK(eLse < 1e-3);
-    CHECK(eDq < 3e-2);
-    CHECK(eDk < 3e-2);
-    CHECK(eDv < 3e-2);
+    for (const bool bf16Io : {false, true}) {
+      // q, k, v, out, dout and the gradients as f32 or bf16 on the device (`io`); lse and dlse f32 (`row`).
+      auto upload = [&](const std::vector<float>& x, bool io) {
+        std::vector<uint16_t> half;
+        const void* src = x.data();
+        if (io && bf16Io) {
+          for (float e : x) half.push_back(bf16(e).bits);
+          src = half.data();
+        }
+        const int64_t bytes = static_cast<int64_t>(x.size()) * (io && bf16Io ? 2 : 4);
+        auto b = d.allocate(bytes);
+        REQUIRE(b.ok());
+        REQUIRE(d.upload((*b)->data(), src, bytes).ok());
+        return std::move(b).value();
+      };
+      auto download = [&](const cuda::DeviceBufferPtr& b, size_t n, bool io) {
+        std::vector<float> x(n);
+        if (io && bf16Io) {
+          std::vector<bf16> half(n);
+          REQUIRE(d.download(half.data(), b->data(), static_cast<int64_t>(n * 2)).ok());
+          for (size_t i = 0; i < n; ++i) x[i] = half[i];
+        } else {
+          REQUIRE(d.download(x.data(), b->data(), static_cast<int64_t>(n * 4)).ok());
+        }
+        REQUIRE(d.synchronize().ok());
+        return x;
+      };
+      auto gq = upload(q, true), gk = upload(k, true), gv = upload(v, true), gdout = upload(dout, true),
+           gdlse = upload(dlse, false);
+      auto gout = upload(out, true), glse = upload(lse, false);  // results
+      auto rout = upload(out, true), rlse = upload(lse, false);  // the reference's, which the gradient reads
+      auto gdq = upload(dq, true), gdk = upload(dk, true), gdv = upload(dv, true);
+      auto f = [](const cuda::DeviceBufferPtr& b) { return static_cast<float*>(b->data()); };
+      const cuda::AttentionProblem p{c.b, c.h, c.t, c.s, c.d, c.causal, bf16Io};
+      const int64_t ioBytes = bf16Io ? 2 : 4;
+      REQUIRE(d.memset(gout->data(), 0, static_cast<int64_t>(out.size()) * ioBytes).ok());
+      Status st = cuda::flashAttentionForward(d, gq->data(), gk->data(), gv->data(), gout->data(), f(glse), p);
+      REQUIRE_MESSAGE(st.ok(), st.error().message);
+      REQUIRE(d.memset(gdq->data(), 0, static_cast<int64_t>(dq.size()) * ioBytes).ok());
+      st = cuda::flashAttentionBackward(d, gq->data(), gk->data(), gv->data(), rout->data(), f(rlse), gdout->data(),
+                                        f(gdlse), gdq->data(), gdk->data(), gdv->data(), p);
+      REQUIRE_MESSAGE(st.ok(), st.error().message);
+      // max |got - want| / max |want|
+      auto err = [](const std::vector<float>& got, const std::vector<float>& want) {
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+          scale = std::max(scale, std::fabs(double(want[i])));
+        }
+        return worst / std::max(scale, 1e-30);
+      };
+      const double eOut = err(download(gout, out.size(), true), out);
+      const double eLse = err(download(glse, lse.size(), false), lse);
+      const double eDq = err(download(gdq, dq.size(), true), dq), eDk = err(download(gdk, dk.size(), true), dk),
+                   eDv = err(download(gdv, dv.size(), true), dv);
+      MESSAGE("flash attention on tensor cores, " << (bf16Io ? "bf16" : "f32") << " arrays [" << c.b << "," << c.t
+                  << "," << c.h << "," << c.d << "] keys " << c.s << (c.causal ? " causal" : "")
+                  << ": relative error out " << eOut << ", lse " << eLse << ", dq " << eDq << ", dk " << eDk
+                  << ", dv " << eDv);
+      CHECK(eOut < 1e-2);
+      CHECK(eLse < 1e-3);
+      CHECK(eDq < 3e-2);
+      CHECK(eDk < 3e-2);
+      CHECK(eDv < 3e-2);
+    }
   }
 }
 

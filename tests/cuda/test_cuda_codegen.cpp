@@ -345,15 +345,17 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "flashAttentionCompiles") {
   }
 }
 
-// FlashAttention-2's tensor-core kernels (mma.sync bf16, sm_90 here), both generations, for every head dim they take.
+// FlashAttention-2's tensor-core kernels (mma.sync bf16, sm_90 here), both generations, for every head dim they take,
+// reading and writing f32 and bf16 arrays.
 TEST_CASE_FIXTURE(NvrtcEveryTime, "tensorCoreAttentionCompiles") {
-  for (int d : {16, 32, 48, 64}) {
-    REQUIRE(cuda::flashAttentionSupports(d));
-    auto r = cuda::compileCuda(cuda::tensorCoreAttentionSourceV2(d), "flash_attention_tc2");
-    REQUIRE_MESSAGE(r.ok(), r.error().message);
-    auto r1 = cuda::compileCuda(cuda::tensorCoreAttentionSourceV1(d), "flash_attention_tc");  // TESSERA_FLASH_KERNELS=v1
-    REQUIRE_MESSAGE(r1.ok(), r1.error().message);
-  }
+  for (int d : {16, 32, 48, 64})
+    for (bool bf16 : {false, true}) {
+      REQUIRE(cuda::flashAttentionSupports(d));
+      auto r = cuda::compileCuda(cuda::tensorCoreAttentionSourceV2(d, bf16), "flash_attention_tc2");
+      REQUIRE_MESSAGE(r.ok(), r.error().message);
+      auto r1 = cuda::compileCuda(cuda::tensorCoreAttentionSourceV1(d, bf16), "flash_attention_tc");  // v1
+      REQUIRE_MESSAGE(r1.ok(), r1.error().message);
+    }
   REQUIRE(!cuda::flashAttentionSupports(80));
   REQUIRE(!cuda::flashAttentionSupports(8));
 }

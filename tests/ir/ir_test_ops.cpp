@@ -235,8 +235,12 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   t["select_and_scatter_add"] = {{{f32({2, 3, 3, 4}), f32({2, 6, 5, 4})}, window}};
   // [batch 2, seq 5, heads 3, head_dim 4]; cross attention over 6 keys; the gradient with its rows [2, 3, 5].
   const Aval q = f32({2, 5, 3, 4}), kv = f32({2, 6, 3, 4}), rows = f32({2, 3, 5});
-  t["dot_product_attention"] = {{{q, q, q}, ir::AttentionAttrs{true}}, {{q, kv, kv}, ir::AttentionAttrs{false}}};
-  t["dot_product_attention_grad"] = {{{q, q, q, q, rows, q, rows}, ir::AttentionAttrs{true}}};
+  // bf16 q, k and v (autocast) take f32 rows.
+  const Aval qb{q.shape, DType::BF16};
+  t["dot_product_attention"] = {{{q, q, q}, ir::AttentionAttrs{true}}, {{q, kv, kv}, ir::AttentionAttrs{false}},
+                                {{qb, qb, qb}, ir::AttentionAttrs{true}}};
+  t["dot_product_attention_grad"] = {{{q, q, q, q, rows, q, rows}, ir::AttentionAttrs{true}},
+                                     {{qb, qb, qb, qb, rows, qb, rows}, ir::AttentionAttrs{true}}};
   const Aval nhwc{Shape{2, 3, 3, 4}, DType::F32}, ch{Shape{4}, DType::F32}, nchwCh{Shape{3}, DType::F32};
   const ir::BatchNormAttrs last{ir::Literal::scalar(DType::F64, 1e-5), 3}, second{ir::Literal::scalar(DType::F64, 1e-3), 1};
   t["batch_norm_training"] = {{{nhwc, ch, ch}, last}, {{nhwc, nchwCh, nchwCh}, second}};

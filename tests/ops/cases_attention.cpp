@@ -78,7 +78,8 @@ std::pair<Matrix, std::vector<double>> probabilities(const Matrix& q, const Matr
 
 std::vector<HostTensor> attentionRef(const std::vector<HostTensor>& in, bool causal) {
   const Geometry g = geometryOf(in);
-  HostTensor out = HostTensor::zeros(in[0].aval), lse = HostTensor::zeros(Aval{Shape{g.b, g.h, g.t}, in[0].aval.dtype});
+  const DType rows = in[0].aval.dtype == DType::BF16 ? DType::F32 : in[0].aval.dtype;  // bf16 q: f32 lse
+  HostTensor out = HostTensor::zeros(in[0].aval), lse = HostTensor::zeros(Aval{Shape{g.b, g.h, g.t}, rows});
   for (int64_t b = 0; b < g.b; ++b)
     for (int64_t h = 0; h < g.h; ++h) {
       auto [p, rows] = probabilities(head(in[0], b, h), head(in[1], b, h), causal);
@@ -136,6 +137,8 @@ void addAttention(std::vector<OpCase>& cases, std::mt19937& rng, DType t, Shape 
   c.inputs = in;
   c.reference = [causal](const std::vector<HostTensor>& x) { return attentionRef(x, causal); };
   if (t == DType::F32) c.rtol = c.atol = 2e-5;  // softmax sums over up to 9 keys, f32 exp
+  // bf16: kernel and reference compute from the same bf16 values in double and round once: one bf16 ulp at most.
+  if (t == DType::BF16) c.rtol = c.atol = 4e-3;
   cases.push_back(c);
 
   // The gradient at the forward pass's own out and lse, with random output cotangents.
@@ -148,6 +151,7 @@ void addAttention(std::vector<OpCase>& cases, std::mt19937& rng, DType t, Shape 
   gc.inputs = {in[0], in[1], in[2], fwd[0], fwd[1], randomTensor(in[0].aval, rng), randomTensor(fwd[1].aval, rng)};
   gc.reference = [causal](const std::vector<HostTensor>& x) { return attentionGradRef(x, causal); };
   if (t == DType::F32) gc.rtol = gc.atol = 5e-5;
+  if (t == DType::BF16) gc.rtol = gc.atol = 4e-3;
   cases.push_back(gc);
 }
 
@@ -162,6 +166,10 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
     }
     addAttention(cases, rng, t, Shape{2, 3, 2, 4}, 6, false);  // cross attention: more keys than queries
   }
+  // bf16 q, k, v (autocast's activations): bf16 out and gradients, f32 lse and dlse.
+  addAttention(cases, rng, DType::BF16, Shape{2, 5, 3, 4}, 5, true);
+  addAttention(cases, rng, DType::BF16, Shape{1, 9, 2, 8}, 9, false);
+  addAttention(cases, rng, DType::BF16, Shape{2, 3, 2, 4}, 6, false);
 }
 
 }  // namespace tsr::test

@@ -201,6 +201,12 @@ def test_fused_dot_product_attention_against_numpy(rng):
         unfused = tessera.grad(loss("xla"), argnums=(0, 1, 2))(*args)
         for a, b in zip(fused, unfused):
             close(a, np.asarray(b), rtol=1e-4, atol=1e-5)
+        # bf16 q, k and v (autocast's activations) go to the op as they are and give bf16: the attention of the
+        # rounded values, rounded once.
+        qb, kb, vb = (tnp.asarray(a).astype(tnp.bfloat16) for a in (q, k, v))
+        got = nn.dot_product_attention(qb, kb, vb, is_causal=causal, implementation="fused")
+        assert got.dtype == tnp.bfloat16
+        close(np.asarray(got.astype("float32")), reference(_bf16(q), _bf16(k), _bf16(v), causal), rtol=8e-3, atol=8e-3)
     with pytest.raises(ValueError, match="mask"):
         nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), mask=tnp.ones((2, 3, 4, 7)) > 0,
                                  implementation="fused")

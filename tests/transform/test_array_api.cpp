@@ -281,3 +281,76 @@ TEST_CASE("autocastGradientsOfF32WeightsAreF32") {
   for (size_t i = 0; i < want.size(); ++i)
     REQUIRE_MESSAGE(std::fabs(got[i] - want[i]) <= 0.03 * scale, "element " << i << ": " << got[i] << " vs " << want[i]);
 }
+
+// dot_product_attention reads bf16 q, k and v as they are (autocast's activations): one op, no converts around it,
+// bf16 out within one bf16 rounding of the attention of the same bf16 values worked in double here; its gradient
+// through an f32 q (converted for the op) is f32 and near the gradient of the unfused f64 formula.
+TEST_CASE("attentionTakesBf16AsItIs") {
+  std::mt19937 rng(13);
+  const int64_t b = 2, t = 5, h = 2, d = 4;
+  Array q = randomArray({b, t, h, d}, rng), k = randomArray({b, t, h, d}, rng), v = randomArray({b, t, h, d}, rng);
+  const Array qb = astype(q, DType::BF16), kb = astype(k, DType::BF16), vb = astype(v, DType::BF16);
+  // The reference: causal softmax(q k^T / sqrt(d)) v per batch and head, in double over the bf16 values.
+  const std::vector<double> qv = qb.toDoubles(), kv = kb.toDoubles(), vv = vb.toDoubles();
+  auto at = [&](int64_t bi, int64_t ti, int64_t hi, int64_t di) {
+    return static_cast<size_t>(((bi * t + ti) * h + hi) * d + di);
+  };
+  std::vector<double> want(qv.size(), 0.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(static_cast<size_t>(i + 1));
+        double mx = -1e300, z = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t e = 0; e < d; ++e) s[static_cast<size_t>(j)] += qv[at(bi, i, hi, e)] * kv[at(bi, j, hi, e)];
+          s[static_cast<size_t>(j)] /= std::sqrt(static_cast<double>(d));
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        for (double& x : s) z += (x = std::exp(x - mx));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t e = 0; e < d; ++e) want[at(bi, i, hi, e)] += s[static_cast<size_t>(j)] / z * vv[at(bi, j, hi, e)];
+      }
+  Array out = dotProductAttention(qb, kb, vb, true);
+  TSR_COMPARE(out.dtype(), DType::BF16);
+  expectNear(out.toDoubles(), want, 1.0 / 256, "bf16 attention");
+
+  auto traced = makeGraph(
+      [](const std::vector<Array>& xs) { return std::vector<Array>{dotProductAttention(xs[0], xs[1], xs[2], true)}; },
+      {qb.aval(), kb.aval(), vb.aval()});
+  REQUIRE_MESSAGE(traced.ok(), traced.error().message);
+  int converts = 0, attentions = 0;
+  for (const ir::Node& n : traced->graph.nodes()) {
+    converts += n.op == ir::OpCode::Convert;
+    if (n.op == ir::OpCode::DotProductAttention) {
+      ++attentions;
+      TSR_COMPARE(traced->graph.aval(n.operands[0]).dtype, DType::BF16);
+      TSR_COMPARE(traced->graph.aval(n.results[1]).dtype, DType::F32);  // lse
+    }
+  }
+  TSR_COMPARE(attentions, 1);
+  TSR_COMPARE(converts, 0);
+
+  // d/dq sum(attention(q, k, v) * w) with q converted to bf16 for the op, against the unfused f64 formula's.
+  Array w = randomArray({b, t, h, d}, rng);
+  auto fused = [&](const Tree& p) {
+    return sum(astype(dotProductAttention(astype(p.leaf(), DType::BF16), kb, vb, true), DType::F32) * w);
+  };
+  auto unfused = [&](const Tree& p) {
+    const Array q64 = transpose(p.leaf(), {0, 2, 1, 3}), k64 = transpose(astype(kb, DType::F64), {0, 2, 1, 3}),
+                v64 = transpose(astype(vb, DType::F64), {0, 2, 1, 3});
+    Array s = dotGeneral(q64, k64, {{3}, {3}, {0, 1}, {0, 1}}) * (1.0 / std::sqrt(static_cast<double>(d)));
+    std::vector<double> maskv;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) maskv.push_back(j <= i ? 0.0 : -1e30);
+    s = s + Array::fromVector(maskv, Shape{t, t}, DType::F64);
+    Array y = dotGeneral(softmax(s, -1), v64, {{3}, {2}, {0, 1}, {0, 1}});
+    return sum(transpose(y, {0, 2, 1, 3}) * astype(w, DType::F64));
+  };
+  const Array g = grad(fused)(Tree(q)).leaf();
+  TSR_COMPARE(g.dtype(), DType::F32);
+  const std::vector<double> ref = grad(unfused)(Tree(astype(qb, DType::F64))).leaf().toDoubles(), got = g.toDoubles();
+  double scale = 0;
+  for (double x : ref) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < ref.size(); ++i)  // bf16 cotangents and dq: a few bf16 ulps of the gradient's scale
+    REQUIRE_MESSAGE(std::fabs(got[i] - ref[i]) <= 0.02 * scale, "dq element " << i << ": " << got[i] << " vs " << ref[i]);
+}

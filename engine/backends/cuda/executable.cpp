@@ -135,16 +135,17 @@ std::optional<CudnnConvProblem> cudnnProblem(const ir::Graph& g, const LoweredKe
 }
 
 // The flash attention problem of a dot_product_attention (or its gradient) alone in its kernel, where the
-// tensor-core kernels take it (f32, head dims 16 to 64 in steps of 16).
+// tensor-core kernels take it (f32 or bf16, head dims 16 to 64 in steps of 16).
 std::optional<AttentionProblem> attentionProblem(const ir::Graph& g, const LoweredKernel& k) {
   if (k.node < 0 || k.info.nodes.size() != 1) return std::nullopt;
   const ir::Node& n = g.nodes()[static_cast<size_t>(k.node)];
   if (n.op != OpCode::DotProductAttention && n.op != OpCode::DotProductAttentionGrad) return std::nullopt;
   const Aval &q = g.aval(n.operands[0]), &kv = g.aval(n.operands[1]);
-  if (q.dtype != DType::F32 || !flashAttentionSupports(q.shape[3]) || q.shape[0] * q.shape[2] > 65535)
+  if ((q.dtype != DType::F32 && q.dtype != DType::BF16) || !flashAttentionSupports(q.shape[3]) ||
+      q.shape[0] * q.shape[2] > 65535)
     return std::nullopt;
   return AttentionProblem{q.shape[0], q.shape[2], q.shape[1], kv.shape[1], q.shape[3],
-                          std::get<ir::AttentionAttrs>(n.attrs).causal};
+                          std::get<ir::AttentionAttrs>(n.attrs).causal, q.dtype == DType::BF16};
 }
 
 }  // namespace
@@ -448,11 +449,13 @@ Status Executable::Impl::runCudnn(size_t ki, const LoweredKernel& k, const std::
 
 Status Executable::Impl::runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs) {
   const AttentionProblem& p = attention.at(ki);
-  auto in = [&](size_t i) { return static_cast<const float*>(ptrs[static_cast<size_t>(k.operandArgs[i])]); };
-  auto out = [&](size_t i) { return static_cast<float*>(ptrs[static_cast<size_t>(k.resultArgs[i])]); };
+  auto in = [&](size_t i) { return ptrs[static_cast<size_t>(k.operandArgs[i])]; };
+  auto out = [&](size_t i) { return ptrs[static_cast<size_t>(k.resultArgs[i])]; };
+  auto rows = [](void* x) { return static_cast<float*>(x); };  // lse and dlse: f32 whatever q's dtype
   if (graph().nodes()[static_cast<size_t>(k.node)].op == OpCode::DotProductAttention)
-    return flashAttentionForward(*device, in(0), in(1), in(2), out(0), out(1), p);
-  return flashAttentionBackward(*device, in(0), in(1), in(2), in(3), in(4), in(5), in(6), out(0), out(1), out(2), p);
+    return flashAttentionForward(*device, in(0), in(1), in(2), out(0), rows(out(1)), p);
+  return flashAttentionBackward(*device, in(0), in(1), in(2), in(3), rows(in(4)), in(5), rows(in(6)), out(0), out(1),
+                                out(2), p);
 }
 
 // A node without a device kernel: its CPU kernel on host copies (operands down, results up).

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -22,9 +23,9 @@ constexpr int kRows = 64;  // query rows per block: one thread each
 // Keys per tile in shared memory: K and V tiles take 2 * cols * D floats, under the 48 KiB of static shared memory.
 int tileCols(int headDim) { return headDim > 64 ? 32 : 64; }
 
-// The module `name` compiled from source(headDim), once per (device, name, head dimension), kept for the process.
+// The module `name` compiled from source(), once per (device, name, head dimension), kept for the process.
 Result<std::shared_ptr<LoadedModule>> attentionModule(Device& d, const std::string& name, int64_t headDim,
-                                                      std::string (*source)(int)) {
+                                                      const std::function<std::string()>& source) {
   static std::mutex mutex;
   static auto& modules =
       *new std::map<std::tuple<int, std::string, int64_t>, std::shared_ptr<LoadedModule>>();  // kept past exit
@@ -33,7 +34,7 @@ Result<std::shared_ptr<LoadedModule>> attentionModule(Device& d, const std::stri
   if (!m) {
     NvrtcOptions o;
     o.sm = d.smVersion();
-    TSR_ASSIGN(CompiledModule cm, compileCuda(source(static_cast<int>(headDim)), name, o));
+    TSR_ASSIGN(CompiledModule cm, compileCuda(source(), name, o));
     TSR_ASSIGN(m, LoadedModule::load(cm));
   }
   return m;
@@ -103,7 +104,8 @@ Status flashAttention(Device& d, const float* q, const float* k, const float* v,
   if (s.headDim < 1 || s.headDim > 128)
     return makeError("flash attention: head dimension {} (1 to 128 supported)", s.headDim);
   if (s.seq > 0x7fffffff || s.heads > 0x7fffffff) return makeError("flash attention: sequence or heads too large");
-  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, "flash_attention", s.headDim, flashAttentionSource));
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, "flash_attention", s.headDim,
+                                                                  [&] { return flashAttentionSource(static_cast<int>(s.headDim)); }));
   TSR_ASSIGN(const void* fn, mod->kernel(kFlashAttentionKernel));
   long long sh = s.strideHead ? s.strideHead : s.headDim;
   long long ss = s.strideSeq ? s.strideSeq : s.heads * s.headDim;
@@ -136,10 +138,10 @@ Status checkProblem(const AttentionProblem& p) {
   return {};
 }
 
-// One generation of the tensor-core kernels: its source, module name (the module cache's key, distinct per
-// generation), rows (queries of tsr_fa_fwd and tsr_fa_bwd_dq, keys of tsr_fa_bwd_dkdv) and threads per block.
+// One generation of the tensor-core kernels: its source, module name (with the I/O dtype, the module cache's key),
+// rows (queries of tsr_fa_fwd and tsr_fa_bwd_dq, keys of tsr_fa_bwd_dkdv) and threads per block.
 struct TensorCoreKernels {
-  std::string (*source)(int);
+  std::string (*source)(int, bool);
   const char* module;
   int rows, threads;
 };
@@ -149,19 +151,26 @@ const TensorCoreKernels& tensorCoreKernels() {
   return flashKernelsV1() ? v1 : v2;
 }
 
+Result<std::shared_ptr<LoadedModule>> tensorCoreModule(Device& d, const TensorCoreKernels& tc, const AttentionProblem& p) {
+  return attentionModule(d, fmt::format("{}_{}", tc.module, p.bf16 ? "bf16" : "f32"), p.headDim,
+                         [&] { return tc.source(static_cast<int>(p.headDim), p.bf16); });
+}
+
+int64_t ioBytes(const AttentionProblem& p) { return p.bf16 ? 2 : 4; }
+
 }  // namespace
 
 bool flashKernelsV1() { return envOptions().flashKernelsV1; }
 
 bool flashAttentionSupports(int64_t headDim) { return headDim >= 16 && headDim <= 64 && headDim % 16 == 0; }
 
-Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
+Status flashAttentionForward(Device& d, const void* q, const void* k, const void* v, void* out, float* lse,
                              const AttentionProblem& p) {
   TSR_TRY(checkProblem(p));
   TSR_TRY(checkAligned({q, k, v, out}));
   if (p.batch * p.heads * p.seqQ == 0) return {};
   const TensorCoreKernels& tc = tensorCoreKernels();
-  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, tc.module, p.headDim, tc.source));
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreModule(d, tc, p));
   TSR_ASSIGN(const void* fn, mod->kernel("tsr_fa_fwd"));
   int heads = static_cast<int>(p.heads), tq = static_cast<int>(p.seqQ), tk = static_cast<int>(p.seqK);
   int causal = p.causal ? 1 : 0;
@@ -172,14 +181,14 @@ Status flashAttentionForward(Device& d, const float* q, const float* k, const fl
                         d.computeStream());
 }
 
-Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,
-                              const float* lse, const float* dout, const float* dlse, float* dq, float* dk, float* dv,
+Status flashAttentionBackward(Device& d, const void* q, const void* k, const void* v, const void* out,
+                              const float* lse, const void* dout, const float* dlse, void* dq, void* dk, void* dv,
                               const AttentionProblem& p) {
   TSR_TRY(checkProblem(p));
   TSR_TRY(checkAligned({q, k, v, out, dout, dq, dk, dv}));
   const int64_t rows = p.batch * p.heads * p.seqQ;
   const TensorCoreKernels& tc = tensorCoreKernels();
-  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, attentionModule(d, tc.module, p.headDim, tc.source));
+  TSR_ASSIGN(std::shared_ptr<LoadedModule> mod, tensorCoreModule(d, tc, p));
   TSR_ASSIGN(const void* pre, mod->kernel("tsr_fa_bwd_pre"));
   TSR_ASSIGN(const void* dkdv, mod->kernel("tsr_fa_bwd_dkdv"));
   TSR_ASSIGN(const void* dqk, mod->kernel("tsr_fa_bwd_dq"));
@@ -188,9 +197,9 @@ Status flashAttentionBackward(Device& d, const float* q, const float* k, const f
   long long ss = p.heads * p.headDim, nrows = rows;
   float scale = 1.0f / std::sqrt(static_cast<float>(p.headDim));
   if (rows == 0) {  // no queries: the keys' gradients are zero
-    const size_t bytes = static_cast<size_t>(p.batch * p.seqK * ss) * sizeof(float);
-    TSR_TRY(d.memset(dk, 0, static_cast<int64_t>(bytes)));
-    return d.memset(dv, 0, static_cast<int64_t>(bytes));
+    const int64_t bytes = p.batch * p.seqK * ss * ioBytes(p);
+    TSR_TRY(d.memset(dk, 0, bytes));
+    return d.memset(dv, 0, bytes);
   }
   // delta in a pool buffer, freed in stream order after the kernels that read it.
   TSR_ASSIGN(DeviceBufferPtr scratch, d.allocate(rows * static_cast<int64_t>(sizeof(float))));
@@ -199,7 +208,7 @@ Status flashAttentionBackward(Device& d, const float* q, const float* k, const f
   TSR_TRY(launchKernel(pre, (rows + 3) / 4, 128, preArgs, 0, d.computeStream()));
   const float* deltaIn = delta;
   void* kvArgs[] = {&q, &k, &v, &dout, &lse, &deltaIn, &dk, &dv, &heads, &tq, &tk, &ss, &scale, &causal};
-  if (p.seqK == 0) return d.memset(dq, 0, rows * p.headDim * static_cast<int64_t>(sizeof(float)));  // no keys
+  if (p.seqK == 0) return d.memset(dq, 0, rows * p.headDim * ioBytes(p));  // no keys
   TSR_TRY(launchKernel2d(dkdv, (p.seqK + tc.rows - 1) / tc.rows, p.batch * p.heads, tc.threads, kvArgs, 0,
                          d.computeStream()));
   void* qArgs[] = {&q, &k, &v, &dout, &lse, &deltaIn, &dq, &heads, &tq, &tk, &ss, &scale, &causal};

@@ -14,7 +14,9 @@
 // key tiles, each rebuilding P from the log-sum-exp: no [T, T] matrix in memory and no atomics (deterministic).
 // That is v1 (TESSERA_FLASH_KERNELS=v1); v2, the default, takes 128 rows and 8 warps a block, loads the next
 // tile into registers while the current one is multiplied, reads all B fragments with ldmatrix (.trans for the
-// products that need a transposed tile) and masks only the tiles that need it.
+// products that need a transposed tile) and masks only the tiles that need it. Both read and write q, k, v, out,
+// dout and the gradients in f32 or in bf16 (autocast's activations, with no converts around the op); the
+// log-sum-exps and delta stay f32.
 #include <string>
 
 #include "engine/backends/cuda/device.h"
@@ -37,22 +39,25 @@ inline constexpr const char* kFlashAttentionKernel = "tsr_flash_attention";
 Status flashAttention(Device& d, const float* q, const float* k, const float* v, float* out, const AttentionShape& s);
 
 // The tensor-core kernels' problem: q, out and dout [batch, seqQ, heads, headDim], k and v [batch, seqK, heads,
-// headDim], dense; lse, dlse [batch, heads, seqQ]; scale 1/sqrt(headDim).
+// headDim], dense; lse, dlse [batch, heads, seqQ] f32; scale 1/sqrt(headDim). bf16: q, k, v, out, dout and the
+// gradients are bf16 (else f32).
 struct AttentionProblem {
   int64_t batch = 1, heads = 1, seqQ = 1, seqK = 1, headDim = 64;
   bool causal = false;
+  bool bf16 = false;
 };
 bool flashAttentionSupports(int64_t headDim);
 // Whether to run the first generation of the tensor-core kernels (64 rows a block, synchronous tile loads) rather
 // than v2 (128 rows a block, register-prefetched tiles, ldmatrix fragments): TESSERA_FLASH_KERNELS=v1.
 bool flashKernelsV1();
-// Each generation's source for one head dimension (flash_attention_kernels.cpp; tests compile both).
-std::string tensorCoreAttentionSourceV1(int headDim);
-std::string tensorCoreAttentionSourceV2(int headDim);
-Status flashAttentionForward(Device& d, const float* q, const float* k, const float* v, float* out, float* lse,
+// Each generation's source for one head dimension and I/O dtype (flash_attention_kernels.cpp; tests compile all).
+std::string tensorCoreAttentionSourceV1(int headDim, bool bf16);
+std::string tensorCoreAttentionSourceV2(int headDim, bool bf16);
+// q, k, v, out, dout, dq, dk, dv: f32 or (p.bf16) bf16 device arrays.
+Status flashAttentionForward(Device& d, const void* q, const void* k, const void* v, void* out, float* lse,
                              const AttentionProblem& p);
-Status flashAttentionBackward(Device& d, const float* q, const float* k, const float* v, const float* out,
-                              const float* lse, const float* dout, const float* dlse, float* dq, float* dk, float* dv,
+Status flashAttentionBackward(Device& d, const void* q, const void* k, const void* v, const void* out,
+                              const float* lse, const void* dout, const float* dlse, void* dq, void* dk, void* dv,
                               const AttentionProblem& p);
 
 }  // namespace tsr::cuda

@@ -12,11 +12,10 @@ namespace {
 
 // v1: the first tensor-core kernels (64 rows and 4 warps a block, synchronous tile loads, transposed copies of the
 // tiles for the B fragments), kept as a fallback (TESSERA_FLASH_KERNELS=v1).
-constexpr const char* kTensorCoreAttentionV1 = R"(// FlashAttention-2 on tensor cores
-#define KT (D / 16)  // k-steps of 16 over the head dim
-#define DN (D / 8)   // n-tiles of 8 over the head dim
-#define LDS (D + 8)  // row stride (bf16) of a [64][D] tile in shared memory: conflict-free fragment loads
-#define LDT 72       // row stride (bf16) of a [D][64] (transposed) tile
+// What both generations share: the constants, bf16 mma operands, the I/O element type and the backward pass's
+// first kernel. q, k, v, out, dout, dq, dk and dv are tsr_io: f32, or bf16 where TSR_IO_BF16 is 1 (autocast's
+// activations, read and written as they are); lse, dlse and delta are f32 either way.
+constexpr const char* kTensorCorePrelude = R"TSR(
 #define TSR_INF __int_as_float(0x7f800000)
 #define TSR_LOG2E 1.4426950408889634f  // softmax in base 2: exp(x) = exp2(x log2 e), one ex2 each
 #define TSR_LN2 0.6931471805599453f
@@ -28,8 +27,6 @@ __device__ __forceinline__ unsigned tsr_pack(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
-__device__ __forceinline__ bf16_t tsr_bf16(float x) { return (bf16_t)(tsr_pack(x, 0.0f) & 0xffffu); }
-__device__ __forceinline__ unsigned tsr_ld2(const bf16_t* p) { return *(const unsigned*)p; }
 // c (16x8 f32) += a (16x16 bf16, row-major) * b (16x8 bf16, column-major): lane = 4 g + t holds
 // a: (g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); b: (2t..2t+1, g), (2t+8.., g); c: (g, 2t..2t+1), (g+8, 2t..).
 __device__ __forceinline__ void tsr_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
@@ -38,15 +35,76 @@ __device__ __forceinline__ void tsr_mma(float* c, const unsigned* a, unsigned b0
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// Two accumulator tiles (16 x 8 f32, columns 16 kk.. and 16 kk + 8..) as the A fragment of columns 16 kk..16 kk+15.
+__device__ __forceinline__ void tsr_c_to_a(unsigned* a, const float* c0, const float* c1) {
+  a[0] = tsr_pack(c0[0], c0[1]);
+  a[1] = tsr_pack(c0[2], c0[3]);
+  a[2] = tsr_pack(c1[0], c1[1]);
+  a[3] = tsr_pack(c1[2], c1[3]);
+}
+
+// tsr_io4: four consecutive elements as one load (16 bytes of f32, 8 of bf16). tsr_bits2, tsr_bits4: elements as
+// packed bf16 mma operands. tsr_get2: two elements as floats. tsr_put2: two floats stored (rounded to bf16).
+#if TSR_IO_BF16
+typedef bf16_t tsr_io;
+typedef uint2 tsr_io4;
+__device__ __forceinline__ float tsr_f(bf16_t x) { return __uint_as_float((unsigned)x << 16); }
+__device__ __forceinline__ unsigned tsr_bits2(const tsr_io* p) { return *(const unsigned*)p; }
+__device__ __forceinline__ uint2 tsr_bits4(tsr_io4 r) { return r; }
+__device__ __forceinline__ tsr_io4 tsr_zero4() { return make_uint2(0u, 0u); }
+__device__ __forceinline__ float2 tsr_get2(const tsr_io* p) {
+  const unsigned u = *(const unsigned*)p;
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+__device__ __forceinline__ void tsr_put2(tsr_io* p, float lo, float hi) { *(unsigned*)p = tsr_pack(lo, hi); }
+#else
+typedef float tsr_io;
+typedef float4 tsr_io4;
+__device__ __forceinline__ float tsr_f(float x) { return x; }
+__device__ __forceinline__ unsigned tsr_bits2(const tsr_io* p) {
+  const float2 f = *(const float2*)p;
+  return tsr_pack(f.x, f.y);
+}
+__device__ __forceinline__ uint2 tsr_bits4(tsr_io4 f) { return make_uint2(tsr_pack(f.x, f.y), tsr_pack(f.z, f.w)); }
+__device__ __forceinline__ tsr_io4 tsr_zero4() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+__device__ __forceinline__ float2 tsr_get2(const tsr_io* p) { return *(const float2*)p; }
+__device__ __forceinline__ void tsr_put2(tsr_io* p, float lo, float hi) { *(float2*)p = make_float2(lo, hi); }
+#endif
+
+// delta = rowsum(dout * out) - dlse, a warp per row ([batch * heads * tq] rows, 4 per block).
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_pre(const tsr_io* __restrict__ out,
+    const tsr_io* __restrict__ dout, const float* __restrict__ dlse, float* __restrict__ delta, int heads, int tq,
+    long long ss, long long rows) {
+  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const long long bh = row / tq, b = bh / heads, h = bh % heads;
+  const long long base = b * tq * ss + h * D + (row % tq) * ss;
+  float sum = 0.0f;
+  for (int d = 2 * lane; d < D; d += 64) {
+    const float2 x = tsr_get2(out + base + d), y = tsr_get2(dout + base + d);
+    sum += x.x * y.x + x.y * y.y;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) delta[row] = sum - dlse[row];
+}
+)TSR";
+
+constexpr const char* kTensorCoreAttentionV1 = R"(// FlashAttention-2 on tensor cores
+#define KT (D / 16)  // k-steps of 16 over the head dim
+#define DN (D / 8)   // n-tiles of 8 over the head dim
+#define LDS (D + 8)  // row stride (bf16) of a [64][D] tile in shared memory: conflict-free fragment loads
+#define LDT 72       // row stride (bf16) of a [D][64] (transposed) tile
+__device__ __forceinline__ unsigned tsr_ld2(const bf16_t* p) { return *(const unsigned*)p; }
 __device__ __forceinline__ void tsr_zero(float (*c)[4], int n) {
   for (int i = 0; i < n; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
 }
 // Element (row, d) of a head of a [B, seq, H, D] tensor (`base`: the batch and head's offset); 0 past seq.
-__device__ __forceinline__ float tsr_at(const float* x, long long base, int row, int d, int seq, long long ss) {
-  return row < seq ? x[base + (long long)row * ss + d] : 0.0f;
+__device__ __forceinline__ float tsr_at(const tsr_io* x, long long base, int row, int d, int seq, long long ss) {
+  return row < seq ? tsr_f(x[base + (long long)row * ss + d]) : 0.0f;
 }
 // The A fragment of rows r0..r0+15 of a head, columns 16 kt..16 kt+15, straight from global memory.
-__device__ __forceinline__ void tsr_frag(unsigned* a, const float* x, long long base, int r0, int kt, int seq,
+__device__ __forceinline__ void tsr_frag(unsigned* a, const tsr_io* x, long long base, int r0, int kt, int seq,
                                          long long ss, int g, int t) {
   const int c = kt * 16 + 2 * t;
   a[0] = tsr_pack(tsr_at(x, base, r0 + g, c, seq, ss), tsr_at(x, base, r0 + g, c + 1, seq, ss));
@@ -55,16 +113,17 @@ __device__ __forceinline__ void tsr_frag(unsigned* a, const float* x, long long 
   a[3] = tsr_pack(tsr_at(x, base, r0 + g + 8, c + 8, seq, ss), tsr_at(x, base, r0 + g + 8, c + 9, seq, ss));
 }
 // Rows r0..r0+63 of a head into shared memory as bf16: `rows` [64][LDS] and/or `cols` [D][LDT] (transposed);
-// four floats a load (a head's rows are 16-byte aligned: D is a multiple of 16), every load of a thread issued
+// four elements a load (a head's rows are 16-byte aligned: D is a multiple of 16), every load of a thread issued
 // before the first is used.
-__device__ __forceinline__ void tsr_tile(bf16_t* rows, bf16_t* cols, const float* x, long long base, int r0,
+__device__ __forceinline__ void tsr_tile(bf16_t* rows, bf16_t* cols, const tsr_io* x, long long base, int r0,
                                          int seq, long long ss) {
 #pragma unroll
   for (int e = threadIdx.x * 4; e < 64 * D; e += 512) {
     const int j = e / D, d = e % D;
-    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 + j < seq) f = *(const float4*)(x + base + (long long)(r0 + j) * ss + d);
-    const unsigned lo = tsr_pack(f.x, f.y), hi = tsr_pack(f.z, f.w);
+    tsr_io4 f = tsr_zero4();
+    if (r0 + j < seq) f = *(const tsr_io4*)(x + base + (long long)(r0 + j) * ss + d);
+    const uint2 bits = tsr_bits4(f);
+    const unsigned lo = bits.x, hi = bits.y;
     if (rows) *(uint2*)(rows + j * LDS + d) = make_uint2(lo, hi);
     if (cols) {
       cols[d * LDT + j] = (bf16_t)(lo & 0xffffu);
@@ -74,20 +133,13 @@ __device__ __forceinline__ void tsr_tile(bf16_t* rows, bf16_t* cols, const float
     }
   }
 }
-// Two accumulator tiles (16 x 8 f32, columns 16 kk.. and 16 kk + 8..) as the A fragment of columns 16 kk..16 kk+15.
-__device__ __forceinline__ void tsr_c_to_a(unsigned* a, const float* c0, const float* c1) {
-  a[0] = tsr_pack(c0[0], c0[1]);
-  a[1] = tsr_pack(c0[2], c0[3]);
-  a[2] = tsr_pack(c1[0], c1[1]);
-  a[3] = tsr_pack(c1[2], c1[3]);
-}
 __device__ __forceinline__ bool tsr_sees(int qi, int kj, int tq, int tk, int causal) {
   return qi < tq && kj < tk && !(causal && kj > qi);
 }
 
 // out and lse for 64 queries of one head (grid: query blocks x batch * heads; 4 warps of 16 queries).
-extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, float* __restrict__ lse,
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, tsr_io* __restrict__ out, float* __restrict__ lse,
     int heads, int tq, int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sK[64 * LDS];
   __shared__ __align__(16) bf16_t sVt[D * LDT];
@@ -157,34 +209,16 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_fwd(const float* __rest
     const int qi = q0 + g + 8 * r;
     if (qi >= tq) continue;
     const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-    float* dst = out + qBase + (long long)qi * ss + 2 * t;
-    for (int n = 0; n < DN; ++n) {
-      dst[n * 8] = o[n][2 * r] * inv;
-      dst[n * 8 + 1] = o[n][2 * r + 1] * inv;
-    }
+    tsr_io* dst = out + qBase + (long long)qi * ss + 2 * t;
+    for (int n = 0; n < DN; ++n) tsr_put2(dst + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     if (t == 0) lse[(long long)bh * tq + qi] = lr > 0.0f ? (m[r] + log2f(lr)) * TSR_LN2 : -TSR_INF;
   }
 }
 
-// delta = rowsum(dout * out) - dlse, a warp per row ([batch * heads * tq] rows, 4 per block).
-extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_pre(const float* __restrict__ out,
-    const float* __restrict__ dout, const float* __restrict__ dlse, float* __restrict__ delta, int heads, int tq,
-    long long ss, long long rows) {
-  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const long long bh = row / tq, b = bh / heads, h = bh % heads;
-  const long long base = b * tq * ss + h * D + (row % tq) * ss;
-  float sum = 0.0f;
-  for (int d = lane; d < D; d += 32) sum += out[base + d] * dout[base + d];
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) delta[row] = sum - dlse[row];
-}
-
 // dk and dv for 64 keys of one head, over the query tiles that see them (a warp per 16 keys).
-extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dk, float* __restrict__ dv,
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, const tsr_io* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, tsr_io* __restrict__ dk, tsr_io* __restrict__ dv,
     int heads, int tq, int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sQ[64 * LDS];
   __shared__ __align__(16) bf16_t sQt[D * LDT];
@@ -247,21 +281,19 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dkdv(const float* _
   for (int r = 0; r < 2; ++r) {
     const int kj = j0 + g + 8 * r;
     if (kj >= tk) continue;
-    float* dkr = dk + kBase + (long long)kj * ss + 2 * t;
-    float* dvr = dv + kBase + (long long)kj * ss + 2 * t;
+    tsr_io* dkr = dk + kBase + (long long)kj * ss + 2 * t;
+    tsr_io* dvr = dv + kBase + (long long)kj * ss + 2 * t;
     for (int n = 0; n < DN; ++n) {
-      dkr[n * 8] = gk[n][2 * r] * scale;
-      dkr[n * 8 + 1] = gk[n][2 * r + 1] * scale;
-      dvr[n * 8] = gv[n][2 * r];
-      dvr[n * 8 + 1] = gv[n][2 * r + 1];
+      tsr_put2(dkr + n * 8, gk[n][2 * r] * scale, gk[n][2 * r + 1] * scale);
+      tsr_put2(dvr + n * 8, gv[n][2 * r], gv[n][2 * r + 1]);
     }
   }
 }
 
 // dq for 64 queries of one head, over the key tiles they see (a warp per 16 queries).
-extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq, int heads, int tq,
+extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, const tsr_io* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, tsr_io* __restrict__ dq, int heads, int tq,
     int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sK[64 * LDS];
   __shared__ __align__(16) bf16_t sKt[D * LDT];
@@ -319,11 +351,8 @@ extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_dq(const float* __r
   for (int r = 0; r < 2; ++r) {
     const int qi = q0 + g + 8 * r;
     if (qi >= tq) continue;
-    float* dst = dq + qBase + (long long)qi * ss + 2 * t;
-    for (int n = 0; n < DN; ++n) {
-      dst[n * 8] = gq[n][2 * r] * scale;
-      dst[n * 8 + 1] = gq[n][2 * r + 1] * scale;
-    }
+    tsr_io* dst = dq + qBase + (long long)qi * ss + 2 * t;
+    for (int n = 0; n < DN; ++n) tsr_put2(dst + n * 8, gq[n][2 * r] * scale, gq[n][2 * r + 1] * scale);
   }
 }
 )";
@@ -348,8 +377,8 @@ constexpr const char* kTensorCoreAttentionV2 = R"TSR(// FlashAttention-2 on tens
 //   (k 8-15, n 8-15) = b0, b1 of n-tile n, b0, b1 of n-tile n+1: lane l addresses row 16 kk + (l & 7) + (l & 8),
 //   column 8 n + (l & 16 ? 8 : 0) (tsr_ldbt). No transposed copies of any tile.
 // * A of P, dS (and their transposes): the accumulators of n-tiles 2 kk, 2 kk + 1 are a0..a3 of k-step kk (tsr_c_to_a).
-// * A of the block's own rows (Q, dO in fwd / dq; K, V in dkdv): once per block from global, float2 per pair.
-// Tiles of 64 rows stream through two shared buffers: the float4 loads of tile i + 1 are issued into registers
+// * A of the block's own rows (Q, dO in fwd / dq; K, V in dkdv): once per block from global, a pair a load.
+// Tiles of 64 rows stream through two shared buffers: the loads of tile i + 1 are issued into registers
 // before tile i's math and converted and stored to the other buffer after it, one barrier per tile.
 // Masks: only the tiles that hold keys past tk, or (causal) keys past some query of the warp, test elements; a
 // warp skips tiles that it cannot see at all.
@@ -359,28 +388,11 @@ constexpr const char* kTensorCoreAttentionV2 = R"TSR(// FlashAttention-2 on tens
 #define NWARP 8      // warps per block: 16 rows each
 #define NTHR (NWARP * 32)
 #define BR (NWARP * 16)  // rows (queries, or keys in dkdv) per block
-#define NLD (64 * D / 4 / NTHR)  // float4 loads per thread for a 64-row tile
-#define TSR_INF __int_as_float(0x7f800000)
-#define TSR_LOG2E 1.4426950408889634f  // softmax in base 2: exp(x) = exp2(x log2 e)
-#define TSR_LN2 0.6931471805599453f
-typedef unsigned short bf16_t;
-
-// Two floats as bf16x2 (round to nearest even), lo in the low half: an mma operand register.
-__device__ __forceinline__ unsigned tsr_pack(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
+#define NLD (64 * D / 4 / NTHR)  // loads (four elements each) per thread for a 64-row tile
 __device__ __forceinline__ float tsr_exp2(float x) {  // 2^x, 2^-inf = 0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-__device__ __forceinline__ void tsr_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ unsigned tsr_smem(const void* p) {
   unsigned a;
@@ -401,13 +413,11 @@ __device__ __forceinline__ void tsr_zero(float (*c)[4], int n) {
   for (int i = 0; i < n; ++i) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
 }
 // Elements (row, c..c+1) of a head of a [B, seq, H, D] tensor (`base`: the batch and head's offset); 0 past seq.
-__device__ __forceinline__ unsigned tsr_at2(const float* x, long long base, int row, int c, int seq, long long ss) {
-  float2 f = make_float2(0.0f, 0.0f);
-  if (row < seq) f = *(const float2*)(x + base + (long long)row * ss + c);
-  return tsr_pack(f.x, f.y);
+__device__ __forceinline__ unsigned tsr_at2(const tsr_io* x, long long base, int row, int c, int seq, long long ss) {
+  return row < seq ? tsr_bits2(x + base + (long long)row * ss + c) : 0u;
 }
 // The A fragments of rows r0..r0+15 of a head, all k-steps, straight from global memory.
-__device__ __forceinline__ void tsr_frag(unsigned (*a)[4], const float* x, long long base, int r0, int seq,
+__device__ __forceinline__ void tsr_frag(unsigned (*a)[4], const tsr_io* x, long long base, int r0, int seq,
                                          long long ss, int g, int t) {
 #pragma unroll
   for (int kt = 0; kt < KT; ++kt) {
@@ -418,36 +428,29 @@ __device__ __forceinline__ void tsr_frag(unsigned (*a)[4], const float* x, long 
     a[kt][3] = tsr_at2(x, base, r0 + g + 8, c + 8, seq, ss);
   }
 }
-// Issue the loads of rows r0..r0+63 of a head (zeros past seq) into registers: float4 e of the tile is
+// Issue the loads of rows r0..r0+63 of a head (zeros past seq) into registers: load e of the tile (four elements) is
 // thread e % NTHR's load e / NTHR (a head's rows are 16-byte aligned: D is a multiple of 16).
-__device__ __forceinline__ void tsr_fetch(float4* r, const float* x, long long base, int r0, int seq, long long ss) {
+__device__ __forceinline__ void tsr_fetch(tsr_io4* r, const tsr_io* x, long long base, int r0, int seq, long long ss) {
 #pragma unroll
   for (int i = 0; i < NLD; ++i) {
     const int e = ((int)threadIdx.x + i * NTHR) * 4, j = e / D, d = e % D;
-    r[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 + j < seq) r[i] = *(const float4*)(x + base + (long long)(r0 + j) * ss + d);
+    r[i] = tsr_zero4();
+    if (r0 + j < seq) r[i] = *(const tsr_io4*)(x + base + (long long)(r0 + j) * ss + d);
   }
 }
 // ... and store them to a [64][LDS] bf16 tile.
-__device__ __forceinline__ void tsr_stash(bf16_t* tile, const float4* r) {
+__device__ __forceinline__ void tsr_stash(bf16_t* tile, const tsr_io4* r) {
 #pragma unroll
   for (int i = 0; i < NLD; ++i) {
     const int e = ((int)threadIdx.x + i * NTHR) * 4, j = e / D, d = e % D;
-    *(uint2*)(tile + j * LDS + d) = make_uint2(tsr_pack(r[i].x, r[i].y), tsr_pack(r[i].z, r[i].w));
+    *(uint2*)(tile + j * LDS + d) = tsr_bits4(r[i]);
   }
-}
-// Two accumulator tiles (16 x 8 f32, columns 16 kk.. and 16 kk + 8..) as the A fragment of columns 16 kk..16 kk+15.
-__device__ __forceinline__ void tsr_c_to_a(unsigned* a, const float* c0, const float* c1) {
-  a[0] = tsr_pack(c0[0], c0[1]);
-  a[1] = tsr_pack(c0[2], c0[3]);
-  a[2] = tsr_pack(c1[0], c1[1]);
-  a[3] = tsr_pack(c1[2], c1[3]);
 }
 
 // out and lse for BR queries of one head (grid: query blocks x batch * heads; NWARP warps of 16 queries). Two
 // blocks an SM (registers capped at 128: a few bytes spill at D = 64, still faster on an H200 than one block).
-extern "C" __global__ void __launch_bounds__(NTHR, 2) tsr_fa_fwd(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out, float* __restrict__ lse,
+extern "C" __global__ void __launch_bounds__(NTHR, 2) tsr_fa_fwd(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, tsr_io* __restrict__ out, float* __restrict__ lse,
     int heads, int tq, int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sK[2][64 * LDS];
   __shared__ __align__(16) bf16_t sV[2][64 * LDS];
@@ -472,7 +475,7 @@ extern "C" __global__ void __launch_bounds__(NTHR, 2) tsr_fa_fwd(const float* __
   const unsigned bufBytes = 2 * 64 * LDS;
   // The next tile's loads in registers: K's issued before the product S = Q K^T and stored after it, V's issued
   // before the softmax and O += P V and stored after them (half the registers of both at once).
-  float4 pf[NLD];
+  tsr_io4 pf[NLD];
   if (tiles > 0) {
     tsr_fetch(pf, k, kBase, 0, tk, ss);
     tsr_stash(sK[0], pf);
@@ -564,35 +567,17 @@ extern "C" __global__ void __launch_bounds__(NTHR, 2) tsr_fa_fwd(const float* __
     const int qi = q0 + g + 8 * r;
     if (qi >= tq) continue;
     const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-    float* dst = out + qBase + (long long)qi * ss + 2 * t;
+    tsr_io* dst = out + qBase + (long long)qi * ss + 2 * t;
 #pragma unroll
-    for (int n = 0; n < DN; ++n) *(float2*)(dst + n * 8) = make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    for (int n = 0; n < DN; ++n) tsr_put2(dst + n * 8, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     if (t == 0) lse[(long long)bh * tq + qi] = lr > 0.0f ? (m[r] + log2f(lr)) * TSR_LN2 : -TSR_INF;
   }
 }
 
-// delta = rowsum(dout * out) - dlse, a warp per row ([batch * heads * tq] rows, 4 per block).
-extern "C" __global__ void __launch_bounds__(128) tsr_fa_bwd_pre(const float* __restrict__ out,
-    const float* __restrict__ dout, const float* __restrict__ dlse, float* __restrict__ delta, int heads, int tq,
-    long long ss, long long rows) {
-  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const long long bh = row / tq, b = bh / heads, h = bh % heads;
-  const long long base = b * tq * ss + h * D + (row % tq) * ss;
-  float sum = 0.0f;
-  for (int d = 2 * lane; d < D; d += 64) {
-    const float2 x = *(const float2*)(out + base + d), y = *(const float2*)(dout + base + d);
-    sum += x.x * y.x + x.y * y.y;
-  }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) delta[row] = sum - dlse[row];
-}
-
 // dk and dv for BR keys of one head, over the query tiles (64 queries) that see them (a warp per 16 keys).
-extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dkdv(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dk, float* __restrict__ dv,
+extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dkdv(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, const tsr_io* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, tsr_io* __restrict__ dk, tsr_io* __restrict__ dv,
     int heads, int tq, int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sQ[2][64 * LDS];
   __shared__ __align__(16) bf16_t sO[2][64 * LDS];
@@ -616,7 +601,7 @@ extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dkdv(const float* 
   const unsigned qS = tsr_smem(sQ[0]), oS = tsr_smem(sO[0]), bufBytes = 2 * 64 * LDS;
   // The next tile's loads in registers: Q's issued before the products that make P^T and dP^T and stored after
   // them, dO's issued before those that make dV and dK and stored after them (half the registers of both at once).
-  float4 pf[NLD];
+  tsr_io4 pf[NLD];
   float pl = 0.0f, pd = 0.0f;
   if (tiles > 0) {
     tsr_fetch(pf, q, qBase, iStart, tq, ss);
@@ -713,20 +698,20 @@ extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dkdv(const float* 
   for (int r = 0; r < 2; ++r) {
     const int kj = j0 + g + 8 * r;
     if (kj >= tk) continue;
-    float* dkr = dk + kBase + (long long)kj * ss + 2 * t;
-    float* dvr = dv + kBase + (long long)kj * ss + 2 * t;
+    tsr_io* dkr = dk + kBase + (long long)kj * ss + 2 * t;
+    tsr_io* dvr = dv + kBase + (long long)kj * ss + 2 * t;
 #pragma unroll
     for (int n = 0; n < DN; ++n) {
-      *(float2*)(dkr + n * 8) = make_float2(gk[n][2 * r] * scale, gk[n][2 * r + 1] * scale);
-      *(float2*)(dvr + n * 8) = make_float2(gv[n][2 * r], gv[n][2 * r + 1]);
+      tsr_put2(dkr + n * 8, gk[n][2 * r] * scale, gk[n][2 * r + 1] * scale);
+      tsr_put2(dvr + n * 8, gv[n][2 * r], gv[n][2 * r + 1]);
     }
   }
 }
 
 // dq for BR queries of one head, over the key tiles they see (a warp per 16 queries).
-extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dq(const float* __restrict__ q,
-    const float* __restrict__ k, const float* __restrict__ v, const float* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq, int heads, int tq,
+extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dq(const tsr_io* __restrict__ q,
+    const tsr_io* __restrict__ k, const tsr_io* __restrict__ v, const tsr_io* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, tsr_io* __restrict__ dq, int heads, int tq,
     int tk, long long ss, float scale, int causal) {
   __shared__ __align__(16) bf16_t sK[2][64 * LDS];
   __shared__ __align__(16) bf16_t sV[2][64 * LDS];
@@ -756,7 +741,7 @@ extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dq(const float* __
   const unsigned kS = tsr_smem(sK[0]), vS = tsr_smem(sV[0]), bufBytes = 2 * 64 * LDS;
   // The next tile's loads in registers: V's issued before the products S and dP and stored after them, K's issued
   // before dQ += dS K and stored after it (half the registers of both at once).
-  float4 pf[NLD];
+  tsr_io4 pf[NLD];
   if (tiles > 0) {
     tsr_fetch(pf, k, kBase, 0, tk, ss);
     tsr_stash(sK[0], pf);
@@ -822,21 +807,25 @@ extern "C" __global__ void __launch_bounds__(NTHR) tsr_fa_bwd_dq(const float* __
   for (int r = 0; r < 2; ++r) {
     const int qi = q0 + g + 8 * r;
     if (qi >= tq) continue;
-    float* dst = dq + qBase + (long long)qi * ss + 2 * t;
+    tsr_io* dst = dq + qBase + (long long)qi * ss + 2 * t;
 #pragma unroll
-    for (int n = 0; n < DN; ++n) *(float2*)(dst + n * 8) = make_float2(gq[n][2 * r] * scale, gq[n][2 * r + 1] * scale);
+    for (int n = 0; n < DN; ++n) tsr_put2(dst + n * 8, gq[n][2 * r] * scale, gq[n][2 * r + 1] * scale);
   }
 }
 )TSR";
 
 }  // namespace
 
-std::string tensorCoreAttentionSourceV1(int headDim) {
-  return fmt::format("#define D {}\n", headDim) + kTensorCoreAttentionV1;
+namespace {
+
+std::string withPrelude(int headDim, bool bf16, const char* kernels) {
+  return fmt::format("#define D {}\n#define TSR_IO_BF16 {}\n", headDim, bf16 ? 1 : 0) + kTensorCorePrelude + kernels;
 }
 
-std::string tensorCoreAttentionSourceV2(int headDim) {
-  return fmt::format("#define D {}\n", headDim) + kTensorCoreAttentionV2;
-}
+}  // namespace
+
+std::string tensorCoreAttentionSourceV1(int headDim, bool bf16) { return withPrelude(headDim, bf16, kTensorCoreAttentionV1); }
+
+std::string tensorCoreAttentionSourceV2(int headDim, bool bf16) { return withPrelude(headDim, bf16, kTensorCoreAttentionV2); }
 
 }  // namespace tsr::cuda
