@@ -11,7 +11,6 @@
 
 #include "engine/ops/conv_onednn.h"
 
-extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's CPU runtime
 
 namespace tsr::ops {
 namespace {
@@ -67,7 +66,7 @@ bool execute(int64_t rows, int64_t c, double epsilon, const Fn& fn) {
   if (rows <= 0 || c <= 0) return false;
   try {
     auto p = primitivesFor(rows, c, epsilon);
-    omp_set_num_threads(oneDnnThreads());
+    useOneDnnThreads();
     dnnl::stream stream(Cache::instance().engine);
     fn(*p, stream);
     stream.wait();

@@ -1,5 +1,6 @@
 // dot_general: XLA's general contraction. The CPU kernel lowers every contraction to a batched GEMM: for each
-// batch, an [M, K] x [K, N] product. f32/f64 go to OpenBLAS (bf16/f16 through f32), integers to a plain loop.
+// batch, an [M, K] x [K, N] product. f32/f64 go to OpenBLAS, bf16 to oneDNN's matmul where the CPU has bf16
+// instructions (else, as f16, through f32 on OpenBLAS), integers to a plain loop.
 //
 // An operand is used in place whenever its dims form a batch of matrices BLAS can read: its free dims collapse
 // to one index, its contracting dims (in attribute order) collapse to another, and one of the two has unit
@@ -19,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/matmul_onednn.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/shard_rules.h"
@@ -348,9 +350,35 @@ void blasDot(const T* lhs, const Shape& ls, const T* rhs, const Shape& rs, const
   }
 }
 
-// bf16 / f16: widen both operands to f32 (exact), one f32 GEMM, round each result once.
+// bf16 on oneDNN's matmul (matmul_onednn.h), the operands as they lie where BLAS could read them, else packed.
+// False where oneDNN declines (no bf16 instructions on this CPU).
+bool oneDnnDot(const bf16* lhs, const Shape& ls, const bf16* rhs, const Shape& rs, const DotProblem& p, bf16* out) {
+  std::vector<bf16> lhsScratch, rhsScratch;
+  const Operand<bf16> a = prepareOperand(lhs, ls, p.lhs.batch, p.lhs.free, p.lhs.contract, true, lhsScratch);
+  const Operand<bf16> b = prepareOperand(rhs, rs, p.rhs.batch, p.rhs.contract, p.rhs.free, true, rhsScratch);
+  // The batches a uniform stride apart (one primitive for all), else one call each.
+  auto uniform = [](const MatrixBatch& m) {
+    for (size_t i = 2; i < m.offsets.size(); ++i)
+      if (m.offsets[i] - m.offsets[i - 1] != m.offsets[1] - m.offsets[0]) return false;
+    return true;
+  };
+  auto matrices = [&](const Operand<bf16>& o, int64_t batch, int64_t first) {
+    const MatrixBatch& m = o.m;
+    const int64_t stride = m.offsets.size() > 1 ? m.offsets[1] - m.offsets[0] : 0;
+    return StridedMatrices{o.data + m.offsets[static_cast<size_t>(first)], batch, m.rows, m.cols, stride,
+                           m.rowStride, m.colStride};
+  };
+  if (uniform(a.m) && uniform(b.m)) return oneDnnBf16Matmul(matrices(a, p.batch, 0), matrices(b, p.batch, 0), out);
+  for (int64_t bi = 0; bi < p.batch; ++bi)
+    if (!oneDnnBf16Matmul(matrices(a, 1, bi), matrices(b, 1, bi), out + bi * p.m * p.n)) return false;
+  return true;
+}
+
+// bf16 / f16: widen both operands to f32 (exact), one f32 GEMM, round each result once (bf16 on oneDNN first).
 template <class H>
 void halfDot(const H* lhs, const Shape& ls, const H* rhs, const Shape& rs, const DotProblem& p, H* out) {
+  if constexpr (std::is_same_v<H, bf16>)
+    if (oneDnnDot(lhs, ls, rhs, rs, p, out)) return;
   std::vector<float> l(lhs, lhs + ls.numel()), r(rhs, rhs + rs.numel());
   std::vector<float> o(static_cast<size_t>(p.batch * p.m * p.n));
   blasDot(l.data(), ls, r.data(), rs, p, o.data());

@@ -97,6 +97,8 @@ int oneDnnThreads() {
   return 1;
 }
 
+void useOneDnnThreads() { omp_set_num_threads(oneDnnThreads()); }  // this thread's OpenMP teams
+
 namespace {
 
 // A row-major tensor of shape `raw` seen with its dims in the order `order` (logical dim j is raw dim order[j]).
@@ -465,7 +467,7 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
     auto problem = problemFor(kind, lhsShape, rhsShape, outShape, at, g, postOps);
     OneDnn& dnn = OneDnn::instance();
     thread_local Buffers buffers;
-    omp_set_num_threads(oneDnnThreads());  // this thread's OpenMP teams: the engine's thread count
+    useOneDnnThreads();
     dnnl::stream stream(dnn.engine);
     std::vector<const void*> operands{lhs, rhs, nullptr, nullptr};
     for (const ConvPostOp& op : postOps) operands.push_back(op.data);

@@ -46,8 +46,9 @@ bool oneDnnTakesPostOps(const Shape& lhsShape, const Shape& rhsShape, const Shap
                         const ConvGeometry& g, std::span<const ConvPostOp> postOps);
 
 // The threads oneDNN's primitives run on: TESSERA_NUM_THREADS, else the cores this process may use. Each call
-// sets them for its OpenMP teams (omp_set_num_threads) before it executes a primitive.
+// sets them for its OpenMP teams (useOneDnnThreads: omp_set_num_threads) before it executes a primitive.
 int oneDnnThreads();
+void useOneDnnThreads();
 
 // Which of the three problems oneDnnConvolution would solve ("forward", "data_gradient", "filter_gradient"), or
 // "" where it declines. For tests and for the kernel's profile name.

@@ -1,0 +1,29 @@
+#pragma once
+// dot_general's bf16 CPU kernel through oneDNN's matmul, where the CPU has bf16 dot-product instructions
+// (AVX512_BF16's vdpbf16ps, AMX): the bf16 operands read as they lie (strided, transposed), products accumulated
+// in f32, each result rounded once to bf16, as PyTorch's CPU autocast runs its linear layers. Where oneDNN has only
+// its reference implementation for the problem (no bf16 instructions), it declines and the caller widens to f32
+// for OpenBLAS instead, which is then the faster of the two.
+#include <cstdint>
+#include <string>
+
+#include "engine/core/dtype.h"
+
+namespace tsr::ops {
+
+// `batch` matrices of rows x cols: element (b, i, j) at data[b * batchStride + i * rowStride + j * colStride].
+struct StridedMatrices {
+  const bf16* data = nullptr;
+  int64_t batch = 1, rows = 1, cols = 1;
+  int64_t batchStride = 0, rowStride = 0, colStride = 0;
+};
+
+// out [batch, m, n] (row-major) = lhs [batch, m, k] x rhs [batch, k, n]. False where oneDNN declines (see above)
+// or refuses the problem: out is then untouched. Safe to call from several threads at once.
+bool oneDnnBf16Matmul(const StridedMatrices& lhs, const StridedMatrices& rhs, bf16* out);
+
+// The oneDNN implementation that would run the problem ("brg:avx512_core_bf16", ...), "ref..." where it has only
+// its reference one (oneDnnBf16Matmul declines it), or "" where it refuses. For tests and benchmarks.
+std::string oneDnnBf16MatmulImplementation(const StridedMatrices& lhs, const StridedMatrices& rhs);
+
+}  // namespace tsr::ops

@@ -1,0 +1,89 @@
+// dot_general's bf16 CPU kernel on oneDNN's matmul (engine/ops/matmul_onednn.h): batched products with transposed
+// and strided operands against a double loop over the same bf16 values, and oneDNN taking the problem (no
+// reference implementation) wherever the CPU has bf16 instructions, so the fast path cannot silently vanish.
+#include "tests/check.h"
+
+#include <cmath>
+#include <random>
+
+#include <dnnl.hpp>
+
+#include "engine/ops/matmul_onednn.h"
+#include "engine/ops/registry.h"
+
+using namespace tsr;
+
+namespace {
+
+bool cpuHasBf16() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16Isa = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16Isa) == bf16Isa;
+}
+
+std::vector<bf16> randomBf16(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<bf16> x(static_cast<size_t>(n));
+  for (bf16& e : x) e = bf16(u(rng));
+  return x;
+}
+
+}  // namespace
+
+// lhs [B, M, K] x rhs [B, N, K] contracted over K (a transposed rhs, as q k^T), and lhs [K, M] (transposed) x
+// rhs [K, N], each through the op's CPU kernel.
+TEST_CASE("bf16ProductsMatchADoubleLoop") {
+  std::mt19937 rng(5);
+  struct Config {
+    int64_t b, m, n, k;
+    bool transposeLhs;  // lhs stored [K, M] (one batch) rather than [B, M, K]
+  };
+  for (const Config c : {Config{3, 70, 130, 300, false}, Config{1, 257, 65, 513, true}, Config{2, 1, 33, 17, false}}) {
+    const Shape ls = c.transposeLhs ? Shape{c.k, c.m} : Shape{c.b, c.m, c.k};
+    const Shape rs = c.transposeLhs ? Shape{c.k, c.n} : Shape{c.b, c.n, c.k};
+    ir::DotGeneralAttrs at;
+    if (c.transposeLhs) {
+      at.lhsContracting = {0};
+      at.rhsContracting = {0};
+    } else {
+      at.lhsBatch = at.rhsBatch = {0};
+      at.lhsContracting = at.rhsContracting = {2};
+    }
+    const std::vector<bf16> l = randomBf16(ls.numel(), rng), r = randomBf16(rs.numel(), rng);
+    const Aval la{ls, DType::BF16}, ra{rs, DType::BF16}, oa{Shape{c.b, c.m, c.n}, DType::BF16};
+    const Aval out = c.transposeLhs ? Aval{Shape{c.m, c.n}, DType::BF16} : oa;
+    std::vector<bf16> got(static_cast<size_t>(out.numel()));
+    const ir::TensorView in[2] = {{l.data(), la}, {r.data(), ra}};
+    const ir::MutableTensorView res[1] = {{got.data(), out}};
+    ops::registry().get(ir::OpCode::DotGeneral).cpu(ir::CpuKernelArgs{in, res, ir::Attrs(at)});
+    double worst = 0;
+    for (int64_t bi = 0; bi < c.b; ++bi)
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < c.k; ++p) {
+            const size_t li = static_cast<size_t>(c.transposeLhs ? p * c.m + i : (bi * c.m + i) * c.k + p);
+            const size_t ri = static_cast<size_t>(c.transposeLhs ? p * c.n + j : (bi * c.n + j) * c.k + p);
+            want += static_cast<double>(static_cast<float>(l[li])) * static_cast<double>(static_cast<float>(r[ri]));
+          }
+          const double g = static_cast<float>(got[static_cast<size_t>((bi * c.m + i) * c.n + j)]);
+          // One bf16 rounding of an f32 sum: half a bf16 ulp (2^-9 relative) and the f32 sum's own error.
+          const double err = std::fabs(g - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * c.k);
+          worst = std::max(worst, err);
+        }
+    INFO("[" << c.b << "," << c.m << "," << c.n << "," << c.k << "]" << (c.transposeLhs ? " transposed lhs" : ""));
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("oneDnnTakesBf16ProductsWhereTheCpuHasBf16Instructions") {
+  std::vector<bf16> buffer(64 * 64);
+  const ops::StridedMatrices a{buffer.data(), 1, 64, 64, 64 * 64, 64, 1};
+  const std::string impl = ops::oneDnnBf16MatmulImplementation(a, a);
+  MESSAGE("oneDNN's bf16 matmul on this CPU: " << (impl.empty() ? "refused" : impl));
+  if (!cpuHasBf16()) TSR_SKIP("no AVX512_BF16 here: bf16 products widen to f32 for OpenBLAS");
+  CHECK(!impl.empty());
+  CHECK(impl.rfind("ref", 0) != 0);
+  std::vector<bf16> out(64 * 64);
+  CHECK(ops::oneDnnBf16Matmul(a, a, out.data()));
+}
