@@ -16,6 +16,7 @@
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/loop_groups.h"
 #include "engine/backends/cuda/nvrtc.h"
+#include "engine/core/env_options.h"
 #include "engine/inspect/project_snapshot.h"
 #include "engine/ops/registry.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -63,6 +64,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
     int batch;
     int seq;
     const char* compute = "";  // "bf16": the step under autocast (bf16 products and activations)
+    bool fusedAttention = false;  // attention as one dot_product_attention op (TESSERA_FUSED_ATTENTION=on)
   };
   const Row rows[] = {
       {"gpt2_mini", 2, 32},
@@ -72,11 +74,26 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
       {"gpt2_mini", 2, 32, "bf16"},
       {"vit_tiny", 2, 0, "bf16"},
       {"resnet_cifar", 2, 0, "bf16"},
+      {"gpt2_mini", 2, 32, "bf16", true},  // as the GPU runs GPT-2 under autocast: bf16 q, k, v on flash kernels
   };
   for (const Row& row : rows) {
-    const std::string name = std::string(row.project) + (*row.compute ? std::string(" compute ") + row.compute : "");
+    const std::string name = std::string(row.project) + (*row.compute ? std::string(" compute ") + row.compute : "") +
+                             (row.fusedAttention ? " fused attention" : "");
     SUBCASE(name.c_str()) {
       const char* project = row.project;
+      struct FusedAttention {  // TESSERA_FUSED_ATTENTION=on while the step is traced
+        explicit FusedAttention(bool on) : on(on) {
+          if (!on) return;
+          setenv("TESSERA_FUSED_ATTENTION", "on", 1);
+          reloadEnvOptions();
+        }
+        ~FusedAttention() {
+          if (!on) return;
+          unsetenv("TESSERA_FUSED_ATTENTION");
+          reloadEnvOptions();
+        }
+        bool on;
+      } fused(row.fusedAttention);
       auto cg = projectStepGraph(project, row.batch, row.seq, row.compute);
       REQUIRE_MESSAGE(cg.ok(), cg.error().message);
       auto lowered = lowerForCuda(cg->graph);
@@ -100,6 +117,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
                    : g.shape == cuda::LaunchShape::Rows                    ? "reduction rows"
                                                                            : "reduction generic"];
         }
+        if (prog->paths[i] == cuda::KernelPath::Flash) ++shapes["attention flash"];
         if (kind == passes::GroupKind::Gemm) {
           ++shapes[prog->paths[i] == cuda::KernelPath::CuBlasLt ? "gemm cublaslt" : "gemm host"];
           if (ks[i].hasProgram) ++shapes["gemm epilogue"];
@@ -123,6 +141,8 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
         REQUIRE(shapes["conv epilogue"] > 0);
         if (cuda::cudnnBuilt()) TSR_COMPARE(shapes["conv epilogue cudnn"], shapes["conv epilogue"]);
       }
+      // Fused: each layer's attention and its gradient on the flash kernels (2 layers), whatever q's dtype.
+      TSR_COMPARE(shapes["attention flash"], row.fusedAttention ? 4 : 0);
       REQUIRE(shapes["loop"] > 0);
       REQUIRE(shapes["reduction rows"] > 0);
       REQUIRE(shapes["gemm cublaslt"] > 0);

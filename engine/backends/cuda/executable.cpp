@@ -46,7 +46,7 @@ const char* opPath(const ir::OpDef& def) {
     case OpCode::DotGeneral: return "cublaslt";
     case OpCode::ConvGeneralDilated: return cudnnBuilt() ? "cudnn" : "nvrtc";  // nvrtc where cuDNN declines
     case OpCode::DotProductAttention:
-    case OpCode::DotProductAttentionGrad: return "flash";  // with bf16 matmuls; the host otherwise
+    case OpCode::DotProductAttentionGrad: return "flash";  // bf16 operands or bf16 matmuls; the host otherwise
     case OpCode::ReduceSum:
     case OpCode::ReduceMax:
     case OpCode::ReduceMin:  // f32 reductions (fused with their prologue)
@@ -186,6 +186,10 @@ Result<GeneratedProgram> generateProgram(const cpu::Executable& exe, bool groupL
         path = KernelPath::Cudnn;  // the generated kernel stays as its fallback
       }
     }
+    if (std::optional<AttentionProblem> a = attentionProblem(exe.graph(), k)) {
+      if (a->bf16) path = KernelPath::Flash;
+      out.attention.emplace(ki, *a);
+    }
     if (k.node >= 0 && k.info.nodes.size() == 1 && isCollective(exe.graph().nodes()[static_cast<size_t>(k.node)].op))
       path = KernelPath::Collective;
     out.paths.push_back(path);
@@ -314,14 +318,14 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
     const int fallback = kernels[ki].info.kind == GroupKind::Conv ? im.program.anchorIndex[ki] : im.program.generatedIndex[ki];
     im.program.paths[ki] = fallback >= 0 ? KernelPath::Generated : KernelPath::Host;
   }
-  // Fused attention on FlashAttention-2's tensor-core kernels where products are bf16 (what the models trace it
-  // for); at f32 and tf32 its CPU kernel runs on the host, as exact as the unfused form would be.
-  if (precision == MatmulPrecision::BF16)
-    for (size_t ki = 0; ki < kernels.size(); ++ki)
-      if (std::optional<AttentionProblem> a = attentionProblem(im.graph(), kernels[ki])) {
-        im.attention.emplace(ki, *a);
-        im.program.paths[ki] = KernelPath::Flash;
-      }
+  // Fused attention on FlashAttention-2's tensor-core kernels where its operands are bf16 (autocast) or products
+  // are bf16 (what the models trace it for); f32 operands at f32 and tf32 run its CPU kernel on the host, as exact
+  // as the unfused form would be.
+  for (const auto& [ki, a] : im.program.attention)
+    if (a.bf16 || precision == MatmulPrecision::BF16) {
+      im.attention.emplace(ki, a);
+      im.program.paths[ki] = KernelPath::Flash;
+    }
   const size_t nk = im.program.kernels.size();
   std::vector<bool> needed(nk, false);
   for (size_t ki = 0; ki < kernels.size(); ++ki) {

@@ -30,6 +30,7 @@
 #include "engine/backends/cuda/codegen.h"
 #include "engine/backends/cuda/cudnn_conv.h"
 #include "engine/backends/cuda/device.h"
+#include "engine/backends/cuda/flash_attention.h"
 #include "engine/runtime/buffer.h"
 
 namespace tsr::cuda {
@@ -68,6 +69,9 @@ struct GeneratedProgram {
   std::vector<GeneratedKernel> kernels;
   std::map<size_t, CudnnConvProblem> cudnnConvs;  // per lowered kernel on the cudnn path: its problem
   std::map<size_t, CudnnEpilogue> cudnnEpilogues;  // conv groups among them: their chain
+  // Per lowered kernel that the flash kernels can run (fused attention alone in its kernel): its problem. Those of
+  // bf16 operands (autocast) are on the flash path; f32 ones take it where products are bf16 (compile decides).
+  std::map<size_t, AttentionProblem> attention;
   std::vector<LoopGroup> groups;               // in program order
   std::vector<int> groupOf;                    // per lowered kernel: its group, or -1
 };
