@@ -134,7 +134,7 @@ LayoutCache::Geometry runDot(const std::vector<ItemBox>& boxes, const std::vecto
     splines* spl = ED_spl(gvEdges[i]);
     if (!spl || spl->size == 0) continue;
     const bezier& bz = spl->list[0];
-    for (size_t k = 0; k < bz.size; ++k) geo.edges[i].push_back(flip(bz.list[k]));
+    for (decltype(bz.size) k = 0; k < bz.size; ++k) geo.edges[i].push_back(flip(bz.list[k]));
     if (bz.eflag) geo.edges[i].push_back(flip(bz.ep));
   }
   gvFreeLayout(gvc, g);
