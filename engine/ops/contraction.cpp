@@ -350,28 +350,25 @@ void blasDot(const T* lhs, const Shape& ls, const T* rhs, const Shape& rs, const
   }
 }
 
-// bf16 on oneDNN's matmul (matmul_onednn.h), the operands as they lie where BLAS could read them, else packed.
-// False where oneDNN declines (no bf16 instructions on this CPU).
+// bf16 on oneDNN's matmul (matmul_onednn.h), the operands as they lie where BLAS could read them, else packed;
+// the batch dims as they lie too (heads split off a projection: [B, T, H, D] read as [B, H] batches), one
+// primitive for all. False where oneDNN declines (no bf16 instructions on this CPU).
 bool oneDnnDot(const bf16* lhs, const Shape& ls, const bf16* rhs, const Shape& rs, const DotProblem& p, bf16* out) {
   std::vector<bf16> lhsScratch, rhsScratch;
   const Operand<bf16> a = prepareOperand(lhs, ls, p.lhs.batch, p.lhs.free, p.lhs.contract, true, lhsScratch);
   const Operand<bf16> b = prepareOperand(rhs, rs, p.rhs.batch, p.rhs.contract, p.rhs.free, true, rhsScratch);
-  // The batches a uniform stride apart (one primitive for all), else one call each.
-  auto uniform = [](const MatrixBatch& m) {
-    for (size_t i = 2; i < m.offsets.size(); ++i)
-      if (m.offsets[i] - m.offsets[i - 1] != m.offsets[1] - m.offsets[0]) return false;
-    return true;
+  auto matrices = [&](const Operand<bf16>& o, const bf16* data, const Shape& shape, const std::vector<int>& batch) {
+    StridedMatrices m{o.data, {}, {}, o.m.rows, o.m.cols, o.m.rowStride, o.m.colStride};
+    const std::vector<int64_t> strides = shape.strides();
+    int64_t packed = o.m.rows * o.m.cols;  // a packed operand's batches: row-major over the batch dims
+    for (auto d = batch.rbegin(); d != batch.rend(); ++d) {
+      m.batch.insert(m.batch.begin(), shape[*d]);
+      m.batchStrides.insert(m.batchStrides.begin(), o.data == data ? strides[static_cast<size_t>(*d)] : packed);
+      packed *= shape[*d];
+    }
+    return m;
   };
-  auto matrices = [&](const Operand<bf16>& o, int64_t batch, int64_t first) {
-    const MatrixBatch& m = o.m;
-    const int64_t stride = m.offsets.size() > 1 ? m.offsets[1] - m.offsets[0] : 0;
-    return StridedMatrices{o.data + m.offsets[static_cast<size_t>(first)], batch, m.rows, m.cols, stride,
-                           m.rowStride, m.colStride};
-  };
-  if (uniform(a.m) && uniform(b.m)) return oneDnnBf16Matmul(matrices(a, p.batch, 0), matrices(b, p.batch, 0), out);
-  for (int64_t bi = 0; bi < p.batch; ++bi)
-    if (!oneDnnBf16Matmul(matrices(a, 1, bi), matrices(b, 1, bi), out + bi * p.m * p.n)) return false;
-  return true;
+  return oneDnnBf16Matmul(matrices(a, lhs, ls, p.lhs.batch), matrices(b, rhs, rs, p.rhs.batch), out);
 }
 
 // bf16 / f16: widen both operands to f32 (exact), one f32 GEMM, round each result once (bf16 on oneDNN first).

@@ -39,23 +39,38 @@ struct Cache {
 dnnl::memory::desc descOf(const StridedMatrices& m) {
   const int64_t cs = m.cols > 1 ? m.colStride : 1;
   const int64_t rs = m.rows > 1 ? m.rowStride : m.cols * cs;
-  const int64_t span = std::max((m.rows - 1) * rs + (m.cols - 1) * cs + 1, int64_t{1});
-  const int64_t bs = m.batch > 1 ? m.batchStride : span;
-  return dnnl::memory::desc({m.batch, m.rows, m.cols}, dt::bf16, {bs, rs, cs});
+  int64_t span = std::max((m.rows - 1) * rs + (m.cols - 1) * cs + 1, int64_t{1});
+  dnnl::memory::dims dims(m.batch.size()), strides(m.batch.size());
+  for (size_t d = m.batch.size(); d-- > 0;) {
+    dims[d] = m.batch[d];
+    strides[d] = m.batch[d] > 1 ? m.batchStrides[d] : span;
+    span = std::max(span, (m.batch[d] - 1) * strides[d] + span);
+  }
+  dims.insert(dims.end(), {m.rows, m.cols});
+  strides.insert(strides.end(), {rs, cs});
+  return dnnl::memory::desc(dims, dt::bf16, strides);
 }
 
 std::shared_ptr<const Matmul> matmulFor(const StridedMatrices& lhs, const StridedMatrices& rhs) {
-  const std::vector<int64_t> key = {lhs.batch,       lhs.rows,      lhs.cols,      rhs.cols,      lhs.batchStride,
-                                    lhs.rowStride,   lhs.colStride, rhs.batchStride, rhs.rowStride, rhs.colStride};
+  std::vector<int64_t> key = {lhs.rows, lhs.cols, rhs.cols, lhs.rowStride, lhs.colStride, rhs.rowStride, rhs.colStride};
+  for (const StridedMatrices* m : {&lhs, &rhs}) {
+    key.push_back(static_cast<int64_t>(m->batch.size()));
+    key.insert(key.end(), m->batch.begin(), m->batch.end());
+    key.insert(key.end(), m->batchStrides.begin(), m->batchStrides.end());
+  }
   Cache& c = Cache::instance();
   std::lock_guard lock(c.mutex);
   auto& slot = c.problems[key];
   if (slot) return slot;
   auto m = std::make_shared<Matmul>();
-  m->lhs = descOf(lhs);
-  m->rhs = descOf(rhs);
-  m->out = dnnl::memory::desc({lhs.batch, lhs.rows, rhs.cols}, dt::bf16, dnnl::memory::format_tag::abc);
-  try {
+  try {  // oneDNN refuses strides it cannot address, or the problem
+    m->lhs = descOf(lhs);
+    m->rhs = descOf(rhs);
+    dnnl::memory::dims outDims = lhs.batch, outStrides(lhs.batch.size() + 2);
+    outDims.insert(outDims.end(), {lhs.rows, rhs.cols});
+    int64_t stride = 1;
+    for (size_t d = outDims.size(); d-- > 0; stride *= outDims[d]) outStrides[d] = stride;
+    m->out = dnnl::memory::desc(outDims, dt::bf16, outStrides);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->lhs, m->rhs, m->out), c.engine);
     m->implementation = pd.impl_info_str();
     if (m->implementation.rfind("ref", 0) != 0) m->prim = dnnl::matmul(pd);
@@ -66,9 +81,14 @@ std::shared_ptr<const Matmul> matmulFor(const StridedMatrices& lhs, const Stride
   return slot;
 }
 
+// oneDNN's matmul takes at most 12 dims; every extent at least 1 (the kernel returns before empty products).
 bool valid(const StridedMatrices& lhs, const StridedMatrices& rhs) {
-  return lhs.batch == rhs.batch && lhs.cols == rhs.rows && lhs.batch > 0 && lhs.rows > 0 && lhs.cols > 0 &&
-         rhs.cols > 0;
+  const auto positive = [](const std::vector<int64_t>& dims) {
+    return std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d > 0; });
+  };
+  return lhs.batch == rhs.batch && lhs.batch.size() <= 10 && lhs.batchStrides.size() == lhs.batch.size() &&
+         rhs.batchStrides.size() == rhs.batch.size() && positive(lhs.batch) && lhs.cols == rhs.rows &&
+         lhs.rows > 0 && lhs.cols > 0 && rhs.cols > 0;
 }
 
 }  // namespace

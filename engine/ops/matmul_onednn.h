@@ -6,19 +6,22 @@
 // for OpenBLAS instead, which is then the faster of the two.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/core/dtype.h"
 
 namespace tsr::ops {
 
-// `batch` matrices of rows x cols: element (b, i, j) at data[b * batchStride + i * rowStride + j * colStride].
+// Matrices of rows x cols over batch dims (none, one, or several, as dot_general's batch dims lie in memory):
+// element (b..., i, j) at data[sum(b_d * batchStrides[d]) + i * rowStride + j * colStride].
 struct StridedMatrices {
   const bf16* data = nullptr;
-  int64_t batch = 1, rows = 1, cols = 1;
-  int64_t batchStride = 0, rowStride = 0, colStride = 0;
+  std::vector<int64_t> batch, batchStrides;
+  int64_t rows = 1, cols = 1;
+  int64_t rowStride = 0, colStride = 0;
 };
 
-// out [batch, m, n] (row-major) = lhs [batch, m, k] x rhs [batch, k, n]. False where oneDNN declines (see above)
+// out [batch..., m, n] (row-major) = lhs [batch..., m, k] x rhs [batch..., k, n] (the same batch dims). False where oneDNN declines (see above)
 // or refuses the problem: out is then untouched. Safe to call from several threads at once.
 bool oneDnnBf16Matmul(const StridedMatrices& lhs, const StridedMatrices& rhs, bf16* out);
 

@@ -76,9 +76,45 @@ TEST_CASE("bf16ProductsMatchADoubleLoop") {
   }
 }
 
+// Attention's scores as a model writes them without the fused op: q [B, T, H, D] and k [B, S, H, D] contracted over
+// D with batch dims B and H, which lie apart in memory (strides T*H*D and D): one primitive reads them in place.
+TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {
+  std::mt19937 rng(6);
+  const int64_t b = 2, t = 37, s = 29, h = 3, d = 64;
+  const Shape qs{b, t, h, d}, ks{b, s, h, d};
+  const std::vector<bf16> q = randomBf16(qs.numel(), rng), k = randomBf16(ks.numel(), rng);
+  ir::DotGeneralAttrs at;
+  at.lhsBatch = at.rhsBatch = {0, 2};
+  at.lhsContracting = at.rhsContracting = {3};
+  const Aval out{Shape{b, h, t, s}, DType::BF16};
+  std::vector<bf16> got(static_cast<size_t>(out.numel()));
+  const ir::TensorView in[2] = {{q.data(), Aval{qs, DType::BF16}}, {k.data(), Aval{ks, DType::BF16}}};
+  const ir::MutableTensorView res[1] = {{got.data(), out}};
+  ops::registry().get(ir::OpCode::DotGeneral).cpu(ir::CpuKernelArgs{in, res, ir::Attrs(at)});
+  double worst = 0;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          double want = 0;
+          for (int64_t e = 0; e < d; ++e)
+            want += static_cast<double>(static_cast<float>(q[static_cast<size_t>(((bi * t + i) * h + hi) * d + e)])) *
+                    static_cast<double>(static_cast<float>(k[static_cast<size_t>(((bi * s + j) * h + hi) * d + e)]));
+          const double g = static_cast<float>(got[static_cast<size_t>(((bi * h + hi) * t + i) * s + j)]);
+          worst = std::max(worst, std::fabs(g - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * d));
+        }
+  CHECK(worst <= 1.0);
+  // The same operands as the kernel reads them (k as [D, S] matrices): oneDNN takes them as they lie.
+  const ops::StridedMatrices qm{q.data(), {b, h}, {t * h * d, d}, t, d, h * d, 1};
+  const ops::StridedMatrices km{k.data(), {b, h}, {s * h * d, d}, d, s, 1, h * d};
+  const std::string impl = ops::oneDnnBf16MatmulImplementation(qm, km);
+  MESSAGE("heads in place: " << (impl.empty() ? "refused" : impl));
+  if (cpuHasBf16()) CHECK((!impl.empty() && impl.rfind("ref", 0) != 0));
+}
+
 TEST_CASE("oneDnnTakesBf16ProductsWhereTheCpuHasBf16Instructions") {
   std::vector<bf16> buffer(64 * 64);
-  const ops::StridedMatrices a{buffer.data(), 1, 64, 64, 64 * 64, 64, 1};
+  const ops::StridedMatrices a{buffer.data(), {}, {}, 64, 64, 64, 1};
   const std::string impl = ops::oneDnnBf16MatmulImplementation(a, a);
   MESSAGE("oneDNN's bf16 matmul on this CPU: " << (impl.empty() ? "refused" : impl));
   if (!cpuHasBf16()) TSR_SKIP("no AVX512_BF16 here: bf16 products widen to f32 for OpenBLAS");
