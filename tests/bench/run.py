@@ -34,12 +34,17 @@ SKIP = 77
 FULL = {
     "gpt2_124m": {"project": "sample_projects/gpt2_124m", "batch": 4, "seq": 64, "steps": 3, "warmup": 1},
     "gpt2_6l": {"project": "tests/bench/projects/gpt2_6l", "batch": 16, "seq": 256, "steps": 3, "warmup": 1},
+    # the same step under bf16 autocast (--set precision.compute=bf16; the peers' --autocast)
+    "gpt2_6l_bf16": {"project": "tests/bench/projects/gpt2_6l", "batch": 16, "seq": 256, "steps": 3, "warmup": 1,
+                     "compute": "bf16"},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 8192, "steps": 5, "warmup": 1},
     "resnet18": {"project": "tests/bench/projects/resnet18_cifar", "batch": 64, "steps": 3, "warmup": 1},
     "elementwise": {"n": 64 * 1024 * 1024, "steps": 5},
 }
 QUICK = {
     "gpt2_tiny": {"project": "tests/bench/projects/gpt2_tiny", "batch": 2, "seq": 16, "steps": 2, "warmup": 1},
+    "gpt2_tiny_bf16": {"project": "tests/bench/projects/gpt2_tiny", "batch": 2, "seq": 16, "steps": 2, "warmup": 1,
+                       "compute": "bf16"},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 64, "steps": 2, "warmup": 1},
     "resnet_tiny": {"project": "tests/bench/projects/resnet_tiny", "batch": 2, "steps": 2, "warmup": 1},
     "elementwise": {"n": 1024 * 1024, "steps": 3},
@@ -142,6 +147,8 @@ def bench_workload(name, spec, opts, pythons):
                        "--warmup", str(spec["warmup"]), "--json"]
         if "seq" in spec:
             tessera_cmd += ["--seq", str(spec["seq"])]
+        if "compute" in spec:
+            tessera_cmd += ["--set", f"precision.compute={spec['compute']}"]
         if opts.quick:
             tessera_cmd += ["--sgemm", "512"]
     else:
@@ -153,6 +160,8 @@ def bench_workload(name, spec, opts, pythons):
         if peer in opts.peers and pythons.get(peer):
             cmd = [*taskset, pythons[peer], os.path.join(HERE, "peers", f"{peer}_peer.py"),
                    *peer_args(spec, project), "--steps", steps, "--threads", str(threads)]
+            if spec.get("compute") == "bf16":
+                cmd.append("--autocast")
             peers[peer] = cmd + (["--warmup", str(spec["warmup"])] if project is not None else [])
     runs = {"tessera": [], **{peer: [] for peer in peers}}
     failed = {}

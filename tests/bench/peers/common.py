@@ -23,6 +23,10 @@ def workload_args(description):
     p.add_argument("--grad-clip", type=float, default=1.0)
     p.add_argument("--remat", choices=["none", "blocks"], default="none",
                    help="blocks: each block recomputed in the backward pass (torch.utils.checkpoint, jax.checkpoint)")
+    p.add_argument("--autocast", action="store_true",
+                   help="gpt2: bf16 mixed precision as Tessera's [precision] compute = \"bf16\" (torch.autocast; in "
+                        "JAX the same casts written out): products and their biases in bf16, norms, softmax and "
+                        "the loss in f32, parameters and optimizer state f32")
     # mlp
     p.add_argument("--sizes", default="784,1024,1024,1024,10")
     # resnet: ResNet-18/34 (basic blocks) with the CIFAR stem, batch norm, SGD with momentum

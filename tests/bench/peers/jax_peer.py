@@ -55,30 +55,37 @@ def gpt2_init(key, a):
     return params
 
 
-def gpt2_loss(params, tokens, targets, heads, remat=False):
+def gpt2_loss(params, tokens, targets, heads, remat=False, autocast=False):
     b, t = tokens.shape
     wte = params["wte"]["weight"]
     x = wte[tokens] + params["wpe"]["weight"][:t]  # [B, T, C]
     c = x.shape[-1]
     d = c // heads
     mask = jnp.tril(jnp.ones((t, t), dtype=bool))
+    # autocast: what torch.autocast and Tessera's [precision] compute = "bf16" do, written out: products read
+    # their operands in bf16 (biases join them in bf16); layer norms, softmax and the loss read bf16 as f32.
+    low = (lambda z: z.astype(jnp.bfloat16)) if autocast else (lambda z: z)
+    wide = (lambda z: z.astype(jnp.float32)) if autocast else (lambda z: z)
+
+    def dense(z, p):
+        return low(z) @ low(p["weight"]) + low(p["bias"])
 
     def block(blk, x):
         a = blk["attn"]
-        qkv = layer_norm(blk["ln_1"], x) @ a["c_attn"]["weight"] + a["c_attn"]["bias"]
+        qkv = dense(layer_norm(blk["ln_1"], wide(x)), a["c_attn"])
         q, k, v = (z.reshape(b, t, heads, d).transpose(0, 2, 1, 3) for z in jnp.split(qkv, 3, axis=-1))
         scores = jnp.einsum("bhtd,bhsd->bhts", q, k) * (1.0 / math.sqrt(d))
-        scores = jnp.where(mask, scores, -jnp.inf)
-        y = jnp.einsum("bhts,bhsd->bhtd", jax.nn.softmax(scores, -1), v).transpose(0, 2, 1, 3).reshape(b, t, c)
-        x = x + y @ a["c_proj"]["weight"] + a["c_proj"]["bias"]
+        scores = jnp.where(mask, wide(scores), -jnp.inf)
+        y = jnp.einsum("bhts,bhsd->bhtd", low(jax.nn.softmax(scores, -1)), v).transpose(0, 2, 1, 3).reshape(b, t, c)
+        x = x + dense(y, a["c_proj"])
         m = blk["mlp"]
-        u = jax.nn.gelu(layer_norm(blk["ln_2"], x) @ m["c_fc"]["weight"] + m["c_fc"]["bias"], approximate=True)
-        return x + u @ m["c_proj"]["weight"] + m["c_proj"]["bias"]
+        u = jax.nn.gelu(dense(layer_norm(blk["ln_2"], wide(x)), m["c_fc"]), approximate=True)
+        return x + dense(u, m["c_proj"])
 
     run = jax.checkpoint(block) if remat else block
     for blk in params["h"]:
         x = run(blk, x)
-    logits = layer_norm(params["ln_f"], x) @ wte.T  # [B, T, V]
+    logits = wide(low(layer_norm(params["ln_f"], wide(x))) @ low(wte).T)  # [B, T, V]
     lse = jax.nn.logsumexp(logits, -1)
     picked = jnp.take_along_axis(logits, targets[..., None], -1)[..., 0]
     return jnp.mean(lse - picked)
@@ -117,7 +124,7 @@ def gpt2_setup(a):
     keys = jax.random.split(jax.random.PRNGKey(1), 6)
     batches = [(jax.random.randint(keys[2 * i], (a.batch, a.seq), 0, a.vocab),
                 jax.random.randint(keys[2 * i + 1], (a.batch, a.seq), 0, a.vocab)) for i in range(3)]
-    step = adamw_step(lambda p, x, y: gpt2_loss(p, x, y, a.heads, a.remat == "blocks"), a)
+    step = adamw_step(lambda p, x, y: gpt2_loss(p, x, y, a.heads, a.remat == "blocks", a.autocast), a)
     return params, opt, batches, step
 
 
@@ -268,7 +275,7 @@ def main():
         loss.block_until_ready()
         times.append(time.perf_counter() - t0)
     report("jax", jax.__version__, args, times, params=int(nparams), first_step_s=first, first_loss=first_loss,
-           last_loss=float(loss), remat=args.remat, **memory)
+           last_loss=float(loss), remat=args.remat, autocast=args.autocast, **memory)
 
 
 if __name__ == "__main__":

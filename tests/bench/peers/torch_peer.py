@@ -3,7 +3,8 @@
 gpt2  GPT-2 in the Hugging Face layout: Conv1D weights stored [in, out], pre-LN blocks, causal attention,
       GELU with the tanh approximation, LayerNorm eps 1e-5, the head tied to wte; mean cross-entropy over
       tokens; clip by global norm, then AdamW with decay on matrices only (rank >= 2). --remat blocks wraps
-      each block in torch.utils.checkpoint.
+      each block in torch.utils.checkpoint; --autocast runs the forward pass and the loss under
+      torch.autocast("cpu", torch.bfloat16).
 mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
 resnet  ResNet-18/34 (torchvision's basic blocks) with the CIFAR stem (a 3x3 convolution, no max-pool), batch
       norm in training mode (momentum 0.01, Flax's 0.99), NCHW; mean cross-entropy; SGD with momentum.
@@ -90,8 +91,9 @@ def gpt2_step(args):
 
     def step(i):
         inputs, targets = batches[i % len(batches)]
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.view(-1, args.vocab), targets.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            logits = model(inputs)
+            loss = F.cross_entropy(logits.view(-1, args.vocab), targets.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if args.grad_clip > 0:
@@ -264,7 +266,7 @@ def main():
     # The process's peak resident memory (PyTorch keeps no allocator statistics on the CPU).
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     report("torch", torch.__version__, args, times, params=nparams, first_step_s=first, first_loss=first_loss,
-           last_loss=loss, remat=args.remat, peak_rss_bytes=peak_rss)
+           last_loss=loss, remat=args.remat, autocast=args.autocast, peak_rss_bytes=peak_rss)
 
 
 if __name__ == "__main__":
