@@ -102,7 +102,8 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { o.nccl = text(v) != "off" && text(v) != "0"; }},
     {{"TESSERA_FUSED_ATTENTION", "TESSERA_FUSED_ATTENTION=auto|on|off",
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
-      "auto: fused where the step runs on the GPU with bf16 matmuls"},
+      "auto: fused where the step runs on the GPU with bf16 matmuls or under autocast "
+      "(`[precision] compute = \"bf16\"`)"},
      [](EnvOptions& o, const char* v) { o.fusedAttention = v && *v ? text(v) : "auto"; }},
     {{"TESSERA_FUSED_BATCH_NORM", "TESSERA_FUSED_BATCH_NORM=auto|on|off",
       "batch norm in training as the batch_norm_training and batch_norm_grad ops (oneDNN's primitives on the CPU; "
