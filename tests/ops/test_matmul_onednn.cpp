@@ -28,6 +28,24 @@ std::vector<bf16> randomBf16(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+double wide(bf16 x) { return static_cast<double>(static_cast<float>(x)); }
+
+// dot_general's CPU kernel on bf16 operands.
+std::vector<bf16> product(const std::vector<bf16>& l, const Shape& ls, const std::vector<bf16>& r, const Shape& rs,
+                          const ir::DotGeneralAttrs& at, const Shape& out) {
+  std::vector<bf16> got(static_cast<size_t>(out.numel()));
+  const ir::TensorView in[2] = {{l.data(), Aval{ls, DType::BF16}}, {r.data(), Aval{rs, DType::BF16}}};
+  const ir::MutableTensorView res[1] = {{got.data(), Aval{out, DType::BF16}}};
+  ops::registry().get(ir::OpCode::DotGeneral).cpu(ir::CpuKernelArgs{in, res, ir::Attrs(at)});
+  return got;
+}
+
+// A result's error in units of what one bf16 rounding of an f32 sum of k products allows: half a bf16 ulp (2^-9
+// relative, 2^-8 with margin) and the f32 sum's own error.
+double errorUnits(bf16 got, double want, int64_t k) {
+  return std::fabs(wide(got) - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * static_cast<double>(k));
+}
+
 }  // namespace
 
 // lhs [B, M, K] x rhs [B, N, K] contracted over K (a transposed rhs, as q k^T), and lhs [K, M] (transposed) x
@@ -50,12 +68,8 @@ TEST_CASE("bf16ProductsMatchADoubleLoop") {
       at.lhsContracting = at.rhsContracting = {2};
     }
     const std::vector<bf16> l = randomBf16(ls.numel(), rng), r = randomBf16(rs.numel(), rng);
-    const Aval la{ls, DType::BF16}, ra{rs, DType::BF16}, oa{Shape{c.b, c.m, c.n}, DType::BF16};
-    const Aval out = c.transposeLhs ? Aval{Shape{c.m, c.n}, DType::BF16} : oa;
-    std::vector<bf16> got(static_cast<size_t>(out.numel()));
-    const ir::TensorView in[2] = {{l.data(), la}, {r.data(), ra}};
-    const ir::MutableTensorView res[1] = {{got.data(), out}};
-    ops::registry().get(ir::OpCode::DotGeneral).cpu(ir::CpuKernelArgs{in, res, ir::Attrs(at)});
+    const std::vector<bf16> got =
+        product(l, ls, r, rs, at, c.transposeLhs ? Shape{c.m, c.n} : Shape{c.b, c.m, c.n});
     double worst = 0;
     for (int64_t bi = 0; bi < c.b; ++bi)
       for (int64_t i = 0; i < c.m; ++i)
@@ -64,12 +78,9 @@ TEST_CASE("bf16ProductsMatchADoubleLoop") {
           for (int64_t p = 0; p < c.k; ++p) {
             const size_t li = static_cast<size_t>(c.transposeLhs ? p * c.m + i : (bi * c.m + i) * c.k + p);
             const size_t ri = static_cast<size_t>(c.transposeLhs ? p * c.n + j : (bi * c.n + j) * c.k + p);
-            want += static_cast<double>(static_cast<float>(l[li])) * static_cast<double>(static_cast<float>(r[ri]));
+            want += wide(l[li]) * wide(r[ri]);
           }
-          const double g = static_cast<float>(got[static_cast<size_t>((bi * c.m + i) * c.n + j)]);
-          // One bf16 rounding of an f32 sum: half a bf16 ulp (2^-9 relative) and the f32 sum's own error.
-          const double err = std::fabs(g - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * c.k);
-          worst = std::max(worst, err);
+          worst = std::max(worst, errorUnits(got[static_cast<size_t>((bi * c.m + i) * c.n + j)], want, c.k));
         }
     INFO("[" << c.b << "," << c.m << "," << c.n << "," << c.k << "]" << (c.transposeLhs ? " transposed lhs" : ""));
     CHECK(worst <= 1.0);
@@ -86,11 +97,7 @@ TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {
   ir::DotGeneralAttrs at;
   at.lhsBatch = at.rhsBatch = {0, 2};
   at.lhsContracting = at.rhsContracting = {3};
-  const Aval out{Shape{b, h, t, s}, DType::BF16};
-  std::vector<bf16> got(static_cast<size_t>(out.numel()));
-  const ir::TensorView in[2] = {{q.data(), Aval{qs, DType::BF16}}, {k.data(), Aval{ks, DType::BF16}}};
-  const ir::MutableTensorView res[1] = {{got.data(), out}};
-  ops::registry().get(ir::OpCode::DotGeneral).cpu(ir::CpuKernelArgs{in, res, ir::Attrs(at)});
+  const std::vector<bf16> got = product(q, qs, k, ks, at, Shape{b, h, t, s});
   double worst = 0;
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t hi = 0; hi < h; ++hi)
@@ -98,10 +105,9 @@ TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {
         for (int64_t j = 0; j < s; ++j) {
           double want = 0;
           for (int64_t e = 0; e < d; ++e)
-            want += static_cast<double>(static_cast<float>(q[static_cast<size_t>(((bi * t + i) * h + hi) * d + e)])) *
-                    static_cast<double>(static_cast<float>(k[static_cast<size_t>(((bi * s + j) * h + hi) * d + e)]));
-          const double g = static_cast<float>(got[static_cast<size_t>(((bi * h + hi) * t + i) * s + j)]);
-          worst = std::max(worst, std::fabs(g - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * d));
+            want += wide(q[static_cast<size_t>(((bi * t + i) * h + hi) * d + e)]) *
+                    wide(k[static_cast<size_t>(((bi * s + j) * h + hi) * d + e)]);
+          worst = std::max(worst, errorUnits(got[static_cast<size_t>(((bi * h + hi) * t + i) * s + j)], want, d));
         }
   CHECK(worst <= 1.0);
   // The same operands as the kernel reads them (k as [D, S] matrices): oneDNN takes them as they lie.
