@@ -366,9 +366,9 @@ void defineSharding(py::module_& m) {
   });
 }
 
-Status checked(Status s) {
+// An engine error as Python's exception; nothing where the call succeeded.
+void checked(const Status& s) {
   if (!s.ok()) raisePython(s.error());
-  return s;
 }
 
 // The run store (engine/store: the SQLite file the CLI's runs and the IDE's Runs panel read), for

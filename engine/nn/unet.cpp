@@ -165,7 +165,7 @@ Array UNet::apply(const Tree& params, const Array& pixels, Context& ctx) const {
     ModuleScope scope(name);
     x = block(name, x, in, width(i));  // [B, H / 2^i, W / 2^i, width(i)]
     skips.push_back(x);
-    x = MaxPool{{2, 2}}.apply(x);
+    x = MaxPool{{2, 2}, {}}.apply(x);  // strides: the window's
     in = width(i);
   }
   {
