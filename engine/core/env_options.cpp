@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string_view>
+#include <vector>
 
 namespace tsr {
 
@@ -227,10 +231,53 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { launcherWorld(o, v, false); }},
 };
 
+// The settings whose usage lists every value they take (NAME=a|b|c). Each reads a value outside the list as its
+// default, so a typo (TESSERA_CONV_ALGORITHM=winograd, TESSERA_RECOMPUTE=no) would change nothing without a word:
+// it is said once on stderr instead. Lists with "off" also take 0, lists with "on" also take 1, as the rows do.
+constexpr std::string_view kEnumerated[] = {
+    "TESSERA_CPU_CODEGEN",  "TESSERA_MATMUL_PRECISION", "TESSERA_NCCL",          "TESSERA_FUSED_ATTENTION",
+    "TESSERA_FUSED_BATCH_NORM", "TESSERA_RECOMPUTE",    "TESSERA_FLASH_KERNELS", "TESSERA_CONV_ALGORITHM",
+    "TESSERA_CUDA_GRAPHS",  "TESSERA_CUDA_LOOP_GROUPS", "TESSERA_VERIFY_PASSES"};
+
+// The values a usage lists ("NAME=a|b|c": a, b, c).
+std::vector<std::string> valuesOf(std::string_view usage) {
+  std::vector<std::string> values;
+  const size_t eq = usage.find('=');
+  if (eq == std::string_view::npos) return values;
+  for (size_t start = eq + 1; start <= usage.size();) {
+    const size_t end = std::min(usage.find('|', start), usage.size());
+    values.emplace_back(usage.substr(start, end - start));
+    start = end + 1;
+  }
+  return values;
+}
+
+void warnUnknownValues() {
+  static std::mutex mutex;
+  static auto& said = *new std::set<std::string>();  // each name=value once a process; kept past exit
+  for (const Row& r : kRows) {
+    const std::string_view name = r.variable.name;
+    if (std::find(std::begin(kEnumerated), std::end(kEnumerated), name) == std::end(kEnumerated)) continue;
+    const char* v = std::getenv(std::string(name).c_str());
+    if (!v || !*v) continue;
+    const std::vector<std::string> values = valuesOf(r.variable.usage);
+    const auto has = [&](std::string_view x) { return std::find(values.begin(), values.end(), x) != values.end(); };
+    const std::string_view value = v;
+    if (has(value) || (value == "0" && has("off")) || (value == "1" && has("on"))) continue;
+    std::lock_guard lock(mutex);
+    if (!said.insert(std::string(name) + "=" + v).second) continue;
+    std::string listed;
+    for (const std::string& x : values) listed += (listed.empty() ? "" : ", ") + x;
+    std::fprintf(stderr, "tessera: %s=%s is not one of %s; it is ignored (the default applies)\n",
+                 std::string(name).c_str(), v, listed.c_str());
+  }
+}
+
 EnvOptions readOptions() {
   EnvOptions o;
   for (const Row& r : kRows)
     if (r.setting) r.setting(o, std::getenv(std::string(r.variable.name).c_str()));
+  warnUnknownValues();
   return o;
 }
 

@@ -13,8 +13,9 @@ struct Run {
   QString out, err;
 };
 
-Run tessera(const QStringList& args) {
+Run tessera(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
   QProcess p;
+  p.setProcessEnvironment(env);
   p.start(TESSERA_BIN, args);
   p.waitForFinished(300000);
   Run r;

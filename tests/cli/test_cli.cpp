@@ -497,6 +497,19 @@ eval_every = 30
     QVERIFY2(missingGen.err.contains("does not exist"), qPrintable(missingGen.err));
   }
 
+  // A setting given a value it does not take is said on stderr, once, and the default applies (a typo would
+  // otherwise change nothing without a word); the values a setting takes, and their 0/1 spellings, are quiet.
+  void unknownSettingValuesAreSaid() {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("TESSERA_CONV_ALGORITHM", "winograd");
+    env.insert("TESSERA_RECOMPUTE", "0");
+    env.insert("TESSERA_FUSED_ATTENTION", "on");
+    Run r = tessera({"compile", QString(TSR_SAMPLES) + "/mlp_sharding"}, env);
+    QCOMPARE(r.exitCode, 0);
+    QCOMPARE(r.err.count("TESSERA_CONV_ALGORITHM=winograd is not one of auto, direct; it is ignored"), 1);
+    QVERIFY2(!r.err.contains("TESSERA_RECOMPUTE") && !r.err.contains("TESSERA_FUSED_ATTENTION"), qPrintable(r.err));
+  }
+
   void compileAProjectsTrainingStep() {
     QTemporaryDir dir;
     Run r = tessera({"compile", QString(TSR_SAMPLES) + "/gpt2_mini", "--dump", dir.path()});
