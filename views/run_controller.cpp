@@ -26,7 +26,7 @@ QString RunController::findTessera() {
   QString env = QString::fromStdString(inspect::envLocations().tesseraBin);
   if (!env.isEmpty() && QFileInfo(env).isExecutable()) return env;
   QDir here(QCoreApplication::applicationDirPath());
-  for (const QString& rel : {"tessera", "../cli/tessera", "../app/cli/tessera", "../../app/cli/tessera"}) {
+  for (const char* rel : {"tessera", "../cli/tessera", "../app/cli/tessera", "../../app/cli/tessera"}) {
     QFileInfo f(here.filePath(rel));
     if (f.isFile() && f.isExecutable()) return f.canonicalFilePath();
   }
