@@ -231,7 +231,6 @@ struct Executable::Impl {
   std::vector<size_t> slotLast;
   std::vector<std::unique_ptr<CudnnConv>> convs;       // per lowered kernel (null unless cuDNN)
   std::map<size_t, std::string> fallbacks;             // convolutions cuDNN declined on this device: why
-  std::map<size_t, AttentionProblem> attention;        // kernels on the flash path
   std::vector<DeviceBufferPtr> consts;
   LoopGroupTables groupTables;  // where each loop group's entries lie in a run's table
   // Buffers handed out for fresh outputs while runs may become graphs, per value: one whose only holder is this
@@ -322,10 +321,7 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   // are bf16 (what the models trace it for); f32 operands at f32 and tf32 run its CPU kernel on the host, as exact
   // as the unfused form would be.
   for (const auto& [ki, a] : im.program.attention)
-    if (a.bf16 || precision == MatmulPrecision::BF16) {
-      im.attention.emplace(ki, a);
-      im.program.paths[ki] = KernelPath::Flash;
-    }
+    if (a.bf16 || precision == MatmulPrecision::BF16) im.program.paths[ki] = KernelPath::Flash;
   const size_t nk = im.program.kernels.size();
   std::vector<bool> needed(nk, false);
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
@@ -452,7 +448,7 @@ Status Executable::Impl::runCudnn(size_t ki, const LoweredKernel& k, const std::
 }
 
 Status Executable::Impl::runAttention(size_t ki, const LoweredKernel& k, const std::vector<void*>& ptrs) {
-  const AttentionProblem& p = attention.at(ki);
+  const AttentionProblem& p = program.attention.at(ki);  // a kernel on the flash path has its problem
   auto in = [&](size_t i) { return ptrs[static_cast<size_t>(k.operandArgs[i])]; };
   auto out = [&](size_t i) { return ptrs[static_cast<size_t>(k.resultArgs[i])]; };
   auto rows = [](void* x) { return static_cast<float*>(x); };  // lse and dlse: f32 whatever q's dtype
