@@ -6,9 +6,17 @@
 #include <vector>
 
 #include "engine/backends/cpu/executable.h"
+#include "engine/backends/cuda/device.h"
 #include "engine/runtime/buffer.h"
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
+
+// Ends a test case as skipped, with the reason, where this machine cannot run CUDA kernels.
+#define SKIP_WITHOUT_GPU()                                     \
+  do {                                                         \
+    std::string why = tsr::cuda::unavailableReason();          \
+    if (!why.empty()) TSR_SKIP("CUDA backend tests: " << why); \
+  } while (0)
 
 namespace tsr::test {
 
