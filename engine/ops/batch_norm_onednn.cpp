@@ -1,15 +1,11 @@
 #include "engine/ops/batch_norm_onednn.h"
 
-#include <dnnl.hpp>
-
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <tuple>
 #include <vector>
 
-#include "engine/ops/conv_onednn.h"
+#include "engine/ops/onednn_common.h"
 
 
 namespace tsr::ops {
@@ -24,39 +20,30 @@ struct Primitives {
   dnnl::batch_normalization_backward backward;
 };
 
-struct Cache {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mutex;
-  std::map<std::tuple<int64_t, int64_t, double>, std::shared_ptr<const Primitives>> entries;
-  static Cache& instance() {
-    static Cache c;
-    return c;
-  }
-};
-
-std::shared_ptr<const Primitives> primitivesFor(int64_t rows, int64_t c, double epsilon) {
-  Cache& cache = Cache::instance();
-  std::lock_guard lock(cache.mutex);
-  auto& slot = cache.entries[{rows, c, epsilon}];
-  if (slot) return slot;
+std::shared_ptr<const Primitives> build(int64_t rows, int64_t c, double epsilon) {
+  const dnnl::engine& engine = oneDnnEngine();
   auto p = std::make_shared<Primitives>();
   p->data = dnnl::memory::desc({rows, c, 1, 1}, dt::f32, tag::nhwc);
   p->channel = dnnl::memory::desc({c}, dt::f32, tag::a);
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   const auto eps = static_cast<float>(epsilon);
   dnnl::batch_normalization_forward::primitive_desc fwd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps, flags), cache.engine);
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps, flags), engine);
   dnnl::batch_normalization_backward::primitive_desc bwd(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, p->data, p->data, eps, flags), cache.engine,
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, p->data, p->data, eps, flags), engine,
       fwd);
   p->forward = dnnl::batch_normalization_forward(fwd);
   p->backward = dnnl::batch_normalization_backward(bwd);
-  slot = std::move(p);
-  return slot;
+  return p;
+}
+
+std::shared_ptr<const Primitives> primitivesFor(int64_t rows, int64_t c, double epsilon) {
+  static OneDnnCache<std::tuple<int64_t, int64_t, double>, Primitives> cache;
+  return cache.get({rows, c, epsilon}, [&] { return build(rows, c, epsilon); });
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& d, const float* data) {
-  return dnnl::memory(d, Cache::instance().engine, const_cast<float*>(data));
+  return dnnl::memory(d, oneDnnEngine(), const_cast<float*>(data));
 }
 
 // Runs one of the problem's primitives on the engine's threads (this thread's OpenMP teams) and waits for it;
@@ -67,7 +54,7 @@ bool execute(int64_t rows, int64_t c, double epsilon, const Fn& fn) {
   try {
     auto p = primitivesFor(rows, c, epsilon);
     useOneDnnThreads();
-    dnnl::stream stream(Cache::instance().engine);
+    dnnl::stream stream(oneDnnEngine());
     fn(*p, stream);
     stream.wait();
     return true;

@@ -16,21 +16,15 @@
 //     stride rd, dilation s, padding lo and whatever makes the window count come out at k.
 #include "engine/ops/conv_onednn.h"
 
-#include <dnnl.hpp>
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/core/env_options.h"
-
-extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's CPU runtime
+#include "engine/ops/onednn_common.h"
 
 namespace tsr::ops {
 namespace {
@@ -88,19 +82,6 @@ Kind chooseKind(const ConvGeometry& g) {
   return windows(Kind::Forward, g) ? Kind::Forward : Kind::None;
 }
 
-}  // namespace
-
-int oneDnnThreads() {
-  if (int n = envOptions().numThreads; n > 0) return n;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
-
-void useOneDnnThreads() { omp_set_num_threads(oneDnnThreads()); }  // this thread's OpenMP teams
-
-namespace {
-
 // A row-major tensor of shape `raw` seen with its dims in the order `order` (logical dim j is raw dim order[j]).
 struct View {
   dims sizes, strides;
@@ -153,16 +134,6 @@ struct Problem {
   Arg output;
   dnnl::memory::desc scratchpad;
   std::string implementation;
-};
-
-struct OneDnn {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mutex;
-  std::map<std::vector<int64_t>, std::shared_ptr<const Problem>> cache;
-  static OneDnn& instance() {
-    static OneDnn s;
-    return s;
-  }
 };
 
 Arg makeArg(int id, int operand, const dnnl::memory::desc& user, const dnnl::memory::desc& inner, bool output,
@@ -365,12 +336,9 @@ std::shared_ptr<const Problem> problemFor(Kind kind, const Shape& lhsShape, cons
   for (const auto* v : {&at.lhsSpec, &at.rhsSpec, &at.outSpec, &at.windowStrides, &at.paddingLo, &at.paddingHi,
                         &at.lhsDilation, &at.rhsDilation})
     key.insert(key.end(), v->begin(), v->end());
-  OneDnn& dnn = OneDnn::instance();
-  std::lock_guard lock(dnn.mutex);
-  if (auto it = dnn.cache.find(key); it != dnn.cache.end()) return it->second;
-  auto problem = buildProblem(kind, lhsShape, rhsShape, outShape, at, g, dnn.engine, postOps);
-  dnn.cache.emplace(std::move(key), problem);
-  return problem;
+  static OneDnnCache<std::vector<int64_t>, Problem> cache;
+  return cache.get(key,
+                   [&] { return buildProblem(kind, lhsShape, rhsShape, outShape, at, g, oneDnnEngine(), postOps); });
 }
 
 // Memory the calling thread keeps between convolutions: fresh pages at every call would cost a fault per page.
@@ -465,10 +433,10 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
   if (kind == Kind::None || (!postOps.empty() && kind != Kind::Forward)) return false;
   try {
     auto problem = problemFor(kind, lhsShape, rhsShape, outShape, at, g, postOps);
-    OneDnn& dnn = OneDnn::instance();
+    const dnnl::engine& engine = oneDnnEngine();
     thread_local Buffers buffers;
     useOneDnnThreads();
-    dnnl::stream stream(dnn.engine);
+    dnnl::stream stream(engine);
     std::vector<const void*> operands{lhs, rhs, nullptr, nullptr};
     for (const ConvPostOp& op : postOps) operands.push_back(op.data);
     if (kind == Kind::DataGradient) {
@@ -479,23 +447,24 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
     std::unordered_map<int, dnnl::memory> args;
     int slot = 0;
     for (const Arg& a : problem->inputs) {
-      dnnl::memory user(a.user, dnn.engine, const_cast<void*>(operands[static_cast<size_t>(a.operand)]));
+      dnnl::memory user(a.user, engine, const_cast<void*>(operands[static_cast<size_t>(a.operand)]));
       if (!a.reorder) {
         args.emplace(a.id, user);
         continue;
       }
       // Slots 2-4 hold the result, the flipped weights and the scratchpad.
-      dnnl::memory inner(a.inner, dnn.engine, buffers.get(slot < 2 ? slot : slot + 3, a.inner.get_size()));
+      dnnl::memory inner(a.inner, engine, buffers.get(slot < 2 ? slot : slot + 3, a.inner.get_size()));
       ++slot;
       a.reorder->execute(stream, user, inner);
       args.emplace(a.id, inner);
     }
     const Arg& o = problem->output;
-    dnnl::memory user(o.user, dnn.engine, out);
-    dnnl::memory result = o.reorder ? dnnl::memory(o.inner, dnn.engine, buffers.get(2, o.inner.get_size())) : user;
+    dnnl::memory user(o.user, engine, out);
+    dnnl::memory result = o.reorder ? dnnl::memory(o.inner, engine, buffers.get(2, o.inner.get_size())) : user;
     args.emplace(o.id, result);
     args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(problem->scratchpad, dnn.engine, buffers.get(4, std::max<size_t>(problem->scratchpad.get_size(), 64))));
+                 dnnl::memory(problem->scratchpad, engine,
+                              buffers.get(4, std::max<size_t>(problem->scratchpad.get_size(), 64))));
     problem->prim.execute(stream, args);
     if (o.reorder) o.reorder->execute(stream, result, user);
     stream.wait();

@@ -45,11 +45,6 @@ bool oneDnnConvolution(const float* lhs, const Shape& lhsShape, const float* rhs
 bool oneDnnTakesPostOps(const Shape& lhsShape, const Shape& rhsShape, const Shape& outShape, const ir::ConvAttrs& at,
                         const ConvGeometry& g, std::span<const ConvPostOp> postOps);
 
-// The threads oneDNN's primitives run on: TESSERA_NUM_THREADS, else the cores this process may use. Each call
-// sets them for its OpenMP teams (useOneDnnThreads: omp_set_num_threads) before it executes a primitive.
-int oneDnnThreads();
-void useOneDnnThreads();
-
 // Which of the three problems oneDnnConvolution would solve ("forward", "data_gradient", "filter_gradient"), or
 // "" where it declines. For tests and for the kernel's profile name.
 const char* oneDnnConvolutionKind(const ConvGeometry& g);

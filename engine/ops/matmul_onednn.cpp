@@ -1,15 +1,11 @@
 #include "engine/ops/matmul_onednn.h"
 
-#include <dnnl.hpp>
-
 #include <algorithm>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
-#include "engine/ops/conv_onednn.h"
+#include "engine/ops/onednn_common.h"
 
 namespace tsr::ops {
 
@@ -22,16 +18,6 @@ struct Matmul {
   std::optional<dnnl::matmul> prim;
   dnnl::memory::desc lhs, rhs, out;
   std::string implementation;
-};
-
-struct Cache {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mutex;
-  std::map<std::vector<int64_t>, std::shared_ptr<const Matmul>> problems;
-  static Cache& instance() {
-    static Cache c;
-    return c;
-  }
 };
 
 // The desc of a batch of matrices. A dim of extent 1 takes the stride of a dense layout: its stride is never
@@ -51,17 +37,8 @@ dnnl::memory::desc descOf(const StridedMatrices& m) {
   return dnnl::memory::desc(dims, dt::bf16, strides);
 }
 
-std::shared_ptr<const Matmul> matmulFor(const StridedMatrices& lhs, const StridedMatrices& rhs) {
-  std::vector<int64_t> key = {lhs.rows, lhs.cols, rhs.cols, lhs.rowStride, lhs.colStride, rhs.rowStride, rhs.colStride};
-  for (const StridedMatrices* m : {&lhs, &rhs}) {
-    key.push_back(static_cast<int64_t>(m->batch.size()));
-    key.insert(key.end(), m->batch.begin(), m->batch.end());
-    key.insert(key.end(), m->batchStrides.begin(), m->batchStrides.end());
-  }
-  Cache& c = Cache::instance();
-  std::lock_guard lock(c.mutex);
-  auto& slot = c.problems[key];
-  if (slot) return slot;
+// The primitive of one problem; `prim` stays empty where oneDNN has only its reference implementation or declines.
+std::shared_ptr<const Matmul> build(const StridedMatrices& lhs, const StridedMatrices& rhs) {
   auto m = std::make_shared<Matmul>();
   try {  // oneDNN refuses strides it cannot address, or the problem
     m->lhs = descOf(lhs);
@@ -71,14 +48,24 @@ std::shared_ptr<const Matmul> matmulFor(const StridedMatrices& lhs, const Stride
     int64_t stride = 1;
     for (size_t d = outDims.size(); d-- > 0; stride *= outDims[d]) outStrides[d] = stride;
     m->out = dnnl::memory::desc(outDims, dt::bf16, outStrides);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->lhs, m->rhs, m->out), c.engine);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->lhs, m->rhs, m->out), oneDnnEngine());
     m->implementation = pd.impl_info_str();
     if (m->implementation.rfind("ref", 0) != 0) m->prim = dnnl::matmul(pd);
   } catch (const dnnl::error&) {
     m->implementation.clear();
   }
-  slot = std::move(m);
-  return slot;
+  return m;
+}
+
+std::shared_ptr<const Matmul> matmulFor(const StridedMatrices& lhs, const StridedMatrices& rhs) {
+  std::vector<int64_t> key = {lhs.rows, lhs.cols, rhs.cols, lhs.rowStride, lhs.colStride, rhs.rowStride, rhs.colStride};
+  for (const StridedMatrices* m : {&lhs, &rhs}) {
+    key.push_back(static_cast<int64_t>(m->batch.size()));
+    key.insert(key.end(), m->batch.begin(), m->batch.end());
+    key.insert(key.end(), m->batchStrides.begin(), m->batchStrides.end());
+  }
+  static OneDnnCache<std::vector<int64_t>, Matmul> cache;
+  return cache.get(key, [&] { return build(lhs, rhs); });
 }
 
 // oneDNN's matmul takes at most 12 dims; every extent at least 1 (the kernel returns before empty products).
@@ -98,12 +85,12 @@ bool oneDnnBf16Matmul(const StridedMatrices& lhs, const StridedMatrices& rhs, bf
   const std::shared_ptr<const Matmul> m = matmulFor(lhs, rhs);
   if (!m->prim) return false;
   try {
-    Cache& c = Cache::instance();
+    const dnnl::engine& engine = oneDnnEngine();
     useOneDnnThreads();
-    dnnl::stream stream(c.engine);
-    m->prim->execute(stream, {{DNNL_ARG_SRC, dnnl::memory(m->lhs, c.engine, const_cast<bf16*>(lhs.data))},
-                              {DNNL_ARG_WEIGHTS, dnnl::memory(m->rhs, c.engine, const_cast<bf16*>(rhs.data))},
-                              {DNNL_ARG_DST, dnnl::memory(m->out, c.engine, out)}});
+    dnnl::stream stream(engine);
+    m->prim->execute(stream, {{DNNL_ARG_SRC, dnnl::memory(m->lhs, engine, const_cast<bf16*>(lhs.data))},
+                              {DNNL_ARG_WEIGHTS, dnnl::memory(m->rhs, engine, const_cast<bf16*>(rhs.data))},
+                              {DNNL_ARG_DST, dnnl::memory(m->out, engine, out)}});
     stream.wait();
     return true;
   } catch (const dnnl::error&) {
