@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -14,9 +16,45 @@ namespace tsr {
 
 namespace {
 
-// Set, not empty and not "0".
-bool isOn(const char* v) { return v && *v && std::string_view(v) != "0"; }
 std::string text(const char* v) { return v ? v : ""; }
+
+// A setting that is on or off: 1, on, true or yes; 0, off, false or no. None: unset, empty or anything else.
+std::optional<bool> flag(const char* v) {
+  const std::string_view s = v ? v : "";
+  for (std::string_view on : {"1", "on", "true", "yes"})
+    if (s == on) return true;
+  for (std::string_view off : {"0", "off", "false", "no"})
+    if (s == off) return false;
+  return std::nullopt;
+}
+
+// auto|on|off: the value as its consumer compares it ("on", "off", or "auto" for anything else).
+std::string autoOnOff(const char* v) {
+  const std::optional<bool> f = flag(v);
+  return f ? (*f ? "on" : "off") : "auto";
+}
+
+// The whole text as a finite number; none otherwise ("4x", "abc", "inf").
+std::optional<double> number(const char* v) {
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
+// The values each setting takes. Any other value is read as the setting's default and said once on stderr
+// (warnUnknownValues): a typo (TESSERA_CONV_ALGORITHM=winograd, TESSERA_NUM_THREADS=four) changes nothing
+// without a word otherwise.
+enum class Takes {
+  Anything,  // a location or a launcher's variable; or checked where it is used (TESSERA_DEVICE, TESSERA_CPU_DEVICES)
+  Listed,    // one of the values its usage lists (NAME=a|b|c); where those are on and off, whatever flag() reads
+  Flag,      // whatever flag() reads
+  Threads,   // a whole number from 1 to 256
+  Flops,     // a number above 0
+  Seconds,   // a number above 0, at most a day
+};
+constexpr double kMaxThreads = 256, kMaxSeconds = 86400;
 
 // A launcher's rank count (mpirun's, srun's): any set means a rank of several, except srun's, which sets it for
 // single-task steps too.
@@ -41,39 +79,43 @@ struct Row {
   EnvVariable variable;
   void (*setting)(EnvOptions&, const char* value) = nullptr;  // value: null when unset
   void (*location)(EnvLocations&, const char* value) = nullptr;
+  Takes takes = Takes::Anything;
 };
 
 const Row kRows[] = {
     {{"TESSERA_LOG_COMPILES", "TESSERA_LOG_COMPILES=1",
       "log every jit compile with its time, and every cache miss with its reason (which argument changed: shape, "
       "dtype or static value)"},
-     [](EnvOptions& o, const char* v) { o.logCompiles = isOn(v); }},
+     [](EnvOptions& o, const char* v) { o.logCompiles = flag(v).value_or(false); }, nullptr, Takes::Flag},
     {{"TESSERA_DEBUG_NANS", "TESSERA_DEBUG_NANS=1",
       "eager ops check their results; a jitted function that produces NaN/Inf is re-run op by op and the error "
       "names the first op, with its module path and source line"},
-     [](EnvOptions& o, const char* v) { o.debugNans = isOn(v); }},
+     [](EnvOptions& o, const char* v) { o.debugNans = flag(v).value_or(false); }, nullptr, Takes::Flag},
     {{"TESSERA_PEAK_FLOPS", "TESSERA_PEAK_FLOPS",
       "the peak used for MFU (default 150e9, the practical SGEMM ceiling of a 2-core AVX2 machine)"},
      [](EnvOptions& o, const char* v) {
-       if (v) o.peakFlops = std::atof(v);
-     }},
+       if (const std::optional<double> x = number(v); x && *x > 0) o.peakFlops = *x;
+     },
+     nullptr, Takes::Flops},
     {{"TESSERA_NUM_THREADS", "TESSERA_NUM_THREADS",
       "threads of the CPU backend (default: the cores this process may use); GEMMs run on the same threads"},
      [](EnvOptions& o, const char* v) {
-       const int n = v ? std::atoi(v) : 0;
-       o.numThreads = n > 0 ? std::min(n, 256) : 0;
-     }},
+       const std::optional<double> n = number(v);
+       o.numThreads = n && *n >= 1 && *n <= kMaxThreads && *n == std::floor(*n) ? static_cast<int>(*n) : 0;
+     },
+     nullptr, Takes::Threads},
     {{"TESSERA_EXECUTOR", "TESSERA_EXECUTOR=interpreter",
       "run jitted graphs node by node with the reference kernels instead of the compiled CPU program"},
-     [](EnvOptions& o, const char* v) { o.interpreter = text(v) == "interpreter"; }},
+     [](EnvOptions& o, const char* v) { o.interpreter = text(v) == "interpreter"; }, nullptr, Takes::Listed},
     {{"TESSERA_CPU_CODEGEN", "TESSERA_CPU_CODEGEN=async|sync|off",
       "native CPU kernels: compiled in the background once an executable is hot (default), at compile time (what "
       "`tessera bench` uses), or never (the tile interpreter only)"},
      [](EnvOptions& o, const char* v) {
        if (!v) return;
        const std::string s = v;
-       o.cpuCodegen = s == "off" || s == "0" ? CpuCodegen::Off : s == "sync" ? CpuCodegen::Sync : CpuCodegen::Async;
-     }},
+       o.cpuCodegen = flag(v) == false ? CpuCodegen::Off : s == "sync" ? CpuCodegen::Sync : CpuCodegen::Async;
+     },
+     nullptr, Takes::Listed},
     {{"TESSERA_CXX", "TESSERA_CXX",
       "the C++ compiler for native CPU kernels (default: the one that built Tessera); without one, kernels stay on "
       "the interpreter and a line on stderr says why"},
@@ -81,7 +123,7 @@ const Row kRows[] = {
     {{"TESSERA_GEMM_THREADS", "TESSERA_GEMM_THREADS=blas",
       "hand whole GEMMs to OpenBLAS's own threads (slower here: its threads spin between calls and compete with "
       "ours)"},
-     [](EnvOptions& o, const char* v) { o.blasGemmThreads = text(v) == "blas"; }},
+     [](EnvOptions& o, const char* v) { o.blasGemmThreads = text(v) == "blas"; }, nullptr, Takes::Listed},
     {{"TESSERA_CPU_DEVICES", "TESSERA_CPU_DEVICES=N",
       "N virtual CPU devices in this process (as `jax_num_cpu_devices`), for meshes of N devices without MPI"},
      [](EnvOptions& o, const char* v) {
@@ -92,7 +134,7 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { o.device = v && *v ? v : "cpu"; }},
     {{"TESSERA_MATMUL_PRECISION", "TESSERA_MATMUL_PRECISION=f32|tf32|bf16",
       "f32 matmuls on the GPU (what `train --matmul-precision` sets)"},
-     [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }},
+     [](EnvOptions& o, const char* v) { o.matmulPrecision = text(v); }, nullptr, Takes::Listed},
     {{"TESSERA_CUDA_DEVICE", "TESSERA_CUDA_DEVICE=N",
       "the GPU this process runs on, by its number among the GPUs it sees (default: under mpirun, the rank's local "
       "rank modulo that count; else 0); a process's virtual devices (`TESSERA_CPU_DEVICES`) take N, N+1, ... "
@@ -103,48 +145,48 @@ const Row kRows[] = {
     {{"TESSERA_NCCL", "TESSERA_NCCL=on|off",
       "the collectives of GPU programs under mpirun: NCCL on the device buffers, one GPU per rank (on, the "
       "default), or the op's CPU kernel on host copies through MPI (off: ranks may then share a GPU)"},
-     [](EnvOptions& o, const char* v) { o.nccl = text(v) != "off" && text(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.nccl = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_FUSED_ATTENTION", "TESSERA_FUSED_ATTENTION=auto|on|off",
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
       "auto: fused where the step runs on the GPU with bf16 matmuls or under autocast "
       "(`[precision] compute = \"bf16\"`)"},
-     [](EnvOptions& o, const char* v) { o.fusedAttention = v && *v ? text(v) : "auto"; }},
+     [](EnvOptions& o, const char* v) { o.fusedAttention = autoOnOff(v); }, nullptr, Takes::Listed},
     {{"TESSERA_FUSED_BATCH_NORM", "TESSERA_FUSED_BATCH_NORM=auto|on|off",
       "batch norm in training as the batch_norm_training and batch_norm_grad ops (oneDNN's primitives on the CPU; "
       "other backends run them on the host) or as reductions and elementwise ops, which fuse with their "
       "neighbours and split under a [mesh]; auto: the latter, as fast on ResNet-18 (see the README)"},
-     [](EnvOptions& o, const char* v) { o.fusedBatchNorm = v && *v ? text(v) : "auto"; }},
+     [](EnvOptions& o, const char* v) { o.fusedBatchNorm = autoOnOff(v); }, nullptr, Takes::Listed},
     {{"TESSERA_RECOMPUTE", "TESSERA_RECOMPUTE=on|off",
       "the recompute pass (on by default) copies cheap elementwise values (add, mul, square, ...) into the kernels "
       "that read them, so that a forward kernel stores fewer values for the backward pass (a gelu's seven become "
       "two); off: every value is computed once and stored"},
-     [](EnvOptions& o, const char* v) { o.recompute = text(v) != "off" && text(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.recompute = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_FLASH_KERNELS", "TESSERA_FLASH_KERNELS=v2|v1",
       "the GPU's tensor-core flash attention kernels: v2 (default) pipelines the tiles' loads with the products and "
       "reads operand fragments with ldmatrix; v1, the first kernels, for comparison"},
-     [](EnvOptions& o, const char* v) { o.flashKernelsV1 = text(v) == "v1"; }},
+     [](EnvOptions& o, const char* v) { o.flashKernelsV1 = text(v) == "v1"; }, nullptr, Takes::Listed},
     {{"TESSERA_CONV_ALGORITHM", "TESSERA_CONV_ALGORITHM=auto|direct",
       "CPU convolutions: auto takes Winograd's F(4x4, 3x3) (oneDNN's `jit_wino_4x3`, about 2.3x fewer "
       "multiplies in practice) for 3x3 stride-1 convolutions of at least 32 channels in and out over at least 32 "
       "4x4 output tiles, in all three passes of training; its rounding error is about 5x the direct kernels' "
       "(1-3e-6 of the largest output against 3e-7); direct: oneDNN's direct kernels everywhere"},
-     [](EnvOptions& o, const char* v) { o.convWinograd = text(v) != "direct"; }},
+     [](EnvOptions& o, const char* v) { o.convWinograd = text(v) != "direct"; }, nullptr, Takes::Listed},
     {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
       "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
       "device when a program is compiled (products of 0.5 GFLOP and more)"},
-     [](EnvOptions& o, const char* v) { o.gemmAutotune = text(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.gemmAutotune = flag(v).value_or(true); }, nullptr, Takes::Flag},
     {{"TESSERA_GEMM_AUTOTUNE_LOG", "TESSERA_GEMM_AUTOTUNE_LOG=1",
       "print each autotuned GPU product's time with the heuristic's first algorithm and with the one chosen"},
-     [](EnvOptions& o, const char* v) { o.gemmAutotuneLog = isOn(v); }},
+     [](EnvOptions& o, const char* v) { o.gemmAutotuneLog = flag(v).value_or(false); }, nullptr, Takes::Flag},
     {{"TESSERA_CUDA_GRAPHS", "TESSERA_CUDA_GRAPHS=on|off",
       "a GPU program's runs after the first are captured into a CUDA graph and replayed with one launch while its "
       "buffers' addresses repeat (on by default); a program with work on the host, or a profiled run, runs kernel by "
       "kernel and `Executable::describe()` says why; off: every run kernel by kernel"},
-     [](EnvOptions& o, const char* v) { o.cudaGraphs = text(v) != "off" && text(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.cudaGraphs = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_CUDA_LOOP_GROUPS", "TESSERA_CUDA_LOOP_GROUPS=on|off",
       "GPU loop kernels with the same generated body and no dependences between them (AdamW's update of each "
       "parameter) run as one launch over a table of their pointers and sizes (on by default); off: one launch each"},
-     [](EnvOptions& o, const char* v) { o.cudaLoopGroups = text(v) != "off" && text(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.cudaLoopGroups = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_VERIFY_PASSES", "TESSERA_VERIFY_PASSES=each|end|off",
       "check the graph after every compiler pass (the default of debug builds; a broken graph names the pass), "
       "once after each pipeline, or never (the default of release builds)"},
@@ -152,8 +194,9 @@ const Row kRows[] = {
        const std::string s = text(v);
        if (s == "each") o.verifyPasses = VerifyPasses::Each;
        if (s == "end") o.verifyPasses = VerifyPasses::End;
-       if (s == "off" || s == "0") o.verifyPasses = VerifyPasses::Off;
-     }},
+       if (flag(v) == false) o.verifyPasses = VerifyPasses::Off;
+     },
+     nullptr, Takes::Listed},
     {{"TESSERA_KERNEL_CACHE", "TESSERA_KERNEL_CACHE=DIR|off",
       "where compiled kernels (native CPU libraries, CUDA cubins) are cached; `off` compiles every time"},
      nullptr, [](EnvLocations& l, const char* v) { l.kernelCache = text(v); }},
@@ -177,15 +220,13 @@ const Row kRows[] = {
     {{"TESSERA_TRACE_TIMEOUT", "TESSERA_TRACE_TIMEOUT=SECONDS",
       "how long tracing a project's model.py may take before it is stopped (default 120)"},
      [](EnvOptions& o, const char* v) {
-       if (!v) return;
-       char* end = nullptr;
-       const double s = std::strtod(v, &end);
-       if (end != v && *end == '\0' && s > 0 && s <= 86400) o.traceTimeout = s;
-     }},
+       if (const std::optional<double> s = number(v); s && *s > 0 && *s <= kMaxSeconds) o.traceTimeout = *s;
+     },
+     nullptr, Takes::Seconds},
     {{"TESSERA_TRACE_SERVER", "TESSERA_TRACE_SERVER=0",
       "trace every model.py in a new Python interpreter instead of a child forked from a warm one (which has "
       "imported tessera already)"},
-     [](EnvOptions& o, const char* v) { o.traceServer = !v || std::string_view(v) != "0"; }},
+     [](EnvOptions& o, const char* v) { o.traceServer = flag(v).value_or(true); }, nullptr, Takes::Flag},
     // Read by scripts/run.sh.
     {{"TESSERA_HEADLESS", "TESSERA_HEADLESS=1", "`scripts/run.sh` trains headless even where there is a display"}},
     // Read by OpenBLAS as it loads; cpu::ensureThreadLibrarySettings (tessera, tessera-studio) sets it.
@@ -231,14 +272,6 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { launcherWorld(o, v, false); }},
 };
 
-// The settings whose usage lists every value they take (NAME=a|b|c). Each reads a value outside the list as its
-// default, so a typo (TESSERA_CONV_ALGORITHM=winograd, TESSERA_RECOMPUTE=no) would change nothing without a word:
-// it is said once on stderr instead. Lists with "off" also take 0, lists with "on" also take 1, as the rows do.
-constexpr std::string_view kEnumerated[] = {
-    "TESSERA_CPU_CODEGEN",  "TESSERA_MATMUL_PRECISION", "TESSERA_NCCL",          "TESSERA_FUSED_ATTENTION",
-    "TESSERA_FUSED_BATCH_NORM", "TESSERA_RECOMPUTE",    "TESSERA_FLASH_KERNELS", "TESSERA_CONV_ALGORITHM",
-    "TESSERA_CUDA_GRAPHS",  "TESSERA_CUDA_LOOP_GROUPS", "TESSERA_VERIFY_PASSES"};
-
 // The values a usage lists ("NAME=a|b|c": a, b, c).
 std::vector<std::string> valuesOf(std::string_view usage) {
   std::vector<std::string> values;
@@ -252,24 +285,45 @@ std::vector<std::string> valuesOf(std::string_view usage) {
   return values;
 }
 
+// What is wrong with a set value of a row ("" when nothing is).
+std::string complaint(const Row& r, const char* v) {
+  const std::optional<double> x = number(v);
+  switch (r.takes) {
+    case Takes::Anything:
+      return "";
+    case Takes::Listed: {
+      const std::vector<std::string> values = valuesOf(r.variable.usage);
+      const auto has = [&](std::string_view s) { return std::find(values.begin(), values.end(), s) != values.end(); };
+      const std::optional<bool> f = flag(v);
+      if (has(v) || (f == true && has("on")) || (f == false && has("off"))) return "";
+      std::string listed;
+      for (const std::string& s : values) listed += (listed.empty() ? "" : ", ") + s;
+      return "is not one of " + listed;
+    }
+    case Takes::Flag:
+      return flag(v) ? "" : "is not 1 or 0 (on, off, true, false, yes, no)";
+    case Takes::Threads:
+      return x && *x >= 1 && *x <= kMaxThreads && *x == std::floor(*x) ? "" : "is not a whole number from 1 to 256";
+    case Takes::Flops:
+      return x && *x > 0 ? "" : "is not a number above 0 (FLOP/s, such as 150e9)";
+    case Takes::Seconds:
+      return x && *x > 0 && *x <= kMaxSeconds ? "" : "is not a number of seconds above 0, at most 86400";
+  }
+  return "";
+}
+
 void warnUnknownValues() {
   static std::mutex mutex;
   static auto& said = *new std::set<std::string>();  // each name=value once a process; kept past exit
   for (const Row& r : kRows) {
-    const std::string_view name = r.variable.name;
-    if (std::find(std::begin(kEnumerated), std::end(kEnumerated), name) == std::end(kEnumerated)) continue;
-    const char* v = std::getenv(std::string(name).c_str());
+    const std::string name(r.variable.name);
+    const char* v = std::getenv(name.c_str());
     if (!v || !*v) continue;
-    const std::vector<std::string> values = valuesOf(r.variable.usage);
-    const auto has = [&](std::string_view x) { return std::find(values.begin(), values.end(), x) != values.end(); };
-    const std::string_view value = v;
-    if (has(value) || (value == "0" && has("off")) || (value == "1" && has("on"))) continue;
+    const std::string what = complaint(r, v);
+    if (what.empty()) continue;
     std::lock_guard lock(mutex);
-    if (!said.insert(std::string(name) + "=" + v).second) continue;
-    std::string listed;
-    for (const std::string& x : values) listed += (listed.empty() ? "" : ", ") + x;
-    std::fprintf(stderr, "tessera: %s=%s is not one of %s; it is ignored (the default applies)\n",
-                 std::string(name).c_str(), v, listed.c_str());
+    if (!said.insert(name + "=" + v).second) continue;
+    std::fprintf(stderr, "tessera: %s=%s %s; it is ignored (the default applies)\n", name.c_str(), v, what.c_str());
   }
 }
 

@@ -118,7 +118,7 @@ TEST_CASE("settingsParse") {
     REQUIRE((!o.peakFlops && !o.cpuCodegen && !o.cpuDevices));
     TSR_COMPARE(o.device, std::string("cpu"));
     TSR_COMPARE(o.matmulPrecision, std::string());
-    TSR_COMPARE(o.numThreads, 256);  // at most 256
+    TSR_COMPARE(o.numThreads, 0);  // more than 256: the default, the cores
   }
   env.set("TESSERA_LOG_COMPILES", "0");  // "0" is off
   env.set("TESSERA_DEBUG_NANS", "yes");
@@ -161,6 +161,38 @@ TEST_CASE("settingsParse") {
   env.set("TESSERA_CPU_CODEGEN", "whatever");
   reloadEnvOptions();
   REQUIRE(envOptions().cpuCodegen == CpuCodegen::Async);
+}
+
+// A value outside what a setting takes is read as its default, whole: "4x" is not 4, "abc" FLOP/s not 0 (an MFU
+// divided by 0). Switches read 1/on/true/yes and 0/off/false/no alike, auto|on|off settings too.
+TEST_CASE("badValuesReadAsTheDefault") {
+  ScopedEnv env;
+  const auto read = [&](const char* name, const char* value) {
+    env.set(name, value);
+    reloadEnvOptions();
+    return envOptions();
+  };
+  TSR_COMPARE(read("TESSERA_NUM_THREADS", "3").numThreads, 3);
+  TSR_COMPARE(read("TESSERA_NUM_THREADS", "4x").numThreads, 0);
+  TSR_COMPARE(read("TESSERA_NUM_THREADS", "2.5").numThreads, 0);
+  TSR_COMPARE(read("TESSERA_NUM_THREADS", "-2").numThreads, 0);
+  for (const char* bad : {"abc", "0", "-1e9", "inf", "1e9x"}) REQUIRE(!read("TESSERA_PEAK_FLOPS", bad).peakFlops);
+  TSR_COMPARE(*read("TESSERA_PEAK_FLOPS", "320e9").peakFlops, 320e9);
+  TSR_COMPARE(read("TESSERA_TRACE_TIMEOUT", "soon").traceTimeout, 120.0);
+  TSR_COMPARE(read("TESSERA_TRACE_TIMEOUT", "7.5").traceTimeout, 7.5);
+  REQUIRE(!read("TESSERA_LOG_COMPILES", "false").logCompiles);
+  REQUIRE(read("TESSERA_LOG_COMPILES", "on").logCompiles);
+  REQUIRE(!read("TESSERA_LOG_COMPILES", "maybe").logCompiles);
+  REQUIRE(!read("TESSERA_RECOMPUTE", "no").recompute);
+  REQUIRE(read("TESSERA_RECOMPUTE", "maybe").recompute);
+  REQUIRE(!read("TESSERA_TRACE_SERVER", "false").traceServer);
+  // auto|on|off: as the consumers compare it (nn::fusedAttentionFor reads "on", "off", anything else as auto).
+  TSR_COMPARE(read("TESSERA_FUSED_ATTENTION", "1").fusedAttention, std::string("on"));
+  TSR_COMPARE(read("TESSERA_FUSED_ATTENTION", "false").fusedAttention, std::string("off"));
+  TSR_COMPARE(read("TESSERA_FUSED_ATTENTION", "sometimes").fusedAttention, std::string("auto"));
+  TSR_COMPARE(read("TESSERA_FUSED_BATCH_NORM", "yes").fusedBatchNorm, std::string("on"));
+  REQUIRE(read("TESSERA_VERIFY_PASSES", "no").verifyPasses == VerifyPasses::Off);
+  REQUIRE(read("TESSERA_CPU_CODEGEN", "false").cpuCodegen == CpuCodegen::Off);
 }
 
 // The GPU's switches that default to on: only "off" (or "0") turns them off.
