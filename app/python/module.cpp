@@ -17,6 +17,7 @@
 
 #include "app/python/bindings.h"
 #include "engine/backends/backends.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
 #include "engine/nn/attention.h"
 #include "engine/nn/conv_layers.h"
@@ -350,6 +351,8 @@ void defineOps(py::module_& m) {
     UserSite site;
     return dotProductAttention(toArray(q), toArray(k), toArray(v), causal);
   });
+  // The kernels OpenBLAS should run where it fell back to its generic ones on a CPU it does not know ("" otherwise).
+  m.def("blas_core_fallback", &cpu::blasCoreFallback);
   // What implementation=None picks (TESSERA_FUSED_ATTENTION; auto: the GPU with bf16 matmuls).
   m.def("fused_attention_default",
         [] { return nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision); });

@@ -499,6 +499,24 @@ eval_every = 30
 
   // A setting given a value it does not take is said on stderr, once, and the default applies (a typo would
   // otherwise change nothing without a word); the values a setting takes, and their 0/1 spellings, are quiet.
+  // OpenBLAS on a CPU it does not know takes its generic SSE3 kernels ("Prescott"); the executable starts again
+  // with OPENBLAS_CORETYPE naming kernels the CPU runs. OPENBLAS_VERBOSE=2 prints the core at each load: the
+  // last one is the one that computes.
+  void blasRunsKernelsTheCpuHas() {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2")) QSKIP("this CPU has no AVX2: OpenBLAS's generic kernels are its own");
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("OPENBLAS_CORETYPE");
+    env.insert("OPENBLAS_VERBOSE", "2");
+    Run r = tessera({"--version"}, env);
+    QCOMPARE(r.exitCode, 0);
+    const QString all = r.out + r.err;
+    const qsizetype at = all.lastIndexOf("Core: ");
+    QVERIFY2(at >= 0, qPrintable(all));
+    const QString core = all.mid(at + 6).section('\n', 0, 0).trimmed();
+    QVERIFY2(core != "Prescott", qPrintable(all));
+  }
+
   void unknownSettingValuesAreSaid() {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("TESSERA_CONV_ALGORITHM", "winograd");

@@ -12,6 +12,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -33,10 +34,24 @@ int configuredThreads() {
 FlushDenormals::FlushDenormals() : m_saved(_mm_getcsr()) { _mm_setcsr(m_saved | 0x8040u); }
 FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
 
+std::string blasCoreFallback() {
+  const char* core = openblas_get_corename();
+  if (core == nullptr || std::string_view(core) != "Prescott") return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
+}
+
 void ensureThreadLibrarySettings(char** argv) {
+  const std::string core = std::getenv("OPENBLAS_CORETYPE") ? "" : blasCoreFallback();
   bool changed = false;
-  for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "PASSIVE"}, std::pair{"OPENBLAS_NUM_THREADS", "1"}})
-    if (std::getenv(name) == nullptr) {
+  for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "PASSIVE"}, std::pair{"OPENBLAS_NUM_THREADS", "1"},
+                                    std::pair{"OPENBLAS_CORETYPE", core.c_str()}})
+    if (std::getenv(name) == nullptr && *value) {
       setenv(name, value, 1);
       changed = true;
     }

@@ -4,6 +4,7 @@
 // thread calls single-threaded OpenBLAS on its block), so no second set of threads competes for the cores.
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace tsr::cpu {
 
@@ -58,6 +59,13 @@ void coordinateBlasThreads();
 //     ResNet step took 140 ms instead of 8).
 //   OPENBLAS_NUM_THREADS=1: GEMMs run on this pool's threads (gemm.cpp); OpenBLAS would start a thread per core
 //     when it loads, each mapping a 128 MiB workspace (and, under `ulimit -v`, retrying forever when it cannot).
+//   OPENBLAS_CORETYPE (blasCoreFallback): only where OpenBLAS took its generic kernels on a CPU it does not know.
 void ensureThreadLibrarySettings(char** argv);
+
+// The kernels OpenBLAS should run where, not knowing this CPU (Debian 12's 0.3.21 predates Intel's Emerald
+// Rapids, for one), it fell back to its generic SSE3 ones ("Prescott", 5-9x slower SGEMM): "Cooperlake" for a CPU
+// with AVX512_BF16, "SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA. Empty where OpenBLAS chose other kernels
+// or the CPU has none of these.
+std::string blasCoreFallback();
 
 }  // namespace tsr::cpu
