@@ -353,7 +353,7 @@ void defineOps(py::module_& m) {
   });
   // The kernels OpenBLAS should run where it fell back to its generic ones on a CPU it does not know ("" otherwise).
   m.def("blas_core_fallback", &cpu::blasCoreFallback);
-  // What implementation=None picks (TESSERA_FUSED_ATTENTION; auto: the GPU with bf16 matmuls).
+  // What implementation=None picks (TESSERA_FUSED_ATTENTION; auto: the CPU, the GPU with bf16 matmuls).
   m.def("fused_attention_default",
         [] { return nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision); });
   // batch_norm_training (x, scale, offset) -> [y, mean, var] over every dim but `axis`; its vjp is batch_norm_grad.

@@ -148,7 +148,7 @@ const Row kRows[] = {
      [](EnvOptions& o, const char* v) { o.nccl = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_FUSED_ATTENTION", "TESSERA_FUSED_ATTENTION=auto|on|off",
       "models' attention as one dot_product_attention op (flash attention on the GPU) or as dot_general + softmax; "
-      "auto: fused where the step runs on the GPU with bf16 matmuls or under autocast "
+      "auto: fused on the CPU, and on the GPU with bf16 matmuls or under autocast "
       "(`[precision] compute = \"bf16\"`)"},
      [](EnvOptions& o, const char* v) { o.fusedAttention = autoOnOff(v); }, nullptr, Takes::Listed},
     {{"TESSERA_FUSED_BATCH_NORM", "TESSERA_FUSED_BATCH_NORM=auto|on|off",

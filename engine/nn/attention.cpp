@@ -11,7 +11,7 @@ bool fusedAttentionFor(const std::string& device, const std::string& matmulPreci
   const std::string& mode = envOptions().fusedAttention;
   if (mode == "on") return true;
   if (mode == "off") return false;
-  return device == "cuda" && matmulPrecision == "bf16";
+  return device != "cuda" || matmulPrecision == "bf16";
 }
 
 Array splitHeads(const Array& x, int64_t heads) {

@@ -9,9 +9,9 @@ Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool c
                           Context& ctx);
 
 // Whether models trace attention as one fused op (Context::setFusedAttention) for a step on `device` with f32
-// matmuls at `matmulPrecision`: TESSERA_FUSED_ATTENTION=on/off, else (auto) on the GPU with bf16 matmuls, where
-// flash attention runs on tensor cores; elsewhere the unfused form, which the CPU backend fuses best and whose
-// f32 products match the CPU's.
+// matmuls at `matmulPrecision`: TESSERA_FUSED_ATTENTION=on/off, else (auto) on the CPU (blocked kernels on SGEMM,
+// the masked half skipped: about 2x the unfused form) and on the GPU with bf16 matmuls, where flash attention runs
+// on tensor cores. A GPU step at f32 or tf32 keeps the unfused form: the fused op would run on the host there.
 bool fusedAttentionFor(const std::string& device, const std::string& matmulPrecision);
 
 // [B, T, H*D] <-> [B, H, T, D]

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/attention_cpu.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
@@ -37,9 +38,7 @@ using ir::ShardingRule;
 constexpr const char* kFwd = "dot_product_attention";
 constexpr const char* kGrad = "dot_product_attention_grad";
 
-struct Dims {
-  int64_t b = 0, t = 0, s = 0, h = 0, d = 0;
-};
+using Dims = AttentionDims;
 
 // [B, T, H, D] element (b, t, h, d); lse [B, H, T] element (b, h, t).
 inline int64_t at4(const Dims& m, int64_t seq, int64_t b, int64_t t, int64_t h, int64_t d) {
@@ -107,8 +106,10 @@ ir::Cost attentionGradCost(std::span<const Aval> in, std::span<const Aval> out, 
   return c;
 }
 
-// ---- CPU kernels: a row of scores at a time, accumulated in double ----------------------------------------------
-// T: q, k, v, out and the gradients; L: lse and dlse (f32 where T is bf16).
+// ---- CPU kernels --------------------------------------------------------------------------------------------
+// f32 and bf16 on BLAS in blocks of query rows (attention_cpu.h). f64, and shapes past BLAS's int sizes: a row of
+// scores at a time, accumulated in double. T: q, k, v, out and the gradients; L: lse and dlse (f32 where T is
+// bf16).
 
 template <class T, class L>
 void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
@@ -189,21 +190,33 @@ Dims dimsOf(const ir::CpuKernelArgs& a) {
   return Dims{q[0], q[1], k[1], q[2], q[3]};
 }
 
+// BLAS takes the blocks' sizes and row strides as int.
+bool blasSized(const Dims& m) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  return m.t <= kMax && m.s <= kMax && m.h * m.d <= kMax;
+}
+
 void attentionKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
-  switch (a.inputs[0].aval.dtype) {
-    case DType::F64: return attentionRows<double, double>(a, dimsOf(a), causal);
-    case DType::BF16: return attentionRows<bf16, float>(a, dimsOf(a), causal);
-    default: return attentionRows<float, float>(a, dimsOf(a), causal);
+  const Dims m = dimsOf(a);
+  const DType t = a.inputs[0].aval.dtype;
+  if (t != DType::F64 && blasSized(m)) return blockedAttention(a, m, causal);
+  switch (t) {
+    case DType::F64: return attentionRows<double, double>(a, m, causal);
+    case DType::BF16: return attentionRows<bf16, float>(a, m, causal);
+    default: return attentionRows<float, float>(a, m, causal);
   }
 }
 
 void attentionGradKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
-  switch (a.inputs[0].aval.dtype) {
-    case DType::F64: return attentionGradRows<double, double>(a, dimsOf(a), causal);
-    case DType::BF16: return attentionGradRows<bf16, float>(a, dimsOf(a), causal);
-    default: return attentionGradRows<float, float>(a, dimsOf(a), causal);
+  const Dims m = dimsOf(a);
+  const DType t = a.inputs[0].aval.dtype;
+  if (t != DType::F64 && blasSized(m)) return blockedAttentionGrad(a, m, causal);
+  switch (t) {
+    case DType::F64: return attentionGradRows<double, double>(a, m, causal);
+    case DType::BF16: return attentionGradRows<bf16, float>(a, m, causal);
+    default: return attentionGradRows<float, float>(a, m, causal);
   }
 }
 
@@ -266,6 +279,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   fwd.infer = inferAttention;
   fwd.cost = attentionCost;
   fwd.cpu = attentionKernel;
+  fwd.cpuWritesWholeResult = true;
   fwd.vjp = attentionVjp;
   fwd.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttention, a); };
   fwd.shard = batchAndHeads;
@@ -275,6 +289,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   grad.infer = inferAttentionGrad;
   grad.cost = attentionGradCost;
   grad.cpu = attentionGradKernel;
+  grad.cpuWritesWholeResult = true;
   grad.vjp = attentionGradVjp;
   grad.vjpRefused = true;
   grad.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttentionGrad, a); };

@@ -64,7 +64,7 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
     int batch;
     int seq;
     const char* compute = "";  // "bf16": the step under autocast (bf16 products and activations)
-    bool fusedAttention = false;  // attention as one dot_product_attention op (TESSERA_FUSED_ATTENTION=on)
+    bool fusedAttention = false;  // attention as one dot_product_attention op (TESSERA_FUSED_ATTENTION=on, else off)
   };
   const Row rows[] = {
       {"gpt2_mini", 2, 32},
@@ -81,18 +81,15 @@ TEST_CASE_FIXTURE(NvrtcEveryTime, "trainingStepKernelsCompile") {
                              (row.fusedAttention ? " fused attention" : "");
     SUBCASE(name.c_str()) {
       const char* project = row.project;
-      struct FusedAttention {  // TESSERA_FUSED_ATTENTION=on while the step is traced
-        explicit FusedAttention(bool on) : on(on) {
-          if (!on) return;
-          setenv("TESSERA_FUSED_ATTENTION", "on", 1);
+      struct FusedAttention {  // TESSERA_FUSED_ATTENTION=on or off while the step is traced (auto fuses on the CPU)
+        explicit FusedAttention(bool on) {
+          setenv("TESSERA_FUSED_ATTENTION", on ? "on" : "off", 1);
           reloadEnvOptions();
         }
         ~FusedAttention() {
-          if (!on) return;
           unsetenv("TESSERA_FUSED_ATTENTION");
           reloadEnvOptions();
         }
-        bool on;
       } fused(row.fusedAttention);
       auto cg = projectStepGraph(project, row.batch, row.seq, row.compute);
       REQUIRE_MESSAGE(cg.ok(), cg.error().message);

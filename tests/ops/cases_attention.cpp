@@ -1,6 +1,7 @@
 // Conformance cases for dot_product_attention and its gradient. The references build each head's whole score
 // matrix, its softmax and the products from them (what a model writes without the fused op), sharing nothing
-// with the kernels' one-row-at-a-time loops; the gradient's reference differentiates that matrix form by hand:
+// with the kernels (blocks of query rows on BLAS; rows in double for f64); the gradient's reference
+// differentiates that matrix form by hand:
 // dv = P^T dout, dP = dout v^T, ds = P * (dP - rowsum(P * dP)) + P * dlse, dq = ds k / sqrt(D), dk = ds^T q / sqrt(D).
 #include <cmath>
 #include <limits>
@@ -136,8 +137,9 @@ void addAttention(std::vector<OpCase>& cases, std::mt19937& rng, DType t, Shape 
   c.attrs = ir::AttentionAttrs{causal};
   c.inputs = in;
   c.reference = [causal](const std::vector<HostTensor>& x) { return attentionRef(x, causal); };
-  if (t == DType::F32) c.rtol = c.atol = 2e-5;  // softmax sums over up to 9 keys, f32 exp
-  // bf16: kernel and reference compute from the same bf16 values in double and round once: one bf16 ulp at most.
+  if (t == DType::F32) c.rtol = c.atol = 2e-5;  // f32 products and exp over up to 150 keys
+  // bf16: kernel (in f32) and reference (in double) compute from the same bf16 values and round once: one bf16
+  // ulp apart at most.
   if (t == DType::BF16) c.rtol = c.atol = 4e-3;
   cases.push_back(c);
 
@@ -166,6 +168,11 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
     }
     addAttention(cases, rng, t, Shape{2, 3, 2, 4}, 6, false);  // cross attention: more keys than queries
   }
+  // The f32 and bf16 kernels work in blocks of 64 query rows (attention_cpu.h): several blocks, a ragged last
+  // one, causal blocks that see fewer keys than the sequence has, and cross attention over more keys than rows.
+  for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 150, 2, 16}, 150, causal);
+  addAttention(cases, rng, DType::F32, Shape{2, 70, 1, 8}, 131, false);
+  addAttention(cases, rng, DType::BF16, Shape{1, 100, 2, 16}, 100, true);
   // bf16 q, k, v (autocast's activations): bf16 out and gradients, f32 lse and dlse.
   addAttention(cases, rng, DType::BF16, Shape{2, 5, 3, 4}, 5, true);
   addAttention(cases, rng, DType::BF16, Shape{1, 9, 2, 8}, 9, false);

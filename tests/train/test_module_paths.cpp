@@ -4,11 +4,13 @@
 // The forward pass is found from the graph alone: the nodes the loss depends on. The backward ops of a forward
 // op are found from the values they read, never from the provenance the code under test writes.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "engine/core/env_options.h"
 #include "engine/inspect/module_tree.h"
 #include "engine/inspect/project_snapshot.h"
 #include "engine/nn/layers.h"
@@ -158,35 +160,53 @@ TEST_CASE("layer norms are modules of their own") {
   }
 }
 
-// Each matmul of the attention (c_attn, q.k, probs.v, c_proj) has two backward matmuls, one per operand, and
-// they and the layout ops between them and the forward values lie in the attention's module.
+// Each matmul of the attention (c_attn, c_proj, and unfused q.k and probs.v) has two backward matmuls, one per
+// operand, and they and the layout ops between them and the forward values lie in the attention's module; fused,
+// the dot_product_attention op and its gradient lie there too.
 TEST_CASE("the attention's backward matmuls lie in the attention") {
-  Step s = traceMiniStep();
-  const ir::Graph& g = s.graph();
-  for (int block = 0; block < 2; ++block) {
-    const std::string attn = "h." + std::to_string(block) + ".attn";
-    CAPTURE(attn);
-    int forwardDots = 0;
-    for (size_t f = 0; f < g.nodes().size(); ++f) {
-      if (!s.forward[f] || g.nodes()[f].op != ir::OpCode::DotGeneral || g.nodes()[f].prov.modulePath != attn) continue;
-      ++forwardDots;
-      const auto& operands = g.nodes()[f].operands;
-      int backward = 0;
+  for (const char* fused : {"on", "off"}) {
+    CAPTURE(fused);
+    setenv("TESSERA_FUSED_ATTENTION", fused, 1);
+    reloadEnvOptions();
+    Step s = traceMiniStep();
+    unsetenv("TESSERA_FUSED_ATTENTION");
+    reloadEnvOptions();
+    const ir::Graph& g = s.graph();
+    for (int block = 0; block < 2; ++block) {
+      const std::string attn = "h." + std::to_string(block) + ".attn";
+      CAPTURE(attn);
+      int attentionOps = 0;
       for (size_t n = 0; n < g.nodes().size(); ++n) {
-        if (s.forward[n] || g.nodes()[n].op != ir::OpCode::DotGeneral) continue;
-        std::set<ir::ValueId> reads;
-        std::vector<ir::NodeId> chain;
-        forwardReads(s, static_cast<ir::NodeId>(n), reads, chain);
-        if (std::none_of(operands.begin(), operands.end(), [&](ir::ValueId v) { return reads.count(v) > 0; })) continue;
-        ++backward;
-        chain.push_back(static_cast<ir::NodeId>(n));
-        for (ir::NodeId c : chain)
-          CHECK_MESSAGE(pathOf(g, c) == attn,
-                        "node " << c << " (backward of forward matmul " << f << ") is in '" << pathOf(g, c) << "'");
+        const ir::OpCode op = g.nodes()[n].op;
+        if (pathOf(g, static_cast<ir::NodeId>(n)) == attn &&
+            (op == ir::OpCode::DotProductAttention || op == ir::OpCode::DotProductAttentionGrad))
+          ++attentionOps;
       }
-      CHECK_MESSAGE(backward == 2, "forward matmul " << f << " has " << backward << " backward matmuls");
+      CHECK(attentionOps == (std::string(fused) == "on" ? 2 : 0));
+      int forwardDots = 0;
+      for (size_t f = 0; f < g.nodes().size(); ++f) {
+        if (!s.forward[f] || g.nodes()[f].op != ir::OpCode::DotGeneral || g.nodes()[f].prov.modulePath != attn)
+          continue;
+        ++forwardDots;
+        const auto& operands = g.nodes()[f].operands;
+        int backward = 0;
+        for (size_t n = 0; n < g.nodes().size(); ++n) {
+          if (s.forward[n] || g.nodes()[n].op != ir::OpCode::DotGeneral) continue;
+          std::set<ir::ValueId> reads;
+          std::vector<ir::NodeId> chain;
+          forwardReads(s, static_cast<ir::NodeId>(n), reads, chain);
+          if (std::none_of(operands.begin(), operands.end(), [&](ir::ValueId v) { return reads.count(v) > 0; }))
+            continue;
+          ++backward;
+          chain.push_back(static_cast<ir::NodeId>(n));
+          for (ir::NodeId c : chain)
+            CHECK_MESSAGE(pathOf(g, c) == attn,
+                          "node " << c << " (backward of forward matmul " << f << ") is in '" << pathOf(g, c) << "'");
+        }
+        CHECK_MESSAGE(backward == 2, "forward matmul " << f << " has " << backward << " backward matmuls");
+      }
+      CHECK(forwardDots == (std::string(fused) == "on" ? 2 : 4));
     }
-    CHECK(forwardDots == 4);
   }
 }
 

@@ -610,7 +610,7 @@ def dot_product_attention(query, key, value, mask=None, *, is_causal=False, impl
     to [B, H, Q, K] (false: not attended); is_causal: query q attends to keys <= q. Returns [B, Q, H, D].
     implementation, as jax.nn.dot_product_attention's: "fused" (also "cudnn") is one dot_product_attention op,
     flash attention on the GPU with bf16 matmuls (no mask; is_causal instead); "xla" is einsum + softmax; None
-    takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the GPU with bf16 matmuls) and no mask is
+    takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the CPU, the GPU with bf16 matmuls) and no mask is
     given."""
     if implementation not in (None, "fused", "cudnn", "xla"):
         raise ValueError(f"dot_product_attention: implementation {implementation!r} is not None, 'fused' or 'xla'")
