@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,20 @@ std::optional<double> number(const char* v) {
   return x;
 }
 
+constexpr double kMaxThreads = 256, kMaxSeconds = 86400;
+
+// A number above 0 and at most `max`; none otherwise.
+std::optional<double> positive(const char* v, double max = std::numeric_limits<double>::max()) {
+  const std::optional<double> x = number(v);
+  return x && *x > 0 && *x <= max ? x : std::nullopt;
+}
+
+// A whole number of threads from 1 to 256; none otherwise.
+std::optional<int> threadCount(const char* v) {
+  const std::optional<double> n = positive(v, kMaxThreads);
+  return n && *n >= 1 && *n == std::floor(*n) ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
+}
+
 // The values each setting takes. Any other value is read as the setting's default and said once on stderr
 // (warnUnknownValues): a typo (TESSERA_CONV_ALGORITHM=winograd, TESSERA_NUM_THREADS=four) changes nothing
 // without a word otherwise.
@@ -54,8 +69,6 @@ enum class Takes {
   Flops,     // a number above 0
   Seconds,   // a number above 0, at most a day
 };
-constexpr double kMaxThreads = 256, kMaxSeconds = 86400;
-
 // A launcher's rank count (mpirun's, srun's): any set means a rank of several, except srun's, which sets it for
 // single-task steps too.
 void launcherWorld(EnvOptions& o, const char* v, bool setMeansRank) {
@@ -94,14 +107,13 @@ const Row kRows[] = {
     {{"TESSERA_PEAK_FLOPS", "TESSERA_PEAK_FLOPS",
       "the peak used for MFU (default 150e9, the practical SGEMM ceiling of a 2-core AVX2 machine)"},
      [](EnvOptions& o, const char* v) {
-       if (const std::optional<double> x = number(v); x && *x > 0) o.peakFlops = *x;
+       if (const std::optional<double> x = positive(v)) o.peakFlops = *x;
      },
      nullptr, Takes::Flops},
     {{"TESSERA_NUM_THREADS", "TESSERA_NUM_THREADS",
       "threads of the CPU backend (default: the cores this process may use); GEMMs run on the same threads"},
      [](EnvOptions& o, const char* v) {
-       const std::optional<double> n = number(v);
-       o.numThreads = n && *n >= 1 && *n <= kMaxThreads && *n == std::floor(*n) ? static_cast<int>(*n) : 0;
+       o.numThreads = threadCount(v).value_or(0);
      },
      nullptr, Takes::Threads},
     {{"TESSERA_EXECUTOR", "TESSERA_EXECUTOR=interpreter",
@@ -220,7 +232,7 @@ const Row kRows[] = {
     {{"TESSERA_TRACE_TIMEOUT", "TESSERA_TRACE_TIMEOUT=SECONDS",
       "how long tracing a project's model.py may take before it is stopped (default 120)"},
      [](EnvOptions& o, const char* v) {
-       if (const std::optional<double> s = number(v); s && *s > 0 && *s <= kMaxSeconds) o.traceTimeout = *s;
+       if (const std::optional<double> s = positive(v, kMaxSeconds)) o.traceTimeout = *s;
      },
      nullptr, Takes::Seconds},
     {{"TESSERA_TRACE_SERVER", "TESSERA_TRACE_SERVER=0",
@@ -294,7 +306,6 @@ std::vector<std::string> valuesOf(std::string_view usage) {
 
 // What is wrong with a set value of a row ("" when nothing is).
 std::string complaint(const Row& r, const char* v) {
-  const std::optional<double> x = number(v);
   switch (r.takes) {
     case Takes::Anything:
       return "";
@@ -310,11 +321,11 @@ std::string complaint(const Row& r, const char* v) {
     case Takes::Flag:
       return flag(v) ? "" : "is not 1 or 0 (on, off, true, false, yes, no)";
     case Takes::Threads:
-      return x && *x >= 1 && *x <= kMaxThreads && *x == std::floor(*x) ? "" : "is not a whole number from 1 to 256";
+      return threadCount(v) ? "" : "is not a whole number from 1 to 256";
     case Takes::Flops:
-      return x && *x > 0 ? "" : "is not a number above 0 (FLOP/s, such as 150e9)";
+      return positive(v) ? "" : "is not a number above 0 (FLOP/s, such as 150e9)";
     case Takes::Seconds:
-      return x && *x > 0 && *x <= kMaxSeconds ? "" : "is not a number of seconds above 0, at most 86400";
+      return positive(v, kMaxSeconds) ? "" : "is not a number of seconds above 0, at most 86400";
   }
   return "";
 }
