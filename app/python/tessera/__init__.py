@@ -23,10 +23,11 @@ from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
 # OpenBLAS (numpy's and the engine's, loaded by now) picks its kernels as it loads; on a CPU newer than it knows it
 # takes its generic ones, 5-9x slower. The tessera executables start again with OPENBLAS_CORETYPE set; here it is
 # too late, so say how.
-if _tessera.blas_core_fallback() and "OPENBLAS_CORETYPE" not in _os.environ:
+_blas_core = _tessera.blas_core_fallback()
+if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
     import warnings as _warnings
     _warnings.warn(f"OpenBLAS does not know this CPU and runs its generic kernels (products 5-9x slower): start "
-                   f"Python with OPENBLAS_CORETYPE={_tessera.blas_core_fallback()}", RuntimeWarning, stacklevel=2)
+                   f"Python with OPENBLAS_CORETYPE={_blas_core}", RuntimeWarning, stacklevel=2)
 from . import numpy, random, tree_util, lax, nn, optim, sharding, runs, image
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, custom_vjp, checkpoint, remat,
                           checkpoint_policies, ShapeDtypeStruct)

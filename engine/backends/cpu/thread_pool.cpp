@@ -47,7 +47,7 @@ std::string blasCoreFallback() {
 }
 
 void ensureThreadLibrarySettings(char** argv) {
-  const std::string core = std::getenv("OPENBLAS_CORETYPE") ? "" : blasCoreFallback();
+  const std::string core = blasCoreFallback();
   bool changed = false;
   for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "PASSIVE"}, std::pair{"OPENBLAS_NUM_THREADS", "1"},
                                     std::pair{"OPENBLAS_CORETYPE", core.c_str()}})
