@@ -251,8 +251,8 @@ const Row kRows[] = {
     {{"OPENBLAS_CORETYPE", "OPENBLAS_CORETYPE",
       "the kernels OpenBLAS runs (`SkylakeX`, `Haswell`, ...); where it does not know the CPU (Debian 12's "
       "OpenBLAS predates Intel's Emerald Rapids) it takes its generic SSE3 kernels, 5-9x slower: `tessera` and "
-      "`tessera-studio` then set it to the kernels the CPU can run (`Cooperlake` with AVX512_BF16, `SkylakeX` "
-      "with AVX-512, `Haswell` with AVX2) unless it is set, and the Python module warns with the value to set"}},
+      "`tessera-studio` then set it to the kernels the CPU can run (`SkylakeX` with AVX-512, `Haswell` with "
+      "AVX2) unless it is set, and the Python module warns with the value to set"}},
     // Read by libgomp as it loads; cpu::ensureThreadLibrarySettings (tessera, tessera-studio) and tessera/__init__.py set it.
     {{"OMP_WAIT_POLICY", "OMP_WAIT_POLICY",
       "how the OpenMP threads of oneDNN (the CPU convolutions) wait between parallel regions; `tessera`, "

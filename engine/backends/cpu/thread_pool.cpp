@@ -38,7 +38,6 @@ std::string blasCoreFallback() {
   const char* core = openblas_get_corename();
   if (core == nullptr || std::string_view(core) != "Prescott") return "";
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq"))
     return "SkylakeX";

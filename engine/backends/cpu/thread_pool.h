@@ -63,9 +63,9 @@ void coordinateBlasThreads();
 void ensureThreadLibrarySettings(char** argv);
 
 // The kernels OpenBLAS should run where, not knowing this CPU (Debian 12's 0.3.21 predates Intel's Emerald
-// Rapids, for one), it fell back to its generic SSE3 ones ("Prescott", 5-9x slower SGEMM): "Cooperlake" for a CPU
-// with AVX512_BF16, "SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA. Empty where OpenBLAS chose other kernels
-// or the CPU has none of these.
+// Rapids, for one), it fell back to its generic SSE3 ones ("Prescott", 5-9x slower SGEMM): "SkylakeX" for a CPU
+// with AVX-512, "Haswell" with AVX2 and FMA (names 0.3.21 takes; it refuses "Cooperlake"). Empty where OpenBLAS
+// chose other kernels or the CPU has none of these.
 std::string blasCoreFallback();
 
 }  // namespace tsr::cpu
