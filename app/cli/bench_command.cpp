@@ -16,6 +16,7 @@
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
+#include "engine/ops/matmul_onednn.h"
 #include "engine/project/project.h"
 #include "engine/train/bench.h"
 #include "engine/train/profile_run.h"
@@ -96,6 +97,7 @@ int runBench(BenchArgs& a) {
   const double graphCompile = std::max(0.0, report->compileSeconds - native.compileSeconds);
   j["compile_s"] = graphCompile;
   j["cpu_codegen"] = cpu::nativeModeName(cpu::nativeMode());
+  j["cpu_bf16_products"] = ops::bf16ProductsOnOneDnn() ? "onednn" : "f32";  // TESSERA_CPU_BF16_MATMUL, resolved
   j["native_kernels"] = native.kernels;
   j["native_compile_s"] = native.compileSeconds;
   if (!native.error.empty()) j["native_error"] = native.error;

@@ -113,6 +113,12 @@ struct f16 {
   static f16 fromBits(uint16_t b) { f16 r; r.bits = b; return r; }
 };
 
+// Arrays converted 16 elements at a time (AVX2), bit for bit as the element conversions above: bf16 widened to f32
+// (exact), f32 rounded to bf16. For kernels that widen whole operands (a loop over the element conversions does not
+// vectorise: they go through memcpy).
+void widenBf16(const bf16* x, float* y, int64_t n);
+void narrowToBf16(const float* x, bf16* y, int64_t n);
+
 std::string_view dtypeName(DType t);
 std::optional<DType> parseDType(std::string_view name);
 int64_t dtypeSize(DType t);

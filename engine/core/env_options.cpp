@@ -183,6 +183,16 @@ const Row kRows[] = {
       "4x4 output tiles, in all three passes of training; its rounding error is about 5x the direct kernels' "
       "(1-3e-6 of the largest output against 3e-7); direct: oneDNN's direct kernels everywhere"},
      [](EnvOptions& o, const char* v) { o.convWinograd = text(v) != "direct"; }, nullptr, Takes::Listed},
+    {{"TESSERA_CPU_BF16_MATMUL", "TESSERA_CPU_BF16_MATMUL=auto|onednn|f32",
+      "CPU products of bf16 operands (autocast's): onednn, oneDNN's bf16 matmul (AVX512_BF16 or AMX instructions, "
+      "f32 accumulation); f32, both operands widened to f32 (exact) for OpenBLAS's SGEMM; each result rounded once to "
+      "bf16 either way. auto: oneDNN where the CPU's bf16 products outrun its f32 ones (AMX; AMD's AVX512_BF16), "
+      "f32 elsewhere (an Intel CPU with AVX512_BF16 but no AMX runs them no faster than SGEMM: see the README)"},
+     [](EnvOptions& o, const char* v) {
+       const std::string s = text(v);
+       o.cpuBf16Matmul = s == "onednn" || s == "f32" ? s : "auto";
+     },
+     nullptr, Takes::Listed},
     {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
       "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
       "device when a program is compiled (products of 0.5 GFLOP and more)"},

@@ -39,6 +39,7 @@ struct EnvOptions {
   bool recompute = true;                  // TESSERA_RECOMPUTE=off: the recompute pass leaves the graph alone
   bool flashKernelsV1 = false;            // TESSERA_FLASH_KERNELS=v1: the first tensor-core attention kernels
   bool convWinograd = true;               // TESSERA_CONV_ALGORITHM=auto|direct
+  std::string cpuBf16Matmul = "auto";     // TESSERA_CPU_BF16_MATMUL=auto|onednn|f32
   bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
   bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1
   bool cudaGraphs = true;                 // TESSERA_CUDA_GRAPHS=off: every GPU step launched kernel by kernel

@@ -5,6 +5,8 @@
 //
 //   struct Views { std::vector<TensorView> in, out; };
 //   ThreadScratch<Views> views;   // views->in.resize(n) keeps its capacity from the last call
+#include <array>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -37,6 +39,23 @@ class ThreadScratch {
     return d;
   }
   T* m_slot;
+};
+
+// N float buffers for a ThreadScratch, for kernels that widen their operands to f32: kept from call to call, since a
+// fresh allocation of tens of MB faults in each 4 KB page on every call; one past 64 MB is let go as its lease ends.
+template <size_t N>
+struct FloatBuffers {
+  static constexpr size_t kKeptFloats = size_t{16} << 20;
+  std::array<std::vector<float>, N> buffers;
+  // Buffer i with room for n floats (its contents are whatever it held).
+  float* get(size_t i, size_t n) {
+    if (buffers[i].size() < n) buffers[i].resize(n);
+    return buffers[i].data();
+  }
+  void release() {
+    for (std::vector<float>& b : buffers)
+      if (b.capacity() > kKeptFloats) std::vector<float>().swap(b);
+  }
 };
 
 }  // namespace tsr

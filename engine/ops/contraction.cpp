@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/thread_scratch.h"
 #include "engine/ops/matmul_onednn.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
@@ -371,15 +372,30 @@ bool oneDnnDot(const bf16* lhs, const Shape& ls, const bf16* rhs, const Shape& r
   return oneDnnBf16Matmul(matrices(a, lhs, ls, p.lhs.batch), matrices(b, rhs, rs, p.rhs.batch), out);
 }
 
-// bf16 / f16: widen both operands to f32 (exact), one f32 GEMM, round each result once (bf16 on oneDNN first).
+// bf16 / f16: both operands widened to f32 (exact), one f32 GEMM, each result rounded once: the products and their
+// f32 sums are those oneDNN's bf16 kernels compute, in another order. The conversions run on the lent threads.
 template <class H>
-void halfDot(const H* lhs, const Shape& ls, const H* rhs, const Shape& rs, const DotProblem& p, H* out) {
-  if constexpr (std::is_same_v<H, bf16>)
-    if (oneDnnDot(lhs, ls, rhs, rs, p, out)) return;
-  std::vector<float> l(lhs, lhs + ls.numel()), r(rhs, rhs + rs.numel());
-  std::vector<float> o(static_cast<size_t>(p.batch * p.m * p.n));
-  blasDot(l.data(), ls, r.data(), rs, p, o.data());
-  for (size_t i = 0; i < o.size(); ++i) out[i] = H(o[i]);
+void widenedDot(const H* lhs, const Shape& ls, const H* rhs, const Shape& rs, const DotProblem& p, H* out,
+                const ir::CpuKernelArgs& args) {
+  constexpr int64_t kGrain = int64_t{1} << 16;
+  ThreadScratch<FloatBuffers<3>> wide;  // lhs, rhs, out
+  const auto widen = [&](const H* x, int64_t n, size_t buffer) {
+    float* to = wide->get(buffer, static_cast<size_t>(n));
+    args.forChunks(n, kGrain, [&](int64_t lo, int64_t hi, int) {
+      if constexpr (std::is_same_v<H, bf16>) widenBf16(x + lo, to + lo, hi - lo);
+      else for (int64_t i = lo; i < hi; ++i) to[i] = static_cast<float>(x[i]);
+    });
+    return to;
+  };
+  const float* l = widen(lhs, ls.numel(), 0);
+  const float* r = widen(rhs, rs.numel(), 1);
+  const int64_t n = p.batch * p.m * p.n;
+  float* o = wide->get(2, static_cast<size_t>(n));
+  blasDot(l, ls, r, rs, p, o);
+  args.forChunks(n, kGrain, [&](int64_t lo, int64_t hi, int) {
+    if constexpr (std::is_same_v<H, bf16>) narrowToBf16(o + lo, out + lo, hi - lo);
+    else for (int64_t i = lo; i < hi; ++i) out[i] = H(o[i]);
+  });
 }
 
 void dotGeneralKernel(const ir::CpuKernelArgs& args) {
@@ -398,7 +414,11 @@ void dotGeneralKernel(const ir::CpuKernelArgs& args) {
     const T* l = lhs.as<T>();
     const T* r = rhs.as<T>();
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) blasDot(l, lhs.aval.shape, r, rhs.aval.shape, p, o);
-    else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) halfDot(l, lhs.aval.shape, r, rhs.aval.shape, p, o);
+    else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+      if constexpr (std::is_same_v<T, bf16>)
+        if (bf16ProductsOnOneDnn() && oneDnnDot(l, lhs.aval.shape, r, rhs.aval.shape, p, o)) return;
+      widenedDot(l, lhs.aval.shape, r, rhs.aval.shape, p, o, args);
+    }
     else if constexpr (std::is_same_v<T, bool>) TSR_CHECK_MSG(false, "dot_general: bool is rejected by infer");
     else loopDot(l, lhs.aval.shape, r, rhs.aval.shape, p, o);
   });

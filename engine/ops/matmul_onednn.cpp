@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/core/env_options.h"
 #include "engine/ops/onednn_common.h"
 
 namespace tsr::ops {
@@ -100,6 +101,25 @@ bool oneDnnBf16Matmul(const StridedMatrices& lhs, const StridedMatrices& rhs, bf
 
 std::string oneDnnBf16MatmulImplementation(const StridedMatrices& lhs, const StridedMatrices& rhs) {
   return valid(lhs, rhs) ? matmulFor(lhs, rhs)->implementation : std::string();
+}
+
+bool cpuBf16ProductsOutrunF32() {
+  static const bool outrun = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto has = [isa](dnnl::cpu_isa wanted) {
+      return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+    };
+    if (has(dnnl::cpu_isa::avx512_core_amx)) return true;
+    return has(dnnl::cpu_isa::avx512_core_bf16) && __builtin_cpu_is("amd");
+  }();
+  return outrun;
+}
+
+bool bf16ProductsOnOneDnn() {
+  const std::string& choice = envOptions().cpuBf16Matmul;
+  if (choice == "onednn") return true;
+  if (choice == "f32") return false;
+  return cpuBf16ProductsOutrunF32();
 }
 
 }  // namespace tsr::ops

@@ -3,7 +3,8 @@
 // (AVX512_BF16's vdpbf16ps, AMX): the bf16 operands read as they lie (strided, transposed), products accumulated
 // in f32, each result rounded once to bf16, as PyTorch's CPU autocast runs its linear layers. Where oneDNN has only
 // its reference implementation for the problem (no bf16 instructions), it declines and the caller widens to f32
-// for OpenBLAS instead, which is then the faster of the two.
+// for OpenBLAS instead, which is then the faster of the two. Whether the kernel asks oneDNN at all is
+// bf16ProductsOnOneDnn()'s choice.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,5 +29,16 @@ bool oneDnnBf16Matmul(const StridedMatrices& lhs, const StridedMatrices& rhs, bf
 // The oneDNN implementation that would run the problem ("brg:avx512_core_bf16", ...), "ref..." where it has only
 // its reference one (oneDnnBf16Matmul declines it), or "" where it refuses. For tests and benchmarks.
 std::string oneDnnBf16MatmulImplementation(const StridedMatrices& lhs, const StridedMatrices& rhs);
+
+// Whether dot_general's bf16 products go to oneDNN (else they widen to f32 for OpenBLAS's SGEMM), as
+// TESSERA_CPU_BF16_MATMUL says: onednn, f32, or auto, which is cpuBf16ProductsOutrunF32().
+bool bf16ProductsOnOneDnn();
+
+// Whether this CPU computes bf16 products faster than f32 ones: with AMX's tile products, or on AMD's AVX512_BF16
+// (Zen 4 and later: vdpbf16ps does two products a lane at the rate of an FMA's one; measured there at twice the
+// SGEMM rate). An Intel CPU with AVX512_BF16 and no AMX (Cooper Lake, or a Sapphire/Emerald Rapids whose
+// hypervisor hides AMX) issues vdpbf16ps on one port against two for f32 FMAs: oneDNN's bf16 products ran at
+// 123-161 GFLOP/s on such a Xeon against SGEMM's 208-221. Asked once.
+bool cpuBf16ProductsOutrunF32();
 
 }  // namespace tsr::ops

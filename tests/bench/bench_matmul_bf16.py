@@ -1,8 +1,9 @@
 """bf16 products on the CPU (autocast's matmuls) against PyTorch's bf16 matmul and against f32 SGEMM, in the same
 run; prints one JSON document.
 
-  tessera_bf16   a jitted tnp.matmul of bf16 arrays: dot_general's bf16 kernel (oneDNN's matmul where the CPU
-                 has bf16 instructions, else widened to f32 for OpenBLAS); bf16 out, f32 accumulation.
+  tessera_bf16   a jitted tnp.matmul of bf16 arrays: dot_general's bf16 kernel as TESSERA_CPU_BF16_MATMUL picks it
+                 (oneDNN's matmul, or the operands widened to f32 for SGEMM; recorded as `bf16_kernel`: run with
+                 each value to compare them); bf16 out, f32 accumulation.
   tessera_f32    the same product in f32 (OpenBLAS SGEMM): the f32 peak the bf16 path is measured against.
   torch_bf16     torch.matmul of bf16 tensors (oneDNN inside PyTorch), and torch_f32 the same in f32.
 
@@ -60,6 +61,7 @@ def main():
     a = p.parse_args()
     rng = np.random.default_rng(0)
     doc = {"tokens": a.tokens, "threads": os.environ.get("TESSERA_NUM_THREADS", "default"),
+           "bf16_kernel": os.environ.get("TESSERA_CPU_BF16_MATMUL", "auto"),
            "load_average": os.getloadavg()[0], "shapes": {}}
     products = {form: tessera.jit(f) for form, f in TESSERA_FORMS.items()}
     torch = torch_peer(doc)

@@ -82,6 +82,47 @@ TEST_CASE("bf16MatchesNearestByBruteForce") {
   }
 }
 
+// The arrays' conversions (16 lanes at a time, then a scalar tail) against the nearest bf16 by distance in double:
+// every sign, NaNs (they stay NaN, quiet), infinities, subnormals and exact ties, at a length that leaves a tail.
+TEST_CASE("bf16ArraysConvertAsTheNearestValue") {
+  std::vector<uint16_t> all(65536 + 5);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // every pattern, shuffled
+  std::vector<bf16> halves(all.size());
+  std::memcpy(halves.data(), all.data(), all.size() * 2);
+  std::vector<float> wide(all.size());
+  widenBf16(halves.data(), wide.data(), static_cast<int64_t>(wide.size()));
+  for (size_t i = 0; i < all.size(); ++i) TSR_COMPARE(floatBits(wide[i]), uint32_t{all[i]} << 16);
+
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  std::vector<float> f(100003);
+  for (size_t i = 0; i < f.size(); ++i) {
+    uint32_t u = bits(rng);
+    if (i % 7 == 0) u = (u & 0xFFFF0000u) | 0x8000u;  // an exact tie
+    if (i % 11 == 0) u &= 0x807FFFFFu;                 // a subnormal
+    if (i % 13 == 0) u |= 0x7F800000u;                 // inf or NaN
+    f[i] = bitsToFloat(u);
+  }
+  std::vector<bf16> narrow(f.size());
+  narrowToBf16(f.data(), narrow.data(), static_cast<int64_t>(f.size()));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t got = narrow[i].bits;
+    if (std::isnan(f[i])) {
+      REQUIRE(std::isnan(bf16BitsToFloat(got)));
+      TSR_COMPARE(got & 0x40, 0x40);  // quiet
+      continue;
+    }
+    const uint32_t u = floatBits(f[i]);
+    const uint16_t lo = static_cast<uint16_t>(u >> 16), hi = static_cast<uint16_t>(lo + 1);
+    const double dlo = std::fabs(double(f[i]) - bf16BitsToFloat(lo));
+    const double dhi = std::isinf(bf16BitsToFloat(hi)) && !std::isinf(f[i])
+                           ? std::ldexp(1.0, 128) - std::fabs(double(f[i]))  // past the largest: to infinity
+                           : std::fabs(double(bf16BitsToFloat(hi)) - f[i]);
+    const uint16_t want = (u & 0xFFFFu) == 0 ? lo : dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+    TSR_COMPARE(got, want);
+  }
+}
+
 TEST_CASE("f16HandValues") {
   TSR_COMPARE(floatToF16Bits(1.0f), uint16_t(0x3C00));
   TSR_COMPARE(floatToF16Bits(65504.0f), uint16_t(0x7BFF));

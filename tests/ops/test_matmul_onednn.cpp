@@ -1,6 +1,8 @@
-// dot_general's bf16 CPU kernel on oneDNN's matmul (engine/ops/matmul_onednn.h): batched products with transposed
-// and strided operands against a double loop over the same bf16 values, and oneDNN taking the problem (no
-// reference implementation) wherever the CPU has bf16 instructions, so the fast path cannot silently vanish.
+// dot_general's bf16 CPU kernels (engine/ops/matmul_onednn.h): oneDNN's matmul and the operands widened for SGEMM,
+// each as TESSERA_CPU_BF16_MATMUL picks it, in the op's kernel and in a compiled program (the CPU executable's
+// product groups): batched products with transposed and strided operands against a double loop over the same bf16
+// values, and oneDNN taking the problem (no reference implementation) wherever the CPU has bf16 instructions, so
+// the fast path cannot silently vanish.
 #include "tests/check.h"
 
 #include <cmath>
@@ -8,8 +10,11 @@
 
 #include <dnnl.hpp>
 
+#include "engine/compile/jit.h"
+#include "engine/core/env_options.h"
 #include "engine/ops/matmul_onednn.h"
 #include "engine/ops/registry.h"
+#include "engine/transform/api.h"
 
 using namespace tsr;
 
@@ -29,6 +34,20 @@ std::vector<bf16> randomBf16(int64_t n, std::mt19937& rng) {
 }
 
 double wide(bf16 x) { return static_cast<double>(static_cast<float>(x)); }
+
+// Runs body once with each of TESSERA_CPU_BF16_MATMUL's kernels (onednn, f32), then restores the default.
+template <class F>
+void forEachBf16Kernel(F body) {
+  for (const std::string kernel : {"onednn", "f32"}) {
+    setenv("TESSERA_CPU_BF16_MATMUL", kernel.c_str(), 1);
+    reloadEnvOptions();
+    REQUIRE(ops::bf16ProductsOnOneDnn() == (kernel == "onednn"));
+    INFO("TESSERA_CPU_BF16_MATMUL=" << kernel);
+    body();
+  }
+  unsetenv("TESSERA_CPU_BF16_MATMUL");
+  reloadEnvOptions();
+}
 
 // dot_general's CPU kernel on bf16 operands.
 std::vector<bf16> product(const std::vector<bf16>& l, const Shape& ls, const std::vector<bf16>& r, const Shape& rs,
@@ -51,6 +70,7 @@ double errorUnits(bf16 got, double want, int64_t k) {
 // lhs [B, M, K] x rhs [B, N, K] contracted over K (a transposed rhs, as q k^T), and lhs [K, M] (transposed) x
 // rhs [K, N], each through the op's CPU kernel.
 TEST_CASE("bf16ProductsMatchADoubleLoop") {
+  forEachBf16Kernel([] {
   std::mt19937 rng(5);
   struct Config {
     int64_t b, m, n, k;
@@ -85,11 +105,40 @@ TEST_CASE("bf16ProductsMatchADoubleLoop") {
     INFO("[" << c.b << "," << c.m << "," << c.n << "," << c.k << "]" << (c.transposeLhs ? " transposed lhs" : ""));
     CHECK(worst <= 1.0);
   }
+  });
+}
+
+// The same products compiled: a bf16 product the CPU executable reads in place runs on oneDNN through the op's
+// kernel or, widened, on its pool's SGEMMs (runGemmWidened); the result is the same bf16 rounding of an f32 sum.
+TEST_CASE("compiledBf16ProductsMatchADoubleLoop") {
+  const int64_t m = 96, k = 200, n = 130;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> lv(static_cast<size_t>(m * k)), rv(static_cast<size_t>(k * n));
+  for (double& e : lv) e = wide(bf16(static_cast<float>(u(rng))));
+  for (double& e : rv) e = wide(bf16(static_cast<float>(u(rng))));
+  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16), rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
+  forEachBf16Kernel([&] {
+    Jit product = jit([](const std::vector<Array>& a) { return std::vector<Array>{matmul(a[0], a[1])}; });
+    auto got = product({lhs, rhs});
+    REQUIRE_MESSAGE(got.ok(), got.error().message);
+    REQUIRE((*got)[0].dtype() == DType::BF16);
+    const std::vector<double> out = (*got)[0].toDoubles();
+    double worst = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += lv[static_cast<size_t>(i * k + p)] * rv[static_cast<size_t>(p * n + j)];
+        worst = std::max(worst, errorUnits(bf16(static_cast<float>(out[static_cast<size_t>(i * n + j)])), want, k));
+      }
+    CHECK(worst <= 1.0);
+  });
 }
 
 // Attention's scores as a model writes them without the fused op: q [B, T, H, D] and k [B, S, H, D] contracted over
 // D with batch dims B and H, which lie apart in memory (strides T*H*D and D): one primitive reads them in place.
 TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {
+  forEachBf16Kernel([] {
   std::mt19937 rng(6);
   const int64_t b = 2, t = 37, s = 29, h = 3, d = 64;
   const Shape qs{b, t, h, d}, ks{b, s, h, d};
@@ -116,6 +165,7 @@ TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {
   const std::string impl = ops::oneDnnBf16MatmulImplementation(qm, km);
   MESSAGE("heads in place: " << (impl.empty() ? "refused" : impl));
   if (cpuHasBf16()) CHECK((!impl.empty() && impl.rfind("ref", 0) != 0));
+  });
 }
 
 TEST_CASE("oneDnnTakesBf16ProductsWhereTheCpuHasBf16Instructions") {
@@ -128,4 +178,15 @@ TEST_CASE("oneDnnTakesBf16ProductsWhereTheCpuHasBf16Instructions") {
   CHECK(impl.rfind("ref", 0) != 0);
   std::vector<bf16> out(64 * 64);
   CHECK(ops::oneDnnBf16Matmul(a, a, out.data()));
+}
+
+// auto takes oneDNN only where the CPU's bf16 products outrun f32 ones (AMX, or AMD's AVX512_BF16).
+TEST_CASE("autoTakesOneDnnWhereBf16ProductsOutrunF32") {
+  unsetenv("TESSERA_CPU_BF16_MATMUL");
+  reloadEnvOptions();
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  const bool want = (isa & amx) == amx || (cpuHasBf16() && __builtin_cpu_is("amd"));
+  MESSAGE("bf16 products on this CPU: " << (ops::bf16ProductsOnOneDnn() ? "oneDNN" : "widened to f32 for SGEMM"));
+  CHECK(ops::bf16ProductsOnOneDnn() == want);
 }

@@ -21,6 +21,7 @@
 #include "engine/core/interrupt.h"
 #include "engine/dist/communicator.h"
 #include "engine/ops/conv_geometry.h"
+#include "engine/ops/matmul_onednn.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::cpu {
@@ -336,7 +337,9 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
       }
       if (gr.kind == GroupKind::Gemm) {
         const auto& at = std::get<ir::DotGeneralAttrs>(node(n).attrs);
-        k.gemm = planGemm(graph.aval(node(n).operands[0]).shape, graph.aval(node(n).operands[1]).shape, at);
+        const Aval &lhs = graph.aval(node(n).operands[0]), &rhs = graph.aval(node(n).operands[1]);
+        k.gemmDType = graph.aval(node(n).results[0]).dtype;
+        if (lhs.dtype == k.gemmDType && rhs.dtype == k.gemmDType) k.gemm = planGemm(lhs.shape, rhs.shape, at);
       }
       if (gr.kind != GroupKind::Opaque && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
       if (gr.kind == GroupKind::Conv && !gr.postOps.empty()) TSR_TRY(planPostOps(k, gr));
@@ -786,10 +789,14 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
       if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
       return;
     case GroupKind::Gemm:
-      // OpenBLAS's SGEMM for f32; a bf16 product (autocast) through its op's kernel (widened, rounded once).
-      if (k.gemm && graph.aval(k.args[static_cast<size_t>(k.resultArgs[0])]).dtype == DType::F32)
+      // OpenBLAS's SGEMM for f32; a bf16 product (autocast) on SGEMM too, widened, where the CPU's bf16 products
+      // are no faster (ops::bf16ProductsOnOneDnn), else through its op's kernel (oneDNN).
+      if (k.gemm && k.gemmDType == DType::F32)
         runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
+      else if (k.gemm && k.gemmDType == DType::BF16 && !ops::bf16ProductsOnOneDnn())
+        runGemmWidened(*k.gemm, static_cast<const bf16*>(args[k.operandArgs[0]]),
+                       static_cast<const bf16*>(args[k.operandArgs[1]]), static_cast<bf16*>(args[k.resultArgs[0]]));
       else
         runNodeKernel(k, args);
       if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));

@@ -107,7 +107,8 @@ struct LoweredKernel {
   // gemm and opaque: the node, its operand and result args.
   ir::NodeId node = ir::kNone;
   std::vector<int> operandArgs, resultArgs;
-  std::optional<GemmPlan> gemm;  // f32 dot_general read in place
+  std::optional<GemmPlan> gemm;  // a dot_general read in place, its operands and result all of gemmDType
+  DType gemmDType = DType::F32;
   // conv groups whose members are the convolution and a chain of post-ops (fusion.h): the chain (each binary's
   // operand in arg `arg`) and the arg of the chain's last value. Empty: the group is not such a chain.
   struct PostOpArg {

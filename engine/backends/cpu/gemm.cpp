@@ -11,6 +11,7 @@
 
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
+#include "engine/core/thread_scratch.h"
 #include "engine/runtime/blas_workspace.h"
 
 namespace tsr::cpu {
@@ -123,6 +124,23 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
       else gemm(bi, 0, p.m, s0, s1);
     }
   });
+}
+
+void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c) {
+  ThreadScratch<FloatBuffers<3>> wide;  // a, b, c
+  ThreadPool& pool = ThreadPool::instance();
+  constexpr int64_t kGrain = int64_t{1} << 16;
+  const auto widen = [&](const bf16* x, int64_t n, size_t buffer) {
+    float* to = wide->get(buffer, static_cast<size_t>(n));
+    pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { widenBf16(x + lo, to + lo, hi - lo); });
+    return to;
+  };
+  const float* wa = widen(a, p.batch * p.m * p.k, 0);
+  const float* wb = widen(b, p.batch * p.k * p.n, 1);
+  const int64_t n = p.batch * p.m * p.n;
+  float* wc = wide->get(2, static_cast<size_t>(n));
+  runGemm(p, wa, wb, wc);
+  pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { narrowToBf16(wc + lo, c + lo, hi - lo); });
 }
 
 }  // namespace tsr::cpu

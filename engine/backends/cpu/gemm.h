@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "engine/core/dtype.h"
 #include "engine/core/shape.h"
 #include "engine/ir/attrs.h"
 
@@ -27,5 +28,9 @@ std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::D
 bool blasThreaded();
 
 void runGemm(const GemmPlan& p, const float* a, const float* b, float* c);
+
+// The same product of bf16 operands on SGEMM: both widened to f32 (exact) on the pool, runGemm, each result rounded
+// once to bf16. Where the CPU's bf16 products are no faster than f32 (ops::bf16ProductsOnOneDnn()).
+void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c);
 
 }  // namespace tsr::cpu
