@@ -53,9 +53,8 @@ class HeadRows {
   }
   // The rows as f32, read from the tensor.
   Rows load() const {
-    if constexpr (!std::is_same_v<T, float>)
-      for (int64_t i = 0; i < m_count; ++i)
-        for (int64_t d = 0; d < m_d; ++d) m_rows.row(i)[d] = static_cast<float>(m_x[i * m_ld + d]);
+    if constexpr (std::is_same_v<T, bf16>)
+      for (int64_t i = 0; i < m_count; ++i) widenBf16(m_x + i * m_ld, m_rows.row(i), m_d);
     return m_rows;
   }
   // Where the f32 results go.
@@ -65,9 +64,8 @@ class HeadRows {
   }
   // The results into the tensor (a bf16 tensor's rounded once).
   void store() const {
-    if constexpr (!std::is_same_v<T, float>)
-      for (int64_t i = 0; i < m_count; ++i)
-        for (int64_t d = 0; d < m_d; ++d) m_x[i * m_ld + d] = T(m_rows.row(i)[d]);
+    if constexpr (std::is_same_v<T, bf16>)
+      for (int64_t i = 0; i < m_count; ++i) narrowToBf16(m_rows.row(i), m_x + i * m_ld, m_d);
   }
 
  private:

@@ -70,9 +70,15 @@ static inline __m256i tsr_bf16_bits(__m256 v) {
 }
 static inline __m256 tsr_round_bf16(__m256 v) { return _mm256_castsi256_ps(_mm256_slli_epi32(tsr_bf16_bits(v), 16)); }
 static inline void tsr_store_bf16(unsigned short* p, __m256 v, int n) {
-  int b[8];
-  _mm256_storeu_si256((__m256i*)b, tsr_bf16_bits(v));
-  for (int l = 0; l < n; ++l) p[l] = (unsigned short)b[l];
+  const __m256i b = tsr_bf16_bits(v);
+  const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));  // lanes in order
+  if (n == 8) {
+    _mm_storeu_si128((__m128i*)p, h);
+    return;
+  }
+  unsigned short t[8];
+  _mm_storeu_si128((__m128i*)t, h);
+  for (int l = 0; l < n; ++l) p[l] = t[l];
 }
 )";
 
