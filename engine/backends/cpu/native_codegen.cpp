@@ -345,8 +345,9 @@ Result<NativeSource> generateNativeReduction(const LoweredKernel& k) {
   // combined in order in float, as the interpreter's accumulator tile does.
   const size_t rDim = hasK1 ? 1 : 0;
   std::vector<std::string> idx(rank - 1);
-  if (hasK1) idx[0] = "a";
-  idx[rDim] = "r";
+  // Moved in, not assigned from a literal: GCC 12 warns falsely (-Wrestrict) on the inlined assign.
+  if (hasK1) idx[0] = std::string("a");
+  idx[rDim] = std::string("r");
   TSR_ASSIGN(std::string full, em.body(false, "        "));
   TSR_ASSIGN(std::string tail, em.body(true, "        "));
   std::string accFull, accTail;
