@@ -36,7 +36,8 @@ void narrowToBf16(const float* x, bf16* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     // packus packs within 128-bit halves: lanes come out 0-3, 8-11, 4-7, 12-15 and the permute puts them in order.
-    const __m256i packed = _mm256_packus_epi32(bf16Bits8(_mm256_loadu_ps(x + i)), bf16Bits8(_mm256_loadu_ps(x + i + 8)));
+    const __m256i packed =
+        _mm256_packus_epi32(bf16Bits8(_mm256_loadu_ps(x + i)), bf16Bits8(_mm256_loadu_ps(x + i + 8)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permute4x64_epi64(packed, 0xD8));
   }
   for (; i < n; ++i) y[i] = bf16(x[i]);

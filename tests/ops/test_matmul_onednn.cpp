@@ -117,7 +117,8 @@ TEST_CASE("compiledBf16ProductsMatchADoubleLoop") {
   std::vector<double> lv(static_cast<size_t>(m * k)), rv(static_cast<size_t>(k * n));
   for (double& e : lv) e = wide(bf16(static_cast<float>(u(rng))));
   for (double& e : rv) e = wide(bf16(static_cast<float>(u(rng))));
-  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16), rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
+  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16);
+  const Array rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
   forEachBf16Kernel([&] {
     Jit product = jit([](const std::vector<Array>& a) { return std::vector<Array>{matmul(a[0], a[1])}; });
     auto got = product({lhs, rhs});
