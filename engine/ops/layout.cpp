@@ -20,7 +20,7 @@ namespace {
 
 using ir::Ints;
 
-std::string bracket(const Ints& v) { return "[" + joinInts(v) + "]"; }
+std::string bracket(const Ints& v) { return fmt::format("[{}]", joinInts(v)); }
 
 // The op's attrs, or an error naming what it was given (runCpuOp does not check the alternative).
 template <class A>
