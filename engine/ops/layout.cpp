@@ -20,8 +20,6 @@ namespace {
 
 using ir::Ints;
 
-std::string bracket(const Ints& v) { return fmt::format("[{}]", joinInts(v)); }
-
 // The op's attrs, or an error naming what it was given (runCpuOp does not check the alternative).
 template <class A>
 Result<const A*> attrsFor(std::string_view op, std::span<const Aval> x, const ir::Attrs& attrs) {

@@ -18,6 +18,8 @@ Error opError(std::string_view op, std::span<const Aval> operands, std::string_v
   return Error{fmt::format("{}: {}; operands {}", op, what, describeAvals(operands))};
 }
 
+std::string bracket(const ir::Ints& v) { return fmt::format("[{}]", joinInts(v)); }
+
 Status checkArity(std::string_view op, std::span<const Aval> operands, size_t n) {
   if (operands.size() != n)
     return Error{fmt::format("{}: expects {} operand{}, got {}", op, n, n == 1 ? "" : "s", operands.size())};

@@ -13,6 +13,8 @@ namespace tsr::ops {
 // "add: operands must have equal shapes, got f32[2,3] and f32[3]"
 std::string describeAvals(std::span<const Aval> avals);
 Error opError(std::string_view op, std::span<const Aval> operands, std::string_view what);
+// "[0,2]": dims or axes as an error message writes them.
+std::string bracket(const ir::Ints& v);
 
 // Checks the operand count of an op; returns an error naming the op otherwise.
 Status checkArity(std::string_view op, std::span<const Aval> operands, size_t n);

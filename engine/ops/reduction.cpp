@@ -32,8 +32,6 @@ namespace {
 
 using ir::Ints;
 
-std::string bracket(const Ints& v) { return fmt::format("[{}]", joinInts(v)); }
-
 template <class T>
 constexpr bool kIsHalf = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 
