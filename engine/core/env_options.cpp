@@ -193,6 +193,12 @@ const Row kRows[] = {
        o.cpuBf16Matmul = s == "onednn" || s == "f32" ? s : "auto";
      },
      nullptr, Takes::Listed},
+    {{"TESSERA_BF16_EXCESS_PRECISION", "TESSERA_BF16_EXCESS_PRECISION=on|off",
+      "bf16 values computed and used inside one fused kernel stay f32 between its ops and are rounded to bf16 where "
+      "they leave it (stored, or reduced), as XLA (`xla_allow_excess_precision`) and torch.compile do by default (on); "
+      "values a comparison reads are rounded first. off: every bf16 result is rounded where it is computed, so a "
+      "fused kernel gives what its ops give one by one (PyTorch's eager rounding)"},
+     [](EnvOptions& o, const char* v) { o.bf16ExcessPrecision = flag(v).value_or(true); }, nullptr, Takes::Listed},
     {{"TESSERA_GEMM_AUTOTUNE", "TESSERA_GEMM_AUTOTUNE=0",
       "GPU products take cuBLASLt's heuristic's first algorithm instead of the fastest of its first 8 timed on the "
       "device when a program is compiled (products of 0.5 GFLOP and more)"},

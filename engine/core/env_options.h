@@ -40,6 +40,7 @@ struct EnvOptions {
   bool flashKernelsV1 = false;            // TESSERA_FLASH_KERNELS=v1: the first tensor-core attention kernels
   bool convWinograd = true;               // TESSERA_CONV_ALGORITHM=auto|direct
   std::string cpuBf16Matmul = "auto";     // TESSERA_CPU_BF16_MATMUL=auto|onednn|f32
+  bool bf16ExcessPrecision = true;        // TESSERA_BF16_EXCESS_PRECISION=on|off
   bool gemmAutotune = true;               // TESSERA_GEMM_AUTOTUNE=0: cuBLASLt's heuristic's first algorithm
   bool gemmAutotuneLog = false;           // TESSERA_GEMM_AUTOTUNE_LOG=1
   bool cudaGraphs = true;                 // TESSERA_CUDA_GRAPHS=off: every GPU step launched kernel by kernel

@@ -18,6 +18,7 @@
 
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/native_compiler.h"
+#include "engine/core/env_options.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/fusion.h"
 #include "engine/project/project.h"
@@ -30,10 +31,11 @@ using namespace tsr::test;
 
 namespace {
 
-Result<std::unique_ptr<cpu::Executable>> compileGraph(const ir::Graph& g, bool native) {
+Result<std::unique_ptr<cpu::Executable>> compileGraph(const ir::Graph& g, bool native, bool bf16Excess = true) {
   TSR_ASSIGN(passes::FusionPlan plan, passes::planFusion(g, ops::registry()));
   cpu::CompileOptions o;
   o.native = native;
+  o.bf16ExcessPrecision = bf16Excess;
   return cpu::Executable::compile(g, ops::registry(), plan, o);
 }
 
@@ -199,6 +201,71 @@ TEST_CASE_FIXTURE(NativeAsync, "broadcastsTailsAndOutputs") {
     float tt = reinterpret_cast<const float*>((*got)[2].bytes.data())[e];
     REQUIRE(std::fabs(tt - std::tanh(yy)) <= 1e-6f * (1 + std::fabs(yy)));
   }
+}
+
+// bf16 chains in one loop kernel, with c a quarter of x's spacing (x in [1, 2), c = 2^-9): d = (x + c) - x and
+// (x - c) < x. One by one, x + c and x - c round back to x: d = 0 and the comparison is false. Under excess
+// precision x + c stays f32 inside the kernel, so d = c (exact in f32, and a bf16), while the comparison reads
+// x - c rounded, as the value stored would be: false. Native and interpreted alike; through the CPU backend,
+// TESSERA_BF16_EXCESS_PRECISION picks the rule.
+TEST_CASE_FIXTURE(NativeAsync, "bf16ChainsRoundWhereTheyLeaveTheKernel") {
+  const auto& reg = ops::registry();
+  const int64_t rows = 3, cols = 37;  // a tail shorter than a vector
+  ir::Graph g;
+  ir::ValueId x = g.addInput(Aval{Shape{rows, cols}, DType::BF16});
+  ir::ValueId c = g.addInput(Aval{Shape{}, DType::BF16});
+  auto node = [&](ir::OpCode op, std::vector<ir::ValueId> in, ir::Attrs attrs = ir::NoAttrs{}) {
+    auto r = g.addNode(reg, op, in, attrs);
+    if (!r.ok()) TSR_FATAL(r.error().message);
+    return (*r)[0];
+  };
+  ir::ValueId cs = node(ir::OpCode::BroadcastInDim, {c}, ir::BroadcastInDimAttrs{{rows, cols}, {}});
+  ir::ValueId a = node(ir::OpCode::Add, {x, cs});
+  ir::ValueId b = node(ir::OpCode::Sub, {x, cs});
+  g.setOutputs({node(ir::OpCode::Sub, {a, x}), node(ir::OpCode::Lt, {b, x})});
+  std::vector<HostTensor> inputs{HostTensor::zeros(g.aval(x)), HostTensor::zeros(g.aval(c))};
+  auto setBf16 = [](HostTensor& t, int64_t i, float v) {
+    const uint16_t bits = bf16(v).bits;
+    std::memcpy(t.bytes.data() + i * 2, &bits, 2);
+  };
+  for (int64_t i = 0; i < rows * cols; ++i) setBf16(inputs[0], i, 1.0f + static_cast<float>(i % 128) / 128.0f);
+  const float quarterUlp = 1.0f / 512.0f;
+  setBf16(inputs[1], 0, quarterUlp);
+  auto check = [&](const std::vector<HostTensor>& out, bool excess, const std::string& how) {
+    REQUIRE(out.size() == 2);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      uint16_t bits = 0;
+      std::memcpy(&bits, out[0].bytes.data() + i * 2, 2);
+      const float d = bf16BitsToFloat(bits);
+      REQUIRE_MESSAGE(d == (excess ? quarterUlp : 0.0f), how << ": (x + c) - x at " << i << " is " << d);
+      REQUIRE_MESSAGE(out[1].bytes[static_cast<size_t>(i)] == 0, how << ": x - c < x at " << i);
+    }
+  };
+  for (bool excess : {true, false})
+    for (bool native : {true, false}) {
+      auto exe = compileGraph(g, native, excess);
+      REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+      if (native) {
+        REQUIRE(cpu::compileNative(*(*exe)->nativeSet()).ok());
+        TSR_COMPARE((*exe)->nativeKernelsReady(), static_cast<int64_t>((*exe)->kernels().size()));
+      }
+      auto out = run(**exe, inputs);
+      REQUIRE_MESSAGE(out.ok(), out.error().message);
+      check(*out, excess, fmt::format("excess {} native {}", excess, native));
+    }
+  for (const char* setting : {"off", "on"}) {
+    setenv("TESSERA_BF16_EXCESS_PRECISION", setting, 1);
+    reloadEnvOptions();
+    auto exe = runtime::compileOn("cpu", g, reg, runtime::CompileOptions{});
+    REQUIRE_MESSAGE(exe.ok(), exe.error().message);
+    std::vector<runtime::BufferPtr> in{toBuffer(inputs[0]), toBuffer(inputs[1])};
+    auto out = (*exe)->run(in);
+    REQUIRE_MESSAGE(out.ok(), out.error().message);
+    check({fromBuffer((*out)[0], g.aval(g.outputs()[0])), fromBuffer((*out)[1], g.aval(g.outputs()[1]))},
+          std::string(setting) == "on", std::string("TESSERA_BF16_EXCESS_PRECISION=") + setting);
+  }
+  unsetenv("TESSERA_BF16_EXCESS_PRECISION");
+  reloadEnvOptions();
 }
 
 // Reductions of every layout the backend splits: rows in several chunks of several tiles with tails, one long

@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/backend.h"
 
 #include "engine/backends/cpu/executable.h"
+#include "engine/core/env_options.h"
 #include "engine/passes/fusion.h"
 
 namespace tsr::cpu {
@@ -17,6 +18,7 @@ class CpuBackend final : public runtime::Backend {
     co.name = options.name;
     co.donatable = options.donatable;
     co.native = options.native;
+    co.bf16ExcessPrecision = envOptions().bf16ExcessPrecision;
     TSR_ASSIGN(std::unique_ptr<Executable> exe, Executable::compile(g, reg, plan, co));
     return std::unique_ptr<runtime::Executable>(std::move(exe));
   }

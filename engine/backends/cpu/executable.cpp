@@ -247,7 +247,6 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     pi.instr.op = nd.op;
     pi.result = nd.results[0];
     pi.instr.resultIsBool = graph.aval(nd.results[0]).dtype == DType::Bool;
-    pi.instr.roundBf16 = graph.aval(nd.results[0]).dtype == DType::BF16;
     for (size_t i = 0; i < nd.operands.size(); ++i) {
       TSR_ASSIGN(int r, ref(nd.operands[i], eff[i]));
       pi.argRefs.push_back(r);
@@ -255,6 +254,17 @@ Status Executable::Impl::buildProgram(Kernel& k, const passes::FusionGroup& gr, 
     instrOf[nd.results[0]] = static_cast<int>(pend.size());
     pend.push_back(std::move(pi));
   }
+  // bf16 results: rounded where computed (exact op-by-op results), or under excess precision only where a
+  // comparison reads them (an equality mask must see the values stored elsewhere); the rest stay f32 until a
+  // store or a reduction takes them.
+  std::vector<bool> compared(pend.size(), false);
+  for (const auto& pi : pend)
+    if (pi.instr.resultIsBool)
+      for (int r : pi.argRefs)
+        if (r < 0) compared[static_cast<size_t>(-r - 1)] = true;
+  for (size_t i = 0; i < pend.size(); ++i)
+    pend[i].instr.roundBf16 = graph.aval(pend[i].result).dtype == DType::BF16 &&
+                              (!options.bf16ExcessPrecision || compared[i]);
   const int nin = static_cast<int>(p.inputs.size());
   auto resolve = [&](int r) { return r >= 0 ? r : nin + (-r - 1); };
   for (auto& pi : pend) {

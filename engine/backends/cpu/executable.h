@@ -44,6 +44,9 @@ struct CompileOptions {
   // Ask oneDNN whether it takes each conv group's epilogue as post-ops (LoweredKernel::oneDnnPostOps). Off where
   // the program is lowered for another backend, which runs the chain its own way.
   bool oneDnn = true;
+  // bf16 values inside a fused kernel stay f32 between its ops and are rounded where they leave it
+  // (TESSERA_BF16_EXCESS_PRECISION; XLA's xla_allow_excess_precision); false: rounded after every op.
+  bool bf16ExcessPrecision = true;
 };
 
 struct KernelInfo {

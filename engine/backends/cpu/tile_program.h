@@ -5,8 +5,10 @@
 // once, and keeps no per-op temporaries beyond one tile each.
 //
 // Values are f32 in tiles; bool values are 0/1 floats inside the kernel and bytes outside; bf16 values are
-// widened on load, narrowed on store, and each bf16 result is rounded to bf16 where it is computed, so a fused
-// kernel gives what its ops give one by one (bf16 arithmetic is f32 arithmetic rounded once per op).
+// widened on load and narrowed (rounded to nearest even) on store. A bf16 result is rounded where it is
+// computed when its instruction says so (roundBf16): every one where the kernel must give what its ops give one
+// by one (bf16 arithmetic is f32 arithmetic rounded once per op), else only those a comparison reads (excess
+// precision, CompileOptions::bf16ExcessPrecision).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,7 +36,7 @@ struct TileInstr {
   ir::OpCode op{};
   int args[3] = {-1, -1, -1};  // slots
   bool resultIsBool = false;
-  bool roundBf16 = false;  // the result is bf16: rounded to it (to nearest even) as the op alone would store it
+  bool roundBf16 = false;  // the bf16 result is rounded to it (to nearest even) as the op alone would store it
 };
 
 // Writes a slot's tile, contiguously in iteration order, to an argument.
