@@ -136,6 +136,53 @@ TEST_CASE("compiledBf16ProductsMatchADoubleLoop") {
   });
 }
 
+// A compiled product with an epilogue (a convert to f32) that also outputs the bf16 product. The bf16 output is
+// the double loop's sum rounded once, either way. The convert reads the product unrounded where it runs on the
+// widened SGEMM under excess precision (TESSERA_BF16_EXCESS_PRECISION=on, the default): the f32 sum, within f32's
+// rounding of the double sum; on oneDNN, or with excess precision off, it reads the bf16 product.
+TEST_CASE("compiledBf16EpiloguesReadTheProductsAsTheyLeaveTheKernel") {
+  const int64_t m = 64, k = 300, n = 72;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> lv(static_cast<size_t>(m * k)), rv(static_cast<size_t>(k * n));
+  for (double& e : lv) e = wide(bf16(static_cast<float>(u(rng))));
+  for (double& e : rv) e = wide(bf16(static_cast<float>(u(rng))));
+  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16);
+  const Array rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
+  for (const char* excess : {"on", "off"}) {
+    setenv("TESSERA_BF16_EXCESS_PRECISION", excess, 1);
+    forEachBf16Kernel([&] {
+      const bool unrounded = std::string(excess) == "on" && !ops::bf16ProductsOnOneDnn();
+      INFO("TESSERA_BF16_EXCESS_PRECISION=" << excess);
+      Jit f = jit([](const std::vector<Array>& a) {
+        Array y = matmul(a[0], a[1]);
+        return std::vector<Array>{y, astype(y, DType::F32)};
+      });
+      auto got = f({lhs, rhs});
+      REQUIRE_MESSAGE(got.ok(), got.error().message);
+      const std::vector<double> y = (*got)[0].toDoubles(), y32 = (*got)[1].toDoubles();
+      int differ = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t e = static_cast<size_t>(i * n + j);
+          double want = 0, size = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const double t = lv[static_cast<size_t>(i * k + p)] * rv[static_cast<size_t>(p * n + j)];
+            want += t;
+            size += std::fabs(t);
+          }
+          REQUIRE(errorUnits(bf16(static_cast<float>(y[e])), want, k) <= 1.0);
+          if (unrounded) REQUIRE_MESSAGE(std::fabs(y32[e] - want) <= std::ldexp(double(k), -24) * size, "element " << e);
+          else REQUIRE_MESSAGE(y32[e] == y[e], "element " << e);
+          differ += y32[e] != y[e];
+        }
+      if (unrounded) CHECK(differ > m * n / 2);
+    });
+  }
+  unsetenv("TESSERA_BF16_EXCESS_PRECISION");
+  reloadEnvOptions();
+}
+
 // Attention's scores as a model writes them without the fused op: q [B, T, H, D] and k [B, S, H, D] contracted over
 // D with batch dims B and H, which lie apart in memory (strides T*H*D and D): one primitive reads them in place.
 TEST_CASE("bf16ProductsOverBatchDimsAsTheyLie") {

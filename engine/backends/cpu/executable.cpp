@@ -352,6 +352,16 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
         if (lhs.dtype == k.gemmDType && rhs.dtype == k.gemmDType) k.gemm = planGemm(lhs.shape, rhs.shape, at);
       }
       if (gr.kind != GroupKind::Opaque && gr.nodes.size() > 1) TSR_TRY(buildProgram(k, gr, plan));
+      if (gr.kind == GroupKind::Gemm && k.gemm && k.gemmDType == DType::BF16 && k.hasProgram && options.runsOnCpu &&
+          options.bf16ExcessPrecision && !ops::bf16ProductsOnOneDnn()) {
+        for (TileInput& in : k.prog.inputs)
+          if (in.arg == k.resultArgs[0]) {
+            in.dtype = DType::F32;
+            k.f32Epilogue = true;
+          }
+        const ValueId product = node(n).results[0];
+        k.storeProduct = std::find(gr.outputs.begin(), gr.outputs.end(), product) != gr.outputs.end();
+      }
       if (gr.kind == GroupKind::Conv && !gr.postOps.empty()) TSR_TRY(planPostOps(k, gr));
     } else {
       TSR_TRY(buildProgram(k, gr, plan));
@@ -804,7 +814,16 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
       if (k.gemm && k.gemmDType == DType::F32)
         runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
-      else if (k.gemm && k.gemmDType == DType::BF16 && !ops::bf16ProductsOnOneDnn())
+      else if (k.f32Epilogue) {
+        runGemmWidened(*k.gemm, static_cast<const bf16*>(args[k.operandArgs[0]]),
+                       static_cast<const bf16*>(args[k.operandArgs[1]]),
+                       k.storeProduct ? static_cast<bf16*>(args[k.resultArgs[0]]) : nullptr, [&](const float* wide) {
+                         std::vector<void*> withWide(args, args + k.args.size());
+                         withWide[static_cast<size_t>(k.resultArgs[0])] = const_cast<float*>(wide);
+                         runLoop(k.prog, withWide.data(), reinterpret_cast<NativeLoopFn>(nativeFn(k)));
+                       });
+        return;
+      } else if (k.gemm && k.gemmDType == DType::BF16 && !ops::bf16ProductsOnOneDnn())
         runGemmWidened(*k.gemm, static_cast<const bf16*>(args[k.operandArgs[0]]),
                        static_cast<const bf16*>(args[k.operandArgs[1]]), static_cast<bf16*>(args[k.resultArgs[0]]));
       else

@@ -47,6 +47,9 @@ struct CompileOptions {
   // bf16 values inside a fused kernel stay f32 between its ops and are rounded where they leave it
   // (TESSERA_BF16_EXCESS_PRECISION; XLA's xla_allow_excess_precision); false: rounded after every op.
   bool bf16ExcessPrecision = true;
+  // The program runs on this CPU. Off where it is lowered for another backend: choices made for this CPU's
+  // kernels (the f32 hand-off from widened bf16 products to their epilogue) are left out.
+  bool runsOnCpu = true;
 };
 
 struct KernelInfo {
@@ -112,6 +115,11 @@ struct LoweredKernel {
   std::vector<int> operandArgs, resultArgs;
   std::optional<GemmPlan> gemm;  // a dot_general read in place, its operands and result all of gemmDType
   DType gemmDType = DType::F32;
+  // A bf16 gemm on the widened SGEMM under excess precision: its epilogue reads the f32 products (the program's
+  // input of the product is f32, its pointer the product's f32 buffer), and the rounded bf16 product is written
+  // only where the group outputs it (storeProduct). Chosen when the program is compiled.
+  bool f32Epilogue = false;
+  bool storeProduct = true;
   // conv groups whose members are the convolution and a chain of post-ops (fusion.h): the chain (each binary's
   // operand in arg `arg`) and the arg of the chain's last value. Empty: the group is not such a chain.
   struct PostOpArg {

@@ -126,7 +126,8 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
   });
 }
 
-void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c) {
+void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
+                    const std::function<void(const float*)>& epilogue) {
   ThreadScratch<FloatBuffers<3>> wide;  // a, b, c
   ThreadPool& pool = ThreadPool::instance();
   constexpr int64_t kGrain = int64_t{1} << 16;
@@ -140,7 +141,8 @@ void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c) {
   const int64_t n = p.batch * p.m * p.n;
   float* wc = wide->get(2, static_cast<size_t>(n));
   runGemm(p, wa, wb, wc);
-  pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { narrowToBf16(wc + lo, c + lo, hi - lo); });
+  if (c) pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { narrowToBf16(wc + lo, c + lo, hi - lo); });
+  if (epilogue) epilogue(wc);
 }
 
 }  // namespace tsr::cpu

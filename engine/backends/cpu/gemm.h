@@ -3,6 +3,7 @@
 // splits the batch, or the rows (or columns) of the product, so the GEMMs and the fused kernels share one set of
 // threads and never compete for cores (OpenBLAS's own threads would spin between calls).
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "engine/core/dtype.h"
@@ -30,7 +31,10 @@ bool blasThreaded();
 void runGemm(const GemmPlan& p, const float* a, const float* b, float* c);
 
 // The same product of bf16 operands on SGEMM: both widened to f32 (exact) on the pool, runGemm, each result rounded
-// once to bf16. Where the CPU's bf16 products are no faster than f32 (ops::bf16ProductsOnOneDnn()).
-void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c);
+// once to bf16 into c. Where the CPU's bf16 products are no faster than f32 (ops::bf16ProductsOnOneDnn()).
+// `epilogue`, when given, is then called with the f32 results (an epilogue under excess precision reads them
+// unrounded); c may then be null (nothing else reads the product).
+void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
+                    const std::function<void(const float*)>& epilogue = {});
 
 }  // namespace tsr::cpu

@@ -297,6 +297,7 @@ Result<std::unique_ptr<Executable>> Executable::compile(const ir::Graph& g, cons
   cpu::CompileOptions co;
   co.name = options.name;
   co.oneDnn = false;
+  co.runsOnCpu = false;
   co.bf16ExcessPrecision = envOptions().bf16ExcessPrecision;
   TSR_ASSIGN(im.lowered, cpu::Executable::compile(g, reg, plan, co));
   TSR_ASSIGN(im.program, generateProgram(*im.lowered, options.groupLoops && envOptions().cudaLoopGroups));
