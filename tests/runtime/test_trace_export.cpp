@@ -23,10 +23,10 @@ Trace sampleTrace() {
   t.kernels = {{10, "train_step", "dot_general f32[8,4],f32[4,2]", "gemm", {3}, {"dot_general"}, "mlp.0"},
                {11, "train_step", "fusion.11 loop[add,relu]", "loop", {4, 5}, {"add", "relu"}, ""}};
   t.marks = {{"step 1", t0, 10'000}, {"step 2", t0 + 10'000, 9'000}};
-  t.events = {{"cpu:0", 0, "dot_general f32[8,4],f32[4,2]", 10, t0 + 1'234, 2'000, 128, 112},
-              {"cpu:0", 1, "fusion.11 loop[add,relu]", 11, t0 + 1'500, 501, 32, 96},
-              {"cpu:0", 0, "fusion.11 loop[add,relu]", 11, t0 + 3'234, 500, 32, 96},
-              {"cuda:0", 2, "memcpy", -1, t0 + 11'000, 7'777, 0, 4096}};
+  t.events = {{"cpu:0", 0, "dot_general f32[8,4],f32[4,2]", 10, t0 + 1'234, 2'000, 128, 112, -1, {}},
+              {"cpu:0", 1, "fusion.11 loop[add,relu]", 11, t0 + 1'500, 501, 32, 96, -1, {}},
+              {"cpu:0", 0, "fusion.11 loop[add,relu]", 11, t0 + 3'234, 500, 32, 96, -1, {}},
+              {"cuda:0", 2, "memcpy", -1, t0 + 11'000, 7'777, 0, 4096, -1, {}}};
   return t;
 }
 
@@ -220,14 +220,14 @@ TEST_CASE("badFilesAreErrors") {
 TEST_CASE("collectiveCallsLinkWaitingMembersToTheStraggler") {
   Trace t;
   auto launch = [](const char* device, int64_t start, int64_t seq, std::vector<int> group) {
-    ProfileEvent e{device, 0, "all_reduce f32[4]", 7, start, 100, 0, 32};
+    ProfileEvent e{device, 0, "all_reduce f32[4]", 7, start, 100, 0, 32, -1, {}};
     e.collective = seq;
     e.group = std::move(group);
     return e;
   };
   t.events = {launch("cpu:0", 1'000, 0, {0, 1}), launch("cpu:1", 1'750, 0, {0, 1}),
               launch("cpu:0", 5'000, 1, {0, 1}), launch("cpu:1", 4'800, 1, {0, 1}),
-              launch("cpu:0", 9'000, 2, {0, 1}), {"cpu:1", 0, "fusion.3 loop[add]", 3, 9'500, 10, 0, 0}};
+              launch("cpu:0", 9'000, 2, {0, 1}), {"cpu:1", 0, "fusion.3 loop[add]", 3, 9'500, 10, 0, 0, -1, {}}};
   json j = json::parse(toChromeTrace(t));
   std::map<std::string, int> pidOf;
   std::vector<json> starts, finishes;

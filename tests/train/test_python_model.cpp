@@ -483,7 +483,7 @@ TEST_CASE("each trace of a model.py sees the files as they are now") {
     write(dir.filePath("helper.py"), "WIDTH = " + std::to_string(width) + "\n");
     write(dir.filePath("model.py"), model + edit);  // another text: the trace cache misses
     project::PythonTraceRequest r{dir.filePath("model.py"), R"({"n": 3})", Aval{Shape{4, 3}, DType::F32},
-                                  Aval{Shape{4}, DType::I32}};
+                                  Aval{Shape{4}, DType::I32}, ""};
     auto t = project::tracePythonModel(r);
     REQUIRE_MESSAGE(t.ok(), (t.ok() ? "" : t.error().message));
     REQUIRE((*t)->leaves.size() == 1);
@@ -494,7 +494,7 @@ TEST_CASE("each trace of a model.py sees the files as they are now") {
   // A trace that crashes its interpreter leaves the next one working.
   write(dir.filePath("model.py"), "import os\nos.abort()\n");
   auto crashed = project::tracePythonModel({dir.filePath("model.py"), "{}", Aval{Shape{4, 3}, DType::F32},
-                                            Aval{Shape{4}, DType::I32}});
+                                            Aval{Shape{4}, DType::I32}, ""});
   REQUIRE(!crashed.ok());
   TSR_COMPARE(widthAfter(9, "# again\n"), int64_t{9});
 }

@@ -24,7 +24,7 @@ namespace {
 using namespace tsr;
 
 // A complete, correct op (identity on f32), so that the failure lies elsewhere.
-ir::OpDef goodOp(const char* name) {
+[[maybe_unused]] ir::OpDef goodOp(const char* name) {
   ir::OpDef def;
   def.name = name;
   def.family = "elementwise";
@@ -58,7 +58,7 @@ extern "C" int tessera_test_function_that_does_not_exist(int);
 namespace {
 
 int init(TesseraPluginHost* h) {
-  plugin::Host& host = plugin::Host::from(h);
+  [[maybe_unused]] plugin::Host& host = plugin::Host::from(h);
 #if BROKEN_KIND == 3
   return tessera_test_function_that_does_not_exist(1);
 #elif BROKEN_KIND == 4
