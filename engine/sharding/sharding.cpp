@@ -97,9 +97,10 @@ Result<PartitionSpec> PartitionSpec::parse(const std::string& input) {
     if (i < text.size() && text[i] == '(') {
       ++i;
       for (;;) {
-        TSR_ASSIGN(std::string a, name());
-        if (a == "None") return makeError("partition spec '{}': None inside a tuple at column {}", text, i);
-        dim.push_back(a);
+        Result<std::string> a = name();  // not TSR_ASSIGN: GCC 12 warns of the moved-into string as uninitialized
+        if (!a.ok()) return a.error();
+        if (*a == "None") return makeError("partition spec '{}': None inside a tuple at column {}", text, i);
+        dim.push_back(std::move(*a));
         if (i < text.size() && text[i] == ',') {
           ++i;
           continue;
