@@ -77,19 +77,20 @@ std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::D
   return p;
 }
 
-void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
+void runGemm(const GemmPlan& p, const float* a, const float* b, float* c, bool accumulate) {
   if (p.batch * p.m * p.n == 0) return;
   if (p.k == 0) {
-    std::fill(c, c + p.batch * p.m * p.n, 0.0f);
+    if (!accumulate) std::fill(c, c + p.batch * p.m * p.n, 0.0f);
     return;
   }
+  const float beta = accumulate ? 1.0f : 0.0f;
   auto gemm = [&](int64_t bi, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const float* A = a + bi * p.strideA + (p.transA ? m0 : m0 * p.lda);
     const float* B = b + bi * p.strideB + (p.transB ? n0 * p.ldb : n0);
     float* C = c + bi * p.m * p.n + m0 * p.n + n0;
     cblas_sgemm(CblasRowMajor, p.transA ? CblasTrans : CblasNoTrans, p.transB ? CblasTrans : CblasNoTrans,
                 static_cast<int>(m1 - m0), static_cast<int>(n1 - n0), static_cast<int>(p.k), 1.0f, A,
-                static_cast<int>(p.lda), B, static_cast<int>(p.ldb), 0.0f, C, static_cast<int>(p.n));
+                static_cast<int>(p.lda), B, static_cast<int>(p.ldb), beta, C, static_cast<int>(p.n));
   };
   ThreadPool& pool = ThreadPool::instance();
   const int t = pool.numThreads();
@@ -127,20 +128,52 @@ void runGemm(const GemmPlan& p, const float* a, const float* b, float* c) {
 }
 
 void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
-                    const std::function<void(const float*)>& epilogue) {
-  ThreadScratch<FloatBuffers<3>> wide;  // a, b, c
+                    const std::function<void(const float*)>& epilogue, int64_t panelFloats) {
+  ThreadScratch<FloatBuffers<3>> wide;  // a's panel, b's panel, c
   ThreadPool& pool = ThreadPool::instance();
   constexpr int64_t kGrain = int64_t{1} << 16;
-  const auto widen = [&](const bf16* x, int64_t n, size_t buffer) {
-    float* to = wide->get(buffer, static_cast<size_t>(n));
-    pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { widenBf16(x + lo, to + lo, hi - lo); });
-    return to;
+  // Rows of `rows` runs of `len` elements each, `stride` apart, widened into consecutive runs.
+  const auto widenRuns = [&](const bf16* x, int64_t rows, int64_t len, int64_t stride, float* to) {
+    if (len == stride) {
+      pool.parallelFor(rows * len, kGrain, [&](int64_t lo, int64_t hi, int) { widenBf16(x + lo, to + lo, hi - lo); });
+      return;
+    }
+    pool.parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)), [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) widenBf16(x + r * stride, to + r * len, len);
+    });
   };
-  const float* wa = widen(a, p.batch * p.m * p.k, 0);
-  const float* wb = widen(b, p.batch * p.k * p.n, 1);
   const int64_t n = p.batch * p.m * p.n;
   float* wc = wide->get(2, static_cast<size_t>(n));
-  runGemm(p, wa, wb, wc);
+  if (p.k == 0) runGemm(p, nullptr, nullptr, wc);  // zeros
+  // Panels of kc contracted elements: A's [M, kc] (or [kc, M] transposed) and B's [kc, N] (or [N, kc]) per batch.
+  const int64_t perK = std::max<int64_t>(1, p.batch * (p.m + p.n));
+  int64_t kc = p.k;
+  if (perK * p.k > panelFloats) kc = std::min(p.k, std::max<int64_t>(64, panelFloats / perK / 64 * 64));
+  for (int64_t k0 = 0; k0 < p.k; k0 += kc) {
+    GemmPlan q = p;
+    q.k = std::min(kc, p.k - k0);
+    q.lda = p.transA ? p.m : q.k;
+    q.ldb = p.transB ? q.k : p.n;
+    q.strideA = p.m * q.k;
+    q.strideB = q.k * p.n;
+    float* pa = wide->get(0, static_cast<size_t>(p.batch * q.strideA));
+    float* pb = wide->get(1, static_cast<size_t>(p.batch * q.strideB));
+    if (q.k == p.k) {  // one panel: the operands whole, contiguous over the batches
+      widenRuns(a, 1, p.batch * p.strideA, p.batch * p.strideA, pa);
+      widenRuns(b, 1, p.batch * p.strideB, p.batch * p.strideB, pb);
+    }
+    for (int64_t bi = 0; bi < p.batch && q.k < p.k; ++bi) {
+      const bf16* ab = a + bi * p.strideA;
+      const bf16* bb = b + bi * p.strideB;
+      float* to = pa + bi * q.strideA;
+      if (p.transA) widenRuns(ab + k0 * p.lda, 1, q.k * p.m, q.k * p.m, to);  // rows k0.. of [K, M]
+      else widenRuns(ab + k0, p.m, q.k, p.lda, to);                           // columns k0.. of [M, K]
+      to = pb + bi * q.strideB;
+      if (p.transB) widenRuns(bb + k0, p.n, q.k, p.ldb, to);                  // columns k0.. of [N, K]
+      else widenRuns(bb + k0 * p.ldb, 1, q.k * p.n, q.k * p.n, to);           // rows k0.. of [K, N]
+    }
+    runGemm(q, pa, pb, wc, k0 > 0);
+  }
   if (c) pool.parallelFor(n, kGrain, [&](int64_t lo, int64_t hi, int) { narrowToBf16(wc + lo, c + lo, hi - lo); });
   if (epilogue) epilogue(wc);
 }

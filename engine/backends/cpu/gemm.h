@@ -28,13 +28,19 @@ std::optional<GemmPlan> planGemm(const Shape& lhs, const Shape& rhs, const ir::D
 // TESSERA_GEMM_THREADS=blas: whole GEMMs on OpenBLAS's own threads instead.
 bool blasThreaded();
 
-void runGemm(const GemmPlan& p, const float* a, const float* b, float* c);
+// c = a * b, or c += a * b where accumulate.
+void runGemm(const GemmPlan& p, const float* a, const float* b, float* c, bool accumulate = false);
 
-// The same product of bf16 operands on SGEMM: both widened to f32 (exact) on the pool, runGemm, each result rounded
-// once to bf16 into c. Where the CPU's bf16 products are no faster than f32 (ops::bf16ProductsOnOneDnn()).
-// `epilogue`, when given, is then called with the f32 results (an epilogue under excess precision reads them
-// unrounded); c may then be null (nothing else reads the product).
+// Floats of the widened operand panels runGemmWidened holds at once (64 MB).
+inline constexpr int64_t kWidenedPanelFloats = int64_t{16} << 20;
+
+// The same product of bf16 operands on SGEMM, where the CPU's bf16 products are no faster than f32
+// (ops::bf16ProductsOnOneDnn()): the contracted dim in panels whose widened operands (f32, exact, converted on
+// the pool) hold at most panelFloats floats, each panel's product runGemm's, summed in f32; each result then
+// rounded once to bf16 into c. `epilogue`, when given, is then called with the f32 results (an epilogue under
+// excess precision reads them unrounded); c may then be null (nothing else reads the product).
 void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
-                    const std::function<void(const float*)>& epilogue = {});
+                    const std::function<void(const float*)>& epilogue = {},
+                    int64_t panelFloats = kWidenedPanelFloats);
 
 }  // namespace tsr::cpu
