@@ -66,6 +66,35 @@ double errorUnits(bf16 got, double want, int64_t k) {
   return std::fabs(wide(got) - want) / (std::fabs(want) * std::ldexp(1.0, -8) + 1e-6 * static_cast<double>(k));
 }
 
+// Random bf16 operands [m, k] and [k, n] as arrays, and their values in double.
+struct Operands {
+  int64_t m, k, n;
+  std::vector<double> l, r;
+  Array lhs, rhs;
+  // Row i of lhs times column j of rhs in double; `size` gets the sum of the products' magnitudes.
+  double dot(int64_t i, int64_t j, double* size = nullptr) const {
+    double sum = 0, mag = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const double t = l[static_cast<size_t>(i * k + p)] * r[static_cast<size_t>(p * n + j)];
+      sum += t;
+      mag += std::fabs(t);
+    }
+    if (size) *size = mag;
+    return sum;
+  }
+};
+Operands randomOperands(int64_t m, int64_t k, int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Operands o{m, k, n, std::vector<double>(static_cast<size_t>(m * k)), std::vector<double>(static_cast<size_t>(k * n)),
+             {}, {}};
+  for (double& e : o.l) e = wide(bf16(static_cast<float>(u(rng))));
+  for (double& e : o.r) e = wide(bf16(static_cast<float>(u(rng))));
+  o.lhs = Array::fromVector(o.l, Shape{m, k}, DType::BF16);
+  o.rhs = Array::fromVector(o.r, Shape{k, n}, DType::BF16);
+  return o;
+}
+
 }  // namespace
 
 // lhs [B, M, K] x rhs [B, N, K] contracted over K (a transposed rhs, as q k^T), and lhs [K, M] (transposed) x
@@ -113,26 +142,18 @@ TEST_CASE("bf16ProductsMatchADoubleLoop") {
 // kernel or, widened, on its pool's SGEMMs (runGemmWidened); the result is the same bf16 rounding of an f32 sum.
 TEST_CASE("compiledBf16ProductsMatchADoubleLoop") {
   const int64_t m = 96, k = 200, n = 130;
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> lv(static_cast<size_t>(m * k)), rv(static_cast<size_t>(k * n));
-  for (double& e : lv) e = wide(bf16(static_cast<float>(u(rng))));
-  for (double& e : rv) e = wide(bf16(static_cast<float>(u(rng))));
-  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16);
-  const Array rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
+  const Operands o = randomOperands(m, k, n, 9);
   forEachBf16Kernel([&] {
     Jit product = jit([](const std::vector<Array>& a) { return std::vector<Array>{matmul(a[0], a[1])}; });
-    auto got = product({lhs, rhs});
+    auto got = product({o.lhs, o.rhs});
     REQUIRE_MESSAGE(got.ok(), got.error().message);
     REQUIRE((*got)[0].dtype() == DType::BF16);
     const std::vector<double> out = (*got)[0].toDoubles();
     double worst = 0;
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double want = 0;
-        for (int64_t p = 0; p < k; ++p) want += lv[static_cast<size_t>(i * k + p)] * rv[static_cast<size_t>(p * n + j)];
-        worst = std::max(worst, errorUnits(bf16(static_cast<float>(out[static_cast<size_t>(i * n + j)])), want, k));
-      }
+      for (int64_t j = 0; j < n; ++j)
+        worst = std::max(worst,
+                         errorUnits(bf16(static_cast<float>(out[static_cast<size_t>(i * n + j)])), o.dot(i, j), k));
     CHECK(worst <= 1.0);
   });
 }
@@ -143,13 +164,7 @@ TEST_CASE("compiledBf16ProductsMatchADoubleLoop") {
 // rounding of the double sum; on oneDNN, or with excess precision off, it reads the bf16 product.
 TEST_CASE("compiledBf16EpiloguesReadTheProductsAsTheyLeaveTheKernel") {
   const int64_t m = 64, k = 300, n = 72;
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> lv(static_cast<size_t>(m * k)), rv(static_cast<size_t>(k * n));
-  for (double& e : lv) e = wide(bf16(static_cast<float>(u(rng))));
-  for (double& e : rv) e = wide(bf16(static_cast<float>(u(rng))));
-  const Array lhs = Array::fromVector(lv, Shape{m, k}, DType::BF16);
-  const Array rhs = Array::fromVector(rv, Shape{k, n}, DType::BF16);
+  const Operands o = randomOperands(m, k, n, 11);
   for (const char* excess : {"on", "off"}) {
     setenv("TESSERA_BF16_EXCESS_PRECISION", excess, 1);
     forEachBf16Kernel([&] {
@@ -159,21 +174,18 @@ TEST_CASE("compiledBf16EpiloguesReadTheProductsAsTheyLeaveTheKernel") {
         Array y = matmul(a[0], a[1]);
         return std::vector<Array>{y, astype(y, DType::F32)};
       });
-      auto got = f({lhs, rhs});
+      auto got = f({o.lhs, o.rhs});
       REQUIRE_MESSAGE(got.ok(), got.error().message);
       const std::vector<double> y = (*got)[0].toDoubles(), y32 = (*got)[1].toDoubles();
       int differ = 0;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
           const size_t e = static_cast<size_t>(i * n + j);
-          double want = 0, size = 0;
-          for (int64_t p = 0; p < k; ++p) {
-            const double t = lv[static_cast<size_t>(i * k + p)] * rv[static_cast<size_t>(p * n + j)];
-            want += t;
-            size += std::fabs(t);
-          }
+          double size = 0;
+          const double want = o.dot(i, j, &size);
           REQUIRE(errorUnits(bf16(static_cast<float>(y[e])), want, k) <= 1.0);
-          if (unrounded) REQUIRE_MESSAGE(std::fabs(y32[e] - want) <= std::ldexp(double(k), -24) * size, "element " << e);
+          if (unrounded)
+            REQUIRE_MESSAGE(std::fabs(y32[e] - want) <= std::ldexp(double(k), -24) * size, "element " << e);
           else REQUIRE_MESSAGE(y32[e] == y[e], "element " << e);
           differ += y32[e] != y[e];
         }

@@ -473,7 +473,9 @@ class TestInspect : public QObject {
     // P('data', 'model'); the weight is an annotation from its rule; the result comes forward from the matmul.
     auto project = inspect::openProject(std::string(TSR_SOURCE_DIR) + "/sample_projects/mlp_sharding");
     QVERIFY2(project.ok(), project.ok() ? "" : project.error().message.c_str());
-    auto plan = train::planStepSharding(project->project, [] { train::ShardPlanOptions o; o.compile = false; return o; }());
+    train::ShardPlanOptions options;
+    options.compile = false;
+    auto plan = train::planStepSharding(project->project, options);
     QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
     auto stages = inspect::compileStages(project->traced);
     QVERIFY(stages.ok());

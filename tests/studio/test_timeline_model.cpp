@@ -51,7 +51,8 @@ runtime::Trace handMadeTrace() {
   int64_t base = 1'000'000'000;
   auto ev = [&](const char* dev, int64_t stream, int64_t fusion, int64_t start, int64_t dur) {
     const char* name = fusion == 7 ? "fusion.7 loop[add,mul]" : fusion == 8 ? "dot_general 64x128x256" : "fusion.9 reduction[reduce_sum]";
-    t.events.push_back({dev, stream, name, fusion, base + start, dur, 1000.0 * static_cast<double>(fusion), 64.0 * static_cast<double>(dur), -1, {}});
+    t.events.push_back({dev, stream, name, fusion, base + start, dur, 1000.0 * static_cast<double>(fusion),
+                        64.0 * static_cast<double>(dur), -1, {}});
   };
   ev("cpu:0", 0, 8, 0, 5000);
   ev("cpu:0", 0, 7, 5200, 300);
