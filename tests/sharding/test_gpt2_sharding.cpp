@@ -176,7 +176,7 @@ TEST_CASE_FIXTURE(FourDevices, "resumedStateIsPlacedOnTheMesh") {
   REQUIRE(trainer.setSharding(train::TrainSharding{mesh, kRules}).ok());
   train::TrainState placed = trainer.init(model->init(random::key(0)));
   auto onHost = [](const Tree& t) { return t.map([](const Array& a) { return a.gathered(); }); };
-  train::TrainState read{onHost(placed.params), onHost(placed.optState), 2};
+  train::TrainState read{onHost(placed.params), onHost(placed.optState), 2, {}};
   REQUIRE(!read.params.findPath("h.0.mlp.c_fc.weight")->leaf().isSharded());
   REQUIRE(trainer.placeState(read).ok());
   auto specOf = [](const Tree& t, const std::string& path) {

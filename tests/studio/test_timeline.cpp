@@ -396,8 +396,8 @@ class TestTimeline : public QObject {
   void traceFileLoadsInThePanel() {
     QTemporaryDir dir;
     runtime::Trace trace;
-    trace.events = {{"cpu:0", 0, "a", -1, 1000, 500, 10, 20}, {"cpu:0", 1, "b", -1, 1200, 300, 0, 0},
-                    {"cuda:0", 3, "a", -1, 1100, 100, 0, 0}};
+    trace.events = {{"cpu:0", 0, "a", -1, 1000, 500, 10, 20, -1, {}}, {"cpu:0", 1, "b", -1, 1200, 300, 0, 0, -1, {}},
+                    {"cuda:0", 3, "a", -1, 1100, 100, 0, 0, -1, {}}};
     writeFile(dir.filePath("t.json"), QByteArray::fromStdString(runtime::toChromeTrace(trace)));
     Session session;
     TimelinePanel panel(&session);
