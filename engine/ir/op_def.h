@@ -34,15 +34,19 @@ struct Cost {
   int64_t bytesWritten = 0;
 };
 
-// A contiguous row-major tensor in host memory, as a kernel sees it.
+// A row-major tensor in host memory, as a kernel sees it: contiguous, or, for an op that takes row views
+// (OpDef::cpuRowViewDims = n), rows of its trailing n dims lying `rowStride` elements apart (a slice of a wider
+// last dim read or written in place: attention's q, k and v as columns of one qkv projection).
 struct TensorView {
   const void* data = nullptr;
   Aval aval;
+  int64_t rowStride = 0;  // elements from one row's start to the next; 0: contiguous
   template <class T> const T* as() const { return static_cast<const T*>(data); }
 };
 struct MutableTensorView {
   void* data = nullptr;
   Aval aval;
+  int64_t rowStride = 0;
   template <class T> T* as() const { return static_cast<T*>(data); }
 };
 
@@ -132,6 +136,10 @@ struct OpDef {
   // Its CPU kernel writes every element of its results, so the CPU executable need not zero them first (other
   // kernels may rely on zeroed results).
   bool cpuWritesWholeResult = false;
+  // Its CPU kernel takes operands and results whose trailing cpuRowViewDims dims are rows lying
+  // TensorView::rowStride elements apart, so the CPU executable may hand it a slice of a wider last dim in place
+  // of a copy, and have it write a concatenate's parts where they go (row_views.h). 0: contiguous only.
+  int cpuRowViewDims = 0;
 
   InferFn infer;
   CostFn cost;

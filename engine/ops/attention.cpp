@@ -12,7 +12,9 @@
 //     the pullback of both results: with P = exp(s - lse) and dP = dout v^T, ds = P (dP - delta) where
 //     delta = rowsum(dout * out) - dlse, dq = ds k / sqrt(D), dk = ds^T q / sqrt(D), dv = P^T dout.
 //
-// The layout is JAX's ([batch, seq, heads, head_dim]): a projection's output reshaped, no transposes. Batching
+// The layout is JAX's ([batch, seq, heads, head_dim]): a projection's output reshaped, no transposes. The CPU
+// kernels also take row views (OpDef::cpuRowViewDims): q, k and v read as column blocks of one qkv projection,
+// and dq, dk and dv written into the columns of the concatenate that joins them (row_views.h). Batching
 // folds the vmapped dim into B; sharding splits B and H (data and tensor parallelism) and keeps T, S and D
 // whole. The gradient op has no vjp of its own (second derivatives of fused attention are refused, as JAX's
 // cuDNN attention does).
@@ -40,11 +42,20 @@ constexpr const char* kGrad = "dot_product_attention_grad";
 
 using Dims = AttentionDims;
 
-// [B, T, H, D] element (b, t, h, d); lse [B, H, T] element (b, h, t).
-inline int64_t at4(const Dims& m, int64_t seq, int64_t b, int64_t t, int64_t h, int64_t d) {
-  return ((b * seq + t) * m.h + h) * m.d + d;
-}
+// lse [B, H, T] element (b, h, t).
 inline int64_t atRow(const Dims& m, int64_t b, int64_t h, int64_t t) { return (b * m.h + h) * m.t + t; }
+
+// A [B, seq, H, D] operand or result of a kernel: element (b, t, h, d), its rows of H*D lying `ld` apart (a row
+// view's stride, or H*D).
+template <class P>
+struct SeqHeads {
+  P* p;
+  int64_t ld, seq, d;
+  template <class View>
+  SeqHeads(const View& x, const Dims& m, int64_t seqLen)
+      : p(static_cast<P*>(x.data)), ld(attentionRowsApart(x.rowStride, m)), seq(seqLen), d(m.d) {}
+  P& operator()(int64_t b, int64_t t, int64_t h, int64_t e) const { return p[(b * seq + t) * ld + h * d + e]; }
+};
 
 bool attentionDType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
 // The dtype of lse and dlse: f32 for bf16 operands, else theirs.
@@ -113,8 +124,8 @@ ir::Cost attentionGradCost(std::span<const Aval> in, std::span<const Aval> out, 
 
 template <class T, class L>
 void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
-  const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>();
-  T* out = a.outputs[0].as<T>();
+  const SeqHeads<const T> q(a.inputs[0], m, m.t), k(a.inputs[1], m, m.s), v(a.inputs[2], m, m.s);
+  const SeqHeads<T> out(a.outputs[0], m, m.t);
   L* lse = a.outputs[1].as<L>();
   const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
   std::vector<double> s(static_cast<size_t>(m.s)), acc(static_cast<size_t>(m.d));
@@ -126,7 +137,7 @@ void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
         for (int64_t j = 0; j < keys; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < m.d; ++d)
-            dot += static_cast<double>(q[at4(m, m.t, b, i, h, d)]) * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
+            dot += static_cast<double>(q(b, i, h, d)) * static_cast<double>(k(b, j, h, d));
           s[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
@@ -135,22 +146,23 @@ void attentionRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
         for (int64_t j = 0; j < keys; ++j) {
           const double p = std::exp(s[static_cast<size_t>(j)] - mx);
           l += p;
-          for (int64_t d = 0; d < m.d; ++d) acc[static_cast<size_t>(d)] += p * static_cast<double>(v[at4(m, m.s, b, j, h, d)]);
+          for (int64_t d = 0; d < m.d; ++d) acc[static_cast<size_t>(d)] += p * static_cast<double>(v(b, j, h, d));
         }
         for (int64_t d = 0; d < m.d; ++d)
-          out[at4(m, m.t, b, i, h, d)] = static_cast<T>(keys > 0 ? acc[static_cast<size_t>(d)] / l : 0.0);
+          out(b, i, h, d) = static_cast<T>(keys > 0 ? acc[static_cast<size_t>(d)] / l : 0.0);
         lse[atRow(m, b, h, i)] = static_cast<L>(keys > 0 ? mx + std::log(l) : -std::numeric_limits<double>::infinity());
       }
 }
 
 template <class T, class L>
 void attentionGradRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
-  const T *q = a.inputs[0].as<T>(), *k = a.inputs[1].as<T>(), *v = a.inputs[2].as<T>(), *out = a.inputs[3].as<T>(),
-          *dout = a.inputs[5].as<T>();
+  const SeqHeads<const T> q(a.inputs[0], m, m.t), k(a.inputs[1], m, m.s), v(a.inputs[2], m, m.s),
+      out(a.inputs[3], m, m.t), dout(a.inputs[5], m, m.t);
   const L *lse = a.inputs[4].as<L>(), *dlse = a.inputs[6].as<L>();
-  T *dq = a.outputs[0].as<T>(), *dk = a.outputs[1].as<T>(), *dv = a.outputs[2].as<T>();
+  const SeqHeads<T> dq(a.outputs[0], m, m.t), dk(a.outputs[1], m, m.s), dv(a.outputs[2], m, m.s);
   const double scale = 1.0 / std::sqrt(static_cast<double>(m.d));
-  std::vector<double> gk(static_cast<size_t>(m.s * m.d)), gv(static_cast<size_t>(m.s * m.d)), gq(static_cast<size_t>(m.d));
+  std::vector<double> gk(static_cast<size_t>(m.s * m.d)), gv(static_cast<size_t>(m.s * m.d));
+  std::vector<double> gq(static_cast<size_t>(m.d));
   for (int64_t b = 0; b < m.b; ++b)
     for (int64_t h = 0; h < m.h; ++h) {
       std::fill(gk.begin(), gk.end(), 0.0);
@@ -159,28 +171,28 @@ void attentionGradRows(const ir::CpuKernelArgs& a, const Dims& m, bool causal) {
         const int64_t keys = causal ? i + 1 : m.s;
         double delta = -static_cast<double>(dlse[atRow(m, b, h, i)]);
         for (int64_t d = 0; d < m.d; ++d)
-          delta += static_cast<double>(dout[at4(m, m.t, b, i, h, d)]) * static_cast<double>(out[at4(m, m.t, b, i, h, d)]);
+          delta += static_cast<double>(dout(b, i, h, d)) * static_cast<double>(out(b, i, h, d));
         std::fill(gq.begin(), gq.end(), 0.0);
         for (int64_t j = 0; j < keys; ++j) {
           double dot = 0, dp = 0;
           for (int64_t d = 0; d < m.d; ++d) {
-            dot += static_cast<double>(q[at4(m, m.t, b, i, h, d)]) * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
-            dp += static_cast<double>(dout[at4(m, m.t, b, i, h, d)]) * static_cast<double>(v[at4(m, m.s, b, j, h, d)]);
+            dot += static_cast<double>(q(b, i, h, d)) * static_cast<double>(k(b, j, h, d));
+            dp += static_cast<double>(dout(b, i, h, d)) * static_cast<double>(v(b, j, h, d));
           }
           const double p = std::exp(dot * scale - static_cast<double>(lse[atRow(m, b, h, i)]));
           const double ds = p * (dp - delta);
           for (int64_t d = 0; d < m.d; ++d) {
-            gq[static_cast<size_t>(d)] += ds * static_cast<double>(k[at4(m, m.s, b, j, h, d)]);
-            gk[static_cast<size_t>(j * m.d + d)] += ds * static_cast<double>(q[at4(m, m.t, b, i, h, d)]);
-            gv[static_cast<size_t>(j * m.d + d)] += p * static_cast<double>(dout[at4(m, m.t, b, i, h, d)]);
+            gq[static_cast<size_t>(d)] += ds * static_cast<double>(k(b, j, h, d));
+            gk[static_cast<size_t>(j * m.d + d)] += ds * static_cast<double>(q(b, i, h, d));
+            gv[static_cast<size_t>(j * m.d + d)] += p * static_cast<double>(dout(b, i, h, d));
           }
         }
-        for (int64_t d = 0; d < m.d; ++d) dq[at4(m, m.t, b, i, h, d)] = static_cast<T>(gq[static_cast<size_t>(d)] * scale);
+        for (int64_t d = 0; d < m.d; ++d) dq(b, i, h, d) = static_cast<T>(gq[static_cast<size_t>(d)] * scale);
       }
       for (int64_t j = 0; j < m.s; ++j)
         for (int64_t d = 0; d < m.d; ++d) {
-          dk[at4(m, m.s, b, j, h, d)] = static_cast<T>(gk[static_cast<size_t>(j * m.d + d)] * scale);
-          dv[at4(m, m.s, b, j, h, d)] = static_cast<T>(gv[static_cast<size_t>(j * m.d + d)]);
+          dk(b, j, h, d) = static_cast<T>(gk[static_cast<size_t>(j * m.d + d)] * scale);
+          dv(b, j, h, d) = static_cast<T>(gv[static_cast<size_t>(j * m.d + d)]);
         }
     }
 }
@@ -191,16 +203,19 @@ Dims dimsOf(const ir::CpuKernelArgs& a) {
 }
 
 // BLAS takes the blocks' sizes and row strides as int.
-bool blasSized(const Dims& m) {
+bool blasSized(const ir::CpuKernelArgs& a, const Dims& m) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
-  return m.t <= kMax && m.s <= kMax && m.h * m.d <= kMax;
+  bool rows = m.t <= kMax && m.s <= kMax && m.h * m.d <= kMax;
+  for (const ir::TensorView& x : a.inputs) rows &= x.rowStride <= kMax;
+  for (const ir::MutableTensorView& x : a.outputs) rows &= x.rowStride <= kMax;
+  return rows;
 }
 
 void attentionKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
   const Dims m = dimsOf(a);
   const DType t = a.inputs[0].aval.dtype;
-  if (t != DType::F64 && blasSized(m)) return blockedAttention(a, m, causal);
+  if (t != DType::F64 && blasSized(a, m)) return blockedAttention(a, m, causal);
   switch (t) {
     case DType::F64: return attentionRows<double, double>(a, m, causal);
     case DType::BF16: return attentionRows<bf16, float>(a, m, causal);
@@ -212,7 +227,7 @@ void attentionGradKernel(const ir::CpuKernelArgs& a) {
   const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
   const Dims m = dimsOf(a);
   const DType t = a.inputs[0].aval.dtype;
-  if (t != DType::F64 && blasSized(m)) return blockedAttentionGrad(a, m, causal);
+  if (t != DType::F64 && blasSized(a, m)) return blockedAttentionGrad(a, m, causal);
   switch (t) {
     case DType::F64: return attentionGradRows<double, double>(a, m, causal);
     case DType::BF16: return attentionGradRows<bf16, float>(a, m, causal);
@@ -280,6 +295,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   fwd.cost = attentionCost;
   fwd.cpu = attentionKernel;
   fwd.cpuWritesWholeResult = true;
+  fwd.cpuRowViewDims = 2;  // [H, D] rows: q, k and v may be columns of one qkv projection
   fwd.vjp = attentionVjp;
   fwd.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttention, a); };
   fwd.shard = batchAndHeads;
@@ -290,6 +306,7 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   grad.cost = attentionGradCost;
   grad.cpu = attentionGradKernel;
   grad.cpuWritesWholeResult = true;
+  grad.cpuRowViewDims = 2;  // and dq, dk and dv written where their concatenate puts them
   grad.vjp = attentionGradVjp;
   grad.vjpRefused = true;
   grad.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttentionGrad, a); };

@@ -35,15 +35,16 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Rows a
               static_cast<int>(b.ld), beta, c.data, static_cast<int>(c.ld));
 }
 
-// Rows [first, first + count) of head (b, h) of a [B, seq, H, D] tensor. As f32 where it is f32: in place, rows
-// H*D apart; a bf16 tensor's are widened into `scratch` (read) or computed there and rounded into place by
-// store() (written).
+// Rows [first, first + count) of head (b, h) of a [B, seq, H, D] tensor whose rows of H*D lie `ld` elements
+// apart (H*D where it is contiguous; more for a row view, TensorView::rowStride). As f32 where it is f32: in
+// place; a bf16 tensor's are widened into `scratch` (read) or computed there and rounded into place by store()
+// (written).
 template <class T>
 class HeadRows {
  public:
-  HeadRows(T* x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h, int64_t first, int64_t count,
-           std::vector<float>& scratch)
-      : m_x(x + ((b * seq + first) * m.h + h) * m.d), m_ld(m.h * m.d), m_d(m.d), m_count(count) {
+  HeadRows(T* x, int64_t ld, const AttentionDims& m, int64_t seq, int64_t b, int64_t h, int64_t first,
+           int64_t count, std::vector<float>& scratch)
+      : m_x(x + (b * seq + first) * ld + h * m.d), m_ld(ld), m_d(m.d), m_count(count) {
     if constexpr (std::is_same_v<T, float>) {
       m_rows = {m_x, m_ld};
     } else {
@@ -74,10 +75,17 @@ class HeadRows {
   Rows m_rows{};
 };
 
+// Rows of a kernel operand (read) or result (written).
 template <class T>
-HeadRows<T> readRows(const T* x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h, int64_t first,
-                     int64_t count, std::vector<float>& scratch) {
-  return HeadRows<T>(const_cast<T*>(x), m, seq, b, h, first, count, scratch);
+HeadRows<T> readRows(const ir::TensorView& x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h,
+                     int64_t first, int64_t count, std::vector<float>& scratch) {
+  return HeadRows<T>(const_cast<T*>(x.as<T>()), attentionRowsApart(x.rowStride, m), m, seq, b, h, first, count,
+                     scratch);
+}
+template <class T>
+HeadRows<T> writeRows(const ir::MutableTensorView& x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h,
+                      int64_t first, int64_t count, std::vector<float>& scratch) {
+  return HeadRows<T>(x.as<T>(), attentionRowsApart(x.rowStride, m), m, seq, b, h, first, count, scratch);
 }
 
 float hsum(__m256 v) {
@@ -129,7 +137,7 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const int64_t rows = std::min(kBlock, m.t - first);
   const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
   thread_local std::vector<float> qs, ks, vs, os, scores;
-  HeadRows<T> out(a.outputs[0].as<T>(), m, m.t, b, h, first, rows, os);
+  HeadRows<T> out = writeRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
   float* lse = a.outputs[1].as<float>() + (b * m.h + h) * m.t + first;
   if (keys == 0) {
     out.zero();
@@ -137,9 +145,9 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
     std::fill(lse, lse + rows, -kInf);
     return;
   }
-  const Rows q = readRows(a.inputs[0].as<T>(), m, m.t, b, h, first, rows, qs).load();
-  const Rows k = readRows(a.inputs[1].as<T>(), m, m.s, b, h, 0, keys, ks).load();
-  const Rows v = readRows(a.inputs[2].as<T>(), m, m.s, b, h, 0, keys, vs).load();
+  const Rows q = readRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
+  const Rows k = readRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
+  const Rows v = readRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
   scores.resize(static_cast<size_t>(rows * keys));
   const Rows s{scores.data(), keys};
   gemm(false, true, rows, keys, m.d, 1.0f / std::sqrt(static_cast<float>(m.d)), q, k, 0.0f, s);
@@ -153,25 +161,26 @@ void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const int64_t b = task / m.h, h = task % m.h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.d));
   thread_local std::vector<float> qs, ks, vs, os, dos, dqs, dks, dvs, ps, dps;
-  const Rows k = readRows(a.inputs[1].as<T>(), m, m.s, b, h, 0, m.s, ks).load();
-  const Rows v = readRows(a.inputs[2].as<T>(), m, m.s, b, h, 0, m.s, vs).load();
+  const Rows k = readRows<T>(a.inputs[1], m, m.s, b, h, 0, m.s, ks).load();
+  const Rows v = readRows<T>(a.inputs[2], m, m.s, b, h, 0, m.s, vs).load();
   const float* lse = a.inputs[4].as<float>() + (b * m.h + h) * m.t;
   const float* dlse = a.inputs[6].as<float>() + (b * m.h + h) * m.t;
-  HeadRows<T> dk(a.outputs[1].as<T>(), m, m.s, b, h, 0, m.s, dks), dv(a.outputs[2].as<T>(), m, m.s, b, h, 0, m.s, dvs);
+  HeadRows<T> dk = writeRows<T>(a.outputs[1], m, m.s, b, h, 0, m.s, dks);
+  HeadRows<T> dv = writeRows<T>(a.outputs[2], m, m.s, b, h, 0, m.s, dvs);
   dk.zero();
   dv.zero();
   for (int64_t first = 0; first < m.t; first += kBlock) {
     const int64_t rows = std::min(kBlock, m.t - first);
     const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
-    HeadRows<T> dq(a.outputs[0].as<T>(), m, m.t, b, h, first, rows, dqs);
+    HeadRows<T> dq = writeRows<T>(a.outputs[0], m, m.t, b, h, first, rows, dqs);
     if (keys == 0) {
       dq.zero();
       dq.store();
       continue;
     }
-    const Rows q = readRows(a.inputs[0].as<T>(), m, m.t, b, h, first, rows, qs).load();
-    const Rows o = readRows(a.inputs[3].as<T>(), m, m.t, b, h, first, rows, os).load();
-    const Rows dout = readRows(a.inputs[5].as<T>(), m, m.t, b, h, first, rows, dos).load();
+    const Rows q = readRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
+    const Rows o = readRows<T>(a.inputs[3], m, m.t, b, h, first, rows, os).load();
+    const Rows dout = readRows<T>(a.inputs[5], m, m.t, b, h, first, rows, dos).load();
     ps.resize(static_cast<size_t>(rows * keys));
     dps.resize(static_cast<size_t>(rows * keys));
     const Rows p{ps.data(), keys}, ds{dps.data(), keys};

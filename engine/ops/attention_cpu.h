@@ -2,10 +2,11 @@
 // dot_product_attention's CPU kernels for f32 and bf16 operands (attention.cpp keeps the double loops for f64):
 // FlashAttention's plan on BLAS. Each (batch, head) is cut into blocks of query rows; a block's scores against
 // the keys it can see (the causal mask skips the keys after its last row: about half the products) come from one
-// SGEMM reading q and k where they lie ([B, T, H, D]: rows H*D apart), its softmax is taken in place, and one
-// SGEMM more gives its output. Nothing of [T, S] outlives a block. The gradient walks each head's blocks in turn,
-// rebuilding P from lse, with five SGEMMs a block (dq, and dk and dv summed over the blocks). bf16 operands are
-// widened per head and the results rounded once; everything is computed in f32.
+// SGEMM reading q and k where they lie ([B, T, H, D]: rows H*D apart, or a row view's rowStride apart), its
+// softmax is taken in place, and one SGEMM more gives its output. Nothing of [T, S] outlives a block. The
+// gradient walks each head's blocks in turn, rebuilding P from lse, with five SGEMMs a block (dq, and dk and dv
+// summed over the blocks). bf16 operands are widened per head and the results rounded once; everything is
+// computed in f32.
 #include <cstdint>
 
 #include "engine/ir/op_def.h"
@@ -15,6 +16,12 @@ namespace tsr::ops {
 struct AttentionDims {
   int64_t b = 0, t = 0, s = 0, h = 0, d = 0;  // q [b, t, h, d], k and v [b, s, h, d]
 };
+
+// Elements from one [H, D] row of a [B, seq, H, D] operand or result to the next: a row view's stride
+// (TensorView::rowStride), H*D where it is contiguous.
+inline int64_t attentionRowsApart(int64_t rowStride, const AttentionDims& m) {
+  return rowStride ? rowStride : m.h * m.d;
+}
 
 // inputs q, k, v; outputs out, lse (f32). q's dtype f32 or bf16.
 void blockedAttention(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal);

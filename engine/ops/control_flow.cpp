@@ -382,7 +382,7 @@ void whileKernel(const ir::CpuKernelArgs& args) {
   for (const ir::TensorView& in : args.inputs) state.push_back(copyToBuffer(in.data, in.aval.bytes()));
   for (;;) {
     runtime::BufferPtr pred = runGraph("while_loop", *a.cond, state)[0];
-    if (!isTrue(ir::TensorView{pred->data(), Aval{Shape{}, DType::Bool}})) break;
+    if (!isTrue(ir::TensorView{pred->data(), Aval{Shape{}, DType::Bool}, 0})) break;
     std::vector<runtime::BufferPtr> next = runGraph("while_loop", *a.body, state);
     for (size_t i = 0; i < next.size(); ++i) state[nC + i] = std::move(next[i]);
   }

@@ -642,6 +642,11 @@ Result<FusionPlan> Planner::run() {
       Group& G = m_groups[static_cast<size_t>(gid)];
       G.tail = nd.results[0];
       G.outSpec = std::get<ir::ConvAttrs>(nd.attrs).outSpec;
+    } else if (nd.op == OpCode::Reshape) {
+      // A reshape of a dtype loops do not read (f64, integers): an alias of its operand all the same, since a
+      // dense row-major value keeps its bytes (its operand is never a view: layout ops of such dtypes are not).
+      resolveOperands(n, false);
+      newGroup(GroupKind::Alias, n, m_g.aval(nd.results[0]).shape, "");
     } else {
       resolveOperands(n, false);
       const bool elementwise = def.fusion == ir::FusionKind::Elementwise;

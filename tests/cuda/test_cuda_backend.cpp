@@ -470,8 +470,8 @@ TEST_CASE("ncclOneRankAgainstCpu") {
       // The CPU's all_reduce of the group [0], run by the op's kernel on this device of the run.
       std::vector<char> cpu(static_cast<size_t>(a.bytes()));
       const ir::Attrs attrs = ir::AllReduceAttrs{group, 1};
-      const ir::TensorView in[1] = {ir::TensorView{x->data(), a}};
-      const ir::MutableTensorView out[1] = {ir::MutableTensorView{cpu.data(), a}};
+      const ir::TensorView in[1] = {ir::TensorView{x->data(), a, 0}};
+      const ir::MutableTensorView out[1] = {ir::MutableTensorView{cpu.data(), a, 0}};
       ops::registry().get(ir::OpCode::AllReduce).cpu(ir::CpuKernelArgs{in, out, attrs});
       TSR_ASSIGN(cuda::DeviceBufferPtr dx, cuda::toDevice(*dev, *x, a.bytes()));
       TSR_ASSIGN(cuda::DeviceBufferPtr dy, dev->allocate(a.bytes()));

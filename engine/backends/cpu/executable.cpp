@@ -16,6 +16,7 @@
 #include "engine/backends/cpu/gemm.h"
 #include "engine/backends/cpu/native_compiler.h"
 #include "engine/backends/cpu/reduction_kernel.h"
+#include "engine/backends/cpu/row_views.h"
 #include "engine/backends/cpu/schedule.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/backends/cpu/tile_program.h"
@@ -79,9 +80,23 @@ struct Executable::Impl {
   std::atomic<int> runs{0};
 
   const ir::Node& node(NodeId n) const { return graph.nodes()[static_cast<size_t>(n)]; }
-  ValueId root(ValueId v) const {
-    while (slots[static_cast<size_t>(v)].loc == Loc::Alias) v = slots[static_cast<size_t>(v)].aliasOf;
-    return v;
+  // The value whose buffer v lies in (through aliases and views), and where in it (bytes).
+  ValueId root(ValueId v) const { return rootAndOffset(v).first; }
+  std::pair<ValueId, int64_t> rootAndOffset(ValueId v) const {
+    int64_t offset = 0;
+    for (const ValueSlot* s = &slots[static_cast<size_t>(v)]; s->loc == Loc::Alias || s->loc == Loc::View;
+         s = &slots[static_cast<size_t>(v)]) {
+      if (s->loc == Loc::View) offset += s->offset;
+      v = s->aliasOf;
+    }
+    return {v, offset};
+  }
+  // Elements between v's rows where v is a row view, or a reshape of one; 0: contiguous.
+  int64_t rowStride(ValueId v) const {
+    for (const ValueSlot* s = &slots[static_cast<size_t>(v)]; s->loc == Loc::Alias || s->loc == Loc::View;
+         s = &slots[static_cast<size_t>(s->aliasOf)])
+      if (s->loc == Loc::View) return s->rowStride;
+    return 0;
   }
 
   Status lower(const passes::FusionPlan& plan);
@@ -269,7 +284,18 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
     s.loc = Loc::Input;
     s.index = static_cast<int>(i);
   }
-  for (const auto& gr : plan.groups) {
+  RowViewPlan views;
+  if (options.runsOnCpu && options.rowViews) views = planRowViews(graph, *reg, plan);
+  for (const RowView& w : views.views) {
+    auto& s = slots[static_cast<size_t>(w.value)];
+    s.loc = Loc::View;
+    s.aliasOf = w.of;
+    s.offset = w.offset * dtypeSize(graph.aval(w.of).dtype);
+    s.rowStride = w.rowStride;
+  }
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const passes::FusionGroup& gr = plan.groups[gi];
+    if (!views.elided.empty() && views.elided[gi]) continue;  // its values are views
     const ir::Node& first = node(gr.nodes[0]);
     if (gr.kind == GroupKind::Constant) {
       const ir::OpDef& def = reg->get(first.op);
@@ -404,7 +430,9 @@ Status Executable::Impl::planMemory() {
       auto& s = slots[static_cast<size_t>(rv)];
       NodeId pr = graph.value(v).producer;
       bool defined = pr != ir::kNone && std::find(k.info.nodes.begin(), k.info.nodes.end(), pr) != k.info.nodes.end();
-      if (defined && v == rv) s.def = ki;
+      // A kernel defines the values it computes and the buffers its row views write into (row_views.h).
+      if (defined && (v == rv || slots[static_cast<size_t>(v)].loc == Loc::View))
+        s.def = s.def < 0 ? ki : std::min(s.def, ki);
       s.lastUse = std::max(s.lastUse, ki);
     }
   }
@@ -592,14 +620,15 @@ void Executable::Impl::runNodeKernel(const Kernel& k, void* const* args) {
   std::vector<ir::TensorView> in;
   std::vector<ir::MutableTensorView> out;
   for (size_t i = 0; i < nd.operands.size(); ++i)
-    in.push_back(ir::TensorView{args[k.operandArgs[i]], graph.aval(nd.operands[i])});
+    in.push_back(ir::TensorView{args[k.operandArgs[i]], graph.aval(nd.operands[i]), rowStride(nd.operands[i])});
   for (size_t i = 0; i < nd.results.size(); ++i) {
     const Aval& a = graph.aval(nd.results[i]);
     void* p = args[k.resultArgs[i]];
     // Kernels may rely on zeroed results unless their op says it writes them whole (OpDef::cpuWritesWholeResult:
-    // an embedding gradient is 150 MB, a ResNet activation 16 MB, and a step has dozens).
+    // an embedding gradient is 150 MB, a ResNet activation 16 MB, and a step has dozens). Row views are only
+    // planned for ops that do.
     if (!def.cpuWritesWholeResult) std::memset(p, 0, static_cast<size_t>(a.bytes()));
-    out.push_back(ir::MutableTensorView{p, a});
+    out.push_back(ir::MutableTensorView{p, a, rowStride(nd.results[i])});
   }
   ir::CpuKernelArgs kernelArgs{in, out, nd.attrs};
   kernelArgs.parallelFor = [](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -706,9 +735,9 @@ Result<std::vector<runtime::BufferPtr>> Executable::run(std::span<const runtime:
     }
   }
   for (size_t v = 0; v < im.slots.size(); ++v)
-    if (im.slots[v].loc == Loc::Alias) {
-      ValueId r = im.root(static_cast<ValueId>(v));
-      ptr[v] = ptr[static_cast<size_t>(r)];
+    if (im.slots[v].loc == Loc::Alias || im.slots[v].loc == Loc::View) {
+      const auto [r, offset] = im.rootAndOffset(static_cast<ValueId>(v));
+      ptr[v] = static_cast<char*>(ptr[static_cast<size_t>(r)]) + offset;
       owned[v] = owned[static_cast<size_t>(r)];
     }
 
@@ -785,13 +814,15 @@ std::string Executable::describe() const {
                               im.memory.numIntermediates, im.memory.intermediateBytes / 1048576.0,
                               im.memory.donationPairs);
   auto where = [&](ValueId v) {
-    ValueId r = im.root(v);
+    const auto [r, offset] = im.rootAndOffset(v);
     const ValueSlot& sl = im.slots[static_cast<size_t>(r)];
+    // A row view: where its buffer is, "+bytes", and its rows' stride in elements.
+    const std::string view = im.rowStride(v) ? fmt::format("+{}/rows{}", offset, im.rowStride(v)) : "";
     switch (sl.loc) {
-      case Loc::Input: return fmt::format("in{}", sl.index);
-      case Loc::Const: return fmt::format("const{}", sl.index);
-      case Loc::Arena: return fmt::format("arena+{}", sl.offset);
-      case Loc::Fresh: return sl.donor >= 0 ? fmt::format("out(donor in{})", sl.donor) : std::string("out");
+      case Loc::Input: return fmt::format("in{}{}", sl.index, view);
+      case Loc::Const: return fmt::format("const{}{}", sl.index, view);
+      case Loc::Arena: return fmt::format("arena+{}{}", sl.offset, view);
+      case Loc::Fresh: return (sl.donor >= 0 ? fmt::format("out(donor in{})", sl.donor) : std::string("out")) + view;
       default: return std::string("?");
     }
   };

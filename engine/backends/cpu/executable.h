@@ -50,6 +50,9 @@ struct CompileOptions {
   // The program runs on this CPU. Off where it is lowered for another backend: choices made for this CPU's
   // kernels (the f32 hand-off from widened bf16 products to their epilogue) are left out.
   bool runsOnCpu = true;
+  // Slices and concatenates along the last dim that row-view ops read and write in place (row_views.h) launch no
+  // kernel; off: every one copies (tests compare the two).
+  bool rowViews = true;
 };
 
 struct KernelInfo {
@@ -81,12 +84,15 @@ struct MemoryPlan {
 
 // The lowered program, shared with backends that run the same kernels over the same memory plan
 // (engine/backends/cuda): where each value lives and what each kernel does.
-enum class Loc : uint8_t { None, Input, Const, Arena, Fresh, Alias };
+// Alias: the bytes of aliasOf (a reshape). View: rows of aliasOf (row_views.h), from `offset` bytes on,
+// rowStride elements apart.
+enum class Loc : uint8_t { None, Input, Const, Arena, Fresh, Alias, View };
 
 struct ValueSlot {
   Loc loc = Loc::None;
   int index = -1;        // input index or constant index
-  int64_t offset = 0;    // arena offset
+  int64_t offset = 0;    // arena offset; a view's byte offset in aliasOf
+  int64_t rowStride = 0;  // a view's
   ir::ValueId aliasOf = ir::kNone;
   int def = -1, lastUse = -1;
   int donor = -1;        // graph input whose buffer this output takes when donated

@@ -471,13 +471,13 @@ Status Executable::Impl::runHostKernel(const LoweredKernel& k, const std::vector
     const Aval& a = graph().aval(nd.operands[i]);
     TSR_ASSIGN(runtime::BufferPtr b, runtime::Buffer::allocateUninitialized(std::max<int64_t>(a.bytes(), 1)));
     TSR_TRY(device->download(b->data(), ptrs[static_cast<size_t>(k.operandArgs[i])], a.bytes()));
-    in.push_back(ir::TensorView{b->data(), a});
+    in.push_back(ir::TensorView{b->data(), a, 0});
     hostIn.push_back(std::move(b));
   }
   for (size_t i = 0; i < nd.results.size(); ++i) {
     const Aval& a = graph().aval(nd.results[i]);
     TSR_ASSIGN(runtime::BufferPtr b, runtime::Buffer::allocate(std::max<int64_t>(a.bytes(), 1)));  // zeroed
-    out.push_back(ir::MutableTensorView{b->data(), a});
+    out.push_back(ir::MutableTensorView{b->data(), a, 0});
     hostOut.push_back(std::move(b));
   }
   try {
