@@ -1,9 +1,9 @@
 // Row views in the CPU executable (engine/backends/cpu/row_views.h): GPT-2's attention block as the traced step
-// has it, q, k and v sliced from one qkv projection and their gradients concatenated back, compiles to no slice
-// and no concatenate kernel; attention reads and writes the projection's columns in place. Checked against
-// attention computed in double from the projection by hand (forward and gradient), against the reference
-// interpreter (which copies every slice), with the memory planner's freed bytes poisoned; and the cases where a
-// view must not be planned (another reader, a graph output, a slice across rows) keep their copies.
+// has it (either qkv layout), q, k and v sliced from one projection and their gradients concatenated back,
+// compiles to no slice and no concatenate kernel; attention reads and writes the projection's columns in place.
+// Checked against attention computed in double from the projection by hand (forward and gradient), against the
+// reference interpreter (which copies every slice), with the memory planner's freed bytes poisoned; and the cases
+// where a view must not be planned (another reader, a graph output, a slice across rows) keep their copies.
 #include "tests/check.h"
 
 #include <cmath>
@@ -32,23 +32,27 @@ ir::SliceAttrs columns(int64_t first, int64_t last) {
 }
 
 // out = attention(q, k, v) with q, k, v the column blocks of x, and dx = concatenate(dq, dk, dv): outputs out
-// and dx (the gradient of <out, dout> + <lse, dlse> with respect to x).
-Block attentionBlock(DType t, bool causal) {
+// and dx (the gradient of <out, dout> + <lse, dlse> with respect to x). x is [B, T, 3C] cut along its last dim,
+// or, in the heads layout (GPT-2's qkv_layout = "heads"), [B, T, 3, H, D] cut along dim 2: the same bytes.
+Block attentionBlock(DType t, bool causal, bool heads = false) {
   Builder b;
   Block r;
-  r.x = b.input(Aval{Shape{kB, kT, 3 * kC}, t});
+  const Shape xs = heads ? Shape{kB, kT, 3, kH, kD} : Shape{kB, kT, 3 * kC};
+  r.x = b.input(Aval{xs, t});
   r.dout = b.input(Aval{Shape{kB, kT, kH, kD}, t});
   r.dlse = b.input(Aval{Shape{kB, kH, kT}, t == DType::BF16 ? DType::F32 : t});
   std::vector<ir::ValueId> qkv;
   for (int64_t i = 0; i < 3; ++i) {
-    const ir::ValueId part = b.add(OpCode::Slice, {r.x}, columns(i * kC, (i + 1) * kC));
-    qkv.push_back(b.add(OpCode::Reshape, {part}, ir::ReshapeAttrs{{kB, kT, kH, kD}}));
+    const ir::SliceAttrs part = heads ? ir::SliceAttrs{{0, 0, i, 0, 0}, {kB, kT, i + 1, kH, kD}, {1, 1, 1, 1, 1}}
+                                      : columns(i * kC, (i + 1) * kC);
+    qkv.push_back(b.add(OpCode::Reshape, {b.add(OpCode::Slice, {r.x}, part)}, ir::ReshapeAttrs{{kB, kT, kH, kD}}));
   }
   const auto fwd = b.addMulti(OpCode::DotProductAttention, qkv, ir::AttentionAttrs{causal});
   const auto grad = b.addMulti(OpCode::DotProductAttentionGrad,
                                {qkv[0], qkv[1], qkv[2], fwd[0], fwd[1], r.dout, r.dlse}, ir::AttentionAttrs{causal});
   std::vector<ir::ValueId> parts;
-  for (ir::ValueId d : grad) parts.push_back(b.add(OpCode::Reshape, {d}, ir::ReshapeAttrs{{kB, kT, kC}}));
+  const ir::ReshapeAttrs partShape{heads ? ir::Ints{kB, kT, 1, kH, kD} : ir::Ints{kB, kT, kC}};
+  for (ir::ValueId d : grad) parts.push_back(b.add(OpCode::Reshape, {d}, partShape));
   const ir::ValueId dx = b.add(OpCode::Concatenate, parts, ir::ConcatenateAttrs{2});
   r.g = b.done({fwd[0], dx});
   return r;
@@ -141,10 +145,12 @@ double relativeError(const std::vector<double>& got, const std::vector<double>& 
 
 TEST_CASE("attentionReadsAndWritesTheProjectionsColumnsInPlace") {
   for (DType t : {DType::F32, DType::F64, DType::BF16})
-    for (bool causal : {true, false}) {
+    for (int form = 0; form < 3; ++form) {
+      const bool causal = form != 1, heads = form == 2;
       CAPTURE(dtypeName(t));
       CAPTURE(causal);
-      const Block blk = attentionBlock(t, causal);
+      CAPTURE(heads);
+      const Block blk = attentionBlock(t, causal, heads);
       const auto viewed = compile(blk.g, true);
       const auto copied = compile(blk.g, false);
       // The views fired: no slice and no concatenate left, where the copying program has three and one.

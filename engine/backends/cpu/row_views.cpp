@@ -75,32 +75,47 @@ class Planner {
     return true;
   }
 
+  // Elements of x's dims after `axis`.
+  int64_t inner(ValueId x, int axis) const {
+    int64_t n = 1;
+    for (int d = axis + 1; d < shape(x).rank(); ++d) n *= shape(x)[d];
+    return n;
+  }
+
+  // A slice of one axis, every other dim whole: for each index of the dims before it, `width` x inner elements
+  // in a row, the rows the axis's full extent apart.
   bool sliceInPlace(const ir::Node& nd, std::vector<RowView>& views) const {
     const auto& at = std::get<ir::SliceAttrs>(nd.attrs);
     const ValueId x = nd.operands[0];
     const Shape& xs = shape(x);
-    const int r = xs.rank();
-    if (r < 1 || isView(x, views)) return false;
-    for (int d = 0; d < r; ++d) {
-      if (at.strides[static_cast<size_t>(d)] != 1) return false;
-      if (d + 1 < r && (at.starts[static_cast<size_t>(d)] != 0 || at.limits[static_cast<size_t>(d)] != xs[d]))
-        return false;
+    if (isView(x, views)) return false;
+    int axis = -1;
+    for (int d = 0; d < xs.rank(); ++d) {
+      const size_t i = static_cast<size_t>(d);
+      if (at.strides[i] != 1) return false;
+      if (at.starts[i] == 0 && at.limits[i] == xs[d]) continue;
+      if (axis >= 0) return false;  // a second cut axis
+      axis = d;
     }
-    const int64_t first = at.starts.back(), width = at.limits.back() - first;
+    if (axis < 0) return false;  // the whole of x
+    const size_t a = static_cast<size_t>(axis);
+    const int64_t in = inner(x, axis), width = (at.limits[a] - at.starts[a]) * in;
     if (width <= 0 || !readAsRows(nd.results[0], width)) return false;
-    views.push_back({nd.results[0], x, first, xs[r - 1]});
+    views.push_back({nd.results[0], x, at.starts[a] * in, xs[axis] * in});
     return true;
   }
 
+  // A concatenate whose parts are all results of one row-view op that writes them whole: each part's rows are
+  // its extent along the axis x inner elements, lying the concatenate's extent x inner apart.
   bool concatenateInPlace(const ir::Node& nd, std::vector<RowView>& views) const {
     const ValueId c = nd.results[0];
-    const int r = shape(c).rank();
-    if (std::get<ir::ConcatenateAttrs>(nd.attrs).axis != r - 1) return false;
+    const int axis = static_cast<int>(std::get<ir::ConcatenateAttrs>(nd.attrs).axis);
+    const int64_t in = inner(c, axis);
     std::vector<RowView> parts;
     NodeId writer = ir::kNone;
     int64_t column = 0;
     for (ValueId o : nd.operands) {
-      const int64_t width = shape(o)[r - 1];
+      const int64_t width = shape(o)[axis] * in;
       // Back through alias reshapes to the result that becomes the view: each value on the way read once.
       ValueId v = o;
       while (true) {
@@ -114,9 +129,10 @@ class Planner {
       const ir::OpDef* def = rowViewOp(p, v, width);
       if (!def || !def->cpuWritesWholeResult || (writer != ir::kNone && writer != p)) return false;
       writer = p;
-      parts.push_back({v, c, column, shape(c)[r - 1]});
+      parts.push_back({v, c, column, shape(c)[axis] * in});
       column += width;
     }
+    if (writer == ir::kNone) return false;
     views.insert(views.end(), parts.begin(), parts.end());
     return true;
   }
