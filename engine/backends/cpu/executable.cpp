@@ -650,23 +650,25 @@ void Executable::Impl::runKernel(const Kernel& k, void* const* args) {
     case GroupKind::Gemm:
       // OpenBLAS's SGEMM for f32; a bf16 product (autocast) on SGEMM too, widened, where the CPU's bf16 products
       // are no faster (ops::bf16ProductsOnOneDnn), else through its op's kernel (oneDNN).
-      if (k.gemm && k.gemmDType == DType::F32)
+      if (k.gemm && k.gemmDType == DType::F32) {
         runGemm(*k.gemm, static_cast<const float*>(args[k.operandArgs[0]]),
                 static_cast<const float*>(args[k.operandArgs[1]]), static_cast<float*>(args[k.resultArgs[0]]));
-      else if (k.f32Epilogue) {
+      } else if (k.f32Epilogue || (k.gemm && k.gemmDType == DType::BF16 && !ops::bf16ProductsOnOneDnn())) {
+        // Under excess precision (f32Epilogue) the epilogue runs inside, on the f32 products.
+        std::function<void(const float*)> epilogue;
+        if (k.f32Epilogue)
+          epilogue = [&](const float* wide) {
+            std::vector<void*> withWide(args, args + k.args.size());
+            withWide[static_cast<size_t>(k.resultArgs[0])] = const_cast<float*>(wide);
+            runLoop(k.prog, withWide.data(), reinterpret_cast<NativeLoopFn>(nativeFn(k)));
+          };
         runGemmWidened(*k.gemm, static_cast<const bf16*>(args[k.operandArgs[0]]),
                        static_cast<const bf16*>(args[k.operandArgs[1]]),
-                       k.storeProduct ? static_cast<bf16*>(args[k.resultArgs[0]]) : nullptr, [&](const float* wide) {
-                         std::vector<void*> withWide(args, args + k.args.size());
-                         withWide[static_cast<size_t>(k.resultArgs[0])] = const_cast<float*>(wide);
-                         runLoop(k.prog, withWide.data(), reinterpret_cast<NativeLoopFn>(nativeFn(k)));
-                       });
-        return;
-      } else if (k.gemm && k.gemmDType == DType::BF16 && !ops::bf16ProductsOnOneDnn())
-        runGemmWidened(*k.gemm, static_cast<const bf16*>(args[k.operandArgs[0]]),
-                       static_cast<const bf16*>(args[k.operandArgs[1]]), static_cast<bf16*>(args[k.resultArgs[0]]));
-      else
+                       k.storeProduct ? static_cast<bf16*>(args[k.resultArgs[0]]) : nullptr, epilogue);
+        if (k.f32Epilogue) return;
+      } else {
         runNodeKernel(k, args);
+      }
       if (k.hasProgram) runLoop(k.prog, args, reinterpret_cast<NativeLoopFn>(nativeFn(k)));
       return;
     default: runNodeKernel(k, args); return;
