@@ -45,6 +45,8 @@ QString kernelHtml(const inspect::NodeKernel& k, int node) {
              .arg(k.launch + 1)
              .arg(k.launches)
              .arg(flopsText(k.flops), bytesText(k.bytes), bytesText(static_cast<double>(k.arenaBytes)));
+  else if (!k.noLaunch.empty())
+    h += QString("<tr><td><b>CPU launch</b></td><td>%1</td></tr>").arg(esc(k.noLaunch));
   auto args = [&](const char* title, const std::vector<inspect::KernelArg>& list) {
     QStringList rows;
     for (const auto& a : list) rows << QString("<code>%1</code> <code>%2</code> %3").arg(esc(a.name), esc(a.aval), esc(a.where));

@@ -30,6 +30,7 @@ KernelTable compileKernelTable(const ir::Graph& g, const passes::FusionPlan& pla
   }
   table.kernels = (*exe)->kernels();
   table.memory = (*exe)->memory();
+  table.valueSlots = (*exe)->valueSlots();
   for (const auto& lk : (*exe)->loweredKernels()) {
     auto src = cpu::generateNative(lk);
     table.native.push_back(src.ok() ? src->code : std::string());

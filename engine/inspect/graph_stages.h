@@ -21,8 +21,10 @@ namespace tsr::inspect {
 // The fusion stage's kernels as the CPU backend compiles them (launch order, memory plan), for the inspector.
 struct KernelTable {
   std::vector<cpu::KernelInfo> kernels;  // in launch order
-  std::vector<int> kernelOfGroup;        // plan group -> index into kernels; -1: alias and constant groups
+  std::vector<int> kernelOfGroup;        // plan group -> index into kernels; -1: alias and constant groups, and
+                                         // slices and concatenates left to row views (cpu/row_views.h)
   cpu::MemoryPlan memory;
+  std::vector<cpu::ValueSlot> valueSlots;  // per value: where it lives (a row view: in whose rows)
   std::vector<std::string> native;       // per kernel: the C++ of its native form ("" where it has none)
   std::string error;                     // why the backend did not compile the graph; "" when it did
 };

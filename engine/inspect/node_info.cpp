@@ -86,6 +86,12 @@ std::optional<NodeKernel> kernelOf(const Stage& stage, ir::NodeId node, const st
   for (size_t i = 0; i < g.inputs().size(); ++i) inputIndex[static_cast<size_t>(g.inputs()[i])] = static_cast<int>(i);
   auto where = [&](ir::ValueId v) -> std::string {
     if (inputIndex[static_cast<size_t>(v)] >= 0) return fmt::format("graph input {}", inputIndex[static_cast<size_t>(v)]);
+    const size_t vi = static_cast<size_t>(v);
+    if (table && vi < table->valueSlots.size() && table->valueSlots[vi].loc == cpu::Loc::View) {
+      const cpu::ValueSlot& s = table->valueSlots[vi];
+      return fmt::format("row view of {} (+{}, rows {} elements apart)", names[static_cast<size_t>(s.aliasOf)],
+                         formatBytes(s.offset), s.rowStride);
+    }
     if (table)
       for (const auto& iv : table->memory.intervals)
         if (iv.value == v) return fmt::format("arena +{} ({})", formatBytes(iv.offset), formatBytes(iv.bytes));
@@ -105,6 +111,12 @@ std::optional<NodeKernel> kernelOf(const Stage& stage, ir::NodeId node, const st
     k.launches = static_cast<int>(table->kernels.size());
     k.arenaBytes = table->memory.arenaBytes;
     k.launch = table->kernelOfGroup[static_cast<size_t>(gi)];
+    if (k.launch < 0 && grp.kind == passes::GroupKind::Opaque) {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[0])];
+      k.noLaunch = n.op == ir::OpCode::Slice
+                       ? "none: a row view, read in place by the ops that take it (no copy)"
+                       : "none: its parts are written in place by the op that computes them (row views, no copy)";
+    }
     if (k.launch >= 0) {
       k.flops = table->kernels[static_cast<size_t>(k.launch)].flops;
       k.bytes = table->kernels[static_cast<size_t>(k.launch)].bytes;

@@ -41,7 +41,8 @@ struct NodeKernel {
   std::string reason;
   int members = 0;
   std::vector<ir::NodeId> nodes;
-  int launch = -1;     // position in the CPU executable's launch order; -1: no launch (alias, constant)
+  int launch = -1;     // position in the CPU executable's launch order; -1: no launch (alias, constant, row view)
+  std::string noLaunch;  // why an opaque op launches nothing: its copy is left to row views ("" otherwise)
   int launches = 0;    // kernels the executable launches
   double flops = 0, bytes = 0;
   int64_t arenaBytes = 0;  // the executable's whole arena

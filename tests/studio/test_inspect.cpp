@@ -458,6 +458,25 @@ class TestInspect : public QObject {
     QVERIFY2(has(fused->message), fused->message.c_str());
     for (const auto& d : ctx.log().all())
       if (std::find(d.nodes.begin(), d.nodes.end(), node) != d.nodes.end()) QVERIFY2(has(d.message), d.message.c_str());
+    // GPT-2's q, k and v slices launch nothing: the attention reads them in place, as the inspector says, and
+    // their results are views of the projection's rows (3C apart).
+    int rowViews = 0;
+    for (size_t n = 0; n < plan->groups.size(); ++n) {
+      const passes::FusionGroup& grp = plan->groups[n];
+      const ir::Node& nd = fs.graph->nodes()[static_cast<size_t>(grp.nodes[0])];
+      if (grp.kind != passes::GroupKind::Opaque || nd.op != ir::OpCode::Slice) continue;
+      inspect::NodeInfo slice = inspect::describeNode(fs, grp.nodes[0]);
+      QVERIFY(slice.kernel);
+      if (slice.kernel->launch >= 0) continue;
+      ++rowViews;
+      QVERIFY2(slice.kernel->noLaunch.find("row view") != std::string::npos, slice.kernel->noLaunch.c_str());
+      QVERIFY(!slice.kernel->outputs.empty());
+      const std::string& where = slice.kernel->outputs[0].where;
+      const int64_t width = fs.graph->aval(nd.results[0]).shape.dims().back();  // C of a [B, T, 3C] projection
+      const std::string apart = "rows " + std::to_string(3 * width) + " elements apart";
+      QVERIFY2(where.rfind("row view of %", 0) == 0 && where.find(apart) != std::string::npos, where.c_str());
+    }
+    QVERIFY(rowViews >= 3);
     // A view read through has no kernel of its own.
     for (size_t n = 0; n < plan->groupOfNode.size(); ++n)
       if (plan->groupOfNode[n] < 0) {
