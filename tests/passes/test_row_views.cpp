@@ -205,23 +205,23 @@ TEST_CASE("rowViewsOnlyWhereEveryReaderTakesThem") {
   };
   const Aval x = f32({kB, kT, 3 * kC});
   const ir::ReshapeAttrs heads{{kB, kT, kH, kD}};
-  {  // q's slice is also read by an add: q keeps its copy, k and v are views
-    Builder b;
+  // Attention over the three column slices of one input: the slices and the attention's out.
+  auto slicedAttention = [&](Builder& b, bool causal) {
     const auto in = b.input(x);
     std::vector<ir::ValueId> s, qkv;
     for (int64_t i = 0; i < 3; ++i) s.push_back(b.add(OpCode::Slice, {in}, columns(i * kC, (i + 1) * kC)));
     for (auto v : s) qkv.push_back(b.add(OpCode::Reshape, {v}, heads));
-    const auto fwd = b.addMulti(OpCode::DotProductAttention, qkv, ir::AttentionAttrs{true});
-    check(b.done({fwd[0], b.add(OpCode::Add, {s[0], s[0]})}), 1, 0);
+    return std::pair{s, b.addMulti(OpCode::DotProductAttention, qkv, ir::AttentionAttrs{causal})[0]};
+  };
+  {  // q's slice is also read by an add: q keeps its copy, k and v are views
+    Builder b;
+    const auto [s, out] = slicedAttention(b, true);
+    check(b.done({out, b.add(OpCode::Add, {s[0], s[0]})}), 1, 0);
   }
   {  // k's slice is a graph output
     Builder b;
-    const auto in = b.input(x);
-    std::vector<ir::ValueId> s, qkv;
-    for (int64_t i = 0; i < 3; ++i) s.push_back(b.add(OpCode::Slice, {in}, columns(i * kC, (i + 1) * kC)));
-    for (auto v : s) qkv.push_back(b.add(OpCode::Reshape, {v}, heads));
-    const auto fwd = b.addMulti(OpCode::DotProductAttention, qkv, ir::AttentionAttrs{false});
-    check(b.done({fwd[0], s[1]}), 1, 0);
+    const auto [s, out] = slicedAttention(b, false);
+    check(b.done({out, s[1]}), 1, 0);
   }
   {  // slices of rows (the batch dim), not columns: copied
     Builder b;
