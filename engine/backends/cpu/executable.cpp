@@ -408,7 +408,11 @@ void Executable::Impl::schedule() {
     for (ValueId v : k.args) {
       NodeId pr = graph.value(v).producer;
       bool defined = pr != ir::kNone && std::find(k.info.nodes.begin(), k.info.nodes.end(), pr) != k.info.nodes.end();
-      (defined ? items[i].writes : items[i].reads).push_back(root(v));
+      if (!defined) {
+        items[i].reads.push_back(root(v));
+      } else if (std::find(items[i].writes.begin(), items[i].writes.end(), root(v)) == items[i].writes.end()) {
+        items[i].writes.push_back(root(v));  // once: row views write several results into one buffer
+      }
     }
   }
   std::vector<int> order = scheduleForMemory(items, bytes, pinned);
