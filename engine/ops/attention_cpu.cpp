@@ -75,17 +75,12 @@ class HeadRows {
   Rows m_rows{};
 };
 
-// Rows of a kernel operand (read) or result (written).
-template <class T>
-HeadRows<T> readRows(const ir::TensorView& x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h,
-                     int64_t first, int64_t count, std::vector<float>& scratch) {
-  return HeadRows<T>(const_cast<T*>(x.as<T>()), attentionRowsApart(x.rowStride, m), m, seq, b, h, first, count,
-                     scratch);
-}
-template <class T>
-HeadRows<T> writeRows(const ir::MutableTensorView& x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h,
-                      int64_t first, int64_t count, std::vector<float>& scratch) {
-  return HeadRows<T>(x.as<T>(), attentionRowsApart(x.rowStride, m), m, seq, b, h, first, count, scratch);
+// Rows of a kernel operand (read: load()) or result (written: store()), as its view lays them out.
+template <class T, class View>
+HeadRows<T> headRows(const View& x, const AttentionDims& m, int64_t seq, int64_t b, int64_t h, int64_t first,
+                     int64_t count, std::vector<float>& scratch) {
+  return HeadRows<T>(const_cast<T*>(static_cast<const T*>(x.data)), attentionRowsApart(x.rowStride, m), m, seq, b,
+                     h, first, count, scratch);
 }
 
 float hsum(__m256 v) {
@@ -137,7 +132,7 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const int64_t rows = std::min(kBlock, m.t - first);
   const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
   thread_local std::vector<float> qs, ks, vs, os, scores;
-  HeadRows<T> out = writeRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
+  HeadRows<T> out = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
   float* lse = a.outputs[1].as<float>() + (b * m.h + h) * m.t + first;
   if (keys == 0) {
     out.zero();
@@ -145,9 +140,9 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
     std::fill(lse, lse + rows, -kInf);
     return;
   }
-  const Rows q = readRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
-  const Rows k = readRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
-  const Rows v = readRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
+  const Rows q = headRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
+  const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
+  const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
   scores.resize(static_cast<size_t>(rows * keys));
   const Rows s{scores.data(), keys};
   gemm(false, true, rows, keys, m.d, 1.0f / std::sqrt(static_cast<float>(m.d)), q, k, 0.0f, s);
@@ -161,26 +156,26 @@ void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const int64_t b = task / m.h, h = task % m.h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.d));
   thread_local std::vector<float> qs, ks, vs, os, dos, dqs, dks, dvs, ps, dps;
-  const Rows k = readRows<T>(a.inputs[1], m, m.s, b, h, 0, m.s, ks).load();
-  const Rows v = readRows<T>(a.inputs[2], m, m.s, b, h, 0, m.s, vs).load();
+  const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, m.s, ks).load();
+  const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, m.s, vs).load();
   const float* lse = a.inputs[4].as<float>() + (b * m.h + h) * m.t;
   const float* dlse = a.inputs[6].as<float>() + (b * m.h + h) * m.t;
-  HeadRows<T> dk = writeRows<T>(a.outputs[1], m, m.s, b, h, 0, m.s, dks);
-  HeadRows<T> dv = writeRows<T>(a.outputs[2], m, m.s, b, h, 0, m.s, dvs);
+  HeadRows<T> dk = headRows<T>(a.outputs[1], m, m.s, b, h, 0, m.s, dks);
+  HeadRows<T> dv = headRows<T>(a.outputs[2], m, m.s, b, h, 0, m.s, dvs);
   dk.zero();
   dv.zero();
   for (int64_t first = 0; first < m.t; first += kBlock) {
     const int64_t rows = std::min(kBlock, m.t - first);
     const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
-    HeadRows<T> dq = writeRows<T>(a.outputs[0], m, m.t, b, h, first, rows, dqs);
+    HeadRows<T> dq = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, dqs);
     if (keys == 0) {
       dq.zero();
       dq.store();
       continue;
     }
-    const Rows q = readRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
-    const Rows o = readRows<T>(a.inputs[3], m, m.t, b, h, first, rows, os).load();
-    const Rows dout = readRows<T>(a.inputs[5], m, m.t, b, h, first, rows, dos).load();
+    const Rows q = headRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
+    const Rows o = headRows<T>(a.inputs[3], m, m.t, b, h, first, rows, os).load();
+    const Rows dout = headRows<T>(a.inputs[5], m, m.t, b, h, first, rows, dos).load();
     ps.resize(static_cast<size_t>(rows * keys));
     dps.resize(static_cast<size_t>(rows * keys));
     const Rows p{ps.data(), keys}, ds{dps.data(), keys};

@@ -284,7 +284,7 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
     s.loc = Loc::Input;
     s.index = static_cast<int>(i);
   }
-  RowViewPlan views;
+  RowViewPlan views{std::vector<bool>(plan.groups.size(), false), {}};
   if (options.runsOnCpu && options.rowViews) views = planRowViews(graph, *reg, plan);
   for (const RowView& w : views.views) {
     auto& s = slots[static_cast<size_t>(w.value)];
@@ -295,7 +295,7 @@ Status Executable::Impl::lower(const passes::FusionPlan& plan) {
   }
   for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
     const passes::FusionGroup& gr = plan.groups[gi];
-    if (!views.elided.empty() && views.elided[gi]) continue;  // its values are views
+    if (views.elided[gi]) continue;  // its values are views
     const ir::Node& first = node(gr.nodes[0]);
     if (gr.kind == GroupKind::Constant) {
       const ir::OpDef& def = reg->get(first.op);

@@ -28,9 +28,8 @@ class Planner {
       const passes::FusionGroup& gr = m_plan.groups[gi];
       if (gr.kind != GroupKind::Opaque || gr.nodes.size() != 1) continue;
       const ir::Node& nd = node(gr.nodes[0]);
-      const bool planned = nd.op == OpCode::Slice ? sliceInPlace(nd, r.views) : nd.op == OpCode::Concatenate &&
-                                                                                     concatenateInPlace(nd, r.views);
-      r.elided[gi] = planned;
+      if (nd.op == OpCode::Slice) r.elided[gi] = sliceInPlace(nd, r.views);
+      if (nd.op == OpCode::Concatenate) r.elided[gi] = concatenateInPlace(nd, r.views);
     }
     return r;
   }
