@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/core/env_options.h"
+#include "engine/nn/attention.h"
 #include "engine/optim/optim.h"
 #include "engine/project/new_project.h"
 #include "engine/project/project.h"
@@ -248,9 +249,13 @@ TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message.c_str()));
   const Tree pa = a->init(random::key(0));
   const train::Batch batch = train::syntheticBatch(a->batch, 3);
-  auto lossOf = [&batch](const train::ProjectModel& m) {
+  // model.py's nn.dot_product_attention picks the fused op as the training setup does for the family (the CPU:
+  // fused, unless TESSERA_FUSED_ATTENTION says otherwise): the family's context follows the same choice.
+  const bool fused = nn::fusedAttentionFor(envOptions().device, envOptions().matmulPrecision);
+  auto lossOf = [&batch, fused](const train::ProjectModel& m) {
     return valueAndGrad([&](const Tree& params) {
       nn::Context ctx;
+      ctx.setFusedAttention(fused);
       return m.loss(params, batch, ctx);
     });
   };
@@ -275,6 +280,7 @@ TEST_CASE("py_gpt gives the gpt2 family's loss and gradients") {
         pb.mapWithPath([](const std::string&, const Array& x) { return x.aval(); }), "loss");
     REQUIRE_MESSAGE(traced.ok(), (traced.ok() ? "" : traced.error().message.c_str()));
     TSR_COMPARE(traced->graph.count(ir::OpCode::RematCall), remat == "none" ? 0 : 2);
+    if (remat == "none") TSR_COMPARE(traced->graph.count(ir::OpCode::DotProductAttention), fused ? 2 : 0);
     const ValueAndGrad gb = lossOf(*b)(pb);
     REQUIRE_MESSAGE(std::abs(ga.value.item() - gb.value.item()) <= 1e-6 * std::abs(ga.value.item()),
                     ga.value.item() << " vs " << gb.value.item());
