@@ -31,7 +31,8 @@ from timing import median_seconds, torch_peer
 # x^T @ g (x [tokens, k], g [tokens, n]: contracted over the tokens); "dx" the input gradient g @ w^T
 # (g [tokens, n], w [k, n]): the two backward products read an operand transposed.
 SHAPES = {"qkv": (768, 2304, "xw"), "mlp_up": (768, 3072, "xw"), "mlp_down": (3072, 768, "xw"),
-          "mlp_up_dw": (768, 3072, "dw"), "mlp_up_dx": (768, 3072, "dx")}
+          "mlp_up_dw": (768, 3072, "dw"), "mlp_up_dx": (768, 3072, "dx"),
+          "logits": (50257, 768, "dx"), "logits_dw": (50257, 768, "dw")}
 # Each as the step's vjp writes it for Tessera (one dot_general contracting the stored dims, no transpose) and as
 # transposed views for numpy and PyTorch.
 FORMS = {"xw": lambda a, b: a @ b, "dw": lambda a, b: a.T @ b, "dx": lambda a, b: a @ b.T}

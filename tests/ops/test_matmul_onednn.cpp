@@ -6,6 +6,7 @@
 #include "tests/check.h"
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include <dnnl.hpp>
@@ -196,15 +197,24 @@ TEST_CASE("compiledBf16EpiloguesReadTheProductsAsTheyLeaveTheKernel") {
   reloadEnvOptions();
 }
 
-// cpu::runGemmWidened over the contracted dim in panels (64 of 300 at a time: five SGEMMs summed in f32) and
-// whole, each layout of A and B, two batches: every bf16 result against a double loop, and the f32 results the
-// epilogue gets within f32's summation error of it.
+// cpu::runGemmWidened over the contracted dim in panels (64 of 300 at a time: five SGEMMs summed in f32), whole,
+// and, without an epilogue and with the f32 result over the budget, in blocks of 16 rows of A (16, 16 and 5), each
+// layout of A and B, two batches (B also shared by both): every bf16 result against a double loop, and the f32
+// results an epilogue gets within f32's summation error of it.
 TEST_CASE("widenedProductsInPanelsMatchADoubleLoop") {
   const int64_t batch = 2, m = 37, n = 29, k = 300;
   std::mt19937 rng(12);
+  struct Mode {
+    int64_t panelFloats;
+    bool epilogue, sharedB;
+  };
+  const Mode modes[] = {{batch * (m + n) * 64, true, false},
+                        {cpu::kWidenedPanelFloats, true, false},
+                        {1000, false, false},
+                        {1000, false, true}};
   for (bool transA : {false, true})
     for (bool transB : {false, true})
-      for (int64_t panelFloats : {batch * (m + n) * 64, cpu::kWidenedPanelFloats}) {
+      for (const Mode& mode : modes) {
         cpu::GemmPlan p;
         p.batch = batch;
         p.m = m;
@@ -215,27 +225,29 @@ TEST_CASE("widenedProductsInPanelsMatchADoubleLoop") {
         p.lda = transA ? m : k;
         p.ldb = transB ? k : n;
         p.strideA = m * k;
-        p.strideB = k * n;
+        p.strideB = mode.sharedB ? 0 : k * n;
         const std::vector<bf16> a = randomBf16(batch * m * k, rng), b = randomBf16(batch * k * n, rng);
         std::vector<bf16> c(static_cast<size_t>(batch * m * n));
         std::vector<float> f32;
-        cpu::runGemmWidened(p, a.data(), b.data(), c.data(),
-                            [&](const float* w) { f32.assign(w, w + batch * m * n); }, panelFloats);
-        INFO("transA " << transA << " transB " << transB << " panel floats " << panelFloats);
-        REQUIRE(f32.size() == c.size());
+        std::function<void(const float*)> epilogue;
+        if (mode.epilogue) epilogue = [&](const float* w) { f32.assign(w, w + batch * m * n); };
+        cpu::runGemmWidened(p, a.data(), b.data(), c.data(), epilogue, mode.panelFloats);
+        INFO("transA " << transA << " transB " << transB << " panel floats " << mode.panelFloats << " shared B "
+                       << mode.sharedB);
+        REQUIRE(f32.size() == (mode.epilogue ? c.size() : 0));
         for (int64_t bi = 0; bi < batch; ++bi)
           for (int64_t i = 0; i < m; ++i)
             for (int64_t j = 0; j < n; ++j) {
               double want = 0, size = 0;
               for (int64_t q = 0; q < k; ++q) {
                 const bf16 x = a[static_cast<size_t>(bi * m * k + (transA ? q * m + i : i * k + q))];
-                const bf16 y = b[static_cast<size_t>(bi * k * n + (transB ? j * k + q : q * n + j))];
+                const bf16 y = b[static_cast<size_t>(bi * p.strideB + (transB ? j * k + q : q * n + j))];
                 want += wide(x) * wide(y);
                 size += std::fabs(wide(x) * wide(y));
               }
               const size_t e = static_cast<size_t>((bi * m + i) * n + j);
               REQUIRE(errorUnits(c[e], want, k) <= 1.0);
-              REQUIRE(std::fabs(f32[e] - want) <= std::ldexp(double(k), -24) * size);
+              if (mode.epilogue) REQUIRE(std::fabs(f32[e] - want) <= std::ldexp(double(k), -24) * size);
             }
       }
 }

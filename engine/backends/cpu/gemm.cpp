@@ -143,6 +143,39 @@ void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
     });
   };
   const int64_t n = p.batch * p.m * p.n;
+  if (n > panelFloats && c && !epilogue && p.k > 0) {
+    // The f32 result would exceed the panels' budget (GPT-2's logits: [16384, 50257], 3.3 GB): blocks of A's rows
+    // instead, each block's whole product (all of K) rounded into c before the next, so only a block's f32 result
+    // is held. B is widened whole, once per batch.
+    const int64_t rows = std::min(p.m, std::max<int64_t>(16, panelFloats / std::max(p.n, p.k) / 16 * 16));
+    float* pb = nullptr;
+    for (int64_t bi = 0; bi < p.batch; ++bi) {
+      const bf16* ab = a + bi * p.strideA;
+      const bf16* bb = b + bi * p.strideB;
+      if (!pb || p.strideB != 0) {
+        pb = wide->get(1, static_cast<size_t>(p.k * p.n));
+        if (p.transB) widenRuns(bb, p.n, p.k, p.ldb, pb);  // [N, K]
+        else widenRuns(bb, p.k, p.n, p.ldb, pb);           // [K, N]
+      }
+      for (int64_t m0 = 0; m0 < p.m; m0 += rows) {
+        GemmPlan q = p;
+        q.batch = 1;
+        q.m = std::min(rows, p.m - m0);
+        q.lda = p.transA ? q.m : p.k;
+        q.ldb = p.transB ? p.k : p.n;
+        q.strideA = q.strideB = 0;
+        float* pa = wide->get(0, static_cast<size_t>(q.m * p.k));
+        if (p.transA) widenRuns(ab + m0, p.k, q.m, p.lda, pa);  // columns m0.. of [K, M]
+        else widenRuns(ab + m0 * p.lda, q.m, p.k, p.lda, pa);   // rows m0.. of [M, K]
+        const int64_t len = q.m * p.n;
+        float* wc = wide->get(2, static_cast<size_t>(len));
+        runGemm(q, pa, pb, wc);
+        bf16* to = c + (bi * p.m + m0) * p.n;
+        pool.parallelFor(len, kGrain, [&](int64_t lo, int64_t hi, int) { narrowToBf16(wc + lo, to + lo, hi - lo); });
+      }
+    }
+    return;
+  }
   float* wc = wide->get(2, static_cast<size_t>(n));
   if (p.k == 0) runGemm(p, nullptr, nullptr, wc);  // zeros
   // Panels of kc contracted elements: A's [M, kc] (or [kc, M] transposed) and B's [kc, N] (or [N, kc]) per batch.

@@ -31,14 +31,16 @@ bool blasThreaded();
 // c = a * b, or c += a * b where accumulate.
 void runGemm(const GemmPlan& p, const float* a, const float* b, float* c, bool accumulate = false);
 
-// Floats of the widened operand panels runGemmWidened holds at once (64 MB).
+// Floats of the widened operand panels (and f32 results) runGemmWidened holds at once (64 MB).
 inline constexpr int64_t kWidenedPanelFloats = int64_t{16} << 20;
 
 // The same product of bf16 operands on SGEMM, where the CPU's bf16 products are no faster than f32
 // (ops::bf16ProductsOnOneDnn()): the contracted dim in panels whose widened operands (f32, exact, converted on
 // the pool) hold at most panelFloats floats, each panel's product runGemm's, summed in f32; each result then
 // rounded once to bf16 into c. `epilogue`, when given, is then called with the f32 results (an epilogue under
-// excess precision reads them unrounded); c may then be null (nothing else reads the product).
+// excess precision reads them unrounded); c may then be null (nothing else reads the product). Without an
+// epilogue, a product whose f32 result would exceed panelFloats runs in blocks of A's rows instead (all of K at
+// once, B widened whole), so the f32 results held at once stay within panelFloats.
 void runGemmWidened(const GemmPlan& p, const bf16* a, const bf16* b, bf16* c,
                     const std::function<void(const float*)>& epilogue = {},
                     int64_t panelFloats = kWidenedPanelFloats);
