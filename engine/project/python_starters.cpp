@@ -83,7 +83,7 @@ def attention(p, x, n_head):
     b, t, c = x.shape
     qkv = x @ p["qkv"]["w"] + p["qkv"]["b"]
     q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape((b, t, n_head, c // n_head)) for i in range(3))
-    # [B, T, H, D]; one fused op (flash attention) on the GPU with bf16 matmuls, einsum + softmax elsewhere
+    # [B, T, H, D]: one fused op on the CPU and on the GPU with bf16 matmuls, else einsum + softmax
     y = nn.dot_product_attention(q, k, v, is_causal=True).reshape((b, t, c))
     return y @ p["proj"]["w"] + p["proj"]["b"]
 

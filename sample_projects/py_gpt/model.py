@@ -72,7 +72,7 @@ def attention(p, x, n_head):
     qkv = linear(p["c_attn"], x)
     # q, k and v as [B, T, H, D]: nn.dot_product_attention's layout, so the heads need no transpose
     q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape((b, t, n_head, c // n_head)) for i in range(3))
-    # one fused op where the device favours it (the CPU; the GPU with bf16 matmuls), einsum + softmax elsewhere
+    # one fused op on the CPU and on the GPU with bf16 matmuls (flash attention there), einsum + softmax otherwise
     y = nn.dot_product_attention(q, k, v, is_causal=True)
     return linear(p["c_proj"], y.reshape((b, t, c)))
 
