@@ -33,6 +33,7 @@ PyObject* gTesseraError = nullptr;
 PyObject* gShapeError = nullptr;
 PyObject* gDTypeError = nullptr;
 PyObject* gConcretizationError = nullptr;
+PyObject* gDeletedArrayError = nullptr;
 py::object gAsarray;  // tessera.numpy.asarray, set when the package is imported
 PyTypeObject* gArrayType = nullptr;  // the Array class, and pybind11's record of it (set when it is defined)
 const py::detail::type_info* gArrayInfo = nullptr;
@@ -44,6 +45,7 @@ PyObject* exceptionTypeFor(const std::string& message) {
   std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
   auto has = [&](const char* word) { return m.find(word) != std::string::npos; };
   if (has("traced array") || has("while tracing")) return gConcretizationError;
+  if (has("donated to a jitted function and deleted")) return gDeletedArrayError;
   // "indices must be i32, i64 or u32, got f32", "the loss must be floating point", "a key is a u32[2] array".
   static const std::regex kDtypeRule(R"(must be (a |an )?(floating|integer|bool|bf16|[fiu](8|16|32|64)\b))");
   if (has("dtype") || has("u32[2] array") || std::regex_search(m, kDtypeRule)) return gDTypeError;
@@ -619,10 +621,12 @@ PYBIND11_MODULE(_tessera, m) {
   gShapeError = newException("tessera.ShapeError", gTesseraError, PyExc_ValueError);
   gDTypeError = newException("tessera.DTypeError", gTesseraError, PyExc_TypeError);
   gConcretizationError = newException("tessera.ConcretizationError", gTesseraError, PyExc_TypeError);
+  gDeletedArrayError = newException("tessera.DeletedArrayError", gTesseraError, PyExc_RuntimeError);
   m.attr("TesseraError") = py::handle(gTesseraError);
   m.attr("ShapeError") = py::handle(gShapeError);
   m.attr("DTypeError") = py::handle(gDTypeError);
   m.attr("ConcretizationError") = py::handle(gConcretizationError);
+  m.attr("DeletedArrayError") = py::handle(gDeletedArrayError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

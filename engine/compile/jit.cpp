@@ -212,6 +212,9 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     std::vector<runtime::BufferPtr> bufs;
     std::vector<bool> donated(cg.graph.inputs().size(), false);
     for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].isConcrete() && !leaves[i].isTracer())
+        return makeError("{}: argument {} ({}) was donated to a jitted function and deleted", m_name, i,
+                         leaves[i].aval().toString());
       if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);
       // Donated only when the caller's tree and our copy are the only handles, and the handle the only owner.
       // With debug NaNs the graph may be re-run op by op on the same arguments, so nothing is donated.

@@ -155,7 +155,8 @@ double Array::item() const {
 
 std::string Array::toString() const {
   if (!valid()) return "Array(empty)";
-  if (!isConcrete()) return "Traced<" + aval().toString() + ">";
+  if (isTracer()) return "Traced<" + aval().toString() + ">";
+  if (!isConcrete()) return "<deleted " + aval().toString() + ": donated to a jitted function>";
   auto v = toDoubles();
   std::string s = aval().toString() + " ";
   const auto& dims = shape().dims();

@@ -168,8 +168,17 @@ def test_jit_donate_argnums_updates_in_place_and_deletes(rng):
     assert p["w"].is_deleted() and p["b"].is_deleted()
     assert not g["w"].is_deleted()
     assert _address(out["w"]) == before  # the output took the donated buffer
-    with pytest.raises(Exception, match="donated to a jitted function and deleted"):
+    with pytest.raises(tessera.DeletedArrayError, match="donated to a jitted function and deleted"):
         np.asarray(p["w"])
+    # Any use of a deleted array raises (an op, a reduction, indexing, grad, jit as an argument or closed over);
+    # it never reads the buffer the output took.
+    deleted = p["b"]
+    for use in (lambda: deleted + 1.0, lambda: tnp.sum(deleted), lambda: deleted[0],
+                lambda: tessera.grad(lambda x: tnp.sum(x * x))(deleted), lambda: tessera.jit(lambda x: x + 1.0)(deleted),
+                lambda: tessera.jit(lambda x: x + deleted)(tnp.ones(7))):
+        with pytest.raises(RuntimeError, match=r"\(f32\[7\]\) was donated to a jitted function and deleted"):
+            use()
+    assert "deleted" in repr(deleted)
     # The next step donates the previous step's outputs: the same buffer again.
     again = step(out, g)
     assert out["w"].is_deleted() and _address(again["w"]) == before

@@ -18,7 +18,7 @@ except ImportError as _e:
     raise ImportError(f"tessera was built for {_PYTHON} (Python {_VERSION}) and needs numpy there; "
                       f"this interpreter cannot load it ({_e}). Run it with {_PYTHON}, or configure the build "
                       "with -DPython3_EXECUTABLE=<this interpreter>") from _e
-from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError
+from ._tessera import TesseraError, ShapeError, DTypeError, ConcretizationError, DeletedArrayError
 
 # OpenBLAS (numpy's and the engine's, loaded by now) picks its kernels as it loads; on a CPU newer than it knows it
 # takes its generic ones, 5-9x slower. The tessera executables start again with OPENBLAS_CORETYPE set; here it is
@@ -47,4 +47,5 @@ def autocast(dtype="bfloat16"):
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "jit", "grad",
            "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
            "ShapeDtypeStruct", "devices", "device_count", "device_put", "autocast",
-           "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError"]
+           "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError",
+           "DeletedArrayError"]
