@@ -59,11 +59,24 @@ Status checkSignature(const OpDef& def, size_t numOperands, const Attrs& attrs) 
 
 Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in, const Attrs& attrs) {
   if (!def.infer) return makeError("{}: op has no infer rule", def.name);
+  Result<std::vector<Aval>> out = makeError("{}: infer rule threw", def.name);
   try {
-    return def.infer(in, attrs);
+    out = def.infer(in, attrs);
   } catch (const std::exception& e) {
     return makeError("{}: infer rule threw: {}", def.name, e.what());
   }
+  if (!out.ok()) return out;
+  // A result's element count and bytes must fit int64 (a shape from user input, such as (2^31, 2^31) of f32,
+  // would otherwise wrap to a small or zero size and its kernel write past the buffer).
+  for (const Aval& a : *out) {
+    int64_t bytes = dtypeSize(a.dtype);
+    for (int64_t d : a.shape.dims()) {
+      if (d < 0) return makeError("{}: result {} has a negative dimension", def.name, a.toString());
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        return makeError("{}: result {} is too large: its byte size overflows 64 bits", def.name, a.toString());
+    }
+  }
+  return out;
 }
 
 Result<OpCode> OpRegistry::add(OpDef def) {

@@ -103,7 +103,7 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
                                         std::span<const Aval> inputAvals, const ir::Attrs& attrs,
                                         std::vector<Aval>* resultAvals) {
   TSR_TRY(ir::checkSignature(def, inputAvals.size(), attrs));
-  TSR_ASSIGN(std::vector<Aval> outAvals, def.infer(inputAvals, attrs));
+  TSR_ASSIGN(std::vector<Aval> outAvals, ir::inferSafely(def, inputAvals, attrs));
   // The kernel's views in this thread's scratch, reused from op to op (an Aval copied into a view that held one
   // keeps its storage: an eager op allocates only its results).
   struct Views {

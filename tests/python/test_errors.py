@@ -105,3 +105,12 @@ def test_eager_binary_ops_name_the_users_line():
         tnp.add(a)
     with pytest.raises(TypeError):
         tnp.add(a, None)
+
+
+def test_shapes_whose_size_overflows_are_errors_not_wrapped_sizes():
+    # 2^31 x 2^31 f32 is 2^64 bytes: a wrapped size would be 0 and the array's writes go past its buffer.
+    for make in (lambda: tnp.ones((2 ** 31, 2 ** 31)), lambda: tnp.zeros((2 ** 32, 2 ** 32), tnp.int32),
+                 lambda: tnp.broadcast_to(tnp.ones(()), (2 ** 40, 2 ** 40)),
+                 lambda: tessera.jit(lambda x: tnp.broadcast_to(x, (2 ** 33, 2 ** 31)))(tnp.ones(()))):
+        with pytest.raises(tessera.ShapeError, match=r"too large: its byte size overflows 64 bits"):
+            make()
