@@ -338,3 +338,16 @@ def test_each_thread_gets_its_own_exception_from_jit():
     for t in threads:
         t.join()
     assert seen == {0: 0.0, 1: "odd 1", 2: 2.0, 3: "odd 3", 4: 4.0, 5: "odd 5"}
+
+
+def test_jit_output_structure_that_depends_on_shapes():
+    # One signature (one array argument), two traces whose outputs differ in structure: each call gets the tree its
+    # own shapes traced, also when the compiled program is taken from the cache.
+    f = tessera.jit(lambda x: {"loss": x.sum(), "out": x} if x.ndim == 2 else (x.sum(), x))
+    for x in (tnp.ones(3), tnp.ones((2, 2)), tnp.ones(3), tnp.ones((2, 2))):
+        out = f(x)
+        assert isinstance(out, dict if x.ndim == 2 else tuple)
+        np.testing.assert_array_equal(np.asarray(out["out"] if x.ndim == 2 else out[1]), np.ones(x.shape))
+    g = tessera.jit(lambda x: [x] * x.shape[0])
+    assert [len(g(tnp.ones(n))) for n in (1, 3, 1, 3)] == [1, 3, 1, 3]
+    assert f.cache_info()["misses"] == 2

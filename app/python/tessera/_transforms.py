@@ -16,6 +16,10 @@ def _leaf_arrays(leaves):
     return [asarray(x) for x in leaves]
 
 
+def _avals(arrays):
+    return tuple((a.shape, a._dtype_name) for a in arrays)
+
+
 def _argnums(argnums, nargs, what):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     out = []
@@ -49,6 +53,10 @@ class _Jitted:
         self._signatures = {}  # ((treedef, statics), autocast) -> the signature text the engine's cache keys on
         self._calls = {}       # signature text -> (treedef, statics), for the callback that traces
         self._out_trees = {}   # signature text -> the output's treedef, recorded when traced
+        # An output whose structure depends on the arguments' shapes or dtypes (a dict for matrices, a tuple for
+        # vectors): each trace's treedef by (signature, avals), read for the signatures in _varying.
+        self._out_by_avals = {}
+        self._varying = set()
         self._donated = {}     # signature text -> indices (as text) of the leaves that may be donated
         # Calls with arrays alone as positional arguments (the common case) skip the pytree work: their signature
         # depends on nothing but how many there are. (Number of arrays, autocast) -> signature text, once seen.
@@ -82,8 +90,16 @@ class _Jitted:
         treedef, statics = self._calls[signature]
         args, kwargs = self._rebuild(leaves, treedef, statics)
         out_leaves, out_tree = tree_flatten(self._fun(*args, **kwargs))
-        self._out_trees[signature] = out_tree
+        if self._out_trees.setdefault(signature, out_tree) != out_tree:
+            self._varying.add(signature)
+        self._out_by_avals[(signature, _avals(leaves))] = out_tree
         return _leaf_arrays(out_leaves)
+
+    def _outputs(self, signature, leaves, outs):
+        """The call's outputs in the tree its trace gave (read after the call, which may have traced)."""
+        if signature in self._varying:
+            return tree_unflatten(self._out_by_avals[(signature, _avals(leaves))], outs)
+        return tree_unflatten(self._out_trees[signature], outs)
 
     def _donated_leaves(self, args, kwargs):
         """The flat indices of the leaves of the donated arguments, as the engine names leaves of a list."""
@@ -103,8 +119,7 @@ class _Jitted:
         if self._flat is not None and not kwargs:
             signature = self._flat.get((len(args), region))
             if signature is not None and all(type(a) is Array for a in args):
-                return tree_unflatten(self._out_trees[signature],
-                                      self._jit.call(list(args), signature, self._donated[signature]))
+                return self._outputs(signature, args, self._jit.call(list(args), signature, self._donated[signature]))
         dynamic, statics = self._split(args, kwargs)
         leaves, treedef = tree_flatten(dynamic)
         key = (treedef, statics)
@@ -116,10 +131,11 @@ class _Jitted:
             self._signatures[(key, region)] = signature
             self._calls[signature] = key
             self._donated[signature] = self._donated_leaves(args, kwargs)
-        outs = self._jit.call(_leaf_arrays(leaves), signature, self._donated[signature])
+        arrays = _leaf_arrays(leaves)
+        outs = self._jit.call(arrays, signature, self._donated[signature])
         if self._flat is not None and not kwargs and all(type(a) is Array for a in args):
             self._flat[(len(args), region)] = signature
-        return tree_unflatten(self._out_trees[signature], outs)
+        return self._outputs(signature, arrays, outs)
 
     def cache_info(self):
         """hits, misses, cache size and the reason of the last miss (as TESSERA_LOG_COMPILES logs it)."""
