@@ -402,3 +402,132 @@ def test_long_sorts_match_numpy_stable_order(rng, dtype):
     for axis in (0, 1):
         np.testing.assert_array_equal(np.asarray(tnp.argsort(tnp.asarray(m), axis=axis)),
                                       np.argsort(m, axis=axis, kind="stable"))
+
+
+def test_negative_integer_array_indices_count_from_the_end(rng):
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    x = tnp.asarray(a)
+    idx = np.array([-1, 0, -5, 2], dtype=np.int32)
+    close(x[tnp.asarray(np.int32(-1))], a[-1])
+    close(x[tnp.asarray(idx[:3] % 4 - 4)], a[idx[:3] % 4 - 4])
+    close(x[:, tnp.asarray(idx)], a[:, idx])
+    close(x[:, list(idx)], a[:, idx])
+    close(x.at[:, tnp.asarray(idx)].get(), a[:, idx])
+    close(tnp.take(x, tnp.asarray(idx)), np.take(a, idx))
+    close(tnp.take(x, tnp.asarray(idx), axis=1), np.take(a, idx, axis=1))
+    along = np.array([[-1], [0], [-2], [4]], dtype=np.int32)
+    close(tnp.take_along_axis(x, tnp.asarray(along), 1), np.take_along_axis(a, along, 1))
+    close(tessera.jit(lambda x, i: x[:, i])(x, tnp.asarray(idx)), a[:, idx])
+    close(tessera.vmap(lambda i: x[i])(tnp.asarray(np.array([-1, -4, 3], np.int32))), a[[-1, -4, 3]])
+    # A traced loop counter indexing from the end: digits of x reversed.
+    v = np.arange(5, dtype=np.float32)
+    out = tessera.lax.fori_loop(0, 5, lambda i, c: c * 10 + tnp.asarray(v)[-i - 1], 0.0)
+    assert float(out) == float("".join(str(int(d)) for d in v[::-1]))
+
+
+def test_true_divide_of_integers_gives_floats():
+    a = np.array([1, 2, 3, -7], dtype=np.int32)
+    b = np.array([2, 4, 2, 2], dtype=np.int32)
+    x, y = tnp.asarray(a), tnp.asarray(b)
+    for got, expected in [(x / 2, a / 2), (1 / x, 1 / a), (x / y, a / b), (tnp.true_divide(x, y), np.true_divide(a, b)),
+                          (tnp.divide(x, 2), np.divide(a, 2)), (x / 2.5, a / 2.5),
+                          (tessera.jit(lambda p, q: p / q)(x, y), a / b), (tnp.reciprocal(x), 1 / a),
+                          (tnp.asarray([True, False]) / 2, np.array([True, False]) / 2)]:
+        assert np.asarray(got).dtype == np.float32
+        close(got, expected.astype(np.float32))
+    assert np.asarray(x // y).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(x // y), a // b)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "all", "any", "var", "squeeze"])
+def test_axis_empty_tuple_reduces_nothing(rng, name):
+    a = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    for axis in ((), []):
+        got, expected = getattr(tnp, name)(tnp.asarray(a), axis=axis), getattr(np, name)(a, axis=tuple(axis))
+        close(got, expected)
+        if name not in ("all", "any", "var", "squeeze"):
+            close(getattr(tnp, name)(tnp.asarray(a), axis=axis, keepdims=True), getattr(np, name)(a, axis=(), keepdims=True))
+    if name == "mean":
+        i = np.array([1, 2], np.int32)
+        got = tnp.mean(tnp.asarray(i), axis=())
+        assert np.asarray(got).dtype == np.float32
+        close(got, np.mean(i, axis=()))
+
+
+def test_round_takes_halves_to_even():
+    a = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49, -3.51, 0.0, 1e8, np.inf, -np.inf], dtype=np.float32)
+    got = np.asarray(tnp.round(tnp.asarray(a)))
+    np.testing.assert_array_equal(got, np.round(a))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.round(a)))  # -0.5 -> -0
+    assert np.isnan(np.asarray(tnp.round(tnp.asarray(np.float32(np.nan)))))
+    np.testing.assert_array_equal(np.asarray(round(tnp.asarray(a))), np.round(a))
+    np.testing.assert_array_equal(np.asarray(tessera.jit(tnp.round)(tnp.asarray(a))), np.round(a))
+    for dtype in (tnp.float16, tnp.bfloat16):
+        h = np.array([0.5, 1.5, 2.5, -2.5, 6.5], np.float32)
+        np.testing.assert_array_equal(np.asarray(tnp.round(tnp.asarray(h, dtype=dtype))).astype(np.float32), np.round(h))
+    i = np.array([3, -4], np.int32)
+    np.testing.assert_array_equal(np.asarray(tnp.round(tnp.asarray(i))), i)
+    assert np.asarray(tnp.round(tnp.asarray(i))).dtype == np.int32
+
+
+@pytest.mark.parametrize("decimals", [1, 2, -1, -2])
+def test_round_with_decimals(rng, decimals):
+    # numpy's float32 round scales, rounds halves to even and scales back, as jax.numpy does.
+    a = np.concatenate([(rng.standard_normal(50) * 300).astype(np.float32),
+                        np.array([0.25, 0.35, 2.675, -0.125, 125.0, 135.0, 250.0, -350.0], np.float32)])
+    close(tnp.round(tnp.asarray(a), decimals), np.round(a, decimals), rtol=1e-6, atol=0)
+    close(round(tnp.asarray(a), decimals), np.round(a, decimals), rtol=1e-6, atol=0)
+
+
+def test_bools_are_counted_by_sum_and_cumsum():
+    b = np.array([[True, False, True], [True, True, False]])
+    x = tnp.asarray(b)
+    for got, expected in [(tnp.sum(x), np.sum(b)), (tnp.sum(x, axis=0), np.sum(b, axis=0)), (x.sum(axis=1), b.sum(1)),
+                          (tnp.cumsum(x), np.cumsum(b)), (tnp.cumsum(x, axis=1), np.cumsum(b, axis=1)),
+                          (tnp.prod(x, axis=1), np.prod(b, axis=1)), (tnp.sum(x, axis=()), np.sum(b, axis=())),
+                          (tessera.jit(tnp.sum)(x), np.sum(b))]:
+        assert np.asarray(got).dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+@pytest.mark.parametrize("key", [slice(5, None), slice(3, 1), slice(None, 0), slice(2, 2), (slice(1, 1), 0)])
+def test_at_with_an_empty_region_changes_nothing(rng, key):
+    a = rng.standard_normal((5, 2)).astype(np.float32)
+    x = tnp.asarray(a)
+    for op in ("set", "add", "mul", "min", "max"):
+        np.testing.assert_array_equal(np.asarray(getattr(x.at[key], op)(1.0)), a)
+    assert np.asarray(x.at[key].get()).shape == a[key].shape
+
+
+@pytest.mark.parametrize("name", ["sqrt", "exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh"])
+def test_transcendentals_take_integers_as_float32(name):
+    a = np.array([1, 2, 4, 9], dtype=np.int32)
+    got = getattr(tnp, name)(tnp.asarray(a))
+    assert np.asarray(got).dtype == np.float32
+    close(got, getattr(np, name)(a.astype(np.float32)), rtol=2e-6)
+    close(getattr(tnp, name)(tnp.asarray(np.array([True]))), getattr(np, name)(np.array([1.0], np.float32)))
+    close(tnp.arctan2(tnp.asarray(a), 3), np.arctan2(a, 3).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(tnp.floor(tnp.asarray(a))), a)
+    np.testing.assert_array_equal(np.asarray(tnp.isfinite(tnp.asarray(a))), np.isfinite(a))
+
+
+def test_integer_power_stays_integer():
+    a = np.array([0, 1, -1, 2, 3, -3, 7], dtype=np.int32)
+    e = np.array([0, 40, 33, 30, 5, 3, 2], dtype=np.int32)
+    x = tnp.asarray(a)
+    for got, expected in [(x ** 2, a ** 2), (x ** 0, a ** 0), (2 ** tnp.asarray(e[:4]), 2 ** e[:4]),
+                          (x ** tnp.asarray(e), a ** e), (tnp.power(x, tnp.asarray(e)), np.power(a, e)),
+                          (tessera.jit(lambda p, q: p ** q)(x, tnp.asarray(e)), a ** e),
+                          (tnp.power(x, 3), np.power(a, 3))]:
+        assert np.asarray(got).dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), expected)
+    # 0 ** 64: the exponent's low 6 bits are zero, the result still 0 (the multiply loop starts from 0).
+    np.testing.assert_array_equal(np.asarray(tnp.asarray([0, 1, -1]) ** tnp.asarray([64, 64, 65])), [0, 1, -1])
+    # Negative exponents of an integer array: 1 // x ** |e| (XLA's integer pow); numpy raises for them.
+    np.testing.assert_array_equal(np.asarray(tnp.asarray([1, -1, -1, 2, 5]) ** tnp.asarray([-3, -3, -2, -1, -2])),
+                                  [1, -1, 1, 0, 0])
+    with pytest.raises(ValueError, match="negative integer powers"):
+        x ** -1
+    root = tnp.asarray([4, 9]) ** 0.5  # a float exponent: float32, as numpy's int ** float
+    assert np.asarray(root).dtype == np.float32
+    close(root, np.array([2.0, 3.0], np.float32))

@@ -194,33 +194,49 @@ def linspace(start, stop, num=50, endpoint=True, dtype=float32):
 
 # ---- elementwise ------------------------------------------------------------------------------------------
 
+_FLOATING = ("f32", "f64", "f16", "bf16")
+
+
+def _is_floating(a):
+    return a._dtype_name in _FLOATING
+
+
+def _inexact(x):
+    """x as a floating Array: integers and bools become float32, as jax.numpy's promote_args_inexact does for
+    sqrt, exp, true division and the others that have no integer form."""
+    x = asarray(x)
+    return x if _is_floating(x) else _C.astype(x, "f32")
+
+
+def _floating_unary(op):
+    def unary(x):
+        return op(_inexact(x))
+
+    unary.__name__ = unary.__qualname__ = op.__name__
+    unary.__doc__ = f"jax.numpy's {op.__name__}: integer and bool inputs become float32."
+    return unary
+
+
 negative = _C.neg
 abs = absolute = _C.abs
 sign = _C.sign
-exp = _C.exp
-exp2 = _C.exp2
-log = _C.log
-log1p = _C.log1p
-expm1 = _C.expm1
-sqrt = _C.sqrt
-tanh = _C.tanh
-sin = _C.sin
-cos = _C.cos
-tan = _C.tan
-floor = _C.floor
-ceil = _C.ceil
-round = _C.round
-isfinite = _C.isfinite
+exp = _floating_unary(_C.exp)
+exp2 = _floating_unary(_C.exp2)
+log = _floating_unary(_C.log)
+log1p = _floating_unary(_C.log1p)
+expm1 = _floating_unary(_C.expm1)
+sqrt = _floating_unary(_C.sqrt)
+tanh = _floating_unary(_C.tanh)
+sin = _floating_unary(_C.sin)
+cos = _floating_unary(_C.cos)
+tan = _floating_unary(_C.tan)
 logical_not = _C.logical_not
 square = _C.square
 add = _C.add
 subtract = _C.subtract
 multiply = _C.multiply
-divide = true_divide = _C.divide
-power = _C.power
 maximum = _C.maximum
 minimum = _C.minimum
-arctan2 = _C.arctan2
 equal = _C.equal
 not_equal = _C.not_equal
 less = _C.less
@@ -234,6 +250,129 @@ left_shift = _C.left_shift
 right_shift = _C.right_shift
 where = _C.where
 matmul = _C.matmul
+
+
+def floor(x):
+    """Integers are returned as they are (jax.numpy's floor)."""
+    x = asarray(x)
+    return _C.floor(x) if _is_floating(x) else x
+
+
+def ceil(x):
+    x = asarray(x)
+    return _C.ceil(x) if _is_floating(x) else x
+
+
+def isfinite(x):
+    """True everywhere for integers."""
+    x = asarray(x)
+    return _C.isfinite(x) if _is_floating(x) else _C.full(list(x.shape), 1.0, "bool")
+
+
+def _round_half_even(x):
+    """x (floating) rounded to the nearest integer, halves to the even one (numpy's and IEEE's default; the
+    engine's round takes halves away from zero)."""
+    r = _C.round(x)
+    odd_tie = _C.bitwise_and(_C.equal(_C.abs(r - x), 0.5), _C.not_equal(_C.rem(r, 2.0), 0.0))
+    # An odd tie steps one towards zero; written as sign(x) * (|r| - 1) so that -0.5 gives -0, as numpy.
+    return _C.where(odd_tie, _C.sign(x) * (_C.abs(r) - 1.0), r)
+
+
+def round(a, decimals=0):
+    """numpy's round (around): halves to even; with decimals, round(a * 10**decimals) / 10**decimals as
+    jax.numpy computes it (float16 and bfloat16 in float32). Integers are returned as they are; for them a
+    negative decimals raises NotImplementedError, as in JAX."""
+    a = asarray(a)
+    decimals = _operator.index(decimals)
+    if not _is_floating(a):
+        if decimals < 0:
+            raise NotImplementedError("round: integers with decimals < 0 are not implemented (as in jax.numpy)")
+        return a
+    if decimals == 0:
+        return _round_half_even(a)
+    x = a if a._dtype_name in ("f32", "f64") else _C.astype(a, "f32")
+    factor = 10.0 ** decimals
+    return _C.astype(_round_half_even(x * factor) / factor, a._dtype_name)
+
+
+around = round
+
+
+def _scalar_or_array(a):
+    return a if isinstance(a, (Array, _builtins.bool, int, float)) else asarray(a)
+
+
+def true_divide(a, b):
+    """Division that gives floats: integer and bool operands become float32 (numpy's and jax.numpy's /).
+    The engine's divide, which truncates integers, is floor_divide's and lax.div's."""
+    if isinstance(a, Array) and _is_floating(a):
+        return _C.divide(a, b)  # the common case, kept short: the engine promotes b
+    a, b = _scalar_or_array(a), _scalar_or_array(b)
+    if not isinstance(a, Array) and not isinstance(b, Array):
+        a = asarray(a)
+    a_floating = isinstance(a, Array) and _is_floating(a)
+    b_floating = isinstance(b, Array) and _is_floating(b)
+    if not a_floating and not b_floating:
+        # Neither is a floating array (a Python float still counts as weak): divide in float32.
+        a = _C.astype(a, "f32") if isinstance(a, Array) else a
+        b = _C.astype(b, "f32") if isinstance(b, Array) else b
+    return _C.divide(a, b)
+
+
+divide = true_divide
+
+
+def arctan2(a, b):
+    a, b = _operands(a, b)
+    if not _is_floating(a) and not _is_floating(b):
+        a, b = _C.astype(a, "f32"), _C.astype(b, "f32")
+    return _C.arctan2(a, b)
+
+
+# Integer exponents: 6 bits, as jax.numpy's binary exponentiation (a base of magnitude 2 or more overflows
+# int32 at exponent 31 and int64 at 63; bases 0, 1 and -1 are exact for every exponent).
+_POWER_BITS = 6
+
+
+def _integer_power(base, exponent):
+    """base ** exponent for integer arrays (the engine's pow takes floats only): repeated squaring over the
+    exponent's low bits. Exact while the result fits its dtype. A negative exponent gives 1 // base**|e|
+    (0, or +-1 for a base of +-1), as XLA's integer pow; numpy raises for it."""
+    negative_exp = _C.less(exponent, 0)
+    unit_base = _C.equal(_C.abs(base), 1)
+    e = _C.where(negative_exp, _C.neg(exponent), exponent)
+    # acc starts at 0 for 0 ** e with e != 0, which the low bits alone would miss for e = 64, 128, ...
+    acc = _C.where(_C.bitwise_and(_C.equal(base, 0), _C.not_equal(e, 0)), _C.scalar(0, base), _C.scalar(1, base))
+    for _ in range(_POWER_BITS):
+        acc = _C.where(_C.not_equal(_C.bitwise_and(e, 1), 0), acc * base, acc)
+        base = base * base
+        e = _C.right_shift(e, 1)
+    return _C.where(_C.bitwise_and(negative_exp, _C.logical_not(unit_base)), _C.scalar(0, acc), acc)
+
+
+def power(a, b):
+    """numpy's power; an integer raised to an integer stays an integer (jax.numpy's): a Python int exponent
+    goes through lax.integer_pow (negative: ValueError, as numpy), an integer array exponent through repeated
+    squaring (_integer_power)."""
+    if isinstance(a, Array) and _is_floating(a):
+        return _C.power(a, b)
+    a, b = _scalar_or_array(a), _scalar_or_array(b)
+    if not isinstance(a, Array) and not isinstance(b, Array):
+        a = asarray(a)
+    integral = lambda v: not _is_floating(v) if isinstance(v, Array) else isinstance(v, int)
+    if not (integral(a) and integral(b)):
+        return _C.power(a, b)
+    if not isinstance(a, Array):
+        a = _C.scalar(a, b)
+    if a._dtype_name == "bool":
+        a = _C.astype(a, "i32")
+    if not isinstance(b, Array):
+        if b < 0:
+            raise ValueError("power: integers to negative integer powers are not allowed")
+        return _C.integer_pow(a, int(b))
+    if b._dtype_name == "bool":
+        b = _C.astype(b, "i32")
+    return _integer_power(a, b)
 
 
 def remainder(a, b):
@@ -291,25 +430,53 @@ def logical_or(a, b):
 
 
 def _axes(axis):
+    """The engine's axes: [] for None (every axis). An empty tuple, which reduces over no axis, is for the
+    caller to catch with _no_axes first."""
     if axis is None:
         return []
-    if isinstance(axis, int):
-        return [axis]
-    return list(axis)
+    if isinstance(axis, (int, _np.integer)):
+        return [_operator.index(axis)]
+    return [_operator.index(a) for a in axis]
 
 
-def _reduction(op):
-    def reduce(a, axis=None, keepdims=False):
-        return op(a, _axes(axis), keepdims)
-
-    return reduce
+def _no_axes(axis):
+    """axis=() (or []): numpy reduces over no axis and returns its input, where the engine's [] means all."""
+    return axis is not None and not isinstance(axis, (int, _np.integer)) and len(tuple(axis)) == 0
 
 
-sum = _reduction(_C.sum)
-mean = _reduction(_C.mean)
-max = amax = _reduction(_C.max)
-min = amin = _reduction(_C.min)
-prod = _reduction(_C.prod)
+def _counted(a):
+    """Bools as int32 for sum, prod and the cumulative ones, which count them (jax.numpy's promotion)."""
+    a = asarray(a)
+    return _C.astype(a, "i32") if a._dtype_name == "bool" else a
+
+
+def sum(a, axis=None, keepdims=False):
+    a = _counted(a)
+    return a if _no_axes(axis) else _C.sum(a, _axes(axis), keepdims)
+
+
+def prod(a, axis=None, keepdims=False):
+    a = _counted(a)
+    return a if _no_axes(axis) else _C.prod(a, _axes(axis), keepdims)
+
+
+def mean(a, axis=None, keepdims=False):
+    """Integers and bools give float32."""
+    a = asarray(a)
+    return _inexact(a) if _no_axes(axis) else _C.mean(a, _axes(axis), keepdims)
+
+
+def max(a, axis=None, keepdims=False):
+    a = asarray(a)
+    return a if _no_axes(axis) else _C.max(a, _axes(axis), keepdims)
+
+
+def min(a, axis=None, keepdims=False):
+    a = asarray(a)
+    return a if _no_axes(axis) else _C.min(a, _axes(axis), keepdims)
+
+
+amax, amin = max, min
 
 
 def _as_bool(a):
@@ -318,16 +485,18 @@ def _as_bool(a):
 
 
 def all(a, axis=None, keepdims=False):
-    return _C.all(_as_bool(a), _axes(axis), keepdims)
+    a = _as_bool(a)
+    return a if _no_axes(axis) else _C.all(a, _axes(axis), keepdims)
 
 
 def any(a, axis=None, keepdims=False):
-    return _C.any(_as_bool(a), _axes(axis), keepdims)
+    a = _as_bool(a)
+    return a if _no_axes(axis) else _C.any(a, _axes(axis), keepdims)
 
 
 def _cumulative(op):
     def cumulative(a, axis=None):
-        a = asarray(a)
+        a = _counted(a)
         if axis is None:  # numpy: over the flattened array
             return op(reshape(a, (-1,)), 0, False)
         return op(a, axis, False)
@@ -420,7 +589,7 @@ def expand_dims(a, axis):
 
 
 def squeeze(a, axis=None):
-    return _C.squeeze(a, _axes(axis))
+    return asarray(a) if _no_axes(axis) else _C.squeeze(a, _axes(axis))
 
 
 def concatenate(arrays, axis=0):
@@ -457,14 +626,30 @@ def flip(a, axis=None):
     return _C.flip(a, list(range(a.ndim)) if axis is None else _axes(axis))
 
 
+def _wrapped(indices, n):
+    """Integer indices with the negative ones counted from the end of an axis of size n, as jax.numpy does
+    before a gather (where(i < 0, i + n, i)); the engine's take clamps them to 0."""
+    if isinstance(indices, Array):
+        if indices._dtype_name in ("u8", "u32", "bool"):
+            return indices
+        return _C.where(_C.less(indices, 0), indices + n, indices)
+    host = _np.asarray(indices)
+    if host.dtype.kind == "i":
+        host = _np.where(host < 0, host + n, host)
+    return asarray(host)
+
+
 def take(a, indices, axis=None):
+    """Negative indices count from the end; others out of range are clamped."""
+    a = asarray(a)
     if axis is None:
-        return _C.take(ravel(a), asarray(indices), 0)
-    return _C.take(a, asarray(indices), axis)
+        return _C.take(ravel(a), _wrapped(indices, a.size), 0)
+    return _C.take(a, _wrapped(indices, a.shape[axis]), axis)
 
 
 def take_along_axis(arr, indices, axis):
-    return _C.take_along_axis(arr, asarray(indices), axis)
+    arr = asarray(arr)
+    return _C.take_along_axis(arr, _wrapped(indices, arr.shape[axis]), axis)
 
 
 def astype(a, dtype):
@@ -497,7 +682,7 @@ def _getitem(x, key):
             raise NotImplementedError("indexing: one integer array with full slices elsewhere is supported")
         if _builtins.any(k is None for k in key):
             raise NotImplementedError("indexing: None beside an integer array is not supported")
-        return _C.take(x, asarray(key[advanced[0]]), advanced[0])
+        return _C.take(x, _wrapped(key[advanced[0]], x.shape[advanced[0]]), advanced[0])
     starts, limits, strides, out_shape, reversed_axes = [], [], [], [], []
     dim = 0
     for k in key:
@@ -553,7 +738,7 @@ def _basic_region(x, key):
                 return None
             count = _builtins.max(0, -(-(stop - start) // step))
             starts.append(start)
-            limits.append(start + _builtins.max(count - 1, 0) * step + 1)
+            limits.append(start + (count - 1) * step + 1 if count else start)
             strides.append(step)
             shape.append(count)
         else:
@@ -609,10 +794,18 @@ class _IndexUpdate:
         v = _C.broadcast_to(_C.astype(asarray(values), self._x._dtype_name), list(taken.shape))
         return getattr(_C, op)(self._x, idx, v, axis)
 
+    def _selects_nothing(self):
+        """A basic index whose region is empty (x.at[5:] of 5 elements, x.at[3:1]): the update changes
+        nothing, as in numpy and JAX, where a pad to x's shape could not be made."""
+        region = _basic_region(self._x, self._key)
+        return region is not None and 0 in region[3]
+
     def _update(self, op, values, combine):
         scattered = self._scatter(op, values)
         if scattered is not None:
             return scattered
+        if self._selects_nothing():
+            return self._x
         placed, mask = self._placed(values)
         return _C.where(mask, combine(self._x, placed), self._x)
 
@@ -623,7 +816,9 @@ class _IndexUpdate:
         scattered = self._scatter("scatter_add", values)
         if scattered is not None:
             return scattered
-        return self._x + self._placed(values)[0]
+        if self._selects_nothing():
+            return self._x
+        return self._x + self._placed(values)[0]  # zeros outside the region: no mask needed
 
     def mul(self, values):
         return self._update("scatter_mul", values, multiply)
@@ -668,6 +863,12 @@ Array.__mod__ = remainder
 Array.__rmod__ = lambda self, other: remainder(other, self)
 Array.__floordiv__ = floor_divide
 Array.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+# / and ** are numpy's: integers divide to float32, integer powers stay integers (the engine's ops do neither).
+Array.__truediv__ = true_divide
+Array.__rtruediv__ = lambda self, other: true_divide(other, self)
+Array.__pow__ = power
+Array.__rpow__ = lambda self, other: power(other, self)
+Array.__round__ = lambda self, ndigits=None: round(self, 0 if ndigits is None else ndigits)
 Array.at = property(_IndexHelper)
 Array.__bool__ = _bool
 Array.__float__ = lambda self: float(self.item())
