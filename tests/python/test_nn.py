@@ -46,3 +46,54 @@ def test_one_hot_and_a_cross_entropy_gradient(rng):
     loss = lambda z: -tnp.mean(tnp.sum(nn.log_softmax(z) * nn.one_hot(labels, 4), axis=-1))
     p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     close(tessera.grad(loss)(tnp.asarray(logits)), (p - np.eye(4)[labels]) / 3, rtol=1e-5, atol=1e-6)
+
+
+def numpy_logsumexp(a, axis, keepdims=False):
+    # The reference as jax.scipy.special.logsumexp writes it: a non-finite max is replaced by 0.
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def test_logsumexp_of_infinities():
+    inf = np.inf
+    a = np.array([[-inf, -inf, -inf], [1.0, inf, 0.0], [-inf, 2.0, 1.0], [inf, -inf, 3.0], [np.nan, 1.0, inf]],
+                 dtype=np.float32)
+    x = tnp.asarray(a)
+    for axis, keepdims in [(1, False), (-1, True), ((1,), False)]:
+        close(nn.logsumexp(x, axis, keepdims), numpy_logsumexp(a, axis, keepdims))
+    close(nn.logsumexp(tnp.asarray(a[0])), -inf)
+    close(nn.logsumexp(x[:4], axis=0), numpy_logsumexp(a[:4], 0))
+    close(tessera.jit(lambda v: nn.logsumexp(v, axis=1))(x), numpy_logsumexp(a, 1))
+    close(tessera.vmap(nn.logsumexp)(x), numpy_logsumexp(a, 1))
+
+
+def test_logsumexp_over_no_axes_and_of_integers():
+    a = np.array([[0.5, -np.inf], [np.inf, 2.0]], np.float32)
+    close(nn.logsumexp(tnp.asarray(a), axis=()), a)
+    i = np.array([1, 2, 3], np.int32)
+    got = nn.logsumexp(tnp.asarray(i))
+    assert np.asarray(got).dtype == np.float32
+    close(got, np.log(np.exp(i.astype(np.float64)).sum()), rtol=1e-6)
+
+
+def test_activations_take_integers_as_float32():
+    i = np.array([[1, -2, 3]], np.int32)
+    f = i.astype(np.float64)
+    e = np.exp(f - f.max(-1, keepdims=True))
+    for got, expected in [(nn.softmax(tnp.asarray(i)), e / e.sum(-1, keepdims=True)),
+                          (nn.log_softmax(tnp.asarray(i)), np.log(e / e.sum(-1, keepdims=True))),
+                          (nn.sigmoid(tnp.asarray(i)), 1 / (1 + np.exp(-f))),
+                          (nn.silu(tnp.asarray(i)), f / (1 + np.exp(-f)))]:
+        assert np.asarray(got).dtype == np.float32
+        close(got, expected, rtol=1e-6)
+    assert np.asarray(nn.gelu(tnp.asarray(i))).dtype == np.float32
+
+
+def test_global_avg_pool_means_the_spatial_dims_only(rng):
+    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    close(nn.global_avg_pool(tnp.asarray(a)), a.mean(axis=(1, 2)))
+    close(nn.global_avg_pool(tnp.asarray(a[:, 0])), a[:, 0].mean(axis=1))
+    close(nn.global_avg_pool(tnp.asarray(a[:, 0, 0])), a[:, 0, 0])  # [N, C]: no spatial dims, unchanged

@@ -3,7 +3,7 @@ BatchNorm, Conv, ConvTranspose, Upsample, Dropout, Sequential: tessera/linen.py)
 re-exports."""
 
 from . import _tessera as _C
-from .numpy import asarray, _engine_dtype, float32
+from .numpy import asarray, _engine_dtype, float32, _inexact, _axes, _no_axes
 
 from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, BatchNorm, Conv, ConvTranspose,
                     Upsample, Dropout, Sequential, Variable, initializers, MultiHeadDotProductAttention,
@@ -21,34 +21,44 @@ def relu(x):
 
 def gelu(x, approximate=True):
     """approximate=True: the tanh form (GPT-2's), as jax.nn.gelu's default."""
-    return _C.gelu(x, approximate)
+    return _C.gelu(_inexact(x), approximate)
 
 
 def sigmoid(x):
-    return _C.sigmoid(x)
+    return _C.sigmoid(_inexact(x))
 
 
 def silu(x):
-    x = asarray(x)
+    x = _inexact(x)
     return x * _C.sigmoid(x)
 
 
 swish = silu
 
 
+# Integer and bool inputs become float32 here (jax.numpy's promote_args_inexact), as in jax.nn.
+
+
 def softmax(x, axis=-1):
-    return _C.softmax(x, axis)
+    return _C.softmax(_inexact(x), axis)
 
 
 def log_softmax(x, axis=-1):
-    return _C.log_softmax(x, axis)
+    return _C.log_softmax(_inexact(x), axis)
 
 
 def logsumexp(x, axis=None, keepdims=False):
-    """jax.nn.logsumexp (jax.scipy.special.logsumexp): over every axis when axis is None."""
-    x = asarray(x)
-    axes = list(range(x.ndim)) if axis is None else [axis] if isinstance(axis, int) else list(axis)
-    return _C.logsumexp(x, axes, keepdims)
+    """jax.nn.logsumexp (jax.scipy.special.logsumexp): over every axis when axis is None, over none for
+    axis=(). Where the maximum is infinite the result is that maximum: -inf for a slice of -infs, +inf for
+    one holding +inf (NaN if it also holds NaN), as JAX gets by subtracting 0 instead of a non-finite max."""
+    x = _inexact(x)
+    if _no_axes(axis):
+        return x
+    axes = list(range(x.ndim)) if axis is None else _axes(axis)
+    out = _C.logsumexp(x, axes, keepdims)
+    # The engine's op subtracts the max, which gives inf - inf = NaN there.
+    amax = _C.stop_gradient(_C.max(x, axes, keepdims))
+    return _C.where(_C.isfinite(amax), out, _C.astype(amax, out._dtype_name))
 
 
 def one_hot(x, num_classes, dtype=float32):
