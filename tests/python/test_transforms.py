@@ -351,3 +351,16 @@ def test_jit_output_structure_that_depends_on_shapes():
     g = tessera.jit(lambda x: [x] * x.shape[0])
     assert [len(g(tnp.ones(n))) for n in (1, 3, 1, 3)] == [1, 3, 1, 3]
     assert f.cache_info()["misses"] == 2
+
+
+def test_jit_static_arguments_by_position_or_name_and_vmap_axis_errors():
+    # As jax.jit: static_argnums also covers the argument passed by keyword, static_argnames by position.
+    f = tessera.jit(lambda x, n: sum(x for _ in range(n)), static_argnums=1)
+    np.testing.assert_array_equal(np.asarray(f(tnp.ones(2), n=3)), [3.0, 3.0])
+    g = tessera.jit(lambda x, n: x * len(n), static_argnames="n")
+    np.testing.assert_array_equal(np.asarray(g(tnp.ones(2), (1, 2))), [2.0, 2.0])
+    # vmap over an axis the argument does not have is an error (JAX's), not a silently wrapped axis.
+    with pytest.raises(ValueError, match="in_axes 2 is out of range for an argument of shape \\(2, 3\\)"):
+        tessera.vmap(lambda a: a, in_axes=2)(tnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="out of range for an argument of shape \\(\\)"):
+        tessera.vmap(lambda a: a)(tnp.array(1.0))

@@ -2,6 +2,7 @@
 lists of Arrays (app/python/transforms.cpp)."""
 
 import functools
+import inspect
 import weakref
 
 from . import _tessera as _C
@@ -18,6 +19,19 @@ def _leaf_arrays(leaves):
 
 def _avals(arrays):
     return tuple((a.shape, a._dtype_name) for a in arrays)
+
+
+def _by_position_and_name(fun, nums, names):
+    """(argnums, argnames) each completed from the other through fun's positional-or-keyword parameters."""
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return nums, names
+    named = [params[n] for n in nums if 0 <= n < len(params)]
+    positions = [params.index(k) for k in names if k in params]
+    return (tuple(dict.fromkeys(nums + tuple(positions))),
+            tuple(dict.fromkeys(names + tuple(k for k in named if k not in names))))
 
 
 def _argnums(argnums, nargs, what):
@@ -40,6 +54,12 @@ class _Jitted:
         self._static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self._donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames)
+        # As jax.jit: an argument named static (or donated) by position is so when passed by keyword too, and
+        # one named by keyword when passed by position (through fun's signature, where it has one).
+        self._static_argnums, self._static_argnames = _by_position_and_name(fun, self._static_argnums,
+                                                                            self._static_argnames)
+        self._donate_argnums, self._donate_argnames = _by_position_and_name(fun, self._donate_argnums,
+                                                                            self._donate_argnames)
         both = set(self._donate_argnums) & set(self._static_argnums)
         both |= set(self._donate_argnames) & set(self._static_argnames)
         if both:
@@ -250,6 +270,10 @@ def vmap(fun, in_axes=0, out_axes=0):
             leaf_axes += [axis] * len(arg_leaves)
         arrays = _leaf_arrays(leaves)
         # The engine's -1 means shared; a negative axis counts from the end.
+        for a, x in zip(leaf_axes, arrays):
+            if a is not None and not -x.ndim <= a < x.ndim:
+                raise ValueError(f"vmap: in_axes {a} is out of range for an argument of shape {tuple(x.shape)} "
+                                 f"(rank {x.ndim}: a mapped argument needs rank above the axis)")
         leaf_axes = [-1 if a is None else a % x.ndim for a, x in zip(leaf_axes, arrays)]
         out_tree = []
 
