@@ -45,6 +45,8 @@ def test_embed_and_attend(rng):
     table = np.asarray(v["params"]["embedding"])
     assert table.shape == (5, 4)
     close(emb.apply(v, tnp.asarray(ids)), table[ids])
+    back = np.array([-1, -5, 2], dtype=np.int32)  # negative ids count from the end, as numpy's indexing
+    close(emb.apply(v, tnp.asarray(back)), table[back])
     q = rng.standard_normal((2, 4)).astype(np.float32)
     close(emb.apply(v, tnp.asarray(q), method="attend"), q @ table.T)
 

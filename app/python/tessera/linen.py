@@ -342,7 +342,7 @@ class Embed(Module):
     @compact
     def __call__(self, ids):
         table = self.param("embedding", self.embedding_init, (self.num_embeddings, self.features))
-        return _C.take(table, tnp.asarray(ids), 0)
+        return tnp.take(table, ids, axis=0)  # negative ids count from the end, as jnp.take
 
     def attend(self, query):
         return tnp.asarray(query) @ self.param("embedding", self.embedding_init,
