@@ -364,3 +364,14 @@ def test_jit_static_arguments_by_position_or_name_and_vmap_axis_errors():
         tessera.vmap(lambda a: a, in_axes=2)(tnp.ones((2, 3)))
     with pytest.raises(ValueError, match="out of range for an argument of shape \\(\\)"):
         tessera.vmap(lambda a: a)(tnp.array(1.0))
+
+
+def test_grad_with_respect_to_an_integer_array_is_a_type_error():
+    # JAX: "grad requires real- or complex-valued inputs"; integer zeros would hide the mistake.
+    with pytest.raises(TypeError, match=r"grad requires floating point inputs.*i32\[2\]"):
+        tessera.grad(lambda a: tnp.sum(a * 2.0))(tnp.array([1, 2]))
+    with pytest.raises(TypeError, match=r"i32\[\]"):
+        tessera.grad(lambda p: p["w"] * 1.0 + p["n"], argnums=0)({"w": tnp.array(1.0), "n": tnp.array(3)})
+    # Closed over (not differentiated), the integer array is fine.
+    n = tnp.array([1, 2])
+    np.testing.assert_allclose(np.asarray(tessera.grad(lambda w: tnp.sum(w * n))(tnp.ones(2))), [1.0, 2.0])

@@ -6,7 +6,7 @@ import inspect
 import weakref
 
 from . import _tessera as _C
-from .numpy import Array, asarray, zeros_like, _engine_dtype
+from .numpy import Array, asarray, zeros_like, _engine_dtype, _FLOATING
 from .tree_util import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat",
@@ -201,7 +201,13 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             aux_tree[:] = [tree]
             return [asarray(out)] + _leaf_arrays(aux_leaves)
 
-        value, grads, aux_leaves = _C.value_and_grad(flat, _leaf_arrays(leaves))
+        arrays = _leaf_arrays(leaves)
+        for a in arrays:
+            if a._dtype_name not in _FLOATING:
+                raise _C.DTypeError(f"grad requires floating point inputs, but argnums {argnums} has a "
+                                f"{a._dtype_name}{list(a.shape)} leaf (JAX's rule; differentiate with respect to a "
+                                "float array, or close over the integer one)")
+        value, grads, aux_leaves = _C.value_and_grad(flat, arrays)
         g = tree_unflatten(treedef, grads)
         g = g[0] if isinstance(argnums, int) else g
         if has_aux:
