@@ -21,11 +21,12 @@ void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& f
       ->excludes(file);
   cmd->add_flag("--best", a.best, "The run's best checkpoint ([train] best_metric) instead of its latest")
       ->excludes(file);
+  cmd->add_option("--db,--store", a.store, "Run store the run belongs to (default: PROJECT/runs.db)")->excludes(file);
 }
 
 Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a) {
   if (!a.file.empty()) return a.file;
-  return train::findCheckpoint(p, a.run, a.best ? "best" : "latest");
+  return train::findCheckpoint(p, a.run, a.best ? "best" : "latest", a.store);
 }
 
 }  // namespace tsr::cli

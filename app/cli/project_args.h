@@ -16,9 +16,10 @@ void addSetOption(CLI::App* cmd, std::vector<std::string>& sets);
 // The project at `path` with the overrides applied (their errors name the --set).
 Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets);
 
-// --checkpoint FILE, else --run N (the latest run with a checkpoint by default) and --best.
+// --checkpoint FILE, else --run N (the latest run with a checkpoint by default) of --db and --best.
 struct CheckpointArgs {
   std::string file;
+  std::string store;
   int64_t run = 0;
   bool best = false;
 };

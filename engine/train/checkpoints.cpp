@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <optional>
+#include <random>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/data/file_io.h"
 #include "engine/store/run_store.h"
 
 namespace tsr::train {
@@ -27,6 +30,23 @@ int64_t numberIn(const std::string& name, const std::string& prefix, const std::
   return ec == std::errc() && end == last && n >= 0 ? n : -1;
 }
 
+// The owner id in a checkpoint folder's owner file; "" when the folder has none.
+std::string ownerOf(const fs::path& dir) {
+  auto text = data::readFile((dir / kOwnerFile).string());
+  if (!text.ok()) return "";
+  const std::string key = "owner = ";
+  const size_t at = text->find(key);
+  if (at == std::string::npos) return "?";  // an owner file, unreadable: nobody's folder to take
+  const size_t end = text->find('\n', at);
+  return text->substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+}
+
+std::string randomId() {
+  std::random_device rd;
+  const uint64_t id = (uint64_t{rd()} << 32) ^ rd();
+  return fmt::format("{:016x}", id);
+}
+
 }  // namespace
 
 std::string absoluteDir(const project::Project& p) {
@@ -45,6 +65,46 @@ std::string runCheckpointDir(const std::string& projectDir, int64_t run) {
 
 std::string stepCheckpointName(int64_t step) { return fmt::format("step-{:06}.safetensors", step); }
 
+Result<std::string> createRunCheckpointDir(const project::Project& p, const std::string& storePath, int64_t run,
+                                           std::map<std::string, std::string>& params) {
+  const std::string id = randomId();
+  fs::path dir = runCheckpointDir(p, run);
+  std::error_code ec;
+  // A run-N of another store (--db, a runs.db deleted since) stays that run's.
+  if (fs::exists(dir, ec) || fs::is_symlink(dir, ec)) dir += "-" + id.substr(0, 8);
+  if (fs::exists(dir, ec)) return makeError("cannot create the checkpoint folder {}: it exists", dir.string());
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    return makeError("cannot create the checkpoint folder {}: {}", dir.string(),
+                     ec ? ec.message() : std::string("not a folder"));
+  fs::path store = fs::absolute(storePath, ec);
+  TSR_TRY(data::writeFileAtomically((dir / kOwnerFile).string(),
+                                    fmt::format("owner = {}\nrun = {}\nstore = {}\n", id, run,
+                                                store.lexically_normal().string())));
+  params["checkpoint.owner"] = id;
+  params["checkpoint.dir"] = dir.filename().string();
+  return dir.string();
+}
+
+Result<std::string> ownedCheckpointDir(const std::string& projectDir, const store::RunStore& db, int64_t run) {
+  TSR_ASSIGN(auto params, db.params(run));
+  const auto name = params.find("checkpoint.dir");
+  const auto id = params.find("checkpoint.owner");
+  const bool legacy = name == params.end() || id == params.end();
+  const fs::path dir = legacy ? fs::path(runCheckpointDir(projectDir, run))
+                              : fs::path(projectDir) / "checkpoints" / name->second;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return dir.string();
+  const std::string owner = ownerOf(dir);
+  if (legacy ? !owner.empty() : owner != id->second)
+    return makeError("{} belongs to another run, not to run {} of {} ({}; a run of another store, or of one "
+                     "deleted since, with the same number): it is left as it is",
+                     dir.string(), run, db.path(),
+                     owner.empty() ? "it has no " + std::string(kOwnerFile)
+                                   : (dir / kOwnerFile).string() + " names another owner");
+  return dir.string();
+}
+
 std::vector<int64_t> runsWithCheckpoints(const project::Project& p) {
   std::vector<int64_t> runs;
   std::error_code ec;
@@ -56,24 +116,47 @@ std::vector<int64_t> runsWithCheckpoints(const project::Project& p) {
   return runs;
 }
 
-Result<std::string> findCheckpoint(const project::Project& p, int64_t run, const std::string& which) {
+Result<RunCheckpoint> findRunCheckpoint(const project::Project& p, int64_t run, const std::string& which,
+                                        const std::string& storePath) {
   if (which != "latest" && which != "best") return makeError("no '{}' checkpoint: latest or best", which);
-  const std::vector<int64_t> runs = runsWithCheckpoints(p);
+  const std::string dbPath = storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : storePath;
+  const fs::path legacy = fs::path(checkpointsRoot(p)) / "latest.safetensors";
   std::error_code ec;
+  std::optional<store::RunStore> db;
+  if (fs::exists(dbPath, ec)) {
+    TSR_ASSIGN(db, store::RunStore::openReadOnly(dbPath));
+  }
+  // The runs of the store whose own folder holds a latest.safetensors.
+  std::vector<int64_t> runs;
+  if (db) {
+    TSR_ASSIGN(std::vector<store::RunInfo> all, db->runs());
+    for (const store::RunInfo& r : all) {
+      auto dir = ownedCheckpointDir(p.dir, *db, r.id);
+      if (dir.ok() && fs::is_regular_file(fs::path(*dir) / "latest.safetensors", ec)) runs.push_back(r.id);
+    }
+    std::sort(runs.begin(), runs.end());
+  }
   if (run == 0) {
-    const fs::path legacy = fs::path(checkpointsRoot(p)) / "latest.safetensors";
-    if (runs.empty() && which == "latest" && fs::is_regular_file(legacy, ec)) return legacy.string();
+    if (runs.empty() && which == "latest" && fs::is_regular_file(legacy, ec)) return RunCheckpoint{0, legacy.string()};
     if (runs.empty())
-      return makeError("{}: no run has a checkpoint yet (train it first: tessera train {})", p.dir, p.dir);
+      return makeError("{}: no run of {} has a checkpoint yet (train it first: tessera train {})", p.dir, dbPath, p.dir);
     run = runs.back();
   }
-  const fs::path file = fs::path(runCheckpointDir(p, run)) / (which + ".safetensors");
-  if (fs::is_regular_file(file, ec)) return file.string();
+  if (!db) return makeError("no run {}: there is no run store {} (train first, or name the store: --db)", run, dbPath);
+  TSR_ASSIGN(std::string dir, ownedCheckpointDir(p.dir, *db, run));
+  const fs::path file = fs::path(dir) / (which + ".safetensors");
+  if (fs::is_regular_file(file, ec)) return RunCheckpoint{run, file.string()};
   if (std::find(runs.begin(), runs.end(), run) == runs.end())
     return makeError("run {} has no checkpoint in {}{}", run, checkpointsRoot(p),
                      runs.empty() ? std::string(" (no run has one)") : fmt::format(" (runs with one: {})", fmt::join(runs, ", ")));
   return makeError("run {} has no {} checkpoint ({}){}", run, which, file.string(),
                    which == "best" ? ": best is saved when [train] best_metric is measured (val_loss needs validation data)" : "");
+}
+
+Result<std::string> findCheckpoint(const project::Project& p, int64_t run, const std::string& which,
+                                   const std::string& storePath) {
+  TSR_ASSIGN(RunCheckpoint found, findRunCheckpoint(p, run, which, storePath));
+  return found.path;
 }
 
 std::vector<std::string> stepCheckpoints(const std::string& runDir) {
@@ -98,17 +181,10 @@ std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t
   return removed;
 }
 
-Status deleteRunCheckpoints(const std::string& projectDir, int64_t run) {
-  std::error_code ec;
-  fs::remove_all(runCheckpointDir(projectDir, run), ec);
-  if (ec) return makeError("cannot remove {}: {}", runCheckpointDir(projectDir, run), ec.message());
-  return {};
-}
-
-int64_t runCheckpointBytes(const std::string& projectDir, int64_t run) {
+int64_t checkpointDirBytes(const std::string& dir) {
   int64_t bytes = 0;
   std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(runCheckpointDir(projectDir, run), ec))
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
     if (e.is_regular_file(ec)) bytes += static_cast<int64_t>(e.file_size(ec));
   return bytes;
 }
@@ -116,10 +192,13 @@ int64_t runCheckpointBytes(const std::string& projectDir, int64_t run) {
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
   TSR_ASSIGN(store::RunInfo info, db.run(run));
-  const int64_t bytes = runCheckpointBytes(info.project, run);
+  auto dir = ownedCheckpointDir(info.project, db, run);
+  if (!dir.ok())
+    return fmt::format("run {} ({}) with its metrics, artifacts and profiles (no checkpoints: {})", run, info.name,
+                       dir.error().message);
+  const int64_t bytes = checkpointDirBytes(*dir);
   return fmt::format("run {} ({}) with its metrics, artifacts and profiles{}", run, info.name,
-                     bytes ? fmt::format(", and its checkpoints ({:.1f} MB in {})", static_cast<double>(bytes) / 1e6,
-                                         runCheckpointDir(info.project, run))
+                     bytes ? fmt::format(", and its checkpoints ({:.1f} MB in {})", static_cast<double>(bytes) / 1e6, *dir)
                            : "");
 }
 
@@ -129,7 +208,12 @@ Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
   if (info.status == store::RunStatus::Running)
     return makeError("run {} is running: stop it first (a run whose process died is marked crashed by the IDE, or "
                      "resume it)", run);
-  TSR_TRY(deleteRunCheckpoints(info.project, run));
+  // Another run's folder of the same name is not this run's to remove.
+  if (auto dir = ownedCheckpointDir(info.project, db, run); dir.ok()) {
+    std::error_code ec;
+    fs::remove_all(*dir, ec);
+    if (ec) return makeError("cannot remove {}: {}", *dir, ec.message());
+  }
   return db.deleteRun(run);
 }
 

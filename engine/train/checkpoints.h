@@ -6,14 +6,27 @@
 //   step-000200.safetensors   with keep_checkpoints = K: the last K periodic states
 // A checkpoint is parameters and optimizer state in one safetensors file; its metadata holds the step, the data
 // position and the run (and, for best, the metric and its value).
+//
+// A folder belongs to the run that made it, never to a run of another store with the same number (--db, or a
+// runs.db deleted since): the run writes its random owner id into the folder (kOwnerFile) and records the id and
+// the folder's name in its settings (checkpoint.owner, checkpoint.dir). A new run whose run-N is taken gets
+// run-N-<id>. Reading, resuming and deleting check the owner file; a run recorded before owner files keeps
+// run-N when no owner file is in it.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/core/result.h"
 #include "engine/project/project.h"
 
+namespace tsr::store {
+class RunStore;
+}
+
 namespace tsr::train {
+
+inline constexpr const char* kOwnerFile = "owner.txt";
 
 // The project folder as a run records it: absolute, so that runs delete and the IDE find a run's checkpoints
 // from any working directory.
@@ -23,13 +36,29 @@ std::string runCheckpointDir(const project::Project& p, int64_t run);  // <proje
 std::string runCheckpointDir(const std::string& projectDir, int64_t run);
 std::string stepCheckpointName(int64_t step);                          // step-000200.safetensors
 
+// A new run's checkpoint folder, created with its owner file: run-N, or run-N-<id> when run-N exists. Returns the
+// folder; `params` gets checkpoint.owner and checkpoint.dir for the run store.
+Result<std::string> createRunCheckpointDir(const project::Project& p, const std::string& storePath, int64_t run,
+                                           std::map<std::string, std::string>& params);
+// The checkpoint folder of run `run` of `db` under <projectDir>/checkpoints, checked to be that run's own: an
+// error naming the owner file when another run's folder has the name.
+Result<std::string> ownedCheckpointDir(const std::string& projectDir, const store::RunStore& db, int64_t run);
+
 // The runs with a checkpoint folder holding a latest.safetensors, in increasing order.
 std::vector<int64_t> runsWithCheckpoints(const project::Project& p);
 
-// The checkpoint a command reads: run `run` (0: the latest run that has one), `which` = "latest" or "best".
-// Projects trained before checkpoints had run folders keep checkpoints/latest.safetensors: it is the answer
-// for run 0 when no run folder exists. Errors say which runs have checkpoints.
-Result<std::string> findCheckpoint(const project::Project& p, int64_t run = 0, const std::string& which = "latest");
+// The checkpoint a command reads: run `run` of the store at storePath (default <project>/runs.db; 0: the latest
+// run that has one), `which` = "latest" or "best", from the run's own folder. Projects trained before
+// checkpoints had run folders keep checkpoints/latest.safetensors: it is the answer for run 0 when no run has a
+// folder. Errors say which runs have checkpoints.
+struct RunCheckpoint {
+  int64_t run = 0;  // 0: the legacy checkpoints/latest.safetensors
+  std::string path;
+};
+Result<RunCheckpoint> findRunCheckpoint(const project::Project& p, int64_t run, const std::string& which,
+                                        const std::string& storePath);
+Result<std::string> findCheckpoint(const project::Project& p, int64_t run = 0, const std::string& which = "latest",
+                                   const std::string& storePath = "");
 
 // The periodic step-N checkpoints of a run folder, oldest first.
 std::vector<std::string> stepCheckpoints(const std::string& runDir);
@@ -37,14 +66,13 @@ std::vector<std::string> stepCheckpoints(const std::string& runDir);
 // Keeps the newest `keep` step-N checkpoints of a run folder and removes the rest; returns what it removed.
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep);
 
-// Removes a run's checkpoint folder, <projectDir>/checkpoints/run-N (runs delete). No folder is not an error.
-Status deleteRunCheckpoints(const std::string& projectDir, int64_t run);
-// The bytes a run's checkpoint folder holds (0 when there is none).
-int64_t runCheckpointBytes(const std::string& projectDir, int64_t run);
+// The bytes a checkpoint folder holds (0 when there is none).
+int64_t checkpointDirBytes(const std::string& dir);
 
 // `runs delete` and the Runs panel: what deleting a run removes, for the confirmation ("run 3 (baseline) with its
 // metrics, artifacts and profiles, and its checkpoints (12.3 MB in ...)"), and the deletion itself: the run's
-// rows in the store at dbPath and its checkpoint folder. A run still running is refused.
+// rows in the store at dbPath and its checkpoint folder. A run still running is refused; a folder of its name
+// that another run owns is left as it is (and the description says so).
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run);
 Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run);
 

@@ -11,9 +11,11 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/env_options.h"
@@ -145,6 +147,65 @@ int64_t contextOf(const project::Project& p) {
   return context > 0 ? std::min(context, p.train.seqLen) : p.train.seqLen;
 }
 
+// What `--set` may change when a run resumes: how it logs and keeps checkpoints, nothing it computes.
+bool changeableOnResume(const std::string& key) {
+  return key == "train.log_every" || key == "train.checkpoint_every" || key == "train.keep_checkpoints";
+}
+
+// The configuration run `runId` was started with (its config/resolved.toml, its train.steps), for --resume: a
+// --set given now that would change it is refused; a project.toml changed since is named and not used.
+Result<project::Project> resumedProject(const project::Project& now, const store::RunStore& db, int64_t runId,
+                                        int64_t& steps, const std::function<void(const std::string&)>& info) {
+  auto resolved = db.artifact(runId, "config/resolved.toml");
+  if (!resolved.ok()) {
+    info(fmt::format("run {} stored no resolved configuration: it continues with project.toml as it is now", runId));
+    return now;
+  }
+  std::vector<project::Override> kept;
+  for (const project::Override& o : now.overrides)
+    if (changeableOnResume(o.section + "." + o.key)) kept.push_back(o);
+  auto parsed = project::parseProject(resolved->data, now.file, now.dir, kept);
+  if (!parsed.ok()) return makeError("run {}'s stored configuration: {}", runId, parsed.error().message);
+  project::Project run = std::move(parsed).value();
+  run.text = now.text;
+  TSR_ASSIGN(auto params, db.params(runId));
+  std::map<std::string, std::string> before, after;
+  for (const project::Setting& s : run.settings) before[s.section + "." + s.key] = s.value;
+  for (const project::Setting& s : now.settings) after[s.section + "." + s.key] = s.value;
+  // train.steps as the run was asked for (--steps), and the keys its own --set gave.
+  if (auto it = params.find("train.steps"); it != params.end()) before["train.steps"] = it->second;
+  std::set<std::string> setByRun;
+  std::istringstream runOverrides(params.count("run.overrides") ? params.at("run.overrides") : "");
+  for (std::string spec; runOverrides >> spec;) setByRun.insert(spec.substr(0, spec.find('=')));
+  auto setNowFor = [&](const std::string& key) {
+    return std::any_of(now.overrides.begin(), now.overrides.end(),
+                       [&](const project::Override& o) { return o.section + "." + o.key == key; });
+  };
+  std::vector<std::string> setNow, editedSince;
+  for (const auto& [key, value] : after) {
+    auto it = before.find(key);
+    const std::string was = it == before.end() ? "(unset)" : it->second;
+    if (was == value || changeableOnResume(key)) continue;
+    if (setNowFor(key)) setNow.push_back(fmt::format("{} = {} (the run has {})", key, value, was));
+    else if (!setByRun.count(key) && !(key == "train.steps" && steps >= 0))
+      editedSince.push_back(fmt::format("{} = {} (the run has {})", key, value, was));
+  }
+  for (const auto& [key, value] : before)
+    if (!after.count(key) && !changeableOnResume(key)) editedSince.push_back(fmt::format("{} unset (the run has {})", key, value));
+  if (!setNow.empty())
+    return makeError("run {} continues with the configuration it was started with, and --set would change it: {}; "
+                     "start a new run for another configuration (on resume --set may change train.log_every, "
+                     "train.checkpoint_every and train.keep_checkpoints)",
+                     runId, fmt::join(setNow, ", "));
+  if (!editedSince.empty())
+    info(fmt::format("project.toml has changed since run {} started: {}; the run continues with its own configuration",
+                     runId, fmt::join(editedSince, ", ")));
+  if (steps < 0 && params.count("train.steps")) {
+    TSR_ASSIGN(steps, parseCount(params.at("train.steps"), "run setting train.steps"));
+  }
+  return run;
+}
+
 std::string humanDuration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
@@ -164,7 +225,7 @@ Result<std::shared_ptr<spmd::SpmdExecutable>> compileShardedStep(const project::
   return setup.trainer->compileStepSpmd(setup.state, batch);
 }
 
-Result<RunSummary> runTraining(const project::Project& p, const RunOptions& options,
+Result<RunSummary> runTraining(const project::Project& given, const RunOptions& options,
                                const std::function<void(const RunEvent&)>& sink) {
   // Under mpirun every rank runs this function alike: the same data in the same order (each rank keeps its slice
   // of every batch), the same steps. Rank 0 alone prints, writes the run store and the checkpoints.
@@ -173,8 +234,29 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
     if (primary) sink(e);
   };
   auto info = [&](const std::string& text) { onEvent(RunEvent{RunEvent::Kind::Info, 0, text}); };
+  for (const std::string& tag : options.tags)
+    if (tag.empty()) return makeError("a tag cannot be empty (--tag)");
+  std::error_code ec;
+  if (const fs::path root = fs::path(given.dir) / "checkpoints"; fs::exists(root, ec) && !fs::is_directory(root, ec))
+    return makeError("{} is not a folder: checkpoints cannot be written there", root.string());
+
+  // The run store; a resumed run's checkpoint (its own folder's) and the configuration it was started with.
+  std::string storePath = options.storePath.empty() ? (fs::path(given.dir) / "runs.db").string() : options.storePath;
+  int64_t steps = options.steps;
+  int64_t runId = 0;
+  std::string resumedFrom;
+  project::Project p = given;
+  if (options.resume) {
+    TSR_ASSIGN(RunCheckpoint found, findRunCheckpoint(given, options.resumeRun, "latest", storePath));
+    resumedFrom = found.path;
+    runId = found.run;
+    if (runId > 0) {
+      TSR_ASSIGN(store::RunStore stored, store::RunStore::openReadOnly(storePath));
+      TSR_ASSIGN(p, resumedProject(given, stored, runId, steps, info));
+    }
+  }
   const auto& t = p.train;
-  int64_t steps = options.steps >= 0 ? options.steps : t.steps;
+  if (steps < 0) steps = t.steps;
 
   SetupOverrides overrides;
   overrides.scheduleSteps = steps;
@@ -189,19 +271,16 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
   const int64_t numParams = model.numParams;
   const double flopsPerItem = model.trainFlopsPerItem;
 
-  // The run store, the run, and its checkpoint folder (checkpoints.h).
-  std::string storePath = options.storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : options.storePath;
+  // The run, and its checkpoint folder (checkpoints.h).
   std::optional<store::RunStore> db;
   if (primary) {
     TSR_ASSIGN(db, store::RunStore::open(storePath));
   }
-  int64_t runId = 0;
   // The best value of [train] best_metric so far and its step, carried in the latest checkpoint's metadata.
   double bestValue = std::numeric_limits<double>::infinity();
   int64_t bestStep = -1;
-  std::string resumedFrom;
+  std::string runDir;
   if (options.resume) {
-    TSR_ASSIGN(resumedFrom, findCheckpoint(p, options.resumeRun, "latest"));
     // Every error names the checkpoint: the user has one file to look at (or to delete).
     auto resume = [&]() -> Status {
       TSR_ASSIGN(SafetensorsFile ck, readSafetensors(resumedFrom));
@@ -217,7 +296,9 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
       }
       TSR_TRY(trainer.placeState(state));  // back onto the mesh
       TSR_ASSIGN(state.step, parseCount(ck.metadata["step"], "metadata 'step'"));
-      TSR_ASSIGN(runId, parseCount(ck.metadata["run"], "metadata 'run'"));
+      TSR_ASSIGN(const int64_t ckRun, parseCount(ck.metadata["run"], "metadata 'run'"));
+      if (runId > 0 && ckRun != runId) return makeError("holds run {}, not run {}", ckRun, runId);
+      runId = ckRun;
       if (ck.metadata.count("best_step")) {
         TSR_ASSIGN(bestStep, parseCount(ck.metadata["best_step"], "metadata 'best_step'"));
         bestValue = std::strtod(ck.metadata["best_value"].c_str(), nullptr);
@@ -239,16 +320,30 @@ Result<RunSummary> runTraining(const project::Project& p, const RunOptions& opti
                        runId, state.step, steps);
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, resumedFrom));
     if (db) TSR_TRY(db->reopenRun(runId));
+    runDir = fs::path(resumedFrom).parent_path().string();
+    // A checkpoint from before run folders (checkpoints/latest.safetensors) continues in the run's folder.
+    if (fs::path(runDir) == fs::path(checkpointsRoot(p))) {
+      runDir = runCheckpointDir(p, runId);
+      if (primary) fs::create_directories(runDir, ec);
+    }
   } else if (db) {
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, absoluteDir(p), p.text));
-    TSR_TRY(db->setParams(runId, hyperparameters(p, numParams, steps)));
-    TSR_TRY(db->putArtifact(runId, {"config/resolved.toml", "text", project::resolvedToml(p)}));
+    // From here an error leaves the run failed, not running.
+    auto start = [&]() -> Status {
+      std::map<std::string, std::string> params = hyperparameters(p, numParams, steps);
+      TSR_ASSIGN(runDir, createRunCheckpointDir(p, storePath, runId, params));
+      TSR_TRY(db->setParams(runId, params));
+      return db->putArtifact(runId, {"config/resolved.toml", "text", project::resolvedToml(p)});
+    };
+    if (Status st = start(); !st.ok()) {
+      (void)db->finishRun(runId, store::RunStatus::Failed, st.error().message);
+      return st.takeError();
+    }
+  } else {
+    runDir = runCheckpointDir(p, runId);
   }
   if (db && !options.tags.empty()) TSR_TRY(db->addTags(runId, options.tags));
-  const std::string runDir = runCheckpointDir(p, runId);
-  std::error_code ec;
   if (primary) {
-    fs::create_directories(runDir, ec);
     // Temporary files of a save that was interrupted (kill -9, power loss) are of no use to anyone.
     for (const std::string& dir : {checkpointsRoot(p), runDir})
       for (const std::string& f : data::removeOrphanTempFiles(dir)) info("removed " + f + ", left by an interrupted save");

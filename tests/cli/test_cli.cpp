@@ -466,6 +466,75 @@ eval_every = 30
     QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("resumed run 3 at step 2"), qPrintable(resumed.out + resumed.err));
   }
 
+  // A checkpoint folder is its run's own: a run of another store (--db), or of a runs.db deleted since, with the
+  // same number gets a folder of its own, and eval, resume and delete never use or remove another run's files.
+  void checkpointFoldersBelongToTheirRun() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    const QString other = dir.filePath("other.db");
+    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
+    Run second = tessera({"train", dir.path(), "--quiet", "--steps", "3", "--db", other});
+    QVERIFY2(second.exitCode == 0, qPrintable(second.err));
+    QStringList folders = QDir(dir.filePath("checkpoints")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QCOMPARE(folders.size(), 2);
+    const QString otherFolder = folders.filter(QRegularExpression("^run-1-")).value(0);
+    QVERIFY2(!otherFolder.isEmpty(), qPrintable(folders.join(' ')));
+    Run e1 = tessera({"eval", dir.path(), "--run", "1"});
+    QVERIFY2(e1.exitCode == 0 && e1.out.contains("checkpoints/run-1/latest.safetensors"), qPrintable(e1.out + e1.err));
+    Run eOther = tessera({"eval", dir.path(), "--run", "1", "--db", other});
+    QVERIFY2(eOther.exitCode == 0 && eOther.out.contains(otherFolder + "/latest.safetensors"), qPrintable(eOther.out + eOther.err));
+    Run resumed = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "4", "--db", other});
+    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("resumed run 1 at step 3 from") &&
+                 resumed.out.contains(otherFolder), qPrintable(resumed.out + resumed.err));
+    // Deleting the other store's run 1 leaves runs.db's run 1 its checkpoints.
+    Run deleted = tessera({"runs", "--db", other, "delete", "1", "--yes"});
+    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+    QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/" + otherFolder)));
+
+    // A new runs.db: its run 1 neither reads nor deletes the old run 1's folder.
+    for (const char* f : {"runs.db", "runs.db-wal", "runs.db-shm"}) QFile::remove(dir.filePath(f));
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    Run eNew = tessera({"eval", dir.path(), "--run", "1"});
+    QVERIFY2(eNew.exitCode == 0 && !eNew.out.contains("checkpoints/run-1/latest"), qPrintable(eNew.out + eNew.err));
+    // A folder whose owner file names another run is refused, not read.
+    folders = QDir(dir.filePath("checkpoints")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).filter(QRegularExpression("^run-1-"));
+    QCOMPARE(folders.size(), 1);
+    writeFile(dir.filePath("checkpoints/" + folders[0] + "/owner.txt"), "owner = 0123456789abcdef\n");
+    Run foreign = tessera({"eval", dir.path(), "--run", "1"});
+    QCOMPARE(foreign.exitCode, 1);
+    QVERIFY2(foreign.err.contains("belongs to another run"), qPrintable(foreign.err));
+    QCOMPARE(tessera({"runs", "--project", dir.path(), "delete", "1", "--yes"}).exitCode, 0);
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/" + folders[0] + "/latest.safetensors")));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+  }
+
+  // --resume continues the run with the configuration it was started with (its --steps and --set), whatever
+  // project.toml says now; a --set that would change it is refused.
+  void resumeKeepsTheRunsConfiguration() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "5", "--set", "train.lr=3e-3", "--set",
+                      "train.schedule=cosine", "--stop-at", "2"}).exitCode, 0);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "5", "--set", "train.lr=3e-3", "--set",
+                      "train.schedule=cosine"}).exitCode, 0);
+    Run refused = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--set", "train.lr=1e-1"});
+    QCOMPARE(refused.exitCode, 1);
+    QVERIFY2(refused.err.contains("train.lr = 0.1 (the run has 0.003)"), qPrintable(refused.err));
+    QByteArray toml(kTinyMlp);
+    writeFile(dir.filePath("project.toml"), toml.replace("steps = 6", "steps = 9"));
+    Run resumed = tessera({"train", dir.path(), "--resume", "1", "--set", "train.log_every=1"});
+    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("step     5/5") && !resumed.out.contains("/9"),
+             qPrintable(resumed.out + resumed.err));
+    QVERIFY2(resumed.out.contains("project.toml has changed since run 1 started: train.steps = 9 (the run has 5);"), qPrintable(resumed.out));
+    // The resumed run's learning rates are the uninterrupted run's.
+    Run csv = tessera({"runs", "--project", dir.path(), "export", "1", "2"});
+    QStringList lr1 = csv.out.split('\n').filter(QRegularExpression("^1,\\d+,lr,"));
+    QStringList lr2 = csv.out.split('\n').filter(QRegularExpression("^2,\\d+,lr,"));
+    QCOMPARE(lr1.size(), 5);
+    for (int i = 0; i < 5; ++i) QCOMPARE(lr1[i].section(',', 1, 3), lr2[i].section(',', 1, 3));
+  }
+
   void evalAndGenerateFromACheckpoint() {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyGpt2);

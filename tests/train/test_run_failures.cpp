@@ -153,7 +153,7 @@ TEST_CASE("resumeErrorsNameTheCheckpoint") {
   otherRun.metadata["run"] = "77";
   for (const auto& [f, what] : std::vector<std::pair<train::SafetensorsFile, std::string>>{
            {missing, "missing tensor 'layers.0.weight'"}, {badData, "digit stream position"}, {badStep, "'step'"},
-           {otherRun, "no run 77"}}) {
+           {otherRun, "holds run 77, not run 1"}}) {
     std::string m = resumeWith(f);
     REQUIRE_MESSAGE((m.find(ckpt) != std::string::npos && m.find(what) != std::string::npos), m.c_str());
   }
