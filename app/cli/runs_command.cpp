@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/data/file_io.h"
 #include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
@@ -137,6 +139,7 @@ int show(const store::RunStore& db, int64_t id) {
 int exportTrace(const store::RunStore& db, int64_t id, int64_t profile, const std::string& outPath) {
   if (auto r = db.run(id); !r.ok()) return fail(r.error().message);
   if (outPath.empty()) return fail("export-trace needs -o FILE");
+  if (Status st = train::checkOutputFile(outPath, db.path()); !st.ok()) return fail(st.error().message);
   auto profiles = db.profiles(id);
   if (!profiles.ok()) return fail(profiles.error().message);
   if (profiles->empty()) return fail(fmt::format("run {} has no profiles (record one with tessera profile)", id));
@@ -167,11 +170,10 @@ int exportMetrics(const store::RunStore& db, const RunsArgs& a) {
       runs.push_back(std::move(*r));
     }
   }
-  std::ofstream file;
-  if (!a.out.empty()) {
-    file.open(a.out);
-    if (!file) return fail("cannot write " + a.out);
-  }
+  if (!a.out.empty())
+    if (Status st = train::checkOutputFile(a.out, db.path()); !st.ok()) return fail(st.error().message);
+  // A file is written whole, then renamed over the old one.
+  std::ostringstream file;
   std::ostream& out = a.out.empty() ? std::cout : file;
   if (!a.jsonl) out << "run,step,key,value,time\n";
   for (const auto& r : runs) {
@@ -199,6 +201,8 @@ int exportMetrics(const store::RunStore& db, const RunsArgs& a) {
       }
     }
   }
+  if (!a.out.empty())
+    if (Status st = data::writeFileAtomically(a.out, file.str()); !st.ok()) return fail(st.error().message);
   return 0;
 }
 

@@ -181,6 +181,24 @@ std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t
   return removed;
 }
 
+Status checkOutputFile(const std::string& out, const std::string& storePath) {
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(out, ec);
+  if (ec) return {};  // a path that cannot be resolved fails when it is written, with its own message
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    if (storePath.empty()) break;
+    if (fs::weakly_canonical(storePath + suffix, ec) == target)
+      return makeError("{} is the run store{}: the output would destroy it; write to another file", out,
+                       *suffix ? std::string(" ") + storePath + "'s " + (suffix + 1) + " file" : std::string());
+  }
+  const fs::path dir = target.parent_path();
+  const bool inCheckpoints = dir.filename() == "checkpoints" || dir.parent_path().filename() == "checkpoints";
+  if (fs::exists(dir / kOwnerFile, ec) || (inCheckpoints && target.extension() == ".safetensors"))
+    return makeError("{} is in a run's checkpoint folder ({}): the output would replace its files; write to another "
+                     "file", out, dir.string());
+  return {};
+}
+
 int64_t checkpointDirBytes(const std::string& dir) {
   int64_t bytes = 0;
   std::error_code ec;

@@ -66,6 +66,10 @@ std::vector<std::string> stepCheckpoints(const std::string& runDir);
 // Keeps the newest `keep` step-N checkpoints of a run folder and removes the rest; returns what it removed.
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep);
 
+// An output file (runs export --out, export-trace -o, profile --trace) must replace neither the run store at
+// storePath (nor its -wal, -shm or -journal file) nor a run's checkpoint: an error naming the file when it would.
+Status checkOutputFile(const std::string& out, const std::string& storePath);
+
 // The bytes a checkpoint folder holds (0 when there is none).
 int64_t checkpointDirBytes(const std::string& dir);
 

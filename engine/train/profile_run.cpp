@@ -125,25 +125,34 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
     TSR_ASSIGN(r.trace, runProfiledSteps(p, o, numParams, primaryInfo));
     return r;
   }
+  if (!o.tracePath.empty()) {
+    TSR_TRY(checkOutputFile(o.tracePath, r.storePath));
+    std::error_code ec;
+    const fs::path folder = fs::absolute(o.tracePath, ec).parent_path();
+    if (!fs::is_directory(folder, ec))
+      return makeError("cannot write the trace {}: {} is not a folder", o.tracePath, folder.string());
+  }
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(r.storePath));
   TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, absoluteDir(p), p.text));
-  auto trace = runProfiledSteps(p, o, numParams, primaryInfo);
-  if (!trace.ok()) {
-    (void)db.finishRun(r.runId, store::RunStatus::Failed, trace.error().message);
-    return trace.takeError();
-  }
-  r.trace = std::move(trace).value();
-
-  TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));
-  std::vector<double> seconds = markSeconds(r.trace);
-  for (size_t i = 0; i < seconds.size(); ++i)
-    TSR_TRY(db.logMetrics(r.runId, r.firstStep + static_cast<int64_t>(i), {{"step_time", seconds[i]}}));
-  TSR_ASSIGN(r.profileId, db.createProfile(r.runId, fmt::format("steps {}-{}", r.firstStep, r.lastStep),
-                                           r.firstStep, r.lastStep));
-  TSR_TRY(saveTrace(db, r.profileId, r.trace));
-  if (!o.tracePath.empty()) {
-    TSR_TRY(runtime::writeChromeTrace(o.tracePath, r.trace));
-    r.tracePath = o.tracePath;
+  // From here an error leaves the run failed, not running.
+  auto record = [&]() -> Status {
+    TSR_ASSIGN(r.trace, runProfiledSteps(p, o, numParams, primaryInfo));
+    TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));
+    std::vector<double> seconds = markSeconds(r.trace);
+    for (size_t i = 0; i < seconds.size(); ++i)
+      TSR_TRY(db.logMetrics(r.runId, r.firstStep + static_cast<int64_t>(i), {{"step_time", seconds[i]}}));
+    TSR_ASSIGN(r.profileId, db.createProfile(r.runId, fmt::format("steps {}-{}", r.firstStep, r.lastStep),
+                                             r.firstStep, r.lastStep));
+    TSR_TRY(saveTrace(db, r.profileId, r.trace));
+    if (!o.tracePath.empty()) {
+      TSR_TRY(runtime::writeChromeTrace(o.tracePath, r.trace));
+      r.tracePath = o.tracePath;
+    }
+    return {};
+  };
+  if (Status st = record(); !st.ok()) {
+    (void)db.finishRun(r.runId, store::RunStatus::Failed, st.error().message);
+    return st.takeError();
   }
   TSR_TRY(db.finishRun(r.runId, store::RunStatus::Finished,
                        fmt::format("profile {}: {} kernel launches", r.profileId, r.trace.events.size())));

@@ -535,6 +535,50 @@ eval_every = 30
     for (int i = 0; i < 5; ++i) QCOMPARE(lr1[i].section(',', 1, 3), lr2[i].section(',', 1, 3));
   }
 
+  // An output file never replaces the run store (or its -wal) or a run's checkpoint.
+  void outputsNeverReplaceRunFiles() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
+    const QByteArray latest = [&] {
+      QFile f(dir.filePath("checkpoints/run-1/latest.safetensors"));
+      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }();
+    auto runs = [&](const QStringList& args) { return tessera(QStringList{"runs", "--project", dir.path()} + args); };
+    for (const char* out : {"runs.db", "runs.db-wal", "checkpoints/run-1/latest.safetensors"}) {
+      Run r = runs({"export", "--out", dir.filePath(out)});
+      QCOMPARE(r.exitCode, 1);
+      QVERIFY2(r.err.contains("write to another file"), qPrintable(r.err));
+    }
+    Run trace = tessera({"profile", dir.path(), "--steps", "1", "--warmup", "0", "--quiet", "--trace", dir.filePath("runs.db")});
+    QCOMPARE(trace.exitCode, 1);
+    QVERIFY2(trace.err.contains("is the run store"), qPrintable(trace.err));
+    QFile f(dir.filePath("checkpoints/run-1/latest.safetensors"));
+    QVERIFY(f.open(QIODevice::ReadOnly) && f.readAll() == latest);
+    QVERIFY(runs({"show", "1"}).out.startsWith("run 1: tiny_mlp (finished)"));
+    Run csv = runs({"export", "--out", dir.filePath("m.csv")});
+    QCOMPARE(csv.exitCode, 0);
+    QVERIFY(QFile::exists(dir.filePath("m.csv")));
+  }
+
+  // What can be checked before a run is created is, and an error after leaves the run failed, never running.
+  void failuresLeaveNoRunRunning() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    Run tag = tessera({"train", dir.path(), "--quiet", "--tag", ""});
+    QCOMPARE(tag.exitCode, 1);
+    QVERIFY2(tag.err.contains("a tag cannot be empty"), qPrintable(tag.err));
+    writeFile(dir.filePath("checkpoints"), "a file");
+    Run file = tessera({"train", dir.path(), "--quiet"});
+    QCOMPARE(file.exitCode, 1);
+    QVERIFY2(file.err.contains("checkpoints is not a folder"), qPrintable(file.err));
+    Run trace = tessera({"profile", dir.path(), "--steps", "1", "--warmup", "0", "--quiet", "--trace", "/nonexistdir/x.json"});
+    QCOMPARE(trace.exitCode, 1);
+    QVERIFY2(trace.err.contains("/nonexistdir is not a folder"), qPrintable(trace.err));
+    Run list = tessera({"runs", "--project", dir.path(), "list"});
+    QVERIFY2(!list.out.contains("running"), qPrintable(list.out + list.err));
+  }
+
   void evalAndGenerateFromACheckpoint() {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyGpt2);
