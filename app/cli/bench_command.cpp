@@ -145,15 +145,18 @@ std::function<int()> addBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time a project's training step on synthetic batches against the SGEMM peak (TESSERA_NUM_THREADS)");
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
-  cmd->add_option("--batch", args->options.batch, "Batch size (default: [train] batch_size)");
-  cmd->add_option("--seq", args->options.seq, "Sequence length for language models (default: [train] seq_len)");
-  cmd->add_option("--steps", args->options.steps, "Timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", args->options.batch, "Batch size (default: [train] batch_size)")->check(positiveNumber());
+  cmd->add_option("--seq", args->options.seq, "Sequence length for language models (default: [train] seq_len)")
+      ->check(positiveNumber());
+  cmd->add_option("--steps", args->options.steps, "Timed steps")->capture_default_str()->check(positiveNumber());
   cmd->add_option("--warmup", args->options.warmup, "Untimed steps first (the first compiles)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positiveNumber());
   cmd->add_option("--sgemm", args->sgemmSize, "Size n of the n^3 SGEMM that measures the peak (0: skip)")
-      ->capture_default_str();
-  cmd->add_option("--top", args->top, "Profile one more step and list its N longest kernels");
+      ->capture_default_str()
+      ->check(nonNegativeNumber());
+  cmd->add_option("--top", args->top, "Profile one more step and list its N longest kernels")
+      ->check(nonNegativeNumber());
   cmd->add_flag("--json", args->json, "Print one JSON object (progress goes to stderr)");
   addSetOption(cmd, args->sets);
   return [cmd, args]() { return cmd->parsed() ? runBench(*args) : -1; };

@@ -141,9 +141,13 @@ std::function<int()> addGenerateCommand(CLI::App& app) {
   addCheckpointOptions(cmd, a->checkpoint, "A checkpoint written by 'tessera train'");
   addSetOption(cmd, a->sets);
   cmd->add_option("--prompt", a->options.prompt, "Text to continue");
-  cmd->add_option("--tokens", a->options.tokens, "New tokens")->capture_default_str();
-  cmd->add_option("--temperature", a->options.temperature, "Softmax temperature")->capture_default_str();
-  cmd->add_option("--top-k", a->options.topK, "Sample among the k likeliest tokens (0: all)")->capture_default_str();
+  cmd->add_option("--tokens", a->options.tokens, "New tokens")->capture_default_str()->check(positiveNumber());
+  cmd->add_option("--temperature", a->options.temperature, "Softmax temperature (0: the likeliest token)")
+      ->capture_default_str()
+      ->check(nonNegativeNumber());
+  cmd->add_option("--top-k", a->options.topK, "Sample among the k likeliest tokens (0: all)")
+      ->capture_default_str()
+      ->check(nonNegativeNumber());
   cmd->add_option("--seed", a->options.seed, "Random seed")->capture_default_str();
   return [cmd, a]() { return cmd->parsed() ? runGenerate(a->project, a->sets, a->checkpoint, a->options) : -1; };
 }

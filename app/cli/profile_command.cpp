@@ -159,14 +159,16 @@ std::function<int()> addProfileCommand(CLI::App& app) {
   auto a = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand("profile", "Profile a project's training step: kernel timeline, trace JSON, top kernels");
   cmd->add_option("project", a->project, "Project folder or project.toml")->required();
-  cmd->add_option("--steps", a->options.steps, "Profiled steps")->capture_default_str();
-  cmd->add_option("--warmup", a->options.warmup, "Unprofiled steps first (the first one compiles)")->capture_default_str();
+  cmd->add_option("--steps", a->options.steps, "Profiled steps")->capture_default_str()->check(positiveNumber());
+  cmd->add_option("--warmup", a->options.warmup, "Unprofiled steps first (the first one compiles)")
+      ->capture_default_str()
+      ->check(nonNegativeNumber());
   cmd->add_option("--trace", a->options.tracePath, "Write a Chrome/Perfetto trace (JSON) to FILE");
   cmd->add_option("--db,--store", a->options.storePath, "Run store (default: PROJECT/runs.db)");
-  cmd->add_option("--batch", a->options.batch, "Override [train] batch_size");
-  cmd->add_option("--seq", a->options.seq, "Override [train] seq_len");
+  cmd->add_option("--batch", a->options.batch, "Override [train] batch_size")->check(positiveNumber());
+  cmd->add_option("--seq", a->options.seq, "Override [train] seq_len")->check(positiveNumber());
   cmd->add_option("--name", a->options.runName, "Run name (default: profile PROJECT-NAME)");
-  cmd->add_option("--top", a->top, "Kernels in the table")->capture_default_str();
+  cmd->add_option("--top", a->top, "Kernels in the table")->capture_default_str()->check(nonNegativeNumber());
   cmd->add_flag("--quiet", a->quiet, "Print only the summary");
   cmd->add_flag("--json", a->json, "The summary as JSON: kernels, steps, devices with their clocks, every collective call");
   addSetOption(cmd, a->sets);

@@ -1,8 +1,29 @@
 #include "app/cli/project_args.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include "engine/train/checkpoints.h"
 
 namespace tsr::cli {
+
+namespace {
+
+CLI::Validator numberAtLeast(double lowest, bool inclusive, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool ok = !text.empty() && *end == '\0' && std::isfinite(v) && (inclusive ? v >= lowest : v > lowest);
+        return ok ? std::string() : text + " is not " + what;
+      },
+      what == "a positive number" ? "POSITIVE" : "NONNEGATIVE");
+}
+
+}  // namespace
+
+CLI::Validator positiveNumber() { return numberAtLeast(0, false, "a positive number"); }
+CLI::Validator nonNegativeNumber() { return numberAtLeast(0, true, "a non-negative number"); }
 
 void addSetOption(CLI::App* cmd, std::vector<std::string>& sets) {
   cmd->add_option("--set", sets, "Override a project.toml key: SECTION.KEY=VALUE (e.g. train.lr=3e-4); repeatable")

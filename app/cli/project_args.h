@@ -11,6 +11,11 @@
 
 namespace tsr::cli {
 
+// Validators for numeric options whose messages a user reads ("--steps: -5 is not a positive number"): a value
+// out of range is an error, never a silent default.
+CLI::Validator positiveNumber();
+CLI::Validator nonNegativeNumber();
+
 // --set SECTION.KEY=VALUE, repeatable.
 void addSetOption(CLI::App* cmd, std::vector<std::string>& sets);
 // The project at `path` with the overrides applied (their errors name the --set).

@@ -22,6 +22,13 @@ void onInterrupt(int) {
   if (gStop.exchange(true)) std::_Exit(130);
 }
 
+// Whether stdout was closed under us (`tessera train | head`): SIGPIPE is ignored, so the write fails instead of
+// killing the process, and the run stops as an interruption would, checkpointed and resumable.
+void stopWhenStdoutCloses() {
+  if (!std::cout.good() && !gStop.exchange(true))
+    std::cerr << "tessera train: stdout was closed: stopping after this step, with a checkpoint\n";
+}
+
 struct TrainArgs {
   std::string project;
   int64_t steps = -1;
@@ -59,6 +66,7 @@ int runTrain(const TrainArgs& a) {
   if (envOptions().peakFlops) options.peakFlops = *envOptions().peakFlops;
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
+  std::signal(SIGPIPE, SIG_IGN);
   auto summary = train::runTraining(*project, options, [&](const train::RunEvent& e) {
     if (a.quiet && e.kind == train::RunEvent::Kind::Step) return;
     if (e.kind == train::RunEvent::Kind::Sample) {
@@ -67,6 +75,7 @@ int runTrain(const TrainArgs& a) {
       std::cout << e.text << "\n";
     }
     std::cout.flush();
+    stopWhenStdoutCloses();
   });
   if (!summary.ok()) {
     std::cerr << "tessera train: " << summary.error().message << "\n";
@@ -81,8 +90,9 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a project (a folder with project.toml), headless");
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
-  cmd->add_option("--steps", args->steps, "Override [train] steps");
-  cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would");
+  cmd->add_option("--steps", args->steps, "Override [train] steps")->check(nonNegativeNumber());
+  cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would")
+      ->check(nonNegativeNumber());
   cmd->add_option("--resume", args->resume,
                   "Continue run N from its latest checkpoint; without N, the latest run that has one")
       ->expected(0, 1)
@@ -97,7 +107,8 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("--db,--store", args->store, "Run store (default: PROJECT/runs.db)");
   cmd->add_option("--name", args->name, "Run name (default: the project name)");
   cmd->add_option("--sample", args->sampleTokens, "Tokens of text to sample at the end (language models)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(nonNegativeNumber());
   cmd->add_flag("--quiet", args->quiet, "Print no per-step lines");
   return [cmd, args]() { return cmd->parsed() ? runTrain(*args) : -1; };
 }

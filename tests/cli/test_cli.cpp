@@ -561,6 +561,20 @@ eval_every = 30
     QVERIFY(QFile::exists(dir.filePath("m.csv")));
   }
 
+  // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
+  void closedStdoutStopsTrainingWithACheckpoint() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess sh;
+    sh.start("/bin/bash", {"-c", QString("'%1' train '%2' --steps 100000 | head -3; exit ${PIPESTATUS[0]}")
+                                     .arg(TESSERA_BIN, dir.path())});
+    QVERIFY(sh.waitForFinished(120000));
+    QCOMPARE(sh.exitCode(), 130);
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+    Run show = tessera({"runs", "--project", dir.path(), "show", "1"});
+    QVERIFY2(show.out.startsWith("run 1: tiny_mlp (stopped)"), qPrintable(show.out));
+  }
+
   // What can be checked before a run is created is, and an error after leaves the run failed, never running.
   void failuresLeaveNoRunRunning() {
     QTemporaryDir dir;
@@ -773,6 +787,23 @@ eval_every = 30
     Run b = tessera({"ir", "--batch", "0"});
     QCOMPARE(b.exitCode, 1);
     QVERIFY(b.err.contains("positive"));
+    // A numeric option out of range is a one-line error naming it, never a silent default.
+    const QString project = QString(TSR_SAMPLES) + "/gpt2_mini";
+    for (const QStringList& args : QList<QStringList>{{"train", project, "--steps", "-5"},
+                                                      {"train", project, "--stop-at", "-1"},
+                                                      {"bench", project, "--batch", "0"},
+                                                      {"bench", project, "--seq", "0"},
+                                                      {"bench", project, "--top", "-3"},
+                                                      {"bench", project, "--steps", "0"},
+                                                      {"bench", project, "--sgemm", "-5"},
+                                                      {"profile", project, "--batch", "-3"},
+                                                      {"generate", project, "--tokens", "-5"},
+                                                      {"generate", project, "--temperature", "-1"},
+                                                      {"generate", project, "--temperature", "nan"}}) {
+      Run r = tessera(args);
+      QVERIFY2(r.exitCode != 0, qPrintable(args.join(' ')));
+      QVERIFY2(r.err.startsWith(args[2] + ": " + args[3] + " is not a "), qPrintable(args.join(' ') + ": " + r.err));
+    }
   }
 };
 

@@ -173,8 +173,8 @@ class TestProfileCli : public QObject {
     QCOMPARE(missing.exitCode, 1);
     QVERIFY(missing.err.startsWith("tessera profile: "));
     Run zero = tessera({"profile", QString(TSR_SAMPLES) + "/mlp_sharding", "--steps", "0", "--db", dir.filePath("s.db")});
-    QCOMPARE(zero.exitCode, 1);
-    QVERIFY2(zero.err.contains("--steps must be at least 1"), qPrintable(zero.err));
+    QVERIFY(zero.exitCode != 0);
+    QVERIFY2(zero.err.startsWith("--steps: 0 is not a positive number"), qPrintable(zero.err));
   }
 };
 
