@@ -71,7 +71,7 @@ check() {  # check NAME MESH_SHAPE MESH_AXES SHARDING_LINES
   compare "$1" "$work/$1_one.losses" "$work/$1_mpi.losses"
   runs=$("$tessera" runs --db "$work/$1_mpi/runs.db" list | grep -c '^ *[0-9][0-9]*  ')
   [ "$runs" -eq 1 ] || { echo "$1: $runs runs in the store, expected 1 (only rank 0 writes)"; exit 1; }
-  [ "$(ls "$work/$1_mpi/checkpoints")" = "run-1" ] && [ "$(ls "$work/$1_mpi/checkpoints/run-1")" = "latest.safetensors" ] ||
+  [ "$(ls "$work/$1_mpi/checkpoints")" = "run-1" ] && [ "$(ls "$work/$1_mpi/checkpoints/run-1" | tr '\n' ' ')" = "latest.safetensors owner.txt " ] ||
     { echo "$1: checkpoints:"; ls -R "$work/$1_mpi/checkpoints"; exit 1; }
 }
 

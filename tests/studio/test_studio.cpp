@@ -583,8 +583,19 @@ class TestStudio : public QObject {
     w.startRun();
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
-    // Back to the project's own steps, Resume continues run 1 to step 6.
+    // A resume keeps the run's own configuration: with the project's (no --steps), run 1 is 3 steps long and done.
     w.configurationBox()->setCurrentIndex(0);
+    w.startResume();
+    QVERIFY(finished.wait(120000));
+    QVERIFY(!finished.back()[0].toBool());
+    QVERIFY2(w.consolePanel()->plainText().contains("the run is 3 steps long"),
+             qPrintable(w.consolePanel()->plainText()));
+    // Its configuration raised to 6 steps (the same overrides), Resume continues run 1 to step 6.
+    std::vector<inspect::RunConfiguration> configs = w.runConfigurations();
+    configs[1].steps = 6;
+    QVERIFY(inspect::saveConfigurations(dir.path().toStdString(), configs).ok());
+    QVERIFY(openAndWait(w, dir.path()));
+    w.configurationBox()->setCurrentIndex(1);
     w.startResume();
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
