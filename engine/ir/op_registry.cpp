@@ -1,4 +1,5 @@
 #include "engine/core/check.h"
+#include "engine/core/checked_bytes.h"
 #include "engine/ir/op_def.h"
 
 namespace tsr::ir {
@@ -66,15 +67,11 @@ Result<std::vector<Aval>> inferSafely(const OpDef& def, std::span<const Aval> in
     return makeError("{}: infer rule threw: {}", def.name, e.what());
   }
   if (!out.ok()) return out;
-  // A result's element count and bytes must fit int64 (a shape from user input, such as (2^31, 2^31) of f32,
-  // would otherwise wrap to a small or zero size and its kernel write past the buffer).
   for (const Aval& a : *out) {
-    int64_t bytes = dtypeSize(a.dtype);
-    for (int64_t d : a.shape.dims()) {
+    for (int64_t d : a.shape.dims())
       if (d < 0) return makeError("{}: result {} has a negative dimension", def.name, a.toString());
-      if (__builtin_mul_overflow(bytes, d, &bytes))
-        return makeError("{}: result {} is too large: its byte size overflows 64 bits", def.name, a.toString());
-    }
+    if (!checkedBytes(a))
+      return makeError("{}: result {} is too large: its byte size overflows 64 bits", def.name, a.toString());
   }
   return out;
 }

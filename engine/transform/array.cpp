@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/checked_bytes.h"
 #include "engine/ir/attrs.h"
 #include "engine/ops/layout_copy.h"
 #include "engine/sharding/sharding.h"
@@ -14,11 +15,9 @@ namespace tsr {
 namespace {
 
 runtime::BufferPtr allocateOrRaise(const Aval& aval) {
-  int64_t bytes = dtypeSize(aval.dtype);  // as Aval::bytes(), but a size past 64 bits is an error, not a wrap
-  for (int64_t d : aval.shape.dims())
-    if (__builtin_mul_overflow(bytes, d, &bytes))
-      raise(makeError("an array of {} is too large: its byte size overflows 64 bits", aval.toString()));
-  auto b = runtime::Buffer::allocate(bytes);
+  const std::optional<int64_t> bytes = checkedBytes(aval);
+  if (!bytes) raise(makeError("an array of {} is too large: its byte size overflows 64 bits", aval.toString()));
+  auto b = runtime::Buffer::allocate(*bytes);
   if (!b.ok()) raise(b.takeError());
   return std::move(b).value();
 }
