@@ -1,7 +1,9 @@
-"""Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), namedtuples, None and registered
-types (register_pytree_node, register_dataclass), with any other value as a leaf. None is an empty node, not a
-leaf, as in JAX."""
+"""Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), OrderedDicts (keys in insertion
+order), defaultdicts (keys sorted, the factory kept), namedtuples, None and registered types
+(register_pytree_node, register_dataclass), with any other value as a leaf. None is an empty node, not a leaf,
+as in JAX."""
 
+import collections
 import dataclasses
 
 __all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
@@ -42,12 +44,16 @@ def _is_namedtuple(x):
 class PyTreeDef:
     """The structure of a pytree without its leaves: hashable and comparable, so it can key a cache."""
 
-    __slots__ = ("kind", "data", "children")
+    __slots__ = ("kind", "data", "children", "dict_type")
 
-    def __init__(self, kind, data=None, children=()):
+    def __init__(self, kind, data=None, children=(), dict_type=None):
         self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"
-        self.data = data  # dict: the sorted keys; namedtuple: the type; custom: (the type, its aux data)
+        # dict: its keys in flatten order (sorted; an OrderedDict's own order); namedtuple: the type; custom: (the
+        # type, its aux data)
+        self.data = data
         self.children = tuple(children)
+        # A dict node's mapping when it is not a plain dict: OrderedDict, or (defaultdict, its default_factory).
+        self.dict_type = dict_type
 
     @property
     def num_leaves(self):
@@ -56,7 +62,7 @@ class PyTreeDef:
         return sum(c.num_leaves for c in self.children)
 
     def _key(self):
-        return (self.kind, self.data, self.children)
+        return (self.kind, self.data, self.children, self.dict_type)
 
     def __eq__(self, other):
         return isinstance(other, PyTreeDef) and self._key() == other._key()
@@ -78,7 +84,12 @@ class PyTreeDef:
         if self.kind == "list":
             return "[" + ", ".join(inner) + "]"
         if self.kind == "dict":
-            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.data, inner)) + "}"
+            text = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.data, inner)) + "}"
+            if self.dict_type is collections.OrderedDict:
+                return f"OrderedDict({text})"
+            if self.dict_type is not None:
+                return f"defaultdict({self.dict_type[1]!r}, {text})"
+            return text
         if self.kind == "custom":
             return f"{self.data[0].__name__}[{self.data[1]!r}](" + ", ".join(inner) + ")"
         return f"{self.data.__name__}(" + ", ".join(inner) + ")"
@@ -100,14 +111,20 @@ def _flatten(tree, leaves, is_leaf):
         kind = "tuple" if isinstance(tree, tuple) else "list"
         return PyTreeDef(kind, None, [_flatten(c, leaves, is_leaf) for c in tree])
     if isinstance(tree, dict):
-        keys = tuple(sorted(tree))
-        return PyTreeDef("dict", keys, [_flatten(tree[k], leaves, is_leaf) for k in keys])
+        dict_type = None
+        if isinstance(tree, collections.OrderedDict):
+            dict_type = collections.OrderedDict
+        elif isinstance(tree, collections.defaultdict):
+            dict_type = (collections.defaultdict, tree.default_factory)
+        keys = tuple(tree) if dict_type is collections.OrderedDict else tuple(sorted(tree))
+        return PyTreeDef("dict", keys, [_flatten(tree[k], leaves, is_leaf) for k in keys], dict_type)
     leaves.append(tree)
     return PyTreeDef("leaf")
 
 
 def tree_flatten(tree, is_leaf=None):
-    """Returns (leaves, treedef): the leaves in order (dicts by sorted key) and the structure."""
+    """Returns (leaves, treedef): the leaves in order (dicts by sorted key, OrderedDicts in their own order) and
+    the structure."""
     leaves = []
     treedef = _flatten(tree, leaves, is_leaf)
     return leaves, treedef
@@ -125,7 +142,12 @@ def _build(treedef, it):
     if kind == "list":
         return children
     if kind == "dict":
-        return dict(zip(treedef.data, children))
+        items = zip(treedef.data, children)
+        if treedef.dict_type is None:
+            return dict(items)
+        if treedef.dict_type is collections.OrderedDict:
+            return collections.OrderedDict(items)
+        return collections.defaultdict(treedef.dict_type[1], items)
     if kind == "custom":
         nodetype, aux = treedef.data
         return _registry[nodetype][1](aux, children)

