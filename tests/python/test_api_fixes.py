@@ -16,6 +16,44 @@ def close(actual, expected, rtol=1e-5, atol=1e-5):
     np.testing.assert_allclose(np.asarray(actual), expected, rtol=rtol, atol=atol)
 
 
+# ---- random.bernoulli with an array p ------------------------------------------------------------------
+
+
+def test_bernoulli_array_p_broadcasts():
+    key = random.PRNGKey(3)
+    p = np.array([0.1, 0.5, 0.9], np.float32)
+    got = random.bernoulli(key, tnp.asarray(p), (4000, 3))
+    assert got.shape == (4000, 3) and got.dtype == tnp.bool_
+    # jax.random.bernoulli: uniform(key, shape, p's dtype) < p.
+    u = np.asarray(random.uniform(key, (4000, 3)))
+    np.testing.assert_array_equal(np.asarray(got), u < p)
+    assert np.all(np.abs(np.asarray(got).mean(axis=0) - p) < 0.03)
+
+
+def test_bernoulli_shape_defaults_to_p_and_matches_scalar_p():
+    key = random.PRNGKey(11)
+    p = np.full((5, 2), 0.3, np.float32)
+    got = random.bernoulli(key, tnp.asarray(p))
+    assert got.shape == (5, 2)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(random.bernoulli(key, 0.3, (5, 2))))
+    assert random.bernoulli(key, 0.5).shape == ()
+
+
+def test_bernoulli_array_p_errors():
+    key = random.PRNGKey(0)
+    with pytest.raises(ValueError, match="broadcast"):
+        random.bernoulli(key, tnp.asarray(np.full((3,), 0.5, np.float32)), (4, 2))
+    with pytest.raises(TypeError, match="float"):
+        random.bernoulli(key, tnp.asarray(np.array([1, 0], np.int32)))
+
+
+def test_bernoulli_array_p_under_jit():
+    key = random.PRNGKey(5)
+    p = tnp.asarray(np.array([0.2, 0.8], np.float32))
+    f = tessera.jit(lambda k, p: random.bernoulli(k, p, (6, 2)))
+    np.testing.assert_array_equal(np.asarray(f(key, p)), np.asarray(random.bernoulli(key, p, (6, 2))))
+
+
 # ---- OrderedDict pytrees (jax.tree_util keeps their order) --------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 default PRNG. A key is a u32[2] array."""
 
 from . import _tessera as _C
-from .numpy import _engine_dtype, float32, asarray
+from .numpy import _engine_dtype, asarray, bfloat16, float16, float32, float64
 
 __all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "categorical"]
 
@@ -43,8 +43,19 @@ def normal(key, shape=(), dtype=float32):
     return _C.random_normal(key, _shape(shape), _engine_dtype(dtype))
 
 
-def bernoulli(key, p=0.5, shape=()):
-    return _C.random_bernoulli(key, float(p), _shape(shape))
+def bernoulli(key, p=0.5, shape=None):
+    """jax.random.bernoulli: True with probability p, which is a number or a float array broadcasting to shape
+    (shape defaults to p's): uniform(key, shape, p's dtype) < p, JAX's bits."""
+    if isinstance(p, (int, float)):
+        return _C.random_bernoulli(key, float(p), _shape(() if shape is None else shape))
+    p = asarray(p)
+    if p.dtype not in (float32, float64, float16, bfloat16):
+        raise _C.DTypeError(f"random.bernoulli: the probability p must have a float dtype, got {p.dtype}")
+    shape = p.shape if shape is None else tuple(_shape(shape))
+    if len(p.shape) > len(shape) or any(d != 1 and d != s for d, s in zip(reversed(p.shape), reversed(shape))):
+        raise _C.ShapeError(f"random.bernoulli: p of shape {p.shape} does not broadcast to the requested shape "
+                            f"{shape}")
+    return uniform(key, shape, p.dtype) < p
 
 
 def categorical(key, logits, axis=-1):
