@@ -96,3 +96,51 @@ def test_ordered_dict_through_jit_and_grad():
     out = tessera.jit(lambda t: collections.OrderedDict([("s", t["w"] + t["a"]), ("d", t["w"] - t["a"])]))(tree)
     assert list(out) == ["s", "d"]
     close(out["d"], -1.0)
+
+
+# ---- causal attention with Q != K ----------------------------------------------------------------------------
+
+
+def _numpy_attention(q, k, v, causal):
+    """q: [B, Q, H, D], k, v: [B, K, H, D]; JAX's causal mask is tril(ones((Q, K))): query i attends keys j <= i."""
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    if causal:
+        logits = np.where(np.tril(np.ones((q.shape[1], k.shape[1]), bool)), logits, -np.inf)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", w, v)
+
+
+@pytest.mark.parametrize("q_len, k_len", [(3, 5), (5, 3), (1, 4), (4, 4)])
+@pytest.mark.parametrize("implementation", [None, "xla"])
+def test_causal_attention_q_ne_k(rng, q_len, k_len, implementation):
+    q = rng.standard_normal((2, q_len, 2, 4)).astype(np.float32)
+    k = rng.standard_normal((2, k_len, 2, 4)).astype(np.float32)
+    v = rng.standard_normal((2, k_len, 2, 4)).astype(np.float32)
+    got = nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), is_causal=True,
+                                   implementation=implementation)
+    close(got, _numpy_attention(q, k, v, True), atol=1e-5)
+
+
+@pytest.mark.parametrize("implementation", ["fused", "cudnn"])
+def test_fused_causal_attention_refuses_q_ne_k(rng, implementation):
+    q = tnp.asarray(rng.standard_normal((1, 3, 2, 4)).astype(np.float32))
+    k = tnp.asarray(rng.standard_normal((1, 5, 2, 4)).astype(np.float32))
+    with pytest.raises(ValueError, match="as many keys as queries.*implementation='xla'"):
+        nn.dot_product_attention(q, k, k, is_causal=True, implementation=implementation)
+
+
+def test_fused_attention_q_ne_k_without_causal(rng):
+    q = rng.standard_normal((1, 3, 2, 4)).astype(np.float32)
+    k = rng.standard_normal((1, 6, 2, 4)).astype(np.float32)
+    v = rng.standard_normal((1, 6, 2, 4)).astype(np.float32)
+    for implementation in (None, "fused", "xla"):
+        got = nn.dot_product_attention(tnp.asarray(q), tnp.asarray(k), tnp.asarray(v), implementation=implementation)
+        close(got, _numpy_attention(q, k, v, False), atol=1e-5)
+
+
+def test_causal_attention_q_ne_k_under_jit(rng):
+    q = rng.standard_normal((1, 2, 1, 4)).astype(np.float32)
+    k = rng.standard_normal((1, 5, 1, 4)).astype(np.float32)
+    f = tessera.jit(lambda q, k: nn.dot_product_attention(q, k, k, is_causal=True))
+    close(f(tnp.asarray(q), tnp.asarray(k)), _numpy_attention(q, k, k, True), atol=1e-5)

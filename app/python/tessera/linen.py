@@ -609,17 +609,25 @@ def dot_product_attention(query, key, value, mask=None, *, is_causal=False, impl
     """softmax(q k^T / sqrt(d)) v per head; query: [B, Q, H, D], key and value: [B, K, H, D], mask broadcasting
     to [B, H, Q, K] (false: not attended); is_causal: query q attends to keys <= q. Returns [B, Q, H, D].
     implementation, as jax.nn.dot_product_attention's: "fused" (also "cudnn") is one dot_product_attention op,
-    flash attention on the GPU with bf16 matmuls (no mask; is_causal instead); "xla" is einsum + softmax; None
-    takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the CPU, the GPU with bf16 matmuls) and no mask is
-    given."""
+    flash attention on the GPU with bf16 matmuls (no mask; is_causal instead, with as many keys as queries);
+    "xla" is einsum + softmax, whose causal mask for Q != K is JAX's tril(ones((Q, K))): query q attends keys
+    0..q. None takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the CPU, the GPU with bf16 matmuls)
+    and the fused op can compute it (no mask; not causal with Q != K)."""
     if implementation not in (None, "fused", "cudnn", "xla"):
         raise ValueError(f"dot_product_attention: implementation {implementation!r} is not None, 'fused' or 'xla'")
+    query, key, value = tnp.asarray(query), tnp.asarray(key), tnp.asarray(value)
+    # The fused op's causal mask is square: as many keys as queries.
+    square = not is_causal or query.shape[1] == key.shape[1]
     if implementation is None:
-        implementation = "fused" if mask is None and _C.fused_attention_default() else "xla"
+        implementation = "fused" if mask is None and square and _C.fused_attention_default() else "xla"
     if implementation in ("fused", "cudnn"):
         if mask is not None:
             raise ValueError("dot_product_attention: the fused implementation takes is_causal, not a mask")
-        return _C.dot_product_attention(tnp.asarray(query), tnp.asarray(key), tnp.asarray(value), bool(is_causal))
+        if not square:
+            raise ValueError(f"dot_product_attention: the fused implementation's causal attention needs as many keys "
+                             f"as queries, got {key.shape[1]} keys for {query.shape[1]} queries; use "
+                             "implementation='xla' (or None)")
+        return _C.dot_product_attention(query, key, value, bool(is_causal))
     if is_causal:
         causal = tnp.arange(query.shape[1])[:, None] >= tnp.arange(key.shape[1])[None, :]
         mask = causal if mask is None else tnp.logical_and(mask, causal)
