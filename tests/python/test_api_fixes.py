@@ -16,6 +16,86 @@ def close(actual, expected, rtol=1e-5, atol=1e-5):
     np.testing.assert_allclose(np.asarray(actual), expected, rtol=rtol, atol=atol)
 
 
+# ---- Flax's argument forms and errors --------------------------------------------------------------------
+
+
+def test_group_norm_needs_a_positive_group_count():
+    x = tnp.ones((1, 4, 4, 8))
+    for groups in (0, -2):
+        with pytest.raises(ValueError, match="num_groups must be a positive integer"):
+            nn.GroupNorm(num_groups=groups).init(random.PRNGKey(0), x)
+
+
+def _numpy_conv2d(x, k, strides, pads, dilation):
+    """x: [N, H, W, C], k: [kh, kw, C, F]; pads ((lo, hi), (lo, hi)). A direct loop."""
+    x = np.pad(x, ((0, 0), pads[0], pads[1], (0, 0)))
+    kh, kw = (k.shape[0] - 1) * dilation[0] + 1, (k.shape[1] - 1) * dilation[1] + 1
+    oh, ow = (x.shape[1] - kh) // strides[0] + 1, (x.shape[2] - kw) // strides[1] + 1
+    out = np.zeros((x.shape[0], oh, ow, k.shape[3]), np.float64)
+    for i in range(oh):
+        for j in range(ow):
+            patch = x[:, i * strides[0]:i * strides[0] + kh:dilation[0], j * strides[1]:j * strides[1] + kw:dilation[1]]
+            out[:, i, j] = np.einsum("nhwc,hwcf->nf", patch, k)
+    return out
+
+
+@pytest.mark.parametrize("kwargs, strides, pads, dilation", [
+    (dict(strides=2), (2, 2), ((1, 1), (1, 1)), (1, 1)),                       # SAME at stride 2 on 7: (1, 1)
+    (dict(padding=1), (1, 1), ((1, 1), (1, 1)), (1, 1)),
+    (dict(padding=(2, (0, 1)), kernel_dilation=2), (1, 1), ((2, 2), (0, 1)), (2, 2)),
+    (dict(strides=(1, 2), padding="VALID", kernel_dilation=(2, 1)), (1, 2), ((0, 0), (0, 0)), (2, 1)),
+])
+def test_conv_takes_ints_as_flax(rng, kwargs, strides, pads, dilation):
+    x = rng.standard_normal((2, 7, 7, 3)).astype(np.float32)
+    layer = nn.Conv(4, (3, 3), **kwargs)
+    v = layer.init(random.PRNGKey(0), tnp.asarray(x))
+    k = np.asarray(v["params"]["kernel"]).astype(np.float64)
+    close(layer.apply(v, tnp.asarray(x)), _numpy_conv2d(x.astype(np.float64), k, strides, pads, dilation), atol=1e-4)
+
+
+def test_conv_int_kernel_size_is_one_dim():
+    # Flax: an int kernel_size k is the 1-d kernel (k,).
+    x = tnp.ones((2, 9, 3))
+    v = nn.Conv(5, 3, strides=2).init(random.PRNGKey(0), x)
+    assert v["params"]["kernel"].shape == (3, 3, 5)
+    with pytest.raises(ValueError, match="1-d kernel"):
+        nn.Conv(5, 3).init(random.PRNGKey(0), tnp.ones((1, 4, 4, 3)))
+    with pytest.raises(ValueError, match="padding"):
+        nn.Conv(5, (3, 3), padding=[1, 2, 3]).init(random.PRNGKey(0), tnp.ones((1, 4, 4, 3)))
+
+
+def test_conv_transpose_takes_int_strides():
+    x = tnp.ones((1, 4, 4, 2))
+    a = nn.ConvTranspose(3, (3, 3), strides=2)
+    b = nn.ConvTranspose(3, (3, 3), strides=(2, 2))
+    v = a.init(random.PRNGKey(0), x)
+    np.testing.assert_array_equal(np.asarray(a.apply(v, x)), np.asarray(b.apply(v, x)))
+    assert a.apply(v, x).shape == (1, 8, 8, 3)
+
+
+def test_init_refuses_a_seed_for_a_key():
+    x = tnp.ones((2, 3))
+    with pytest.raises(TypeError, match="PRNGKey"):
+        nn.Dense(2).init(0, x)
+    with pytest.raises(TypeError, match="'dropout'"):
+        nn.Dense(2).init({"params": random.PRNGKey(0), "dropout": 1}, x)
+    with pytest.raises(TypeError, match="PRNGKey"):
+        nn.Dropout(0.5).apply({}, x, deterministic=False, rngs={"dropout": 7})
+    # A key made by split is a key.
+    assert nn.Dense(2).init(random.split(random.PRNGKey(0))[1], x)["params"]["kernel"].shape == (3, 2)
+
+
+def test_dropout_needs_deterministic():
+    # flax.linen.Dropout: merge_param raises when neither the module nor the call says deterministic.
+    x = tnp.ones((4, 4))
+    with pytest.raises(ValueError, match="deterministic"):
+        nn.Dropout(0.5).apply({}, x, rngs={"dropout": random.PRNGKey(0)})
+    with pytest.raises(ValueError, match="deterministic"):
+        nn.Dropout(0.0).apply({}, x)
+    np.testing.assert_array_equal(np.asarray(nn.Dropout(0.5, deterministic=True).apply({}, x)), np.ones((4, 4)))
+    np.testing.assert_array_equal(np.asarray(nn.Dropout(0.5).apply({}, x, deterministic=True)), np.ones((4, 4)))
+
+
 # ---- random.bernoulli with an array p ------------------------------------------------------------------
 
 

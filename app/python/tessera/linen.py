@@ -254,6 +254,7 @@ class Module:
 
     def init_with_output(self, rngs, *args, method=None, **kwargs):
         rngs = dict(rngs) if isinstance(rngs, dict) else {"params": rngs}
+        _check_rngs(f"{type(self).__name__}.init", rngs)
         variables = {"params": {}}
         out = self._run(variables, "init", rngs, args, kwargs, method, mutable=True)
         made = {col: _pruned(tree) for col, tree in variables.items()}
@@ -271,10 +272,32 @@ class Module:
         working = {col: _copied(tree) for col, tree in variables.items()}
         if mutable is True:
             mutable = [col for col in working if col != "params"]
-        out = self._run(working, "apply", dict(rngs or {}), args, kwargs, method, mutable=list(mutable or []))
+        rngs = dict(rngs or {})
+        _check_rngs(f"{type(self).__name__}.apply", rngs)
+        out = self._run(working, "apply", rngs, args, kwargs, method, mutable=list(mutable or []))
         if not mutable:
             return out
         return out, {col: _pruned(working.get(col, {})) for col in mutable}
+
+
+def _check_rngs(where, rngs):
+    """Each rng a key: a u32[2] array (tessera.random.PRNGKey), as Flax refuses a seed where a key belongs."""
+    for stream, key in rngs.items():
+        if getattr(key, "shape", None) != (2,) or getattr(key, "dtype", None) != tnp.uint32:
+            if hasattr(key, "shape"):
+                got = f"an array of shape {tuple(key.shape)} and dtype {key.dtype}"
+            else:
+                got = f"{type(key).__name__} {key!r}"
+            raise TypeError(f"{where}: the rng '{stream}' must be a key (a uint32 array of shape (2,)), got {got}; "
+                            "make one with tessera.random.PRNGKey(seed)")
+
+
+def _merge_param(module, name, field_value, call_value):
+    """The value of a setting given to the module or to the call (the call's wins where both are), as Flax's
+    merge_param: neither is an error, not a default."""
+    if field_value is None and call_value is None:
+        raise ValueError(f"{module}: say {name}, in the module or the call")
+    return field_value if call_value is None else call_value
 
 
 def _copied(tree):
@@ -398,6 +421,8 @@ class GroupNorm(Module):
     def __call__(self, x):
         x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
         features = x.shape[-1]
+        if not isinstance(self.num_groups, int) or isinstance(self.num_groups, bool) or self.num_groups <= 0:
+            raise ValueError(f"GroupNorm: num_groups must be a positive integer, got {self.num_groups!r}")
         if features % self.num_groups:
             raise ValueError(f"GroupNorm: {features} features do not split into {self.num_groups} groups")
         grouped = x.reshape(x.shape[:-1] + (self.num_groups, features // self.num_groups))
@@ -430,10 +455,8 @@ class BatchNorm(Module):
     @compact
     def __call__(self, x, use_running_average=None):
         x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
-        running = self.use_running_average if use_running_average is None else use_running_average
-        if running is None:
-            raise ValueError("BatchNorm: say use_running_average (False to train on batch statistics, True for "
-                             "inference), in the module or the call")
+        running = _merge_param("BatchNorm", "use_running_average (False to train on batch statistics, True for "
+                               "inference)", self.use_running_average, use_running_average)
         axis = self.axis % x.ndim
         features = (x.shape[axis],)
         reduce = tuple(a for a in range(x.ndim) if a != axis)
@@ -471,19 +494,52 @@ class BatchNorm(Module):
 
 def _conv_geometry(name, x, kernel_size):
     """The kernel's spatial size as a tuple and the layout letters of its spatial dims ("HW"), checking that x is
-    [N, spatial..., C] for it."""
-    size = tuple(kernel_size)
+    [N, spatial..., C] for it. An int kernel_size k is the 1-d kernel (k,), as in Flax."""
+    size = (kernel_size,) if isinstance(kernel_size, int) else tuple(kernel_size)
     n = len(size)
     if n > 3:
         raise ValueError(f"{name}: at most 3 spatial dims, got a {n}-d kernel")
     if x.ndim != n + 2:
-        raise ValueError(f"{name}: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape {tuple(x.shape)}")
+        hint = (f" (kernel_size={kernel_size} is the 1-d kernel ({kernel_size},), as in Flax; give one size per "
+                "spatial dim)" if isinstance(kernel_size, int) else "")
+        raise ValueError(f"{name}: a {n}-d kernel needs [N, {n} spatial dims, C] inputs, got shape "
+                         f"{tuple(x.shape)}{hint}")
     return size, "DHW"[3 - n:]
+
+
+def _per_dim(name, what, value, n):
+    """strides or kernel_dilation as n ints: None is 1 and one int is the same for every spatial dim (Flax's
+    maybe_broadcast)."""
+    if value is None:
+        value = 1
+    if isinstance(value, int):
+        return (value,) * n
+    value = tuple(value)
+    if len(value) != n:
+        raise ValueError(f"{name}: {what} {value} gives {len(value)} values for {n} spatial dims")
+    return value
+
+
+def _conv_padding(name, padding, n):
+    """padding as lax takes it (Flax's canonicalize_padding): "SAME" or "VALID" as they are, an int p as (p, p)
+    on every spatial dim, else one int or (low, high) pair per spatial dim."""
+    if isinstance(padding, str):
+        return padding
+    if isinstance(padding, int):
+        return [(padding, padding)] * n
+    pads = list(padding)
+    if len(pads) == n:
+        out = [(p, p) if isinstance(p, int) else tuple(p) for p in pads]
+        if all(len(p) == 2 for p in out):
+            return out
+    raise ValueError(f"{name}: padding {padding!r} is not 'SAME', 'VALID', an int or {n} ints or (low, high) pairs")
 
 
 class Conv(Module):
     """A convolution over the dims between the batch and the features (flax.linen.Conv: inputs [N, spatial...,
-    C], kernel [spatial..., C / feature_group_count, features]); padding "SAME", "VALID" or (low, high) pairs."""
+    C], kernel [spatial..., C / feature_group_count, features]); padding "SAME", "VALID", an int (the same on
+    every side) or one int or (low, high) pair per spatial dim; strides and kernel_dilation one int for every
+    spatial dim or one per dim."""
 
     features: int
     kernel_size: Any
@@ -505,8 +561,9 @@ class Conv(Module):
         if channels % self.feature_group_count:
             raise ValueError(f"Conv: {channels} input features do not split into {self.feature_group_count} groups")
         kernel = self.param("kernel", self.kernel_init, size + (channels // self.feature_group_count, self.features))
-        y = lax.conv_general_dilated(x, kernel, self.strides or (1,) * n, self.padding,
-                                     rhs_dilation=self.kernel_dilation,
+        y = lax.conv_general_dilated(x, kernel, _per_dim("Conv", "strides", self.strides, n),
+                                     _conv_padding("Conv", self.padding, n),
+                                     rhs_dilation=_per_dim("Conv", "kernel_dilation", self.kernel_dilation, n),
                                      dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
                                      feature_group_count=self.feature_group_count)
         if self.use_bias:
@@ -540,7 +597,9 @@ class ConvTranspose(Module):
         in_features = x.shape[-1]
         kernel_shape = size + ((self.features, in_features) if self.transpose_kernel else (in_features, self.features))
         kernel = self.param("kernel", self.kernel_init, kernel_shape)
-        y = lax.conv_transpose(x, kernel, self.strides or (1,) * n, self.padding, rhs_dilation=self.kernel_dilation,
+        y = lax.conv_transpose(x, kernel, _per_dim("ConvTranspose", "strides", self.strides, n),
+                               _conv_padding("ConvTranspose", self.padding, n),
+                               rhs_dilation=_per_dim("ConvTranspose", "kernel_dilation", self.kernel_dilation, n),
                                dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
                                transpose_kernel=self.transpose_kernel)
         if self.use_bias:
@@ -569,8 +628,9 @@ class Upsample(Module):
 
 
 class Dropout(Module):
-    """Zeroes each value with probability rate and scales the others by 1 / (1 - rate), unless deterministic;
-    the mask comes from the "dropout" rng stream."""
+    """Zeroes each value with probability rate and scales the others by 1 / (1 - rate), unless deterministic
+    (given to the module or the call: without it Dropout raises, as Flax's); the mask comes from the "dropout"
+    rng stream."""
 
     rate: float
     deterministic: Optional[bool] = None
@@ -578,7 +638,8 @@ class Dropout(Module):
     @compact
     def __call__(self, x, deterministic=None):
         x = tnp.asarray(x)
-        deterministic = self.deterministic if deterministic is None else deterministic
+        deterministic = _merge_param("Dropout", "deterministic (True: no dropout)", self.deterministic,
+                                     deterministic)
         if deterministic or self.rate == 0.0:
             return x
         keep = random.bernoulli(self.make_rng("dropout"), 1.0 - self.rate, x.shape)
