@@ -588,6 +588,9 @@ def _reduced(op, a, axis, keepdims):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None, promote_integers=True):
     """numpy's sum; uint8 and bools accumulate in uint32 and int32 (jax.numpy's promote_integers). where= sums
     the elements where it is True; initial= is added to the result."""
+    if out is None and dtype is None and where is None and initial is None and isinstance(a, Array) \
+            and a._dtype_name not in _PROMOTED_INTEGERS:
+        return _reduced(_C.sum, a, axis, keepdims)  # the common case, kept short
     _no_out(out, "sum")
     a = _masked(_accumulated(a, dtype, promote_integers), where, 0)
     r = _reduced(_C.sum, a, axis, keepdims)
