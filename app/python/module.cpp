@@ -233,7 +233,7 @@ void defineArray(py::module_& m) {
       .def_property_readonly("size", &Array::numel)
       .def_property_readonly("is_tracer", &Array::isTracer)
       // jax.Array.is_deleted: donated to a jitted function, its buffer taken by the call's outputs.
-      .def("is_deleted", [](const Array& a) { return !a.isSharded() && a.valid() && !a.isConcrete() && !a.isTracer(); })
+      .def("is_deleted", [](const Array& a) { return a.isDeleted(); })
       .def("_host_view", &hostView)
       .def("item", [](const Array& a) -> py::object {
         UserSite site;

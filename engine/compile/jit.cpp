@@ -212,7 +212,7 @@ Result<Tree> Jit::call(const Tree& args, const StaticArgs& statics) {
     std::vector<runtime::BufferPtr> bufs;
     std::vector<bool> donated(cg.graph.inputs().size(), false);
     for (size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].isConcrete() && !leaves[i].isTracer())
+      if (leaves[i].isDeleted())
         return makeError("{}: argument {} ({}) was donated to a jitted function and deleted", m_name, i,
                          leaves[i].aval().toString());
       if (!leaves[i].isConcrete()) return makeError("{}: argument {} is not a concrete array", m_name, i);

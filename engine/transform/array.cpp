@@ -128,7 +128,7 @@ Array Array::gathered() const {
 
 std::vector<double> Array::toDoubles() const {
   if (isSharded()) return gathered().toDoubles();
-  if (valid() && !isConcrete() && !isTracer())
+  if (isDeleted())
     raise(makeError("the array ({}) was donated to a jitted function and deleted", aval().toString()));
   if (!isConcrete())
     raise(makeError("the value of a traced array ({}) is not known while tracing; use it as an array instead",

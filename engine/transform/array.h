@@ -86,6 +86,8 @@ class Array {
   // Raises when a block lives only in another process.
   Array gathered() const;
   bool isTracer() const { return m_impl && m_impl->trace != nullptr; }
+  // Donated to a jitted function: the handle remains, its buffer went to the call's outputs (jax.Array.is_deleted).
+  bool isDeleted() const { return m_impl && !isConcrete() && !isTracer(); }
   const runtime::BufferPtr& buffer() const { return m_impl->buffer; }  // one device's buffer (null if sharded)
   ArrayImpl* impl() const { return m_impl.get(); }
   // How many Array handles share this array (jit's donation checks that the caller gave up its own).

@@ -113,7 +113,7 @@ Result<ir::ValueId> Trace::valueOf(const Array& a) {
   if (impl->trace && !isLive(impl))
     return makeError("a traced value of shape {} escaped the function that created it (leaked tracer)",
                      impl->aval.toString());
-  if (!impl->trace && !a.isConcrete())
+  if (a.isDeleted())
     return makeError("the array ({}) was donated to a jitted function and deleted", impl->aval.toString());
   for (size_t i = 0; i < m_consts.size(); ++i)
     if (m_consts[i].impl() == impl) return m_constInputs[i];
@@ -203,7 +203,7 @@ std::vector<Array> runEager(ir::OpCode op, const std::vector<Array>& operands, c
     if (!a.valid()) return fail(Error{def.name + ": an empty (default-constructed) Array was used as an operand"});
     if (a.isTracer()) return fail(Error{def.name + ": a traced value of shape " + a.aval().toString() +
                                         " escaped the function that created it (leaked tracer)"});
-    if (!a.isConcrete()) return fail(Error{fmt::format("{}: the array ({}) was donated to a jitted function and deleted",
+    if (a.isDeleted()) return fail(Error{fmt::format("{}: the array ({}) was donated to a jitted function and deleted",
                                                        def.name, a.aval().toString())});
     scratch.bufs[i] = a.buffer();
     scratch.avals[i] = a.aval();
