@@ -266,6 +266,17 @@ std::string traceFlat(const py::function& fn, const AvalSpecs& avals, const std:
   return text + "\n";
 }
 
+// jax.eval_shape over flat leaves: the outputs' (shape, dtype) of fn on these avals, traced, nothing run.
+py::list evalShapeFlat(const py::function& fn, const AvalSpecs& avals) {
+  const ClosedGraph cg = traceClosed(fn, avals, "eval_shape");
+  py::list out;
+  for (ir::ValueId v : cg.graph.outputs()) {
+    const Aval& a = cg.graph.aval(v);
+    out.append(py::make_tuple(a.shape.dims(), std::string(dtypeName(a.dtype))));
+  }
+  return out;
+}
+
 DType floatDtype(const std::string& name) {
   auto d = parseDType(name);
   if (!d) throw py::type_error(fmt::format("unknown dtype '{}'", name));
@@ -346,6 +357,8 @@ void defineSharding(py::module_& m) {
       .def_readonly("mesh", &NamedSharding::mesh)
       .def_property_readonly("spec", [](const NamedSharding& s) { return s.spec.dims; })
       .def("shard_shape", [](const NamedSharding& s, const std::vector<int64_t>& shape) {
+        // As jax's: a dim its shards do not divide is an error, not a block rounded down.
+        if (Status st = s.check(Shape(shape)); !st.ok()) raisePython(st.error());
         return s.shardShape(Shape(shape)).dims();
       })
       .def("__repr__", &NamedSharding::toString);
@@ -420,6 +433,7 @@ void registerTransforms(py::module_& m) {
   m.def("vjp", &vjpFlat);
   m.def("trace", &traceFlat);
   m.def("trace_standalone", &traceStandalone);
+  m.def("eval_shape", &evalShapeFlat);
   m.def("vmap", &vmapFlat);
   m.def("scan", &scanFlatPy);
   m.def("cond", &condFlatPy);

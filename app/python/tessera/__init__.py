@@ -1,6 +1,7 @@
-"""Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, vmap, trace,
-custom_vjp, checkpoint (remat), tessera.random, tessera.lax, tessera.nn (Flax linen's style), tessera.optim (Optax's),
-tessera.sharding, tessera.runs and tessera.tree_util. The engine is the same one the tessera command and the IDE use."""
+"""Tessera in Python, with JAX's names: tessera.numpy (as tnp), jit, grad, value_and_grad, vjp, jvp, linearize,
+jacfwd, jacrev, hessian, vmap, trace, eval_shape, custom_vjp, checkpoint (remat), tessera.random, tessera.lax,
+tessera.nn (Flax linen's style), tessera.optim (Optax's), tessera.sharding, tessera.runs and tessera.tree_util.
+The engine is the same one the tessera command and the IDE use."""
 
 import os as _os
 
@@ -29,8 +30,9 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
     _warnings.warn(f"OpenBLAS does not know this CPU and runs its generic kernels (products 5-9x slower): start "
                    f"Python with OPENBLAS_CORETYPE={_blas_core}", RuntimeWarning, stacklevel=2)
 from . import numpy, random, tree_util, lax, nn, optim, sharding, runs, image
-from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, custom_vjp, checkpoint, remat,
+from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
                           checkpoint_policies, ShapeDtypeStruct)
+from ._derivatives import jvp, linearize, jacfwd, jacrev, hessian
 from .numpy import Array
 from .sharding import devices, device_count, device_put
 
@@ -45,7 +47,8 @@ def autocast(dtype="bfloat16"):
     return _tessera.Autocast(None if dtype is None else numpy._engine_dtype(dtype))
 
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "jit", "grad",
-           "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-           "ShapeDtypeStruct", "devices", "device_count", "device_put", "autocast",
+           "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "trace", "eval_shape",
+           "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ShapeDtypeStruct", "devices", "device_count",
+           "device_put", "autocast",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError",
            "DeletedArrayError"]

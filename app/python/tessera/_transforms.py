@@ -6,10 +6,10 @@ import inspect
 import weakref
 
 from . import _tessera as _C
-from .numpy import Array, asarray, zeros_like, _engine_dtype, _FLOATING
+from .numpy import Array, asarray, zeros_like, _engine_dtype, _ENGINE_TO_PUBLIC, _FLOATING
 from .tree_util import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "custom_vjp", "checkpoint", "remat",
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "eval_shape", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "ShapeDtypeStruct"]
 
 
@@ -236,23 +236,29 @@ def vjp(fun, *primals, has_aux=False):
 
     def flat(xs):
         out = fun(*tree_unflatten(treedef, xs))
+        aux_leaves = []
         if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError("vjp(has_aux=True): the function must return a pair (output, aux)")
             out, aux = out
-            state["aux"] = aux
+            aux_leaves, state["aux_tree"] = tree_flatten(aux)
         out_leaves, state["out_tree"] = tree_flatten(out)
-        return _leaf_arrays(out_leaves)
+        state["num_out"] = len(out_leaves)
+        # aux leaves leave the trace as outputs (values, not tracers), with no cotangent
+        return _leaf_arrays(out_leaves) + _leaf_arrays(aux_leaves)
 
     outs, pullback = _C.vjp(flat, _leaf_arrays(leaves))
-    out_tree = state["out_tree"]
+    out_tree, num_out = state["out_tree"], state["num_out"]
+    num_aux = len(outs) - num_out
 
     def vjp_fn(cotangent):
         ct_leaves, ct_tree = tree_flatten(cotangent)
         if ct_tree != out_tree:
             raise ValueError(f"vjp: the cotangent's structure {ct_tree} differs from the output's {out_tree}")
-        return tuple(tree_unflatten(treedef, pullback(_leaf_arrays(ct_leaves))))
+        return tuple(tree_unflatten(treedef, pullback(_leaf_arrays(ct_leaves) + [None] * num_aux)))
 
-    result = (tree_unflatten(out_tree, outs), vjp_fn)
-    return result + (state["aux"],) if has_aux else result
+    result = (tree_unflatten(out_tree, outs[:num_out]), vjp_fn)
+    return result + (tree_unflatten(state["aux_tree"], outs[num_out:]),) if has_aux else result
 
 
 def vmap(fun, in_axes=0, out_axes=0):
@@ -348,6 +354,22 @@ def trace(fun, static_argnums=()):
         return IrText(_C.trace(flat, [_aval(x) for x in leaves], getattr(fun, "__name__", "main")))
 
     return traced
+
+
+def eval_shape(fun, *args, **kwargs):
+    """jax.eval_shape: the shapes and dtypes of fun(*args, **kwargs) as a pytree of ShapeDtypeStructs, traced on
+    the arguments' shapes and dtypes (arrays or ShapeDtypeStructs); nothing is computed or allocated."""
+    leaves, treedef = tree_flatten((args, kwargs))
+    out_tree = []
+
+    def flat(xs):
+        a, k = tree_unflatten(treedef, xs)
+        out_leaves, tree = tree_flatten(fun(*a, **k))
+        out_tree[:] = [tree]
+        return _leaf_arrays(out_leaves)
+
+    outs = _C.eval_shape(flat, [_aval(x) for x in leaves])
+    return tree_unflatten(out_tree[0], [ShapeDtypeStruct(shape, _ENGINE_TO_PUBLIC[dtype]) for shape, dtype in outs])
 
 
 class custom_vjp:
