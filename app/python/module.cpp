@@ -169,6 +169,18 @@ Array binary(py::handle a, py::handle b) {
   return Op(toArray(a, &y), y, loc);
 }
 
+// + and * as jax.numpy's add and multiply: on two bool arrays they are logical or and logical and (a bool
+// result), which the engine's add and mul, arithmetic only, refuse.
+Array addOrLogicalOr(const Array& a, const Array& b, std::source_location loc) {
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return bitwiseOr(a, b, loc);
+  return add(a, b, loc);
+}
+
+Array mulOrLogicalAnd(const Array& a, const Array& b, std::source_location loc) {
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return bitwiseAnd(a, b, loc);
+  return mul(a, b, loc);
+}
+
 // A new reference to a Python Array holding `a`, made as pybind11 makes it, without its type lookup.
 PyObject* toPython(Array&& a) {
   return py::detail::type_caster_generic::cast(
@@ -250,9 +262,9 @@ void defineArray(py::module_& m) {
         if (a.isTracer()) return fmt::format("Traced<{}>", a.aval().toString());
         return "Array(" + a.toString() + ")";
       })
-      .def("__add__", &binary<add>).def("__radd__", &reflected<add>)
+      .def("__add__", &binary<addOrLogicalOr>).def("__radd__", &reflected<addOrLogicalOr>)
       .def("__sub__", &binary<sub>).def("__rsub__", &reflected<sub>)
-      .def("__mul__", &binary<mul>).def("__rmul__", &reflected<mul>)
+      .def("__mul__", &binary<mulOrLogicalAnd>).def("__rmul__", &reflected<mulOrLogicalAnd>)
       .def("__truediv__", &binary<div>).def("__rtruediv__", &reflected<div>)
       .def("__pow__", &binary<pow>).def("__rpow__", &reflected<pow>)
       .def("__matmul__", &binary<matmul>).def("__rmatmul__", &reflected<matmul>)
@@ -297,7 +309,7 @@ void defineOps(py::module_& m) {
   m.def("gelu", [](py::handle x, bool approximate) { UserSite site; return gelu(toArray(x), approximate); });
 
 #define TSR_BINARY(pyName, fn) defFast(m, pyName, &fastBinary<fn>)
-  TSR_BINARY("add", add); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mul); TSR_BINARY("divide", div);
+  TSR_BINARY("add", addOrLogicalOr); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mulOrLogicalAnd); TSR_BINARY("divide", div);
   TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
   TSR_BINARY("minimum", minimum); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
   TSR_BINARY("bitwise_or", bitwiseOr); TSR_BINARY("bitwise_xor", bitwiseXor); TSR_BINARY("equal", equal);

@@ -16,6 +16,42 @@ def close(actual, expected, rtol=1e-5, atol=1e-5):
     np.testing.assert_allclose(np.asarray(actual), expected, rtol=rtol, atol=atol)
 
 
+# ---- bool + and * (jnp.add / jnp.multiply on bools: logical or / and) --------------------------------------
+
+A = np.array([True, True, False, False])
+B = np.array([True, False, True, False])
+
+
+@pytest.mark.parametrize("op, ref", [(lambda x, y: x + y, np.logical_or), (lambda x, y: x * y, np.logical_and),
+                                     (tnp.add, np.logical_or), (tnp.multiply, np.logical_and)])
+def test_bool_add_and_multiply_are_logical(op, ref):
+    got = op(tnp.asarray(A), tnp.asarray(B))
+    assert got.dtype == tnp.bool_
+    np.testing.assert_array_equal(np.asarray(got), ref(A, B))
+
+
+def test_bool_with_python_bool_and_reflected():
+    x = tnp.asarray(A)
+    np.testing.assert_array_equal(np.asarray(x + False), A)
+    np.testing.assert_array_equal(np.asarray(True * x), A)
+    np.testing.assert_array_equal(np.asarray(False + x), A)
+    assert (x * True).dtype == tnp.bool_
+
+
+def test_bool_with_int_stays_arithmetic():
+    # numpy: bool + int32 is int32 arithmetic, not logical.
+    got = tnp.asarray(A) + tnp.asarray(np.array([1, 1, 1, 1], np.int32))
+    assert got.dtype == tnp.int32
+    np.testing.assert_array_equal(np.asarray(got), A.astype(np.int32) + 1)
+
+
+def test_bool_logic_under_jit():
+    f = tessera.jit(lambda x, y: (x + y, x * y))
+    s, p = f(tnp.asarray(A), tnp.asarray(B))
+    np.testing.assert_array_equal(np.asarray(s), A | B)
+    np.testing.assert_array_equal(np.asarray(p), A & B)
+
+
 # ---- Flax's argument forms and errors --------------------------------------------------------------------
 
 
