@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <functional>
+#include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,20 @@ void storeElement(void* base, DType t, int64_t i, double value) {
     else if constexpr (std::is_same_v<T, bool>) v = value != 0.0;
     else v = static_cast<T>(value);
     std::memcpy(static_cast<char*>(base) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+  });
+}
+
+// Element i of a buffer of dtype t as text: integers exactly (an i64, or a u32 word of a random key, is not
+// rounded through a double), bools as the IR's text format writes them, floats in %g's shortest form.
+std::string elementText(const void* base, DType t, int64_t i) {
+  return dispatchDType(t, [&]<class T>() -> std::string {
+    T v;
+    std::memcpy(&v, static_cast<const char*>(base) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+    else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return fmt::format("{}", static_cast<int64_t>(v));
+    else if constexpr (std::is_integral_v<T>) return fmt::format("{}", static_cast<uint64_t>(v));
+    else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return fmt::format("{:g}", static_cast<float>(v));
+    else return fmt::format("{:g}", static_cast<double>(v));
   });
 }
 
@@ -160,7 +176,8 @@ std::string Array::toString() const {
   if (!valid()) return "Array(empty)";
   if (isTracer()) return "Traced<" + aval().toString() + ">";
   if (!isConcrete()) return "<deleted " + aval().toString() + ": donated to a jitted function>";
-  auto v = toDoubles();
+  const Array host = gathered();
+  const void* base = host.buffer() ? host.buffer()->data() : nullptr;  // (none for zero elements)
   std::string s = aval().toString() + " ";
   const auto& dims = shape().dims();
   // Nested brackets; more than 64 elements are elided after the first 64.
@@ -168,7 +185,7 @@ std::string Array::toString() const {
   int64_t shown = 0;
   std::function<void(int, int64_t)> rec = [&](int d, int64_t off) {
     if (d == rank()) {
-      if (shown++ < 64) s += fmt::format("{:g}", v[static_cast<size_t>(off)]);
+      if (shown++ < 64) s += elementText(base, dtype(), off);
       return;
     }
     s += "[";

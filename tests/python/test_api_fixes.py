@@ -52,6 +52,28 @@ def test_bool_logic_under_jit():
     np.testing.assert_array_equal(np.asarray(p), A & B)
 
 
+# ---- printing ----------------------------------------------------------------------------------------------
+
+
+def test_integers_print_exactly():
+    assert repr(tnp.array([123456789, -7], tnp.int32)) == "Array(i32[2] [123456789, -7])"
+    assert repr(tnp.array([2**40 + 1], tnp.int64)) == "Array(i64[1] [1099511627777])"
+    assert repr(tnp.array(200, tnp.uint8)) == "Array(u8[] 200)"
+
+
+def test_random_key_prints_its_words():
+    # PRNGKey(seed) = [seed >> 32, seed & 0xffffffff].
+    assert repr(random.PRNGKey(4294967295)) == "Array(u32[2] [0, 4294967295])"
+    assert repr(random.PRNGKey(3 * 2**32 + 5)) == "Array(u32[2] [3, 5])"
+
+
+def test_bools_print_as_words_and_floats_as_before():
+    assert repr(tnp.array([[True, False]])) == "Array(bool[1,2] [[true, false]])"
+    assert repr(tnp.array([1.5, 2.0, -0.25])) == "Array(f32[3] [1.5, 2, -0.25])"
+    assert repr(tnp.array([1.5], tnp.bfloat16)) == "Array(bf16[1] [1.5])"
+    assert repr(tnp.zeros((0, 3), tnp.int32)) == "Array(i32[0,3] [])"
+
+
 # ---- Flax's argument forms and errors --------------------------------------------------------------------
 
 
