@@ -64,6 +64,7 @@ nlohmann::json toJson(const train::BenchReport& r, const cpu::SgemmPeak& peak, i
   if (peak.n > 0) {
     j["sgemm_n"] = peak.n;
     j["sgemm_peak_gflops"] = peak.gflops;
+    j["sgemm_kernels"] = peak.kernels;
     j["peak_fraction"] = gflops / peak.gflops;
   }
   return j;

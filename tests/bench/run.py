@@ -39,6 +39,8 @@ FULL = {
                      "compute": "bf16"},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 8192, "steps": 5, "warmup": 1},
     "resnet18": {"project": "tests/bench/projects/resnet18_cifar", "batch": 64, "steps": 3, "warmup": 1},
+    # ViT-B/16 at 224x224 (the seed ViT comparison's model and optimizer) at a CPU's batch
+    "vit_b16": {"project": "sample_projects/vit_base", "batch": 8, "steps": 3, "warmup": 1},
     "elementwise": {"n": 64 * 1024 * 1024, "steps": 5},
 }
 QUICK = {
@@ -47,6 +49,7 @@ QUICK = {
                        "compute": "bf16"},
     "mlp": {"project": "sample_projects/mlp_sharding", "batch": 64, "steps": 2, "warmup": 1},
     "resnet_tiny": {"project": "tests/bench/projects/resnet_tiny", "batch": 2, "steps": 2, "warmup": 1},
+    "vit_tiny": {"project": "tests/bench/projects/vit_tiny", "batch": 2, "steps": 2, "warmup": 1},
     "elementwise": {"n": 1024 * 1024, "steps": 3},
 }
 
@@ -112,7 +115,21 @@ def peer_args(spec, project):
         return ["resnet", *args, "--depth", str(m["depth"]), "--width", str(m.get("width", 64)),
                 "--classes", str(m["num_classes"]), "--image", str(m["image_size"]),
                 "--momentum", str(t.get("momentum", 0.0))]
+    if m["family"] == "vit" and t.get("optimizer") == "sgd" and not t.get("grad_clip"):
+        return ["vit", *args, "--image", str(m["image_size"]), "--patch", str(m["patch_size"]),
+                "--embd", str(m["hidden"]), "--layers", str(m["layers"]), "--heads", str(m["heads"]),
+                "--mlp", str(m["mlp"]), "--classes", str(m["num_classes"]), "--momentum", str(t.get("momentum", 0.0))]
     raise ValueError(f"no peer for family {m['family']}")
+
+
+def same_blas_kernels(tessera_result):
+    """The peers' environment: OpenBLAS's kernels as Tessera ran them. On a CPU newer than Debian's OpenBLAS knows, it
+    takes its generic kernels (5-9x slower products) unless OPENBLAS_CORETYPE names others; `tessera` sets it for
+    itself and reports the kernels it got (sgemm_kernels), and PyTorch (Debian's, on the same OpenBLAS) gets them too."""
+    kernels = tessera_result.get("sgemm_kernels")
+    if "OPENBLAS_CORETYPE" in os.environ or not kernels:
+        return dict(os.environ)
+    return dict(os.environ, OPENBLAS_CORETYPE=kernels)
 
 
 def summarise_step(result, flops, peak, items, item_name):
@@ -165,13 +182,16 @@ def bench_workload(name, spec, opts, pythons):
             peers[peer] = cmd + (["--warmup", str(spec["warmup"])] if project is not None else [])
     runs = {"tessera": [], **{peer: [] for peer in peers}}
     failed = {}
+    peer_env = None
     for _ in range(opts.rounds):
         runs["tessera"].append(run_json(tessera_cmd, timeout, env))
+        if peer_env is None:
+            peer_env = same_blas_kernels(runs["tessera"][-1])
         for peer, cmd in peers.items():
             if peer in failed:
                 continue
             try:
-                runs[peer].append(run_json(cmd, timeout))
+                runs[peer].append(run_json(cmd, timeout, peer_env))
             except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
                 failed[peer] = str(e)
     best = {e: min(r, key=lambda x: x["median_step_s"]) for e, r in runs.items() if r}
@@ -190,7 +210,8 @@ def bench_workload(name, spec, opts, pythons):
         entry.update({"project": spec["project"], "family": tessera["family"], "batch": tessera["batch"],
                       "seq": tessera["seq"], "params": tessera["params"], "item": item,
                       "items_per_step": tessera["items_per_step"], "flops_per_step": tessera["flops_per_step"],
-                      "flops_rule": tessera["flops_rule"], "sgemm_peak_gflops": peak})
+                      "flops_rule": tessera["flops_rule"], "sgemm_peak_gflops": peak,
+                      "blas_kernels": tessera.get("sgemm_kernels")})
         entry["tessera"] = summarise_step(tessera, tessera["flops_per_step"], peak, tessera["items_per_step"], item)
     entry["ratios"] = {}
     for peer in ("torch", "jax"):

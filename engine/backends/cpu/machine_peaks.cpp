@@ -30,8 +30,9 @@ double bestSeconds(int repeats, F&& run) {
 }  // namespace
 
 SgemmPeak measureSgemm(int64_t n, int repeats, int threads) {
-  SgemmPeak peak{n, 0};
+  SgemmPeak peak{n, 0, ""};
   if (n <= 0) return peak;
+  if (const char* core = openblas_get_corename()) peak.kernels = core;
   int saved = openblas_get_num_threads();
   openblas_set_num_threads(std::max(threads, 1));
   auto count = static_cast<size_t>(n * n);

@@ -3,12 +3,14 @@
 // bench` compares a step's FLOP/s with) and the copy bandwidth (the ceiling of memory traffic). Together they
 // are a roofline's roofs.
 #include <cstdint>
+#include <string>
 
 namespace tsr::cpu {
 
 struct SgemmPeak {
   int64_t n = 0;
-  double gflops = 0;  // best of the repeats
+  double gflops = 0;    // best of the repeats
+  std::string kernels;  // OpenBLAS's name of the kernels it runs (openblas_get_corename: "SkylakeX", "Haswell", ...)
 };
 
 // OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes) on `threads` threads: one untimed call,

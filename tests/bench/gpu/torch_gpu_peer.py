@@ -21,6 +21,8 @@ import torch.nn.functional as F
 
 from gpu_common import report, workload_args
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))  # torch_peer: the models the CPU peer shares
+
 
 class Gpt2(torch.nn.Module):
     def __init__(self, a):
@@ -59,40 +61,6 @@ class Gpt2(torch.nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
 
 
-class Vit(torch.nn.Module):
-    def __init__(self, a, hidden=768, layers=12, heads=12):
-        super().__init__()
-        self.heads = heads
-        n = (a.image // a.patch) ** 2
-        self.patch = torch.nn.Conv2d(3, hidden, a.patch, stride=a.patch)
-        self.cls = torch.nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
-        self.pos = torch.nn.Parameter(torch.randn(1, n + 1, hidden) * 0.02)
-        self.blocks = torch.nn.ModuleList()
-        for _ in range(layers):
-            b = torch.nn.Module()
-            b.ln_1, b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-12), torch.nn.LayerNorm(hidden, eps=1e-12)
-            b.qkv = torch.nn.Linear(hidden, 3 * hidden)
-            b.out = torch.nn.Linear(hidden, hidden)
-            b.fc1 = torch.nn.Linear(hidden, a.mlp)
-            b.fc2 = torch.nn.Linear(a.mlp, hidden)
-            self.blocks.append(b)
-        self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)
-        self.head = torch.nn.Linear(hidden, a.classes)
-
-    def forward(self, images, labels):
-        x = self.patch(images).flatten(2).transpose(1, 2)  # [B, N, C]
-        bsz, _, c = x.shape
-        x = torch.cat([self.cls.expand(bsz, -1, -1), x], dim=1) + self.pos
-        t, d = x.shape[1], c // self.heads
-        for b in self.blocks:
-            q, k, v = b.qkv(b.ln_1(x)).split(c, dim=2)
-            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
-            x = x + b.out(y)
-            x = x + b.fc2(F.gelu(b.fc1(b.ln_2(x))))
-        return F.cross_entropy(self.head(self.ln(x)[:, 0]), labels)
-
-
 class Classifier(torch.nn.Module):
     """A network of images to logits, as (images, labels) -> mean cross-entropy."""
 
@@ -117,7 +85,6 @@ def main():
         batches = [(torch.randint(0, a.vocab, (a.batch, a.seq), device=dev),
                     torch.randint(0, a.vocab, (a.batch, a.seq), device=dev)) for _ in range(2)]
     elif a.workload == "resnet":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "peers"))
         from torch_peer import resnet_model  # one definition of the model for the CPU and GPU peers
 
         if a.precision == "tf32":
@@ -132,7 +99,9 @@ def main():
         if a.precision == "tf32":
             torch.set_float32_matmul_precision("high")
             torch.backends.cudnn.allow_tf32 = True
-        model = Vit(a).to(dev)
+        from torch_peer import Vit  # the CPU peer's ViT (SDPA where PyTorch has it)
+
+        model = Vit(a.image, a.patch, 768, 12, 12, a.mlp, a.classes).to(dev)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         batches = [(torch.randn(a.batch, 3, a.image, a.image, device=dev),
                     torch.randint(0, a.classes, (a.batch,), device=dev)) for _ in range(2)]

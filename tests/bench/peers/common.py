@@ -7,7 +7,7 @@ import sys
 
 def workload_args(description):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("workload", choices=["gpt2", "mlp", "resnet", "conv", "elementwise"])
+    p.add_argument("workload", choices=["gpt2", "mlp", "resnet", "vit", "conv", "elementwise"])
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     # gpt2
@@ -35,6 +35,10 @@ def workload_args(description):
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--image", type=int, default=32)
     p.add_argument("--momentum", type=float, default=0.9)
+    # vit: ViT (Hugging Face's ViTForImageClassification) on --image images in --patch patches, --embd wide,
+    # --layers blocks of --heads heads and an MLP of --mlp; plain SGD (with --momentum)
+    p.add_argument("--patch", type=int, default=16)
+    p.add_argument("--mlp", type=int, default=3072)
     # elementwise
     p.add_argument("--n", type=int, default=64 * 1024 * 1024)
     p.add_argument("--steps", type=int, default=3)

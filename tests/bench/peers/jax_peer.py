@@ -7,6 +7,9 @@ mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD
 resnet  ResNet-18/34 (basic blocks) with the CIFAR stem, NHWC/HWIO (XLA's CPU convolution layout), batch norm in
       training mode with its running statistics carried as state (momentum 0.99); mean cross-entropy; SGD with
       momentum (Optax's trace).
+vit   ViT (Hugging Face's ViTForImageClassification math: the patch convolution as a product over each patch's
+      pixels, class token, pre-LN blocks with LayerNorm eps 1e-12 and exact GELU, the head on the class token),
+      NHWC images; mean cross-entropy; SGD (with momentum, Optax's trace).
 elementwise  gelu(x * a + b) (tanh approximation) over n floats, and a copy of the same bytes.
 
 The step is one jitted function with the parameters and optimizer state donated. Prints one JSON line.
@@ -27,11 +30,11 @@ import jax.numpy as jnp  # noqa: E402
 jax.config.update("jax_platforms", "cpu")
 
 
-def layer_norm(p, x):
+def layer_norm(p, x, eps=1e-5):
     mu = jnp.mean(x, -1, keepdims=True)
     xc = x - mu
     var = jnp.mean(xc * xc, -1, keepdims=True)
-    return xc * jax.lax.rsqrt(var + 1e-5) * p["weight"] + p["bias"]
+    return xc * jax.lax.rsqrt(var + eps) * p["weight"] + p["bias"]
 
 
 def gpt2_init(key, a):
@@ -225,6 +228,52 @@ def resnet_setup(a):
     return params, opt, batches, jax.jit(step, donate_argnums=(0, 1))
 
 
+def vit_setup(a):
+    c, g, p = a.embd, a.image // a.patch, a.patch
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 4 + 4 * a.layers))
+
+    def dense(n_in, n_out):
+        return {"weight": jax.random.normal(next(keys), (n_in, n_out)) * 0.02, "bias": jnp.zeros(n_out)}
+
+    def ln():
+        return {"weight": jnp.ones(c), "bias": jnp.zeros(c)}
+
+    params = {"patch": dense(p * p * 3, c), "cls": jax.random.normal(next(keys), (1, 1, c)) * 0.02,
+              "pos": jax.random.normal(next(keys), (1, g * g + 1, c)) * 0.02, "ln": ln(), "head": dense(c, a.classes),
+              "h": [{"ln_1": ln(), "ln_2": ln(), "qkv": dense(c, 3 * c), "out": dense(c, c), "fc1": dense(c, a.mlp),
+                     "fc2": dense(a.mlp, c)} for _ in range(a.layers)]}
+
+    def loss_fn(params, images, labels):
+        b, d = images.shape[0], c // a.heads
+        # the stride-p patch convolution as a product over each patch's pixels (NHWC)
+        x = images.reshape(b, g, p, g, p, 3).transpose(0, 1, 3, 2, 4, 5).reshape(b, g * g, p * p * 3)
+        x = x @ params["patch"]["weight"] + params["patch"]["bias"]
+        x = jnp.concatenate([jnp.broadcast_to(params["cls"], (b, 1, c)), x], axis=1) + params["pos"]
+        t = x.shape[1]
+        for blk in params["h"]:
+            qkv = layer_norm(blk["ln_1"], x, 1e-12) @ blk["qkv"]["weight"] + blk["qkv"]["bias"]
+            q, k, v = (z.reshape(b, t, a.heads, d) for z in jnp.split(qkv, 3, axis=-1))
+            s = jnp.einsum("bthd,bshd->bhts", q, k) * (1.0 / math.sqrt(d))
+            y = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, -1), v).reshape(b, t, c)
+            x = x + y @ blk["out"]["weight"] + blk["out"]["bias"]
+            u = jax.nn.gelu(layer_norm(blk["ln_2"], x, 1e-12) @ blk["fc1"]["weight"] + blk["fc1"]["bias"],
+                            approximate=False)
+            x = x + u @ blk["fc2"]["weight"] + blk["fc2"]["bias"]
+        logits = layer_norm(params["ln"], x[:, 0], 1e-12) @ params["head"]["weight"] + params["head"]["bias"]
+        lse = jax.nn.logsumexp(logits, -1)
+        return jnp.mean(lse - jnp.take_along_axis(logits, labels[:, None], -1)[:, 0])
+
+    def step(params, opt, images, labels):
+        loss, grads = jax.value_and_grad(loss_fn)(params, images, labels)
+        trace = jax.tree_util.tree_map(lambda t, g: a.momentum * t + g, opt["trace"], grads)
+        return jax.tree_util.tree_map(lambda w, t: w - a.lr * t, params, trace), {"trace": trace}, loss
+
+    bkeys = jax.random.split(jax.random.PRNGKey(1), 6)
+    batches = [(jax.random.normal(bkeys[2 * i], (a.batch, a.image, a.image, 3)),
+                jax.random.randint(bkeys[2 * i + 1], (a.batch,), 0, a.classes)) for i in range(3)]
+    return params, {"trace": jax.tree_util.tree_map(jnp.zeros_like, params)}, batches, jax.jit(step, donate_argnums=(0, 1))
+
+
 def elementwise(a):
     x = jax.random.normal(jax.random.PRNGKey(0), (a.n,))
     s, t = jnp.float32(1.5), jnp.float32(0.25)
@@ -252,7 +301,8 @@ def main():
         times, extra = elementwise(args)
         report("jax", jax.__version__, args, times, **extra)
         return
-    params, opt, batches, step = {"gpt2": gpt2_setup, "mlp": mlp_setup, "resnet": resnet_setup}[args.workload](args)
+    params, opt, batches, step = {"gpt2": gpt2_setup, "mlp": mlp_setup, "resnet": resnet_setup,
+                                     "vit": vit_setup}[args.workload](args)
     nparams = sum(p.size for p in jax.tree_util.tree_leaves(params))
     # XLA's plan of the step: the temporaries (activations and scratch) beside arguments and outputs.
     memory = {}

@@ -8,6 +8,8 @@ gpt2  GPT-2 in the Hugging Face layout: Conv1D weights stored [in, out], pre-LN 
 mlp   Dense-ReLU-...-Dense, mean squared error against one-hot labels, plain SGD.
 resnet  ResNet-18/34 (torchvision's basic blocks) with the CIFAR stem (a 3x3 convolution, no max-pool), batch
       norm in training mode (momentum 0.01, Flax's 0.99), NCHW; mean cross-entropy; SGD with momentum.
+vit   ViT (Hugging Face's ViTForImageClassification: patch convolution, class token, pre-LN blocks with LayerNorm
+      eps 1e-12 and exact GELU, the head on the class token), NCHW images; mean cross-entropy; SGD.
 conv  ResNet-18's CIFAR convolution layers (tests/bench/bench_conv.cpp's list) at batch --batch: forward
       (F.conv2d) and the two gradients (aten.convolution_backward for the input and for the weight, apart), NCHW
       (PyTorch's native CPU layout; its convolutions run on oneDNN too).
@@ -183,6 +185,68 @@ def resnet_step(args):
     return step, sum(p.numel() for p in model.parameters())
 
 
+class Vit(torch.nn.Module):
+    """ViT as engine/nn/vit.cpp (Hugging Face's ViTForImageClassification): a stride-p patch convolution, the class
+    token and position embeddings, pre-LN blocks (LayerNorm eps 1e-12, exact GELU), the head on the class token;
+    forward(images, labels) is the mean cross-entropy. Also the GPU peer's (tests/bench/gpu/torch_gpu_peer.py).
+    Attention is scaled_dot_product_attention where this PyTorch has it, else the formula."""
+
+    def __init__(self, image, patch, hidden, layers, heads, mlp, classes):
+        super().__init__()
+        self.heads = heads
+        n = (image // patch) ** 2
+        self.patch = torch.nn.Conv2d(3, hidden, patch, stride=patch)
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+        self.pos = torch.nn.Parameter(torch.randn(1, n + 1, hidden) * 0.02)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.ln_1, b.ln_2 = torch.nn.LayerNorm(hidden, eps=1e-12), torch.nn.LayerNorm(hidden, eps=1e-12)
+            b.qkv = torch.nn.Linear(hidden, 3 * hidden)
+            b.out = torch.nn.Linear(hidden, hidden)
+            b.fc1 = torch.nn.Linear(hidden, mlp)
+            b.fc2 = torch.nn.Linear(mlp, hidden)
+            self.blocks.append(b)
+        self.ln = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    @staticmethod
+    def attention(q, k, v):
+        if hasattr(F, "scaled_dot_product_attention"):
+            return F.scaled_dot_product_attention(q, k, v)
+        return torch.softmax((q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5), dim=-1) @ v
+
+    def forward(self, images, labels):
+        x = self.patch(images).flatten(2).transpose(1, 2)  # [B, N, C]
+        bsz, _, c = x.shape
+        x = torch.cat([self.cls.expand(bsz, -1, -1), x], dim=1) + self.pos
+        t, d = x.shape[1], c // self.heads
+        for b in self.blocks:
+            q, k, v = b.qkv(b.ln_1(x)).split(c, dim=2)
+            q, k, v = (z.view(bsz, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
+            y = self.attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+            x = x + b.out(y)
+            x = x + b.fc2(F.gelu(b.fc1(b.ln_2(x))))
+        return F.cross_entropy(self.head(self.ln(x)[:, 0]), labels)
+
+
+def vit_step(args):
+    model = Vit(args.image, args.patch, args.embd, args.layers, args.heads, args.mlp, args.classes)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    gen = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(args.batch, 3, args.image, args.image, generator=gen),
+                torch.randint(0, args.classes, (args.batch,), generator=gen)) for _ in range(3)]
+
+    def step(i):
+        loss = model(*batches[i % len(batches)])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
 # name, spatial size, in channels, out channels, kernel, stride: bench_conv.cpp's resnetLayers().
 CONV_LAYERS = [("stem 3x3 3->64", 32, 3, 64, 3, 1), ("stage1 3x3 64->64", 32, 64, 64, 3, 1),
                ("stage2 3x3/2 64->128", 32, 64, 128, 3, 2), ("stage2 1x1/2 64->128", 32, 64, 128, 1, 2),
@@ -252,7 +316,8 @@ def main():
         times, extra = elementwise(args)
         report("torch", torch.__version__, args, times, **extra)
         return
-    step, nparams = {"gpt2": gpt2_step, "mlp": mlp_step, "resnet": resnet_step}[args.workload](args)
+    step, nparams = {"gpt2": gpt2_step, "mlp": mlp_step, "resnet": resnet_step,
+                      "vit": vit_step}[args.workload](args)
     t0 = time.perf_counter()
     first_loss = step(0)
     first = time.perf_counter() - t0
