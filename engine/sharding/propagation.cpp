@@ -458,10 +458,10 @@ Result<ShardingPlan> propagateShardings(const ir::Graph& g, const ir::OpRegistry
     if (static_cast<int>(t.dims.size()) != shape.rank())
       return makeError("{}: sharding {} has {} dims, the value {} has {}", why, t.toString(mesh), t.dims.size(),
                        g.aval(v).toString(), shape.rank());
-    for (int d = 0; d < shape.rank(); ++d)
-      if (shape[d] % t.shards(mesh, d) != 0)
-        return makeError("{}: sharding {} splits dim {} of {} into {} pieces, which does not divide it", why,
-                         t.toString(mesh), d, g.aval(v).toString(), t.shards(mesh, d));
+    // A user's sharding must divide its dims (NamedSharding::check names the dim and the mesh axes); only the
+    // splits propagation picks itself may leave a dim whole where they would not divide it.
+    if (auto st = NamedSharding{mesh, t.toSpec(mesh)}.check(shape); !st.ok())
+      return makeError("{}: {}", why, st.error().message);
     if (plan.annotated[vi] && !(plan.values[vi] == t))
       return makeError("{}: conflicting explicit shardings {} ({}) and {}", why, plan.values[vi].toString(mesh),
                        plan.origins[vi].annotation, t.toString(mesh));

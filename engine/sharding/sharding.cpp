@@ -11,6 +11,22 @@
 
 namespace tsr::sharding {
 
+namespace {
+
+// The mesh axes one dim is split over, with their sizes: "mesh axis 'data' has size 2", "mesh axes 'a', 'b'
+// have sizes 4, 2".
+std::string axesOfDim(const Mesh& mesh, const std::vector<std::string>& axes) {
+  std::string names, sizes;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    names += fmt::format("{}'{}'", i ? ", " : "", axes[i]);
+    sizes += fmt::format("{}{}", i ? ", " : "", mesh.axisSize(axes[i]));
+  }
+  return axes.size() == 1 ? fmt::format("mesh axis {} has size {}", names, sizes)
+                          : fmt::format("mesh axes {} have sizes {}", names, sizes);
+}
+
+}  // namespace
+
 Result<Mesh> Mesh::create(std::vector<int64_t> shape, std::vector<std::string> axes, std::vector<int> devices) {
   if (shape.size() != axes.size())
     return makeError("mesh: {} sizes but {} axis names", shape.size(), axes.size());
@@ -167,11 +183,14 @@ Status NamedSharding::check(const Shape& shape) const {
   if (static_cast<int>(spec.dims.size()) > shape.rank())
     return makeError("{} has {} dims but the array {} has rank {}", spec.toString(), spec.dims.size(),
                      shape.toString(), shape.rank());
+  // As jax.device_put, a split must divide its dim: an uneven split is refused, never padded or replicated.
   auto n = shardsPerDim(shape.rank());
   for (int d = 0; d < shape.rank(); ++d)
     if (shape[d] % n[static_cast<size_t>(d)] != 0)
-      return makeError("{} splits dim {} of {} into {} shards, which does not divide {}", spec.toString(), d,
-                       shape.toString(), n[static_cast<size_t>(d)], shape[d]);
+      return makeError("{} splits dim {} of {} into {} shards, which does not divide {} ({}); the dim must be a "
+                       "multiple of {}",
+                       spec.toString(), d, shape.toString(), n[static_cast<size_t>(d)], shape[d],
+                       axesOfDim(mesh, spec.dims[static_cast<size_t>(d)]), n[static_cast<size_t>(d)]);
   return {};
 }
 

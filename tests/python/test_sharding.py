@@ -76,3 +76,37 @@ def test_sharding_errors(mesh):
         NamedSharding(mesh, P("nope"))
     with pytest.raises(tessera.ShapeError, match=r"\[3,8\]"):
         tessera.device_put(tnp.ones((3, 8)), NamedSharding(mesh, P("data")))
+
+
+def test_uneven_shardings_are_errors_naming_the_dim_and_the_axis(rng, mesh):
+    """As jax.device_put: a sharding that does not divide a dim is a ValueError naming the dim, the shape and the
+    mesh axis with its size, never a silent replication; from device_put, with_sharding_constraint (eagerly and
+    under jit) and NamedSharding.shard_shape. The same shardings on dims they divide split as asked."""
+    rows = NamedSharding(mesh, P("data"))
+    uneven = (r"P\('data'\) splits dim 0 of \[15,8\] into 4 shards, which does not divide 15 "
+              r"\(mesh axis 'data' has size 4\); the dim must be a multiple of 4")
+    with pytest.raises(ValueError, match=uneven):
+        tessera.device_put(np.zeros((15, 8), np.float32), rows)
+    with pytest.raises(ValueError, match=uneven):
+        with_sharding_constraint(np.zeros((15, 8), np.float32), rows)  # eagerly: a device_put
+    with pytest.raises(ValueError, match=uneven):
+        rows.shard_shape([15, 8])
+    cols = NamedSharding(mesh, P(None, "model"))
+    constrained = tessera.jit(lambda x: with_sharding_constraint(x * 2, cols))
+    with pytest.raises(ValueError, match=r"sharding_constraint.*splits dim 1 of \[8,7\] into 2 shards, which does "
+                                         r"not divide 7 \(mesh axis 'model' has size 2\)"):
+        constrained(tnp.ones((8, 7)))
+    both = NamedSharding(mesh, P(("data", "model")))
+    with pytest.raises(ValueError, match=r"into 8 shards, which does not divide 12 \(mesh axes 'data', 'model' "
+                                         r"have sizes 4, 2\)"):
+        tessera.device_put(np.zeros((12,), np.float32), both)
+
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    x = tessera.device_put(a, rows)
+    assert x.sharding.spec == [["data"], []] and rows.shard_shape([16, 8]) == [4, 8]
+    np.testing.assert_array_equal(np.asarray(x), a)
+    assert with_sharding_constraint(a, rows).sharding.spec == [["data"], []]
+    y = constrained(tnp.asarray(a))
+    assert y.sharding.spec == [[], ["model"]]
+    np.testing.assert_array_equal(np.asarray(y), 2 * a)
+    assert tessera.device_put(np.zeros((16,), np.float32), both).sharding.spec == [["data", "model"]]

@@ -141,6 +141,24 @@ TEST_CASE("unevenAndOverlongSpecsAreErrors") {
   REQUIRE(!ab.layout(Shape({64})).ok());
 }
 
+// As jax.device_put's ValueError: an uneven split is refused (never padded, never replicated), and the message
+// names the spec, the dim, the shape, the mesh axes with their sizes and what the dim must be a multiple of.
+TEST_CASE("unevenSplitsNameTheDimAndTheMeshAxes") {
+  Status one = make({2}, {"x"}, "x").check(Shape({15}));
+  REQUIRE(!one.ok());
+  TSR_COMPARE(one.error().message, std::string("P('x') splits dim 0 of [15] into 2 shards, which does not divide 15 "
+                                               "(mesh axis 'x' has size 2); the dim must be a multiple of 2"));
+  Status two = make({4, 2}, {"a", "b"}, "None,(a,b)").check(Shape({16, 12}));
+  REQUIRE(!two.ok());
+  TSR_COMPARE(two.error().message, std::string("P(None, ('a', 'b')) splits dim 1 of [16,12] into 8 shards, which does "
+                                               "not divide 12 (mesh axes 'a', 'b' have sizes 4, 2); the dim must be "
+                                               "a multiple of 8"));
+  // The same specs on dims they divide are fine.
+  REQUIRE(make({2}, {"x"}, "x").check(Shape({16})).ok());
+  REQUIRE(make({4, 2}, {"a", "b"}, "None,(a,b)").check(Shape({12, 16})).ok());
+  TSR_COMPARE(make({4, 2}, {"a", "b"}, "None,(a,b)").shardShape(Shape({12, 16})).toString(), std::string("[12,2]"));
+}
+
 TEST_CASE("drawingLooksLikeJax") {
   NamedSharding ab = make({4, 2}, {"a", "b"}, "a,b");
   auto text = visualizeSharding(Shape({8192, 8192}), ab);

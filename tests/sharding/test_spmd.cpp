@@ -393,6 +393,41 @@ TEST_CASE_FIXTURE(EightDevices, "conflictingAnnotationsNameBothSpecsAndTheOp") {
                   msg);
 }
 
+// A user's sharding that does not divide its dim is an error, as jax.device_put and with_sharding_constraint
+// refuse it: the message names the op or array, its shape, the dim and the mesh axis with its size. The same
+// sharding on a dim it divides runs.
+TEST_CASE_FIXTURE(EightDevices, "userShardingsThatDoNotDivideAreErrors") {
+  Mesh m = makeMesh({2, 4}, {"data", "model"});
+  std::mt19937 rng(3);
+  Array odd = randomArray(rng, {15, 8});
+  auto put = spmd::devicePut(odd, named(m, "data"));
+  REQUIRE(!put.ok());
+  REQUIRE_MESSAGE(contains(put.error().message, "P('data') splits dim 0 of [15,8] into 2 shards, which does not "
+                                                "divide 15 (mesh axis 'data' has size 2)"),
+                  put.error().message);
+  auto constrained = jit(
+      [&](const std::vector<Array>& x) {
+        return std::vector<Array>{spmd::withShardingConstraint(sin(x[0]), named(m, "None,model"))};
+      },
+      "f");
+  auto bad = constrained({randomArray(rng, {8, 6})});
+  REQUIRE(!bad.ok());
+  const std::string& msg = bad.error().message;
+  REQUIRE_MESSAGE((contains(msg, "sharding_constraint") &&
+                   contains(msg, "P(None, 'model') splits dim 1 of [8,6] into 4 shards, which does not divide 6 "
+                                 "(mesh axis 'model' has size 4)")),
+                  msg);
+  // Dims the specs divide: split as asked, the values unchanged.
+  Array even = randomArray(rng, {16, 8});
+  Array split = must(spmd::devicePut(even, named(m, "data")));
+  TSR_COMPARE(split.sharding()->spec.toString(), std::string("P('data', None)"));
+  REQUIRE(split.toDoubles() == even.toDoubles());
+  Array x = randomArray(rng, {8, 12});
+  auto ok = must(constrained({x}));
+  TSR_COMPARE(ok[0].sharding()->spec.toString(), std::string("P(None, 'model')"));
+  REQUIRE(maxRelDiff(ok[0].toDoubles(), sin(x).toDoubles()) < 1e-6);
+}
+
 // ---- reshards ----
 
 TEST_CASE_FIXTURE(EightDevices, "reshardsUseTheCollectiveTheMoveNeeds") {

@@ -82,7 +82,9 @@ def NamedSharding(mesh, spec):
 
 def device_put(x, sharding=None):
     """x split over the sharding's mesh (a copy of each block on its devices); without a sharding, x as an
-    Array on the default device."""
+    Array on the default device. As in jax, every split dim must be a multiple of its number of shards: a
+    sharding that does not divide x is a ValueError (tessera.ShapeError) naming the dim and the mesh axes,
+    never a silent replication."""
     from .numpy import asarray
 
     x = asarray(x)
@@ -90,8 +92,11 @@ def device_put(x, sharding=None):
 
 
 def with_sharding_constraint(x, sharding):
-    """Inside jit: this value has this sharding here (the propagation starts from it); eagerly: device_put."""
-    return _C.with_sharding_constraint(x, sharding)
+    """Inside jit: this value has this sharding here (the propagation starts from it); eagerly: device_put.
+    The sharding must divide x, as device_put's (the error names the op and where it was traced)."""
+    from .numpy import asarray
+
+    return _C.with_sharding_constraint(asarray(x), sharding)
 
 
 def visualize_array_sharding(x, width=48, print_it=True):
