@@ -97,7 +97,9 @@ const std::string* PlacementPolicy::overrideFor(const ArgumentPath& path) const 
 }
 
 // The first rule whose regex occurs in the relative path. A spec of more dims than the array cannot be meant for
-// it (JAX refuses it too); one that does not divide its dims leaves it replicated, and says so.
+// it, and one that does not divide its dims cannot split it: both are errors naming the rule and the argument,
+// as JAX refuses such a sharding wherever it comes from (a Flax logical-axis rule too). Replicating the argument
+// instead would leave the user believing it split.
 Result<Placement> PlacementPolicy::byRule(const ArgumentPath& path, const Shape& shape) const {
   const std::string rel = path.relative();
   for (const Rule& r : m_rules) {
@@ -105,19 +107,30 @@ Result<Placement> PlacementPolicy::byRule(const ArgumentPath& path, const Shape&
     if (r.spec.dims.size() > static_cast<size_t>(shape.rank()))
       return makeError("{} rule '{}' matches {} {}, but its spec {} has {} dims", m_where, r.pattern, path.toString(),
                        shape.toString(), r.spec.toString(), r.spec.dims.size());
-    if (sharding::NamedSharding{m_mesh, r.spec}.check(shape).ok())
-      return Placement{r.spec, fmt::format("rule '{}'", r.pattern)};
-    return Placement{std::nullopt, fmt::format("rule '{}' does not fit {}", r.pattern, shape.toString())};
+    if (auto st = sharding::NamedSharding{m_mesh, r.spec}.check(shape); !st.ok()) {
+      // The way out names the parameter (a rule for it also reaches its optimizer state).
+      const auto* state = path.as<ArgumentPath::OptState>();
+      return makeError("{} rule '{}' matches {} {}, but {}; change the rule, or put a rule for {} before it",
+                       m_where, r.pattern, path.toString(), shape.toString(), st.error().message,
+                       state && !state->param.empty() ? state->param : rel);
+    }
+    return Placement{r.spec, fmt::format("rule '{}'", r.pattern)};
   }
   return Placement{std::nullopt, "no rule"};
 }
 
-Placement PlacementPolicy::ofBatch(const Shape& shape) const {
-  if (m_mesh.axes.empty()) return {};
-  sharding::PartitionSpec split{{{m_mesh.axes[0]}}};
-  if (shape.rank() > 0 && sharding::NamedSharding{m_mesh, split}.check(shape).ok())
-    return {split, fmt::format("the batch, over '{}'", m_mesh.axes[0])};
-  return {std::nullopt, "the batch, whole"};
+// The batch is split over the mesh's first axis: a leading dim that axis does not divide is an error (the step
+// would otherwise run whole on every device, without the data parallelism the mesh asks for).
+Result<Placement> PlacementPolicy::ofBatch(const ArgumentPath& path, const Shape& shape) const {
+  if (m_mesh.axes.empty()) return Placement{};
+  if (shape.rank() == 0) return Placement{std::nullopt, "the batch, whole"};
+  const std::string& axis = m_mesh.axes[0];
+  const int64_t n = m_mesh.axisSize(axis);
+  if (shape[0] % n != 0)
+    return makeError("{} {}: the batch is split over the mesh's first axis '{}' of size {}, which does not divide "
+                     "its {} rows; make the batch size a multiple of {}",
+                     path.toString(), shape.toString(), axis, n, shape[0], n);
+  return Placement{sharding::PartitionSpec{{{axis}}}, fmt::format("the batch, over '{}'", axis)};
 }
 
 Result<Placement> PlacementPolicy::place(const ArgumentPath& path, const Shape& shape) const {
@@ -130,7 +143,7 @@ Result<Placement> PlacementPolicy::place(const ArgumentPath& path, const Shape& 
     return Placement{std::move(*spec), "set here"};
   }
   if (path.as<ArgumentPath::Param>() || path.as<ArgumentPath::OptState>()) return byRule(path, shape);
-  if (path.as<ArgumentPath::Batch>()) return ofBatch(shape);
+  if (path.as<ArgumentPath::Batch>()) return ofBatch(path, shape);
   return Placement{};
 }
 

@@ -4,10 +4,10 @@
 // IDE's Sharding panel) when it plans the step from avals. The policy:
 //   - an override (the Sharding panel's edits) wins over every rule;
 //   - a parameter takes the first [sharding] rule whose regex occurs in its path; a spec the shape does not
-//     divide leaves it replicated, a spec of more dims than the array is an error;
+//     divide, or of more dims than the array, is an error naming the rule and the parameter;
 //   - optimizer state follows its parameter: the rules are searched in the state's own path ("1.mu" and the
 //     parameter's path), and an override of the parameter covers its state;
-//   - the batch is split over the mesh's first axis where its leading dim divides, else whole;
+//   - the batch is split over the mesh's first axis; a leading dim that axis does not divide is an error;
 //   - everything else (the step counter, the model's state "batch_stats.*", captured constants) is replicated.
 #include <map>
 #include <optional>
@@ -83,8 +83,9 @@ class PlacementPolicy {
                                         const std::vector<std::pair<std::string, std::string>>& rules,
                                         std::map<std::string, std::string> overrides, std::string where);
 
-  // The argument's placement for an array of `shape`. Errors: a rule's spec of more dims than the array, an
-  // override that does not parse or does not fit the array (named by its path).
+  // The argument's placement for an array of `shape`. Errors: a rule's spec of more dims than the array or
+  // that does not divide it, an override that does not parse or does not fit the array (named by its path), a
+  // batch the mesh's first axis does not divide.
   Result<Placement> place(const ArgumentPath& path, const Shape& shape) const;
   // The same as a sharding on the mesh (replicated where the placement has no spec).
   Result<sharding::NamedSharding> sharding(const ArgumentPath& path, const Shape& shape) const;
@@ -99,7 +100,7 @@ class PlacementPolicy {
     sharding::PartitionSpec spec;
   };
   Result<Placement> byRule(const ArgumentPath& path, const Shape& shape) const;
-  Placement ofBatch(const Shape& shape) const;
+  Result<Placement> ofBatch(const ArgumentPath& path, const Shape& shape) const;
   const std::string* overrideFor(const ArgumentPath& path) const;
 
   sharding::Mesh m_mesh;

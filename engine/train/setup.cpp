@@ -31,12 +31,32 @@ Status configureSharding(const project::Project& p, Trainer& trainer, const std:
   if (devices->kind() == "mpi" && devices->numDevices() != mesh->size())
     return makeError("{}: [mesh] {} has {} devices, but mpirun started {} processes (one device each): launch {}",
                      p.file, mesh->toString(), mesh->size(), devices->numDevices(), mesh->size());
+  // The batch is split over the mesh's first axis (placement.h): one it does not divide is refused here, in the
+  // project's terms, before a run starts (each batch is checked again as it is placed).
+  if (const int64_t first = mesh->shape[0]; p.train.batchSize % first != 0)
+    return makeError("{}: [train] batch_size {} is split over the mesh's first axis '{}' of size {}, which does not "
+                     "divide it; make batch_size a multiple of {}",
+                     p.file, p.train.batchSize, mesh->axes[0], first, first);
   TrainSharding s{*mesh, {}};
   for (const auto& r : p.sharding) s.rules.emplace_back(r.pattern, r.spec);
   auto st = trainer.setSharding(std::move(s));
   if (!st.ok()) return makeError("{}: [sharding]: {}", p.file, st.error().message);
   info(fmt::format("{} over {} {} devices, {} sharding rules", mesh->toString(), mesh->size(), devices->kind(),
                    p.sharding.size()));
+  return {};
+}
+
+// The [sharding] rules against every parameter and optimizer-state leaf, from their avals, before anything is
+// allocated: a rule that does not divide what it matches is an error naming the file, the rule and the leaf.
+Status checkRules(const project::Project& p, const TreeOf<Aval>& avals) {
+  TSR_ASSIGN(sharding::Mesh mesh, sharding::Mesh::create(p.mesh.shape, p.mesh.axes));
+  if (mesh.size() <= 1) return {};
+  std::vector<std::pair<std::string, std::string>> rules;
+  for (const auto& r : p.sharding) rules.emplace_back(r.pattern, r.spec);
+  TSR_ASSIGN(PlacementPolicy policy, PlacementPolicy::create(std::move(mesh), rules, {}, p.file + ": [sharding]"));
+  const std::vector<Aval> leaves = avals.leaves();
+  const std::vector<ArgumentPath> paths = argumentPaths(avals.paths());
+  for (size_t i = 0; i < paths.size() && i < leaves.size(); ++i) TSR_TRY(policy.place(paths[i], leaves[i].shape));
   return {};
 }
 
@@ -113,6 +133,7 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
     stateBytes += avals.back().bytes();
   }
   TSR_ASSIGN(s.avals, TreeOf<Aval>::unflatten(g.outputTree, std::move(avals)));
+  if (o.mesh) TSR_TRY(checkRules(p, *s.avals));
   if (o.materialize) {
     const std::string what = fmt::format("the parameters and {} state of {} ({} parameters)", t.optimizer,
                                          p.model.family, s.model.numParams);

@@ -71,10 +71,20 @@ TEST_CASE("firstMatchingRuleWins") {
   auto mlp = must(policy.place(param("h.0.mlp.w"), Shape{4, 8}));
   TSR_COMPARE(specOf(mlp), std::string("P('model')"));
   TSR_COMPARE(mlp.source, std::string(R"(rule '\.w$')"));
-  // A rule whose spec does not divide the shape leaves it replicated (and no later rule is tried).
-  auto odd = must(policy.place(param("h.1.attn.w"), Shape{4, 7}));
-  TSR_COMPARE(specOf(odd), std::string("replicated"));
-  TSR_COMPARE(odd.source, std::string(R"(rule 'attn\.w' does not fit [4,7])"));
+  // A rule whose spec does not divide the shape is an error naming the rule, the parameter, its shape, the dim
+  // and the mesh axis (no later rule is tried, and it is not silently replicated).
+  auto odd = policy.place(param("h.1.attn.w"), Shape{4, 7});
+  REQUIRE(!odd.ok());
+  TSR_COMPARE(odd.error().message,
+              std::string(R"(p.toml: [sharding] rule 'attn\.w' matches params.h.1.attn.w [4,7], but P(None, 'model') )"
+                          R"(splits dim 1 of [4,7] into 2 shards, which does not divide 7 (mesh axis 'model' has )"
+                          R"(size 2); the dim must be a multiple of 2; change the rule, or put a rule for h.1.attn.w )"
+                          R"(before it)"));
+  // So is the optimizer state a rule reaches.
+  auto oddState = policy.place(opt("1.mu", "h.1.attn.w"), Shape{4, 7});
+  REQUIRE(!oddState.ok());
+  REQUIRE_MESSAGE(oddState.error().message.find("matches opt.1.mu.h.1.attn.w [4,7]") != std::string::npos,
+                  oddState.error().message);
   auto none = must(policy.place(param("h.0.ln.bias"), Shape{8}));
   TSR_COMPARE(specOf(none), std::string("replicated"));
   TSR_COMPARE(none.source, std::string("no rule"));
@@ -123,9 +133,12 @@ TEST_CASE("batchSplitsOverTheFirstAxis") {
   auto in = must(policy.place(batch("inputs"), Shape{8, 16}));
   TSR_COMPARE(specOf(in), std::string("P('data')"));
   TSR_COMPARE(in.source, std::string("the batch, over 'data'"));
-  auto odd = must(policy.place(batch("targets"), Shape{3, 16}));
-  TSR_COMPARE(specOf(odd), std::string("replicated"));
-  TSR_COMPARE(odd.source, std::string("the batch, whole"));
+  // A batch the first axis does not divide is an error, not a batch silently left whole on every device.
+  auto odd = policy.place(batch("targets"), Shape{3, 16});
+  REQUIRE(!odd.ok());
+  TSR_COMPARE(odd.error().message, std::string("targets [3,16]: the batch is split over the mesh's first axis 'data' "
+                                               "of size 2, which does not divide its 3 rows; make the batch size a "
+                                               "multiple of 2"));
   TSR_COMPARE(specOf(must(policy.place(batch("targets"), Shape{}))), std::string("replicated"));
   // Rules name parameters only: a rule matching "step" leaves it alone.
   auto step = must(train::PlacementPolicy::create(mesh2x2(), {{"step", "data"}}, {}, "sharding"))
