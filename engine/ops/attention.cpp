@@ -16,8 +16,9 @@
 // kernels also take row views (OpDef::cpuRowViewDims): q, k and v read as column blocks of one qkv projection,
 // and dq, dk and dv written into the columns of the concatenate that joins them (row_views.h). Batching
 // folds the vmapped dim into B; sharding splits B and H (data and tensor parallelism) and keeps T, S and D
-// whole. The gradient op has no vjp of its own (second derivatives of fused attention are refused, as JAX's
-// cuDNN attention does).
+// whole. The gradient op's own vjp differentiates the composite it stands for, so second derivatives (hessians,
+// forward mode through the pullback) work, with the [T, S] scores materialised.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -28,6 +29,7 @@
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::ops {
@@ -244,10 +246,40 @@ std::vector<Array> attentionVjp(const ir::VjpArgs& a) {
   return bind(OpCode::DotProductAttentionGrad, in, a.attrs, std::source_location::current());
 }
 
-std::vector<Array> attentionGradVjp(const ir::VjpArgs&) {
-  raiseAt({}, Error{"dot_product_attention_grad: second derivatives of fused attention are not supported; "
-                    "differentiate the unfused form (dot_general and softmax) instead"});
-  return {};
+// Second derivatives: the gradient op as the composite it fuses (the formula at the top), differentiated by
+// autodiff, as the cross-entropy gradient's are. out and lse are inputs of their own here, so their cotangents go
+// back through the forward op's rule. The [T, S] scores are materialised, as an unfused attention's second
+// derivative would; bf16 operands compute in f32, the rows' dtype.
+std::vector<Array> attentionGradVjp(const ir::VjpArgs& a) {
+  if (std::none_of(a.cotangents.begin(), a.cotangents.end(), [](const Array& c) { return c.valid(); }))
+    return std::vector<Array>(a.operands.size());
+  const bool causal = attrsAs<ir::AttentionAttrs>(a.attrs).causal;
+  auto composite = [causal](const std::vector<Array>& in) {
+    const Array &lse = in[4], &dlse = in[6];
+    const DType t = in[0].dtype(), f = lse.dtype();
+    const Array q = astype(in[0], f), k = astype(in[1], f), v = astype(in[2], f), out = astype(in[3], f),
+                dout = astype(in[5], f);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.dim(3)));
+    // [B, H, T, S]: q [B, T, H, D] against k [B, S, H, D] over D, batched over B and H
+    const DotDims scores{{3}, {3}, {0, 2}, {0, 2}};
+    Array s = dotGeneral(q, k, scores) * scale;
+    if (causal) {
+      const Shape ts{q.dim(1), k.dim(1)};
+      Array visible = broadcastInDim(greaterEqual(iota(ts, 0), iota(ts, 1)), s.shape(), {2, 3});
+      s = where(visible, s, fullLike(s, -std::numeric_limits<double>::infinity()));
+    }
+    Array p = exp(s - expandDims(lse, 3));
+    Array delta = transpose(sum(dout * out, {3}), {0, 2, 1}) - dlse;  // [B, T, H] -> [B, H, T]
+    Array ds = p * (dotGeneral(dout, v, scores) - expandDims(delta, 3));
+    // [B, H, T|S, D] products back to [B, T|S, H, D]
+    auto heads = [](const Array& x) { return transpose(x, {0, 2, 1, 3}); };
+    Array dq = heads(dotGeneral(ds, k, {{3}, {1}, {0, 1}, {0, 2}}) * scale);
+    Array dk = heads(dotGeneral(ds, q, {{2}, {1}, {0, 1}, {0, 2}}) * scale);
+    Array dv = heads(dotGeneral(p, dout, {{2}, {1}, {0, 1}, {0, 2}}));
+    return std::vector<Array>{astype(dq, t), astype(dk, t), astype(dv, t)};
+  };
+  VjpOutput g = vjp(composite, a.operands);
+  return g.pullback(a.cotangents);
 }
 
 // vmap: the batched dim of every operand moved in front and folded into B (rank 4: [N*B, ...]; the row operands
@@ -308,7 +340,6 @@ void registerAttentionOps(ir::OpRegistry& reg) {
   grad.cpuWritesWholeResult = true;
   grad.cpuRowViewDims = 2;  // and dq, dk and dv written where their concatenate puts them
   grad.vjp = attentionGradVjp;
-  grad.vjpRefused = true;
   grad.batch = [](const ir::BatchArgs& a) { return foldBatch(OpCode::DotProductAttentionGrad, a); };
   grad.shard = batchAndHeads;
   addCoreOp(reg, std::move(grad));

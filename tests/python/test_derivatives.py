@@ -211,3 +211,21 @@ def test_vjp_aux_is_a_value_not_a_tracer():
     np.testing.assert_allclose(f64(g), np.cos(f64(x)), rtol=1e-6)
     with pytest.raises(TypeError, match="pair"):
         tessera.vjp(lambda x: tnp.sin(x), x, has_aux=True)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_second_derivatives_through_the_fused_attention_match_the_composed_one(causal):
+    q, k, v = arr(2, 5, 2, 3), arr(2, 5, 2, 3), arr(2, 5, 2, 3)
+
+    def loss(implementation):
+        return lambda q, k, v: tnp.sum(tnp.sin(nn.dot_product_attention(q, k, v, is_causal=causal,
+                                                                        implementation=implementation)))
+
+    assert "dot_product_attention(" in tessera.trace(loss(None))(q, k, v)  # the fused op on the CPU
+    np.testing.assert_allclose(f64(tessera.hessian(loss(None))(q, k, v)),
+                               f64(tessera.hessian(loss("xla"))(q, k, v)), atol=2e-6)
+    tangents = (arr(2, 5, 2, 3), arr(2, 5, 2, 3), arr(2, 5, 2, 3))
+    _, fused = tessera.jvp(tessera.grad(loss(None), argnums=(0, 1, 2)), (q, k, v), tangents)
+    _, composed = tessera.jvp(tessera.grad(loss("xla"), argnums=(0, 1, 2)), (q, k, v), tangents)
+    for a, b in zip(fused, composed):
+        np.testing.assert_allclose(f64(a), f64(b), atol=5e-6)
