@@ -1,12 +1,18 @@
 #include "engine/store/run_store.h"
 
+#include "engine/store/lock_wait.h"
 #include "engine/store/stmt.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <functional>
 #include <utility>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -183,6 +189,76 @@ RunStatus parseStatus(const std::string& s) {
   return RunStatus::Running;
 }
 
+// Whether the database at `db` is a run store or a new, empty file; another program's database (tables, but not
+// ours) is an error naming the file. Read before anything is written: such a file is left exactly as it was (no
+// WAL switch, no schema). A store's schema version is written in the transaction that creates its tables, so a
+// store another process is creating reads as empty or as a store, never as a foreign database.
+Status checkIsRunStoreOrEmpty(sqlite3* db, const std::string& path) {
+  Stmt version(db, "PRAGMA user_version");
+  if (!version.ok()) return makeError("run store {}: not a SQLite database ({})", path, sqlite3_errmsg(db));
+  auto hasVersion = version.one();
+  if (!hasVersion.ok()) return makeError("run store {}: not a SQLite database ({})", path, sqlite3_errmsg(db));
+  const int64_t v = *hasVersion ? version.i64(0) : 0;
+  Stmt tables(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                  "ORDER BY name");
+  if (!tables.ok()) return makeError("run store {}: {}", path, sqlite3_errmsg(db));
+  std::vector<std::string> names;
+  TSR_TRY(tables.each([&]() -> Status {
+    names.push_back(tables.text(0));
+    return {};
+  }));
+  const bool hasRuns = std::find(names.begin(), names.end(), "runs") != names.end();
+  if (names.empty() && v == 0) return {};  // a new store
+  if (v > RunStore::kSchemaVersion && (hasRuns || names.empty()))
+    return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", path, v,
+                     RunStore::kSchemaVersion);
+  if (v > 0 && hasRuns) return {};
+  std::string listed;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) listed += (i ? ", " : "") + names[i];
+  if (names.size() > 5) listed += fmt::format(" and {} more", names.size() - 5);
+  return makeError("{}: not a Tessera run store ({}); it is left as it was", path,
+                   names.empty() ? fmt::format("schema version {} and no tables", v)
+                                 : fmt::format("it holds another program's tables: {}", listed));
+}
+
+// How a reader opens the store. SQLite's -wal and -shm files are removed by the last connection to close, but
+// only by one that may write the database: a read-only connection leaves the two it created behind, and made by
+// another user they stop the store's owner from writing (a later train fails "attempt to write a readonly
+// database"). So a reader that may write the file opens it read-write with query_only set (SQLite refuses every
+// write, and its last close removes the files as a writer's does), when the file is a WAL store that no
+// crashed writer left a WAL for (a reader never checkpoints another's work into the file). Anything else (a
+// rollback-journal file such as another program's, a file it may not write) is opened read-only.
+bool readsAsWriter(const std::string& path) {
+  char header[20] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(header, sizeof header)) return false;
+  const bool wal = std::string(header, 16) == std::string("SQLite format 3\0", 16) && header[18] == 2 &&
+                   header[19] == 2;
+  std::error_code ec;
+  const auto walBytes = std::filesystem::file_size(path + "-wal", ec);
+  return wal && (ec || walBytes == 0) && ::access(path.c_str(), W_OK) == 0;
+}
+
+std::function<void(const std::string&)>& lockWaitNotice() {
+  static std::function<void(const std::string&)> notice;
+  return notice;
+}
+
+// SQLite's busy handler for a store (arg: its connection): as sqlite3_busy_timeout(5000), and the notice once
+// per process when one wait passes a second.
+int waitWhileLocked(void* arg, int count) {
+  constexpr int kStepMs = 10, kTimeoutMs = 5000, kNoticeMs = 1000;
+  static std::atomic<bool> noticed{false};
+  const int waited = count * kStepMs;
+  if (waited >= kTimeoutMs) return 0;
+  if (waited >= kNoticeMs && lockWaitNotice() && !noticed.exchange(true)) {
+    const char* file = sqlite3_db_filename(static_cast<sqlite3*>(arg), "main");
+    lockWaitNotice()(file ? file : "the run store");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(kStepMs));
+  return 1;
+}
+
 RunInfo readRun(const Stmt& st) {
   RunInfo r;
   r.id = st.i64(0);
@@ -199,6 +275,8 @@ RunInfo readRun(const Stmt& st) {
 }
 
 }  // namespace
+
+void setLockWaitNotice(std::function<void(const std::string& path)> notice) { lockWaitNotice() = std::move(notice); }
 
 const char* runStatusName(RunStatus s) {
   switch (s) {
@@ -249,6 +327,15 @@ Status RunStore::execWhileBusy(const std::string& sql) const {
 }
 
 Result<RunStore> RunStore::open(const std::string& path) {
+  // SQLite's -wal and -shm beside the store that this process may not write (another user's reader left them):
+  // SQLite would open them read-only and fail at the first write with "attempt to write a readonly database".
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string side = path + suffix;
+    if (::access(side.c_str(), F_OK) == 0 && ::access(side.c_str(), W_OK) != 0)
+      return makeError("run store {}: {} is not writable by this user (another user's process made it by reading "
+                       "the store); remove {}-wal and {}-shm once no process has the store open",
+                       path, side, path, path);
+  }
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                            nullptr);
@@ -258,7 +345,8 @@ Result<RunStore> RunStore::open(const std::string& path) {
     return makeError("cannot open run store {}: {}", path, msg);
   }
   RunStore store(db, path);
-  sqlite3_busy_timeout(db, 5000);  // a writer and the IDE share the file
+  sqlite3_busy_handler(db, waitWhileLocked, db);  // a writer and the IDE share the file
+  TSR_TRY(checkIsRunStoreOrEmpty(db, path));
   // A 64 MB page cache (SQLite's default is 2 MB): a profile's indexes grow by millions of entries per write.
   TSR_TRY(store.execWhileBusy("PRAGMA journal_mode=WAL"));
   TSR_TRY(store.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size = -65536;"));
@@ -268,14 +356,17 @@ Result<RunStore> RunStore::open(const std::string& path) {
 
 Result<RunStore> RunStore::openReadOnly(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const bool asWriter = readsAsWriter(path);
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           (asWriter ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return makeError("cannot open run store {}: {}", path, msg);
   }
   RunStore store(db, path);
-  sqlite3_busy_timeout(db, 5000);  // a training process may be writing
+  if (asWriter) TSR_TRY(store.exec("PRAGMA query_only = ON"));
+  sqlite3_busy_handler(db, waitWhileLocked, db);  // a training process may be writing
   auto version = store.readSchemaVersion();
   if (!version.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
   if (*version > kSchemaVersion)

@@ -339,17 +339,33 @@ TEST_CASE("schema3StoresReadAndMigrate") {
   TSR_COMPARE(std::string(runStatusName(s->run(1)->status)), std::string("stopped"));
 }
 
+// A new (empty) file becomes a store; another program's database (tables, no schema of ours) is refused and left
+// byte for byte as it was (it used to get the store's tables and WAL mode); a newer schema is refused.
 TEST_CASE("migratesAnEmptyDatabaseAndRefusesNewerOnes") {
   test::TempDir dir;
+  std::string empty = dir.filePath("empty.db");
+  std::ofstream(empty).close();
+  auto e = RunStore::open(empty);
+  REQUIRE(e.ok());
+  TSR_COMPARE(e->schemaVersion(), RunStore::kSchemaVersion);
+
   std::string path = dir.filePath("old.db");
   sqlite3* db = nullptr;
   TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   TSR_COMPARE(sqlite3_exec(db, "CREATE TABLE unrelated(x); PRAGMA user_version = 0;", nullptr, nullptr, nullptr),
               SQLITE_OK);
   sqlite3_close(db);
+  auto bytesOf = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytesOf(path);
   auto s = RunStore::open(path);
-  REQUIRE(s.ok());
-  TSR_COMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
+  REQUIRE(!s.ok());
+  REQUIRE_MESSAGE(s.error().message.find(path + ": not a Tessera run store (it holds another program's tables: "
+                                         "unrelated)") == 0, s.error().message.c_str());
+  TSR_COMPARE(bytesOf(path), before);
+  REQUIRE(!std::filesystem::exists(path + "-wal"));
 
   std::string newer = dir.filePath("newer.db");
   TSR_COMPARE(sqlite3_open(newer.c_str(), &db), SQLITE_OK);
