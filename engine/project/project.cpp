@@ -44,6 +44,9 @@ struct ParseContext {
   std::optional<Error> error;
   std::map<const toml::node*, std::string> overridden;  // node -> "--set train.lr=-1"
   std::vector<std::pair<std::pair<std::string, std::string>, std::function<std::string()>>> settings;
+  // A project.toml as its user wrote it (loadProject), not a configuration stored with a run: a stored one
+  // writes every default out, which is not the user asking for it.
+  bool asWritten = false;
 };
 
 std::string settingText(int64_t v) { return std::to_string(v); }
@@ -129,6 +132,17 @@ class SectionReader {
       else if (v.is_array() && read(v, sizes)) keep(key, std::move(sizes));
       else return fail(v, fmt::format("'{}' must be an integer, a number, a string or an array of integers", key));
     }
+  }
+
+  // A rule between two keys of the section (min_lr <= lr), checked once both are read: the error is at the
+  // --set that gave one of them, else at the first key's line, or at the second's when only it is written.
+  void require(bool ok, const char* key, const char* other, const std::string& what) {
+    if (ok || m_ctx.error || !m_table) return;
+    const toml::node* first = m_table->get(key);
+    const toml::node* second = m_table->get(other);
+    const bool secondSet = second && m_ctx.overridden.count(second);
+    const toml::node* node = first && (!secondSet || m_ctx.overridden.count(first)) ? first : second;
+    if (node) fail(*node, what);
   }
 
   // Unknown keys are errors: a typo must not silently fall back to a default.
@@ -355,8 +369,10 @@ std::string Project::resolve(const std::string& relative) const {
   return p.is_absolute() ? p.string() : (fs::path(dir) / p).lexically_normal().string();
 }
 
-Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir,
-                             const std::vector<Override>& overrides) {
+namespace {
+
+Result<Project> parseProjectText(const std::string& text, const std::string& file, const std::string& dir,
+                                 const std::vector<Override>& overrides, bool asWritten) {
   TSR_TRY(checkTomlText(text, file));
   toml::table root;
   try {
@@ -364,7 +380,7 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   } catch (const toml::parse_error& e) {
     return makeError("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description());
   }
-  ParseContext ctx{file, std::nullopt, {}, {}};
+  ParseContext ctx{file, std::nullopt, {}, {}, asWritten};
   TSR_TRY(applyOverrides(root, overrides, ctx));
   Project p;
   p.file = file;
@@ -439,16 +455,30 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
 
   auto& t = p.train;
   SectionReader train(ctx, section("train"), "train");
-  train.get("steps", t.steps, nonNegative, "non-negative", limits::kSteps);
+  train.get("steps", t.steps, positive, "positive", limits::kSteps);
   train.get("batch_size", t.batchSize, positive, "positive", limits::kBatch);
   train.get("seq_len", t.seqLen, positive, "positive", limits::kSequence);
   train.get("optimizer", t.optimizer, [](const std::string& o) { return o == "adamw" || o == "adam" || o == "sgd"; },
             "one of adamw, adam, sgd");
   train.get("loss", t.loss, [](const std::string& l) { return l == "cross_entropy" || l == "mse"; },
             "cross_entropy or mse");
+  // inf passes `> 0` and `>= 0` (and a learning rate of inf trains to NaN at the first step).
+  auto finite = [&](const char* key, double v) {
+    train.require(std::isfinite(v), key, key, fmt::format("'{}' must be finite (it is {})", key, v));
+  };
   train.get("lr", t.lr, positive, "positive");
+  finite("lr", t.lr);
   train.get("min_lr", t.minLr, nonNegative, "non-negative");
+  finite("min_lr", t.minLr);
+  train.require(t.minLr <= t.lr, "min_lr", "lr",
+                fmt::format("'min_lr' ({}) must not exceed 'lr' ({}): the schedule decays from lr to min_lr", t.minLr,
+                            t.lr));
   train.get("warmup_steps", t.warmupSteps, nonNegative, "non-negative", limits::kSteps);
+  // The default warmup (10 steps) is not held against a short run; a warmup the project asks for is.
+  const bool warmupGiven = ctx.asWritten && section("train") && section("train")->get("warmup_steps");
+  train.require(!warmupGiven || t.warmupSteps <= t.steps, "warmup_steps", "steps",
+                fmt::format("'warmup_steps' ({}) must not exceed 'steps' ({}): the learning rate would never reach "
+                            "'lr'", t.warmupSteps, t.steps));
   train.get("schedule", t.schedule, [](const std::string& s) {
     return s == "warmup_cosine" || s == "constant" || s == "linear" || s == "cosine" || s == "step" || s == "wsd";
   }, "one of warmup_cosine, constant, linear, cosine, step, wsd");
@@ -458,7 +488,9 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   // weight_decay's default (0.1) is AdamW's; sgd and adam (L2, as PyTorch's) decay only when it is given.
   if (t.optimizer != "adamw" && !(section("train") && section("train")->get("weight_decay"))) t.weightDecay = 0.0;
   train.get("weight_decay", t.weightDecay, nonNegative, "non-negative");
+  finite("weight_decay", t.weightDecay);
   train.get("grad_clip", t.gradClip, nonNegative, "non-negative (0 disables clipping)");
+  finite("grad_clip", t.gradClip);
   train.get("beta1", t.beta1, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("beta2", t.beta2, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
   train.get("momentum", t.momentum, [](double b) { return b >= 0 && b < 1; }, "in [0, 1)");
@@ -525,6 +557,13 @@ Result<Project> parseProject(const std::string& text, const std::string& file, c
   return p;
 }
 
+}  // namespace
+
+Result<Project> parseProject(const std::string& text, const std::string& file, const std::string& dir,
+                             const std::vector<Override>& overrides) {
+  return parseProjectText(text, file, dir, overrides, false);
+}
+
 Result<Override> parseOverride(const std::string& spec) {
   const size_t eq = spec.find('=');
   const size_t dot = spec.find('.');
@@ -580,7 +619,7 @@ Result<Project> loadProject(const std::string& path, const std::vector<Override>
   std::stringstream ss;
   ss << in.rdbuf();
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  return parseProject(ss.str(), p.string(), dir, overrides);
+  return parseProjectText(ss.str(), p.string(), dir, overrides, true);
 }
 
 }  // namespace tsr::project
