@@ -11,7 +11,8 @@
 // default as reductions and elementwise ops, which the fusion pass fuses with the relu and residual add around them
 // (as fast on ResNet-18 as these ops, whose neighbours run as passes of their own) and the partitioner splits.
 // Batching folds the vmapped dim into the features; sharding splits the features only (the statistics need
-// every example). The gradient op has no vjp of its own (second derivatives are refused, as for fused attention).
+// every example). The gradient op's vjp differentiates the composite it stands for (second derivatives work).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
 #include "engine/transform/api.h"
+#include "engine/transform/autodiff.h"
 #include "engine/transform/trace.h"
 
 namespace tsr::ops {
@@ -229,10 +231,32 @@ std::vector<Array> trainingVjp(const ir::VjpArgs& a) {
   return bind(OpCode::BatchNormGrad, in, a.attrs, std::source_location::current());
 }
 
-std::vector<Array> gradVjp(const ir::VjpArgs&) {
-  raiseAt({}, Error{"batch_norm_grad: second derivatives of fused batch norm are not supported; differentiate "
-                    "the unfused form (TESSERA_FUSED_BATCH_NORM=off) instead"});
-  return {};
+// Second derivatives: the gradient op as the composite it stands for (the formula at the top), differentiated by
+// autodiff; mean and var are inputs of their own, so their cotangents go back through the forward op's rule.
+std::vector<Array> gradVjp(const ir::VjpArgs& a) {
+  if (std::none_of(a.cotangents.begin(), a.cotangents.end(), [](const Array& c) { return c.valid(); }))
+    return std::vector<Array>(a.operands.size());
+  const double eps = epsilonOf(a.attrs);
+  const int64_t feature = featureOf(a.attrs);
+  auto composite = [eps, feature](const std::vector<Array>& in) {
+    const Array &x = in[0], &dy = in[4];
+    Axes others;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (d != feature) others.push_back(d);
+    // a per-feature [C] value against x's shape, and the sum over every other dim (none for x of rank 1)
+    auto spread = [&](const Array& c) { return broadcastInDim(c, x.shape(), {feature}); };
+    auto perFeature = [&](const Array& y) { return others.empty() ? y : sum(y, others); };
+    const double n = static_cast<double>(x.numel() / x.dim(static_cast<int>(feature)));
+    Array r = 1.0 / sqrt(in[3] + eps);
+    Array centred = x - spread(in[2]);
+    Array xh = centred * spread(r);
+    Array g = dy * spread(in[1]);
+    Array dx = spread(r) * (g - spread(perFeature(g) / n) - xh * spread(perFeature(g * xh) / n)) +
+               spread(in[5] / n) + centred * spread(in[6] * (2.0 / n));
+    return std::vector<Array>{dx, perFeature(dy * xh), perFeature(dy)};
+  };
+  VjpOutput v = vjp(composite, a.operands);
+  return v.pullback(a.cotangents);
 }
 
 // vmap: the batched dim folded into the features. Operands like x get it just before their feature dim (then
@@ -296,7 +320,6 @@ void registerBatchNormOps(ir::OpRegistry& reg) {
   grad.cpu = gradKernel;
   grad.cpuWritesWholeResult = true;
   grad.vjp = gradVjp;
-  grad.vjpRefused = true;
   grad.batch = [](const ir::BatchArgs& a) { return foldIntoFeatures(OpCode::BatchNormGrad, a); };
   grad.shard = featuresOnly;
   addCoreOp(reg, std::move(grad));
