@@ -8,6 +8,7 @@ import pytest
 
 import tessera
 import tessera.numpy as tnp
+from finite_differences import finite_difference
 
 
 def close(actual, expected, rtol=1e-5, atol=1e-6):
@@ -23,18 +24,6 @@ def same(actual, expected, dtype=None):
     np.testing.assert_array_equal(actual, expected)
     if dtype is not None:
         assert actual.dtype == np.dtype(dtype), actual.dtype
-
-
-def finite_difference(f, x, eps=1e-6):
-    """d f / d x for a scalar numpy function f, by central differences in float64."""
-    x = np.asarray(x, np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        g[i] = (f(up) - f(down)) / (2 * eps)
-    return g
 
 
 def check_grad(tnp_fn, np_fn, x, rng, rtol=1e-3, atol=1e-4):

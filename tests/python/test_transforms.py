@@ -5,18 +5,7 @@ import pytest
 
 import tessera
 import tessera.numpy as tnp
-
-
-def finite_difference(f, x, eps=1e-6):
-    """d f / d x of a numpy float64 function, by central differences."""
-    x = np.array(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        g[i] = (f(up) - f(down)) / (2 * eps)
-    return g
+from finite_differences import finite_difference
 
 
 def close(actual, expected, rtol=1e-3, atol=1e-4):
