@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -100,6 +101,73 @@ Result<ir::Graph> inputGraph(const CompileArgs& a, const ir::OpRegistry& reg) {
   return std::move(cg.graph);
 }
 
+// A dump folder lists what it wrote in this file, so that the next dump into it removes exactly those files: a
+// file a previous dump wrote and this one does not (a pass since removed, a project without a [mesh] now) would
+// mislead, and a file of the user's is never touched.
+constexpr const char* kDumpManifest = ".tessera-dump";
+
+// Every regular file under `dir`, relative to it.
+std::set<std::string> filesUnder(const std::filesystem::path& dir) {
+  std::set<std::string> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != decltype(it)(); it.increment(ec))
+    if (it->is_regular_file(ec)) files.insert(std::filesystem::relative(it->path(), dir, ec).generic_string());
+  return files;
+}
+
+// Readies the dump folder: a new or empty folder as it is; one an earlier dump wrote (it has the manifest) without
+// that dump's files; any other is refused. Returns the files left in it (the user's), which the manifest leaves out.
+Result<std::set<std::string>> prepareDumpFolder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path root(dir);
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return std::set<std::string>{};
+  if (!fs::is_directory(root, ec)) return makeError("--dump {}: not a folder", dir);
+  std::set<std::string> files = filesUnder(root);
+  if (files.empty()) return files;
+  if (!files.count(kDumpManifest))
+    return makeError("--dump {}: the folder is not empty and no earlier dump wrote it (it holds {}{}); give a new or "
+                     "empty folder", dir, *files.begin(),
+                     files.size() > 1 ? fmt::format(" and {} more", files.size() - 1) : "");
+  std::ifstream manifest(root / kDumpManifest);
+  std::string line;
+  while (std::getline(manifest, line)) {
+    const fs::path rel = fs::path(line).lexically_normal();
+    // Only a relative path inside the folder: an edited manifest cannot name files elsewhere.
+    if (line.empty() || line[0] == '#' || rel.is_absolute() || rel.empty() || *rel.begin() == "..") continue;
+    if (!fs::is_regular_file(root / rel, ec)) continue;
+    if (!fs::remove(root / rel, ec) && ec) return makeError("--dump {}: cannot remove {}: {}", dir, line, ec.message());
+    files.erase(rel.generic_string());
+    // The folders it was in, once empty (spmd/).
+    for (fs::path sub = rel.parent_path(); !sub.empty(); sub = sub.parent_path())
+      if (fs::is_empty(root / sub, ec)) fs::remove(root / sub, ec);
+  }
+  fs::remove(root / kDumpManifest, ec);
+  files.erase(kDumpManifest);
+  return files;
+}
+
+// The manifest, written when the command ends (an error included: what it wrote is still the dump's): the files in
+// the folder then that were not there before the dump.
+struct DumpManifest {
+  std::string dir;
+  std::set<std::string> before;
+  DumpManifest(std::string d, std::set<std::string> b) : dir(std::move(d)), before(std::move(b)) {}
+  DumpManifest(const DumpManifest&) = delete;
+  DumpManifest& operator=(const DumpManifest&) = delete;
+  ~DumpManifest() {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) return;
+    std::string text = "# Written by tessera compile --dump: the next dump into this folder removes these files first.\n";
+    for (const std::string& f : filesUnder(dir))
+      if (!before.count(f) && f != kDumpManifest) text += f + "\n";
+    std::ofstream out(std::filesystem::path(dir) / kDumpManifest);
+    out << text;
+    if (!out.flush())
+      std::cerr << "tessera compile: cannot write " << (std::filesystem::path(dir) / kDumpManifest).string() << "\n";
+  }
+};
+
 // The per-device program of a project with a [mesh] and [sharding], dumped into DIR/spmd: the partitioner's
 // output (00_input.tir/.dot, collectives included), the program after every pass of the pipeline, the plan (every
 // value's sharding and why) and the collectives with their reasons.
@@ -155,7 +223,16 @@ int runCompile(const CompileArgs& a) {
   passes::PassContext ctx(reg);
   ir::Graph out;
   passes::PipelineReport report;
+  std::set<std::string> usersFiles;  // in the dump folder, not the dump's
+  std::optional<DumpManifest> manifest;  // written however the command ends, an error included
   if (!a.dumpDir.empty()) {
+    auto prepared = prepareDumpFolder(a.dumpDir);
+    if (!prepared.ok()) {
+      std::cerr << "tessera compile: " << prepared.error().message << "\n";
+      return 1;
+    }
+    usersFiles = std::move(*prepared);
+    manifest.emplace(a.dumpDir, usersFiles);
     auto r = passes::dumpPipeline(*g, a.dumpDir, pm, ctx);
     if (!r.ok()) {
       std::cerr << "tessera compile: " << r.error().message << "\n";

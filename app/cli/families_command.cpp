@@ -1,6 +1,9 @@
 #include "app/cli/families_command.h"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -53,6 +56,24 @@ int runFamilies(bool json) {
   return 0;
 }
 
+// Whether two files hold the same bytes.
+bool sameContents(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;
+  const auto sizeA = fs::file_size(a, ec);
+  if (ec) return false;
+  const auto sizeB = fs::file_size(b, ec);
+  if (ec || sizeA != sizeB) return false;
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  std::array<char, 65536> bx{}, by{};
+  while (x && y) {
+    x.read(bx.data(), bx.size());
+    y.read(by.data(), by.size());
+    if (x.gcount() != y.gcount() || !std::equal(bx.begin(), bx.begin() + x.gcount(), by.begin())) return false;
+  }
+  return !x.bad() && !y.bad();
+}
+
 struct NewArgs {
   std::string dir, family = "gpt2", name, corpus;
   std::vector<std::string> sets;
@@ -64,6 +85,8 @@ int runNew(const NewArgs& a) {
     return 1;
   };
   std::error_code ec;
+  // "" would be the current folder, which a user who meant it writes as ".".
+  if (a.dir.empty()) return fail("the project's folder is empty: name one (tessera new my_model; . for this folder)");
   const fs::path dir(a.dir);
   if (fs::exists(dir / "project.toml", ec)) return fail((dir / "project.toml").string() + " exists already");
   project::NewProject spec;
@@ -82,8 +105,16 @@ int runNew(const NewArgs& a) {
     fs::create_directories(dir / "data", ec);
     if (ec) return fail(fmt::format("cannot create {}: {}", (dir / "data").string(), ec.message()));
     spec.corpus = "data/" + fs::path(a.corpus).filename().string();
-    if (!fs::exists(dir / spec.corpus, ec) && !fs::copy_file(a.corpus, dir / spec.corpus, ec))
+    const fs::path copy = dir / spec.corpus;
+    if (fs::exists(copy, ec)) {
+      // A file of that name is there already: the project trains on it only when it is this corpus.
+      if (!sameContents(a.corpus, copy))
+        return fail(fmt::format("{} exists and is not {}: the project would train on it; remove it, or give the "
+                                "corpus another name", copy.string(), a.corpus));
+      std::cout << fmt::format("{} is {} already: kept\n", copy.string(), a.corpus);
+    } else if (!fs::copy_file(a.corpus, copy, ec)) {
       return fail(fmt::format("cannot copy {}: {}", a.corpus, ec.message()));
+    }
   }
   auto text = project::newProjectToml(spec);
   if (!text.ok()) return fail(text.error().message);

@@ -1,4 +1,5 @@
 // tessera: the command-line face of the engine. Everything the IDE shows is reachable from here.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -31,6 +32,7 @@
 #include "engine/backends/backends.h"
 #include "engine/ir/graph.h"
 #include "engine/ops/registry.h"
+#include "engine/store/lock_wait.h"
 #include "engine/version.h"
 
 namespace {
@@ -142,9 +144,31 @@ int cmdIr(const std::string& example, int64_t batch, const std::string& file) {
   return 0;
 }
 
+// "tessera: unknown command 'x' (...)" when a word where a command must be is none, as `tessera trian` or
+// `tessera runs lst`; CLI11 says only that a command is required. Empty when that is not the error.
+std::string unknownCommand(const CLI::App& app) {
+  const CLI::App* at = &app;
+  std::string path = "tessera";
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    path += " " + at->get_name();
+  }
+  // A word a command does not take falls through to its parents: it is among the remaining words of the chain.
+  const std::vector<std::string> extra = app.remaining(true);
+  auto word = std::find_if(extra.begin(), extra.end(), [](const std::string& e) { return e.rfind("-", 0) != 0; });
+  if (at->get_require_subcommand_min() == 0 || !at->get_subcommands().empty() || word == extra.end()) return "";
+  std::string names;
+  for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return fmt::format("{}: unknown command '{}' (one of {}; {} --help says what each does)", path, *word, names, path);
+}
+
 int run(int argc, char** argv) {
   // The backends this build has (cpu, cuda where the toolkit was found): jit and the SPMD runner compile with them.
   tsr::registerBackends();
+  tsr::store::setLockWaitNotice([](const std::string& path) {
+    std::cerr << "tessera: waiting for " << path << " (locked by another process)...\n";
+  });
   CLI::App app{"tessera: compile, train and inspect neural networks"};
   app.set_version_flag("--version", std::string("tessera ") + tsr::kVersion);
   app.require_subcommand(1);
@@ -178,7 +202,15 @@ int run(int argc, char** argv) {
   auto memory = tsr::cli::addMemoryCommand(app);
   auto profileDiff = tsr::cli::addProfileDiffCommand(app);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (std::string unknown = unknownCommand(app); !unknown.empty()) {
+      std::cerr << unknown << "\n";
+      return e.get_exit_code();
+    }
+    return app.exit(e);
+  }
   // Plugins load before any command runs: their ops, passes and model families are then the engine's own.
   tsr::cli::loadPluginsFor(app);
   if (ops->parsed()) return cmdOps(json);

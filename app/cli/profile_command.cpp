@@ -1,5 +1,6 @@
 #include "app/cli/profile_command.h"
 
+#include <csignal>
 #include <filesystem>
 
 #include <iostream>
@@ -132,6 +133,9 @@ int runProfile(ProfileArgs& a) {
     std::cerr << "tessera profile: " << project.error().message << "\n";
     return 1;
   }
+  // A closed stdout (`tessera profile ... | head`) must not kill the process by SIGPIPE between creating its run
+  // and closing it: the profile (a few steps) completes and is stored; what cannot be printed is dropped.
+  std::signal(SIGPIPE, SIG_IGN);
   // With --json, stdout holds the JSON object alone (progress goes to stderr).
   auto report = train::profileTraining(*project, a.options, [&](const std::string& line) {
     if (!a.quiet) (a.json ? std::cerr : std::cout) << line << "\n" << std::flush;

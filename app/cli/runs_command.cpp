@@ -19,6 +19,7 @@
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
 #include "engine/train/profile_run.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::cli {
 
@@ -61,6 +62,7 @@ int fail(const std::string& message) {
 int list(const store::RunStore& db, const RunsArgs& a) {
   auto runs = db.runs();
   if (!runs.ok()) return fail(runs.error().message);
+  train::settleOrphanedRuns(db, *runs);
   size_t hidden = 0;
   std::erase_if(*runs, [&](const store::RunInfo& r) {
     const bool hide = (r.archived && !a.all) || !hasTag(r, a.tag);
@@ -91,6 +93,7 @@ int list(const store::RunStore& db, const RunsArgs& a) {
 int show(const store::RunStore& db, int64_t id) {
   auto r = db.run(id);
   if (!r.ok()) return fail(r.error().message);
+  train::settleOrphanedRun(db, *r);
   std::cout << fmt::format("run {}: {} ({})\n", r->id, r->name, store::runStatusName(r->status));
   std::cout << fmt::format("project  {}\nstarted  {}\nended    {}\n", r->project, localTime(r->startTime),
                            localTime(r->endTime));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "app/cli/project_args.h"
 #include "engine/core/subprocess.h"
 #include "engine/store/run_store.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::cli {
 
@@ -193,6 +195,17 @@ int runSweep(const SweepArgs& a) {
 
   std::map<pid_t, size_t> running;
   size_t next = 0, failed = 0;
+  // A closed stdout (`tessera sweep ... | head`) stops the sweep as it stops train: SIGPIPE is ignored, the
+  // running runs are interrupted (each checkpointed, resumable) and no more start.
+  std::signal(SIGPIPE, SIG_IGN);
+  bool stdoutClosed = false;
+  auto print = [&](const std::string& text) {
+    std::cout << text << std::flush;
+    if (stdoutClosed || std::cout.good()) return;
+    stdoutClosed = true;
+    std::cerr << "tessera sweep: stdout was closed: its running runs stop with a checkpoint, and no more start\n";
+    for (const auto& [pid, i] : running) ::kill(pid, SIGINT);
+  };
   auto reap = [&]() {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, 0);
@@ -203,10 +216,10 @@ int runSweep(const SweepArgs& a) {
     failed += !ok;
     std::string values;
     for (const auto& [k, v] : all[i]) values += (values.empty() ? "" : " ") + k + "=" + v;
-    std::cout << fmt::format("[{}/{}] {} {}\n", i + 1, all.size(), values, ok ? "finished" : "FAILED");
+    print(fmt::format("[{}/{}] {} {}\n", i + 1, all.size(), values, ok ? "finished" : "FAILED"));
   };
-  while (next < all.size() || !running.empty()) {
-    while (next < all.size() && running.size() < static_cast<size_t>(parallel)) {
+  while ((next < all.size() && !stdoutClosed) || !running.empty()) {
+    while (next < all.size() && !stdoutClosed && running.size() < static_cast<size_t>(parallel)) {
       std::vector<std::string> args = {selfPath(), "train", a.project, "--quiet", "--sample", "0", "--tag", "sweep=" + name};
       if (a.steps >= 0) args.insert(args.end(), {"--steps", std::to_string(a.steps)});
       if (!a.store.empty()) args.insert(args.end(), {"--db", a.store});
@@ -218,19 +231,22 @@ int runSweep(const SweepArgs& a) {
       }
       args.insert(args.end(), {"--name", runName});
       const std::string log = parallel > 1 ? (logDir / fmt::format("{}.log", next + 1)).string() : "";
-      if (parallel == 1) std::cout << fmt::format("[{}/{}] {}\n", next + 1, all.size(), runName) << std::flush;
+      if (parallel == 1) print(fmt::format("[{}/{}] {}\n", next + 1, all.size(), runName));
+      if (stdoutClosed) break;
       const pid_t pid = launch(args, log, threads);
       if (pid < 0) return fail("cannot start " + args.front());
       running[pid] = next++;
     }
-    reap();
+    if (!running.empty()) reap();
   }
+  if (stdoutClosed) return 130;
 
   // The sweep's runs, best first by the chosen metric's last value.
   auto db = store::RunStore::openReadOnly(storePath);
   if (!db.ok()) return fail(db.error().message);
   auto runs = db->runs();
   if (!runs.ok()) return fail(runs.error().message);
+  train::settleOrphanedRuns(*db, *runs);
   struct Row {
     int64_t id;
     std::string name, status;
@@ -263,11 +279,14 @@ std::function<int()> addSweepCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sweep", "Train a project once per point of a grid or of random draws, each a tagged run");
   cmd->add_option("project", a->project, "Project folder or project.toml")->required();
   cmd->add_option("--grid", a->grid, "KEY=V1,V2,...: every value is tried (every combination of the --grid keys)");
-  cmd->add_option("--random", a->random, "Draw N points instead of the full grid (--grid keys pick one value)");
+  cmd->add_option("--random", a->random, "Draw N points instead of the full grid (--grid keys pick one value)")
+      ->check(nonNegativeNumber());
   cmd->add_option("--range", a->ranges, "KEY=LO:HI or KEY=LO:HI:log: a range --random draws from");
   cmd->add_option("--seed", a->seed, "Seed of the random draws")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Override [train] steps for every run");
-  cmd->add_option("--parallel", a->parallel, "Runs at a time (the cores are split between them)")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Override [train] steps for every run")->check(nonNegativeNumber());
+  cmd->add_option("--parallel", a->parallel, "Runs at a time (the cores are split between them)")
+      ->capture_default_str()
+      ->check(positiveNumber());
   cmd->add_option("--name", a->name, "The sweep's name, its runs' tag (default: sweep-DATE-TIME)");
   cmd->add_option("--metric", a->metric, "Sort the summary by this metric's last value")->capture_default_str();
   cmd->add_option("--db,--store", a->store, "Run store (default: PROJECT/runs.db)");

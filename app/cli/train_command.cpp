@@ -16,10 +16,13 @@ namespace tsr::cli {
 namespace {
 
 std::atomic<bool> gStop{false};
+std::atomic<int> gInterrupts{0};
 
 void onInterrupt(int) {
-  // First Ctrl-C: finish the step, checkpoint and exit; a second one kills at once.
-  if (gStop.exchange(true)) std::_Exit(130);
+  // First Ctrl-C: finish the step, checkpoint and exit; a second one kills at once. A closed stdout stops the run
+  // too but is no Ctrl-C: one after it (a sweep stopping its runs) still checkpoints.
+  if (gInterrupts.fetch_add(1) > 0) std::_Exit(130);
+  gStop = true;
 }
 
 // Whether stdout was closed under us (`tessera train | head`): SIGPIPE is ignored, so the write fails instead of

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "engine/project/model_family.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::inspect {
 
@@ -18,6 +19,7 @@ Result<RunsReader> RunsReader::open(const std::string& dbPath) {
 
 Result<std::vector<RunRow>> RunsReader::runs() const {
   TSR_ASSIGN(std::vector<store::RunInfo> infos, m_store.runs());
+  train::settleOrphanedRuns(m_store, infos);  // a killed run's process is gone: crashed, not running
   std::vector<RunRow> rows;
   for (store::RunInfo& info : infos) {
     RunRow row;
@@ -48,7 +50,11 @@ Result<std::vector<RunRow>> RunsReader::runs() const {
   return rows;
 }
 
-Result<std::vector<store::RunInfo>> RunsReader::runInfos() const { return m_store.runs(); }
+Result<std::vector<store::RunInfo>> RunsReader::runInfos() const {
+  TSR_ASSIGN(std::vector<store::RunInfo> infos, m_store.runs());
+  train::settleOrphanedRuns(m_store, infos);
+  return infos;
+}
 
 Result<std::vector<std::string>> RunsReader::keys(int64_t run) const { return m_store.metricKeys(run); }
 

@@ -11,6 +11,7 @@
 
 #include "engine/data/file_io.h"
 #include "engine/store/run_store.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::train {
 
@@ -223,6 +224,7 @@ Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) 
 Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
   TSR_ASSIGN(store::RunInfo info, db.run(run));
+  settleOrphanedRun(db, info);
   if (info.status == store::RunStatus::Running)
     return makeError("run {} is running: stop it first (a run whose process died is marked crashed by the IDE, or "
                      "resume it)", run);

@@ -14,6 +14,7 @@
 #include "engine/store/collective_instances.h"
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
+#include "engine/train/run_process.h"
 #include "engine/train/run.h"
 #include "engine/train/setup.h"
 #include "engine/train/trainer.h"
@@ -136,6 +137,7 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
   TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, absoluteDir(p), p.text));
   // From here an error leaves the run failed, not running.
   auto record = [&]() -> Status {
+    TSR_TRY(db.putArtifact(r.runId, thisProcessArtifact()));  // readers tell a killed run from a running one
     TSR_ASSIGN(r.trace, runProfiledSteps(p, o, numParams, primaryInfo));
     TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));
     std::vector<double> seconds = markSeconds(r.trace);

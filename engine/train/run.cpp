@@ -24,6 +24,7 @@
 #include "engine/random/random.h"
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
+#include "engine/train/run_process.h"
 #include "engine/train/data_source.h"
 #include "engine/train/project_model.h"
 #include "engine/train/safetensors.h"
@@ -206,6 +207,15 @@ Result<project::Project> resumedProject(const project::Project& now, const store
   return run;
 }
 
+// The configuration a run records (config/resolved.toml): the project's, with train.steps as the run was asked
+// for (--steps).
+std::string resolvedConfig(project::Project p, int64_t steps) {
+  if (steps == p.train.steps) return project::resolvedToml(p);
+  for (project::Setting& s : p.settings)
+    if (s.section == "train" && s.key == "steps") s.value = fmt::format("{}  # --steps (project.toml: {})", steps, p.train.steps);
+  return project::resolvedToml(p);
+}
+
 std::string humanDuration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
@@ -319,7 +329,10 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
       return makeError("run {} is at step {} already, and the run is {} steps long: --steps N continues it further",
                        runId, state.step, steps);
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, resumedFrom));
-    if (db) TSR_TRY(db->reopenRun(runId));
+    if (db) {
+      TSR_TRY(db->reopenRun(runId));
+      TSR_TRY(db->putArtifact(runId, thisProcessArtifact()));  // the process that runs it now
+    }
     runDir = fs::path(resumedFrom).parent_path().string();
     // A checkpoint from before run folders (checkpoints/latest.safetensors) continues in the run's folder.
     if (fs::path(runDir) == fs::path(checkpointsRoot(p))) {
@@ -330,10 +343,11 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, absoluteDir(p), p.text));
     // From here an error leaves the run failed, not running.
     auto start = [&]() -> Status {
+      TSR_TRY(db->putArtifact(runId, thisProcessArtifact()));  // readers tell a killed run from a running one
       std::map<std::string, std::string> params = hyperparameters(p, numParams, steps);
       TSR_ASSIGN(runDir, createRunCheckpointDir(p, storePath, runId, params));
       TSR_TRY(db->setParams(runId, params));
-      return db->putArtifact(runId, {"config/resolved.toml", "text", project::resolvedToml(p)});
+      return db->putArtifact(runId, {"config/resolved.toml", "text", resolvedConfig(p, steps)});
     };
     if (Status st = start(); !st.ok()) {
       (void)db->finishRun(runId, store::RunStatus::Failed, st.error().message);

@@ -2,6 +2,7 @@
 #include <QtTest>
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -9,6 +10,9 @@
 #include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
+#include <QThread>
+
+#include <sqlite3.h>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -559,6 +563,229 @@ eval_every = 30
     Run csv = runs({"export", "--out", dir.filePath("m.csv")});
     QCOMPARE(csv.exitCode, 0);
     QVERIFY(QFile::exists(dir.filePath("m.csv")));
+  }
+
+  // Another program's SQLite file given as --db is refused by the commands that write runs, and left byte for byte
+  // as it was (it used to get Tessera's tables and WAL mode).
+  void anotherProgramsDatabaseIsNotARunStore() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    const QString foreign = dir.filePath("other.sqlite");
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(foreign.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES('mine')", nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+    auto bytes = [](const QString& path) {
+      QFile f(path);
+      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    };
+    const QByteArray before = bytes(foreign);
+    for (const QStringList& args : QList<QStringList>{{"train", dir.path(), "--quiet"},
+                                                      {"sweep", dir.path(), "--grid", "train.lr=1e-2"},
+                                                      {"profile", dir.path(), "--steps", "1", "--warmup", "0"}}) {
+      Run r = tessera(args + QStringList{"--db", foreign});
+      QVERIFY2(r.exitCode == 1, qPrintable(args.join(' ')));
+      QVERIFY2(r.err.contains(foreign + ": not a Tessera run store (it holds another program's tables: notes)"),
+               qPrintable(r.err));
+      QCOMPARE(bytes(foreign), before);
+      QVERIFY(!QFile::exists(foreign + "-wal") && !QFile::exists(foreign + "-shm"));
+    }
+    // An empty file is a new store.
+    writeFile(dir.filePath("empty.db"), "");
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "1", "--db", dir.filePath("empty.db")}).exitCode, 0);
+  }
+
+  // Reading the store (runs list, show, export) leaves no -wal or -shm beside it: made by a reader they outlive
+  // it, and another user's stop the store's owner from writing.
+  void readingTheStoreLeavesNoFilesBeside() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    for (const QStringList& args : QList<QStringList>{{"list"}, {"show", "1"}, {"export", "1"}}) {
+      Run r = tessera(QStringList{"runs", "--project", dir.path()} + args);
+      QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+      QVERIFY2(!QFile::exists(dir.filePath("runs.db-wal")) && !QFile::exists(dir.filePath("runs.db-shm")),
+               qPrintable(args.join(' ')));
+    }
+    Run write = tessera({"runs", "--project", dir.path(), "tag", "1", "kept"});
+    QVERIFY2(write.exitCode == 0, qPrintable(write.err));
+    QVERIFY(tessera({"runs", "--project", dir.path(), "list"}).out.contains("#kept"));
+  }
+
+  // project.toml values that cannot train are errors naming the key, its value and the line or --set.
+  void trainSettingsThatCannotTrainAreErrors() {
+    QTemporaryDir dir;
+    const QByteArray toml(kTinyMlp);
+    auto check = [&](const QByteArray& text, const QStringList& sets, const QString& message) {
+      writeFile(dir.filePath("project.toml"), text);
+      QStringList args{"train", dir.path(), "--quiet"};
+      for (const QString& s : sets) args << "--set" << s;
+      Run r = tessera(args);
+      QVERIFY2(r.exitCode == 1 && r.err.contains(message), qPrintable(args.join(' ') + ": " + r.err));
+      QVERIFY(!QFile::exists(dir.filePath("runs.db")));
+    };
+    const QString file = dir.filePath("project.toml");
+    check(QByteArray(toml).replace("lr = 1e-2", "lr = 1e-2\nmin_lr = 0.1"), {},
+          file + ":13: 'min_lr' (0.1) must not exceed 'lr' (0.01)");
+    check(QByteArray(toml).replace("lr = 1e-2", "lr = 1e-2\nmin_lr = 1e-3"), {"train.lr=1e-4"},
+          "--set train.lr=1e-4 (over " + file + "): 'min_lr' (0.001) must not exceed 'lr' (0.0001)");
+    check(toml, {"train.lr=inf"}, "--set train.lr=inf (over " + file + "): 'lr' must be finite (it is inf)");
+    check(toml, {"train.lr=nan"}, "'lr' must be positive");
+    check(QByteArray(toml).replace("steps = 6", "steps = 0"), {}, file + ":9: 'steps' must be positive");
+    check(QByteArray(toml).replace("warmup_steps = 0", "warmup_steps = 20"), {},
+          file + ":13: 'warmup_steps' (20) must not exceed 'steps' (6)");
+    check(toml, {"train.warmup_steps=7"}, "'warmup_steps' (7) must not exceed 'steps' (6)");
+  }
+
+  // A run whose process was killed (SIGKILL: nothing of it ran after) is listed as crashed, not running forever,
+  // and can be deleted; a run still training is listed as running.
+  void aKilledRunIsListedAsCrashed() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess p;
+    p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "10000000"});
+    QVERIFY(p.waitForStarted());
+    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
+    QElapsedTimer waited;
+    waited.start();
+    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
+    QVERIFY2(list().contains("running"), qPrintable(list()));
+    const qint64 pid = p.processId();
+    p.kill();
+    QVERIFY(p.waitForFinished());
+    QVERIFY2(list().contains("crashed"), qPrintable(list()));
+    Run show = tessera({"runs", "--project", dir.path(), "show", "1"});
+    QVERIFY2(show.out.startsWith("run 1: tiny_mlp (crashed)") &&
+                 show.out.contains(QString("its process (pid %1 on ").arg(pid)),
+             qPrintable(show.out));
+    Run deleted = tessera({"runs", "--project", dir.path(), "delete", "1", "--yes"});
+    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
+  }
+
+  // compile --dump into a folder an earlier dump wrote replaces that dump (nothing of it is left to mislead) and
+  // keeps the user's own files; a folder with other files is refused.
+  void compileDumpReplacesItsOwnDumpOnly() {
+    QTemporaryDir dir;
+    const QString dump = dir.filePath("dump");
+    QCOMPARE(tessera({"compile", TSR_SAMPLES "/mlp_sharding", "--quiet", "--dump", dump}).exitCode, 0);
+    QVERIFY(QFile::exists(dump + "/spmd/plan.txt"));
+    writeFile(dump + "/mine.txt", "notes");
+    Run again = tessera({"compile", "--example", "mlp", "--quiet", "--dump", dump});
+    QVERIFY2(again.exitCode == 0, qPrintable(again.err));
+    QVERIFY(!QFileInfo::exists(dump + "/spmd"));
+    QVERIFY(QFile::exists(dump + "/00_input.tir") && QFile::exists(dump + "/kernels.txt"));
+    QVERIFY(QFile::exists(dump + "/mine.txt"));
+    const QString other = dir.filePath("other");
+    QDir().mkpath(other);
+    writeFile(other + "/report.txt", "keep");
+    Run refused = tessera({"compile", "--example", "mlp", "--quiet", "--dump", other});
+    QCOMPARE(refused.exitCode, 1);
+    QVERIFY2(refused.err.contains("--dump " + other + ": the folder is not empty and no earlier dump wrote it"),
+             qPrintable(refused.err));
+    QCOMPARE(QDir(other).entryList(QDir::Files), QStringList{"report.txt"});
+  }
+
+  // config/resolved.toml, the configuration a run records, has the steps it was asked for (--steps).
+  void resolvedConfigHasTheRunsSteps() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(dir.filePath("runs.db").toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "SELECT data FROM artifacts WHERE run = 1 AND name = 'config/resolved.toml'", -1,
+                                &st, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
+    const QString resolved = QString::fromUtf8(static_cast<const char*>(sqlite3_column_blob(st, 0)), sqlite3_column_bytes(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    QVERIFY2(resolved.contains("\nsteps = 2  # --steps (project.toml: 6)\n"), qPrintable(resolved));
+    // It continues as it was asked for.
+    Run resumed = tessera({"train", dir.path(), "--resume", "1", "--steps", "3"});
+    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("step     3/3"), qPrintable(resumed.out + resumed.err));
+  }
+
+  // A store another process holds locked is waited for, and the wait is said once (not taken for a hang).
+  void waitingForALockedStoreIsSaid() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "1"}).exitCode, 0);
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(dir.filePath("runs.db").toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+    QProcess p;
+    p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "1"});
+    QVERIFY(p.waitForStarted());
+    QElapsedTimer waited;
+    waited.start();
+    QByteArray err;
+    while (!err.contains("waiting for") && waited.elapsed() < 4000) {
+      p.waitForReadyRead(100);
+      err += p.readAllStandardError();
+    }
+    QCOMPARE(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    QVERIFY(p.waitForFinished(120000));
+    err += p.readAllStandardError();
+    QVERIFY2(p.exitCode() == 0, err.constData());
+    QCOMPARE(err.count("waiting for " + dir.filePath("runs.db").toUtf8() + " (locked by another process)..."), 1);
+  }
+
+  // `tessera new ""` would write into this folder; a corpus whose name a different file in data/ has would be
+  // silently replaced by that file.
+  void newRefusesAnEmptyFolderNameAndAnotherCorpus() {
+    QTemporaryDir dir;
+    Run empty = tessera({"new", "", "--family", "mlp"});
+    QCOMPARE(empty.exitCode, 1);
+    QVERIFY2(empty.err.contains("the project's folder is empty"), qPrintable(empty.err));
+    QVERIFY(!QFile::exists("project.toml") || QFileInfo("project.toml").lastModified().secsTo(QDateTime::currentDateTime()) > 60);
+    writeFile(dir.filePath("notes.txt"), "the corpus the user means\n");
+    QDir().mkpath(dir.filePath("lm/data"));
+    writeFile(dir.filePath("lm/data/notes.txt"), "an older, different file\n");
+    Run other = tessera({"new", dir.filePath("lm"), "--family", "gpt2", "--corpus", dir.filePath("notes.txt")});
+    QCOMPARE(other.exitCode, 1);
+    QVERIFY2(other.err.contains(dir.filePath("lm/data/notes.txt") + " exists and is not " + dir.filePath("notes.txt")),
+             qPrintable(other.err));
+    QVERIFY(!QFile::exists(dir.filePath("lm/project.toml")));
+    writeFile(dir.filePath("lm/data/notes.txt"), "the corpus the user means\n");
+    Run same = tessera({"new", dir.filePath("lm"), "--family", "gpt2", "--corpus", dir.filePath("notes.txt")});
+    QVERIFY2(same.exitCode == 0 && same.out.contains("is " + dir.filePath("notes.txt") + " already: kept"),
+             qPrintable(same.out + same.err));
+  }
+
+  // A word where a command must be that is none is named, with the commands there are.
+  void unknownCommandsAreNamed() {
+    Run top = tessera({"trian", "x"});
+    QVERIFY(top.exitCode != 0);
+    QVERIFY2(top.err.startsWith("tessera: unknown command 'trian' (one of ops, ir, compile, train,"), qPrintable(top.err));
+    Run runs = tessera({"runs", "--db", "x.db", "lst"});
+    QVERIFY(runs.exitCode != 0);
+    QVERIFY2(runs.err.startsWith("tessera runs: unknown command 'lst' (one of list, show,"), qPrintable(runs.err));
+    QVERIFY2(runs.err.contains("tessera runs --help"), qPrintable(runs.err));
+    Run none = tessera({});
+    QVERIFY(none.exitCode != 0);
+    QVERIFY2(none.err.contains("A subcommand is required"), qPrintable(none.err));
+  }
+
+  // A closed stdout stops a sweep as it stops train: its run is checkpointed and stopped, no other starts.
+  void closedStdoutStopsASweep() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess sh;
+    sh.start("/bin/bash", {"-c", QString("'%1' sweep '%2' --grid train.lr=1e-3,2e-3,3e-3 --steps 100000 | head -2; "
+                                         "exit ${PIPESTATUS[0]}").arg(TESSERA_BIN, dir.path())});
+    QVERIFY(sh.waitForFinished(120000));
+    const QString err = QString::fromUtf8(sh.readAllStandardError());
+    QVERIFY2(sh.exitCode() == 130, qPrintable(QString::number(sh.exitCode()) + err));
+    QVERIFY2(err.contains("tessera sweep: stdout was closed"), qPrintable(err));
+    Run list = tessera({"runs", "--project", dir.path(), "list"});
+    QVERIFY2(list.out.contains("1 runs in") && list.out.contains("stopped"), qPrintable(list.out));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+    Run steps = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3", "--steps", "-2"});
+    QVERIFY(steps.exitCode != 0);
+    QVERIFY2(steps.err.startsWith("--steps: -2 is not a non-negative number"), qPrintable(steps.err));
   }
 
   // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.

@@ -1,0 +1,94 @@
+#include "engine/train/run_process.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tsr::train {
+
+namespace {
+
+std::string hostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+std::string bootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot; -1 when there is no such
+// process (or no /proc), and -2 when it has ended but is not reaped yet (a zombie: state Z or X). The command
+// name (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
+long long processStartTicks(long long pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return -1;
+    if (i == 3 && (field == "Z" || field == "X")) return -2;
+  }
+  try {
+    return std::stoll(field);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+store::Artifact thisProcessArtifact() {
+  const long long pid = ::getpid();
+  nlohmann::json j = {{"host", hostName()}, {"pid", pid}, {"boot_id", bootId()}, {"start_ticks", processStartTicks(pid)}};
+  return {kRunProcessArtifact, "json", j.dump()};
+}
+
+bool recordedProcessGone(const std::string& processJson) {
+  const nlohmann::json j = nlohmann::json::parse(processJson, nullptr, false);
+  if (!j.is_object()) return false;
+  const auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
+  const auto number = [&](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : -1;
+  };
+  const std::string host = text("host"), boot = text("boot_id");
+  const long long pid = number("pid"), start = number("start_ticks");
+  if (host.empty() || host != hostName() || pid <= 0) return false;
+  if (!boot.empty() && boot != bootId()) return true;  // the machine has restarted since
+  const long long now = processStartTicks(pid);
+  if (now == -2) return true;
+  if (now >= 0) return start >= 0 && now != start;  // a process of that pid: the run's own, or a later one
+  // No /proc entry: gone, where /proc shows this process at all (else ask the kernel).
+  if (processStartTicks(::getpid()) >= 0) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run) {
+  if (run.status != store::RunStatus::Running) return;
+  auto process = db.artifact(run.id, kRunProcessArtifact);
+  if (!process.ok()) return;  // a run from before the record, or one starting now: left as stored
+  if (!recordedProcessGone(process->data)) return;
+  const nlohmann::json j = nlohmann::json::parse(process->data, nullptr, false);
+  run.status = store::RunStatus::Crashed;
+  run.message = fmt::format("its process (pid {} on {}) ended without closing the run (killed, as by SIGKILL, or "
+                            "crashed)", j.value("pid", 0LL), j.value("host", std::string("?")));
+}
+
+void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& runs) {
+  for (store::RunInfo& run : runs) settleOrphanedRun(db, run);
+}
+
+}  // namespace tsr::train

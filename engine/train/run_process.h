@@ -1,0 +1,27 @@
+#pragma once
+// The process that trains a run, recorded with the run when it starts or resumes (the artifact run/process.json),
+// so that any reader (tessera runs, a sweep's summary, the IDE) tells a run whose process is gone (SIGKILL, a
+// crash that skipped the run's closing) from one still training.
+#include <string>
+#include <vector>
+
+#include "engine/store/run_store.h"
+
+namespace tsr::train {
+
+inline constexpr const char* kRunProcessArtifact = "run/process.json";
+
+// This process as the artifact records it: host, pid, boot id and the pid's start time since boot.
+store::Artifact thisProcessArtifact();
+
+// Whether the process a run recorded is gone: it ran on this host since its last boot and no process has its pid
+// and start time now (a reused pid is another process). False when the run recorded none or ran elsewhere: that
+// cannot be known from here, and the run is left as stored.
+bool recordedProcessGone(const std::string& processJson);
+
+// The runs as a reader should see them: a run stored as running whose process is gone is crashed, its message
+// saying so. Nothing is written: the store keeps "running" until a writer (resume, the IDE) settles it.
+void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& runs);
+void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run);
+
+}  // namespace tsr::train
