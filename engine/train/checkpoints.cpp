@@ -106,12 +106,13 @@ Result<std::string> ownedCheckpointDir(const std::string& projectDir, const stor
   return dir.string();
 }
 
-std::vector<int64_t> runsWithCheckpoints(const project::Project& p) {
+Result<std::vector<int64_t>> runsWithCheckpoints(const std::string& projectDir, const store::RunStore& db) {
+  TSR_ASSIGN(std::vector<store::RunInfo> all, db.runs());
   std::vector<int64_t> runs;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(checkpointsRoot(p), ec)) {
-    const int64_t n = numberIn(e.path().filename().string(), "run-", "");
-    if (n > 0 && fs::is_regular_file(e.path() / "latest.safetensors", ec)) runs.push_back(n);
+  for (const store::RunInfo& r : all) {
+    auto dir = ownedCheckpointDir(projectDir, db, r.id);
+    if (dir.ok() && fs::is_regular_file(fs::path(*dir) / "latest.safetensors", ec)) runs.push_back(r.id);
   }
   std::sort(runs.begin(), runs.end());
   return runs;
@@ -127,15 +128,9 @@ Result<RunCheckpoint> findRunCheckpoint(const project::Project& p, int64_t run, 
   if (fs::exists(dbPath, ec)) {
     TSR_ASSIGN(db, store::RunStore::openReadOnly(dbPath));
   }
-  // The runs of the store whose own folder holds a latest.safetensors.
   std::vector<int64_t> runs;
   if (db) {
-    TSR_ASSIGN(std::vector<store::RunInfo> all, db->runs());
-    for (const store::RunInfo& r : all) {
-      auto dir = ownedCheckpointDir(p.dir, *db, r.id);
-      if (dir.ok() && fs::is_regular_file(fs::path(*dir) / "latest.safetensors", ec)) runs.push_back(r.id);
-    }
-    std::sort(runs.begin(), runs.end());
+    TSR_ASSIGN(runs, runsWithCheckpoints(p.dir, *db));
   }
   if (run == 0) {
     if (runs.empty() && which == "latest" && fs::is_regular_file(legacy, ec)) return RunCheckpoint{0, legacy.string()};

@@ -44,8 +44,9 @@ Result<std::string> createRunCheckpointDir(const project::Project& p, const std:
 // error naming the owner file when another run's folder has the name.
 Result<std::string> ownedCheckpointDir(const std::string& projectDir, const store::RunStore& db, int64_t run);
 
-// The runs with a checkpoint folder holding a latest.safetensors, in increasing order.
-std::vector<int64_t> runsWithCheckpoints(const project::Project& p);
+// The runs of `db` whose own checkpoint folder under <projectDir>/checkpoints (run-N, or run-N-<id> where run-N was
+// another store's) holds a latest.safetensors, in increasing order.
+Result<std::vector<int64_t>> runsWithCheckpoints(const std::string& projectDir, const store::RunStore& db);
 
 // The checkpoint a command reads: run `run` of the store at storePath (default <project>/runs.db; 0: the latest
 // run that has one), `which` = "latest" or "best", from the run's own folder. Projects trained before

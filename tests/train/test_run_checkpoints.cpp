@@ -78,7 +78,11 @@ TEST_CASE("two runs keep two checkpoint folders, and resume N continues run N bi
   REQUIRE_MESSAGE(r2.ok(), r2.error().message);
   TSR_COMPARE(r1->runId, int64_t(1));
   TSR_COMPARE(r2->runId, int64_t(2));
-  TSR_COMPARE(train::runsWithCheckpoints(*p), (std::vector<int64_t>{1, 2}));
+  {
+    auto store = store::RunStore::openReadOnly(r2->storePath);
+    REQUIRE(store.ok());
+    TSR_COMPARE(*train::runsWithCheckpoints(p->dir, *store), (std::vector<int64_t>{1, 2}));
+  }
   const std::string latest1 = dir.filePath("checkpoints/run-1/latest.safetensors");
   const std::string latest2 = dir.filePath("checkpoints/run-2/latest.safetensors");
   TSR_COMPARE(train::readSafetensors(latest1)->metadata["step"], std::string("5"));
@@ -264,4 +268,33 @@ TEST_CASE("accumulate = K draws K batches per step and resumes exactly") {
   auto perSec = db->metrics(1, "samples_per_sec");
   auto stepTime = db->metrics(1, "step_time");
   TSR_COMPARE(perSec->at(2).value, 3 * 8 / stepTime->at(2).value);  // K x B samples per step
+}
+
+// A run whose run-N folder was another store's checkpoints in run-N-<id>, and it counts as a run with a checkpoint
+// of its own store (the folder name was once read as no run at all); each store sees its own run N.
+TEST_CASE("runs with checkpoints include run-N-<id> folders") {
+  test::TempDir dir;
+  auto p = writeProject(dir.path(), kProject);
+  REQUIRE_MESSAGE(p.ok(), p.error().message);
+  train::RunOptions first;
+  first.stopAtStep = 1;
+  REQUIRE(train::runTraining(*p, first, quiet).ok());
+  train::RunOptions other = first;
+  other.storePath = dir.filePath("other.db");
+  auto r = train::runTraining(*p, other, quiet);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  auto params = store::RunStore::openReadOnly(other.storePath)->params(1);
+  REQUIRE(params.ok());
+  REQUIRE(params->at("checkpoint.dir").rfind("run-1-", 0) == 0);
+  auto runsOf = [&](const std::string& db) {
+    auto store = store::RunStore::openReadOnly(db);
+    REQUIRE(store.ok());
+    return *train::runsWithCheckpoints(p->dir, *store);
+  };
+  TSR_COMPARE(runsOf(dir.filePath("runs.db")), (std::vector<int64_t>{1}));
+  TSR_COMPARE(runsOf(other.storePath), (std::vector<int64_t>{1}));
+  // With run-1 gone, only the other store's run 1 has a checkpoint.
+  std::filesystem::remove_all(dir.filePath("checkpoints/run-1"));
+  TSR_COMPARE(runsOf(dir.filePath("runs.db")), (std::vector<int64_t>{}));
+  TSR_COMPARE(runsOf(other.storePath), (std::vector<int64_t>{1}));
 }
