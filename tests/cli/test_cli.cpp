@@ -788,6 +788,19 @@ eval_every = 30
     QVERIFY2(steps.err.startsWith("--steps: -2 is not a non-negative number"), qPrintable(steps.err));
   }
 
+  // A model no machine holds (3.3T parameters) is said not to fit in memory, with what it needs and what there is,
+  // before anything else fails on its size (its init drew more random words than a key has counters).
+  void aModelBeyondMemoryIsSaidToBe() {
+    QTemporaryDir dir;
+    Run r = tessera({"train", TSR_SAMPLES "/gpt2_mini", "--db", dir.filePath("r.db"), "--set", "model.n_embd=65536",
+                     "--set", "model.n_layer=64", "--set", "model.n_head=64"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("the parameters of gpt2 (3298627289088 parameters, 4 bytes each, before any adamw state) "
+                            "need 12288.34 GiB, but this machine has ") &&
+                 !r.err.contains("random"),
+             qPrintable(r.err));
+  }
+
   // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
   void closedStdoutStopsTrainingWithACheckpoint() {
     QTemporaryDir dir;
