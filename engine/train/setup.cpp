@@ -116,26 +116,26 @@ Result<TrainingSetup> makeTrainingSetup(const project::Project& project, const S
   s.trainer->setFusedBatchNorm(nn::fusedBatchNorm());
   if (o.mesh) TSR_TRY(configureSharding(p, *s.trainer, info));
 
-  // A model far beyond this machine is said to be so first, from its parameter count alone (4 bytes each at the
-  // least): its init would fail on something else before the exact check below (a 3.3T-parameter GPT-2 draws
-  // more random words than one key has counters).
-  if (o.materialize && s.model.numParams > 0 && s.model.numParams <= INT64_MAX / 4) {
+  // The avals of the parameters, the optimizer state and the model's state, from an abstract trace of their
+  // init: what the state takes is known before any of it is allocated.
+  const auto& init = s.model.init;
+  const auto& initState = s.model.initState;
+  Result<ClosedGraph> traced = makeGraph([&](const Tree& key) {
+    Tree params = init(key.leaf());
+    Tree state = Tree::dict({{"params", params}, {"opt", opt.init(params)}});
+    if (initState) state.set("batch_stats", initState());
+    return state;
+  }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init");
+  // A model far beyond this machine can fail its init's trace on something else first (a 3.3T-parameter GPT-2
+  // draws more random words than one key has counters): its parameter count alone (4 bytes each at the least)
+  // then says what is wrong.
+  if (!traced.ok() && o.materialize && s.model.numParams > 0 && s.model.numParams <= INT64_MAX / 4) {
     const std::string params = fmt::format("the parameters of {} ({} parameters, 4 bytes each, before any {} state)",
                                            p.model.family, s.model.numParams, t.optimizer);
     if (auto st = limits::checkFitsInMemory(params, s.model.numParams * 4); !st.ok())
       return makeError("{}: {}; make the model smaller in [model]", p.file, st.error().message);
   }
-
-  // The avals of the parameters, the optimizer state and the model's state, from an abstract trace of their
-  // init: what the state takes is known before any of it is allocated.
-  const auto& init = s.model.init;
-  const auto& initState = s.model.initState;
-  TSR_ASSIGN(ClosedGraph g, makeGraph([&](const Tree& key) {
-    Tree params = init(key.leaf());
-    Tree state = Tree::dict({{"params", params}, {"opt", opt.init(params)}});
-    if (initState) state.set("batch_stats", initState());
-    return state;
-  }, TreeOf<Aval>(Aval{Shape{2}, DType::U32}), "init"));
+  TSR_ASSIGN(ClosedGraph g, std::move(traced));
   std::vector<Aval> avals;
   int64_t stateBytes = 0;
   for (ir::ValueId v : g.graph.outputs()) {
