@@ -272,7 +272,7 @@ void defineArray(py::module_& m) {
       .def("__lt__", &binary<less>).def("__le__", &binary<lessEqual>)
       .def("__gt__", &binary<greater>).def("__ge__", &binary<greaterEqual>)
       .def("__eq__", &binary<equal>).def("__ne__", &binary<notEqual>)
-      // % and // are numpy's (the divisor's sign), written in tessera/numpy.py over rem.
+      // % and // are numpy's (the divisor's sign), written in tessera/_np_elementwise.py over rem.
       .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
       .def("__pos__", [](const Array& a) { return a; });
   gArrayType = reinterpret_cast<PyTypeObject*>(array.ptr());
