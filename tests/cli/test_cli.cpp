@@ -1,8 +1,8 @@
-// The tessera command line, run as a user runs it.
+// The tessera command line, run as a user runs it: ops and IR, projects and families, training the samples, compile,
+// memory and sharding, and arguments. Runs, the run store and checkpoints: test_cli_runs.cpp.
 #include <QtTest>
 
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -10,9 +10,6 @@
 #include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
-#include <QThread>
-
-#include <sqlite3.h>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -314,305 +311,6 @@ eval_every = 30
     QVERIFY2(t.out.contains(QRegularExpression("validation loss 0\\.[0-3]")), qPrintable(t.out));
   }
 
-  void trainThenListShowAndExportRuns() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QString db = dir.filePath("store.db");
-    Run t = tessera({"train", dir.path(), "--db", db});
-    QCOMPARE(t.exitCode, 0);
-    QVERIFY2(t.out.contains(QRegularExpression("step +6/6 \\| loss [0-9.]+ .*\\| ETA \\d+s")), qPrintable(t.out));
-    QVERIFY(QFile::exists(db));
-
-    Run list = tessera({"runs", "--db", db, "list"});
-    QCOMPARE(list.exitCode, 0);
-    QVERIFY2(list.out.contains(QRegularExpression("\\n +1  tiny_mlp .* finished +6 +[0-9]+\\.[0-9]{4}  ")),
-             qPrintable(list.out));
-    QVERIFY(list.out.contains("1 runs in"));
-
-    Run show = tessera({"runs", "--db", db, "show", "1"});
-    QCOMPARE(show.exitCode, 0);
-    QVERIFY2(show.out.contains(QRegularExpression("\\n  loss +6 ")), qPrintable(show.out));
-    QVERIFY(show.out.contains("val_loss"));
-    QVERIFY(show.out.contains(QRegularExpression("train\\.batch_size +8\\n")));
-
-    Run csv = tessera({"runs", "--db", db, "export", "1", "--csv"});
-    QCOMPARE(csv.exitCode, 0);
-    QStringList lines = csv.out.split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(lines.front(), QString("run,step,key,value,time"));
-    QCOMPARE(lines.filter(QRegularExpression("^1,\\d+,loss,")).size(), 6);
-    QVERIFY(lines.filter(QRegularExpression("^1,1,loss,")).size() == 1);
-    QString out = dir.filePath("metrics.csv");
-    QCOMPARE(tessera({"runs", "--db", db, "export", "1", "--csv", "--out", out}).exitCode, 0);
-    QFile f(out);
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    QCOMPARE(QString::fromUtf8(f.readAll()), csv.out);
-
-    // --project reads PROJECT/runs.db; the run went to --db, so there is none.
-    Run none = tessera({"runs", "--project", dir.path(), "list"});
-    QCOMPARE(none.exitCode, 1);
-    QVERIFY2(none.err.contains("no run store at"), qPrintable(none.err));
-    Run unknown = tessera({"runs", "--db", db, "show", "42"});
-    QCOMPARE(unknown.exitCode, 1);
-    QVERIFY2(unknown.err.contains("no run 42"), qPrintable(unknown.err));
-    QCOMPARE(tessera({"runs", "--db", db, "export", "42", "--csv"}).exitCode, 1);
-  }
-
-  // A 3x2 grid makes 6 runs, each tagged with the sweep and its values, each trained with its overrides.
-  void sweepGridMakesTaggedRuns() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    Run sweep = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3,3e-3,1e-2", "--grid", "train.batch_size=4,8",
-                         "--steps", "2", "--name", "grid1", "--parallel", "2"});
-    auto logs = [&] {
-      QString all;
-      QDir logDir(dir.filePath(".tessera/sweeps/grid1"));
-      for (const QString& f : logDir.entryList(QDir::Files)) {
-        QFile file(logDir.filePath(f));
-        if (file.open(QIODevice::ReadOnly)) all += "\n--- " + f + "\n" + QString::fromUtf8(file.readAll());
-      }
-      return all;
-    };
-    QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.out + sweep.err + logs()));
-    QVERIFY2(sweep.out.contains("6 runs tagged sweep=grid1"), qPrintable(sweep.out));
-    Run list = tessera({"runs", "--project", dir.path(), "list", "--tag", "sweep=grid1"});
-    QCOMPARE(list.exitCode, 0);
-    QVERIFY2(list.out.contains("6 runs in"), qPrintable(list.out));
-    QCOMPARE(list.out.count("#sweep=grid1"), 6);
-    QCOMPARE(list.out.count("#train.lr=3e-3"), 2);
-    QCOMPARE(list.out.count("#train.batch_size=4"), 3);
-    // Each run trained with its own values: the run store records them as the run's settings.
-    QSet<QString> seen;
-    for (int id = 1; id <= 6; ++id) {
-      Run show = tessera({"runs", "--project", dir.path(), "show", QString::number(id)});
-      QCOMPARE(show.exitCode, 0);
-      auto lr = QRegularExpression("train\\.lr +(\\S+)\\n").match(show.out).captured(1);
-      auto batch = QRegularExpression("train\\.batch_size +(\\S+)\\n").match(show.out).captured(1);
-      QVERIFY2(show.out.contains(QRegularExpression("train\\.steps +2\\n")), qPrintable(show.out));
-      seen.insert(lr + " " + batch);
-    }
-    QCOMPARE(seen, (QSet<QString>{"0.001 4", "0.001 8", "0.003 4", "0.003 8", "0.01 4", "0.01 8"}));
-    // A bad point is refused before any run starts.
-    Run bad = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3,-1", "--name", "bad"});
-    QCOMPARE(bad.exitCode, 1);
-    QVERIFY2(bad.err.contains("--set train.lr=-1 (over"), qPrintable(bad.err));
-    QCOMPARE(tessera({"runs", "--project", dir.path(), "list", "--tag", "sweep=bad"}).out.count("#sweep=bad"), 0);
-    // Random draws from a log range: N runs, each value inside the range.
-    Run random = tessera({"sweep", dir.path(), "--random", "2", "--range", "train.lr=1e-4:1e-2:log", "--steps", "1",
-                          "--name", "rnd"});
-    QVERIFY2(random.exitCode == 0, qPrintable(random.out + random.err));
-    QVERIFY2(random.out.contains("2 runs tagged sweep=rnd"), qPrintable(random.out));
-  }
-
-  // Runs are renamed, tagged, annotated, archived and deleted with their checkpoints; metrics export as CSV
-  // and JSON Lines; --set reaches every command; eval reads a run by number.
-  void runsAreEditedExportedAndDeleted() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
-    Run second = tessera({"train", dir.path(), "--quiet", "--set", "train.lr=5e-3", "--set", "train.steps=3"});
-    QVERIFY2(second.exitCode == 0, qPrintable(second.err));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-2/latest.safetensors")));
-    auto runs = [&](const QStringList& args) { return tessera(QStringList{"runs", "--project", dir.path()} + args); };
-    QCOMPARE(runs({"rename", "2", "short-lr5e-3"}).exitCode, 0);
-    QCOMPARE(runs({"tag", "2", "keep", "lr"}).exitCode, 0);
-    QCOMPARE(runs({"untag", "2", "lr"}).exitCode, 0);
-    QCOMPARE(runs({"note", "2", "lower lr, fewer steps"}).exitCode, 0);
-    Run show = runs({"show", "2"});
-    QVERIFY2(show.out.startsWith("run 2: short-lr5e-3 (finished)"), qPrintable(show.out));
-    QVERIFY2(show.out.contains("tags     keep\n"), qPrintable(show.out));
-    QVERIFY2(show.out.contains("notes    lower lr, fewer steps\n"), qPrintable(show.out));
-    QVERIFY2(show.out.contains(QRegularExpression("train\\.lr +0\\.005\\n")), qPrintable(show.out));
-    QVERIFY2(show.out.contains(QRegularExpression("run\\.overrides +train\\.lr=5e-3 train\\.steps=3\\n")), qPrintable(show.out));
-    QVERIFY2(show.out.contains("config/resolved.toml"), qPrintable(show.out));
-    QCOMPARE(runs({"tag", "9", "x"}).exitCode, 1);
-
-    // Export: CSV of two runs, JSON Lines with one object per run and step.
-    Run csv = runs({"export", "1", "2"});
-    QCOMPARE(csv.exitCode, 0);
-    QCOMPARE(csv.out.split('\n', Qt::SkipEmptyParts).filter(QRegularExpression("^[12],\\d+,loss,")).size(), 6 + 3);
-    Run jsonl = runs({"export", "--jsonl"});
-    QCOMPARE(jsonl.exitCode, 0);
-    QStringList objects = jsonl.out.split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(objects.size(), 6 + 3);
-    QJsonObject first = QJsonDocument::fromJson(objects.front().toUtf8()).object();
-    QCOMPARE(first["run"].toInt(), 1);
-    QCOMPARE(first["step"].toInt(), 1);
-    QVERIFY(first.contains("loss") && first.contains("lr") && first.contains("grad_norm"));
-
-    // eval by run number; a run without a checkpoint names those that have one.
-    Run e1 = tessera({"eval", dir.path(), "--run", "1"});
-    QVERIFY2(e1.exitCode == 0 && e1.out.contains("checkpoints/run-1/latest.safetensors"), qPrintable(e1.out + e1.err));
-    Run e7 = tessera({"eval", dir.path(), "--run", "7"});
-    QCOMPARE(e7.exitCode, 1);
-    QVERIFY2(e7.err.contains("runs with one: 1, 2"), qPrintable(e7.err));
-    Run badSet = tessera({"model-info", dir.path(), "--set", "model.sizes=[16]"});
-    QCOMPARE(badSet.exitCode, 1);
-    QVERIFY2(badSet.err.contains("--set model.sizes=[16] (over"), qPrintable(badSet.err));
-
-    // Archive hides a run from the list; delete needs --yes when no one can be asked, then takes the checkpoints.
-    QCOMPARE(runs({"archive", "1"}).exitCode, 0);
-    QVERIFY(runs({"list"}).out.contains("1 runs in"));
-    QVERIFY(runs({"list", "--all"}).out.contains("(archived)"));
-    Run refused = runs({"delete", "1"});
-    QCOMPARE(refused.exitCode, 1);
-    QVERIFY2(refused.err.contains("confirm with --yes"), qPrintable(refused.err));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-    Run deleted = runs({"delete", "1", "--yes"});
-    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
-    QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/run-1")));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-2/latest.safetensors")));
-    QVERIFY(runs({"list", "--all"}).out.contains("1 runs in"));
-
-    // --resume N continues that run; a stopped run resumes to the end.
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--stop-at", "2"}).exitCode, 0);
-    Run resumed = tessera({"train", dir.path(), "--quiet", "--resume", "3"});
-    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("resumed run 3 at step 2"), qPrintable(resumed.out + resumed.err));
-  }
-
-  // A checkpoint folder is its run's own: a run of another store (--db), or of a runs.db deleted since, with the
-  // same number gets a folder of its own, and eval, resume and delete never use or remove another run's files.
-  void checkpointFoldersBelongToTheirRun() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    const QString other = dir.filePath("other.db");
-    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
-    Run second = tessera({"train", dir.path(), "--quiet", "--steps", "3", "--db", other});
-    QVERIFY2(second.exitCode == 0, qPrintable(second.err));
-    QStringList folders = QDir(dir.filePath("checkpoints")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
-    QCOMPARE(folders.size(), 2);
-    const QString otherFolder = folders.filter(QRegularExpression("^run-1-")).value(0);
-    QVERIFY2(!otherFolder.isEmpty(), qPrintable(folders.join(' ')));
-    Run e1 = tessera({"eval", dir.path(), "--run", "1"});
-    QVERIFY2(e1.exitCode == 0 && e1.out.contains("checkpoints/run-1/latest.safetensors"), qPrintable(e1.out + e1.err));
-    Run eOther = tessera({"eval", dir.path(), "--run", "1", "--db", other});
-    QVERIFY2(eOther.exitCode == 0 && eOther.out.contains(otherFolder + "/latest.safetensors"), qPrintable(eOther.out + eOther.err));
-    Run resumed = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "4", "--db", other});
-    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("resumed run 1 at step 3 from") &&
-                 resumed.out.contains(otherFolder), qPrintable(resumed.out + resumed.err));
-    // Deleting the other store's run 1 leaves runs.db's run 1 its checkpoints.
-    Run deleted = tessera({"runs", "--db", other, "delete", "1", "--yes"});
-    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-    QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/" + otherFolder)));
-
-    // A new runs.db: its run 1 neither reads nor deletes the old run 1's folder.
-    for (const char* f : {"runs.db", "runs.db-wal", "runs.db-shm"}) QFile::remove(dir.filePath(f));
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
-    Run eNew = tessera({"eval", dir.path(), "--run", "1"});
-    QVERIFY2(eNew.exitCode == 0 && !eNew.out.contains("checkpoints/run-1/latest"), qPrintable(eNew.out + eNew.err));
-    // A folder whose owner file names another run is refused, not read.
-    folders = QDir(dir.filePath("checkpoints")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).filter(QRegularExpression("^run-1-"));
-    QCOMPARE(folders.size(), 1);
-    writeFile(dir.filePath("checkpoints/" + folders[0] + "/owner.txt"), "owner = 0123456789abcdef\n");
-    Run foreign = tessera({"eval", dir.path(), "--run", "1"});
-    QCOMPARE(foreign.exitCode, 1);
-    QVERIFY2(foreign.err.contains("belongs to another run"), qPrintable(foreign.err));
-    QCOMPARE(tessera({"runs", "--project", dir.path(), "delete", "1", "--yes"}).exitCode, 0);
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/" + folders[0] + "/latest.safetensors")));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-  }
-
-  // --resume continues the run with the configuration it was started with (its --steps and --set), whatever
-  // project.toml says now; a --set that would change it is refused.
-  void resumeKeepsTheRunsConfiguration() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "5", "--set", "train.lr=3e-3", "--set",
-                      "train.schedule=cosine", "--stop-at", "2"}).exitCode, 0);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "5", "--set", "train.lr=3e-3", "--set",
-                      "train.schedule=cosine"}).exitCode, 0);
-    Run refused = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--set", "train.lr=1e-1"});
-    QCOMPARE(refused.exitCode, 1);
-    QVERIFY2(refused.err.contains("train.lr = 0.1 (the run has 0.003)"), qPrintable(refused.err));
-    QByteArray toml(kTinyMlp);
-    writeFile(dir.filePath("project.toml"), toml.replace("steps = 6", "steps = 9"));
-    Run resumed = tessera({"train", dir.path(), "--resume", "1", "--set", "train.log_every=1"});
-    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("step     5/5") && !resumed.out.contains("/9"),
-             qPrintable(resumed.out + resumed.err));
-    QVERIFY2(resumed.out.contains("project.toml has changed since run 1 started: train.steps = 9 (the run has 5);"), qPrintable(resumed.out));
-    // The resumed run's learning rates are the uninterrupted run's.
-    Run csv = tessera({"runs", "--project", dir.path(), "export", "1", "2"});
-    QStringList lr1 = csv.out.split('\n').filter(QRegularExpression("^1,\\d+,lr,"));
-    QStringList lr2 = csv.out.split('\n').filter(QRegularExpression("^2,\\d+,lr,"));
-    QCOMPARE(lr1.size(), 5);
-    for (int i = 0; i < 5; ++i) QCOMPARE(lr1[i].section(',', 1, 3), lr2[i].section(',', 1, 3));
-  }
-
-  // An output file never replaces the run store (or its -wal) or a run's checkpoint.
-  void outputsNeverReplaceRunFiles() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet"}).exitCode, 0);
-    const QByteArray latest = [&] {
-      QFile f(dir.filePath("checkpoints/run-1/latest.safetensors"));
-      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-    }();
-    auto runs = [&](const QStringList& args) { return tessera(QStringList{"runs", "--project", dir.path()} + args); };
-    for (const char* out : {"runs.db", "runs.db-wal", "checkpoints/run-1/latest.safetensors"}) {
-      Run r = runs({"export", "--out", dir.filePath(out)});
-      QCOMPARE(r.exitCode, 1);
-      QVERIFY2(r.err.contains("write to another file"), qPrintable(r.err));
-    }
-    Run trace = tessera({"profile", dir.path(), "--steps", "1", "--warmup", "0", "--quiet", "--trace", dir.filePath("runs.db")});
-    QCOMPARE(trace.exitCode, 1);
-    QVERIFY2(trace.err.contains("is the run store"), qPrintable(trace.err));
-    QFile f(dir.filePath("checkpoints/run-1/latest.safetensors"));
-    QVERIFY(f.open(QIODevice::ReadOnly) && f.readAll() == latest);
-    QVERIFY(runs({"show", "1"}).out.startsWith("run 1: tiny_mlp (finished)"));
-    Run csv = runs({"export", "--out", dir.filePath("m.csv")});
-    QCOMPARE(csv.exitCode, 0);
-    QVERIFY(QFile::exists(dir.filePath("m.csv")));
-  }
-
-  // Another program's SQLite file given as --db is refused by the commands that write runs, and left byte for byte
-  // as it was (it used to get Tessera's tables and WAL mode).
-  void anotherProgramsDatabaseIsNotARunStore() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    const QString foreign = dir.filePath("other.sqlite");
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(foreign.toUtf8().constData(), &db), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(db, "CREATE TABLE notes(x); INSERT INTO notes VALUES('mine')", nullptr, nullptr, nullptr),
-             SQLITE_OK);
-    sqlite3_close(db);
-    auto bytes = [](const QString& path) {
-      QFile f(path);
-      return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
-    };
-    const QByteArray before = bytes(foreign);
-    for (const QStringList& args : QList<QStringList>{{"train", dir.path(), "--quiet"},
-                                                      {"sweep", dir.path(), "--grid", "train.lr=1e-2"},
-                                                      {"profile", dir.path(), "--steps", "1", "--warmup", "0"}}) {
-      Run r = tessera(args + QStringList{"--db", foreign});
-      QVERIFY2(r.exitCode == 1, qPrintable(args.join(' ')));
-      QVERIFY2(r.err.contains(foreign + ": not a Tessera run store (it holds another program's tables: notes)"),
-               qPrintable(r.err));
-      QCOMPARE(bytes(foreign), before);
-      QVERIFY(!QFile::exists(foreign + "-wal") && !QFile::exists(foreign + "-shm"));
-    }
-    // An empty file is a new store.
-    writeFile(dir.filePath("empty.db"), "");
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "1", "--db", dir.filePath("empty.db")}).exitCode, 0);
-  }
-
-  // Reading the store (runs list, show, export) leaves no -wal or -shm beside it: made by a reader they outlive
-  // it, and another user's stop the store's owner from writing.
-  void readingTheStoreLeavesNoFilesBeside() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
-    for (const QStringList& args : QList<QStringList>{{"list"}, {"show", "1"}, {"export", "1"}}) {
-      Run r = tessera(QStringList{"runs", "--project", dir.path()} + args);
-      QVERIFY2(r.exitCode == 0, qPrintable(r.err));
-      QVERIFY2(!QFile::exists(dir.filePath("runs.db-wal")) && !QFile::exists(dir.filePath("runs.db-shm")),
-               qPrintable(args.join(' ')));
-    }
-    Run write = tessera({"runs", "--project", dir.path(), "tag", "1", "kept"});
-    QVERIFY2(write.exitCode == 0, qPrintable(write.err));
-    QVERIFY(tessera({"runs", "--project", dir.path(), "list"}).out.contains("#kept"));
-  }
-
   // project.toml values that cannot train are errors naming the key, its value and the line or --set.
   void trainSettingsThatCannotTrainAreErrors() {
     QTemporaryDir dir;
@@ -638,31 +336,6 @@ eval_every = 30
     check(toml, {"train.warmup_steps=7"}, "'warmup_steps' (7) must not exceed 'steps' (6)");
   }
 
-  // A run whose process was killed (SIGKILL: nothing of it ran after) is listed as crashed, not running forever,
-  // and can be deleted; a run still training is listed as running.
-  void aKilledRunIsListedAsCrashed() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QProcess p;
-    p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "10000000"});
-    QVERIFY(p.waitForStarted());
-    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QElapsedTimer waited;
-    waited.start();
-    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-    QVERIFY2(list().contains("running"), qPrintable(list()));
-    const qint64 pid = p.processId();
-    p.kill();
-    QVERIFY(p.waitForFinished());
-    QVERIFY2(list().contains("crashed"), qPrintable(list()));
-    Run show = tessera({"runs", "--project", dir.path(), "show", "1"});
-    QVERIFY2(show.out.startsWith("run 1: tiny_mlp (crashed)") &&
-                 show.out.contains(QString("its process (pid %1 on ").arg(pid)),
-             qPrintable(show.out));
-    Run deleted = tessera({"runs", "--project", dir.path(), "delete", "1", "--yes"});
-    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
-  }
-
   // compile --dump into a folder an earlier dump wrote replaces that dump (nothing of it is left to mislead) and
   // keeps the user's own files; a folder with other files is refused.
   void compileDumpReplacesItsOwnDumpOnly() {
@@ -684,53 +357,6 @@ eval_every = 30
     QVERIFY2(refused.err.contains("--dump " + other + ": the folder is not empty and no earlier dump wrote it"),
              qPrintable(refused.err));
     QCOMPARE(QDir(other).entryList(QDir::Files), QStringList{"report.txt"});
-  }
-
-  // config/resolved.toml, the configuration a run records, has the steps it was asked for (--steps).
-  void resolvedConfigHasTheRunsSteps() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open_v2(dir.filePath("runs.db").toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    QCOMPARE(sqlite3_prepare_v2(db, "SELECT data FROM artifacts WHERE run = 1 AND name = 'config/resolved.toml'", -1,
-                                &st, nullptr),
-             SQLITE_OK);
-    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
-    const QString resolved = QString::fromUtf8(static_cast<const char*>(sqlite3_column_blob(st, 0)), sqlite3_column_bytes(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    QVERIFY2(resolved.contains("\nsteps = 2  # --steps (project.toml: 6)\n"), qPrintable(resolved));
-    // It continues as it was asked for.
-    Run resumed = tessera({"train", dir.path(), "--resume", "1", "--steps", "3"});
-    QVERIFY2(resumed.exitCode == 0 && resumed.out.contains("step     3/3"), qPrintable(resumed.out + resumed.err));
-  }
-
-  // A store another process holds locked is waited for, and the wait is said once (not taken for a hang).
-  void waitingForALockedStoreIsSaid() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "1"}).exitCode, 0);
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(dir.filePath("runs.db").toUtf8().constData(), &db), SQLITE_OK);
-    QCOMPARE(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
-    QProcess p;
-    p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "1"});
-    QVERIFY(p.waitForStarted());
-    QElapsedTimer waited;
-    waited.start();
-    QByteArray err;
-    while (!err.contains("waiting for") && waited.elapsed() < 4000) {
-      p.waitForReadyRead(100);
-      err += p.readAllStandardError();
-    }
-    QCOMPARE(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(db);
-    QVERIFY(p.waitForFinished(120000));
-    err += p.readAllStandardError();
-    QVERIFY2(p.exitCode() == 0, err.constData());
-    QCOMPARE(err.count("waiting for " + dir.filePath("runs.db").toUtf8() + " (locked by another process)..."), 1);
   }
 
   // `tessera new ""` would write into this folder; a corpus whose name a different file in data/ has would be
@@ -769,25 +395,6 @@ eval_every = 30
     QVERIFY2(none.err.contains("A subcommand is required"), qPrintable(none.err));
   }
 
-  // A closed stdout stops a sweep as it stops train: its run is checkpointed and stopped, no other starts.
-  void closedStdoutStopsASweep() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QProcess sh;
-    sh.start("/bin/bash", {"-c", QString("'%1' sweep '%2' --grid train.lr=1e-3,2e-3,3e-3 --steps 100000 | head -2; "
-                                         "exit ${PIPESTATUS[0]}").arg(TESSERA_BIN, dir.path())});
-    QVERIFY(sh.waitForFinished(120000));
-    const QString err = QString::fromUtf8(sh.readAllStandardError());
-    QVERIFY2(sh.exitCode() == 130, qPrintable(QString::number(sh.exitCode()) + err));
-    QVERIFY2(err.contains("tessera sweep: stdout was closed"), qPrintable(err));
-    Run list = tessera({"runs", "--project", dir.path(), "list"});
-    QVERIFY2(list.out.contains("1 runs in") && list.out.contains("stopped"), qPrintable(list.out));
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-    Run steps = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3", "--steps", "-2"});
-    QVERIFY(steps.exitCode != 0);
-    QVERIFY2(steps.err.startsWith("--steps: -2 is not a non-negative number"), qPrintable(steps.err));
-  }
-
   // A model no machine holds (3.3T parameters) is said not to fit in memory, with what it needs and what there is,
   // before anything else fails on its size (its init drew more random words than a key has counters).
   void aModelBeyondMemoryIsSaidToBe() {
@@ -799,69 +406,6 @@ eval_every = 30
                             "need 12288.34 GiB, but this machine has ") &&
                  !r.err.contains("random"),
              qPrintable(r.err));
-  }
-
-  // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
-  void closedStdoutStopsTrainingWithACheckpoint() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    QProcess sh;
-    sh.start("/bin/bash", {"-c", QString("'%1' train '%2' --steps 100000 | head -3; exit ${PIPESTATUS[0]}")
-                                     .arg(TESSERA_BIN, dir.path())});
-    QVERIFY(sh.waitForFinished(120000));
-    QCOMPARE(sh.exitCode(), 130);
-    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
-    Run show = tessera({"runs", "--project", dir.path(), "show", "1"});
-    QVERIFY2(show.out.startsWith("run 1: tiny_mlp (stopped)"), qPrintable(show.out));
-  }
-
-  // What can be checked before a run is created is, and an error after leaves the run failed, never running.
-  void failuresLeaveNoRunRunning() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyMlp);
-    Run tag = tessera({"train", dir.path(), "--quiet", "--tag", ""});
-    QCOMPARE(tag.exitCode, 1);
-    QVERIFY2(tag.err.contains("a tag cannot be empty"), qPrintable(tag.err));
-    writeFile(dir.filePath("checkpoints"), "a file");
-    Run file = tessera({"train", dir.path(), "--quiet"});
-    QCOMPARE(file.exitCode, 1);
-    QVERIFY2(file.err.contains("checkpoints is not a folder"), qPrintable(file.err));
-    Run trace = tessera({"profile", dir.path(), "--steps", "1", "--warmup", "0", "--quiet", "--trace", "/nonexistdir/x.json"});
-    QCOMPARE(trace.exitCode, 1);
-    QVERIFY2(trace.err.contains("/nonexistdir is not a folder"), qPrintable(trace.err));
-    Run list = tessera({"runs", "--project", dir.path(), "list"});
-    QVERIFY2(!list.out.contains("running"), qPrintable(list.out + list.err));
-  }
-
-  void evalAndGenerateFromACheckpoint() {
-    QTemporaryDir dir;
-    writeFile(dir.filePath("project.toml"), kTinyGpt2);
-    QByteArray corpus;
-    for (int i = 0; i < 60; ++i)
-      corpus += "Permission is hereby granted, free of charge, to any person obtaining a copy of this software.\n";
-    writeFile(dir.filePath("corpus.txt"), corpus);
-    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--sample", "0"}).exitCode, 0);
-    QString ckpt = dir.filePath("checkpoints/run-1/latest.safetensors");
-    QVERIFY(QFile::exists(ckpt));
-
-    Run e = tessera({"eval", dir.path(), "--checkpoint", ckpt});
-    QCOMPARE(e.exitCode, 0);
-    QVERIFY2(e.out.contains(QRegularExpression("validation loss [0-9]+\\.[0-9]{4} over 2 batches")), qPrintable(e.out + e.err));
-
-    Run g = tessera({"generate", dir.path(), "--checkpoint", ckpt, "--prompt", "Permission", "--tokens", "8",
-                     "--seed", "3"});
-    QCOMPARE(g.exitCode, 0);
-    QVERIFY2(g.out.startsWith("Permission"), qPrintable(g.out + g.err));
-    Run again = tessera({"generate", dir.path(), "--checkpoint", ckpt, "--prompt", "Permission", "--tokens", "8",
-                         "--seed", "3"});
-    QCOMPARE(again.out, g.out);  // a seed reproduces a sample
-
-    Run missing = tessera({"eval", dir.path(), "--checkpoint", dir.filePath("absent.safetensors")});
-    QCOMPARE(missing.exitCode, 1);
-    QVERIFY2(missing.err.contains("does not exist"), qPrintable(missing.err));
-    Run missingGen = tessera({"generate", dir.path(), "--checkpoint", dir.filePath("absent.safetensors")});
-    QCOMPARE(missingGen.exitCode, 1);
-    QVERIFY2(missingGen.err.contains("does not exist"), qPrintable(missingGen.err));
   }
 
   // A setting given a value it does not take is said on stderr, once, and the default applies (a typo would
