@@ -69,7 +69,9 @@ int list(const store::RunStore& db, const RunsArgs& a) {
     hidden += hide && r.archived && !a.all && hasTag(r, a.tag);
     return hide;
   });
-  std::cout << fmt::format("{:>4}  {:<20}{:<32}{:<10}{:>7}{:>11}  {}\n", "id", "name", "project", "status", "steps",
+  // Columns at least their width, two spaces apart: a long name or project path pushes the row on, never runs
+  // into the next column.
+  std::cout << fmt::format("{:>4}  {:<19} {:<31} {:<10}{:>7}{:>11}  {}\n", "id", "name", "project", "status", "steps",
                            "last loss", "started");
   for (const auto& r : *runs) {
     auto latest = db.latestMetrics(r.id);
@@ -80,7 +82,7 @@ int list(const store::RunStore& db, const RunsArgs& a) {
     }
     std::string tags;
     for (const auto& t : r.tags) tags += " #" + t;
-    std::cout << fmt::format("{:>4}  {:<20}{:<32}{:<10}{:>7}{:>11}  {}{}{}\n", r.id, r.name, r.project,
+    std::cout << fmt::format("{:>4}  {:<19} {:<31} {:<10}{:>7}{:>11}  {}{}{}\n", r.id, r.name, r.project,
                              store::runStatusName(r.status), steps, loss, localTime(r.startTime),
                              r.archived ? " (archived)" : "", tags);
   }
