@@ -26,9 +26,8 @@ def _check_float(arrays, what):
 
 
 def _linearized(fun, primals, has_aux, what):
-    """(outputs, output tree, f_jvp over flat tangent leaves, aux): fun at primals and its linear map."""
-    if not isinstance(primals, (tuple, list)):
-        raise TypeError(f"{what}: primal arguments must be a tuple or a list, not {type(primals).__name__}")
+    """(outputs, output tree, f_jvp over flat tangent leaves, aux): fun at primals (a tuple: jvp checks what the
+    user gave) and its linear map."""
     primal_leaves, primal_tree = tree_flatten(tuple(primals))
     _check_float(_leaf_arrays(primal_leaves), what)
     res = vjp(fun, *primals, has_aux=has_aux)
