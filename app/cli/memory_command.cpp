@@ -48,6 +48,10 @@ int printStepMemory(const std::string& command, const std::string& project, cons
     std::cerr << "tessera " << command << ": " << p.error().message << "\n";
     return 1;
   }
+  if (auto st = checkBatchOnMesh(*p); !st.ok()) {
+    std::cerr << "tessera " << command << ": " << st.error().message << "\n";
+    return 1;
+  }
   auto m = train::projectStepMemory(*p);
   if (!m.ok()) {
     std::cerr << "tessera " << command << ": " << m.error().message << "\n";

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "engine/train/checkpoints.h"
 
 namespace tsr::cli {
@@ -34,6 +36,22 @@ void addSetOption(CLI::App* cmd, std::vector<std::string>& sets) {
 Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets) {
   TSR_ASSIGN(std::vector<project::Override> overrides, project::parseOverrides(sets));
   return project::loadProject(path, overrides);
+}
+
+Status checkBatchOnMesh(const project::Project& p) {
+  const auto& mesh = p.mesh;
+  int64_t devices = 1;
+  for (int64_t d : mesh.shape) devices *= d;
+  if (devices <= 1 || mesh.shape.empty() || mesh.axes.empty()) return {};
+  const int64_t n = mesh.shape[0], batch = p.train.batchSize;
+  if (batch % n == 0) return {};
+  std::string setBy;
+  for (const project::Override& o : p.overrides)
+    if (o.section == "train" && o.key == "batch_size") setBy = " (--set " + o.spec() + ")";
+  const int64_t below = batch / n * n, above = below + n;
+  return makeError("{}: [train] batch_size {}{} is split over the mesh's first axis '{}' of size {}, which does not "
+                   "divide it; make batch_size a multiple of {} (the nearest: {}{})",
+                   p.file, batch, setBy, mesh.axes[0], n, n, below > 0 ? std::to_string(below) + " or " : "", above);
 }
 
 void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& fileHelp) {

@@ -21,6 +21,11 @@ void addSetOption(CLI::App* cmd, std::vector<std::string>& sets);
 // The project at `path` with the overrides applied (their errors name the --set).
 Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets);
 
+// The batch is split over the mesh's first axis (engine/train/placement.h): a [train] batch_size that axis does
+// not divide is an error in the project's terms (the file, the key, its value and where it was set, the axis and
+// its size), said before a plan of the step is traced, which would name the traced array ("inputs [8190,784]").
+Status checkBatchOnMesh(const project::Project& p);
+
 // --checkpoint FILE, else --run N (the latest run with a checkpoint by default) of --db and --best.
 struct CheckpointArgs {
   std::string file;

@@ -106,6 +106,7 @@ int runPlan(const ShardArgs& a) {
   auto meshOf = train::projectMesh(*p);
   if (!meshOf.ok()) return fail(meshOf.error().message);
   if (meshOf->size() <= 1) return fail(p->file + ": [mesh] is one device: nothing is split");
+  if (auto st = checkBatchOnMesh(*p); !st.ok()) return fail(st.error().message);
   // A plan needs no devices: the step is traced from avals and partitioned on the mesh alone.
   train::ShardPlanOptions options;
   options.bandwidthGBs = a.bandwidthGBs;

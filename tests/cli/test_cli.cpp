@@ -534,6 +534,29 @@ eval_every = 30
     QVERIFY2(fast.out.contains("Collectives per step: 11 (time at 25 GB/s per device)"), qPrintable(fast.out));
   }
 
+  // A batch the mesh's first axis does not divide is said in the project's terms, by shard plan and memory as
+  // by train: the key, its value and where it was set, the axis and its size (it named the traced array,
+  // "inputs [8190,784]", which the user never wrote).
+  void aBatchTheMeshDoesNotDivideNamesBatchSize() {
+    const QString project = TSR_SAMPLES "/mlp_sharding";
+    for (const QString& command : {QString("shard plan"), QString("memory")}) {
+      Run r = tessera(command.split(' ') + QStringList{project, "--set", "train.batch_size=8190"});
+      QCOMPARE(r.exitCode, 1);
+      QVERIFY2(r.err.startsWith("tessera " + command + ": " + project + "/project.toml: [train] batch_size 8190 "
+                                "(--set train.batch_size=8190) is split over the mesh's first axis 'data' of size 4, "
+                                "which does not divide it; make batch_size a multiple of 4 (the nearest: 8188 or "
+                                "8192)\n"),
+               qPrintable(r.err));
+      QVERIFY2(!r.err.contains("inputs ["), qPrintable(r.err));
+    }
+    Run small = tessera({"shard", "plan", project, "--set", "train.batch_size=2", "--no-values"});
+    QCOMPARE(small.exitCode, 1);
+    QVERIFY2(small.err.contains("[train] batch_size 2 (--set train.batch_size=2) is split over the mesh's first axis "
+                                "'data' of size 4, which does not divide it; make batch_size a multiple of 4 (the "
+                                "nearest: 4)"),
+             qPrintable(small.err));
+  }
+
   void compileDumpsThePerDeviceProgram() {
     // mlp_sharding's 4x2 step: the global graph's passes as usual, and in spmd/ the per-device program after the
     // partitioner (its collectives as ops) and after every pass, the plan and the collectives with their reasons.
