@@ -4,6 +4,7 @@
 #include "engine/store/stmt.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -189,15 +190,87 @@ RunStatus parseStatus(const std::string& s) {
   return RunStatus::Running;
 }
 
+// The folder SQLite keeps a store's -wal and -shm in.
+std::string folderOf(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+bool mayWrite(const std::string& path) { return ::access(path.c_str(), W_OK) == 0; }
+
+// How a reader opens the store, so that it leaves the folder as it found it. SQLite's -wal and -shm are removed
+// by the last connection to close, but only by one that may write the database: a read-only connection leaves
+// the two it created behind, and made by another user they stop the store's owner from writing (a later train
+// fails "attempt to write a readonly database"); in a folder it may not write, a read-only connection cannot
+// make them at all and SQLite refuses to read. So:
+//   - Writer: the store, its folder and any -wal or -shm may be written: opened read-write with query_only set
+//     (SQLite refuses every write, and its last close removes the files as a writer's does). A -wal a killed
+//     writer left is read and folded into the file, as the next writer would.
+//   - Shared: a -shm is there (a writer has the store open): read-only, through the writer's files; nothing is
+//     made. A file in rollback-journal mode (another program's) is read so too.
+//   - Immutable: a WAL store with no -shm that this user may not write (another user's, or in a read-only
+//     folder): read as the file is (SQLite's immutable=1, as `sqlite3 -readonly` users do), making nothing.
+//   - A -wal with writes in it but no -shm, where the reader may not write: those writes cannot be read without
+//     making a -shm, and reading the file without them would show an older store as if it were all: an error
+//     that says so and what to do.
+enum class ReadAccess { Writer, Shared, Immutable };
+
+bool isWalFile(const std::string& path) {
+  char header[20] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(header, sizeof header)) return false;
+  return std::string(header, 16) == std::string("SQLite format 3\0", 16) && header[18] == 2 && header[19] == 2;
+}
+
+Result<ReadAccess> readAccess(const std::string& path) {
+  if (!isWalFile(path)) return ReadAccess::Shared;
+  std::error_code ec;
+  const std::string wal = path + "-wal", shm = path + "-shm";
+  const bool hasWal = std::filesystem::exists(wal, ec), hasShm = std::filesystem::exists(shm, ec);
+  if (mayWrite(path) && mayWrite(folderOf(path)) && (!hasWal || mayWrite(wal)) && (!hasShm || mayWrite(shm)))
+    return ReadAccess::Writer;
+  if (hasShm) return ReadAccess::Shared;
+  const auto walBytes = hasWal ? std::filesystem::file_size(wal, ec) : 0;
+  if (hasWal && !ec && walBytes > 0)
+    return makeError("run store {}: {} holds {} bytes of writes not yet folded into the store (its writer was "
+                     "stopped before it closed the store), and reading them needs a {} that this user may not "
+                     "make ({}); open the store once as a user who may write it (any tessera runs command then "
+                     "folds them in), or copy {} and {} to a folder of yours and read the copy",
+                     path, wal, walBytes, shm,
+                     mayWrite(folderOf(path)) ? "it would be left behind, in another user's way"
+                                              : "its folder " + folderOf(path) + " is read-only",
+                     path, wal);
+  return ReadAccess::Immutable;
+}
+
+// A "file:" URI naming `path`, for SQLite's URI parameters: every byte but the unreserved ones and '/' escaped
+// (a path may hold spaces, '?', '#', '%' or any UTF-8).
+std::string fileUri(const std::string& path, const char* parameters) {
+  std::string out = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out + "?" + parameters;
+}
+
+// The message of a read that failed as a store opened: SQLite's "file is not a database" means the file is not
+// one; anything else (a locked file, an I/O error, a permission) is said as SQLite says it.
+Error readFailure(sqlite3* db, const std::string& path) {
+  if (sqlite3_errcode(db) == SQLITE_NOTADB)
+    return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  return makeError("cannot read run store {}: {}", path, sqlite3_errmsg(db));
+}
+
 // Whether the database at `db` is a run store or a new, empty file; another program's database (tables, but not
 // ours) is an error naming the file. Read before anything is written: such a file is left exactly as it was (no
 // WAL switch, no schema). A store's schema version is written in the transaction that creates its tables, so a
 // store another process is creating reads as empty or as a store, never as a foreign database.
 Status checkIsRunStoreOrEmpty(sqlite3* db, const std::string& path) {
   Stmt version(db, "PRAGMA user_version");
-  if (!version.ok()) return makeError("run store {}: not a SQLite database ({})", path, sqlite3_errmsg(db));
+  if (!version.ok()) return readFailure(db, path);
   auto hasVersion = version.one();
-  if (!hasVersion.ok()) return makeError("run store {}: not a SQLite database ({})", path, sqlite3_errmsg(db));
+  if (!hasVersion.ok()) return readFailure(db, path);
   const int64_t v = *hasVersion ? version.i64(0) : 0;
   Stmt tables(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                   "ORDER BY name");
@@ -219,24 +292,6 @@ Status checkIsRunStoreOrEmpty(sqlite3* db, const std::string& path) {
   return makeError("{}: not a Tessera run store ({}); it is left as it was", path,
                    names.empty() ? fmt::format("schema version {} and no tables", v)
                                  : fmt::format("it holds another program's tables: {}", listed));
-}
-
-// How a reader opens the store. SQLite's -wal and -shm files are removed by the last connection to close, but
-// only by one that may write the database: a read-only connection leaves the two it created behind, and made by
-// another user they stop the store's owner from writing (a later train fails "attempt to write a readonly
-// database"). So a reader that may write the file opens it read-write with query_only set (SQLite refuses every
-// write, and its last close removes the files as a writer's does), when the file is a WAL store that no
-// crashed writer left a WAL for (a reader never checkpoints another's work into the file). Anything else (a
-// rollback-journal file such as another program's, a file it may not write) is opened read-only.
-bool readsAsWriter(const std::string& path) {
-  char header[20] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(header, sizeof header)) return false;
-  const bool wal = std::string(header, 16) == std::string("SQLite format 3\0", 16) && header[18] == 2 &&
-                   header[19] == 2;
-  std::error_code ec;
-  const auto walBytes = std::filesystem::file_size(path + "-wal", ec);
-  return wal && (ec || walBytes == 0) && ::access(path.c_str(), W_OK) == 0;
 }
 
 std::function<void(const std::string&)>& lockWaitNotice() {
@@ -327,6 +382,22 @@ Status RunStore::execWhileBusy(const std::string& sql) const {
 }
 
 Result<RunStore> RunStore::open(const std::string& path) {
+  // What SQLite would say later as "attempt to write a readonly database" or "unable to open database file",
+  // said in the store's terms first.
+  std::error_code ec;
+  const std::string folder = folderOf(path);
+  if (std::filesystem::is_directory(path, ec)) return makeError("cannot open run store {}: it is a folder", path);
+  if (!std::filesystem::is_directory(folder, ec))
+    return makeError("cannot open run store {}: no such folder {}", path, folder);
+  if (std::filesystem::exists(path, ec) && !mayWrite(path))
+    return makeError("run store {}: this user may not write it (it is read-only to them); commands that only read "
+                     "it (runs list, show, export) still can",
+                     path);
+  if (!mayWrite(folder) && !(std::filesystem::exists(path + "-wal", ec) && std::filesystem::exists(path + "-shm", ec)))
+    return makeError("run store {}: this user may not write its folder {}, where SQLite keeps {}-wal and {}-shm "
+                     "beside it; commands that only read it (runs list, show, export) still can, and a store in "
+                     "another folder (--db FILE) takes new runs",
+                     path, folder, path, path);
   // SQLite's -wal and -shm beside the store that this process may not write (another user's reader left them):
   // SQLite would open them read-only and fail at the first write with "attempt to write a readonly database".
   for (const char* suffix : {"-wal", "-shm"}) {
@@ -355,28 +426,38 @@ Result<RunStore> RunStore::open(const std::string& path) {
 }
 
 Result<RunStore> RunStore::openReadOnly(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    const std::string folder = folderOf(path);
+    if (!std::filesystem::is_directory(folder, ec))
+      return makeError("cannot open run store {}: no such folder {}", path, folder);
+    return makeError("cannot open run store {}: no such file", path);
+  }
+  if (std::filesystem::is_directory(path, ec)) return makeError("cannot open run store {}: it is a folder", path);
+  TSR_ASSIGN(const ReadAccess access, readAccess(path));
   sqlite3* db = nullptr;
-  const bool asWriter = readsAsWriter(path);
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           (asWriter ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const std::string name = access == ReadAccess::Immutable ? fileUri(path, "immutable=1") : path;
+  const int flags = (access == ReadAccess::Writer ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) |
+                    SQLITE_OPEN_FULLMUTEX | (access == ReadAccess::Immutable ? SQLITE_OPEN_URI : 0);
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return makeError("cannot open run store {}: {}", path, msg);
   }
   RunStore store(db, path);
-  if (asWriter) TSR_TRY(store.exec("PRAGMA query_only = ON"));
+  if (access == ReadAccess::Writer) TSR_TRY(store.exec("PRAGMA query_only = ON"));
   sqlite3_busy_handler(db, waitWhileLocked, db);  // a training process may be writing
   auto version = store.readSchemaVersion();
-  if (!version.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  if (!version.ok()) return readFailure(db, path);
   if (*version > kSchemaVersion)
     return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", path,
                      *version, kSchemaVersion);
   // An empty file, or another program's database: no schema of ours (and none is written into it here).
   Stmt runs(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'");
-  if (!runs.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  if (!runs.ok()) return readFailure(db, path);
   auto found = runs.one();
-  if (!found.ok()) return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
+  if (!found.ok()) return readFailure(db, path);
   if (*version < 1 || !*found)
     return makeError("{}: not a Tessera run store (it holds no runs table{})", path,
                      *version < 1 ? " and no schema version" : "");

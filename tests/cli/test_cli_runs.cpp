@@ -14,10 +14,48 @@
 #include <QThread>
 
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include "tests/cli/cli_test_util.h"
 
 using namespace tsr::test;
+
+namespace {
+
+// tessera run by a user who may not write what this test made: the test's own user where it is not root (the
+// folder and files are then made read-only to it), else nobody (root may write any file whatever its mode).
+Run tesseraAsReader(const QStringList& args) {
+  QProcess p;
+  if (::geteuid() == 0)
+    p.setChildProcessModifier([] {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(125);
+    });
+  p.start(TESSERA_BIN, args);
+  p.waitForFinished(300000);
+  Run r;
+  r.crashed = p.exitStatus() != QProcess::NormalExit;
+  r.exitCode = p.exitCode();
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+QByteArray bytesOf(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+void setMode(const QString& path, QFileDevice::Permissions mode) { QVERIFY(QFile::setPermissions(path, mode)); }
+
+constexpr QFileDevice::Permissions kReadOnly = QFileDevice::ReadOwner | QFileDevice::ReadGroup | QFileDevice::ReadOther;
+constexpr QFileDevice::Permissions kReadOnlyFolder =
+    kReadOnly | QFileDevice::ExeOwner | QFileDevice::ExeGroup | QFileDevice::ExeOther;
+constexpr QFileDevice::Permissions kOpenFolder = kReadOnlyFolder | QFileDevice::WriteOwner | QFileDevice::WriteGroup |
+                                                 QFileDevice::WriteOther;
+
+}  // namespace
 
 class TestCliRuns : public QObject {
   Q_OBJECT
@@ -319,6 +357,73 @@ class TestCliRuns : public QObject {
     Run write = tessera({"runs", "--project", dir.path(), "tag", "1", "kept"});
     QVERIFY2(write.exitCode == 0, qPrintable(write.err));
     QVERIFY(tessera({"runs", "--project", dir.path(), "list"}).out.contains("#kept"));
+  }
+
+  // A store its reader may not write (in a read-only folder, or another user's file): runs list, show and export
+  // read it and leave the folder as they found it (they failed "not a Tessera run store (attempt to write a
+  // readonly database)"); commands that write say what they may not write. A -wal a killed writer left, which
+  // cannot be read without making a -shm there, is an error that names it and the way out, never an older store
+  // shown as if it were all; a reader that may write the store reads it, folds it in and leaves no files.
+  void storesTheReaderMayNotWrite() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    const QString store = dir.filePath("runs.db");
+    setMode(store, kReadOnly);
+    auto entries = [&] { return QDir(dir.path()).entryList(QDir::Files | QDir::Hidden, QDir::Name); };
+    const QStringList files = entries();
+    QVERIFY2(!files.contains("runs.db-wal") && !files.contains("runs.db-shm"), qPrintable(files.join(' ')));
+    const QByteArray before = bytesOf(store);
+    // A read-only folder, then a folder any user may write holding a store the reader may not write.
+    for (const auto folderMode : {kReadOnlyFolder, kOpenFolder}) {
+      setMode(dir.path(), folderMode);
+      for (const QStringList& args : QList<QStringList>{{"list"}, {"show", "1"}, {"export", "1"}}) {
+        Run r = tesseraAsReader(QStringList{"runs", "--project", dir.path()} + args);
+        QVERIFY2(r.exitCode == 0 && r.out.contains("1"), qPrintable(args.join(' ') + ": " + r.err));
+        QCOMPARE(entries(), files);
+        QCOMPARE(bytesOf(store), before);
+      }
+      QVERIFY(tesseraAsReader({"runs", "--project", dir.path(), "list"}).out.contains("tiny_mlp"));
+    }
+    setMode(dir.path(), kReadOnlyFolder);
+    Run tag = tesseraAsReader({"runs", "--project", dir.path(), "tag", "1", "kept"});
+    QCOMPARE(tag.exitCode, 1);
+    QVERIFY2(tag.err.contains("run store " + store + ": this user may not write it"), qPrintable(tag.err));
+    QCOMPARE(entries(), files);
+
+    // A killed writer's -wal: a rename that never reached the file.
+    setMode(dir.path(), kReadOnlyFolder | QFileDevice::WriteOwner);
+    setMode(store, kReadOnly | QFileDevice::WriteOwner);
+    {
+      sqlite3* db = nullptr;
+      QCOMPARE(sqlite3_open(store.toUtf8().constData(), &db), SQLITE_OK);
+      QCOMPARE(sqlite3_exec(db, "PRAGMA wal_autocheckpoint = 0; UPDATE runs SET name = 'renamed'", nullptr, nullptr,
+                            nullptr),
+               SQLITE_OK);
+      QVERIFY(QFile::copy(store, dir.filePath("db.copy")) && QFile::copy(store + "-wal", dir.filePath("wal.copy")));
+      sqlite3_close(db);  // folds the WAL in and removes it: put back as the killed writer left them
+      QVERIFY(QFile::remove(store) && QFile::rename(dir.filePath("db.copy"), store));
+      QVERIFY(QFile::rename(dir.filePath("wal.copy"), store + "-wal"));
+      QVERIFY(!QFile::exists(store + "-shm"));
+    }
+    setMode(store, kReadOnly);
+    setMode(store + "-wal", kReadOnly);
+    setMode(dir.path(), kReadOnlyFolder);
+    const QStringList killed = entries();
+    Run pending = tesseraAsReader({"runs", "--project", dir.path(), "list"});
+    QCOMPARE(pending.exitCode, 1);
+    QVERIFY2(pending.err.contains("run store " + store + ": " + store + "-wal holds") &&
+                 pending.err.contains("writes not yet folded into the store") &&
+                 pending.err.contains("its folder " + dir.path() + " is read-only"),
+             qPrintable(pending.err));
+    QCOMPARE(entries(), killed);
+    // Its owner reads the rename and leaves the folder clean, as the next writer would.
+    setMode(dir.path(), kOpenFolder);
+    setMode(store, kReadOnly | QFileDevice::WriteOwner);
+    setMode(store + "-wal", kReadOnly | QFileDevice::WriteOwner);
+    Run owner = tessera({"runs", "--project", dir.path(), "list"});
+    QVERIFY2(owner.exitCode == 0 && owner.out.contains("renamed"), qPrintable(owner.out + owner.err));
+    QCOMPARE(entries(), files);
   }
 
   // A run whose process was killed (SIGKILL: nothing of it ran after) is listed as crashed, not running forever,
