@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <ctime>
@@ -124,6 +127,18 @@ std::vector<std::vector<std::pair<std::string, std::string>>> points(const std::
   return out;
 }
 
+std::atomic<int> gInterrupts{0};
+std::atomic<int> gToPassOn{0};
+
+// Ctrl-C at a terminal reaches every process of the foreground group, the runs too (the kernel sends it:
+// SI_KERNEL); an interrupt from a process (kill PID, the IDE's Stop) reached the sweep alone, and the sweep passes
+// it on to its runs. Either way no more runs start. The runs take a stop their parent passes on as one request,
+// never as the second Ctrl-C that kills at once (train_command.cpp).
+void onInterrupt(int, siginfo_t* info, void*) {
+  gInterrupts.fetch_add(1);
+  if (!info || info->si_code != SI_KERNEL) gToPassOn.fetch_add(1);
+}
+
 std::string selfPath() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -194,7 +209,7 @@ int runSweep(const SweepArgs& a) {
   if (auto created = store::RunStore::open(storePath); !created.ok()) return fail(created.error().message);
 
   std::map<pid_t, size_t> running;
-  size_t next = 0, failed = 0;
+  size_t next = 0, failed = 0, stopped = 0;
   // A closed stdout (`tessera sweep ... | head`) stops the sweep as it stops train: SIGPIPE is ignored, the
   // running runs are interrupted (each checkpointed, resumable) and no more start.
   std::signal(SIGPIPE, SIG_IGN);
@@ -206,20 +221,53 @@ int runSweep(const SweepArgs& a) {
     std::cerr << "tessera sweep: stdout was closed: its running runs stop with a checkpoint, and no more start\n";
     for (const auto& [pid, i] : running) ::kill(pid, SIGINT);
   };
+  // Ctrl-C or SIGTERM: the same, said once; each interrupt the runs did not see is passed on to them.
+  struct sigaction interrupt {};
+  interrupt.sa_sigaction = onInterrupt;
+  interrupt.sa_flags = SA_SIGINFO;
+  sigemptyset(&interrupt.sa_mask);
+  ::sigaction(SIGINT, &interrupt, nullptr);
+  ::sigaction(SIGTERM, &interrupt, nullptr);
+  int passedOn = 0;
+  bool said = false;
+  auto interrupted = [&]() {
+    if (gInterrupts.load() == 0) return false;
+    if (!said) {
+      said = true;
+      std::cerr << "tessera sweep: interrupted: its running runs stop with a checkpoint (each resumes with "
+                   "tessera train PROJECT --resume N), and no more start\n";
+    }
+    for (; passedOn < gToPassOn.load(); ++passedOn)
+      for (const auto& entry : running) ::kill(entry.first, SIGINT);
+    return true;
+  };
   auto reap = [&]() {
+    // Polled, so that an interrupt that arrives while the runs train is passed on at once.
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid <= 0) return;
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) == 0) {
+      interrupted();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (pid < 0) {
+      if (errno == ECHILD) running.clear();  // none left to wait for (never expected)
+      return;
+    }
     const size_t i = running[pid];
     running.erase(pid);
+    // 130: the run stopped as on Ctrl-C, checkpointed (a closed stdout, an interrupt, the user's own kill).
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    failed += !ok;
+    const bool wasStopped = WIFEXITED(status) && WEXITSTATUS(status) == 130;
+    failed += !ok && !wasStopped;
+    stopped += wasStopped;
     std::string values;
     for (const auto& [k, v] : all[i]) values += (values.empty() ? "" : " ") + k + "=" + v;
-    print(fmt::format("[{}/{}] {} {}\n", i + 1, all.size(), values, ok ? "finished" : "FAILED"));
+    const char* outcome = ok ? "finished" : wasStopped ? "stopped" : "FAILED";
+    print(fmt::format("[{}/{}] {} {}\n", i + 1, all.size(), values, outcome));
   };
-  while ((next < all.size() && !stdoutClosed) || !running.empty()) {
-    while (next < all.size() && !stdoutClosed && running.size() < static_cast<size_t>(parallel)) {
+  auto mayStart = [&]() { return next < all.size() && !stdoutClosed && gInterrupts.load() == 0; };
+  while (mayStart() || !running.empty()) {
+    while (mayStart() && running.size() < static_cast<size_t>(parallel)) {
       std::vector<std::string> args = {selfPath(), "train", a.project, "--quiet", "--sample", "0", "--tag", "sweep=" + name};
       if (a.steps >= 0) args.insert(args.end(), {"--steps", std::to_string(a.steps)});
       if (!a.store.empty()) args.insert(args.end(), {"--db", a.store});
@@ -232,7 +280,7 @@ int runSweep(const SweepArgs& a) {
       args.insert(args.end(), {"--name", runName});
       const std::string log = parallel > 1 ? (logDir / fmt::format("{}.log", next + 1)).string() : "";
       if (parallel == 1) print(fmt::format("[{}/{}] {}\n", next + 1, all.size(), runName));
-      if (stdoutClosed) break;
+      if (!mayStart()) break;
       const pid_t pid = launch(args, log, threads);
       if (pid < 0) return fail("cannot start " + args.front());
       running[pid] = next++;
@@ -267,8 +315,10 @@ int runSweep(const SweepArgs& a) {
     std::cout << fmt::format("{:>4}  {:<10}{:>12}  {}\n", r.id, r.status,
                              std::isnan(r.value) ? std::string("-") : fmt::format("{:.4f}", r.value),
                              r.name.substr(std::min(r.name.size(), name.size() + 1)));
-  std::cout << fmt::format("{} runs tagged sweep={} in {}{}\n", rows.size(), name, storePath,
+  std::cout << fmt::format("{} runs tagged sweep={} in {}{}{}\n", rows.size(), name, storePath,
+                           stopped ? fmt::format("; {} stopped", stopped) : "",
                            failed ? fmt::format("; {} failed", failed) : "");
+  if (interrupted()) return 130;
   return failed ? 1 : 0;
 }
 

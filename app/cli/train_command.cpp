@@ -1,5 +1,7 @@
 #include "app/cli/train_command.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <csignal>
@@ -18,10 +20,13 @@ namespace {
 std::atomic<bool> gStop{false};
 std::atomic<int> gInterrupts{0};
 
-void onInterrupt(int) {
+void onInterrupt(int, siginfo_t* info, void*) {
   // First Ctrl-C: finish the step, checkpoint and exit; a second one kills at once. A closed stdout stops the run
-  // too but is no Ctrl-C: one after it (a sweep stopping its runs) still checkpoints.
-  if (gInterrupts.fetch_add(1) > 0) std::_Exit(130);
+  // too but is no Ctrl-C: one after it (a sweep stopping its runs) still checkpoints. A stop the parent process
+  // sends (a sweep passing on an interrupt, the IDE's Stop) is never that second Ctrl-C: the run may have had the
+  // same Ctrl-C from the terminal already (`kill -INT -GROUP` reaches the sweep and its runs at once).
+  const bool fromParent = info && info->si_code == SI_USER && info->si_pid == ::getppid();
+  if (!fromParent && gInterrupts.fetch_add(1) > 0) std::_Exit(130);
   gStop = true;
 }
 
@@ -67,8 +72,12 @@ int runTrain(const TrainArgs& a) {
   options.sampleTokens = a.sampleTokens;
   options.stop = &gStop;
   if (envOptions().peakFlops) options.peakFlops = *envOptions().peakFlops;
-  std::signal(SIGINT, onInterrupt);
-  std::signal(SIGTERM, onInterrupt);
+  struct sigaction interrupt {};
+  interrupt.sa_sigaction = onInterrupt;
+  interrupt.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&interrupt.sa_mask);
+  ::sigaction(SIGINT, &interrupt, nullptr);
+  ::sigaction(SIGTERM, &interrupt, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   auto summary = train::runTraining(*project, options, [&](const train::RunEvent& e) {
     if (a.quiet && e.kind == train::RunEvent::Kind::Step) return;

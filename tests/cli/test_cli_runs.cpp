@@ -517,6 +517,31 @@ class TestCliRuns : public QObject {
     QVERIFY2(steps.err.startsWith("--steps: -2 is not a non-negative number"), qPrintable(steps.err));
   }
 
+  // An interrupt sent to a sweep alone (kill PID, the IDE's Stop) is passed on to its running run, which stops
+  // with a checkpoint; no more runs start, the run is said stopped (not FAILED) and the sweep exits 130. The
+  // sweep used to die by the signal and leave its run training.
+  void interruptingASweepStopsItsRunWithACheckpoint() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess p;
+    p.start(TESSERA_BIN, {"sweep", dir.path(), "--grid", "train.lr=1e-3,2e-3", "--steps", "10000000"});
+    QVERIFY(p.waitForStarted());
+    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
+    QElapsedTimer waited;
+    waited.start();
+    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
+    QVERIFY2(list().contains("running"), qPrintable(list()));
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 130, qPrintable(err));
+    QVERIFY2(err.contains("tessera sweep: interrupted: its running runs stop with a checkpoint"), qPrintable(err));
+    QVERIFY2(out.contains("[1/2] train.lr=1e-3 stopped") && !out.contains("[2/2]") && out.contains("; 1 stopped"),
+             qPrintable(out));
+    QVERIFY2(list().contains("1 runs in") && list().contains("stopped"), qPrintable(list()));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
+  }
+
   // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
   void closedStdoutStopsTrainingWithACheckpoint() {
     QTemporaryDir dir;
