@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -532,6 +533,15 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
       if (error) break;
       if (!val.is_string()) {
         error = Error{fmt::format("{}:{}: sharding rule '{}' must be a string PartitionSpec", file, val.source().begin.line, k.str())};
+        break;
+      }
+      // The pattern is a regex over parameter paths: one that is not is said here, with its line, on any mesh
+      // (on one device the rules are never read, and the mistake would wait for the first mesh).
+      try {
+        std::regex check{std::string(k.str())};
+      } catch (const std::regex_error& e) {
+        error = Error{fmt::format("{}:{}: sharding rule '{}' is not a regular expression ({})", file,
+                                  val.source().begin.line, k.str(), e.what())};
         break;
       }
       p.sharding.push_back(ShardingRule{std::string(k.str()), *val.value<std::string>(), static_cast<int>(val.source().begin.line)});

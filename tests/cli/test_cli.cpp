@@ -334,6 +334,9 @@ eval_every = 30
     check(QByteArray(toml).replace("warmup_steps = 0", "warmup_steps = 20"), {},
           file + ":13: 'warmup_steps' (20) must not exceed 'steps' (6)");
     check(toml, {"train.warmup_steps=7"}, "'warmup_steps' (7) must not exceed 'steps' (6)");
+    // A [sharding] pattern that is not a regex is said with its line on any mesh (on one device it was never read).
+    check(QByteArray(toml) + "[sharding]\n'layers\\.(0' = \"None, model\"\n", {},
+          file + ":18: sharding rule 'layers\\.(0' is not a regular expression (");
   }
 
   // compile --dump into a folder an earlier dump wrote replaces that dump (nothing of it is left to mislead) and
