@@ -11,7 +11,8 @@ using ir::OpCode;
 
 namespace {
 
-// Promotion lattice rank: bool < u8 < u32 < i32 < i64 < f16/bf16 < f32 < f64.
+// Promotion lattice rank: bool < u8 < u32 < i32 < i64 < f16/bf16 < f32 < f64 (jax.numpy's lattice with x64 off,
+// where an unsigned and a signed type meet in the signed one; bf16 with f16 is f32).
 int promotionRank(DType t) {
   switch (t) {
     case DType::Bool: return 0;
@@ -62,8 +63,8 @@ Array binary(OpCode op, const Array& a, const Array& b, const std::source_locati
 DType promoteTypes(DType a, DType b) {
   if (a == b) return a;
   if ((a == DType::BF16 && b == DType::F16) || (a == DType::F16 && b == DType::BF16)) return DType::F32;
-  // Unsigned meets signed: the signed type wide enough (u32 with i32 -> i64).
-  if ((a == DType::U32 && b == DType::I32) || (a == DType::I32 && b == DType::U32)) return DType::I64;
+  // Unsigned meets signed: u32 with i32 is i32, as jnp.promote_types with x64 off (its default), which promotes
+  // to i64 and then canonicalizes that to i32. With an i64 operand present (jnp's x64 mode) the lattice gives i64.
   return promotionRank(a) >= promotionRank(b) ? a : b;
 }
 

@@ -58,7 +58,9 @@ TEST_CASE("promotionAndWeakScalars") {
   TSR_COMPARE((h * 2.0).dtype(), DType::BF16);  // weakly typed scalar keeps bf16
   TSR_COMPARE((h * 2.0).toDoubles(), (std::vector<double>{2, 6}));
   TSR_COMPARE(promoteTypes(DType::BF16, DType::F16), DType::F32);
-  TSR_COMPARE(promoteTypes(DType::U32, DType::I32), DType::I64);
+  TSR_COMPARE(promoteTypes(DType::U32, DType::I32), DType::I32);  // jnp.promote_types with x64 off
+  TSR_COMPARE(promoteTypes(DType::I32, DType::U32), DType::I32);
+  TSR_COMPARE(promoteTypes(DType::U32, DType::I64), DType::I64);
   TSR_COMPARE(promoteTypes(DType::Bool, DType::U8), DType::U8);
 }
 
