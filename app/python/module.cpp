@@ -181,6 +181,44 @@ Array mulOrLogicalAnd(const Array& a, const Array& b, std::source_location loc) 
   return mul(a, b, loc);
 }
 
+// maximum and minimum of two bool arrays: logical or and logical and, as jax.numpy's (the engine's max and min
+// take numbers only).
+Array maxOrLogicalOr(const Array& a, const Array& b, std::source_location loc) {
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return bitwiseOr(a, b, loc);
+  return maximum(a, b, loc);
+}
+
+Array minOrLogicalAnd(const Array& a, const Array& b, std::source_location loc) {
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return bitwiseAnd(a, b, loc);
+  return minimum(a, b, loc);
+}
+
+// abs and sign as jax.numpy's: abs returns unsigned and bool arrays as they are, sign of an unsigned array is
+// 0 or 1 (the engine's abs and sign take signed numbers only).
+Array absOfAny(const Array& x, std::source_location loc) {
+  if (x.valid() && (isUnsigned(x.dtype()) || x.dtype() == DType::Bool)) return x;
+  return abs(x, loc);
+}
+
+Array signOfAny(const Array& x, std::source_location loc) {
+  if (x.valid() && isUnsigned(x.dtype())) return astype(notEqual(x, scalarLike(x, 0.0, loc), loc), x.dtype(), loc);
+  return sign(x, loc);
+}
+
+// Shifts as jax.numpy's: >> is logical on unsigned types (arithmetic on signed ones); bools shift as int32.
+Array boolsAsI32(const Array& x, const Array& other, std::source_location loc) {
+  return x.dtype() == DType::Bool && other.dtype() == DType::Bool ? astype(x, DType::I32, loc) : x;
+}
+
+Array shiftLeftOfAny(const Array& a, const Array& b, std::source_location loc) {
+  return shiftLeft(boolsAsI32(a, b, loc), boolsAsI32(b, a, loc), loc);
+}
+
+Array shiftRightOfAny(const Array& a, const Array& b, std::source_location loc) {
+  if (isUnsigned(promoteTypes(a.dtype(), b.dtype()))) return shiftRightLogical(a, b, loc);
+  return shiftRightArithmetic(boolsAsI32(a, b, loc), boolsAsI32(b, a, loc), loc);
+}
+
 // A new reference to a Python Array holding `a`, made as pybind11 makes it, without its type lookup.
 PyObject* toPython(Array&& a) {
   return py::detail::type_caster_generic::cast(
@@ -273,7 +311,7 @@ void defineArray(py::module_& m) {
       .def("__gt__", &binary<greater>).def("__ge__", &binary<greaterEqual>)
       .def("__eq__", &binary<equal>).def("__ne__", &binary<notEqual>)
       // % and // are numpy's (the divisor's sign), written in tessera/_np_elementwise.py over rem.
-      .def("__neg__", &unary<neg>).def("__abs__", &unary<abs>).def("__invert__", &unary<logicalNot>)
+      .def("__neg__", &unary<neg>).def("__abs__", &unary<absOfAny>).def("__invert__", &unary<logicalNot>)
       .def("__pos__", [](const Array& a) { return a; });
   gArrayType = reinterpret_cast<PyTypeObject*>(array.ptr());
   gArrayInfo = py::detail::get_type_info(typeid(Array));
@@ -292,11 +330,15 @@ void defineOps(py::module_& m) {
     UserSite site;
     return Array::full(toShape(shape), value, dtypeFromName(dtype));
   });
+  // The engine's promotion of two dtypes (by engine name), for tnp.promote_types and tnp.result_type.
+  m.def("promote_types", [](const std::string& a, const std::string& b) {
+    return std::string(dtypeName(promoteTypes(dtypeFromName(a), dtypeFromName(b))));
+  });
   m.def("scalar", [](py::handle value, const std::optional<Array>& like) { return scalarFor(value, like ? &*like : nullptr); },
         py::arg("value"), py::arg("like") = py::none());
 
 #define TSR_UNARY(pyName, fn) m.def(pyName, &unary<fn>)
-  TSR_UNARY("neg", neg); TSR_UNARY("abs", abs); TSR_UNARY("sign", sign); TSR_UNARY("exp", exp);
+  TSR_UNARY("neg", neg); TSR_UNARY("abs", absOfAny); TSR_UNARY("sign", signOfAny); TSR_UNARY("exp", exp);
   TSR_UNARY("exp2", exp2); TSR_UNARY("log", log); TSR_UNARY("log1p", log1p); TSR_UNARY("expm1", expm1);
   TSR_UNARY("sqrt", sqrt); TSR_UNARY("rsqrt", rsqrt); TSR_UNARY("tanh", tanh); TSR_UNARY("sigmoid", sigmoid);
   TSR_UNARY("sin", sin); TSR_UNARY("cos", cos); TSR_UNARY("tan", tan); TSR_UNARY("erf", erf);
@@ -310,12 +352,12 @@ void defineOps(py::module_& m) {
 
 #define TSR_BINARY(pyName, fn) defFast(m, pyName, &fastBinary<fn>)
   TSR_BINARY("add", addOrLogicalOr); TSR_BINARY("subtract", sub); TSR_BINARY("multiply", mulOrLogicalAnd); TSR_BINARY("divide", div);
-  TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maximum);
-  TSR_BINARY("minimum", minimum); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
+  TSR_BINARY("rem", rem); TSR_BINARY("power", pow); TSR_BINARY("maximum", maxOrLogicalOr);
+  TSR_BINARY("minimum", minOrLogicalAnd); TSR_BINARY("arctan2", atan2); TSR_BINARY("bitwise_and", bitwiseAnd);
   TSR_BINARY("bitwise_or", bitwiseOr); TSR_BINARY("bitwise_xor", bitwiseXor); TSR_BINARY("equal", equal);
   TSR_BINARY("not_equal", notEqual); TSR_BINARY("less", less); TSR_BINARY("less_equal", lessEqual);
   TSR_BINARY("greater", greater); TSR_BINARY("greater_equal", greaterEqual); TSR_BINARY("matmul", matmul);
-  TSR_BINARY("left_shift", shiftLeft); TSR_BINARY("right_shift", shiftRightArithmetic);
+  TSR_BINARY("left_shift", shiftLeftOfAny); TSR_BINARY("right_shift", shiftRightOfAny);
 #undef TSR_BINARY
   m.def("where", [](py::handle c, py::handle a, py::handle b) {
     UserSite site;

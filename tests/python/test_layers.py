@@ -31,7 +31,7 @@ def test_batchnorm_trains_on_batch_statistics_and_keeps_running_averages():
     np.testing.assert_array_equal(np.asarray(variables["batch_stats"]["mean"]), np.zeros(3))
     # Inference normalises with the running averages.
     stats = {"params": variables["params"], "batch_stats": updates["batch_stats"]}
-    z = bn.apply(stats, x, use_running_average=True)
+    z = nn.BatchNorm(momentum=0.9, epsilon=1e-5).apply(stats, x, use_running_average=True)
     ra_mean, ra_var = 0.1 * mean, 0.9 + 0.1 * var
     np.testing.assert_allclose(np.asarray(z), (x - ra_mean) / np.sqrt(ra_var + 1e-5), rtol=1e-4, atol=1e-5)
 

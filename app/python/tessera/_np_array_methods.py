@@ -72,6 +72,16 @@ Array.__truediv__ = true_divide
 Array.__rtruediv__ = lambda self, other: true_divide(other, self)
 Array.__pow__ = power
 Array.__rpow__ = lambda self, other: power(other, self)
+# The reflected bitwise operators (1 & x) and the shifts, which the engine's type does not define.
+Array.__rand__ = lambda self, other: _C.bitwise_and(other, self)
+Array.__ror__ = lambda self, other: _C.bitwise_or(other, self)
+Array.__rxor__ = lambda self, other: _C.bitwise_xor(other, self)
+Array.__lshift__ = lambda self, other: _C.left_shift(self, other)
+Array.__rlshift__ = lambda self, other: _C.left_shift(other, self)
+Array.__rshift__ = lambda self, other: _C.right_shift(self, other)
+Array.__rrshift__ = lambda self, other: _C.right_shift(other, self)
+Array.__divmod__ = lambda self, other: (floor_divide(self, other), remainder(self, other))
+Array.__rdivmod__ = lambda self, other: (floor_divide(other, self), remainder(other, self))
 Array.__round__ = lambda self, ndigits=None: round(self, 0 if ndigits is None else ndigits)
 Array.at = property(_IndexHelper)
 Array.__bool__ = _bool

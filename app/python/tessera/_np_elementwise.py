@@ -8,7 +8,7 @@ import operator as _operator
 import numpy as _np
 
 from . import _tessera as _C
-from ._np_base import Array, bool_, _FLOATING, _no_out
+from ._np_base import Array, bool_, _CANONICAL, _engine_dtype, _ENGINE_TO_PUBLIC, _FLOATING, _no_out, _NUMPY_TO_ENGINE
 from ._np_creation import asarray
 
 
@@ -45,8 +45,6 @@ tanh = _floating_unary(_C.tanh)
 sin = _floating_unary(_C.sin)
 cos = _floating_unary(_C.cos)
 tan = _floating_unary(_C.tan)
-logical_not = _C.logical_not
-square = _C.square
 add = _C.add
 subtract = _C.subtract
 multiply = _C.multiply
@@ -240,7 +238,8 @@ def _integer_power(base, exponent):
     exponent's low bits. Exact while the result fits its dtype. A negative exponent gives 1 // base**|e|
     (0, or +-1 for a base of +-1), as XLA's integer pow; numpy raises for it."""
     negative_exp = _C.less(exponent, 0)
-    unit_base = _C.equal(_C.abs(base), 1)
+    unsigned = base._dtype_name in ("u8", "u32")
+    unit_base = _C.equal(base, 1) if unsigned else _C.equal(_C.abs(base), 1)
     e = _C.where(negative_exp, _C.neg(exponent), exponent)
     # acc starts at 0 for 0 ** e with e != 0, which the low bits alone would miss for e = 64, 128, ...
     acc = _C.where(_C.bitwise_and(_C.equal(base, 0), _C.not_equal(e, 0)), _C.scalar(0, base), _C.scalar(1, base))
@@ -265,20 +264,30 @@ def power(a, b):
         return _C.power(a, b)
     if not isinstance(a, Array):
         a = _C.scalar(a, b)
-    if a._dtype_name == "bool":
-        a = _C.astype(a, "i32")
     if not isinstance(b, Array):
         if b < 0:
             raise ValueError("power: integers to negative integer powers are not allowed")
-        return _C.integer_pow(a, int(b))
-    if b._dtype_name == "bool":
-        b = _C.astype(b, "i32")
+        return _C.integer_pow(_C.astype(a, "i32") if a._dtype_name == "bool" else a, int(b))
+    # Both integer arrays: they meet in their promoted dtype (bool ** uint8 is uint8), bool ** bool in int32.
+    a, b = _C.add(a, _C.scalar(0, b)), _C.add(b, _C.scalar(0, a))
+    if a._dtype_name == "bool":
+        a, b = _C.astype(a, "i32"), _C.astype(b, "i32")
     return _integer_power(a, b)
 
 
+def _bools_as_int32(a, b):
+    """Two bool operands as int32 (jax.numpy's remainder and floor_divide of bools give int32)."""
+    if a._dtype_name == "bool" and b._dtype_name == "bool":
+        return _C.astype(a, "i32"), _C.astype(b, "i32")
+    return a, b
+
+
 def remainder(a, b):
-    """numpy's remainder: the sign of the divisor (the engine's rem, as C's fmod, has the dividend's)."""
-    a, b = _operands(a, b)
+    """numpy's remainder: the sign of the divisor (the engine's rem, as C's fmod, has the dividend's). An
+    integer remainder by zero is 0, as jax.numpy's (which divides by 1 there)."""
+    a, b = _bools_as_int32(*_operands(a, b))
+    if not _is_floating(b):
+        b = _C.where(_C.equal(b, 0), _C.scalar(1, b), b)
     r = _C.rem(a, b)
     wrong_sign = _C.bitwise_and(_C.not_equal(r, 0), _C.not_equal(_C.less(r, 0), _C.less(b, 0)))
     return _C.where(wrong_sign, r + b, r)
@@ -288,10 +297,21 @@ mod = remainder
 
 
 def floor_divide(a, b):
-    a, b = _operands(a, b)
-    if a._dtype_name in ("f32", "f64", "f16", "bf16") or b._dtype_name in ("f32", "f64", "f16", "bf16"):
-        return _C.floor(_C.divide(a, b))
-    return _C.divide(_C.subtract(a, remainder(a, b)), b)
+    """numpy's floor_divide as jax.numpy computes it. Floats: (a - fmod(a, b)) / b, one less where fmod's sign
+    is not b's, rounded (so inf // 1 is NaN and 1 // -inf is -1, as numpy). Integers by zero give XLA's
+    quotient, -1 (the largest value for unsigned types), then one less where a is not 0: jax.numpy's results."""
+    a, b = _bools_as_int32(*_operands(a, b))
+    if _is_floating(a) or _is_floating(b):
+        mod = _C.rem(a, b)
+        div = _C.divide(_C.subtract(a, mod), b)
+        step = _C.bitwise_and(_C.not_equal(mod, 0.0), _C.not_equal(_C.sign(b), _C.sign(mod)))
+        return _C.round(_C.where(step, div - 1.0, div))
+    zero = _C.equal(b, 0)
+    safe_b = _C.where(zero, _C.scalar(1, b), b)
+    quotient = _C.divide(_C.subtract(a, remainder(a, safe_b)), safe_b)
+    if a._dtype_name in ("u8", "u32"):
+        return _C.where(zero, _C.logical_not(_C.scalar(0, quotient)), quotient)  # ~0: the largest value
+    return _C.where(zero, _C.where(_C.equal(a, 0), _C.scalar(-1, quotient), _C.scalar(-2, quotient)), quotient)
 
 
 def _operands(a, b):
@@ -313,7 +333,9 @@ def reciprocal(x):
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
     """min= and max= are jax.numpy's newer names for a_min and a_max."""
     _no_out(out, "clip")
-    a = asarray(a)
+    # A Python scalar stays weak (clip(1, lo, hi) of uint8 bounds is uint8), unless no bound is an array.
+    if not isinstance(a, (_builtins.bool, int, float)) or not any(isinstance(v, Array) for v in (a_min, a_max, min, max)):
+        a = asarray(a)
     a_min = min if a_min is None else a_min
     a_max = max if a_max is None else a_max
     if a_min is not None:
@@ -323,9 +345,70 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
     return a
 
 
+def logical_not(x):
+    """x == 0, as a bool array (the engine's not is bitwise on integers: that is ~x)."""
+    return _C.logical_not(asarray(x, bool_))
+
+
+def logical_xor(a, b):
+    return _C.not_equal(asarray(a, bool_), asarray(b, bool_))
+
+
+def square(x):
+    """x * x; bools become int32 (jax.numpy's)."""
+    x = asarray(x)
+    return _C.square(_C.astype(x, "i32") if x._dtype_name == "bool" else x)
+
+
 def logical_and(a, b):
     return _C.bitwise_and(asarray(a, bool_), asarray(b, bool_))
 
 
 def logical_or(a, b):
     return _C.bitwise_or(asarray(a, bool_), asarray(b, bool_))
+
+
+def promote_types(a, b):
+    """jnp.promote_types over the engine's dtypes: jax.numpy's lattice with 64-bit mode off (uint32 with int32
+    is int32, bfloat16 with float16 is float32); int64 and float64, which the engine has, sit above int32 and
+    float32 as in JAX's 64-bit mode."""
+    return _ENGINE_TO_PUBLIC[_C.promote_types(_engine_dtype(a), _engine_dtype(b))]
+
+
+def _strong_dtype(x):
+    """The engine dtype of an operand that has one of its own (an Array, a numpy array or scalar, a dtype)."""
+    if isinstance(x, Array):
+        return x._dtype_name
+    if isinstance(x, (_np.ndarray, _np.generic, list, tuple)):
+        return asarray(x)._dtype_name if isinstance(x, (list, tuple)) else _canonical_name(x.dtype)
+    return _engine_dtype(x)
+
+
+def _canonical_name(numpy_dtype):
+    """The engine dtype asarray gives a numpy array of this dtype (float64 as float32, int8 as int32, ...)."""
+    name = _NUMPY_TO_ENGINE.get(numpy_dtype.name) or numpy_dtype.name
+    name = _CANONICAL.get(name, name)
+    return name if name in _ENGINE_TO_PUBLIC else ("f32" if numpy_dtype.kind == "f" else "i32")
+
+
+def result_type(*args):
+    """jnp.result_type: the dtype binary ops give these operands. Python scalars are weak (they take the
+    others' kind: 1.5 with an int32 array is float32, 1 with uint8 is uint8); numpy's float64 and int64 count
+    as float32 and int32 (64-bit mode off)."""
+    if not args:
+        raise ValueError("result_type: at least one argument is required")
+    strong = None
+    weak = 0  # 1: a Python bool, 2: int, 3: float
+    for x in args:
+        if isinstance(x, (_builtins.bool, int, float)) and not isinstance(x, _np.generic):
+            weak = _builtins.max(weak, 3 if isinstance(x, float) else 1 if isinstance(x, _builtins.bool) else 2)
+            continue
+        t = _strong_dtype(x)
+        strong = t if strong is None else _C.promote_types(strong, t)
+    if strong is None:
+        strong = ("bool", "i32", "f32")[weak - 1]
+    elif weak == 3 and strong not in _FLOATING:
+        strong = "f32"
+    elif weak == 2 and strong == "bool":
+        strong = "i32"
+    return _ENGINE_TO_PUBLIC[strong]

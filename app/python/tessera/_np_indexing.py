@@ -6,7 +6,7 @@ import operator as _operator
 import numpy as _np
 
 from . import _tessera as _C
-from ._np_base import Array, _no_out
+from ._np_base import Array, _canonical_axis, _no_out
 from ._np_creation import asarray, _holds_array
 from ._np_elementwise import maximum, minimum, multiply, remainder
 from ._np_layout import ravel
@@ -76,21 +76,71 @@ def _wrapped(indices, n):
     return asarray(host)
 
 
-def take(a, indices, axis=None, out=None, mode=None):
-    """Negative indices count from the end; others out of range are clamped (mode="wrap": all taken modulo
-    the axis' size)."""
+_MODES = (None, "fill", "clip", "wrap", "promise_in_bounds")
+
+
+def _default_fill(dtype_name):
+    """jax.numpy's fill for out-of-range gathers: NaN, the most negative integer, the largest unsigned one, True."""
+    if dtype_name in ("f32", "f64", "f16", "bf16"):
+        return _np.nan
+    return {"i32": -2**31, "i64": -2**63, "u8": 255, "u32": 2**32 - 1, "bool": True}[dtype_name]
+
+
+def _filled(result, indices, n, fill_value, mask_shape):
+    """result with fill_value where indices (before counting negatives from the end) lie outside [-n, n).
+    mask_shape: the shape the in-range mask takes to broadcast against result."""
+    indices = asarray(indices)
+    if indices._dtype_name in ("u8", "u32"):
+        inside = _C.less(indices, n)
+    else:
+        inside = _C.bitwise_and(_C.greater_equal(indices, -n), _C.less(indices, n))
+    fill = _default_fill(result._dtype_name) if fill_value is None else fill_value
+    return _C.where(_C.reshape(inside, list(mask_shape)), result, _C.scalar(fill, result))
+
+
+def _check_mode(mode, name):
+    if mode not in _MODES:
+        raise ValueError(f"{name}: mode must be one of {_MODES[1:]} or None, not {mode!r}")
+
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False,
+         fill_value=None):
+    """jax.numpy's take. mode None or "fill": negative indices count from the end, others out of range give
+    fill_value (NaN for floats, the most negative integer, the largest unsigned one, True for bools); "clip":
+    indices clamped to the axis (negative ones to 0); "wrap": taken modulo the axis' size;
+    "promise_in_bounds": negative ones count from the end, the rest clamped."""
     _no_out(out, "take")
+    _check_mode(mode, "take")
     a = asarray(a)
-    if mode == "wrap":
-        indices = remainder(asarray(indices), a.size if axis is None else a.shape[axis])
     if axis is None:
-        return _C.take(ravel(a), _wrapped(indices, a.size), 0)
-    return _C.take(a, _wrapped(indices, a.shape[axis]), axis)
+        a, axis = ravel(a), 0
+    axis = _canonical_axis(axis, a.ndim, "take")
+    n = a.shape[axis]
+    idx = asarray(indices)
+    if mode == "wrap":
+        return _C.take(a, remainder(idx, n), axis)
+    if mode == "clip":
+        return _C.take(a, idx, axis)  # the engine's take clamps
+    r = _C.take(a, _wrapped(idx, n), axis)
+    if mode == "promise_in_bounds":
+        return r
+    mask_shape = [1] * axis + list(idx.shape) + [1] * (a.ndim - axis - 1)
+    return _filled(r, idx, n, fill_value, mask_shape)
 
 
-def take_along_axis(arr, indices, axis):
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+    """jax.numpy's take_along_axis: negative indices count from the end; others out of range give fill_value
+    (mode None or "fill", defaults as take's) or are clamped (mode="clip" or "promise_in_bounds")."""
+    _check_mode(mode, "take_along_axis")
     arr = asarray(arr)
-    return _C.take_along_axis(arr, _wrapped(indices, arr.shape[axis]), axis)
+    idx = asarray(indices)
+    n = arr.shape[axis]
+    if mode == "wrap":
+        return _C.take_along_axis(arr, remainder(idx, n), axis)
+    r = _C.take_along_axis(arr, _wrapped(idx, n), axis)
+    if mode in ("clip", "promise_in_bounds"):
+        return r
+    return _filled(r, idx, n, fill_value, idx.shape)
 
 
 # ---- x[key] and x.at[key] ---------------------------------------------------------------------------------

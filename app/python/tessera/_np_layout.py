@@ -76,6 +76,9 @@ def squeeze(a, axis=None):
 
 
 def concatenate(arrays, axis=0):
+    """axis=None concatenates the flattened arrays (numpy's)."""
+    if axis is None:
+        return _C.concatenate([_C.reshape(asarray(a), [-1]) for a in arrays], 0)
     return _C.concatenate(list(arrays), axis)
 
 

@@ -1,6 +1,8 @@
 """tessera.numpy's reductions (sum, mean, var, max, all, ...), cumulative sums and products, sorting and
 the arg reductions."""
 
+import builtins as _builtins
+
 import numpy as _np
 
 from . import _tessera as _C
@@ -64,6 +66,11 @@ def _extreme(op, combine, name, a, axis, out, keepdims, initial, where):
     jax.numpy."""
     _no_out(out, name)
     a = asarray(a)
+    if initial is None and a.size == 0 and not _no_axes(axis):
+        reduced = range(a.ndim) if axis is None else [_canonical_axis(i, a.ndim, name) for i in _axes(axis)]
+        if _builtins.any(a.shape[i] == 0 for i in reduced):
+            raise ValueError(f"{name}: zero-size array to reduction operation {name} which has no identity "
+                             f"(shape {a.shape}); give initial=")
     if where is not None:
         if initial is None:
             raise ValueError(f"{name}: where= needs initial= ({name} has no identity for the masked elements)")
@@ -120,7 +127,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     if ddof == 0 and where is None:
         r = mean(d * d, axis, keepdims=keepdims)
     else:
-        r = sum(d * d, axis, keepdims=keepdims, where=where) / (_count(a, axis, keepdims, where) - ddof)
+        normalizer = _count(a, axis, keepdims, where) - ddof
+        r = sum(d * d, axis, keepdims=keepdims, where=where) / normalizer
+        # No degrees of freedom left (ddof >= n): NaN, as jax.numpy (numpy gives inf or NaN with a warning).
+        if isinstance(normalizer, Array):
+            r = _C.where(_C.greater(normalizer, 0.0), r, _np.nan)
+        elif normalizer <= 0:
+            r = _C.where(_C.equal(r, r), _np.nan, r) if isinstance(r, Array) else _np.nan
     return r if dtype is None else astype(r, dtype)
 
 

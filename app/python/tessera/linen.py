@@ -293,10 +293,13 @@ def _check_rngs(where, rngs):
 
 
 def _merge_param(module, name, field_value, call_value):
-    """The value of a setting given to the module or to the call (the call's wins where both are), as Flax's
-    merge_param: neither is an error, not a default."""
+    """The value of a setting given to the module or to the call, as Flax's merge_param: it must be given
+    exactly once; neither, or both (even if equal), is a ValueError."""
     if field_value is None and call_value is None:
         raise ValueError(f"{module}: say {name}, in the module or the call")
+    if field_value is not None and call_value is not None:
+        raise ValueError(f"{module}: {name.split(' ')[0]} was passed to the constructor ({field_value!r}) and at "
+                         f"call time ({call_value!r}); pass it just once (Flax's merge_param)")
     return field_value if call_value is None else call_value
 
 
@@ -642,6 +645,8 @@ class Dropout(Module):
                                      deterministic)
         if deterministic or self.rate == 0.0:
             return x
+        if self.rate == 1.0:
+            return tnp.zeros_like(x)  # as Flax: x / 0 in the unselected branch would give NaN gradients
         keep = random.bernoulli(self.make_rng("dropout"), 1.0 - self.rate, x.shape)
         return tnp.where(keep, x / (1.0 - self.rate), 0.0)
 

@@ -39,12 +39,25 @@ swish = silu
 # Integer and bool inputs become float32 here (jax.numpy's promote_args_inexact), as in jax.nn.
 
 
+def _single_axis(axis):
+    return isinstance(axis, int) or (isinstance(axis, (tuple, list)) and len(axis) == 1)
+
+
 def softmax(x, axis=-1):
-    return _C.softmax(_inexact(x), axis)
+    """axis: an int, a tuple of axes or None (all), as jax.nn.softmax."""
+    x = _inexact(x)
+    if _single_axis(axis):
+        return _C.softmax(x, axis if isinstance(axis, int) else axis[0])
+    return _C.exp(log_softmax(x, axis))
 
 
 def log_softmax(x, axis=-1):
-    return _C.log_softmax(_inexact(x), axis)
+    x = _inexact(x)
+    if _single_axis(axis):
+        return _C.log_softmax(x, axis if isinstance(axis, int) else axis[0])
+    if _no_axes(axis):
+        return x - x  # each element is its own slice: log 1 (NaN where x is not finite, as JAX's)
+    return x - logsumexp(x, axis, keepdims=True)
 
 
 def logsumexp(x, axis=None, keepdims=False):

@@ -29,8 +29,8 @@ from ._np_elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan
                               bitwise_xor, ceil, clip, cos, divide, equal, exp, exp2, expm1, floor, floor_divide,
                               greater, greater_equal, isclose, isfinite, isinf, isnan, isneginf, isposinf, left_shift,
                               less, less_equal, log, log10, log1p, log2, logaddexp, logical_and, logical_not,
-                              logical_or, matmul, maximum, minimum, mod, multiply, negative, not_equal, positive, power,
-                              reciprocal, remainder, right_shift, round, sign, sin, sqrt, square, subtract, tan, tanh,
+                              logical_or, logical_xor, matmul, maximum, minimum, mod, multiply, negative, not_equal, positive, power,
+                              promote_types, reciprocal, remainder, result_type, right_shift, round, sign, sin, sqrt, square, subtract, tan, tanh,
                               true_divide, _inexact, _is_floating, _operands)
 from ._np_layout import (broadcast_to, concatenate, expand_dims, flip, moveaxis, pad, ravel, repeat, reshape, roll,
                          split, squeeze, stack, swapaxes, tile, transpose)

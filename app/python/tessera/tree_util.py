@@ -1,7 +1,8 @@
 """Pytrees, as in jax.tree_util: nested tuples, lists, dicts (keys sorted), OrderedDicts (keys in insertion
 order), defaultdicts (keys sorted, the factory kept), namedtuples, None and registered types
 (register_pytree_node, register_dataclass), with any other value as a leaf. None is an empty node, not a leaf,
-as in JAX."""
+as in JAX. Node types are matched exactly, as JAX's registry does: a subclass of dict, list or tuple that is not
+registered (a namedtuple aside) is a leaf."""
 
 import collections
 import dataclasses
@@ -107,14 +108,17 @@ def _flatten(tree, leaves, is_leaf):
         return PyTreeDef("custom", (type(tree), aux), [_flatten(c, leaves, is_leaf) for c in children])
     if _is_namedtuple(tree):
         return PyTreeDef("namedtuple", type(tree), [_flatten(c, leaves, is_leaf) for c in tree])
-    if isinstance(tree, (tuple, list)):
-        kind = "tuple" if isinstance(tree, tuple) else "list"
+    # Exact types, as JAX's registry: a subclass of tuple (other than a namedtuple), list or dict is a leaf
+    # unless it is registered itself.
+    node_type = type(tree)
+    if node_type is tuple or node_type is list:
+        kind = "tuple" if node_type is tuple else "list"
         return PyTreeDef(kind, None, [_flatten(c, leaves, is_leaf) for c in tree])
-    if isinstance(tree, dict):
+    if node_type in (dict, collections.OrderedDict, collections.defaultdict):
         dict_type = None
-        if isinstance(tree, collections.OrderedDict):
+        if node_type is collections.OrderedDict:
             dict_type = collections.OrderedDict
-        elif isinstance(tree, collections.defaultdict):
+        elif node_type is collections.defaultdict:
             dict_type = (collections.defaultdict, tree.default_factory)
         keys = tuple(tree) if dict_type is collections.OrderedDict else tuple(sorted(tree))
         return PyTreeDef("dict", keys, [_flatten(tree[k], leaves, is_leaf) for k in keys], dict_type)
@@ -170,14 +174,49 @@ def tree_structure(tree, is_leaf=None):
     return tree_flatten(tree, is_leaf)[1]
 
 
+def _node_children(treedef, tree):
+    """tree's children if tree is a node of treedef's kind and keys, else None."""
+    kind = treedef.kind
+    if kind == "none":
+        return () if tree is None else None
+    if kind in ("tuple", "list"):
+        ok = type(tree) is (tuple if kind == "tuple" else list) and len(tree) == len(treedef.children)
+        return list(tree) if ok else None
+    if kind == "namedtuple":
+        return list(tree) if type(tree) is treedef.data else None
+    if kind == "dict":
+        dict_type = treedef.dict_type[0] if isinstance(treedef.dict_type, tuple) else treedef.dict_type
+        if type(tree) is not (dict_type or dict) or set(tree) != set(treedef.data):
+            return None
+        return [tree[k] for k in treedef.data]
+    if kind == "custom":
+        nodetype, aux = treedef.data
+        if type(tree) is not nodetype:
+            return None
+        children, tree_aux = _registry[nodetype][0](tree)
+        return list(children) if tree_aux == aux and len(children) == len(treedef.children) else None
+    return None
+
+
+def _flatten_up_to(treedef, tree, out, name):
+    """Appends to out the subtrees of tree at treedef's leaves (treedef must be a prefix of tree's structure)."""
+    if treedef.kind == "leaf":
+        out.append(tree)
+        return
+    children = _node_children(treedef, tree)
+    if children is None:
+        raise ValueError(f"{name}: structures differ: {treedef} is not a prefix of the structure of {tree!r}")
+    for c, sub in zip(children, treedef.children):
+        _flatten_up_to(sub, c, out, name)
+
+
 def tree_map(f, tree, *rest, is_leaf=None):
-    """f applied to the leaves of tree (and the matching leaves of each tree in rest, which must have tree's
-    structure)."""
+    """f applied to the leaves of tree and the matching subtrees of each tree in rest, whose structures must
+    have tree's as a prefix (jax.tree_util.tree_map: tree_map(f, [1, 2], [(3, 4), 5]) calls f(1, (3, 4)))."""
     leaves, treedef = tree_flatten(tree, is_leaf)
     others = []
     for r in rest:
-        r_leaves, r_def = tree_flatten(r, is_leaf)
-        if r_def != treedef:
-            raise ValueError(f"tree_map: structures differ: {treedef} and {r_def}")
+        r_leaves = []
+        _flatten_up_to(treedef, r, r_leaves, "tree_map")
         others.append(r_leaves)
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])

@@ -1,0 +1,371 @@
+"""Where tessera follows JAX rather than numpy (or fixed a difference from both): dtype promotion, pytree node
+types, Flax's merge_param, and the elementwise, reduction and gather edge cases. References are numpy or
+values worked out by hand; the promotion lattice is JAX's, written out here independently of the engine's."""
+import collections
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera import nn, random, tree_util
+
+# ---- type promotion -----------------------------------------------------------------------------------
+
+# JAX's type lattice (jax/_src/dtypes.py, _type_promotion_lattice), restricted to the kinds the engine has plus
+# the ones they pass through: each type with the types directly above it. "i*" and "f*" are the weak (Python
+# scalar) int and float.
+_LATTICE = {
+    "bool": ["i*"], "i*": ["u8", "i8"], "u8": ["u16", "i16"], "u16": ["u32", "i32"], "u32": ["u64", "i64"],
+    "i8": ["i16"], "i16": ["i32"], "i32": ["i64"], "i64": ["f*"], "u64": ["f*"], "f*": ["bf16", "f16"],
+    "bf16": ["f32"], "f16": ["f32"], "f32": ["f64"], "f64": [],
+}
+
+
+def _upper_set(t):
+    seen, todo = {t}, [t]
+    while todo:
+        for up in _LATTICE[todo.pop()]:
+            if up not in seen:
+                seen.add(up)
+                todo.append(up)
+    return seen
+
+
+def _jax_promote(a, b):
+    """The least upper bound of a and b in JAX's lattice, then x64-off canonicalisation (i64 -> i32, u64 ->
+    u32, f64 -> f32) unless an operand is itself 64-bit (the engine has i64 and f64 arrays; there it follows
+    JAX's x64 mode)."""
+    common = _upper_set(a) & _upper_set(b)
+    lub = next(t for t in common if _upper_set(t) == common)
+    if lub in ("i64", "u64", "f64") and lub not in (a, b):
+        lub = {"i64": "i32", "u64": "u32", "f64": "f32"}[lub]
+    return lub
+
+
+_DTYPES = ["bool", "u8", "u32", "i32", "i64", "f16", "bf16", "f32", "f64"]
+_PUBLIC = {"bool": "bool", "u8": "uint8", "u32": "uint32", "i32": "int32", "i64": "int64", "f16": "float16",
+           "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
+def _zeros(t):
+    return tnp.zeros((2,), "int32").astype(_PUBLIC[t])
+
+
+def test_the_reference_lattice_gives_jaxs_documented_results():
+    # jnp.promote_types with x64 off: the table in JAX's type promotion docs.
+    assert _jax_promote("u32", "i32") == "i32"
+    assert _jax_promote("u8", "i32") == "i32"
+    assert _jax_promote("bf16", "f16") == "f32"
+    assert _jax_promote("i32", "f16") == "f16"
+    assert _jax_promote("bool", "u8") == "u8"
+    assert _jax_promote("u32", "i64") == "i64"
+
+
+@pytest.mark.parametrize("a", _DTYPES)
+@pytest.mark.parametrize("b", _DTYPES)
+def test_binary_ops_promote_every_pair_as_jax(a, b):
+    want = _PUBLIC[_jax_promote(a, b)]
+    x, y = _zeros(a), _zeros(b)
+    assert str(tnp.promote_types(_PUBLIC[a], _PUBLIC[b])) == want
+    assert str(tnp.result_type(x, y)) == want
+    assert str((x - y).dtype if "bool" not in (a, b) else (x * y).dtype) == want
+    assert str(tnp.maximum(x, y).dtype) == want
+    assert str(tnp.where(True, x, y).dtype) == want
+    assert str(tnp.concatenate([x, y]).dtype) == want
+
+
+@pytest.mark.parametrize("t", _DTYPES)
+@pytest.mark.parametrize("scalar, kind", [(True, "bool"), (2, "i*"), (1.5, "f*")])
+def test_python_scalars_are_weak(t, scalar, kind):
+    want = _PUBLIC[{"i*": "i32", "f*": "f32"}.get(_jax_promote(t, kind), _jax_promote(t, kind))]  # weak: default type
+    x = _zeros(t)
+    assert str(tnp.result_type(x, scalar)) == want
+    assert str(tnp.result_type(scalar, x)) == want
+    if t != "bool" or kind != "bool":
+        assert str(tnp.add(x, scalar).dtype) == want
+        assert str(tnp.maximum(scalar, x).dtype) == want
+
+
+def test_result_type_of_scalars_and_numpy_arrays():
+    assert tnp.result_type(1) == tnp.int32
+    assert tnp.result_type(1, 2.0) == tnp.float32
+    assert tnp.result_type(True, False) == tnp.bool_
+    assert tnp.result_type(np.zeros(2, np.float64)) == tnp.float32  # as asarray makes it (x64 off)
+    assert tnp.result_type(np.zeros(2, np.uint8), 300) == tnp.uint8
+    assert tnp.result_type("bfloat16", np.float16) == tnp.float32
+
+
+def test_uint32_with_int32_is_int32_and_wraps_as_jax():
+    u = tnp.asarray(np.array([3_000_000_000, 5], np.uint32))
+    i = tnp.asarray(np.array([0, -7], np.int32))
+    r = u + i
+    assert r.dtype == tnp.int32
+    np.testing.assert_array_equal(np.asarray(r), [3_000_000_000 - 2**32, -2])
+
+
+def test_clip_of_a_python_scalar_takes_the_bounds_dtype():
+    lo = tnp.asarray(np.array([0, 3], np.uint8))
+    r = tnp.clip(1, lo, 200)
+    assert r.dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(r), [1, 3])
+    assert tnp.clip(2.5, tnp.zeros(2, tnp.bfloat16), 1.0).dtype == tnp.bfloat16
+
+
+# ---- bool and unsigned operands -----------------------------------------------------------------------
+
+
+def test_maximum_and_minimum_of_bools_are_or_and_and():
+    a = tnp.asarray([True, True, False, False])
+    b = tnp.asarray([True, False, True, False])
+    assert tnp.maximum(a, b).dtype == tnp.bool_
+    np.testing.assert_array_equal(np.asarray(tnp.maximum(a, b)), [True, True, True, False])
+    np.testing.assert_array_equal(np.asarray(tnp.minimum(a, b)), [True, False, False, False])
+    np.testing.assert_array_equal(np.asarray(tnp.clip(a, False, False)), [False] * 4)
+
+
+def test_remainder_and_floor_divide_of_bools_give_int32():
+    a = tnp.asarray([True, True, False])
+    b = tnp.asarray([True, True, True])
+    assert tnp.remainder(a, b).dtype == tnp.int32
+    np.testing.assert_array_equal(np.asarray(tnp.remainder(a, b)), [0, 0, 0])
+    np.testing.assert_array_equal(np.asarray(tnp.floor_divide(a, b)), [1, 1, 0])
+
+
+def test_integer_power_of_unsigned_and_bool_bases():
+    base = tnp.asarray(np.array([2, 3, 1, 0, 16], np.uint8))
+    e = tnp.asarray(np.array([3, 2, 7, 0, 2], np.uint8))
+    r = base ** e
+    assert r.dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(r), np.array([8, 9, 1, 1, 0], np.uint8))  # 16**2 wraps to 0
+    r = tnp.power(tnp.asarray([True, False]), tnp.asarray(np.array([2, 0], np.uint8)))
+    assert r.dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(r), [1, 1])
+    assert (tnp.asarray(np.array([3], np.uint32)) ** 3).dtype == tnp.uint32
+
+
+def test_abs_and_sign_of_unsigned():
+    u = tnp.asarray(np.array([0, 7, 255], np.uint8))
+    assert tnp.abs(u).dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(abs(u)), [0, 7, 255])
+    np.testing.assert_array_equal(np.asarray(tnp.sign(u)), np.array([0, 1, 1], np.uint8))
+    np.testing.assert_array_equal(np.asarray(tnp.abs(tnp.asarray([True, False]))), [True, False])
+
+
+def test_right_shift_is_logical_on_unsigned_and_arithmetic_on_signed():
+    u = tnp.asarray(np.array([240, 17], np.uint8))
+    np.testing.assert_array_equal(np.asarray(tnp.right_shift(u, 1)), np.right_shift(np.array([240, 17], np.uint8), 1))
+    w = tnp.asarray(np.array([0xFFFFFFF8], np.uint32))
+    np.testing.assert_array_equal(np.asarray(w >> 1), [0x7FFFFFFC])
+    s = tnp.asarray(np.array([-8, 8], np.int32))
+    np.testing.assert_array_equal(np.asarray(s >> 1), [-4, 4])
+    np.testing.assert_array_equal(np.asarray(s << 2), [-32, 32])
+    np.testing.assert_array_equal(np.asarray(1 << tnp.asarray([0, 3])), [1, 8])
+    assert tnp.left_shift(tnp.asarray([True]), tnp.asarray([True])).dtype == tnp.int32
+
+
+def test_reflected_bitwise_operators_and_divmod():
+    x = tnp.asarray([1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(6 & x), [0, 2, 2])
+    np.testing.assert_array_equal(np.asarray(4 | x), [5, 6, 7])
+    np.testing.assert_array_equal(np.asarray(1 ^ x), [0, 3, 2])
+    q, r = divmod(tnp.asarray([7, -7]), 2)
+    np.testing.assert_array_equal(np.asarray(q), [3, -4])
+    np.testing.assert_array_equal(np.asarray(r), [1, 1])
+
+
+def test_logical_not_of_numbers_and_square_of_bools():
+    np.testing.assert_array_equal(np.asarray(tnp.logical_not(tnp.asarray([0.0, 2.5, np.nan]))), [True, False, False])
+    r = tnp.logical_not(tnp.asarray([0, 3, -1]))
+    assert r.dtype == tnp.bool_
+    np.testing.assert_array_equal(np.asarray(r), [True, False, False])
+    np.testing.assert_array_equal(np.asarray(tnp.logical_xor(tnp.asarray([1, 0, 2]), 1)), [False, True, False])
+    s = tnp.square(tnp.asarray([True, False]))
+    assert s.dtype == tnp.int32
+    np.testing.assert_array_equal(np.asarray(s), [1, 0])
+
+
+# ---- division by zero and the float floor division -------------------------------------------------------
+
+
+def test_integer_remainder_and_floor_divide_by_zero():
+    a = tnp.asarray([5, -5, 0, 7])
+    b = tnp.asarray([0, 0, 0, 2])
+    # jax.numpy: remainder divides by 1 where the divisor is 0; floor_divide gives XLA's quotient -1, one less
+    # where the dividend is not 0.
+    np.testing.assert_array_equal(np.asarray(tnp.remainder(a, b)), [0, 0, 0, 1])
+    np.testing.assert_array_equal(np.asarray(tnp.floor_divide(a, b)), [-2, -2, -1, 3])
+    u = tnp.asarray(np.array([5, 0, 9], np.uint8))
+    v = tnp.asarray(np.array([0, 0, 4], np.uint8))
+    np.testing.assert_array_equal(np.asarray(u // v), [255, 255, 2])
+    np.testing.assert_array_equal(np.asarray(u % v), [0, 0, 1])
+
+
+def test_float_floor_divide_matches_numpy_on_infinities():
+    special = np.array([1.0, -1.0, np.inf, -np.inf, 3.5, -2.5, 0.5, np.nan], np.float32)
+    a, b = special[:, None], special[None, :]
+    with np.errstate(all="ignore"):
+        want = np.floor_divide(a, b)
+    got = np.asarray(tnp.floor_divide(tnp.asarray(a), tnp.asarray(b)))
+    np.testing.assert_array_equal(got, want)  # inf // 1 is NaN, 1 // -inf is -1; NaNs compare equal here
+
+
+# ---- reductions -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", [tnp.max, tnp.min, tnp.amax, tnp.ptp])
+def test_max_of_an_empty_axis_raises(fn):
+    with pytest.raises(ValueError, match="zero-size"):
+        fn(tnp.zeros((2, 0)), axis=1)
+    with pytest.raises(ValueError, match="zero-size"):
+        fn(tnp.zeros((0,)))
+    assert fn(tnp.zeros((2, 0)), axis=0).shape == (0,)  # reduces an axis that is not empty
+    np.testing.assert_array_equal(np.asarray(tnp.max(tnp.zeros((0,)), initial=3.0)), 3.0)
+
+
+def test_var_with_no_degrees_of_freedom_is_nan():
+    x = tnp.asarray([1.0, 2.0, 4.0])
+    assert np.isnan(float(tnp.var(x, ddof=3)))
+    assert np.isnan(float(tnp.std(x, ddof=4)))
+    np.testing.assert_allclose(float(tnp.var(x, ddof=2)), np.var([1.0, 2.0, 4.0], ddof=2), rtol=1e-6)
+    r = tnp.var(tnp.asarray([[1.0, 2.0], [3.0, 5.0]]), axis=0, ddof=2)
+    assert np.isnan(np.asarray(r)).all()
+
+
+# ---- layout and gathers ---------------------------------------------------------------------------------
+
+
+def test_concatenate_axis_none_flattens():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(2.0).reshape(2, 1)
+    np.testing.assert_array_equal(np.asarray(tnp.concatenate([a, b], axis=None)), np.concatenate([a, b], axis=None))
+
+
+def test_take_fills_out_of_range_indices_by_default():
+    x = np.arange(15.0, dtype=np.float32).reshape(3, 5)
+    i = np.array([0, -1, 7, -6], np.int32)
+    got = np.asarray(tnp.take(x, i, axis=1))
+    want = np.stack([x[:, 0], x[:, 4], np.full(3, np.nan), np.full(3, np.nan)], axis=1)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.asarray(tnp.take(x, i, axis=-1, fill_value=-1.0))[0], [0, 4, -1, -1])
+    ints = np.asarray(tnp.take(np.arange(4, dtype=np.int32), np.array([9, 1])))
+    np.testing.assert_array_equal(ints, [-2**31, 1])
+    np.testing.assert_array_equal(np.asarray(tnp.take(np.arange(4, dtype=np.uint8), np.array([9]))), [255])
+    # "clip" clamps, negative indices to 0 (jax.numpy's); "wrap" takes them modulo the size.
+    np.testing.assert_array_equal(np.asarray(tnp.take(x[0], i, mode="clip")), [0, 0, 4, 0])
+    np.testing.assert_array_equal(np.asarray(tnp.take(x[0], i, mode="wrap")), [0, 4, 2, 4])
+    with pytest.raises(ValueError):
+        tnp.take(x, i, mode="raise")
+
+
+def test_take_along_axis_fills_out_of_range_indices_by_default():
+    x = np.arange(4.0, dtype=np.float32)
+    got = np.asarray(tnp.take_along_axis(x, np.array([5, -1, -7], np.int32), axis=0))
+    np.testing.assert_array_equal(got, [np.nan, 3.0, np.nan])
+    got = np.asarray(tnp.take_along_axis(x, np.array([5, -1], np.int32), axis=0, mode="clip"))
+    np.testing.assert_array_equal(got, [3.0, 3.0])
+
+
+def test_softmax_over_several_axes():
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(np.asarray(nn.softmax(x, axis=(0, 1))), e / e.sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(nn.softmax(x, axis=None)), e / e.sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(nn.log_softmax(x, axis=(0, 1))), np.log(e / e.sum()), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(nn.softmax(x, axis=(1,))), np.asarray(nn.softmax(x, axis=1)), rtol=1e-6)
+
+
+# ---- pytrees --------------------------------------------------------------------------------------------
+
+
+class _MyDict(dict):
+    pass
+
+
+class _MyList(list):
+    pass
+
+
+class _MyOrderedDict(collections.OrderedDict):
+    pass
+
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+class _PairChild(_Pair):
+    pass
+
+
+def test_unregistered_subclasses_of_dict_list_and_tuple_are_leaves():
+    d = _MyDict(a=1, b=2)
+    assert tree_util.tree_leaves(d) == [d]
+    assert tree_util.tree_leaves([d, 3]) == [d, 3]
+    lst = _MyList([1, 2])
+    assert tree_util.tree_leaves(lst) == [lst]
+    od = _MyOrderedDict(a=1)
+    assert tree_util.tree_leaves(od) == [od]
+    # The node types themselves, and namedtuples (subclassed too), stay nodes.
+    assert tree_util.tree_leaves(collections.OrderedDict(b=1, a=2)) == [1, 2]
+    assert tree_util.tree_leaves(collections.defaultdict(int, b=1, a=2)) == [2, 1]
+    assert tree_util.tree_leaves(_PairChild(1, 2)) == [1, 2]
+
+
+def test_a_registered_dict_subclass_is_a_node():
+    class Registered(dict):
+        pass
+
+    tree_util.register_pytree_node(Registered, lambda x: (list(x.values()), tuple(x.keys())),
+                                   lambda keys, values: Registered(zip(keys, values)))
+    assert tree_util.tree_leaves(Registered(a=1, b=2)) == [1, 2]
+
+
+def test_tree_map_takes_trees_with_the_first_as_a_prefix():
+    out = tree_util.tree_map(lambda x, y: (x, y), [1, 2], [(3, 4), {"a": 5}])
+    assert out == [(1, (3, 4)), (2, {"a": 5})]
+    assert tree_util.tree_map(lambda x, y: y, [1, 2], [None, 3]) == [None, 3]
+    with pytest.raises(ValueError):
+        tree_util.tree_map(lambda x, y: x, [1, None], [2, 3])  # None is a node: it needs None there
+    with pytest.raises(ValueError):
+        tree_util.tree_map(lambda x, y: x, {"a": 1}, {"b": 1})
+    with pytest.raises(ValueError):
+        tree_util.tree_map(lambda x, y: x, {"a": 1}, _MyDict(a=1))
+
+
+def test_jit_treats_a_dict_subclass_as_a_leaf():
+    d = _MyDict(a=1)
+    with pytest.raises(TypeError):
+        tessera.jit(lambda t: t)(d)
+
+
+# ---- Flax's merge_param ---------------------------------------------------------------------------------
+
+
+def test_dropout_given_deterministic_twice_raises():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="deterministic"):
+        nn.Dropout(0.5, deterministic=True).apply({}, x, deterministic=True)
+    with pytest.raises(ValueError, match="deterministic"):
+        nn.Dropout(0.5, deterministic=False).apply({}, x, deterministic=True)
+    with pytest.raises(ValueError, match="deterministic"):
+        nn.Dropout(0.5).apply({}, x)
+    np.testing.assert_array_equal(np.asarray(nn.Dropout(0.5, deterministic=True).apply({}, x)), x)
+
+
+def test_batchnorm_given_use_running_average_twice_raises():
+    x = np.ones((4, 3), np.float32)
+    variables = nn.BatchNorm(use_running_average=True).init(random.PRNGKey(0), x)
+    with pytest.raises(ValueError, match="use_running_average"):
+        nn.BatchNorm(use_running_average=True).apply(variables, x, use_running_average=True)
+    with pytest.raises(ValueError, match="use_running_average"):
+        nn.BatchNorm().apply(variables, x)
+    np.testing.assert_allclose(np.asarray(nn.BatchNorm().apply(variables, x, use_running_average=True)),
+                               x / np.sqrt(1 + 1e-5), rtol=1e-6)
+
+
+def test_dropout_of_rate_one_gives_zeros_and_zero_gradients():
+    x = np.ones((3,), np.float32)
+    drop = nn.Dropout(1.0)
+    rngs = {"dropout": random.PRNGKey(1)}
+    np.testing.assert_array_equal(np.asarray(drop.apply({}, x, deterministic=False, rngs=rngs)), np.zeros(3))
+    g = tessera.grad(lambda v: tnp.sum(drop.apply({}, v, deterministic=False, rngs=rngs)))(x)
+    np.testing.assert_array_equal(np.asarray(g), np.zeros(3))
