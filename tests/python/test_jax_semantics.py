@@ -201,6 +201,17 @@ def test_integer_remainder_and_floor_divide_by_zero():
     np.testing.assert_array_equal(np.asarray(u % v), [0, 0, 1])
 
 
+def test_floor_divide_and_remainder_of_mixed_dtypes_promote_first():
+    u = tnp.asarray(np.array([7, 9], np.uint8))
+    t = tnp.asarray([True, False])
+    assert (u % t).dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(u % t), [0, 0])
+    assert (u ** t).dtype == tnp.uint8
+    f = tnp.asarray([7.5, -3.0])
+    np.testing.assert_array_equal(np.asarray(f // t), [7.0, -np.inf])  # x // 0.0 is x / 0.0, as numpy
+    np.testing.assert_array_equal(np.asarray(tnp.floor_divide(1.0, t)), [1.0, np.inf])
+
+
 def test_float_floor_divide_matches_numpy_on_infinities():
     special = np.array([1.0, -1.0, np.inf, -np.inf, 3.5, -2.5, 0.5, np.nan], np.float32)
     a, b = special[:, None], special[None, :]

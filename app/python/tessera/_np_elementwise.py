@@ -269,10 +269,16 @@ def power(a, b):
             raise ValueError("power: integers to negative integer powers are not allowed")
         return _C.integer_pow(_C.astype(a, "i32") if a._dtype_name == "bool" else a, int(b))
     # Both integer arrays: they meet in their promoted dtype (bool ** uint8 is uint8), bool ** bool in int32.
-    a, b = _C.add(a, _C.scalar(0, b)), _C.add(b, _C.scalar(0, a))
+    a, b = _promoted(a, b)
     if a._dtype_name == "bool":
         a, b = _C.astype(a, "i32"), _C.astype(b, "i32")
     return _integer_power(a, b)
+
+
+def _promoted(a, b):
+    """Two Arrays in their promoted dtype."""
+    t = _C.promote_types(a._dtype_name, b._dtype_name)
+    return (a if a._dtype_name == t else _C.astype(a, t)), (b if b._dtype_name == t else _C.astype(b, t))
 
 
 def _bools_as_int32(a, b):
@@ -285,7 +291,7 @@ def _bools_as_int32(a, b):
 def remainder(a, b):
     """numpy's remainder: the sign of the divisor (the engine's rem, as C's fmod, has the dividend's). An
     integer remainder by zero is 0, as jax.numpy's (which divides by 1 there)."""
-    a, b = _bools_as_int32(*_operands(a, b))
+    a, b = _promoted(*_bools_as_int32(*_operands(a, b)))
     if not _is_floating(b):
         b = _C.where(_C.equal(b, 0), _C.scalar(1, b), b)
     r = _C.rem(a, b)
@@ -300,10 +306,10 @@ def floor_divide(a, b):
     """numpy's floor_divide as jax.numpy computes it. Floats: (a - fmod(a, b)) / b, one less where fmod's sign
     is not b's, rounded (so inf // 1 is NaN and 1 // -inf is -1, as numpy). Integers by zero give XLA's
     quotient, -1 (the largest value for unsigned types), then one less where a is not 0: jax.numpy's results."""
-    a, b = _bools_as_int32(*_operands(a, b))
-    if _is_floating(a) or _is_floating(b):
+    a, b = _promoted(*_bools_as_int32(*_operands(a, b)))
+    if _is_floating(a):
         mod = _C.rem(a, b)
-        div = _C.divide(_C.subtract(a, mod), b)
+        div = _C.divide(_C.where(_C.equal(b, 0.0), a, _C.subtract(a, mod)), b)  # x / 0 keeps its inf
         step = _C.bitwise_and(_C.not_equal(mod, 0.0), _C.not_equal(_C.sign(b), _C.sign(mod)))
         return _C.round(_C.where(step, div - 1.0, div))
     zero = _C.equal(b, 0)
