@@ -380,3 +380,20 @@ def test_dropout_of_rate_one_gives_zeros_and_zero_gradients():
     np.testing.assert_array_equal(np.asarray(drop.apply({}, x, deterministic=False, rngs=rngs)), np.zeros(3))
     g = tessera.grad(lambda v: tnp.sum(drop.apply({}, v, deterministic=False, rngs=rngs)))(x)
     np.testing.assert_array_equal(np.asarray(g), np.zeros(3))
+
+
+def test_several_integer_arrays_and_ints_index_as_numpy():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    j, k = np.array([0, 2, -1]), np.array([[1], [2]])
+    for key in [(0, j), (slice(None), 0, j), (0, slice(None), j), (j, slice(1, 3), np.array([4, 0, 1])), (k, j),
+                (slice(None), k, j), (k, slice(None), j), (slice(None, None, -1), j, 1), (Ellipsis, j, 0)]:
+        want = x[key]
+        got = np.asarray(tnp.asarray(x)[key])
+        assert got.shape == want.shape, key
+        np.testing.assert_array_equal(got, want)
+    # Out of range: clamped, as JAX's gather (numpy raises).
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(x[:, :, 0])[np.array([0, 5]), np.array([-1, 1])]), [15, 45])
+    g = tessera.grad(lambda v: tnp.sum(v[np.array([0, 0, 2]), np.array([1, 1, 3])] ** 2))(x[:, :, 0])
+    want = np.zeros((3, 4), np.float32)
+    want[0, 1], want[2, 3] = 2 * 2 * 5.0, 2 * 55.0
+    np.testing.assert_array_equal(np.asarray(g), want)

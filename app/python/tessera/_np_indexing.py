@@ -213,12 +213,12 @@ def _getitem(x, key):
         key = key + (slice(None),) * (x.ndim - n_used)
     advanced = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
     if advanced:
-        if len(advanced) > 1 or _builtins.any(not (isinstance(k, slice) and k == slice(None))
-                                             for k in key if not isinstance(k, (Array, _np.ndarray, list))):
-            raise NotImplementedError("indexing: one integer array with full slices elsewhere is supported")
         if _builtins.any(k is None for k in key):
             raise NotImplementedError("indexing: None beside an integer array is not supported")
-        return _C.take(x, _wrapped(key[advanced[0]], x.shape[advanced[0]]), advanced[0])
+        if len(advanced) == 1 and _builtins.all(isinstance(k, slice) and k == slice(None)
+                                                for i, k in enumerate(key) if i != advanced[0]):
+            return _C.take(x, _wrapped(key[advanced[0]], x.shape[advanced[0]]), advanced[0])
+        return _advanced_getitem(x, key)
     starts, limits, strides, out_shape, reversed_axes = [], [], [], [], []
     dim = 0
     for k in key:
@@ -250,6 +250,39 @@ def _getitem(x, key):
         x = _C.flip(x, reversed_axes)
     y = _C.slice(x, starts, limits, strides)
     return y if list(y.shape) == out_shape else _C.reshape(y, out_shape)
+
+
+def _advanced_getitem(x, key):
+    """numpy's advanced indexing for a full-length key of slices, ints and integer arrays (at least one): the
+    ints and arrays broadcast together to a shape B, each index counted from the end when negative and clamped
+    to its axis (JAX's gather); B goes where the first of them was if they are adjacent, else in front. One
+    take of the indexed axes flattened into one."""
+    is_adv = [not isinstance(k, slice) for k in key]
+    # The slices first (the indexed axes kept whole), then the indexed axes to the front, flattened.
+    x = _getitem(x, tuple(slice(None) if adv else k for k, adv in zip(key, is_adv)))
+    adv_axes = [i for i, adv in enumerate(is_adv) if adv]
+    rest_axes = [i for i, adv in enumerate(is_adv) if not adv]
+    indices = [asarray(key[i]) for i in adv_axes]
+    for i in indices:
+        if i._dtype_name in ("f32", "f64", "f16", "bf16", "bool"):
+            raise IndexError(f"indexing: arrays used as indices must be of integer type, got {i._dtype_name}")
+    shape = list(_np.broadcast_shapes(*[tuple(i.shape) for i in indices]))
+    flat = None
+    for axis, i in zip(adv_axes, indices):
+        n = x.shape[axis]
+        i = minimum(maximum(_wrapped(i, n), 0), _builtins.max(n - 1, 0))
+        i = _C.broadcast_to(_C.astype(i, "i32"), shape)
+        flat = i if flat is None else flat * n + i
+    moved = _C.transpose(x, adv_axes + rest_axes)
+    size = int(_np.prod([x.shape[a] for a in adv_axes]))
+    moved = _C.reshape(moved, [size] + [x.shape[a] for a in rest_axes])
+    out = _C.take(moved, flat, 0)  # [B..., rest...]
+    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
+    if not adjacent or adv_axes[0] == 0:
+        return out
+    p, nb = adv_axes[0], len(shape)  # the rest axes before the first indexed one come first
+    order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim))
+    return _C.transpose(out, order)
 
 
 def _basic_region(x, key):
