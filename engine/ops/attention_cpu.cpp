@@ -18,7 +18,8 @@ namespace {
 
 #include "engine/ops/vmath_avx2.inc"
 
-constexpr int64_t kBlock = 64;  // query rows a block: its scores (64 x S floats) stay in L2 for S up to 1-2K
+constexpr int64_t kCausalBlock = 64;    // query rows a causal block: the smaller, the more masked keys it skips
+constexpr int64_t kScoreBytes = 256 << 10;  // an unmasked block's scores (and the gradient's dS) stay in L2
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // A row-major f32 matrix: where it starts and how far apart its rows are.
@@ -89,6 +90,16 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
+// The sum of x[j] y[j] for j < n.
+float dot(const float* x, const float* y, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j), acc);
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += x[j] * y[j];
+  return sum;
+}
+
 // x[j] = e^(x[j] - shift) for j < n; returns their sum.
 float expShifted(float* x, int64_t n, float shift) {
   const __m256 sv = _mm256_set1_ps(shift);
@@ -104,20 +115,47 @@ float expShifted(float* x, int64_t n, float shift) {
   return sum;
 }
 
-// One row of scores, of which the first `visible` are unmasked, becomes its softmax (0 where masked); returns
-// the row's log-sum-exp.
-float softmaxRow(float* s, int64_t visible, int64_t n) {
-  float mx = -kInf;
-  for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, s[j]);
+// The largest of x[0..n): -inf for none. A NaN among them makes the row's softmax NaN either way (it passes
+// through exp), so its place in the comparisons does not matter.
+float rowMax(const float* x, int64_t n) {
+  __m256 acc = _mm256_set1_ps(-kInf);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + j));
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  float mx = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  for (; j < n; ++j) mx = std::max(mx, x[j]);
+  return mx;
+}
+
+// What softmaxTerms leaves to do for a row: the log-sum-exp and the factor that normalizes it.
+struct RowSum {
+  float lse, inv;
+};
+
+// One row of scores, of which the first `visible` are unmasked, becomes e^(s - max) (0 where masked): its
+// softmax times the sum, which the caller divides out of the row's output (D values, not S).
+RowSum softmaxTerms(float* s, int64_t visible, int64_t n) {
+  const float mx = rowMax(s, visible);
   std::fill(s + visible, s + n, 0.0f);
   if (mx == -kInf) {  // nothing visible, or every score -inf: no weight anywhere
     std::fill(s, s + visible, 0.0f);
-    return -kInf;
+    return {-kInf, 0.0f};
   }
   const float sum = expShifted(s, visible, mx);
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < visible; ++j) s[j] *= inv;
-  return mx + std::log(sum);
+  return {mx + std::log(sum), 1.0f / sum};
+}
+
+// Query rows a block. A causal block skips the keys after its last row, so small blocks skip more; without the
+// mask every block sees every key and the largest that keeps its scores in L2 wins (fewer, larger SGEMMs: for
+// ViT-B/16's 197 tokens one block of 197, not three of 64 and one of 5), cut into blocks of equal size, and
+// into enough of them that every thread has work.
+int64_t queryBlock(const AttentionDims& m, bool causal, int threads) {
+  if (causal) return kCausalBlock;
+  const int64_t fit = std::max<int64_t>(8, kScoreBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(m.s, 1)));
+  int64_t blocks = (m.t + fit - 1) / fit;
+  while (m.b * m.h * blocks < 2 * static_cast<int64_t>(threads) && blocks * 8 < m.t) ++blocks;
+  return (m.t + blocks - 1) / blocks;
 }
 
 // The keys row i of a block starting at query `first` sees.
@@ -126,10 +164,10 @@ int64_t visibleKeys(bool causal, int64_t first, int64_t i, int64_t keys) {
 }
 
 template <class T>
-void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t task) {
-  const int64_t blocks = (m.t + kBlock - 1) / kBlock;
-  const int64_t b = task / blocks / m.h, h = task / blocks % m.h, first = task % blocks * kBlock;
-  const int64_t rows = std::min(kBlock, m.t - first);
+void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t task) {
+  const int64_t blocks = (m.t + block - 1) / block;
+  const int64_t b = task / blocks / m.h, h = task / blocks % m.h, first = task % blocks * block;
+  const int64_t rows = std::min(block, m.t - first);
   const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
   thread_local std::vector<float> qs, ks, vs, os, scores;
   HeadRows<T> out = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
@@ -146,13 +184,22 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   scores.resize(static_cast<size_t>(rows * keys));
   const Rows s{scores.data(), keys};
   gemm(false, true, rows, keys, m.d, 1.0f / std::sqrt(static_cast<float>(m.d)), q, k, 0.0f, s);
-  for (int64_t i = 0; i < rows; ++i) lse[i] = softmaxRow(s.row(i), visibleKeys(causal, first, i, keys), keys);
-  gemm(false, false, rows, m.d, keys, 1.0f, s, v, 0.0f, out.rows());
+  thread_local std::vector<float> invs;
+  invs.resize(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    const RowSum r = softmaxTerms(s.row(i), visibleKeys(causal, first, i, keys), keys);
+    lse[i] = r.lse;
+    invs[static_cast<size_t>(i)] = r.inv;
+  }
+  const Rows o = out.rows();
+  gemm(false, false, rows, m.d, keys, 1.0f, s, v, 0.0f, o);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t d = 0; d < m.d; ++d) o.row(i)[d] *= invs[static_cast<size_t>(i)];
   out.store();
 }
 
 template <class T>
-void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t task) {
+void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t task) {
   const int64_t b = task / m.h, h = task % m.h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.d));
   thread_local std::vector<float> qs, ks, vs, os, dos, dqs, dks, dvs, ps, dps;
@@ -162,10 +209,14 @@ void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const float* dlse = a.inputs[6].as<float>() + (b * m.h + h) * m.t;
   HeadRows<T> dk = headRows<T>(a.outputs[1], m, m.s, b, h, 0, m.s, dks);
   HeadRows<T> dv = headRows<T>(a.outputs[2], m, m.s, b, h, 0, m.s, dvs);
-  dk.zero();
-  dv.zero();
-  for (int64_t first = 0; first < m.t; first += kBlock) {
-    const int64_t rows = std::min(kBlock, m.t - first);
+  // Without the mask every block sees every key, so the first one writes dk and dv whole; a causal block adds
+  // to the keys it sees (and with no queries at all there is no block).
+  if (causal || m.t == 0) {
+    dk.zero();
+    dv.zero();
+  }
+  for (int64_t first = 0; first < m.t; first += block) {
+    const int64_t rows = std::min(block, m.t - first);
     const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
     HeadRows<T> dq = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, dqs);
     if (keys == 0) {
@@ -189,14 +240,14 @@ void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
       if (lse[first + i] == -kInf) std::fill(pi, pi + visible, 0.0f);  // a row with no weight anywhere
       else expShifted(pi, visible, lse[first + i]);
       std::fill(pi + visible, pi + keys, 0.0f);
-      float delta = -dlse[first + i];
-      for (int64_t d = 0; d < m.d; ++d) delta += dout.row(i)[d] * o.row(i)[d];
+      const float delta = dot(dout.row(i), o.row(i), m.d) - dlse[first + i];
       for (int64_t j = 0; j < keys; ++j) di[j] = pi[j] * (di[j] - delta);  // dS = P (dP - delta)
     }
     gemm(false, false, rows, m.d, keys, scale, ds, k, 0.0f, dq.rows());  // dq = scale dS k
     dq.store();
-    gemm(true, false, keys, m.d, rows, scale, ds, q, 1.0f, dk.rows());  // dk += scale dS^T q
-    gemm(true, false, keys, m.d, rows, 1.0f, p, dout, 1.0f, dv.rows());  // dv += P^T dout
+    const float beta = causal || first > 0 ? 1.0f : 0.0f;
+    gemm(true, false, keys, m.d, rows, scale, ds, q, beta, dk.rows());  // dk += scale dS^T q
+    gemm(true, false, keys, m.d, rows, 1.0f, p, dout, beta, dv.rows());  // dv += P^T dout
   }
   dk.store();
   dv.store();
@@ -216,18 +267,21 @@ void forTasks(const ir::CpuKernelArgs& a, int64_t tasks, const Fn& fn) {
 }  // namespace
 
 void blockedAttention(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal) {
-  const int64_t tasks = m.b * m.h * ((m.t + kBlock - 1) / kBlock);
+  const int64_t block = queryBlock(m, causal, a.threads);
+  const int64_t tasks = m.b * m.h * ((m.t + block - 1) / block);
   if (a.inputs[0].aval.dtype == DType::BF16)
-    forTasks(a, tasks, [&](int64_t t) { forwardBlock<bf16>(a, m, causal, t); });
+    forTasks(a, tasks, [&](int64_t t) { forwardBlock<bf16>(a, m, causal, block, t); });
   else
-    forTasks(a, tasks, [&](int64_t t) { forwardBlock<float>(a, m, causal, t); });
+    forTasks(a, tasks, [&](int64_t t) { forwardBlock<float>(a, m, causal, block, t); });
 }
 
 void blockedAttentionGrad(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal) {
+  // Each task walks one head's blocks (dk and dv are summed over them), so the blocks need not feed the threads.
+  const int64_t block = queryBlock(m, causal, 1);
   if (a.inputs[0].aval.dtype == DType::BF16)
-    forTasks(a, m.b * m.h, [&](int64_t t) { backwardHead<bf16>(a, m, causal, t); });
+    forTasks(a, m.b * m.h, [&](int64_t t) { backwardHead<bf16>(a, m, causal, block, t); });
   else
-    forTasks(a, m.b * m.h, [&](int64_t t) { backwardHead<float>(a, m, causal, t); });
+    forTasks(a, m.b * m.h, [&](int64_t t) { backwardHead<float>(a, m, causal, block, t); });
 }
 
 }  // namespace tsr::ops

@@ -13,9 +13,11 @@ Two figures each: the output alone (`forward`) and its gradient with respect to 
 sum(out * g) for a fixed random g), jitted. Each is the median of --repeats calls after one untimed call;
 ratios are the other's time / the fused op's (> 1: the op is faster). Outputs and gradients are checked against
 numpy in double precision before anything is timed. PyTorch runs on TESSERA_NUM_THREADS threads (default: the
-cores), as Tessera does. The default shape is one layer of the GPT-2 6L benchmark (B 16, T 256, 6 heads of 64).
+cores), as Tessera does. The default shape is one layer of the GPT-2 6L benchmark (B 16, T 256, 6 heads of 64);
+`--full` attends without the causal mask (ViT-B/16's layer: --full --batch 8 --seq 197 --heads 12).
 
     PYTHONPATH=build/python /usr/bin/python3 tests/bench/bench_attention.py [--batch 16] [--seq 256] [--heads 6]
+        [--full]
 """
 import argparse
 import json
@@ -29,12 +31,13 @@ import tessera.numpy as tnp
 from timing import median_seconds, torch_peer
 
 
-def reference(q, k, v, g):
+def reference(q, k, v, g, causal):
     """out and the gradients of sum(out * g) in float64, per head as matrices."""
     t, d = q.shape[1], q.shape[3]
     q, k, v, g = (np.asarray(x, np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, g))  # [B, H, T, D]
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
-    s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+    if causal:
+        s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out = p @ v
@@ -58,20 +61,22 @@ def main():
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--full", action="store_true", help="no causal mask: every query sees every key")
     a = p.parse_args()
+    causal = not a.full
     rng = np.random.default_rng(0)
     shape = (a.batch, a.seq, a.heads, a.head_dim)
     q, k, v, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
-    want_out, want_grads = reference(q, k, v, g)
+    want_out, want_grads = reference(q, k, v, g, causal)
     tq, tk, tv, tg = (tnp.asarray(x) for x in (q, k, v, g))
-    # Forward and backward products, each 2 B H T T D (the causal half counted whole, as peers report it).
+    # Forward and backward products, each 2 B H T T D (a causal mask's half counted whole, as peers report it).
     flops = {"forward": 4.0 * a.batch * a.heads * a.seq * a.seq * a.head_dim}
     flops["grad"] = flops["forward"] * 3.5  # the forward again, then dv, dp, dq and dk: 7 products of 2 BHTTD
-    doc = {"shape": list(shape), "causal": True, "threads": os.environ.get("TESSERA_NUM_THREADS", "default"),
+    doc = {"shape": list(shape), "causal": causal, "threads": os.environ.get("TESSERA_NUM_THREADS", "default"),
            "load_average": os.getloadavg()[0]}
     for impl, name in (("fused", "fused"), ("xla", "composite")):
         def attend(q, k, v, impl=impl):
-            return tnn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+            return tnn.dot_product_attention(q, k, v, is_causal=causal, implementation=impl)
 
         def loss(q, k, v, attend=attend):
             return tnp.sum(attend(q, k, v) * tg)
@@ -96,10 +101,12 @@ def main():
         def attend(q, k, v):  # [B, T, H, D] in and out, as Tessera's
             q, k, v = (x.transpose(1, 2) for x in (q, k, v))
             if sdpa is not None:
-                out = sdpa(q, k, v, is_causal=True)
+                out = sdpa(q, k, v, is_causal=causal)
             else:
                 s = (q @ k.transpose(-1, -2)) / np.sqrt(a.head_dim)
-                out = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
+                if causal:
+                    s = s.masked_fill(~mask, float("-inf"))
+                out = torch.softmax(s, -1) @ v
             return out.transpose(1, 2)
 
         doc["torch_form"] = "scaled_dot_product_attention" if sdpa is not None else "composite"

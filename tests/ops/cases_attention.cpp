@@ -168,10 +168,14 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
     }
     addAttention(cases, rng, t, Shape{2, 3, 2, 4}, 6, false);  // cross attention: more keys than queries
   }
-  // The f32 and bf16 kernels work in blocks of 64 query rows (attention_cpu.h): several blocks, a ragged last
-  // one, causal blocks that see fewer keys than the sequence has, and cross attention over more keys than rows.
+  // The f32 and bf16 kernels work in blocks of query rows (attention_cpu.h): causal ones of 64 (several blocks, a
+  // ragged last one, blocks that see fewer keys than the sequence has); unmasked ones as large as their scores
+  // fit in L2 and split further to feed the threads (150 rows of one head: two blocks of 75 or more), and cross
+  // attention over more keys than rows: 2100 keys leave room for blocks of 31 rows, so the gradient sums dk and
+  // dv over two blocks of 20.
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 150, 2, 16}, 150, causal);
   addAttention(cases, rng, DType::F32, Shape{2, 70, 1, 8}, 131, false);
+  addAttention(cases, rng, DType::F32, Shape{1, 40, 1, 4}, 2100, false);
   addAttention(cases, rng, DType::BF16, Shape{1, 100, 2, 16}, 100, true);
   // bf16 q, k, v (autocast's activations): bf16 out and gradients, f32 lse and dlse.
   addAttention(cases, rng, DType::BF16, Shape{2, 5, 3, 4}, 5, true);
