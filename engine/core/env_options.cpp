@@ -166,7 +166,7 @@ const Row kRows[] = {
     {{"TESSERA_FUSED_BATCH_NORM", "TESSERA_FUSED_BATCH_NORM=auto|on|off",
       "batch norm in training as the batch_norm_training and batch_norm_grad ops (oneDNN's primitives on the CPU; "
       "other backends run them on the host) or as reductions and elementwise ops, which fuse with their "
-      "neighbours and split under a [mesh]; auto: the latter, as fast on ResNet-18 (see the README)"},
+      "neighbours and split under a [mesh]; auto: the latter, as fast on ResNet-18 (see docs/performance.md)"},
      [](EnvOptions& o, const char* v) { o.fusedBatchNorm = autoOnOff(v); }, nullptr, Takes::Listed},
     {{"TESSERA_RECOMPUTE", "TESSERA_RECOMPUTE=on|off",
       "the recompute pass (on by default) copies cheap elementwise values (add, mul, square, ...) into the kernels "
@@ -187,7 +187,7 @@ const Row kRows[] = {
       "CPU products of bf16 operands (autocast's): onednn, oneDNN's bf16 matmul (AVX512_BF16 or AMX instructions, "
       "f32 accumulation); f32, both operands widened to f32 (exact) for OpenBLAS's SGEMM; each result rounded once to "
       "bf16 either way. auto: oneDNN where the CPU's bf16 products outrun its f32 ones (AMX; AMD's AVX512_BF16), "
-      "f32 elsewhere (an Intel CPU with AVX512_BF16 but no AMX runs them no faster than SGEMM: see the README)"},
+      "f32 elsewhere (an Intel CPU with AVX512_BF16 but no AMX runs them no faster than SGEMM: see docs/performance.md)"},
      [](EnvOptions& o, const char* v) {
        const std::string s = text(v);
        o.cpuBf16Matmul = s == "onednn" || s == "f32" ? s : "auto";
