@@ -397,3 +397,86 @@ def test_several_integer_arrays_and_ints_index_as_numpy():
     want = np.zeros((3, 4), np.float32)
     want[0, 1], want[2, 3] = 2 * 2 * 5.0, 2 * 55.0
     np.testing.assert_array_equal(np.asarray(g), want)
+
+
+# ---- jax.nn's other functions and arguments ---------------------------------------------------------------
+
+
+def test_more_activations_match_their_formulas():
+    x = np.array([-3.0, -0.5, 0.0, 0.5, 2.0, 7.0], np.float32)
+    sp = np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+    elu = np.where(x > 0, x, np.expm1(x))
+    want = {
+        "softplus": sp, "soft_sign": x / (np.abs(x) + 1), "log_sigmoid": -(np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0)),
+        "leaky_relu": np.where(x >= 0, x, 0.01 * x), "elu": elu, "celu": np.maximum(x, 0) + np.expm1(np.minimum(x, 0)),
+        "selu": 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x)),
+        "relu6": np.clip(x, 0, 6), "hard_sigmoid": np.clip(x + 3, 0, 6) / 6, "hard_silu": x * np.clip(x + 3, 0, 6) / 6,
+        "hard_tanh": np.clip(x, -1, 1), "tanh": np.tanh(x), "mish": x * np.tanh(sp),
+        "squareplus": (x + np.sqrt(x * x + 4)) / 2,
+    }
+    for name, w in want.items():
+        np.testing.assert_allclose(np.asarray(getattr(nn, name)(x)), w, rtol=1e-5, atol=1e-6, err_msg=name)
+    y = np.arange(8.0, dtype=np.float32).reshape(2, 4) / 4
+    np.testing.assert_allclose(np.asarray(nn.glu(y)), y[:, :2] / (1 + np.exp(-y[:, 2:])), rtol=1e-6)
+    m, v = y.mean(-1, keepdims=True), y.var(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(nn.standardize(y)), (y - m) / np.sqrt(v + 1e-5), rtol=1e-5, atol=1e-6)
+
+
+def test_relu_of_bools_and_unsigned():
+    assert nn.relu(tnp.asarray([True, False])).dtype == tnp.int32
+    u = nn.relu(tnp.asarray(np.array([0, 200], np.uint8)))
+    assert u.dtype == tnp.uint8
+    np.testing.assert_array_equal(np.asarray(u), [0, 200])
+
+
+def test_softmax_where_logsumexp_b_and_one_hot_axis():
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+    w = np.array([[1, 1, 0], [1, 0, 1]], bool)
+    e = np.where(w, np.exp(x), 0)
+    np.testing.assert_allclose(np.asarray(nn.softmax(x, where=w)), e / e.sum(-1, keepdims=True), rtol=1e-6)
+    ls = np.asarray(nn.log_softmax(x, where=w))
+    assert np.isneginf(ls[~w]).all()
+    np.testing.assert_allclose(ls[w], np.log((e / e.sum(-1, keepdims=True))[w]), rtol=1e-5)
+    b = np.array([1.0, 0.0, 2.0], np.float32)
+    np.testing.assert_allclose(float(nn.logsumexp(x[0], b=b)), np.log(np.sum(b * np.exp(x[0]))), rtol=1e-6)
+    np.testing.assert_allclose(float(nn.logsumexp(x[0], where=w[0])), np.log(np.exp(1.0) + np.exp(2.0)), rtol=1e-6)
+    oh = np.asarray(nn.one_hot(np.array([0, 2]), 3, axis=0))
+    np.testing.assert_array_equal(oh, np.eye(3)[[0, 2]].T)
+
+
+def test_at_get_fill_mode_and_uint8_indices():
+    x = tnp.asarray([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(x.at[np.array([0, 5, -1])].get(mode="fill", fill_value=-1.0)), [1, -1, 3])
+    np.testing.assert_array_equal(np.asarray(x.at[np.array([0, 5])].get()), [1, 3])  # clamped
+    np.testing.assert_array_equal(np.asarray(x[tnp.asarray(np.array([2, 0], np.uint8))]), [3, 1])
+    np.testing.assert_array_equal(np.asarray(x[np.array([2, 0], np.uint8)]), [3, 1])
+
+
+def test_scan_accepts_unroll():
+    carry, ys = tessera.lax.scan(lambda c, v: (c + v, c), 0.0, np.arange(4.0, dtype=np.float32), unroll=2)
+    assert float(carry) == 6.0
+    np.testing.assert_array_equal(np.asarray(ys), [0, 0, 1, 3])
+
+
+# ---- vmap's axes as pytrees ------------------------------------------------------------------------------
+
+
+def test_vmap_in_axes_may_be_pytree_prefixes_and_kwargs_are_mapped():
+    w, s = np.arange(6.0, dtype=np.float32).reshape(2, 3), np.array([10.0, 100.0], np.float32)
+    out = tessera.vmap(lambda p, q: p["w"] * q, in_axes=({"w": 1}, None))({"w": w}, s)
+    np.testing.assert_array_equal(np.asarray(out), w.T * s)
+    a, b = np.ones((3, 2), np.float32), np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    out = tessera.vmap(lambda p: p[0] + p[1], in_axes=((0, 1),))((a, b))
+    np.testing.assert_array_equal(np.asarray(out), a + b.T)
+    out = tessera.vmap(lambda v, scale: v * scale)(np.ones((3, 2), np.float32), scale=np.arange(3.0, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(out), np.ones((3, 2)) * np.arange(3.0)[:, None])
+
+
+def test_vmap_out_axes_per_output():
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    doubled, const = tessera.vmap(lambda v: (v * 2, tnp.ones(4)), out_axes=(1, None))(x)
+    np.testing.assert_array_equal(np.asarray(doubled), (x * 2).T)
+    np.testing.assert_array_equal(np.asarray(const), np.ones(4))
+    d = tessera.vmap(lambda v: {"a": v, "b": v.sum()}, out_axes={"a": -1, "b": 0})(x)
+    np.testing.assert_array_equal(np.asarray(d["a"]), x.T)
+    np.testing.assert_array_equal(np.asarray(d["b"]), x.sum(1))

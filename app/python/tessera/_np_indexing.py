@@ -67,13 +67,15 @@ def _wrapped(indices, n):
     """Integer indices with the negative ones counted from the end of an axis of size n, as jax.numpy does
     before a gather (where(i < 0, i + n, i)); the engine's take clamps them to 0."""
     if isinstance(indices, Array):
-        if indices._dtype_name in ("u8", "u32", "bool"):
+        if indices._dtype_name == "u8":
+            return _C.astype(indices, "i32")  # the engine's gathers take i32, i64 and u32 indices
+        if indices._dtype_name in ("u32", "bool"):
             return indices
         return _C.where(_C.less(indices, 0), indices + n, indices)
     host = _np.asarray(indices)
     if host.dtype.kind == "i":
         host = _np.where(host < 0, host + n, host)
-    return asarray(host)
+    return asarray(host.astype(_np.int32) if host.dtype == _np.uint8 else host)
 
 
 _MODES = (None, "fill", "clip", "wrap", "promise_in_bounds")
@@ -331,7 +333,17 @@ class _IndexUpdate:
     def __init__(self, x, key):
         self._x, self._key = x, key
 
-    def get(self):
+    def get(self, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+        """x[key]; mode="fill" gives fill_value (take's defaults) for out-of-range entries of an integer array
+        on one axis, as jax.numpy's .at[].get(mode="fill")."""
+        _check_mode(mode, "at[].get")
+        key = self._key if isinstance(self._key, tuple) else (self._key,)
+        arrays = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
+        if mode == "fill" and arrays:
+            if len(arrays) > 1 or _builtins.any(not (isinstance(k, slice) and k == slice(None))
+                                                for i, k in enumerate(key) if i != arrays[0]):
+                raise NotImplementedError("at[].get(mode='fill'): one integer array with full slices elsewhere")
+            return take(self._x, key[arrays[0]], axis=arrays[0], fill_value=fill_value)
         return _getitem(self._x, self._key)
 
     def _placed(self, values):
@@ -408,7 +420,7 @@ class _MaskUpdate:
         self._shape = list(x.shape)
         self._inner = _IndexUpdate(*_mask_to_indices(x, key))
 
-    def get(self):
+    def get(self, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
         return self._inner.get()
 
     def _reshaped(name):

@@ -7,7 +7,7 @@ import weakref
 
 from . import _tessera as _C
 from .numpy import Array, asarray, zeros_like, _engine_dtype, _ENGINE_TO_PUBLIC, _FLOATING
-from .tree_util import tree_flatten, tree_map, tree_unflatten
+from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
 
 __all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "eval_shape", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "ShapeDtypeStruct"]
@@ -261,25 +261,41 @@ def vjp(fun, *primals, has_aux=False):
     return result + (tree_unflatten(state["aux_tree"], outs[num_out:]),) if has_aux else result
 
 
+def _axes_per_leaf(spec, tree, what):
+    """The axis of each leaf of tree (in flatten order): spec is an int or None for all of them, or a pytree
+    prefix of tree whose leaves (ints, None) apply to the subtrees under them, as JAX's in_axes/out_axes."""
+    if spec is None or isinstance(spec, int):
+        return [spec] * len(tree_flatten(tree)[0])
+    spec_leaves, spec_def = tree_flatten(spec, is_leaf=lambda a: a is None)
+    subtrees = []
+    _flatten_up_to(spec_def, tree, subtrees, f"vmap: {what}")
+    axes = []
+    for a, sub in zip(spec_leaves, subtrees):
+        if a is not None and not isinstance(a, int):
+            raise ValueError(f"vmap: {what} entries must be ints or None, got {a!r}")
+        axes += [a] * len(tree_flatten(sub)[0])
+    return axes
+
+
 def vmap(fun, in_axes=0, out_axes=0):
-    """jax.vmap: fun mapped over an axis of its arguments. in_axes is an int or None for every argument, or a
-    tuple with one per positional argument (None: shared by every example; an argument's axis applies to all
-    its leaves); out_axes an int for every output."""
-    if not isinstance(out_axes, int):
-        raise NotImplementedError("vmap: out_axes is one int for every output")
+    """jax.vmap: fun mapped over an axis of its arguments. in_axes: an int or None for every argument, or a
+    tuple with one entry per positional argument, each an int, None (shared by every example) or a pytree
+    prefix of the argument (a dict of axes for a dict argument); keyword arguments are mapped over axis 0.
+    out_axes: an int, None or a pytree prefix of the output; None returns an output as it is in the first
+    example (JAX requires it not to depend on the mapped arguments)."""
 
     @functools.wraps(fun)
-    def batched(*args):
-        axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    def batched(*args, **kwargs):
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
         if len(axes) != len(args):
             raise ValueError(f"vmap: in_axes has {len(axes)} entries for {len(args)} arguments")
         leaves, leaf_axes = [], []
         per_arg = []
-        for arg, axis in zip(args, axes):
+        for arg, axis in zip(args + (kwargs,), axes + (0,)):
             arg_leaves, arg_tree = tree_flatten(arg)
             per_arg.append(arg_tree)
             leaves += arg_leaves
-            leaf_axes += [axis] * len(arg_leaves)
+            leaf_axes += _axes_per_leaf(axis, arg, "in_axes")
         arrays = _leaf_arrays(leaves)
         # The engine's -1 means shared; a negative axis counts from the end.
         for a, x in zip(leaf_axes, arrays):
@@ -293,13 +309,16 @@ def vmap(fun, in_axes=0, out_axes=0):
             it, rebuilt = iter(xs), []
             for tree in per_arg:
                 rebuilt.append(tree_unflatten(tree, [next(it) for _ in range(tree.num_leaves)]))
-            out_leaves, tree = tree_flatten(fun(*rebuilt))
+            out_leaves, tree = tree_flatten(fun(*rebuilt[:-1], **rebuilt[-1]))
             out_tree[:] = [tree]
             return _leaf_arrays(out_leaves)
 
         outs = _C.vmap(flat, arrays, leaf_axes)
         if out_axes != 0:
-            outs = [_C.transpose(o, _move_first(o.ndim, out_axes)) for o in outs]
+            placeholder = tree_unflatten(out_tree[0], list(range(len(outs))))
+            out_leaf_axes = _axes_per_leaf(out_axes, placeholder, "out_axes")
+            outs = [o if a == 0 else o[0] if a is None else _C.transpose(o, _move_first(o.ndim, a))
+                    for o, a in zip(outs, out_leaf_axes)]
         return tree_unflatten(out_tree[0], outs)
 
     return batched

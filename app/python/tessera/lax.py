@@ -55,8 +55,9 @@ def _arrays(xs):
     return [asarray(x) for x in xs]
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
-    """f(carry, x) -> (carry, y) over the leading axis of xs; returns (final carry, ys stacked on axis 0)."""
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
+    """f(carry, x) -> (carry, y) over the leading axis of xs; returns (final carry, ys stacked on axis 0).
+    unroll is accepted for JAX's signature; it changes no result (the compiler decides the loop's form)."""
     carry_leaves, carry_tree = tree_flatten(init)
     x_leaves, x_tree = tree_flatten(xs)
     n_carry = len(carry_leaves)

@@ -2,6 +2,8 @@
 BatchNorm, Conv, ConvTranspose, Upsample, Dropout, Sequential: tessera/linen.py), the pools, and the activation functions of jax.nn, which flax.linen
 re-exports."""
 
+import math as _math
+
 from . import _tessera as _C
 from .numpy import asarray, _engine_dtype, float32, _inexact, _axes, _no_axes
 
@@ -12,11 +14,17 @@ from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
            "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
+           "softplus", "soft_sign", "log_sigmoid", "leaky_relu", "elu", "celu", "selu", "relu6", "hard_sigmoid",
+           "hard_silu", "hard_swish", "hard_tanh", "tanh", "mish", "squareplus", "glu", "standardize",
            "max_pool", "avg_pool", "global_avg_pool"]
 
 
 def relu(x):
-    return _C.relu(x)
+    """Unsigned inputs are returned as they are (max(x, 0) is x), bools as int32 (jax.nn's)."""
+    x = asarray(x)
+    if x._dtype_name == "bool":
+        return _C.astype(x, "i32")
+    return x if x._dtype_name in ("u8", "u32") else _C.relu(x)
 
 
 def gelu(x, approximate=True):
@@ -43,16 +51,26 @@ def _single_axis(axis):
     return isinstance(axis, int) or (isinstance(axis, (tuple, list)) and len(axis) == 1)
 
 
-def softmax(x, axis=-1):
-    """axis: an int, a tuple of axes or None (all), as jax.nn.softmax."""
+def _masked_out(x, where, value):
+    return x if where is None else _C.where(_C.broadcast_to(asarray(where, "bool"), list(x.shape)), x, value)
+
+
+def softmax(x, axis=-1, where=None):
+    """axis: an int, a tuple of axes or None (all), as jax.nn.softmax. where=: only those elements take part;
+    the others come out 0."""
     x = _inexact(x)
+    if where is not None:
+        return _masked_out(softmax(_masked_out(x, where, -_math.inf), axis), where, 0.0)
     if _single_axis(axis):
         return _C.softmax(x, axis if isinstance(axis, int) else axis[0])
     return _C.exp(log_softmax(x, axis))
 
 
-def log_softmax(x, axis=-1):
+def log_softmax(x, axis=-1, where=None):
+    """where=: only those elements take part; the others come out -inf."""
     x = _inexact(x)
+    if where is not None:
+        return _masked_out(log_softmax(_masked_out(x, where, -_math.inf), axis), where, -_math.inf)
     if _single_axis(axis):
         return _C.log_softmax(x, axis if isinstance(axis, int) else axis[0])
     if _no_axes(axis):
@@ -60,11 +78,17 @@ def log_softmax(x, axis=-1):
     return x - logsumexp(x, axis, keepdims=True)
 
 
-def logsumexp(x, axis=None, keepdims=False):
+def logsumexp(x, axis=None, keepdims=False, b=None, where=None):
     """jax.nn.logsumexp (jax.scipy.special.logsumexp): over every axis when axis is None, over none for
     axis=(). Where the maximum is infinite the result is that maximum: -inf for a slice of -infs, +inf for
-    one holding +inf (NaN if it also holds NaN), as JAX gets by subtracting 0 instead of a non-finite max."""
+    one holding +inf (NaN if it also holds NaN), as JAX gets by subtracting 0 instead of a non-finite max.
+    b= scales each exp (log(sum(b * exp(x))): x + log(b), NaN for negative b as JAX without return_sign);
+    where= leaves the other elements out."""
     x = _inexact(x)
+    if b is not None:
+        b = _inexact(b)
+        x = x + _C.log(_C.astype(b, x._dtype_name) if b._dtype_name != x._dtype_name else b)
+    x = _masked_out(x, where, -_math.inf)
     if _no_axes(axis):
         return x
     axes = list(range(x.ndim)) if axis is None else _axes(axis)
@@ -74,8 +98,101 @@ def logsumexp(x, axis=None, keepdims=False):
     return _C.where(_C.isfinite(amax), out, _C.astype(amax, out._dtype_name))
 
 
-def one_hot(x, num_classes, dtype=float32):
-    return _C.one_hot(asarray(x), num_classes, _engine_dtype(dtype))
+def one_hot(x, num_classes, dtype=float32, axis=-1):
+    """axis: where the class dim goes in the result (the last by default)."""
+    out = _C.one_hot(asarray(x), num_classes, _engine_dtype(dtype))
+    if axis in (-1, out.ndim - 1):
+        return out
+    from .numpy import moveaxis
+    return moveaxis(out, -1, axis)
+
+
+# More of jax.nn's activations, written as jax.nn writes them.
+def softplus(x):
+    from .numpy import logaddexp
+    return logaddexp(_inexact(x), 0.0)
+
+
+def soft_sign(x):
+    x = _inexact(x)
+    return x / (_C.abs(x) + 1.0)
+
+
+def log_sigmoid(x):
+    return -softplus(-_inexact(x))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    x = _inexact(x)
+    return _C.where(_C.greater_equal(x, 0.0), x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+    x = _inexact(x)
+    positive = _C.greater(x, 0.0)
+    return _C.where(positive, x, alpha * _C.expm1(_C.where(positive, 0.0, x)))
+
+
+def celu(x, alpha=1.0):
+    x = _inexact(x)
+    return _C.maximum(x, 0.0) + alpha * _C.expm1(_C.minimum(x, 0.0) / alpha)
+
+
+def selu(x):
+    return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
+
+
+def relu6(x):
+    return _C.minimum(_C.maximum(_inexact(x), 0.0), 6.0)
+
+
+def hard_sigmoid(x):
+    return relu6(_inexact(x) + 3.0) / 6.0
+
+
+def hard_silu(x):
+    x = _inexact(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def hard_tanh(x):
+    x = _inexact(x)
+    return _C.where(_C.greater(x, 1.0), _C.scalar(1.0, x), _C.where(_C.less(x, -1.0), _C.scalar(-1.0, x), x))
+
+
+def tanh(x):
+    return _C.tanh(_inexact(x))
+
+
+def mish(x):
+    x = _inexact(x)
+    return x * _C.tanh(softplus(x))
+
+
+def squareplus(x, b=4):
+    x = _inexact(x)
+    return (x + _C.sqrt(x * x + b)) / 2.0
+
+
+def glu(x, axis=-1):
+    """The first half along axis times the sigmoid of the second."""
+    from .numpy import split
+    a, g = split(_inexact(x), 2, axis)
+    return a * _C.sigmoid(g)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+    """(x - mean) / sqrt(variance + epsilon), the statistics over axis (E[x^2] - E[x]^2, as jax.nn)."""
+    from . import numpy as tnp
+    x = _inexact(x)
+    if mean is None:
+        mean = tnp.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        variance = tnp.mean(x * x, axis, keepdims=True, where=where) - mean * mean
+    return (x - mean) * _C.rsqrt(variance + epsilon)
 
 
 def _pool_padding(padding):
