@@ -5,17 +5,25 @@
 #include <atomic>
 #include <cstdlib>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "app/cli/project_args.h"
 #include "engine/core/env_options.h"
 #include "engine/project/project.h"
+#include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
 #include "engine/train/run.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 std::atomic<bool> gStop{false};
 std::atomic<int> gInterrupts{0};
@@ -50,12 +58,43 @@ struct TrainArgs {
   bool quiet = false;
 };
 
+// The run --resume continues, when another process of this machine is training it (it started or resumed the
+// run and is alive): both would write the run's metrics and its checkpoint. Anything else (no such run, a
+// damaged store) is left to the run, which says it in full.
+Status checkNotTrainedElsewhere(const project::Project& p, const TrainArgs& a) {
+  const std::string storePath = a.store.empty() ? (fs::path(p.dir) / "runs.db").string() : a.store;
+  auto found = train::findRunCheckpoint(p, a.resume.value_or(0), "latest", storePath);
+  if (!found.ok() || found->run <= 0) return {};
+  auto db = store::RunStore::openReadOnly(storePath);
+  if (!db.ok()) return {};
+  auto run = db->run(found->run);
+  if (!run.ok()) return {};
+  train::settleOrphanedRun(*db, *run);
+  if (run->status != store::RunStatus::Running) return {};
+  auto process = db->artifact(run->id, train::kRunProcessArtifact);
+  if (!process.ok()) return {};
+  const nlohmann::json j = nlohmann::json::parse(process->data, nullptr, false);
+  char host[256] = {};
+  if (!j.is_object() || ::gethostname(host, sizeof host - 1) != 0 || j.value("host", std::string()) != host)
+    return {};
+  const long long pid = j.value("pid", 0LL);
+  if (pid <= 0 || pid == ::getpid()) return {};
+  return makeError("run {} of {} is being trained by another process (pid {}): stop it first (Ctrl-C where it runs, "
+                   "or kill -INT {}), then resume; two processes would both write its metrics and its checkpoint",
+                   run->id, storePath, pid, pid);
+}
+
 int runTrain(const TrainArgs& a) {
   auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera train: " << project.error().message << "\n";
     return 1;
   }
+  if (a.resume)
+    if (auto st = checkNotTrainedElsewhere(*project, a); !st.ok()) {
+      std::cerr << "tessera train: " << st.error().message << "\n";
+      return 1;
+    }
   // The device and matmul precision reach every jitted function through the environment's settings
   // (engine/core/env_options.h), as TESSERA_EXECUTOR does: set, then read again.
   if (!a.device.empty()) setenv("TESSERA_DEVICE", a.device.c_str(), 1);

@@ -542,6 +542,37 @@ class TestCliRuns : public QObject {
     QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
   }
 
+  // --resume of a run that another process is training is refused, naming that process (both went on, writing
+  // the run's metrics and its checkpoint); once it stopped, the run resumes.
+  void aRunIsTrainedByOneProcessAtATime() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    QProcess first;
+    first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
+    QVERIFY(first.waitForStarted());
+    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
+    QElapsedTimer waited;
+    waited.start();
+    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
+    QVERIFY2(list().contains("running"), qPrintable(list()));
+    const QString refused = QString("tessera train: run 1 of %1 is being trained by another process (pid %2): stop it "
+                                    "first")
+                                .arg(dir.filePath("runs.db"))
+                                .arg(first.processId());
+    for (const QStringList& resume : QList<QStringList>{{"--resume", "1"}, {"--resume"}}) {
+      Run second = tessera(QStringList{"train", dir.path(), "--quiet", "--steps", "10000000"} + resume);
+      QCOMPARE(second.exitCode, 1);
+      QVERIFY2(second.err.startsWith(refused), qPrintable(second.err));
+    }
+    ::kill(static_cast<pid_t>(first.processId()), SIGINT);
+    QVERIFY(first.waitForFinished(60000));
+    QCOMPARE(first.exitCode(), 130);
+    Run after = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "1"});
+    QVERIFY2(after.exitCode == 1 && after.err.contains("is at step") && !after.err.contains("another process"),
+             qPrintable(after.err));
+  }
+
   // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
   void closedStdoutStopsTrainingWithACheckpoint() {
     QTemporaryDir dir;
