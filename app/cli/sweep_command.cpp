@@ -333,7 +333,7 @@ std::function<int()> addSweepCommand(CLI::App& app) {
       ->check(nonNegativeNumber());
   cmd->add_option("--range", a->ranges, "KEY=LO:HI or KEY=LO:HI:log: a range --random draws from");
   cmd->add_option("--seed", a->seed, "Seed of the random draws")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Override [train] steps for every run")->check(nonNegativeNumber());
+  cmd->add_option("--steps", a->steps, "Override [train] steps for every run")->check(positiveNumber());
   cmd->add_option("--parallel", a->parallel, "Runs at a time (the cores are split between them)")
       ->capture_default_str()
       ->check(positiveNumber());

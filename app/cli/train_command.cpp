@@ -141,7 +141,8 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a project (a folder with project.toml), headless");
   cmd->add_option("project", args->project, "Project folder or project.toml")->required();
-  cmd->add_option("--steps", args->steps, "Override [train] steps")->check(nonNegativeNumber());
+  // As [train] steps, positive: a run of no steps trained nothing and reported "loss 0.0000 -> 0.0000".
+  cmd->add_option("--steps", args->steps, "Override [train] steps")->check(positiveNumber());
   cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would")
       ->check(nonNegativeNumber());
   cmd->add_option("--resume", args->resume,

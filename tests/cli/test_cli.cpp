@@ -600,6 +600,7 @@ eval_every = 30
     // A numeric option out of range is a one-line error naming it, never a silent default.
     const QString project = QString(TSR_SAMPLES) + "/gpt2_mini";
     for (const QStringList& args : QList<QStringList>{{"train", project, "--steps", "-5"},
+                                                      {"train", project, "--steps", "0"},
                                                       {"train", project, "--stop-at", "-1"},
                                                       {"bench", project, "--batch", "0"},
                                                       {"bench", project, "--seq", "0"},

@@ -514,7 +514,9 @@ class TestCliRuns : public QObject {
     QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1/latest.safetensors")));
     Run steps = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3", "--steps", "-2"});
     QVERIFY(steps.exitCode != 0);
-    QVERIFY2(steps.err.startsWith("--steps: -2 is not a non-negative number"), qPrintable(steps.err));
+    QVERIFY2(steps.err.startsWith("--steps: -2 is not a positive number"), qPrintable(steps.err));
+    Run none = tessera({"sweep", dir.path(), "--grid", "train.lr=1e-3", "--steps", "0"});
+    QVERIFY2(none.exitCode != 0 && none.err.startsWith("--steps: 0 is not a positive number"), qPrintable(none.err));
   }
 
   // An interrupt sent to a sweep alone (kill PID, the IDE's Stop) is passed on to its running run, which stops
