@@ -163,6 +163,28 @@ std::string unknownCommand(const CLI::App& app) {
   return fmt::format("{}: unknown command '{}' (one of {}; {} --help says what each does)", path, *word, names, path);
 }
 
+// CLI11 says "Could not convert: id = abc" of a value that is not of its option's type: said with the command
+// and what the option takes ("tessera runs show: id: 'abc' is not a whole number"). Empty for other errors.
+std::string conversionError(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what(), prefix = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(prefix, 0) != 0 || eq == std::string::npos) return "";
+  const std::string name = what.substr(prefix.size(), eq - prefix.size()), value = what.substr(eq + 3);
+  const CLI::App* at = &app;
+  std::string path = "tessera";
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    path += " " + at->get_name();
+  }
+  const CLI::Option* option = at->get_option_no_throw(name);
+  const std::string type = option ? option->get_type_name() : "";
+  const char* kind = type.rfind("UINT", 0) == 0 ? "a whole number of 0 or more"
+                     : type.rfind("INT", 0) == 0 ? "a whole number"
+                     : type.rfind("FLOAT", 0) == 0 ? "a number"
+                                                   : "a value it takes";
+  return fmt::format("{}: {}: '{}' is not {} ({} --help says what each option takes)", path, name, value, kind, path);
+}
+
 int run(int argc, char** argv) {
   // The backends this build has (cpu, cuda where the toolkit was found): jit and the SPMD runner compile with them.
   tsr::registerBackends();
@@ -207,6 +229,10 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (std::string unknown = unknownCommand(app); !unknown.empty()) {
       std::cerr << unknown << "\n";
+      return e.get_exit_code();
+    }
+    if (std::string conversion = conversionError(app, e); !conversion.empty()) {
+      std::cerr << conversion << "\n";
       return e.get_exit_code();
     }
     return app.exit(e);

@@ -31,7 +31,7 @@ struct ShardArgs {
   // plan
   std::string project;
   double bandwidthGBs = 10.0;
-  bool values = true;
+  bool noValues = false;
   bool program = false;
 };
 
@@ -142,7 +142,7 @@ int runPlan(const ShardArgs& a) {
                              formatBytes(c.info.bytes), c.seconds * 1e3, c.info.reason,
                              c.where.empty() ? "" : " at " + c.where);
   std::cout << fmt::format("  estimated communication per step: {:.3f} ms\n", sp.commSeconds * 1e3);
-  if (a.values) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, sp.plan);
+  if (!a.noValues) std::cout << "\nEvery value of the step (sharding, and why):\n" << sharding::describePlan(g, reg, sp.plan);
   if (a.program) std::cout << "\nThe per-device program:\n" << ir::print(*sp.program, reg);
   return 0;
 }
@@ -165,7 +165,7 @@ std::function<int()> addShardCommand(CLI::App& app) {
   plan->add_option("project", args->project, "Project folder or project.toml")->required();
   plan->add_option("--bandwidth", args->bandwidthGBs, "Interconnect bandwidth per device in GB/s, for the time estimates")
       ->capture_default_str();
-  plan->add_flag("!--no-values", args->values, "Leave out the list of every value");
+  plan->add_flag("--no-values", args->noValues, "Leave out the list of every value");
   plan->add_flag("--program", args->program, "Print the per-device program, collectives included");
   addSetOption(plan, args->sets);
   return [show, plan, args]() { return show->parsed() ? runShow(*args) : plan->parsed() ? runPlan(*args) : -1; };

@@ -590,7 +590,38 @@ eval_every = 30
     QCOMPARE(read(steps.last()).count(QRegularExpression("all_reduce\\(")), 11);
   }
 
+  // Every command's --help: its usage line, and no option shown with CLI11's internals ("--no-values{false}").
+  void everyCommandHasHelp() {
+    Run top = tessera({"--help"});
+    QCOMPARE(top.exitCode, 0);
+    const QStringList commands{"ops", "ir", "compile", "train", "runs", "model-info", "eval", "generate", "logits",
+                               "bench", "profile", "shard", "plugins", "families", "new", "sweep", "memory",
+                               "profile-diff"};
+    for (const QString& command : commands)
+      QVERIFY2(top.out.contains(QRegularExpression("\\n  " + command + " {2,}\\S")), qPrintable(command));
+    QList<QStringList> all;
+    for (const QString& command : commands) all.append(QStringList{command});
+    for (const char* sub : {"show", "plan"}) all.append(QStringList{"shard", sub});
+    for (const char* sub : {"list", "show", "export", "export-trace", "tag", "untag", "note", "rename", "archive",
+                            "unarchive", "delete"})
+      all.append(QStringList{"runs", sub});
+    for (const QStringList& command : all) {
+      Run r = tessera(command + QStringList{"--help"});
+      QVERIFY2(r.exitCode == 0 && r.out.contains("Usage: ") && r.out.contains(command.join(' ')),
+               qPrintable(command.join(' ') + ": " + r.out + r.err));
+      QVERIFY2(!r.out.contains(QRegularExpression("\\{(true|false)\\}")), qPrintable(r.out));
+    }
+  }
+
   void badArgumentsAreMessages() {
+    // A value not of its option's type names the command, the option and what it takes (CLI11 said "Could not
+    // convert: id = abc").
+    Run id = tessera({"runs", "--db", "absent.db", "show", "abc"});
+    QVERIFY2(id.exitCode != 0 && id.err.startsWith("tessera runs show: id: 'abc' is not a whole number"),
+             qPrintable(id.err));
+    Run run = tessera({"eval", TSR_SAMPLES "/gpt2_mini", "--run", "last"});
+    QVERIFY2(run.exitCode != 0 && run.err.startsWith("tessera eval: --run: 'last' is not a whole number"),
+             qPrintable(run.err));
     Run r = tessera({"ir", "--example", "nosuch"});
     QCOMPARE(r.exitCode, 1);
     QVERIFY(r.err.contains("unknown example"));
