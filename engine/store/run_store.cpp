@@ -4,8 +4,8 @@
 #include "engine/store/stmt.h"
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -434,6 +434,11 @@ Result<RunStore> RunStore::openReadOnly(const std::string& path) {
     return makeError("cannot open run store {}: no such file", path);
   }
   if (std::filesystem::is_directory(path, ec)) return makeError("cannot open run store {}: it is a folder", path);
+  // An empty file is what a writer takes for a new store; a reader finds no runs in it and says so.
+  if (std::filesystem::file_size(path, ec) == 0 && !ec)
+    return makeError("{}: not a Tessera run store yet (an empty file: no run has been written to it; tessera train "
+                     "makes it one)",
+                     path);
   TSR_ASSIGN(const ReadAccess access, readAccess(path));
   sqlite3* db = nullptr;
   const std::string name = access == ReadAccess::Immutable ? fileUri(path, "immutable=1") : path;

@@ -365,12 +365,16 @@ class TestCliRuns : public QObject {
   // cannot be read without making a -shm there, is an error that names it and the way out, never an older store
   // shown as if it were all; a reader that may write the store reads it, folds it in and leaves no files.
   void storesTheReaderMayNotWrite() {
-    QTemporaryDir dir;
+    QTemporaryDir temp;
+    setMode(temp.path(), kReadOnlyFolder | QFileDevice::WriteOwner);
+    // A folder name SQLite's URIs must escape.
+    QVERIFY(QDir(temp.path()).mkdir("store #1? ü%20"));
+    QDir dir(QDir(temp.path()).filePath("store #1? ü%20"));
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
     const QString store = dir.filePath("runs.db");
     setMode(store, kReadOnly);
-    auto entries = [&] { return QDir(dir.path()).entryList(QDir::Files | QDir::Hidden, QDir::Name); };
+    auto entries = [&] { return dir.entryList(QDir::Files | QDir::Hidden, QDir::Name); };
     const QStringList files = entries();
     QVERIFY2(!files.contains("runs.db-wal") && !files.contains("runs.db-shm"), qPrintable(files.join(' ')));
     const QByteArray before = bytesOf(store);

@@ -221,6 +221,10 @@ class TestHostileInput : public QObject {
         QCOMPARE(readAll(file), before);
       }
     }
+    // The empty file is what train takes for a new store: said so, not as if it were another program's.
+    failsWith(tessera({"runs", "--db", empty, "list"}),
+              {empty + ": not a Tessera run store yet (an empty file: no run has been written to it; tessera train "
+                       "makes it one)"});
   }
 
   // A store damaged on disk: every read command ends with SQLite's message and the file's name, never a
