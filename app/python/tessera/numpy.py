@@ -12,6 +12,7 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_reductions     sum, mean, var, max, all, allclose, ...; cumsum, cumprod; sort, argsort, argmax, argmin
 #   _np_indexing       where, nonzero, take; x[key] and x.at[key]
 #   _np_linalg         dot, einsum, outer, tensordot; tessera.numpy.linalg
+#   _np_composite      functions written with the others: hstack, diag, trace, diff, the nan* reductions, sinh, ...
 #   _np_array_methods  the Array type's Python methods and operators, installed when it is imported
 # This module re-exports the function objects themselves (no wrappers: a call costs no extra frame), and the
 # private helpers other modules of the package use (_engine_dtype, _FLOATING, _inexact, _axes, ...).
@@ -39,6 +40,15 @@ from ._np_reductions import (all, allclose, amax, amin, any, argmax, argmin, arg
 from ._np_indexing import (argwhere, flatnonzero, NonConcreteBooleanIndexError, nonzero, take, take_along_axis, where,
                            _getitem)
 from ._np_linalg import dot, einsum, linalg, outer, tensordot
+from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atleast_1d, atleast_2d, atleast_3d,
+                            average, bitwise_invert, bitwise_not, broadcast_arrays, broadcast_shapes, cbrt,
+                            column_stack, copysign, cosh, count_nonzero, cumulative_sum, deg2rad, degrees, diag,
+                            diagonal, diff, dstack, empty, empty_like, finfo, fliplr, flipud, float_power, fmax,
+                            fmin, fmod, heaviside, hstack, hypot, identity, iinfo, invert, isin, isscalar,
+                            issubdtype, logaddexp2, meshgrid, nan_to_num, nanargmax, nanargmin, nanmax, nanmean,
+                            nanmin, nanprod, nanstd, nansum, nanvar, ndim, rad2deg, radians, rint, rot90, row_stack,
+                            searchsorted, select, shape, signbit, sinc, sinh, size, trace, tril_indices,
+                            triu_indices, trunc, vstack)
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
 
 # help() and pickle name the public module, not the private one that holds the code.
