@@ -84,10 +84,26 @@ Status checkNotTrainedElsewhere(const project::Project& p, const TrainArgs& a) {
                    run->id, storePath, pid, pid);
 }
 
+// A run writes its checkpoints under the project's folder (checkpoints/run-N): a folder this user may not write
+// is said before the run is created, rather than as a failed run ("cannot create the checkpoint folder ...").
+Status checkCheckpointsWritable(const project::Project& p) {
+  std::error_code ec;
+  const fs::path dir = p.dir.empty() ? fs::path(".") : fs::path(p.dir), checkpoints = dir / "checkpoints";
+  const fs::path target = fs::is_directory(checkpoints, ec) ? checkpoints : dir;
+  if (::access(target.c_str(), W_OK) == 0) return {};
+  return makeError("{}: this user may not write {}, where a run keeps its checkpoints (checkpoints/run-N); copy the "
+                   "project to a folder of yours",
+                   p.file, target.string());
+}
+
 int runTrain(const TrainArgs& a) {
   auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
     std::cerr << "tessera train: " << project.error().message << "\n";
+    return 1;
+  }
+  if (auto st = checkCheckpointsWritable(*project); !st.ok()) {
+    std::cerr << "tessera train: " << st.error().message << "\n";
     return 1;
   }
   if (a.resume)

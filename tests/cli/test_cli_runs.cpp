@@ -394,6 +394,19 @@ class TestCliRuns : public QObject {
     QCOMPARE(tag.exitCode, 1);
     QVERIFY2(tag.err.contains("run store " + store + ": this user may not write it"), qPrintable(tag.err));
     QCOMPARE(entries(), files);
+    // Training it with a store elsewhere: the checkpoints' folder is said before a run is made (it was a failed
+    // run, "cannot create the checkpoint folder").
+    setMode(temp.path(), kOpenFolder);
+    setMode(dir.filePath("checkpoints"), kReadOnlyFolder);
+    const QString elsewhere = QDir(temp.path()).filePath("elsewhere.db");
+    Run train = tesseraAsReader({"train", dir.path(), "--quiet", "--steps", "1", "--db", elsewhere});
+    QCOMPARE(train.exitCode, 1);
+    QVERIFY2(train.err.startsWith("tessera train: " + dir.filePath("project.toml") + ": this user may not write " +
+                                  dir.filePath("checkpoints") + ", where a run keeps its checkpoints"),
+             qPrintable(train.err));
+    QVERIFY(!QFile::exists(elsewhere));
+    setMode(dir.filePath("checkpoints"), kOpenFolder);
+    setMode(temp.path(), kReadOnlyFolder | QFileDevice::WriteOwner);
 
     // A killed writer's -wal: a rename that never reached the file.
     setMode(dir.path(), kReadOnlyFolder | QFileDevice::WriteOwner);
