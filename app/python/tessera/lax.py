@@ -301,3 +301,20 @@ def optimization_barrier(operand):
     moves work across: every output exists only once every input does."""
     leaves, tree = tree_flatten(operand)
     return tree_unflatten(tree, _C.optimization_barrier(_arrays(leaves)))
+
+
+# jax.lax's elementwise, shape and indexing functions (tessera/_lax_ops.py), looked up as attributes of this
+# module (PEP 562) so that names such as abs, round, slice and map do not shadow the builtins in the code above.
+from . import _lax_ops  # noqa: E402
+
+__all__ += [_n for _n in _lax_ops.__all__ if _n not in __all__]
+
+
+def __getattr__(name):
+    if name in _lax_ops.__all__:
+        return getattr(_lax_ops, name)
+    raise AttributeError(f"module 'tessera.lax' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_lax_ops.__all__))

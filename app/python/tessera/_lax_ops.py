@@ -1,0 +1,347 @@
+"""jax.lax's elementwise, shape and indexing functions over the engine's ops (tessera.lax re-exports them).
+Operands are promoted as tessera.numpy promotes them, where jax.lax requires equal dtypes."""
+
+import builtins as _builtins
+
+import numpy as _np
+
+from . import _tessera as _C
+from . import numpy as _tnp
+from .numpy import asarray, _engine_dtype
+
+__all__ = ["abs", "acos", "asin", "atan", "atan2", "ceil", "cos", "cosh", "div", "eq", "ne", "lt", "le", "gt",
+           "ge", "erf", "erf_inv", "exp", "exp2", "expm1", "floor", "is_finite", "log", "log1p", "logistic", "mul",
+           "neg", "sub", "pow", "rem", "round", "rsqrt", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "shift_left",
+           "shift_right_arithmetic", "shift_right_logical", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "bitwise_not", "clamp", "select", "select_n", "convert_element_type", "broadcast", "broadcast_in_dim",
+           "reshape", "transpose", "squeeze", "expand_dims", "concatenate", "rev", "pad", "slice", "slice_in_dim",
+           "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
+           "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim", "iota", "full", "full_like",
+           "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cummin", "dot",
+           "sort_key_val", "switch", "map"]
+
+abs = _C.abs
+acos = _tnp.arccos
+asin = _tnp.arcsin
+atan = _tnp.arctan
+atan2 = _C.arctan2
+ceil = _C.ceil
+cos = _C.cos
+cosh = _tnp.cosh
+sinh = _tnp.sinh
+eq, ne, lt, le, gt, ge = _C.equal, _C.not_equal, _C.less, _C.less_equal, _C.greater, _C.greater_equal
+erf = _C.erf
+erf_inv = _C.erf_inv
+exp = _C.exp
+exp2 = _C.exp2
+expm1 = _C.expm1
+floor = _C.floor
+is_finite = _C.isfinite
+log = _C.log
+log1p = _C.log1p
+logistic = _C.sigmoid
+mul = _C.multiply
+neg = _C.neg
+sub = _C.subtract
+pow = _C.power
+rsqrt = _C.rsqrt
+sign = _C.sign
+sin = _C.sin
+sqrt = _C.sqrt
+tan = _C.tan
+tanh = _C.tanh
+shift_left = _C.left_shift
+bitwise_and, bitwise_or, bitwise_xor = _C.bitwise_and, _C.bitwise_or, _C.bitwise_xor
+bitwise_not = _C.logical_not
+
+
+def div(x, y):
+    """Division; integers round towards zero (C's), unlike tnp's floor_divide."""
+    return _C.divide(x, y)
+
+
+def rem(x, y):
+    """The remainder with the dividend's sign (C's fmod), lax.rem's."""
+    return _C.rem(x, y)
+
+
+def round(x, rounding_method=0):
+    """Halves away from zero (rounding_method 0, lax's default) or to even (1)."""
+    if rounding_method in (1, "TO_NEAREST_EVEN") or getattr(rounding_method, "name", None) == "TO_NEAREST_EVEN":
+        return _tnp.round(x)
+    return _C.round(x)
+
+
+def shift_right_arithmetic(x, y):
+    """The sign bit shifted in; unsigned values are read as signed ones of their width."""
+    x = asarray(x)
+    if x._dtype_name == "u32":
+        return _C.astype(_C.right_shift(_C.astype(x, "i32"), y), "u32")
+    if x._dtype_name == "u8":
+        signed = _C.astype(x, "i32") - 256 * _C.astype(_C.greater_equal(x, 128), "i32")
+        return _C.astype(_C.bitwise_and(_C.right_shift(signed, y), 255), "u8")
+    return _C.right_shift(x, y)
+
+
+def shift_right_logical(x, y):
+    """Zeros shifted in from the left, whatever the sign (through the unsigned type of the same width)."""
+    x = asarray(x)
+    if x._dtype_name == "i32":
+        return _C.astype(_C.right_shift(_C.astype(x, "u32"), _C.astype(asarray(y), "u32")), "i32")
+    return _C.right_shift(x, y)
+
+
+def clamp(min, x, max):
+    return _C.minimum(_C.maximum(x, min), max)
+
+
+def select(pred, on_true, on_false):
+    return _C.where(pred, on_true, on_false)
+
+
+def select_n(which, *cases):
+    """cases[which]: which is a bool (two cases) or an integer array."""
+    if not cases:
+        raise ValueError("select_n: at least one case is required")
+    which = asarray(which)
+    if which._dtype_name == "bool":
+        if len(cases) != 2:
+            raise ValueError("select_n: a bool selector takes exactly two cases")
+        return _C.where(which, cases[1], cases[0])
+    out = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        out = _C.where(_C.equal(which, k), cases[k], out)
+    return out
+
+
+def convert_element_type(operand, new_dtype):
+    return _C.astype(asarray(operand), _engine_dtype(new_dtype))
+
+
+def broadcast(operand, sizes):
+    operand = asarray(operand)
+    return _C.broadcast_to(operand, list(sizes) + list(operand.shape))
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions):
+    """operand's dim i becomes dim broadcast_dimensions[i] of shape; the others are broadcast."""
+    operand = asarray(operand)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = operand.shape[i]
+    return _C.broadcast_to(_C.reshape(operand, expanded), list(shape))
+
+
+def reshape(operand, new_sizes, dimensions=None):
+    operand = asarray(operand)
+    if dimensions is not None:
+        operand = _C.transpose(operand, list(dimensions))
+    return _C.reshape(operand, list(new_sizes))
+
+
+def transpose(operand, permutation):
+    return _C.transpose(asarray(operand), list(permutation))
+
+
+def squeeze(array, dimensions):
+    return _C.squeeze(asarray(array), list(dimensions))
+
+
+def expand_dims(array, dimensions):
+    return _tnp.expand_dims(array, tuple(dimensions))
+
+
+def concatenate(operands, dimension):
+    return _C.concatenate([asarray(o) for o in operands], dimension)
+
+
+def rev(operand, dimensions):
+    return _C.flip(asarray(operand), list(dimensions))
+
+
+def pad(operand, padding_value, padding_config):
+    """padding_config: one (low, high, interior) per dim."""
+    lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
+    return _C.pad(asarray(operand), list(lo), list(hi), float(padding_value), list(interior))
+
+
+def slice(operand, start_indices, limit_indices, strides=None):
+    operand = asarray(operand)
+    return _C.slice(operand, list(start_indices), list(limit_indices), list(strides or [1] * operand.ndim))
+
+
+def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
+    operand = asarray(operand)
+    axis %= operand.ndim
+    n = operand.shape[axis]
+    start, limit, _ = _builtins.slice(start_index, limit_index).indices(n)
+    starts = [start if i == axis else 0 for i in range(operand.ndim)]
+    limits = [limit if i == axis else d for i, d in enumerate(operand.shape)]
+    strides = [stride if i == axis else 1 for i in range(operand.ndim)]
+    return _C.slice(operand, starts, limits, strides)
+
+
+def _clamped_start(start, dim, size):
+    """A start index (int or 0-d array): counted from the end when negative (jax.lax's), then clamped so that
+    [start, start + size) lies inside the dim, as XLA's."""
+    if isinstance(start, (int, _np.integer)):
+        start = int(start) + dim if start < 0 else int(start)
+        return _builtins.min(_builtins.max(start, 0), dim - size)
+    start = _C.astype(asarray(start), "i32")
+    start = _C.where(_C.less(start, 0), start + dim, start)
+    return _C.minimum(_C.maximum(start, 0), dim - size)
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """operand[start : start + size] on every dim, the starts (ints or traced scalars) clamped into range as
+    XLA's: one gather per dim whose start is traced, a slice for the rest."""
+    operand = asarray(operand)
+    starts = list(start_indices)
+    if len(starts) != operand.ndim or len(slice_sizes) != operand.ndim:
+        raise ValueError(f"dynamic_slice: {len(starts)} starts and {len(slice_sizes)} sizes for an array of rank "
+                         f"{operand.ndim}")
+    out = operand
+    for axis, (start, size) in enumerate(zip(starts, slice_sizes)):
+        dim = operand.shape[axis]
+        if size > dim:
+            raise ValueError(f"dynamic_slice: slice size {size} exceeds dim {axis} of size {dim}")
+        s = _clamped_start(start, dim, size)
+        if isinstance(s, int):
+            out = slice_in_dim(out, s, s + size, 1, axis)
+        else:
+            out = _C.take(out, _C.iota([size], 0, "i32") + s, axis)
+    return out
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    operand = asarray(operand)
+    axis %= operand.ndim
+    starts = [start_index if i == axis else 0 for i in range(operand.ndim)]
+    sizes = [slice_size if i == axis else d for i, d in enumerate(operand.shape)]
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else _C.squeeze(out, [axis % out.ndim])
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """operand with update written at the starts (clamped so that it fits, as XLA's): update gathered to
+    operand's shape, then selected inside the window. Differentiable in both, batches under vmap."""
+    operand, update = asarray(operand), asarray(update)
+    if update.ndim != operand.ndim:
+        raise ValueError(f"dynamic_update_slice: update of rank {update.ndim} for an operand of rank {operand.ndim}")
+    if update.size == 0:
+        return operand
+    placed, inside = update, None
+    for axis, (start, size) in enumerate(zip(start_indices, update.shape)):
+        dim = operand.shape[axis]
+        if size > dim:
+            raise ValueError(f"dynamic_update_slice: update dim {axis} of size {size} exceeds the operand's {dim}")
+        s = _clamped_start(start, dim, size)
+        rel = _C.iota([dim], 0, "i32") - s
+        placed = _C.take(placed, _C.minimum(_C.maximum(rel, 0), size - 1), axis)
+        ok = _C.bitwise_and(_C.greater_equal(rel, 0), _C.less(rel, size))
+        ok = _C.reshape(ok, [dim if i == axis else 1 for i in range(operand.ndim)])
+        inside = ok if inside is None else _C.bitwise_and(inside, ok)
+    if inside is None:  # a 0-d operand
+        return _C.astype(update, operand._dtype_name)
+    return _C.where(inside, _C.astype(placed, operand._dtype_name), operand)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    operand = asarray(operand)
+    axis %= operand.ndim
+    return dynamic_update_slice(operand, update, [start_index if i == axis else 0 for i in range(operand.ndim)])
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+    operand, update = asarray(operand), asarray(update)
+    axis %= operand.ndim
+    if update.ndim == operand.ndim - 1:
+        update = _C.expand_dims(update, axis)
+    return dynamic_update_slice_in_dim(operand, update, index, axis)
+
+
+def iota(dtype, size):
+    return _C.iota([int(size)], 0, _engine_dtype(dtype))
+
+
+def full(shape, fill_value, dtype=None):
+    if dtype is None:
+        fill = asarray(fill_value)
+        return _C.broadcast_to(fill, list(shape)) if fill.ndim == 0 else _tnp.full(shape, fill_value)
+    return _tnp.full(shape, fill_value, dtype)
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    x = asarray(x)
+    return _tnp.full(x.shape if shape is None else shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def reduce_sum(operand, axes):
+    return _C.sum(asarray(operand), list(axes), False) if len(axes) else asarray(operand)
+
+
+def reduce_max(operand, axes):
+    return _C.max(asarray(operand), list(axes), False) if len(axes) else asarray(operand)
+
+
+def reduce_min(operand, axes):
+    return _C.min(asarray(operand), list(axes), False) if len(axes) else asarray(operand)
+
+
+def reduce_prod(operand, axes):
+    return _C.prod(asarray(operand), list(axes), False) if len(axes) else asarray(operand)
+
+
+def argmax(operand, axis, index_dtype):
+    return _C.astype(_tnp.argmax(operand, axis), _engine_dtype(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    return _C.astype(_tnp.argmin(operand, axis), _engine_dtype(index_dtype))
+
+
+def cummin(operand, axis=0, reverse=False):
+    operand = asarray(operand)
+    if operand._dtype_name in ("u8", "u32", "bool"):
+        flipped = _C.logical_not(operand)  # ~x reverses the order of unsigned values
+        return _C.logical_not(_C.cummax(flipped, axis, reverse))
+    return _C.neg(_C.cummax(_C.neg(operand), axis, reverse))
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """The contraction of lhs's last dim with rhs's first (vector and matrix operands)."""
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    if lhs.ndim > 2 or rhs.ndim > 2:
+        raise TypeError(f"lax.dot: operands of rank 1 or 2, got {lhs.shape} and {rhs.shape}")
+    out = _tnp.matmul(lhs, rhs)
+    return out if preferred_element_type is None else _C.astype(out, _engine_dtype(preferred_element_type))
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    return tuple(_C.sort([asarray(keys), asarray(values)], dimension, is_stable, 1))
+
+
+def switch(index, branches, *operands):
+    """branches[index](*operands), index clamped to the branches (lax.switch); a traced index becomes nested
+    conds."""
+    from .lax import cond
+    branches = list(branches)
+    if not branches:
+        raise ValueError("switch: at least one branch is required")
+    if isinstance(index, (int, _np.integer)):
+        return branches[_builtins.min(_builtins.max(int(index), 0), len(branches) - 1)](*operands)
+    index = _C.minimum(_C.maximum(_C.astype(asarray(index), "i32"), 0), len(branches) - 1)
+    chosen = branches[-1]
+    for k in range(len(branches) - 2, -1, -1):
+        chosen = (lambda k, rest: lambda *ops: cond(_C.equal(index, k), branches[k], rest, *ops))(k, chosen)
+    return chosen(*operands)
+
+
+def map(f, xs):
+    """f over the leading axis of xs (a pytree), one scan."""
+    from .lax import scan
+    return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
