@@ -480,3 +480,16 @@ def test_vmap_out_axes_per_output():
     d = tessera.vmap(lambda v: {"a": v, "b": v.sum()}, out_axes={"a": -1, "b": 0})(x)
     np.testing.assert_array_equal(np.asarray(d["a"]), x.T)
     np.testing.assert_array_equal(np.asarray(d["b"]), x.sum(1))
+
+
+def test_aux_values_that_are_not_arrays_come_back_as_they_are():
+    (value, aux), g = tessera.value_and_grad(lambda v: (tnp.sum(v * v), (v.shape[0], "label", v * 2)),
+                                             has_aux=True)(np.ones(3, np.float32))
+    assert aux[0] == 3 and isinstance(aux[0], int) and aux[1] == "label"
+    np.testing.assert_array_equal(np.asarray(aux[2]), [2, 2, 2])
+    np.testing.assert_array_equal(np.asarray(g), [2, 2, 2])
+    g, aux = tessera.grad(lambda v: (tnp.sum(v), {"n": 1.5}), has_aux=True)(np.ones(2, np.float32))
+    assert aux == {"n": 1.5}
+    out, fn, aux = tessera.vjp(lambda v: (v * 2, 7), np.ones(2, np.float32), has_aux=True)
+    assert aux == 7
+    np.testing.assert_array_equal(np.asarray(fn(np.ones(2, np.float32))[0]), [2, 2])

@@ -5,6 +5,8 @@ import functools
 import inspect
 import weakref
 
+import numpy as _np
+
 from . import _tessera as _C
 from .numpy import Array, asarray, zeros_like, _engine_dtype, _ENGINE_TO_PUBLIC, _FLOATING
 from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
@@ -15,6 +17,23 @@ __all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "eval_shape"
 
 def _leaf_arrays(leaves):
     return [asarray(x) for x in leaves]
+
+
+class _AuxLeaves:
+    """has_aux outputs: array leaves leave the trace as outputs; other leaves (Python numbers, strings) are kept
+    as they are and put back, as JAX returns them."""
+
+    def __init__(self):
+        self.tree, self.kept = None, []
+
+    def arrays(self, aux):
+        leaves, self.tree = tree_flatten(aux)
+        self.kept = [None if isinstance(x, (Array, _np.ndarray, _np.generic)) else (x,) for x in leaves]
+        return [asarray(x) for x, k in zip(leaves, self.kept) if k is None]
+
+    def rebuild(self, arrays):
+        it = iter(arrays)
+        return tree_unflatten(self.tree, [next(it) if k is None else k[0] for k in self.kept])
 
 
 def _avals(arrays):
@@ -183,7 +202,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     def wrapped(*args, **kwargs):
         nums = _argnums(argnums, len(args), "value_and_grad")
         leaves, treedef = tree_flatten(tuple(args[n] for n in nums))
-        aux_tree = []
+        aux_out = _AuxLeaves()
 
         def flat(xs):
             diff = tree_unflatten(treedef, xs)
@@ -197,9 +216,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
                 out, aux = out
             else:
                 aux = None
-            aux_leaves, tree = tree_flatten(aux)
-            aux_tree[:] = [tree]
-            return [asarray(out)] + _leaf_arrays(aux_leaves)
+            return [asarray(out)] + aux_out.arrays(aux)
 
         arrays = _leaf_arrays(leaves)
         for a in arrays:
@@ -211,7 +228,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         g = tree_unflatten(treedef, grads)
         g = g[0] if isinstance(argnums, int) else g
         if has_aux:
-            return (value, tree_unflatten(aux_tree[0], aux_leaves)), g
+            return (value, aux_out.rebuild(aux_leaves)), g
         return value, g
 
     return wrapped
@@ -233,6 +250,7 @@ def vjp(fun, *primals, has_aux=False):
     """jax.vjp: (fun(*primals), vjp_fn), where vjp_fn(cotangent) gives one cotangent per primal."""
     leaves, treedef = tree_flatten(primals)
     state = {}
+    aux_out = _AuxLeaves()
 
     def flat(xs):
         out = fun(*tree_unflatten(treedef, xs))
@@ -241,11 +259,11 @@ def vjp(fun, *primals, has_aux=False):
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError("vjp(has_aux=True): the function must return a pair (output, aux)")
             out, aux = out
-            aux_leaves, state["aux_tree"] = tree_flatten(aux)
+            aux_leaves = aux_out.arrays(aux)
         out_leaves, state["out_tree"] = tree_flatten(out)
         state["num_out"] = len(out_leaves)
         # aux leaves leave the trace as outputs (values, not tracers), with no cotangent
-        return _leaf_arrays(out_leaves) + _leaf_arrays(aux_leaves)
+        return _leaf_arrays(out_leaves) + aux_leaves
 
     outs, pullback = _C.vjp(flat, _leaf_arrays(leaves))
     out_tree, num_out = state["out_tree"], state["num_out"]
@@ -258,7 +276,7 @@ def vjp(fun, *primals, has_aux=False):
         return tuple(tree_unflatten(treedef, pullback(_leaf_arrays(ct_leaves) + [None] * num_aux)))
 
     result = (tree_unflatten(out_tree, outs[:num_out]), vjp_fn)
-    return result + (tree_unflatten(state["aux_tree"], outs[num_out:]),) if has_aux else result
+    return result + (aux_out.rebuild(outs[num_out:]),) if has_aux else result
 
 
 def _axes_per_leaf(spec, tree, what):
