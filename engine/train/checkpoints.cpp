@@ -32,15 +32,18 @@ int64_t numberIn(const std::string& name, const std::string& prefix, const std::
 }
 
 // The owner id in a checkpoint folder's owner file; "" when the folder has none.
-std::string ownerOf(const fs::path& dir) {
+// A line "KEY = VALUE" of the folder's owner file: "" without the file, "?" when the file lacks the key.
+std::string ownerField(const fs::path& dir, const std::string& name) {
   auto text = data::readFile((dir / kOwnerFile).string());
   if (!text.ok()) return "";
-  const std::string key = "owner = ";
+  const std::string key = name + " = ";
   const size_t at = text->find(key);
   if (at == std::string::npos) return "?";  // an owner file, unreadable: nobody's folder to take
   const size_t end = text->find('\n', at);
   return text->substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
 }
+
+std::string ownerOf(const fs::path& dir) { return ownerField(dir, "owner"); }
 
 std::string randomId() {
   std::random_device rd;
@@ -203,10 +206,40 @@ int64_t checkpointDirBytes(const std::string& dir) {
   return bytes;
 }
 
+namespace {
+
+bool sameFile(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
+// The checkpoint folder that deleting a run removes. The one beside the store comes first when the store is its
+// project's runs.db: a project copied or moved with its store keeps its runs and their checkpoints together,
+// while the run recorded the project folder it was trained in. A folder under that recorded project whose owner
+// file names another store belongs to that store (the project was copied, store and all): not this one's to
+// remove.
+Result<std::string> deletableCheckpointDir(const std::string& dbPath, const store::RunStore& db,
+                                           const store::RunInfo& info) {
+  std::error_code ec;
+  const fs::path storeFolder = fs::absolute(dbPath, ec).parent_path();
+  if (auto beside = ownedCheckpointDir(storeFolder.string(), db, info.id); beside.ok() && fs::exists(*beside, ec))
+    return beside;
+  TSR_ASSIGN(std::string dir, ownedCheckpointDir(info.project, db, info.id));
+  const std::string owner = fs::exists(dir, ec) ? ownerField(dir, "store") : "";
+  if (!owner.empty() && owner != "?" && !sameFile(owner, dbPath))
+    return makeError("{} belongs to run {} of {} (its {}), not to this run of {} (a copy of that store?): it is left "
+                     "as it is",
+                     dir, info.id, owner, kOwnerFile, dbPath);
+  return dir;
+}
+
+}  // namespace
+
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
   TSR_ASSIGN(store::RunInfo info, db.run(run));
-  auto dir = ownedCheckpointDir(info.project, db, run);
+  auto dir = deletableCheckpointDir(dbPath, db, info);
   if (!dir.ok())
     return fmt::format("run {} ({}) with its metrics, artifacts and profiles (no checkpoints: {})", run, info.name,
                        dir.error().message);
@@ -224,7 +257,7 @@ Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
     return makeError("run {} is running: stop it first (a run whose process died is marked crashed by the IDE, or "
                      "resume it)", run);
   // Another run's folder of the same name is not this run's to remove.
-  if (auto dir = ownedCheckpointDir(info.project, db, run); dir.ok()) {
+  if (auto dir = deletableCheckpointDir(dbPath, db, info); dir.ok()) {
     std::error_code ec;
     fs::remove_all(*dir, ec);
     if (ec) return makeError("cannot remove {}: {}", *dir, ec.message());

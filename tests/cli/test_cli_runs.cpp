@@ -443,6 +443,31 @@ class TestCliRuns : public QObject {
     QCOMPARE(entries(), files);
   }
 
+  // A project copied with its store: deleting a run of the copy removes the copy's checkpoints, never the
+  // original's (it removed the folder under the project the run recorded, the original's, and kept the copy's);
+  // a copy of the store alone names the original's folder and leaves it as it is.
+  void deletingARunOfACopiedProjectKeepsTheOriginals() {
+    QTemporaryDir dir;
+    const QString original = dir.filePath("original"), copy = dir.filePath("copy");
+    QVERIFY(QDir().mkpath(original));
+    writeFile(original + "/project.toml", kTinyMlp);
+    QCOMPARE(tessera({"train", original, "--quiet", "--steps", "2"}).exitCode, 0);
+    QCOMPARE(QProcess::execute("cp", {"-r", original, copy}), 0);
+    const QString kept = original + "/checkpoints/run-1/latest.safetensors";
+    Run deleted = tessera({"runs", "--project", copy, "delete", "1", "--yes"});
+    QVERIFY2(deleted.exitCode == 0 && deleted.out.contains(copy + "/checkpoints/run-1"),
+             qPrintable(deleted.out + deleted.err));
+    QVERIFY(QFile::exists(kept));
+    QVERIFY(!QDir(copy + "/checkpoints/run-1").exists());
+    QVERIFY(QFile::copy(original + "/runs.db", dir.filePath("alone.db")));
+    Run alone = tessera({"runs", "--db", dir.filePath("alone.db"), "delete", "1", "--yes"});
+    QVERIFY2(alone.exitCode == 0 &&
+                 alone.out.contains(original + "/checkpoints/run-1 belongs to run 1 of " + original + "/runs.db"),
+             qPrintable(alone.out + alone.err));
+    QVERIFY(QFile::exists(kept));
+    QVERIFY(tessera({"eval", original}).exitCode == 0);
+  }
+
   // A run whose process was killed (SIGKILL: nothing of it ran after) is listed as crashed, not running forever,
   // and can be deleted; a run still training is listed as running.
   void aKilledRunIsListedAsCrashed() {
