@@ -493,3 +493,22 @@ def test_aux_values_that_are_not_arrays_come_back_as_they_are():
     out, fn, aux = tessera.vjp(lambda v: (v * 2, 7), np.ones(2, np.float32), has_aux=True)
     assert aux == 7
     np.testing.assert_array_equal(np.asarray(fn(np.ones(2, np.float32))[0]), [2, 2])
+
+
+def test_at_updates_with_several_integer_arrays_and_ints():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    j, k = np.array([0, 2, -1]), np.array([[1], [2]])
+    for key in [(0, j), (slice(None), 0, j), (0, slice(None), j), (k, j), (slice(None), k, j), (k, slice(None), j),
+                (np.array([1, 1]), np.array([2, 2])), (Ellipsis, j, 0)]:
+        want = x.copy()
+        np.add.at(want, key, 100.0)  # repeated indices add up
+        np.testing.assert_array_equal(np.asarray(tnp.asarray(x).at[key].add(100.0)), want)
+        want = x.copy()
+        want[key] = -1.0
+        np.testing.assert_array_equal(np.asarray(tnp.asarray(x).at[key].set(-1.0)), want)
+    # An entry out of range on any axis is dropped (JAX's scatter mode).
+    np.testing.assert_array_equal(np.asarray(tnp.zeros((2, 3)).at[np.array([0, 5]), np.array([1, 1])].add(1.0)),
+                                  [[0, 1, 0], [0, 0, 0]])
+    g = tessera.grad(lambda v: tnp.sum(tnp.zeros((2, 3)).at[np.array([0, 1]), np.array([2, 0])].set(v) ** 2))(
+        np.array([3.0, 4.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(g), [6, 8])

@@ -369,11 +369,51 @@ class _IndexUpdate:
         if not arrays:
             return None
         taken = _getitem(self._x, key)  # checks the index as indexing does
+        single = len(arrays) == 1 and _builtins.all(isinstance(k, slice) and k == slice(None)
+                                                   for i, k in enumerate(key) if i != arrays[0])
+        if not single:
+            return self._scatter_advanced(op, values, key, taken.shape)
         axis = arrays[0]
         idx = asarray(key[axis])
         idx = _C.where(idx < 0, idx + self._x.shape[axis], idx)
         v = _C.broadcast_to(_C.astype(asarray(values), self._x._dtype_name), list(taken.shape))
         return getattr(_C, op)(self._x, idx, v, axis)
+
+    def _scatter_advanced(self, op, values, key, taken_shape):
+        """Several integer arrays and ints (x.at[i, j], x.at[0, j]) with full slices elsewhere: one scatter
+        over the indexed axes flattened into one. Entries out of range on any axis are dropped (JAX's mode)."""
+        x = self._x
+        n_used = len([k for k in key if k is not Ellipsis])
+        ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+        if ellipses:
+            at = ellipses[0]
+            key = key[:at] + (slice(None),) * (x.ndim - n_used) + key[at + 1:]
+        key = key + (slice(None),) * (x.ndim - len(key))
+        if _builtins.any(k is None or (isinstance(k, slice) and k != slice(None)) for k in key):
+            raise NotImplementedError("at[]: integer arrays and ints with full slices elsewhere are supported")
+        adv_axes = [i for i, k in enumerate(key) if not isinstance(k, slice)]
+        rest_axes = [i for i, k in enumerate(key) if isinstance(k, slice)]
+        indices = [asarray(key[i]) for i in adv_axes]
+        shape = list(_np.broadcast_shapes(*[tuple(i.shape) for i in indices]))
+        flat, inside = None, None
+        for axis, i in zip(adv_axes, indices):
+            n = x.shape[axis]
+            i = _C.broadcast_to(_C.astype(_wrapped(i, n), "i32"), shape)
+            ok = _C.bitwise_and(_C.greater_equal(i, 0), _C.less(i, n))
+            inside = ok if inside is None else _C.bitwise_and(inside, ok)
+            flat = i if flat is None else flat * n + i
+        size = int(_np.prod([x.shape[a] for a in adv_axes]))
+        flat = _C.where(inside, flat, size)  # out of range: dropped by the scatter
+        moved = _C.reshape(_C.transpose(x, adv_axes + rest_axes), [size] + [x.shape[a] for a in rest_axes])
+        v = _C.broadcast_to(_C.astype(asarray(values), x._dtype_name), list(taken_shape))
+        nb = len(shape)
+        adjacent = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
+        if adjacent and adv_axes[0] > 0:  # x[key] put B after the rest axes before it: bring it to the front
+            p = adv_axes[0]
+            v = _C.transpose(v, list(range(p, p + nb)) + list(range(p)) + list(range(p + nb, v.ndim)))
+        out = getattr(_C, op)(moved, flat, v, 0)
+        out = _C.reshape(out, [x.shape[a] for a in adv_axes] + [x.shape[a] for a in rest_axes])
+        return _C.transpose(out, list(_np.argsort(adv_axes + rest_axes)))
 
     def _selects_nothing(self):
         """A basic index whose region is empty (x.at[5:] of 5 elements, x.at[3:1]): the update changes
