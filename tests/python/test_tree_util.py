@@ -72,3 +72,77 @@ def test_registered_types():
         Layer(tnp.ones((2,)), "double"))
     np.testing.assert_allclose(np.asarray(out), [2, 2])
     assert tree_util.tree_structure(Layer(1, "a")) != tree_util.tree_structure(Layer(1, "b"))
+
+
+# ---- the rest of jax.tree_util's API (hand-written expectations) -----------------------------------------
+
+
+def test_reduce_all_transpose_and_treedef_methods():
+    assert tree_util.tree_reduce(lambda a, b: a + b, [1, (2, 3), {"x": 4}]) == 10
+    assert tree_util.tree_reduce(lambda a, b: a * b, [2, 3], 10) == 60
+    assert tree_util.tree_all([True, (1, 1)]) and not tree_util.tree_all([True, (1, 0)])
+    outer, inner = tree_util.tree_structure([0, 0]), tree_util.tree_structure((0, 0, 0))
+    assert tree_util.tree_transpose(outer, inner, [(1, 2, 3), (4, 5, 6)]) == ([1, 4], [2, 5], [3, 6])
+    treedef = tree_util.tree_structure({"b": 1, "a": (2, 3)})
+    assert treedef.unflatten([7, 8, 9]) == {"a": (7, 8), "b": 9}
+    assert tree_util.tree_structure([0, 0]).flatten_up_to([(1, 2), {"a": 3}]) == [(1, 2), {"a": 3}]
+    assert tree_util.tree_structure([None, (1, None), {"a": None, "b": 2}]).num_nodes == 8
+    assert [c.num_leaves for c in tree_util.tree_structure([0, (0, 0)]).children()] == [1, 2]
+    assert tree_util.all_leaves([1, 2.0, "x"]) and not tree_util.all_leaves([1, (2,)])
+    assert tree_util.treedef_is_leaf(tree_util.tree_structure(3))
+
+
+def test_register_pytree_node_class_and_register_static():
+    @tree_util.register_pytree_node_class
+    class Box:
+        def __init__(self, v, tag):
+            self.v, self.tag = v, tag
+
+        def tree_flatten(self):
+            return (self.v,), self.tag
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(children[0], aux)
+
+    out = tree_util.tree_map(lambda x: x * 2, Box(3, "t"))
+    assert (out.v, out.tag) == (6, "t")
+
+    @tree_util.register_static
+    class Static:
+        def __init__(self, v):
+            self.v = v
+
+        def __hash__(self):
+            return hash(self.v)
+
+        def __eq__(self, other):
+            return isinstance(other, Static) and other.v == self.v
+
+    assert tree_util.tree_leaves([Static(1), 2]) == [2]
+    assert tree_util.tree_structure([Static(1)]) != tree_util.tree_structure([Static(2)])
+
+
+def test_partial_is_a_pytree():
+    p = tree_util.Partial(lambda a, b, c=0: a * b + c, 3, c=1)
+    assert p(4) == 13
+    assert sorted(tree_util.tree_leaves(p)) == [1, 3]
+    q = tree_util.tree_map(lambda x: x * 10, p)
+    assert isinstance(q, tree_util.Partial) and q(4) == 130
+
+
+def test_key_paths():
+    tree = {"a": [1, Point(2, 3)], "b": None, "c": 4}
+    pairs, _ = tree_util.tree_flatten_with_path(tree)
+    assert [(tree_util.keystr(p), v) for p, v in pairs] == [("['a'][0]", 1), ("['a'][1].x", 2), ("['a'][1].y", 3),
+                                                            ("['c']", 4)]
+    assert tree_util.tree_map_with_path(lambda p, v: len(p) * 100 + v, tree) == \
+        {"a": [201, Point(302, 303)], "b": None, "c": 104}
+
+
+def test_tree_module_has_jax_tree_short_names():
+    import tessera
+    assert tessera.tree.map(lambda v: v + 1, [1, (2,)]) == [2, (3,)]
+    assert tessera.tree.leaves({"b": 1, "a": 2}) == [2, 1]
+    assert tessera.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
+    assert tessera.tree.unflatten(tessera.tree.structure([0, 0]), [5, 6]) == [5, 6]

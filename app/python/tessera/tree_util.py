@@ -6,9 +6,14 @@ registered (a namedtuple aside) is a leaf."""
 
 import collections
 import dataclasses
+import functools
+import operator
 
 __all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
-           "register_pytree_node", "register_dataclass"]
+           "register_pytree_node", "register_dataclass", "register_pytree_node_class", "register_static",
+           "tree_reduce", "tree_all", "tree_transpose", "all_leaves", "treedef_is_leaf", "Partial",
+           "tree_flatten_with_path", "tree_leaves_with_path", "tree_map_with_path", "keystr", "SequenceKey",
+           "DictKey", "GetAttrKey", "FlattenedIndexKey"]
 
 # type -> (flatten(x) -> (children, aux data), unflatten(aux data, children) -> x)
 _registry = {}
@@ -35,7 +40,26 @@ def register_dataclass(nodetype, data_fields=None, meta_fields=None):
         return nodetype(**dict(zip(data_fields, children)), **dict(zip(meta_fields, meta)))
 
     register_pytree_node(nodetype, flatten, unflatten)
+    _attribute_keys[nodetype] = data_fields
     return nodetype
+
+
+# A registered type whose children are its attributes (register_dataclass): their names, for key paths.
+_attribute_keys = {}
+
+
+def register_pytree_node_class(cls):
+    """jax.tree_util.register_pytree_node_class: cls has tree_flatten(self) -> (children, aux) and a
+    classmethod tree_unflatten(aux, children). Usable as a decorator."""
+    register_pytree_node(cls, operator.methodcaller("tree_flatten"), cls.tree_unflatten)
+    return cls
+
+
+def register_static(cls):
+    """jax.tree_util.register_static: instances are nodes with no children, their value part of the structure
+    (they must be hashable), so jit treats them as static."""
+    register_pytree_node(cls, lambda x: ((), x), lambda aux, _: aux)
+    return cls
 
 
 def _is_namedtuple(x):
@@ -45,25 +69,41 @@ def _is_namedtuple(x):
 class PyTreeDef:
     """The structure of a pytree without its leaves: hashable and comparable, so it can key a cache."""
 
-    __slots__ = ("kind", "data", "children", "dict_type")
+    __slots__ = ("kind", "data", "_kids", "dict_type")
 
     def __init__(self, kind, data=None, children=(), dict_type=None):
         self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple", "custom"
         # dict: its keys in flatten order (sorted; an OrderedDict's own order); namedtuple: the type; custom: (the
         # type, its aux data)
         self.data = data
-        self.children = tuple(children)
+        self._kids = tuple(children)
         # A dict node's mapping when it is not a plain dict: OrderedDict, or (defaultdict, its default_factory).
         self.dict_type = dict_type
+
+    @property
+    def num_nodes(self):
+        return 1 + sum(c.num_nodes for c in self._kids)
+
+    def children(self):
+        return list(self._kids)
+
+    def unflatten(self, leaves):
+        return tree_unflatten(self, leaves)
+
+    def flatten_up_to(self, tree):
+        """The subtrees of tree at this structure's leaves (this structure must be a prefix of tree's)."""
+        out = []
+        _flatten_up_to(self, tree, out, "flatten_up_to")
+        return out
 
     @property
     def num_leaves(self):
         if self.kind == "leaf":
             return 1
-        return sum(c.num_leaves for c in self.children)
+        return sum(c.num_leaves for c in self._kids)
 
     def _key(self):
-        return (self.kind, self.data, self.children, self.dict_type)
+        return (self.kind, self.data, self._kids, self.dict_type)
 
     def __eq__(self, other):
         return isinstance(other, PyTreeDef) and self._key() == other._key()
@@ -79,7 +119,7 @@ class PyTreeDef:
             return "*"
         if self.kind == "none":
             return "None"
-        inner = [c._text() for c in self.children]
+        inner = [c._text() for c in self._kids]
         if self.kind == "tuple":
             return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
         if self.kind == "list":
@@ -140,7 +180,7 @@ def _build(treedef, it):
         return next(it)
     if kind == "none":
         return None
-    children = [_build(c, it) for c in treedef.children]
+    children = [_build(c, it) for c in treedef._kids]
     if kind == "tuple":
         return tuple(children)
     if kind == "list":
@@ -180,7 +220,7 @@ def _node_children(treedef, tree):
     if kind == "none":
         return () if tree is None else None
     if kind in ("tuple", "list"):
-        ok = type(tree) is (tuple if kind == "tuple" else list) and len(tree) == len(treedef.children)
+        ok = type(tree) is (tuple if kind == "tuple" else list) and len(tree) == len(treedef._kids)
         return list(tree) if ok else None
     if kind == "namedtuple":
         return list(tree) if type(tree) is treedef.data else None
@@ -194,7 +234,7 @@ def _node_children(treedef, tree):
         if type(tree) is not nodetype:
             return None
         children, tree_aux = _registry[nodetype][0](tree)
-        return list(children) if tree_aux == aux and len(children) == len(treedef.children) else None
+        return list(children) if tree_aux == aux and len(children) == len(treedef._kids) else None
     return None
 
 
@@ -206,7 +246,7 @@ def _flatten_up_to(treedef, tree, out, name):
     children = _node_children(treedef, tree)
     if children is None:
         raise ValueError(f"{name}: structures differ: {treedef} is not a prefix of the structure of {tree!r}")
-    for c, sub in zip(children, treedef.children):
+    for c, sub in zip(children, treedef._kids):
         _flatten_up_to(sub, c, out, name)
 
 
@@ -220,3 +260,135 @@ def tree_map(f, tree, *rest, is_leaf=None):
         _flatten_up_to(treedef, r, r_leaves, "tree_map")
         others.append(r_leaves)
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+
+_MISSING = object()
+
+
+def tree_reduce(function, tree, initializer=_MISSING, is_leaf=None):
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _MISSING:
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree, *, is_leaf=None):
+    return all(tree_leaves(tree, is_leaf))
+
+
+def treedef_is_leaf(treedef):
+    return treedef.kind == "leaf"
+
+
+def all_leaves(iterable, is_leaf=None):
+    """Whether each element is a leaf by itself."""
+    return all(tree_structure(x, is_leaf).kind == "leaf" for x in iterable)
+
+
+def tree_transpose(outer_treedef, inner_treedef, pytree_to_transpose):
+    """An outer structure of inner structures turned into an inner structure of outer structures."""
+    outers = outer_treedef.flatten_up_to(pytree_to_transpose)
+    inners = [inner_treedef.flatten_up_to(x) for x in outers]
+    columns = [list(col) for col in zip(*inners)] if inners else [[] for _ in range(inner_treedef.num_leaves)]
+    return tree_unflatten(inner_treedef, [tree_unflatten(outer_treedef, col) for col in columns])
+
+
+class Partial(functools.partial):
+    """jax.tree_util.Partial: a functools.partial that is a pytree (its arguments are the children, the
+    function the structure), so it can be passed through jit and other transformations."""
+
+    def __new__(cls, func, *args, **kwargs):
+        if isinstance(func, functools.partial):  # flattened, as functools.partial does for its own kind
+            args = func.args + args
+            kwargs = {**func.keywords, **kwargs}
+            func = func.func
+        return super().__new__(cls, func, *args, **kwargs)
+
+
+register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
+                     lambda func, children: Partial(func, *children[0], **children[1]))
+
+
+# ---- key paths ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    idx: int
+
+    def __str__(self):
+        return f"[{self.idx!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+    key: object
+
+    def __str__(self):
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    name: str
+
+    def __str__(self):
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+    key: int
+
+    def __str__(self):
+        return f"[<flat index {self.key}>]"
+
+
+def keystr(keys):
+    """A key path as text: "['a'][0].b"."""
+    return "".join(str(k) for k in keys)
+
+
+def _child_keys(tree, treedef):
+    """The key of each child of the node tree (of structure treedef)."""
+    kind = treedef.kind
+    if kind in ("tuple", "list"):
+        return [SequenceKey(i) for i in range(len(treedef._kids))]
+    if kind == "dict":
+        return [DictKey(k) for k in treedef.data]
+    if kind == "namedtuple":
+        return [GetAttrKey(f) for f in type(tree)._fields]
+    if kind == "custom":
+        names = _attribute_keys.get(treedef.data[0])
+        if names is not None:
+            return [GetAttrKey(n) for n in names]
+    return [FlattenedIndexKey(i) for i in range(len(treedef._kids))]
+
+
+def _with_paths(tree, treedef, path, out):
+    if treedef.kind == "leaf":
+        out.append((path, tree))
+        return
+    children = _node_children(treedef, tree)
+    for key, child, sub in zip(_child_keys(tree, treedef), children, treedef._kids):
+        _with_paths(child, sub, path + (key,), out)
+
+
+def tree_flatten_with_path(tree, is_leaf=None):
+    """([(key path, leaf), ...], treedef): each leaf with the keys that lead to it (SequenceKey, DictKey,
+    GetAttrKey for namedtuple fields and dataclass attributes, FlattenedIndexKey for other registered types)."""
+    treedef = tree_structure(tree, is_leaf)
+    out = []
+    _with_paths(tree, treedef, (), out)
+    return out, treedef
+
+
+def tree_leaves_with_path(tree, is_leaf=None):
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def tree_map_with_path(f, tree, *rest, is_leaf=None):
+    """f(key path, leaf, *matching subtrees of rest) on each leaf of tree."""
+    pairs, treedef = tree_flatten_with_path(tree, is_leaf)
+    others = [treedef.flatten_up_to(r) for r in rest]
+    return tree_unflatten(treedef, [f(p, x, *xs) for (p, x), *xs in zip(pairs, *others)])
