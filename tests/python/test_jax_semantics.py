@@ -512,3 +512,60 @@ def test_at_updates_with_several_integer_arrays_and_ints():
     g = tessera.grad(lambda v: tnp.sum(tnp.zeros((2, 3)).at[np.array([0, 1]), np.array([2, 0])].set(v) ** 2))(
         np.array([3.0, 4.0], np.float32))
     np.testing.assert_array_equal(np.asarray(g), [6, 8])
+
+
+# ---- dot_product_attention, image.resize and 16-bit reductions -----------------------------------------
+
+
+def _attention_reference(q, k, v, bias=None, mask=None, scale=None):
+    """numpy: q [B, Q, H, D], k and v [B, K, Hk, D] with query head h reading key head h // (H / Hk)."""
+    group = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if bias is not None:
+        logits = logits + bias
+    if mask is not None:
+        logits = np.where(mask, logits, -1e30)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", w, v)
+
+
+def test_dot_product_attention_takes_jaxs_arguments():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3, 4, 8), (2, 5, 2, 8), (2, 5, 2, 8)])
+    bias = rng.standard_normal((1, 1, 3, 5)).astype(np.float32)
+    mask = rng.integers(0, 2, (2, 1, 3, 5)).astype(bool)
+    mask[..., 0] = True
+    close = lambda got, want: np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    close(nn.dot_product_attention(q, k, v), _attention_reference(q, k, v))  # grouped-query: 4 heads over 2
+    close(nn.dot_product_attention(q, k, v, bias, mask), _attention_reference(q, k, v, bias, mask))
+    close(nn.dot_product_attention(q, k, v, scale=0.1), _attention_reference(q, k, v, scale=0.1))
+    close(nn.dot_product_attention(q[0], k[0], v[0]), _attention_reference(q[:1], k[:1], v[:1])[0])  # unbatched
+    with pytest.raises(TypeError, match="mask="):
+        nn.dot_product_attention(q, k, v, mask)  # the fourth argument is the bias, as JAX's
+    with pytest.raises(ValueError):
+        nn.dot_product_attention(q, k, v, bias, implementation="fused")
+
+
+def test_resize_without_antialiasing_interpolates_plainly():
+    x = np.arange(8.0, dtype=np.float32)
+    # Shrinking 8 -> 4: half-pixel centres 0.5, 2.5, 4.5, 6.5, each between two inputs (no widened triangle).
+    np.testing.assert_allclose(np.asarray(tessera.image.resize(x, (4,), "linear", antialias=False)), [0.5, 2.5, 4.5, 6.5])
+    wide = np.asarray(tessera.image.resize(np.array([0, 0, 8, 0, 0, 0, 0, 0], np.float32), (4,), "linear"))
+    plain = np.asarray(tessera.image.resize(np.array([0, 0, 8, 0, 0, 0, 0, 0], np.float32), (4,), "linear",
+                                            antialias=False))
+    np.testing.assert_allclose(plain, [0, 4, 0, 0])
+    assert wide[0] > 0  # the antialiased triangle reaches further
+
+
+def test_16_bit_reductions_are_computed_in_float32():
+    x = np.full(4096, 1.0, np.float32) + np.linspace(0, 1e-3, 4096, dtype=np.float32)
+    h = tnp.asarray(x).astype(tnp.float16)
+    want = np.float16(x.astype(np.float16).astype(np.float32).sum())
+    got = tnp.sum(h)
+    assert got.dtype == tnp.float16
+    assert float(got) == float(want)  # a float16 running sum would stall at 2048 + steps of 2
+    np.testing.assert_allclose(float(tnp.mean(h)), float(np.float16(x.astype(np.float16).astype(np.float32).mean())))
+    c = tnp.cumsum(h)
+    assert c.dtype == tnp.float16 and float(c[-1]) == float(want)

@@ -215,3 +215,25 @@ def ptp(a, axis=None, out=None, keepdims=False):
     """max - min."""
     _no_out(out, "ptp")
     return max(a, axis, keepdims=keepdims) - min(a, axis, keepdims=keepdims)
+
+
+def _computed_in_float32(fn):
+    """fn for float16 and bfloat16 inputs computed in float32 and cast back, as jax.numpy's reductions upcast
+    them (_upcast_f16): sums of many 16-bit values keep float32's precision. dtype= still decides."""
+    def reduction(a, *args, **kwargs):
+        if isinstance(a, Array) and a._dtype_name in ("f16", "bf16") and kwargs.get("dtype") is None \
+                and (len(args) < 2 or args[1] is None):
+            return _C.astype(fn(_C.astype(a, "f32"), *args, **kwargs), a._dtype_name)
+        return fn(a, *args, **kwargs)
+
+    reduction.__name__ = reduction.__qualname__ = fn.__name__
+    reduction.__doc__ = fn.__doc__
+    return reduction
+
+
+sum = _computed_in_float32(sum)
+prod = _computed_in_float32(prod)
+mean = _computed_in_float32(mean)
+var = _computed_in_float32(var)
+cumsum = _computed_in_float32(cumsum)
+cumprod = _computed_in_float32(cumprod)

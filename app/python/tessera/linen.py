@@ -671,38 +671,65 @@ def make_causal_mask(x):
     return tnp.broadcast_to(cols <= rows, (x.shape[0], 1, length, length))
 
 
-def dot_product_attention(query, key, value, mask=None, *, is_causal=False, implementation=None):
-    """softmax(q k^T / sqrt(d)) v per head; query: [B, Q, H, D], key and value: [B, K, H, D], mask broadcasting
-    to [B, H, Q, K] (false: not attended); is_causal: query q attends to keys <= q. Returns [B, Q, H, D].
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False,
+                          implementation=None):
+    """jax.nn.dot_product_attention: softmax(q k^T * scale + bias) v per head; query: [B, Q, H, D] (or [Q, H, D]),
+    key and value: [B, K, Hk, D] with Hk dividing H (grouped-query attention: query head h reads key head
+    h // (H / Hk)); bias and mask broadcast to [B, H, Q, K] (mask false: not attended); scale defaults to
+    1 / sqrt(D); is_causal: query q attends to keys <= q. Returns query's shape.
     implementation, as jax.nn.dot_product_attention's: "fused" (also "cudnn") is one dot_product_attention op,
-    flash attention on the GPU with bf16 matmuls (no mask; is_causal instead, with as many keys as queries);
-    "xla" is einsum + softmax, whose causal mask for Q != K is JAX's tril(ones((Q, K))): query q attends keys
-    0..q. None takes "fused" where TESSERA_FUSED_ATTENTION decides so (auto: the CPU, the GPU with bf16 matmuls)
-    and the fused op can compute it (no mask; not causal with Q != K)."""
+    flash attention on the GPU with bf16 matmuls (no mask or bias, the default scale, as many key heads as query
+    heads; is_causal instead of a mask, with as many keys as queries); "xla" is einsum + softmax, whose causal
+    mask for Q != K is JAX's tril(ones((Q, K))): query q attends keys 0..q. None takes "fused" where
+    TESSERA_FUSED_ATTENTION decides so (auto: the CPU, the GPU with bf16 matmuls) and the fused op can compute
+    it."""
     if implementation not in (None, "fused", "cudnn", "xla"):
         raise ValueError(f"dot_product_attention: implementation {implementation!r} is not None, 'fused' or 'xla'")
     query, key, value = tnp.asarray(query), tnp.asarray(key), tnp.asarray(value)
+    if bias is not None:
+        bias = tnp.asarray(bias)
+        if bias.dtype == tnp.bool_:
+            raise TypeError("dot_product_attention: bias is a bool array; the mask is the fifth argument (JAX's "
+                            "order is query, key, value, bias, mask): pass mask=")
+    unbatched = query.ndim == 3
+    if unbatched:
+        query, key, value = query[None], key[None], value[None]
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
+        raise _C.ShapeError(f"dot_product_attention: query, key and value must be [B, T, H, D] or [T, H, D], got "
+                            f"{query.shape}, {key.shape} and {value.shape}")
+    heads, kv_heads = query.shape[2], key.shape[2]
+    if kv_heads != heads:
+        if kv_heads == 0 or heads % kv_heads:
+            raise _C.ShapeError(f"dot_product_attention: {heads} query heads do not divide into {kv_heads} key heads")
+        key = tnp.repeat(key, heads // kv_heads, axis=2)
+        value = tnp.repeat(value, heads // kv_heads, axis=2)
+    depth = query.shape[-1]
     # The fused op's causal mask is square: as many keys as queries.
     square = not is_causal or query.shape[1] == key.shape[1]
+    plain = mask is None and bias is None and (scale is None or scale == 1.0 / math.sqrt(depth))
     if implementation is None:
-        implementation = "fused" if mask is None and square and _C.fused_attention_default() else "xla"
+        implementation = "fused" if plain and square and _C.fused_attention_default() else "xla"
     if implementation in ("fused", "cudnn"):
-        if mask is not None:
-            raise ValueError("dot_product_attention: the fused implementation takes is_causal, not a mask")
+        if not plain:
+            raise ValueError("dot_product_attention: the fused implementation takes is_causal, not a mask, a bias "
+                             "or a scale")
         if not square:
             raise ValueError(f"dot_product_attention: the fused implementation's causal attention needs as many keys "
                              f"as queries, got {key.shape[1]} keys for {query.shape[1]} queries; use "
                              "implementation='xla' (or None)")
-        return _C.dot_product_attention(query, key, value, bool(is_causal))
+        out = _C.dot_product_attention(query, key, value, bool(is_causal))
+        return out[0] if unbatched else out
     if is_causal:
         causal = tnp.arange(query.shape[1])[:, None] >= tnp.arange(key.shape[1])[None, :]
         mask = causal if mask is None else tnp.logical_and(mask, causal)
-    depth = query.shape[-1]
-    logits = tnp.einsum("bqhd,bkhd->bhqk", query, key) / math.sqrt(depth)
+    logits = tnp.einsum("bqhd,bkhd->bhqk", query, key) * (1.0 / math.sqrt(depth) if scale is None else scale)
+    if bias is not None:
+        logits = logits + bias
     if mask is not None:
         logits = tnp.where(mask, logits, -1e30)
     weights = _C.softmax(logits, -1)
-    return tnp.einsum("bhqk,bkhd->bqhd", weights, value)
+    out = tnp.einsum("bhqk,bkhd->bqhd", weights, value)
+    return out[0] if unbatched else out
 
 
 class MultiHeadDotProductAttention(Module):
@@ -730,6 +757,6 @@ class MultiHeadDotProductAttention(Module):
             return tnp.reshape(y, (y.shape[0], y.shape[1], self.num_heads, head_dim))
 
         q, k, v = heads(inputs_q, "query"), heads(inputs_kv, "key"), heads(inputs_kv, "value")
-        out = dot_product_attention(q, k, v, mask)  # [B, Q, H, D]
+        out = dot_product_attention(q, k, v, mask=mask)  # [B, Q, H, D]
         out = tnp.reshape(out, (out.shape[0], out.shape[1], features))
         return Dense(self.out_features or inputs_q.shape[-1], use_bias=self.use_bias, name="out")(out)
