@@ -569,3 +569,20 @@ def test_16_bit_reductions_are_computed_in_float32():
     np.testing.assert_allclose(float(tnp.mean(h)), float(np.float16(x.astype(np.float16).astype(np.float32).mean())))
     c = tnp.cumsum(h)
     assert c.dtype == tnp.float16 and float(c[-1]) == float(want)
+
+
+def test_more_jax_array_methods_and_properties():
+    m = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    x = tnp.asarray(m)
+    assert x.block_until_ready() is x and x.is_ready()
+    assert (x.itemsize, x.nbytes) == (4, 24)
+    assert tnp.zeros(3, tnp.bfloat16).nbytes == 6
+    np.testing.assert_array_equal(np.asarray(x.mT), m.T)
+    np.testing.assert_array_equal(np.asarray(x.real), m)
+    np.testing.assert_array_equal(np.asarray(x.imag), np.zeros((2, 3)))
+    np.testing.assert_array_equal(np.asarray(x.conj()), m)
+    np.testing.assert_array_equal(np.asarray(x.diagonal()), m.diagonal())
+    assert float(x.trace()) == m.trace()
+    assert int(tnp.arange(5.0).searchsorted(2.5)) == 3
+    assert x.tobytes() == m.tobytes()
+    assert x.weak_type is False

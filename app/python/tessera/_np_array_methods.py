@@ -82,6 +82,44 @@ Array.__rshift__ = lambda self, other: _C.right_shift(self, other)
 Array.__rrshift__ = lambda self, other: _C.right_shift(other, self)
 Array.__divmod__ = lambda self, other: (floor_divide(self, other), remainder(self, other))
 Array.__rdivmod__ = lambda self, other: (floor_divide(other, self), remainder(other, self))
+
+
+def _block_until_ready(self):
+    """Arrays are computed when their op returns: nothing to wait for (a donated array raises, as JAX's)."""
+    if self.is_deleted():
+        raise _C.DeletedArrayError("block_until_ready: the array was donated to a jitted function and deleted")
+    return self
+
+
+def _diagonal_method(self, offset=0, axis1=0, axis2=1):
+    from ._np_composite import diagonal
+    return diagonal(self, offset, axis1, axis2)
+
+
+def _trace_method(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    from ._np_composite import trace
+    return trace(self, offset, axis1, axis2, dtype)
+
+
+def _searchsorted_method(self, v, side="left", sorter=None):
+    from ._np_composite import searchsorted
+    return searchsorted(self, v, side, sorter)
+
+
+Array.block_until_ready = _block_until_ready
+Array.is_ready = lambda self: True
+Array.weak_type = False
+Array.itemsize = property(lambda self: 2 if self._dtype_name == "bf16" else _ENGINE_TO_PUBLIC[self._dtype_name].itemsize)
+Array.nbytes = property(lambda self: self.size * self.itemsize)
+Array.mT = property(lambda self: swapaxes(self, -1, -2))
+# Real dtypes only: the real part is the array, the imaginary part zeros, the conjugate the array.
+Array.real = property(lambda self: self)
+Array.imag = property(lambda self: _C.full(list(self.shape), 0.0, self._dtype_name))
+Array.conj = Array.conjugate = lambda self: self
+Array.diagonal = _diagonal_method
+Array.trace = _trace_method
+Array.searchsorted = _searchsorted_method
+Array.tobytes = lambda self, order="C": _to_numpy(self).tobytes(order)
 Array.__round__ = lambda self, ndigits=None: round(self, 0 if ndigits is None else ndigits)
 Array.at = property(_IndexHelper)
 Array.__bool__ = _bool
