@@ -586,3 +586,16 @@ def test_more_jax_array_methods_and_properties():
     assert int(tnp.arange(5.0).searchsorted(2.5)) == 3
     assert x.tobytes() == m.tobytes()
     assert x.weak_type is False
+
+
+def test_python_ints_that_do_not_fit_int32_raise_and_full_wraps():
+    with pytest.raises(OverflowError):
+        tnp.asarray(3_000_000_000)
+    with pytest.raises(OverflowError):
+        tnp.asarray([1, 2**40])
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(np.array([2**40 + 5]))), [5])  # numpy int64: wraps, as JAX
+    np.testing.assert_array_equal(np.asarray(tnp.full((2,), 2**40 + 3, tnp.int32)), [3, 3])
+    np.testing.assert_array_equal(np.asarray(tnp.full((2,), -1, tnp.uint8)), [255, 255])
+    np.testing.assert_array_equal(np.asarray(tnp.full((2,), 2**32 - 1, tnp.uint32)), [2**32 - 1] * 2)
+    # A traced fill value is broadcast.
+    np.testing.assert_array_equal(np.asarray(tessera.jit(lambda v: tnp.full((3,), v))(tnp.asarray(2.5))), [2.5] * 3)

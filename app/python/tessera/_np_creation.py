@@ -24,10 +24,17 @@ def asarray(a, dtype=None):
         return _C.stack([asarray(x, dtype) for x in a], 0)
     host = _np.asarray(a)
     if host.dtype.kind not in "biuf":
+        if host.dtype.kind == "O" and isinstance(a, (int, list, tuple)):
+            raise OverflowError(f"asarray: Python int too large to convert to int32 (in {a!r:.80})")
         raise TypeError(f"asarray: cannot make an array of {host.dtype} values")
     name = _NUMPY_TO_ENGINE.get(host.dtype.name) or host.dtype.name
     if target is None:
         target = _CANONICAL.get(name, name)
+        if name == "i64" and target == "i32" and isinstance(a, (int, list, tuple)) and host.size \
+                and (host.max() > 2**31 - 1 or host.min() < -2**31):
+            # Python ints become int32 (64-bit mode off): one that does not fit is an error, as in JAX.
+            bad = host.max() if host.max() > 2**31 - 1 else host.min()
+            raise OverflowError(f"asarray: Python int {bad} too large to convert to int32")
         if target not in _ENGINE_TO_PUBLIC:
             target = "f32" if host.dtype.kind == "f" else "i32"
     if target == "bf16":
@@ -65,10 +72,20 @@ def astype(a, dtype):
 
 
 def full(shape, fill_value, dtype=None):
+    """An array fill_value may be traced (it is broadcast); a Python int wraps to an integer dtype as numpy's
+    astype does (full((2,), 2**40, int32) is 0, as jax.numpy)."""
+    if isinstance(fill_value, Array) or (isinstance(fill_value, _np.ndarray) and fill_value.ndim):
+        fill = asarray(fill_value, dtype)
+        return _C.broadcast_to(fill, _shape(shape))
     if dtype is None:
         dtype = _np.asarray(fill_value).dtype
         dtype = {"f": float32, "i": int32, "u": int32, "b": bool_}[dtype.kind]
-    return _C.full(_shape(shape), float(fill_value), _engine_dtype(dtype))
+    target = _engine_dtype(dtype)
+    if isinstance(fill_value, (int, _np.integer)) and not isinstance(fill_value, (bool, _np.bool_)) \
+            and target in ("i32", "u8", "u32"):
+        wrapped = _np.array([int(fill_value) % 2**64], _np.uint64).astype(_np.int64)
+        fill_value = int(wrapped.astype(_ENGINE_TO_PUBLIC[target])[0])
+    return _C.full(_shape(shape), float(fill_value), target)
 
 
 def zeros(shape, dtype=float32):
