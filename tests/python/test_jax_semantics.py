@@ -599,3 +599,18 @@ def test_python_ints_that_do_not_fit_int32_raise_and_full_wraps():
     np.testing.assert_array_equal(np.asarray(tnp.full((2,), 2**32 - 1, tnp.uint32)), [2**32 - 1] * 2)
     # A traced fill value is broadcast.
     np.testing.assert_array_equal(np.asarray(tessera.jit(lambda v: tnp.full((3,), v))(tnp.asarray(2.5))), [2.5] * 3)
+
+
+def test_dropout_broadcast_dims_rng_and_rng_collection():
+    x = np.ones((4, 6), np.float32)
+    y = np.asarray(nn.Dropout(0.5, broadcast_dims=(0,)).apply({}, x, deterministic=False,
+                                                               rngs={"dropout": random.PRNGKey(3)}))
+    assert (y == y[0]).all()  # one mask for every row
+    assert set(np.unique(y)) <= {0.0, 2.0}
+    a = nn.Dropout(0.5).apply({}, x, deterministic=False, rng=random.PRNGKey(9))  # no "dropout" stream needed
+    keep = np.asarray(random.bernoulli(random.PRNGKey(9), 0.5, (4, 6)))
+    np.testing.assert_array_equal(np.asarray(a), np.where(keep, 2.0, 0.0))
+    b = nn.Dropout(0.5, rng_collection="noise").apply({}, x, deterministic=False, rngs={"noise": random.PRNGKey(9)})
+    assert set(np.unique(np.asarray(b))) <= {0.0, 2.0}
+    with pytest.raises(Exception, match="noise"):
+        nn.Dropout(0.5, rng_collection="noise").apply({}, x, deterministic=False, rngs={"dropout": random.PRNGKey(9)})

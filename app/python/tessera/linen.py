@@ -23,7 +23,7 @@ import inspect
 import math
 import threading
 import zlib
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from . import _tessera as _C
 from . import numpy as tnp
@@ -631,15 +631,18 @@ class Upsample(Module):
 
 
 class Dropout(Module):
-    """Zeroes each value with probability rate and scales the others by 1 / (1 - rate), unless deterministic
-    (given to the module or the call: without it Dropout raises, as Flax's); the mask comes from the "dropout"
-    rng stream."""
+    """flax.linen.Dropout: zeroes each value with probability rate and scales the others by 1 / (1 - rate),
+    unless deterministic (given to the module or the call, exactly once, as Flax's merge_param). The mask comes
+    from the rng argument or the rng_collection stream ("dropout"); broadcast_dims share one mask value along
+    those dims (the same dropped features at every position)."""
 
     rate: float
+    broadcast_dims: Sequence[int] = ()
     deterministic: Optional[bool] = None
+    rng_collection: str = "dropout"
 
     @compact
-    def __call__(self, x, deterministic=None):
+    def __call__(self, x, deterministic=None, rng=None):
         x = tnp.asarray(x)
         deterministic = _merge_param("Dropout", "deterministic (True: no dropout)", self.deterministic,
                                      deterministic)
@@ -647,7 +650,12 @@ class Dropout(Module):
             return x
         if self.rate == 1.0:
             return tnp.zeros_like(x)  # as Flax: x / 0 in the unselected branch would give NaN gradients
-        keep = random.bernoulli(self.make_rng("dropout"), 1.0 - self.rate, x.shape)
+        if rng is None:
+            rng = self.make_rng(self.rng_collection)
+        shape = list(x.shape)
+        for dim in self.broadcast_dims:
+            shape[dim] = 1
+        keep = tnp.broadcast_to(random.bernoulli(rng, 1.0 - self.rate, tuple(shape)), x.shape)
         return tnp.where(keep, x / (1.0 - self.rate), 0.0)
 
 
