@@ -391,6 +391,12 @@ def test_several_integer_arrays_and_ints_index_as_numpy():
         got = np.asarray(tnp.asarray(x)[key])
         assert got.shape == want.shape, key
         np.testing.assert_array_equal(got, want)
+    for key in [(None, j), (j, None), (None, slice(None), j), (k, None, j), (slice(None), None, k, j), (0, None, j),
+                (Ellipsis, None, j), (None, Ellipsis, j, 0)]:  # with new axes
+        want = x[key]
+        got = np.asarray(tnp.asarray(x)[key])
+        assert got.shape == want.shape, key
+        np.testing.assert_array_equal(got, want)
     # Out of range: clamped, as JAX's gather (numpy raises).
     np.testing.assert_array_equal(np.asarray(tnp.asarray(x[:, :, 0])[np.array([0, 5]), np.array([-1, 1])]), [15, 45])
     g = tessera.grad(lambda v: tnp.sum(v[np.array([0, 0, 2]), np.array([1, 1, 3])] ** 2))(x[:, :, 0])

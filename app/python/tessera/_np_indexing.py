@@ -216,7 +216,10 @@ def _getitem(x, key):
     advanced = [i for i, k in enumerate(key) if isinstance(k, (Array, _np.ndarray, list))]
     if advanced:
         if _builtins.any(k is None for k in key):
-            raise NotImplementedError("indexing: None beside an integer array is not supported")
+            # The new unit dims first (every other entry a full slice), then the key with them as full slices:
+            # the same result and the same placement of the gathered dims as numpy's.
+            x = _getitem(x, tuple(k if k is None else slice(None) for k in key))
+            return _getitem(x, tuple(slice(None) if k is None else k for k in key))
         if len(advanced) == 1 and _builtins.all(isinstance(k, slice) and k == slice(None)
                                                 for i, k in enumerate(key) if i != advanced[0]):
             return _C.take(x, _wrapped(key[advanced[0]], x.shape[advanced[0]]), advanced[0])
