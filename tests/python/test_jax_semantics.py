@@ -620,3 +620,13 @@ def test_dropout_broadcast_dims_rng_and_rng_collection():
     assert set(np.unique(np.asarray(b))) <= {0.0, 2.0}
     with pytest.raises(Exception, match="noise"):
         nn.Dropout(0.5, rng_collection="noise").apply({}, x, deterministic=False, rngs={"dropout": random.PRNGKey(9)})
+
+
+def test_sort_and_argsort_descending():
+    a = np.array([1.0, np.nan, 2.0, 2.0, -1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(tnp.sort(a, descending=True)), [np.nan, 2, 2, 2, 1, -1])
+    # Ties keep their order (stable), NaN first.
+    np.testing.assert_array_equal(np.asarray(tnp.argsort(a, descending=True)), [1, 2, 3, 5, 0, 4])
+    m = np.array([[0.0, 3.0], [0.0, 1.0]], np.float32)
+    np.testing.assert_array_equal(np.asarray(tnp.argsort(m, axis=0, descending=True)), [[0, 0], [1, 1]])
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(a).sort(descending=True)), [np.nan, 2, 2, 2, 1, -1])

@@ -177,19 +177,31 @@ cumsum = _cumulative(_C.cumsum, "cumsum")
 cumprod = _cumulative(_C.cumprod, "cumprod")
 
 
-def sort(a, axis=-1):
-    """Stable, NaNs last (numpy's order); axis=None sorts the flattened array."""
+def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """Stable, NaNs last (numpy's order); axis=None sorts the flattened array. descending=True reverses the
+    ascending order (NaNs first), as jax.numpy."""
     a = asarray(a)
+    if order is not None:
+        raise TypeError("sort: order= is not supported (no structured arrays)")
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
-    return _C.sort([a], axis, True, 1)[0]
+    r = _C.sort([a], axis, True, 1)[0]
+    return _C.flip(r, [axis % r.ndim]) if descending else r
 
 
-def argsort(a, axis=-1):
+def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+    """The indices that sort a, stably; descending=True keeps equal elements in their order, as jax.numpy's."""
     a = asarray(a)
+    if order is not None:
+        raise TypeError("argsort: order= is not supported (no structured arrays)")
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
-    return _C.argsort(a, axis)
+    if not descending:
+        return _C.argsort(a, axis)
+    axis %= a.ndim
+    # The reversed array sorted ascending, read backwards, is a descending order whose ties keep their order.
+    idx = _C.flip(_C.argsort(_C.flip(a, [axis]), axis), [axis])
+    return (a.shape[axis] - 1) - idx
 
 
 def _arg_extreme(op, name, a, axis, out, keepdims):
