@@ -53,7 +53,7 @@ def _child_names(treedef):
         return list(treedef.data._fields)
     if treedef.kind == "custom" and dataclasses.is_dataclass(treedef.data[0]):
         names = [f.name for f in dataclasses.fields(treedef.data[0])]
-        if len(names) == len(treedef.children):  # every field a child (register_dataclass without meta fields)
+        if len(names) == len(treedef.children()):  # every field a child (register_dataclass without meta fields)
             return names
     return None
 
@@ -68,8 +68,8 @@ def _tree_json(treedef, path, paths):
         paths.append(path)
         return {"leaf": len(paths) - 1}
     names = _child_names(treedef)
-    keys = names if names is not None else [str(i) for i in range(len(treedef.children))]
-    children = [_tree_json(c, f"{path}.{k}" if path else k, paths) for k, c in zip(keys, treedef.children)]
+    keys = names if names is not None else [str(i) for i in range(len(treedef.children()))]
+    children = [_tree_json(c, f"{path}.{k}" if path else k, paths) for k, c in zip(keys, treedef.children())]
     if names is None:
         return {"list": children}
     return {"dict": [[k, c] for k, c in zip(keys, children)]}
