@@ -77,7 +77,8 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "AllReduceAttrs",      "AllGatherAttrs",
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
-                                   "ConvAttrs", "WindowAttrs", "AttentionAttrs", "BatchNormAttrs"};
+                                   "ConvAttrs", "WindowAttrs", "AttentionAttrs", "BatchNormAttrs",
+                                   "TriangularSolveAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

@@ -148,6 +148,22 @@ struct BatchNormAttrs {
   template <class V> void fields(V& v) { v("epsilon", epsilon); v("feature_index", featureIndex); }
   bool operator==(const BatchNormAttrs&) const = default;
 };
+// triangular_solve (a [..., m, m], b): solves op(a) x = b (left_side) or x op(a) = b, op(a) = a^T when
+// transposeA; only the lower (lower) or upper triangle of a is read, its diagonal taken as ones when
+// unitDiagonal (jax.lax.linalg.triangular_solve).
+struct TriangularSolveAttrs {
+  bool leftSide = false;
+  bool lower = false;
+  bool transposeA = false;
+  bool unitDiagonal = false;
+  template <class V> void fields(V& v) {
+    v("left_side", leftSide);
+    v("lower", lower);
+    v("transpose_a", transposeA);
+    v("unit_diagonal", unitDiagonal);
+  }
+  bool operator==(const TriangularSolveAttrs&) const = default;
+};
 // Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
 struct DotGeneralAttrs {
   Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
@@ -368,7 +384,7 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            WhileAttrs, CustomVjpAttrs, RematAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
-                           ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs>;
+                           ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs, TriangularSolveAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -26,6 +26,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerAttentionOps(reg);
   registerBatchNormOps(reg);
   registerCrossEntropyOps(reg);
+  registerLinalgOps(reg);
 }
 
 ir::OpRegistry& registry() {

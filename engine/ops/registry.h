@@ -30,5 +30,6 @@ void registerWindowOps(ir::OpRegistry& reg);       // window.cpp: reduce_window_
 void registerAttentionOps(ir::OpRegistry& reg);    // attention.cpp: dot_product_attention and its gradient
 void registerBatchNormOps(ir::OpRegistry& reg);    // batch_norm.cpp: batch_norm_training and its gradient
 void registerCrossEntropyOps(ir::OpRegistry& reg); // cross_entropy.cpp: softmax_cross_entropy and its gradient
+void registerLinalgOps(ir::OpRegistry& reg);       // linalg.cpp: cholesky, triangular_solve, lu
 
 }  // namespace tsr::ops

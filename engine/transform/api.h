@@ -221,6 +221,16 @@ Array softmaxCrossEntropyWithIntegerLabels(const Array& logits, const Array& lab
 // attends to keys <= t. A backend may run it without materialising the [T, S] scores.
 Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool causal = false, TSR_LOC);
 
+// Linear algebra (engine/ops/linalg.cpp; jax.lax.linalg), f32 and f64, over the last two dims, batched over the
+// leading ones. cholesky: the lower factor L of a [..., n, n] (L L^T = a; with symmetrizeInput, of (a + a^T) / 2,
+// as JAX; NaNs where a is not positive definite). triangularSolve: x with op(a) x = b (leftSide) or x op(a) = b.
+// lu: {lu (L below the unit diagonal, U on and above), i32 pivots [..., n], i32 permutation [..., n]} with
+// a[perm] = L U, of a square a.
+Array cholesky(const Array& a, bool symmetrizeInput = true, TSR_LOC);
+Array triangularSolve(const Array& a, const Array& b, bool leftSide = false, bool lower = false,
+                      bool transposeA = false, bool unitDiagonal = false, TSR_LOC);
+std::vector<Array> lu(const Array& a, TSR_LOC);
+
 // Random bits: the Threefry-2x32 block function on u32 arrays (keys broadcast against counters).
 std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1, TSR_LOC);
 

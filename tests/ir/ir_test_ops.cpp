@@ -249,6 +249,12 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   const Aval logits = f32({2, 5, 7}), labels{Shape{2, 5}, DType::I32}, lossRows = f32({2, 5});
   t["softmax_cross_entropy"] = {{{logits, labels}, ir::NoAttrs{}}};
   t["softmax_cross_entropy_grad"] = {{{logits, labels, lossRows, lossRows, lossRows}, ir::NoAttrs{}}};
+  // Linear algebra over a batch of 2 matrices 4x4; the right-hand sides 4x3 (left side) and 3x4.
+  const Aval sq = f32({2, 4, 4});
+  t["cholesky"] = {{{sq}, ir::NoAttrs{}}};
+  t["lu"] = {{{sq}, ir::NoAttrs{}}};
+  t["triangular_solve"] = {{{sq, f32({2, 4, 3})}, ir::TriangularSolveAttrs{true, true, false, false}},
+                           {{sq, f32({2, 3, 4})}, ir::TriangularSolveAttrs{false, false, true, true}}};
   return t;
 }
 

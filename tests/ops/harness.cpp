@@ -146,6 +146,7 @@ std::vector<OpCase> allCases() {
   addAttentionCases(cases, rng);
   addBatchNormCases(cases, rng);
   addCrossEntropyCases(cases, rng);
+  addLinalgCases(cases, rng);
   return cases;
 }
 

@@ -159,5 +159,6 @@ void addWindowCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addBatchNormCases(std::vector<OpCase>& cases, std::mt19937& rng);
 void addCrossEntropyCases(std::vector<OpCase>& cases, std::mt19937& rng);
+void addLinalgCases(std::vector<OpCase>& cases, std::mt19937& rng);
 
 }  // namespace tsr::test
