@@ -394,6 +394,17 @@ void defineOps(py::module_& m) {
     auto [values, indices] = topK(toArray(x), k);
     return py::make_tuple(values, indices);
   });
+  // Linear algebra (jax.lax.linalg's primitives; tessera.lax.linalg and tessera.numpy.linalg build on them).
+  m.def("cholesky", [](py::handle a, bool symmetrizeInput) { UserSite site; return cholesky(toArray(a), symmetrizeInput); });
+  m.def("triangular_solve", [](py::handle a, py::handle b, bool leftSide, bool lower, bool transposeA, bool unitDiagonal) {
+    UserSite site;
+    return triangularSolve(toArray(a), toArray(b), leftSide, lower, transposeA, unitDiagonal);
+  });
+  m.def("lu", [](py::handle a) {
+    UserSite site;
+    auto r = lu(toArray(a));
+    return py::make_tuple(r[0], r[1], r[2]);
+  });
   m.def("argmax", [](py::handle x, int64_t axis) { UserSite site; return argmax(toArray(x), axis); });
   m.def("argmin", [](py::handle x, int64_t axis) { UserSite site; return argmin(toArray(x), axis); });
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });

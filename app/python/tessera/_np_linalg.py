@@ -1,6 +1,8 @@
-"""tessera.numpy's contractions (dot, einsum, outer, tensordot) and tessera.numpy.linalg (norm)."""
+"""tessera.numpy's contractions (dot, einsum, outer, tensordot) and tessera.numpy.linalg (norm, and the
+factorisations' compositions: cholesky, solve, inv, det, slogdet)."""
 
 import builtins as _builtins
+import collections as _collections
 import operator as _operator
 import sys as _sys
 import types as _types
@@ -120,8 +122,124 @@ def _matrix_norm(x, ord, axes, keepdims):
     raise ValueError(f"norm: invalid ord {ord!r} for a matrix")
 
 
-linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg's norm.")
-linalg.norm = _norm
-_norm.__module__ = linalg.__name__
-_norm.__name__ = _norm.__qualname__ = "norm"
+# The compositions on the linalg ops (cholesky, triangular_solve, lu: engine/ops/linalg.cpp), as jax.numpy.linalg
+# writes them. tessera.numpy is imported when called: this module is loaded while it is being built.
+
+
+def _tnp():
+    from . import numpy as tnp
+    return tnp
+
+
+def _square(a, name):
+    """a as f32 or f64 (integers, bools, f16 and bf16 as f32), checked to be [..., n, n]."""
+    a = _inexact(a)
+    if a._dtype_name not in ("f32", "f64"):
+        a = _C.astype(a, "f32")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name}: a must be square in its last two axes ([..., n, n]), not shape {a.shape}")
+    return a
+
+
+def _mT(x):
+    perm = list(range(x.ndim))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return _C.transpose(x, perm)
+
+
+def cholesky(a, *, upper=False, symmetrize_input=True):
+    """The lower factor L of a symmetric positive definite a [..., n, n] (L L^T = a; upper: L^T), of
+    (a + a^T) / 2 unless symmetrize_input is False (then only the lower triangle is read). NaNs where a is not
+    positive definite, as JAX."""
+    a = _square(a, "cholesky")
+    l = _C.cholesky(a, bool(symmetrize_input))
+    return _mT(l) if upper else l
+
+
+def _lu_solve(lu, perm, b):
+    """x with a x = b from lu(a) (b [..., n, k], the batch dims equal)."""
+    tnp = _tnp()
+    # b's rows in the permutation's order, as the product with P (P[i, j] = 1 where j = perm[i]): exact, and its
+    # gradient is the product with P^T.
+    n = lu.shape[-1]
+    p = _C.astype(_C.equal(tnp.expand_dims(perm, -1), asarray(_np.arange(n, dtype=_np.int32))), lu._dtype_name)
+    pb = matmul(p, b)
+    y = _C.triangular_solve(lu, pb, True, True, False, True)
+    return _C.triangular_solve(lu, y, True, False, False, False)
+
+
+def _batched(a, b, name):
+    """a [..., n, n] and b [..., n, k] with their batch dims broadcast to one shape."""
+    batch = tuple(_np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    if tuple(a.shape[:-2]) != batch:
+        a = _C.broadcast_to(a, list(batch + tuple(a.shape[-2:])))
+    if tuple(b.shape[:-2]) != batch:
+        b = _C.broadcast_to(b, list(batch + tuple(b.shape[-2:])))
+    return a, b
+
+
+def solve(a, b):
+    """x with a x = b, by LU with partial pivoting. b is a vector [..., n] when it has one axis less than a (or
+    is 1-D), else a matrix [..., n, k]; leading axes broadcast."""
+    tnp = _tnp()
+    a = _square(a, "solve")
+    b = asarray(b)
+    vector = b.ndim == 1 or b.ndim == a.ndim - 1
+    if vector:
+        b = tnp.expand_dims(b, -1)
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise ValueError(f"solve: b's shape {tuple(b.shape)} does not fit a of shape {a.shape}")
+    b = _C.astype(b, a._dtype_name) if b._dtype_name != a._dtype_name else b
+    a, b = _batched(a, b, "solve")
+    lu, _, perm = _C.lu(a)
+    x = _lu_solve(lu, perm, b)
+    return _C.squeeze(x, [x.ndim - 1]) if vector else x
+
+
+def inv(a):
+    """The inverse of a [..., n, n] (infinities or NaNs where a is singular)."""
+    tnp = _tnp()
+    a = _square(a, "inv")
+    eye = _C.broadcast_to(tnp.eye(a.shape[-1], dtype=a._dtype_name), list(a.shape))
+    lu, _, perm = _C.lu(a)
+    return _lu_solve(lu, perm, eye)
+
+
+def _lu_parts(a, name):
+    """lu(a)'s diagonal of U [..., n] and the permutation's sign (+1 or -1) [...]."""
+    tnp = _tnp()
+    a = _square(a, name)
+    lu, pivots, _ = _C.lu(a)
+    diag = tnp.diagonal(lu, axis1=-2, axis2=-1)
+    n = a.shape[-1]
+    swaps = sum(_C.astype(_C.not_equal(pivots, asarray(_np.arange(n, dtype=_np.int32))), a._dtype_name), -1)
+    sign = 1.0 - 2.0 * (swaps % 2.0)
+    return diag, sign
+
+
+def det(a):
+    """The determinant of a [..., n, n]: the product of U's diagonal, signed by the row swaps."""
+    diag, sign = _lu_parts(a, "det")
+    return sign * _tnp().prod(diag, axis=-1)
+
+
+SlogdetResult = _collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+
+
+def slogdet(a):
+    """(sign, log|det a|) of a [..., n, n]: sign 0 and logabsdet -inf where a is singular."""
+    tnp = _tnp()
+    diag, sign = _lu_parts(a, "slogdet")
+    logabsdet = sum(tnp.log(abs(diag)), -1)
+    sign = sign * tnp.prod(tnp.sign(diag), axis=-1)
+    return SlogdetResult(sign, logabsdet)
+
+
+linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg: norm, cholesky, solve, inv, det, slogdet.")
+for _f in (_norm, cholesky, solve, inv, det, slogdet):
+    _name = "norm" if _f is _norm else _f.__name__
+    setattr(linalg, _name, _f)
+    _f.__module__ = linalg.__name__
+    _f.__name__ = _f.__qualname__ = _name
+linalg.SlogdetResult = SlogdetResult
 _sys.modules[linalg.__name__] = linalg  # import tessera.numpy.linalg works too

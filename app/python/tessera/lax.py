@@ -318,3 +318,7 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_lax_ops.__all__))
+
+
+# jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu.
+from . import _lax_linalg as linalg  # noqa: E402
