@@ -232,6 +232,7 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(split, 1);
+  m_status->setObjectName("shardingStatus");
   m_status->setWordWrap(true);
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(m_status);
@@ -368,15 +369,22 @@ const inspect::ArgumentPath* ShardingPanel::findArgument(const QString& name) co
   return nullptr;
 }
 
+// A drop that changes nothing says why where the user looks, the panel's status line, as well as in the console
+// (it was only in the console, behind the Sharding tab: the drop seemed to do nothing).
+void ShardingPanel::refuseDrop(const QString& why) {
+  m_session->log("error", tr("sharding: %1").arg(why));
+  m_status->setText(tr("<span style=\"color:#c03030\"><b>Not set:</b> %1</span>").arg(why.toHtmlEscaped()));
+}
+
 bool ShardingPanel::dropSpec(const QString& argument, const QString& spec) {
   auto parsed = sharding::PartitionSpec::parse(spec.toStdString());
   if (!parsed.ok()) {
-    m_session->log("error", tr("sharding: '%1': %2").arg(spec, q(parsed.error().message)));
+    refuseDrop(tr("'%1': %2").arg(spec, q(parsed.error().message)));
     return false;
   }
   const inspect::ArgumentPath* found = findArgument(argument);
   if (!found) {
-    m_session->log("error", tr("sharding: no argument '%1' in the step").arg(argument));
+    refuseDrop(tr("no argument '%1' in the step").arg(argument));
     return false;
   }
   // Overrides are keyed by the argument's relative path: a parameter's covers its optimizer state.
@@ -392,11 +400,11 @@ bool ShardingPanel::dropSpec(const QString& argument, const QString& spec) {
 bool ShardingPanel::dropSpecOnValue(int value, const QString& spec) {
   auto parsed = sharding::PartitionSpec::parse(spec.toStdString());
   if (!parsed.ok()) {
-    m_session->log("error", tr("sharding: '%1': %2").arg(spec, q(parsed.error().message)));
+    refuseDrop(tr("'%1': %2").arg(spec, q(parsed.error().message)));
     return false;
   }
   if (!m_step || value < 0 || value >= m_step->graph->numValues()) {
-    m_session->log("error", tr("sharding: no value %%1 in the planned step").arg(value));
+    refuseDrop(tr("no value %%1 in the planned step").arg(value));
     return false;
   }
   Edit after = m_edit;

@@ -56,7 +56,7 @@ class ShardingPanel : public QWidget {
   static QMimeData* specMimeData(const QString& spec);
   // A drop, as the project tree, the graph and this panel's argument list make it: the spec on an argument
   // ("params.layers.0.weight", "layers.0.weight" or "inputs"). An undoable command; false with a message in
-  // the console when the spec does not parse or the argument is unknown.
+  // the panel's status line and the console when the spec does not parse or the argument is unknown.
   bool dropSpec(const QString& argument, const QString& spec);
   // A drop on a value inside the step (an op's result in the graph): a sharding constraint there, as
   // withShardingConstraint in the model would make it. Not written by Apply (it belongs in the model's code).
@@ -107,6 +107,7 @@ class ShardingPanel : public QWidget {
   // The step's argument named "params.x.y" (or "x.y", as the project tree names a parameter), "opt.1.mu.x.y" or
   // "inputs"; null if the step has none.
   const inspect::ArgumentPath* findArgument(const QString& name) const;
+  void refuseDrop(const QString& why);
 
   Session* m_session;
   QLineEdit* m_meshShape;

@@ -11,6 +11,7 @@
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QDockWidget>
@@ -182,6 +183,28 @@ class TestShardingPanel : public QObject {
     p->undoStack()->redo();
     QVERIFY(waitPlan(p));
     QCOMPARE(specOf(p, "params.layers.1.weight"), QString("P(None, None)"));
+  }
+
+  // A drop the panel refuses (a spec that does not parse, an argument the step does not have) says why in the
+  // panel's status line, not only in the console behind another tab; the plan and the undo stack stay as they
+  // were.
+  void refusedDropSaysWhyInThePanel() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    QVERIFY(openAndPlan(w, dir.path()));
+    ShardingPanel* p = w.shardingPanel();
+    auto* status = p->findChild<QLabel*>("shardingStatus");
+    QVERIFY(status);
+    QVERIFY(!p->dropSpec("params.layers.0.weight", "None, (model"));
+    QVERIFY2(status->text().contains("Not set") && status->text().contains("None, (model"), qPrintable(status->text()));
+    QVERIFY(!p->dropSpec("params.layers.9.weight", "None, model"));
+    QVERIFY2(status->text().contains("no argument") && status->text().contains("params.layers.9.weight"),
+             qPrintable(status->text()));
+    QVERIFY(!p->dropSpecOnValue(1 << 30, "model"));
+    QVERIFY2(status->text().contains("no value"), qPrintable(status->text()));
+    QCOMPARE(p->undoStack()->count(), 0);
+    QCOMPARE(specOf(p, "params.layers.0.weight"), QString("P(None, 'model')"));
   }
 
   // Drag events on the project panel's tree view and on the panel's argument list, as a drag from the palette
