@@ -147,6 +147,8 @@ void MemoryPanel::showMemory() {
   auto* yAxis = new QValueAxis;
   yAxis->setTitleText(tr("%1 live").arg(unitName));
   yAxis->setRange(0, std::max(m.peakBytes / unit * 1.05, 1e-3));
+  // Ticks at round values (0, 5, 10, 15, 20 MiB), not at fifths of 1.05 x the peak (0, 5.0, 9.9, 14.9, 19.9).
+  yAxis->applyNiceNumbers();
   m_chart->addAxis(xAxis, Qt::AlignBottom);
   m_chart->addAxis(yAxis, Qt::AlignLeft);
   std::vector<double> below(m.live.size(), 0.0);

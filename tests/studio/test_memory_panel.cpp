@@ -9,6 +9,9 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QValueAxis>
+
+#include <cmath>
 
 #include "app/studio/main_window.h"
 #include "views/memory_panel.h"
@@ -45,6 +48,20 @@ class TestMemoryPanel : public QObject {
 
     // Six stacked kinds and the peak's line.
     QCOMPARE(panel->chartView()->chart()->series().size(), qsizetype(inspect::kNumMemoryKinds + 1));
+    // The bytes axis is ticked at round values (1, 2, 2.5 or 5 times a power of ten apart, from 0) and holds the
+    // peak; its ticks were fifths of 1.05 x the peak.
+    const auto axes = panel->chartView()->chart()->axes(Qt::Vertical);
+    QCOMPARE(axes.size(), qsizetype(1));
+    auto* y = qobject_cast<QValueAxis*>(axes.front());
+    QVERIFY(y);
+    QCOMPARE(y->min(), 0.0);
+    const double interval = (y->max() - y->min()) / (y->tickCount() - 1);
+    const double mantissa = interval / std::pow(10.0, std::floor(std::log10(interval)));
+    QVERIFY2(std::abs(mantissa - 1) < 1e-9 || std::abs(mantissa - 2) < 1e-9 || std::abs(mantissa - 2.5) < 1e-9 ||
+                 std::abs(mantissa - 5) < 1e-9,
+             qPrintable(QString("ticks %1 apart up to %2").arg(interval).arg(y->max())));
+    const double unit = m.peakBytes >= (int64_t(1) << 30) ? 1024.0 * 1024 * 1024 : m.peakBytes >= (1 << 20) ? 1024.0 * 1024 : 1024.0;
+    QVERIFY(y->max() * unit >= static_cast<double>(m.peakBytes));
 
     // The list: every buffer live at the peak, largest first, summing to the peak.
     QTableWidget* table = panel->table();
