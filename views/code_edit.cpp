@@ -6,6 +6,7 @@
 #include <QPaintEvent>
 #include <QPainter>
 #include <QTextBlock>
+#include <QTextDocument>
 
 namespace tsr::studio {
 
@@ -24,7 +25,10 @@ class CodeEdit::Numbers : public QWidget {
 CodeEdit::CodeEdit(QWidget* parent) : QPlainTextEdit(parent), m_numbers(new Numbers(this)) {
   setLineWrapMode(QPlainTextEdit::NoWrap);
   setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  connect(this, &QPlainTextEdit::blockCountChanged, this, [this] { updateMargin(); });
+  // The document's signal, not the editor's: a caller that sets the text with the editor's signals blocked
+  // (the Source panel does) still widens the margin for a third digit. The margin stayed two digits wide while
+  // the numbers took three, and they covered the first letters of every line.
+  connect(document(), &QTextDocument::blockCountChanged, this, [this] { updateMargin(); });
   connect(this, &QPlainTextEdit::updateRequest, this, [this](const QRect& rect, int dy) {
     if (dy != 0) {
       m_numbers->scroll(0, dy);
@@ -63,11 +67,21 @@ int CodeEdit::markLine(int line, const QColor& colour) {
 
 void CodeEdit::resizeEvent(QResizeEvent* e) {
   QPlainTextEdit::resizeEvent(e);
-  QRect r = contentsRect();
-  m_numbers->setGeometry(QRect(r.left(), r.top(), numbersWidth(), r.height()));
+  updateMargin();
 }
 
-void CodeEdit::updateMargin() { setViewportMargins(numbersWidth(), 0, 0, 0); }
+void CodeEdit::changeEvent(QEvent* e) {
+  QPlainTextEdit::changeEvent(e);
+  if (e->type() == QEvent::FontChange) updateMargin();
+}
+
+// The margin and the numbers in it are always as wide as each other.
+void CodeEdit::updateMargin() {
+  const int width = numbersWidth();
+  if (viewportMargins().left() != width) setViewportMargins(width, 0, 0, 0);
+  const QRect r = contentsRect();
+  m_numbers->setGeometry(QRect(r.left(), r.top(), width, r.height()));
+}
 
 void CodeEdit::paintNumbers(const QRect& rect) {
   QPainter p(m_numbers);

@@ -19,6 +19,7 @@ class CodeEdit : public QPlainTextEdit {
 
  protected:
   void resizeEvent(QResizeEvent* e) override;
+  void changeEvent(QEvent* e) override;
 
  private:
   class Numbers;

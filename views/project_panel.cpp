@@ -42,6 +42,7 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
       m_save(new QPushButton(tr("Save project.toml"))),
       m_file(new QPlainTextEdit) {
   setObjectName("projectPanel");
+  m_summary->setObjectName("projectSummary");
   m_summary->setWordWrap(true);
   m_openFile->setObjectName("openProjectTomlButton");
   m_openFile->setToolTip(tr("Edit the project's project.toml, its error marked; saving opens the project again"));
@@ -80,7 +81,10 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   layout->addWidget(m_tabs, 1);
   connect(m_session, &Session::projectOpened, this, &ProjectPanel::onProjectOpened);
   connect(m_session, &Session::projectFailed, this, [this](const QString& message) {
-    m_summary->setText(tr("<span style=\"color:#d04040\">Could not open the project:</span> %1").arg(message.toHtmlEscaped()));
+    // One line: a traceback's lines (and Python's ^^^^ underlines) would widen the dock, and the window with it.
+    m_summary->setText(tr("<span style=\"color:#d04040\">Could not open the project:</span> %1")
+                           .arg(failureSummary(message, m_session->failedProjectFile()).toHtmlEscaped()));
+    m_summary->setToolTip(message);
     m_failure = message;
     m_openFile->setVisible(QFileInfo(m_session->failedProjectFile()).isFile());
     // The editor of that file, if open, marks the new error.
@@ -89,6 +93,23 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
       m_editor->setError(message);
     }
   });
+}
+
+QString ProjectPanel::failureSummary(const QString& message, const QString& file) {
+  const inspect::PythonTraceback tb = inspect::parseTraceback(message.toStdString());
+  if (!tb.frames.empty() && !tb.exception.empty()) {
+    const inspect::TracebackFrame* at = &tb.frames.back();
+    for (const inspect::TracebackFrame& f : tb.frames)
+      if (sameFile(QString::fromStdString(f.file), file)) at = &f;
+    return QString("%1:%2: %3").arg(QString::fromStdString(at->file)).arg(at->line).arg(QString::fromStdString(tb.exception));
+  }
+  // Else the first line, which names the file, and the last, which says what went wrong (Python's own errors
+  // before it runs the model end so).
+  const QStringList lines = message.split('\n', Qt::SkipEmptyParts);
+  if (lines.size() < 2) return message.trimmed();
+  QString last = lines.back().trimmed();
+  if (last.size() > 240) last = last.left(240) + "…";
+  return lines.front().trimmed() + (lines.size() > 2 ? " … " : " ") + last;
 }
 
 void ProjectPanel::buildForm(const std::string& family) {

@@ -47,6 +47,10 @@ class ProjectPanel : public QWidget {
   // project.toml" does); the editor, or null before it was first opened.
   void openFileEditor();
   ProjectFileEditor* fileEditor() const { return m_editor; }
+  // An error to show in one line: a Python traceback as "file:line: Exception: what" (the innermost frame in
+  // `file`, the file the error is about, else the innermost one); another message as its first and last lines.
+  // The whole message is in the console.
+  static QString failureSummary(const QString& message, const QString& file);
 
  signals:
   void saved(const QString& file);

@@ -175,8 +175,12 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     auto it = r.metrics.find(m_metricKeys[c].toStdString());
     if (it == r.metrics.end()) return {};
     const inspect::MetricStats& s = it->second;
-    if (role == Qt::ToolTipRole) return QString("%1 points, last at step %2").arg(s.points).arg(s.lastStep);
-    return QString("%1 (min %2, max %3)").arg(num(s.latest), num(s.min), num(s.max));
+    // The latest value, as MLflow's table shows it; "2.9647 (min 2.5628, max 6.2725)" did not fit a column and
+    // was cut to "2.9647 (min 2.5628, max …" on two lines. Its range is in the tooltip.
+    if (role == Qt::ToolTipRole)
+      return QString("%1 %2 at step %3 (min %4, max %5; %6 points)")
+          .arg(m_metricKeys[c], num(s.latest)).arg(s.lastStep).arg(num(s.min), num(s.max)).arg(s.points);
+    return num(s.latest);
   }
   c -= static_cast<int>(m_metricKeys.size());
   auto it = r.params.find(m_paramKeys[c].toStdString());
@@ -209,6 +213,9 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->verticalHeader()->hide();
   m_table->horizontalHeader()->setStretchLastSection(true);
+  // One line per run: a date or a status wrapped onto a second line doubled the rows.
+  m_table->setWordWrap(false);
+  connect(m_model, &QAbstractItemModel::modelReset, m_table, [this] { m_table->resizeColumnsToContents(); });
   m_table->setSortingEnabled(true);
   m_table->sortByColumn(0, Qt::AscendingOrder);
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);

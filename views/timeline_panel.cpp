@@ -66,6 +66,7 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       m_windowWatcher(new QFutureWatcher<WindowResult>(this)),
       m_statsWatcher(new QFutureWatcher<StatsResult>(this)) {
   setObjectName("timelinePanel");
+  m_source->setObjectName("timelineSource");
   m_source->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_source->setText(tr("No profile"));
   m_colour->addItem(tr("Colour by fusion kind"), "kind");
@@ -181,6 +182,10 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
       if (!m_quiet) {
         m_session->log("error", "timeline: " + fromStd(r->error().message));
         m_source->setText(tr("Could not open: %1").arg(fromStd(r->error().message)));
+      } else {
+        // A project's store without a profile (or none the timeline can read): the label no longer says Loading.
+        m_source->setText(m_timeline ? fromStd(m_timeline->source) : tr("No profile"));
+        m_source->setToolTip(fromStd(r->error().message));
       }
       emit failed(fromStd(r->error().message));
       return;
@@ -219,6 +224,8 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
   });
   // A project's latest profile shows when it opens; the link to its graph is made once it is compiled.
   connect(m_session, &Session::projectOpened, this, [this] {
+    // The last project's profile is not this one's: it goes, whether or not this project has one.
+    if (m_timeline) showProfile(nullptr, nullptr, nullptr);
     // Quiet: a project that was never profiled is not an error.
     if (QFileInfo::exists(m_session->runsDbPath())) openProfile(m_session->runsDbPath(), 0, true);
     relink();

@@ -46,13 +46,13 @@ CommandPalette::CommandPalette(QList<QAction*> actions, QWidget* parent)
   connect(m_filter, &QLineEdit::textChanged, this, &CommandPalette::refill);
   connect(m_filter, &QLineEdit::returnPressed, this, &CommandPalette::runCurrent);
   connect(m_list, &QListWidget::itemActivated, this, &CommandPalette::runCurrent);
-  // Up and Down move in the list while typing.
+  // Up and Down move in the list while typing, over the commands that can run now.
   auto* down = new QAction(this);
   down->setShortcut(Qt::Key_Down);
-  connect(down, &QAction::triggered, this, [this] { m_list->setCurrentRow(std::min(m_list->currentRow() + 1, m_list->count() - 1)); });
+  connect(down, &QAction::triggered, this, [this] { step(1); });
   auto* up = new QAction(this);
   up->setShortcut(Qt::Key_Up);
-  connect(up, &QAction::triggered, this, [this] { m_list->setCurrentRow(std::max(m_list->currentRow() - 1, 0)); });
+  connect(up, &QAction::triggered, this, [this] { step(-1); });
   addAction(down);
   addAction(up);
   refill();
@@ -77,7 +77,23 @@ void CommandPalette::refill() {
     item->setData(Qt::UserRole, QVariant::fromValue(static_cast<void*>(a)));
     if (!a->isEnabled()) item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
   }
-  m_list->setCurrentRow(0);
+  // The best match that can run is highlighted: a disabled one first in the list (Run ▶ Train before a project
+  // is open) took Enter, and the palette closed having done nothing.
+  m_list->setCurrentRow(-1);
+  step(1);
+}
+
+void CommandPalette::step(int direction) {
+  for (int row = m_list->currentRow() + direction; row >= 0 && row < m_list->count(); row += direction)
+    if (m_list->item(row)->flags() & Qt::ItemIsEnabled) {
+      m_list->setCurrentRow(row);
+      return;
+    }
+}
+
+QString CommandPalette::currentCommand() const {
+  QListWidgetItem* item = m_list->currentItem();
+  return item ? item->text() : QString();
 }
 
 QStringList CommandPalette::visibleCommands() const {
@@ -88,7 +104,7 @@ QStringList CommandPalette::visibleCommands() const {
 
 void CommandPalette::runCurrent() {
   QListWidgetItem* item = m_list->currentItem();
-  if (!item) return;
+  if (!item || !(item->flags() & Qt::ItemIsEnabled)) return;  // nothing to run: the palette stays open
   auto* a = static_cast<QAction*>(item->data(Qt::UserRole).value<void*>());
   accept();
   if (a && a->isEnabled()) a->trigger();

@@ -21,11 +21,15 @@ class CommandPalette : public QDialog {
 
   void setFilter(const QString& text);
   QStringList visibleCommands() const;
-  // Runs the highlighted command and closes.
+  // The highlighted row: the best match that can run now ("" when none can).
+  QString currentCommand() const;
+  // Runs the highlighted command and closes; stays open when no command that can run is highlighted.
   void runCurrent();
 
  private:
   void refill();
+  // Highlights the next row (direction 1) or the previous one (-1) whose command can run, if any.
+  void step(int direction);
 
   QList<QAction*> m_actions;
   QLineEdit* m_filter;

@@ -133,7 +133,8 @@ int run(int argc, char** argv) {
   parser.addVersionOption();
   parser.addPositionalArgument("project", "A project folder (holding project.toml) or the file itself");
   QCommandLineOption shot("screenshot", "Render each panel to PNG in DIR (or one panel to FILE with --panel) and exit", "DIR|FILE");
-  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, timeline, sharding, window", "NAME");
+  QCommandLineOption panel("panel", "The panel --screenshot renders: graph, ir, inspector, project, metrics, runs, console, timeline, sharding, "
+                                    "memory, roofline, source, window", "NAME");
   QCommandLineOption theme("theme", "light or dark (default: the last used)", "NAME");
   QCommandLineOption select("select", "Select this node of the graph once open (for screenshots of the inspector)", "NODE");
   QCommandLineOption stage("stage", "Show this pipeline stage (0: traced; -1: the last)", "N");

@@ -110,7 +110,8 @@ MainWindow::MainWindow(QWidget* parent)
     for (PluginPanel* p : std::as_const(m_pluginPanels)) p->setCurrentStage(index);
   });
   connect(m_session, &Session::projectFailed, this, [this](const QString& msg) {
-    statusBar()->showMessage(tr("Could not open the project: %1").arg(msg));
+    statusBar()->showMessage(
+        tr("Could not open the project: %1").arg(ProjectPanel::failureSummary(msg, m_session->failedProjectFile())));
     m_docks["console"]->raise();
     // The error and its "Open project.toml" are in the project panel.
     m_docks["project"]->show();
@@ -277,9 +278,13 @@ void MainWindow::createActions() {
   make(view, "collapseAll", tr("&Collapse All Groups"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), [this] { m_graph->expandAll(false); });
   view->addSeparator();
   int n = 1;
-  for (const char* name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline", "sharding"}) {
+  // Every panel can be reached from the keyboard: Alt+1 to Alt+9, the rest through the command palette.
+  for (const char* name : {"project", "ir", "inspector", "metrics", "runs", "console", "timeline", "sharding", "memory",
+                           "roofline", "source"}) {
     QDockWidget* d = m_docks[name];
-    QAction* a = make(view, QStringLiteral("show_") + name, tr("Show %1").arg(d->windowTitle()), QKeySequence(Qt::ALT | (Qt::Key_0 + n++)),
+    const QKeySequence key = n <= 9 ? QKeySequence(Qt::ALT | (Qt::Key_0 + n)) : QKeySequence();
+    ++n;
+    QAction* a = make(view, QStringLiteral("show_") + name, tr("Show %1").arg(d->windowTitle()), key,
                       [d] {
                         d->show();
                         d->raise();
@@ -364,7 +369,8 @@ QAction* MainWindow::action(const QString& objectName) const {
 QMap<QString, QWidget*> MainWindow::panels() const {
   QMap<QString, QWidget*> out{{"graph", m_graph},     {"ir", m_ir},     {"inspector", m_inspector},
                               {"project", m_project}, {"metrics", m_metrics}, {"runs", m_runs},
-                              {"console", m_console}, {"timeline", m_timeline}, {"sharding", m_sharding}};
+                              {"console", m_console}, {"timeline", m_timeline}, {"sharding", m_sharding},
+                              {"memory", m_memory},   {"roofline", m_roofline}, {"source", m_source}};
   for (auto it = m_pluginPanels.begin(); it != m_pluginPanels.end(); ++it) out.insert(it.key(), it.value()->widget());
   return out;
 }
