@@ -529,10 +529,16 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
     error = Error{fmt::format("{}: [mesh] has {} sizes but {} axis names", file, p.mesh.shape.size(), p.mesh.axes.size())};
 
   if (const toml::table* sh = section("sharding")) {
+    // A rule is named by its line, or by the --set that gave it.
+    auto where = [&](const toml::node& n) {
+      auto it = ctx.overridden.find(&n);
+      return it != ctx.overridden.end() ? fmt::format("{} (over {})", it->second, file)
+                                        : fmt::format("{}:{}", file, n.source().begin.line);
+    };
     for (const auto& [k, val] : *sh) {
       if (error) break;
       if (!val.is_string()) {
-        error = Error{fmt::format("{}:{}: sharding rule '{}' must be a string PartitionSpec", file, val.source().begin.line, k.str())};
+        error = Error{fmt::format("{}: sharding rule '{}' must be a string PartitionSpec", where(val), k.str())};
         break;
       }
       // The pattern is a regex over parameter paths: one that is not is said here, with its line, on any mesh
@@ -540,8 +546,8 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
       try {
         std::regex check{std::string(k.str())};
       } catch (const std::regex_error& e) {
-        error = Error{fmt::format("{}:{}: sharding rule '{}' is not a regular expression ({})", file,
-                                  val.source().begin.line, k.str(), e.what())};
+        error = Error{fmt::format("{}: sharding rule '{}' is not a regular expression ({})", where(val), k.str(),
+                                  e.what())};
         break;
       }
       p.sharding.push_back(ShardingRule{std::string(k.str()), *val.value<std::string>(), static_cast<int>(val.source().begin.line)});

@@ -337,6 +337,11 @@ eval_every = 30
     // A [sharding] pattern that is not a regex is said with its line on any mesh (on one device it was never read).
     check(QByteArray(toml) + "[sharding]\n'layers\\.(0' = \"None, model\"\n", {},
           file + ":18: sharding rule 'layers\\.(0' is not a regular expression (");
+    // A rule given by --set is named by it (it was "project.toml:0").
+    check(toml, {"sharding.x=1"}, "--set sharding.x=1 (over " + file + "): sharding rule 'x' must be a string "
+                                  "PartitionSpec");
+    check(toml, {"sharding.(=data"}, "--set sharding.(=data (over " + file + "): sharding rule '(' is not a regular "
+                                     "expression (");
   }
 
   // compile --dump into a folder an earlier dump wrote replaces that dump (nothing of it is left to mislead) and
