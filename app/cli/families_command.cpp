@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +18,18 @@
 namespace tsr::cli {
 
 namespace {
+
+// A word as a shell reads it back: quoted when it holds anything but letters, digits and _./+:,@%=- ("my proj",
+// "it's", "$HOME"), so that the command a user is told to type can be pasted as it is.
+std::string shellWord(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./+:,@%=-", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 namespace fs = std::filesystem;
 
@@ -126,7 +140,8 @@ int runNew(const NewArgs& a) {
     if (auto st = data::writeFileAtomically((dir / file).string(), content); !st.ok()) return fail(st.error().message);
     std::cout << fmt::format("wrote a starter {} to edit\n", (dir / file).string());
   }
-  std::cout << fmt::format("new {} project in {}: train it with `tessera train {}`\n", spec.family, dir.string(), dir.string());
+  std::cout << fmt::format("new {} project in {}: train it with `tessera train {}`\n", spec.family, dir.string(),
+                           shellWord(dir.string()));
   return 0;
 }
 

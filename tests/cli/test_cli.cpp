@@ -369,6 +369,17 @@ eval_every = 30
 
   // `tessera new ""` would write into this folder; a corpus whose name a different file in data/ has would be
   // silently replaced by that file.
+  // The command new tells the user to type is one a shell reads back: a folder with a space or a quote quoted.
+  void newProjectsCommandLineIsQuoted() {
+    QTemporaryDir dir;
+    const QString folder = dir.filePath("it's my proj");
+    Run r = tessera({"new", folder, "--family", "mlp"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("train it with `tessera train '" + dir.filePath("it'\\''s my proj") + "'`"),
+             qPrintable(r.out));
+    QVERIFY(QFile::exists(folder + "/project.toml"));
+  }
+
   void newRefusesAnEmptyFolderNameAndAnotherCorpus() {
     QTemporaryDir dir;
     Run empty = tessera({"new", "", "--family", "mlp"});
