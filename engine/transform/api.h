@@ -191,7 +191,7 @@ Array avgPool(const Array& x, Axes windowShape, Axes strides = {}, const ConvPad
 
 // Indexing
 Array take(const Array& x, const Array& indices, int64_t axis = 0, TSR_LOC);
-Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, TSR_LOC);  // indices.rank == x.rank - 1
+Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, TSR_LOC);  // numpy's; or indices rank-1
 Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims = 0,
                  TSR_LOC);
 // lax.scatter and its combining variants on scatterAdd's layout: updates land on x at their indices along axis;

@@ -217,15 +217,34 @@ Array take(const Array& x, const Array& indices, int64_t axis, std::source_locat
 
 Array takeAlongAxis(const Array& x, const Array& indices, int64_t axis, std::source_location loc) {
   const int a = axisOf("takeAlongAxis", x, axis, loc);
-  Array xt = x;
-  if (a != x.rank() - 1) {
-    Axes perm;
-    for (int i = 0; i < x.rank(); ++i)
-      if (i != a) perm.push_back(i);
-    perm.push_back(a);
-    xt = transpose(x, perm, loc);
+  const int last = x.rank() - 1;
+  // The gather picks along x's last dim with the dims before it as batch dims, so `axis` moves last in x, and in
+  // indices where they have it too (numpy's form), and back in the result.
+  Axes perm;
+  for (int i = 0; i < x.rank(); ++i)
+    if (i != a) perm.push_back(i);
+  perm.push_back(a);
+  if (indices.rank() != x.rank()) {
+    if (indices.rank() != last)
+      raiseAt(loc, makeError("takeAlongAxis: indices {} must have x's rank {} (or one less), got {}",
+                             indices.aval().toString(), x.rank(), indices.rank()));
+    return bind1(OpCode::Gather, {transpose(x, perm, loc), indices}, ir::GatherAttrs{last, last}, loc);
   }
-  return bind1(OpCode::Gather, {xt, indices}, ir::GatherAttrs{x.rank() - 1, x.rank() - 1}, loc);
+  // numpy's form: the dims other than axis broadcast against each other.
+  std::vector<int64_t> xDims = x.shape().dims(), iDims = indices.shape().dims();
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i == a || xDims[i] == iDims[i]) continue;
+    if (xDims[i] != 1 && iDims[i] != 1)
+      raiseAt(loc, makeError("takeAlongAxis: x {} and indices {} do not broadcast in dim {}", x.aval().toString(),
+                             indices.aval().toString(), i));
+    xDims[i] = iDims[i] = std::max(xDims[i], iDims[i]);
+  }
+  Array xt = transpose(broadcastTo(x, Shape(xDims), loc), perm, loc);
+  Array it = transpose(broadcastTo(indices, Shape(iDims), loc), perm, loc);
+  Array r = bind1(OpCode::Gather, {xt, it}, ir::GatherAttrs{last, last}, loc);
+  Axes back(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) back[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return transpose(r, back, loc);
 }
 
 Array scatterAdd(const Array& x, const Array& indices, const Array& updates, int64_t axis, int64_t batchDims,

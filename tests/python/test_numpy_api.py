@@ -572,3 +572,17 @@ def test_new_functions_under_vmap(rng):
              (lambda v: tnp.sum(v, where=mask), lambda v: np.sum(v, where=mask))]
     for f, ref in cases:
         close(tessera.vmap(f)(tnp.asarray(x)), np.stack([ref(r) for r in x]), rtol=1e-5)
+
+
+def test_take_along_axis_on_any_axis_broadcasting_like_numpy(rng):
+    x = sample(rng, (4, 3, 2))
+    for axis, shape in [(0, (2, 3, 2)), (1, (4, 5, 2)), (0, (2, 1, 2)), (1, (1, 2, 1)), (-1, (1, 1, 3))]:
+        idx = rng.integers(0, x.shape[axis], shape)
+        np.testing.assert_array_equal(np.asarray(tnp.take_along_axis(tnp.asarray(x), idx, axis=axis)),
+                                      np.take_along_axis(x, idx, axis=axis))
+    # d/dx sum(picked^2) is 2 x where picked (rows [1, 0, 1] of the columns), 0 elsewhere.
+    v = np.arange(6.0).reshape(2, 3)
+    g = tessera.grad(lambda x: tnp.sum(tnp.take_along_axis(x, np.array([[1, 0, 1]]), axis=0) ** 2))(tnp.asarray(v))
+    np.testing.assert_array_equal(np.asarray(g), [[0, 2, 0], [6, 0, 10]])
+    with pytest.raises(Exception, match="do not broadcast"):
+        tnp.take_along_axis(tnp.asarray(x), np.zeros((3, 3, 2), np.int32), axis=1)

@@ -159,11 +159,8 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 def _lu_solve(lu, perm, b):
     """x with a x = b from lu(a) (b [..., n, k], the batch dims equal)."""
     tnp = _tnp()
-    # b's rows in the permutation's order, as the product with P (P[i, j] = 1 where j = perm[i]): exact, and its
-    # gradient is the product with P^T.
-    n = lu.shape[-1]
-    p = _C.astype(_C.equal(tnp.expand_dims(perm, -1), asarray(_np.arange(n, dtype=_np.int32))), lu._dtype_name)
-    pb = matmul(p, b)
+    # b's rows in the permutation's order (row i is b's row perm[i]): one gather, its gradient a scatter_add.
+    pb = tnp.take_along_axis(b, tnp.expand_dims(perm, -1), axis=-2, mode="promise_in_bounds")
     y = _C.triangular_solve(lu, pb, True, True, False, True)
     return _C.triangular_solve(lu, y, True, False, False, False)
 
