@@ -1,6 +1,7 @@
 #include "app/cli/profile_command.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include <iostream>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/project_args.h"
+#include "engine/core/interrupt.h"
 #include "engine/project/project.h"
 #include "engine/train/profile_diff.h"
 #include "engine/train/profile_run.h"
@@ -127,6 +129,11 @@ nlohmann::json profileJson(const train::ProfileReport& r) {
           {"kernels", kernels}, {"steps", steps}, {"devices", devices}, {"collectives", calls}};
 }
 
+void onInterrupt(int) {
+  if (interruptRequested()) std::_Exit(130);
+  requestInterrupt();
+}
+
 int runProfile(ProfileArgs& a) {
   auto project = loadProject(a.project, a.sets);
   if (!project.ok()) {
@@ -136,13 +143,16 @@ int runProfile(ProfileArgs& a) {
   // A closed stdout (`tessera profile ... | head`) must not kill the process by SIGPIPE between creating its run
   // and closing it: the profile (a few steps) completes and is stored; what cannot be printed is dropped.
   std::signal(SIGPIPE, SIG_IGN);
+  // Ctrl-C (or SIGTERM) stops the engine between kernels and the run is marked stopped; a second one kills at once.
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
   // With --json, stdout holds the JSON object alone (progress goes to stderr).
   auto report = train::profileTraining(*project, a.options, [&](const std::string& line) {
     if (!a.quiet) (a.json ? std::cerr : std::cout) << line << "\n" << std::flush;
   });
   if (!report.ok()) {
     std::cerr << "tessera profile: " << report.error().message << "\n";
-    return 1;
+    return interruptRequested() ? 130 : 1;
   }
   if (!report->primary) return 0;  // rank 0 reports for every rank
   if (a.json) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/interrupt.h"
 #include "engine/dist/rank_clocks.h"
 #include "engine/runtime/profiler.h"
 #include "engine/runtime/trace_merge.h"
@@ -51,12 +52,14 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
   numParams = setup.model.numParams;
 
   for (int64_t i = 0; i < o.warmup; ++i) {
+    TSR_TRY(checkInterrupt());
     TSR_ASSIGN(Batch b, setup.next());
     TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
     info(fmt::format("warm-up step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
   }
   std::vector<Batch> batches;
   for (int64_t i = 0; i < o.steps; ++i) {
+    TSR_TRY(checkInterrupt());
     TSR_ASSIGN(Batch b, setup.next());
     batches.push_back(std::move(b));
   }
@@ -75,6 +78,7 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
   {
     runtime::ProfilerScope scope(profiler);
     for (const Batch& b : batches) {
+      TSR_TRY(checkInterrupt());
       int64_t start = runtime::Profiler::nowNs();
       TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
       profiler.mark({fmt::format("step {}", state.step), start, runtime::Profiler::nowNs() - start});
@@ -153,6 +157,12 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
     return {};
   };
   if (Status st = record(); !st.ok()) {
+    // Ctrl-C (the engine stops between kernels and steps): the run stopped, as an interrupted training run does;
+    // a profile of fewer steps than asked is not stored.
+    if (interruptRequested()) {
+      (void)db.finishRun(r.runId, store::RunStatus::Stopped, "interrupted before the profile was complete");
+      return makeError("{}: run {} is marked stopped, with no profile stored", kInterruptedMessage, r.runId);
+    }
     (void)db.finishRun(r.runId, store::RunStatus::Failed, st.error().message);
     return st.takeError();
   }

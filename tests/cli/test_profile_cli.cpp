@@ -2,6 +2,8 @@
 // JSON parser (not the one that wrote it) and checked against the Trace Event Format.
 #include <QtTest>
 
+#include <csignal>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -165,6 +167,36 @@ class TestProfileCli : public QObject {
     QVERIFY2(c.flows > 0, "the mesh's collective calls are linked to their stragglers");
     Run show = tessera({"runs", "--db", db, "show", "1"});
     QVERIFY(show.out.contains(QRegularExpression("train\\.batch_size +64\\n")));
+  }
+
+  // Ctrl-C during a long profile stops the engine between kernels: the run is marked stopped (it was left
+  // "running", then listed as crashed, when the process died by the signal), nothing half-profiled is stored and
+  // the command exits 130.
+  void interruptingAProfileStopsItsRun() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath("s.db");
+    QProcess p;
+    p.start(TESSERA_BIN, {"profile", QString(TSR_SAMPLES) + "/gpt2_mini", "--steps", "5000", "--db", db});
+    QVERIFY(p.waitForStarted());
+    QElapsedTimer waited;
+    waited.start();
+    QByteArray out;
+    while (!out.contains("profiled step") && waited.elapsed() < 60000) {
+      p.waitForReadyRead(200);
+      out += p.readAllStandardOutput();
+    }
+    QVERIFY2(out.contains("profiled step"), out.constData());
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(60000));
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 130, qPrintable(err));
+    QVERIFY2(err.contains("tessera profile: interrupted: run 1 is marked stopped, with no profile stored"),
+             qPrintable(err));
+    Run list = tessera({"runs", "--db", db, "list"});
+    QVERIFY2(list.out.contains("1 runs in") && list.out.contains("stopped"), qPrintable(list.out));
+    Run show = tessera({"runs", "--db", db, "show", "1"});
+    QVERIFY2(show.exitCode == 0 && show.out.contains("stopped") && !show.out.contains("\nprofiles\n"),
+             qPrintable(show.out + show.err));
   }
 
   void badArgumentsAreMessages() {
