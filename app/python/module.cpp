@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <deque>
+#include <limits>
 #include <map>
 #include <regex>
 #include <string>
@@ -143,13 +144,35 @@ Array fromBuffer(const py::buffer& b, const std::string& dtypeName) {
   return Array::fromBytes(Aval{Shape(dims), dtype}, info.ptr);
 }
 
+// A Python int as a value of the integer dtype t, as JAX's weakly typed ints (x64 off): it must fit int32 (int64
+// beside an int64 array, JAX's x64 mode), else OverflowError (2**40 with an int32 array), and is then wrapped
+// into t (300 with a uint8 array is 44; -1 is 255).
+int64_t pythonIntIn(py::handle value, DType t) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  const bool wide = t == DType::I64;
+  if (overflow != 0 || (!wide && (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()))) {
+    const std::string text = py::str(value);
+    PyErr_Format(PyExc_OverflowError, "Python int %s too large to convert to %s", text.c_str(),
+                 wide ? "int64" : "int32");
+    throw py::error_already_set();
+  }
+  switch (t) {
+    case DType::U8: return static_cast<uint8_t>(v);
+    case DType::U32: return static_cast<uint32_t>(v);
+    default: return v;
+  }
+}
+
 Array scalarFor(py::handle value, const Array* like) {
   if (py::isinstance<py::bool_>(value)) {
     bool v = value.cast<bool>();
     return like ? scalarLike(*like, v) : Array::scalar(v, DType::Bool);
   }
   if (py::isinstance<py::int_>(value)) {
-    double v = static_cast<double>(value.cast<int64_t>());
+    const DType t = like && like->dtype() != DType::Bool ? like->dtype() : DType::I32;
+    if (isFloating(t)) return scalarLike(*like, PyLong_AsDouble(value.ptr()));
+    const double v = static_cast<double>(pythonIntIn(value, t));
     return like && like->dtype() != DType::Bool ? scalarLike(*like, v) : Array::scalar(v, DType::I32);
   }
   double v = value.cast<double>();

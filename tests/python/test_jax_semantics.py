@@ -630,3 +630,20 @@ def test_sort_and_argsort_descending():
     m = np.array([[0.0, 3.0], [0.0, 1.0]], np.float32)
     np.testing.assert_array_equal(np.asarray(tnp.argsort(m, axis=0, descending=True)), [[0, 0], [1, 1]])
     np.testing.assert_array_equal(np.asarray(tnp.asarray(a).sort(descending=True)), [np.nan, 2, 2, 2, 1, -1])
+
+
+def test_python_ints_must_fit_int32_and_wrap_into_the_array_dtype():
+    # JAX (x64 off): a Python int beside an array is a weak int32; out of int32's range it is an OverflowError
+    # (it was wrapped silently: int32 + 2**40 gave INT_MIN + 1), in range it wraps into the array's dtype.
+    i32 = tnp.asarray(np.array([1, 2], np.int32))
+    u8 = tnp.asarray(np.array([1], np.uint8))
+    u32 = tnp.asarray(np.array([1], np.uint32))
+    for f in (lambda: i32 + 2**40, lambda: 2**40 * i32, lambda: i32 - 2**31, lambda: u32 + 2**31,
+              lambda: u8 + 2**31, lambda: u8 - 2**70):
+        with pytest.raises(OverflowError, match="too large to convert to int32"):
+            f()
+    np.testing.assert_array_equal(np.asarray(u8 + 300), [45])       # 300 mod 256 = 44, plus 1
+    np.testing.assert_array_equal(np.asarray(u8 + -1), [0])         # -1 is 255
+    np.testing.assert_array_equal(np.asarray(u32 + -2), [2**32 - 1])
+    np.testing.assert_array_equal(np.asarray(i32 + (2**31 - 2)), [2**31 - 1, -2**31])
+    np.testing.assert_array_equal(np.asarray(tnp.asarray(np.array([1.5], np.float32)) + 2**70), [np.float32(2.0**70)])
