@@ -94,7 +94,9 @@ class PythonHighlighter : public QSyntaxHighlighter {
   int closeTriple(const QString& text, int start, const QString& triple, int skip = 0) {
     const int end = static_cast<int>(text.indexOf(triple, start + skip));
     if (end < 0) {
+      // Still inside: the next line is too (a docstring's third line was highlighted as code).
       setFormat(start, static_cast<int>(text.size()) - start, m_string);
+      setCurrentBlockState(triple == "'''" ? 1 : 2);
       return -1;
     }
     setCurrentBlockState(0);

@@ -1,7 +1,7 @@
 // The IDE as a user meets it (offscreen): a model.py that does not trace says where in one line, the Timeline
 // follows the project that is open (its profile, or that it has none), the Runs table fits its cells, the
-// command palette highlights what can run, code keeps clear of its line numbers, and every panel has a name for
-// --screenshot and a way to it from the keyboard.
+// command palette highlights what can run, code keeps clear of its line numbers and a docstring stays a string,
+// and every panel has a name for --screenshot and a way to it from the keyboard.
 #include <QAction>
 #include <QApplication>
 #include <QDir>
@@ -16,6 +16,9 @@
 #include <QTemporaryDir>
 #include <QTableView>
 #include <QTest>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextLayout>
 
 #include <algorithm>
 #include <cmath>
@@ -239,6 +242,31 @@ class TestStudioUsage : public QObject {
         ++gutters;
       }
     QCOMPARE(gutters, 1);
+  }
+
+  // The Source panel's highlighting keeps a docstring a string to its closing quotes: from its third line on it
+  // was highlighted as code (its "and" and "in" as keywords), the state lost on the second.
+  void docstringIsAStringToItsEnd() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), "[model]\npython = \"model.py\"\n");
+    writeFile(dir.filePath("model.py"), "\"\"\"A model.\n\nthe names and the layout\nin order\n\"\"\"\nimport math\n");
+    MainWindow w;
+    QSignalSpy failed(w.session(), &Session::projectFailed);
+    QSignalSpy opened(w.session(), &Session::projectOpened);
+    w.openProject(dir.path());
+    QVERIFY(QTest::qWaitFor([&] { return !failed.isEmpty() || !opened.isEmpty(); }, 60000));
+    QTextDocument* doc = w.sourcePanel()->editor()->document();
+    QCOMPARE(doc->blockCount(), 7);
+    // The colour of the text at a line's start, as the highlighter formatted it.
+    auto colourAt = [&](int line) {
+      const QTextBlock block = doc->findBlockByNumber(line - 1);
+      for (const QTextLayout::FormatRange& r : block.layout()->formats())
+        if (r.start == 0 && r.length > 0) return r.format.foreground().color();
+      return QColor();
+    };
+    const QColor string(0, 128, 0);
+    for (int line : {1, 3, 4, 5}) QVERIFY2(colourAt(line) == string, qPrintable(QString("line %1").arg(line)));
+    QVERIFY(colourAt(6) != string);  // import math: code again
   }
 
   // Memory, Roofline and Source are panels like the others: --screenshot renders them (panels() left them out)
