@@ -4,6 +4,7 @@
 // (NaNs or infinities, never an abort), gradients of the symmetrizing cholesky, jit against eager, errors and
 // the shard rule.
 #include "tests/check.h"
+#include "tests/ops/raised.h"
 
 #include <cmath>
 #include <functional>
@@ -15,6 +16,8 @@
 #include "engine/transform/autodiff.h"
 
 using namespace tsr;
+using tsr::test::mentions;
+using tsr::test::raised;
 
 namespace {
 
@@ -48,22 +51,6 @@ std::vector<double> spd(const std::vector<double>& m, int64_t batch, int64_t n) 
         a[static_cast<size_t>(b * n * n + i * n + j)] = s;
       }
   return a;
-}
-
-std::string raised(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool mentions(const std::string& msg, std::initializer_list<const char*> words) {
-  if (msg.empty()) return false;
-  for (const char* w : words)
-    if (msg.find(w) == std::string::npos) return false;
-  return true;
 }
 
 }  // namespace

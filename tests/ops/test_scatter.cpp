@@ -2,6 +2,7 @@
 // gradients and vmap run there over every case): values and gradients worked out by hand where indices repeat
 // or fall out of range, ties and zeros, integer and bool dtypes, jit against eager, and the shard rule.
 #include "tests/check.h"
+#include "tests/ops/raised.h"
 
 #include <cmath>
 #include <functional>
@@ -12,6 +13,8 @@
 #include "engine/transform/autodiff.h"
 
 using namespace tsr;
+using tsr::test::mentions;
+using tsr::test::raised;
 
 namespace {
 
@@ -36,22 +39,6 @@ std::pair<Array, Array> pullback(ScatterFn op, const Array& x, const Array& idx,
   };
   std::vector<Array> g = vjp(f, {x, u}).pullback({ct});
   return {g[0], g[1]};
-}
-
-std::string raised(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool mentions(const std::string& msg, std::initializer_list<const char*> words) {
-  if (msg.empty()) return false;
-  for (const char* w : words)
-    if (msg.find(w) == std::string::npos) return false;
-  return true;
 }
 
 }  // namespace

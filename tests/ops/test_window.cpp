@@ -2,6 +2,7 @@
 // errors name the op and the shapes and never abort, the Array API resolves SAME/VALID padding and pools as
 // flax.linen does (avg_pool's count with and without padding), and the shard rule splits batch-like dims only.
 #include "tests/check.h"
+#include "tests/ops/raised.h"
 
 #include <cmath>
 
@@ -9,6 +10,7 @@
 #include "engine/transform/api.h"
 
 using namespace tsr;
+using tsr::test::raised;
 
 namespace {
 
@@ -26,15 +28,6 @@ std::string inferError(ir::OpCode op, std::vector<Aval> in, const ir::WindowAttr
 void requireMentions(const std::string& msg, std::initializer_list<const char*> words) {
   REQUIRE_MESSAGE(!msg.empty(), "expected an error");
   for (const char* w : words) REQUIRE_MESSAGE(msg.find(w) != std::string::npos, "'" << w << "' missing from: " << msg);
-}
-
-std::string raised(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 Array arange2d(int64_t h, int64_t w) { return reshape(astype(arange(h * w), DType::F32), {1, h, w, 1}); }  // NHWC
