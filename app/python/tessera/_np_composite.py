@@ -447,23 +447,24 @@ def nanprod(a, axis=None, dtype=None, keepdims=False):
     return prod(_nan_masked(a, 1.0), axis, dtype, keepdims=keepdims)
 
 
-def nanmax(a, axis=None, keepdims=False):
-    """The maximum ignoring NaNs; NaN where a slice is all NaN."""
+def _nan_extreme(reduce, identity, a, axis, keepdims):
+    """reduce (max or min) ignoring NaNs (each taken as identity); NaN where a slice is all NaN."""
     a = asarray(a)
-    r = max(_nan_masked(a, -_np.inf), axis, keepdims=keepdims)
+    r = reduce(_nan_masked(a, identity), axis, keepdims=keepdims)
     if a._dtype_name not in _FLOATING:
         return r
     all_nan = _C.logical_not(any(logical_not(isnan(a)), axis=axis, keepdims=keepdims))
     return where_value(all_nan, _np.nan, r)
+
+
+def nanmax(a, axis=None, keepdims=False):
+    """The maximum ignoring NaNs; NaN where a slice is all NaN."""
+    return _nan_extreme(max, -_np.inf, a, axis, keepdims)
 
 
 def nanmin(a, axis=None, keepdims=False):
-    a = asarray(a)
-    r = min(_nan_masked(a, _np.inf), axis, keepdims=keepdims)
-    if a._dtype_name not in _FLOATING:
-        return r
-    all_nan = _C.logical_not(any(logical_not(isnan(a)), axis=axis, keepdims=keepdims))
-    return where_value(all_nan, _np.nan, r)
+    """The minimum ignoring NaNs; NaN where a slice is all NaN."""
+    return _nan_extreme(min, _np.inf, a, axis, keepdims)
 
 
 def nanmean(a, axis=None, keepdims=False):
