@@ -13,10 +13,8 @@ struct Run {
   QString out, err;
 };
 
-Run tessera(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
-  QProcess p;
-  p.setProcessEnvironment(env);
-  p.start(TESSERA_BIN, args);
+// Waits (up to 5 minutes) for a started process and collects how it ended and what it printed.
+Run finished(QProcess& p) {
   p.waitForFinished(300000);
   Run r;
   r.crashed = p.exitStatus() != QProcess::NormalExit;
@@ -24,6 +22,13 @@ Run tessera(const QStringList& args, const QProcessEnvironment& env = QProcessEn
   r.out = QString::fromUtf8(p.readAllStandardOutput());
   r.err = QString::fromUtf8(p.readAllStandardError());
   return r;
+}
+
+Run tessera(const QStringList& args, const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
+  QProcess p;
+  p.setProcessEnvironment(env);
+  p.start(TESSERA_BIN, args);
+  return finished(p);
 }
 
 void writeFile(const QString& path, const QByteArray& bytes) {

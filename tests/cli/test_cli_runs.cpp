@@ -33,13 +33,7 @@ Run tesseraAsReader(const QStringList& args) {
       if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(125);
     });
   p.start(TESSERA_BIN, args);
-  p.waitForFinished(300000);
-  Run r;
-  r.crashed = p.exitStatus() != QProcess::NormalExit;
-  r.exitCode = p.exitCode();
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+  return finished(p);
 }
 
 QByteArray bytesOf(const QString& path) {
