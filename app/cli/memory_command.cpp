@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -87,12 +88,16 @@ int printStepMemory(const std::string& command, const std::string& project, cons
   std::cout << fmt::format("live bytes over the step's {} kernels:\n", numKernels) << sparkline(*m, o.width) << "\n";
   const size_t shown = std::min(m->atPeak.size(), static_cast<size_t>(std::max(o.top, 0)));
   std::cout << fmt::format("buffers live at the peak, largest first ({} of {}):\n", shown, m->atPeak.size());
-  std::cout << fmt::format("  {:>10}  {:<16} {:<20} {:>6}  {}\n", "bytes", "kind", "made by", "node", "what / where");
+  // The op column as wide as its longest name, so that a long one (softmax_cross_entropy_grad) keeps its gap.
+  size_t opWidth = std::string_view("made by").size();
+  for (size_t i = 0; i < shown; ++i) opWidth = std::max(opWidth, m->buffers[static_cast<size_t>(m->atPeak[i])].op.size());
+  std::cout << fmt::format("  {:>10}  {:<16} {:<{}} {:>6}  {}\n", "bytes", "kind", "made by", opWidth, "node",
+                           "what / where");
   for (size_t i = 0; i < shown; ++i) {
     const train::MemoryBuffer& b = m->buffers[static_cast<size_t>(m->atPeak[i])];
     std::string place = b.what.empty() ? b.where : b.where.empty() ? b.what : b.what + " at " + b.where;
-    std::cout << fmt::format("  {:>10}  {:<16} {:<20} {:>6}  {}\n", formatBytes(b.bytes), train::memoryKindName(b.kind),
-                             b.op, b.node == ir::kNone ? std::string("-") : "%" + std::to_string(b.node), place);
+    std::cout << fmt::format("  {:>10}  {:<16} {:<{}} {:>6}  {}\n", formatBytes(b.bytes), train::memoryKindName(b.kind),
+                             b.op, opWidth, b.node == ir::kNone ? std::string("-") : "%" + std::to_string(b.node), place);
   }
   return 0;
 }
