@@ -125,7 +125,7 @@ class TestStudioUsage : public QObject {
     QVERIFY(QFileInfo::exists(w.session()->runsDbPath()));
     QSignalSpy timelineFailed(w.timelinePanel(), &TimelinePanel::failed);
     QVERIFY(openAndWait(w, a.path()));
-    QVERIFY(timelineFailed.wait(30000) || !timelineFailed.isEmpty());
+    QVERIFY(!timelineFailed.isEmpty() || timelineFailed.wait(30000));
     QVERIFY(QTest::qWaitFor([&] { return !w.timelinePanel()->loading(); }, 30000));
     QTest::qWait(10);
     QCOMPARE(timelineLabel(w), QString("No profile"));
@@ -134,7 +134,7 @@ class TestStudioUsage : public QObject {
     // Profiled: the timeline shows it.
     QSignalSpy loaded(w.timelinePanel(), &TimelinePanel::loaded);
     QVERIFY(runToEnd(w, "profile"));
-    QVERIFY(loaded.wait(30000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(30000));
     QVERIFY(w.timelinePanel()->timeline());
     QVERIFY2(timelineLabel(w).contains("runs.db"), qPrintable(timelineLabel(w)));
 
@@ -146,7 +146,7 @@ class TestStudioUsage : public QObject {
     // Back to the first: its profile again.
     QSignalSpy reloaded(w.timelinePanel(), &TimelinePanel::loaded);
     QVERIFY(openAndWait(w, a.path()));
-    QVERIFY(reloaded.wait(30000) || !reloaded.isEmpty());
+    QVERIFY(!reloaded.isEmpty() || reloaded.wait(30000));
     QVERIFY(w.timelinePanel()->timeline());
   }
 

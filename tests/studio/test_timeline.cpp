@@ -151,7 +151,7 @@ class TestTimeline : public QObject {
     QTest::mouseMove(&c, a + QPoint(150, 0));
     QTest::mouseMove(&c, a + QPoint(300, 0));
     QTest::mouseRelease(&c, Qt::LeftButton, Qt::ShiftModifier, a + QPoint(300, 0));
-    QVERIFY(range.wait(3000) || !range.isEmpty());
+    QVERIFY(!range.isEmpty() || range.wait(3000));
     QVERIFY(std::abs(static_cast<double>(range.front()[0].toLongLong()) - w.ns(100)) <= w.nsPerPx);
     QVERIFY(std::abs(static_cast<double>(range.front()[1].toLongLong()) - w.ns(400)) <= w.nsPerPx);
     QVERIFY(c.range().has_value());
@@ -183,7 +183,7 @@ class TestTimeline : public QObject {
     w.action("profile")->trigger();
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
-    QVERIFY(loaded.wait(30000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(30000));
     QVERIFY(panel->timeline() && !panel->timeline()->events.empty());
     QVERIFY2(panel->linked(), qPrintable(panel->linkError()));
     TimelineCanvas* c = panel->canvas();
@@ -208,7 +208,7 @@ class TestTimeline : public QObject {
 
     QSignalSpy clicked(c, &TimelineCanvas::eventClicked);
     QTest::mouseClick(c, Qt::LeftButton, {}, px->toPoint());
-    QVERIFY(clicked.wait(5000) || !clicked.isEmpty());
+    QVERIFY(!clicked.isEmpty() || clicked.wait(5000));
     QCOMPARE(clicked.front()[0].toLongLong(), event);
     QCOMPARE(c->selectedEvent(), event);
 
@@ -238,7 +238,7 @@ class TestTimeline : public QObject {
     // A click on empty space (above the first row, below the axis) selects no kernel.
     clicked.clear();
     QTest::mouseClick(c, Qt::LeftButton, {}, QPoint(static_cast<int>(c->eventArea().left()) + 5, c->height() - 3));
-    QVERIFY(clicked.wait(5000) || !clicked.isEmpty());
+    QVERIFY(!clicked.isEmpty() || clicked.wait(5000));
     QCOMPARE(clicked.front()[0].toLongLong(), qint64(-1));
 
     // A range dragged with the right button fills the statistics table.
@@ -290,7 +290,7 @@ class TestTimeline : public QObject {
     panel.setWholeProfileLimit(1000);
     QSignalSpy loaded(&panel, &TimelinePanel::loaded);
     panel.openProfile(db);
-    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(10000));
     QVERIFY(panel.windows());
     QVERIFY(panel.windowData() && !panel.windowData()->raw);
     QCOMPARE(panel.timeline()->rows.size(), size_t(2));
@@ -362,14 +362,14 @@ class TestTimeline : public QObject {
     TimelinePanel panel(&session);
     QSignalSpy loaded(&panel, &TimelinePanel::loaded);
     panel.openProfile(db, 1);
-    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(10000));
     QVERIFY(!panel.comparison());
     auto candidates = panel.compareCandidates();
     QCOMPARE(candidates.size(), size_t(1));
     QCOMPARE(candidates[0].first, qint64(2));
     loaded.clear();
     panel.compareRuns(db, 1, 2);
-    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(10000));
     QVERIFY(panel.comparison());
     QCOMPARE(panel.timeline()->rows.size(), size_t(2));
     QCOMPARE(panel.timeline()->rows[1].device, std::string("B · cpu:0"));
@@ -387,7 +387,7 @@ class TestTimeline : public QObject {
     // Back to a profile of its own: no comparison, no change colouring.
     loaded.clear();
     panel.openProfile(db, 2);
-    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(10000));
     QVERIFY(!panel.comparison());
     QCOMPARE(colour->findData("change"), -1);
     QCOMPARE(table->horizontalHeaderItem(0)->text(), QString("Kernel"));
@@ -403,7 +403,7 @@ class TestTimeline : public QObject {
     TimelinePanel panel(&session);
     QSignalSpy loaded(&panel, &TimelinePanel::loaded);
     panel.openTrace(dir.filePath("t.json"));
-    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    QVERIFY(!loaded.isEmpty() || loaded.wait(10000));
     QCOMPARE(panel.timeline()->events.size(), size_t(3));
     QCOMPARE(panel.timeline()->rows.size(), size_t(3));
     QVERIFY(!panel.linked());
@@ -415,7 +415,7 @@ class TestTimeline : public QObject {
     QCOMPARE(session.selectedNode(), -1);
     QSignalSpy failed(&panel, &TimelinePanel::failed);
     panel.openTrace(dir.filePath("missing.json"));
-    QVERIFY(failed.wait(10000) || !failed.isEmpty());
+    QVERIFY(!failed.isEmpty() || failed.wait(10000));
     if (!m_noGl.isEmpty()) {
       QVERIFY(!panel.canvas());
       QVERIFY(!panel.canvasError().isEmpty());
