@@ -152,7 +152,9 @@ RowSum softmaxTerms(float* s, int64_t visible, int64_t n) {
 // into enough of them that every thread has work.
 int64_t queryBlock(const AttentionDims& m, bool causal, int threads) {
   if (causal) return kCausalBlock;
-  const int64_t fit = std::max<int64_t>(8, kScoreBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(m.s, 1)));
+  if (m.t == 0) return 1;  // no queries, no blocks (and no division by zero)
+  const int64_t rowBytes = static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(m.s, 1);
+  const int64_t fit = std::max<int64_t>(8, kScoreBytes / rowBytes);
   int64_t blocks = (m.t + fit - 1) / fit;
   while (m.b * m.h * blocks < 2 * static_cast<int64_t>(threads) && blocks * 8 < m.t) ++blocks;
   return (m.t + blocks - 1) / blocks;

@@ -95,6 +95,7 @@ std::vector<HostTensor> attentionGradRef(const std::vector<HostTensor>& in, bool
   const Geometry g = geometryOf(in);
   const double scale = 1.0 / std::sqrt(static_cast<double>(g.d));
   HostTensor dq = HostTensor::zeros(in[0].aval), dk = HostTensor::zeros(in[1].aval), dv = HostTensor::zeros(in[2].aval);
+  if (g.t == 0) return {dq, dk, dv};  // no queries: no gradient reaches the keys and values
   for (int64_t b = 0; b < g.b; ++b)
     for (int64_t h = 0; h < g.h; ++h) {
       const Matrix q = head(in[0], b, h), k = head(in[1], b, h), v = head(in[2], b, h), dout = head(in[5], b, h);
@@ -176,6 +177,8 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 150, 2, 16}, 150, causal);
   addAttention(cases, rng, DType::F32, Shape{2, 70, 1, 8}, 131, false);
   addAttention(cases, rng, DType::F32, Shape{1, 40, 1, 4}, 2100, false);
+  // No queries: no blocks at all, and dk and dv zeros.
+  for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{2, 0, 2, 4}, causal ? 0 : 3, causal);
   addAttention(cases, rng, DType::BF16, Shape{1, 100, 2, 16}, 100, true);
   // bf16 q, k, v (autocast's activations): bf16 out and gradients, f32 lse and dlse.
   addAttention(cases, rng, DType::BF16, Shape{2, 5, 3, 4}, 5, true);
