@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <functional>
 
 #include "tests/cli/cli_test_util.h"
 
@@ -34,6 +35,14 @@ Run tesseraAsReader(const QStringList& args) {
     });
   p.start(TESSERA_BIN, args);
   return finished(p);
+}
+
+// Polls `runs list` (list()) until a run is listed running, for up to a minute; whether one was.
+bool untilListedRunning(const std::function<QString()>& list) {
+  QElapsedTimer waited;
+  waited.start();
+  while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
+  return list().contains("running");
 }
 
 QByteArray bytesOf(const QString& path) {
@@ -471,10 +480,7 @@ class TestCliRuns : public QObject {
     p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "10000000"});
     QVERIFY(p.waitForStarted());
     auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QElapsedTimer waited;
-    waited.start();
-    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-    QVERIFY2(list().contains("running"), qPrintable(list()));
+    QVERIFY2(untilListedRunning(list), qPrintable(list()));
     const qint64 pid = p.processId();
     p.kill();
     QVERIFY(p.waitForFinished());
@@ -565,10 +571,7 @@ class TestCliRuns : public QObject {
     p.start(TESSERA_BIN, {"sweep", dir.path(), "--grid", "train.lr=1e-3,2e-3", "--steps", "10000000"});
     QVERIFY(p.waitForStarted());
     auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QElapsedTimer waited;
-    waited.start();
-    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-    QVERIFY2(list().contains("running"), qPrintable(list()));
+    QVERIFY2(untilListedRunning(list), qPrintable(list()));
     ::kill(static_cast<pid_t>(p.processId()), SIGINT);
     QVERIFY(p.waitForFinished(60000));
     const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
@@ -590,10 +593,7 @@ class TestCliRuns : public QObject {
     first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
     QVERIFY(first.waitForStarted());
     auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QElapsedTimer waited;
-    waited.start();
-    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-    QVERIFY2(list().contains("running"), qPrintable(list()));
+    QVERIFY2(untilListedRunning(list), qPrintable(list()));
     const QString refused = QString("tessera train: run 1 of %1 is being trained by another process (pid %2): stop it "
                                     "first")
                                 .arg(dir.filePath("runs.db"))
