@@ -515,9 +515,16 @@ def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
 
 
 def searchsorted(a, v, side="left", sorter=None):
-    """Insertion points of v into the sorted 1-d a: how many elements are < v (side="left") or <= v."""
+    """Insertion points of v into the sorted 1-d a: how many elements are < v (side="left") or <= v. NaN is
+    larger than every number, as in numpy's and JAX's sort order."""
     a, v = asarray(a), asarray(v)
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
     if sorter is not None:
         a = _C.take(a, asarray(sorter), 0)
-    cmp = less if side == "left" else less_equal
-    return sum(_C.astype(cmp(a, expand_dims(v, -1)), "i32"), axis=-1)
+    col = expand_dims(v, -1)
+    below = (less if side == "left" else less_equal)(a, col)
+    if a._dtype_name in _FLOATING or v._dtype_name in _FLOATING:
+        nan_v = isnan(col)
+        below = _C.bitwise_or(below, nan_v if side == "right" else _C.bitwise_and(nan_v, logical_not(isnan(a))))
+    return sum(_C.astype(below, "i32"), axis=-1)
