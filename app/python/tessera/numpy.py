@@ -14,6 +14,7 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_linalg         dot, einsum, outer, tensordot; tessera.numpy.linalg
 #   _np_composite      functions written with the others: hstack, diag, trace, diff, the nan* reductions, sinh, ...
 #   _np_stats          median, quantile, percentile and their nan forms; histogram, bincount, digitize, interp
+#   _np_setops         unique, unique_values, unique_counts, unique_inverse, unique_all
 #   _np_array_methods  the Array type's Python methods and operators, installed when it is imported
 # This module re-exports the function objects themselves (no wrappers: a call costs no extra frame), and the
 # private helpers other modules of the package use (_engine_dtype, _FLOATING, _inexact, _axes, ...).
@@ -52,6 +53,7 @@ from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atle
                             triu_indices, trunc, vstack)
 from ._np_stats import (bincount, digitize, histogram, histogram_bin_edges, interp, median, nanmedian,
                         nanpercentile, nanquantile, percentile, quantile)
+from ._np_setops import unique, unique_all, unique_counts, unique_inverse, unique_values
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
 
 # help() and pickle name the public module, not the private one that holds the code.
