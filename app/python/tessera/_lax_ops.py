@@ -17,7 +17,7 @@ __all__ = ["abs", "acos", "asin", "atan", "atan2", "ceil", "cos", "cosh", "div",
            "reshape", "transpose", "squeeze", "expand_dims", "concatenate", "rev", "pad", "slice", "slice_in_dim",
            "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
            "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim", "iota", "full", "full_like",
-           "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cummin", "dot",
+           "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cummin", "dot", "dot_general",
            "sort_key_val", "switch", "map"]
 
 abs = _C.abs
@@ -319,6 +319,60 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
         raise TypeError(f"lax.dot: operands of rank 1 or 2, got {lhs.shape} and {rhs.shape}")
     out = _tnp.matmul(lhs, rhs)
     return out if preferred_element_type is None else _C.astype(out, _engine_dtype(preferred_element_type))
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _dims(dims, rank, name):
+    dims = tuple(_builtins.int(d) for d in dims)
+    for d in dims:
+        if not 0 <= d < rank:
+            raise TypeError(f"dot_general: {name} dimension {d} is out of range for an operand of rank {rank}")
+    if len(set(dims)) != len(dims):
+        raise TypeError(f"dot_general: {name} dimensions {dims} repeat a dimension")
+    return dims
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None):
+    """jax.lax.dot_general: dimension_numbers ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
+    The result's dims are the batch dims, then lhs's free dims, then rhs's, each in operand order. One engine
+    dot_general (written as a two-operand einsum over letters named after the dims). preferred_element_type:
+    the result's dtype; operands are read in it when it holds them exactly (bf16 operands, f32 result), else
+    the product is computed in their promoted dtype and converted."""
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, lb = _dims(lc, lhs.ndim, "lhs contracting"), _dims(lb, lhs.ndim, "lhs batch")
+    rc, rb = _dims(rc, rhs.ndim, "rhs contracting"), _dims(rb, rhs.ndim, "rhs batch")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise TypeError(f"dot_general: {len(lc)} lhs and {len(rc)} rhs contracting dimensions, {len(lb)} lhs and "
+                        f"{len(rb)} rhs batch dimensions; each pair must have equal lengths")
+    if set(lc) & set(lb) or set(rc) & set(rb):
+        raise TypeError(f"dot_general: a dimension is both batch and contracting in {dimension_numbers}")
+    for kind, ld, rd in (("batch", lb, rb), ("contracting", lc, rc)):
+        for i, j in zip(ld, rd):
+            if lhs.shape[i] != rhs.shape[j]:
+                raise TypeError(f"dot_general: {kind} dimension {i} of lhs {lhs.shape} has size {lhs.shape[i]} "
+                                f"but dimension {j} of rhs {rhs.shape} has {rhs.shape[j]}")
+    if lhs.ndim + rhs.ndim - len(lb) - len(lc) > len(_LETTERS):
+        raise ValueError(f"dot_general: operands of ranks {lhs.ndim} and {rhs.ndim} have too many dimensions")
+    letters = iter(_LETTERS)
+    sl, sr = [None] * lhs.ndim, [None] * rhs.ndim
+    for i, j in (*zip(lb, rb), *zip(lc, rc)):
+        sl[i] = sr[j] = next(letters)
+    for s in (sl, sr):
+        for k, c in enumerate(s):
+            if c is None:
+                s[k] = next(letters)
+    out = ([sl[i] for i in lb] + [c for i, c in enumerate(sl) if i not in lb and i not in lc]
+           + [c for j, c in enumerate(sr) if j not in rb and j not in rc])
+    if preferred_element_type is not None:
+        want = _engine_dtype(preferred_element_type)
+        have = _engine_dtype(_tnp.promote_types(lhs.dtype, rhs.dtype))
+        if _engine_dtype(_tnp.promote_types(have, want)) == want:
+            lhs, rhs = _C.astype(lhs, want), _C.astype(rhs, want)
+    r = _C.einsum("".join(sl) + "," + "".join(sr) + "->" + "".join(out), lhs, rhs)
+    return r if preferred_element_type is None else _C.astype(r, _engine_dtype(preferred_element_type))
 
 
 def sort_key_val(keys, values, dimension=-1, is_stable=True):

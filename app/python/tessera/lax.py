@@ -16,7 +16,7 @@ from .tree_util import tree_flatten, tree_unflatten
 __all__ = ["scan", "while_loop", "fori_loop", "cond", "stop_gradient", "integer_pow", "square", "lgamma", "digamma", "cumsum",
            "cumprod", "cummax", "cumlogsumexp", "sort", "top_k",
            "conv_general_dilated", "conv", "conv_transpose", "add", "max", "min", "reduce_window", "optimization_barrier",
-           "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"]
+           "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max", "associative_scan"]
 
 
 def stop_gradient(x):
@@ -143,6 +143,65 @@ def cond(pred, true_fun, false_fun, *operands):
     if len(set(out_trees.values())) > 1:
         raise TypeError(f"cond: the branches return different structures: {out_trees['true']} and {out_trees['false']}")
     return tree_unflatten(next(iter(out_trees.values())), out)
+
+
+def _interleave(even, odd, axis):
+    """even[0], odd[0], even[1], odd[1], ... along axis; even has as many elements as odd, or one more."""
+    n_odd = odd.shape[axis]
+    head = _C.slice(even, [0] * even.ndim, [n_odd if d == axis else s for d, s in enumerate(even.shape)],
+                    [1] * even.ndim)
+    pairs = _C.stack([head, odd], axis + 1)
+    merged = _C.reshape(pairs, [2 * n_odd if d == axis else s for d, s in enumerate(odd.shape)])
+    if even.shape[axis] == n_odd:
+        return merged
+    last = _C.slice(even, [n_odd if d == axis else 0 for d in range(even.ndim)], list(even.shape), [1] * even.ndim)
+    return _C.concatenate([merged, last], axis)
+
+
+def associative_scan(fn, elems, reverse=False, axis=0):
+    """jax.lax.associative_scan: the inclusive prefix of elems (a pytree of arrays of one length along axis)
+    under fn, an associative combination of two pytrees of elems' structure that broadcasts over the axis.
+    JAX's parallel algorithm (Blelloch's odd-even recursion: fn on adjacent pairs, the half-length scan of those,
+    then fn once more for the even positions): about 2 log2(n) calls of fn on slices, no loop. reverse scans
+    from the end."""
+    from ._lax_ops import slice_in_dim
+    if not callable(fn):
+        raise TypeError("lax.associative_scan: fn argument should be callable.")
+    leaves, tree = tree_flatten(elems)
+    leaves = _arrays(leaves)
+    if not leaves:
+        return elems
+    axis = _tnp._canonical_axis(axis, leaves[0].ndim, "associative_scan")
+    num = leaves[0].shape[axis]
+    if any(leaf.ndim <= axis or leaf.shape[axis] != num for leaf in leaves[1:]):
+        raise ValueError(f"associative_scan: the inputs must have the same size along axis {axis} "
+                         f"(saw shapes {[tuple(leaf.shape) for leaf in leaves]})")
+    if reverse:
+        leaves = [_C.flip(leaf, [axis]) for leaf in leaves]
+
+    def combine(a, b):
+        out_leaves, out_tree = tree_flatten(fn(tree_unflatten(tree, a), tree_unflatten(tree, b)))
+        if out_tree != tree:
+            raise TypeError(f"associative_scan: fn returned {out_tree}, but the elements are {tree}")
+        return _arrays(out_leaves)
+
+    def scan_(xs):
+        n = xs[0].shape[axis]
+        if n < 2:
+            return xs
+        # Pairs (0, 1), (2, 3), ...: their scan is the result at the odd positions.
+        odd = scan_(combine([slice_in_dim(x, 0, -1, 2, axis) for x in xs],
+                            [slice_in_dim(x, 1, None, 2, axis) for x in xs]))
+        # Each even position after the first: the odd result before it combined with its own element.
+        before = odd if n % 2 else [slice_in_dim(o, 0, -1, 1, axis) for o in odd]
+        even = combine(before, [slice_in_dim(x, 2, None, 2, axis) for x in xs])
+        even = [_C.concatenate([slice_in_dim(x, 0, 1, 1, axis), e], axis) for x, e in zip(xs, even)]
+        return [_interleave(e, o, axis) for e, o in zip(even, odd)]
+
+    out = scan_(leaves)
+    if reverse:
+        out = [_C.flip(leaf, [axis]) for leaf in out]
+    return tree_unflatten(tree, out)
 
 
 def sort(operand, dimension=-1, is_stable=True, num_keys=1):
@@ -320,5 +379,5 @@ def __dir__():
     return sorted(set(globals()) | set(_lax_ops.__all__))
 
 
-# jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu.
+# jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu, eigh, svd, qr.
 from . import _lax_linalg as linalg  # noqa: E402
