@@ -1,0 +1,192 @@
+"""tessera.numpy.einsum as jax.numpy's: any number of operands, implicit output (no '->'), '...' broadcasting,
+repeated subscripts within an operand (diagonals, traces), size-1 dims broadcasting, and numpy's interleaved form
+einsum(a, [0, 1], b, [1, 2], [0, 2]). Each operand first loses what only it needs (diagonals, dims summed out,
+size-1 dims broadcast against a larger one); the operands are then contracted two at a time, one engine
+dot_general each (its two-operand einsum), in the order opt_einsum's greedy path picks: the pair whose result
+frees the most memory first."""
+
+import itertools as _itertools
+import math as _math
+
+from . import _tessera as _C
+from ._np_base import _engine_dtype
+from ._np_creation import asarray
+from ._np_elementwise import promote_types, result_type
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _interleaved(args):
+    """numpy's einsum(op0, sublist0, op1, sublist1, ..., [sublistout]): (subscripts, operands)."""
+    def term(sub):
+        return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
+
+    out = None
+    if len(args) % 2:  # an output sublist at the end
+        args, out = args[:-1], args[-1]
+    terms = [term(s) for s in args[1::2]]
+    return ",".join(terms) + ("" if out is None else "->" + term(out)), list(args[0::2])
+
+
+def _parse(subscripts, shapes):
+    """(input label lists, output label list, sizes): labels are the subscript letters and, for '...', one
+    label per broadcast dim ('.0', '.1', ... counted from the left of the widest ellipsis)."""
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        lhs, out = subscripts.split("->", 1)
+    else:
+        lhs, out = subscripts, None
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: {len(terms)} subscript terms in {subscripts!r} but {len(shapes)} operands")
+    for t in terms + ([] if out is None else [out]):
+        if "." in t.replace("...", "", 1) or "-" in t or ">" in t:
+            raise ValueError(f"einsum: invalid subscripts {subscripts!r} ('...' at most once per term, one '->')")
+    widths = []
+    for t, shape in zip(terms, shapes):
+        named = len(t.replace("...", ""))
+        if ("..." not in t and named != len(shape)) or ("..." in t and named > len(shape)):
+            raise ValueError(f"Einstein sum subscript {t!r} does not contain the correct number of indices for "
+                             f"operand {len(widths)}.")
+        widths.append(len(shape) - named if "..." in t else 0)
+    width = max(widths, default=0)
+    ellipsis = [f".{k}" for k in range(width)]
+    inputs = []
+    for t, w in zip(terms, widths):
+        head, _, tail = t.partition("...")
+        inputs.append(list(head) + (ellipsis[width - w:] if "..." in t else []) + list(tail))
+    if out is None:
+        counts = {}
+        for labels in inputs:
+            for c in labels:
+                counts[c] = counts.get(c, 0) + 1
+        output = ellipsis + sorted(c for c, n in counts.items() if n == 1 and not c.startswith("."))
+    else:
+        head, _, tail = out.partition("...")
+        output = list(head) + (ellipsis if "..." in out else []) + list(tail)
+        if len(set(output)) != len(output):
+            raise ValueError(f"einsum: output subscript {out!r} repeats a subscript")
+        for c in output:
+            if not any(c in labels for labels in inputs):
+                raise ValueError(f"einsum: output subscript {c!r} appears in no input of {subscripts!r}")
+    sizes = {}
+    for k, (labels, shape) in enumerate(zip(inputs, shapes)):
+        for c, d in zip(labels, shape):
+            if sizes.get(c, 1) == 1:
+                sizes[c] = d
+            elif d not in (1, sizes[c]):
+                name = "..." if c.startswith(".") else c
+                raise ValueError(f"Size of label {name!r} for operand {k} ({d}) does not match previous terms "
+                                 f"({sizes[c]}).")
+    return inputs, output, sizes
+
+
+def _diagonal(x, labels, keep):
+    """x with each repeated label reduced to one axis (its diagonal), or summed away (its trace) unless keep
+    holds it; as jax.numpy's sum_repeats: a mask of the diagonal, then a sum."""
+    for c in dict.fromkeys(labels):
+        axes = [i for i, l in enumerate(labels) if l == c]
+        if len(axes) < 2:
+            continue
+        shape = list(x.shape)
+        first = _C.iota(shape, axes[0], "i32")
+        eye = None
+        for a in axes[1:]:
+            same = _C.equal(first, _C.iota(shape, a, "i32"))
+            eye = same if eye is None else _C.bitwise_and(eye, same)
+        x = _C.where(eye, x, _C.scalar(0, x))
+        summed = axes if c not in keep else axes[1:]
+        x = _C.sum(x, summed, False)
+        labels = [l for i, l in enumerate(labels) if i not in summed]
+    return x, labels
+
+
+def _reduce_operand(x, labels, keep, sizes):
+    """x without what no other operand and not the output needs: diagonals, labels summed out, and size-1 dims
+    that broadcast against a larger size elsewhere (dropped: x is constant along them)."""
+    x, labels = _diagonal(x, labels, keep)
+    summed = [i for i, c in enumerate(labels) if c not in keep]
+    if summed:
+        x = _C.sum(x, summed, False)
+        labels = [c for i, c in enumerate(labels) if i not in summed]
+    squeezed = [i for i, c in enumerate(labels) if x.shape[i] == 1 and sizes[c] != 1]
+    if squeezed:
+        x = _C.squeeze(x, squeezed)
+        labels = [c for i, c in enumerate(labels) if i not in squeezed]
+    return x, labels
+
+
+def _greedy_pair(terms, output, sizes):
+    """The pair (i, j) to contract next and its result's labels: opt_einsum's greedy choice, the smallest
+    size(result) - size(i) - size(j), ties to the earliest pair."""
+    best = None
+    for i, j in _itertools.combinations(range(len(terms)), 2):
+        others = set(output).union(*(terms[k] for k in range(len(terms)) if k not in (i, j)))
+        result = [c for c in dict.fromkeys(terms[i] + terms[j]) if c in others]
+        size = lambda ls: _math.prod(sizes[c] for c in ls)
+        cost = size(result) - size(terms[i]) - size(terms[j])
+        if best is None or cost < best[0]:
+            best = (cost, i, j, result)
+    return best[1:]
+
+
+def _contract(x, xl, y, yl, out_labels, chars):
+    spec = "".join(chars[c] for c in xl) + "," + "".join(chars[c] for c in yl) + "->" + "".join(
+        chars[c] for c in out_labels)
+    return _C.einsum(spec, x, y)
+
+
+def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None,
+           _dot_general=None, out_sharding=None):
+    """numpy's einsum over the engine's products: 'ij,jk->ik', 'ij,jk' (the output: the subscripts that
+    appear once, sorted), '...ij,...jk->...ik', 'ii->i', 'ii', three or more operands (contracted pairwise,
+    greedily), numpy's interleaved form. Operands are promoted to one dtype (preferred_element_type: the
+    result's); bools give bools. optimize and precision are accepted and change no result."""
+    if out is not None:
+        raise TypeError("einsum: out= is not supported (tessera arrays are immutable): use the returned array")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _interleaved((subscripts,) + operands)
+    if not operands:
+        raise ValueError("einsum: at least one operand is required")
+    arrays = [asarray(x) for x in operands]
+    dt = _engine_dtype(result_type(*arrays))
+    boolean = dt == "bool"
+    compute = "i32" if boolean else dt
+    if preferred_element_type is not None:
+        want = _engine_dtype(preferred_element_type)
+        if _engine_dtype(promote_types(compute, want)) == want:
+            compute = want
+    arrays = [x if x._dtype_name == compute else _C.astype(x, compute) for x in arrays]
+    inputs, output, sizes = _parse(subscripts, [x.shape for x in arrays])
+    labels_used = list(dict.fromkeys(c for labels in inputs for c in labels))
+    if len(labels_used) > len(_LETTERS):
+        raise ValueError(f"einsum: {len(labels_used)} distinct subscripts (and broadcast dims); at most "
+                         f"{len(_LETTERS)} are supported")
+    chars = dict(zip(labels_used, _LETTERS))  # the engine's einsum reads letters
+
+    terms = list(inputs)
+    for k in range(len(arrays)):
+        keep = set(output).union(*(terms[m] for m in range(len(terms)) if m != k))
+        arrays[k], terms[k] = _reduce_operand(arrays[k], terms[k], keep, sizes)
+    while len(arrays) > 1:
+        i, j, result = _greedy_pair(terms, output, sizes)
+        last = len(arrays) == 2
+        result = output if last else result
+        z = _contract(arrays[i], terms[i], arrays[j], terms[j], result, chars)
+        arrays = [a for k, a in enumerate(arrays) if k not in (i, j)] + [z]
+        terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [list(result)]
+    x, labels = arrays[0], terms[0]
+    # One operand left (or given): its labels are the output's, maybe in another order; a label of the output
+    # that every operand broadcast is restored at its size.
+    missing = [c for c in output if c not in labels]
+    if missing:
+        x = _C.reshape(x, list(x.shape) + [1] * len(missing))
+        labels = labels + missing
+        x = _C.broadcast_to(x, [sizes[c] for c in labels])
+    if labels != output:
+        x = _C.transpose(x, [labels.index(c) for c in output])
+    if boolean:
+        x = _C.not_equal(x, 0)
+    if preferred_element_type is not None and x._dtype_name != _engine_dtype(preferred_element_type):
+        x = _C.astype(x, _engine_dtype(preferred_element_type))
+    return x
