@@ -379,5 +379,11 @@ def __dir__():
     return sorted(set(globals()) | set(_lax_ops.__all__))
 
 
+# jax.lax.gather and its dimension numbers (tessera/_lax_slicing.py).
+from ._lax_slicing import gather, GatherDimensionNumbers, GatherScatterMode  # noqa: E402
+
+__all__ += ["gather", "GatherDimensionNumbers", "GatherScatterMode"]
+
+
 # jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu, eigh, svd, qr.
 from . import _lax_linalg as linalg  # noqa: E402
