@@ -46,6 +46,9 @@ struct FamilyKey {
   int64_t product = INT64_MAX;         // Sizes: the product of the sizes at most this
   std::vector<std::string> choices;    // Text: the accepted values
   std::string requirement;             // the words after "must be" in an error; empty: from the range
+  // Text: a file relative to the project folder that the model reads (a Python model's model.py). Building the
+  // model checks that it exists, and the error names the key's line in project.toml (checkModelFiles).
+  bool projectFile = false;
 
   // The words after "'key' must be" when a value is out of range: "positive", "in [0, 1)", "heads or fused".
   std::string describeRequirement() const;

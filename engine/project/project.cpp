@@ -48,6 +48,7 @@ struct ParseContext {
   // A project.toml as its user wrote it (loadProject), not a configuration stored with a run: a stored one
   // writes every default out, which is not the user asking for it.
   bool asWritten = false;
+  std::map<std::string, std::string> origins;  // "model.python" -> "p/project.toml:7" (Project::origins)
 };
 
 std::string settingText(int64_t v) { return std::to_string(v); }
@@ -81,6 +82,7 @@ class SectionReader {
     if (!m_table || m_ctx.error) return;
     const toml::node* node = m_table->get(key);
     if (!node) return;
+    m_ctx.origins[m_section + "." + key] = where(*node);
     if (!read(*node, out)) fail(*node, fmt::format("'{}' must be {}", key, typeName(out)));
   }
 
@@ -126,6 +128,7 @@ class SectionReader {
       std::string key(k.str());
       if (m_known.count(key)) continue;
       m_known.insert(key);
+      m_ctx.origins[m_section + "." + key] = where(v);
       std::vector<int64_t> sizes;
       if (v.is_integer()) keep(key, *v.value<int64_t>());
       else if (v.is_floating_point()) keep(key, *v.value<double>());
@@ -264,13 +267,15 @@ class SectionReader {
   static const char* typeName(const std::vector<int64_t>&) { return "an array of integers"; }
   static const char* typeName(const std::vector<std::string>&) { return "an array of strings"; }
 
-  // The error names the file and line, or the --set that gave the value.
-  void fail(const toml::node& n, const std::string& what) {
+  // The file and line of a value, or the --set that gave it.
+  std::string where(const toml::node& n) const {
     if (auto it = m_ctx.overridden.find(&n); it != m_ctx.overridden.end())
-      m_ctx.error = Error{fmt::format("{} (over {}): {}", it->second, m_ctx.file, what)};
-    else
-      m_ctx.error = Error{fmt::format("{}:{}: {}", m_ctx.file, n.source().begin.line, what)};
+      return fmt::format("{} (over {})", it->second, m_ctx.file);
+    return fmt::format("{}:{}", m_ctx.file, n.source().begin.line);
   }
+
+  // The error names the file and line, or the --set that gave the value.
+  void fail(const toml::node& n, const std::string& what) { m_ctx.error = Error{where(n) + ": " + what}; }
 
   const toml::table* m_table;
   std::string m_section;
@@ -370,6 +375,28 @@ std::string Project::resolve(const std::string& relative) const {
   return p.is_absolute() ? p.string() : (fs::path(dir) / p).lexically_normal().string();
 }
 
+std::string Project::origin(const std::string& section, const std::string& key) const {
+  auto it = origins.find(section + "." + key);
+  return it != origins.end() ? it->second : file;
+}
+
+Status checkModelFiles(const Project& p) {
+  const ModelFamily* family = p.model.definition();
+  if (!family) return {};
+  for (const FamilyKey& k : family->keys) {
+    if (!k.projectFile || !p.model.config.has(k.name)) continue;
+    const auto* name = std::get_if<std::string>(&p.model.config.at(k.name));
+    if (!name || name->empty()) continue;  // the family's check says a name is required
+    const std::string path = fs::absolute(p.resolve(*name)).lexically_normal().string();
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      return makeError("{}: [model] {} = \"{}\": {} does not exist", p.origin("model", k.name), k.name, *name, path);
+    if (!fs::is_regular_file(path, ec))
+      return makeError("{}: [model] {} = \"{}\": {} is not a file", p.origin("model", k.name), k.name, *name, path);
+  }
+  return {};
+}
+
 namespace {
 
 Result<Project> parseProjectText(const std::string& text, const std::string& file, const std::string& dir,
@@ -381,7 +408,7 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
   } catch (const toml::parse_error& e) {
     return makeError("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description());
   }
-  ParseContext ctx{file, std::nullopt, {}, {}, asWritten};
+  ParseContext ctx{file, std::nullopt, {}, {}, asWritten, {}};
   TSR_TRY(applyOverrides(root, overrides, ctx));
   Project p;
   p.file = file;
@@ -525,8 +552,12 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
   mesh.getSizes("shape", p.mesh.shape, limits::kMeshDevices, limits::kMeshDevices);
   mesh.get("axes", p.mesh.axes);
   mesh.finish();
-  if (!error && p.mesh.shape.size() != p.mesh.axes.size())
-    error = Error{fmt::format("{}: [mesh] has {} sizes but {} axis names", file, p.mesh.shape.size(), p.mesh.axes.size())};
+  // At the axes' line (or the shape's, when the axes are the default): one name per size.
+  const size_t sizeCount = p.mesh.shape.size(), nameCount = p.mesh.axes.size();
+  mesh.require(sizeCount == nameCount, "axes", "shape",
+               fmt::format("[mesh] has {} size{} (shape = {}) but {} axis name{} (axes = {}): give one name per size",
+                           sizeCount, sizeCount == 1 ? "" : "s", settingText(p.mesh.shape), nameCount,
+                           nameCount == 1 ? "" : "s", settingText(p.mesh.axes)));
 
   if (const toml::table* sh = section("sharding")) {
     // A rule is named by its line, or by the --set that gave it.
@@ -570,6 +601,7 @@ Result<Project> parseProjectText(const std::string& text, const std::string& fil
     p.name = folder.filename().string();
   }
   for (const auto& [where, value] : ctx.settings) p.settings.push_back({where.first, where.second, value()});
+  p.origins = std::move(ctx.origins);
   return p;
 }
 

@@ -126,9 +126,18 @@ struct Project {
   std::vector<Override> overrides;  // applied over the file's text, in order
   // Every setting the parser read, in the file's section order, defaults included ([sharding] aside: `sharding`).
   std::vector<Setting> settings;
+  // Where each key the file or a --set gives was written, by "section.key": "p/project.toml:7", or
+  // "--set model.python=m.py (over p/project.toml)". Keys left at their defaults are absent.
+  std::map<std::string, std::string> origins;
 
   std::string resolve(const std::string& relative) const;  // a path relative to the project folder
+  // What an error about a key starts with: its origin, or the file when the key was not written.
+  std::string origin(const std::string& section, const std::string& key) const;
 };
+
+// The files the model reads that its family declares as [model] keys (FamilyKey::projectFile: a Python model's
+// `python = "model.py"`): an error naming the key's line when one does not exist or is not a file.
+Status checkModelFiles(const Project& p);
 
 // Loads `path`: a folder holding project.toml, or the file itself. Overrides replace (or add) keys before the
 // file is checked; an error about an overridden value names the --set that gave it.

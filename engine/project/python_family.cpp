@@ -359,7 +359,8 @@ Result<std::shared_ptr<const PythonTrace>> tracePythonModel(const PythonTraceReq
 }
 
 std::vector<ModelFamily> pythonFamilies() {
-  const FamilyKey file = textKey("python", "", "the model file, relative to the project: init(key, cfg), loss(params, batch, key)");
+  FamilyKey file = textKey("python", "", "the model file, relative to the project: init(key, cfg), loss(params, batch, key)");
+  file.projectFile = true;
   ModelFamily classifier;
   classifier.name = "python";
   classifier.description = "a model written in Python (model.py: init, loss, logits), here a classifier of [model] input_shape";

@@ -28,6 +28,7 @@ Result<ProjectModel> buildModel(const project::Project& p, int64_t vocab) {
   const auto& t = p.train;
   const project::ModelFamily* family = p.model.definition();
   if (!family) return makeError("{}: [model] family '{}' is not registered", p.file, p.model.family);
+  TSR_TRY(project::checkModelFiles(p));  // model.py missing: said at its key's line
   ProjectModel m;
   m.family = family;
   const project::BuildContext context{family->languageModel ? (vocab > 0 ? vocab : configuredVocab(p)) : 0, t.seqLen,

@@ -13,6 +13,7 @@
 #include "engine/train/run.h"
 #include "engine/train/setup.h"
 #include "tests/check.h"
+#include "tests/temp_dir.h"
 
 using namespace tsr;
 using namespace tsr::project;
@@ -134,6 +135,36 @@ TEST_CASE("a python model project keeps its own [model] keys") {
               std::string("p/project.toml: [model] python must name the model file, e.g. python = \"model.py\""));
   // A built-in family's keys stay closed.
   TSR_COMPARE(parseError("[model]\nfamily = \"mlp\"\nwidth = 64\n"), std::string("p/project.toml:3: unknown key 'width' in [model]"));
+}
+
+// A model file named by a [model] key that is not there: building the model (model-info, compile, train, the
+// IDE's trace) says so at the key's line, or at the --set that named it; it named the key and the file alone.
+TEST_CASE("a missing model file is said at its key's line") {
+  test::TempDir dir;
+  REQUIRE(dir.isValid());
+  test::writeFile(dir.filePath("project.toml"),
+                  "[project]\nname = \"py\"\n[model]\npython = \"model.py\"\ninput_shape = [4]\nclasses = 2\n");
+  const std::string toml = dir.filePath("project.toml");
+  const std::string missing = (std::filesystem::path(dir.path()) / "model.py").string();
+  auto p = loadProject(dir.path());
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message.c_str()));
+  auto info = train::describeModel(*p);
+  REQUIRE(!info.ok());
+  TSR_COMPARE(info.error().message, toml + ":4: [model] python = \"model.py\": " + missing + " does not exist");
+
+  auto set = loadProject(dir.path(), {{"model", "python", "other.py"}});
+  REQUIRE(set.ok());
+  auto setInfo = train::describeModel(*set);
+  REQUIRE(!setInfo.ok());
+  TSR_COMPARE(setInfo.error().message, "--set model.python=other.py (over " + toml + "): [model] python = \"other.py\": " +
+                                           dir.filePath("other.py") + " does not exist");
+
+  std::filesystem::create_directory(missing);  // a folder of that name
+  auto folder = train::describeModel(*p);
+  REQUIRE(!folder.ok());
+  TSR_COMPARE(folder.error().message, toml + ":4: [model] python = \"model.py\": " + missing + " is not a file");
+  TSR_COMPARE(p->origin("model", "input_shape"), toml + ":5");
+  TSR_COMPARE(p->origin("train", "steps"), toml);  // not written: the file alone
 }
 
 TEST_CASE("projects are read from the declaration") {
