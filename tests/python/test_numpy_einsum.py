@@ -67,6 +67,9 @@ def test_einsum_jax_broadcasting_and_interleaved_form():
     _same(tnp.einsum(_A, [0, 1], _B, [1, 2], [0, 2]), _A @ _B)
     _same(tnp.einsum(_A, [0, 1], _B, [1, 2]), _A @ _B)
     _same(tnp.einsum(_E1, [Ellipsis, 1], _B, [1, 2], [Ellipsis, 2]), _E1 @ _B)
+    # A repeated label of sizes 3 and 1: the size-1 axis broadcasts first, so the diagonal is x[a, 0] (JAX's).
+    x = _R.standard_normal((3, 1)).astype(np.float32)
+    _same(tnp.einsum("aa,ab->b", x, _A[:, :2]), (x * _A[:, :2]).sum(0))
 
 
 def test_einsum_dtypes():

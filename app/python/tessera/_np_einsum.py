@@ -1,9 +1,9 @@
 """tessera.numpy.einsum as jax.numpy's: any number of operands, implicit output (no '->'), '...' broadcasting,
 repeated subscripts within an operand (diagonals, traces), size-1 dims broadcasting, and numpy's interleaved form
-einsum(a, [0, 1], b, [1, 2], [0, 2]). Each operand first loses what only it needs (diagonals, dims summed out,
-size-1 dims broadcast against a larger one); the operands are then contracted two at a time, one engine
-dot_general each (its two-operand einsum), in the order opt_einsum's greedy path picks: the pair whose result
-frees the most memory first."""
+einsum(a, [0, 1], b, [1, 2], [0, 2]). The operands are contracted two at a time, one engine dot_general each
+(its two-operand einsum), in the order opt_einsum's greedy path picks (the pair whose result frees the most
+memory first); each pair is prepared as jax.numpy's _einsum prepares it (size-1 dims broadcast against the other
+operand, then diagonals, then the labels only one operand has summed out)."""
 
 import itertools as _itertools
 import math as _math
@@ -95,45 +95,57 @@ def _diagonal(x, labels, keep):
             same = _C.equal(first, _C.iota(shape, a, "i32"))
             eye = same if eye is None else _C.bitwise_and(eye, same)
         x = _C.where(eye, x, _C.scalar(0, x))
-        summed = axes if c not in keep else axes[1:]
+        summed = axes if c not in keep else axes[:-1]
         x = _C.sum(x, summed, False)
         labels = [l for i, l in enumerate(labels) if i not in summed]
     return x, labels
 
 
-def _reduce_operand(x, labels, keep, sizes):
-    """x without what no other operand and not the output needs: diagonals, labels summed out, and size-1 dims
-    that broadcast against a larger size elsewhere (dropped: x is constant along them)."""
+def _summed_out(x, labels, keep):
+    """x with its diagonals taken and the labels keep lacks summed out (jax.numpy's sum_uniques and
+    sum_repeats)."""
     x, labels = _diagonal(x, labels, keep)
     summed = [i for i, c in enumerate(labels) if c not in keep]
     if summed:
         x = _C.sum(x, summed, False)
         labels = [c for i, c in enumerate(labels) if i not in summed]
-    squeezed = [i for i, c in enumerate(labels) if x.shape[i] == 1 and sizes[c] != 1]
-    if squeezed:
-        x = _C.squeeze(x, squeezed)
-        labels = [c for i, c in enumerate(labels) if i not in squeezed]
     return x, labels
+
+
+def _singletons_dropped(x, labels, other_shape, other_labels):
+    """x without its size-1 dims whose label has another size in the other operand of the pair: x is constant
+    along them and broadcasts (jax.numpy's filter_singleton_dims)."""
+    drop = [i for i, c in enumerate(labels) if x.shape[i] == 1 and c in other_labels
+            and other_shape[other_labels.index(c)] != 1]
+    if not drop:
+        return x, labels
+    return _C.squeeze(x, drop), [c for i, c in enumerate(labels) if i not in drop]
+
+
+def _pair(x, xl, y, yl, result, chars):
+    """x and y contracted to the labels result, as jax.numpy's _einsum takes a pair: size-1 dims broadcast
+    first, then each operand's diagonals and the labels only it has and result lacks, then one dot_general."""
+    x, xl = _singletons_dropped(x, xl, y.shape, yl)
+    y, yl = _singletons_dropped(y, yl, x.shape, xl)
+    x, xl = _summed_out(x, xl, set(result) | set(yl))
+    y, yl = _summed_out(y, yl, set(result) | set(xl))
+    spec = "".join(chars[c] for c in xl) + "," + "".join(chars[c] for c in yl) + "->" + "".join(
+        chars[c] for c in result)
+    return _C.einsum(spec, x, y)
 
 
 def _greedy_pair(terms, output, sizes):
     """The pair (i, j) to contract next and its result's labels: opt_einsum's greedy choice, the smallest
     size(result) - size(i) - size(j), ties to the earliest pair."""
     best = None
+    size = lambda ls: _math.prod(sizes[c] for c in dict.fromkeys(ls))
     for i, j in _itertools.combinations(range(len(terms)), 2):
         others = set(output).union(*(terms[k] for k in range(len(terms)) if k not in (i, j)))
         result = [c for c in dict.fromkeys(terms[i] + terms[j]) if c in others]
-        size = lambda ls: _math.prod(sizes[c] for c in ls)
         cost = size(result) - size(terms[i]) - size(terms[j])
         if best is None or cost < best[0]:
             best = (cost, i, j, result)
     return best[1:]
-
-
-def _contract(x, xl, y, yl, out_labels, chars):
-    spec = "".join(chars[c] for c in xl) + "," + "".join(chars[c] for c in yl) + "->" + "".join(
-        chars[c] for c in out_labels)
-    return _C.einsum(spec, x, y)
 
 
 def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None,
@@ -165,24 +177,16 @@ def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, pre
     chars = dict(zip(labels_used, _LETTERS))  # the engine's einsum reads letters
 
     terms = list(inputs)
-    for k in range(len(arrays)):
-        keep = set(output).union(*(terms[m] for m in range(len(terms)) if m != k))
-        arrays[k], terms[k] = _reduce_operand(arrays[k], terms[k], keep, sizes)
     while len(arrays) > 1:
         i, j, result = _greedy_pair(terms, output, sizes)
-        last = len(arrays) == 2
-        result = output if last else result
-        z = _contract(arrays[i], terms[i], arrays[j], terms[j], result, chars)
+        result = output if len(arrays) == 2 else result
+        z = _pair(arrays[i], terms[i], arrays[j], terms[j], result, chars)
         arrays = [a for k, a in enumerate(arrays) if k not in (i, j)] + [z]
         terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [list(result)]
+    if len(inputs) == 1:
+        arrays[0], terms[0] = _summed_out(arrays[0], terms[0], set(output))
     x, labels = arrays[0], terms[0]
-    # One operand left (or given): its labels are the output's, maybe in another order; a label of the output
-    # that every operand broadcast is restored at its size.
-    missing = [c for c in output if c not in labels]
-    if missing:
-        x = _C.reshape(x, list(x.shape) + [1] * len(missing))
-        labels = labels + missing
-        x = _C.broadcast_to(x, [sizes[c] for c in labels])
+    # One operand left: its labels are the output's, maybe in another order.
     if labels != output:
         x = _C.transpose(x, [labels.index(c) for c in output])
     if boolean:
