@@ -264,3 +264,30 @@ def test_interp_gradients_and_transforms(rng):
     fps = rng.random((4, 4)).astype(np.float32)
     got = tessera.vmap(tnp.interp, in_axes=(0, None, 0))(xs, _XP, fps)
     _same(got, [np.interp(a, _XP, f) for a, f in zip(xs, fps)])
+
+
+@pytest.mark.parametrize("method", [None, "compare_all", "sort", "scan"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_methods_match_numpy(rng, method, side):
+    for trial in range(20):
+        a = np.sort(rng.integers(0, 6, size=int(rng.integers(0, 12))).astype(np.float32))
+        if trial % 3 == 0 and a.size:
+            a[-1] = np.nan  # NaN sorts last, and a NaN query goes after the numbers
+        v = rng.integers(-1, 7, size=(3, 4)).astype(np.float32)
+        v[0, 0] = np.nan
+        got = tnp.searchsorted(a, v, side=side, method=method)
+        assert got.dtype == np.int32
+        _same(got, np.searchsorted(a, v, side=side))
+    ints = np.sort(rng.integers(0, 9, size=7)).astype(np.int32)
+    _same(tnp.searchsorted(ints, v, side=side, method=method), np.searchsorted(ints.astype(np.float32), v, side=side))
+
+
+def test_searchsorted_large_inputs_and_errors(rng):
+    # Past 2**20 pairs the default ranks a and v with one sort instead of comparing every pair.
+    a = np.sort(rng.standard_normal(5000).astype(np.float32))
+    v = rng.standard_normal(1000).astype(np.float32)
+    _same(tnp.searchsorted(a, v), np.searchsorted(a, v))
+    with pytest.raises(ValueError, match="method"):
+        tnp.searchsorted(a, v, method="bisect")
+    with pytest.raises(ValueError, match="1-dimensional"):
+        tnp.searchsorted(a.reshape(50, 100), v)

@@ -514,17 +514,48 @@ def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
     return r
 
 
-def searchsorted(a, v, side="left", sorter=None):
-    """Insertion points of v into the sorted 1-d a: how many elements are < v (side="left") or <= v. NaN is
-    larger than every number, as in numpy's and JAX's sort order."""
+_SEARCH_METHODS = (None, "scan", "scan_unrolled", "sort", "compare_all")
+
+
+def searchsorted(a, v, side="left", sorter=None, *, method=None):
+    """Insertion points (int32) of v into the sorted 1-d a: how many elements are < v (side="left") or <= v. NaN
+    is larger than every number, as in numpy's and JAX's sort order. method: 'compare_all' compares every pair
+    (a.size * v.size booleans); 'sort' ranks a and v together with one stable argsort (linear memory; 'scan'
+    and 'scan_unrolled', JAX's binary searches, give the same values and run it too); None takes 'compare_all'
+    up to 2**20 pairs, else 'sort'."""
     a, v = asarray(a), asarray(v)
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
+    if method not in _SEARCH_METHODS:
+        raise ValueError(f"invalid method={method!r} for searchsorted; expected one of {_SEARCH_METHODS[1:]}")
+    if a.ndim != 1:
+        raise ValueError("a should be 1-dimensional")
     if sorter is not None:
         a = _C.take(a, asarray(sorter), 0)
+    if method is None:
+        method = "compare_all" if a.size * v.size <= 1 << 20 else "sort"
+    if method != "compare_all":
+        return _searchsorted_by_rank(a, v, side)
     col = expand_dims(v, -1)
     below = (less if side == "left" else less_equal)(a, col)
     if a._dtype_name in _FLOATING or v._dtype_name in _FLOATING:
         nan_v = isnan(col)
         below = _C.bitwise_or(below, nan_v if side == "right" else _C.bitwise_and(nan_v, logical_not(isnan(a))))
     return sum(_C.astype(below, "i32"), axis=-1)
+
+
+def _searchsorted_by_rank(a, v, side):
+    """jax.numpy's 'sort' method: each query's rank among a and the queries (queries before equal elements of
+    a for side="left", after them for "right"), less its rank among the queries alone."""
+    a, v = _promoted(a, v)
+    q = _C.reshape(v, [-1])
+
+    def rank(x):  # rank[i]: where x[i] lands in the stable sort of x
+        n = x.shape[0]
+        return _C.scatter(_C.full([n], 0, "i32"), _C.argsort(x, 0), _C.iota([n], 0, "i32"), 0, 0)
+
+    if side == "left":
+        index = _C.slice(rank(_C.concatenate([q, a], 0)), [0], [q.size], [1])
+    else:
+        index = _C.slice(rank(_C.concatenate([a, q], 0)), [a.size], [a.size + q.size], [1])
+    return _C.reshape(index - rank(q), list(v.shape))
