@@ -286,7 +286,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
 
 def digitize(x, bins, right=False, *, method=None):
     """The index of the bin each x falls in (int32): bins 1-d, increasing or decreasing; right=True makes the
-    bins closed on the right instead of the left."""
+    bins closed on the right instead of the left. method: searchsorted's."""
     x, bins = asarray(x), asarray(bins)
     if bins.ndim != 1:
         raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
@@ -295,8 +295,8 @@ def digitize(x, bins, right=False, *, method=None):
         return _C.full(list(x.shape), 0, "i32")
     side = "left" if right else "right"
     increasing = _C.greater_equal(_at(bins, -1), _at(bins, 0))
-    up = searchsorted(bins, x, side=side)
-    down = n - searchsorted(flip(bins, 0), x, side=side)
+    up = searchsorted(bins, x, side=side, method=method)
+    down = n - searchsorted(flip(bins, 0), x, side=side, method=method)
     return _C.where(increasing, up, down)
 
 
