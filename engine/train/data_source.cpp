@@ -216,7 +216,18 @@ struct TextData {
 Result<TextData> prepareText(const project::Project& p, const std::function<void(const std::string&)>& info) {
   std::string corpus = p.resolve(p.data.path);
   std::error_code ec;
-  if (p.data.path.empty()) return makeError("{}: [data] path is required for text data", p.file);
+  if (p.data.path.empty()) {
+    // An empty project.toml gets here by two defaults (gpt2, and its text data): the message says which it took.
+    const bool familyGiven = p.origins.count("model.family") || p.origins.count("model.python");
+    const bool kindGiven = p.origins.count("data.kind");
+    return makeError("{}: [data] path is required: {} trains on text ([data] kind = \"text\"{}) read from a corpus "
+                     "file; add path = \"corpus.txt\" (a UTF-8 text file in the project folder) under [data]{}",
+                     p.origin("data", "kind"),
+                     familyGiven ? fmt::format("the {} model", p.model.family)
+                                 : fmt::format("the default model ({}: project.toml names no [model] family)", p.model.family),
+                     kindGiven ? "" : ", its default",
+                     familyGiven ? "" : ", or name a [model] family (tessera families lists them)");
+  }
   if (!fs::exists(corpus, ec)) return makeError("{}: [data] path {} does not exist", p.file, corpus);
   // The corpus is read whole: a device (/dev/zero), a pipe or a huge file would never end or never fit.
   if (!fs::is_regular_file(corpus, ec)) return makeError("{}: [data] path {} is not a regular file", p.file, corpus);

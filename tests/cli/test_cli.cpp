@@ -344,6 +344,36 @@ eval_every = 30
                                      "expression (");
   }
 
+  // Mistakes in a project say where they are, as `tessera train` and `model-info` meet them: a [mesh] whose
+  // sizes and names disagree at the axes' line; an empty project.toml names the defaults that ask for a corpus;
+  // a missing model.py at the line of the key that names it.
+  void projectMistakesSayWhereTheyAre() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("project.toml");
+    auto fails = [&](const QStringList& args, const QString& message) {
+      Run r = tessera(args);
+      QVERIFY2(!r.crashed && r.exitCode == 1 && r.err.contains(message),
+               qPrintable(args.join(' ') + ": exit " + QString::number(r.exitCode) + ": " + r.err + "\nlacks: " + message));
+    };
+    writeFile(file, QByteArray(kTinyMlp) + "[mesh]\nshape = [2, 2, 1]\naxes = [\"data\", \"model\"]\n");
+    fails({"model-info", dir.path()}, file + ":19: [mesh] has 3 sizes (shape = [2, 2, 1]) but 2 axis names (axes = "
+                                      "[\"data\", \"model\"]): give one name per size");
+    writeFile(file, "");
+    fails({"train", dir.path(), "--quiet"},
+          file + ": [data] path is required: the default model (gpt2: project.toml names no [model] family) trains on "
+                 "text ([data] kind = \"text\", its default) read from a corpus file; add path = \"corpus.txt\" (a "
+                 "UTF-8 text file in the project folder) under [data], or name a [model] family (tessera families "
+                 "lists them)");
+    writeFile(file, "[model]\nfamily = \"gpt2\"\n[data]\nkind = \"text\"\n");
+    fails({"train", dir.path(), "--quiet"},
+          file + ":4: [data] path is required: the gpt2 model trains on text ([data] kind = \"text\") read from a "
+                 "corpus file; add path = \"corpus.txt\" (a UTF-8 text file in the project folder) under [data]\n");
+    QVERIFY(!QFile::exists(dir.filePath("runs.db")));
+    writeFile(file, "[project]\nname = \"py\"\n\n[model]\npython = \"model.py\"\ninput_shape = [4]\nclasses = 2\n");
+    fails({"model-info", dir.path()}, file + ":5: [model] python = \"model.py\": " +
+                                          QDir(dir.path()).absoluteFilePath("model.py") + " does not exist");
+  }
+
   // compile --dump into a folder an earlier dump wrote replaces that dump (nothing of it is left to mislead) and
   // keeps the user's own files; a folder with other files is refused.
   void compileDumpReplacesItsOwnDumpOnly() {
