@@ -11,7 +11,7 @@ from typing import NamedTuple as _NamedTuple
 import numpy as _np
 
 from . import _tessera as _C
-from .numpy import asarray, _engine_dtype
+from .numpy import asarray
 
 
 class GatherDimensionNumbers(_NamedTuple):

@@ -52,7 +52,7 @@ def _weights_like(weights, a, axis):
     return _C.broadcast_to(_C.reshape(w, expanded), list(a.shape))
 
 
-def _quantile(a, q, axis, method, keepdims, squash_nans, weights, name):
+def _quantile(a, q, axis, method, keepdims, squash_nans, weights):
     """jax.numpy's _quantile with the reduced axes last: sort each row, read the two order statistics around
     q * (n - 1) with take_along_axis and combine them as `method` says. q: a scalar or 1-d; the result's dims
     are q's, then a's kept ones."""
@@ -147,14 +147,14 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     (the lower one at exactly half, as jax.numpy), 'inverted_cdf' (which alone takes weights=). A NaN in a
     slice makes its quantiles NaN. Integers give float32."""
     _check_unsupported(out, overwrite_input, "quantile")
-    return _quantile(a, q, axis, method, keepdims, False, weights, "quantile")
+    return _quantile(a, q, axis, method, keepdims, False, weights)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                 weights=None):
     """quantile with the NaNs left out; NaN where a slice is all NaN."""
     _check_unsupported(out, overwrite_input, "nanquantile")
-    return _quantile(a, q, axis, method, keepdims, True, weights, "nanquantile")
+    return _quantile(a, q, axis, method, keepdims, True, weights)
 
 
 def _percent(q):
