@@ -284,6 +284,7 @@ GraphPanel::GraphPanel(Session* session, QWidget* parent, bool secondary)
     m_diffResult.reset();
     m_pinned = 0;
   });
+  connect(m_session, &Session::projectClosed, this, &GraphPanel::onProjectClosed);
   connect(m_stageBox, &QComboBox::currentIndexChanged, this, [this](int i) {
     if (m_syncing) return;
     if (m_secondary) {
@@ -341,6 +342,47 @@ void GraphPanel::onStagesReady() {
   }
   onStageChanged();
   updateDiff();
+}
+
+void GraphPanel::onProjectClosed() {
+  // A layout still running is for the last project: stopped, and dropped when it ends (onLayoutDone).
+  if (m_cancelFlag) m_cancelFlag->store(true);
+  m_relayout = false;
+  m_syncing = true;
+  m_scene->clear();
+  m_items.clear();
+  m_stages.reset();
+  m_states.clear();
+  m_layout.reset();
+  m_layoutGraph.reset();
+  m_layoutTree.reset();
+  m_pendingGraph.reset();
+  m_pendingTree.reset();
+  m_hits.clear();
+  m_search->setMatches({});
+  m_diff.clear();
+  m_diffResult.reset();
+  m_overlayValues.clear();
+  m_localNode = -1;
+  m_stageBox->clear();
+  if (m_compareBox) {
+    m_compareBox->clear();
+    m_compareBox->addItem(tr("(no comparison)"));
+  }
+  m_syncing = false;
+  if (m_other) m_other->setVisible(false);
+  if (m_diffInfo) m_diffInfo->clear();
+  updateLegend(0);
+  if (m_secondary) return;
+  auto* note = m_scene->addText(tr("The project did not open, so there is no graph to show.\n"
+                                   "Its error is in the Console and the Project panel. The project opens again "
+                                   "when its project.toml or model.py is saved here, or on File › Reload Project "
+                                   "(Ctrl+R)."));
+  note->setDefaultTextColor(palette().color(QPalette::PlaceholderText));
+  // Narrow enough that fitting the view to it enlarges it rather than shrinking it to a line.
+  note->setTextWidth(420);
+  m_scene->setSceneRect(note->boundingRect().adjusted(-20, -20, 20, 20));
+  m_status->setText(tr("No graph: the project did not open"));
 }
 
 const inspect::Stage* GraphPanel::currentStage() const {
@@ -521,6 +563,11 @@ void GraphPanel::onLayoutDone() {
   if (m_relayout) {
     m_relayout = false;
     startLayout();
+    return;
+  }
+  if (!currentStage()) {
+    // Laid out for a project that has gone since (it failed to open again).
+    emit layoutFinished();
     return;
   }
   if (!r->ok()) {

@@ -108,6 +108,8 @@ class GraphPanel : public QWidget {
 
   void onStagesReady();
   void onStageChanged();
+  // The session holds no project (the one asked for did not open): nothing of the last one stays.
+  void onProjectClosed();
   StageState& stateFor(const inspect::Stage& stage);
   void startLayout();
   void onLayoutDone();

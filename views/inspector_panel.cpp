@@ -100,6 +100,10 @@ InspectorPanel::InspectorPanel(Session* session, QWidget* parent)
   connect(m_session, &Session::nodeSelected, this, &InspectorPanel::show);
   connect(m_session, &Session::pairSelected, this, &InspectorPanel::showPair);
   connect(m_session, &Session::stagesReady, this, [this] { show(m_session->selectedNode()); });
+  connect(m_session, &Session::projectClosed, this, [this] {
+    m_planCache = {};
+    m_browser->clear();
+  });
   connect(m_session, &Session::stageChanged, this, [this] {
     const auto [a, b] = m_session->selectedPair();
     if (a >= 0) showPair(a, b);

@@ -73,6 +73,14 @@ IrPanel::IrPanel(Session* session, QWidget* parent)
   connect(m_session, &Session::stageChanged, this, &IrPanel::showStage);
   connect(m_session, &Session::stagesReady, this, &IrPanel::showStage);
   connect(m_session, &Session::nodeSelected, this, &IrPanel::onNodeSelected);
+  connect(m_session, &Session::projectClosed, this, [this] {
+    m_shown = nullptr;
+    m_line = -1;
+    m_syncing = true;
+    m_text->clear();
+    m_syncing = false;
+    m_header->setText(tr("No IR: the project did not open"));
+  });
   connect(m_text, &QPlainTextEdit::cursorPositionChanged, this, &IrPanel::onCursorMoved);
 }
 

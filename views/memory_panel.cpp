@@ -66,6 +66,12 @@ MemoryPanel::MemoryPanel(Session* session, QWidget* parent)
     m_memory.reset();
     showMemory();
   });
+  connect(m_session, &Session::projectClosed, this, [this] {
+    m_memory.reset();
+    m_measured.clear();
+    showMemory();
+    m_summary->setText(tr("No memory plan: the project did not open"));
+  });
   connect(m_watcher, &QFutureWatcherBase::finished, this, &MemoryPanel::onComputed);
   connect(m_session, &Session::profileChanged, this, &MemoryPanel::onStagesReady);  // a new profile: measured again
   connect(m_table, &QTableWidget::cellClicked, this, [this](int row, int) { onRowActivated(row); });
@@ -103,6 +109,7 @@ void MemoryPanel::onComputed() {
     onStagesReady();
     return;
   }
+  if (!m_session->project()) return;  // planned for a project that has gone since
   if (!r->memory.ok()) {
     m_memory.reset();
     m_measured.clear();

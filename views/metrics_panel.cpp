@@ -150,6 +150,10 @@ MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
     rebuild();
   });
   connect(m_session, &Session::projectOpened, this, [this] { setDatabase(m_session->runsDbPath()); });
+  connect(m_session, &Session::projectClosed, this, [this] {
+    setDatabase(QString());
+    m_info->setText(tr("No project: the project did not open."));
+  });
   connect(m_timer, &QTimer::timeout, this, &MetricsPanel::poll);
   m_timer->start(1000);
 }

@@ -1,5 +1,6 @@
 #include "views/project_panel.h"
 
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QFontDatabase>
@@ -61,6 +62,7 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   m_errorLabel->setWordWrap(true);
   m_save->setEnabled(false);
   auto* settings = new QWidget;
+  m_settings = settings;
   auto* sl = new QVBoxLayout(settings);
   sl->addWidget(scroll, 1);
   sl->addWidget(m_errorLabel);
@@ -80,6 +82,7 @@ ProjectPanel::ProjectPanel(Session* session, QWidget* parent)
   layout->addWidget(m_openFile, 0, Qt::AlignLeft);
   layout->addWidget(m_tabs, 1);
   connect(m_session, &Session::projectOpened, this, &ProjectPanel::onProjectOpened);
+  connect(m_session, &Session::projectClosed, this, &ProjectPanel::onProjectClosed);
   connect(m_session, &Session::projectFailed, this, [this](const QString& message) {
     // One line: a traceback's lines (and Python's ^^^^ underlines) would widen the dock, and the window with it.
     m_summary->setText(tr("<span style=\"color:#d04040\">Could not open the project:</span> %1")
@@ -169,6 +172,7 @@ void ProjectPanel::onProjectOpened() {
   m_openFile->setVisible(false);
   // The project whose project.toml was being fixed opens: its editor has done its job.
   if (m_editor && m_editor->isVisible() && sameFile(m_editor->file(), m_session->projectFile())) m_editor->close();
+  m_settings->setEnabled(true);
   m_params->setParams(p->params);
   m_tree->expandToDepth(0);
   m_summary->setText(tr("<b>%1</b> — %2 (%3): %4 parameters, %5")
@@ -180,6 +184,15 @@ void ProjectPanel::onProjectOpened() {
   QFile f(QString::fromStdString(p->project.file));
   QString text = f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString::fromStdString(p->project.text);
   loadForm(text);
+}
+
+void ProjectPanel::onProjectClosed() {
+  m_params->setParams({});
+  QFile f(QDir(m_session->failedProjectDir()).filePath("project.toml"));
+  loadForm(f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString());
+  m_settings->setEnabled(false);
+  m_errorLabel->setText(tr("The project did not open: its settings can be edited here once it does (project.toml "
+                           "opens in an editor from the button above)."));
 }
 
 void ProjectPanel::loadForm(const QString& text) {

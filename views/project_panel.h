@@ -59,6 +59,8 @@ class ProjectPanel : public QWidget {
 
  private:
   void onProjectOpened();
+  // The project asked for did not open: its project.toml is shown as it is, and nothing of the last project.
+  void onProjectClosed();
   void loadForm(const QString& text);
   void buildForm(const std::string& family);
   void revalidate();
@@ -75,6 +77,7 @@ class ProjectPanel : public QWidget {
   std::string m_formFamily;                    // whose keys the form shows
   std::vector<inspect::ProjectField> m_formFields;
   QMap<QString, QLineEdit*> m_fields;  // "train.lr"
+  QWidget* m_settings = nullptr;  // the Settings tab: off while no project is open
   QLabel* m_errorLabel;
   QPushButton* m_save;
   QPlainTextEdit* m_file;

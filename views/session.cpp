@@ -13,6 +13,7 @@ Session::Session(QObject* parent)
       m_openWatcher(new QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>(this)),
       m_compileWatcher(new QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>(this)) {
   connect(m_openWatcher, &QFutureWatcherBase::finished, this, [this] {
+    m_openRunning = false;
     if (!m_pendingOpen.isEmpty()) {
       // Stale already: the file changed again while this trace ran.
       const QString next = m_pendingOpen;
@@ -22,16 +23,11 @@ Session::Session(QObject* parent)
     }
     auto r = m_openWatcher->result();
     if (!r->ok()) {
-      // The file the error names, or the project.toml of the folder that was opened.
-      std::string named = inspect::errorLocation(r->error().message).file;
-      QFileInfo opened(m_opening);
-      m_failedFile = !named.empty() ? QString::fromStdString(named)
-                     : opened.isDir() ? QDir(m_opening).filePath("project.toml") : m_opening;
-      log("error", QString::fromStdString(r->error().message));
-      emit projectFailed(QString::fromStdString(r->error().message));
+      closeFailedProject(QString::fromStdString(r->error().message));
       return;
     }
     m_failedFile.clear();
+    m_failedDir.clear();
     m_project = std::make_shared<const inspect::ProjectSnapshot>(std::move(*r).value());
     m_stages = std::make_shared<const std::vector<inspect::Stage>>(
         std::vector<inspect::Stage>{inspect::makeStage("traced", m_project->traced)});
@@ -50,6 +46,8 @@ Session::Session(QObject* parent)
   });
   connect(m_compileWatcher, &QFutureWatcherBase::finished, this, [this] {
     auto r = m_compileWatcher->result();
+    // Compiled for a project that has gone since (it failed to open again): nothing to show.
+    if (!m_project || m_compiling != m_project) return;
     if (!r->ok()) {
       log("error", "compile: " + QString::fromStdString(r->error().message));
       return;
@@ -95,6 +93,32 @@ Session::Session(QObject* parent)
   });
 }
 
+void Session::closeFailedProject(const QString& message) {
+  // The file the error names, or the project.toml of the folder that was opened.
+  const std::string named = inspect::errorLocation(message.toStdString()).file;
+  const QFileInfo opened(m_opening);
+  m_failedFile = !named.empty() ? QString::fromStdString(named)
+                 : opened.isDir() ? QDir(m_opening).filePath("project.toml") : m_opening;
+  m_failedDir = QDir::cleanPath(opened.isDir() ? opened.absoluteFilePath() : opened.absolutePath());
+  // The last project goes: its graph, stages, selection, profile and plan are not the new project's. A compile
+  // of it still under way is let run out and dropped (see the compile watcher).
+  m_project.reset();
+  m_stages.reset();
+  m_stage = 0;
+  m_node = -1;
+  m_kernelNodes.clear();
+  m_pair = {-1, -1};
+  m_profile.reset();
+  m_profileError = tr("the project did not open");
+  m_sharding.reset();
+  log("error", message);
+  emit projectClosed();
+  emit nodeSelected(-1);
+  emit profileChanged();
+  emit shardingChanged();
+  emit projectFailed(message);
+}
+
 void Session::restoreSelection() {
   if (!m_keep || !m_stages) return;
   const KeptSelection keep = *m_keep;
@@ -121,6 +145,8 @@ Session::~Session() {
   m_compileWatcher->waitForFinished();
 }
 
+bool Session::opening() const { return m_openRunning; }
+
 bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatcher->isRunning(); }
 
 void Session::openProject(const QString& path) {
@@ -128,13 +154,14 @@ void Session::openProject(const QString& path) {
     m_pendingOpen = path;
     return;
   }
-  m_keep.reset();
   const QFileInfo info(path);
   const QString dir = QDir::cleanPath(info.isDir() ? info.absoluteFilePath() : info.absolutePath());
+  // A selection kept through a failed open of the same project stays for the open that fixes it.
+  if (m_keep && (m_project || m_keep->dir != dir)) m_keep.reset();
   if (const inspect::Stage* s = stage(); s && m_node >= 0 && m_node < static_cast<int>(s->graph->nodes().size()) &&
                                           dir == QDir::cleanPath(QFileInfo(projectDir()).absoluteFilePath())) {
     const ir::Node& n = s->graph->nodes()[static_cast<size_t>(m_node)];
-    KeptSelection keep{s->name, n.op, n.prov, 0};
+    KeptSelection keep{dir, s->name, n.op, n.prov, 0};
     for (int i = 0; i < m_node; ++i) {
       const ir::Node& m = s->graph->nodes()[static_cast<size_t>(i)];
       keep.ordinal += m.op == n.op && m.prov == n.prov;
@@ -146,14 +173,16 @@ void Session::openProject(const QString& path) {
   m_profile.reset();
   m_profileError.clear();
   m_sharding.reset();
-  emit projectOpening(path);
   std::string p = QDir::cleanPath(path).toStdString();
   m_openWatcher->setFuture(QtConcurrent::run([p] {
     return std::make_shared<Result<inspect::ProjectSnapshot>>(inspect::openProject(p));
   }));
+  m_openRunning = true;
+  emit projectOpening(path);
 }
 
 void Session::compile() {
+  m_compiling = m_project;
   auto traced = m_project->traced;
   m_compileWatcher->setFuture(QtConcurrent::run([traced] {
     return std::make_shared<Result<std::vector<inspect::Stage>>>(inspect::compileStages(traced));

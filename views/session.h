@@ -35,13 +35,20 @@ class Session : public QObject {
 
   // Loads and traces the project off the UI thread; projectOpened or projectFailed follows. Opening the open
   // project again (its model file changed) keeps the selected node, once compiled, where a node of the same op
-  // at the same source line still exists. Asked while an open is running, it opens once that one is done.
+  // at the same source line still exists (also across a failed open of it in between). Asked while an open is
+  // running, it opens once that one is done. A project that fails to open replaces the one that was open: the
+  // session then holds none (projectClosed, then projectFailed), so nothing of the last project stays on screen
+  // as if it were the new one, and nothing runs until a project opens.
   void openProject(const QString& path);
   bool busy() const;
+  // An open is under way (from projectOpening to projectOpened or projectFailed).
+  bool opening() const;
 
   ProjectPtr project() const { return m_project; }
   // The project.toml of the last project that failed to open, where its error points (empty once one opens).
   QString failedProjectFile() const { return m_failedFile; }
+  // The folder of the last project that failed to open (empty once one opens).
+  QString failedProjectDir() const { return m_failedDir; }
   StagesPtr stages() const { return m_stages; }
   QString projectDir() const;
   QString projectFile() const;
@@ -94,6 +101,9 @@ class Session : public QObject {
   void projectOpening(const QString& path);
   void projectOpened();
   void projectFailed(const QString& message);
+  // The session no longer holds a project (the one asked for failed to open): panels drop what they show of
+  // the last one. Sent before projectFailed.
+  void projectClosed();
   void stagesReady();
   void stageChanged(int index);
   void nodeSelected(int node);
@@ -107,10 +117,12 @@ class Session : public QObject {
  private:
   void compile();
   void restoreSelection();
+  void closeFailedProject(const QString& message);
 
   // The selection to find again after re-opening: the stage's name and the node's op, provenance and
   // how many nodes with both come before it.
   struct KeptSelection {
+    QString dir;  // the project's folder
     std::string stage;
     ir::OpCode op{};
     ir::Provenance prov;
@@ -118,6 +130,7 @@ class Session : public QObject {
   };
 
   ProjectPtr m_project;
+  ProjectPtr m_compiling;  // the project the running compile is for
   StagesPtr m_stages;
   int m_stage = 0;
   int m_node = -1;
@@ -125,8 +138,10 @@ class Session : public QObject {
   std::pair<int, int> m_pair{-1, -1};
   QString m_opening;     // the path openProject was given
   QString m_pendingOpen;  // asked while an open was running
+  bool m_openRunning = false;  // from projectOpening until the open's result is handled
   std::optional<KeptSelection> m_keep;
   QString m_failedFile;
+  QString m_failedDir;
   ProfilePtr m_profile;
   QString m_profileError;
   ShardingPtr m_sharding;

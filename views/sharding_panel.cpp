@@ -271,6 +271,10 @@ ShardingPanel::ShardingPanel(Session* session, QWidget* parent)
     if (item) showArgument(item->text(0));
   });
   connect(m_session, &Session::projectOpened, this, &ShardingPanel::onProjectOpened);
+  connect(m_session, &Session::projectClosed, this, [this] {
+    onProjectOpened();  // everything of the last project goes
+    m_status->setText(tr("No plan: the project did not open"));
+  });
   connect(m_session, &Session::stagesReady, this, &ShardingPanel::onStagesReady);
   connect(m_session, &Session::specDropped, this, [this](const QString& path, const QString& spec) { dropSpec(path, spec); });
   connect(m_session, &Session::specDroppedOnValue, this, [this](int value, const QString& spec) { dropSpecOnValue(value, spec); });

@@ -231,6 +231,7 @@ TimelinePanel::TimelinePanel(Session* session, QWidget* parent)
     relink();
   });
   connect(m_session, &Session::stagesReady, this, &TimelinePanel::relink);
+  connect(m_session, &Session::projectClosed, this, [this] { showProfile(nullptr, nullptr, nullptr); });
   connect(m_session, &Session::nodeSelected, this, &TimelinePanel::onNodeSelected);
 }
 

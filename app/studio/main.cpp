@@ -1,5 +1,6 @@
 // tessera-studio [PROJECT] [--screenshot DIR | --screenshot FILE --panel NAME] [--theme light|dark] [--stage N] [--compare N]
 //                [--expand GROUP]... [--select NODE] [--zoom SCALE] [--straggler] [--profile-diff RUN_A,RUN_B]
+//                [--then PROJECT]
 // Opens the IDE, optionally on a project. --screenshot waits until the project is open, compiled and laid
 // out, renders each panel (or the one named) to PNG, and exits: for the README and for checks without a person.
 #include <memory>
@@ -38,11 +39,13 @@ bool shardingReady(MainWindow* w, const QString& panel) {
 }
 
 // Renders panels once the window is idle: project open, stages compiled, graph laid out.
-void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject, double zoom) {
+void scheduleScreenshots(MainWindow* w, const QString& target, const QString& panel, bool hasProject, double zoom,
+                         std::shared_ptr<bool> thenPending) {
   auto* timer = new QTimer(w);
   auto* waited = new int(0);
   QObject::connect(timer, &QTimer::timeout, w, [=] {
     ++*waited;
+    if (*thenPending && *waited < 600) return;  // the second project is not asked for yet
     bool ready = !hasProject || (w->session()->project() && !w->session()->busy() && !w->graphPanel()->layoutRunning() &&
                                  w->graphPanel()->visibleGroups().size() + w->graphPanel()->visibleNodeCount() > 0 &&
                                  !w->timelinePanel()->loading() && shardingReady(w, panel));
@@ -147,7 +150,9 @@ int run(int argc, char** argv) {
   QCommandLineOption drop("drop", "Drop this PartitionSpec on an argument in the sharding panel (repeatable), e.g. "
                                   "'None,model@h.0.mlp.c_fc.weight'", "SPEC@ARG");
   QCommandLineOption straggler("straggler", "Show the timeline's collective call with the longest wait, its straggler marked");
-  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop, straggler, profileDiff});
+  QCommandLineOption then("then", "Once the project is open and compiled, open this one (for screenshots of a switch, "
+                                  "e.g. to a project that does not open)", "PROJECT");
+  parser.addOptions({shot, panel, theme, select, stage, compare, expand, zoom, mesh, drop, straggler, profileDiff, then});
   parser.process(app);
 
   MainWindow w;
@@ -208,6 +213,17 @@ int run(int argc, char** argv) {
       timeline->compareRuns(w.session()->runsDbPath(), runs[0].toLongLong(), runs[1].toLongLong());
     });
   }
+  auto thenPending = std::make_shared<bool>(parser.isSet(then) && !project.isEmpty());
+  if (*thenPending) {
+    const QString next = parser.value(then);
+    QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, next, thenPending] {
+      if (!*thenPending || !w.session()->stages() || w.session()->stages()->size() < 2) return;
+      QTimer::singleShot(0, &w, [&w, next, thenPending] {
+        w.openProject(next);
+        *thenPending = false;
+      });
+    });
+  }
   if (parser.isSet(select)) {
     int node = parser.value(select).toInt();
     QObject::connect(w.session(), &tsr::studio::Session::stagesReady, &w, [&w, node] { w.session()->selectNode(node); });
@@ -216,7 +232,7 @@ int run(int argc, char** argv) {
     QString target = parser.value(shot);
     QDir().mkpath(parser.isSet(panel) ? QFileInfo(target).absolutePath() : target);
     w.show();
-    scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty(), parser.value(zoom).toDouble());
+    scheduleScreenshots(&w, target, parser.value(panel), !project.isEmpty(), parser.value(zoom).toDouble(), thenPending);
   } else {
     w.show();
   }

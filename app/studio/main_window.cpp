@@ -99,8 +99,22 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(QString("%1 — Tessera Studio").arg(QString::fromStdString(m_session->project()->project.name)));
     addRecent(m_session->projectDir());
     loadConfigurations();
-    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(true);
+    updateRunActions();
     statusBar()->showMessage(tr("Opened %1").arg(m_session->projectDir()), 5000);
+  });
+  // While a project opens, and when it does not, nothing runs: Run would train what is on disk, which is not
+  // what the window shows (Qt Creator, too, disables Run while a project parses and when it failed to).
+  connect(m_session, &Session::projectOpening, this, [this] { updateRunActions(); });
+  connect(m_session, &Session::projectClosed, this, [this] {
+    const QString name = QFileInfo(m_session->failedProjectDir()).fileName();
+    setWindowTitle(tr("%1 (did not open) — Tessera Studio").arg(name));
+    m_configs.clear();
+    {
+      QSignalBlocker block(m_configBox);
+      m_configBox->clear();
+    }
+    for (PluginPanel* p : std::as_const(m_pluginPanels)) p->setStages({});
+    updateRunActions();
   });
   connect(m_session, &Session::stagesReady, this, [this] {
     if (!m_session->stages()) return;
@@ -146,7 +160,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_runLabel->setText(m_runner->command() == "profile" ? tr("Profiling…")
                         : m_runner->command() == "eval"  ? tr("Evaluating…")
                                                          : tr("Training…"));
-    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) a->setEnabled(false);
+    updateRunActions();
     m_timeline->setRunning(true);
     m_stopAction->setEnabled(true);
     m_docks["metrics"]->raise();
@@ -160,8 +174,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_runProgress->setVisible(false);
     bool profile = m_runner->command() == "profile";
     m_runLabel->setText(ok ? (profile ? tr("Profile finished") : tr("Run finished")) : (profile ? tr("Profile failed") : tr("Run failed")));
-    for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction})
-      a->setEnabled(m_session->project() != nullptr);
+    updateRunActions();
     m_timeline->setRunning(false);
     m_stopAction->setEnabled(false);
     statusBar()->showMessage(message, 10000);
@@ -260,7 +273,9 @@ void MainWindow::createActions() {
   make(file, "newProjectFromTemplate", tr("New Project from &Template…"), QKeySequence(), [this] { onNewAction(); });
   m_recentMenu = file->addMenu(tr("Open &Recent"));
   make(file, "reloadProject", tr("Re&load Project"), QKeySequence(Qt::CTRL | Qt::Key_R), [this] {
-    if (m_session->project()) openProject(m_session->projectDir());
+    // The open project, or the one that did not open (fixed since, perhaps by another editor).
+    const QString dir = m_session->project() ? m_session->projectDir() : m_session->failedProjectDir();
+    if (!dir.isEmpty()) openProject(dir);
   });
   make(file, "openTrace", tr("Open &Trace…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), [this] { onOpenTraceAction(); });
   make(file, "saveSettings", tr("&Save Project Settings"), QKeySequence::Save, [this] { m_project->save(); });
@@ -624,7 +639,8 @@ void MainWindow::loadConfigurations() {
 }
 
 void MainWindow::launch(inspect::RunAction action) {
-  if (!m_session->project() || m_configs.empty()) return;
+  // Only a project that is open runs (the actions are off otherwise; a shortcut or the palette may still ask).
+  if (!m_session->project() || m_session->opening() || m_configs.empty()) return;
   const int index = std::clamp(m_configBox->currentIndex(), 0, static_cast<int>(m_configs.size()) - 1);
   // Resume and Eval act on the run selected in the Runs panel; none (or several): the latest run.
   const QList<qint64> selected = m_runs->selectedRuns();
@@ -643,6 +659,23 @@ void MainWindow::launch(inspect::RunAction action) {
   const QString label = profile ? "profile" : action == inspect::RunAction::Eval ? "eval"
                                             : action == inspect::RunAction::Resume ? "resume" : "train";
   m_runner->start(*cmd, label, m_session->runsDbPath());
+}
+
+void MainWindow::updateRunActions() {
+  // Why the actions are off, in their tooltips (the toolbar's buttons show them).
+  QString why;
+  if (m_runner->running()) why = tr("A run is under way (Run › Stop ends it)");
+  else if (m_session->opening()) why = tr("The project is opening");
+  else if (!m_session->project() && !m_session->failedProjectDir().isEmpty())
+    why = tr("%1 did not open: fix the error the Console and the Project panel show")
+              .arg(QFileInfo(m_session->failedProjectDir()).fileName());
+  else if (!m_session->project()) why = tr("Open a project first");
+  for (QAction* a : {m_runAction, m_profileAction, m_resumeAction, m_evalAction}) {
+    a->setEnabled(why.isEmpty());
+    QString tip = a->text().remove('&');
+    if (!why.isEmpty()) tip += " — " + why;
+    a->setToolTip(tip);
+  }
 }
 
 void MainWindow::startRun() { launch(inspect::RunAction::Train); }

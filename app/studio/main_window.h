@@ -116,6 +116,9 @@ class MainWindow : public QMainWindow {
   void loadPlugins(const QString& projectDir);
   void loadConfigurations();
   void launch(inspect::RunAction action);
+  // Run ▶ Train, Resume, Profile and Eval are on only while a project is open and nothing runs; their
+  // tooltips say why not.
+  void updateRunActions();
 
   Session* m_session;
   GraphPanel* m_graph;

@@ -2,6 +2,7 @@
 // line marked and a line's node selected, the project traced again when the file is saved (from the panel or by
 // another program) with the graph changed and the selection kept, and a model.py that fails (a syntax error, an
 // abort, an endless loop) listed under Problems while the IDE stays up.
+#include <QAction>
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -130,6 +131,10 @@ class TestSourcePanel : public QObject {
     // A syntax error: listed, and a click goes to its line.
     test::writeFile(model, QByteArray(kModel).replace("def loss(params, batch, key):", "def loss(params, batch, key)"));
     QVERIFY(QTest::qWaitFor([&] { return failed.size() == 1; }, 60000));
+    // The model as it was traced last is gone: what is on disk does not trace, and Run would train that.
+    QVERIFY(!w.session()->project() && !w.session()->stages());
+    QVERIFY(!w.action("run")->isEnabled() && !w.action("profile")->isEnabled());
+    QCOMPARE(src->file(), model);  // still there to be fixed
     QVERIFY(src->problems()->count() >= 2);
     QVERIFY2(src->problems()->item(0)->text().contains("SyntaxError"), qPrintable(src->problems()->item(0)->text()));
     QCOMPARE(src->problems()->item(1)->data(Qt::UserRole).toInt(), 12);
@@ -163,6 +168,7 @@ class TestSourcePanel : public QObject {
     test::writeFile(model, kModel);
     QVERIFY(waitRetrace(w, opened, 0));
     QCOMPARE(src->problems()->count(), 0);
+    QVERIFY(w.action("run")->isEnabled());
   }
 };
 

@@ -3,6 +3,7 @@
 // line marked, and saving it opens the project once it is fixed.
 #include <QAction>
 #include <QFile>
+#include <QFileInfo>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -15,7 +16,10 @@
 
 #include "app/studio/main_window.h"
 #include "tests/studio/studio_test_util.h"
+#include "views/console_panel.h"
 #include "views/graph_panel.h"
+#include "views/ir_panel.h"
+#include "views/param_tree_model.h"
 #include "views/project_panel.h"
 #include "views/run_controller.h"
 #include "views/session.h"
@@ -37,6 +41,15 @@ QByteArray tinyMlp(const QByteArray& sizes = "[784, 16, 10]", const QByteArray& 
   return "[project]\nname = \"tiny\"\n[model]\nfamily = \"mlp\"\nsizes = " + sizes +
          "\n[data]\nkind = \"synthetic-digits\"\n[train]\nsteps = 6\nbatch_size = 32\noptimizer = \"sgd\"\nlr = " + lr +
          "\nwarmup_steps = 0\neval_every = 0\nlog_every = 1\n";
+}
+
+// What the window shows of the open project: graph boxes, IR lines, parameter rows.
+int graphBoxes(MainWindow& w) { return w.graphPanel()->visibleNodeCount() + static_cast<int>(w.graphPanel()->visibleGroups().size()); }
+bool showsAProject(MainWindow& w) {
+  return graphBoxes(w) > 0 && !w.irPanel()->editor()->toPlainText().isEmpty() && w.projectPanel()->paramModel()->rowCount() > 0;
+}
+bool showsNoProject(MainWindow& w) {
+  return graphBoxes(w) == 0 && w.irPanel()->editor()->toPlainText().isEmpty() && w.projectPanel()->paramModel()->rowCount() == 0;
 }
 
 // The banner of a stale profile, when it is shown (not merely not hidden: the panel need not be on screen).
@@ -118,6 +131,61 @@ class TestStudioProject : public QObject {
     QVERIFY(reopenWithTimeline(w, dir.path()));
     QVERIFY(staleBanner(w));
     QVERIFY2(staleText(w).contains("project.toml was edited"), qPrintable(staleText(w)));
+  }
+
+  // A project that does not open replaces the one that was open: nothing of the last one stays on screen (its
+  // graph, IR and parameters), Run ▶ and Profile ▶ are off with the reason in their tooltips, and the title, the
+  // Project panel and the console name the new project's error. It was the other way: the last project stayed,
+  // and Run trained it under the new one's error. The same when the open project itself breaks; fixed, it opens
+  // and runs again.
+  void brokenProjectReplacesTheOpenOne() {
+    QTemporaryDir a, b;
+    QByteArray broken = tinyMlp();
+    broken.replace("steps = 6", "stpes = 6");
+    writeFile(a.filePath("project.toml"), tinyMlp());
+    writeFile(b.filePath("project.toml"), broken);
+    MainWindow w;
+    QVERIFY(openAndWait(w, a.path()));
+    QVERIFY(showsAProject(w));
+    QVERIFY(w.action("run")->isEnabled() && w.action("profile")->isEnabled());
+
+    auto failOpening = [&](const QString& dir) {
+      QSignalSpy failed(w.session(), &Session::projectFailed);
+      w.openProject(dir);
+      QVERIFY(failed.isEmpty() ? failed.wait(30000) : true);
+      QVERIFY(!w.session()->project());
+      QVERIFY(!w.session()->stages());
+      QVERIFY2(showsNoProject(w), qPrintable(QString("%1 boxes, %2 IR characters, %3 parameters")
+                                                   .arg(graphBoxes(w))
+                                                   .arg(w.irPanel()->editor()->toPlainText().size())
+                                                   .arg(w.projectPanel()->paramModel()->rowCount())));
+      for (const char* name : {"run", "profile", "resume", "eval"}) {
+        QVERIFY2(!w.action(name)->isEnabled(), name);
+        QVERIFY2(w.action(name)->toolTip().contains("did not open"), qPrintable(w.action(name)->toolTip()));
+      }
+      const QString folder = QFileInfo(dir).fileName();
+      QVERIFY2(w.windowTitle().startsWith(folder) && w.windowTitle().contains("did not open"), qPrintable(w.windowTitle()));
+      auto* summary = w.findChild<QLabel*>("projectSummary");
+      QVERIFY2(summary && summary->text().contains("stpes"), qPrintable(summary ? summary->text() : QString()));
+      QVERIFY(w.consolePanel()->plainText().contains("stpes"));
+      // F5 (or the command palette) asks anyway: nothing starts.
+      QSignalSpy started(w.runController(), &RunController::started);
+      w.startRun();
+      w.startProfile();
+      QVERIFY(started.isEmpty() && !w.runController()->running());
+    };
+    // Another project that does not open.
+    failOpening(b.path());
+    if (QTest::currentTestFailed()) return;
+    // Fixed: it opens, and runs.
+    writeFile(b.filePath("project.toml"), tinyMlp());
+    QVERIFY(openAndWait(w, b.path()));
+    QVERIFY(showsAProject(w));
+    QVERIFY(w.action("run")->isEnabled() && w.action("profile")->isEnabled());
+    QVERIFY2(!w.windowTitle().contains("did not open"), qPrintable(w.windowTitle()));
+    // The open project broken on disk and opened again.
+    writeFile(b.filePath("project.toml"), broken);
+    failOpening(b.path());
   }
 
   // A project.toml that does not parse: the error (file and line) with "Open project.toml", which opens the file
