@@ -16,10 +16,12 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalBlocker>
 #include <QSplitter>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -205,9 +207,15 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
       m_model(new RunsTableModel(this)),
       m_compare(new QTextBrowser),
       m_timer(new QTimer(this)),
+      m_thread(new QThread(this)),
+      m_poller(new RunsPoller),
       m_tagFilter(new QComboBox),
       m_showArchived(new QCheckBox(tr("Archived"))) {
   setObjectName("runsPanel");
+  m_thread->setObjectName("runsReader");
+  m_poller->moveToThread(m_thread);
+  connect(m_poller, &RunsPoller::done, this, &RunsPanel::onRead);
+  m_thread->start();
   m_table->setModel(m_model);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
@@ -226,8 +234,7 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   m_showArchived->setToolTip(tr("Show archived runs too"));
   auto filterChanged = [this] {
     m_model->setFilter(m_tagFilter->currentData().toString(), m_showArchived->isChecked());
-    m_reader.reset();  // read everything again under the new filter
-    refresh();
+    showRuns();  // the last read, under the new filter
   };
   connect(m_tagFilter, &QComboBox::activated, this, filterChanged);
   connect(m_showArchived, &QCheckBox::toggled, this, filterChanged);
@@ -251,36 +258,85 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           [this] { emit selectedRunsChanged(selectedRuns()); });
   connect(m_session, &Session::projectOpened, this, [this] { setDatabase(m_session->runsDbPath()); });
+  connect(m_session, &Session::projectClosed, this, [this] { setDatabase(QString()); });
   connect(m_timer, &QTimer::timeout, this, &RunsPanel::refresh);
   m_timer->start(2000);
 }
 
+RunsPanel::~RunsPanel() {
+  // A read under way ends first; the poller's connections close with it, here.
+  m_thread->quit();
+  m_thread->wait();
+  delete m_poller;
+}
+
+void RunsPanel::setPollInterval(int msec) {
+  if (msec > 0) m_timer->start(msec);
+  else m_timer->stop();
+}
+
 void RunsPanel::setDatabase(const QString& path) {
   m_dbPath = path;
-  m_reader.reset();
+  ++m_generation;
+  m_allRuns.clear();
   m_model->setRuns({});
+  if (path.isEmpty()) m_info->setText(tr("No project: no runs."));
   refresh();
 }
 
 void RunsPanel::refresh() {
   if (m_dbPath.isEmpty()) return;
-  if (!m_reader) {
-    auto r = inspect::RunsReader::open(m_dbPath.toStdString());
-    if (!r.ok()) {
-      m_info->setText(tr("No runs yet: press Run ▶ to train (%1).").arg(QFileInfo(m_dbPath).fileName()));
-      return;
-    }
-    m_reader.emplace(std::move(r).value());
-  }
-  auto runs = m_reader->runs();
-  if (!runs.ok()) {
-    m_info->setText(QString::fromStdString(runs.error().message));
+  if (m_reading) {
+    m_readAgain = true;
     return;
   }
-  QList<qint64> selected = selectedRuns();
-  const size_t total = runs->size();
-  m_model->setRuns(std::move(runs).value());
+  m_reading = true;
+  QMetaObject::invokeMethod(m_poller, [poller = m_poller, path = m_dbPath, generation = m_generation] {
+    poller->read(path, generation);
+  });
+}
+
+void RunsPanel::onRead(const RunsReadPtr& read) {
+  m_reading = false;
+  const bool current = read->generation == m_generation;
+  if (current && !read->opened) {
+    m_info->setText(tr("No runs yet: press Run ▶ to train (%1).").arg(QFileInfo(m_dbPath).fileName()));
+  } else if (current && !read->error.isEmpty()) {
+    m_info->setText(read->error);
+  } else if (current && read->changed) {
+    m_allRuns = std::move(read->runs);
+    showRuns();
+  }
+  if (m_readAgain || !current) {
+    m_readAgain = false;
+    refresh();
+    return;
+  }
+  emit refreshed(read->changed);
+}
+
+void RunsPanel::showRuns() {
+  const QList<qint64> selected = selectedRuns();
+  const QModelIndex currentIndex = m_table->currentIndex();
+  const qint64 currentRun = currentIndex.isValid() ? currentIndex.data(Qt::UserRole).toLongLong() : 0;
+  const int currentColumn = currentIndex.column();
+  const int vscroll = m_table->verticalScrollBar()->value();
+  const int hscroll = m_table->horizontalScrollBar()->value();
+  const size_t total = m_allRuns.size();
+  m_model->setRuns(m_allRuns);
   selectRuns(selected);
+  if (currentRun > 0) {
+    for (int r = 0; r < m_model->rowCount(); ++r)
+      if (m_model->index(r, 0).data(Qt::UserRole).toLongLong() == currentRun) {
+        m_table->selectionModel()->setCurrentIndex(m_model->index(r, std::max(0, currentColumn)),
+                                                   QItemSelectionModel::NoUpdate);
+        break;
+      }
+  }
+  // A reset model scrolls the view back to the top: the rows are laid out now, and the view put back.
+  m_table->doItemsLayout();
+  m_table->verticalScrollBar()->setValue(vscroll);
+  m_table->horizontalScrollBar()->setValue(hscroll);
   // The filter's list follows the tags the runs have.
   const QString current = m_tagFilter->currentData().toString();
   QStringList items;
@@ -418,8 +474,7 @@ bool RunsPanel::edited(const Status& st) {
     return false;
   }
   m_error.clear();
-  m_reader.reset();
-  refresh();
+  refresh();  // the edit's commit is seen by the poller's probe: the store is read again
   return true;
 }
 

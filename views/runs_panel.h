@@ -3,7 +3,9 @@
 // of each metric, refreshed while runs write; sorted by any column (a metric by its latest value), filtered by a
 // tag (a sweep's runs) with archived runs hidden unless asked for; selecting runs overlays them in the metrics
 // panel, and Compare lists the selected runs side by side with the differences marked. Rename, Tags, Notes,
-// Archive and Delete (with its checkpoints, after a confirmation) act on the selected run.
+// Archive and Delete (with its checkpoints, after a confirmation) act on the selected run. The store is read on
+// a thread of its own (views/runs_poller.h) and only when something was written since the last read; the table
+// keeps its selection, scroll position and sort order across reads.
 #include <functional>
 #include <optional>
 #include <vector>
@@ -12,12 +14,14 @@
 #include <QWidget>
 
 #include "engine/inspect/runs_reader.h"
+#include "views/runs_poller.h"
 #include "views/session.h"
 
 class QCheckBox;
 class QComboBox;
 class QTableView;
 class QTextBrowser;
+class QThread;
 class QTimer;
 class QLabel;
 
@@ -58,13 +62,22 @@ class RunsPanel : public QWidget {
   Q_OBJECT
  public:
   explicit RunsPanel(Session* session, QWidget* parent = nullptr);
+  ~RunsPanel() override;
 
   RunsTableModel* model() const { return m_model; }
   QTableView* table() const { return m_table; }
   QList<qint64> selectedRuns() const;
   void selectRuns(const QList<qint64>& ids);
-  // Reads the store now (the panel also polls every two seconds).
+  // Asks for the store to be read (the panel also polls every two seconds) and returns at once: the read runs on
+  // the poller's thread, and refreshed() follows once its answer is on screen. Asked while a read is under way,
+  // one more read follows that one.
   void refresh();
+  // How often the panel asks on its own (2 s; 0: only when refresh() is called).
+  void setPollInterval(int msec);
+  // A read asked for has not been answered yet.
+  bool reading() const { return m_reading || m_readAgain; }
+  // The thread the store is read on.
+  QThread* readerThread() const { return m_thread; }
   void compareSelected();
   // Two runs' profiles by kernel and by graph node, for the comparison (a line saying why when there are none).
   QString profileDiffHtml(qint64 runA, qint64 runB) const;
@@ -83,6 +96,9 @@ class RunsPanel : public QWidget {
 
  signals:
   void selectedRunsChanged(const QList<qint64>& runs);
+  // A read of the store is on screen; `changed` is false when nothing had been written since the last one
+  // (the table was left as it was).
+  void refreshed(bool changed);
 
  private:
   Session* m_session;
@@ -92,12 +108,20 @@ class RunsPanel : public QWidget {
   QTextBrowser* m_compare;
   QTimer* m_timer;
   QString m_dbPath;
-  std::optional<inspect::RunsReader> m_reader;
+  quint64 m_generation = 0;  // one per setDatabase: answers for another store are dropped
+  QThread* m_thread;
+  RunsPoller* m_poller;  // lives on m_thread
+  bool m_reading = false;
+  bool m_readAgain = false;
+  std::vector<inspect::RunRow> m_allRuns;  // the last read, before the filter
   QComboBox* m_tagFilter;
   QCheckBox* m_showArchived;
   QString m_error;
   std::function<bool(const QString&)> m_confirm;
   bool edited(const Status& st);
+  void onRead(const RunsReadPtr& read);
+  // Shows m_allRuns under the filter, keeping the selection, the current run and the scroll position.
+  void showRuns();
   qint64 singleSelected();
   void showMenu(const QPoint& pos);
 };

@@ -7,6 +7,7 @@
 
 #include "app/studio/main_window.h"
 #include "views/graph_panel.h"
+#include "views/runs_panel.h"
 #include "views/session.h"
 
 namespace tsr::studio::test {
@@ -26,6 +27,15 @@ inline bool openAndWait(MainWindow& w, const QString& path) {
 inline bool waitLayout(GraphPanel* g) {
   QTest::qWait(1);
   return QTest::qWaitFor([&] { return !g->layoutRunning(); }, 30000);
+}
+
+// Waits until the Runs panel has answered every read asked for (they run on its reader thread).
+inline bool runsRead(RunsPanel* runs) { return QTest::qWaitFor([&] { return !runs->reading(); }, 30000); }
+
+// Reads the Runs panel's store and waits until the answer is on screen.
+inline bool refreshRuns(RunsPanel* runs) {
+  runs->refresh();
+  return runsRead(runs);
 }
 
 inline void writeFile(const QString& path, const QByteArray& text) {

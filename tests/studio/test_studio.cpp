@@ -480,6 +480,7 @@ class TestStudio : public QObject {
     RunsPanel* runs = w.runsPanel();
     runs->setDatabase(path);
     QAbstractItemModelTester tester(runs->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(runsRead(runs));
     QCOMPARE(runs->model()->rowCount(), 2);
     runs->selectRuns({a, b});
     runs->compareSelected();
@@ -523,7 +524,7 @@ class TestStudio : public QObject {
     QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
     w.metricsPanel()->poll();
     QTRY_COMPARE(static_cast<int>(w.metricsPanel()->points(1, "loss").size()), 6);
-    w.runsPanel()->refresh();
+    QVERIFY(refreshRuns(w.runsPanel()));
     QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
     // The run's compile events reach the console.
     QVERIFY2(w.consolePanel()->plainText().contains("[tessera] compile"), qPrintable(w.consolePanel()->plainText()));
@@ -545,7 +546,7 @@ class TestStudio : public QObject {
     QVERIFY(finished.wait(180000));
     QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString() + "\n" + w.consolePanel()->plainText()));
     QVERIFY2(started.front()[0].toString().startsWith("TESSERA_CPU_DEVICES=8 "), qPrintable(started.front()[0].toString()));
-    w.runsPanel()->refresh();
+    QVERIFY(refreshRuns(w.runsPanel()));
     QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
     QCOMPARE(w.runsPanel()->model()->runs().front().info.status, store::RunStatus::Finished);
     QCOMPARE(QString::fromStdString(w.runsPanel()->model()->runs().front().params.at("run.cpu_devices")), QString("8"));
@@ -600,7 +601,7 @@ class TestStudio : public QObject {
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.back()[0].toBool(), qPrintable(finished.back()[1].toString()));
     QVERIFY2(w.consolePanel()->plainText().contains("resumed run 1 at step 3"), qPrintable(w.consolePanel()->plainText()));
-    w.runsPanel()->refresh();
+    QVERIFY(refreshRuns(w.runsPanel()));
     QCOMPARE(w.runsPanel()->model()->rowCount(), 1);
     QCOMPARE(w.runsPanel()->model()->runs().front().info.status, store::RunStatus::Finished);
     w.startEval();
@@ -660,6 +661,7 @@ class TestStudio : public QObject {
     RunsPanel panel(&session);
     panel.setDatabase(dir.filePath("runs.db"));
     RunsTableModel* m = panel.model();
+    QVERIFY(runsRead(&panel));
     QCOMPARE(m->rowCount(), 2);  // run 2 is archived
     auto ids = [&] {
       QList<qint64> out;
@@ -676,7 +678,7 @@ class TestStudio : public QObject {
     QCOMPARE(ids(), (QList<qint64>{2, 1, 3}));  // 1.5, 2.5, 3.5
     panel.table()->sortByColumn(lossColumn, Qt::DescendingOrder);
     QCOMPARE(ids(), (QList<qint64>{3, 1, 2}));
-    panel.refresh();  // a refresh keeps the order
+    QVERIFY(refreshRuns(&panel));  // a refresh keeps the order
     QCOMPARE(ids(), (QList<qint64>{3, 1, 2}));
     const int tagIndex = panel.tagFilter()->findData("sweep=a");
     QVERIFY(tagIndex > 0);
@@ -704,6 +706,7 @@ class TestStudio : public QObject {
     panel.setConfirm([](const QString&) { return true; });
     QVERIFY(panel.deleteSelected());
     QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/run-3")));
+    QVERIFY(runsRead(&panel));
     QCOMPARE(ids(), (QList<qint64>{1}));
     panel.selectRuns({1});
     QVERIFY(panel.archiveSelected(true));
@@ -729,6 +732,7 @@ class TestStudio : public QObject {
     QVERIFY(finished.front()[1].toString().contains("stopped"));
     RunsPanel* runs = w.runsPanel();
     runs->setDatabase(dir.filePath("runs.db"));
+    QVERIFY(runsRead(runs));
     QCOMPARE(runs->model()->rowCount(), 1);
     QCOMPARE(runs->model()->runs().front().info.status, store::RunStatus::Stopped);
   }

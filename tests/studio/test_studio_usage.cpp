@@ -160,7 +160,7 @@ class TestStudioUsage : public QObject {
     QVERIFY(openAndWait(w, dir.path()));
     QVERIFY(runToEnd(w, "run"));
     RunsPanel* runs = w.runsPanel();
-    runs->refresh();
+    QVERIFY(refreshRuns(runs));
     RunsTableModel* model = runs->model();
     QCOMPARE(model->rowCount(), 1);
     int lossColumn = -1, startedColumn = -1;
