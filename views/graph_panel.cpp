@@ -588,14 +588,33 @@ void GraphPanel::onLayoutDone() {
   m_layoutGraph = m_pendingGraph;
   m_layoutTree = m_pendingTree;
   buildScene();
-  m_status->setText(tr("%1 boxes, %2 edges; %3 group level(s) laid out (%4 by Graphviz, the others of a shape it "
-                        "had laid out), the rest from the cache; %5 s")
-                        .arg(m_layout->boxes.size())
-                        .arg(m_layout->edges.size())
-                        .arg(m_layout->laidOut.size())
-                        .arg(m_layout->ranGraphviz.size())
-                        .arg(m_layoutSeconds, 0, 'f', 2));
+  m_status->setText(layoutSummary(*m_layout, m_layoutSeconds));
   emit layoutFinished();
+}
+
+QString GraphPanel::layoutSummary(const inspect::ViewLayout& layout, double seconds) {
+  // The levels on screen: the top one and each open group. Those the layout did not lay out came from the
+  // cache; of those it did, Graphviz placed some and the others took the places of a level of the same shape.
+  int levels = 1;
+  for (const inspect::ItemBox& b : layout.boxes) levels += b.item.kind == inspect::LevelItem::Kind::Group && b.item.expanded;
+  const int laidOut = static_cast<int>(layout.laidOut.size());
+  const int graphviz = static_cast<int>(layout.ranGraphviz.size());
+  const int cached = std::max(0, levels - laidOut);
+  auto count = [](int n, const char* one, const char* many) { return QString("%1 %2").arg(n).arg(n == 1 ? tr(one) : tr(many)); };
+  QString how;
+  if (laidOut == 0) {
+    how = levels == 1 ? tr("its one level from the layout cache") : tr("all %1 levels from the layout cache").arg(levels);
+  } else {
+    QStringList parts;
+    if (graphviz) parts << tr("%1 laid out by Graphviz").arg(graphviz);
+    if (laidOut > graphviz) parts << tr("%1 placed as a level of the same shape was").arg(laidOut - graphviz);
+    if (cached) parts << tr("%1 from the layout cache").arg(cached);
+    how = QString("%1: %2").arg(count(levels, "level", "levels"), parts.join(", "));
+  }
+  return tr("%1, %2; %3; %4 s")
+      .arg(count(static_cast<int>(layout.boxes.size()), "box", "boxes"),
+           count(static_cast<int>(layout.edges.size()), "edge", "edges"), how)
+      .arg(seconds, 0, 'f', 2);
 }
 
 void GraphPanel::buildScene() {
@@ -1031,6 +1050,8 @@ int GraphPanel::visibleNodeCount() const {
     for (const auto& b : m_layout->boxes) n += b.item.kind == inspect::LevelItem::Kind::Node;
   return n;
 }
+
+QString GraphPanel::statusText() const { return m_status->text(); }
 
 bool GraphPanel::layoutRunning() const { return m_busy || m_watcher->isRunning(); }
 

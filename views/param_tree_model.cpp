@@ -81,7 +81,8 @@ QVariant ParamTreeModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid()) return {};
   Row* r = rowOf(index);
   if (role == Qt::ToolTipRole) return r->path;
-  if (role == Qt::TextAlignmentRole && index.column() >= Count) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::TextAlignmentRole && (index.column() == Count || index.column() == Bytes))
+    return int(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};
   QLocale loc(QLocale::English);
   switch (index.column()) {

@@ -16,7 +16,9 @@ namespace tsr::studio {
 class ParamTreeModel : public QAbstractItemModel {
   Q_OBJECT
  public:
-  enum Column { Name, Shape, DTypeCol, Count, Bytes, ShardingCol, NumColumns };
+  // The counts come right after the name: a group's row has nothing else, and they stay in sight in a narrow
+  // dock (after the shape and dtype they were cut off at the dock's default width).
+  enum Column { Name, Count, Bytes, Shape, DTypeCol, ShardingCol, NumColumns };
 
   explicit ParamTreeModel(QObject* parent = nullptr);
   ~ParamTreeModel() override;

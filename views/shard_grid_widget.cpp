@@ -6,6 +6,25 @@
 
 namespace tsr::studio {
 
+std::vector<std::vector<int>> ShardGridWidget::blockDevices(const inspect::TensorLayout::Cell& cell) {
+  // Each range reads "[0:196, 0:512] on 0,2,4,6".
+  std::vector<std::vector<int>> out;
+  for (const std::string& range : cell.ranges) {
+    const QString text = QString::fromStdString(range);
+    const int on = static_cast<int>(text.lastIndexOf(" on "));
+    std::vector<int> devices;
+    for (const QString& d : text.mid(on + 4).split(',', Qt::SkipEmptyParts)) {
+      bool ok = false;
+      const int id = d.trimmed().toInt(&ok);
+      if (ok) devices.push_back(id);
+    }
+    if (on < 0 || devices.empty()) return {cell.devices};  // not in that form: the cell as one block
+    out.push_back(std::move(devices));
+  }
+  if (out.empty()) out.push_back(cell.devices);
+  return out;
+}
+
 ShardGridWidget::ShardGridWidget(QWidget* parent) : QWidget(parent) {
   setObjectName("shardGrid");
   setMinimumSize(220, 160);
@@ -85,11 +104,15 @@ void ShardGridWidget::paintEvent(QPaintEvent*) {
   for (size_t i = 0; i < l.cells.size(); ++i) {
     const auto& c = l.cells[i];
     QRectF r = cellRect(static_cast<int>(i));
-    // One stripe per device holding the block.
-    const auto n = static_cast<double>(std::max<size_t>(1, c.devices.size()));
-    for (size_t k = 0; k < c.devices.size(); ++k) {
+    // One stripe per block in the cell (more than one where a dim off the grid is split too), in the colour of
+    // the first device holding it. A replicated block is one colour however many devices hold it, as
+    // jax.debug.visualize_array_sharding draws it: stripes per device read as a split along the rows.
+    const std::vector<std::vector<int>> blocks = blockDevices(c);
+    const auto n = static_cast<double>(blocks.size());
+    for (size_t k = 0; k < blocks.size(); ++k) {
       QRectF s(r.left(), r.top() + r.height() * static_cast<double>(k) / n, r.width(), r.height() / n);
-      p.fillRect(s, QColor::fromHsv(inspect::deviceHue(c.devices[k], m_numDevices), 95, 235));
+      const int first = blocks[k].empty() ? 0 : blocks[k].front();
+      p.fillRect(s, QColor::fromHsv(inspect::deviceHue(first, m_numDevices), 95, 235));
     }
     p.setPen(QPen(QColor(40, 40, 40), 1.2));
     p.setBrush(Qt::NoBrush);
@@ -101,6 +124,7 @@ void ShardGridWidget::paintEvent(QPaintEvent*) {
       label += QString("\n%1\n%2").arg(QString::fromStdString(l.blockShape.toString()),
                                         QString::fromStdString(inspect::formatBytes(l.blockBytes)));
     if (c.ranges.size() > 1 && r.height() > 60) label += tr("\n×%1 blocks").arg(c.ranges.size());
+    else if (l.replicas > 1 && r.height() > 60) label += tr("\nreplicated ×%1").arg(l.replicas);
     p.setFont(r.width() < 90 ? small : font());
     QRectF box = p.boundingRect(r, Qt::AlignCenter, label).adjusted(-3, -1, 3, 1);
     p.fillRect(box.intersected(r), QColor(255, 255, 255, 170));

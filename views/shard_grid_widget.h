@@ -1,7 +1,9 @@
 #pragma once
 // One tensor's blocks on the device grid, as jax.debug.visualize_array_sharding draws them: a cell per block
-// along the two dims on the grid (sized like the block), striped with one colour per device that holds it,
-// labelled with the devices, the block's shape and bytes; hover for each block's element ranges.
+// along the two dims on the grid (sized like the block), in the colour of the first device that holds it (a
+// replicated block is one colour, labelled with all its devices), striped where a dim off the grid splits the
+// cell into several blocks; labelled with the devices, the block's shape and bytes; hover for each block's
+// element ranges.
 #include <optional>
 
 #include <QWidget>
@@ -20,6 +22,8 @@ class ShardGridWidget : public QWidget {
   // The cell under a point of the widget (-1: none), for tooltips and tests.
   int cellAt(QPointF pos) const;
   QSize sizeHint() const override { return {360, 260}; }
+  // The devices holding each block of a cell (one list per block: its replicas), from the cell's ranges.
+  static std::vector<std::vector<int>> blockDevices(const inspect::TensorLayout::Cell& cell);
 
  protected:
   void paintEvent(QPaintEvent*) override;

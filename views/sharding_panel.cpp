@@ -81,9 +81,27 @@ class ArgumentTree : public QTreeWidget {
     setUniformRowHeights(true);
     setHeaderLabels({QObject::tr("Argument"), QObject::tr("Shape"), QObject::tr("Sharding"), QObject::tr("Per device"),
                      QObject::tr("Why")});
+    // Long argument paths give way, elided at the front ("…layers.0.weight": their ends tell them apart), so
+    // that the shape, sharding and bytes per device stay in sight; the last column, Why, takes what is left.
+    setTextElideMode(Qt::ElideLeft);
+  }
+
+  // Shape, Sharding and Per device as wide as their cells; Argument as wide as its paths when there is room,
+  // else what is left (at least about 14 characters).
+  void fitColumns() {
+    QHeaderView* h = header();
+    for (int c = 0; c < 4; ++c) resizeColumnToContents(c);
+    const int rest = h->sectionSize(1) + h->sectionSize(2) + h->sectionSize(3);
+    const int want = h->sectionSize(0);
+    const int least = std::min(want, fontMetrics().averageCharWidth() * 14);
+    h->resizeSection(0, std::max(least, std::min(want, viewport()->width() - rest)));
   }
 
  protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QTreeWidget::resizeEvent(e);
+    fitColumns();
+  }
   QStringList mimeTypes() const override { return {kPartitionSpecMime}; }
   Qt::DropActions supportedDropActions() const override { return Qt::CopyAction; }
   void dragEnterEvent(QDragEnterEvent* e) override {
@@ -570,7 +588,7 @@ void ShardingPanel::fillArguments() {
     }
     m_arguments->addTopLevelItem(item);
   }
-  m_arguments->header()->resizeSections(QHeaderView::ResizeToContents);
+  m_arguments->fitColumns();
 }
 
 void ShardingPanel::fillValues() {

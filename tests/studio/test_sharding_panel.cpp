@@ -15,6 +15,9 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QDockWidget>
+#include <QHeaderView>
+#include <QImage>
+#include <QSet>
 #include <QTreeView>
 #include <QTreeWidget>
 #include <QUndoStack>
@@ -291,6 +294,82 @@ class TestShardingPanel : public QObject {
     QVERIFY(r.ok());
     QCOMPARE(r->cells.size(), size_t(1));
     QCOMPARE(r->replicas, int64_t(8));
+  }
+
+  // A replicated block reads as one block, as jax.debug.visualize_array_sharding draws it: one colour over the
+  // whole cell, whichever of its devices; the tutorial's P(None, 'model') on a 4 x 2 mesh is two columns, each
+  // held by four devices. It was striped with one colour per device, which read as a split along the rows.
+  void replicatedBlocksAreOneColour() {
+    auto mesh = sharding::Mesh::create({4, 2}, {"data", "model"});
+    QVERIFY(mesh.ok());
+    auto spec = sharding::PartitionSpec::parse("None, model");
+    QVERIFY(spec.ok());
+    const Aval aval{Shape{784, 1024}, DType::F32};
+    auto t = sharding::TensorSharding::fromSpec(*mesh, *spec, aval.shape);
+    QVERIFY(t.ok());
+    auto l = inspect::tensorLayout(*mesh, *t, aval, "params.layers.0.weight");
+    QVERIFY(l.ok());
+    QCOMPARE(l->cells.size(), size_t(2));
+    QCOMPARE(l->cells[0].devices, (std::vector<int>{0, 2, 4, 6}));
+    ShardGridWidget grid;
+    grid.resize(480, 360);
+    grid.setTensorLayout(*l, 8);
+    const QImage image = grid.grab().toImage();
+    // Each cell's colour down its left side (clear of the label in its middle and of its border).
+    auto coloursDown = [&](int cell) {
+      QRect box;
+      for (int y = 0; y < grid.height(); y += 2)
+        for (int x = 0; x < grid.width(); x += 2)
+          if (grid.cellAt(QPointF(x, y)) == cell) box |= QRect(x, y, 1, 1);
+      QSet<QRgb> colours;
+      for (double f : {0.08, 0.25, 0.42, 0.58, 0.75, 0.92})
+        colours << image.pixel(box.left() + box.width() / 8, box.top() + static_cast<int>(f * box.height()));
+      return colours;
+    };
+    const QSet<QRgb> left = coloursDown(0), right = coloursDown(1);
+    QCOMPARE(left.size(), 1);
+    QCOMPARE(right.size(), 1);
+    QVERIFY(left != right);  // two blocks, two colours
+    // Both blocks of a cell split along a dim off the grid keep a stripe each: rank 3 on 2 x 2 x 2.
+    auto mesh3 = sharding::Mesh::create({2, 2, 2}, {"a", "b", "c"});
+    auto t3 = sharding::TensorSharding::fromSpec(*mesh3, *sharding::PartitionSpec::parse("a, b, c"), Shape{4, 6, 8});
+    QVERIFY(t3.ok());
+    auto l3 = inspect::tensorLayout(*mesh3, *t3, Aval{Shape{4, 6, 8}, DType::F32}, "x");
+    QVERIFY(l3.ok());
+    QCOMPARE(ShardGridWidget::blockDevices(l3->cells[3]), (std::vector<std::vector<int>>{{6}, {7}}));
+    QCOMPARE(ShardGridWidget::blockDevices(l->cells[1]), (std::vector<std::vector<int>>{{1, 3, 5, 7}}));
+  }
+
+  // The Arguments list keeps Shape, Sharding and Per device in sight at the size --screenshot renders the panel
+  // (its dock floating at 1100 x 680, where the list is about 390 px wide): a long argument path gives way
+  // (elided at the front). Per device was cut off at the list's right edge.
+  void argumentColumnsFit() {
+    QTemporaryDir dir;
+    QVERIFY(copyMlp(dir));
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(openAndPlan(w, dir.path()));
+    auto* dock = w.findChild<QDockWidget*>("shardingDock");
+    QVERIFY(dock);
+    dock->setFloating(true);
+    dock->resize(1100, 680);
+    dock->show();
+    auto* args = w.shardingPanel()->findChild<QTreeWidget*>("shardingArguments");
+    QVERIFY(args && args->topLevelItemCount() > 0);
+    QTRY_VERIFY(args->isVisible());
+    QTRY_VERIFY(args->viewport()->width() < 500);
+    QHeaderView* h = args->header();
+    for (int column : {1, 2, 3}) {
+      int widest = args->fontMetrics().horizontalAdvance(args->headerItem()->text(column));
+      for (int i = 0; i < args->topLevelItemCount(); ++i)
+        widest = std::max(widest, args->fontMetrics().horizontalAdvance(args->topLevelItem(i)->text(column)));
+      QVERIFY2(h->sectionSize(column) >= widest, qPrintable(QString("column %1: %2 px for %3 px").arg(column).arg(h->sectionSize(column)).arg(widest)));
+      QVERIFY2(h->sectionViewportPosition(column) + h->sectionSize(column) <= args->viewport()->width(),
+               qPrintable(QString("column %1 ends at %2 of %3 px").arg(column)
+                              .arg(h->sectionViewportPosition(column) + h->sectionSize(column))
+                              .arg(args->viewport()->width())));
+    }
   }
 
   // Edits faster than the planner: only the last one's plan is shown.

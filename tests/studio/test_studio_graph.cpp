@@ -185,6 +185,37 @@ class TestStudioGraph : public QObject {
   // Search steps through its matches in graph order: Enter and Shift+Enter in the box, F3 and Shift+F3 in the
   // window; each match is selected (its block opened), the view centred on it, the count says which it is, and
   // the list of matches names each (node, op, module, shape); a row selects its node.
+  // The status line says how the layout on screen was made, level by level (the top one and each open group):
+  // laid out now, or taken from the layout cache. Collapsing a group again takes every level from the cache; it
+  // said "0 group level(s) laid out (0 by Graphviz, the others of a shape it had laid out), the rest from the
+  // cache", which named neither how many levels there were nor that all of them came from the cache.
+  void statusSaysWhatCameFromTheCache() {
+    MainWindow w;
+    QVERIFY(openAndWait(w, kSamples + "/gpt2_mini"));
+    GraphPanel* g = w.graphPanel();
+    // The levels on screen: the top and each group shown open.
+    auto levels = [&] {
+      const QStringList expanded = g->expandedGroups();
+      int n = 1;
+      for (const QString& group : g->visibleGroups()) n += expanded.contains(group);
+      return n;
+    };
+    g->setExpanded("h.0", true);
+    QVERIFY(waitLayout(g));
+    const int open = levels();
+    const int laidOut = static_cast<int>(g->lastLaidOut().size());
+    QVERIFY(laidOut > 0 && laidOut <= open);
+    QVERIFY2(g->statusText().contains(QString("; %1 levels: ").arg(open)), qPrintable(g->statusText()));
+    if (open > laidOut)
+      QVERIFY2(g->statusText().contains(QString("%1 from the layout cache").arg(open - laidOut)), qPrintable(g->statusText()));
+    g->setExpanded("h.0", false);
+    QVERIFY(waitLayout(g));
+    QVERIFY(g->lastLaidOut().isEmpty());
+    QVERIFY2(g->statusText().contains(QString("; all %1 levels from the layout cache; ").arg(levels())),
+             qPrintable(g->statusText()));
+    QVERIFY2(!g->statusText().contains("Graphviz"), qPrintable(g->statusText()));
+  }
+
   void searchStepsThroughMatchesAndListsThem() {
     MainWindow w;
     w.show();

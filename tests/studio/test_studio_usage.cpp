@@ -14,7 +14,9 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
+#include <QHeaderView>
 #include <QTableView>
+#include <QTreeView>
 #include <QTest>
 #include <QTextBlock>
 #include <QTextDocument>
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "app/studio/command_palette.h"
 #include "app/studio/main_window.h"
@@ -29,6 +32,8 @@
 #include "tests/studio/studio_test_util.h"
 #include "views/code_edit.h"
 #include "views/memory_panel.h"
+#include "views/param_tree_model.h"
+#include "views/project_panel.h"
 #include "views/roofline_panel.h"
 #include "views/run_controller.h"
 #include "views/runs_panel.h"
@@ -184,6 +189,41 @@ class TestStudioUsage : public QObject {
                qPrintable(QString("%1: %2 px for %3").arg(c).arg(table->columnWidth(c)).arg(text)));
     }
     QVERIFY(!table->wordWrap());
+  }
+
+  // The parameter tree's counts are in sight at the Project dock's default width: Elements and Bytes come after
+  // the name, before the shape and dtype, and are as wide as their numbers. They were cut at the dock's edge
+  // ("65,53", "396,54" for gpt2_mini).
+  void parameterCountsFitTheProjectDock() {
+    QSettings().remove("window");
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(openAndWait(w, QStringLiteral(TSR_SOURCE_DIR "/sample_projects/gpt2_mini")));
+    QTreeView* tree = w.projectPanel()->paramView();
+    QAbstractItemModel* model = tree->model();
+    QTest::qWait(10);
+    // The texts shown, every row the tree has open.
+    QStringList counts, bytes;
+    std::function<void(const QModelIndex&)> walk = [&](const QModelIndex& parent) {
+      for (int r = 0; r < model->rowCount(parent); ++r) {
+        counts << model->index(r, ParamTreeModel::Count, parent).data().toString();
+        bytes << model->index(r, ParamTreeModel::Bytes, parent).data().toString();
+        if (tree->isExpanded(model->index(r, 0, parent))) walk(model->index(r, 0, parent));
+      }
+    };
+    walk({});
+    QVERIFY(counts.contains("65,536"));  // wte.weight: [512, 128]
+    QHeaderView* h = tree->header();
+    for (auto [column, texts] : {std::pair{int(ParamTreeModel::Count), counts}, std::pair{int(ParamTreeModel::Bytes), bytes}}) {
+      int widest = tree->fontMetrics().horizontalAdvance(model->headerData(column, Qt::Horizontal).toString());
+      for (const QString& t : texts) widest = std::max(widest, tree->fontMetrics().horizontalAdvance(t));
+      QVERIFY2(h->sectionSize(column) >= widest, qPrintable(QString("column %1: %2 px for %3 px").arg(column).arg(h->sectionSize(column)).arg(widest)));
+      QVERIFY2(h->sectionViewportPosition(column) + h->sectionSize(column) <= tree->viewport()->width(),
+               qPrintable(QString("column %1 ends at %2 of %3 px").arg(column)
+                              .arg(h->sectionViewportPosition(column) + h->sectionSize(column))
+                              .arg(tree->viewport()->width())));
+    }
   }
 
   // The command palette highlights the best match that can run: before a project is open the best matches for
