@@ -55,6 +55,14 @@ void RunController::start(const inspect::LaunchCommand& command, const QString& 
   m_stopping = false;
   m_buffer[0].clear();
   m_buffer[1].clear();
+  // A run another process trains (here, in a terminal, on another machine sharing the store) is not resumed.
+  if (label == "resume")
+    if (auto st = inspect::checkResumable(command, dbPath.toStdString()); !st.ok()) {
+      m_error = tr("Not resumed: %1").arg(QString::fromStdString(st.error().message));
+      emit output("error", m_error);
+      emit finished(false, m_error);
+      return;
+    }
   const QString bin = QString::fromStdString(command.program);
   if (bin.isEmpty()) {
     m_error = tr("cannot find the tessera program (set TESSERA_BIN)");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/project_args.h"
 #include "engine/data/file_io.h"
 #include "engine/project/model_family.h"
 #include "engine/project/new_project.h"
@@ -18,18 +19,6 @@
 namespace tsr::cli {
 
 namespace {
-
-// A word as a shell reads it back: quoted when it holds anything but letters, digits and _./+:,@%=- ("my proj",
-// "it's", "$HOME"), so that the command a user is told to type can be pasted as it is.
-std::string shellWord(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./+:,@%=-", c) != nullptr;
-  });
-  if (plain) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 namespace fs = std::filesystem;
 

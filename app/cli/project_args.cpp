@@ -1,7 +1,10 @@
 #include "app/cli/project_args.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -23,6 +26,16 @@ CLI::Validator numberAtLeast(double lowest, bool inclusive, const std::string& w
 }
 
 }  // namespace
+
+std::string shellWord(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./+:,@%=-", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 CLI::Validator positiveNumber() { return numberAtLeast(0, false, "a positive number"); }
 CLI::Validator nonNegativeNumber() { return numberAtLeast(0, true, "a non-negative number"); }

@@ -16,6 +16,10 @@ namespace tsr::cli {
 CLI::Validator positiveNumber();
 CLI::Validator nonNegativeNumber();
 
+// A word as a shell reads it back: quoted when it holds anything but letters, digits and _./+:,@%=- ("my proj",
+// "it's", "$HOME"), so that the command a user is told to type can be pasted as it is.
+std::string shellWord(const std::string& word);
+
 // --set SECTION.KEY=VALUE, repeatable.
 void addSetOption(CLI::App* cmd, std::vector<std::string>& sets);
 // The project at `path` with the overrides applied (their errors name the --set).

@@ -9,15 +9,10 @@
 #include <iostream>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
 #include "app/cli/project_args.h"
 #include "engine/core/env_options.h"
 #include "engine/project/project.h"
-#include "engine/store/run_store.h"
-#include "engine/train/checkpoints.h"
 #include "engine/train/run.h"
-#include "engine/train/run_process.h"
 
 namespace tsr::cli {
 
@@ -50,6 +45,7 @@ struct TrainArgs {
   int64_t steps = -1;
   int64_t stopAt = -1;
   std::optional<int64_t> resume;  // --resume: 0 (the latest run), --resume N: run N
+  std::string from = "latest";     // --from: the checkpoint of that run to continue from
   std::vector<std::string> sets, tags;
   std::string device, matmulPrecision;
   std::string store;
@@ -57,32 +53,6 @@ struct TrainArgs {
   int64_t sampleTokens = 64;
   bool quiet = false;
 };
-
-// The run --resume continues, when another process of this machine is training it (it started or resumed the
-// run and is alive): both would write the run's metrics and its checkpoint. Anything else (no such run, a
-// damaged store) is left to the run, which says it in full.
-Status checkNotTrainedElsewhere(const project::Project& p, const TrainArgs& a) {
-  const std::string storePath = a.store.empty() ? (fs::path(p.dir) / "runs.db").string() : a.store;
-  auto found = train::findRunCheckpoint(p, a.resume.value_or(0), "latest", storePath);
-  if (!found.ok() || found->run <= 0) return {};
-  auto db = store::RunStore::openReadOnly(storePath);
-  if (!db.ok()) return {};
-  auto run = db->run(found->run);
-  if (!run.ok()) return {};
-  train::settleOrphanedRun(*db, *run);
-  if (run->status != store::RunStatus::Running) return {};
-  auto process = db->artifact(run->id, train::kRunProcessArtifact);
-  if (!process.ok()) return {};
-  const nlohmann::json j = nlohmann::json::parse(process->data, nullptr, false);
-  char host[256] = {};
-  if (!j.is_object() || ::gethostname(host, sizeof host - 1) != 0 || j.value("host", std::string()) != host)
-    return {};
-  const long long pid = j.value("pid", 0LL);
-  if (pid <= 0 || pid == ::getpid()) return {};
-  return makeError("run {} of {} is being trained by another process (pid {}): stop it first (Ctrl-C where it runs, "
-                   "or kill -INT {}), then resume; two processes would both write its metrics and its checkpoint",
-                   run->id, storePath, pid, pid);
-}
 
 // A run writes its checkpoints under the project's folder (checkpoints/run-N): a folder this user may not write
 // is said before the run is created, rather than as a failed run ("cannot create the checkpoint folder ...").
@@ -106,11 +76,6 @@ int runTrain(const TrainArgs& a) {
     std::cerr << "tessera train: " << st.error().message << "\n";
     return 1;
   }
-  if (a.resume)
-    if (auto st = checkNotTrainedElsewhere(*project, a); !st.ok()) {
-      std::cerr << "tessera train: " << st.error().message << "\n";
-      return 1;
-    }
   // The device and matmul precision reach every jitted function through the environment's settings
   // (engine/core/env_options.h), as TESSERA_EXECUTOR does: set, then read again.
   if (!a.device.empty()) setenv("TESSERA_DEVICE", a.device.c_str(), 1);
@@ -121,6 +86,8 @@ int runTrain(const TrainArgs& a) {
   options.stopAtStep = a.stopAt;
   options.resume = a.resume.has_value();
   options.resumeRun = a.resume.value_or(0);
+  options.resumeFrom = a.from;
+  options.command = "tessera train " + shellWord(a.project);
   options.tags = a.tags;
   options.storePath = a.store;
   options.runName = a.name;
@@ -161,10 +128,16 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("--steps", args->steps, "Override [train] steps")->check(positiveNumber());
   cmd->add_option("--stop-at", args->stopAt, "Stop after step N, checkpointed, as an interruption would")
       ->check(nonNegativeNumber());
-  cmd->add_option("--resume", args->resume,
-                  "Continue run N from its latest checkpoint; without N, the latest run that has one")
-      ->expected(0, 1)
-      ->default_str("0");
+  CLI::Option* resume = cmd->add_option("--resume", args->resume,
+                                         "Continue run N from its latest checkpoint; without N, the latest run that has one")
+                            ->expected(0, 1)
+                            ->default_str("0");
+  // As Lightning's ckpt_path and an orbax step: which state to go on from is named, never guessed (a damaged
+  // latest is reported with the run's intact checkpoints, not passed over).
+  cmd->add_option("--from", args->from,
+                  "With --resume: the run's checkpoint to continue from: latest (default), best, or a step that "
+                  "keep_checkpoints kept (200); the steps after it are trained again")
+      ->needs(resume);
   addSetOption(cmd, args->sets);
   cmd->add_option("--tag", args->tags, "Tag the run (repeatable)");
   cmd->add_option("--device", args->device,

@@ -10,6 +10,8 @@
 
 #include "engine/data/file_io.h"
 #include "engine/store/run_store.h"
+#include "engine/train/checkpoints.h"
+#include "engine/train/run_process.h"
 
 namespace tsr::inspect {
 
@@ -171,6 +173,26 @@ Status saveConfigurations(const std::string& projectDir, const std::vector<RunCo
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return makeError("cannot create {}: {}", fs::path(path).parent_path().string(), ec.message());
   return data::writeFileAtomically(path, nlohmann::json{{"configurations", list}}.dump(2) + "\n");
+}
+
+Status checkResumable(const LaunchCommand& command, const std::string& dbPath) {
+  // launchCommand writes a resume as "... train PROJECT --resume [RUN] ...", after any launcher's own arguments.
+  const auto& args = command.args;
+  const auto at = std::find(args.begin(), args.end(), "--resume");
+  if (at == args.end() || at == args.begin()) return {};
+  const std::string& projectDir = *(at - 1);
+  int64_t run = 0;
+  if (at + 1 != args.end() && !(at + 1)->empty() &&
+      (at + 1)->find_first_not_of("0123456789") == std::string::npos && (at + 1)->size() < 19)
+    run = std::stoll(*(at + 1));
+  if (run == 0) {  // the latest run with a checkpoint, as `tessera train --resume` takes it
+    auto project = project::loadProject(projectDir);
+    if (!project.ok()) return {};
+    auto found = train::findRunCheckpoint(*project, 0, "latest", dbPath);
+    if (!found.ok() || found->run <= 0) return {};
+    run = found->run;
+  }
+  return train::checkRunNotTrainedElsewhere(dbPath, run);
 }
 
 Status markRunCrashed(const std::string& dbPath, int64_t run, const std::string& message) {

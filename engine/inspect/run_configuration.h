@@ -52,6 +52,11 @@ std::string configurationsPath(const std::string& projectDir);  // <project>/.te
 Result<std::vector<RunConfiguration>> loadConfigurations(const project::Project& p);
 Status saveConfigurations(const std::string& projectDir, const std::vector<RunConfiguration>& configurations);
 
+// Run ▶ Resume, before it launches `command` (a resume made by launchCommand): an error, said in the IDE, when
+// another process trains the run it resumes (the run's lease: train::checkRunNotTrainedElsewhere). None for any
+// other command, or when the run cannot be found: the launched command says why.
+Status checkResumable(const LaunchCommand& command, const std::string& dbPath);
+
 // A run the training process left as "running" when it died (a signal, the OOM killer): recorded as crashed
 // with `message` (its last lines of stderr). Runs that recorded their own end are left as they are.
 Status markRunCrashed(const std::string& dbPath, int64_t run, const std::string& message);

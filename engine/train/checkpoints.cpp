@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -12,6 +13,7 @@
 #include "engine/data/file_io.h"
 #include "engine/store/run_store.h"
 #include "engine/train/run_process.h"
+#include "engine/train/safetensors.h"
 
 namespace tsr::train {
 
@@ -121,9 +123,22 @@ Result<std::vector<int64_t>> runsWithCheckpoints(const std::string& projectDir, 
   return runs;
 }
 
+namespace {
+
+// The file of a run folder that `which` names: latest, best, or a step's periodic checkpoint ("200", "step-200").
+Result<std::string> checkpointFileName(const std::string& which) {
+  if (which == "latest" || which == "best") return which + ".safetensors";
+  const std::string digits = which.rfind("step-", 0) == 0 ? which.substr(5) : which;
+  const int64_t step = numberIn("s" + digits + ".", "s", ".");
+  if (step < 0) return makeError("no '{}' checkpoint: latest, best or a step kept by keep_checkpoints (200)", which);
+  return stepCheckpointName(step);
+}
+
+}  // namespace
+
 Result<RunCheckpoint> findRunCheckpoint(const project::Project& p, int64_t run, const std::string& which,
                                         const std::string& storePath) {
-  if (which != "latest" && which != "best") return makeError("no '{}' checkpoint: latest or best", which);
+  TSR_ASSIGN(const std::string fileName, checkpointFileName(which));
   const std::string dbPath = storePath.empty() ? (fs::path(p.dir) / "runs.db").string() : storePath;
   const fs::path legacy = fs::path(checkpointsRoot(p)) / "latest.safetensors";
   std::error_code ec;
@@ -143,13 +158,19 @@ Result<RunCheckpoint> findRunCheckpoint(const project::Project& p, int64_t run, 
   }
   if (!db) return makeError("no run {}: there is no run store {} (train first, or name the store: --db)", run, dbPath);
   TSR_ASSIGN(std::string dir, ownedCheckpointDir(p.dir, *db, run));
-  const fs::path file = fs::path(dir) / (which + ".safetensors");
+  const fs::path file = fs::path(dir) / fileName;
   if (fs::is_regular_file(file, ec)) return RunCheckpoint{run, file.string()};
   if (std::find(runs.begin(), runs.end(), run) == runs.end())
     return makeError("run {} has no checkpoint in {}{}", run, checkpointsRoot(p),
                      runs.empty() ? std::string(" (no run has one)") : fmt::format(" (runs with one: {})", fmt::join(runs, ", ")));
-  return makeError("run {} has no {} checkpoint ({}){}", run, which, file.string(),
-                   which == "best" ? ": best is saved when [train] best_metric is measured (val_loss needs validation data)" : "");
+  if (which == "latest" || which == "best")
+    return makeError("run {} has no {} checkpoint ({}){}", run, which, file.string(),
+                     which == "best" ? ": best is saved when [train] best_metric is measured (val_loss needs validation data)" : "");
+  std::vector<std::string> kept;
+  for (const std::string& f : stepCheckpoints(dir)) kept.push_back(fs::path(f).filename().string());
+  return makeError("run {} has no {} ({}){}", run, fileName, dir,
+                   kept.empty() ? std::string(": it keeps no step checkpoints ([train] keep_checkpoints)")
+                                : fmt::format(": it keeps {}", fmt::join(kept, ", ")));
 }
 
 Result<std::string> findCheckpoint(const project::Project& p, int64_t run, const std::string& which,
@@ -171,6 +192,32 @@ std::vector<std::string> stepCheckpoints(const std::string& runDir) {
   return out;
 }
 
+std::string IntactCheckpoint::describe() const {
+  return fmt::format("{} (step {}{})", fs::path(path).filename().string(), step, note.empty() ? "" : ", " + note);
+}
+
+std::vector<IntactCheckpoint> intactCheckpoints(const std::string& runDir, const std::string& except) {
+  std::vector<IntactCheckpoint> out;
+  auto consider = [&](const fs::path& file, const std::string& which) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec) || (!except.empty() && fs::equivalent(file, except, ec))) return;
+    auto metadata = readSafetensorsMetadata(file.string());
+    if (!metadata.ok() || !metadata->count("step")) return;
+    const int64_t step = numberIn("s" + metadata->at("step") + ".", "s", ".");
+    if (step < 0) return;
+    IntactCheckpoint c{file.string(), which, step, ""};
+    if (metadata->count("metric") && metadata->count("value"))  // as training printed it
+      c.note = fmt::format("{} {:.4f}", metadata->at("metric"), std::strtod(metadata->at("value").c_str(), nullptr));
+    out.push_back(std::move(c));
+  };
+  consider(fs::path(runDir) / "latest.safetensors", "latest");
+  consider(fs::path(runDir) / "best.safetensors", "best");
+  for (const std::string& f : stepCheckpoints(runDir))
+    consider(f, std::to_string(numberIn(fs::path(f).filename().string(), "step-", ".safetensors")));
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  return out;
+}
+
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep) {
   std::vector<std::string> files = stepCheckpoints(runDir), removed;
   const auto excess = static_cast<int64_t>(files.size()) - std::max<int64_t>(keep, 0);
@@ -184,7 +231,7 @@ Status checkOutputFile(const std::string& out, const std::string& storePath) {
   std::error_code ec;
   const fs::path target = fs::weakly_canonical(out, ec);
   if (ec) return {};  // a path that cannot be resolved fails when it is written, with its own message
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal", "-leases"}) {  // -leases: store/run_lease.h
     if (storePath.empty()) break;
     if (fs::weakly_canonical(storePath + suffix, ec) == target)
       return makeError("{} is the run store{}: the output would destroy it; write to another file", out,

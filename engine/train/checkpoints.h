@@ -49,9 +49,10 @@ Result<std::string> ownedCheckpointDir(const std::string& projectDir, const stor
 Result<std::vector<int64_t>> runsWithCheckpoints(const std::string& projectDir, const store::RunStore& db);
 
 // The checkpoint a command reads: run `run` of the store at storePath (default <project>/runs.db; 0: the latest
-// run that has one), `which` = "latest" or "best", from the run's own folder. Projects trained before
-// checkpoints had run folders keep checkpoints/latest.safetensors: it is the answer for run 0 when no run has a
-// folder. Errors say which runs have checkpoints.
+// run that has one), `which` = "latest", "best" or a step a periodic checkpoint keeps ("200": step-000200),
+// from the run's own folder. Projects trained before checkpoints had run folders keep
+// checkpoints/latest.safetensors: it is the answer for run 0 when no run has a folder. Errors say which runs
+// have checkpoints.
 struct RunCheckpoint {
   int64_t run = 0;  // 0: the legacy checkpoints/latest.safetensors
   std::string path;
@@ -64,11 +65,22 @@ Result<std::string> findCheckpoint(const project::Project& p, int64_t run = 0, c
 // The periodic step-N checkpoints of a run folder, oldest first.
 std::vector<std::string> stepCheckpoints(const std::string& runDir);
 
+// A run folder's checkpoints that read back (readSafetensorsMetadata: the header and the file's size check out),
+// the newest step first, `except` left out: what a resume can start from when the latest is damaged.
+struct IntactCheckpoint {
+  std::string path;
+  std::string which;  // as --from takes it: "latest", "best", "200"
+  int64_t step = 0;
+  std::string note;   // best's metric and value: "val_loss 3.1234"
+  std::string describe() const;  // "best.safetensors (step 120, val_loss 3.1234)"
+};
+std::vector<IntactCheckpoint> intactCheckpoints(const std::string& runDir, const std::string& except = "");
+
 // Keeps the newest `keep` step-N checkpoints of a run folder and removes the rest; returns what it removed.
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep);
 
 // An output file (runs export --out, export-trace -o, profile --trace) must replace neither the run store at
-// storePath (nor its -wal, -shm or -journal file) nor a run's checkpoint: an error naming the file when it would.
+// storePath (nor its -wal, -shm, -journal or -leases file) nor a run's checkpoint: an error naming the file when it would.
 Status checkOutputFile(const std::string& out, const std::string& storePath);
 
 // The bytes a checkpoint folder holds (0 when there is none).

@@ -148,6 +148,9 @@ int64_t contextOf(const project::Project& p) {
   return context > 0 ? std::min(context, p.train.seqLen) : p.train.seqLen;
 }
 
+// What a damaged latest.safetensors becomes once a run resumed from another of its checkpoints saves again.
+constexpr const char* kDamagedLatest = "latest.damaged.safetensors";
+
 // What `--set` may change when a run resumes: how it logs and keeps checkpoints, nothing it computes.
 bool changeableOnResume(const std::string& key) {
   return key == "train.log_every" || key == "train.checkpoint_every" || key == "train.keep_checkpoints";
@@ -216,6 +219,25 @@ std::string resolvedConfig(project::Project p, int64_t steps) {
   return project::resolvedToml(p);
 }
 
+// A checkpoint --resume would start from that does not read back (truncated, garbled): the error names the run's
+// intact checkpoints and the command that continues from the newest. Nothing is removed or replaced: which state
+// to continue from is the user's choice, as a Lightning ckpt_path or an orbax step is.
+Error damagedCheckpoint(const std::string& path, int64_t run, const std::string& why, const std::string& command) {
+  const std::string reason = why.rfind(path + ": ", 0) == 0 ? why.substr(path.size() + 2) : why;
+  const std::string runName = run > 0 ? fmt::format("run {}", run) : "the run";
+  const std::string resume = run > 0 ? fmt::format("--resume {}", run) : "--resume";
+  const std::vector<IntactCheckpoint> intact = intactCheckpoints(fs::path(path).parent_path().string(), path);
+  if (intact.empty())
+    return makeError("cannot resume {}: its checkpoint {} is damaged ({}), and it has no other intact checkpoint; the "
+                     "file is left as it is. A new run trains from the start: {}",
+                     runName, path, reason, command);
+  std::vector<std::string> listed;
+  for (const IntactCheckpoint& c : intact) listed.push_back(c.describe());
+  return makeError("cannot resume {}: its checkpoint {} is damaged ({}); the file is left as it is. Its intact "
+                   "checkpoints: {}. To continue from the newest (the steps after it are trained again): {} {} --from {}",
+                   runName, path, reason, fmt::join(listed, ", "), command, resume, intact.front().which);
+}
+
 std::string humanDuration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
@@ -256,10 +278,21 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
   int64_t runId = 0;
   std::string resumedFrom;
   project::Project p = given;
+  // The lease of the run this process trains (run_process.h): a run another process trains is refused before
+  // anything is built; the lease goes when this function returns, or with the process.
+  std::optional<store::RunLease> lease;
   if (options.resume) {
-    TSR_ASSIGN(RunCheckpoint found, findRunCheckpoint(given, options.resumeRun, "latest", storePath));
+    TSR_ASSIGN(RunCheckpoint found, findRunCheckpoint(given, options.resumeRun, options.resumeFrom, storePath));
     resumedFrom = found.path;
     runId = found.run;
+    if (primary && runId > 0) {
+      TSR_ASSIGN(lease, takeRunLease(storePath, runId));
+    }
+    // A damaged checkpoint is said before anything is built (the header and the file's size: what truncation or
+    // garbage breaks).
+    if (auto header = readSafetensorsMetadata(resumedFrom); !header.ok())
+      return damagedCheckpoint(resumedFrom, runId, header.error().message,
+                               options.command.empty() ? "tessera train " + given.dir : options.command);
     if (runId > 0) {
       TSR_ASSIGN(store::RunStore stored, store::RunStore::openReadOnly(storePath));
       TSR_ASSIGN(p, resumedProject(given, stored, runId, steps, info));
@@ -286,6 +319,8 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
   if (primary) {
     TSR_ASSIGN(db, store::RunStore::open(storePath));
   }
+  // A damaged latest.safetensors the run resumed around (--from best): renamed before the next save replaces it.
+  std::string damagedLatest;
   // The best value of [train] best_metric so far and its step, carried in the latest checkpoint's metadata.
   double bestValue = std::numeric_limits<double>::infinity();
   int64_t bestStep = -1;
@@ -325,10 +360,29 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
       const std::string& m = st.error().message;
       return m.rfind(resumedFrom, 0) == 0 ? st.takeError() : makeError("cannot resume from {}: {}", resumedFrom, m);
     }
+    if (primary && !lease) {  // a checkpoint from before run folders names its run in its metadata
+      TSR_ASSIGN(lease, takeRunLease(storePath, runId));
+    }
     if (state.step >= steps)
       return makeError("run {} is at step {} already, and the run is {} steps long: --steps N continues it further",
                        runId, state.step, steps);
     info(fmt::format("resumed run {} at step {} from {}", runId, state.step, resumedFrom));
+    // From another checkpoint than latest: the run's latest.safetensors is replaced by its next checkpoint. A
+    // damaged one is kept under another name then; an intact one is the user's choice to go back from.
+    if (const fs::path latest = fs::path(resumedFrom).parent_path() / "latest.safetensors";
+        primary && fs::exists(latest, ec) && !fs::equivalent(latest, resumedFrom, ec)) {
+      auto header = readSafetensorsMetadata(latest.string());
+      if (!header.ok()) {
+        damagedLatest = latest.string();
+        const std::string& why = header.error().message;
+        info(fmt::format("{} is damaged ({}): it is kept as {} when this run writes its next checkpoint",
+                         latest.string(), why.rfind(damagedLatest + ": ", 0) == 0 ? why.substr(damagedLatest.size() + 2) : why,
+                         kDamagedLatest));
+      } else if (header->count("step")) {
+        info(fmt::format("{} (step {}) is replaced by this run's next checkpoint: the steps after {} are trained again",
+                         latest.string(), header->at("step"), state.step));
+      }
+    }
     if (db) {
       TSR_TRY(db->reopenRun(runId));
       TSR_TRY(db->putArtifact(runId, thisProcessArtifact()));  // the process that runs it now
@@ -343,6 +397,7 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
     TSR_ASSIGN(runId, db->createRun(options.runName.empty() ? p.name : options.runName, absoluteDir(p), p.text));
     // From here an error leaves the run failed, not running.
     auto start = [&]() -> Status {
+      TSR_ASSIGN(lease, takeRunLease(storePath, runId));  // a new number: no other process holds it
       TSR_TRY(db->putArtifact(runId, thisProcessArtifact()));  // readers tell a killed run from a running one
       std::map<std::string, std::string> params = hyperparameters(p, numParams, steps);
       TSR_ASSIGN(runDir, createRunCheckpointDir(p, storePath, runId, params));
@@ -403,7 +458,28 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
       extra["best_value"] = fmt::format("{}", bestValue);
       extra["best_metric"] = t.bestMetric;
     }
-    return saveCheckpoint(path, state, *trainData, runId, primary, extra);
+    // The damaged latest this run resumed around moves aside for the save that replaces it, and comes back
+    // when nothing replaced it (an error, or a state holding NaN that is never written).
+    std::string kept;
+    if (!damagedLatest.empty() && path == ckptPath) {
+      std::error_code moved;
+      kept = (fs::path(runDir) / kDamagedLatest).string();
+      for (int n = 2; fs::exists(kept, moved); ++n)  // an earlier damaged one stays too
+        kept = (fs::path(runDir) / fmt::format("latest.damaged-{}.safetensors", n)).string();
+      fs::rename(damagedLatest, kept, moved);
+      if (moved) return makeError("cannot keep the damaged {} as {}: {}", damagedLatest, kept, moved.message());
+    }
+    auto saved = saveCheckpoint(path, state, *trainData, runId, primary, extra);
+    if (!kept.empty()) {
+      std::error_code back;
+      if (saved.ok() && !*saved) {
+        info(fmt::format("kept the damaged {} as {}", damagedLatest, kept));
+        damagedLatest.clear();
+      } else if (!fs::exists(damagedLatest, back)) {
+        fs::rename(kept, damagedLatest, back);
+      }
+    }
+    return saved;
   };
   // A value of [train] best_metric: when it is the lowest yet, best.safetensors becomes this state.
   auto considerBest = [&](double value) -> Result<std::optional<std::string>> {

@@ -20,6 +20,12 @@ struct RunOptions {
   int64_t stopAtStep = -1;      // stop (checkpointed, resumable) once this step is done, as an interruption would
   bool resume = false;          // continue a run from its latest checkpoint
   int64_t resumeRun = 0;        // which run to continue; 0: the latest run with a checkpoint
+  // The checkpoint of that run to continue from: latest, best, or a step keep_checkpoints kept ("200"). A latest
+  // that is damaged is never passed over silently: the error names the run's intact checkpoints and the command
+  // that resumes from the newest, and the file is left as it is.
+  std::string resumeFrom = "latest";
+  std::string command;          // how the user trains this project, for the commands messages name
+                                // ("tessera train 'my proj'"); empty: "tessera train <project folder>"
   std::vector<std::string> tags;  // added to the run (a sweep tags its runs)
   std::string storePath;        // default: <project>/runs.db
   std::string runName;          // default: the project name

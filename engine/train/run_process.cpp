@@ -91,4 +91,41 @@ void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& 
   for (store::RunInfo& run : runs) settleOrphanedRun(db, run);
 }
 
+namespace {
+
+// Run `run` is leased by a process other than this one: who, as the run recorded it when that process started
+// or resumed it (run/process.json), and how to stop it.
+Error trainedElsewhere(const std::string& storePath, int64_t run) {
+  std::string who = "another process", stop = "Ctrl-C where it runs";
+  if (auto db = store::RunStore::openReadOnly(storePath); db.ok())
+    if (auto process = db->artifact(run, kRunProcessArtifact); process.ok()) {
+      const nlohmann::json j = nlohmann::json::parse(process->data, nullptr, false);
+      const long long pid = j.is_object() && j.contains("pid") && j["pid"].is_number_integer() ? j["pid"].get<long long>() : 0;
+      const std::string host = j.is_object() && j.contains("host") && j["host"].is_string() ? j["host"].get<std::string>() : "";
+      if (pid > 0) {
+        const bool here = host.empty() || host == hostName();
+        who = here ? fmt::format("another process (pid {})", pid) : fmt::format("another process (pid {} on {})", pid, host);
+        stop = here ? fmt::format("Ctrl-C where it runs, or kill -INT {}", pid)
+                    : fmt::format("Ctrl-C where it runs, or kill -INT {} on {}", pid, host);
+      }
+    }
+  return Error{fmt::format("run {} of {} is being trained by {}: stop it first ({}), then resume; two processes would "
+                           "both write its metrics and its checkpoint",
+                           run, storePath, who, stop)};
+}
+
+}  // namespace
+
+Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run) {
+  TSR_ASSIGN(std::optional<store::RunLease> lease, store::RunLease::tryTake(storePath, run));
+  if (!lease) return trainedElsewhere(storePath, run);
+  return std::move(*lease);
+}
+
+Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run) {
+  TSR_ASSIGN(const bool held, store::RunLease::held(storePath, run));
+  if (held) return trainedElsewhere(storePath, run);
+  return {};
+}
+
 }  // namespace tsr::train

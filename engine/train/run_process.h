@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/store/run_lease.h"
 #include "engine/store/run_store.h"
 
 namespace tsr::train {
@@ -23,5 +24,13 @@ bool recordedProcessGone(const std::string& processJson);
 // saying so. Nothing is written: the store keeps "running" until a writer (resume, the IDE) settles it.
 void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& runs);
 void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run);
+
+// One process trains a run at a time (engine/store/run_lease.h): the lease of run `run` of the store at
+// storePath, taken for this process, which trains it (a new run, a resume) while the lease lives. When another
+// process holds it, the error names that process as the run recorded it (its pid and host) and how to stop it.
+Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run);
+// The same question without taking the lease (the IDE asks before it launches a resume, `tessera train` before it
+// builds the model): an error naming the process that trains the run, none when no process does.
+Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run);
 
 }  // namespace tsr::train

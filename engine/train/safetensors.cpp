@@ -72,13 +72,25 @@ Status writeSafetensors(const std::string& path, const SafetensorsFile& file) {
   return data::writeFileAtomically(path, bytes);
 }
 
-Result<SafetensorsFile> readSafetensors(const std::string& path) {
+namespace {
+
+// A safetensors file's header, read and checked against the file's size; the tensors' bytes are not read.
+struct Header {
+  struct Entry {
+    std::string name;
+    Aval aval;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+  uint64_t dataStart = 0;
+};
+
+Result<Header> readHeader(std::ifstream& in, const std::string& path) {
   // Every check the safetensors library makes on load: a bounded header, no name twice, each tensor's bytes
   // exactly its dtype times its shape, and the tensors tiling the data from its first byte to the file's end
   // (in order of offset, no overlap, no gap). A damaged file then fails here, naming the file and the tensor,
   // instead of loading wrong weights.
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError("cannot open {}", path);
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
   if (end < 0) return makeError("{}: cannot read its size", path);
@@ -106,13 +118,10 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
   if (header.is_discarded() || !header.is_object()) return makeError("{}: the header is not a JSON object", path);
   if (!duplicate.empty()) return makeError("{}: tensor '{}' appears twice in the header", path, duplicate);
   const uint64_t dataStart = 8 + len, dataSize = size - dataStart;
-  struct Entry {
-    std::string name;
-    Aval aval;
-    uint64_t begin, end;
-  };
+  using Entry = Header::Entry;
   std::vector<Entry> entries;
-  SafetensorsFile file;
+  Header file;
+  file.dataStart = dataStart;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     if (name == "__metadata__") {
@@ -172,10 +181,29 @@ Result<SafetensorsFile> readSafetensors(const std::string& path) {
   if (expected != dataSize)
     return makeError("{}: the tensors end at byte {} of the data, but the file holds {} bytes of data", path, expected,
                      dataSize);
-  for (const Entry& e : entries) {
+  file.entries = std::move(entries);
+  return file;
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::string>> readSafetensorsMetadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError("cannot open {}", path);
+  TSR_ASSIGN(Header header, readHeader(in, path));
+  return std::move(header.metadata);
+}
+
+Result<SafetensorsFile> readSafetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError("cannot open {}", path);
+  TSR_ASSIGN(Header header, readHeader(in, path));
+  SafetensorsFile file;
+  file.metadata = std::move(header.metadata);
+  for (const Header::Entry& e : header.entries) {
     auto buf = runtime::Buffer::allocate(e.aval.bytes());
     if (!buf.ok()) return makeError("{}: tensor '{}': {}", path, e.name, buf.error().message);
-    in.seekg(static_cast<std::streamoff>(dataStart + e.begin));
+    in.seekg(static_cast<std::streamoff>(header.dataStart + e.begin));
     if (!in.read(static_cast<char*>((*buf)->data()), static_cast<std::streamsize>(e.aval.bytes())))
       return makeError("{}: reading tensor '{}' failed", path, e.name);
     file.tensors[e.name] = Array::fromBuffer(*buf, e.aval);

@@ -18,6 +18,9 @@ struct SafetensorsFile {
 
 Status writeSafetensors(const std::string& path, const SafetensorsFile& file);
 Result<SafetensorsFile> readSafetensors(const std::string& path);
+// The metadata alone, with every check readSafetensors makes on the header and the file's size (a truncated or
+// garbled file fails here as there), without reading the tensors: whether a checkpoint is intact, and its step.
+Result<std::map<std::string, std::string>> readSafetensorsMetadata(const std::string& path);
 
 // A Tree's leaves by path, and back: every path of `like` must be present with the same aval.
 SafetensorsFile treeToSafetensors(const Tree& tree, std::map<std::string, std::string> metadata = {});

@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QThread>
@@ -48,6 +49,23 @@ bool untilListedRunning(const std::function<QString()>& list) {
 QByteArray bytesOf(const QString& path) {
   QFile f(path);
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// Run `run`'s training losses, step by step, as SQLite reads them from the store (not through tessera).
+QList<QPair<qint64, double>> lossesOf(const QString& dbPath, int run) {
+  QList<QPair<qint64, double>> out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(dbPath.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT step, value FROM metrics WHERE run = ? AND key = 'loss' ORDER BY step", -1, &st,
+                           nullptr) == SQLITE_OK) {
+      sqlite3_bind_int(st, 1, run);
+      while (sqlite3_step(st) == SQLITE_ROW) out.append({sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1)});
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return out;
 }
 
 void setMode(const QString& path, QFileDevice::Permissions mode) { QVERIFY(QFile::setPermissions(path, mode)); }
@@ -298,7 +316,7 @@ class TestCliRuns : public QObject {
       return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
     }();
     auto runs = [&](const QStringList& args) { return tessera(QStringList{"runs", "--project", dir.path()} + args); };
-    for (const char* out : {"runs.db", "runs.db-wal", "checkpoints/run-1/latest.safetensors"}) {
+    for (const char* out : {"runs.db", "runs.db-wal", "runs.db-leases", "checkpoints/run-1/latest.safetensors"}) {
       Run r = runs({"export", "--out", dir.filePath(out)});
       QCOMPARE(r.exitCode, 1);
       QVERIFY2(r.err.contains("write to another file"), qPrintable(r.err));
@@ -609,6 +627,104 @@ class TestCliRuns : public QObject {
     Run after = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "1"});
     QVERIFY2(after.exitCode == 1 && after.err.contains("is at step") && !after.err.contains("another process"),
              qPrintable(after.err));
+  }
+
+  // The refusal does not depend on the pid or the machine the run recorded: a run whose process says it runs on
+  // another machine (a store shared over NFS) is refused as long as its trainer holds the run's lease (it was
+  // resumed a second time: the pid check gave up on another host's process), and a trainer killed by SIGKILL
+  // leaves no lease behind.
+  void aRunIsTrainedByOneProcessOnAnyMachine() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
+    QProcess first;
+    first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
+    QVERIFY(first.waitForStarted());
+    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
+    QVERIFY2(untilListedRunning(list), qPrintable(list()));
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(dir.filePath("runs.db").toUtf8().constData(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 30000);
+    const char* elsewhere = "UPDATE artifacts SET data = '{\"host\": \"other-machine\", \"pid\": 4242, \"boot_id\": "
+                            "\"x\", \"start_ticks\": 1}' WHERE run = 1 AND name = 'run/process.json'";
+    QCOMPARE(sqlite3_exec(db, elsewhere, nullptr, nullptr, nullptr), SQLITE_OK);
+    QCOMPARE(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+    Run second = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "3"});
+    QVERIFY2(second.exitCode == 1 &&
+                 second.err.startsWith(QString("tessera train: run 1 of %1 is being trained by another process (pid "
+                                               "4242 on other-machine): stop it first (Ctrl-C where it runs, or kill "
+                                               "-INT 4242 on other-machine), then resume")
+                                           .arg(dir.filePath("runs.db"))),
+             qPrintable(second.err));
+    ::kill(static_cast<pid_t>(first.processId()), SIGKILL);
+    QVERIFY(first.waitForFinished(60000));
+    Run after = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "1"});
+    QVERIFY2(after.exitCode == 1 && after.err.contains("is at step") && !after.err.contains("another process"),
+             qPrintable(after.err));
+  }
+
+  // A damaged latest.safetensors (truncated, or garbage) stops --resume with the run's intact checkpoints and the
+  // command that continues from the newest (it said "cannot resume from ...: header length ..." alone); the file
+  // is left as it is. --resume --from best continues the run exactly as an uninterrupted run, keeping the damaged
+  // file under another name when it writes its next checkpoint.
+  void aDamagedLatestCheckpointOffersTheIntactOnes() {
+    QTemporaryDir dir, reference;
+    const QByteArray toml = QByteArray(kTinyMlp) + "checkpoint_every = 2\nkeep_checkpoints = 2\n";
+    writeFile(dir.filePath("project.toml"), toml);
+    writeFile(reference.filePath("project.toml"), toml);
+    QCOMPARE(tessera({"train", reference.path(), "--quiet"}).exitCode, 0);
+    Run stopped = tessera({"train", dir.path(), "--quiet", "--stop-at", "4"});
+    QVERIFY2(stopped.exitCode == 0, qPrintable(stopped.err));
+    // latest and step-000004 are one file (a hard link): truncating it damages both; best is step 3's evaluation.
+    const QString folder = dir.filePath("checkpoints/run-1"), latest = folder + "/latest.safetensors";
+    const QByteArray damaged = bytesOf(latest).left(100);
+    QVERIFY(QFile::resize(latest, 100));
+    const QString command = "tessera train " + dir.path();
+    Run refused = tessera({"train", dir.path(), "--quiet", "--resume"});
+    QCOMPARE(refused.exitCode, 1);
+    QVERIFY2(refused.err.startsWith("tessera train: cannot resume run 1: its checkpoint " + latest + " is damaged ("),
+             qPrintable(refused.err));
+    QVERIFY2(refused.err.contains(QRegularExpression(
+                 "\\); the file is left as it is\\. Its intact checkpoints: best\\.safetensors \\(step 3, val_loss "
+                 "[0-9]+\\.[0-9]{4}\\), step-000002\\.safetensors \\(step 2\\)\\. To continue from the newest \\(the steps "
+                 "after it are trained again\\): ")) &&
+                 refused.err.endsWith(command + " --resume 1 --from best\n"),
+             qPrintable(refused.err));
+    QCOMPARE(bytesOf(latest), damaged);
+    QVERIFY(tessera({"runs", "--project", dir.path(), "list"}).out.contains("stopped"));
+    // A step that was not kept is named with those that were.
+    Run noStep = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--from", "3"});
+    QVERIFY2(noStep.exitCode == 1 && noStep.err.contains("run 1 has no step-000003.safetensors (" + folder +
+                                                         "): it keeps step-000002.safetensors, step-000004.safetensors"),
+             qPrintable(noStep.err));
+    QVERIFY2(tessera({"train", dir.path(), "--from", "best"}).exitCode != 0, "--from needs --resume");
+
+    Run resumed = tessera({"train", dir.path(), "--resume", "1", "--from", "best"});
+    QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.err));
+    QVERIFY2(resumed.out.contains("resumed run 1 at step 3 from " + folder + "/best.safetensors\n") &&
+                 resumed.out.contains(latest + " is damaged (") &&
+                 resumed.out.contains("): it is kept as latest.damaged.safetensors when this run writes its next "
+                                      "checkpoint\n") &&
+                 resumed.out.contains("kept the damaged " + latest + " as " + folder + "/latest.damaged.safetensors\n"),
+             qPrintable(resumed.out));
+    QCOMPARE(bytesOf(folder + "/latest.damaged.safetensors"), damaged);
+    // The same losses as a run that was never stopped, step by step, and its final checkpoint byte for byte.
+    const auto losses = lossesOf(dir.filePath("runs.db"), 1);
+    QCOMPARE(losses.size(), 6);
+    QCOMPARE(losses, lossesOf(reference.filePath("runs.db"), 1));
+    QCOMPARE(bytesOf(latest), bytesOf(reference.filePath("checkpoints/run-1/latest.safetensors")));
+
+    // Garbage everywhere: no intact checkpoint is left, and a new run is the way on.
+    QDir checkpoints(folder);
+    for (const QString& f : checkpoints.entryList({"*.safetensors"}, QDir::Files)) writeFile(folder + "/" + f, "garbage");
+    Run none = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "8"});
+    QVERIFY2(none.exitCode == 1 &&
+                 none.err.startsWith("tessera train: cannot resume run 1: its checkpoint " + latest +
+                                     " is damaged (too short for safetensors), and it has no other intact checkpoint; "
+                                     "the file is left as it is. A new run trains from the start: " + command + "\n"),
+             qPrintable(none.err));
+    QCOMPARE(bytesOf(latest), QByteArray("garbage"));
   }
 
   // A closed stdout (tessera train | head) stops the run as Ctrl-C does: checkpointed, stopped, resumable.
