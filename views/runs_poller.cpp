@@ -41,6 +41,12 @@ void RunsPoller::read(const QString& path, quint64 generation) {
     close();
     m_path = path;
   }
+  if (generation != m_generation) {
+    // The panel was given the store again (a project opened again): it shows nothing yet, so read whatever the
+    // version says.
+    m_generation = generation;
+    m_version.reset();
+  }
   if (!m_reader) {
     auto r = inspect::RunsReader::open(path.toStdString());
     if (!r.ok()) {

@@ -34,7 +34,8 @@ class RunsPoller : public QObject {
   RunsPoller();
   ~RunsPoller() override;
 
-  // Reads the store at `path` (another path than the last: opened afresh, and read whatever its version).
+  // Reads the store at `path` (another path or generation than the last: read whatever its version; another
+  // path is opened afresh).
   // Call it on the poller's thread (QMetaObject::invokeMethod); done() follows.
   void read(const QString& path, quint64 generation);
 
@@ -50,6 +51,7 @@ class RunsPoller : public QObject {
   std::optional<inspect::RunsReader> m_reader;
   sqlite3* m_probe = nullptr;
   std::optional<int64_t> m_version;  // at the last read
+  quint64 m_generation = 0;          // of the last read
 };
 
 }  // namespace tsr::studio

@@ -141,7 +141,8 @@ class TestRunsPanel : public QObject {
     QCOMPARE(table->verticalScrollBar()->value(), scroll);
   }
 
-  // Refreshes asked while a read is under way: one more read follows, and the last answer is what is shown.
+  // Refreshes asked while a read is under way: one more read follows, and the last answer is what is shown; the
+  // store given again is read again.
   void refreshesDuringARead() {
     QTemporaryDir dir;
     const QString db = dir.filePath("runs.db");
@@ -151,6 +152,11 @@ class TestRunsPanel : public QObject {
     panel.setDatabase(db);
     panel.refresh();
     panel.refresh();
+    QVERIFY(test::runsRead(&panel));
+    QCOMPARE(panel.model()->rowCount(), kRuns);
+    // The same store given again (its project opened again): read again, though nothing was written.
+    panel.setDatabase(db);
+    QCOMPARE(panel.model()->rowCount(), 0);
     QVERIFY(test::runsRead(&panel));
     QCOMPARE(panel.model()->rowCount(), kRuns);
     // Another store meanwhile: the first one's answer is not shown.
