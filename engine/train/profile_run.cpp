@@ -38,8 +38,9 @@ std::map<std::string, std::string> profileParams(const project::Project& p, cons
           {"profile.warmup", std::to_string(o.warmup)}};
 }
 
-// Steps [warmup + 1, warmup + steps] with the profiler on; the batches are read beforehand so that the
-// profile holds the steps alone.
+// Steps [warmup + 1, warmup + steps] with the profiler on. Each batch is read just before its step, as training
+// reads them (no more than one batch is held, whatever --steps is), with the profiler off: the profile holds the
+// steps alone.
 Result<runtime::Trace> runProfiledSteps(const project::Project& p, const ProfileOptions& o, int64_t& numParams,
                                         const std::function<void(const std::string&)>& info) {
   const auto& t = p.train;
@@ -57,12 +58,6 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
     TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
     info(fmt::format("warm-up step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
   }
-  std::vector<Batch> batches;
-  for (int64_t i = 0; i < o.steps; ++i) {
-    TSR_TRY(checkInterrupt());
-    TSR_ASSIGN(Batch b, setup.next());
-    batches.push_back(std::move(b));
-  }
   // Under mpirun every rank profiles its own device: the clocks are aligned with rank 0's first (rank_clocks.h),
   // and rank 0 receives the other ranks' traces afterwards.
   TSR_ASSIGN(std::shared_ptr<dist::Communicator> comm, spmd::devices());
@@ -75,15 +70,14 @@ Result<runtime::Trace> runProfiledSteps(const project::Project& p, const Profile
                        clocks[r].errorNs * 1e-3));
   }
   runtime::Profiler profiler;
-  {
-    runtime::ProfilerScope scope(profiler);
-    for (const Batch& b : batches) {
-      TSR_TRY(checkInterrupt());
-      int64_t start = runtime::Profiler::nowNs();
-      TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
-      profiler.mark({fmt::format("step {}", state.step), start, runtime::Profiler::nowNs() - start});
-      info(fmt::format("profiled step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
-    }
+  for (int64_t i = 0; i < o.steps; ++i) {
+    TSR_TRY(checkInterrupt());
+    TSR_ASSIGN(Batch b, setup.next());
+    runtime::ProfilerScope scope(profiler);  // its memory track resumes from the bytes live now, the batch's too
+    int64_t start = runtime::Profiler::nowNs();
+    TSR_ASSIGN(StepMetrics m, trainer.step(state, b));
+    profiler.mark({fmt::format("step {}", state.step), start, runtime::Profiler::nowNs() - start});
+    info(fmt::format("profiled step {}: {:.1f} ms, loss {:.4f}", state.step, m.seconds * 1e3, m.loss));
   }
   runtime::Trace trace = runtime::Trace::from(profiler);
   if (!ranks) {

@@ -2,6 +2,8 @@
 // JSON parser (not the one that wrote it) and checked against the Trace Event Format.
 #include <QtTest>
 
+#include <sys/resource.h>
+
 #include <csignal>
 
 #include <QJsonArray>
@@ -197,6 +199,40 @@ class TestProfileCli : public QObject {
     Run show = tessera({"runs", "--db", db, "show", "1"});
     QVERIFY2(show.exitCode == 0 && show.out.contains("stopped") && !show.out.contains("\nprofiles\n"),
              qPrintable(show.out + show.err));
+  }
+
+  // The profiled steps' batches are read as training reads them, each just before its step: --steps far beyond
+  // what memory holds (10^9 batches of 256 KiB, under a 2 GiB address space) profiles its first steps, and Ctrl-C
+  // stops it. Reading every batch before the first step ran out of memory and never profiled one.
+  void profiledBatchesAreReadAsTheStepsRun() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("TESSERA_CPU_DEVICES");
+    env.insert("TESSERA_NUM_THREADS", "2");  // each GEMM thread maps 128 MiB: a many-core machine would not fit
+    p.setProcessEnvironment(env);
+    p.setChildProcessModifier([] {
+      const rlimit r{rlim_t(2) << 30, rlim_t(2) << 30};
+      ::setrlimit(RLIMIT_AS, &r);
+    });
+    p.start(TESSERA_BIN, {"profile", dir.path(), "--steps", "1000000000", "--warmup", "1", "--batch", "4096", "--db",
+                          dir.filePath("s.db")});
+    QVERIFY(p.waitForStarted());
+    QElapsedTimer waited;
+    waited.start();
+    QByteArray out;
+    while (!out.contains("profiled step 4:") && p.state() == QProcess::Running && waited.elapsed() < 120000) {
+      p.waitForReadyRead(200);
+      out += p.readAllStandardOutput();
+    }
+    if (p.state() == QProcess::Running) ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    if (p.state() != QProcess::NotRunning) QVERIFY(p.waitForFinished(60000));
+    out += p.readAllStandardOutput();
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QVERIFY2(out.contains("profiled step 2:") && out.contains("profiled step 4:"), qPrintable(out + err));
+    QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 130, qPrintable(err));
+    QVERIFY2(err.contains("run 1 is marked stopped, with no profile stored"), qPrintable(err));
   }
 
   void badArgumentsAreMessages() {
