@@ -164,6 +164,18 @@ struct TriangularSolveAttrs {
   }
   bool operator==(const TriangularSolveAttrs&) const = default;
 };
+// svd and qr (a [..., m, n], k = min(m, n)): fullMatrices gives square u [m, m] and vt [n, n] (svd) or q [m, m]
+// and r [m, n] (qr), otherwise u [m, k], vt [k, n], q [m, k], r [k, n]; computeUv false gives svd's singular
+// values alone (jax.lax.linalg.svd / qr).
+struct DecompositionAttrs {
+  bool fullMatrices = false;
+  bool computeUv = true;
+  template <class V> void fields(V& v) {
+    v("full_matrices", fullMatrices);
+    v("compute_uv", computeUv);
+  }
+  bool operator==(const DecompositionAttrs&) const = default;
+};
 // Result dims: batch dims, then lhs free dims, then rhs free dims (XLA order).
 struct DotGeneralAttrs {
   Ints lhsContracting, rhsContracting, lhsBatch, rhsBatch;
@@ -384,7 +396,8 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            WhileAttrs, CustomVjpAttrs, RematAttrs,
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
-                           ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs, TriangularSolveAttrs>;
+                           ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs, TriangularSolveAttrs,
+                           DecompositionAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -224,12 +224,19 @@ Array dotProductAttention(const Array& q, const Array& k, const Array& v, bool c
 // Linear algebra (engine/ops/linalg.cpp; jax.lax.linalg), f32 and f64, over the last two dims, batched over the
 // leading ones. cholesky: the lower factor L of a [..., n, n] (L L^T = a; with symmetrizeInput, of (a + a^T) / 2,
 // as JAX; NaNs where a is not positive definite). triangularSolve: x with op(a) x = b (leftSide) or x op(a) = b.
-// lu: {lu (L below the unit diagonal, U on and above), i32 pivots [..., n], i32 permutation [..., n]} with
-// a[perm] = L U, of a square a.
+// lu: {lu (L below the unit diagonal, U on and above), i32 pivots [..., k], i32 permutation [..., m]} with
+// a[perm] = L U, of a [..., m, n]. eigh: {v, w} with a = v diag(w) v^T, eigenvalues w ascending, of the lower
+// triangle (with symmetrizeInput, of (a + a^T) / 2, as JAX). svd: {u, s, vt} (s alone without computeUv) with
+// a = u diag(s) vt, s descending; qr: {q, r} with a = q r, q's columns orthonormal, r upper triangular. Of
+// a [..., m, n], k = min(m, n): fullMatrices gives u [m, m], vt [n, n], q [m, m], r [m, n], otherwise
+// u [m, k], vt [k, n], q [m, k], r [k, n].
 Array cholesky(const Array& a, bool symmetrizeInput = true, TSR_LOC);
 Array triangularSolve(const Array& a, const Array& b, bool leftSide = false, bool lower = false,
                       bool transposeA = false, bool unitDiagonal = false, TSR_LOC);
 std::vector<Array> lu(const Array& a, TSR_LOC);
+std::vector<Array> eigh(const Array& a, bool symmetrizeInput = true, TSR_LOC);
+std::vector<Array> svd(const Array& a, bool fullMatrices = false, bool computeUv = true, TSR_LOC);
+std::vector<Array> qr(const Array& a, bool fullMatrices = false, TSR_LOC);
 
 // Random bits: the Threefry-2x32 block function on u32 arrays (keys broadcast against counters).
 std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Array& x0, const Array& x1, TSR_LOC);

@@ -253,6 +253,10 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   const Aval sq = f32({2, 4, 4});
   t["cholesky"] = {{{sq}, ir::NoAttrs{}}};
   t["lu"] = {{{sq}, ir::NoAttrs{}}};
+  t["eigh"] = {{{sq}, ir::NoAttrs{}}};
+  t["svd"] = {{{f32({2, 4, 3})}, ir::DecompositionAttrs{false, true}}, {{f32({3, 5})}, ir::DecompositionAttrs{true, true}},
+              {{sq}, ir::DecompositionAttrs{false, false}}};
+  t["qr"] = {{{f32({2, 4, 3})}, ir::DecompositionAttrs{false, true}}, {{f32({3, 5})}, ir::DecompositionAttrs{true, true}}};
   t["triangular_solve"] = {{{sq, f32({2, 4, 3})}, ir::TriangularSolveAttrs{true, true, false, false}},
                            {{sq, f32({2, 3, 4})}, ir::TriangularSolveAttrs{false, false, true, true}}};
   return t;

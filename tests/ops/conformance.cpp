@@ -90,6 +90,14 @@ void checkConformance(const OpCase& c, const ConformanceOptions& options, Confor
   const ir::OpDef* def = reg.find(c.op);
   if (!def) return failed(c.label + ": op not registered");
   std::vector<HostTensor> want = c.reference(c.inputs);
+  if (c.canonical) c.canonical(want);
+  // The results a target gave, in canonical form when the case has one.
+  auto results = [&](const std::vector<runtime::BufferPtr>& outs, const std::vector<Aval>& avals) {
+    std::vector<HostTensor> got;
+    for (size_t r = 0; r < outs.size(); ++r) got.push_back(fromBuffer(outs[r], avals[r]));
+    if (c.canonical) c.canonical(got);
+    return got;
+  };
 
   // (1) the kernel directly.
   if (options.kernel) {
@@ -103,8 +111,9 @@ void checkConformance(const OpCase& c, const ConformanceOptions& options, Confor
     auto outs = runtime::runCpuOp(*def, bufs, avals, c.attrs, &outAvals);
     if (!outs.ok()) return failed(c.label + ": " + outs.error().message);
     if (outs->size() != want.size()) return failed(c.label + ": wrong number of results");
+    const std::vector<HostTensor> got = results(*outs, outAvals);
     for (size_t r = 0; r < want.size(); ++r) {
-      std::string diff = compareWithReference(fromBuffer((*outs)[r], outAvals[r]), want[r], c);
+      std::string diff = compareWithReference(got[r], want[r], c);
       if (!diff.empty()) failed(c.label + " result " + std::to_string(r) + ": " + diff);
     }
   }
@@ -119,7 +128,11 @@ void checkConformance(const OpCase& c, const ConformanceOptions& options, Confor
     const FedGraph& f = **fed;
     auto st = ir::verify(f.graph, reg);
     if (!st.ok()) return failed(c.label + f.tag + ": " + st.error().message);
-    const std::vector<HostTensor> expect = feed == Feed::Broadcast ? c.reference(f.operands) : want;
+    std::vector<HostTensor> expect = want;
+    if (feed == Feed::Broadcast) {
+      expect = c.reference(f.operands);
+      if (c.canonical) c.canonical(expect);
+    }
     std::vector<HostTensor> flushed = expect;  // what a compiled backend gives
     for (HostTensor& t : flushed) flushSubnormals(t);
     std::vector<runtime::BufferPtr> feeds;
@@ -133,9 +146,11 @@ void checkConformance(const OpCase& c, const ConformanceOptions& options, Confor
         continue;
       }
       const std::vector<HostTensor>& wanted = target == kInterpreter ? expect : flushed;
+      std::vector<Aval> outAvals;
+      for (ir::ValueId v : f.graph.outputs()) outAvals.push_back(f.graph.aval(v));
+      const std::vector<HostTensor> got = results(*outs, outAvals);
       for (size_t r = 0; r < wanted.size(); ++r) {
-        std::string diff =
-            compareWithReference(fromBuffer((*outs)[r], f.graph.aval(f.graph.outputs()[r])), wanted[r], c);
+        std::string diff = compareWithReference(got[r], wanted[r], c);
         if (!diff.empty()) failed(where + " result " + std::to_string(r) + ": " + diff);
       }
       ++report.graphRuns[target];

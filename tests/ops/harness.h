@@ -52,6 +52,12 @@ struct OpCase {
   Reference reference;
   double rtol = -1;  // < 0: the default for the result dtype
   double atol = -1;
+  // Results defined only up to a choice (an eigenvector's sign, a full SVD's completion columns) are put in one
+  // canonical form, the op's and the reference's alike, before they are compared. Empty: compared as they are.
+  std::function<void(std::vector<HostTensor>&)> canonical = {};
+  // The op's vjp refuses this case (as JAX: a full SVD's completion columns have no derivative); the gradient
+  // check expects the refusal instead of a gradient.
+  bool gradientRefused = false;
 };
 
 // Shapes every elementwise op is run over: a scalar, size-1 dims, odd sizes, rank 1 to 4.
