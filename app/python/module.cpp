@@ -428,6 +428,22 @@ void defineOps(py::module_& m) {
     auto r = lu(toArray(a));
     return py::make_tuple(r[0], r[1], r[2]);
   });
+  m.def("eigh", [](py::handle a, bool symmetrizeInput) {
+    UserSite site;
+    auto r = eigh(toArray(a), symmetrizeInput);
+    return py::make_tuple(r[0], r[1]);
+  });
+  m.def("svd", [](py::handle a, bool fullMatrices, bool computeUv) -> py::object {
+    UserSite site;
+    auto r = svd(toArray(a), fullMatrices, computeUv);
+    if (!computeUv) return py::cast(r[0]);
+    return py::make_tuple(r[0], r[1], r[2]);
+  });
+  m.def("qr", [](py::handle a, bool fullMatrices) {
+    UserSite site;
+    auto r = qr(toArray(a), fullMatrices);
+    return py::make_tuple(r[0], r[1]);
+  });
   m.def("argmax", [](py::handle x, int64_t axis) { UserSite site; return argmax(toArray(x), axis); });
   m.def("argmin", [](py::handle x, int64_t axis) { UserSite site; return argmin(toArray(x), axis); });
   m.def("logsumexp", [](py::handle x, const Axes& axes, bool keepDims) { UserSite site; return logsumexp(toArray(x), axes, keepDims); });

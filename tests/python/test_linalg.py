@@ -193,4 +193,4 @@ def test_errors_name_the_op_and_shape():
     with pytest.raises(tessera.TesseraError, match="triangular_solve"):
         lax.linalg.triangular_solve(np.eye(3), np.zeros((2, 3)), left_side=True)
     with pytest.raises(tessera.TesseraError, match="lu"):
-        lax.linalg.lu(np.zeros((2, 3), np.float32))
+        lax.linalg.lu(np.zeros((2, 3), np.int32))

@@ -1,5 +1,5 @@
-"""tessera.numpy's contractions (dot, einsum, outer, tensordot) and tessera.numpy.linalg (norm, and the
-factorisations' compositions: cholesky, solve, inv, det, slogdet)."""
+"""tessera.numpy's contractions (dot, outer, tensordot; einsum is _np_einsum's) and tessera.numpy.linalg (norm, and the
+factorisations' compositions: cholesky, solve, inv, det, slogdet; the decompositions are in _np_decompositions)."""
 
 import builtins as _builtins
 import collections as _collections
@@ -25,11 +25,6 @@ def dot(a, b, out=None):
     if a.ndim == 0 or b.ndim == 0:
         return a * b
     return matmul(a, b)
-
-
-def einsum(subscripts, a, b):
-    """Two operands over single-letter subscripts ('bhtd,bhsd->bhts')."""
-    return _C.einsum(subscripts, a, b)
 
 
 def outer(a, b, out=None):
@@ -73,8 +68,8 @@ def tensordot(a, b, axes=2):
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
-    """numpy.linalg.norm without the SVD ones: vector norms (ord None or 2, 1, inf, -inf, 0, any p) over one
-    axis, matrix norms (None or 'fro', 1, -1, inf, -inf) over two. axis=None with ord=None is the 2-norm of
+    """numpy.linalg.norm: vector norms (ord None or 2, 1, inf, -inf, 0, any p) over one axis, matrix norms (None
+    or 'fro', 1, -1, inf, -inf, and from the singular values 2, -2, 'nuc') over two. axis=None with ord=None is the 2-norm of
     the flattened array."""
     x = _inexact(x)
     if axis is None:
@@ -118,7 +113,8 @@ def _matrix_norm(x, ord, axes, keepdims):
         r = (max if ord > 0 else min)(sums, over, keepdims=True)
         return r if keepdims else _C.squeeze(r, [row, col])
     if ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"norm: ord={ord!r} of a matrix needs its singular values (no SVD in tessera)")
+        from ._np_decompositions import singular_value_norm
+        return singular_value_norm(x, ord, axes, keepdims)
     raise ValueError(f"norm: invalid ord {ord!r} for a matrix")
 
 
@@ -232,11 +228,16 @@ def slogdet(a):
     return SlogdetResult(sign, logabsdet)
 
 
-linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg: norm, cholesky, solve, inv, det, slogdet.")
-for _f in (_norm, cholesky, solve, inv, det, slogdet):
+from . import _np_decompositions as _dec  # noqa: E402  (it imports this module's names)
+
+linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg: norm, cholesky, solve, inv, det, slogdet, eigh, "
+                           "eigvalsh, svd, svdvals, qr, pinv, matrix_rank, lstsq, cond, matrix_power.")
+for _f in (_norm, cholesky, solve, inv, det, slogdet, _dec.eigh, _dec.eigvalsh, _dec.svd, _dec.svdvals, _dec.qr,
+           _dec.pinv, _dec.matrix_rank, _dec.lstsq, _dec.cond, _dec.matrix_power):
     _name = "norm" if _f is _norm else _f.__name__
     setattr(linalg, _name, _f)
     _f.__module__ = linalg.__name__
     _f.__name__ = _f.__qualname__ = _name
 linalg.SlogdetResult = SlogdetResult
+linalg.EighResult, linalg.SVDResult, linalg.QRResult = _dec.EighResult, _dec.SVDResult, _dec.QRResult
 _sys.modules[linalg.__name__] = linalg  # import tessera.numpy.linalg works too
