@@ -1,7 +1,8 @@
 // Linear algebra on LAPACK (OpenBLAS's): cholesky (a) -> the lower factor L, triangular_solve (a, b){left_side,
 // lower, transpose_a, unit_diagonal}, lu (a) -> {lu, pivots, permutation}, eigh (a) -> {v, w}, svd (a)
 // {full_matrices, compute_uv} -> {u, s, vt} or {s}, qr (a){full_matrices} -> {q, r}, as jax.lax.linalg. f32 and f64,
-// over the last two dims, batched over the leading ones (a loop of one LAPACK call per matrix).
+// over the last two dims, batched over the leading ones: one single-threaded LAPACK call per matrix, the batch's
+// matrices split over the kernel's threads.
 //
 // Layout: our matrices are row-major; LAPACK's are column-major, where a row-major buffer reads as the
 // transpose. cholesky factors the transpose's upper triangle (potrf 'U'), which is the row-major lower
@@ -22,6 +23,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <stdexcept>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -31,6 +34,7 @@
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
+#include "engine/runtime/blas_workspace.h"
 #include "engine/transform/api.h"
 #include "engine/transform/trace.h"
 
@@ -103,6 +107,17 @@ void orgqr(int m, int n, int k, double* a, const double* tau, double* work, int 
   dorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, info);
 }
 
+// Runs fn(lo, hi) over chunks of a batch's `count` matrices on the kernel's threads (each LAPACK call on one
+// thread: OpenBLAS is single-threaded here, as the GEMMs are), after making sure every thread can take OpenBLAS's
+// workspace (blas_workspace.h: it would hang otherwise). One matrix runs on the calling thread.
+void forMatrices(const ir::CpuKernelArgs& args, int64_t count, const std::function<void(int64_t, int64_t)>& fn) {
+  if (count <= 0) return;
+  if (count == 1 || !args.parallelFor) return fn(0, count);
+  if (auto st = runtime::reserveBlasWorkspace(std::max(args.threads, 1)); !st.ok())
+    throw std::runtime_error(st.error().message);
+  args.forChunks(count, 1, [&](int64_t lo, int64_t hi, int) { fn(lo, hi); });
+}
+
 // The workspace size LAPACK answered a query with (a float holding an integer; rounded up, at least 1).
 template <class T> int workSize(T answer) { return std::max(1, static_cast<int>(std::ceil(answer))); }
 
@@ -126,15 +141,17 @@ void choleskyKernel(const ir::CpuKernelArgs& args) {
     const T* x = args.inputs[0].as<T>();
     T* l = args.outputs[0].as<T>();
     std::memcpy(l, x, static_cast<size_t>(xa.numel()) * sizeof(T));
-    for (int64_t b = 0; b < count; ++b) {
-      T* m = l + b * n * n;
-      int info = 0;
-      potrf(m, lapackInt(n), &info);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          if (j > i) m[i * n + j] = T(0);
-          else if (info != 0) m[i * n + j] = std::numeric_limits<T>::quiet_NaN();
-    }
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        T* m = l + b * n * n;
+        int info = 0;
+        potrf(m, lapackInt(n), &info);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            if (j > i) m[i * n + j] = T(0);
+            else if (info != 0) m[i * n + j] = std::numeric_limits<T>::quiet_NaN();
+      }
+    });
   };
   if (xa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
@@ -160,9 +177,11 @@ void triangularSolveKernel(const ir::CpuKernelArgs& args) {
     const T* a = args.inputs[0].as<T>();
     T* x = args.outputs[0].as<T>();
     std::memcpy(x, args.inputs[1].as<T>(), static_cast<size_t>(ba.numel()) * sizeof(T));
-    for (int64_t b = 0; b < count; ++b)
-      trsm(side, uplo, trans, diag, lapackInt(rows), lapackInt(cols), a + b * m * m, lapackInt(m),
-           x + b * rows * cols, lapackInt(cols));
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b)
+        trsm(side, uplo, trans, diag, lapackInt(rows), lapackInt(cols), a + b * m * m, lapackInt(m),
+             x + b * rows * cols, lapackInt(cols));
+    });
   };
   if (aa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
@@ -176,31 +195,33 @@ void luKernel(const ir::CpuKernelArgs& args) {
   if (m == 0) return;
   int64_t count = 1;
   for (int d = 0; d + 2 < xa.rank(); ++d) count *= xa.shape[d];
-  std::vector<int> ipiv(static_cast<size_t>(std::max<int64_t>(k, 1)));
-  std::vector<int32_t> perm(static_cast<size_t>(m));
   auto run = [&]<class T>() {
     const T* x = args.inputs[0].as<T>();
     T* lu = args.outputs[0].as<T>();
     int32_t* pivots = args.outputs[1].as<int32_t>();
     int32_t* permutation = args.outputs[2].as<int32_t>();
-    std::vector<T> colMajor(static_cast<size_t>(m * n));
-    for (int64_t b = 0; b < count; ++b) {
-      const T* src = x + b * m * n;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) colMajor[static_cast<size_t>(j * m + i)] = src[i * n + j];
-      int info = 0;  // > 0: U has an exact zero on its diagonal, which is a result, not an error
-      if (k > 0) getrf(colMajor.data(), lapackInt(m), lapackInt(n), ipiv.data(), &info);
-      T* dst = lu + b * m * n;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) dst[i * n + j] = colMajor[static_cast<size_t>(j * m + i)];
-      std::iota(perm.begin(), perm.end(), int32_t{0});
-      for (int64_t i = 0; i < k; ++i) {
-        const int32_t p = ipiv[static_cast<size_t>(i)] - 1;  // LAPACK counts from 1
-        pivots[b * k + i] = p;
-        std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(p)]);
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      std::vector<int> ipiv(static_cast<size_t>(std::max<int64_t>(k, 1)));
+      std::vector<int32_t> perm(static_cast<size_t>(m));
+      std::vector<T> colMajor(static_cast<size_t>(m * n));
+      for (int64_t b = lo; b < hi; ++b) {
+        const T* src = x + b * m * n;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) colMajor[static_cast<size_t>(j * m + i)] = src[i * n + j];
+        int info = 0;  // > 0: U has an exact zero on its diagonal, which is a result, not an error
+        if (k > 0) getrf(colMajor.data(), lapackInt(m), lapackInt(n), ipiv.data(), &info);
+        T* dst = lu + b * m * n;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) dst[i * n + j] = colMajor[static_cast<size_t>(j * m + i)];
+        std::iota(perm.begin(), perm.end(), int32_t{0});
+        for (int64_t i = 0; i < k; ++i) {
+          const int32_t p = ipiv[static_cast<size_t>(i)] - 1;  // LAPACK counts from 1
+          pivots[b * k + i] = p;
+          std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(p)]);
+        }
+        std::copy(perm.begin(), perm.end(), permutation + b * m);
       }
-      std::copy(perm.begin(), perm.end(), permutation + b * m);
-    }
+    });
   };
   if (xa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
@@ -238,20 +259,23 @@ void eighKernel(const ir::CpuKernelArgs& args) {
     T workQuery{};
     int iworkQuery = 0, info = 0;
     syevd(lapackInt(n), v, w, &workQuery, -1, &iworkQuery, -1, &info);
-    std::vector<T> work(static_cast<size_t>(workSize(workQuery)));
-    std::vector<int> iwork(static_cast<size_t>(std::max(1, iworkQuery)));
-    for (int64_t b = 0; b < count; ++b) {
-      T* m = v + b * n * n;
-      syevd(lapackInt(n), m, w + b * n, work.data(), static_cast<int>(work.size()), iwork.data(),
-            static_cast<int>(iwork.size()), &info);
-      if (info != 0) {  // no convergence (NaNs or infinities in a): NaNs, as JAX
-        fillNaN(m, n * n);
-        fillNaN(w + b * n, n);
-        continue;
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      std::vector<T> work(static_cast<size_t>(workSize(workQuery)));
+      std::vector<int> iwork(static_cast<size_t>(std::max(1, iworkQuery)));
+      for (int64_t b = lo; b < hi; ++b) {
+        T* m = v + b * n * n;
+        int status = 0;
+        syevd(lapackInt(n), m, w + b * n, work.data(), static_cast<int>(work.size()), iwork.data(),
+              static_cast<int>(iwork.size()), &status);
+        if (status != 0) {  // no convergence (NaNs or infinities in a): NaNs, as JAX
+          fillNaN(m, n * n);
+          fillNaN(w + b * n, n);
+          continue;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = i + 1; j < n; ++j) std::swap(m[i * n + j], m[j * n + i]);
       }
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i + 1; j < n; ++j) std::swap(m[i * n + j], m[j * n + i]);
-    }
+    });
   };
   if (xa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
@@ -280,31 +304,34 @@ void svdKernel(const ir::CpuKernelArgs& args) {
       return;
     }
     const char jobz = !vectors ? 'N' : at.fullMatrices ? 'A' : 'S';
-    std::vector<T> scratch(static_cast<size_t>(m * n));
-    std::vector<int> iwork(static_cast<size_t>(8 * k));
     // LAPACK's problem is n x m: its U is [n, n or k] with ldu n, its VT [m or k, m] with ldvt m or k.
     const int ldu = lapackInt(n), ldvt = lapackInt(at.fullMatrices ? m : k);
-    T dummy{};
-    T workQuery{};
-    int info = 0;
-    gesdd(jobz, lapackInt(n), lapackInt(m), scratch.data(), s, vectors ? vt : &dummy, vectors ? ldu : 1,
-          vectors ? u : &dummy, vectors ? ldvt : 1, &workQuery, -1, iwork.data(), &info);
-    std::vector<T> work(static_cast<size_t>(workSize(workQuery)));
+    T workQuery{}, queryDummy{};
+    int queryInfo = 0, queryIwork = 0;
+    gesdd(jobz, lapackInt(n), lapackInt(m), &queryDummy, s, vectors ? vt : &queryDummy, vectors ? ldu : 1,
+          vectors ? u : &queryDummy, vectors ? ldvt : 1, &workQuery, -1, &queryIwork, &queryInfo);
     const T* x = args.inputs[0].as<T>();
-    for (int64_t b = 0; b < count; ++b) {
-      std::memcpy(scratch.data(), x + b * m * n, static_cast<size_t>(m * n) * sizeof(T));
-      T* ub = vectors ? u + b * m * uCols : &dummy;
-      T* vtb = vectors ? vt + b * vtRows * n : &dummy;
-      gesdd(jobz, lapackInt(n), lapackInt(m), scratch.data(), s + b * k, vtb, vectors ? ldu : 1, ub,
-            vectors ? ldvt : 1, work.data(), static_cast<int>(work.size()), iwork.data(), &info);
-      if (info != 0) {  // no convergence (NaNs or infinities in a): NaNs, as JAX
-        fillNaN(s + b * k, k);
-        if (vectors) {
-          fillNaN(ub, m * uCols);
-          fillNaN(vtb, vtRows * n);
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      std::vector<T> scratch(static_cast<size_t>(m * n));
+      std::vector<int> iwork(static_cast<size_t>(8 * k));
+      std::vector<T> work(static_cast<size_t>(workSize(workQuery)));
+      T dummy{};
+      for (int64_t b = lo; b < hi; ++b) {
+        std::memcpy(scratch.data(), x + b * m * n, static_cast<size_t>(m * n) * sizeof(T));
+        T* ub = vectors ? u + b * m * uCols : &dummy;
+        T* vtb = vectors ? vt + b * vtRows * n : &dummy;
+        int info = 0;
+        gesdd(jobz, lapackInt(n), lapackInt(m), scratch.data(), s + b * k, vtb, vectors ? ldu : 1, ub,
+              vectors ? ldvt : 1, work.data(), static_cast<int>(work.size()), iwork.data(), &info);
+        if (info != 0) {  // no convergence (NaNs or infinities in a): NaNs, as JAX
+          fillNaN(s + b * k, k);
+          if (vectors) {
+            fillNaN(ub, m * uCols);
+            fillNaN(vtb, vtRows * n);
+          }
         }
       }
-    }
+    });
   };
   if (xa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
@@ -328,28 +355,31 @@ void qrKernel(const ir::CpuKernelArgs& args) {
       return;
     }
     const int64_t cols = std::max(n, qCols);
-    std::vector<T> scratch(static_cast<size_t>(m * cols));
-    std::vector<T> tau(static_cast<size_t>(k));
-    T query1{}, query2{};
-    int info = 0;
-    geqrf(lapackInt(m), lapackInt(n), scratch.data(), tau.data(), &query1, -1, &info);
-    orgqr(lapackInt(m), lapackInt(qCols), lapackInt(k), scratch.data(), tau.data(), &query2, -1, &info);
-    std::vector<T> work(static_cast<size_t>(std::max(workSize(query1), workSize(query2))));
-    const int lwork = static_cast<int>(work.size());
+    T query1{}, query2{}, queryDummy{};
+    int queryInfo = 0;
+    geqrf(lapackInt(m), lapackInt(n), &queryDummy, &queryDummy, &query1, -1, &queryInfo);
+    orgqr(lapackInt(m), lapackInt(qCols), lapackInt(k), &queryDummy, &queryDummy, &query2, -1, &queryInfo);
+    const int lwork = std::max(workSize(query1), workSize(query2));
     const T* x = args.inputs[0].as<T>();
-    for (int64_t b = 0; b < count; ++b) {
-      const T* src = x + b * m * n;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) scratch[static_cast<size_t>(j * m + i)] = src[i * n + j];
-      geqrf(lapackInt(m), lapackInt(n), scratch.data(), tau.data(), work.data(), lwork, &info);
-      T* rb = r + b * rRows * n;
-      for (int64_t i = 0; i < rRows; ++i)
-        for (int64_t j = 0; j < n; ++j) rb[i * n + j] = j >= i ? scratch[static_cast<size_t>(j * m + i)] : T(0);
-      orgqr(lapackInt(m), lapackInt(qCols), lapackInt(k), scratch.data(), tau.data(), work.data(), lwork, &info);
-      T* qb = q + b * m * qCols;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < qCols; ++j) qb[i * qCols + j] = scratch[static_cast<size_t>(j * m + i)];
-    }
+    forMatrices(args, count, [&](int64_t lo, int64_t hi) {
+      std::vector<T> scratch(static_cast<size_t>(m * cols));
+      std::vector<T> tau(static_cast<size_t>(k));
+      std::vector<T> work(static_cast<size_t>(lwork));
+      int info = 0;
+      for (int64_t b = lo; b < hi; ++b) {
+        const T* src = x + b * m * n;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) scratch[static_cast<size_t>(j * m + i)] = src[i * n + j];
+        geqrf(lapackInt(m), lapackInt(n), scratch.data(), tau.data(), work.data(), lwork, &info);
+        T* rb = r + b * rRows * n;
+        for (int64_t i = 0; i < rRows; ++i)
+          for (int64_t j = 0; j < n; ++j) rb[i * n + j] = j >= i ? scratch[static_cast<size_t>(j * m + i)] : T(0);
+        orgqr(lapackInt(m), lapackInt(qCols), lapackInt(k), scratch.data(), tau.data(), work.data(), lwork, &info);
+        T* qb = q + b * m * qCols;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < qCols; ++j) qb[i * qCols + j] = scratch[static_cast<size_t>(j * m + i)];
+      }
+    });
   };
   if (xa.dtype == DType::F32) run.template operator()<float>();
   else run.template operator()<double>();
