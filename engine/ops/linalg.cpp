@@ -764,91 +764,62 @@ ShardingRule leadingDims(std::span<const Aval> in, std::span<const Aval> out) {
   return r;
 }
 
+
+// The rules every linalg op shares: opaque to fusion, batched by moving the batch dim in front, its leading dims
+// split by a mesh and its matrices whole. flops: the operation count per matrix.
+void addLinalgOp(ir::OpRegistry& reg, OpCode code, int numOperands, int numResults, ir::InferFn infer,
+                 double (*flops)(std::span<const Aval> in), ir::CpuKernelFn kernel, ir::VjpRule vjp) {
+  ir::OpDef def = coreOp(code, "linalg", ir::FusionKind::Opaque, numOperands, numResults);
+  def.infer = std::move(infer);
+  def.cost = [flops](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
+    return linalgCost(in, out, flops(in));
+  };
+  def.cpu = std::move(kernel);
+  def.vjp = std::move(vjp);
+  def.batch = [code](const ir::BatchArgs& a) { return batchLeading(code, a); };
+  def.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
+    return leadingDims(in, out);
+  };
+  addCoreOp(reg, std::move(def));
+}
+
 }  // namespace
 
 void registerLinalgOps(ir::OpRegistry& reg) {
-  ir::OpDef cholesky = coreOp(OpCode::Cholesky, "linalg", ir::FusionKind::Opaque, 1, 1);
-  cholesky.infer = inferCholesky;
-  cholesky.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    return linalgCost(in, out, cube(in[0]) / 3.0);
-  };
-  cholesky.cpu = choleskyKernel;
-  cholesky.vjp = choleskyVjp;
-  cholesky.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::Cholesky, a); };
-  cholesky.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(cholesky));
-
-  ir::OpDef solve = coreOp(OpCode::TriangularSolve, "linalg", ir::FusionKind::Opaque, 2, 1);
-  solve.infer = inferTriangularSolve;
-  solve.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    const Aval& b = in[1];
-    const double m = static_cast<double>(in[0].shape[in[0].rank() - 1]);
-    return linalgCost(in, out, m == 0 ? 0.0 : m * static_cast<double>(b.shape[b.rank() - 1]) * static_cast<double>(b.shape[b.rank() - 2]));
-  };
-  solve.cpu = triangularSolveKernel;
-  solve.vjp = triangularSolveVjp;
-  solve.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::TriangularSolve, a); };
-  solve.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(solve));
-
-  ir::OpDef lu = coreOp(OpCode::Lu, "linalg", ir::FusionKind::Opaque, 1, 3);
-  lu.infer = inferLu;
-  lu.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    const auto [m, n, k] = matrixDims(in[0]);
-    return linalgCost(in, out, m * n * k - (m + n) * k * k / 2.0 + k * k * k / 3.0);
-  };
-  lu.cpu = luKernel;
-  lu.vjp = luVjp;
-  lu.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::Lu, a); };
-  lu.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(lu));
-
-  ir::OpDef eigh = coreOp(OpCode::Eigh, "linalg", ir::FusionKind::Opaque, 1, 2);
-  eigh.infer = inferEigh;
-  eigh.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    return linalgCost(in, out, 9.0 * cube(in[0]));  // tridiagonal reduction (4/3 n^3), divide and conquer, back-transform
-  };
-  eigh.cpu = eighKernel;
-  eigh.vjp = eighVjp;
-  eigh.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::Eigh, a); };
-  eigh.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(eigh));
-
-  ir::OpDef svd = coreOp(OpCode::Svd, "linalg", ir::FusionKind::Opaque, 1, -1);
-  svd.infer = inferSvd;
-  svd.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    const auto [m, n, k] = matrixDims(in[0]);
-    return linalgCost(in, out, 4.0 * m * n * k + 22.0 * k * k * k);  // bidiagonalization, then divide and conquer
-  };
-  svd.cpu = svdKernel;
-  svd.vjp = svdVjp;
-  svd.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::Svd, a); };
-  svd.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(svd));
-
-  ir::OpDef qr = coreOp(OpCode::Qr, "linalg", ir::FusionKind::Opaque, 1, 2);
-  qr.infer = inferQr;
-  qr.cost = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
-    const auto [m, n, k] = matrixDims(in[0]);
-    return linalgCost(in, out, 4.0 * m * n * k - 4.0 * k * k * k / 3.0);  // geqrf, then orgqr as much again
-  };
-  qr.cpu = qrKernel;
-  qr.vjp = qrVjp;
-  qr.batch = [](const ir::BatchArgs& a) { return batchLeading(OpCode::Qr, a); };
-  qr.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {
-    return leadingDims(in, out);
-  };
-  addCoreOp(reg, std::move(qr));
+  addLinalgOp(reg, OpCode::Cholesky, 1, 1, inferCholesky, [](std::span<const Aval> in) { return cube(in[0]) / 3.0; },
+              choleskyKernel, choleskyVjp);
+  addLinalgOp(
+      reg, OpCode::TriangularSolve, 2, 1, inferTriangularSolve,
+      [](std::span<const Aval> in) {  // m^2 k
+        const Aval& b = in[1];
+        const double m = static_cast<double>(in[0].shape[in[0].rank() - 1]);
+        return m * static_cast<double>(b.shape[b.rank() - 1]) * static_cast<double>(b.shape[b.rank() - 2]);
+      },
+      triangularSolveKernel, triangularSolveVjp);
+  addLinalgOp(
+      reg, OpCode::Lu, 1, 3, inferLu,
+      [](std::span<const Aval> in) {  // m n k - k^3 / 3 (2 n^3 / 3 square)
+        const auto [m, n, k] = matrixDims(in[0]);
+        return m * n * k - k * k * k / 3.0;
+      },
+      luKernel, luVjp);
+  // Tridiagonal reduction (4/3 n^3), divide and conquer, the back-transform.
+  addLinalgOp(reg, OpCode::Eigh, 1, 2, inferEigh, [](std::span<const Aval> in) { return 9.0 * cube(in[0]); },
+              eighKernel, eighVjp);
+  addLinalgOp(
+      reg, OpCode::Svd, 1, -1, inferSvd,
+      [](std::span<const Aval> in) {  // bidiagonalization, then divide and conquer
+        const auto [m, n, k] = matrixDims(in[0]);
+        return 4.0 * m * n * k + 22.0 * k * k * k;
+      },
+      svdKernel, svdVjp);
+  addLinalgOp(
+      reg, OpCode::Qr, 1, 2, inferQr,
+      [](std::span<const Aval> in) {  // geqrf, then orgqr as much again
+        const auto [m, n, k] = matrixDims(in[0]);
+        return 4.0 * m * n * k - 4.0 * k * k * k / 3.0;
+      },
+      qrKernel, qrVjp);
 }
 
 }  // namespace tsr::ops

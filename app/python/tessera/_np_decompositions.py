@@ -11,11 +11,7 @@ import numpy as _np
 from . import _tessera as _C
 from ._np_creation import asarray
 from ._np_elementwise import _inexact
-
-
-def _tnp():
-    from . import numpy as tnp
-    return tnp
+from ._np_linalg import _mT, _square, _tnp  # loaded: _np_linalg imports this module last
 
 
 def _matrix(a, name):
@@ -26,19 +22,6 @@ def _matrix(a, name):
     if a.ndim < 2:
         raise ValueError(f"{name}: a must have at least two axes ([..., m, n]), not shape {a.shape}")
     return a
-
-
-def _square(a, name):
-    a = _matrix(a, name)
-    if a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"{name}: a must be square in its last two axes ([..., n, n]), not shape {a.shape}")
-    return a
-
-
-def _mT(x):
-    perm = list(range(x.ndim))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    return _C.transpose(x, perm)
 
 
 def _eps(a):
