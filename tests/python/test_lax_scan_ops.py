@@ -8,14 +8,7 @@ import tessera
 import tessera.numpy as tnp
 from tessera import lax
 from finite_differences import finite_difference
-
-
-def _same(got, want, rtol=1e-5, dtype=None):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    if dtype is not None:
-        assert got.dtype == dtype, got.dtype
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=1e-5)
+from comparisons import same
 
 
 # ---- dot_general ------------------------------------------------------------------------------------------
@@ -33,19 +26,19 @@ _B = np.random.default_rng(2).standard_normal((5, 3, 6)).astype(np.float32)
     (_A, _A, (((1,), (1,)), ((2,), (2,))), "ajc,bjc->cab"),
 ])
 def test_dot_general_matches_einsum(lhs, rhs, dims, spec):
-    _same(lax.dot_general(lhs, rhs, dims), np.einsum(spec, lhs, rhs), dtype=np.float32)
+    same(lax.dot_general(lhs, rhs, dims), np.einsum(spec, lhs, rhs), dtype=np.float32)
 
 
 def test_dot_general_dtypes_and_errors():
     ai = np.arange(12, dtype=np.int32).reshape(3, 4) - 5
     bi = np.arange(8, dtype=np.int32).reshape(4, 2) - 3
     dims = (((1,), (0,)), ((), ()))
-    _same(lax.dot_general(ai, bi, dims), ai @ bi, dtype=np.int32)
-    _same(lax.dot_general(ai, bi, dims, preferred_element_type=np.float32), ai @ bi, dtype=np.float32)
+    same(lax.dot_general(ai, bi, dims), ai @ bi, dtype=np.int32)
+    same(lax.dot_general(ai, bi, dims, preferred_element_type=np.float32), ai @ bi, dtype=np.float32)
     lo = tnp.asarray(_A[0], tnp.bfloat16)
     out = lax.dot_general(lo, tnp.asarray(_B[:, 0], tnp.bfloat16), dims, preferred_element_type=np.float32)
     assert out.dtype == np.float32
-    _same(out, np.asarray(lo) @ np.asarray(tnp.asarray(_B[:, 0], tnp.bfloat16)), rtol=1e-5)
+    same(out, np.asarray(lo) @ np.asarray(tnp.asarray(_B[:, 0], tnp.bfloat16)), rtol=1e-5)
     with pytest.raises(TypeError, match="contracting dimension 1"):
         lax.dot_general(_A, _B, (((1,), (0,)), ((), ())))
     with pytest.raises(TypeError, match="equal lengths"):
@@ -59,10 +52,10 @@ def test_dot_general_gradient_and_vmap():
     a, b = _A[:2, :2, :3], _B[:3, :2, :2]
     ga, gb = tessera.grad(lambda u, v: (lax.dot_general(u, v, dims) ** 2).sum(), argnums=(0, 1))(a, b)
     f = lambda u, v: (np.einsum("bik,kbj->bij", u, v) ** 2).sum()
-    _same(ga, finite_difference(lambda u: f(u, b.astype(np.float64)), a), rtol=1e-4)
-    _same(gb, finite_difference(lambda v: f(a.astype(np.float64), v), b), rtol=1e-4)
+    same(ga, finite_difference(lambda u: f(u, b.astype(np.float64)), a), rtol=1e-4)
+    same(gb, finite_difference(lambda v: f(a.astype(np.float64), v), b), rtol=1e-4)
     got = tessera.vmap(lambda u: lax.dot_general(u, _B[:, 0], (((1,), (0,)), ((), ()))))(_A)
-    _same(got, np.einsum("aik,kj->aij", _A, _B[:, 0]))
+    same(got, np.einsum("aik,kj->aij", _A, _B[:, 0]))
 
 
 # ---- associative_scan -------------------------------------------------------------------------------------
@@ -92,21 +85,21 @@ _XS = np.random.default_rng(3).standard_normal((11, 3)).astype(np.float32)
 def test_associative_scan_sums_like_a_loop(n, reverse):
     got = lax.associative_scan(tnp.add, _XS[:n], reverse=reverse)
     want = np.flip(np.cumsum(np.flip(_XS[:n], 0), 0), 0) if reverse else np.cumsum(_XS[:n], 0)
-    _same(got, want)
+    same(got, want)
 
 
 def test_associative_scan_axes_dtypes_and_fns():
-    _same(lax.associative_scan(tnp.maximum, _XS, axis=1), np.maximum.accumulate(_XS, 1))
-    _same(lax.associative_scan(tnp.maximum, _XS, axis=-1, reverse=True),
+    same(lax.associative_scan(tnp.maximum, _XS, axis=1), np.maximum.accumulate(_XS, 1))
+    same(lax.associative_scan(tnp.maximum, _XS, axis=-1, reverse=True),
           np.flip(np.maximum.accumulate(np.flip(_XS, 1), 1), 1))
     ints = lax.associative_scan(tnp.add, np.arange(13, dtype=np.int32))
-    _same(ints, np.cumsum(np.arange(13)), dtype=np.int32)
+    same(ints, np.cumsum(np.arange(13)), dtype=np.int32)
     flags = np.array([False, False, True, False, False])
-    _same(lax.associative_scan(tnp.logical_or, flags), np.logical_or.accumulate(flags))
+    same(lax.associative_scan(tnp.logical_or, flags), np.logical_or.accumulate(flags))
     # Matrix products: associative, not commutative, so the order of the combination shows.
     mats = (np.random.default_rng(4).standard_normal((7, 2, 2)) * 0.5).astype(np.float32)
-    _same(lax.associative_scan(tnp.matmul, mats), _sequential(lambda p, q: p @ q, mats))
-    _same(lax.associative_scan(tnp.matmul, mats, reverse=True), _sequential(lambda p, q: p @ q, mats, reverse=True))
+    same(lax.associative_scan(tnp.matmul, mats), _sequential(lambda p, q: p @ q, mats))
+    same(lax.associative_scan(tnp.matmul, mats, reverse=True), _sequential(lambda p, q: p @ q, mats, reverse=True))
 
 
 def _affine(p, q):
@@ -117,11 +110,11 @@ def _affine(p, q):
 def test_associative_scan_pytrees():
     a, b = _XS[:, 0] * 0.3 + 0.7, _XS[:, 1]
     got = lax.associative_scan(_affine, (a, b))
-    _same(got[1], _sequential(lambda p, q: _affine(p, q), (a, b))[1])
+    same(got[1], _sequential(lambda p, q: _affine(p, q), (a, b))[1])
     got = lax.associative_scan(lambda p, q: {"s": p["s"] + q["s"], "m": tnp.maximum(p["m"], q["m"])},
                                {"s": _XS, "m": _XS})
-    _same(got["s"], np.cumsum(_XS, 0))
-    _same(got["m"], np.maximum.accumulate(_XS, 0))
+    same(got["s"], np.cumsum(_XS, 0))
+    same(got["m"], np.maximum.accumulate(_XS, 0))
     with pytest.raises(ValueError, match="same size"):
         lax.associative_scan(tnp.add, (_XS, _XS[:3]))
     with pytest.raises(TypeError, match="callable"):
@@ -131,6 +124,6 @@ def test_associative_scan_pytrees():
 def test_associative_scan_gradient_jit_and_vmap():
     v = _XS[:, 0] * 0.2 + 1
     g = tessera.grad(lambda x: (lax.associative_scan(tnp.multiply, x) ** 2).sum())(v)
-    _same(g, finite_difference(lambda x: (np.cumprod(x) ** 2).sum(), v.astype(np.float64)), rtol=1e-4)
-    _same(tessera.jit(lambda x: lax.associative_scan(tnp.add, x, axis=1))(_XS), np.cumsum(_XS, 1))
-    _same(tessera.vmap(lambda x: lax.associative_scan(tnp.add, x))(_XS), np.cumsum(_XS, 1))
+    same(g, finite_difference(lambda x: (np.cumprod(x) ** 2).sum(), v.astype(np.float64)), rtol=1e-4)
+    same(tessera.jit(lambda x: lax.associative_scan(tnp.add, x, axis=1))(_XS), np.cumsum(_XS, 1))
+    same(tessera.vmap(lambda x: lax.associative_scan(tnp.add, x))(_XS), np.cumsum(_XS, 1))

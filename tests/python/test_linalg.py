@@ -9,20 +9,8 @@ import tessera.numpy as tnp
 from tessera import lax
 from tessera.scipy import linalg as tsl
 
+from comparisons import arr, close
 from finite_differences import finite_difference
-
-
-def arr(x):
-    """x as an Array of its own dtype (asarray alone makes float64 float32, as JAX without x64)."""
-    x = np.asarray(x)
-    return tnp.asarray(x, x.dtype)
-
-
-def close(actual, expected, rtol=1e-5, atol=1e-6):
-    actual = np.asarray(actual)
-    expected = np.asarray(expected)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
 
 
 def spd(rng, shape, dtype=np.float64):

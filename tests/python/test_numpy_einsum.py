@@ -8,6 +8,7 @@ import pytest
 import tessera
 import tessera.numpy as tnp
 from finite_differences import finite_difference
+from comparisons import same
 
 _R = np.random.default_rng(5)
 _A = _R.standard_normal((3, 4)).astype(np.float32)
@@ -18,14 +19,6 @@ _T = _R.standard_normal((2, 3, 3)).astype(np.float32)
 _E1 = _R.standard_normal((2, 3, 4)).astype(np.float32)
 _E3 = _R.standard_normal((7, 1, 4, 5)).astype(np.float32)
 _V = _R.standard_normal((3, 5, 2)).astype(np.float32)
-
-
-def _same(got, want, rtol=1e-5, dtype=None):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    if dtype is not None:
-        assert got.dtype == dtype, got.dtype
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=1e-5)
 
 
 @pytest.mark.parametrize("spec,operands", [
@@ -40,13 +33,13 @@ def _same(got, want, rtol=1e-5, dtype=None):
     ("...", (_E1,)), (",ij->ij", (np.float32(2), _A)),
 ])
 def test_einsum_matches_numpy(spec, operands):
-    _same(tnp.einsum(spec, *operands), np.einsum(spec, *operands), dtype=np.float32)
+    same(tnp.einsum(spec, *operands), np.einsum(spec, *operands), dtype=np.float32)
 
 
 def test_einsum_greedy_order_and_many_operands():
     shapes = [(2, 30), (30, 3), (3, 40), (40, 2), (2, 5)]
     ops = [_R.standard_normal(s).astype(np.float32) for s in shapes]
-    _same(tnp.einsum("ab,bc,cd,de,ef->af", *ops), np.einsum("ab,bc,cd,de,ef->af", *ops), rtol=1e-4)
+    same(tnp.einsum("ab,bc,cd,de,ef->af", *ops), np.einsum("ab,bc,cd,de,ef->af", *ops), rtol=1e-4)
     # (j, k) first frees the most memory: 4x2 = 8 elements against 3x5 = 15 for (i, j); the two products show
     # in the trace in that order.
     text = tessera.trace(lambda a, b, c: tnp.einsum("ij,jk,kl", a, b, c))(_A, _B, _C)
@@ -60,26 +53,26 @@ def test_einsum_greedy_order_and_many_operands():
 
 def test_einsum_jax_broadcasting_and_interleaved_form():
     # Ellipsis dims the output leaves out are summed (jax.numpy; numpy raises).
-    _same(tnp.einsum("...i->i", _E1), _E1.sum((0, 1)))
-    _same(tnp.einsum("ij...->", _E1), _E1.sum())
+    same(tnp.einsum("...i->i", _E1), _E1.sum((0, 1)))
+    same(tnp.einsum("ij...->", _E1), _E1.sum())
     # A size-1 dim broadcasts against its label's size elsewhere.
-    _same(tnp.einsum("ij,jk->ik", _A[:, :1], _B), np.einsum("ij,jk->ik", np.repeat(_A[:, :1], 4, 1), _B))
-    _same(tnp.einsum(_A, [0, 1], _B, [1, 2], [0, 2]), _A @ _B)
-    _same(tnp.einsum(_A, [0, 1], _B, [1, 2]), _A @ _B)
-    _same(tnp.einsum(_E1, [Ellipsis, 1], _B, [1, 2], [Ellipsis, 2]), _E1 @ _B)
+    same(tnp.einsum("ij,jk->ik", _A[:, :1], _B), np.einsum("ij,jk->ik", np.repeat(_A[:, :1], 4, 1), _B))
+    same(tnp.einsum(_A, [0, 1], _B, [1, 2], [0, 2]), _A @ _B)
+    same(tnp.einsum(_A, [0, 1], _B, [1, 2]), _A @ _B)
+    same(tnp.einsum(_E1, [Ellipsis, 1], _B, [1, 2], [Ellipsis, 2]), _E1 @ _B)
     # A repeated label of sizes 3 and 1: the size-1 axis broadcasts first, so the diagonal is x[a, 0] (JAX's).
     x = _R.standard_normal((3, 1)).astype(np.float32)
-    _same(tnp.einsum("aa,ab->b", x, _A[:, :2]), (x * _A[:, :2]).sum(0))
+    same(tnp.einsum("aa,ab->b", x, _A[:, :2]), (x * _A[:, :2]).sum(0))
 
 
 def test_einsum_dtypes():
     ia = np.arange(12, dtype=np.int32).reshape(3, 4) - 6
     ib = np.arange(4, dtype=np.int32) - 1
-    _same(tnp.einsum("ij,j->i", ia, ib), ia @ ib, dtype=np.int32)
-    _same(tnp.einsum("ij,j->i", _A, ib), _A @ ib, dtype=np.float32)
-    _same(tnp.einsum("ij,j->i", ia, ib, preferred_element_type=np.float32), ia @ ib, dtype=np.float32)
-    _same(tnp.einsum("ij,j->i", ia > 0, ib > 0), np.einsum("ij,j->i", ia > 0, ib > 0), dtype=np.bool_)
-    _same(tnp.einsum("ij->", ia > 0), True, dtype=np.bool_)
+    same(tnp.einsum("ij,j->i", ia, ib), ia @ ib, dtype=np.int32)
+    same(tnp.einsum("ij,j->i", _A, ib), _A @ ib, dtype=np.float32)
+    same(tnp.einsum("ij,j->i", ia, ib, preferred_element_type=np.float32), ia @ ib, dtype=np.float32)
+    same(tnp.einsum("ij,j->i", ia > 0, ib > 0), np.einsum("ij,j->i", ia > 0, ib > 0), dtype=np.bool_)
+    same(tnp.einsum("ij->", ia > 0), True, dtype=np.bool_)
 
 
 @pytest.mark.parametrize("spec,operands,match", [
@@ -97,11 +90,11 @@ def test_einsum_gradients_jit_and_vmap():
     grads = tessera.grad(lambda x, y, z: (tnp.einsum("ij,jk,kl->il", x, y, z) ** 2).sum(), argnums=(0, 1, 2))(a, b, c)
     f = lambda x, y, z: (np.einsum("ij,jk,kl->il", x, y, z) ** 2).sum()
     d = lambda v: v.astype(np.float64)
-    _same(grads[0], finite_difference(lambda x: f(x, d(b), d(c)), a), rtol=1e-4)
-    _same(grads[1], finite_difference(lambda y: f(d(a), y, d(c)), b), rtol=1e-4)
-    _same(grads[2], finite_difference(lambda z: f(d(a), d(b), z), c), rtol=1e-4)
+    same(grads[0], finite_difference(lambda x: f(x, d(b), d(c)), a), rtol=1e-4)
+    same(grads[1], finite_difference(lambda y: f(d(a), y, d(c)), b), rtol=1e-4)
+    same(grads[2], finite_difference(lambda z: f(d(a), d(b), z), c), rtol=1e-4)
     s = _S[:3, :3]
     g = tessera.grad(lambda x: (tnp.einsum("ii,ij->j", x, b) ** 2).sum())(s)
-    _same(g, finite_difference(lambda x: (np.einsum("ii,ij->j", x, d(b)) ** 2).sum(), s), rtol=1e-4)
-    _same(tessera.jit(lambda x, y: tnp.einsum("...ij,...jk", x, y))(_E3, _V), np.einsum("...ij,...jk", _E3, _V))
-    _same(tessera.vmap(lambda x: tnp.einsum("j,jk,kl->l", x, _B, _C))(_A), np.einsum("ij,jk,kl->il", _A, _B, _C))
+    same(g, finite_difference(lambda x: (np.einsum("ii,ij->j", x, d(b)) ** 2).sum(), s), rtol=1e-4)
+    same(tessera.jit(lambda x, y: tnp.einsum("...ij,...jk", x, y))(_E3, _V), np.einsum("...ij,...jk", _E3, _V))
+    same(tessera.vmap(lambda x: tnp.einsum("j,jk,kl->l", x, _B, _C))(_A), np.einsum("ij,jk,kl->il", _A, _B, _C))
