@@ -2,7 +2,8 @@
 // lower, transpose_a, unit_diagonal}, lu (a) -> {lu, pivots, permutation}, eigh (a) -> {v, w}, svd (a)
 // {full_matrices, compute_uv} -> {u, s, vt} or {s}, qr (a){full_matrices} -> {q, r}, as jax.lax.linalg. f32 and f64,
 // over the last two dims, batched over the leading ones: one single-threaded LAPACK call per matrix, the batch's
-// matrices split over the kernel's threads.
+// matrices split over the kernel's threads; where there are fewer large matrices than threads, each call runs on
+// OpenBLAS's threads instead (addLinalgOp).
 //
 // Layout: our matrices are row-major; LAPACK's are column-major, where a row-major buffer reads as the
 // transpose. cholesky factors the transpose's upper triangle (potrf 'U'), which is the row-major lower
@@ -26,6 +27,7 @@
 #include <functional>
 #include <stdexcept>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <vector>
 
@@ -117,6 +119,31 @@ void forMatrices(const ir::CpuKernelArgs& args, int64_t count, const std::functi
     throw std::runtime_error(st.error().message);
   args.forChunks(count, 1, [&](int64_t lo, int64_t hi, int) { fn(lo, hi); });
 }
+
+// Operations per matrix from which fewer matrices than threads run each LAPACK call on OpenBLAS's threads (a
+// 128 x 128 cholesky is 0.7 M, an lu of 256 x 256 11 M; below, handing work to a thread costs more than it saves).
+constexpr double kThreadedLapackFlops = 8e6;
+
+// OpenBLAS on `threads` threads for the scope's life, then as before. OpenBLAS's thread count is the process's, so
+// one scope at a time; the engine's GEMMs run inside its own pool's threads and set no count of their own.
+class OpenBlasThreads {
+ public:
+  explicit OpenBlasThreads(int threads) : m_lock(mutex()), m_saved(openblas_get_num_threads()) {
+    if (auto st = runtime::reserveBlasWorkspace(threads); !st.ok()) throw std::runtime_error(st.error().message);
+    openblas_set_num_threads(threads);
+  }
+  ~OpenBlasThreads() { openblas_set_num_threads(m_saved); }
+  OpenBlasThreads(const OpenBlasThreads&) = delete;
+  OpenBlasThreads& operator=(const OpenBlasThreads&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  std::lock_guard<std::mutex> m_lock;
+  int m_saved;
+};
 
 // The workspace size LAPACK answered a query with (a float holding an integer; rounded up, at least 1).
 template <class T> int workSize(T answer) { return std::max(1, static_cast<int>(std::ceil(answer))); }
@@ -774,7 +801,19 @@ void addLinalgOp(ir::OpRegistry& reg, OpCode code, int numOperands, int numResul
   def.cost = [flops](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) {
     return linalgCost(in, out, flops(in));
   };
-  def.cpu = std::move(kernel);
+  def.cpu = [flops, kernel = std::move(kernel)](const ir::CpuKernelArgs& args) {
+    std::vector<Aval> in;
+    for (const auto& t : args.inputs) in.push_back(t.aval);
+    const int64_t count = leadingCount(in[0]);
+    if (args.parallelFor == nullptr || args.threads < 2 || count >= args.threads ||
+        flops(in) < kThreadedLapackFlops)
+      return kernel(args);
+    // Fewer large matrices than threads: one LAPACK call at a time, on OpenBLAS's threads (its parallel getrf and
+    // potrf, threaded GEMMs inside the others), the pool's threads idle meanwhile.
+    ir::CpuKernelArgs alone{args.inputs, args.outputs, args.attrs};
+    OpenBlasThreads scope(args.threads);
+    kernel(alone);
+  };
   def.vjp = std::move(vjp);
   def.batch = [code](const ir::BatchArgs& a) { return batchLeading(code, a); };
   def.shard = [](std::span<const Aval> in, std::span<const Aval> out, const ir::Attrs&) -> Result<ShardingRule> {

@@ -124,6 +124,8 @@ def jax_peer(shapes, repeats, tmp):
     python = os.environ.get("TESSERA_JAX_PYTHON")
     if not python:
         return None, "TESSERA_JAX_PYTHON is not set"
+    if not os.access(python, os.X_OK):
+        return None, f"TESSERA_JAX_PYTHON={python} is not an interpreter here"
     paths = {}
     for name, arrays in shapes.items():
         paths[name] = os.path.join(tmp, f"{name}.npz")

@@ -7,6 +7,8 @@
 #include "tests/check.h"
 #include "tests/ops/raised.h"
 
+#include <cblas.h>
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -258,6 +260,43 @@ TEST_CASE("jitGivesTheEagerDecompositions") {
   auto y = jitted({a});
   REQUIRE_MESSAGE(y.ok(), y.error().message);
   for (size_t i = 0; i < eager.size(); ++i) requireClose((*y)[i], eager[i].toDoubles(), 1e-12, "jit");
+}
+
+// One matrix large enough runs its LAPACK call on OpenBLAS's threads (fewer matrices than the pool's threads):
+// the same identities hold, and OpenBLAS is single-threaded again afterwards (the engine's GEMMs run on the pool).
+TEST_CASE("oneLargeMatrixUnderJitOnOpenBlasThreads") {
+  std::mt19937 rng(29);
+  const int64_t n = 320;
+  Array x = f64(randomValues(n * n, rng), Shape{n, n});
+  Array spd = add(matmul(x, mT(x)), mul(f64(identities(1, n), Shape{n, n}), fullLike(x, static_cast<double>(n))));
+  Jit jitted = jit([](const std::vector<Array>& a) {
+    auto l = lu(a[0]);
+    auto e = eigh(a[1]);
+    auto s = svd(a[0]);
+    auto q = qr(a[0]);
+    Array c = cholesky(a[1]);
+    return std::vector<Array>{l[0], l[2], e[0], e[1], s[0], s[1], s[2], q[0], q[1], c,
+                              triangularSolve(c, a[0], true, true, false, false)};
+  });
+  REQUIRE_MESSAGE(jitted({x, spd}).ok(), "first call");
+  const int before = openblas_get_num_threads();  // as the CPU backend set it for its pool's GEMMs
+  auto y = jitted({x, spd});
+  REQUIRE_MESSAGE(y.ok(), y.error().message);
+  TSR_COMPARE(openblas_get_num_threads(), before);
+  const auto& r = *y;
+  const double tol = 1e-9;
+  // lu: x[permutation] = L U.
+  Array lower = add(mul(r[0], astype(less(iota(Shape{n, n}, 1, DType::I32), iota(Shape{n, n}, 0, DType::I32)), DType::F64)),
+                    f64(identities(1, n), Shape{n, n}));
+  Array upper = mul(r[0], astype(greaterEqual(iota(Shape{n, n}, 1, DType::I32), iota(Shape{n, n}, 0, DType::I32)), DType::F64));
+  requireClose(matmul(lower, upper), take(x, r[1], 0).toDoubles(), tol, "lu");
+  Array vw = Array::fromVector(scaleColumns(r[2], r[3]), r[2].shape(), DType::F64);
+  requireClose(matmul(vw, mT(r[2])), spd.toDoubles(), tol * n, "eigh");
+  Array us = Array::fromVector(scaleColumns(r[4], r[5]), r[4].shape(), DType::F64);
+  requireClose(matmul(us, r[6]), x.toDoubles(), tol, "svd");
+  requireClose(matmul(r[7], r[8]), x.toDoubles(), tol, "qr");
+  requireClose(matmul(r[9], mT(r[9])), spd.toDoubles(), tol * n, "cholesky");
+  requireClose(matmul(r[9], r[10]), x.toDoubles(), tol, "triangular_solve");
 }
 
 TEST_CASE("decompositionErrorsNameTheOpAndShapes") {
