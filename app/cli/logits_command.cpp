@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "app/cli/project_args.h"
@@ -41,7 +42,8 @@ int runLogits(const LogitsArgs& a) {
   if (!model.forward) return fail(p->file + ": the model gives only a loss, no logits (define logits(params, inputs))");
   auto like = capture([&] { return model.init(random::key(p->train.seed)); });
   if (!like.ok()) return fail(like.error().message);
-  auto checkpoint = resolveCheckpoint(*p, a.checkpoint);
+  const std::string again = fmt::format("{} --tokens {}", commandLine("logits", a.project, a.sets), fmt::join(a.tokens, ","));
+  auto checkpoint = resolveCheckpoint(*p, a.checkpoint, {again, a.project, "read logits from"});
   if (!checkpoint.ok()) return fail(checkpoint.error().message);
   auto params = train::loadCheckpointParams(*checkpoint, *like);
   if (!params.ok()) return fail(params.error().message);

@@ -63,7 +63,7 @@ int runModelInfo(const std::string& path, const std::vector<std::string>& sets) 
 int runEval(const std::string& path, const std::vector<std::string>& sets, const CheckpointArgs& which) {
   auto p = load("eval", path, sets);
   if (!p) return 1;
-  auto found = resolveCheckpoint(*p, which);
+  auto found = resolveCheckpoint(*p, which, {commandLine("eval", path, sets), path, "evaluate"});
   if (!found.ok()) {
     std::cerr << "tessera eval: " << found.error().message << "\n";
     return 1;
@@ -86,7 +86,7 @@ int runGenerate(const std::string& path, const std::vector<std::string>& sets, c
                 const train::GenerateOptions& o) {
   auto p = load("generate", path, sets);
   if (!p) return 1;
-  auto checkpoint = resolveCheckpoint(*p, which);
+  auto checkpoint = resolveCheckpoint(*p, which, {commandLine("generate", path, sets), path, "sample from"});
   if (!checkpoint.ok()) {
     std::cerr << "tessera generate: " << checkpoint.error().message << "\n";
     return 1;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/train/checkpoints.h"
+#include "engine/train/safetensors.h"
 
 namespace tsr::cli {
 
@@ -71,14 +72,35 @@ void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& f
   auto* file = cmd->add_option("--checkpoint", a.file, fileHelp);
   cmd->add_option("--run", a.run, "The run whose checkpoint to read (default: the latest run with one)")
       ->excludes(file);
-  cmd->add_flag("--best", a.best, "The run's best checkpoint ([train] best_metric) instead of its latest")
-      ->excludes(file);
+  auto* best = cmd->add_flag("--best", a.best, "The run's best checkpoint ([train] best_metric) instead of its latest")
+                   ->excludes(file);
+  cmd->add_option("--from", a.from,
+                  "The run's checkpoint to read: latest (default), best, or a step that keep_checkpoints kept (200)")
+      ->excludes(file)
+      ->excludes(best);
   cmd->add_option("--db,--store", a.store, "Run store the run belongs to (default: PROJECT/runs.db)")->excludes(file);
 }
 
-Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a) {
+std::string commandLine(const std::string& command, const std::string& project, const std::vector<std::string>& sets) {
+  std::string line = fmt::format("tessera {} {}", command, shellWord(project));
+  for (const std::string& set : sets) line += " --set " + shellWord(set);
+  return line;
+}
+
+Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a, const CheckpointReader& reader) {
   if (!a.file.empty()) return a.file;
-  return train::findCheckpoint(p, a.run, a.best ? "best" : "latest", a.store);
+  const std::string which = !a.from.empty() ? a.from : a.best ? "best" : "latest";
+  TSR_ASSIGN(train::RunCheckpoint found, train::findRunCheckpoint(p, a.run, which, a.store));
+  // The header and the file's size, what truncation or garbage breaks, before the model is built.
+  auto header = train::readSafetensorsMetadata(found.path);
+  if (header.ok() || found.run == 0) return found.path;
+  std::string command = reader.command;
+  if (!a.store.empty()) command += " --db " + shellWord(a.store);
+  return train::damagedCheckpointError(
+      found.path, header.error().message,
+      {fmt::format("cannot {} run {}", reader.verb, found.run), fmt::format("To {} the newest", reader.verb),
+       fmt::format("{} --run {}", command, found.run),
+       fmt::format("A new run trains from the start: tessera train {}", shellWord(reader.project))});
 }
 
 }  // namespace tsr::cli

@@ -30,14 +30,26 @@ Result<project::Project> loadProject(const std::string& path, const std::vector<
 // its size), said before a plan of the step is traced, which would name the traced array ("inputs [8190,784]").
 Status checkBatchOnMesh(const project::Project& p);
 
-// --checkpoint FILE, else --run N (the latest run with a checkpoint by default) of --db and --best.
+// --checkpoint FILE, else --run N (the latest run with a checkpoint by default) of --db, and which of its
+// checkpoints: --best, or --from latest|best|STEP as `tessera train --resume` takes it.
 struct CheckpointArgs {
   std::string file;
   std::string store;
   int64_t run = 0;
   bool best = false;
+  std::string from;
 };
 void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& fileHelp);
-Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a);
+// Who reads the checkpoint, for the error about a damaged one: the command as the user would type it again
+// without its checkpoint options ("tessera eval proj --set train.eval_steps=4"), its project and what it does
+// with the checkpoint ("evaluate").
+struct CheckpointReader {
+  std::string command, project, verb;
+};
+// "tessera <command> <project> --set ..." with its words quoted for the shell.
+std::string commandLine(const std::string& command, const std::string& project, const std::vector<std::string>& sets);
+// The checkpoint the options name. A run's checkpoint that does not read back is an error naming the run's intact
+// checkpoints and the command that reads the newest (`--run N --from best`), as `train --resume` says it.
+Result<std::string> resolveCheckpoint(const project::Project& p, const CheckpointArgs& a, const CheckpointReader& reader);
 
 }  // namespace tsr::cli

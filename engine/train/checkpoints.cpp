@@ -218,6 +218,21 @@ std::vector<IntactCheckpoint> intactCheckpoints(const std::string& runDir, const
   return out;
 }
 
+Error damagedCheckpointError(const std::string& path, const std::string& why, const DamagedCheckpointAdvice& advice) {
+  const std::string reason = why.rfind(path + ": ", 0) == 0 ? why.substr(path.size() + 2) : why;
+  const std::vector<IntactCheckpoint> intact = intactCheckpoints(fs::path(path).parent_path().string(), path);
+  if (intact.empty())
+    return makeError("{}: its checkpoint {} is damaged ({}), and it has no other intact checkpoint; the file is left "
+                     "as it is. {}",
+                     advice.cannot, path, reason, advice.otherwise);
+  std::vector<std::string> listed;
+  for (const IntactCheckpoint& c : intact) listed.push_back(c.describe());
+  return makeError("{}: its checkpoint {} is damaged ({}); the file is left as it is. Its intact checkpoints: {}. {}: "
+                   "{} --from {}",
+                   advice.cannot, path, reason, fmt::join(listed, ", "), advice.useNewest, advice.command,
+                   intact.front().which);
+}
+
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep) {
   std::vector<std::string> files = stepCheckpoints(runDir), removed;
   const auto excess = static_cast<int64_t>(files.size()) - std::max<int64_t>(keep, 0);
@@ -255,6 +270,8 @@ int64_t checkpointDirBytes(const std::string& dir) {
 
 namespace {
 
+constexpr const char* kThenDelete = "then delete it";
+
 bool sameFile(const std::string& a, const std::string& b) {
   std::error_code ea, eb;
   const fs::path ca = fs::weakly_canonical(a, ea), cb = fs::weakly_canonical(b, eb);
@@ -286,6 +303,7 @@ Result<std::string> deletableCheckpointDir(const std::string& dbPath, const stor
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::openReadOnly(dbPath));
   TSR_ASSIGN(store::RunInfo info, db.run(run));
+  TSR_TRY(checkRunNotTrainedElsewhere(dbPath, run, kThenDelete));  // said before the user is asked to confirm
   auto dir = deletableCheckpointDir(dbPath, db, info);
   if (!dir.ok())
     return fmt::format("run {} ({}) with its metrics, artifacts and profiles (no checkpoints: {})", run, info.name,
@@ -299,10 +317,14 @@ Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run) 
 Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
   TSR_ASSIGN(store::RunInfo info, db.run(run));
-  settleOrphanedRun(db, info);
-  if (info.status == store::RunStatus::Running)
-    return makeError("run {} is running: stop it first (a run whose process died is marked crashed by the IDE, or "
-                     "resume it)", run);
+  // A process that trains the run holds its lease, on this machine or another sharing the store; a run stored as
+  // running whose lease is free was orphaned (killed, crashed) and may go. The deletion holds the lease itself,
+  // so that no resume starts on what it removes.
+  TSR_ASSIGN(std::optional<store::RunLease> lease, store::RunLease::tryTake(dbPath, run));
+  if (!lease) {
+    TSR_TRY(checkRunNotTrainedElsewhere(dbPath, run, kThenDelete));
+    return makeError("run {} of {} is being trained by another process: stop it first, {}", run, dbPath, kThenDelete);
+  }
   // Another run's folder of the same name is not this run's to remove.
   if (auto dir = deletableCheckpointDir(dbPath, db, info); dir.ok()) {
     std::error_code ec;

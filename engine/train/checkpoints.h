@@ -76,6 +76,18 @@ struct IntactCheckpoint {
 };
 std::vector<IntactCheckpoint> intactCheckpoints(const std::string& runDir, const std::string& except = "");
 
+// A run's checkpoint that a command would read and that does not read back (truncated, garbled): the error names
+// the run's intact checkpoints and the command that uses the newest, as `tessera train --resume` and `tessera eval`
+// and `generate` say it. Nothing is removed or replaced: which state to use is the user's choice, as a Lightning
+// ckpt_path or an orbax step is. `why` is the read error (its leading "PATH: " is dropped).
+struct DamagedCheckpointAdvice {
+  std::string cannot;     // "cannot resume run 3"
+  std::string useNewest;  // "To continue from the newest (the steps after it are trained again)"
+  std::string command;    // the command that reads WHICH with " --from WHICH" appended: "tessera train P --resume 3"
+  std::string otherwise;  // no intact checkpoint: "A new run trains from the start: tessera train P"
+};
+Error damagedCheckpointError(const std::string& path, const std::string& why, const DamagedCheckpointAdvice& advice);
+
 // Keeps the newest `keep` step-N checkpoints of a run folder and removes the rest; returns what it removed.
 std::vector<std::string> pruneStepCheckpoints(const std::string& runDir, int64_t keep);
 
@@ -88,8 +100,9 @@ int64_t checkpointDirBytes(const std::string& dir);
 
 // `runs delete` and the Runs panel: what deleting a run removes, for the confirmation ("run 3 (baseline) with its
 // metrics, artifacts and profiles, and its checkpoints (12.3 MB in ...)"), and the deletion itself: the run's
-// rows in the store at dbPath and its checkpoint folder. A run still running is refused; a folder of its name
-// that another run owns is left as it is (and the description says so).
+// rows in the store at dbPath and its checkpoint folder. A run that a process trains (its lease is held, on any
+// machine sharing the store) is refused, naming that process; one stored as running whose lease is free was
+// orphaned and is deleted. A folder of its name that another run owns is left as it is (and the description says so).
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run);
 Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run);
 

@@ -133,8 +133,11 @@ Result<ProfileReport> profileTraining(const project::Project& project, const Pro
   }
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(r.storePath));
   TSR_ASSIGN(r.runId, db.createRun(o.runName.empty() ? "profile " + p.name : o.runName, absoluteDir(p), p.text));
-  // From here an error leaves the run failed, not running.
+  // From here an error leaves the run failed, not running. The run's lease, held until it is closed, tells
+  // readers it is not orphaned (run_process.h).
+  std::optional<store::RunLease> lease;
   auto record = [&]() -> Status {
+    TSR_ASSIGN(lease, takeRunLease(r.storePath, r.runId));  // a new number: no other process holds it
     TSR_TRY(db.putArtifact(r.runId, thisProcessArtifact()));  // readers tell a killed run from a running one
     TSR_ASSIGN(r.trace, runProfiledSteps(p, o, numParams, primaryInfo));
     TSR_TRY(db.setParams(r.runId, profileParams(p, o, numParams)));

@@ -219,23 +219,13 @@ std::string resolvedConfig(project::Project p, int64_t steps) {
   return project::resolvedToml(p);
 }
 
-// A checkpoint --resume would start from that does not read back (truncated, garbled): the error names the run's
-// intact checkpoints and the command that continues from the newest. Nothing is removed or replaced: which state
-// to continue from is the user's choice, as a Lightning ckpt_path or an orbax step is.
+// A checkpoint --resume would start from that does not read back (truncated, garbled): checkpoints.h.
 Error damagedCheckpoint(const std::string& path, int64_t run, const std::string& why, const std::string& command) {
-  const std::string reason = why.rfind(path + ": ", 0) == 0 ? why.substr(path.size() + 2) : why;
-  const std::string runName = run > 0 ? fmt::format("run {}", run) : "the run";
-  const std::string resume = run > 0 ? fmt::format("--resume {}", run) : "--resume";
-  const std::vector<IntactCheckpoint> intact = intactCheckpoints(fs::path(path).parent_path().string(), path);
-  if (intact.empty())
-    return makeError("cannot resume {}: its checkpoint {} is damaged ({}), and it has no other intact checkpoint; the "
-                     "file is left as it is. A new run trains from the start: {}",
-                     runName, path, reason, command);
-  std::vector<std::string> listed;
-  for (const IntactCheckpoint& c : intact) listed.push_back(c.describe());
-  return makeError("cannot resume {}: its checkpoint {} is damaged ({}); the file is left as it is. Its intact "
-                   "checkpoints: {}. To continue from the newest (the steps after it are trained again): {} {} --from {}",
-                   runName, path, reason, fmt::join(listed, ", "), command, resume, intact.front().which);
+  return damagedCheckpointError(path, why,
+                                {run > 0 ? fmt::format("cannot resume run {}", run) : "cannot resume the run",
+                                 "To continue from the newest (the steps after it are trained again)",
+                                 command + (run > 0 ? fmt::format(" --resume {}", run) : " --resume"),
+                                 "A new run trains from the start: " + command});
 }
 
 std::string humanDuration(double seconds) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -80,7 +81,16 @@ void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run) {
   if (run.status != store::RunStatus::Running) return;
   auto process = db.artifact(run.id, kRunProcessArtifact);
   if (!process.ok()) return;  // a run from before the record, or one starting now: left as stored
-  if (!recordedProcessGone(process->data)) return;
+  // The run's lease (run_lease.h) answers for a process on any machine that shares the store, where a pid answers
+  // only on this one: a run is orphaned when its lease is free. A store without a lock file was written before
+  // leases: its record's pid is all there is to ask.
+  std::error_code ec;
+  if (std::filesystem::exists(store::leaseFilePath(db.path()), ec)) {
+    auto held = store::RunLease::held(db.path(), run.id);
+    if (!held.ok() || *held) return;
+  } else if (!recordedProcessGone(process->data)) {
+    return;
+  }
   const nlohmann::json j = nlohmann::json::parse(process->data, nullptr, false);
   run.status = store::RunStatus::Crashed;
   run.message = fmt::format("its process (pid {} on {}) ended without closing the run (killed, as by SIGKILL, or "
@@ -94,8 +104,8 @@ void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& 
 namespace {
 
 // Run `run` is leased by a process other than this one: who, as the run recorded it when that process started
-// or resumed it (run/process.json), and how to stop it.
-Error trainedElsewhere(const std::string& storePath, int64_t run) {
+// or resumed it (run/process.json), how to stop it, and `then`, what to do after.
+Error trainedElsewhere(const std::string& storePath, int64_t run, const std::string& then) {
   std::string who = "another process", stop = "Ctrl-C where it runs";
   if (auto db = store::RunStore::openReadOnly(storePath); db.ok())
     if (auto process = db->artifact(run, kRunProcessArtifact); process.ok()) {
@@ -109,22 +119,20 @@ Error trainedElsewhere(const std::string& storePath, int64_t run) {
                     : fmt::format("Ctrl-C where it runs, or kill -INT {} on {}", pid, host);
       }
     }
-  return Error{fmt::format("run {} of {} is being trained by {}: stop it first ({}), then resume; two processes would "
-                           "both write its metrics and its checkpoint",
-                           run, storePath, who, stop)};
+  return Error{fmt::format("run {} of {} is being trained by {}: stop it first ({}), {}", run, storePath, who, stop, then)};
 }
 
 }  // namespace
 
 Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run) {
   TSR_ASSIGN(std::optional<store::RunLease> lease, store::RunLease::tryTake(storePath, run));
-  if (!lease) return trainedElsewhere(storePath, run);
+  if (!lease) return trainedElsewhere(storePath, run, kThenResume);
   return std::move(*lease);
 }
 
-Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run) {
+Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run, const std::string& then) {
   TSR_ASSIGN(const bool held, store::RunLease::held(storePath, run));
-  if (held) return trainedElsewhere(storePath, run);
+  if (held) return trainedElsewhere(storePath, run, then);
   return {};
 }
 

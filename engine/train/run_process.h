@@ -20,8 +20,9 @@ store::Artifact thisProcessArtifact();
 // cannot be known from here, and the run is left as stored.
 bool recordedProcessGone(const std::string& processJson);
 
-// The runs as a reader should see them: a run stored as running whose process is gone is crashed, its message
-// saying so. Nothing is written: the store keeps "running" until a writer (resume, the IDE) settles it.
+// The runs as a reader should see them: a run stored as running whose lease is free (no process trains it, on any
+// machine) is crashed, its message saying so. Nothing is written: the store keeps "running" until a writer
+// (resume, the IDE) settles it.
 void settleOrphanedRuns(const store::RunStore& db, std::vector<store::RunInfo>& runs);
 void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run);
 
@@ -29,8 +30,10 @@ void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run);
 // storePath, taken for this process, which trains it (a new run, a resume) while the lease lives. When another
 // process holds it, the error names that process as the run recorded it (its pid and host) and how to stop it.
 Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run);
+inline constexpr const char* kThenResume = "then resume; two processes would both write its metrics and its checkpoint";
 // The same question without taking the lease (the IDE asks before it launches a resume, `tessera train` before it
-// builds the model): an error naming the process that trains the run, none when no process does.
-Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run);
+// builds the model, runs delete before it deletes): an error naming the process that trains the run, none when no
+// process does; `then` says what to do once it stopped.
+Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run, const std::string& then = kThenResume);
 
 }  // namespace tsr::train

@@ -3,7 +3,11 @@
 // projects that train in seconds. TESSERA_BIN comes from the test's compile definitions.
 #include <QtTest>
 
+#include <QElapsedTimer>
 #include <QProcess>
+#include <QThread>
+
+#include <functional>
 
 namespace tsr::test {
 
@@ -29,6 +33,26 @@ Run tessera(const QStringList& args, const QProcessEnvironment& env = QProcessEn
   p.setProcessEnvironment(env);
   p.start(TESSERA_BIN, args);
   return finished(p);
+}
+
+// Polls `runs list` (list()) until a run is listed running, for up to a minute; whether one was.
+bool untilListedRunning(const std::function<QString()>& list) {
+  QElapsedTimer waited;
+  waited.start();
+  while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
+  return list().contains("running");
+}
+
+// `tessera runs --project PROJECT list`.
+QString runsList(const QString& project) { return tessera({"runs", "--project", project, "list"}).out; }
+
+// Starts `tessera train PROJECT --quiet --steps 10000000 ARGS` in `trainer` (a run that trains until it is stopped;
+// ARGS: --resume 1) and waits until `runs list` shows it running: the trainer then holds the run's lease. Whether
+// it does (the list is runsList(project)).
+bool startTrainer(QProcess& trainer, const QString& project, const QStringList& args = {}) {
+  trainer.start(TESSERA_BIN, QStringList{"train", project, "--quiet", "--steps", "10000000"} + args);
+  if (!trainer.waitForStarted()) return false;
+  return untilListedRunning([&] { return runsList(project); });
 }
 
 void writeFile(const QString& path, const QByteArray& bytes) {

@@ -38,14 +38,6 @@ Run tesseraAsReader(const QStringList& args) {
   return finished(p);
 }
 
-// Polls `runs list` (list()) until a run is listed running, for up to a minute; whether one was.
-bool untilListedRunning(const std::function<QString()>& list) {
-  QElapsedTimer waited;
-  waited.start();
-  while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-  return list().contains("running");
-}
-
 QByteArray bytesOf(const QString& path) {
   QFile f(path);
   return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
@@ -66,6 +58,21 @@ QList<QPair<qint64, double>> lossesOf(const QString& dbPath, int run) {
   }
   sqlite3_close(db);
   return out;
+}
+
+// Rewrites run 1's record of its process (run/process.json) as a process on another machine sharing the store
+// (pid 4242 on other-machine), whose pid cannot be asked from here; whether the record was there.
+bool recordProcessElsewhere(const QString& dbPath) {
+  sqlite3* db = nullptr;
+  bool changed = false;
+  if (sqlite3_open(dbPath.toUtf8().constData(), &db) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 30000);
+    const char* elsewhere = "UPDATE artifacts SET data = '{\"host\": \"other-machine\", \"pid\": 4242, \"boot_id\": "
+                            "\"x\", \"start_ticks\": 1}' WHERE run = 1 AND name = 'run/process.json'";
+    changed = sqlite3_exec(db, elsewhere, nullptr, nullptr, nullptr) == SQLITE_OK && sqlite3_changes(db) == 1;
+  }
+  sqlite3_close(db);
+  return changed;
 }
 
 void setMode(const QString& path, QFileDevice::Permissions mode) { QVERIFY(QFile::setPermissions(path, mode)); }
@@ -495,10 +502,8 @@ class TestCliRuns : public QObject {
     QTemporaryDir dir;
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QProcess p;
-    p.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--steps", "10000000"});
-    QVERIFY(p.waitForStarted());
-    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QVERIFY2(untilListedRunning(list), qPrintable(list()));
+    auto list = [&] { return runsList(dir.path()); };
+    QVERIFY2(startTrainer(p, dir.path()), qPrintable(list()));
     const qint64 pid = p.processId();
     p.kill();
     QVERIFY(p.waitForFinished());
@@ -608,10 +613,7 @@ class TestCliRuns : public QObject {
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
     QProcess first;
-    first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
-    QVERIFY(first.waitForStarted());
-    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QVERIFY2(untilListedRunning(list), qPrintable(list()));
+    QVERIFY2(startTrainer(first, dir.path(), {"--resume", "1"}), qPrintable(runsList(dir.path())));
     const QString refused = QString("tessera train: run 1 of %1 is being trained by another process (pid %2): stop it "
                                     "first")
                                 .arg(dir.filePath("runs.db"))
@@ -638,18 +640,8 @@ class TestCliRuns : public QObject {
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
     QProcess first;
-    first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
-    QVERIFY(first.waitForStarted());
-    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QVERIFY2(untilListedRunning(list), qPrintable(list()));
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open(dir.filePath("runs.db").toUtf8().constData(), &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 30000);
-    const char* elsewhere = "UPDATE artifacts SET data = '{\"host\": \"other-machine\", \"pid\": 4242, \"boot_id\": "
-                            "\"x\", \"start_ticks\": 1}' WHERE run = 1 AND name = 'run/process.json'";
-    QCOMPARE(sqlite3_exec(db, elsewhere, nullptr, nullptr, nullptr), SQLITE_OK);
-    QCOMPARE(sqlite3_changes(db), 1);
-    sqlite3_close(db);
+    QVERIFY2(startTrainer(first, dir.path(), {"--resume", "1"}), qPrintable(runsList(dir.path())));
+    QVERIFY(recordProcessElsewhere(dir.filePath("runs.db")));
     Run second = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "3"});
     QVERIFY2(second.exitCode == 1 &&
                  second.err.startsWith(QString("tessera train: run 1 of %1 is being trained by another process (pid "
@@ -662,6 +654,80 @@ class TestCliRuns : public QObject {
     Run after = tessera({"train", dir.path(), "--quiet", "--resume", "1", "--steps", "1"});
     QVERIFY2(after.exitCode == 1 && after.err.contains("is at step") && !after.err.contains("another process"),
              qPrintable(after.err));
+  }
+
+  // runs delete and the crashed status ask the run's lease, not its status or its pid: a run a process trains is
+  // refused, naming that process, also when its record says another machine (a store shared over NFS); once the
+  // trainer is killed (SIGKILL: the store still says running) its free lease lists it crashed wherever the record
+  // says it ran (the pid check left another machine's run running for ever), and it is deleted.
+  void aRunIsDeletedAndListedCrashedByItsLease() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QProcess trainer;
+    QVERIFY2(startTrainer(trainer, dir.path()), qPrintable(runsList(dir.path())));
+    const QStringList remove{"runs", "--project", dir.path(), "delete", "1", "--yes"};
+    Run refused = tessera(remove);
+    QVERIFY2(refused.exitCode == 1 &&
+                 refused.err.contains(QString(" is being trained by another process (pid %1): stop it first (Ctrl-C "
+                                              "where it runs, or kill -INT %1), then delete it\n")
+                                          .arg(trainer.processId())) &&
+                 refused.err.contains("run 1 of "),
+             qPrintable(refused.err));
+    QVERIFY(recordProcessElsewhere(dir.filePath("runs.db")));
+    QVERIFY2(runsList(dir.path()).contains("running"), qPrintable(runsList(dir.path())));
+    Run elsewhere = tessera(remove);
+    QVERIFY2(elsewhere.exitCode == 1 && elsewhere.err.contains("is being trained by another process (pid 4242 on "
+                                                               "other-machine): stop it first (Ctrl-C where it runs, "
+                                                               "or kill -INT 4242 on other-machine), then delete it\n"),
+             qPrintable(elsewhere.err));
+    QVERIFY(QFile::exists(dir.filePath("checkpoints/run-1")));
+    ::kill(static_cast<pid_t>(trainer.processId()), SIGKILL);
+    QVERIFY(trainer.waitForFinished(60000));
+    QVERIFY2(runsList(dir.path()).contains("crashed"), qPrintable(runsList(dir.path())));
+    Run show = tessera({"runs", "--project", dir.path(), "show", "1"});
+    QVERIFY2(show.out.startsWith("run 1: tiny_mlp (crashed)") &&
+                 show.out.contains("its process (pid 4242 on other-machine) ended without closing the run"),
+             qPrintable(show.out));
+    Run deleted = tessera(remove);
+    QVERIFY2(deleted.exitCode == 0, qPrintable(deleted.err));
+    QVERIFY2(!runsList(dir.path()).contains("tiny_mlp"), qPrintable(runsList(dir.path())));
+    QVERIFY(!QFile::exists(dir.filePath("checkpoints/run-1")));
+  }
+
+  // eval and generate of a run whose latest.safetensors is damaged name the run's intact checkpoints and the
+  // command that reads the newest, as train --resume does (they said the read error alone); the file is left as
+  // it is, and that command reads the intact one.
+  void evalAndGenerateOfADamagedCheckpointOfferTheIntactOnes() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), QByteArray(kTinyGpt2) + "checkpoint_every = 2\nkeep_checkpoints = 2\n");
+    QByteArray corpus;
+    for (int i = 0; i < 60; ++i)
+      corpus += "Permission is hereby granted, free of charge, to any person obtaining a copy of this software.\n";
+    writeFile(dir.filePath("corpus.txt"), corpus);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--sample", "0"}).exitCode, 0);
+    // latest and step-000004 may be one file (a hard link): both are damaged; step-000002 is intact.
+    const QString folder = dir.filePath("checkpoints/run-1"), latest = folder + "/latest.safetensors";
+    QVERIFY(QFile::resize(latest, 100));
+    QVERIFY(QFile::resize(folder + "/step-000004.safetensors", 100));
+    const QByteArray damaged = bytesOf(latest);
+    for (const auto& [command, verb] : QList<QPair<QString, QString>>{{"eval", "evaluate"}, {"generate", "sample from"}}) {
+      const QStringList again{command, dir.path(), "--set", "train.eval_steps=1"};
+      Run refused = tessera(again);
+      QCOMPARE(refused.exitCode, 1);
+      QVERIFY2(refused.err.startsWith(QString("tessera %1: cannot %2 run 1: its checkpoint %3 is damaged (")
+                                          .arg(command, verb, latest)) &&
+                   refused.err.endsWith(QString("); the file is left as it is. Its intact checkpoints: "
+                                                "step-000002.safetensors (step 2). To %1 the newest: tessera %2 %3 --set "
+                                                "train.eval_steps=1 --run 1 --from 2\n")
+                                            .arg(verb, command, dir.path())),
+               qPrintable(refused.err));
+      Run used = tessera(again + QStringList{"--run", "1", "--from", "2"});
+      QVERIFY2(used.exitCode == 0, qPrintable(used.err));
+    }
+    QCOMPARE(bytesOf(latest), damaged);
+    Run step = tessera({"eval", dir.path(), "--from", "2"});
+    QVERIFY2(step.exitCode == 0 && step.out.contains(folder + "/step-000002.safetensors"), qPrintable(step.out + step.err));
+    QVERIFY2(tessera({"eval", dir.path(), "--best", "--from", "2"}).exitCode != 0, "--from excludes --best");
   }
 
   // A damaged latest.safetensors (truncated, or garbage) stops --resume with the run's intact checkpoints and the

@@ -4,11 +4,9 @@
 // the resume is launched.
 #include <QtTest>
 
-#include <QElapsedTimer>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
-#include <QThread>
 
 #include <csignal>
 
@@ -27,13 +25,7 @@ class TestResumeFromIde : public QObject {
     writeFile(dir.filePath("project.toml"), kTinyMlp);
     QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "2"}).exitCode, 0);
     QProcess first;
-    first.start(TESSERA_BIN, {"train", dir.path(), "--quiet", "--resume", "1", "--steps", "10000000"});
-    QVERIFY(first.waitForStarted());
-    auto list = [&] { return tessera({"runs", "--project", dir.path(), "list"}).out; };
-    QElapsedTimer waited;
-    waited.start();
-    while (!list().contains("running") && waited.elapsed() < 60000) QThread::msleep(200);
-    QVERIFY2(list().contains("running"), qPrintable(list()));
+    QVERIFY2(startTrainer(first, dir.path(), {"--resume", "1"}), qPrintable(runsList(dir.path())));
 
     inspect::RunConfiguration local;
     local.steps = 1;
