@@ -269,14 +269,17 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
   std::string resumedFrom;
   project::Project p = given;
   // The lease of the run this process trains (run_process.h): a run another process trains is refused before
-  // anything is built; the lease goes when this function returns, or with the process.
+  // anything is built, at every rank of a job (rank 0 holds it); the lease goes when this function returns, or
+  // with the process.
   std::optional<store::RunLease> lease;
+  bool leased = false;
   if (options.resume) {
     TSR_ASSIGN(RunCheckpoint found, findRunCheckpoint(given, options.resumeRun, options.resumeFrom, storePath));
     resumedFrom = found.path;
     runId = found.run;
-    if (primary && runId > 0) {
-      TSR_ASSIGN(lease, takeRunLease(storePath, runId));
+    if (runId > 0) {
+      TSR_ASSIGN(lease, takeRunLeaseForJob(storePath, runId));
+      leased = true;
     }
     // A damaged checkpoint is said before anything is built (the header and the file's size: what truncation or
     // garbage breaks).
@@ -350,8 +353,8 @@ Result<RunSummary> runTraining(const project::Project& given, const RunOptions& 
       const std::string& m = st.error().message;
       return m.rfind(resumedFrom, 0) == 0 ? st.takeError() : makeError("cannot resume from {}: {}", resumedFrom, m);
     }
-    if (primary && !lease) {  // a checkpoint from before run folders names its run in its metadata
-      TSR_ASSIGN(lease, takeRunLease(storePath, runId));
+    if (!leased) {  // a checkpoint from before run folders names its run in its metadata
+      TSR_ASSIGN(lease, takeRunLeaseForJob(storePath, runId));
     }
     if (state.step >= steps)
       return makeError("run {} is at step {} already, and the run is {} steps long: --steps N continues it further",

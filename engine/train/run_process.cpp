@@ -3,13 +3,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "engine/dist/communicator.h"
+#include "engine/spmd/spmd.h"
 
 namespace tsr::train {
 
@@ -128,6 +132,33 @@ Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run) 
   TSR_ASSIGN(std::optional<store::RunLease> lease, store::RunLease::tryTake(storePath, run));
   if (!lease) return trainedElsewhere(storePath, run, kThenResume);
   return std::move(*lease);
+}
+
+Result<std::optional<store::RunLease>> takeRunLeaseForJob(const std::string& storePath, int64_t run) {
+  // Rank 0 alone writes the run store and the checkpoints (run.h), so it alone needs the lease; the other ranks
+  // write nothing of the run, on a store their machine may not even share, and take none (an exclusive lock held
+  // by rank 0 would refuse them anyway).
+  TSR_ASSIGN(const bool primary, spmd::isPrimaryProcess());
+  std::optional<store::RunLease> lease;
+  std::optional<Error> refused;
+  if (primary) {
+    auto taken = takeRunLease(storePath, run);
+    if (taken.ok()) lease = std::move(taken).value();
+    else refused = taken.takeError();
+  }
+  if (dist::launchedUnderMpi()) {  // rank 0's answer to every rank: the number of ranks refused
+    TSR_ASSIGN(auto comm, spmd::devices());
+    std::vector<int> group(static_cast<size_t>(comm->numDevices()));
+    std::iota(group.begin(), group.end(), 0);
+    int32_t mine = refused ? 1 : 0, sum = 0;
+    TSR_TRY(comm->allReduce(comm->localDevices().front(), group, &mine, &sum, 1, DType::I32));
+    if (sum > 0 && !refused)
+      return makeError("run {} of {} is being trained by another process: rank 0 of this job was refused its lease "
+                       "(it says by whom); this rank stops with it",
+                       run, storePath);
+  }
+  if (refused) return std::move(*refused);
+  return lease;
 }
 
 Status checkRunNotTrainedElsewhere(const std::string& storePath, int64_t run, const std::string& then) {

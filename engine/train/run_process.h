@@ -2,6 +2,7 @@
 // The process that trains a run, recorded with the run when it starts or resumes (the artifact run/process.json),
 // so that any reader (tessera runs, a sweep's summary, the IDE) tells a run whose process is gone (SIGKILL, a
 // crash that skipped the run's closing) from one still training.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ void settleOrphanedRun(const store::RunStore& db, store::RunInfo& run);
 // storePath, taken for this process, which trains it (a new run, a resume) while the lease lives. When another
 // process holds it, the error names that process as the run recorded it (its pid and host) and how to stop it.
 Result<store::RunLease> takeRunLease(const std::string& storePath, int64_t run);
+// The lease of the run a job resumes, for every process of the job (collective under mpirun: each rank calls it
+// at the same point, before anything is built). Rank 0 takes it and holds it (the returned lease); the other ranks
+// hold none (nullopt) but get rank 0's refusal as an error of their own, so that a second job on a run is refused at
+// every rank, where they went on to wait for the refused rank 0 in their first collective for ever.
+Result<std::optional<store::RunLease>> takeRunLeaseForJob(const std::string& storePath, int64_t run);
 inline constexpr const char* kThenResume = "then resume; two processes would both write its metrics and its checkpoint";
 // The same question without taking the lease (the IDE asks before it launches a resume, `tessera train` before it
 // builds the model, runs delete before it deletes): an error naming the process that trains the run, none when no
