@@ -149,7 +149,10 @@ using ir::OpCode;
 // out[i] = Op::apply(in0[i], ...) over the flat arrays, for the dtype of operand 0. Halves are computed in
 // float and rounded once on store. Only dtypes in Op::kTypes are instantiated; infer rejects the others.
 // The loops are plain indexed loops so the compiler can vectorise them; note GCC 12 does so only with -O3
-// or -fvect-cost-model=dynamic (its -O2 model leaves loops of unknown trip count scalar).
+// or -fvect-cost-model=dynamic (its -O2 model leaves loops of unknown trip count scalar). Chunks of
+// kMapGrain elements go to the lent threads (eager ops and the interpreter: jitted code runs fused loops).
+constexpr int64_t kMapGrain = int64_t{1} << 15;
+
 template <class Op, bool kBoolResult, size_t kArity>
 void mapKernel(const ir::CpuKernelArgs& args) {
   dispatchDType(args.inputs[0].aval.dtype, [&]<class T>() {
@@ -159,19 +162,20 @@ void mapKernel(const ir::CpuKernelArgs& args) {
       R* out = args.outputs[0].template as<R>();
       const int64_t n = args.outputs[0].aval.numel();
       const T* a = args.inputs[0].template as<T>();
-      if constexpr (kArity == 1) {
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i])));
-      } else if constexpr (kArity == 2) {
-        const T* b = args.inputs[1].template as<T>();
-        for (int64_t i = 0; i < n; ++i)
-          out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
-      } else {
-        static_assert(kArity == 3);
-        const T* b = args.inputs[1].template as<T>();
-        const T* c = args.inputs[2].template as<T>();
-        for (int64_t i = 0; i < n; ++i)
-          out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i]), static_cast<C>(c[i])));
-      }
+      const T* b = kArity >= 2 ? args.inputs[1].template as<T>() : nullptr;
+      const T* c = kArity == 3 ? args.inputs[2].template as<T>() : nullptr;
+      args.forChunks(n, kMapGrain, [&](int64_t lo, int64_t hi, int) {
+        if constexpr (kArity == 1) {
+          for (int64_t i = lo; i < hi; ++i) out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i])));
+        } else if constexpr (kArity == 2) {
+          for (int64_t i = lo; i < hi; ++i)
+            out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
+        } else {
+          static_assert(kArity == 3);
+          for (int64_t i = lo; i < hi; ++i)
+            out[i] = static_cast<R>(Op::apply(static_cast<C>(a[i]), static_cast<C>(b[i]), static_cast<C>(c[i])));
+        }
+      });
     } else {
       TSR_CHECK_MSG(false, "elementwise kernel called with a dtype its infer rule rejects");
     }

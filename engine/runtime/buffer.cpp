@@ -1,4 +1,5 @@
 #include "engine/runtime/buffer.h"
+#include "engine/runtime/eager_threads.h"
 
 #include <algorithm>
 #include <array>
@@ -99,6 +100,23 @@ Result<std::shared_ptr<Buffer>> Buffer::allocateUninitialized(int64_t bytes) {
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, capacity));
 }
 
+namespace {
+std::atomic<ir::ParallelForFn> g_eagerParallelFor{nullptr};
+std::atomic<int (*)()> g_eagerThreads{nullptr};
+}  // namespace
+
+void lendEagerThreads(ir::ParallelForFn parallelFor, int (*threads)()) {
+  g_eagerThreads.store(threads);
+  g_eagerParallelFor.store(parallelFor);
+}
+
+ir::ParallelForFn eagerParallelFor() { return g_eagerParallelFor.load(std::memory_order_relaxed); }
+
+int eagerThreads() {
+  int (*threads)() = g_eagerThreads.load(std::memory_order_relaxed);
+  return threads != nullptr && eagerParallelFor() != nullptr ? threads() : 1;
+}
+
 Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
                                         std::span<const Aval> inputAvals, const ir::Attrs& attrs,
                                         std::vector<Aval>* resultAvals) {
@@ -128,7 +146,10 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
   }
   // Kernels of ops with bodies (scan, cond) run graphs and may fail; the failure becomes this op's error.
   try {
-    def.cpu(ir::CpuKernelArgs{views.in, views.out, attrs});
+    ir::CpuKernelArgs args{views.in, views.out, attrs};
+    args.parallelFor = eagerParallelFor();
+    args.threads = eagerThreads();
+    def.cpu(args);
   } catch (const std::exception& e) {
     return makeError("{}: {}", def.name, e.what());
   }

@@ -75,6 +75,18 @@ TEST_CASE("comparisonsAndWhere") {
   TSR_COMPARE(clamp(a, Array::scalar(2), Array::scalar(4)).toDoubles(), (std::vector<double>{2, 4, 3}));
 }
 
+// A large eager op is split over the CPU backend's pool (registered by the tests' main), whose workers flush
+// subnormals for jitted code: every chunk keeps them as the calling thread does, and every element is computed.
+TEST_CASE("eagerOpsOverThePoolKeepSubnormalsInEveryChunk") {
+  const int64_t n = int64_t{1} << 20;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i % 2 ? 1e-40f : static_cast<float>(i);
+  const std::vector<float> y = mul(Array::fromVector(x, Shape{n}), Array::scalar(2.0)).toFloats();
+  for (int64_t i = 0; i < n; ++i)
+    REQUIRE_MESSAGE(y[static_cast<size_t>(i)] == 2.0f * x[static_cast<size_t>(i)], "element ", i, ": ",
+                    y[static_cast<size_t>(i)]);
+}
+
 TEST_CASE("matmulAgainstNaiveLoops") {
   std::mt19937 rng(3);
   struct Case { Shape a, b; };

@@ -1,8 +1,12 @@
 #include "engine/backends/cpu/backend.h"
 
+#include <xmmintrin.h>
+
 #include "engine/backends/cpu/executable.h"
+#include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
 #include "engine/passes/fusion.h"
+#include "engine/runtime/eager_threads.h"
 
 namespace tsr::cpu {
 
@@ -24,8 +28,29 @@ class CpuBackend final : public runtime::Backend {
   }
 };
 
+// Eager ops' chunks on the pool, each run with the caller's MXCSR: the pool's workers flush subnormals, as
+// jitted code does, while an eager op computes them as the calling thread does.
+void eagerParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+  const unsigned caller = _mm_getcsr();
+  ThreadPool::instance().parallelFor(n, grain, [&](int64_t lo, int64_t hi, int thread) {
+    struct Csr {
+      unsigned own = _mm_getcsr();
+      explicit Csr(unsigned want) {
+        if (own != want) _mm_setcsr(want);
+      }
+      ~Csr() { _mm_setcsr(own); }
+    } csr(caller);
+    fn(lo, hi, thread);
+  });
+}
+
+int poolThreads() { return ThreadPool::instance().numThreads(); }
+
 }  // namespace
 
-void registerCpuBackend(runtime::BackendRegistry& registry) { registry.add(std::make_unique<CpuBackend>()); }
+void registerCpuBackend(runtime::BackendRegistry& registry) {
+  registry.add(std::make_unique<CpuBackend>());
+  runtime::lendEagerThreads(&eagerParallelFor, &poolThreads);
+}
 
 }  // namespace tsr::cpu
