@@ -258,7 +258,10 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           [this] { emit selectedRunsChanged(selectedRuns()); });
   connect(m_session, &Session::projectOpened, this, [this] { setDatabase(m_session->runsDbPath()); });
-  connect(m_session, &Session::projectClosed, this, [this] { setDatabase(QString()); });
+  connect(m_session, &Session::projectClosed, this, [this] {
+    setDatabase(QString());
+    m_info->setText(tr("No runs: the project did not open."));
+  });
   connect(m_timer, &QTimer::timeout, this, &RunsPanel::refresh);
   m_timer->start(2000);
 }

@@ -19,9 +19,11 @@
 #include "views/console_panel.h"
 #include "views/graph_panel.h"
 #include "views/ir_panel.h"
+#include "views/metrics_panel.h"
 #include "views/param_tree_model.h"
 #include "views/project_panel.h"
 #include "views/run_controller.h"
+#include "views/runs_panel.h"
 #include "views/session.h"
 #include "views/timeline_panel.h"
 
@@ -168,6 +170,12 @@ class TestStudioProject : public QObject {
       auto* summary = w.findChild<QLabel*>("projectSummary");
       QVERIFY2(summary && summary->text().contains("stpes"), qPrintable(summary ? summary->text() : QString()));
       QVERIFY(w.consolePanel()->plainText().contains("stpes"));
+      // The Runs and Metrics panels say why they show nothing (the Runs panel said "No project: no runs.").
+      for (QWidget* panel : {static_cast<QWidget*>(w.runsPanel()), static_cast<QWidget*>(w.metricsPanel())}) {
+        QStringList texts;
+        for (auto* label : panel->findChildren<QLabel*>()) texts << label->text();
+        QVERIFY2(texts.join('\n').contains("the project did not open"), qPrintable(texts.join(" | ")));
+      }
       // F5 (or the command palette) asks anyway: nothing starts.
       QSignalSpy started(w.runController(), &RunController::started);
       w.startRun();
