@@ -239,6 +239,9 @@ void GraphPanel::onProjectClosed() {
                                    "when its project.toml or model.py is saved here, or on File › Reload Project "
                                    "(Ctrl+R)."));
   note->setDefaultTextColor(palette().color(QPalette::PlaceholderText));
+  QFont noteFont = font();
+  noteFont.setPointSizeF(noteFont.pointSizeF() * 1.25);
+  note->setFont(noteFont);
   // Narrow enough that fitting the view to it enlarges it rather than shrinking it to a line.
   note->setTextWidth(420);
   m_scene->setSceneRect(note->boundingRect().adjusted(-20, -20, 20, 20));
