@@ -66,6 +66,26 @@ int ShardGridWidget::cellAt(QPointF pos) const {
   return -1;
 }
 
+QStringList ShardGridWidget::headerLines() const {
+  if (!m_layout) return {};
+  const inspect::TensorLayout& l = *m_layout;
+  QString dims;
+  if (l.rowDim >= 0) dims = tr("rows: dim %1, columns: dim %2").arg(l.rowDim).arg(l.colDim);
+  else if (l.colDim >= 0) dims = tr("columns: dim %1").arg(l.colDim);
+  QStringList others;
+  for (int d : l.otherSplitDims) others << QString::number(d);
+  if (!others.isEmpty()) dims += tr("; dim %1 split too (its blocks listed per cell)").arg(others.join(", "));
+  const int64_t blocks =
+      l.rows * l.cols * std::max<int64_t>(1, l.cells.empty() ? 1 : static_cast<int64_t>(l.cells.front().ranges.size()));
+  return {QString("%1  %2  %3").arg(QString::fromStdString(l.name), QString::fromStdString(l.aval.toString()),
+                                    QString::fromStdString(l.spec)),
+          tr("%1 block(s) of %2, %3 each, on %4 device(s) each%5")
+              .arg(blocks)
+              .arg(QString::fromStdString(l.blockShape.toString()), QString::fromStdString(inspect::formatBytes(l.blockBytes)))
+              .arg(l.replicas)
+              .arg(dims.isEmpty() ? QString() : "; " + dims)};
+}
+
 void ShardGridWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.setRenderHint(QPainter::Antialiasing);
@@ -78,27 +98,18 @@ void ShardGridWidget::paintEvent(QPaintEvent*) {
     return;
   }
   const inspect::TensorLayout& l = *m_layout;
-  QString dims;
-  if (l.rowDim >= 0) dims = tr("rows: dim %1, columns: dim %2").arg(l.rowDim).arg(l.colDim);
-  else if (l.colDim >= 0) dims = tr("columns: dim %1").arg(l.colDim);
-  QStringList others;
-  for (int d : l.otherSplitDims) others << QString::number(d);
-  if (!others.isEmpty()) dims += tr("; dim %1 split too (its blocks listed per cell)").arg(others.join(", "));
+  // Cut at the widget's width with an ellipsis; the whole lines are the header's tooltip.
+  const QStringList header = headerLines();
   p.setPen(pal.color(QPalette::WindowText));
   QFont f = font();
   f.setBold(true);
   p.setFont(f);
   p.drawText(QRectF(8, 2, width() - 16, 20), Qt::AlignLeft | Qt::AlignVCenter,
-             QString("%1  %2  %3").arg(QString::fromStdString(l.name), QString::fromStdString(l.aval.toString()),
-                                       QString::fromStdString(l.spec)));
+             p.fontMetrics().elidedText(header[0], Qt::ElideRight, width() - 16));
   f.setBold(false);
   p.setFont(f);
   p.drawText(QRectF(8, 22, width() - 16, 18), Qt::AlignLeft | Qt::AlignVCenter,
-             tr("%1 block(s) of %2, %3 each, on %4 device(s) each%5")
-                 .arg(l.rows * l.cols * std::max<int64_t>(1, static_cast<int64_t>(l.cells.front().ranges.size())))
-                 .arg(QString::fromStdString(l.blockShape.toString()), QString::fromStdString(inspect::formatBytes(l.blockBytes)))
-                 .arg(l.replicas)
-                 .arg(dims.isEmpty() ? QString() : "; " + dims));
+             p.fontMetrics().elidedText(header[1], Qt::ElideRight, width() - 16));
   QFont small = font();
   small.setPointSizeF(std::max(6.5, font().pointSizeF() - 1));
   for (size_t i = 0; i < l.cells.size(); ++i) {
@@ -137,6 +148,10 @@ bool ShardGridWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && m_layout) {
     auto* h = static_cast<QHelpEvent*>(e);
     int i = cellAt(h->pos());
+    if (i < 0 && h->pos().y() < gridRect().top()) {  // the header: its lines whole
+      QToolTip::showText(h->globalPos(), headerLines().join('\n'), this);
+      return true;
+    }
     if (i < 0) {
       QToolTip::hideText();
       return true;

@@ -6,6 +6,7 @@
 // element ranges.
 #include <optional>
 
+#include <QStringList>
 #include <QWidget>
 
 #include "engine/inspect/sharding_view.h"
@@ -24,6 +25,9 @@ class ShardGridWidget : public QWidget {
   QSize sizeHint() const override { return {360, 260}; }
   // The devices holding each block of a cell (one list per block: its replicas), from the cell's ranges.
   static std::vector<std::vector<int>> blockDevices(const inspect::TensorLayout::Cell& cell);
+  // The title (name, shape, spec) and the subtitle (blocks, their size, replicas, the grid's dims) the widget
+  // draws above the grid, whole (drawn cut to its width, shown whole in the header's tooltip). Empty: no tensor.
+  QStringList headerLines() const;
 
  protected:
   void paintEvent(QPaintEvent*) override;

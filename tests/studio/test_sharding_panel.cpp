@@ -314,6 +314,12 @@ class TestShardingPanel : public QObject {
     ShardGridWidget grid;
     grid.resize(480, 360);
     grid.setTensorLayout(*l, 8);
+    // The header's lines whole (drawn cut to the width with an ellipsis): the name, the spec, the block count.
+    const QStringList header = grid.headerLines();
+    QCOMPARE(header.size(), 2);
+    QVERIFY2(header[0].startsWith("params.layers.0.weight") && header[0].contains(QString::fromStdString(l->spec)),
+             qPrintable(header[0]));
+    QVERIFY2(header[1].startsWith("2 block(s) of "), qPrintable(header[1]));
     const QImage image = grid.grab().toImage();
     // Each cell's colour down its left side (clear of the label in its middle and of its border).
     auto coloursDown = [&](int cell) {
