@@ -802,12 +802,11 @@ void addLinalgOp(ir::OpRegistry& reg, OpCode code, int numOperands, int numResul
     return linalgCost(in, out, flops(in));
   };
   def.cpu = [flops, kernel = std::move(kernel)](const ir::CpuKernelArgs& args) {
-    std::vector<Aval> in;
-    for (const auto& t : args.inputs) in.push_back(t.aval);
-    const int64_t count = leadingCount(in[0]);
-    if (args.parallelFor == nullptr || args.threads < 2 || count >= args.threads ||
-        flops(in) < kThreadedLapackFlops)
+    if (args.parallelFor == nullptr || args.threads < 2 || leadingCount(args.inputs[0].aval) >= args.threads)
       return kernel(args);
+    std::vector<Aval> in;  // only where the operation count decides
+    for (const auto& t : args.inputs) in.push_back(t.aval);
+    if (flops(in) < kThreadedLapackFlops) return kernel(args);
     // Fewer large matrices than threads: one LAPACK call at a time, on OpenBLAS's threads (its parallel getrf and
     // potrf, threaded GEMMs inside the others), the pool's threads idle meanwhile.
     ir::CpuKernelArgs alone{args.inputs, args.outputs, args.attrs};
