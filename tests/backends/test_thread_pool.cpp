@@ -1,6 +1,7 @@
 // The CPU backend's thread pool: every index is visited once, also over many short jobs back to back (a worker
 // late for one job must not run a chunk of the next with the last one's fields), and an exception thrown by a
 // chunk on a worker thread reaches the caller instead of ending the process; the pool keeps working afterwards.
+// FlushDenormals and MxcsrScope set a thread's subnormal handling for their scope and put it back.
 #include "tests/check.h"
 
 #include <atomic>
@@ -70,4 +71,30 @@ TEST_CASE("an exception on a worker thread reaches the caller") {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   TSR_COMPARE(sum.load(), int64_t(999 * 1000 / 2));
+}
+
+namespace {
+// Half the smallest normal float, a subnormal, computed at run time (a constant would be folded at compile time).
+float halfOfSmallestNormal() {
+  volatile float smallest = 1.17549435e-38f, half = 0.5f;
+  return smallest * half;
+}
+}  // namespace
+
+TEST_CASE("FlushDenormals flushes subnormal results in its scope and restores the thread's MXCSR after") {
+  const unsigned before = cpu::MxcsrScope::current();
+  REQUIRE_MESSAGE((before & cpu::MxcsrScope::kFlushSubnormals) == 0, "the test thread starts without FTZ/DAZ");
+  CHECK(halfOfSmallestNormal() > 0.0f);  // IEEE: gradual underflow
+  {
+    cpu::FlushDenormals ftz;
+    CHECK(halfOfSmallestNormal() == 0.0f);
+    {
+      cpu::MxcsrScope caller(before);  // an eager chunk on a pool worker: the caller's register
+      CHECK(halfOfSmallestNormal() > 0.0f);
+    }
+    CHECK(halfOfSmallestNormal() == 0.0f);
+  }
+  constexpr unsigned kControl = ~0x3Fu;  // bits 0-5 are sticky exception flags the arithmetic above sets
+  CHECK((cpu::MxcsrScope::current() & kControl) == (before & kControl));
+  CHECK(halfOfSmallestNormal() > 0.0f);
 }

@@ -1,7 +1,5 @@
 #include "engine/backends/cpu/backend.h"
 
-#include <xmmintrin.h>
-
 #include "engine/backends/cpu/executable.h"
 #include "engine/backends/cpu/thread_pool.h"
 #include "engine/core/env_options.h"
@@ -31,15 +29,9 @@ class CpuBackend final : public runtime::Backend {
 // Eager ops' chunks on the pool, each run with the caller's MXCSR: the pool's workers flush subnormals, as
 // jitted code does, while an eager op computes them as the calling thread does.
 void eagerParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
-  const unsigned caller = _mm_getcsr();
+  const unsigned caller = MxcsrScope::current();
   ThreadPool::instance().parallelFor(n, grain, [&](int64_t lo, int64_t hi, int thread) {
-    struct Csr {
-      unsigned own = _mm_getcsr();
-      explicit Csr(unsigned want) {
-        if (own != want) _mm_setcsr(want);
-      }
-      ~Csr() { _mm_setcsr(own); }
-    } csr(caller);
+    MxcsrScope csr(caller);
     fn(lo, hi, thread);
   });
 }

@@ -31,8 +31,11 @@ int configuredThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-FlushDenormals::FlushDenormals() : m_saved(_mm_getcsr()) { _mm_setcsr(m_saved | 0x8040u); }
-FlushDenormals::~FlushDenormals() { _mm_setcsr(m_saved); }
+MxcsrScope::MxcsrScope(unsigned csr) : m_saved(_mm_getcsr()) {
+  if (csr != m_saved) _mm_setcsr(csr);
+}
+MxcsrScope::~MxcsrScope() { _mm_setcsr(m_saved); }
+unsigned MxcsrScope::current() { return _mm_getcsr(); }
 
 std::string blasCoreFallback() {
   const char* core = openblas_get_corename();
@@ -131,7 +134,7 @@ ThreadPool& ThreadPool::instance() {
 ThreadPool::ThreadPool(int threads) : m_state(new State), m_numThreads(threads) {
   for (int t = 1; t < threads; ++t)
     m_state->workers.emplace_back([this, t] {
-      _mm_setcsr(_mm_getcsr() | 0x8040u);  // flush subnormals (see FlushDenormals)
+      _mm_setcsr(_mm_getcsr() | MxcsrScope::kFlushSubnormals);  // for good (see FlushDenormals)
       State& s = *m_state;
       uint64_t seen = 0;
       auto isNew = [&](uint64_t g) { return g != seen && (g & 1) != 0; };

@@ -32,18 +32,28 @@ class ThreadPool {
 // The thread count: TESSERA_NUM_THREADS, else the cores available to this process.
 int configuredThreads();
 
-// Flushes subnormal floats to zero (FTZ and DAZ in MXCSR) on this thread while in scope, as XLA:CPU does:
-// squared gradients and Adam's second moments reach the subnormal range, where each operation costs about a
-// hundred times more. Pool workers run with it always.
-class FlushDenormals {
+// This thread's SSE control and status register (MXCSR) set to `csr` while in scope (not written where it holds
+// that value already), then restored.
+class MxcsrScope {
  public:
-  FlushDenormals();
-  ~FlushDenormals();
-  FlushDenormals(const FlushDenormals&) = delete;
-  FlushDenormals& operator=(const FlushDenormals&) = delete;
+  explicit MxcsrScope(unsigned csr);
+  ~MxcsrScope();
+  MxcsrScope(const MxcsrScope&) = delete;
+  MxcsrScope& operator=(const MxcsrScope&) = delete;
+
+  static unsigned current();  // this thread's MXCSR now
+  static constexpr unsigned kFlushSubnormals = 0x8040u;  // FTZ | DAZ
 
  private:
   unsigned m_saved;
+};
+
+// Flushes subnormal floats to zero (FTZ and DAZ in MXCSR) on this thread while in scope, as XLA:CPU does:
+// squared gradients and Adam's second moments reach the subnormal range, where each operation costs about a
+// hundred times more. Pool workers run with it always.
+class FlushDenormals : public MxcsrScope {
+ public:
+  FlushDenormals() : MxcsrScope(current() | kFlushSubnormals) {}
 };
 
 // Makes OpenBLAS single-threaded (once): called before the first GEMM.
