@@ -67,6 +67,7 @@ nlohmann::json toJson(const train::BenchReport& r, const cpu::SgemmPeak& peak, i
     j["sgemm_kernels"] = peak.kernels;
     j["peak_fraction"] = gflops / peak.gflops;
   }
+  if (!peak.error.empty()) j["sgemm_error"] = peak.error;
   return j;
 }
 
@@ -134,6 +135,8 @@ int runBench(BenchArgs& a) {
   if (peak.n > 0)
     std::cout << fmt::format(" = {:.1f}% of the SGEMM peak ({:.1f} GFLOP/s, OpenBLAS {}^3, best of {})",
                              100.0 * gflops / peak.gflops, peak.gflops, peak.n, a.sgemmRepeats);
+  else if (!peak.error.empty())
+    std::cout << fmt::format(" (no SGEMM peak: {})", peak.error);
   std::cout << "\n";
   if (a.top > 0) printKernelTable(r.profile, a.top);
   return 0;

@@ -23,7 +23,8 @@ Roofs measureRoofs(int threads) {
   Roofs r;
   r.flopsPerSecond = sgemm.gflops * 1e9;
   r.bytesPerSecond = copy.gbs * 1e9;
-  r.how = fmt::format("SGEMM {}^3 on {} threads: {:.1f} GFLOP/s; copy of {}: {:.1f} GB/s (read + written)", sgemm.n,
+  if (!sgemm.error.empty()) r.how = fmt::format("SGEMM not measured ({}); ", sgemm.error);
+  r.how += fmt::format("SGEMM {}^3 on {} threads: {:.1f} GFLOP/s; copy of {}: {:.1f} GB/s (read + written)", sgemm.n,
                       threads, sgemm.gflops, formatBytes(copy.bytes), copy.gbs);
   return r;
 }

@@ -138,27 +138,6 @@ void forMatrices(const ir::CpuKernelArgs& args, int64_t count, const std::functi
 // 128 x 128 cholesky is 0.7 M, an lu of 256 x 256 11 M; below, handing work to a thread costs more than it saves).
 constexpr double kThreadedLapackFlops = 8e6;
 
-// OpenBLAS on `threads` threads for the scope's life, then as before. OpenBLAS's thread count is the process's, so
-// one scope at a time; the engine's GEMMs run inside its own pool's threads and set no count of their own.
-class OpenBlasThreads {
- public:
-  explicit OpenBlasThreads(int threads) : m_lock(mutex()), m_saved(openblas_get_num_threads()) {
-    if (auto st = runtime::reserveBlasWorkspace(threads); !st.ok()) throw std::runtime_error(st.error().message);
-    openblas_set_num_threads(threads);
-  }
-  ~OpenBlasThreads() { openblas_set_num_threads(m_saved); }
-  OpenBlasThreads(const OpenBlasThreads&) = delete;
-  OpenBlasThreads& operator=(const OpenBlasThreads&) = delete;
-
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  std::lock_guard<std::mutex> m_lock;
-  int m_saved;
-};
-
 // The workspace size LAPACK answered a query with (a float holding an integer; rounded up, at least 1).
 template <class T> int workSize(T answer) { return std::max(1, static_cast<int>(std::ceil(answer))); }
 
@@ -816,7 +795,8 @@ void addLinalgOp(ir::OpRegistry& reg, OpCode code, int numOperands, int numResul
     // Fewer large matrices than threads: one LAPACK call at a time, on OpenBLAS's threads (its parallel getrf and
     // potrf, threaded GEMMs inside the others), the pool's threads idle meanwhile.
     ir::CpuKernelArgs alone{args.inputs, args.outputs, args.attrs};
-    OpenBlasThreads scope(args.threads);
+    runtime::BlasThreads scope(args.threads);
+    if (!scope.status().ok()) throw std::runtime_error(scope.status().error().message);
     kernel(alone);
   };
   def.vjp = std::move(vjp);

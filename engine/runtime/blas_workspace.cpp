@@ -1,5 +1,6 @@
 #include "engine/runtime/blas_workspace.h"
 
+#include <cblas.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -25,17 +26,35 @@ std::string addressSpaceLimit() {
 }  // namespace
 
 Status reserveBlasWorkspace(int threads) {
-  thread_local bool reserved = false;
-  if (reserved) return {};
-  const size_t bytes = kWorkspaceBytes * static_cast<size_t>(threads < 1 ? 1 : threads);
+  threads = threads < 1 ? 1 : threads;
+  thread_local int reservedFor = 0;  // the most threads this thread has checked for
+  if (threads <= reservedFor) return {};
+  const size_t bytes = kWorkspaceBytes * static_cast<size_t>(threads);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return makeError("out of memory: OpenBLAS needs {} MiB of workspace for {} GEMM thread{} and mapping it failed "
                      "({}; {}); raise the limit, or use fewer threads (TESSERA_NUM_THREADS)",
                      bytes >> 20, threads, threads == 1 ? "" : "s", std::strerror(errno), addressSpaceLimit());
   ::munmap(p, bytes);
-  reserved = true;
+  reservedFor = threads;
   return {};
+}
+
+namespace {
+std::mutex& blasThreadsMutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+BlasThreads::BlasThreads(int threads) : m_lock(blasThreadsMutex()), m_status(reserveBlasWorkspace(threads)) {
+  if (!m_status.ok()) return;
+  m_saved = openblas_get_num_threads();
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+BlasThreads::~BlasThreads() {
+  if (m_status.ok()) openblas_set_num_threads(m_saved);
 }
 
 }  // namespace tsr::runtime

@@ -1,7 +1,8 @@
 // The CPU backend's thread pool: every index is visited once, also over many short jobs back to back (a worker
 // late for one job must not run a chunk of the next with the last one's fields), and an exception thrown by a
 // chunk on a worker thread reaches the caller instead of ending the process; the pool keeps working afterwards.
-// FlushDenormals and MxcsrScope set a thread's subnormal handling for their scope and put it back.
+// FlushDenormals and MxcsrScope set a thread's subnormal handling for their scope and put it back. OpenBLAS's
+// workspaces are checked for as many threads as asked, also after fewer were checked (BlasThreads).
 #include "tests/check.h"
 
 #include <atomic>
@@ -11,7 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <fstream>
+#include <string>
+
 #include "engine/backends/cpu/thread_pool.h"
+#include "engine/runtime/blas_workspace.h"
 
 using namespace tsr;
 
@@ -97,4 +105,46 @@ TEST_CASE("FlushDenormals flushes subnormal results in its scope and restores th
   constexpr unsigned kControl = ~0x3Fu;  // bits 0-5 are sticky exception flags the arithmetic above sets
   CHECK((cpu::MxcsrScope::current() & kControl) == (before & kControl));
   CHECK(halfOfSmallestNormal() > 0.0f);
+}
+
+namespace {
+// This process's mapped bytes (VmSize), or 0 when /proc does not say.
+uint64_t mappedBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;  // kB
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("OpenBLAS's workspaces are checked for more threads after fewer fit, and BlasThreads leaves the count") {
+#if defined(__SANITIZE_ADDRESS__)
+  TSR_SKIP("AddressSanitizer maps its own memory: an address-space limit would stop it, not OpenBLAS");
+#endif
+  const uint64_t mapped = mappedBytes();
+  if (mapped == 0) TSR_SKIP("no /proc/self/status");
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_AS, &saved) == 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < mapped + (uint64_t(1) << 30))
+    TSR_SKIP("an address-space limit is set already");
+  const int threadsBefore = openblas_get_num_threads();
+  // Room for one 128 MiB workspace, not for four.
+  rlimit tight{mapped + (uint64_t(300) << 20), saved.rlim_max};
+  REQUIRE(::setrlimit(RLIMIT_AS, &tight) == 0);
+  const Status one = runtime::reserveBlasWorkspace(1);
+  const Status four = runtime::reserveBlasWorkspace(4);
+  std::string scoped;
+  int threadsInScope = -1;
+  {
+    runtime::BlasThreads blas(4);
+    if (!blas.status().ok()) scoped = blas.status().error().message;
+    threadsInScope = openblas_get_num_threads();
+  }
+  ::setrlimit(RLIMIT_AS, &saved);
+  CHECK(one.ok());
+  REQUIRE_FALSE(four.ok());
+  CHECK_MESSAGE(four.error().message.find("4 GEMM threads") != std::string::npos, four.error().message);
+  CHECK_MESSAGE(scoped.find("out of memory") != std::string::npos, scoped);
+  CHECK(threadsInScope == threadsBefore);  // not set when its workspaces do not fit
+  CHECK(openblas_get_num_threads() == threadsBefore);
 }

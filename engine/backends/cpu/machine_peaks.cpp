@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/runtime/blas_workspace.h"
+
 namespace tsr::cpu {
 
 namespace {
@@ -30,11 +32,11 @@ double bestSeconds(int repeats, F&& run) {
 }  // namespace
 
 SgemmPeak measureSgemm(int64_t n, int repeats, int threads) {
-  SgemmPeak peak{n, 0, ""};
+  SgemmPeak peak{n, 0, "", ""};
   if (n <= 0) return peak;
   if (const char* core = openblas_get_corename()) peak.kernels = core;
-  int saved = openblas_get_num_threads();
-  openblas_set_num_threads(std::max(threads, 1));
+  runtime::BlasThreads blas(threads);  // its workspaces reserved: a GEMM that cannot get them would hang
+  if (!blas.status().ok()) return SgemmPeak{0, 0, peak.kernels, blas.status().error().message};
   auto count = static_cast<size_t>(n * n);
   std::vector<float> a(count), b(count), c(count, 0.0f);
   std::mt19937 gen(1);
@@ -46,7 +48,6 @@ SgemmPeak measureSgemm(int64_t n, int repeats, int threads) {
                 c.data(), dim);
   });
   peak.gflops = s > 0 ? 2.0 * static_cast<double>(n) * static_cast<double>(n * n) / s / 1e9 : 0;
-  openblas_set_num_threads(saved);
   return peak;
 }
 

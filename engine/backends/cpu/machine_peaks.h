@@ -11,11 +11,12 @@ struct SgemmPeak {
   int64_t n = 0;
   double gflops = 0;    // best of the repeats
   std::string kernels;  // OpenBLAS's name of the kernels it runs (openblas_get_corename: "SkylakeX", "Haswell", ...)
+  std::string error;    // why nothing was measured (n 0): OpenBLAS's workspaces for the threads did not fit
 };
 
 // OpenBLAS SGEMM on n x n x n f32 matrices (row-major, no transposes) on `threads` threads: one untimed call,
 // then the best of `repeats`. The engine runs OpenBLAS single-threaded inside its own pool, so the thread count
-// is set for the measurement and restored afterwards.
+// is set for the measurement and restored afterwards (runtime::BlasThreads, which reserves the workspaces first).
 SgemmPeak measureSgemm(int64_t n, int repeats, int threads);
 
 struct CopyBandwidth {
