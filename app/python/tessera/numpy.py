@@ -16,6 +16,10 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_composite      functions written with the others: hstack, diag, trace, diff, the nan* reductions, sinh, ...
 #   _np_stats          median, quantile, percentile and their nan forms; histogram, bincount, digitize, interp
 #   _np_setops         unique, unique_values, unique_counts, unique_inverse, unique_all
+#   _np_math           gcd, lcm, divmod, frexp, ldexp, modf; real, imag, conj of real arrays
+#   _np_arrays         array_split, insert, delete, resize, kron, cross, inner, vdot, ravel_multi_index, lexsort,
+#                      partition, piecewise, apply_along_axis, setdiff1d, nancumsum, ...
+#   _np_signal         convolve, correlate, polyval, polyfit, vander, gradient, trapezoid, cov, corrcoef, histogram2d
 #   _np_array_methods  the Array type's Python methods and operators, installed when it is imported
 # This module re-exports the function objects themselves (no wrappers: a call costs no extra frame), and the
 # private helpers other modules of the package use (_engine_dtype, _FLOATING, _inexact, _axes, ...).
@@ -56,6 +60,12 @@ from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atle
 from ._np_stats import (bincount, digitize, histogram, histogram_bin_edges, interp, median, nanmedian,
                         nanpercentile, nanquantile, percentile, quantile)
 from ._np_setops import unique, unique_all, unique_counts, unique_inverse, unique_values
+from ._np_math import conj, conjugate, divmod, frexp, gcd, imag, lcm, ldexp, modf, real
+from ._np_arrays import (apply_along_axis, argpartition, array_split, cross, delete, diag_indices, diagflat, inner,
+                         insert, kron, lexsort, nancumprod, nancumsum, partition, piecewise, ravel_multi_index,
+                         resize, setdiff1d, unravel_index, vdot)
+from ._np_signal import (convolve, corrcoef, correlate, cov, ediff1d, gradient, histogram2d, polyfit, polyval,
+                         trapezoid, vander)
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
 
 # help() and pickle name the public module, not the private one that holds the code.

@@ -1,0 +1,116 @@
+"""tessera.numpy's number-theoretic and floating-point decomposition functions written with the others: gcd, lcm,
+divmod, frexp, ldexp, modf, and real, imag, conj for real arrays (there are no complex dtypes), as jax.numpy's.
+Where numpy and JAX differ on special values, numpy's answer is the one given (frexp of a subnormal, modf of an
+infinity)."""
+
+import numpy as _np
+
+from . import _tessera as _C
+from ._np_creation import asarray, zeros_like
+from ._np_elementwise import (abs, equal, exp2, floor, floor_divide, greater_equal, isinf, isnan, less, log2,
+                              logical_or, remainder, _inexact, _is_floating, _operands, _promoted)
+from ._np_composite import copysign, trunc
+from ._np_indexing import where
+
+
+def _integer_operands(name, x1, x2):
+    a, b = _promoted(*_operands(x1, x2))
+    if _is_floating(a) or a._dtype_name == "bool":
+        raise TypeError(f"{name}: arguments must be integers; got {a.dtype}")
+    return a, b
+
+
+def gcd(x1, x2):
+    """The greatest common divisor of |x1| and |x2|, elementwise (0 where both are 0): Euclid's algorithm as
+    one while loop over the whole array, which ends when every remainder is 0."""
+    from . import lax as _lax
+    a, b = _integer_operands("gcd", x1, x2)
+    a, b = abs(a), abs(b)
+    shape = _np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    a, b = _C.broadcast_to(a, list(shape)), _C.broadcast_to(b, list(shape))
+
+    def step(carry):
+        a, b = carry
+        done = equal(b, 0)
+        safe = where(done, 1, b)
+        return where(done, a, b), where(done, 0, remainder(a, safe))
+
+    def more(carry):
+        return _C.any(_C.not_equal(carry[1], 0), [], False) if carry[1].ndim else _C.not_equal(carry[1], 0)
+
+    return _lax.while_loop(more, step, (a, b))[0]
+
+
+def lcm(x1, x2):
+    """The least common multiple of |x1| and |x2|, elementwise (0 where either is 0)."""
+    a, b = _integer_operands("lcm", x1, x2)
+    g = gcd(a, b)
+    zero = equal(g, 0)
+    return where(zero, 0, floor_divide(abs(a), where(zero, 1, g)) * abs(b))  # numpy's order (and overflow)
+
+
+def divmod(x1, x2, /):  # noqa: A001 (numpy's name)
+    """(floor_divide(x1, x2), remainder(x1, x2))."""
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def _pow2(e, dtype):
+    """2**e for the int32 array e, exact where 2**e is a normal number of dtype (exp2 of an integer)."""
+    return exp2(_C.astype(e, dtype))
+
+
+def frexp(x, /):
+    """(mantissa, exponent) with x = mantissa * 2**exponent, |mantissa| in [0.5, 1) and exponent int32; (x, 0)
+    where x is 0, infinite or NaN. Subnormal x get their true exponent (numpy's answer)."""
+    x = _inexact(x)
+    dt = x._dtype_name
+    ax = abs(x)
+    special = logical_or(logical_or(equal(x, 0), isinf(x)), isnan(x))
+    safe = where(special, 1.0, ax)
+    e = _C.astype(floor(log2(safe)), "i32") + 1
+    # m = x / 2**e in two steps, so that 2**-e stays finite for the subnormals (e down to -148).
+    half = floor_divide(e, 2)
+    m = safe * _pow2(-half, dt) * _pow2(half - e, dt)
+    # log2 rounds near powers of two: one correction either way puts |m| in [0.5, 1).
+    high = greater_equal(m, 1.0)
+    m, e = where(high, m * 0.5, m), where(high, e + 1, e)
+    low = less(m, 0.5)
+    m, e = where(low, m * 2.0, m), where(low, e - 1, e)
+    return where(special, x, copysign(m, x)), where(special, 0, e)
+
+
+def ldexp(x1, x2, /):
+    """x1 * 2**x2 for integer x2, in x1's floating dtype (int x1 become float32); exact while the result is a
+    normal number (2**x2 is applied in two halves, so that neither overflows on its own)."""
+    x = _inexact(x1)
+    e = asarray(x2)
+    if _is_floating(e):
+        raise TypeError(f"ldexp: the exponent must be an integer array; got {e.dtype}")
+    e = _C.astype(e, "i32")
+    half = floor_divide(e, 2)
+    return x * _pow2(half, x._dtype_name) * _pow2(e - half, x._dtype_name)
+
+
+def modf(x, /):
+    """(fractional part, integral part), each with x's sign; an infinity gives (+-0, x) and NaN (NaN, NaN)."""
+    x = _inexact(x)
+    whole = trunc(x)
+    return where(isinf(x), copysign(0.0, x), copysign(x - whole, x)), whole  # -0.0 for -7.0 and -0.0, as numpy
+
+
+def real(val):
+    """val itself: arrays are real."""
+    return asarray(val)
+
+
+def imag(val):
+    """Zeros of val's shape and dtype: arrays are real."""
+    return zeros_like(asarray(val))
+
+
+def conj(x):
+    """x itself: arrays are real."""
+    return asarray(x)
+
+
+conjugate = conj
