@@ -326,3 +326,160 @@ def test_traced_forms_match_eager():
                                    np.cov(np.stack([a, a * a]).astype(np.float64)), np.gradient(a),
                                    np.trapezoid(a) if hasattr(np, "trapezoid") else np.trapz(a))):
         _same(got, want, rtol=1e-4)
+
+
+# ---- second group: grids, windows, picking, set operations, polynomial arithmetic, Array API names ---------
+
+def test_ranges_and_grids_match_numpy():
+    _same(tnp.logspace(0, 2, 5), np.logspace(0, 2, 5), rtol=1e-5)
+    _same(tnp.logspace(1, 3, 4, endpoint=False, base=2.0), np.logspace(1, 3, 4, endpoint=False, base=2.0), rtol=1e-5)
+    _same(tnp.geomspace(1, 1000, 4), np.geomspace(1, 1000, 4), rtol=1e-5)
+    _same(tnp.geomspace(-8, -1, 4, endpoint=False), np.geomspace(-8, -1, 4, endpoint=False), rtol=1e-5)
+    with pytest.raises(ValueError, match="cannot include zero"):
+        tnp.geomspace(0, 5)
+    _same(tnp.indices((2, 3)), np.indices((2, 3)))
+    for g, w in zip(tnp.indices((2, 3, 4), sparse=True), np.indices((2, 3, 4), sparse=True)):
+        _same(g, w)
+    _same(tnp.fromfunction(lambda i, j: i * 10 + j, (3, 4)), np.fromfunction(lambda i, j: i * 10 + j, (3, 4)))
+    for g, w in zip(tnp.ix_([0, 2], np.array([True, False, True, True])), np.ix_([0, 2], [True, False, True, True])):
+        _same(g, w)
+    _same(tnp.mgrid[0:3, 1:5:2], np.mgrid[0:3, 1:5:2])
+    _same(tnp.mgrid[-1:1:5j], np.mgrid[-1:1:5j])
+    for g, w in zip(tnp.ogrid[0:2, 0:1:3j], np.ogrid[0:2, 0:1:3j]):
+        _same(g, w)
+    a = np.zeros((4, 5))
+    for f in ("tril_indices_from", "triu_indices_from"):
+        for g, w in zip(getattr(tnp, f)(a, k=1), getattr(np, f)(a, k=1)):
+            _same(g, w)
+    for g, w in zip(tnp.diag_indices_from(np.zeros((3, 3, 3))), np.diag_indices_from(np.zeros((3, 3, 3)))):
+        _same(g, w)
+    for g, w in zip(tnp.mask_indices(4, tnp.triu, 1), np.mask_indices(4, np.triu, 1)):
+        _same(g, w)
+
+
+@pytest.mark.parametrize("M", [0, 1, 2, 7, 12])
+def test_windows_match_numpy(M):
+    for name in ("bartlett", "blackman", "hamming", "hanning"):
+        _same(getattr(tnp, name)(M), getattr(np, name)(M), atol=2e-6)
+    _same(tnp.kaiser(M, 6.5), np.kaiser(M, 6.5), rtol=1e-5, atol=1e-6)
+
+
+def test_i0_matches_numpy_across_the_switch():
+    x = np.concatenate([np.linspace(-30, 30, 241), [0.0, 1e-3, 14.999, 15.0, 15.001, 40.0]]).astype(np.float32)
+    _same(tnp.i0(x), np.i0(x.astype(np.float64)), rtol=2e-6)
+
+
+def test_picking_functions_match_numpy():
+    a = np.array([[0, 2, 1], [1, 0, 2]], np.int32)
+    choices = [np.arange(6).reshape(2, 3), np.full((2, 3), 10), np.array([100, 200, 300])]
+    _same(tnp.choose(a, choices), np.choose(a, choices).astype(np.int32))
+    _same(tnp.choose(a + 2, choices, mode="wrap"), np.choose(a + 2, choices, mode="wrap").astype(np.int32))
+    _same(tnp.choose(a + 2, choices, mode="clip"), np.choose(a + 2, choices, mode="clip").astype(np.int32))
+    with pytest.raises(ValueError, match="out of bounds"):
+        tnp.choose(a + 2, choices)
+    cond = np.array([True, False, True, True])
+    _same(tnp.compress(cond, X, axis=1), np.compress(cond, X, axis=1))
+    _same(tnp.compress(cond[:2], X), np.compress(cond[:2], X))
+    _same(tnp.extract(X > 0.5, X), np.extract(X > 0.5, X))
+    got = tessera.jit(lambda c, x: tnp.compress(c, x, axis=1, size=4, fill_value=-1))(cond, X)
+    want = np.concatenate([np.compress(cond, X, axis=1), np.full((3, 1, 5), -1, np.float32)], 1)
+    _same(got, want)
+    flat = X.ravel().copy()
+    np.put(flat, [0, 7, -1], [5.0, 6.0])
+    _same(tnp.put(X, np.array([0, 7, -1]), np.array([5.0, 6.0], np.float32), inplace=False), flat.reshape(X.shape))
+    with pytest.raises(ValueError, match="inplace=False"):
+        tnp.put(X, 0, 1.0)
+    idx = np.argsort(X, axis=2)[..., :2]
+    want = X.copy()
+    np.put_along_axis(want, idx, -9.0, axis=2)
+    _same(tnp.put_along_axis(X, idx, -9.0, axis=2, inplace=False), want)
+    for shape, wrap in [((4, 4), False), ((7, 3), True), ((7, 3), False), ((3, 3, 3), False)]:
+        want = np.zeros(shape, np.float32)
+        np.fill_diagonal(want, 5.0, wrap=wrap)
+        _same(tnp.fill_diagonal(np.zeros(shape, np.float32), 5.0, wrap=wrap, inplace=False), want)
+
+
+def test_layout_helpers_match_numpy():
+    for f in ("hsplit", "vsplit", "dsplit"):
+        for g, w in zip(getattr(tnp, f)(X, [1, 2]), getattr(np, f)(X, [1, 2])):
+            _same(g, w)
+    for g, w in zip(tnp.unstack(X, axis=1), [X[:, i] for i in range(4)]):
+        _same(g, w)
+    _same(tnp.rollaxis(X, 2), np.rollaxis(X, 2))
+    _same(tnp.rollaxis(X, 0, 2), np.rollaxis(X, 0, 2))
+    A, B = np.ones((2, 2), np.float32), np.zeros((2, 3), np.float32)
+    C, D = np.full((1, 2), 3, np.float32), np.full((1, 3), 4, np.float32)
+    _same(tnp.block([[A, B], [C, D]]), np.block([[A, B], [C, D]]))
+    _same(tnp.block([X[0, 0], X[1, 1]]), np.block([X[0, 0], X[1, 1]]))
+    _same(tnp.block([[X[0, 0]], [X[1, 1]]]), np.block([[X[0, 0]], [X[1, 1]]]))
+    _same(tnp.apply_over_axes(tnp.sum, X, [0, 2]), np.apply_over_axes(np.sum, X, [0, 2]), rtol=1e-4)
+    assert bool(tnp.array_equiv(X[0, 0], np.broadcast_to(X[0, 0], (3, 5))))
+    assert not bool(tnp.array_equiv(X[0, 0], X[0, :, :4]))
+    _same(tnp.trim_zeros(np.array([0, 0, 1, 0, 2, 0], np.int32)), np.trim_zeros(np.array([0, 0, 1, 0, 2, 0])).astype(np.int32))
+    _same(tnp.trim_zeros(np.array([0, 0, 1, 0, 2, 0], np.int32), "b"), np.array([0, 0, 1, 0, 2], np.int32))
+
+
+def test_set_operations_match_numpy_eagerly_and_with_size_under_jit():
+    a = np.array([5, 1, 3, 3, 9, 1, 7, 7], np.int32)
+    b = np.array([3, 4, 9, 9, 0, 7], np.int32)
+    for name in ("union1d", "intersect1d", "setxor1d", "setdiff1d"):
+        _same(getattr(tnp, name)(a, b), getattr(np, name)(a, b))
+        want = getattr(np, name)(a, b)
+        got = tessera.jit(lambda x, y, f=getattr(tnp, name): f(x, y, size=8, fill_value=-1))(a, b)
+        _same(got, np.concatenate([want, np.full(8 - len(want), -1)]).astype(np.int32))
+    ua, ub = np.unique(a), np.unique(b)
+    _same(tnp.intersect1d(ua, ub, assume_unique=True), np.intersect1d(ua, ub, assume_unique=True))
+    _same(tnp.setxor1d(ua, ub, assume_unique=True), np.setxor1d(ua, ub, assume_unique=True))
+    with pytest.raises(tessera.ConcretizationError, match="give size="):
+        tessera.jit(tnp.union1d)(a, b)
+
+
+def test_polynomial_arithmetic_matches_numpy():
+    p = np.array([3.0, -2.0, 0.5, 4.0], np.float32)
+    q = np.array([1.0, 2.0], np.float32)
+    _same(tnp.polyadd(p, q), np.polyadd(p, q))
+    _same(tnp.polysub(q, p), np.polysub(q, p))
+    _same(tnp.polymul(p, q), np.polymul(p, q), rtol=1e-5)
+    _same(tnp.polyder(p), np.polyder(p))
+    _same(tnp.polyder(p, 2), np.polyder(p, 2))
+    _same(tnp.polyint(p), np.polyint(p), rtol=1e-6)
+    _same(tnp.polyint(p, 2, k=[1.0, -3.0]), np.polyint(p, 2, k=[1.0, -3.0]), rtol=1e-6)
+    quotient, remainder = tnp.polydiv(p, q)
+    nq, nr = np.polydiv(p.astype(np.float64), q)
+    _same(quotient, nq, rtol=1e-5)
+    _same(np.asarray(remainder)[-len(nr):], nr, rtol=1e-5, atol=1e-5)
+    _same(tnp.polydiv(p, q, trim_leading_zeros=True)[1], nr, rtol=1e-5, atol=1e-5)
+    roots = np.array([1.0, -2.0, 0.5], np.float32)
+    _same(tnp.poly(roots), np.poly(roots), rtol=1e-6)
+
+
+def test_number_helpers_match_numpy():
+    x = np.array([-3.5, -0.0, 0.0, 2.0, -1.0], np.float32)
+    _same(tnp.fabs(np.array([-3, 4], np.int32)), np.fabs(np.array([-3, 4])))
+    _same(tnp.angle(x), np.angle(x))
+    _same(tnp.angle(x, deg=True), np.angle(x, deg=True), rtol=1e-6)
+    assert np.asarray(tnp.isreal(x)).all() and not np.asarray(tnp.iscomplex(x)).any()
+    assert tnp.isrealobj(tnp.asarray(x)) and not tnp.iscomplexobj(tnp.asarray(x))
+    phase = np.cumsum(rng.uniform(-3, 3, (2, 40)), axis=1).astype(np.float32)
+    wrapped = np.angle(np.exp(1j * phase)).astype(np.float32)
+    _same(tnp.unwrap(wrapped), np.unwrap(wrapped), rtol=1e-4, atol=1e-4)
+    _same(tnp.unwrap(wrapped * 2, period=4 * np.pi, axis=1), np.unwrap(wrapped * 2, period=4 * np.pi, axis=1),
+          rtol=1e-4, atol=1e-4)
+
+
+def test_array_api_names():
+    a = X[0]
+    for ours, numpys in [("acos", "arccos"), ("asinh", "arcsinh"), ("atan", "arctan")]:
+        _same(getattr(tnp, ours)(np.clip(a, -1, 1)), getattr(np, numpys)(np.clip(a, -1, 1)), rtol=1e-5)
+    _same(tnp.atan2(a, a + 1), np.arctan2(a, a + 1), rtol=1e-5)
+    _same(tnp.pow(np.abs(a), 1.5), np.power(np.abs(a), 1.5), rtol=1e-5)
+    _same(tnp.concat([a, a], axis=1), np.concatenate([a, a], axis=1))
+    _same(tnp.permute_dims(X, (2, 0, 1)), np.transpose(X, (2, 0, 1)))
+    _same(tnp.matrix_transpose(X), np.swapaxes(X, -1, -2))
+    _same(tnp.vecdot(X, X[0]), np.sum(X * X[0], -1), rtol=1e-5)
+    _same(tnp.matvec(X, X[0, 0]), X @ X[0, 0], rtol=1e-5)
+    _same(tnp.vecmat(X[:, 0, :4], X), (X[:, 0, :4][:, None, :] @ X)[:, 0], rtol=1e-5)
+    _same(tnp.cumulative_prod(X[0, 0], include_initial=True), np.concatenate([[1.0], np.cumprod(X[0, 0])]), rtol=1e-5)
+    _same(tnp.bitwise_left_shift(np.abs(I), 2), np.left_shift(np.abs(I), 2))
+    assert tnp.issubdtype(tnp.asarray(X).dtype, tnp.floating) and not tnp.issubdtype(tnp.asarray(I).dtype, tnp.floating)
+    assert tnp.issubdtype(tnp.asarray(I).dtype, tnp.integer)

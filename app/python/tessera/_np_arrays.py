@@ -1,10 +1,14 @@
-"""tessera.numpy's array manipulations written with the others, as jax.numpy's: array_split, insert, delete,
-resize, kron, cross, inner, vdot, diagflat, diag_indices, ravel_multi_index, unravel_index, lexsort, partition,
-argpartition, piecewise, apply_along_axis, setdiff1d, nancumsum and nancumprod.
+"""tessera.numpy's array manipulations written with the others, as jax.numpy's: array_split, hsplit, vsplit,
+dsplit, unstack, block, rollaxis, insert, delete, resize, kron, cross, inner, vdot, diagflat, diag_indices,
+ravel_multi_index, unravel_index, lexsort, partition, argpartition, piecewise, apply_along_axis, apply_over_axes,
+array_equiv, trim_zeros, choose, compress, extract, put, put_along_axis, fill_diagonal, the set operations
+setdiff1d, union1d, intersect1d and setxor1d, nancumsum and nancumprod.
 
 insert and delete take their positions as Python ints, slices or concrete arrays (the result's shape depends on
-them), as JAX requires; setdiff1d needs size= under jit, as unique does."""
+them), as JAX requires; the set operations, compress and extract need size= under jit, as unique does; put,
+put_along_axis and fill_diagonal return the updated array and need inplace=False, as JAX's."""
 
+import builtins as _builtins
 import operator as _operator
 
 import numpy as _np
@@ -15,7 +19,7 @@ from ._np_creation import arange, asarray, zeros
 from ._np_elementwise import clip, isnan, logical_not, multiply, _operands, _promoted
 from ._np_layout import broadcast_to, concatenate, moveaxis, ravel, reshape, split, stack, tile
 from ._np_reductions import cumprod, cumsum, sort, argsort, sum
-from ._np_indexing import nonzero, take, where
+from ._np_indexing import nonzero, take, take_along_axis, where
 from ._np_linalg import tensordot
 from ._np_composite import diag, isin
 
@@ -359,23 +363,12 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     depends on the values, so a traced ar1 needs size= (the result's length, padded with fill_value, default
     0)."""
     a = ravel(asarray(ar1))
-    if not assume_unique and a.shape[0]:
+    if not assume_unique:
         a = sort(a)
     keep = logical_not(isin(a, ar2))
-    if not assume_unique and a.shape[0]:  # each value once: where a run of equal ones starts
-        first = concatenate([_C.full([1], True, "bool"), _C.not_equal(a[1:], a[:-1])], 0)
-        keep = _C.bitwise_and(keep, first)
-    if size is None:
-        if a.is_tracer:
-            raise _C.ConcretizationError(
-                "setdiff1d: the number of values of a traced array is not known while tracing; give size= (and "
-                "fill_value=)")
-        return take(a, nonzero(keep)[0], 0) if a.shape[0] else a
-    if a.shape[0] == 0:
-        return _C.full([size], 0 if fill_value is None else fill_value, a._dtype_name)
-    (ind,) = nonzero(keep, size=size, fill_value=a.shape[0])
-    found = _C.less(ind, _C.scalar(a.shape[0], ind))
-    return where(found, take(a, ind, 0, mode="clip"), 0 if fill_value is None else fill_value)
+    if not assume_unique:  # each value once: where a run of equal ones starts
+        keep = _C.bitwise_and(keep, _first_of_runs(a))
+    return _select_values(a, keep, size, fill_value, "setdiff1d")
 
 
 def nancumsum(a, axis=None, dtype=None):
@@ -392,3 +385,342 @@ def nancumprod(a, axis=None, dtype=None):
     if a._dtype_name in _FLOATING:
         a = where(isnan(a), 1, a)
     return cumprod(a, axis=axis, dtype=dtype)
+
+
+# ---- more layout ----------------------------------------------------------------------------------------
+
+def hsplit(ary, indices_or_sections):
+    """split along axis 1 (axis 0 of a 1-d array)."""
+    a = asarray(ary)
+    if a.ndim == 0:
+        raise ValueError("hsplit only works on arrays of 1 or more dimensions")
+    return split(a, indices_or_sections, 1 if a.ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    """split along axis 0 of an array of 2 or more dims."""
+    a = asarray(ary)
+    if a.ndim < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(a, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections):
+    """split along axis 2 of an array of 3 or more dims."""
+    a = asarray(ary)
+    if a.ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(a, indices_or_sections, 2)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of x along axis, as a tuple."""
+    x = asarray(x)
+    axis = _canonical_axis(axis, x.ndim, "unstack")
+    moved = moveaxis(x, axis, 0)
+    return tuple(moved[i] for i in range(moved.shape[0]))
+
+
+def rollaxis(a, axis, start=0):
+    """numpy's rollaxis: axis moved to before position start."""
+    a = asarray(a)
+    n = a.ndim
+    axis = _canonical_axis(axis, n, "rollaxis")
+    if start < 0:
+        start += n
+    if not 0 <= start <= n:
+        raise ValueError(f"rollaxis: start {start} is out of bounds for an array of {n} dimensions")
+    if axis < start:
+        start -= 1
+    return moveaxis(a, axis, start)
+
+
+def block(arrays):
+    """numpy's block: an array assembled from nested lists of blocks, the innermost lists joined along the last
+    axis, the next ones out along the one before, and so on."""
+    def depth(x):
+        if isinstance(x, list):
+            if not x:
+                raise ValueError("block: lists cannot be empty")
+            ds = {depth(e) for e in x}
+            if len(ds) != 1:
+                raise ValueError("block: list depths are mismatched")
+            return ds.pop() + 1
+        if isinstance(x, tuple):
+            raise TypeError("block: arrays is a tuple; only lists can be used to arrange blocks")
+        return 0
+
+    levels = depth(arrays)
+
+    def rank(x):
+        return _builtins.max(rank(e) for e in x) if isinstance(x, list) else asarray(x).ndim
+
+    ndim = _builtins.max(rank(arrays), levels)
+
+    def assemble(x, level):
+        if level == levels:
+            a = asarray(x)
+            return reshape(a, (1,) * (ndim - a.ndim) + tuple(a.shape))
+        parts = [assemble(e, level + 1) for e in x]
+        return concatenate(parts, -(levels - level))
+
+    return assemble(arrays, 0)
+
+
+def apply_over_axes(func, a, axes):
+    """func(a, axis) applied for each axis in turn; a result that lost the axis gets it back (size 1)."""
+    a = asarray(a)
+    for axis in ([axes] if isinstance(axes, int) else axes):
+        res = asarray(func(a, axis))
+        if res.ndim == a.ndim:
+            a = res
+        elif res.ndim == a.ndim - 1:
+            a = reshape(res, tuple(res.shape[:axis % a.ndim]) + (1,) + tuple(res.shape[axis % a.ndim:]))
+        else:
+            raise ValueError("apply_over_axes: function is not returning an array of the correct shape")
+    return a
+
+
+def array_equiv(a1, a2):
+    """Whether a1 and a2 broadcast to one shape and are equal there."""
+    a1, a2 = asarray(a1), asarray(a2)
+    try:
+        shape = _np.broadcast_shapes(tuple(a1.shape), tuple(a2.shape))
+    except ValueError:
+        return asarray(False)
+    eq = _C.equal(*_promoted(broadcast_to(a1, shape), broadcast_to(a2, shape)))
+    return _C.all(eq, [], False) if len(shape) else eq
+
+
+def trim_zeros(filt, trim="fb"):
+    """The 1-d filt without its leading ("f") and trailing ("b") zeros. How many depends on the values, so
+    filt must be concrete, as JAX's."""
+    a = asarray(filt)
+    if a.ndim != 1:
+        raise ValueError(f"trim_zeros: filt must be 1-d; got shape {tuple(a.shape)}")
+    if a.is_tracer:
+        raise _C.ConcretizationError("trim_zeros: the number of zeros of a traced array is not known while tracing")
+    nz = _np.nonzero(_np.asarray(a._host_view()))[0]
+    if nz.size == 0:
+        return a[:0]
+    lo = int(nz[0]) if "f" in trim.lower() else 0
+    hi = int(nz[-1]) + 1 if "b" in trim.lower() else a.shape[0]
+    return a[lo:hi]
+
+
+# ---- picking elements -----------------------------------------------------------------------------------
+
+def choose(a, choices, out=None, mode="raise"):
+    """numpy's choose: choices[a[i]][i] for each i, everything broadcast. mode "raise" checks a concrete a
+    (a traced one is clipped), "wrap" takes a modulo the number of choices, "clip" clamps it."""
+    if out is not None:
+        raise TypeError("choose: out= is not supported (tessera arrays are immutable): use the returned array")
+    a = asarray(a)
+    if a._dtype_name in _FLOATING or a._dtype_name == "bool":
+        raise TypeError(f"choose: a must hold integers; got {a.dtype}")
+    choices = [asarray(c) for c in choices]
+    n = len(choices)
+    if mode == "raise":
+        _check_bounds(a, n, "choose", "choice")
+        a = clip(a, 0, n - 1)
+    elif mode == "wrap":
+        a = a % n
+    elif mode == "clip":
+        a = clip(a, 0, n - 1)
+    else:
+        raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', not {mode!r}")
+    shape = _np.broadcast_shapes(tuple(a.shape), *[tuple(c.shape) for c in choices])
+    dt = choices[0]._dtype_name
+    for c in choices[1:]:
+        dt = _C.promote_types(dt, c._dtype_name)
+    stacked = stack([broadcast_to(c if c._dtype_name == dt else _C.astype(c, dt), shape) for c in choices], 0)
+    index = reshape(broadcast_to(_C.astype(a, "i32"), shape), (1,) + shape)
+    return reshape(take_along_axis(stacked, index, axis=0), shape)
+
+
+def _select_values(values, keep, size, fill_value, name):
+    """values[keep] (1-d): read from the device without size=; with it, the first size of them, padded."""
+    if size is None:
+        if values.is_tracer or keep.is_tracer:
+            raise _C.ConcretizationError(
+                f"{name}: the number of values of a traced array is not known while tracing; give size= (and "
+                "fill_value=)")
+        return take(values, nonzero(keep)[0], 0) if values.shape[0] else values
+    if values.shape[0] == 0:
+        return _C.full([size], 0 if fill_value is None else fill_value, values._dtype_name)
+    (ind,) = nonzero(keep, size=size, fill_value=values.shape[0])
+    found = _C.less(ind, _C.scalar(values.shape[0], ind))
+    return where(found, take(values, ind, 0, mode="clip"), 0 if fill_value is None else fill_value)
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
+    """The slices of a along axis (a flattened when None) where condition (1-d) is True; a condition shorter
+    than the axis selects among the first slices. Traced conditions need size=."""
+    if out is not None:
+        raise TypeError("compress: out= is not supported (tessera arrays are immutable): use the returned array")
+    c = asarray(condition)
+    if c.ndim != 1:
+        raise ValueError(f"compress: condition must be 1-d; got shape {tuple(c.shape)}")
+    a = asarray(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = _canonical_axis(axis, a.ndim, "compress")
+    n = a.shape[axis]
+    if c.shape[0] > n:
+        raise ValueError(f"compress: condition has {c.shape[0]} entries for an axis of {n}")
+    c = c if c._dtype_name == "bool" else _C.not_equal(c, _C.scalar(0, c))
+    if size is None:
+        if c.is_tracer:
+            raise _C.ConcretizationError("compress: a traced condition needs size= (the number of slices kept)")
+        return take(a, nonzero(c)[0], axis)
+    (ind,) = nonzero(c, size=size, fill_value=n)
+    moved = moveaxis(a, axis, 0)
+    picked = take(moved, ind, 0, mode="fill", fill_value=fill_value) if n else _C.full(
+        [size] + list(moved.shape[1:]), fill_value, a._dtype_name)
+    return moveaxis(picked, 0, axis)
+
+
+def extract(condition, arr, *, size=None, fill_value=0):
+    """arr's elements where condition is True, both flattened."""
+    return compress(ravel(asarray(condition)), ravel(asarray(arr)), size=size, fill_value=fill_value)
+
+
+_IMMUTABLE = ("{}: tessera arrays are immutable, so it cannot modify its argument in place: pass inplace=False "
+              "for the updated array as its result")
+
+
+def put(a, ind, v, mode=None, *, inplace=True):
+    """a flattened with the elements at ind set to v (repeated as needed), in a's shape. mode None or "fill":
+    indices out of range are left out; "clip" clamps them, "wrap" takes them modulo the size. inplace=False
+    is required, as JAX requires it."""
+    if inplace:
+        raise ValueError(_IMMUTABLE.format("put"))
+    a = asarray(a)
+    flat = ravel(a)
+    ind = ravel(asarray(ind))
+    v = ravel(asarray(v))
+    n = flat.shape[0]
+    if ind.shape[0] == 0:
+        return a
+    if v.shape[0] == 0:
+        raise ValueError("put: v is empty but ind is not")
+    if v.shape[0] != ind.shape[0]:
+        v = resize(v, ind.shape[0])
+    ind = _C.astype(ind, "i32") if ind._dtype_name != "i32" else ind
+    if mode == "clip":
+        ind = clip(ind, 0, n - 1)
+    elif mode == "wrap":
+        ind = ind % n
+    elif mode in (None, "fill"):
+        ind = where(_C.less(ind, _C.scalar(0, ind)), ind + n, ind)
+    else:
+        raise ValueError(f"put: mode must be None, 'fill', 'clip' or 'wrap', not {mode!r}")
+    v = v if v._dtype_name == a._dtype_name else _C.astype(v, a._dtype_name)
+    return reshape(flat.at[ind].set(v), tuple(a.shape))  # indices out of range are dropped
+
+
+def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
+    """arr with values put where take_along_axis(arr, indices, axis) reads; indices out of range are left out
+    (mode None, "fill" or "drop") or clamped ("clip"). inplace=False is required, as JAX requires it."""
+    if inplace:
+        raise ValueError(_IMMUTABLE.format("put_along_axis"))
+    a = asarray(arr)
+    idx = asarray(indices)
+    if axis is None:
+        a, axis = ravel(a), 0
+        idx = ravel(idx)
+    axis = _canonical_axis(axis, a.ndim, "put_along_axis")
+    if idx.ndim != a.ndim:
+        raise ValueError(f"put_along_axis: indices must have arr's rank {a.ndim}; got shape {tuple(idx.shape)}")
+    shape = tuple(idx.shape)
+    idx = _C.astype(idx, "i32") if idx._dtype_name != "i32" else idx
+    if mode == "clip":
+        idx = clip(idx, 0, a.shape[axis] - 1)
+    elif mode not in (None, "fill", "drop"):
+        raise ValueError(f"put_along_axis: mode must be None, 'fill', 'drop' or 'clip', not {mode!r}")
+    idx = where(_C.less(idx, _C.scalar(0, idx)), idx + a.shape[axis], idx)
+    key = []
+    for d in range(a.ndim):
+        if d == axis:
+            key.append(idx)
+        else:
+            s = [1] * a.ndim
+            s[d] = shape[d]
+            key.append(broadcast_to(_C.iota(s, d, "i32"), shape))
+    v = broadcast_to(_C.astype(asarray(values), a._dtype_name), shape)
+    return a.at[tuple(key)].set(v)  # indices out of range are dropped
+
+
+def fill_diagonal(a, val, wrap=False, *, inplace=True):
+    """a with its main diagonal (a[i, i, ...]) set to val (repeated as needed); a 2-d tall a restarts the
+    diagonal every n+1 rows with wrap=True, as numpy. inplace=False is required, as JAX requires it."""
+    if inplace:
+        raise ValueError(_IMMUTABLE.format("fill_diagonal"))
+    a = asarray(a)
+    if a.ndim < 2:
+        raise ValueError("fill_diagonal: array must be at least 2-d")
+    if a.ndim > 2 and len(set(a.shape)) != 1:
+        raise ValueError("fill_diagonal: all dimensions of input must be of equal length")
+    flat_n = int(_np.prod(a.shape))
+    if a.ndim == 2:
+        step = a.shape[1] + 1
+        end = flat_n if wrap else a.shape[1] * a.shape[1]
+    else:
+        step = 1 + int(_np.sum(_np.cumprod(a.shape[:-1])))
+        end = flat_n
+    positions = _np.arange(0, min(end, flat_n), step)
+    return put(a, asarray(positions.astype(_np.int32)), val, inplace=False)
+
+
+# ---- set operations -------------------------------------------------------------------------------------
+
+def _first_of_runs(a):
+    """True where the sorted 1-d a starts a run of equal values."""
+    if a.shape[0] == 0:
+        return _C.full([0], True, "bool")
+    return concatenate([_C.full([1], True, "bool"), _C.not_equal(a[1:], a[:-1])], 0)
+
+
+def _merged(ar1, ar2, assume_unique):
+    """(values, valid): ar1's and ar2's values sorted together, each value's duplicates within one array marked
+    invalid and sorted after its valid entries (so that equal neighbours that are both valid come from the two
+    arrays). Traces: nothing is read from the device."""
+    a, b = _promoted(ravel(asarray(ar1)), ravel(asarray(ar2)))
+    a, b = sort(a), sort(b)
+    fa = _C.full([a.shape[0]], True, "bool") if assume_unique else _first_of_runs(a)
+    fb = _C.full([b.shape[0]], True, "bool") if assume_unique else _first_of_runs(b)
+    values = concatenate([a, b], 0)
+    invalid = _C.astype(logical_not(concatenate([fa, fb], 0)), "i32")
+    values, invalid = _C.sort([values, invalid], 0, True, 2)
+    return values, _C.equal(invalid, _C.scalar(0, invalid))
+
+
+def union1d(ar1, ar2, *, size=None, fill_value=None):
+    """The sorted unique values of ar1 and ar2 together (size= under jit, as unique)."""
+    values, valid = _merged(ar1, ar2, False)
+    return _select_values(values, _C.bitwise_and(valid, _first_of_runs(values)), size, fill_value, "union1d")
+
+
+def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=None, fill_value=None):
+    """The sorted unique values in both ar1 and ar2 (size= under jit)."""
+    if return_indices:
+        raise NotImplementedError("intersect1d: return_indices=True is not supported; find the positions with "
+                                  "searchsorted on the sorted inputs")
+    values, valid = _merged(ar1, ar2, assume_unique)
+    if values.shape[0] < 2:
+        return _select_values(values[:0], valid[:0], size, fill_value, "intersect1d")
+    both = _C.bitwise_and(_C.equal(values[1:], values[:-1]), _C.bitwise_and(valid[1:], valid[:-1]))
+    return _select_values(values[:-1], both, size, fill_value, "intersect1d")
+
+
+def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+    """The sorted values in exactly one of ar1 and ar2 (size= under jit)."""
+    values, valid = _merged(ar1, ar2, assume_unique)
+    n = values.shape[0]
+    if n == 0:
+        return _select_values(values, valid, size, fill_value, "setxor1d")
+    last = _C.full([1], True, "bool")
+    # A valid entry that starts its run and is not followed by a valid equal one: the value is in one array.
+    alone_after = concatenate([_C.bitwise_or(_C.not_equal(values[1:], values[:-1]), logical_not(valid[1:])), last], 0)
+    keep = _C.bitwise_and(_C.bitwise_and(valid, _first_of_runs(values)), alone_after)
+    return _select_values(values, keep, size, fill_value, "setxor1d")

@@ -1,5 +1,6 @@
 """tessera.numpy's number-theoretic and floating-point decomposition functions written with the others: gcd, lcm,
-divmod, frexp, ldexp, modf, and real, imag, conj for real arrays (there are no complex dtypes), as jax.numpy's.
+divmod, frexp, ldexp, modf, fabs, unwrap, and real, imag, conj, angle, isreal, iscomplex for real arrays (there
+are no complex dtypes), as jax.numpy's.
 Where numpy and JAX differ on special values, numpy's answer is the one given (frexp of a subnormal, modf of an
 infinity)."""
 
@@ -114,3 +115,59 @@ def conj(x):
 
 
 conjugate = conj
+
+
+def fabs(x, /):
+    """|x| as a float (integers become float32)."""
+    return abs(_inexact(x))
+
+
+def angle(z, deg=False):
+    """The argument of z: 0 for non-negative real values, pi for negative ones (and -0.0), in degrees with
+    deg=True."""
+    from ._np_elementwise import arctan2
+    z = _inexact(z)
+    a = arctan2(zeros_like(z), z)
+    return a * (180.0 / _np.pi) if deg else a
+
+
+def isreal(x):
+    """True everywhere: arrays are real."""
+    x = asarray(x)
+    return _C.full(list(x.shape), True, "bool")
+
+
+def iscomplex(x):
+    """False everywhere: arrays are real."""
+    x = asarray(x)
+    return _C.full(list(x.shape), False, "bool")
+
+
+def isrealobj(x):
+    return not iscomplexobj(x)
+
+
+def iscomplexobj(x):
+    """Whether x has a complex dtype: tessera arrays never do; other objects as numpy answers."""
+    return False if hasattr(x, "_dtype_name") else bool(_np.iscomplexobj(x))
+
+
+def unwrap(p, discont=None, axis=-1, period=2 * _np.pi):
+    """numpy's unwrap: jumps between neighbours along axis larger than max(discont, period/2) are removed by
+    adding multiples of period."""
+    from ._np_layout import concatenate, moveaxis
+    from ._np_reductions import cumsum
+    p = _inexact(p)
+    if p.ndim == 0:
+        raise ValueError("unwrap: p must have at least one dimension")
+    p = moveaxis(p, axis, -1)
+    if p.shape[-1] < 2:
+        return moveaxis(p, -1, axis)
+    half = period / 2
+    discont = half if discont is None else max(float(discont), half)
+    dd = p[..., 1:] - p[..., :-1]
+    ddmod = remainder(dd + half, period) - half
+    ddmod = where(_C.bitwise_and(equal(ddmod, -half), _C.greater(dd, _C.scalar(0.0, dd))), half, ddmod)
+    correct = where(less(abs(dd), discont), 0.0, ddmod - dd)
+    out = concatenate([p[..., :1], p[..., 1:] + cumsum(correct, axis=-1)], -1)
+    return moveaxis(out, -1, axis)

@@ -1,6 +1,6 @@
 """tessera.numpy's functions of sequences and samples written with the others, as jax.numpy's: convolve and
-correlate (one convolution op), polyval, polyfit and vander, gradient, ediff1d and trapezoid, cov and corrcoef,
-and histogram2d."""
+correlate (one convolution op); polynomials (polyval, polyfit, vander, poly, polyadd, polysub, polymul, polydiv,
+polyder, polyint); gradient, ediff1d and trapezoid; cov and corrcoef; histogram2d."""
 
 import operator as _operator
 
@@ -10,7 +10,7 @@ from . import _tessera as _C
 from ._np_base import Array, _canonical_axis, _engine_dtype, _FLOATING
 from ._np_creation import asarray
 from ._np_elementwise import clip, divide, equal, sqrt, _inexact, _operands, _promoted
-from ._np_layout import broadcast_to, concatenate, flip, moveaxis, ravel, reshape
+from ._np_layout import broadcast_to, concatenate, flip, moveaxis, ravel, reshape, stack
 from ._np_reductions import cumprod, sum
 from ._np_indexing import where
 from ._np_linalg import dot, linalg, outer
@@ -343,3 +343,112 @@ def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
         area = reshape(ex[1:] - ex[:-1], (nx, 1)) * reshape(ey[1:] - ey[:-1], (1, ny))
         counts = counts / area / sum(counts)
     return counts, ex, ey
+
+
+# ---- polynomial arithmetic ------------------------------------------------------------------------------
+
+def _coefficients(p, name):
+    p = asarray(p)
+    if p.ndim != 1:
+        raise ValueError(f"{name}: coefficients must be 1-d (highest power first); got shape {tuple(p.shape)}")
+    return p
+
+
+def _padded_front(p, n):
+    return p if p.shape[0] == n else concatenate([_C.full([n - p.shape[0]], 0, p._dtype_name), p], 0)
+
+
+def polyadd(a1, a2):
+    """The sum of two polynomials (highest power first)."""
+    a, b = _promoted(_coefficients(a1, "polyadd"), _coefficients(a2, "polyadd"))
+    n = max(a.shape[0], b.shape[0])
+    return _padded_front(a, n) + _padded_front(b, n)
+
+
+def polysub(a1, a2):
+    """The difference of two polynomials (highest power first)."""
+    a, b = _promoted(_coefficients(a1, "polysub"), _coefficients(a2, "polysub"))
+    n = max(a.shape[0], b.shape[0])
+    return _padded_front(a, n) - _padded_front(b, n)
+
+
+def polymul(a1, a2):
+    """The product of two polynomials: the convolution of their coefficients."""
+    return convolve(_coefficients(a1, "polymul"), _coefficients(a2, "polymul"))
+
+
+def polyder(p, m=1):
+    """The m-th derivative of the polynomial p."""
+    p = _coefficients(p, "polyder")
+    m = _operator.index(m)
+    if m < 0:
+        raise ValueError(f"polyder: order of derivative must be positive; got {m}")
+    for _ in range(m):
+        n = p.shape[0]
+        if n <= 1:
+            return _C.full([0], 0, p._dtype_name)
+        powers = asarray(_np.arange(n - 1, 0, -1).astype(_np.int32))
+        p = p[:-1] * (powers if p._dtype_name == "i32" else _C.astype(powers, p._dtype_name))
+    return p
+
+
+def polyint(p, m=1, k=None):
+    """The m-th antiderivative of the polynomial p, with integration constants k (a scalar for all, or one per
+    integration, the first integration's first; default 0)."""
+    p = _inexact(_coefficients(p, "polyint"))
+    m = _operator.index(m)
+    if m < 0:
+        raise ValueError(f"polyint: order of integral must be positive; got {m}")
+    ks = [0.0] * m if k is None else (list(_np.ravel(k)) if _np.ndim(k) else [k] * m)
+    if len(ks) != m:
+        raise ValueError(f"polyint: k must be a scalar or have {m} values; got {len(ks)}")
+    for c in ks:
+        n = p.shape[0]
+        divisors = asarray(_np.arange(n, 0, -1).astype(_np.float32))
+        p = concatenate([p / _C.astype(divisors, p._dtype_name), reshape(_C.astype(asarray(c), p._dtype_name), (1,))], 0)
+    return p
+
+
+def polydiv(u, v, *, trim_leading_zeros=False):
+    """(quotient, remainder) of the polynomial division u / v by long division. The remainder keeps u's length
+    (its leading zeros stay, as jax.numpy's default) unless trim_leading_zeros, which needs concrete values."""
+    u, v = _inexact(_coefficients(u, "polydiv")), _inexact(_coefficients(v, "polydiv"))
+    u, v = _promoted(u, v)
+    n, m = u.shape[0], v.shape[0]
+    if m == 0:
+        raise ValueError("polydiv: the divisor is empty")
+    if n < m:
+        return _C.full([1], 0, u._dtype_name), u
+    scale = 1.0 / v[0]
+    q_terms = []
+    r = u
+    for i in range(n - m + 1):
+        c = r[i] * scale
+        q_terms.append(c)
+        shifted = concatenate([_C.full([i], 0, r._dtype_name), v * c, _C.full([n - m - i], 0, r._dtype_name)], 0)
+        r = r - shifted
+    q = stack(q_terms, 0)
+    if trim_leading_zeros:
+        if r.is_tracer:
+            raise _C.ConcretizationError("polydiv: trim_leading_zeros needs concrete values")
+        host = _np.asarray(r._host_view())
+        lead = 0
+        while lead < host.shape[0] - 1 and abs(host[lead]) <= 1e-14 * max(1.0, float(_np.abs(host).max())):
+            lead += 1
+        r = r[lead:]
+    return q, r
+
+
+def poly(seq_of_zeros):
+    """The coefficients (highest power first, leading 1) of the polynomial whose roots are the 1-d
+    seq_of_zeros: the product of (x - r) over the roots."""
+    z = _inexact(asarray(seq_of_zeros))
+    if z.ndim != 1:
+        raise NotImplementedError("poly: only a 1-d sequence of roots (the characteristic polynomial of a matrix "
+                                  "needs its general eigenvalues, which are not available)")
+    p = _C.full([1], 1.0, z._dtype_name)
+    for i in range(z.shape[0]):
+        nxt = concatenate([p, _C.full([1], 0, z._dtype_name)], 0)
+        prev = concatenate([_C.full([1], 0, z._dtype_name), p], 0)
+        p = nxt - prev * z[i]
+    return p

@@ -18,14 +18,17 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_setops         unique, unique_values, unique_counts, unique_inverse, unique_all
 #   _np_math           gcd, lcm, divmod, frexp, ldexp, modf; real, imag, conj of real arrays
 #   _np_arrays         array_split, insert, delete, resize, kron, cross, inner, vdot, ravel_multi_index, lexsort,
-#                      partition, piecewise, apply_along_axis, setdiff1d, nancumsum, ...
-#   _np_signal         convolve, correlate, polyval, polyfit, vander, gradient, trapezoid, cov, corrcoef, histogram2d
+#                      partition, piecewise, choose, compress, put, block, the set operations, nancumsum, ...
+#   _np_signal         convolve, correlate, the poly* functions, vander, gradient, trapezoid, cov, corrcoef, histogram2d
+#   _np_grids          logspace, geomspace, indices, ix_, mgrid, ogrid, fromfunction, the window functions, i0
 #   _np_array_methods  the Array type's Python methods and operators, installed when it is imported
 # This module re-exports the function objects themselves (no wrappers: a call costs no extra frame), and the
 # private helpers other modules of the package use (_engine_dtype, _FLOATING, _inexact, _axes, ...).
 
 import os as _os
 import types as _types
+
+import numpy as _np
 
 from . import _tessera as _C
 from ._np_base import (Array, bfloat16, bool_, dtype, e, float16, float32, float64, inf, int32, int64, nan, ndarray,
@@ -60,13 +63,71 @@ from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atle
 from ._np_stats import (bincount, digitize, histogram, histogram_bin_edges, interp, median, nanmedian,
                         nanpercentile, nanquantile, percentile, quantile)
 from ._np_setops import unique, unique_all, unique_counts, unique_inverse, unique_values
-from ._np_math import conj, conjugate, divmod, frexp, gcd, imag, lcm, ldexp, modf, real
-from ._np_arrays import (apply_along_axis, argpartition, array_split, cross, delete, diag_indices, diagflat, inner,
-                         insert, kron, lexsort, nancumprod, nancumsum, partition, piecewise, ravel_multi_index,
-                         resize, setdiff1d, unravel_index, vdot)
-from ._np_signal import (convolve, corrcoef, correlate, cov, ediff1d, gradient, histogram2d, polyfit, polyval,
-                         trapezoid, vander)
+from ._np_math import (angle, conj, conjugate, divmod, fabs, frexp, gcd, imag, iscomplex, iscomplexobj, isreal,
+                       isrealobj, lcm, ldexp, modf, real, unwrap)
+from ._np_arrays import (apply_along_axis, apply_over_axes, argpartition, array_equiv, array_split, block, choose,
+                         compress, cross, delete, diag_indices, diagflat, dsplit, extract, fill_diagonal, hsplit,
+                         inner, insert, intersect1d, kron, lexsort, nancumprod, nancumsum, partition, piecewise, put,
+                         put_along_axis, ravel_multi_index, resize, rollaxis, setdiff1d, setxor1d, trim_zeros,
+                         union1d, unravel_index, unstack, vdot, vsplit)
+from ._np_signal import (convolve, corrcoef, correlate, cov, ediff1d, gradient, histogram2d, poly, polyadd, polyder,
+                         polydiv, polyfit, polyint, polymul, polysub, polyval, trapezoid, vander)
+from ._np_grids import (bartlett, blackman, diag_indices_from, fromfunction, geomspace, hamming, hanning, i0,
+                        index_exp, indices, ix_, kaiser, logspace, mask_indices, mgrid, ogrid, s_,
+                        tril_indices_from, triu_indices_from)
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
+
+# The Array API standard's names for functions numpy names otherwise (jax.numpy has both).
+acos, acosh, asin, asinh, atan, atan2, atanh = arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh
+bitwise_left_shift, bitwise_right_shift, concat, permute_dims, pow = left_shift, right_shift, concatenate, transpose, power
+
+
+def matrix_transpose(x, /):
+    """x with its last two axes swapped."""
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose: x must have at least 2 dimensions; got shape {tuple(x.shape)}")
+    return swapaxes(x, -1, -2)
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """The dot product of x1 and x2 along axis, broadcast over the other axes (real arrays: no conjugate)."""
+    return sum(multiply(x1, x2), axis=axis)
+
+
+def matvec(x1, x2, /):
+    """The matrix x1 [..., m, n] times the vector x2 [..., n], broadcast over the leading axes."""
+    return squeeze(matmul(x1, expand_dims(asarray(x2), -1)), -1)
+
+
+def vecmat(x1, x2, /):
+    """The vector x1 [..., m] times the matrix x2 [..., m, n], broadcast over the leading axes."""
+    return squeeze(matmul(expand_dims(asarray(x1), -2), x2), -2)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """cumprod as the Array API defines it: axis needed beyond 1-d; include_initial puts a 1 first."""
+    x = asarray(x)
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError("cumulative_prod: axis is required for arrays of more than one dimension")
+        axis = 0
+    r = cumprod(x, axis, dtype)
+    if include_initial:
+        s = list(r.shape)
+        s[_canonical_axis(axis, r.ndim, "cumulative_prod")] = 1
+        r = concatenate([ones(s, r.dtype), r], axis)
+    return r
+
+
+# numpy's abstract scalar types, for issubdtype(x.dtype, tnp.floating) and the like.
+generic, number, inexact, floating, complexfloating = (_np.generic, _np.number, _np.inexact, _np.floating,
+                                                       _np.complexfloating)
+integer, signedinteger, unsignedinteger, character, flexible = (_np.integer, _np.signedinteger, _np.unsignedinteger,
+                                                                _np.character, _np.flexible)
+can_cast = _np.can_cast
+iterable = _np.iterable
+euler_gamma = _np.euler_gamma
 
 # help() and pickle name the public module, not the private one that holds the code.
 for _value in [*globals().values(), *vars(Array).values(), type(bfloat16)]:
