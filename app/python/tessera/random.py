@@ -1,10 +1,16 @@
 """tessera.random: jax.random's names over the engine's Threefry-2x32 (engine/random): the same bits as JAX's
-default PRNG. A key is a u32[2] array."""
+default PRNG. A key is a u32[2] array. The samplers beyond bits, uniform, normal, bernoulli and categorical are
+compositions in _random_sampling.py."""
 
 from . import _tessera as _C
 from .numpy import _engine_dtype, asarray, bfloat16, float16, float32, float64
 
-__all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "categorical"]
+__all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "categorical",
+           "randint", "permutation", "shuffle", "choice", "exponential", "gumbel", "laplace", "logistic", "cauchy",
+           "pareto", "rayleigh", "weibull_min", "triangular", "truncated_normal", "lognormal", "maxwell",
+           "double_sided_maxwell", "wald", "multivariate_normal", "orthogonal", "ball", "gamma", "loggamma", "beta",
+           "dirichlet", "chisquare", "t", "f", "generalized_normal", "rademacher", "geometric", "poisson", "clone",
+           "key_data", "wrap_key_data", "key_impl"]
 
 
 def _shape(shape):
@@ -60,3 +66,10 @@ def bernoulli(key, p=0.5, shape=None):
 
 def categorical(key, logits, axis=-1):
     return _C.random_categorical(key, asarray(logits), axis)
+
+
+from ._random_sampling import (ball, beta, cauchy, chisquare, choice, clone, dirichlet, double_sided_maxwell,  # noqa: E402
+                               exponential, f, gamma, generalized_normal, geometric, gumbel, key_data, key_impl,
+                               laplace, loggamma, logistic, lognormal, maxwell, multivariate_normal, orthogonal,
+                               pareto, permutation, poisson, rademacher, randint, rayleigh, shuffle, t, triangular,
+                               truncated_normal, wald, weibull_min, wrap_key_data)
