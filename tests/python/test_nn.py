@@ -97,3 +97,25 @@ def test_global_avg_pool_means_the_spatial_dims_only(rng):
     close(nn.global_avg_pool(tnp.asarray(a)), a.mean(axis=(1, 2)))
     close(nn.global_avg_pool(tnp.asarray(a[:, 0])), a[:, 0].mean(axis=1))
     close(nn.global_avg_pool(tnp.asarray(a[:, 0, 0])), a[:, 0, 0])  # [N, C]: no spatial dims, unchanged
+
+
+def test_log1mexp_logmeanexp_and_the_sparse_activations_match_their_formulas():
+    x = np.array([1e-6, 1e-3, 0.3, 0.69, 0.7, 2.0, 20.0, 80.0], np.float32)
+    want = np.log(-np.expm1(-x.astype(np.float64)))  # log(1 - e^-x) without cancellation, in float64
+    np.testing.assert_allclose(np.asarray(nn.log1mexp(x)), want, rtol=1e-5, atol=1e-30)
+    g = np.asarray(tessera.grad(lambda v: tnp.sum(nn.log1mexp(v)))(x[2:6]))
+    np.testing.assert_allclose(g, 1.0 / np.expm1(x[2:6].astype(np.float64)), rtol=1e-4)
+    a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32) * 10
+    np.testing.assert_allclose(np.asarray(nn.logmeanexp(a, axis=1)),
+                               np.log(np.mean(np.exp(a.astype(np.float64)), axis=1)), rtol=1e-5)
+    mask = a > 0
+    want = [np.log(np.mean(np.exp(r[m].astype(np.float64)))) for r, m in zip(a, mask)]
+    np.testing.assert_allclose(np.asarray(nn.logmeanexp(a, axis=1, where=mask)), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(nn.logmeanexp(a)), np.log(np.mean(np.exp(a.astype(np.float64)))), rtol=1e-5)
+    z = np.linspace(-2, 2, 17).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(nn.sparse_plus(z)), np.where(z <= -1, 0, np.where(z >= 1, z, (z + 1) ** 2 / 4)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(nn.sparse_sigmoid(z)), np.clip((z + 1) / 2, 0, 1), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tessera.grad(lambda v: tnp.sum(nn.sparse_plus(v)))(z)),
+                               np.asarray(nn.sparse_sigmoid(z)), atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(nn.identity(z)), z)

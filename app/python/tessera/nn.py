@@ -16,7 +16,8 @@ __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "Group
            "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
            "softplus", "soft_sign", "log_sigmoid", "leaky_relu", "elu", "celu", "selu", "relu6", "hard_sigmoid",
            "hard_silu", "hard_swish", "hard_tanh", "tanh", "mish", "squareplus", "glu", "standardize",
-           "max_pool", "avg_pool", "global_avg_pool"]
+           "max_pool", "avg_pool", "global_avg_pool", "identity", "log1mexp", "logmeanexp", "sparse_plus",
+           "sparse_sigmoid"]
 
 
 def relu(x):
@@ -182,6 +183,51 @@ def glu(x, axis=-1):
     from .numpy import split
     a, g = split(_inexact(x), 2, axis)
     return a * _C.sigmoid(g)
+
+
+def identity(x):
+    """x itself (the identity activation)."""
+    return asarray(x)
+
+
+def log1mexp(x):
+    """log(1 - exp(-x)) for x > 0 without cancellation: log1p(-exp(-x)) above log 2, log(-expm1(-x)) below
+    (Maechler's split)."""
+    x = _inexact(x)
+    from .numpy import expm1, exp, log, log1p, where
+    return where(x > _math.log(2.0), log1p(-exp(-x)), log(-expm1(-x)))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+    """log(mean(exp(x))) over axis (every axis when None), only where where= holds: logsumexp less the log of
+    the count."""
+    from .numpy import log, sum as _sum
+    x = _inexact(x)
+    lse = logsumexp(x, axis=axis, keepdims=keepdims, where=where)
+    if where is None:
+        axes = range(x.ndim) if axis is None else [a % x.ndim for a in _axes(axis)]
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        return lse - _math.log(count)
+    w = _C.broadcast_to(asarray(where), list(x.shape))
+    count = _sum(_C.astype(w, x._dtype_name), axis=axis, keepdims=keepdims)
+    return lse - log(count)
+
+
+def sparse_plus(x):
+    """0 below -1, (x + 1)^2 / 4 between -1 and 1, x above 1: a softplus whose gradient (sparse_sigmoid) is
+    exactly 0 and 1 outside [-1, 1]."""
+    x = _inexact(x)
+    from .numpy import where
+    return where(x <= -1.0, 0.0, where(x >= 1.0, x, (x + 1.0) * (x + 1.0) * 0.25))
+
+
+def sparse_sigmoid(x):
+    """0 below -1, (x + 1) / 2 between -1 and 1, 1 above: the gradient of sparse_plus."""
+    x = _inexact(x)
+    from .numpy import clip
+    return clip((x + 1.0) * 0.5, 0.0, 1.0)
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
