@@ -111,3 +111,44 @@ def test_switch_and_map():
     _same(lax.map(lambda v: v.sum() * v, np.arange(6.0, dtype=np.float32).reshape(3, 2)),
           [[0, 1], [10, 15], [36, 45]])
     assert lax.sort_key_val(np.array([3.0, 1.0, 2.0]), np.array([0, 1, 2]))[1].tolist() == [1, 2, 0]
+
+
+def test_more_lax_functions_against_numpy_and_math():
+    import math
+    x = np.array([-3, -0.5, 0, 0.1, 1, 2, 3, 4, 6, 9], np.float32)
+    want = np.array([math.erfc(v) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(np.asarray(lax.erfc(x)), want, rtol=3e-7 * 10)  # the tail keeps its digits
+    np.testing.assert_allclose(np.asarray(lax.reciprocal(x[4:])), 1 / x[4:], rtol=1e-7)
+    for name, ref in [("acosh", np.arccosh), ("asinh", np.arcsinh), ("atanh", np.arctanh), ("cbrt", np.cbrt)]:
+        v = np.array([1.5, 2.0, 10.0], np.float32) if name == "acosh" else np.array([-0.5, 0.1, 0.9], np.float32)
+        np.testing.assert_allclose(np.asarray(getattr(lax, name)(v)), ref(v), rtol=2e-6)
+    ints = np.array([0, 1, 7, 255, -1, 2 ** 31 - 1, 2 ** 20, 12345], np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.population_count(ints)),
+                                  [bin(int(v) & 0xFFFFFFFF).count("1") for v in ints])
+    np.testing.assert_array_equal(np.asarray(lax.clz(ints)), [32 - (int(v) & 0xFFFFFFFF).bit_length() for v in ints])
+    z = np.array([0, 1, 14, 16, 100, 1000], np.float32)
+    z64 = z[:5].astype(np.float64)
+    np.testing.assert_allclose(np.asarray(lax.bessel_i0e(z)[:5]), np.i0(z64) * np.exp(-z64),
+                               rtol=2e-6)
+    assert np.isfinite(np.asarray(lax.bessel_i0e(z))).all()
+    a = np.arange(24).reshape(2, 3, 4).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.index_take(a, (np.array([0, 2]), np.array([1, 3])), (1, 2))),
+                                  np.moveaxis(a, 0, -1)[[0, 2], [1, 3]])
+    np.testing.assert_array_equal(np.asarray(lax.index_in_dim(a, -1, axis=2, keepdims=False)), a[:, :, -1])
+    np.testing.assert_array_equal(np.asarray(lax.collapse(a, 1)), a.reshape(2, 12))
+    np.testing.assert_array_equal(np.asarray(lax.broadcasted_iota("int32", (2, 3), 1)), np.tile(np.arange(3), (2, 1)))
+    assert lax.broadcast_to_rank(np.ones(3, np.float32), 3).shape == (1, 1, 3)
+    pieces = lax.split(a, [1, 3], axis=2)
+    np.testing.assert_array_equal(np.asarray(pieces[1]), a[:, :, 1:])
+    b = np.array([[True, True, False], [True, False, False]])
+    np.testing.assert_array_equal(np.asarray(lax.reduce_xor(b, (1,))), np.logical_xor.reduce(b, axis=1))
+    np.testing.assert_array_equal(np.asarray(lax.reduce_xor(a, (2,))), np.bitwise_xor.reduce(a, axis=2))
+    np.testing.assert_array_equal(np.asarray(lax.reduce_and(b, (1,))), b.all(1))
+    np.testing.assert_array_equal(np.asarray(lax.reduce_or(b, (0,))), b.any(0))
+    m = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(lax.batch_matmul(m, np.swapaxes(m, 1, 2))), m @ np.swapaxes(m, 1, 2),
+                               rtol=1e-5)
+    v, i = lax.approx_min_k(m[0], 2)
+    np.testing.assert_allclose(np.asarray(v), np.sort(m[0], axis=-1)[:, :2], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(lax.scatter_sub(np.zeros(4, np.float32), np.array([1, 1, 3]),
+                                                             np.ones(3, np.float32))), [0, -2, 0, -1])

@@ -222,9 +222,8 @@ _I0_SWITCH = 15.0
 _I0_ASYMPTOTIC = (1.0, 1.0 / 8, 9.0 / 128, 225.0 / 3072, 11025.0 / 98304, 893025.0 / 3932160)
 
 
-def i0(x):
-    """The modified Bessel function of the first kind of order 0, elementwise (float): its power series
-    sum_k ((x/2)^k / k!)^2 below |x| = 15, its asymptotic expansion e^x / sqrt(2 pi x) (1 + 1/(8x) + ...) above."""
+def _i0_parts(x):
+    """(|x|, the power series at min(|x|, 15), the asymptotic factor at max(|x|, 15) without its e^x)."""
     x = abs(_inexact(x))
     small = _C.minimum(x, _C.scalar(_I0_SWITCH, x))
     q = small * small * 0.25
@@ -238,5 +237,17 @@ def i0(x):
     poly = _C.full(list(x.shape), _I0_ASYMPTOTIC[-1], x._dtype_name)
     for c in reversed(_I0_ASYMPTOTIC[:-1]):
         poly = poly * inv + c
-    asymptotic = exp(big) / sqrt(big * (2.0 * _math.pi)) * poly
-    return where(greater(x, _I0_SWITCH), asymptotic, total)
+    return x, total, big, poly / sqrt(big * (2.0 * _math.pi))
+
+
+def i0(x):
+    """The modified Bessel function of the first kind of order 0, elementwise (float): its power series
+    sum_k ((x/2)^k / k!)^2 below |x| = 15, its asymptotic expansion e^x / sqrt(2 pi x) (1 + 1/(8x) + ...) above."""
+    x, series, big, scaled = _i0_parts(x)
+    return where(greater(x, _I0_SWITCH), exp(big) * scaled, series)
+
+
+def _i0_scaled(x):
+    """exp(-|x|) i0(x), finite where i0 overflows (lax.bessel_i0e)."""
+    x, series, _, scaled = _i0_parts(x)
+    return where(greater(x, _I0_SWITCH), scaled, series * exp(-x))
