@@ -30,6 +30,7 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
     _warnings.warn(f"OpenBLAS does not know this CPU and runs its generic kernels (products 5-9x slower): start "
                    f"Python with OPENBLAS_CORETYPE={_blas_core}", RuntimeWarning, stacklevel=2)
 from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image
+from . import _scipy  # noqa: F401 (tessera.scipy.special and .stats, scipy.linalg.expm)
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
                           checkpoint_policies, ShapeDtypeStruct)
 from ._derivatives import jvp, linearize, jacfwd, jacrev, hessian

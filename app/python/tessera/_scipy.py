@@ -1,0 +1,526 @@
+"""tessera.scipy.special and tessera.scipy.stats: jax.scipy's special functions and distributions' densities,
+written with tessera.numpy and tessera.lax (so they trace, differentiate and batch), and tessera.scipy.linalg's
+expm. Attached to the tessera.scipy module that _lax_linalg.py makes."""
+
+import math as _math
+import sys as _sys
+import types as _types
+
+from . import _tessera as _C
+from . import lax as _lax
+from . import numpy as _tnp
+from . import nn as _nn
+from ._lax_linalg import scipy as _scipy_module
+from ._np_grids import i0, _i0_scaled
+
+_LOG2 = _math.log(2.0)
+_SQRT2 = _math.sqrt(2.0)
+_LOG_SQRT_2PI = 0.5 * _math.log(2.0 * _math.pi)
+
+
+def _f(x):
+    x = _tnp.asarray(x)
+    return x if x._dtype_name in ("f32", "f64", "f16", "bf16") else _C.astype(x, "f32")
+
+
+# ---- special ----------------------------------------------------------------------------------------------
+
+def erf(x):
+    return _C.erf(_f(x))
+
+
+def erfinv(x):
+    return _C.erf_inv(_f(x))
+
+
+erfc = _lax.erfc
+
+
+def _erfc_log_parts(a):
+    """For a >= 0: (log t, poly) with erfc(a) = t exp(-a^2 + poly) (the fit tessera.lax.erfc uses)."""
+    from ._lax_ops import _ERFC_FIT
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = _C.scalar(_ERFC_FIT[-1], t) * t
+    for c in reversed(_ERFC_FIT[1:-1]):
+        poly = (poly + c) * t
+    return _tnp.log(t), poly + _ERFC_FIT[0]
+
+
+def erfcx(x):
+    """exp(x^2) erfc(x), without forming either factor where it over- or underflows (x >= 0 straight from the
+    fit, negative x as 2 exp(x^2) - erfcx(-x))."""
+    x = _f(x)
+    a = _tnp.abs(x)
+    log_t, poly = _erfc_log_parts(a)
+    pos = _tnp.exp(log_t + poly)
+    return _tnp.where(x < 0, 2.0 * _tnp.exp(x * x) - pos, pos)
+
+
+def gammaln(x):
+    """log |Gamma(x)|."""
+    return _C.lgamma(_f(x))
+
+
+def gammasgn(x):
+    """The sign of Gamma(x): +1 for x > 0, (-1)^ceil(-x) between the poles of negative x (NaN at the poles)."""
+    x = _f(x)
+    k = _tnp.floor(x)
+    negative = _tnp.where(_tnp.remainder(k, 2.0) == 0, 1.0, -1.0)
+    sign = _tnp.where(x > 0, 1.0, negative)
+    return _tnp.where(_tnp.logical_and(x <= 0, x == k), _tnp.nan, sign)
+
+
+def gamma(x):
+    """Gamma(x) = gammasgn(x) exp(gammaln(x))."""
+    x = _f(x)
+    return gammasgn(x) * _tnp.exp(gammaln(x))
+
+
+def digamma(x):
+    return _C.digamma(_f(x))
+
+
+def betaln(a, b):
+    """log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)."""
+    a, b = _f(a), _f(b)
+    return gammaln(a) + gammaln(b) - gammaln(a + b)
+
+
+def beta(a, b):
+    """B(a, b) for positive a and b."""
+    return _tnp.exp(betaln(a, b))
+
+
+def multigammaln(a, d):
+    """The log of the multivariate gamma function of dimension d: d(d-1)/4 log pi + sum_j gammaln(a - j/2)."""
+    a = _f(a)
+    d = int(d)
+    out = _C.scalar(d * (d - 1) / 4.0 * _math.log(_math.pi), a) + _tnp.zeros_like(a)
+    for j in range(d):
+        out = out + gammaln(a - j / 2.0)
+    return out
+
+
+def factorial(n, exact=False):
+    """n! = Gamma(n + 1) (0 for negative n), as floats."""
+    if exact:
+        raise ValueError("factorial: exact=True is not supported (as jax.scipy); use math.factorial")
+    n = _f(n)
+    return _tnp.where(n < 0, 0.0, _tnp.exp(gammaln(n + 1.0)))
+
+
+def comb(N, k, exact=False, repetition=False):
+    """The binomial coefficient C(N, k) (0 outside 0 <= k <= N), as floats from gammaln."""
+    if exact:
+        raise ValueError("comb: exact=True is not supported (as jax.scipy); use math.comb")
+    N, k = _f(N), _f(k)
+    if repetition:
+        N = N + k - 1.0
+    out = _tnp.exp(gammaln(N + 1.0) - gammaln(k + 1.0) - gammaln(N - k + 1.0))
+    return _tnp.where(_tnp.logical_and(k >= 0, k <= N), out, 0.0)
+
+
+def poch(z, m):
+    """The rising factorial (z)_m = Gamma(z + m) / Gamma(z)."""
+    z, m = _f(z), _f(m)
+    return gammasgn(z + m) * gammasgn(z) * _tnp.exp(gammaln(z + m) - gammaln(z))
+
+
+def expit(x):
+    """The logistic sigmoid 1 / (1 + exp(-x))."""
+    return _nn.sigmoid(_f(x))
+
+
+def logit(x):
+    """log(x / (1 - x))."""
+    x = _f(x)
+    return _tnp.log(x) - _tnp.log1p(-x)
+
+
+def xlogy(x, y):
+    """x log(y), 0 where x is 0 (even for y 0)."""
+    x, y = _f(x), _f(y)
+    return _tnp.where(x == 0, 0.0, x * _tnp.log(_tnp.where(x == 0, 1.0, y)))
+
+
+def xlog1py(x, y):
+    """x log(1 + y), 0 where x is 0."""
+    x, y = _f(x), _f(y)
+    return _tnp.where(x == 0, 0.0, x * _tnp.log1p(_tnp.where(x == 0, 0.0, y)))
+
+
+def entr(x):
+    """-x log(x) for x > 0, 0 at 0, -inf below."""
+    x = _f(x)
+    return _tnp.where(x > 0, -x * _tnp.log(_tnp.where(x > 0, x, 1.0)), _tnp.where(x == 0, 0.0, -_tnp.inf))
+
+
+def rel_entr(x, y):
+    """x log(x / y) for x, y > 0; 0 where x is 0 and y >= 0; inf otherwise."""
+    x, y = _f(x), _f(y)
+    both = _tnp.logical_and(x > 0, y > 0)
+    safe_x, safe_y = _tnp.where(both, x, 1.0), _tnp.where(both, y, 1.0)
+    value = safe_x * (_tnp.log(safe_x) - _tnp.log(safe_y))
+    return _tnp.where(both, value, _tnp.where(_tnp.logical_and(x == 0, y >= 0), 0.0, _tnp.inf))
+
+
+def kl_div(x, y):
+    """x log(x / y) - x + y for x, y > 0; y where x is 0 and y >= 0; inf otherwise."""
+    x, y = _f(x), _f(y)
+    both = _tnp.logical_and(x > 0, y > 0)
+    return _tnp.where(both, rel_entr(x, y) - x + y, _tnp.where(_tnp.logical_and(x == 0, y >= 0), y, _tnp.inf))
+
+
+def ndtr(x):
+    """The standard normal CDF: erfc(-x / sqrt 2) / 2 (accurate in the lower tail)."""
+    return 0.5 * erfc(-_f(x) / _SQRT2)
+
+
+def log_ndtr(x):
+    """log ndtr(x), finite far into the lower tail: from erfc's fit in log space below 0, log1p(-ndtr(-x))
+    above."""
+    x = _f(x)
+    a = _tnp.abs(x) / _SQRT2
+    log_t, poly = _erfc_log_parts(a)
+    lower = log_t - a * a + poly - _LOG2  # log(erfc(|x|/sqrt2) / 2) = log ndtr(-|x|)
+    return _tnp.where(x < 0, lower, _tnp.log1p(-_tnp.exp(lower)))
+
+
+def ndtri(p):
+    """The inverse of ndtr: sqrt 2 erfinv(2p - 1)."""
+    return _SQRT2 * _C.erf_inv(2.0 * _f(p) - 1.0)
+
+
+def i0e(x):
+    return _i0_scaled(_f(x))
+
+
+def boxcox(x, lmbda):
+    """(x^lmbda - 1) / lmbda, log(x) where lmbda is 0."""
+    x, lmbda = _f(x), _f(lmbda)
+    safe = _tnp.where(lmbda == 0, 1.0, lmbda)
+    return _tnp.where(lmbda == 0, _tnp.log(x), _tnp.expm1(safe * _tnp.log(x)) / safe)
+
+
+def boxcox1p(x, lmbda):
+    """boxcox(1 + x, lmbda), accurate for small x."""
+    x, lmbda = _f(x), _f(lmbda)
+    safe = _tnp.where(lmbda == 0, 1.0, lmbda)
+    return _tnp.where(lmbda == 0, _tnp.log1p(x), _tnp.expm1(safe * _tnp.log1p(x)) / safe)
+
+
+logsumexp = _nn.logsumexp
+softmax = _nn.softmax
+log_softmax = _nn.log_softmax
+
+_SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "digamma", "beta", "betaln",
+            "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
+            "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "boxcox", "boxcox1p", "logsumexp", "softmax",
+            "log_softmax")
+
+
+# ---- stats ------------------------------------------------------------------------------------------------
+
+def _standardized(x, loc, scale):
+    x, loc, scale = _f(x), _f(loc), _f(scale)
+    return (x - loc) / scale, scale
+
+
+def _distribution(name, doc, **functions):
+    m = _types.ModuleType(f"tessera.scipy.stats.{name}", doc)
+    for fname, fn in functions.items():
+        fn.__name__ = fn.__qualname__ = fname
+        setattr(m, fname, fn)
+    return m
+
+
+def _norm_logpdf(x, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return -0.5 * z * z - _LOG_SQRT_2PI - _tnp.log(scale)
+
+
+norm = _distribution(
+    "norm", "The normal distribution N(loc, scale^2).",
+    logpdf=_norm_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_norm_logpdf(x, loc, scale)),
+    cdf=lambda x, loc=0.0, scale=1.0: ndtr(_standardized(x, loc, scale)[0]),
+    logcdf=lambda x, loc=0.0, scale=1.0: log_ndtr(_standardized(x, loc, scale)[0]),
+    sf=lambda x, loc=0.0, scale=1.0: ndtr(-_standardized(x, loc, scale)[0]),
+    logsf=lambda x, loc=0.0, scale=1.0: log_ndtr(-_standardized(x, loc, scale)[0]),
+    ppf=lambda q, loc=0.0, scale=1.0: _f(loc) + _f(scale) * ndtri(q),
+    isf=lambda q, loc=0.0, scale=1.0: _f(loc) - _f(scale) * ndtri(q),
+)
+
+
+def _expon_logpdf(x, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return _tnp.where(z >= 0, -z - _tnp.log(scale), -_tnp.inf)
+
+
+expon = _distribution(
+    "expon", "The exponential distribution on [loc, inf) with mean loc + scale.",
+    logpdf=_expon_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_expon_logpdf(x, loc, scale)),
+    cdf=lambda x, loc=0.0, scale=1.0: -_tnp.expm1(-_tnp.maximum(_standardized(x, loc, scale)[0], 0.0)),
+    sf=lambda x, loc=0.0, scale=1.0: _tnp.exp(-_tnp.maximum(_standardized(x, loc, scale)[0], 0.0)),
+    ppf=lambda q, loc=0.0, scale=1.0: _f(loc) - _f(scale) * _tnp.log1p(-_f(q)),
+)
+
+
+def _laplace_logpdf(x, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return -_tnp.abs(z) - _LOG2 - _tnp.log(scale)
+
+
+def _laplace_cdf(x, loc=0.0, scale=1.0):
+    z = _standardized(x, loc, scale)[0]
+    return _tnp.where(z < 0, 0.5 * _tnp.exp(_tnp.minimum(z, 0.0)), 1.0 - 0.5 * _tnp.exp(-_tnp.maximum(z, 0.0)))
+
+
+laplace = _distribution(
+    "laplace", "The Laplace distribution with location loc and scale scale.",
+    logpdf=_laplace_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_laplace_logpdf(x, loc, scale)),
+    cdf=_laplace_cdf,
+)
+
+
+def _logistic_logpdf(x, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return -z - 2.0 * _nn.softplus(-z) - _tnp.log(scale)
+
+
+logistic = _distribution(
+    "logistic", "The logistic distribution.",
+    logpdf=_logistic_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_logistic_logpdf(x, loc, scale)),
+    cdf=lambda x, loc=0.0, scale=1.0: expit(_standardized(x, loc, scale)[0]),
+    ppf=lambda q, loc=0.0, scale=1.0: _f(loc) + _f(scale) * logit(q),
+)
+
+
+def _cauchy_logpdf(x, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return -_math.log(_math.pi) - _tnp.log(scale) - _tnp.log1p(z * z)
+
+
+cauchy = _distribution(
+    "cauchy", "The Cauchy distribution.",
+    logpdf=_cauchy_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_cauchy_logpdf(x, loc, scale)),
+    cdf=lambda x, loc=0.0, scale=1.0: 0.5 + _tnp.arctan(_standardized(x, loc, scale)[0]) / _math.pi,
+    ppf=lambda q, loc=0.0, scale=1.0: _f(loc) + _f(scale) * _tnp.tan(_math.pi * (_f(q) - 0.5)),
+)
+
+
+def _uniform_logpdf(x, loc=0.0, scale=1.0):
+    x, loc, scale = _f(x), _f(loc), _f(scale)
+    inside = _tnp.logical_and(x >= loc, x <= loc + scale)
+    return _tnp.where(inside, -_tnp.log(scale), -_tnp.inf)
+
+
+uniform = _distribution(
+    "uniform", "The uniform distribution on [loc, loc + scale].",
+    logpdf=_uniform_logpdf,
+    pdf=lambda x, loc=0.0, scale=1.0: _tnp.exp(_uniform_logpdf(x, loc, scale)),
+    cdf=lambda x, loc=0.0, scale=1.0: _tnp.clip(_standardized(x, loc, scale)[0], 0.0, 1.0),
+    ppf=lambda q, loc=0.0, scale=1.0: _f(loc) + _f(scale) * _f(q),
+)
+
+
+def _gamma_logpdf(x, a, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    a = _f(a)
+    value = xlogy(a - 1.0, z) - z - gammaln(a) - _tnp.log(scale)
+    return _tnp.where(z >= 0, value, -_tnp.inf)
+
+
+gamma_dist = _distribution(
+    "gamma", "The gamma distribution with shape a.",
+    logpdf=_gamma_logpdf,
+    pdf=lambda x, a, loc=0.0, scale=1.0: _tnp.exp(_gamma_logpdf(x, a, loc, scale)),
+)
+
+
+def _chi2_logpdf(x, df, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    return _gamma_logpdf(z / 2.0, _f(df) / 2.0) - _LOG2 - _tnp.log(scale)
+
+
+chi2 = _distribution(
+    "chi2", "The chi-square distribution with df degrees of freedom.",
+    logpdf=_chi2_logpdf,
+    pdf=lambda x, df, loc=0.0, scale=1.0: _tnp.exp(_chi2_logpdf(x, df, loc, scale)),
+)
+
+
+def _beta_logpdf(x, a, b, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    a, b = _f(a), _f(b)
+    value = xlogy(a - 1.0, z) + xlog1py(b - 1.0, -z) - betaln(a, b) - _tnp.log(scale)
+    return _tnp.where(_tnp.logical_and(z >= 0, z <= 1), value, -_tnp.inf)
+
+
+beta_dist = _distribution(
+    "beta", "The beta distribution with shapes a and b.",
+    logpdf=_beta_logpdf,
+    pdf=lambda x, a, b, loc=0.0, scale=1.0: _tnp.exp(_beta_logpdf(x, a, b, loc, scale)),
+)
+
+
+def _t_logpdf(x, df, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    df = _f(df)
+    return (gammaln((df + 1.0) / 2.0) - gammaln(df / 2.0) - 0.5 * _tnp.log(df * _math.pi) - _tnp.log(scale)
+            - (df + 1.0) / 2.0 * _tnp.log1p(z * z / df))
+
+
+t = _distribution(
+    "t", "Student's t distribution with df degrees of freedom.",
+    logpdf=_t_logpdf,
+    pdf=lambda x, df, loc=0.0, scale=1.0: _tnp.exp(_t_logpdf(x, df, loc, scale)),
+)
+
+
+def _pareto_logpdf(x, b, loc=0.0, scale=1.0):
+    z, scale = _standardized(x, loc, scale)
+    b = _f(b)
+    return _tnp.where(z >= 1, _tnp.log(b) - xlogy(b + 1.0, z) - _tnp.log(scale), -_tnp.inf)
+
+
+pareto = _distribution(
+    "pareto", "The Pareto distribution with shape b on [loc + scale, inf).",
+    logpdf=_pareto_logpdf,
+    pdf=lambda x, b, loc=0.0, scale=1.0: _tnp.exp(_pareto_logpdf(x, b, loc, scale)),
+)
+
+
+def _poisson_logpmf(k, mu, loc=0):
+    k, mu = _f(k) - _f(loc), _f(mu)
+    value = xlogy(k, mu) - mu - gammaln(k + 1.0)
+    return _tnp.where(_tnp.logical_and(k >= 0, k == _tnp.floor(k)), value, -_tnp.inf)
+
+
+poisson = _distribution(
+    "poisson", "The Poisson distribution with mean mu.",
+    logpmf=_poisson_logpmf,
+    pmf=lambda k, mu, loc=0: _tnp.exp(_poisson_logpmf(k, mu, loc)),
+)
+
+
+def _bernoulli_logpmf(k, p, loc=0):
+    k, p = _f(k) - _f(loc), _f(p)
+    value = xlogy(k, p) + xlog1py(1.0 - k, -p)
+    return _tnp.where(_tnp.logical_or(k == 0, k == 1), value, -_tnp.inf)
+
+
+bernoulli = _distribution(
+    "bernoulli", "The Bernoulli distribution with success probability p.",
+    logpmf=_bernoulli_logpmf,
+    pmf=lambda k, p, loc=0: _tnp.exp(_bernoulli_logpmf(k, p, loc)),
+)
+
+
+def _geom_logpmf(k, p, loc=0):
+    k, p = _f(k) - _f(loc), _f(p)
+    value = xlog1py(k - 1.0, -p) + _tnp.log(p)
+    return _tnp.where(_tnp.logical_and(k >= 1, k == _tnp.floor(k)), value, -_tnp.inf)
+
+
+geom = _distribution(
+    "geom", "The geometric distribution: the number of trials up to the first success.",
+    logpmf=_geom_logpmf,
+    pmf=lambda k, p, loc=0: _tnp.exp(_geom_logpmf(k, p, loc)),
+)
+
+
+def _mvn_logpdf(x, mean, cov, allow_singular=None):
+    """log N(x; mean, cov) over the last axis, by the Cholesky factor of cov."""
+    x, mean, cov = _f(x), _f(mean), _f(cov)
+    n = cov.shape[-1]
+    chol = _tnp.linalg.cholesky(cov)
+    from ._lax_linalg import solve_triangular
+    d = x - mean
+    shape = _tnp.broadcast_shapes(tuple(d.shape[:-1]), tuple(chol.shape[:-2]))
+    y = solve_triangular(_tnp.broadcast_to(chol, shape + (n, n)), _tnp.broadcast_to(d, shape + (n,)), lower=True)
+    log_det = 2.0 * _tnp.sum(_tnp.log(_tnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+    return -0.5 * _tnp.sum(y * y, axis=-1) - 0.5 * log_det - n * _LOG_SQRT_2PI
+
+
+multivariate_normal = _distribution(
+    "multivariate_normal", "The multivariate normal distribution N(mean, cov).",
+    logpdf=_mvn_logpdf,
+    pdf=lambda x, mean, cov, allow_singular=None: _tnp.exp(_mvn_logpdf(x, mean, cov)),
+)
+
+
+def _dirichlet_logpdf(x, alpha):
+    x, alpha = _f(x), _f(alpha)
+    norm_ = _tnp.sum(gammaln(alpha), axis=-1) - gammaln(_tnp.sum(alpha, axis=-1))
+    return _tnp.sum(xlogy(alpha - 1.0, x), axis=-1) - norm_
+
+
+dirichlet = _distribution(
+    "dirichlet", "The Dirichlet distribution over the last axis.",
+    logpdf=_dirichlet_logpdf,
+    pdf=lambda x, alpha: _tnp.exp(_dirichlet_logpdf(x, alpha)),
+)
+
+
+# ---- linalg.expm ------------------------------------------------------------------------------------------
+
+# Pade (13, 13) coefficients of exp (Higham 2005, "The scaling and squaring method for the matrix exponential
+# revisited"): b_k = (26 - k)! 13! / (26! k! (13 - k)!).
+_PADE13 = tuple(_math.factorial(26 - k) * _math.factorial(13) / (_math.factorial(26) * _math.factorial(k)
+                                                                   * _math.factorial(13 - k)) for k in range(14))
+_THETA13 = 5.371920351148152  # the largest 1-norm for which the [13/13] approximant is accurate in double
+
+
+def expm(A, *, upper_triangular=False, max_squarings=16):
+    """The matrix exponential of A [..., n, n] by scaling and squaring with the [13/13] Pade approximant
+    (Higham's method): A / 2^s with s from A's 1-norm, the approximant (one solve), squared s times. s is
+    computed on the device and the squarings applied as max_squarings masked steps, so it traces under jit and
+    differentiates through grad."""
+    A = _f(A)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"expm: a square matrix [..., n, n] is expected; got shape {tuple(A.shape)}")
+    n = A.shape[-1]
+    norm1 = _tnp.max(_tnp.sum(_tnp.abs(A), axis=-2), axis=-1)
+    s = _tnp.clip(_tnp.ceil(_tnp.log2(_tnp.maximum(norm1 / _THETA13, 1.0))), 0, max_squarings)
+    scaled = A / _tnp.power(2.0, s)[..., None, None]
+    eye = _tnp.broadcast_to(_tnp.eye(n, dtype=A.dtype), A.shape)
+    A2 = scaled @ scaled
+    A4 = A2 @ A2
+    A6 = A4 @ A2
+    b = _PADE13
+    U = scaled @ (A6 @ (b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4 + b[3] * A2 + b[1] * eye)
+    V = A6 @ (b[12] * A6 + b[10] * A4 + b[8] * A2) + b[6] * A6 + b[4] * A4 + b[2] * A2 + b[0] * eye
+    R = _tnp.linalg.solve(V - U, V + U)
+    for i in range(max_squarings):
+        R = _tnp.where((i < s)[..., None, None], R @ R, R)
+    return R
+
+
+# ---- the modules --------------------------------------------------------------------------------------------
+
+special = _types.ModuleType("tessera.scipy.special", "jax.scipy.special: " + ", ".join(_SPECIAL) + ".")
+for _name in _SPECIAL:
+    setattr(special, _name, globals()[_name])
+
+stats = _types.ModuleType("tessera.scipy.stats",
+                          "jax.scipy.stats: the densities (logpdf, pdf; logpmf, pmf) and, where closed-form, CDFs of "
+                          "norm, expon, laplace, logistic, cauchy, uniform, gamma, chi2, beta, t, pareto, poisson, "
+                          "bernoulli, geom, multivariate_normal, dirichlet.")
+for _name, _dist in (("norm", norm), ("expon", expon), ("laplace", laplace), ("logistic", logistic),
+                     ("cauchy", cauchy), ("uniform", uniform), ("gamma", gamma_dist), ("chi2", chi2),
+                     ("beta", beta_dist), ("t", t), ("pareto", pareto), ("poisson", poisson),
+                     ("bernoulli", bernoulli), ("geom", geom), ("multivariate_normal", multivariate_normal),
+                     ("dirichlet", dirichlet)):
+    setattr(stats, _name, _dist)
+    _sys.modules[f"tessera.scipy.stats.{_name}"] = _dist
+
+_scipy_module.special = special
+_scipy_module.stats = stats
+_scipy_module.linalg.expm = expm
+_sys.modules["tessera.scipy.special"] = special
+_sys.modules["tessera.scipy.stats"] = stats

@@ -1,0 +1,130 @@
+"""tessera.scipy.special, tessera.scipy.stats and tessera.scipy.linalg.expm (tessera/_scipy.py) against values
+computed here in float64 from Python's math module and numpy (scipy is not a dependency), and expm's gradient
+against finite differences."""
+import math
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera.scipy import linalg, special, stats
+from finite_differences import finite_difference
+
+X = np.array([-4.0, -1.5, -0.3, 0.0, 0.2, 1.0, 2.5, 7.0], np.float32)
+P = np.array([0.5, 1.0, 2.5, 4.0, 9.5, 20.0], np.float32)
+
+
+def close(got, want, rtol=1e-5, atol=0.0):
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol)
+
+
+def vec(f, *xs):
+    return np.array([f(*v) for v in zip(*[np.asarray(x, np.float64).ravel() for x in xs])])
+
+
+def test_error_and_gamma_functions():
+    close(special.erf(X), vec(math.erf, X), atol=1e-7)
+    close(special.erfc(X), vec(math.erfc, X), rtol=5e-6)  # exp of -49 in float32: about 49 ulp
+    close(special.erfcx(X[3:]), vec(lambda v: math.exp(v * v) * math.erfc(v), X[3:]), rtol=2e-6)
+    close(special.erfcx(np.float32(30.0)), 1 / (30 * math.sqrt(math.pi)) * (1 - 1 / 1800), rtol=1e-5)  # no overflow
+    close(special.erfinv(special.erf(X[1:-1])), X[1:-1], rtol=1e-4, atol=1e-5)
+    close(special.gammaln(P), vec(math.lgamma, P), rtol=1e-6)
+    g = np.array([-2.5, -1.5, -0.5, 0.5, 3.0, 5.5], np.float32)
+    close(special.gamma(g), vec(math.gamma, g), rtol=2e-6)
+    close(special.gammasgn(g), np.sign(vec(math.gamma, g)))
+    assert np.isnan(np.asarray(special.gammasgn(np.float32(-2.0))))
+    close(special.betaln(P, P[::-1]), vec(lambda a, b: math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b), P, P[::-1]),
+          rtol=1e-5, atol=1e-5)
+    close(special.beta(np.float32(2.0), np.float32(3.0)), 1 / 12, rtol=1e-6)
+    close(special.multigammaln(np.float32(3.5), 3),
+          3 * 2 / 4 * math.log(math.pi) + sum(math.lgamma(3.5 - j / 2) for j in range(3)), rtol=1e-6)
+    close(special.factorial(np.array([0, 1, 5, 10], np.float32)), [1, 1, 120, 3628800], rtol=1e-6)
+    close(special.comb(np.float32(10), np.array([0, 3, 10, 11], np.float32)), [1, 120, 1, 0], rtol=1e-5)
+    close(special.poch(np.float32(3.0), np.float32(4.0)), 3 * 4 * 5 * 6, rtol=1e-5)
+    close(special.digamma(P), vec(lambda v: (math.lgamma(v + 1e-5) - math.lgamma(v - 1e-5)) / 2e-5, P), rtol=1e-4)
+
+
+def test_logistic_entropy_and_normal_functions():
+    close(special.expit(X), 1 / (1 + np.exp(-X.astype(np.float64))), rtol=1e-6)
+    u = np.array([1e-4, 0.2, 0.5, 0.9], np.float32)
+    close(special.logit(u), np.log(u / (1 - u.astype(np.float64))), rtol=1e-5)
+    close(special.xlogy(np.array([0.0, 2.0], np.float32), np.array([0.0, 3.0], np.float32)), [0.0, 2 * math.log(3)])
+    close(special.xlog1py(np.array([0.0, 2.0], np.float32), np.array([-1.0, 0.5], np.float32)), [0.0, 2 * math.log(1.5)])
+    close(special.entr(np.array([0.0, 0.5, 2.0, -1.0], np.float32)), [0.0, 0.5 * math.log(2), -2 * math.log(2), -np.inf])
+    x, y = np.array([0.0, 0.5, 2.0, 1.0], np.float32), np.array([1.0, 0.25, 1.0, 0.0], np.float32)
+    close(special.rel_entr(x, y), [0.0, 0.5 * math.log(2), 2 * math.log(2), np.inf])
+    close(special.kl_div(x, y), [1.0, 0.5 * math.log(2) - 0.25, 2 * math.log(2) - 1, np.inf], rtol=1e-6)
+    ndtr = vec(lambda v: 0.5 * math.erfc(-v / math.sqrt(2)), X)
+    close(special.ndtr(X), ndtr, rtol=2e-6)
+    far = np.array([-30.0, -10.0, -3.0, 0.0, 2.0, 8.0], np.float32)
+    want = vec(lambda v: math.log(0.5 * math.erfc(-v / math.sqrt(2))), far)
+    close(special.log_ndtr(far), want, rtol=2e-6, atol=1e-7)  # finite far into the lower tail
+    close(special.ndtri(special.ndtr(X[1:-1])), X[1:-1], rtol=1e-3, atol=2e-4)
+    close(special.i0e(P), np.i0(P.astype(np.float64)) * np.exp(-P.astype(np.float64)), rtol=2e-6)
+    close(special.boxcox(np.float32(2.0), np.array([0.0, 0.5], np.float32)), [math.log(2), (math.sqrt(2) - 1) / 0.5],
+          rtol=1e-6)
+    close(special.boxcox1p(np.float32(1e-4), np.float32(2.0)), ((1 + 1e-4) ** 2 - 1) / 2, rtol=1e-5)
+    a = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    close(special.logsumexp(a, axis=1), np.log(np.exp(a.astype(np.float64)).sum(1)), rtol=1e-6)
+
+
+def test_distributions_densities_integrate_and_match_their_formulas():
+    grid = np.linspace(-12, 12, 24001).astype(np.float32)
+    step = float(grid[1] - grid[0])
+    for name, args in [("norm", (0.5, 1.5)), ("laplace", (-1.0, 0.7)), ("logistic", (0.0, 1.0)),
+                       ("cauchy", (0.0, 0.02)), ("uniform", (-2.0, 3.0)), ("expon", (-1.0, 2.0))]:
+        pdf = np.asarray(getattr(stats, name).pdf(grid, *args), np.float64)
+        assert abs(pdf.sum() * step - 1) < 3e-3, name
+        cdf = np.asarray(getattr(stats, name).cdf(grid, *args), np.float64)
+        integrated = np.concatenate([[0.0], np.cumsum((pdf[1:] + pdf[:-1]) / 2) * step])
+        assert np.max(np.abs(cdf - cdf[0] - integrated)) < 3e-3, name
+    close(stats.norm.logpdf(X, 1.0, 2.0), -0.5 * ((X - 1.0) / 2.0) ** 2 - math.log(2 * math.sqrt(2 * math.pi)), rtol=1e-6)
+    close(stats.norm.ppf(stats.norm.cdf(X[1:-1], 1.0, 2.0), 1.0, 2.0), X[1:-1], rtol=1e-3, atol=5e-4)
+    close(stats.norm.logcdf(np.float32(-20.0)), math.log(0.5 * math.erfc(20 / math.sqrt(2))), rtol=1e-5)
+    close(stats.gamma.logpdf(P, 2.5), vec(lambda v: 1.5 * math.log(v) - v - math.lgamma(2.5), P), rtol=1e-5)
+    close(stats.chi2.logpdf(P, 3.0), vec(lambda v: 0.5 * math.log(v) - v / 2 - math.lgamma(1.5) - 1.5 * math.log(2), P),
+          rtol=1e-5)
+    b = np.array([0.1, 0.5, 0.9], np.float32)
+    close(stats.beta.pdf(b, 2.0, 3.0), 12 * b * (1 - b.astype(np.float64)) ** 2, rtol=1e-5)
+    close(stats.t.logpdf(X, 4.0), vec(lambda v: math.lgamma(2.5) - math.lgamma(2) - 0.5 * math.log(4 * math.pi)
+                                      - 2.5 * math.log1p(v * v / 4), X), rtol=1e-5)
+    close(stats.pareto.pdf(np.array([0.5, 1.0, 3.0], np.float32), 2.0), [0.0, 2.0, 2 / 27], rtol=1e-6)
+    k = np.arange(0, 8).astype(np.float32)
+    close(stats.poisson.pmf(k, 3.0), vec(lambda v: math.exp(v * math.log(3) - 3 - math.lgamma(v + 1)), k), rtol=1e-5)
+    close(stats.bernoulli.pmf(np.array([0, 1, 2], np.float32), 0.3), [0.7, 0.3, 0.0], rtol=1e-6)
+    close(stats.geom.pmf(np.array([1, 2, 5], np.float32), 0.25), [0.25, 0.1875, 0.75 ** 4 * 0.25], rtol=1e-6)
+    cov = np.array([[2.0, 0.6], [0.6, 0.5]], np.float32)
+    pts = np.array([[0.0, 0.0], [1.0, -0.5], [2.0, 1.0]], np.float32)
+    d = pts - np.array([0.5, 0.0])
+    want = -0.5 * np.einsum("ni,ij,nj->n", d, np.linalg.inv(cov.astype(np.float64)), d) - 0.5 * math.log(
+        np.linalg.det(cov.astype(np.float64))) - math.log(2 * math.pi)
+    close(stats.multivariate_normal.logpdf(pts, np.array([0.5, 0.0], np.float32), cov), want, rtol=1e-5)
+    alpha = np.array([1.5, 2.0, 3.0], np.float32)
+    x = np.array([0.2, 0.3, 0.5], np.float32)
+    want = sum((a - 1) * math.log(v) for a, v in zip(alpha, x)) - (
+        sum(math.lgamma(a) for a in alpha) - math.lgamma(alpha.sum()))
+    close(stats.dirichlet.logpdf(x, alpha), want, rtol=1e-5)
+
+
+def test_expm_matches_series_and_eigendecomposition_under_jit_and_grad():
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((4, 4))
+    sym = (s + s.T) / 2 * 3  # norm large enough that the squarings run
+    w, v = np.linalg.eigh(sym)
+    close(linalg.expm(sym.astype(np.float32)), (v * np.exp(w)) @ v.T, rtol=2e-4, atol=1e-4)
+    a = rng.standard_normal((2, 3, 3)) * 0.3
+    series = np.stack([sum(np.linalg.matrix_power(m, k) / math.factorial(k) for k in range(30)) for m in a])
+    close(tessera.jit(linalg.expm)(a.astype(np.float32)), series, rtol=1e-5, atol=1e-6)
+    nil = np.array([[0.0, 1.0], [0.0, 0.0]], np.float32)
+    close(linalg.expm(nil), [[1.0, 1.0], [0.0, 1.0]], atol=1e-7)
+    c = rng.standard_normal((3, 3))
+    m = rng.standard_normal((3, 3)) * 0.5
+
+    def reference(x):
+        return np.sum(sum(np.linalg.matrix_power(x, k) / math.factorial(k) for k in range(30)) * c)
+
+    g = tessera.grad(lambda x: tnp.sum(linalg.expm(x) * c.astype(np.float32)))(m.astype(np.float32))
+    close(g, finite_difference(reference, m), rtol=2e-3, atol=2e-3)
+    with pytest.raises(ValueError, match="square matrix"):
+        linalg.expm(np.ones((2, 3), np.float32))
