@@ -209,11 +209,76 @@ def boxcox1p(x, lmbda):
     return _tnp.where(lmbda == 0, _tnp.log1p(x), _tnp.expm1(safe * _tnp.log1p(x)) / safe)
 
 
+_IGAMMA_STEPS = 200  # series terms and continued-fraction levels (each converges well within this for a <= 1e3)
+_TINY = 1e-30
+
+
+def _igamma_series(a, x):
+    """P(a, x) = x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1) ... (a + n)), for x < a + 1 (one fori_loop)."""
+    def body(i, carry):
+        term, total, ap = carry
+        ap = ap + 1.0
+        term = term * x / ap
+        return term, total + term, ap
+
+    one = _tnp.ones_like(x)
+    _, total, _ = _lax.fori_loop(0, _IGAMMA_STEPS, body, (one, one, a))
+    return _tnp.exp(xlogy(a, x) - x - gammaln(a + 1.0)) * total
+
+
+def _igammac_fraction(a, x):
+    """Q(a, x) by its continued fraction (the modified Lentz method), for x >= a + 1 (one fori_loop)."""
+    def body(i, carry):
+        b, c, d, h = carry
+        n = _C.astype(i, x._dtype_name) + 1.0
+        an = -n * (n - a)
+        b = b + 2.0
+        d = an * d + b
+        d = _tnp.where(_tnp.abs(d) < _TINY, _TINY, d)
+        c = b + an / c
+        c = _tnp.where(_tnp.abs(c) < _TINY, _TINY, c)
+        d = 1.0 / d
+        return b, c, d, h * d * c
+
+    b = x + 1.0 - a
+    d = 1.0 / b
+    _, _, _, h = _lax.fori_loop(0, _IGAMMA_STEPS, body, (b, _tnp.full_like(x, 1.0 / _TINY), d, d))
+    return _tnp.exp(xlogy(a, x) - x - gammaln(a)) * h
+
+
+def _igamma_parts(a, x):
+    """(a, x, where the series is used, P by the series, Q by the fraction), each branch fed arguments in its
+    own range so that the other's NaNs never reach a result or a gradient."""
+    a, x = _f(a), _f(x)
+    a, x = _tnp.broadcast_arrays(a, x)
+    small = x < a + 1.0
+    ps = _igamma_series(a, _tnp.where(small, x, 0.0))
+    qf = _igammac_fraction(a, _tnp.where(small, a + 1.0, x))
+    return a, x, small, ps, qf
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x): the series below x = a + 1, one minus the
+    continued fraction above (Numerical Recipes' split); NaN for a <= 0 or x < 0."""
+    a, x, small, ps, qf = _igamma_parts(a, x)
+    out = _tnp.where(small, ps, 1.0 - qf)
+    return _tnp.where(_tnp.logical_or(a <= 0, x < 0), _tnp.nan, out)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x), from the side that keeps its
+    digits."""
+    a, x, small, ps, qf = _igamma_parts(a, x)
+    out = _tnp.where(small, 1.0 - ps, qf)
+    return _tnp.where(_tnp.logical_or(a <= 0, x < 0), _tnp.nan, out)
+
+
 logsumexp = _nn.logsumexp
 softmax = _nn.softmax
 log_softmax = _nn.log_softmax
 
-_SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "digamma", "beta", "betaln",
+_SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "gammainc", "gammaincc", "digamma",
+            "beta", "betaln",
             "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
             "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "boxcox", "boxcox1p", "logsumexp", "softmax",
             "log_softmax")
@@ -339,6 +404,8 @@ gamma_dist = _distribution(
     "gamma", "The gamma distribution with shape a.",
     logpdf=_gamma_logpdf,
     pdf=lambda x, a, loc=0.0, scale=1.0: _tnp.exp(_gamma_logpdf(x, a, loc, scale)),
+    cdf=lambda x, a, loc=0.0, scale=1.0: gammainc(a, _tnp.maximum(_standardized(x, loc, scale)[0], 0.0)),
+    sf=lambda x, a, loc=0.0, scale=1.0: gammaincc(a, _tnp.maximum(_standardized(x, loc, scale)[0], 0.0)),
 )
 
 
@@ -351,6 +418,10 @@ chi2 = _distribution(
     "chi2", "The chi-square distribution with df degrees of freedom.",
     logpdf=_chi2_logpdf,
     pdf=lambda x, df, loc=0.0, scale=1.0: _tnp.exp(_chi2_logpdf(x, df, loc, scale)),
+    cdf=lambda x, df, loc=0.0, scale=1.0: gammainc(_f(df) / 2.0,
+                                                   _tnp.maximum(_standardized(x, loc, scale)[0], 0.0) / 2.0),
+    sf=lambda x, df, loc=0.0, scale=1.0: gammaincc(_f(df) / 2.0,
+                                                   _tnp.maximum(_standardized(x, loc, scale)[0], 0.0) / 2.0),
 )
 
 
@@ -405,7 +476,14 @@ poisson = _distribution(
     "poisson", "The Poisson distribution with mean mu.",
     logpmf=_poisson_logpmf,
     pmf=lambda k, mu, loc=0: _tnp.exp(_poisson_logpmf(k, mu, loc)),
+    cdf=lambda k, mu, loc=0: _poisson_cdf(k, mu, loc),
 )
+
+
+def _poisson_cdf(k, mu, loc=0):
+    """P(K <= k) = Q(floor(k) + 1, mu); 0 below 0."""
+    k = _tnp.floor(_f(k) - _f(loc))
+    return _tnp.where(k < 0, 0.0, gammaincc(_tnp.maximum(k, 0.0) + 1.0, _f(mu)))
 
 
 def _bernoulli_logpmf(k, p, loc=0):
@@ -509,7 +587,8 @@ for _name in _SPECIAL:
 
 stats = _types.ModuleType("tessera.scipy.stats",
                           "jax.scipy.stats: the densities (logpdf, pdf; logpmf, pmf) and, where closed-form, CDFs of "
-                          "norm, expon, laplace, logistic, cauchy, uniform, gamma, chi2, beta, t, pareto, poisson, "
+                          "norm, expon, laplace, logistic, cauchy, uniform, gamma, chi2 (and their cdf, sf), beta, t, "
+                          "pareto, poisson (and its cdf), "
                           "bernoulli, geom, multivariate_normal, dirichlet.")
 for _name, _dist in (("norm", norm), ("expon", expon), ("laplace", laplace), ("logistic", logistic),
                      ("cauchy", cauchy), ("uniform", uniform), ("gamma", gamma_dist), ("chi2", chi2),
