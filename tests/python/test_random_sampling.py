@@ -205,3 +205,29 @@ def test_samplers_trace_and_keys_round_trip():
         random.wrap_key_data(np.zeros(2, np.float32))
     with pytest.raises(TypeError, match="float dtype"):
         random.exponential(k, (2,), dtype=np.int32)
+
+
+@pytest.mark.parametrize("n,p", [(20, 0.3), (7, 0.05), (1000, 0.4), (50, 0.9), (60, 0.5)])
+def test_binomial_follows_its_cdf(n, p):
+    s = np.asarray(random.binomial(key(28), n, p, (N,)))
+    support = np.arange(0, n + 1)
+    pmf = np.array([math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in support])
+    empirical = np.array([(s <= k).mean() for k in support])
+    assert np.max(np.abs(empirical - np.cumsum(pmf))) < KS_BOUND
+    assert s.min() >= 0 and s.max() <= n
+
+
+def test_binomial_edges_and_multinomial():
+    assert (np.asarray(random.binomial(key(29), 5, 0.0, (10,))) == 0).all()
+    assert (np.asarray(random.binomial(key(29), 5, 1.0, (10,))) == 5).all()
+    assert (np.asarray(random.binomial(key(29), 0, 0.5, (10,))) == 0).all()
+    n = np.array([10.0, 200.0], np.float32)
+    s = np.asarray(tessera.jit(lambda k: random.binomial(k, n, 0.25, (N, 2)))(key(30)), np.float64)
+    np.testing.assert_allclose(s.mean(0), n * 0.25, rtol=0.02)
+    p = np.array([0.2, 0.5, 0.3], np.float32)
+    m = np.asarray(random.multinomial(key(31), 30, p, shape=(N, 3)), np.float64)
+    assert (m.sum(1) == 30).all()
+    np.testing.assert_allclose(m.mean(0), 30 * p, rtol=0.02)
+    np.testing.assert_allclose(m.var(0), 30 * p * (1 - p), rtol=0.06)
+    cov01 = np.mean((m[:, 0] - m[:, 0].mean()) * (m[:, 1] - m[:, 1].mean()))
+    assert abs(cov01 - (-30 * p[0] * p[1])) < 0.15  # categories compete for the draws

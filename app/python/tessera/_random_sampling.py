@@ -3,9 +3,9 @@ integers (randint), orderings (permutation, shuffle, choice), the continuous dis
 inverse CDF (exponential, gumbel, laplace, logistic, cauchy, pareto, rayleigh, weibull_min, triangular,
 truncated_normal), those built from normals (lognormal, maxwell, double_sided_maxwell, wald,
 multivariate_normal, orthogonal, ball), the gamma family by Marsaglia and Tsang's rejection method (gamma,
-loggamma, beta, dirichlet, chisquare, t, f, generalized_normal), and the discrete geometric, rademacher and
-poisson. Rejection samplers run one while loop over the whole array (every element draws each round until all
-are accepted), so they trace and run under jit.
+loggamma, beta, dirichlet, chisquare, t, f, generalized_normal), and the discrete geometric, rademacher,
+poisson, binomial and multinomial. Rejection samplers run one while loop over the whole array (every element
+draws each round until all are accepted), so they trace and run under jit.
 
 The samples are not bit for bit JAX's (the transforms are the textbook ones, and the draws per element differ);
 the tests check each distribution against its CDF or moments."""
@@ -508,6 +508,97 @@ def poisson(key, lam, shape=None, dtype=int32):
     init = (key, zeros, _C.full(list(shape), 1.0, "f32"), zeros, _C.full(list(shape), False, "bool"))
     out = _lax.while_loop(more, body, init)[3]
     return _C.astype(out, _engine_dtype(dtype))
+
+
+_BINOMIAL_SWITCH = 10.0
+
+
+def binomial(key, n, p, shape=None, dtype=float32):
+    """Binomial(n, p), as floats (jax.random's dtype). With q = min(p, 1 - p) and n q below 10, the waiting-time
+    method (successes counted while geometric gaps fit in n trials, about n q + 1 rounds); from 10, Hormann's
+    transformed rejection (BTRS), about 1.2 rounds. p above 1/2 samples n - Binomial(n, 1 - p). One while loop
+    over the whole array."""
+    rnd = _random()
+    dt = _float_dtype(dtype, "binomial")
+    shape = _param_shape(shape, "binomial", n, p)
+    n = _C.broadcast_to(_as(n, "f32"), list(shape))
+    p = _C.broadcast_to(_as(p, "f32"), list(shape))
+    flip = p > 0.5
+    q = _tnp.where(flip, 1.0 - p, p)
+    q_safe = _tnp.clip(q, 1e-7, 0.5)
+    small = n * q < _BINOMIAL_SWITCH
+    log_miss = _tnp.log1p(-q_safe)
+    # BTRS constants (used where n q >= 10)
+    spq = _tnp.sqrt(n * q_safe * (1.0 - q_safe))
+    b = 1.15 + 2.53 * spq
+    a = -0.0873 + 0.0248 * b + 0.01 * q_safe
+    c = n * q_safe + 0.5
+    v_r = 0.92 - 4.2 / b
+    alpha = (2.83 + 5.1 / b) * spq
+    lpq = _tnp.log(q_safe / (1.0 - q_safe))
+    m = _tnp.floor((n + 1.0) * q_safe)
+    h = _lax.lgamma(m + 1.0) + _lax.lgamma(n - m + 1.0)
+
+    def body(state):
+        key, count, trials, out, done = state
+        key, k1, k2 = rnd.split(key, 3)
+        u1 = _open_uniform(k1, shape, "f32")
+        # waiting time: the next success comes after a geometric number of trials
+        trials = trials + _tnp.floor(_tnp.log(u1) / log_miss) + 1.0
+        wait_done = trials > n
+        # BTRS: one attempt
+        u = u1 - 0.5
+        v = _open_uniform(k2, shape, "f32")
+        us = 0.5 - _tnp.abs(u)
+        k = _tnp.floor((2.0 * a / us + b) * u + c)
+        inside = _tnp.logical_and(k >= 0, k <= n)
+        squeeze = _tnp.logical_and(us >= 0.07, v <= v_r)
+        kk = _tnp.clip(k, 0.0, n)
+        bound = h - _lax.lgamma(kk + 1.0) - _lax.lgamma(n - kk + 1.0) + (kk - m) * lpq
+        exact = _tnp.log(v * alpha / (a / (us * us) + b)) <= bound
+        accept = _tnp.logical_and(inside, _tnp.logical_or(squeeze, exact))
+        finished = _tnp.where(small, wait_done, accept)
+        value = _tnp.where(small, count, k)
+        newly = _tnp.logical_and(finished, _tnp.logical_not(done))
+        out = _tnp.where(newly, value, out)
+        return key, count + 1.0, trials, out, _tnp.logical_or(done, finished)
+
+    def more(state):
+        return _tnp.logical_not(_tnp.all(state[4]))
+
+    zeros = _C.full(list(shape), 0.0, "f32")
+    # q = 0 (or n = 0) has nothing to sample: done from the start, with 0 successes
+    trivial = _tnp.logical_or(q <= 0.0, n <= 0.0)
+    init = (key, zeros, zeros, zeros, trivial)
+    out = _lax.while_loop(more, body, init)[3]
+    out = _tnp.where(flip, n - out, out)
+    return _C.astype(out, dt)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=float32, unroll=1):
+    """Counts of n draws over the categories of p's last axis: one binomial per category, of the draws left
+    over the probability left."""
+    dt = _float_dtype(dtype, "multinomial")
+    p = _as(p, "f32")
+    if p.ndim < 1:
+        raise ValueError("random.multinomial: p must have at least one dimension (the categories)")
+    batch = _np.broadcast_shapes(tuple(p.shape[:-1]), tuple(_np.shape(n)) if not isinstance(n, _tnp.Array)
+                                 else tuple(n.shape)) if shape is None else _dims(shape)[:-1] if shape else ()
+    left = _C.broadcast_to(_as(n, "f32"), list(batch))
+    mass = _tnp.ones(batch, dtype="float32")
+    keys = _random().split(key, p.shape[-1])
+    counts = []
+    for i in range(p.shape[-1]):
+        pi = _C.broadcast_to(p[..., i], list(batch))
+        if i == p.shape[-1] - 1:
+            x = left
+        else:
+            frac = _tnp.clip(pi / _tnp.maximum(mass, 1e-30), 0.0, 1.0)
+            x = binomial(keys[i], left, frac, batch)
+        counts.append(x)
+        left = left - x
+        mass = mass - pi
+    return _C.astype(_tnp.stack(counts, -1), dt)
 
 
 # ---- keys -----------------------------------------------------------------------------------------------

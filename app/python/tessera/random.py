@@ -9,7 +9,8 @@ __all__ = ["PRNGKey", "key", "split", "fold_in", "bits", "uniform", "normal", "b
            "randint", "permutation", "shuffle", "choice", "exponential", "gumbel", "laplace", "logistic", "cauchy",
            "pareto", "rayleigh", "weibull_min", "triangular", "truncated_normal", "lognormal", "maxwell",
            "double_sided_maxwell", "wald", "multivariate_normal", "orthogonal", "ball", "gamma", "loggamma", "beta",
-           "dirichlet", "chisquare", "t", "f", "generalized_normal", "rademacher", "geometric", "poisson", "clone",
+           "dirichlet", "chisquare", "t", "f", "generalized_normal", "rademacher", "geometric", "poisson", "binomial",
+           "multinomial", "clone",
            "key_data", "wrap_key_data", "key_impl"]
 
 
@@ -68,8 +69,8 @@ def categorical(key, logits, axis=-1):
     return _C.random_categorical(key, asarray(logits), axis)
 
 
-from ._random_sampling import (ball, beta, cauchy, chisquare, choice, clone, dirichlet, double_sided_maxwell,  # noqa: E402
+from ._random_sampling import (ball, beta, binomial, cauchy, chisquare, choice, clone, dirichlet, double_sided_maxwell,  # noqa: E402
                                exponential, f, gamma, generalized_normal, geometric, gumbel, key_data, key_impl,
-                               laplace, loggamma, logistic, lognormal, maxwell, multivariate_normal, orthogonal,
+                               laplace, loggamma, logistic, lognormal, maxwell, multinomial, multivariate_normal, orthogonal,
                                pareto, permutation, poisson, rademacher, randint, rayleigh, shuffle, t, triangular,
                                truncated_normal, wald, weibull_min, wrap_key_data)
