@@ -21,7 +21,6 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QTextBrowser>
-#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -207,15 +206,13 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
       m_model(new RunsTableModel(this)),
       m_compare(new QTextBrowser),
       m_timer(new QTimer(this)),
-      m_thread(new QThread(this)),
       m_poller(new RunsPoller),
+      m_pollerThread(m_poller, "runsReader"),
       m_tagFilter(new QComboBox),
       m_showArchived(new QCheckBox(tr("Archived"))) {
   setObjectName("runsPanel");
-  m_thread->setObjectName("runsReader");
-  m_poller->moveToThread(m_thread);
   connect(m_poller, &RunsPoller::done, this, &RunsPanel::onRead);
-  m_thread->start();
+  connect(m_poller, &RunsPoller::profilesDiffed, this, &RunsPanel::onProfilesDiffed);
   m_table->setModel(m_model);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
@@ -264,13 +261,6 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   });
   connect(m_timer, &QTimer::timeout, this, &RunsPanel::refresh);
   m_timer->start(2000);
-}
-
-RunsPanel::~RunsPanel() {
-  // A read under way ends first; the poller's connections close with it, here.
-  m_thread->quit();
-  m_thread->wait();
-  delete m_poller;
 }
 
 void RunsPanel::setPollInterval(int msec) {
@@ -373,12 +363,15 @@ void RunsPanel::selectRuns(const QList<qint64>& ids) {
 }
 
 void RunsPanel::compareSelected() {
+  ++m_compareRequest;
+  m_comparing = false;
   QList<qint64> ids = selectedRuns();
   std::vector<const inspect::RunRow*> rows;
   for (const auto& r : m_model->runs())
     if (ids.contains(r.info.id)) rows.push_back(&r);
   if (rows.empty()) {
     m_compare->setHtml(tr("<p>Select runs in the table first.</p>"));
+    emit compared();
     return;
   }
   std::set<std::string> pkeys, mkeys;
@@ -416,12 +409,29 @@ void RunsPanel::compareSelected() {
     row(QString::fromStdString(k), cells);
   }
   h += "</table>";
-  if (rows.size() == 2) h += profileDiffHtml(rows[0]->info.id, rows[1]->info.id);
-  m_compare->setHtml(h);
+  m_compareHtml = h;
+  if (rows.size() != 2) {
+    m_compare->setHtml(h);
+    emit compared();
+    return;
+  }
+  // The profiles (every kernel event of two runs) are read on the reader thread; the runs show meanwhile.
+  m_comparing = true;
+  m_compare->setHtml(h + tr("<p>Reading the profiles…</p>"));
+  QMetaObject::invokeMethod(m_poller, [poller = m_poller, path = m_dbPath, request = m_compareRequest,
+                                       a = rows[0]->info.id, b = rows[1]->info.id] {
+    poller->diffProfiles(path, request, a, b);
+  });
 }
 
-QString RunsPanel::profileDiffHtml(qint64 runA, qint64 runB) const {
-  auto d = inspect::diffRunProfiles(m_dbPath.toStdString(), runA, runB);
+void RunsPanel::onProfilesDiffed(const ProfileDiffReadPtr& diff) {
+  if (diff->request != m_compareRequest) return;  // another comparison was asked since
+  m_comparing = false;
+  m_compare->setHtml(m_compareHtml + profileDiffHtml(diff->runA, diff->runB, diff->diff));
+  emit compared();
+}
+
+QString RunsPanel::profileDiffHtml(qint64 runA, qint64 runB, const Result<train::ProfileDiff>& d) {
   if (!d.ok()) return tr("<p><b>Profiles</b>: %1</p>").arg(QString::fromStdString(d.error().message).toHtmlEscaped());
   auto ms = [](double ns) { return QString::number(ns / 1e6, 'f', 3); };
   auto change = [](double a, double b) {

@@ -4,8 +4,9 @@
 // tag (a sweep's runs) with archived runs hidden unless asked for; selecting runs overlays them in the metrics
 // panel, and Compare lists the selected runs side by side with the differences marked. Rename, Tags, Notes,
 // Archive and Delete (with its checkpoints, after a confirmation) act on the selected run. The store is read on
-// a thread of its own (views/runs_poller.h) and only when something was written since the last read; the table
-// keeps its selection, scroll position and sort order across reads.
+// a thread of its own (views/runs_poller.h): the table only when something was written since the last read, and
+// the two profiles Compare sets side by side when it is pressed. The table keeps its selection, scroll position
+// and sort order across reads.
 #include <functional>
 #include <optional>
 #include <vector>
@@ -21,7 +22,6 @@ class QCheckBox;
 class QComboBox;
 class QTableView;
 class QTextBrowser;
-class QThread;
 class QTimer;
 class QLabel;
 
@@ -62,7 +62,6 @@ class RunsPanel : public QWidget {
   Q_OBJECT
  public:
   explicit RunsPanel(Session* session, QWidget* parent = nullptr);
-  ~RunsPanel() override;
 
   RunsTableModel* model() const { return m_model; }
   QTableView* table() const { return m_table; }
@@ -77,10 +76,11 @@ class RunsPanel : public QWidget {
   // A read asked for has not been answered yet.
   bool reading() const { return m_reading || m_readAgain; }
   // The thread the store is read on.
-  QThread* readerThread() const { return m_thread; }
+  QThread* readerThread() const { return m_pollerThread.thread(); }
+  // Lists the selected runs side by side at once; with two, their profiles follow from the reader thread
+  // (compared() says when the comparison is complete).
   void compareSelected();
-  // Two runs' profiles by kernel and by graph node, for the comparison (a line saying why when there are none).
-  QString profileDiffHtml(qint64 runA, qint64 runB) const;
+  bool comparing() const { return m_comparing; }
   QString comparisonText() const;
   void setDatabase(const QString& path);
   // Edits of the selected run (one): false with the reason in lastError().
@@ -99,6 +99,8 @@ class RunsPanel : public QWidget {
   // A read of the store is on screen; `changed` is false when nothing had been written since the last one
   // (the table was left as it was).
   void refreshed(bool changed);
+  // The comparison asked last is on screen, profiles included.
+  void compared();
 
  private:
   Session* m_session;
@@ -109,10 +111,13 @@ class RunsPanel : public QWidget {
   QTimer* m_timer;
   QString m_dbPath;
   quint64 m_generation = 0;  // one per setDatabase: answers for another store are dropped
-  QThread* m_thread;
-  RunsPoller* m_poller;  // lives on m_thread
+  RunsPoller* m_poller;  // lives on m_pollerThread's thread
+  PollerThread m_pollerThread;
   bool m_reading = false;
   bool m_readAgain = false;
+  quint64 m_compareRequest = 0;  // one per Compare: a profile diff for an older one is dropped
+  bool m_comparing = false;
+  QString m_compareHtml;  // the runs side by side, which the profiles' diff follows
   std::vector<inspect::RunRow> m_allRuns;  // the last read, before the filter
   QComboBox* m_tagFilter;
   QCheckBox* m_showArchived;
@@ -120,6 +125,9 @@ class RunsPanel : public QWidget {
   std::function<bool(const QString&)> m_confirm;
   bool edited(const Status& st);
   void onRead(const RunsReadPtr& read);
+  void onProfilesDiffed(const ProfileDiffReadPtr& diff);
+  // Two runs' profiles by kernel and by graph node, for the comparison (a line saying why when there are none).
+  static QString profileDiffHtml(qint64 runA, qint64 runB, const Result<train::ProfileDiff>& d);
   // Shows m_allRuns under the filter, keeping the selection, the current run and the scroll position.
   void showRuns();
   qint64 singleSelected();

@@ -1,20 +1,15 @@
 #pragma once
-// Reads a project's runs.db for the Runs panel on a thread of its own, so that a store of many runs and metrics
-// never stalls the UI. The poller lives on that thread with its own SQLite connections (a RunsReader, and a
-// probe that asks SQLite whether anything was committed since the last read: PRAGMA data_version), and answers
-// each read() with done(), which reaches the panel on the UI thread. Nothing written since the last read: the
-// answer says so and carries no runs.
-#include <cstdint>
+// Reads a project's runs.db for the Runs panel on a thread of its own (a StorePoller), so that a store of many
+// runs and metrics never stalls the UI: the runs for the table, answered by done() only when something was
+// committed since the last read (else the answer says so and carries no runs), and two runs' profiles for
+// Compare, answered by profilesDiffed(). Both answers reach the panel on the UI thread.
 #include <memory>
-#include <optional>
 #include <vector>
 
-#include <QObject>
 #include <QString>
 
 #include "engine/inspect/runs_reader.h"
-
-struct sqlite3;
+#include "views/store_poller.h"
 
 namespace tsr::studio {
 
@@ -28,32 +23,31 @@ struct RunsRead {
 };
 using RunsReadPtr = std::shared_ptr<RunsRead>;
 
-class RunsPoller : public QObject {
+// Two runs' profiles by kernel and by graph node (or why they cannot be compared), for the comparison `request`.
+struct ProfileDiffRead {
+  quint64 request = 0;
+  qint64 runA = 0, runB = 0;
+  Result<train::ProfileDiff> diff;
+};
+using ProfileDiffReadPtr = std::shared_ptr<const ProfileDiffRead>;
+
+class RunsPoller : public StorePoller {
   Q_OBJECT
  public:
   RunsPoller();
-  ~RunsPoller() override;
 
   // Reads the store at `path` (another path or generation than the last: read whatever its version; another
   // path is opened afresh).
-  // Call it on the poller's thread (QMetaObject::invokeMethod); done() follows.
+  // Call these on the poller's thread (QMetaObject::invokeMethod); done() or profilesDiffed() follows.
   void read(const QString& path, quint64 generation);
+  void diffProfiles(const QString& path, quint64 request, qint64 runA, qint64 runB);
 
  signals:
   void done(tsr::studio::RunsReadPtr result);
-
- private:
-  void close();
-  // SQLite's counter of commits by other connections, or nothing when the probe cannot ask.
-  std::optional<int64_t> dataVersion();
-
-  QString m_path;
-  std::optional<inspect::RunsReader> m_reader;
-  sqlite3* m_probe = nullptr;
-  std::optional<int64_t> m_version;  // at the last read
-  quint64 m_generation = 0;          // of the last read
+  void profilesDiffed(tsr::studio::ProfileDiffReadPtr result);
 };
 
 }  // namespace tsr::studio
 
 Q_DECLARE_METATYPE(tsr::studio::RunsReadPtr)
+Q_DECLARE_METATYPE(tsr::studio::ProfileDiffReadPtr)

@@ -1,7 +1,7 @@
 // The Runs panel with a store of a few hundred runs (offscreen): the store is read on the panel's reader thread
 // and the answer arrives by signal, so a refresh returns before anything is read; a refresh with nothing written
 // since the last read leaves the table alone; one after a write shows it and keeps the selection, the current
-// run, the scroll position and the sort order.
+// run, the scroll position and the sort order. Compare reads the two runs' profiles on that thread too.
 #include <QHeaderView>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -52,6 +52,15 @@ int columnNamed(const RunsTableModel* m, const QString& name) {
   return -1;
 }
 
+// A store of kRuns runs (written: whether writing it worked) and a Runs panel not given it yet.
+struct Fixture {
+  QTemporaryDir dir;
+  QString db = dir.filePath("runs.db");
+  bool written = writeStore(db.toStdString());
+  Session session;
+  RunsPanel panel{&session};
+};
+
 QList<qint64> shownIds(const RunsTableModel* m) {
   QList<qint64> out;
   for (int r = 0; r < m->rowCount(); ++r) out << m->index(r, 0).data(Qt::UserRole).toLongLong();
@@ -65,11 +74,10 @@ class TestRunsPanel : public QObject {
 
  private slots:
   void readsOffTheUiThreadAndOnlyWhatChanged() {
-    QTemporaryDir dir;
-    const QString db = dir.filePath("runs.db");
-    QVERIFY(writeStore(db.toStdString()));
-    Session session;
-    RunsPanel panel(&session);
+    Fixture f;
+    QVERIFY(f.written);
+    const QString& db = f.db;
+    RunsPanel& panel = f.panel;
     panel.setPollInterval(0);  // every read here is one the test asks for
     panel.resize(900, 400);
     panel.show();
@@ -144,11 +152,10 @@ class TestRunsPanel : public QObject {
   // Refreshes asked while a read is under way: one more read follows, and the last answer is what is shown; the
   // store given again is read again.
   void refreshesDuringARead() {
-    QTemporaryDir dir;
-    const QString db = dir.filePath("runs.db");
-    QVERIFY(writeStore(db.toStdString()));
-    Session session;
-    RunsPanel panel(&session);
+    Fixture f;
+    QVERIFY(f.written);
+    const QString& db = f.db;
+    RunsPanel& panel = f.panel;
     panel.setDatabase(db);
     panel.refresh();
     panel.refresh();
@@ -171,6 +178,39 @@ class TestRunsPanel : public QObject {
     QVERIFY(test::runsRead(&panel));
     QCOMPARE(panel.model()->rowCount(), 1);
     QCOMPARE(QString::fromStdString(panel.model()->runs().front().info.name), QString("only"));
+  }
+
+  // Compare lists the selected runs at once and reads their profiles on the reader thread; a comparison asked
+  // while that read is under way replaces it.
+  void compareReadsTheProfilesOffTheUiThread() {
+    Fixture f;
+    QVERIFY(f.written);
+    RunsPanel& panel = f.panel;
+    panel.setPollInterval(0);
+    panel.setDatabase(f.db);
+    QVERIFY(test::runsRead(&panel));
+    QSignalSpy compared(&panel, &RunsPanel::compared);
+    panel.selectRuns({3, 4});
+    panel.compareSelected();
+    QVERIFY(panel.comparing());
+    QVERIFY2(panel.comparisonText().contains("run 3") && panel.comparisonText().contains("Reading the profiles"),
+             qPrintable(panel.comparisonText()));
+    panel.selectRuns({1, 2});
+    panel.compareSelected();
+    QVERIFY(compared.wait(30000));
+    QCOMPARE(compared.size(), 1);  // the first comparison's answer was dropped
+    QVERIFY(!panel.comparing());
+    const QString text = panel.comparisonText();
+    QVERIFY2(text.contains("run 1") && text.contains("run 2") && !text.contains("run 3") &&
+                 text.contains("run 1 has no profile") && !text.contains("Reading the profiles"),
+             qPrintable(text));
+    // Three runs: side by side at once, no profiles to read.
+    compared.clear();
+    panel.selectRuns({1, 2, 3});
+    panel.compareSelected();
+    QCOMPARE(compared.size(), 1);
+    QVERIFY(!panel.comparing());
+    QVERIFY(panel.comparisonText().contains("run 3"));
   }
 };
 
