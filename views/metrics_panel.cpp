@@ -75,11 +75,6 @@ void setRoundTicks(QValueAxis* axis, double lo, double hi) {
   }
 }
 
-Result<double> tokensPerStepOf(const inspect::RunsReader& reader, int64_t run) {
-  TSR_ASSIGN(auto params, reader.params(run));
-  return inspect::tokensPerStep(params);
-}
-
 }  // namespace
 
 MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
@@ -94,7 +89,9 @@ MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
       m_view(new QChartView),
       m_chart(new QChart),
       m_timer(new QTimer(this)),
-      m_reduceTimer(new QTimer(this)) {
+      m_reduceTimer(new QTimer(this)),
+      m_poller(new MetricsPoller),
+      m_pollerThread(m_poller, "metricsReader") {
   setObjectName("metricsPanel");
   m_metricList->setObjectName("metricList");
   m_metricList->setToolTip(tr("The metrics drawn: check several to overlay them"));
@@ -138,7 +135,8 @@ MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
   connect(m_chart, &QChart::plotAreaChanged, this, [this] {
     if (columnsNow() != m_columns) m_reduceTimer->start();
   });
-  connect(m_metricList, &QListWidget::itemChanged, this, &MetricsPanel::poll);
+  connect(m_poller, &MetricsPoller::done, this, &MetricsPanel::onRead);
+  connect(m_metricList, &QListWidget::itemChanged, this, &MetricsPanel::selectionChanged);
   connect(m_xAxis, &QComboBox::currentIndexChanged, this, [this](int i) {
     m_xMode = static_cast<XAxis>(i);
     m_zoom.reset();  // another unit
@@ -160,19 +158,20 @@ MetricsPanel::MetricsPanel(Session* session, QWidget* parent)
 
 void MetricsPanel::setDatabase(const QString& path) {
   m_dbPath = path;
-  m_reader.reset();
+  m_opened = false;
   m_runs.clear();
   m_settled.clear();
   m_curves.clear();  // they point into m_points
   m_points.clear();
+  m_tokens.clear();
   m_zoom.reset();
   rebuild();
-  poll();
+  selectionChanged();
 }
 
 void MetricsPanel::setRuns(const QList<qint64>& runs) {
   m_selected = runs;
-  poll();
+  selectionChanged();
 }
 
 void MetricsPanel::setMetrics(const QStringList& keys) {
@@ -184,7 +183,7 @@ void MetricsPanel::setMetrics(const QStringList& keys) {
       item->setCheckState(keys.contains(item->text()) ? Qt::Checked : Qt::Unchecked);
     }
   }
-  poll();
+  selectionChanged();
 }
 
 void MetricsPanel::setSmoothing(double weight) { m_smoothing->setValue(static_cast<int>(std::lround(weight * 100))); }
@@ -251,57 +250,79 @@ QList<QPointF> MetricsPanel::rawCurve(qint64 run, const QString& key) const {
   return c && c->raw ? c->raw->points() : QList<QPointF>();
 }
 
+void MetricsPanel::selectionChanged() {
+  ++m_generation;
+  poll();
+}
+
 void MetricsPanel::poll() {
   if (m_dbPath.isEmpty()) return;
-  if (!m_reader) {
-    auto r = inspect::RunsReader::open(m_dbPath.toStdString());
-    if (!r.ok()) {
-      m_info->setText(tr("No runs yet."));
-      return;
-    }
-    m_reader.emplace(std::move(r).value());
-  }
-  auto infos = m_reader->runInfos();
-  if (!infos.ok()) {
-    m_info->setText(QString::fromStdString(infos.error().message));
+  if (m_reading) {
+    m_readAgain = true;
     return;
   }
-  for (const auto& r : *infos) m_runs[r.id] = r;
-  // The keys of every shown run go into the list; only the checked ones are read (only what is new). A run that
-  // had ended when it was last read has nothing new: its keys are not asked again, nor the metrics read already
-  // (asking a run's keys reads an index entry per point: slow with a million of them).
-  const QStringList keys = metrics();
-  const QList<qint64> runs = shownRuns();
-  bool changed = false;
-  for (qint64 run : runs) {
-    const bool settled = m_settled.count(run) > 0;
-    if (!settled) {
-      if (auto k = m_reader->keys(run); k.ok()) {
-        QSignalBlocker block(m_metricList);
-        for (const std::string& key : *k) metricItem(QString::fromStdString(key));
-      }
-    }
-    for (const QString& qk : keys) {
-      auto [it, fresh] = m_points.try_emplace({run, qk.toStdString()});
-      if (settled && !fresh) continue;
-      inspect::MetricColumns& held = it->second;
-      auto points = m_reader->points(run, qk.toStdString(), held.empty() ? -1 : held.steps.back());
-      if (!points.ok() || points->empty()) continue;
-      held.append(*points);
-      changed = true;
-    }
-    if (m_runs[run].status != store::RunStatus::Running) m_settled.insert(run);
+  m_reading = true;
+  auto q = std::make_shared<MetricsQuery>();
+  q->path = m_dbPath;
+  q->generation = m_generation;
+  q->selected = m_selected;
+  for (const QString& key : metrics()) q->keys.push_back(key.toStdString());
+  for (const auto& [series, held] : m_points) q->held[series] = held.empty() ? -1 : held.steps.back();
+  q->settled = m_settled;
+  for (const auto& [run, tokens] : m_tokens)
+    if (tokens.error.isEmpty()) q->withTokens.insert(run);
+  QMetaObject::invokeMethod(m_poller, [poller = m_poller, q = MetricsQueryPtr(std::move(q))] { poller->read(q); });
+}
+
+void MetricsPanel::onRead(const MetricsReadPtr& read) {
+  m_reading = false;
+  const bool current = read->generation == m_generation;
+  if (current && apply(*read)) rebuild();
+  if (m_readAgain || !current) {
+    m_readAgain = false;
+    poll();
+    return;
   }
+  emit polled(read->changed);
+}
+
+bool MetricsPanel::apply(MetricsRead& read) {
+  m_opened = read.opened;
+  if (!read.opened) {
+    m_info->setText(tr("No runs yet."));
+    return false;
+  }
+  if (!read.error.isEmpty()) {
+    m_info->setText(read.error);
+    return false;
+  }
+  if (!read.changed) return false;
+  for (const store::RunInfo& r : read.runs) m_runs[r.id] = r;
+  {
+    QSignalBlocker block(m_metricList);
+    for (const std::string& key : read.keys) metricItem(QString::fromStdString(key));
+  }
+  bool changed = false;
+  for (auto& [series, points] : read.points) {
+    inspect::MetricColumns& held = m_points[series];
+    if (points.empty()) continue;
+    held.append(points);
+    changed = true;
+  }
+  for (auto& [run, tokens] : read.tokens) m_tokens[run] = std::move(tokens);
+  for (qint64 run : read.shown)
+    if (m_runs[run].status != store::RunStatus::Running) m_settled.insert(run);
   // Draw again when points arrived or the curves wanted are not those drawn.
-  std::vector<std::pair<qint64, std::string>> wanted, drawn;
-  for (qint64 run : runs) {
+  const QStringList keys = metrics();
+  std::vector<SeriesKey> wanted, drawn;
+  for (qint64 run : shownRuns()) {
     for (const QString& qk : keys) {
       auto it = m_points.find({run, qk.toStdString()});
       if (it != m_points.end() && !it->second.empty()) wanted.emplace_back(run, qk.toStdString());
     }
   }
   for (const Curve& c : m_curves) drawn.emplace_back(c.run, c.key);
-  if (changed || wanted != drawn || keys != m_builtKeys) rebuild();
+  return changed || wanted != drawn || keys != m_builtKeys;
 }
 
 void MetricsPanel::showEvent(QShowEvent* e) {
@@ -388,13 +409,15 @@ void MetricsPanel::rebuild() {
   m_xTitle = m_xMode == XAxis::WallTime ? tr("wall time (s)") : m_xMode == XAxis::Tokens ? tr("tokens") : tr("step");
   if (m_xMode == XAxis::Tokens) {
     for (qint64 run : runs) {
-      Result<double> t = m_reader ? tokensPerStepOf(*m_reader, run) : Result<double>(makeError("no run store"));
-      if (!t.ok()) {
+      // Read with the run's points: a run drawn has its figure, or the reason it has none.
+      auto t = m_tokens.find(run);
+      const QString error = t == m_tokens.end() ? tr("not read yet") : t->second.error;
+      if (!error.isEmpty()) {
         unit = XAxis::Step;
-        m_xTitle = tr("step (no tokens for run %1: %2)").arg(run).arg(QString::fromStdString(t.error().message));
+        m_xTitle = tr("step (no tokens for run %1: %2)").arg(run).arg(error);
         break;
       }
-      tokens[run] = *t;
+      tokens[run] = t->second.perStep;
     }
   }
 
@@ -474,7 +497,7 @@ void MetricsPanel::reduce() {
   m_columns = columnsNow();
   const QString keys = metrics().join(", ");
   if (m_curves.empty()) {
-    m_info->setText(m_dbPath.isEmpty() || !m_reader ? tr("No runs yet.") : tr("%1 — no points").arg(keys));
+    m_info->setText(m_dbPath.isEmpty() || !m_opened ? tr("No runs yet.") : tr("%1 — no points").arg(keys));
     emit updated();
     return;
   }

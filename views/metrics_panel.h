@@ -13,6 +13,10 @@
 //
 // Zoom: drag across the chart (x only), the wheel around the cursor; right-click zooms out, double-click shows
 // everything. The reduction follows the visible x range and the y axis fits what is visible.
+//
+// The store is read on a thread of its own (views/metrics_poller.h): a poll asks for what is new and returns at
+// once, and the answer is drawn when it arrives. A poll when nothing was committed since the last read asks no
+// metric; a run read after it ended is not read again.
 #include <map>
 #include <optional>
 #include <set>
@@ -25,6 +29,7 @@
 
 #include "engine/inspect/metric_lod.h"
 #include "engine/inspect/runs_reader.h"
+#include "views/metrics_poller.h"
 #include "views/session.h"
 
 class QAbstractAxis;
@@ -62,8 +67,14 @@ class MetricsPanel : public QWidget {
   // The visible x range, in the x axis' unit (what dragging and the wheel set); resetZoom shows every point.
   void setXRange(double x0, double x1);
   void resetZoom();
-  // Reads new points now (the panel also polls every second).
+  // Asks for new points now (the panel also polls every second) and returns at once: the read runs on the
+  // reader thread, and updated() follows once its answer is drawn. Asked while a read is under way, one more
+  // read follows that one.
   void poll();
+  // A read asked for has not been answered yet.
+  bool reading() const { return m_reading || m_readAgain; }
+  // The thread the store is read on.
+  QThread* readerThread() const { return m_pollerThread.thread(); }
 
   QStringList metrics() const;
   QList<qint64> shownRuns() const;
@@ -82,6 +93,9 @@ class MetricsPanel : public QWidget {
 
  signals:
   void updated();
+  // A read of the store is taken in; `changed` is false when nothing had been committed since the last one (no
+  // metric was read).
+  void polled(bool changed);
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -113,6 +127,11 @@ class MetricsPanel : public QWidget {
   // The x of each point of a run's series in the current unit (tokensPerStep: for XAxis::Tokens).
   std::vector<double> xOf(qint64 run, const inspect::MetricColumns& data, XAxis unit, double tokensPerStep) const;
   const Curve* findCurve(qint64 run, const QString& key) const;
+  // The runs, metrics or store shown changed: answers asked before are dropped, and the next read reads.
+  void selectionChanged();
+  void onRead(const MetricsReadPtr& read);
+  // Takes in a current answer; true when the curves are to be built again.
+  bool apply(MetricsRead& read);
 
   Session* m_session;
   QListWidget* m_metricList;
@@ -127,11 +146,17 @@ class MetricsPanel : public QWidget {
   QTimer* m_reduceTimer;  // coalesces the plot area's resizes into one reduction
 
   QString m_dbPath;
-  std::optional<inspect::RunsReader> m_reader;
+  quint64 m_generation = 0;  // one per store and selection: answers asked before are dropped
+  MetricsPoller* m_poller;   // lives on m_pollerThread's thread
+  PollerThread m_pollerThread;
+  bool m_reading = false;
+  bool m_readAgain = false;
+  bool m_opened = false;     // the last answer found a run store
   QList<qint64> m_selected;
   std::map<qint64, store::RunInfo> m_runs;
   std::set<qint64> m_settled;  // runs read after they ended: nothing new will come
-  std::map<std::pair<qint64, std::string>, inspect::MetricColumns> m_points;
+  std::map<SeriesKey, inspect::MetricColumns> m_points;
+  std::map<qint64, RunTokens> m_tokens;  // each run's tokens per step, as last read
 
   XAxis m_xMode = XAxis::Step;
   QString m_xTitle;

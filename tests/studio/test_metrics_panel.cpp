@@ -1,15 +1,18 @@
 // The Metrics panel on the offscreen platform: dense series (200,000 points per metric, two metrics, two runs)
 // are drawn with at most two points per pixel column of the plot, and a one-step spike is in the drawn curve at
 // every zoom; zoom and resize reduce again; several metrics share a chart; x in tokens is step * batch_size *
-// seq_len of each run, falling back to steps (and saying why) when a run is not a language model.
+// seq_len of each run, falling back to steps (and saying why) when a run is not a language model. The store is
+// read on the panel's reader thread: the tests wait for its answers.
 #include <cmath>
 
 #include <QApplication>
 #include <QChart>
 #include <QChartView>
 #include <QLineSeries>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <QValueAxis>
 #include <QWheelEvent>
 
@@ -62,6 +65,9 @@ void checkReduced(const QList<QPointF>& curve, int columns) {
   for (qsizetype i = 1; i < curve.size(); ++i) QVERIFY(curve[i - 1].x() < curve[i].x());
 }
 
+// Waits until the panel has taken in every read asked for (they run on its reader thread).
+bool answered(const MetricsPanel& m) { return QTest::qWaitFor([&] { return !m.reading(); }, 30000); }
+
 double yMax(const MetricsPanel& m) {
   auto* y = qobject_cast<QValueAxis*>(m.chartView()->chart()->axes(Qt::Vertical).value(0));
   return y ? y->max() : NAN;
@@ -87,6 +93,7 @@ class TestMetricsPanel : public QObject {
     m.setRuns({a, b});
     m.setMetrics({"loss", "grad_norm"});
     m.setSmoothing(0);
+    QVERIFY(answered(m));
     QTRY_COMPARE(m.plotColumns(), plotWidth(m));
     const int columns = m.plotColumns();
     QVERIFY2(columns > 300, qPrintable(QString::number(columns)));
@@ -210,9 +217,11 @@ class TestMetricsPanel : public QObject {
     m.setDatabase(QString::fromStdString(path));
     m.setSmoothing(0);
     m.setRuns({a});
+    QVERIFY(answered(m));
     QCOMPARE(m.curve(a, "loss").size(), 10);
     QVERIFY(m.points(a, "val_loss").empty());  // not checked: not read
     m.setMetrics({"loss", "val_loss"});
+    QVERIFY(answered(m));
     QCOMPARE(m.metrics(), (QStringList{"loss", "val_loss"}));
     QCOMPARE(m.curve(a, "loss").size(), 10);
     QCOMPARE(m.curve(a, "val_loss"), (QList<QPointF>{{4, 7.5}, {9, 2.5}}));
@@ -231,6 +240,7 @@ class TestMetricsPanel : public QObject {
 
     // With the MLP run beside it the axis falls back to steps and says why.
     m.setRuns({a, b});
+    QVERIFY(answered(m));
     QVERIFY2(m.xAxisTitle().startsWith("step") && m.xAxisTitle().contains("mlp is not a language model"),
              qPrintable(m.xAxisTitle()));
     QCOMPARE(m.curve(a, "val_loss"), (QList<QPointF>{{4, 7.5}, {9, 2.5}}));
@@ -243,15 +253,84 @@ class TestMetricsPanel : public QObject {
 
     // One metric unchecked: its curves go.
     m.setMetrics({"val_loss"});
+    QVERIFY(answered(m));
     QVERIFY(m.curve(a, "loss").isEmpty());
     QCOMPARE(m.curve(a, "val_loss").size(), 2);
     // Wall time: seconds since each run started, which createRun recorded.
     m.setMetrics({"loss"});
+    QVERIFY(answered(m));
     m.setXAxis(MetricsPanel::XAxis::WallTime);
     QCOMPARE(m.xAxisTitle(), QString("wall time (s)"));
     auto s = store::RunStore::openReadOnly(path);
     QVERIFY(s.ok());
     QVERIFY(std::abs(m.curve(b, "loss")[5].x() - (2005.0 - s->run(b)->startTime)) < 1e-6);
+  }
+
+  // A run still training: the panel reads on its reader thread (a poll returns before anything is read), shows
+  // the points the run appends after the panel opened, reads nothing when nothing was committed, reads the run
+  // once more after it ended and never again; answers for a store given up since are dropped.
+  void tailsARunOnTheReaderThread() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("runs.db").toStdString();
+    auto s = store::RunStore::open(path);
+    QVERIFY(s.ok());
+    const int64_t a = *s->createRun("a", "p", "");
+    for (int i = 0; i < 10; ++i) QVERIFY(s->logMetrics(a, i, {{"loss", 10.0 - i}}, 1000.0 + i).ok());
+    Session session;
+    MetricsPanel m(&session);
+    m.setSmoothing(0);
+    QSignalSpy polled(&m, &MetricsPanel::polled);
+    m.setDatabase(QString::fromStdString(path));
+    QVERIFY(m.reading());
+    QVERIFY(m.points(a, "loss").empty());  // not yet: the answer comes by signal
+    QVERIFY(m.readerThread() && m.readerThread() != QThread::currentThread() && m.readerThread()->isRunning());
+    QVERIFY(answered(m));
+    QCOMPARE(m.shownRuns(), QList<qint64>{a});
+    QCOMPARE(static_cast<int>(m.points(a, "loss").size()), 10);
+    QCOMPARE(m.curve(a, "loss").size(), 10);
+
+    // Nothing committed since: the poll reads no metric.
+    polled.clear();
+    m.poll();
+    QVERIFY(polled.wait(30000));
+    for (const auto& answer : polled) QCOMPARE(answer.front().toBool(), false);
+
+    // The run appends points: the next poll shows them, and only they are read.
+    for (int i = 10; i < 15; ++i) QVERIFY(s->logMetrics(a, i, {{"loss", 0.5}}, 1000.0 + i).ok());
+    m.poll();
+    QCOMPARE(static_cast<int>(m.points(a, "loss").size()), 10);
+    QTRY_COMPARE(static_cast<int>(m.points(a, "loss").size()), 15);
+    QCOMPARE(m.points(a, "loss").steps.back(), int64_t(14));
+    QCOMPARE(m.curve(a, "loss").size(), 15);
+    QCOMPARE(m.curve(a, "loss").back(), QPointF(14, 0.5));
+
+    // It ends after one more step: read once more, then settled (a point written to it later is not read).
+    QVERIFY(s->logMetrics(a, 15, {{"loss", 0.25}}, 1015.0).ok());
+    QVERIFY(s->finishRun(a, store::RunStatus::Finished).ok());
+    m.poll();
+    QTRY_COMPARE(static_cast<int>(m.points(a, "loss").size()), 16);
+    QVERIFY(answered(m));
+    QVERIFY(s->logMetrics(a, 16, {{"loss", 0.125}}, 1016.0).ok());
+    polled.clear();
+    m.poll();
+    QVERIFY(polled.wait(30000));
+    QVERIFY(answered(m));
+    QCOMPARE(static_cast<int>(m.points(a, "loss").size()), 16);
+
+    // Another store given while the first is read: only the second one's points are shown.
+    QTemporaryDir other;
+    const std::string otherPath = other.filePath("runs.db").toStdString();
+    {
+      auto o = store::RunStore::open(otherPath);
+      QVERIFY(o.ok());
+      const int64_t b = *o->createRun("b", "p", "");
+      for (int i = 0; i < 3; ++i) QVERIFY(o->logMetrics(b, i, {{"loss", 1.0 + i}}, 1000.0 + i).ok());
+    }
+    m.setDatabase(QString::fromStdString(path));
+    m.setDatabase(QString::fromStdString(otherPath));
+    QVERIFY(answered(m));
+    QCOMPARE(static_cast<int>(m.points(1, "loss").size()), 3);
+    QCOMPARE(m.curve(1, "loss").back(), QPointF(2, 3.0));
   }
 };
 
