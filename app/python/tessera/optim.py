@@ -189,3 +189,437 @@ def softmax_cross_entropy_with_integer_labels(logits, labels):
     loss, logsumexp(logits) - logits[label] (NaN for a label outside [0, classes)). One softmax_cross_entropy op,
     which reads the logits once forward and once for the gradient instead of a log_softmax and a gather."""
     return _C.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+# ---- more of Optax: transformations, optimizers, schedules and losses, written as Optax defines them ----
+
+__all__ += ["identity", "trace", "ema", "clip", "zero_nans", "masked", "MultiSteps", "scale_by_rms",
+            "scale_by_stddev", "scale_by_rss", "scale_by_adamax", "scale_by_radam", "scale_by_lion",
+            "scale_by_trust_ratio", "rmsprop", "adagrad", "adamax", "nadam", "radam", "lion", "lamb",
+            "exponential_decay", "piecewise_constant_schedule", "polynomial_schedule", "join_schedules",
+            "warmup_exponential_decay_schedule", "l2_loss", "squared_error", "huber_loss", "log_cosh",
+            "sigmoid_binary_cross_entropy", "softmax_cross_entropy", "kl_divergence", "hinge_loss",
+            "cosine_similarity", "cosine_distance", "smooth_labels"]
+
+ScaleByRmsState = collections.namedtuple("ScaleByRmsState", "count nu")
+ScaleByRStdDevState = collections.namedtuple("ScaleByRStdDevState", "count mu nu")
+ScaleByRssState = collections.namedtuple("ScaleByRssState", "sum_of_squares")
+ScaleByLionState = collections.namedtuple("ScaleByLionState", "count mu")
+EmaState = collections.namedtuple("EmaState", "count ema")
+MultiStepsState = collections.namedtuple("MultiStepsState", "mini_step gradient_step inner_opt_state acc_grads")
+
+
+def identity():
+    """Leaves the updates as they are."""
+    return _stateless(lambda updates, params: updates)
+
+
+def trace(decay, nesterov=False):
+    """Momentum: the trace t = g + decay t (nesterov: g + decay t of the new t)."""
+    return _trace(decay, nesterov)
+
+
+def ema(decay, debias=True):
+    """The exponential moving average of the updates, bias-corrected unless debias=False."""
+
+    def init(params):
+        return EmaState(tnp.zeros((), tnp.int32), tree_map(tnp.zeros_like, params))
+
+    def update(updates, state, params=None):
+        new = tree_map(lambda g, e: (1 - decay) * g + decay * e, updates, state.ema)
+        count = state.count + 1
+        out = tree_map(lambda e: e / (1 - decay ** _float(count)), new) if debias else new
+        return out, EmaState(count, new)
+
+    return GradientTransformation(init, update)
+
+
+def clip(max_delta):
+    """Each update clipped to [-max_delta, max_delta]."""
+    return _stateless(lambda updates, params: tree_map(lambda u: tnp.clip(u, -max_delta, max_delta), updates))
+
+
+def zero_nans():
+    """NaNs in the updates replaced by zeros."""
+    return _stateless(lambda updates, params: tree_map(lambda u: tnp.where(tnp.isnan(u), 0.0, u), updates))
+
+
+def masked(inner, mask):
+    """inner applied to the leaves where mask (a pytree of bools like the parameters, or a function of them giving
+    one) is true; the other updates pass unchanged. The inner state covers every leaf (the masked-out ones are
+    given zeros)."""
+
+    def mask_of(tree):
+        return mask(tree) if callable(mask) else mask
+
+    def init(params):
+        return inner.init(params)
+
+    def update(updates, state, params=None):
+        m = mask_of(params if params is not None else updates)
+        kept = tree_map(lambda u, keep: u if keep else tnp.zeros_like(u), updates, m)
+        new, state = inner.update(kept, state, params)
+        return tree_map(lambda n, u, keep: n if keep else u, new, updates, m), state
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt=True, bias_correction=False):
+    """g / sqrt(nu + eps) (eps_in_sqrt) or g / (sqrt(nu) + eps), nu = decay nu + (1 - decay) g^2."""
+
+    def init(params):
+        return ScaleByRmsState(tnp.zeros((), tnp.int32), tree_map(lambda p: tnp.full_like(p, initial_scale), params))
+
+    def update(updates, state, params=None):
+        nu = tree_map(lambda g, v: decay * v + (1 - decay) * g * g, updates, state.nu)
+        count = state.count + 1
+        nu_hat = tree_map(lambda v: v / (1 - decay ** _float(count)), nu) if bias_correction else nu
+        if eps_in_sqrt:
+            out = tree_map(lambda g, v: g / tnp.sqrt(v + eps), updates, nu_hat)
+        else:
+            out = tree_map(lambda g, v: g / (tnp.sqrt(v) + eps), updates, nu_hat)
+        return out, ScaleByRmsState(count, nu)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_stddev(decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt=True, bias_correction=False):
+    """Centred RMS: g / sqrt(nu - mu^2 + eps), mu and nu the moving means of g and g^2."""
+
+    def init(params):
+        return ScaleByRStdDevState(tnp.zeros((), tnp.int32), tree_map(tnp.zeros_like, params),
+                                   tree_map(lambda p: tnp.full_like(p, initial_scale), params))
+
+    def update(updates, state, params=None):
+        mu = tree_map(lambda g, m: decay * m + (1 - decay) * g, updates, state.mu)
+        nu = tree_map(lambda g, v: decay * v + (1 - decay) * g * g, updates, state.nu)
+        count = state.count + 1
+        if bias_correction:
+            c = 1 - decay ** _float(count)
+            mu_hat, nu_hat = tree_map(lambda m: m / c, mu), tree_map(lambda v: v / c, nu)
+        else:
+            mu_hat, nu_hat = mu, nu
+        if eps_in_sqrt:
+            out = tree_map(lambda g, m, v: g / tnp.sqrt(v - m * m + eps), updates, mu_hat, nu_hat)
+        else:
+            out = tree_map(lambda g, m, v: g / (tnp.sqrt(v - m * m) + eps), updates, mu_hat, nu_hat)
+        return out, ScaleByRStdDevState(count, mu, nu)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7):
+    """Adagrad's scaling: g / sqrt(sum of g^2 + eps), the sum starting at initial_accumulator_value."""
+
+    def init(params):
+        return ScaleByRssState(tree_map(lambda p: tnp.full_like(p, initial_accumulator_value), params))
+
+    def update(updates, state, params=None):
+        sos = tree_map(lambda g, s: s + g * g, updates, state.sum_of_squares)
+        out = tree_map(lambda g, s: tnp.where(s > 0, g / tnp.sqrt(s + eps), 0.0), updates, sos)
+        return out, ScaleByRssState(sos)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_adamax(b1=0.9, b2=0.999, eps=1e-8):
+    """Adamax: the bias-corrected mean over nu + eps, nu = max(b2 nu, |g|) (the infinity norm)."""
+
+    def init(params):
+        zeros = tree_map(tnp.zeros_like, params)
+        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
+
+    def update(updates, state, params=None):
+        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+        nu = tree_map(lambda g, v: tnp.maximum(b2 * v, tnp.abs(g)), updates, state.nu)
+        count = state.count + 1
+        c1 = 1 - b1 ** _float(count)
+        return tree_map(lambda m, v: (m / c1) / (v + eps), mu, nu), ScaleByAdamState(count, mu, nu)
+
+    return GradientTransformation(init, update)
+
+
+def _scale_by_adam_nesterov(b1, b2, eps, eps_root):
+    """NAdam: Adam whose first moment looks one step ahead, b1 mu / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t)."""
+
+    def init(params):
+        zeros = tree_map(tnp.zeros_like, params)
+        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
+
+    def update(updates, state, params=None):
+        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+        nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
+        count = state.count + 1
+        t = _float(count)
+        c1, c1_next, c2 = 1 - b1 ** t, 1 - b1 ** (t + 1), 1 - b2 ** t
+        out = tree_map(lambda g, m, v: (b1 * m / c1_next + (1 - b1) * g / c1) / (tnp.sqrt(v / c2 + eps_root) + eps),
+                       updates, mu, nu)
+        return out, ScaleByAdamState(count, mu, nu)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_radam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, threshold=5.0):
+    """Rectified Adam: Adam's step times the variance rectification r while the approximated SMA length rho is at
+    least threshold, the bias-corrected momentum alone before."""
+    ro_inf = 2.0 / (1 - b2) - 1
+
+    def init(params):
+        zeros = tree_map(tnp.zeros_like, params)
+        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
+
+    def update(updates, state, params=None):
+        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+        nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
+        count = state.count + 1
+        t = _float(count)
+        b2t = b2 ** t
+        ro = ro_inf - 2 * t * b2t / (1 - b2t)
+        c1, c2 = 1 - b1 ** t, 1 - b2t
+        safe_ro = tnp.maximum(ro, threshold)
+        r = tnp.sqrt((safe_ro - 4) * (safe_ro - 2) * ro_inf / ((ro_inf - 4) * (ro_inf - 2) * safe_ro))
+        out = tree_map(lambda m, v: tnp.where(ro >= threshold, r * (m / c1) / (tnp.sqrt(v / c2 + eps_root) + eps),
+                                              m / c1), mu, nu)
+        return out, ScaleByAdamState(count, mu, nu)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_lion(b1=0.9, b2=0.99):
+    """Lion: sign((1 - b1) g + b1 mu), then mu = (1 - b2) g + b2 mu."""
+
+    def init(params):
+        return ScaleByLionState(tnp.zeros((), tnp.int32), tree_map(tnp.zeros_like, params))
+
+    def update(updates, state, params=None):
+        out = tree_map(lambda g, m: tnp.sign((1 - b1) * g + b1 * m), updates, state.mu)
+        mu = tree_map(lambda g, m: (1 - b2) * g + b2 * m, updates, state.mu)
+        return out, ScaleByLionState(state.count + 1, mu)
+
+    return GradientTransformation(init, update)
+
+
+def scale_by_trust_ratio(min_norm=0.0, trust_coefficient=1.0, eps=0.0):
+    """LARS/LAMB's layer-wise scaling: each update times trust_coefficient |p| / (|u| + eps) (1 where either norm
+    is 0)."""
+
+    def fn(updates, params):
+        if params is None:
+            raise ValueError("scale_by_trust_ratio needs the parameters: pass params to update()")
+
+        def one(u, p):
+            p_norm = tnp.maximum(tnp.sqrt(tnp.sum(p * p)), min_norm)
+            u_norm = tnp.sqrt(tnp.sum(u * u))
+            ratio = trust_coefficient * p_norm / (u_norm + eps)
+            zero = tnp.logical_or(p_norm == 0, u_norm == 0)
+            return u * tnp.where(zero, 1.0, ratio)
+
+        return tree_map(one, updates, params)
+
+    return _stateless(fn)
+
+
+def rmsprop(learning_rate, decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt=True, centered=False, momentum=None,
+            nesterov=False, bias_correction=False):
+    """optax.rmsprop: scale_by_rms (scale_by_stddev when centered), the learning rate, then momentum if given."""
+    scaling = (scale_by_stddev if centered else scale_by_rms)(decay, eps, initial_scale, eps_in_sqrt,
+                                                              bias_correction)
+    parts = [scaling, _scale_by_learning_rate(learning_rate)]
+    if momentum is not None:
+        parts.append(_trace(momentum, nesterov))
+    return chain(*parts)
+
+
+def adagrad(learning_rate, initial_accumulator_value=0.1, eps=1e-7):
+    return chain(scale_by_rss(initial_accumulator_value, eps), _scale_by_learning_rate(learning_rate))
+
+
+def adamax(learning_rate, b1=0.9, b2=0.999, eps=1e-8):
+    return chain(scale_by_adamax(b1, b2, eps), _scale_by_learning_rate(learning_rate))
+
+
+def nadam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0):
+    return chain(_scale_by_adam_nesterov(b1, b2, eps, eps_root), _scale_by_learning_rate(learning_rate))
+
+
+def radam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, threshold=5.0):
+    return chain(scale_by_radam(b1, b2, eps, eps_root, threshold), _scale_by_learning_rate(learning_rate))
+
+
+def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None):
+    """optax.lion: the sign update, decoupled weight decay, the learning rate (typically 3-10x smaller than
+    AdamW's)."""
+    return chain(scale_by_lion(b1, b2), add_decayed_weights(weight_decay, mask), _scale_by_learning_rate(learning_rate))
+
+
+def lamb(learning_rate, b1=0.9, b2=0.999, eps=1e-6, eps_root=0.0, weight_decay=0.0, mask=None):
+    """optax.lamb: Adam's step with decoupled weight decay, scaled per leaf by the trust ratio."""
+    return chain(scale_by_adam(b1, b2, eps, eps_root), add_decayed_weights(weight_decay, mask),
+                 scale_by_trust_ratio(), _scale_by_learning_rate(learning_rate))
+
+
+class MultiSteps:
+    """optax.MultiSteps: gradients accumulated (averaged) over every_k_schedule calls, the inner optimizer
+    applied on the last of them; the other calls give zero updates. Works under jit: the inner update is
+    computed each call and kept only on the applying one."""
+
+    def __init__(self, opt, every_k_schedule):
+        self._opt = opt
+        self._every = every_k_schedule if callable(every_k_schedule) else (lambda step, k=every_k_schedule: k)
+
+    def init(self, params):
+        return MultiStepsState(tnp.zeros((), tnp.int32), tnp.zeros((), tnp.int32), self._opt.init(params),
+                               tree_map(tnp.zeros_like, params))
+
+    def update(self, updates, state, params=None):
+        k = self._every(state.gradient_step)
+        acc = tree_map(lambda a, g: a + (g - a) / tnp.astype(state.mini_step + 1, tnp.float32), state.acc_grads,
+                       updates)
+        emit = state.mini_step + 1 >= k
+        new_updates, new_inner = self._opt.update(acc, state.inner_opt_state, params)
+        out = tree_map(lambda u: tnp.where(emit, u, tnp.zeros_like(u)), new_updates)
+        inner = tree_map(lambda n, o: tnp.where(emit, n, o), new_inner, state.inner_opt_state)
+        acc = tree_map(lambda a: tnp.where(emit, tnp.zeros_like(a), a), acc)
+        return out, MultiStepsState(tnp.where(emit, 0, state.mini_step + 1),
+                                    tnp.where(emit, state.gradient_step + 1, state.gradient_step), inner, acc)
+
+    def has_updated(self, state):
+        """Whether the last update applied the inner optimizer."""
+        return state.mini_step == 0
+
+    def gradient_transformation(self):
+        return GradientTransformation(self.init, self.update)
+
+
+# ---- more schedules ----
+
+
+def exponential_decay(init_value, transition_steps, decay_rate, transition_begin=0, staircase=False, end_value=None):
+    """init_value * decay_rate^((count - transition_begin) / transition_steps) (floored with staircase), held at
+    end_value once it is reached."""
+    if transition_steps <= 0:
+        return constant_schedule(init_value)
+
+    def schedule(count):
+        p = tnp.maximum(_float(count) - transition_begin, 0.0) / transition_steps
+        if staircase:
+            p = tnp.floor(p)
+        v = init_value * tnp.power(decay_rate, p)
+        if end_value is not None:
+            v = tnp.maximum(v, end_value) if decay_rate < 1 else tnp.minimum(v, end_value)
+        return v
+
+    return schedule
+
+
+def piecewise_constant_schedule(init_value, boundaries_and_scales=None):
+    """init_value times each scale whose boundary the count has reached."""
+    items = sorted((boundaries_and_scales or {}).items())
+
+    def schedule(count):
+        c = _float(count)
+        v = tnp.asarray(float(init_value))
+        for boundary, s in items:
+            v = tnp.where(c >= boundary, v * s, v)
+        return v
+
+    return schedule
+
+
+def polynomial_schedule(init_value, end_value, power, transition_steps, transition_begin=0):
+    """(init_value - end_value) (1 - t / transition_steps)^power + end_value, t the steps since transition_begin
+    (clipped to [0, transition_steps])."""
+    if transition_steps <= 0:
+        return constant_schedule(init_value)
+
+    def schedule(count):
+        t = tnp.clip(_float(count) - transition_begin, 0.0, float(transition_steps))
+        return (init_value - end_value) * tnp.power(1.0 - t / transition_steps, power) + end_value
+
+    return schedule
+
+
+def join_schedules(schedules, boundaries):
+    """schedules[i] from boundaries[i - 1] on, each given the steps since its boundary."""
+
+    def schedule(count):
+        c = _float(count)
+        out = schedules[0](c)
+        for b, s in zip(boundaries, schedules[1:]):
+            out = tnp.where(c >= b, s(c - b), out)
+        return out
+
+    return schedule
+
+
+def warmup_exponential_decay_schedule(init_value, peak_value, warmup_steps, transition_steps, decay_rate,
+                                      transition_begin=0, staircase=False, end_value=None):
+    """Linear from init_value to peak_value over warmup_steps, then exponential_decay from peak_value."""
+    return join_schedules([linear_schedule(init_value, peak_value, warmup_steps),
+                           exponential_decay(peak_value, transition_steps, decay_rate, transition_begin, staircase,
+                                             end_value)], [warmup_steps])
+
+
+# ---- more losses (elementwise or per row, as Optax's) ----
+
+
+def l2_loss(predictions, targets=None):
+    e = predictions if targets is None else predictions - targets
+    return 0.5 * e * e
+
+
+def squared_error(predictions, targets=None):
+    e = predictions if targets is None else predictions - targets
+    return e * e
+
+
+def huber_loss(predictions, targets=None, delta=1.0):
+    """0.5 e^2 for |e| <= delta, delta (|e| - delta / 2) beyond."""
+    e = tnp.abs(predictions if targets is None else predictions - targets)
+    quadratic = tnp.minimum(e, delta)
+    return 0.5 * quadratic * quadratic + delta * (e - quadratic)
+
+
+def log_cosh(predictions, targets=None):
+    """log(cosh(e)), computed as logaddexp(e, -e) - log 2 (no overflow)."""
+    e = predictions if targets is None else predictions - targets
+    return tnp.logaddexp(e, -e) - math.log(2.0)
+
+
+def sigmoid_binary_cross_entropy(logits, labels):
+    """-labels log sigmoid(logits) - (1 - labels) log sigmoid(-logits), elementwise."""
+    from .nn import log_sigmoid
+    return -labels * log_sigmoid(logits) - (1.0 - labels) * log_sigmoid(-logits)
+
+
+def softmax_cross_entropy(logits, labels):
+    """-sum(labels * log_softmax(logits)) over the last axis (labels a distribution per row)."""
+    from .nn import log_softmax
+    return -tnp.sum(labels * log_softmax(logits, axis=-1), axis=-1)
+
+
+def kl_divergence(log_predictions, targets):
+    """sum(targets (log targets - log_predictions)) over the last axis (0 log 0 = 0)."""
+    t = tnp.asarray(targets)
+    return tnp.sum(tnp.where(t > 0, t * (tnp.log(tnp.where(t > 0, t, 1.0)) - log_predictions), 0.0), axis=-1)
+
+
+def hinge_loss(predictor_outputs, targets):
+    """max(0, 1 - outputs * targets), targets in {-1, 1}."""
+    return tnp.maximum(0.0, 1.0 - predictor_outputs * targets)
+
+
+def cosine_similarity(predictions, targets, epsilon=0.0):
+    """The cosine of the angle between predictions and targets over the last axis (each norm at least epsilon)."""
+    pn = tnp.maximum(tnp.sqrt(tnp.sum(predictions * predictions, axis=-1, keepdims=True)), epsilon)
+    tn = tnp.maximum(tnp.sqrt(tnp.sum(targets * targets, axis=-1, keepdims=True)), epsilon)
+    return tnp.sum((predictions / pn) * (targets / tn), axis=-1)
+
+
+def cosine_distance(predictions, targets, epsilon=0.0):
+    return 1.0 - cosine_similarity(predictions, targets, epsilon)
+
+
+def smooth_labels(labels, alpha):
+    """(1 - alpha) labels + alpha / the number of classes (the last axis)."""
+    return (1.0 - alpha) * labels + alpha / labels.shape[-1]
