@@ -40,6 +40,16 @@ def array_split(ary, indices_or_sections, axis=0):
     return split(a, [int(i) for i in indices_or_sections], axis)
 
 
+def _along_axis(arr, obj, axis, name):
+    """(arr, axis, its length, obj's positions): arr flattened when axis is None."""
+    a = asarray(arr)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = _canonical_axis(axis, a.ndim, name)
+    n = a.shape[axis]
+    return a, axis, n, _positions(obj, n, name)
+
+
 def _positions(obj, n, name):
     """obj (an int, a slice, a sequence or a concrete array of ints or bools) as a numpy int array of positions."""
     if isinstance(obj, slice):
@@ -56,12 +66,7 @@ def _positions(obj, n, name):
 def insert(arr, obj, values, axis=None):
     """numpy's insert: values placed before position obj (an int, a slice or a sequence of positions in arr,
     negative ones counting from the end) along axis (arr flattened when None). One gather from arr and values."""
-    a = asarray(arr)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = _canonical_axis(axis, a.ndim, "insert")
-    n = a.shape[axis]
-    pos = _positions(obj, n, "insert")
+    a, axis, n, pos = _along_axis(arr, obj, axis, "insert")
     if pos.dtype == bool:
         raise TypeError("insert: boolean positions are not supported (numpy deprecates them); give indices")
     scalar = pos.ndim == 0
@@ -98,12 +103,7 @@ def insert(arr, obj, values, axis=None):
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     """numpy's delete: arr without the positions obj (an int, a slice, a sequence or a boolean mask) along axis
     (arr flattened when None)."""
-    a = asarray(arr)
-    if axis is None:
-        a, axis = ravel(a), 0
-    axis = _canonical_axis(axis, a.ndim, "delete")
-    n = a.shape[axis]
-    pos = _positions(obj, n, "delete")
+    a, axis, n, pos = _along_axis(arr, obj, axis, "delete")
     if pos.dtype == bool:
         if pos.shape != (n,):
             raise ValueError(f"delete: a boolean mask must have the axis' length {n}; got shape {pos.shape}")

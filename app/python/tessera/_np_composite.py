@@ -499,19 +499,30 @@ def nanargmin(a, axis=None, keepdims=False):
     return _nan_arg(argmin, _np.inf, a, axis, keepdims)
 
 
-def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
-    from ._np_reductions import cumsum
+def _cumulative(name, scan, identity, x, axis, dtype, include_initial):
+    """The Array API's cumulative_sum/cumulative_prod: axis required beyond 1-d; include_initial puts the
+    operation's identity first."""
     x = asarray(x)
     if axis is None:
         if x.ndim > 1:
-            raise ValueError("cumulative_sum: axis is required for arrays of more than one dimension")
+            raise ValueError(f"{name}: axis is required for arrays of more than one dimension")
         axis = 0
-    r = cumsum(x, axis, dtype)
+    r = scan(x, axis, dtype)
     if include_initial:
         s = list(r.shape)
-        s[_canonical_axis(axis, r.ndim, "cumulative_sum")] = 1
-        r = concatenate([zeros(s, r.dtype), r], axis)
+        s[_canonical_axis(axis, r.ndim, name)] = 1
+        r = concatenate([full(s, identity, r._dtype_name), r], axis)
     return r
+
+
+def cumulative_sum(x, axis=None, dtype=None, include_initial=False):
+    from ._np_reductions import cumsum
+    return _cumulative("cumulative_sum", cumsum, 0, x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    from ._np_reductions import cumprod
+    return _cumulative("cumulative_prod", cumprod, 1, x, axis, dtype, include_initial)
 
 
 _SEARCH_METHODS = (None, "scan", "scan_unrolled", "sort", "compare_all")

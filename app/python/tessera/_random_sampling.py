@@ -64,6 +64,26 @@ def _as(x, dt):
     return x if x._dtype_name == dt else _C.astype(x, dt)
 
 
+def _until_all_done(key, shape, dt, attempt, carry, done=None):
+    """One while loop over the whole array: each round, attempt(k1, k2, carry) -> (finished, value, carry) for
+    every element (two fresh keys a round); each element keeps the value of the first round it finished in, and
+    the loop ends when all have. done: elements finished from the start (their value 0)."""
+    rnd = _random()
+
+    def body(state):
+        key, carry, out, done = state
+        key, k1, k2 = rnd.split(key, 3)
+        finished, value, carry = attempt(k1, k2, carry)
+        newly = _tnp.logical_and(finished, _tnp.logical_not(done))
+        return key, carry, _tnp.where(newly, value, out), _tnp.logical_or(done, finished)
+
+    def more(state):
+        return _tnp.logical_not(_tnp.all(state[3]))
+
+    done = _C.full(list(shape), False, "bool") if done is None else done
+    return _lax.while_loop(more, body, (key, carry, _C.full(list(shape), 0.0, dt), done))[2]
+
+
 # ---- integers and orderings -----------------------------------------------------------------------------
 
 def randint(key, shape, minval, maxval, dtype=int32):
@@ -343,22 +363,15 @@ def _gamma_at_least_one(key, alpha, dt):
     c = 1.0 / _tnp.sqrt(9.0 * d)
     shape = tuple(alpha.shape)
 
-    def body(state):
-        key, out, done = state
-        key, kx, ku = rnd.split(key, 3)
+    def attempt(kx, ku, carry):
         x = rnd.normal(kx, shape, dt)
         v = 1.0 + c * x
         v = v * v * v
         u = _open_uniform(ku, shape, dt)
         ok = _tnp.logical_and(v > 0, _tnp.log(u) < 0.5 * x * x + d - d * v + d * _tnp.log(_tnp.maximum(v, 1e-30)))
-        take = _tnp.logical_and(ok, _tnp.logical_not(done))
-        return key, _tnp.where(take, d * v, out), _tnp.logical_or(done, ok)
+        return ok, d * v, carry
 
-    def more(state):
-        return _tnp.logical_not(_tnp.all(state[2]))
-
-    state = (key, _C.full(list(shape), 0.0, dt), _C.full(list(shape), False, "bool"))
-    return _lax.while_loop(more, body, state)[1]
+    return _until_all_done(key, shape, dt, attempt, _C.full([], 0.0, dt))
 
 
 def gamma(key, a, shape=None, dtype=float32):
@@ -478,9 +491,8 @@ def poisson(key, lam, shape=None, dtype=int32):
     v_r = 0.9277 - 3.6224 / (b - 2)
     limit = _tnp.exp(-_tnp.where(small, lam, 0.0))
 
-    def body(state):
-        key, count, product, out, done = state
-        key, k1, k2 = rnd.split(key, 3)
+    def attempt(k1, k2, carry):
+        count, product = carry
         u = rnd.uniform(k1, shape, "f32")
         # Knuth: one more factor of the product per round
         product = product * u
@@ -495,19 +507,10 @@ def poisson(key, lam, shape=None, dtype=int32):
         log_ratio = _tnp.log(v * inv_alpha / (a / (us * us) + b))
         exact = log_ratio <= -big + k * log_lam - _lax.lgamma(_tnp.maximum(k, 0.0) + 1.0)
         accept = _tnp.logical_or(squeeze, _tnp.logical_and(_tnp.logical_not(reject), exact))
-        finished = _tnp.where(small, knuth_done, accept)
-        value = _tnp.where(small, count, k)
-        newly = _tnp.logical_and(finished, _tnp.logical_not(done))
-        out = _tnp.where(newly, value, out)
-        return key, count + 1.0, product, out, _tnp.logical_or(done, finished)
+        return _tnp.where(small, knuth_done, accept), _tnp.where(small, count, k), (count + 1.0, product)
 
-    def more(state):
-        return _tnp.logical_not(_tnp.all(state[4]))
-
-    zeros = _C.full(list(shape), 0.0, "f32")
-    init = (key, zeros, _C.full(list(shape), 1.0, "f32"), zeros, _C.full(list(shape), False, "bool"))
-    out = _lax.while_loop(more, body, init)[3]
-    return _C.astype(out, _engine_dtype(dtype))
+    carry = (_C.full(list(shape), 0.0, "f32"), _C.full(list(shape), 1.0, "f32"))
+    return _C.astype(_until_all_done(key, shape, "f32", attempt, carry), _engine_dtype(dtype))
 
 
 _BINOMIAL_SWITCH = 10.0
@@ -518,7 +521,6 @@ def binomial(key, n, p, shape=None, dtype=float32):
     method (successes counted while geometric gaps fit in n trials, about n q + 1 rounds); from 10, Hormann's
     transformed rejection (BTRS), about 1.2 rounds. p above 1/2 samples n - Binomial(n, 1 - p). One while loop
     over the whole array."""
-    rnd = _random()
     dt = _float_dtype(dtype, "binomial")
     shape = _param_shape(shape, "binomial", n, p)
     n = _C.broadcast_to(_as(n, "f32"), list(shape))
@@ -539,9 +541,8 @@ def binomial(key, n, p, shape=None, dtype=float32):
     m = _tnp.floor((n + 1.0) * q_safe)
     h = _lax.lgamma(m + 1.0) + _lax.lgamma(n - m + 1.0)
 
-    def body(state):
-        key, count, trials, out, done = state
-        key, k1, k2 = rnd.split(key, 3)
+    def attempt(k1, k2, carry):
+        count, trials = carry
         u1 = _open_uniform(k1, shape, "f32")
         # waiting time: the next success comes after a geometric number of trials
         trials = trials + _tnp.floor(_tnp.log(u1) / log_miss) + 1.0
@@ -557,20 +558,12 @@ def binomial(key, n, p, shape=None, dtype=float32):
         bound = h - _lax.lgamma(kk + 1.0) - _lax.lgamma(n - kk + 1.0) + (kk - m) * lpq
         exact = _tnp.log(v * alpha / (a / (us * us) + b)) <= bound
         accept = _tnp.logical_and(inside, _tnp.logical_or(squeeze, exact))
-        finished = _tnp.where(small, wait_done, accept)
-        value = _tnp.where(small, count, k)
-        newly = _tnp.logical_and(finished, _tnp.logical_not(done))
-        out = _tnp.where(newly, value, out)
-        return key, count + 1.0, trials, out, _tnp.logical_or(done, finished)
-
-    def more(state):
-        return _tnp.logical_not(_tnp.all(state[4]))
+        return _tnp.where(small, wait_done, accept), _tnp.where(small, count, k), (count + 1.0, trials)
 
     zeros = _C.full(list(shape), 0.0, "f32")
     # q = 0 (or n = 0) has nothing to sample: done from the start, with 0 successes
     trivial = _tnp.logical_or(q <= 0.0, n <= 0.0)
-    init = (key, zeros, zeros, zeros, trivial)
-    out = _lax.while_loop(more, body, init)[3]
+    out = _until_all_done(key, shape, "f32", attempt, (zeros, zeros), trivial)
     out = _tnp.where(flip, n - out, out)
     return _C.astype(out, dt)
 

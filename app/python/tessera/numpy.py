@@ -53,9 +53,10 @@ from ._np_linalg import dot, linalg, outer, tensordot
 from ._np_einsum import einsum
 from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atleast_1d, atleast_2d, atleast_3d,
                             average, bitwise_invert, bitwise_not, broadcast_arrays, broadcast_shapes, cbrt,
-                            column_stack, copysign, cosh, count_nonzero, cumulative_sum, deg2rad, degrees, diag,
-                            diagonal, diff, dstack, empty, empty_like, finfo, fliplr, flipud, float_power, fmax,
-                            fmin, fmod, heaviside, hstack, hypot, identity, iinfo, invert, isin, isscalar,
+                            column_stack, copysign, cosh, count_nonzero, cumulative_prod, cumulative_sum, deg2rad,
+                            degrees, diag, diagonal, diff, dstack, empty, empty_like, finfo, fliplr, flipud,
+                            float_power, fmax, fmin, fmod, heaviside, hstack, hypot, identity, iinfo, invert, isin,
+                            isscalar,
                             issubdtype, logaddexp2, meshgrid, nan_to_num, nanargmax, nanargmin, nanmax, nanmean,
                             nanmin, nanprod, nanstd, nansum, nanvar, ndim, rad2deg, radians, rint, rot90, row_stack,
                             searchsorted, select, shape, signbit, sinc, sinh, size, trace, tril_indices,
@@ -103,21 +104,6 @@ def matvec(x1, x2, /):
 def vecmat(x1, x2, /):
     """The vector x1 [..., m] times the matrix x2 [..., m, n], broadcast over the leading axes."""
     return squeeze(matmul(expand_dims(asarray(x1), -2), x2), -2)
-
-
-def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
-    """cumprod as the Array API defines it: axis needed beyond 1-d; include_initial puts a 1 first."""
-    x = asarray(x)
-    if axis is None:
-        if x.ndim > 1:
-            raise ValueError("cumulative_prod: axis is required for arrays of more than one dimension")
-        axis = 0
-    r = cumprod(x, axis, dtype)
-    if include_initial:
-        s = list(r.shape)
-        s[_canonical_axis(axis, r.ndim, "cumulative_prod")] = 1
-        r = concatenate([ones(s, r.dtype), r], axis)
-    return r
 
 
 # numpy's abstract scalar types, for issubdtype(x.dtype, tnp.floating) and the like.

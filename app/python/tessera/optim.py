@@ -89,21 +89,28 @@ def momentum(learning_rate, beta=0.9, nesterov=False):
     return sgd(learning_rate, beta, nesterov)
 
 
-def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0):
-    def init(params):
-        zeros = tree_map(tnp.zeros_like, params)
-        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
+def _adam_state(params):
+    """ScaleByAdamState with count 0 and zero moments like params."""
+    zeros = tree_map(tnp.zeros_like, params)
+    return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
 
+
+def _adam_moments(updates, state, b1, b2):
+    """(mu, nu, count, t): the moving means of g and g^2 and the step count after this update (t as a float)."""
+    mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+    nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
+    count = state.count + 1
+    return mu, nu, count, tnp.astype(count, tnp.float32)
+
+
+def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0):
     def update(updates, state, params=None):
-        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
-        nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
-        count = state.count + 1
-        t = tnp.astype(count, tnp.float32)
+        mu, nu, count, t = _adam_moments(updates, state, b1, b2)
         c1, c2 = 1 - b1 ** t, 1 - b2 ** t  # bias corrections
         out = tree_map(lambda m, v: (m / c1) / (tnp.sqrt(v / c2 + eps_root) + eps), mu, nu)
         return out, ScaleByAdamState(count, mu, nu)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(_adam_state, update)
 
 
 def add_decayed_weights(weight_decay, mask=None):
@@ -325,10 +332,6 @@ def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7):
 def scale_by_adamax(b1=0.9, b2=0.999, eps=1e-8):
     """Adamax: the bias-corrected mean over nu + eps, nu = max(b2 nu, |g|) (the infinity norm)."""
 
-    def init(params):
-        zeros = tree_map(tnp.zeros_like, params)
-        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
-
     def update(updates, state, params=None):
         mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
         nu = tree_map(lambda g, v: tnp.maximum(b2 * v, tnp.abs(g)), updates, state.nu)
@@ -336,27 +339,20 @@ def scale_by_adamax(b1=0.9, b2=0.999, eps=1e-8):
         c1 = 1 - b1 ** _float(count)
         return tree_map(lambda m, v: (m / c1) / (v + eps), mu, nu), ScaleByAdamState(count, mu, nu)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(_adam_state, update)
 
 
 def _scale_by_adam_nesterov(b1, b2, eps, eps_root):
     """NAdam: Adam whose first moment looks one step ahead, b1 mu / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t)."""
 
-    def init(params):
-        zeros = tree_map(tnp.zeros_like, params)
-        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
-
     def update(updates, state, params=None):
-        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
-        nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
-        count = state.count + 1
-        t = _float(count)
+        mu, nu, count, t = _adam_moments(updates, state, b1, b2)
         c1, c1_next, c2 = 1 - b1 ** t, 1 - b1 ** (t + 1), 1 - b2 ** t
         out = tree_map(lambda g, m, v: (b1 * m / c1_next + (1 - b1) * g / c1) / (tnp.sqrt(v / c2 + eps_root) + eps),
                        updates, mu, nu)
         return out, ScaleByAdamState(count, mu, nu)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(_adam_state, update)
 
 
 def scale_by_radam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, threshold=5.0):
@@ -364,15 +360,8 @@ def scale_by_radam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, threshold=5.0):
     least threshold, the bias-corrected momentum alone before."""
     ro_inf = 2.0 / (1 - b2) - 1
 
-    def init(params):
-        zeros = tree_map(tnp.zeros_like, params)
-        return ScaleByAdamState(tnp.zeros((), tnp.int32), zeros, zeros)
-
     def update(updates, state, params=None):
-        mu = tree_map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
-        nu = tree_map(lambda g, v: b2 * v + (1 - b2) * g * g, updates, state.nu)
-        count = state.count + 1
-        t = _float(count)
+        mu, nu, count, t = _adam_moments(updates, state, b1, b2)
         b2t = b2 ** t
         ro = ro_inf - 2 * t * b2t / (1 - b2t)
         c1, c2 = 1 - b1 ** t, 1 - b2t
@@ -382,7 +371,7 @@ def scale_by_radam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, threshold=5.0):
                                               m / c1), mu, nu)
         return out, ScaleByAdamState(count, mu, nu)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(_adam_state, update)
 
 
 def scale_by_lion(b1=0.9, b2=0.99):
