@@ -284,28 +284,27 @@ def lexsort(keys, axis=-1):
     return moveaxis(perm, -1, axis)
 
 
+def _partitioned(name, a, kth, axis):
+    """(a, axis) once kth is checked against the axis."""
+    a = asarray(a)
+    axis = _canonical_axis(axis, a.ndim, name)
+    n = a.shape[axis]
+    kth = _operator.index(kth)
+    if not -n <= kth < n:
+        raise ValueError(f"{name}: kth {kth} is out of bounds for an axis of size {n}")
+    return a, axis
+
+
 def partition(a, kth, axis=-1):
     """a with its kth element (along axis) where a sort would put it, smaller ones before and larger after:
     here the sorted order itself, which is one such arrangement (numpy and JAX leave the order within each side
     unspecified)."""
-    a = asarray(a)
-    axis = _canonical_axis(axis, a.ndim, "partition")
-    n = a.shape[axis]
-    kth = _operator.index(kth)
-    if not -n <= kth < n:
-        raise ValueError(f"partition: kth {kth} is out of bounds for an axis of size {n}")
-    return sort(a, axis)
+    return sort(*_partitioned("partition", a, kth, axis))
 
 
 def argpartition(a, kth, axis=-1):
     """The indices that partition a (see partition): here the indices that sort it."""
-    a = asarray(a)
-    axis = _canonical_axis(axis, a.ndim, "argpartition")
-    n = a.shape[axis]
-    kth = _operator.index(kth)
-    if not -n <= kth < n:
-        raise ValueError(f"argpartition: kth {kth} is out of bounds for an axis of size {n}")
-    return argsort(a, axis)
+    return argsort(*_partitioned("argpartition", a, kth, axis))
 
 
 def piecewise(x, condlist, funclist, *args, **kw):
