@@ -8,10 +8,35 @@
 
 namespace tsr::studio {
 
+// A profile read for reloadProfile()'s request `request`.
+struct ProfileRead {
+  quint64 request = 0;
+  Result<inspect::ProfileTimes> times;
+};
+
 Session::Session(QObject* parent)
     : QObject(parent),
       m_openWatcher(new QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>(this)),
-      m_compileWatcher(new QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>(this)) {
+      m_compileWatcher(new QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>(this)),
+      m_profileWatcher(new QFutureWatcher<std::shared_ptr<ProfileRead>>(this)) {
+  connect(m_profileWatcher, &QFutureWatcherBase::finished, this, [this] {
+    std::shared_ptr<ProfileRead> read = m_profileWatcher->result();
+    if (read->request != m_profileRequest) return;  // asked again since, or the project changed
+    m_profileReading = false;
+    Result<inspect::ProfileTimes>& t = read->times;
+    m_profileError = t.ok() ? QString() : QString::fromStdString(t.error().message);
+    if (m_profileError.contains("another graph")) log("warning", "time overlay: " + m_profileError);
+    if (t.ok()) {
+      m_profile = std::make_shared<const inspect::ProfileTimes>(std::move(t).value());
+      log("info", QString("profile %1 (%2): %3 kernels, %4 ms of kernel time over %5 steps")
+                      .arg(m_profile->profile.id)
+                      .arg(QString::fromStdString(m_profile->profile.name))
+                      .arg(m_profile->kernels.size())
+                      .arg(static_cast<double>(m_profile->totalNs) * 1e-6, 0, 'f', 1)
+                      .arg(m_profile->steps));
+    }
+    emit profileChanged();
+  });
   connect(m_openWatcher, &QFutureWatcherBase::finished, this, [this] {
     m_openRunning = false;
     if (!m_pendingOpen.isEmpty()) {
@@ -108,6 +133,7 @@ void Session::closeFailedProject(const QString& message) {
   m_node = -1;
   m_kernelNodes.clear();
   m_pair = {-1, -1};
+  dropProfileRead();
   m_profile.reset();
   m_profileError = tr("the project did not open");
   m_sharding.reset();
@@ -143,11 +169,14 @@ void Session::restoreSelection() {
 Session::~Session() {
   m_openWatcher->waitForFinished();
   m_compileWatcher->waitForFinished();
+  m_profileWatcher->waitForFinished();
 }
 
 bool Session::opening() const { return m_openRunning; }
 
-bool Session::busy() const { return m_openWatcher->isRunning() || m_compileWatcher->isRunning(); }
+bool Session::busy() const {
+  return m_openWatcher->isRunning() || m_compileWatcher->isRunning() || m_profileReading;
+}
 
 void Session::openProject(const QString& path) {
   if (m_openWatcher->isRunning()) {
@@ -170,6 +199,7 @@ void Session::openProject(const QString& path) {
   }
   log("info", "opening " + path);
   m_opening = path;
+  dropProfileRead();
   m_profile.reset();
   m_profileError.clear();
   m_sharding.reset();
@@ -253,27 +283,29 @@ std::vector<int> Session::profileStages() const {
   return out;
 }
 
+void Session::dropProfileRead() {
+  ++m_profileRequest;
+  m_profileReading = false;
+}
+
 void Session::reloadProfile() {
+  dropProfileRead();
   m_profile.reset();
-  int fs = profileStage();
+  const int fs = profileStage();
   if (fs < 0) {
     m_profileError = tr("the project is not compiled yet");
-  } else {
-    // A few thousand rows: read on the UI thread.
-    auto t = inspect::loadProfileTimes(runsDbPath().toStdString(), *(*m_stages)[static_cast<size_t>(fs)].graph);
-    m_profileError = t.ok() ? QString() : QString::fromStdString(t.error().message);
-    if (m_profileError.contains("another graph")) log("warning", "time overlay: " + m_profileError);
-    if (t.ok()) {
-      m_profile = std::make_shared<const inspect::ProfileTimes>(std::move(t).value());
-      log("info", QString("profile %1 (%2): %3 kernels, %4 ms of kernel time over %5 steps")
-                      .arg(m_profile->profile.id)
-                      .arg(QString::fromStdString(m_profile->profile.name))
-                      .arg(m_profile->kernels.size())
-                      .arg(static_cast<double>(m_profile->totalNs) * 1e-6, 0, 'f', 1)
-                      .arg(m_profile->steps));
-    }
+    emit profileChanged();
+    return;
   }
-  emit profileChanged();
+  // Every kernel and event of the latest profile, mapped onto the fusion stage's graph: read on a worker thread
+  // with a connection of its own, once per compile or profile run (nothing to poll).
+  m_profileError = tr("reading the profile");
+  m_profileReading = true;
+  m_profileWatcher->setFuture(QtConcurrent::run(
+      [request = m_profileRequest, path = runsDbPath().toStdString(), stages = m_stages, fs] {
+        const ir::Graph& graph = *(*stages)[static_cast<size_t>(fs)].graph;
+        return std::make_shared<ProfileRead>(ProfileRead{request, inspect::loadProfileTimes(path, graph)});
+      }));
 }
 
 void Session::log(const QString& level, const QString& text) { emit message(level, text); }

@@ -23,6 +23,7 @@ using ProjectPtr = std::shared_ptr<const inspect::ProjectSnapshot>;
 using StagesPtr = std::shared_ptr<const std::vector<inspect::Stage>>;
 using ProfilePtr = std::shared_ptr<const inspect::ProfileTimes>;
 using ShardingPtr = std::shared_ptr<const inspect::ShardingSnapshot>;
+struct ProfileRead;
 
 // The drag-and-drop type of a PartitionSpec ("None, model"), from the sharding panel's palette.
 inline constexpr char kPartitionSpecMime[] = "application/x-tessera-partition-spec";
@@ -40,6 +41,7 @@ class Session : public QObject {
   // session then holds none (projectClosed, then projectFailed), so nothing of the last project stays on screen
   // as if it were the new one, and nothing runs until a project opens.
   void openProject(const QString& path);
+  // An open, a compile or a profile read is under way.
   bool busy() const;
   // An open is under way (from projectOpening to projectOpened or projectFailed).
   bool opening() const;
@@ -72,7 +74,8 @@ class Session : public QObject {
 
   // The project's latest profile mapped onto the fusion stage (whose graph the profiled executable ran), or
   // why there is none ("no profile yet", "profile 3 is for another graph: ..."). Read again after each
-  // compile and on reloadProfile() (after a profile run).
+  // compile and on reloadProfile() (after a profile run), on a worker thread: profileChanged follows, and
+  // meanwhile there is none ("reading the profile") and busy() holds.
   ProfilePtr profile() const { return m_profile; }
   QString profileError() const { return m_profileError; }
   // The stage the profile's node ids refer to (the fusion stage); -1 before the compile is done.
@@ -118,6 +121,8 @@ class Session : public QObject {
   void compile();
   void restoreSelection();
   void closeFailedProject(const QString& message);
+  // Forgets a profile read under way: its answer is for a project or graph that has gone.
+  void dropProfileRead();
 
   // The selection to find again after re-opening: the stage's name and the node's op, provenance and
   // how many nodes with both come before it.
@@ -144,9 +149,12 @@ class Session : public QObject {
   QString m_failedDir;
   ProfilePtr m_profile;
   QString m_profileError;
+  quint64 m_profileRequest = 0;  // one per profile read asked: the answer to an older one is dropped
+  bool m_profileReading = false;
   ShardingPtr m_sharding;
   QFutureWatcher<std::shared_ptr<Result<inspect::ProjectSnapshot>>>* m_openWatcher;
   QFutureWatcher<std::shared_ptr<Result<std::vector<inspect::Stage>>>>* m_compileWatcher;
+  QFutureWatcher<std::shared_ptr<ProfileRead>>* m_profileWatcher;
 };
 
 }  // namespace tsr::studio

@@ -401,8 +401,19 @@ class TestStudio : public QObject {
     w.action("profile")->trigger();
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.front()[0].toBool(), qPrintable(finished.front()[1].toString()));
-    QVERIFY2(s->profile(), qPrintable(s->profileError()));
+    // The profile is read on a worker thread.
+    QTRY_VERIFY2(s->profile(), qPrintable(s->profileError()));
     QCOMPARE(s->profile()->steps, int64_t(3));
+    // Read again: reloadProfile returns before the store is read, and profileChanged brings it.
+    {
+      QSignalSpy changed(s, &Session::profileChanged);
+      s->reloadProfile();
+      QVERIFY(!s->profile() && s->busy());
+      QCOMPARE(s->profileError(), QString("reading the profile"));
+      QVERIFY(changed.wait(30000));
+      QVERIFY2(s->profile() && !s->busy(), qPrintable(s->profileError()));
+      QCOMPARE(s->profile()->steps, int64_t(3));
+    }
     GraphPanel* g = w.graphPanel();
     QCOMPARE(g->overlay(), QString("time"));
     s->setCurrentStage(0);
@@ -455,6 +466,9 @@ class TestStudio : public QObject {
     MetricsPanel* m = w.metricsPanel();
     m->setDatabase(path);
     m->setSmoothing(0);
+    // The store is read on the panel's reader thread.
+    auto answered = [m] { return QTest::qWaitFor([m] { return !m->reading(); }, 30000); };
+    QVERIFY(answered());
     QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 10);
     QCOMPARE(m->shownRuns(), (QList<qint64>{a, b}));
     QList<QPointF> curve = m->curve(b, "loss");
@@ -463,7 +477,7 @@ class TestStudio : public QObject {
     // Live: new points appear at the next poll.
     for (int i = 10; i < 15; ++i) QVERIFY(s->logMetrics(a, i, {{"loss", 0.5}}, 1000.0 + i).ok());
     m->poll();
-    QCOMPARE(static_cast<int>(m->points(a, "loss").size()), 15);
+    QTRY_COMPARE(static_cast<int>(m->points(a, "loss").size()), 15);
     QCOMPARE(m->curve(a, "loss").size(), 15);
     // Smoothing works on the full data; the raw points stay.
     m->setSmoothing(0.9);
@@ -484,6 +498,7 @@ class TestStudio : public QObject {
     QCOMPARE(runs->model()->rowCount(), 2);
     runs->selectRuns({a, b});
     runs->compareSelected();
+    QTRY_VERIFY(!runs->comparing());  // the profiles are read on the panel's reader thread
     QVERIFY(runs->comparisonText().contains("run 1"));
     QVERIFY(runs->comparisonText().contains("run 2"));
     QVERIFY2(runs->comparisonText().contains("run 1 has no profile"), qPrintable(runs->comparisonText()));
@@ -494,6 +509,7 @@ class TestStudio : public QObject {
       QVERIFY(s->addKernelEvents(pid, {{"cpu:0", 0, "fusion.0", 0, 0, run == a ? 2'000'000 : 1'000'000, 0, 0}}).ok());
     }
     runs->compareSelected();
+    QTRY_VERIFY(!runs->comparing());
     const QString text = runs->comparisonText();
     QVERIFY2(text.contains("Profiles: run 1 (A) against run 2 (B)") && text.contains("2.000 ms") &&
                  text.contains("1.000 ms (-50.0%)") && text.contains("h.0 dot_general #0"),
