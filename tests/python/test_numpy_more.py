@@ -483,3 +483,29 @@ def test_array_api_names():
     _same(tnp.bitwise_left_shift(np.abs(I), 2), np.left_shift(np.abs(I), 2))
     assert tnp.issubdtype(tnp.asarray(X).dtype, tnp.floating) and not tnp.issubdtype(tnp.asarray(I).dtype, tnp.floating)
     assert tnp.issubdtype(tnp.asarray(I).dtype, tnp.integer)
+
+
+def test_vectorize_with_and_without_a_signature():
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    y = rng.standard_normal((4, 5)).astype(np.float32)
+    dot = tnp.vectorize(lambda a, b: tnp.dot(a, b), signature="(n),(n)->()")
+    _same(dot(x, y), np.einsum("ijk,jk->ij", x, y), rtol=1e-5)
+    outer = tnp.vectorize(lambda a, b: tnp.outer(a, b), signature="(m),(n)->(m,n)")
+    _same(outer(x[:, 0, :2], y[0, :3]), np.einsum("im,n->imn", x[:, 0, :2], y[0, :3]), rtol=1e-6)
+    step = tnp.vectorize(lambda a, b: tnp.where(a > b, a - b, a + b))
+    _same(step(x, y[0]), np.where(x > y[0], x - y[0], x + y[0]))
+    scaled = tnp.vectorize(lambda a, k: a * k, excluded={1})
+    _same(scaled(x[0], 3.0), x[0] * 3.0)
+    _same(tessera.jit(dot)(x, y), np.einsum("ijk,jk->ij", x, y), rtol=1e-5)
+    with pytest.raises(ValueError, match="core dim 'n'"):
+        dot(x, y[:, :4])
+    with pytest.raises(ValueError, match="not a valid gufunc signature"):
+        tnp.vectorize(lambda a: a, signature="(n->()")
+
+
+def test_isdtype():
+    assert tnp.isdtype(tnp.float32, "real floating") and tnp.isdtype(tnp.bfloat16, "numeric")
+    assert tnp.isdtype(tnp.int32, ("bool", "integral")) and not tnp.isdtype(tnp.uint8, "signed integer")
+    assert tnp.isdtype(tnp.bool_, "bool") and tnp.isdtype(tnp.float16, tnp.float16)
+    with pytest.raises(ValueError, match="unknown kind"):
+        tnp.isdtype(tnp.float32, "floats")

@@ -723,3 +723,65 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     alone_after = concatenate([_C.bitwise_or(_C.not_equal(values[1:], values[:-1]), logical_not(valid[1:])), last], 0)
     keep = _C.bitwise_and(_C.bitwise_and(valid, _first_of_runs(values)), alone_after)
     return _select_values(values, keep, size, fill_value, "setxor1d")
+
+
+# ---- vectorize --------------------------------------------------------------------------------------------
+
+def _parse_signature(signature):
+    """numpy's gufunc signature "(m,n),(n)->(m)" as ([('m', 'n'), ('n',)], [('m',)])."""
+    import re
+    compact = signature.replace(" ", "")
+    arg = r"\((?:\w+(?:,\w+)*)?\)"
+    if not re.fullmatch(rf"{arg}(?:,{arg})*->{arg}(?:,{arg})*", compact):
+        raise ValueError(f"vectorize: not a valid gufunc signature: {signature!r}")
+    ins, outs = compact.split("->")
+
+    def dims(part):
+        return [tuple(d for d in group.split(",") if d) for group in re.findall(r"\(([^)]*)\)", part)]
+
+    return dims(ins), dims(outs)
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
+    """numpy's vectorize as jax.numpy builds it: pyfunc applied over the broadcast leading (loop) dims of its
+    array arguments with vmap, once per loop dim. signature ("(n),(n)->()") names each argument's trailing core
+    dims, which pyfunc sees whole; without one every element is a call. excluded: positions or names of
+    arguments passed through as they are."""
+    from ._transforms import vmap
+    ins, _ = _parse_signature(signature) if signature is not None else (None, None)
+
+    def wrapped(*args, **kwargs):
+        mapped = [i for i in range(len(args)) if i not in excluded]
+        if ins is not None and len(ins) != len(mapped):
+            raise TypeError(f"vectorize: the signature {signature!r} has {len(ins)} inputs; got {len(mapped)} "
+                            "array arguments")
+        arrays = [asarray(args[i]) for i in mapped]
+        cores = ins if ins is not None else [()] * len(arrays)
+        sizes = {}
+        loops = []
+        for a, core in zip(arrays, cores):
+            if a.ndim < len(core):
+                raise ValueError(f"vectorize: an argument of shape {tuple(a.shape)} has fewer dims than its core "
+                                 f"dims {core} in {signature!r}")
+            for name, size in zip(core, a.shape[a.ndim - len(core):]):
+                if sizes.setdefault(name, size) != size:
+                    raise ValueError(f"vectorize: core dim {name!r} is {sizes[name]} in one argument and {size} in "
+                                     "another")
+            loops.append(tuple(a.shape[:a.ndim - len(core)]))
+        batch = _np.broadcast_shapes(*loops) if loops else ()
+        arrays = [broadcast_to(a, batch + tuple(a.shape[a.ndim - len(core):])) for a, core in zip(arrays, cores)]
+
+        def call(*xs):
+            full = list(args)
+            for i, x in zip(mapped, xs):
+                full[i] = x
+            return pyfunc(*full, **kwargs)
+
+        fn = call
+        for _ in batch:
+            fn = vmap(fn)
+        return fn(*arrays)
+
+    wrapped.__name__ = getattr(pyfunc, "__name__", "vectorized")
+    wrapped.__doc__ = getattr(pyfunc, "__doc__", None)
+    return wrapped

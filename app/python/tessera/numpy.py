@@ -29,6 +29,7 @@ import os as _os
 import types as _types
 
 import numpy as _np
+from builtins import any as _builtins_any
 
 from . import _tessera as _C
 from ._np_base import (Array, bfloat16, bool_, dtype, e, float16, float32, float64, inf, int32, int64, nan, ndarray,
@@ -70,7 +71,7 @@ from ._np_arrays import (apply_along_axis, apply_over_axes, argpartition, array_
                          compress, cross, delete, diag_indices, diagflat, dsplit, extract, fill_diagonal, hsplit,
                          inner, insert, intersect1d, kron, lexsort, nancumprod, nancumsum, partition, piecewise, put,
                          put_along_axis, ravel_multi_index, resize, rollaxis, setdiff1d, setxor1d, trim_zeros,
-                         union1d, unravel_index, unstack, vdot, vsplit)
+                         union1d, unravel_index, unstack, vdot, vectorize, vsplit)
 from ._np_signal import (convolve, corrcoef, correlate, cov, ediff1d, gradient, histogram2d, poly, polyadd, polyder,
                          polydiv, polyfit, polyint, polymul, polysub, polyval, trapezoid, vander)
 from ._np_grids import (bartlett, blackman, diag_indices_from, fromfunction, geomspace, hamming, hanning, i0,
@@ -112,6 +113,23 @@ generic, number, inexact, floating, complexfloating = (_np.generic, _np.number, 
 integer, signedinteger, unsignedinteger, character, flexible = (_np.integer, _np.signedinteger, _np.unsignedinteger,
                                                                 _np.character, _np.flexible)
 can_cast = _np.can_cast
+_KINDS = {"bool": (_np.bool_,), "signed integer": (_np.signedinteger,), "unsigned integer": (_np.unsignedinteger,),
+          "integral": (_np.integer,), "real floating": (_np.floating,), "complex floating": (_np.complexfloating,),
+          "numeric": (_np.integer, _np.floating, _np.complexfloating)}
+
+
+def isdtype(dtype, kind):
+    """The Array API's isdtype: whether dtype is kind (a dtype, one of "bool", "signed integer", "unsigned
+    integer", "integral", "real floating", "complex floating", "numeric", or a tuple of those)."""
+    if isinstance(kind, tuple):
+        return _builtins_any(isdtype(dtype, k) for k in kind)
+    if dtype == bfloat16 or kind == bfloat16:
+        return (kind in ("real floating", "numeric")) if isinstance(kind, str) else dtype == kind
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"isdtype: unknown kind {kind!r} (one of {', '.join(_KINDS)})")
+        return _builtins_any(_np.issubdtype(_np.dtype(dtype), k) for k in _KINDS[kind])
+    return _np.dtype(dtype) == _np.dtype(kind)
 iterable = _np.iterable
 euler_gamma = _np.euler_gamma
 
