@@ -364,3 +364,29 @@ def test_grad_with_respect_to_an_integer_array_is_a_type_error():
     # Closed over (not differentiated), the integer array is fine.
     n = tnp.array([1, 2])
     np.testing.assert_allclose(np.asarray(tessera.grad(lambda w: tnp.sum(w * n))(tnp.ones(2))), [1.0, 2.0])
+
+
+def test_disable_jit_runs_the_python_and_the_small_helpers():
+    import tessera
+    calls = []
+
+    @tessera.jit
+    def f(x):
+        calls.append(type(x).__name__)
+        return x * 2
+
+    x = tnp.ones(3)
+    f(x)
+    f(x)
+    assert len(calls) == 1  # traced once, then cached
+    with tessera.disable_jit():
+        np.testing.assert_array_equal(np.asarray(f(x)), [2.0, 2.0, 2.0])
+        f(x)
+    assert len(calls) == 3  # run eagerly twice
+    f(x)
+    assert len(calls) == 3  # jitted again afterwards, from the cache
+    tree = {"a": tnp.ones(2), "b": [tnp.zeros(1), 3]}
+    assert tessera.block_until_ready(tree) is not None
+    got = tessera.device_get(tree)
+    assert isinstance(got["a"], np.ndarray) and got["b"][1] == 3
+    assert tessera.jacobian is tessera.jacrev and tessera.local_device_count() == tessera.device_count()

@@ -32,10 +32,15 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
 from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image
 from . import _scipy  # noqa: F401 (tessera.scipy.special and .stats, scipy.linalg.expm)
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
-                          checkpoint_policies, ShapeDtypeStruct)
+                          checkpoint_policies, ShapeDtypeStruct, disable_jit, block_until_ready, device_get)
 from ._derivatives import jvp, linearize, jacfwd, jacrev, hessian
+
+jacobian = jacrev  # jax.jacobian
+make_jaxpr = trace  # jax.make_jaxpr's role: the traced IR (tessera's text, not a Jaxpr object)
 from .numpy import Array
 from .sharding import devices, device_count, device_put
+
+local_devices, local_device_count = devices, device_count
 
 
 def autocast(dtype="bfloat16"):

@@ -1,8 +1,10 @@
 """jit, grad, value_and_grad, vjp, vmap, trace and custom_vjp: pytrees and static arguments are handled here; the engine sees flat
 lists of Arrays (app/python/transforms.cpp)."""
 
+import contextlib
 import functools
 import inspect
+import threading
 import weakref
 
 import numpy as _np
@@ -61,6 +63,36 @@ def _argnums(argnums, nargs, what):
             raise ValueError(f"{what}: argnums {n} is out of range for {nargs} positional arguments")
         out.append(n % nargs)
     return tuple(out)
+
+
+class _JitSwitch(threading.local):
+    disabled = False
+
+
+_jit_off = _JitSwitch()
+
+
+@contextlib.contextmanager
+def disable_jit(disable=True):
+    """jax.disable_jit: inside the region (on this thread), jitted functions run their Python op by op, eagerly,
+    so prints and breakpoints see values; grad, vmap and the others still work."""
+    previous = _jit_off.disabled
+    _jit_off.disabled = bool(disable)
+    try:
+        yield
+    finally:
+        _jit_off.disabled = previous
+
+
+def block_until_ready(x):
+    """Waits for every array in the pytree x and returns x (arrays are computed by the time a call returns; the
+    GPU's are waited for)."""
+    return tree_map(lambda a: a.block_until_ready() if isinstance(a, Array) else a, x)
+
+
+def device_get(x):
+    """The pytree x with its arrays as numpy arrays (copies)."""
+    return tree_map(lambda a: _np.array(a) if isinstance(a, Array) else a, x)
 
 
 class _Jitted:
@@ -153,6 +185,8 @@ class _Jitted:
         return [str(i) for i, flag in enumerate(flags) if flag is True]
 
     def __call__(self, *args, **kwargs):
+        if _jit_off.disabled:  # inside disable_jit(): the Python function itself, op by op
+            return self._fun(*args, **kwargs)
         # A call inside a tessera.autocast region is traced, compiled and cached apart from one outside it.
         region = _C.autocast_dtype()
         if self._flat is not None and not kwargs:
