@@ -146,3 +146,28 @@ def test_tree_module_has_jax_tree_short_names():
     assert tessera.tree.leaves({"b": 1, "a": 2}) == [2, 1]
     assert tessera.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
     assert tessera.tree.unflatten(tessera.tree.structure([0, 0]), [5, 6]) == [5, 6]
+
+
+def test_keyed_registration_broadcast_and_one_level():
+    from tessera import tree_util as tu
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    tu.register_pytree_with_keys(Pair, lambda p: ([(tu.GetAttrKey("a"), p.a), (tu.GetAttrKey("b"), p.b)], None),
+                                 lambda aux, ch: Pair(*ch))
+    tree = {"x": Pair(1, [2, 3])}
+    assert tu.tree_leaves(tree) == [1, 2, 3]
+    paths = [tu.keystr(p) for p, _ in tu.tree_flatten_with_path(tree)[0]]
+    assert paths == ["['x'].a", "['x'].b[0]", "['x'].b[1]"]
+    back = tu.tree_unflatten(tu.tree_structure(tree), [4, 5, 6])
+    assert back["x"].a == 4 and back["x"].b == [5, 6]
+    assert tu.tree_broadcast([1, 2], [(7, 8), {"k": 9}]) == [(1, 1), {"k": 2}]
+    children, data = tu.flatten_one_level({"b": 1, "a": (2, 3)})
+    assert children == [(2, 3), 1] and data == ("dict", ("a", "b"))
+    with pytest.raises(ValueError, match="leaf"):
+        tu.flatten_one_level(5)
+    t = tu.treedef_tuple([tu.tree_structure([1, 2]), tu.tree_structure(3)])
+    assert tu.tree_unflatten(t, [1, 2, 3]) == ([1, 2], 3)
+    assert tu.treedef_children(t) == [tu.tree_structure([1, 2]), tu.tree_structure(3)]

@@ -13,7 +13,8 @@ __all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_s
            "register_pytree_node", "register_dataclass", "register_pytree_node_class", "register_static",
            "tree_reduce", "tree_all", "tree_transpose", "all_leaves", "treedef_is_leaf", "Partial",
            "tree_flatten_with_path", "tree_leaves_with_path", "tree_map_with_path", "keystr", "SequenceKey",
-           "DictKey", "GetAttrKey", "FlattenedIndexKey"]
+           "DictKey", "GetAttrKey", "FlattenedIndexKey", "register_pytree_with_keys", "register_pytree_with_keys_class",
+           "tree_broadcast", "flatten_one_level", "treedef_children", "treedef_tuple", "KeyEntry", "KeyPath"]
 
 # type -> (flatten(x) -> (children, aux data), unflatten(aux data, children) -> x)
 _registry = {}
@@ -349,6 +350,63 @@ def keystr(keys):
     return "".join(str(k) for k in keys)
 
 
+# A registered type whose flatten gives (key, child) pairs (register_pytree_with_keys): the function, for key paths.
+_key_flatteners = {}
+
+
+def register_pytree_with_keys(nodetype, flatten_with_keys, unflatten_func, flatten_func=None):
+    """jax.tree_util.register_pytree_with_keys: flatten_with_keys(x) -> ([(key, child), ...], aux_data); the keys
+    are what key paths (tree_flatten_with_path) show for the children. flatten_func, if given, flattens without
+    keys (faster); else the keys are dropped."""
+    if flatten_func is None:
+        def flatten_func(x):
+            pairs, aux = flatten_with_keys(x)
+            return [child for _, child in pairs], aux
+    register_pytree_node(nodetype, flatten_func, unflatten_func)
+    _key_flatteners[nodetype] = flatten_with_keys
+    return nodetype
+
+
+def register_pytree_with_keys_class(cls):
+    """As register_pytree_with_keys, from cls's tree_flatten_with_keys(self) method and tree_unflatten
+    classmethod (tree_flatten too, if it has one). Usable as a decorator."""
+    flatten = operator.methodcaller("tree_flatten") if hasattr(cls, "tree_flatten") else None
+    return register_pytree_with_keys(cls, operator.methodcaller("tree_flatten_with_keys"), cls.tree_unflatten, flatten)
+
+
+KeyEntry = object  # any of the key classes below (or a registered type's own keys)
+KeyPath = tuple    # a tuple of KeyEntry
+
+
+def treedef_children(treedef):
+    """The structures of a node's children."""
+    return treedef.children()
+
+
+def treedef_tuple(treedefs):
+    """The structure of a tuple whose children have the given structures."""
+    return PyTreeDef("tuple", None, tuple(treedefs))
+
+
+def flatten_one_level(tree):
+    """(children, node data): the immediate children of tree's root node and what identifies the node (its
+    type and the keys or aux data that are not children). A leaf raises ValueError, as in JAX."""
+    treedef = tree_structure(tree, is_leaf=lambda x: x is not tree)
+    if treedef.kind == "leaf":
+        raise ValueError(f"flatten_one_level: {type(tree).__name__} is a leaf, not a pytree node")
+    return _node_children(treedef, tree), (treedef.kind, treedef.data)
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+    """full_tree's structure with each subtree under a leaf of prefix_tree replaced by copies of that leaf
+    (prefix_tree must be a prefix of full_tree's structure)."""
+    prefix_def = tree_structure(prefix_tree, is_leaf)
+    subtrees = prefix_def.flatten_up_to(full_tree)
+    leaves = tree_leaves(prefix_tree, is_leaf)
+    return tree_unflatten(prefix_def, [tree_map(lambda _, x=x: x, sub, is_leaf=is_leaf)
+                                       for x, sub in zip(leaves, subtrees)])
+
+
 def _child_keys(tree, treedef):
     """The key of each child of the node tree (of structure treedef)."""
     kind = treedef.kind
@@ -362,6 +420,9 @@ def _child_keys(tree, treedef):
         names = _attribute_keys.get(treedef.data[0])
         if names is not None:
             return [GetAttrKey(n) for n in names]
+        with_keys = _key_flatteners.get(treedef.data[0])
+        if with_keys is not None:
+            return [key for key, _ in with_keys(tree)[0]]
     return [FlattenedIndexKey(i) for i in range(len(treedef._kids))]
 
 
