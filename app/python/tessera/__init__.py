@@ -32,7 +32,7 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
 from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image
 from . import _scipy  # noqa: F401 (tessera.scipy.special and .stats, scipy.linalg.expm)
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
-                          checkpoint_policies, ShapeDtypeStruct, disable_jit, block_until_ready, device_get)
+                          checkpoint_policies, ShapeDtypeStruct, disable_jit, block_until_ready, device_get, custom_jvp)
 from ._derivatives import jvp, linearize, jacfwd, jacrev, hessian
 
 jacobian = jacrev  # jax.jacobian

@@ -532,6 +532,84 @@ class custom_vjp:
         return tree_unflatten(state["out"], outs)
 
 
+class custom_jvp:
+    """jax.custom_jvp: a function whose derivative is given by a JVP rule instead of differentiated.
+    defjvp(jvp): jvp(*nondiff_args, primals, tangents) -> (output, output_tangent), linear in tangents;
+    defjvps(*fns): one function per differentiated argument, fn(tangent, output, *primals), their results summed.
+    Calling the function runs it. Reverse mode (grad, vjp) transposes the rule: the cotangent is the pullback of
+    tangents -> the rule's output tangent (linear, so its vjp at zero tangents is its transpose), as JAX
+    transposes a linearized custom_jvp; forward mode (jvp, jacfwd), the transpose of that, gives the rule back."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp = None
+        # A rule commonly calls the function itself for its output (as in JAX's examples): such a call, made
+        # while the rule is traced, runs it plainly.
+        self._in_rule = 0
+
+    def defjvp(self, jvp):
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *tangent_fns):
+        def jvp(*args):
+            *nondiff, primals, tangents = args
+            out = self.fun(*self._full(nondiff, primals))
+            total = None
+            for fn, t in zip(tangent_fns, tangents):
+                if fn is None:
+                    continue
+                part = fn(t, out, *primals)
+                total = part if total is None else tree_map(lambda a, b: a + b, total, part)
+            return out, total if total is not None else tree_map(zeros_like, out)
+
+        self.jvp = jvp
+        return self
+
+    def _full(self, nondiff, primals):
+        """The arguments in call order from the nondiff ones and the differentiated ones."""
+        n = len(nondiff) + len(primals)
+        nondiff_at = _argnums(self.nondiff_argnums, n, "custom_jvp") if self.nondiff_argnums else ()
+        it_nd, it_p = iter(nondiff), iter(primals)
+        return [next(it_nd) if i in nondiff_at else next(it_p) for i in range(n)]
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "function")
+        if self._in_rule:
+            return self.fun(*args)
+        if self.jvp is None:
+            raise TypeError(f"custom_jvp: {name} has no JVP rule; call {name}.defjvp(jvp) first")
+        rule = self.jvp
+        nondiff_at = _argnums(self.nondiff_argnums, len(args), "custom_jvp") if self.nondiff_argnums else ()
+
+        def primal(*call_args):
+            return self.fun(*call_args)
+
+        wrapped = custom_vjp(primal, nondiff_argnums=nondiff_at)
+
+        def fwd(*call_args):
+            diff = tuple(a for i, a in enumerate(call_args) if i not in nondiff_at)
+            return self.fun(*call_args), diff
+
+        def bwd(*rest):
+            *nondiff, primals, g = rest
+
+            def tangent_out(*tangents):
+                self._in_rule += 1
+                try:
+                    return rule(*nondiff, tuple(primals), tuple(tangents))[1]
+                finally:
+                    self._in_rule -= 1
+
+            _, pullback = vjp(tangent_out, *[tree_map(zeros_like, p) for p in primals])
+            return tuple(pullback(g))
+
+        wrapped.defvjp(fwd, bwd)
+        return wrapped(*args)
+
+
 class checkpoint_policies:
     """What checkpoint keeps from the forward pass instead of recomputing (jax.checkpoint_policies)."""
     nothing_saveable = "nothing_saveable"  # recompute everything inside (the default)
