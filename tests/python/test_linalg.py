@@ -1,6 +1,7 @@
-"""tessera.numpy.linalg (cholesky, solve, inv, det, slogdet), tessera.lax.linalg (cholesky, triangular_solve, lu)
-and tessera.scipy.linalg (solve_triangular, cho_factor, cho_solve) against numpy.linalg and loops in numpy;
-gradients against central differences of the numpy functions in float64."""
+"""tessera.numpy.linalg (cholesky, solve, inv, det, slogdet, multi_dot, tensorsolve, tensorinv), tessera.lax.linalg
+(cholesky, triangular_solve, lu) and tessera.scipy.linalg (solve_triangular, cho_factor, cho_solve) against
+numpy.linalg and loops in numpy; multi_dot's order against every parenthesisation; gradients against central
+differences of the numpy functions in float64."""
 import numpy as np
 import pytest
 
@@ -182,3 +183,91 @@ def test_errors_name_the_op_and_shape():
         lax.linalg.triangular_solve(np.eye(3), np.zeros((2, 3)), left_side=True)
     with pytest.raises(tessera.TesseraError, match="lu"):
         lax.linalg.lu(np.zeros((2, 3), np.int32))
+
+
+def chain_cost(tree, dims):
+    """(multiplications, rows, cols) of a parenthesisation: an int k is matrix k [dims[k], dims[k + 1]], a pair
+    the product of its two halves."""
+    if isinstance(tree, int):
+        return 0, dims[tree], dims[tree + 1]
+    (cl, m, k), (cr, _, n) = chain_cost(tree[0], dims), chain_cost(tree[1], dims)
+    return cl + cr + m * k * n, m, n
+
+
+def parenthesisations(i, j):
+    """Every way to multiply matrices i..j, by enumeration (the independent reference for the chain order)."""
+    if i == j:
+        yield i
+        return
+    for k in range(i, j):
+        for left in parenthesisations(i, k):
+            for right in parenthesisations(k + 1, j):
+                yield (left, right)
+
+
+def tree_of(split, i, j):
+    return i if i == j else (tree_of(split, i, split[i][j]), tree_of(split, split[i][j] + 1, j))
+
+
+@pytest.mark.parametrize("dims", [[10, 100, 5, 50], [30, 35, 15, 5, 10, 20, 25], [2, 40, 3, 50, 4, 60, 1],
+                                  [5, 5, 5, 5, 5]])
+def test_multi_dot_order_is_the_cheapest(dims):
+    from tessera._np_linalg import _chain_order
+    n = len(dims) - 1
+    best = min(chain_cost(t, dims)[0] for t in parenthesisations(0, n - 1))
+    assert chain_cost(tree_of(_chain_order(dims), 0, n - 1), dims)[0] == best
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (4, 5)], [(4,), (4, 5)], [(3, 4), (4,)], [(4,), (4,)],
+                                    [(10, 30), (30, 5), (5, 60)], [(6,), (6, 20), (20, 3), (3, 7), (7,)],
+                                    [(2, 9), (9, 30), (30, 4), (4, 8), (8, 1)]])
+def test_multi_dot_matches_numpy(shapes):
+    rng = np.random.default_rng(len(shapes) * 10 + len(shapes[0]))
+    arrays = [rng.standard_normal(s) for s in shapes]
+    want = np.linalg.multi_dot(arrays)
+    close(tnp.linalg.multi_dot([arr(a) for a in arrays]), want, rtol=1e-12, atol=1e-12)
+    close(tessera.jit(tnp.linalg.multi_dot)([arr(a) for a in arrays]), want, rtol=1e-12, atol=1e-12)
+
+
+def test_multi_dot_gradient_and_errors():
+    rng = np.random.default_rng(11)
+    a, b, c = rng.standard_normal((4,)), rng.standard_normal((4, 6)), rng.standard_normal((6, 2))
+    w = rng.standard_normal(2)
+    g = tessera.grad(lambda x: tnp.sum(tnp.linalg.multi_dot([arr(a), x, arr(c)]) * arr(w)))(arr(b))
+    close(g, finite_difference(lambda x: np.sum(np.linalg.multi_dot([a, x, c]) * w), b), rtol=1e-7, atol=1e-8)
+    with pytest.raises(ValueError, match="at least two arrays"):
+        tnp.linalg.multi_dot([arr(b)])
+    with pytest.raises(ValueError, match=r"two-dimensional.*\(4, 6, 1\)"):
+        tnp.linalg.multi_dot([arr(a), arr(b[..., None]), arr(c)])
+    with pytest.raises(ValueError, match="must match first dimension"):
+        tnp.linalg.multi_dot([arr(b), arr(b)])
+
+
+@pytest.mark.parametrize("a_shape,b_shape,axes", [((6, 6), (6,), None), ((2, 3, 6), (2, 3), None),
+                                                  ((3, 4, 2, 6), (3, 4), None), ((4, 6, 2, 12), (2, 12), (0, 1)),
+                                                  ((6, 2, 3), (2, 3), (0,))])
+def test_tensorsolve_matches_numpy(a_shape, b_shape, axes):
+    rng = np.random.default_rng(len(a_shape))
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    want = np.linalg.tensorsolve(a, b, axes=axes)
+    close(tnp.linalg.tensorsolve(arr(a), arr(b), axes=axes), want, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape,ind", [((4, 6, 8, 3), 2), ((24, 8, 3), 1), ((2, 3, 6), 2), ((3, 4, 2, 6), 2)])
+def test_tensorinv_matches_numpy(shape, ind):
+    a = np.random.default_rng(sum(shape)).standard_normal(shape)
+    got = tnp.linalg.tensorinv(arr(a), ind=ind)
+    close(got, np.linalg.tensorinv(a, ind=ind), rtol=1e-9, atol=1e-10)
+    close(np.tensordot(np.asarray(got), a, ind), np.eye(int(np.prod(shape[ind:]))).reshape(shape[ind:] * 2),
+          atol=1e-10)
+
+
+def test_tensorsolve_and_tensorinv_errors():
+    with pytest.raises(ValueError, match=r"leading shape of a must match shape of b.*\(2, 3, 6\)"):
+        tnp.linalg.tensorsolve(np.ones((2, 3, 6)), np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"prod\(a.shape\[:b.ndim\]\) == prod\(a.shape\[b.ndim:\]\)"):
+        tnp.linalg.tensorsolve(np.ones((2, 3, 5)), np.ones((2, 3)))
+    with pytest.raises(ValueError, match="ind must be a positive integer"):
+        tnp.linalg.tensorinv(np.ones((2, 2)), ind=0)
+    with pytest.raises(ValueError, match=r"product of the first `ind` dimensions.*\(2, 3, 4\)"):
+        tnp.linalg.tensorinv(np.ones((2, 3, 4)), ind=1)

@@ -1,5 +1,6 @@
 """tessera.numpy's contractions (dot, outer, tensordot; einsum is _np_einsum's) and tessera.numpy.linalg (norm, and the
-factorisations' compositions: cholesky, solve, inv, det, slogdet; the decompositions are in _np_decompositions)."""
+factorisations' compositions: cholesky, solve, inv, det, slogdet, multi_dot, tensorsolve, tensorinv; the
+decompositions are in _np_decompositions)."""
 
 import builtins as _builtins
 import collections as _collections
@@ -228,12 +229,105 @@ def slogdet(a):
     return SlogdetResult(sign, logabsdet)
 
 
+# ---- products of chains and tensor inverses -----------------------------------------------------------------
+
+
+def _chain_order(dims):
+    """numpy's matrix-chain order: split[i][j] is where the product of matrices i..j (matrix k of shape
+    [dims[k], dims[k + 1]]) is best split, the one that needs the fewest scalar multiplications; by dynamic
+    programming over the chain's lengths, ties to the earliest split."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = _np.inf
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def _chain_product(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    k = split[i][j]
+    return matmul(_chain_product(arrays, split, i, k), _chain_product(arrays, split, k + 1, j))
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of the chain arrays[0] @ arrays[1] @ ... in the order that needs the fewest multiplications
+    (numpy's dynamic programming; for three, its direct comparison), so the same values as reduce(matmul) up to
+    rounding, and its gradient that of the matmuls. The first array may be a vector (a row) and the last one (a
+    column); the result drops the dims they lack. The others are [m, n]. precision is accepted and changes no
+    result."""
+    arrs = [asarray(a) for a in arrays]
+    if len(arrs) < 2:
+        raise ValueError(f"multi_dot requires at least two arrays; got len(arrays)={len(arrs)}")
+    shapes = [tuple(a.shape) for a in arrs]
+    if not (arrs[0].ndim in (1, 2) and arrs[-1].ndim in (1, 2) and _builtins.all(a.ndim == 2 for a in arrs[1:-1])):
+        raise ValueError("multi_dot: input arrays must all be two-dimensional, except for the first and last "
+                         f"array which may be 1 or 2 dimensional. Got array shapes {shapes}")
+    if _builtins.any(a.shape[-1] != b.shape[0] for a, b in zip(arrs[:-1], arrs[1:])):
+        raise ValueError("multi_dot: last dimension of each array must match first dimension of following "
+                         f"array. Got array shapes {shapes}")
+    row, column = arrs[0].ndim == 1, arrs[-1].ndim == 1
+    if row:
+        arrs[0] = _C.reshape(arrs[0], [1, -1])
+    if column:
+        arrs[-1] = _C.reshape(arrs[-1], [-1, 1])
+    dims = [a.shape[0] for a in arrs] + [arrs[-1].shape[1]]
+    r = _chain_product(arrs, _chain_order(dims), 0, len(arrs) - 1)
+    if row or column:
+        r = _C.reshape(r, ([] if row else [r.shape[0]]) + ([] if column else [r.shape[1]]))
+    return r
+
+
+def tensorsolve(a, b, axes=None):
+    """x with tensordot(a, x, axes=x.ndim) = b: a's leading dims are b's shape and its trailing ones x's (after
+    axes, if given, are moved to the end in their order), the two of equal size; one solve of a as a square
+    matrix. Shapes that do not fit raise ValueError, as jax.numpy."""
+    a, b = asarray(a), asarray(b)
+    if axes is not None:
+        axes = [_canonical_axis(i, a.ndim, "tensorsolve") for i in _axis_list(axes)]
+        a = _C.transpose(a, [i for i in range(a.ndim) if i not in axes] + axes)
+    out_shape = tuple(a.shape[b.ndim:])
+    if tuple(a.shape[:b.ndim]) != tuple(b.shape):
+        raise ValueError("After moving axes to end, leading shape of a must match shape of b. "
+                         f"got a.shape={tuple(a.shape)}, b.shape={tuple(b.shape)}")
+    n = int(_np.prod(out_shape))
+    if b.size != n:
+        raise ValueError("Input arrays must have prod(a.shape[:b.ndim]) == prod(a.shape[b.ndim:]); "
+                         f"got a.shape={tuple(a.shape)}, b.ndim={b.ndim}.")
+    x = solve(_C.reshape(a, [b.size, n]), _C.reshape(b, [b.size]))
+    return _C.reshape(x, list(out_shape))
+
+
+def tensorinv(a, ind=2):
+    """The inverse of a as a tensor of ind 'row' dims and the rest 'column' dims (their sizes' products equal):
+    tensordot(tensorinv(a), a, ind) is the identity. Result: a's last dims, then its first ind."""
+    a = asarray(a)
+    ind = _operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"ind must be a positive integer; got ind={ind}")
+    rows, cols = tuple(a.shape[:ind]), tuple(a.shape[ind:])
+    if int(_np.prod(rows)) != int(_np.prod(cols)):
+        raise ValueError("tensorinv is only possible when the product of the first `ind` dimensions equals "
+                         f"that of the remaining dimensions. got a.shape={tuple(a.shape)} with ind={ind}.")
+    n = int(_np.prod(rows))
+    return _C.reshape(inv(_C.reshape(a, [n, n])), list(cols + rows))
+
+
 from . import _np_decompositions as _dec  # noqa: E402  (it imports this module's names)
 
 linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg: norm, cholesky, solve, inv, det, slogdet, eigh, "
-                           "eigvalsh, svd, svdvals, qr, pinv, matrix_rank, lstsq, cond, matrix_power.")
+                           "eigvalsh, svd, svdvals, qr, pinv, matrix_rank, lstsq, cond, matrix_power, multi_dot, "
+                           "tensorsolve, tensorinv.")
 for _f in (_norm, cholesky, solve, inv, det, slogdet, _dec.eigh, _dec.eigvalsh, _dec.svd, _dec.svdvals, _dec.qr,
-           _dec.pinv, _dec.matrix_rank, _dec.lstsq, _dec.cond, _dec.matrix_power):
+           _dec.pinv, _dec.matrix_rank, _dec.lstsq, _dec.cond, _dec.matrix_power, multi_dot, tensorsolve,
+           tensorinv):
     _name = "norm" if _f is _norm else _f.__name__
     setattr(linalg, _name, _f)
     _f.__module__ = linalg.__name__
