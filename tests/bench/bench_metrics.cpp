@@ -318,8 +318,10 @@ int main(int argc, char** argv) {
   panel.setSmoothing(0);
   panel.setDatabase(QString::fromStdString(db));
   panel.setMetrics(keys);
-  const bool laidOut = QTest::qWaitFor(
-      [&] { return panel.plotColumns() == static_cast<int>(std::lround(view->chart()->plotArea().width())); }, 5000);
+  // The store is read on the panel's reader thread: loaded once its answer is drawn.
+  const bool laidOut = QTest::qWaitFor([&] {
+    return !panel.reading() && panel.plotColumns() == static_cast<int>(std::lround(view->chart()->plotArea().width()));
+  }, 60000);
   const double loadMs = nowMs() - t0;
   if (!laidOut) {
     std::fprintf(stderr, "bench_metrics: the panel reduced for %d columns, its plot is %.0f px wide\n",
