@@ -1,6 +1,7 @@
 """tessera.numpy.einsum (tessera/_np_einsum.py) against np.einsum: implicit outputs, '...', diagonals and traces,
-three or more operands (and the greedy order they are contracted in), numpy's interleaved form, dtypes, errors,
-gradients against finite differences, jit and vmap. Where jax.numpy differs from numpy (ellipsis dims that the
+three or more operands (and the order they are contracted in), numpy's interleaved form, dtypes, errors,
+gradients against finite differences, jit and vmap; einsum_path (tessera/_np_einsum_path.py) against
+np.einsum_path's paths and reports. Where jax.numpy differs from numpy (ellipsis dims that the
 output leaves out are summed) the expected value says so."""
 import numpy as np
 import pytest
@@ -36,12 +37,12 @@ def test_einsum_matches_numpy(spec, operands):
     same(tnp.einsum(spec, *operands), np.einsum(spec, *operands), dtype=np.float32)
 
 
-def test_einsum_greedy_order_and_many_operands():
+def test_einsum_order_and_many_operands():
     shapes = [(2, 30), (30, 3), (3, 40), (40, 2), (2, 5)]
     ops = [_R.standard_normal(s).astype(np.float32) for s in shapes]
     same(tnp.einsum("ab,bc,cd,de,ef->af", *ops), np.einsum("ab,bc,cd,de,ef->af", *ops), rtol=1e-4)
-    # (j, k) first frees the most memory: 4x2 = 8 elements against 3x5 = 15 for (i, j); the two products show
-    # in the trace in that order.
+    # (j, k) first is the cheaper order (4x5x2 + 3x4x2 against 3x4x5 + 3x5x2 multiplications); the two
+    # products show in the trace in that order.
     text = tessera.trace(lambda a, b, c: tnp.einsum("ij,jk,kl", a, b, c))(_A, _B, _C)
     assert text.count("dot_general(") == 2
     assert "f32[4,2]" in text.split("dot_general(")[1]
@@ -98,3 +99,66 @@ def test_einsum_gradients_jit_and_vmap():
     same(g, finite_difference(lambda x: (np.einsum("ii,ij->j", x, d(b)) ** 2).sum(), s), rtol=1e-4)
     same(tessera.jit(lambda x, y: tnp.einsum("...ij,...jk", x, y))(_E3, _V), np.einsum("...ij,...jk", _E3, _V))
     same(tessera.vmap(lambda x: tnp.einsum("j,jk,kl->l", x, _B, _C))(_A), np.einsum("ij,jk,kl->il", _A, _B, _C))
+
+
+_PATH_CASES = [
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    ("ij,jk,kl,lm->im", [(5, 24), (24, 28), (28, 8), (8, 10)]),
+    ("ab,bc,cd,de,ef->af", [(2, 30), (30, 3), (3, 40), (40, 2), (2, 5)]),
+    ("ea,fb,abcd,gc,hd->efgh", [(6, 6), (6, 6), (6, 6, 6, 6), (6, 6), (6, 6)]),
+    ("bdik,acaj,ikab,ajac,ikbd", [(2, 3, 4, 5), (6, 7, 6, 8), (4, 5, 6, 2), (6, 8, 6, 7), (4, 5, 2, 3)]),
+    ("i,j,k->ijk", [(3,), (4,), (5,)]),
+    ("ii,ij,jk", [(4, 4), (4, 6), (6, 2)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("spec,shapes", _PATH_CASES)
+@pytest.mark.parametrize("optimize", ["greedy", "optimal", False, True, ("optimal", 10 ** 6), ("greedy", 50)])
+def test_einsum_path_matches_numpy(spec, shapes, optimize):
+    ops = [_R.standard_normal(s) for s in shapes]
+    path, text = tnp.einsum_path(spec, *ops, optimize=optimize)
+    want_path, want_text = np.einsum_path(spec, *ops, optimize=optimize)
+    assert path == want_path
+    assert text == want_text
+
+
+@pytest.mark.parametrize("spec,shapes", _PATH_CASES)
+def test_einsum_follows_each_path(spec, shapes):
+    ops = [_R.standard_normal(s) for s in shapes]
+    want = np.einsum(spec, *ops)
+    for optimize in ["auto", "optimal", "greedy", False, np.einsum_path(spec, *ops, optimize="optimal")[0],
+                     tnp.einsum_path(spec, *ops, optimize="greedy")[0]]:
+        got = tnp.einsum(spec, *[tnp.asarray(o, o.dtype) for o in ops], optimize=optimize)
+        same(got, want, rtol=1e-9)
+
+
+def test_einsum_path_with_ellipsis_and_interleaved_form():
+    ops = [_R.standard_normal(s) for s in [(2, 3, 4), (4, 5), (5,)]]
+    assert tnp.einsum_path("...ij,jk,k", *ops)[0] == np.einsum_path("...ij,jk,k", *ops)[0]
+    a, b, c = (_R.standard_normal(s) for s in [(3, 4), (4, 5), (5, 2)])
+    got = tnp.einsum_path(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3], optimize="optimal")
+    assert got == np.einsum_path(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3], optimize="optimal")
+
+
+def test_einsum_default_order_is_the_optimal_one():
+    # Chain [5, 24] [24, 28] [28, 8] [8, 10]: the optimal order multiplies the first pair first ([5, 28]);
+    # numpy's greedy one the middle pair ([24, 8]), which removes more elements but costs more in all.
+    ops = [_R.standard_normal(s).astype(np.float32) for s in [(5, 24), (24, 28), (28, 8), (8, 10)]]
+    first_product = lambda text: text.split("dot_general(")[1].split("\n")[0]
+    text = tessera.trace(lambda *o: tnp.einsum("ij,jk,kl,lm->im", *o))(*ops)
+    assert "f32[5,28]" in first_product(text) and text.count("dot_general(") == 3
+    assert "transpose" not in text
+    text = tessera.trace(lambda *o: tnp.einsum("ij,jk,kl,lm->im", *o, optimize="greedy"))(*ops)
+    assert "f32[24,8]" in first_product(text)
+
+
+def test_einsum_path_errors():
+    with pytest.raises(ValueError, match="optimize must be one of"):
+        tnp.einsum("ij,jk,kl", _A, _B, _C, optimize="fastest")
+    with pytest.raises(ValueError, match="leaves 2 operands"):
+        tnp.einsum("ij,jk,kl", _A, _B, _C, optimize=["einsum_path", (0, 1)])
+    with pytest.raises(ValueError, match="distinct operands"):
+        tnp.einsum("ij,jk,kl", _A, _B, _C, optimize=["einsum_path", (0, 3), (0, 1)])
+    with pytest.raises(RuntimeError, match="1 more operands"):
+        tnp.einsum_path("ij,jk,kl", _A, _B, _C, optimize=["einsum_path", (0, 1)])

@@ -1,14 +1,15 @@
 """tessera.numpy.einsum as jax.numpy's: any number of operands, implicit output (no '->'), '...' broadcasting,
 repeated subscripts within an operand (diagonals, traces), size-1 dims broadcasting, and numpy's interleaved form
 einsum(a, [0, 1], b, [1, 2], [0, 2]). The operands are contracted two at a time, one engine dot_general each
-(its two-operand einsum), in the order opt_einsum's greedy path picks (the pair whose result frees the most
-memory first); each pair is prepared as jax.numpy's _einsum prepares it (size-1 dims broadcast against the other
-operand, then diagonals, then the labels only one operand has summed out)."""
+(its two-operand einsum), in the order _np_einsum_path picks (by default numpy's optimal path for up to four
+operands, as JAX's opt_einsum 'auto', its greedy one beyond); each pair is prepared as jax.numpy's _einsum
+prepares it (size-1 dims broadcast against the other operand, then diagonals, then the labels only one operand
+has summed out). einsum_path gives numpy's path and report."""
 
-import itertools as _itertools
 import math as _math
 
 from . import _tessera as _C
+from . import _np_einsum_path as _paths
 from ._np_base import _engine_dtype
 from ._np_creation import asarray
 from ._np_elementwise import promote_types, result_type
@@ -134,26 +135,83 @@ def _pair(x, xl, y, yl, result, chars):
     return _C.einsum(spec, x, y)
 
 
-def _greedy_pair(terms, output, sizes):
-    """The pair (i, j) to contract next and its result's labels: opt_einsum's greedy choice, the smallest
-    size(result) - size(i) - size(j), ties to the earliest pair."""
-    best = None
-    size = lambda ls: _math.prod(sizes[c] for c in dict.fromkeys(ls))
-    for i, j in _itertools.combinations(range(len(terms)), 2):
-        others = set(output).union(*(terms[k] for k in range(len(terms)) if k not in (i, j)))
-        result = [c for c in dict.fromkeys(terms[i] + terms[j]) if c in others]
-        cost = size(result) - size(terms[i]) - size(terms[j])
-        if best is None or cost < best[0]:
-            best = (cost, i, j, result)
-    return best[1:]
+def _contract(arrays, terms, path, output, chars):
+    """The operands contracted along path (see _np_einsum_path): each step's operands taken left to right, two
+    at a time, each result keeping the labels that later operands or the output still need. Returns the last
+    operand and its labels."""
+    for step, positions in enumerate(path):
+        positions = sorted(positions)
+        if not positions or positions[-1] >= len(arrays) or len(set(positions)) != len(positions):
+            raise ValueError(f"einsum: path step {tuple(positions)} does not name distinct operands of the "
+                             f"{len(arrays)} left")
+        rest = [t for k, t in enumerate(terms) if k not in positions]
+        final = step == len(path) - 1 and not rest
+        group = [(arrays[p], terms[p]) for p in positions]
+        x, xl = group[0]
+        after = set(output).union(*rest)
+        if len(group) == 1:
+            x, xl = _summed_out(x, xl, after)
+        for k, (y, yl) in enumerate(group[1:], 2):
+            needed = after.union(*(t for _, t in group[k:]))
+            if final and k == len(group):
+                result = list(output)
+            else:
+                result = [c for c in dict.fromkeys(xl + yl) if c in needed]
+            if result and result[0] not in xl and result[0] in yl:
+                x, xl, y, yl = y, yl, x, xl  # the result's leading dim from the left operand: no transpose after
+            x, xl = _pair(x, xl, y, yl, result, chars), result
+        arrays = [a for k, a in enumerate(arrays) if k not in positions] + [x]
+        terms = rest + [xl]
+    if len(arrays) != 1:
+        raise ValueError(f"einsum: the path leaves {len(arrays)} operands; it must contract them all")
+    return _summed_out(arrays[0], terms[0], set(output))
+
+
+def _letters(inputs, output):
+    """The terms and output as numpy writes them: the subscripts' letters, each broadcast dim '.k' as one of the
+    unused letters (the last ones in sorted order, as many as the widest ellipsis)."""
+    named = {c for labels in inputs for c in labels if not c.startswith(".")}
+    width = sum(1 for c in dict.fromkeys(c for labels in inputs for c in labels) if c.startswith("."))
+    unused = [c for c in _LETTERS if c not in named]
+    spare = sorted(unused)[len(unused) - width:]
+    name = lambda c: spare[int(c[1:])] if c.startswith(".") else c
+    return ["".join(name(c) for c in labels) for labels in inputs], "".join(name(c) for c in output)
+
+
+def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
+    """numpy.einsum_path: (path, report) for einsum(subscripts, *operands), path ['einsum_path', (i, j), ...]
+    (the positions contracted at each step in the current operand list, the result appended at the end) and
+    report numpy's printed summary (scalings, operation counts, the largest intermediate, one line per step).
+    optimize: 'greedy' (default), 'optimal', True ('greedy'), False (one step), (name, memory_limit), or an
+    explicit path; as numpy, intermediates hold at most as many elements as the largest operand or the
+    output unless a memory limit is given. The path can be passed to einsum's optimize=."""
+    if einsum_call:
+        raise NotImplementedError("einsum_path: einsum_call=True (numpy's internal form) is not supported")
+    if not isinstance(subscripts, str):
+        subscripts, operands = _interleaved((subscripts,) + operands)
+    shapes = [tuple(asarray(x).shape) for x in operands]
+    inputs, output, sizes = _parse(subscripts, shapes)
+    terms, out = _letters(inputs, output)
+    letter_sizes = {letter: sizes[c] for labels, term in zip(inputs, terms) for c, letter in zip(labels, term)}
+    memory_limit = max(_math.prod(letter_sizes[c] for c in t) for t in terms + [out])
+    path = _paths.contraction_path(terms, out, letter_sizes, optimize, memory_limit)
+    return ["einsum_path"] + path, _paths.report(terms, out, letter_sizes, path)
+
+
+def _default_path(n):
+    """JAX's default ('auto'): the optimal order for up to four operands, the greedy one beyond."""
+    return "optimal" if n <= 4 else "greedy"
 
 
 def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None,
            _dot_general=None, out_sharding=None):
     """numpy's einsum over the engine's products: 'ij,jk->ik', 'ij,jk' (the output: the subscripts that
-    appear once, sorted), '...ij,...jk->...ik', 'ii->i', 'ii', three or more operands (contracted pairwise,
-    greedily), numpy's interleaved form. Operands are promoted to one dtype (preferred_element_type: the
-    result's); bools give bools. optimize and precision are accepted and change no result."""
+    appear once, sorted), '...ij,...jk->...ik', 'ii->i', 'ii', three or more operands (contracted pairwise),
+    numpy's interleaved form. Operands are promoted to one dtype (preferred_element_type: the result's); bools
+    give bools. optimize picks the order of the pairs: 'auto' (default, as JAX's: the optimal order for up to
+    four operands, the greedy one beyond), 'optimal', 'greedy' or True, False (left to right), or a path from
+    einsum_path; these orders have no memory limit. It changes the values only by rounding; precision is
+    accepted and changes no result."""
     if out is not None:
         raise TypeError("einsum: out= is not supported (tessera arrays are immutable): use the returned array")
     if not isinstance(subscripts, str):
@@ -176,16 +234,10 @@ def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, pre
                          f"{len(_LETTERS)} are supported")
     chars = dict(zip(labels_used, _LETTERS))  # the engine's einsum reads letters
 
-    terms = list(inputs)
-    while len(arrays) > 1:
-        i, j, result = _greedy_pair(terms, output, sizes)
-        result = output if len(arrays) == 2 else result
-        z = _pair(arrays[i], terms[i], arrays[j], terms[j], result, chars)
-        arrays = [a for k, a in enumerate(arrays) if k not in (i, j)] + [z]
-        terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [list(result)]
-    if len(inputs) == 1:
-        arrays[0], terms[0] = _summed_out(arrays[0], terms[0], set(output))
-    x, labels = arrays[0], terms[0]
+    if optimize == "auto":
+        optimize = _default_path(len(arrays))
+    path = _paths.contraction_path(inputs, output, sizes, optimize)
+    x, labels = _contract(arrays, list(inputs), path, output, chars)
     # One operand left: its labels are the output's, maybe in another order.
     if labels != output:
         x = _C.transpose(x, [labels.index(c) for c in output])

@@ -12,7 +12,7 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_reductions     sum, mean, var, max, all, allclose, ...; cumsum, cumprod; sort, argsort, argmax, argmin
 #   _np_indexing       where, nonzero, take; x[key] and x.at[key]
 #   _np_linalg         dot, outer, tensordot; tessera.numpy.linalg
-#   _np_einsum         einsum: any number of operands, contracted pairwise in a greedy order
+#   _np_einsum         einsum (any number of operands, contracted pairwise), einsum_path
 #   _np_composite      functions written with the others: hstack, diag, trace, diff, the nan* reductions, sinh, ...
 #   _np_stats          median, quantile, percentile and their nan forms; histogram, bincount, digitize, interp
 #   _np_setops         unique, unique_values, unique_counts, unique_inverse, unique_all
@@ -51,7 +51,7 @@ from ._np_reductions import (all, allclose, amax, amin, any, argmax, argmin, arg
 from ._np_indexing import (argwhere, flatnonzero, NonConcreteBooleanIndexError, nonzero, take, take_along_axis, where,
                            _getitem)
 from ._np_linalg import dot, linalg, outer, tensordot
-from ._np_einsum import einsum
+from ._np_einsum import einsum, einsum_path
 from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atleast_1d, atleast_2d, atleast_3d,
                             average, bitwise_invert, bitwise_not, broadcast_arrays, broadcast_shapes, cbrt,
                             column_stack, copysign, cosh, count_nonzero, cumulative_prod, cumulative_sum, deg2rad,
