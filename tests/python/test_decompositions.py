@@ -111,7 +111,7 @@ def test_qr_modes_of_lax_and_scipy():
     assert (q.shape, r.shape) == ((5, 3), (3, 3))
     (r,) = tsl.qr(arr(a), mode="r")
     assert r.shape == (5, 3)
-    with pytest.raises(NotImplementedError, match="raw"):
+    with pytest.raises(NotImplementedError, match="raw.*'reduced', 'complete' or 'r'"):
         tnp.linalg.qr(arr(a), mode="raw")
     with pytest.raises(ValueError, match="mode"):
         tnp.linalg.qr(arr(a), mode="thin")

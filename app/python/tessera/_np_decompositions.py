@@ -96,11 +96,13 @@ def svdvals(x):
 def qr(a, mode="reduced"):
     """The QR decomposition a = Q R of a [..., m, n], Q's columns orthonormal and R upper triangular: mode
     'reduced' gives Q [..., m, k] and R [..., k, n] (k = min(m, n)), 'complete' Q [..., m, m] and R [..., m, n],
-    'r' R alone (reduced)."""
+    'r' R alone (reduced). 'raw' raises NotImplementedError: the engine's qr op forms Q, it keeps no
+    Householder reflectors to return."""
     if mode not in ("reduced", "complete", "r", "raw"):
         raise ValueError(f"qr: mode must be 'reduced', 'complete', 'r' or 'raw', not {mode!r}")
     if mode == "raw":
-        raise NotImplementedError("qr: mode='raw' (LAPACK's Householder reflectors) is not supported")
+        raise NotImplementedError("qr: mode='raw' (LAPACK's Householder reflectors and their scales) is not "
+                                  "supported: the qr op gives Q and R only; use mode 'reduced', 'complete' or 'r'")
     a = _matrix(a, "qr")
     q, r = _C.qr(a, mode == "complete")
     return r if mode == "r" else QRResult(q, r)

@@ -32,7 +32,7 @@ def _reduced_last(a, axis, keepdims):
     kept = [d for d in range(a.ndim) if d not in axes]
     shape = [1 if d in axes else s for d, s in enumerate(a.shape)] if keepdims else [a.shape[d] for d in kept]
     moved = _C.transpose(a, kept + axes)
-    return _C.reshape(moved, [a.shape[d] for d in kept] + [-1 if a.size else 0]), shape
+    return _C.reshape(moved, [a.shape[d] for d in kept] + [int(_np.prod([a.shape[d] for d in axes]))]), shape
 
 
 def _weights_like(weights, a, axis):
@@ -52,10 +52,12 @@ def _weights_like(weights, a, axis):
     return _C.broadcast_to(_C.reshape(w, expanded), list(a.shape))
 
 
-def _quantile(a, q, axis, method, keepdims, squash_nans, weights):
+def _quantile(a, q, axis, method, keepdims, squash_nans, weights, name):
     """jax.numpy's _quantile with the reduced axes last: sort each row, read the two order statistics around
     q * (n - 1) with take_along_axis and combine them as `method` says. q: a scalar or 1-d; the result's dims
-    are q's, then a's kept ones."""
+    are q's, then a's kept ones. An empty reduced slice (n = 0) has no order statistics: ValueError naming
+    the function `name` and a's shape (numpy's quantile raises IndexError there and JAX a gather's error;
+    numpy's median and nanquantile return NaN with a warning)."""
     if method not in _METHODS:
         raise ValueError("method can only be 'linear', 'lower', 'higher', 'midpoint', 'nearest' or 'inverted_cdf'")
     a = _inexact(a)
@@ -73,6 +75,9 @@ def _quantile(a, q, axis, method, keepdims, squash_nans, weights):
     q = _C.astype(q, "f64" if q._dtype_name == "f64" else "f32")
     x, kept_shape = _reduced_last(a, axis, keepdims)
     n = x.shape[-1]
+    if n == 0:
+        raise ValueError(f"{name}: cannot take a quantile over an empty slice (a of shape {tuple(a.shape)}, "
+                         f"axis={axis} reduces over 0 elements)")
     if squash_nans:
         x = _C.where(isnan(x), _np.nan, x)  # one NaN, sorted last
     else:
@@ -95,8 +100,8 @@ def _quantile(a, q, axis, method, keepdims, squash_nans, weights):
         low_weight = 1 - high_weight
         low = _C.astype(_C.maximum(_C.minimum(low, count - 1), 0), "i32")
         high = _C.astype(_C.maximum(_C.minimum(high, count - 1), 0), "i32")
-        low_value = _C.take_along_axis(x, low, -1) if n else _C.full(list(low.shape), _np.nan, x._dtype_name)
-        high_value = _C.take_along_axis(x, high, -1) if n else low_value
+        low_value = _C.take_along_axis(x, low, -1)
+        high_value = _C.take_along_axis(x, high, -1)
         if method == "linear":
             r = (_C.astype(low_value, q._dtype_name) * low_weight
                  + _C.astype(high_value, q._dtype_name) * high_weight)
@@ -145,16 +150,18 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     """The q-th quantiles (q in [0, 1], a scalar or 1-d) over axis (None: all; an int or a tuple), the result's
     dims being q's then a's kept ones. method: 'linear' (default), 'lower', 'higher', 'midpoint', 'nearest'
     (the lower one at exactly half, as jax.numpy), 'inverted_cdf' (which alone takes weights=). A NaN in a
-    slice makes its quantiles NaN. Integers give float32."""
+    slice makes its quantiles NaN. Integers give float32. An empty reduced axis raises ValueError (as numpy's
+    quantile raises; no quantile exists to give)."""
     _check_unsupported(out, overwrite_input, "quantile")
-    return _quantile(a, q, axis, method, keepdims, False, weights)
+    return _quantile(a, q, axis, method, keepdims, False, weights, "quantile")
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                 weights=None):
-    """quantile with the NaNs left out; NaN where a slice is all NaN."""
+    """quantile with the NaNs left out; NaN where a slice is all NaN. An empty reduced axis raises ValueError
+    (numpy returns NaN with a warning: a slice of no elements is an error here, as in JAX)."""
     _check_unsupported(out, overwrite_input, "nanquantile")
-    return _quantile(a, q, axis, method, keepdims, True, weights)
+    return _quantile(a, q, axis, method, keepdims, True, weights, "nanquantile")
 
 
 def _percent(q):
@@ -164,23 +171,29 @@ def _percent(q):
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                weights=None):
     """quantile at q / 100."""
-    return quantile(a, _percent(q), axis, out, overwrite_input, method, keepdims, weights=weights)
+    _check_unsupported(out, overwrite_input, "percentile")
+    return _quantile(a, _percent(q), axis, method, keepdims, False, weights, "percentile")
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                   weights=None):
     """nanquantile at q / 100."""
-    return nanquantile(a, _percent(q), axis, out, overwrite_input, method, keepdims, weights=weights)
+    _check_unsupported(out, overwrite_input, "nanpercentile")
+    return _quantile(a, _percent(q), axis, method, keepdims, True, weights, "nanpercentile")
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """quantile(a, 0.5, method='midpoint'), as jax.numpy: the mean of the two middle elements (the gradient
-    goes half to each, all to the one middle element of an odd count)."""
-    return quantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
+    goes half to each, all to the one middle element of an odd count). An empty reduced axis raises ValueError
+    (numpy returns NaN with a warning, JAX fails in its gather)."""
+    _check_unsupported(out, overwrite_input, "median")
+    return _quantile(a, 0.5, axis, "midpoint", keepdims, False, None, "median")
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    return nanquantile(a, 0.5, axis, out, overwrite_input, "midpoint", keepdims)
+    """median with the NaNs left out (nanquantile at 0.5, 'midpoint')."""
+    _check_unsupported(out, overwrite_input, "nanmedian")
+    return _quantile(a, 0.5, axis, "midpoint", keepdims, True, None, "nanmedian")
 
 
 # ---- binning ----------------------------------------------------------------------------------------------
