@@ -1,0 +1,60 @@
+"""tessera.scipy.linalg.expm (tessera/_scipy.py) beyond test_scipy's check: float64 against an eigendecomposition
+of a symmetric matrix, a batch whose matrices need different numbers of squarings (under jit), NaNs past
+max_squarings (as JAX), and the gradient under jit against central differences of a float64 Taylor series."""
+import math
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.numpy as tnp
+from tessera.scipy import linalg
+
+from comparisons import arr, close
+from finite_differences import finite_difference
+
+
+def taylor(m, terms=60):
+    """exp(m) by its series in float64, m scaled by 2^-k first and squared k times back (the series of a matrix
+    of norm at most 1/2 converges fast)."""
+    k = max(0, int(math.ceil(math.log2(max(np.abs(m).sum(0).max(), 1e-300) * 2))))
+    a = m / 2.0 ** k
+    r, term = np.eye(len(m)), np.eye(len(m))
+    for i in range(1, terms):
+        term = term @ a / i
+        r = r + term
+    for _ in range(k):
+        r = r @ r
+    return r
+
+
+def test_expm_float64_matches_the_eigendecomposition():
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((5, 5))
+    sym = (s + s.T) * 2  # 1-norm well above 5.37: several squarings
+    w, v = np.linalg.eigh(sym)
+    got = linalg.expm(arr(sym))
+    assert np.asarray(got).dtype == np.float64
+    close(got, (v * np.exp(w)) @ v.T, rtol=1e-11, atol=1e-11)
+
+
+def test_expm_batch_with_different_squarings_under_jit():
+    rng = np.random.default_rng(1)
+    batch = np.stack([rng.standard_normal((3, 3)) * scale for scale in (0.01, 0.5, 4.0, 40.0)])
+    want = np.stack([taylor(m) for m in batch])
+    close(tessera.jit(linalg.expm)(arr(batch)), want, rtol=1e-10, atol=1e-12)
+    close(linalg.expm(batch.astype(np.float32)), want, rtol=5e-4, atol=1e-5)
+
+
+def test_expm_beyond_max_squarings_is_nan():
+    m = np.diag([1.0, -1.0]) * 5.4 * 2 ** 3  # 1-norm 43.2 > 5.372 * 2^3: needs 4 squarings
+    assert np.isnan(np.asarray(linalg.expm(arr(m), max_squarings=3))).all()
+    close(linalg.expm(arr(m), max_squarings=4), taylor(m), rtol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [0.3, 6.0])
+def test_expm_gradient_under_jit_matches_finite_differences(scale):
+    rng = np.random.default_rng(2)
+    m, c = rng.standard_normal((3, 3)) * scale, rng.standard_normal((3, 3))
+    g = tessera.jit(tessera.grad(lambda x: tnp.sum(linalg.expm(x) * arr(c))))(arr(m))
+    close(g, finite_difference(lambda x: np.sum(taylor(x) * c), m), rtol=1e-6, atol=1e-6)
