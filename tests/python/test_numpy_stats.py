@@ -3,6 +3,8 @@ and their nan forms over axes, keepdims and methods, their gradients against fin
 bincount, digitize and interp. Where jax.numpy differs from numpy (method='nearest' at an exact half, histogram's
 floating counts, bincount's length=) the expected value says so; a quantile of an empty slice is a ValueError
 (numpy's quantile raises IndexError, its median gives NaN)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -116,7 +118,8 @@ def test_quantile_errors(x):
 
 
 @pytest.mark.parametrize("name,call", [
-    ("quantile", lambda a, **k: tnp.quantile(a, 0.5, **k)), ("percentile", lambda a, **k: tnp.percentile(a, 50, **k)),
+    ("quantile", lambda a, **k: tnp.quantile(a, 0.5, **k)),
+    ("percentile", lambda a, **k: tnp.percentile(a, 50, **k)),
     ("nanquantile", lambda a, **k: tnp.nanquantile(a, [0.1, 0.9], **k)),
     ("nanpercentile", lambda a, **k: tnp.nanpercentile(a, 50, **k)), ("median", tnp.median),
     ("nanmedian", tnp.nanmedian),
@@ -125,7 +128,7 @@ def test_quantiles_of_an_empty_slice_raise(name, call):
     # numpy's quantile raises IndexError here, its median returns NaN with a warning: there is no order
     # statistic of no elements, so each raises ValueError with its name and the shape.
     for shape, kwargs in [((3, 0), dict(axis=1)), ((0,), {}), ((0, 0), dict(axis=1)), ((2, 0, 4), dict(axis=(0, 1)))]:
-        with pytest.raises(ValueError, match=rf"^{name}: .*empty slice.*{shape}".replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(ValueError, match=rf"^{name}: .*empty slice.*{re.escape(str(shape))}"):
             call(np.zeros(shape, np.float32), **kwargs)
     # A non-empty reduced axis of an array with no other elements is an empty result, as numpy.
     assert np.asarray(call(np.zeros((0, 3), np.float32), axis=1)).size == 0

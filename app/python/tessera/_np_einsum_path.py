@@ -121,8 +121,8 @@ def _greedy_path(input_sets, output_set, sizes, memory_limit):
 
 def contraction_path(inputs, output, sizes, optimize, memory_limit=_math.inf):
     """The path for the terms inputs (label lists) to the labels output: optimize 'greedy' or True (numpy's
-    greedy path), 'optimal', False or None (all in one step, left to right), numpy's ['einsum_path', (i, j), ...] (that path),
-    or (name, memory_limit)."""
+    greedy path), 'optimal', False or None (all in one step, left to right), numpy's ['einsum_path', (i, j),
+    ...] (that path), or (name, memory_limit)."""
     if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
         return [tuple(step) for step in optimize[1:]]
     if (isinstance(optimize, (list, tuple)) and len(optimize) == 2 and isinstance(optimize[0], str)
