@@ -10,14 +10,8 @@ void MetricsPoller::read(const MetricsQueryPtr& query) {
   const MetricsQuery& q = *query;
   auto out = std::make_shared<MetricsRead>();
   out->generation = q.generation;
-  const inspect::RunsReader* reader = open(q.path, q.generation, out->error);
+  const inspect::RunsReader* reader = openChanged(q.path, q.generation, out->error, out->opened, out->changed);
   if (!reader) {
-    emit done(out);
-    return;
-  }
-  out->opened = true;
-  if (unchanged()) {
-    out->changed = false;
     emit done(out);
     return;
   }

@@ -11,14 +11,8 @@ void RunsPoller::read(const QString& path, quint64 generation) {
   auto out = std::make_shared<RunsRead>();
   out->path = path;
   out->generation = generation;
-  const inspect::RunsReader* reader = open(path, generation, out->error);
+  const inspect::RunsReader* reader = openChanged(path, generation, out->error, out->opened, out->changed);
   if (!reader) {
-    emit done(out);
-    return;
-  }
-  out->opened = true;
-  if (unchanged()) {
-    out->changed = false;
     emit done(out);
     return;
   }

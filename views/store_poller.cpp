@@ -36,6 +36,18 @@ const inspect::RunsReader* StorePoller::open(const QString& path, quint64 genera
   return &*m_reader;
 }
 
+const inspect::RunsReader* StorePoller::openChanged(const QString& path, quint64 generation, QString& error,
+                                                    bool& opened, bool& changed) {
+  const inspect::RunsReader* reader = open(path, generation, error);
+  if (!reader) return nullptr;
+  opened = true;
+  if (unchanged()) {
+    changed = false;
+    return nullptr;
+  }
+  return reader;
+}
+
 std::optional<int64_t> StorePoller::dataVersion() {
   if (!m_probe) {
     const QByteArray path = m_path.toUtf8();

@@ -26,6 +26,11 @@ class StorePoller : public QObject {
   // read reads whatever the version says (the asker shows nothing of the store yet). Null, with the reason in
   // `error`, when the store does not exist or is not a run store.
   const inspect::RunsReader* open(const QString& path, quint64 generation, QString& error);
+  // A poll's first step: the store to read, or null when the answer is known already, because the store did not
+  // open (error says why, opened stays false) or nothing was committed since the last read (opened true, changed
+  // false).
+  const inspect::RunsReader* openChanged(const QString& path, quint64 generation, QString& error, bool& opened,
+                                         bool& changed);
   // Nothing was committed since the last read (markRead). Asked before reading: a commit while the store is read
   // changes the version again, and the next poll reads.
   bool unchanged();
