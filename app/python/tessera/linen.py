@@ -31,7 +31,8 @@ from . import random
 
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
            "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
-           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask"]
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "DenseGeneral", "Einsum",
+           "InstanceNorm", "PReLU", "SimpleCell", "GRUCell", "LSTMCell", "RNN"]
 
 _state = threading.local()
 
@@ -885,3 +886,209 @@ class MultiHeadDotProductAttention(Module):
         out = dot_product_attention(q, k, v, mask=mask)  # [B, Q, H, D]
         out = tnp.reshape(out, (out.shape[0], out.shape[1], features))
         return Dense(self.out_features or inputs_q.shape[-1], use_bias=self.use_bias, name="out")(out)
+
+
+class DenseGeneral(Module):
+    """A linear map over several input axes to a features shape (flax.linen.DenseGeneral): kernel
+    [*x.shape[axis], *features], y = tensordot(x, kernel) + bias [*features]."""
+
+    features: Any
+    axis: Any = -1
+    use_bias: bool = True
+    kernel_init: Any = initializers.lecun_normal()
+    bias_init: Any = initializers.zeros
+
+    @compact
+    def __call__(self, x):
+        x = tnp.asarray(x)
+        features = (self.features,) if isinstance(self.features, int) else tuple(self.features)
+        axes = (self.axis,) if isinstance(self.axis, int) else tuple(self.axis)
+        axes = tuple(a % x.ndim for a in axes)
+        in_shape = tuple(x.shape[a] for a in axes)
+        fan_in = math.prod(in_shape)
+        # the kernel is made as a [fan_in, prod(features)] matrix (lecun_normal's fan), then shaped
+        flat = self.param("kernel", lambda key, shape: tnp.reshape(
+            self.kernel_init(key, (fan_in, math.prod(features))), shape), in_shape + features)
+        y = tnp.tensordot(x, flat, axes=(list(axes), list(range(len(axes)))))
+        if self.use_bias:
+            y = y + _C.autocast_operand(self.param("bias", self.bias_init, features))
+        return y
+
+
+class Einsum(Module):
+    """einsum(einsum_str, x, kernel) with a kernel of shape (flax.linen.Einsum); the bias, if any, has the
+    kernel's dims that the output keeps."""
+
+    shape: Any
+    einsum_str: str
+    use_bias: bool = True
+    kernel_init: Any = initializers.lecun_normal()
+    bias_init: Any = initializers.zeros
+
+    @compact
+    def __call__(self, x):
+        spec = self.einsum_str.replace(" ", "")
+        ins, out = spec.split("->")
+        lhs, rhs = ins.split(",")
+        if len(rhs) != len(self.shape):
+            raise ValueError(f"Einsum: the kernel's subscripts {rhs!r} do not fit its shape {tuple(self.shape)}")
+        kernel = self.param("kernel", self.kernel_init, tuple(self.shape))
+        y = tnp.einsum(spec, tnp.asarray(x), kernel)
+        if self.use_bias:
+            kept = [(c, d) for c, d in zip(rhs, self.shape) if c in out]
+            bias = self.param("bias", self.bias_init, tuple(d for _, d in kept))
+            # the bias broadcast along the output's other dims
+            shape = [dict(kept).get(c, 1) for c in out]
+            y = y + tnp.reshape(bias, tuple(shape))
+        return y
+
+
+class InstanceNorm(Module):
+    """Each example's features normalized over its other (spatial) axes: every axis but the batch axis (0) and
+    feature_axes, then scale and bias per feature (flax.linen.InstanceNorm)."""
+
+    epsilon: float = 1e-6
+    use_bias: bool = True
+    use_scale: bool = True
+    feature_axes: Any = -1
+
+    @compact
+    def __call__(self, x):
+        x = _C.autocast_widen(tnp.asarray(x))
+        feats = (self.feature_axes,) if isinstance(self.feature_axes, int) else tuple(self.feature_axes)
+        feats = tuple(a % x.ndim for a in feats)
+        reduce = tuple(a for a in range(1, x.ndim) if a not in feats)
+        mean = tnp.mean(x, axis=reduce, keepdims=True)
+        d = x - mean
+        y = d / tnp.sqrt(tnp.mean(d * d, axis=reduce, keepdims=True) + self.epsilon)
+        shape = tuple(x.shape[a] for a in feats)
+        view = tuple(x.shape[a] if a in feats else 1 for a in range(x.ndim))
+        if self.use_scale:
+            y = y * tnp.reshape(self.param("scale", initializers.ones, shape), view)
+        if self.use_bias:
+            y = y + tnp.reshape(self.param("bias", initializers.zeros, shape), view)
+        return y
+
+
+class PReLU(Module):
+    """x where x >= 0, else negative_slope * x, the slope a learned scalar (flax.linen.PReLU)."""
+
+    negative_slope_init: float = 0.01
+
+    @compact
+    def __call__(self, x):
+        x = tnp.asarray(x)
+        slope = self.param("negative_slope", lambda key, shape: tnp.full(shape, self.negative_slope_init), ())
+        return tnp.where(x >= 0, x, slope * x)
+
+
+class _RecurrentCell(Module):
+    """What the cells share: the carry's zeros for a batch (initialize_carry) and their Dense layers, the input
+    ones without bias and the hidden ones with, the hidden kernels orthogonal (Flax's defaults)."""
+
+    def _input(self, name, x, features, use_bias=False):
+        return Dense(features, use_bias=use_bias, kernel_init=self.kernel_init, name=name)(x)
+
+    def _hidden(self, name, h, features, use_bias=True):
+        return Dense(features, use_bias=use_bias, kernel_init=self.recurrent_kernel_init, name=name)(h)
+
+    def initialize_carry(self, rng, input_shape):
+        zeros = tnp.zeros(tuple(input_shape[:-1]) + (self.features,))
+        return (zeros, zeros) if self.num_carries == 2 else zeros
+
+
+class SimpleCell(_RecurrentCell):
+    """h' = activation_fn(Dense(x) + Dense(h)) (flax.linen.SimpleCell; submodules i, h). Returns (h', h')."""
+
+    features: int
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 1
+
+    @compact
+    def __call__(self, carry, inputs):
+        act = self.activation_fn or tnp.tanh
+        h = act(self._input("i", inputs, self.features) + self._hidden("h", carry, self.features))
+        return h, h
+
+
+class GRUCell(_RecurrentCell):
+    """flax.linen.GRUCell: r and z gates (sigmoid) of Dense(x) + Dense(h), n = tanh(Dense(x) + r * Dense(h)),
+    h' = (1 - z) n + z h. Submodules ir, iz, in (with bias), hr, hz (without), hn (with). Returns (h', h')."""
+
+    features: int
+    gate_fn: Any = None
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 1
+
+    @compact
+    def __call__(self, carry, inputs):
+        from .nn import sigmoid
+        gate, act, f, h = self.gate_fn or sigmoid, self.activation_fn or tnp.tanh, self.features, carry
+        r = gate(self._input("ir", inputs, f, True) + self._hidden("hr", h, f, False))
+        z = gate(self._input("iz", inputs, f, True) + self._hidden("hz", h, f, False))
+        n = act(self._input("in", inputs, f, True) + r * self._hidden("hn", h, f, True))
+        new_h = (1.0 - z) * n + z * h
+        return new_h, new_h
+
+
+class LSTMCell(_RecurrentCell):
+    """flax.linen.LSTMCell: gates i, f, o (sigmoid) and g (tanh) of Dense(x) + Dense(h) (submodules ii, if, ig,
+    io without bias and hi, hf, hg, ho with), c' = f c + i g, h' = o tanh(c'). The carry is (c, h); returns
+    ((c', h'), h')."""
+
+    features: int
+    gate_fn: Any = None
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 2
+
+    @compact
+    def __call__(self, carry, inputs):
+        from .nn import sigmoid
+        gate, act, f = self.gate_fn or sigmoid, self.activation_fn or tnp.tanh, self.features
+        c, h = carry
+        i = gate(self._input("ii", inputs, f) + self._hidden("hi", h, f))
+        fg = gate(self._input("if", inputs, f) + self._hidden("hf", h, f))
+        g = act(self._input("ig", inputs, f) + self._hidden("hg", h, f))
+        o = gate(self._input("io", inputs, f) + self._hidden("ho", h, f))
+        new_c = fg * c + i * g
+        new_h = o * act(new_c)
+        return (new_c, new_h), new_h
+
+
+class RNN(Module):
+    """A cell run over the time axis of [batch, time, features] inputs (time_major: [time, batch, ...]) from a
+    zero carry (or initial_carry), as flax.linen.RNN: the outputs of every step stacked on the time axis; with
+    return_carry=True, (final carry, outputs). reverse runs from the last step (keep_order puts the outputs
+    back in time order). The steps are unrolled: the cell's parameters are made at the first step and shared by
+    the others."""
+
+    cell: Any
+    time_major: bool = False
+    return_carry: bool = False
+    reverse: bool = False
+    keep_order: bool = False
+
+    @compact
+    def __call__(self, inputs, initial_carry=None):
+        x = tnp.asarray(inputs)
+        time_axis = 0 if self.time_major else 1
+        steps = x.shape[time_axis]
+        carry = initial_carry
+        if carry is None:
+            step_shape = tuple(d for i, d in enumerate(x.shape) if i != time_axis)
+            carry = self.cell.initialize_carry(None, step_shape)
+        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
+        outs = []
+        for t in order:
+            carry, y = self.cell(carry, tnp.take(x, t, axis=time_axis))
+            outs.append(y)
+        if self.reverse and self.keep_order:
+            outs = outs[::-1]
+        out = tnp.stack(outs, axis=time_axis)
+        return (carry, out) if self.return_carry else out

@@ -9,11 +9,13 @@ from .numpy import asarray, _engine_dtype, float32, _inexact, _axes, _no_axes
 
 from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, BatchNorm, Conv, ConvTranspose,
                     Upsample, Dropout, Sequential, Variable, initializers, MultiHeadDotProductAttention,
-                    dot_product_attention, make_causal_mask)
+                    dot_product_attention, make_causal_mask, DenseGeneral, Einsum, InstanceNorm, PReLU, SimpleCell,
+                    GRUCell, LSTMCell, RNN)
 
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
            "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
-           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
+           "MultiHeadDotProductAttention", "dot_product_attention", "make_causal_mask", "DenseGeneral", "Einsum",
+           "InstanceNorm", "PReLU", "SimpleCell", "GRUCell", "LSTMCell", "RNN", "relu", "gelu", "sigmoid", "silu", "swish", "softmax", "log_softmax", "logsumexp", "one_hot",
            "softplus", "soft_sign", "log_sigmoid", "leaky_relu", "elu", "celu", "selu", "relu6", "hard_sigmoid",
            "hard_silu", "hard_swish", "hard_tanh", "tanh", "mish", "squareplus", "glu", "standardize",
            "max_pool", "avg_pool", "global_avg_pool", "identity", "log1mexp", "logmeanexp", "sparse_plus",
