@@ -1,6 +1,6 @@
-"""tessera.nn's DenseGeneral, Einsum, InstanceNorm, PReLU and the recurrent cells and RNN (tessera/linen.py)
-against numpy implementations of Flax's definitions, run with the parameters the modules made; gradients
-through an LSTM against finite differences."""
+"""tessera.nn's DenseGeneral, Einsum, InstanceNorm, PReLU (tessera/linen.py) and the recurrent cells and RNN
+(tessera/_linen_recurrent.py) against numpy implementations of Flax's definitions, run with the parameters the
+modules made; gradients through an LSTM against finite differences."""
 import numpy as np
 import pytest
 

@@ -9,8 +9,8 @@ from .numpy import asarray, _engine_dtype, float32, _inexact, _axes, _no_axes
 
 from .linen import (Module, compact, Dense, Embed, LayerNorm, RMSNorm, GroupNorm, BatchNorm, Conv, ConvTranspose,
                     Upsample, Dropout, Sequential, Variable, initializers, MultiHeadDotProductAttention,
-                    dot_product_attention, make_causal_mask, DenseGeneral, Einsum, InstanceNorm, PReLU, SimpleCell,
-                    GRUCell, LSTMCell, RNN)
+                    dot_product_attention, make_causal_mask, DenseGeneral, Einsum, InstanceNorm, PReLU)
+from ._linen_recurrent import SimpleCell, GRUCell, LSTMCell, RNN
 
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
            "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",

@@ -1,0 +1,121 @@
+"""tessera.nn's recurrent modules, as flax.linen's: SimpleCell, GRUCell, LSTMCell (Flax's submodule names and
+parameter layout) and RNN, which runs a cell over a sequence's time axis."""
+
+from typing import Any
+
+from . import numpy as tnp
+from .linen import Dense, Module, compact, initializers
+
+__all__ = ["SimpleCell", "GRUCell", "LSTMCell", "RNN"]
+
+
+class _RecurrentCell(Module):
+    """What the cells share: the carry's zeros for a batch (initialize_carry) and their Dense layers, the input
+    ones without bias and the hidden ones with, the hidden kernels orthogonal (Flax's defaults)."""
+
+    def _input(self, name, x, features, use_bias=False):
+        return Dense(features, use_bias=use_bias, kernel_init=self.kernel_init, name=name)(x)
+
+    def _hidden(self, name, h, features, use_bias=True):
+        return Dense(features, use_bias=use_bias, kernel_init=self.recurrent_kernel_init, name=name)(h)
+
+    def initialize_carry(self, rng, input_shape):
+        zeros = tnp.zeros(tuple(input_shape[:-1]) + (self.features,))
+        return (zeros, zeros) if self.num_carries == 2 else zeros
+
+
+class SimpleCell(_RecurrentCell):
+    """h' = activation_fn(Dense(x) + Dense(h)) (flax.linen.SimpleCell; submodules i, h). Returns (h', h')."""
+
+    features: int
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 1
+
+    @compact
+    def __call__(self, carry, inputs):
+        act = self.activation_fn or tnp.tanh
+        h = act(self._input("i", inputs, self.features) + self._hidden("h", carry, self.features))
+        return h, h
+
+
+class GRUCell(_RecurrentCell):
+    """flax.linen.GRUCell: r and z gates (sigmoid) of Dense(x) + Dense(h), n = tanh(Dense(x) + r * Dense(h)),
+    h' = (1 - z) n + z h. Submodules ir, iz, in (with bias), hr, hz (without), hn (with). Returns (h', h')."""
+
+    features: int
+    gate_fn: Any = None
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 1
+
+    @compact
+    def __call__(self, carry, inputs):
+        from .nn import sigmoid
+        gate, act, f, h = self.gate_fn or sigmoid, self.activation_fn or tnp.tanh, self.features, carry
+        r = gate(self._input("ir", inputs, f, True) + self._hidden("hr", h, f, False))
+        z = gate(self._input("iz", inputs, f, True) + self._hidden("hz", h, f, False))
+        n = act(self._input("in", inputs, f, True) + r * self._hidden("hn", h, f, True))
+        new_h = (1.0 - z) * n + z * h
+        return new_h, new_h
+
+
+class LSTMCell(_RecurrentCell):
+    """flax.linen.LSTMCell: gates i, f, o (sigmoid) and g (tanh) of Dense(x) + Dense(h) (submodules ii, if, ig,
+    io without bias and hi, hf, hg, ho with), c' = f c + i g, h' = o tanh(c'). The carry is (c, h); returns
+    ((c', h'), h')."""
+
+    features: int
+    gate_fn: Any = None
+    activation_fn: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
+    num_carries = 2
+
+    @compact
+    def __call__(self, carry, inputs):
+        from .nn import sigmoid
+        gate, act, f = self.gate_fn or sigmoid, self.activation_fn or tnp.tanh, self.features
+        c, h = carry
+        i = gate(self._input("ii", inputs, f) + self._hidden("hi", h, f))
+        fg = gate(self._input("if", inputs, f) + self._hidden("hf", h, f))
+        g = act(self._input("ig", inputs, f) + self._hidden("hg", h, f))
+        o = gate(self._input("io", inputs, f) + self._hidden("ho", h, f))
+        new_c = fg * c + i * g
+        new_h = o * act(new_c)
+        return (new_c, new_h), new_h
+
+
+class RNN(Module):
+    """A cell run over the time axis of [batch, time, features] inputs (time_major: [time, batch, ...]) from a
+    zero carry (or initial_carry), as flax.linen.RNN: the outputs of every step stacked on the time axis; with
+    return_carry=True, (final carry, outputs). reverse runs from the last step (keep_order puts the outputs
+    back in time order). The steps are unrolled: the cell's parameters are made at the first step and shared by
+    the others."""
+
+    cell: Any
+    time_major: bool = False
+    return_carry: bool = False
+    reverse: bool = False
+    keep_order: bool = False
+
+    @compact
+    def __call__(self, inputs, initial_carry=None):
+        x = tnp.asarray(inputs)
+        time_axis = 0 if self.time_major else 1
+        steps = x.shape[time_axis]
+        carry = initial_carry
+        if carry is None:
+            step_shape = tuple(d for i, d in enumerate(x.shape) if i != time_axis)
+            carry = self.cell.initialize_carry(None, step_shape)
+        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
+        outs = []
+        for t in order:
+            carry, y = self.cell(carry, tnp.take(x, t, axis=time_axis))
+            outs.append(y)
+        if self.reverse and self.keep_order:
+            outs = outs[::-1]
+        out = tnp.stack(outs, axis=time_axis)
+        return (carry, out) if self.return_carry else out
