@@ -10,8 +10,13 @@ __all__ = ["SimpleCell", "GRUCell", "LSTMCell", "RNN"]
 
 
 class _RecurrentCell(Module):
-    """What the cells share: the carry's zeros for a batch (initialize_carry) and their Dense layers, the input
-    ones without bias and the hidden ones with, the hidden kernels orthogonal (Flax's defaults)."""
+    """What the cells share: their fields, the carry's zeros for a batch (initialize_carry) and their Dense layers,
+    the input ones without bias and the hidden ones with, the hidden kernels orthogonal (Flax's defaults)."""
+
+    features: int
+    activation_fn: Any = None  # tanh
+    kernel_init: Any = initializers.lecun_normal()
+    recurrent_kernel_init: Any = initializers.orthogonal()
 
     def _input(self, name, x, features, use_bias=False):
         return Dense(features, use_bias=use_bias, kernel_init=self.kernel_init, name=name)(x)
@@ -27,10 +32,6 @@ class _RecurrentCell(Module):
 class SimpleCell(_RecurrentCell):
     """h' = activation_fn(Dense(x) + Dense(h)) (flax.linen.SimpleCell; submodules i, h). Returns (h', h')."""
 
-    features: int
-    activation_fn: Any = None
-    kernel_init: Any = initializers.lecun_normal()
-    recurrent_kernel_init: Any = initializers.orthogonal()
     num_carries = 1
 
     @compact
@@ -44,11 +45,7 @@ class GRUCell(_RecurrentCell):
     """flax.linen.GRUCell: r and z gates (sigmoid) of Dense(x) + Dense(h), n = tanh(Dense(x) + r * Dense(h)),
     h' = (1 - z) n + z h. Submodules ir, iz, in (with bias), hr, hz (without), hn (with). Returns (h', h')."""
 
-    features: int
-    gate_fn: Any = None
-    activation_fn: Any = None
-    kernel_init: Any = initializers.lecun_normal()
-    recurrent_kernel_init: Any = initializers.orthogonal()
+    gate_fn: Any = None  # sigmoid
     num_carries = 1
 
     @compact
@@ -67,11 +64,7 @@ class LSTMCell(_RecurrentCell):
     io without bias and hi, hf, hg, ho with), c' = f c + i g, h' = o tanh(c'). The carry is (c, h); returns
     ((c', h'), h')."""
 
-    features: int
-    gate_fn: Any = None
-    activation_fn: Any = None
-    kernel_init: Any = initializers.lecun_normal()
-    recurrent_kernel_init: Any = initializers.orthogonal()
+    gate_fn: Any = None  # sigmoid
     num_carries = 2
 
     @compact
