@@ -160,3 +160,21 @@ def test_incomplete_gamma_functions_and_the_cdfs_they_give():
     k = np.array([-1, 0, 3, 10], np.float32)
     want = [0.0] + [sum(math.exp(-3.0) * 3.0 ** j / math.factorial(j) for j in range(int(v) + 1)) for v in k[1:]]
     close(stats.poisson.cdf(k, 3.0), want, rtol=1e-5)
+
+
+def test_incomplete_beta_function_and_the_beta_and_t_cdfs():
+    x = np.array([0.0, 0.02, 0.3, 0.5, 0.77, 0.99, 1.0], np.float32)
+    x64 = x.astype(np.float64)
+    close(special.betainc(np.float32(2.5), np.float32(1.0), x), x64 ** 2.5, rtol=1e-5, atol=1e-7)
+    close(special.betainc(np.float32(1.0), np.float32(3.5), x), 1 - (1 - x64) ** 3.5, rtol=1e-5, atol=1e-7)
+    close(special.betainc(np.float32(0.5), np.float32(0.5), x), 2 / np.pi * np.arcsin(np.sqrt(x64)), atol=2e-6)
+    want = np.array([sum(math.comb(4, j) * v ** j * (1 - v) ** (4 - j) for j in (2, 3, 4)) for v in x64])
+    close(special.betainc(np.float32(2.0), np.float32(3.0), x), want, atol=1e-6)
+    close(stats.beta.cdf(x, 2.0, 3.0), want, atol=1e-6)
+    a, b = np.float32(30.0), np.float32(40.0)
+    close(special.betainc(a, b, x[1:-1]), 1 - np.asarray(special.betainc(b, a, 1 - x[1:-1]), np.float64), atol=2e-6)
+    assert np.isnan(np.asarray(special.betainc(np.float32(-1.0), np.float32(1.0), np.float32(0.5))))
+    z = np.array([-3.0, -0.5, 0.0, 1.2, 8.0], np.float32)
+    close(stats.t.cdf(z, 1.0), 0.5 + np.arctan(z.astype(np.float64)) / np.pi, atol=2e-6)  # Cauchy
+    close(stats.t.cdf(z, 2.0), 0.5 + z / (2 * np.sqrt(2 + z.astype(np.float64) ** 2)), atol=2e-6)
+    close(tessera.jit(special.betainc)(np.float32(2.0), np.float32(3.0), np.float32(0.3)), 0.3483, atol=1e-6)

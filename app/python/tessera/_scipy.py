@@ -273,12 +273,54 @@ def gammaincc(a, x):
     return _tnp.where(_tnp.logical_or(a <= 0, x < 0), _tnp.nan, out)
 
 
+def _betainc_fraction(a, b, x):
+    """The continued fraction of I_x(a, b) (the modified Lentz method, Numerical Recipes' betacf), for
+    x < (a + 1) / (a + b + 2), where it converges fast; one fori_loop over its levels."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+
+    def clamp(v):
+        return _tnp.where(_tnp.abs(v) < _TINY, _TINY, v)
+
+    def body(i, carry):
+        c, d, h = carry
+        m = _C.astype(i, x._dtype_name) + 1.0
+        m2 = 2.0 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 / clamp(1.0 + aa * d)
+        c = clamp(1.0 + aa / c)
+        h = h * d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 / clamp(1.0 + aa * d)
+        c = clamp(1.0 + aa / c)
+        return c, d, h * d * c
+
+    d = 1.0 / clamp(1.0 - qab * x / qap)
+    _, _, h = _lax.fori_loop(0, _IGAMMA_STEPS, body, (_tnp.ones_like(x), d, d))
+    front = _tnp.exp(xlogy(a, x) + xlog1py(b, -x) - betaln(a, b)) / a
+    return front * h
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b): the continued fraction where it converges fast, and
+    1 - I_{1-x}(b, a) on the other side; 0 at x = 0, 1 at x = 1, NaN for a or b <= 0 or x outside [0, 1]."""
+    a, b, x = _f(a), _f(b), _f(x)
+    a, b, x = _tnp.broadcast_arrays(a, b, x)
+    direct = x < (a + 1.0) / (a + b + 2.0)
+    inside = _tnp.clip(x, 1e-30, 1.0 - 1e-7)
+    lower = _betainc_fraction(a, b, _tnp.where(direct, inside, 0.5 * (a + 1.0) / (a + b + 2.0)))
+    upper = _betainc_fraction(b, a, _tnp.where(direct, 0.5 * (b + 1.0) / (a + b + 2.0), 1.0 - inside))
+    out = _tnp.where(direct, lower, 1.0 - upper)
+    out = _tnp.where(x <= 0, 0.0, _tnp.where(x >= 1, 1.0, out))
+    bad = _tnp.logical_or(_tnp.logical_or(a <= 0, b <= 0), _tnp.logical_or(x < 0, x > 1))
+    return _tnp.where(bad, _tnp.nan, out)
+
+
 logsumexp = _nn.logsumexp
 softmax = _nn.softmax
 log_softmax = _nn.log_softmax
 
 _SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "gammainc", "gammaincc", "digamma",
-            "beta", "betaln",
+            "beta", "betaln", "betainc",
             "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
             "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "boxcox", "boxcox1p", "logsumexp", "softmax",
             "log_softmax")
@@ -436,6 +478,7 @@ beta_dist = _distribution(
     "beta", "The beta distribution with shapes a and b.",
     logpdf=_beta_logpdf,
     pdf=lambda x, a, b, loc=0.0, scale=1.0: _tnp.exp(_beta_logpdf(x, a, b, loc, scale)),
+    cdf=lambda x, a, b, loc=0.0, scale=1.0: betainc(a, b, _tnp.clip(_standardized(x, loc, scale)[0], 0.0, 1.0)),
 )
 
 
@@ -450,7 +493,14 @@ t = _distribution(
     "t", "Student's t distribution with df degrees of freedom.",
     logpdf=_t_logpdf,
     pdf=lambda x, df, loc=0.0, scale=1.0: _tnp.exp(_t_logpdf(x, df, loc, scale)),
+    cdf=lambda x, df, loc=0.0, scale=1.0: _t_cdf(_standardized(x, loc, scale)[0], _f(df)),
 )
+
+
+def _t_cdf(z, df):
+    """P(T <= z) = 1 - I_{df / (df + z^2)}(df / 2, 1 / 2) / 2 for z >= 0, by symmetry below."""
+    tail = 0.5 * betainc(df / 2.0, _tnp.full_like(df, 0.5), df / (df + z * z))
+    return _tnp.where(z >= 0, 1.0 - tail, tail)
 
 
 def _pareto_logpdf(x, b, loc=0.0, scale=1.0):
@@ -590,7 +640,8 @@ for _name in _SPECIAL:
 
 stats = _types.ModuleType("tessera.scipy.stats",
                           "jax.scipy.stats: the densities (logpdf, pdf; logpmf, pmf) and, where closed-form, CDFs of "
-                          "norm, expon, laplace, logistic, cauchy, uniform, gamma, chi2 (and their cdf, sf), beta, t, "
+                          "norm, expon, laplace, logistic, cauchy, uniform, gamma, chi2 (and their cdf, sf), beta, t "
+                          "(and their cdf), "
                           "pareto, poisson (and its cdf), "
                           "bernoulli, geom, multivariate_normal, dirichlet.")
 for _name, _dist in (("norm", norm), ("expon", expon), ("laplace", laplace), ("logistic", logistic),
