@@ -127,3 +127,23 @@ def test_dense_general_einsum_instance_norm_prelu():
     pr = nn.PReLU(negative_slope_init=0.2)
     vp = pr.init(KEY, x)
     np.testing.assert_allclose(np.asarray(pr.apply(vp, x)), np.where(x >= 0, x, 0.2 * x), rtol=1e-6)
+
+
+def test_rnn_runs_its_steps_as_one_scan():
+    x = rng.standard_normal((2, 40, 3)).astype(np.float32)
+    m = nn.RNN(nn.GRUCell(4), reverse=True)
+    v = m.init(KEY, x)
+    p = np_params(v["params"]["cell"])
+    h = np.zeros((2, 4))
+    outs = []
+    for t in reversed(range(40)):
+        h = gru_step(p, h, x[:, t].astype(np.float64))
+        outs.append(h)
+    np.testing.assert_allclose(np.asarray(tessera.jit(m.apply)(v, x)), np.stack(outs, 1), rtol=1e-4, atol=1e-5)
+    ir = tessera.trace(lambda xs: m.apply(v, xs))(x)
+    assert ir.count(" scan") + ir.count("scan(") >= 1 and ir.count("logistic") < 10  # one loop, not 40 cells
+    one = nn.RNN(nn.SimpleCell(2))
+    y = one.apply(one.init(KEY, x[:, :1]), x[:, :1])
+    assert y.shape == (2, 1, 2)
+    with pytest.raises(ValueError, match="no time steps"):
+        one.apply(one.init(KEY, x[:, :1]), x[:, :0])

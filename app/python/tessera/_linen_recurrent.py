@@ -85,8 +85,8 @@ class RNN(Module):
     """A cell run over the time axis of [batch, time, features] inputs (time_major: [time, batch, ...]) from a
     zero carry (or initial_carry), as flax.linen.RNN: the outputs of every step stacked on the time axis; with
     return_carry=True, (final carry, outputs). reverse runs from the last step (keep_order puts the outputs
-    back in time order). The steps are unrolled: the cell's parameters are made at the first step and shared by
-    the others."""
+    back in time order). The first step runs as it is (it makes the cell's parameters when initializing); the
+    others are one lax.scan, so a long sequence is one loop in the IR, not a copy of the cell per step."""
 
     cell: Any
     time_major: bool = False
@@ -96,19 +96,26 @@ class RNN(Module):
 
     @compact
     def __call__(self, inputs, initial_carry=None):
+        from . import lax
         x = tnp.asarray(inputs)
         time_axis = 0 if self.time_major else 1
         steps = x.shape[time_axis]
+        if steps == 0:
+            raise ValueError(f"RNN: the inputs have no time steps (shape {tuple(x.shape)})")
         carry = initial_carry
         if carry is None:
             step_shape = tuple(d for i, d in enumerate(x.shape) if i != time_axis)
             carry = self.cell.initialize_carry(None, step_shape)
-        order = range(steps - 1, -1, -1) if self.reverse else range(steps)
-        outs = []
-        for t in order:
-            carry, y = self.cell(carry, tnp.take(x, t, axis=time_axis))
-            outs.append(y)
+        xs = tnp.moveaxis(x, time_axis, 0)  # [time, ...]
+        if self.reverse:
+            xs = tnp.flip(xs, 0)
+        carry, first = self.cell(carry, xs[0])
+        if steps > 1:
+            carry, rest = lax.scan(lambda c, xt: self.cell(c, xt), carry, xs[1:])
+            out = tnp.concatenate([first[None], rest], 0)
+        else:
+            out = first[None]
         if self.reverse and self.keep_order:
-            outs = outs[::-1]
-        out = tnp.stack(outs, axis=time_axis)
+            out = tnp.flip(out, 0)
+        out = tnp.moveaxis(out, 0, time_axis)
         return (carry, out) if self.return_carry else out
