@@ -27,7 +27,6 @@
 #include <functional>
 #include <stdexcept>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <vector>
 

@@ -423,17 +423,24 @@ _ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.278
              -0.82215223, 0.17087277)
 
 
+def _erfc_parts(a):
+    """For a >= 0: (t, e) with erfc(a) = t exp(-a^2 + e), t = 1/(1 + a/2) and e the fit's polynomial in t;
+    erfcx and log_ndtr (tessera.scipy.special) use the parts without forming erfc."""
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = _C.scalar(_ERFC_FIT[-1], t) * t
+    for c in reversed(_ERFC_FIT[1:-1]):
+        poly = (poly + c) * t
+    return t, _ERFC_FIT[0] + poly
+
+
 def erfc(x):
     """1 - erf(x), accurate in the tail (erfc(10) = 2.1e-45 is not 1 - 1): a rational fit in t = 1/(1 + |x|/2)
     for |x|, and 2 - erfc(-x) for negative x."""
     x = _tnp.asarray(x)
     x = x if x._dtype_name in ("f32", "f64", "f16", "bf16") else _C.astype(x, "f32")
     a = _tnp.abs(x)
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = _C.scalar(_ERFC_FIT[-1], t) * t
-    for c in reversed(_ERFC_FIT[1:-1]):
-        poly = (poly + c) * t
-    pos = t * _tnp.exp(-a * a + _ERFC_FIT[0] + poly)
+    t, e = _erfc_parts(a)
+    pos = t * _tnp.exp(-a * a + e)
     return _tnp.where(x < 0, 2.0 - pos, pos)
 
 

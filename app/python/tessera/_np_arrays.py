@@ -18,7 +18,7 @@ from ._np_base import Array, _canonical_axis, _FLOATING
 from ._np_creation import arange, asarray, zeros
 from ._np_elementwise import clip, isnan, logical_not, multiply, _operands, _promoted
 from ._np_layout import broadcast_to, concatenate, moveaxis, ravel, reshape, split, stack, tile
-from ._np_reductions import cumprod, cumsum, sort, argsort, sum
+from ._np_reductions import cumprod, cumsum, sort, argsort
 from ._np_indexing import nonzero, take, take_along_axis, where
 from ._np_linalg import tensordot
 from ._np_composite import diag, isin

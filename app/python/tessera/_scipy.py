@@ -11,7 +11,8 @@ from . import lax as _lax
 from . import numpy as _tnp
 from . import nn as _nn
 from ._lax_linalg import scipy as _scipy_module
-from ._np_grids import i0, _i0_scaled
+from ._lax_ops import _erfc_parts
+from ._np_grids import i0, _i0_scaled  # i0: tessera.scipy.special.i0
 
 _LOG2 = _math.log(2.0)
 _SQRT2 = _math.sqrt(2.0)
@@ -36,23 +37,13 @@ def erfinv(x):
 erfc = _lax.erfc
 
 
-def _erfc_log_parts(a):
-    """For a >= 0: (log t, poly) with erfc(a) = t exp(-a^2 + poly) (the fit tessera.lax.erfc uses)."""
-    from ._lax_ops import _ERFC_FIT
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = _C.scalar(_ERFC_FIT[-1], t) * t
-    for c in reversed(_ERFC_FIT[1:-1]):
-        poly = (poly + c) * t
-    return _tnp.log(t), poly + _ERFC_FIT[0]
-
-
 def erfcx(x):
     """exp(x^2) erfc(x), without forming either factor where it over- or underflows (x >= 0 straight from the
     fit, negative x as 2 exp(x^2) - erfcx(-x))."""
     x = _f(x)
     a = _tnp.abs(x)
-    log_t, poly = _erfc_log_parts(a)
-    pos = _tnp.exp(log_t + poly)
+    t, e = _erfc_parts(a)
+    pos = t * _tnp.exp(e)
     return _tnp.where(x < 0, 2.0 * _tnp.exp(x * x) - pos, pos)
 
 
@@ -181,8 +172,8 @@ def log_ndtr(x):
     above."""
     x = _f(x)
     a = _tnp.abs(x) / _SQRT2
-    log_t, poly = _erfc_log_parts(a)
-    lower = log_t - a * a + poly - _LOG2  # log(erfc(|x|/sqrt2) / 2) = log ndtr(-|x|)
+    t, e = _erfc_parts(a)
+    lower = _tnp.log(t) - a * a + e - _LOG2  # log(erfc(|x|/sqrt2) / 2) = log ndtr(-|x|)
     return _tnp.where(x < 0, lower, _tnp.log1p(-_tnp.exp(lower)))
 
 
