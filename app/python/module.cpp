@@ -508,6 +508,7 @@ void defineOps(py::module_& m) {
       });
 
   m.def("astype", [](py::handle x, const std::string& dtype) { UserSite site; return astype(toArray(x), dtypeFromName(dtype)); });
+  m.def("bitcast", [](py::handle x, const std::string& dtype) { UserSite site; return bitcast(toArray(x), dtypeFromName(dtype)); });
   m.def("reshape", [](py::handle x, const std::vector<int64_t>& shape) { UserSite site; return reshape(toArray(x), shape); });
   m.def("transpose", [](py::handle x, const Axes& perm) { UserSite site; return transpose(toArray(x), perm); });
   m.def("broadcast_to", [](py::handle x, const std::vector<int64_t>& shape) {

@@ -406,7 +406,7 @@ def map(f, xs):
 __all__ += ["acosh", "asinh", "atanh", "cbrt", "erfc", "reciprocal", "broadcasted_iota", "broadcast_to_rank",
             "broadcast_shapes", "collapse", "index_in_dim", "index_take", "batch_matmul", "reduce_and", "reduce_or",
             "reduce_xor", "split", "tile", "real", "imag", "conj", "population_count", "clz", "scatter_sub",
-            "approx_max_k", "approx_min_k", "bessel_i0e"]
+            "approx_max_k", "approx_min_k", "bessel_i0e", "bitcast_convert_type"]
 
 acosh = _tnp.arccosh
 asinh = _tnp.arcsinh
@@ -556,6 +556,47 @@ def population_count(x):
     v = _C.bitwise_and(v + shift_right_logical(v, c(4)), c(0x0F0F0F0F))
     v = shift_right_logical(v * c(0x01010101), c(24))
     return _C.astype(v, x._dtype_name)
+
+
+_BIT_WIDTH = {"f32": 32, "i32": 32, "u32": 32, "f64": 64, "i64": 64, "u8": 8}
+# The integer type that holds a word of each width as bits (i64's shifts are masked back to 32 bits).
+_WORD = {8: "u8", 32: "u32", 64: "i64"}
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """operand's bits read as new_dtype, as jax.lax's: same width keeps the shape; to a narrower type adds a
+    trailing axis of width ratio (the low-order part first, as on a little-endian machine); from a narrower type
+    takes that trailing axis away. bf16/f16 have no 16-bit integer partner here, and bool is not bits."""
+    x = asarray(operand)
+    src, dst = x._dtype_name, _engine_dtype(new_dtype)
+    for dt in (src, dst):
+        if dt not in _BIT_WIDTH:
+            raise TypeError(f"bitcast_convert_type: {_tnp.dtype(dt) if dt != 'bf16' else 'bfloat16'} has no "
+                            f"integer type of its width to bitcast through ({src} -> {dst})")
+    ws, wd = _BIT_WIDTH[src], _BIT_WIDTH[dst]
+    if ws == wd:
+        return x if src == dst else _C.bitcast(x, dst)
+    word = lambda v, width: v if v._dtype_name == _WORD[width] else _C.bitcast(v, _WORD[width])  # noqa: E731
+    if ws > wd:
+        ratio, bits = ws // wd, word(x, ws)
+        mask = _C.scalar((1 << wd) - 1, bits)
+        parts = [_C.bitwise_and(shift_right_logical(bits, _C.scalar(k * wd, bits)) if k else bits, mask)
+                 for k in range(ratio)]
+        parts = [word(_C.astype(p, _WORD[wd]), wd) for p in parts]
+        out = _C.stack(parts, x.ndim)
+        return out if dst == _WORD[wd] else _C.bitcast(out, dst)
+    ratio = wd // ws
+    if x.ndim == 0 or x.shape[-1] != ratio:
+        raise ValueError(f"bitcast_convert_type: {src} -> {dst} takes a trailing axis of {ratio}; got shape "
+                         f"{tuple(x.shape)}")
+    bits = word(x, ws)
+    acc = None
+    for k in range(ratio):
+        part = _C.astype(_C.squeeze(_C.slice(bits, [0] * (x.ndim - 1) + [k], list(x.shape[:-1]) + [k + 1],
+                                             [1] * x.ndim), [x.ndim - 1]), _WORD[wd])
+        part = _C.left_shift(part, _C.scalar(k * ws, part)) if k else part
+        acc = part if acc is None else _C.bitwise_or(acc, part)
+    return acc if dst == _WORD[wd] else _C.bitcast(acc, dst)
 
 
 def clz(x):

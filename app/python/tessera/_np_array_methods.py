@@ -3,6 +3,8 @@ type when tessera.numpy is imported."""
 
 import builtins as _builtins
 
+import numpy as _np
+
 from . import _tessera as _C
 # Some of these are used only by name, through globals(), in the loop at the end.
 from ._np_base import Array, _ENGINE_TO_PUBLIC, _FLOATING
@@ -106,6 +108,27 @@ def _searchsorted_method(self, v, side="left", sorter=None):
     return searchsorted(self, v, side, sorter)
 
 
+def _view_method(self, dtype=None, type=None):
+    """The same bits as another dtype, as jax.Array.view: the last axis scales by the ratio of the widths."""
+    if type is not None:
+        raise NotImplementedError("view(type=...): Arrays have one type")
+    if dtype is None:
+        return self
+    from ._lax_ops import _BIT_WIDTH, bitcast_convert_type
+    from ._np_base import _engine_dtype
+    src, dst = _BIT_WIDTH.get(self._dtype_name), _BIT_WIDTH.get(_engine_dtype(dtype))
+    if src is not None and dst is not None and dst > src:  # to a wider type: the last axis groups into words
+        n, ratio = (self.shape[-1] if self.ndim else 1), dst // src
+        if n % ratio:
+            raise ValueError(f"view: the last axis ({n}) must be a multiple of {ratio} to view {self.dtype} as "
+                             f"{_np.dtype(dtype) if dtype != 'bfloat16' else dtype}")
+        return bitcast_convert_type(reshape(self, tuple(self.shape[:-1]) + (n // ratio, ratio)), dtype)
+    out = bitcast_convert_type(self, dtype)
+    if out.ndim > self.ndim:  # to a narrower type: the new trailing axis joins the last one
+        return reshape(out, tuple(self.shape[:-1]) + (-1,))
+    return out
+
+
 Array.block_until_ready = _block_until_ready
 Array.is_ready = lambda self: True
 Array.weak_type = False
@@ -119,6 +142,7 @@ Array.conj = Array.conjugate = lambda self: self
 Array.diagonal = _diagonal_method
 Array.trace = _trace_method
 Array.searchsorted = _searchsorted_method
+Array.view = _view_method
 Array.tobytes = lambda self, order="C": _to_numpy(self).tobytes(order)
 Array.__round__ = lambda self, ndigits=None: round(self, 0 if ndigits is None else ndigits)
 Array.at = property(_IndexHelper)

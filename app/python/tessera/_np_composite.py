@@ -6,13 +6,13 @@ import builtins as _builtins
 import numpy as _np
 
 from . import _tessera as _C
-from ._np_base import Array, bool_, float32, int32, _canonical_axis, _FLOATING
-from ._np_creation import arange, asarray, astype, eye, full, zeros
-from ._np_elementwise import (abs, equal, exp, floor, isnan, less, less_equal, log, log1p, logaddexp, logical_not,
+from ._np_base import Array, float32, _canonical_axis, _FLOATING
+from ._np_creation import asarray, eye, full, zeros
+from ._np_elementwise import (abs, equal, exp, isnan, less, less_equal, log, log1p, logaddexp, logical_not,
                               maximum, minimum, sign, sqrt, _inexact, _promoted)
 from ._np_indexing import where as where_value
-from ._np_layout import broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, split, stack, swapaxes
-from ._np_reductions import any, argmax, argmin, max, mean, min, prod, std, sum, var
+from ._np_layout import broadcast_to, concatenate, expand_dims, flip, moveaxis, reshape, swapaxes
+from ._np_reductions import any, argmax, argmin, max, mean, min, prod, sum, var
 
 # ---- numpy's queries ------------------------------------------------------------------------------------
 
@@ -292,13 +292,14 @@ def rint(x):
 
 
 def signbit(x):
-    """True where the sign bit is set (-0.0 and NaNs with the bit included, as numpy)."""
+    """True where the sign bit is set (-0.0 and NaNs with the bit included, as numpy): the bits read as an
+    integer of the same width are negative. bf16 and f16 widen to f32 first, which keeps the sign."""
     x = asarray(x)
     if x._dtype_name not in _FLOATING:
         return less(x, 0)
-    bits = _C.astype(x, "f32") if x._dtype_name != "f32" else x
-    # 1 / x is -inf for -0.0; NaN's bit is not readable without a bitcast: NaN counts as positive.
-    return _C.bitwise_or(less(bits, 0.0), equal(1.0 / bits, -_np.inf))
+    if x._dtype_name == "f64":
+        return less(_C.bitcast(x, "i64"), 0)
+    return less(_C.bitcast(_C.astype(x, "f32") if x._dtype_name != "f32" else x, "i32"), 0)
 
 
 def copysign(x1, x2):

@@ -1,5 +1,5 @@
 """tessera.numpy's number-theoretic and floating-point decomposition functions written with the others: gcd, lcm,
-divmod, frexp, ldexp, modf, fabs, unwrap, and real, imag, conj, angle, isreal, iscomplex for real arrays (there
+divmod, frexp, ldexp, modf, nextafter, spacing, bitwise_count, fabs, unwrap, and real, imag, conj, angle, isreal, iscomplex for real arrays (there
 are no complex dtypes), as jax.numpy's.
 Where numpy and JAX differ on special values, numpy's answer is the one given (frexp of a subnormal, modf of an
 infinity)."""
@@ -97,6 +97,58 @@ def modf(x, /):
     x = _inexact(x)
     whole = trunc(x)
     return where(isinf(x), copysign(0.0, x), copysign(x - whole, x)), whole  # -0.0 for -7.0 and -0.0, as numpy
+
+
+# Floats' bits as integers: an integer type of their width, the step of one unit in the last place there, and
+# the sign bit. bf16 is f32's upper half, so it steps in f32's bits by 2**16 and stays exact; f16 has its own
+# exponent range and no integer type of its width here.
+_BITS = {"f32": ("f32", "i32", 1, -2**31), "bf16": ("f32", "i32", 1 << 16, -2**31),
+         "f64": ("f64", "i64", 1, -2**63)}
+
+
+def _float_bits(name, x):
+    if x._dtype_name not in _BITS:
+        raise TypeError(f"{name}: float32, bfloat16 or float64 operands expected; got {x.dtype}")
+    wide, itype, step, sign = _BITS[x._dtype_name]
+    w = _C.astype(x, wide) if x._dtype_name != wide else x
+    return _C.bitcast(w, itype), wide, step, sign
+
+
+def nextafter(x1, x2, /):
+    """The next representable number after x1 towards x2, elementwise, as numpy's: x2 where they are equal, NaN
+    where either is, the smallest subnormal with x2's sign after a zero. Stepping the bits as an integer by one
+    moves the magnitude up by one unit in the last place whatever the sign."""
+    from ._np_elementwise import _inexact_operands
+    a, b = _inexact_operands(x1, x2)
+    bits, wide, step, sign = _float_bits("nextafter", a)
+    c = lambda v: _C.scalar(v, bits)  # noqa: E731
+    away = equal(less(a, b), less(zeros_like(a), a))  # moving away from zero: up for a > 0, down for a < 0
+    stepped = where(away, bits + c(step), bits - c(step))
+    b_bits = _float_bits("nextafter", b)[0]
+    tiny = where(less(b_bits, 0), c(sign + step), c(step))
+    out = _C.bitcast(where(equal(a, 0), tiny, stepped), wide)
+    out = out if out._dtype_name == a._dtype_name else _C.astype(out, a._dtype_name)
+    out = where(equal(a, b), b, out)
+    return where(logical_or(isnan(a), isnan(b)), a + b, out)
+
+
+def spacing(x, /):
+    """The distance from x to the next representable number away from zero, signed as x (-0.0 included), as
+    jax.numpy's and numpy's: NaN for infinities and NaN, infinity at the largest finite number."""
+    from ._np_composite import signbit
+    x = _inexact(x)
+    up = nextafter(x, where(signbit(x), -_np.inf, _np.inf)) - x
+    return where(logical_or(isinf(x), isnan(x)), _np.nan, up)
+
+
+def bitwise_count(x, /):
+    """The number of 1 bits in |x|, elementwise, as uint8, as jax.numpy's and numpy's (|-2**31| wraps to
+    itself, one bit)."""
+    from .lax import population_count
+    x = asarray(x)
+    if _is_floating(x) or x._dtype_name == "bool":
+        raise TypeError(f"bitwise_count: an integer operand expected; got {x.dtype}")
+    return _C.astype(population_count(abs(x) if x._dtype_name == "i32" else x), "u8")
 
 
 def real(val):

@@ -16,7 +16,8 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #   _np_composite      functions written with the others: hstack, diag, trace, diff, the nan* reductions, sinh, ...
 #   _np_stats          median, quantile, percentile and their nan forms; histogram, bincount, digitize, interp
 #   _np_setops         unique, unique_values, unique_counts, unique_inverse, unique_all
-#   _np_math           gcd, lcm, divmod, frexp, ldexp, modf; real, imag, conj of real arrays
+#   _np_math           gcd, lcm, divmod, frexp, ldexp, modf, nextafter, spacing, bitwise_count;
+#                      real, imag, conj of real arrays
 #   _np_arrays         array_split, insert, delete, resize, kron, cross, inner, vdot, ravel_multi_index, lexsort,
 #                      partition, piecewise, choose, compress, put, block, the set operations, nancumsum, ...
 #   _np_signal         convolve, correlate, the poly* functions, vander, gradient, trapezoid, cov, corrcoef, histogram2d
@@ -65,8 +66,8 @@ from ._np_composite import (append, arccosh, arcsinh, arctanh, array_equal, atle
 from ._np_stats import (bincount, digitize, histogram, histogram_bin_edges, interp, median, nanmedian,
                         nanpercentile, nanquantile, percentile, quantile)
 from ._np_setops import unique, unique_all, unique_counts, unique_inverse, unique_values
-from ._np_math import (angle, conj, conjugate, divmod, fabs, frexp, gcd, imag, iscomplex, iscomplexobj, isreal,
-                       isrealobj, lcm, ldexp, modf, real, unwrap)
+from ._np_math import (angle, bitwise_count, conj, conjugate, divmod, fabs, frexp, gcd, imag, iscomplex,
+                       iscomplexobj, isreal, isrealobj, lcm, ldexp, modf, nextafter, real, spacing, unwrap)
 from ._np_arrays import (apply_along_axis, apply_over_axes, argpartition, array_equiv, array_split, block, choose,
                          compress, cross, delete, diag_indices, diagflat, dsplit, extract, fill_diagonal, hsplit,
                          inner, insert, intersect1d, kron, lexsort, nancumprod, nancumsum, partition, piecewise, put,
