@@ -19,6 +19,7 @@ EmptyState = collections.namedtuple("EmptyState", "")
 ScaleByScheduleState = collections.namedtuple("ScaleByScheduleState", "count")
 TraceState = collections.namedtuple("TraceState", "trace")
 ScaleByAdamState = collections.namedtuple("ScaleByAdamState", "count mu nu")
+WeightDecaySchedule = collections.namedtuple("WeightDecaySchedule", "count")
 
 
 def apply_updates(params, updates):
@@ -113,17 +114,27 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0):
     return GradientTransformation(_adam_state, update)
 
 
-def add_decayed_weights(weight_decay, mask=None):
+def add_decayed_weights(weight_decay=0.0, mask=None):
     """updates + weight_decay * params, where mask (a pytree of bools like params, or a function of params
-    giving one) is true."""
+    giving one) is true. weight_decay may be a schedule: the state then counts the steps, as Optax's
+    WeightDecaySchedule."""
 
-    def fn(updates, params):
+    def decay(updates, params, wd):
         m = mask(params) if callable(mask) else mask
         if m is None:
-            return tree_map(lambda u, p: u + weight_decay * p, updates, params)
-        return tree_map(lambda u, p, keep: u + weight_decay * p if keep else u, updates, params, m)
+            return tree_map(lambda u, p: u + wd * p, updates, params)
+        return tree_map(lambda u, p, keep: u + wd * p if keep else u, updates, params, m)
 
-    return _stateless(fn)
+    if not callable(weight_decay):
+        return _stateless(lambda updates, params: decay(updates, params, weight_decay))
+
+    def init(params):
+        return WeightDecaySchedule(tnp.zeros((), tnp.int32))
+
+    def update(updates, state, params=None):
+        return decay(updates, params, weight_decay(state.count)), WeightDecaySchedule(state.count + 1)
+
+    return GradientTransformation(init, update)
 
 
 def adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0):
@@ -226,17 +237,21 @@ def trace(decay, nesterov=False):
     return _trace(decay, nesterov)
 
 
-def ema(decay, debias=True):
-    """The exponential moving average of the updates, bias-corrected unless debias=False."""
+def ema(decay, debias=True, accumulator_dtype=None):
+    """The exponential moving average of the updates, bias-corrected unless debias=False. accumulator_dtype
+    stores the average in another dtype (the updates keep theirs)."""
+
+    def cast(tree):
+        return tree if accumulator_dtype is None else tree_map(lambda x: tnp.astype(x, accumulator_dtype), tree)
 
     def init(params):
-        return EmaState(tnp.zeros((), tnp.int32), tree_map(tnp.zeros_like, params))
+        return EmaState(tnp.zeros((), tnp.int32), cast(tree_map(tnp.zeros_like, params)))
 
     def update(updates, state, params=None):
         new = tree_map(lambda g, e: (1 - decay) * g + decay * e, updates, state.ema)
         count = state.count + 1
         out = tree_map(lambda e: e / (1 - decay ** _float(count)), new) if debias else new
-        return out, EmaState(count, new)
+        return out, EmaState(count, cast(new))
 
     return GradientTransformation(init, update)
 
@@ -612,3 +627,21 @@ def cosine_distance(predictions, targets, epsilon=0.0):
 def smooth_labels(labels, alpha):
     """(1 - alpha) labels + alpha / the number of classes (the last axis)."""
     return (1.0 - alpha) * labels + alpha / labels.shape[-1]
+
+
+# Adafactor, AdaBelief, SM3, Yogi, AdaDelta, Fromage, NovoGrad, noisy SGD, inject_hyperparams, apply_if_finite and
+# their parts, written with the blocks above.
+from ._optim_more import (AddNoiseState, ApplyIfFiniteState, FactoredState, InjectHyperparamsState,  # noqa: E402
+                          ScaleByAdaDeltaState, ScaleByBeliefState, ScaleByNovogradState, ScaleBySM3State,
+                          adabelief, adadelta, adafactor, add_noise, apply_if_finite, clip_by_block_rms, fromage,
+                          inject_hyperparams, noisy_sgd, novograd, scale_by_adadelta, scale_by_belief,
+                          scale_by_factored_rms, scale_by_learning_rate, scale_by_novograd, scale_by_param_block_norm,
+                          scale_by_param_block_rms, scale_by_sm3, scale_by_yogi, sm3, yogi)
+
+__all__ += ["scale_by_adam", "add_decayed_weights", "WeightDecaySchedule", "scale_by_learning_rate",
+            "clip_by_block_rms", "scale_by_param_block_rms", "scale_by_param_block_norm", "scale_by_factored_rms",
+            "adafactor", "scale_by_belief", "adabelief", "scale_by_yogi", "yogi", "scale_by_adadelta", "adadelta",
+            "scale_by_sm3", "sm3", "scale_by_novograd", "novograd", "fromage", "add_noise", "noisy_sgd",
+            "apply_if_finite", "inject_hyperparams", "FactoredState", "ScaleByBeliefState", "ScaleBySM3State",
+            "ScaleByAdaDeltaState", "ScaleByNovogradState", "AddNoiseState", "ApplyIfFiniteState",
+            "InjectHyperparamsState"]
