@@ -94,9 +94,9 @@ def _factored_dims(shape, factored, min_dim_size_to_factor):
 def scale_by_factored_rms(factored=True, decay_rate=0.8, step_offset=0, min_dim_size_to_factor=128, epsilon=1e-30,
                           decay_rate_fn=_decay_rate_pow):
     """Adafactor's scaling, g / sqrt(v). A leaf of >= 2 dims whose two largest dims are both at least
-    min_dim_size_to_factor keeps only the means of g^2 + epsilon over its largest dim (v_row) and over its second
-    largest (v_col), and v is their outer product over the mean of v_row: memory of the order of the sum of the
-    dims, not their product. Other leaves keep v itself. The slots a leaf does not use hold a zero of shape [1]."""
+    min_dim_size_to_factor keeps only moving averages of the means of g^2 + epsilon over its largest dim (v_row)
+    and over its second largest (v_col), and v is their outer product over the mean of v_row: memory of the order
+    of the sum of the dims, not their product. Other leaves keep v itself. The slots a leaf does not use hold a zero of shape [1]."""
 
     def slots(p):
         dims = _factored_dims(p.shape, factored, min_dim_size_to_factor)
