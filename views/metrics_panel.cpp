@@ -251,20 +251,15 @@ QList<QPointF> MetricsPanel::rawCurve(qint64 run, const QString& key) const {
 }
 
 void MetricsPanel::selectionChanged() {
-  ++m_generation;
+  m_reads.nextGeneration();
   poll();
 }
 
 void MetricsPanel::poll() {
-  if (m_dbPath.isEmpty()) return;
-  if (m_reading) {
-    m_readAgain = true;
-    return;
-  }
-  m_reading = true;
+  if (m_dbPath.isEmpty() || !m_reads.ask()) return;
   auto q = std::make_shared<MetricsQuery>();
   q->path = m_dbPath;
-  q->generation = m_generation;
+  q->generation = m_reads.generation();
   q->selected = m_selected;
   for (const QString& key : metrics()) q->keys.push_back(key.toStdString());
   for (const auto& [series, held] : m_points) q->held[series] = held.empty() ? -1 : held.steps.back();
@@ -275,11 +270,10 @@ void MetricsPanel::poll() {
 }
 
 void MetricsPanel::onRead(const MetricsReadPtr& read) {
-  m_reading = false;
-  const bool current = read->generation == m_generation;
+  bool current = false;
+  const bool again = m_reads.answered(read->generation, current);
   if (current && apply(*read)) rebuild();
-  if (m_readAgain || !current) {
-    m_readAgain = false;
+  if (again) {
     poll();
     return;
   }

@@ -72,7 +72,7 @@ class MetricsPanel : public QWidget {
   // read follows that one.
   void poll();
   // A read asked for has not been answered yet.
-  bool reading() const { return m_reading || m_readAgain; }
+  bool reading() const { return m_reads.busy(); }
   // The thread the store is read on.
   QThread* readerThread() const { return m_pollerThread.thread(); }
 
@@ -146,11 +146,9 @@ class MetricsPanel : public QWidget {
   QTimer* m_reduceTimer;  // coalesces the plot area's resizes into one reduction
 
   QString m_dbPath;
-  quint64 m_generation = 0;  // one per store and selection: answers asked before are dropped
+  PollGate m_reads;          // a generation per store and selection: answers asked before are dropped
   MetricsPoller* m_poller;   // lives on m_pollerThread's thread
   PollerThread m_pollerThread;
-  bool m_reading = false;
-  bool m_readAgain = false;
   bool m_opened = false;     // the last answer found a run store
   QList<qint64> m_selected;
   std::map<qint64, store::RunInfo> m_runs;

@@ -71,6 +71,23 @@ bool StorePoller::unchanged() {
   return m_asked && m_version && *m_asked == *m_version;
 }
 
+bool PollGate::ask() {
+  if (m_inFlight) {
+    m_again = true;
+    return false;
+  }
+  m_inFlight = true;
+  return true;
+}
+
+bool PollGate::answered(quint64 generation, bool& current) {
+  m_inFlight = false;
+  current = generation == m_generation;
+  const bool again = m_again || !current;
+  m_again = false;
+  return again;
+}
+
 PollerThread::PollerThread(StorePoller* poller, const QString& name) : m_thread(new QThread), m_poller(poller) {
   m_thread->setObjectName(name);
   m_poller->moveToThread(m_thread);

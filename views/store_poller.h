@@ -2,7 +2,8 @@
 // What the readers of runs.db off the UI thread share (views/runs_poller.h, views/metrics_poller.h): a QObject
 // living on a thread of its own with its own SQLite connections — a RunsReader, and a probe that asks SQLite
 // whether anything was committed since the last read (PRAGMA data_version), so an unchanged store costs one
-// pragma — and the thread it lives on (PollerThread), which the panel that asks starts and ends.
+// pragma — the thread it lives on (PollerThread), which the panel that asks starts and ends, and the asking
+// side's bookkeeping (PollGate).
 #include <cstdint>
 #include <optional>
 
@@ -48,6 +49,29 @@ class StorePoller : public QObject {
   std::optional<int64_t> m_version;  // at the last read
   std::optional<int64_t> m_asked;    // by the last unchanged()
   quint64 m_generation = 0;          // of the last read
+};
+
+// The asking panel's side of a poller: one read in flight at a time (a store that is slow to read is not asked
+// again and again), one more after it when asked meanwhile (so the last answer is never older than the last ask),
+// and answers asked for an older generation (another store or selection) dropped.
+class PollGate {
+ public:
+  quint64 generation() const { return m_generation; }
+  // Another store or selection: answers to the reads asked before are stale.
+  void nextGeneration() { ++m_generation; }
+  // A read is asked for. True: send it now, for generation(); false: one is under way, and another follows it.
+  bool ask();
+  // The answer to the read in flight, asked for `generation`. `current`: it is for the generation the panel shows
+  // (else drop it). The result: read again now (it was asked meanwhile, or this answer is stale) rather than say
+  // that the reads asked for are done.
+  bool answered(quint64 generation, bool& current);
+  // A read asked for has not been answered yet.
+  bool busy() const { return m_inFlight || m_again; }
+
+ private:
+  quint64 m_generation = 0;
+  bool m_inFlight = false;
+  bool m_again = false;
 };
 
 // A poller on a thread of its own, named for debuggers. The thread starts here; the destructor lets a read under
