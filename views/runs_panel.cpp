@@ -24,8 +24,6 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include "engine/inspect/run_edits.h"
-
 namespace tsr::studio {
 
 namespace {
@@ -202,6 +200,7 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
     : QWidget(parent),
       m_session(session),
       m_info(new QLabel),
+      m_editLine(new QLabel),
       m_table(new QTableView),
       m_model(new RunsTableModel(this)),
       m_compare(new QTextBrowser),
@@ -213,6 +212,7 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   setObjectName("runsPanel");
   connect(m_poller, &RunsPoller::done, this, &RunsPanel::onRead);
   connect(m_poller, &RunsPoller::profilesDiffed, this, &RunsPanel::onProfilesDiffed);
+  connect(m_poller, &RunsPoller::edited, this, &RunsPanel::onEdited);
   m_table->setModel(m_model);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
@@ -250,6 +250,10 @@ RunsPanel::RunsPanel(Session* session, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addLayout(bar);
+  m_editLine->setWordWrap(true);
+  m_editLine->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_editLine->hide();
+  layout->addWidget(m_editLine);
   layout->addWidget(split, 1);
   connect(compare, &QPushButton::clicked, this, &RunsPanel::compareSelected);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
@@ -270,7 +274,11 @@ void RunsPanel::setPollInterval(int msec) {
 
 void RunsPanel::setDatabase(const QString& path) {
   m_dbPath = path;
-  ++m_generation;
+  m_reads.nextGeneration();
+  ++m_editRequest;
+  m_editing = false;
+  m_editLine->clear();
+  m_editLine->hide();
   m_allRuns.clear();
   m_model->setRuns({});
   if (path.isEmpty()) m_info->setText(tr("No project: no runs."));
@@ -278,20 +286,15 @@ void RunsPanel::setDatabase(const QString& path) {
 }
 
 void RunsPanel::refresh() {
-  if (m_dbPath.isEmpty()) return;
-  if (m_reading) {
-    m_readAgain = true;
-    return;
-  }
-  m_reading = true;
-  QMetaObject::invokeMethod(m_poller, [poller = m_poller, path = m_dbPath, generation = m_generation] {
+  if (m_dbPath.isEmpty() || !m_reads.ask()) return;
+  QMetaObject::invokeMethod(m_poller, [poller = m_poller, path = m_dbPath, generation = m_reads.generation()] {
     poller->read(path, generation);
   });
 }
 
 void RunsPanel::onRead(const RunsReadPtr& read) {
-  m_reading = false;
-  const bool current = read->generation == m_generation;
+  bool current = false;
+  const bool again = m_reads.answered(read->generation, current);
   if (current && !read->opened) {
     m_info->setText(tr("No runs yet: press Run ▶ to train (%1).").arg(QFileInfo(m_dbPath).fileName()));
   } else if (current && !read->error.isEmpty()) {
@@ -300,8 +303,7 @@ void RunsPanel::onRead(const RunsReadPtr& read) {
     m_allRuns = std::move(read->runs);
     showRuns();
   }
-  if (m_readAgain || !current) {
-    m_readAgain = false;
+  if (again) {
     refresh();
     return;
   }
@@ -471,7 +473,11 @@ QString RunsPanel::profileDiffHtml(qint64 runA, qint64 runB, const Result<train:
 
 QString RunsPanel::comparisonText() const { return m_compare->toPlainText(); }
 
-qint64 RunsPanel::singleSelected() {
+qint64 RunsPanel::editableRun() {
+  if (m_editing) {
+    m_error = tr("another edit is under way");
+    return 0;
+  }
   const QList<qint64> ids = selectedRuns();
   if (ids.size() != 1) {
     m_error = tr("select one run");
@@ -480,53 +486,141 @@ qint64 RunsPanel::singleSelected() {
   return ids.front();
 }
 
-bool RunsPanel::edited(const Status& st) {
-  if (!st.ok()) {
-    m_error = QString::fromStdString(st.error().message);
-    m_session->log("error", m_error);
-    return false;
-  }
-  m_error.clear();
-  refresh();  // the edit's commit is seen by the poller's probe: the store is read again
-  return true;
-}
-
 bool RunsPanel::renameSelected(const QString& name) {
-  const qint64 id = singleSelected();
-  return id > 0 && edited(inspect::renameRun(m_dbPath.toStdString(), id, name.trimmed().toStdString()));
+  RunEdit e;
+  e.kind = RunEdit::Kind::Rename;
+  e.text = name;
+  return sendEdit(std::move(e));
 }
 
 bool RunsPanel::setTagsOfSelected(const QStringList& tags) {
-  const qint64 id = singleSelected();
-  std::vector<std::string> t;
-  for (const QString& s : tags) t.push_back(s.trimmed().toStdString());
-  return id > 0 && edited(inspect::setRunTags(m_dbPath.toStdString(), id, t));
+  RunEdit e;
+  e.kind = RunEdit::Kind::Tags;
+  e.tags = tags;
+  return sendEdit(std::move(e));
 }
 
 bool RunsPanel::setNotesOfSelected(const QString& notes) {
-  const qint64 id = singleSelected();
-  return id > 0 && edited(inspect::setRunNotes(m_dbPath.toStdString(), id, notes.toStdString()));
+  RunEdit e;
+  e.kind = RunEdit::Kind::Notes;
+  e.text = notes;
+  return sendEdit(std::move(e));
 }
 
 bool RunsPanel::archiveSelected(bool archived) {
-  const qint64 id = singleSelected();
-  return id > 0 && edited(inspect::setRunArchived(m_dbPath.toStdString(), id, archived));
+  RunEdit e;
+  e.kind = RunEdit::Kind::Archive;
+  e.archived = archived;
+  return sendEdit(std::move(e));
 }
 
 bool RunsPanel::deleteSelected() {
-  const qint64 id = singleSelected();
-  if (id <= 0) return false;
-  auto what = inspect::describeDeletion(m_dbPath.toStdString(), id);
-  if (!what.ok()) return edited(what.takeError());
-  const QString question = tr("Delete %1? This cannot be undone.").arg(QString::fromStdString(*what));
+  RunEdit e;
+  e.kind = RunEdit::Kind::DescribeDeletion;
+  return sendEdit(std::move(e));
+}
+
+namespace {
+
+// What the panel's line says while `e` is under way, and what failed when it did.
+QString editDoing(const RunEdit& e) {
+  switch (e.kind) {
+    case RunEdit::Kind::Rename: return RunsPanel::tr("Renaming run %1…").arg(e.run);
+    case RunEdit::Kind::Tags: return RunsPanel::tr("Setting the tags of run %1…").arg(e.run);
+    case RunEdit::Kind::Notes: return RunsPanel::tr("Saving the notes of run %1…").arg(e.run);
+    case RunEdit::Kind::Archive:
+      return (e.archived ? RunsPanel::tr("Archiving run %1…") : RunsPanel::tr("Unarchiving run %1…")).arg(e.run);
+    case RunEdit::Kind::DescribeDeletion: return RunsPanel::tr("Reading what deleting run %1 removes…").arg(e.run);
+    case RunEdit::Kind::Delete: return RunsPanel::tr("Deleting run %1…").arg(e.run);
+  }
+  return {};
+}
+
+QString editFailure(const RunEdit& e, const QString& error) {
+  QString what;
+  switch (e.kind) {
+    case RunEdit::Kind::Rename: what = RunsPanel::tr("Run %1 was not renamed"); break;
+    case RunEdit::Kind::Tags: what = RunsPanel::tr("The tags of run %1 were not changed"); break;
+    case RunEdit::Kind::Notes: what = RunsPanel::tr("The notes of run %1 were not saved"); break;
+    case RunEdit::Kind::Archive:
+      what = e.archived ? RunsPanel::tr("Run %1 was not archived") : RunsPanel::tr("Run %1 was not unarchived");
+      break;
+    case RunEdit::Kind::DescribeDeletion:
+    case RunEdit::Kind::Delete: what = RunsPanel::tr("Run %1 was not deleted"); break;
+  }
+  return QString("%1: %2").arg(what.arg(e.run), error);
+}
+
+}  // namespace
+
+bool RunsPanel::sendEdit(RunEdit edit) {
+  // The deletion's second step is sent while its first one holds the turn.
+  if (edit.kind != RunEdit::Kind::Delete) {
+    edit.run = editableRun();
+    if (edit.run <= 0) return false;
+  }
+  edit.path = m_dbPath;
+  edit.request = ++m_editRequest;
+  m_editing = true;
+  m_error.clear();
+  m_editLine->setStyleSheet(QString());
+  m_editLine->setText(editDoing(edit));
+  m_editLine->show();
+  QMetaObject::invokeMethod(m_poller, [poller = m_poller, edit = std::move(edit)] { poller->edit(edit); });
+  return true;
+}
+
+void RunsPanel::onEdited(const RunEditDonePtr& done) {
+  const RunEdit& e = done->edit;
+  if (!m_editing || e.request != m_editRequest) return;  // sent before the store changed
+  if (!done->error.isEmpty()) {
+    editFailed(e, done->error);
+    return;
+  }
+  if (e.kind == RunEdit::Kind::DescribeDeletion) {
+    confirmDeletion(e, done->description);
+    return;
+  }
+  m_editing = false;
+  m_error.clear();  // a refusal while this edit was under way
+  m_editLine->clear();
+  m_editLine->hide();
+  refresh();  // the edit's commit is seen by the poller's probe: the store is read again
+  emit edited(true);
+}
+
+void RunsPanel::confirmDeletion(const RunEdit& describe, const QString& what) {
+  const QString question = tr("Delete %1? This cannot be undone.").arg(what);
+  m_editLine->setText(tr("Delete run %1? Waiting for the answer.").arg(describe.run));
+  const quint64 request = m_editRequest;
   const bool yes = m_confirm ? m_confirm(question)
                              : QMessageBox::question(this, tr("Delete Run"), question) == QMessageBox::Yes;
+  if (request != m_editRequest) return;  // another store was opened while the question was open
   if (!yes) {
+    m_editing = false;
     m_error = tr("kept");
-    return false;
+    m_editLine->clear();
+    m_editLine->hide();
+    emit edited(false);
+    return;
   }
-  return edited(inspect::deleteRun(m_dbPath.toStdString(), id));
+  RunEdit deletion = describe;
+  deletion.kind = RunEdit::Kind::Delete;
+  sendEdit(std::move(deletion));
 }
+
+void RunsPanel::editFailed(const RunEdit& edit, const QString& error) {
+  m_editing = false;
+  m_error = error;
+  // Nothing is read again: the table shows the store as it was, which a failed edit left alone.
+  m_editLine->setText(editFailure(edit, error));
+  m_editLine->setStyleSheet("color: #d04040");
+  m_editLine->show();
+  m_session->log("error", m_error);
+  emit edited(false);
+}
+
+QString RunsPanel::editStatus() const { return m_editLine->text(); }
 
 void RunsPanel::showMenu(const QPoint& pos) {
   const QList<qint64> ids = selectedRuns();
@@ -560,6 +654,9 @@ void RunsPanel::showMenu(const QPoint& pos) {
                  [this, archived = row->info.archived] { archiveSelected(!archived); });
   menu.addSeparator();
   menu.addAction(tr("Delete…"), this, [this] { deleteSelected(); });
+  // One edit at a time: the one under way is on the panel's line.
+  if (m_editing)
+    for (QAction* a : menu.actions()) a->setEnabled(false);
   menu.exec(m_table->viewport()->mapToGlobal(pos));
 }
 

@@ -5,8 +5,10 @@
 // panel, and Compare lists the selected runs side by side with the differences marked. Rename, Tags, Notes,
 // Archive and Delete (with its checkpoints, after a confirmation) act on the selected run. The store is read on
 // a thread of its own (views/runs_poller.h): the table only when something was written since the last read, and
-// the two profiles Compare sets side by side when it is pressed. The table keeps its selection, scroll position
-// and sort order across reads.
+// the two profiles Compare sets side by side when it is pressed. The edits are made on that thread too, one at a
+// time: a training process that holds the store's lock keeps an edit waiting there, never the UI; the panel says
+// which edit is under way, then why it failed or, once made, reads the table again. The table keeps its
+// selection, scroll position and sort order across reads.
 #include <functional>
 #include <optional>
 #include <vector>
@@ -74,7 +76,7 @@ class RunsPanel : public QWidget {
   // How often the panel asks on its own (2 s; 0: only when refresh() is called).
   void setPollInterval(int msec);
   // A read asked for has not been answered yet.
-  bool reading() const { return m_reading || m_readAgain; }
+  bool reading() const { return m_reads.busy(); }
   // The thread the store is read on.
   QThread* readerThread() const { return m_pollerThread.thread(); }
   // Lists the selected runs side by side at once; with two, their profiles follow from the reader thread
@@ -83,12 +85,20 @@ class RunsPanel : public QWidget {
   bool comparing() const { return m_comparing; }
   QString comparisonText() const;
   void setDatabase(const QString& path);
-  // Edits of the selected run (one): false with the reason in lastError().
+  // Edits of the selected run (one), sent to the reader thread: true once sent, and edited() follows with the
+  // answer. False, with the reason in lastError(), when not one run is selected or another edit is under way.
   bool renameSelected(const QString& name);
   bool setTagsOfSelected(const QStringList& tags);
   bool setNotesOfSelected(const QString& notes);
   bool archiveSelected(bool archived);
-  bool deleteSelected();  // asks first (the confirmation can be answered by tests: setConfirm)
+  // Reads what the deletion would remove (on the reader thread), asks (tests answer through setConfirm), then
+  // deletes; a question answered no is an edit not made, with lastError() "kept".
+  bool deleteSelected();
+  // An edit was sent and is not answered yet (the context menu's edits are off meanwhile).
+  bool editing() const { return m_editing; }
+  // The panel's line about edits: the one under way, or why the last one failed; empty otherwise.
+  QString editStatus() const;
+  // Why the last edit was not made (empty: it was).
   QString lastError() const { return m_error; }
   void setConfirm(std::function<bool(const QString&)> confirm) { m_confirm = std::move(confirm); }
   QComboBox* tagFilter() const { return m_tagFilter; }
@@ -101,20 +111,24 @@ class RunsPanel : public QWidget {
   void refreshed(bool changed);
   // The comparison asked last is on screen, profiles included.
   void compared();
+  // The edit sent last is answered: made (the table is being read again), or not, the reason in lastError().
+  // An edit sent before the store changed (setDatabase) is not answered.
+  void edited(bool ok);
 
  private:
   Session* m_session;
   QLabel* m_info;
+  QLabel* m_editLine;  // editStatus()
   QTableView* m_table;
   RunsTableModel* m_model;
   QTextBrowser* m_compare;
   QTimer* m_timer;
   QString m_dbPath;
-  quint64 m_generation = 0;  // one per setDatabase: answers for another store are dropped
+  PollGate m_reads;      // a generation per setDatabase: answers for another store are dropped
   RunsPoller* m_poller;  // lives on m_pollerThread's thread
   PollerThread m_pollerThread;
-  bool m_reading = false;
-  bool m_readAgain = false;
+  quint64 m_editRequest = 0;  // one per edit sent: the answer to an edit before setDatabase is dropped
+  bool m_editing = false;
   quint64 m_compareRequest = 0;  // one per Compare: a profile diff for an older one is dropped
   bool m_comparing = false;
   QString m_compareHtml;  // the runs side by side, which the profiles' diff follows
@@ -123,14 +137,18 @@ class RunsPanel : public QWidget {
   QCheckBox* m_showArchived;
   QString m_error;
   std::function<bool(const QString&)> m_confirm;
-  bool edited(const Status& st);
+  // The selected run when an edit may be sent (0, with the reason in m_error, when not).
+  qint64 editableRun();
+  bool sendEdit(RunEdit edit);
+  void onEdited(const RunEditDonePtr& done);
+  void confirmDeletion(const RunEdit& describe, const QString& what);
+  void editFailed(const RunEdit& edit, const QString& error);
   void onRead(const RunsReadPtr& read);
   void onProfilesDiffed(const ProfileDiffReadPtr& diff);
   // Two runs' profiles by kernel and by graph node, for the comparison (a line saying why when there are none).
   static QString profileDiffHtml(qint64 runA, qint64 runB, const Result<train::ProfileDiff>& d);
   // Shows m_allRuns under the filter, keeping the selection, the current run and the scroll position.
   void showRuns();
-  qint64 singleSelected();
   void showMenu(const QPoint& pos);
 };
 

@@ -38,6 +38,13 @@ inline bool refreshRuns(RunsPanel* runs) {
   return runsRead(runs);
 }
 
+// Waits for the answer to the Runs panel's edit (made on its reader thread) and, when the edit was made, for the
+// table read after it: whether it was made.
+inline bool runsEdited(RunsPanel* runs) {
+  if (!QTest::qWaitFor([&] { return !runs->editing(); }, 30000)) return false;
+  return runs->lastError().isEmpty() && runsRead(runs);
+}
+
 inline void writeFile(const QString& path, const QByteArray& text) {
   QFile f(path);
   QVERIFY(f.open(QIODevice::WriteOnly));

@@ -702,30 +702,39 @@ class TestStudio : public QObject {
     emit panel.tagFilter()->activated(tagIndex);
     QCOMPARE(ids(), (QList<qint64>{3, 1}));
 
+    // Each edit is sent to the reader thread and answered there; one at a time.
     panel.selectRuns({1});
     QVERIFY(panel.renameSelected("baseline"));
+    QVERIFY2(runsEdited(&panel), qPrintable(panel.lastError()));
     QVERIFY(panel.setTagsOfSelected({"sweep=a", " keep "}));
+    QVERIFY2(runsEdited(&panel), qPrintable(panel.lastError()));
     QVERIFY(panel.setNotesOfSelected("the one to beat"));
+    QVERIFY2(runsEdited(&panel), qPrintable(panel.lastError()));
     auto r = store::RunStore::openReadOnly(db);
     QCOMPARE(QString::fromStdString(r->run(1)->name), QString("baseline"));
     QCOMPARE(r->run(1)->tags, (std::vector<std::string>{"keep", "sweep=a"}));
     QCOMPARE(QString::fromStdString(r->run(1)->notes), QString("the one to beat"));
-    QVERIFY(!panel.renameSelected(""));
+    QVERIFY(panel.renameSelected(""));
+    QVERIFY(!runsEdited(&panel));
     QVERIFY2(panel.lastError().contains("empty"), qPrintable(panel.lastError()));
+    QVERIFY2(panel.editStatus().contains("Run 1 was not renamed"), qPrintable(panel.editStatus()));
 
     panel.selectRuns({3});
     QString asked;
     panel.setConfirm([&](const QString& q) { asked = q; return false; });
-    QVERIFY(!panel.deleteSelected());
+    QVERIFY(panel.deleteSelected());
+    QVERIFY(!runsEdited(&panel));
+    QCOMPARE(panel.lastError(), QString("kept"));
     QVERIFY2(asked.contains("and its checkpoints"), qPrintable(asked));
     QVERIFY(QFile::exists(dir.filePath("checkpoints/run-3/latest.safetensors")));
     panel.setConfirm([](const QString&) { return true; });
     QVERIFY(panel.deleteSelected());
+    QVERIFY2(runsEdited(&panel), qPrintable(panel.lastError()));
     QVERIFY(!QFileInfo::exists(dir.filePath("checkpoints/run-3")));
-    QVERIFY(runsRead(&panel));
     QCOMPARE(ids(), (QList<qint64>{1}));
     panel.selectRuns({1});
     QVERIFY(panel.archiveSelected(true));
+    QVERIFY2(runsEdited(&panel), qPrintable(panel.lastError()));
     QCOMPARE(store::RunStore::openReadOnly(db)->run(1)->archived, true);
   }
 
