@@ -1,8 +1,11 @@
 #pragma once
-// What the IDE's window tests share: opening a project and waiting for its graph, waiting for a layout, and
-// writing a file.
+// What the IDE's window tests share: their first step, opening a project and waiting for its graph, waiting for a
+// layout, and writing a file.
+#include <QCoreApplication>
 #include <QFile>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTest>
 
 #include "app/studio/main_window.h"
@@ -11,6 +14,17 @@
 #include "views/session.h"
 
 namespace tsr::studio::test {
+
+// A test's initTestCase: the window's settings (layout, theme, recent projects, run configurations) in a test
+// location of the test's own (`app`), cleared, so that no test meets what another test or a user left there; with
+// `tesseraBin`, the CLI that the window's Run and Profile start.
+inline void initStudioTest(const char* app, const char* tesseraBin = nullptr) {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName("TesseraTest");
+  QCoreApplication::setApplicationName(app);
+  QSettings().clear();
+  if (tesseraBin) qputenv("TESSERA_BIN", tesseraBin);
+}
 
 // Opens a project and waits until it is compiled and the graph laid out.
 inline bool openAndWait(MainWindow& w, const QString& path) {

@@ -10,7 +10,6 @@
 #include <QFile>
 #include <QMimeData>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QLabel>
 #include <QTemporaryDir>
 #include <QTest>
@@ -25,6 +24,7 @@
 #include "app/studio/main_window.h"
 #include "engine/project/project.h"
 #include "engine/train/sharding_plan.h"
+#include "tests/studio/studio_test_util.h"
 #include "views/graph_panel.h"
 #include "views/param_tree_model.h"
 #include "views/project_panel.h"
@@ -121,9 +121,7 @@ class TestShardingPanel : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("ShardingPanelTest");
+    test::initStudioTest("ShardingPanelTest");
   }
 
   // The tutorial's layout (4 x 2: layer 0 column-parallel, layer 1 row-parallel), then a drop that replicates

@@ -11,10 +11,8 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
-#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTableView>
@@ -68,10 +66,7 @@ class TestStudio : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("StudioTest");
-    QSettings().clear();
+    initStudioTest("StudioTest");
   }
 
   void opensEverySampleProject_data() {

@@ -9,9 +9,7 @@
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
-#include <QSettings>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTreeWidget>
@@ -90,11 +88,7 @@ class TestStudioGraph : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("GraphPanelTest");
-    QSettings().clear();
-    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    initStudioTest("GraphPanelTest", TSR_TESSERA_BIN);
   }
 
   // The time overlay colours a node by its kernel's time at the stages whose graph the profile ran, and no

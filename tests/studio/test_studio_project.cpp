@@ -7,9 +7,7 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QSettings>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBlock>
@@ -81,11 +79,7 @@ class TestStudioProject : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("StudioProjectTest");
-    QSettings().clear();
-    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    initStudioTest("StudioProjectTest", TSR_TESSERA_BIN);
   }
 
   // The timeline's profile is compared with the project as it is: project.toml edited since (a learning rate),

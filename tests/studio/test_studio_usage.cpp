@@ -11,7 +11,6 @@
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QHeaderView>
@@ -74,11 +73,7 @@ class TestStudioUsage : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("StudioUsageTest");
-    QSettings().clear();
-    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    initStudioTest("StudioUsageTest", TSR_TESSERA_BIN);
   }
 
   // A model.py with a syntax error: the Project panel and the status bar say "model.py:LINE: the exception" in

@@ -8,9 +8,7 @@
 #include <QDir>
 #include <QOpenGLContext>
 #include <QPlainTextEdit>
-#include <QSettings>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -21,6 +19,7 @@
 #include "app/studio/main_window.h"
 #include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
+#include "tests/studio/studio_test_util.h"
 #include "views/graph_panel.h"
 #include "views/ir_panel.h"
 #include "views/run_controller.h"
@@ -31,13 +30,9 @@
 using namespace tsr;
 using namespace tsr::studio;
 
-namespace {
+using tsr::studio::test::writeFile;
 
-void writeFile(const QString& path, const QByteArray& text) {
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
-}
+namespace {
 
 // A tiny MLP: compiles and profiles in a few seconds.
 void writeTinyProject(const QString& dir) {
@@ -87,11 +82,7 @@ class TestTimeline : public QObject {
 
  private slots:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("TesseraTest");
-    QCoreApplication::setApplicationName("TimelineTest");
-    QSettings().clear();
-    qputenv("TESSERA_BIN", TSR_TESSERA_BIN);
+    test::initStudioTest("TimelineTest", TSR_TESSERA_BIN);
     QString platform = QGuiApplication::platformName();
     QOpenGLContext probe;
     if (platform == "offscreen" || platform == "minimal")
