@@ -99,5 +99,10 @@ class InterruptWatch {
 void registerTransforms(py::module_& m);
 // Array.__dlpack__, __dlpack_device__ and from_dlpack (dlpack.cpp).
 void registerDlpack(py::module_& m, py::class_<Array>& array);
+// host_callback: a Python function called by a program (callbacks.cpp).
+void registerCallbacks(py::module_& m);
+// When `message` (an engine error) reports the exception a Python callback raised, sets that exception, with
+// the message as a note, as the Python error and returns true. With the GIL held.
+bool restoreCallbackError(const std::string& message);
 
 }  // namespace tsr::python

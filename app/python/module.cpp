@@ -709,8 +709,12 @@ void CallbackErrors::rethrow() {
   throw py::error_already_set();
 }
 
+void setPythonError(const Error& e) {
+  if (!restoreCallbackError(e.message)) PyErr_SetString(exceptionTypeFor(e.message), e.message.c_str());
+}
+
 void raisePython(const Error& e) {
-  PyErr_SetString(exceptionTypeFor(e.message), e.message.c_str());
+  setPythonError(e);
   throw py::error_already_set();
 }
 
@@ -736,7 +740,7 @@ PYBIND11_MODULE(_tessera, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const tsr::Exception& e) {
-      PyErr_SetString(exceptionTypeFor(e.error().message), e.error().message.c_str());
+      setPythonError(e.error());
     } catch (const std::bad_alloc&) {
       PyErr_SetString(PyExc_MemoryError, "out of memory: an allocation failed");
     }
@@ -753,4 +757,5 @@ PYBIND11_MODULE(_tessera, m) {
   defineArray(m);
   defineOps(m);
   registerTransforms(m);
+  registerCallbacks(m);
 }

@@ -78,7 +78,7 @@ const char* const kAttrsNames[] = {"NoAttrs",        "ConvertAttrs",     "Broadc
                                    "AllToAllAttrs",  "CollectivePermuteAttrs", "DeviceTableAttrs",
                                    "ShardingConstraintAttrs", "IntegerPowAttrs", "CumulativeAttrs", "SortAttrs", "TopKAttrs",
                                    "ConvAttrs", "WindowAttrs", "AttentionAttrs", "BatchNormAttrs",
-                                   "TriangularSolveAttrs", "DecompositionAttrs"};
+                                   "TriangularSolveAttrs", "DecompositionAttrs", "HostCallbackAttrs"};
 static_assert(sizeof(kAttrsNames) / sizeof(kAttrsNames[0]) == std::variant_size_v<Attrs>);
 }  // namespace
 

@@ -390,6 +390,18 @@ struct WindowAttrs {
   bool operator==(const WindowAttrs&) const = default;
 };
 
+// host_callback: calls a function of the host program (host_callback.h) with the operands; the results are its.
+// `callback` is the function's id in this process, which the text form prints; `fn` holds the function while a
+// graph does (a parsed graph finds it by id, while it lives).
+struct HostCallback;
+using HostCallbackPtr = std::shared_ptr<const HostCallback>;
+struct HostCallbackAttrs {
+  int64_t callback = 0;
+  HostCallbackPtr fn;
+  template <class V> void fields(V& v) { v("callback", callback); }
+  bool operator==(const HostCallbackAttrs& o) const { return callback == o.callback; }
+};
+
 using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAttrs, TransposeAttrs, SliceAttrs,
                            DynamicSliceAttrs, ConcatenateAttrs, PadAttrs, IotaAttrs, RevAttrs, ReduceAttrs,
                            ArgReduceAttrs, DotGeneralAttrs, GatherAttrs, ConstantAttrs, ScanAttrs, CondAttrs,
@@ -397,7 +409,7 @@ using Attrs = std::variant<NoAttrs, ConvertAttrs, BroadcastInDimAttrs, ReshapeAt
                            AllReduceAttrs, AllGatherAttrs, AllToAllAttrs, CollectivePermuteAttrs, DeviceTableAttrs,
                            ShardingConstraintAttrs, IntegerPowAttrs, CumulativeAttrs, SortAttrs, TopKAttrs,
                            ConvAttrs, WindowAttrs, AttentionAttrs, BatchNormAttrs, TriangularSolveAttrs,
-                           DecompositionAttrs>;
+                           DecompositionAttrs, HostCallbackAttrs>;
 
 // Name of the struct held by attrs ("DotGeneralAttrs"), for messages.
 const char* attrsTypeName(const Attrs& attrs);

@@ -27,6 +27,7 @@ void registerCoreOps(ir::OpRegistry& reg) {
   registerBatchNormOps(reg);
   registerCrossEntropyOps(reg);
   registerLinalgOps(reg);
+  registerHostCallbackOps(reg);
 }
 
 ir::OpRegistry& registry() {

@@ -31,5 +31,6 @@ void registerAttentionOps(ir::OpRegistry& reg);    // attention.cpp: dot_product
 void registerBatchNormOps(ir::OpRegistry& reg);    // batch_norm.cpp: batch_norm_training and its gradient
 void registerCrossEntropyOps(ir::OpRegistry& reg); // cross_entropy.cpp: softmax_cross_entropy and its gradient
 void registerLinalgOps(ir::OpRegistry& reg);       // linalg.cpp: cholesky, triangular_solve, lu
+void registerHostCallbackOps(ir::OpRegistry& reg); // host_callback.cpp: host_callback
 
 }  // namespace tsr::ops

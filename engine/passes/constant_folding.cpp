@@ -36,13 +36,14 @@ namespace {
 
 // Ops that are never evaluated: sources that are already the compact form of their value (constant, iota,
 // broadcast_in_dim), control flow (a body may be arbitrarily expensive, a while_loop may never end), collectives
-// (their value depends on the device and on the other devices' operands), and ops that may have side effects.
+// (their value depends on the device and on the other devices' operands), host callbacks (the user's code runs
+// when the program runs, not when it compiles) and ops that may have side effects.
 bool mayFold(OpCode op) {
   switch (op) {
     case OpCode::Constant: case OpCode::Iota: case OpCode::BroadcastInDim: case OpCode::Scan: case OpCode::Cond:
     case OpCode::WhileLoop:
     case OpCode::AllReduce: case OpCode::AllGather: case OpCode::ReduceScatter: case OpCode::AllToAll:
-    case OpCode::CollectivePermute: case OpCode::DeviceTable:
+    case OpCode::CollectivePermute: case OpCode::DeviceTable: case OpCode::HostCallback:
       return false;
     default:
       return isPureOp(op);

@@ -90,7 +90,7 @@ Result<bool> CommonSubexpressionElimination::run(ir::Graph& g, PassContext& ctx)
   std::unordered_map<size_t, std::vector<ir::NodeId>> seen;
   rw.forEachNode([&](ir::NodeId n) {
     const ir::Node& node = rw.node(n);
-    if (!isPureOp(node.op)) return;
+    if (!isPureNode(node)) return;
     auto& bucket = seen[hashNode(node)];
     for (ir::NodeId m : bucket) {
       const ir::Node& earlier = rw.node(m);

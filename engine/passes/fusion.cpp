@@ -659,7 +659,8 @@ Result<FusionPlan> Planner::run() {
         reject(n, {}, FusionReason::NoLoopLowering, fmt::format("not fused: {} has no loop lowering (OpDef::loop)", def.name));
       else
         reject(n, {}, FusionReason::OwnKernel, fmt::format("not fused: {} runs its own kernel", def.name));
-      newGroup(GroupKind::Opaque, n, m_g.aval(nd.results.empty() ? ir::kNone : nd.results[0]).shape, "");
+      // A node with no results (a host callback run for its effect) has a scalar's empty shape.
+      newGroup(GroupKind::Opaque, n, nd.results.empty() ? Shape{} : m_g.aval(nd.results[0]).shape, "");
     }
   }
   // Graph outputs that are views are materialised.

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "engine/core/check.h"
+#include "engine/ir/host_callback.h"
 #include "engine/ir/text_format.h"
 
 namespace tsr::passes {
@@ -151,6 +152,18 @@ void compact(ir::Graph& g) {
 
 bool isPureOp(ir::OpCode op) { return static_cast<uint32_t>(op) < ir::kNumCoreOps; }
 
+bool isPureNode(const ir::Node& n) {
+  if (!isPureOp(n.op)) return false;
+  if (const auto* a = std::get_if<ir::HostCallbackAttrs>(&n.attrs)) {
+    ir::HostCallbackPtr cb = ir::hostCallbackOf(*a);
+    return cb && !cb->effectful;  // one that is gone is kept: what it did is unknown
+  }
+  for (const ir::GraphPtr& body : ir::nestedGraphs(n.attrs))
+    for (const ir::Node& m : body->nodes())
+      if (!isPureNode(m)) return false;
+  return true;
+}
+
 std::string opName(const ir::OpRegistry& reg, ir::OpCode op) {
   if (const ir::OpDef* def = reg.find(op)) return def->name;
   return "op#" + std::to_string(static_cast<uint32_t>(op));
@@ -171,7 +184,7 @@ std::vector<bool> liveNodes(const ir::Graph& g) {
   for (ValueId v : g.outputs()) liveValue[static_cast<size_t>(v)] = true;
   for (size_t i = nodes.size(); i-- > 0;) {
     const ir::Node& n = nodes[i];
-    bool used = !isPureOp(n.op);
+    bool used = !isPureNode(n);
     for (ValueId r : n.results) used = used || liveValue[static_cast<size_t>(r)];
     if (!used) continue;
     live[i] = true;

@@ -83,6 +83,9 @@ void compact(ir::Graph& g);
 // Core ops have no side effects; an op the core list does not know (a plugin's) is assumed to have some, so
 // passes neither remove, merge nor evaluate it.
 bool isPureOp(ir::OpCode op);
+// A node without side effects: a pure op, not an effectful host callback (jax.debug.print, io_callback), and no
+// such node in the graphs it holds (a scan whose body prints is an effect too).
+bool isPureNode(const ir::Node& n);
 
 // The op's name from the registry ("add"), or "op#N" for an unregistered code: for messages.
 std::string opName(const ir::OpRegistry& reg, ir::OpCode op);

@@ -95,6 +95,10 @@ Array onesLike(const Array& x, TSR_LOC);
 Array astype(const Array& x, DType dtype, TSR_LOC);
 Array bitcast(const Array& x, DType dtype, TSR_LOC);
 
+// Host callbacks (engine/ir/host_callback.h): calls the function with the operands, now when they are concrete,
+// or when the traced program runs; returns its results.
+std::vector<Array> hostCallback(const ir::HostCallbackPtr& callback, const std::vector<Array>& operands, TSR_LOC);
+
 // Layout
 Array broadcastTo(const Array& x, const Shape& shape, TSR_LOC);
 Array broadcastInDim(const Array& x, const Shape& shape, const Axes& broadcastDims, TSR_LOC);

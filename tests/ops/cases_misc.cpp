@@ -1,12 +1,14 @@
-// constant and threefry2x32 cases. constant: scalars, arrays, special float values and an empty array of every
-// dtype. threefry2x32: the Random123 known-answer vectors for threefry2x32_20 (the reference is the published
-// answer), and a vector of counters checked against a plain transcription of the Random123 algorithm.
+// constant, threefry2x32 and host_callback cases. constant: scalars, arrays, special float values and an empty
+// array of every dtype. threefry2x32: the Random123 known-answer vectors for threefry2x32_20 (the reference is the
+// published answer), and a vector of counters checked against a plain transcription of the Random123 algorithm.
+// host_callback: a C++ function, against the same formula evaluated here.
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "engine/ir/host_callback.h"
 #include "tests/ops/harness.h"
 
 namespace tsr::test {
@@ -162,11 +164,58 @@ void addThreefryCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   cases.push_back(std::move(e));
 }
 
+// ---- host_callback ----
+
+// A C++ callback (y = x * x + 1 and the sum of x, in double and rounded to the dtype), which every backend runs
+// on the host; vmap batches it one example at a time, and its vjp refuses a cotangent.
+void addHostCallbackCases(std::vector<OpCase>& cases, std::mt19937& rng) {
+  for (DType t : {DType::F32, DType::F64}) {
+    Aval a{Shape{2, 3}, t};
+    ir::HostCallback cb;
+    cb.name = "square_plus_one";
+    cb.operands = {a};
+    cb.results = {a, Aval{Shape{}, t}};
+    cb.fn = [](std::span<const ir::TensorView> in, std::span<const ir::MutableTensorView> out) {
+      auto run = [&](auto zero) {
+        using T = decltype(zero);
+        const T* x = in[0].as<T>();
+        T sum = 0;
+        for (int64_t i = 0; i < in[0].aval.numel(); ++i) {
+          out[0].as<T>()[i] = x[i] * x[i] + T(1);
+          sum += x[i];
+        }
+        *out[1].as<T>() = sum;
+      };
+      if (in[0].aval.dtype == DType::F32) run(0.0f);
+      else run(0.0);
+    };
+    ir::HostCallbackPtr ptr = ir::makeHostCallback(std::move(cb));
+    OpCase c;
+    c.label = fmt::format("host_callback square_plus_one {}", a.toString());
+    c.op = ir::OpCode::HostCallback;
+    c.attrs = ir::HostCallbackAttrs{ptr->id, ptr};
+    c.inputs = {randomTensor(a, rng)};
+    c.reference = [a](const std::vector<HostTensor>& in) {
+      HostTensor y = HostTensor::zeros(a), s = HostTensor::zeros(Aval{Shape{}, a.dtype});
+      double sum = 0;
+      for (int64_t i = 0; i < 6; ++i) {
+        y.set(i, in[0].get(i) * in[0].get(i) + 1);
+        sum += in[0].get(i);
+      }
+      s.set(0, sum);
+      return std::vector<HostTensor>{y, s};
+    };
+    c.gradientRefused = true;
+    cases.push_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 void addMiscCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   addConstantCases(cases, rng);
   addThreefryCases(cases, rng);
+  addHostCallbackCases(cases, rng);
 }
 
 }  // namespace tsr::test

@@ -24,6 +24,7 @@
 #include "engine/dist/communicator.h"
 #include "engine/ops/conv_geometry.h"
 #include "engine/ops/matmul_onednn.h"
+#include "engine/passes/rewrite.h"
 #include "engine/runtime/profiler.h"
 
 namespace tsr::cpu {
@@ -405,6 +406,7 @@ void Executable::Impl::schedule() {
   for (ValueId v : graph.outputs()) pinned[static_cast<size_t>(root(v))] = true;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const Kernel& k = kernels[i];
+    for (NodeId m : k.info.nodes) items[i].ordered = items[i].ordered || !passes::isPureNode(node(m));
     for (ValueId v : k.args) {
       NodeId pr = graph.value(v).producer;
       bool defined = pr != ir::kNone && std::find(k.info.nodes.begin(), k.info.nodes.end(), pr) != k.info.nodes.end();

@@ -14,8 +14,13 @@ std::vector<int> scheduleForMemory(const std::vector<ScheduleItem>& items, const
     for (int v : items[static_cast<size_t>(i)].writes) producer[static_cast<size_t>(v)] = i;
   std::vector<std::vector<int>> successors(static_cast<size_t>(n));
   std::vector<int> waiting(static_cast<size_t>(n), 0);
+  int lastEffect = -1;
   for (int i = 0; i < n; ++i) {
     std::vector<int> preds;
+    if (items[static_cast<size_t>(i)].ordered) {
+      if (lastEffect >= 0) preds.push_back(lastEffect);
+      lastEffect = i;
+    }
     for (int v : items[static_cast<size_t>(i)].reads) {
       ++remainingReaders[static_cast<size_t>(v)];
       int p = producer[static_cast<size_t>(v)];

@@ -11,6 +11,7 @@ namespace tsr::cpu {
 struct ScheduleItem {
   std::vector<int> reads;    // values the kernel reads (ids in [0, numValues))
   std::vector<int> writes;   // values it defines
+  bool ordered = false;      // an effect (a host callback that prints): runs after the effects before it
 };
 
 // Returns a permutation of the items. bytes[v]: size of value v; pinned[v]: never freed (inputs, outputs,
