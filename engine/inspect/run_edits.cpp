@@ -1,7 +1,5 @@
 #include "engine/inspect/run_edits.h"
 
-#include <algorithm>
-
 #include "engine/store/run_store.h"
 #include "engine/train/checkpoints.h"
 
@@ -19,15 +17,10 @@ Status setRunNotes(const std::string& dbPath, int64_t run, const std::string& no
 
 Status setRunTags(const std::string& dbPath, int64_t run, const std::vector<std::string>& tags) {
   TSR_ASSIGN(store::RunStore db, store::RunStore::open(dbPath));
-  TSR_ASSIGN(store::RunInfo info, db.run(run));
   std::vector<std::string> wanted;
   for (const std::string& t : tags)
     if (t.find_first_not_of(" \t") != std::string::npos) wanted.push_back(t);
-  std::vector<std::string> gone;
-  for (const std::string& t : info.tags)
-    if (std::find(wanted.begin(), wanted.end(), t) == wanted.end()) gone.push_back(t);
-  TSR_TRY(db.removeTags(run, gone));
-  return db.addTags(run, wanted);
+  return db.setTags(run, wanted);
 }
 
 Status setRunArchived(const std::string& dbPath, int64_t run, bool archived) {

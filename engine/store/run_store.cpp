@@ -256,6 +256,7 @@ std::string fileUri(const std::string& path, const char* parameters) {
 // The message of a read that failed as a store opened: SQLite's "file is not a database" means the file is not
 // one; anything else (a locked file, an I/O error, a permission) is said as SQLite says it.
 Error readFailure(sqlite3* db, const std::string& path) {
+  if (lockedOut(db)) return lockedError(path);
   if (sqlite3_errcode(db) == SQLITE_NOTADB)
     return makeError("{}: not a Tessera run store ({})", path, sqlite3_errmsg(db));
   return makeError("cannot read run store {}: {}", path, sqlite3_errmsg(db));
@@ -273,7 +274,7 @@ Status checkIsRunStoreOrEmpty(sqlite3* db, const std::string& path) {
   const int64_t v = *hasVersion ? version.i64(0) : 0;
   Stmt tables(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                   "ORDER BY name");
-  if (!tables.ok()) return makeError("run store {}: {}", path, sqlite3_errmsg(db));
+  if (!tables.ok()) return tables.error();
   std::vector<std::string> names;
   TSR_TRY(tables.each([&]() -> Status {
     names.push_back(tables.text(0));
@@ -298,18 +299,44 @@ std::function<void(const std::string&)>& lockWaitNotice() {
   return notice;
 }
 
-// SQLite's busy handler for a store (arg: its connection): as sqlite3_busy_timeout(5000), and the notice once
-// per process when one wait passes a second.
+std::atomic<int64_t> g_lockWaitLimitMs{30000};
+
+using Clock = std::chrono::steady_clock;
+
+// When the calls under way on this thread must stop waiting (a WaitDeadline sets it), and when the current wait
+// began. SQLite calls a connection's busy handler on the thread that runs the statement, one wait at a time.
+thread_local Clock::time_point t_deadline = Clock::time_point::max();
+thread_local Clock::time_point t_waitStart;
+
+// One deadline for several statements (opening a store, a statement tried again): nested ones keep the earliest.
+class WaitDeadline {
+ public:
+  WaitDeadline() : m_outer(t_deadline) { t_deadline = std::min(t_deadline, Clock::now() + lockWaitLimit()); }
+  ~WaitDeadline() { t_deadline = m_outer; }
+  WaitDeadline(const WaitDeadline&) = delete;
+  WaitDeadline& operator=(const WaitDeadline&) = delete;
+  bool passed() const { return Clock::now() >= t_deadline; }
+
+ private:
+  Clock::time_point m_outer;
+};
+
+// SQLite's busy handler for a store (arg: its connection): waits up to the limit, or the deadline set around
+// the call, and gives the notice once per process when one wait passes a second. Clock time, not count * step:
+// sleeps overshoot on a loaded machine.
 int waitWhileLocked(void* arg, int count) {
-  constexpr int kStepMs = 10, kTimeoutMs = 5000, kNoticeMs = 1000;
+  constexpr auto kStep = std::chrono::milliseconds(10);
+  constexpr auto kNotice = std::chrono::seconds(1);
   static std::atomic<bool> noticed{false};
-  const int waited = count * kStepMs;
-  if (waited >= kTimeoutMs) return 0;
-  if (waited >= kNoticeMs && lockWaitNotice() && !noticed.exchange(true)) {
+  const Clock::time_point now = Clock::now();
+  if (count == 0) t_waitStart = now;
+  const Clock::time_point giveUp = std::min(t_waitStart + lockWaitLimit(), t_deadline);
+  if (now >= giveUp) return 0;
+  if (now - t_waitStart >= kNotice && lockWaitNotice() && !noticed.exchange(true)) {
     const char* file = sqlite3_db_filename(static_cast<sqlite3*>(arg), "main");
     lockWaitNotice()(file ? file : "the run store");
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(kStepMs));
+  std::this_thread::sleep_for(std::min<Clock::duration>(kStep, giveUp - now));
   return 1;
 }
 
@@ -331,6 +358,8 @@ RunInfo readRun(const Stmt& st) {
 }  // namespace
 
 void setLockWaitNotice(std::function<void(const std::string& path)> notice) { lockWaitNotice() = std::move(notice); }
+void setLockWaitLimit(std::chrono::milliseconds limit) { g_lockWaitLimitMs = limit.count(); }
+std::chrono::milliseconds lockWaitLimit() { return std::chrono::milliseconds(g_lockWaitLimitMs.load()); }
 
 const char* runStatusName(RunStatus s) {
   switch (s) {
@@ -360,7 +389,8 @@ RunStore& RunStore::operator=(RunStore&& o) noexcept {
 Status RunStore::exec(const std::string& sql) const {
   char* err = nullptr;
   if (sqlite3_exec(m_db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    Error e{fmt::format("run store {}: {}", m_path, err ? err : sqlite3_errmsg(m_db))};
+    Error e = lockedOut(m_db) ? lockedError(m_path)
+                              : Error{fmt::format("run store {}: {}", m_path, err ? err : sqlite3_errmsg(m_db))};
     sqlite3_free(err);
     return e;
   }
@@ -369,15 +399,15 @@ Status RunStore::exec(const std::string& sql) const {
 
 // exec, tried again while SQLite answers "database is locked" without waiting: openers of a new file that meet
 // while one switches it to WAL, or two that both hold a read lock and want the write lock, are refused at once by
-// SQLite's deadlock rule rather than left to the busy timeout. Up to about the busy timeout in all.
+// SQLite's deadlock rule rather than left to the busy handler. One deadline for all the tries: each try's busy
+// handler would otherwise wait the whole limit again, and the tries would multiply it into minutes.
 Status RunStore::execWhileBusy(const std::string& sql) const {
-  Status st;
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    st = exec(sql);
-    if (st.ok() || (sqlite3_extended_errcode(m_db) & 0xff) != SQLITE_BUSY) return st;
+  const WaitDeadline deadline;
+  while (true) {
+    Status st = exec(sql);
+    if (st.ok() || !lockedOut(m_db) || deadline.passed()) return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return st;
 }
 
 Result<RunStore> RunStore::open(const std::string& path) {
@@ -416,6 +446,7 @@ Result<RunStore> RunStore::open(const std::string& path) {
   }
   RunStore store(db, path);
   sqlite3_busy_handler(db, waitWhileLocked, db);  // a writer and the IDE share the file
+  const WaitDeadline deadline;  // the whole opening waits for a lock at most the limit
   TSR_TRY(checkIsRunStoreOrEmpty(db, path));
   // A 64 MB page cache (SQLite's default is 2 MB): a profile's indexes grow by millions of entries per write.
   TSR_TRY(store.execWhileBusy("PRAGMA journal_mode=WAL"));
@@ -491,6 +522,8 @@ Status RunStore::migrate() {
     return makeError("run store {}: schema version {} is newer than this program's {}; upgrade Tessera", m_path,
                      *read, kSchemaVersion);
   if (*read < 0) return makeError("run store {}: not a Tessera run store (schema version {})", m_path, *read);
+  // A current store needs no write lock: opening it to read or edit must not wait for a training process's write.
+  if (*read == kSchemaVersion) return {};
   // Each step reads the version again under the write lock: processes that open a new store at once (a sweep's
   // runs) migrate it once between them, never one migration twice.
   while (true) {
@@ -536,11 +569,19 @@ Status RunStore::reopenRun(int64_t run) {
 Status RunStore::transaction(const std::function<Status()>& body) {
   TSR_TRY(exec("BEGIN"));
   Status st = body();
-  if (!st.ok()) {
-    (void)exec("ROLLBACK");
-    return st;
-  }
-  return exec("COMMIT");
+  if (st.ok()) st = exec("COMMIT");
+  // A COMMIT that fails (the file locked, a full disk) leaves the transaction open, holding the lock: rolled
+  // back, so that the connection stays usable and the store as it was.
+  if (!st.ok()) (void)exec("ROLLBACK");
+  return st;
+}
+
+Status RunStore::writeTransaction(const std::function<Status()>& body) {
+  TSR_TRY(execWhileBusy("BEGIN IMMEDIATE"));
+  Status st = body();
+  if (st.ok()) st = exec("COMMIT");
+  if (!st.ok()) (void)exec("ROLLBACK");
+  return st;
 }
 
 Status RunStore::setParams(int64_t run, const std::map<std::string, std::string>& params) {
@@ -792,6 +833,26 @@ Status RunStore::addTags(int64_t id, const std::vector<std::string>& tags) {
 
 Status RunStore::removeTags(int64_t id, const std::vector<std::string>& tags) {
   return eachTag(id, "DELETE FROM run_tags WHERE run = ? AND tag = ?", tags);
+}
+
+Status RunStore::setTags(int64_t id, const std::vector<std::string>& tags) {
+  for (const std::string& t : tags)
+    if (t.empty()) return makeError("a tag cannot be empty");
+  return writeTransaction([&]() -> Status {
+    TSR_TRY(run(id));
+    Stmt clear(m_db, "DELETE FROM run_tags WHERE run = ?");
+    if (!clear.ok()) return clear.error();
+    clear.bind(1, id);
+    if (clear.step() != SQLITE_DONE) return clear.error();
+    Stmt add(m_db, "INSERT OR IGNORE INTO run_tags(run, tag) VALUES(?, ?)");
+    if (!add.ok()) return add.error();
+    for (const std::string& t : tags) {
+      add.bind(1, id).bind(2, t);
+      if (add.step() != SQLITE_DONE) return add.error();
+      add.reset();
+    }
+    return {};
+  });
 }
 
 }  // namespace tsr::store

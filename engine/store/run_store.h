@@ -283,12 +283,16 @@ class RunStore {
   // Every run, archived ones included (RunInfo::archived says which).
   Result<std::vector<RunInfo>> runs() const;
   Result<RunInfo> run(int64_t id) const;
-  // Deletes the run and everything it logged (its checkpoint folder is the caller's: train::deleteRunFiles).
+  // Deletes the run and everything it logged, in one statement (the tables cascade), so all of it or none (its
+  // checkpoint folder is the caller's: train::deleteRunAndCheckpoints).
   Status deleteRun(int64_t id);
   Status renameRun(int64_t id, const std::string& name);
   Status setNotes(int64_t id, const std::string& notes);
   Status addTags(int64_t id, const std::vector<std::string>& tags);
   Status removeTags(int64_t id, const std::vector<std::string>& tags);
+  // The run's tags become exactly `tags`, in one transaction: another connection sees the old tags or the new
+  // ones, and a failure leaves the old ones.
+  Status setTags(int64_t id, const std::vector<std::string>& tags);
   Status setArchived(int64_t id, bool archived);
 
   const std::string& path() const { return m_path; }
@@ -299,6 +303,9 @@ class RunStore {
   Status execWhileBusy(const std::string& sql) const;
   // Runs body inside BEGIN/COMMIT; an error rolls everything back.
   Status transaction(const std::function<Status()>& body);
+  // The same under BEGIN IMMEDIATE, for a body that reads what it then changes: a deferred transaction that read
+  // first fails (SQLITE_BUSY_SNAPSHOT) when another connection wrote meanwhile, where this one waits its turn.
+  Status writeTransaction(const std::function<Status()>& body);
   Status migrate();
   Result<int> readSchemaVersion() const;  // PRAGMA user_version, or SQLite's error
   std::string runColumns() const;

@@ -9,6 +9,16 @@
 
 namespace tsr::store {
 
+// Whether the last call on `db` failed because another connection held the lock past the wait (lock_wait.h).
+inline bool lockedOut(sqlite3* db) { return (sqlite3_extended_errcode(db) & 0xff) == SQLITE_BUSY; }
+// SQLite says "database is locked", which reads like damage; the user needs to know it is another process and
+// that nothing was changed.
+inline Error lockedError(const std::string& path) {
+  return makeError("the run store {} is locked by another process (a training run writing?); nothing was changed, "
+                   "try again",
+                   path);
+}
+
 // A prepared statement that finalizes itself.
 class Stmt {
  public:
@@ -21,7 +31,9 @@ class Stmt {
   // SQLite's own message, with the file: "run store /p/runs.db: database disk image is malformed".
   Error error() const {
     const char* file = sqlite3_db_filename(m_db, "main");
-    return makeError("run store {}: {}", file && *file ? file : "(in memory)", sqlite3_errmsg(m_db));
+    const std::string path = file && *file ? file : "(in memory)";
+    if (lockedOut(m_db)) return lockedError(path);
+    return makeError("run store {}: {}", path, sqlite3_errmsg(m_db));
   }
   Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(m_stmt, i, v); return *this; }
   Stmt& bind(int i, double v) { sqlite3_bind_double(m_stmt, i, v); return *this; }

@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "engine/store/run_store.h"
+#include "tests/store/held_lock.h"
 #include "tests/temp_dir.h"
 
 using namespace tsr;
@@ -589,4 +590,129 @@ TEST_CASE("metricSummariesEqualTheirPoints") {
     TSR_COMPARE(m.latest.value, points->back().value);
     TSR_COMPARE(m.latest.time, points->back().time);
   }
+}
+
+namespace {
+
+bool saysLocked(const Status& st, const std::string& path) {
+  return !st.ok() && st.error().message.find("the run store " + path + " is locked by another process") == 0;
+}
+std::string said(const Status& st) { return st.ok() ? std::string("no error") : st.error().message; }
+template <class T>
+Status statusOf(const Result<T>& r) {
+  return r.ok() ? Status() : Status(r.error());
+}
+
+}  // namespace
+
+// While another connection holds the write lock, a current store opens at once (checking its schema takes no
+// write lock) and an edit fails after the wait limit, saying the store is locked, not "database is locked"
+// after minutes; nothing changed, and once the lock is free the same edits go through.
+TEST_CASE("anEditOfALockedStoreFailsAfterTheLimitAndChangesNothing") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  {
+    auto s = RunStore::open(path);
+    REQUIRE(s.ok());
+    REQUIRE(s->createRun("before", "p", "").ok());
+    REQUIRE(s->addTags(1, {"kept"}).ok());
+  }
+  test::HeldLock other(path);
+  REQUIRE_MESSAGE(other.held(), other.error());
+  auto s = RunStore::open(path);
+  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  TSR_COMPARE(s->run(1)->name, std::string("before"));  // reads go on beside the writer
+  Status renamed = s->renameRun(1, "after");
+  REQUIRE_MESSAGE(saysLocked(renamed, path), said(renamed));
+  Status tagged = s->setTags(1, {"new"});
+  REQUIRE_MESSAGE(saysLocked(tagged, path), said(tagged));
+  Status deleted = s->deleteRun(1);
+  REQUIRE_MESSAGE(saysLocked(deleted, path), said(deleted));
+  other.release();
+  TSR_COMPARE(s->run(1)->name, std::string("before"));
+  TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"kept"}));
+  REQUIRE(s->renameRun(1, "after").ok());
+  TSR_COMPARE(s->run(1)->name, std::string("after"));
+}
+
+// A store that needs migrating takes the write lock to migrate: held by another process, the opening fails
+// after the limit (it used to try 500 times, each waiting 5 s) and leaves the store at its old schema, which
+// the next opening migrates.
+TEST_CASE("openingAnOldStoreThatIsLockedFailsAfterTheLimit") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  {
+    auto s = RunStore::open(path);
+    REQUIRE(s.ok());
+    REQUIRE(s->createRun("old", "p", "").ok());
+  }
+  {
+    sqlite3* db = nullptr;
+    TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* downgrade = "ALTER TABLE profile_marks DROP COLUMN rank; ALTER TABLE profile_memory DROP COLUMN rank;"
+                            "PRAGMA user_version = 7;";
+    TSR_COMPARE(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    test::HeldLock other(path);
+    REQUIRE_MESSAGE(other.held(), other.error());
+    const Status opened = statusOf(RunStore::open(path));
+    REQUIRE_MESSAGE(saysLocked(opened, path), said(opened));
+  }
+  {
+    auto r = RunStore::openReadOnly(path);
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    TSR_COMPARE(r->schemaVersion(), 7);
+    TSR_COMPARE(r->run(1)->name, std::string("old"));
+  }
+  auto s = RunStore::open(path);
+  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  TSR_COMPARE(s->schemaVersion(), RunStore::kSchemaVersion);
+  TSR_COMPARE(s->run(1)->name, std::string("old"));
+}
+
+// A new file that another connection holds (in SQLite's rollback journal: it is no store yet) cannot be switched
+// to WAL: the opening, which tries again while SQLite refuses at once, gives up after the limit too.
+TEST_CASE("openingANewFileThatIsLockedFailsAfterTheLimit") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  {
+    test::HeldLock other(path);
+    REQUIRE_MESSAGE(other.held(), other.error());
+    REQUIRE_MESSAGE(other.exec("CREATE TABLE IF NOT EXISTS scratch(x)"), other.error());
+    const Status opened = statusOf(RunStore::open(path));
+    REQUIRE_MESSAGE(saysLocked(opened, path), said(opened));
+  }
+  auto s = RunStore::open(path);
+  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  REQUIRE(s->createRun("first", "p", "").ok());
+}
+
+// setTags replaces the run's tags in one transaction: when a write fails midway (here a trigger refuses one tag)
+// the old tags stay, where removing and adding in two transactions lost them.
+TEST_CASE("setTagsIsAllOrNothing") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  auto s = RunStore::open(path);
+  REQUIRE(s.ok());
+  REQUIRE(s->createRun("r", "p", "").ok());
+  REQUIRE(s->setTags(1, {"a", "b"}).ok());
+  TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"a", "b"}));
+  REQUIRE(s->setTags(1, {"b", "c", "c"}).ok());
+  TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"b", "c"}));
+  REQUIRE(!s->setTags(99, {"x"}).ok());
+  REQUIRE(!s->setTags(1, {"d", ""}).ok());
+  sqlite3* db = nullptr;
+  TSR_COMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* refuse = "CREATE TRIGGER refuse BEFORE INSERT ON run_tags WHEN NEW.tag = 'refused' "
+                       "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;";
+  TSR_COMPARE(sqlite3_exec(db, refuse, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  Status st = s->setTags(1, {"d", "refused"});
+  REQUIRE(!st.ok());
+  REQUIRE_MESSAGE(st.error().message.find("refused by the test") != std::string::npos, st.error().message);
+  TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"b", "c"}));
+  REQUIRE(s->setTags(1, {}).ok());
+  REQUIRE(s->run(1)->tags.empty());
 }
