@@ -325,13 +325,20 @@ Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run) {
     TSR_TRY(checkRunNotTrainedElsewhere(dbPath, run, kThenDelete));
     return makeError("run {} of {} is being trained by another process: stop it first, {}", run, dbPath, kThenDelete);
   }
-  // Another run's folder of the same name is not this run's to remove.
-  if (auto dir = deletableCheckpointDir(dbPath, db, info); dir.ok()) {
-    std::error_code ec;
-    fs::remove_all(*dir, ec);
-    if (ec) return makeError("cannot remove {}: {}", *dir, ec.message());
-  }
-  return db.deleteRun(run);
+  // Another run's folder of the same name is not this run's to remove. Found while the run's rows say whose it is.
+  auto dir = deletableCheckpointDir(dbPath, db, info);
+  // The rows go first, all at once: when the store refuses (another process holds its lock) nothing is removed
+  // and the run is still there to delete again. A folder that then cannot be removed (all or in part) belongs
+  // to a run the user has deleted and is named to remove by hand. The other order lost a run's checkpoints while
+  // its rows stayed.
+  TSR_TRY(db.deleteRun(run));
+  if (!dir.ok()) return {};
+  std::error_code ec;
+  fs::remove_all(*dir, ec);
+  if (ec)
+    return makeError("run {} was deleted, but its checkpoint folder {} could not be removed ({}); remove it by hand",
+                     run, *dir, ec.message());
+  return {};
 }
 
 }  // namespace tsr::train

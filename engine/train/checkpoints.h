@@ -100,9 +100,9 @@ int64_t checkpointDirBytes(const std::string& dir);
 
 // `runs delete` and the Runs panel: what deleting a run removes, for the confirmation ("run 3 (baseline) with its
 // metrics, artifacts and profiles, and its checkpoints (12.3 MB in ...)"), and the deletion itself: the run's
-// rows in the store at dbPath and its checkpoint folder. A run that a process trains (its lease is held, on any
-// machine sharing the store) is refused, naming that process; one stored as running whose lease is free was
-// orphaned and is deleted. A folder of its name that another run owns is left as it is (and the description says so).
+// rows in the store at dbPath, then its checkpoint folder (a store that refuses, locked by another process,
+// leaves both). A run that a process trains (its lease is held, on any machine sharing the store) is refused,
+// naming that process; one stored as running whose lease is free was orphaned and is deleted. A folder of its name that another run owns is left as it is (and the description says so).
 Result<std::string> describeRunDeletion(const std::string& dbPath, int64_t run);
 Status deleteRunAndCheckpoints(const std::string& dbPath, int64_t run);
 
