@@ -117,9 +117,31 @@ int eagerThreads() {
   return threads != nullptr && eagerParallelFor() != nullptr ? threads() : 1;
 }
 
-Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
-                                        std::span<const Aval> inputAvals, const ir::Attrs& attrs,
-                                        std::vector<Aval>* resultAvals) {
+namespace {
+
+// out = the op's loop expression over operands of one shape, all float32, 8 lanes at a time, in chunks on the
+// lent threads. False (nothing done) where the op has no lowering or a dtype or shape does not fit.
+bool runVectorLoop(const ir::OpDef& def, const ir::CpuKernelArgs& args) {
+  if (def.fusion != ir::FusionKind::Elementwise || !def.loop.valid() || args.outputs.size() != 1) return false;
+  const ir::MutableTensorView& out = args.outputs[0];
+  if (out.aval.dtype != DType::F32 || args.inputs.empty() || args.inputs.size() > 3) return false;
+  for (const ir::TensorView& in : args.inputs)
+    if (in.aval.dtype != DType::F32 || in.aval.shape != out.aval.shape) return false;
+  const ir::LoopTileFn tile = def.loop.tile[0];  // no operand uniform: all have the result's shape
+  if (!tile) return false;
+  constexpr int64_t kGrain = int64_t{1} << 14;
+  args.forChunks(out.aval.numel(), kGrain, [&](int64_t lo, int64_t hi, int) {
+    const float* x[3] = {};
+    for (size_t k = 0; k < args.inputs.size(); ++k) x[k] = args.inputs[k].as<float>() + lo;
+    tile(x, out.as<float>() + lo, hi - lo);
+  });
+  return true;
+}
+
+// runCpuOp and runEagerOp: `vector` runs float32 elementwise ops through their loop tiles.
+Result<std::vector<BufferPtr>> runOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
+                                     std::span<const Aval> inputAvals, const ir::Attrs& attrs,
+                                     std::vector<Aval>* resultAvals, bool vector) {
   TSR_TRY(ir::checkSignature(def, inputAvals.size(), attrs));
   TSR_ASSIGN(std::vector<Aval> outAvals, ir::inferSafely(def, inputAvals, attrs));
   // The kernel's views in this thread's scratch, reused from op to op (an Aval copied into a view that held one
@@ -149,12 +171,26 @@ Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const Bu
     ir::CpuKernelArgs args{views.in, views.out, attrs};
     args.parallelFor = eagerParallelFor();
     args.threads = eagerThreads();
-    def.cpu(args);
+    if (!vector || !runVectorLoop(def, args)) def.cpu(args);
   } catch (const std::exception& e) {
     return makeError("{}: {}", def.name, e.what());
   }
   if (resultAvals) *resultAvals = std::move(outAvals);
   return outs;
+}
+
+}  // namespace
+
+Result<std::vector<BufferPtr>> runCpuOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
+                                        std::span<const Aval> inputAvals, const ir::Attrs& attrs,
+                                        std::vector<Aval>* resultAvals) {
+  return runOp(def, inputs, inputAvals, attrs, resultAvals, false);
+}
+
+Result<std::vector<BufferPtr>> runEagerOp(const ir::OpDef& def, std::span<const BufferPtr> inputs,
+                                          std::span<const Aval> inputAvals, const ir::Attrs& attrs,
+                                          std::vector<Aval>* resultAvals) {
+  return runOp(def, inputs, inputAvals, attrs, resultAvals, true);
 }
 
 }  // namespace tsr::runtime

@@ -11,6 +11,7 @@
 #include "engine/core/thread_scratch.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/debug_nans.h"
+#include "engine/runtime/eager_threads.h"
 #include "engine/transform/provenance_source.h"
 
 namespace tsr {
@@ -209,7 +210,7 @@ std::vector<Array> runEager(ir::OpCode op, const std::vector<Array>& operands, c
     scratch.avals[i] = a.aval();
   }
   std::vector<Aval> outAvals;
-  auto outs = runtime::runCpuOp(def, scratch.bufs, scratch.avals, attrs, &outAvals);
+  auto outs = runtime::runEagerOp(def, scratch.bufs, scratch.avals, attrs, &outAvals);
   if (!outs.ok()) return fail(outs.error());
   std::vector<Array> result;
   result.reserve(outs->size());

@@ -7,6 +7,8 @@
              compile of the step (`tessera bench`'s compile_s), against the 1 s a save-to-graph round may take.
   eager      tnp.add on 8 floats, one op dispatched eagerly, against numpy and PyTorch's eager op (when torch is
              importable); ratio = peer / tessera (> 1: Tessera is faster).
+  eager_big  tnp.exp, tnp.tanh and tnp.add on 4M floats dispatched eagerly (the loop lowerings' vector code, the
+             bits jit gives), against the same function jitted and PyTorch's eager op; ratio = peer / tessera.
   jit_call   an already-jitted function of 10 small arguments called again, against jax.jit's cached call (when
              jax is importable here, else in TESSERA_JAX_PYTHON's process, e.g. a venv's python with JAX: a JAX
              that needs numpy 2 cannot share a process with Debian's numpy 1).
@@ -94,6 +96,33 @@ def bench_eager():
     return out
 
 
+def bench_eager_big():
+    import numpy as np
+    import tessera
+    import tessera.numpy as tnp
+    n = 1 << 22
+    x = tnp.asarray(np.random.default_rng(0).random(n, dtype=np.float32))
+    ops = {"exp": (tnp.exp, "exp"), "tanh": (tnp.tanh, "tanh"), "add": (lambda v: v + v, None)}
+    out = {"elements": n}
+    try:
+        import torch
+        t = torch.from_numpy(np.asarray(x).copy())
+    except ImportError as e:
+        torch, out["torch"] = None, {"skipped": str(e)}
+    for name, (f, torch_name) in ops.items():
+        jf = tessera.jit(f)
+        jf(x).block_until_ready()
+        r = {"tessera_s": per_call(lambda: f(x)), "jit_s": per_call(lambda: jf(x).block_until_ready())}
+        r["same_bits_as_jit"] = bool((np.asarray(f(x)).view(np.int32) == np.asarray(jf(x)).view(np.int32)).all())
+        if torch is not None:
+            tf = getattr(torch, torch_name) if torch_name else (lambda v: v + v)
+            r["torch_s"] = per_call(lambda: tf(t))
+            r["ratio_torch"] = r["torch_s"] / r["tessera_s"]
+        r["ratio_jit"] = r["jit_s"] / r["tessera_s"]
+        out[name] = r
+    return out
+
+
 def bench_jit_call():
     import tessera
     import tessera.numpy as tnp
@@ -135,7 +164,7 @@ def main():
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "app", "cli", "tessera"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--only", default="step,trace,eager,jit_call")
+    ap.add_argument("--only", default="step,trace,eager,eager_big,jit_call")
     opts = ap.parse_args()
     import tempfile
     doc = {"threads": os.cpu_count()}
@@ -150,6 +179,8 @@ def main():
             doc["trace"] = bench_trace(opts, compile_s)
         if "eager" in only:
             doc["eager"] = bench_eager()
+        if "eager_big" in only:
+            doc["eager_big"] = bench_eager_big()
         if "jit_call" in only:
             doc["jit_call"] = bench_jit_call()
     print(json.dumps(doc, indent=1))
