@@ -496,6 +496,7 @@ ir::CostFn costWithFlops(double flops) {
 
 ir::OpDef elementwiseOp(OpCode code, int numOperands) {
   ir::OpDef def = coreOp(code, "elementwise", ir::FusionKind::Elementwise, numOperands);
+  def.cpuWritesWholeResult = true;  // every kernel of the family writes each element once
   def.batch = mapBatch(code);
   def.shard = elementwiseShardRule();
   return def;

@@ -161,7 +161,10 @@ Result<std::vector<BufferPtr>> runOp(const ir::OpDef& def, std::span<const Buffe
   outs.reserve(outAvals.size());
   views.out.resize(outAvals.size());
   for (size_t i = 0; i < outAvals.size(); ++i) {
-    TSR_ASSIGN(BufferPtr b, Buffer::allocate(outAvals[i].bytes()));
+    // Zeroed only for a kernel that may leave elements unwritten (zeroing a large result costs as much as
+    // an elementwise op on it).
+    TSR_ASSIGN(BufferPtr b, def.cpuWritesWholeResult ? Buffer::allocateUninitialized(outAvals[i].bytes())
+                                                     : Buffer::allocate(outAvals[i].bytes()));
     views.out[i].data = b->data();
     views.out[i].aval = outAvals[i];
     outs.push_back(std::move(b));
