@@ -22,6 +22,8 @@ buffer; bf16, which numpy lacks, comes back as float32, a copy), and from numpy 
 #                      partition, piecewise, choose, compress, put, block, the set operations, nancumsum, ...
 #   _np_signal         convolve, correlate, the poly* functions, vander, gradient, trapezoid, cov, corrcoef, histogram2d
 #   _np_grids          logspace, geomspace, indices, ix_, mgrid, ogrid, fromfunction, the window functions, i0
+#   _np_extra          the dtype aliases bool, double, single, float_, int_; r_, c_, packbits, unpackbits, place,
+#                      histogramdd; numpy's host-side load, save, savez, from*, array_repr, array_str, printoptions
 #   _np_array_methods  the Array type's Python methods and operators, installed when it is imported
 # This module re-exports the function objects themselves (no wrappers: a call costs no extra frame), and the
 # private helpers other modules of the package use (_engine_dtype, _FLOATING, _inexact, _axes, ...).
@@ -78,6 +80,9 @@ from ._np_signal import (convolve, corrcoef, correlate, cov, ediff1d, gradient, 
 from ._np_grids import (bartlett, blackman, diag_indices_from, fromfunction, geomspace, hamming, hanning, i0,
                         index_exp, indices, ix_, kaiser, logspace, mask_indices, mgrid, ogrid, s_,
                         tril_indices_from, triu_indices_from)
+from ._np_extra import (array_repr, array_str, bool, c_, double, float_, frombuffer, fromfile, fromiter, fromstring,
+                        get_printoptions, histogramdd, int_, load, packbits, place, printoptions, r_, save, savez,
+                        set_printoptions, single, unpackbits)
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
 
 # The Array API standard's names for functions numpy names otherwise (jax.numpy has both).
