@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/core/check.h"
+#include "engine/ir/host_callback.h"
 
 namespace tsr::test {
 
@@ -159,6 +160,22 @@ ir::Literal literalFromBits(DType dtype, Shape shape, const std::vector<uint64_t
   return ir::Literal::fromBytes(Aval{std::move(shape), dtype}, bytes.data());
 }
 
+namespace {
+
+// A live callback (the attrs hold it, so a printed graph parses back while the example lives); never run here.
+OpExample hostCallbackExample(std::vector<Aval> operands, std::vector<Aval> results, bool effectful) {
+  ir::HostCallback cb;
+  cb.name = effectful ? "example_effect" : "example_pure";
+  cb.operands = operands;
+  cb.results = std::move(results);
+  cb.effectful = effectful;
+  cb.fn = [](std::span<const ir::TensorView>, std::span<const ir::MutableTensorView>) {};
+  ir::HostCallbackPtr ptr = ir::makeHostCallback(std::move(cb));
+  return {std::move(operands), ir::HostCallbackAttrs{ptr->id, ptr}};
+}
+
+}  // namespace
+
 std::map<std::string, std::vector<OpExample>> coreOpExamples() {
   std::map<std::string, std::vector<OpExample>> t;
   const Aval x = f32({2, 3});
@@ -215,6 +232,7 @@ std::map<std::string, std::vector<OpExample>> coreOpExamples() {
       {{x}, ir::CustomVjpAttrs{1, unaryBranch("primal", OpCode::Sin), customVjpGraph(true), customVjpGraph(false)}}};
   t["remat_call"] = {{{x}, ir::RematAttrs{0, 0, "nothing_saveable", unaryBranch("remat", OpCode::Tanh)}}};
   t["optimization_barrier"] = {{{x, avalOf(DType::I32, {4})}, ir::NoAttrs{}}};
+  t["host_callback"] = {hostCallbackExample({x}, {f32({3})}, false), hostCallbackExample({x}, {}, true)};
   // Collectives on a 2x2 mesh: column groups [0, 2] and [1, 3].
   const ir::Ints columns = {0, 2, 1, 3};
   t["all_reduce"] = {{{x}, ir::AllReduceAttrs{columns, 2}}};

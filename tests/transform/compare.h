@@ -1,10 +1,11 @@
 #pragma once
 // Comparisons for the transformation tests: arrays and trees within a relative tolerance, with the first
-// difference as the failure message, and the message of the error a call raises.
+// difference as the failure message, the message of the error a call raises, and op counts of traced graphs.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "engine/ir/graph.h"
 #include "engine/transform/array.h"
 #include "tests/check.h"
 
@@ -62,6 +63,16 @@ std::string errorOf(F&& f) {
     return e.error().message;
   }
   return "(no error)";
+}
+
+// The nodes of `op` in g and in the graphs its nodes hold (a loop's body), at any depth.
+inline int countOf(const ir::Graph& g, ir::OpCode op) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) {
+    n += node.op == op;
+    for (const ir::GraphPtr& body : ir::nestedGraphs(node.attrs)) n += countOf(*body, op);
+  }
+  return n;
 }
 
 }  // namespace tsr::test

@@ -68,15 +68,6 @@ Array vec(std::vector<float> v) {
   return Array::fromVector(std::move(v), Shape{n});
 }
 
-int countOf(const ir::Graph& g, ir::OpCode op) {
-  int n = 0;
-  for (const ir::Node& node : g.nodes()) {
-    n += node.op == op;
-    for (const ir::GraphPtr& body : ir::nestedGraphs(node.attrs)) n += countOf(*body, op);
-  }
-  return n;
-}
-
 ir::Graph optimised(const std::function<std::vector<Array>(const std::vector<Array>&)>& f, std::vector<Aval> in) {
   auto traced = makeGraph(f, in, "callbacks");
   REQUIRE_MESSAGE(traced.ok(), traced.error().message);

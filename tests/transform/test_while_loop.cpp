@@ -50,15 +50,6 @@ Tree newtonSqrt(const Array& a) {
   return whileLoop(far, step, Tree::dict({{"x", Tree(a)}, {"iterations", Tree(i32(0))}}));
 }
 
-int countOf(const ir::Graph& g, ir::OpCode op) {
-  int n = 0;
-  for (const ir::Node& node : g.nodes()) {
-    n += node.op == op;
-    for (const ir::GraphPtr& body : ir::nestedGraphs(node.attrs)) n += countOf(*body, op);
-  }
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("whileLoopEqualsThePlainLoop") {
