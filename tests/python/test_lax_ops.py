@@ -152,3 +152,22 @@ def test_more_lax_functions_against_numpy_and_math():
     np.testing.assert_allclose(np.asarray(v), np.sort(m[0], axis=-1)[:, :2], rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(lax.scatter_sub(np.zeros(4, np.float32), np.array([1, 1, 3]),
                                                              np.ones(3, np.float32))), [0, -2, 0, -1])
+
+
+def test_lax_names_of_numpy_and_scipy_functions():
+    x = np.linspace(0.1, 4.0, 9).astype(np.float32)
+    # closed forms: P(1, x) = 1 - e^-x, Q(1, x) = e^-x, I_x(2, 1) = x^2
+    np.testing.assert_allclose(np.asarray(lax.igamma(np.float32(1.0), x)), 1 - np.exp(-x.astype(np.float64)), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(lax.igammac(np.float32(1.0), x)), np.exp(-x.astype(np.float64)), rtol=1e-5)
+    u = x / 4.5
+    np.testing.assert_allclose(np.asarray(lax.betainc(np.float32(2.0), np.float32(1.0), u)), u.astype(np.float64) ** 2,
+                               rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(lax.nextafter(x, np.float32(0))), np.nextafter(x, np.float32(0)))
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(lax.stack([m, 2 * m], 1)), np.stack([m, 2 * m], 1))
+    parts = tessera.jit(lambda v: lax.unstack(v, 1))(m)
+    assert len(parts) == 3
+    for i, p in enumerate(parts):
+        np.testing.assert_array_equal(np.asarray(p), m[:, i])
+    np.testing.assert_array_equal(np.asarray(lax.broadcast_like(np.float32(2), m)), np.full((2, 3), 2, np.float32))
+    assert lax.empty(np.int32).shape == () and lax.empty(np.int32).dtype == np.int32

@@ -406,7 +406,8 @@ def map(f, xs):
 __all__ += ["acosh", "asinh", "atanh", "cbrt", "erfc", "reciprocal", "broadcasted_iota", "broadcast_to_rank",
             "broadcast_shapes", "collapse", "index_in_dim", "index_take", "batch_matmul", "reduce_and", "reduce_or",
             "reduce_xor", "split", "tile", "real", "imag", "conj", "population_count", "clz", "scatter_sub",
-            "approx_max_k", "approx_min_k", "bessel_i0e", "bitcast_convert_type"]
+            "approx_max_k", "approx_min_k", "bessel_i0e", "bitcast_convert_type", "nextafter", "igamma", "igammac",
+            "betainc", "stack", "unstack", "empty", "broadcast_like", "with_sharding_constraint"]
 
 acosh = _tnp.arccosh
 asinh = _tnp.arcsinh
@@ -641,3 +642,56 @@ def bessel_i0e(x):
     """exp(-|x|) I0(x), the exponentially scaled modified Bessel function of order 0: finite for every x."""
     from ._np_grids import _i0_scaled
     return _i0_scaled(asarray(x))
+
+
+# ---- jax.lax's names for functions tessera.numpy and tessera.scipy hold ------------------------------------
+
+
+def nextafter(x1, x2):
+    """The next representable number after x1 towards x2 (tessera.numpy.nextafter)."""
+    return _tnp.nextafter(x1, x2)
+
+
+def igamma(a, x):
+    """The regularized lower incomplete gamma function P(a, x) (scipy.special.gammainc)."""
+    from ._scipy import gammainc
+    return gammainc(a, x)
+
+
+def igammac(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) (scipy.special.gammaincc)."""
+    from ._scipy import gammaincc
+    return gammaincc(a, x)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b) (jax.lax.betainc, scipy.special.betainc)."""
+    from ._scipy import betainc as _betainc
+    return _betainc(a, b, x)
+
+
+def stack(operands, axis=0):
+    """The operands, of one shape, stacked along a new axis."""
+    return _tnp.stack(operands, axis)
+
+
+def unstack(operand, axis=0):
+    """The slices of operand along axis, as a list."""
+    operand = asarray(operand)
+    return [index_in_dim(operand, i, axis, keepdims=False) for i in range(operand.shape[axis])]
+
+
+def empty(dtype):
+    """An array of shape () and this dtype (jax.lax.empty; its value is unspecified: here 0)."""
+    return _C.full([], 0.0, _engine_dtype(dtype))
+
+
+def broadcast_like(x, target):
+    """x broadcast to target's shape (numpy's rules: trailing dims align)."""
+    return _C.broadcast_to(asarray(x), list(asarray(target).shape))
+
+
+def with_sharding_constraint(x, shardings):
+    """tessera.sharding.with_sharding_constraint."""
+    from .sharding import with_sharding_constraint as _constraint
+    return _constraint(x, shardings)
