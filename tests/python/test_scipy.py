@@ -178,3 +178,32 @@ def test_incomplete_beta_function_and_the_beta_and_t_cdfs():
     close(stats.t.cdf(z, 1.0), 0.5 + np.arctan(z.astype(np.float64)) / np.pi, atol=2e-6)  # Cauchy
     close(stats.t.cdf(z, 2.0), 0.5 + z / (2 * np.sqrt(2 + z.astype(np.float64) ** 2)), atol=2e-6)
     close(tessera.jit(special.betainc)(np.float32(2.0), np.float32(3.0), np.float32(0.3)), 0.3483, atol=1e-6)
+
+
+def _hurwitz_by_summation(s, q, n=200000):
+    """sum_{k<n} (q+k)^-s plus the integral and half-term corrections of the tail, in float64: a brute-force
+    reference (error about s (q+n)^(-s-1) / 12)."""
+    k = np.arange(n, dtype=np.float64)
+    w = q + n
+    return np.sum((q + k) ** -s) + w ** (1 - s) / (s - 1) + 0.5 * w ** -s
+
+
+def test_zeta_and_polygamma():
+    # closed forms: zeta(2) = pi^2/6, zeta(4) = pi^4/90, zeta(s, 1/2) = (2^s - 1) zeta(s), Apery's constant
+    np.testing.assert_allclose(float(special.zeta(2.0)), np.pi ** 2 / 6, rtol=1e-6)
+    np.testing.assert_allclose(float(special.zeta(4.0)), np.pi ** 4 / 90, rtol=1e-6)
+    np.testing.assert_allclose(float(special.zeta(2.0, 0.5)), 3 * np.pi ** 2 / 6, rtol=1e-6)
+    np.testing.assert_allclose(float(special.zeta(3.0, 1.0)), 1.2020569031595942, rtol=1e-6)
+    s = np.array([1.5, 2.0, 3.3, 7.0, 12.0], np.float32)
+    q = np.array([0.3, 1.0, 2.5, 10.0, 0.8], np.float32)
+    want = [_hurwitz_by_summation(float(a), float(b)) for a, b in zip(s, q)]
+    np.testing.assert_allclose(np.asarray(tessera.jit(special.zeta)(s, q)), want, rtol=1e-5)
+    assert np.isinf(float(special.zeta(1.0, 2.0))) and np.isnan(float(special.zeta(0.5, 2.0)))
+    # polygamma(0) is digamma; polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x): trigamma(1) = pi^2/6
+    np.testing.assert_allclose(float(special.polygamma(0, 2.0)), 1 - 0.5772156649015329, rtol=1e-6)
+    np.testing.assert_allclose(float(special.polygamma(1, 1.0)), np.pi ** 2 / 6, rtol=1e-6)
+    x = np.array([0.4, 1.7, 6.0], np.float32)
+    for n in (1, 2, 3):
+        want = [(-1) ** (n + 1) * math.factorial(n) * _hurwitz_by_summation(n + 1.0, float(v)) for v in x]
+        np.testing.assert_allclose(np.asarray(special.polygamma(n, x)), want, rtol=2e-5)
+    np.testing.assert_allclose(np.asarray(tessera.lax.polygamma(1, x)), np.asarray(special.polygamma(1, x)))

@@ -407,7 +407,7 @@ __all__ += ["acosh", "asinh", "atanh", "cbrt", "erfc", "reciprocal", "broadcaste
             "broadcast_shapes", "collapse", "index_in_dim", "index_take", "batch_matmul", "reduce_and", "reduce_or",
             "reduce_xor", "split", "tile", "real", "imag", "conj", "population_count", "clz", "scatter_sub",
             "approx_max_k", "approx_min_k", "bessel_i0e", "bitcast_convert_type", "nextafter", "igamma", "igammac",
-            "betainc", "stack", "unstack", "empty", "broadcast_like", "with_sharding_constraint"]
+            "betainc", "stack", "unstack", "empty", "broadcast_like", "with_sharding_constraint", "zeta", "polygamma"]
 
 acosh = _tnp.arccosh
 asinh = _tnp.arcsinh
@@ -668,6 +668,18 @@ def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b) (jax.lax.betainc, scipy.special.betainc)."""
     from ._scipy import betainc as _betainc
     return _betainc(a, b, x)
+
+
+def zeta(x, q):
+    """The Hurwitz zeta function (tessera.scipy.special.zeta)."""
+    from ._scipy import zeta as _zeta
+    return _zeta(x, q)
+
+
+def polygamma(m, x):
+    """The m-th derivative of digamma (tessera.scipy.special.polygamma)."""
+    from ._scipy import polygamma as _polygamma
+    return _polygamma(m, x)
 
 
 def stack(operands, axis=0):

@@ -306,6 +306,50 @@ def betainc(a, b, x):
     return _tnp.where(bad, _tnp.nan, out)
 
 
+# The Euler-Maclaurin tail of the Hurwitz zeta function: B_2j / (2j)! as the reciprocals of these.
+_ZETA_EM = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+            -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+            1.8152105401943546773e17, -7.1661652561756670113e18)
+_ZETA_TERMS = 10
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum_k (q + k)^-x (q=None: 1, Riemann's), for x > 1 and q > 0: ten terms summed,
+    the rest by the Euler-Maclaurin formula to twelve Bernoulli terms. x = 1 gives inf; x < 1 or q <= 0, NaN."""
+    x = _f(x)
+    q = _tnp.ones_like(x) if q is None else _f(q)
+    x, q = _tnp.broadcast_arrays(x, q)
+    total = _tnp.zeros_like(x)
+    for k in range(_ZETA_TERMS):
+        total = total + (q + float(k)) ** (-x)
+    # The tail from the last term summed, w = q + 9: the integral of t^-x from w, less half of w^-x (counted
+    # in the sum and by the integral's trapezoid), then the derivative terms.
+    w = q + float(_ZETA_TERMS - 1)
+    b = w ** (-x)
+    total = total + b * w / (x - 1.0) - 0.5 * b
+    a, k = _tnp.ones_like(x), 0.0
+    for coefficient in _ZETA_EM:
+        a = a * (x + k)
+        b = b / w
+        total = total + a * b / coefficient
+        k += 1.0
+        a = a * (x + k)
+        b = b / w
+        k += 1.0
+    total = _tnp.where(x == 1.0, _tnp.inf, total)
+    return _tnp.where(_tnp.logical_or(x < 1.0, q <= 0), _tnp.nan, total)
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma: digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x). n a non-negative
+    integer (array or number)."""
+    n, x = _f(n), _f(x)
+    n, x = _tnp.broadcast_arrays(n, x)
+    sign = _tnp.where(_tnp.remainder(n, 2.0) == 1.0, 1.0, -1.0)
+    out = sign * _tnp.exp(gammaln(n + 1.0)) * zeta(n + 1.0, x)
+    return _tnp.where(n == 0, digamma(x), out)
+
+
 logsumexp = _nn.logsumexp
 softmax = _nn.softmax
 log_softmax = _nn.log_softmax
@@ -314,7 +358,7 @@ _SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "g
             "beta", "betaln", "betainc",
             "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
             "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "boxcox", "boxcox1p", "logsumexp", "softmax",
-            "log_softmax")
+            "log_softmax", "zeta", "polygamma")
 
 
 # ---- stats ------------------------------------------------------------------------------------------------
