@@ -3,12 +3,11 @@
 // over). Its rules: the callback's avals; the operands whole on every device (a callback sees whole arrays, as
 // JAX's do); reverse mode refused when a cotangent reaches it (jax.pure_callback: give it a custom_vjp); vmap by
 // the callback's method, the sequential one looping over the examples here.
-#include <xmmintrin.h>
-
 #include <fmt/format.h>
 
 #include <stdexcept>
 
+#include "engine/core/mxcsr.h"
 #include "engine/dist/communicator.h"
 #include "engine/ir/host_callback.h"
 #include "engine/ops/op_helpers.h"
@@ -38,19 +37,6 @@ ir::Cost costCallback(std::span<const Aval> in, std::span<const Aval> out, const
   return movementCost(in, out);
 }
 
-// The callback runs with the host's floating-point environment: jitted code flushes subnormals, which a
-// user's numpy must not see.
-class HostFloatEnvironment {
- public:
-  HostFloatEnvironment() : m_saved(_mm_getcsr()) { _mm_setcsr(0x1F80u); }
-  ~HostFloatEnvironment() { _mm_setcsr(m_saved); }
-  HostFloatEnvironment(const HostFloatEnvironment&) = delete;
-  HostFloatEnvironment& operator=(const HostFloatEnvironment&) = delete;
-
- private:
-  unsigned m_saved;
-};
-
 void callbackKernel(const ir::CpuKernelArgs& args) {
   const auto& a = attrsAs<ir::HostCallbackAttrs>(args.attrs);
   ir::HostCallbackPtr cb = ir::hostCallbackOf(a);
@@ -60,7 +46,8 @@ void callbackKernel(const ir::CpuKernelArgs& args) {
   // device, each of which needs them.
   if (cb->effectful && cb->results.empty())
     if (const dist::DeviceContext* d = dist::currentDevice(); d && d->position != 0) return;
-  HostFloatEnvironment env;
+  // The host's floating-point environment: jitted code flushes subnormals, which a user's numpy must not see.
+  MxcsrScope ieee(MxcsrScope::current() & ~MxcsrScope::kFlushSubnormals);
   cb->fn(args.inputs, args.outputs);
 }
 

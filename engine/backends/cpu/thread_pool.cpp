@@ -31,12 +31,6 @@ int configuredThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-MxcsrScope::MxcsrScope(unsigned csr) : m_saved(_mm_getcsr()) {
-  if (csr != m_saved) _mm_setcsr(csr);
-}
-MxcsrScope::~MxcsrScope() { _mm_setcsr(m_saved); }
-unsigned MxcsrScope::current() { return _mm_getcsr(); }
-
 std::string blasCoreFallback() {
   const char* core = openblas_get_corename();
   if (core == nullptr || std::string_view(core) != "Prescott") return "";

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "engine/core/mxcsr.h"
+
 namespace tsr::cpu {
 
 class ThreadPool {
@@ -32,21 +34,7 @@ class ThreadPool {
 // The thread count: TESSERA_NUM_THREADS, else the cores available to this process.
 int configuredThreads();
 
-// This thread's SSE control and status register (MXCSR) set to `csr` while in scope (not written where it holds
-// that value already), then restored.
-class MxcsrScope {
- public:
-  explicit MxcsrScope(unsigned csr);
-  ~MxcsrScope();
-  MxcsrScope(const MxcsrScope&) = delete;
-  MxcsrScope& operator=(const MxcsrScope&) = delete;
-
-  static unsigned current();  // this thread's MXCSR now
-  static constexpr unsigned kFlushSubnormals = 0x8040u;  // FTZ | DAZ
-
- private:
-  unsigned m_saved;
-};
+using ::tsr::MxcsrScope;  // engine/core/mxcsr.h
 
 // Flushes subnormal floats to zero (FTZ and DAZ in MXCSR) on this thread while in scope, as XLA:CPU does:
 // squared gradients and Adam's second moments reach the subnormal range, where each operation costs about a
