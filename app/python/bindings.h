@@ -93,6 +93,9 @@ class InterruptWatch {
   bool m_active = false;
 };
 
+// numpy's dtype name for an engine dtype whose bytes numpy reads as they are; null for bf16, which numpy lacks.
+const char* numpyDtype(DType t);
+
 // The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).
 [[noreturn]] void raisePython(const Error& e);
 

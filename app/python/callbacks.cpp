@@ -40,19 +40,7 @@ class PyCallable {
 };
 
 // numpy's dtype for values of `t` given to Python: bf16, which numpy lacks, as float32.
-py::dtype hostDtype(DType t) {
-  switch (t) {
-    case DType::F32: case DType::BF16: return py::dtype("float32");
-    case DType::F64: return py::dtype("float64");
-    case DType::F16: return py::dtype("float16");
-    case DType::I32: return py::dtype("int32");
-    case DType::I64: return py::dtype("int64");
-    case DType::U8: return py::dtype("uint8");
-    case DType::U32: return py::dtype("uint32");
-    case DType::Bool: return py::dtype("bool");
-  }
-  return py::dtype("float32");
-}
+py::dtype hostDtype(DType t) { return py::dtype(numpyDtype(t == DType::BF16 ? DType::F32 : t)); }
 
 py::array toNumpy(const ir::TensorView& v) {
   std::vector<py::ssize_t> shape(v.aval.shape.dims().begin(), v.aval.shape.dims().end());

@@ -90,7 +90,8 @@ py::tuple shapeTuple(const Array& a) {
   return t;
 }
 
-// numpy's dtype for an engine dtype whose bytes numpy reads as they are (bf16 has none).
+}  // namespace
+
 const char* numpyDtype(DType t) {
   switch (t) {
     case DType::F32: return "float32";
@@ -105,6 +106,8 @@ const char* numpyDtype(DType t) {
   }
   return nullptr;
 }
+
+namespace {
 
 // A read-only numpy array over the array's own buffer (no copy). The capsule holds a reference to the buffer,
 // so the numpy array stays valid whatever happens to the Array. bf16, which numpy lacks, comes back as f32 (a
