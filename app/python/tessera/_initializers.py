@@ -22,16 +22,6 @@ class initializers:
         return lambda key, shape, dtype=tnp.float32: random.normal(key, shape, dtype) * stddev
 
     @staticmethod
-    def lecun_normal():
-        """Normal with variance 1 / fan_in (fan_in: the product of all dims but the last); not truncated."""
-
-        def init(key, shape, dtype=tnp.float32):
-            fan_in = math.prod(shape[:-1]) or 1
-            return random.normal(key, shape, dtype) * (1.0 / math.sqrt(fan_in))
-
-        return init
-
-    @staticmethod
     def constant(value, dtype=tnp.float32):
         return lambda key, shape, dtype=dtype: tnp.full(shape, value, dtype)
 
@@ -79,6 +69,11 @@ class initializers:
     @staticmethod
     def glorot_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=tnp.float32):
         return initializers.variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+    @staticmethod
+    def lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=tnp.float32):
+        """Variance 1 / fan_in, truncated at two standard deviations (JAX's)."""
+        return initializers.variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
 
     @staticmethod
     def lecun_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=tnp.float32):
