@@ -2,6 +2,7 @@
 Operands are promoted as tessera.numpy promotes them, where jax.lax requires equal dtypes."""
 
 import builtins as _builtins
+import math
 
 import numpy as _np
 
@@ -707,3 +708,306 @@ def with_sharding_constraint(x, shardings):
     """tessera.sharding.with_sharding_constraint."""
     from .sharding import with_sharding_constraint as _constraint
     return _constraint(x, shardings)
+
+
+# ---- reduce, mulhi, bessel_i1e --------------------------------------------------------------------------
+
+__all__ += ["reduce", "mulhi", "bessel_i1e"]
+
+
+def _monoids():
+    """(the functions that name it, the engine reduction, the binary op, whether it takes bools) per monoid
+    lax.reduce recognises; built on first use since lax.add, lax.max and lax.min live in tessera.lax."""
+    import operator
+    from . import lax
+    return (
+        ({lax.add, _C.add, _tnp.add, operator.add}, reduce_sum, _C.add, False),
+        ({_C.multiply, _tnp.multiply, operator.mul}, reduce_prod, _C.multiply, False),
+        ({lax.max, _C.maximum, _tnp.maximum}, reduce_max, _C.maximum, False),
+        ({lax.min, _C.minimum, _tnp.minimum}, reduce_min, _C.minimum, False),
+        # on bools only: on integers these are bitwise, which the fold below does
+        ({_C.bitwise_and, _tnp.bitwise_and, _tnp.logical_and, operator.and_}, reduce_and, _C.bitwise_and, True),
+        ({_C.bitwise_or, _tnp.bitwise_or, _tnp.logical_or, operator.or_}, reduce_or, _C.bitwise_or, True),
+        ({_C.bitwise_xor, _tnp.bitwise_xor, _tnp.logical_xor, operator.xor}, reduce_xor, _C.bitwise_xor, None),
+    )
+
+
+def _monoid_reduction(computation, dtype):
+    """(engine reduction, binary op) for computation on dtype, or None when the fold must do it."""
+    for names, reduction, op, bools in _monoids():
+        try:
+            found = computation in names
+        except TypeError:  # an unhashable callable
+            return None
+        if found and (bools is None or bools == (dtype == "bool")):
+            return reduction, op
+    return None
+
+
+def reduce(operands, init_values, computation, dimensions):
+    """jax.lax.reduce: operands (an array or a pytree of arrays of one shape) reduced over dimensions with
+    computation(accumulated, element), which takes and returns pytrees of operands' structure, starting from
+    init_values (scalars, a pytree of operands' structure). A single array with computation lax.add, lax.mul,
+    lax.max, lax.min (or tnp.add, tnp.multiply, tnp.maximum, tnp.minimum, operator.add, operator.mul; on bools
+    also the and/or/xor functions of lax, tnp and operator) is one engine reduction, then combined once with the
+    init value (XLA's CPU result for an init value that is not the identity). Any other computation is a left
+    fold, one scan over the reduced elements in row-major order: acc = computation(acc, x) from acc =
+    init_values, on whole slices of the kept dims at a time (so computation must work elementwise, as JAX's
+    scalar computations do); the order is XLA's on the CPU, whatever the order of dimensions. No dimensions:
+    the operands as they are (JAX's). Both differentiate, batch and jit."""
+    from .lax import scan
+    from .tree_util import tree_flatten, tree_unflatten
+    leaves, tree = tree_flatten(operands)
+    init_leaves, init_tree = tree_flatten(init_values)
+    if init_tree != tree:
+        raise ValueError(f"reduce: operands {tree} must have the same tree structure as init_values {init_tree}")
+    xs = [asarray(x) for x in leaves]
+    if not xs:
+        return operands
+    shape = tuple(xs[0].shape)
+    if any(tuple(x.shape) != shape for x in xs):
+        raise ValueError(f"reduce: the operands must have one shape, got {[tuple(x.shape) for x in xs]}")
+    inits = [_C.astype(asarray(v), x._dtype_name) for v, x in zip(init_leaves, xs)]
+    if any(v.ndim for v in inits):
+        raise ValueError(f"reduce: init_values must be scalars, got shapes {[tuple(v.shape) for v in inits]}")
+    ndim = len(shape)
+    dims = [int(d) for d in dimensions]
+    if any(not -ndim <= d < ndim for d in dims):
+        raise ValueError(f"reduce: dimensions {tuple(dims)} out of range for shape {shape}")
+    dims = sorted(d % ndim for d in dims)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"reduce: repeated dimension in {tuple(dimensions)}")
+    if not dims:  # JAX returns the operands as they are, the init values unused
+        return tree_unflatten(tree, xs)
+    monoid = _monoid_reduction(computation, xs[0]._dtype_name) if len(xs) == 1 else None
+    if monoid is not None:
+        reduction, op = monoid
+        return tree_unflatten(tree, [op(inits[0], reduction(xs[0], dims))])
+    # The fold: the reduced dims moved to the front and flattened, x: [n, *kept]; the carry: [*kept].
+    kept = [s for d, s in enumerate(shape) if d not in dims]
+    n = math.prod(shape[d] for d in dims)
+    flat = [_C.reshape(_tnp.moveaxis(x, dims, list(range(len(dims)))), [n] + kept) for x in xs]
+    dtypes = [x._dtype_name for x in xs]
+
+    def step(acc, x):
+        out_leaves, out_tree = tree_flatten(computation(tree_unflatten(tree, acc), tree_unflatten(tree, x)))
+        if out_tree != tree:
+            raise TypeError(f"reduce: computation returns {out_tree}, but the operands are {tree}")
+        out = [_C.broadcast_to(asarray(v), kept) for v in out_leaves]
+        return [v if v._dtype_name == dt else _C.astype(v, dt) for v, dt in zip(out, dtypes)], None
+
+    acc, _ = scan(step, [_C.broadcast_to(v, kept) for v in inits], flat, length=n)
+    return tree_unflatten(tree, acc)
+
+
+def _u32_mulhi(a, b):
+    """The high 32 bits of the 64-bit product of two uint32 arrays, from their 16-bit halves (every partial
+    product and sum fits 32 bits)."""
+    c = lambda v: _C.scalar(v, a)  # noqa: E731
+    mask = c(0xFFFF)
+    a_lo, a_hi = _C.bitwise_and(a, mask), shift_right_logical(a, c(16))
+    b_lo, b_hi = _C.bitwise_and(b, mask), shift_right_logical(b, c(16))
+    lo_lo, hi_lo, lo_hi = a_lo * b_lo, a_hi * b_lo, a_lo * b_hi
+    cross = shift_right_logical(lo_lo, c(16)) + _C.bitwise_and(hi_lo, mask) + _C.bitwise_and(lo_hi, mask)
+    return (a_hi * b_hi + shift_right_logical(hi_lo, c(16)) + shift_right_logical(lo_hi, c(16))
+            + shift_right_logical(cross, c(16)))
+
+
+def mulhi(x, y):
+    """jax.lax.mulhi: the high half of the double-width product of two integers of one dtype (uint8, int32,
+    uint32; a Python int takes the other operand's dtype): (x * y) >> bits, signed for int32. The signed
+    high half is the unsigned one of the same bits less y where x < 0 and x where y < 0 (modulo 2^32)."""
+    if isinstance(x, int) and not isinstance(y, int):  # Python ints are weakly typed; numpy's are not
+        x = _C.scalar(x, asarray(y))
+    if isinstance(y, int):
+        y = _C.scalar(y, asarray(x))
+    x, y = asarray(x), asarray(y)
+    for i, v in enumerate((x, y)):
+        if v._dtype_name not in ("u8", "i32", "u32"):
+            raise TypeError(f"mulhi does not accept dtype {v.dtype} at position {i}; uint8, int32 and uint32 "
+                            "are accepted")
+    if x._dtype_name != y._dtype_name:
+        raise TypeError(f"mulhi requires arguments to have the same dtypes, got {x.dtype}, {y.dtype}")
+    dt = x._dtype_name
+    if dt == "u8":
+        wide = _C.astype(x, "u32") * _C.astype(y, "u32")
+        return _C.astype(shift_right_logical(wide, _C.scalar(8, wide)), "u8")
+    if dt == "u32":
+        return _u32_mulhi(x, y)
+    ux, uy = _C.bitcast(x, "u32"), _C.bitcast(y, "u32")
+    zero = _C.scalar(0, ux)
+    hi = _u32_mulhi(ux, uy) - _C.where(_C.less(x, _C.scalar(0, x)), uy, zero)
+    hi = hi - _C.where(_C.less(y, _C.scalar(0, y)), ux, zero)
+    return _C.bitcast(hi, "i32")
+
+
+# I1's power series (x/2) sum_k (x^2/4)^k / (k! (k+1)!) below |x| = 15 (all terms positive, about x/2 + 10 of
+# them matter), its asymptotic series e^x / sqrt(2 pi x) (1 - 3/(8x) - 15/(128x^2) - ...) above: the next term
+# is 6e-8 of the sum at 15.
+_I1_SERIES_TERMS = 40
+_I1_SWITCH = 15.0
+_I1_ASYMPTOTIC = (1.0, -3.0 / 8, -15.0 / 128, -315.0 / 3072, -14175.0 / 98304, -1091475.0 / 3932160)
+
+
+def _i1_parts(x):
+    """(x, |x|, I1 by its series at x clamped to [-15, 15], sign(x) e^-|x| I1 by the asymptotic series at
+    max(|x|, 15)). Both parts stay finite on the other's side, so where() between them differentiates."""
+    x = _tnp.asarray(x)
+    x = x if x._dtype_name in ("f32", "f64", "f16", "bf16") else _C.astype(x, "f32")
+    ax = _C.abs(x)
+    small = _C.clip(x, _C.scalar(-_I1_SWITCH, x), _C.scalar(_I1_SWITCH, x))
+    q = small * small * 0.25
+    term = _C.full(list(x.shape), 1.0, x._dtype_name)
+    total = term
+    for k in range(1, _I1_SERIES_TERMS):
+        term = term * q / float(k * (k + 1))
+        total = total + term
+    big = _C.maximum(ax, _C.scalar(_I1_SWITCH, ax))
+    inv = 1.0 / big
+    poly = _C.full(list(x.shape), _I1_ASYMPTOTIC[-1], x._dtype_name)
+    for c in reversed(_I1_ASYMPTOTIC[:-1]):
+        poly = poly * inv + c
+    # sqrt(2 pi big) as two square roots: 2 pi big overflows float32 near its largest values
+    scaled = poly / (_C.sqrt(big) * math.sqrt(2.0 * math.pi))
+    return x, ax, big, small * 0.5 * total, _C.sign(x) * scaled
+
+
+def bessel_i1e(x):
+    """exp(-|x|) I1(x), the exponentially scaled modified Bessel function of order 1 (odd, finite for every
+    x): I1's power series times exp(-|x|) below |x| = 15, the asymptotic series above."""
+    x, ax, _, series, scaled = _i1_parts(x)
+    return _tnp.where(ax > _I1_SWITCH, scaled, series * _C.exp(-ax))
+
+
+# ---- custom_root and custom_linear_solve: implicit differentiation -----------------------------------------
+#
+# JAX traces the functions into jaxprs and turns the values they close over into operands of one primitive. Here
+# custom_vjp does the work: values a custom_vjp's functions close over enter its op as constants, with no
+# cotangent. So the solution is computed under a custom_vjp that gives no gradient (the solver runs, never
+# differentiated: it may hold a while_loop), and a second custom_vjp, whose value is zeros, carries the implicit
+# function theorem's cotangent back into the parameters through f (or matvec) evaluated at the solution.
+
+__all__ += ["custom_root", "custom_linear_solve"]
+
+
+def _check_tree(what, expected_what, tree, expected):
+    """JAX's structure check of a function's output against the guess or right-hand side."""
+    if tree != expected:
+        raise TypeError(f"{what}() output pytree structure must match {expected_what}, got {tree} and "
+                        f"{expected}.")
+
+
+def _no_gradient(fn, arg):
+    """fn(arg) with a zero derivative in arg and in everything fn closes over: fn runs, never differentiated."""
+    from ._transforms import custom_vjp
+    wrapped = custom_vjp(fn)
+    wrapped.defvjp(lambda a: (fn(a), None), lambda res, g: (None,))
+    return wrapped(arg)
+
+
+def _zeros_with_cotangents(args, like, pullback):
+    """Zeros of like's structure whose vjp is pullback: cotangent -> one cotangent per element of args (a
+    tuple). Added to a value, they change nothing but give it pullback's gradient."""
+    from ._transforms import custom_vjp
+    from .tree_util import tree_flatten, tree_unflatten
+    leaves, tree = tree_flatten(like)
+    avals = [(tuple(v.shape), v._dtype_name) for v in (asarray(x) for x in leaves)]
+
+    def zeros(*_):
+        return tree_unflatten(tree, [_C.full(list(s), 0.0, dt) for s, dt in avals])
+
+    wrapped = custom_vjp(zeros)
+    wrapped.defvjp(lambda *a: (zeros(), None), lambda res, ct: tuple(pullback(ct)))
+    return wrapped(*args)
+
+
+def _tree_add(a, b):
+    from .tree_util import tree_map
+    return tree_map(lambda u, v: u + v, a, b)
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+    """jax.lax.custom_root: solve(f, initial_guess), a root of f (a function from a pytree to one of the same
+    structure), with its derivative by the implicit function theorem instead of through solve: with respect to
+    the values f closes over, d root = -(df/dx)^-1 df/dparams at the root. tangent_solve(g, y) solves the
+    linear system g(x) = y, g being f linearized at the root (for a scalar: lambda g, y: y / g(1.0)); reverse
+    mode transposes it with respect to y, as JAX does. solve is run, never differentiated (it may use
+    while_loop); values it and initial_guess hold get no gradient. has_aux: solve returns (solution, aux) and so
+    does custom_root, aux with a zero gradient. The forward pass runs solve and f once at the root; tangent_solve
+    runs only in the backward pass."""
+    from ._derivatives import linearize
+    from ._transforms import vjp
+    from .tree_util import tree_flatten, tree_map
+    guess_tree = tree_flatten(initial_guess)[1]
+    out = _no_gradient(lambda guess: solve(f, guess), initial_guess)
+    if has_aux:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError("custom_root: with has_aux=True, solve must return a pair (solution, aux)")
+        solution, aux = out
+    else:
+        solution = out
+    _check_tree("solve", "initial_guess", tree_flatten(solution)[1], guess_tree)
+
+    def pullback(ct):
+        # the cotangent of f's value at the root: -(df/dx)^-T ct, the transpose of y -> tangent_solve(g, y)
+        _, g = linearize(f, solution)
+        zeros = tree_map(lambda v: _C.full(list(v.shape), 0.0, v._dtype_name), ct)
+        _, transpose = vjp(lambda y: tangent_solve(g, y), zeros)
+        (w,) = transpose(ct)
+        _check_tree("tangent_solve", "x", tree_flatten(w)[1], guess_tree)
+        return (tree_map(lambda v: -v, w),)
+
+    residual = f(solution)
+    _check_tree("f", "initial_guess", tree_flatten(residual)[1], guess_tree)
+    root = _tree_add(solution, _zeros_with_cotangents((residual,), solution, pullback))
+    return (root, aux) if has_aux else root
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False, has_aux=False):
+    """jax.lax.custom_linear_solve: x = solve(matvec, b), the solution of the linear system matvec(x) = b, with
+    its derivative by implicit differentiation instead of through solve: d x = A^-1 (d b - (d A) x), so the
+    cotangent of b is transpose_solve(vecmat, ct) (vecmat: matvec's transpose, by autodiff; symmetric=True
+    takes matvec and solve for them) and the values matvec closes over get -(that) through matvec at x. solve
+    and transpose_solve run, never differentiated (they may use while_loop). Without transpose_solve (and not
+    symmetric) the derivative is solve's own, so solve must then be differentiable (JAX refuses reverse mode
+    there). has_aux: solve and transpose_solve return (x, aux); the result is (x, aux), aux with a zero
+    gradient. b: a pytree of arrays, which matvec maps to one of its structure."""
+    from ._transforms import vjp
+    from .tree_util import tree_flatten, tree_map
+    b_leaves, b_tree = tree_flatten(b)
+    b_shapes = [tuple(asarray(v).shape) for v in b_leaves]
+
+    def checked(fn, what, aux):
+        def run(v):
+            out = fn(v)
+            if aux and (not isinstance(out, (tuple, list)) or len(out) != 2):
+                raise TypeError(f"custom_linear_solve: with has_aux=True, {what} must return a pair (x, aux)")
+            leaves, tree = tree_flatten(out[0] if aux else out)
+            _check_tree(what, "b", tree, b_tree)
+            shapes = [tuple(asarray(v).shape) for v in leaves]
+            if shapes != b_shapes:
+                raise ValueError(f"{what}() output shapes must match b, got {shapes} and {b_shapes}")
+            return out
+        return run
+
+    checked(matvec, "matvec", False)(b)
+    if transpose_solve is None and symmetric:
+        transpose_solve = solve
+    if transpose_solve is None:
+        return checked(lambda v: solve(matvec, v), "solve", has_aux)(b)
+    out = _no_gradient(checked(lambda v: solve(matvec, v), "solve", has_aux), b)
+    x, aux = out if has_aux else (out, None)
+
+    def pullback(ct):
+        # lam = A^-T ct goes to b, and -lam to matvec(x), whose vjp takes it to what matvec closes over
+        if symmetric:
+            vecmat = matvec
+        else:
+            _, matvec_t = vjp(matvec, b)
+            vecmat = lambda v: matvec_t(v)[0]  # noqa: E731
+        lam = checked(lambda v: transpose_solve(vecmat, v), "transpose_solve", has_aux)(ct)
+        lam = lam[0] if has_aux else lam
+        return lam, tree_map(lambda v: -v, lam)
+
+    x = _tree_add(x, _zeros_with_cotangents((b, matvec(x)), x, pullback))
+    return (x, aux) if has_aux else x

@@ -11,7 +11,8 @@ from . import lax as _lax
 from . import numpy as _tnp
 from . import nn as _nn
 from ._lax_linalg import scipy as _scipy_module
-from ._lax_ops import _erfc_parts
+from ._lax_ops import _erfc_parts, _i1_parts, _I1_SWITCH
+from ._lax_ops import bessel_i1e as i1e  # i1e: tessera.scipy.special.i1e
 from ._np_grids import i0, _i0_scaled  # i0: tessera.scipy.special.i0
 
 _LOG2 = _math.log(2.0)
@@ -186,6 +187,14 @@ def i0e(x):
     return _i0_scaled(_f(x))
 
 
+def i1(x):
+    """The modified Bessel function of the first kind of order 1 (odd): its power series below |x| = 15, the
+    asymptotic series times e^|x| above (as two factors e^(|x|/2), so the result overflows only where I1 does)."""
+    x, ax, big, series, scaled = _i1_parts(x)
+    half = _tnp.exp(big * 0.5)
+    return _tnp.where(ax > _I1_SWITCH, half * scaled * half, series)
+
+
 def boxcox(x, lmbda):
     """(x^lmbda - 1) / lmbda, log(x) where lmbda is 0."""
     x, lmbda = _f(x), _f(lmbda)
@@ -357,8 +366,8 @@ log_softmax = _nn.log_softmax
 _SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "gammainc", "gammaincc", "digamma",
             "beta", "betaln", "betainc",
             "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
-            "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "boxcox", "boxcox1p", "logsumexp", "softmax",
-            "log_softmax", "zeta", "polygamma")
+            "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e", "boxcox", "boxcox1p", "logsumexp",
+            "softmax", "log_softmax", "zeta", "polygamma")
 
 
 # ---- stats ------------------------------------------------------------------------------------------------
