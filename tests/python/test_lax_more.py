@@ -361,6 +361,10 @@ def test_custom_linear_solve_values_and_gradients_against_numpy(rng):
     _close(gb, lam, rtol=1e-5, atol=1e-6)
     _close(ga, -np.outer(lam, x), rtol=1e-5, atol=1e-6)
     _close(ga, finite_difference(lambda m: np.linalg.solve(m, b) @ w, a), rtol=1e-4, atol=1e-5)
+    da, db = rng.normal(size=(4, 4)), rng.normal(size=4)
+    _, tangent = tessera.jvp(loss, (tnp.asarray(a, np.float32), tnp.asarray(b, np.float32)),
+                             (tnp.asarray(da, np.float32), tnp.asarray(db, np.float32)))
+    _close(tangent, w @ np.linalg.solve(a, db - da @ x), rtol=1e-4, atol=1e-5)  # dx = A^-1 (db - dA x)
 
 
 def _cg(matvec, b, steps=60):
@@ -397,6 +401,13 @@ def test_custom_linear_solve_symmetric_conjugate_gradients(rng):
     _close(gb, np.linalg.solve(1.5 * a, w), rtol=1e-4, atol=1e-5)
     _close(gs, finite_difference(lambda s: np.linalg.solve(s * a, b) @ w, 1.5), rtol=1e-4, atol=1e-5)
     _close(tessera.jit(tessera.grad(loss))(tnp.asarray(1.5), tnp.asarray(b, np.float32)), gs, rtol=1e-5)
+    # forward mode transposes the backward pass: solve is run again, neither it nor transpose_solve differentiated
+    db = rng.normal(size=5)
+    _, tangent = tessera.jvp(loss, (tnp.asarray(1.5), tnp.asarray(b, np.float32)),
+                             (tnp.asarray(0.5), tnp.asarray(db, np.float32)))
+    _close(tangent, 0.5 * gs + np.linalg.solve(1.5 * a, w) @ db, rtol=1e-4, atol=1e-5)
+    _close(tessera.vmap(tessera.grad(loss))(tnp.asarray([1.5, 3.0]), tnp.broadcast_to(b.astype(np.float32), (2, 5))),
+           [gs, finite_difference(lambda s: np.linalg.solve(s * a, b) @ w, 3.0)], rtol=1e-4, atol=1e-5)
 
 
 def test_custom_linear_solve_pytree_aux_vmap_and_without_transpose_solve(rng):

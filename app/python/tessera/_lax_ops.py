@@ -905,6 +905,14 @@ def _no_gradient(fn, arg):
     return wrapped(arg)
 
 
+def _linear_call(fn, fn_transpose, arg):
+    """fn(arg) for a linear fn, whose vjp is fn_transpose (neither is differentiated)."""
+    from ._transforms import custom_vjp
+    wrapped = custom_vjp(fn)
+    wrapped.defvjp(lambda a: (fn(a), None), lambda res, g: (fn_transpose(g),))
+    return wrapped(arg)
+
+
 def _zeros_with_cotangents(args, like, pullback):
     """Zeros of like's structure whose vjp is pullback: cotangent -> one cotangent per element of args (a
     tuple). Added to a value, they change nothing but give it pullback's gradient."""
@@ -932,9 +940,9 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     the values f closes over, d root = -(df/dx)^-1 df/dparams at the root. tangent_solve(g, y) solves the
     linear system g(x) = y, g being f linearized at the root (for a scalar: lambda g, y: y / g(1.0)); reverse
     mode transposes it with respect to y, as JAX does. solve is run, never differentiated (it may use
-    while_loop); values it and initial_guess hold get no gradient. has_aux: solve returns (solution, aux) and so
-    does custom_root, aux with a zero gradient. The forward pass runs solve and f once at the root; tangent_solve
-    runs only in the backward pass."""
+    while_loop); initial_guess and the values solve closes over get no gradient. has_aux: solve returns
+    (solution, aux) and so does custom_root, aux with a zero gradient. The forward pass runs solve and f once
+    at the root; tangent_solve runs only in the backward pass."""
     from ._derivatives import linearize
     from ._transforms import vjp
     from .tree_util import tree_flatten, tree_map
@@ -978,6 +986,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     b_shapes = [tuple(asarray(v).shape) for v in b_leaves]
 
     def checked(fn, what, aux):
+        """fn with its output checked against b; with aux, fn returns (x, aux)."""
         def run(v):
             out = fn(v)
             if aux and (not isinstance(out, (tuple, list)) or len(out) != 2):
@@ -990,13 +999,14 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
             return out
         return run
 
-    checked(matvec, "matvec", False)(b)
+    solution = checked(lambda v: solve(matvec, v), "solve", has_aux)
     if transpose_solve is None and symmetric:
         transpose_solve = solve
     if transpose_solve is None:
-        return checked(lambda v: solve(matvec, v), "solve", has_aux)(b)
-    out = _no_gradient(checked(lambda v: solve(matvec, v), "solve", has_aux), b)
+        return solution(b)
+    out = _no_gradient(solution, b)
     x, aux = out if has_aux else (out, None)
+    without_aux = (lambda fn: lambda v: fn(v)[0]) if has_aux else (lambda fn: fn)
 
     def pullback(ct):
         # lam = A^-T ct goes to b, and -lam to matvec(x), whose vjp takes it to what matvec closes over
@@ -1005,9 +1015,12 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         else:
             _, matvec_t = vjp(matvec, b)
             vecmat = lambda v: matvec_t(v)[0]  # noqa: E731
-        lam = checked(lambda v: transpose_solve(vecmat, v), "transpose_solve", has_aux)(ct)
-        lam = lam[0] if has_aux else lam
+        solve_t = checked(lambda v: transpose_solve(vecmat, v), "transpose_solve", has_aux)
+        # transpose_solve's own transpose is solve: forward mode (the transpose of this) runs solve, never
+        # differentiating transpose_solve (which may hold a while_loop)
+        lam = _linear_call(without_aux(solve_t), without_aux(solution), ct)
         return lam, tree_map(lambda v: -v, lam)
 
-    x = _tree_add(x, _zeros_with_cotangents((b, matvec(x)), x, pullback))
+    ax = checked(matvec, "matvec", False)(x)
+    x = _tree_add(x, _zeros_with_cotangents((b, ax), x, pullback))
     return (x, aux) if has_aux else x
