@@ -2,14 +2,21 @@
 // Every backend runs it on the host through its CPU kernel (the CUDA backend's host path copies the operands
 // over). Its rules: the callback's avals; the operands whole on every device (a callback sees whole arrays, as
 // JAX's do); reverse mode refused when a cotangent reaches it (jax.pure_callback: give it a custom_vjp); vmap by
-// the callback's method, the sequential one looping over the examples here.
+// the callback's method, the sequential one looping over the examples here. In an SPMD program an effect runs
+// on one device and broadcasts its results (engine/ops/host_callback.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <exception>
 #include <stdexcept>
+#include <vector>
 
 #include "engine/core/mxcsr.h"
 #include "engine/dist/communicator.h"
 #include "engine/ir/host_callback.h"
+#include "engine/ops/host_callback.h"
 #include "engine/ops/op_helpers.h"
 #include "engine/ops/registry.h"
 #include "engine/ops/rule_helpers.h"
@@ -37,18 +44,99 @@ ir::Cost costCallback(std::span<const Aval> in, std::span<const Aval> out, const
   return movementCost(in, out);
 }
 
+// The call, in the host's floating-point environment: jitted code flushes subnormals, which a user's numpy must
+// not see.
+void call(const ir::HostCallback& cb, const ir::CpuKernelArgs& args) {
+  MxcsrScope ieee(MxcsrScope::current() & ~MxcsrScope::kFlushSubnormals);
+  cb.fn(args.inputs, args.outputs);
+}
+
+[[noreturn]] void fail(dist::DeviceContext& d, Error e) {
+  d.fail(e);
+  raise(std::move(e));
+}
+
+// The results' bytes one after another, to or from `bytes`.
+void packResults(std::span<const ir::MutableTensorView> results, uint8_t* bytes) {
+  for (const ir::MutableTensorView& r : results) {
+    if (r.aval.bytes() > 0) std::memcpy(bytes, r.data, static_cast<size_t>(r.aval.bytes()));
+    bytes += r.aval.bytes();
+  }
+}
+void unpackResults(const uint8_t* bytes, std::span<const ir::MutableTensorView> results) {
+  for (const ir::MutableTensorView& r : results) {
+    if (r.aval.bytes() > 0) std::memcpy(r.data, bytes, static_cast<size_t>(r.aval.bytes()));
+    bytes += r.aval.bytes();
+  }
+}
+
+// An effect with results in an SPMD program: the mesh's first device calls, then every device of the mesh joins
+// one all_reduce of the bytes [results..., failed], to which the others give zeros. Summed as u8, which wraps,
+// the sum is the first device's bytes exactly whatever the results' dtypes (bool, -0.0, NaN payloads), and the
+// flag travels with the values: one collective, where an all_gather would hand every device every device's copy.
+// A failed call is the run's error on the first device and an error on the others, which never wait for values
+// that will not come.
+void callOnFirstDevice(const ir::HostCallback& cb, const ir::CpuKernelArgs& args, dist::DeviceContext& d,
+                       std::span<const int> mesh) {
+  int64_t bytes = 0;
+  for (const ir::MutableTensorView& r : args.outputs) bytes += r.aval.bytes();
+  std::vector<uint8_t> sent(static_cast<size_t>(bytes) + 1, 0);
+  uint8_t& failed = sent.back();
+  const bool first = d.position == mesh[0];
+  std::exception_ptr failure;
+  std::string why;
+  if (first) {
+    try {
+      call(cb, args);
+      packResults(args.outputs, sent.data());
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      why = e.what();
+    } catch (...) {
+      failure = std::current_exception();
+      why = "an exception that is not a std::exception";
+    }
+    failed = failure ? 1 : 0;
+  }
+  Status st = d.comm->allReduce(d.position, mesh, sent.data(), sent.data(), bytes + 1, DType::U8);
+  if (!st.ok()) fail(d, st.takeError());
+  if (first) {
+    if (!failure) return;
+    d.fail(Error{why});  // the root cause, recorded before the others' echoes of it
+    std::rethrow_exception(failure);
+  }
+  if (failed) {
+    // Where the first device runs in this process, wait until it has failed the run (a call it never joins
+    // returns when its failure aborts the communicator), so that the run reports its error, not this echo.
+    // Under MPI its own process reports it.
+    const std::vector<int> local = d.comm->localDevices();
+    if (std::find(local.begin(), local.end(), mesh[0]) != local.end()) {
+      uint8_t none = 0;
+      (void)d.comm->allReduce(d.position, mesh, &none, &none, 1, DType::U8);
+    }
+    fail(d, makeError("{}: the call on device {} failed; that device reports why", cb.name, mesh[0]));
+  }
+  unpackResults(sent.data(), args.outputs);
+}
+
 void callbackKernel(const ir::CpuKernelArgs& args) {
   const auto& a = attrsAs<ir::HostCallbackAttrs>(args.attrs);
   ir::HostCallbackPtr cb = ir::hostCallbackOf(a);
   if (!cb) throw std::runtime_error(fmt::format("host_callback: no callback {} in this process", a.callback));
-  // An effect with no results in an SPMD program (a print) runs once, on the first device, which holds its
-  // operands whole (the shard rule gathers them), as JAX runs jax.debug.print. One with results runs on every
-  // device, each of which needs them.
-  if (cb->effectful && cb->results.empty())
-    if (const dist::DeviceContext* d = dist::currentDevice(); d && d->position != 0) return;
-  // The host's floating-point environment: jitted code flushes subnormals, which a user's numpy must not see.
-  MxcsrScope ieee(MxcsrScope::current() & ~MxcsrScope::kFlushSubnormals);
-  cb->fn(args.inputs, args.outputs);
+  dist::DeviceContext* d = dist::currentDevice();
+  if (!cb->effectful || !d) return call(*cb, args);
+  const std::span<const int> mesh = callbackMesh();
+  if (!d->comm || std::find(mesh.begin(), mesh.end(), d->position) == mesh.end()) {
+    // No mesh named (a shard_map body, whose devices hold different blocks): a print runs on position 0 alone,
+    // an effect with results on every device.
+    if (cb->results.empty() && d->position != 0) return;
+    return call(*cb, args);
+  }
+  if (cb->results.empty() || mesh.size() == 1) {
+    if (d->position == mesh[0]) call(*cb, args);
+    return;
+  }
+  callOnFirstDevice(*cb, args, *d, mesh);
 }
 
 std::vector<Array> callbackVjp(const ir::VjpArgs& args) {
@@ -121,7 +209,13 @@ ir::BatchResult batchCallback(const ir::BatchArgs& args) {
   return out;
 }
 
+thread_local std::span<const int> t_mesh;
+
 }  // namespace
+
+CallbackMeshScope::CallbackMeshScope(std::span<const int> devices) : m_saved(t_mesh) { t_mesh = devices; }
+CallbackMeshScope::~CallbackMeshScope() { t_mesh = m_saved; }
+std::span<const int> callbackMesh() { return t_mesh; }
 
 void registerHostCallbackOps(ir::OpRegistry& reg) {
   ir::OpDef def = coreOp(ir::OpCode::HostCallback, "host_callback", ir::FusionKind::Opaque, -1, -1);

@@ -3,18 +3,27 @@
 // compiled program (never at compile time), in program order, even when nothing uses them and inside a loop
 // body; pure calls are dropped when unused and merged when equal; vmap calls once per example (sequential) or
 // once with the batch; reverse mode refuses a cotangent through one; a failing callback fails the run with its
-// message; the text form names the callback and parses back only while it lives.
+// message; the text form names the callback and parses back only while it lives. In an SPMD program an effect
+// with results runs once, on the mesh's first device, and every device gets its results (or its failure).
 #include "tests/check.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/backends/cpu/schedule.h"
 #include "engine/compile/compile.h"
 #include "engine/compile/jit.h"
+#include "engine/dist/communicator.h"
 #include "engine/ir/graph.h"
 #include "engine/ir/host_callback.h"
+#include "engine/ops/host_callback.h"
 #include "engine/ops/registry.h"
+#include "engine/runtime/interpreter.h"
 #include "engine/transform/api.h"
 #include "engine/transform/autodiff.h"
 #include "engine/transform/control_flow.h"
@@ -75,6 +84,100 @@ ir::Graph optimised(const std::function<std::vector<Array>(const std::vector<Arr
   auto st = compile::optimize(g);
   REQUIRE_MESSAGE(st.ok(), st.error().message);
   return g;
+}
+
+// The positions of the devices that made the calls, in call order (calls come from the devices' threads).
+struct DeviceLog {
+  std::mutex mutex;
+  std::vector<int> positions;
+  void add() {
+    const dist::DeviceContext* d = dist::currentDevice();
+    std::lock_guard lock(mutex);
+    positions.push_back(d ? d->position : -1);
+  }
+  std::vector<int> take() {
+    std::lock_guard lock(mutex);
+    return std::exchange(positions, {});
+  }
+};
+
+// A sensor read (io_callback): x: f32[3] -> (f32[4]: x[0] + 0.5, -0.0, NaN, the call number; bool[2]: true,
+// false; i32[]: -7 - the call number). Values a sum in f32 or a bool all_reduce would not carry bit for bit.
+ir::HostCallbackPtr sensor(DeviceLog& log, std::atomic<int>& calls, bool fails = false) {
+  ir::HostCallback cb;
+  cb.name = "sensor";
+  cb.operands = {Aval{Shape{3}, DType::F32}};
+  cb.results = {Aval{Shape{4}, DType::F32}, Aval{Shape{2}, DType::Bool}, Aval{Shape{}, DType::I32}};
+  cb.effectful = true;
+  cb.fn = [&log, &calls, fails](std::span<const ir::TensorView> in, std::span<const ir::MutableTensorView> out) {
+    log.add();
+    const int n = calls++;
+    if (fails) throw std::runtime_error("sensor: the sensor is offline");
+    float* f = out[0].as<float>();
+    f[0] = in[0].as<float>()[0] + 0.5f;
+    f[1] = -0.0f;
+    f[2] = std::numeric_limits<float>::quiet_NaN();
+    f[3] = static_cast<float>(n);
+    bool* b = out[1].as<bool>();
+    b[0] = true;
+    b[1] = false;
+    *out[2].as<int32_t>() = -7 - n;
+  };
+  return ir::makeHostCallback(std::move(cb));
+}
+
+// One SPMD run's outcome: runOnDevices' status, and each device's status and outputs (none outside the mesh).
+struct MeshRun {
+  Status status;
+  std::vector<Status> device;
+  std::vector<std::vector<Array>> outputs;
+};
+
+// Runs g as the SPMD runtime runs a partitioned program: compiled once, run at the same time by every device of
+// a `numDevices`-device communicator, those of `mesh` inside a CallbackMeshScope, the others returning at once.
+MeshRun runOnMesh(const ir::Graph& g, int numDevices, const std::vector<int>& mesh, const std::vector<Array>& in,
+                  bool interpret = false) {
+  std::unique_ptr<runtime::Executable> exe;
+  if (!interpret) {
+    ir::Graph program = g;
+    auto st = compile::optimize(program);
+    REQUIRE_MESSAGE(st.ok(), st.error().message);
+    auto made = compile::compileForDevice(program, compile::Options{});
+    REQUIRE_MESSAGE(made.ok(), made.error().message);
+    exe = std::move(*made);
+  }
+  std::vector<runtime::BufferPtr> buffers;
+  for (const Array& a : in) buffers.push_back(a.buffer());
+  MeshRun run;
+  run.device.resize(static_cast<size_t>(numDevices));
+  run.outputs.resize(static_cast<size_t>(numDevices));
+  auto comm = dist::makeInProcessCommunicator(numDevices);
+  run.status = dist::runOnDevices(*comm, [&](int p) -> Status {
+    if (std::find(mesh.begin(), mesh.end(), p) == mesh.end()) return {};
+    ops::CallbackMeshScope scope(mesh);
+    auto r = exe ? exe->run(buffers) : runtime::interpret(g, ops::registry(), buffers);
+    if (!r.ok()) {
+      run.device[static_cast<size_t>(p)] = r.error();
+      return r.takeError();
+    }
+    for (size_t o = 0; o < r->size(); ++o)
+      run.outputs[static_cast<size_t>(p)].push_back(Array::fromBuffer((*r)[o], g.aval(g.outputs()[o])));
+    return {};
+  });
+  return run;
+}
+
+// The bits of an array, for comparing -0.0 and NaN exactly.
+std::vector<uint8_t> bitsOf(const Array& a) {
+  const auto* p = static_cast<const uint8_t*>(a.buffer()->data());
+  return {p, p + a.aval().bytes()};
+}
+
+ir::Graph traced(const std::function<std::vector<Array>(const std::vector<Array>&)>& f, std::vector<Aval> in) {
+  auto t = makeGraph(f, in, "spmd_callbacks");
+  REQUIRE_MESSAGE(t.ok(), t.error().message);
+  REQUIRE(t->graph.inputs().size() == in.size());
+  return t->graph;
 }
 
 }  // namespace
@@ -262,4 +365,128 @@ TEST_CASE("theTextFormNamesTheCallbackWhileItLives") {
   REQUIRE(!st.ok());
   CHECK_MESSAGE(st.error().message.find(fmt::format("no callback {} in this process", id)) != std::string::npos,
                 st.error().message);
+}
+
+TEST_CASE("anEffectWithResultsRunsOnceInAnSpmdProgramAndEveryDeviceGetsItsResults") {
+  DeviceLog log;
+  std::atomic<int> calls{0};
+  auto cb = sensor(log, calls);
+  Aval s{Shape{3}, DType::F32};
+  ir::Graph g = traced([&](const std::vector<Array>& a) { return hostCallback(cb, {a[0] * 2.0}); }, {s});
+  Array x = vec({1, 2, 3});
+  // What a device gets: the first call's values, bit for bit.
+  auto expectFirstCall = [&](const std::vector<Array>& out, int call) {
+    REQUIRE(out.size() == 3);
+    const float want[4] = {2.5f, -0.0f, std::numeric_limits<float>::quiet_NaN(), static_cast<float>(call)};
+    std::vector<uint8_t> wantBits(16);
+    std::memcpy(wantBits.data(), want, 16);
+    CHECK(bitsOf(out[0]) == wantBits);
+    CHECK(bitsOf(out[1]) == std::vector<uint8_t>{1, 0});
+    CHECK(out[2].toDoubles() == std::vector<double>{-7.0 - call});
+  };
+  for (bool interpret : {false, true}) {
+    CAPTURE(interpret);
+    calls = 0;
+    for (int call = 0; call < 2; ++call) {
+      MeshRun run = runOnMesh(g, 4, {0, 1, 2, 3}, {x}, interpret);
+      REQUIRE_MESSAGE(run.status.ok(), run.status.error().message);
+      CHECK(log.take() == std::vector<int>{0});  // once per run, on the mesh's first device
+      for (int p = 0; p < 4; ++p) expectFirstCall(run.outputs[static_cast<size_t>(p)], call);
+    }
+  }
+  // A mesh of some of the devices, in its own order: its first device calls; the others outside it never join.
+  calls = 0;
+  MeshRun part = runOnMesh(g, 4, {3, 1}, {x});
+  REQUIRE_MESSAGE(part.status.ok(), part.status.error().message);
+  CHECK(log.take() == std::vector<int>{3});
+  expectFirstCall(part.outputs[3], 0);
+  expectFirstCall(part.outputs[1], 0);
+  CHECK(part.outputs[0].empty());
+  // An effect with no results (a print) runs on the mesh's first device too; it broadcasts nothing.
+  ir::HostCallback print;
+  print.name = "print";
+  print.operands = {s};
+  print.effectful = true;
+  print.fn = [&log](std::span<const ir::TensorView>, std::span<const ir::MutableTensorView>) { log.add(); };
+  auto printer = ir::makeHostCallback(std::move(print));
+  ir::Graph printing = traced([&](const std::vector<Array>& a) {
+    hostCallback(printer, {a[0]});
+    return std::vector<Array>{a[0] + 1.0};
+  }, {s});
+  REQUIRE(runOnMesh(printing, 4, {2, 3}, {x}).status.ok());
+  CHECK(log.take() == std::vector<int>{2});
+  // Pure calls run on every device; so does an effect where no mesh is named (a shard_map body's blocks differ).
+  Log plain;
+  auto pure = affine(s, plain);
+  ir::Graph p = traced([&](const std::vector<Array>& a) { return hostCallback(pure, {a[0]}); }, {s});
+  REQUIRE(runOnMesh(p, 4, {0, 1, 2, 3}, {x}).status.ok());
+  CHECK(plain.calls == 4);
+  auto comm = dist::makeInProcessCommunicator(2);
+  auto exe = compile::compileForDevice(g, compile::Options{});
+  REQUIRE(exe.ok());
+  Status st = dist::runOnDevices(*comm, [&](int) -> Status {
+    std::vector<runtime::BufferPtr> in{x.buffer()};
+    auto r = (*exe)->run(in);
+    return r.ok() ? Status{} : Status(r.takeError());
+  });
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+  CHECK(log.take().size() == 2);
+}
+
+TEST_CASE("anEffectWithResultsInAnSpmdLoopOrVmapRunsOncePerIterationOrExample") {
+  DeviceLog log;
+  std::atomic<int> calls{0};
+  auto cb = sensor(log, calls);
+  Aval s{Shape{3}, DType::F32};
+  // scan: each iteration's call on the first device; the carry takes its results, so a device that got other
+  // values would end with another sum.
+  ir::Graph loop = traced([&](const std::vector<Array>& a) {
+    auto [carry, ys] = scan([&](const Tree& c, const Tree&) {
+      std::vector<Array> r = hostCallback(cb, {a[0]});
+      return std::make_pair(Tree(c.leaf() + astype(r[2], DType::F32)), Tree::list());
+    }, Tree(Array::scalar(0.0)), Tree::list(), 3);
+    (void)ys;
+    return std::vector<Array>{carry.leaf()};
+  }, {s});
+  MeshRun run = runOnMesh(loop, 4, {0, 1, 2, 3}, {vec({1, 2, 3})});
+  REQUIRE_MESSAGE(run.status.ok(), run.status.error().message);
+  CHECK(log.take() == std::vector<int>{0, 0, 0});
+  for (int p = 0; p < 4; ++p) CHECK(run.outputs[static_cast<size_t>(p)][0].toDoubles() == std::vector<double>{-24});
+  // vmap (sequential): one call per example, all on the first device, in one kernel.
+  calls = 0;
+  auto batched = [&](const std::vector<Array>& a) {
+    return vmap([&](const std::vector<Array>& e) { return std::vector<Array>{hostCallback(cb, {e[0]})[2]}; })(a);
+  };
+  ir::Graph g = traced(batched, {Aval{Shape{2, 3}, DType::F32}});
+  run = runOnMesh(g, 2, {0, 1}, {Array::fromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3})});
+  REQUIRE_MESSAGE(run.status.ok(), run.status.error().message);
+  CHECK(log.take() == std::vector<int>{0, 0});
+  for (int p = 0; p < 2; ++p) CHECK(run.outputs[static_cast<size_t>(p)][0].toDoubles() == std::vector<double>{-7, -8});
+}
+
+TEST_CASE("aFailingEffectInAnSpmdProgramFailsEveryDeviceWithItsError") {
+  DeviceLog log;
+  std::atomic<int> calls{0};
+  auto cb = sensor(log, calls, true);
+  Aval s{Shape{3}, DType::F32};
+  ir::Graph g = traced([&](const std::vector<Array>& a) {
+    std::vector<Array> r = hostCallback(cb, {a[0]});
+    return std::vector<Array>{r[0] + 1.0};
+  }, {s});
+  for (const std::vector<int>& mesh : {std::vector<int>{0, 1, 2, 3}, std::vector<int>{2, 0}}) {
+    for (int repeat = 0; repeat < 10; ++repeat) {  // which device reports first must not matter
+      MeshRun run = runOnMesh(g, 4, mesh, {vec({1, 2, 3})});
+      REQUIRE(!run.status.ok());
+      const std::string& e = run.status.error().message;
+      CHECK_MESSAGE(e.find(fmt::format("device {}: ", mesh[0])) == 0, e);
+      CHECK_MESSAGE(e.find("the sensor is offline") != std::string::npos, e);
+      for (int p : mesh) {
+        const Status& st = run.device[static_cast<size_t>(p)];
+        REQUIRE_MESSAGE(!st.ok(), p);
+        const char* says = p == mesh[0] ? "the sensor is offline" : "the call on device";
+        CHECK_MESSAGE(st.error().message.find(says) != std::string::npos, st.error().message);
+      }
+      CHECK(log.take() == std::vector<int>{mesh[0]});
+    }
+  }
 }
