@@ -5,6 +5,7 @@
 
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/transform/array.h"
@@ -99,7 +100,14 @@ const char* numpyDtype(DType t);
 // The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).
 [[noreturn]] void raisePython(const Error& e);
 
+// Arguments' avals as Python gives them: (shape, dtype name).
+using AvalSpecs = std::vector<std::pair<std::vector<int64_t>, std::string>>;
+// fn (a flat function of Arrays) traced on these avals; its Python exception, if it raised, is raised again.
+ClosedGraph traceClosed(const py::function& fn, const AvalSpecs& avals, const std::string& name);
+
 void registerTransforms(py::module_& m);
+// shard_map's programs and the collectives of its bodies (shard_map.cpp).
+void registerShardMap(py::module_& m);
 // Array.__dlpack__, __dlpack_device__ and from_dlpack (dlpack.cpp).
 void registerDlpack(py::module_& m, py::class_<Array>& array);
 // host_callback: a Python function called by a program (callbacks.cpp).

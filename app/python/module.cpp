@@ -761,4 +761,5 @@ PYBIND11_MODULE(_tessera, m) {
   defineOps(m);
   registerTransforms(m);
   registerCallbacks(m);
+  registerShardMap(m);
 }

@@ -229,7 +229,7 @@ void countNodes(const ir::Graph& g, bool nested, int& total, int& inNested, int&
   }
 }
 
-using AvalSpecs = std::vector<std::pair<std::vector<int64_t>, std::string>>;
+}  // namespace
 
 ClosedGraph traceClosed(const py::function& fn, const AvalSpecs& avals, const std::string& name) {
   CallbackErrors errors;
@@ -244,6 +244,8 @@ ClosedGraph traceClosed(const py::function& fn, const AvalSpecs& avals, const st
   if (!cg.ok()) raisePython(cg.error());
   return std::move(cg).value();
 }
+
+namespace {
 
 // The IR of fn on these avals as text that stands alone (its constants written in), for another process to
 // parse: how a project's model.py reaches the engine (tessera/project_trace.py).

@@ -128,6 +128,7 @@ struct SpmdExecutable::Impl {
   std::map<int, std::unique_ptr<runtime::Executable>> deviceExes;  // other backends: each local device's own
   std::shared_ptr<dist::Communicator> comm;
 
+  std::vector<Aval> outAvals;  // the outputs' global avals
   runtime::Executable* executableFor(int position) {
     auto it = deviceExes.find(position);
     return it != deviceExes.end() ? it->second.get() : exe.get();
@@ -162,39 +163,86 @@ Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
 SpmdExecutable::SpmdExecutable() : m(std::make_unique<Impl>()) {}
 SpmdExecutable::~SpmdExecutable() = default;
 
+namespace {
+
+// Compiles the per-device program for the local devices of `mesh` with the registered backend.
+Status compileLocal(SpmdExecutable::Impl& im, const sharding::Mesh& mesh) {
+  const SpmdOptions& options = im.options;
+  if (options.interpret) return {};
+  runtime::CompileOptions co;
+  co.name = options.name;
+  co.donatable = options.donatable;
+  co.donatable.resize(im.program.inputs().size(), false);
+  co.native = true;
+  // The CPU backend's devices share one executable (its runs are independent); a GPU per device needs a
+  // program compiled for each local device (under mpirun: one, the rank's GPU).
+  const std::vector<int> local = im.comm->localDevices();
+  const bool perDevice = options.device != "cpu";
+  for (size_t i = 0; i < (perDevice ? local.size() : 1); ++i) {
+    if (perDevice && std::find(mesh.devices.begin(), mesh.devices.end(), local[i]) == mesh.devices.end()) continue;
+    co.localDevice = static_cast<int>(i);
+    TSR_ASSIGN(std::unique_ptr<runtime::Executable> e, runtime::compileOn(options.device, im.program, ops::registry(), co));
+    if (!im.exe) im.exe = std::move(e);
+    else im.deviceExes.emplace(local[i], std::move(e));
+  }
+  if (!im.exe) return makeError("{}: no device of {} runs in this process", options.name, mesh.toString());
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph& global, const sharding::Mesh& mesh,
                                                                 const sharding::ShardingAnnotations& annotations,
                                                                 const SpmdOptions& options) {
-  const ir::OpRegistry& reg = ops::registry();
   std::unique_ptr<SpmdExecutable> self(new SpmdExecutable());
   Impl& im = *self->m;
   im.options = options;
   TSR_ASSIGN(im.comm, devices());
   TSR_TRY(checkMeshFits(mesh, *im.comm));
   im.global = global;
+  for (ir::ValueId v : global.outputs()) im.outAvals.push_back(global.aval(v));
   TSR_ASSIGN(SpmdPlan planned, planSpmd(global, mesh, annotations, options.name));
   im.plan = std::move(planned.plan);
   im.partitioned = std::move(planned.partitioned);
   im.program = std::move(planned.program);
-  if (!options.interpret) {
-    runtime::CompileOptions co;
-    co.name = options.name;
-    co.donatable = options.donatable;
-    co.donatable.resize(im.program.inputs().size(), false);
-    co.native = true;
-    // The CPU backend's devices share one executable (its runs are independent); a GPU per device needs a
-    // program compiled for each local device (under mpirun: one, the rank's GPU).
-    const std::vector<int> local = im.comm->localDevices();
-    const bool perDevice = options.device != "cpu";
-    for (size_t i = 0; i < (perDevice ? local.size() : 1); ++i) {
-      if (perDevice && std::find(mesh.devices.begin(), mesh.devices.end(), local[i]) == mesh.devices.end()) continue;
-      co.localDevice = static_cast<int>(i);
-      TSR_ASSIGN(std::unique_ptr<runtime::Executable> e, runtime::compileOn(options.device, im.program, reg, co));
-      if (!im.exe) im.exe = std::move(e);
-      else im.deviceExes.emplace(local[i], std::move(e));
-    }
-    if (!im.exe) return makeError("{}: no device of {} runs in this process", options.name, mesh.toString());
+  TSR_TRY(compileLocal(im, mesh));
+  return self;
+}
+
+Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compileManual(const ir::Graph& local, const sharding::Mesh& mesh,
+                                                                      std::vector<sharding::TensorSharding> inShardings,
+                                                                      std::vector<sharding::TensorSharding> outShardings,
+                                                                      std::vector<Aval> outAvals,
+                                                                      const SpmdOptions& options) {
+  if (inShardings.size() != local.inputs().size() || outShardings.size() != local.outputs().size() ||
+      outAvals.size() != local.outputs().size())
+    return makeError("{}: {} inputs and {} outputs, but {} input and {} output shardings", options.name,
+                     local.inputs().size(), local.outputs().size(), inShardings.size(), outShardings.size());
+  for (size_t i = 0; i < outAvals.size(); ++i) {
+    const Shape block = outShardings[i].localShape(mesh, outAvals[i].shape);
+    const Aval& have = local.aval(local.outputs()[i]);
+    if (!(block == have.shape) || have.dtype != outAvals[i].dtype)
+      return makeError("{}: output {} is {} on each device, but {} split {} has blocks of {}", options.name, i,
+                       have.toString(), outAvals[i].toString(), outShardings[i].toString(mesh), block.toString());
   }
+  std::unique_ptr<SpmdExecutable> self(new SpmdExecutable());
+  Impl& im = *self->m;
+  im.options = options;
+  TSR_ASSIGN(im.comm, devices());
+  TSR_TRY(checkMeshFits(mesh, *im.comm));
+  im.global = local;
+  im.outAvals = std::move(outAvals);
+  im.plan.mesh = mesh;
+  im.partitioned.local = local;
+  im.partitioned.inputShardings = std::move(inShardings);
+  im.partitioned.outputShardings = std::move(outShardings);
+  im.program = local;
+  im.program.name = options.name;
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  auto report = pm.run(im.program, ctx);
+  if (!report.ok()) return makeError("{}: {}", options.name, report.error().message);
+  TSR_TRY(compileLocal(im, mesh));
   return self;
 }
 
@@ -259,9 +307,8 @@ Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs,
     if (give[i]) inputs[i].impl()->sharded.reset();  // deleted, as in JAX
   installEagerRunner();
   std::vector<Array> arrays;
-  const ir::Graph& g = m->global;
   for (size_t i = 0; i < results->size(); ++i)
-    arrays.push_back(Array::fromShards(g.aval(g.outputs()[i]), namedSharding(mesh, m->partitioned.outputShardings[i]),
+    arrays.push_back(Array::fromShards(m->outAvals[i], namedSharding(mesh, m->partitioned.outputShardings[i]),
                                        std::move((*results)[i])));
   return arrays;
 }

@@ -52,6 +52,14 @@ class SpmdExecutable {
   static Result<std::unique_ptr<SpmdExecutable>> compile(const ir::Graph& global, const sharding::Mesh& mesh,
                                                          const sharding::ShardingAnnotations& annotations,
                                                          const SpmdOptions& options = {});
+  // shard_map's programs: `local` is what every device runs, written per device with its own collectives; its
+  // inputs and outputs are the blocks of arrays split as inShardings and outShardings, outAvals the outputs'
+  // global avals. Nothing is propagated or partitioned: the compiler's pipeline runs on the program as it is.
+  static Result<std::unique_ptr<SpmdExecutable>> compileManual(const ir::Graph& local, const sharding::Mesh& mesh,
+                                                               std::vector<sharding::TensorSharding> inShardings,
+                                                               std::vector<sharding::TensorSharding> outShardings,
+                                                               std::vector<Aval> outAvals,
+                                                               const SpmdOptions& options = {});
   ~SpmdExecutable();
 
   // inputs[i][device]: input i's block on each device of the mesh (by device id; null for devices of other
@@ -61,7 +69,7 @@ class SpmdExecutable {
                                                            const std::vector<bool>& donated = {});
 
   const sharding::Mesh& mesh() const;
-  const ir::Graph& global() const;  // the graph the plan is for
+  const ir::Graph& global() const;  // the graph the plan is for (compileManual's: the per-device program)
   const sharding::ShardingPlan& plan() const;
   const sharding::PartitionResult& partitioned() const;  // the per-device program before optimisation
   const ir::Graph& program() const;                       // ... and after the compiler's pipeline
@@ -73,9 +81,10 @@ class SpmdExecutable {
   // other owner is then deleted (as in JAX), its buffers reused for outputs where the program planned that.
   Result<std::vector<Array>> run(const std::vector<Array>& inputs, const std::vector<bool>& donated = {});
 
+  struct Impl;
+
  private:
   SpmdExecutable();
-  struct Impl;
   std::unique_ptr<Impl> m;
 };
 

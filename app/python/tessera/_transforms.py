@@ -226,6 +226,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), d
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    if getattr(fun, "_tessera_compiled", False):  # jit(shard_map(f)): compiled already, run as it is
+        return fun
     return _Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
 
 

@@ -385,5 +385,13 @@ from ._lax_slicing import gather, GatherDimensionNumbers, GatherScatterMode  # n
 __all__ += ["gather", "GatherDimensionNumbers", "GatherScatterMode"]
 
 
+# The collectives of shard_map bodies (tessera/_shard_map.py): psum, all_gather, ppermute, axis_index, ...
+from ._shard_map import (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute,  # noqa: E402
+                         pshuffle, axis_index, axis_size)
+
+__all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute", "pshuffle",
+            "axis_index", "axis_size"]
+
+
 # jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu, eigh, svd, qr.
 from . import _lax_linalg as linalg  # noqa: E402

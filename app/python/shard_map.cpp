@@ -1,0 +1,255 @@
+// shard_map for Python (tessera/_shard_map.py): a function written for one device's blocks, with its own
+// collectives (tessera.lax.psum, all_gather, ...), traced once on the blocks' avals and compiled as the program
+// every device of a mesh runs (spmd::SpmdExecutable::compileManual). Called with arrays it runs on the mesh and
+// returns arrays split as its out_specs say; called inside a trace (jit, grad, vmap around it) it is one
+// host_callback op whose function runs the compiled program on the mesh and returns whole arrays.
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "app/python/bindings.h"
+#include "engine/dist/communicator.h"
+#include "engine/ir/host_callback.h"
+#include "engine/ops/registry.h"
+#include "engine/sharding/partitioner.h"
+#include "engine/spmd/spmd.h"
+#include "engine/transform/api.h"
+
+namespace tsr::python {
+
+namespace {
+
+using sharding::Mesh;
+using sharding::NamedSharding;
+using sharding::PartitionSpec;
+using sharding::TensorSharding;
+using Specs = std::vector<std::vector<std::vector<std::string>>>;  // per array: per dim, its mesh axes
+
+template <class T>
+T checked(Result<T> r) {
+  if (!r.ok()) raisePython(r.error());
+  return std::move(r).value();
+}
+
+class ShardMapProgram {
+ public:
+  // fn(local blocks) -> local blocks; globalAvals: the arguments' (shape, dtype); inSpecs per argument;
+  // outSpecsFn() the specs per result, asked once fn is traced (the results' structure is known then).
+  ShardMapProgram(const py::function& fn, const AvalSpecs& globalAvals, const Mesh& mesh, const Specs& inSpecs,
+                  const py::function& outSpecsFn, const std::string& name)
+      : m_mesh(mesh), m_name(name) {
+    if (inSpecs.size() != globalAvals.size())
+      throw py::value_error(fmt::format("shard_map({}): {} in_specs for {} arguments", name, inSpecs.size(),
+                                        globalAvals.size()));
+    AvalSpecs local;
+    for (size_t i = 0; i < globalAvals.size(); ++i) {
+      const Shape shape(globalAvals[i].first);
+      TensorSharding t = shardingOf(inSpecs[i], shape, fmt::format("argument {}", i));
+      local.emplace_back(t.localShape(mesh, shape).dims(), globalAvals[i].second);
+      m_in.push_back(std::move(t));
+    }
+    m_traced = traceClosed(fn, local, name);
+    const ir::Graph& g = m_traced.graph;
+    const auto outSpecs = outSpecsFn().cast<Specs>();
+    if (outSpecs.size() != g.outputs().size())
+      throw py::value_error(fmt::format("shard_map({}): {} out_specs for {} results", name, outSpecs.size(),
+                                        g.outputs().size()));
+    std::vector<TensorSharding> in = m_in;
+    for (const Array& c : m_traced.consts) in.push_back(TensorSharding::replicated(c.rank()));
+    std::vector<TensorSharding> out;
+    for (size_t i = 0; i < outSpecs.size(); ++i) {
+      const Aval& block = g.aval(g.outputs()[i]);
+      // The global shape: each dim the block's times the number of pieces the spec splits it into.
+      std::vector<int64_t> dims = block.shape.dims();
+      if (outSpecs[i].size() > dims.size())
+        throw py::value_error(fmt::format("shard_map({}): out_specs[{}] names {} dims, but result {} is {}", name,
+                                          i, outSpecs[i].size(), i, block.toString()));
+      for (size_t d = 0; d < outSpecs[i].size(); ++d)
+        for (const std::string& axis : outSpecs[i][d]) {
+          if (mesh.axisIndex(axis) < 0)
+            throw py::value_error(fmt::format("shard_map({}): out_specs[{}] names axis '{}', which {} lacks", name, i,
+                                              axis, mesh.toString()));
+          dims[d] *= mesh.axisSize(axis);
+        }
+      Aval global{Shape(dims), block.dtype};
+      out.push_back(shardingOf(outSpecs[i], global.shape, fmt::format("result {}", i)));
+      m_outAvals.push_back(global);
+    }
+    spmd::SpmdOptions options;
+    options.name = name;
+    m_exe = checked(spmd::SpmdExecutable::compileManual(g, mesh, std::move(in), std::move(out), m_outAvals, options));
+  }
+
+  // Runs on arrays: each argument is put on the mesh as in_specs split it (where it is not already), and the
+  // results are arrays on the mesh.
+  std::vector<Array> call(const std::vector<Array>& args) {
+    UserSite site;
+    for (const Array& c : m_traced.consts)
+      if (!c.isConcrete())
+        throw py::value_error(fmt::format("shard_map({}): the function closes over a value of an enclosing trace; "
+                                          "call it inside that trace", m_name));
+    std::vector<Array> results;
+    {
+      py::gil_scoped_release nogil;
+      results = checked(run(args, m_traced.consts));
+    }
+    return results;
+  }
+
+  // Inside a trace: one host_callback op over the whole arguments (and the values the function closes over),
+  // whose function runs the program on the mesh. Pure: unused results are dropped like any op's.
+  std::vector<Array> embed(const std::vector<Array>& args) {
+    UserSite site;
+    std::vector<Array> operands = args;
+    operands.insert(operands.end(), m_traced.consts.begin(), m_traced.consts.end());
+    ir::HostCallback cb;
+    cb.name = fmt::format("shard_map({})", m_name);
+    for (const Array& a : operands) cb.operands.push_back(a.aval());
+    cb.results = m_outAvals;
+    cb.vmap = ir::VmapMethod::Sequential;
+    const size_t numArgs = args.size();
+    // The callback keeps the compiled program, not this object (whose consts may be an enclosing trace's).
+    cb.fn = [exe = m_exe, numArgs, in = m_in, mesh = m_mesh, name = m_name](
+                std::span<const ir::TensorView> ops, std::span<const ir::MutableTensorView> results) {
+      if (dist::currentDevice())
+        throw std::runtime_error(fmt::format(
+            "shard_map({}) inside a program that itself runs on a mesh: call it on one-device arrays, or use "
+            "with_sharding_constraint instead", name));
+      std::vector<Array> args, consts;
+      for (size_t i = 0; i < ops.size(); ++i)
+        (i < numArgs ? args : consts).push_back(Array::fromBytes(ops[i].aval, ops[i].data));
+      auto outs = runOn(*exe, mesh, in, args, consts);
+      if (!outs.ok()) throw std::runtime_error(outs.error().message);
+      for (size_t i = 0; i < results.size(); ++i) {
+        auto whole = spmd::fetchWhole((*outs)[i]);
+        if (!whole.ok()) throw std::runtime_error(whole.error().message);
+        std::memcpy(results[i].data, whole->buffer()->data(),
+                    static_cast<size_t>(results[i].aval.numel() * dtypeSize(results[i].aval.dtype)));
+      }
+    };
+    return hostCallback(ir::makeHostCallback(std::move(cb)), operands);
+  }
+
+  // The program every device runs, as text.
+  std::string text() const { return ir::print(m_exe->program(), ops::registry()); }
+
+  py::list outAvals() const {
+    py::list out;
+    for (const Aval& a : m_outAvals) out.append(py::make_tuple(a.shape.dims(), std::string(dtypeName(a.dtype))));
+    return out;
+  }
+
+ private:
+  TensorSharding shardingOf(const std::vector<std::vector<std::string>>& dims, const Shape& shape,
+                            const std::string& what) const {
+    auto t = TensorSharding::fromSpec(m_mesh, PartitionSpec{dims}, shape);
+    if (!t.ok()) throw py::value_error(fmt::format("shard_map({}): {}: {}", m_name, what, t.error().message));
+    return std::move(t).value();
+  }
+
+  Result<std::vector<Array>> run(const std::vector<Array>& args, const std::vector<Array>& consts) {
+    return runOn(*m_exe, m_mesh, m_in, args, consts);
+  }
+
+  static Result<std::vector<Array>> runOn(spmd::SpmdExecutable& exe, const Mesh& mesh,
+                                          const std::vector<TensorSharding>& in, const std::vector<Array>& args,
+                                          const std::vector<Array>& consts) {
+    if (args.size() != in.size()) return makeError("expects {} arguments, got {}", in.size(), args.size());
+    std::vector<Array> inputs;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Array& a = args[i];
+      bool placed = false;
+      if (a.isSharded() && a.sharding()->mesh == mesh) {
+        TSR_ASSIGN(TensorSharding have, spmd::shardingOn(a, mesh));
+        placed = have == in[i];
+      }
+      if (placed) {
+        inputs.push_back(a);
+      } else {
+        TSR_ASSIGN(Array put, spmd::devicePut(a, NamedSharding{mesh, in[i].toSpec(mesh)}));
+        inputs.push_back(std::move(put));
+      }
+    }
+    // What the function closes over is read whole by every device.
+    for (const Array& c : consts) {
+      TSR_ASSIGN(Array whole, spmd::fetchWhole(c));
+      inputs.push_back(std::move(whole));
+    }
+    return exe.run(inputs);
+  }
+
+  Mesh m_mesh;
+  std::string m_name;
+  std::vector<TensorSharding> m_in;
+  ClosedGraph m_traced;
+  std::vector<Aval> m_outAvals;
+  std::shared_ptr<spmd::SpmdExecutable> m_exe;
+};
+
+// The device groups of a collective over mesh axes `names` (major to minor): flattened, and the group size.
+py::tuple axisGroups(const Mesh& mesh, const std::vector<std::string>& names) {
+  std::vector<int> axes;
+  for (const std::string& n : names) {
+    int a = mesh.axisIndex(n);
+    if (a < 0) {
+      PyErr_SetString(PyExc_NameError,
+                      fmt::format("unbound axis name: {} ({} has no such axis)", n, mesh.toString()).c_str());
+      throw py::error_already_set();
+    }
+    if (std::find(axes.begin(), axes.end(), a) != axes.end())
+      throw py::value_error(fmt::format("axis '{}' named twice", n));
+    axes.push_back(a);
+  }
+  int64_t size = 1;
+  for (int a : axes) size *= mesh.shape[static_cast<size_t>(a)];
+  return py::make_tuple(sharding::deviceGroups(mesh, axes), size);
+}
+
+}  // namespace
+
+void registerShardMap(py::module_& m) {
+  py::class_<ShardMapProgram, std::shared_ptr<ShardMapProgram>>(m, "ShardMapProgram")
+      .def(py::init<const py::function&, const AvalSpecs&, const Mesh&, const Specs&, const py::function&,
+                    const std::string&>())
+      .def("call", &ShardMapProgram::call)
+      .def("embed", &ShardMapProgram::embed)
+      .def("text", &ShardMapProgram::text)
+      .def_property_readonly("out_avals", &ShardMapProgram::outAvals);
+  m.def("axis_groups", &axisGroups);
+  m.def("tracing", [] { return Trace::current() != nullptr; });
+  // The collectives of a shard_map body: each over device groups (flattened, groupSize members each).
+  m.def("all_reduce", [](const Array& x, const std::vector<int64_t>& groups, int64_t size) {
+    UserSite site;
+    return bind1(ir::OpCode::AllReduce, {x}, ir::AllReduceAttrs{groups, size}, std::source_location::current());
+  });
+  m.def("all_gather", [](const Array& x, const std::vector<int64_t>& groups, int64_t size, int64_t dim) {
+    UserSite site;
+    return bind1(ir::OpCode::AllGather, {x}, ir::AllGatherAttrs{groups, size, dim}, std::source_location::current());
+  });
+  m.def("reduce_scatter", [](const Array& x, const std::vector<int64_t>& groups, int64_t size, int64_t dim) {
+    UserSite site;
+    return bind1(ir::OpCode::ReduceScatter, {x}, ir::AllGatherAttrs{groups, size, dim},
+                 std::source_location::current());
+  });
+  m.def("all_to_all", [](const Array& x, const std::vector<int64_t>& groups, int64_t size, int64_t split,
+                         int64_t concat) {
+    UserSite site;
+    return bind1(ir::OpCode::AllToAll, {x}, ir::AllToAllAttrs{groups, size, split, concat},
+                 std::source_location::current());
+  });
+  m.def("collective_permute", [](const Array& x, const std::vector<int64_t>& pairs) {
+    UserSite site;
+    return bind1(ir::OpCode::CollectivePermute, {x}, ir::CollectivePermuteAttrs{pairs},
+                 std::source_location::current());
+  });
+  // Each device's value (by device id): axis_index's table.
+  m.def("device_table", [](const std::vector<int64_t>& table) {
+    UserSite site;
+    return bind1(ir::OpCode::DeviceTable, {}, ir::DeviceTableAttrs{table, DType::I32}, std::source_location::current());
+  });
+}
+
+}  // namespace tsr::python

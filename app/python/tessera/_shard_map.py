@@ -1,0 +1,328 @@
+"""shard_map and the collectives of its bodies, as jax.shard_map and jax.lax.psum, all_gather, ...
+
+shard_map(f, mesh, in_specs, out_specs)(*args) runs f on every device of mesh with that device's blocks of the
+arguments (split as in_specs say); f speaks to the other devices through collectives over mesh axis names
+(psum(x, 'data')). Its results are the devices' blocks put together as out_specs say: a mesh axis that an out
+spec does not name means the result is the same on every device along it (as in JAX, the body is trusted with
+that; it is not checked).
+
+f is traced once per argument shapes into the program each device runs, compiled and cached. Called with
+arrays, shard_map runs it on the mesh and returns arrays split over it; inside jit, grad or vmap it is one op of
+the enclosing program (a host_callback that runs the compiled program on the mesh), differentiable: its
+gradient is shard_map of f's gradient, with a result that is the same on every device along an axis taking 1/n
+of its cotangent on each and an argument replicated along an axis summing its cotangents over it (JAX's rules).
+The enclosing program must run on one device (a program that itself runs on a mesh cannot call shard_map).
+"""
+
+import numbers
+import threading
+
+from . import _tessera as _C
+from . import numpy as _tnp
+from .numpy import asarray
+from .sharding import PartitionSpec
+from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
+
+__all__ = ["shard_map", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+           "pshuffle", "axis_index", "axis_size"]
+
+
+class _Bodies(threading.local):
+    def __init__(self):
+        self.meshes = []  # the meshes of the shard_map bodies being traced on this thread, innermost last
+
+
+_bodies = _Bodies()
+
+
+def _axis_names(axis_name):
+    return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
+
+
+def _groups(axis_name):
+    """(device groups flattened, group size) of a collective over axis_name in the innermost body whose mesh has
+    those axes."""
+    names = _axis_names(axis_name)
+    for mesh in reversed(_bodies.meshes):
+        if all(n in mesh.axis_names for n in names):
+            return _C.axis_groups(mesh, list(names))
+    missing = next((n for n in names if not any(n in m.axis_names for m in _bodies.meshes)), names[0])
+    raise NameError(f"unbound axis name: {missing} (collectives name the mesh axes of an enclosing shard_map)")
+
+
+def _is_spec(x):
+    return x is None or isinstance(x, PartitionSpec)
+
+
+def _leaf_specs(specs, tree, what):
+    """The PartitionSpec of each leaf of tree: specs is a prefix of tree with PartitionSpecs (or None: replicated)
+    as leaves."""
+    spec_leaves, spec_def = tree_flatten(specs, is_leaf=_is_spec)
+    subtrees = []
+    _flatten_up_to(spec_def, tree, subtrees, f"shard_map: {what}")
+    out = []
+    for spec, sub in zip(spec_leaves, subtrees):
+        if spec is not None and not isinstance(spec, PartitionSpec):
+            raise TypeError(f"shard_map: {what} holds {spec!r}, not a PartitionSpec")
+        dims = [] if spec is None else spec._dims()
+        out += [dims] * len(tree_flatten(sub)[0])
+    return out
+
+
+def _unnamed_axes(mesh, dims):
+    """The mesh axes a spec does not split over: along them the value is the same on every device."""
+    named = {a for d in dims for a in d}
+    return tuple(a for a in mesh.axis_names if a not in named)
+
+
+class _ShardMapped:
+    _tessera_compiled = True  # jit(shard_map(f)) is this function: it is compiled already
+
+    def __init__(self, f, mesh, in_specs, out_specs, differentiable=True):
+        self.f = f
+        # The backward pass's shard_map is not differentiated again (a custom_vjp traces its backward pass when
+        # it is called, which would trace the next one's, and so on).
+        self._differentiable = differentiable
+        self.mesh = mesh
+        self.in_specs = in_specs
+        self.out_specs = out_specs
+        self.__name__ = getattr(f, "__name__", "shard_map")
+        self.__doc__ = getattr(f, "__doc__", None)
+        self._programs = {}  # (input treedef, avals) -> (program, output treedef)
+
+    def _program(self, leaves, in_tree, in_dims):
+        state = {}
+
+        def body(xs):
+            _bodies.meshes.append(self.mesh)
+            try:
+                out = self.f(*tree_unflatten(in_tree, list(xs)))
+            finally:
+                _bodies.meshes.pop()
+            out_leaves, state["tree"] = tree_flatten(out)
+            return [asarray(o) for o in out_leaves]
+
+        def out_dims():
+            return _leaf_specs(self.out_specs, tree_unflatten(state["tree"], [0] * state["tree"].num_leaves),
+                               "out_specs")
+
+        avals = [(list(a.shape), a._dtype_name) for a in leaves]
+        program = _C.ShardMapProgram(body, avals, self.mesh, in_dims, out_dims, self.__name__)
+        return program, state["tree"]
+
+    def __call__(self, *args):
+        leaves, in_tree = tree_flatten(args)
+        leaves = [asarray(x) for x in leaves]
+        in_dims = _leaf_specs(self.in_specs, args, "in_specs")
+        if _C.tracing() or any(a.is_tracer for a in leaves):
+            return self._traced(leaves, in_tree, in_dims)
+        key = (in_tree, tuple((a.shape, a._dtype_name) for a in leaves))
+        found = self._programs.get(key)
+        if found is None:
+            found = self._programs[key] = self._program(leaves, in_tree, in_dims)
+        program, out_tree = found
+        return tree_unflatten(out_tree, program.call(leaves))
+
+    def lower_text(self, *args):
+        """The program each device runs for these arguments, as text (the IR after the compiler's passes)."""
+        leaves, in_tree = tree_flatten(args)
+        leaves = [asarray(x) for x in leaves]
+        return self._program(leaves, in_tree, _leaf_specs(self.in_specs, args, "in_specs"))[0].text()
+
+    def _traced(self, leaves, in_tree, in_dims):
+        """Inside a trace: one op of the enclosing program, differentiable through shard_map of f's vjp."""
+        from ._transforms import custom_vjp, vjp
+
+        program, out_tree = self._program(leaves, in_tree, in_dims)
+        if not self._differentiable:
+            return tree_unflatten(out_tree, program.embed(leaves))
+        out_dims = _leaf_specs(self.out_specs, tree_unflatten(out_tree, [0] * out_tree.num_leaves), "out_specs")
+        mesh, f, n = self.mesh, self.f, len(leaves)
+
+        def backward(*xs_and_cts):
+            xs, cts = list(xs_and_cts[:n]), list(xs_and_cts[n:])
+            # A result the same on every device along some axes was given its whole cotangent on each of them.
+            for i, dims in enumerate(out_dims):
+                unnamed = _unnamed_axes(mesh, dims)
+                if unnamed and _tnp.isdtype(cts[i].dtype, "real floating"):
+                    cts[i] = cts[i] / axis_size(unnamed)
+
+            def flat_f(*ys):
+                return tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]
+
+            _, pullback = vjp(flat_f, *xs)
+            grads = list(pullback(cts))
+            # An argument read whole along some axes: its cotangent is the sum of the devices' along them.
+            for j, dims in enumerate(in_dims):
+                unnamed = _unnamed_axes(mesh, dims)
+                if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
+                    grads[j] = psum(grads[j], unnamed)
+            return tuple(grads)
+
+        def to_spec(dims):
+            return PartitionSpec(*[tuple(d) if len(d) > 1 else d[0] if d else None for d in dims])
+
+        in_ps = tuple(to_spec(d) for d in in_dims)
+        out_ps = tuple(to_spec(d) for d in out_dims)
+        backward.__name__ = f"{self.__name__}_vjp"
+        bwd_map = _ShardMapped(backward, mesh, in_ps + out_ps, in_ps, differentiable=False)
+
+        @custom_vjp
+        def call(*xs):
+            return tuple(program.embed(list(xs)))
+
+        def call_fwd(*xs):
+            return call(*xs), xs
+
+        def call_bwd(xs, cts):
+            return tuple(bwd_map(*xs, *cts))
+
+        call.defvjp(call_fwd, call_bwd)
+        return tree_unflatten(out_tree, list(call(*leaves)))
+
+
+def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=True, check_vma=True, auto=frozenset(),
+              axis_names=None):
+    """jax.shard_map: f on each device's blocks of the arguments (split over mesh as in_specs, a prefix of the
+    arguments' tree with PartitionSpecs as leaves, say), its results put together as out_specs say. check_rep,
+    check_vma and auto are accepted for JAX's signature: replication is not checked, every mesh axis is manual."""
+    if f is None:
+        return lambda fun: shard_map(fun, mesh, in_specs, out_specs)
+    if mesh is None or in_specs is None or out_specs is None:
+        raise TypeError("shard_map needs mesh, in_specs and out_specs")
+    if auto:
+        raise NotImplementedError("shard_map: auto axes (every mesh axis is manual here)")
+    return _ShardMapped(f, mesh, in_specs, out_specs)
+
+
+# ---- collectives over mesh axis names ----
+
+def _collective(x, fn):
+    return tree_map(lambda v: fn(asarray(v)), x)
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum over the devices along axis_name (a name or a tuple of names) of x (a pytree); a Python number
+    times the number of devices (psum(1, 'i') is the axis size)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("psum: axis_index_groups")
+    groups, size = _groups(axis_name)
+    return tree_map(lambda v: v * size if isinstance(v, numbers.Number) else _C.all_reduce(asarray(v), groups, size),
+                    x)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    size = axis_size(axis_name)
+    return tree_map(lambda v: v / size, psum(x, axis_name, axis_index_groups=axis_index_groups))
+
+
+def _gathered(v, axis_name):
+    groups, size = _groups(axis_name)
+    return _C.all_gather(_tnp.expand_dims(v, 0), groups, size, 0)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    if axis_index_groups is not None:
+        raise NotImplementedError("pmax: axis_index_groups")
+    return _collective(x, lambda v: _tnp.max(_gathered(v, axis_name), axis=0))
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    if axis_index_groups is not None:
+        raise NotImplementedError("pmin: axis_index_groups")
+    return _collective(x, lambda v: _tnp.min(_gathered(v, axis_name), axis=0))
+
+
+def _axis(axis, ndim, what):
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{what}: axis {axis} out of range for rank {ndim}")
+    return axis % ndim
+
+
+def all_gather(x, axis_name, *, axis=0, tiled=False, axis_index_groups=None):
+    """The devices' x along axis_name stacked on a new axis `axis` (tiled: concatenated along it)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("all_gather: axis_index_groups")
+    groups, size = _groups(axis_name)
+
+    def one(v):
+        if not tiled:
+            v = _tnp.expand_dims(v, _axis(axis, v.ndim + 1, "all_gather"))
+            return _C.all_gather(v, groups, size, _axis(axis, v.ndim, "all_gather"))
+        return _C.all_gather(v, groups, size, _axis(axis, v.ndim, "all_gather"))
+
+    return _collective(x, one)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_groups=None):
+    """The sum over the devices along axis_name, of which each keeps its piece of scatter_dimension (tiled: a
+    block of it; else that dim's size is the number of devices and it is removed)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("psum_scatter: axis_index_groups")
+    groups, size = _groups(axis_name)
+
+    def one(v):
+        d = _axis(scatter_dimension, v.ndim, "psum_scatter")
+        if not tiled and v.shape[d] != size:
+            raise ValueError(f"psum_scatter: dim {d} of {v.shape} must be the axis size {size} (or tiled=True)")
+        out = _C.reduce_scatter(v, groups, size, d)
+        return out if tiled else _tnp.squeeze(out, d)
+
+    return _collective(x, one)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index_groups=None):
+    """Piece j of split_axis goes to device j along axis_name; the pieces received are concatenated along
+    concat_axis in device order (tiled), or stacked there on a new axis (split_axis's size is then the number of
+    devices, and it is removed)."""
+    if axis_index_groups is not None:
+        raise NotImplementedError("all_to_all: axis_index_groups")
+    groups, size = _groups(axis_name)
+
+    def one(v):
+        s = _axis(split_axis, v.ndim, "all_to_all")
+        if tiled:
+            return _C.all_to_all(v, groups, size, s, _axis(concat_axis, v.ndim, "all_to_all"))
+        if v.shape[s] != size:
+            raise ValueError(f"all_to_all: split_axis {s} of {v.shape} must be the axis size {size} (or tiled=True)")
+        # Each device's piece lands where its own stood; that axis then moves to concat_axis.
+        out = _C.all_to_all(v, groups, size, s, s)
+        return _tnp.moveaxis(out, s, _axis(concat_axis, v.ndim, "all_to_all"))
+
+    return _collective(x, one)
+
+
+def ppermute(x, axis_name, perm):
+    """x sent from device i to device j along axis_name for each (i, j) in perm; a device no pair sends to gets
+    zeros."""
+    groups, size = _groups(axis_name)
+    perm = [(int(i), int(j)) for i, j in perm]
+    for i, j in perm:
+        if not (0 <= i < size and 0 <= j < size):
+            raise ValueError(f"ppermute: pair ({i}, {j}) outside the axis size {size}")
+    if len({i for i, _ in perm}) != len(perm) or len({j for _, j in perm}) != len(perm):
+        raise ValueError(f"ppermute: {perm} sends from or to a device twice")
+    pairs = []
+    for g in range(0, len(groups), size):
+        for i, j in perm:
+            pairs += [groups[g + i], groups[g + j]]
+    return _collective(x, lambda v: _C.collective_permute(v, pairs))
+
+
+def pshuffle(x, axis_name, perm):
+    """Device i gets device perm[i]'s x (perm a permutation of the axis)."""
+    return ppermute(x, axis_name, [(int(p), i) for i, p in enumerate(perm)])
+
+
+def axis_index(axis_name):
+    """This device's index along axis_name (int32; over a tuple of names, major to minor)."""
+    groups, size = _groups(axis_name)
+    table = [0] * (max(groups) + 1)
+    for k, d in enumerate(groups):
+        table[d] = k % size
+    return _C.device_table(table)
+
+
+def axis_size(axis_name):
+    """The number of devices along axis_name (a name or a tuple of names)."""
+    return _groups(axis_name)[1]

@@ -1,0 +1,207 @@
+"""shard_map and its collectives, against numpy: each expected value is computed from the blocks each device holds
+(JAX's semantics, written out by hand), gradients against the analytic ones."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import lax
+from tessera import numpy as tnp
+from tessera.sharding import P, make_mesh
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return make_mesh((2, 2), ("x", "y"))  # devices 0..3, (x, y) row-major
+
+
+@pytest.fixture(scope="module")
+def ring():
+    return make_mesh((4,), ("i",))
+
+
+def data(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def smap(f, mesh, in_specs, out_specs):
+    return tessera.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+
+
+def test_psum_over_one_axis(mesh):
+    a = data(8, 6)
+    out = smap(lambda b: lax.psum(b, "x"), mesh, P("x", "y"), P(None, "y"))(tnp.asarray(a))
+    # Device (x, y) holds a[4x:4x+4, 3y:3y+3]; the sum over x of the row blocks, kept split over y.
+    np.testing.assert_allclose(np.asarray(out), a[:4] + a[4:], rtol=1e-6)
+    assert out.sharding.spec == [[], ["y"]]
+
+
+def test_psum_over_both_axes_and_python_numbers(mesh):
+    a = data(8, 6)
+    f = smap(lambda b: (lax.psum(b, ("x", "y")), lax.psum(1, ("x", "y")), lax.axis_size("y")), mesh,
+             P("x", "y"), (P(), P(), P()))
+    total, count, size_y = f(tnp.asarray(a))
+    blocks = [a[4 * x:4 * x + 4, 3 * y:3 * y + 3] for x in range(2) for y in range(2)]
+    np.testing.assert_allclose(np.asarray(total), sum(blocks), rtol=1e-6)
+    assert int(count) == 4 and int(size_y) == 2
+
+
+def test_pmean_pmax_pmin(ring):
+    a = data(4, 5)
+    f = smap(lambda b: (lax.pmean(b, "i"), lax.pmax(b, "i"), lax.pmin(b, "i")), ring, P("i"), (P(), P(), P()))
+    mean, mx, mn = f(tnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(mean), a.mean(0, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(mx), a.max(0, keepdims=True))
+    np.testing.assert_array_equal(np.asarray(mn), a.min(0, keepdims=True))
+
+
+def test_axis_index(mesh):
+    f = smap(lambda b: b + 10 * lax.axis_index("x") + lax.axis_index("y") + 100 * lax.axis_index(("x", "y")),
+             mesh, P("x", "y"), P("x", "y"))
+    out = np.asarray(f(tnp.zeros((2, 2), tnp.int32)))
+    np.testing.assert_array_equal(out, [[0, 101], [210, 311]])
+
+
+def test_all_gather(ring):
+    a = data(8, 3)
+    stacked = smap(lambda b: lax.all_gather(b, "i"), ring, P("i"), P())(tnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(stacked), a.reshape(4, 2, 3))
+    tiled = smap(lambda b: lax.all_gather(b, "i", axis=1, tiled=True), ring, P("i"), P("i"))(tnp.asarray(a))
+    # Every device holds all four blocks side by side along dim 1: [2, 12] each, stacked over i.
+    expected = np.concatenate([np.concatenate([a[2 * k:2 * k + 2] for k in range(4)], axis=1)] * 4)
+    np.testing.assert_array_equal(np.asarray(tiled), expected)
+
+
+def test_psum_scatter(ring):
+    a = data(16, 3)
+    # Each device holds a [4, 3] block; the sum of the blocks, split into four rows: device k keeps row k.
+    out = smap(lambda b: lax.psum_scatter(b, "i", tiled=True), ring, P("i"), P("i"))(tnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(out), a.reshape(4, 4, 3).sum(0), rtol=1e-5)
+    out2 = smap(lambda b: lax.psum_scatter(b, "i"), ring, P("i"), P("i"))(tnp.asarray(a))
+    # Without tiled each device's row loses its dim: [3] each, put end to end by out_specs P('i').
+    np.testing.assert_allclose(np.asarray(out2), a.reshape(4, 4, 3).sum(0).ravel(), rtol=1e-5)
+
+
+def test_all_to_all(ring):
+    a = data(8, 12)
+    # Device k holds rows 2k..2k+1; it sends columns 3j..3j+2 to device j, which stacks what it gets along dim 0.
+    out = smap(lambda b: lax.all_to_all(b, "i", 1, 0, tiled=True), ring, P("i"), P(None, "i"))(tnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(out), a)  # rows whole, columns split: the same array, resplit
+    b = data(4, 4, 3)  # device k: [1, 4, 3]; split axis 1 (size 4) over the devices, stacked on a new axis 0
+    out2 = smap(lambda v: lax.all_to_all(v[0], "i", 0, 0), ring, P("i"), P("i"))(tnp.asarray(b))
+    # Device j receives piece j of every device k: [4 (k), 3] -> its block of the result.
+    expected = np.concatenate([b[:, j] for j in range(4)])
+    np.testing.assert_array_equal(np.asarray(out2), expected)
+
+
+def test_ppermute_and_pshuffle(ring):
+    a = np.arange(4, dtype=np.float32).reshape(4, 1)
+    shift = smap(lambda b: lax.ppermute(b, "i", [(k, (k + 1) % 4) for k in range(4)]), ring, P("i"), P("i"))
+    np.testing.assert_array_equal(np.asarray(shift(tnp.asarray(a))).ravel(), [3, 0, 1, 2])
+    partial = smap(lambda b: lax.ppermute(b, "i", [(0, 3)]), ring, P("i"), P("i"))
+    np.testing.assert_array_equal(np.asarray(partial(tnp.asarray(a))).ravel(), [0, 0, 0, 0])
+    shuffle = smap(lambda b: lax.pshuffle(b, "i", [2, 3, 0, 1]), ring, P("i"), P("i"))
+    np.testing.assert_array_equal(np.asarray(shuffle(tnp.asarray(a + 1))).ravel(), [3, 4, 1, 2])
+
+
+def test_jit_of_shard_map_keeps_the_split(mesh):
+    a = data(8, 6)
+    f = smap(lambda b: b * 2, mesh, P("x", "y"), P("x", "y"))
+    out = tessera.jit(f)(tnp.asarray(a))
+    assert out.sharding.spec == [["x"], ["y"]]
+    np.testing.assert_allclose(np.asarray(out), 2 * a)
+
+
+def test_inside_jit_with_other_ops(mesh):
+    a, w = data(8, 6), data(6, 4, seed=1)
+    matmul = smap(lambda x, w: lax.psum(x @ w, "y"), mesh, (P("x", "y"), P("y", None)), P("x", None))
+
+    @tessera.jit
+    def f(x, w):
+        return tnp.tanh(matmul(x * 2, w)) + 1
+
+    np.testing.assert_allclose(np.asarray(f(tnp.asarray(a), tnp.asarray(w))), np.tanh(2 * a @ w) + 1, rtol=2e-5,
+                               atol=2e-6)
+
+
+def test_grad_through_shard_map(mesh):
+    # y = x @ w with x split over rows (x) and columns (y), w over rows (y): each device a partial product,
+    # summed over y. loss = sum(y ** 2): dx = 2 y w^T, dw = 2 x^T y.
+    a, w = data(8, 6), data(6, 4, seed=1)
+    matmul = smap(lambda x, w: lax.psum(x @ w, "y"), mesh, (P("x", "y"), P("y", None)), P("x", None))
+    gx, gw = tessera.grad(lambda x, w: tnp.sum(matmul(x, w) ** 2), argnums=(0, 1))(tnp.asarray(a), tnp.asarray(w))
+    y = a @ w
+    np.testing.assert_allclose(np.asarray(gx), 2 * y @ w.T, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(gw), 2 * a.T @ y, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_replicated_result_and_argument(ring):
+    # w is read whole by every device (P()), the loss is the same on every device (out_specs P()): its gradient
+    # is the gradient of the one loss, not four times it.
+    x, w, t = data(8, 3), data(3, seed=2), data(8, seed=3)
+
+    def local_loss(x, w, t):
+        return lax.psum(tnp.sum((x @ w - t) ** 2), "i") / 8.0
+
+    loss = smap(local_loss, ring, (P("i"), P(), P("i")), P())
+    value, gw = tessera.value_and_grad(lambda w: loss(tnp.asarray(x), w, tnp.asarray(t)))(tnp.asarray(w))
+    r = x @ w - t
+    np.testing.assert_allclose(float(value), np.mean(r ** 2), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gw), 2 / 8 * x.T @ r, rtol=1e-4, atol=1e-6)
+
+
+def test_data_parallel_step_inside_the_body(ring):
+    # The usual explicit data parallelism: each device's gradient of its batch, averaged with pmean.
+    x, w, t = data(16, 3), data(3, seed=2), data(16, seed=3)
+
+    def step(w, x, t):
+        g = tessera.grad(lambda w: tnp.mean((x @ w - t) ** 2))(w)
+        return w - 0.1 * lax.pmean(g, "i")
+
+    new_w = tessera.jit(smap(step, ring, (P(), P("i"), P("i")), P()))(tnp.asarray(w), tnp.asarray(x), tnp.asarray(t))
+    grad = 2 / 16 * x.T @ (x @ w - t)
+    np.testing.assert_allclose(np.asarray(new_w), w - 0.1 * grad, rtol=1e-5, atol=1e-6)
+
+
+def test_collectives_in_a_scan_body(ring):
+    a = data(4, 2)
+
+    def body(b):
+        def step(c, _):
+            return lax.psum(c, "i") / 4.0 + 1.0, None
+        return lax.scan(step, b, None, length=3)[0]
+
+    out = np.asarray(smap(body, ring, P("i"), P("i"))(tnp.asarray(a)))
+    mean = a.mean(0)
+    expected = ((mean + 1.0) + 1.0) + 1.0  # the mean of equal values is the value
+    np.testing.assert_allclose(out, np.tile(expected, (4, 1)), rtol=1e-5)
+
+
+def test_vmap_of_shard_map(ring):
+    a = data(3, 8)
+    f = smap(lambda b: lax.psum(tnp.sum(b), "i"), ring, P("i"), P())
+    out = tessera.vmap(f)(tnp.asarray(a))
+    np.testing.assert_allclose(np.asarray(out), a.sum(1), rtol=1e-5)
+
+
+def test_closure_and_pytrees(ring):
+    scale = tnp.asarray(np.float32(3.0))
+    a, b = data(8), data(8, seed=1)
+    f = smap(lambda d: {"s": d["a"] * scale + d["b"]}, ring, ({"a": P("i"), "b": P("i")},), {"s": P("i")})
+    out = f({"a": tnp.asarray(a), "b": tnp.asarray(b)})
+    np.testing.assert_allclose(np.asarray(out["s"]), 3 * a + b, rtol=1e-6)
+
+
+def test_errors(ring, mesh):
+    with pytest.raises(NameError, match="unbound axis name: i"):
+        lax.psum(tnp.ones(3), "i")
+    with pytest.raises(NameError, match="unbound axis name: z"):
+        smap(lambda b: lax.psum(b, "z"), ring, P("i"), P("i"))(tnp.ones(8))
+    with pytest.raises(ValueError, match="argument 0"):
+        smap(lambda b: b, ring, P("i"), P("i"))(tnp.ones(6))  # 6 rows over 4 devices
+    with pytest.raises(ValueError, match="out_specs"):
+        smap(lambda b: (b, b), ring, P("i"), (P("i"),))(tnp.ones(8))
+    with pytest.raises(ValueError, match="split_axis"):
+        smap(lambda b: lax.all_to_all(b, "i", 0, 0), ring, P("i"), P("i"))(tnp.ones((12, 2)))
+    with pytest.raises(TypeError, match="mesh, in_specs and out_specs"):
+        tessera.shard_map(lambda b: b, mesh=ring)
