@@ -251,6 +251,13 @@ const Row kRows[] = {
        if (const std::optional<double> s = positive(v, kMaxSeconds)) o.traceTimeout = *s;
      },
      nullptr, Takes::Seconds},
+    {{"TESSERA_STORE_LOCK_WAIT", "TESSERA_STORE_LOCK_WAIT=SECONDS",
+      "how long `tessera` and the IDE wait for a run store that another process holds locked before they fail "
+      "saying so (default 30; `--lock-wait SECONDS` sets it for one command)"},
+     [](EnvOptions& o, const char* v) {
+       if (const std::optional<double> s = positive(v, kMaxSeconds)) o.storeLockWait = *s;
+     },
+     nullptr, Takes::Seconds},
     {{"TESSERA_TRACE_SERVER", "TESSERA_TRACE_SERVER=0",
       "trace every model.py in a new Python interpreter instead of a child forked from a warm one (which has "
       "imported tessera already)"},

@@ -48,6 +48,8 @@ struct EnvOptions {
   std::optional<VerifyPasses> verifyPasses;  // TESSERA_VERIFY_PASSES; none: the build's default
   bool underMpi = false;                  // OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set (by mpirun)
   double traceTimeout = 120;             // TESSERA_TRACE_TIMEOUT: seconds a model.py may take to trace
+  std::optional<double> storeLockWait;    // TESSERA_STORE_LOCK_WAIT: seconds a wait for a locked run store may
+                                          // last; none: the store's default (engine/store/lock_wait.h)
   bool traceServer = true;                // TESSERA_TRACE_SERVER=0: every trace in a new interpreter
   int mpiWorldSize = 1;                   // the launcher's rank count: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
                                           // SLURM_STEP_NUM_TASKS (1 where none says)

@@ -1,5 +1,6 @@
 #include "engine/store/run_store.h"
 
+#include "engine/core/env_options.h"
 #include "engine/store/lock_wait.h"
 #include "engine/store/stmt.h"
 
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -299,7 +301,7 @@ std::function<void(const std::string&)>& lockWaitNotice() {
   return notice;
 }
 
-std::atomic<int64_t> g_lockWaitLimitMs{30000};
+std::atomic<int64_t> g_lockWaitLimitMs{-1};  // -1: none set
 
 using Clock = std::chrono::steady_clock;
 
@@ -358,8 +360,15 @@ RunInfo readRun(const Stmt& st) {
 }  // namespace
 
 void setLockWaitNotice(std::function<void(const std::string& path)> notice) { lockWaitNotice() = std::move(notice); }
-void setLockWaitLimit(std::chrono::milliseconds limit) { g_lockWaitLimitMs = limit.count(); }
-std::chrono::milliseconds lockWaitLimit() { return std::chrono::milliseconds(g_lockWaitLimitMs.load()); }
+void setLockWaitLimit(std::optional<std::chrono::milliseconds> limit) {
+  g_lockWaitLimitMs = limit ? std::max<int64_t>(limit->count(), 0) : -1;
+}
+std::chrono::milliseconds lockWaitLimit() {
+  if (const int64_t set = g_lockWaitLimitMs.load(); set >= 0) return std::chrono::milliseconds(set);
+  if (const std::optional<double> seconds = envOptions().storeLockWait)
+    return std::chrono::milliseconds(std::llround(*seconds * 1000));
+  return kDefaultLockWait;
+}
 
 const char* runStatusName(RunStatus s) {
   switch (s) {
@@ -567,19 +576,14 @@ Status RunStore::reopenRun(int64_t run) {
 }
 
 Status RunStore::transaction(const std::function<Status()>& body) {
-  TSR_TRY(exec("BEGIN"));
+  // The write lock first, waited for here (SQLite calls the busy handler only for a connection that reads
+  // nothing yet): a deferred BEGIN takes it at the first write, and a body that read before it then fails at
+  // once, SQLite's deadlock rule refusing the wait to a reader while another connection writes.
+  TSR_TRY(execWhileBusy("BEGIN IMMEDIATE"));
   Status st = body();
   if (st.ok()) st = exec("COMMIT");
   // A COMMIT that fails (the file locked, a full disk) leaves the transaction open, holding the lock: rolled
   // back, so that the connection stays usable and the store as it was.
-  if (!st.ok()) (void)exec("ROLLBACK");
-  return st;
-}
-
-Status RunStore::writeTransaction(const std::function<Status()>& body) {
-  TSR_TRY(execWhileBusy("BEGIN IMMEDIATE"));
-  Status st = body();
-  if (st.ok()) st = exec("COMMIT");
   if (!st.ok()) (void)exec("ROLLBACK");
   return st;
 }
@@ -810,10 +814,11 @@ Status RunStore::setArchived(int64_t id, bool archived) {
                    [&](Stmt& st) { st.bind(1, int64_t{archived}).bind(2, id); });
 }
 
-// One statement over the run's tags, in one transaction.
+// One statement over the run's tags, in one transaction, which first finds the run: a run deleted meanwhile is
+// "no run", never a foreign key's failure.
 Status RunStore::eachTag(int64_t id, const char* sql, const std::vector<std::string>& tags) {
-  TSR_TRY(run(id));
   return transaction([&]() -> Status {
+    TSR_TRY(run(id));
     Stmt st(m_db, sql);
     if (!st.ok()) return st.error();
     for (const std::string& t : tags) {
@@ -838,7 +843,7 @@ Status RunStore::removeTags(int64_t id, const std::vector<std::string>& tags) {
 Status RunStore::setTags(int64_t id, const std::vector<std::string>& tags) {
   for (const std::string& t : tags)
     if (t.empty()) return makeError("a tag cannot be empty");
-  return writeTransaction([&]() -> Status {
+  return transaction([&]() -> Status {
     TSR_TRY(run(id));
     Stmt clear(m_db, "DELETE FROM run_tags WHERE run = ?");
     if (!clear.ok()) return clear.error();

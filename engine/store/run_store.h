@@ -301,11 +301,11 @@ class RunStore {
   RunStore(sqlite3* db, std::string path) : m_db(db), m_path(std::move(path)) {}
   Status exec(const std::string& sql) const;
   Status execWhileBusy(const std::string& sql) const;
-  // Runs body inside BEGIN/COMMIT; an error rolls everything back.
+  // Runs body inside BEGIN IMMEDIATE/COMMIT; an error rolls everything back. Every body writes: the write lock is
+  // taken (waited for, up to the limit) before the body runs, so a body may read what it then changes, where a
+  // deferred transaction that read first fails at its first write, without waiting, while another connection
+  // writes (SQLITE_BUSY), or once another connection has written since its read (SQLITE_BUSY_SNAPSHOT).
   Status transaction(const std::function<Status()>& body);
-  // The same under BEGIN IMMEDIATE, for a body that reads what it then changes: a deferred transaction that read
-  // first fails (SQLITE_BUSY_SNAPSHOT) when another connection wrote meanwhile, where this one waits its turn.
-  Status writeTransaction(const std::function<Status()>& body);
   Status migrate();
   Result<int> readSchemaVersion() const;  // PRAGMA user_version, or SQLite's error
   std::string runColumns() const;

@@ -180,6 +180,8 @@ TEST_CASE("badValuesReadAsTheDefault") {
   TSR_COMPARE(*read("TESSERA_PEAK_FLOPS", "320e9").peakFlops, 320e9);
   TSR_COMPARE(read("TESSERA_TRACE_TIMEOUT", "soon").traceTimeout, 120.0);
   TSR_COMPARE(read("TESSERA_TRACE_TIMEOUT", "7.5").traceTimeout, 7.5);
+  for (const char* bad : {"soon", "0", "-5", "86401"}) REQUIRE(!read("TESSERA_STORE_LOCK_WAIT", bad).storeLockWait);
+  TSR_COMPARE(*read("TESSERA_STORE_LOCK_WAIT", "0.25").storeLockWait, 0.25);
   REQUIRE(!read("TESSERA_LOG_COMPILES", "false").logCompiles);
   REQUIRE(read("TESSERA_LOG_COMPILES", "on").logCompiles);
   REQUIRE(!read("TESSERA_LOG_COMPILES", "maybe").logCompiles);

@@ -1,8 +1,9 @@
 #pragma once
 // Another process's hold on a run store, for tests of what the store does meanwhile: a connection of its own
 // inside a write transaction (BEGIN IMMEDIATE, as a training process committing metrics), and a short limit on
-// how long the store waits for it, both undone when the object goes.
+// how long the store waits for it (none: the limit is left as it is), both undone when the object goes.
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <sqlite3.h>
@@ -13,15 +14,18 @@ namespace tsr::test {
 
 class HeldLock {
  public:
-  explicit HeldLock(const std::string& path, std::chrono::milliseconds limit = std::chrono::milliseconds(300))
-      : m_limit(store::lockWaitLimit()) {
-    store::setLockWaitLimit(limit);
+  explicit HeldLock(const std::string& path,
+                    std::optional<std::chrono::milliseconds> limit = std::chrono::milliseconds(300)) {
+    if (limit) {
+      m_limit = store::lockWaitLimit();
+      store::setLockWaitLimit(*limit);
+    }
     if (sqlite3_open(path.c_str(), &m_db) != SQLITE_OK) m_error = sqlite3_errmsg(m_db);
     else m_held = exec("BEGIN IMMEDIATE");
   }
   ~HeldLock() {
     release();
-    store::setLockWaitLimit(m_limit);
+    if (m_limit) store::setLockWaitLimit(*m_limit);
   }
   HeldLock(const HeldLock&) = delete;
   HeldLock& operator=(const HeldLock&) = delete;
@@ -46,7 +50,7 @@ class HeldLock {
   }
 
  private:
-  std::chrono::milliseconds m_limit;
+  std::optional<std::chrono::milliseconds> m_limit;  // the limit to restore; none: not changed
   sqlite3* m_db = nullptr;
   bool m_held = false;
   std::string m_error;

@@ -7,9 +7,15 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
+#include <utility>
 
 #include <sqlite3.h>
+#include <stdlib.h>
 
+#include "engine/core/env_options.h"
+#include "engine/store/lock_wait.h"
 #include "engine/store/run_store.h"
 #include "tests/store/held_lock.h"
 #include "tests/temp_dir.h"
@@ -715,4 +721,81 @@ TEST_CASE("setTagsIsAllOrNothing") {
   TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"b", "c"}));
   REQUIRE(s->setTags(1, {}).ok());
   REQUIRE(s->run(1)->tags.empty());
+}
+
+// An edit that reads the run before it changes it (tags: the run must exist) takes the write lock first and waits
+// for another connection's write to end. A deferred transaction read first and then, at its first write, failed
+// at once (SQLite lets a reader not wait for a writer) with "locked by another process", a limit of 20 s unused.
+TEST_CASE("anEditThatReadsFirstWaitsForTheLockAndSucceeds") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  auto s = RunStore::open(path);
+  REQUIRE(s.ok());
+  REQUIRE(s->createRun("r", "p", "").ok());
+  REQUIRE(s->addTags(1, {"a"}).ok());
+  const auto edits = std::vector<std::pair<const char*, std::function<Status()>>>{
+      {"addTags", [&] { return s->addTags(1, {"b", "c"}); }},
+      {"removeTags", [&] { return s->removeTags(1, {"c"}); }},
+      {"setTags", [&] { return s->setTags(1, {"a", "b", "d"}); }},
+  };
+  for (const auto& [name, edit] : edits) {
+    INFO(std::string(name));
+    test::HeldLock other(path, std::chrono::seconds(20));
+    REQUIRE_MESSAGE(other.held(), other.error());
+    // The holder writes and lets go a moment later, as a training process committing a step does.
+    std::thread holder([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      other.release();
+    });
+    const Status st = edit();
+    holder.join();
+    REQUIRE_MESSAGE(st.ok(), said(st));
+  }
+  TSR_COMPARE(s->run(1)->tags, (std::vector<std::string>{"a", "b", "d"}));
+  // The run is looked for under the lock: a missing one is "no run", not a foreign key's failure.
+  const Status missing = s->addTags(42, {"x"});
+  REQUIRE_MESSAGE(said(missing).find("no run 42") != std::string::npos, said(missing));
+}
+
+// TESSERA_STORE_LOCK_WAIT sets the limit where no program set one (the CLI's --lock-wait does): an edit of a
+// locked store fails after about half a second, not the default 30 s; a limit set wins over the variable.
+TEST_CASE("theLockWaitLimitComesFromTheEnvironment") {
+  test::TempDir dir;
+  const std::string path = dir.filePath("runs.db");
+  {
+    auto s = RunStore::open(path);
+    REQUIRE(s.ok());
+    REQUIRE(s->createRun("before", "p", "").ok());
+  }
+  struct Restore {
+    ~Restore() {
+      ::unsetenv("TESSERA_STORE_LOCK_WAIT");
+      reloadEnvOptions();
+      setLockWaitLimit(std::nullopt);
+    }
+  } restore;
+  setLockWaitLimit(std::nullopt);
+  TSR_COMPARE(lockWaitLimit().count(), kDefaultLockWait.count());
+  ::setenv("TESSERA_STORE_LOCK_WAIT", "0.5", 1);
+  reloadEnvOptions();
+  TSR_COMPARE(lockWaitLimit().count(), 500);
+  {
+    test::HeldLock other(path, std::nullopt);
+    REQUIRE_MESSAGE(other.held(), other.error());
+    auto s = RunStore::open(path);
+    REQUIRE_MESSAGE(s.ok(), s.error().message);
+    const auto start = std::chrono::steady_clock::now();
+    const Status renamed = s->renameRun(1, "after");
+    const auto waited = std::chrono::steady_clock::now() - start;
+    REQUIRE_MESSAGE(saysLocked(renamed, path), said(renamed));
+    REQUIRE(waited >= std::chrono::milliseconds(400));
+    REQUIRE(waited < std::chrono::seconds(15));
+  }
+  setLockWaitLimit(std::chrono::milliseconds(1500));
+  TSR_COMPARE(lockWaitLimit().count(), 1500);
+  setLockWaitLimit(std::nullopt);
+  TSR_COMPARE(lockWaitLimit().count(), 500);
+  ::unsetenv("TESSERA_STORE_LOCK_WAIT");
+  reloadEnvOptions();
+  TSR_COMPARE(lockWaitLimit().count(), kDefaultLockWait.count());
 }
