@@ -205,3 +205,21 @@ def test_errors(ring, mesh):
         smap(lambda b: lax.all_to_all(b, "i", 0, 0), ring, P("i"), P("i"))(tnp.ones((12, 2)))
     with pytest.raises(TypeError, match="mesh, in_specs and out_specs"):
         tessera.shard_map(lambda b: b, mesh=ring)
+
+
+def test_pmap():
+    x = data(4, 3) + 3.0
+    np.testing.assert_allclose(np.asarray(tessera.pmap(lambda v: v * 2)(tnp.asarray(x))), 2 * x)
+    normalize = tessera.pmap(lambda v: v / lax.psum(v, "i"), axis_name="i")
+    np.testing.assert_allclose(np.asarray(normalize(tnp.asarray(x))), x / x.sum(0), rtol=1e-6)
+    # Mapped over axis 1, an unmapped scalar, a result the same on every device returned once.
+    dot = tessera.pmap(lambda v, w: lax.psum(v * w, "i"), axis_name="i", in_axes=(1, None), out_axes=None)
+    np.testing.assert_allclose(np.asarray(dot(tnp.asarray(x.T), tnp.asarray(np.float32(3)))), 3 * x.sum(0),
+                               rtol=1e-6)
+    # d/dv_k sum((v / S)^2), S the column sums: (2 / S) (y_k - sum_j y_j^2) with y = v / S.
+    g = tessera.grad(lambda v: tnp.sum(normalize(v) ** 2))(tnp.asarray(x))
+    s = x.sum(0)
+    y = x / s
+    np.testing.assert_allclose(np.asarray(g), 2 / s * (y - (y ** 2).sum(0)), rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="devices"):
+        tessera.pmap(lambda v: v)(tnp.ones((9, 2)))  # 9 > the 8 devices

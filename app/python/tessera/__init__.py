@@ -40,7 +40,7 @@ make_jaxpr = trace  # jax.make_jaxpr's role: the traced IR (tessera's text, not 
 from .numpy import Array
 from .sharding import devices, device_count, device_put
 from .debug import pure_callback, io_callback
-from ._shard_map import shard_map
+from ._shard_map import shard_map, pmap
 
 local_devices, local_device_count = devices, device_count
 
@@ -57,6 +57,6 @@ def autocast(dtype="bfloat16"):
 __all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "debug", "jit", "grad",
            "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "trace", "eval_shape",
            "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ShapeDtypeStruct", "devices", "device_count",
-           "device_put", "autocast", "pure_callback", "io_callback", "shard_map",
+           "device_put", "autocast", "pure_callback", "io_callback", "shard_map", "pmap",
            "Array", "TesseraError", "ShapeError", "DTypeError", "ConcretizationError",
            "DeletedArrayError"]

@@ -23,7 +23,7 @@ from .numpy import asarray
 from .sharding import PartitionSpec
 from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
 
-__all__ = ["shard_map", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+__all__ = ["shard_map", "pmap", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
            "pshuffle", "axis_index", "axis_size"]
 
 
@@ -103,12 +103,16 @@ class _ShardMapped:
             return [asarray(o) for o in out_leaves]
 
         def out_dims():
-            return _leaf_specs(self.out_specs, tree_unflatten(state["tree"], [0] * state["tree"].num_leaves),
-                               "out_specs")
+            return self._out_dims(state["tree"])
 
         avals = [(list(a.shape), a._dtype_name) for a in leaves]
         program = _C.ShardMapProgram(body, avals, self.mesh, in_dims, out_dims, self.__name__)
         return program, state["tree"]
+
+    def _out_dims(self, out_tree):
+        if isinstance(self.out_specs, _LazySpecs):
+            return [spec._dims() for spec in self.out_specs.fn()]
+        return _leaf_specs(self.out_specs, tree_unflatten(out_tree, [0] * out_tree.num_leaves), "out_specs")
 
     def __call__(self, *args):
         leaves, in_tree = tree_flatten(args)
@@ -136,7 +140,7 @@ class _ShardMapped:
         program, out_tree = self._program(leaves, in_tree, in_dims)
         if not self._differentiable:
             return tree_unflatten(out_tree, program.embed(leaves))
-        out_dims = _leaf_specs(self.out_specs, tree_unflatten(out_tree, [0] * out_tree.num_leaves), "out_specs")
+        out_dims = self._out_dims(out_tree)
         mesh, f, n = self.mesh, self.f, len(leaves)
 
         def backward(*xs_and_cts):
@@ -193,6 +197,80 @@ def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=True, 
     if auto:
         raise NotImplementedError("shard_map: auto axes (every mesh axis is manual here)")
     return _ShardMapped(f, mesh, in_specs, out_specs)
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(), devices=None,
+         backend=None, axis_size=None, donate_argnums=()):
+    """jax.pmap: fun on each device with its slice of the mapped axis (in_axes: ints or None, as vmap's), one
+    device per index of that axis, collectives over axis_name; out_axes None returns a result that is the same on
+    every device once. It is shard_map over a one-axis mesh of the first devices (or `devices`), the mapped axis
+    split over it, and runs, compiles and differentiates as shard_map does."""
+    from ._transforms import _axes_per_leaf
+
+    if static_broadcasted_argnums:
+        raise NotImplementedError("pmap: static_broadcasted_argnums (close over the values instead)")
+    name = axis_name if axis_name is not None else "_pmap"
+    mapped = {}  # (input treedef, axes, devices) -> shard_map of the slice function
+
+    def call(*args):
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) != len(args):
+            raise ValueError(f"pmap: in_axes has {len(axes)} entries for {len(args)} arguments")
+        leaves, leaf_axes = [], []
+        for arg, axis in zip(args, axes):
+            leaves += [asarray(x) for x in tree_flatten(arg)[0]]
+            leaf_axes += _axes_per_leaf(axis, arg, "in_axes")
+        leaf_axes = [None if a is None else a % x.ndim for a, x in zip(leaf_axes, leaves)]
+        sizes = {x.shape[a] for a, x in zip(leaf_axes, leaves) if a is not None}
+        if len(sizes) != 1:
+            raise ValueError(f"pmap: the mapped axes must have one size, got {sorted(sizes)}" if sizes else
+                             "pmap: no argument is mapped (in_axes all None)")
+        n = sizes.pop()
+        if axis_size is not None and axis_size != n:
+            raise ValueError(f"pmap: axis_size {axis_size}, but the mapped axes have size {n}")
+        ids = [d.id if hasattr(d, "id") else int(d) for d in devices] if devices is not None else list(range(n))
+        if len(ids) != n:
+            raise ValueError(f"pmap: {len(ids)} devices for a mapped axis of size {n}")
+        if max(ids) >= _C.num_devices():
+            raise ValueError(f"pmap: the mapped axis has size {n}, but this process has {_C.num_devices()} devices "
+                             f"(tessera.sharding.set_cpu_devices({n}) or TESSERA_CPU_DEVICES={n} before first use)")
+        _, in_tree = tree_flatten(args)
+        key = (in_tree, tuple(leaf_axes), tuple(ids))
+        smap = mapped.get(key)
+        if smap is None:
+            out_state = {}
+
+            def body(*blocks):
+                xs = [b[0] if a is not None else b for b, a in zip(blocks, leaf_axes)]
+                out = fun(*tree_unflatten(in_tree, xs))
+                out_leaves, out_state["tree"] = tree_flatten(out)
+                placeholder = tree_unflatten(out_state["tree"], list(range(len(out_leaves))))
+                out_state["axes"] = _axes_per_leaf(out_axes, placeholder, "out_axes")
+                return [asarray(o) if a is None else _tnp.expand_dims(asarray(o), 0)
+                        for o, a in zip(out_leaves, out_state["axes"])]
+
+            def out_specs_of(*_):
+                return [PartitionSpec() if a is None else PartitionSpec(name) for a in out_state["axes"]]
+
+            from .sharding import Mesh
+            mesh = Mesh(ids, (name,))
+            in_specs = tuple(PartitionSpec() if a is None else PartitionSpec(name) for a in leaf_axes)
+            smap = mapped[key] = (_ShardMapped(body, mesh, in_specs, _LazySpecs(out_specs_of)), out_state)
+        smap, out_state = smap
+        moved = [x if a in (None, 0) else _tnp.moveaxis(x, a, 0) for x, a in zip(leaves, leaf_axes)]
+        outs = smap(*moved)
+        outs = [o if a in (None, 0) else _tnp.moveaxis(o, 0, a) for o, a in zip(outs, out_state["axes"])]
+        return tree_unflatten(out_state["tree"], outs)
+
+    call.__name__ = getattr(fun, "__name__", "pmap")
+    return call
+
+
+class _LazySpecs:
+    """out_specs known only once the body is traced (pmap's, from the output's structure)."""
+
+    def __init__(self, fn):
+        self.fn = fn
 
 
 # ---- collectives over mesh axis names ----
