@@ -44,10 +44,12 @@ ir::Cost costCallback(std::span<const Aval> in, std::span<const Aval> out, const
   return movementCost(in, out);
 }
 
-// The call, in the host's floating-point environment: jitted code flushes subnormals, which a user's numpy must
-// not see.
+// The call, in the host's floating-point environment (jitted code flushes subnormals, which a user's numpy must
+// not see), and outside the mesh: a program the function runs is its own, run by this device alone, and its
+// effects must not wait for the mesh's other devices.
 void call(const ir::HostCallback& cb, const ir::CpuKernelArgs& args) {
   MxcsrScope ieee(MxcsrScope::current() & ~MxcsrScope::kFlushSubnormals);
+  CallbackMeshScope own({});
   cb.fn(args.inputs, args.outputs);
 }
 

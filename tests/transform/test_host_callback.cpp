@@ -490,3 +490,29 @@ TEST_CASE("aFailingEffectInAnSpmdProgramFailsEveryDeviceWithItsError") {
     }
   }
 }
+
+TEST_CASE("aProgramThatAnEffectRunsIsItsDevicesAlone") {
+  // The outer effect's function runs a jitted program with an effect of its own on the first device's thread: that
+  // call must not look for the mesh's other devices, which are waiting for the outer call's results.
+  DeviceLog log;
+  std::atomic<int> calls{0};
+  auto inner = sensor(log, calls);
+  Aval s{Shape{3}, DType::F32};
+  Jit nested = jit([&](const std::vector<Array>& a) { return std::vector<Array>{hostCallback(inner, {a[0]})[2]}; });
+  ir::HostCallback outer;
+  outer.name = "outer";
+  outer.operands = {s};
+  outer.results = {Aval{Shape{}, DType::I32}};
+  outer.effectful = true;
+  outer.fn = [&](std::span<const ir::TensorView> in, std::span<const ir::MutableTensorView> out) {
+    auto r = nested({Array::fromBytes(in[0].aval, in[0].data)});
+    if (!r.ok()) throw std::runtime_error(r.error().message);
+    *out[0].as<int32_t>() = static_cast<int32_t>((*r)[0].toDoubles()[0]) * 10;
+  };
+  auto cb = ir::makeHostCallback(std::move(outer));
+  ir::Graph g = traced([&](const std::vector<Array>& a) { return hostCallback(cb, {a[0]}); }, {s});
+  MeshRun run = runOnMesh(g, 2, {0, 1}, {vec({1, 2, 3})});
+  REQUIRE_MESSAGE(run.status.ok(), run.status.error().message);
+  CHECK(log.take() == std::vector<int>{0});
+  for (int p = 0; p < 2; ++p) CHECK(run.outputs[static_cast<size_t>(p)][0].toDoubles() == std::vector<double>{-70});
+}
