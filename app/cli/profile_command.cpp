@@ -179,6 +179,7 @@ std::function<int()> addProfileCommand(CLI::App& app) {
       ->check(nonNegativeNumber());
   cmd->add_option("--trace", a->options.tracePath, "Write a Chrome/Perfetto trace (JSON) to FILE");
   cmd->add_option("--db,--store", a->options.storePath, "Run store (default: PROJECT/runs.db)");
+  addLockWaitOption(cmd);
   cmd->add_option("--batch", a->options.batch, "Override [train] batch_size")->check(positiveNumber());
   cmd->add_option("--seq", a->options.seq, "Override [train] seq_len")->check(positiveNumber());
   cmd->add_option("--name", a->options.runName, "Run name (default: profile PROJECT-NAME)");
@@ -273,6 +274,7 @@ std::function<int()> addProfileDiffCommand(CLI::App& app) {
   cmd->add_option("--db", a->dbA, "Run store of A (default ./runs.db; B's too unless --db-b or --project-b)");
   cmd->add_option("--project-b", a->projectB, "B from another project's run store");
   cmd->add_option("--db-b", a->dbB, "B from another run store");
+  addLockWaitOption(cmd);
   cmd->add_flag("--json", a->json, "Everything as JSON: both sides, every kernel pair and every node");
   cmd->add_option("--top", a->top, "Rows of each table")->capture_default_str()->check(CLI::Range(0, 1000000));
   return [cmd, a]() { return cmd->parsed() ? runProfileDiff(*a) : -1; };

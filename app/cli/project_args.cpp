@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "engine/store/lock_wait.h"
 #include "engine/train/checkpoints.h"
 #include "engine/train/safetensors.h"
 
@@ -47,6 +49,26 @@ void addSetOption(CLI::App* cmd, std::vector<std::string>& sets) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+void addLockWaitOption(CLI::App* cmd, double* seconds) {
+  cmd->add_option_function<double>(
+         "--lock-wait",
+         [seconds](const double& s) {
+           store::setLockWaitLimit(std::chrono::milliseconds(std::llround(s * 1000)));
+           if (seconds) *seconds = s;
+         },
+         "Seconds to wait for a run store another process holds locked before failing (default: "
+         "TESSERA_STORE_LOCK_WAIT, else 30)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            const bool ok = !text.empty() && *end == '\0' && std::isfinite(v) && v > 0 && v <= 86400;
+            return ok ? std::string() : text + " is not a number of seconds above 0, at most 86400";
+          },
+          ""));
+}
+
 Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets) {
   TSR_ASSIGN(std::vector<project::Override> overrides, project::parseOverrides(sets));
   return project::loadProject(path, overrides);
@@ -79,6 +101,7 @@ void addCheckpointOptions(CLI::App* cmd, CheckpointArgs& a, const std::string& f
       ->excludes(file)
       ->excludes(best);
   cmd->add_option("--db,--store", a.store, "Run store the run belongs to (default: PROJECT/runs.db)")->excludes(file);
+  addLockWaitOption(cmd);
 }
 
 std::string commandLine(const std::string& command, const std::string& project, const std::vector<std::string>& sets) {

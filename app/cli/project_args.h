@@ -22,6 +22,11 @@ std::string shellWord(const std::string& word);
 
 // --set SECTION.KEY=VALUE, repeatable.
 void addSetOption(CLI::App* cmd, std::vector<std::string>& sets);
+// --lock-wait SECONDS, on every command that opens a run store: how long a wait for a store another process holds
+// locked may last before the command fails saying so (store::setLockWaitLimit, set as the option is parsed;
+// default TESSERA_STORE_LOCK_WAIT, else 30). `seconds`, where given, gets the value (0 when the option is not):
+// for a command that passes it on (a sweep's runs).
+void addLockWaitOption(CLI::App* cmd, double* seconds = nullptr);
 // The project at `path` with the overrides applied (their errors name the --set).
 Result<project::Project> loadProject(const std::string& path, const std::vector<std::string>& sets);
 

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli/project_args.h"
 #include "engine/data/file_io.h"
 #include "engine/runtime/trace_export.h"
 #include "engine/store/run_store.h"
@@ -249,6 +250,7 @@ std::function<int()> addRunsCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("runs", "List, show, tag, annotate, delete and export the runs of a run store");
   cmd->add_option("--db", a->db, "Run store (default: ./runs.db, or PROJECT/runs.db with --project)");
   cmd->add_option("--project", a->project, "Use the project's run store");
+  addLockWaitOption(cmd);
   cmd->require_subcommand(1);
   CLI::App* listCmd = cmd->add_subcommand("list", "One line per run: id, name, project, status, steps, loss, start, tags");
   listCmd->add_flag("--all", a->all, "Archived runs too");

@@ -37,6 +37,7 @@ struct SweepArgs {
   int64_t steps = -1;
   int parallel = 1;
   std::string name, metric = "val_loss", store;
+  double lockWait = 0;  // --lock-wait, passed on to each run (0: not given)
 };
 
 // One axis of the sweep: a key and its values (grid), or a key and a range to draw from (random).
@@ -271,6 +272,7 @@ int runSweep(const SweepArgs& a) {
       std::vector<std::string> args = {selfPath(), "train", a.project, "--quiet", "--sample", "0", "--tag", "sweep=" + name};
       if (a.steps >= 0) args.insert(args.end(), {"--steps", std::to_string(a.steps)});
       if (!a.store.empty()) args.insert(args.end(), {"--db", a.store});
+      if (a.lockWait > 0) args.insert(args.end(), {"--lock-wait", fmt::format("{}", a.lockWait)});
       std::string runName = name;
       for (const std::string& s : a.sets) args.insert(args.end(), {"--set", s});
       for (const auto& [k, v] : all[next]) {
@@ -340,6 +342,7 @@ std::function<int()> addSweepCommand(CLI::App& app) {
   cmd->add_option("--name", a->name, "The sweep's name, its runs' tag (default: sweep-DATE-TIME)");
   cmd->add_option("--metric", a->metric, "Sort the summary by this metric's last value")->capture_default_str();
   cmd->add_option("--db,--store", a->store, "Run store (default: PROJECT/runs.db)");
+  addLockWaitOption(cmd, &a->lockWait);
   addSetOption(cmd, a->sets);
   return [cmd, a]() { return cmd->parsed() ? runSweep(*a) : -1; };
 }

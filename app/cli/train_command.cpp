@@ -146,6 +146,7 @@ std::function<int()> addTrainCommand(CLI::App& app) {
   cmd->add_option("--matmul-precision", args->matmulPrecision, "f32 matmuls on the GPU: f32, tf32 or bf16 inputs")
       ->check(CLI::IsMember({"f32", "tf32", "bf16"}));
   cmd->add_option("--db,--store", args->store, "Run store (default: PROJECT/runs.db)");
+  addLockWaitOption(cmd);
   cmd->add_option("--name", args->name, "Run name (default: the project name)");
   cmd->add_option("--sample", args->sampleTokens, "Tokens of text to sample at the end (language models)")
       ->capture_default_str()

@@ -563,6 +563,44 @@ class TestCliRuns : public QObject {
     QCOMPARE(err.count("waiting for " + dir.filePath("runs.db").toUtf8() + " (locked by another process)..."), 1);
   }
 
+  // The wait has a limit of the user's: --lock-wait SECONDS on the command, else TESSERA_STORE_LOCK_WAIT. An edit
+  // of a store another process holds locked fails after about that long (not 30 s), saying so, and changes
+  // nothing; once the lock is free the same edit goes through.
+  void theLockWaitIsTheUsersToSet() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    QCOMPARE(tessera({"train", dir.path(), "--quiet", "--steps", "1"}).exitCode, 0);
+    const QString db = dir.filePath("runs.db");
+    sqlite3* holder = nullptr;
+    QCOMPARE(sqlite3_open(db.toUtf8().constData(), &holder), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("TESSERA_STORE_LOCK_WAIT");
+    QProcessEnvironment withVariable = env;
+    withVariable.insert("TESSERA_STORE_LOCK_WAIT", "1");
+    const QList<QPair<QStringList, QProcessEnvironment>> edits = {
+        {{"runs", "--db", db, "--lock-wait", "1", "rename", "1", "renamed"}, env},
+        {{"runs", "--db", db, "tag", "1", "tagged"}, withVariable},
+    };
+    for (const auto& [args, environment] : edits) {
+      QElapsedTimer waited;
+      waited.start();
+      const Run r = tessera(args, environment);
+      QVERIFY2(r.exitCode == 1, qPrintable(args.join(' ') + ": " + r.err));
+      QVERIFY2(r.err.contains("is locked by another process"), qPrintable(r.err));
+      QVERIFY2(waited.elapsed() < 20000, qPrintable(QString::number(waited.elapsed())));
+    }
+    const Run bad = tessera({"runs", "--db", db, "--lock-wait", "0", "list"}, env);
+    QVERIFY2(bad.exitCode != 0 && bad.err.contains("--lock-wait: 0 is not a number of seconds above 0"),
+             qPrintable(bad.err));
+    QCOMPARE(sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(holder);
+    const Run listed = tessera({"runs", "--db", db, "list"}, env);
+    QVERIFY2(!listed.out.contains("renamed") && !listed.out.contains("tagged"), qPrintable(listed.out));
+    QCOMPARE(tessera({"runs", "--db", db, "--lock-wait", "1", "tag", "1", "tagged"}, env).exitCode, 0);
+    QVERIFY(tessera({"runs", "--db", db, "list"}, env).out.contains("tagged"));
+  }
+
   // A closed stdout stops a sweep as it stops train: its run is checkpointed and stopped, no other starts.
   void closedStdoutStopsASweep() {
     QTemporaryDir dir;
