@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/core/mxcsr.h"
