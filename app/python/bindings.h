@@ -108,6 +108,8 @@ ClosedGraph traceClosed(const py::function& fn, const AvalSpecs& avals, const st
 void registerTransforms(py::module_& m);
 // shard_map's programs and the collectives of its bodies (shard_map.cpp).
 void registerShardMap(py::module_& m);
+// The kernel profiler (profiler.cpp).
+void registerProfiler(py::module_& m);
 // Array.__dlpack__, __dlpack_device__ and from_dlpack (dlpack.cpp).
 void registerDlpack(py::module_& m, py::class_<Array>& array);
 // host_callback: a Python function called by a program (callbacks.cpp).

@@ -762,4 +762,5 @@ PYBIND11_MODULE(_tessera, m) {
   registerTransforms(m);
   registerCallbacks(m);
   registerShardMap(m);
+  registerProfiler(m);
 }

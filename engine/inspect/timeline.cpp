@@ -507,6 +507,11 @@ Status checkGraph(const Timeline& timeline, const ir::Graph& graph, const std::s
 std::string profileStaleness(const Timeline& timeline, const std::string& projectText,
                              const std::vector<CompiledKernel>& kernels, const std::string& executable) {
   const std::string what = timeline.profileId > 0 ? fmt::format("profile {}", timeline.profileId) : timeline.source;
+  // A profile without a kernel of the step (a Python script's, tessera.profiler) shows its own programs: neither
+  // project.toml nor the step's kernels can make it stale.
+  if (std::none_of(timeline.kernels.begin(), timeline.kernels.end(),
+                   [&](const TimelineKernel& k) { return kernelOfGraph(k, executable); }))
+    return "";
   if (!timeline.projectText.empty() && timeline.projectText != projectText)
     return fmt::format("project.toml was edited since {} was recorded", what);
   // The same compiled step runs the same nodes in the same kernels, each launch doing the same work.

@@ -218,7 +218,8 @@ struct CompiledKernel {
 
 // Why a profile no longer shows the project as it is now, or "" when it does: project.toml was edited since the
 // profile's run was started (projectText: the file's text now), or the training step compiles to other kernels
-// than the profile's of `executable` (other nodes, or the same nodes doing other work: shapes that changed).
+// than the profile's of `executable` (other nodes, or the same nodes doing other work: shapes that changed). A
+// profile with no kernel of `executable` (a script's, from tessera.profiler) is never stale.
 std::string profileStaleness(const Timeline& timeline, const std::string& projectText,
                              const std::vector<CompiledKernel>& kernels, const std::string& executable = "train_step");
 

@@ -572,6 +572,15 @@ class TestTimelineModel : public QObject {
     inspect::TimelineBuilder other;
     other.addEvent(other.row("cpu:0", 0), "zone", 0, 10);
     QCOMPARE(inspect::profileStaleness(other.finish("trace.json"), "", now), std::string());
+    // A Python script's profile in the project's store (tessera.profiler): its run recorded the script's
+    // configuration, not project.toml, and its kernels are its own programs'.
+    inspect::TimelineBuilder script;
+    script.addKernel({2, "step", "fusion.0 gemm[dot_general,tanh]", "gemm", {0, 1}, {"dot_general", "tanh"}, "", {}});
+    script.addEvent(script.row("cpu:0", 0), "fusion.0 gemm[dot_general,tanh]", 0, 10, 100, 100, 2);
+    inspect::Timeline fromScript = script.finish("profile 5 of runs.db");
+    fromScript.profileId = 5;
+    fromScript.projectText = "{\"lr\": 0.1}";
+    QCOMPARE(inspect::profileStaleness(fromScript, t.projectText, now), std::string());
   }
 
   void timesAreFormattedInTheirUnit() {

@@ -29,7 +29,7 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
     import warnings as _warnings
     _warnings.warn(f"OpenBLAS does not know this CPU and runs its generic kernels (products 5-9x slower): start "
                    f"Python with OPENBLAS_CORETYPE={_blas_core}", RuntimeWarning, stacklevel=2)
-from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image, debug
+from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image, debug, profiler
 from . import _scipy  # noqa: F401 (tessera.scipy.special and .stats, scipy.linalg.expm)
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
                           checkpoint_policies, ShapeDtypeStruct, disable_jit, block_until_ready, device_get, custom_jvp)
@@ -54,7 +54,7 @@ def autocast(dtype="bfloat16"):
     an outer region."""
     return _tessera.Autocast(None if dtype is None else numpy._engine_dtype(dtype))
 
-__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "debug", "jit", "grad",
+__all__ = ["numpy", "random", "tree_util", "lax", "nn", "optim", "sharding", "runs", "image", "debug", "profiler", "jit", "grad",
            "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "trace", "eval_shape",
            "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ShapeDtypeStruct", "devices", "device_count",
            "device_put", "autocast", "pure_callback", "io_callback", "shard_map", "pmap",
