@@ -9,6 +9,7 @@
 
 #include "engine/ir/graph.h"
 #include "engine/ops/layout_copy.h"
+#include "engine/ops/host_callback.h"
 #include "engine/ops/registry.h"
 #include "engine/passes/inline_calls.h"
 #include "engine/passes/pipeline.h"
@@ -129,6 +130,9 @@ struct SpmdExecutable::Impl {
   std::shared_ptr<dist::Communicator> comm;
 
   std::vector<Aval> outAvals;  // the outputs' global avals
+  // The mesh host_callback's effects see: they run on its first device (engine/ops/host_callback.h). Empty for
+  // shard_map's programs, whose devices hold different blocks and make their own calls.
+  std::vector<int> callbackMesh;
   runtime::Executable* executableFor(int position) {
     auto it = deviceExes.find(position);
     return it != deviceExes.end() ? it->second.get() : exe.get();
@@ -205,6 +209,7 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
   im.plan = std::move(planned.plan);
   im.partitioned = std::move(planned.partitioned);
   im.program = std::move(planned.program);
+  im.callbackMesh = mesh.devices;
   TSR_TRY(compileLocal(im, mesh));
   return self;
 }
@@ -259,6 +264,7 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
   for (int d : mesh.devices) inMesh[static_cast<size_t>(d)] = true;
   Status st = dist::runOnDevices(*im.comm, [&](int device) -> Status {
     if (!inMesh[static_cast<size_t>(device)]) return {};
+    ops::CallbackMeshScope callbacks(im.callbackMesh);
     std::vector<runtime::BufferPtr> bufs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& perDevice = inputs[i];

@@ -171,3 +171,27 @@ def test_debug_print_of_a_sharded_program_prints_once(capfd):
 
     np.testing.assert_array_equal(np.asarray(f(x)), np.arange(8) * 2)
     assert capfd.readouterr().out.splitlines() == ["total 28.0"]
+
+
+def test_io_callback_of_a_sharded_program_runs_once_and_every_device_gets_its_results():
+    from tessera.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(ts.devices()[:2], ("d",))
+    x = ts.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("d")))
+    reads = []
+
+    def read(total):  # a sensor: each read gives the next level
+        reads.append(float(total))
+        return np.float32(10 * len(reads)), np.array([True, False])
+
+    spec = (ts.ShapeDtypeStruct((), tnp.float32), ts.ShapeDtypeStruct((2,), tnp.bool_))
+
+    @ts.jit
+    def f(v):
+        level, flags = ts.io_callback(read, spec, v.sum())
+        return v * level, flags  # each device scales its own half by the level it got
+
+    for call in (1, 2):
+        y, flags = f(x)
+        assert reads == [28.0] * call  # once per run, not once per device
+        np.testing.assert_array_equal(np.asarray(y), np.arange(8) * 10 * call)
+        np.testing.assert_array_equal(np.asarray(flags), [True, False])
