@@ -60,10 +60,13 @@ class Communicator {
                          int64_t bytes) = 0;
 
   // A device failed: every waiting and later call returns an error carrying `why`, so that no device waits
-  // forever for a member that will not come. An aborted communicator stays aborted: make a new one. Under MPI
-  // only this rank's calls fail; a peer blocked waiting for this rank ends when this process exits (an aborted
-  // rank calls MPI_Abort at exit, which ends the whole job).
+  // forever for a member that will not come. Under MPI only this rank's calls fail; a peer blocked waiting for
+  // this rank ends when this process exits (an aborted rank calls MPI_Abort at exit, which ends the whole job).
   virtual void abort(const std::string& why) = 0;
+  // Once every device of an aborted run has returned (runOnDevices calls it, with no other run in flight):
+  // forgets the abort and the calls the run left half met, so that the next run starts as on a new communicator.
+  // Returns false where an abort is for good (MPI: the job ends).
+  virtual bool recover() { return false; }
 
   // State a backend keeps with this communicator for one of its local positions (the NCCL communicators of the
   // position's GPU): made by `make` on the first call for (key, position), kept until the communicator goes, so
@@ -122,7 +125,9 @@ DeviceContext* currentDevice();
 // runs the first), each with its DeviceContext set. Returns the first error, naming the device ("device 3:
 // ..."): the root cause, not the "aborted" errors it caused elsewhere. When one device fails (an error
 // returned, recorded with DeviceContext::fail, or an exception thrown), the communicator is aborted so that the
-// others return too. The worker threads persist between calls (a training step calls this every step).
+// others return too; when all have returned, a communicator that can recovers (Communicator::recover), so that
+// one failed run (a user's callback that raised, an interrupted step) leaves the devices usable for the next.
+// The worker threads persist between calls (a training step calls this every step).
 Status runOnDevices(Communicator& comm, const std::function<Status(int position)>& fn);
 
 }  // namespace tsr::dist

@@ -1,5 +1,6 @@
 // Devices: how many virtual CPU devices, which device this thread runs for, and runOnDevices, which runs one
 // program per device on persistent threads and turns the first failure into an abort of the communicator.
+#include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
@@ -199,6 +200,10 @@ Status runDevice(RunState& run, Communicator& comm, int position, const std::fun
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_runsInFlight{0};  // runOnDevices calls not yet returned, on any communicator
+}  // namespace
+
 Status runOnDevices(Communicator& comm, const std::function<Status(int position)>& fn) {
   const std::vector<int> local = comm.localDevices();
   if (local.empty()) return makeError("runOnDevices: the {} communicator has no devices here", comm.kind());
@@ -208,7 +213,10 @@ Status runOnDevices(Communicator& comm, const std::function<Status(int position)
   std::vector<std::function<void()>> jobs;
   for (size_t i = 0; i < local.size(); ++i)
     jobs.push_back([&, i] { results[i] = runDevice(run, comm, local[i], fn); });
+  g_runsInFlight.fetch_add(1);
   DeviceThreads::instance().run(jobs);
+  // Every device of this run has returned; with no other run in flight nobody can be inside a collective.
+  if (g_runsInFlight.fetch_sub(1) == 1 && run.firstDevice >= 0) comm.recover();
   if (run.firstDevice < 0) return {};
   // The root cause's own error when it returned one (it carries the op and node), else what it recorded.
   for (size_t i = 0; i < local.size(); ++i)

@@ -188,6 +188,18 @@ class InProcessCommunicator final : public Communicator {
     for (auto& [key, r] : m_pending) r->cv.notify_all();
   }
 
+  bool recover() override {
+    std::lock_guard lock(m_mutex);
+    if (!m_aborted.load()) return true;
+    // Every member has returned: nobody waits at a pending rendezvous, and the members' call numbers, which the
+    // abort left apart, start again from 0 together.
+    m_pending.clear();
+    for (auto& calls : m_calls) calls.clear();
+    m_why.clear();
+    m_aborted.store(false);
+    return true;
+  }
+
  private:
   // self's index in the group, after checking the group (positions in range, no repeats, self a member).
   Result<int> memberIndex(const char* op, int self, std::span<const int> group) const {

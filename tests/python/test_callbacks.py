@@ -195,3 +195,25 @@ def test_io_callback_of_a_sharded_program_runs_once_and_every_device_gets_its_re
         assert reads == [28.0] * call  # once per run, not once per device
         np.testing.assert_array_equal(np.asarray(y), np.arange(8) * 10 * call)
         np.testing.assert_array_equal(np.asarray(flags), [True, False])
+
+
+def test_a_failed_sharded_run_leaves_the_devices_usable():
+    from tessera.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(ts.devices()[:2], ("d",))
+    x = ts.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("d")))
+    state = {"fail": True}
+
+    def scale(total):
+        if state["fail"]:
+            raise KeyError("sensor offline")
+        return np.float32(2)
+
+    @ts.jit
+    def f(v):
+        return v * ts.pure_callback(scale, ts.ShapeDtypeStruct((), tnp.float32), v.sum())
+
+    with pytest.raises(KeyError, match="sensor offline"):
+        f(x)
+    state["fail"] = False  # the next runs (this program's, and others with collectives) go through
+    np.testing.assert_array_equal(np.asarray(f(x)), np.arange(8) * 2)
+    np.testing.assert_array_equal(np.asarray(ts.jit(lambda v: v - v.sum())(x)), np.arange(8) - 28)
