@@ -29,13 +29,6 @@ struct Rows {
   float* row(int64_t i) const { return data + i * ld; }
 };
 
-// C = alpha op(A) op(B) + beta C on this thread (the kernel's tasks are what run in parallel).
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Rows a, Rows b, float beta, Rows c) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a.data, static_cast<int>(a.ld), b.data,
-              static_cast<int>(b.ld), beta, c.data, static_cast<int>(c.ld));
-}
-
 // Rows [first, first + count) of head (b, h) of a [B, seq, H, D] tensor whose rows of H*D lie `ld` elements
 // apart (H*D where it is contiguous; more for a row view, TensorView::rowStride). As f32 where it is f32: in
 // place; a bf16 tensor's are widened into `scratch` (read) or computed there and rounded into place by store()
@@ -61,8 +54,9 @@ class HeadRows {
   }
   // Where the f32 results go.
   Rows rows() const { return m_rows; }
-  void zero() const {
-    for (int64_t i = 0; i < m_count; ++i) std::fill(m_rows.row(i), m_rows.row(i) + m_d, 0.0f);
+  // Rows [from, count) to 0.
+  void zero(int64_t from = 0) const {
+    for (int64_t i = from; i < m_count; ++i) std::fill(m_rows.row(i), m_rows.row(i) + m_d, 0.0f);
   }
   // The results into the tensor (a bf16 tensor's rounded once).
   void store() const {
@@ -100,54 +94,308 @@ float dot(const float* x, const float* y, int64_t n) {
   return sum;
 }
 
-// x[j] = e^(x[j] - shift) for j < n; returns their sum.
-float expShifted(float* x, int64_t n, float shift) {
-  const __m256 sv = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = tsr_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), sv));
-    _mm256_storeu_ps(x + j, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float sum = hsum(acc);
-  for (; j < n; ++j) sum += x[j] = std::exp(x[j] - shift);
-  return sum;
-}
+// Lanes of one [keys, lanes] block of transposed scores: the block's query rows, rounded up so that the passes
+// over them run whole vectors (the extra lanes are computed and never read).
+int64_t laneCount(int64_t rows) { return (rows + 15) / 16 * 16; }
 
-// The largest of x[0..n): -inf for none. A NaN among them makes the row's softmax NaN either way (it passes
-// through exp), so its place in the comparisons does not matter.
-float rowMax(const float* x, int64_t n) {
-  __m256 acc = _mm256_set1_ps(-kInf);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + j));
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  float mx = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-  for (; j < n; ++j) mx = std::max(mx, x[j]);
-  return mx;
-}
-
-// What softmaxTerms leaves to do for a row: the log-sum-exp and the factor that normalizes it.
-struct RowSum {
-  float lse, inv;
+// Which part of a causal product anything reads, for a block whose first query row is `first` (the other
+// entries of C may be left as they are; the masked entries of A are zeros):
+//   Lower   C[r][c] (key r, query c of transposed scores) is needed where c >= r - first;
+//   KBelow  row r (query r) sums over the keys k <= r + first;
+//   KAbove  row r (key r) sums over the queries k >= r - first.
+enum class Band { All, Lower, KBelow, KAbove };
+struct Causal {
+  Band band = Band::All;
+  int64_t first = 0;
 };
 
-// One row of scores, of which the first `visible` are unmasked, becomes e^(s - max) (0 where masked): its
-// softmax times the sum, which the caller divides out of the row's output (D values, not S).
-RowSum softmaxTerms(float* s, int64_t visible, int64_t n) {
-  const float mx = rowMax(s, visible);
-  std::fill(s + visible, s + n, 0.0f);
-  if (mx == -kInf) {  // nothing visible, or every score -inf: no weight anywhere
-    std::fill(s, s + visible, 0.0f);
-    return {-kInf, 0.0f};
+// A product's operand: element (i, p) at data[i * ld + p], or at data[p * ld + i] when transposed.
+struct Operand {
+  const float* data;
+  int64_t ld;
+  bool transposed = false;
+};
+
+void blasProduct(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta, Rows c) {
+  cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a.data, static_cast<int>(a.ld),
+              b.data, static_cast<int>(b.ld), beta, c.data, static_cast<int>(c.ld));
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#pragma GCC diagnostic push
+// GCC 12's avx512fintrin.h starts results from _mm512_undefined_ps(), which it then warns of.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The products on AVX-512 registers, for the shapes attention has: K (the sum) is D or a block's keys or rows, a
+// few hundred at most, where OpenBLAS's SGEMM spends much of its time packing both operands for each call. Here
+// A is read where it lies (one element broadcast at a time, so either layout serves) and B's rows are loaded as
+// they lie; only a transposed B (q^T, dout^T: a block's rows, D x rows) is laid out first.
+namespace avx512 {
+
+constexpr int kTileRows = 6;         // rows of C a tile: 6 x 4 accumulators of 16 lanes, of 32 registers
+constexpr int64_t kPanel = 4;        // vectors of 16 columns of C a tile, at most
+constexpr int64_t kDepth = 128;      // K a pass: B's panel (128 x 64 floats, 32 KiB) stays in L1
+
+// C[r][0, 16 NV) = alpha sum_{k0 <= p < k1} A(r, p) B[p] (+ C[r] when accumulating) for r < M, the last
+// vector's lanes under `last`.
+template <int M, int NV>
+void tile(int64_t k0, int64_t k1, const float* a, int64_t ars, int64_t acs, const float* b, int64_t ldb,
+          __mmask16 last, float alpha, bool accumulate, float* c, int64_t ldc) {
+  __m512 acc[M][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = k0; p < k1; ++p) {
+    const float* bp = b + p * ldb;
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      bv[v] = v + 1 < NV ? _mm512_loadu_ps(bp + 16 * v) : _mm512_maskz_loadu_ps(last, bp + 16 * v);
+    const float* ap = a + p * acs;
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const __m512 x = _mm512_set1_ps(ap[r * ars]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+    }
   }
-  const float sum = expShifted(s, visible, mx);
-  return {mx + std::log(sum), 1.0f / sum};
+  const __m512 scale = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* cp = c + r * ldc + 16 * v;
+      const __mmask16 lanes = v + 1 < NV ? __mmask16(0xffff) : last;
+      __m512 y = _mm512_mul_ps(acc[r][v], scale);
+      if (accumulate) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, cp));
+      _mm512_mask_storeu_ps(cp, lanes, y);
+    }
+}
+
+using TileFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, __mmask16, float,
+                        bool, float*, int64_t);
+
+template <int M>
+TileFn tileOf(int64_t vectors) {
+  switch (vectors) {
+    case 1: return tile<M, 1>;
+    case 2: return tile<M, 2>;
+    case 3: return tile<M, 3>;
+    default: return tile<M, 4>;
+  }
+}
+
+TileFn tileOf(int64_t rows, int64_t vectors) {
+  switch (rows) {
+    case 1: return tileOf<1>(vectors);
+    case 2: return tileOf<2>(vectors);
+    case 3: return tileOf<3>(vectors);
+    case 4: return tileOf<4>(vectors);
+    case 5: return tileOf<5>(vectors);
+    default: return tileOf<6>(vectors);
+  }
+}
+
+// out[p * n + j] = b[j * ld + p]: B [n, k] (rows ld apart) as [k, n].
+void transpose(const float* b, int64_t ld, int64_t n, int64_t k, float* out) {
+  const __m512i rowsApart = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32(static_cast<int>(ld)));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = static_cast<__mmask16>(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
+    for (int64_t p = 0; p < k; ++p)
+      _mm512_mask_storeu_ps(out + p * n + j, lanes,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, rowsApart, b + j * ld + p, 4));
+  }
+}
+
+void product(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta, Rows c, Causal mask) {
+  thread_local std::vector<float> packed;
+  const float* bd = b.data;
+  int64_t ldb = b.ld;
+  if (b.transposed) {
+    packed.resize(static_cast<size_t>(k * n));
+    transpose(b.data, b.ld, n, k, packed.data());
+    bd = packed.data();
+    ldb = n;
+  }
+  const int64_t ars = a.transposed ? 1 : a.ld, acs = a.transposed ? a.ld : 1;
+  for (int64_t k0 = 0; k0 == 0 || k0 < k; k0 += kDepth) {
+    const int64_t k1 = std::min(k, k0 + kDepth);
+    const bool accumulate = beta != 0.0f || k0 > 0;
+    // C's vectors of columns dealt out evenly to as few panels as there can be (ViT's 197 columns: 3, 3, 3 and
+    // 4 vectors, not 4, 4, 4 and one of 5 columns).
+    const int64_t vectors = (n + 15) / 16, panels = (vectors + kPanel - 1) / kPanel;
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int64_t c0 = 16 * (panel * vectors / panels), c1 = std::min(n, 16 * ((panel + 1) * vectors / panels));
+      for (int64_t r0 = 0; r0 < m; r0 += kTileRows) {
+        const int64_t r1 = std::min(m, r0 + kTileRows);
+        int64_t from = c0, kb = k0, ke = k1;  // the tile's columns and sum, cut to what its rows need
+        if (mask.band == Band::Lower) from += std::max<int64_t>(0, r0 - mask.first - c0) / 16 * 16;
+        if (mask.band == Band::KBelow) ke = std::min(k1, r1 + mask.first);
+        if (mask.band == Band::KAbove) kb = std::max(k0, r0 - mask.first);
+        if (from >= c1 || (kb >= ke && accumulate)) continue;
+        kb = std::min(kb, ke);
+        const int64_t width = (c1 - from + 15) / 16, tail = c1 - from - 16 * (width - 1);
+        const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
+        tileOf(r1 - r0, width)(kb, ke, a.data + r0 * ars, ars, acs, bd + from, ldb, last, alpha, accumulate,
+                                 c.row(r0) + from, c.ld);
+      }
+    }
+  }
+}
+
+
+// e^x for 16 lanes: tsr_exp8's reduction and polynomial, 2^n applied by scalef (which also handles subnormal
+// results); beyond the clamp inf or 0, NaN stays NaN.
+__m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.8f), lo = _mm512_set1_ps(-104.0f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 y = _mm512_scalef_ps(p, n);
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(kInf));
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+
+// softmaxColumns (below) on 16 lanes, a row of keys at a time (lanes: a multiple of 16).
+void softmaxColumns(Rows st, int64_t keys, int64_t lanes, bool causal, int64_t first, float* lse, float* inv) {
+  thread_local std::vector<float> terms;
+  terms.resize(static_cast<size_t>(2 * lanes));
+  float* mx = terms.data();
+  float* sum = mx + lanes;
+  if (causal)  // key j is masked for the queries i < j - first
+    for (int64_t j = first + 1; j < keys; ++j) std::fill(st.row(j), st.row(j) + std::min(lanes, j - first), -kInf);
+  std::fill(mx, mx + lanes, -kInf);
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t i = 0; i < lanes; i += 16)
+      _mm512_storeu_ps(mx + i, _mm512_max_ps(_mm512_loadu_ps(mx + i), _mm512_loadu_ps(st.row(j) + i)));
+  // A column of -inf (nothing visible) shifts by 0: e^-inf = 0 everywhere, no NaN from -inf - -inf.
+  for (int64_t i = 0; i < lanes; ++i) mx[i] = mx[i] == -kInf ? 0.0f : mx[i];
+  std::fill(sum, sum + lanes, 0.0f);
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t i = 0; i < lanes; i += 16) {
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(st.row(j) + i), _mm512_loadu_ps(mx + i)));
+      _mm512_storeu_ps(st.row(j) + i, e);
+      _mm512_storeu_ps(sum + i, _mm512_add_ps(_mm512_loadu_ps(sum + i), e));
+    }
+  for (int64_t i = 0; i < lanes; ++i) {
+    lse[i] = mx[i] + std::log(sum[i]);
+    inv[i] = sum[i] == 0.0f ? 0.0f : 1.0f / sum[i];
+  }
+}
+
+// softmaxGradColumns (below) on 16 lanes (lanes: a multiple of 16).
+void softmaxGradColumns(Rows pt, Rows dpt, int64_t keys, int64_t lanes, bool causal, int64_t first,
+                        const float* lseT, const float* delta) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t j = 0; j < keys; ++j) {
+    float* p = pt.row(j);
+    float* ds = dpt.row(j);
+    for (int64_t i = 0; i < lanes; i += 16) {
+      // query i + l sees key j where i + l >= j - first
+      const __mmask16 seen = causal && j - first > i ? _mm512_cmpge_epi32_mask(
+                                                           _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(i))),
+                                                           _mm512_set1_epi32(static_cast<int>(j - first)))
+                                                     : __mmask16(0xffff);
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p + i), _mm512_loadu_ps(lseT + i)));
+      const __m512 g = _mm512_mul_ps(e, _mm512_sub_ps(_mm512_loadu_ps(ds + i), _mm512_loadu_ps(delta + i)));
+      _mm512_storeu_ps(p + i, _mm512_maskz_mov_ps(seen, e));
+      _mm512_storeu_ps(ds + i, _mm512_maskz_mov_ps(seen, g));
+    }
+  }
+}
+
+}  // namespace avx512
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+// C [m, n] = alpha op(A) op(B) + beta C (beta 0 or 1) on this thread (the kernel's tasks are what run in
+// parallel). On AVX-512 the causal band's masked tiles are skipped; OpenBLAS computes them all.
+bool hasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+void product(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta, Rows c,
+             Causal mask = {}) {
+  if (hasAvx512()) avx512::product(m, n, k, alpha, a, b, beta, c, mask);
+  else blasProduct(m, n, k, alpha, a, b, beta, c);
+}
+
+// e^x for the 8 lanes at x, in place; adds them to *sum.
+inline void expInPlace(float* x, __m256 shift, __m256* sum) {
+  const __m256 e = tsr_exp8(_mm256_sub_ps(_mm256_loadu_ps(x), shift));
+  _mm256_storeu_ps(x, e);
+  *sum = _mm256_add_ps(*sum, e);
+}
+
+// Transposed scores st [keys, lanes] (lane i: query row first + i) become e^(s - max) down each column, 0 where
+// masked: the softmax times its sum, which the caller divides out of the output rows (D values, not S). Sets
+// lse[i] (-inf for a row with no weight anywhere) and inv[i] (1 / the sum, 0 for none) for i < lanes.
+void softmaxColumns(Rows st, int64_t keys, int64_t lanes, bool causal, int64_t first, float* lse, float* inv) {
+  if (hasAvx512()) return avx512::softmaxColumns(st, keys, lanes, causal, first, lse, inv);
+  if (causal)  // key j is masked for the queries i < j - first
+    for (int64_t j = first + 1; j < keys; ++j) std::fill(st.row(j), st.row(j) + std::min(lanes, j - first), -kInf);
+  for (int64_t i = 0; i < lanes; i += 8) {
+    __m256 mx = _mm256_set1_ps(-kInf);
+    for (int64_t j = 0; j < keys; ++j) mx = _mm256_max_ps(mx, _mm256_loadu_ps(st.row(j) + i));
+    // A column of -inf (nothing visible) shifts by 0: e^-inf = 0 everywhere, no NaN from -inf - -inf. A NaN
+    // among the scores makes the column NaN either way (it passes through e^x).
+    const __m256 shift = _mm256_andnot_ps(_mm256_cmp_ps(mx, _mm256_set1_ps(-kInf), _CMP_EQ_OQ), mx);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < keys; ++j) expInPlace(st.row(j) + i, shift, &sum);
+    alignas(32) float s[8], sh[8];
+    _mm256_store_ps(s, sum);
+    _mm256_store_ps(sh, shift);
+    for (int l = 0; l < 8; ++l) {
+      lse[i + l] = sh[l] + std::log(s[l]);
+      inv[i + l] = s[l] == 0.0f ? 0.0f : 1.0f / s[l];
+    }
+  }
+}
+
+// The gradient's transposed scores pt and dP^T dpt [keys, lanes] become P^T = e^(s - lse) and dS^T = P^T (dP^T -
+// delta), both 0 where masked (those entries may hold anything before: the products skip masked tiles).
+// lseT[i] is lse with -inf (a row with no weight) as +inf, so that its e^(s - lse) is 0.
+void softmaxGradColumns(Rows pt, Rows dpt, int64_t keys, int64_t lanes, bool causal, int64_t first,
+                        const float* lseT, const float* delta) {
+  if (hasAvx512()) return avx512::softmaxGradColumns(pt, dpt, keys, lanes, causal, first, lseT, delta);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t j = 0; j < keys; ++j) {
+    float* p = pt.row(j);
+    float* ds = dpt.row(j);
+    for (int64_t i = 0; i < lanes; i += 8) {
+      __m256 e = tsr_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(lseT + i)));
+      __m256 g = _mm256_mul_ps(e, _mm256_sub_ps(_mm256_loadu_ps(ds + i), _mm256_loadu_ps(delta + i)));
+      if (causal && j - first > i) {  // query i + l sees key j where i + l >= j - first
+        const __m256 seen = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(i - (j - first) + 1))),
+                               _mm256_setzero_si256()));
+        e = _mm256_and_ps(e, seen);
+        g = _mm256_and_ps(g, seen);
+      }
+      _mm256_storeu_ps(p + i, e);
+      _mm256_storeu_ps(ds + i, g);
+    }
+  }
 }
 
 // Query rows a block. A causal block skips the keys after its last row, so small blocks skip more; without the
-// mask every block sees every key and the largest that keeps its scores in L2 wins (fewer, larger SGEMMs: for
+// mask every block sees every key and the largest that keeps its scores in L2 wins (fewer, larger products: for
 // ViT-B/16's 197 tokens one block of 197, not three of 64 and one of 5), cut into blocks of equal size, and
 // into enough of them that every thread has work.
 int64_t queryBlock(const AttentionDims& m, bool causal, int threads) {
@@ -160,18 +408,13 @@ int64_t queryBlock(const AttentionDims& m, bool causal, int threads) {
   return (m.t + blocks - 1) / blocks;
 }
 
-// The keys row i of a block starting at query `first` sees.
-int64_t visibleKeys(bool causal, int64_t first, int64_t i, int64_t keys) {
-  return causal ? std::min(keys, first + i + 1) : keys;
-}
-
 template <class T>
 void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t task) {
   const int64_t blocks = (m.t + block - 1) / block;
   const int64_t b = task / blocks / m.h, h = task / blocks % m.h, first = task % blocks * block;
-  const int64_t rows = std::min(block, m.t - first);
+  const int64_t rows = std::min(block, m.t - first), lanes = laneCount(rows);
   const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
-  thread_local std::vector<float> qs, ks, vs, os, scores;
+  thread_local std::vector<float> qs, ks, vs, os, scores, invs;
   HeadRows<T> out = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
   float* lse = a.outputs[1].as<float>() + (b * m.h + h) * m.t + first;
   if (keys == 0) {
@@ -183,18 +426,21 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   const Rows q = headRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
   const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
   const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
-  scores.resize(static_cast<size_t>(rows * keys));
-  const Rows s{scores.data(), keys};
-  gemm(false, true, rows, keys, m.d, 1.0f / std::sqrt(static_cast<float>(m.d)), q, k, 0.0f, s);
-  thread_local std::vector<float> invs;
-  invs.resize(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) {
-    const RowSum r = softmaxTerms(s.row(i), visibleKeys(causal, first, i, keys), keys);
-    lse[i] = r.lse;
-    invs[static_cast<size_t>(i)] = r.inv;
-  }
+  // Transposed scores st [keys, rows] = scale k q^T: each query row a column, so the softmax runs down columns,
+  // whole vectors of rows at a time.
+  scores.resize(static_cast<size_t>(keys * lanes));
+  invs.resize(static_cast<size_t>(2 * lanes));
+  const Rows st{scores.data(), lanes};
+  const Causal band = causal ? Causal{Band::Lower, first} : Causal{};
+  product(keys, rows, m.d, 1.0f / std::sqrt(static_cast<float>(m.d)), {k.data, k.ld}, {q.data, q.ld, true}, 0.0f,
+          st, band);
+  float* rowLse = invs.data() + lanes;
+  softmaxColumns(st, keys, lanes, causal, first, rowLse, invs.data());
+  std::copy(rowLse, rowLse + rows, lse);
+  // out [rows, D] = P v, each row then divided by its sum.
   const Rows o = out.rows();
-  gemm(false, false, rows, m.d, keys, 1.0f, s, v, 0.0f, o);
+  product(rows, m.d, keys, 1.0f, {st.data, st.ld, true}, {v.data, v.ld}, 0.0f, o,
+          causal ? Causal{Band::KBelow, first} : Causal{});
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t d = 0; d < m.d; ++d) o.row(i)[d] *= invs[static_cast<size_t>(i)];
   out.store();
@@ -204,21 +450,21 @@ template <class T>
 void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t task) {
   const int64_t b = task / m.h, h = task % m.h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(m.d));
-  thread_local std::vector<float> qs, ks, vs, os, dos, dqs, dks, dvs, ps, dps;
+  thread_local std::vector<float> qs, ks, vs, os, dos, dqs, dks, dvs, ps, dps, rowTerms;
   const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, m.s, ks).load();
   const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, m.s, vs).load();
   const float* lse = a.inputs[4].as<float>() + (b * m.h + h) * m.t;
   const float* dlse = a.inputs[6].as<float>() + (b * m.h + h) * m.t;
   HeadRows<T> dk = headRows<T>(a.outputs[1], m, m.s, b, h, 0, m.s, dks);
   HeadRows<T> dv = headRows<T>(a.outputs[2], m, m.s, b, h, 0, m.s, dvs);
-  // Without the mask every block sees every key, so the first one writes dk and dv whole; a causal block adds
-  // to the keys it sees (and with no queries at all there is no block).
-  if (causal || m.t == 0) {
-    dk.zero();
-    dv.zero();
-  }
+  // Each block writes the keys no earlier block reached and adds to the others: without the mask the first
+  // block writes them all; under it a block is the first to see the keys from its first row on. Keys past the
+  // last query (cross attention with more keys) are seen by none, nor is any key without queries.
+  const int64_t reached = causal ? std::min(m.s, m.t) : (m.t > 0 ? m.s : 0);
+  dk.zero(reached);
+  dv.zero(reached);
   for (int64_t first = 0; first < m.t; first += block) {
-    const int64_t rows = std::min(block, m.t - first);
+    const int64_t rows = std::min(block, m.t - first), lanes = laneCount(rows);
     const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
     HeadRows<T> dq = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, dqs);
     if (keys == 0) {
@@ -229,27 +475,37 @@ void backwardHead(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
     const Rows q = headRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
     const Rows o = headRows<T>(a.inputs[3], m, m.t, b, h, first, rows, os).load();
     const Rows dout = headRows<T>(a.inputs[5], m, m.t, b, h, first, rows, dos).load();
-    ps.resize(static_cast<size_t>(rows * keys));
-    dps.resize(static_cast<size_t>(rows * keys));
-    const Rows p{ps.data(), keys}, ds{dps.data(), keys};
-    // P = exp(scale q k^T - lse), rebuilt as the forward pass had it; dP = dout v^T.
-    gemm(false, true, rows, keys, m.d, scale, q, k, 0.0f, p);
-    gemm(false, true, rows, keys, m.d, 1.0f, dout, v, 0.0f, ds);
+    ps.resize(static_cast<size_t>(keys * lanes));
+    dps.resize(static_cast<size_t>(keys * lanes));
+    rowTerms.assign(static_cast<size_t>(2 * lanes), 0.0f);
+    const Rows pt{ps.data(), lanes}, dst{dps.data(), lanes};
+    // Per query row: lse (-inf as +inf, see softmaxGradColumns) and delta = dout . out - dlse.
+    float* lseT = rowTerms.data();
+    float* delta = lseT + lanes;
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t visible = visibleKeys(causal, first, i, keys);
-      float* pi = p.row(i);
-      float* di = ds.row(i);
-      if (lse[first + i] == -kInf) std::fill(pi, pi + visible, 0.0f);  // a row with no weight anywhere
-      else expShifted(pi, visible, lse[first + i]);
-      std::fill(pi + visible, pi + keys, 0.0f);
-      const float delta = dot(dout.row(i), o.row(i), m.d) - dlse[first + i];
-      for (int64_t j = 0; j < keys; ++j) di[j] = pi[j] * (di[j] - delta);  // dS = P (dP - delta)
+      lseT[i] = lse[first + i] == -kInf ? kInf : lse[first + i];
+      delta[i] = dot(dout.row(i), o.row(i), m.d) - dlse[first + i];
     }
-    gemm(false, false, rows, m.d, keys, scale, ds, k, 0.0f, dq.rows());  // dq = scale dS k
+    // P^T = e^(scale k q^T - lse), rebuilt as the forward pass had it; dP^T = v dout^T; then dS^T = P^T (dP^T - delta).
+    const Causal lower = causal ? Causal{Band::Lower, first} : Causal{};
+    product(keys, rows, m.d, scale, {k.data, k.ld}, {q.data, q.ld, true}, 0.0f, pt, lower);
+    product(keys, rows, m.d, 1.0f, {v.data, v.ld}, {dout.data, dout.ld, true}, 0.0f, dst, lower);
+    softmaxGradColumns(pt, dst, keys, lanes, causal, first, lseT, delta);
+    // dq = scale dS k; dk += scale dS^T q; dv += P^T dout.
+    product(rows, m.d, keys, scale, {dst.data, dst.ld, true}, {k.data, k.ld}, 0.0f, dq.rows(),
+            causal ? Causal{Band::KBelow, first} : Causal{});
     dq.store();
-    const float beta = causal || first > 0 ? 1.0f : 0.0f;
-    gemm(true, false, keys, m.d, rows, scale, ds, q, beta, dk.rows());  // dk += scale dS^T q
-    gemm(true, false, keys, m.d, rows, 1.0f, p, dout, beta, dv.rows());  // dv += P^T dout
+    const int64_t added = causal ? std::min(first, keys) : (first > 0 ? keys : 0);  // keys earlier blocks saw
+    if (added > 0) {
+      product(added, m.d, rows, scale, {dst.data, dst.ld}, {q.data, q.ld}, 1.0f, dk.rows());
+      product(added, m.d, rows, 1.0f, {pt.data, pt.ld}, {dout.data, dout.ld}, 1.0f, dv.rows());
+    }
+    if (added < keys) {  // under the mask key first + r is seen by the queries r and after
+      const Causal above = causal ? Causal{Band::KAbove, 0} : Causal{};
+      const Rows dkNew{dk.rows().row(added), dk.rows().ld}, dvNew{dv.rows().row(added), dv.rows().ld};
+      product(keys - added, m.d, rows, scale, {dst.row(added), dst.ld}, {q.data, q.ld}, 0.0f, dkNew, above);
+      product(keys - added, m.d, rows, 1.0f, {pt.row(added), pt.ld}, {dout.data, dout.ld}, 0.0f, dvNew, above);
+    }
   }
   dk.store();
   dv.store();
