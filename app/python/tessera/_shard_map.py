@@ -21,7 +21,7 @@ from . import _tessera as _C
 from . import numpy as _tnp
 from .numpy import asarray
 from .sharding import PartitionSpec
-from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
+from .tree_util import tree_flatten, tree_map, tree_unflatten, _prefix_per_leaf
 
 __all__ = ["shard_map", "pmap", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
            "pshuffle", "axis_index", "axis_size"]
@@ -57,15 +57,11 @@ def _is_spec(x):
 def _leaf_specs(specs, tree, what):
     """The PartitionSpec of each leaf of tree: specs is a prefix of tree with PartitionSpecs (or None: replicated)
     as leaves."""
-    spec_leaves, spec_def = tree_flatten(specs, is_leaf=_is_spec)
-    subtrees = []
-    _flatten_up_to(spec_def, tree, subtrees, f"shard_map: {what}")
     out = []
-    for spec, sub in zip(spec_leaves, subtrees):
+    for spec in _prefix_per_leaf(specs, tree, _is_spec, f"shard_map: {what}"):
         if spec is not None and not isinstance(spec, PartitionSpec):
             raise TypeError(f"shard_map: {what} holds {spec!r}, not a PartitionSpec")
-        dims = [] if spec is None else spec._dims()
-        out += [dims] * len(tree_flatten(sub)[0])
+        out.append([] if spec is None else spec._dims())
     return out
 
 

@@ -11,7 +11,7 @@ import numpy as _np
 
 from . import _tessera as _C
 from .numpy import Array, asarray, zeros_like, _engine_dtype, _ENGINE_TO_PUBLIC, _FLOATING
-from .tree_util import tree_flatten, tree_map, tree_unflatten, _flatten_up_to
+from .tree_util import tree_flatten, tree_map, tree_unflatten, _prefix_per_leaf
 
 __all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "trace", "eval_shape", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "ShapeDtypeStruct"]
@@ -320,14 +320,10 @@ def _axes_per_leaf(spec, tree, what):
     prefix of tree whose leaves (ints, None) apply to the subtrees under them, as JAX's in_axes/out_axes."""
     if spec is None or isinstance(spec, int):
         return [spec] * len(tree_flatten(tree)[0])
-    spec_leaves, spec_def = tree_flatten(spec, is_leaf=lambda a: a is None)
-    subtrees = []
-    _flatten_up_to(spec_def, tree, subtrees, f"vmap: {what}")
-    axes = []
-    for a, sub in zip(spec_leaves, subtrees):
+    axes = _prefix_per_leaf(spec, tree, lambda a: a is None, f"vmap: {what}")
+    for a in axes:
         if a is not None and not isinstance(a, int):
             raise ValueError(f"vmap: {what} entries must be ints or None, got {a!r}")
-        axes += [a] * len(tree_flatten(sub)[0])
     return axes
 
 

@@ -251,6 +251,18 @@ def _flatten_up_to(treedef, tree, out, name):
         _flatten_up_to(sub, c, out, name)
 
 
+def _prefix_per_leaf(prefix, tree, is_leaf, name):
+    """The leaf of prefix (a tree prefix of tree whose leaves is_leaf picks: in_axes' ints, shard_map's specs)
+    above each leaf of tree, in flatten order."""
+    prefix_leaves, prefix_def = tree_flatten(prefix, is_leaf=is_leaf)
+    subtrees = []
+    _flatten_up_to(prefix_def, tree, subtrees, name)
+    out = []
+    for p, sub in zip(prefix_leaves, subtrees):
+        out += [p] * len(tree_flatten(sub)[0])
+    return out
+
+
 def tree_map(f, tree, *rest, is_leaf=None):
     """f applied to the leaves of tree and the matching subtrees of each tree in rest, whose structures must
     have tree's as a prefix (jax.tree_util.tree_map: tree_map(f, [1, 2], [(3, 4), 5]) calls f(1, (3, 4)))."""
