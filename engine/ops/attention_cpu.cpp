@@ -199,15 +199,54 @@ TileFn tileOf(int64_t rows, int64_t vectors) {
   }
 }
 
-// out[p * n + j] = b[j * ld + p]: B [n, k] (rows ld apart) as [k, n].
+// The first n (up to 16) lanes.
+__mmask16 lanesUpTo(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
+
+// r[i][j] = r[j][i] for a 16 x 16 block in registers: pairs of rows interleaved, then quads, then 128-bit lanes.
+void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // r[4g + c], 128-bit lane L: column 4L + c of rows 4g to 4g + 3.
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {
+    r[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    r[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xee);
+    r[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    r[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 lo01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), hi01 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xee);
+    const __m512 lo23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512 hi23 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xee);
+    t[c] = _mm512_shuffle_f32x4(lo01, lo23, 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(lo01, lo23, 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(hi01, hi23, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(hi01, hi23, 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// out[p * n + j] = b[j * ld + p]: B [n, k] (rows ld apart) as [k, n], in blocks of 16 x 16.
 void transpose(const float* b, int64_t ld, int64_t n, int64_t k, float* out) {
-  const __m512i rowsApart = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                               _mm512_set1_epi32(static_cast<int>(ld)));
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 lanes = static_cast<__mmask16>(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
-    for (int64_t p = 0; p < k; ++p)
-      _mm512_mask_storeu_ps(out + p * n + j, lanes,
-                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, rowsApart, b + j * ld + p, 4));
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const __mmask16 rows = lanesUpTo(n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += 16) {
+      const __mmask16 cols = lanesUpTo(k - p0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = j0 + i < n ? _mm512_maskz_loadu_ps(cols, b + (j0 + i) * ld + p0) : _mm512_setzero_ps();
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        if (p0 + i < k) _mm512_mask_storeu_ps(out + (p0 + i) * n + j0, rows, r[i]);
+    }
   }
 }
 
@@ -238,10 +277,10 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b,
         if (mask.band == Band::KAbove) kb = std::max(k0, r0 - mask.first);
         if (from >= c1 || (kb >= ke && accumulate)) continue;
         kb = std::min(kb, ke);
-        const int64_t width = (c1 - from + 15) / 16, tail = c1 - from - 16 * (width - 1);
-        const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xffff : (1u << tail) - 1);
-        tileOf(r1 - r0, width)(kb, ke, a.data + r0 * ars, ars, acs, bd + from, ldb, last, alpha, accumulate,
-                                 c.row(r0) + from, c.ld);
+        const int64_t width = (c1 - from + 15) / 16;
+        tileOf(r1 - r0, width)(kb, ke, a.data + r0 * ars, ars, acs, bd + from, ldb,
+                               lanesUpTo(c1 - from - 16 * (width - 1)), alpha, accumulate,
+                               c.row(r0) + from, c.ld);
       }
     }
   }
