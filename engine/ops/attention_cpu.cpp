@@ -287,11 +287,11 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b,
 }
 
 
-// e^x for 16 lanes: tsr_exp8's reduction and polynomial, 2^n applied by scalef (which also handles subnormal
-// results); beyond the clamp inf or 0, NaN stays NaN.
+// e^x for 16 lanes: tsr_exp8's reduction and polynomial, 2^n applied by scalef, which rounds what underflows
+// (to 0 below the clamp at -104) and overflows to inf (above the one at 88.8), so no lane needs a blend after;
+// max and min return their second operand for NaN, which so stays NaN.
 __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.8f), lo = _mm512_set1_ps(-104.0f);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -303,10 +303,7 @@ __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  __m512 y = _mm512_scalef_ps(p, n);
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(kInf));
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+  return _mm512_scalef_ps(p, n);
 }
 
 // softmaxColumns (below) on 16 lanes, a row of keys at a time (lanes: a multiple of 16).

@@ -176,6 +176,12 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   // dv over two blocks of 20.
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 150, 2, 16}, 150, causal);
   addAttention(cases, rng, DType::F32, Shape{2, 70, 1, 8}, 131, false);
+  // On AVX-512 the products run on tiles of 6 rows by up to 64 columns and lay q^T and dout^T out 16 x 16: a head
+  // size of 40 leaves part-filled vectors and transposes, and 100 rows make a ragged causal block (64 and 36),
+  // tiles of 6 rows that straddle the diagonal, and unmasked blocks of 50 or 100 columns (as the threads have
+  // it: 100 are two panels, of 3 and 4 vectors).
+  for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 100, 2, 40}, 100, causal);
+  addAttention(cases, rng, DType::BF16, Shape{1, 70, 1, 40}, 70, true);
   addAttention(cases, rng, DType::F32, Shape{1, 40, 1, 4}, 2100, false);
   // No queries: no blocks at all, and dk and dv zeros.
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{2, 0, 2, 4}, causal ? 0 : 3, causal);
