@@ -336,16 +336,12 @@ void softmaxColumns(Rows st, int64_t keys, int64_t lanes, bool causal, int64_t f
 // softmaxGradColumns (below) on 16 lanes (lanes: a multiple of 16).
 void softmaxGradColumns(Rows pt, Rows dpt, int64_t keys, int64_t lanes, bool causal, int64_t first,
                         const float* lseT, const float* delta) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int64_t j = 0; j < keys; ++j) {
     float* p = pt.row(j);
     float* ds = dpt.row(j);
     for (int64_t i = 0; i < lanes; i += 16) {
-      // query i + l sees key j where i + l >= j - first
-      const __mmask16 seen = causal && j - first > i ? _mm512_cmpge_epi32_mask(
-                                                           _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(i))),
-                                                           _mm512_set1_epi32(static_cast<int>(j - first)))
-                                                     : __mmask16(0xffff);
+      // query i + l sees key j where l >= j - first - i
+      const __mmask16 seen = causal && j - first > i ? static_cast<__mmask16>(~lanesUpTo(j - first - i)) : 0xffff;
       const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p + i), _mm512_loadu_ps(lseT + i)));
       const __m512 g = _mm512_mul_ps(e, _mm512_sub_ps(_mm512_loadu_ps(ds + i), _mm512_loadu_ps(delta + i)));
       _mm512_storeu_ps(p + i, _mm512_maskz_mov_ps(seen, e));
@@ -444,13 +440,13 @@ int64_t queryBlock(const AttentionDims& m, bool causal, int threads) {
   return (m.t + blocks - 1) / blocks;
 }
 
+// The block of query rows [first, first + rows) of head (b, h), given (at least) the keys and values it sees.
 template <class T>
-void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t task) {
-  const int64_t blocks = (m.t + block - 1) / block;
-  const int64_t b = task / blocks / m.h, h = task / blocks % m.h, first = task % blocks * block;
-  const int64_t rows = std::min(block, m.t - first), lanes = laneCount(rows);
+void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t b, int64_t h,
+                  int64_t first, int64_t rows, Rows k, Rows v) {
+  const int64_t lanes = laneCount(rows);
   const int64_t keys = causal ? std::min(m.s, first + rows) : m.s;
-  thread_local std::vector<float> qs, ks, vs, os, scores, invs;
+  thread_local std::vector<float> qs, os, scores, invs;
   HeadRows<T> out = headRows<T>(a.outputs[0], m, m.t, b, h, first, rows, os);
   float* lse = a.outputs[1].as<float>() + (b * m.h + h) * m.t + first;
   if (keys == 0) {
@@ -460,8 +456,6 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
     return;
   }
   const Rows q = headRows<T>(a.inputs[0], m, m.t, b, h, first, rows, qs).load();
-  const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
-  const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
   // Transposed scores st [keys, rows] = scale k q^T: each query row a column, so the softmax runs down columns,
   // whole vectors of rows at a time.
   scores.resize(static_cast<size_t>(keys * lanes));
@@ -480,6 +474,21 @@ void forwardBlock(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causa
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t d = 0; d < m.d; ++d) o.row(i)[d] *= invs[static_cast<size_t>(i)];
   out.store();
+}
+
+// Forward task `task`: `perTask` consecutive blocks of one head (of `blocks` a head), whose keys and values are
+// read (for bf16, widened) once for all of them.
+template <class T>
+void forwardTask(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal, int64_t block, int64_t blocks,
+                 int64_t perTask, int64_t task) {
+  const int64_t tasksPerHead = blocks / perTask, head = task / tasksPerHead;
+  const int64_t b = head / m.h, h = head % m.h;
+  const int64_t first = task % tasksPerHead * perTask * block, last = std::min(m.t, first + perTask * block);
+  const int64_t keys = causal ? std::min(m.s, last) : m.s;  // what the task's last block sees
+  thread_local std::vector<float> ks, vs;
+  const Rows k = headRows<T>(a.inputs[1], m, m.s, b, h, 0, keys, ks).load();
+  const Rows v = headRows<T>(a.inputs[2], m, m.s, b, h, 0, keys, vs).load();
+  for (int64_t i = first; i < last; i += block) forwardBlock<T>(a, m, causal, b, h, i, std::min(block, last - i), k, v);
 }
 
 template <class T>
@@ -561,12 +570,16 @@ void forTasks(const ir::CpuKernelArgs& a, int64_t tasks, const Fn& fn) {
 }  // namespace
 
 void blockedAttention(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal) {
-  const int64_t block = queryBlock(m, causal, a.threads);
-  const int64_t tasks = m.b * m.h * ((m.t + block - 1) / block);
+  const int64_t block = queryBlock(m, causal, a.threads), blocks = (m.t + block - 1) / block;
+  // A task a head where there are enough of them to share out evenly (GPT-2's 96 of 4 causal blocks: k and v
+  // widened once, not once a block), else a block.
+  const int64_t threads = std::max(a.threads, 1);
+  const int64_t perTask = m.b * m.h >= 8 * threads ? std::max<int64_t>(blocks, 1) : 1;
+  const int64_t tasks = m.b * m.h * blocks / perTask;
   if (a.inputs[0].aval.dtype == DType::BF16)
-    forTasks(a, tasks, [&](int64_t t) { forwardBlock<bf16>(a, m, causal, block, t); });
+    forTasks(a, tasks, [&](int64_t t) { forwardTask<bf16>(a, m, causal, block, blocks, perTask, t); });
   else
-    forTasks(a, tasks, [&](int64_t t) { forwardBlock<float>(a, m, causal, block, t); });
+    forTasks(a, tasks, [&](int64_t t) { forwardTask<float>(a, m, causal, block, blocks, perTask, t); });
 }
 
 void blockedAttentionGrad(const ir::CpuKernelArgs& a, const AttentionDims& m, bool causal) {

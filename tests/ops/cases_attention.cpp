@@ -182,6 +182,10 @@ void addAttentionCases(std::vector<OpCase>& cases, std::mt19937& rng) {
   // it: 100 are two panels, of 3 and 4 vectors).
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{1, 100, 2, 40}, 100, causal);
   addAttention(cases, rng, DType::BF16, Shape{1, 70, 1, 40}, 70, true);
+  // With heads enough for the threads (8 a thread) a forward task takes all of a head's blocks (k and v read
+  // once): 16 heads of two causal blocks each.
+  addAttention(cases, rng, DType::F32, Shape{4, 70, 4, 8}, 70, true);
+  addAttention(cases, rng, DType::BF16, Shape{4, 70, 4, 8}, 70, true);
   addAttention(cases, rng, DType::F32, Shape{1, 40, 1, 4}, 2100, false);
   // No queries: no blocks at all, and dk and dv zeros.
   for (bool causal : {false, true}) addAttention(cases, rng, DType::F32, Shape{2, 0, 2, 4}, causal ? 0 : 3, causal);
