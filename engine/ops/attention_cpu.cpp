@@ -95,7 +95,8 @@ float dot(const float* x, const float* y, int64_t n) {
 }
 
 // Lanes of one [keys, lanes] block of transposed scores: the block's query rows, rounded up so that the passes
-// over them run whole vectors (the extra lanes are computed and never read).
+// over them run whole vectors (the products leave the extra lanes as they were; nothing reads what the passes
+// make of them).
 int64_t laneCount(int64_t rows) { return (rows + 15) / 16 * 16; }
 
 // Which part of a causal product anything reads, for a block whose first query row is `first` (the other
@@ -128,10 +129,10 @@ void blasProduct(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operan
 // GCC 12's avx512fintrin.h starts results from _mm512_undefined_ps(), which it then warns of.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// The products on AVX-512 registers, for the shapes attention has: K (the sum) is D or a block's keys or rows, a
-// few hundred at most, where OpenBLAS's SGEMM spends much of its time packing both operands for each call. Here
-// A is read where it lies (one element broadcast at a time, so either layout serves) and B's rows are loaded as
-// they lie; only a transposed B (q^T, dout^T: a block's rows, D x rows) is laid out first.
+// The products on AVX-512 registers, for the shapes attention has: K (the sum) is D or a block's keys or rows,
+// mostly a few hundred or fewer, where OpenBLAS's SGEMM spends much of its time packing both operands for each
+// call. Here A is read where it lies (one element broadcast at a time, so either layout serves) and B's rows are
+// loaded as they lie; only a transposed B (q^T, dout^T: a block's rows, D x rows) is laid out first.
 namespace avx512 {
 
 constexpr int kTileRows = 6;         // rows of C a tile: 6 x 4 accumulators of 16 lanes, of 32 registers
@@ -355,13 +356,13 @@ void softmaxGradColumns(Rows pt, Rows dpt, int64_t keys, int64_t lanes, bool cau
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
-// C [m, n] = alpha op(A) op(B) + beta C (beta 0 or 1) on this thread (the kernel's tasks are what run in
-// parallel). On AVX-512 the causal band's masked tiles are skipped; OpenBLAS computes them all.
 bool hasAvx512() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512;
 }
 
+// C [m, n] = alpha op(A) op(B) + beta C (beta 0 or 1) on this thread (the kernel's tasks are what run in
+// parallel). On AVX-512 the causal band's masked tiles are skipped; OpenBLAS computes them all.
 void product(int64_t m, int64_t n, int64_t k, float alpha, Operand a, Operand b, float beta, Rows c,
              Causal mask = {}) {
   if (hasAvx512()) avx512::product(m, n, k, alpha, a, b, beta, c, mask);
