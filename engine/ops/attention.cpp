@@ -120,8 +120,8 @@ ir::Cost attentionGradCost(std::span<const Aval> in, std::span<const Aval> out, 
 }
 
 // ---- CPU kernels --------------------------------------------------------------------------------------------
-// f32 and bf16 on BLAS in blocks of query rows (attention_cpu.h). f64, and shapes past BLAS's int sizes: a row of
-// scores at a time, accumulated in double. T: q, k, v, out and the gradients; L: lse and dlse (f32 where T is
+// f32 and bf16 in blocks of query rows (attention_cpu.h: AVX-512 register tiles, else SGEMM). f64, and shapes past
+// BLAS's int sizes: a row of scores at a time, accumulated in double. T: q, k, v, out and the gradients; L: lse and dlse (f32 where T is
 // bf16).
 
 template <class T, class L>

@@ -131,9 +131,8 @@ void callbackKernel(const ir::CpuKernelArgs& args) {
   if (!cb->effectful || !d) return call(*cb, args);
   const std::span<const int> mesh = callbackMesh();
   if (!d->comm || std::find(mesh.begin(), mesh.end(), d->position) == mesh.end()) {
-    // No mesh named (a shard_map body, whose devices hold different blocks): a print runs on position 0 alone,
-    // an effect with results on every device.
-    if (cb->results.empty() && d->position != 0) return;
+    // No mesh named (a shard_map body, whose devices hold different blocks): every device makes its own calls,
+    // a print of its own block included, as JAX's shard_map does.
     return call(*cb, args);
   }
   if (cb->results.empty() || mesh.size() == 1) {

@@ -7,8 +7,7 @@
 //
 // The kernel cannot see the mesh: the SPMD runtime names its devices by holding a CallbackMeshScope on each
 // device's thread while the device runs a partitioned program. Without one (a one-device run, a shard_map body,
-// whose devices hold different blocks) every device makes its own calls, except that an effect with no results
-// runs on position 0 alone.
+// whose devices hold different blocks) every device makes its own calls, effects included.
 #include <span>
 
 namespace tsr::ops {

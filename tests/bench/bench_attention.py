@@ -3,7 +3,7 @@ one JSON document.
 
   fused      tessera.nn.dot_product_attention(implementation="fused"): one dot_product_attention op forward, one
              dot_product_attention_grad backward (the CPU kernels of attention_cpu.h: blocks of query rows on
-             SGEMM, the masked half of the keys skipped, nothing of [T, T] kept).
+             AVX-512 register tiles (else SGEMM), the masked half of the keys skipped, nothing of [T, T] kept).
   composite  implementation="xla": einsum, the causal mask, softmax, einsum (what models trace without the op:
              batched GEMMs over the whole [T, T] scores, fused loops and reductions between them), the same binary.
   torch      torch.nn.functional.scaled_dot_product_attention(is_causal=True) where the installed PyTorch has it,

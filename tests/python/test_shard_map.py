@@ -223,3 +223,9 @@ def test_pmap():
     np.testing.assert_allclose(np.asarray(g), 2 / s * (y - (y ** 2).sum(0)), rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="devices"):
         tessera.pmap(lambda v: v)(tnp.ones((9, 2)))  # 9 > the 8 devices
+
+
+def test_debug_print_in_the_body_prints_each_devices_block(ring, capfd):
+    f = smap(lambda b: (tessera.debug.print("block {}", b), b + 1)[1], ring, P("i"), P("i"))
+    np.testing.assert_array_equal(np.asarray(f(tnp.arange(4.0))), [1, 2, 3, 4])
+    assert sorted(capfd.readouterr().out.splitlines()) == [f"block [{k}.]" for k in range(4)]

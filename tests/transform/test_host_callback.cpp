@@ -7,6 +7,7 @@
 // with results runs once, on the mesh's first device, and every device gets its results (or its failure).
 #include "tests/check.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -431,6 +432,18 @@ TEST_CASE("anEffectWithResultsRunsOnceInAnSpmdProgramAndEveryDeviceGetsItsResult
   });
   REQUIRE_MESSAGE(st.ok(), st.error().message);
   CHECK(log.take().size() == 2);
+  // A print where no mesh is named: each device prints its own (a shard_map body's block).
+  auto printingExe = compile::compileForDevice(printing, compile::Options{});
+  REQUIRE(printingExe.ok());
+  st = dist::runOnDevices(*comm, [&](int) -> Status {
+    std::vector<runtime::BufferPtr> in{x.buffer()};
+    auto r = (*printingExe)->run(in);
+    return r.ok() ? Status{} : Status(r.takeError());
+  });
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+  auto printed = log.take();
+  std::sort(printed.begin(), printed.end());
+  CHECK(printed == std::vector<int>{0, 1});
 }
 
 TEST_CASE("anEffectWithResultsInAnSpmdLoopOrVmapRunsOncePerIterationOrExample") {
