@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -203,6 +204,19 @@ def main():
     doc = {"workload": f"MLP {'-'.join(map(str, sizes))}, MSE, SGD, batch {a.batch} over {a.devices} devices",
            "check": {"max_abs_param_diff": worst, "loss": float(loss), "numpy_loss": ref_loss},
            "tessera": {name: median_seconds(lambda f=f: ready(f()), a.repeats) for name, f in variants.items()}}
+    # The step's products: forward, the gradients of the weights, and of the activations below the first layer.
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    flops = 2 * a.batch * (2 * sum(i * o for i, o in pairs) + sum(i * o for i, o in pairs[1:]))
+    m = np.ones((2048, 2048), np.float32)
+    best = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        m @ m
+        best.append(time.perf_counter() - t0)
+    peak = 2 * 2048 ** 3 / min(best) / 1e9  # the best of five: the machine's rate, not its noise
+    doc["step_gflop"] = flops / 1e9
+    doc["sgemm_peak_gflops"] = peak
+    doc["fraction_of_sgemm_peak"] = {k: flops / t / 1e9 / peak for k, t in doc["tessera"].items()}
     if not a.no_peers:
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
