@@ -99,6 +99,16 @@ const char* numpyDtype(DType t);
 
 // The engine's Error as the matching Python exception (tessera.ShapeError, DTypeError, ...).
 [[noreturn]] void raisePython(const Error& e);
+// A result's value, or its error raised as raisePython does.
+template <class T>
+T orRaise(Result<T> r) {
+  if (!r.ok()) raisePython(r.error());
+  return std::move(r).value();
+}
+// An engine error as Python's exception; nothing where the call succeeded.
+inline void checked(const Status& s) {
+  if (!s.ok()) raisePython(s.error());
+}
 
 // Arguments' avals as Python gives them: (shape, dtype name).
 using AvalSpecs = std::vector<std::pair<std::vector<int64_t>, std::string>>;

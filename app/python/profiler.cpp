@@ -36,18 +36,15 @@ class PyProfiler {
   size_t launches() const { return m_profiler.events().size(); }
 
   void writeChromeTrace(const std::string& path) const {
-    Status st = runtime::writeChromeTrace(path, runtime::Trace::from(m_profiler));
-    if (!st.ok()) raisePython(st.error());
+    checked(runtime::writeChromeTrace(path, runtime::Trace::from(m_profiler)));
   }
 
   // A profile of run `run` in the store: the launches, the kernels, the marks; firstStep/lastStep the steps the
   // marks name (0 when none). Returns the profile's id.
   int64_t save(store::RunStore& db, int64_t run, const std::string& name, int64_t firstStep, int64_t lastStep) const {
-    Result<int64_t> id = db.createProfile(run, name, firstStep, lastStep);
-    if (!id.ok()) raisePython(id.error());
-    Status st = train::saveTrace(db, *id, runtime::Trace::from(m_profiler));
-    if (!st.ok()) raisePython(st.error());
-    return *id;
+    const int64_t id = orRaise(db.createProfile(run, name, firstStep, lastStep));
+    checked(train::saveTrace(db, id, runtime::Trace::from(m_profiler)));
+    return id;
   }
 
   // The kernels by name, longest total time first: (name, kind, launches, total ns, flops, bytes).

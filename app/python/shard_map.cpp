@@ -28,12 +28,6 @@ using sharding::PartitionSpec;
 using sharding::TensorSharding;
 using Specs = std::vector<std::vector<std::vector<std::string>>>;  // per array: per dim, its mesh axes
 
-template <class T>
-T checked(Result<T> r) {
-  if (!r.ok()) raisePython(r.error());
-  return std::move(r).value();
-}
-
 class ShardMapProgram {
  public:
   // fn(local blocks) -> local blocks; globalAvals: the arguments' (shape, dtype); inSpecs per argument;
@@ -80,7 +74,7 @@ class ShardMapProgram {
     }
     spmd::SpmdOptions options;
     options.name = name;
-    m_exe = checked(spmd::SpmdExecutable::compileManual(g, mesh, std::move(in), std::move(out), m_outAvals, options));
+    m_exe = orRaise(spmd::SpmdExecutable::compileManual(g, mesh, std::move(in), std::move(out), m_outAvals, options));
   }
 
   // Runs on arrays: each argument is put on the mesh as in_specs split it (where it is not already), and the
@@ -94,7 +88,7 @@ class ShardMapProgram {
     std::vector<Array> results;
     {
       py::gil_scoped_release nogil;
-      results = checked(run(args, m_traced.consts));
+      results = orRaise(run(args, m_traced.consts));
     }
     return results;
   }

@@ -321,12 +321,6 @@ void defineRandom(py::module_& m) {
   });
 }
 
-template <class T>
-T orRaise(Result<T> r) {
-  if (!r.ok()) raisePython(r.error());
-  return std::move(r).value();
-}
-
 // Meshes, shardings and device_put (jax.sharding): a PartitionSpec comes from Python as one list of mesh axis
 // names per array dimension (empty: replicated).
 void defineSharding(py::module_& m) {
@@ -379,11 +373,6 @@ void defineSharding(py::module_& m) {
   m.def("visualize_array_sharding", [](const Array& x, int width) {
     return orRaise(spmd::visualizeArraySharding(x, width));
   });
-}
-
-// An engine error as Python's exception; nothing where the call succeeded.
-void checked(const Status& s) {
-  if (!s.ok()) raisePython(s.error());
 }
 
 // The run store (engine/store: the SQLite file the CLI's runs and the IDE's Runs panel read), for

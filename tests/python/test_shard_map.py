@@ -223,6 +223,10 @@ def test_pmap():
     np.testing.assert_allclose(np.asarray(g), 2 / s * (y - (y ** 2).sum(0)), rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="devices"):
         tessera.pmap(lambda v: v)(tnp.ones((9, 2)))  # 9 > the 8 devices
+    # A static argument reaches fun as a Python value (a power here), each value its own program.
+    power = tessera.pmap(lambda v, p: v ** p, axis_name="i", static_broadcasted_argnums=1)
+    np.testing.assert_allclose(np.asarray(power(tnp.asarray(x), 3)), x ** 3, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(power(tnp.asarray(x), 2)), x ** 2, rtol=1e-6)
 
 
 def test_debug_print_in_the_body_prints_each_devices_block(ring, capfd):

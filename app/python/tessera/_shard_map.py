@@ -199,17 +199,28 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
          backend=None, axis_size=None, donate_argnums=()):
     """jax.pmap: fun on each device with its slice of the mapped axis (in_axes: ints or None, as vmap's), one
     device per index of that axis, collectives over axis_name; out_axes None returns a result that is the same on
-    every device once. It is shard_map over a one-axis mesh of the first devices (or `devices`), the mapped axis
-    split over it, and runs, compiles and differentiates as shard_map does."""
+    every device once; static_broadcasted_argnums: arguments given to fun as they are (hashable; a program per
+    value). It is shard_map over a one-axis mesh of the first devices (or `devices`), the mapped axis split over
+    it, and runs, compiles and differentiates as shard_map does."""
     from ._transforms import _axes_per_leaf
 
-    if static_broadcasted_argnums:
-        raise NotImplementedError("pmap: static_broadcasted_argnums (close over the values instead)")
+    static_nums = ((static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int)
+                   else tuple(static_broadcasted_argnums))
     name = axis_name if axis_name is not None else "_pmap"
-    mapped = {}  # (input treedef, axes, devices) -> shard_map of the slice function
+    mapped = {}  # (input treedef, axes, devices, static arguments) -> shard_map of the slice function
 
-    def call(*args):
+    def call(*all_args):
+        # Static arguments (hashable Python values) are passed to fun as they are, each value its own program.
+        at = {i % len(all_args) for i in static_nums if -len(all_args) <= i < len(all_args)}
+        statics = tuple((i, all_args[i]) for i in sorted(at))
+        try:
+            hash(statics)
+        except TypeError as e:
+            raise TypeError(f"pmap: static arguments must be hashable: {e}") from None
+        args = tuple(a for i, a in enumerate(all_args) if i not in at)
         axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) == len(all_args) and at:
+            axes = tuple(a for i, a in enumerate(axes) if i not in at)
         if len(axes) != len(args):
             raise ValueError(f"pmap: in_axes has {len(axes)} entries for {len(args)} arguments")
         leaves, leaf_axes = [], []
@@ -231,14 +242,17 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
             raise ValueError(f"pmap: the mapped axis has size {n}, but this process has {_C.num_devices()} devices "
                              f"(tessera.sharding.set_cpu_devices({n}) or TESSERA_CPU_DEVICES={n} before first use)")
         _, in_tree = tree_flatten(args)
-        key = (in_tree, tuple(leaf_axes), tuple(ids))
+        key = (in_tree, tuple(leaf_axes), tuple(ids), statics)
         smap = mapped.get(key)
         if smap is None:
             out_state = {}
 
             def body(*blocks):
                 xs = [b[0] if a is not None else b for b, a in zip(blocks, leaf_axes)]
-                out = fun(*tree_unflatten(in_tree, xs))
+                full = list(tree_unflatten(in_tree, xs))
+                for i, value in statics:
+                    full.insert(i, value)
+                out = fun(*full)
                 out_leaves, out_state["tree"] = tree_flatten(out)
                 placeholder = tree_unflatten(out_state["tree"], list(range(len(out_leaves))))
                 out_state["axes"] = _axes_per_leaf(out_axes, placeholder, "out_axes")

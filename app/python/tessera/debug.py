@@ -9,7 +9,7 @@ in program order. `pure_callback` is a pure function: the compiler may drop it w
 merge two equal calls. None has a derivative (reverse mode raises; give the function a custom_vjp). Under vmap,
 `print`/`callback`/`io_callback` run once per example; `pure_callback` as its `vmap_method` says."""
 
-import builtins as _builtins
+import sys as _sys
 
 from . import _tessera as _C
 from .numpy import asarray as _asarray, _engine_dtype
@@ -83,7 +83,10 @@ def print(fmt, *args, ordered=False, **kwargs):  # noqa: A001 (jax.debug's name)
         raise TypeError(f"debug.print: the format must be a str; got {type(fmt).__name__}")
 
     def show(*a, **kw):
-        _builtins.print(fmt.format(*a, **kw), flush=True)
+        # One write with its newline: the devices of a shard_map body print from their own threads, and print()'s
+        # separate write of the newline would let their lines interleave.
+        _sys.stdout.write(fmt.format(*a, **kw) + "\n")
+        _sys.stdout.flush()
         return ()
 
     _call("debug_print", show, (), args, kwargs, True, "sequential")
