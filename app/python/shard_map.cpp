@@ -34,16 +34,17 @@ class ShardMapProgram {
   // outSpecsFn() the specs per result, asked once fn is traced (the results' structure is known then).
   ShardMapProgram(const py::function& fn, const AvalSpecs& globalAvals, const Mesh& mesh, const Specs& inSpecs,
                   const py::function& outSpecsFn, const std::string& name)
-      : m_mesh(mesh), m_name(name) {
+      : m_name(name) {
     if (inSpecs.size() != globalAvals.size())
       throw py::value_error(fmt::format("shard_map({}): {} in_specs for {} arguments", name, inSpecs.size(),
                                         globalAvals.size()));
     AvalSpecs local;
+    std::vector<TensorSharding> in;
     for (size_t i = 0; i < globalAvals.size(); ++i) {
       const Shape shape(globalAvals[i].first);
-      TensorSharding t = shardingOf(inSpecs[i], shape, fmt::format("argument {}", i));
+      TensorSharding t = shardingOf(mesh, inSpecs[i], shape, fmt::format("argument {}", i));
       local.emplace_back(t.localShape(mesh, shape).dims(), globalAvals[i].second);
-      m_in.push_back(std::move(t));
+      in.push_back(std::move(t));
     }
     m_traced = traceClosed(fn, local, name);
     const ir::Graph& g = m_traced.graph;
@@ -51,7 +52,6 @@ class ShardMapProgram {
     if (outSpecs.size() != g.outputs().size())
       throw py::value_error(fmt::format("shard_map({}): {} out_specs for {} results", name, outSpecs.size(),
                                         g.outputs().size()));
-    std::vector<TensorSharding> in = m_in;
     for (const Array& c : m_traced.consts) in.push_back(TensorSharding::replicated(c.rank()));
     std::vector<TensorSharding> out;
     for (size_t i = 0; i < outSpecs.size(); ++i) {
@@ -69,7 +69,7 @@ class ShardMapProgram {
           dims[d] *= mesh.axisSize(axis);
         }
       Aval global{Shape(dims), block.dtype};
-      out.push_back(shardingOf(outSpecs[i], global.shape, fmt::format("result {}", i)));
+      out.push_back(shardingOf(mesh, outSpecs[i], global.shape, fmt::format("result {}", i)));
       m_outAvals.push_back(global);
     }
     spmd::SpmdOptions options;
@@ -88,7 +88,7 @@ class ShardMapProgram {
     std::vector<Array> results;
     {
       py::gil_scoped_release nogil;
-      results = orRaise(run(args, m_traced.consts));
+      results = orRaise(runOn(*m_exe, args, m_traced.consts));
     }
     return results;
   }
@@ -106,7 +106,7 @@ class ShardMapProgram {
     cb.vmap = ir::VmapMethod::Sequential;
     const size_t numArgs = args.size();
     // The callback keeps the compiled program, not this object (whose consts may be an enclosing trace's).
-    cb.fn = [exe = m_exe, numArgs, in = m_in, mesh = m_mesh, name = m_name](
+    cb.fn = [exe = m_exe, numArgs, name = m_name](
                 std::span<const ir::TensorView> ops, std::span<const ir::MutableTensorView> results) {
       if (dist::currentDevice())
         throw std::runtime_error(fmt::format(
@@ -115,13 +115,12 @@ class ShardMapProgram {
       std::vector<Array> args, consts;
       for (size_t i = 0; i < ops.size(); ++i)
         (i < numArgs ? args : consts).push_back(Array::fromBytes(ops[i].aval, ops[i].data));
-      auto outs = runOn(*exe, mesh, in, args, consts);
+      auto outs = runOn(*exe, args, consts);
       if (!outs.ok()) throw std::runtime_error(outs.error().message);
       for (size_t i = 0; i < results.size(); ++i) {
         auto whole = spmd::fetchWhole((*outs)[i]);
         if (!whole.ok()) throw std::runtime_error(whole.error().message);
-        std::memcpy(results[i].data, whole->buffer()->data(),
-                    static_cast<size_t>(results[i].aval.numel() * dtypeSize(results[i].aval.dtype)));
+        std::memcpy(results[i].data, whole->buffer()->data(), static_cast<size_t>(results[i].aval.bytes()));
       }
     };
     return hostCallback(ir::makeHostCallback(std::move(cb)), operands);
@@ -130,42 +129,26 @@ class ShardMapProgram {
   // The program every device runs, as text.
   std::string text() const { return ir::print(m_exe->program(), ops::registry()); }
 
-  py::list outAvals() const {
-    py::list out;
-    for (const Aval& a : m_outAvals) out.append(py::make_tuple(a.shape.dims(), std::string(dtypeName(a.dtype))));
-    return out;
-  }
-
  private:
-  TensorSharding shardingOf(const std::vector<std::vector<std::string>>& dims, const Shape& shape,
+  TensorSharding shardingOf(const Mesh& mesh, const std::vector<std::vector<std::string>>& dims, const Shape& shape,
                             const std::string& what) const {
-    auto t = TensorSharding::fromSpec(m_mesh, PartitionSpec{dims}, shape);
+    auto t = TensorSharding::fromSpec(mesh, PartitionSpec{dims}, shape);
     if (!t.ok()) throw py::value_error(fmt::format("shard_map({}): {}: {}", m_name, what, t.error().message));
     return std::move(t).value();
   }
 
-  Result<std::vector<Array>> run(const std::vector<Array>& args, const std::vector<Array>& consts) {
-    return runOn(*m_exe, m_mesh, m_in, args, consts);
-  }
-
-  static Result<std::vector<Array>> runOn(spmd::SpmdExecutable& exe, const Mesh& mesh,
-                                          const std::vector<TensorSharding>& in, const std::vector<Array>& args,
+  // The program's inputs: each argument put on the mesh as the program takes it (devicePut keeps an array that
+  // is already), then the closed-over values whole.
+  static Result<std::vector<Array>> runOn(spmd::SpmdExecutable& exe, const std::vector<Array>& args,
                                           const std::vector<Array>& consts) {
-    if (args.size() != in.size()) return makeError("expects {} arguments, got {}", in.size(), args.size());
+    const Mesh& mesh = exe.mesh();
+    const std::vector<TensorSharding>& in = exe.partitioned().inputShardings;
+    if (args.size() + consts.size() != in.size())
+      return makeError("expects {} arguments, got {}", in.size() - consts.size(), args.size());
     std::vector<Array> inputs;
     for (size_t i = 0; i < args.size(); ++i) {
-      const Array& a = args[i];
-      bool placed = false;
-      if (a.isSharded() && a.sharding()->mesh == mesh) {
-        TSR_ASSIGN(TensorSharding have, spmd::shardingOn(a, mesh));
-        placed = have == in[i];
-      }
-      if (placed) {
-        inputs.push_back(a);
-      } else {
-        TSR_ASSIGN(Array put, spmd::devicePut(a, NamedSharding{mesh, in[i].toSpec(mesh)}));
-        inputs.push_back(std::move(put));
-      }
+      TSR_ASSIGN(Array put, spmd::devicePut(args[i], NamedSharding{mesh, in[i].toSpec(mesh)}));
+      inputs.push_back(std::move(put));
     }
     // What the function closes over is read whole by every device.
     for (const Array& c : consts) {
@@ -175,9 +158,7 @@ class ShardMapProgram {
     return exe.run(inputs);
   }
 
-  Mesh m_mesh;
   std::string m_name;
-  std::vector<TensorSharding> m_in;
   ClosedGraph m_traced;
   std::vector<Aval> m_outAvals;
   std::shared_ptr<spmd::SpmdExecutable> m_exe;
@@ -210,8 +191,7 @@ void registerShardMap(py::module_& m) {
                     const std::string&>())
       .def("call", &ShardMapProgram::call)
       .def("embed", &ShardMapProgram::embed)
-      .def("text", &ShardMapProgram::text)
-      .def_property_readonly("out_avals", &ShardMapProgram::outAvals);
+      .def("text", &ShardMapProgram::text);
   m.def("axis_groups", &axisGroups);
   m.def("tracing", [] { return Trace::current() != nullptr; });
   // The collectives of a shard_map body: each over device groups (flattened, groupSize members each).

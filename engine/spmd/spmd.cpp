@@ -140,6 +140,20 @@ struct SpmdExecutable::Impl {
   SpmdOptions options;
 };
 
+namespace {
+
+// The per-device program after the compiler's pipeline, named `name`.
+Status optimise(ir::Graph& program, const std::string& name) {
+  program.name = name;
+  passes::PassManager pm = passes::standardPipeline();
+  passes::PassContext ctx(ops::registry());
+  auto report = pm.run(program, ctx);
+  if (!report.ok()) return makeError("{}: {}", name, report.error().message);
+  return {};
+}
+
+}  // namespace
+
 Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
                           const sharding::ShardingAnnotations& annotations, const std::string& name) {
   const ir::OpRegistry& reg = ops::registry();
@@ -156,11 +170,7 @@ Result<SpmdPlan> planSpmd(const ir::Graph& global, const sharding::Mesh& mesh,
   TSR_ASSIGN(out.plan, sharding::propagateShardings(inlined, reg, mesh, annotations));
   TSR_ASSIGN(out.partitioned, sharding::partition(inlined, reg, out.plan));
   out.program = out.partitioned.local;
-  out.program.name = name;
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(reg);
-  auto report = pm.run(out.program, ctx);
-  if (!report.ok()) return makeError("{}: {}", name, report.error().message);
+  TSR_TRY(optimise(out.program, name));
   return out;
 }
 
@@ -168,6 +178,13 @@ SpmdExecutable::SpmdExecutable() : m(std::make_unique<Impl>()) {}
 SpmdExecutable::~SpmdExecutable() = default;
 
 namespace {
+
+// The executable's options and this process's devices, which must hold the mesh.
+Status prepare(SpmdExecutable::Impl& im, const sharding::Mesh& mesh, const SpmdOptions& options) {
+  im.options = options;
+  TSR_ASSIGN(im.comm, devices());
+  return checkMeshFits(mesh, *im.comm);
+}
 
 // Compiles the per-device program for the local devices of `mesh` with the registered backend.
 Status compileLocal(SpmdExecutable::Impl& im, const sharding::Mesh& mesh) {
@@ -200,9 +217,7 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compile(const ir::Graph&
                                                                 const SpmdOptions& options) {
   std::unique_ptr<SpmdExecutable> self(new SpmdExecutable());
   Impl& im = *self->m;
-  im.options = options;
-  TSR_ASSIGN(im.comm, devices());
-  TSR_TRY(checkMeshFits(mesh, *im.comm));
+  TSR_TRY(prepare(im, mesh, options));
   im.global = global;
   for (ir::ValueId v : global.outputs()) im.outAvals.push_back(global.aval(v));
   TSR_ASSIGN(SpmdPlan planned, planSpmd(global, mesh, annotations, options.name));
@@ -232,9 +247,7 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compileManual(const ir::
   }
   std::unique_ptr<SpmdExecutable> self(new SpmdExecutable());
   Impl& im = *self->m;
-  im.options = options;
-  TSR_ASSIGN(im.comm, devices());
-  TSR_TRY(checkMeshFits(mesh, *im.comm));
+  TSR_TRY(prepare(im, mesh, options));
   im.global = local;
   im.outAvals = std::move(outAvals);
   im.plan.mesh = mesh;
@@ -242,11 +255,7 @@ Result<std::unique_ptr<SpmdExecutable>> SpmdExecutable::compileManual(const ir::
   im.partitioned.inputShardings = std::move(inShardings);
   im.partitioned.outputShardings = std::move(outShardings);
   im.program = local;
-  im.program.name = options.name;
-  passes::PassManager pm = passes::standardPipeline();
-  passes::PassContext ctx(ops::registry());
-  auto report = pm.run(im.program, ctx);
-  if (!report.ok()) return makeError("{}: {}", options.name, report.error().message);
+  TSR_TRY(optimise(im.program, options.name));
   TSR_TRY(compileLocal(im, mesh));
   return self;
 }

@@ -61,13 +61,13 @@ def _leaf_specs(specs, tree, what):
     for spec in _prefix_per_leaf(specs, tree, _is_spec, f"shard_map: {what}"):
         if spec is not None and not isinstance(spec, PartitionSpec):
             raise TypeError(f"shard_map: {what} holds {spec!r}, not a PartitionSpec")
-        out.append([] if spec is None else spec._dims())
+        out.append(PartitionSpec() if spec is None else spec)
     return out
 
 
-def _unnamed_axes(mesh, dims):
+def _unnamed_axes(mesh, spec):
     """The mesh axes a spec does not split over: along them the value is the same on every device."""
-    named = {a for d in dims for a in d}
+    named = {a for d in spec._dims() for a in d}
     return tuple(a for a in mesh.axis_names if a not in named)
 
 
@@ -86,7 +86,12 @@ class _ShardMapped:
         self.__doc__ = getattr(f, "__doc__", None)
         self._programs = {}  # (input treedef, avals) -> (program, output treedef)
 
-    def _program(self, leaves, in_tree, in_dims):
+    def _flat(self, args):
+        """The arguments' leaves as arrays, their tree, and each leaf's PartitionSpec."""
+        leaves, in_tree = tree_flatten(args)
+        return [asarray(x) for x in leaves], in_tree, _leaf_specs(self.in_specs, args, "in_specs")
+
+    def _program(self, leaves, in_tree, in_specs):
         state = {}
 
         def body(xs):
@@ -99,51 +104,49 @@ class _ShardMapped:
             return [asarray(o) for o in out_leaves]
 
         def out_dims():
-            return self._out_dims(state["tree"])
+            return [spec._dims() for spec in self._out_specs(state["tree"])]
 
         avals = [(list(a.shape), a._dtype_name) for a in leaves]
-        program = _C.ShardMapProgram(body, avals, self.mesh, in_dims, out_dims, self.__name__)
+        program = _C.ShardMapProgram(body, avals, self.mesh, [spec._dims() for spec in in_specs], out_dims,
+                                     self.__name__)
         return program, state["tree"]
 
-    def _out_dims(self, out_tree):
+    def _out_specs(self, out_tree):
+        """The PartitionSpec of each result leaf."""
         if isinstance(self.out_specs, _LazySpecs):
-            return [spec._dims() for spec in self.out_specs.fn()]
+            return list(self.out_specs.fn())
         return _leaf_specs(self.out_specs, tree_unflatten(out_tree, [0] * out_tree.num_leaves), "out_specs")
 
     def __call__(self, *args):
-        leaves, in_tree = tree_flatten(args)
-        leaves = [asarray(x) for x in leaves]
-        in_dims = _leaf_specs(self.in_specs, args, "in_specs")
+        leaves, in_tree, in_specs = self._flat(args)
         if _C.tracing() or any(a.is_tracer for a in leaves):
-            return self._traced(leaves, in_tree, in_dims)
+            return self._traced(leaves, in_tree, in_specs)
         key = (in_tree, tuple((a.shape, a._dtype_name) for a in leaves))
         found = self._programs.get(key)
         if found is None:
-            found = self._programs[key] = self._program(leaves, in_tree, in_dims)
+            found = self._programs[key] = self._program(leaves, in_tree, in_specs)
         program, out_tree = found
         return tree_unflatten(out_tree, program.call(leaves))
 
     def lower_text(self, *args):
         """The program each device runs for these arguments, as text (the IR after the compiler's passes)."""
-        leaves, in_tree = tree_flatten(args)
-        leaves = [asarray(x) for x in leaves]
-        return self._program(leaves, in_tree, _leaf_specs(self.in_specs, args, "in_specs"))[0].text()
+        return self._program(*self._flat(args))[0].text()
 
-    def _traced(self, leaves, in_tree, in_dims):
+    def _traced(self, leaves, in_tree, in_specs):
         """Inside a trace: one op of the enclosing program, differentiable through shard_map of f's vjp."""
         from ._transforms import custom_vjp, vjp
 
-        program, out_tree = self._program(leaves, in_tree, in_dims)
+        program, out_tree = self._program(leaves, in_tree, in_specs)
         if not self._differentiable:
             return tree_unflatten(out_tree, program.embed(leaves))
-        out_dims = self._out_dims(out_tree)
+        out_specs = self._out_specs(out_tree)
         mesh, f, n = self.mesh, self.f, len(leaves)
 
         def backward(*xs_and_cts):
             xs, cts = list(xs_and_cts[:n]), list(xs_and_cts[n:])
             # A result the same on every device along some axes was given its whole cotangent on each of them.
-            for i, dims in enumerate(out_dims):
-                unnamed = _unnamed_axes(mesh, dims)
+            for i, spec in enumerate(out_specs):
+                unnamed = _unnamed_axes(mesh, spec)
                 if unnamed and _tnp.isdtype(cts[i].dtype, "real floating"):
                     cts[i] = cts[i] / axis_size(unnamed)
 
@@ -153,19 +156,15 @@ class _ShardMapped:
             _, pullback = vjp(flat_f, *xs)
             grads = list(pullback(cts))
             # An argument read whole along some axes: its cotangent is the sum of the devices' along them.
-            for j, dims in enumerate(in_dims):
-                unnamed = _unnamed_axes(mesh, dims)
+            for j, spec in enumerate(in_specs):
+                unnamed = _unnamed_axes(mesh, spec)
                 if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
                     grads[j] = psum(grads[j], unnamed)
             return tuple(grads)
 
-        def to_spec(dims):
-            return PartitionSpec(*[tuple(d) if len(d) > 1 else d[0] if d else None for d in dims])
-
-        in_ps = tuple(to_spec(d) for d in in_dims)
-        out_ps = tuple(to_spec(d) for d in out_dims)
         backward.__name__ = f"{self.__name__}_vjp"
-        bwd_map = _ShardMapped(backward, mesh, in_ps + out_ps, in_ps, differentiable=False)
+        bwd_map = _ShardMapped(backward, mesh, tuple(in_specs) + tuple(out_specs), tuple(in_specs),
+                               differentiable=False)
 
         @custom_vjp
         def call(*xs):
