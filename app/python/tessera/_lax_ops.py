@@ -852,21 +852,14 @@ _I1_ASYMPTOTIC = (1.0, -3.0 / 8, -15.0 / 128, -315.0 / 3072, -14175.0 / 98304, -
 def _i1_parts(x):
     """(x, |x|, I1 by its series at x clamped to [-15, 15], sign(x) e^-|x| I1 by the asymptotic series at
     max(|x|, 15)). Both parts stay finite on the other's side, so where() between them differentiates."""
+    from ._np_grids import _series_and_tail
+
     x = _tnp.asarray(x)
     x = x if x._dtype_name in ("f32", "f64", "f16", "bf16") else _C.astype(x, "f32")
     ax = _C.abs(x)
     small = _C.clip(x, _C.scalar(-_I1_SWITCH, x), _C.scalar(_I1_SWITCH, x))
-    q = small * small * 0.25
-    term = _C.full(list(x.shape), 1.0, x._dtype_name)
-    total = term
-    for k in range(1, _I1_SERIES_TERMS):
-        term = term * q / float(k * (k + 1))
-        total = total + term
     big = _C.maximum(ax, _C.scalar(_I1_SWITCH, ax))
-    inv = 1.0 / big
-    poly = _C.full(list(x.shape), _I1_ASYMPTOTIC[-1], x._dtype_name)
-    for c in reversed(_I1_ASYMPTOTIC[:-1]):
-        poly = poly * inv + c
+    total, poly = _series_and_tail(small, big, _I1_SERIES_TERMS, lambda k: k * (k + 1), _I1_ASYMPTOTIC)
     # sqrt(2 pi big) as two square roots: 2 pi big overflows float32 near its largest values
     scaled = poly / (_C.sqrt(big) * math.sqrt(2.0 * math.pi))
     return x, ax, big, small * 0.5 * total, _C.sign(x) * scaled

@@ -222,21 +222,28 @@ _I0_SWITCH = 15.0
 _I0_ASYMPTOTIC = (1.0, 1.0 / 8, 9.0 / 128, 225.0 / 3072, 11025.0 / 98304, 893025.0 / 3932160)
 
 
+def _series_and_tail(small, big, terms, ratio, coefficients):
+    """The two halves of a Bessel function: sum_k t_k with t_0 = 1 and t_k = t_{k-1} (small^2 / 4) / ratio(k),
+    and the asymptotic polynomial sum_j c_j big^-j (by Horner's rule), elementwise."""
+    q = small * small * 0.25
+    term = _C.full(list(small.shape), 1.0, small._dtype_name)
+    total = term
+    for k in range(1, terms):
+        term = term * q / float(ratio(k))
+        total = total + term
+    inv = 1.0 / big
+    poly = _C.full(list(big.shape), coefficients[-1], big._dtype_name)
+    for c in reversed(coefficients[:-1]):
+        poly = poly * inv + c
+    return total, poly
+
+
 def _i0_parts(x):
     """(|x|, the power series at min(|x|, 15), the asymptotic factor at max(|x|, 15) without its e^x)."""
     x = abs(_inexact(x))
     small = _C.minimum(x, _C.scalar(_I0_SWITCH, x))
-    q = small * small * 0.25
-    term = _C.full(list(x.shape), 1.0, x._dtype_name)
-    total = term
-    for k in range(1, _I0_SERIES_TERMS):
-        term = term * q / float(k * k)
-        total = total + term
     big = _C.maximum(x, _C.scalar(_I0_SWITCH, x))
-    inv = 1.0 / big
-    poly = _C.full(list(x.shape), _I0_ASYMPTOTIC[-1], x._dtype_name)
-    for c in reversed(_I0_ASYMPTOTIC[:-1]):
-        poly = poly * inv + c
+    total, poly = _series_and_tail(small, big, _I0_SERIES_TERMS, lambda k: k * k, _I0_ASYMPTOTIC)
     return x, total, big, poly / sqrt(big * (2.0 * _math.pi))
 
 
