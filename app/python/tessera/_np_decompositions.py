@@ -96,16 +96,74 @@ def svdvals(x):
 def qr(a, mode="reduced"):
     """The QR decomposition a = Q R of a [..., m, n], Q's columns orthonormal and R upper triangular: mode
     'reduced' gives Q [..., m, k] and R [..., k, n] (k = min(m, n)), 'complete' Q [..., m, m] and R [..., m, n],
-    'r' R alone (reduced). 'raw' raises NotImplementedError: the engine's qr op forms Q, it keeps no
-    Householder reflectors to return."""
+    'r' R alone (reduced), 'raw' LAPACK's ?geqrf factorisation as numpy gives it: (h [..., n, m], tau [..., k]),
+    h the transpose of the factored a (R on and above its diagonal, the Householder vectors below it, their
+    leading ones implied) and tau the reflectors' scales, Q = (I - tau_0 v_0 v_0^T) ... (I - tau_{k-1} v_{k-1}
+    v_{k-1}^T). JAX has no gradient for 'raw'; here it is differentiated through its Householder steps."""
     if mode not in ("reduced", "complete", "r", "raw"):
         raise ValueError(f"qr: mode must be 'reduced', 'complete', 'r' or 'raw', not {mode!r}")
-    if mode == "raw":
-        raise NotImplementedError("qr: mode='raw' (LAPACK's Householder reflectors and their scales) is not "
-                                  "supported: the qr op gives Q and R only; use mode 'reduced', 'complete' or 'r'")
     a = _matrix(a, "qr")
+    if mode == "raw":
+        return QRResult(*_householder_qr(a))  # a QRResult of (h, tau), as JAX's
     q, r = _C.qr(a, mode == "complete")
     return r if mode == "r" else QRResult(q, r)
+
+
+def _scaled_norm(x):
+    """The 2-norm of x over its last axis ([..., m] -> [..., 1]), scaled by max |x| so that neither squares of
+    values near the dtype's largest overflow nor those of tiny ones underflow (as LAPACK's ?nrm2). Zero rows give
+    zero with a finite gradient."""
+    tnp = _tnp()
+    scale = tnp.max(tnp.abs(x), axis=-1, keepdims=True)
+    nonzero = scale > 0
+    safe = tnp.where(nonzero, scale, 1.0)
+    ssq = tnp.sum(tnp.square(x / safe), axis=-1, keepdims=True)
+    return tnp.where(nonzero, safe * tnp.sqrt(tnp.where(nonzero, ssq, 1.0)), 0.0)
+
+
+def _householder_qr(a):
+    """qr's 'raw' mode: ?geqr2 (LAPACK's unblocked Householder QR) written with array ops, one fori_loop step per
+    reflector. Step j reads column j of the working matrix r [..., m, n] through masks (rows and columns compared
+    with j, so one traced body serves every j and every batch): alpha = r[j, j], x = r[j+1:, j]; ?larfg's
+    reflector beta = -sign(alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = x / (alpha - beta) (tau = 0,
+    nothing changed, when x is zero); then r[j:, j+1:] -= v (tau v^T r[j:, j+1:]) (?larf) and column j becomes
+    (beta, v). Returns (r^T [..., n, m], tau [..., k])."""
+    from . import lax as _lax
+    tnp = _tnp()
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    dtype = a._dtype_name
+    tau0 = tnp.zeros(tuple(a.shape[:-2]) + (k,), dtype=dtype)
+    if k == 0:
+        return _mT(a), tau0
+    rows = tnp.arange(m, dtype="i32")  # [m]
+    cols = tnp.arange(n, dtype="i32")  # [n]
+    steps = tnp.arange(k, dtype="i32")  # [k]
+    zero = asarray(0.0, dtype=dtype)
+
+    def step(j, carry):
+        r, tau = carry  # [..., m, n], [..., k]
+        col = tnp.sum(tnp.where(cols == j, r, zero), axis=-1)  # [..., m]
+        alpha = tnp.sum(tnp.where(rows == j, col, zero), axis=-1, keepdims=True)  # [..., 1]
+        x = tnp.where(rows > j, col, zero)  # [..., m], zeros on and above row j
+        xnorm = _scaled_norm(x)  # [..., 1]
+        reflect = xnorm > 0
+        big = tnp.maximum(tnp.abs(alpha), xnorm)
+        small = tnp.minimum(tnp.abs(alpha), xnorm)
+        norm = big * tnp.sqrt(1.0 + tnp.square(small / tnp.where(reflect, big, 1.0)))  # ?lapy2(alpha, xnorm)
+        beta = tnp.where(reflect, tnp.where(alpha >= 0, -norm, norm), alpha)
+        safe_beta = tnp.where(reflect, beta, 1.0)
+        tau_j = tnp.where(reflect, (beta - alpha) / safe_beta, zero)  # [..., 1]
+        v = tnp.where(rows == j, 1.0, x * (1.0 / tnp.where(reflect, alpha - beta, 1.0)))  # [..., m]
+        w = tnp.sum(tnp.expand_dims(v, -1) * r, axis=-2)  # v^T r: [..., n]
+        w = tnp.where(cols > j, tau_j * w, zero)  # only the columns right of j change
+        updated = r - tnp.expand_dims(v, -1) * tnp.expand_dims(w, -2)
+        new_col = tnp.where(rows == j, beta, tnp.where(tnp.logical_and(rows > j, reflect), v, col))  # [..., m]
+        r = tnp.where(cols == j, tnp.expand_dims(new_col, -1), updated)
+        return r, tnp.where(steps == j, tau_j, tau)
+
+    r, tau = _lax.fori_loop(0, k, step, (a, tau0))
+    return _mT(r), tau
 
 
 def pinv(a, rtol=None, hermitian=False, *, rcond=None):
