@@ -41,6 +41,35 @@ def test_variance_scaling_modes_axes_and_errors():
         I.variance_scaling(1.0, "fan_in", "cauchy")
 
 
+# (shape, axes, (fan_in, fan_out)) as jax 0.10.2's jax.nn.initializers computes them: a named in_axis makes a
+# 1-D kernel's fans 1; an axis in both in_axis and out_axis divides the receptive field twice.
+JAX_FANS = [((5,), dict(in_axis=0), (1.0, 1.0)), ((5,), dict(in_axis=-1, out_axis=0), (1.0, 1.0)),
+            ((5,), dict(in_axis=(), out_axis=()), (5.0, 5.0)), ((), dict(in_axis=(), out_axis=()), (1.0, 1.0)),
+            ((4, 3), dict(in_axis=-1, out_axis=-1), (4.0, 4.0)), ((4, 3, 2), dict(in_axis=(0, 0)), (12.0, 1.5)),
+            ((4, 3, 2), dict(in_axis=1, out_axis=(1, 2)), (4.0, 8.0)),
+            ((4, 3, 2), dict(batch_axis=-2), (4.0, 8 / 3)), ((4, 3, 2), {}, (12.0, 8.0))]
+
+
+@pytest.mark.parametrize("shape,axes,fans", JAX_FANS)
+def test_fans_of_unusual_shapes_and_axes_are_jaxs(shape, axes, fans):
+    unit = np.asarray(random.normal(KEY, shape), np.float64)  # the draw before scaling
+    for mode, fan in zip(("fan_in", "fan_out"), fans):
+        w = np.asarray(I.variance_scaling(2.0, mode, "normal", **axes)(KEY, shape), np.float64)
+        np.testing.assert_allclose(w, unit * math.sqrt(2.0 / fan), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["glorot_uniform", "glorot_normal", "lecun_uniform", "lecun_normal", "he_uniform",
+                                  "he_normal", "xavier_uniform", "kaiming_normal"])
+def test_scalar_and_vector_kernels_need_an_in_axis(name):
+    for shape in ((), (5,), (0,)):
+        with pytest.raises(ValueError, match=f"sizes of a {len(shape)}-dimensional weights tensor with default "
+                                             "in_axis. Must be at least 2D or specify in_axis explicitly"):
+            getattr(I, name)()(KEY, shape)
+    assert np.asarray(getattr(I, name)(in_axis=0)(KEY, (5,))).shape == (5,)
+    with pytest.raises(IndexError):  # JAX indexes the shape with the named axis
+        getattr(I, name)(in_axis=0)(KEY, ())
+
+
 def test_simple_initializers():
     np.testing.assert_array_equal(np.asarray(I.constant(2.5)(KEY, (2, 3))), np.full((2, 3), 2.5))
     u = np.asarray(I.uniform(0.5)(KEY, (20000,)))

@@ -39,8 +39,9 @@ class initializers:
     def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_axis=(), dtype=tnp.float32):
         """jax.nn.initializers.variance_scaling: samples with variance scale / n, n the fan in, the fan out, their
         mean (fan_avg) or geometric mean (fan_geo_avg). The fans are the in (out) axes' sizes times the receptive
-        field (the product of the dims that are neither in, out nor batch axes). distribution: "truncated_normal"
-        (at two standard deviations, rescaled to the variance), "normal" or "uniform"."""
+        field (the product of the dims that are neither in, out nor batch axes); a 0-D or 1-D shape needs in_axis
+        given. distribution: "truncated_normal" (at two standard deviations, rescaled to the variance), "normal"
+        or "uniform"."""
         if mode not in ("fan_in", "fan_out", "fan_avg", "fan_geo_avg"):
             raise ValueError(f"variance_scaling: invalid mode {mode!r} (fan_in, fan_out, fan_avg or fan_geo_avg)")
         if distribution not in ("truncated_normal", "normal", "uniform"):
@@ -52,7 +53,7 @@ class initializers:
             fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
             n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2,
                  "fan_geo_avg": math.sqrt(fan_in * fan_out)}[mode]
-            variance = scale / max(n, 1)
+            variance = scale / n
             if distribution == "truncated_normal":
                 std = math.sqrt(variance) / 0.87962566103423978  # a unit normal cut at +-2 has this deviation
                 return random.truncated_normal(key, -2.0, 2.0, shape, dtype) * std
@@ -129,16 +130,19 @@ class initializers:
 
 
 def _fans(shape, in_axis, out_axis, batch_axis):
-    """(fan_in, fan_out) of a kernel of shape, as jax.nn.initializers computes them."""
-    n = len(shape)
-    if n == 0:
-        return 1, 1
-    if n == 1:
-        return shape[0], shape[0]
+    """(fan_in, fan_out) of a kernel of shape, as jax.nn.initializers computes them: the in (out) axes' sizes
+    times the receptive field, which is the kernel's size over the in, out and batch axes' sizes (so an axis named
+    twice, or in both in_axis and out_axis, divides twice; a 1-D kernel with in_axis named has fans 1). The
+    default in_axis (-2) names no axis of a 0-D or 1-D kernel, which raises JAX's ValueError."""
+    if isinstance(in_axis, int) and in_axis == -2 and len(shape) <= 1:
+        raise ValueError(f"Can't compute input and output sizes of a {len(shape)}-dimensional weights tensor with "
+                         "default in_axis. Must be at least 2D or specify in_axis explicitly.")
 
-    def axes(a):
-        return {x % n for x in ((a,) if isinstance(a, int) else a)}
+    def size(axes):  # out-of-range axes raise IndexError, as JAX's indexing does
+        return shape[axes] if isinstance(axes, int) else math.prod(shape[i] for i in axes)
 
-    ins, outs, batch = axes(in_axis), axes(out_axis), axes(batch_axis)
-    receptive = math.prod(d for i, d in enumerate(shape) if i not in ins | outs | batch)
-    return math.prod(shape[i] for i in ins) * receptive, math.prod(shape[i] for i in outs) * receptive
+    ins, outs, batch = size(in_axis), size(out_axis), size(batch_axis)
+    if math.prod(shape) == 0:  # an empty kernel: no samples to scale (JAX divides by zero here)
+        return 1.0, 1.0
+    receptive = math.prod(shape) / ins / outs / batch
+    return ins * receptive, outs * receptive
