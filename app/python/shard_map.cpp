@@ -110,8 +110,8 @@ class ShardMapProgram {
                 std::span<const ir::TensorView> ops, std::span<const ir::MutableTensorView> results) {
       if (dist::currentDevice())
         throw std::runtime_error(fmt::format(
-            "shard_map({}) inside a program that itself runs on a mesh: call it on one-device arrays, or use "
-            "with_sharding_constraint instead", name));
+            "shard_map({}) inside a program that itself runs on a mesh, where it cannot be split as its "
+            "in_specs say (under vmap?): call it on one-device arrays", name));
       std::vector<Array> args, consts;
       for (size_t i = 0; i < ops.size(); ++i)
         (i < numArgs ? args : consts).push_back(Array::fromBytes(ops[i].aval, ops[i].data));
@@ -123,7 +123,43 @@ class ShardMapProgram {
         std::memcpy(results[i].data, whole->buffer()->data(), static_cast<size_t>(results[i].aval.bytes()));
       }
     };
+    cb.manual = manualSharding(operands.size());
     return hostCallback(ir::makeHostCallback(std::move(cb)), operands);
+  }
+
+  // What a program partitioned over the same mesh runs instead of the call: each device its own program on its
+  // blocks, on its own thread, where the other devices run theirs (ir::ManualSharding).
+  std::shared_ptr<const ir::ManualSharding> manualSharding(size_t numOperands) const {
+    auto manual = std::make_shared<ir::ManualSharding>();
+    const Mesh& mesh = m_exe->mesh();
+    const sharding::PartitionResult& part = m_exe->partitioned();
+    const ir::Graph& g = m_traced.graph;
+    ir::HostCallback local;
+    local.name = fmt::format("shard_map({})", m_name);
+    for (size_t i = 0; i < numOperands; ++i) {
+      manual->operands.push_back(spmd::constraintAttrs(NamedSharding{mesh, part.inputShardings[i].toSpec(mesh)}));
+      local.operands.push_back(g.aval(g.inputs()[i]));
+    }
+    for (size_t r = 0; r < part.outputShardings.size(); ++r) {
+      manual->results.push_back(spmd::constraintAttrs(NamedSharding{mesh, part.outputShardings[r].toSpec(mesh)}));
+      local.results.push_back(g.aval(g.outputs()[r]));
+    }
+    local.fn = [exe = m_exe](std::span<const ir::TensorView> ops, std::span<const ir::MutableTensorView> results) {
+      std::vector<runtime::BufferPtr> blocks;
+      for (const ir::TensorView& v : ops) {
+        auto b = runtime::Buffer::allocateUninitialized(v.aval.bytes());
+        if (!b.ok()) throw std::runtime_error(b.error().message);
+        if (v.aval.bytes() > 0) std::memcpy((*b)->data(), v.data, static_cast<size_t>(v.aval.bytes()));
+        blocks.push_back(std::move(*b));
+      }
+      auto outs = exe->runOnThisDevice(blocks);
+      if (!outs.ok()) throw std::runtime_error(outs.error().message);
+      for (size_t r = 0; r < results.size(); ++r)
+        if (results[r].aval.bytes() > 0)
+          std::memcpy(results[r].data, (*outs)[r]->data(), static_cast<size_t>(results[r].aval.bytes()));
+    };
+    manual->perDevice = ir::makeHostCallback(std::move(local));
+    return manual;
   }
 
   // The program every device runs, as text.

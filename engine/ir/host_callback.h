@@ -20,6 +20,15 @@ namespace tsr::ir {
 // at all (JAX's default for pure_callback: the function's author says how).
 enum class VmapMethod : uint8_t { Sequential, ExpandDims, BroadcastAll, Refused };
 
+// A call whose operands and results are split over a mesh: shard_map's program inside a program that the SPMD
+// partitioner splits over the same mesh. The partitioner gives each device its blocks (the operands resharded as
+// `operands` say) and calls perDevice, which takes and gives blocks, in place of the call; its results are split
+// as `results` say. Every other host_callback reads whole arrays on every device.
+struct ManualSharding {
+  std::vector<ShardingConstraintAttrs> operands, results;  // each: the mesh and the spec
+  HostCallbackPtr perDevice;
+};
+
 struct HostCallback {
   // Reads the operands, writes every element of the results; throws std::exception with a message on failure
   // (the program's run fails with it).
@@ -32,6 +41,7 @@ struct HostCallback {
   bool effectful = false;
   VmapMethod vmap = VmapMethod::Sequential;
   Fn fn;
+  std::shared_ptr<const ManualSharding> manual;  // null: whole arrays
   int64_t id = 0;  // set by makeHostCallback
 };
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/ir/host_callback.h"
+
 namespace tsr::sharding {
 
 std::string CollectiveInfo::toString() const {
@@ -407,6 +409,10 @@ class Partitioner {
                  localOperand(n.operands[0], sharding(n.results[0]), "sharding_constraint operand"));
       return {};
     }
+    if (n.op == ir::OpCode::HostCallback) {
+      ir::HostCallbackPtr cb = ir::hostCallbackOf(std::get<ir::HostCallbackAttrs>(n.attrs));
+      if (cb && cb->manual) return partitionManual(id, n, *cb);
+    }
     TSR_ASSIGN(bool deferred, addPartials(n));
     if (deferred) return {};
     TSR_ASSIGN(ir::ShardingRule rule, shardingRuleOf(m_g, n, m_reg));
@@ -516,6 +522,31 @@ class Partitioner {
         produced[r] = whole;
       }
       TSR_TRY(setResult(id, n.results[r], local, produced[r], what));
+    }
+    return {};
+  }
+
+  // shard_map's program (ir::ManualSharding): its operands resharded to the blocks it takes, its per-device call,
+  // its results split as it gives them.
+  Status partitionManual(ir::NodeId id, const ir::Node& n, const ir::HostCallback& cb) {
+    const ir::ManualSharding& manual = *cb.manual;
+    if (manual.operands.size() != n.operands.size() || manual.results.size() != n.results.size() || !manual.perDevice)
+      return makeError("partitioner: {} names the splits of {} operands and {} results, it has {} and {}", cb.name,
+                       manual.operands.size(), manual.results.size(), n.operands.size(), n.results.size());
+    std::vector<ir::ValueId> operands;
+    for (size_t i = 0; i < n.operands.size(); ++i) {
+      std::string what = fmt::format("{} operand {}", cb.name, i);
+      TSR_ASSIGN(TensorSharding want, manualSharding(manual.operands[i], m_mesh, m_g.aval(n.operands[i]).shape, what));
+      TSR_ASSIGN(ir::ValueId local, localOperand(n.operands[i], want, what));
+      operands.push_back(local);
+    }
+    auto added = m_out.local.addNode(m_reg, n.op, operands, ir::HostCallbackAttrs{manual.perDevice->id, manual.perDevice},
+                                     n.prov);
+    if (!added.ok()) return makeError("partitioner: {} on each device: {}", cb.name, added.error().message);
+    for (size_t r = 0; r < n.results.size(); ++r) {
+      std::string what = fmt::format("{} result {}", cb.name, r);
+      TSR_ASSIGN(TensorSharding produced, manualSharding(manual.results[r], m_mesh, m_g.aval(n.results[r]).shape, what));
+      TSR_TRY(setResult(id, n.results[r], (*added)[r], produced, what));
     }
     return {};
   }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/ir/host_callback.h"
+
 namespace tsr::sharding {
 
 // ---- TensorSharding ----
@@ -143,6 +145,17 @@ Result<TensorSharding> constraintSharding(const ir::ShardingConstraintAttrs& att
   TSR_ASSIGN(Mesh mesh, constraintMesh(attrs));
   TSR_ASSIGN(PartitionSpec spec, PartitionSpec::parse(attrs.spec));
   return TensorSharding::fromSpec(mesh, spec, shape);
+}
+
+Result<TensorSharding> manualSharding(const ir::ShardingConstraintAttrs& attrs, const Mesh& mesh, const Shape& shape,
+                                      const std::string& what) {
+  TSR_ASSIGN(Mesh own, constraintMesh(attrs));
+  if (!(own == mesh))
+    return makeError("{}: the call runs on {} inside a program on {}: put the program's arguments on {} (or call it "
+                     "on one-device arrays)", what, own.toString(), mesh.toString(), own.toString());
+  auto t = constraintSharding(attrs, shape);
+  if (!t.ok()) return makeError("{}: {}", what, t.error().message);
+  return t;
 }
 
 Result<ir::ShardingRule> shardingRuleOf(const ir::Graph& g, const ir::Node& n, const ir::OpRegistry& reg) {
@@ -491,6 +504,17 @@ Result<ShardingPlan> propagateShardings(const ir::Graph& g, const ir::OpRegistry
     auto t = constraintSharding(attrs, g.aval(n.results[0]).shape);
     if (!t.ok()) return makeError("{}: {}", where, t.error().message);
     TSR_TRY(annotate(n.results[0], *t, where));
+  }
+  // shard_map's calls give their results split as their out_specs say (ir::ManualSharding).
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != ir::OpCode::HostCallback) continue;
+    ir::HostCallbackPtr cb = ir::hostCallbackOf(std::get<ir::HostCallbackAttrs>(n.attrs));
+    if (!cb || !cb->manual) continue;
+    for (size_t r = 0; r < n.results.size() && r < cb->manual->results.size(); ++r) {
+      std::string what = fmt::format("{} result {}", cb->name, r);
+      TSR_ASSIGN(TensorSharding t, manualSharding(cb->manual->results[r], mesh, g.aval(n.results[r]).shape, what));
+      TSR_TRY(annotate(n.results[r], t, what));
+    }
   }
   Propagator p(g, reg, plan);
   TSR_TRY(p.run());

@@ -79,6 +79,10 @@ std::string describePlan(const ir::Graph& g, const ir::OpRegistry& reg, const Sh
 // The mesh and sharding a sharding_constraint node asks for.
 Result<Mesh> constraintMesh(const ir::ShardingConstraintAttrs& attrs);
 Result<TensorSharding> constraintSharding(const ir::ShardingConstraintAttrs& attrs, const Shape& shape);
+// The split a shard_map call (ir::ManualSharding) gives an operand or result: on `mesh`, the program's, or an
+// error naming the call (`what`) and both meshes.
+Result<TensorSharding> manualSharding(const ir::ShardingConstraintAttrs& attrs, const Mesh& mesh, const Shape& shape,
+                                      const std::string& what);
 
 // A value any device can make in any sharding without communication: a constant, an iota, or a broadcast
 // of a scalar (CSE shares one zero of each shape among many ops). Propagation never spreads a split from it, and

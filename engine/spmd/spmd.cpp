@@ -86,16 +86,6 @@ Result<runtime::BufferPtr> extractBlock(const void* whole, const Shape& wholeSha
   return out;
 }
 
-// The attrs of a sharding_constraint to `s` (the inverse of sharding::constraintMesh / constraintSharding).
-ir::ShardingConstraintAttrs constraintAttrs(const sharding::NamedSharding& s) {
-  ir::ShardingConstraintAttrs a;
-  a.meshShape = s.mesh.shape;
-  for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
-  a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
-  a.spec = s.spec.toString();
-  return a;
-}
-
 std::shared_ptr<const sharding::NamedSharding> namedSharding(const sharding::Mesh& mesh,
                                                              const sharding::TensorSharding& t) {
   return std::make_shared<const sharding::NamedSharding>(sharding::NamedSharding{mesh, t.toSpec(mesh)});
@@ -294,6 +284,20 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
   return outputs;
 }
 
+Result<std::vector<runtime::BufferPtr>> SpmdExecutable::runOnThisDevice(const std::vector<runtime::BufferPtr>& inputs) {
+  Impl& im = *m;
+  const dist::DeviceContext* d = dist::currentDevice();
+  const sharding::Mesh& mesh = im.plan.mesh;
+  if (!d || d->comm != im.comm.get() ||
+      std::find(mesh.devices.begin(), mesh.devices.end(), d->position) == mesh.devices.end())
+    return makeError("{}: runs on a device of {} only", im.options.name, mesh.toString());
+  if (inputs.size() != im.program.inputs().size())
+    return makeError("{}: expects {} inputs, got {}", im.options.name, im.program.inputs().size(), inputs.size());
+  ops::CallbackMeshScope callbacks(im.callbackMesh);
+  if (!im.exe) return runtime::interpret(im.program, ops::registry(), inputs);
+  return im.executableFor(d->position)->run(inputs, {});
+}
+
 Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs, const std::vector<bool>& donated) {
   const sharding::Mesh& mesh = m->plan.mesh;
   const auto& want = m->partitioned.inputShardings;
@@ -336,6 +340,15 @@ const ir::Graph& SpmdExecutable::program() const { return m->program; }
 const runtime::Executable* SpmdExecutable::executable() const { return m->exe.get(); }
 
 // ---- Arrays on a mesh ----
+
+ir::ShardingConstraintAttrs constraintAttrs(const sharding::NamedSharding& s) {
+  ir::ShardingConstraintAttrs a;
+  a.meshShape = s.mesh.shape;
+  for (size_t i = 0; i < s.mesh.axes.size(); ++i) a.meshAxes += (i ? "," : "") + s.mesh.axes[i];
+  a.devices.assign(s.mesh.devices.begin(), s.mesh.devices.end());
+  a.spec = s.spec.toString();
+  return a;
+}
 
 Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh) {
   if (!x.isSharded()) return sharding::TensorSharding::replicated(x.rank());

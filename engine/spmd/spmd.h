@@ -68,6 +68,11 @@ class SpmdExecutable {
   Result<std::vector<std::vector<runtime::BufferPtr>>> run(const std::vector<std::vector<runtime::BufferPtr>>& inputs,
                                                            const std::vector<bool>& donated = {});
 
+  // This device's program, run on the calling thread: a device thread of a run on the same mesh (shard_map's
+  // program inside a partitioned program, ir::ManualSharding), whose other devices run theirs at the same point
+  // of their programs, so that the collectives meet. inputs: this device's blocks; returns its output blocks.
+  Result<std::vector<runtime::BufferPtr>> runOnThisDevice(const std::vector<runtime::BufferPtr>& inputs);
+
   const sharding::Mesh& mesh() const;
   const ir::Graph& global() const;  // the graph the plan is for (compileManual's: the per-device program)
   const sharding::ShardingPlan& plan() const;
@@ -108,6 +113,9 @@ Result<bool> isPrimaryProcess();
 
 // Under mpirun: returns once every process of the job has called it. Otherwise at once.
 Status processBarrier();
+
+// The attrs of a sharding_constraint to `s` (the inverse of sharding::constraintMesh and constraintSharding).
+ir::ShardingConstraintAttrs constraintAttrs(const sharding::NamedSharding& s);
 
 // The sharding an array has on `mesh`: its own, or replicated for a one-device array.
 Result<sharding::TensorSharding> shardingOn(const Array& x, const sharding::Mesh& mesh);

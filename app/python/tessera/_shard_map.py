@@ -11,7 +11,9 @@ arrays, shard_map runs it on the mesh and returns arrays split over it; inside j
 the enclosing program (a host_callback that runs the compiled program on the mesh), differentiable: its
 gradient is shard_map of f's gradient, with a result that is the same on every device along an axis taking 1/n
 of its cotangent on each and an argument replicated along an axis summing its cotangents over it (JAX's rules).
-The enclosing program must run on one device (a program that itself runs on a mesh cannot call shard_map).
+In a program partitioned over the same mesh (a jitted function of sharded arguments) the partitioner runs the
+body on each device in place of that op: its operands resharded to the in_specs' blocks, its results split as the
+out_specs say (ir::ManualSharding).
 """
 
 import numbers
