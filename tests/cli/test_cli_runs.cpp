@@ -601,6 +601,59 @@ class TestCliRuns : public QObject {
     QVERIFY(tessera({"runs", "--db", db, "list"}, env).out.contains("tagged"));
   }
 
+  // A sweep's --lock-wait is each run's: its runs wait as long as it says for a store another process holds locked,
+  // not TESSERA_STORE_LOCK_WAIT's time. The lock is taken once the sweep has opened the store and starts its run
+  // ("[1/1]"), so that only the run meets it; TESSERA_STORE_LOCK_WAIT, which the run inherits, says the opposite.
+  void aSweepsLockWaitIsItsRuns() {
+    QTemporaryDir dir;
+    writeFile(dir.filePath("project.toml"), kTinyMlp);
+    const QString db = dir.filePath("runs.db");
+    const QByteArray notice = "waiting for " + db.toUtf8() + " (locked by another process)...";
+    struct Case {
+      QString lockWait, variable;
+      bool finishes;
+    };
+    for (const Case& c : {Case{"30", "1", true}, Case{"1", "60", false}}) {
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("TESSERA_STORE_LOCK_WAIT", c.variable);
+      QProcess sweep;
+      sweep.setProcessEnvironment(env);
+      sweep.start(TESSERA_BIN, {"sweep", dir.path(), "--grid", "train.lr=1e-2", "--steps", "2", "--name",
+                                "wait" + c.lockWait, "--lock-wait", c.lockWait});
+      QByteArray out, err;
+      QElapsedTimer waited;
+      waited.start();
+      while (!out.contains("[1/1]") && sweep.state() != QProcess::NotRunning && waited.elapsed() < 60000) {
+        sweep.waitForReadyRead(50);
+        out += sweep.readAllStandardOutput();
+      }
+      QVERIFY2(out.contains("[1/1]"), out.constData());
+      sqlite3* holder = nullptr;
+      QCOMPARE(sqlite3_open(db.toUtf8().constData(), &holder), SQLITE_OK);
+      QCOMPARE(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+      // Held until the run fails, or for 4 s after it says it waits (after a second): past the 1 s wait.
+      waited.restart();
+      while (!err.contains(notice) && !err.contains("is locked by another process") &&
+             sweep.state() != QProcess::NotRunning && waited.elapsed() < 60000) {
+        sweep.waitForReadyRead(50);
+        err += sweep.readAllStandardError();
+      }
+      if (err.contains(notice)) QTest::qWait(4000);
+      QCOMPARE(sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+      sqlite3_close(holder);
+      const Run r = finished(sweep);
+      err += r.err.toUtf8();
+      out += r.out.toUtf8();
+      if (c.finishes) {
+        QVERIFY2(err.contains(notice), err.constData());
+        QVERIFY2(r.exitCode == 0 && out.contains("train.lr=1e-2 finished"), (out + err).constData());
+      } else {
+        QVERIFY2(r.exitCode == 1 && out.contains("train.lr=1e-2 FAILED"), (out + err).constData());
+        QVERIFY2(err.contains("is locked by another process"), err.constData());
+      }
+    }
+  }
+
   // A closed stdout stops a sweep as it stops train: its run is checkpointed and stopped, no other starts.
   void closedStdoutStopsASweep() {
     QTemporaryDir dir;
