@@ -1,7 +1,8 @@
-"""tessera.lax's reduce, mulhi, bessel_i1e (with tessera.scipy.special's i1, i1e), custom_root and
-custom_linear_solve, and the truncated variance-scaling initializers, against independent references: numpy
-folds and float64 products, a float64 Bessel series, Newton's method and numpy.linalg.solve in float64 with
-their finite differences, analytic derivatives, and the truncated normal's known moments."""
+"""tessera.lax's reduce, mulhi, bessel_i1e and bessel_i0e (with tessera.scipy.special's i1, i1e, i0e),
+custom_root and custom_linear_solve, and the truncated variance-scaling initializers, against independent
+references: numpy folds and float64 products, a float64 Bessel series and scipy's stored values, Newton's method
+and numpy.linalg.solve in float64 with their finite differences, analytic derivatives, and the truncated normal's
+known moments."""
 import math
 import operator
 
@@ -219,6 +220,48 @@ def test_bessel_i1e_gradient_against_finite_differences():
     got = tessera.grad(lambda v: lax.bessel_i1e(v).sum())(x.astype(np.float32))
     want = finite_difference(lambda v: _i1_reference(v)[1].sum(), x, eps=1e-5)
     _close(got, want, rtol=2e-5, atol=2e-6)
+
+
+# scipy.special.i0e and i1e (scipy 1.17.1, float64) at float32 values from 0 through subnormals to float32's
+# largest: past 5.4e37, 2 pi x overflows float32, where exp(-x) I(x) ~ 1 / sqrt(2 pi x) is still about 2e-20.
+F32_X = [0.0, 1.401298464324817e-45, 9.999999350456404e-39, 1.0000000031710769e-30, 1.000000013351432e-10, 0.5,
+         14.899999618530273, 15.100000381469727, 100.0, 10000.0, 10000000000.0, 1.0000000150474662e+30,
+         9.999999933815813e+36, 6.000000213819608e+37, 3.0000000054977558e+38, 3.4028234663852886e+38]
+SCIPY_I0E = [1.0, 1.0, 1.0, 1.0, 0.9999999998999998, 0.64503527044915, 0.10425387418292392, 0.10354877987453613,
+             0.03994437929909668, 0.0039894726746047314, 3.9894228040641945e-06, 3.9894227739989746e-16,
+             1.261566265184867e-19, 5.150322601872533e-20, 2.3032943276984118e-20, 2.1626704999903773e-20]
+SCIPY_I1E = [0.0, 7.006492321624087e-46, 4.999999675228203e-39, 5.000000015855385e-31, 5.000000066257161e-11,
+             0.15642080318487173, 0.10069230003106164, 0.10005903106588733, 0.03974415302513025,
+             0.003989273195983662, 3.989422803864723e-06, 3.9894227739989746e-16, 1.261566265184867e-19,
+             5.150322601872533e-20, 2.3032943276984118e-20, 2.1626704999903773e-20]
+# The same in float64, up to float64's largest value (whose 2 pi x overflows float64 too).
+F64_X = [0.0, 1e-300, 1e-10, 0.5, 10.0, 1e10, 1e30, 3e38, 1e300, 2.8e307, 1.7976931348623157e+308]
+SCIPY_I0E_64 = [1.0, 1.0, 0.9999999998999998, 0.64503527044915, 0.1278333371634286, 3.9894228040641945e-06,
+                3.989422804014327e-16, 2.3032943298089033e-20, 3.989422804014327e-151, 7.539300438651343e-155,
+                2.9754474593159e-155]
+SCIPY_I1E_64 = [0.0, 5.000000000000001e-301, 4.999999999500001e-11, 0.15642080318487173, 0.1212626813844555,
+                3.989422803864723e-06, 3.989422804014327e-16, 2.3032943298089033e-20, 3.989422804014327e-151,
+                7.539300438651343e-155, 2.9754474593159e-155]
+# And at float16 values: the power series' terms pass float16's largest value near |x| = 12.
+F16_X = [0.0, 1.1920928955078125e-07, 1.0, 10.0, 14.8984375, 15.0, 100.0, 10000.0, 65504.0]
+SCIPY_I0E_16 = [1.0, 0.9999998807907209, 0.46575960759364043, 0.1278333371634286, 0.10425943822961863,
+                0.1038995314488227, 0.03994437929909668, 0.0039894726746047314, 0.0015587518577658448]
+SCIPY_I1E_16 = [0.0, 5.960463766996377e-08, 0.2079104153497085, 0.1212626813844555, 0.10069729339765274,
+                0.10037417504516664, 0.03974415302513025, 0.003989273195983662, 0.0015587399595778952]
+
+
+@pytest.mark.parametrize("dtype,xs,i0e,i1e,tol", [
+    (np.float32, F32_X, SCIPY_I0E, SCIPY_I1E, dict(rtol=1e-6, atol=2e-45)),
+    (np.float64, F64_X, SCIPY_I0E_64, SCIPY_I1E_64, dict(rtol=1e-14, atol=1e-320)),
+    (np.float16, F16_X, SCIPY_I0E_16, SCIPY_I1E_16, dict(rtol=1e-3, atol=0))])
+def test_bessel_i0e_i1e_match_scipy_up_to_the_largest_float(dtype, xs, i0e, i1e, tol):
+    x = np.array(xs + [-v for v in xs], dtype)
+    want0, want1 = np.array(i0e + i0e), np.array(i1e + [-v for v in i1e])  # i0e is even, i1e odd
+    for name, f, want in [("bessel_i0e", lax.bessel_i0e, want0), ("special.i0e", special.i0e, want0),
+                          ("bessel_i1e", lax.bessel_i1e, want1), ("special.i1e", special.i1e, want1)]:
+        got = f(tnp.asarray(x, dtype))
+        assert np.asarray(got).dtype == dtype, name
+        _close(got, want, **tol)
 
 
 # ---- custom_root ------------------------------------------------------------------------------------------

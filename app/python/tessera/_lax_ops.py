@@ -859,17 +859,20 @@ def _i1_parts(x):
     ax = _C.abs(x)
     small = _C.clip(x, _C.scalar(-_I1_SWITCH, x), _C.scalar(_I1_SWITCH, x))
     big = _C.maximum(ax, _C.scalar(_I1_SWITCH, ax))
-    total, poly = _series_and_tail(small, big, _I1_SERIES_TERMS, lambda k: k * (k + 1), _I1_ASYMPTOTIC)
-    # sqrt(2 pi big) as two square roots: 2 pi big overflows float32 near its largest values
-    scaled = poly / (_C.sqrt(big) * math.sqrt(2.0 * math.pi))
+    total, scaled = _series_and_tail(small, big, _I1_SERIES_TERMS, lambda k: k * (k + 1), _I1_ASYMPTOTIC)
     return x, ax, big, small * 0.5 * total, _C.sign(x) * scaled
+
+
+def _i1e(x):
+    x, ax, _, series, scaled = _i1_parts(x)
+    return _tnp.where(ax > _I1_SWITCH, scaled, series * _C.exp(-ax))
 
 
 def bessel_i1e(x):
     """exp(-|x|) I1(x), the exponentially scaled modified Bessel function of order 1 (odd, finite for every
     x): I1's power series times exp(-|x|) below |x| = 15, the asymptotic series above."""
-    x, ax, _, series, scaled = _i1_parts(x)
-    return _tnp.where(ax > _I1_SWITCH, scaled, series * _C.exp(-ax))
+    from ._np_grids import _in_float32
+    return _in_float32(_i1e, x)
 
 
 # ---- custom_root and custom_linear_solve: implicit differentiation -----------------------------------------

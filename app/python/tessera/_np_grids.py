@@ -224,7 +224,9 @@ _I0_ASYMPTOTIC = (1.0, 1.0 / 8, 9.0 / 128, 225.0 / 3072, 11025.0 / 98304, 893025
 
 def _series_and_tail(small, big, terms, ratio, coefficients):
     """The two halves of a Bessel function: sum_k t_k with t_0 = 1 and t_k = t_{k-1} (small^2 / 4) / ratio(k),
-    and the asymptotic polynomial sum_j c_j big^-j (by Horner's rule), elementwise."""
+    and the asymptotic factor sum_j c_j big^-j / sqrt(2 pi big) (the polynomial by Horner's rule), elementwise.
+    sqrt(2 pi big) is taken as sqrt(big) sqrt(2 pi): 2 pi big overflows past a sixth of the dtype's largest
+    value (5.4e37 in float32), where the factor is still about 2e-20."""
     q = small * small * 0.25
     term = _C.full(list(small.shape), 1.0, small._dtype_name)
     total = term
@@ -235,26 +237,44 @@ def _series_and_tail(small, big, terms, ratio, coefficients):
     poly = _C.full(list(big.shape), coefficients[-1], big._dtype_name)
     for c in reversed(coefficients[:-1]):
         poly = poly * inv + c
-    return total, poly
+    return total, poly / (sqrt(big) * _math.sqrt(2.0 * _math.pi))
+
+
+def _in_float32(fn, x):
+    """fn(x) computed in float32 for a float16 or bfloat16 x and cast back, as JAX computes these functions: the
+    power series' terms pass float16's largest value (65504) near |x| = 12, before exp(-|x|) scales them down,
+    and bfloat16 would keep 8 bits of a 40-term sum."""
+    x = _inexact(x)
+    if x._dtype_name in ("f16", "bf16"):
+        return _C.astype(fn(_C.astype(x, "f32")), x._dtype_name)
+    return fn(x)
 
 
 def _i0_parts(x):
     """(|x|, the power series at min(|x|, 15), the asymptotic factor at max(|x|, 15) without its e^x)."""
-    x = abs(_inexact(x))
+    x = abs(x)
     small = _C.minimum(x, _C.scalar(_I0_SWITCH, x))
     big = _C.maximum(x, _C.scalar(_I0_SWITCH, x))
-    total, poly = _series_and_tail(small, big, _I0_SERIES_TERMS, lambda k: k * k, _I0_ASYMPTOTIC)
-    return x, total, big, poly / sqrt(big * (2.0 * _math.pi))
+    total, scaled = _series_and_tail(small, big, _I0_SERIES_TERMS, lambda k: k * k, _I0_ASYMPTOTIC)
+    return x, total, big, scaled
+
+
+def _i0(x):
+    x, series, big, scaled = _i0_parts(x)
+    return where(greater(x, _I0_SWITCH), exp(big) * scaled, series)
 
 
 def i0(x):
     """The modified Bessel function of the first kind of order 0, elementwise (float): its power series
     sum_k ((x/2)^k / k!)^2 below |x| = 15, its asymptotic expansion e^x / sqrt(2 pi x) (1 + 1/(8x) + ...) above."""
-    x, series, big, scaled = _i0_parts(x)
-    return where(greater(x, _I0_SWITCH), exp(big) * scaled, series)
+    return _in_float32(_i0, x)
+
+
+def _i0e(x):
+    x, series, _, scaled = _i0_parts(x)
+    return where(greater(x, _I0_SWITCH), scaled, series * exp(-x))
 
 
 def _i0_scaled(x):
     """exp(-|x|) i0(x), finite where i0 overflows (lax.bessel_i0e)."""
-    x, series, _, scaled = _i0_parts(x)
-    return where(greater(x, _I0_SWITCH), scaled, series * exp(-x))
+    return _in_float32(_i0e, x)

@@ -13,7 +13,7 @@ from . import nn as _nn
 from ._lax_linalg import scipy as _scipy_module
 from ._lax_ops import _erfc_parts, _i1_parts, _I1_SWITCH
 from ._lax_ops import bessel_i1e as i1e  # i1e: tessera.scipy.special.i1e
-from ._np_grids import i0, _i0_scaled  # i0: tessera.scipy.special.i0
+from ._np_grids import i0, _i0_scaled, _in_float32  # i0: tessera.scipy.special.i0
 
 _LOG2 = _math.log(2.0)
 _SQRT2 = _math.sqrt(2.0)
@@ -187,12 +187,16 @@ def i0e(x):
     return _i0_scaled(_f(x))
 
 
-def i1(x):
-    """The modified Bessel function of the first kind of order 1 (odd): its power series below |x| = 15, the
-    asymptotic series times e^|x| above (as two factors e^(|x|/2), so the result overflows only where I1 does)."""
+def _i1(x):
     x, ax, big, series, scaled = _i1_parts(x)
     half = _tnp.exp(big * 0.5)
     return _tnp.where(ax > _I1_SWITCH, half * scaled * half, series)
+
+
+def i1(x):
+    """The modified Bessel function of the first kind of order 1 (odd): its power series below |x| = 15, the
+    asymptotic series times e^|x| above (as two factors e^(|x|/2), so the result overflows only where I1 does)."""
+    return _in_float32(_i1, x)
 
 
 def boxcox(x, lmbda):
