@@ -5,7 +5,9 @@
 // host_callback op whose function runs the compiled program on the mesh and returns whole arrays.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "engine/sharding/partitioner.h"
 #include "engine/spmd/spmd.h"
 #include "engine/transform/api.h"
+#include "engine/transform/control_flow.h"
 
 namespace tsr::python {
 
@@ -95,10 +98,16 @@ class ShardMapProgram {
 
   // Inside a trace: one host_callback op over the whole arguments (and the values the function closes over),
   // whose function runs the program on the mesh. Pure: unused results are dropped like any op's.
-  std::vector<Array> embed(const std::vector<Array>& args) {
+  // consts: the values the function closes over, given explicitly (a custom_vjp's inputs, through which they
+  // are differentiated); none: the ones it captured.
+  std::vector<Array> embed(const std::vector<Array>& args, const std::optional<std::vector<Array>>& consts) {
     UserSite site;
     std::vector<Array> operands = args;
-    operands.insert(operands.end(), m_traced.consts.begin(), m_traced.consts.end());
+    const std::vector<Array>& closed = consts ? *consts : m_traced.consts;
+    if (closed.size() != m_traced.consts.size())
+      throw py::value_error(fmt::format("shard_map({}): {} values closed over, expected {}", m_name, closed.size(),
+                                        m_traced.consts.size()));
+    operands.insert(operands.end(), closed.begin(), closed.end());
     ir::HostCallback cb;
     cb.name = fmt::format("shard_map({})", m_name);
     for (const Array& a : operands) cb.operands.push_back(a.aval());
@@ -160,6 +169,22 @@ class ShardMapProgram {
     };
     manual->perDevice = ir::makeHostCallback(std::move(local));
     return manual;
+  }
+
+  // The per-device program bound into the current trace (a shard_map body's), on the blocks and then the values
+  // the function closes over: the function with those values as arguments.
+  std::vector<Array> apply(const std::vector<Array>& inputs) const {
+    UserSite site;
+    if (inputs.size() != m_traced.graph.inputs().size())
+      throw py::value_error(fmt::format("shard_map({}): {} inputs, expected {}", m_name, inputs.size(),
+                                        m_traced.graph.inputs().size()));
+    return bindGraph(m_traced.graph, inputs);
+  }
+  const std::vector<Array>& consts() const { return m_traced.consts; }
+
+  // Whether the function closes over a value of the trace it was traced in (then it serves that trace alone).
+  bool closesOverTrace() const {
+    return std::any_of(m_traced.consts.begin(), m_traced.consts.end(), [](const Array& c) { return !c.isConcrete(); });
   }
 
   // The program every device runs, as text.
@@ -226,8 +251,11 @@ void registerShardMap(py::module_& m) {
       .def(py::init<const py::function&, const AvalSpecs&, const Mesh&, const Specs&, const py::function&,
                     const std::string&>())
       .def("call", &ShardMapProgram::call)
-      .def("embed", &ShardMapProgram::embed)
-      .def("text", &ShardMapProgram::text);
+      .def("embed", &ShardMapProgram::embed, py::arg("args"), py::arg("consts") = std::nullopt)
+      .def("apply", &ShardMapProgram::apply)
+      .def("consts", &ShardMapProgram::consts)
+      .def("text", &ShardMapProgram::text)
+      .def("closes_over_trace", &ShardMapProgram::closesOverTrace);
   m.def("axis_groups", &axisGroups);
   m.def("tracing", [] { return Trace::current() != nullptr; });
   // The collectives of a shard_map body: each over device groups (flattened, groupSize members each).

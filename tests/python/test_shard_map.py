@@ -166,6 +166,30 @@ def test_training_step_of_sharded_arguments(ring):
     np.testing.assert_allclose(float(value), np.mean((x @ (w - 0.1 * 2 / 16 * x.T @ r) - t) ** 2), rtol=1e-4)
 
 
+def test_traces_reuse_the_compiled_programs(ring):
+    # An eager grad traces its function at every call: the shard_map inside is traced (forward and backward) and
+    # compiled at the first call only. A body closing over a value of the trace is traced again each time.
+    traces = []
+
+    def body(w, x):
+        traces.append(1)
+        return lax.psum(tnp.sum(x * w), "i")
+
+    f = smap(body, ring, (P(), P("i")), P())
+    x, w = data(8), data(seed=1)
+    for _ in range(3):
+        g = tessera.grad(f)(tnp.asarray(w), tnp.asarray(x))
+        np.testing.assert_allclose(float(g), x.sum(), rtol=1e-5)
+    assert len(traces) == 2  # the forward program and the one of its vjp
+
+    def outer(s):
+        return smap(lambda x: lax.psum(tnp.sum(x * s), "i"), ring, P("i"), P())(tnp.asarray(x))
+
+    closing = tessera.grad(outer)
+    for s in (1.0, 2.0):
+        np.testing.assert_allclose(float(closing(tnp.asarray(np.float32(s)))), x.sum(), rtol=1e-5)
+
+
 def test_inside_a_jit_on_another_mesh(mesh, ring):
     f = smap(lambda b: lax.psum(b, "i"), ring, P("i"), P())
     xs = tessera.device_put(tnp.ones((8, 2)), tessera.sharding.NamedSharding(mesh, P("x")))

@@ -87,6 +87,7 @@ class _ShardMapped:
         self.__name__ = getattr(f, "__name__", "shard_map")
         self.__doc__ = getattr(f, "__doc__", None)
         self._programs = {}  # (input treedef, avals) -> (program, output treedef)
+        self._embedded = {}  # the same key -> (the op inside traces, output treedef)
 
     def _flat(self, args):
         """The arguments' leaves as arrays, their tree, and each leaf's PartitionSpec."""
@@ -121,9 +122,15 @@ class _ShardMapped:
 
     def __call__(self, *args):
         leaves, in_tree, in_specs = self._flat(args)
-        if _C.tracing() or any(a.is_tracer for a in leaves):
-            return self._traced(leaves, in_tree, in_specs)
         key = (in_tree, tuple((a.shape, a._dtype_name) for a in leaves))
+        if _C.tracing() or any(a.is_tracer for a in leaves):
+            found = self._embedded.get(key)
+            if found is None:
+                found = self._traced(leaves, in_tree, in_specs)
+                if not found[2]:
+                    self._embedded[key] = found
+            op, out_tree, _ = found
+            return tree_unflatten(out_tree, list(op(*leaves)))
         found = self._programs.get(key)
         if found is None:
             found = self._programs[key] = self._program(leaves, in_tree, in_specs)
@@ -135,17 +142,27 @@ class _ShardMapped:
         return self._program(*self._flat(args))[0].text()
 
     def _traced(self, leaves, in_tree, in_specs):
-        """Inside a trace: one op of the enclosing program, differentiable through shard_map of f's vjp."""
+        """Inside a trace: (a function of the leaves that binds one op of the enclosing program, differentiable
+        through shard_map of f's vjp; the results' treedef; whether it serves this trace alone, closing over one of
+        its values). Kept per argument shapes otherwise: each trace (an eager grad traces at every call) reuses
+        the compiled programs."""
         from ._transforms import custom_vjp, vjp
 
         program, out_tree = self._program(leaves, in_tree, in_specs)
+        own = program.closes_over_trace()
         if not self._differentiable:
-            return tree_unflatten(out_tree, program.embed(leaves))
+            return (lambda *xs: program.embed(list(xs))), out_tree, own
         out_specs = self._out_specs(out_tree)
         mesh, f, n = self.mesh, self.f, len(leaves)
+        # Values of the enclosing trace that f closes over become arguments, read whole by every device, so that
+        # they are differentiated too (their cotangents summed over the mesh); f's graph with them as inputs
+        # (program.apply) stands for f in the backward pass.
+        consts = program.consts() if own else []
+        specs = list(in_specs) + [PartitionSpec()] * len(consts)
+        total = n + len(consts)
 
         def backward(*xs_and_cts):
-            xs, cts = list(xs_and_cts[:n]), list(xs_and_cts[n:])
+            xs, cts = list(xs_and_cts[:total]), list(xs_and_cts[total:])
             # A result the same on every device along some axes was given its whole cotangent on each of them.
             for i, spec in enumerate(out_specs):
                 unnamed = _unnamed_axes(mesh, spec)
@@ -153,24 +170,25 @@ class _ShardMapped:
                     cts[i] = cts[i] / axis_size(unnamed)
 
             def flat_f(*ys):
+                if consts:
+                    return program.apply(list(ys))
                 return tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]
 
             _, pullback = vjp(flat_f, *xs)
             grads = list(pullback(cts))
             # An argument read whole along some axes: its cotangent is the sum of the devices' along them.
-            for j, spec in enumerate(in_specs):
+            for j, spec in enumerate(specs):
                 unnamed = _unnamed_axes(mesh, spec)
                 if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
                     grads[j] = psum(grads[j], unnamed)
             return tuple(grads)
 
         backward.__name__ = f"{self.__name__}_vjp"
-        bwd_map = _ShardMapped(backward, mesh, tuple(in_specs) + tuple(out_specs), tuple(in_specs),
-                               differentiable=False)
+        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), differentiable=False)
 
         @custom_vjp
         def call(*xs):
-            return tuple(program.embed(list(xs)))
+            return tuple(program.embed(list(xs[:n]), list(xs[n:]) if consts else None))
 
         def call_fwd(*xs):
             return call(*xs), xs
@@ -179,7 +197,7 @@ class _ShardMapped:
             return tuple(bwd_map(*xs, *cts))
 
         call.defvjp(call_fwd, call_bwd)
-        return tree_unflatten(out_tree, list(call(*leaves)))
+        return (lambda *xs: call(*xs, *consts)), out_tree, own
 
 
 def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=True, check_vma=True, auto=frozenset(),
