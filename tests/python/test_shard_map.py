@@ -306,3 +306,31 @@ def test_debug_print_in_the_body_prints_each_devices_block(ring, capfd):
     f = smap(lambda b: (tessera.debug.print("block {}", b), b + 1)[1], ring, P("i"), P("i"))
     np.testing.assert_array_equal(np.asarray(f(tnp.arange(4.0))), [1, 2, 3, 4])
     assert sorted(capfd.readouterr().out.splitlines()) == [f"block [{k}.]" for k in range(4)]
+
+
+def test_axis_index_groups(ring):
+    # Device k of the ring holds row k; each collective runs within the index groups, as pmap's do in JAX.
+    a = data(4, 3)
+    pairs, strided = [[0, 1], [2, 3]], [[0, 2], [1, 3]]
+    f = smap(lambda b: (lax.psum(b, "i", axis_index_groups=pairs), lax.pmean(b, "i", axis_index_groups=strided),
+                        lax.pmax(b, "i", axis_index_groups=strided), lax.psum(1, "i", axis_index_groups=pairs),
+                        lax.all_gather(b[0], "i", axis_index_groups=strided)),
+             ring, P("i"), (P("i"), P("i"), P("i"), P(), P("i")))
+    s, mean, mx, count, gathered = f(tnp.asarray(a))
+    partner = [1, 0, 3, 2]  # within the pairs
+    other = [2, 3, 0, 1]    # within the strided groups
+    np.testing.assert_allclose(np.asarray(s), a + a[partner], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(mean), (a + a[other]) / 2, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(mx), np.maximum(a, a[other]))
+    assert int(count) == 2
+    # Device k gathers its group's rows in group order: [a[0], a[2]] on devices 0 and 2, [a[1], a[3]] on 1 and 3.
+    expected = np.stack([a[[k % 2, k % 2 + 2]] for k in range(4)])
+    np.testing.assert_allclose(np.asarray(gathered), expected.reshape(8, 3), rtol=1e-6)
+    # The same through pmap, against JAX's result for psum over pairs of arange(8).reshape(4, 2).
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    out = tessera.pmap(lambda v: lax.psum(v, "i", axis_index_groups=pairs), axis_name="i")(tnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(out), [[2, 4], [2, 4], [10, 12], [10, 12]])
+    with pytest.raises(ValueError, match="axis_index_groups"):
+        smap(lambda b: lax.psum(b, "i", axis_index_groups=[[0, 1], [2]]), ring, P("i"), P("i"))(tnp.asarray(a))
+    with pytest.raises(ValueError, match="axis_index_groups"):
+        smap(lambda b: lax.psum(b, "i", axis_index_groups=[[0, 1], [1, 2]]), ring, P("i"), P("i"))(tnp.asarray(a))

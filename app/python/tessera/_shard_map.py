@@ -41,13 +41,23 @@ def _axis_names(axis_name):
     return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
 
 
-def _groups(axis_name):
+def _groups(axis_name, axis_index_groups=None, what="collective"):
     """(device groups flattened, group size) of a collective over axis_name in the innermost body whose mesh has
-    those axes."""
+    those axes; axis_index_groups (lists of indices along the axis, of one size, each index once) splits each
+    group further, as pmap's collectives take them."""
     names = _axis_names(axis_name)
     for mesh in reversed(_bodies.meshes):
         if all(n in mesh.axis_names for n in names):
-            return _C.axis_groups(mesh, list(names))
+            groups, size = _C.axis_groups(mesh, list(names))
+            if axis_index_groups is None:
+                return groups, size
+            index_groups = [[int(i) for i in g] for g in axis_index_groups]
+            flat = sorted(i for g in index_groups for i in g)
+            if flat != list(range(size)) or len({len(g) for g in index_groups}) != 1:
+                raise ValueError(f"{what}: axis_index_groups {axis_index_groups} must split the indices 0..{size - 1} "
+                                 "of the axis into groups of one size, each index once")
+            sub = [groups[g + i] for g in range(0, len(groups), size) for ig in index_groups for i in ig]
+            return sub, len(index_groups[0])
     missing = next((n for n in names if not any(n in m.axis_names for m in _bodies.meshes)), names[0])
     raise NameError(f"unbound axis name: {missing} (collectives name the mesh axes of an enclosing shard_map)")
 
@@ -310,34 +320,29 @@ def _collective(x, fn):
 
 def psum(x, axis_name, *, axis_index_groups=None):
     """The sum over the devices along axis_name (a name or a tuple of names) of x (a pytree); a Python number
-    times the number of devices (psum(1, 'i') is the axis size)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("psum: axis_index_groups")
-    groups, size = _groups(axis_name)
+    times the number of devices (psum(1, 'i') is the axis size). axis_index_groups: sums within each group of
+    indices along the axis (lists of one size, as pmap's psum takes them)."""
+    groups, size = _groups(axis_name, axis_index_groups, "psum")
     return tree_map(lambda v: v * size if isinstance(v, numbers.Number) else _C.all_reduce(asarray(v), groups, size),
                     x)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    size = axis_size(axis_name)
+    size = _groups(axis_name, axis_index_groups, "pmean")[1]
     return tree_map(lambda v: v / size, psum(x, axis_name, axis_index_groups=axis_index_groups))
 
 
-def _gathered(v, axis_name):
-    groups, size = _groups(axis_name)
+def _gathered(v, axis_name, axis_index_groups, what):
+    groups, size = _groups(axis_name, axis_index_groups, what)
     return _C.all_gather(_tnp.expand_dims(v, 0), groups, size, 0)
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
-    if axis_index_groups is not None:
-        raise NotImplementedError("pmax: axis_index_groups")
-    return _collective(x, lambda v: _tnp.max(_gathered(v, axis_name), axis=0))
+    return _collective(x, lambda v: _tnp.max(_gathered(v, axis_name, axis_index_groups, "pmax"), axis=0))
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
-    if axis_index_groups is not None:
-        raise NotImplementedError("pmin: axis_index_groups")
-    return _collective(x, lambda v: _tnp.min(_gathered(v, axis_name), axis=0))
+    return _collective(x, lambda v: _tnp.min(_gathered(v, axis_name, axis_index_groups, "pmin"), axis=0))
 
 
 def _axis(axis, ndim, what):
@@ -348,9 +353,7 @@ def _axis(axis, ndim, what):
 
 def all_gather(x, axis_name, *, axis=0, tiled=False, axis_index_groups=None):
     """The devices' x along axis_name stacked on a new axis `axis` (tiled: concatenated along it)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("all_gather: axis_index_groups")
-    groups, size = _groups(axis_name)
+    groups, size = _groups(axis_name, axis_index_groups, "all_gather")
 
     def one(v):
         if not tiled:
@@ -364,9 +367,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, axis_index_groups=None):
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_groups=None):
     """The sum over the devices along axis_name, of which each keeps its piece of scatter_dimension (tiled: a
     block of it; else that dim's size is the number of devices and it is removed)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("psum_scatter: axis_index_groups")
-    groups, size = _groups(axis_name)
+    groups, size = _groups(axis_name, axis_index_groups, "psum_scatter")
 
     def one(v):
         d = _axis(scatter_dimension, v.ndim, "psum_scatter")
@@ -382,9 +383,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index
     """Piece j of split_axis goes to device j along axis_name; the pieces received are concatenated along
     concat_axis in device order (tiled), or stacked there on a new axis (split_axis's size is then the number of
     devices, and it is removed)."""
-    if axis_index_groups is not None:
-        raise NotImplementedError("all_to_all: axis_index_groups")
-    groups, size = _groups(axis_name)
+    groups, size = _groups(axis_name, axis_index_groups, "all_to_all")
 
     def one(v):
         s = _axis(split_axis, v.ndim, "all_to_all")
