@@ -157,7 +157,9 @@ class _ShardMapped:
         its values). Kept per argument shapes otherwise: each trace (an eager grad traces at every call) reuses
         the compiled programs."""
         from ._transforms import custom_vjp, vjp
+        from .debug import _refuse_host_calls
 
+        _refuse_host_calls(f"shard_map({self.__name__})")
         program, out_tree = self._program(leaves, in_tree, in_specs)
         own = program.closes_over_trace()
         if not self._differentiable:

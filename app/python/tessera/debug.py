@@ -19,12 +19,23 @@ from .tree_util import tree_flatten as _flatten, tree_unflatten as _unflatten
 __all__ = ["print", "callback", "pure_callback", "io_callback", "visualize_array_sharding"]
 
 
+# Why host callbacks cannot be traced now, or None: project_trace sets it while it traces a project's model.py,
+# whose functions the engine runs without Python (the IR text it reads back cannot hold a Python function).
+_refusal = None
+
+
+def _refuse_host_calls(what):
+    if _refusal is not None:
+        raise RuntimeError(f"{what}: {_refusal}")
+
+
 def _name_of(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _call(kind, fn, result_shape_dtypes, args, kwargs, effectful, vmap_method):
     """The host_callback op over the leaves of (args, kwargs); fn gets them back as trees of numpy arrays."""
+    _refuse_host_calls(kind)
     leaves, in_tree = _flatten((args, kwargs))
     operands = [_asarray(x) for x in leaves]
     specs, out_tree = _flatten(result_shape_dtypes)

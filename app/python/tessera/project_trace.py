@@ -122,9 +122,24 @@ def _module_functions(model_cls, cfg, inputs):
     return init, logits, takes_train
 
 
+HOST_CALLS_REFUSED = ("a project's model.py is traced once and trained without Python (tessera train, the IDE), so "
+                      "its functions cannot call back into Python; return a value in loss's metrics dict to log it "
+                      "every step, or call the function from a script of your own (tessera.jit)")
+
+
 def trace(model_file, cfg, inputs, targets, compute=None):
     """The JSON the engine reads; raises whatever model.py raises. compute="bf16" ([precision] compute) traces
-    loss and logits under tessera.autocast; init is traced as written (the parameters keep their dtypes)."""
+    loss and logits under tessera.autocast; init is traced as written (the parameters keep their dtypes). A host
+    callback in model.py (tessera.debug.print, pure_callback, shard_map) raises at its line."""
+    from . import debug
+    debug._refusal = HOST_CALLS_REFUSED
+    try:
+        return _trace(model_file, cfg, inputs, targets, compute)
+    finally:
+        debug._refusal = None
+
+
+def _trace(model_file, cfg, inputs, targets, compute):
     model_file = os.path.abspath(model_file)
     sys.path.insert(0, os.path.dirname(model_file))
     namespace = runpy.run_path(model_file, run_name="tessera_model")
