@@ -1,5 +1,6 @@
 // Devices: how many virtual CPU devices, which device this thread runs for, and runOnDevices, which runs one
-// program per device on persistent threads and turns the first failure into an abort of the communicator.
+// program per device on persistent threads and turns the first failure into an abort of the run's collectives
+// (the in-process communicator keeps each run's calls apart, run_state.h; MPI's abort is the rank's).
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 
 #include "engine/core/env_options.h"
 #include "engine/dist/communicator.h"
+#include "engine/dist/run_state.h"
 
 namespace tsr::dist {
 
@@ -68,25 +70,20 @@ class DeviceScope {
 DeviceContext* currentDevice() { return t_device; }
 
 // Which device failed first: that one is the root cause; the errors its abort causes elsewhere come later.
-struct RunState {
-  Communicator* comm = nullptr;
-  std::mutex mutex;
-  int firstDevice = -1;
-  std::string firstMessage;
-
-  void recordFailure(int position, const std::string& message) {
-    {
-      std::lock_guard lock(mutex);
-      if (firstDevice >= 0) return;
-      firstDevice = position;
-      firstMessage = message;
-    }
-    comm->abort(fmt::format("device {}: {}", position, message));
+void RunState::recordFailure(int position, const std::string& message) {
+  {
+    std::lock_guard lock(mutex);
+    if (firstDevice >= 0) return;
+    firstDevice = position;
+    firstMessage = message;
   }
-};
+  comm->abort(fmt::format("device {}: {}", position, message));
+}
 
 void DeviceContext::fail(const Error& e) {
   if (error.empty()) error = e.message;
+  // The communicator tells which run to abort by the calling thread's device: make it this one's.
+  DeviceScope scope(this);
   if (run) run->recordFailure(position, e.message);
   else if (comm) comm->abort(fmt::format("device {}: {}", position, e.message));
 }
@@ -215,7 +212,9 @@ Status runOnDevices(Communicator& comm, const std::function<Status(int position)
     jobs.push_back([&, i] { results[i] = runDevice(run, comm, local[i], fn); });
   g_runsInFlight.fetch_add(1);
   DeviceThreads::instance().run(jobs);
-  // Every device of this run has returned; with no other run in flight nobody can be inside a collective.
+  // Every device of this run has returned; with no other run in flight nobody can be inside a collective. The
+  // in-process communicator's state for this run goes with `run`; recover forgets an abort of the whole
+  // communicator (one made outside any run) and what the callers outside runs left half met.
   if (g_runsInFlight.fetch_sub(1) == 1 && run.firstDevice >= 0) comm.recover();
   if (run.firstDevice < 0) return {};
   // The root cause's own error when it returned one (it carries the op and node), else what it recorded.

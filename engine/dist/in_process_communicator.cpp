@@ -3,7 +3,18 @@
 //
 // A rendezvous is keyed by the group's member list and a per-group call number: the k-th call a member makes
 // on a group meets the k-th call of every other member on the same group, since all of them run the same
-// program. Two barriers per call:
+// program. Rendezvous and call numbers are kept per SPMD run (RunState::collectives, found through the calling
+// thread's DeviceContext): runs that overlap in the process, started from two host threads or from inside a
+// device's program (a host callback that runs a sharded function while the outer run's other devices wait),
+// each meet only their own calls. Callers outside any run (a thread of their own that calls with its position)
+// share one more set of call numbers.
+//
+// Aborts follow the same split. A device's failure (abort on a thread that runs a device of a run) ends that
+// run's calls only: the other runs in flight go on, and the run's state goes with it, so nothing is left to
+// recover. An abort from outside any run ends every call, of every run and of the callers outside runs, until
+// recover, which runOnDevices calls once no run is in flight.
+//
+// Two barriers per call:
 //   1. arrival: every member has published (this wait is abortable: a member may never come);
 //   2. departure: every member has finished reading the others' inputs and writing the others' outputs, so
 //      each may reuse its buffers. Not abortable: once everyone has arrived, the work is plain memory traffic
@@ -18,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,6 +37,7 @@
 
 #include "engine/dist/communicator.h"
 #include "engine/dist/group_sum.h"
+#include "engine/dist/run_state.h"
 
 namespace tsr::dist {
 namespace {
@@ -51,6 +64,17 @@ struct Rendezvous {
 
 using Key = std::pair<std::vector<int>, uint64_t>;  // member list, call number
 
+// The calls of one run, or of the callers outside any run: rendezvous some member has not reached, each
+// position's call numbers per member list, and an abort of these calls only. Guarded by the communicator's mutex
+// (aborted is also read by spinning waiters).
+struct Calls {
+  explicit Calls(int numDevices) : numbers(static_cast<size_t>(numDevices)) {}
+  std::map<Key, std::shared_ptr<Rendezvous>> pending;
+  std::vector<std::map<std::vector<int>, uint64_t>> numbers;
+  std::atomic<bool> aborted{false};
+  std::string why;
+};
+
 std::string groupText(std::span<const int> group) { return fmt::format("[{}]", fmt::join(group, ",")); }
 
 // memcpy and memset with a zero size and a null pointer (an empty buffer) are undefined: skip them.
@@ -66,8 +90,7 @@ const char* bytePtr(const void* p, int64_t offset) { return static_cast<const ch
 
 class InProcessCommunicator final : public Communicator {
  public:
-  explicit InProcessCommunicator(int numDevices)
-      : m_numDevices(numDevices), m_calls(static_cast<size_t>(numDevices)) {
+  explicit InProcessCommunicator(int numDevices) : m_numDevices(numDevices), m_outside(numDevices) {
     // Spinning before sleeping saves the wake-up latency (tens of microseconds) when every device has a core;
     // with more devices than cores a spinning waiter only delays the member it waits for.
     auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -180,27 +203,77 @@ class InProcessCommunicator final : public Communicator {
     return {};
   }
 
+  // On a device of a run on this communicator: that run's calls; elsewhere: every call (see the top).
   void abort(const std::string& why) override {
     std::lock_guard lock(m_mutex);
+    if (RunState* run = runOfThisThread()) {
+      Calls& calls = callsOf(*run);
+      if (calls.aborted.load()) return;
+      calls.why = why;
+      calls.aborted.store(true);
+      wake(calls);
+      return;
+    }
     if (m_aborted.load()) return;
     m_why = why;
     m_aborted.store(true);
-    for (auto& [key, r] : m_pending) r->cv.notify_all();
+    wake(m_outside);
+    for (RunCalls* calls : m_runs) wake(*calls);
   }
 
   bool recover() override {
     std::lock_guard lock(m_mutex);
     if (!m_aborted.load()) return true;
-    // Every member has returned: nobody waits at a pending rendezvous, and the members' call numbers, which the
-    // abort left apart, start again from 0 together.
-    m_pending.clear();
-    for (auto& calls : m_calls) calls.clear();
+    // No run is in flight and the callers outside runs have returned: nobody waits at a pending rendezvous, and
+    // their call numbers, which the abort left apart, start again from 0 together.
+    m_outside.pending.clear();
+    for (auto& numbers : m_outside.numbers) numbers.clear();
     m_why.clear();
     m_aborted.store(false);
     return true;
   }
 
  private:
+  // A run's calls, owned by its RunState and so dropped with the run; listed here while they exist, for an abort
+  // of every call.
+  struct RunCalls : Calls {
+    explicit RunCalls(InProcessCommunicator& owner) : Calls(owner.m_numDevices), owner(owner) {}
+    ~RunCalls() {
+      std::lock_guard lock(owner.m_mutex);
+      owner.m_runs.erase(this);
+    }
+    InProcessCommunicator& owner;
+  };
+
+  // The run whose device the calling thread runs, when that run is on this communicator.
+  RunState* runOfThisThread() const {
+    DeviceContext* d = currentDevice();
+    if (!d || d->comm != this || !d->run || d->run->comm != this) return nullptr;
+    return d->run;
+  }
+
+  // The calls of `run`, made on its first use (m_mutex held).
+  Calls& callsOf(RunState& run) {
+    if (!run.collectives) {
+      auto calls = std::make_shared<RunCalls>(*this);
+      m_runs.insert(calls.get());
+      run.collectives = calls;
+    }
+    return *static_cast<RunCalls*>(run.collectives.get());
+  }
+
+  // The calls a collective on the calling thread belongs to (m_mutex held).
+  Calls& callsOfThisThread() {
+    RunState* run = runOfThisThread();
+    return run ? callsOf(*run) : m_outside;
+  }
+
+  bool aborted(const Calls& calls) const { return m_aborted.load() || calls.aborted.load(); }
+
+  static void wake(Calls& calls) {
+    for (auto& [key, r] : calls.pending) r->cv.notify_all();
+  }
+
   // self's index in the group, after checking the group (positions in range, no repeats, self a member).
   Result<int> memberIndex(const char* op, int self, std::span<const int> group) const {
     if (group.empty()) return makeError("{}: empty group", op);
@@ -239,15 +312,17 @@ class InProcessCommunicator final : public Communicator {
     return {};
   }
 
-  Error abortedError(const char* op, std::span<const int> group) const {
-    return makeError("{} over {}: the run was aborted: {}", op, groupText(group), m_why);
+  // The run's own abort names its root cause; an abort of every call names what made it.
+  Error abortedError(const char* op, std::span<const int> group, const Calls& calls) const {
+    return makeError("{} over {}: the run was aborted: {}", op, groupText(group),
+                     calls.aborted.load() ? calls.why : m_why);
   }
 
-  // Waits (spinning briefly, then on the rendezvous' condition variable) until pred() holds or, when
-  // abortable, the communicator is aborted.
+  // Waits (spinning briefly, then on the rendezvous' condition variable) until pred() holds or, where
+  // `abortable` is given, those calls are aborted.
   template <class Pred>
-  void wait(std::unique_lock<std::mutex>& lock, Rendezvous& r, Pred pred, bool abortable) {
-    auto done = [&] { return pred() || (abortable && m_aborted.load()); };
+  void wait(std::unique_lock<std::mutex>& lock, Rendezvous& r, Pred pred, const Calls* abortable) {
+    auto done = [&] { return pred() || (abortable && aborted(*abortable)); };
     if (m_spins > 0 && !done()) {
       lock.unlock();
       for (int i = 0; i < m_spins && !done(); ++i) __builtin_ia32_pause();
@@ -256,15 +331,17 @@ class InProcessCommunicator final : public Communicator {
     r.cv.wait(lock, done);
   }
 
-  // Joins self's next call on `group`, publishes its buffers and waits for every member.
+  // Joins self's next call on `group` among the calling thread's calls (its run's), publishes its buffers and
+  // waits for every member.
   Result<std::shared_ptr<Rendezvous>> arrive(const char* op, int self, int me, std::span<const int> group,
                                              const void* in, void* out, const Call& call) {
     std::unique_lock lock(m_mutex);
-    if (m_aborted.load()) return abortedError(op, group);
+    Calls& calls = callsOfThisThread();
+    if (aborted(calls)) return abortedError(op, group, calls);
     std::vector<int> members(group.begin(), group.end());
-    uint64_t number = m_calls[static_cast<size_t>(self)][members]++;
+    uint64_t number = calls.numbers[static_cast<size_t>(self)][members]++;
     Key key{members, number};
-    auto& slot = m_pending[key];
+    auto& slot = calls.pending[key];
     if (!slot) {
       slot = std::make_shared<Rendezvous>();
       slot->members = members;
@@ -278,12 +355,12 @@ class InProcessCommunicator final : public Communicator {
     r->calls[static_cast<size_t>(me)] = call;
     const int n = r->size();
     if (r->arrived.fetch_add(1) + 1 == n) {
-      m_pending.erase(key);  // complete: later calls on this group make a new one
+      calls.pending.erase(key);  // complete: later calls on this group make a new one
       r->cv.notify_all();
     } else {
-      wait(lock, *r, [&] { return r->arrived.load(std::memory_order_acquire) == n; }, true);
+      wait(lock, *r, [&] { return r->arrived.load(std::memory_order_acquire) == n; }, &calls);
       // Once everyone has arrived the call completes, abort or not: the others are already reading our buffers.
-      if (r->arrived.load() != n) return abortedError(op, group);
+      if (r->arrived.load() != n) return abortedError(op, group, calls);
     }
     for (const Call& c : r->calls)
       if (!(c == call)) {
@@ -303,15 +380,15 @@ class InProcessCommunicator final : public Communicator {
       r.cv.notify_all();
       return;
     }
-    wait(lock, r, [&] { return r.departed.load(std::memory_order_acquire) == n; }, false);
+    wait(lock, r, [&] { return r.departed.load(std::memory_order_acquire) == n; }, nullptr);
   }
 
   const int m_numDevices;
   int m_spins = 0;
   std::mutex m_mutex;
-  std::map<Key, std::shared_ptr<Rendezvous>> m_pending;          // rendezvous some member has not reached
-  std::vector<std::map<std::vector<int>, uint64_t>> m_calls;      // per position: calls made per member list
-  std::atomic<bool> m_aborted{false};
+  Calls m_outside;                      // the calls made outside any run
+  std::set<RunCalls*> m_runs;           // the calls of every run that has made one and not yet ended
+  std::atomic<bool> m_aborted{false};  // every call, of every run: an abort from outside any run
   std::string m_why;
 };
 

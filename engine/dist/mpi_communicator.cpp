@@ -12,6 +12,13 @@
 // MPI is started with MPI_THREAD_SERIALIZED: one device per rank, so only one thread calls at a time (the one
 // runOnDevices runs the device on: its caller). Message sizes are C ints: a call moving 2 GiB or more in one
 // message is an error.
+//
+// One SPMD run at a time per process. MPI matches a rank's collectives on a communicator by their order alone,
+// and unlike the in-process communicator this one keeps no calls per run: runs that overlap in a process (two
+// host threads, or a run started inside a device's program while the rank's device waits in the outer run) would
+// meet each other's calls on the peers, and would call MPI from two threads at once. The host-side calls outside
+// runs (spmd::processBarrier, the run lease's answer to every rank) come from the host thread between runs. An
+// abort is the rank's, whichever run it came from (see abort).
 #include <mpi.h>
 
 #include <algorithm>
