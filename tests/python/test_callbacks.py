@@ -1,6 +1,8 @@
 """Host callbacks from Python: tessera.debug.print/callback, pure_callback and io_callback, eagerly, under jit,
 vmap, grad and inside loops, against values computed with numpy and the calls the functions record."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,36 @@ def test_a_failed_sharded_run_leaves_the_devices_usable():
     state["fail"] = False  # the next runs (this program's, and others with collectives) go through
     np.testing.assert_array_equal(np.asarray(f(x)), np.arange(8) * 2)
     np.testing.assert_array_equal(np.asarray(ts.jit(lambda v: v - v.sum())(x)), np.arange(8) - 28)
+
+
+def test_a_callback_runs_a_sharded_function_on_the_devices_of_its_run():
+    """An io_callback of a sharded program calls another sharded function on the same devices while the outer
+    run's other devices wait for its results: the inner run's sums meet only its own devices' calls."""
+    from tessera.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(ts.devices()[:4], ("d",))
+    x = ts.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("d")))
+    inner = ts.jit(lambda v: v.sum() * 3)
+
+    def level(total):
+        return np.float32(float(np.asarray(inner(x))) + float(total))
+
+    @ts.jit
+    def f(v):
+        return v * ts.io_callback(level, ts.ShapeDtypeStruct((), tnp.float32), v.sum()) + v.sum()
+
+    results, errors = [], []
+
+    def run():
+        try:
+            results.extend(np.asarray(f(x)) for _ in range(3))
+        except Exception as e:
+            errors.append(str(e))
+
+    # On a thread of its own, so that runs waiting for calls that never come fail the test instead of hanging it.
+    runs = threading.Thread(target=run, daemon=True)
+    runs.start()
+    runs.join(timeout=120)
+    assert not runs.is_alive(), "the runs did not finish within the time limit"
+    assert errors == [] and len(results) == 3
+    for y in results:
+        np.testing.assert_array_equal(y, np.arange(8) * (3 * 28 + 28) + 28)

@@ -1,5 +1,7 @@
 """tessera.sharding on 8 virtual CPU devices (conftest.py asks for them): device_put, SPMD jit, sharding
 constraints, the device grid, and errors. Values are checked against numpy on the whole arrays."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -110,3 +112,34 @@ def test_uneven_shardings_are_errors_naming_the_dim_and_the_axis(rng, mesh):
     assert y.sharding.spec == [[], ["model"]]
     np.testing.assert_array_equal(np.asarray(y), 2 * a)
     assert tessera.device_put(np.zeros((16,), np.float32), both).sharding.spec == [["data", "model"]]
+
+
+def test_sharded_calls_from_two_threads_keep_their_collectives(mesh):
+    """Two host threads call sharded jitted functions at once: each call's all-reduce over 'data' meets only the
+    devices of its own run, so every sum is exact (integers in float32: any order gives the same bits)."""
+    rng = np.random.default_rng(5)
+    data = [rng.integers(-50, 50, size=(8, 16)).astype(np.float32) for _ in range(2)]
+    xs = [tessera.device_put(tnp.asarray(d), NamedSharding(mesh, P("data"))) for d in data]
+    start = threading.Barrier(2)
+    failures = []
+
+    def work(i):
+        try:
+            f = tessera.jit(lambda x: tnp.sum(x * float(i + 1), axis=0) + float(1000 * i))
+            want = (data[i] * (i + 1)).sum(axis=0) + 1000 * i
+            start.wait()
+            for it in range(150):
+                got = np.asarray(f(xs[i]))
+                if not np.array_equal(got, want):
+                    failures.append(f"thread {i} call {it}: {got[:4]} instead of {want[:4]}")
+                    return
+        except Exception as e:  # an error in one run is a failure of the test, not of the thread
+            failures.append(f"thread {i}: {e}")
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "the calls did not finish within the time limit"
+    assert failures == []
