@@ -43,8 +43,12 @@ void RunController::start(const QString& projectDir, const QStringList& extraArg
   start(c, command, QDir(projectDir).filePath("runs.db"));
 }
 
-void RunController::start(const inspect::LaunchCommand& command, const QString& label, const QString& dbPath) {
+void RunController::start(const inspect::LaunchCommand& launch, const QString& label, const QString& dbPath) {
   if (running()) return;
+  // Every command the IDE starts (train, profile, eval) takes --lock-wait; after a launcher's (mpirun's) own
+  // arguments, tessera's come last.
+  inspect::LaunchCommand command = launch;
+  if (m_lockWait) command.args.insert(command.args.end(), {"--lock-wait", QString::number(*m_lockWait).toStdString()});
   m_command = label;
   m_dbPath = dbPath;
   m_runId = 0;

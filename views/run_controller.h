@@ -2,6 +2,8 @@
 // Runs `tessera train PROJECT` (or `tessera profile PROJECT`) as a child process: progress from its step lines, its output to the console,
 // Stop (SIGINT, so the run checkpoints as on Ctrl-C; killed if it does not stop), and a crash or an error
 // reported with its message while the IDE keeps running.
+#include <optional>
+
 #include <QObject>
 #include <QProcess>
 #include <QString>
@@ -27,6 +29,10 @@ class RunController : public QObject {
   // dbPath: the store the run writes, where a crashed run is marked as such.
   void start(const inspect::LaunchCommand& command, const QString& label, const QString& dbPath);
   QString command() const { return m_command; }
+  // How long the commands started from now on wait for a run store another process holds locked: passed as
+  // --lock-wait SECONDS (the IDE's preference); none: they wait as tessera does by default.
+  void setLockWait(std::optional<double> seconds) { m_lockWait = seconds; }
+  std::optional<double> lockWait() const { return m_lockWait; }
   // The run the child process trains ("run 3: checkpoints in ..."), 0 until it says.
   qint64 runId() const { return m_runId; }
   void stop();
@@ -49,6 +55,7 @@ class RunController : public QObject {
   QString m_lastErrLine;
   QStringList m_lastErrLines;  // the last few lines of stderr, for a crash report
   QString m_dbPath;
+  std::optional<double> m_lockWait;
   qint64 m_runId = 0;
   int m_exitCode = 0;
   bool m_stopping = false;

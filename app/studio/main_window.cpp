@@ -1,5 +1,8 @@
 #include "app/studio/main_window.h"
 
+#include <chrono>
+#include <cmath>
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -27,6 +30,7 @@
 #include <QUndoStack>
 
 #include "app/studio/command_palette.h"
+#include "engine/inspect/environment.h"
 #include "engine/inspect/new_project.h"
 #include "engine/inspect/plugins.h"
 #include "engine/inspect/versions.h"
@@ -38,6 +42,7 @@
 #include "views/new_project_dialog.h"
 #include "views/plugin_dialog.h"
 #include "views/plugin_panel.h"
+#include "views/preferences_dialog.h"
 #include "views/project_panel.h"
 #include "views/run_configurations_dialog.h"
 #include "views/run_controller.h"
@@ -94,6 +99,7 @@ MainWindow::MainWindow(QWidget* parent)
   statusBar()->addPermanentWidget(m_runProgress);
   m_defaultState = saveState(kLayoutVersion);
   restoreLayout();
+  if (const std::optional<double> wait = storeLockWait()) applyStoreLockWait(wait);
 
   connect(m_session, &Session::projectOpened, this, [this] {
     setWindowTitle(QString("%1 — Tessera Studio").arg(QString::fromStdString(m_session->project()->project.name)));
@@ -280,6 +286,8 @@ void MainWindow::createActions() {
   make(file, "openTrace", tr("Open &Trace…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), [this] { onOpenTraceAction(); });
   make(file, "saveSettings", tr("&Save Project Settings"), QKeySequence::Save, [this] { m_project->save(); });
   file->addSeparator();
+  make(file, "preferences", tr("&Preferences…"), QKeySequence::Preferences, [this] { showPreferences(); })
+      ->setMenuRole(QAction::PreferencesRole);
   make(file, "quit", tr("&Quit"), QKeySequence::Quit, [this] { close(); });
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
@@ -594,6 +602,32 @@ void MainWindow::saveLayout() {
   QSettings s;
   s.setValue("window/geometry", saveGeometry());
   s.setValue("window/state", saveState(kLayoutVersion));
+}
+
+void MainWindow::showPreferences() {
+  PreferencesDialog dialog(storeLockWait(), this);
+  if (dialog.exec() == QDialog::Accepted) setStoreLockWait(dialog.lockWait());
+}
+
+std::optional<double> MainWindow::storeLockWait() const {
+  // What --lock-wait takes: above 0, at most a day.
+  bool ok = false;
+  const double seconds = QSettings().value("store/lockWait").toDouble(&ok);
+  if (!ok || !(seconds > 0) || seconds > 86400) return std::nullopt;
+  return seconds;
+}
+
+void MainWindow::setStoreLockWait(std::optional<double> seconds) {
+  QSettings s;
+  if (seconds) s.setValue("store/lockWait", *seconds);
+  else s.remove("store/lockWait");
+  applyStoreLockWait(storeLockWait());
+}
+
+void MainWindow::applyStoreLockWait(std::optional<double> seconds) {
+  using Ms = std::chrono::milliseconds;
+  inspect::setLockWaitLimit(seconds ? std::optional<Ms>(Ms(std::llround(*seconds * 1000))) : std::nullopt);
+  m_runner->setLockWait(seconds);
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {

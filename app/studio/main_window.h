@@ -3,6 +3,7 @@
 // restored, menus and shortcuts for every action, the command palette, recent projects, light and dark
 // themes, projects opened from the menu, the command line or a folder dropped on the window.
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <QMainWindow>
@@ -84,6 +85,14 @@ class MainWindow : public QMainWindow {
   QComboBox* configurationBox() const { return m_configBox; }
   void stopRun();
   void showCommandPalette();
+  // File › Preferences…: the IDE's own settings (views/preferences_dialog.h), applied when it is accepted.
+  void showPreferences();
+  // How long the IDE and the runs it starts wait for a run store another process holds locked, in seconds: the
+  // preference saved in QSettings, applied as the window opens; none: TESSERA_STORE_LOCK_WAIT's, else 30. Setting
+  // it saves it and applies it at once, to the IDE's own stores (engine/store/lock_wait.h) and, as --lock-wait,
+  // to the runs started from then on.
+  std::optional<double> storeLockWait() const;
+  void setStoreLockWait(std::optional<double> seconds);
   void showAbout();
   QString aboutText() const;
   // Help › Plugins: every plugin tried, what it registers or why it was skipped, and the passes' reports.
@@ -107,6 +116,7 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void restoreLayout();
   void saveLayout();
+  void applyStoreLockWait(std::optional<double> seconds);
   void onOpenAction();
   void onNewAction();
   void onNewProjectAction();
