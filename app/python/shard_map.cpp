@@ -77,23 +77,31 @@ class ShardMapProgram {
     }
     spmd::SpmdOptions options;
     options.name = name;
+    // An argument's blocks may become a result's when the caller donates it (jit(..., donate_argnums)); the
+    // run decides, so a program compiled to allow it serves every call.
+    options.donatable.assign(globalAvals.size(), true);
     m_exe = orRaise(spmd::SpmdExecutable::compileManual(g, mesh, std::move(in), std::move(out), m_outAvals, options));
   }
 
   // Runs on arrays: each argument is put on the mesh as in_specs split it (where it is not already), and the
-  // results are arrays on the mesh.
-  std::vector<Array> call(const std::vector<Array>& args) {
+  // results are arrays on the mesh. donate[i]: the caller gives argument i up (jit's donate_argnums): where this
+  // call holds its only other handle, its blocks may become a result's, and it is deleted, as in JAX.
+  std::vector<Array> call(const std::vector<Array>& args, const std::vector<bool>& donate) {
     UserSite site;
     for (const Array& c : m_traced.consts)
       if (!c.isConcrete())
         throw py::value_error(fmt::format("shard_map({}): the function closes over a value of an enclosing trace; "
                                           "call it inside that trace", m_name));
-    std::vector<Array> results;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].isDeleted())
+        raisePython(makeError("shard_map({}): argument {} ({}) was donated to a jitted function and deleted", m_name,
+                              i, args[i].aval().toString()));
+    Result<std::vector<Array>> results = Error{};
     {
       py::gil_scoped_release nogil;
-      results = orRaise(runOn(*m_exe, args, m_traced.consts));
+      results = runOn(*m_exe, args, m_traced.consts, donate);
     }
-    return results;
+    return orRaise(std::move(results));  // with the GIL: raising sets a Python error
   }
 
   // Inside a trace: one host_callback op over the whole arguments (and the values the function closes over),
@@ -124,7 +132,7 @@ class ShardMapProgram {
       std::vector<Array> args, consts;
       for (size_t i = 0; i < ops.size(); ++i)
         (i < numArgs ? args : consts).push_back(Array::fromBytes(ops[i].aval, ops[i].data));
-      auto outs = runOn(*exe, args, consts);
+      auto outs = runOn(*exe, args, consts, {});
       if (!outs.ok()) throw std::runtime_error(outs.error().message);
       for (size_t i = 0; i < results.size(); ++i) {
         auto whole = spmd::fetchWhole((*outs)[i]);
@@ -201,11 +209,16 @@ class ShardMapProgram {
   // The program's inputs: each argument put on the mesh as the program takes it (devicePut keeps an array that
   // is already), then the closed-over values whole.
   static Result<std::vector<Array>> runOn(spmd::SpmdExecutable& exe, const std::vector<Array>& args,
-                                          const std::vector<Array>& consts) {
+                                          const std::vector<Array>& consts, const std::vector<bool>& donate) {
     const Mesh& mesh = exe.mesh();
     const std::vector<TensorSharding>& in = exe.partitioned().inputShardings;
     if (args.size() + consts.size() != in.size())
       return makeError("expects {} arguments, got {}", in.size() - consts.size(), args.size());
+    // Given up where the caller's handle and `args`' copy are the only ones (a donated argument the caller still
+    // holds elsewhere is copied as usual).
+    std::vector<bool> given(in.size(), false);
+    for (size_t i = 0; i < args.size() && i < donate.size(); ++i)
+      given[i] = donate[i] && args[i].isConcrete() && args[i].useCount() <= 2;
     std::vector<Array> inputs;
     for (size_t i = 0; i < args.size(); ++i) {
       TSR_ASSIGN(Array put, spmd::devicePut(args[i], NamedSharding{mesh, in[i].toSpec(mesh)}));
@@ -216,7 +229,14 @@ class ShardMapProgram {
       TSR_ASSIGN(Array whole, spmd::fetchWhole(c));
       inputs.push_back(std::move(whole));
     }
-    return exe.run(inputs);
+    TSR_ASSIGN(std::vector<Array> results, exe.run(inputs, given));
+    // An argument copied onto the mesh or resharded (the copy's blocks given up) is deleted all the same.
+    for (size_t i = 0; i < args.size(); ++i)
+      if (given[i] && !args[i].isDeleted()) {
+        args[i].impl()->sharded.reset();
+        args[i].impl()->buffer.reset();
+      }
+    return results;
   }
 
   std::string m_name;
@@ -250,7 +270,7 @@ void registerShardMap(py::module_& m) {
   py::class_<ShardMapProgram, std::shared_ptr<ShardMapProgram>>(m, "ShardMapProgram")
       .def(py::init<const py::function&, const AvalSpecs&, const Mesh&, const Specs&, const py::function&,
                     const std::string&>())
-      .def("call", &ShardMapProgram::call)
+      .def("call", &ShardMapProgram::call, py::arg("args"), py::arg("donate") = std::vector<bool>{})
       .def("embed", &ShardMapProgram::embed, py::arg("args"), py::arg("consts") = std::nullopt)
       .def("apply", &ShardMapProgram::apply)
       .def("consts", &ShardMapProgram::consts)

@@ -112,6 +112,31 @@ def test_jit_of_shard_map_keeps_the_split(mesh):
     np.testing.assert_allclose(np.asarray(out), 2 * a)
 
 
+def test_jit_with_donated_arguments(ring):
+    w, x = data(3), data(8, 3, seed=1)
+    step = tessera.jit(smap(lambda w, x: w - 0.1 * lax.pmean(tnp.sum(x, 0), "i"), ring, (P(), P("i")), P()),
+                       donate_argnums=0)
+    expected = w - 0.1 * x.sum(0) / 4
+    ws = tessera.device_put(tnp.asarray(w), tessera.sharding.NamedSharding(ring, P()))
+    xs = tessera.device_put(tnp.asarray(x), tessera.sharding.NamedSharding(ring, P("i")))
+    new = step(ws, xs)
+    assert ws.is_deleted() and not xs.is_deleted()
+    np.testing.assert_allclose(np.asarray(new), expected, rtol=1e-6)
+    # The step's own result donated to the next step; a one-device argument is deleted too.
+    again = step(new, xs)
+    assert new.is_deleted()
+    np.testing.assert_allclose(np.asarray(again), expected - 0.1 * x.sum(0) / 4, rtol=1e-6)
+    one = tnp.asarray(w)
+    np.testing.assert_allclose(np.asarray(step(one, xs)), expected, rtol=1e-6)
+    assert one.is_deleted()
+    with pytest.raises(tessera.DeletedArrayError):
+        step(one, xs)
+    # Without donation nothing is deleted.
+    kept = tnp.asarray(w)
+    tessera.jit(smap(lambda w, x: w * 2, ring, (P(), P("i")), P()))(kept, xs)
+    assert not kept.is_deleted()
+
+
 def test_inside_jit_with_other_ops(mesh):
     a, w = data(8, 6), data(6, 4, seed=1)
     matmul = smap(lambda x, w: lax.psum(x @ w, "y"), mesh, (P("x", "y"), P("y", None)), P("x", None))
@@ -278,6 +303,15 @@ def test_errors(ring, mesh):
         smap(lambda b: lax.all_to_all(b, "i", 0, 0), ring, P("i"), P("i"))(tnp.ones((12, 2)))
     with pytest.raises(TypeError, match="mesh, in_specs and out_specs"):
         tessera.shard_map(lambda b: b, mesh=ring)
+
+    # An error while the program runs (a callback in the body that raises) is raised, and the mesh runs again.
+    def refuse(b):
+        raise ValueError("no blocks today")
+
+    failing = smap(lambda b: tessera.pure_callback(refuse, b, b), ring, P("i"), P("i"))
+    with pytest.raises(Exception, match="no blocks today"):
+        failing(tnp.ones(8))
+    np.testing.assert_allclose(np.asarray(smap(lambda b: lax.psum(b, "i"), ring, P("i"), P())(tnp.ones(4))), [4.0])
 
 
 def test_pmap():

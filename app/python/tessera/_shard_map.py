@@ -98,6 +98,7 @@ class _ShardMapped:
         self.__doc__ = getattr(f, "__doc__", None)
         self._programs = {}  # (input treedef, avals) -> (program, output treedef)
         self._embedded = {}  # the same key -> (the op inside traces, output treedef)
+        self._donate = ()  # jit(shard_map(f), donate_argnums=...): the positional arguments given up
 
     def _flat(self, args):
         """The arguments' leaves as arrays, their tree, and each leaf's PartitionSpec."""
@@ -145,7 +146,24 @@ class _ShardMapped:
         if found is None:
             found = self._programs[key] = self._program(leaves, in_tree, in_specs)
         program, out_tree = found
-        return tree_unflatten(out_tree, program.call(leaves))
+        donate = []
+        if self._donate:
+            n = len(args)
+            given = {i % n for i in self._donate if -n <= i < n}
+            donate = tree_flatten(tuple(tree_map(lambda _, i=i: i in given, a) for i, a in enumerate(args)))[0]
+        return tree_unflatten(out_tree, program.call(leaves, donate))
+
+    def _jitted(self, donate_argnums, donate_argnames):
+        """jit(shard_map(f), donate_argnums=...): the same programs, the donated arguments' blocks given to the
+        results where they fit (the arguments are deleted, as in JAX)."""
+        import copy
+
+        if donate_argnames:
+            raise TypeError("jit(shard_map(f)): donate_argnames: shard_map's function takes positional arguments "
+                            "(use donate_argnums)")
+        other = copy.copy(self)  # the program caches are shared
+        other._donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        return other
 
     def lower_text(self, *args):
         """The program each device runs for these arguments, as text (the IR after the compiler's passes)."""

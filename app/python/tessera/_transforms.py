@@ -227,7 +227,8 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), d
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     if getattr(fun, "_tessera_compiled", False):  # jit(shard_map(f)): compiled already, run as it is
-        return fun
+        donates = isinstance(donate_argnums, int) or bool(donate_argnums) or bool(donate_argnames)
+        return fun._jitted(donate_argnums, donate_argnames) if donates else fun
     return _Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
 
 
