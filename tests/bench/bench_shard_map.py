@@ -5,10 +5,12 @@ The step: an MLP (784-1024-1024-10 by default, ReLU, MSE) with plain SGD; parame
 over the mesh's one axis 'data' of D virtual CPU devices. Each device takes the gradient of its part of the batch
 and averages it with lax.pmean, as the shard_map tutorial's data parallelism does. Timed, each jitted:
   shard_map    jit(shard_map(step, in_specs=(P(), P('data'), P('data')), out_specs=(P(), P())))
+  shard_map_in_jit  a jitted step of the split batch whose gradients come from a shard_map (each device's,
+               pmean'd) and whose update is outside it (the partitioned program runs the body on each device)
   auto_spmd    the same step written for the whole batch, its batch argument split over 'data' (the partitioner
                places the collectives)
   one_device   the whole-batch step on one device
-JAX runs the same three (jax.shard_map or jax.experimental.shard_map, XLA_FLAGS
+JAX runs the same four (jax.shard_map or jax.experimental.shard_map, XLA_FLAGS
 --xla_force_host_platform_device_count=D) in the interpreter TESSERA_JAX_PYTHON names (JAX lives in a venv, apart
 from Debian's numpy); ratios are JAX's time over Tessera's (above 1: Tessera is faster). Before anything is timed,
 Tessera's shard_map step is checked against the step computed in float64 with numpy (gradients written out by
@@ -106,9 +108,22 @@ try:
     mapped = shard_map(local_step, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
 except TypeError:
     mapped = shard_map(local_step, mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
+def local_grads(params, x, y):
+    return jax.lax.pmean(jax.value_and_grad(loss_fn)(params, x, y), "data")
+
+try:
+    grads_map = shard_map(local_grads, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
+except TypeError:
+    grads_map = shard_map(local_grads, mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
+
+def in_jit(params, x, y):
+    loss, g = grads_map(params, x, y)
+    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, g), loss
+
 split = NamedSharding(mesh, P("data"))
 xs, ys = jax.device_put(x, split), jax.device_put(y, split)
-variants = {"shard_map": (jax.jit(mapped), (params, xs, ys)), "auto_spmd": (jax.jit(step), (params, xs, ys)),
+variants = {"shard_map": (jax.jit(mapped), (params, xs, ys)), "shard_map_in_jit": (jax.jit(in_jit), (params, xs, ys)),
+            "auto_spmd": (jax.jit(step), (params, xs, ys)),
             "one_device": (jax.jit(step), (params, x, y))}
 out = {"jax_version": jax.__version__, "devices": len(jax.devices())}
 for name, (f, args) in variants.items():
@@ -193,8 +208,26 @@ def main():
                                    f"vs {ref_loss}"}))
         sys.exit(1)
 
+    def local_grads(params, x, y):
+        return lax.pmean(tessera.value_and_grad(loss_fn)(params, x, y), "data")
+
+    grads_map = tessera.shard_map(local_grads, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))
+
+    @tessera.jit
+    def in_jit(params, x, y):
+        loss, g = grads_map(params, x, y)
+        return tessera.tree_util.tree_map(lambda p, g: p - lr * g, params, g), loss
+
+    (new, loss_in_jit) = in_jit(params, xs, ys)
+    worst_in_jit = max(float(np.max(np.abs(np.asarray(p) - r))) for got, want in zip(new, ref)
+                       for p, r in zip(got, want))
+    if worst_in_jit > 1e-4:
+        print(json.dumps({"error": f"shard_map inside jit differs from numpy: max |dparam| {worst_in_jit}"}))
+        sys.exit(1)
+
     auto = tessera.jit(step)
-    variants = {"shard_map": lambda: mapped(params, xs, ys), "auto_spmd": lambda: auto(params, xs, ys),
+    variants = {"shard_map": lambda: mapped(params, xs, ys), "shard_map_in_jit": lambda: in_jit(params, xs, ys),
+                "auto_spmd": lambda: auto(params, xs, ys),
                 "one_device": lambda: auto(params, x, y)}
 
     def ready(out):
@@ -202,7 +235,8 @@ def main():
         return out
 
     doc = {"workload": f"MLP {'-'.join(map(str, sizes))}, MSE, SGD, batch {a.batch} over {a.devices} devices",
-           "check": {"max_abs_param_diff": worst, "loss": float(loss), "numpy_loss": ref_loss},
+           "check": {"max_abs_param_diff": worst, "max_abs_param_diff_in_jit": worst_in_jit, "loss": float(loss),
+                     "numpy_loss": ref_loss},
            "tessera": {name: median_seconds(lambda f=f: ready(f()), a.repeats) for name, f in variants.items()}}
     # The step's products: forward, the gradients of the weights, and of the activations below the first layer.
     pairs = list(zip(sizes[:-1], sizes[1:]))
