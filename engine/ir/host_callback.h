@@ -42,6 +42,8 @@ struct HostCallback {
   VmapMethod vmap = VmapMethod::Sequential;
   Fn fn;
   std::shared_ptr<const ManualSharding> manual;  // null: whole arrays
+  // The error when a cotangent reaches the call; empty: "a host callback has no derivative" with what to do.
+  std::string noDerivative;
   int64_t id = 0;  // set by makeHostCallback
 };
 

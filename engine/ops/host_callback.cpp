@@ -146,6 +146,7 @@ std::vector<Array> callbackVjp(const ir::VjpArgs& args) {
   for (const Array& ct : args.cotangents)
     if (ct.valid()) {
       ir::HostCallbackPtr cb = ir::hostCallbackOf(attrsAs<ir::HostCallbackAttrs>(args.attrs));
+      if (cb && !cb->noDerivative.empty()) raise(makeError("{}: {}", cb->name, cb->noDerivative));
       raise(makeError("{}: a host callback has no derivative; to differentiate through it, give it one with "
                       "custom_vjp (or custom_jvp)", cb ? cb->name : std::string(kName)));
     }
@@ -184,6 +185,7 @@ ir::BatchResult batchCallback(const ir::BatchArgs& args) {
   b.name = cb->name;
   b.effectful = cb->effectful;
   b.vmap = cb->vmap;
+  b.noDerivative = cb->noDerivative;
   for (const Array& x : operands) b.operands.push_back(x.aval());
   for (const Aval& r : cb->results) {
     std::vector<int64_t> dims{n};

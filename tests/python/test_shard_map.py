@@ -233,6 +233,16 @@ def test_grad_through_shard_map(mesh):
     np.testing.assert_allclose(np.asarray(gw), 2 * a.T @ y, rtol=1e-4, atol=1e-5)
 
 
+def test_second_and_forward_mode_derivatives_are_refused_clearly(ring):
+    f = smap(lambda x: lax.psum(tnp.sum(x ** 3), "i"), ring, P("i"), P())
+    x = tnp.ones(8)
+    np.testing.assert_allclose(np.asarray(tessera.grad(f)(x)), np.full(8, 3.0))
+    with pytest.raises(Exception, match="forward-mode derivatives .* second derivatives through shard_map"):
+        tessera.grad(lambda x: tnp.sum(tessera.grad(f)(x)))(x)
+    with pytest.raises(Exception, match="forward-mode derivatives"):
+        tessera.jvp(f, (x,), (x,))
+
+
 def test_grad_of_replicated_result_and_argument(ring):
     # w is read whole by every device (P()), the loss is the same on every device (out_specs P()): its gradient
     # is the gradient of the one loss, not four times it.

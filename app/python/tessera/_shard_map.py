@@ -181,7 +181,11 @@ class _ShardMapped:
         program, out_tree = self._program(leaves, in_tree, in_specs)
         own = program.closes_over_trace()
         if not self._differentiable:
-            return (lambda *xs: program.embed(list(xs))), out_tree, own
+            # Forward mode here is the transpose of reverse mode (tessera._derivatives), so jvp and jacfwd meet
+            # this too.
+            refused = ("shard_map's gradient is not differentiated again: forward-mode derivatives (jvp, jacfwd, "
+                       "hessian) and second derivatives through shard_map are not supported")
+            return (lambda *xs: program.embed(list(xs), None, refused)), out_tree, own
         out_specs = self._out_specs(out_tree)
         mesh, f, n = self.mesh, self.f, len(leaves)
         # Values of the enclosing trace that f closes over become arguments, read whole by every device, so that
