@@ -14,6 +14,7 @@ from ._lax_linalg import scipy as _scipy_module
 from ._lax_ops import _erfc_parts, _i1_parts, _I1_SWITCH
 from ._lax_ops import bessel_i1e as i1e  # i1e: tessera.scipy.special.i1e
 from ._np_grids import i0, _i0_scaled, _in_float32  # i0: tessera.scipy.special.i0
+from . import _special_more
 
 _LOG2 = _math.log(2.0)
 _SQRT2 = _math.sqrt(2.0)
@@ -372,6 +373,9 @@ _SPECIAL = ("erf", "erfc", "erfcx", "erfinv", "gammaln", "gammasgn", "gamma", "g
             "multigammaln", "factorial", "comb", "poch", "expit", "logit", "xlogy", "xlog1py", "entr", "rel_entr",
             "kl_div", "ndtr", "log_ndtr", "ndtri", "i0", "i0e", "i1", "i1e", "boxcox", "boxcox1p", "logsumexp",
             "softmax", "log_softmax", "zeta", "polygamma")
+# From _special_more.py (bernoulli there is the numbers; stats' bernoulli here is the distribution).
+_SPECIAL_MORE = ("loggamma", "bernoulli", "exp1", "expi", "expn", "dawsn", "sici", "fresnel", "spence", "bessel_jn",
+                 "hyp1f1", "hyp2f1", "owens_t")
 
 
 # ---- stats ------------------------------------------------------------------------------------------------
@@ -682,9 +686,12 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
 
 # ---- the modules --------------------------------------------------------------------------------------------
 
-special = _types.ModuleType("tessera.scipy.special", "jax.scipy.special: " + ", ".join(_SPECIAL) + ".")
+special = _types.ModuleType("tessera.scipy.special",
+                            "jax.scipy.special: " + ", ".join(_SPECIAL + _SPECIAL_MORE) + ".")
 for _name in _SPECIAL:
     setattr(special, _name, globals()[_name])
+for _name in _SPECIAL_MORE:
+    setattr(special, _name, getattr(_special_more, _name))
 
 stats = _types.ModuleType("tessera.scipy.stats",
                           "jax.scipy.stats: the densities (logpdf, pdf; logpmf, pmf) and, where closed-form, CDFs of "
