@@ -31,6 +31,7 @@ if _blas_core and "OPENBLAS_CORETYPE" not in _os.environ:
                    f"Python with OPENBLAS_CORETYPE={_blas_core}", RuntimeWarning, stacklevel=2)
 from . import numpy, random, tree_util, tree, lax, nn, optim, sharding, runs, image, debug, profiler
 from . import _scipy  # noqa: F401 (tessera.scipy.special and .stats, scipy.linalg.expm)
+from . import _scipy_linalg  # noqa: F401 (the rest of tessera.scipy.linalg)
 from ._transforms import (jit, grad, value_and_grad, vjp, vmap, trace, eval_shape, custom_vjp, checkpoint, remat,
                           checkpoint_policies, ShapeDtypeStruct, disable_jit, block_until_ready, device_get, custom_jvp)
 from ._derivatives import jvp, linearize, jacfwd, jacrev, hessian

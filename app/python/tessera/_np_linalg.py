@@ -1,5 +1,6 @@
 """tessera.numpy's contractions (dot, outer, tensordot; einsum is _np_einsum's) and tessera.numpy.linalg (norm, and the
-factorisations' compositions: cholesky, solve, inv, det, slogdet, multi_dot, tensorsolve, tensorinv; the
+factorisations' compositions: cholesky, solve, inv, det, slogdet, multi_dot, tensorsolve, tensorinv; the array
+API's cross, diagonal, matmul, matrix_norm, matrix_transpose, outer, tensordot, trace, vecdot, vector_norm; the
 decompositions are in _np_decompositions)."""
 
 import builtins as _builtins
@@ -156,6 +157,8 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 def _lu_solve(lu, perm, b):
     """x with a x = b from lu(a) (b [..., n, k], the batch dims equal)."""
     tnp = _tnp()
+    if b.shape[-2] == 0:  # nothing to solve (and no rows to gather)
+        return b
     # b's rows in the permutation's order (row i is b's row perm[i]): one gather, its gradient a scatter_add.
     pb = tnp.take_along_axis(b, tnp.expand_dims(perm, -1), axis=-2, mode="promise_in_bounds")
     y = _C.triangular_solve(lu, pb, True, True, False, True)
@@ -320,15 +323,113 @@ def tensorinv(a, ind=2):
     return _C.reshape(inv(_C.reshape(a, [n, n])), list(cols + rows))
 
 
+# ---- the array API's names (jax.numpy.linalg's, over the last axes) ------------------------------------------
+
+
+def _preferred(xs, preferred_element_type):
+    """The operands in preferred_element_type (the products accumulate in it), or as they are."""
+    if preferred_element_type is None:
+        return xs
+    return [asarray(x).astype(preferred_element_type) for x in xs]
+
+
+def _array_api_cross(x1, x2, /, *, axis=-1):
+    """The cross product of 3-vectors along axis (both operands of size 3 there)."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they have "
+                         f"x1.shape[axis]={x1.shape[axis]!r} and x2.shape[axis]={x2.shape[axis]!r}")
+    return _tnp().cross(x1, x2, axis=axis)
+
+
+def _array_api_diagonal(x, /, *, offset=0):
+    """The diagonals of x [..., m, n] (offset above the main one when positive): [..., k]."""
+    return _tnp().diagonal(x, offset, -2, -1)
+
+
+def _array_api_matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
+    """matmul (precision is accepted and changes nothing)."""
+    del precision
+    return matmul(*_preferred([x1, x2], preferred_element_type))
+
+
+def _array_api_matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """norm over the last two axes."""
+    return _norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def _array_api_matrix_transpose(x, /):
+    """x [..., m, n] as [..., n, m]."""
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose requires at least 2 dimensions; got ndim={x.ndim!r}")
+    return _mT(x)
+
+
+def _array_api_outer(x1, x2, /):
+    """The outer product [m, n] of two vectors [m] and [n]."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"Input arrays must be one-dimensional, but they are x1.ndim={x1.ndim!r} x2.ndim={x2.ndim!r}")
+    return outer(x1, x2)
+
+
+def _array_api_tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None, out_sharding=None):
+    """tensordot (precision and out_sharding are accepted and change nothing)."""
+    del precision, out_sharding
+    return tensordot(*_preferred([x1, x2], preferred_element_type), axes=axes)
+
+
+def _array_api_trace(x, /, *, offset=0, dtype=None):
+    """The sums of x's diagonals over its last two axes: [...]."""
+    return _tnp().trace(x, offset, -2, -1, dtype)
+
+
+def _array_api_vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+    """The dot products of x1 and x2 along axis, other axes broadcast (precision is accepted and changes nothing)."""
+    del precision
+    return _tnp().vecdot(*_preferred([x1, x2], preferred_element_type), axis=axis)
+
+
+def _array_api_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The vector norm over axis (an int, a tuple, or None: every axis, as one flattened vector): ord 2 (or
+    None), 1, 0 (the count of nonzeros), inf (0 for no elements), -inf, any other p."""
+    x = _inexact(asarray(x))
+    if ord is None or ord == 2:
+        return sqrt(sum(x * x, axis, keepdims=keepdims))
+    if isinstance(ord, str):
+        msg = f"Invalid order '{ord}' for vector norm."
+        if ord == "inf":
+            msg += "Use 'jax.numpy.inf' instead."
+        if ord == "-inf":
+            msg += "Use '-jax.numpy.inf' instead."
+        raise ValueError(msg)
+    if ord == _np.inf:
+        return max(abs(x), axis, keepdims=keepdims, initial=0.0)
+    if ord == -_np.inf:
+        return min(abs(x), axis, keepdims=keepdims)
+    if ord == 0:
+        return sum(_C.astype(_C.not_equal(x, 0.0), x._dtype_name), axis, keepdims=keepdims)
+    if ord == 1:
+        return sum(abs(x), axis, keepdims=keepdims)
+    return power(sum(power(abs(x), float(ord)), axis, keepdims=keepdims), 1.0 / ord)
+
+
+_ARRAY_API = (_array_api_cross, _array_api_diagonal, _array_api_matmul, _array_api_matrix_norm,
+              _array_api_matrix_transpose, _array_api_outer, _array_api_tensordot, _array_api_trace,
+              _array_api_vecdot, _array_api_vector_norm)
+
+
 from . import _np_decompositions as _dec  # noqa: E402  (it imports this module's names)
 
 linalg = _types.ModuleType("tessera.numpy.linalg", "jax.numpy.linalg: norm, cholesky, solve, inv, det, slogdet, eigh, "
                            "eigvalsh, svd, svdvals, qr, pinv, matrix_rank, lstsq, cond, matrix_power, multi_dot, "
-                           "tensorsolve, tensorinv.")
+                           "tensorsolve, tensorinv, cross, diagonal, matmul, matrix_norm, matrix_transpose, outer, "
+                           "tensordot, trace, vecdot, vector_norm.")
 for _f in (_norm, cholesky, solve, inv, det, slogdet, _dec.eigh, _dec.eigvalsh, _dec.svd, _dec.svdvals, _dec.qr,
            _dec.pinv, _dec.matrix_rank, _dec.lstsq, _dec.cond, _dec.matrix_power, multi_dot, tensorsolve,
-           tensorinv):
-    _name = "norm" if _f is _norm else _f.__name__
+           tensorinv) + _ARRAY_API:
+    _name = "norm" if _f is _norm else _f.__name__.removeprefix("_array_api_")
     setattr(linalg, _name, _f)
     _f.__module__ = linalg.__name__
     _f.__name__ = _f.__qualname__ = _name

@@ -667,7 +667,7 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"expm: a square matrix [..., n, n] is expected; got shape {tuple(A.shape)}")
     n = A.shape[-1]
-    norm1 = _tnp.max(_tnp.sum(_tnp.abs(A), axis=-2), axis=-1)
+    norm1 = _tnp.max(_tnp.sum(_tnp.abs(A), axis=-2), axis=-1, initial=0.0)  # 0 for a [0, 0] matrix
     needed = _tnp.ceil(_tnp.log2(_tnp.maximum(norm1 / _THETA13, 1.0)))
     s = _tnp.minimum(needed, max_squarings)
     scaled = A / _tnp.power(2.0, s)[..., None, None]

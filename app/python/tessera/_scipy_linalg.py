@@ -1,0 +1,312 @@
+"""tessera.scipy.linalg's compositions beyond _lax_linalg's factorisations, as jax.scipy.linalg writes them:
+cholesky, det, inv, solve, block_diag, qr_multiply, hessenberg, polar, eigh_tridiagonal, expm_frechet and
+solve_sylvester. Each is written with tessera.numpy, tessera.lax and the linalg ops, so it traces under jit,
+batches under vmap and (where the decompositions' rules allow) differentiates. The special matrices (toeplitz,
+hankel, pascal, ...) are in _scipy_linalg_special. What needs complex arithmetic (schur's complex output, sqrtm,
+funm, rsf2csf, dft) is not here: tessera has no complex dtypes."""
+
+import functools as _functools
+import operator as _operator
+
+import numpy as _np
+
+from . import _tessera as _C
+from . import lax as _lax
+from . import numpy as _tnp
+from ._np_decompositions import _scaled_norm
+from ._np_linalg import _batched, _mT, _square
+
+
+def _float(x):
+    """x as float32 or float64 (integers, bools, float16 and bfloat16 as float32)."""
+    x = _tnp.asarray(x)
+    return x if x._dtype_name in ("f32", "f64") else _C.astype(x, "f32")
+
+
+def _promote(*xs):
+    """The arrays as one float dtype: float64 where any is, else float32."""
+    xs = [_float(x) for x in xs]
+    dtype = "f64" if any(x._dtype_name == "f64" for x in xs) else "f32"
+    return [x if x._dtype_name == dtype else _C.astype(x, dtype) for x in xs]
+
+
+# ---- factorisations and solves ----------------------------------------------------------------------------
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """scipy's Cholesky factor of a symmetric positive definite a [..., n, n]: upper by default (U^T U = a,
+    reading a's upper triangle), lower with lower=True (L L^T = a, reading the lower one). NaNs where a is not
+    positive definite, as JAX."""
+    del overwrite_a, check_finite
+    a = _square(a, "cholesky")
+    l = _C.cholesky(a if lower else _mT(a), False)
+    return l if lower else _mT(l)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """The determinant of a [..., n, n] (jax.numpy.linalg.det)."""
+    del overwrite_a, check_finite
+    return _tnp.linalg.det(a)
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    """The inverse of a [..., n, n] (jax.numpy.linalg.inv)."""
+    del overwrite_a, check_finite
+    return _tnp.linalg.inv(a)
+
+
+_ASSUME_A = ["gen", "sym", "her", "pos"]
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False, check_finite=True,
+          assume_a="gen"):
+    """x with a x = b (b [..., n] or [..., n, k], leading axes broadcast). assume_a 'gen', 'sym', 'her': LU with
+    partial pivoting; 'pos': a Cholesky factorisation of the triangle lower names, inside custom_linear_solve as
+    JAX, so the gradient with respect to a is -x^T ct over the whole matrix and the factor is not differentiated."""
+    del overwrite_a, overwrite_b, debug, check_finite
+    if assume_a not in _ASSUME_A:
+        raise ValueError(f"Expected assume_a to be one of {_ASSUME_A}; got {assume_a!r}")
+    if assume_a != "pos":
+        return _tnp.linalg.solve(a, b)
+    a = _square(a, "solve")
+    b = _tnp.asarray(b)
+    vector = b.ndim == 1 or b.ndim == a.ndim - 1
+    if vector:
+        b = _tnp.expand_dims(b, -1)
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise ValueError(f"solve: b's shape {tuple(b.shape)} does not fit a of shape {a.shape}")
+    a, b = _promote(a, b)
+    a, b = _batched(a, b, "solve")
+    from ._lax_linalg import cho_factor, cho_solve
+    factors = cho_factor(_lax.stop_gradient(a), lower=lower)
+    x = _lax.custom_linear_solve(lambda x: _tnp.matmul(a, x), b, solve=lambda _, x: cho_solve(factors, x),
+                                 symmetric=True)
+    return _C.squeeze(x, [x.ndim - 1]) if vector else x
+
+
+def block_diag(*arrs):
+    """The block-diagonal matrix of arrs (each a scalar, a row [n] or a matrix [m, n]), in one dtype; of no
+    arrays a [1, 0] matrix, as scipy."""
+    if len(arrs) == 0:
+        arrs = (_tnp.zeros((1, 0)),)
+    arrs = [_tnp.asarray(a) for a in arrs]
+    bad = [i for i, a in enumerate(arrs) if a.ndim > 2]
+    if bad:
+        raise ValueError("Arguments to jax.scipy.linalg.block_diag must have at most 2 dimensions, got "
+                         f"{arrs[bad[0]]} at argument {bad[0]}.")
+    dtype = _tnp.result_type(*arrs)
+    arrs = [_tnp.atleast_2d(a).astype(dtype) for a in arrs]
+    total = sum(a.shape[1] for a in arrs)
+    rows, col = [], 0
+    for a in arrs:
+        rows.append(_tnp.pad(a, ((0, 0), (col, total - col - a.shape[1]))))
+        col += a.shape[1]
+    return _tnp.concatenate(rows, axis=0)
+
+
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False, overwrite_c=False):
+    """The QR decomposition a = Q R of a [..., m, n] (k = min(m, n)) and Q's product with c: mode 'right' gives
+    (c Q [..., p, k], R [..., k, n]) for c [..., p, m]; 'left' (Q c [..., m, p], R) for c [..., k, p]. A 1-D c is a
+    row ('right') or a column ('left') and the product is flattened. Q is the reduced factor of the qr op (Q's
+    columns beyond k meet only the zero rows JAX pads c with, or are cut off), so the values are JAX's.
+    conjugate changes nothing for real arrays; pivoting is not supported."""
+    del overwrite_a, overwrite_c, conjugate
+    if pivoting:
+        raise NotImplementedError("qr_multiply: pivoting=True is not supported")
+    a, c = _promote(a, c)
+    if mode not in ("right", "left"):
+        raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+    if a.ndim < 2:
+        raise ValueError(f"qr_multiply: a must have at least two axes ([..., m, n]), not shape {a.shape}")
+    onedim = c.ndim == 1
+    if onedim:
+        c = _tnp.expand_dims(c, -1 if mode == "left" else 0)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape {tuple(a.shape)} so Q "
+                         f"has {k} columns, but c has {c.shape[-2]} rows (expected {k}).")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape {tuple(a.shape)} so Q "
+                         f"has {m} rows, but c has {c.shape[-1]} columns (expected {m}).")
+    batch = tuple(_np.broadcast_shapes(tuple(a.shape[:-2]), tuple(c.shape[:-2])))
+    a = _tnp.broadcast_to(a, batch + tuple(a.shape[-2:]))
+    c = _tnp.broadcast_to(c, batch + tuple(c.shape[-2:]))
+    q, r = _C.qr(a, False)  # q [..., m, k], r [..., k, n]
+    cq = _tnp.matmul(q, c) if mode == "left" else _tnp.matmul(c, q)
+    return (_tnp.ravel(cq) if onedim else cq), r
+
+
+def hessenberg(a, *, calc_q=False, overwrite_a=False, check_finite=True):
+    """The Hessenberg form H of a [..., n, n] (zero below the first subdiagonal) with a = Q H Q^T, by LAPACK's
+    ?gehd2 written with array ops: one fori_loop step per Householder reflector, so H and Q (with calc_q) are
+    those of scipy and JAX, signs included. Step j reflects column j below row j + 1 (?larfg: alpha = h[j + 1, j],
+    x = h[j + 2:, j], beta = -sign(alpha) |(alpha, x)|, tau = (beta - alpha) / beta, v = (1, x / (alpha - beta));
+    nothing where x is zero) and applies P = I - tau v v^T on both sides, h = P h P, q = q P. Columns and rows
+    are picked by masks, so one traced body serves every j and every batch."""
+    del overwrite_a, check_finite
+    a = _square(a, "hessenberg")
+    n = a.shape[-1]
+    dtype = a._dtype_name
+    eye = _tnp.broadcast_to(_tnp.eye(n, dtype=dtype), tuple(a.shape))
+    if n <= 2:
+        if n == 0:
+            return (_tnp.zeros_like(a), _tnp.zeros_like(a)) if calc_q else _tnp.zeros_like(a)
+        return (a, eye) if calc_q else a
+    rows = _tnp.arange(n, dtype="i32")
+    zero = _tnp.asarray(0.0, dtype=dtype)
+
+    def step(j, carry):
+        h, q = carry  # [..., n, n] each
+        col = _tnp.sum(_tnp.where(rows == j, h, zero), axis=-1)  # column j: [..., n]
+        alpha = _tnp.sum(_tnp.where(rows == j + 1, col, zero), axis=-1, keepdims=True)  # [..., 1]
+        x = _tnp.where(rows > j + 1, col, zero)
+        xnorm = _scaled_norm(x)
+        reflect = xnorm > 0
+        big = _tnp.maximum(_tnp.abs(alpha), xnorm)
+        small = _tnp.minimum(_tnp.abs(alpha), xnorm)
+        norm = big * _tnp.sqrt(1.0 + _tnp.square(small / _tnp.where(reflect, big, 1.0)))
+        beta = _tnp.where(alpha >= 0, -norm, norm)
+        tau = _tnp.where(reflect, (beta - alpha) / _tnp.where(reflect, beta, 1.0), zero)  # [..., 1]
+        v = _tnp.where(rows == j + 1, 1.0, x * (1.0 / _tnp.where(reflect, alpha - beta, 1.0)))  # [..., n]
+        tv = _tnp.expand_dims(tau * v, -1)  # [..., n, 1]
+        vt = _tnp.expand_dims(v, -2)  # [..., 1, n]
+        h = h - tv * _tnp.matmul(vt, h)  # P h
+        h = h - _tnp.matmul(h, _mT(vt)) * _mT(tv)  # (P h) P
+        q = q - _tnp.matmul(q, _mT(vt)) * _mT(tv)
+        return h, q
+
+    h, q = _lax.fori_loop(0, n - 2, step, (a, eye))
+    h = _tnp.triu(h, -1)
+    return (h, q) if calc_q else h
+
+
+def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
+    """The polar decomposition of a [..., m, n]: (u, p) with a = u p (side 'right', p [..., n, n]) or a = p u
+    ('left', p [..., m, m]), u with orthonormal columns (rows) and p symmetric positive semidefinite. Both
+    methods are computed from the SVD a = U S Vh: u = U Vh, p = V S Vh (right) or U S U^T (left); 'qdwh' accepts
+    the shapes JAX's QDWH iteration does (m >= n for 'right', m < n for 'left'), whose result is the same
+    decomposition. eps and max_iterations are accepted and change nothing."""
+    del eps, max_iterations
+    a = _tnp.asarray(a)
+    if a.ndim < 2:
+        raise ValueError("The input `a` must be at least a 2-D array.")
+    if side not in ("right", "left"):
+        raise ValueError("The argument `side` must be either 'right' or 'left'.")
+    m, n = a.shape[-2:]
+    if method == "qdwh":
+        if not ((m >= n and side == "right") or (m < n and side == "left")):
+            raise NotImplementedError("method='qdwh' only supports mxn matrices where m < n where side='right' and "
+                                      f"m >= n side='left', got {tuple(a.shape[-2:])} with side={side!r}")
+    elif method != "svd":
+        raise ValueError(f"Unknown polar decomposition method {method}.")
+    u, s, vh = _tnp.linalg.svd(_float(a), full_matrices=False)
+    unitary = _tnp.matmul(u, vh)
+    if side == "right":
+        posdef = _tnp.matmul(_mT(vh) * _tnp.expand_dims(s, -2), vh)
+    else:
+        posdef = _tnp.matmul(u * _tnp.expand_dims(s, -2), _mT(u))
+    return unitary, posdef
+
+
+def eigh_tridiagonal(d, e, *, eigvals_only=False, select="a", select_range=None, tol=None, key=None):
+    """The eigenvalues (ascending) and, unless eigvals_only, the eigenvectors (in the columns) of the symmetric
+    tridiagonal matrix with diagonal d [n] and off-diagonal e [n - 1], by the eigh op on the assembled matrix
+    (LAPACK's ?syevd; JAX bisects for the values and inverse-iterates for the vectors: the same values, vectors
+    up to sign). select 'a' (all) or 'i' (indices select_range[0] to select_range[1], inclusive); 'v' is not
+    implemented, as JAX. tol and key are accepted and change nothing."""
+    del tol, key
+    d, e = _tnp.asarray(d), _tnp.asarray(e)
+    if d.dtype != e.dtype:
+        raise TypeError(f"diagonal and off-diagonal values must have same dtype, got {d.dtype} and {e.dtype}")
+    if d._dtype_name not in ("f32", "f64"):
+        raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                        f"jax.scipy.linalg.eigh_tridiagonal, got {d.dtype} and {e.dtype}")
+    if d.ndim != 1 or e.ndim != 1 or e.shape[0] != max(d.shape[0] - 1, 0):
+        raise ValueError(f"eigh_tridiagonal: d [n] and e [n - 1] are expected; got shapes {d.shape} and {e.shape}")
+    n = d.shape[0]
+    if select == "a":
+        lo, hi = 0, n - 1
+    elif select == "i":
+        if select_range is None:
+            raise ValueError("for select='i', select_range must be specified.")
+        if select_range[0] > select_range[1]:
+            raise ValueError("Got empty index range in select_range.")
+        lo, hi = _operator.index(select_range[0]), _operator.index(select_range[1])
+    elif select == "v":
+        raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented")
+    else:
+        raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
+    if n <= 1:
+        return d if eigvals_only else (d, _tnp.eye(n, dtype=d.dtype))
+    t = _tnp.diag(d) + _tnp.diag(e, 1) + _tnp.diag(e, -1)
+    v, w = _C.eigh(t, True)
+    w, v = w[lo:hi + 1], v[:, lo:hi + 1]
+    return w if eigvals_only else (w, v)
+
+
+def expm_frechet(A, E, *, method=None, compute_expm=True):
+    """The Frechet derivative of the matrix exponential at A [..., n, n] in the direction E (same shape): expm's
+    forward-mode derivative (jvp), as JAX; (expm(A), the derivative) with compute_expm, else the derivative.
+    method is accepted and changes nothing."""
+    del method
+    from ._derivatives import jvp
+    A, E = _tnp.asarray(A), _tnp.asarray(E)
+    if A.ndim < 2 or A.shape[-2] != A.shape[-1]:
+        raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={tuple(A.shape)}")
+    if E.ndim < 2 or E.shape[-2] != E.shape[-1]:
+        raise ValueError(f"expected E to be a (batched) square matrix, got E.shape={tuple(E.shape)}")
+    if tuple(A.shape) != tuple(E.shape):
+        raise ValueError(f"expected A and E to be the same shape, got A.shape={tuple(A.shape)} "
+                         f"E.shape={tuple(E.shape)}")
+    A, E = _promote(A, E)
+    from ._scipy import expm
+    expm_a, frechet = jvp(_functools.partial(expm, upper_triangular=False, max_squarings=16), (A,), (E,))
+    return (expm_a, frechet) if compute_expm else frechet
+
+
+def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
+    """X with A X + X B = C (A [..., m, m], B [..., n, n], C [..., m, n], batch dims broadcast), as one LU solve
+    of the Kronecker form (A (x) I + I (x) B^T) vec(X) = vec(C) ([..., m n, m n]; JAX reduces A and B to complex
+    Schur form, which tessera lacks: the same X, at O((m n)^3) work, so for small m n). NaNs where the operator is
+    within tol of singular: its smallest singular value below tol (JAX compares the eigenvalue sums
+    |lambda_i(A) + mu_j(B)| with tol, the same test when A and B are normal). method 'schur' or 'eigen' picks
+    nothing else."""
+    if method not in ("schur", "eigen"):
+        raise ValueError(f"Unrecognized method {method}. The two valid methods are either \"schur\" or \"eigen\".")
+    A, B, C = _promote(A, B, C)
+    if C.ndim < 2 or A.ndim < 2 or B.ndim < 2:
+        raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {A.shape}\nB: {B.shape}\nC: {C.shape}")
+    m, n = C.shape[-2:]
+    if tuple(A.shape[-2:]) != (m, m) or tuple(B.shape[-2:]) != (n, n):
+        raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {A.shape}\nB: {B.shape}\nC: {C.shape}")
+    batch = tuple(_np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]), tuple(C.shape[:-2])))
+    if m == 0 or n == 0:
+        return _tnp.zeros(batch + (m, n), dtype=C.dtype)
+    dtype = C._dtype_name
+    eye_m, eye_n = _tnp.eye(m, dtype=dtype), _tnp.eye(n, dtype=dtype)
+    # K[(i, j), (k, l)] = A[i, k] [j == l] + [i == k] B[l, j], rows and columns in X's row-major order.
+    k = (A[..., :, None, :, None] * eye_n[:, None, :]
+         + eye_m[:, None, :, None] * _tnp.swapaxes(B, -1, -2)[..., None, :, None, :])
+    k = _tnp.broadcast_to(k, batch + (m, n, m, n)).reshape(batch + (m * n, m * n))
+    c = _tnp.broadcast_to(C, batch + (m, n)).reshape(batch + (m * n, 1))
+    x = _tnp.linalg.solve(k, c).reshape(batch + (m, n))
+    smallest = _tnp.min(_tnp.linalg.svd(_lax.stop_gradient(k), compute_uv=False), axis=-1)
+    return _tnp.where((smallest < tol)[..., None, None], _np.nan, x)
+
+
+# ---- tessera.scipy.linalg ---------------------------------------------------------------------------------
+
+from . import _scipy_linalg_special as _special  # noqa: E402
+from ._lax_linalg import scipy_linalg as _module  # noqa: E402
+
+_NAMES = ("cholesky", "det", "inv", "solve", "block_diag", "qr_multiply", "hessenberg", "polar", "eigh_tridiagonal",
+          "expm_frechet", "solve_sylvester")
+_SPECIAL = ("toeplitz", "hankel", "circulant", "leslie", "companion", "fiedler", "fiedler_companion",
+            "convolution_matrix", "hilbert", "invhilbert", "pascal", "invpascal", "helmert", "hadamard")
+for _name in _NAMES:
+    setattr(_module, _name, globals()[_name])
+for _name in _SPECIAL:
+    setattr(_module, _name, getattr(_special, _name))
+_module.__doc__ = ("jax.scipy.linalg: solve_triangular, cho_factor, cho_solve, eigh, svd, qr, lu, lu_factor, lu_solve, "
+                   "expm, " + ", ".join(_NAMES + _SPECIAL) + ".")
