@@ -154,10 +154,12 @@ bool restoreCallbackError(const std::string& message) {
 }
 
 void registerCallbacks(py::module_& m) {
-  // host_callback(fn, operands, results: [(shape, dtype name)], effectful, vmap_method, name) -> [Array]
+  // host_callback(fn, operands, results: [(shape, dtype name)], effectful, vmap_method, name, no_derivative="")
+  // -> [Array]; no_derivative: the error when a cotangent reaches the call (empty: the default one).
   m.def("host_callback", [](py::function fn, const py::sequence& operands,
                             const std::vector<std::pair<std::vector<int64_t>, std::string>>& results,
-                            bool effectful, const std::string& vmap, const std::string& name) {
+                            bool effectful, const std::string& vmap, const std::string& name,
+                            const std::string& noDerivative) {
     UserSite site;
     std::vector<Array> args = toArrays(operands);
     ir::HostCallback cb;
@@ -172,10 +174,12 @@ void registerCallbacks(py::module_& m) {
     }
     cb.effectful = effectful;
     cb.vmap = vmapMethod(vmap);
+    cb.noDerivative = noDerivative;
     cb.fn = callFromEngine(std::make_shared<PyCallable>(std::move(fn)), name);
     ir::HostCallbackPtr ptr = ir::makeHostCallback(std::move(cb));
     return hostCallback(ptr, args);
-  });
+  }, py::arg("fn"), py::arg("operands"), py::arg("results"), py::arg("effectful"), py::arg("vmap_method"),
+     py::arg("name"), py::arg("no_derivative") = std::string());
 }
 
 }  // namespace tsr::python

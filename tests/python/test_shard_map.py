@@ -233,14 +233,33 @@ def test_grad_through_shard_map(mesh):
     np.testing.assert_allclose(np.asarray(gw), 2 * a.T @ y, rtol=1e-4, atol=1e-5)
 
 
-def test_second_and_forward_mode_derivatives_are_refused_clearly(ring):
-    f = smap(lambda x: lax.psum(tnp.sum(x ** 3), "i"), ring, P("i"), P())
-    x = tnp.ones(8)
-    np.testing.assert_allclose(np.asarray(tessera.grad(f)(x)), np.full(8, 3.0))
-    with pytest.raises(Exception, match="forward-mode derivatives .* second derivatives through shard_map"):
-        tessera.grad(lambda x: tnp.sum(tessera.grad(f)(x)))(x)
-    with pytest.raises(Exception, match="forward-mode derivatives"):
-        tessera.jvp(f, (x,), (x,))
+def test_forward_mode_and_higher_derivatives(ring):
+    # L(w) = sum((x w)^3) over the rows split on the ring, w read whole by every device: dL = 3 x^T r^2,
+    # H = 6 x^T diag(r) x with r = x w, and d(v^T H v)/dw = 6 x^T (x v)^2. Each order above the first is
+    # compiled when it first runs.
+    x, w, v = data(8, 3), data(3, seed=2), data(3, seed=3)
+    loss = smap(lambda w, x: lax.psum(tnp.sum((x @ w) ** 3), "i"), ring, (P(), P("i")), P())
+    xs = tnp.asarray(x)
+    r = x @ w
+    grad = 3 * x.T @ r ** 2
+    hess = 6 * x.T @ (r[:, None] * x)
+    value, tangent = tessera.jvp(lambda w: loss(w, xs), (tnp.asarray(w),), (tnp.asarray(v),))
+    np.testing.assert_allclose(float(value), np.sum(r ** 3), rtol=1e-5)
+    np.testing.assert_allclose(float(tangent), grad @ v, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(tessera.jacfwd(loss)(tnp.asarray(w), xs)), grad, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(tessera.hessian(loss)(tnp.asarray(w), xs)), hess, rtol=1e-4, atol=1e-4)
+    hvp = tessera.grad(lambda w: tnp.sum(tessera.grad(loss)(w, xs) * tnp.asarray(v)))(tnp.asarray(w))
+    np.testing.assert_allclose(np.asarray(hvp), hess @ v, rtol=1e-4, atol=1e-4)
+    third = tessera.grad(lambda w: tnp.sum(tessera.jvp(lambda u: tessera.grad(loss)(u, xs), (w,),
+                                                         (tnp.asarray(v),))[1] * tnp.asarray(v)))(tnp.asarray(w))
+    np.testing.assert_allclose(np.asarray(third), 6 * x.T @ (x @ v) ** 2, rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="order 5 and above through shard_map"):
+        tessera.jacfwd(tessera.hessian(loss))(tnp.asarray(w), xs)
+    # Inside a jitted function of sharded arguments (the orders above the first run on every device).
+    split = tessera.device_put(xs, tessera.sharding.NamedSharding(ring, P("i")))
+    whole = tessera.device_put(tnp.asarray(w), tessera.sharding.NamedSharding(ring, P()))
+    np.testing.assert_allclose(np.asarray(tessera.jit(tessera.hessian(loss))(whole, split)), hess, rtol=1e-4,
+                               atol=1e-4)
 
 
 def test_grad_of_replicated_result_and_argument(ring):

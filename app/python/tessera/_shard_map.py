@@ -11,6 +11,7 @@ arrays, shard_map runs it on the mesh and returns arrays split over it; inside j
 the enclosing program (a host_callback that runs the compiled program on the mesh), differentiable: its
 gradient is shard_map of f's gradient, with a result that is the same on every device along an axis taking 1/n
 of its cotangent on each and an argument replicated along an axis summing its cotangents over it (JAX's rules).
+That gradient is differentiated the same way (forward mode, hessians), up to the fourth order.
 In a program partitioned over the same mesh (a jitted function of sharded arguments) the partitioner runs the
 body on each device in place of that op: its operands resharded to the in_specs' blocks, its results split as the
 out_specs say (ir::ManualSharding).
@@ -86,11 +87,13 @@ def _unnamed_axes(mesh, spec):
 class _ShardMapped:
     _tessera_compiled = True  # jit(shard_map(f)) is this function: it is compiled already
 
-    def __init__(self, f, mesh, in_specs, out_specs, differentiable=True):
+    def __init__(self, f, mesh, in_specs, out_specs, order=0):
         self.f = f
-        # The backward pass's shard_map is not differentiated again (a custom_vjp traces its backward pass when
-        # it is called, which would trace the next one's, and so on).
-        self._differentiable = differentiable
+        # 0: a user's shard_map; 1: the backward pass of one (differentiable: forward mode is the transpose of
+        # reverse mode here, tessera._derivatives); 2: the backward pass of that, which a custom_vjp would trace
+        # and compile when order 1 is called, so at every first derivative: it is compiled when it first runs
+        # instead (_lazy), and not differentiated again.
+        self._order = order
         self.mesh = mesh
         self.in_specs = in_specs
         self.out_specs = out_specs
@@ -174,18 +177,12 @@ class _ShardMapped:
         through shard_map of f's vjp; the results' treedef; whether it serves this trace alone, closing over one of
         its values). Kept per argument shapes otherwise: each trace (an eager grad traces at every call) reuses
         the compiled programs."""
-        from ._transforms import custom_vjp, vjp
+        from ._transforms import custom_vjp
         from .debug import _refuse_host_calls
 
         _refuse_host_calls(f"shard_map({self.__name__})")
         program, out_tree = self._program(leaves, in_tree, in_specs)
         own = program.closes_over_trace()
-        if not self._differentiable:
-            # Forward mode here is the transpose of reverse mode (tessera._derivatives), so jvp and jacfwd meet
-            # this too.
-            refused = ("shard_map's gradient is not differentiated again: forward-mode derivatives (jvp, jacfwd, "
-                       "hessian) and second derivatives through shard_map are not supported")
-            return (lambda *xs: program.embed(list(xs), None, refused)), out_tree, own
         out_specs = self._out_specs(out_tree)
         mesh, f, n = self.mesh, self.f, len(leaves)
         # Values of the enclosing trace that f closes over become arguments, read whole by every device, so that
@@ -194,31 +191,12 @@ class _ShardMapped:
         consts = program.consts() if own else []
         specs = list(in_specs) + [PartitionSpec()] * len(consts)
         total = n + len(consts)
-
-        def backward(*xs_and_cts):
-            xs, cts = list(xs_and_cts[:total]), list(xs_and_cts[total:])
-            # A result the same on every device along some axes was given its whole cotangent on each of them.
-            for i, spec in enumerate(out_specs):
-                unnamed = _unnamed_axes(mesh, spec)
-                if unnamed and _tnp.isdtype(cts[i].dtype, "real floating"):
-                    cts[i] = cts[i] / axis_size(unnamed)
-
-            def flat_f(*ys):
-                if consts:
-                    return program.apply(list(ys))
-                return tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]
-
-            _, pullback = vjp(flat_f, *xs)
-            grads = list(pullback(cts))
-            # An argument read whole along some axes: its cotangent is the sum of the devices' along them.
-            for j, spec in enumerate(specs):
-                unnamed = _unnamed_axes(mesh, spec)
-                if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
-                    grads[j] = psum(grads[j], unnamed)
-            return tuple(grads)
-
-        backward.__name__ = f"{self.__name__}_vjp"
-        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), differentiable=False)
+        if consts:
+            flat_f = lambda *ys: program.apply(list(ys))  # noqa: E731
+        else:
+            flat_f = lambda *ys: tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]  # noqa: E731
+        backward = _backward(flat_f, mesh, specs, out_specs, f"{self.__name__}_vjp")
+        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), order=self._order + 1)
 
         @custom_vjp
         def call(*xs):
@@ -228,10 +206,77 @@ class _ShardMapped:
             return call(*xs), xs
 
         def call_bwd(xs, cts):
+            if bwd_map._order >= 2:
+                return tuple(bwd_map._lazy(list(xs) + list(cts), total))
             return tuple(bwd_map(*xs, *cts))
 
         call.defvjp(call_fwd, call_bwd)
         return (lambda *xs: call(*xs, *consts)), out_tree, own
+
+    def _lazy(self, leaves, n_results):
+        """Order 2 and above inside a trace: one host call whose function traces and compiles the program when it
+        first runs (this shard_map called on arrays). Its results are the gradients of the order below's inputs:
+        the first n_results leaves' avals. Differentiable the same way up to _MAX_ORDER (a Hessian by forward
+        over reverse mode takes order 3), each order's op bound, never compiled, until it runs."""
+        from ._transforms import custom_vjp
+
+        leaves = [asarray(x) for x in leaves]
+        results = [(list(a.shape), a._dtype_name) for a in leaves[:n_results]]
+        name = f"shard_map({self.__name__})"
+
+        def host(values):
+            import numpy as np
+            out = self(*[asarray(v) for v in values])
+            return [np.asarray(o) for o in tree_flatten(out)[0]]
+
+        def op(*xs):
+            return _C.host_callback(host, list(xs), results, False, "sequential", name,
+                                    no_derivative=f"derivatives of order {_MAX_ORDER + 1} and above through "
+                                                  "shard_map are not supported")
+
+        if self._order >= _MAX_ORDER:
+            return op(*leaves)
+        specs, out_specs = list(self.in_specs), list(self.out_specs)
+        backward = _backward(lambda *ys: tree_flatten(self.f(*ys))[0], self.mesh, specs, out_specs,
+                             f"{self.__name__}_vjp")
+        above = _ShardMapped(backward, self.mesh, tuple(specs + out_specs), tuple(specs), order=self._order + 1)
+
+        @custom_vjp
+        def call(*xs):
+            return tuple(op(*xs))
+
+        call.defvjp(lambda *xs: (call(*xs), xs), lambda xs, cts: tuple(above._lazy(list(xs) + list(cts), len(xs))))
+        return list(call(*leaves))
+
+
+_MAX_ORDER = 4
+
+
+def _backward(flat_f, mesh, specs, out_specs, name):
+    """The backward pass of a shard_map as a per-device function of (arguments..., result cotangents...) that
+    returns the arguments' cotangents, with JAX's rules: a result the same on every device along some axes was
+    given its whole cotangent on each of them (so each takes 1/n), and an argument read whole along some axes gets
+    the sum of the devices' cotangents along them. flat_f: the body over flat leaves, returning flat leaves."""
+    from ._transforms import vjp
+
+    total = len(specs)
+
+    def backward(*xs_and_cts):
+        xs, cts = list(xs_and_cts[:total]), list(xs_and_cts[total:])
+        for i, spec in enumerate(out_specs):
+            unnamed = _unnamed_axes(mesh, spec)
+            if unnamed and _tnp.isdtype(cts[i].dtype, "real floating"):
+                cts[i] = cts[i] / axis_size(unnamed)
+        _, pullback = vjp(flat_f, *xs)
+        grads = list(pullback(cts))
+        for j, spec in enumerate(specs):
+            unnamed = _unnamed_axes(mesh, spec)
+            if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
+                grads[j] = psum(grads[j], unnamed)
+        return tuple(grads)
+
+    backward.__name__ = name
+    return backward
 
 
 def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=True, check_vma=True, auto=frozenset(),
