@@ -176,12 +176,16 @@ def _batched(a, b, name):
 
 
 def solve(a, b):
-    """x with a x = b, by LU with partial pivoting. b is a vector [..., n] when it has one axis less than a (or
-    is 1-D), else a matrix [..., n, k]; leading axes broadcast."""
+    """x with a x = b, by LU with partial pivoting. b is a vector [n] when it is 1-D, else a matrix [..., n, k]
+    (JAX since 0.5: a batch of vectors is b[..., None]); leading axes broadcast."""
     tnp = _tnp()
     a = _square(a, "solve")
     b = asarray(b)
-    vector = b.ndim == 1 or b.ndim == a.ndim - 1
+    if b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1] and a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"Invalid shapes for solve: {tuple(a.shape)}, {tuple(b.shape)}. Prior to JAX v0.5.0, this "
+                         "would have been treated as a batched 1-dimensional solve. To recover this behavior, use "
+                         "solve(a, b[..., None]).squeeze(-1).")
+    vector = b.ndim == 1
     if vector:
         b = tnp.expand_dims(b, -1)
     if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
