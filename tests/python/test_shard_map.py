@@ -397,3 +397,19 @@ def test_axis_index_groups(ring):
         smap(lambda b: lax.psum(b, "i", axis_index_groups=[[0, 1], [2]]), ring, P("i"), P("i"))(tnp.asarray(a))
     with pytest.raises(ValueError, match="axis_index_groups"):
         smap(lambda b: lax.psum(b, "i", axis_index_groups=[[0, 1], [1, 2]]), ring, P("i"), P("i"))(tnp.asarray(a))
+
+
+def test_pswapaxes_pbroadcast_pcast(ring):
+    # Device k holds a[k] (4 x 2 blocks of a 4 x 4 x 2 array, one row of 4 each): pswapaxes over axis 0 gives
+    # device k the k-th rows of every device's block, a transpose of the first two axes.
+    a = data(4, 4, 2)
+    swapped = smap(lambda b: lax.pswapaxes(b[0], "i", 0)[None], ring, P("i"), P("i"))(tnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(swapped), a.transpose(1, 0, 2))
+    out = smap(lambda b: lax.pbroadcast(b, "i", 2), ring, P("i"), P("i"))(tnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(out), np.repeat(a[2:3], 4, axis=0))
+    same = smap(lambda b: lax.pcast(b, "i", to="varying") * 2, ring, P("i"), P("i"))(tnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(same), 2 * a)
+    with pytest.raises(ValueError, match="source 4"):
+        smap(lambda b: lax.pbroadcast(b, "i", 4), ring, P("i"), P("i"))(tnp.asarray(a))
+    with pytest.raises(ValueError, match="`to`"):
+        smap(lambda b: lax.pcast(b, "i", to="nothing"), ring, P("i"), P("i"))(tnp.asarray(a))

@@ -27,7 +27,7 @@ from .sharding import PartitionSpec
 from .tree_util import tree_flatten, tree_map, tree_unflatten, _prefix_per_leaf
 
 __all__ = ["shard_map", "pmap", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
-           "pshuffle", "axis_index", "axis_size"]
+           "pshuffle", "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
 
 
 class _Bodies(threading.local):
@@ -487,6 +487,35 @@ def ppermute(x, axis_name, perm):
 def pshuffle(x, axis_name, perm):
     """Device i gets device perm[i]'s x (perm a permutation of the axis)."""
     return ppermute(x, axis_name, [(int(p), i) for i, p in enumerate(perm)])
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """Swaps the mesh axis axis_name with x's axis `axis` (whose size must be the axis size): all_to_all with the
+    pieces received where the sent ones stood, as JAX writes it."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+def pbroadcast(x, axis_name, source):
+    """Every device along axis_name gets the x of the device at index `source` along it (its bits exactly)."""
+    size = axis_size(axis_name)
+    if not 0 <= int(source) < size:
+        raise ValueError(f"pbroadcast: source {source} outside the axis size {size}")
+    return _collective(x, lambda v: all_gather(v, axis_name, axis=0)[int(source)])
+
+
+_PCAST_TO = ("varying", "reduced", "unreduced")
+
+
+def pcast(x, axis_name, *, to):
+    """JAX's cast between a value's replication types along axis_name ('varying', 'reduced', 'unreduced'): the
+    values are unchanged, and here it changes nothing else, since replication is trusted rather than typed."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    if to not in _PCAST_TO:
+        raise ValueError(f"Got unexpected `to` value. Allowed `to` values are: {set(_PCAST_TO)}")
+    if axis_name:
+        _groups(axis_name)  # an unbound name is an error, as for every collective
+    return x
 
 
 def axis_index(axis_name):

@@ -387,10 +387,10 @@ __all__ += ["gather", "GatherDimensionNumbers", "GatherScatterMode"]
 
 # The collectives of shard_map bodies (tessera/_shard_map.py): psum, all_gather, ppermute, axis_index, ...
 from ._shard_map import (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute,  # noqa: E402
-                         pshuffle, axis_index, axis_size)
+                         pshuffle, pswapaxes, pbroadcast, pcast, axis_index, axis_size)
 
 __all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute", "pshuffle",
-            "axis_index", "axis_size"]
+            "pswapaxes", "pbroadcast", "pcast", "axis_index", "axis_size"]
 
 
 # jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu, eigh, svd, qr.
