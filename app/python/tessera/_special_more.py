@@ -330,7 +330,11 @@ def _sici(x):
 def _sici_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
     safe = _tnp.where(x == 0, 1.0, x)
-    return _sici_impl(x), (_tnp.where(x == 0, 1.0, _tnp.sin(safe) / safe) * t, _tnp.cos(x) / x * t)
+    # Ci' = cos x / x is infinite at 0: the dtype's largest value there, so that a zero cotangent of Ci (grad of
+    # Si alone) contributes 0 rather than 0 * inf.
+    largest = 1.7976931348623157e308 if x._dtype_name == "f64" else 3.4028234663852886e38
+    ci_slope = _tnp.where(x == 0, largest, _tnp.cos(x) / safe)
+    return _sici_impl(x), (_tnp.where(x == 0, 1.0, _tnp.sin(safe) / safe) * t, ci_slope * t)
 
 
 _sici.defjvp(_sici_jvp)
@@ -484,7 +488,8 @@ def _hyp_series(a, b, c, x, terms):
         total, term = carry
         k = _C.astype(i, x._dtype_name)
         ratio = (a + k) / (c + k) * x / (k + 1.0)
-        term = term * (ratio if b is None else ratio * (b + k))
+        # A term that reached 0 stays 0 (past it a pole of (c)_k would give 0 / 0).
+        term = _tnp.where(term == 0, 0.0, term * (ratio if b is None else ratio * (b + k)))
         return total + term, term
 
     one = _tnp.ones_like(x)
@@ -531,6 +536,7 @@ def hyp1f1(a, b, x):
 # ---- Gauss hypergeometric 2F1 -------------------------------------------------------------------------------
 
 _HYP2F1_TERMS = 200  # the series at |w| <= 1/2
+_HYP2F1_SLOW_TERMS = 400
 
 
 def _hyp2f1_integer_gap(a, b, m, s):
@@ -594,9 +600,15 @@ def _hyp2f1_unit(a, b, c, w):
               * _hyp_series(c - a, c - b, 1.0 + dn, s, _HYP2F1_TERMS))
     connected = gamma_c * (first + second)
     # Integer d: Euler's transformation 2F1(a, b; c; w) = (1 - w)^d 2F1(c - a, c - b; c; w) makes it >= 0.
+    # The limit holds c - a - b at its integer, so it has no derivative in a, b or c: those come from the direct
+    # series (as all of JAX's do), through a term whose value is zero. Its 400 terms serve w up to about 0.9.
+    a0, b0, c0 = _lax.stop_gradient(a), _lax.stop_gradient(b), _lax.stop_gradient(c)
     flip = rd < 0
-    a2, b2 = _tnp.where(flip, c - a, a), _tnp.where(flip, c - b, b)
-    gap = gamma_c * _hyp2f1_integer_gap(a2, b2, _tnp.abs(rd), s) * _tnp.where(flip, s ** rd, 1.0)
+    a2, b2 = _tnp.where(flip, c0 - a0, a0), _tnp.where(flip, c0 - b0, b0)
+    gamma_c0 = _gamma_sign(c0) * _tnp.exp(_lgamma(c0))
+    gap = gamma_c0 * _hyp2f1_integer_gap(a2, b2, _tnp.abs(rd), s) * _tnp.where(flip, s ** rd, 1.0)
+    slow = _hyp_series(a, b, c, _lax.stop_gradient(_tnp.where(integer, w, 0.0)), _HYP2F1_SLOW_TERMS)
+    gap = gap + _tnp.where(_tnp.isfinite(slow), slow - _lax.stop_gradient(slow), 0.0)
     return _tnp.where(direct, series, _tnp.where(integer, gap, connected))
 
 
@@ -610,7 +622,8 @@ def _hyp2f1_impl(a, b, c, x):
     negative = xs < 0
     w = _tnp.where(negative, xs / (xs - 1.0), xs)
     bw = _tnp.where(negative, c - b, b)
-    safe_c = _tnp.where(_nonpositive_integer(c), 0.5, c)
+    pole = _tnp.logical_and(_nonpositive_integer(c), _tnp.logical_not(_terminates_before(a, c)))
+    safe_c = _tnp.where(pole, 0.5, c)
     inside = _hyp2f1_unit(a, bw, safe_c, w) * _tnp.where(negative, (1.0 - xs) ** -a, 1.0)
     # Past 1 only a polynomial is real (scipy's inf elsewhere).
     beyond = _hyp_series(a, b, safe_c, _tnp.where(x > 1, x, 0.0), _HYP2F1_TERMS)
@@ -620,7 +633,6 @@ def _hyp2f1_impl(a, b, c, x):
     gauss = (_gamma_sign(safe_c) * _gamma_sign(dp) * _tnp.exp(_lgamma(safe_c) + _lgamma(dp))
              * _rgamma(c - a) * _rgamma(c - b))
     out = _tnp.where(x == 1, _tnp.where(d > 0, gauss, _tnp.inf), out)
-    pole = _tnp.logical_and(_nonpositive_integer(c), _tnp.logical_not(_terminates_before(a, c)))
     out = _tnp.where(pole, _tnp.inf, out)
     return _tnp.where(_tnp.logical_or(x == 0, _tnp.logical_and(_tnp.logical_or(a == 0, b == 0), c != 0)),
                       1.0, out)
@@ -631,7 +643,8 @@ def hyp2f1(a, b, c, x):
     Pfaff's transformation for x < 0, then the series to 1/2 and the connection formulas to 1 - x above it
     (their limit, with digammas, where c - a - b is an integer); at x = 1 Gauss's sum (inf unless
     c - a - b > 0); past 1 inf unless the series is a polynomial; inf where c is a pole. Differentiable in
-    a, b, c and x (through the series)."""
+    a, b, c and x (through the series; where c - a - b is an integer and the argument past 1/2, the derivatives
+    in a, b and c are the direct series', accurate to about 0.9)."""
     return _lowp(_hyp2f1_impl, a, b, c, x)
 
 
