@@ -15,6 +15,7 @@
 #include "engine/transform/remat.h"
 #include "engine/transform/trace.h"
 #include "tests/passes/pass_test_util.h"
+#include "tests/transform/compare.h"
 
 using namespace tsr;
 using namespace tsr::test;
@@ -28,15 +29,6 @@ Tree customSin(const Tree& x) {
                             [](const Tree& t) { return std::make_pair(Tree(sin(t.leaf())), Tree(cos(t.leaf()))); },
                             [](const Tree& c, const Tree& g) { return Tree(c.leaf() * g.leaf()); });
   return f(x);
-}
-
-int countDeep(const ir::Graph& g, OpCode op) {
-  int n = 0;
-  for (const ir::Node& node : g.nodes()) {
-    n += node.op == op;
-    for (const ir::GraphPtr& body : ir::nestedGraphs(node.attrs)) n += countDeep(*body, op);
-  }
-  return n;
 }
 
 ir::Graph traced(const ArrayFn& f, std::vector<Aval> avals) {
@@ -66,7 +58,7 @@ TEST_CASE("inlinesTheCallAsItsPrimalNodes") {
                        {f32({4})});
   TSR_COMPARE(g.count(OpCode::CustomVjpCall), 1);
   const std::vector<std::string> log = inlineChecked(g);
-  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
+  TSR_COMPARE(countOf(g, OpCode::CustomVjpCall), 0);
   TSR_COMPARE(g.count(OpCode::Sin), 1);
   TSR_COMPARE(g.count(OpCode::Cos), 0);  // fwd's residual is not computed
   const ir::Node& sinNode = *std::find_if(g.nodes().begin(), g.nodes().end(),
@@ -89,10 +81,10 @@ TEST_CASE("inlinesInsideBodiesAndNestedCalls") {
       },
       {f32({2})});
   // The body's, the outer call, and the calls in its primal and in its fwd (which goes with it).
-  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 4);
+  TSR_COMPARE(countOf(g, OpCode::CustomVjpCall), 4);
   inlineChecked(g);
-  TSR_COMPARE(countDeep(g, OpCode::CustomVjpCall), 0);
-  TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
+  TSR_COMPARE(countOf(g, OpCode::CustomVjpCall), 0);
+  TSR_COMPARE(countOf(g, OpCode::Sin), 2);
 }
 
 TEST_CASE("inlinesRematCallsAndKeepsTheirRecomputation") {
@@ -105,12 +97,12 @@ TEST_CASE("inlinesRematCallsAndKeepsTheirRecomputation") {
             grad([&](const Tree& t) { return sum(tanh(f(t).leaf())); })(Tree(a[0])).leaf()};
       },
       {f32({5})});
-  TSR_COMPARE(countDeep(g, OpCode::RematCall), 1);
-  TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
+  TSR_COMPARE(countOf(g, OpCode::RematCall), 1);
+  TSR_COMPARE(countOf(g, OpCode::OptimizationBarrier), 1);
   const std::vector<std::string> log = inlineChecked(g);
-  TSR_COMPARE(countDeep(g, OpCode::RematCall), 0);
-  TSR_COMPARE(countDeep(g, OpCode::Sin), 2);
-  TSR_COMPARE(countDeep(g, OpCode::OptimizationBarrier), 1);
+  TSR_COMPARE(countOf(g, OpCode::RematCall), 0);
+  TSR_COMPARE(countOf(g, OpCode::Sin), 2);
+  TSR_COMPARE(countOf(g, OpCode::OptimizationBarrier), 1);
   REQUIRE(log[0].find("1 remat_call") != std::string::npos);
 }
 
