@@ -1,15 +1,12 @@
-"""tessera.scipy.special, tessera.scipy.stats and tessera.scipy.linalg.expm (tessera/_scipy.py) against values
-computed here in float64 from Python's math module and numpy (scipy is not a dependency), and expm's gradient
-against finite differences."""
+"""tessera.scipy.special and tessera.scipy.stats (tessera/_scipy.py) against values
+computed here in float64 from Python's math module and numpy (scipy is not a dependency); expm's tests are in
+test_scipy_expm.py."""
 import math
 
 import numpy as np
-import pytest
 
 import tessera
-import tessera.numpy as tnp
-from tessera.scipy import linalg, special, stats
-from finite_differences import finite_difference
+from tessera.scipy import special, stats
 
 X = np.array([-4.0, -1.5, -0.3, 0.0, 0.2, 1.0, 2.5, 7.0], np.float32)
 P = np.array([0.5, 1.0, 2.5, 4.0, 9.5, 20.0], np.float32)
@@ -105,29 +102,6 @@ def test_distributions_densities_integrate_and_match_their_formulas():
     want = sum((a - 1) * math.log(v) for a, v in zip(alpha, x)) - (
         sum(math.lgamma(a) for a in alpha) - math.lgamma(alpha.sum()))
     close(stats.dirichlet.logpdf(x, alpha), want, rtol=1e-5)
-
-
-def test_expm_matches_series_and_eigendecomposition_under_jit_and_grad():
-    rng = np.random.default_rng(3)
-    s = rng.standard_normal((4, 4))
-    sym = (s + s.T) / 2 * 3  # norm large enough that the squarings run
-    w, v = np.linalg.eigh(sym)
-    close(linalg.expm(sym.astype(np.float32)), (v * np.exp(w)) @ v.T, rtol=2e-4, atol=1e-4)
-    a = rng.standard_normal((2, 3, 3)) * 0.3
-    series = np.stack([sum(np.linalg.matrix_power(m, k) / math.factorial(k) for k in range(30)) for m in a])
-    close(tessera.jit(linalg.expm)(a.astype(np.float32)), series, rtol=1e-5, atol=1e-6)
-    nil = np.array([[0.0, 1.0], [0.0, 0.0]], np.float32)
-    close(linalg.expm(nil), [[1.0, 1.0], [0.0, 1.0]], atol=1e-7)
-    c = rng.standard_normal((3, 3))
-    m = rng.standard_normal((3, 3)) * 0.5
-
-    def reference(x):
-        return np.sum(sum(np.linalg.matrix_power(x, k) / math.factorial(k) for k in range(30)) * c)
-
-    g = tessera.grad(lambda x: tnp.sum(linalg.expm(x) * c.astype(np.float32)))(m.astype(np.float32))
-    close(g, finite_difference(reference, m), rtol=2e-3, atol=2e-3)
-    with pytest.raises(ValueError, match="square matrix"):
-        linalg.expm(np.ones((2, 3), np.float32))
 
 
 def _lower_gamma(a, x):
