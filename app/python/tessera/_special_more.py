@@ -4,6 +4,7 @@ real loggamma. Elementwise compositions of tessera.numpy and tessera.lax (series
 fixed-length loops), so they trace, batch and differentiate; _scipy.py lists them in tessera.scipy.special."""
 
 import math as _math
+import operator as _operator
 from fractions import Fraction as _Fraction
 
 from . import _tessera as _C
@@ -104,9 +105,7 @@ def _bernoulli_fractions(n):
 def bernoulli(n):
     """The Bernoulli numbers B_0 .. B_n (B_1 = -1/2) as an array of n + 1 floats, computed exactly on the host
     (n is a static integer, as in JAX)."""
-    if not isinstance(n, int) or isinstance(n, bool):
-        import operator
-        n = operator.index(n)
+    n = _operator.index(n)
     if n < 0:
         raise ValueError(f"bernoulli: n must be a non-negative integer, got {n}")
     return _tnp.asarray([float(v) for v in _bernoulli_fractions(n)])
@@ -448,8 +447,7 @@ def bessel_jn(z, *, v, n_iter=50):
     f_k = 2 (k + 1) / z f_(k+1) - f_(k+2) from k = n_iter down to 0, normalized by J_0 + 2 J_2 + 2 J_4 + ... = 1
     (Zhang and Jin's BJNDD, as JAX's). n_iter must exceed |z| comfortably (50 serves |z| up to about 25). The
     values are rescaled whenever they pass 1e15, so a small z does not overflow; J_k(0) is 1 for k = 0, else 0."""
-    import operator
-    v, n_iter = operator.index(v), operator.index(n_iter)
+    v, n_iter = _operator.index(v), _operator.index(n_iter)
     if v < 0 or v > n_iter:
         raise ValueError(f"bessel_jn: the order v must be in [0, n_iter = {n_iter}], got {v}")
     return _lowp(lambda z: _bessel_jn(z, v, n_iter), z)
@@ -535,12 +533,16 @@ def hyp1f1(a, b, x):
 
 # ---- Gauss hypergeometric 2F1 -------------------------------------------------------------------------------
 
-_HYP2F1_TERMS = 200  # the series at |w| <= 1/2
+# The series directly to w = 3/4 (0.75^300 is 3e-38, room for terms that grow as a power of k first); past it the
+# connection to 1 - w, whose Gamma(d) Gamma(-d) terms cancel where d = c - a - b is near an integer, a cancellation
+# kept to the region where the series would need thousands of terms.
+_HYP2F1_SWITCH = 0.75
+_HYP2F1_TERMS = 300
 _HYP2F1_SLOW_TERMS = 400
 
 
 def _hyp2f1_integer_gap(a, b, m, s):
-    """2F1(a, b; a + b + m; 1 - s) / Gamma(a + b + m) for an integer m >= 0 and 0 < s < 1/2 (DLMF 15.8.10):
+    """2F1(a, b; a + b + m; 1 - s) / Gamma(a + b + m) for an integer m >= 0 and 0 < s < 1/4 (DLMF 15.8.10):
     rgamma(a + m) rgamma(b + m) sum_(k<m) (a)_k (b)_k (m - k - 1)! / k! (-s)^k
     - (-s)^m rgamma(a) rgamma(b) sum_k (a + m)_k (b + m)_k / (k! (k + m)!) s^k
     (log s - psi(k + 1) - psi(k + m + 1) + psi(a + k + m) + psi(b + k + m))."""
@@ -580,14 +582,14 @@ _HYP2F1_GAP_TERMS = 64  # c - a - b an integer up to 64 near w = 1
 
 
 def _hyp2f1_unit(a, b, c, w):
-    """2F1(a, b; c; w) for 0 <= w < 1 and a c that is no pole: the series to w = 1/2 (or when a is a
+    """2F1(a, b; c; w) for 0 <= w < 1 and a c that is no pole: the series to w = 3/4 (or when a is a
     non-positive integer), beyond it the connection to 1 - w: for a non-integer d = c - a - b,
     Gamma(c) [Gamma(d) rgamma(c - a) rgamma(c - b) 2F1(a, b; 1 - d; 1 - w)
     + (1 - w)^d Gamma(-d) rgamma(a) rgamma(b) 2F1(c - a, c - b; 1 + d; 1 - w)],
     for an integer d the limit of that (after Euler's transformation for d < 0)."""
-    direct = _tnp.logical_or(w <= 0.5, _nonpositive_integer(a))
+    direct = _tnp.logical_or(w <= _HYP2F1_SWITCH, _nonpositive_integer(a))
     series = _hyp_series(a, b, c, _tnp.where(direct, w, 0.0), _HYP2F1_TERMS)
-    s = _tnp.where(direct, 0.5, 1.0 - w)
+    s = _tnp.where(direct, 0.5 * (1.0 - _HYP2F1_SWITCH), 1.0 - w)
     d = c - a - b
     rd = _tnp.round(d)
     eps = 50.0 * (2.2e-16 if w._dtype_name == "f64" else 1.2e-7)
@@ -640,10 +642,10 @@ def _hyp2f1_impl(a, b, c, x):
 
 def hyp2f1(a, b, c, x):
     """The Gauss hypergeometric function 2F1(a, b; c; x) = sum_k (a)_k (b)_k / (c)_k x^k / k! for real x <= 1:
-    Pfaff's transformation for x < 0, then the series to 1/2 and the connection formulas to 1 - x above it
+    Pfaff's transformation for x < 0, then the series to 3/4 and the connection formulas to 1 - x above it
     (their limit, with digammas, where c - a - b is an integer); at x = 1 Gauss's sum (inf unless
     c - a - b > 0); past 1 inf unless the series is a polynomial; inf where c is a pole. Differentiable in
-    a, b, c and x (through the series; where c - a - b is an integer and the argument past 1/2, the derivatives
+    a, b, c and x (through the series; where c - a - b is an integer and the argument past 3/4, the derivatives
     in a, b and c are the direct series', accurate to about 0.9)."""
     return _lowp(_hyp2f1_impl, a, b, c, x)
 
@@ -708,7 +710,7 @@ def _owens_t_impl(h, a):
     both = 0.25 * (e1 + e2 - e1 * e2)
     small = 0.25 - 0.25 * _C.erf(ah / _math.sqrt(2.0)) * _C.erf(ha / _math.sqrt(2.0))
     reflected = _tnp.where(ha <= 0.67, small, both) - _owens_t_inner(ha, inv)
-    reflected = _tnp.where(_tnp.isinf(aa), 0.25 * e1 * _tnp.where(ah == 0, 1.0, 1.0), reflected)
+    reflected = _tnp.where(_tnp.isinf(aa), 0.25 * e1, reflected)  # T(h, inf) = erfc(|h| / sqrt 2) / 4
     return _tnp.sign(a) * _tnp.where(wide, reflected, narrow)
 
 
