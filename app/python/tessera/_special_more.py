@@ -538,7 +538,8 @@ def hyp1f1(a, b, x):
 # kept to the region where the series would need thousands of terms.
 _HYP2F1_SWITCH = 0.75
 _HYP2F1_TERMS = 300
-_HYP2F1_SLOW_TERMS = 400
+_HYP2F1_SLOW_TERMS = 400  # the direct series that gives the derivatives where c - a - b is an integer
+_HYP2F1_GAP_TERMS = 64  # the limit formula's finite sum: c - a - b an integer up to 64 past w = 3/4
 
 
 def _hyp2f1_integer_gap(a, b, m, s):
@@ -577,8 +578,6 @@ def _hyp2f1_integer_gap(a, b, m, s):
     sign_m = _tnp.where(_tnp.remainder(m, 2.0) == 0, 1.0, -1.0)
     return _rgamma(am) * _rgamma(bm) * head - sign_m * s ** m * _rgamma(a) * _rgamma(b) * tail
 
-
-_HYP2F1_GAP_TERMS = 64  # c - a - b an integer up to 64 near w = 1
 
 
 def _hyp2f1_unit(a, b, c, w):
