@@ -1,8 +1,8 @@
-"""tessera.scipy.linalg's cholesky, det, inv, solve, block_diag, qr_multiply, hessenberg, polar, eigh_tridiagonal,
-expm_frechet, solve_sylvester and special matrices (tessera/_scipy_linalg.py, _scipy_linalg_special.py), and
-tessera.numpy.linalg's array API names, against numpy in float64, naive loops over the definitions, values stored
-from scipy 1.17 (scipy is not installed beside tessera), and gradients against central differences of numpy
-functions."""
+"""tessera.scipy.linalg's cholesky, det, inv, solve, block_diag, qr_multiply, hessenberg, schur, polar,
+eigh_tridiagonal, expm_frechet, solve_sylvester and special matrices (tessera/_scipy_linalg.py,
+_scipy_linalg_special.py), and tessera.numpy.linalg's array API names, against numpy in float64, naive loops over
+the definitions, values stored from scipy 1.17 (scipy is not installed beside tessera), and gradients against
+central differences of numpy functions."""
 import math
 
 import numpy as np
@@ -249,6 +249,60 @@ def test_hessenberg_gradient_of_an_invariant():
     g = tessera.grad(lambda x: tnp.trace(linalg.hessenberg(x) @ linalg.hessenberg(x)))(arr(a))
     close(g, 2 * a.T, rtol=1e-8, atol=1e-9)
 
+
+
+def eigenvalues_of_real_schur(t):
+    """The eigenvalues of a real Schur form t [n, n], checking its shape on the way: zeros below the subdiagonal,
+    no two subdiagonal entries in a row, and each 2x2 block standard (equal diagonal, off-diagonals of opposite
+    signs: the complex pair a +- sqrt(-b c) i)."""
+    n = len(t)
+    assert not np.tril(t, -2).any()
+    ev, i = [], 0
+    while i < n:
+        if i + 1 < n and t[i + 1, i] != 0:
+            a, b, c, d = t[i, i], t[i, i + 1], t[i + 1, i], t[i + 1, i + 1]
+            assert a == d and b * c < 0, (a, b, c, d)
+            assert i + 2 >= n or t[i + 2, i + 1] == 0
+            ev += [a + 1j * np.sqrt(-b * c), a - 1j * np.sqrt(-b * c)]
+            i += 2
+        else:
+            ev.append(t[i, i])
+            i += 1
+    return np.sort_complex(np.array(ev))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (9, 9), (3, 6, 6)])
+def test_schur_real_form(shape):
+    a = rand(shape, 49)
+    t, z = (np.asarray(x) for x in tessera.jit(linalg.schur)(arr(a)))
+    assert t.shape == z.shape == shape
+    close(z @ t @ mT(z), a, rtol=1e-12, atol=1e-12)
+    close(mT(z) @ z, np.broadcast_to(np.eye(shape[-1]), shape), rtol=1e-12, atol=1e-13)
+    for tt, aa in zip(t.reshape((-1,) + shape[-2:]), a.reshape((-1,) + shape[-2:])):
+        close(eigenvalues_of_real_schur(tt), np.sort_complex(np.linalg.eigvals(aa)), rtol=1e-10, atol=1e-10)
+
+
+def test_schur_of_special_matrices_and_float32():
+    s = rand((6, 6), 50)
+    t, z = (np.asarray(x) for x in linalg.schur(arr(s + s.T)))
+    close(np.sort(np.diag(t)), np.linalg.eigvalsh(s + s.T), rtol=1e-10, atol=1e-12)
+    close(t, np.diag(np.diag(t)), atol=1e-12)
+    rotation = np.array([[0.0, 1.0], [-1.0, 0.0]])  # eigenvalues +-i, already standard
+    close(linalg.schur(arr(rotation))[0], rotation)
+    nilpotent = np.diag(np.ones(3), 1)
+    close(linalg.schur(arr(nilpotent))[0], nilpotent)
+    assert np.asarray(linalg.schur(arr(np.zeros((0, 0))))[0]).shape == (0, 0)
+    a = rand((5, 5), 51).astype(np.float32)
+    t, z = (np.asarray(x) for x in linalg.schur(arr(a)))
+    assert t.dtype == np.float32
+    close(z.astype(np.float64) @ t @ z.T, a, rtol=1e-5, atol=1e-5)
+
+
+def test_schur_errors():
+    with pytest.raises(NotImplementedError, match="complex"):
+        linalg.schur(arr(np.eye(2)), output="complex")
+    with pytest.raises(ValueError, match="Expected 'output' to be either 'real' or 'complex'"):
+        linalg.schur(arr(np.eye(2)), output="upper")
 
 POLAR_A = np.array([[1., 2., 3.], [5., 4., 2.], [3., 2., 1.]])
 POLAR_U = np.array([[-0.19778868392475424, 0.23903231160728244, 0.9506540856268343],

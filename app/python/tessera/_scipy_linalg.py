@@ -1,6 +1,6 @@
 """tessera.scipy.linalg's compositions beyond _lax_linalg's factorisations, as jax.scipy.linalg writes them:
-cholesky, det, inv, solve, block_diag, qr_multiply, hessenberg, polar, eigh_tridiagonal, expm_frechet and
-solve_sylvester. Each is written with tessera.numpy, tessera.lax and the linalg ops, so it traces under jit,
+cholesky, det, inv, solve, block_diag, qr_multiply, hessenberg, schur (real), polar, eigh_tridiagonal, expm_frechet
+and solve_sylvester. Each is written with tessera.numpy, tessera.lax and the linalg ops, so it traces under jit,
 batches under vmap and (where the decompositions' rules allow) differentiates. The special matrices (toeplitz,
 hankel, pascal, ...) are in _scipy_linalg_special. What needs complex arithmetic (schur's complex output, sqrtm,
 funm, rsf2csf, dft) is not here: tessera has no complex dtypes."""
@@ -295,13 +295,214 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     return _tnp.where((smallest < tol)[..., None, None], _np.nan, x)
 
 
+
+# ---- schur: the real Schur form by Francis's double-shift QR iteration ------------------------------------------
+
+
+def _entry(h, i, j):
+    """h[..., i, j] for index arrays i, j of h's batch shape (0 where out of range): one masked sum, so the
+    indices may differ across the batch and change inside a loop."""
+    n = h.shape[-1]
+    rows = _tnp.arange(n, dtype="i32")[:, None]
+    cols = _tnp.arange(n, dtype="i32")[None, :]
+    hit = _tnp.logical_and(rows == i[..., None, None], cols == j[..., None, None])
+    return _tnp.sum(_tnp.where(hit, h, 0.0), axis=(-2, -1))
+
+
+def _sign(x):
+    """Fortran's sign(1, x): 1 for x >= 0, else -1."""
+    return _tnp.where(x >= 0, 1.0, -1.0)
+
+
+def _francis_sweeps(h, z, max_sweeps):
+    """LAPACK's ?lahqr on the Hessenberg h [..., n, n] (z accumulating the transformations): each sweep finds the
+    active window [lo, hi] below the last negligible subdiagonal entry (|h[i, i-1]| <= eps (|h[i-1, i-1]| +
+    |h[i, i]|), set to zero), deflates it when it is a 1x1 or 2x2 block (hi = lo - 1), else chases the bulge of one
+    implicit double shift (the eigenvalues of the window's trailing 2x2; ?lahqr's exceptional shift every tenth
+    sweep without a deflation) down the window with 3x3 Householder reflectors applied to the whole h and z. The
+    reflectors are masked full-matrix updates, so one traced body serves every window and every batch element."""
+    n = h.shape[-1]
+    dtype = h._dtype_name
+    eps = float(_np.finfo(_np.float32 if dtype == "f32" else _np.float64).eps)
+    tiny = float(_np.finfo(_np.float32 if dtype == "f32" else _np.float64).tiny)
+    rows = _tnp.arange(n, dtype="i32")
+    batch = tuple(h.shape[:-2])
+    hi0 = _tnp.full(batch, n - 1, dtype="i32")
+    its0 = _tnp.zeros(batch, dtype="i32")
+
+    def cond(state):
+        _, _, hi, _, sweep = state
+        return _tnp.logical_and(sweep < max_sweeps, _tnp.any(hi > 0))
+
+    def body(state):
+        h, z, hi, its, sweep = state
+        diag = _tnp.diagonal(h, 0, -2, -1)  # [..., n]
+        sub = _tnp.concatenate([_tnp.zeros(batch + (1,), dtype=dtype), _tnp.diagonal(h, -1, -2, -1)], -1)
+        prev = _tnp.concatenate([_tnp.zeros(batch + (1,), dtype=dtype), diag[..., :-1]], -1)
+        negligible = _tnp.logical_or(_tnp.abs(sub) <= eps * (_tnp.abs(prev) + _tnp.abs(diag)),
+                                     _tnp.abs(sub) <= tiny)  # [..., n]: h[i, i-1] (i = 0 counts)
+        negligible = _tnp.logical_or(negligible, rows == 0)
+        on_sub = rows[:, None] == rows[None, :] + 1
+        h = _tnp.where(_tnp.logical_and(on_sub, negligible[..., :, None]), 0.0, h)
+        lo = _tnp.max(_tnp.where(_tnp.logical_and(negligible, rows <= hi[..., None]), rows, 0), axis=-1)
+        lo = lo.astype("i32")
+        sweeping = _tnp.logical_and(hi > 0, hi - lo >= 2)
+        # The shifts: trace s and determinant t of the window's trailing 2x2 (or the exceptional one).
+        h11, h12 = _entry(h, hi - 1, hi - 1), _entry(h, hi - 1, hi)
+        h21, h22 = _entry(h, hi, hi - 1), _entry(h, hi, hi)
+        w = _tnp.abs(h21) + _tnp.abs(_entry(h, hi - 1, hi - 2))
+        exceptional = its % 10 == 9
+        e11 = 0.75 * w + h22
+        s = _tnp.where(exceptional, 2.0 * e11, h11 + h22)
+        t = _tnp.where(exceptional, e11 * e11 + 0.4375 * w * w, h11 * h22 - h12 * h21)
+        # The first column of (h - s1)(h - s2) = h^2 - s h + t in the window: three entries.
+        a00, a01, a10 = _entry(h, lo, lo), _entry(h, lo, lo + 1), _entry(h, lo + 1, lo)
+        a11, a21 = _entry(h, lo + 1, lo + 1), _entry(h, lo + 2, lo + 1)
+        first = (a00 * a00 + a01 * a10 - s * a00 + t, a10 * (a00 + a11 - s), a10 * a21)
+
+        def chase(k, carry):
+            h, z = carry
+            active = _tnp.logical_and(sweeping, _tnp.logical_and(k >= lo, k <= hi - 1))
+            at_lo = k == lo
+            kk = _tnp.full(batch, k, dtype="i32")
+            x0 = _tnp.where(at_lo, first[0], _entry(h, kk, kk - 1))
+            x1 = _tnp.where(at_lo, first[1], _entry(h, kk + 1, kk - 1))
+            x2 = _tnp.where(k + 2 <= hi, _tnp.where(at_lo, first[2], _entry(h, kk + 2, kk - 1)), 0.0)
+            scale = _tnp.maximum(_tnp.maximum(_tnp.abs(x0), _tnp.abs(x1)), _tnp.abs(x2))
+            reflect = _tnp.logical_and(active, _tnp.abs(x1) + _tnp.abs(x2) > 0)
+            safe = _tnp.where(reflect, scale, 1.0)
+            x0, x1, x2 = x0 / safe, x1 / safe, x2 / safe
+            beta = -_sign(x0) * _tnp.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+            tau = _tnp.where(reflect, (beta - x0) / _tnp.where(reflect, beta, 1.0), 0.0)
+            denom = _tnp.where(reflect, x0 - beta, 1.0)
+            v = _tnp.where(rows == k, 1.0, _tnp.where(rows == k + 1, (x1 / denom)[..., None],
+                                                      _tnp.where(rows == k + 2, (x2 / denom)[..., None], 0.0)))
+            tv = (tau[..., None] * v)[..., :, None]  # [..., n, 1]
+            vt = v[..., None, :]  # [..., 1, n]
+            h = h - tv * _tnp.matmul(vt, h)
+            h = h - _tnp.matmul(h, _mT(vt)) * _mT(tv)
+            z = z - _tnp.matmul(z, _mT(vt)) * _mT(tv)
+            return h, z
+
+        h, z = _lax.fori_loop(0, n - 1, chase, (h, z))
+        h = _tnp.triu(h, -1)  # the bulge's rounding-level remains below the subdiagonal
+        deflate = _tnp.logical_and(hi > 0, hi - lo <= 1)
+        hi = _tnp.where(deflate, lo - 1, hi).astype("i32")
+        its = _tnp.where(deflate, 0, its + 1).astype("i32")
+        return h, z, hi, its, sweep + 1
+
+    h, z, hi, _, _ = _lax.while_loop(cond, body, (h, z, hi0, its0, _tnp.asarray(0, dtype="i32")))
+    return h, z, hi
+
+
+def _standardize_blocks(h, z):
+    """LAPACK's ?lanv2 on each 2x2 diagonal block of the quasi-triangular h (z accumulating): a rotation that
+    makes a block with real eigenvalues upper triangular, and one with complex eigenvalues standard (equal
+    diagonal entries, off-diagonal ones of opposite signs)."""
+    n = h.shape[-1]
+    dtype = h._dtype_name
+    eps = float(_np.finfo(_np.float32 if dtype == "f32" else _np.float64).eps)
+    batch = tuple(h.shape[:-2])
+    rows = _tnp.arange(n, dtype="i32")
+
+    def step(i, carry):
+        h, z = carry
+        ii = _tnp.full(batch, i, dtype="i32")
+        a, b = _entry(h, ii, ii), _entry(h, ii, ii + 1)
+        c, d = _entry(h, ii + 1, ii), _entry(h, ii + 1, ii + 1)
+        block = c != 0
+        temp = a - d
+        p = 0.5 * temp
+        bcmax = _tnp.maximum(_tnp.abs(b), _tnp.abs(c))
+        bcmis = _tnp.minimum(_tnp.abs(b), _tnp.abs(c)) * _sign(b) * _sign(c)
+        scale = _tnp.maximum(_tnp.maximum(_tnp.abs(p), bcmax), _tiny(h))
+        zz = p / scale * p + bcmax / scale * bcmis
+        real = zz >= 4.0 * eps
+        # Real eigenvalues: one rotation to upper triangular form.
+        zr = p + _sign(p) * _tnp.sqrt(scale) * _tnp.sqrt(_tnp.maximum(zz, 0.0))
+        taur = _tnp.sqrt(c * c + zr * zr)
+        cs_r, sn_r = zr / _tnp.where(taur > 0, taur, 1.0), c / _tnp.where(taur > 0, taur, 1.0)
+        # Complex (or nearly equal real) eigenvalues: equal diagonal entries first.
+        sigma = b + c
+        tauc = _tnp.sqrt(sigma * sigma + temp * temp)
+        tauc = _tnp.where(tauc > 0, tauc, 1.0)
+        cs_c = _tnp.sqrt(0.5 * (1.0 + _tnp.abs(sigma) / tauc))
+        sn_c = -(p / (tauc * cs_c)) * _sign(sigma)
+        aa, bb = a * cs_c + b * sn_c, -a * sn_c + b * cs_c
+        cc, dd = c * cs_c + d * sn_c, -c * sn_c + d * cs_c
+        b2, c2 = bb * cs_c + dd * sn_c, -aa * sn_c + cc * cs_c
+        same_sign = _tnp.logical_and(_tnp.logical_and(c2 != 0, b2 != 0), _sign(b2) == _sign(c2))
+        sab, sac = _tnp.sqrt(_tnp.abs(b2)), _tnp.sqrt(_tnp.abs(c2))
+        tau2 = 1.0 / _tnp.sqrt(_tnp.where(same_sign, _tnp.abs(b2 + c2), 1.0))
+        cs1, sn1 = sab * tau2, sac * tau2
+        cs_c, sn_c = (_tnp.where(same_sign, cs_c * cs1 - sn_c * sn1, cs_c),
+                      _tnp.where(same_sign, cs_c * sn1 + sn_c * cs1, sn_c))
+        swap = _tnp.logical_and(c2 != 0, b2 == 0)
+        cs_c, sn_c = _tnp.where(swap, -sn_c, cs_c), _tnp.where(swap, cs_c, sn_c)
+        standard = _tnp.logical_and(temp == 0, _sign(b) != _sign(c))
+        cs = _tnp.where(b == 0, 0.0, _tnp.where(standard, 1.0, _tnp.where(real, cs_r, cs_c)))
+        sn = _tnp.where(b == 0, 1.0, _tnp.where(standard, 0.0, _tnp.where(real, sn_r, sn_c)))
+        cs, sn = _tnp.where(block, cs, 1.0), _tnp.where(block, sn, 0.0)
+        # r: the identity with [[cs, -sn], [sn, cs]] at rows and columns i, i+1; h = r^T h r, z = z r.
+        r_i, c_i = rows[:, None], rows[None, :]
+        cs2, sn2 = cs[..., None, None], sn[..., None, None]
+        r = _tnp.where(_tnp.logical_and(r_i == c_i, _tnp.logical_or(r_i == i, r_i == i + 1)), cs2,
+                       _tnp.where(_tnp.logical_and(r_i == i, c_i == i + 1), -sn2,
+                                  _tnp.where(_tnp.logical_and(r_i == i + 1, c_i == i), sn2,
+                                             _tnp.where(r_i == c_i, 1.0, 0.0))))
+        h = _tnp.matmul(_mT(r), _tnp.matmul(h, r))
+        z = _tnp.matmul(z, r)
+        # The exact zeros and equalities rounding leaves close: below a triangular block, on a standard one's
+        # diagonal.
+        h21 = _entry(h, ii + 1, ii)
+        now_real = _tnp.logical_and(block, _tnp.logical_or(b == 0, _tnp.logical_and(~standard, real)))
+        settled = _tnp.abs(h21) <= eps * (_tnp.abs(a) + _tnp.abs(d))
+        now_real = _tnp.logical_or(now_real, _tnp.logical_and(block, settled))
+        mean = 0.5 * (_entry(h, ii, ii) + _entry(h, ii + 1, ii + 1))
+        complex_block = _tnp.logical_and(block, ~now_real)
+        on = lambda r0, c0: _tnp.logical_and(rows[:, None] == r0, rows[None, :] == c0)  # noqa: E731
+        h = _tnp.where(_tnp.logical_and(on(i + 1, i), now_real[..., None, None]), 0.0, h)
+        h = _tnp.where(_tnp.logical_and(_tnp.logical_or(on(i, i), on(i + 1, i + 1)), complex_block[..., None, None]),
+                       mean[..., None, None], h)
+        return h, z
+
+    return _lax.fori_loop(0, n - 1, step, (h, z))
+
+
+def _tiny(h):
+    """The dtype's smallest normal number."""
+    return float(_np.finfo(_np.float32 if h._dtype_name == "f32" else _np.float64).tiny)
+
+
+def schur(a, output="real"):
+    """The real Schur decomposition a = Z T Z^T of a [..., n, n]: T quasi-upper-triangular (1x1 blocks for real
+    eigenvalues, standardized 2x2 blocks for complex pairs, as LAPACK's ?gees), Z orthogonal. Written with array
+    ops: the Hessenberg reduction (hessenberg), Francis's double-shift QR sweeps in a while_loop (LAPACK's
+    ?lahqr, at most 30 n sweeps), then ?lanv2's rotations of the 2x2 blocks. The eigenvalues' order along the
+    diagonal and the signs of Z's columns may differ from LAPACK's (the decomposition is not unique). NaNs where
+    the iteration does not converge. output='complex' needs complex dtypes, which tessera lacks."""
+    if output not in ("real", "complex"):
+        raise ValueError(f"Expected 'output' to be either 'real' or 'complex', got output={output!r}.")
+    if output == "complex":
+        raise NotImplementedError("schur: output='complex' needs complex dtypes, which tessera does not have")
+    a = _square(a, "schur")
+    n = a.shape[-1]
+    h, z = hessenberg(a, calc_q=True)
+    if n <= 1:
+        return h, z
+    h, z, hi = _francis_sweeps(h, z, 30 * n)
+    h, z = _standardize_blocks(h, z)
+    failed = (hi > 0)[..., None, None]
+    return _tnp.where(failed, _np.nan, h), _tnp.where(failed, _np.nan, z)
+
+
 # ---- tessera.scipy.linalg ---------------------------------------------------------------------------------
 
 from . import _scipy_linalg_special as _special  # noqa: E402
 from ._lax_linalg import scipy_linalg as _module  # noqa: E402
 
-_NAMES = ("cholesky", "det", "inv", "solve", "block_diag", "qr_multiply", "hessenberg", "polar", "eigh_tridiagonal",
-          "expm_frechet", "solve_sylvester")
+_NAMES = ("cholesky", "det", "inv", "solve", "block_diag", "qr_multiply", "hessenberg", "schur", "polar",
+          "eigh_tridiagonal", "expm_frechet", "solve_sylvester")
 _SPECIAL = ("toeplitz", "hankel", "circulant", "leslie", "companion", "fiedler", "fiedler_companion",
             "convolution_matrix", "hilbert", "invhilbert", "pascal", "invpascal", "helmert", "hadamard")
 for _name in _NAMES:
