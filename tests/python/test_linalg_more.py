@@ -429,6 +429,10 @@ def test_solve_sylvester_batched_jit_and_gradient():
 def test_solve_sylvester_singular_gives_nans_and_errors():
     a, b = np.diag([1.0, 2.0]), np.diag([-1.0, 3.0])  # 1 + (-1) = 0: no unique solution
     assert np.isnan(np.asarray(linalg.solve_sylvester(arr(a), arr(b), arr(np.ones((2, 2)))))).all()
+    # Non-normal: eigenvalue sums 2 (JAX's test passes) though the operator's smallest singular value is ~4e-12.
+    a = np.array([[1.0, 1e12], [0.0, 1.0]])
+    x = np.asarray(linalg.solve_sylvester(arr(a), arr(np.ones((1, 1))), arr(np.array([[2.0 + 1e12], [2.0]]))))
+    close(x, np.ones((2, 1)), rtol=1e-6)
     with pytest.raises(ValueError, match="Incompatible shapes for Sylvester equation"):
         linalg.solve_sylvester(arr(a), arr(b), arr(np.ones((3, 2))))
     with pytest.raises(ValueError, match="Unrecognized method"):

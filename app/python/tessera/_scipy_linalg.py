@@ -268,10 +268,9 @@ def expm_frechet(A, E, *, method=None, compute_expm=True):
 def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     """X with A X + X B = C (A [..., m, m], B [..., n, n], C [..., m, n], batch dims broadcast), as one LU solve
     of the Kronecker form (A (x) I + I (x) B^T) vec(X) = vec(C) ([..., m n, m n]; JAX reduces A and B to complex
-    Schur form, which tessera lacks: the same X, at O((m n)^3) work, so for small m n). NaNs where the operator is
-    within tol of singular: its smallest singular value below tol (JAX compares the eigenvalue sums
-    |lambda_i(A) + mu_j(B)| with tol, the same test when A and B are normal). method 'schur' or 'eigen' picks
-    nothing else."""
+    Schur form, which tessera lacks: the same X, at O((m n)^3) work, so for small m n). NaNs where some
+    eigenvalue sum |lambda_i(A) + mu_j(B)| is below tol, as JAX (the eigenvalues from schur, with no gradient).
+    method 'schur' or 'eigen' picks nothing else."""
     if method not in ("schur", "eigen"):
         raise ValueError(f"Unrecognized method {method}. The two valid methods are either \"schur\" or \"eigen\".")
     A, B, C = _promote(A, B, C)
@@ -291,8 +290,25 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     k = _tnp.broadcast_to(k, batch + (m, n, m, n)).reshape(batch + (m * n, m * n))
     c = _tnp.broadcast_to(C, batch + (m, n)).reshape(batch + (m * n, 1))
     x = _tnp.linalg.solve(k, c).reshape(batch + (m, n))
-    smallest = _tnp.min(_tnp.linalg.svd(_lax.stop_gradient(k), compute_uv=False), axis=-1)
-    return _tnp.where((smallest < tol)[..., None, None], _np.nan, x)
+    # JAX's test: NaNs where some |lambda_i(A) + mu_j(B)| < tol, the eigenvalues (re, im) from real Schur forms.
+    re_a, im_a = _schur_eigenvalues(_lax.stop_gradient(A))
+    re_b, im_b = _schur_eigenvalues(_lax.stop_gradient(B))
+    gap = _tnp.hypot(re_a[..., :, None] + re_b[..., None, :], im_a[..., :, None] + im_b[..., None, :])
+    singular = _tnp.any(gap < tol, axis=(-2, -1))
+    return _tnp.where(singular[..., None, None], _np.nan, x)
+
+
+def _schur_eigenvalues(a):
+    """The eigenvalues of a [..., n, n] as (real parts, imaginary parts) [..., n], from its real Schur form: a
+    2x2 block [[p, q], [r, p]] at i holds p +- sqrt(-q r) i."""
+    t, _ = schur(a)
+    n = t.shape[-1]
+    if n == 1:
+        return t[..., 0], _tnp.zeros_like(t[..., 0])
+    sub, sup = _tnp.diagonal(t, -1, -2, -1), _tnp.diagonal(t, 1, -2, -1)  # [..., n - 1]
+    im = _tnp.where(sub != 0, _tnp.sqrt(_tnp.abs(sub * sup)), 0.0)  # the block starting at i: +, at i + 1: -
+    pad = _tnp.zeros(tuple(t.shape[:-2]) + (1,), dtype=t.dtype)
+    return _tnp.diagonal(t, 0, -2, -1), _tnp.concatenate([im, pad], -1) - _tnp.concatenate([pad, im], -1)
 
 
 
