@@ -422,8 +422,24 @@ def test_solve_sylvester_batched_jit_and_gradient():
     close(a @ x + x @ b, c, **F64)
     close(x[1], np_sylvester(a[1], b, c[1]), **F64)
     w = rand((3, 2), 34)
-    g = tessera.grad(lambda p: tnp.sum(linalg.solve_sylvester(p, arr(b), arr(c[0])) * arr(w)))(arr(a[0]))
-    close(g, finite_difference(lambda p: np.sum(np_sylvester(p, b, c[0]) * w), a[0]), rtol=1e-6, atol=1e-8)
+    ga, gb, gc = tessera.grad(lambda p, q, r: tnp.sum(linalg.solve_sylvester(p, q, r) * arr(w)), argnums=(0, 1, 2))(
+        arr(a[0]), arr(b), arr(c[0]))
+    close(ga, finite_difference(lambda p: np.sum(np_sylvester(p, b, c[0]) * w), a[0]), rtol=1e-6, atol=1e-8)
+    close(gb, finite_difference(lambda q: np.sum(np_sylvester(a[0], q, c[0]) * w), b), rtol=1e-6, atol=1e-8)
+    close(gc, finite_difference(lambda r: np.sum(np_sylvester(a[0], b, r) * w), c[0]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (1, 3), (4, 1), (5, 4), (8, 8)])
+def test_solve_sylvester_with_complex_eigenvalues(m, n):
+    # Rotation blocks give A and B complex eigenvalue pairs: 2x2 blocks in their real Schur forms.
+    rng = np.random.default_rng(m * 10 + n)
+    a = rng.standard_normal((m, m))
+    if m >= 4:
+        a[:2, :2] += np.array([[0.0, 3.0], [-3.0, 0.0]])
+    b, c = rng.standard_normal((n, n)), rng.standard_normal((m, n))
+    x = np.asarray(linalg.solve_sylvester(arr(a), arr(b), arr(c)))
+    close(x, np_sylvester(a, b, c), rtol=1e-9, atol=1e-10)
+    close(a @ x + x @ b, c, rtol=1e-10, atol=1e-10)
 
 
 def test_solve_sylvester_singular_gives_nans_and_errors():

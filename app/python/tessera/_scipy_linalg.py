@@ -266,11 +266,13 @@ def expm_frechet(A, E, *, method=None, compute_expm=True):
 
 
 def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
-    """X with A X + X B = C (A [..., m, m], B [..., n, n], C [..., m, n], batch dims broadcast), as one LU solve
-    of the Kronecker form (A (x) I + I (x) B^T) vec(X) = vec(C) ([..., m n, m n]; JAX reduces A and B to complex
-    Schur form, which tessera lacks: the same X, at O((m n)^3) work, so for small m n). NaNs where some
-    eigenvalue sum |lambda_i(A) + mu_j(B)| is below tol, as JAX (the eigenvalues from schur, with no gradient).
-    method 'schur' or 'eigen' picks nothing else."""
+    """X with A X + X B = C (A [..., m, m], B [..., n, n], C [..., m, n], batch dims broadcast), by Bartels and
+    Stewart's method on A's real Schur form (JAX uses both matrices' complex Schur forms, which tessera lacks):
+    A = U R U^T turns the equation into R Y + Y B = U^T C with X = U Y, solved from the last row of Y up, one
+    [n, n] solve per 1x1 block of R and one [2n, 2n] solve per 2x2 block, O(m n^3) work. NaNs where some
+    eigenvalue sum |lambda_i(A) + mu_j(B)| is below tol, as JAX. The solve runs inside custom_linear_solve with
+    the transposed equation A^T Y + Y B^T = W for the backward pass, so X differentiates in A, B and C (JAX's
+    does not: schur has no derivative). method 'schur' or 'eigen' picks nothing else."""
     if method not in ("schur", "eigen"):
         raise ValueError(f"Unrecognized method {method}. The two valid methods are either \"schur\" or \"eigen\".")
     A, B, C = _promote(A, B, C)
@@ -282,20 +284,71 @@ def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
     batch = tuple(_np.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2]), tuple(C.shape[:-2])))
     if m == 0 or n == 0:
         return _tnp.zeros(batch + (m, n), dtype=C.dtype)
-    dtype = C._dtype_name
-    eye_m, eye_n = _tnp.eye(m, dtype=dtype), _tnp.eye(n, dtype=dtype)
-    # K[(i, j), (k, l)] = A[i, k] [j == l] + [i == k] B[l, j], rows and columns in X's row-major order.
-    k = (A[..., :, None, :, None] * eye_n[:, None, :]
-         + eye_m[:, None, :, None] * _tnp.swapaxes(B, -1, -2)[..., None, :, None, :])
-    k = _tnp.broadcast_to(k, batch + (m, n, m, n)).reshape(batch + (m * n, m * n))
-    c = _tnp.broadcast_to(C, batch + (m, n)).reshape(batch + (m * n, 1))
-    x = _tnp.linalg.solve(k, c).reshape(batch + (m, n))
+    A = _tnp.broadcast_to(A, batch + (m, m))
+    B = _tnp.broadcast_to(B, batch + (n, n))
+    C = _tnp.broadcast_to(C, batch + (m, n))
+    a, b = _lax.stop_gradient(A), _lax.stop_gradient(B)
+    x = _lax.custom_linear_solve(
+        lambda x: _tnp.matmul(A, x) + _tnp.matmul(x, B), C,
+        solve=lambda _, c: _bartels_stewart(a, b, c),
+        transpose_solve=lambda _, c: _bartels_stewart(_mT(a), _mT(b), c))
     # JAX's test: NaNs where some |lambda_i(A) + mu_j(B)| < tol, the eigenvalues (re, im) from real Schur forms.
-    re_a, im_a = _schur_eigenvalues(_lax.stop_gradient(A))
-    re_b, im_b = _schur_eigenvalues(_lax.stop_gradient(B))
+    re_a, im_a = _schur_eigenvalues(a)
+    re_b, im_b = _schur_eigenvalues(b)
     gap = _tnp.hypot(re_a[..., :, None] + re_b[..., None, :], im_a[..., :, None] + im_b[..., None, :])
     singular = _tnp.any(gap < tol, axis=(-2, -1))
     return _tnp.where(singular[..., None, None], _np.nan, x)
+
+
+def _bartels_stewart(a, b, c):
+    """Y with R Y + Y B = U^T C for a = U R U^T (real Schur), returned as X = U Y [..., m, n]. Row i of Y (a
+    1x1 block of R): (B^T + r_ii) y_i = f_i - sum_{k > i} r_ik y_k; rows i, i + 1 (a 2x2 block) together:
+    [[B^T + r_ii, r_i,i+1], [r_i+1,i, B^T + r_i+1,i+1]] (y_i, y_i+1) = (f_i, f_i+1) - the rows below. One traced
+    step per row from the bottom, the blocks told apart by R's subdiagonal: a block's lower row is skipped and
+    solved with its upper one, a 1x1 row's system leaves the next row as it is (identity block). Y and R carry
+    one zero row (and column) more, so row i + 1 always exists."""
+    m, n = c.shape[-2:]
+    batch = tuple(c.shape[:-2])
+    dtype = c._dtype_name
+    r, u = schur(a)
+    pad_rows = [(0, 0)] * len(batch)
+    r = _tnp.pad(r, pad_rows + [(0, 1), (0, 1)])  # [..., m + 1, m + 1]
+    f = _tnp.pad(_tnp.matmul(_mT(u), c), pad_rows + [(0, 1), (0, 0)])  # [..., m + 1, n]
+    rows = _tnp.arange(m + 1, dtype="i32")
+    bt = _mT(b)
+    eye = _tnp.eye(n, dtype=dtype)
+    zeros_n = _tnp.zeros(batch + (n, n), dtype=dtype)
+
+    def row_of(x, i):  # x[..., i, :] for a traced i
+        return _tnp.sum(_tnp.where((rows == i)[:, None], x, 0.0), axis=-2)
+
+    def step(s, y):
+        i = m - 1 - s
+        ii = _tnp.full(batch, i, dtype="i32")
+        r_ii, r_ij = _entry(r, ii, ii), _entry(r, ii, ii + 1)
+        r_ji, r_jj = _entry(r, ii + 1, ii), _entry(r, ii + 1, ii + 1)
+        upper = r_ji != 0  # rows i, i + 1 are a 2x2 block
+        lower = _entry(r, ii, ii - 1) != 0  # row i is a block's second row: solved with row i - 1
+        y_i, y_j = row_of(y, i), row_of(y, i + 1)
+        rhs_i = row_of(f, i) - _tnp.matmul(row_of(r, i)[..., None, :], y)[..., 0, :]
+        rhs_j = row_of(f, i + 1) - _tnp.matmul(row_of(r, i + 1)[..., None, :], y)[..., 0, :]
+        up = upper[..., None, None]
+        top_left = bt + r_ii[..., None, None] * eye
+        top_right = _tnp.where(up, r_ij[..., None, None] * eye, zeros_n)
+        bottom_left = _tnp.where(up, r_ji[..., None, None] * eye, zeros_n)
+        bottom_right = _tnp.where(up, bt + r_jj[..., None, None] * eye, eye)
+        system = _tnp.concatenate([_tnp.concatenate([top_left, top_right], -1),
+                                   _tnp.concatenate([bottom_left, bottom_right], -1)], -2)  # [..., 2n, 2n]
+        skip = lower[..., None, None]
+        system = _tnp.where(skip, _tnp.eye(2 * n, dtype=dtype), system)
+        rhs = _tnp.concatenate([_tnp.where(lower[..., None], y_i, rhs_i),
+                                _tnp.where(upper[..., None], rhs_j, y_j)], -1)  # [..., 2n]
+        sol = _tnp.linalg.solve(system, rhs[..., None])[..., 0]
+        return _tnp.where((rows == i)[:, None], sol[..., None, :n],
+                          _tnp.where((rows == i + 1)[:, None], sol[..., None, n:], y))
+
+    y = _lax.fori_loop(0, m, step, _tnp.zeros(batch + (m + 1, n), dtype=dtype))
+    return _tnp.matmul(u, y[..., :m, :])
 
 
 def _schur_eigenvalues(a):
