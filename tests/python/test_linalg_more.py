@@ -207,6 +207,41 @@ def test_qr_multiply_vectors_and_errors():
         linalg.qr_multiply(arr(a), arr(v), mode="up")
 
 
+
+# scipy.linalg.qr(rand(shape, seed), pivoting=True)[2] (LAPACK's ?geqp3), and of a tie (columns 1 and 2 equal).
+PIVOTS = [((5, 4), 60, [3, 2, 1, 0]), ((4, 6), 61, [1, 5, 4, 2, 3, 0]),
+          ((2, 6, 6), 62, [[5, 2, 0, 4, 3, 1], [2, 5, 3, 0, 1, 4]])]
+
+
+@pytest.mark.parametrize("shape,seed,pivots", PIVOTS)
+def test_qr_with_column_pivoting_matches_scipy(shape, seed, pivots):
+    a = rand(shape, seed)
+    q, r, p = (np.asarray(x) for x in tessera.jit(lambda x: linalg.qr(x, pivoting=True))(arr(a)))
+    assert p.dtype == np.int32
+    np.testing.assert_array_equal(p, pivots)
+    permuted = np.take_along_axis(a, p[..., None, :], axis=-1)
+    close(q @ r, permuted, **F64)
+    close(np.abs(r), np.abs(np.linalg.qr(permuted, mode="complete")[1]), **F64)
+    # |R|'s diagonal does not increase: each pivot is the largest remaining column.
+    d = np.abs(np.diagonal(r, 0, -2, -1))
+    assert (d[..., 1:] <= d[..., :-1] + 1e-12).all()
+    r_only, p_only = linalg.qr(arr(a), pivoting=True, mode="r")
+    close(r_only, r, **F64)
+    tie = np.array([[1.0, 2.0, 2.0], [0.0, 1.0, 1.0], [3.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(np.asarray(linalg.qr(arr(tie), pivoting=True)[2]), [0, 1, 2])
+
+
+def test_pivoted_qr_multiply_and_gradient():
+    a, c = rand((5, 4), 60), rand((2, 5), 63)
+    p = [3, 2, 1, 0]
+    q, r = np.linalg.qr(a[:, p])
+    got, got_r, got_p = linalg.qr_multiply(arr(a), arr(c), pivoting=True)
+    close(got, c @ q, **F64)
+    close(got_r, r, **F64)
+    np.testing.assert_array_equal(np.asarray(got_p), p)
+    g = tessera.grad(lambda x: tnp.sum(linalg.qr(x, pivoting=True, mode="economic")[1]))(arr(a))
+    close(g, finite_difference(lambda x: np.sum(np.linalg.qr(x[:, p])[1]), a), rtol=1e-6, atol=1e-8)
+
 # ---- hessenberg, polar, eigh_tridiagonal --------------------------------------------------------------------
 
 # scipy.linalg.hessenberg(HESS_A, calc_q=True) (LAPACK's ?gehrd; JAX's gives the same).

@@ -72,11 +72,60 @@ def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorit
 
 def qr(x, *, pivoting=False, full_matrices=True, use_magma=None):
     """jax.lax.linalg.qr of x [..., m, n]: (q, r) with x = q r, q [..., m, m] and r [..., m, n] with full_matrices,
-    else [..., m, k] and [..., k, n]."""
-    if pivoting:
-        raise NotImplementedError("qr: pivoting=True is not supported")
+    else [..., m, k] and [..., k, n]; with pivoting (q, r, p), x[..., p] = q r, p int32 [..., n] the column
+    order of LAPACK's ?geqp3 (column_pivots)."""
     del use_magma
-    return _C.qr(_float_matrix(x, "qr"), bool(full_matrices))
+    x = _float_matrix(x, "qr")
+    if not pivoting:
+        return _C.qr(x, bool(full_matrices))
+    p = column_pivots(x)
+    q, r = _C.qr(_tnp().take_along_axis(x, _tnp().expand_dims(p, -2), axis=-1), bool(full_matrices))
+    return q, r, p
+
+
+def column_pivots(x):
+    """The column order of the QR decomposition with column pivoting of x [..., m, n] (LAPACK's ?geqp3): int32
+    [..., n]. Step j (of min(m, n)) brings the column of largest norm below row j - 1 (the first of equal ones)
+    to position j, then applies that column's Householder reflector to the columns right of it, so the next
+    norms are those of the part not yet factored; a column's Q and R are then the unpivoted QR of x[..., p] (the
+    same reflectors). ?geqp3 downdates the norms instead of recomputing them: the same order unless two norms
+    agree to rounding. Written with masks in a fori_loop, on x without its gradient (p is an integer)."""
+    from . import lax as _lax
+    from ._np_decompositions import _scaled_norm
+    tnp = _tnp()
+    x = _lax.stop_gradient(x)
+    m, n = x.shape[-2:]
+    batch = tuple(x.shape[:-2])
+    perm = tnp.broadcast_to(tnp.arange(n, dtype="i32"), batch + (n,))
+    if min(m, n) == 0:
+        return perm
+    rows = tnp.arange(m, dtype="i32")[:, None]  # [m, 1]
+    cols = tnp.arange(n, dtype="i32")  # [n]
+    zero = tnp.asarray(0.0, dtype=x._dtype_name)
+
+    def step(j, carry):
+        r, perm = carry  # [..., m, n], [..., n]
+        norms = _scaled_norm(_C.transpose(tnp.where(rows >= j, r, zero), _swap_last(r.ndim)))[..., 0]  # [..., n]
+        p = tnp.argmax(tnp.where(cols >= j, norms, -1.0), axis=-1).astype("i32")[..., None]  # [..., 1]
+        swap = tnp.where(cols == j, p, tnp.where(cols == p, j, cols)).astype("i32")  # [..., n]
+        r = tnp.take_along_axis(r, tnp.broadcast_to(tnp.expand_dims(swap, -2), tuple(r.shape)), axis=-1)
+        perm = tnp.take_along_axis(perm, swap, axis=-1)
+        # ?larfg's reflector of column j below row j - 1, applied to the columns right of it (as in qr's 'raw').
+        col = tnp.sum(tnp.where(cols == j, r, zero), axis=-1)  # [..., m]
+        rows1 = rows[:, 0]
+        alpha = tnp.sum(tnp.where(rows1 == j, col, zero), axis=-1, keepdims=True)
+        below = tnp.where(rows1 > j, col, zero)
+        xnorm = _scaled_norm(below)
+        reflect = xnorm > 0
+        norm = tnp.sqrt(alpha * alpha + xnorm * xnorm)
+        beta = tnp.where(alpha >= 0, -norm, norm)
+        tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), zero)
+        v = tnp.where(rows1 == j, 1.0, below * (1.0 / tnp.where(reflect, alpha - beta, 1.0)))  # [..., m]
+        w = tnp.where(cols > j, tau * tnp.sum(tnp.expand_dims(v, -1) * r, axis=-2), zero)  # [..., n]
+        return r - tnp.expand_dims(v, -1) * tnp.expand_dims(w, -2), perm
+
+    _, perm = _lax.fori_loop(0, min(m, n), step, (x, perm))
+    return perm
 
 
 # ---- tessera.scipy.linalg ---------------------------------------------------------------------------------
@@ -160,12 +209,12 @@ def scipy_svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_f
 
 def scipy_qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """jax.scipy.linalg.qr: (Q, R) of a [..., m, n], mode 'full' (Q [m, m]) or 'economic' (Q [m, k]); 'r' gives
-    (R,) as scipy."""
+    (R,) as scipy; pivoting adds P (int32 [..., n], a[..., P] = Q R): (Q, R, P), or (R, P) for 'r'."""
     del overwrite_a, lwork, check_finite
     if mode not in ("full", "economic", "r"):
         raise ValueError(f"qr: mode must be 'full', 'economic' or 'r', not {mode!r}")
-    q, r = qr(a, pivoting=pivoting, full_matrices=mode != "economic")
-    return (r,) if mode == "r" else (q, r)
+    q, r, *p = qr(a, pivoting=pivoting, full_matrices=mode != "economic")
+    return (r, *p) if mode == "r" else (q, r, *p)
 
 
 def scipy_lu(a, permute_l=False, overwrite_a=False, check_finite=True):

@@ -14,6 +14,7 @@ from . import _tessera as _C
 from . import lax as _lax
 from . import numpy as _tnp
 from ._np_decompositions import _scaled_norm
+from ._lax_linalg import qr as _lax_qr
 from ._np_linalg import _batched, _mT, _square
 
 
@@ -108,11 +109,10 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     """The QR decomposition a = Q R of a [..., m, n] (k = min(m, n)) and Q's product with c: mode 'right' gives
     (c Q [..., p, k], R [..., k, n]) for c [..., p, m]; 'left' (Q c [..., m, p], R) for c [..., k, p]. A 1-D c is a
     row ('right') or a column ('left') and the product is flattened. Q is the reduced factor of the qr op (Q's
-    columns beyond k meet only the zero rows JAX pads c with, or are cut off), so the values are JAX's.
-    conjugate changes nothing for real arrays; pivoting is not supported."""
+    columns beyond k meet only the zero rows JAX pads c with, or are cut off), so the values are JAX's. pivoting:
+    of a[..., P], P the column order of ?geqp3, returned third: (c Q, R, P). conjugate changes nothing for real
+    arrays."""
     del overwrite_a, overwrite_c, conjugate
-    if pivoting:
-        raise NotImplementedError("qr_multiply: pivoting=True is not supported")
     a, c = _promote(a, c)
     if mode not in ("right", "left"):
         raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
@@ -132,9 +132,9 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     batch = tuple(_np.broadcast_shapes(tuple(a.shape[:-2]), tuple(c.shape[:-2])))
     a = _tnp.broadcast_to(a, batch + tuple(a.shape[-2:]))
     c = _tnp.broadcast_to(c, batch + tuple(c.shape[-2:]))
-    q, r = _C.qr(a, False)  # q [..., m, k], r [..., k, n]
+    q, r, *p = _lax_qr(a, pivoting=pivoting, full_matrices=False)  # q [..., m, k], r [..., k, n]
     cq = _tnp.matmul(q, c) if mode == "left" else _tnp.matmul(c, q)
-    return (_tnp.ravel(cq) if onedim else cq), r
+    return ((_tnp.ravel(cq) if onedim else cq), r, *p)
 
 
 def hessenberg(a, *, calc_q=False, overwrite_a=False, check_finite=True):
