@@ -364,7 +364,6 @@ def _schur_eigenvalues(a):
     return _tnp.diagonal(t, 0, -2, -1), _tnp.concatenate([im, pad], -1) - _tnp.concatenate([pad, im], -1)
 
 
-
 # ---- schur: the real Schur form by Francis's double-shift QR iteration ------------------------------------------
 
 
@@ -393,7 +392,7 @@ def _francis_sweeps(h, z, max_sweeps):
     n = h.shape[-1]
     dtype = h._dtype_name
     eps = float(_np.finfo(_np.float32 if dtype == "f32" else _np.float64).eps)
-    tiny = float(_np.finfo(_np.float32 if dtype == "f32" else _np.float64).tiny)
+    tiny = _tiny(h)
     rows = _tnp.arange(n, dtype="i32")
     batch = tuple(h.shape[:-2])
     hi0 = _tnp.full(batch, n - 1, dtype="i32")
