@@ -120,6 +120,8 @@ void registerTransforms(py::module_& m);
 void registerShardMap(py::module_& m);
 // The kernel profiler (profiler.cpp).
 void registerProfiler(py::module_& m);
+// tessera.export's standalone program text and the programs parsed back from it (export.cpp).
+void registerExport(py::module_& m);
 // Array.__dlpack__, __dlpack_device__ and from_dlpack (dlpack.cpp).
 void registerDlpack(py::module_& m, py::class_<Array>& array);
 // host_callback: a Python function called by a program (callbacks.cpp).

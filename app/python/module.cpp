@@ -763,4 +763,5 @@ PYBIND11_MODULE(_tessera, m) {
   registerCallbacks(m);
   registerShardMap(m);
   registerProfiler(m);
+  registerExport(m);
 }

@@ -42,6 +42,7 @@ from .numpy import Array
 from .sharding import devices, device_count, device_put
 from .debug import pure_callback, io_callback
 from ._shard_map import shard_map, pmap
+from . import export  # noqa: E402 (jax.export: a program as bytes and back)
 
 local_devices, local_device_count = devices, device_count
 
