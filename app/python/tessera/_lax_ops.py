@@ -7,6 +7,7 @@ import math
 import numpy as _np
 
 from . import _tessera as _C
+from . import _lax_types
 from . import numpy as _tnp
 from .numpy import asarray, _engine_dtype
 
@@ -67,8 +68,10 @@ def rem(x, y):
 
 
 def round(x, rounding_method=0):
-    """Halves away from zero (rounding_method 0, lax's default) or to even (1)."""
-    if rounding_method in (1, "TO_NEAREST_EVEN") or getattr(rounding_method, "name", None) == "TO_NEAREST_EVEN":
+    """Halves away from zero (RoundingMethod.AWAY_FROM_ZERO, 0, lax's default) or to even (TO_NEAREST_EVEN, 1)."""
+    method = _lax_types.RoundingMethod[rounding_method] if isinstance(rounding_method, str) else \
+        _lax_types.RoundingMethod(rounding_method)
+    if method == _lax_types.RoundingMethod.TO_NEAREST_EVEN:
         return _tnp.round(x)
     return _C.round(x)
 
@@ -313,8 +316,13 @@ def cummin(operand, axis=0, reverse=False):
     return _C.neg(_C.cummax(_C.neg(operand), axis, reverse))
 
 
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
-    """The contraction of lhs's last dim with rhs's first (vector and matrix operands)."""
+def dot(lhs, rhs, precision=None, preferred_element_type=None, *, dimension_numbers=None, out_sharding=None):
+    """The contraction of lhs's last dim with rhs's first (vector and matrix operands); dot_general's with
+    dimension_numbers. precision: anything JAX takes (lax.Precision, a DotAlgorithmPreset, ...), checked;
+    products are float32 ones whatever it asks (tessera/_lax_types.py)."""
+    _lax_types.canonicalize_precision(precision)
+    if dimension_numbers is not None:
+        return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
     lhs, rhs = asarray(lhs), asarray(rhs)
     if lhs.ndim > 2 or rhs.ndim > 2:
         raise TypeError(f"lax.dot: operands of rank 1 or 2, got {lhs.shape} and {rhs.shape}")
@@ -340,7 +348,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     The result's dims are the batch dims, then lhs's free dims, then rhs's, each in operand order. One engine
     dot_general (written as a two-operand einsum over letters named after the dims). preferred_element_type:
     the result's dtype; operands are read in it when it holds them exactly (bf16 operands, f32 result), else
-    the product is computed in their promoted dtype and converted."""
+    the product is computed in their promoted dtype and converted. precision: as dot's."""
+    _lax_types.canonicalize_precision(precision)
     lhs, rhs = asarray(lhs), asarray(rhs)
     (lc, rc), (lb, rb) = dimension_numbers
     lc, lb = _dims(lc, lhs.ndim, "lhs contracting"), _dims(lb, lhs.ndim, "lhs batch")
@@ -499,7 +508,8 @@ def index_take(src, idxs, axes):
 
 
 def batch_matmul(lhs, rhs, precision=None):
-    """lhs [..., m, k] times rhs [..., k, n] with equal batch dims."""
+    """lhs [..., m, k] times rhs [..., k, n] with equal batch dims (precision: as dot's)."""
+    _lax_types.canonicalize_precision(precision)
     lhs, rhs = asarray(lhs), asarray(rhs)
     if lhs.ndim < 2 or lhs.ndim != rhs.ndim or tuple(lhs.shape[:-2]) != tuple(rhs.shape[:-2]):
         raise ValueError(f"batch_matmul: operands of one rank >= 2 with equal batch dims expected; got shapes "
@@ -613,10 +623,12 @@ def clz(x):
     return _C.astype(_C.scalar(32, v) - population_count(v), x._dtype_name)
 
 
-def scatter_sub(operand, indices, updates, axis=0, batch_dims=0):
-    """operand with updates subtracted at indices (scatter_add of -updates)."""
+def scatter_sub(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """operand with updates subtracted at indices (scatter_add of -updates), in scatter's layouts."""
     from .lax import scatter_add
-    return scatter_add(operand, indices, -asarray(updates), axis, batch_dims)
+    return scatter_add(operand, indices, -asarray(updates), axis, batch_dims, dimension_numbers=dimension_numbers,
+                       mode=mode)
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95, is_max_k=True,

@@ -200,3 +200,118 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
         fill = _C.astype(asarray(_np.asarray(fill, host), host), out._dtype_name)  # u32's max overflows scalar()
         out = _C.where(from_batch(inside), out, fill)
     return out
+
+
+class ScatterDimensionNumbers(_NamedTuple):
+    """XLA's scatter dimensions (jax.lax.ScatterDimensionNumbers). The index vector is scatter_indices' last dim.
+    update_window_dims: the updates dims that run over the window (the operand dims not inserted or batched, in
+    order); inserted_window_dims: operand dims of window size 1 that updates leave out; scatter_dims_to_operand_dims:
+    the operand dim each index-vector entry starts; operand_batching_dims / scatter_indices_batching_dims: operand
+    dims written at the matching batch coordinate of scatter_indices."""
+    update_window_dims: tuple
+    inserted_window_dims: tuple
+    scatter_dims_to_operand_dims: tuple
+    operand_batching_dims: tuple = ()
+    scatter_indices_batching_dims: tuple = ()
+
+
+def _scatter_check(operand, indices, updates, dn):
+    """JAX's scatter shape rule (the updates' shape), with its messages (TypeError); returns the windowed
+    operand dims."""
+    rank = operand.ndim
+    window, inserted, to_operand = dn.update_window_dims, dn.inserted_window_dims, dn.scatter_dims_to_operand_dims
+    obatch, ibatch = dn.operand_batching_dims, dn.scatter_indices_batching_dims
+    if indices.ndim < 1:
+        raise TypeError("Scatter index leaf dimension must be within [0, rank(indices) + 1). rank(indices) is 0.")
+    for name, dims in (("update_window_dims", window), ("inserted_window_dims", inserted),
+                       ("operand_batching_dims", obatch)):
+        if list(dims) != sorted(dims) or len(set(dims)) != len(dims):
+            raise TypeError(f"{name} in scatter op must be sorted and have no repeats; got {dims}.")
+    for name, dims in (("inserted_window_dims", inserted), ("operand_batching_dims", obatch),
+                       ("scatter_dims_to_operand_dims", to_operand)):
+        for d in dims:
+            if not 0 <= d < rank:
+                raise TypeError(f"Invalid {name} set in scatter op; valid range is [0, {rank}); got: {d}.")
+    if len(to_operand) != indices.shape[-1]:
+        raise TypeError(f"Scatter op has {len(to_operand)} elements in scatter_dims_to_operand_dims and the bound "
+                        f"of dimension index_vector_dim={indices.ndim - 1} of indices is {indices.shape[-1]}. "
+                        "These two numbers must be equal")
+    if len(obatch) != len(ibatch):
+        raise TypeError(f"operand_batching_dims {obatch} and scatter_indices_batching_dims {ibatch} in scatter "
+                        "op must be of the same length")
+    windowed = [d for d in range(rank) if d not in inserted and d not in obatch]
+    if len(windowed) != len(window):
+        raise TypeError(f"Scatter op has window of size {len(window)}; doesn't match operand of rank {rank} less "
+                        f"{len(inserted)} inserted and {len(obatch)} batching dims.")
+    batch_shape = list(indices.shape[:-1])
+    if updates.ndim != len(batch_shape) + len(window):
+        raise TypeError(f"Updates tensor must be of rank {len(batch_shape) + len(window)}; got {updates.ndim}.")
+    scatter_dims = [d for d in range(updates.ndim) if d not in window]
+    for d, s in zip(scatter_dims, batch_shape):
+        if updates.shape[d] != s:
+            raise TypeError(f"Bounds of the scatter dimensions of updates must be the same as the bounds of the "
+                            f"corresponding dimensions of scatter indices. For scatter dimension {d}, updates "
+                            f"bound is {updates.shape[d]}, indices bound is {s}.")
+    for d, ud in zip(windowed, window):
+        if updates.shape[ud] > operand.shape[d]:
+            raise TypeError(f"Bounds of the window dimensions of updates must not exceed the bounds of the "
+                            f"corresponding dimensions of operand. For dimension {ud}, updates bound is "
+                            f"{updates.shape[ud]}, operand bound is {operand.shape[d]}.")
+    return windowed, scatter_dims
+
+
+def scatter_linear_indices(operand, scatter_indices, updates, dimension_numbers, mode):
+    """The flat operand position (i32, updates' shape) each update element lands on: operand.size where its
+    window does not fit (mode FILL_OR_DROP, the default) so that the flat scatter drops it; CLIP and
+    PROMISE_IN_BOUNDS clamp each start into [0, dim - window]."""
+    operand, indices, updates = asarray(operand), asarray(scatter_indices), asarray(updates)
+    dn = dimension_numbers
+    dn = ScatterDimensionNumbers(_tuple(dn.update_window_dims), _tuple(dn.inserted_window_dims),
+                                 _tuple(dn.scatter_dims_to_operand_dims),
+                                 _tuple(getattr(dn, "operand_batching_dims", ())),
+                                 _tuple(getattr(dn, "scatter_indices_batching_dims", ())))
+    mode = GatherScatterMode.from_any(mode)
+    if mode == GatherScatterMode.ONE_HOT:
+        raise NotImplementedError("scatter: mode 'one_hot' is not supported")
+    if indices._dtype_name not in ("i32", "i64", "u8", "u32"):
+        raise ValueError(f"indices must have an integer type, got {indices.dtype}")
+    windowed, scatter_dims = _scatter_check(operand, indices, updates, dn)
+    shape = list(updates.shape)
+    batch_shape = list(indices.shape[:-1])
+    sizes = {d: 1 for d in range(operand.ndim)}
+    sizes.update({d: shape[ud] for d, ud in zip(windowed, dn.update_window_dims)})
+
+    def from_batch(x):  # [batch...] -> broadcastable to updates' shape
+        dims = [1] * len(shape)
+        for d, s in zip(scatter_dims, batch_shape):
+            dims[d] = s
+        return _C.reshape(x, dims)
+
+    idx = _C.astype(indices, "i32")
+    inside, linear, stride = None, None, 1
+    window_of = dict(zip(windowed, dn.update_window_dims))
+    for d in range(operand.ndim - 1, -1, -1):
+        dim, size = operand.shape[d], sizes[d]
+        coord = None
+        if d in dn.scatter_dims_to_operand_dims:
+            k = dn.scatter_dims_to_operand_dims.index(d)
+            start = _C.reshape(_C.slice(idx, [0] * (idx.ndim - 1) + [k], batch_shape + [k + 1], [1] * idx.ndim),
+                               batch_shape)
+            if mode == GatherScatterMode.FILL_OR_DROP:
+                ok = _C.bitwise_and(_C.greater_equal(start, 0), _C.less_equal(start, dim - size))
+                inside = ok if inside is None else _C.bitwise_and(inside, ok)
+            coord = from_batch(_C.minimum(_C.maximum(start, 0), dim - size))
+        elif d in dn.operand_batching_dims:
+            j = dn.scatter_indices_batching_dims[dn.operand_batching_dims.index(d)]
+            coord = _C.iota(shape, scatter_dims[j], "i32")
+        if d in window_of:
+            w = _C.iota(shape, window_of[d], "i32")
+            coord = w if coord is None else coord + w
+        if coord is not None:
+            term = coord * stride if stride != 1 else coord
+            linear = term if linear is None else linear + term
+        stride *= dim
+    linear = _C.broadcast_to(_C.full(shape, 0, "i32") if linear is None else linear, shape)
+    if inside is not None:
+        linear = _C.where(from_batch(inside), linear, _C.full(shape, _math.prod(operand.shape), "i32"))
+    return linear

@@ -10,6 +10,7 @@ import numpy as _np
 
 from . import _tessera as _C
 from . import numpy as _tnp
+from . import _lax_slicing, _lax_types
 from .numpy import asarray, astype
 from .tree_util import tree_flatten, tree_unflatten
 
@@ -217,53 +218,58 @@ def top_k(operand, k):
 
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
-                         dimension_numbers=None, feature_group_count=1, batch_group_count=1):
-    """jax.lax.conv_general_dilated: padding is "SAME", "VALID" or (low, high) pairs per spatial dim;
-    dimension_numbers None or three strings such as ("NHWC", "HWIO", "NHWC")."""
+                         dimension_numbers=None, feature_group_count=1, batch_group_count=1, precision=None,
+                         preferred_element_type=None, out_sharding=None):
+    """jax.lax.conv_general_dilated: padding is "SAME", "SAME_LOWER", "VALID" or (low, high) pairs per spatial
+    dim; dimension_numbers None, three strings such as ("NHWC", "HWIO", "NHWC") or a ConvDimensionNumbers.
+    precision: as lax.dot's (checked; float32 products); preferred_element_type: the result's dtype."""
+    _lax_types.canonicalize_precision(precision)
+    lhs, rhs = asarray(lhs), asarray(rhs)
+    dimension_numbers = _lax_types.conv_spec_strings(dimension_numbers, lhs.ndim)
     lhs_spec, rhs_spec, out_spec = dimension_numbers if dimension_numbers is not None else ("", "", "")
+    if isinstance(padding, str) and padding.upper() == "SAME_LOWER":
+        dn = _lax_types.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+        dilated = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(dn.rhs_spec[2:], rhs_dilation or [1] * (lhs.ndim - 2))]
+        base = [(lhs.shape[d] - 1) * r + 1 for d, r in zip(dn.lhs_spec[2:], lhs_dilation or [1] * (lhs.ndim - 2))]
+        padding = _lax_types.padtype_to_pads(base, dilated, window_strides, "SAME_LOWER")
     if not isinstance(padding, str):
         padding = [(int(lo), int(hi)) for lo, hi in padding]
-    return _C.conv_general_dilated(asarray(lhs), asarray(rhs), list(window_strides), padding,
-                                   list(lhs_dilation or []), list(rhs_dilation or []), lhs_spec, rhs_spec,
-                                   out_spec or lhs_spec, feature_group_count, batch_group_count)
+    out = _C.conv_general_dilated(lhs, rhs, list(window_strides), padding, list(lhs_dilation or []),
+                                  list(rhs_dilation or []), lhs_spec, rhs_spec, out_spec or lhs_spec,
+                                  feature_group_count, batch_group_count)
+    return out if preferred_element_type is None else astype(out, preferred_element_type)
 
 
-def _conv_transpose_padding(k, s, padding):
-    """The (low, high) padding of the dilated input for one spatial dim: kernel extent k, stride s (as JAX's)."""
-    if padding == "SAME":
-        pad_len = k + s - 2
-        pad_a = k - 1 if s > k - 1 else int(math.ceil(pad_len / 2))
-    elif padding == "VALID":
-        pad_len = k + s - 2 + builtins.max(k - s, 0)
-        pad_a = k - 1
-    else:
-        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) pairs, got {padding!r}")
-    return pad_a, pad_len - pad_a
-
-
-def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None, transpose_kernel=False):
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None, transpose_kernel=False,
+                   precision=None, preferred_element_type=None, use_consistent_padding=False):
     """jax.lax.conv_transpose: the lhs dilated by strides and convolved at stride 1 (lhs_dilation); padding
     "SAME" (outputs = inputs * strides), "VALID", or (low, high) pairs of the dilated input. transpose_kernel
-    flips the kernel's spatial dims and swaps its I and O, which makes this the gradient of conv."""
+    flips the kernel's spatial dims and swaps its I and O, which makes this the gradient of conv.
+    dimension_numbers: None, three strings or a ConvDimensionNumbers; precision as lax.dot's."""
+    if use_consistent_padding:
+        raise NotImplementedError("conv_transpose: use_consistent_padding=True is not supported")
     lhs, rhs = asarray(lhs), asarray(rhs)
     n = len(strides)
+    dimension_numbers = _lax_types.conv_spec_strings(dimension_numbers, lhs.ndim)
     lhs_spec, rhs_spec, out_spec = dimension_numbers if dimension_numbers is not None else (
         "NC" + "DHW"[3 - n:], "OI" + "DHW"[3 - n:], "NC" + "DHW"[3 - n:])
     spatial = [i for i, c in enumerate(rhs_spec) if c not in "IO"]
     dilation = list(rhs_dilation or [1] * n)
     if isinstance(padding, str):
         extents = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(spatial, dilation)]
-        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(extents, strides)]
+        padding = [_lax_types.conv_transpose_padding(k, s, padding) for k, s in zip(extents, strides)]
     if transpose_kernel:
         rhs = _tnp.flip(rhs, axis=tuple(spatial))
         rhs_spec = rhs_spec.replace("I", "?").replace("O", "I").replace("?", "O")
     return conv_general_dilated(lhs, rhs, (1,) * n, padding, lhs_dilation=strides, rhs_dilation=dilation,
-                                dimension_numbers=(lhs_spec, rhs_spec, out_spec))
+                                dimension_numbers=(lhs_spec, rhs_spec, out_spec), precision=precision,
+                                preferred_element_type=preferred_element_type)
 
 
-def conv(lhs, rhs, window_strides, padding):
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
     """jax.lax.conv: lhs NC..., rhs OI..., result NC...."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding)
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
 
 
 def add(x, y):
@@ -281,38 +287,56 @@ def min(x, y):  # noqa: A001 (lax's name)
     return _C.minimum(x, y)
 
 
-def _scatter(op, operand, indices, updates, axis, batch_dims):
+def _scatter(op, operand, indices, updates, axis, batch_dims, dimension_numbers=None, mode=None):
+    """A ScatterDimensionNumbers (4th argument, as JAX's, or dimension_numbers=) makes this XLA's scatter: every
+    update element's flat operand position (_lax_slicing.scatter_linear_indices) feeds one scatter along axis 0
+    of the flattened operand, whose rules give the gradients and vmap."""
     x = asarray(operand)
+    if dimension_numbers is None and hasattr(axis, "update_window_dims"):
+        dimension_numbers = axis
+    if dimension_numbers is not None:
+        updates = asarray(updates)
+        linear = _lax_slicing.scatter_linear_indices(x, indices, updates, dimension_numbers, mode)
+        flat = getattr(_C, op)(_C.reshape(x, [-1]), _C.reshape(linear, [-1]),
+                               _C.reshape(_C.astype(updates, x._dtype_name), [-1]), 0, 0)
+        return _C.reshape(flat, list(x.shape))
     return getattr(_C, op)(x, asarray(indices), asarray(updates), int(axis), int(batch_dims))
 
 
-def scatter(operand, indices, updates, axis=0, batch_dims=0):
-    """jax.lax.scatter in tf.gather's layout: updates (operand.shape[:axis] + indices.shape[batch_dims:] +
-    operand.shape[axis+1:]) replace operand's elements at their indices along axis; the first batch_dims dims
-    of operand and indices match. Out-of-range indices are dropped; where an index repeats, the last update in
-    index order stays. Gradients: none to the updates that were overwritten or dropped."""
-    return _scatter("scatter", operand, indices, updates, axis, batch_dims)
+def scatter(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None, indices_are_sorted=False,
+            unique_indices=False, mode=None):
+    """jax.lax.scatter, with a ScatterDimensionNumbers as the 4th argument (XLA's layout; mode 'fill'/'drop',
+    the default, drops the windows that do not fit, 'clip' clamps them), or in tf.gather's layout: updates
+    (operand.shape[:axis] + indices.shape[batch_dims:] + operand.shape[axis+1:]) replace operand's elements at
+    their indices along axis; the first batch_dims dims of operand and indices match. Out-of-range indices are
+    dropped; where an index repeats, the last update in index order stays. Gradients: none to the updates that
+    were overwritten or dropped. indices_are_sorted and unique_indices are hints and change nothing."""
+    return _scatter("scatter", operand, indices, updates, axis, batch_dims, dimension_numbers, mode)
 
 
-def scatter_add(operand, indices, updates, axis=0, batch_dims=0):
-    """jax.lax.scatter_add in scatter's layout: repeated indices sum."""
-    return _scatter("scatter_add", operand, indices, updates, axis, batch_dims)
+def scatter_add(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_add in scatter's layouts: repeated indices sum."""
+    return _scatter("scatter_add", operand, indices, updates, axis, batch_dims, dimension_numbers, mode)
 
 
-def scatter_mul(operand, indices, updates, axis=0, batch_dims=0):
-    """jax.lax.scatter_mul in scatter's layout: repeated indices multiply. Gradients are exact with repeated
+def scatter_mul(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_mul in scatter's layouts: repeated indices multiply. Gradients are exact with repeated
     indices and zero updates (JAX needs unique indices)."""
-    return _scatter("scatter_mul", operand, indices, updates, axis, batch_dims)
+    return _scatter("scatter_mul", operand, indices, updates, axis, batch_dims, dimension_numbers, mode)
 
 
-def scatter_min(operand, indices, updates, axis=0, batch_dims=0):
-    """jax.lax.scatter_min in scatter's layout; NaN wins. The gradient is split evenly between tied values."""
-    return _scatter("scatter_min", operand, indices, updates, axis, batch_dims)
+def scatter_min(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_min in scatter's layouts; NaN wins. The gradient is split evenly between tied values."""
+    return _scatter("scatter_min", operand, indices, updates, axis, batch_dims, dimension_numbers, mode)
 
 
-def scatter_max(operand, indices, updates, axis=0, batch_dims=0):
-    """jax.lax.scatter_max in scatter's layout; NaN wins. The gradient is split evenly between tied values."""
-    return _scatter("scatter_max", operand, indices, updates, axis, batch_dims)
+def scatter_max(operand, indices, updates, axis=0, batch_dims=0, *, dimension_numbers=None,
+                indices_are_sorted=False, unique_indices=False, mode=None):
+    """jax.lax.scatter_max in scatter's layouts; NaN wins. The gradient is split evenly between tied values."""
+    return _scatter("scatter_max", operand, indices, updates, axis, batch_dims, dimension_numbers, mode)
 
 
 _COMPUTATIONS = {add: "add", max: "max", min: "min", _tnp.add: "add", _tnp.maximum: "max", _tnp.minimum: "min"}
@@ -395,3 +419,12 @@ __all__ += ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_
 
 # jax.lax.linalg (tessera/_lax_linalg.py): cholesky, triangular_solve, lu, eigh, svd, qr.
 from . import _lax_linalg as linalg  # noqa: E402
+
+
+# jax.lax's option types, dimension numbers and shape helpers (tessera/_lax_types.py), XLA's scatter dimension
+# numbers (tessera/_lax_slicing.py) and the functions composed of other ops (tessera/_lax_more.py).
+from . import _lax_more  # noqa: E402
+
+globals().update({_n: getattr(_m, _n) for _m in (_lax_types, _lax_more) for _n in _m.__all__})
+ScatterDimensionNumbers = _lax_slicing.ScatterDimensionNumbers
+__all__ += _lax_types.__all__ + ["ScatterDimensionNumbers"] + _lax_more.__all__

@@ -84,6 +84,7 @@ from ._np_extra import (array_repr, array_str, bool, c_, double, float_, frombuf
                         get_printoptions, histogramdd, int_, load, packbits, place, printoptions, r_, save, savez,
                         set_printoptions, single, unpackbits)
 from . import _np_array_methods  # noqa: F401 (installs the Array type's methods)
+from . import _lax_types
 
 # The Array API standard's names for functions numpy names otherwise (jax.numpy has both).
 acos, acosh, asin, asinh, atan, atan2, atanh = arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh
@@ -101,6 +102,12 @@ def matrix_transpose(x, /):
 def vecdot(x1, x2, /, *, axis=-1):
     """The dot product of x1 and x2 along axis, broadcast over the other axes (real arrays: no conjugate)."""
     return sum(multiply(x1, x2), axis=axis)
+
+
+# jax.numpy's products take precision= (lax.Precision, a DotAlgorithmPreset, ...; checked, float32 products
+# whatever it asks) and preferred_element_type= (the result's dtype): tessera/_lax_types.py.
+dot, inner, matmul, tensordot, vdot, vecdot, convolve, correlate = (
+    _lax_types.with_precision(_f) for _f in (dot, inner, matmul, tensordot, vdot, vecdot, convolve, correlate))
 
 
 def matvec(x1, x2, /):
