@@ -131,3 +131,15 @@ def test_errors():
     doc["program"] = doc["program"].replace("dot_general", "dot_generale", 1)
     with pytest.raises(ValueError, match="does not parse"):
         export.deserialize(json.dumps(doc).encode())
+
+
+def test_called_with_sharded_arrays_it_runs_on_their_mesh():
+    from tessera.sharding import NamedSharding, P, make_mesh
+    mesh = make_mesh((4,), ("i",))
+    x = tessera.device_put(tnp.asarray(data(8, 4, seed=4)), NamedSharding(mesh, P("i")))
+    spec = tessera.ShapeDtypeStruct((8, 4), np.float32)
+    back = export.deserialize(export.export(tessera.jit(mlp))(PARAMS, spec).serialize())
+    out = back.call(PARAMS, x)
+    assert out["out"].sharding.spec == [["i"], []]
+    np.testing.assert_allclose(np.asarray(out["out"]), mlp_numpy(PARAMS, data(8, 4, seed=4))[0], rtol=1e-5,
+                               atol=1e-6)
