@@ -48,22 +48,10 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
     rhs = _tnp.broadcast_to(eye, (n_channels, spatial_size, spatial_size))
     rhs = _tnp.reshape(rhs, (n_channels * spatial_size, 1) + filter_shape)  # O I spatial...
     rhs = _tnp.moveaxis(rhs, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
-    rhs = _tnp.transpose(rhs, _inverse_spatial(dn.rhs_spec))
     return _lax().conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                        rhs_dilation=rhs_dilation, dimension_numbers=dn,
                                        feature_group_count=n_channels, precision=precision,
                                        preferred_element_type=preferred_element_type)
-
-
-def _inverse_spatial(rhs_spec):
-    """The permutation that puts the kernel built in O I spatial... order (then moved O and I) into rhs_spec's
-    spatial order: moveaxis placed O and I; the spatial dims keep their order, which rhs_spec[2:] may permute."""
-    ndim = len(rhs_spec)
-    rest = [d for d in range(ndim) if d not in rhs_spec[:2]]  # where moveaxis left spatial dims 0, 1, ...
-    perm = list(range(ndim))
-    for i, d in enumerate(rhs_spec[2:]):
-        perm[d] = rest[i]
-    return perm
 
 
 def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape, lhs_dilation=None,
