@@ -32,7 +32,8 @@ __all__ = ["shard_map", "pmap", "psum", "pmean", "pmax", "pmin", "all_gather", "
 
 class _Bodies(threading.local):
     def __init__(self):
-        self.meshes = []  # the meshes of the shard_map bodies being traced on this thread, innermost last
+        # (mesh, its manual axes) of the shard_map bodies being traced on this thread, innermost last
+        self.meshes = []
 
 
 _bodies = _Bodies()
@@ -47,8 +48,8 @@ def _groups(axis_name, axis_index_groups=None, what="collective"):
     those axes; axis_index_groups (lists of indices along the axis, of one size, each index once) splits each
     group further, as pmap's collectives take them."""
     names = _axis_names(axis_name)
-    for mesh in reversed(_bodies.meshes):
-        if all(n in mesh.axis_names for n in names):
+    for mesh, manual in reversed(_bodies.meshes):
+        if all(n in manual for n in names):
             groups, size = _C.axis_groups(mesh, list(names))
             if axis_index_groups is None:
                 return groups, size
@@ -59,8 +60,10 @@ def _groups(axis_name, axis_index_groups=None, what="collective"):
                                  "of the axis into groups of one size, each index once")
             sub = [groups[g + i] for g in range(0, len(groups), size) for ig in index_groups for i in ig]
             return sub, len(index_groups[0])
-    missing = next((n for n in names if not any(n in m.axis_names for m in _bodies.meshes)), names[0])
-    raise NameError(f"unbound axis name: {missing} (collectives name the mesh axes of an enclosing shard_map)")
+    missing = next((n for n in names if not any(n in manual for _, manual in _bodies.meshes)), names[0])
+    auto = any(missing in mesh.axis_names for mesh, _ in _bodies.meshes)
+    raise NameError(f"unbound axis name: {missing} (collectives name the manual mesh axes of an enclosing shard_map"
+                    + ("; this one is an auto axis there)" if auto else ")"))
 
 
 def _is_spec(x):
@@ -78,17 +81,21 @@ def _leaf_specs(specs, tree, what):
     return out
 
 
-def _unnamed_axes(mesh, spec):
-    """The mesh axes a spec does not split over: along them the value is the same on every device."""
+def _unnamed_axes(manual, spec):
+    """The manual axes a spec does not split over: along them the value is the same on every device. (Along an
+    auto axis every device computes the same values anyway: there is nothing to scale or sum.)"""
     named = {a for d in spec._dims() for a in d}
-    return tuple(a for a in mesh.axis_names if a not in named)
+    return tuple(a for a in manual if a not in named)
 
 
 class _ShardMapped:
     _tessera_compiled = True  # jit(shard_map(f)) is this function: it is compiled already
 
-    def __init__(self, f, mesh, in_specs, out_specs, order=0):
+    def __init__(self, f, mesh, in_specs, out_specs, order=0, manual=None):
         self.f = f
+        # The axes the body is written for (its collectives' and specs'); the others are auto: the body runs
+        # whole along them, each device of an auto axis computing the same blocks.
+        self.manual = tuple(mesh.axis_names) if manual is None else tuple(manual)
         # 0: a user's shard_map; 1: the backward pass of one (differentiable: forward mode is the transpose of
         # reverse mode here, tessera._derivatives); 2: the backward pass of that, which a custom_vjp would trace
         # and compile when order 1 is called, so at every first derivative: it is compiled when it first runs
@@ -112,7 +119,7 @@ class _ShardMapped:
         state = {}
 
         def body(xs):
-            _bodies.meshes.append(self.mesh)
+            _bodies.meshes.append((self.mesh, self.manual))
             try:
                 out = self.f(*tree_unflatten(in_tree, list(xs)))
             finally:
@@ -195,8 +202,9 @@ class _ShardMapped:
             flat_f = lambda *ys: program.apply(list(ys))  # noqa: E731
         else:
             flat_f = lambda *ys: tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]  # noqa: E731
-        backward = _backward(flat_f, mesh, specs, out_specs, f"{self.__name__}_vjp")
-        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), order=self._order + 1)
+        backward = _backward(flat_f, self.manual, specs, out_specs, f"{self.__name__}_vjp")
+        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), order=self._order + 1,
+                               manual=self.manual)
 
         @custom_vjp
         def call(*xs):
@@ -237,9 +245,10 @@ class _ShardMapped:
         if self._order >= _MAX_ORDER:
             return op(*leaves)
         specs, out_specs = list(self.in_specs), list(self.out_specs)
-        backward = _backward(lambda *ys: tree_flatten(self.f(*ys))[0], self.mesh, specs, out_specs,
+        backward = _backward(lambda *ys: tree_flatten(self.f(*ys))[0], self.manual, specs, out_specs,
                              f"{self.__name__}_vjp")
-        above = _ShardMapped(backward, self.mesh, tuple(specs + out_specs), tuple(specs), order=self._order + 1)
+        above = _ShardMapped(backward, self.mesh, tuple(specs + out_specs), tuple(specs), order=self._order + 1,
+                             manual=self.manual)
 
         @custom_vjp
         def call(*xs):
@@ -252,7 +261,7 @@ class _ShardMapped:
 _MAX_ORDER = 4
 
 
-def _backward(flat_f, mesh, specs, out_specs, name):
+def _backward(flat_f, manual, specs, out_specs, name):
     """The backward pass of a shard_map as a per-device function of (arguments..., result cotangents...) that
     returns the arguments' cotangents, with JAX's rules: a result the same on every device along some axes was
     given its whole cotangent on each of them (so each takes 1/n), and an argument read whole along some axes gets
@@ -264,13 +273,13 @@ def _backward(flat_f, mesh, specs, out_specs, name):
     def backward(*xs_and_cts):
         xs, cts = list(xs_and_cts[:total]), list(xs_and_cts[total:])
         for i, spec in enumerate(out_specs):
-            unnamed = _unnamed_axes(mesh, spec)
+            unnamed = _unnamed_axes(manual, spec)
             if unnamed and _tnp.isdtype(cts[i].dtype, "real floating"):
                 cts[i] = cts[i] / axis_size(unnamed)
         _, pullback = vjp(flat_f, *xs)
         grads = list(pullback(cts))
         for j, spec in enumerate(specs):
-            unnamed = _unnamed_axes(mesh, spec)
+            unnamed = _unnamed_axes(manual, spec)
             if unnamed and _tnp.isdtype(grads[j].dtype, "real floating"):
                 grads[j] = psum(grads[j], unnamed)
         return tuple(grads)
@@ -282,15 +291,39 @@ def _backward(flat_f, mesh, specs, out_specs, name):
 def shard_map(f=None, mesh=None, in_specs=None, out_specs=None, check_rep=True, check_vma=True, auto=frozenset(),
               axis_names=None):
     """jax.shard_map: f on each device's blocks of the arguments (split over mesh as in_specs, a prefix of the
-    arguments' tree with PartitionSpecs as leaves, say), its results put together as out_specs say. check_rep,
-    check_vma and auto are accepted for JAX's signature: replication is not checked, every mesh axis is manual."""
+    arguments' tree with PartitionSpecs as leaves, say), its results put together as out_specs say. axis_names
+    (or the complement of auto, JAX's older spelling): the manual axes, which the specs and f's collectives name;
+    along the others f runs whole, each device computing the same (correct, not split further). check_rep and
+    check_vma are accepted for JAX's signature: replication is not checked."""
     if f is None:
-        return lambda fun: shard_map(fun, mesh, in_specs, out_specs)
+        return lambda fun: shard_map(fun, mesh, in_specs, out_specs, check_rep, check_vma, auto, axis_names)
     if mesh is None or in_specs is None or out_specs is None:
         raise TypeError("shard_map needs mesh, in_specs and out_specs")
-    if auto:
-        raise NotImplementedError("shard_map: auto axes (every mesh axis is manual here)")
-    return _ShardMapped(f, mesh, in_specs, out_specs)
+    names = tuple(mesh.axis_names)
+    unknown = [a for a in set(auto) | set(axis_names or ()) if a not in names]
+    if unknown:
+        raise ValueError(f"shard_map: axis {unknown[0]!r} is not an axis of {mesh}")
+    if axis_names is not None and auto:
+        raise ValueError("shard_map: give axis_names (the manual axes) or auto, not both")
+    manual = tuple(a for a in names if (a in set(axis_names) if axis_names is not None else a not in set(auto)))
+    if len(manual) < len(names):
+        _check_manual_specs(in_specs, manual, "in_specs")
+        if not isinstance(out_specs, _LazySpecs):
+            _check_manual_specs(out_specs, manual, "out_specs")
+    return _ShardMapped(f, mesh, in_specs, out_specs, manual=manual)
+
+
+def _check_manual_specs(specs, manual, what):
+    """The specs (a pytree prefix with PartitionSpecs as leaves) name manual axes only, as JAX requires."""
+    leaves = tree_flatten(specs, is_leaf=_is_spec)[0]
+    for spec in leaves:
+        if spec is None:
+            continue
+        for dim in spec._dims():
+            for a in dim:
+                if a not in manual:
+                    raise ValueError(f"shard_map {what} argument must refer to an axis marked as manual "
+                                     f"({sorted(manual)}), but {spec} names {a!r}")
 
 
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(), devices=None,
