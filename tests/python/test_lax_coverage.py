@@ -90,6 +90,10 @@ def test_dtype():
     values = (1.0, 1, True, np.int32(1), "float32", np.zeros(2, np.int8), np.float16, tnp.bfloat16)
     assert [str(lax.dtype(v)) for v in values] == _JAX["dtypes"]
     assert lax.dtype(tnp.zeros(3, tnp.int32)) == np.int32
+    # 64-bit numpy types canonicalize as jax.lax.dtype's do without x64 (JAX 0.10.2: int32, float32, float32, int32)
+    assert [str(lax.dtype(v)) for v in (np.int64(1), np.float64, np.zeros(2), "int64")] == ["int32", "float32",
+                                                                                            "float32", "int32"]
+    assert lax.dtype(tnp.zeros(2, np.float64)) == np.float64  # a tessera float64 array keeps its dtype
 
 
 def test_round_takes_rounding_method():
@@ -203,6 +207,29 @@ def test_reduce_precision_of_bf16_and_its_gradient():
     with pytest.raises(TypeError):
         lax.reduce_precision(np.arange(3, dtype=np.int32), 5, 10)
 
+
+_F64_IN = [4607182418800017408, 4607182418800021504, 4607182418800023552, 4614256656552045848, 13836675482169661289,
+           9094988921128908188, 118622047889322841, 5183635696913276845, 5183771782906367355, 4023340849777945987,
+           9221120237041090560, 9218868437227405312, 4591870180066957722, 4599676419421066581]
+# jax.lax.reduce_precision with jax_enable_x64, as float64 bits.
+_F64_OUT = {
+    (8, 23): [4607182418800017408, 4607182418800017408, 4607182418800017408, 4614256656748904448, 13836675481983778816,
+              9218868437227405312, 0, 5183635696786604032, 9218868437227405312, 0, 9221120237041090560,
+              9218868437227405312, 4591870180174331904, 4599676419600023552],
+    (11, 40): [4607182418800017408, 4607182418800021504, 4607182418800025600, 4614256656552046592, 13836675482169659392,
+               9094988921128906752, 118622047889321984, 5183635696913276928, 5183771782906368000, 4023340849777946624,
+               9221120237041090560, 9218868437227405312, 4591870180066959360, 4599676419421065216],
+    (5, 10): [4607182418800017408, 4607182418800017408, 4607182418800017408, 4614254477589872640, 13836676536398249984,
+              9218868437227405312, 0, 9218868437227405312, 9218868437227405312, 0, 9221120237041090560,
+              9218868437227405312, 4591868420848353280, 4599674953405562880]}
+
+
+@pytest.mark.parametrize("fmt", sorted(_F64_OUT))
+def test_reduce_precision_of_float64_is_bit_exact(fmt):
+    x = np.array(_F64_IN, np.uint64).view(np.float64)
+    got = lax.reduce_precision(tnp.asarray(x, dtype=tnp.float64), *fmt)
+    assert got.dtype == np.float64
+    assert np.asarray(got).view(np.uint64).tolist() == _F64_OUT[fmt]
 
 # --- bit generators ----------------------------------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ def _reduce_precision_bits(x, exponent_bits, mantissa_bits):
 
     def const(v):  # v's low `width` bits as a signed integer of the format's width
         v &= (1 << width) - 1
-        return asarray(np_int(v - (1 << width) if v >> (width - 1) else v))
+        return asarray(np_int(v - (1 << width) if v >> (width - 1) else v), dtype=np_int)  # int64 kept as such
 
     if mantissa_bits < n_man:
         shift = n_man - mantissa_bits
@@ -121,26 +121,19 @@ def reduce_precision(operand, exponent_bits, mantissa_bits):
     if x._dtype_name not in ("f32", "f64", "f16", "bf16"):
         raise TypeError(f"reduce_precision: operand must have a floating dtype, got {x.dtype}")
 
-    @_custom_jvp_reduce()
+    from . import custom_jvp
+
+    @custom_jvp
     def rp(v):
         if v._dtype_name in _FORMATS:
             return _reduce_precision_bits(v, exponent_bits, mantissa_bits)
         return _C.astype(_reduce_precision_bits(_C.astype(v, "f32"), exponent_bits, mantissa_bits), v._dtype_name)
 
+    @rp.defjvp
+    def _rp_jvp(primals, tangents):
+        return rp(primals[0]), tangents[0]
+
     return rp(x)
-
-
-def _custom_jvp_reduce():
-    from . import custom_jvp
-
-    def wrap(fn):
-        fn = custom_jvp(fn)
-
-        @fn.defjvp
-        def _jvp(primals, tangents):
-            return fn(primals[0]), tangents[0]
-        return fn
-    return wrap
 
 
 class RandomAlgorithm(_enum.IntEnum):

@@ -114,28 +114,29 @@ class RoundingMethod(_enum.IntEnum):
     TO_NEAREST_EVEN = 1
 
 
+_CANONICAL_WIDTHS = {_np.dtype(_np.float64): _np.dtype(_np.float32), _np.dtype(_np.int64): _np.dtype(_np.int32),
+                     _np.dtype(_np.uint64): _np.dtype(_np.uint32), _np.dtype(_np.complex128): _np.dtype(_np.complex64)}
+
+
 def dtype(x):
-    """jax.lax.dtype: the dtype of an array, a scalar or a dtype-like; Python scalars take JAX's default types
-    (float32, int32, bool, complex64)."""
+    """jax.lax.dtype: the dtype of a tessera array as it is; of anything else (Python and numpy scalars and
+    arrays, dtype-likes) canonicalized as JAX without x64 canonicalizes it: Python float, int, bool, complex give
+    float32, int32, bool, complex64, and 64-bit numpy types their 32-bit ones (tnp.asarray's dtypes)."""
     from . import numpy as _tnp
+    if isinstance(x, _tnp.ndarray):
+        return x.dtype
     if isinstance(x, bool):
         return _np.dtype(bool)
-    if isinstance(x, int):
+    if isinstance(x, int) or x is int:
         return _np.dtype(_np.int32)
-    if isinstance(x, float):
+    if isinstance(x, float) or x is float:
         return _np.dtype(_np.float32)
-    if isinstance(x, complex):
+    if isinstance(x, complex) or x is complex:
         return _np.dtype(_np.complex64)
-    dt = getattr(x, "dtype", None)
-    if dt is not None and not isinstance(x, type):
-        return dt
-    if x is float:
-        return _np.dtype(_np.float32)
-    if x is int:
-        return _np.dtype(_np.int32)
-    if x is _tnp.bfloat16 or str(x) == "bfloat16":
+    if x is _tnp.bfloat16 or getattr(x, "dtype", None) is _tnp.bfloat16 or str(x) == "bfloat16":
         return _tnp.bfloat16
-    return _np.dtype(x)
+    dt = _np.dtype(x.dtype) if hasattr(x, "dtype") and not isinstance(x, type) else _np.dtype(x)
+    return _CANONICAL_WIDTHS.get(dt, dt)
 
 
 # ((lhs_contracting_dims, rhs_contracting_dims), (lhs_batch_dims, rhs_batch_dims)), as JAX's alias.

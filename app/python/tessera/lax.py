@@ -240,6 +240,9 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     return out if preferred_element_type is None else astype(out, preferred_element_type)
 
 
+_conv_transpose_padding = _lax_types.conv_transpose_padding  # (low, high) of the dilated input per spatial dim
+
+
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None, transpose_kernel=False,
                    precision=None, preferred_element_type=None, use_consistent_padding=False):
     """jax.lax.conv_transpose: the lhs dilated by strides and convolved at stride 1 (lhs_dilation); padding
@@ -257,7 +260,7 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     dilation = list(rhs_dilation or [1] * n)
     if isinstance(padding, str):
         extents = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(spatial, dilation)]
-        padding = [_lax_types.conv_transpose_padding(k, s, padding) for k, s in zip(extents, strides)]
+        padding = [_conv_transpose_padding(k, s, padding) for k, s in zip(extents, strides)]
     if transpose_kernel:
         rhs = _tnp.flip(rhs, axis=tuple(spatial))
         rhs_spec = rhs_spec.replace("I", "?").replace("O", "I").replace("?", "O")
