@@ -1,4 +1,7 @@
-"""Helpers the tests share to build Arrays of a given dtype and compare results with numpy's."""
+"""Helpers the tests share to build Arrays of a given dtype and compare results with numpy's, and references
+computed in float64."""
+import math
+
 import numpy as np
 
 import tessera.numpy as tnp
@@ -25,3 +28,17 @@ def same(got, want, rtol=1e-5, dtype=None):
     if dtype is not None:
         assert got.dtype == dtype, got.dtype
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=1e-5)
+
+
+def taylor_expm(m, terms=60):
+    """exp(m) in float64 by its series, m scaled by 2^-k first and squared k times back (the series of a matrix
+    of norm at most 1/2 converges fast)."""
+    k = max(0, int(math.ceil(math.log2(max(np.abs(m).sum(0).max(), 1e-300) * 2))))
+    a = m / 2.0 ** k
+    r, term = np.eye(len(m)), np.eye(len(m))
+    for i in range(1, terms):
+        term = term @ a / i
+        r = r + term
+    for _ in range(k):
+        r = r @ r
+    return r

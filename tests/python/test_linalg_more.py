@@ -12,7 +12,7 @@ import tessera
 import tessera.numpy as tnp
 from tessera.scipy import linalg
 
-from comparisons import arr, close
+from comparisons import arr, close, taylor_expm
 from finite_differences import finite_difference
 
 F64 = dict(rtol=1e-10, atol=1e-12)
@@ -29,19 +29,6 @@ def rand(shape, seed=0):
 def spd(shape, seed=0):
     a = rand(shape, seed)
     return a @ mT(a) + shape[-1] * np.eye(shape[-1])
-
-
-def np_taylor_expm(m, terms=60):
-    """exp(m) by its series, m scaled by 2^-k and squared k times back."""
-    k = max(0, int(math.ceil(math.log2(max(np.abs(m).sum(0).max(), 1e-300) * 2))))
-    a = m / 2.0 ** k
-    r, term = np.eye(len(m)), np.eye(len(m))
-    for i in range(1, terms):
-        term = term @ a / i
-        r = r + term
-    for _ in range(k):
-        r = r @ r
-    return r
 
 
 # ---- cholesky, det, inv, solve ------------------------------------------------------------------------------
@@ -410,14 +397,14 @@ def np_frechet(a, e):
     """The Frechet derivative of exp at a in direction e: the upper right block of exp([[a, e], [0, a]])."""
     n = len(a)
     big = np.block([[a, e], [np.zeros((n, n)), a]])
-    return np_taylor_expm(big)[:n, n:]
+    return taylor_expm(big)[:n, n:]
 
 
 @pytest.mark.parametrize("scale", [0.2, 3.0])
 def test_expm_frechet_matches_the_block_exponential(scale):
     a, e = rand((4, 4), 26) * scale, rand((4, 4), 27)
     expm_a, l = linalg.expm_frechet(arr(a), arr(e))
-    close(expm_a, np_taylor_expm(a), rtol=1e-10, atol=1e-12)
+    close(expm_a, taylor_expm(a), rtol=1e-10, atol=1e-12)
     close(l, np_frechet(a, e), rtol=1e-9, atol=1e-11)
     close(linalg.expm_frechet(arr(a), arr(e), compute_expm=False), np_frechet(a, e), rtol=1e-9, atol=1e-11)
 
