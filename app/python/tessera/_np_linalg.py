@@ -88,13 +88,15 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     return _matrix_norm(x, ord, axes, keepdims)
 
 
-def _vector_norm(x, ord, axis, keepdims):
+def _vector_norm(x, ord, axis, keepdims, **inf_initial):
+    """The vector norm of order ord (a number or None) over axis; inf_initial: max's `initial` for ord inf (the
+    array API's norm of no elements is 0)."""
     if ord is None or ord == 2:
         return sqrt(sum(x * x, axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise ValueError(f"norm: ord={ord!r} is for matrices, not vectors")
     if ord == _np.inf:
-        return max(abs(x), axis, keepdims=keepdims)
+        return max(abs(x), axis, keepdims=keepdims, **inf_initial)
     if ord == -_np.inf:
         return min(abs(x), axis, keepdims=keepdims)
     if ord == 0:
@@ -399,8 +401,6 @@ def _array_api_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The vector norm over axis (an int, a tuple, or None: every axis, as one flattened vector): ord 2 (or
     None), 1, 0 (the count of nonzeros), inf (0 for no elements), -inf, any other p."""
     x = _inexact(asarray(x))
-    if ord is None or ord == 2:
-        return sqrt(sum(x * x, axis, keepdims=keepdims))
     if isinstance(ord, str):
         msg = f"Invalid order '{ord}' for vector norm."
         if ord == "inf":
@@ -408,15 +408,7 @@ def _array_api_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
         if ord == "-inf":
             msg += "Use '-jax.numpy.inf' instead."
         raise ValueError(msg)
-    if ord == _np.inf:
-        return max(abs(x), axis, keepdims=keepdims, initial=0.0)
-    if ord == -_np.inf:
-        return min(abs(x), axis, keepdims=keepdims)
-    if ord == 0:
-        return sum(_C.astype(_C.not_equal(x, 0.0), x._dtype_name), axis, keepdims=keepdims)
-    if ord == 1:
-        return sum(abs(x), axis, keepdims=keepdims)
-    return power(sum(power(abs(x), float(ord)), axis, keepdims=keepdims), 1.0 / ord)
+    return _vector_norm(x, ord, axis, keepdims, initial=0.0)
 
 
 _ARRAY_API = (_array_api_cross, _array_api_diagonal, _array_api_matmul, _array_api_matrix_norm,
