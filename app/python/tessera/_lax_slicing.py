@@ -127,6 +127,47 @@ def _check(operand, indices, dn, slice_sizes):
     return windowed
 
 
+def _flat_positions(operand_shape, indices, shape, batch_dims, sizes, start_map, batching, window_of, mode):
+    """The flat operand position (i32, `shape`) that each element of a gather's result or a scatter's updates
+    reads or writes, the operand's dims taken from the last: a dim in start_map starts at its index-vector entry
+    (clamped into [0, dim - sizes[dim]]), a batching dim at the element's coordinate along the index batch dim it
+    pairs with, a windowed dim adds the element's coordinate along its window dim (window_of). Also where every
+    start fitted (None unless mode is FILL_OR_DROP), over the index batch dims, and from_batch, which lays an array
+    over those dims out to broadcast against `shape` (batch_dims: where they sit in it)."""
+    batch_shape = list(indices.shape[:-1])
+
+    def from_batch(x):
+        dims = [1] * len(shape)
+        for d, s in zip(batch_dims, batch_shape):
+            dims[d] = s
+        return _C.reshape(x, dims)
+
+    idx = _C.astype(indices, "i32")
+    inside, linear, stride = None, None, 1
+    for d in range(len(operand_shape) - 1, -1, -1):
+        dim, size = operand_shape[d], sizes[d]
+        coord = None
+        if d in start_map:
+            k = start_map.index(d)
+            start = _C.reshape(_C.slice(idx, [0] * (idx.ndim - 1) + [k], batch_shape + [k + 1], [1] * idx.ndim),
+                               batch_shape)
+            if mode == GatherScatterMode.FILL_OR_DROP:
+                ok = _C.bitwise_and(_C.greater_equal(start, 0), _C.less_equal(start, dim - size))
+                inside = ok if inside is None else _C.bitwise_and(inside, ok)
+            coord = from_batch(_C.minimum(_C.maximum(start, 0), dim - size))
+        elif d in batching:
+            coord = _C.iota(shape, batch_dims[batching[d]], "i32")
+        if d in window_of:
+            w = _C.iota(shape, window_of[d], "i32")
+            coord = w if coord is None else coord + w
+        if coord is not None:
+            term = coord * stride if stride != 1 else coord
+            linear = term if linear is None else linear + term
+        stride *= dim
+    linear = _C.broadcast_to(_C.full(shape, 0, "i32") if linear is None else linear, shape)
+    return linear, inside, from_batch
+
+
 def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
            indices_are_sorted=False, mode=None, fill_value=None):
     """jax.lax.gather: the windows of operand of size slice_sizes starting at start_indices[..., :] (the last
@@ -154,42 +195,10 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
     for d, od in zip(windowed, dn.offset_dims):
         out_shape[od] = slice_sizes[d]
 
-    def from_batch(x):  # [batch...] -> broadcastable to out_shape
-        shape = [1] * out_rank
-        for d, s in zip(batch_out, batch_shape):
-            shape[d] = s
-        return _C.reshape(x, shape)
-
-    idx = _C.astype(indices, "i32")
-    inside = None
-    linear = None
-    stride = 1
-    offset_of = dict(zip(windowed, dn.offset_dims))
-    for d in range(operand.ndim - 1, -1, -1):
-        dim, size = operand.shape[d], slice_sizes[d]
-        if d in dn.start_index_map:
-            k = dn.start_index_map.index(d)
-            start = _C.reshape(_C.slice(idx, [0] * (idx.ndim - 1) + [k], batch_shape + [k + 1], [1] * idx.ndim),
-                               batch_shape)
-            if mode == GatherScatterMode.FILL_OR_DROP:
-                ok = _C.bitwise_and(_C.greater_equal(start, 0), _C.less_equal(start, dim - size))
-                inside = ok if inside is None else _C.bitwise_and(inside, ok)
-            coord = from_batch(_C.minimum(_C.maximum(start, 0), dim - size))
-        elif d in dn.operand_batching_dims:
-            j = dn.start_indices_batching_dims[dn.operand_batching_dims.index(d)]
-            coord = _C.iota(out_shape, batch_out[j], "i32")
-        else:
-            coord = None
-        if d in offset_of:
-            window = _C.iota(out_shape, offset_of[d], "i32")
-            coord = window if coord is None else coord + window
-        if coord is not None:
-            term = coord * stride if stride != 1 else coord
-            linear = term if linear is None else linear + term
-        stride *= dim
-    if linear is None:
-        linear = _C.full(out_shape, 0, "i32")
-    linear = _C.broadcast_to(linear, out_shape)
+    linear, inside, from_batch = _flat_positions(
+        operand.shape, indices, out_shape, batch_out, dict(enumerate(slice_sizes)), dn.start_index_map,
+        dict(zip(dn.operand_batching_dims, dn.start_indices_batching_dims)), dict(zip(windowed, dn.offset_dims)),
+        mode)
     if operand.size == 0 or _math.prod(out_shape) == 0:
         out = _C.full(out_shape, 0, operand._dtype_name)
     else:
@@ -277,41 +286,12 @@ def scatter_linear_indices(operand, scatter_indices, updates, dimension_numbers,
         raise ValueError(f"indices must have an integer type, got {indices.dtype}")
     windowed, scatter_dims = _scatter_check(operand, indices, updates, dn)
     shape = list(updates.shape)
-    batch_shape = list(indices.shape[:-1])
     sizes = {d: 1 for d in range(operand.ndim)}
     sizes.update({d: shape[ud] for d, ud in zip(windowed, dn.update_window_dims)})
-
-    def from_batch(x):  # [batch...] -> broadcastable to updates' shape
-        dims = [1] * len(shape)
-        for d, s in zip(scatter_dims, batch_shape):
-            dims[d] = s
-        return _C.reshape(x, dims)
-
-    idx = _C.astype(indices, "i32")
-    inside, linear, stride = None, None, 1
-    window_of = dict(zip(windowed, dn.update_window_dims))
-    for d in range(operand.ndim - 1, -1, -1):
-        dim, size = operand.shape[d], sizes[d]
-        coord = None
-        if d in dn.scatter_dims_to_operand_dims:
-            k = dn.scatter_dims_to_operand_dims.index(d)
-            start = _C.reshape(_C.slice(idx, [0] * (idx.ndim - 1) + [k], batch_shape + [k + 1], [1] * idx.ndim),
-                               batch_shape)
-            if mode == GatherScatterMode.FILL_OR_DROP:
-                ok = _C.bitwise_and(_C.greater_equal(start, 0), _C.less_equal(start, dim - size))
-                inside = ok if inside is None else _C.bitwise_and(inside, ok)
-            coord = from_batch(_C.minimum(_C.maximum(start, 0), dim - size))
-        elif d in dn.operand_batching_dims:
-            j = dn.scatter_indices_batching_dims[dn.operand_batching_dims.index(d)]
-            coord = _C.iota(shape, scatter_dims[j], "i32")
-        if d in window_of:
-            w = _C.iota(shape, window_of[d], "i32")
-            coord = w if coord is None else coord + w
-        if coord is not None:
-            term = coord * stride if stride != 1 else coord
-            linear = term if linear is None else linear + term
-        stride *= dim
-    linear = _C.broadcast_to(_C.full(shape, 0, "i32") if linear is None else linear, shape)
+    linear, inside, from_batch = _flat_positions(
+        operand.shape, indices, shape, scatter_dims, sizes, dn.scatter_dims_to_operand_dims,
+        dict(zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims)),
+        dict(zip(windowed, dn.update_window_dims)), mode)
     if inside is not None:
         linear = _C.where(from_batch(inside), linear, _C.full(shape, _math.prod(operand.shape), "i32"))
     return linear
