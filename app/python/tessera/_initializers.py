@@ -107,7 +107,8 @@ class initializers:
             if n_rows < n_cols:
                 q = q.T
             rest = shape[:axis] + shape[axis + 1:]
-            return scale * tnp.moveaxis(tnp.reshape(q, rest + (n_cols,)), -1, axis)
+            # random.orthogonal's QR runs in float32 for half-precision dtypes
+            return tnp.astype(scale * tnp.moveaxis(tnp.reshape(q, rest + (n_cols,)), -1, axis), dtype)
 
         return init
 
