@@ -1,32 +1,49 @@
 """tessera.nn's recurrent modules, as flax.linen's: SimpleCell, GRUCell, LSTMCell (Flax's submodule names and
 parameter layout) and RNN, which runs a cell over a sequence's time axis."""
 
-from typing import Any
+from typing import Any, Optional
 
 from . import numpy as tnp
+from . import random
 from .linen import Dense, Module, compact, initializers
 
 __all__ = ["SimpleCell", "GRUCell", "LSTMCell", "RNN"]
 
 
 class _RecurrentCell(Module):
-    """What the cells share: their fields, the carry's zeros for a batch (initialize_carry) and their Dense layers,
-    the input ones without bias and the hidden ones with, the hidden kernels orthogonal (Flax's defaults)."""
+    """What the cells share: their fields, the carry for a batch (initialize_carry: carry_init's values, zeros, in
+    param_dtype) and their Dense layers, the input ones without bias and the hidden ones with, the hidden kernels
+    orthogonal (Flax's defaults); dtype and param_dtype go to every Dense, as in Flax."""
 
     features: int
     activation_fn: Any = None  # tanh
     kernel_init: Any = initializers.lecun_normal()
     recurrent_kernel_init: Any = initializers.orthogonal()
+    bias_init: Any = initializers.zeros
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
+    carry_init: Any = initializers.zeros
+
+    def _dense(self, name, features, use_bias, kernel_init):
+        return Dense(features, use_bias=use_bias, kernel_init=kernel_init, bias_init=self.bias_init,
+                     dtype=self.dtype, param_dtype=self.param_dtype, name=name)
 
     def _input(self, name, x, features, use_bias=False):
-        return Dense(features, use_bias=use_bias, kernel_init=self.kernel_init, name=name)(x)
+        return self._dense(name, features, use_bias, self.kernel_init)(x)
 
     def _hidden(self, name, h, features, use_bias=True):
-        return Dense(features, use_bias=use_bias, kernel_init=self.recurrent_kernel_init, name=name)(h)
+        return self._dense(name, features, use_bias, self.recurrent_kernel_init)(h)
 
     def initialize_carry(self, rng, input_shape):
-        zeros = tnp.zeros(tuple(input_shape[:-1]) + (self.features,))
-        return (zeros, zeros) if self.num_carries == 2 else zeros
+        shape = tuple(input_shape[:-1]) + (self.features,)
+        if self.num_carries == 2:
+            keys = (None, None) if rng is None else random.split(rng)
+            return self.carry_init(keys[0], shape, self.param_dtype), self.carry_init(keys[1], shape, self.param_dtype)
+        return self.carry_init(rng, shape, self.param_dtype)
+
+
+# As Flax's, initialize_carry reads no parameters: it may be called on a cell outside init and apply.
+_RecurrentCell.initialize_carry = _RecurrentCell.initialize_carry.__wrapped__
 
 
 class SimpleCell(_RecurrentCell):

@@ -16,7 +16,13 @@ its class and a counter (`Dense_0`); parameter paths join the names with dots (`
 
 Besides "params", a module may keep variables in other collections (self.variable): BatchNorm's running
 statistics live in "batch_stats". init returns every collection; apply reads them, and with
-mutable=["batch_stats"] returns (output, the updated collections), as Flax does."""
+mutable=["batch_stats"] returns (output, the updated collections), as Flax does.
+
+Layers take Flax's dtype options: param_dtype, the dtype parameters are made in (float32), and dtype, the one
+they compute in: the inputs and parameters are cast to it before the product (None: their promoted dtype, as
+flax.linen.dtypes.promote_dtype). Norms compute their statistics in at least float32 and return dtype (None:
+the promoted dtype of the input and their parameters). precision (and a Dense's dot_general) reach the product;
+float32 products are float32 whatever precision asks (tessera.lax.Precision)."""
 
 import dataclasses
 import inspect
@@ -29,6 +35,7 @@ from . import _tessera as _C
 from . import numpy as tnp
 from . import random
 from ._initializers import initializers
+from ._lax_types import canonicalize_precision
 
 __all__ = ["Module", "compact", "Dense", "Embed", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm", "Conv",
            "ConvTranspose", "Upsample", "Dropout", "Sequential", "Variable", "initializers",
@@ -315,76 +322,155 @@ Module.name = dataclasses.field(default=None, kw_only=True)
 Module = dataclasses.dataclass(Module, eq=False)
 
 
+def _cast(x, dtype):
+    """x in dtype; x itself where it has it already (no cast in the program)."""
+    return x if x._dtype_name == tnp._engine_dtype(dtype) else tnp.astype(x, dtype)
+
+
+def _canonicalize_dtype(*args, dtype=None, inexact=True):
+    """flax.linen.dtypes.canonicalize_dtype: dtype, or when None the result type of the args (None ignored),
+    at least float32 when it must be inexact and they are integers."""
+    if dtype is None:
+        dtype = tnp.result_type(*[x for x in args if x is not None])
+        if inexact and tnp._engine_dtype(dtype) not in tnp._FLOATING:
+            dtype = tnp.promote_types(tnp.float32, dtype)
+    dtype = tnp.dtype(dtype)
+    if inexact and tnp._engine_dtype(dtype) not in tnp._FLOATING:
+        raise ValueError(f"Dtype must be inexact: {dtype}")
+    return dtype
+
+
+def _promote_dtype(*args, dtype=None, inexact=True):
+    """flax.linen.dtypes.promote_dtype: the args (None kept) cast to one dtype, dtype or their promoted one."""
+    dtype = _canonicalize_dtype(*args, dtype=dtype, inexact=inexact)
+    return [None if x is None else _cast(tnp.asarray(x), dtype) for x in args]
+
+
+def _stats_dtype(x, dtype):
+    """The dtype a norm's statistics are computed in (Flax's _compute_stats): dtype (x's when None) promoted
+    to at least float32, so bfloat16 and float16 inputs are normalised in float32."""
+    return tnp.promote_types(x.dtype if dtype is None else dtype, tnp.float32)
+
+
+def _dot_general(module):
+    """The dot_general a Dense-like module calls (its dot_general_cls made, or its dot_general), or None for
+    the built-in product; precision is checked as lax checks it."""
+    canonicalize_precision(module.precision)
+    if module.dot_general_cls is not None:
+        return module.dot_general_cls()
+    return module.dot_general
+
+
+def _bias_add(y, bias):
+    # bf16 under autocast, as the product it joins (torch.autocast's linear)
+    return y + _C.autocast_operand(bias)
+
+
 class Dense(Module):
-    """y = x @ kernel + bias; kernel: [in, features]."""
+    """y = x @ kernel + bias; kernel: [in, features]. dtype, param_dtype, precision as flax.linen.Dense's; a
+    dot_general (or a dot_general_cls, made per call) replaces the product: dot_general(x, kernel,
+    (((x.ndim - 1,), (0,)), ((), ())), precision=precision)."""
 
     features: int
     use_bias: bool = True
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
+    precision: Any = None
     kernel_init: Any = initializers.lecun_normal()
     bias_init: Any = initializers.zeros
+    dot_general: Any = None
+    dot_general_cls: Any = None
 
     @compact
     def __call__(self, x):
         x = tnp.asarray(x)
-        kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features))
-        y = x @ kernel
-        if self.use_bias:
-            # bf16 under autocast, as the product it joins (torch.autocast's linear)
-            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
-        return y
+        kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), self.param_dtype)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote_dtype(x, kernel, bias, dtype=self.dtype)
+        dot = _dot_general(self)
+        y = x @ kernel if dot is None else dot(x, kernel, (((x.ndim - 1,), (0,)), ((), ())), precision=self.precision)
+        return y if bias is None else _bias_add(y, bias)
 
 
 class Embed(Module):
-    """Rows of embedding: [num_embeddings, features]; attend(q) = q @ embedding.T (tied output layers)."""
+    """Rows of embedding: [num_embeddings, features]; attend(q) = q @ embedding.T (tied output layers). As
+    flax.linen.Embed: the table is made in param_dtype and read in dtype (None: its own); attend computes in
+    dtype (None: the promoted dtype of the query and the table)."""
 
     num_embeddings: int
     features: int
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     embedding_init: Any = initializers.normal(1.0)
+
+    def _table(self):
+        return self.param("embedding", self.embedding_init, (self.num_embeddings, self.features), self.param_dtype)
 
     @compact
     def __call__(self, ids):
-        table = self.param("embedding", self.embedding_init, (self.num_embeddings, self.features))
+        table, = _promote_dtype(self._table(), dtype=self.dtype, inexact=False)
         return tnp.take(table, ids, axis=0)  # negative ids count from the end, as jnp.take
 
     def attend(self, query):
-        return tnp.asarray(query) @ self.param("embedding", self.embedding_init,
-                                               (self.num_embeddings, self.features)).T
+        query, table = _promote_dtype(query, self._table(), dtype=self.dtype)
+        return query @ table.T
+
+
+def _scale_and_shift(module, x, y, shape, view=None):
+    """y * scale + bias (parameters of this shape in param_dtype, reshaped to view to broadcast) in the module's
+    dtype, None: the promoted dtype of x and the parameters (Flax's _normalize)."""
+    args = [x]
+    if module.use_scale:
+        scale = module.param("scale", module.scale_init, shape, module.param_dtype)
+        y = y * (scale if view is None else tnp.reshape(scale, view))
+        args.append(scale)
+    if getattr(module, "use_bias", False):
+        bias = module.param("bias", module.bias_init, shape, module.param_dtype)
+        y = y + (bias if view is None else tnp.reshape(bias, view))
+        args.append(bias)
+    return _cast(y, _canonicalize_dtype(*args, dtype=module.dtype))
+
+
+def _widened(x, dtype):
+    """x (f32 under autocast, as torch.autocast runs norms) and x in the dtype of its statistics."""
+    x = _C.autocast_widen(tnp.asarray(x))
+    return x, _cast(x, _stats_dtype(x, dtype))
 
 
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + epsilon) * scale + bias over the last axis."""
 
     epsilon: float = 1e-6
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     use_bias: bool = True
     use_scale: bool = True
+    bias_init: Any = initializers.zeros
+    scale_init: Any = initializers.ones
 
     @compact
     def __call__(self, x):
-        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
-        mean = tnp.mean(x, axis=-1, keepdims=True)
-        d = x - mean
+        x, xs = _widened(x, self.dtype)
+        mean = tnp.mean(xs, axis=-1, keepdims=True)
+        d = xs - mean
         y = d / tnp.sqrt(tnp.mean(d * d, axis=-1, keepdims=True) + self.epsilon)
-        features = (x.shape[-1],)
-        if self.use_scale:
-            y = y * self.param("scale", initializers.ones, features)
-        if self.use_bias:
-            y = y + self.param("bias", initializers.zeros, features)
-        return y
+        return _scale_and_shift(self, x, y, (x.shape[-1],))
 
 
 class RMSNorm(Module):
     """x / sqrt(mean(x^2) + epsilon) * scale over the last axis (flax.linen.RMSNorm)."""
 
     epsilon: float = 1e-6
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     use_scale: bool = True
+    scale_init: Any = initializers.ones
 
     @compact
     def __call__(self, x):
-        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
-        y = x / tnp.sqrt(tnp.mean(x * x, axis=-1, keepdims=True) + self.epsilon)
-        if self.use_scale:
-            y = y * self.param("scale", initializers.ones, (x.shape[-1],))
-        return y
+        x, xs = _widened(x, self.dtype)
+        y = xs / tnp.sqrt(tnp.mean(xs * xs, axis=-1, keepdims=True) + self.epsilon)
+        return _scale_and_shift(self, x, y, (x.shape[-1],))
 
 
 class GroupNorm(Module):
@@ -393,27 +479,27 @@ class GroupNorm(Module):
 
     num_groups: int = 32
     epsilon: float = 1e-6
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     use_bias: bool = True
     use_scale: bool = True
+    bias_init: Any = initializers.zeros
+    scale_init: Any = initializers.ones
 
     @compact
     def __call__(self, x):
-        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
+        x, xs = _widened(x, self.dtype)
         features = x.shape[-1]
         if not isinstance(self.num_groups, int) or isinstance(self.num_groups, bool) or self.num_groups <= 0:
             raise ValueError(f"GroupNorm: num_groups must be a positive integer, got {self.num_groups!r}")
         if features % self.num_groups:
             raise ValueError(f"GroupNorm: {features} features do not split into {self.num_groups} groups")
-        grouped = x.reshape(x.shape[:-1] + (self.num_groups, features // self.num_groups))
+        grouped = xs.reshape(x.shape[:-1] + (self.num_groups, features // self.num_groups))
         axes = tuple(range(1, grouped.ndim - 2)) + (grouped.ndim - 1,)  # spatial dims and the group's features
         mean = tnp.mean(grouped, axis=axes, keepdims=True)
         d = grouped - mean
         y = (d / tnp.sqrt(tnp.mean(d * d, axis=axes, keepdims=True) + self.epsilon)).reshape(x.shape)
-        if self.use_scale:
-            y = y * self.param("scale", initializers.ones, (features,))
-        if self.use_bias:
-            y = y + self.param("bias", initializers.zeros, (features,))
-        return y
+        return _scale_and_shift(self, x, y, (features,))
 
 
 class BatchNorm(Module):
@@ -428,12 +514,16 @@ class BatchNorm(Module):
     axis: int = -1
     momentum: float = 0.99
     epsilon: float = 1e-5
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     use_bias: bool = True
     use_scale: bool = True
+    bias_init: Any = initializers.zeros
+    scale_init: Any = initializers.ones
 
     @compact
     def __call__(self, x, use_running_average=None):
-        x = _C.autocast_widen(tnp.asarray(x))  # f32 under autocast, as torch.autocast runs norms
+        x_in, x = _widened(x, self.dtype)  # the statistics' dtype: float32 for bf16 inputs
         running = _merge_param("BatchNorm", "use_running_average (False to train on batch statistics, True for "
                                "inference)", self.use_running_average, use_running_average)
         axis = self.axis % x.ndim
@@ -442,8 +532,9 @@ class BatchNorm(Module):
         shape = tuple(x.shape[a] if a == axis else 1 for a in range(x.ndim))
         ra_mean = self.variable("batch_stats", "mean", lambda: tnp.zeros(features, tnp.float32))
         ra_var = self.variable("batch_stats", "var", lambda: tnp.ones(features, tnp.float32))
-        scale = self.param("scale", initializers.ones, features) if self.use_scale else None
-        bias = self.param("bias", initializers.zeros, features) if self.use_bias else None
+        scale = self.param("scale", self.scale_init, features, self.param_dtype) if self.use_scale else None
+        bias = self.param("bias", self.bias_init, features, self.param_dtype) if self.use_bias else None
+        out_dtype = _canonicalize_dtype(x_in, scale, bias, dtype=self.dtype)
         fused = not running and _C.fused_batch_norm_default() and x.dtype in (tnp.float32, tnp.float64)
         if fused:
             # One batch_norm_training op (oneDNN's primitive on the CPU), with TESSERA_FUSED_BATCH_NORM=on.
@@ -462,13 +553,13 @@ class BatchNorm(Module):
             ra_mean.value = self.momentum * ra_mean.value + (1.0 - self.momentum) * mean
             ra_var.value = self.momentum * ra_var.value + (1.0 - self.momentum) * var
         if fused:
-            return y
+            return _cast(y, out_dtype)
         y = (x - tnp.reshape(mean, shape)) / tnp.sqrt(tnp.reshape(var, shape) + self.epsilon)
         if scale is not None:
             y = y * tnp.reshape(scale, shape)
         if bias is not None:
             y = y + tnp.reshape(bias, shape)
-        return y
+        return _cast(y, out_dtype)
 
 
 def _conv_geometry(name, x, kernel_size):
@@ -527,8 +618,13 @@ class Conv(Module):
     kernel_dilation: Any = None
     feature_group_count: int = 1
     use_bias: bool = True
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
+    precision: Any = None
     kernel_init: Any = initializers.lecun_normal()
     bias_init: Any = initializers.zeros
+    conv_general_dilated: Any = None
+    conv_general_dilated_cls: Any = None
 
     @compact
     def __call__(self, x):
@@ -539,16 +635,17 @@ class Conv(Module):
         channels = x.shape[-1]
         if channels % self.feature_group_count:
             raise ValueError(f"Conv: {channels} input features do not split into {self.feature_group_count} groups")
-        kernel = self.param("kernel", self.kernel_init, size + (channels // self.feature_group_count, self.features))
-        y = lax.conv_general_dilated(x, kernel, _per_dim("Conv", "strides", self.strides, n),
-                                     _conv_padding("Conv", self.padding, n),
-                                     rhs_dilation=_per_dim("Conv", "kernel_dilation", self.kernel_dilation, n),
-                                     dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
-                                     feature_group_count=self.feature_group_count)
-        if self.use_bias:
-            # bf16 under autocast, as the product it joins (torch.autocast's linear)
-            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
-        return y
+        kernel = self.param("kernel", self.kernel_init, size + (channels // self.feature_group_count, self.features),
+                            self.param_dtype)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote_dtype(x, kernel, bias, dtype=self.dtype)
+        conv = (self.conv_general_dilated_cls() if self.conv_general_dilated_cls is not None else
+                self.conv_general_dilated or lax.conv_general_dilated)
+        y = conv(x, kernel, _per_dim("Conv", "strides", self.strides, n), _conv_padding("Conv", self.padding, n),
+                 rhs_dilation=_per_dim("Conv", "kernel_dilation", self.kernel_dilation, n),
+                 dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
+                 feature_group_count=self.feature_group_count, precision=self.precision)
+        return y if bias is None else _bias_add(y, bias)
 
 
 class ConvTranspose(Module):
@@ -563,9 +660,12 @@ class ConvTranspose(Module):
     padding: Any = "SAME"
     kernel_dilation: Any = None
     use_bias: bool = True
-    transpose_kernel: bool = False
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
+    precision: Any = None
     kernel_init: Any = initializers.lecun_normal()
     bias_init: Any = initializers.zeros
+    transpose_kernel: bool = False
 
     @compact
     def __call__(self, x):
@@ -575,16 +675,15 @@ class ConvTranspose(Module):
         n = len(size)
         in_features = x.shape[-1]
         kernel_shape = size + ((self.features, in_features) if self.transpose_kernel else (in_features, self.features))
-        kernel = self.param("kernel", self.kernel_init, kernel_shape)
+        kernel = self.param("kernel", self.kernel_init, kernel_shape, self.param_dtype)
+        bias = self.param("bias", self.bias_init, (self.features,), self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote_dtype(x, kernel, bias, dtype=self.dtype)
         y = lax.conv_transpose(x, kernel, _per_dim("ConvTranspose", "strides", self.strides, n),
                                _conv_padding("ConvTranspose", self.padding, n),
                                rhs_dilation=_per_dim("ConvTranspose", "kernel_dilation", self.kernel_dilation, n),
                                dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
-                               transpose_kernel=self.transpose_kernel)
-        if self.use_bias:
-            # bf16 under autocast, as the product it joins (torch.autocast's linear)
-            y = y + _C.autocast_operand(self.param("bias", self.bias_init, (self.features,)))
-        return y
+                               transpose_kernel=self.transpose_kernel, precision=self.precision)
+        return y if bias is None else _bias_add(y, bias)
 
 
 class Upsample(Module):
@@ -722,8 +821,11 @@ class MultiHeadDotProductAttention(Module):
     ([F, H, D]), the projections' kernels are [F, H * D]."""
 
     num_heads: int
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     qkv_features: Optional[int] = None
     out_features: Optional[int] = None
+    precision: Any = None
     use_bias: bool = True
 
     @compact
@@ -735,15 +837,16 @@ class MultiHeadDotProductAttention(Module):
             raise ValueError(f"MultiHeadDotProductAttention: {features} features do not split into "
                              f"{self.num_heads} heads")
         head_dim = features // self.num_heads
+        dense = dict(use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype, precision=self.precision)
 
         def heads(x, name):
-            y = Dense(features, use_bias=self.use_bias, name=name)(x)  # [B, L, H * D]
+            y = Dense(features, name=name, **dense)(x)  # [B, L, H * D]
             return tnp.reshape(y, (y.shape[0], y.shape[1], self.num_heads, head_dim))
 
         q, k, v = heads(inputs_q, "query"), heads(inputs_kv, "key"), heads(inputs_kv, "value")
         out = dot_product_attention(q, k, v, mask=mask)  # [B, Q, H, D]
         out = tnp.reshape(out, (out.shape[0], out.shape[1], features))
-        return Dense(self.out_features or inputs_q.shape[-1], use_bias=self.use_bias, name="out")(out)
+        return Dense(self.out_features or inputs_q.shape[-1], name="out", **dense)(out)
 
 
 class DenseGeneral(Module):
@@ -753,8 +856,13 @@ class DenseGeneral(Module):
     features: Any
     axis: Any = -1
     use_bias: bool = True
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     kernel_init: Any = initializers.lecun_normal()
     bias_init: Any = initializers.zeros
+    precision: Any = None
+    dot_general: Any = None
+    dot_general_cls: Any = None
 
     @compact
     def __call__(self, x):
@@ -765,12 +873,16 @@ class DenseGeneral(Module):
         in_shape = tuple(x.shape[a] for a in axes)
         fan_in = math.prod(in_shape)
         # the kernel is made as a [fan_in, prod(features)] matrix (lecun_normal's fan), then shaped
-        flat = self.param("kernel", lambda key, shape: tnp.reshape(
-            self.kernel_init(key, (fan_in, math.prod(features))), shape), in_shape + features)
-        y = tnp.tensordot(x, flat, axes=(list(axes), list(range(len(axes)))))
-        if self.use_bias:
-            y = y + _C.autocast_operand(self.param("bias", self.bias_init, features))
-        return y
+        kernel = self.param("kernel", lambda key, shape, dtype: tnp.reshape(
+            self.kernel_init(key, (fan_in, math.prod(features)), dtype), shape), in_shape + features,
+            self.param_dtype)
+        bias = self.param("bias", self.bias_init, features, self.param_dtype) if self.use_bias else None
+        x, kernel, bias = _promote_dtype(x, kernel, bias, dtype=self.dtype)
+        dot = _dot_general(self)
+        contract = (axes, tuple(range(len(axes))))
+        y = (tnp.tensordot(x, kernel, axes=(list(axes), list(range(len(axes))))) if dot is None else
+             dot(x, kernel, (contract, ((), ())), precision=self.precision))
+        return y if bias is None else _bias_add(y, bias)
 
 
 class Einsum(Module):
@@ -780,6 +892,9 @@ class Einsum(Module):
     shape: Any
     einsum_str: str
     use_bias: bool = True
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
+    precision: Any = None
     kernel_init: Any = initializers.lecun_normal()
     bias_init: Any = initializers.zeros
 
@@ -790,14 +905,15 @@ class Einsum(Module):
         lhs, rhs = ins.split(",")
         if len(rhs) != len(self.shape):
             raise ValueError(f"Einsum: the kernel's subscripts {rhs!r} do not fit its shape {tuple(self.shape)}")
-        kernel = self.param("kernel", self.kernel_init, tuple(self.shape))
-        y = tnp.einsum(spec, tnp.asarray(x), kernel)
-        if self.use_bias:
-            kept = [(c, d) for c, d in zip(rhs, self.shape) if c in out]
-            bias = self.param("bias", self.bias_init, tuple(d for _, d in kept))
+        kernel = self.param("kernel", self.kernel_init, tuple(self.shape), self.param_dtype)
+        kept = [(c, d) for c, d in zip(rhs, self.shape) if c in out]
+        bias = (self.param("bias", self.bias_init, tuple(d for _, d in kept), self.param_dtype) if self.use_bias
+                else None)
+        x, kernel, bias = _promote_dtype(x, kernel, bias, dtype=self.dtype)
+        y = tnp.einsum(spec, x, kernel, precision=self.precision)
+        if bias is not None:
             # the bias broadcast along the output's other dims
-            shape = [dict(kept).get(c, 1) for c in out]
-            y = y + tnp.reshape(bias, tuple(shape))
+            y = y + tnp.reshape(bias, tuple(dict(kept).get(c, 1) for c in out))
         return y
 
 
@@ -806,35 +922,39 @@ class InstanceNorm(Module):
     feature_axes, then scale and bias per feature (flax.linen.InstanceNorm)."""
 
     epsilon: float = 1e-6
+    dtype: Optional[Any] = None
+    param_dtype: Any = tnp.float32
     use_bias: bool = True
     use_scale: bool = True
+    bias_init: Any = initializers.zeros
+    scale_init: Any = initializers.ones
     feature_axes: Any = -1
 
     @compact
     def __call__(self, x):
-        x = _C.autocast_widen(tnp.asarray(x))
+        x, xs = _widened(x, self.dtype)
         feats = (self.feature_axes,) if isinstance(self.feature_axes, int) else tuple(self.feature_axes)
         feats = tuple(a % x.ndim for a in feats)
         reduce = tuple(a for a in range(1, x.ndim) if a not in feats)
-        mean = tnp.mean(x, axis=reduce, keepdims=True)
-        d = x - mean
+        mean = tnp.mean(xs, axis=reduce, keepdims=True)
+        d = xs - mean
         y = d / tnp.sqrt(tnp.mean(d * d, axis=reduce, keepdims=True) + self.epsilon)
         shape = tuple(x.shape[a] for a in feats)
         view = tuple(x.shape[a] if a in feats else 1 for a in range(x.ndim))
-        if self.use_scale:
-            y = y * tnp.reshape(self.param("scale", initializers.ones, shape), view)
-        if self.use_bias:
-            y = y + tnp.reshape(self.param("bias", initializers.zeros, shape), view)
-        return y
+        return _scale_and_shift(self, x, y, shape, view)
 
 
 class PReLU(Module):
-    """x where x >= 0, else negative_slope * x, the slope a learned scalar (flax.linen.PReLU)."""
+    """x where x >= 0, else negative_slope * x, the slope a learned scalar in param_dtype, applied in x's dtype
+    (flax.linen.PReLU)."""
 
+    param_dtype: Any = tnp.float32
     negative_slope_init: float = 0.01
 
     @compact
     def __call__(self, x):
         x = tnp.asarray(x)
-        slope = self.param("negative_slope", lambda key, shape: tnp.full(shape, self.negative_slope_init), ())
-        return tnp.where(x >= 0, x, slope * x)
+        slope = self.param("negative_slope",
+                           lambda key, shape, dtype: tnp.full(shape, self.negative_slope_init, dtype), (),
+                           self.param_dtype)
+        return tnp.where(x >= 0, x, _cast(slope, x.dtype) * x)
