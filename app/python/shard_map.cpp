@@ -108,10 +108,7 @@ class ShardMapProgram {
   // whose function runs the program on the mesh. Pure: unused results are dropped like any op's.
   // consts: the values the function closes over, given explicitly (a custom_vjp's inputs, through which they
   // are differentiated); none: the ones it captured.
-  // noDerivative: the error when a cotangent reaches the op (shard_map's gradient, which is not differentiated
-  // again); none: its function's custom_vjp differentiates it.
-  std::vector<Array> embed(const std::vector<Array>& args, const std::optional<std::vector<Array>>& consts,
-                           const std::string& noDerivative) {
+  std::vector<Array> embed(const std::vector<Array>& args, const std::optional<std::vector<Array>>& consts) {
     UserSite site;
     std::vector<Array> operands = args;
     const std::vector<Array>& closed = consts ? *consts : m_traced.consts;
@@ -124,7 +121,6 @@ class ShardMapProgram {
     for (const Array& a : operands) cb.operands.push_back(a.aval());
     cb.results = m_outAvals;
     cb.vmap = ir::VmapMethod::Sequential;
-    cb.noDerivative = noDerivative;
     const size_t numArgs = args.size();
     // The callback keeps the compiled program, not this object (whose consts may be an enclosing trace's).
     cb.fn = [exe = m_exe, numArgs, name = m_name](
@@ -275,8 +271,7 @@ void registerShardMap(py::module_& m) {
       .def(py::init<const py::function&, const AvalSpecs&, const Mesh&, const Specs&, const py::function&,
                     const std::string&>())
       .def("call", &ShardMapProgram::call, py::arg("args"), py::arg("donate") = std::vector<bool>{})
-      .def("embed", &ShardMapProgram::embed, py::arg("args"), py::arg("consts") = std::nullopt,
-           py::arg("no_derivative") = std::string())
+      .def("embed", &ShardMapProgram::embed, py::arg("args"), py::arg("consts") = std::nullopt)
       .def("apply", &ShardMapProgram::apply)
       .def("consts", &ShardMapProgram::consts)
       .def("text", &ShardMapProgram::text)

@@ -97,9 +97,9 @@ class _ShardMapped:
         # whole along them, each device of an auto axis computing the same blocks.
         self.manual = tuple(mesh.axis_names) if manual is None else tuple(manual)
         # 0: a user's shard_map; 1: the backward pass of one (differentiable: forward mode is the transpose of
-        # reverse mode here, tessera._derivatives); 2: the backward pass of that, which a custom_vjp would trace
-        # and compile when order 1 is called, so at every first derivative: it is compiled when it first runs
-        # instead (_lazy), and not differentiated again.
+        # reverse mode here, tessera._derivatives); 2 and above: the backward passes of those, which a custom_vjp
+        # would trace and compile when the order below is called, so at every first derivative: each is compiled
+        # when it first runs instead (_lazy), up to _MAX_ORDER.
         self._order = order
         self.mesh = mesh
         self.in_specs = in_specs
