@@ -155,18 +155,20 @@ def test_causal_self_attention_against_numpy(rng):
     mask = nn.make_causal_mask(tnp.ones((b, length)))
     v = attn.init(random.PRNGKey(0), tnp.asarray(x), mask=mask)
     p = tree_util.tree_map(np.asarray, v["params"])
-    assert sorted(p) == ["key", "out", "query", "value"] and p["query"]["kernel"].shape == (f, f)
+    d = f // h
+    # Flax's layout: projections [F, H, D] with [H, D] biases, the out projection [H, D, F].
+    assert sorted(p) == ["key", "out", "query", "value"] and p["query"]["kernel"].shape == (f, h, d)
+    assert p["query"]["bias"].shape == (h, d) and p["out"]["kernel"].shape == (h, d, f)
 
     def proj(name, x):
-        return x @ p[name]["kernel"] + p[name]["bias"]
+        return np.einsum("blf,fhd->blhd", x, p[name]["kernel"]) + p[name]["bias"]
 
-    d = f // h
-    q, k, val = (proj(n, x).reshape(b, length, h, d) for n in ("query", "key", "value"))
+    q, k, val = (proj(n, x) for n in ("query", "key", "value"))
     logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d)
     logits = np.where(np.tril(np.ones((length, length), bool)), logits, -np.inf)
     w = np.exp(logits - logits.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
-    ref = proj("out", np.einsum("bhqk,bkhd->bqhd", w, val).reshape(b, length, f))
+    ref = np.einsum("bqhd,hdf->bqf", np.einsum("bhqk,bkhd->bqhd", w, val), p["out"]["kernel"]) + p["out"]["bias"]
     close(attn.apply(v, tnp.asarray(x), mask=mask), ref, rtol=1e-4, atol=1e-5)
     # Causal: the first position's output does not depend on later positions.
     x2 = x.copy()
@@ -174,6 +176,40 @@ def test_causal_self_attention_against_numpy(rng):
     out1 = np.asarray(attn.apply(v, tnp.asarray(x), mask=mask))
     out2 = np.asarray(attn.apply(v, tnp.asarray(x2), mask=mask))
     close(out1[:, 0], out2[:, 0])
+
+
+def test_attention_inputs_and_dropout_as_flax(rng):
+    # Cross attention with distinct keys and values (Flax's inputs_k / inputs_v), and dropout of the attention
+    # weights with an explicit rng against the same mask applied by hand.
+    b, lq, lk, f, h = 2, 3, 4, 8, 2
+    d = f // h
+    xq, xk, xv = (rng.standard_normal((b, n, f)).astype(np.float32) for n in (lq, lk, lk))
+    attn = nn.MultiHeadDotProductAttention(num_heads=h, dropout_rate=0.5, out_features=5)
+    v = attn.init(random.PRNGKey(0), tnp.asarray(xq), tnp.asarray(xk), tnp.asarray(xv), deterministic=True)
+    p = tree_util.tree_map(np.asarray, v["params"])
+
+    def proj(name, x):
+        return np.einsum("blf,fhd->blhd", x, p[name]["kernel"]) + p[name]["bias"]
+
+    q, k, val = proj("query", xq), proj("key", xk), proj("value", xv)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+
+    def out(weights):
+        return np.einsum("bqhd,hdf->bqf", np.einsum("bhqk,bkhd->bqhd", weights, val), p["out"]["kernel"]) + \
+            p["out"]["bias"]
+
+    args = (tnp.asarray(xq), tnp.asarray(xk), tnp.asarray(xv))
+    close(attn.apply(v, *args, deterministic=True), out(w), rtol=1e-4, atol=1e-5)
+    key = random.PRNGKey(7)
+    keep = np.asarray(random.bernoulli(key, 0.5, (1, 1, lq, lk)))  # one mask over the batch and the heads
+    close(attn.apply(v, *args, deterministic=False, dropout_rng=key), out(np.where(keep, w / 0.5, 0.0)), rtol=1e-4,
+          atol=1e-5)
+    with pytest.raises(ValueError, match="deterministic"):
+        attn.apply(v, *args)
+    with pytest.raises(ValueError, match="inputs_kv"):
+        attn.apply(v, args[0], args[1], inputs_kv=args[1], deterministic=True)
 
 
 def test_fused_dot_product_attention_against_numpy(rng):

@@ -816,37 +816,76 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 
 
 class MultiHeadDotProductAttention(Module):
-    """Multi-head attention over [B, L, F] inputs: query, key and value projections (Dense to qkv_features,
-    split into num_heads), dot_product_attention, and the out projection. Unlike Flax's DenseGeneral kernels
-    ([F, H, D]), the projections' kernels are [F, H * D]."""
+    """flax.linen.MultiHeadDotProductAttention over [..., L, F] inputs: query, key and value projections
+    (DenseGeneral to [num_heads, head_dim]: kernels [F, H, D], biases [H, D], Flax's layout, so Flax's parameters
+    load as they are), dot_product_attention (the fused op), and the out projection (DenseGeneral over the heads:
+    kernel [H, D, F]). Called as Flax's: inputs_k defaults to inputs_q and inputs_v to inputs_k (inputs_kv sets
+    both); mask false: not attended. dropout_rate drops attention weights (the "dropout" rng stream, or
+    dropout_rng) unless deterministic (given to the module or the call); broadcast_dropout shares one mask over
+    the batch and the heads."""
 
     num_heads: int
     dtype: Optional[Any] = None
     param_dtype: Any = tnp.float32
     qkv_features: Optional[int] = None
     out_features: Optional[int] = None
+    broadcast_dropout: bool = True
+    dropout_rate: float = 0.0
+    deterministic: Optional[bool] = None
     precision: Any = None
+    kernel_init: Any = initializers.lecun_normal()
+    out_kernel_init: Any = None
+    bias_init: Any = initializers.zeros
+    out_bias_init: Any = None
     use_bias: bool = True
 
     @compact
-    def __call__(self, inputs_q, inputs_kv=None, mask=None):
+    def __call__(self, inputs_q, inputs_k=None, inputs_v=None, *, inputs_kv=None, mask=None, deterministic=None,
+                 dropout_rng=None):
+        if inputs_kv is not None:
+            if inputs_k is not None or inputs_v is not None:
+                raise ValueError("MultiHeadDotProductAttention: give inputs_kv, or inputs_k and inputs_v, not both")
+            inputs_k = inputs_v = inputs_kv
         inputs_q = tnp.asarray(inputs_q)
-        inputs_kv = inputs_q if inputs_kv is None else tnp.asarray(inputs_kv)
+        inputs_k = inputs_q if inputs_k is None else tnp.asarray(inputs_k)
+        inputs_v = inputs_k if inputs_v is None else tnp.asarray(inputs_v)
         features = self.qkv_features or inputs_q.shape[-1]
         if features % self.num_heads:
-            raise ValueError(f"MultiHeadDotProductAttention: {features} features do not split into "
-                             f"{self.num_heads} heads")
+            raise ValueError(f"MultiHeadDotProductAttention: Memory dimension ({features}) must be divisible by "
+                             f"number of heads ({self.num_heads}).")
         head_dim = features // self.num_heads
-        dense = dict(use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype, precision=self.precision)
+        common = dict(use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,
+                      precision=self.precision)
+        project = dict(features=(self.num_heads, head_dim), axis=-1, kernel_init=self.kernel_init,
+                       bias_init=self.bias_init, **common)
+        q = DenseGeneral(name="query", **project)(inputs_q)  # [..., L, H, D]
+        k = DenseGeneral(name="key", **project)(inputs_k)
+        v = DenseGeneral(name="value", **project)(inputs_v)
+        dropping = self.dropout_rate > 0.0 and not _merge_param(
+            "MultiHeadDotProductAttention", "deterministic (True: no dropout)", self.deterministic, deterministic)
+        if dropping:
+            out = self._attention_with_dropout(q, k, v, mask, dropout_rng)
+        else:
+            out = dot_product_attention(q, k, v, mask=mask)  # [..., Q, H, D]
+        out_features = self.out_features or inputs_q.shape[-1]
+        return DenseGeneral(features=out_features, axis=(-2, -1), name="out",
+                            kernel_init=self.out_kernel_init or self.kernel_init,
+                            bias_init=self.out_bias_init or self.bias_init, **common)(out)
 
-        def heads(x, name):
-            y = Dense(features, name=name, **dense)(x)  # [B, L, H * D]
-            return tnp.reshape(y, (y.shape[0], y.shape[1], self.num_heads, head_dim))
-
-        q, k, v = heads(inputs_q, "query"), heads(inputs_kv, "key"), heads(inputs_kv, "value")
-        out = dot_product_attention(q, k, v, mask=mask)  # [B, Q, H, D]
-        out = tnp.reshape(out, (out.shape[0], out.shape[1], features))
-        return Dense(self.out_features or inputs_q.shape[-1], name="out", **dense)(out)
+    def _attention_with_dropout(self, q, k, v, mask, rng):
+        """softmax(q k^T / sqrt(D)) with dropped weights (scaled by 1 / (1 - rate)), times v."""
+        logits = tnp.einsum("...qhd,...khd->...hqk", q, k) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            logits = tnp.where(tnp.asarray(mask), logits, -1e30)  # as dot_product_attention masks
+        weights = _C.softmax(logits, -1)
+        if rng is None:
+            rng = self.make_rng("dropout")
+        shape = list(weights.shape)
+        if self.broadcast_dropout:
+            shape = [1] * (len(shape) - 2) + shape[-2:]
+        keep = random.bernoulli(rng, 1.0 - self.dropout_rate, tuple(shape))
+        weights = tnp.where(keep, weights / (1.0 - self.dropout_rate), 0.0)
+        return tnp.einsum("...hqk,...khd->...qhd", weights, v)
 
 
 class DenseGeneral(Module):
