@@ -131,10 +131,13 @@ class TestStudioUsage : public QObject {
     QCOMPARE(timelineLabel(w), QString("No profile"));
     QVERIFY(!w.timelinePanel()->timeline());
 
-    // Profiled: the timeline shows it.
+    // Profiled: the timeline shows it (a load that failed says why).
     QSignalSpy loaded(w.timelinePanel(), &TimelinePanel::loaded);
+    QSignalSpy loadFailed(w.timelinePanel(), &TimelinePanel::failed);
     QVERIFY(runToEnd(w, "profile"));
-    QVERIFY(!loaded.isEmpty() || loaded.wait(30000));
+    QVERIFY2(QTest::qWaitFor([&] { return !loaded.isEmpty(); }, 30000),
+             qPrintable(loadFailed.isEmpty() ? "no answer: " + timelineLabel(w)
+                                             : "failed: " + loadFailed.back()[0].toString()));
     QVERIFY(w.timelinePanel()->timeline());
     QVERIFY2(timelineLabel(w).contains("runs.db"), qPrintable(timelineLabel(w)));
 
