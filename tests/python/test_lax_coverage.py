@@ -281,6 +281,10 @@ def test_rng_uniform():
     assert f.min() >= 2.0 and f.max() < 2.5 and abs(f.mean() - 2.25) < 0.02
     with pytest.raises(ValueError):
         lax.rng_uniform(np.zeros(2, np.float32), np.ones(2, np.float32), (2,))
+    # Stateful, as XLA's: a jitted function draws new values at every call (its key comes from the host each run).
+    draw = ts.jit(lambda: lax.rng_uniform(np.float32(0.0), np.float32(1.0), (64,)))
+    first, second = np.asarray(draw()), np.asarray(draw())
+    assert not np.array_equal(first, second) and first.min() >= 0.0 and second.max() < 1.0
 
 
 # --- ragged_dot ----------------------------------------------------------------------------------------------------

@@ -165,13 +165,12 @@ def rng_bit_generator(key, shape, dtype=_np.uint32, algorithm=RandomAlgorithm.RN
     return new_key, _random.bits(keys[1], tuple(int(s) for s in shape), want)
 
 
-_rng_counter = [0]
-
 
 def rng_uniform(a, b, shape):
     """jax.lax.rng_uniform: samples in [a, b) of shape, of a's dtype (integers uniform over a..b-1); a and b
-    scalars. Stateful as XLA's RngUniform: each call draws a fresh key (from os.urandom), so a jitted function
-    keeps the values drawn when it was traced; use tessera.random with explicit keys where that matters."""
+    scalars. Stateful as XLA's RngUniform: every run draws a fresh key from the host (os.urandom, through an
+    io_callback, so a jitted function gives new values at each call, and a sharded one the same on every
+    device); use tessera.random with explicit keys for values that can be reproduced."""
     a, b = asarray(a), asarray(b)
     if a.ndim or b.ndim:
         raise ValueError(f"Arguments to rng_uniform must be scalars; got shapes {tuple(a.shape)} and "
@@ -179,9 +178,13 @@ def rng_uniform(a, b, shape):
     if a.dtype != b.dtype:
         raise TypeError(f"Arguments to rng_uniform must have identical dtypes, got {a.dtype} and {b.dtype}.")
     from . import random as _random
-    _rng_counter[0] += 1
-    seed = int.from_bytes(_os.urandom(4), "little") ^ _rng_counter[0]
-    key = _random.PRNGKey(seed & 0x7FFFFFFF)
+    from .debug import io_callback
+    from ._transforms import ShapeDtypeStruct
+
+    def fresh():
+        return _np.frombuffer(_os.urandom(8), _np.uint32)  # a Threefry key: any two words
+
+    key = io_callback(fresh, ShapeDtypeStruct((2,), _np.uint32))
     shape = tuple(int(s) for s in shape)
     if a._dtype_name in ("i32", "i64", "u8", "u32"):
         return _random.randint(key, shape, a, b, dtype=a.dtype)
