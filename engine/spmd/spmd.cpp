@@ -127,6 +127,13 @@ struct SpmdExecutable::Impl {
     auto it = deviceExes.find(position);
     return it != deviceExes.end() ? it->second.get() : exe.get();
   }
+  // Device `position`'s program on these blocks, on the calling thread (the device's): compiled, or interpreted.
+  Result<std::vector<runtime::BufferPtr>> runDevice(int position, const std::vector<runtime::BufferPtr>& blocks,
+                                                    const std::vector<bool>& donated) {
+    ops::CallbackMeshScope callbacks(callbackMesh);
+    if (!exe) return runtime::interpret(program, ops::registry(), blocks);
+    return executableFor(position)->run(blocks, donated);
+  }
   SpmdOptions options;
 };
 
@@ -263,7 +270,6 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
   for (int d : mesh.devices) inMesh[static_cast<size_t>(d)] = true;
   Status st = dist::runOnDevices(*im.comm, [&](int device) -> Status {
     if (!inMesh[static_cast<size_t>(device)]) return {};
-    ops::CallbackMeshScope callbacks(im.callbackMesh);
     std::vector<runtime::BufferPtr> bufs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& perDevice = inputs[i];
@@ -271,12 +277,7 @@ Result<std::vector<std::vector<runtime::BufferPtr>>> SpmdExecutable::run(
         return makeError("{}: input {} has no block on device {}", im.options.name, i, device);
       bufs.push_back(perDevice[static_cast<size_t>(device)]);
     }
-    std::vector<runtime::BufferPtr> outs;
-    if (im.exe) {
-      TSR_ASSIGN(outs, im.executableFor(device)->run(bufs, donated));
-    } else {
-      TSR_ASSIGN(outs, runtime::interpret(g, ops::registry(), bufs));
-    }
+    TSR_ASSIGN(std::vector<runtime::BufferPtr> outs, im.runDevice(device, bufs, donated));
     for (size_t o = 0; o < outs.size(); ++o) outputs[o][static_cast<size_t>(device)] = std::move(outs[o]);
     return {};
   });
@@ -293,9 +294,7 @@ Result<std::vector<runtime::BufferPtr>> SpmdExecutable::runOnThisDevice(const st
     return makeError("{}: runs on a device of {} only", im.options.name, mesh.toString());
   if (inputs.size() != im.program.inputs().size())
     return makeError("{}: expects {} inputs, got {}", im.options.name, im.program.inputs().size(), inputs.size());
-  ops::CallbackMeshScope callbacks(im.callbackMesh);
-  if (!im.exe) return runtime::interpret(im.program, ops::registry(), inputs);
-  return im.executableFor(d->position)->run(inputs, {});
+  return im.runDevice(d->position, inputs, {});
 }
 
 Result<std::vector<Array>> SpmdExecutable::run(const std::vector<Array>& inputs, const std::vector<bool>& donated) {
