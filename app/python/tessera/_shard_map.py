@@ -184,50 +184,51 @@ class _ShardMapped:
         through shard_map of f's vjp; the results' treedef; whether it serves this trace alone, closing over one of
         its values). Kept per argument shapes otherwise: each trace (an eager grad traces at every call) reuses
         the compiled programs."""
-        from ._transforms import custom_vjp
         from .debug import _refuse_host_calls
 
         _refuse_host_calls(f"shard_map({self.__name__})")
         program, out_tree = self._program(leaves, in_tree, in_specs)
         own = program.closes_over_trace()
-        out_specs = self._out_specs(out_tree)
-        mesh, f, n = self.mesh, self.f, len(leaves)
+        f, n = self.f, len(leaves)
         # Values of the enclosing trace that f closes over become arguments, read whole by every device, so that
         # they are differentiated too (their cotangents summed over the mesh); f's graph with them as inputs
         # (program.apply) stands for f in the backward pass.
         consts = program.consts() if own else []
-        specs = list(in_specs) + [PartitionSpec()] * len(consts)
-        total = n + len(consts)
         if consts:
             flat_f = lambda *ys: program.apply(list(ys))  # noqa: E731
         else:
             flat_f = lambda *ys: tree_flatten(f(*tree_unflatten(in_tree, list(ys))))[0]  # noqa: E731
+        call = self._with_backward(lambda *xs: program.embed(list(xs[:n]), list(xs[n:]) if consts else None), flat_f,
+                                   list(in_specs) + [PartitionSpec()] * len(consts), self._out_specs(out_tree))
+        return (lambda *xs: call(*xs, *consts)), out_tree, own
+
+    def _with_backward(self, op, flat_f, specs, out_specs):
+        """op (a function of the flat arguments, split as specs say, that binds this order's op) under a
+        custom_vjp whose backward pass is the shard_map of flat_f's vjp at the next order: order 1 compiled as
+        any shard_map, the orders above lazily (_lazy)."""
+        from ._transforms import custom_vjp
+
         backward = _backward(flat_f, self.manual, specs, out_specs, f"{self.__name__}_vjp")
-        bwd_map = _ShardMapped(backward, mesh, tuple(specs) + tuple(out_specs), tuple(specs), order=self._order + 1,
-                               manual=self.manual)
+        above = _ShardMapped(backward, self.mesh, tuple(specs) + tuple(out_specs), tuple(specs),
+                             order=self._order + 1, manual=self.manual)
 
         @custom_vjp
         def call(*xs):
-            return tuple(program.embed(list(xs[:n]), list(xs[n:]) if consts else None))
-
-        def call_fwd(*xs):
-            return call(*xs), xs
+            return tuple(op(*xs))
 
         def call_bwd(xs, cts):
-            if bwd_map._order >= 2:
-                return tuple(bwd_map._lazy(list(xs) + list(cts), total))
-            return tuple(bwd_map(*xs, *cts))
+            if above._order >= 2:
+                return tuple(above._lazy(list(xs) + list(cts), len(specs)))
+            return tuple(above(*xs, *cts))
 
-        call.defvjp(call_fwd, call_bwd)
-        return (lambda *xs: call(*xs, *consts)), out_tree, own
+        call.defvjp(lambda *xs: (call(*xs), xs), call_bwd)
+        return call
 
     def _lazy(self, leaves, n_results):
         """Order 2 and above inside a trace: one host call whose function traces and compiles the program when it
         first runs (this shard_map called on arrays). Its results are the gradients of the order below's inputs:
         the first n_results leaves' avals. Differentiable the same way up to _MAX_ORDER (a Hessian by forward
         over reverse mode takes order 3), each order's op bound, never compiled, until it runs."""
-        from ._transforms import custom_vjp
-
         leaves = [asarray(x) for x in leaves]
         results = [(list(a.shape), a._dtype_name) for a in leaves[:n_results]]
         name = f"shard_map({self.__name__})"
@@ -244,17 +245,8 @@ class _ShardMapped:
 
         if self._order >= _MAX_ORDER:
             return op(*leaves)
-        specs, out_specs = list(self.in_specs), list(self.out_specs)
-        backward = _backward(lambda *ys: tree_flatten(self.f(*ys))[0], self.manual, specs, out_specs,
-                             f"{self.__name__}_vjp")
-        above = _ShardMapped(backward, self.mesh, tuple(specs + out_specs), tuple(specs), order=self._order + 1,
-                             manual=self.manual)
-
-        @custom_vjp
-        def call(*xs):
-            return tuple(op(*xs))
-
-        call.defvjp(lambda *xs: (call(*xs), xs), lambda xs, cts: tuple(above._lazy(list(xs) + list(cts), len(xs))))
+        call = self._with_backward(op, lambda *ys: tree_flatten(self.f(*ys))[0], list(self.in_specs),
+                                   list(self.out_specs))
         return list(call(*leaves))
 
 
