@@ -259,9 +259,10 @@ def _igamma_parts(a, x):
     small = x < a + 1.0
     # The series is fed values inside its range and away from 0, whose log (in x^a) has a derivative in a of
     # -inf: times a where's zero, NaN. P(a, 0) is 0.
-    xs = _tnp.where(small, x, 0.5 * (a + 1.0))
+    inside = 0.5 * (a + 1.0)
+    xs = _tnp.where(small, x, inside)
     zero = xs == 0
-    ps = _tnp.where(zero, 0.0, _igamma_series(a, _tnp.where(zero, 0.5 * (a + 1.0), xs)))
+    ps = _tnp.where(zero, 0.0, _igamma_series(a, _tnp.where(zero, inside, xs)))
     qf = _igammac_fraction(a, _tnp.where(small, a + 1.0, x))
     return a, x, small, ps, qf
 
